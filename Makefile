@@ -1,0 +1,51 @@
+# Mooncake-C top-level entry points. `make check` and `make demo` work on a fresh Debian 12
+# machine as root: they install missing packages first (scripts/install-deps.sh).
+JOBS ?= 2
+CTEST_FLAGS ?= --output-on-failure --no-tests=error
+
+.PHONY: all deps build test check check-asan check-tsan check-fuzz demo bench report clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build -j$(JOBS)
+
+# Quick loop for developers: the regular build's tests only.
+test: build
+	cd build && ctest $(CTEST_FLAGS) -j$(JOBS) -LE fuzz
+
+# Everything CI runs: layer rule, regular tests, ASan+UBSan tests, TSan threaded tests,
+# short libFuzzer runs.
+check: test check-asan check-tsan check-fuzz
+	@scripts/check-layers.sh
+	@echo "make check: all suites passed"
+
+check-asan: deps
+	@cmake -S . -B build-asan -DMC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_FLAGS) -j$(JOBS) -LE "fuzz|python"
+
+check-tsan: deps
+	@cmake -S . -B build-tsan -DMC_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build build-tsan -j$(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest $(CTEST_FLAGS) -j$(JOBS) -L threads
+
+check-fuzz: deps
+	@CC=clang cmake -S . -B build-fuzz -DMC_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j$(JOBS)
+	cd build-fuzz && ctest $(CTEST_FLAGS) -L fuzz
+
+demo: build
+	@scripts/demo.sh
+
+bench: build
+	@scripts/bench.sh
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz

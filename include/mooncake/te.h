@@ -1,0 +1,129 @@
+/* Mooncake-C Transfer Engine: moves bytes between registered memory of processes.
+ *
+ * Buffer lifecycle (the caller's contract): allocate -> mc_te_register -> produce data ->
+ * submit -> in flight (do not free or rewrite the source/target range) -> completion seen via
+ * status -> consume -> mc_te_unregister -> free. Unregistering a range with transfers in flight
+ * waits for those transfers to finish or time out; it never lets a transfer touch freed memory.
+ *
+ * Segments: every engine publishes one RAM segment, named by its local server name
+ * ("host:port"), made of the buffers it registered. A peer opens a segment by name and
+ * reads/writes inside it at absolute addresses of the owning process. The serving side checks
+ * that every [addr, addr+len) lies inside a registered (not yet unregistered) buffer.
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef MOONCAKE_TE_H
+#define MOONCAKE_TE_H
+
+#include "mooncake/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mc_te mc_te_t;
+typedef uint64_t mc_te_segment_t;   /* handle of an opened (remote or local) segment */
+typedef uint64_t mc_te_batch_t;     /* handle of an allocated batch */
+
+#define MC_TE_NAME_MAX 256          /* segment / server names, incl. NUL */
+#define MC_TE_LOCATION_MAX 64       /* "cpu:0", "cuda:0", ... incl. NUL */
+#define MC_TE_MAX_BATCH 65536       /* requests per batch */
+
+typedef enum mc_te_opcode {
+    MC_TE_READ = 0,  /* remote -> local */
+    MC_TE_WRITE = 1, /* local -> remote */
+} mc_te_opcode_t;
+
+typedef struct mc_te_request {
+    mc_te_opcode_t opcode;
+    void *local;              /* local address; need not be registered for tcp, must be for ucx */
+    mc_te_segment_t target;   /* from mc_te_segment_open */
+    uint64_t target_addr;     /* absolute address in the target process */
+    size_t length;
+} mc_te_request_t;
+
+typedef enum mc_te_state {
+    MC_TE_WAITING = 0,   /* accepted, not started */
+    MC_TE_PENDING = 1,   /* in flight */
+    MC_TE_INVALID = 2,
+    MC_TE_CANCELED = 3,
+    MC_TE_COMPLETED = 4,
+    MC_TE_TIMEOUT = 5,
+    MC_TE_FAILED = 6,
+} mc_te_state_t;
+
+typedef struct mc_te_xfer_status {
+    mc_te_state_t state;
+    size_t transferred;  /* bytes moved so far */
+    mc_status_t error;   /* why FAILED/TIMEOUT/INVALID (e.g. MC_ERR_OUT_OF_RANGE); MC_OK else */
+} mc_te_xfer_status_t;
+
+typedef struct mc_te_config {
+    /* "http://host:port/metadata", "etcd://host:port[;host:port]", or "P2PHANDSHAKE". */
+    const char *metadata_uri;
+    /* "host:port" this engine serves on; port 0 or no port = pick a free one (12300-14300
+     * like upstream). The final name is returned by mc_te_local_name(). */
+    const char *local_server_name;
+    /* "auto" (default: shm for same-host peers, else tcp), "tcp", "shm", "ucx".
+     * MC_FORCE_TCP=1 in the environment forces tcp. */
+    const char *protocol;
+    uint32_t transfer_timeout_ms;  /* per request deadline; 0 = default (MC_TE_TIMEOUT_MS or 5000) */
+    uint32_t tcp_connections;      /* pooled connections per peer; 0 = default (4) */
+    uint32_t worker_threads;       /* 0 = default (2) */
+} mc_te_config_t;
+
+/* Create the engine: start the data server, connect to metadata, publish an empty segment.
+ * `cfg` and its strings are borrowed for the call only. */
+MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p);
+/* Stop serving, unpublish the segment, fail outstanding transfers, free everything. */
+MC_API void mc_te_destroy(mc_te_t *te);
+
+MC_API const char *mc_te_local_name(const mc_te_t *te);   /* valid until destroy */
+MC_API uint16_t mc_te_rpc_port(const mc_te_t *te);
+
+/* Memory from the engine that same-host peers can map directly (memfd-backed, pre-faulted).
+ * Not registered yet: call mc_te_register. Release with mc_te_free_shareable. */
+MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len);
+MC_API void mc_te_free_shareable(mc_te_t *te, void *addr);
+
+/* Add [addr, addr+len) to the local segment and republish it. Overlapping registrations are
+ * refused (MC_ERR_SEGMENT_ALREADY_EXISTS). `location` may be NULL ("cpu:0"). */
+MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location);
+/* Remove the buffer starting at addr. Waits (up to the transfer timeout) for transfers that
+ * touch it, then refuses new ones; MC_ERR_BUSY if they did not drain in time (the buffer
+ * then stays registered). */
+MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr);
+
+/* Open a segment by name (its owner's local server name). Cached; cheap to call again. */
+MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p);
+/* Drop the cached descriptor so the next open fetches it again. */
+MC_API mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg);
+/* First registered buffer address of a segment (Python get_first_buffer_address). */
+MC_API mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, uint64_t *addr_p);
+
+MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *batch_p);
+/* Submit n requests (appended after those already submitted to the batch). If submit fails,
+ * none of the n requests runs or completes later. */
+MC_API mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
+                                      const mc_te_request_t *reqs, size_t n);
+MC_API mc_status_t mc_te_batch_status(mc_te_t *te, mc_te_batch_t batch, size_t index,
+                                      mc_te_xfer_status_t *status_p);
+/* Fills status_p[0..n) for the first n requests; returns MC_OK when all are final. */
+MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
+                                          mc_te_xfer_status_t *status_p, size_t n);
+/* Free a batch. MC_ERR_BUSY while any request is still WAITING/PENDING. */
+MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch);
+
+/* Submit n requests and wait for all. MC_OK when every one COMPLETED; otherwise the first
+ * error (MC_ERR_TIMEOUT, MC_ERR_OUT_OF_RANGE, MC_ERR_TRANSFER_FAIL...). Optional per-request
+ * status output. */
+MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                       mc_te_xfer_status_t *status_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

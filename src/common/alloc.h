@@ -1,0 +1,24 @@
+/* Allocation wrappers. They log and return NULL on failure (callers map that to
+ * MC_ERR_NO_MEMORY); they never abort, since a cache process must survive a failed allocation.
+ * mc_free(NULL) is a no-op. */
+#ifndef MC_COMMON_ALLOC_H
+#define MC_COMMON_ALLOC_H
+
+#include <stddef.h>
+
+void *mc_malloc(size_t size);
+void *mc_calloc(size_t n, size_t size);      /* checks n*size overflow */
+void *mc_realloc(void *ptr, size_t size);
+char *mc_strdup(const char *s);
+char *mc_strndup(const char *s, size_t n);
+void mc_free(void *ptr);
+
+/* Page-aligned anonymous memory, optionally pre-faulted (touch every page now so that the
+ * first transfer does not pay page faults). Release with mc_pages_free(ptr, size). */
+void *mc_pages_alloc(size_t size, int prefault);
+void mc_pages_free(void *ptr, size_t size);
+
+#define MC_NEW(type) ((type *)mc_calloc(1, sizeof(type)))
+#define MC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

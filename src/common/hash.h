@@ -1,0 +1,22 @@
+/* Hashing and checksums: XXH3 from Debian's libxxhash. One place so that every component
+ * computes the same checksum the same way (the store records XXH3-64 at PutEnd and verifies
+ * it on every get). */
+#ifndef MC_COMMON_HASH_H
+#define MC_COMMON_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t mc_hash64(const void *data, size_t len);              /* XXH3-64, seed 0 */
+uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed);
+uint64_t mc_hash_str(const char *s);                           /* of strlen(s) bytes */
+
+/* Streaming checksum over several pieces: equal to mc_hash64 of their concatenation. */
+typedef struct mc_hash_stream {
+    void *state; /* XXH3_state_t*, owned */
+} mc_hash_stream_t;
+int mc_hash_stream_init(mc_hash_stream_t *hs);   /* 0 ok, -1 no memory */
+void mc_hash_stream_update(mc_hash_stream_t *hs, const void *data, size_t len);
+uint64_t mc_hash_stream_final(mc_hash_stream_t *hs); /* frees the state */
+
+#endif

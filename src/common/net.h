@@ -1,0 +1,40 @@
+/* Socket helpers shared by the TE tcp transport, the RPC layer and the HTTP clients.
+ * All functions return mc_status_t; sockets are created CLOEXEC; errors are logged once here
+ * with errno text. Addresses are "host:port" with host a name, an IPv4 address or [IPv6]. */
+#ifndef MC_COMMON_NET_H
+#define MC_COMMON_NET_H
+
+#include "mooncake/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_HOST_MAX 256
+
+/* Split "host:port" (port required, 1..65535). host_out gets at most MC_HOST_MAX bytes. */
+mc_status_t mc_net_split_hostport(const char *addr, char *host_out, uint16_t *port_p);
+
+/* Listening TCP socket on host:port (port 0 = ephemeral; *port_p receives the bound port).
+ * SO_REUSEADDR, backlog 512. Non-blocking if nonblock. */
+mc_status_t mc_net_listen(const char *host, uint16_t port, int nonblock, int *fd_p,
+                          uint16_t *port_p);
+
+/* Blocking connect with a timeout; returns a blocking socket with TCP_NODELAY set. */
+mc_status_t mc_net_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *fd_p);
+
+/* Send/receive exactly len bytes on a blocking socket, waiting at most until deadline_ns
+ * (CLOCK_MONOTONIC, 0 = no deadline). MC_ERR_CONNECTION on EOF/reset, MC_ERR_TIMEOUT. */
+mc_status_t mc_net_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);
+mc_status_t mc_net_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns);
+
+mc_status_t mc_net_set_nonblock(int fd, int on);
+void mc_net_tune(int fd, int sndbuf, int rcvbuf); /* TCP_NODELAY + optional buffer sizes */
+
+/* A port that is free on 127.0.0.1 right now (bind to 0, read, close). For tests/tools. */
+mc_status_t mc_net_free_port(uint16_t *port_p);
+
+/* Stable identity of this host (boot id; same for all processes and namespaces on one
+ * kernel). Written to out (at least 64 bytes). */
+void mc_net_host_id(char *out, size_t len);
+
+#endif

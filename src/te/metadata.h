@@ -1,0 +1,40 @@
+/* Metadata store client: where segment descriptors are published and found.
+ *
+ * Backends, chosen by the connection string given to mc_meta_open():
+ *   "http://host:port/metadata"  REST key-value (GET|PUT|DELETE <url>?key=K), upstream protocol
+ *   "etcd://host:port[;host:port...]"  etcd v3 through its JSON gateway (libcurl)
+ *   "P2PHANDSHAKE"  no store: descriptors are fetched from the peer itself by the engine;
+ *                   put/del succeed locally, get returns MC_ERR_NOT_SUPPORTED.
+ * Keys are plain strings ("mooncake/ram/<segment>"); values are opaque strings (JSON).
+ * Thread-safe: one handle may be used from several threads.
+ */
+#ifndef MC_TE_METADATA_H
+#define MC_TE_METADATA_H
+
+#include "mooncake/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct mc_meta mc_meta_t;
+
+#define MC_META_KEY_MAX 1024            /* keys longer than this are refused */
+#define MC_META_VALUE_MAX (4u << 20)    /* values (and responses) capped at 4 MiB */
+#define MC_META_SEGMENT_PREFIX "mooncake/ram/"
+
+/* Parse the connection string and prepare the client (no network I/O yet).
+ * MC_ERR_INVALID_PARAMS for an unknown scheme or a malformed string. */
+mc_status_t mc_meta_open(const char *uri, mc_meta_t **meta_p);
+void mc_meta_close(mc_meta_t *meta);
+
+bool mc_meta_is_p2p(const mc_meta_t *meta);
+
+/* *value_p is a NUL-terminated heap string the caller frees with free().
+ * MC_ERR_OBJECT_NOT_FOUND if the key is absent; MC_ERR_CONNECTION if the store is unreachable;
+ * MC_ERR_TOO_LARGE if the value exceeds MC_META_VALUE_MAX. */
+mc_status_t mc_meta_get(mc_meta_t *meta, const char *key, char **value_p);
+mc_status_t mc_meta_put(mc_meta_t *meta, const char *key, const char *value);
+/* Deleting an absent key is MC_OK. */
+mc_status_t mc_meta_del(mc_meta_t *meta, const char *key);
+
+#endif
