@@ -1,0 +1,147 @@
+/* Unit tests for the common layer: status table, config parsing, sizes, hashing, net. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "common/config.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_status_names(void **state)
+{
+    assert_string_equal(mc_status_name(MC_ERR_OBJECT_NOT_FOUND), "OBJECT_NOT_FOUND");
+    assert_int_equal(MC_ERR_OBJECT_NOT_FOUND, -704);
+    assert_int_equal(MC_ERR_NO_AVAILABLE_HANDLE, -200);
+    assert_int_equal(MC_ERR_LEASE_EXPIRED, -707);
+    assert_string_equal(mc_status_name(12345), "UNKNOWN");
+    assert_non_null(strstr(mc_status_str(MC_ERR_RPC_TIMEOUT), "timed out"));
+}
+
+static void test_parse_size(void **state)
+{
+    uint64_t v;
+    assert_int_equal(mc_parse_size("4096", &v), MC_OK);
+    assert_int_equal(v, 4096);
+    assert_int_equal(mc_parse_size("512MB", &v), MC_OK);
+    assert_int_equal(v, 512ull << 20);
+    assert_int_equal(mc_parse_size("1 GiB", &v), MC_OK);
+    assert_int_equal(v, 1ull << 30);
+    assert_int_equal(mc_parse_size("16mb", &v), MC_OK);
+    assert_int_equal(v, 16ull << 20);
+    assert_int_equal(mc_parse_size("1.5K", &v), MC_OK);
+    assert_int_equal(v, 1536);
+    assert_int_equal(mc_parse_size("-1", &v), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_parse_size("12XB", &v), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_parse_size("", &v), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_parse_size("99999999999T", &v), MC_ERR_INVALID_PARAMS);
+}
+
+static void test_config_precedence(void **state)
+{
+    int64_t port = 50051;
+    double ratio = 0.05;
+    bool flag = false;
+    const char *name = "default";
+    uint64_t size = 0;
+    mc_option_t opts[] = {
+        {"port", MC_OPT_INT, &port, NULL, "port", 1, 65535},
+        {"eviction_ratio", MC_OPT_DOUBLE, &ratio, "MC_TEST_RATIO", "ratio", 0, 1},
+        {"enable", MC_OPT_BOOL, &flag, NULL, "flag", 0, 0},
+        {"name", MC_OPT_STRING, &name, NULL, "name", 0, 0},
+        {"size", MC_OPT_SIZE, &size, NULL, "size", 0, 0},
+    };
+    mc_config_spec_t spec = {"test", "test", opts, MC_ARRAY_LEN(opts)};
+
+    char path[] = "/tmp/mc_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *json = "{\"port\": 1234, \"eviction_ratio\": 0.2, \"name\": \"fromfile\"}";
+    assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+    close(fd);
+
+    setenv("MC_TEST_RATIO", "0.3", 1);
+    char cfgarg[64];
+    snprintf(cfgarg, sizeof(cfgarg), "--config_path=%s", path);
+    char *argv[] = {"test", cfgarg, "--port", "4321", "--enable", "--size=2MB", NULL};
+    int help = 0;
+    assert_int_equal(mc_config_parse(&spec, 6, argv, &help), MC_OK);
+    assert_int_equal(help, 0);
+    assert_int_equal(port, 4321);          /* flag beats file */
+    assert_true(ratio > 0.29 && ratio < 0.31); /* env beats file */
+    assert_true(flag);
+    assert_string_equal(name, "fromfile");
+    assert_int_equal(size, 2u << 20);
+
+    char *bad1[] = {"test", "--port=70000", NULL};
+    assert_int_equal(mc_config_parse(&spec, 2, bad1, &help), MC_ERR_INVALID_PARAMS);
+    char *bad2[] = {"test", "--nope=1", NULL};
+    assert_int_equal(mc_config_parse(&spec, 2, bad2, &help), MC_ERR_INVALID_PARAMS);
+    char *bad3[] = {"test", "--eviction_ratio=abc", NULL};
+    assert_int_equal(mc_config_parse(&spec, 2, bad3, &help), MC_ERR_INVALID_PARAMS);
+    unsetenv("MC_TEST_RATIO");
+    unlink(path);
+}
+
+static void test_hash_stream(void **state)
+{
+    char buf[1000];
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (char)(i * 7);
+    mc_hash_stream_t hs;
+    assert_int_equal(mc_hash_stream_init(&hs), 0);
+    mc_hash_stream_update(&hs, buf, 300);
+    mc_hash_stream_update(&hs, buf + 300, 700);
+    assert_int_equal(mc_hash_stream_final(&hs), mc_hash64(buf, sizeof(buf)));
+    assert_int_not_equal(mc_hash64(buf, 999), mc_hash64(buf, 1000));
+}
+
+static void test_hostport(void **state)
+{
+    char host[MC_HOST_MAX];
+    uint16_t port;
+    assert_int_equal(mc_net_split_hostport("127.0.0.1:50051", host, &port), MC_OK);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 50051);
+    assert_int_equal(mc_net_split_hostport("[::1]:80", host, &port), MC_OK);
+    assert_string_equal(host, "::1");
+    assert_int_equal(mc_net_split_hostport("localhost", host, &port), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_net_split_hostport("h:0", host, &port), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_net_split_hostport("h:65536", host, &port), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_net_split_hostport(":80", host, &port), MC_ERR_INVALID_PARAMS);
+}
+
+static int sink_calls;
+static void counting_sink(mc_log_level_t level, const char *file, int line, const char *msg,
+                          void *arg)
+{
+    sink_calls++;
+    assert_string_equal(msg, "hello 42");
+}
+
+static void test_log_sink(void **state)
+{
+    mc_log_set_sink(counting_sink, NULL);
+    mc_log_set_level(MC_LOG_LEVEL_INFO);
+    MC_LOG_DEBUG("hidden %d", 1);
+    MC_LOG_INFO("hello %d", 42);
+    mc_log_set_sink(NULL, NULL);
+    assert_int_equal(sink_calls, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_names), cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_config_precedence), cmocka_unit_test(test_hash_stream),
+        cmocka_unit_test(test_hostport), cmocka_unit_test(test_log_sink),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
