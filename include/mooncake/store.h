@@ -1,0 +1,127 @@
+/* Mooncake-C Store client: put/get objects in the shared DRAM pool.
+ *
+ * A store client talks to the master for metadata (where replicas live, leases) and moves
+ * bytes with the Transfer Engine directly into and out of other clients' segments. It may
+ * contribute memory to the pool (global_segment_size > 0) and owns a registered local buffer
+ * for staging copies of non-registered user memory.
+ *
+ * Semantics follow upstream Mooncake:
+ *  - put is create-once: putting an existing key returns MC_OK without writing; upsert
+ *    overwrites.
+ *  - Every get verifies the XXH3-64 checksum recorded at PutEnd before returning bytes; a
+ *    mismatch is MC_ERR_CHECKSUM (never data). A get whose read lease expired before its
+ *    transfer finished fails with MC_ERR_LEASE_EXPIRED.
+ *  - On any failure of get_into the destination buffer may have been written to; its contents
+ *    must not be consumed.
+ *
+ * Thread-safety: all functions may be called concurrently from many threads on one handle.
+ * Memory: every pointer argument is borrowed for the duration of the call only, except the
+ * buffers of mc_store_register_buffer, which stay borrowed until unregistered.
+ */
+#ifndef MOONCAKE_STORE_H
+#define MOONCAKE_STORE_H
+
+#include "mooncake/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mc_store mc_store_t;
+
+#define MC_STORE_KEY_MAX 4096
+
+typedef struct mc_store_config {
+    const char *local_hostname;     /* "host" or "host:port"; no port = free port 12300-14300 */
+    const char *metadata_server;    /* TE metadata URI: http://.../metadata, etcd://..., P2PHANDSHAKE */
+    uint64_t global_segment_size;   /* bytes contributed to the pool (pre-faulted); 0 = none */
+    uint64_t local_buffer_size;     /* registered staging buffer for non-registered user memory */
+    const char *protocol;           /* "tcp", "auto" (shm for same-host peers) ...; NULL = "tcp" */
+    const char *device_name;        /* RDMA devices; accepted and ignored (no RDMA transport) */
+    const char *master_server_addr; /* "host:port" of mooncake_master */
+    const char *host_label;         /* failure domain for replica placement; NULL = host part */
+    uint32_t rpc_timeout_ms;        /* per master RPC; 0 = 5000 */
+    uint32_t transfer_timeout_ms;   /* per data transfer; 0 = TE default */
+} mc_store_config_t;
+
+typedef struct mc_replicate_config {
+    uint32_t replica_num;           /* 0 is treated as 1 */
+    bool with_soft_pin;
+    uint64_t soft_pin_ttl_ms;       /* 0 = master default */
+    bool with_hard_pin;
+    const char *preferred_segment;  /* segment name or NULL */
+    bool prefer_alloc_in_same_node;
+} mc_replicate_config_t;
+
+typedef struct mc_replica_desc {
+    char segment[256];              /* segment name (its owner's TE server name) */
+    char endpoint[256];             /* TE server name to transfer with */
+    uint64_t addr;                  /* absolute address in the owner process */
+    uint64_t size;
+    int32_t status;                 /* 1 = complete/readable */
+} mc_replica_desc_t;
+
+/* Connect to the master, start the TE, mount the contributed segment. */
+MC_API mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p);
+/* Unmount (gracefully), stop, free. NULL is a no-op. */
+MC_API void mc_store_destroy(mc_store_t *store);
+/* 0 healthy, 1 not set up, 2 master unreachable (upstream health_check convention). */
+MC_API int mc_store_health(mc_store_t *store);
+MC_API const char *mc_store_hostname(const mc_store_t *store);
+
+/* Register user memory for zero-copy put_from/get_into. */
+MC_API mc_status_t mc_store_register_buffer(mc_store_t *store, void *addr, size_t len);
+MC_API mc_status_t mc_store_unregister_buffer(mc_store_t *store, void *addr);
+
+/* Put from one or more pieces (concatenated). cfg may be NULL (1 replica). */
+MC_API mc_status_t mc_store_put(mc_store_t *store, const char *key, const struct iovec *parts,
+                                size_t n_parts, const mc_replicate_config_t *cfg);
+MC_API mc_status_t mc_store_upsert(mc_store_t *store, const char *key, const struct iovec *parts,
+                                   size_t n_parts, const mc_replicate_config_t *cfg);
+
+/* Get into a heap buffer: *value_p is malloc'd (caller frees with free()), *len_p its size.
+ * MC_ERR_OBJECT_NOT_FOUND on a miss. */
+MC_API mc_status_t mc_store_get(mc_store_t *store, const char *key, void **value_p,
+                                size_t *len_p);
+/* Get into caller memory (scattered over n_parts pieces filled in order). Returns the number
+ * of bytes read (>= 0) or a negative mc_status_t; MC_ERR_BUFFER_OVERFLOW if too small. */
+MC_API int64_t mc_store_get_into(mc_store_t *store, const char *key, const struct iovec *parts,
+                                 size_t n_parts);
+
+/* Batch forms: results[i] is the status (put) or bytes-or-status (get) of key i.
+ * The call returns MC_OK if the batch was processed (check results), or an error for the whole
+ * batch (e.g. invalid arguments). parts[i]/n_parts[i] describe key i's pieces. */
+MC_API mc_status_t mc_store_batch_put(mc_store_t *store, size_t n, const char *const *keys,
+                                      const struct iovec *const *parts, const size_t *n_parts,
+                                      const mc_replicate_config_t *cfg, bool upsert,
+                                      int32_t *results);
+MC_API mc_status_t mc_store_batch_get_into(mc_store_t *store, size_t n, const char *const *keys,
+                                           const struct iovec *const *parts,
+                                           const size_t *n_parts, int64_t *results);
+
+/* 1 exists, 0 absent, negative error. */
+MC_API int mc_store_exists(mc_store_t *store, const char *key);
+MC_API mc_status_t mc_store_batch_exists(mc_store_t *store, size_t n, const char *const *keys,
+                                         int32_t *results);
+/* Size of the committed object in bytes, or a negative status. */
+MC_API int64_t mc_store_get_size(mc_store_t *store, const char *key);
+MC_API mc_status_t mc_store_remove(mc_store_t *store, const char *key, bool force);
+MC_API mc_status_t mc_store_batch_remove(mc_store_t *store, size_t n, const char *const *keys,
+                                         bool force, int32_t *results);
+/* Number of objects removed (>= 0) or a negative status. */
+MC_API int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, bool force);
+MC_API int64_t mc_store_remove_all(mc_store_t *store, bool force);
+
+/* Replica descriptors of a committed object: *descs_p is malloc'd (free()), *n_p entries. */
+MC_API mc_status_t mc_store_replica_desc(mc_store_t *store, const char *key,
+                                         mc_replica_desc_t **descs_p, size_t *n_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
