@@ -1,0 +1,2 @@
+# Conductor and evaluation tools (owner: conductor/evaluation).
+mc_add_program(mc_plan SOURCES ${CMAKE_CURRENT_LIST_DIR}/mc_plan.c LIBS mc_conductor mc_common)
