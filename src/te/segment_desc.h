@@ -51,6 +51,12 @@ mc_status_t mc_segment_desc_to_json(const mc_segment_desc_t *desc, char **json_p
 mc_status_t mc_segment_desc_from_json(const char *json, size_t len, mc_segment_desc_t *desc);
 void mc_segment_desc_free(mc_segment_desc_t *desc); /* frees buffers/transport_info, zeroes */
 
+/* For descriptors built by hand (the engine): check every buffer (length > 0, no addr+length
+ * or shm_offset+length overflow, shm_fd >= -1), sort buffers by addr and refuse overlaps.
+ * MC_ERR_INVALID_PARAMS on a bad or overlapping buffer (order may then have changed).
+ * mc_segment_desc_find() requires a sorted descriptor (the parser's output always is). */
+mc_status_t mc_segment_desc_normalize(mc_segment_desc_t *desc);
+
 /* Index of the buffer containing [addr, addr+len), or -1. len must be > 0; overflow-safe. */
 ptrdiff_t mc_segment_desc_find(const mc_segment_desc_t *desc, uint64_t addr, uint64_t len);
 

@@ -1,0 +1,121 @@
+/* Metadata client front end: connection-string parsing, caps, dispatch to a backend through
+ * its ops table, and the P2PHANDSHAKE stub (no store; the engine fetches descriptors from the
+ * peer itself). */
+#include "te/metadata.h"
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "te/metadata_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct mc_meta {
+    const mc_meta_ops_t *ops; /* NULL for P2PHANDSHAKE */
+    void *impl;
+};
+
+mc_status_t mc_meta_open(const char *uri, mc_meta_t **meta_p)
+{
+    if (!meta_p)
+        return MC_ERR_INVALID_PARAMS;
+    *meta_p = NULL;
+    if (!uri || !*uri) {
+        MC_LOG_ERROR("metadata: empty connection string");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_meta_t *m = MC_NEW(mc_meta_t);
+    if (!m)
+        return MC_ERR_NO_MEMORY;
+    mc_status_t st;
+    if (strcasecmp(uri, "P2PHANDSHAKE") == 0) {
+        st = MC_OK;
+    } else if (strncasecmp(uri, "http://", 7) == 0) {
+        m->ops = &mc_meta_http_ops;
+        st = mc_meta_http_open(uri, &m->impl);
+    } else if (strncasecmp(uri, "etcd://", 7) == 0) {
+        m->ops = &mc_meta_etcd_ops;
+        st = mc_meta_etcd_open(uri + 7, &m->impl);
+    } else {
+        MC_LOG_ERROR("metadata: unsupported connection string '%s' (want http://host:port/path, "
+                     "etcd://host:port[;host:port...] or P2PHANDSHAKE)",
+                     uri);
+        st = MC_ERR_INVALID_PARAMS;
+    }
+    if (st != MC_OK) {
+        free(m);
+        return st;
+    }
+    *meta_p = m;
+    return MC_OK;
+}
+
+void mc_meta_close(mc_meta_t *meta)
+{
+    if (!meta)
+        return;
+    if (meta->ops)
+        meta->ops->close(meta->impl);
+    free(meta);
+}
+
+bool mc_meta_is_p2p(const mc_meta_t *meta)
+{
+    return meta && !meta->ops;
+}
+
+static mc_status_t check_key(const char *key)
+{
+    if (!key || !*key) {
+        MC_LOG_ERROR("metadata: empty key");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (strnlen(key, MC_META_KEY_MAX + 1) > MC_META_KEY_MAX) {
+        MC_LOG_ERROR("metadata: key longer than %d bytes refused", MC_META_KEY_MAX);
+        return MC_ERR_TOO_LARGE;
+    }
+    return MC_OK;
+}
+
+mc_status_t mc_meta_get(mc_meta_t *meta, const char *key, char **value_p)
+{
+    if (!meta || !value_p)
+        return MC_ERR_INVALID_PARAMS;
+    *value_p = NULL;
+    mc_status_t st = check_key(key);
+    if (st != MC_OK)
+        return st;
+    if (!meta->ops)
+        return MC_ERR_NOT_SUPPORTED;
+    return meta->ops->get(meta->impl, key, value_p);
+}
+
+mc_status_t mc_meta_put(mc_meta_t *meta, const char *key, const char *value)
+{
+    if (!meta || !value)
+        return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = check_key(key);
+    if (st != MC_OK)
+        return st;
+    size_t len = strnlen(value, (size_t)MC_META_VALUE_MAX + 1);
+    if (len > MC_META_VALUE_MAX) {
+        MC_LOG_ERROR("metadata: value for '%s' exceeds %u bytes", key, MC_META_VALUE_MAX);
+        return MC_ERR_TOO_LARGE;
+    }
+    if (!meta->ops)
+        return MC_OK;
+    return meta->ops->put(meta->impl, key, value, len);
+}
+
+mc_status_t mc_meta_del(mc_meta_t *meta, const char *key)
+{
+    if (!meta)
+        return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = check_key(key);
+    if (st != MC_OK)
+        return st;
+    if (!meta->ops)
+        return MC_OK;
+    return meta->ops->del(meta->impl, key);
+}

@@ -1,0 +1,30 @@
+/* Helpers for the metadata integration tests: child processes stopped by PID, polling with
+ * deadlines, raw HTTP requests over mc_net sockets. */
+#ifndef MC_TESTS_META_UTIL_H
+#define MC_TESTS_META_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* fork+exec argv (argv[0] is the path) with stdout/stderr appended to log_path (or /dev/null
+ * if NULL). Returns the pid, -1 on failure. The child dies with the parent (PDEATHSIG). */
+pid_t mt_spawn(char *const argv[], const char *log_path);
+/* Send sig, then wait up to timeout_ms for the exit; SIGKILL if it does not exit. Returns the
+ * wait status, or -1. */
+int mt_stop(pid_t pid, int sig, int timeout_ms);
+
+/* One HTTP/1.0-style exchange: send `request` raw, read until EOF (max cap bytes) into a heap
+ * buffer (*resp_p, NUL-terminated). Returns the status code parsed from the first line, or -1. */
+int mt_http_raw(uint16_t port, const char *request, size_t req_len, char **resp_p);
+/* Poll GET path on port until it returns 200 or timeout_ms passes. 0 ok, -1 timed out. */
+int mt_wait_http_ok(uint16_t port, const char *path, int timeout_ms);
+
+/* A fresh temp directory (mkdtemp under TMPDIR or /tmp) into out[len]; rm -rf by mt_rmdir. */
+int mt_tmpdir(char *out, size_t len);
+void mt_rmdir(const char *dir);
+
+/* Path of a built program: $MC_BIN_DIR/name, else ../bin/name next to this test. */
+void mt_bin_path(const char *name, char *out, size_t len);
+
+#endif
