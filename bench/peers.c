@@ -1,0 +1,722 @@
+/* Peer measurements (see peers.h). Everything here is benchmark tooling: it prints nothing but
+ * the JSON lines asked for and short diagnostics on stderr. */
+#include "peers.h"
+
+#include "common/alloc.h"
+#include "common/hash.h"
+#include "common/net.h"
+#include "common/time.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static void peer_init(mc_peer_result_t *r, const char *peer, size_t block)
+{
+    memset(r, 0, sizeof(*r));
+    r->peer = peer;
+    r->block = block;
+}
+
+static mc_status_t peer_fail(mc_peer_result_t *r, mc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static mc_status_t peer_fail(mc_peer_result_t *r, mc_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->error, sizeof(r->error), fmt, ap);
+    va_end(ap);
+    r->ok = 0;
+    fprintf(stderr, "peer %s: %s\n", r->peer, r->error);
+    return st;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts t[0..n) (seconds per op) and fills the median/best figures of r. */
+static void peer_summarize(mc_peer_result_t *r, double *t, unsigned n, size_t bytes_per_op)
+{
+    qsort(t, n, sizeof(double), cmp_double);
+    double med = t[n / 2];
+    r->runs = n;
+    if (bytes_per_op) {
+        r->gib_s = (double)bytes_per_op / med / GIB;
+        r->gib_s_best = (double)bytes_per_op / t[0] / GIB;
+    }
+    r->req_s = 1.0 / med;
+    r->p50_us = med * 1e6;
+    r->p99_us = t[(size_t)((n - 1) * 0.99)] * 1e6;
+    r->ok = 1;
+}
+
+/* ---------------------------------------------------------------- small process helpers -- */
+
+long mc_peer_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kb = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            kb = strtol(line + 6, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+void mc_peer_date(char *out, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void mc_peer_host(char *out, size_t len)
+{
+    if (gethostname(out, len) != 0 || !out[0])
+        snprintf(out, len, "unknown");
+    out[len - 1] = '\0';
+}
+
+char *mc_peer_which(const char *name)
+{
+    const char *path = getenv("PATH");
+    char *dirs = mc_malloc(strlen(path ? path : "") + 64);
+    if (!dirs)
+        return NULL;
+    sprintf(dirs, "%s:/usr/bin:/usr/sbin:/usr/local/bin", path ? path : "");
+    char *save = NULL, *found = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        char cand[1024];
+        snprintf(cand, sizeof(cand), "%s/%s", d, name);
+        if (access(cand, X_OK) == 0) {
+            found = mc_strdup(cand);
+            break;
+        }
+    }
+    mc_free(dirs);
+    return found;
+}
+
+void mc_peer_stop_child(pid_t pid, unsigned grace_ms)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    uint64_t deadline = mc_now_ms() + grace_ms;
+    for (;;) {
+        int wst;
+        pid_t r = waitpid(pid, &wst, WNOHANG);
+        if (r == pid || (r < 0 && errno == ECHILD))
+            return;
+        if (mc_now_ms() >= deadline)
+            break;
+        mc_sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* fork + exec argv. The child dies with us (PR_SET_PDEATHSIG). stdout goes to *out_fd_p (a pipe)
+ * when out_fd_p is not NULL, else to /dev/null (or stderr with MC_PEERS_VERBOSE). */
+static pid_t peer_spawn(char *const argv[], int *out_fd_p)
+{
+    int pfd[2] = {-1, -1};
+    if (out_fd_p && pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        if (out_fd_p) {
+            close(pfd[0]);
+            close(pfd[1]);
+        }
+        return -1;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(127);
+        int devnull = open("/dev/null", O_RDWR);
+        int verbose = getenv("MC_PEERS_VERBOSE") != NULL;
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            if (!verbose)
+                dup2(devnull, 2);
+        }
+        if (out_fd_p)
+            dup2(pfd[1], 1);
+        else if (devnull >= 0)
+            dup2(verbose ? 2 : devnull, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    if (out_fd_p) {
+        close(pfd[1]);
+        *out_fd_p = pfd[0];
+    }
+    return pid;
+}
+
+/* True once something listens on 127.0.0.1:port (binding it fails with EADDRINUSE). Probing by
+ * bind, not connect, so that one-shot servers (iperf3 -1) do not see a stray client. */
+static int peer_port_listening(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int busy = bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno == EADDRINUSE;
+    close(fd);
+    return busy;
+}
+
+/* Poll until the child listens on port, it exits, or timeout_ms passes. */
+static mc_status_t peer_wait_listening(pid_t pid, uint16_t port, unsigned timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + timeout_ms;
+    while (mc_now_ms() < deadline) {
+        if (peer_port_listening(port))
+            return MC_OK;
+        int wst;
+        if (waitpid(pid, &wst, WNOHANG) == pid)
+            return MC_ERR_CONNECTION;
+        mc_sleep_ms(10);
+    }
+    return MC_ERR_TIMEOUT;
+}
+
+/* Read everything from fd until EOF into a NUL-terminated heap string (capped at cap bytes). */
+static char *peer_slurp(int fd, size_t cap)
+{
+    size_t len = 0, size = 65536;
+    char *buf = mc_malloc(size);
+    if (!buf)
+        return NULL;
+    for (;;) {
+        if (len + 1 >= size) {
+            if (size >= cap)
+                break;
+            char *nb = mc_realloc(buf, size * 2);
+            if (!nb)
+                break;
+            buf = nb;
+            size *= 2;
+        }
+        ssize_t n = read(fd, buf + len, size - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* ------------------------------------------------------------------------------ memcpy -- */
+
+mc_status_t mc_peer_memcpy(size_t size, uint64_t bytes_per_run, unsigned runs,
+                           mc_peer_result_t *r)
+{
+    peer_init(r, "memcpy", size);
+    if (size == 0)
+        return peer_fail(r, MC_ERR_INVALID_PARAMS, "size 0");
+    if (!bytes_per_run)
+        bytes_per_run = 4ull << 30;
+    if (!runs)
+        runs = 9;
+    if (runs > 1000)
+        runs = 1000;
+    char *src = mc_pages_alloc(size, 1), *dst = mc_pages_alloc(size, 1);
+    double *t = mc_calloc(runs, sizeof(double));
+    if (!src || !dst || !t) {
+        if (src)
+            mc_pages_free(src, size);
+        if (dst)
+            mc_pages_free(dst, size);
+        mc_free(t);
+        return peer_fail(r, MC_ERR_NO_MEMORY, "cannot allocate 2 x %zu bytes", size);
+    }
+    memset(src, 0x5a, size);
+    memset(dst, 0xa5, size);
+    for (int i = 0; i < 3; i++)
+        memcpy(dst, src, size);
+    uint64_t iters = bytes_per_run / size;
+    if (iters < 1)
+        iters = 1;
+    for (unsigned k = 0; k < runs; k++) {
+        uint64_t t0 = mc_now_ns();
+        for (uint64_t i = 0; i < iters; i++) {
+            memcpy(dst, src, size);
+            __asm__ volatile("" ::: "memory");
+        }
+        t[k] = (double)(mc_now_ns() - t0) / 1e9 / (double)iters; /* seconds per copy */
+    }
+    peer_summarize(r, t, runs, size);
+    r->p50_us = r->p99_us = 0; /* per-copy latency is not a meaningful figure here */
+    mc_pages_free(src, size);
+    mc_pages_free(dst, size);
+    mc_free(t);
+    return MC_OK;
+}
+
+/* --------------------------------------------------------------------------- memcached -- */
+
+/* Minimal buffered reader over a blocking socket for the memcached text protocol. */
+typedef struct mcd_conn {
+    int fd;
+    char buf[65536];
+    size_t off, len;
+} mcd_conn_t;
+
+#define MCD_DEADLINE_NS (30ull * 1000000000ull)
+
+static mc_status_t mcd_fill(mcd_conn_t *c)
+{
+    if (c->off == c->len)
+        c->off = c->len = 0;
+    ssize_t n;
+    do {
+        n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return MC_ERR_CONNECTION;
+    c->len += (size_t)n;
+    return MC_OK;
+}
+
+/* One "\r\n"-terminated line (without it) into out (cap bytes). */
+static mc_status_t mcd_line(mcd_conn_t *c, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        while (c->off < c->len) {
+            char ch = c->buf[c->off++];
+            if (ch == '\n') {
+                if (n && out[n - 1] == '\r')
+                    n--;
+                out[n] = '\0';
+                return MC_OK;
+            }
+            if (n + 1 >= cap)
+                return MC_ERR_PROTOCOL;
+            out[n++] = ch;
+        }
+        if (c->off == c->len)
+            c->off = c->len = 0;
+        mc_status_t st = mcd_fill(c);
+        if (st != MC_OK)
+            return st;
+    }
+}
+
+/* Exactly len bytes: buffered ones first, the rest straight into dst. */
+static mc_status_t mcd_read(mcd_conn_t *c, void *dst, size_t len)
+{
+    size_t have = c->len - c->off;
+    if (have > len)
+        have = len;
+    memcpy(dst, c->buf + c->off, have);
+    c->off += have;
+    if (len == have)
+        return MC_OK;
+    return mc_net_recv_all(c->fd, (char *)dst + have, len - have, mc_now_ns() + MCD_DEADLINE_NS);
+}
+
+static mc_status_t mcd_send(mcd_conn_t *c, const void *p, size_t len)
+{
+    return mc_net_send_all(c->fd, p, len, mc_now_ns() + MCD_DEADLINE_NS);
+}
+
+static mc_status_t mcd_set(mcd_conn_t *c, const char *key, const char *val, size_t len)
+{
+    char hdr[256], line[256];
+    int hl = snprintf(hdr, sizeof(hdr), "set %s 0 0 %zu\r\n", key, len);
+    mc_status_t st = mcd_send(c, hdr, (size_t)hl);
+    if (st == MC_OK)
+        st = mcd_send(c, val, len);
+    if (st == MC_OK)
+        st = mcd_send(c, "\r\n", 2);
+    if (st == MC_OK)
+        st = mcd_line(c, line, sizeof(line));
+    if (st == MC_OK && strcmp(line, "STORED") != 0) {
+        fprintf(stderr, "memcached set reply: %s\n", line);
+        st = MC_ERR_WRITE_FAIL;
+    }
+    return st;
+}
+
+/* GET key into out (cap bytes); *len_p receives the value length. */
+static mc_status_t mcd_get(mcd_conn_t *c, const char *key, char *out, size_t cap, size_t *len_p)
+{
+    char req[256], line[512], trailer[7];
+    int rl = snprintf(req, sizeof(req), "get %s\r\n", key);
+    mc_status_t st = mcd_send(c, req, (size_t)rl);
+    if (st == MC_OK)
+        st = mcd_line(c, line, sizeof(line));
+    if (st != MC_OK)
+        return st;
+    if (strcmp(line, "END") == 0)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    char rkey[251];
+    unsigned flags;
+    unsigned long long n;
+    if (sscanf(line, "VALUE %250s %u %llu", rkey, &flags, &n) != 3 || n > cap)
+        return MC_ERR_PROTOCOL;
+    st = mcd_read(c, out, (size_t)n);
+    if (st == MC_OK)
+        st = mcd_read(c, trailer, sizeof(trailer));
+    if (st == MC_OK && memcmp(trailer, "\r\nEND\r\n", 7) != 0)
+        st = MC_ERR_PROTOCOL;
+    *len_p = (size_t)n;
+    return st;
+}
+
+mc_status_t mc_peer_memcached(size_t size, unsigned runs, mc_peer_result_t *get_r,
+                              mc_peer_result_t *set_r)
+{
+    mc_peer_result_t dummy;
+    if (!set_r)
+        set_r = &dummy;
+    peer_init(get_r, "memcached_get", size);
+    peer_init(set_r, "memcached_set", size);
+    if (!runs)
+        runs = 20;
+    if (runs > 10000)
+        runs = 10000;
+    if (size == 0 || size > (1ull << 30))
+        return peer_fail(get_r, MC_ERR_INVALID_PARAMS, "size %zu out of range", size);
+
+    char *bin = mc_peer_which("memcached");
+    if (!bin)
+        return peer_fail(get_r, MC_ERR_NOT_SUPPORTED, "memcached not installed");
+    uint16_t port;
+    mc_status_t st = mc_net_free_port(&port);
+    if (st != MC_OK) {
+        mc_free(bin);
+        return peer_fail(get_r, st, "no free port");
+    }
+    char port_s[16], mem_s[32], item_s[32];
+    snprintf(port_s, sizeof(port_s), "%u", port);
+    size_t mb = (size >> 20) + 1;
+    snprintf(mem_s, sizeof(mem_s), "%zu", mb * 8 < 1024 ? 1024 : mb * 8);
+    snprintf(item_s, sizeof(item_s), "%zum", mb + 1 < 64 ? 64 : mb + 1);
+    char *argv[16];
+    int a = 0;
+    argv[a++] = bin;
+    argv[a++] = "-l";
+    argv[a++] = "127.0.0.1";
+    argv[a++] = "-p";
+    argv[a++] = port_s;
+    argv[a++] = "-U";
+    argv[a++] = "0";
+    argv[a++] = "-m";
+    argv[a++] = mem_s;
+    argv[a++] = "-I";
+    argv[a++] = item_s;
+    if (geteuid() == 0) {
+        argv[a++] = "-u";
+        argv[a++] = "root";
+    }
+    argv[a] = NULL;
+
+    pid_t pid = peer_spawn(argv, NULL);
+    mc_free(bin);
+    if (pid < 0)
+        return peer_fail(get_r, MC_ERR_IO, "cannot start memcached: %s", strerror(errno));
+
+    char *val = NULL, *in = NULL;
+    double *tg = NULL, *ts = NULL;
+    mcd_conn_t *c = NULL;
+    int fd = -1;
+    st = peer_wait_listening(pid, port, 5000);
+    if (st != MC_OK) {
+        peer_fail(get_r, st, "memcached did not start listening on port %u", port);
+        goto out;
+    }
+    st = mc_net_connect("127.0.0.1", port, 2000, &fd);
+    if (st != MC_OK) {
+        peer_fail(get_r, st, "cannot connect to memcached");
+        goto out;
+    }
+    c = MC_NEW(mcd_conn_t);
+    val = mc_pages_alloc(size, 1);
+    in = mc_pages_alloc(size, 1);
+    tg = mc_calloc(runs, sizeof(double));
+    ts = mc_calloc(runs, sizeof(double));
+    if (!c || !val || !in || !tg || !ts) {
+        st = peer_fail(get_r, MC_ERR_NO_MEMORY, "no memory");
+        goto out;
+    }
+    c->fd = fd;
+    for (size_t i = 0; i < size; i++)
+        val[i] = (char)('a' + (i * 7 + i / 4096) % 26);
+    uint64_t want = mc_hash64(val, size);
+    memset(in, 0, size);
+    /* SET timed `runs` times too (as the probes did), then warm GET once, then timed GETs. */
+    for (unsigned k = 0; k < runs && st == MC_OK; k++) {
+        uint64_t t0 = mc_now_ns();
+        st = mcd_set(c, "mc_bench_key", val, size);
+        ts[k] = (double)(mc_now_ns() - t0) / 1e9;
+    }
+    if (st != MC_OK) {
+        peer_fail(get_r, st, "memcached SET of %zu bytes failed", size);
+        goto out;
+    }
+    size_t got = 0;
+    st = mcd_get(c, "mc_bench_key", in, size, &got);
+    if (st != MC_OK || got != size || mc_hash64(in, size) != want) {
+        st = st != MC_OK ? st : MC_ERR_CHECKSUM;
+        peer_fail(get_r, st, "memcached GET returned wrong data (len %zu)", got);
+        goto out;
+    }
+    for (unsigned k = 0; k < runs && st == MC_OK; k++) {
+        in[0] ^= 1; /* so a GET that delivered nothing is caught below */
+        uint64_t t0 = mc_now_ns();
+        st = mcd_get(c, "mc_bench_key", in, size, &got);
+        tg[k] = (double)(mc_now_ns() - t0) / 1e9;
+        if (st == MC_OK && (got != size || in[0] != val[0]))
+            st = MC_ERR_CHECKSUM;
+    }
+    if (st == MC_OK && mc_hash64(in, size) != want)
+        st = MC_ERR_CHECKSUM;
+    if (st != MC_OK) {
+        peer_fail(get_r, st, "memcached GET failed: %s", mc_status_name(st));
+        goto out;
+    }
+    peer_summarize(get_r, tg, runs, size);
+    peer_summarize(set_r, ts, runs, size);
+out:
+    if (fd >= 0)
+        close(fd);
+    mc_peer_stop_child(pid, 3000);
+    mc_free(c);
+    if (val)
+        mc_pages_free(val, size);
+    if (in)
+        mc_pages_free(in, size);
+    mc_free(tg);
+    mc_free(ts);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------ iperf3 -- */
+
+mc_status_t mc_peer_iperf3(unsigned seconds, mc_peer_result_t *r)
+{
+    peer_init(r, "iperf3", 0);
+    if (!seconds)
+        seconds = 3;
+    if (seconds > 600)
+        seconds = 600;
+    char *bin = mc_peer_which("iperf3");
+    if (!bin)
+        return peer_fail(r, MC_ERR_NOT_SUPPORTED, "iperf3 not installed");
+    uint16_t port;
+    mc_status_t st = mc_net_free_port(&port);
+    if (st != MC_OK) {
+        mc_free(bin);
+        return peer_fail(r, st, "no free port");
+    }
+    char port_s[16], secs_s[16];
+    snprintf(port_s, sizeof(port_s), "%u", port);
+    snprintf(secs_s, sizeof(secs_s), "%u", seconds);
+    char *sargv[] = {bin, "-s", "-1", "-B", "127.0.0.1", "-p", port_s, NULL};
+    pid_t spid = peer_spawn(sargv, NULL);
+    if (spid < 0) {
+        mc_free(bin);
+        return peer_fail(r, MC_ERR_IO, "cannot start iperf3 server");
+    }
+    pid_t cpid = -1;
+    char *out = NULL;
+    json_t *root = NULL;
+    st = peer_wait_listening(spid, port, 5000);
+    if (st != MC_OK) {
+        peer_fail(r, st, "iperf3 server did not start on port %u", port);
+        goto done;
+    }
+    char *cargv[] = {bin, "-c", "127.0.0.1", "-p", port_s, "-P", "1", "-t", secs_s, "-J", NULL};
+    int ofd = -1;
+    cpid = peer_spawn(cargv, &ofd);
+    if (cpid < 0) {
+        st = peer_fail(r, MC_ERR_IO, "cannot start iperf3 client");
+        goto done;
+    }
+    out = peer_slurp(ofd, 16u << 20);
+    close(ofd);
+    int wst = 0;
+    waitpid(cpid, &wst, 0);
+    cpid = -1;
+    json_error_t jerr;
+    root = out ? json_loads(out, 0, &jerr) : NULL;
+    if (!root) {
+        st = peer_fail(r, MC_ERR_PROTOCOL, "iperf3 -J output does not parse");
+        goto done;
+    }
+    json_t *err = json_object_get(root, "error");
+    json_t *bps = json_object_get(json_object_get(json_object_get(root, "end"), "sum_received"),
+                                  "bits_per_second");
+    if (json_is_string(err) || !json_is_number(bps)) {
+        st = peer_fail(r, MC_ERR_PROTOCOL, "iperf3: %s",
+                       json_is_string(err) ? json_string_value(err) : "no end.sum_received");
+        goto done;
+    }
+    r->gib_s = r->gib_s_best = json_number_value(bps) / 8.0 / GIB;
+    r->runs = 1;
+    r->ok = 1;
+done:
+    if (cpid > 0)
+        mc_peer_stop_child(cpid, 1000);
+    mc_peer_stop_child(spid, 1000);
+    json_decref(root);
+    mc_free(out);
+    mc_free(bin);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------- redis -- */
+
+/* Find the CSV row of one test ("SET"/"GET") in redis-benchmark --csv output and read rps and
+ * p50/p99 latency (ms). Columns: test,rps,avg,min,p50,p95,p99,max. */
+static int redis_csv_row(const char *csv, const char *test, mc_peer_result_t *r, size_t size)
+{
+    char pat[32];
+    snprintf(pat, sizeof(pat), "\"%s\",", test);
+    const char *row = strstr(csv, pat);
+    if (!row)
+        return -1;
+    double v[8] = {0};
+    if (sscanf(row + strlen(pat), "\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\"", &v[1],
+               &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 7)
+        return -1;
+    r->req_s = v[1];
+    r->gib_s = r->gib_s_best = v[1] * (double)size / GIB;
+    r->p50_us = v[4] * 1000.0;
+    r->p99_us = v[6] * 1000.0;
+    r->runs = 1;
+    r->ok = 1;
+    return 0;
+}
+
+mc_status_t mc_peer_redis_benchmark(size_t size, unsigned clients, unsigned requests,
+                                    unsigned pipeline, mc_peer_result_t *set_r,
+                                    mc_peer_result_t *get_r)
+{
+    peer_init(set_r, "redis_set", size);
+    peer_init(get_r, "redis_get", size);
+    if (!clients)
+        clients = 50;
+    if (!requests)
+        requests = 100000;
+    if (!pipeline)
+        pipeline = 1;
+    char *srv = mc_peer_which("redis-server");
+    char *cli = mc_peer_which("redis-benchmark");
+    if (!srv || !cli) {
+        mc_free(srv);
+        mc_free(cli);
+        return peer_fail(get_r, MC_ERR_NOT_SUPPORTED, "redis-server/redis-benchmark not installed");
+    }
+    uint16_t port;
+    mc_status_t st = mc_net_free_port(&port);
+    char port_s[16], size_s[32], cl_s[16], n_s[16], p_s[16];
+    snprintf(port_s, sizeof(port_s), "%u", port);
+    snprintf(size_s, sizeof(size_s), "%zu", size);
+    snprintf(cl_s, sizeof(cl_s), "%u", clients);
+    snprintf(n_s, sizeof(n_s), "%u", requests);
+    snprintf(p_s, sizeof(p_s), "%u", pipeline);
+    char *sargv[] = {srv,  "--port",       port_s, "--bind",       "127.0.0.1", "--save",
+                     "",   "--appendonly", "no",   "--daemonize",  "no",        NULL};
+    pid_t spid = st == MC_OK ? peer_spawn(sargv, NULL) : -1;
+    char *out = NULL;
+    if (spid < 0) {
+        st = peer_fail(get_r, MC_ERR_IO, "cannot start redis-server");
+        goto done;
+    }
+    st = peer_wait_listening(spid, port, 5000);
+    if (st != MC_OK) {
+        peer_fail(get_r, st, "redis-server did not start on port %u", port);
+        goto done;
+    }
+    char *cargv[] = {cli, "-h", "127.0.0.1", "-p", port_s, "-t", "set,get", "-d", size_s,
+                     "-c", cl_s, "-n", n_s, "-P", p_s, "--csv", NULL};
+    int ofd = -1;
+    pid_t cpid = peer_spawn(cargv, &ofd);
+    if (cpid < 0) {
+        st = peer_fail(get_r, MC_ERR_IO, "cannot start redis-benchmark");
+        goto done;
+    }
+    out = peer_slurp(ofd, 1u << 20);
+    close(ofd);
+    waitpid(cpid, NULL, 0);
+    if (!out || redis_csv_row(out, "SET", set_r, size) != 0 ||
+        redis_csv_row(out, "GET", get_r, size) != 0)
+        st = peer_fail(get_r, MC_ERR_PROTOCOL, "cannot parse redis-benchmark --csv output");
+done:
+    if (spid > 0)
+        mc_peer_stop_child(spid, 3000);
+    mc_free(out);
+    mc_free(srv);
+    mc_free(cli);
+    return st;
+}
+
+/* -------------------------------------------------------------------------------- JSON -- */
+
+void mc_peer_print_json(const mc_peer_result_t *r)
+{
+    char date[32], host[256];
+    mc_peer_date(date, sizeof(date));
+    mc_peer_host(host, sizeof(host));
+    json_t *o = json_object();
+    json_object_set_new(o, "bench", json_string("peer"));
+    json_object_set_new(o, "peer", json_string(r->peer ? r->peer : "?"));
+    json_object_set_new(o, "block", json_integer((json_int_t)r->block));
+    json_object_set_new(o, "ok", json_boolean(r->ok));
+    if (r->ok) {
+        json_object_set_new(o, "runs", json_integer(r->runs));
+        json_object_set_new(o, "gib_s", json_real(r->gib_s));
+        json_object_set_new(o, "gib_s_best", json_real(r->gib_s_best));
+        json_object_set_new(o, "req_s", json_real(r->req_s));
+        json_object_set_new(o, "p50_us", json_real(r->p50_us));
+        json_object_set_new(o, "p99_us", json_real(r->p99_us));
+    } else {
+        json_object_set_new(o, "error", json_string(r->error));
+    }
+    json_object_set_new(o, "date", json_string(date));
+    json_object_set_new(o, "host", json_string(host));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    if (s) {
+        printf("%s\n", s);
+        fflush(stdout);
+        free(s);
+    }
+    json_decref(o);
+}

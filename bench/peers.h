@@ -1,0 +1,75 @@
+/* Peer measurements for benchmarks: what the machine and well-known servers reach on the same
+ * workload, measured in the same run, so that our figures can be read as ratios.
+ *
+ *   memcpy     single-thread memcpy between two warm, pre-faulted buffers
+ *   memcached  GET of one N-byte value from a memcached we start on a free loopback port
+ *              (our own minimal text-protocol client: one SET, then timed GETs)
+ *   iperf3     one TCP stream over loopback (iperf3 -J, parsed with jansson)
+ *   redis      redis-benchmark against a redis-server we start on a free loopback port
+ *
+ * Servers are started as child processes (fork + exec, stdout/stderr to /dev/null unless
+ * MC_PEERS_VERBOSE is set), waited for by polling their port with a deadline, and stopped by
+ * PID (SIGTERM, then SIGKILL after 3 s). Nothing is ever killed by name.
+ *
+ * All functions fill a caller-owned mc_peer_result_t; on failure they return an error status,
+ * set r->ok = 0 and put a one-line reason into r->error. They never exit the process.
+ * Not thread-safe (they fork); call them from one thread with nothing else measuring.
+ */
+#ifndef MC_BENCH_PEERS_H
+#define MC_BENCH_PEERS_H
+
+#include "mooncake/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct mc_peer_result {
+    int ok;            /* 1 when the figures below are valid */
+    const char *peer;  /* "memcpy", "memcached_get", "memcached_set", "iperf3", "redis_get"... */
+    size_t block;      /* object / copy size in bytes (0 if not applicable) */
+    unsigned runs;     /* timed repetitions that make up the figures */
+    double gib_s;      /* from the median repetition (bytes / median time) */
+    double gib_s_best; /* from the fastest repetition */
+    double req_s;      /* operations per second (median-based), 0 if not applicable */
+    double p50_us, p99_us; /* per-operation latency, 0 if not measured */
+    char error[160];   /* reason when ok == 0 */
+} mc_peer_result_t;
+
+/* Single-thread memcpy of `size` bytes between warm buffers; each of `runs` repetitions copies
+ * at least `bytes_per_run` bytes. Defaults when 0: 9 runs of 4 GiB. */
+mc_status_t mc_peer_memcpy(size_t size, uint64_t bytes_per_run, unsigned runs,
+                           mc_peer_result_t *r);
+
+/* Start memcached on a free loopback port (-m large enough for the value, -I 64m unless the
+ * value needs more), SET one `size`-byte value, then GET it `runs` times (each verified).
+ * Fills get_r (and set_r if not NULL). runs 0 = 20. */
+mc_status_t mc_peer_memcached(size_t size, unsigned runs, mc_peer_result_t *get_r,
+                              mc_peer_result_t *set_r);
+
+/* iperf3 server (-1, one-off) + client, one stream for `seconds` (0 = 3) over 127.0.0.1. */
+mc_status_t mc_peer_iperf3(unsigned seconds, mc_peer_result_t *r);
+
+/* redis-server on a free loopback port + redis-benchmark -t set,get -d size -c clients
+ * -n requests [-P pipeline]. Fills set_r and get_r (req/s; gib_s = req/s * size). */
+mc_status_t mc_peer_redis_benchmark(size_t size, unsigned clients, unsigned requests,
+                                    unsigned pipeline, mc_peer_result_t *set_r,
+                                    mc_peer_result_t *get_r);
+
+/* Print a result as one JSON line {"bench":"peer","peer",...,"date","host"} to stdout. */
+void mc_peer_print_json(const mc_peer_result_t *r);
+
+/* Helpers shared with the benchmarks. */
+/* Resident set size of a process in KiB from /proc/<pid>/status VmRSS; -1 if unreadable. */
+long mc_peer_rss_kb(pid_t pid);
+/* "2024-05-01T12:00:00Z" (UTC, now). `out` at least 32 bytes. */
+void mc_peer_date(char *out, size_t len);
+/* Host name (gethostname), "unknown" on failure. */
+void mc_peer_host(char *out, size_t len);
+/* Find an executable in PATH (and /usr/sbin, /usr/bin); returns a static-lifetime heap string
+ * owned by the caller (free it) or NULL. */
+char *mc_peer_which(const char *name);
+/* Stop a child by PID: SIGTERM, wait up to grace_ms, then SIGKILL; reaps it. */
+void mc_peer_stop_child(pid_t pid, unsigned grace_ms);
+
+#endif

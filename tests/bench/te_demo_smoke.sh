@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# `make demo` must keep working: run scripts/demo.sh with a small buffer and check its verdict.
+set -euo pipefail
+out="$(MC_DEMO_SIZE_MIB=40 timeout 80 bash "${MC_SOURCE_DIR:?}/scripts/demo.sh" 2>&1)" || {
+    echo "$out"; exit 1; }
+echo "$out"
+grep -q "demo OK" <<<"$out"
+[[ "$(grep -c verified <<<"$out")" -ge 7 ]]
