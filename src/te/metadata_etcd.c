@@ -214,7 +214,7 @@ static mc_status_t etcd_error(const char *op, const mc_meta_http_resp_t *r)
             msg = json_string_value(json_object_get(j, "error"));
     }
     mc_status_t st = MC_ERR_ETCD_OPERATION_ERROR;
-    if (msg && strstr(msg, "too large"))
+    if (msg && (strstr(msg, "too large") || strstr(msg, "larger than max")))
         st = MC_ERR_TOO_LARGE;
     MC_LOG_ERROR("metadata: etcd %s: HTTP %ld: %.300s", op, r->code, msg ? msg : r->body);
     json_decref(j);

@@ -1,1 +1,191 @@
-int main(void){return 0;}
+/* Unit tests for the metadata client front end: base64, connection-string parsing, caps,
+ * P2PHANDSHAKE behaviour and error mapping against closed ports (no servers needed). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "common/time.h"
+#include "te/metadata.h"
+#include "te/metadata_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_b64_vectors(void **state)
+{
+    /* RFC 4648 section 10 */
+    const char *in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *out[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (size_t i = 0; i < 7; i++) {
+        char *e = mc_b64_encode(in[i], strlen(in[i]));
+        assert_non_null(e);
+        assert_string_equal(e, out[i]);
+        assert_int_equal(strlen(e), mc_b64_encoded_len(strlen(in[i])));
+        char *d;
+        size_t n;
+        assert_int_equal(mc_b64_decode(e, strlen(e), &d, &n), MC_OK);
+        assert_int_equal(n, strlen(in[i]));
+        assert_memory_equal(d, in[i], n);
+        assert_int_equal(d[n], '\0');
+        free(d);
+        free(e);
+    }
+    /* every byte value, every length 0..300 */
+    unsigned char buf[300];
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (unsigned char)(i * 7 + 3);
+    for (size_t len = 0; len <= sizeof(buf); len++) {
+        char *e = mc_b64_encode(buf, len);
+        char *d;
+        size_t n;
+        assert_int_equal(mc_b64_decode(e, strlen(e), &d, &n), MC_OK);
+        assert_int_equal(n, len);
+        assert_memory_equal(d, buf, len);
+        free(d);
+        free(e);
+    }
+}
+
+static void test_b64_rejects(void **state)
+{
+    const char *bad[] = {"Zg=",  "Zg", "Z===", "====", "Zm9v!A==", "Zg==Zg==", "Zm=v",
+                         "Zh==", /* non-zero pad bits */
+                         "Zm9=", /* non-zero pad bits */
+                         "Zm 9", "Zm9v\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *d = (char *)1;
+        size_t n = 99;
+        mc_status_t st = mc_b64_decode(bad[i], strlen(bad[i]), &d, &n);
+        if (st != MC_ERR_PROTOCOL)
+            fail_msg("'%s' decoded (%s)", bad[i], mc_status_name(st));
+        assert_null(d);
+        assert_int_equal(n, 0);
+    }
+    /* binary with NUL inside survives */
+    char *d;
+    size_t n;
+    assert_int_equal(mc_b64_decode("AAEA", 4, &d, &n), MC_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(d[0], 0);
+    assert_int_equal(d[1], 1);
+    assert_int_equal(d[2], 0);
+    free(d);
+}
+
+static void test_open_parse(void **state)
+{
+    mc_meta_t *m = (mc_meta_t *)1;
+    const char *bad[] = {"",
+                         "redis://h:1",
+                         "http://",
+                         "http:///metadata",
+                         "http://h:1/meta data",
+                         "http://h:1/metadata?x=1",
+                         "etcd://",
+                         "etcd://h",
+                         "etcd://h:0",
+                         "etcd://h:70000",
+                         "etcd://h:1;;h:2",
+                         "etcd://h:1/x",
+                         "etcd://a:1;a:2;a:3;a:4;a:5;a:6;a:7;a:8;a:9;a:10;a:11;a:12;a:13;a:14;"
+                         "a:15;a:16;a:17",
+                         "P2P"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mc_status_t st = mc_meta_open(bad[i], &m);
+        if (st != MC_ERR_INVALID_PARAMS)
+            fail_msg("'%s' accepted (%s)", bad[i], mc_status_name(st));
+        assert_null(m);
+    }
+    assert_int_equal(mc_meta_open(NULL, &m), MC_ERR_INVALID_PARAMS);
+    const char *good[] = {"http://127.0.0.1:8080/metadata", "HTTP://localhost:1/m",
+                          "etcd://127.0.0.1:2379", "etcd://a:1;b:2,c:3;", "etcd://[::1]:2379",
+                          "P2PHANDSHAKE", "p2phandshake"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        mc_status_t st = mc_meta_open(good[i], &m);
+        if (st != MC_OK)
+            fail_msg("'%s' refused (%s)", good[i], mc_status_name(st));
+        assert_int_equal(mc_meta_is_p2p(m), strncasecmp(good[i], "p2p", 3) == 0);
+        mc_meta_close(m);
+    }
+    mc_meta_close(NULL);
+}
+
+static void test_p2p(void **state)
+{
+    mc_meta_t *m;
+    assert_int_equal(mc_meta_open("P2PHANDSHAKE", &m), MC_OK);
+    assert_true(mc_meta_is_p2p(m));
+    assert_int_equal(mc_meta_put(m, "mooncake/ram/a", "{}"), MC_OK);
+    char *v = (char *)1;
+    assert_int_equal(mc_meta_get(m, "mooncake/ram/a", &v), MC_ERR_NOT_SUPPORTED);
+    assert_null(v);
+    assert_int_equal(mc_meta_del(m, "mooncake/ram/a"), MC_OK);
+    mc_meta_close(m);
+}
+
+static void test_caps(void **state)
+{
+    mc_meta_t *m;
+    assert_int_equal(mc_meta_open("P2PHANDSHAKE", &m), MC_OK);
+    char *key = malloc(MC_META_KEY_MAX + 2);
+    memset(key, 'k', MC_META_KEY_MAX + 1);
+    key[MC_META_KEY_MAX + 1] = '\0';
+    char *v;
+    assert_int_equal(mc_meta_get(m, key, &v), MC_ERR_TOO_LARGE);
+    assert_int_equal(mc_meta_put(m, key, "x"), MC_ERR_TOO_LARGE);
+    assert_int_equal(mc_meta_del(m, key), MC_ERR_TOO_LARGE);
+    key[MC_META_KEY_MAX] = '\0';
+    assert_int_equal(mc_meta_put(m, key, "x"), MC_OK);
+    assert_int_equal(mc_meta_put(m, "", "x"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_meta_put(m, NULL, "x"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_meta_put(m, "k", NULL), MC_ERR_INVALID_PARAMS);
+    char *big = malloc(MC_META_VALUE_MAX + 2);
+    memset(big, 'v', MC_META_VALUE_MAX + 1);
+    big[MC_META_VALUE_MAX + 1] = '\0';
+    assert_int_equal(mc_meta_put(m, "k", big), MC_ERR_TOO_LARGE);
+    big[MC_META_VALUE_MAX] = '\0';
+    assert_int_equal(mc_meta_put(m, "k", big), MC_OK);
+    free(big);
+    free(key);
+    mc_meta_close(m);
+}
+
+static void test_unreachable(void **state)
+{
+    uint16_t port;
+    assert_int_equal(mc_net_free_port(&port), MC_OK);
+    char uri[128];
+    mc_meta_t *m;
+    char *v = NULL;
+    snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", port);
+    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_CONNECTION);
+    assert_null(v);
+    assert_int_equal(mc_meta_put(m, "k", "v"), MC_ERR_CONNECTION);
+    assert_int_equal(mc_meta_del(m, "k"), MC_ERR_CONNECTION);
+    assert_true(mc_now_ms() - t0 < 3000); /* refused is immediate, not a timeout */
+    mc_meta_close(m);
+
+    snprintf(uri, sizeof(uri), "etcd://127.0.0.1:%u;127.0.0.1:%u", port, port);
+    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_CONNECTION);
+    assert_int_equal(mc_meta_put(m, "k", "v"), MC_ERR_CONNECTION);
+    assert_int_equal(mc_meta_del(m, "k"), MC_ERR_CONNECTION);
+    mc_meta_close(m);
+}
+
+int main(void)
+{
+    mc_log_set_level(getenv("MC_TEST_LOG") ? MC_LOG_LEVEL_DEBUG : MC_LOG_LEVEL_OFF);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_b64_vectors), cmocka_unit_test(test_b64_rejects),
+        cmocka_unit_test(test_open_parse),  cmocka_unit_test(test_p2p),
+        cmocka_unit_test(test_caps),        cmocka_unit_test(test_unreachable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
