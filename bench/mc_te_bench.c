@@ -745,8 +745,43 @@ static void *soak_thread(void *p)
     return NULL;
 }
 
+/* Touch the whole usable region once in both directions on every engine, so that mappings
+ * and pages the soak will use are resident before the start RSS is taken. */
+static void soak_warm(bench_ctx_t *ctxs, size_t n_ctx)
+{
+    size_t chunk = 32u << 20;
+    for (size_t c = 0; c < n_ctx; c++) {
+        for (size_t off = 0; off < ctxs[c].usable; off += chunk) {
+            size_t len = ctxs[c].usable - off < chunk ? ctxs[c].usable - off : chunk;
+            mc_te_request_t r = {.opcode = MC_TE_WRITE, .local = ctxs[c].local + off,
+                                 .target = ctxs[c].seg,
+                                 .target_addr = ctxs[c].remote_base + off, .length = len};
+            mc_te_transfer_sync(ctxs[c].te, &r, 1, NULL);
+            r.opcode = MC_TE_READ;
+            mc_te_transfer_sync(ctxs[c].te, &r, 1, NULL);
+        }
+    }
+}
+
+typedef struct rss_sample {
+    long rss, anon;
+    int fds;
+} rss_sample_t;
+
+static rss_sample_t rss_take(pid_t pid)
+{
+    rss_sample_t r = {-1, -1, -1};
+    if (pid > 0) {
+        r.rss = mc_peer_rss_kb(pid);
+        r.anon = mc_peer_status_kb(pid, "RssAnon");
+        r.fds = count_fds(pid);
+    }
+    return r;
+}
+
 static int run_soak(bench_ctx_t *ctxs, size_t n_ctx, pid_t target_pid)
 {
+    soak_warm(ctxs, n_ctx);
     unsigned nt = (unsigned)g.soak_threads;
     soak_arg_t args[MAX_THREADS];
     pthread_t tids[MAX_THREADS];
@@ -764,8 +799,8 @@ static int run_soak(bench_ctx_t *ctxs, size_t n_ctx, pid_t target_pid)
     uint64_t t0 = mc_now_ms();
     uint64_t warm = g.soak >= 60 ? 5000 : 1000;
     mc_sleep_ms((uint32_t)warm);
-    long irss0 = mc_peer_rss_kb(getpid()), trss0 = target_pid ? mc_peer_rss_kb(target_pid) : -1;
-    int ifd0 = count_fds(getpid()), tfd0 = target_pid ? count_fds(target_pid) : -1;
+    rss_sample_t i0 = rss_take(getpid()), t0s = rss_take(target_pid);
+    long irss0 = i0.rss, trss0 = t0s.rss;
     long irss_max = irss0, trss_max = trss0;
     uint64_t end = t0 + (uint64_t)g.soak * 1000;
     uint64_t next_report = mc_now_ms() + 60000;
@@ -785,8 +820,8 @@ static int run_soak(bench_ctx_t *ctxs, size_t n_ctx, pid_t target_pid)
             next_report += 60000;
         }
     }
-    long irss1 = mc_peer_rss_kb(getpid()), trss1 = target_pid ? mc_peer_rss_kb(target_pid) : -1;
-    int ifd1 = count_fds(getpid()), tfd1 = target_pid ? count_fds(target_pid) : -1;
+    rss_sample_t i1 = rss_take(getpid()), t1s = rss_take(target_pid);
+    long irss1 = i1.rss, trss1 = t1s.rss;
     stop = 1;
     uint64_t transfers = 0, requests = 0, bytes = 0, errors = 0, vfail = 0, verified = 0;
     for (unsigned t = 0; t < nt; t++) {
@@ -817,15 +852,19 @@ static int run_soak(bench_ctx_t *ctxs, size_t n_ctx, pid_t target_pid)
     json_object_set_new(o, "target_rss_kb_start", json_integer(trss0));
     json_object_set_new(o, "target_rss_kb_end", json_integer(trss1));
     json_object_set_new(o, "target_rss_kb_max", json_integer(trss_max));
-    json_object_set_new(o, "initiator_fds_start", json_integer(ifd0));
-    json_object_set_new(o, "initiator_fds_end", json_integer(ifd1));
-    json_object_set_new(o, "target_fds_start", json_integer(tfd0));
-    json_object_set_new(o, "target_fds_end", json_integer(tfd1));
+    json_object_set_new(o, "initiator_rss_anon_kb_start", json_integer(i0.anon));
+    json_object_set_new(o, "initiator_rss_anon_kb_end", json_integer(i1.anon));
+    json_object_set_new(o, "target_rss_anon_kb_start", json_integer(t0s.anon));
+    json_object_set_new(o, "target_rss_anon_kb_end", json_integer(t1s.anon));
+    json_object_set_new(o, "initiator_fds_start", json_integer(i0.fds));
+    json_object_set_new(o, "initiator_fds_end", json_integer(i1.fds));
+    json_object_set_new(o, "target_fds_start", json_integer(t0s.fds));
+    json_object_set_new(o, "target_fds_end", json_integer(t1s.fds));
     json_emit(o);
     fprintf(stderr, "soak: %.0f s, %.1f GiB in %" PRIu64 " batches, %" PRIu64 " errors, %" PRIu64
             " verify failures; RSS initiator %ld -> %ld KiB, target %ld -> %ld KiB; fds %d -> %d, "
             "%d -> %d\n", secs, (double)bytes / GIB, transfers, errors, vfail, irss0, irss1,
-            trss0, trss1, ifd0, ifd1, tfd0, tfd1);
+            trss0, trss1, i0.fds, i1.fds, t0s.fds, t1s.fds);
     return errors || vfail || transfers == 0;
 }
 

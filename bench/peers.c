@@ -70,22 +70,28 @@ static void peer_summarize(mc_peer_result_t *r, double *t, unsigned n, size_t by
 
 /* ---------------------------------------------------------------- small process helpers -- */
 
-long mc_peer_rss_kb(pid_t pid)
+long mc_peer_status_kb(pid_t pid, const char *field)
 {
     char path[64], line[256];
+    size_t flen = strlen(field);
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
     long kb = -1;
     while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            kb = strtol(line + 6, NULL, 10);
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+            kb = strtol(line + flen + 1, NULL, 10);
             break;
         }
     }
     fclose(f);
     return kb;
+}
+
+long mc_peer_rss_kb(pid_t pid)
+{
+    return mc_peer_status_kb(pid, "VmRSS");
 }
 
 void mc_peer_date(char *out, size_t len)

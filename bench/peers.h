@@ -62,6 +62,9 @@ void mc_peer_print_json(const mc_peer_result_t *r);
 /* Helpers shared with the benchmarks. */
 /* Resident set size of a process in KiB from /proc/<pid>/status VmRSS; -1 if unreadable. */
 long mc_peer_rss_kb(pid_t pid);
+/* Any "<field>:  N kB" line of /proc/<pid>/status (e.g. "RssAnon", "RssShmem", "VmHWM") in
+ * KiB; -1 if unreadable. */
+long mc_peer_status_kb(pid_t pid, const char *field);
 /* "2024-05-01T12:00:00Z" (UTC, now). `out` at least 32 bytes. */
 void mc_peer_date(char *out, size_t len);
 /* Host name (gethostname), "unknown" on failure. */
