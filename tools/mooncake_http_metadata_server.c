@@ -10,12 +10,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Option targets live at file scope: mc_config keeps parsed strings for the process lifetime
+ * and they must stay reachable (LeakSanitizer) after main returns. */
+static int64_t port = 8080;
+static const char *host = "0.0.0.0";
+static const char *persist_path = "";
+static const char *log_level = "info";
+
 int main(int argc, char **argv)
 {
-    int64_t port = 8080;
-    const char *host = "0.0.0.0";
-    const char *persist_path = "";
-    const char *log_level = "info";
     mc_option_t opts[] = {
         {"port", MC_OPT_INT, &port, "MC_METADATA_PORT", "TCP port to listen on (0 = ephemeral)",
          0, 65535},
