@@ -11,9 +11,12 @@
 #include "te/metadata.h"
 #include "te/metadata_internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static void test_b64_vectors(void **state)
 {
@@ -179,13 +182,84 @@ static void test_unreachable(void **state)
     mc_meta_close(m);
 }
 
+/* A listener that completes TCP handshakes (kernel backlog) but never answers. */
+static void test_timeout(void **state)
+{
+    int lfd;
+    uint16_t port;
+    assert_int_equal(mc_net_listen("127.0.0.1", 0, 0, &lfd, &port), MC_OK);
+    assert_int_equal(mc_meta_timeout_ms(), 300); /* from MC_META_TIMEOUT_MS set in main */
+    char uri[128];
+    snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", port);
+    mc_meta_t *m;
+    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    char *v = NULL;
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_TIMEOUT);
+    uint64_t dt = mc_now_ms() - t0;
+    assert_true(dt >= 250 && dt < 2000);
+    mc_meta_close(m);
+    /* etcd: a silent endpoint first, then a dead one: both tried, the call returns */
+    uint16_t dead;
+    assert_int_equal(mc_net_free_port(&dead), MC_OK);
+    snprintf(uri, sizeof(uri), "etcd://127.0.0.1:%u;127.0.0.1:%u", port, dead);
+    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    t0 = mc_now_ms();
+    mc_status_t st = mc_meta_put(m, "k", "v");
+    assert_true(st == MC_ERR_CONNECTION || st == MC_ERR_TIMEOUT);
+    assert_true(mc_now_ms() - t0 < 2000);
+    mc_meta_close(m);
+    close(lfd);
+}
+
+/* A server that answers 200 with an endless body: the client stops at the cap. */
+static void *flood_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    char req[4096];
+    (void)!recv(fd, req, sizeof(req), 0);
+    const char *hdr = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
+    (void)!send(fd, hdr, strlen(hdr), MSG_NOSIGNAL);
+    static char chunk[65536];
+    memset(chunk, 'x', sizeof(chunk));
+    for (int i = 0; i < 200; i++) /* 12.5 MiB, well over the 4 MiB cap */
+        if (send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL) <= 0)
+            break;
+    close(fd);
+    return NULL;
+}
+
+static void test_response_cap(void **state)
+{
+    int lfd;
+    uint16_t port;
+    assert_int_equal(mc_net_listen("127.0.0.1", 0, 0, &lfd, &port), MC_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, flood_server, &lfd), 0);
+    char uri[128];
+    snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", port);
+    mc_meta_t *m;
+    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    char *v = NULL;
+    assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_TOO_LARGE);
+    assert_null(v);
+    mc_meta_close(m);
+    pthread_join(th, NULL);
+    close(lfd);
+}
+
 int main(void)
 {
+    setenv("MC_META_TIMEOUT_MS", "300", 1);
     mc_log_set_level(getenv("MC_TEST_LOG") ? MC_LOG_LEVEL_DEBUG : MC_LOG_LEVEL_OFF);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors), cmocka_unit_test(test_b64_rejects),
         cmocka_unit_test(test_open_parse),  cmocka_unit_test(test_p2p),
         cmocka_unit_test(test_caps),        cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_timeout),     cmocka_unit_test(test_response_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
