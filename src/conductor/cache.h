@@ -1,0 +1,64 @@
+/* Block cache with a capacity in blocks and an eviction policy (LRU, LFU, FIFO), used by the
+ * simulator for every tier, plus Belady's offline optimum (MIN with bypass) for a sequence.
+ *
+ * One indexed binary min-heap holds every entry keyed by its eviction priority:
+ *   LRU  = last access tick, FIFO = insertion tick, LFU = (use count, last access tick).
+ * Each entry remembers an `owner` (the host whose memory holds it). Evictions are reported to
+ * an optional callback (the simulator turns them into index events). Not thread-safe. */
+#ifndef MC_CONDUCTOR_CACHE_H
+#define MC_CONDUCTOR_CACHE_H
+
+#include "conductor/u64map.h"
+#include "mooncake/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum mc_conductor_evict {
+    MC_CONDUCTOR_EVICT_LRU = 0,
+    MC_CONDUCTOR_EVICT_LFU = 1,
+    MC_CONDUCTOR_EVICT_FIFO = 2,
+} mc_conductor_evict_t;
+
+typedef void (*mc_conductor_evict_fn)(void *arg, uint64_t hash, uint32_t owner);
+
+typedef struct mc_conductor_cache_node {
+    uint64_t hash;
+    uint64_t prio;
+    uint32_t owner;
+    uint32_t uses;
+} mc_conductor_cache_node_t;
+
+typedef struct mc_conductor_cache {
+    size_t capacity;
+    mc_conductor_evict_t policy;
+    mc_conductor_u64map_t pos;      /* hash -> heap position */
+    mc_conductor_cache_node_t *heap; /* capacity entries */
+    size_t n;
+    uint64_t tick;
+    mc_conductor_evict_fn on_evict;
+    void *evict_arg;
+    uint64_t evictions;
+} mc_conductor_cache_t;
+
+const char *mc_conductor_evict_name(mc_conductor_evict_t p);
+mc_status_t mc_conductor_evict_parse(const char *s, mc_conductor_evict_t *p_p);
+
+/* capacity 0 is a valid, always-empty cache. on_evict may be NULL; arg is borrowed. */
+mc_status_t mc_conductor_cache_init(mc_conductor_cache_t *c, size_t capacity,
+                                    mc_conductor_evict_t policy, mc_conductor_evict_fn on_evict,
+                                    void *arg);
+void mc_conductor_cache_fini(mc_conductor_cache_t *c);
+/* Present? With touch, counts as a use (updates LRU/LFU priority). *owner_p optional. */
+int mc_conductor_cache_lookup(mc_conductor_cache_t *c, uint64_t hash, int touch,
+                              uint32_t *owner_p);
+/* Insert (or touch if present, keeping the owner). Evicts as needed. Returns 1 if inserted. */
+int mc_conductor_cache_insert(mc_conductor_cache_t *c, uint64_t hash, uint32_t owner);
+int mc_conductor_cache_remove(mc_conductor_cache_t *c, uint64_t hash);
+
+/* Belady's MIN with bypass for the access sequence seq[0..n) and a cache of `capacity` items:
+ * the maximum achievable number of hits (accesses that find the item cached). */
+mc_status_t mc_conductor_belady_hits(const uint64_t *seq, size_t n, size_t capacity,
+                                     uint64_t *hits_p);
+
+#endif

@@ -1,0 +1,467 @@
+/* mc_sim: trace-driven serving simulator and cache experiments (see --help and
+ * docs/internals/simulator.md). Every run is deterministic for its flags and --seed.
+ *
+ * --experiment=run              one simulation; JSON result on stdout, --csv per-request rows
+ * --experiment=local_vs_global  no cache / per-instance local caches / global pool / pool+SSD
+ *                               with the same total DRAM (--pool_blocks)
+ * --experiment=routing          policies x rate multipliers (--rates): goodput, TTFT
+ * --experiment=cache_sweep      cache-only replay: capacities (--capacities) x LRU/LFU/FIFO
+ *                               vs Belady's optimum
+ * --experiment=bandwidth_sweep  network bandwidths (--bandwidths) x fetch policy
+ *                               (cost/always/never): where remote fetch stops paying off
+ * --experiment=failure          index event loss with gap detection + resync vs without
+ * --experiment=trace_stats      the trace facts (requests, blocks, distinct, prefix hits)
+ * Experiments print one JSON line per run and write <out_dir>/<experiment>.csv. */
+#include "common/config.h"
+#include "common/log.h"
+#include "conductor/plan.h"
+#include "conductor/sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+typedef struct opts {
+    const char *trace, *experiment, *out_dir, *csv, *dtype, *policy, *fetch, *evict;
+    const char *rates, *capacities, *bandwidths, *policies;
+    int64_t max_requests, prefill, decode, local_blocks, pool_blocks, ssd_blocks, max_batch,
+        degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens;
+    double time_scale, params_b, gpu_tflops, mfu, hbm_gb_s, hbm_gb, local_gib_s, net_gib_s,
+        ssd_gib_s, handoff_gib_s, latency_us, ttft_slo_s, itl_slo_ms, queue_budget_s, event_loss,
+        resync_s;
+    bool colocated, allow_degrade, ignore_gaps;
+} opts_t;
+
+static int build_cfg(const opts_t *o, mc_conductor_sim_config_t *c)
+{
+    mc_conductor_sim_config_default(c);
+    c->model.layers = o->layers;
+    c->model.kv_heads = o->kv_heads;
+    c->model.q_heads = o->q_heads;
+    c->model.head_dim = o->head_dim;
+    c->model.block_tokens = o->block_tokens;
+    if (mc_conductor_dtype_bytes(o->dtype, &c->model.dtype_bytes) != MC_OK) {
+        fprintf(stderr, "mc_sim: unknown dtype '%s'\n", o->dtype);
+        return -1;
+    }
+    c->model.params = o->params_b * 1e9;
+    c->model.gpu_tflops = o->gpu_tflops;
+    c->model.mfu = o->mfu;
+    c->model.hbm_bw = o->hbm_gb_s * 1e9;
+    c->model.hbm_bytes = o->hbm_gb * 1e9;
+    if (mc_conductor_policy_parse(o->policy, &c->router.policy) != MC_OK ||
+        mc_conductor_fetch_parse(o->fetch, &c->router.fetch) != MC_OK ||
+        mc_conductor_evict_parse(o->evict, &c->evict) != MC_OK) {
+        fprintf(stderr, "mc_sim: bad --policy, --fetch or --evict (see --help)\n");
+        return -1;
+    }
+    c->router.ttft_slo_s = o->ttft_slo_s;
+    c->router.queue_budget_s = o->queue_budget_s;
+    c->router.allow_degrade = o->allow_degrade;
+    c->bw.local_bw = o->local_gib_s * GIB;
+    c->bw.pool_bw = o->net_gib_s * GIB;
+    c->bw.ssd_bw = o->ssd_gib_s * GIB;
+    c->bw.latency_s = o->latency_us * 1e-6;
+    c->handoff_bw = o->handoff_gib_s * GIB;
+    c->prefill = o->prefill;
+    c->decode = o->decode;
+    c->colocated = o->colocated;
+    c->time_scale = o->time_scale;
+    c->seed = (uint64_t)o->seed;
+    c->local_blocks = o->local_blocks;
+    c->pool_blocks = o->pool_blocks;
+    c->ssd_blocks = o->ssd_blocks;
+    c->itl_slo_s = o->itl_slo_ms / 1000.0;
+    c->max_batch = o->max_batch;
+    c->degrade_output_tokens = o->degrade_output_tokens;
+    c->event_loss = o->event_loss;
+    c->resync_s = o->resync_s;
+    c->ignore_gaps = o->ignore_gaps;
+    c->max_requests = (size_t)o->max_requests;
+    return 0;
+}
+
+static void print_result(FILE *f, const char *label, const mc_conductor_sim_config_t *c,
+                         const mc_conductor_sim_result_t *r)
+{
+    fprintf(f,
+            "{\"label\":\"%s\",\"policy\":\"%s\",\"fetch\":\"%s\",\"evict\":\"%s\","
+            "\"colocated\":%d,\"prefill\":%lld,\"decode\":%lld,\"time_scale\":%g,"
+            "\"local_blocks\":%lld,\"pool_blocks\":%lld,\"ssd_blocks\":%lld,\"net_gib_s\":%g,"
+            "\"seed\":%llu,\"event_loss\":%g,\"ignore_gaps\":%d,"
+            "\"requests\":%llu,\"completed\":%llu,\"rejected\":%llu,\"queued\":%llu,"
+            "\"degraded\":%llu,\"good\":%llu,\"span_s\":%.3f,\"makespan_s\":%.3f,"
+            "\"ttft_p50\":%.4f,\"ttft_p90\":%.4f,\"ttft_p99\":%.4f,\"ttft_mean\":%.4f,"
+            "\"itl_p50\":%.5f,\"itl_p90\":%.5f,\"itl_p99\":%.5f,\"tpot_p50\":%.5f,"
+            "\"tpot_p90\":%.5f,\"tpot_p99\":%.5f,\"goodput_rps\":%.4f,\"goodput_share\":%.4f,"
+            "\"blocks_requested\":%llu,\"reuse_blocks\":%llu,\"local_reuse_blocks\":%llu,"
+            "\"remote_reuse_blocks\":%llu,\"ssd_reuse_blocks\":%llu,\"block_hit_ratio\":%.4f,"
+            "\"token_hit_ratio\":%.4f,\"compute_saved\":%.4f,\"fetch_net_gib\":%.1f,"
+            "\"handoff_net_gib\":%.1f,\"ssd_read_gib\":%.1f,\"ssd_write_gib\":%.1f,"
+            "\"prefill_util\":%.4f,\"index_events\":%llu,\"index_events_lost\":%llu,"
+            "\"index_gaps\":%llu,\"index_resyncs\":%llu,\"routes_while_stale\":%llu,"
+            "\"hint_overestimates\":%llu,\"hint_overestimate_blocks\":%llu}\n",
+            label, mc_conductor_policy_name(c->router.policy),
+            mc_conductor_fetch_name(c->router.fetch), mc_conductor_evict_name(c->evict),
+            c->colocated, (long long)c->prefill, (long long)c->decode, c->time_scale,
+            (long long)c->local_blocks, (long long)c->pool_blocks, (long long)c->ssd_blocks,
+            c->bw.pool_bw / GIB, (unsigned long long)c->seed, c->event_loss, c->ignore_gaps,
+            (unsigned long long)r->requests, (unsigned long long)r->completed,
+            (unsigned long long)r->rejected, (unsigned long long)r->queued,
+            (unsigned long long)r->degraded, (unsigned long long)r->good, r->span_s,
+            r->makespan_s, r->ttft_p50, r->ttft_p90, r->ttft_p99, r->ttft_mean, r->itl_p50,
+            r->itl_p90, r->itl_p99, r->tpot_p50, r->tpot_p90, r->tpot_p99, r->goodput_rps,
+            r->goodput_share, (unsigned long long)r->blocks_requested,
+            (unsigned long long)r->reuse_blocks, (unsigned long long)r->local_reuse_blocks,
+            (unsigned long long)r->remote_reuse_blocks, (unsigned long long)r->ssd_reuse_blocks,
+            r->block_hit_ratio, r->token_hit_ratio, r->compute_saved, r->fetch_net_bytes / GIB,
+            r->handoff_net_bytes / GIB, r->ssd_read_bytes / GIB, r->ssd_write_bytes / GIB,
+            r->prefill_util, (unsigned long long)r->index_events,
+            (unsigned long long)r->index_events_lost, (unsigned long long)r->index_gaps,
+            (unsigned long long)r->index_resyncs, (unsigned long long)r->routes_while_stale,
+            (unsigned long long)r->hint_overestimates,
+            (unsigned long long)r->hint_overestimate_blocks);
+}
+
+static const char *CSV_HEADER =
+    "label,policy,fetch,evict,colocated,prefill,decode,time_scale,rate_rps,local_blocks,"
+    "pool_blocks,ssd_blocks,net_gib_s,event_loss,ignore_gaps,requests,completed,rejected,good,"
+    "ttft_p50,ttft_p90,ttft_p99,ttft_mean,itl_p50,itl_p90,itl_p99,tpot_p99,goodput_rps,"
+    "goodput_share,block_hit_ratio,token_hit_ratio,compute_saved,remote_reuse_blocks,"
+    "fetch_net_gib,prefill_util,index_gaps,index_resyncs,routes_while_stale,hint_overestimates,"
+    "hint_overestimate_blocks\n";
+
+static void csv_row(FILE *f, const char *label, const mc_conductor_sim_config_t *c,
+                    const mc_conductor_sim_result_t *r)
+{
+    if (!f)
+        return;
+    fprintf(f,
+            "%s,%s,%s,%s,%d,%lld,%lld,%g,%.4f,%lld,%lld,%lld,%g,%g,%d,%llu,%llu,%llu,%llu,%.4f,"
+            "%.4f,%.4f,%.4f,%.5f,%.5f,%.5f,%.5f,%.4f,%.4f,%.4f,%.4f,%.4f,%llu,%.1f,%.4f,%llu,%llu,"
+            "%llu,%llu,%llu\n",
+            label, mc_conductor_policy_name(c->router.policy),
+            mc_conductor_fetch_name(c->router.fetch), mc_conductor_evict_name(c->evict),
+            c->colocated, (long long)c->prefill, (long long)c->decode, c->time_scale,
+            r->span_s > 0 ? (double)r->requests / r->span_s : 0, (long long)c->local_blocks,
+            (long long)c->pool_blocks, (long long)c->ssd_blocks, c->bw.pool_bw / GIB,
+            c->event_loss, c->ignore_gaps, (unsigned long long)r->requests,
+            (unsigned long long)r->completed, (unsigned long long)r->rejected,
+            (unsigned long long)r->good, r->ttft_p50, r->ttft_p90, r->ttft_p99, r->ttft_mean,
+            r->itl_p50, r->itl_p90, r->itl_p99, r->tpot_p99, r->goodput_rps, r->goodput_share,
+            r->block_hit_ratio, r->token_hit_ratio, r->compute_saved,
+            (unsigned long long)r->remote_reuse_blocks, r->fetch_net_bytes / GIB, r->prefill_util,
+            (unsigned long long)r->index_gaps, (unsigned long long)r->index_resyncs,
+            (unsigned long long)r->routes_while_stale, (unsigned long long)r->hint_overestimates,
+            (unsigned long long)r->hint_overestimate_blocks);
+}
+
+static FILE *open_out(const opts_t *o, const char *name)
+{
+    if (!o->out_dir || !*o->out_dir)
+        return NULL;
+    if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "mc_sim: cannot create %s: %s\n", o->out_dir, strerror(errno));
+        return NULL;
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", o->out_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "mc_sim: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+/* Parse "a,b,c" into doubles (at most cap). */
+static int parse_list(const char *s, double *v, int cap)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p && n < cap) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno)
+            return -1;
+        v[n++] = x;
+        p = end;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    return n;
+}
+
+static int run_one(const mc_conductor_trace_t *t, const char *label,
+                   const mc_conductor_sim_config_t *c, FILE *csv, FILE *per_request)
+{
+    mc_conductor_sim_result_t r;
+    mc_status_t st = mc_conductor_sim_run(t, c, &r, per_request);
+    if (st != MC_OK) {
+        fprintf(stderr, "mc_sim: run %s failed: %s\n", label, mc_status_str(st));
+        return -1;
+    }
+    print_result(stdout, label, c, &r);
+    csv_row(csv, label, c, &r);
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {
+        .trace = "/work/shared/traces/conversation_trace.jsonl",
+        .experiment = "run", .out_dir = "", .csv = "", .dtype = "bf16",
+        .policy = "cache_aware", .fetch = "cost", .evict = "lru",
+        .rates = "0.5,1,1.5,2,2.5,3", .capacities = "1000,2000,5000,10000,20000,50000,100000,200000",
+        .bandwidths = "0.1,0.25,0.5,1,1.5,2.5,5,10,20,50",
+        .policies = "random,least_loaded,cache_aware,cache_aware_slo",
+        .max_requests = 0, .prefill = 8, .decode = 4, .local_blocks = 0, .pool_blocks = 50000,
+        .ssd_blocks = 0, .max_batch = 128, .degrade_output_tokens = 64, .seed = 1,
+        .layers = 32, .kv_heads = 8, .q_heads = 32, .head_dim = 128, .block_tokens = 512,
+        .time_scale = 1, .params_b = 8.03, .gpu_tflops = 312, .mfu = 0.5, .hbm_gb_s = 2000,
+        .hbm_gb = 80, .local_gib_s = 25, .net_gib_s = 20, .ssd_gib_s = 3, .handoff_gib_s = 20,
+        .latency_us = 200, .ttft_slo_s = 10, .itl_slo_ms = 100, .queue_budget_s = 5,
+        .event_loss = 0, .resync_s = 1,
+    };
+    mc_option_t opt[] = {
+        {"trace", MC_OPT_STRING, &o.trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
+        {"experiment", MC_OPT_STRING, &o.experiment, NULL,
+         "run|local_vs_global|routing|cache_sweep|bandwidth_sweep|failure|trace_stats", 0, 0},
+        {"out_dir", MC_OPT_STRING, &o.out_dir, NULL, "directory for experiment CSV files", 0, 0},
+        {"csv", MC_OPT_STRING, &o.csv, NULL, "run: write per-request rows to this CSV file", 0, 0},
+        {"max_requests", MC_OPT_INT, &o.max_requests, NULL, "use the first N requests (0 = all)", 0, 1e9},
+        {"time_scale", MC_OPT_DOUBLE, &o.time_scale, NULL, "rate multiplier: arrivals at timestamp/scale", 1e-6, 1e6},
+        {"seed", MC_OPT_INT, &o.seed, NULL, "RNG seed (random routing, event loss)", 0, 9e18},
+        {"prefill", MC_OPT_INT, &o.prefill, NULL, "prefill instances", 1, 1024},
+        {"decode", MC_OPT_INT, &o.decode, NULL, "decode instances", 0, 1024},
+        {"colocated", MC_OPT_BOOL, &o.colocated, NULL, "baseline: prefill+decode instances each do both", 0, 0},
+        {"policy", MC_OPT_STRING, &o.policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
+        {"fetch", MC_OPT_STRING, &o.fetch, NULL, "cost|always|never: remote prefix fetch policy", 0, 0},
+        {"evict", MC_OPT_STRING, &o.evict, NULL, "lru|lfu|fifo", 0, 0},
+        {"local_blocks", MC_OPT_INT, &o.local_blocks, NULL, "per prefill instance private cache (512-token blocks)", 0, 4e9},
+        {"pool_blocks", MC_OPT_INT, &o.pool_blocks, NULL, "shared DRAM pool capacity (blocks; 64 MiB each by default)", 0, 4e9},
+        {"ssd_blocks", MC_OPT_INT, &o.ssd_blocks, NULL, "shared SSD tier capacity (blocks)", 0, 4e9},
+        {"local_gib_s", MC_OPT_DOUBLE, &o.local_gib_s, NULL, "own-host DRAM -> GPU GiB/s", 1e-6, 1e6},
+        {"net_gib_s", MC_OPT_DOUBLE, &o.net_gib_s, NULL, "remote pool fetch GiB/s per instance", 1e-6, 1e6},
+        {"ssd_gib_s", MC_OPT_DOUBLE, &o.ssd_gib_s, NULL, "SSD tier read GiB/s", 1e-6, 1e6},
+        {"handoff_gib_s", MC_OPT_DOUBLE, &o.handoff_gib_s, NULL, "prefill->decode KV hand-off GiB/s", 1e-6, 1e6},
+        {"latency_us", MC_OPT_DOUBLE, &o.latency_us, NULL, "per remote transfer latency", 0, 1e9},
+        {"ttft_slo_s", MC_OPT_DOUBLE, &o.ttft_slo_s, NULL, "TTFT SLO seconds", 1e-6, 1e6},
+        {"itl_slo_ms", MC_OPT_DOUBLE, &o.itl_slo_ms, NULL, "inter-token (per request mean) SLO ms", 1e-6, 1e9},
+        {"queue_budget_s", MC_OPT_DOUBLE, &o.queue_budget_s, NULL, "cache_aware_slo: wait tolerated beyond the SLO before rejecting", 0, 1e6},
+        {"allow_degrade", MC_OPT_BOOL, &o.allow_degrade, NULL, "cache_aware_slo: cap output when decode is saturated", 0, 0},
+        {"degrade_output_tokens", MC_OPT_INT, &o.degrade_output_tokens, NULL, "output cap when degraded", 1, 1e9},
+        {"max_batch", MC_OPT_INT, &o.max_batch, NULL, "decode batch cap", 1, 65536},
+        {"event_loss", MC_OPT_DOUBLE, &o.event_loss, NULL, "probability an index event is lost", 0, 1},
+        {"resync_s", MC_OPT_DOUBLE, &o.resync_s, NULL, "gap detection -> resync completed, seconds", 0, 1e6},
+        {"ignore_gaps", MC_OPT_BOOL, &o.ignore_gaps, NULL, "failure mode: subscriber without gap detection", 0, 0},
+        {"layers", MC_OPT_INT, &o.layers, NULL, "model layers", 1, 100000},
+        {"kv_heads", MC_OPT_INT, &o.kv_heads, NULL, "KV heads", 1, 100000},
+        {"q_heads", MC_OPT_INT, &o.q_heads, NULL, "query heads (attention FLOPs)", 1, 100000},
+        {"head_dim", MC_OPT_INT, &o.head_dim, NULL, "head dimension", 1, 100000},
+        {"dtype", MC_OPT_STRING, &o.dtype, NULL, "KV dtype bf16|fp16|fp32|fp8|int8", 0, 0},
+        {"params_b", MC_OPT_DOUBLE, &o.params_b, NULL, "model parameters, billions", 1e-6, 1e6},
+        {"gpu_tflops", MC_OPT_DOUBLE, &o.gpu_tflops, NULL, "GPU dense peak TFLOP/s", 1e-6, 1e9},
+        {"mfu", MC_OPT_DOUBLE, &o.mfu, NULL, "achieved fraction of peak in prefill", 1e-6, 1},
+        {"hbm_gb_s", MC_OPT_DOUBLE, &o.hbm_gb_s, NULL, "HBM bandwidth GB/s (decode)", 1e-6, 1e9},
+        {"hbm_gb", MC_OPT_DOUBLE, &o.hbm_gb, NULL, "GPU memory GB", 1e-6, 1e9},
+        {"block_tokens", MC_OPT_INT, &o.block_tokens, NULL, "tokens per trace block", 1, 1e6},
+        {"rates", MC_OPT_STRING, &o.rates, NULL, "routing: rate multipliers (time_scale list)", 0, 0},
+        {"policies", MC_OPT_STRING, &o.policies, NULL, "routing: policies to compare", 0, 0},
+        {"capacities", MC_OPT_STRING, &o.capacities, NULL, "cache_sweep: capacities in blocks", 0, 0},
+        {"bandwidths", MC_OPT_STRING, &o.bandwidths, NULL, "bandwidth_sweep: GiB/s list", 0, 0},
+    };
+    mc_config_spec_t spec = {
+        "mc_sim",
+        "Trace-driven serving simulator for a shared KV cache (prefill/decode disaggregated or\n"
+        "colocated), with per-instance local caches, a global DRAM pool, an optional SSD tier,\n"
+        "the conductor's prefix index and router, and cache-only replays with Belady's bound.\n"
+        "Experiments: run, local_vs_global, routing, cache_sweep, bandwidth_sweep, failure,\n"
+        "trace_stats. Deterministic for the same flags and --seed. Formulas and assumptions:\n"
+        "docs/internals/simulator.md.",
+        opt, sizeof(opt) / sizeof(opt[0])};
+    int help;
+    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
+        return 2;
+    if (help)
+        return 0;
+    mc_conductor_sim_config_t cfg;
+    if (build_cfg(&o, &cfg) != 0)
+        return 2;
+    mc_conductor_trace_limits_t lim;
+    mc_conductor_trace_limits_default(&lim);
+    if (o.max_requests > 0)
+        lim.max_requests = (size_t)o.max_requests;
+    mc_conductor_trace_t *t;
+    mc_status_t st = mc_conductor_trace_load(o.trace, &lim, &t);
+    if (st != MC_OK) {
+        fprintf(stderr, "mc_sim: cannot load trace %s: %s\n", o.trace, mc_status_str(st));
+        return 1;
+    }
+    int rc = 0;
+    const char *x = o.experiment;
+    if (strcmp(x, "trace_stats") == 0) {
+        mc_conductor_trace_stats_t s;
+        if (mc_conductor_trace_stats(t, &s) != MC_OK)
+            rc = 1;
+        else
+            printf("{\"requests\":%llu,\"blocks_requested\":%llu,\"blocks_distinct\":%llu,"
+                   "\"prefix_hit_blocks\":%llu,\"prefix_hit_ratio\":%.4f,\"mean_input_tokens\":%.1f,"
+                   "\"mean_output_tokens\":%.1f,\"duration_s\":%.1f,\"rate_rps\":%.3f}\n",
+                   (unsigned long long)s.requests, (unsigned long long)s.blocks_requested,
+                   (unsigned long long)s.blocks_distinct, (unsigned long long)s.prefix_hit_blocks,
+                   s.prefix_hit_ratio, (double)s.input_tokens / (double)(s.requests ? s.requests : 1),
+                   (double)s.output_tokens / (double)(s.requests ? s.requests : 1), s.duration_s,
+                   s.duration_s > 0 ? (double)s.requests / s.duration_s : 0);
+    } else if (strcmp(x, "run") == 0) {
+        FILE *pr = NULL;
+        if (o.csv && *o.csv && !(pr = fopen(o.csv, "w"))) {
+            fprintf(stderr, "mc_sim: cannot write %s: %s\n", o.csv, strerror(errno));
+            rc = 1;
+        } else {
+            rc = run_one(t, "run", &cfg, NULL, pr) ? 1 : 0;
+            if (pr)
+                fclose(pr);
+        }
+    } else if (strcmp(x, "local_vs_global") == 0) {
+        FILE *f = open_out(&o, "local_vs_global.csv");
+        if (f)
+            fputs(CSV_HEADER, f);
+        int64_t total = o.pool_blocks;
+        struct { const char *label; int64_t local, pool, ssd; } v[] = {
+            {"no_cache", 0, 0, 0},
+            {"local_only", total / cfg.prefill, 0, 0},
+            {"global_pool", 0, total, 0},
+            {"global_pool_ssd", 0, total, total * 4},
+        };
+        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
+            mc_conductor_sim_config_t c = cfg;
+            c.local_blocks = v[i].local;
+            c.pool_blocks = v[i].pool;
+            c.ssd_blocks = v[i].ssd;
+            char name[128];
+            snprintf(name, sizeof(name), "ttft_%s.csv", v[i].label);
+            FILE *pr = open_out(&o, name);
+            rc = run_one(t, v[i].label, &c, f, pr);
+            if (pr)
+                fclose(pr);
+        }
+        if (f)
+            fclose(f);
+    } else if (strcmp(x, "routing") == 0) {
+        double rates[32];
+        int nr = parse_list(o.rates, rates, 32);
+        FILE *f = open_out(&o, "routing.csv");
+        if (f)
+            fputs(CSV_HEADER, f);
+        char pol[256];
+        snprintf(pol, sizeof(pol), "%s", o.policies);
+        for (char *save = NULL, *p = strtok_r(pol, ",", &save); p && rc == 0;
+             p = strtok_r(NULL, ",", &save)) {
+            mc_conductor_sim_config_t c = cfg;
+            if (mc_conductor_policy_parse(p, &c.router.policy) != MC_OK) {
+                fprintf(stderr, "mc_sim: unknown policy %s\n", p);
+                rc = 2;
+                break;
+            }
+            for (int i = 0; i < nr && rc == 0; i++) {
+                c.time_scale = rates[i];
+                char name[128];
+                snprintf(name, sizeof(name), "ttft_%s_x%g.csv", p, rates[i]);
+                FILE *pr = (rates[i] == 1.0 || i == nr - 1) ? open_out(&o, name) : NULL;
+                rc = run_one(t, p, &c, f, pr);
+                if (pr)
+                    fclose(pr);
+            }
+        }
+        if (nr <= 0) {
+            fprintf(stderr, "mc_sim: bad --rates\n");
+            rc = 2;
+        }
+        if (f)
+            fclose(f);
+    } else if (strcmp(x, "cache_sweep") == 0) {
+        double caps[64];
+        int nc = parse_list(o.capacities, caps, 64);
+        FILE *f = open_out(&o, "cache_sweep.csv");
+        if (f)
+            fprintf(f, "capacity_blocks,capacity_gib,lru,lfu,fifo,belady,lru_prefix,lfu_prefix,"
+                       "fifo_prefix\n");
+        double bb = mc_conductor_block_bytes(&cfg.model);
+        for (int i = 0; i < nc && rc == 0; i++) {
+            mc_conductor_replay_result_t r[4];
+            for (int p = 0; p < 4 && rc == 0; p++) {
+                if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)(p < 3 ? p : 0),
+                                              p == 3, &r[p]) != MC_OK)
+                    rc = 1;
+            }
+            if (rc)
+                break;
+            printf("{\"experiment\":\"cache_sweep\",\"capacity_blocks\":%.0f,\"capacity_gib\":%.0f,"
+                   "\"accesses\":%llu,\"lru\":%.4f,\"lfu\":%.4f,\"fifo\":%.4f,\"belady\":%.4f,"
+                   "\"lru_prefix\":%.4f,\"lfu_prefix\":%.4f,\"fifo_prefix\":%.4f}\n",
+                   caps[i], caps[i] * bb / GIB, (unsigned long long)r[0].accesses, r[0].hit_ratio,
+                   r[1].hit_ratio, r[2].hit_ratio, r[3].hit_ratio, r[0].prefix_hit_ratio,
+                   r[1].prefix_hit_ratio, r[2].prefix_hit_ratio);
+            if (f)
+                fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", caps[i],
+                        caps[i] * bb / GIB, r[0].hit_ratio, r[1].hit_ratio, r[2].hit_ratio,
+                        r[3].hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
+                        r[2].prefix_hit_ratio);
+        }
+        if (nc <= 0) {
+            fprintf(stderr, "mc_sim: bad --capacities\n");
+            rc = 2;
+        }
+        if (f)
+            fclose(f);
+    } else if (strcmp(x, "bandwidth_sweep") == 0) {
+        double bws[64];
+        int nb = parse_list(o.bandwidths, bws, 64);
+        FILE *f = open_out(&o, "bandwidth_sweep.csv");
+        if (f)
+            fputs(CSV_HEADER, f);
+        static const char *fetches[] = {"cost", "always", "never"};
+        for (int i = 0; i < nb && rc == 0; i++) {
+            for (int k = 0; k < 3 && rc == 0; k++) {
+                mc_conductor_sim_config_t c = cfg;
+                c.bw.pool_bw = bws[i] * GIB;
+                c.handoff_bw = cfg.handoff_bw; /* hand-off path held fixed: only fetch varies */
+                mc_conductor_fetch_parse(fetches[k], &c.router.fetch);
+                rc = run_one(t, fetches[k], &c, f, NULL);
+            }
+        }
+        if (nb <= 0) {
+            fprintf(stderr, "mc_sim: bad --bandwidths\n");
+            rc = 2;
+        }
+        if (f)
+            fclose(f);
+    } else if (strcmp(x, "failure") == 0) {
+        FILE *f = open_out(&o, "failure.csv");
+        if (f)
+            fputs(CSV_HEADER, f);
+        struct { const char *label; double loss; int ignore; } v[] = {
+            {"no_loss", 0, 0},
+            {"loss_detect_resync", o.event_loss > 0 ? o.event_loss : 0.001, 0},
+            {"loss_ignore_gaps", o.event_loss > 0 ? o.event_loss : 0.001, 1},
+        };
+        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
+            mc_conductor_sim_config_t c = cfg;
+            c.event_loss = v[i].loss;
+            c.ignore_gaps = v[i].ignore;
+            rc = run_one(t, v[i].label, &c, f, NULL);
+        }
+        if (f)
+            fclose(f);
+    } else {
+        fprintf(stderr, "mc_sim: unknown experiment '%s' (see --help)\n", x);
+        rc = 2;
+    }
+    mc_conductor_trace_free(t);
+    return rc;
+}
