@@ -1,0 +1,1 @@
+# master benchmarks (owner: master helper)

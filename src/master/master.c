@@ -1,0 +1,1087 @@
+#include "master/master_int.h"
+
+#include "common/alloc.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/time.h"
+
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEY_MAX 4096u
+#define VALUE_MAX (1ull << 40)
+
+/* ------------------------------------------------------------------ basics */
+
+static uint64_t default_clock(void *ctx)
+{
+    (void)ctx;
+    return mc_now_ms();
+}
+
+uint64_t master_now(mc_master_t *m) { return m->clock(m->clock_ctx); }
+
+static uint64_t rnd(mc_master_t *m)
+{
+    /* xorshift64* */
+    uint64_t x = m->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    m->rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+void mc_master_config_default(mc_master_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->default_kv_lease_ttl_ms = 10000;
+    c->default_kv_soft_pin_ttl_ms = 1800000;
+    c->allow_evict_soft_pinned_objects = true;
+    c->eviction_ratio = 0.05;
+    c->eviction_high_watermark_ratio = 0.90;
+    c->client_ttl_ms = 10000;
+    c->put_start_discard_timeout_ms = 30000;
+    c->put_start_release_timeout_ms = 600000;
+    c->exist_key_extends_lease = false;
+    c->strategy = MC_STRATEGY_RANDOM;
+    c->wal_fsync = true;
+}
+
+uint32_t master_key_hash(const char *key, size_t klen) { return (uint32_t)mc_hash64(key, klen); }
+
+static bool key_ok(const char *key, size_t klen) { return key && klen > 0 && klen <= KEY_MAX; }
+
+/* ------------------------------------------------------------------ lists */
+
+void master_list_push(olist_t *l, obj_t *o)
+{
+    o->next = NULL;
+    o->prev = l->tail;
+    if (l->tail)
+        l->tail->next = o;
+    else
+        l->head = o;
+    l->tail = o;
+    l->n++;
+}
+
+void master_list_remove(olist_t *l, obj_t *o)
+{
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        l->head = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    else
+        l->tail = o->prev;
+    o->prev = o->next = NULL;
+    l->n--;
+}
+
+static void lru_touch(mc_master_t *m, obj_t *o)
+{
+    if (m->lru.tail == o)
+        return;
+    master_list_remove(&m->lru, o);
+    master_list_push(&m->lru, o);
+}
+
+/* ------------------------------------------------------------------ hash table */
+
+static int table_grow(mc_master_t *m)
+{
+    uint64_t nb = m->n_buckets ? m->n_buckets * 2 : 1024;
+    obj_t **b = mc_calloc(nb, sizeof(*b));
+    if (!b)
+        return -1;
+    for (uint64_t i = 0; i < m->n_buckets; i++) {
+        obj_t *o = m->buckets[i];
+        while (o) {
+            obj_t *n = o->hnext;
+            uint64_t j = o->hash & (nb - 1);
+            o->hnext = b[j];
+            b[j] = o;
+            o = n;
+        }
+    }
+    mc_free(m->buckets);
+    m->buckets = b;
+    m->n_buckets = nb;
+    return 0;
+}
+
+obj_t *master_obj_find(mc_master_t *m, const char *key, size_t klen, uint32_t h)
+{
+    for (obj_t *o = m->buckets[h & (m->n_buckets - 1)]; o; o = o->hnext) {
+        if (o->hash == h && o->klen == klen && memcmp(obj_key(o), key, klen) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+obj_t *master_obj_new(mc_master_t *m, const char *key, size_t klen, uint32_t h, uint32_t nrep)
+{
+    if (m->n_objs >= m->n_buckets && table_grow(m) != 0)
+        return NULL;
+    obj_t *o = mc_malloc(sizeof(obj_t) + nrep * sizeof(obj_rep_t) + klen);
+    if (!o)
+        return NULL;
+    memset(o, 0, sizeof(*o));
+    o->hash = h;
+    o->klen = (uint16_t)klen;
+    o->rep_cap = (uint8_t)nrep;
+    memcpy(obj_key(o), key, klen);
+    uint64_t j = h & (m->n_buckets - 1);
+    o->hnext = m->buckets[j];
+    m->buckets[j] = o;
+    m->n_objs++;
+    return o;
+}
+
+/* Removes o from the hash table and its list and frees the record (not its replicas). */
+void master_obj_unlink_free(mc_master_t *m, obj_t *o)
+{
+    obj_t **pp = &m->buckets[o->hash & (m->n_buckets - 1)];
+    while (*pp && *pp != o)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = o->hnext;
+    if (o->state == OBJ_READABLE)
+        master_list_remove(&m->lru, o);
+    else if (o->state == OBJ_WRITING)
+        master_list_remove(&m->writing, o);
+    m->n_objs--;
+    mc_free(o);
+}
+
+uint64_t mc_master_object_count(const mc_master_t *m) { return m->n_objs; }
+
+/* ------------------------------------------------------------------ segments, clients */
+
+segment_t *master_seg_slot(mc_master_t *m, uint32_t id)
+{
+    if (id >= m->n_segs || !m->segs[id] || m->segs[id]->state == SEG_FREE)
+        return NULL;
+    return m->segs[id];
+}
+
+static segment_t *seg_by_name(mc_master_t *m, const char *name, uint32_t *id_p)
+{
+    for (uint32_t i = 0; i < m->n_segs; i++) {
+        segment_t *s = m->segs[i];
+        if (s && s->state != SEG_FREE && strcmp(s->name, name) == 0) {
+            if (id_p)
+                *id_p = i;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+void master_seg_free(mc_master_t *m, uint32_t id)
+{
+    segment_t *s = m->segs[id];
+    if (!s)
+        return;
+    mc_master_allocator_destroy(s->alloc);
+    mc_free(s->name);
+    mc_free(s->endpoint);
+    mc_free(s->host_label);
+    mc_free(s->ext);
+    mc_free(s);
+    m->segs[id] = NULL;
+}
+
+static client_t *client_find(mc_master_t *m, const uint8_t id[16])
+{
+    for (size_t i = 0; i < m->n_clients; i++) {
+        if (memcmp(m->clients[i].id, id, 16) == 0)
+            return &m->clients[i];
+    }
+    return NULL;
+}
+
+/* Finds or registers a client; refreshes its liveness. NULL only on allocation failure. */
+static client_t *client_touch(mc_master_t *m, const uint8_t id[16], bool *was_new_p)
+{
+    client_t *c = client_find(m, id);
+    if (was_new_p)
+        *was_new_p = c == NULL;
+    if (!c) {
+        if (m->n_clients == m->cap_clients) {
+            size_t nc = m->cap_clients ? m->cap_clients * 2 : 16;
+            client_t *n = mc_realloc(m->clients, nc * sizeof(*n));
+            if (!n)
+                return NULL;
+            m->clients = n;
+            m->cap_clients = nc;
+        }
+        c = &m->clients[m->n_clients++];
+        memcpy(c->id, id, 16);
+        c->serial = ++m->next_serial;
+        MC_LOG_INFO("master: client %02x%02x%02x%02x... registered (serial %u)", id[0], id[1],
+                    id[2], id[3], c->serial);
+    }
+    c->last_ping_ms = master_now(m);
+    return c;
+}
+
+/* ------------------------------------------------------------------ replicas */
+
+static void rep_free_block(mc_master_t *m, obj_rep_t *r)
+{
+    segment_t *s = master_seg_slot(m, r->seg);
+    if (s && s->alloc && r->blk != MC_ALLOC_NONE) {
+        mc_master_allocator_free(s->alloc, r->blk);
+        s->n_replicas--;
+    }
+    r->seg = SEG_NONE;
+}
+
+/* Frees an object's space and record. Logs a WAL REMOVE if it was committed. */
+static void obj_destroy(mc_master_t *m, obj_t *o, bool log)
+{
+    for (uint32_t i = 0; i < o->n_rep; i++)
+        rep_free_block(m, &o->rep[i]);
+    if (log && o->state == OBJ_READABLE)
+        master_wal_log_remove(m, obj_key(o), o->klen);
+    master_obj_unlink_free(m, o);
+}
+
+static void fill_rep(mc_master_t *m, const obj_t *o, const obj_rep_t *r, mc_master_replica_t *out,
+                     int status)
+{
+    segment_t *s = m->segs[r->seg];
+    out->segment_name = s->name;
+    out->endpoint = s->endpoint;
+    out->addr = mc_master_allocator_addr(s->alloc, r->blk);
+    out->size = o->size;
+    out->status = status;
+}
+
+static bool obj_leased(mc_master_t *m, const obj_t *o, uint64_t now)
+{
+    (void)m;
+    return o->state == OBJ_READABLE && o->t_lease > now;
+}
+
+static bool obj_soft_pinned(const obj_t *o, uint64_t now)
+{
+    return (o->flags & OF_SOFT_PIN) && o->t_pin > now;
+}
+
+/* ------------------------------------------------------------------ eviction */
+
+static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
+{
+    uint64_t cap = 0, used = 0;
+    for (uint32_t i = 0; i < m->n_segs; i++) {
+        segment_t *s = m->segs[i];
+        if (s && s->alloc && (s->state == SEG_MOUNTED || s->state == SEG_DRAINING)) {
+            cap += mc_master_allocator_capacity(s->alloc);
+            used += mc_master_allocator_used(s->alloc);
+        }
+    }
+    if (used_p)
+        *used_p = used;
+    return cap;
+}
+
+/* Evicts least-recently-used committed objects that are not leased and not pinned until at
+ * least target bytes were freed. Soft-pinned objects go in a second pass when allowed.
+ * Returns the bytes freed. */
+static uint64_t evict_bytes(mc_master_t *m, uint64_t target)
+{
+    uint64_t now = master_now(m), freed = 0, n = 0;
+    for (int pass = 0; pass < 2 && freed < target; pass++) {
+        if (pass == 1 && !m->cfg.allow_evict_soft_pinned_objects)
+            break;
+        obj_t *o = m->lru.head;
+        while (o && freed < target) {
+            obj_t *next = o->next;
+            bool skip = obj_leased(m, o, now) || (o->flags & OF_HARD_PIN) ||
+                        (pass == 0 && obj_soft_pinned(o, now));
+            if (!skip) {
+                uint64_t bytes = 0;
+                for (uint32_t i = 0; i < o->n_rep; i++) {
+                    segment_t *s = master_seg_slot(m, o->rep[i].seg);
+                    if (s && s->alloc)
+                        bytes += mc_master_allocator_size(s->alloc, o->rep[i].blk);
+                }
+                freed += bytes;
+                n++;
+                m->cnt.evicted_bytes += bytes;
+                obj_destroy(m, o, true);
+            }
+            o = next;
+        }
+    }
+    m->cnt.evicted_objects += n;
+    if (n)
+        m->cnt.successful_evictions++;
+    else if (target)
+        m->cnt.failed_evictions++;
+    if (n)
+        MC_LOG_DEBUG("master: evicted %llu objects, %llu bytes", (unsigned long long)n,
+                     (unsigned long long)freed);
+    return freed;
+}
+
+/* ------------------------------------------------------------------ placement */
+
+static bool label_used(mc_master_t *m, const obj_rep_t *reps, uint32_t n, const segment_t *s)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const segment_t *o = m->segs[reps[i].seg];
+        if (o == s)
+            return true;
+        if (s->host_label[0] && strcmp(o->host_label, s->host_label) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool seg_chosen(const obj_rep_t *reps, uint32_t n, uint32_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (reps[i].seg == id)
+            return true;
+    return false;
+}
+
+static bool try_alloc(mc_master_t *m, uint32_t id, uint64_t size, obj_rep_t *r)
+{
+    segment_t *s = m->segs[id];
+    uint32_t blk;
+    if (mc_master_allocator_alloc(s->alloc, size, &blk) != MC_OK)
+        return false;
+    r->seg = id;
+    r->blk = blk;
+    s->n_replicas++;
+    return true;
+}
+
+/* Allocates up to want replicas of size bytes on distinct segments, preferring distinct host
+ * labels. Returns how many were allocated. */
+static uint32_t place(mc_master_t *m, uint64_t size, const mc_master_put_opts_t *opts,
+                      uint32_t want, obj_rep_t *reps)
+{
+    uint32_t n = 0;
+    if (opts && opts->preferred_segment && opts->preferred_segment[0]) {
+        uint32_t id;
+        segment_t *s = seg_by_name(m, opts->preferred_segment, &id);
+        if (s && s->state == SEG_MOUNTED && try_alloc(m, id, size, &reps[n]))
+            n++;
+    }
+    if (m->n_segs == 0)
+        return n;
+    for (int strict = 1; strict >= 0 && n < want; strict--) {
+        while (n < want) {
+            uint32_t pick = SEG_NONE;
+            if (m->cfg.strategy == MC_STRATEGY_FREE_RATIO_FIRST) {
+                double best = -1;
+                for (uint32_t i = 0; i < m->n_segs; i++) {
+                    segment_t *s = m->segs[i];
+                    if (!s || s->state != SEG_MOUNTED || seg_chosen(reps, n, i) ||
+                        (strict && label_used(m, reps, n, s)))
+                        continue;
+                    uint64_t cap = mc_master_allocator_capacity(s->alloc);
+                    double fr = 1.0 - (double)mc_master_allocator_used(s->alloc) / (double)cap;
+                    if (cap - mc_master_allocator_used(s->alloc) >= size && fr > best) {
+                        best = fr;
+                        pick = i;
+                    }
+                }
+                if (pick != SEG_NONE && try_alloc(m, pick, size, &reps[n])) {
+                    n++;
+                    continue;
+                }
+                /* fall through to a full scan below when the best one is fragmented */
+            }
+            bool got = false;
+            uint32_t start = (uint32_t)(rnd(m) % m->n_segs);
+            for (uint32_t k = 0; k < m->n_segs; k++) {
+                uint32_t i = (start + k) % m->n_segs;
+                segment_t *s = m->segs[i];
+                if (!s || s->state != SEG_MOUNTED || seg_chosen(reps, n, i) ||
+                    (strict && label_used(m, reps, n, s)))
+                    continue;
+                if (try_alloc(m, i, size, &reps[n])) {
+                    n++;
+                    got = true;
+                    break;
+                }
+            }
+            if (!got)
+                break;
+        }
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
+{
+    *m_p = NULL;
+    mc_master_t *m = MC_NEW(mc_master_t);
+    if (!m)
+        return MC_ERR_NO_MEMORY;
+    m->cfg = *cfg;
+    if (m->cfg.eviction_ratio <= 0 || m->cfg.eviction_ratio > 1)
+        m->cfg.eviction_ratio = 0.05;
+    if (m->cfg.eviction_high_watermark_ratio <= 0 || m->cfg.eviction_high_watermark_ratio > 1)
+        m->cfg.eviction_high_watermark_ratio = 0.90;
+    if (!m->cfg.wal_snapshot_bytes)
+        m->cfg.wal_snapshot_bytes = 64ull << 20;
+    m->cfg.wal_dir = NULL;
+    m->clock = default_clock;
+    m->rng = mc_now_ns() | 1;
+    m->epoch = mc_wall_ms();
+    m->view_version = 1;
+    pthread_mutex_init(&m->snap_mu, NULL);
+    if (table_grow(m) != 0) {
+        mc_master_destroy(m);
+        return MC_ERR_NO_MEMORY;
+    }
+    if (cfg->wal_dir && cfg->wal_dir[0]) {
+        m->wal_dir = mc_strdup(cfg->wal_dir);
+        if (!m->wal_dir) {
+            mc_master_destroy(m);
+            return MC_ERR_NO_MEMORY;
+        }
+        m->cfg.wal_dir = m->wal_dir;
+        mc_status_t st = master_wal_open_and_recover(m);
+        if (st != MC_OK) {
+            mc_master_destroy(m);
+            return st;
+        }
+    }
+    *m_p = m;
+    return MC_OK;
+}
+
+void mc_master_destroy(mc_master_t *m)
+{
+    if (!m)
+        return;
+    master_wal_close(m);
+    for (uint64_t i = 0; i < m->n_buckets; i++) {
+        obj_t *o = m->buckets[i];
+        while (o) {
+            obj_t *n = o->hnext;
+            mc_free(o);
+            o = n;
+        }
+    }
+    mc_free(m->buckets);
+    for (uint32_t i = 0; i < m->n_segs; i++)
+        master_seg_free(m, i);
+    mc_free(m->segs);
+    mc_free(m->clients);
+    mc_free(m->disc);
+    mc_free(m->wal_dir);
+    pthread_mutex_destroy(&m->snap_mu);
+    mc_free(m);
+}
+
+void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *), void *ctx)
+{
+    m->clock = now_ms ? now_ms : default_clock;
+    m->clock_ctx = ctx;
+}
+
+void mc_master_set_seed(mc_master_t *m, uint64_t seed) { m->rng = seed | 1; }
+
+/* ------------------------------------------------------------------ puts */
+
+static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms)
+{
+    if (m->n_disc == m->cap_disc) {
+        size_t nc = m->cap_disc ? m->cap_disc * 2 : 16;
+        discarded_t *n = mc_realloc(m->disc, nc * sizeof(*n));
+        if (!n) { /* cannot defer: keep the space forever rather than risk reuse while written */
+            MC_LOG_ERROR("master: discard list full; leaking a block until unmount");
+            return;
+        }
+        m->disc = n;
+        m->cap_disc = nc;
+    }
+    m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms};
+}
+
+mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key,
+                                size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
+                                bool upsert, mc_master_replica_t *reps, uint32_t *n_p)
+{
+    *n_p = 0;
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    if (size == 0 || size > VALUE_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    uint32_t want = opts && opts->replica_num ? opts->replica_num : 1;
+    if (want > MC_MASTER_MAX_REPLICAS)
+        want = MC_MASTER_MAX_REPLICAS;
+    client_t *c = client_touch(m, cid, NULL);
+    if (!c)
+        return MC_ERR_NO_MEMORY;
+    uint32_t serial = c->serial;
+    uint64_t now = master_now(m);
+    uint32_t h = master_key_hash(key, klen);
+    obj_t *o = master_obj_find(m, key, klen, h);
+    if (o) {
+        if (o->state == OBJ_WRITING) {
+            if (now - o->t_lease < m->cfg.put_start_discard_timeout_ms)
+                return MC_ERR_REPLICA_IS_NOT_READY;
+            /* Pre-empt the stuck put; its space is kept until the release timeout because
+             * its writer may still be writing there. */
+            MC_LOG_WARN("master: pre-empting a put of '%.*s' stuck for %llu ms", (int)klen, key,
+                        (unsigned long long)(now - o->t_lease));
+            for (uint32_t i = 0; i < o->n_rep; i++) {
+                if (master_seg_slot(m, o->rep[i].seg))
+                    discard_push(m, o->rep[i].seg, o->rep[i].blk,
+                                 o->t_lease + m->cfg.put_start_release_timeout_ms);
+            }
+            m->cnt.put_start_discards++;
+            master_obj_unlink_free(m, o);
+        } else if (!upsert) {
+            return MC_ERR_OBJECT_ALREADY_EXISTS;
+        } else {
+            if (obj_leased(m, o, now))
+                return MC_ERR_OBJECT_HAS_LEASE;
+            obj_destroy(m, o, true);
+        }
+    }
+    obj_rep_t r[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = place(m, size, opts, want, r);
+    if (n == 0) {
+        /* Synchronous eviction: free space now, then retry, while anything is evictable. */
+        uint64_t cap = total_capacity(m, NULL);
+        for (int round = 0; round < 64 && n == 0; round++) {
+            uint64_t target = (uint64_t)(m->cfg.eviction_ratio * (double)cap);
+            if (target < size)
+                target = size;
+            if (evict_bytes(m, target) == 0)
+                break;
+            n = place(m, size, opts, want, r);
+        }
+        if (n == 0) {
+            m->evict_pending = true;
+            return MC_ERR_NO_AVAILABLE_HANDLE;
+        }
+    }
+    o = master_obj_new(m, key, klen, h, n);
+    if (!o) {
+        for (uint32_t i = 0; i < n; i++)
+            rep_free_block(m, &r[i]);
+        return MC_ERR_NO_MEMORY;
+    }
+    o->state = OBJ_WRITING;
+    o->size = size;
+    o->t_lease = now;
+    o->owner = serial;
+    o->n_rep = (uint8_t)n;
+    if (opts && opts->hard_pin)
+        o->flags |= OF_HARD_PIN;
+    if (opts && opts->soft_pin) {
+        o->flags |= OF_SOFT_PIN;
+        o->t_pin = now + m->cfg.default_kv_soft_pin_ttl_ms;
+    }
+    memcpy(o->rep, r, n * sizeof(r[0]));
+    master_list_push(&m->writing, o);
+    for (uint32_t i = 0; i < n; i++)
+        fill_rep(m, o, &o->rep[i], &reps[i], 1);
+    *n_p = n;
+    return MC_OK;
+}
+
+static mc_status_t writer_check(mc_master_t *m, const uint8_t cid[16], obj_t *o)
+{
+    if (o->state != OBJ_WRITING)
+        return MC_ERR_INVALID_WRITE;
+    client_t *c = client_find(m, cid);
+    if (!c || c->serial != o->owner)
+        return MC_ERR_ILLEGAL_CLIENT;
+    c->last_ping_ms = master_now(m);
+    return MC_OK;
+}
+
+mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen,
+                              uint64_t checksum)
+{
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    mc_status_t st = writer_check(m, cid, o);
+    if (st != MC_OK)
+        return st;
+    master_list_remove(&m->writing, o);
+    o->state = OBJ_READABLE;
+    o->checksum = checksum;
+    o->t_lease = 0;
+    o->owner = 0;
+    master_list_push(&m->lru, o);
+    master_wal_log_commit(m, o);
+    return MC_OK;
+}
+
+mc_status_t mc_master_put_revoke(mc_master_t *m, const uint8_t cid[16], const char *key,
+                                 size_t klen)
+{
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    mc_status_t st = writer_check(m, cid, o);
+    if (st != MC_OK)
+        return st;
+    obj_destroy(m, o, false);
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ reads */
+
+static uint32_t readable_reps(mc_master_t *m, const obj_t *o, mc_master_replica_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < o->n_rep; i++) {
+        segment_t *s = master_seg_slot(m, o->rep[i].seg);
+        if (!s || (s->state != SEG_MOUNTED && s->state != SEG_DRAINING))
+            continue;
+        if (out)
+            fill_rep(m, o, &o->rep[i], &out[n], 2);
+        n++;
+    }
+    return n;
+}
+
+mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
+                                   mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
+                                   uint64_t *checksum_p)
+{
+    *n_p = 0;
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (o->state != OBJ_READABLE)
+        return MC_ERR_REPLICA_IS_NOT_READY;
+    uint32_t n = readable_reps(m, o, reps);
+    if (n == 0)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
+    lru_touch(m, o);
+    *n_p = n;
+    if (size_p)
+        *size_p = o->size;
+    if (checksum_p)
+        *checksum_p = o->checksum;
+    return MC_OK;
+}
+
+mc_status_t mc_master_exist(mc_master_t *m, const char *key, size_t klen)
+{
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (m->cfg.exist_key_extends_lease)
+        o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
+    return MC_OK;
+}
+
+mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uint64_t *size_p)
+{
+    *size_p = 0;
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    *size_p = o->size;
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ removes */
+
+static mc_status_t remove_obj(mc_master_t *m, obj_t *o, bool force, uint64_t now)
+{
+    if (o->state != OBJ_READABLE)
+        return MC_ERR_REPLICA_IS_NOT_READY;
+    if (!force && obj_leased(m, o, now)) {
+        m->cnt.lease_blocked_removes++;
+        return MC_ERR_OBJECT_HAS_LEASE;
+    }
+    obj_destroy(m, o, true);
+    return MC_OK;
+}
+
+mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool force)
+{
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    return remove_obj(m, o, force, master_now(m));
+}
+
+mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool force,
+                                   uint64_t *count_p)
+{
+    *count_p = 0;
+    if (!pattern || strlen(pattern) > MC_MASTER_REGEX_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    regex_t re;
+    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+        MC_LOG_WARN("master: bad regex '%s'", pattern);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    uint64_t now = master_now(m), n = 0;
+    char kbuf[KEY_MAX + 1];
+    for (obj_t *o = m->lru.head; o;) {
+        obj_t *next = o->next;
+        memcpy(kbuf, obj_key(o), o->klen);
+        kbuf[o->klen] = 0;
+        if (regexec(&re, kbuf, 0, NULL, 0) == 0 && remove_obj(m, o, force, now) == MC_OK)
+            n++;
+        o = next;
+    }
+    regfree(&re);
+    *count_p = n;
+    return MC_OK;
+}
+
+mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p)
+{
+    uint64_t now = master_now(m), n = 0;
+    for (obj_t *o = m->lru.head; o;) {
+        obj_t *next = o->next;
+        if (remove_obj(m, o, force, now) == MC_OK)
+            n++;
+        o = next;
+    }
+    *count_p = n;
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ mount / unmount */
+
+/* Drops every replica on segment id (objects left without replicas are removed), frees the
+ * segment. Logs UNMOUNT when log. */
+static void seg_drop(mc_master_t *m, uint32_t id, bool log)
+{
+    segment_t *s = m->segs[id];
+    MC_LOG_INFO("master: dropping segment '%s' (%llu replicas)", s->name,
+                (unsigned long long)s->n_replicas);
+    if (s->n_replicas || s->state == SEG_RECOVERING) {
+        for (uint64_t b = 0; b < m->n_buckets; b++) {
+            obj_t *o = m->buckets[b];
+            while (o) {
+                obj_t *next = o->hnext;
+                uint32_t k = 0;
+                for (uint32_t i = 0; i < o->n_rep; i++) {
+                    if (o->rep[i].seg == id)
+                        continue; /* space goes with the allocator */
+                    o->rep[k++] = o->rep[i];
+                }
+                if (k != o->n_rep) {
+                    o->n_rep = (uint8_t)k;
+                    if (k == 0)
+                        master_obj_unlink_free(m, o); /* the UNMOUNT record implies it */
+                }
+                o = next;
+            }
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m->n_disc; i++)
+        if (m->disc[i].seg != id)
+            m->disc[k++] = m->disc[i];
+    m->n_disc = k;
+    if (log)
+        master_wal_log_unmount(m, id);
+    master_seg_free(m, id);
+    m->view_version++;
+}
+
+static bool client_find_alive_owner(mc_master_t *m, const segment_t *s)
+{
+    for (size_t i = 0; i < m->n_clients; i++)
+        if (m->clients[i].serial == s->owner_serial)
+            return true;
+    return false;
+}
+
+static bool name_ok(const char *s, bool required)
+{
+    if (!s || !s[0])
+        return !required;
+    return strlen(s) < MC_MASTER_NAME_MAX;
+}
+
+mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
+                            const mc_master_segment_info_t *si, bool remount)
+{
+    (void)remount;
+    if (!si || !name_ok(si->name, true) || !name_ok(si->host_label, false) ||
+        !name_ok(si->te_endpoint, false) || si->size < MC_ALLOC_ALIGN * 2 ||
+        si->base + si->size < si->base)
+        return MC_ERR_INVALID_PARAMS;
+    client_t *c = client_touch(m, cid, NULL);
+    if (!c)
+        return MC_ERR_NO_MEMORY;
+    uint32_t id;
+    segment_t *s = seg_by_name(m, si->name, &id);
+    if (s) {
+        bool same = s->base == si->base && s->size == si->size &&
+                    memcmp(s->uuid, si->uuid, 16) == 0;
+        if (s->state == SEG_RECOVERING) {
+            if (same) {
+                s->state = SEG_MOUNTED;
+                s->owner_serial = c->serial;
+                memcpy(s->owner_id, cid, 16);
+                if (si->te_endpoint && si->te_endpoint[0] && strcmp(si->te_endpoint, s->endpoint)) {
+                    char *e = mc_strdup(si->te_endpoint);
+                    if (e) {
+                        mc_free(s->endpoint);
+                        s->endpoint = e;
+                    }
+                }
+                m->view_version++;
+                MC_LOG_INFO("master: segment '%s' re-mounted; %llu replicas readable again",
+                            s->name, (unsigned long long)s->n_replicas);
+                return MC_OK;
+            }
+            /* Same name, different memory: the old contents are gone. */
+            seg_drop(m, id, true);
+        } else if (same && s->owner_serial == c->serial) {
+            return MC_OK; /* idempotent */
+        } else if (same && !client_find_alive_owner(m, s)) {
+            /* owner unknown (restarted client with the same memory) : adopt */
+            s->owner_serial = c->serial;
+            memcpy(s->owner_id, cid, 16);
+            return MC_OK;
+        } else {
+            return MC_ERR_SEGMENT_ALREADY_EXISTS;
+        }
+    }
+    /* new segment id: reuse a free slot */
+    for (id = 0; id < m->n_segs; id++)
+        if (!m->segs[id])
+            break;
+    if (id == m->n_segs) {
+        segment_t **ns = mc_realloc(m->segs, (m->n_segs + 1) * sizeof(*ns));
+        if (!ns)
+            return MC_ERR_NO_MEMORY;
+        m->segs = ns;
+        m->segs[m->n_segs++] = NULL;
+    }
+    s = MC_NEW(segment_t);
+    if (!s)
+        return MC_ERR_NO_MEMORY;
+    s->name = mc_strdup(si->name);
+    s->endpoint = mc_strdup(si->te_endpoint && si->te_endpoint[0] ? si->te_endpoint : si->name);
+    s->host_label = mc_strdup(si->host_label ? si->host_label : "");
+    if (!s->name || !s->endpoint || !s->host_label ||
+        mc_master_allocator_create(si->base, si->size, &s->alloc) != MC_OK) {
+        m->segs[id] = s;
+        master_seg_free(m, id);
+        return MC_ERR_NO_MEMORY;
+    }
+    s->base = si->base;
+    s->size = si->size;
+    memcpy(s->uuid, si->uuid, 16);
+    memcpy(s->owner_id, cid, 16);
+    s->owner_serial = c->serial;
+    s->state = SEG_MOUNTED;
+    m->segs[id] = s;
+    m->view_version++;
+    master_wal_log_mount(m, id);
+    MC_LOG_INFO("master: segment '%s' mounted (%llu bytes at 0x%llx, host '%s')", s->name,
+                (unsigned long long)s->size, (unsigned long long)s->base, s->host_label);
+    return MC_OK;
+}
+
+static bool seg_has_leases(mc_master_t *m, uint32_t id, uint64_t now)
+{
+    for (obj_t *o = m->lru.head; o; o = o->next) {
+        if (!obj_leased(m, o, now))
+            continue;
+        for (uint32_t i = 0; i < o->n_rep; i++)
+            if (o->rep[i].seg == id)
+                return true;
+    }
+    return false;
+}
+
+mc_status_t mc_master_unmount(mc_master_t *m, const uint8_t cid[16], const char *name,
+                              bool graceful)
+{
+    if (!name_ok(name, true))
+        return MC_ERR_INVALID_PARAMS;
+    uint32_t id;
+    segment_t *s = seg_by_name(m, name, &id);
+    if (!s)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    client_t *c = client_find(m, cid);
+    if (!c || c->serial != s->owner_serial)
+        return MC_ERR_ILLEGAL_CLIENT;
+    c->last_ping_ms = master_now(m);
+    if (graceful && seg_has_leases(m, id, master_now(m))) {
+        s->state = SEG_DRAINING; /* the cron finishes it once the leases are gone */
+        m->view_version++;
+        return MC_OK;
+    }
+    seg_drop(m, id, true);
+    return MC_OK;
+}
+
+mc_status_t mc_master_ping(mc_master_t *m, const uint8_t cid[16], bool *need_remount_p)
+{
+    bool was_new = false;
+    if (!client_touch(m, cid, &was_new))
+        return MC_ERR_NO_MEMORY;
+    *need_remount_p = was_new;
+    return MC_OK;
+}
+
+mc_status_t mc_master_query_segment(mc_master_t *m, const char *name,
+                                    mc_master_segment_status_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!name_ok(name, true))
+        return MC_ERR_INVALID_PARAMS;
+    segment_t *s = seg_by_name(m, name, NULL);
+    if (!s)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    out->state = s->state;
+    out->capacity = s->alloc ? mc_master_allocator_capacity(s->alloc) : s->size;
+    out->used = s->alloc ? mc_master_allocator_used(s->alloc) : 0;
+    out->replicas = s->n_replicas;
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ cron */
+
+void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
+{
+    *out = m->cnt;
+    uint64_t used = 0;
+    out->total_capacity_bytes = total_capacity(m, &used);
+    out->allocated_bytes = used;
+    out->key_count = m->lru.n;
+    out->writing_count = m->writing.n;
+    out->active_clients = m->n_clients;
+    double wsum = 0;
+    for (uint32_t i = 0; i < m->n_segs; i++) {
+        segment_t *s = m->segs[i];
+        if (!s || s->state == SEG_FREE)
+            continue;
+        if (s->state == SEG_RECOVERING) {
+            out->recovering_segments++;
+            continue;
+        }
+        out->mounted_segments++;
+        mc_master_allocator_stats_t st;
+        mc_master_allocator_stats(s->alloc, &st);
+        wsum += st.fragmentation * (double)st.capacity;
+    }
+    out->fragmentation = out->total_capacity_bytes ? wsum / (double)out->total_capacity_bytes : 0;
+    out->view_version = m->view_version;
+    out->epoch = m->epoch;
+    out->wal_records = m->wal.records;
+    out->wal_bytes = m->wal.bytes;
+}
+
+void mc_master_metrics_snapshot(mc_master_t *m, mc_master_metrics_t *out)
+{
+    pthread_mutex_lock(&m->snap_mu);
+    *out = m->snap;
+    pthread_mutex_unlock(&m->snap_mu);
+}
+
+void mc_master_cron(mc_master_t *m)
+{
+    uint64_t now = master_now(m);
+    /* Client liveness: a client silent for client_ttl loses its segments. */
+    for (size_t i = 0; i < m->n_clients;) {
+        client_t *c = &m->clients[i];
+        if (now - c->last_ping_ms <= m->cfg.client_ttl_ms) {
+            i++;
+            continue;
+        }
+        MC_LOG_WARN("master: client serial %u silent for %llu ms; unmounting its segments",
+                    c->serial, (unsigned long long)(now - c->last_ping_ms));
+        for (uint32_t id = 0; id < m->n_segs; id++) {
+            segment_t *s = m->segs[id];
+            if (s && s->state != SEG_RECOVERING && s->owner_serial == c->serial)
+                seg_drop(m, id, true);
+        }
+        m->clients[i] = m->clients[--m->n_clients];
+    }
+    /* Recovering segments whose owner did not come back in time, finished graceful unmounts. */
+    for (uint32_t id = 0; id < m->n_segs; id++) {
+        segment_t *s = m->segs[id];
+        if (!s)
+            continue;
+        if (s->state == SEG_RECOVERING && now >= s->deadline_ms) {
+            MC_LOG_WARN("master: segment '%s' was not re-mounted in time; its objects are lost",
+                        s->name);
+            seg_drop(m, id, true);
+        } else if (s->state == SEG_DRAINING && !seg_has_leases(m, id, now)) {
+            seg_drop(m, id, true);
+        }
+    }
+    /* Stuck puts: released (space freed) after put_start_release_timeout. */
+    while (m->writing.head &&
+           now - m->writing.head->t_lease >= m->cfg.put_start_release_timeout_ms) {
+        obj_t *o = m->writing.head;
+        MC_LOG_WARN("master: releasing put of '%.*s' stuck for %llu ms", (int)o->klen,
+                    obj_key(o), (unsigned long long)(now - o->t_lease));
+        m->cnt.put_start_releases++;
+        obj_destroy(m, o, false);
+    }
+    for (size_t i = 0; i < m->n_disc;) {
+        if (now >= m->disc[i].release_ms) {
+            segment_t *s = master_seg_slot(m, m->disc[i].seg);
+            if (s && s->alloc) {
+                mc_master_allocator_free(s->alloc, m->disc[i].blk);
+                s->n_replicas--;
+            }
+            m->cnt.put_start_releases++;
+            m->disc[i] = m->disc[--m->n_disc];
+        } else {
+            i++;
+        }
+    }
+    /* Watermark eviction. */
+    uint64_t used = 0, cap = total_capacity(m, &used);
+    if (cap && (m->evict_pending ||
+                (double)used > m->cfg.eviction_high_watermark_ratio * (double)cap)) {
+        evict_bytes(m, (uint64_t)(m->cfg.eviction_ratio * (double)cap));
+        m->evict_pending = false;
+    }
+    master_wal_cron(m);
+    mc_master_metrics_t snap;
+    mc_master_metrics_now(m, &snap);
+    pthread_mutex_lock(&m->snap_mu);
+    m->snap = snap;
+    pthread_mutex_unlock(&m->snap_mu);
+}
+
+uint64_t mc_master_lease_ttl_ms(const mc_master_t *m) { return m->cfg.default_kv_lease_ttl_ms; }
+
+void mc_master_view(const mc_master_t *m, uint64_t *view_version_p, uint64_t *epoch_p)
+{
+    *view_version_p = m->view_version;
+    *epoch_p = m->epoch;
+}

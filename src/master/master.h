@@ -1,0 +1,188 @@
+/* Master core: the object table, segments, clients, leases, pins, eviction, put timeouts.
+ *
+ * Control plane only: the master hands out [addr, addr+size) ranges inside client segments and
+ * tracks who may read what; the bytes move between clients with the Transfer Engine.
+ *
+ * Threading: a mc_master_t is owned by ONE thread (the RPC loop thread in mooncake_master; the
+ * test thread in unit tests). No function here locks anything; none may be called from another
+ * thread. The only exception is mc_master_metrics_snapshot(), which reads a copy published by
+ * mc_master_cron() under its own mutex (see docs/internals/threads.md).
+ *
+ * Keys are byte strings (key, klen), 1..MC_RPC_MAX_KEY bytes. client ids are 16-byte UUIDs.
+ * Object states (docs/internals/master.md): absent -> WRITING (PutStart) -> READABLE (PutEnd)
+ * -> absent (remove / evict / segment loss); WRITING -> absent (revoke, timeout). "Reclaimable"
+ * is a READABLE object with no lease and no pin. Readers never see WRITING objects.
+ */
+#ifndef MC_MASTER_MASTER_H
+#define MC_MASTER_MASTER_H
+
+#include "mooncake/status.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_MASTER_MAX_REPLICAS 8
+#define MC_MASTER_NAME_MAX 256   /* segment names, endpoints, host labels */
+#define MC_MASTER_REGEX_MAX 4096
+
+typedef enum mc_master_strategy {
+    MC_STRATEGY_RANDOM = 0,
+    MC_STRATEGY_FREE_RATIO_FIRST = 1,
+} mc_master_strategy_t;
+
+typedef struct mc_master_config {
+    uint64_t default_kv_lease_ttl_ms;        /* 10000 */
+    uint64_t default_kv_soft_pin_ttl_ms;     /* 1800000 */
+    bool allow_evict_soft_pinned_objects;    /* true */
+    double eviction_ratio;                   /* 0.05 */
+    double eviction_high_watermark_ratio;    /* 0.90 */
+    uint64_t client_ttl_ms;                  /* 10000 */
+    uint64_t put_start_discard_timeout_ms;   /* 30000 */
+    uint64_t put_start_release_timeout_ms;   /* 600000 */
+    bool exist_key_extends_lease;            /* false: answers upstream #2187 */
+    mc_master_strategy_t strategy;           /* random */
+    const char *wal_dir;                     /* NULL or "" = no WAL (borrowed during create) */
+    uint64_t wal_snapshot_bytes;             /* log size that triggers a snapshot; 0 = 64 MiB */
+    bool wal_fsync;                          /* true: fdatasync at each group commit */
+} mc_master_config_t;
+
+/* Fills upstream defaults (WAL disabled). */
+void mc_master_config_default(mc_master_config_t *cfg);
+
+typedef struct mc_master mc_master_t;
+
+/* Creates the master. With a wal_dir, recovers the state found there first (segments come back
+ * RECOVERING, their objects become readable once the owner re-mounts the same segment).
+ * cfg is copied (wal_dir too). */
+mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p);
+/* Flushes the WAL and frees everything. */
+void mc_master_destroy(mc_master_t *m);
+
+/* Test hook: replace the monotonic millisecond clock. */
+void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *ctx), void *ctx);
+/* Test hook: seed of the random placement. */
+void mc_master_set_seed(mc_master_t *m, uint64_t seed);
+
+/* Periodic housekeeping (call every 10..100 ms): client liveness, recovering-segment grace,
+ * stuck puts, watermark eviction, graceful unmounts, WAL snapshot, metrics snapshot. */
+void mc_master_cron(mc_master_t *m);
+
+/* Group commit: makes every WAL record appended so far durable. Call before sending replies. */
+mc_status_t mc_master_wal_sync(mc_master_t *m);
+
+/* ---- replicas handed to clients. Strings are borrowed from the segment table and stay valid
+ * until the next call into the master that can unmount a segment (any call but the lookups). */
+typedef struct mc_master_replica {
+    const char *segment_name;
+    const char *endpoint;
+    uint64_t addr;
+    uint64_t size;
+    int status; /* 1 PROCESSING, 2 COMPLETE (wire ReplicaStatus values) */
+} mc_master_replica_t;
+
+typedef struct mc_master_put_opts {
+    uint32_t replica_num;          /* 0 -> 1; capped at MC_MASTER_MAX_REPLICAS */
+    bool soft_pin, hard_pin;
+    const char *preferred_segment; /* NULL/"" = none */
+} mc_master_put_opts_t;
+
+/* PutStart (upsert=false) / UpsertStart (upsert=true). reps has room for
+ * MC_MASTER_MAX_REPLICAS entries; *n_p receives how many were allocated (>= 1 on MC_OK).
+ * Errors: INVALID_KEY, INVALID_PARAMS (size 0 or > 1 TiB), OBJECT_ALREADY_EXISTS (put of a
+ * committed key), REPLICA_IS_NOT_READY (another put of the key is in flight and not yet
+ * pre-emptible), OBJECT_HAS_LEASE (upsert of a key being read), NO_AVAILABLE_HANDLE (no space
+ * even after evicting everything evictable). */
+mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t client_id[16], const char *key,
+                                size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
+                                bool upsert, mc_master_replica_t *reps, uint32_t *n_p);
+/* Commits with the writer's XXH3-64 of the value. ILLEGAL_CLIENT if another client started the
+ * put; INVALID_WRITE if the object is already committed; OBJECT_NOT_FOUND if it is gone. */
+mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t client_id[16], const char *key,
+                              size_t klen, uint64_t checksum);
+/* Drops an in-flight put. ILLEGAL_CLIENT / INVALID_WRITE (already committed) / OBJECT_NOT_FOUND. */
+mc_status_t mc_master_put_revoke(mc_master_t *m, const uint8_t client_id[16], const char *key,
+                                 size_t klen);
+
+/* Readable replicas (COMPLETE, on mounted segments) and a read lease of
+ * default_kv_lease_ttl_ms. OBJECT_NOT_FOUND if absent or no replica is reachable;
+ * REPLICA_IS_NOT_READY if the key is being written. */
+mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
+                                   mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
+                                   uint64_t *checksum_p);
+/* MC_OK if readable, OBJECT_NOT_FOUND otherwise. Extends the lease only with
+ * exist_key_extends_lease. */
+mc_status_t mc_master_exist(mc_master_t *m, const char *key, size_t klen);
+mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uint64_t *size_p);
+
+/* Remove: OBJECT_HAS_LEASE while leased unless force; REPLICA_IS_NOT_READY while being
+ * written (in-flight puts are only ever revoked by their writer or the timeouts). */
+mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool force);
+/* POSIX extended regex (<= MC_MASTER_REGEX_MAX bytes). Removes matching committed objects that
+ * are not leased (or all matching committed objects with force). */
+mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool force,
+                                   uint64_t *count_p);
+mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p);
+
+/* ---- segments and clients */
+typedef struct mc_master_segment_info {
+    const char *name;
+    uint64_t base, size;
+    const char *host_label;   /* may be NULL/"" */
+    const char *te_endpoint;  /* may be NULL/"" (then = name) */
+    uint8_t uuid[16];         /* chosen by the owner when it allocated the memory */
+} mc_master_segment_info_t;
+
+/* Mount (remount=false) or ReMount (remount=true; same checks, used after NEED_REMOUNT).
+ * Re-mounting a segment the master knows (same name, base, size, uuid) is idempotent and
+ * restores a RECOVERING segment with its objects. SEGMENT_ALREADY_EXISTS if the name is taken
+ * by another live mount; INVALID_PARAMS on bad fields. */
+mc_status_t mc_master_mount(mc_master_t *m, const uint8_t client_id[16],
+                            const mc_master_segment_info_t *si, bool remount);
+/* Unmount: drops every replica on the segment now. Graceful: stops new allocations there and
+ * unmounts once no object with a replica on it holds a read lease. SEGMENT_NOT_FOUND,
+ * ILLEGAL_CLIENT (not the owner). */
+mc_status_t mc_master_unmount(mc_master_t *m, const uint8_t client_id[16], const char *name,
+                              bool graceful);
+/* Heartbeat. *need_remount_p = true when the master did not know the client (it knows it
+ * from now on). */
+mc_status_t mc_master_ping(mc_master_t *m, const uint8_t client_id[16], bool *need_remount_p);
+
+typedef struct mc_master_segment_status {
+    int state;      /* wire SegmentStatus: 1 MOUNTED, 2 RECOVERING, 3 DRAINING */
+    uint64_t capacity, used, replicas;
+} mc_master_segment_status_t;
+mc_status_t mc_master_query_segment(mc_master_t *m, const char *name,
+                                    mc_master_segment_status_t *out);
+
+/* ---- observability */
+typedef struct mc_master_metrics {
+    uint64_t allocated_bytes, total_capacity_bytes;
+    uint64_t key_count, writing_count, active_clients, mounted_segments, recovering_segments;
+    uint64_t successful_evictions, evicted_objects, evicted_bytes, failed_evictions;
+    uint64_t put_start_discards, put_start_releases;
+    uint64_t lease_blocked_removes;
+    uint64_t wal_records, wal_bytes, wal_syncs, snapshots;
+    double fragmentation;   /* capacity-weighted over mounted segments */
+    uint64_t view_version, epoch;
+} mc_master_metrics_t;
+
+/* Any thread: copy of the numbers published by the last cron. */
+void mc_master_metrics_snapshot(mc_master_t *m, mc_master_metrics_t *out);
+/* Owner thread: live numbers. */
+void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out);
+
+/* Owner thread: JSON describing one key ({"key":..,"state":..,"size":..,"replicas":[..]}) or
+ * every segment. Returned string is malloc'ed, caller frees with mc_free. NULL if absent. */
+char *mc_master_query_key_json(mc_master_t *m, const char *key, size_t klen);
+char *mc_master_segments_json(mc_master_t *m);
+
+/* Owner thread: the configured read lease, and the segment-set version / master start epoch. */
+uint64_t mc_master_lease_ttl_ms(const mc_master_t *m);
+void mc_master_view(const mc_master_t *m, uint64_t *view_version_p, uint64_t *epoch_p);
+
+/* Owner thread: number of objects (any state). */
+uint64_t mc_master_object_count(const mc_master_t *m);
+
+#endif

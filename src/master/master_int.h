@@ -1,0 +1,133 @@
+/* Internal structures of the master core (master.c, master_wal.c, master_json.c). */
+#ifndef MC_MASTER_INT_H
+#define MC_MASTER_INT_H
+
+#include "master/allocator.h"
+#include "master/master.h"
+#include "master/wal.h"
+
+#include <sys/types.h>
+
+enum { OBJ_WRITING = 1, OBJ_READABLE = 2 };
+enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2 };
+enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
+
+#define SEG_NONE UINT32_MAX
+
+typedef struct obj_rep {
+    uint32_t seg;  /* segment id */
+    uint32_t blk;  /* allocator block (during recovery: extent index) */
+} obj_rep_t;
+
+/* One allocation per object: this header, rep_cap replica slots, then the key bytes. */
+typedef struct obj {
+    struct obj *hnext;          /* hash chain */
+    struct obj *prev, *next;    /* READABLE: LRU list; WRITING: writing list (by start time) */
+    uint64_t size;
+    uint64_t checksum;
+    uint64_t t_lease;           /* READABLE: lease expiry (ms); WRITING: put start (ms) */
+    uint64_t t_pin;             /* soft pin expiry (ms) */
+    uint32_t hash;
+    uint32_t owner;             /* WRITING: serial of the client that started the put */
+    uint16_t klen;
+    uint8_t state, flags;
+    uint8_t n_rep, rep_cap;
+    uint8_t pad[2];
+    obj_rep_t rep[];
+} obj_t;
+
+static inline char *obj_key(obj_t *o) { return (char *)(o->rep + o->rep_cap); }
+
+typedef struct olist {
+    obj_t *head, *tail;
+    uint64_t n;
+} olist_t;
+
+typedef struct extent {        /* recovery only */
+    uint64_t addr, size;
+    obj_t *obj;                 /* NULL = dead */
+    uint32_t rep_idx;
+} extent_t;
+
+typedef struct segment {
+    int state;
+    char *name, *endpoint, *host_label;
+    uint8_t uuid[16];
+    uint8_t owner_id[16];
+    uint32_t owner_serial;
+    uint64_t base, size;
+    mc_master_allocator_t *alloc;
+    uint64_t n_replicas;
+    uint64_t deadline_ms;       /* RECOVERING: dropped after this */
+    extent_t *ext;              /* recovery only */
+    size_t n_ext, cap_ext;
+} segment_t;
+
+typedef struct client {
+    uint8_t id[16];
+    uint32_t serial;
+    uint64_t last_ping_ms;
+} client_t;
+
+typedef struct discarded {
+    uint32_t seg, blk;
+    uint64_t release_ms;
+} discarded_t;
+
+struct mc_master {
+    mc_master_config_t cfg;
+    char *wal_dir;
+    uint64_t (*clock)(void *);
+    void *clock_ctx;
+    uint64_t rng;
+
+    obj_t **buckets;
+    uint64_t n_buckets, n_objs;
+    olist_t lru, writing;
+
+    segment_t **segs;
+    uint32_t n_segs;            /* slots in use or free (ids < n_segs) */
+    client_t *clients;
+    size_t n_clients, cap_clients;
+    uint32_t next_serial;
+    discarded_t *disc;
+    size_t n_disc, cap_disc;
+
+    bool evict_pending;
+    uint64_t view_version, epoch;
+    mc_master_metrics_t cnt;    /* counters (owner thread) */
+
+    /* WAL */
+    bool wal_on;
+    mc_wal_writer_t wal;
+    uint64_t wal_gen;           /* generation of the open log */
+    uint64_t wal_bytes_at_snap;
+    pid_t snap_pid;             /* child writing a snapshot, 0 = none */
+    uint64_t snap_gen;
+    bool wal_dirty, wal_failed, recovering;
+    bool snapshot_soon;
+
+    pthread_mutex_t snap_mu;
+    mc_master_metrics_t snap;
+};
+
+uint64_t master_now(mc_master_t *m);
+/* master_wal.c */
+mc_status_t master_wal_open_and_recover(mc_master_t *m);
+void master_wal_log_mount(mc_master_t *m, uint32_t seg_id);
+void master_wal_log_unmount(mc_master_t *m, uint32_t seg_id);
+void master_wal_log_commit(mc_master_t *m, obj_t *o);
+void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
+void master_wal_cron(mc_master_t *m);
+void master_wal_close(mc_master_t *m);
+/* master.c helpers used by recovery */
+obj_t *master_obj_find(mc_master_t *m, const char *key, size_t klen, uint32_t h);
+obj_t *master_obj_new(mc_master_t *m, const char *key, size_t klen, uint32_t h, uint32_t nrep);
+void master_obj_unlink_free(mc_master_t *m, obj_t *o);
+void master_list_push(olist_t *l, obj_t *o);
+void master_list_remove(olist_t *l, obj_t *o);
+uint32_t master_key_hash(const char *key, size_t klen);
+segment_t *master_seg_slot(mc_master_t *m, uint32_t id);
+void master_seg_free(mc_master_t *m, uint32_t id);
+
+#endif

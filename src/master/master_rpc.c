@@ -1,0 +1,473 @@
+/* RPC handlers: decode protobuf requests into core calls, build responses in the call arena.
+ * Replica strings point into the segment table; the server packs the response right after the
+ * handler returns, before anything can unmount a segment. */
+#include "master/service.h"
+
+#include "common/log.h"
+#include "rpc/frame.h"
+
+#include <string.h>
+
+#define ALLOC(call, type) ((type *)mc_rpc_arena_calloc((call)->arena, 1, sizeof(type)))
+#define ALLOC_N(call, type, n) ((type *)mc_rpc_arena_calloc((call)->arena, (n) ? (n) : 1, sizeof(type)))
+
+static bool cid_ok(ProtobufCBinaryData d) { return d.len == 16; }
+
+static bool batch_ok(size_t n) { return n <= MC_RPC_MAX_BATCH; }
+
+static mc_status_t status_resp(mc_rpc_call_t *call, int32_t st, ProtobufCMessage **resp_p)
+{
+    McRpc__StatusResponse *r = ALLOC(call, McRpc__StatusResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__status_response__init(r);
+    r->status = st;
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+static McRpc__ReplicaDesc **reps_out(mc_rpc_call_t *call, const mc_master_replica_t *reps,
+                                     uint32_t n)
+{
+    McRpc__ReplicaDesc **arr = ALLOC_N(call, McRpc__ReplicaDesc *, n);
+    McRpc__ReplicaDesc *d = ALLOC_N(call, McRpc__ReplicaDesc, n);
+    if (!arr || !d)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        mc_rpc__replica_desc__init(&d[i]);
+        d[i].segment_name = (char *)reps[i].segment_name;
+        d[i].transport_endpoint = (char *)reps[i].endpoint;
+        d[i].buffer_address = reps[i].addr;
+        d[i].size = reps[i].size;
+        d[i].status = (McRpc__ReplicaStatus)reps[i].status;
+        arr[i] = &d[i];
+    }
+    return arr;
+}
+
+static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    if (!c)
+        return;
+    o->replica_num = c->replica_num;
+    o->soft_pin = c->with_soft_pin;
+    o->hard_pin = c->with_hard_pin;
+    o->preferred_segment = c->preferred_segment;
+}
+
+/* ---------------------------------------------------------------- put / upsert */
+
+static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBinaryData cid,
+                                const char *key, uint64_t size, const McRpc__ReplicateConfig *cfg,
+                                bool upsert, McRpc__PutStartResponse *r)
+{
+    mc_rpc__put_start_response__init(r);
+    if (!cid_ok(cid)) {
+        r->status = MC_ERR_INVALID_PARAMS;
+        return MC_OK;
+    }
+    mc_master_put_opts_t o;
+    put_opts(cfg, &o);
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    r->status = mc_master_put_start(m, cid.data, key, strlen(key), size, &o, upsert, reps, &n);
+    if (r->status == MC_OK) {
+        r->replicas = reps_out(call, reps, n);
+        if (!r->replicas)
+            return MC_ERR_NO_MEMORY;
+        r->n_replicas = n;
+    }
+    return MC_OK;
+}
+
+static mc_status_t h_put_start(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p)
+{
+    const McRpc__PutStartRequest *q = (const void *)req;
+    McRpc__PutStartResponse *r = ALLOC(call, McRpc__PutStartResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_status_t st = do_put_start(ctx, call, q->client_id, q->key, q->value_size, q->config,
+                                  call->opcode == MC_OP_UPSERT_START, r);
+    *resp_p = &r->base;
+    return st;
+}
+
+static mc_status_t h_batch_put_start(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                     ProtobufCMessage **resp_p)
+{
+    const McRpc__BatchPutStartRequest *q = (const void *)req;
+    McRpc__BatchPutStartResponse *r = ALLOC(call, McRpc__BatchPutStartResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__batch_put_start_response__init(r);
+    *resp_p = &r->base;
+    if (!batch_ok(q->n_keys)) {
+        r->status = MC_ERR_TOO_LARGE;
+        return MC_OK;
+    }
+    if (q->n_value_sizes != q->n_keys) {
+        r->status = MC_ERR_INVALID_PARAMS;
+        return MC_OK;
+    }
+    r->results = ALLOC_N(call, McRpc__PutStartResponse *, q->n_keys);
+    McRpc__PutStartResponse *items = ALLOC_N(call, McRpc__PutStartResponse, q->n_keys);
+    if (!r->results || !items)
+        return MC_ERR_NO_MEMORY;
+    bool upsert = call->opcode == MC_OP_BATCH_UPSERT_START;
+    for (size_t i = 0; i < q->n_keys; i++) {
+        mc_status_t st = do_put_start(ctx, call, q->client_id, q->keys[i], q->value_sizes[i],
+                                      q->config, upsert, &items[i]);
+        if (st != MC_OK)
+            return st;
+        r->results[i] = &items[i];
+    }
+    r->n_results = q->n_keys;
+    return MC_OK;
+}
+
+static mc_status_t h_put_end(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                             ProtobufCMessage **resp_p)
+{
+    const McRpc__PutEndRequest *q = (const void *)req;
+    int32_t st = cid_ok(q->client_id)
+                     ? mc_master_put_end(ctx, q->client_id.data, q->key, strlen(q->key), q->checksum)
+                     : MC_ERR_INVALID_PARAMS;
+    return status_resp(call, st, resp_p);
+}
+
+static mc_status_t batch_status(mc_rpc_call_t *call, size_t n, McRpc__BatchStatusResponse **r_p,
+                                ProtobufCMessage **resp_p)
+{
+    McRpc__BatchStatusResponse *r = ALLOC(call, McRpc__BatchStatusResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__batch_status_response__init(r);
+    *resp_p = &r->base;
+    *r_p = r;
+    if (!batch_ok(n)) {
+        r->status = MC_ERR_TOO_LARGE;
+        return MC_OK;
+    }
+    r->statuses = ALLOC_N(call, int32_t, n);
+    if (!r->statuses)
+        return MC_ERR_NO_MEMORY;
+    r->n_statuses = n;
+    return MC_OK;
+}
+
+static mc_status_t h_batch_put_end(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                   ProtobufCMessage **resp_p)
+{
+    const McRpc__BatchPutEndRequest *q = (const void *)req;
+    McRpc__BatchStatusResponse *r;
+    mc_status_t st = batch_status(call, q->n_keys, &r, resp_p);
+    if (st != MC_OK || r->status)
+        return st;
+    if (q->n_checksums != q->n_keys || !cid_ok(q->client_id)) {
+        r->status = MC_ERR_INVALID_PARAMS;
+        r->n_statuses = 0;
+        return MC_OK;
+    }
+    for (size_t i = 0; i < q->n_keys; i++)
+        r->statuses[i] = mc_master_put_end(ctx, q->client_id.data, q->keys[i], strlen(q->keys[i]),
+                                           q->checksums[i]);
+    return MC_OK;
+}
+
+static mc_status_t h_put_revoke(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                ProtobufCMessage **resp_p)
+{
+    const McRpc__KeyRequest *q = (const void *)req;
+    int32_t st = cid_ok(q->client_id)
+                     ? mc_master_put_revoke(ctx, q->client_id.data, q->key, strlen(q->key))
+                     : MC_ERR_INVALID_PARAMS;
+    return status_resp(call, st, resp_p);
+}
+
+static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p)
+{
+    const McRpc__BatchKeyRequest *q = (const void *)req;
+    McRpc__BatchStatusResponse *r;
+    mc_status_t st = batch_status(call, q->n_keys, &r, resp_p);
+    if (st != MC_OK || r->status)
+        return st;
+    mc_master_t *m = ctx;
+    for (size_t i = 0; i < q->n_keys; i++) {
+        const char *k = q->keys[i];
+        size_t kl = strlen(k);
+        switch (call->opcode) {
+        case MC_OP_BATCH_PUT_REVOKE:
+        case MC_OP_BATCH_UPSERT_REVOKE:
+            r->statuses[i] = cid_ok(q->client_id)
+                                 ? mc_master_put_revoke(m, q->client_id.data, k, kl)
+                                 : MC_ERR_INVALID_PARAMS;
+            break;
+        case MC_OP_BATCH_EXIST_KEY:
+            r->statuses[i] = mc_master_exist(m, k, kl);
+            break;
+        case MC_OP_BATCH_REMOVE:
+            r->statuses[i] = mc_master_remove(m, k, kl, q->force);
+            break;
+        default:
+            return MC_ERR_NOT_SUPPORTED;
+        }
+    }
+    return MC_OK;
+}
+
+/* ---------------------------------------------------------------- get */
+
+static mc_status_t fill_replica_list(mc_master_t *m, mc_rpc_call_t *call, const char *key,
+                                     McRpc__ReplicaListResponse *r)
+{
+    mc_rpc__replica_list_response__init(r);
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    r->status = mc_master_get_replicas(m, key, strlen(key), reps, &n, &r->size, &r->checksum);
+    if (r->status == MC_OK) {
+        r->replicas = reps_out(call, reps, n);
+        if (!r->replicas)
+            return MC_ERR_NO_MEMORY;
+        r->n_replicas = n;
+        r->lease_ttl_ms = mc_master_lease_ttl_ms(m);
+    }
+    return MC_OK;
+}
+
+static mc_status_t h_get_replica_list(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                      ProtobufCMessage **resp_p)
+{
+    const McRpc__KeyRequest *q = (const void *)req;
+    McRpc__ReplicaListResponse *r = ALLOC(call, McRpc__ReplicaListResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    *resp_p = &r->base;
+    return fill_replica_list(ctx, call, q->key, r);
+}
+
+static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
+                                            const ProtobufCMessage *req, ProtobufCMessage **resp_p)
+{
+    const McRpc__BatchKeyRequest *q = (const void *)req;
+    McRpc__BatchReplicaListResponse *r = ALLOC(call, McRpc__BatchReplicaListResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__batch_replica_list_response__init(r);
+    *resp_p = &r->base;
+    if (!batch_ok(q->n_keys)) {
+        r->status = MC_ERR_TOO_LARGE;
+        return MC_OK;
+    }
+    r->results = ALLOC_N(call, McRpc__ReplicaListResponse *, q->n_keys);
+    McRpc__ReplicaListResponse *items = ALLOC_N(call, McRpc__ReplicaListResponse, q->n_keys);
+    if (!r->results || !items)
+        return MC_ERR_NO_MEMORY;
+    for (size_t i = 0; i < q->n_keys; i++) {
+        mc_status_t st = fill_replica_list(ctx, call, q->keys[i], &items[i]);
+        if (st != MC_OK)
+            return st;
+        r->results[i] = &items[i];
+    }
+    r->n_results = q->n_keys;
+    return MC_OK;
+}
+
+static mc_status_t h_exist_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p)
+{
+    const McRpc__KeyRequest *q = (const void *)req;
+    return status_resp(call, mc_master_exist(ctx, q->key, strlen(q->key)), resp_p);
+}
+
+static mc_status_t h_get_size(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                              ProtobufCMessage **resp_p)
+{
+    const McRpc__KeyRequest *q = (const void *)req;
+    McRpc__GetSizeResponse *r = ALLOC(call, McRpc__GetSizeResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__get_size_response__init(r);
+    r->status = mc_master_get_size(ctx, q->key, strlen(q->key), &r->size);
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+/* ---------------------------------------------------------------- remove */
+
+static mc_status_t h_remove(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                            ProtobufCMessage **resp_p)
+{
+    const McRpc__KeyRequest *q = (const void *)req;
+    return status_resp(call, mc_master_remove(ctx, q->key, strlen(q->key), q->force), resp_p);
+}
+
+static mc_status_t count_resp(mc_rpc_call_t *call, int32_t st, uint64_t n,
+                              ProtobufCMessage **resp_p)
+{
+    McRpc__CountResponse *r = ALLOC(call, McRpc__CountResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__count_response__init(r);
+    r->status = st;
+    r->count = n;
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+static mc_status_t h_remove_by_regex(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                     ProtobufCMessage **resp_p)
+{
+    const McRpc__RemoveByRegexRequest *q = (const void *)req;
+    uint64_t n = 0;
+    int32_t st = mc_master_remove_regex(ctx, q->pattern, q->force, &n);
+    return count_resp(call, st, n, resp_p);
+}
+
+static mc_status_t h_remove_all(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                ProtobufCMessage **resp_p)
+{
+    const McRpc__RemoveAllRequest *q = (const void *)req;
+    uint64_t n = 0;
+    int32_t st = mc_master_remove_all(ctx, q->force, &n);
+    return count_resp(call, st, n, resp_p);
+}
+
+/* ---------------------------------------------------------------- segments, clients */
+
+static int seg_info(const McRpc__SegmentInfo *s, mc_master_segment_info_t *o)
+{
+    if (!s || s->segment_uuid.len != 16)
+        return -1;
+    memset(o, 0, sizeof(*o));
+    o->name = s->name;
+    o->base = s->base_addr;
+    o->size = s->size;
+    o->host_label = s->host_label;
+    o->te_endpoint = s->te_endpoint;
+    memcpy(o->uuid, s->segment_uuid.data, 16);
+    return 0;
+}
+
+static mc_status_t h_mount(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                           ProtobufCMessage **resp_p)
+{
+    const McRpc__MountSegmentRequest *q = (const void *)req;
+    mc_master_segment_info_t si;
+    int32_t st = MC_ERR_INVALID_PARAMS;
+    if (cid_ok(q->client_id) && seg_info(q->segment, &si) == 0)
+        st = mc_master_mount(ctx, q->client_id.data, &si, false);
+    return status_resp(call, st, resp_p);
+}
+
+static mc_status_t h_remount(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                             ProtobufCMessage **resp_p)
+{
+    const McRpc__ReMountSegmentRequest *q = (const void *)req;
+    McRpc__BatchStatusResponse *r;
+    mc_status_t st = batch_status(call, q->n_segments, &r, resp_p);
+    if (st != MC_OK || r->status)
+        return st;
+    for (size_t i = 0; i < q->n_segments; i++) {
+        mc_master_segment_info_t si;
+        r->statuses[i] = MC_ERR_INVALID_PARAMS;
+        if (cid_ok(q->client_id) && seg_info(q->segments[i], &si) == 0)
+            r->statuses[i] = mc_master_mount(ctx, q->client_id.data, &si, true);
+        if (r->statuses[i] != MC_OK)
+            r->status = r->statuses[i];
+    }
+    return MC_OK;
+}
+
+static mc_status_t h_unmount(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                             ProtobufCMessage **resp_p)
+{
+    const McRpc__UnmountSegmentRequest *q = (const void *)req;
+    int32_t st = cid_ok(q->client_id)
+                     ? mc_master_unmount(ctx, q->client_id.data, q->segment_name,
+                                         call->opcode == MC_OP_GRACEFUL_UNMOUNT_SEGMENT)
+                     : MC_ERR_INVALID_PARAMS;
+    return status_resp(call, st, resp_p);
+}
+
+static mc_status_t h_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                          ProtobufCMessage **resp_p)
+{
+    const McRpc__PingRequest *q = (const void *)req;
+    McRpc__PingResponse *r = ALLOC(call, McRpc__PingResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__ping_response__init(r);
+    *resp_p = &r->base;
+    if (!cid_ok(q->client_id)) {
+        r->status = MC_ERR_INVALID_PARAMS;
+        return MC_OK;
+    }
+    bool need = false;
+    r->status = mc_master_ping(ctx, q->client_id.data, &need);
+    r->client_status = need ? MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT
+                            : MC_RPC__CLIENT_STATUS__CLIENT_OK;
+    mc_master_view(ctx, &r->view_version, &r->master_epoch);
+    return MC_OK;
+}
+
+static mc_status_t h_service_ready(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                   ProtobufCMessage **resp_p)
+{
+    (void)ctx;
+    (void)req;
+    return status_resp(call, MC_OK, resp_p);
+}
+
+static mc_status_t h_query_segment(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                   ProtobufCMessage **resp_p)
+{
+    const McRpc__QuerySegmentStatusRequest *q = (const void *)req;
+    McRpc__QuerySegmentStatusResponse *r = ALLOC(call, McRpc__QuerySegmentStatusResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__query_segment_status_response__init(r);
+    mc_master_segment_status_t s;
+    r->status = mc_master_query_segment(ctx, q->segment_name, &s);
+    r->segment_status = (McRpc__SegmentStatus)s.state;
+    r->capacity = s.capacity;
+    r->used = s.used;
+    r->objects = s.replicas;
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+void mc_master_rpc_handlers(mc_rpc_handler_fn t[MC_OP_MAX])
+{
+    memset(t, 0, sizeof(mc_rpc_handler_fn) * MC_OP_MAX);
+    t[MC_OP_PING] = h_ping;
+    t[MC_OP_SERVICE_READY] = h_service_ready;
+    t[MC_OP_MOUNT_SEGMENT] = h_mount;
+    t[MC_OP_REMOUNT_SEGMENT] = h_remount;
+    t[MC_OP_UNMOUNT_SEGMENT] = h_unmount;
+    t[MC_OP_GRACEFUL_UNMOUNT_SEGMENT] = h_unmount;
+    t[MC_OP_QUERY_SEGMENT_STATUS] = h_query_segment;
+    t[MC_OP_PUT_START] = h_put_start;
+    t[MC_OP_UPSERT_START] = h_put_start;
+    t[MC_OP_PUT_END] = h_put_end;
+    t[MC_OP_UPSERT_END] = h_put_end;
+    t[MC_OP_PUT_REVOKE] = h_put_revoke;
+    t[MC_OP_UPSERT_REVOKE] = h_put_revoke;
+    t[MC_OP_BATCH_PUT_START] = h_batch_put_start;
+    t[MC_OP_BATCH_UPSERT_START] = h_batch_put_start;
+    t[MC_OP_BATCH_PUT_END] = h_batch_put_end;
+    t[MC_OP_BATCH_UPSERT_END] = h_batch_put_end;
+    t[MC_OP_BATCH_PUT_REVOKE] = h_batch_key;
+    t[MC_OP_BATCH_UPSERT_REVOKE] = h_batch_key;
+    t[MC_OP_GET_REPLICA_LIST] = h_get_replica_list;
+    t[MC_OP_BATCH_GET_REPLICA_LIST] = h_batch_get_replica_list;
+    t[MC_OP_EXIST_KEY] = h_exist_key;
+    t[MC_OP_BATCH_EXIST_KEY] = h_batch_key;
+    t[MC_OP_GET_SIZE] = h_get_size;
+    t[MC_OP_REMOVE] = h_remove;
+    t[MC_OP_BATCH_REMOVE] = h_batch_key;
+    t[MC_OP_REMOVE_BY_REGEX] = h_remove_by_regex;
+    t[MC_OP_REMOVE_ALL] = h_remove_all;
+}

@@ -1,0 +1,41 @@
+/* The mooncake_master service: master core + RPC server loop + HTTP (metrics, admin, optional
+ * HTTP metadata server). The core is owned by the RPC loop thread; the HTTP threads read the
+ * metrics snapshot and post queries to the loop (docs/internals/threads.md). */
+#ifndef MC_MASTER_SERVICE_H
+#define MC_MASTER_SERVICE_H
+
+#include "master/master.h"
+#include "rpc/rpc_server.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct mc_master_service_opts {
+    const char *rpc_address;      /* "0.0.0.0" */
+    uint16_t port;                /* 50051; 0 = ephemeral */
+    int metrics_port;             /* 9003; 0 = ephemeral; -1 = no HTTP server */
+    const char *metrics_address;  /* NULL = all interfaces */
+    uint32_t cron_period_ms;      /* 0 = 10 */
+    mc_master_config_t cfg;
+} mc_master_service_opts_t;
+
+typedef struct mc_master_service mc_master_service_t;
+
+/* Recovers from the WAL (if configured), binds the RPC and HTTP ports. opts is copied. */
+mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
+                                     mc_master_service_t **svc_p);
+/* Serves on the calling thread until mc_master_service_stop(). */
+mc_status_t mc_master_service_run(mc_master_service_t *svc);
+/* Any thread, async-signal-safe. */
+void mc_master_service_stop(mc_master_service_t *svc);
+/* Flushes the WAL, stops HTTP, frees everything (after run returned). */
+void mc_master_service_destroy(mc_master_service_t *svc);
+
+uint16_t mc_master_service_port(const mc_master_service_t *svc);
+uint16_t mc_master_service_metrics_port(const mc_master_service_t *svc);
+
+/* Fills a handler table for the master RPCs (used by the service and by in-process tests
+ * and benchmarks that drive a private mc_rpc_server). ctx must be the mc_master_t. */
+void mc_master_rpc_handlers(mc_rpc_handler_fn table[MC_OP_MAX]);
+
+#endif

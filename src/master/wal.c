@@ -1,0 +1,312 @@
+#include "master/wal.h"
+
+#include "common/alloc.h"
+#include "common/hash.h"
+#include "common/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WAL_BUF_FLUSH (1u << 20)
+
+static void le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+
+mc_status_t mc_wal_writer_open(mc_wal_writer_t *w, const char *path, int trunc)
+{
+    memset(w, 0, sizeof(*w));
+    w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (trunc ? O_TRUNC : O_APPEND), 0644);
+    if (w->fd < 0) {
+        MC_LOG_ERROR("wal: open %s: %s", path, strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    struct stat st;
+    if (fstat(w->fd, &st) == 0)
+        w->bytes = (uint64_t)st.st_size;
+    return MC_OK;
+}
+
+static mc_status_t writer_write(mc_wal_writer_t *w)
+{
+    size_t off = 0;
+    while (off < w->len) {
+        ssize_t n = write(w->fd, w->buf + off, w->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            MC_LOG_ERROR("wal: write: %s", strerror(errno));
+            return MC_ERR_FILE_WRITE_FAIL;
+        }
+        off += (size_t)n;
+    }
+    w->len = 0;
+    return MC_OK;
+}
+
+mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *payload, size_t len)
+{
+    if (len > MC_WAL_MAX_RECORD)
+        return MC_ERR_TOO_LARGE;
+    size_t need = 5 + len + 8;
+    if (w->len + need > w->cap) {
+        size_t nc = w->cap ? w->cap : 65536;
+        while (nc < w->len + need)
+            nc *= 2;
+        uint8_t *nb = mc_realloc(w->buf, nc);
+        if (!nb)
+            return MC_ERR_NO_MEMORY;
+        w->buf = nb;
+        w->cap = nc;
+    }
+    uint8_t *p = w->buf + w->len;
+    le32(p, (uint32_t)len);
+    p[4] = type;
+    if (len)
+        memcpy(p + 5, payload, len);
+    le64(p + 5 + len, mc_hash64(p + 4, len + 1));
+    w->len += need;
+    w->bytes += need;
+    w->records++;
+    if (w->len >= WAL_BUF_FLUSH)
+        return writer_write(w);
+    return MC_OK;
+}
+
+mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync)
+{
+    if (w->fd < 0)
+        return MC_ERR_FILE_WRITE_FAIL;
+    mc_status_t st = writer_write(w);
+    if (st != MC_OK)
+        return st;
+    if (do_sync && fdatasync(w->fd) != 0) {
+        MC_LOG_ERROR("wal: fdatasync: %s", strerror(errno));
+        return MC_ERR_FILE_WRITE_FAIL;
+    }
+    return MC_OK;
+}
+
+void mc_wal_writer_close(mc_wal_writer_t *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+    mc_free(w->buf);
+    w->buf = NULL;
+    w->len = w->cap = 0;
+}
+
+mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx, int *complete_p,
+                               uint8_t *last_type_p)
+{
+    if (complete_p)
+        *complete_p = 0;
+    if (last_type_p)
+        *last_type_p = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        MC_LOG_ERROR("wal: open %s: %s", path, strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return MC_ERR_FILE_READ_FAIL;
+    }
+    size_t size = (size_t)st.st_size;
+    uint8_t *data = size ? mc_malloc(size) : NULL;
+    if (size && !data) {
+        close(fd);
+        return MC_ERR_NO_MEMORY;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, data + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    size_t off = 0;
+    mc_status_t ret = MC_OK;
+    while (off < got) {
+        if (got - off < 13) {
+            MC_LOG_WARN("wal: %s: torn record at offset %zu (ignored)", path, off);
+            break;
+        }
+        uint32_t len = rd32(data + off);
+        if (len > MC_WAL_MAX_RECORD || got - off < 13 + (size_t)len) {
+            MC_LOG_WARN("wal: %s: torn record at offset %zu (ignored)", path, off);
+            break;
+        }
+        uint64_t sum = rd64(data + off + 5 + len);
+        if (sum != mc_hash64(data + off + 4, (size_t)len + 1)) {
+            MC_LOG_WARN("wal: %s: bad checksum at offset %zu (rest ignored)", path, off);
+            break;
+        }
+        uint8_t type = data[off + 4];
+        if (fn(ctx, type, data + off + 5, len) != 0) {
+            ret = MC_ERR_INTERNAL;
+            break;
+        }
+        if (last_type_p)
+            *last_type_p = type;
+        off += 13 + len;
+    }
+    if (complete_p)
+        *complete_p = off == got;
+    mc_free(data);
+    return ret;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+mc_status_t mc_wal_list(const char *dir, const char *prefix, uint64_t **gens_p, size_t *n_p)
+{
+    *gens_p = NULL;
+    *n_p = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return MC_ERR_FILE_OPEN_FAIL;
+    size_t plen = strlen(prefix), n = 0, cap = 0;
+    uint64_t *g = NULL;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, plen) != 0)
+            continue;
+        const char *s = de->d_name + plen;
+        if (!*s)
+            continue;
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (*end)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint64_t *ng = mc_realloc(g, cap * sizeof(*g));
+            if (!ng) {
+                mc_free(g);
+                closedir(d);
+                return MC_ERR_NO_MEMORY;
+            }
+            g = ng;
+        }
+        g[n++] = v;
+    }
+    closedir(d);
+    if (n)
+        qsort(g, n, sizeof(*g), cmp_u64);
+    *gens_p = g;
+    *n_p = n;
+    return MC_OK;
+}
+
+static void buf_need(mc_wal_buf_t *b, size_t n)
+{
+    if (b->err || b->len + n <= b->cap)
+        return;
+    size_t nc = b->cap ? b->cap * 2 : 256;
+    while (nc < b->len + n)
+        nc *= 2;
+    uint8_t *np = mc_realloc(b->p, nc);
+    if (!np) {
+        b->err = 1;
+        return;
+    }
+    b->p = np;
+    b->cap = nc;
+}
+void mc_wal_put_u8(mc_wal_buf_t *b, uint8_t v) { mc_wal_put_bytes(b, &v, 1); }
+void mc_wal_put_u32(mc_wal_buf_t *b, uint32_t v)
+{
+    uint8_t t[4];
+    le32(t, v);
+    mc_wal_put_bytes(b, t, 4);
+}
+void mc_wal_put_u64(mc_wal_buf_t *b, uint64_t v)
+{
+    uint8_t t[8];
+    le64(t, v);
+    mc_wal_put_bytes(b, t, 8);
+}
+void mc_wal_put_bytes(mc_wal_buf_t *b, const void *p, size_t n)
+{
+    buf_need(b, n);
+    if (b->err)
+        return;
+    if (n)
+        memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+void mc_wal_put_str(mc_wal_buf_t *b, const char *s, size_t n)
+{
+    if (n > 0xffff) {
+        b->err = 1;
+        return;
+    }
+    uint8_t t[2] = {(uint8_t)n, (uint8_t)(n >> 8)};
+    mc_wal_put_bytes(b, t, 2);
+    mc_wal_put_bytes(b, s, n);
+}
+
+const uint8_t *mc_wal_get_bytes(mc_wal_rd_t *r, size_t n)
+{
+    if (r->err || r->len - r->off < n) {
+        r->err = 1;
+        return NULL;
+    }
+    const uint8_t *p = r->p + r->off;
+    r->off += n;
+    return p;
+}
+uint8_t mc_wal_get_u8(mc_wal_rd_t *r)
+{
+    const uint8_t *p = mc_wal_get_bytes(r, 1);
+    return p ? p[0] : 0;
+}
+uint32_t mc_wal_get_u32(mc_wal_rd_t *r)
+{
+    const uint8_t *p = mc_wal_get_bytes(r, 4);
+    return p ? rd32(p) : 0;
+}
+uint64_t mc_wal_get_u64(mc_wal_rd_t *r)
+{
+    const uint8_t *p = mc_wal_get_bytes(r, 8);
+    return p ? rd64(p) : 0;
+}
+const char *mc_wal_get_str(mc_wal_rd_t *r, size_t *n_p)
+{
+    const uint8_t *l = mc_wal_get_bytes(r, 2);
+    if (!l) {
+        *n_p = 0;
+        return NULL;
+    }
+    size_t n = (size_t)l[0] | ((size_t)l[1] << 8);
+    *n_p = n;
+    return (const char *)mc_wal_get_bytes(r, n);
+}

@@ -1,0 +1,80 @@
+/* Write-ahead log files of the master (docs/internals/recovery.md).
+ *
+ * Directory layout: log.<gen> (append-only record files) and snap.<gen> (a full state dump that
+ * equals replaying every log below <gen>). Recovery = newest complete snap.K + log.K, log.K+1...
+ *
+ * Record framing: u32 payload_len | u8 type | payload | u64 XXH3-64(type || payload), LE.
+ * A torn or corrupt record ends the replay of that file (everything before it is applied).
+ *
+ * This file knows nothing about objects; master.c encodes payloads. Owner thread only.
+ */
+#ifndef MC_MASTER_WAL_H
+#define MC_MASTER_WAL_H
+
+#include "mooncake/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_WAL_MAX_RECORD (1u << 20)
+
+enum {
+    MC_WAL_MOUNT = 1,
+    MC_WAL_UNMOUNT = 2,
+    MC_WAL_COMMIT = 3,
+    MC_WAL_REMOVE = 4,
+    MC_WAL_SNAP_END = 5, /* last record of a complete snapshot */
+};
+
+/* Buffered record writer on one file. */
+typedef struct mc_wal_writer {
+    int fd;
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t bytes;   /* bytes written to the file so far, including buffered */
+    uint64_t records;
+} mc_wal_writer_t;
+
+/* Opens (creating, truncating if trunc) path for appending. */
+mc_status_t mc_wal_writer_open(mc_wal_writer_t *w, const char *path, int trunc);
+/* Buffers one record (flushes the buffer to the file when it is large). */
+mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *payload,
+                                 size_t len);
+/* write() the buffer; with do_sync also fdatasync. */
+mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync);
+void mc_wal_writer_close(mc_wal_writer_t *w);
+
+/* Calls fn for every valid record of path, in order. Stops at the first torn/corrupt record
+ * (logged) and returns MC_OK; *complete_p (optional) = 1 if the file ended cleanly. fn
+ * returning non-zero stops the replay with MC_ERR_INTERNAL. */
+typedef int (*mc_wal_record_fn)(void *ctx, uint8_t type, const uint8_t *p, size_t len);
+mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx,
+                               int *complete_p, uint8_t *last_type_p);
+
+/* Lists generations present in dir: sorted ascending arrays (malloc'ed; caller frees). */
+mc_status_t mc_wal_list(const char *dir, const char *prefix, uint64_t **gens_p, size_t *n_p);
+
+/* Little helpers for payload encoding/decoding. */
+typedef struct mc_wal_buf {
+    uint8_t *p;
+    size_t len, cap;
+    int err;
+} mc_wal_buf_t;
+void mc_wal_put_u8(mc_wal_buf_t *b, uint8_t v);
+void mc_wal_put_u32(mc_wal_buf_t *b, uint32_t v);
+void mc_wal_put_u64(mc_wal_buf_t *b, uint64_t v);
+void mc_wal_put_bytes(mc_wal_buf_t *b, const void *p, size_t n);
+void mc_wal_put_str(mc_wal_buf_t *b, const char *s, size_t n); /* u16 len + bytes */
+
+typedef struct mc_wal_rd {
+    const uint8_t *p;
+    size_t len, off;
+    int err;
+} mc_wal_rd_t;
+uint8_t mc_wal_get_u8(mc_wal_rd_t *r);
+uint32_t mc_wal_get_u32(mc_wal_rd_t *r);
+uint64_t mc_wal_get_u64(mc_wal_rd_t *r);
+const uint8_t *mc_wal_get_bytes(mc_wal_rd_t *r, size_t n);
+const char *mc_wal_get_str(mc_wal_rd_t *r, size_t *n_p); /* not NUL-terminated */
+
+#endif

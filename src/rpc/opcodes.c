@@ -1,0 +1,47 @@
+#include "rpc/opcodes.h"
+
+#include <stddef.h>
+
+#define OP(code, nm, rq, rs) [code] = {code, nm, &mc_rpc__##rq##__descriptor, &mc_rpc__##rs##__descriptor}
+
+static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
+    OP(MC_OP_PING, "ping", ping_request, ping_response),
+    OP(MC_OP_SERVICE_READY, "service_ready", service_ready_request, status_response),
+    OP(MC_OP_MOUNT_SEGMENT, "mount_segment", mount_segment_request, status_response),
+    OP(MC_OP_REMOUNT_SEGMENT, "remount_segment", re_mount_segment_request, batch_status_response),
+    OP(MC_OP_UNMOUNT_SEGMENT, "unmount_segment", unmount_segment_request, status_response),
+    OP(MC_OP_GRACEFUL_UNMOUNT_SEGMENT, "graceful_unmount_segment", unmount_segment_request,
+       status_response),
+    OP(MC_OP_QUERY_SEGMENT_STATUS, "query_segment_status", query_segment_status_request,
+       query_segment_status_response),
+    OP(MC_OP_PUT_START, "put_start", put_start_request, put_start_response),
+    OP(MC_OP_PUT_END, "put_end", put_end_request, status_response),
+    OP(MC_OP_PUT_REVOKE, "put_revoke", key_request, status_response),
+    OP(MC_OP_BATCH_PUT_START, "batch_put_start", batch_put_start_request, batch_put_start_response),
+    OP(MC_OP_BATCH_PUT_END, "batch_put_end", batch_put_end_request, batch_status_response),
+    OP(MC_OP_BATCH_PUT_REVOKE, "batch_put_revoke", batch_key_request, batch_status_response),
+    OP(MC_OP_UPSERT_START, "upsert_start", put_start_request, put_start_response),
+    OP(MC_OP_UPSERT_END, "upsert_end", put_end_request, status_response),
+    OP(MC_OP_UPSERT_REVOKE, "upsert_revoke", key_request, status_response),
+    OP(MC_OP_BATCH_UPSERT_START, "batch_upsert_start", batch_put_start_request,
+       batch_put_start_response),
+    OP(MC_OP_BATCH_UPSERT_END, "batch_upsert_end", batch_put_end_request, batch_status_response),
+    OP(MC_OP_BATCH_UPSERT_REVOKE, "batch_upsert_revoke", batch_key_request, batch_status_response),
+    OP(MC_OP_GET_REPLICA_LIST, "get_replica_list", key_request, replica_list_response),
+    OP(MC_OP_BATCH_GET_REPLICA_LIST, "batch_get_replica_list", batch_key_request,
+       batch_replica_list_response),
+    OP(MC_OP_EXIST_KEY, "exist_key", key_request, status_response),
+    OP(MC_OP_BATCH_EXIST_KEY, "batch_exist_key", batch_key_request, batch_status_response),
+    OP(MC_OP_GET_SIZE, "get_size", key_request, get_size_response),
+    OP(MC_OP_REMOVE, "remove", key_request, status_response),
+    OP(MC_OP_BATCH_REMOVE, "batch_remove", batch_key_request, batch_status_response),
+    OP(MC_OP_REMOVE_BY_REGEX, "remove_by_regex", remove_by_regex_request, count_response),
+    OP(MC_OP_REMOVE_ALL, "remove_all", remove_all_request, count_response),
+};
+
+const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)
+{
+    if (opcode >= MC_OP_MAX || op_table[opcode].name == NULL)
+        return NULL;
+    return &op_table[opcode];
+}

@@ -1,0 +1,56 @@
+/* Opcode table: the single mapping opcode -> (name, request message, response message).
+ * Numbers are wire values: append-only, never reuse. */
+#ifndef MC_RPC_OPCODES_H
+#define MC_RPC_OPCODES_H
+
+#include "rpc/master.pb-c.h"
+
+#include <stdint.h>
+
+typedef enum mc_rpc_opcode {
+    MC_OP_PING = 1,
+    MC_OP_SERVICE_READY = 2,
+    MC_OP_MOUNT_SEGMENT = 3,
+    MC_OP_REMOUNT_SEGMENT = 4,
+    MC_OP_UNMOUNT_SEGMENT = 5,
+    MC_OP_GRACEFUL_UNMOUNT_SEGMENT = 6,
+    MC_OP_QUERY_SEGMENT_STATUS = 7,
+
+    MC_OP_PUT_START = 20,
+    MC_OP_PUT_END = 21,
+    MC_OP_PUT_REVOKE = 22,
+    MC_OP_BATCH_PUT_START = 23,
+    MC_OP_BATCH_PUT_END = 24,
+    MC_OP_BATCH_PUT_REVOKE = 25,
+    MC_OP_UPSERT_START = 26,
+    MC_OP_UPSERT_END = 27,
+    MC_OP_UPSERT_REVOKE = 28,
+    MC_OP_BATCH_UPSERT_START = 29,
+    MC_OP_BATCH_UPSERT_END = 30,
+    MC_OP_BATCH_UPSERT_REVOKE = 31,
+
+    MC_OP_GET_REPLICA_LIST = 40,
+    MC_OP_BATCH_GET_REPLICA_LIST = 41,
+    MC_OP_EXIST_KEY = 42,
+    MC_OP_BATCH_EXIST_KEY = 43,
+    MC_OP_GET_SIZE = 44,
+
+    MC_OP_REMOVE = 50,
+    MC_OP_BATCH_REMOVE = 51,
+    MC_OP_REMOVE_BY_REGEX = 52,
+    MC_OP_REMOVE_ALL = 53,
+
+    MC_OP_MAX = 64, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
+} mc_rpc_opcode_t;
+
+typedef struct mc_rpc_op_info {
+    uint16_t opcode;
+    const char *name;  /* snake_case, used in metric names: master_<name>_requests_total */
+    const ProtobufCMessageDescriptor *req;
+    const ProtobufCMessageDescriptor *resp;
+} mc_rpc_op_info_t;
+
+/* Static info for an opcode, or NULL if the opcode is unknown. */
+const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode);
+
+#endif

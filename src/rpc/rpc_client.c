@@ -1,0 +1,304 @@
+#include "rpc/rpc_client.h"
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/time.h"
+#include "rpc/frame.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct mc_rpc_client {
+    pthread_mutex_t mu;
+    char host[MC_HOST_MAX];
+    uint16_t port;
+    mc_rpc_client_opts_t o;
+    int fd;
+    uint64_t next_req_id;
+    uint8_t *rx;
+    size_t rx_cap;
+};
+
+mc_status_t mc_rpc_client_create(const char *addr, const mc_rpc_client_opts_t *opts,
+                                 mc_rpc_client_t **cli_p)
+{
+    *cli_p = NULL;
+    mc_rpc_client_t *c = MC_NEW(mc_rpc_client_t);
+    if (!c)
+        return MC_ERR_NO_MEMORY;
+    if (!addr || mc_net_split_hostport(addr, c->host, &c->port) != MC_OK) {
+        MC_LOG_ERROR("rpc client: bad address '%s' (want host:port)", addr ? addr : "(null)");
+        mc_free(c);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (opts)
+        c->o = *opts;
+    if (!c->o.connect_timeout_ms)
+        c->o.connect_timeout_ms = 3000;
+    if (!c->o.max_body)
+        c->o.max_body = MC_RPC_MAX_BODY;
+    c->fd = -1;
+    c->next_req_id = 1;
+    pthread_mutex_init(&c->mu, NULL);
+    *cli_p = c;
+    return MC_OK;
+}
+
+static void cli_close(mc_rpc_client_t *c)
+{
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->rx_cap > (1u << 20)) {
+        mc_free(c->rx);
+        c->rx = NULL;
+        c->rx_cap = 0;
+    }
+}
+
+void mc_rpc_client_destroy(mc_rpc_client_t *c)
+{
+    if (!c)
+        return;
+    cli_close(c);
+    mc_free(c->rx);
+    pthread_mutex_destroy(&c->mu);
+    mc_free(c);
+}
+
+static mc_status_t cli_connect(mc_rpc_client_t *c)
+{
+    if (c->fd >= 0)
+        return MC_OK;
+    int fd;
+    mc_status_t st = mc_net_connect(c->host, c->port, c->o.connect_timeout_ms, &fd);
+    if (st != MC_OK)
+        return MC_ERR_RPC_FAIL;
+    mc_net_set_nonblock(fd, 1);
+    c->fd = fd;
+    return MC_OK;
+}
+
+mc_status_t mc_rpc_client_connect(mc_rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    mc_status_t st = cli_connect(c);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+void mc_rpc_client_disconnect(mc_rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    cli_close(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void mc_rpc_response_free(ProtobufCMessage *resp)
+{
+    if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+mc_status_t mc_rpc_client_call(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p, uint32_t timeout_ms)
+{
+    mc_rpc_pending_t p = {.opcode = opcode, .req = req};
+    mc_status_t st = mc_rpc_client_call_many(c, &p, 1, timeout_ms);
+    *resp_p = p.resp;
+    return st == MC_OK ? p.status : st;
+}
+
+static void fail_rest(mc_rpc_pending_t *calls, size_t n, const uint8_t *done, mc_status_t st)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!done[i]) {
+            calls[i].status = st;
+            calls[i].resp = NULL;
+        }
+    }
+}
+
+mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls, size_t n,
+                                    uint32_t timeout_ms)
+{
+    if (n == 0)
+        return MC_OK;
+    if (!timeout_ms)
+        timeout_ms = 10000;
+    uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint8_t *done = mc_calloc(n, 1);
+    if (!done)
+        return MC_ERR_NO_MEMORY;
+    /* Encode every request up front. */
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        calls[i].resp = NULL;
+        calls[i].status = MC_ERR_RPC_FAIL;
+        const mc_rpc_op_info_t *info = mc_rpc_op_info(calls[i].opcode);
+        if (!calls[i].req || (info && calls[i].req->descriptor != info->req)) {
+            MC_LOG_ERROR("rpc client: request %zu has the wrong message type for opcode %u", i,
+                         calls[i].opcode);
+            mc_free(done);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        size_t bl = protobuf_c_message_get_packed_size(calls[i].req);
+        if (bl > MC_RPC_MAX_BODY) {
+            mc_free(done);
+            return MC_ERR_TOO_LARGE;
+        }
+        total += MC_RPC_HDR_SIZE + bl;
+    }
+    uint8_t *tx = mc_malloc(total);
+    if (!tx) {
+        mc_free(done);
+        return MC_ERR_NO_MEMORY;
+    }
+    pthread_mutex_lock(&c->mu);
+    uint64_t base = c->next_req_id;
+    c->next_req_id += n;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t bl = protobuf_c_message_get_packed_size(calls[i].req);
+        mc_rpc_hdr_t h = {.opcode = calls[i].opcode, .body_len = (uint32_t)bl, .req_id = base + i};
+        mc_rpc_hdr_encode(&h, tx + off);
+        protobuf_c_message_pack(calls[i].req, tx + off + MC_RPC_HDR_SIZE);
+        off += MC_RPC_HDR_SIZE + bl;
+    }
+    mc_status_t st = cli_connect(c);
+    if (st != MC_OK) {
+        fail_rest(calls, n, done, st);
+        goto out;
+    }
+    size_t sent = 0, rx_len = 0, answered = 0;
+    while (answered < n) {
+        uint64_t now = mc_now_ns();
+        if (now >= deadline) {
+            MC_LOG_WARN("rpc client: %s:%u: deadline passed with %zu of %zu answers", c->host,
+                        c->port, answered, n);
+            st = MC_ERR_RPC_TIMEOUT;
+            break;
+        }
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (sent < total ? POLLOUT : 0)};
+        int ms = (int)((deadline - now + 999999) / 1000000);
+        int pr = poll(&pfd, 1, ms);
+        if (pr < 0 && errno != EINTR) {
+            st = MC_ERR_RPC_FAIL;
+            break;
+        }
+        if (pr <= 0)
+            continue;
+        if (sent < total && (pfd.revents & POLLOUT)) {
+            ssize_t w = send(c->fd, tx + sent, total - sent, MSG_NOSIGNAL);
+            if (w > 0)
+                sent += (size_t)w;
+            else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                MC_LOG_WARN("rpc client: %s:%u send: %s", c->host, c->port, strerror(errno));
+                st = MC_ERR_RPC_FAIL;
+                break;
+            }
+        }
+        if (!(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        if (rx_len == c->rx_cap) {
+            size_t nc = c->rx_cap ? c->rx_cap * 2 : 65536;
+            uint8_t *nr = mc_realloc(c->rx, nc);
+            if (!nr) {
+                st = MC_ERR_NO_MEMORY;
+                break;
+            }
+            c->rx = nr;
+            c->rx_cap = nc;
+        }
+        ssize_t r = recv(c->fd, c->rx + rx_len, c->rx_cap - rx_len, 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+            MC_LOG_WARN("rpc client: %s:%u: connection lost (%s)", c->host, c->port,
+                        r == 0 ? "EOF" : strerror(errno));
+            st = MC_ERR_RPC_FAIL;
+            break;
+        }
+        if (r < 0)
+            continue;
+        rx_len += (size_t)r;
+        /* Consume complete frames. */
+        size_t p = 0;
+        int bad = 0;
+        while (rx_len - p >= MC_RPC_HDR_SIZE) {
+            mc_rpc_hdr_t h;
+            if (mc_rpc_hdr_decode(c->rx + p, c->o.max_body, &h) != MC_OK ||
+                !(h.flags & MC_RPC_FLAG_RESPONSE)) {
+                MC_LOG_ERROR("rpc client: %s:%u sent a bad frame header", c->host, c->port);
+                bad = 1;
+                break;
+            }
+            size_t flen = MC_RPC_HDR_SIZE + (size_t)h.body_len;
+            if (rx_len - p < flen) {
+                if (flen > c->rx_cap) {
+                    size_t nc = c->rx_cap;
+                    while (nc < flen)
+                        nc *= 2;
+                    uint8_t *nr = mc_realloc(c->rx, nc);
+                    if (!nr) {
+                        bad = 1;
+                        break;
+                    }
+                    c->rx = nr;
+                    c->rx_cap = nc;
+                }
+                break;
+            }
+            uint64_t idx = h.req_id - base;
+            if (h.req_id < base || idx >= n || done[idx]) {
+                /* An answer to an earlier, abandoned call cannot arrive (we close on timeout),
+                 * so this is a server bug: drop the connection. */
+                MC_LOG_ERROR("rpc client: unexpected req_id %llu", (unsigned long long)h.req_id);
+                bad = 1;
+                break;
+            }
+            mc_rpc_pending_t *pc = &calls[idx];
+            if (h.status != MC_OK) {
+                pc->status = h.status;
+            } else {
+                const mc_rpc_op_info_t *info = mc_rpc_op_info(h.opcode);
+                pc->resp = info && h.opcode == pc->opcode
+                               ? protobuf_c_message_unpack(info->resp, NULL, h.body_len,
+                                                           c->rx + p + MC_RPC_HDR_SIZE)
+                               : NULL;
+                pc->status = pc->resp ? MC_OK : MC_ERR_PROTOCOL;
+                if (!pc->resp)
+                    MC_LOG_ERROR("rpc client: undecodable response to opcode %u", pc->opcode);
+            }
+            done[idx] = 1;
+            answered++;
+            p += flen;
+        }
+        if (bad) {
+            st = MC_ERR_RPC_FAIL;
+            break;
+        }
+        if (p) {
+            memmove(c->rx, c->rx + p, rx_len - p);
+            rx_len -= p;
+        }
+    }
+    if (answered < n) {
+        if (st == MC_OK)
+            st = MC_ERR_RPC_FAIL;
+        fail_rest(calls, n, done, st);
+        cli_close(c);
+    } else if (rx_len) {
+        MC_LOG_ERROR("rpc client: %zu stray bytes after the last answer", rx_len);
+        cli_close(c);
+    }
+out:
+    pthread_mutex_unlock(&c->mu);
+    mc_free(tx);
+    mc_free(done);
+    return st;
+}

@@ -1,0 +1,69 @@
+/* RPC client: one TCP connection to a server ("host:port"), thread-safe, pipelined.
+ *
+ * Calls are serialized on the connection by a mutex (one caller at a time owns the socket for
+ * the duration of its call or batch); use several clients for parallelism across threads.
+ * A batch (mc_rpc_client_call_many) writes every request before reading, and matches the
+ * answers by req_id, so N requests cost about one round trip.
+ *
+ * Failure model: a transport failure (connect refused, reset, EOF, bad frame from the server)
+ * returns MC_ERR_RPC_FAIL and closes the socket; a deadline returns MC_ERR_RPC_TIMEOUT and
+ * also closes the socket (late answers must not be mistaken for later calls). The next call
+ * reconnects. Nothing is retried automatically: the caller knows which operations are
+ * idempotent. A header-level error from the server (MC_ERR_NOT_SUPPORTED, MC_ERR_PROTOCOL,
+ * MC_ERR_TOO_LARGE) is returned as is; operation results are in the response body's status.
+ *
+ * Memory: responses are unpacked with protobuf-c's default allocator; the caller owns them and
+ * frees them with mc_rpc_response_free(). Requests are borrowed for the duration of the call.
+ */
+#ifndef MC_RPC_CLIENT_H
+#define MC_RPC_CLIENT_H
+
+#include "mooncake/status.h"
+#include "rpc/opcodes.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mc_rpc_client mc_rpc_client_t;
+
+typedef struct mc_rpc_client_opts {
+    uint32_t connect_timeout_ms;  /* 0 = 3000 */
+    uint32_t max_body;            /* cap on response bodies; 0 = MC_RPC_MAX_BODY */
+} mc_rpc_client_opts_t;
+
+/* Creates a client for addr ("host:port"); does not connect yet (the first call does).
+ * opts may be NULL. MC_ERR_INVALID_PARAMS if addr does not parse. */
+mc_status_t mc_rpc_client_create(const char *addr, const mc_rpc_client_opts_t *opts,
+                                 mc_rpc_client_t **cli_p);
+/* Closes the connection and frees the client. No call may be in progress. */
+void mc_rpc_client_destroy(mc_rpc_client_t *cli);
+
+/* Connects now if not connected (optional; calls connect on demand). */
+mc_status_t mc_rpc_client_connect(mc_rpc_client_t *cli);
+
+/* Drops the current connection (the next call reconnects). */
+void mc_rpc_client_disconnect(mc_rpc_client_t *cli);
+
+/* Synchronous call: sends req (whose descriptor must be the opcode's request type) and waits
+ * at most timeout_ms (0 = 10 s) for the answer. On MC_OK, *resp_p is the decoded response
+ * (of the opcode's response type), owned by the caller. On error *resp_p is NULL. */
+mc_status_t mc_rpc_client_call(mc_rpc_client_t *cli, uint16_t opcode, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p, uint32_t timeout_ms);
+
+typedef struct mc_rpc_pending {
+    uint16_t opcode;               /* in */
+    const ProtobufCMessage *req;   /* in, borrowed */
+    ProtobufCMessage *resp;        /* out: owned by the caller when status == MC_OK */
+    mc_status_t status;            /* out: as for mc_rpc_client_call */
+} mc_rpc_pending_t;
+
+/* Pipelined: sends all n requests, then collects the n answers (in any order) until the shared
+ * deadline. Returns MC_OK if every call got an answer (check each .status), otherwise the
+ * transport error; unanswered entries carry that error and resp NULL. */
+mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *cli, mc_rpc_pending_t *calls, size_t n,
+                                    uint32_t timeout_ms);
+
+/* Frees a response returned by the calls above. NULL is a no-op. */
+void mc_rpc_response_free(ProtobufCMessage *resp);
+
+#endif

@@ -1,0 +1,496 @@
+/* Master core state machine, driven directly (no network) with a fake clock. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "master/master.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint64_t g_now = 1000000;
+static uint64_t fake_clock(void *ctx)
+{
+    (void)ctx;
+    return g_now;
+}
+
+static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+
+static mc_master_t *mk(mc_master_config_t *cfg_opt)
+{
+    mc_master_config_t cfg;
+    if (cfg_opt)
+        cfg = *cfg_opt;
+    else
+        mc_master_config_default(&cfg);
+    mc_master_t *m;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
+    mc_master_set_clock(m, fake_clock, NULL);
+    mc_master_set_seed(m, 7);
+    return m;
+}
+
+static void mount(mc_master_t *m, const uint8_t *cid, const char *name, uint64_t base,
+                  uint64_t size, const char *label, uint8_t uuid_byte)
+{
+    mc_master_segment_info_t si = {.name = name, .base = base, .size = size, .host_label = label,
+                                   .te_endpoint = name};
+    memset(si.uuid, uuid_byte, 16);
+    assert_int_equal(mc_master_mount(m, cid, &si, false), MC_OK);
+}
+
+static mc_status_t put(mc_master_t *m, const uint8_t *cid, const char *key, uint64_t size,
+                       uint64_t sum)
+{
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_status_t st = mc_master_put_start(m, cid, key, strlen(key), size, NULL, false, r, &n);
+    if (st != MC_OK)
+        return st;
+    return mc_master_put_end(m, cid, key, strlen(key), sum);
+}
+
+#define K(s) s, strlen(s)
+
+static void test_put_get_states(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(NULL);
+    mount(m, CA, "segA", 0x10000, 1 << 20, "h1", 0xaa);
+    mc_master_replica_t r[8];
+    uint32_t n = 0;
+    uint64_t size, sum;
+    /* validation */
+    assert_int_equal(mc_master_put_start(m, CA, "", 0, 10, NULL, false, r, &n), MC_ERR_INVALID_KEY);
+    char big[4098];
+    memset(big, 'k', sizeof(big));
+    assert_int_equal(mc_master_put_start(m, CA, big, 4097, 10, NULL, false, r, &n),
+                     MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_put_start(m, CA, big, 4096, 10, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_revoke(m, CA, big, 4096), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("k"), 0, NULL, false, r, &n),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_put_start(m, CA, K("k"), (1ull << 40) + 1, NULL, false, r, &n),
+                     MC_ERR_INVALID_PARAMS);
+    /* writing: invisible to readers */
+    assert_int_equal(mc_master_put_start(m, CA, K("k1"), 1000, NULL, false, r, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].status, 1);
+    assert_string_equal(r[0].segment_name, "segA");
+    assert_true(r[0].addr >= 0x10000 && r[0].addr + 1000 <= 0x10000 + (1 << 20));
+    uint64_t addr = r[0].addr;
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_exist(m, K("k1")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_put_start(m, CB, K("k1"), 1000, NULL, false, r, &n),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    /* PutEnd from another client */
+    assert_int_equal(mc_master_put_end(m, CB, K("k1"), 5), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_revoke(m, CB, K("k1")), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(m, CA, K("k1"), 0xabcdef), MC_OK);
+    /* double PutEnd, revoke after end */
+    assert_int_equal(mc_master_put_end(m, CA, K("k1"), 0xabcdef), MC_ERR_INVALID_WRITE);
+    assert_int_equal(mc_master_put_revoke(m, CA, K("k1")), MC_ERR_INVALID_WRITE);
+    assert_int_equal(mc_master_put_end(m, CA, K("nope"), 1), MC_ERR_OBJECT_NOT_FOUND);
+    /* readable */
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].status, 2);
+    assert_int_equal(r[0].addr, addr);
+    assert_int_equal(size, 1000);
+    assert_int_equal(sum, 0xabcdef);
+    assert_int_equal(mc_master_exist(m, K("k1")), MC_OK);
+    assert_int_equal(mc_master_get_size(m, K("k1"), &size), MC_OK);
+    assert_int_equal(size, 1000);
+    assert_int_equal(put(m, CB, "k1", 10, 1), MC_ERR_OBJECT_ALREADY_EXISTS);
+    /* revoke of a writing object frees it */
+    assert_int_equal(mc_master_put_start(m, CA, K("k2"), 1000, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_revoke(m, CA, K("k2")), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("k2")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_object_count(m), 1);
+    mc_master_destroy(m);
+}
+
+static void test_remove_lease(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.default_kv_lease_ttl_ms = 500;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    assert_int_equal(put(m, CA, "a", 100, 1), MC_OK);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("a"), false), MC_ERR_OBJECT_HAS_LEASE);
+    g_now += 501; /* lease expired */
+    assert_int_equal(mc_master_remove(m, K("a"), false), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("a"), false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put(m, CA, "b", 100, 1), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("b"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("b"), true), MC_OK); /* force */
+    /* remove of an in-flight put is refused */
+    assert_int_equal(mc_master_put_start(m, CA, K("w"), 10, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("w"), true), MC_ERR_REPLICA_IS_NOT_READY);
+    /* regex and all */
+    assert_int_equal(put(m, CA, "model@1@x", 100, 1), MC_OK);
+    assert_int_equal(put(m, CA, "model@2@x", 100, 1), MC_OK);
+    assert_int_equal(put(m, CA, "other", 100, 1), MC_OK);
+    uint64_t cnt;
+    assert_int_equal(mc_master_remove_regex(m, "^model@[0-9]+@", false, &cnt), MC_OK);
+    assert_int_equal(cnt, 2);
+    assert_int_equal(mc_master_remove_regex(m, "([", false, &cnt), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_remove_all(m, false, &cnt), MC_OK);
+    assert_int_equal(cnt, 1);
+    assert_int_equal(mc_master_object_count(m), 1); /* the in-flight put */
+    mc_master_destroy(m);
+}
+
+/* 1 MiB segment, 64 KiB objects: the 17th put must succeed by evicting. Leased objects survive;
+ * repeated ExistKey (#2187) does not protect anything. */
+static void test_eviction_under_pressure(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(NULL);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    char key[32];
+    for (int i = 0; i < 16; i++) {
+        snprintf(key, sizeof(key), "obj%d", i);
+        assert_int_equal(put(m, CA, key, 64 << 10, i), MC_OK);
+        g_now += 1;
+    }
+    mc_master_replica_t r[8];
+    uint32_t n;
+    /* lease obj0 (oldest); existence-check everything many times */
+    assert_int_equal(mc_master_get_replicas(m, K("obj0"), r, &n, NULL, NULL), MC_OK);
+    for (int rep = 0; rep < 100; rep++)
+        for (int i = 1; i < 16; i++) {
+            snprintf(key, sizeof(key), "obj%d", i);
+            assert_int_equal(mc_master_exist(m, key, strlen(key)), MC_OK);
+        }
+    assert_int_equal(put(m, CA, "new", 64 << 10, 99), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("obj0")), MC_OK);   /* leased: kept */
+    assert_int_equal(mc_master_exist(m, K("obj1")), MC_ERR_OBJECT_NOT_FOUND); /* LRU victim */
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_true(mt.successful_evictions >= 1);
+    assert_true(mt.evicted_bytes >= 64 << 10);
+    /* Keep putting: never NO_AVAILABLE_HANDLE while something is evictable. */
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "more%d", i);
+        assert_int_equal(put(m, CA, key, 64 << 10, i), MC_OK);
+    }
+    mc_master_destroy(m);
+}
+
+static void test_exist_extends_lease_flag(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.exist_key_extends_lease = true; /* upstream behaviour, for contrast */
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    assert_int_equal(put(m, CA, "a", 100, 1), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("a")), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("a"), false), MC_ERR_OBJECT_HAS_LEASE);
+    mc_master_destroy(m);
+    m = mk(NULL); /* default: no lease from ExistKey */
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    assert_int_equal(put(m, CA, "a", 100, 1), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("a")), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("a"), false), MC_OK);
+    mc_master_destroy(m);
+}
+
+static void test_pins(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.allow_evict_soft_pinned_objects = false;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_master_put_opts_t hard = {.hard_pin = true}, soft = {.soft_pin = true};
+    char key[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "hard%d", i);
+        assert_int_equal(mc_master_put_start(m, CA, key, strlen(key), 64 << 10, &hard, false, r, &n),
+                         MC_OK);
+        assert_int_equal(mc_master_put_end(m, CA, key, strlen(key), 1), MC_OK);
+        snprintf(key, sizeof(key), "soft%d", i);
+        assert_int_equal(mc_master_put_start(m, CA, key, strlen(key), 64 << 10, &soft, false, r, &n),
+                         MC_OK);
+        assert_int_equal(mc_master_put_end(m, CA, key, strlen(key), 1), MC_OK);
+    }
+    /* full of pinned objects: nothing is evictable */
+    assert_int_equal(put(m, CA, "x", 64 << 10, 1), MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_master_cron(m);
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "hard%d", i);
+        assert_int_equal(mc_master_exist(m, key, strlen(key)), MC_OK);
+        snprintf(key, sizeof(key), "soft%d", i);
+        assert_int_equal(mc_master_exist(m, key, strlen(key)), MC_OK);
+    }
+    /* soft pins expire: then they are ordinary objects */
+    g_now += 1800001;
+    mc_master_ping(m, CA, &(bool){0});
+    assert_int_equal(put(m, CA, "x", 64 << 10, 1), MC_OK);
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "hard%d", i);
+        assert_int_equal(mc_master_exist(m, key, strlen(key)), MC_OK);
+    }
+    mc_master_destroy(m);
+
+    /* allow_evict_soft_pinned_objects=true: soft pins go in the second pass */
+    mc_master_config_default(&cfg);
+    m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    for (int i = 0; i < 16; i++) {
+        snprintf(key, sizeof(key), "soft%d", i);
+        assert_int_equal(mc_master_put_start(m, CA, key, strlen(key), 64 << 10, &soft, false, r, &n),
+                         MC_OK);
+        assert_int_equal(mc_master_put_end(m, CA, key, strlen(key), 1), MC_OK);
+    }
+    assert_int_equal(put(m, CA, "y", 64 << 10, 1), MC_OK);
+    mc_master_destroy(m);
+}
+
+static void test_stuck_put(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.put_start_discard_timeout_ms = 30000;
+    cfg.put_start_release_timeout_ms = 600000;
+    cfg.client_ttl_ms = 10000000;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, K("s"), 512 << 10, NULL, false, r, &n), MC_OK);
+    uint64_t old_addr = r[0].addr;
+    g_now += 29999;
+    assert_int_equal(mc_master_put_start(m, CB, K("s"), 512 << 10, NULL, false, r, &n),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    g_now += 2;
+    assert_int_equal(mc_master_put_start(m, CB, K("s"), 100 << 10, NULL, false, r, &n), MC_OK);
+    assert_true(r[0].addr != old_addr); /* the pre-empted space is not reused yet */
+    assert_int_equal(mc_master_put_end(m, CA, K("s"), 1), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(m, CB, K("s"), 1), MC_OK);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.put_start_discards, 1);
+    mc_master_segment_status_t ss;
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.used, (512 + 100) << 10);
+    g_now += 600000;
+    mc_master_cron(m);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.used, 100 << 10);
+    /* a put nobody finishes is released entirely */
+    assert_int_equal(mc_master_put_start(m, CA, K("t"), 1000, NULL, false, r, &n), MC_OK);
+    g_now += 600001;
+    mc_master_cron(m);
+    assert_int_equal(mc_master_exist(m, K("t")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_object_count(m), 1);
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.put_start_releases, 2);
+    mc_master_destroy(m);
+}
+
+static void test_client_death_and_placement(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.client_ttl_ms = 10000;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA1", 0x100000, 1 << 20, "hostA", 1);
+    mount(m, CA, "segA2", 0x300000, 1 << 20, "hostA", 2);
+    mount(m, CB, "segB", 0x500000, 1 << 20, "hostB", 3);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_master_put_opts_t two = {.replica_num = 2};
+    for (int i = 0; i < 20; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "two%d", i);
+        assert_int_equal(mc_master_put_start(m, CB, key, strlen(key), 1000, &two, false, r, &n),
+                         MC_OK);
+        assert_int_equal(n, 2);
+        assert_string_not_equal(r[0].segment_name, r[1].segment_name);
+        /* distinct host labels: exactly one replica on segB */
+        assert_true((strcmp(r[0].segment_name, "segB") == 0) !=
+                    (strcmp(r[1].segment_name, "segB") == 0));
+        assert_int_equal(mc_master_put_end(m, CB, key, strlen(key), 7), MC_OK);
+    }
+    /* preferred segment (local-first) */
+    mc_master_put_opts_t pref = {.preferred_segment = "segA2"};
+    assert_int_equal(mc_master_put_start(m, CB, K("onA"), 1000, &pref, false, r, &n), MC_OK);
+    assert_string_equal(r[0].segment_name, "segA2");
+    assert_int_equal(mc_master_put_end(m, CB, K("onA"), 7), MC_OK);
+    /* duplicate mount by another client */
+    mc_master_segment_info_t si = {.name = "segB", .base = 1, .size = 1 << 20};
+    assert_int_equal(mc_master_mount(m, CA, &si, false), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    /* A stops pinging; B keeps pinging */
+    for (int t = 0; t < 12; t++) {
+        g_now += 1000;
+        bool need;
+        assert_int_equal(mc_master_ping(m, CB, &need), MC_OK);
+        assert_false(need);
+        mc_master_cron(m);
+    }
+    mc_master_segment_status_t ss;
+    assert_int_equal(mc_master_query_segment(m, "segA1", &ss), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("onA")), MC_ERR_OBJECT_NOT_FOUND);
+    for (int i = 0; i < 20; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "two%d", i);
+        assert_int_equal(mc_master_get_replicas(m, key, strlen(key), r, &n, NULL, NULL), MC_OK);
+        assert_int_equal(n, 1);
+        assert_string_equal(r[0].segment_name, "segB");
+    }
+    /* A comes back: unknown -> NEED_REMOUNT */
+    bool need = false;
+    assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+    assert_true(need);
+    mc_master_destroy(m);
+}
+
+static void test_upsert(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(NULL);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    assert_int_equal(mc_master_put_start(m, CA, K("u"), 100, NULL, true, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("u"), 1), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("u"), 200, NULL, true, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("u"), 2), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("u"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(size, 200);
+    assert_int_equal(sum, 2);
+    assert_int_equal(mc_master_put_start(m, CA, K("u"), 300, NULL, true, r, &n),
+                     MC_ERR_OBJECT_HAS_LEASE);
+    mc_master_destroy(m);
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_wal_recovery(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_wal_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.wal_fsync = false;
+    cfg.client_ttl_ms = 10000;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0x100000, 1 << 20, "hA", 0x11);
+    mount(m, CB, "segB", 0x900000, 1 << 20, "hB", 0x22);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t addr_k1 = 0;
+    assert_int_equal(put(m, CA, "k1", 1000, 0x1111), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, NULL, NULL), MC_OK);
+    addr_k1 = r[0].addr;
+    const char *seg_k1 = strcmp(r[0].segment_name, "segA") == 0 ? "segA" : "segB";
+    assert_int_equal(put(m, CA, "k2", 2000, 0x2222), MC_OK);
+    assert_int_equal(put(m, CA, "gone", 2000, 0x3333), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("gone"), true), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("inflight"), 100, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    mc_master_destroy(m);
+
+    m = mk(&cfg);
+    /* nothing readable until the owners re-mount */
+    assert_int_equal(mc_master_exist(m, K("k1")), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_segment_status_t ss;
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.state, 2);
+    bool need = false;
+    assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+    assert_true(need);
+    /* segA re-mounted with the same memory; segB with different memory (uuid) */
+    mc_master_segment_info_t a = {.name = "segA", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hA"};
+    memset(a.uuid, 0x11, 16);
+    assert_int_equal(mc_master_mount(m, CA, &a, true), MC_OK);
+    mc_master_segment_info_t b = {.name = "segB", .base = 0x900000, .size = 1 << 20,
+                                  .host_label = "hB"};
+    memset(b.uuid, 0x99, 16);
+    assert_int_equal(mc_master_mount(m, CB, &b, true), MC_OK);
+    uint64_t size, sum;
+    if (strcmp(seg_k1, "segA") == 0) {
+        assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum), MC_OK);
+        assert_int_equal(r[0].addr, addr_k1);
+        assert_int_equal(size, 1000);
+        assert_int_equal(sum, 0x1111);
+    } else {
+        assert_int_equal(mc_master_exist(m, K("k1")), MC_ERR_OBJECT_NOT_FOUND);
+    }
+    assert_int_equal(mc_master_exist(m, K("gone")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("inflight")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_put_start(m, CA, K("inflight"), 100, NULL, false, r, &n), MC_OK);
+    /* new allocations never overlap recovered ones */
+    for (int i = 0; i < 50; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "n%d", i);
+        if (put(m, CA, key, 1000, 1) != MC_OK)
+            break;
+        assert_int_equal(mc_master_get_replicas(m, key, strlen(key), r, &n, NULL, NULL), MC_OK);
+        assert_true(r[0].addr + 1000 <= addr_k1 || r[0].addr >= addr_k1 + 1000 ||
+                    strcmp(r[0].segment_name, seg_k1) != 0);
+    }
+    mc_master_cron(m); /* starts a snapshot */
+    for (int i = 0; i < 200; i++) {
+        mc_master_cron(m);
+        usleep(5000);
+    }
+    mc_master_destroy(m);
+
+    /* third start from the snapshot; segments not re-mounted are dropped after the grace */
+    m = mk(&cfg);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.state, 2);
+    assert_true(ss.replicas > 0);
+    g_now += 10001;
+    mc_master_cron(m);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_master_object_count(m), 0);
+    mc_master_destroy(m);
+    rm_rf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_get_states),
+        cmocka_unit_test(test_remove_lease),
+        cmocka_unit_test(test_eviction_under_pressure),
+        cmocka_unit_test(test_exist_extends_lease_flag),
+        cmocka_unit_test(test_pins),
+        cmocka_unit_test(test_stuck_put),
+        cmocka_unit_test(test_client_death_and_placement),
+        cmocka_unit_test(test_upsert),
+        cmocka_unit_test(test_wal_recovery),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,185 @@
+/* mooncake_master: the Store master daemon (control plane). Flags use upstream names and
+ * defaults; see --help. SIGTERM/SIGINT stop it cleanly (WAL flushed). */
+#include "common/config.h"
+#include "common/log.h"
+#include "master/service.h"
+#ifdef MC_HAVE_META_SERVER
+#include "te/metadata_server.h"
+#endif
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static mc_master_service_t *g_svc;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (g_svc)
+        mc_master_service_stop(g_svc);
+}
+
+int main(int argc, char **argv)
+{
+    int64_t port = 50051, metrics_port = 9003, rpc_thread_num = 1, http_meta_port = 8080;
+    int64_t lease_ttl = 10000, soft_pin_ttl = 1800000, client_ttl = 10, discard_s = 30,
+            release_s = 600, cron_ms = 10;
+    double eviction_ratio = 0.05, high_wm = 0.90;
+    bool allow_soft = true, exist_extends = false, enable_meta = false, enable_ha = false,
+         wal_fsync = true;
+    const char *rpc_address = "0.0.0.0", *memory_allocator = "offset",
+               *strategy = "random", *wal_dir = "./mooncake_master_wal", *log_level = "info",
+               *config_path = "", *etcd_endpoints = "", *cluster_id = "mooncake_cluster";
+    uint64_t snapshot_bytes = 64ull << 20;
+    mc_option_t opts[] = {
+        {"port", MC_OPT_INT, &port, NULL, "RPC port", 0, 65535},
+        {"rpc_address", MC_OPT_STRING, &rpc_address, NULL, "RPC bind address", 0, 0},
+        {"rpc_thread_num", MC_OPT_INT, &rpc_thread_num, NULL,
+         "accepted for compatibility; the object table is served by one loop thread", 0, 1024},
+        {"metrics_port", MC_OPT_INT, &metrics_port, NULL,
+         "HTTP port for /metrics /health /role /query_key /get_all_segments (-1 = off)", -1,
+         65535},
+        {"enable_http_metadata_server", MC_OPT_BOOL, &enable_meta, NULL,
+         "also serve the HTTP metadata store (GET/PUT/DELETE /metadata?key=)", 0, 0},
+        {"http_metadata_server_port", MC_OPT_INT, &http_meta_port, NULL,
+         "port of the HTTP metadata server", 0, 65535},
+        {"default_kv_lease_ttl", MC_OPT_INT, &lease_ttl, NULL, "read lease (ms)", 1, 86400000},
+        {"default_kv_soft_pin_ttl", MC_OPT_INT, &soft_pin_ttl, NULL, "soft pin TTL (ms)", 1,
+         86400000},
+        {"allow_evict_soft_pinned_objects", MC_OPT_BOOL, &allow_soft, NULL,
+         "evict soft-pinned objects in a second pass", 0, 0},
+        {"eviction_ratio", MC_OPT_DOUBLE, &eviction_ratio, NULL,
+         "fraction of capacity freed per eviction round", 0.0001, 1},
+        {"eviction_high_watermark_ratio", MC_OPT_DOUBLE, &high_wm, NULL,
+         "usage above which the cron evicts", 0.01, 1},
+        {"client_ttl", MC_OPT_INT, &client_ttl, NULL,
+         "seconds without a ping before a client's segments are unmounted", 1, 86400},
+        {"put_start_discard_timeout_sec", MC_OPT_INT, &discard_s, NULL,
+         "an unfinished put may be pre-empted after this many seconds", 1, 86400},
+        {"put_start_release_timeout_sec", MC_OPT_INT, &release_s, NULL,
+         "space of an unfinished put is released after this many seconds", 1, 864000},
+        {"exist_key_extends_lease", MC_OPT_BOOL, &exist_extends, NULL,
+         "ExistKey grants a read lease (upstream behaviour; false answers upstream #2187)", 0, 0},
+        {"memory_allocator", MC_OPT_STRING, &memory_allocator, NULL, "offset (only)", 0, 0},
+        {"allocation_strategy", MC_OPT_STRING, &strategy, NULL,
+         "random | free_ratio_first (a preferred segment is always tried first)", 0, 0},
+        {"wal_dir", MC_OPT_STRING, &wal_dir, NULL,
+         "write-ahead log directory (\"\" disables restart recovery)", 0, 0},
+        {"wal_fsync", MC_OPT_BOOL, &wal_fsync, NULL, "fdatasync each group commit", 0, 0},
+        {"wal_snapshot_bytes", MC_OPT_SIZE, &snapshot_bytes, NULL,
+         "log size that triggers a snapshot", 0, 0},
+        {"cron_period_ms", MC_OPT_INT, &cron_ms, NULL, "housekeeping period (ms)", 1, 1000},
+        {"enable_ha", MC_OPT_BOOL, &enable_ha, NULL, "not supported yet (must be false)", 0, 0},
+        {"etcd_endpoints", MC_OPT_STRING, &etcd_endpoints, NULL, "for HA (not supported yet)", 0,
+         0},
+        {"cluster_id", MC_OPT_STRING, &cluster_id, NULL, "cluster id (HA)", 0, 0},
+        {"log_level", MC_OPT_STRING, &log_level, NULL, "debug | info | warn | error", 0, 0},
+        {"config_path", MC_OPT_STRING, &config_path, NULL, "JSON file with the same names", 0, 0},
+    };
+    mc_config_spec_t spec = {"mooncake_master",
+                             "Mooncake-C Store master: key -> replica locations, space allocation "
+                             "in client segments, leases, pins, eviction, client liveness, "
+                             "restart recovery from a write-ahead log, Prometheus metrics.",
+                             opts, sizeof(opts) / sizeof(opts[0])};
+    int help = 0;
+    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
+        return 2;
+    if (help)
+        return 0;
+    mc_log_level_t lvl = MC_LOG_LEVEL_INFO;
+    if (!strcmp(log_level, "debug"))
+        lvl = MC_LOG_LEVEL_DEBUG;
+    else if (!strcmp(log_level, "warn") || !strcmp(log_level, "warning"))
+        lvl = MC_LOG_LEVEL_WARN;
+    else if (!strcmp(log_level, "error"))
+        lvl = MC_LOG_LEVEL_ERROR;
+    mc_log_set_level(lvl);
+    if (strcmp(memory_allocator, "offset") != 0) {
+        fprintf(stderr, "mooncake_master: --memory_allocator=%s not supported (offset only)\n",
+                memory_allocator);
+        return 2;
+    }
+    if (enable_ha) {
+        fprintf(stderr, "mooncake_master: --enable_ha is not supported yet\n");
+        return 2;
+    }
+    mc_master_service_opts_t so = {0};
+    mc_master_config_default(&so.cfg);
+    if (!strcmp(strategy, "random") || !strcmp(strategy, "local_first"))
+        so.cfg.strategy = MC_STRATEGY_RANDOM;
+    else if (!strcmp(strategy, "free_ratio_first"))
+        so.cfg.strategy = MC_STRATEGY_FREE_RATIO_FIRST;
+    else {
+        fprintf(stderr, "mooncake_master: unknown --allocation_strategy=%s\n", strategy);
+        return 2;
+    }
+    so.rpc_address = rpc_address;
+    so.port = (uint16_t)port;
+    so.metrics_port = (int)metrics_port;
+    so.cron_period_ms = (uint32_t)cron_ms;
+    so.cfg.default_kv_lease_ttl_ms = (uint64_t)lease_ttl;
+    so.cfg.default_kv_soft_pin_ttl_ms = (uint64_t)soft_pin_ttl;
+    so.cfg.allow_evict_soft_pinned_objects = allow_soft;
+    so.cfg.eviction_ratio = eviction_ratio;
+    so.cfg.eviction_high_watermark_ratio = high_wm;
+    so.cfg.client_ttl_ms = (uint64_t)client_ttl * 1000;
+    so.cfg.put_start_discard_timeout_ms = (uint64_t)discard_s * 1000;
+    so.cfg.put_start_release_timeout_ms = (uint64_t)release_s * 1000;
+    so.cfg.exist_key_extends_lease = exist_extends;
+    so.cfg.wal_dir = wal_dir;
+    so.cfg.wal_fsync = wal_fsync;
+    so.cfg.wal_snapshot_bytes = snapshot_bytes;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    mc_status_t st = mc_master_service_create(&so, &g_svc);
+    if (st != MC_OK) {
+        fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
+        return 1;
+    }
+#ifdef MC_HAVE_META_SERVER
+    mc_meta_server_t *meta = NULL;
+    if (enable_meta) {
+        char path[4096] = "";
+        if (wal_dir && *wal_dir)
+            snprintf(path, sizeof(path), "%s/http_metadata.json", wal_dir);
+        st = mc_meta_server_start(rpc_address, (uint16_t)http_meta_port, path[0] ? path : NULL,
+                                  &meta);
+        if (st != MC_OK) {
+            fprintf(stderr, "mooncake_master: cannot start the HTTP metadata server: %s\n",
+                    mc_status_str(st));
+            mc_master_service_destroy(g_svc);
+            return 1;
+        }
+        MC_LOG_INFO("master: HTTP metadata server on port %u", mc_meta_server_port(meta));
+    }
+#else
+    if (enable_meta) {
+        fprintf(stderr, "mooncake_master: built without the HTTP metadata server\n");
+        mc_master_service_destroy(g_svc);
+        return 2;
+    }
+#endif
+    /* Machine-readable line for scripts and tests. */
+    printf("mooncake_master listening rpc_port=%u metrics_port=%u\n",
+           mc_master_service_port(g_svc), mc_master_service_metrics_port(g_svc));
+    fflush(stdout);
+    MC_LOG_INFO("master: serving RPC on %s:%u, metrics on %u, wal_dir '%s'", rpc_address,
+                mc_master_service_port(g_svc), mc_master_service_metrics_port(g_svc), wal_dir);
+    mc_master_service_run(g_svc);
+    MC_LOG_INFO("master: stopping");
+#ifdef MC_HAVE_META_SERVER
+    if (meta)
+        mc_meta_server_stop(meta);
+#endif
+    mc_master_service_t *s = g_svc;
+    g_svc = NULL;
+    mc_master_service_destroy(s);
+    return 0;
+}
