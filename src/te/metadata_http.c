@@ -261,6 +261,7 @@ static mc_status_t map_code(const char *op, const char *key, const mc_meta_http_
         return MC_ERR_OBJECT_NOT_FOUND;
     mc_status_t st = r->code == 413   ? MC_ERR_TOO_LARGE
                      : r->code == 400 ? MC_ERR_INVALID_PARAMS
+                     : r->code == 503 ? MC_ERR_BUSY
                                       : MC_ERR_INTERNAL;
     MC_LOG_ERROR("metadata: http %s '%s': status %ld: %.200s", op, key, r->code,
                  r->body ? r->body : "");

@@ -31,6 +31,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,9 @@
 #define OP_PUT 1u
 #define OP_DEL 2u
 #define COMPACT_MIN_BYTES (64u << 10) /* never compact a log smaller than this */
+/* Bytes of request bodies buffered at once across all connections; beyond it PUTs get 503
+ * (so 1024 connections each uploading 4 MiB cannot take 4 GiB). */
+#define UPLOAD_BUDGET (64u << 20)
 
 typedef struct entry {
     struct entry *next;
@@ -65,6 +69,7 @@ struct mc_meta_server {
     char *log_path;
     uint64_t log_bytes;  /* current file size */
     uint64_t live_bytes; /* size a compacted log would have */
+    atomic_size_t upload_bytes; /* request body capacity held by all connections */
 };
 
 /* ---------------------------------------------------------------- table */
@@ -459,10 +464,20 @@ static mc_status_t log_open(mc_meta_server_t *s, const char *path)
 /* ---------------------------------------------------------------- HTTP */
 
 typedef struct req_ctx {
+    mc_meta_server_t *srv;
     char *body;
-    size_t len, cap;
-    int too_large;
+    size_t len, cap; /* cap is charged to srv->upload_bytes */
+    int too_large, over_budget;
 } req_ctx_t;
+
+static void ctx_release_body(req_ctx_t *ctx)
+{
+    if (ctx->cap)
+        atomic_fetch_sub(&ctx->srv->upload_bytes, ctx->cap);
+    free(ctx->body);
+    ctx->body = NULL;
+    ctx->len = ctx->cap = 0;
+}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *text)
 {
@@ -500,6 +515,8 @@ static enum MHD_Result handle_put(mc_meta_server_t *s, struct MHD_Connection *c,
 {
     if (ctx->too_large)
         return reply(c, 413, "metadata value too large");
+    if (ctx->over_budget)
+        return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server busy: too many uploads");
     const char *val = ctx->body ? ctx->body : "";
     pthread_rwlock_wrlock(&s->lock);
     int rc = log_append(s, OP_PUT, key, klen, val, ctx->len);
@@ -546,6 +563,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx = MC_NEW(req_ctx_t);
         if (!ctx)
             return MHD_NO;
+        ctx->srv = s;
         *con_cls = ctx;
         if (is_put) {
             const char *cl =
@@ -558,22 +576,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (!is_put || ctx->too_large)
-            return MHD_YES; /* bodies of other methods are ignored */
+        if (!is_put || ctx->too_large || ctx->over_budget)
+            return MHD_YES; /* bodies of other methods (and refused ones) are discarded */
         if (n > MC_META_VALUE_MAX - ctx->len) {
             ctx->too_large = 1;
-            free(ctx->body);
-            ctx->body = NULL;
-            ctx->len = ctx->cap = 0;
+            ctx_release_body(ctx);
             return MHD_YES;
         }
         if (ctx->len + n > ctx->cap) {
             size_t cap = ctx->cap ? ctx->cap : 4096;
             while (cap < ctx->len + n)
                 cap *= 2;
+            size_t grow = cap - ctx->cap;
+            if (atomic_fetch_add(&s->upload_bytes, grow) + grow > UPLOAD_BUDGET) {
+                atomic_fetch_sub(&s->upload_bytes, grow);
+                MC_LOG_WARN("metadata server: upload budget (%u bytes) exhausted; refusing a PUT",
+                            UPLOAD_BUDGET);
+                ctx->over_budget = 1;
+                ctx_release_body(ctx);
+                return MHD_YES;
+            }
             char *nb = realloc(ctx->body, cap);
-            if (!nb)
+            if (!nb) {
+                atomic_fetch_sub(&s->upload_bytes, grow);
                 return MHD_NO;
+            }
             ctx->body = nb;
             ctx->cap = cap;
         }
@@ -613,7 +640,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     req_ctx_t *ctx = *con_cls;
     if (ctx) {
-        free(ctx->body);
+        ctx_release_body(ctx);
         free(ctx);
         *con_cls = NULL;
     }
@@ -641,6 +668,7 @@ mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *pe
     if (!s)
         return MC_ERR_NO_MEMORY;
     s->log_fd = -1;
+    atomic_init(&s->upload_bytes, 0);
     s->nbuckets = 256;
     s->buckets = mc_calloc(s->nbuckets, sizeof(*s->buckets));
     if (!s->buckets || pthread_rwlock_init(&s->lock, NULL) != 0) {
@@ -660,11 +688,11 @@ mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *pe
         goto fail;
     s->mhd = MHD_start_daemon(
         MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd, MHD_OPTION_THREAD_POOL_SIZE,
+        on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* must come first */
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)4, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10),
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->mhd) {
         MC_LOG_ERROR("metadata server: cannot start microhttpd on %s:%u", host ? host : "",
                      s->port);

@@ -7,7 +7,8 @@
  *   PUT    /metadata?key=K   body = value (<= MC_META_VALUE_MAX, else 413) -> 200
  *   DELETE /metadata?key=K   200 (404 if absent, as upstream)
  *   GET    /health           200 "OK"
- * Missing/empty key or key over MC_META_KEY_MAX -> 400; other paths 404; other methods 405.
+ * Missing/empty key or key over MC_META_KEY_MAX -> 400; other paths 404; other methods 405;
+ * PUT while more than 64 MiB of request bodies are buffered server-wide -> 503.
  *
  * Persistence (optional): every PUT/DELETE is appended to a log file and fdatasync'ed before
  * the reply (a 200 means durable). Records are length-prefixed with an XXH3 checksum; the log is
