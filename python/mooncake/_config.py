@@ -1,0 +1,136 @@
+"""Pure-Python configuration helpers shared by mooncake.engine and mooncake.store.
+
+Size strings, metadata/protocol normalisation and the environment variables that upstream
+Mooncake tools and tests read. Nothing here touches the C library.
+"""
+
+import logging
+import os
+import re
+
+log = logging.getLogger("mooncake")
+
+DEFAULT_MASTER = "127.0.0.1:50051"
+DEFAULT_METADATA = "P2PHANDSHAKE"
+DEFAULT_KV_LEASE_TTL_MS = 10000
+
+# Protocols our transfer engine implements, and upstream names that map onto them.
+_OUR_PROTOCOLS = {"tcp", "shm", "auto", "ucx"}
+_UPSTREAM_ONLY = {"rdma", "efa", "nvlink", "nvlink_intra", "hip", "ascend", "barex", "cxl",
+                  "nvmeof", "hccs"}
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value, what="size"):
+    """Bytes from an int or a size string: "512MB", "1.5 GiB", "4096", "16k".
+
+    Units are binary like upstream Mooncake (1 KB = 1024 bytes). Raises TypeError for other
+    types and ValueError for malformed or negative values.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int or a size string, not bool")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{what} must not be negative")
+        return value
+    if isinstance(value, float):
+        if value < 0 or value != int(value):
+            raise ValueError(f"{what} must be a non-negative whole number of bytes")
+        return int(value)
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be an int or a size string, not {type(value).__name__}")
+    m = _SIZE_RE.match(value)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"{what}: cannot parse size {value!r} (examples: 4096, '512MB', '1GiB')")
+    number = float(m.group(1)) if "." in m.group(1) else int(m.group(1))
+    result = number * _UNITS[m.group(2).lower()]
+    if result != int(result):
+        raise ValueError(f"{what}: {value!r} is not a whole number of bytes")
+    return int(result)
+
+
+def env_first(*names):
+    """Value of the first non-empty environment variable among names, else None."""
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
+def default_kv_lease_ttl_ms():
+    """DEFAULT_KV_LEASE_TTL (ms) as upstream tests read it; 10000 when unset."""
+    v = os.environ.get("DEFAULT_KV_LEASE_TTL")
+    if not v:
+        return DEFAULT_KV_LEASE_TTL_MS
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"DEFAULT_KV_LEASE_TTL must be an integer (ms), got {v!r}") from None
+
+
+def _check_str(value, what):
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{what} must be str, not {type(value).__name__}")
+
+
+def normalize_metadata(server, metadata_type=None):
+    """Turn the upstream spellings of a metadata server into a Transfer Engine URI.
+
+    "" / None -> $MOONCAKE_TE_META_DATA_SERVER, $MC_METADATA_SERVER, else "P2PHANDSHAKE".
+    "host:port" without a scheme means etcd (upstream default) unless metadata_type says
+    otherwise ("etcd", "http", "redis", "p2p").
+    """
+    _check_str(server, "metadata_server")
+    _check_str(metadata_type, "metadata_type")
+    if not server:
+        server = env_first("MOONCAKE_TE_META_DATA_SERVER", "MC_METADATA_SERVER") or DEFAULT_METADATA
+    server = server.strip()
+    mt = (metadata_type or "").strip().lower()
+    if server.upper() == "P2PHANDSHAKE" or mt in ("p2p", "p2phandshake"):
+        return "P2PHANDSHAKE"
+    if "://" in server:
+        return server
+    if mt in ("", "etcd"):
+        return "etcd://" + server
+    if mt == "http":
+        return "http://" + server
+    if mt == "redis":
+        return "redis://" + server
+    raise ValueError(f"unknown metadata_type {metadata_type!r} (etcd, http, redis, p2p)")
+
+
+def normalize_protocol(protocol, default="tcp"):
+    """Map upstream protocol names onto ours; "" / None -> $MOONCAKE_PROTOCOL, $PROTOCOL, default."""
+    _check_str(protocol, "protocol")
+    if not protocol:
+        protocol = env_first("MOONCAKE_PROTOCOL", "PROTOCOL") or default
+    p = protocol.strip().lower()
+    if p in _UPSTREAM_ONLY:
+        log.warning("protocol %r is not available in Mooncake-C; using 'auto' "
+                    "(shared memory for same-host peers, TCP otherwise)", protocol)
+        return "auto"
+    return p
+
+
+def transfer_timeout_ms():
+    """MC_TRANSFER_TIMEOUT (seconds, upstream) as milliseconds; 0 = engine default."""
+    v = os.environ.get("MC_TRANSFER_TIMEOUT")
+    if not v:
+        return 0
+    try:
+        secs = float(v)
+    except ValueError:
+        log.warning("ignoring MC_TRANSFER_TIMEOUT=%r (not a number)", v)
+        return 0
+    if secs <= 0:
+        return 0
+    return min(int(secs * 1000), 0xFFFFFFFF)

@@ -1,0 +1,1573 @@
+/* mooncake._store: the C types behind mooncake.store (wraps mooncake/store.h).
+ *
+ * Return conventions follow upstream Mooncake: ints are 0 or a negative mc_status_t; get_into
+ * returns bytes read or a negative status; get returns b"" on a miss or an error; is_exist
+ * returns 1 / 0 / negative; batch forms return one such value per key.
+ *
+ * Memory safety: zero-copy calls (put_from, get_into and their batch / multi-buffer forms) only
+ * accept ranges inside buffers registered through this object with register_buffer (which checks
+ * that the range is mapped read-write); other ranges get MC_ERR_INVALID_PARAMS for that key.
+ * Bytes-like values are pinned with a Py_buffer view for the duration of the C call.
+ *
+ * Lifetime: a gate counts calls in flight; close()/setup()/dealloc wait for them before the
+ * client is destroyed. All store.h calls run with the GIL released.
+ */
+#include "_common.h"
+
+#include "mooncake/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define NOT_READY MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS
+
+/* ======================================================================================== */
+/* ReplicateConfig                                                                          */
+/* ======================================================================================== */
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long replica_num;
+    char with_soft_pin;
+    char with_hard_pin;
+    char prefer_alloc_in_same_node;
+    unsigned long long soft_pin_ttl_ms;
+    PyObject *preferred_segment;  /* str */
+    PyObject *preferred_segments; /* list of str */
+} ReplCfgObject;
+
+static PyTypeObject ReplCfgType;
+
+static PyObject *replcfg_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    ReplCfgObject *self = (ReplCfgObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->replica_num = 1;
+    self->preferred_segment = PyUnicode_FromString("");
+    self->preferred_segments = PyList_New(0);
+    if (self->preferred_segment == NULL || self->preferred_segments == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void replcfg_dealloc(ReplCfgObject *self)
+{
+    Py_CLEAR(self->preferred_segment);
+    Py_CLEAR(self->preferred_segments);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int parse_flag(PyObject *v, const char *what, char *out)
+{
+    if (v == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete %s", what);
+        return -1;
+    }
+    if (PyBool_Check(v) || PyLong_Check(v)) {
+        int t = PyObject_IsTrue(v);
+        if (t < 0)
+            return -1;
+        *out = (char)t;
+        return 0;
+    }
+    if (PyUnicode_Check(v)) { /* upstream documents prefer_alloc_in_same_node = "True" */
+        const char *s = PyUnicode_AsUTF8(v);
+        if (s == NULL)
+            return -1;
+        if (!strcasecmp(s, "true") || !strcmp(s, "1") || !strcasecmp(s, "yes") ||
+            !strcasecmp(s, "on")) {
+            *out = 1;
+            return 0;
+        }
+        if (!strcasecmp(s, "false") || !strcmp(s, "0") || !strcasecmp(s, "no") ||
+            !strcasecmp(s, "off") || !*s) {
+            *out = 0;
+            return 0;
+        }
+        PyErr_Format(PyExc_ValueError, "%s: cannot interpret %R as a boolean", what, v);
+        return -1;
+    }
+    PyErr_Format(PyExc_TypeError, "%s must be a bool, not %.100s", what, Py_TYPE(v)->tp_name);
+    return -1;
+}
+
+#define FLAG_GETSET(field)                                                                         \
+    static PyObject *replcfg_get_##field(ReplCfgObject *self, void *c)                           \
+    {                                                                                              \
+        return PyBool_FromLong(self->field);                                                       \
+    }                                                                                              \
+    static int replcfg_set_##field(ReplCfgObject *self, PyObject *v, void *c)                    \
+    {                                                                                              \
+        return parse_flag(v, #field, &self->field);                                                \
+    }
+FLAG_GETSET(with_soft_pin)
+FLAG_GETSET(with_hard_pin)
+FLAG_GETSET(prefer_alloc_in_same_node)
+
+static PyObject *replcfg_get_replica_num(ReplCfgObject *self, void *c)
+{
+    return PyLong_FromUnsignedLong(self->replica_num);
+}
+
+static int replcfg_set_replica_num(ReplCfgObject *self, PyObject *v, void *c)
+{
+    uint64_t n;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete replica_num");
+        return -1;
+    }
+    if (mcpy_u64(v, "replica_num", &n) < 0)
+        return -1;
+    if (n > 1024) {
+        PyErr_SetString(PyExc_ValueError, "replica_num must be at most 1024");
+        return -1;
+    }
+    self->replica_num = (unsigned long)n;
+    return 0;
+}
+
+static PyObject *replcfg_get_soft_pin_ttl_ms(ReplCfgObject *self, void *c)
+{
+    return PyLong_FromUnsignedLongLong(self->soft_pin_ttl_ms);
+}
+
+static int replcfg_set_soft_pin_ttl_ms(ReplCfgObject *self, PyObject *v, void *c)
+{
+    uint64_t n;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete soft_pin_ttl_ms");
+        return -1;
+    }
+    if (mcpy_u64(v, "soft_pin_ttl_ms", &n) < 0)
+        return -1;
+    self->soft_pin_ttl_ms = n;
+    return 0;
+}
+
+static PyObject *replcfg_get_preferred_segment(ReplCfgObject *self, void *c)
+{
+    Py_INCREF(self->preferred_segment);
+    return self->preferred_segment;
+}
+
+static int replcfg_set_preferred_segment(ReplCfgObject *self, PyObject *v, void *c)
+{
+    const char *s;
+    if (v == NULL || v == Py_None) {
+        v = PyUnicode_FromString("");
+        if (v == NULL)
+            return -1;
+        Py_SETREF(self->preferred_segment, v);
+        return 0;
+    }
+    if (!PyUnicode_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "preferred_segment must be str, not %.100s",
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    if (mcpy_cstr(v, "preferred_segment", &s) < 0)
+        return -1;
+    Py_INCREF(v);
+    Py_SETREF(self->preferred_segment, v);
+    return 0;
+}
+
+static PyObject *replcfg_get_preferred_segments(ReplCfgObject *self, void *c)
+{
+    return PySequence_List(self->preferred_segments);
+}
+
+static int replcfg_set_preferred_segments(ReplCfgObject *self, PyObject *v, void *c)
+{
+    if (v == NULL || v == Py_None) {
+        PyObject *l = PyList_New(0);
+        if (l == NULL)
+            return -1;
+        Py_SETREF(self->preferred_segments, l);
+        return 0;
+    }
+    mcpy_keys_t k;
+    if (mcpy_keys_parse(v, "preferred_segments", &k) < 0)
+        return -1;
+    PyObject *l = PySequence_List(k.tuple);
+    mcpy_keys_release(&k);
+    if (l == NULL)
+        return -1;
+    Py_SETREF(self->preferred_segments, l);
+    return 0;
+}
+
+static PyGetSetDef replcfg_getset[] = {
+    {"replica_num", (getter)replcfg_get_replica_num, (setter)replcfg_set_replica_num,
+     "Number of replicas (default 1).", NULL},
+    {"with_soft_pin", (getter)replcfg_get_with_soft_pin, (setter)replcfg_set_with_soft_pin,
+     "Protect from eviction in a first pass.", NULL},
+    {"soft_pin_ttl_ms", (getter)replcfg_get_soft_pin_ttl_ms,
+     (setter)replcfg_set_soft_pin_ttl_ms, "Soft pin duration in ms (0 = master default).", NULL},
+    {"with_hard_pin", (getter)replcfg_get_with_hard_pin, (setter)replcfg_set_with_hard_pin,
+     "Never evict.", NULL},
+    {"preferred_segment", (getter)replcfg_get_preferred_segment,
+     (setter)replcfg_set_preferred_segment, "Segment name to place the first replica on.", NULL},
+    {"preferred_segments", (getter)replcfg_get_preferred_segments,
+     (setter)replcfg_set_preferred_segments,
+     "Preferred segment names (the first is used when preferred_segment is empty).", NULL},
+    {"prefer_alloc_in_same_node", (getter)replcfg_get_prefer_alloc_in_same_node,
+     (setter)replcfg_set_prefer_alloc_in_same_node, "Prefer a segment on this host.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static int replcfg_init(ReplCfgObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"replica_num", "with_soft_pin", "with_hard_pin", "preferred_segment",
+                             "prefer_alloc_in_same_node", "soft_pin_ttl_ms",
+                             "preferred_segments", NULL};
+    PyObject *v[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOOOOO:ReplicateConfig", kwlist, &v[0], &v[1],
+                                     &v[2], &v[3], &v[4], &v[5], &v[6]))
+        return -1;
+    for (int i = 0; i < 7; i++) {
+        if (v[i] && PyObject_SetAttrString((PyObject *)self, kwlist[i], v[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *replcfg_repr(ReplCfgObject *self)
+{
+    return PyUnicode_FromFormat(
+        "ReplicateConfig(replica_num=%lu, with_soft_pin=%s, soft_pin_ttl_ms=%llu, "
+        "with_hard_pin=%s, preferred_segment=%R, preferred_segments=%R, "
+        "prefer_alloc_in_same_node=%s)",
+        self->replica_num, self->with_soft_pin ? "True" : "False", self->soft_pin_ttl_ms,
+        self->with_hard_pin ? "True" : "False", self->preferred_segment,
+        self->preferred_segments, self->prefer_alloc_in_same_node ? "True" : "False");
+}
+
+static PyTypeObject ReplCfgType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mooncake.store.ReplicateConfig",
+    .tp_basicsize = sizeof(ReplCfgObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Replication settings of a put: replica_num, with_soft_pin, soft_pin_ttl_ms, "
+              "with_hard_pin, preferred_segment(s), prefer_alloc_in_same_node.",
+    .tp_new = replcfg_new,
+    .tp_init = (initproc)replcfg_init,
+    .tp_dealloc = (destructor)replcfg_dealloc,
+    .tp_getset = replcfg_getset,
+    .tp_repr = (reprfunc)replcfg_repr,
+};
+
+/* Parsed config: `hold` keeps the preferred segment string alive during the C call. */
+typedef struct {
+    mc_replicate_config_t c;
+    PyObject *hold;
+} cfg_t;
+
+static int cfg_parse(PyObject *o, cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->c.replica_num = 1;
+    if (o == NULL || o == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(o, &ReplCfgType)) {
+        PyErr_Format(PyExc_TypeError, "config must be a ReplicateConfig, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    ReplCfgObject *r = (ReplCfgObject *)o;
+    cfg->c.replica_num = (uint32_t)r->replica_num;
+    cfg->c.with_soft_pin = r->with_soft_pin;
+    cfg->c.soft_pin_ttl_ms = r->soft_pin_ttl_ms;
+    cfg->c.with_hard_pin = r->with_hard_pin;
+    cfg->c.prefer_alloc_in_same_node = r->prefer_alloc_in_same_node;
+    PyObject *seg = r->preferred_segment;
+    if (PyUnicode_GET_LENGTH(seg) == 0 && PyList_GET_SIZE(r->preferred_segments) > 0)
+        seg = PyList_GET_ITEM(r->preferred_segments, 0);
+    if (PyUnicode_Check(seg) && PyUnicode_GET_LENGTH(seg) > 0) {
+        const char *s;
+        if (mcpy_cstr(seg, "preferred_segment", &s) < 0)
+            return -1;
+        Py_INCREF(seg);
+        cfg->hold = seg;
+        cfg->c.preferred_segment = s;
+    }
+    return 0;
+}
+
+static void cfg_release(cfg_t *cfg)
+{
+    Py_CLEAR(cfg->hold);
+}
+
+/* ======================================================================================== */
+/* BufferHandle                                                                             */
+/* ======================================================================================== */
+
+typedef struct {
+    PyObject_HEAD
+    void *ptr;       /* malloc'd by the library; freed with free() */
+    Py_ssize_t len;
+} BufObject;
+
+static PyTypeObject BufType;
+static char buf_empty[1];
+
+static void buf_dealloc(BufObject *self)
+{
+    free(self->ptr);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int buf_getbuffer(BufObject *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr ? self->ptr : buf_empty,
+                             self->len, 0, flags);
+}
+
+static PyBufferProcs buf_as_buffer = {(getbufferproc)buf_getbuffer, NULL};
+
+static Py_ssize_t buf_length(BufObject *self)
+{
+    return self->len;
+}
+
+static PySequenceMethods buf_as_sequence = {.sq_length = (lenfunc)buf_length};
+
+static PyObject *buf_ptr(BufObject *self, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)self->ptr);
+}
+
+static PyObject *buf_size(BufObject *self, PyObject *unused)
+{
+    return PyLong_FromSsize_t(self->len);
+}
+
+static PyObject *buf_tobytes(BufObject *self, PyObject *unused)
+{
+    return PyBytes_FromStringAndSize(self->ptr ? self->ptr : buf_empty, self->len);
+}
+
+static PyObject *buf_repr(BufObject *self)
+{
+    return PyUnicode_FromFormat("<BufferHandle size=%zd>", self->len);
+}
+
+static PyMethodDef buf_methods[] = {
+    {"ptr", (PyCFunction)buf_ptr, METH_NOARGS, "Address of the data."},
+    {"size", (PyCFunction)buf_size, METH_NOARGS, "Size in bytes."},
+    {"tobytes", (PyCFunction)buf_tobytes, METH_NOARGS, "Copy of the data as bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject BufType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mooncake.store.BufferHandle",
+    .tp_basicsize = sizeof(BufObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes of one object, owned by this handle; supports the buffer protocol "
+              "(numpy.frombuffer / memoryview view it without a copy).",
+    .tp_dealloc = (destructor)buf_dealloc,
+    .tp_as_buffer = &buf_as_buffer,
+    .tp_as_sequence = &buf_as_sequence,
+    .tp_methods = buf_methods,
+    .tp_repr = (reprfunc)buf_repr,
+};
+
+/* Takes ownership of ptr (also on failure). */
+static PyObject *buf_wrap(void *ptr, size_t len)
+{
+    BufObject *b = PyObject_New(BufObject, &BufType);
+    if (b == NULL) {
+        free(ptr);
+        return NULL;
+    }
+    b->ptr = ptr;
+    b->len = (Py_ssize_t)len;
+    return (PyObject *)b;
+}
+
+/* ======================================================================================== */
+/* MooncakeDistributedStore                                                                 */
+/* ======================================================================================== */
+
+typedef struct {
+    PyObject_HEAD
+    mc_store_t *store;
+    mcpy_gate_t gate;
+    mcpy_regions_t regions; /* register_buffer ranges */
+    PyObject *weakrefs;
+} StoreObject;
+
+#define STORE_ENTER(self) ((self)->store != NULL && mcpy_gate_enter(&(self)->gate))
+#define STORE_LEAVE(self) mcpy_gate_leave(&(self)->gate)
+
+static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    StoreObject *self = (StoreObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    mcpy_gate_init(&self->gate);
+    mcpy_regions_init(&self->regions);
+    return (PyObject *)self;
+}
+
+static void store_teardown(StoreObject *self)
+{
+    mc_store_t *s = self->store;
+    if (s == NULL)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    mcpy_gate_close(&self->gate);
+    mc_store_destroy(s);
+    Py_END_ALLOW_THREADS
+    self->store = NULL;
+    mcpy_regions_destroy(&self->regions);
+    mcpy_regions_init(&self->regions);
+    mcpy_log_flush();
+}
+
+static void store_dealloc(StoreObject *self)
+{
+    if (self->weakrefs)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    store_teardown(self);
+    mcpy_regions_destroy(&self->regions);
+    mcpy_gate_destroy(&self->gate);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int opt_cstr(PyObject *o, const char *what, const char **s)
+{
+    *s = NULL;
+    if (o == NULL || o == Py_None)
+        return 0;
+    if (mcpy_cstr(o, what, s) < 0)
+        return -1;
+    if (**s == '\0')
+        *s = NULL;
+    return 0;
+}
+
+/* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
+ *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
+ *        transfer_timeout_ms=0) -> status. Use setup(). */
+static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
+                             "local_buffer_size", "protocol", "device_name",
+                             "master_server_addr", "host_label", "rpc_timeout_ms",
+                             "transfer_timeout_ms", NULL};
+    PyObject *host_o, *meta_o, *gs_o, *lb_o, *proto_o, *dev_o, *master_o, *label_o = NULL;
+    unsigned int rpc_ms = 0, xfer_ms = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OII:_setup", kwlist, &host_o, &meta_o,
+                                     &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o, &rpc_ms,
+                                     &xfer_ms))
+        return NULL;
+    mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms};
+    uint64_t gs, lb;
+    if (mcpy_cstr(host_o, "local_hostname", &cfg.local_hostname) < 0 ||
+        mcpy_cstr(meta_o, "metadata_server", &cfg.metadata_server) < 0 ||
+        mcpy_u64(gs_o, "global_segment_size", &gs) < 0 ||
+        mcpy_u64(lb_o, "local_buffer_size", &lb) < 0 ||
+        opt_cstr(proto_o, "protocol", &cfg.protocol) < 0 ||
+        opt_cstr(dev_o, "rdma_devices", &cfg.device_name) < 0 ||
+        mcpy_cstr(master_o, "master_server_addr", &cfg.master_server_addr) < 0 ||
+        opt_cstr(label_o, "host_label", &cfg.host_label) < 0)
+        return NULL;
+    cfg.global_segment_size = gs;
+    cfg.local_buffer_size = lb;
+    store_teardown(self); /* setup() again replaces the client, like upstream */
+    mc_store_t *s = NULL;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_store_create(&cfg, &s);
+    Py_END_ALLOW_THREADS
+    if (st == MC_OK) {
+        self->store = s;
+        mcpy_gate_open(&self->gate);
+    }
+    return mcpy_ret(st);
+}
+
+static PyObject *store_close(StoreObject *self, PyObject *unused)
+{
+    store_teardown(self);
+    return mcpy_ret(MC_OK);
+}
+
+static PyObject *store_health_check(StoreObject *self, PyObject *unused)
+{
+    if (!STORE_ENTER(self))
+        return mcpy_ret(1);
+    int h;
+    Py_BEGIN_ALLOW_THREADS
+    h = mc_store_health(self->store);
+    Py_END_ALLOW_THREADS
+    STORE_LEAVE(self);
+    return mcpy_ret(h);
+}
+
+static PyObject *store_get_hostname(StoreObject *self, PyObject *unused)
+{
+    if (!STORE_ENTER(self))
+        return PyUnicode_FromString("");
+    const char *h = mc_store_hostname(self->store);
+    PyObject *r = PyUnicode_FromString(h ? h : "");
+    STORE_LEAVE(self);
+    return r;
+}
+
+static PyObject *store_is_setup(StoreObject *self, PyObject *unused)
+{
+    return PyBool_FromLong(self->store != NULL);
+}
+
+/* ---- bytes API --------------------------------------------------------------------------- */
+
+static PyObject *do_put(StoreObject *self, PyObject *key_o, PyObject *value_o, PyObject *cfg_o,
+                        int upsert)
+{
+    const char *key;
+    Py_buffer view;
+    cfg_t cfg;
+    if (mcpy_cstr(key_o, "key", &key) < 0 || cfg_parse(cfg_o, &cfg) < 0)
+        return NULL;
+    if (mcpy_get_view(value_o, "value", &view) < 0) {
+        cfg_release(&cfg);
+        return NULL;
+    }
+    mc_status_t st = NOT_READY;
+    if (STORE_ENTER(self)) {
+        struct iovec iov = {view.buf, (size_t)view.len};
+        Py_BEGIN_ALLOW_THREADS
+        st = upsert ? mc_store_upsert(self->store, key, &iov, 1, &cfg.c)
+                    : mc_store_put(self->store, key, &iov, 1, &cfg.c);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    PyBuffer_Release(&view);
+    cfg_release(&cfg);
+    return mcpy_ret(st);
+}
+
+static PyObject *store_put(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", "value", "config", NULL};
+    PyObject *k, *v, *c = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:put", kwlist, &k, &v, &c))
+        return NULL;
+    return do_put(self, k, v, c, 0);
+}
+
+static PyObject *store_upsert(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", "value", "config", NULL};
+    PyObject *k, *v, *c = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:upsert", kwlist, &k, &v, &c))
+        return NULL;
+    return do_put(self, k, v, c, 1);
+}
+
+/* put_parts(key, *parts, config=None) */
+static PyObject *do_put_parts(StoreObject *self, PyObject *args, PyObject *kwds, int upsert)
+{
+    const char *fname = upsert ? "upsert_parts" : "put_parts";
+    PyObject *cfg_o = NULL;
+    if (kwds) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(kwds, &pos, &k, &v)) {
+            if (PyUnicode_Check(k) && PyUnicode_CompareWithASCIIString(k, "config") == 0) {
+                cfg_o = v;
+            } else {
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname,
+                             k);
+                return NULL;
+            }
+        }
+    }
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs < 1) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'key'", fname);
+        return NULL;
+    }
+    const char *key;
+    cfg_t cfg;
+    if (mcpy_cstr(PyTuple_GET_ITEM(args, 0), "key", &key) < 0 || cfg_parse(cfg_o, &cfg) < 0)
+        return NULL;
+    PyObject *parts = PyTuple_GetSlice(args, 1, nargs);
+    mcpy_views_t vs;
+    if (parts == NULL || mcpy_views_parse(parts, "parts", &vs) < 0) {
+        Py_XDECREF(parts);
+        cfg_release(&cfg);
+        return NULL;
+    }
+    Py_DECREF(parts);
+    mc_status_t st = MC_OK;
+    struct iovec *iov = PyMem_Calloc((size_t)(vs.n ? vs.n : 1), sizeof(*iov));
+    if (iov == NULL) {
+        mcpy_views_release(&vs);
+        cfg_release(&cfg);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < vs.n; i++) {
+        iov[i].iov_base = vs.v[i].buf;
+        iov[i].iov_len = (size_t)vs.v[i].len;
+    }
+    if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        st = upsert ? mc_store_upsert(self->store, key, iov, (size_t)vs.n, &cfg.c)
+                    : mc_store_put(self->store, key, iov, (size_t)vs.n, &cfg.c);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    } else {
+        st = NOT_READY;
+    }
+    PyMem_Free(iov);
+    mcpy_views_release(&vs);
+    cfg_release(&cfg);
+    return mcpy_ret(st);
+}
+
+static PyObject *store_put_parts(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    return do_put_parts(self, args, kwds, 0);
+}
+
+static PyObject *store_upsert_parts(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    return do_put_parts(self, args, kwds, 1);
+}
+
+/* put_batch(keys, values, config=None) -> 0 or the first error */
+static PyObject *do_put_batch(StoreObject *self, PyObject *args, PyObject *kwds, int upsert)
+{
+    static char *kwlist[] = {"keys", "values", "config", NULL};
+    PyObject *keys_o, *vals_o, *cfg_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, upsert ? "OO|O:upsert_batch" : "OO|O:put_batch",
+                                     kwlist, &keys_o, &vals_o, &cfg_o))
+        return NULL;
+    mcpy_keys_t keys;
+    mcpy_views_t vs;
+    cfg_t cfg;
+    if (cfg_parse(cfg_o, &cfg) < 0)
+        return NULL;
+    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0) {
+        cfg_release(&cfg);
+        return NULL;
+    }
+    if (mcpy_views_parse(vals_o, "values", &vs) < 0) {
+        mcpy_keys_release(&keys);
+        cfg_release(&cfg);
+        return NULL;
+    }
+    long long ret = MC_OK;
+    if (keys.n != vs.n) {
+        mcpy_warn("%s: %zd keys but %zd values", upsert ? "upsert_batch" : "put_batch", keys.n,
+                  vs.n);
+        ret = MC_ERR_INVALID_PARAMS;
+    } else if (keys.n > 0) {
+        size_t n = (size_t)keys.n;
+        struct iovec *iov = PyMem_Calloc(n, sizeof(*iov));
+        const struct iovec **parts = PyMem_Calloc(n, sizeof(*parts));
+        size_t *np = PyMem_Calloc(n, sizeof(*np));
+        int32_t *res = PyMem_Calloc(n, sizeof(*res));
+        if (!iov || !parts || !np || !res) {
+            PyErr_NoMemory();
+            ret = 1;
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                iov[i].iov_base = vs.v[i].buf;
+                iov[i].iov_len = (size_t)vs.v[i].len;
+                parts[i] = &iov[i];
+                np[i] = 1;
+            }
+            if (STORE_ENTER(self)) {
+                mc_status_t st;
+                Py_BEGIN_ALLOW_THREADS
+                st = mc_store_batch_put(self->store, n, keys.v, parts, np, &cfg.c, upsert != 0,
+                                        res);
+                Py_END_ALLOW_THREADS
+                STORE_LEAVE(self);
+                ret = st;
+                for (size_t i = 0; st == MC_OK && i < n; i++)
+                    if (res[i] != 0) {
+                        ret = res[i];
+                        break;
+                    }
+            } else {
+                ret = NOT_READY;
+            }
+        }
+        PyMem_Free(iov);
+        PyMem_Free(parts);
+        PyMem_Free(np);
+        PyMem_Free(res);
+    }
+    mcpy_views_release(&vs);
+    mcpy_keys_release(&keys);
+    cfg_release(&cfg);
+    if (ret == 1)
+        return NULL;
+    return mcpy_ret(ret);
+}
+
+static PyObject *store_put_batch(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    return do_put_batch(self, args, kwds, 0);
+}
+
+static PyObject *store_upsert_batch(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    return do_put_batch(self, args, kwds, 1);
+}
+
+/* Fetch n keys into malloc'd buffers (GIL released). vals/lens/sts are caller arrays. */
+static void get_many(StoreObject *self, const char **keys, size_t n, void **vals, size_t *lens,
+                     mc_status_t *sts)
+{
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++) {
+        vals[i] = NULL;
+        lens[i] = 0;
+        sts[i] = mc_store_get(self->store, keys[i], &vals[i], &lens[i]);
+        if (sts[i] != MC_OK) {
+            free(vals[i]);
+            vals[i] = NULL;
+        }
+    }
+    Py_END_ALLOW_THREADS
+}
+
+static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", NULL};
+    PyObject *key_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get", kwlist, &key_o))
+        return NULL;
+    const char *key;
+    if (mcpy_cstr(key_o, "key", &key) < 0)
+        return NULL;
+    void *val = NULL;
+    size_t len = 0;
+    mc_status_t st = NOT_READY;
+    if (STORE_ENTER(self)) {
+        get_many(self, &key, 1, &val, &len, &st);
+        STORE_LEAVE(self);
+    }
+    mcpy_log_flush();
+    PyObject *r = PyBytes_FromStringAndSize(st == MC_OK ? val : NULL,
+                                            st == MC_OK ? (Py_ssize_t)len : 0);
+    free(val);
+    return r;
+}
+
+/* get_batch / batch_get_buffer: as_handles selects BufferHandle/None instead of bytes/b"". */
+static PyObject *do_get_batch(StoreObject *self, PyObject *keys_o, int as_handles)
+{
+    mcpy_keys_t keys;
+    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
+        return NULL;
+    size_t n = (size_t)keys.n;
+    void **vals = PyMem_Calloc(n ? n : 1, sizeof(*vals));
+    size_t *lens = PyMem_Calloc(n ? n : 1, sizeof(*lens));
+    mc_status_t *sts = PyMem_Calloc(n ? n : 1, sizeof(*sts));
+    PyObject *out = NULL;
+    if (!vals || !lens || !sts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        sts[i] = NOT_READY;
+    if (n && STORE_ENTER(self)) {
+        get_many(self, keys.v, n, vals, lens, sts);
+        STORE_LEAVE(self);
+    }
+    mcpy_log_flush();
+    out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        PyObject *item;
+        if (as_handles) {
+            if (sts[i] == MC_OK) {
+                item = buf_wrap(vals[i], lens[i]);
+                vals[i] = NULL;
+            } else {
+                item = Py_NewRef(Py_None);
+            }
+        } else {
+            item = PyBytes_FromStringAndSize(sts[i] == MC_OK ? vals[i] : NULL,
+                                             sts[i] == MC_OK ? (Py_ssize_t)lens[i] : 0);
+        }
+        if (item == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+    }
+done:
+    for (size_t i = 0; vals && i < n; i++)
+        free(vals[i]);
+    PyMem_Free(vals);
+    PyMem_Free(lens);
+    PyMem_Free(sts);
+    mcpy_keys_release(&keys);
+    return out;
+}
+
+static PyObject *store_get_batch(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"keys", NULL};
+    PyObject *keys_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get_batch", kwlist, &keys_o))
+        return NULL;
+    return do_get_batch(self, keys_o, 0);
+}
+
+static PyObject *store_batch_get_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"keys", NULL};
+    PyObject *keys_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:batch_get_buffer", kwlist, &keys_o))
+        return NULL;
+    return do_get_batch(self, keys_o, 1);
+}
+
+static PyObject *store_get_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", NULL};
+    PyObject *key_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get_buffer", kwlist, &key_o))
+        return NULL;
+    const char *key;
+    if (mcpy_cstr(key_o, "key", &key) < 0)
+        return NULL;
+    void *val = NULL;
+    size_t len = 0;
+    mc_status_t st = NOT_READY;
+    if (STORE_ENTER(self)) {
+        get_many(self, &key, 1, &val, &len, &st);
+        STORE_LEAVE(self);
+    }
+    mcpy_log_flush();
+    if (st != MC_OK)
+        Py_RETURN_NONE;
+    return buf_wrap(val, len);
+}
+
+/* ---- registration ------------------------------------------------------------------------ */
+
+static PyObject *store_register_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"buffer_ptr", "size", NULL};
+    PyObject *p_o, *n_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:register_buffer", kwlist, &p_o, &n_o))
+        return NULL;
+    uint64_t p, n;
+    if (mcpy_u64(p_o, "buffer_ptr", &p) < 0 || mcpy_u64(n_o, "size", &n) < 0)
+        return NULL;
+    if (p == 0 || n == 0 || p + n < p || n > SIZE_MAX) {
+        mcpy_warn("register_buffer: empty or wrapping range 0x%llx+%llu", (unsigned long long)p,
+                  (unsigned long long)n);
+        return mcpy_ret(MC_ERR_INVALID_PARAMS);
+    }
+    if (!STORE_ENTER(self))
+        return mcpy_ret(NOT_READY);
+    int mapped;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    mapped = mcpy_range_is_rw_mapped(p, n);
+    st = mapped == 0 ? MC_ERR_INVALID_PARAMS
+                     : mc_store_register_buffer(self->store, (void *)(uintptr_t)p, (size_t)n);
+    Py_END_ALLOW_THREADS
+    if (mapped == 0)
+        mcpy_warn("register_buffer: [0x%llx, +%llu) is not mapped read-write in this process",
+                  (unsigned long long)p, (unsigned long long)n);
+    if (st == MC_OK) {
+        int rc = mcpy_regions_add(&self->regions, p, n);
+        if (rc != MC_OK) {
+            Py_BEGIN_ALLOW_THREADS
+            mc_store_unregister_buffer(self->store, (void *)(uintptr_t)p);
+            Py_END_ALLOW_THREADS
+            st = rc;
+        }
+    }
+    STORE_LEAVE(self);
+    return mcpy_ret(st);
+}
+
+static PyObject *store_unregister_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"buffer_ptr", NULL};
+    PyObject *p_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:unregister_buffer", kwlist, &p_o))
+        return NULL;
+    uint64_t p;
+    if (mcpy_u64(p_o, "buffer_ptr", &p) < 0)
+        return NULL;
+    if (!STORE_ENTER(self))
+        return mcpy_ret(NOT_READY);
+    uint64_t len = mcpy_regions_remove(&self->regions, p);
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_store_unregister_buffer(self->store, (void *)(uintptr_t)p);
+    Py_END_ALLOW_THREADS
+    if (st != MC_OK && len)
+        mcpy_regions_add(&self->regions, p, len);
+    STORE_LEAVE(self);
+    return mcpy_ret(st);
+}
+
+/* ---- zero-copy --------------------------------------------------------------------------- */
+
+enum { ZC_PUT = 0, ZC_UPSERT = 1, ZC_GET = 2 };
+
+/* Per-key pieces of a zero-copy batch. */
+typedef struct {
+    mcpy_keys_t keys;
+    size_t n;
+    struct iovec **parts;  /* per key, PyMem */
+    size_t *nparts;
+    long long *results;    /* pre-filled per key error, 0 = valid */
+} zc_t;
+
+static void zc_free(zc_t *z)
+{
+    for (size_t i = 0; z->parts && i < z->n; i++)
+        PyMem_Free(z->parts[i]);
+    PyMem_Free(z->parts);
+    PyMem_Free(z->nparts);
+    PyMem_Free(z->results);
+    mcpy_keys_release(&z->keys);
+    memset(z, 0, sizeof(*z));
+}
+
+/* Parse keys + (nested) pointer/size lists. multi=0: ptrs/sizes are flat lists (one piece per
+ * key). Returns -1 with an exception, 0 otherwise (per-key problems go to results[]). A whole-call
+ * problem (length mismatch) sets every result to MC_ERR_INVALID_PARAMS. */
+static int zc_parse(StoreObject *self, PyObject *keys_o, PyObject *ptrs_o, PyObject *sizes_o,
+                    int multi, zc_t *z)
+{
+    memset(z, 0, sizeof(*z));
+    if (mcpy_keys_parse(keys_o, "keys", &z->keys) < 0)
+        return -1;
+    z->n = (size_t)z->keys.n;
+    size_t n1 = z->n ? z->n : 1;
+    z->parts = PyMem_Calloc(n1, sizeof(*z->parts));
+    z->nparts = PyMem_Calloc(n1, sizeof(*z->nparts));
+    z->results = PyMem_Calloc(n1, sizeof(*z->results));
+    if (!z->parts || !z->nparts || !z->results) {
+        zc_free(z);
+        PyErr_NoMemory();
+        return -1;
+    }
+    const char *pw = multi ? "all_buffer_ptrs" : "buffer_ptrs";
+    const char *sw = multi ? "all_sizes" : "sizes";
+    PyObject *pt = NULL, *st = NULL;
+    if (!PySequence_Check(ptrs_o) || PyUnicode_Check(ptrs_o) || PyBytes_Check(ptrs_o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a list, not %.100s", pw,
+                     Py_TYPE(ptrs_o)->tp_name);
+        goto pyerr;
+    }
+    if (!PySequence_Check(sizes_o) || PyUnicode_Check(sizes_o) || PyBytes_Check(sizes_o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a list, not %.100s", sw,
+                     Py_TYPE(sizes_o)->tp_name);
+        goto pyerr;
+    }
+    pt = PySequence_Tuple(ptrs_o);
+    st = PySequence_Tuple(sizes_o);
+    if (pt == NULL || st == NULL)
+        goto pyerr;
+    if ((size_t)PyTuple_GET_SIZE(pt) != z->n || (size_t)PyTuple_GET_SIZE(st) != z->n) {
+        mcpy_warn("zero-copy batch: %zu keys, %zd pointer entries, %zd size entries", z->n,
+                  PyTuple_GET_SIZE(pt), PyTuple_GET_SIZE(st));
+        for (size_t i = 0; i < z->n; i++)
+            z->results[i] = MC_ERR_INVALID_PARAMS;
+        Py_DECREF(pt);
+        Py_DECREF(st);
+        return 0;
+    }
+    for (size_t i = 0; i < z->n; i++) {
+        uint64_t *ps = NULL, *ss = NULL, one_p, one_s;
+        Py_ssize_t np = 1, ns = 1;
+        if (multi) {
+            if (mcpy_u64_list(PyTuple_GET_ITEM(pt, i), pw, &ps, &np) < 0)
+                goto pyerr;
+            if (mcpy_u64_list(PyTuple_GET_ITEM(st, i), sw, &ss, &ns) < 0) {
+                PyMem_Free(ps);
+                goto pyerr;
+            }
+        } else {
+            if (mcpy_u64(PyTuple_GET_ITEM(pt, i), pw, &one_p) < 0 ||
+                mcpy_u64(PyTuple_GET_ITEM(st, i), sw, &one_s) < 0)
+                goto pyerr;
+            ps = &one_p;
+            ss = &one_s;
+        }
+        if (np != ns) {
+            z->results[i] = MC_ERR_INVALID_PARAMS;
+        } else {
+            z->parts[i] = PyMem_Calloc((size_t)(np ? np : 1), sizeof(struct iovec));
+            if (z->parts[i] == NULL) {
+                if (multi) {
+                    PyMem_Free(ps);
+                    PyMem_Free(ss);
+                }
+                PyErr_NoMemory();
+                goto pyerr;
+            }
+            z->nparts[i] = (size_t)np;
+            for (Py_ssize_t j = 0; j < np; j++) {
+                if (ss[j] > SIZE_MAX || !mcpy_regions_contains(&self->regions, ps[j], ss[j])) {
+                    if (z->results[i] == 0)
+                        mcpy_warn("key '%.200s': buffer [0x%llx, +%llu) is not inside a "
+                                  "registered buffer",
+                                  z->keys.v[i], (unsigned long long)ps[j],
+                                  (unsigned long long)ss[j]);
+                    z->results[i] = MC_ERR_INVALID_PARAMS;
+                }
+                z->parts[i][j].iov_base = (void *)(uintptr_t)ps[j];
+                z->parts[i][j].iov_len = (size_t)ss[j];
+            }
+        }
+        if (multi) {
+            PyMem_Free(ps);
+            PyMem_Free(ss);
+        }
+    }
+    Py_DECREF(pt);
+    Py_DECREF(st);
+    return 0;
+pyerr:
+    Py_XDECREF(pt);
+    Py_XDECREF(st);
+    zc_free(z);
+    return -1;
+}
+
+/* Run the valid keys of z through one batch call; fills z->results. */
+static void zc_run(StoreObject *self, zc_t *z, int mode, const cfg_t *cfg)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < z->n; i++)
+        if (z->results[i] == 0)
+            m++;
+    if (m == 0)
+        return;
+    size_t *idx = PyMem_RawCalloc(m, sizeof(*idx));
+    const char **keys = PyMem_RawCalloc(m, sizeof(*keys));
+    const struct iovec **parts = PyMem_RawCalloc(m, sizeof(*parts));
+    size_t *np = PyMem_RawCalloc(m, sizeof(*np));
+    int32_t *r32 = PyMem_RawCalloc(m, sizeof(*r32));
+    int64_t *r64 = PyMem_RawCalloc(m, sizeof(*r64));
+    if (!idx || !keys || !parts || !np || !r32 || !r64) {
+        for (size_t i = 0; i < z->n; i++)
+            if (z->results[i] == 0)
+                z->results[i] = MC_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (size_t i = 0, k = 0; i < z->n; i++) {
+        if (z->results[i] != 0)
+            continue;
+        idx[k] = i;
+        keys[k] = z->keys.v[i];
+        parts[k] = z->parts[i];
+        np[k] = z->nparts[i];
+        k++;
+    }
+    mc_status_t st = NOT_READY;
+    if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        if (mode == ZC_GET)
+            st = mc_store_batch_get_into(self->store, m, keys, parts, np, r64);
+        else
+            st = mc_store_batch_put(self->store, m, keys, parts, np, &cfg->c, mode == ZC_UPSERT,
+                                    r32);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    for (size_t k = 0; k < m; k++) {
+        long long r = st != MC_OK ? st : (mode == ZC_GET ? (long long)r64[k] : (long long)r32[k]);
+        z->results[idx[k]] = r;
+    }
+out:
+    PyMem_RawFree(idx);
+    PyMem_RawFree(keys);
+    PyMem_RawFree(parts);
+    PyMem_RawFree(np);
+    PyMem_RawFree(r32);
+    PyMem_RawFree(r64);
+}
+
+static PyObject *zc_results(zc_t *z)
+{
+    mcpy_log_flush();
+    PyObject *l = PyList_New((Py_ssize_t)z->n);
+    for (size_t i = 0; l && i < z->n; i++) {
+        PyObject *v = PyLong_FromLongLong(z->results[i]);
+        if (v == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+    }
+    return l;
+}
+
+/* Single-key zero-copy forms: put_from / upsert_from / get_into. */
+static PyObject *do_zc_single(StoreObject *self, PyObject *args, PyObject *kwds, int mode)
+{
+    static char *kw_put[] = {"key", "buffer_ptr", "size", "config", NULL};
+    PyObject *k, *p, *s, *c = NULL;
+    int ok = mode == ZC_GET
+                 ? PyArg_ParseTupleAndKeywords(args, kwds, "OOO:get_into", kw_put, &k, &p, &s)
+                 : PyArg_ParseTupleAndKeywords(args, kwds,
+                                               mode == ZC_PUT ? "OOO|O:put_from"
+                                                              : "OOO|O:upsert_from",
+                                               kw_put, &k, &p, &s, &c);
+    if (!ok)
+        return NULL;
+    const char *key;
+    uint64_t ptr, size;
+    cfg_t cfg;
+    if (mcpy_cstr(k, "key", &key) < 0 || mcpy_u64(p, "buffer_ptr", &ptr) < 0 ||
+        mcpy_u64(s, "size", &size) < 0 || cfg_parse(c, &cfg) < 0)
+        return NULL;
+    long long r;
+    if (size > SIZE_MAX || !mcpy_regions_contains(&self->regions, ptr, size)) {
+        mcpy_warn("key '%.200s': buffer [0x%llx, +%llu) is not inside a registered buffer", key,
+                  (unsigned long long)ptr, (unsigned long long)size);
+        r = MC_ERR_INVALID_PARAMS;
+    } else if (!STORE_ENTER(self)) {
+        r = NOT_READY;
+    } else {
+        struct iovec iov = {(void *)(uintptr_t)ptr, (size_t)size};
+        Py_BEGIN_ALLOW_THREADS
+        if (mode == ZC_GET)
+            r = mc_store_get_into(self->store, key, &iov, 1);
+        else if (mode == ZC_UPSERT)
+            r = mc_store_upsert(self->store, key, &iov, 1, &cfg.c);
+        else
+            r = mc_store_put(self->store, key, &iov, 1, &cfg.c);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    cfg_release(&cfg);
+    return mcpy_ret(r);
+}
+
+static PyObject *store_put_from(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_single(self, a, k, ZC_PUT);
+}
+static PyObject *store_upsert_from(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_single(self, a, k, ZC_UPSERT);
+}
+static PyObject *store_get_into(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_single(self, a, k, ZC_GET);
+}
+
+static PyObject *do_zc_batch(StoreObject *self, PyObject *args, PyObject *kwds, int mode,
+                             int multi, const char *fname)
+{
+    static char *kw_flat[] = {"keys", "buffer_ptrs", "sizes", "config", NULL};
+    static char *kw_multi_put[] = {"keys", "all_buffer_ptrs", "all_sizes", "config", NULL};
+    static char *kw_multi_get[] = {"keys", "all_buffer_ptrs", "all_sizes",
+                                   "prefer_alloc_in_same_node", NULL};
+    char fmt[96];
+    PyObject *k, *p, *s, *extra = NULL;
+    snprintf(fmt, sizeof(fmt), "OOO|O:%s", fname);
+    char **kwlist = multi ? (mode == ZC_GET ? kw_multi_get : kw_multi_put) : kw_flat;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &k, &p, &s, &extra))
+        return NULL;
+    cfg_t cfg;
+    if (mode == ZC_GET) {
+        if (!multi && extra) {
+            PyErr_Format(PyExc_TypeError, "%s() takes 3 arguments", fname);
+            return NULL;
+        }
+        memset(&cfg, 0, sizeof(cfg)); /* prefer_alloc_in_same_node: accepted, no effect */
+    } else if (cfg_parse(extra, &cfg) < 0) {
+        return NULL;
+    }
+    zc_t z;
+    if (zc_parse(self, k, p, s, multi, &z) < 0) {
+        cfg_release(&cfg);
+        return NULL;
+    }
+    zc_run(self, &z, mode, &cfg);
+    PyObject *r = zc_results(&z);
+    zc_free(&z);
+    cfg_release(&cfg);
+    return r;
+}
+
+static PyObject *store_batch_put_from(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_batch(self, a, k, ZC_PUT, 0, "batch_put_from");
+}
+static PyObject *store_batch_upsert_from(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_batch(self, a, k, ZC_UPSERT, 0, "batch_upsert_from");
+}
+static PyObject *store_batch_get_into(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_batch(self, a, k, ZC_GET, 0, "batch_get_into");
+}
+static PyObject *store_batch_put_from_multi_buffers(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_batch(self, a, k, ZC_PUT, 1, "batch_put_from_multi_buffers");
+}
+static PyObject *store_batch_get_into_multi_buffers(StoreObject *self, PyObject *a, PyObject *k)
+{
+    return do_zc_batch(self, a, k, ZC_GET, 1, "batch_get_into_multi_buffers");
+}
+
+/* ---- management -------------------------------------------------------------------------- */
+
+static PyObject *store_is_exist(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", NULL};
+    PyObject *key_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:is_exist", kwlist, &key_o))
+        return NULL;
+    const char *key;
+    if (mcpy_cstr(key_o, "key", &key) < 0)
+        return NULL;
+    int r = NOT_READY;
+    if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        r = mc_store_exists(self->store, key);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    return mcpy_ret(r);
+}
+
+static PyObject *store_get_size(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", NULL};
+    PyObject *key_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get_size", kwlist, &key_o))
+        return NULL;
+    const char *key;
+    if (mcpy_cstr(key_o, "key", &key) < 0)
+        return NULL;
+    int64_t r = NOT_READY;
+    if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        r = mc_store_get_size(self->store, key);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    return mcpy_ret(r);
+}
+
+static PyObject *store_remove(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", "force", NULL};
+    PyObject *key_o;
+    int force = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:remove", kwlist, &key_o, &force))
+        return NULL;
+    const char *key;
+    if (mcpy_cstr(key_o, "key", &key) < 0)
+        return NULL;
+    mc_status_t r = NOT_READY;
+    if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        r = mc_store_remove(self->store, key, force != 0);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    return mcpy_ret(r);
+}
+
+static PyObject *store_remove_by_regex(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"regex_pattern", "force", NULL};
+    PyObject *re_o;
+    int force = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:remove_by_regex", kwlist, &re_o, &force))
+        return NULL;
+    const char *re;
+    if (mcpy_cstr(re_o, "regex_pattern", &re) < 0)
+        return NULL;
+    int64_t r = NOT_READY;
+    if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        r = mc_store_remove_by_regex(self->store, re, force != 0);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    return mcpy_ret(r);
+}
+
+static PyObject *store_remove_all(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"force", NULL};
+    int force = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:remove_all", kwlist, &force))
+        return NULL;
+    int64_t r = NOT_READY;
+    if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        r = mc_store_remove_all(self->store, force != 0);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    return mcpy_ret(r);
+}
+
+enum { KB_EXIST = 0, KB_REMOVE = 1 };
+
+static PyObject *do_key_batch(StoreObject *self, PyObject *keys_o, int op, int force)
+{
+    mcpy_keys_t keys;
+    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
+        return NULL;
+    size_t n = (size_t)keys.n;
+    int32_t *res = PyMem_Calloc(n ? n : 1, sizeof(*res));
+    if (res == NULL) {
+        mcpy_keys_release(&keys);
+        return PyErr_NoMemory();
+    }
+    mc_status_t st = NOT_READY;
+    if (n == 0) {
+        st = MC_OK;
+    } else if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        st = op == KB_EXIST ? mc_store_batch_exists(self->store, n, keys.v, res)
+                            : mc_store_batch_remove(self->store, n, keys.v, force != 0, res);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    mcpy_log_flush();
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *v = PyLong_FromLong(st == MC_OK ? res[i] : st);
+        if (v == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+    }
+    PyMem_Free(res);
+    mcpy_keys_release(&keys);
+    return l;
+}
+
+static PyObject *store_batch_is_exist(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"keys", NULL};
+    PyObject *keys_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:batch_is_exist", kwlist, &keys_o))
+        return NULL;
+    return do_key_batch(self, keys_o, KB_EXIST, 0);
+}
+
+static PyObject *store_batch_remove(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"keys", "force", NULL};
+    PyObject *keys_o;
+    int force = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:batch_remove", kwlist, &keys_o, &force))
+        return NULL;
+    return do_key_batch(self, keys_o, KB_REMOVE, force);
+}
+
+/* Replica descriptors as a list of (segment, endpoint, addr, size, status) tuples; [] on error. */
+static PyObject *replica_list(StoreObject *self, const char *key)
+{
+    mc_replica_desc_t *d = NULL;
+    size_t n = 0;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_store_replica_desc(self->store, key, &d, &n);
+    Py_END_ALLOW_THREADS
+    if (st != MC_OK) {
+        free(d);
+        return PyList_New(0);
+    }
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        d[i].segment[sizeof(d[i].segment) - 1] = '\0';
+        d[i].endpoint[sizeof(d[i].endpoint) - 1] = '\0';
+        PyObject *t = Py_BuildValue("(ssKKi)", d[i].segment, d[i].endpoint,
+                                    (unsigned long long)d[i].addr,
+                                    (unsigned long long)d[i].size, (int)d[i].status);
+        if (t == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    free(d);
+    return l;
+}
+
+static PyObject *store_get_replica_desc(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"key", NULL};
+    PyObject *key_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:_get_replica_desc", kwlist, &key_o))
+        return NULL;
+    const char *key;
+    if (mcpy_cstr(key_o, "key", &key) < 0)
+        return NULL;
+    if (!STORE_ENTER(self))
+        return PyList_New(0);
+    PyObject *r = replica_list(self, key);
+    STORE_LEAVE(self);
+    mcpy_log_flush();
+    return r;
+}
+
+static PyObject *store_batch_get_replica_desc(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"keys", NULL};
+    PyObject *keys_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:_batch_get_replica_desc", kwlist, &keys_o))
+        return NULL;
+    mcpy_keys_t keys;
+    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
+        return NULL;
+    PyObject *d = PyDict_New();
+    if (d && STORE_ENTER(self)) {
+        for (Py_ssize_t i = 0; i < keys.n; i++) {
+            PyObject *l = replica_list(self, keys.v[i]);
+            if (l == NULL || PyDict_SetItem(d, PyTuple_GET_ITEM(keys.tuple, i), l) < 0) {
+                Py_XDECREF(l);
+                Py_CLEAR(d);
+                break;
+            }
+            Py_DECREF(l);
+        }
+        STORE_LEAVE(self);
+    }
+    mcpy_keys_release(&keys);
+    mcpy_log_flush();
+    return d;
+}
+
+static PyMethodDef store_methods[] = {
+    {"_setup", MCPY_KWFUNC(store_setup), METH_VARARGS | METH_KEYWORDS,
+     "_setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, "
+     "device_name, master_server_addr, host_label=None, rpc_timeout_ms=0, "
+     "transfer_timeout_ms=0) -> status. Use setup()."},
+    {"close", (PyCFunction)store_close, METH_NOARGS,
+     "Unmount and stop the client (waits for calls in flight). Returns 0."},
+    {"health_check", (PyCFunction)store_health_check, METH_NOARGS,
+     "0 healthy, 1 not set up, 2 master unreachable."},
+    {"get_hostname", (PyCFunction)store_get_hostname, METH_NOARGS,
+     "This client's 'host:port' (its segment name)."},
+    {"is_setup", (PyCFunction)store_is_setup, METH_NOARGS, "True after a successful setup()."},
+    {"put", MCPY_KWFUNC(store_put), METH_VARARGS | METH_KEYWORDS,
+     "put(key, value, config=None) -> status (an existing key is left unchanged)"},
+    {"put_parts", MCPY_KWFUNC(store_put_parts), METH_VARARGS | METH_KEYWORDS,
+     "put_parts(key, *parts, config=None) -> status"},
+    {"put_batch", MCPY_KWFUNC(store_put_batch), METH_VARARGS | METH_KEYWORDS,
+     "put_batch(keys, values, config=None) -> 0 or the first error"},
+    {"upsert", MCPY_KWFUNC(store_upsert), METH_VARARGS | METH_KEYWORDS,
+     "upsert(key, value, config=None) -> status"},
+    {"upsert_parts", MCPY_KWFUNC(store_upsert_parts), METH_VARARGS | METH_KEYWORDS,
+     "upsert_parts(key, *parts, config=None) -> status"},
+    {"upsert_batch", MCPY_KWFUNC(store_upsert_batch), METH_VARARGS | METH_KEYWORDS,
+     "upsert_batch(keys, values, config=None) -> 0 or the first error"},
+    {"get", MCPY_KWFUNC(store_get), METH_VARARGS | METH_KEYWORDS,
+     "get(key) -> bytes (b'' on a miss or an error)"},
+    {"get_batch", MCPY_KWFUNC(store_get_batch), METH_VARARGS | METH_KEYWORDS,
+     "get_batch(keys) -> list of bytes (b'' for misses)"},
+    {"get_buffer", MCPY_KWFUNC(store_get_buffer), METH_VARARGS | METH_KEYWORDS,
+     "get_buffer(key) -> BufferHandle or None"},
+    {"batch_get_buffer", MCPY_KWFUNC(store_batch_get_buffer), METH_VARARGS | METH_KEYWORDS,
+     "batch_get_buffer(keys) -> list of BufferHandle or None"},
+    {"register_buffer", MCPY_KWFUNC(store_register_buffer), METH_VARARGS | METH_KEYWORDS,
+     "register_buffer(buffer_ptr, size) -> status"},
+    {"unregister_buffer", MCPY_KWFUNC(store_unregister_buffer), METH_VARARGS | METH_KEYWORDS,
+     "unregister_buffer(buffer_ptr) -> status"},
+    {"put_from", MCPY_KWFUNC(store_put_from), METH_VARARGS | METH_KEYWORDS,
+     "put_from(key, buffer_ptr, size, config=None) -> status"},
+    {"upsert_from", MCPY_KWFUNC(store_upsert_from), METH_VARARGS | METH_KEYWORDS,
+     "upsert_from(key, buffer_ptr, size, config=None) -> status"},
+    {"get_into", MCPY_KWFUNC(store_get_into), METH_VARARGS | METH_KEYWORDS,
+     "get_into(key, buffer_ptr, size) -> bytes read or negative status"},
+    {"batch_put_from", MCPY_KWFUNC(store_batch_put_from), METH_VARARGS | METH_KEYWORDS,
+     "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> list of status"},
+    {"batch_upsert_from", MCPY_KWFUNC(store_batch_upsert_from), METH_VARARGS | METH_KEYWORDS,
+     "batch_upsert_from(keys, buffer_ptrs, sizes, config=None) -> list of status"},
+    {"batch_get_into", MCPY_KWFUNC(store_batch_get_into), METH_VARARGS | METH_KEYWORDS,
+     "batch_get_into(keys, buffer_ptrs, sizes) -> list of bytes read or negative status"},
+    {"batch_put_from_multi_buffers", MCPY_KWFUNC(store_batch_put_from_multi_buffers),
+     METH_VARARGS | METH_KEYWORDS,
+     "batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> list"},
+    {"batch_get_into_multi_buffers", MCPY_KWFUNC(store_batch_get_into_multi_buffers),
+     METH_VARARGS | METH_KEYWORDS,
+     "batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes, "
+     "prefer_alloc_in_same_node=False) -> list"},
+    {"is_exist", MCPY_KWFUNC(store_is_exist), METH_VARARGS | METH_KEYWORDS,
+     "is_exist(key) -> 1 exists, 0 absent, negative error"},
+    {"batch_is_exist", MCPY_KWFUNC(store_batch_is_exist), METH_VARARGS | METH_KEYWORDS,
+     "batch_is_exist(keys) -> list of 1/0/negative"},
+    {"get_size", MCPY_KWFUNC(store_get_size), METH_VARARGS | METH_KEYWORDS,
+     "get_size(key) -> size in bytes or negative error"},
+    {"remove", MCPY_KWFUNC(store_remove), METH_VARARGS | METH_KEYWORDS,
+     "remove(key, force=False) -> status"},
+    {"batch_remove", MCPY_KWFUNC(store_batch_remove), METH_VARARGS | METH_KEYWORDS,
+     "batch_remove(keys, force=False) -> list of status"},
+    {"remove_by_regex", MCPY_KWFUNC(store_remove_by_regex), METH_VARARGS | METH_KEYWORDS,
+     "remove_by_regex(regex_pattern, force=False) -> number removed or negative error"},
+    {"remove_all", MCPY_KWFUNC(store_remove_all), METH_VARARGS | METH_KEYWORDS,
+     "remove_all(force=False) -> number removed or negative error"},
+    {"_get_replica_desc", MCPY_KWFUNC(store_get_replica_desc), METH_VARARGS | METH_KEYWORDS,
+     "_get_replica_desc(key) -> list of (segment, endpoint, addr, size, status)"},
+    {"_batch_get_replica_desc", MCPY_KWFUNC(store_batch_get_replica_desc),
+     METH_VARARGS | METH_KEYWORDS, "_batch_get_replica_desc(keys) -> {key: [tuples]}"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mooncake._store.DistributedStore",
+    .tp_basicsize = sizeof(StoreObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Mooncake-C store client (use mooncake.store.MooncakeDistributedStore).",
+    .tp_new = store_new,
+    .tp_dealloc = (destructor)store_dealloc,
+    .tp_methods = store_methods,
+    .tp_weaklistoffset = offsetof(StoreObject, weakrefs),
+};
+
+static struct PyModuleDef store_module = {
+    PyModuleDef_HEAD_INIT, "mooncake._store", "Mooncake-C store client binding.", -1, NULL, NULL,
+    NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__store(void)
+{
+    if (mcpy_import_core() < 0)
+        return NULL;
+    if (PyType_Ready(&ReplCfgType) < 0 || PyType_Ready(&BufType) < 0 ||
+        PyType_Ready(&StoreType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&store_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&ReplCfgType);
+    Py_INCREF(&BufType);
+    Py_INCREF(&StoreType);
+    if (PyModule_AddObject(m, "ReplicateConfig", (PyObject *)&ReplCfgType) < 0 ||
+        PyModule_AddObject(m, "BufferHandle", (PyObject *)&BufType) < 0 ||
+        PyModule_AddObject(m, "DistributedStore", (PyObject *)&StoreType) < 0 ||
+        PyModule_AddIntConstant(m, "KEY_MAX", MC_STORE_KEY_MAX - 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,368 @@
+"""mooncake.engine.TransferEngine against a peer process (te_peer.py), metadata P2PHANDSHAKE."""
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import TePeer, sha256, wait_for
+from te_peer import pattern
+
+import mooncake
+from mooncake.engine import TransferEngine, TransferNotify, TransferOpcode
+
+LOCAL_SIZE = 8 << 20
+
+
+@pytest.fixture(scope="module")
+def eng():
+    """A local engine with one registered 8 MiB numpy buffer."""
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    buf = np.zeros(LOCAL_SIZE, dtype=np.uint8)
+    assert te.register_memory(buf.ctypes.data, buf.nbytes) == 0
+    te.buf = buf  # keep the registered memory alive as long as the engine
+    yield te
+    assert te.unregister_memory(buf.ctypes.data) == 0
+    te.close()
+
+
+def local_addr(eng, off=0):
+    return eng.buf.ctypes.data + off
+
+
+def test_initialize_reports_name_and_port(eng):
+    port = eng.get_rpc_port()
+    assert 0 < port < 65536
+    assert eng.get_local_hostname() == f"127.0.0.1:{port}"
+
+
+def test_sync_write_then_read(eng, peer):
+    n = 1 << 20
+    eng.buf[:n] = pattern(n, 1)
+    assert eng.transfer_sync_write(peer.name, local_addr(eng), peer.addr + 4096, n) == 0
+    assert peer.sha(4096, n) == sha256(eng.buf[:n])
+
+    peer.fill(0, n, 2)
+    eng.buf[n:2 * n] = 0
+    assert eng.transfer_sync_read(peer.name, local_addr(eng, n), peer.addr, n) == 0
+    assert sha256(eng.buf[n:2 * n]) == sha256(pattern(n, 2))
+
+
+def test_transfer_sync_with_opcode(eng, peer):
+    n = 65536
+    eng.buf[:n] = pattern(n, 3)
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.WRITE) == 0
+    assert peer.sha(0, n) == sha256(pattern(n, 3))
+    eng.buf[:n] = 0
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.READ) == 0
+    assert sha256(eng.buf[:n]) == sha256(pattern(n, 3))
+    # notifications are not supported: explicit error, nothing moved
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.WRITE,
+                             TransferNotify("a", "b")) < 0
+    assert eng.get_notifies() == []
+
+
+def test_batch_sync(eng, peer):
+    chunk, count = 64 * 1024, 16
+    total = chunk * count
+    eng.buf[:total] = pattern(total, 4)
+    locals_ = [local_addr(eng, i * chunk) for i in range(count)]
+    # scatter in reverse order on the peer
+    peers = [peer.addr + (count - 1 - i) * chunk for i in range(count)]
+    assert eng.batch_transfer_sync_write(peer.name, locals_, peers, [chunk] * count) == 0
+    expect = b"".join(bytes(eng.buf[(count - 1 - i) * chunk:(count - i) * chunk])
+                      for i in range(count))
+    assert peer.sha(0, total) == sha256(expect)
+
+    back = [local_addr(eng, total + i * chunk) for i in range(count)]
+    assert eng.batch_transfer_sync_read(peer.name, back, peers, [chunk] * count) == 0
+    assert sha256(eng.buf[total:2 * total]) == sha256(eng.buf[:total])
+    # generic form with opcode
+    assert eng.batch_transfer_sync(peer.name, back, peers, [chunk] * count,
+                                   TransferOpcode.READ) == 0
+
+
+def test_batch_async(eng, peer):
+    chunk, count = 128 * 1024, 8
+    total = chunk * count
+    eng.buf[:total] = pattern(total, 5)
+    locals_ = [local_addr(eng, i * chunk) for i in range(count)]
+    peers = [peer.addr + i * chunk for i in range(count)]
+    bid = eng.batch_transfer_async_write(peer.name, locals_, peers, [chunk] * count)
+    assert bid > 0
+    assert eng.get_batch_transfer_status([bid]) == 0
+    assert peer.sha(0, total) == sha256(eng.buf[:total])
+
+    peer.fill(0, total, 6)
+    back = [local_addr(eng, total + i * chunk) for i in range(count)]
+    b1 = eng.batch_transfer_async_read(peer.name, back[:4], peers[:4], [chunk] * 4)
+    b2 = eng.batch_transfer_async(peer.name, back[4:], peers[4:], [chunk] * 4,
+                                  TransferOpcode.READ)
+    assert b1 > 0 and b2 > 0 and b1 != b2
+    assert eng.get_batch_transfer_status([b1, b2]) == 0
+    assert sha256(eng.buf[total:2 * total]) == sha256(pattern(total, 6))
+    # ids are released once waited for
+    assert eng.get_batch_transfer_status([b1]) == -1
+    assert eng.transfer_check_status(b2) == -1
+
+
+def test_submit_and_check_status(eng, peer):
+    n = 256 * 1024
+    eng.buf[:n] = pattern(n, 7)
+    bid = eng.transfer_submit_write(peer.name, local_addr(eng), peer.addr, n)
+    assert bid > 0
+    status = wait_for(lambda: eng.transfer_check_status(bid) or None, timeout=10,
+                      what="transfer completion")
+    assert status == 1
+    assert peer.sha(0, n) == sha256(pattern(n, 7))
+
+
+def test_managed_buffer(eng, peer):
+    n = 1 << 20
+    addr = eng.allocate_managed_buffer(n)
+    assert addr != 0
+    data = bytes(pattern(4096, 8))
+    assert eng.write_bytes_to_buffer(addr, data, len(data)) == 0
+    assert eng.read_bytes_from_buffer(addr, len(data)) == data
+    assert eng.transfer_sync_write(peer.name, addr, peer.addr, len(data)) == 0
+    assert peer.sha(0, len(data)) == sha256(data)
+    # a managed buffer is not released by unregister_memory
+    assert eng.unregister_memory(addr) < 0
+    assert eng.free_managed_buffer(addr, n + 1) < 0          # wrong length
+    assert eng.free_managed_buffer(addr, n) == 0
+    assert eng.free_managed_buffer(addr, n) < 0              # twice
+    assert eng.free_managed_buffer(local_addr(eng), 16) < 0  # not a managed buffer
+    assert eng.write_bytes_to_buffer(addr, data, len(data)) < 0  # freed: refused, no crash
+    assert eng.allocate_managed_buffer(0) == 0
+
+
+def test_first_buffer_address(eng, peer):
+    assert eng.get_first_buffer_address(peer.name) == peer.addr
+    assert eng.get_first_buffer_address("127.0.0.1:1") == 0
+
+
+def test_batch_register_memory(eng, peer):
+    bufs = [np.zeros(65536, dtype=np.uint8) for _ in range(4)]
+    addrs = [b.ctypes.data for b in bufs]
+    assert eng.batch_register_memory(addrs, [b.nbytes for b in bufs]) == 0
+    for i, b in enumerate(bufs):
+        b[:] = pattern(b.nbytes, 10 + i)
+    assert eng.batch_transfer_sync_write(peer.name, addrs,
+                                         [peer.addr + i * 65536 for i in range(4)],
+                                         [65536] * 4) == 0
+    assert peer.sha(0, 4 * 65536) == sha256(b"".join(bytes(b) for b in bufs))
+    assert eng.batch_unregister_memory(addrs) == 0
+    # now unregistered: refused
+    assert eng.transfer_sync_write(peer.name, addrs[0], peer.addr, 16) < 0
+    # a failing batch registers nothing
+    assert eng.batch_register_memory([addrs[0], 0x1000], [65536, 4096]) < 0
+    assert eng.transfer_sync_write(peer.name, addrs[0], peer.addr, 16) < 0
+
+
+def test_bad_addresses_return_codes(eng, peer):
+    n = 4096
+    # unregistered / absurd local addresses
+    assert eng.transfer_sync_write(peer.name, 0xdead0000, peer.addr, n) < 0
+    assert eng.transfer_sync_read(peer.name, 0x10, peer.addr, n) < 0
+    assert eng.transfer_sync_write(peer.name, local_addr(eng, LOCAL_SIZE - 8), peer.addr, 16) < 0
+    # absurd / out-of-range remote addresses: the peer refuses, nobody crashes
+    assert eng.transfer_sync_write(peer.name, local_addr(eng), 0x10, n) < 0
+    assert eng.transfer_sync_read(peer.name, local_addr(eng), peer.addr + peer.len - 8, 16) < 0
+    assert eng.transfer_sync_write(peer.name, local_addr(eng), 2 ** 64 - 8, 16) < 0
+    # unknown peer
+    assert eng.transfer_sync_write("127.0.0.1:1", local_addr(eng), peer.addr, n) < 0
+    assert eng.batch_transfer_async_write(peer.name, [0x10], [peer.addr], [n]) == 0
+    assert eng.transfer_submit_write(peer.name, 0x10, peer.addr, n) < 0
+    # mismatched batch lists
+    assert eng.batch_transfer_sync_write(peer.name, [local_addr(eng)], [peer.addr, peer.addr],
+                                         [n]) < 0
+    # registration of memory that is not mapped
+    assert eng.register_memory(0x1000, 4096) < 0
+    assert eng.register_memory(local_addr(eng), 0) < 0
+    assert eng.unregister_memory(0x1000) < 0
+    # raw buffer I/O outside registered memory
+    assert eng.write_bytes_to_buffer(0x1000, b"abc", 3) < 0
+    assert eng.write_bytes_to_buffer(local_addr(eng), b"abc", 10) < 0  # length > data
+    with pytest.raises(ValueError):
+        eng.read_bytes_from_buffer(0x1000, 3)
+    # unknown batch ids
+    assert eng.transfer_check_status(987654321) == -1
+    assert eng.get_batch_transfer_status([987654321]) == -1
+    assert peer.alive()
+    # and the engine still works
+    eng.buf[:n] = pattern(n, 11)
+    assert eng.transfer_sync_write(peer.name, local_addr(eng), peer.addr, n) == 0
+    assert peer.sha(0, n) == sha256(pattern(n, 11))
+
+
+def test_bad_types_raise(eng, peer):
+    with pytest.raises(TypeError):
+        eng.transfer_sync_write(peer.name, "0x1000", peer.addr, 16)
+    with pytest.raises(TypeError):
+        eng.transfer_sync_write(12345, local_addr(eng), peer.addr, 16)
+    with pytest.raises(TypeError):
+        eng.transfer_sync_write(peer.name, 1.5, peer.addr, 16)
+    with pytest.raises(ValueError):
+        eng.transfer_sync_write(peer.name, local_addr(eng), peer.addr, -1)
+    with pytest.raises(OverflowError):
+        eng.transfer_sync_write(peer.name, local_addr(eng), 2 ** 70, 16)
+    with pytest.raises(TypeError):
+        eng.batch_transfer_sync_write(peer.name, 5, [peer.addr], [16])
+    with pytest.raises(TypeError):
+        eng.batch_transfer_sync_write(peer.name, [local_addr(eng)], [peer.addr], ["16"])
+    with pytest.raises(TypeError):
+        eng.register_memory("x", 10)
+    with pytest.raises(TypeError):
+        eng.write_bytes_to_buffer(local_addr(eng), "text", 4)
+    with pytest.raises(ValueError):
+        eng.transfer_sync(peer.name, local_addr(eng), peer.addr, 16, 7)
+    with pytest.raises(TypeError):
+        eng.transfer_sync_write(peer.name, local_addr(eng), peer.addr)
+    with pytest.raises(ValueError):
+        eng.transfer_sync_write("bad\0name", local_addr(eng), peer.addr, 16)
+    with pytest.raises(TypeError):
+        eng.initialize(1, "P2PHANDSHAKE", "tcp", "")
+
+
+def test_uninitialized_and_closed_engine():
+    te = TransferEngine()
+    buf = np.zeros(4096, dtype=np.uint8)
+    assert te.register_memory(buf.ctypes.data, buf.nbytes) < 0
+    assert te.transfer_sync_write("127.0.0.1:1", buf.ctypes.data, 0, 16) < 0
+    assert te.get_rpc_port() < 0
+    assert te.allocate_managed_buffer(4096) == 0
+    assert te.get_batch_transfer_status([1]) == -1
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") < 0  # twice
+    assert te.close() == 0
+    assert te.close() == 0
+    assert te.register_memory(buf.ctypes.data, buf.nbytes) < 0
+
+
+def test_gil_released_during_transfer(peer):
+    """A second Python thread runs while transfers are in flight in the main thread."""
+    big = 64 << 20
+    p = TePeer(size=big)
+    try:
+        te = TransferEngine()
+        assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+        buf = np.ones(big, dtype=np.uint8)
+        assert te.register_memory(buf.ctypes.data, big) == 0
+        stamps = []
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                stamps.append(time.monotonic())
+
+        calls = []
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            for _ in range(5):
+                t0 = time.monotonic()
+                assert te.transfer_sync_write(p.name, buf.ctypes.data, p.addr, big) == 0
+                calls.append((t0, time.monotonic()))
+        finally:
+            stop.set()
+            t.join()
+        inside = sum(1 for s in stamps for (a, b) in calls if a < s < b)
+        assert inside > 0, "no Python bytecode ran in another thread during a transfer"
+        te.unregister_memory(buf.ctypes.data)
+        te.close()
+    finally:
+        p.stop()
+
+
+def test_concurrent_threads(eng, peer):
+    """Many threads transferring disjoint ranges on one engine."""
+    nthreads, n = 8, 64 * 1024
+    errors = []
+
+    def work(i):
+        try:
+            off = i * n
+            for rep in range(10):
+                eng.buf[off:off + n] = pattern(n, 100 + i * 10 + rep)
+                if eng.transfer_sync_write(peer.name, local_addr(eng, off), peer.addr + off,
+                                           n) != 0:
+                    errors.append((i, "write"))
+                eng.buf[off:off + n] = 0
+                if eng.transfer_sync_read(peer.name, local_addr(eng, off), peer.addr + off,
+                                          n) != 0:
+                    errors.append((i, "read"))
+                if sha256(eng.buf[off:off + n]) != sha256(pattern(n, 100 + i * 10 + rep)):
+                    errors.append((i, "data"))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append((i, repr(e)))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(nthreads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+
+
+def test_logging_bridge(caplog):
+    """Library log lines (from C, any thread) reach logging.getLogger('mooncake')."""
+    caplog.set_level(logging.INFO, logger="mooncake")
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    mooncake.flush_logs()
+    recs = [r for r in caplog.records if r.name == "mooncake" and r.pathname.endswith(".c")]
+    assert recs, "no library log line reached Python logging"
+    assert any("serving" in r.getMessage() for r in recs)
+    assert all(r.lineno > 0 for r in recs)
+    te.close()
+
+
+def test_log_level_control():
+    old = mooncake.get_log_level()
+    try:
+        mooncake.set_log_level("error")
+        assert mooncake.get_log_level() == 40
+        mooncake.set_log_level(logging.DEBUG)
+        assert mooncake.get_log_level() == 10
+        with pytest.raises(ValueError):
+            mooncake.set_log_level("loud")
+    finally:
+        mooncake.set_log_level(old)
+
+
+def test_status_table():
+    assert mooncake.STATUS_CODES["OBJECT_NOT_FOUND"] == -704
+    assert mooncake.STATUS_CODES["INVALID_PARAMS"] == -600
+    assert mooncake.status_name(-600) == "INVALID_PARAMS"
+
+
+def test_exit_with_live_engine_and_logging_threads():
+    """Interpreter exit while C threads may still log must not crash or hang."""
+    code = textwrap.dedent("""
+        import logging, sys
+        import numpy as np
+        import mooncake
+        from mooncake.engine import TransferEngine
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+        mooncake.set_log_level("debug")
+        engines = []
+        for i in range(3):
+            te = TransferEngine()
+            assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+            engines.append(te)
+        buf = np.zeros(1 << 20, dtype=np.uint8)
+        assert engines[0].register_memory(buf.ctypes.data, buf.nbytes) == 0
+        for te in engines[1:]:
+            te.transfer_sync_read(engines[0].get_local_hostname(), 0x10, buf.ctypes.data, 16)
+        print("done", flush=True)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "done"
