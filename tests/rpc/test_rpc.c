@@ -1,0 +1,355 @@
+/* RPC layer: frame codec, server loop + client against the master handlers in-process, bad
+ * frames, unknown opcodes, pipelining, deadlines and reconnects. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/net.h"
+#include "common/time.h"
+#include "master/service.h"
+#include "rpc/frame.h"
+#include "rpc/rpc_client.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void test_frame_codec(void **state)
+{
+    (void)state;
+    uint8_t b[32];
+    mc_rpc_hdr_t h = {.opcode = 41, .flags = 1, .status = -704, .body_len = 1234,
+                      .req_id = 0x1122334455667788ull};
+    mc_rpc_hdr_encode(&h, b);
+    assert_memory_equal(b, "MCRP", 4);
+    mc_rpc_hdr_t d;
+    assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, &d), MC_OK);
+    assert_int_equal(d.opcode, 41);
+    assert_int_equal(d.flags, 1);
+    assert_int_equal(d.status, -704);
+    assert_int_equal(d.body_len, 1234);
+    assert_true(d.req_id == 0x1122334455667788ull);
+    assert_int_equal(mc_rpc_hdr_decode(b, 1000, &d), MC_ERR_TOO_LARGE);
+    b[4] = 9; /* version */
+    assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, &d), MC_ERR_PROTOCOL);
+    b[0] = 'X';
+    assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, &d), MC_ERR_PROTOCOL);
+}
+
+typedef struct fixture {
+    mc_master_service_t *svc;
+    pthread_t th;
+    char addr[64];
+} fixture_t;
+
+static void *run_svc(void *arg)
+{
+    mc_master_service_run(((fixture_t *)arg)->svc);
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1};
+    mc_master_config_default(&o.cfg);
+    if (mc_master_service_create(&o, &f->svc) != MC_OK)
+        return -1;
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%u", mc_master_service_port(f->svc));
+    pthread_create(&f->th, NULL, run_svc, f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    mc_master_service_stop(f->svc);
+    pthread_join(f->th, NULL);
+    mc_master_service_destroy(f->svc);
+    free(f);
+    return 0;
+}
+
+static uint8_t CID[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
+
+static void mount_seg(mc_rpc_client_t *c)
+{
+    McRpc__SegmentInfo si = MC_RPC__SEGMENT_INFO__INIT;
+    si.name = "seg0";
+    si.base_addr = 1 << 20;
+    si.size = 64 << 20;
+    si.host_label = "h";
+    si.te_endpoint = "127.0.0.1:1234";
+    uint8_t uuid[16] = {1};
+    si.segment_uuid = (ProtobufCBinaryData){16, uuid};
+    McRpc__MountSegmentRequest q = MC_RPC__MOUNT_SEGMENT_REQUEST__INIT;
+    q.client_id = (ProtobufCBinaryData){16, CID};
+    q.segment = &si;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_MOUNT_SEGMENT, &q.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
+    mc_rpc_response_free(resp);
+}
+
+static void test_put_get_over_rpc(void **state)
+{
+    fixture_t *f = *state;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, NULL, &c), MC_OK);
+    mount_seg(c);
+    McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
+    ps.client_id = (ProtobufCBinaryData){16, CID};
+    ps.key = "hello";
+    ps.value_size = 4096;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &resp, 2000), MC_OK);
+    McRpc__PutStartResponse *psr = (void *)resp;
+    assert_int_equal(psr->status, MC_OK);
+    assert_int_equal(psr->n_replicas, 1);
+    assert_string_equal(psr->replicas[0]->segment_name, "seg0");
+    assert_string_equal(psr->replicas[0]->transport_endpoint, "127.0.0.1:1234");
+    assert_int_equal(psr->replicas[0]->status, MC_RPC__REPLICA_STATUS__REPLICA_PROCESSING);
+    uint64_t addr = psr->replicas[0]->buffer_address;
+    mc_rpc_response_free(resp);
+    McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
+    pe.client_id = (ProtobufCBinaryData){16, CID};
+    pe.key = "hello";
+    pe.checksum = 0x1234567890abcdefull;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_END, &pe.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
+    mc_rpc_response_free(resp);
+    McRpc__KeyRequest kr = MC_RPC__KEY_REQUEST__INIT;
+    kr.key = "hello";
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_GET_REPLICA_LIST, &kr.base, &resp, 2000), MC_OK);
+    McRpc__ReplicaListResponse *rl = (void *)resp;
+    assert_int_equal(rl->status, MC_OK);
+    assert_int_equal(rl->n_replicas, 1);
+    assert_true(rl->replicas[0]->buffer_address == addr);
+    assert_int_equal(rl->replicas[0]->status, MC_RPC__REPLICA_STATUS__REPLICA_COMPLETE);
+    assert_true(rl->checksum == 0x1234567890abcdefull);
+    assert_int_equal(rl->size, 4096);
+    assert_int_equal(rl->lease_ttl_ms, 10000);
+    mc_rpc_response_free(resp);
+    /* empty key */
+    kr.key = "";
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_EXIST_KEY, &kr.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    /* batch exist, pipelined singles */
+    char *keys[200];
+    char kbuf[200][16];
+    for (int i = 0; i < 200; i++) {
+        snprintf(kbuf[i], 16, i % 2 ? "hello" : "k%d", i);
+        keys[i] = kbuf[i];
+    }
+    McRpc__BatchKeyRequest bk = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    bk.keys = keys;
+    bk.n_keys = 200;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_EXIST_KEY, &bk.base, &resp, 2000), MC_OK);
+    McRpc__BatchStatusResponse *bs = (void *)resp;
+    assert_int_equal(bs->n_statuses, 200);
+    for (int i = 0; i < 200; i++)
+        assert_int_equal(bs->statuses[i], i % 2 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+    mc_rpc_response_free(resp);
+    McRpc__KeyRequest krs[64];
+    mc_rpc_pending_t pend[64];
+    for (int i = 0; i < 64; i++) {
+        mc_rpc__key_request__init(&krs[i]);
+        krs[i].key = kbuf[i];
+        pend[i] = (mc_rpc_pending_t){.opcode = MC_OP_EXIST_KEY, .req = &krs[i].base};
+    }
+    assert_int_equal(mc_rpc_client_call_many(c, pend, 64, 2000), MC_OK);
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(pend[i].status, MC_OK);
+        assert_int_equal(((McRpc__StatusResponse *)pend[i].resp)->status,
+                         i % 2 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+        mc_rpc_response_free(pend[i].resp);
+    }
+    /* wrong message type for the opcode is refused locally */
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_END, &kr.base, &resp, 2000),
+                     MC_ERR_INVALID_PARAMS);
+    mc_rpc_client_destroy(c);
+}
+
+/* Raw socket helpers */
+static int raw_connect(const char *addr)
+{
+    char host[256];
+    uint16_t port;
+    assert_int_equal(mc_net_split_hostport(addr, host, &port), MC_OK);
+    int fd;
+    assert_int_equal(mc_net_connect(host, port, 2000, &fd), MC_OK);
+    return fd;
+}
+
+static void raw_send(int fd, uint32_t magic_ok, uint16_t version, uint16_t opcode,
+                     uint32_t body_len, const void *body, size_t send_body)
+{
+    uint8_t h[32];
+    mc_rpc_hdr_t hdr = {.opcode = opcode, .body_len = body_len, .req_id = 77};
+    mc_rpc_hdr_encode(&hdr, h);
+    if (!magic_ok)
+        h[0] = 'Z';
+    h[4] = (uint8_t)version;
+    assert_int_equal(mc_net_send_all(fd, h, 32, mc_now_ns() + 2000000000ull), MC_OK);
+    if (send_body)
+        assert_int_equal(mc_net_send_all(fd, body, send_body, mc_now_ns() + 2000000000ull), MC_OK);
+}
+
+static int32_t raw_recv_status(int fd, mc_rpc_hdr_t *h)
+{
+    uint8_t b[32];
+    if (mc_net_recv_all(fd, b, 32, mc_now_ns() + 2000000000ull) != MC_OK)
+        return 1;
+    assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, h), MC_OK);
+    assert_true(h->flags & MC_RPC_FLAG_RESPONSE);
+    uint8_t skip[4096];
+    if (h->body_len)
+        assert_int_equal(mc_net_recv_all(fd, skip, h->body_len, mc_now_ns() + 2000000000ull), MC_OK);
+    return h->status;
+}
+
+static int peer_closed(int fd)
+{
+    uint8_t b;
+    uint64_t dl = mc_now_ns() + 2000000000ull;
+    return mc_net_recv_all(fd, &b, 1, dl) == MC_ERR_CONNECTION;
+}
+
+static void test_bad_frames(void **state)
+{
+    fixture_t *f = *state;
+    mc_rpc_client_t *good;
+    assert_int_equal(mc_rpc_client_create(f->addr, NULL, &good), MC_OK);
+    McRpc__ServiceReadyRequest sr = MC_RPC__SERVICE_READY_REQUEST__INIT;
+    ProtobufCMessage *resp;
+    mc_rpc_hdr_t h;
+    /* unknown opcode: error, connection stays */
+    int fd = raw_connect(f->addr);
+    raw_send(fd, 1, 1, 63, 3, "abc", 3);
+    assert_int_equal(raw_recv_status(fd, &h), MC_ERR_NOT_SUPPORTED);
+    assert_int_equal(h.req_id, 77);
+    raw_send(fd, 1, 1, 999, 0, NULL, 0);
+    assert_int_equal(raw_recv_status(fd, &h), MC_ERR_NOT_SUPPORTED);
+    /* undecodable body: error, connection stays */
+    raw_send(fd, 1, 1, MC_OP_EXIST_KEY, 4, "\xff\xff\xff\xff", 4);
+    assert_int_equal(raw_recv_status(fd, &h), MC_ERR_PROTOCOL);
+    raw_send(fd, 1, 1, MC_OP_SERVICE_READY, 0, NULL, 0);
+    assert_int_equal(raw_recv_status(fd, &h), MC_OK);
+    close(fd);
+    /* bad magic: error then close */
+    fd = raw_connect(f->addr);
+    raw_send(fd, 0, 1, MC_OP_PING, 0, NULL, 0);
+    assert_int_equal(raw_recv_status(fd, &h), MC_ERR_PROTOCOL);
+    assert_true(peer_closed(fd));
+    close(fd);
+    /* bad version */
+    fd = raw_connect(f->addr);
+    raw_send(fd, 1, 7, MC_OP_PING, 0, NULL, 0);
+    assert_int_equal(raw_recv_status(fd, &h), MC_ERR_PROTOCOL);
+    assert_true(peer_closed(fd));
+    close(fd);
+    /* oversized body_len */
+    fd = raw_connect(f->addr);
+    raw_send(fd, 1, 1, MC_OP_PING, MC_RPC_MAX_BODY + 1, NULL, 0);
+    assert_int_equal(raw_recv_status(fd, &h), MC_ERR_TOO_LARGE);
+    assert_true(peer_closed(fd));
+    close(fd);
+    /* truncated frame, then the peer goes away */
+    fd = raw_connect(f->addr);
+    raw_send(fd, 1, 1, MC_OP_EXIST_KEY, 100, "abcdef", 6);
+    close(fd);
+    fd = raw_connect(f->addr);
+    assert_int_equal(send(fd, "MCR", 3, 0), 3);
+    close(fd);
+    /* another connection is served throughout */
+    assert_int_equal(mc_rpc_client_call(good, MC_OP_SERVICE_READY, &sr.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
+    mc_rpc_response_free(resp);
+    /* a batch over the cap is refused with a clear status */
+    McRpc__BatchKeyRequest bk = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    static char *keys[MC_RPC_MAX_BATCH + 1];
+    for (size_t i = 0; i <= MC_RPC_MAX_BATCH; i++)
+        keys[i] = "k";
+    bk.keys = keys;
+    bk.n_keys = MC_RPC_MAX_BATCH + 1;
+    assert_int_equal(mc_rpc_client_call(good, MC_OP_BATCH_EXIST_KEY, &bk.base, &resp, 5000), MC_OK);
+    assert_int_equal(((McRpc__BatchStatusResponse *)resp)->status, MC_ERR_TOO_LARGE);
+    mc_rpc_response_free(resp);
+    mc_rpc_client_destroy(good);
+}
+
+static void *silent_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    char buf[4096];
+    while (fd >= 0 && recv(fd, buf, sizeof(buf), 0) > 0) {
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void test_timeout_and_reconnect(void **state)
+{
+    (void)state;
+    int lfd;
+    uint16_t port;
+    assert_int_equal(mc_net_listen("127.0.0.1", 0, 0, &lfd, &port), MC_OK);
+    pthread_t th;
+    pthread_create(&th, NULL, silent_server, &lfd);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(addr, NULL, &c), MC_OK);
+    McRpc__ServiceReadyRequest sr = MC_RPC__SERVICE_READY_REQUEST__INIT;
+    ProtobufCMessage *resp;
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_SERVICE_READY, &sr.base, &resp, 200),
+                     MC_ERR_RPC_TIMEOUT);
+    assert_null(resp);
+    assert_true(mc_now_ms() - t0 < 2000);
+    pthread_join(th, NULL); /* our timeout closed the connection */
+    close(lfd);
+    /* nobody listening now */
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_SERVICE_READY, &sr.base, &resp, 500),
+                     MC_ERR_RPC_FAIL);
+    mc_rpc_client_destroy(c);
+    assert_int_equal(mc_rpc_client_create("nonsense", NULL, &c), MC_ERR_INVALID_PARAMS);
+}
+
+static void test_reconnect_after_restart(void **state)
+{
+    (void)state;
+    fixture_t *f;
+    assert_int_equal(setup((void **)&f), 0);
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, NULL, &c), MC_OK);
+    McRpc__ServiceReadyRequest sr = MC_RPC__SERVICE_READY_REQUEST__INIT;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_SERVICE_READY, &sr.base, &resp, 1000), MC_OK);
+    mc_rpc_response_free(resp);
+    char addr[64];
+    strcpy(addr, f->addr);
+    teardown((void **)&f);
+    assert_int_not_equal(mc_rpc_client_call(c, MC_OP_SERVICE_READY, &sr.base, &resp, 500), MC_OK);
+    mc_rpc_client_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_frame_codec),
+        cmocka_unit_test_setup_teardown(test_put_get_over_rpc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
+        cmocka_unit_test(test_timeout_and_reconnect),
+        cmocka_unit_test(test_reconnect_after_restart),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
