@@ -1,0 +1,1262 @@
+/* Transfer engine core: local segment table, descriptor publishing, segment cache, batches.
+ * Design: transport.h, docs/internals/transfer-engine.md.
+ *
+ * Locks (outer to inner): te->reg_mu -> table.lock -> te->desc_mu; te->mu (peers, batches,
+ * shareables) is a leaf except that it is never held while calling into a transport.
+ * peer->mu is held while fetching a descriptor (bounded by the transfer timeout).
+ */
+#include "te/transport.h"
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/time.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PORT_MIN 12300
+#define PORT_MAX 14300
+
+static const mc_te_transport_ops_t *const g_tp[MC_TE_TP_COUNT] = {&mc_te_tcp_ops, &mc_te_shm_ops};
+
+static void *tp_ctx(mc_te_t *te, int tp)
+{
+    return tp == MC_TE_TP_TCP ? te->tcp : te->shm;
+}
+
+/* ===================================== table ========================================== */
+
+void mc_te_table_init(mc_te_table_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    pthread_rwlock_init(&t->lock, NULL);
+    pthread_mutex_init(&t->drain_mu, NULL);
+    pthread_cond_init(&t->drain_cv, NULL);
+}
+
+void mc_te_table_fini(mc_te_table_t *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->bufs[i]);
+    free(t->bufs);
+    pthread_rwlock_destroy(&t->lock);
+    pthread_mutex_destroy(&t->drain_mu);
+    pthread_cond_destroy(&t->drain_cv);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Index of the first buffer whose addr > a (upper bound). Under lock. */
+static size_t table_upper(const mc_te_table_t *t, uint64_t a)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->bufs[mid]->addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+mc_status_t mc_te_table_insert(mc_te_table_t *t, mc_te_lbuf_t *b)
+{
+    if (b->len == 0 || b->addr + b->len < b->addr)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_wrlock(&t->lock);
+    mc_status_t st = MC_OK;
+    size_t pos = table_upper(t, b->addr);
+    /* neighbour before must end at or before b->addr, the one at pos must start at or after
+     * b's end */
+    if (pos > 0) {
+        const mc_te_lbuf_t *p = t->bufs[pos - 1];
+        if (b->addr - p->addr < p->len)
+            st = MC_ERR_SEGMENT_ALREADY_EXISTS;
+    }
+    if (st == MC_OK && pos < t->n && t->bufs[pos]->addr - b->addr < b->len)
+        st = MC_ERR_SEGMENT_ALREADY_EXISTS;
+    if (st == MC_OK && t->n >= MC_SEGMENT_MAX_BUFFERS)
+        st = MC_ERR_TOO_LARGE;
+    if (st == MC_OK && t->n == t->cap) {
+        size_t ncap = t->cap ? t->cap * 2 : 16;
+        mc_te_lbuf_t **nb = realloc(t->bufs, ncap * sizeof(*nb));
+        if (!nb)
+            st = MC_ERR_NO_MEMORY;
+        else {
+            t->bufs = nb;
+            t->cap = ncap;
+        }
+    }
+    if (st == MC_OK) {
+        memmove(&t->bufs[pos + 1], &t->bufs[pos], (t->n - pos) * sizeof(*t->bufs));
+        t->bufs[pos] = b;
+        t->n++;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return st;
+}
+
+mc_status_t mc_te_table_acquire(mc_te_table_t *t, uint64_t addr, uint64_t len, mc_te_lbuf_t **b_p)
+{
+    *b_p = NULL;
+    if (len == 0 || addr + len < addr)
+        return MC_ERR_OUT_OF_RANGE;
+    mc_status_t st = MC_ERR_OUT_OF_RANGE;
+    pthread_rwlock_rdlock(&t->lock);
+    size_t pos = table_upper(t, addr);
+    if (pos > 0) {
+        mc_te_lbuf_t *b = t->bufs[pos - 1];
+        uint64_t off = addr - b->addr;
+        if (off < b->len && len <= b->len - off && !atomic_load(&b->closing)) {
+            atomic_fetch_add(&b->inflight, 1);
+            *b_p = b;
+            st = MC_OK;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return st;
+}
+
+void mc_te_table_release(mc_te_table_t *t, mc_te_lbuf_t *b)
+{
+    if (atomic_load(&b->closing)) {
+        /* an unregister waits: decrement under drain_mu so it cannot free b before we
+         * are done with it (it reads inflight only under drain_mu) */
+        pthread_mutex_lock(&t->drain_mu);
+        atomic_fetch_sub(&b->inflight, 1);
+        pthread_cond_broadcast(&t->drain_cv);
+        pthread_mutex_unlock(&t->drain_mu);
+    } else {
+        atomic_fetch_sub(&b->inflight, 1);
+    }
+}
+
+mc_status_t mc_te_table_begin_remove(mc_te_table_t *t, uint64_t addr, mc_te_lbuf_t **b_p)
+{
+    mc_status_t st = MC_ERR_OBJECT_NOT_FOUND;
+    pthread_rwlock_wrlock(&t->lock);
+    size_t pos = table_upper(t, addr);
+    if (pos > 0 && t->bufs[pos - 1]->addr == addr) {
+        mc_te_lbuf_t *b = t->bufs[pos - 1];
+        int z = 0;
+        if (atomic_compare_exchange_strong(&b->closing, &z, 1)) {
+            *b_p = b;
+            st = MC_OK;
+        } else {
+            st = MC_ERR_BUSY;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return st;
+}
+
+mc_status_t mc_te_table_wait_drain(mc_te_table_t *t, mc_te_lbuf_t *b, uint64_t deadline_ns)
+{
+    mc_status_t st = MC_OK;
+    pthread_mutex_lock(&t->drain_mu);
+    while (atomic_load(&b->inflight) > 0) {
+        uint64_t now = mc_now_ns();
+        if (now >= deadline_ns) {
+            st = MC_ERR_BUSY;
+            break;
+        }
+        /* condvar uses CLOCK_REALTIME; wait in short steps against our monotonic deadline */
+        uint64_t step = deadline_ns - now;
+        if (step > 10000000ull)
+            step = 10000000ull;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)step;
+        while (ts.tv_nsec >= 1000000000L) {
+            ts.tv_nsec -= 1000000000L;
+            ts.tv_sec++;
+        }
+        pthread_cond_timedwait(&t->drain_cv, &t->drain_mu, &ts);
+    }
+    pthread_mutex_unlock(&t->drain_mu);
+    return st;
+}
+
+void mc_te_table_finish_remove(mc_te_table_t *t, mc_te_lbuf_t *b, bool remove)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    if (!remove) {
+        atomic_store(&b->closing, 0);
+        pthread_rwlock_unlock(&t->lock);
+        return;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->bufs[i] == b) {
+            memmove(&t->bufs[i], &t->bufs[i + 1], (t->n - i - 1) * sizeof(*t->bufs));
+            t->n--;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    /* wait out a releaser that is still inside its drain_mu section */
+    pthread_mutex_lock(&t->drain_mu);
+    pthread_mutex_unlock(&t->drain_mu);
+    free(b);
+}
+
+/* =================================== descriptor ======================================= */
+
+mc_status_t mc_te_desc_json_copy(mc_te_t *te, char **json_p, size_t *len_p)
+{
+    pthread_mutex_lock(&te->desc_mu);
+    char *j = te->desc_json ? mc_strndup(te->desc_json, te->desc_json_len) : NULL;
+    size_t len = te->desc_json_len;
+    pthread_mutex_unlock(&te->desc_mu);
+    if (!j)
+        return te->desc_json ? MC_ERR_NO_MEMORY : MC_ERR_SEGMENT_NOT_FOUND;
+    *json_p = j;
+    *len_p = len;
+    return MC_OK;
+}
+
+/* Rebuild and publish our descriptor. Under te->reg_mu. */
+static mc_status_t te_publish(mc_te_t *te)
+{
+    mc_segment_desc_t d;
+    memset(&d, 0, sizeof(d));
+    snprintf(d.name, sizeof(d.name), "%s", te->local_name);
+    snprintf(d.protocol, sizeof(d.protocol), "tcp");
+    snprintf(d.host_id, sizeof(d.host_id), "%s", te->host_id);
+    d.pid = (int32_t)te->pid;
+    d.tcp_data_port = te->port;
+    d.timestamp = mc_wall_ms();
+    pthread_rwlock_rdlock(&te->table.lock);
+    d.buffers = calloc(te->table.n ? te->table.n : 1, sizeof(*d.buffers));
+    if (!d.buffers) {
+        pthread_rwlock_unlock(&te->table.lock);
+        return MC_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < te->table.n; i++) {
+        const mc_te_lbuf_t *b = te->table.bufs[i];
+        mc_buffer_desc_t *o = &d.buffers[d.n_buffers++];
+        snprintf(o->location, sizeof(o->location), "%s", b->location);
+        o->addr = b->addr;
+        o->length = b->len;
+        o->shm_fd = b->shm_fd;
+        o->shm_offset = b->shm_offset;
+    }
+    pthread_rwlock_unlock(&te->table.lock);
+    if (te->shm && mc_te_shm_ops.transport_info)
+        d.transport_info = mc_te_shm_ops.transport_info(te->shm);
+    char *json = NULL;
+    mc_status_t st = mc_segment_desc_to_json(&d, &json);
+    mc_segment_desc_free(&d);
+    if (st != MC_OK) {
+        MC_LOG_ERROR("te: cannot serialize our descriptor: %s", mc_status_name(st));
+        return st;
+    }
+    size_t len = strlen(json);
+    pthread_mutex_lock(&te->desc_mu);
+    free(te->desc_json);
+    te->desc_json = json;
+    te->desc_json_len = len;
+    pthread_mutex_unlock(&te->desc_mu);
+    if (te->meta && !mc_meta_is_p2p(te->meta)) {
+        char key[MC_TE_NAME_MAX + 32];
+        snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, te->local_name);
+        st = mc_meta_put(te->meta, key, json);
+        if (st != MC_OK)
+            MC_LOG_ERROR("te: publishing %s failed: %s", key, mc_status_name(st));
+    }
+    return st;
+}
+
+/* ===================================== peers ========================================== */
+
+void mc_te_rdesc_put(mc_te_rdesc_t *r)
+{
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+        mc_segment_desc_free(&r->d);
+        free(r);
+    }
+}
+
+static int choose_transport(mc_te_t *te, const mc_segment_desc_t *d)
+{
+    if (te->force_tcp || !te->shm || strcmp(te->protocol, "tcp") == 0)
+        return MC_TE_TP_TCP;
+    if (strcmp(d->host_id, te->host_id) != 0 || d->pid <= 0)
+        return MC_TE_TP_TCP;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d", (int)d->pid);
+    if (access(path, F_OK) != 0)
+        return MC_TE_TP_TCP;
+    if (!mc_te_shm_ops.can_reach(te->shm, d))
+        return MC_TE_TP_TCP;
+    return MC_TE_TP_SHM;
+}
+
+static mc_status_t fetch_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p)
+{
+    mc_te_t *te = p->te;
+    char *json = NULL;
+    size_t len = 0;
+    mc_status_t st;
+    if (mc_meta_is_p2p(te->meta)) {
+        st = mc_te_tcp_fetch_desc(p->host, p->port, te->timeout_ms, &json, &len);
+    } else {
+        char key[MC_TE_NAME_MAX + 32];
+        snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, p->name);
+        st = mc_meta_get(te->meta, key, &json);
+        if (st == MC_OK)
+            len = strlen(json);
+    }
+    if (st != MC_OK) {
+        MC_LOG_DEBUG("te: descriptor of %s unavailable: %s", p->name, mc_status_name(st));
+        return st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_CONNECTION ? MC_ERR_SEGMENT_NOT_FOUND
+                                                                         : st;
+    }
+    mc_te_rdesc_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        free(json);
+        return MC_ERR_NO_MEMORY;
+    }
+    st = mc_segment_desc_from_json(json, len, &r->d);
+    free(json);
+    if (st != MC_OK) {
+        MC_LOG_WARN("te: descriptor of %s is malformed: %s", p->name, mc_status_name(st));
+        free(r);
+        return st;
+    }
+    atomic_store(&r->refs, 1);
+    *r_p = r;
+    return MC_OK;
+}
+
+mc_status_t mc_te_peer_get_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p, int *tp_p)
+{
+    pthread_mutex_lock(&p->mu);
+    mc_status_t st = MC_OK;
+    if (!p->desc) {
+        mc_te_rdesc_t *r;
+        st = fetch_desc(p, &r);
+        if (st == MC_OK) {
+            p->desc = r;
+            p->tp = choose_transport(p->te, &r->d);
+            MC_LOG_DEBUG("te: segment %s (pid %d) via %s", p->name, (int)r->d.pid,
+                         g_tp[p->tp]->name);
+        }
+    }
+    if (st == MC_OK) {
+        atomic_fetch_add(&p->desc->refs, 1);
+        *r_p = p->desc;
+        *tp_p = p->tp;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+void mc_te_peer_invalidate(mc_te_peer_t *p, mc_te_rdesc_t *r)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->desc && (!r || p->desc == r)) {
+        mc_te_rdesc_put(p->desc);
+        p->desc = NULL;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static mc_te_peer_t *peer_by_handle(mc_te_t *te, mc_te_segment_t seg)
+{
+    mc_te_peer_t *p = NULL;
+    pthread_mutex_lock(&te->mu);
+    if (seg >= 1 && seg <= te->n_peers)
+        p = te->peers[seg - 1];
+    pthread_mutex_unlock(&te->mu);
+    return p;
+}
+
+/* ===================================== engine ========================================= */
+
+static void format_name(char *out, size_t cap, const char *host, uint16_t port)
+{
+    /* the host was length-checked against MC_TE_NAME_MAX - 8 at create */
+    int k = strchr(host, ':') ? snprintf(out, cap, "[%s]:%u", host, port)
+                              : snprintf(out, cap, "%s:%u", host, port);
+    if (k < 0 || (size_t)k >= cap)
+        out[0] = '\0';
+}
+
+static mc_status_t te_listen(mc_te_t *te, const char *name)
+{
+    const char *colon = strrchr(name, ':');
+    uint16_t port = 0;
+    if (name[0] == '[') {
+        const char *rb = strchr(name, ']');
+        if (!rb || rb == name + 1 || (size_t)(rb - name - 1) >= sizeof(te->host))
+            return MC_ERR_INVALID_PARAMS;
+        memcpy(te->host, name + 1, (size_t)(rb - name - 1));
+        te->host[rb - name - 1] = '\0';
+        colon = rb[1] == ':' ? rb + 1 : NULL;
+        if (rb[1] && !colon)
+            return MC_ERR_INVALID_PARAMS;
+    } else {
+        size_t hl = colon ? (size_t)(colon - name) : strlen(name);
+        if (hl == 0 || hl >= sizeof(te->host))
+            return MC_ERR_INVALID_PARAMS;
+        memcpy(te->host, name, hl);
+        te->host[hl] = '\0';
+    }
+    if (colon) {
+        char *end;
+        errno = 0;
+        long v = strtol(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || *end || v < 0 || v > 65535)
+            return MC_ERR_INVALID_PARAMS;
+        port = (uint16_t)v;
+    }
+    if (port != 0)
+        return mc_net_listen(te->host, port, 1, &te->listen_fd, &te->port);
+    /* pick a free port in [PORT_MIN, PORT_MAX], starting at a pseudo-random offset */
+    uint32_t span = PORT_MAX - PORT_MIN + 1;
+    uint32_t start = (uint32_t)(mc_now_ns() ^ ((uint64_t)getpid() * 2654435761u)) % span;
+    for (uint32_t i = 0; i < span; i++) {
+        uint16_t p = (uint16_t)(PORT_MIN + (start + i) % span);
+        if (mc_net_listen(te->host, p, 1, &te->listen_fd, &te->port) == MC_OK)
+            return MC_OK;
+    }
+    MC_LOG_ERROR("te: no free port in %d-%d on %s", PORT_MIN, PORT_MAX, te->host);
+    return MC_ERR_IO;
+}
+
+static uint32_t env_u32(const char *name, uint32_t dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+    if (*end || x == 0 || x > UINT32_MAX)
+        return dflt;
+    return (uint32_t)x;
+}
+
+MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
+{
+    if (!cfg || !te_p || !cfg->metadata_uri)
+        return MC_ERR_INVALID_PARAMS;
+    const char *proto = cfg->protocol && *cfg->protocol ? cfg->protocol : "auto";
+    if (strcmp(proto, "ucx") == 0 || strcmp(proto, "rdma") == 0) {
+        MC_LOG_ERROR("te: protocol %s is not built in", proto);
+        return MC_ERR_NOT_SUPPORTED;
+    }
+    if (strcmp(proto, "auto") && strcmp(proto, "tcp") && strcmp(proto, "shm")) {
+        MC_LOG_ERROR("te: unknown protocol '%s'", proto);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    const char *name = cfg->local_server_name && *cfg->local_server_name
+                           ? cfg->local_server_name : "127.0.0.1";
+    if (strlen(name) >= MC_TE_NAME_MAX - 8)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_t *te = MC_NEW(mc_te_t);
+    if (!te)
+        return MC_ERR_NO_MEMORY;
+    te->listen_fd = -1;
+    snprintf(te->protocol, sizeof(te->protocol), "%s", proto);
+    te->timeout_ms = cfg->transfer_timeout_ms ? cfg->transfer_timeout_ms
+                                              : env_u32("MC_TE_TIMEOUT_MS", MC_TE_DEFAULT_TIMEOUT_MS);
+    te->tcp_conns = cfg->tcp_connections ? cfg->tcp_connections
+                                         : env_u32("MC_TE_TCP_CONNECTIONS", MC_TE_DEFAULT_CONNS);
+    if (te->tcp_conns > MC_TE_MAX_CONNS)
+        te->tcp_conns = MC_TE_MAX_CONNS;
+    te->workers = cfg->worker_threads ? cfg->worker_threads
+                                      : env_u32("MC_TE_WORKERS", MC_TE_DEFAULT_WORKERS);
+    if (te->workers > MC_TE_MAX_WORKERS)
+        te->workers = MC_TE_MAX_WORKERS;
+    te->slice_size = env_u32("MC_TE_SLICE_SIZE", MC_TE_DEFAULT_SLICE);
+    if (te->slice_size < 4096)
+        te->slice_size = 4096;
+    if (te->slice_size > MC_TE_FRAME_MAX_PAYLOAD)
+        te->slice_size = MC_TE_FRAME_MAX_PAYLOAD;
+    const char *ft = getenv("MC_FORCE_TCP");
+    te->force_tcp = (ft && strcmp(ft, "1") == 0) || strcmp(proto, "tcp") == 0;
+    mc_net_host_id(te->host_id, sizeof(te->host_id));
+    te->pid = getpid();
+    pthread_mutex_init(&te->mu, NULL);
+    pthread_mutex_init(&te->desc_mu, NULL);
+    pthread_mutex_init(&te->reg_mu, NULL);
+    mc_te_table_init(&te->table);
+
+    mc_status_t st = mc_meta_open(cfg->metadata_uri, &te->meta);
+    if (st != MC_OK) {
+        MC_LOG_ERROR("te: metadata '%s': %s", cfg->metadata_uri, mc_status_name(st));
+        goto fail;
+    }
+    st = te_listen(te, name);
+    if (st != MC_OK) {
+        MC_LOG_ERROR("te: cannot listen for %s: %s", name, mc_status_name(st));
+        goto fail;
+    }
+    format_name(te->local_name, sizeof(te->local_name), te->host, te->port);
+    st = mc_te_tcp_ops.init(te, &te->tcp);
+    if (st != MC_OK)
+        goto fail;
+    if (mc_te_shm_ops.init(te, &te->shm) != MC_OK) {
+        MC_LOG_WARN("te: shared-memory transport unavailable; using tcp only");
+        te->shm = NULL;
+    }
+    pthread_mutex_lock(&te->reg_mu);
+    st = te_publish(te);
+    pthread_mutex_unlock(&te->reg_mu);
+    if (st != MC_OK)
+        goto fail;
+    MC_LOG_INFO("te: %s serving (protocol %s, timeout %u ms, %u connections/peer, %u loops)",
+                te->local_name, te->protocol, te->timeout_ms, te->tcp_conns, te->workers);
+    *te_p = te;
+    return MC_OK;
+fail:
+    mc_te_destroy(te);
+    return st;
+}
+
+MC_API void mc_te_destroy(mc_te_t *te)
+{
+    if (!te)
+        return;
+    atomic_store(&te->stopping, 1);
+    if (te->meta && !mc_meta_is_p2p(te->meta) && te->port) {
+        char key[MC_TE_NAME_MAX + 32];
+        snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, te->local_name);
+        mc_meta_del(te->meta, key);
+    }
+    if (te->tcp)
+        mc_te_tcp_ops.fini(te->tcp);
+    for (size_t i = 0; i < te->n_peers; i++) {
+        mc_te_peer_t *p = te->peers[i];
+        for (int k = 0; k < MC_TE_TP_COUNT; k++)
+            if (g_tp[k]->peer_free && tp_ctx(te, k))
+                g_tp[k]->peer_free(tp_ctx(te, k), p);
+        mc_te_rdesc_put(p->desc);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+    }
+    if (te->shm)
+        mc_te_shm_ops.fini(te->shm);
+    free(te->peers);
+    for (size_t i = 0; i < te->n_batch_slots; i++) {
+        mc_te_batch_impl_t *b = te->batches[i];
+        if (!b)
+            continue;
+        for (size_t k = 0; k < b->n; k++)
+            if (b->reqs[k].slices != &b->reqs[k].inline_slice)
+                free(b->reqs[k].slices);
+        free(b->reqs);
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+        free(b);
+    }
+    free(te->batches);
+    free(te->batch_gen);
+    while (te->shareables) {
+        mc_te_shareable_t *s = te->shareables;
+        te->shareables = s->next;
+        munmap(s->addr, s->len);
+        close(s->fd);
+        free(s);
+    }
+    if (te->listen_fd >= 0)
+        close(te->listen_fd);
+    mc_te_table_fini(&te->table);
+    if (te->meta)
+        mc_meta_close(te->meta);
+    free(te->desc_json);
+    pthread_mutex_destroy(&te->mu);
+    pthread_mutex_destroy(&te->desc_mu);
+    pthread_mutex_destroy(&te->reg_mu);
+    free(te);
+}
+
+MC_API const char *mc_te_local_name(const mc_te_t *te)
+{
+    return te ? te->local_name : "";
+}
+
+MC_API uint16_t mc_te_rpc_port(const mc_te_t *te)
+{
+    return te ? te->port : 0;
+}
+
+/* ================================ shareable memory ==================================== */
+
+MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
+{
+    if (!te || len == 0)
+        return NULL;
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t alen = (len + (size_t)pg - 1) & ~((size_t)pg - 1);
+    int fd = memfd_create("mc-te-shareable", MFD_CLOEXEC);
+    if (fd < 0) {
+        MC_LOG_ERROR("te: memfd_create failed: %m");
+        return NULL;
+    }
+    if (ftruncate(fd, (off_t)alen) != 0) {
+        MC_LOG_ERROR("te: ftruncate(%zu) failed: %m", alen);
+        close(fd);
+        return NULL;
+    }
+    void *p = mmap(NULL, alen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        MC_LOG_ERROR("te: mmap of %zu shareable bytes failed: %m", alen);
+        close(fd);
+        return NULL;
+    }
+    mc_te_shareable_t *s = MC_NEW(mc_te_shareable_t);
+    if (!s) {
+        munmap(p, alen);
+        close(fd);
+        return NULL;
+    }
+    s->addr = p;
+    s->len = alen;
+    s->fd = fd;
+    pthread_mutex_lock(&te->mu);
+    s->next = te->shareables;
+    te->shareables = s;
+    pthread_mutex_unlock(&te->mu);
+    return p;
+}
+
+MC_API void mc_te_free_shareable(mc_te_t *te, void *addr)
+{
+    if (!te || !addr)
+        return;
+    pthread_mutex_lock(&te->mu);
+    mc_te_shareable_t **pp = &te->shareables, *s = NULL;
+    for (; *pp; pp = &(*pp)->next) {
+        if ((*pp)->addr == addr) {
+            s = *pp;
+            *pp = s->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&te->mu);
+    if (!s) {
+        MC_LOG_WARN("te: free_shareable(%p): not a shareable allocation", addr);
+        return;
+    }
+    /* Registrations inside it must not outlive it. */
+    for (;;) {
+        uint64_t found = 0;
+        pthread_rwlock_rdlock(&te->table.lock);
+        for (size_t i = 0; i < te->table.n && !found; i++) {
+            mc_te_lbuf_t *b = te->table.bufs[i];
+            if (b->addr >= (uint64_t)(uintptr_t)s->addr &&
+                b->addr < (uint64_t)(uintptr_t)s->addr + s->len)
+                found = b->addr;
+        }
+        pthread_rwlock_unlock(&te->table.lock);
+        if (!found)
+            break;
+        MC_LOG_WARN("te: free_shareable: buffer 0x%llx still registered; unregistering",
+                    (unsigned long long)found);
+        if (mc_te_unregister(te, (void *)(uintptr_t)found) != MC_OK) {
+            MC_LOG_ERROR("te: free_shareable: cannot unregister 0x%llx; leaking the mapping",
+                         (unsigned long long)found);
+            free(s); /* keep memory mapped: peers may still use it */
+            return;
+        }
+    }
+    munmap(s->addr, s->len);
+    close(s->fd);
+    free(s);
+}
+
+/* =================================== registration ===================================== */
+
+MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location)
+{
+    if (!te || !addr || len == 0 || (uint64_t)(uintptr_t)addr + len < (uint64_t)(uintptr_t)addr)
+        return MC_ERR_INVALID_PARAMS;
+    if (location && strlen(location) >= MC_TE_LOCATION_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_lbuf_t *b = MC_NEW(mc_te_lbuf_t);
+    if (!b)
+        return MC_ERR_NO_MEMORY;
+    b->addr = (uint64_t)(uintptr_t)addr;
+    b->len = len;
+    snprintf(b->location, sizeof(b->location), "%s", location ? location : "cpu:0");
+    b->shm_fd = -1;
+    b->slot = -1;
+    pthread_mutex_lock(&te->mu);
+    for (mc_te_shareable_t *s = te->shareables; s; s = s->next) {
+        uint64_t sa = (uint64_t)(uintptr_t)s->addr;
+        if (b->addr >= sa && b->addr - sa < s->len && len <= s->len - (b->addr - sa)) {
+            b->shm_fd = s->fd;
+            b->shm_offset = b->addr - sa;
+        }
+    }
+    pthread_mutex_unlock(&te->mu);
+    pthread_mutex_lock(&te->reg_mu);
+    mc_status_t st = mc_te_table_insert(&te->table, b);
+    if (st != MC_OK) {
+        pthread_mutex_unlock(&te->reg_mu);
+        MC_LOG_WARN("te: register %p+%zu refused: %s", addr, len, mc_status_name(st));
+        free(b);
+        return st;
+    }
+    if (te->shm && mc_te_shm_ops.on_register(te->shm, b) != MC_OK)
+        b->slot = -1; /* peers then use the owner-side copy path for it */
+    st = te_publish(te);
+    pthread_mutex_unlock(&te->reg_mu);
+    return st;
+}
+
+MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
+{
+    if (!te || !addr)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_lbuf_t *b;
+    mc_status_t st = mc_te_table_begin_remove(&te->table, (uint64_t)(uintptr_t)addr, &b);
+    if (st != MC_OK)
+        return st;
+    uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
+    bool shm_hooked = te->shm && b->slot >= 0;
+    if (shm_hooked)
+        st = mc_te_shm_ops.on_unregister(te->shm, b, deadline);
+    if (st == MC_OK)
+        st = mc_te_table_wait_drain(&te->table, b, deadline);
+    pthread_mutex_lock(&te->reg_mu);
+    if (st != MC_OK) {
+        if (shm_hooked)
+            mc_te_shm_ops.on_unregister_abort(te->shm, b);
+        mc_te_table_finish_remove(&te->table, b, false);
+        pthread_mutex_unlock(&te->reg_mu);
+        MC_LOG_WARN("te: unregister %p: transfers did not drain in %u ms", addr, te->timeout_ms);
+        return MC_ERR_BUSY;
+    }
+    if (shm_hooked)
+        mc_te_shm_ops.on_unregister_done(te->shm, b);
+    mc_te_table_finish_remove(&te->table, b, true);
+    st = te_publish(te);
+    pthread_mutex_unlock(&te->reg_mu);
+    return st;
+}
+
+/* ===================================== segments ======================================= */
+
+MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p)
+{
+    if (!te || !name || !seg_p || !*name || strlen(name) >= MC_TE_NAME_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_peer_t *p = NULL;
+    pthread_mutex_lock(&te->mu);
+    for (size_t i = 0; i < te->n_peers; i++) {
+        if (strcmp(te->peers[i]->name, name) == 0) {
+            p = te->peers[i];
+            break;
+        }
+    }
+    if (!p) {
+        bool local = strcmp(name, te->local_name) == 0;
+        char host[MC_HOST_MAX];
+        uint16_t port = 0;
+        if (!local && mc_net_split_hostport(name, host, &port) != MC_OK) {
+            pthread_mutex_unlock(&te->mu);
+            MC_LOG_WARN("te: segment name '%s' is not host:port", name);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        if (te->n_peers == te->cap_peers) {
+            size_t ncap = te->cap_peers ? te->cap_peers * 2 : 8;
+            mc_te_peer_t **np = realloc(te->peers, ncap * sizeof(*np));
+            if (!np) {
+                pthread_mutex_unlock(&te->mu);
+                return MC_ERR_NO_MEMORY;
+            }
+            te->peers = np;
+            te->cap_peers = ncap;
+        }
+        p = MC_NEW(mc_te_peer_t);
+        if (!p) {
+            pthread_mutex_unlock(&te->mu);
+            return MC_ERR_NO_MEMORY;
+        }
+        p->te = te;
+        p->idx = (uint32_t)te->n_peers;
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        if (!local)
+            snprintf(p->host, sizeof(p->host), "%s", host);
+        p->port = port;
+        p->is_local = local;
+        pthread_mutex_init(&p->mu, NULL);
+        te->peers[te->n_peers++] = p;
+    }
+    pthread_mutex_unlock(&te->mu);
+    if (!p->is_local) {
+        mc_te_rdesc_t *r;
+        int tp;
+        mc_status_t st = mc_te_peer_get_desc(p, &r, &tp);
+        if (st != MC_OK)
+            return st;
+        mc_te_rdesc_put(r);
+    }
+    *seg_p = p->idx + 1;
+    return MC_OK;
+}
+
+MC_API mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
+{
+    mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
+    if (!p)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_peer_invalidate(p, NULL);
+    return MC_OK;
+}
+
+MC_API mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, uint64_t *addr_p)
+{
+    mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
+    if (!p || !addr_p)
+        return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = MC_ERR_OBJECT_NOT_FOUND;
+    if (p->is_local) {
+        pthread_rwlock_rdlock(&te->table.lock);
+        if (te->table.n > 0) {
+            *addr_p = te->table.bufs[0]->addr;
+            st = MC_OK;
+        }
+        pthread_rwlock_unlock(&te->table.lock);
+        return st;
+    }
+    /* always fresh: callers use this right after the peer registered */
+    mc_te_peer_invalidate(p, NULL);
+    mc_te_rdesc_t *r;
+    int tp;
+    st = mc_te_peer_get_desc(p, &r, &tp);
+    if (st != MC_OK)
+        return st;
+    if (r->d.n_buffers > 0)
+        *addr_p = r->d.buffers[0].addr;
+    else
+        st = MC_ERR_OBJECT_NOT_FOUND;
+    mc_te_rdesc_put(r);
+    return st;
+}
+
+/* ===================================== batches ======================================== */
+
+static void req_finalize(mc_te_req_t *r)
+{
+    int e = atomic_load(&r->error);
+    int state = e == MC_OK ? MC_TE_COMPLETED : e == MC_ERR_TIMEOUT ? MC_TE_TIMEOUT : MC_TE_FAILED;
+    mc_te_batch_impl_t *b = r->batch;
+    atomic_store(&r->state, state);
+    if (atomic_fetch_sub(&b->outstanding, 1) == 1 && atomic_load(&b->waiters) > 0) {
+        pthread_mutex_lock(&b->mu);
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+    }
+}
+
+void mc_te_slice_done(mc_te_slice_t *s, mc_status_t st, uint64_t bytes)
+{
+    mc_te_req_t *r = s->req;
+    if (st != MC_OK) {
+        int z = MC_OK;
+        atomic_compare_exchange_strong(&r->error, &z, (int)st);
+    }
+    if (bytes)
+        atomic_fetch_add(&r->transferred, bytes);
+    if (atomic_fetch_sub(&r->remaining, 1) == 1)
+        req_finalize(r);
+}
+
+static mc_te_batch_impl_t *batch_new(mc_te_t *te, size_t cap)
+{
+    mc_te_batch_impl_t *b = MC_NEW(mc_te_batch_impl_t);
+    if (!b)
+        return NULL;
+    b->reqs = mc_calloc(cap, sizeof(*b->reqs));
+    if (!b->reqs) {
+        free(b);
+        return NULL;
+    }
+    b->te = te;
+    b->cap = cap;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    return b;
+}
+
+static void batch_delete(mc_te_batch_impl_t *b)
+{
+    for (size_t k = 0; k < b->n; k++)
+        if (b->reqs[k].slices != &b->reqs[k].inline_slice)
+            free(b->reqs[k].slices);
+    free(b->reqs);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    free(b);
+}
+
+static mc_te_batch_impl_t *batch_lookup(mc_te_t *te, mc_te_batch_t h, bool take)
+{
+    uint64_t slot = (h & 0xffffffffu);
+    uint32_t gen = (uint32_t)(h >> 32);
+    mc_te_batch_impl_t *b = NULL;
+    pthread_mutex_lock(&te->mu);
+    if (slot >= 1 && slot <= te->n_batch_slots && te->batch_gen[slot - 1] == gen) {
+        b = te->batches[slot - 1];
+        if (b && take) {
+            if (atomic_load(&b->outstanding) > 0) {
+                b = (mc_te_batch_impl_t *)(uintptr_t)1; /* busy marker */
+            } else {
+                te->batches[slot - 1] = NULL;
+                te->batch_gen[slot - 1]++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&te->mu);
+    return b;
+}
+
+MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *batch_p)
+{
+    if (!te || !batch_p || max_requests == 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (max_requests > MC_TE_MAX_BATCH)
+        return MC_ERR_TOO_LARGE;
+    mc_te_batch_impl_t *b = batch_new(te, max_requests);
+    if (!b)
+        return MC_ERR_NO_MEMORY;
+    pthread_mutex_lock(&te->mu);
+    size_t slot = te->n_batch_slots;
+    for (size_t i = 0; i < te->n_batch_slots; i++) {
+        if (!te->batches[i]) {
+            slot = i;
+            break;
+        }
+    }
+    if (slot == te->n_batch_slots) {
+        size_t ncap = te->n_batch_slots ? te->n_batch_slots * 2 : 16;
+        mc_te_batch_impl_t **nb = realloc(te->batches, ncap * sizeof(*nb));
+        uint32_t *ng = nb ? realloc(te->batch_gen, ncap * sizeof(*ng)) : NULL;
+        if (nb)
+            te->batches = nb;
+        if (!ng) {
+            pthread_mutex_unlock(&te->mu);
+            batch_delete(b);
+            return MC_ERR_NO_MEMORY;
+        }
+        te->batch_gen = ng;
+        for (size_t i = te->n_batch_slots; i < ncap; i++) {
+            te->batches[i] = NULL;
+            te->batch_gen[i] = 1;
+        }
+        te->n_batch_slots = ncap;
+    }
+    te->batches[slot] = b;
+    *batch_p = ((uint64_t)te->batch_gen[slot] << 32) | (uint64_t)(slot + 1);
+    pthread_mutex_unlock(&te->mu);
+    return MC_OK;
+}
+
+static int cmp_slice_peer(const void *a, const void *b)
+{
+    const mc_te_slice_t *x = *(mc_te_slice_t *const *)a, *y = *(mc_te_slice_t *const *)b;
+    uint64_t kx = ((uint64_t)x->req->peer->idx << 1) | (uint64_t)x->req->tp;
+    uint64_t ky = ((uint64_t)y->req->peer->idx << 1) | (uint64_t)y->req->tp;
+    if (kx != ky)
+        return kx < ky ? -1 : 1;
+    return x < y ? -1 : x > y; /* keep submission order (slices/requests are contiguous) */
+}
+
+/* Local segment: copy in the calling thread under the table's in-flight reference. */
+static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
+{
+    mc_te_lbuf_t *b;
+    mc_status_t st = mc_te_table_acquire(&te->table, u->target_addr, u->length, &b);
+    if (st == MC_OK) {
+        void *remote = (void *)(uintptr_t)u->target_addr;
+        if (u->opcode == MC_TE_READ)
+            memmove(u->local, remote, u->length);
+        else
+            memmove(remote, u->local, u->length);
+        mc_te_table_release(&te->table, b);
+    }
+    mc_te_slice_done(&r->inline_slice, st, st == MC_OK ? u->length : 0);
+}
+
+static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_request_t *reqs,
+                                size_t n)
+{
+    /* 1. validate everything; nothing is started before this loop is through */
+    for (size_t i = 0; i < n; i++) {
+        const mc_te_request_t *u = &reqs[i];
+        if (u->opcode != MC_TE_READ && u->opcode != MC_TE_WRITE)
+            return MC_ERR_INVALID_PARAMS;
+        if (u->length > 0 && !u->local)
+            return MC_ERR_INVALID_PARAMS;
+        if ((uint64_t)(uintptr_t)u->local + u->length < (uint64_t)(uintptr_t)u->local)
+            return MC_ERR_INVALID_PARAMS;
+        if (!peer_by_handle(te, u->target))
+            return MC_ERR_INVALID_PARAMS;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (n > b->cap - b->n) {
+        pthread_mutex_unlock(&b->mu);
+        return MC_ERR_TOO_LARGE;
+    }
+    size_t base = b->n;
+    /* 2. resolve peers/transports and build slices (may still fail: undo) */
+    uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
+    size_t total_slices = 0;
+    mc_status_t st = MC_OK;
+    size_t built = 0;
+    for (; built < n; built++) {
+        const mc_te_request_t *u = &reqs[built];
+        mc_te_req_t *r = &b->reqs[base + built];
+        memset(r, 0, sizeof(*r));
+        r->batch = b;
+        r->deadline_ns = deadline;
+        r->peer = peer_by_handle(te, u->target);
+        r->slices = &r->inline_slice;
+        r->tp = -1;
+        mc_status_t pre = MC_OK; /* request-level failure, decided before dispatch */
+        if (u->length == 0) {
+            r->n_slices = 0;
+        } else if (u->target_addr + u->length < u->target_addr) {
+            pre = MC_ERR_OUT_OF_RANGE;
+        } else if (!r->peer->is_local) {
+            mc_status_t ds = mc_te_peer_get_desc(r->peer, &r->desc, &r->tp);
+            if (ds != MC_OK)
+                pre = ds == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_TRANSFER_FAIL;
+        }
+        if (pre != MC_OK) {
+            atomic_store(&r->error, (int)pre);
+            r->n_slices = 0;
+        } else if (u->length > 0 && r->tp >= 0) {
+            uint64_t ms = g_tp[r->tp]->max_slice(tp_ctx(te, r->tp));
+            uint64_t ns = (u->length + ms - 1) / ms;
+            if (ns > 1) {
+                r->slices = mc_calloc((size_t)ns, sizeof(*r->slices));
+                if (!r->slices) {
+                    r->slices = &r->inline_slice;
+                    st = MC_ERR_NO_MEMORY;
+                    break;
+                }
+            }
+            r->n_slices = (uint32_t)ns;
+            for (uint64_t k = 0; k < ns; k++) {
+                mc_te_slice_t *s = &r->slices[k];
+                uint64_t off = k * ms;
+                s->req = r;
+                s->opcode = u->opcode;
+                s->local = (uint8_t *)u->local + off;
+                s->remote = u->target_addr + off;
+                s->len = u->length - off < ms ? u->length - off : ms;
+            }
+            total_slices += ns;
+        } else if (u->length > 0) { /* local segment */
+            r->n_slices = 1;
+            r->inline_slice.req = r;
+        }
+    }
+    mc_te_slice_t **list = NULL;
+    if (st == MC_OK && total_slices > 0) {
+        list = mc_calloc(total_slices, sizeof(*list));
+        if (!list)
+            st = MC_ERR_NO_MEMORY;
+    }
+    if (st != MC_OK) {
+        for (size_t i = 0; i < built + (built < n ? 1 : 0) && i < n; i++) {
+            mc_te_req_t *r = &b->reqs[base + i];
+            if (r->slices != &r->inline_slice)
+                free(r->slices);
+            mc_te_rdesc_put(r->desc);
+            memset(r, 0, sizeof(*r));
+        }
+        pthread_mutex_unlock(&b->mu);
+        return st;
+    }
+    /* 3. commit: from here on every request ends through its status, submit returns OK */
+    for (size_t i = 0; i < n; i++) {
+        mc_te_req_t *r = &b->reqs[base + i];
+        atomic_store(&r->remaining, r->n_slices ? r->n_slices : 1);
+        atomic_store(&r->state, MC_TE_PENDING);
+    }
+    b->n = base + n;
+    atomic_fetch_add(&b->outstanding, n);
+    pthread_mutex_unlock(&b->mu);
+
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        mc_te_req_t *r = &b->reqs[base + i];
+        if (r->n_slices == 0) { /* zero length or failed before dispatch */
+            r->inline_slice.req = r;
+            mc_te_slice_done(&r->inline_slice, (mc_status_t)atomic_load(&r->error), 0);
+        } else if (r->peer->is_local) {
+            local_copy(te, r, &reqs[i]);
+        } else {
+            for (uint32_t s = 0; s < r->n_slices; s++)
+                list[k++] = &r->slices[s];
+        }
+    }
+    if (k > 1)
+        qsort(list, k, sizeof(*list), cmp_slice_peer);
+    for (size_t i = 0; i < k;) {
+        size_t j = i + 1;
+        while (j < k && list[j]->req->peer == list[i]->req->peer &&
+               list[j]->req->tp == list[i]->req->tp)
+            j++;
+        mc_te_req_t *r0 = list[i]->req;
+        g_tp[r0->tp]->submit(tp_ctx(te, r0->tp), r0->peer, r0->desc, &list[i], j - i);
+        i = j;
+    }
+    free(list);
+    /* descriptors were borrowed for dispatch only */
+    for (size_t i = 0; i < n; i++) {
+        mc_te_req_t *r = &b->reqs[base + i];
+        mc_te_rdesc_put(r->desc);
+        r->desc = NULL;
+    }
+    return MC_OK;
+}
+
+MC_API mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
+                                      const mc_te_request_t *reqs, size_t n)
+{
+    if (!te || (!reqs && n))
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_batch_impl_t *b = batch_lookup(te, batch, false);
+    if (!b)
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    if (atomic_load(&te->stopping))
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    return batch_submit(te, b, reqs, n);
+}
+
+static void fill_status(const mc_te_req_t *r, mc_te_xfer_status_t *out)
+{
+    int state = atomic_load(&r->state);
+    out->state = (mc_te_state_t)state;
+    out->transferred = (size_t)atomic_load(&r->transferred);
+    out->error = state >= MC_TE_CANCELED ? (mc_status_t)atomic_load(&r->error) : MC_OK;
+    if (state == MC_TE_TIMEOUT && out->error == MC_OK)
+        out->error = MC_ERR_TIMEOUT;
+}
+
+MC_API mc_status_t mc_te_batch_status(mc_te_t *te, mc_te_batch_t batch, size_t index,
+                                      mc_te_xfer_status_t *status_p)
+{
+    if (!te || !status_p)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_batch_impl_t *b = batch_lookup(te, batch, false);
+    if (!b)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&b->mu);
+    size_t n = b->n;
+    pthread_mutex_unlock(&b->mu);
+    if (index >= n)
+        return MC_ERR_INVALID_PARAMS;
+    fill_status(&b->reqs[index], status_p);
+    return MC_OK;
+}
+
+static bool is_final(int state)
+{
+    return state != MC_TE_WAITING && state != MC_TE_PENDING;
+}
+
+MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
+                                          mc_te_xfer_status_t *status_p, size_t n)
+{
+    if (!te || (!status_p && n))
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_batch_impl_t *b = batch_lookup(te, batch, false);
+    if (!b)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&b->mu);
+    size_t have = b->n;
+    pthread_mutex_unlock(&b->mu);
+    if (n > have)
+        return MC_ERR_INVALID_PARAMS;
+    bool all = true;
+    for (size_t i = 0; i < n; i++) {
+        fill_status(&b->reqs[i], &status_p[i]);
+        all = all && is_final(status_p[i].state);
+    }
+    return all ? MC_OK : MC_ERR_BUSY;
+}
+
+MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch)
+{
+    if (!te)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_batch_impl_t *b = batch_lookup(te, batch, true);
+    if (!b)
+        return MC_ERR_INVALID_PARAMS;
+    if (b == (mc_te_batch_impl_t *)(uintptr_t)1)
+        return MC_ERR_BUSY;
+    batch_delete(b);
+    return MC_OK;
+}
+
+static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b)
+{
+    if (atomic_load(&b->outstanding) == 0)
+        return;
+    uint64_t warn_at = mc_now_ns() + 2ull * te->timeout_ms * 1000000ull + 1000000000ull;
+    pthread_mutex_lock(&b->mu);
+    atomic_fetch_add(&b->waiters, 1);
+    while (atomic_load(&b->outstanding) > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_nsec -= 1000000000L;
+            ts.tv_sec++;
+        }
+        pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+        if (warn_at && mc_now_ns() > warn_at) {
+            MC_LOG_ERROR("te: transfer still outstanding long past its deadline");
+            warn_at = 0;
+        }
+    }
+    atomic_fetch_sub(&b->waiters, 1);
+    pthread_mutex_unlock(&b->mu);
+}
+
+MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                       mc_te_xfer_status_t *status_p)
+{
+    if (!te || (!reqs && n))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    if (n > MC_TE_MAX_BATCH)
+        return MC_ERR_TOO_LARGE;
+    if (atomic_load(&te->stopping))
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    mc_te_batch_impl_t *b = batch_new(te, n);
+    if (!b)
+        return MC_ERR_NO_MEMORY;
+    mc_status_t st = batch_submit(te, b, reqs, n);
+    if (st != MC_OK) {
+        batch_delete(b);
+        return st;
+    }
+    batch_wait(te, b);
+    mc_status_t first = MC_OK;
+    for (size_t i = 0; i < n; i++) {
+        mc_te_xfer_status_t s;
+        fill_status(&b->reqs[i], &s);
+        if (status_p)
+            status_p[i] = s;
+        if (first == MC_OK && s.state != MC_TE_COMPLETED)
+            first = s.error != MC_OK ? s.error : MC_ERR_TRANSFER_FAIL;
+    }
+    batch_delete(b);
+    return first;
+}

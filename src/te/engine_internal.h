@@ -1,0 +1,199 @@
+/* Transfer engine internals shared by engine.c and the transports (tcp_*.c, shm_*.c).
+ * Not installed; nothing here is part of the public API. See transport.h for the design.
+ */
+#ifndef MC_TE_ENGINE_INTERNAL_H
+#define MC_TE_ENGINE_INTERNAL_H
+
+#include "mooncake/te.h"
+
+#include "common/net.h"
+#include "te/metadata.h"
+#include "te/segment_desc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MC_TE_SHM_SLOTS 4096          /* control slots per engine (= max registered buffers) */
+#define MC_TE_DEFAULT_TIMEOUT_MS 5000
+#define MC_TE_DEFAULT_CONNS 4
+#define MC_TE_MAX_CONNS 64
+#define MC_TE_DEFAULT_WORKERS 2
+#define MC_TE_MAX_WORKERS 32
+#define MC_TE_DEFAULT_SLICE (1u << 20)
+
+/* ---- local segment table ------------------------------------------------------------ */
+
+/* One locally registered buffer. Heap object owned by the table; its address is stable while
+ * registered, so transports may hold a pointer between acquire and release. */
+typedef struct mc_te_lbuf {
+    uint64_t addr;
+    uint64_t len;
+    char location[MC_TE_LOCATION_MAX];
+    int shm_fd;              /* memfd descriptor of the shareable allocation, or -1 */
+    uint64_t shm_offset;
+    int32_t slot;            /* shm control slot, -1 if none */
+    uint64_t gen;            /* shm control generation of this registration */
+    _Atomic uint64_t inflight; /* acquires not yet released (tcp serving, local copies) */
+    _Atomic int closing;       /* unregister in progress: acquire refuses */
+} mc_te_lbuf_t;
+
+typedef struct mc_te_table {
+    pthread_rwlock_t lock;     /* protects bufs/n/cap */
+    mc_te_lbuf_t **bufs;       /* sorted by addr, non-overlapping */
+    size_t n, cap;
+    pthread_mutex_t drain_mu;  /* with drain_cv: wakes unregister when inflight drops */
+    pthread_cond_t drain_cv;
+} mc_te_table_t;
+
+void mc_te_table_init(mc_te_table_t *t);
+/* Frees every entry (callers made sure nothing is in flight). */
+void mc_te_table_fini(mc_te_table_t *t);
+/* Insert b (heap, ownership passes to the table on MC_OK). MC_ERR_SEGMENT_ALREADY_EXISTS if
+ * it overlaps a registered buffer, MC_ERR_TOO_LARGE past MC_SEGMENT_MAX_BUFFERS. */
+mc_status_t mc_te_table_insert(mc_te_table_t *t, mc_te_lbuf_t *b);
+/* Find the one buffer containing [addr, addr+len) (len > 0, overflow-checked) that is not
+ * closing and take an in-flight reference on it. MC_ERR_OUT_OF_RANGE otherwise. The buffer
+ * stays registered (and its memory valid) until mc_te_table_release. */
+mc_status_t mc_te_table_acquire(mc_te_table_t *t, uint64_t addr, uint64_t len, mc_te_lbuf_t **b_p);
+void mc_te_table_release(mc_te_table_t *t, mc_te_lbuf_t *b);
+/* Unregister in three steps: begin (mark closing, new acquires refuse; MC_ERR_OBJECT_NOT_FOUND
+ * if no buffer starts at addr, MC_ERR_BUSY if another unregister of it runs), wait for the
+ * in-flight count to reach 0 (MC_ERR_BUSY at the deadline), then finish: remove and free on
+ * success, or clear `closing` on failure. */
+mc_status_t mc_te_table_begin_remove(mc_te_table_t *t, uint64_t addr, mc_te_lbuf_t **b_p);
+mc_status_t mc_te_table_wait_drain(mc_te_table_t *t, mc_te_lbuf_t *b, uint64_t deadline_ns);
+void mc_te_table_finish_remove(mc_te_table_t *t, mc_te_lbuf_t *b, bool remove);
+
+/* ---- requests and batches ------------------------------------------------------------- */
+
+typedef struct mc_te_req mc_te_req_t;
+typedef struct mc_te_batch_impl mc_te_batch_impl_t;
+
+/* A piece of a request handed to one transport. Owned by its request; the transport holds it
+ * from submit until it calls mc_te_slice_done exactly once. */
+typedef struct mc_te_slice {
+    mc_te_req_t *req;
+    uint8_t *local;
+    uint64_t remote;
+    uint64_t len;
+    uint32_t opcode;           /* MC_TE_READ / MC_TE_WRITE */
+    uint32_t cma;              /* tcp: ask the owner for a CMA copy instead of moving bytes */
+    uint64_t id;               /* transport-assigned */
+    struct mc_te_slice *next;  /* transport queue link */
+    uint8_t hdr[40];           /* tcp: encoded request header (+16 bytes CMA body below) */
+    uint8_t body[16];
+    int32_t resp_status;       /* tcp: response that arrived before our send finished */
+    uint8_t resp_ready;
+} mc_te_slice_t;
+
+struct mc_te_req {
+    _Atomic int state;         /* mc_te_state_t */
+    _Atomic int error;         /* first error, MC_OK if none */
+    _Atomic uint64_t transferred;
+    _Atomic uint32_t remaining; /* slices not yet done */
+    uint64_t deadline_ns;
+    mc_te_batch_impl_t *batch;
+    struct mc_te_peer *peer;   /* submit-time routing */
+    struct mc_te_rdesc *desc;  /* submit-time descriptor reference (put after dispatch) */
+    int tp;
+    mc_te_slice_t inline_slice;
+    mc_te_slice_t *slices;     /* == &inline_slice or heap array of n_slices */
+    uint32_t n_slices;
+};
+
+struct mc_te_batch_impl {
+    mc_te_t *te;
+    size_t cap;
+    size_t n;                  /* requests submitted (under mu) */
+    mc_te_req_t *reqs;         /* cap entries */
+    _Atomic size_t outstanding; /* submitted requests not final */
+    _Atomic int waiters;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+/* Report the end of one slice (any thread; exactly once per slice). bytes counted into the
+ * request's transferred total. The last slice makes the request final. */
+void mc_te_slice_done(mc_te_slice_t *s, mc_status_t st, uint64_t bytes);
+
+/* ---- peers (opened segments) ----------------------------------------------------------- */
+
+/* Refcounted immutable snapshot of a remote descriptor. */
+typedef struct mc_te_rdesc {
+    _Atomic int refs;
+    mc_segment_desc_t d;
+} mc_te_rdesc_t;
+void mc_te_rdesc_put(mc_te_rdesc_t *r);
+
+enum { MC_TE_TP_TCP = 0, MC_TE_TP_SHM = 1, MC_TE_TP_COUNT = 2 };
+
+typedef struct mc_te_peer {
+    mc_te_t *te;
+    uint32_t idx;                   /* segment handle = idx + 1 */
+    char name[MC_TE_NAME_MAX];
+    char host[MC_HOST_MAX];
+    uint16_t port;                  /* from the name (data port if the descriptor lacks one) */
+    bool is_local;
+    pthread_mutex_t mu;             /* desc, tp */
+    mc_te_rdesc_t *desc;            /* NULL: fetch before next use */
+    int tp;                         /* MC_TE_TP_* chosen for this descriptor */
+    void *tp_state[MC_TE_TP_COUNT]; /* per-transport per-peer state, owned by the transport */
+} mc_te_peer_t;
+
+/* Current descriptor of peer (fetching it if needed), with a reference the caller puts.
+ * *tp_p gets the transport chosen for it. */
+mc_status_t mc_te_peer_get_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p, int *tp_p);
+/* Forget the cached descriptor if it is still r (r == NULL: unconditionally). */
+void mc_te_peer_invalidate(mc_te_peer_t *p, mc_te_rdesc_t *r);
+
+/* ---- engine ------------------------------------------------------------------------------ */
+
+typedef struct mc_te_shareable {
+    void *addr;
+    size_t len;
+    int fd;
+    struct mc_te_shareable *next;
+} mc_te_shareable_t;
+
+struct mc_te {
+    char local_name[MC_TE_NAME_MAX];
+    char host[MC_HOST_MAX];
+    uint16_t port;
+    char protocol[16];
+    uint32_t timeout_ms;
+    uint32_t tcp_conns;
+    uint32_t workers;
+    uint64_t slice_size;
+    bool force_tcp;
+    char host_id[64];
+    pid_t pid;
+    mc_meta_t *meta;
+    int listen_fd;
+
+    mc_te_table_t table;
+
+    pthread_mutex_t desc_mu;        /* published descriptor JSON (GET_DESC answers) */
+    char *desc_json;
+    size_t desc_json_len;
+    pthread_mutex_t reg_mu;         /* serializes register/unregister/publish */
+
+    pthread_mutex_t mu;             /* peers, batches, shareables */
+    mc_te_peer_t **peers;
+    size_t n_peers, cap_peers;
+    mc_te_batch_impl_t **batches;   /* slot table; handle = gen << 32 | (slot + 1) */
+    uint32_t *batch_gen;
+    size_t n_batch_slots;
+    mc_te_shareable_t *shareables;
+
+    void *tcp;                      /* tcp transport context */
+    void *shm;                      /* shm transport context (NULL if disabled) */
+    _Atomic int stopping;
+};
+
+/* Copy of the current descriptor JSON (heap, caller frees). */
+mc_status_t mc_te_desc_json_copy(mc_te_t *te, char **json_p, size_t *len_p);
+
+#endif

@@ -1,0 +1,1133 @@
+/* tcp transport: epoll event loops serving requests and receiving responses; client
+ * connection pools per peer. Design in transport.h; frame in tcp_frame.h.
+ *
+ * Lock order: client connection mu -> batch mu (via mc_te_slice_done) -> peer mu (via
+ * mc_te_peer_invalidate). Server connections belong to one loop thread and have no lock.
+ */
+#include "te/transport.h"
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/time.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define RXBUF_SIZE (256u << 10)
+#define DIRECT_MIN (64u << 10)        /* payloads at least this big bypass the rx buffer */
+#define MAX_IOV 256
+#define SRV_TX_MAX_ENTRIES 4096       /* backpressure: stop parsing requests beyond these */
+#define SRV_TX_MAX_BYTES (64ull << 20)
+#define SWEEP_NS (20ull * 1000000)
+#define RECONNECT_BACKOFF_NS (100ull * 1000000)
+#define READ_BUDGET (32ull << 20)     /* bytes per event before yielding to other connections */
+
+enum { K_LISTEN = 1, K_WAKE, K_SRV, K_CLI };
+
+typedef struct tcp_ctx tcp_ctx_t;
+typedef struct tcp_worker tcp_worker_t;
+
+typedef struct tx_ent {
+    uint8_t hdr[MC_TE_FRAME_HDR_SIZE];
+    const uint8_t *data;
+    uint64_t len;
+    mc_te_lbuf_t *ref; /* released once sent */
+    char *owned;       /* freed once sent */
+} tx_ent_t;
+
+enum { S_HDR, S_WRITE, S_DISCARD, S_CMA };
+
+typedef struct srv_conn {
+    int kind;
+    int fd;
+    tcp_worker_t *w;
+    struct srv_conn *prev, *next;
+    uint8_t *rx;
+    size_t rx_pos, rx_len;
+    int st;
+    mc_te_frame_t cur;
+    uint8_t *dst;
+    uint64_t left;
+    mc_te_lbuf_t *ref;
+    tx_ent_t *tx;
+    size_t tx_head, tx_n, tx_cap;
+    uint64_t tx_off, tx_bytes;
+    uint32_t ev;
+    uint64_t last_progress_ns;
+} srv_conn_t;
+
+typedef struct tcp_peer tcp_peer_t;
+
+typedef struct cli_conn {
+    int kind;
+    pthread_mutex_t mu;
+    int fd;
+    tcp_peer_t *peer;
+    tcp_worker_t *w;
+    mc_te_slice_t *head, *tail, *tx_next; /* [head, tx_next) await responses */
+    uint64_t tx_off;
+    uint8_t *rx;
+    size_t rx_pos, rx_len;
+    mc_te_slice_t *rx_cur;
+    uint64_t rx_left, rx_done;
+    uint64_t next_id;
+    uint64_t last_fail_ns;
+    uint32_t ev;
+} cli_conn_t;
+
+struct tcp_peer {
+    mc_te_peer_t *peer;
+    uint32_t n;
+    cli_conn_t *conns;
+    _Atomic uint32_t rr;
+};
+
+struct tcp_worker {
+    tcp_ctx_t *ctx;
+    int idx;
+    int epfd;
+    int wake_fd;
+    int wake_kind; /* epoll data for wake_fd points here */
+    pthread_t th;
+    bool started;
+    pthread_mutex_t mu; /* srv list, cli list (the loop thread and the acceptor) */
+    srv_conn_t *srv;
+    cli_conn_t **cli;
+    size_t n_cli, cap_cli;
+    uint64_t next_sweep;
+};
+
+struct tcp_ctx {
+    mc_te_t *te;
+    int listen_fd;
+    int listen_kind;
+    tcp_worker_t *w;
+    uint32_t nw;
+    _Atomic uint32_t rr;
+    _Atomic int stop;
+    pthread_mutex_t peers_mu;
+    int sndbuf, rcvbuf;
+};
+
+static uint64_t timeout_ns(const tcp_ctx_t *ctx)
+{
+    return (uint64_t)ctx->te->timeout_ms * 1000000ull;
+}
+
+static void set_events(int epfd, int fd, void *obj, uint32_t *cur, uint32_t want)
+{
+    if (*cur == want)
+        return;
+    struct epoll_event ev = {.events = want, .data.ptr = obj};
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        *cur = want;
+}
+
+/* ===================================== server ========================================= */
+
+mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,
+                                    uint64_t *payload_p, mc_te_lbuf_t **b_p)
+{
+    *b_p = NULL;
+    mc_status_t st = mc_te_frame_check_request(h, payload_p);
+    if (st != MC_OK)
+        return st;
+    switch (h->opcode) {
+    case MC_TE_OP_READ:
+    case MC_TE_OP_WRITE:
+    case MC_TE_OP_CMA_READ:
+    case MC_TE_OP_CMA_WRITE:
+        return mc_te_table_acquire(t, h->addr, h->length, b_p);
+    default:
+        return MC_OK;
+    }
+}
+
+static void srv_close(srv_conn_t *c)
+{
+    tcp_worker_t *w = c->w;
+    mc_te_table_t *t = &w->ctx->te->table;
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->ref)
+        mc_te_table_release(t, c->ref);
+    for (size_t i = 0; i < c->tx_n; i++) {
+        tx_ent_t *e = &c->tx[(c->tx_head + i) % c->tx_cap];
+        if (e->ref)
+            mc_te_table_release(t, e->ref);
+        free(e->owned);
+    }
+    pthread_mutex_lock(&w->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->srv = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&w->mu);
+    free(c->tx);
+    free(c->rx);
+    free(c);
+}
+
+static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, const void *data,
+                      uint64_t len, mc_te_lbuf_t *ref, char *owned)
+{
+    if (c->tx_n == c->tx_cap) {
+        size_t ncap = c->tx_cap ? c->tx_cap * 2 : 64;
+        tx_ent_t *n = malloc(ncap * sizeof(*n));
+        if (!n)
+            return false;
+        for (size_t i = 0; i < c->tx_n; i++)
+            n[i] = c->tx[(c->tx_head + i) % c->tx_cap];
+        free(c->tx);
+        c->tx = n;
+        c->tx_cap = ncap;
+        c->tx_head = 0;
+    }
+    tx_ent_t *e = &c->tx[(c->tx_head + c->tx_n) % c->tx_cap];
+    mc_te_frame_t r = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                       .opcode = (uint16_t)(req->opcode | MC_TE_OP_RESPONSE), .id = req->id,
+                       .addr = req->addr, .length = len, .status = st};
+    mc_te_frame_encode(&r, e->hdr);
+    e->data = data;
+    e->len = len;
+    e->ref = ref;
+    e->owned = owned;
+    c->tx_n++;
+    c->tx_bytes += MC_TE_FRAME_HDR_SIZE + len;
+    return true;
+}
+
+static bool srv_backpressured(const srv_conn_t *c)
+{
+    return c->tx_n >= SRV_TX_MAX_ENTRIES || c->tx_bytes >= SRV_TX_MAX_BYTES;
+}
+
+/* Returns false if the connection must be closed. */
+static bool srv_flush(srv_conn_t *c)
+{
+    mc_te_table_t *t = &c->w->ctx->te->table;
+    while (c->tx_n > 0) {
+        struct iovec iov[MAX_IOV];
+        int k = 0;
+        uint64_t off = c->tx_off;
+        for (size_t i = 0; i < c->tx_n && k + 2 <= MAX_IOV; i++) {
+            tx_ent_t *e = &c->tx[(c->tx_head + i) % c->tx_cap];
+            if (off < MC_TE_FRAME_HDR_SIZE) {
+                iov[k].iov_base = e->hdr + off;
+                iov[k++].iov_len = MC_TE_FRAME_HDR_SIZE - off;
+                off = 0;
+            } else {
+                off -= MC_TE_FRAME_HDR_SIZE;
+            }
+            if (e->len > off) {
+                iov[k].iov_base = (void *)(e->data + off);
+                iov[k++].iov_len = e->len - off;
+            }
+            off = 0;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            MC_LOG_DEBUG("tcp server: send failed: %m");
+            return false;
+        }
+        c->last_progress_ns = mc_now_ns();
+        uint64_t done = (uint64_t)n;
+        while (done > 0) {
+            tx_ent_t *e = &c->tx[c->tx_head];
+            uint64_t total = MC_TE_FRAME_HDR_SIZE + e->len;
+            uint64_t rem = total - c->tx_off;
+            if (done < rem) {
+                c->tx_off += done;
+                break;
+            }
+            done -= rem;
+            c->tx_bytes -= total;
+            if (e->ref)
+                mc_te_table_release(t, e->ref);
+            free(e->owned);
+            c->tx_head = (c->tx_head + 1) % c->tx_cap;
+            c->tx_n--;
+            c->tx_off = 0;
+        }
+    }
+    uint32_t want = srv_backpressured(c) ? EPOLLOUT : (EPOLLIN | (c->tx_n ? EPOLLOUT : 0));
+    set_events(c->w->epfd, c->fd, c, &c->ev, want);
+    return true;
+}
+
+static void srv_do_cma(srv_conn_t *c, const uint8_t *body)
+{
+    mc_te_frame_t *h = &c->cur;
+    uint64_t pid = 0, raddr = 0;
+    for (int i = 7; i >= 0; i--) {
+        pid = (pid << 8) | body[i];
+        raddr = (raddr << 8) | body[8 + i];
+    }
+    mc_status_t st = MC_OK;
+    if (pid == 0 || pid > INT_MAX || raddr + h->length < raddr) {
+        st = MC_ERR_INVALID_PARAMS;
+    } else {
+        uint64_t done = 0;
+        while (done < h->length) {
+            struct iovec l = {.iov_base = (void *)(uintptr_t)(h->addr + done),
+                              .iov_len = h->length - done};
+            struct iovec r = {.iov_base = (void *)(uintptr_t)(raddr + done),
+                              .iov_len = h->length - done};
+            ssize_t n = h->opcode == MC_TE_OP_CMA_READ
+                            ? process_vm_writev((pid_t)pid, &l, 1, &r, 1, 0)
+                            : process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0);
+            if (n <= 0) {
+                MC_LOG_WARN("tcp server: CMA copy with pid %llu failed: %m",
+                            (unsigned long long)pid);
+                st = MC_ERR_TRANSFER_FAIL;
+                break;
+            }
+            done += (uint64_t)n;
+        }
+    }
+    mc_te_table_release(&c->w->ctx->te->table, c->ref);
+    c->ref = NULL;
+    srv_queue(c, h, st, NULL, 0, NULL, NULL);
+}
+
+/* Handle a complete header at c->cur. Returns false to close. */
+static bool srv_on_header(srv_conn_t *c)
+{
+    mc_te_t *te = c->w->ctx->te;
+    mc_te_frame_t *h = &c->cur;
+    uint64_t payload = 0;
+    mc_te_lbuf_t *b = NULL;
+    mc_status_t st = mc_te_tcp_check_request(&te->table, h, &payload, &b);
+    if (st == MC_ERR_PROTOCOL) {
+        MC_LOG_WARN("tcp server: bad request frame (opcode %u, length %llu): closing", h->opcode,
+                    (unsigned long long)h->length);
+        return false;
+    }
+    if (st != MC_OK) {
+        MC_LOG_DEBUG("tcp server: refusing opcode %u addr 0x%llx len %llu: %s", h->opcode,
+                     (unsigned long long)h->addr, (unsigned long long)h->length,
+                     mc_status_name(st));
+        if (!srv_queue(c, h, st, NULL, 0, NULL, NULL))
+            return false;
+        if (payload) {
+            c->st = S_DISCARD;
+            c->left = payload;
+        }
+        return true;
+    }
+    switch (h->opcode) {
+    case MC_TE_OP_GET_DESC: {
+        char *json = NULL;
+        size_t len = 0;
+        st = mc_te_desc_json_copy(te, &json, &len);
+        if (st == MC_OK && len > MC_TE_FRAME_MAX_DESC) {
+            free(json);
+            json = NULL;
+            st = MC_ERR_TOO_LARGE;
+        }
+        return srv_queue(c, h, st, json, st == MC_OK ? len : 0, NULL, json);
+    }
+    case MC_TE_OP_READ:
+        return srv_queue(c, h, MC_OK, (const void *)(uintptr_t)h->addr, h->length, b, NULL);
+    case MC_TE_OP_WRITE:
+        c->st = S_WRITE;
+        c->dst = (uint8_t *)(uintptr_t)h->addr;
+        c->left = h->length;
+        c->ref = b;
+        return true;
+    default: /* CMA */
+        c->st = S_CMA;
+        c->ref = b;
+        return true;
+    }
+}
+
+static bool srv_finish_write(srv_conn_t *c)
+{
+    mc_te_table_release(&c->w->ctx->te->table, c->ref);
+    c->ref = NULL;
+    c->st = S_HDR;
+    return srv_queue(c, &c->cur, MC_OK, NULL, 0, NULL, NULL);
+}
+
+/* Consume buffered bytes. Returns false to close. */
+static bool srv_parse(srv_conn_t *c)
+{
+    for (;;) {
+        size_t avail = c->rx_len - c->rx_pos;
+        const uint8_t *p = c->rx + c->rx_pos;
+        switch (c->st) {
+        case S_HDR:
+            if (avail < MC_TE_FRAME_HDR_SIZE || srv_backpressured(c))
+                return true;
+            if (mc_te_frame_decode(p, avail, &c->cur) != MC_OK) {
+                MC_LOG_WARN("tcp server: bad frame header (magic/version/opcode): closing");
+                return false;
+            }
+            c->rx_pos += MC_TE_FRAME_HDR_SIZE;
+            if (!srv_on_header(c))
+                return false;
+            break;
+        case S_WRITE: {
+            if (avail == 0)
+                return true;
+            size_t k = avail < c->left ? avail : (size_t)c->left;
+            memcpy(c->dst, p, k);
+            c->dst += k;
+            c->left -= k;
+            c->rx_pos += k;
+            if (c->left == 0 && !srv_finish_write(c))
+                return false;
+            break;
+        }
+        case S_DISCARD: {
+            if (avail == 0)
+                return true;
+            size_t k = avail < c->left ? avail : (size_t)c->left;
+            c->left -= k;
+            c->rx_pos += k;
+            if (c->left == 0)
+                c->st = S_HDR;
+            break;
+        }
+        case S_CMA:
+            if (avail < MC_TE_FRAME_CMA_PAYLOAD)
+                return true;
+            srv_do_cma(c, p);
+            c->rx_pos += MC_TE_FRAME_CMA_PAYLOAD;
+            c->st = S_HDR;
+            break;
+        }
+    }
+}
+
+/* Returns false if the connection was closed (c is freed). */
+static bool srv_on_readable(srv_conn_t *c)
+{
+    uint64_t budget = READ_BUDGET;
+    for (;;) {
+        if (!srv_parse(c))
+            goto close;
+        if (srv_backpressured(c))
+            break;
+        ssize_t n;
+        if (c->st == S_WRITE && c->rx_pos == c->rx_len && c->left >= DIRECT_MIN) {
+            n = recv(c->fd, c->dst, c->left, MSG_DONTWAIT);
+            if (n > 0) {
+                c->dst += n;
+                c->left -= (uint64_t)n;
+                if (c->left == 0 && !srv_finish_write(c))
+                    goto close;
+            }
+        } else {
+            /* after parsing, at most a partial header/body is left: compact it */
+            if (c->rx_pos > 0) {
+                memmove(c->rx, c->rx + c->rx_pos, c->rx_len - c->rx_pos);
+                c->rx_len -= c->rx_pos;
+                c->rx_pos = 0;
+            }
+            n = recv(c->fd, c->rx + c->rx_len, RXBUF_SIZE - c->rx_len, MSG_DONTWAIT);
+            if (n > 0)
+                c->rx_len += (size_t)n;
+        }
+        if (n == 0)
+            goto close;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            goto close;
+        }
+        c->last_progress_ns = mc_now_ns();
+        if ((uint64_t)n >= budget)
+            break;
+        budget -= (uint64_t)n;
+    }
+    if (!srv_flush(c))
+        goto close;
+    return true;
+close:
+    srv_close(c);
+    return false;
+}
+
+/* Returns false if the connection was closed (c is freed). */
+static bool srv_on_writable(srv_conn_t *c)
+{
+    bool was = srv_backpressured(c);
+    if (!srv_flush(c)) {
+        srv_close(c);
+        return false;
+    }
+    if (was && !srv_backpressured(c))
+        return srv_on_readable(c); /* parse what was left buffered */
+    return true;
+}
+
+static void srv_accept(tcp_ctx_t *ctx)
+{
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(ctx->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                MC_LOG_WARN("tcp server: accept failed: %m");
+            return;
+        }
+        mc_net_tune(fd, ctx->sndbuf, ctx->rcvbuf);
+        srv_conn_t *c = calloc(1, sizeof(*c));
+        uint8_t *rx = malloc(RXBUF_SIZE);
+        if (!c || !rx) {
+            free(c);
+            free(rx);
+            close(fd);
+            MC_LOG_ERROR("tcp server: out of memory accepting a connection");
+            continue;
+        }
+        tcp_worker_t *w = &ctx->w[atomic_fetch_add(&ctx->rr, 1) % ctx->nw];
+        c->kind = K_SRV;
+        c->fd = fd;
+        c->w = w;
+        c->rx = rx;
+        c->ev = EPOLLIN;
+        c->last_progress_ns = mc_now_ns();
+        pthread_mutex_lock(&w->mu);
+        c->next = w->srv;
+        if (w->srv)
+            w->srv->prev = c;
+        w->srv = c;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        /* Under w->mu so that a failure can unlink it before its loop could see it. */
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            MC_LOG_ERROR("tcp server: epoll_ctl failed: %m");
+            w->srv = c->next;
+            if (c->next)
+                c->next->prev = NULL;
+            close(fd);
+            free(c->rx);
+            free(c);
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+/* ===================================== client ========================================= */
+
+static void cli_pop_head(cli_conn_t *c)
+{
+    mc_te_slice_t *s = c->head;
+    c->head = s->next;
+    if (c->tail == s)
+        c->tail = NULL;
+    s->next = NULL;
+}
+
+/* Close the connection and end every queued slice with st. Under c->mu. */
+static void cli_fail(cli_conn_t *c, mc_status_t st)
+{
+    if (c->fd >= 0) {
+        epoll_ctl(c->w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+        c->last_fail_ns = mc_now_ns();
+    }
+    c->rx_pos = c->rx_len = 0;
+    c->rx_cur = NULL;
+    c->tx_next = NULL;
+    c->tx_off = 0;
+    bool any = c->head != NULL;
+    while (c->head) {
+        mc_te_slice_t *s = c->head;
+        cli_pop_head(c);
+        mc_te_slice_done(s, st, 0);
+    }
+    if (st != MC_ERR_TIMEOUT && st != MC_ERR_CANCELED && any) {
+        MC_LOG_WARN("tcp: connection to %s lost (%s); in-flight requests failed",
+                    c->peer->peer->name, mc_status_name(st));
+        mc_te_peer_invalidate(c->peer->peer, NULL);
+    }
+}
+
+static void cli_complete_head(cli_conn_t *c, mc_status_t st)
+{
+    mc_te_slice_t *s = c->head;
+    cli_pop_head(c);
+    mc_te_slice_done(s, st, st == MC_OK ? s->len : 0);
+}
+
+/* Send what can be sent without blocking. Under c->mu. */
+static void cli_flush(cli_conn_t *c)
+{
+    while (c->tx_next) {
+        struct iovec iov[MAX_IOV];
+        int k = 0;
+        uint64_t off = c->tx_off;
+        for (mc_te_slice_t *s = c->tx_next; s && k + 2 <= MAX_IOV; s = s->next) {
+            if (off < MC_TE_FRAME_HDR_SIZE) {
+                iov[k].iov_base = s->hdr + off;
+                iov[k++].iov_len = MC_TE_FRAME_HDR_SIZE - off;
+                off = 0;
+            } else {
+                off -= MC_TE_FRAME_HDR_SIZE;
+            }
+            const uint8_t *pl = NULL;
+            uint64_t plen = 0;
+            if (s->cma) {
+                pl = s->body;
+                plen = MC_TE_FRAME_CMA_PAYLOAD;
+            } else if (s->opcode == MC_TE_WRITE) {
+                pl = s->local;
+                plen = s->len;
+            }
+            if (plen > off) {
+                iov[k].iov_base = (void *)(pl + off);
+                iov[k++].iov_len = plen - off;
+            }
+            off = 0;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            cli_fail(c, MC_ERR_CONNECTION);
+            return;
+        }
+        uint64_t done = (uint64_t)n;
+        while (c->tx_next) {
+            mc_te_slice_t *s = c->tx_next;
+            uint64_t total = MC_TE_FRAME_HDR_SIZE +
+                             (s->cma ? MC_TE_FRAME_CMA_PAYLOAD
+                                     : (s->opcode == MC_TE_WRITE ? s->len : 0));
+            uint64_t rem = total - c->tx_off;
+            if (done < rem) {
+                c->tx_off += done;
+                break;
+            }
+            done -= rem;
+            c->tx_off = 0;
+            c->tx_next = s->next;
+            if (s->resp_ready && c->head == s) /* answered before we finished sending it */
+                cli_complete_head(c, (mc_status_t)s->resp_status);
+        }
+    }
+    if (c->fd >= 0)
+        set_events(c->w->epfd, c->fd, c, &c->ev, EPOLLIN | (c->tx_next ? EPOLLOUT : 0));
+}
+
+/* Consume buffered response bytes. Returns false on protocol loss (connection failed). */
+static bool cli_parse(cli_conn_t *c)
+{
+    for (;;) {
+        size_t avail = c->rx_len - c->rx_pos;
+        const uint8_t *p = c->rx + c->rx_pos;
+        if (c->rx_cur) {
+            if (avail == 0)
+                return true;
+            size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
+            memcpy(c->rx_cur->local + c->rx_done, p, k);
+            c->rx_pos += k;
+            c->rx_done += k;
+            c->rx_left -= k;
+            if (c->rx_left == 0) {
+                c->rx_cur = NULL;
+                cli_complete_head(c, MC_OK);
+            }
+            continue;
+        }
+        if (avail < MC_TE_FRAME_HDR_SIZE)
+            return true;
+        mc_te_frame_t h;
+        mc_te_slice_t *s = c->head;
+        if (mc_te_frame_decode(p, avail, &h) != MC_OK || !(h.opcode & MC_TE_OP_RESPONSE) || !s ||
+            s->resp_ready || h.id != s->id) {
+            MC_LOG_WARN("tcp: unexpected response frame from %s: closing connection",
+                        c->peer->peer->name);
+            cli_fail(c, MC_ERR_PROTOCOL);
+            return false;
+        }
+        c->rx_pos += MC_TE_FRAME_HDR_SIZE;
+        bool is_read = s->opcode == MC_TE_READ && !s->cma;
+        if (h.status != MC_OK) {
+            if (h.length != 0) {
+                cli_fail(c, MC_ERR_PROTOCOL);
+                return false;
+            }
+            if (s == c->tx_next) { /* refused while we are still sending its payload */
+                s->resp_ready = 1;
+                s->resp_status = h.status;
+            } else {
+                cli_complete_head(c, (mc_status_t)h.status);
+            }
+            continue;
+        }
+        if (s == c->tx_next || h.length != (is_read ? s->len : 0)) {
+            cli_fail(c, MC_ERR_PROTOCOL);
+            return false;
+        }
+        if (is_read && h.length > 0) {
+            c->rx_cur = s;
+            c->rx_left = h.length;
+            c->rx_done = 0;
+        } else {
+            cli_complete_head(c, MC_OK);
+        }
+    }
+}
+
+/* Loop thread: data from the peer. */
+static void cli_on_readable(cli_conn_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t budget = READ_BUDGET;
+    while (c->fd >= 0) {
+        if (!cli_parse(c))
+            break;
+        ssize_t n;
+        if (c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN) {
+            n = recv(c->fd, c->rx_cur->local + c->rx_done, c->rx_left, MSG_DONTWAIT);
+            if (n > 0) {
+                c->rx_done += (uint64_t)n;
+                c->rx_left -= (uint64_t)n;
+                if (c->rx_left == 0) {
+                    c->rx_cur = NULL;
+                    cli_complete_head(c, MC_OK);
+                }
+            }
+        } else {
+            if (c->rx_pos > 0) {
+                memmove(c->rx, c->rx + c->rx_pos, c->rx_len - c->rx_pos);
+                c->rx_len -= c->rx_pos;
+                c->rx_pos = 0;
+            }
+            n = recv(c->fd, c->rx + c->rx_len, RXBUF_SIZE - c->rx_len, MSG_DONTWAIT);
+            if (n > 0)
+                c->rx_len += (size_t)n;
+        }
+        if (n == 0) {
+            cli_fail(c, MC_ERR_CONNECTION);
+            break;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                cli_fail(c, MC_ERR_CONNECTION);
+            break;
+        }
+        if ((uint64_t)n >= budget)
+            break;
+        budget -= (uint64_t)n;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void cli_on_writable(cli_conn_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->fd >= 0)
+        cli_flush(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static mc_status_t cli_connect(tcp_ctx_t *ctx, cli_conn_t *c, uint16_t port)
+{
+    uint64_t now = mc_now_ns();
+    if (c->last_fail_ns && now - c->last_fail_ns < RECONNECT_BACKOFF_NS)
+        return MC_ERR_CONNECTION;
+    uint32_t tmo = ctx->te->timeout_ms < 3000 ? ctx->te->timeout_ms : 3000;
+    int fd;
+    mc_status_t st = mc_net_connect(c->peer->peer->host, port, tmo, &fd);
+    if (st != MC_OK) {
+        c->last_fail_ns = mc_now_ns();
+        return st;
+    }
+    mc_net_set_nonblock(fd, 1);
+    mc_net_tune(fd, ctx->sndbuf, ctx->rcvbuf);
+    c->fd = fd;
+    c->ev = EPOLLIN;
+    c->rx_pos = c->rx_len = 0;
+    c->last_fail_ns = 0;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(c->w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        MC_LOG_ERROR("tcp: epoll_ctl failed: %m");
+        close(fd);
+        c->fd = -1;
+        return MC_ERR_IO;
+    }
+    return MC_OK;
+}
+
+static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
+{
+    pthread_mutex_lock(&ctx->peers_mu);
+    tcp_peer_t *tp = peer->tp_state[MC_TE_TP_TCP];
+    if (!tp) {
+        tp = calloc(1, sizeof(*tp));
+        cli_conn_t *conns = tp ? calloc(ctx->te->tcp_conns, sizeof(*conns)) : NULL;
+        uint8_t *rx = conns ? malloc((size_t)RXBUF_SIZE * ctx->te->tcp_conns) : NULL;
+        if (!rx) {
+            free(conns);
+            free(tp);
+            pthread_mutex_unlock(&ctx->peers_mu);
+            return NULL;
+        }
+        tp->peer = peer;
+        tp->n = ctx->te->tcp_conns;
+        tp->conns = conns;
+        for (uint32_t i = 0; i < tp->n; i++) {
+            cli_conn_t *c = &conns[i];
+            c->kind = K_CLI;
+            pthread_mutex_init(&c->mu, NULL);
+            c->fd = -1;
+            c->peer = tp;
+            c->rx = rx + (size_t)i * RXBUF_SIZE;
+            c->next_id = 1;
+            c->w = &ctx->w[(peer->idx + i) % ctx->nw];
+            tcp_worker_t *w = c->w;
+            pthread_mutex_lock(&w->mu);
+            if (w->n_cli == w->cap_cli) {
+                size_t ncap = w->cap_cli ? w->cap_cli * 2 : 16;
+                cli_conn_t **nl = realloc(w->cli, ncap * sizeof(*nl));
+                if (nl) {
+                    w->cli = nl;
+                    w->cap_cli = ncap;
+                }
+            }
+            if (w->n_cli < w->cap_cli)
+                w->cli[w->n_cli++] = c; /* else: no deadline sweep for it; logged below */
+            else
+                MC_LOG_ERROR("tcp: out of memory tracking a connection");
+            pthread_mutex_unlock(&w->mu);
+        }
+        peer->tp_state[MC_TE_TP_TCP] = tp;
+    }
+    pthread_mutex_unlock(&ctx->peers_mu);
+    return tp;
+}
+
+static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
+                       mc_te_slice_t **slices, size_t n)
+{
+    tcp_ctx_t *ctx = vctx;
+    tcp_peer_t *tp = cli_peer_state(ctx, peer);
+    if (!tp || atomic_load(&ctx->stop)) {
+        for (size_t i = 0; i < n; i++)
+            mc_te_slice_done(slices[i], tp ? MC_ERR_CANCELED : MC_ERR_NO_MEMORY, 0);
+        return;
+    }
+    uint16_t port = desc && desc->d.tcp_data_port ? desc->d.tcp_data_port : peer->port;
+    /* Group consecutive slices per connection: chunk i goes to connection (start + i) % n. */
+    uint32_t start = atomic_fetch_add(&tp->rr, (uint32_t)(n < tp->n ? n : tp->n));
+    for (uint32_t ci = 0; ci < tp->n && ci < n; ci++) {
+        cli_conn_t *c = &tp->conns[(start + ci) % tp->n];
+        pthread_mutex_lock(&c->mu);
+        mc_status_t st = MC_OK;
+        if (c->fd < 0)
+            st = cli_connect(ctx, c, port);
+        for (size_t i = ci; i < n; i += tp->n) {
+            mc_te_slice_t *s = slices[i];
+            if (st != MC_OK) {
+                mc_te_slice_done(s, st == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_CONNECTION, 0);
+                continue;
+            }
+            s->id = c->next_id++;
+            s->next = NULL;
+            s->resp_ready = 0;
+            uint16_t op;
+            if (s->cma)
+                op = s->opcode == MC_TE_READ ? MC_TE_OP_CMA_READ : MC_TE_OP_CMA_WRITE;
+            else
+                op = s->opcode == MC_TE_READ ? MC_TE_OP_READ : MC_TE_OP_WRITE;
+            mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                               .opcode = op, .id = s->id, .addr = s->remote, .length = s->len};
+            mc_te_frame_encode(&h, s->hdr);
+            if (s->cma) {
+                uint64_t pid = (uint64_t)ctx->te->pid, la = (uint64_t)(uintptr_t)s->local;
+                for (int b = 0; b < 8; b++) {
+                    s->body[b] = (uint8_t)(pid >> (8 * b));
+                    s->body[8 + b] = (uint8_t)(la >> (8 * b));
+                }
+            }
+            if (c->tail)
+                c->tail->next = s;
+            else
+                c->head = s;
+            c->tail = s;
+            if (!c->tx_next)
+                c->tx_next = s;
+        }
+        if (st == MC_OK)
+            cli_flush(c);
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+/* ===================================== loops ========================================== */
+
+static void worker_sweep(tcp_worker_t *w, uint64_t now)
+{
+    tcp_ctx_t *ctx = w->ctx;
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->n_cli;
+    pthread_mutex_unlock(&w->mu);
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&w->mu);
+        cli_conn_t *c = w->cli[i];
+        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&c->mu);
+        if (c->head && now > c->head->req->deadline_ns) {
+            MC_LOG_WARN("tcp: request to %s timed out after %u ms; closing its connection",
+                        c->peer->peer->name, ctx->te->timeout_ms);
+            cli_fail(c, MC_ERR_TIMEOUT);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    /* Server connections holding buffer references without progress for twice the transfer
+     * timeout (so that an unregister, which waits one timeout, reports BUSY first; the list is shared
+     * with the acceptor: find under the lock, close outside it). */
+    for (;;) {
+        srv_conn_t *stale = NULL;
+        pthread_mutex_lock(&w->mu);
+        for (srv_conn_t *c = w->srv; c && !stale; c = c->next)
+            if ((c->ref || c->tx_n > 0) && now - c->last_progress_ns > 2 * timeout_ns(ctx))
+                stale = c;
+        pthread_mutex_unlock(&w->mu);
+        if (!stale)
+            break;
+        MC_LOG_WARN("tcp server: client stalled for %u ms; closing its connection",
+                    2 * ctx->te->timeout_ms);
+        srv_close(stale);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    tcp_worker_t *w = arg;
+    tcp_ctx_t *ctx = w->ctx;
+    struct epoll_event evs[64];
+    while (!atomic_load(&ctx->stop)) {
+        int n = epoll_wait(w->epfd, evs, 64, 20);
+        if (n < 0 && errno != EINTR) {
+            MC_LOG_ERROR("tcp: epoll_wait failed: %m");
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            int kind = *(int *)evs[i].data.ptr;
+            uint32_t e = evs[i].events;
+            if (kind == K_WAKE)
+                continue;
+            if (kind == K_LISTEN) {
+                srv_accept(ctx);
+            } else if (kind == K_SRV) {
+                srv_conn_t *c = evs[i].data.ptr;
+                if ((e & EPOLLOUT) && !srv_on_writable(c))
+                    continue;
+                if (e & (EPOLLIN | EPOLLERR | EPOLLHUP))
+                    srv_on_readable(c);
+            } else if (kind == K_CLI) {
+                cli_conn_t *c = evs[i].data.ptr;
+                if (e & EPOLLOUT)
+                    cli_on_writable(c);
+                cli_on_readable(c);
+            }
+        }
+        uint64_t now = mc_now_ns();
+        if (now >= w->next_sweep) {
+            w->next_sweep = now + SWEEP_NS;
+            worker_sweep(w, now);
+        }
+    }
+    return NULL;
+}
+
+static void tcp_fini(void *vctx);
+
+static mc_status_t tcp_init(mc_te_t *te, void **ctx_p)
+{
+    tcp_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return MC_ERR_NO_MEMORY;
+    ctx->te = te;
+    ctx->listen_fd = te->listen_fd;
+    ctx->listen_kind = K_LISTEN;
+    ctx->nw = te->workers;
+    pthread_mutex_init(&ctx->peers_mu, NULL);
+    const char *b = getenv("MC_TE_TCP_BUF");
+    if (b && atoi(b) > 0)
+        ctx->sndbuf = ctx->rcvbuf = atoi(b);
+    ctx->w = calloc(ctx->nw, sizeof(*ctx->w));
+    if (!ctx->w) {
+        free(ctx);
+        return MC_ERR_NO_MEMORY;
+    }
+    mc_status_t st = MC_OK;
+    for (uint32_t i = 0; i < ctx->nw; i++) {
+        tcp_worker_t *w = &ctx->w[i];
+        w->ctx = ctx;
+        w->idx = (int)i;
+        w->wake_kind = K_WAKE;
+        pthread_mutex_init(&w->mu, NULL);
+        w->epfd = epoll_create1(EPOLL_CLOEXEC);
+        w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (w->epfd < 0 || w->wake_fd < 0) {
+            MC_LOG_ERROR("tcp: epoll/eventfd failed: %m");
+            st = MC_ERR_IO;
+        } else {
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->wake_kind};
+            epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev);
+        }
+    }
+    if (st == MC_OK) {
+        mc_net_set_nonblock(ctx->listen_fd, 1);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ctx->listen_kind};
+        if (epoll_ctl(ctx->w[0].epfd, EPOLL_CTL_ADD, ctx->listen_fd, &ev) != 0)
+            st = MC_ERR_IO;
+    }
+    for (uint32_t i = 0; st == MC_OK && i < ctx->nw; i++) {
+        if (pthread_create(&ctx->w[i].th, NULL, worker_main, &ctx->w[i]) != 0)
+            st = MC_ERR_INTERNAL;
+        else
+            ctx->w[i].started = true;
+    }
+    if (st != MC_OK) {
+        tcp_fini(ctx);
+        return st;
+    }
+    *ctx_p = ctx;
+    return MC_OK;
+}
+
+static void tcp_fini(void *vctx)
+{
+    tcp_ctx_t *ctx = vctx;
+    if (!ctx)
+        return;
+    atomic_store(&ctx->stop, 1);
+    for (uint32_t i = 0; i < ctx->nw; i++) {
+        tcp_worker_t *w = &ctx->w[i];
+        if (w->wake_fd >= 0) {
+            uint64_t one = 1;
+            ssize_t r = write(w->wake_fd, &one, sizeof(one));
+            (void)r;
+        }
+    }
+    for (uint32_t i = 0; i < ctx->nw; i++)
+        if (ctx->w[i].started)
+            pthread_join(ctx->w[i].th, NULL);
+    for (uint32_t i = 0; i < ctx->nw; i++) {
+        tcp_worker_t *w = &ctx->w[i];
+        while (w->srv)
+            srv_close(w->srv);
+        for (size_t k = 0; k < w->n_cli; k++) {
+            cli_conn_t *c = w->cli[k];
+            pthread_mutex_lock(&c->mu);
+            cli_fail(c, MC_ERR_CANCELED);
+            pthread_mutex_unlock(&c->mu);
+        }
+        free(w->cli);
+        if (w->epfd >= 0)
+            close(w->epfd);
+        if (w->wake_fd >= 0)
+            close(w->wake_fd);
+        pthread_mutex_destroy(&w->mu);
+    }
+    free(ctx->w);
+    pthread_mutex_destroy(&ctx->peers_mu);
+    free(ctx);
+}
+
+static void tcp_peer_free(void *vctx, mc_te_peer_t *peer)
+{
+    tcp_peer_t *tp = peer->tp_state[MC_TE_TP_TCP];
+    if (!tp)
+        return;
+    for (uint32_t i = 0; i < tp->n; i++)
+        pthread_mutex_destroy(&tp->conns[i].mu);
+    if (tp->n)
+        free(tp->conns[0].rx);
+    free(tp->conns);
+    free(tp);
+    peer->tp_state[MC_TE_TP_TCP] = NULL;
+}
+
+static uint64_t tcp_max_slice(void *vctx)
+{
+    tcp_ctx_t *ctx = vctx;
+    return ctx->te->slice_size;
+}
+
+static bool tcp_can_reach(void *vctx, const mc_segment_desc_t *desc)
+{
+    return true;
+}
+
+const mc_te_transport_ops_t mc_te_tcp_ops = {
+    .name = "tcp",
+    .init = tcp_init,
+    .fini = tcp_fini,
+    .max_slice = tcp_max_slice,
+    .can_reach = tcp_can_reach,
+    .submit = tcp_submit,
+    .peer_free = tcp_peer_free,
+};
+
+/* ================================= descriptor fetch ==================================== */
+
+mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeout_ms,
+                                 char **json_p, size_t *len_p)
+{
+    uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    int fd;
+    mc_status_t st = mc_net_connect(host, port, timeout_ms, &fd);
+    if (st != MC_OK)
+        return st;
+    uint8_t hdr[MC_TE_FRAME_HDR_SIZE];
+    mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                       .opcode = MC_TE_OP_GET_DESC, .id = 1};
+    mc_te_frame_encode(&h, hdr);
+    char *json = NULL;
+    st = mc_net_send_all(fd, hdr, sizeof(hdr), deadline);
+    if (st == MC_OK)
+        st = mc_net_recv_all(fd, hdr, sizeof(hdr), deadline);
+    if (st == MC_OK) {
+        if (mc_te_frame_decode(hdr, sizeof(hdr), &h) != MC_OK ||
+            h.opcode != (MC_TE_OP_GET_DESC | MC_TE_OP_RESPONSE) || h.id != 1) {
+            st = MC_ERR_PROTOCOL;
+        } else if (h.status != MC_OK) {
+            st = (mc_status_t)h.status;
+        } else if (h.length > MC_TE_FRAME_MAX_DESC) {
+            st = MC_ERR_TOO_LARGE;
+        } else if (!(json = malloc(h.length + 1))) {
+            st = MC_ERR_NO_MEMORY;
+        } else {
+            st = mc_net_recv_all(fd, json, h.length, deadline);
+            json[h.length] = '\0';
+        }
+    }
+    close(fd);
+    if (st != MC_OK) {
+        free(json);
+        MC_LOG_DEBUG("GET_DESC from %s:%u failed: %s", host, port, mc_status_name(st));
+        return st;
+    }
+    *json_p = json;
+    *len_p = h.length;
+    return MC_OK;
+}

@@ -1,0 +1,87 @@
+/* Transports of the transfer engine: one ops table per way of moving bytes.
+ *
+ * Design (full text: docs/internals/transfer-engine.md)
+ *
+ * Requests and slices. mc_te_batch_submit validates the whole call first (batch handle,
+ * capacity, segment handles, opcodes, buffers) and only then dispatches, so a failed submit
+ * leaves nothing behind. Each request is cut into slices of at most the transport's
+ * max_slice bytes; the transport calls mc_te_slice_done() exactly once per slice; the last
+ * slice makes the request final (COMPLETED, or FAILED/TIMEOUT with the first error).
+ *
+ * Choice per peer (re-made whenever its descriptor is fetched): shm when protocol is
+ * auto/shm, MC_FORCE_TCP is not 1, the peer's host_id equals ours and /proc/<pid> is
+ * visible; tcp otherwise. A segment named like our own local name is served in-process
+ * (memcpy under the local table's in-flight reference).
+ *
+ * Threads. tcp: `worker_threads` event loops (epoll, level-triggered); worker 0 also owns the
+ * listening socket and hands accepted connections round-robin to the loops. The same loops
+ * serve incoming requests (server connections) and receive responses for our outgoing
+ * requests (client connections). Submitting threads encode and send their frames themselves
+ * (sendmsg of many frames under the connection lock, no hand-off); a loop finishes sends that
+ * would block (EPOLLOUT). Every loop sweeps its connections every 20 ms: a client connection
+ * whose oldest request passed its deadline is closed and its requests end TIMEOUT; a server
+ * connection that holds buffer references without progress for the transfer timeout is
+ * closed. shm: no threads; copies run in the submitting thread.
+ *
+ * tcp frames: see tcp_frame.h. Server answers every request with a status frame in request
+ * order (READ responses carry the bytes). Client: per peer `tcp_connections` persistent
+ * connections, connected lazily on submit (retry at most every 100 ms after a failure),
+ * slices spread round-robin, responses matched in FIFO order and checked by id.
+ *
+ * shm: the owner allocates shareable memory as memfds and keeps one control memfd of
+ * MC_TE_SHM_SLOTS slots {state = gen << 1 | registered, inflight}. Its descriptor carries each
+ * buffer's shm_fd/shm_offset and, in transport_info, the control fd and the slot of every
+ * buffer. An initiator maps /proc/<pid>/fd/<fd> once per peer buffer (cached), and for every
+ * copy: inflight++ (seq_cst), check state == (gen << 1 | 1), memcpy, inflight--. Unregister
+ * clears the registered bit and then waits for inflight == 0 (deadline -> MC_ERR_BUSY and the
+ * bit is restored). Buffers without memfd on a same-host peer are copied by the OWNER with
+ * process_vm_readv/writev on a tcp CMA request, so owner-side range checks still apply.
+ */
+#ifndef MC_TE_TRANSPORT_H
+#define MC_TE_TRANSPORT_H
+
+#include "te/engine_internal.h"
+#include "te/tcp_frame.h"
+
+typedef struct mc_te_transport_ops {
+    const char *name;
+    /* Start the transport for te (borrowed for the transport's lifetime). */
+    mc_status_t (*init)(mc_te_t *te, void **ctx_p);
+    /* Stop threads, end every outstanding slice (FAILED), free everything. */
+    void (*fini)(void *ctx);
+    /* Largest slice this transport takes. */
+    uint64_t (*max_slice)(void *ctx);
+    /* Whether this transport can reach the peer described by desc. */
+    bool (*can_reach)(void *ctx, const mc_segment_desc_t *desc);
+    /* Take n slices for peer (desc borrowed for the call). Never fails as a whole: every slice
+     * ends through mc_te_slice_done, possibly before submit returns. */
+    void (*submit)(void *ctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc, mc_te_slice_t **slices,
+                   size_t n);
+    /* Optional hooks on local registration (e.g. shm control slots, future UCX rkeys).
+     * on_unregister waits until the transport no longer touches b (MC_ERR_BUSY at the
+     * deadline); on_unregister_abort undoes it when the unregister is refused. */
+    mc_status_t (*on_register)(void *ctx, mc_te_lbuf_t *b);
+    mc_status_t (*on_unregister)(void *ctx, mc_te_lbuf_t *b, uint64_t deadline_ns);
+    void (*on_unregister_abort)(void *ctx, mc_te_lbuf_t *b);
+    void (*on_unregister_done)(void *ctx, mc_te_lbuf_t *b);
+    /* Optional: JSON text for the descriptor's transport_info (heap; caller frees). */
+    char *(*transport_info)(void *ctx);
+    /* Optional: free peer->tp_state[...] (engine destroy). */
+    void (*peer_free)(void *ctx, mc_te_peer_t *peer);
+} mc_te_transport_ops_t;
+
+extern const mc_te_transport_ops_t mc_te_tcp_ops;
+extern const mc_te_transport_ops_t mc_te_shm_ops;
+
+/* tcp extras used by the engine and by shm. */
+/* Fetch a peer's descriptor JSON with a GET_DESC frame (blocking, bounded by timeout_ms).
+ * *json_p: heap NUL-terminated string the caller frees. */
+mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeout_ms,
+                                 char **json_p, size_t *len_p);
+/* Server-side validation of one decoded request header against table t: frame checks, then
+ * for READ/WRITE/CMA the range check with an in-flight reference (*b_p, release it with
+ * mc_te_table_release). Returns MC_OK, MC_ERR_PROTOCOL (close), or the status to answer. */
+mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,
+                                    uint64_t *payload_p, mc_te_lbuf_t **b_p);
+
+#endif

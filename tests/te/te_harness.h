@@ -1,0 +1,157 @@
+/* Test harness for multi-process TE tests: spawn te_peer, talk to it over pipes, stop it by
+ * pid. Header-only (static functions); include after cmocka. */
+#ifndef MC_TESTS_TE_HARNESS_H
+#define MC_TESTS_TE_HARNESS_H
+
+#include "te_pattern.h"
+
+#include "common/time.h"
+#include "mooncake/te.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MC_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
+
+#ifndef TE_PEER_PATH
+#error "TE_PEER_PATH must be defined by the build"
+#endif
+
+typedef struct te_peer {
+    pid_t pid;
+    int in_fd;   /* our write end -> peer stdin */
+    int out_fd;  /* peer stdout -> our read end */
+    char name[MC_TE_NAME_MAX];
+    int nbuf;
+    uint64_t addr[64];
+    uint64_t len[64];
+    char rbuf[4096];
+    size_t rlen;
+} te_peer_t;
+
+/* Read one line (without '\n') into out within timeout_ms. 0 ok, -1 timeout/EOF. */
+static int te_peer_line(te_peer_t *p, char *out, size_t cap, int timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        char *nl = memchr(p->rbuf, '\n', p->rlen);
+        if (nl) {
+            size_t l = (size_t)(nl - p->rbuf);
+            size_t c = l < cap - 1 ? l : cap - 1;
+            memcpy(out, p->rbuf, c);
+            out[c] = '\0';
+            memmove(p->rbuf, nl + 1, p->rlen - l - 1);
+            p->rlen -= l + 1;
+            return 0;
+        }
+        uint64_t now = mc_now_ms();
+        if (now >= deadline || p->rlen == sizeof(p->rbuf))
+            return -1;
+        struct pollfd pf = {.fd = p->out_fd, .events = POLLIN};
+        int r = poll(&pf, 1, (int)(deadline - now));
+        if (r <= 0)
+            continue;
+        ssize_t n = read(p->out_fd, p->rbuf + p->rlen, sizeof(p->rbuf) - p->rlen);
+        if (n <= 0)
+            return -1;
+        p->rlen += (size_t)n;
+    }
+}
+
+/* Start te_peer with extra args (NULL-terminated list). Returns 0 when READY was read. */
+static int te_peer_start(te_peer_t *p, const char *const *args)
+{
+    memset(p, 0, sizeof(*p));
+    int in[2], out[2];
+    if (pipe(in) || pipe(out))
+        return -1;
+    const char *argv[32];
+    int k = 0;
+    argv[k++] = TE_PEER_PATH;
+    for (int i = 0; args && args[i] && k < 31; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    p->pid = pid;
+    p->in_fd = in[1];
+    p->out_fd = out[0];
+    char line[512];
+    if (te_peer_line(p, line, sizeof(line), 20000) != 0)
+        return -1;
+    int ppid;
+    if (sscanf(line, "READY %255s %d", p->name, &ppid) != 2)
+        return -1;
+    for (;;) {
+        if (te_peer_line(p, line, sizeof(line), 5000) != 0)
+            return -1;
+        if (!strcmp(line, "END"))
+            break;
+        unsigned i;
+        unsigned long long a, l;
+        if (sscanf(line, "BUF %u %llu %llu", &i, &a, &l) == 3 && i < 64) {
+            p->addr[i] = a;
+            p->len[i] = l;
+            if ((int)i + 1 > p->nbuf)
+                p->nbuf = (int)i + 1;
+        }
+    }
+    return 0;
+}
+
+/* Send a command, read its one-line answer into out. */
+static int te_peer_cmd(te_peer_t *p, const char *cmd, char *out, size_t cap, int timeout_ms)
+{
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf), "%s\n", cmd);
+    if (write(p->in_fd, buf, (size_t)n) != n)
+        return -1;
+    return te_peer_line(p, out, cap, timeout_ms);
+}
+
+/* Stop by pid: signal (SIGTERM-like quit first if sig == 0), then reap with a deadline. */
+static void te_peer_stop(te_peer_t *p, int sig)
+{
+    if (p->pid <= 0)
+        return;
+    if (sig == 0) {
+        ssize_t w = write(p->in_fd, "quit\n", 5);
+        (void)w;
+    } else {
+        kill(p->pid, sig);
+    }
+    uint64_t deadline = mc_now_ms() + 10000;
+    int status;
+    while (waitpid(p->pid, &status, WNOHANG) == 0) {
+        if (mc_now_ms() > deadline) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &status, 0);
+            break;
+        }
+        mc_sleep_ms(5);
+    }
+    close(p->in_fd);
+    close(p->out_fd);
+    p->pid = 0;
+}
+
+#endif

@@ -1,0 +1,107 @@
+/* Test helper: a transfer-engine target process.
+ *
+ *   te_peer [--name host[:port]] [--meta URI] [--buffers N] [--size BYTES] [--shareable]
+ *           [--timeout MS] [--seed S]
+ *
+ * Registers N buffers of SIZE bytes filled with te_pattern(i, off, seed), then prints
+ *   READY <name> <pid>
+ *   BUF <i> <addr> <len>     (one per buffer)
+ *   END
+ * and serves commands from stdin, one per line, answering one line each:
+ *   unregister <i>           -> "UNREG <i> <status name>"
+ *   register <i>             -> "REG <i> <status name>"
+ *   check <i> <off> <len> <seed> -> "CHECK <ok|bad>" (buffer bytes == pattern with seed)
+ *   quit                     -> exits 0
+ * EOF on stdin also exits.
+ */
+#include "te_pattern.h"
+
+#include "mooncake/te.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    const char *name = "127.0.0.1";
+    const char *meta = "P2PHANDSHAKE";
+    size_t nbuf = 2, size = 1 << 20;
+    int shareable = 0;
+    uint32_t timeout = 0;
+    unsigned seed = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--name") && i + 1 < argc)
+            name = argv[++i];
+        else if (!strcmp(argv[i], "--meta") && i + 1 < argc)
+            meta = argv[++i];
+        else if (!strcmp(argv[i], "--buffers") && i + 1 < argc)
+            nbuf = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            size = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+            timeout = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--shareable"))
+            shareable = 1;
+        else {
+            fprintf(stderr, "te_peer: bad argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (nbuf == 0 || nbuf > 64 || size == 0)
+        return 2;
+    mc_te_config_t cfg = {.metadata_uri = meta, .local_server_name = name,
+                          .transfer_timeout_ms = timeout};
+    mc_te_t *te;
+    mc_status_t st = mc_te_create(&cfg, &te);
+    if (st != MC_OK) {
+        printf("FAIL %s\n", mc_status_name(st));
+        return 1;
+    }
+    uint8_t *bufs[64];
+    for (size_t i = 0; i < nbuf; i++) {
+        bufs[i] = shareable ? mc_te_alloc_shareable(te, size)
+                            : mmap(NULL, size, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (!bufs[i] || bufs[i] == MAP_FAILED)
+            return 1;
+        te_pattern_fill(bufs[i], size, (unsigned)i, 0, seed);
+        st = mc_te_register(te, bufs[i], size, "cpu:0");
+        if (st != MC_OK) {
+            printf("FAIL register %s\n", mc_status_name(st));
+            return 1;
+        }
+    }
+    printf("READY %s %d\n", mc_te_local_name(te), (int)getpid());
+    for (size_t i = 0; i < nbuf; i++)
+        printf("BUF %zu %llu %zu\n", i, (unsigned long long)(uintptr_t)bufs[i], size);
+    printf("END\n");
+    fflush(stdout);
+    char line[256];
+    while (fgets(line, sizeof(line), stdin)) {
+        unsigned i = 0, s = 0;
+        unsigned long long off = 0, len = 0;
+        if (sscanf(line, "unregister %u", &i) == 1 && i < nbuf) {
+            st = mc_te_unregister(te, bufs[i]);
+            printf("UNREG %u %s\n", i, mc_status_name(st));
+        } else if (sscanf(line, "register %u", &i) == 1 && i < nbuf) {
+            st = mc_te_register(te, bufs[i], size, "cpu:0");
+            printf("REG %u %s\n", i, mc_status_name(st));
+        } else if (sscanf(line, "check %u %llu %llu %u", &i, &off, &len, &s) == 4 && i < nbuf &&
+                   off <= size && len <= size - off) {
+            int ok = te_pattern_check(bufs[i] + off, len, i, off, s) < 0;
+            printf("CHECK %s\n", ok ? "ok" : "bad");
+        } else if (!strncmp(line, "quit", 4)) {
+            break;
+        } else {
+            printf("ERR\n");
+        }
+        fflush(stdout);
+    }
+    mc_te_destroy(te);
+    return 0;
+}

@@ -1,0 +1,517 @@
+/* Multi-process transfer engine tests: a te_peer target process, this process as initiator.
+ * Metadata: P2PHANDSHAKE (descriptors fetched from the peer over GET_DESC). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "te_harness.h"
+
+#include "common/net.h"
+#include "te/tcp_frame.h"
+
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#define MiB (1ull << 20)
+
+static uint8_t *local_buf(size_t len)
+{
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                      -1, 0);
+    assert_true(p != MAP_FAILED);
+    return p;
+}
+
+static mc_te_t *make_engine(const char *proto, uint32_t timeout_ms)
+{
+    mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
+                          .protocol = proto, .transfer_timeout_ms = timeout_ms};
+    mc_te_t *te = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+    assert_non_null(te);
+    return te;
+}
+
+static mc_status_t xfer(mc_te_t *te, mc_te_opcode_t op, void *local, mc_te_segment_t seg,
+                        uint64_t addr, size_t len, mc_te_xfer_status_t *st)
+{
+    mc_te_request_t r = {.opcode = op, .local = local, .target = seg, .target_addr = addr,
+                         .length = len};
+    return mc_te_transfer_sync(te, &r, 1, st);
+}
+
+/* ---- correctness over a range of sizes ------------------------------------------------ */
+
+static void rw_sizes(const char *proto, int shareable)
+{
+    const size_t bsz = 64 * MiB;
+    char size_arg[32];
+    snprintf(size_arg, sizeof(size_arg), "%zu", bsz);
+    const char *args[] = {"--buffers", "2", "--size", size_arg, shareable ? "--shareable" : NULL,
+                          NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    mc_te_t *te = make_engine(proto, 10000);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    uint64_t first;
+    assert_int_equal(mc_te_segment_first_buffer(te, seg, &first), MC_OK);
+    assert_true(first == p.addr[0] || first == p.addr[1]);
+    uint8_t *lb = local_buf(bsz);
+    const size_t sizes[] = {1, 100, 4095, 4096, 65537, MiB + 3, 8 * MiB, 64 * MiB};
+    for (size_t k = 0; k < MC_ARRAY_LEN_T(sizes); k++) {
+        size_t s = sizes[k];
+        uint64_t off = s < bsz ? (12345ull * (k + 1)) % (bsz - s + 1) : 0;
+        mc_te_xfer_status_t st;
+        memset(lb, 0, s);
+        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + off, s, &st), MC_OK);
+        assert_int_equal(st.state, MC_TE_COMPLETED);
+        assert_int_equal(st.transferred, s);
+        assert_int_equal(te_pattern_check(lb, s, 0, off, 1), -1);
+        /* write a different pattern into buffer 1, have the owner check it, read it back */
+        te_pattern_fill(lb, s, 1, off, 7);
+        assert_int_equal(xfer(te, MC_TE_WRITE, lb, seg, p.addr[1] + off, s, &st), MC_OK);
+        assert_int_equal(st.transferred, s);
+        char cmd[128], ans[128];
+        snprintf(cmd, sizeof(cmd), "check 1 %llu %zu 7", (unsigned long long)off, s);
+        assert_int_equal(te_peer_cmd(&p, cmd, ans, sizeof(ans), 20000), 0);
+        assert_string_equal(ans, "CHECK ok");
+        memset(lb, 0, s);
+        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[1] + off, s, &st), MC_OK);
+        assert_int_equal(te_pattern_check(lb, s, 1, off, 7), -1);
+    }
+    /* many small requests in one batch, spread over both buffers */
+    enum { N = 256 };
+    mc_te_request_t reqs[N];
+    for (int i = 0; i < N; i++)
+        reqs[i] = (mc_te_request_t){MC_TE_READ, lb + (size_t)i * 4096, seg,
+                                    p.addr[i & 1] + (uint64_t)i * 8192, 4096};
+    mc_te_batch_t b;
+    assert_int_equal(mc_te_batch_alloc(te, N, &b), MC_OK);
+    assert_int_equal(mc_te_batch_submit(te, b, reqs, N / 2), MC_OK);
+    assert_int_equal(mc_te_batch_submit(te, b, reqs + N / 2, N / 2), MC_OK);
+    assert_int_equal(mc_te_batch_submit(te, b, reqs, 1), MC_ERR_TOO_LARGE); /* full */
+    mc_te_xfer_status_t sts[N];
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (mc_te_batch_status_all(te, b, sts, N) != MC_OK && mc_now_ms() < deadline)
+        mc_sleep_ms(1);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(sts[i].state, MC_TE_COMPLETED);
+        unsigned bi = (unsigned)(i & 1);
+        uint64_t off = (uint64_t)i * 8192;
+        if (bi == 1) /* buffer 1 was overwritten with seed 7 around the small offsets */
+            continue;
+        assert_int_equal(te_pattern_check(lb + (size_t)i * 4096, 4096, bi, off, 1), -1);
+    }
+    assert_int_equal(mc_te_batch_free(te, b), MC_OK);
+    assert_int_equal(mc_te_batch_free(te, b), MC_ERR_INVALID_PARAMS); /* stale handle */
+    munmap(lb, bsz);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+static void test_rw_tcp(void **state)
+{
+    rw_sizes("tcp", 0);
+}
+static void test_rw_shm(void **state)
+{
+    rw_sizes("auto", 1);
+}
+static void test_rw_cma(void **state)
+{
+    rw_sizes("auto", 0); /* same host, plain anonymous memory: owner-side CMA copies */
+}
+
+/* ---- errors: ranges, overflow, unknown segment; the target keeps serving --------------- */
+
+static void errors(const char *proto, int shareable)
+{
+    const char *args[] = {"--buffers", "2", "--size", "1048576", shareable ? "--shareable" : NULL,
+                          NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    mc_te_t *te = make_engine(proto, 5000);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    uint8_t *lb = local_buf(2 * MiB);
+    mc_te_xfer_status_t st;
+    struct { mc_te_opcode_t op; uint64_t addr; size_t len; } bad[] = {
+        {MC_TE_READ, p.addr[0] + MiB - 10, 100},      /* crosses the end */
+        {MC_TE_READ, (p.addr[0] < p.addr[1] ? p.addr[0] : p.addr[1]) - 4096, 100}, /* before */
+        {MC_TE_READ, UINT64_MAX - 10, 100},           /* overflows */
+        {MC_TE_READ, UINT64_MAX - 4095, 4096},        /* ends exactly at 2^64: overflow too */
+        {MC_TE_WRITE, (p.addr[0] > p.addr[1] ? p.addr[0] : p.addr[1]) + MiB, 8192}, /* after */
+        {MC_TE_WRITE, p.addr[0] + 1, 2 * MiB},        /* too long, sliced */
+    };
+    for (size_t i = 0; i < MC_ARRAY_LEN_T(bad); i++) {
+        assert_int_equal(xfer(te, bad[i].op, lb, seg, bad[i].addr, bad[i].len, &st),
+                         MC_ERR_OUT_OF_RANGE);
+        assert_int_equal(st.state, MC_TE_FAILED);
+        assert_int_equal(st.error, MC_ERR_OUT_OF_RANGE);
+        /* the same connections still work */
+        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 7, 4096, &st), MC_OK);
+        assert_int_equal(te_pattern_check(lb, 4096, 0, 7, 1), -1);
+    }
+    /* zero-length requests complete without touching anything */
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, 0, 0, &st), MC_OK);
+    assert_int_equal(st.state, MC_TE_COMPLETED);
+    /* unknown segment */
+    uint16_t port;
+    assert_int_equal(mc_net_free_port(&port), MC_OK);
+    char name[64];
+    snprintf(name, sizeof(name), "127.0.0.1:%u", port);
+    mc_te_segment_t s2;
+    assert_int_equal(mc_te_segment_open(te, name, &s2), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_te_segment_open(te, "no-port", &s2), MC_ERR_INVALID_PARAMS);
+    /* bad handle / bad opcode: submit fails and nothing of it is left in the batch */
+    mc_te_batch_t b;
+    assert_int_equal(mc_te_batch_alloc(te, 4, &b), MC_OK);
+    mc_te_request_t r[2] = {{MC_TE_READ, lb, seg, p.addr[0], 16}, {MC_TE_READ, lb, 999, 0, 16}};
+    assert_int_equal(mc_te_batch_submit(te, b, r, 2), MC_ERR_INVALID_PARAMS);
+    r[1].target = seg;
+    r[1].opcode = (mc_te_opcode_t)7;
+    assert_int_equal(mc_te_batch_submit(te, b, r, 2), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_batch_status(te, b, 0, &st), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_batch_free(te, b), MC_OK);
+    /* a second client is served normally */
+    mc_te_t *te2 = make_engine(proto, 5000);
+    mc_te_segment_t seg2;
+    assert_int_equal(mc_te_segment_open(te2, p.name, &seg2), MC_OK);
+    assert_int_equal(xfer(te2, MC_TE_READ, lb, seg2, p.addr[1] + 100, 1000, &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, 1000, 1, 100, 1), -1);
+    mc_te_destroy(te2);
+    munmap(lb, 2 * MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+static void test_errors_tcp(void **state)
+{
+    errors("tcp", 0);
+}
+static void test_errors_shm(void **state)
+{
+    errors("auto", 1);
+}
+
+/* ---- hostile frames on a raw socket ----------------------------------------------------- */
+
+static int raw_connect(const char *name, int rcvbuf)
+{
+    char host[MC_HOST_MAX];
+    uint16_t port;
+    assert_int_equal(mc_net_split_hostport(name, host, &port), MC_OK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    if (rcvbuf)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(0x7f000001)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static void raw_send(int fd, uint16_t op, uint64_t id, uint64_t addr, uint64_t len, uint32_t magic)
+{
+    mc_te_frame_t h = {.magic = magic, .version = MC_TE_FRAME_VERSION, .opcode = op, .id = id,
+                       .addr = addr, .length = len};
+    uint8_t b[MC_TE_FRAME_HDR_SIZE];
+    mc_te_frame_encode(&h, b);
+    assert_int_equal(mc_net_send_all(fd, b, sizeof(b), mc_now_ns() + 5000000000ull), MC_OK);
+}
+
+static void raw_recv_hdr(int fd, mc_te_frame_t *h)
+{
+    uint8_t b[MC_TE_FRAME_HDR_SIZE];
+    assert_int_equal(mc_net_recv_all(fd, b, sizeof(b), mc_now_ns() + 5000000000ull), MC_OK);
+    assert_int_equal(mc_te_frame_decode(b, sizeof(b), h), MC_OK);
+}
+
+static void assert_closed(int fd)
+{
+    uint8_t b[64];
+    assert_int_equal(mc_net_recv_all(fd, b, sizeof(b), mc_now_ns() + 5000000000ull),
+                     MC_ERR_CONNECTION);
+    close(fd);
+}
+
+static void test_raw_frames(void **state)
+{
+    const char *args[] = {"--buffers", "1", "--size", "65536", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    int fd = raw_connect(p.name, 0);
+    mc_te_frame_t h;
+    /* out of range: error frame, connection stays */
+    raw_send(fd, MC_TE_OP_READ, 1, p.addr[0] + 65530, 100, MC_TE_FRAME_MAGIC);
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.opcode, MC_TE_OP_READ | MC_TE_OP_RESPONSE);
+    assert_int_equal(h.id, 1);
+    assert_int_equal(h.status, MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(h.length, 0);
+    /* READ over the frame cap: refused with TOO_LARGE, connection stays */
+    raw_send(fd, MC_TE_OP_READ, 2, p.addr[0], MC_TE_FRAME_MAX_PAYLOAD + 1, MC_TE_FRAME_MAGIC);
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.status, MC_ERR_TOO_LARGE);
+    /* overflowing range */
+    raw_send(fd, MC_TE_OP_READ, 3, UINT64_MAX - 1, 16, MC_TE_FRAME_MAGIC);
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.status, MC_ERR_OUT_OF_RANGE);
+    /* out-of-range WRITE: its payload is skipped, then a valid READ works */
+    raw_send(fd, MC_TE_OP_WRITE, 4, 16, 1000, MC_TE_FRAME_MAGIC);
+    uint8_t junk[1000];
+    memset(junk, 0xAB, sizeof(junk));
+    assert_int_equal(mc_net_send_all(fd, junk, sizeof(junk), 0), MC_OK);
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.id, 4);
+    assert_int_equal(h.status, MC_ERR_OUT_OF_RANGE);
+    raw_send(fd, MC_TE_OP_READ, 5, p.addr[0] + 100, 32, MC_TE_FRAME_MAGIC);
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.status, MC_OK);
+    assert_int_equal(h.length, 32);
+    uint8_t data[32];
+    assert_int_equal(mc_net_recv_all(fd, data, 32, mc_now_ns() + 5000000000ull), MC_OK);
+    assert_int_equal(te_pattern_check(data, 32, 0, 100, 1), -1);
+    /* GET_DESC */
+    raw_send(fd, MC_TE_OP_GET_DESC, 6, 0, 0, MC_TE_FRAME_MAGIC);
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.status, MC_OK);
+    assert_true(h.length > 10 && h.length < 100000);
+    char *json = calloc(1, h.length + 1);
+    assert_int_equal(mc_net_recv_all(fd, json, h.length, mc_now_ns() + 5000000000ull), MC_OK);
+    assert_non_null(strstr(json, "\"buffers\""));
+    free(json);
+    /* unknown opcode: framing is lost, connection closed */
+    raw_send(fd, 9, 7, 0, 0, MC_TE_FRAME_MAGIC);
+    assert_closed(fd);
+    /* bad magic */
+    fd = raw_connect(p.name, 0);
+    raw_send(fd, MC_TE_OP_READ, 1, p.addr[0], 16, 0x12345678);
+    assert_closed(fd);
+    /* WRITE over the cap: its payload cannot be skipped safely: closed */
+    fd = raw_connect(p.name, 0);
+    raw_send(fd, MC_TE_OP_WRITE, 1, p.addr[0], MC_TE_FRAME_MAX_PAYLOAD + 1, MC_TE_FRAME_MAGIC);
+    assert_closed(fd);
+    /* a response opcode sent as a request */
+    fd = raw_connect(p.name, 0);
+    raw_send(fd, MC_TE_OP_READ | MC_TE_OP_RESPONSE, 1, p.addr[0], 16, MC_TE_FRAME_MAGIC);
+    assert_closed(fd);
+    /* truncated frame then EOF: the server just drops the connection */
+    fd = raw_connect(p.name, 0);
+    assert_int_equal(send(fd, "MCTE", 4, MSG_NOSIGNAL), 4);
+    close(fd);
+    /* the target still serves an engine */
+    mc_te_t *te = make_engine("tcp", 5000);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    mc_te_xfer_status_t st;
+    assert_int_equal(xfer(te, MC_TE_READ, data, seg, p.addr[0] + 1, 32, &st), MC_OK);
+    assert_int_equal(te_pattern_check(data, 32, 0, 1, 1), -1);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+/* ---- peer death and hangs ---------------------------------------------------------------- */
+
+static void wait_final(mc_te_t *te, mc_te_batch_t b, mc_te_xfer_status_t *sts, size_t n,
+                       uint64_t max_ms)
+{
+    uint64_t deadline = mc_now_ms() + max_ms;
+    while (mc_te_batch_status_all(te, b, sts, n) != MC_OK) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(2);
+    }
+}
+
+static void test_kill9_reconnect(void **state)
+{
+    uint16_t port;
+    assert_int_equal(mc_net_free_port(&port), MC_OK);
+    char name[64];
+    snprintf(name, sizeof(name), "127.0.0.1:%u", port);
+    const char *args[] = {"--name", name, "--buffers", "1", "--size", "16777216", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    assert_string_equal(p.name, name);
+    mc_te_t *te = make_engine("tcp", 4000);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, name, &seg), MC_OK);
+    uint8_t *lb = local_buf(16 * MiB);
+    mc_te_xfer_status_t st;
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 4096, &st), MC_OK); /* connected */
+    /* freeze it so that requests are surely in flight, then kill it */
+    kill(p.pid, SIGSTOP);
+    enum { N = 8 };
+    mc_te_request_t reqs[N];
+    for (int i = 0; i < N; i++)
+        reqs[i] = (mc_te_request_t){i & 1 ? MC_TE_WRITE : MC_TE_READ, lb + (size_t)i * 2 * MiB,
+                                    seg, p.addr[0] + (uint64_t)i * 2 * MiB, 2 * MiB};
+    mc_te_batch_t b;
+    assert_int_equal(mc_te_batch_alloc(te, N, &b), MC_OK);
+    assert_int_equal(mc_te_batch_submit(te, b, reqs, N), MC_OK);
+    assert_int_equal(mc_te_batch_free(te, b), MC_ERR_BUSY); /* still in flight */
+    uint64_t t0 = mc_now_ms();
+    te_peer_stop(&p, SIGKILL);
+    mc_te_xfer_status_t sts[N];
+    wait_final(te, b, sts, N, 3000); /* connection reset: well before the 4 s deadline */
+    assert_true(mc_now_ms() - t0 < 3000);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(sts[i].state, MC_TE_FAILED);
+        assert_int_not_equal(sts[i].error, MC_OK);
+    }
+    assert_int_equal(mc_te_batch_free(te, b), MC_OK);
+    /* nobody there: fails fast */
+    assert_int_not_equal(xfer(te, MC_TE_READ, lb, seg, 4096, 4096, &st), MC_OK);
+    /* a new target on the same port: the same segment handle works again */
+    assert_int_equal(te_peer_start(&p, args), 0);
+    uint64_t first = 0;
+    uint64_t deadline = mc_now_ms() + 5000;
+    while (mc_te_segment_first_buffer(te, seg, &first) != MC_OK && mc_now_ms() < deadline)
+        mc_sleep_ms(20);
+    assert_int_equal(first, p.addr[0]);
+    mc_status_t rs;
+    while ((rs = xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 5, MiB, &st)) != MC_OK &&
+           mc_now_ms() < deadline)
+        mc_sleep_ms(20);
+    assert_int_equal(rs, MC_OK);
+    assert_int_equal(te_pattern_check(lb, MiB, 0, 5, 1), -1);
+    munmap(lb, 16 * MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+static void test_sigstop_timeout(void **state)
+{
+    const char *args[] = {"--buffers", "1", "--size", "4194304", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    mc_te_t *te = make_engine("tcp", 1000);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    uint8_t *lb = local_buf(4 * MiB);
+    kill(p.pid, SIGSTOP);
+    mc_te_request_t reqs[4];
+    for (int i = 0; i < 4; i++)
+        reqs[i] = (mc_te_request_t){MC_TE_READ, lb + (size_t)i * MiB, seg,
+                                    p.addr[0] + (uint64_t)i * MiB, MiB};
+    uint64_t t0 = mc_now_ms();
+    mc_te_xfer_status_t sts[4];
+    assert_int_equal(mc_te_transfer_sync(te, reqs, 4, sts), MC_ERR_TIMEOUT);
+    uint64_t el = mc_now_ms() - t0;
+    assert_true(el >= 900 && el < 3000);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sts[i].state, MC_TE_TIMEOUT);
+        assert_int_equal(sts[i].error, MC_ERR_TIMEOUT);
+    }
+    kill(p.pid, SIGCONT);
+    uint64_t deadline = mc_now_ms() + 5000;
+    mc_status_t rs;
+    while ((rs = mc_te_transfer_sync(te, reqs, 4, sts)) != MC_OK && mc_now_ms() < deadline)
+        mc_sleep_ms(20);
+    assert_int_equal(rs, MC_OK);
+    assert_int_equal(te_pattern_check(lb, 4 * MiB, 0, 0, 1), -1);
+    munmap(lb, 4 * MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+/* shm needs nothing from the owner process: a stopped owner is still readable */
+static void test_shm_stopped_owner(void **state)
+{
+    const char *args[] = {"--buffers", "1", "--size", "1048576", "--shareable", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    mc_te_t *te = make_engine("auto", 1000);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    uint8_t lb[4096];
+    mc_te_xfer_status_t st;
+    kill(p.pid, SIGSTOP);
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 3, sizeof(lb), &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, sizeof(lb), 0, 3, 1), -1);
+    kill(p.pid, SIGCONT);
+    /* after the owner unregisters, the same range is refused */
+    char ans[64];
+    assert_int_equal(te_peer_cmd(&p, "unregister 0", ans, sizeof(ans), 5000), 0);
+    assert_string_equal(ans, "UNREG 0 OK");
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 3, sizeof(lb), &st),
+                     MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(te_peer_cmd(&p, "register 0", ans, sizeof(ans), 5000), 0);
+    assert_string_equal(ans, "REG 0 OK");
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 3, sizeof(lb), &st), MC_OK);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+/* ---- unregister while a transfer holds the buffer ---------------------------------------- */
+
+static void test_unregister_inflight(void **state)
+{
+    const char *args[] = {"--buffers", "2", "--size", "67108864", "--timeout", "1000", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    /* a client that asks for 64 MiB and does not read: the server holds buffer 0 */
+    int fd = raw_connect(p.name, 4096);
+    raw_send(fd, MC_TE_OP_READ, 1, p.addr[0], 64 * MiB, MC_TE_FRAME_MAGIC);
+    mc_sleep_ms(50); /* let the request arrive; the answer below does not depend on it */
+    char ans[64];
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(te_peer_cmd(&p, "unregister 0", ans, sizeof(ans), 10000), 0);
+    assert_string_equal(ans, "UNREG 0 BUSY");
+    assert_true(mc_now_ms() - t0 >= 900);
+    /* the server drops the stalled client after 2x the timeout; then unregister succeeds */
+    uint64_t deadline = mc_now_ms() + 8000;
+    for (;;) {
+        assert_int_equal(te_peer_cmd(&p, "unregister 0", ans, sizeof(ans), 10000), 0);
+        if (!strcmp(ans, "UNREG 0 OK"))
+            break;
+        assert_true(mc_now_ms() < deadline);
+    }
+    close(fd);
+    /* buffer 1: the unregister waits for an in-flight READ and completes once it drains */
+    fd = raw_connect(p.name, 4096);
+    raw_send(fd, MC_TE_OP_READ, 2, p.addr[1], 64 * MiB, MC_TE_FRAME_MAGIC);
+    mc_sleep_ms(50);
+    assert_int_equal(write(p.in_fd, "unregister 1\n", 13), 13);
+    assert_int_equal(te_peer_line(&p, ans, sizeof(ans), 200), -1); /* still waiting */
+    int big = 8 << 20; /* now drain it quickly, well within the owner's 1 s wait */
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    mc_te_frame_t h;
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.status, MC_OK);
+    uint8_t *sink = malloc(64 * MiB);
+    assert_int_equal(mc_net_recv_all(fd, sink, 64 * MiB, mc_now_ns() + 10000000000ull), MC_OK);
+    assert_int_equal(te_pattern_check(sink, 64 * MiB, 1, 0, 1), -1);
+    free(sink);
+    assert_int_equal(te_peer_line(&p, ans, sizeof(ans), 5000), 0);
+    assert_string_equal(ans, "UNREG 1 OK");
+    /* now refused */
+    raw_send(fd, MC_TE_OP_READ, 3, p.addr[1], 16, MC_TE_FRAME_MAGIC);
+    raw_recv_hdr(fd, &h);
+    assert_int_equal(h.status, MC_ERR_OUT_OF_RANGE);
+    close(fd);
+    te_peer_stop(&p, 0);
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rw_tcp),
+        cmocka_unit_test(test_rw_shm),
+        cmocka_unit_test(test_rw_cma),
+        cmocka_unit_test(test_errors_tcp),
+        cmocka_unit_test(test_errors_shm),
+        cmocka_unit_test(test_raw_frames),
+        cmocka_unit_test(test_kill9_reconnect),
+        cmocka_unit_test(test_sigstop_timeout),
+        cmocka_unit_test(test_shm_stopped_owner),
+        cmocka_unit_test(test_unregister_inflight),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,308 @@
+/* Unit tests of the transfer engine: local segment table, frame codec, request checks, and
+ * in-process engine behaviour (register/unregister, local segment, batch API). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/time.h"
+#include "te/transport.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mc_te_lbuf_t *lbuf(uint64_t addr, uint64_t len)
+{
+    mc_te_lbuf_t *b = calloc(1, sizeof(*b));
+    b->addr = addr;
+    b->len = len;
+    b->shm_fd = -1;
+    b->slot = -1;
+    return b;
+}
+
+static void test_table_insert_overlap(void **state)
+{
+    mc_te_table_t t;
+    mc_te_table_init(&t);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(1000, 100)), MC_OK);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(2000, 100)), MC_OK);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(1100, 900)), MC_OK); /* exactly between */
+    mc_te_lbuf_t *x;
+    x = lbuf(1099, 2);
+    assert_int_equal(mc_te_table_insert(&t, x), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    free(x);
+    x = lbuf(500, 501); /* ends inside 1000 */
+    assert_int_equal(mc_te_table_insert(&t, x), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    free(x);
+    x = lbuf(900, 5000); /* covers everything */
+    assert_int_equal(mc_te_table_insert(&t, x), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    free(x);
+    x = lbuf(UINT64_MAX - 10, 100); /* wraps */
+    assert_int_equal(mc_te_table_insert(&t, x), MC_ERR_INVALID_PARAMS);
+    free(x);
+    x = lbuf(5000, 0);
+    assert_int_equal(mc_te_table_insert(&t, x), MC_ERR_INVALID_PARAMS);
+    free(x);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(500, 500)), MC_OK); /* ends at 1000 */
+    assert_int_equal(t.n, 4);
+    for (size_t i = 1; i < t.n; i++)
+        assert_true(t.bufs[i - 1]->addr + t.bufs[i - 1]->len <= t.bufs[i]->addr);
+    mc_te_table_fini(&t);
+}
+
+static void test_table_acquire_ranges(void **state)
+{
+    mc_te_table_t t;
+    mc_te_table_init(&t);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(1000, 100)), MC_OK);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(1100, 100)), MC_OK); /* adjacent */
+    mc_te_lbuf_t *top = lbuf(UINT64_MAX - 99, 100); /* would end at 2^64: refused */
+    assert_int_equal(mc_te_table_insert(&t, top), MC_ERR_INVALID_PARAMS);
+    free(top);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(UINT64_MAX - 199, 100)), MC_OK); /* near top */
+    mc_te_lbuf_t *b;
+    assert_int_equal(mc_te_table_acquire(&t, 1000, 100, &b), MC_OK);
+    assert_int_equal(b->addr, 1000);
+    mc_te_table_release(&t, b);
+    assert_int_equal(mc_te_table_acquire(&t, 1099, 1, &b), MC_OK);
+    mc_te_table_release(&t, b);
+    /* spanning two adjacent buffers is refused: one registered buffer only */
+    assert_int_equal(mc_te_table_acquire(&t, 1050, 100, &b), MC_ERR_OUT_OF_RANGE);
+    assert_null(b);
+    assert_int_equal(mc_te_table_acquire(&t, 999, 2, &b), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(mc_te_table_acquire(&t, 1200, 1, &b), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(mc_te_table_acquire(&t, 1000, 0, &b), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(mc_te_table_acquire(&t, 1150, UINT64_MAX, &b), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(mc_te_table_acquire(&t, 0, 1, &b), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(mc_te_table_acquire(&t, UINT64_MAX - 199, 100, &b), MC_OK);
+    mc_te_table_release(&t, b);
+    assert_int_equal(mc_te_table_acquire(&t, UINT64_MAX - 109, 11, &b), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(mc_te_table_acquire(&t, UINT64_MAX - 9, 11, &b), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(mc_te_table_acquire(&t, UINT64_MAX - 100, 1, &b), MC_OK);
+    mc_te_table_release(&t, b);
+    mc_te_table_fini(&t);
+}
+
+static void *release_later(void *arg)
+{
+    void **a = arg;
+    mc_sleep_ms(100);
+    mc_te_table_release(a[0], a[1]);
+    return NULL;
+}
+
+static void test_table_remove_drain(void **state)
+{
+    mc_te_table_t t;
+    mc_te_table_init(&t);
+    assert_int_equal(mc_te_table_insert(&t, lbuf(1000, 100)), MC_OK);
+    mc_te_lbuf_t *b, *r;
+    assert_int_equal(mc_te_table_begin_remove(&t, 1001, &r), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_te_table_acquire(&t, 1010, 10, &b), MC_OK);
+    assert_int_equal(mc_te_table_begin_remove(&t, 1000, &r), MC_OK);
+    assert_int_equal(mc_te_table_begin_remove(&t, 1000, &r), MC_ERR_BUSY); /* already closing */
+    mc_te_lbuf_t *b2;
+    assert_int_equal(mc_te_table_acquire(&t, 1010, 10, &b2), MC_ERR_OUT_OF_RANGE); /* closing */
+    uint64_t t0 = mc_now_ns();
+    assert_int_equal(mc_te_table_wait_drain(&t, r, t0 + 50000000ull), MC_ERR_BUSY);
+    assert_true(mc_now_ns() - t0 >= 50000000ull);
+    mc_te_table_finish_remove(&t, r, false); /* refused: stays registered */
+    assert_int_equal(mc_te_table_acquire(&t, 1010, 10, &b2), MC_OK);
+    mc_te_table_release(&t, b2);
+    /* second try: a releaser on another thread lets it drain */
+    assert_int_equal(mc_te_table_begin_remove(&t, 1000, &r), MC_OK);
+    void *args[2] = {&t, b};
+    pthread_t th;
+    pthread_create(&th, NULL, release_later, args);
+    assert_int_equal(mc_te_table_wait_drain(&t, r, mc_now_ns() + 5000000000ull), MC_OK);
+    pthread_join(th, NULL);
+    mc_te_table_finish_remove(&t, r, true);
+    assert_int_equal(t.n, 0);
+    assert_int_equal(mc_te_table_acquire(&t, 1010, 10, &b2), MC_ERR_OUT_OF_RANGE);
+    mc_te_table_fini(&t);
+}
+
+static void test_frame_codec(void **state)
+{
+    mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                       .opcode = MC_TE_OP_WRITE, .id = 0x0102030405060708ull,
+                       .addr = 0xfffffffffffffff0ull, .length = 12345, .status = -3001};
+    uint8_t b[MC_TE_FRAME_HDR_SIZE];
+    mc_te_frame_encode(&h, b);
+    assert_int_equal(b[0], 0x4D); /* "MCTE" on the wire, little-endian */
+    assert_int_equal(b[3], 0x45);
+    assert_int_equal(b[8], 0x08);
+    mc_te_frame_t d;
+    assert_int_equal(mc_te_frame_decode(b, sizeof(b), &d), MC_OK);
+    assert_memory_equal(&d, &h, sizeof(h));
+    assert_int_equal(mc_te_frame_decode(b, sizeof(b) - 1, &d), MC_ERR_PROTOCOL);
+    assert_int_equal(mc_te_frame_decode(NULL, 40, &d), MC_ERR_PROTOCOL);
+    uint8_t c[MC_TE_FRAME_HDR_SIZE];
+    memcpy(c, b, sizeof(c));
+    c[0] ^= 1;
+    assert_int_equal(mc_te_frame_decode(c, sizeof(c), &d), MC_ERR_PROTOCOL);
+    memcpy(c, b, sizeof(c));
+    c[4] = 2; /* version */
+    assert_int_equal(mc_te_frame_decode(c, sizeof(c), &d), MC_ERR_PROTOCOL);
+    const uint16_t bad_ops[] = {0, 6, 0x8000, 0x8006, 0x4001, 0x0101};
+    for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
+        h.opcode = bad_ops[i];
+        mc_te_frame_encode(&h, c);
+        assert_int_equal(mc_te_frame_decode(c, sizeof(c), &d), MC_ERR_PROTOCOL);
+    }
+    h.opcode = MC_TE_OP_READ | MC_TE_OP_RESPONSE;
+    mc_te_frame_encode(&h, c);
+    assert_int_equal(mc_te_frame_decode(c, sizeof(c), &d), MC_OK);
+    h.aux = 1;
+    mc_te_frame_encode(&h, c);
+    assert_int_equal(mc_te_frame_decode(c, sizeof(c), &d), MC_ERR_PROTOCOL);
+}
+
+static void test_frame_check_request(void **state)
+{
+    mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION};
+    uint64_t pl;
+    h.opcode = MC_TE_OP_WRITE;
+    h.length = MC_TE_FRAME_MAX_PAYLOAD;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_OK);
+    assert_int_equal(pl, MC_TE_FRAME_MAX_PAYLOAD);
+    h.length++;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
+    h.opcode = MC_TE_OP_READ;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_TOO_LARGE);
+    assert_int_equal(pl, 0);
+    h.opcode = MC_TE_OP_CMA_READ;
+    h.length = 10;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_OK);
+    assert_int_equal(pl, MC_TE_FRAME_CMA_PAYLOAD);
+    h.opcode = MC_TE_OP_GET_DESC;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_INVALID_PARAMS);
+    h.length = 0;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_OK);
+    h.opcode = MC_TE_OP_READ | MC_TE_OP_RESPONSE;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
+    h.opcode = MC_TE_OP_WRITE;
+    h.length = 100;
+    h.status = 5;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(pl, 100); /* the payload still has to be skipped */
+}
+
+static mc_te_t *engine(void)
+{
+    mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
+                          .transfer_timeout_ms = 500};
+    mc_te_t *te = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+    return te;
+}
+
+static void test_engine_create_names(void **state)
+{
+    mc_te_t *te = engine();
+    uint16_t port = mc_te_rpc_port(te);
+    assert_true(port >= 12300 && port <= 14300);
+    char want[64];
+    snprintf(want, sizeof(want), "127.0.0.1:%u", port);
+    assert_string_equal(mc_te_local_name(te), want);
+    /* "host:0" also picks a port; a taken port is refused */
+    mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1:0"};
+    mc_te_t *te2;
+    assert_int_equal(mc_te_create(&cfg, &te2), MC_OK);
+    assert_int_not_equal(mc_te_rpc_port(te2), port);
+    cfg.local_server_name = want;
+    mc_te_t *te3;
+    assert_int_not_equal(mc_te_create(&cfg, &te3), MC_OK);
+    cfg.local_server_name = "127.0.0.1";
+    cfg.protocol = "carrier-pigeon";
+    assert_int_equal(mc_te_create(&cfg, &te3), MC_ERR_INVALID_PARAMS);
+    cfg.protocol = NULL;
+    cfg.metadata_uri = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te3), MC_ERR_INVALID_PARAMS);
+    mc_te_destroy(te2);
+    mc_te_destroy(te);
+}
+
+static void test_engine_register_local(void **state)
+{
+    mc_te_t *te = engine();
+    enum { L = 1 << 16 };
+    uint8_t *a = malloc(L), *b = malloc(L);
+    uint8_t *sh = mc_te_alloc_shareable(te, L);
+    assert_non_null(sh);
+    for (int i = 0; i < L; i++)
+        a[i] = (uint8_t)i;
+    assert_int_equal(mc_te_register(te, a, L, NULL), MC_OK);
+    assert_int_equal(mc_te_register(te, a + 10, 10, NULL), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mc_te_register(te, NULL, 10, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_register(te, sh, L, "cpu:1"), MC_OK);
+    /* the published descriptor lists both, the shareable one with its memfd */
+    char *json;
+    size_t len;
+    assert_int_equal(mc_te_desc_json_copy(te, &json, &len), MC_OK);
+    mc_segment_desc_t d;
+    assert_int_equal(mc_segment_desc_from_json(json, len, &d), MC_OK);
+    free(json);
+    assert_int_equal(d.n_buffers, 2);
+    ptrdiff_t k = mc_segment_desc_find(&d, (uint64_t)(uintptr_t)sh, L);
+    assert_true(k >= 0);
+    assert_true(d.buffers[k].shm_fd >= 0);
+    assert_string_equal(d.buffers[k].location, "cpu:1");
+    mc_segment_desc_free(&d);
+    /* local segment: copies in-process under the same range checks */
+    mc_te_segment_t self;
+    assert_int_equal(mc_te_segment_open(te, mc_te_local_name(te), &self), MC_OK);
+    uint64_t first;
+    assert_int_equal(mc_te_segment_first_buffer(te, self, &first), MC_OK);
+    mc_te_request_t r = {MC_TE_READ, b, self, (uint64_t)(uintptr_t)a, L};
+    mc_te_xfer_status_t st;
+    assert_int_equal(mc_te_transfer_sync(te, &r, 1, &st), MC_OK);
+    assert_memory_equal(a, b, L);
+    r.target_addr += 1;
+    assert_int_equal(mc_te_transfer_sync(te, &r, 1, &st), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(st.state, MC_TE_FAILED);
+    /* unregister */
+    assert_int_equal(mc_te_unregister(te, a + 1), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_te_unregister(te, a), MC_OK);
+    assert_int_equal(mc_te_unregister(te, a), MC_ERR_OBJECT_NOT_FOUND);
+    r.target_addr -= 1;
+    assert_int_equal(mc_te_transfer_sync(te, &r, 1, &st), MC_ERR_OUT_OF_RANGE);
+    /* batch API edges */
+    mc_te_batch_t bt;
+    assert_int_equal(mc_te_batch_alloc(te, 0, &bt), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_batch_alloc(te, MC_TE_MAX_BATCH + 1, &bt), MC_ERR_TOO_LARGE);
+    assert_int_equal(mc_te_batch_alloc(te, 2, &bt), MC_OK);
+    r.target_addr = (uint64_t)(uintptr_t)sh;
+    assert_int_equal(mc_te_batch_submit(te, bt, &r, 1), MC_OK);
+    mc_te_xfer_status_t sts[2];
+    assert_int_equal(mc_te_batch_status_all(te, bt, sts, 2), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_batch_status_all(te, bt, sts, 1), MC_OK);
+    assert_int_equal(sts[0].state, MC_TE_COMPLETED);
+    assert_int_equal(sts[0].transferred, L);
+    assert_int_equal(mc_te_batch_free(te, bt), MC_OK);
+    assert_int_equal(mc_te_batch_status(te, bt, 0, &st), MC_ERR_INVALID_PARAMS);
+    mc_te_free_shareable(te, sh); /* unregisters it first */
+    assert_int_equal(mc_te_desc_json_copy(te, &json, &len), MC_OK);
+    assert_null(strstr(json, "cpu:1"));
+    free(json);
+    mc_te_destroy(te);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_insert_overlap),
+        cmocka_unit_test(test_table_acquire_ranges),
+        cmocka_unit_test(test_table_remove_drain),
+        cmocka_unit_test(test_frame_codec),
+        cmocka_unit_test(test_frame_check_request),
+        cmocka_unit_test(test_engine_create_names),
+        cmocka_unit_test(test_engine_register_local),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
