@@ -5,6 +5,7 @@
  * --experiment=local_vs_global  no cache / per-instance local caches / global pool / pool+SSD
  *                               with the same total DRAM (--pool_blocks)
  * --experiment=routing          policies x rate multipliers (--rates): goodput, TTFT
+ * --experiment=pd_vs_colocated disaggregated P+D vs the same GPUs colocated, x rates
  * --experiment=cache_sweep      cache-only replay: capacities (--capacities) x LRU/LFU/FIFO
  *                               vs Belady's optimum
  * --experiment=bandwidth_sweep  network bandwidths (--bandwidths) x fetch policy
@@ -27,13 +28,13 @@
 
 typedef struct opts {
     const char *trace, *experiment, *out_dir, *csv, *dtype, *policy, *fetch, *evict;
-    const char *rates, *capacities, *bandwidths, *policies;
+    const char *rates, *capacities, *bandwidths, *policies, *log_level;
     int64_t max_requests, prefill, decode, local_blocks, pool_blocks, ssd_blocks, max_batch,
         degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens;
     double time_scale, params_b, gpu_tflops, mfu, hbm_gb_s, hbm_gb, local_gib_s, net_gib_s,
         ssd_gib_s, handoff_gib_s, latency_us, ttft_slo_s, itl_slo_ms, queue_budget_s, event_loss,
         resync_s;
-    bool colocated, allow_degrade, ignore_gaps;
+    bool colocated, allow_degrade, ignore_gaps, stale_hints;
 } opts_t;
 
 static int build_cfg(const opts_t *o, mc_conductor_sim_config_t *c)
@@ -81,6 +82,7 @@ static int build_cfg(const opts_t *o, mc_conductor_sim_config_t *c)
     c->event_loss = o->event_loss;
     c->resync_s = o->resync_s;
     c->ignore_gaps = o->ignore_gaps;
+    c->stale_hints = o->stale_hints;
     c->max_requests = (size_t)o->max_requests;
     return 0;
 }
@@ -225,12 +227,12 @@ int main(int argc, char **argv)
         .time_scale = 1, .params_b = 8.03, .gpu_tflops = 312, .mfu = 0.5, .hbm_gb_s = 2000,
         .hbm_gb = 80, .local_gib_s = 25, .net_gib_s = 20, .ssd_gib_s = 3, .handoff_gib_s = 20,
         .latency_us = 200, .ttft_slo_s = 10, .itl_slo_ms = 100, .queue_budget_s = 5,
-        .event_loss = 0, .resync_s = 1,
+        .event_loss = 0, .resync_s = 1, .log_level = "error",
     };
     mc_option_t opt[] = {
         {"trace", MC_OPT_STRING, &o.trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
         {"experiment", MC_OPT_STRING, &o.experiment, NULL,
-         "run|local_vs_global|routing|cache_sweep|bandwidth_sweep|failure|trace_stats", 0, 0},
+         "run|local_vs_global|routing|pd_vs_colocated|cache_sweep|bandwidth_sweep|failure|trace_stats", 0, 0},
         {"out_dir", MC_OPT_STRING, &o.out_dir, NULL, "directory for experiment CSV files", 0, 0},
         {"csv", MC_OPT_STRING, &o.csv, NULL, "run: write per-request rows to this CSV file", 0, 0},
         {"max_requests", MC_OPT_INT, &o.max_requests, NULL, "use the first N requests (0 = all)", 0, 1e9},
@@ -259,6 +261,7 @@ int main(int argc, char **argv)
         {"event_loss", MC_OPT_DOUBLE, &o.event_loss, NULL, "probability an index event is lost", 0, 1},
         {"resync_s", MC_OPT_DOUBLE, &o.resync_s, NULL, "gap detection -> resync completed, seconds", 0, 1e6},
         {"ignore_gaps", MC_OPT_BOOL, &o.ignore_gaps, NULL, "failure mode: subscriber without gap detection", 0, 0},
+        {"stale_hints", MC_OPT_BOOL, &o.stale_hints, NULL, "while the index is stale, route on its flagged answers (the engine re-checks)", 0, 0},
         {"layers", MC_OPT_INT, &o.layers, NULL, "model layers", 1, 100000},
         {"kv_heads", MC_OPT_INT, &o.kv_heads, NULL, "KV heads", 1, 100000},
         {"q_heads", MC_OPT_INT, &o.q_heads, NULL, "query heads (attention FLOPs)", 1, 100000},
@@ -274,13 +277,15 @@ int main(int argc, char **argv)
         {"policies", MC_OPT_STRING, &o.policies, NULL, "routing: policies to compare", 0, 0},
         {"capacities", MC_OPT_STRING, &o.capacities, NULL, "cache_sweep: capacities in blocks", 0, 0},
         {"bandwidths", MC_OPT_STRING, &o.bandwidths, NULL, "bandwidth_sweep: GiB/s list", 0, 0},
+        {"log_level", MC_OPT_STRING, &o.log_level, "MC_LOG_LEVEL", "debug|info|warn|error|off (gap warnings are counted in the results)", 0, 0},
     };
     mc_config_spec_t spec = {
         "mc_sim",
         "Trace-driven serving simulator for a shared KV cache (prefill/decode disaggregated or\n"
         "colocated), with per-instance local caches, a global DRAM pool, an optional SSD tier,\n"
         "the conductor's prefix index and router, and cache-only replays with Belady's bound.\n"
-        "Experiments: run, local_vs_global, routing, cache_sweep, bandwidth_sweep, failure,\n"
+        "Experiments: run, local_vs_global, routing, pd_vs_colocated, cache_sweep,\n"
+        "bandwidth_sweep, failure,"
         "trace_stats. Deterministic for the same flags and --seed. Formulas and assumptions:\n"
         "docs/internals/simulator.md.",
         opt, sizeof(opt) / sizeof(opt[0])};
@@ -289,6 +294,12 @@ int main(int argc, char **argv)
         return 2;
     if (help)
         return 0;
+    mc_log_level_t level;
+    if (mc_log_level_parse(o.log_level, &level) != MC_OK) {
+        fprintf(stderr, "mc_sim: bad --log_level\n");
+        return 2;
+    }
+    mc_log_set_level(level);
     mc_conductor_sim_config_t cfg;
     if (build_cfg(&o, &cfg) != 0)
         return 2;
@@ -332,14 +343,17 @@ int main(int argc, char **argv)
         if (f)
             fputs(CSV_HEADER, f);
         int64_t total = o.pool_blocks;
-        struct { const char *label; int64_t local, pool, ssd; } v[] = {
-            {"no_cache", 0, 0, 0},
-            {"local_only", total / cfg.prefill, 0, 0},
-            {"global_pool", 0, total, 0},
-            {"global_pool_ssd", 0, total, total * 4},
+        struct { const char *label; int64_t local, pool, ssd; int least_loaded; } v[] = {
+            {"no_cache", 0, 0, 0, 0},
+            {"local_only_least_loaded", total / cfg.prefill, 0, 0, 1},
+            {"local_only", total / cfg.prefill, 0, 0, 0},
+            {"global_pool", 0, total, 0, 0},
+            {"global_pool_ssd", 0, total, total * 4, 0},
         };
         for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
             mc_conductor_sim_config_t c = cfg;
+            if (v[i].least_loaded)
+                c.router.policy = MC_CONDUCTOR_POLICY_LEAST_LOADED;
             c.local_blocks = v[i].local;
             c.pool_blocks = v[i].pool;
             c.ssd_blocks = v[i].ssd;
@@ -376,6 +390,26 @@ int main(int argc, char **argv)
                 rc = run_one(t, p, &c, f, pr);
                 if (pr)
                     fclose(pr);
+            }
+        }
+        if (nr <= 0) {
+            fprintf(stderr, "mc_sim: bad --rates\n");
+            rc = 2;
+        }
+        if (f)
+            fclose(f);
+    } else if (strcmp(x, "pd_vs_colocated") == 0) {
+        double rates[32];
+        int nr = parse_list(o.rates, rates, 32);
+        FILE *f = open_out(&o, "pd_vs_colocated.csv");
+        if (f)
+            fputs(CSV_HEADER, f);
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            for (int i = 0; i < nr && rc == 0; i++) {
+                mc_conductor_sim_config_t c = cfg;
+                c.colocated = k;
+                c.time_scale = rates[i];
+                rc = run_one(t, k ? "colocated" : "disaggregated", &c, f, NULL);
             }
         }
         if (nr <= 0) {
@@ -445,15 +479,18 @@ int main(int argc, char **argv)
         FILE *f = open_out(&o, "failure.csv");
         if (f)
             fputs(CSV_HEADER, f);
-        struct { const char *label; double loss; int ignore; } v[] = {
-            {"no_loss", 0, 0},
-            {"loss_detect_resync", o.event_loss > 0 ? o.event_loss : 0.001, 0},
-            {"loss_ignore_gaps", o.event_loss > 0 ? o.event_loss : 0.001, 1},
+        double loss = o.event_loss > 0 ? o.event_loss : 0.01;
+        struct { const char *label; double loss; int ignore, hints; } v[] = {
+            {"no_loss", 0, 0, 0},
+            {"loss_resync_blind", loss, 0, 0},
+            {"loss_resync_stale_hints", loss, 0, 1},
+            {"loss_no_gap_detection", loss, 1, 0},
         };
         for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
             mc_conductor_sim_config_t c = cfg;
             c.event_loss = v[i].loss;
             c.ignore_gaps = v[i].ignore;
+            c.stale_hints = v[i].hints;
             rc = run_one(t, v[i].label, &c, f, NULL);
         }
         if (f)

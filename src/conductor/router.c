@@ -143,33 +143,18 @@ mc_status_t mc_conductor_route(const mc_conductor_router_config_t *cfg,
         return MC_OK;
     }
     case MC_CONDUCTOR_POLICY_CACHE_AWARE_SLO: {
-        int have_ok = 0;
-        size_t fastest = 0;
-        mc_conductor_estimate_t fastest_e = {0};
+        /* the cheapest by the predicted-time score; admission decides what to do with it */
         for (size_t i = 0; i < n; i++) {
             mc_conductor_estimate(m, bw, cfg->fetch, input_tokens, &cands[i], &e);
-            if (i == 0 || e.ttft_s < fastest_e.ttft_s) {
-                fastest_e = e;
-                fastest = i;
-            }
-            if (e.ttft_s <= cfg->ttft_slo_s) {
-                double cost = e.fetch_s + e.prefill_s;
-                double best_cost = out->est.fetch_s + out->est.prefill_s;
-                if (!have_ok || cost < best_cost - 1e-9 ||
-                    (fabs(cost - best_cost) <= 1e-9 && e.ttft_s < out->est.ttft_s)) {
-                    out->est = e;
-                    out->chosen = i;
-                    have_ok = 1;
-                }
+            if (i == 0 || e.ttft_s < out->est.ttft_s) {
+                out->est = e;
+                out->chosen = i;
             }
         }
-        if (!have_ok) {
-            out->est = fastest_e;
-            out->chosen = fastest;
-            out->decision = fastest_e.ttft_s <= cfg->ttft_slo_s + cfg->queue_budget_s
+        if (out->est.ttft_s > cfg->ttft_slo_s)
+            out->decision = out->est.ttft_s <= cfg->ttft_slo_s + cfg->queue_budget_s
                                 ? MC_CONDUCTOR_QUEUE
                                 : MC_CONDUCTOR_REJECT;
-        }
         if (!decode_ok && out->decision != MC_CONDUCTOR_REJECT)
             out->decision = cfg->allow_degrade ? MC_CONDUCTOR_DEGRADE : MC_CONDUCTOR_QUEUE;
         return MC_OK;

@@ -4,11 +4,11 @@
  *   RANDOM          uniform choice (seeded), no cache, no admission;
  *   LEAST_LOADED    smallest predicted queue, no admission;
  *   CACHE_AWARE     smallest predicted TTFT (uses the prefix index), no admission;
- *   CACHE_AWARE_SLO among candidates whose predicted TTFT meets the SLO, the one that costs the
- *                   least GPU time (fetch + prefill), ties by TTFT; if none meets it: QUEUE on
- *                   the fastest when its TTFT is within slo + queue_budget, else REJECT; and when
- *                   the decode side cannot take the request within its ITL SLO: DEGRADE (serve
- *                   with max output capped) if allowed, else QUEUE/REJECT as above.
+ *   CACHE_AWARE_SLO the candidate with the smallest predicted TTFT (the cheapest by the score)
+ *                   if it meets the TTFT SLO: ACCEPT; if not: QUEUE there when its TTFT is
+ *                   within slo + queue_budget, else REJECT (it would only burn GPU time that
+ *                   others need); and when the decode side cannot take the request within its
+ *                   ITL SLO: DEGRADE (serve with max output capped) if allowed, else QUEUE.
  * For each candidate the reuse depth is chosen by the fetch policy: NEVER (only blocks already
  * on the candidate's host), ALWAYS (the longest reachable prefix), COST (the depth among
  * {0, local, pool, any} minimising fetch + prefill: remote fetch only when it beats recompute).

@@ -508,7 +508,7 @@ static void arrival(sim_t *s, int q)
     if (stale)
         s->res->routes_while_stale++;
     /* a stale index is not consulted (cache-blind routing) unless the failure mode says so */
-    unsigned flags = cfg->ignore_gaps ? MC_CONDUCTOR_QUERY_ALLOW_STALE : 0;
+    unsigned flags = cfg->ignore_gaps || cfg->stale_hints ? MC_CONDUCTOR_QUERY_ALLOW_STALE : 0;
     mc_conductor_index_query(s->idx, b, rq->r->n_blocks, s->cand_hosts, (size_t)n, flags,
                              s->prefixes);
     for (int c = 0; c < n; c++) {

@@ -35,6 +35,8 @@ typedef struct mc_conductor_sim_config {
     double event_loss;            /* probability that an index event is lost in transit */
     double resync_s;              /* time from gap detection to a completed resync */
     int ignore_gaps;              /* failure mode: a subscriber without gap detection */
+    int stale_hints;              /* while stale (gap seen, resync pending) still route on the
+                                     flagged stale answers instead of going cache-blind */
     size_t max_requests;          /* 0 = whole trace */
 } mc_conductor_sim_config_t;
 
