@@ -75,7 +75,16 @@ static int start_etcd(void **state)
     }
     mc_meta_close(m);
     if (st != MC_ERR_OBJECT_NOT_FOUND) {
-        fprintf(stderr, "FAIL: etcd did not become ready (see %s)\n", log);
+        fprintf(stderr, "FAIL: etcd did not become ready; its log:\n");
+        FILE *f = fopen(log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f))
+            fputs(line, stderr);
+        if (f)
+            fclose(f);
+        mt_stop(g_etcd, SIGKILL, 2000);
+        g_etcd = -1;
+        mt_rmdir(g_dir);
         return -1;
     }
     return 0;
