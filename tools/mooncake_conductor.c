@@ -1,0 +1,372 @@
+/* mooncake_conductor: the conductor service, offline mode.
+ *
+ * Reads JSON lines from --input (default stdin) and answers on stdout, one JSON line per
+ * request. Until the master's event subscription stream exists, events arrive on the same
+ * input (a master event dump, or a live pipe from a subscriber); the library API is the same
+ * one the live subscriber will call (src/conductor/index.h).
+ *
+ *   {"seq":N,"kind":"committed|evicted|removed|segment_lost","hash":H|"key":K,
+ *    "size":B,"segment":S,"host":H,"tier":"local|pool|ssd"}          -> applied silently;
+ *        a sequence gap prints {"event":"gap",...} and the index stays stale until a resync
+ *   {"op":"query","hashes":[...]|"keys":[...],"hosts":[...],"allow_stale":false}
+ *        -> {"op":"query","state":..,"results":[{"host":..,"local":..,"pool":..,"any":..}]}
+ *   {"op":"route","input_tokens":N,"hashes":[...],"candidates":[{"host":..,"queue_s":..,
+ *    "handoff_s":..}]}  -> decision, chosen host, predicted fetch/prefill/TTFT
+ *   {"op":"resync_begin"} / {"op":"snapshot","hash":H,"segment":S,"host":H,"tier":T} /
+ *   {"op":"resync_end","next_seq":N} / {"op":"stats"}
+ * Every line is capped (--max_line_bytes) and validated; a bad line gets {"error":...} and
+ * the service continues. */
+#include "common/config.h"
+#include "common/log.h"
+#include "conductor/index.h"
+#include "conductor/router.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define MAX_HASHES 100000
+#define MAX_HOSTS 4096
+
+typedef struct svc {
+    mc_conductor_index_t *idx;
+    mc_conductor_router_config_t router;
+    mc_conductor_model_t model;
+    mc_conductor_bandwidth_t bw;
+    uint64_t rng;
+    uint64_t lines, errors;
+} svc_t;
+
+static void reply(json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        free(s);
+    }
+    fflush(stdout);
+    json_decref(o);
+}
+
+static void reply_error(svc_t *sv, const char *what, mc_status_t st)
+{
+    sv->errors++;
+    reply(json_pack("{s:s,s:s,s:I}", "error", what, "status", mc_status_name(st), "line",
+                    (json_int_t)sv->lines));
+}
+
+/* hashes from "hashes" (integers >= 0 or "0x..." strings) or "keys" (store keys) */
+static int get_hashes(json_t *root, uint64_t *out, size_t *n_p)
+{
+    json_t *a = json_object_get(root, "hashes");
+    int keys = 0;
+    if (!a) {
+        a = json_object_get(root, "keys");
+        keys = 1;
+    }
+    if (!a || !json_is_array(a) || json_array_size(a) > MAX_HASHES)
+        return -1;
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        if (keys) {
+            if (!json_is_string(v) || json_string_length(v) > 4096)
+                return -1;
+            out[i] = mc_conductor_key_hash(json_string_value(v));
+        } else if (json_is_integer(v) && json_integer_value(v) >= 0) {
+            out[i] = (uint64_t)json_integer_value(v);
+        } else if (json_is_string(v)) {
+            char *end;
+            const char *s = json_string_value(v);
+            if (!*s || strlen(s) > 18 || s[0] == '-')
+                return -1;
+            out[i] = strtoull(s, &end, 0);
+            if (*end)
+                return -1;
+        } else {
+            return -1;
+        }
+    }
+    *n_p = json_array_size(a);
+    return 0;
+}
+
+static int host_ids(svc_t *sv, json_t *arr, const char *field, uint32_t *ids, size_t *n_p)
+{
+    if (!arr || !json_is_array(arr) || json_array_size(arr) == 0 ||
+        json_array_size(arr) > MAX_HOSTS)
+        return -1;
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        json_t *h = field ? json_object_get(v, field) : v;
+        if (!h || !json_is_string(h) ||
+            mc_conductor_index_host_id(sv->idx, json_string_value(h), &ids[i]) != MC_OK)
+            return -1;
+    }
+    *n_p = json_array_size(arr);
+    return 0;
+}
+
+static void handle_op(svc_t *sv, json_t *root, const char *op, uint64_t *hashes, uint32_t *hosts,
+                      mc_conductor_prefix_t *px, mc_conductor_candidate_t *cands)
+{
+    mc_conductor_index_stats_t st;
+    if (strcmp(op, "query") == 0 || strcmp(op, "route") == 0) {
+        size_t nh, nc;
+        int route = op[0] == 'r';
+        json_t *harr = json_object_get(root, route ? "candidates" : "hosts");
+        if (get_hashes(root, hashes, &nh) || host_ids(sv, harr, route ? "host" : NULL, hosts, &nc)) {
+            reply_error(sv, "bad hashes/keys or hosts/candidates", MC_ERR_INVALID_PARAMS);
+            return;
+        }
+        unsigned flags = json_is_true(json_object_get(root, "allow_stale"))
+                             ? MC_CONDUCTOR_QUERY_ALLOW_STALE
+                             : 0;
+        mc_status_t rc = mc_conductor_index_query(sv->idx, hashes, nh, hosts, nc, flags, px);
+        mc_conductor_index_get_stats(sv->idx, &st);
+        const char *state = mc_conductor_index_state_name(st.state);
+        if (!route) {
+            if (rc != MC_OK) {
+                reply(json_pack("{s:s,s:s,s:s}", "op", "query", "state", state, "error",
+                                mc_status_name(rc)));
+                return;
+            }
+            json_t *res = json_array();
+            for (size_t i = 0; i < nc; i++)
+                json_array_append_new(
+                    res, json_pack("{s:O,s:i,s:i,s:i}", "host",
+                                   json_array_get(harr, i), "local", (int)px[i].local, "pool",
+                                   (int)px[i].pool, "any", (int)px[i].any));
+            reply(json_pack("{s:s,s:s,s:b,s:o}", "op", "query", "state", state, "stale",
+                            st.state != MC_CONDUCTOR_INDEX_OK, "results", res));
+            return;
+        }
+        json_t *it = json_object_get(root, "input_tokens");
+        if (!it || !json_is_integer(it) || json_integer_value(it) < 1 ||
+            json_integer_value(it) > 16000000) {
+            reply_error(sv, "route needs input_tokens in [1, 16M]", MC_ERR_INVALID_PARAMS);
+            return;
+        }
+        for (size_t i = 0; i < nc; i++) {
+            json_t *c = json_array_get(harr, i);
+            json_t *q = json_object_get(c, "queue_s"), *h = json_object_get(c, "handoff_s");
+            cands[i].id = (uint32_t)i;
+            cands[i].queue_s = q && json_is_number(q) ? json_number_value(q) : 0;
+            cands[i].handoff_s = h && json_is_number(h) ? json_number_value(h) : 0;
+            if (!(cands[i].queue_s >= 0 && cands[i].queue_s < 1e9 && cands[i].handoff_s >= 0 &&
+                  cands[i].handoff_s < 1e9)) {
+                reply_error(sv, "queue_s/handoff_s out of range", MC_ERR_INVALID_PARAMS);
+                return;
+            }
+            /* a stale index is not consulted: cache-blind routing (index.h) */
+            cands[i].prefix = rc == MC_OK ? px[i] : (mc_conductor_prefix_t){0, 0, 0};
+        }
+        json_t *dok = json_object_get(root, "decode_ok");
+        mc_conductor_route_t r;
+        mc_conductor_route(&sv->router, &sv->model, &sv->bw, (uint32_t)json_integer_value(it),
+                           cands, nc, dok ? json_is_true(dok) : 1, &sv->rng, &r);
+        reply(json_pack("{s:s,s:s,s:s,s:O,s:s,s:b,s:i,s:i,s:i,s:f,s:f,s:f}", "op", "route",
+                        "decision", mc_conductor_decision_name(r.decision), "policy",
+                        mc_conductor_policy_name(sv->router.policy), "host",
+                        json_object_get(json_array_get(harr, r.chosen), "host"), "state", state,
+                        "cache_blind", rc != MC_OK, "reuse_blocks", (int)r.est.reuse_blocks,
+                        "remote_blocks", (int)r.est.remote_blocks, "ssd_blocks",
+                        (int)r.est.ssd_blocks, "fetch_s", r.est.fetch_s, "prefill_s",
+                        r.est.prefill_s, "ttft_s", r.est.ttft_s));
+    } else if (strcmp(op, "resync_begin") == 0) {
+        mc_conductor_index_resync_begin(sv->idx);
+        reply(json_pack("{s:s,s:s}", "op", op, "state", "resyncing"));
+    } else if (strcmp(op, "snapshot") == 0) {
+        json_t *h = json_object_get(root, "hash"), *sg = json_object_get(root, "segment"),
+               *ho = json_object_get(root, "host"), *ti = json_object_get(root, "tier");
+        mc_conductor_tier_t tier = MC_CONDUCTOR_TIER_POOL;
+        if (!h || !json_is_integer(h) || json_integer_value(h) < 0 || !sg || !json_is_string(sg) ||
+            !ho || !json_is_string(ho) ||
+            (ti && (!json_is_string(ti) || mc_conductor_tier_parse(json_string_value(ti), &tier)))) {
+            reply_error(sv, "snapshot needs hash, segment, host[, tier]", MC_ERR_INVALID_PARAMS);
+            return;
+        }
+        mc_status_t rc = mc_conductor_index_snapshot_add(sv->idx, (uint64_t)json_integer_value(h),
+                                                         json_string_value(sg),
+                                                         json_string_value(ho), tier);
+        if (rc != MC_OK)
+            reply_error(sv, "snapshot refused", rc);
+    } else if (strcmp(op, "resync_end") == 0) {
+        json_t *n = json_object_get(root, "next_seq");
+        if (!n || !json_is_integer(n) || json_integer_value(n) < 0) {
+            reply_error(sv, "resync_end needs next_seq", MC_ERR_INVALID_PARAMS);
+            return;
+        }
+        mc_status_t rc = mc_conductor_index_resync_end(sv->idx, (uint64_t)json_integer_value(n));
+        if (rc != MC_OK)
+            reply_error(sv, "resync_end without resync_begin", rc);
+        else
+            reply(json_pack("{s:s,s:s}", "op", op, "state", "ok"));
+    } else if (strcmp(op, "stats") == 0) {
+        mc_conductor_index_get_stats(sv->idx, &st);
+        reply(json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "op", op,
+                        "state", mc_conductor_index_state_name(st.state), "blocks",
+                        (json_int_t)st.blocks, "holders", (json_int_t)st.holders, "segments",
+                        (json_int_t)st.segments, "hosts", (json_int_t)st.hosts, "applied",
+                        (json_int_t)st.events_applied, "duplicates",
+                        (json_int_t)st.events_duplicate, "refused", (json_int_t)st.events_refused,
+                        "unknown", (json_int_t)st.events_unknown, "gaps", (json_int_t)st.gaps,
+                        "resyncs", (json_int_t)st.resyncs, "next_seq", (json_int_t)st.next_seq,
+                        "bad_lines", (json_int_t)sv->errors));
+    } else {
+        reply_error(sv, "unknown op", MC_ERR_INVALID_PARAMS);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *input = "-", *policy = "cache_aware_slo", *fetch = "cost", *log_level = "warn";
+    int64_t first_seq = 1, max_blocks = 64 << 20, max_line_bytes = 1 << 20, seed = 1;
+    double ttft_slo_s = 10, queue_budget_s = 5, net_gib_s = 20, local_gib_s = 25, ssd_gib_s = 3,
+           params_b = 8.03, gpu_tflops = 312, mfu = 0.5;
+    int64_t layers = 32, kv_heads = 8, q_heads = 32, head_dim = 128, block_tokens = 512;
+    bool allow_degrade = false;
+    mc_option_t opt[] = {
+        {"input", MC_OPT_STRING, &input, NULL, "JSON-lines input file, '-' = stdin", 0, 0},
+        {"first_seq", MC_OPT_INT, &first_seq, NULL, "first event sequence number expected", 0, 9e18},
+        {"max_blocks", MC_OPT_INT, &max_blocks, NULL, "cap on indexed blocks", 1, 4e9},
+        {"max_line_bytes", MC_OPT_INT, &max_line_bytes, NULL, "longest accepted input line", 64, 1 << 26},
+        {"policy", MC_OPT_STRING, &policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
+        {"fetch", MC_OPT_STRING, &fetch, NULL, "cost|always|never", 0, 0},
+        {"ttft_slo_s", MC_OPT_DOUBLE, &ttft_slo_s, NULL, "TTFT SLO", 1e-6, 1e6},
+        {"queue_budget_s", MC_OPT_DOUBLE, &queue_budget_s, NULL, "wait tolerated beyond the SLO", 0, 1e6},
+        {"allow_degrade", MC_OPT_BOOL, &allow_degrade, NULL, "degrade instead of queueing when decode is saturated", 0, 0},
+        {"net_gib_s", MC_OPT_DOUBLE, &net_gib_s, NULL, "remote DRAM fetch GiB/s", 1e-6, 1e6},
+        {"local_gib_s", MC_OPT_DOUBLE, &local_gib_s, NULL, "own-host DRAM fetch GiB/s", 1e-6, 1e6},
+        {"ssd_gib_s", MC_OPT_DOUBLE, &ssd_gib_s, NULL, "SSD tier GiB/s", 1e-6, 1e6},
+        {"layers", MC_OPT_INT, &layers, NULL, "model layers", 1, 100000},
+        {"kv_heads", MC_OPT_INT, &kv_heads, NULL, "KV heads", 1, 100000},
+        {"q_heads", MC_OPT_INT, &q_heads, NULL, "query heads", 1, 100000},
+        {"head_dim", MC_OPT_INT, &head_dim, NULL, "head dim", 1, 100000},
+        {"block_tokens", MC_OPT_INT, &block_tokens, NULL, "tokens per block", 1, 1e6},
+        {"params_b", MC_OPT_DOUBLE, &params_b, NULL, "parameters, billions", 1e-6, 1e6},
+        {"gpu_tflops", MC_OPT_DOUBLE, &gpu_tflops, NULL, "GPU peak TFLOP/s", 1e-6, 1e9},
+        {"mfu", MC_OPT_DOUBLE, &mfu, NULL, "prefill MFU", 1e-6, 1},
+        {"seed", MC_OPT_INT, &seed, NULL, "RNG seed (random policy)", 0, 9e18},
+        {"log_level", MC_OPT_STRING, &log_level, "MC_LOG_LEVEL", "debug|info|warn|error|off", 0, 0},
+    };
+    mc_config_spec_t spec = {
+        "mooncake_conductor",
+        "Conductor service (offline mode): consumes object events as JSON lines (the master's\n"
+        "event stream format), keeps the global prefix index and answers query/route/stats\n"
+        "requests on the same input. A gap in event sequence numbers marks the index stale\n"
+        "(reported, queries refused or flagged) until resync_begin/snapshot/resync_end.\n"
+        "Format: docs/internals/conductor.md.",
+        opt, sizeof(opt) / sizeof(opt[0])};
+    int help;
+    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
+        return 2;
+    if (help)
+        return 0;
+    mc_log_level_t lvl;
+    if (mc_log_level_parse(log_level, &lvl) != MC_OK)
+        return 2;
+    mc_log_set_level(lvl);
+    svc_t sv;
+    memset(&sv, 0, sizeof(sv));
+    sv.rng = (uint64_t)seed;
+    mc_conductor_router_config_default(&sv.router);
+    if (mc_conductor_policy_parse(policy, &sv.router.policy) != MC_OK ||
+        mc_conductor_fetch_parse(fetch, &sv.router.fetch) != MC_OK) {
+        fprintf(stderr, "mooncake_conductor: bad --policy or --fetch\n");
+        return 2;
+    }
+    sv.router.ttft_slo_s = ttft_slo_s;
+    sv.router.queue_budget_s = queue_budget_s;
+    sv.router.allow_degrade = allow_degrade;
+    mc_conductor_model_default(&sv.model);
+    sv.model.layers = layers;
+    sv.model.kv_heads = kv_heads;
+    sv.model.q_heads = q_heads;
+    sv.model.head_dim = head_dim;
+    sv.model.block_tokens = block_tokens;
+    sv.model.params = params_b * 1e9;
+    sv.model.gpu_tflops = gpu_tflops;
+    sv.model.mfu = mfu;
+    sv.bw = (mc_conductor_bandwidth_t){local_gib_s * GIB, net_gib_s * GIB, ssd_gib_s * GIB, 2e-4};
+    mc_conductor_index_config_t icfg;
+    mc_conductor_index_config_default(&icfg);
+    icfg.first_seq = (uint64_t)first_seq;
+    icfg.max_blocks = (size_t)max_blocks;
+    if (mc_conductor_index_create(&icfg, &sv.idx) != MC_OK)
+        return 1;
+    FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "r");
+    if (!in) {
+        perror(input);
+        return 1;
+    }
+    uint64_t *hashes = calloc(MAX_HASHES, sizeof(uint64_t));
+    uint32_t *hosts = calloc(MAX_HOSTS, sizeof(uint32_t));
+    mc_conductor_prefix_t *px = calloc(MAX_HOSTS, sizeof(*px));
+    mc_conductor_candidate_t *cands = calloc(MAX_HOSTS, sizeof(*cands));
+    char *line = malloc((size_t)max_line_bytes + 2);
+    if (!hashes || !hosts || !px || !cands || !line)
+        return 1;
+    char seg[MC_CONDUCTOR_NAME_MAX + 1], host[MC_CONDUCTOR_NAME_MAX + 1];
+    while (fgets(line, (int)max_line_bytes + 2, in)) {
+        sv.lines++;
+        size_t len = strlen(line);
+        if (len > (size_t)max_line_bytes && line[len - 1] != '\n') {
+            int ch; /* over-long: discard the rest of the line */
+            while ((ch = fgetc(in)) != EOF && ch != '\n')
+                ;
+            reply_error(&sv, "line too long", MC_ERR_TOO_LARGE);
+            continue;
+        }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        json_error_t err;
+        json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &err);
+        if (!root || !json_is_object(root)) {
+            reply_error(&sv, "not a JSON object", MC_ERR_PROTOCOL);
+            json_decref(root);
+            continue;
+        }
+        json_t *op = json_object_get(root, "op");
+        if (op && json_is_string(op)) {
+            handle_op(&sv, root, json_string_value(op), hashes, hosts, px, cands);
+        } else if (json_object_get(root, "kind")) {
+            mc_conductor_event_t ev;
+            mc_status_t rc = mc_conductor_event_parse_json(line, len, &ev, seg, host);
+            if (rc != MC_OK) {
+                reply_error(&sv, "bad event", rc);
+            } else {
+                mc_conductor_index_stats_t before, after;
+                mc_conductor_index_get_stats(sv.idx, &before);
+                rc = mc_conductor_index_apply(sv.idx, &ev);
+                mc_conductor_index_get_stats(sv.idx, &after);
+                if (after.gaps > before.gaps)
+                    reply(json_pack("{s:s,s:I,s:I,s:s}", "event", "gap", "expected",
+                                    (json_int_t)after.gap_expected, "got",
+                                    (json_int_t)after.gap_got, "state", "stale"));
+                else if (rc != MC_OK && rc != MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
+                    reply_error(&sv, "event refused", rc);
+            }
+        } else {
+            reply_error(&sv, "neither an event nor an op", MC_ERR_PROTOCOL);
+        }
+        json_decref(root);
+    }
+    if (in != stdin)
+        fclose(in);
+    mc_conductor_index_destroy(sv.idx);
+    free(hashes);
+    free(hosts);
+    free(px);
+    free(cands);
+    free(line);
+    return 0;
+}
