@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,29 @@ mc_status_t mc_parse_size(const char *s, uint64_t *bytes_p)
     return MC_ERR_INVALID_PARAMS;
 }
 
+/* Parsed string values live for the whole process: they are chained from a global list so
+ * that they stay reachable (and leak checkers agree) wherever the target variable lives. */
+struct kept_string {
+    struct kept_string *next;
+    char text[];
+};
+static struct kept_string *kept_strings;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *config_keep_string(const char *value)
+{
+    size_t len = strlen(value);
+    struct kept_string *k = mc_malloc(sizeof(*k) + len + 1);
+    if (!k)
+        return NULL;
+    memcpy(k->text, value, len + 1);
+    pthread_mutex_lock(&kept_lock);
+    k->next = kept_strings;
+    kept_strings = k;
+    pthread_mutex_unlock(&kept_lock);
+    return k->text;
+}
+
 static mc_option_t *config_find(const mc_config_spec_t *spec, const char *name, size_t len)
 {
     for (size_t i = 0; i < spec->n_options; i++) {
@@ -129,7 +153,7 @@ static mc_status_t config_apply(const mc_config_spec_t *spec, mc_option_t *opt, 
         break;
     }
     case MC_OPT_STRING: {
-        char *copy = mc_strdup(value);
+        const char *copy = config_keep_string(value);
         if (!copy)
             return MC_ERR_NO_MEMORY;
         *(const char **)opt->target = copy;

@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
-#include "meta_test_util.h"
+#include "support/test_util.h"
 #include "te/metadata.h"
 
 #include <signal.h>

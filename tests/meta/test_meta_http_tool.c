@@ -8,7 +8,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
-#include "meta_test_util.h"
+#include "support/test_util.h"
 #include "te/metadata.h"
 
 #include <fcntl.h>

@@ -1,7 +1,7 @@
-/* Helpers for the metadata integration tests: child processes stopped by PID, polling with
+/* Shared helpers for integration tests: child processes stopped by PID, polling with
  * deadlines, raw HTTP requests over mc_net sockets. */
-#ifndef MC_TESTS_META_UTIL_H
-#define MC_TESTS_META_UTIL_H
+#ifndef MC_TESTS_SUPPORT_TEST_UTIL_H
+#define MC_TESTS_SUPPORT_TEST_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>

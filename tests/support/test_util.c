@@ -1,4 +1,4 @@
-#include "meta_test_util.h"
+#include "test_util.h"
 
 #include "common/net.h"
 #include "common/time.h"

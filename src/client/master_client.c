@@ -1,0 +1,49 @@
+#include "client/master_client.h"
+
+#include "common/log.h"
+
+#include <string.h>
+
+mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint32_t timeout_ms,
+                                  const uint8_t client_id[16])
+{
+    memset(mc, 0, sizeof(*mc));
+    mc->timeout_ms = timeout_ms ? timeout_ms : 5000;
+    memcpy(mc->client_id, client_id, 16);
+    mc_rpc_client_opts_t opts = {.connect_timeout_ms = mc->timeout_ms < 3000 ? mc->timeout_ms : 3000};
+    for (int i = 0; i < MC_MASTER_POOL_SIZE; i++) {
+        mc_status_t st = mc_rpc_client_create(addr, &opts, &mc->conns[i]);
+        if (st != MC_OK) {
+            MC_LOG_ERROR("invalid master address '%s': %s", addr, mc_status_str(st));
+            mc_master_client_fini(mc);
+            return st;
+        }
+    }
+    return MC_OK;
+}
+
+void mc_master_client_fini(mc_master_client_t *mc)
+{
+    for (int i = 0; i < MC_MASTER_POOL_SIZE; i++) {
+        if (mc->conns[i])
+            mc_rpc_client_destroy(mc->conns[i]);
+        mc->conns[i] = NULL;
+    }
+}
+
+mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,
+                                  const ProtobufCMessage *req, ProtobufCMessage **resp_p,
+                                  int idempotent)
+{
+    unsigned i = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed) % MC_MASTER_POOL_SIZE;
+    mc_status_t st = mc_rpc_client_call(mc->conns[i], opcode, req, resp_p, mc->timeout_ms);
+    if (st == MC_ERR_RPC_FAIL && idempotent) /* stale pooled connection: one fresh try */
+        st = mc_rpc_client_call(mc->conns[i], opcode, req, resp_p, mc->timeout_ms);
+    return st;
+}
+
+ProtobufCBinaryData mc_master_client_id(mc_master_client_t *mc)
+{
+    ProtobufCBinaryData b = {.len = 16, .data = mc->client_id};
+    return b;
+}

@@ -1,0 +1,40 @@
+/* The store client's connection to the master: a small pool of RPC clients (the RPC client
+ * serializes calls per connection, so several connections let application threads proceed in
+ * parallel) plus typed helpers for the calls the store makes.
+ *
+ * Ownership: responses returned through *_p are owned by the caller and released with
+ * mc_rpc_response_free(). Strings and arrays passed in are borrowed for the call.
+ */
+#ifndef MC_CLIENT_MASTER_CLIENT_H
+#define MC_CLIENT_MASTER_CLIENT_H
+
+#include "mooncake/status.h"
+#include "rpc/rpc_client.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_MASTER_POOL_SIZE 4
+
+typedef struct mc_master_client {
+    mc_rpc_client_t *conns[MC_MASTER_POOL_SIZE];
+    atomic_uint next;          /* round-robin cursor */
+    uint32_t timeout_ms;
+    uint8_t client_id[16];
+} mc_master_client_t;
+
+mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint32_t timeout_ms,
+                                  const uint8_t client_id[16]);
+void mc_master_client_fini(mc_master_client_t *mc);
+
+/* One call on the next pooled connection. Transport errors are retried once on a fresh
+ * connection only when `idempotent` is set. */
+mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,
+                                  const ProtobufCMessage *req, ProtobufCMessage **resp_p,
+                                  int idempotent);
+
+/* The client_id as protobuf bytes (points into mc; valid while mc lives). */
+ProtobufCBinaryData mc_master_client_id(mc_master_client_t *mc);
+
+#endif

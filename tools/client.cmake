@@ -1,0 +1,3 @@
+# Store client programs (owner: lead).
+mc_add_program(mooncake_client SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_client.c
+               LIBS mc_client mc_rpc mc_te mc_common)
