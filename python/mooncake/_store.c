@@ -1122,9 +1122,10 @@ static PyObject *zc_results(zc_t *z)
 static PyObject *do_zc_single(StoreObject *self, PyObject *args, PyObject *kwds, int mode)
 {
     static char *kw_put[] = {"key", "buffer_ptr", "size", "config", NULL};
+    static char *kw_get[] = {"key", "buffer_ptr", "size", NULL};
     PyObject *k, *p, *s, *c = NULL;
     int ok = mode == ZC_GET
-                 ? PyArg_ParseTupleAndKeywords(args, kwds, "OOO:get_into", kw_put, &k, &p, &s)
+                 ? PyArg_ParseTupleAndKeywords(args, kwds, "OOO:get_into", kw_get, &k, &p, &s)
                  : PyArg_ParseTupleAndKeywords(args, kwds,
                                                mode == ZC_PUT ? "OOO|O:put_from"
                                                               : "OOO|O:upsert_from",

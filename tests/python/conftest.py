@@ -102,3 +102,111 @@ def peer():
     p = TePeer()
     yield p
     p.stop()
+
+
+# ---- store: master and storage-server processes ------------------------------------------
+
+def bin_path(name):
+    d = os.environ.get("MC_BIN_DIR")
+    if not d:
+        pytest.fail("MC_BIN_DIR is not set (run through ctest, or export MC_BIN_DIR=<build>/bin)")
+    p = os.path.join(d, name)
+    if not os.access(p, os.X_OK):
+        pytest.fail(f"{p} is missing: build the '{name}' target")
+    return p
+
+
+class Proc:
+    """A helper program started for a test; waits for its ready line, stopped by PID."""
+
+    def __init__(self, argv, ready_prefix, timeout=20.0, env=None):
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env or dict(os.environ))
+        self.ready_line = self._wait_line(ready_prefix, timeout)
+
+    def _wait_line(self, prefix, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop()
+                pytest.fail(f"{self.argv[0]} did not print {prefix!r} within {timeout}s")
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                line = self.proc.stdout.readline()
+                if not line:
+                    err = self.proc.stderr.read()[-2000:]
+                    self.stop()
+                    pytest.fail(f"{self.argv[0]} exited (rc={self.proc.poll()}): {err}")
+                if line.startswith(prefix):
+                    return line.strip()
+
+    def field(self, name):
+        for tok in self.ready_line.split():
+            if tok.startswith(name + "="):
+                return tok.split("=", 1)[1]
+        raise KeyError(name)
+
+    def kill(self):
+        """SIGKILL (simulated crash)."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, 9)
+        self.proc.wait(timeout=10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, 9)
+                self.proc.wait(timeout=10)
+        for f in (self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:
+                pass
+
+
+def start_master(lease_ttl_ms=None, client_ttl=3):
+    if lease_ttl_ms is None:
+        lease_ttl_ms = int(os.environ.get("DEFAULT_KV_LEASE_TTL", "1000"))
+    m = Proc([bin_path("mooncake_master"), "--port=0", "--metrics_port=-1", "--wal_dir=",
+              f"--default_kv_lease_ttl={lease_ttl_ms}", f"--client_ttl={client_ttl}",
+              "--log_level=warn"], "mooncake_master listening")
+    m.addr = f"127.0.0.1:{m.field('rpc_port')}"
+    return m
+
+
+def start_storage(master_addr, size="64MB"):
+    s = Proc([bin_path("mooncake_client"), "--local_hostname=127.0.0.1",
+              "--metadata_server=P2PHANDSHAKE", f"--master_server_address={master_addr}",
+              f"--global_segment_size={size}", "--protocol=tcp", "--log_level=warn"],
+             "mooncake_client ready")
+    s.segment = s.field("segment")
+    return s
+
+
+@pytest.fixture(scope="module")
+def master():
+    m = start_master()
+    yield m
+    m.stop()
+
+
+@pytest.fixture(scope="module")
+def storage(master):
+    s = start_storage(master.addr)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def store(master, storage):
+    from mooncake.store import MooncakeDistributedStore
+    st = MooncakeDistributedStore()
+    rc = st.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 16 << 20, "tcp", "", master.addr)
+    assert rc == 0, f"setup failed: {rc}"
+    yield st
+    st.close()
