@@ -308,6 +308,10 @@ static void start_prefill(sim_t *s, int i)
     rq->prefill_s = e.prefill_s;
     rq->start = s->now;
     mc_conductor_sim_result_t *R = s->res;
+    /* ratios are over served requests: a rejected request neither hits nor costs compute */
+    R->blocks_requested += rq->r->n_blocks;
+    R->input_tokens += rq->r->input_tokens;
+    R->prefill_flops_nocache += mc_conductor_prefill_flops(&s->cfg->model, rq->r->input_tokens, 0);
     R->reuse_blocks += e.reuse_blocks;
     R->remote_reuse_blocks += e.remote_blocks;
     R->ssd_reuse_blocks += e.ssd_blocks;
@@ -676,10 +680,6 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
         rq->out_target = rq->r->output_tokens ? rq->r->output_tokens : 1;
         rq->kv_need = ((double)rq->r->input_tokens + rq->out_target) * s->kvpt;
         rq->inst = rq->dinst = rq->next = NONE;
-        res->blocks_requested += rq->r->n_blocks;
-        res->input_tokens += rq->r->input_tokens;
-        res->prefill_flops_nocache +=
-            mc_conductor_prefill_flops(&cfg->model, rq->r->input_tokens, 0);
     }
     res->requests = s->nreq;
     res->span_s = s->nreq ? s->reqs[s->nreq - 1].arrival : 0;

@@ -48,6 +48,7 @@ typedef struct mc_conductor_sim_result {
     double itl_p50, itl_p90, itl_p99;     /* per generated token */
     double tpot_p50, tpot_p90, tpot_p99;  /* per request mean inter-token time */
     double goodput_rps, goodput_share;
+    /* cache and compute accounting covers served (not rejected) requests */
     uint64_t blocks_requested, reuse_blocks, local_reuse_blocks, remote_reuse_blocks,
         ssd_reuse_blocks;
     double input_tokens, reused_tokens;
