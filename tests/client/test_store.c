@@ -31,25 +31,6 @@ static char master_addr[64];
 static daemon_proc_t master;
 static daemon_proc_t servers[2];
 
-/* Waits until `needle` appears in the log file; 0 on success. */
-static int wait_log(const char *path, const char *needle, int timeout_ms)
-{
-    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
-    char buf[65536];
-    while (mc_now_ms() < deadline) {
-        FILE *f = fopen(path, "r");
-        if (f) {
-            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            if (strstr(buf, needle))
-                return 0;
-        }
-        mc_sleep_ms(20);
-    }
-    return -1;
-}
-
 static void start_master(void)
 {
     char bin[512], port[32], wal[300];
@@ -61,7 +42,7 @@ static void start_master(void)
     unlink(master.log);
     master.pid = mt_spawn(argv, master.log);
     assert_true(master.pid > 0);
-    assert_int_equal(wait_log(master.log, "mooncake_master listening", 10000), 0);
+    assert_int_equal(mt_wait_log(master.log, "mooncake_master listening", 10000), 0);
 }
 
 static void start_server(int i, const char *size)
@@ -76,7 +57,7 @@ static void start_server(int i, const char *size)
     unlink(servers[i].log);
     servers[i].pid = mt_spawn(argv, servers[i].log);
     assert_true(servers[i].pid > 0);
-    assert_int_equal(wait_log(servers[i].log, "mooncake_client ready", 10000), 0);
+    assert_int_equal(mt_wait_log(servers[i].log, "mooncake_client ready", 10000), 0);
 }
 
 static mc_store_t *open_store(uint64_t segment)

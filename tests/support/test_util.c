@@ -143,3 +143,25 @@ void mt_bin_path(const char *name, char *out, size_t len)
         *slash = '\0';
     snprintf(out, len, "%s/../bin/%s", self, name);
 }
+
+int mt_wait_log(const char *path, const char *needle, int timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    enum { CAP = 65536 };
+    char *buf = malloc(CAP);
+    int rc = -1;
+    while (buf && rc != 0 && mc_now_ms() < deadline) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            size_t n = fread(buf, 1, CAP - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            if (strstr(buf, needle))
+                rc = 0;
+        }
+        if (rc != 0)
+            mc_sleep_ms(20);
+    }
+    free(buf);
+    return rc;
+}

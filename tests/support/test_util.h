@@ -20,6 +20,9 @@ int mt_http_raw(uint16_t port, const char *request, size_t req_len, char **resp_
 /* Poll GET path on port until it returns 200 or timeout_ms passes. 0 ok, -1 timed out. */
 int mt_wait_http_ok(uint16_t port, const char *path, int timeout_ms);
 
+/* Poll a log file until `needle` appears in its first 64 KiB; 0 found, -1 timed out. */
+int mt_wait_log(const char *path, const char *needle, int timeout_ms);
+
 /* A fresh temp directory (mkdtemp under TMPDIR or /tmp) into out[len]; rm -rf by mt_rmdir. */
 int mt_tmpdir(char *out, size_t len);
 void mt_rmdir(const char *dir);

@@ -1,0 +1,306 @@
+/* mc_store_bench: store put/get throughput and latency, with peers measured in the same run.
+ *
+ * Starts its own mooncake_master and one mooncake_client storage server (binaries next to this
+ * program), then for each value size runs single and batched put/get from --threads client
+ * threads of one store handle (or from --procs forked client processes), with data either
+ * served same-host (shm, the default between local processes) or forced over TCP
+ * (MC_FORCE_TCP=1 for every process). One JSON line per measurement:
+ *   {"bench":"store","op":"get","value":4096,"batch":128,"threads":1,"procs":1,
+ *    "transport":"tcp","req_s":...,"gib_s":...,"p50_us":...,"p99_us":...}
+ * --peers adds redis-benchmark (4 KiB, -P 1 and -P 16; -c 1 for latency) and memcached
+ * 32 MiB GET, and prints the ratios the store issue asks for. */
+#include "common/alloc.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/time.h"
+#include "mooncake/store.h"
+#include "peers.h"
+#include "support/test_util.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct bench_cfg {
+    const char *master;
+    uint64_t value;
+    uint32_t batch;
+    uint32_t threads;
+    uint64_t ops;          /* values per thread per phase */
+    const char *transport;
+    uint32_t run_id;
+} bench_cfg_t;
+
+typedef struct thread_res {
+    uint64_t *lat_us;      /* one per call */
+    size_t n_lat;
+    uint64_t done, errors;
+} thread_res_t;
+
+typedef struct thread_arg {
+    mc_store_t *store;
+    const bench_cfg_t *cfg;
+    uint32_t tid;
+    int get;               /* 0 put, 1 get */
+    thread_res_t res;
+    pthread_barrier_t *barrier;
+} thread_arg_t;
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void *bench_thread(void *p)
+{
+    thread_arg_t *a = p;
+    const bench_cfg_t *c = a->cfg;
+    uint32_t b = c->batch;
+    size_t calls = (size_t)((c->ops + b - 1) / b);
+    char *buf = mc_pages_alloc((size_t)b * c->value, 1);
+    char (*names)[64] = mc_calloc(b, sizeof(*names));
+    const char **keys = mc_calloc(b, sizeof(*keys));
+    struct iovec *iov = mc_calloc(b, sizeof(*iov));
+    const struct iovec **piov = mc_calloc(b, sizeof(*piov));
+    size_t *np = mc_calloc(b, sizeof(*np));
+    int32_t *res = mc_calloc(b, sizeof(*res));
+    int64_t *got = mc_calloc(b, sizeof(*got));
+    a->res.lat_us = mc_calloc(calls, sizeof(uint64_t));
+    for (uint32_t i = 0; i < b; i++) {
+        iov[i] = (struct iovec){buf + (size_t)i * c->value, c->value};
+        piov[i] = &iov[i];
+        np[i] = 1;
+        memset(iov[i].iov_base, (int)(i + 1), c->value);
+    }
+    pthread_barrier_wait(a->barrier);
+    for (size_t k = 0; k < calls; k++) {
+        for (uint32_t i = 0; i < b; i++) {
+            snprintf(names[i], sizeof(names[i]), "bench-%u-%llu-%u-%zu-%u", c->run_id,
+                     (unsigned long long)c->value, a->tid, k, i);
+            keys[i] = names[i];
+        }
+        uint64_t t = mc_now_ns();
+        if (b == 1 && !a->get) {
+            a->res.errors += mc_store_put(a->store, keys[0], iov, 1, NULL) != MC_OK;
+        } else if (b == 1) {
+            a->res.errors += mc_store_get_into(a->store, keys[0], iov, 1) != (int64_t)c->value;
+        } else if (!a->get) {
+            mc_store_batch_put(a->store, b, keys, piov, np, NULL, false, res);
+            for (uint32_t i = 0; i < b; i++)
+                a->res.errors += res[i] != MC_OK;
+        } else {
+            mc_store_batch_get_into(a->store, b, keys, piov, np, got);
+            for (uint32_t i = 0; i < b; i++)
+                a->res.errors += got[i] != (int64_t)c->value;
+        }
+        a->res.lat_us[a->res.n_lat++] = (mc_now_ns() - t) / 1000;
+        a->res.done += b;
+    }
+    mc_pages_free(buf, (size_t)b * c->value);
+    mc_free(names);
+    mc_free(keys);
+    mc_free(iov);
+    mc_free(piov);
+    mc_free(np);
+    mc_free(res);
+    mc_free(got);
+    return NULL;
+}
+
+/* Runs one put phase then one get phase over the same keys; prints two JSON lines. Returns
+ * the get req/s (for ratios). */
+static double bench_case(mc_store_t *store, const bench_cfg_t *c, double *get_p50_p, double *get_gib_p)
+{
+    double get_req_s = 0;
+    for (int get = 0; get < 2; get++) {
+        thread_arg_t *args = mc_calloc(c->threads, sizeof(*args));
+        pthread_t *tids = mc_calloc(c->threads, sizeof(*tids));
+        pthread_barrier_t barrier;
+        pthread_barrier_init(&barrier, NULL, c->threads + 1);
+        for (uint32_t t = 0; t < c->threads; t++) {
+            args[t] = (thread_arg_t){.store = store, .cfg = c, .tid = t, .get = get,
+                                     .barrier = &barrier};
+            pthread_create(&tids[t], NULL, bench_thread, &args[t]);
+        }
+        pthread_barrier_wait(&barrier);
+        uint64_t t0 = mc_now_ns();
+        for (uint32_t t = 0; t < c->threads; t++)
+            pthread_join(tids[t], NULL);
+        double secs = (double)(mc_now_ns() - t0) / 1e9;
+        size_t n_lat = 0;
+        uint64_t done = 0, errors = 0;
+        for (uint32_t t = 0; t < c->threads; t++) {
+            n_lat += args[t].res.n_lat;
+            done += args[t].res.done;
+            errors += args[t].res.errors;
+        }
+        uint64_t *lat = mc_calloc(n_lat ? n_lat : 1, sizeof(uint64_t));
+        size_t k = 0;
+        for (uint32_t t = 0; t < c->threads; t++) {
+            memcpy(lat + k, args[t].res.lat_us, args[t].res.n_lat * sizeof(uint64_t));
+            k += args[t].res.n_lat;
+            mc_free(args[t].res.lat_us);
+        }
+        qsort(lat, n_lat, sizeof(uint64_t), cmp_u64);
+        double p50 = n_lat ? (double)lat[n_lat / 2] : 0;
+        double p99 = n_lat ? (double)lat[(size_t)((double)(n_lat - 1) * 0.99)] : 0;
+        double req_s = (double)done / secs;
+        double gib_s = req_s * (double)c->value / (1024.0 * 1024 * 1024);
+        char date[32];
+        mc_peer_date(date, sizeof(date));
+        printf("{\"bench\":\"store\",\"op\":\"%s\",\"value\":%llu,\"batch\":%u,\"threads\":%u,"
+               "\"transport\":\"%s\",\"ops\":%llu,\"errors\":%llu,\"req_s\":%.0f,\"gib_s\":%.3f,"
+               "\"p50_us\":%.0f,\"p99_us\":%.0f,\"date\":\"%s\"}\n",
+               get ? "get" : "put", (unsigned long long)c->value, c->batch, c->threads,
+               c->transport, (unsigned long long)done, (unsigned long long)errors, req_s, gib_s,
+               p50, p99, date);
+        fflush(stdout);
+        if (get) {
+            get_req_s = req_s;
+            if (get_p50_p)
+                *get_p50_p = p50;
+            if (get_gib_p)
+                *get_gib_p = gib_s;
+        }
+        mc_free(lat);
+        mc_free(args);
+        mc_free(tids);
+        pthread_barrier_destroy(&barrier);
+    }
+    return get_req_s;
+}
+
+static char work_dir[256];
+static pid_t master_pid = -1, server_pid = -1;
+
+static void stop_cluster(void)
+{
+    mt_stop(server_pid, SIGTERM, 5000);
+    mt_stop(master_pid, SIGTERM, 5000);
+    server_pid = master_pid = -1;
+    if (work_dir[0])
+        mt_rmdir(work_dir);
+    work_dir[0] = '\0';
+}
+
+/* Master + one storage server on loopback; returns the master address in addr. */
+static int start_cluster(uint64_t segment, char *addr, size_t len)
+{
+    uint16_t port;
+    if (mt_tmpdir(work_dir, sizeof(work_dir)) != 0 || mc_net_free_port(&port) != MC_OK)
+        return -1;
+    char bin[512], p[32], wal[300], log[300], m[96], seg[64];
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    snprintf(p, sizeof(p), "--port=%u", port);
+    snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", work_dir);
+    snprintf(log, sizeof(log), "%s/master.log", work_dir);
+    char *margv[] = {bin, p, "--metrics_port=0", wal, "--log_level=warn", NULL};
+    master_pid = mt_spawn(margv, log);
+    if (master_pid < 0 || mt_wait_log(log, "listening", 10000) != 0)
+        return -1;
+    snprintf(addr, len, "127.0.0.1:%u", port);
+    mt_bin_path("mooncake_client", bin, sizeof(bin));
+    snprintf(m, sizeof(m), "--master_server_address=%s", addr);
+    snprintf(seg, sizeof(seg), "--global_segment_size=%llu", (unsigned long long)segment);
+    snprintf(log, sizeof(log), "%s/server.log", work_dir);
+    char *sargv[] = {bin, m, seg, "--log_level=warn", NULL};
+    server_pid = mt_spawn(sargv, log);
+    if (server_pid < 0 || mt_wait_log(log, "ready", 30000) != 0)
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *transport = "shm";
+    int64_t threads = 1, ops_small = 20000, ops_mid = 2000, ops_big = 30;
+    uint64_t segment = 1280ull << 20;
+    bool peers = false;
+    mc_option_t opts[] = {
+        {"transport", MC_OPT_STRING, &transport, NULL, "shm (same-host path) or tcp (MC_FORCE_TCP=1)", 0, 0},
+        {"threads", MC_OPT_INT, &threads, NULL, "client threads", 1, 64},
+        {"ops_small", MC_OPT_INT, &ops_small, NULL, "4 KiB values per thread per phase", 1, 100000000},
+        {"ops_mid", MC_OPT_INT, &ops_mid, NULL, "512 KiB values per thread per phase", 1, 10000000},
+        {"ops_big", MC_OPT_INT, &ops_big, NULL, "32 MiB values per thread per phase", 1, 100000},
+        {"segment", MC_OPT_SIZE, &segment, NULL, "storage server segment size", 1 << 20, 1ull << 40},
+        {"peers", MC_OPT_BOOL, &peers, NULL, "also measure Redis and memcached, print ratios", 0, 0},
+    };
+    mc_config_spec_t spec = {"mc_store_bench", "Store put/get benchmark with peers (JSON lines).",
+                             opts, MC_ARRAY_LEN(opts)};
+    int help;
+    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
+        return 2;
+    if (help)
+        return 0;
+    if (strcmp(transport, "tcp") == 0)
+        setenv("MC_FORCE_TCP", "1", 1); /* inherited by the storage server too */
+    else if (strcmp(transport, "shm") != 0) {
+        fprintf(stderr, "mc_store_bench: --transport must be shm or tcp\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    mc_log_set_level(MC_LOG_LEVEL_WARN);
+    char addr[64];
+    if (start_cluster(segment, addr, sizeof(addr)) != 0) {
+        fprintf(stderr, "mc_store_bench: cannot start master/storage server (see %s)\n", work_dir);
+        stop_cluster();
+        return 1;
+    }
+    mc_store_config_t scfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                              .protocol = "tcp", .master_server_addr = addr};
+    mc_store_t *store;
+    if (mc_store_create(&scfg, &store) != MC_OK) {
+        stop_cluster();
+        return 1;
+    }
+    struct { uint64_t value; uint32_t batch; int64_t ops; } cases[] = {
+        {4096, 1, ops_small / 4}, {4096, 128, ops_small}, {512 * 1024, 1, ops_mid},
+        {512 * 1024, 16, ops_mid}, {32ull << 20, 1, ops_big},
+    };
+    double small_single_p50 = 0, small_batch_req_s = 0, big_gib = 0;
+    for (size_t i = 0; i < MC_ARRAY_LEN(cases); i++) {
+        bench_cfg_t c = {.master = addr, .value = cases[i].value, .batch = cases[i].batch,
+                         .threads = (uint32_t)threads, .ops = (uint64_t)cases[i].ops,
+                         .transport = transport, .run_id = (uint32_t)i};
+        double p50 = 0, gib = 0;
+        double rs = bench_case(store, &c, &p50, &gib);
+        if (c.value == 4096 && c.batch == 1)
+            small_single_p50 = p50;
+        if (c.value == 4096 && c.batch > 1)
+            small_batch_req_s = rs;
+        if (c.value == 32ull << 20)
+            big_gib = gib;
+        mc_store_remove_all(store, true); /* keep the pool from filling between cases */
+    }
+    mc_store_destroy(store);
+    stop_cluster();
+
+    if (peers) {
+        mc_peer_result_t rset, rget, rset16, rget16, rset1, rget1, mget;
+        mc_peer_redis_benchmark(4096, 50, 200000, 1, &rset, &rget);
+        mc_peer_print_json(&rset);
+        mc_peer_print_json(&rget);
+        mc_peer_redis_benchmark(4096, 50, 400000, 16, &rset16, &rget16);
+        mc_peer_print_json(&rset16);
+        mc_peer_print_json(&rget16);
+        mc_peer_redis_benchmark(4096, 1, 20000, 1, &rset1, &rget1);
+        mc_peer_print_json(&rset1);
+        mc_peer_print_json(&rget1);
+        mc_peer_memcached(32u << 20, 20, &mget, NULL);
+        mc_peer_print_json(&mget);
+        double redis_lat_us = rget1.req_s > 0 ? 1e6 / rget1.req_s : 0;
+        printf("{\"bench\":\"store_ratios\",\"transport\":\"%s\",\"threads\":%lld,"
+               "\"get4k_batch_vs_redis_p16\":%.2f,\"get4k_single_p50_us\":%.0f,"
+               "\"redis_single_client_us\":%.0f,\"get32m_vs_memcached\":%.2f}\n",
+               transport, (long long)threads,
+               rget16.req_s > 0 ? small_batch_req_s / rget16.req_s : 0, small_single_p50,
+               redis_lat_us, mget.gib_s > 0 ? big_gib / mget.gib_s : 0);
+    }
+    return 0;
+}
