@@ -1,8 +1,9 @@
 /* Transfer engine core: local segment table, descriptor publishing, segment cache, batches.
  * Design: transport.h, docs/internals/transfer-engine.md.
  *
- * Locks (outer to inner): te->reg_mu -> table.lock -> te->desc_mu; te->mu (peers, batches,
- * shareables) is a leaf except that it is never held while calling into a transport.
+ * Locks (outer to inner): te->reg_mu -> table.lock -> te->desc_mu; batch mu -> te->mu (submit
+ * looks up segment handles); te->mu (peers, batches, shareables) is otherwise a leaf and is
+ * never held while calling into a transport.
  * peer->mu is held while fetching a descriptor (bounded by the transfer timeout).
  */
 #include "te/transport.h"
@@ -844,17 +845,20 @@ MC_API mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, 
 
 /* ===================================== batches ======================================== */
 
+/* The final state, the outstanding count and the wake-up change together under b->mu, so
+ * whoever frees the batch (after seeing outstanding == 0 under b->mu) cannot free it while a
+ * finalizer still touches it, and a caller that saw every state final and then frees the batch
+ * finds outstanding == 0. */
 static void req_finalize(mc_te_req_t *r)
 {
     int e = atomic_load(&r->error);
     int state = e == MC_OK ? MC_TE_COMPLETED : e == MC_ERR_TIMEOUT ? MC_TE_TIMEOUT : MC_TE_FAILED;
     mc_te_batch_impl_t *b = r->batch;
+    pthread_mutex_lock(&b->mu);
     atomic_store(&r->state, state);
-    if (atomic_fetch_sub(&b->outstanding, 1) == 1 && atomic_load(&b->waiters) > 0) {
-        pthread_mutex_lock(&b->mu);
+    if (atomic_fetch_sub(&b->outstanding, 1) == 1 && atomic_load(&b->waiters) > 0)
         pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->mu);
-    }
+    pthread_mutex_unlock(&b->mu);
 }
 
 void mc_te_slice_done(mc_te_slice_t *s, mc_status_t st, uint64_t bytes)
@@ -889,6 +893,9 @@ static mc_te_batch_impl_t *batch_new(mc_te_t *te, size_t cap)
 
 static void batch_delete(mc_te_batch_impl_t *b)
 {
+    /* wait out a finalizer still inside its critical section */
+    pthread_mutex_lock(&b->mu);
+    pthread_mutex_unlock(&b->mu);
     for (size_t k = 0; k < b->n; k++)
         if (b->reqs[k].slices != &b->reqs[k].inline_slice)
             free(b->reqs[k].slices);
@@ -898,25 +905,32 @@ static void batch_delete(mc_te_batch_impl_t *b)
     free(b);
 }
 
-static mc_te_batch_impl_t *batch_lookup(mc_te_t *te, mc_te_batch_t h, bool take)
+static mc_te_batch_impl_t *batch_lookup(mc_te_t *te, mc_te_batch_t h)
 {
     uint64_t slot = (h & 0xffffffffu);
     uint32_t gen = (uint32_t)(h >> 32);
     mc_te_batch_impl_t *b = NULL;
     pthread_mutex_lock(&te->mu);
-    if (slot >= 1 && slot <= te->n_batch_slots && te->batch_gen[slot - 1] == gen) {
+    if (slot >= 1 && slot <= te->n_batch_slots && te->batch_gen[slot - 1] == gen)
         b = te->batches[slot - 1];
-        if (b && take) {
-            if (atomic_load(&b->outstanding) > 0) {
-                b = (mc_te_batch_impl_t *)(uintptr_t)1; /* busy marker */
-            } else {
-                te->batches[slot - 1] = NULL;
-                te->batch_gen[slot - 1]++;
-            }
-        }
-    }
     pthread_mutex_unlock(&te->mu);
     return b;
+}
+
+/* Remove b from the slot table if handle h still names it. */
+static bool batch_take(mc_te_t *te, mc_te_batch_t h, mc_te_batch_impl_t *b)
+{
+    uint64_t slot = (h & 0xffffffffu);
+    bool ok = false;
+    pthread_mutex_lock(&te->mu);
+    if (slot >= 1 && slot <= te->n_batch_slots && te->batches[slot - 1] == b &&
+        te->batch_gen[slot - 1] == (uint32_t)(h >> 32)) {
+        te->batches[slot - 1] = NULL;
+        te->batch_gen[slot - 1]++;
+        ok = true;
+    }
+    pthread_mutex_unlock(&te->mu);
+    return ok;
 }
 
 MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *batch_p)
@@ -1127,7 +1141,7 @@ MC_API mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
 {
     if (!te || (!reqs && n))
         return MC_ERR_INVALID_PARAMS;
-    mc_te_batch_impl_t *b = batch_lookup(te, batch, false);
+    mc_te_batch_impl_t *b = batch_lookup(te, batch);
     if (!b)
         return MC_ERR_INVALID_PARAMS;
     if (n == 0)
@@ -1152,7 +1166,7 @@ MC_API mc_status_t mc_te_batch_status(mc_te_t *te, mc_te_batch_t batch, size_t i
 {
     if (!te || !status_p)
         return MC_ERR_INVALID_PARAMS;
-    mc_te_batch_impl_t *b = batch_lookup(te, batch, false);
+    mc_te_batch_impl_t *b = batch_lookup(te, batch);
     if (!b)
         return MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&b->mu);
@@ -1174,7 +1188,7 @@ MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
 {
     if (!te || (!status_p && n))
         return MC_ERR_INVALID_PARAMS;
-    mc_te_batch_impl_t *b = batch_lookup(te, batch, false);
+    mc_te_batch_impl_t *b = batch_lookup(te, batch);
     if (!b)
         return MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&b->mu);
@@ -1194,19 +1208,24 @@ MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch)
 {
     if (!te)
         return MC_ERR_INVALID_PARAMS;
-    mc_te_batch_impl_t *b = batch_lookup(te, batch, true);
+    mc_te_batch_impl_t *b = batch_lookup(te, batch);
     if (!b)
         return MC_ERR_INVALID_PARAMS;
-    if (b == (mc_te_batch_impl_t *)(uintptr_t)1)
+    /* b->mu: finalizers change state and outstanding together under it (lock order:
+     * b->mu is never held while taking te->mu here) */
+    pthread_mutex_lock(&b->mu);
+    bool busy = atomic_load(&b->outstanding) > 0;
+    pthread_mutex_unlock(&b->mu);
+    if (busy)
         return MC_ERR_BUSY;
+    if (!batch_take(te, batch, b))
+        return MC_ERR_INVALID_PARAMS; /* freed concurrently */
     batch_delete(b);
     return MC_OK;
 }
 
 static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b)
 {
-    if (atomic_load(&b->outstanding) == 0)
-        return;
     uint64_t warn_at = mc_now_ns() + 2ull * te->timeout_ms * 1000000ull + 1000000000ull;
     pthread_mutex_lock(&b->mu);
     atomic_fetch_add(&b->waiters, 1);

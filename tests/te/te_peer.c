@@ -93,7 +93,15 @@ int main(int argc, char **argv)
             printf("REG %u %s\n", i, mc_status_name(st));
         } else if (sscanf(line, "check %u %llu %llu %u", &i, &off, &len, &s) == 4 && i < nbuf &&
                    off <= size && len <= size - off) {
-            int ok = te_pattern_check(bufs[i] + off, len, i, off, s) < 0;
+            /* read through our own local segment: the copy synchronizes with the engine's
+             * serving threads (in-flight references), so we see what they wrote */
+            uint8_t *tmp = malloc(len ? len : 1);
+            mc_te_segment_t self;
+            int ok = tmp && mc_te_segment_open(te, mc_te_local_name(te), &self) == MC_OK;
+            mc_te_request_t r = {MC_TE_READ, tmp, self, (uint64_t)(uintptr_t)(bufs[i] + off), len};
+            ok = ok && (len == 0 || mc_te_transfer_sync(te, &r, 1, NULL) == MC_OK);
+            ok = ok && te_pattern_check(tmp, len, i, off, s) < 0;
+            free(tmp);
             printf("CHECK %s\n", ok ? "ok" : "bad");
         } else if (!strncmp(line, "quit", 4)) {
             break;

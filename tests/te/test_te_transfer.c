@@ -16,6 +16,13 @@
 
 #define MiB (1ull << 20)
 
+/* ThreadSanitizer makes every byte access slow: test smaller maxima there */
+#if defined(__SANITIZE_THREAD__)
+#define BIG (16 * MiB)
+#else
+#define BIG (64 * MiB)
+#endif
+
 static uint8_t *local_buf(size_t len)
 {
     uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
@@ -46,7 +53,7 @@ static mc_status_t xfer(mc_te_t *te, mc_te_opcode_t op, void *local, mc_te_segme
 
 static void rw_sizes(const char *proto, int shareable)
 {
-    const size_t bsz = 64 * MiB;
+    const size_t bsz = BIG;
     char size_arg[32];
     snprintf(size_arg, sizeof(size_arg), "%zu", bsz);
     const char *args[] = {"--buffers", "2", "--size", size_arg, shareable ? "--shareable" : NULL,
@@ -60,7 +67,7 @@ static void rw_sizes(const char *proto, int shareable)
     assert_int_equal(mc_te_segment_first_buffer(te, seg, &first), MC_OK);
     assert_true(first == p.addr[0] || first == p.addr[1]);
     uint8_t *lb = local_buf(bsz);
-    const size_t sizes[] = {1, 100, 4095, 4096, 65537, MiB + 3, 8 * MiB, 64 * MiB};
+    const size_t sizes[] = {1, 100, 4095, 4096, 65537, MiB + 3, 8 * MiB, BIG};
     for (size_t k = 0; k < MC_ARRAY_LEN_T(sizes); k++) {
         size_t s = sizes[k];
         uint64_t off = s < bsz ? (12345ull * (k + 1)) % (bsz - s + 1) : 0;
@@ -471,7 +478,11 @@ static void test_unregister_inflight(void **state)
         assert_true(mc_now_ms() < deadline);
     }
     close(fd);
-    /* buffer 1: the unregister waits for an in-flight READ and completes once it drains */
+    te_peer_stop(&p, 0);
+    /* the unregister waits for an in-flight READ and completes once it drains (a long
+     * timeout here, so that the drain is what ends the wait) */
+    const char *args2[] = {"--buffers", "2", "--size", "67108864", "--timeout", "10000", NULL};
+    assert_int_equal(te_peer_start(&p, args2), 0);
     fd = raw_connect(p.name, 4096);
     raw_send(fd, MC_TE_OP_READ, 2, p.addr[1], 64 * MiB, MC_TE_FRAME_MAGIC);
     mc_sleep_ms(50);
@@ -483,10 +494,10 @@ static void test_unregister_inflight(void **state)
     raw_recv_hdr(fd, &h);
     assert_int_equal(h.status, MC_OK);
     uint8_t *sink = malloc(64 * MiB);
-    assert_int_equal(mc_net_recv_all(fd, sink, 64 * MiB, mc_now_ns() + 10000000000ull), MC_OK);
+    assert_int_equal(mc_net_recv_all(fd, sink, 64 * MiB, mc_now_ns() + 20000000000ull), MC_OK);
     assert_int_equal(te_pattern_check(sink, 64 * MiB, 1, 0, 1), -1);
     free(sink);
-    assert_int_equal(te_peer_line(&p, ans, sizeof(ans), 5000), 0);
+    assert_int_equal(te_peer_line(&p, ans, sizeof(ans), 10000), 0);
     assert_string_equal(ans, "UNREG 1 OK");
     /* now refused */
     raw_send(fd, MC_TE_OP_READ, 3, p.addr[1], 16, MC_TE_FRAME_MAGIC);
@@ -494,6 +505,69 @@ static void test_unregister_inflight(void **state)
     assert_int_equal(h.status, MC_ERR_OUT_OF_RANGE);
     close(fd);
     te_peer_stop(&p, 0);
+}
+
+/* ---- metadata through the HTTP metadata server (when built) ------------------------------ */
+
+static void test_http_meta(void **state)
+{
+    const char *bindir = getenv("MC_BIN_DIR");
+    char server[1024];
+    snprintf(server, sizeof(server), "%s/mooncake_http_metadata_server", bindir ? bindir : ".");
+    if (access(server, X_OK) != 0) {
+        print_message("skipping: %s not built\n", server);
+        skip();
+    }
+    uint16_t port;
+    assert_int_equal(mc_net_free_port(&port), MC_OK);
+    char port_arg[32], uri[128];
+    snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
+    snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", port);
+    pid_t srv = fork();
+    assert_true(srv >= 0);
+    if (srv == 0) {
+        execl(server, server, port_arg, "--host=127.0.0.1", "--log_level=warn", (char *)NULL);
+        _exit(127);
+    }
+    /* wait until it accepts connections */
+    uint64_t deadline = mc_now_ms() + 10000;
+    for (;;) {
+        int fd;
+        if (mc_net_connect("127.0.0.1", port, 200, &fd) == MC_OK) {
+            close(fd);
+            break;
+        }
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    for (int shm = 0; shm <= 1; shm++) {
+        const char *args[] = {"--meta", uri, "--buffers", "1", "--size", "4194304",
+                              shm ? "--shareable" : NULL, NULL};
+        te_peer_t p;
+        assert_int_equal(te_peer_start(&p, args), 0);
+        mc_te_config_t cfg = {.metadata_uri = uri, .local_server_name = "127.0.0.1",
+                              .protocol = shm ? "auto" : "tcp", .transfer_timeout_ms = 5000};
+        mc_te_t *te;
+        assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+        mc_te_segment_t seg;
+        assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+        uint8_t *lb = local_buf(4 * MiB);
+        mc_te_xfer_status_t st;
+        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 4 * MiB, &st), MC_OK);
+        assert_int_equal(te_pattern_check(lb, 4 * MiB, 0, 0, 1), -1);
+        /* the engine's own segment is published too */
+        mc_te_segment_t self;
+        assert_int_equal(mc_te_segment_open(te, mc_te_local_name(te), &self), MC_OK);
+        /* the owner unpublishes on exit: a fresh lookup no longer finds it */
+        te_peer_stop(&p, 0);
+        assert_int_equal(mc_te_segment_close(te, seg), MC_OK);
+        assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_ERR_SEGMENT_NOT_FOUND);
+        munmap(lb, 4 * MiB);
+        mc_te_destroy(te);
+    }
+    kill(srv, SIGTERM);
+    int status;
+    waitpid(srv, &status, 0);
 }
 
 int main(int argc, char **argv)
@@ -512,6 +586,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sigstop_timeout),
         cmocka_unit_test(test_shm_stopped_owner),
         cmocka_unit_test(test_unregister_inflight),
+        cmocka_unit_test(test_http_meta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
