@@ -261,6 +261,15 @@ pool), \`--local_blocks=2500 --pool_blocks=0\`:
 
 $(md "$RL" label,rate_rps,ttft_p50,ttft_p90,ttft_p99,goodput_rps,block_hit_ratio,compute_saved)
 
+Here the conductor's index is what finds reuse: at the trace rate cache-aware routing reuses
+$(pct "$(getw "$RL" cache_aware block_hit_ratio time_scale 1)") of blocks against
+$(pct "$(getw "$RL" least_loaded block_hit_ratio time_scale 1)") for least-loaded (median TTFT
+$(getw "$RL" cache_aware ttft_p50 time_scale 1) s vs $(getw "$RL" least_loaded ttft_p50 time_scale 1) s).
+At ×1.5 private caches no longer save enough work, every open-loop policy saturates, and only
+admission keeps goodput ($(getw "$RL" cache_aware_slo goodput_rps time_scale 1.5) req/s against
+$(getw "$RL" cache_aware goodput_rps time_scale 1.5)) — compare §5.1, where the pool alone kept the
+same load stable.
+
 ### 5.4 Prefill/decode disaggregation vs colocation (same 12 GPUs)
 
 \`mc_sim --experiment=pd_vs_colocated --rates=1,1.5,2\`: 8 prefill + 4 decode instances, or all 12
