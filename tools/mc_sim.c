@@ -33,7 +33,7 @@ typedef struct opts {
         degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens;
     double time_scale, params_b, gpu_tflops, mfu, hbm_gb_s, hbm_gb, local_gib_s, net_gib_s,
         ssd_gib_s, handoff_gib_s, latency_us, ttft_slo_s, itl_slo_ms, queue_budget_s, event_loss,
-        resync_s;
+        resync_s, cdf_rate;
     bool colocated, allow_degrade, ignore_gaps, stale_hints;
 } opts_t;
 
@@ -227,7 +227,7 @@ int main(int argc, char **argv)
         .time_scale = 1, .params_b = 8.03, .gpu_tflops = 312, .mfu = 0.5, .hbm_gb_s = 2000,
         .hbm_gb = 80, .local_gib_s = 25, .net_gib_s = 20, .ssd_gib_s = 3, .handoff_gib_s = 20,
         .latency_us = 200, .ttft_slo_s = 10, .itl_slo_ms = 100, .queue_budget_s = 5,
-        .event_loss = 0, .resync_s = 1, .log_level = "error",
+        .event_loss = 0, .resync_s = 1, .log_level = "error", .cdf_rate = 1.5,
     };
     mc_option_t opt[] = {
         {"trace", MC_OPT_STRING, &o.trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
@@ -274,6 +274,7 @@ int main(int argc, char **argv)
         {"hbm_gb", MC_OPT_DOUBLE, &o.hbm_gb, NULL, "GPU memory GB", 1e-6, 1e9},
         {"block_tokens", MC_OPT_INT, &o.block_tokens, NULL, "tokens per trace block", 1, 1e6},
         {"rates", MC_OPT_STRING, &o.rates, NULL, "routing: rate multipliers (time_scale list)", 0, 0},
+        {"cdf_rate", MC_OPT_DOUBLE, &o.cdf_rate, NULL, "routing: rate multiplier whose per-request rows go to <out_dir>/ttft_<policy>_x<rate>.csv", 0, 1e6},
         {"policies", MC_OPT_STRING, &o.policies, NULL, "routing: policies to compare", 0, 0},
         {"capacities", MC_OPT_STRING, &o.capacities, NULL, "cache_sweep: capacities in blocks", 0, 0},
         {"bandwidths", MC_OPT_STRING, &o.bandwidths, NULL, "bandwidth_sweep: GiB/s list", 0, 0},
@@ -386,7 +387,7 @@ int main(int argc, char **argv)
                 c.time_scale = rates[i];
                 char name[128];
                 snprintf(name, sizeof(name), "ttft_%s_x%g.csv", p, rates[i]);
-                FILE *pr = (rates[i] == 1.0 || i == nr - 1) ? open_out(&o, name) : NULL;
+                FILE *pr = rates[i] == o.cdf_rate ? open_out(&o, name) : NULL;
                 rc = run_one(t, p, &c, f, pr);
                 if (pr)
                     fclose(pr);
