@@ -16,6 +16,6 @@ plot sprintf("%s/cdf_no_cache.dat", datadir) u 1:2 w l lw 2 t "no cache", \
 set output sprintf("%s/ttft_cdf_routing.png", outdir)
 set title "TTFT CDF by routing policy (simulated, rate x".rate_routing.", rejected excluded)"
 plot sprintf("%s/cdf_random.dat", datadir) u 1:2 w l lw 2 t "random", \
-     sprintf("%s/cdf_least_loaded.dat", datadir) u 1:2 w l lw 2 t "least-loaded", \
+     sprintf("%s/cdf_least_loaded.dat", datadir) u 1:2 w l lw 3 dt 2 t "least-loaded (overlaps cache-aware)", \
      sprintf("%s/cdf_cache_aware.dat", datadir) u 1:2 w l lw 2 t "cache-aware", \
      sprintf("%s/cdf_cache_aware_slo.dat", datadir) u 1:2 w l lw 2 t "cache-aware + SLO admission"
