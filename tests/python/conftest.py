@@ -210,3 +210,61 @@ def store(master, storage):
     assert rc == 0, f"setup failed: {rc}"
     yield st
     st.close()
+
+
+class GilProbe:
+    """Proves that a C call releases the GIL, without relying on scheduling luck.
+
+    A Python thread accepts one connection on a local port, notes the time and closes it. Point
+    the call at `addr` (a peer or master address only this probe listens on): the library
+    connects while the call is in progress. If the GIL is free, the thread runs at once, closes
+    the connection and the call usually fails fast. If the GIL were held, the thread could run
+    only after the call returned, and nobody would answer, so the call would last until the
+    library's own deadline. released() is true when the call ended far below that deadline or
+    the thread ran early in a long call.
+    """
+
+    def __init__(self):
+        import socket
+        import threading
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.addr = f"127.0.0.1:{self.srv.getsockname()[1]}"
+        self.in_call = False
+        self.seen = None
+        self.seen_at = None
+        self.t0 = None
+        self.duration = None
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        try:
+            c, _ = self.srv.accept()
+        except OSError:
+            return
+        self.seen_at = time.monotonic()
+        self.seen = self.in_call
+        c.close()
+
+    def call(self, fn, *args):
+        self.in_call = True
+        self.t0 = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.duration = time.monotonic() - self.t0
+            self.in_call = False
+
+    def released(self, deadline):
+        """True if the call demonstrably let the probe thread run (deadline: the library's)."""
+        if self.seen_at is None:
+            return False
+        if self.duration < deadline / 2:
+            return True
+        return self.seen_at - self.t0 < self.duration / 2
+
+    def close(self):
+        self.thread.join(10)
+        self.srv.close()

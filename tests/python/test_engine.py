@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import TePeer, sha256, wait_for
+from conftest import GilProbe, TePeer, sha256, wait_for
 from te_peer import pattern
 
 import mooncake
@@ -245,39 +245,21 @@ def test_uninitialized_and_closed_engine():
     assert te.register_memory(buf.ctypes.data, buf.nbytes) < 0
 
 
-def test_gil_released_during_transfer(peer):
-    """A second Python thread runs while transfers are in flight in the main thread."""
-    big = 64 << 20
-    p = TePeer(size=big)
+def test_gil_released_during_transfer(monkeypatch):
+    """Another Python thread runs while a transfer call is blocked in the library."""
+    monkeypatch.setenv("MC_TRANSFER_TIMEOUT", "5")
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    buf = np.zeros(4096, dtype=np.uint8)
+    assert te.register_memory(buf.ctypes.data, buf.nbytes) == 0
+    probe = GilProbe()
     try:
-        te = TransferEngine()
-        assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
-        buf = np.ones(big, dtype=np.uint8)
-        assert te.register_memory(buf.ctypes.data, big) == 0
-        stamps = []
-        stop = threading.Event()
-
-        def spin():
-            while not stop.is_set():
-                stamps.append(time.monotonic())
-
-        calls = []
-        t = threading.Thread(target=spin)
-        t.start()
-        try:
-            for _ in range(5):
-                t0 = time.monotonic()
-                assert te.transfer_sync_write(p.name, buf.ctypes.data, p.addr, big) == 0
-                calls.append((t0, time.monotonic()))
-        finally:
-            stop.set()
-            t.join()
-        inside = sum(1 for s in stamps for (a, b) in calls if a < s < b)
-        assert inside > 0, "no Python bytecode ran in another thread during a transfer"
-        te.unregister_memory(buf.ctypes.data)
-        te.close()
+        rc = probe.call(te.transfer_sync_write, probe.addr, buf.ctypes.data, 0x1000, 16)
     finally:
-        p.stop()
+        probe.close()
+    assert rc < 0                     # the probe is not a Transfer Engine
+    assert probe.released(5.0), (probe.duration, probe.seen_at and probe.seen_at - probe.t0)
+    te.close()
 
 
 def test_concurrent_threads(eng, peer):
@@ -366,3 +348,24 @@ def test_exit_with_live_engine_and_logging_threads():
                        env=dict(os.environ))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "done"
+
+
+def test_auto_protocol_same_host():
+    """protocol 'auto' (shared memory between same-host peers) moves the same bytes."""
+    p = TePeer(size=4 << 20, protocol="auto")
+    try:
+        te = TransferEngine()
+        assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "auto", "") == 0
+        buf = np.zeros(4 << 20, dtype=np.uint8)
+        assert te.register_memory(buf.ctypes.data, buf.nbytes) == 0
+        buf[:] = pattern(buf.nbytes, 21)
+        assert te.transfer_sync_write(p.name, buf.ctypes.data, p.addr, buf.nbytes) == 0
+        assert p.sha(0, buf.nbytes) == sha256(buf)
+        p.fill(0, 1 << 20, 22)
+        assert te.transfer_sync_read(p.name, buf.ctypes.data, p.addr, 1 << 20) == 0
+        assert sha256(buf[:1 << 20]) == sha256(pattern(1 << 20, 22))
+        assert te.transfer_sync_write(p.name, buf.ctypes.data, p.addr + p.len - 8, 16) < 0
+        te.unregister_memory(buf.ctypes.data)
+        te.close()
+    finally:
+        p.stop()

@@ -15,7 +15,7 @@ import uuid
 import numpy as np
 import pytest
 
-from conftest import start_master, start_storage, wait_for
+from conftest import GilProbe, start_master, start_storage, wait_for
 
 import mooncake
 from mooncake.store import (BufferHandle, MooncakeDistributedStore, ReplicaStatus,
@@ -516,28 +516,17 @@ def test_many_threads(store):
     assert not errors
 
 
-def test_gil_released_during_get(store):
-    key = k()
-    v = np.ones(32 << 20, dtype=np.uint8)
-    assert store.put(key, v) == 0
-    stamps, calls = [], []
-    stop = threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            stamps.append(time.monotonic())
-
-    t = threading.Thread(target=spin)
-    t.start()
+def test_gil_released_during_setup():
+    """Another Python thread runs while setup() waits for the master (a silent probe)."""
+    probe = GilProbe()
+    st = MooncakeDistributedStore()
     try:
-        for _ in range(3):
-            t0 = time.monotonic()
-            assert len(store.get(key)) == v.nbytes
-            calls.append((t0, time.monotonic()))
+        rc = probe.call(st.setup, "127.0.0.1", "P2PHANDSHAKE", 0, 8 << 20, "tcp", "",
+                        probe.addr)
     finally:
-        stop.set()
-        t.join()
-    assert any(a < s < b for s in stamps for (a, b) in calls)
+        probe.close()
+    assert rc < 0
+    assert probe.released(5.0), (probe.duration, probe.seen_at and probe.seen_at - probe.t0)
 
 
 def test_no_rss_growth_over_100k_round_trips(store):
