@@ -47,5 +47,9 @@ demo: build
 bench: build
 	@scripts/bench.sh
 
+# Evaluation report: experiments on the FAST'25 trace -> docs/report/ (Markdown + PNG plots).
+report: build
+	@scripts/report.sh build/bin
+
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
