@@ -1,5 +1,7 @@
 #include "te/tcp_frame.h"
 
+#include "te/transport.h"
+
 #include <string.h>
 
 static void put16(uint8_t *p, uint16_t v)
@@ -104,6 +106,25 @@ mc_status_t mc_te_frame_check_request(const mc_te_frame_t *h, uint64_t *payload_
     case MC_TE_OP_CMA_READ:
     case MC_TE_OP_CMA_WRITE:
         return h->length > MC_TE_FRAME_MAX_PAYLOAD ? MC_ERR_TOO_LARGE : MC_OK;
+    default:
+        return MC_OK;
+    }
+}
+
+/* Declared in transport.h: frame checks, then the range check against the local table. */
+mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,
+                                    uint64_t *payload_p, mc_te_lbuf_t **b_p)
+{
+    *b_p = NULL;
+    mc_status_t st = mc_te_frame_check_request(h, payload_p);
+    if (st != MC_OK)
+        return st;
+    switch (h->opcode) {
+    case MC_TE_OP_READ:
+    case MC_TE_OP_WRITE:
+    case MC_TE_OP_CMA_READ:
+    case MC_TE_OP_CMA_WRITE:
+        return mc_te_table_acquire(t, h->addr, h->length, b_p);
     default:
         return MC_OK;
     }

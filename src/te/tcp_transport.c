@@ -132,24 +132,6 @@ static void set_events(int epfd, int fd, void *obj, uint32_t *cur, uint32_t want
 
 /* ===================================== server ========================================= */
 
-mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,
-                                    uint64_t *payload_p, mc_te_lbuf_t **b_p)
-{
-    *b_p = NULL;
-    mc_status_t st = mc_te_frame_check_request(h, payload_p);
-    if (st != MC_OK)
-        return st;
-    switch (h->opcode) {
-    case MC_TE_OP_READ:
-    case MC_TE_OP_WRITE:
-    case MC_TE_OP_CMA_READ:
-    case MC_TE_OP_CMA_WRITE:
-        return mc_te_table_acquire(t, h->addr, h->length, b_p);
-    default:
-        return MC_OK;
-    }
-}
-
 static void srv_close(srv_conn_t *c)
 {
     tcp_worker_t *w = c->w;
