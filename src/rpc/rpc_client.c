@@ -72,8 +72,27 @@ void mc_rpc_client_destroy(mc_rpc_client_t *c)
     mc_free(c);
 }
 
+/* A kept connection whose peer went away (server restarted) shows up readable with EOF
+ * before we send anything: drop it and reconnect instead of failing the next call. Nothing
+ * was sent on it yet, so this never duplicates a request. */
+static void cli_drop_if_stale(mc_rpc_client_t *c)
+{
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 0) <= 0)
+        return;
+    char b;
+    ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR) || r > 0 ||
+        (pfd.revents & (POLLERR | POLLHUP))) {
+        MC_LOG_DEBUG("rpc client: %s:%u: dropping a stale connection", c->host, c->port);
+        cli_close(c);
+    }
+}
+
 static mc_status_t cli_connect(mc_rpc_client_t *c)
 {
+    if (c->fd >= 0)
+        cli_drop_if_stale(c);
     if (c->fd >= 0)
         return MC_OK;
     int fd;
