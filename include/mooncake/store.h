@@ -104,6 +104,12 @@ MC_API mc_status_t mc_store_batch_get_into(mc_store_t *store, size_t n, const ch
                                            const struct iovec *const *parts,
                                            const size_t *n_parts, int64_t *results);
 
+/* Batch get into heap buffers: for each key found, values[i] is malloc'd with exactly
+ * results[i] bytes (caller frees with free()); for others values[i] is NULL and results[i]
+ * is a negative status. One master round trip and one transfer batch for all keys. */
+MC_API mc_status_t mc_store_batch_get(mc_store_t *store, size_t n, const char *const *keys,
+                                      void **values, int64_t *results);
+
 /* 1 exists, 0 absent, negative error. */
 MC_API int mc_store_exists(mc_store_t *store, const char *key);
 MC_API mc_status_t mc_store_batch_exists(mc_store_t *store, size_t n, const char *const *keys,

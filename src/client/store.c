@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -809,6 +810,27 @@ static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__
     return st;
 }
 
+/* Fresh heap pages of a large allocation are faulted in one by one by the copy that fills
+ * them, which costs far more than the copy itself (about 10 us per 4 KiB page on our VMs).
+ * Populate them in bulk first: one madvise instead of thousands of faults. */
+static void prefault_heap(void *buf, size_t len)
+{
+    const size_t page = 4096;
+    if (len < (1u << 20))
+        return;
+    uintptr_t start = ((uintptr_t)buf + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t end = ((uintptr_t)buf + len) & ~(uintptr_t)(page - 1);
+    if (end <= start)
+        return;
+#ifdef MADV_HUGEPAGE
+    madvise((void *)start, end - start, MADV_HUGEPAGE);
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+}
+
 static mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaListResponse **rl_p)
 {
     McRpc__KeyRequest req = MC_RPC__KEY_REQUEST__INIT;
@@ -863,6 +885,8 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     if (st != MC_OK)
         return st;
     void *buf = mc_malloc(rl->size);
+    if (buf)
+        prefault_heap(buf, rl->size);
     int64_t rc = MC_ERR_NO_MEMORY;
     if (buf) {
         struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
@@ -878,22 +902,28 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     return MC_OK;
 }
 
-mc_status_t mc_store_batch_get_into(mc_store_t *s, size_t n, const char *const *keys,
+/* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets
+ * a fresh heap buffer of its exact size (heap[i], freed here on failure, else the caller's)
+ * and parts/n_parts are ignored. results[i] = bytes read or a negative status. */
+static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
-                                    int64_t *results)
+                                    void **heap, int64_t *results)
 {
     mc_status_t st = batch_args_check(s, n, keys);
     if (st != MC_OK || n == 0)
         return st;
-    if (!parts || !n_parts || !results)
+    if ((!heap && (!parts || !n_parts)) || !results)
         return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; heap && i < n; i++)
+        heap[i] = NULL;
     char **req_keys = mc_calloc(n, sizeof(*req_keys));
     size_t *idx = mc_calloc(n, sizeof(*idx));
     unsigned char *failed = mc_calloc(n, 1);
     McRpc__ReplicaListResponse **lists = mc_calloc(n, sizeof(*lists));
+    struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
     xfer_plan_t plan = {0};
     ProtobufCMessage *resp = NULL;
-    if (!req_keys || !idx || !failed || !lists) {
+    if (!req_keys || !idx || !failed || !lists || (heap && !heap_iov)) {
         st = MC_ERR_NO_MEMORY;
         goto out;
     }
@@ -901,7 +931,7 @@ mc_status_t mc_store_batch_get_into(mc_store_t *s, size_t n, const char *const *
     for (size_t i = 0; i < n; i++) {
         uint64_t cap;
         results[i] = key_check(keys[i]);
-        if (results[i] == MC_OK)
+        if (results[i] == MC_OK && !heap)
             results[i] = iov_total(parts[i], n_parts[i], &cap);
         if (results[i] == MC_OK) {
             req_keys[m] = (char *)keys[i];
@@ -931,23 +961,38 @@ mc_status_t mc_store_batch_get_into(mc_store_t *s, size_t n, const char *const *
     for (size_t j = 0; j < m; j++) {
         size_t i = idx[j];
         McRpc__ReplicaListResponse *rl = br->results[j];
-        uint64_t cap = 0;
-        iov_total(parts[i], n_parts[i], &cap);
         if (rl->status != MC_OK || rl->n_replicas == 0) {
             results[i] = rl->status != MC_OK ? rl->status : MC_ERR_OBJECT_NOT_FOUND;
             continue;
         }
-        if (rl->size > cap) {
-            results[i] = MC_ERR_BUFFER_OVERFLOW;
-            continue;
+        const struct iovec *kp;
+        size_t kn;
+        if (heap) {
+            heap[i] = mc_malloc(rl->size);
+            if (!heap[i]) {
+                results[i] = MC_ERR_NO_MEMORY;
+                continue;
+            }
+            prefault_heap(heap[i], rl->size);
+            heap_iov[i] = (struct iovec){heap[i], rl->size};
+            kp = &heap_iov[i];
+            kn = 1;
+        } else {
+            uint64_t cap = 0;
+            iov_total(parts[i], n_parts[i], &cap);
+            if (rl->size > cap) {
+                results[i] = MC_ERR_BUFFER_OVERFLOW;
+                continue;
+            }
+            kp = parts[i];
+            kn = n_parts[i];
         }
         lists[i] = rl;
         size_t first;
         replica_order(s, rl->replicas, rl->n_replicas, &first, 1);
         McRpc__ReplicaDesc *rd = rl->replicas[first];
-        if (rd->size != rl->size ||
-            plan_add(s, &plan, MC_TE_READ, rd->transport_endpoint, rd->buffer_address, rl->size,
-                     parts[i], n_parts[i], i) != MC_OK)
+        if (rd->size != rl->size || plan_add(s, &plan, MC_TE_READ, rd->transport_endpoint,
+                                             rd->buffer_address, rl->size, kp, kn, i) != MC_OK)
             failed[i] = 1;
     }
     plan_run(s, &plan, failed);
@@ -955,26 +1000,46 @@ mc_status_t mc_store_batch_get_into(mc_store_t *s, size_t n, const char *const *
         McRpc__ReplicaListResponse *rl = lists[i];
         if (!rl)
             continue;
+        const struct iovec *kp = heap ? &heap_iov[i] : parts[i];
+        size_t kn = heap ? 1 : n_parts[i];
         int lease_ok = mc_now_ms() <= t0 + rl->lease_ttl_ms;
-        if (!failed[i] && lease_ok && iov_hash(parts[i], n_parts[i], rl->size) == rl->checksum) {
+        if (!failed[i] && lease_ok && iov_hash(kp, kn, rl->size) == rl->checksum)
             results[i] = (int64_t)rl->size;
-            continue;
-        }
-        if (!lease_ok) {
+        else if (!lease_ok)
             results[i] = MC_ERR_LEASE_EXPIRED;
-            continue;
-        }
-        /* Slow path for this key: try every replica with fresh lease and checks. */
-        results[i] = mc_store_get_into(s, keys[i], parts[i], n_parts[i]);
+        else /* slow path for this key: every replica, fresh lease, same checks */
+            results[i] = mc_store_get_into(s, keys[i], kp, kn);
     }
 out:
+    for (size_t i = 0; heap && i < n; i++) {
+        if (heap[i] && (st != MC_OK || results[i] < 0)) {
+            mc_free(heap[i]);
+            heap[i] = NULL;
+        }
+    }
     mc_rpc_response_free(resp);
     plan_free(&plan);
     mc_free(req_keys);
     mc_free(idx);
     mc_free(failed);
     mc_free(lists);
+    mc_free(heap_iov);
     return st;
+}
+
+mc_status_t mc_store_batch_get_into(mc_store_t *s, size_t n, const char *const *keys,
+                                    const struct iovec *const *parts, const size_t *n_parts,
+                                    int64_t *results)
+{
+    return batch_get_common(s, n, keys, parts, n_parts, NULL, results);
+}
+
+mc_status_t mc_store_batch_get(mc_store_t *s, size_t n, const char *const *keys, void **values,
+                               int64_t *results)
+{
+    if (!values)
+        return MC_ERR_INVALID_PARAMS;
+    return batch_get_common(s, n, keys, NULL, NULL, values, results);
 }
 
 /* ------------------------------------------------------------------ queries and removes */

@@ -202,6 +202,13 @@ static void test_batches(void **state)
     for (int i = 0; i < N; i++)
         assert_int_equal(got[i], SZ);
     assert_memory_equal(outs, vals, N * SZ);
+    void *heap[N];
+    assert_int_equal(mc_store_batch_get(s, N, keys, heap, got), MC_OK);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(got[i], SZ);
+        assert_memory_equal(heap[i], vals + i * SZ, SZ);
+        free(heap[i]);
+    }
     const char *probe[3] = {"batch-0", "nope", "batch-63"};
     assert_int_equal(mc_store_batch_exists(s, 3, probe, res), MC_OK);
     assert_int_equal(res[0], 1);
