@@ -1,0 +1,316 @@
+/* mc_master_bench: the master alone. Prints JSON lines.
+ *
+ *  1. rss: master RSS per object at --objects (default 1,536,000) committed objects with ~90-byte
+ *     keys "model@tp_rank@worker@<64-hex>@bf16" and one replica each (WAL off).
+ *  2. core: BatchGetReplicaList / BatchExistKey keys/s, batches of --batch (128), calling the
+ *     core directly on this thread (one core).
+ *  3. rpc: the same over loopback RPC against an in-process server loop thread, with --window
+ *     batches in flight on one connection (the server's loop thread is the measured core).
+ *
+ * Usage: mc_master_bench [--objects N] [--batch B] [--seconds S] [--window W] [--phase all|rss|core|rpc]
+ */
+#include "common/log.h"
+#include "common/time.h"
+#include "master/master.h"
+#include "master/service.h"
+#include "rpc/rpc_client.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const uint8_t CID[16] = {0xbe, 0x4c, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static void make_key(char *out, size_t n, uint64_t i)
+{
+    /* ~90 bytes like engines build them: model@tp_rank@worker@<64-hex chained hash>@bf16 */
+    uint64_t h1 = i * 0x9E3779B97F4A7C15ull, h2 = h1 ^ 0xD1B54A32D192ED03ull,
+             h3 = h2 * 0xff51afd7ed558ccdull, h4 = h3 ^ (i << 17);
+    snprintf(out, n, "llama3-70b@tp%u@worker%u@%016llx%016llx%016llx%016llx@bf16",
+             (unsigned)(i % 8), (unsigned)(i % 4), (unsigned long long)h1,
+             (unsigned long long)h2, (unsigned long long)h3, (unsigned long long)h4);
+}
+
+/* Precomputed keys so that the timed loops measure the master, not snprintf. */
+#define POOL 65536
+static char (*g_pool)[128];
+static void pool_init(uint64_t objects)
+{
+    g_pool = malloc((size_t)POOL * 128);
+    for (uint64_t i = 0; i < POOL; i++)
+        make_key(g_pool[i], 128, (i * 7919) % objects);
+}
+
+static void mount_segments(mc_master_t *m, int n, uint64_t size)
+{
+    for (int s = 0; s < n; s++) {
+        char name[32];
+        snprintf(name, sizeof(name), "bench-seg-%d", s);
+        mc_master_segment_info_t si = {.name = name, .base = (uint64_t)(s + 1) << 42,
+                                       .size = size, .host_label = name, .te_endpoint = name};
+        memset(si.uuid, s + 1, 16);
+        if (mc_master_mount(m, CID, &si, false) != MC_OK) {
+            fprintf(stderr, "mount failed\n");
+            exit(1);
+        }
+    }
+}
+
+static uint64_t fill(mc_master_t *m, uint64_t n, uint64_t value_size)
+{
+    char key[128];
+    mc_master_replica_t r[8];
+    uint32_t nr;
+    uint64_t ok = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        make_key(key, sizeof(key), i);
+        size_t kl = strlen(key);
+        if (mc_master_put_start(m, CID, key, kl, value_size, NULL, false, r, &nr) == MC_OK &&
+            mc_master_put_end(m, CID, key, kl, i) == MC_OK)
+            ok++;
+    }
+    return ok;
+}
+
+static void phase_rss(uint64_t objects)
+{
+    long before = rss_kb();
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    mc_master_t *m;
+    if (mc_master_create(&cfg, &m) != MC_OK)
+        exit(1);
+    mount_segments(m, 8, 1ull << 40);
+    uint64_t t0 = mc_now_ns();
+    uint64_t ok = fill(m, objects, 512 << 10);
+    double secs = (double)(mc_now_ns() - t0) / 1e9;
+    long after = rss_kb();
+    char key[128];
+    make_key(key, sizeof(key), 0);
+    printf("{\"bench\":\"master_rss_per_object\",\"objects\":%llu,\"key_bytes\":%zu,"
+           "\"replicas\":1,\"rss_before_kb\":%ld,\"rss_after_kb\":%ld,"
+           "\"bytes_per_object\":%.1f,\"target_bytes_per_object\":256,"
+           "\"put_start_end_pairs_per_s\":%.0f}\n",
+           (unsigned long long)ok, strlen(key), before, after,
+           (double)(after - before) * 1024.0 / (double)ok, (double)ok / secs);
+    fflush(stdout);
+    mc_master_destroy(m);
+}
+
+static void phase_core(uint64_t objects, int batch, double seconds)
+{
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    mc_master_t *m;
+    if (mc_master_create(&cfg, &m) != MC_OK)
+        exit(1);
+    mount_segments(m, 8, 1ull << 40);
+    fill(m, objects, 512 << 10);
+    pool_init(objects);
+    size_t *klen = malloc(POOL * sizeof(size_t));
+    for (int k = 0; k < POOL; k++)
+        klen[k] = strlen(g_pool[k]);
+    for (int op = 0; op < 2; op++) {
+        uint64_t done = 0, hits = 0, i = 0;
+        uint64_t t0 = mc_now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+        while (mc_now_ns() < end) {
+            for (int b = 0; b < batch; b++) {
+                const char *key = g_pool[i % POOL];
+                size_t kl = klen[i++ % POOL];
+                if (op == 0) {
+                    mc_master_replica_t r[8];
+                    uint32_t n;
+                    uint64_t sz, sum;
+                    hits += mc_master_get_replicas(m, key, kl, r, &n, &sz, &sum) == MC_OK;
+                } else {
+                    hits += mc_master_exist(m, key, kl) == MC_OK;
+                }
+            }
+            done += (uint64_t)batch;
+        }
+        double secs = (double)(mc_now_ns() - t0) / 1e9;
+        printf("{\"bench\":\"master_core_%s\",\"batch\":%d,\"objects\":%llu,\"keys\":%llu,"
+               "\"hits\":%llu,\"seconds\":%.2f,\"keys_per_s\":%.0f,\"target_keys_per_s\":1000000}\n",
+               op == 0 ? "batch_get_replica_list" : "batch_exist_key", batch,
+               (unsigned long long)objects, (unsigned long long)done, (unsigned long long)hits,
+               secs, (double)done / secs);
+        fflush(stdout);
+    }
+    free(klen);
+    mc_master_destroy(m);
+}
+
+static void *run_svc(void *arg)
+{
+    mc_master_service_run(arg);
+    return NULL;
+}
+
+static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
+{
+    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1};
+    mc_master_config_default(&o.cfg);
+    mc_master_service_t *svc;
+    if (mc_master_service_create(&o, &svc) != MC_OK)
+        exit(1);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_master_service_port(svc));
+    pthread_t th;
+    pthread_create(&th, NULL, run_svc, svc);
+    mc_rpc_client_t *c;
+    mc_rpc_client_create(addr, NULL, &c);
+    /* mount + fill over RPC with batched puts */
+    for (int s = 0; s < 8; s++) {
+        char name[32];
+        snprintf(name, sizeof(name), "bench-seg-%d", s);
+        uint8_t uuid[16];
+        memset(uuid, s + 1, 16);
+        McRpc__SegmentInfo si = MC_RPC__SEGMENT_INFO__INIT;
+        si.name = name;
+        si.base_addr = (uint64_t)(s + 1) << 42;
+        si.size = 1ull << 40;
+        si.host_label = name;
+        si.segment_uuid = (ProtobufCBinaryData){16, uuid};
+        McRpc__MountSegmentRequest q = MC_RPC__MOUNT_SEGMENT_REQUEST__INIT;
+        q.client_id = (ProtobufCBinaryData){16, (uint8_t *)CID};
+        q.segment = &si;
+        ProtobufCMessage *r;
+        if (mc_rpc_client_call(c, MC_OP_MOUNT_SEGMENT, &q.base, &r, 5000) != MC_OK)
+            exit(1);
+        mc_rpc_response_free(r);
+    }
+    int fb = 1024;
+    char (*kb)[128] = malloc((size_t)fb * 128);
+    char **kp = malloc((size_t)fb * sizeof(char *));
+    uint64_t *sizes = malloc((size_t)fb * sizeof(uint64_t));
+    for (uint64_t i = 0; i < objects; i += (uint64_t)fb) {
+        int n = (int)((objects - i) < (uint64_t)fb ? objects - i : (uint64_t)fb);
+        for (int j = 0; j < n; j++) {
+            make_key(kb[j], 128, i + (uint64_t)j);
+            kp[j] = kb[j];
+            sizes[j] = 512 << 10;
+        }
+        McRpc__BatchPutStartRequest ps = MC_RPC__BATCH_PUT_START_REQUEST__INIT;
+        ps.client_id = (ProtobufCBinaryData){16, (uint8_t *)CID};
+        ps.keys = kp;
+        ps.n_keys = (size_t)n;
+        ps.value_sizes = sizes;
+        ps.n_value_sizes = (size_t)n;
+        McRpc__BatchPutEndRequest pe = MC_RPC__BATCH_PUT_END_REQUEST__INIT;
+        pe.client_id = ps.client_id;
+        pe.keys = kp;
+        pe.n_keys = (size_t)n;
+        pe.checksums = sizes;
+        pe.n_checksums = (size_t)n;
+        ProtobufCMessage *r;
+        if (mc_rpc_client_call(c, MC_OP_BATCH_PUT_START, &ps.base, &r, 30000) != MC_OK)
+            exit(1);
+        mc_rpc_response_free(r);
+        if (mc_rpc_client_call(c, MC_OP_BATCH_PUT_END, &pe.base, &r, 30000) != MC_OK)
+            exit(1);
+        mc_rpc_response_free(r);
+    }
+    /* requests prepared up front: window x batch keys */
+    McRpc__BatchKeyRequest *reqs = calloc((size_t)window, sizeof(*reqs));
+    char ***keys = calloc((size_t)window, sizeof(char **));
+    pool_init(objects);
+    mc_rpc_pending_t *pend = calloc((size_t)window, sizeof(*pend));
+    for (int op = 0; op < 2; op++) {
+        uint64_t done = 0, hits = 0, i = 0;
+        uint64_t t0 = mc_now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+        while (mc_now_ns() < end) {
+            for (int w = 0; w < window; w++) {
+                if (!keys[w])
+                    keys[w] = malloc((size_t)batch * sizeof(char *));
+                for (int b = 0; b < batch; b++)
+                    keys[w][b] = g_pool[i++ % POOL];
+                mc_rpc__batch_key_request__init(&reqs[w]);
+                reqs[w].keys = keys[w];
+                reqs[w].n_keys = (size_t)batch;
+                pend[w] = (mc_rpc_pending_t){
+                    .opcode = op == 0 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_BATCH_EXIST_KEY,
+                    .req = &reqs[w].base};
+            }
+            if (mc_rpc_client_call_many(c, pend, (size_t)window, 30000) != MC_OK) {
+                fprintf(stderr, "rpc failed\n");
+                exit(1);
+            }
+            for (int w = 0; w < window; w++) {
+                if (op == 0) {
+                    McRpc__BatchReplicaListResponse *r = (void *)pend[w].resp;
+                    for (size_t k = 0; k < r->n_results; k++)
+                        hits += r->results[k]->status == MC_OK;
+                } else {
+                    McRpc__BatchStatusResponse *r = (void *)pend[w].resp;
+                    for (size_t k = 0; k < r->n_statuses; k++)
+                        hits += r->statuses[k] == MC_OK;
+                }
+                mc_rpc_response_free(pend[w].resp);
+            }
+            done += (uint64_t)window * (uint64_t)batch;
+        }
+        double secs = (double)(mc_now_ns() - t0) / 1e9;
+        printf("{\"bench\":\"master_rpc_%s\",\"transport\":\"tcp-loopback\",\"batch\":%d,"
+               "\"window\":%d,\"objects\":%llu,\"keys\":%llu,\"hits\":%llu,\"seconds\":%.2f,"
+               "\"keys_per_s\":%.0f,\"target_keys_per_s\":1000000}\n",
+               op == 0 ? "batch_get_replica_list" : "batch_exist_key", batch, window,
+               (unsigned long long)objects, (unsigned long long)done, (unsigned long long)hits,
+               secs, (double)done / secs);
+        fflush(stdout);
+    }
+    mc_rpc_client_destroy(c);
+    mc_master_service_stop(svc);
+    pthread_join(th, NULL);
+    mc_master_service_destroy(svc);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t objects = 1536000, small = 200000;
+    int batch = 128, window = 8;
+    double seconds = 3;
+    const char *phase = "all";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--objects"))
+            objects = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--batch"))
+            batch = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seconds"))
+            seconds = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--window"))
+            window = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--lookup-objects"))
+            small = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--phase"))
+            phase = argv[i + 1];
+        else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (batch < 1 || batch > 16384 || window < 1 || !objects || !small)
+        return 2;
+    mc_log_set_level(MC_LOG_LEVEL_WARN);
+    if (!strcmp(phase, "all") || !strcmp(phase, "rss"))
+        phase_rss(objects);
+    if (!strcmp(phase, "all") || !strcmp(phase, "core"))
+        phase_core(small, batch, seconds);
+    if (!strcmp(phase, "all") || !strcmp(phase, "rpc"))
+        phase_rpc(small, batch, seconds, window);
+    return 0;
+}
