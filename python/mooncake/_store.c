@@ -727,21 +727,33 @@ static PyObject *store_upsert_batch(StoreObject *self, PyObject *args, PyObject 
     return do_put_batch(self, args, kwds, 1);
 }
 
-/* Fetch n keys into malloc'd buffers (GIL released). vals/lens/sts are caller arrays. */
+/* Fetch n keys into malloc'd buffers (GIL released): one key is a plain get, several are one
+ * batch (one master round trip, one transfer batch). vals/lens/sts are caller arrays. */
 static void get_many(StoreObject *self, const char **keys, size_t n, void **vals, size_t *lens,
                      mc_status_t *sts)
 {
+    int64_t *res = n > 1 ? PyMem_RawCalloc(n, sizeof(*res)) : NULL;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t i = 0; i < n; i++) {
-        vals[i] = NULL;
-        lens[i] = 0;
-        sts[i] = mc_store_get(self->store, keys[i], &vals[i], &lens[i]);
-        if (sts[i] != MC_OK) {
-            free(vals[i]);
-            vals[i] = NULL;
+    if (n == 1) {
+        vals[0] = NULL;
+        lens[0] = 0;
+        sts[0] = mc_store_get(self->store, keys[0], &vals[0], &lens[0]);
+    } else if (res) {
+        mc_status_t st = mc_store_batch_get(self->store, n, keys, vals, res);
+        for (size_t i = 0; i < n; i++) {
+            sts[i] = st != MC_OK ? st : res[i] < 0 ? (mc_status_t)res[i] : MC_OK;
+            lens[i] = st == MC_OK && res[i] >= 0 ? (size_t)res[i] : 0;
+            if (sts[i] != MC_OK) {
+                free(vals[i]);
+                vals[i] = NULL;
+            }
         }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            sts[i] = MC_ERR_NO_MEMORY;
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(res);
 }
 
 static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)

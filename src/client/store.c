@@ -1039,6 +1039,8 @@ mc_status_t mc_store_batch_get(mc_store_t *s, size_t n, const char *const *keys,
 {
     if (!values)
         return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        values[i] = NULL;
     return batch_get_common(s, n, keys, NULL, NULL, values, results);
 }
 
