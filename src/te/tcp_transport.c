@@ -817,12 +817,16 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
     uint16_t port = desc && desc->d.tcp_data_port ? desc->d.tcp_data_port : peer->port;
     /* Group consecutive slices per connection: chunk i goes to connection (start + i) % n. */
     uint32_t start = atomic_fetch_add(&tp->rr, (uint32_t)(n < tp->n ? n : tp->n));
+    mc_status_t connect_st = MC_OK; /* after one failed connect, do not try the others now */
     for (uint32_t ci = 0; ci < tp->n && ci < n; ci++) {
         cli_conn_t *c = &tp->conns[(start + ci) % tp->n];
         pthread_mutex_lock(&c->mu);
         mc_status_t st = MC_OK;
-        if (c->fd < 0)
-            st = cli_connect(ctx, c, port);
+        if (c->fd < 0) {
+            st = connect_st != MC_OK ? connect_st : cli_connect(ctx, c, port);
+            if (st != MC_OK)
+                connect_st = st;
+        }
         for (size_t i = ci; i < n; i += tp->n) {
             mc_te_slice_t *s = slices[i];
             if (st != MC_OK) {
