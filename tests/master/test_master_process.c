@@ -475,6 +475,87 @@ static void test_http(void **state)
     rm_wal(&mp);
 }
 
+/* A real Prometheus server scrapes the master; master_key_count must change in its TSDB. */
+static pid_t g_prom;
+static char g_prom_dir[128];
+
+static double prom_query(uint16_t port, const char *q)
+{
+    static char buf[65536];
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/query?query=%s", q);
+    if (curl_get(port, path, buf, sizeof(buf)) != 200)
+        return -1;
+    /* ..."value":[1690000000.123,"1"]... */
+    const char *v = strstr(buf, "\"value\":[");
+    if (!v)
+        return -1;
+    v = strchr(v, ',');
+    if (!v || v[1] != '"')
+        return -1;
+    return atof(v + 2);
+}
+
+static void test_prometheus(void **state)
+{
+    (void)state;
+    if (access("/usr/bin/prometheus", X_OK) != 0) {
+        fprintf(stderr, "prometheus not installed; skipping\n");
+        skip();
+    }
+    static master_proc_t mp;
+    memset(&mp, 0, sizeof(mp));
+    new_wal_dir(&mp);
+    start_master(&mp, NULL);
+    snprintf(g_prom_dir, sizeof(g_prom_dir), "/tmp/mc_prom_XXXXXX");
+    assert_non_null(mkdtemp(g_prom_dir));
+    char cfg[256];
+    snprintf(cfg, sizeof(cfg), "%s/prometheus.yml", g_prom_dir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+               "scrape_configs:\n  - job_name: mooncake_master\n    static_configs:\n"
+               "      - targets: ['127.0.0.1:%u']\n", mp.mport);
+    fclose(f);
+    uint16_t pport;
+    assert_int_equal(mc_net_free_port(&pport), MC_OK);
+    g_prom = fork();
+    assert_true(g_prom >= 0);
+    if (g_prom == 0) {
+        char a1[300], a2[300], a3[64];
+        snprintf(a1, sizeof(a1), "--config.file=%s", cfg);
+        snprintf(a2, sizeof(a2), "--storage.tsdb.path=%s/data", g_prom_dir);
+        snprintf(a3, sizeof(a3), "--web.listen-address=127.0.0.1:%u", pport);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execl("/usr/bin/prometheus", "prometheus", a1, a2, a3, (char *)NULL);
+        _exit(127);
+    }
+    uint64_t deadline = mc_now_ms() + 30000;
+    while (prom_query(pport, "master_key_count") != 0) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(200);
+    }
+    mc_rpc_client_t *a;
+    assert_int_equal(mc_rpc_client_create(mp.addr, NULL, &a), MC_OK);
+    assert_int_equal(mount(a, CA, "segA", 1 << 30, 1 << 20, 1, false), MC_OK);
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "pk%d", i);
+        assert_int_equal(put_start(a, CA, key, 1000, 1, NULL), MC_OK);
+        assert_int_equal(put_end(a, CA, key, 1), MC_OK);
+    }
+    while (prom_query(pport, "master_key_count") != 3) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(200);
+    }
+    assert_true(prom_query(pport, "master_put_end_requests_total") == 3);
+    mc_rpc_client_destroy(a);
+    stop_master(&mp, SIGTERM);
+    rm_wal(&mp);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -490,6 +571,18 @@ static int teardown(void **state)
             return -1;
     }
     g_live = NULL;
+    if (g_prom > 0) {
+        kill(g_prom, SIGTERM);
+        waitpid(g_prom, NULL, 0);
+        g_prom = 0;
+    }
+    if (g_prom_dir[0]) {
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_prom_dir);
+        if (system(cmd) != 0)
+            return -1;
+        g_prom_dir[0] = 0;
+    }
     return 0;
 }
 
@@ -502,6 +595,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_input_keeps_serving, teardown),
         cmocka_unit_test_teardown(test_kill9_restart, teardown),
         cmocka_unit_test_teardown(test_http, teardown),
+        cmocka_unit_test_teardown(test_prometheus, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
