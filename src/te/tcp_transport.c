@@ -10,7 +10,10 @@
 #include "common/log.h"
 #include "common/time.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +64,7 @@ typedef struct srv_conn {
     uint64_t tx_off, tx_bytes;
     uint32_t ev;
     uint64_t last_progress_ns;
+    uint64_t cma_pid;         /* pid proven to own the other end of this connection, or 0 */
 } srv_conn_t;
 
 typedef struct tcp_peer tcp_peer_t;
@@ -251,6 +255,76 @@ static bool srv_flush(srv_conn_t *c)
     return true;
 }
 
+/* Format an address the way /proc/net/tcp{,6} prints it ("0100007F:3039"). */
+static bool proc_net_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        snprintf(out, cap, "%08X:%04X", a->sin_addr.s_addr, ntohs(a->sin_port));
+        return true;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        uint32_t w[4];
+        memcpy(w, &a->sin6_addr, sizeof(w));
+        snprintf(out, cap, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2], w[3], ntohs(a->sin6_port));
+        return true;
+    }
+    return false;
+}
+
+/* CMA lets the owner write into another process, so the pid in a CMA request is not taken on
+ * trust: the other end of this tcp connection must be a socket that process `pid` holds.
+ * Found through /proc/net/tcp{,6} (the peer's socket inode) and /proc/<pid>/fd. */
+static bool cma_peer_is(int fd, pid_t pid)
+{
+    struct sockaddr_storage la, ra;
+    socklen_t ll = sizeof(la), rl = sizeof(ra);
+    char want_local[64], want_rem[64];
+    if (getsockname(fd, (struct sockaddr *)&la, &ll) != 0 ||
+        getpeername(fd, (struct sockaddr *)&ra, &rl) != 0 ||
+        !proc_net_addr(&ra, want_local, sizeof(want_local)) || /* the initiator's side */
+        !proc_net_addr(&la, want_rem, sizeof(want_rem)))
+        return false;
+    FILE *f = fopen(ra.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "r");
+    if (!f)
+        return false;
+    char line[512];
+    unsigned long inode = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char loc[64], rem[64];
+        unsigned long ino;
+        if (sscanf(line, " %*d: %63s %63s %*x %*s %*s %*s %*d %*d %lu", loc, rem, &ino) == 3 &&
+            strcmp(loc, want_local) == 0 && strcmp(rem, want_rem) == 0) {
+            inode = ino;
+            break;
+        }
+    }
+    fclose(f);
+    if (inode == 0)
+        return false;
+    char want[64], path[64];
+    snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    bool found = false;
+    struct dirent *de;
+    while (d && !found && (de = readdir(d))) {
+        char link[128], target[80];
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(link, sizeof(link), "%s/%.16s", path, de->d_name);
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            found = strcmp(target, want) == 0;
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 static void srv_do_cma(srv_conn_t *c, const uint8_t *body)
 {
     mc_te_frame_t *h = &c->cur;
@@ -262,7 +336,12 @@ static void srv_do_cma(srv_conn_t *c, const uint8_t *body)
     mc_status_t st = MC_OK;
     if (pid == 0 || pid > INT_MAX || raddr + h->length < raddr) {
         st = MC_ERR_INVALID_PARAMS;
+    } else if (c->cma_pid != pid && !cma_peer_is(c->fd, (pid_t)pid)) {
+        MC_LOG_WARN("tcp server: CMA request names pid %llu, which does not own the connection",
+                    (unsigned long long)pid);
+        st = MC_ERR_PERMISSION;
     } else {
+        c->cma_pid = pid;
         uint64_t done = 0;
         while (done < h->length) {
             struct iovec l = {.iov_base = (void *)(uintptr_t)(h->addr + done),

@@ -291,6 +291,31 @@ static void test_raw_frames(void **state)
     assert_int_equal(mc_net_recv_all(fd, json, h.length, mc_now_ns() + 5000000000ull), MC_OK);
     assert_non_null(strstr(json, "\"buffers\""));
     free(json);
+    /* CMA: the owner copies into the process that holds this connection, and only into it */
+    uint8_t cma_dst[64];
+    memset(cma_dst, 0, sizeof(cma_dst));
+    uint8_t body[16];
+    uint64_t pids[2] = {1, (uint64_t)getpid()}; /* pid 1 does not own this socket */
+    for (int k = 0; k < 2; k++) {
+        uint64_t la = (uint64_t)(uintptr_t)cma_dst;
+        for (int b = 0; b < 8; b++) {
+            body[b] = (uint8_t)(pids[k] >> (8 * b));
+            body[8 + b] = (uint8_t)(la >> (8 * b));
+        }
+        raw_send(fd, MC_TE_OP_CMA_READ, 10 + k, p.addr[0] + 200, sizeof(cma_dst),
+                 MC_TE_FRAME_MAGIC);
+        assert_int_equal(mc_net_send_all(fd, body, sizeof(body), 0), MC_OK);
+        raw_recv_hdr(fd, &h);
+        assert_int_equal(h.id, 10 + k);
+        assert_int_equal(h.length, 0);
+        if (k == 0) {
+            assert_int_equal(h.status, MC_ERR_PERMISSION);
+            assert_int_equal(cma_dst[0] | cma_dst[63], 0);
+        } else {
+            assert_int_equal(h.status, MC_OK);
+            assert_int_equal(te_pattern_check(cma_dst, sizeof(cma_dst), 0, 200, 1), -1);
+        }
+    }
     /* unknown opcode: framing is lost, connection closed */
     raw_send(fd, 9, 7, 0, 0, MC_TE_FRAME_MAGIC);
     assert_closed(fd);
