@@ -413,7 +413,8 @@ static mc_status_t replay_finish(mc_master_t *m)
         for (size_t e = 0; e < s->n_ext; e++)
             if (s->ext[e].obj)
                 s->ext[k++] = s->ext[e];
-        qsort(s->ext, k, sizeof(extent_t), cmp_ext);
+        if (k)
+            qsort(s->ext, k, sizeof(extent_t), cmp_ext);
         for (size_t e = 0; e < k; e++) {
             extent_t *x = &s->ext[e];
             uint32_t blk;
