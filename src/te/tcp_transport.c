@@ -31,6 +31,7 @@
 #define SWEEP_NS (20ull * 1000000)
 #define RECONNECT_BACKOFF_NS (100ull * 1000000)
 #define READ_BUDGET (32ull << 20)     /* bytes per event before yielding to other connections */
+#define SRV_MAX_CONNS 4096            /* accepted connections beyond this are closed at once */
 
 enum { K_LISTEN = 1, K_WAKE, K_SRV, K_CLI };
 
@@ -116,6 +117,7 @@ struct tcp_ctx {
     uint32_t nw;
     _Atomic uint32_t rr;
     _Atomic int stop;
+    _Atomic uint32_t n_srv; /* open server connections */
     pthread_mutex_t peers_mu;
     int sndbuf, rcvbuf;
 };
@@ -158,6 +160,7 @@ static void srv_close(srv_conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     pthread_mutex_unlock(&w->mu);
+    atomic_fetch_sub(&w->ctx->n_srv, 1);
     free(c->tx);
     free(c->rx);
     free(c);
@@ -549,6 +552,11 @@ static void srv_accept(tcp_ctx_t *ctx)
                 MC_LOG_WARN("tcp server: accept failed: %m");
             return;
         }
+        if (atomic_load(&ctx->n_srv) >= SRV_MAX_CONNS) {
+            MC_LOG_WARN("tcp server: %d connections open; refusing another", SRV_MAX_CONNS);
+            close(fd);
+            continue;
+        }
         mc_net_tune(fd, ctx->sndbuf, ctx->rcvbuf);
         srv_conn_t *c = calloc(1, sizeof(*c));
         uint8_t *rx = malloc(RXBUF_SIZE);
@@ -566,6 +574,7 @@ static void srv_accept(tcp_ctx_t *ctx)
         c->rx = rx;
         c->ev = EPOLLIN;
         c->last_progress_ns = mc_now_ns();
+        atomic_fetch_add(&ctx->n_srv, 1);
         pthread_mutex_lock(&w->mu);
         c->next = w->srv;
         if (w->srv)
@@ -578,6 +587,7 @@ static void srv_accept(tcp_ctx_t *ctx)
             w->srv = c->next;
             if (c->next)
                 c->next->prev = NULL;
+            atomic_fetch_sub(&ctx->n_srv, 1);
             close(fd);
             free(c->rx);
             free(c);
