@@ -8,8 +8,13 @@
 #include "common/time.h"
 #include "te/transport.h"
 
+#include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -293,6 +298,57 @@ static void test_engine_register_local(void **state)
     free(b);
 }
 
+/* The shm control protocol as an initiator sees it: map the owner's control memfd from the
+ * published transport_info, hold a slot's in-flight count, and watch unregister refuse (BUSY)
+ * until it is released. Same process, but only through what the descriptor publishes. */
+static void test_shm_ctl_unregister_busy(void **state)
+{
+    mc_te_t *te = engine(); /* transfer timeout 500 ms */
+    enum { L = 1 << 16 };
+    uint8_t *sh = mc_te_alloc_shareable(te, L);
+    assert_non_null(sh);
+    assert_int_equal(mc_te_register(te, sh, L, NULL), MC_OK);
+    char *json;
+    size_t len;
+    assert_int_equal(mc_te_desc_json_copy(te, &json, &len), MC_OK);
+    mc_segment_desc_t d;
+    assert_int_equal(mc_segment_desc_from_json(json, len, &d), MC_OK);
+    free(json);
+    assert_non_null(d.transport_info);
+    json_error_t err;
+    json_t *ti = json_loads(d.transport_info, 0, &err);
+    assert_non_null(ti);
+    int ctl_fd = (int)json_integer_value(json_object_get(ti, "shm_ctl_fd"));
+    json_t *slot0 = json_array_get(json_object_get(ti, "slots"), 0);
+    assert_int_equal((uint64_t)json_integer_value(json_array_get(slot0, 0)),
+                     (uint64_t)(uintptr_t)sh);
+    int slot = (int)json_integer_value(json_array_get(slot0, 1));
+    uint64_t gen = (uint64_t)json_integer_value(json_array_get(slot0, 2));
+    json_decref(ti);
+    mc_segment_desc_free(&d);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), ctl_fd);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    size_t sz = 4096 * 16;
+    _Atomic uint64_t *ctl = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    assert_true(ctl != MAP_FAILED);
+    _Atomic uint64_t *st = &ctl[2 * slot], *inflight = &ctl[2 * slot + 1];
+    assert_int_equal(atomic_load(st), (gen << 1) | 1); /* registered */
+    atomic_fetch_add(inflight, 1);                    /* an initiator is copying */
+    uint64_t t0 = mc_now_ns();
+    assert_int_equal(mc_te_unregister(te, sh), MC_ERR_BUSY);
+    assert_true(mc_now_ns() - t0 >= 450000000ull);
+    assert_int_equal(atomic_load(st), (gen << 1) | 1); /* restored: still registered */
+    atomic_fetch_sub(inflight, 1);
+    assert_int_equal(mc_te_unregister(te, sh), MC_OK);
+    assert_int_equal(atomic_load(st), gen << 1); /* initiators now see it unregistered */
+    munmap((void *)ctl, sz);
+    mc_te_free_shareable(te, sh);
+    mc_te_destroy(te);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_frame_check_request),
         cmocka_unit_test(test_engine_create_names),
         cmocka_unit_test(test_engine_register_local),
+        cmocka_unit_test(test_shm_ctl_unregister_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
