@@ -149,15 +149,29 @@ void master_obj_unlink_free(mc_master_t *m, obj_t *o)
         pp = &(*pp)->hnext;
     if (*pp)
         *pp = o->hnext;
-    if (o->state == OBJ_READABLE)
+    if (o->state == OBJ_READABLE) {
         master_list_remove(&m->lru, o);
-    else if (o->state == OBJ_WRITING)
+    } else if (o->state == OBJ_WRITING) {
         master_list_remove(&m->writing, o);
+        master_writer_done(m, o->owner);
+    }
     m->n_objs--;
     mc_free(o);
 }
 
 uint64_t mc_master_object_count(const mc_master_t *m) { return m->n_objs; }
+
+/* A put started by client serial `serial` left the WRITING state. */
+void master_writer_done(mc_master_t *m, uint32_t serial)
+{
+    for (size_t i = 0; i < m->n_clients; i++) {
+        if (m->clients[i].serial == serial) {
+            if (m->clients[i].n_writing)
+                m->clients[i].n_writing--;
+            return;
+        }
+    }
+}
 
 /* ------------------------------------------------------------------ segments, clients */
 
@@ -208,8 +222,12 @@ static client_t *client_find(mc_master_t *m, const uint8_t id[16])
 static client_t *client_touch(mc_master_t *m, const uint8_t id[16], bool *was_new_p)
 {
     client_t *c = client_find(m, id);
-    if (was_new_p)
-        *was_new_p = c == NULL;
+    if (was_new_p) /* unknown, or forgotten for silence: its segments must be re-mounted */
+        *was_new_p = c == NULL || c->expired;
+    if (c && c->expired) {
+        c->expired = false;
+        MC_LOG_INFO("master: client serial %u is back", c->serial);
+    }
     if (!c) {
         if (m->n_clients == m->cap_clients) {
             size_t nc = m->cap_clients ? m->cap_clients * 2 : 16;
@@ -220,6 +238,7 @@ static client_t *client_touch(mc_master_t *m, const uint8_t id[16], bool *was_ne
             m->cap_clients = nc;
         }
         c = &m->clients[m->n_clients++];
+        memset(c, 0, sizeof(*c));
         memcpy(c->id, id, 16);
         c->serial = ++m->next_serial;
         MC_LOG_INFO("master: client %02x%02x%02x%02x... registered (serial %u)", id[0], id[1],
@@ -583,6 +602,9 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
     o->size = size;
     o->t_lease = now;
     o->owner = serial;
+    c = client_find(m, cid); /* re-lookup: do not keep table pointers across evictions */
+    if (c)
+        c->n_writing++;
     o->n_rep = (uint8_t)n;
     if (opts && opts->hard_pin)
         o->flags |= OF_HARD_PIN;
@@ -621,6 +643,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
     if (st != MC_OK)
         return st;
     master_list_remove(&m->writing, o);
+    master_writer_done(m, o->owner);
     o->state = OBJ_READABLE;
     o->checksum = checksum;
     o->t_lease = 0;
@@ -816,7 +839,7 @@ static void seg_drop(mc_master_t *m, uint32_t id, bool log)
 static bool client_find_alive_owner(mc_master_t *m, const segment_t *s)
 {
     for (size_t i = 0; i < m->n_clients; i++)
-        if (m->clients[i].serial == s->owner_serial)
+        if (m->clients[i].serial == s->owner_serial && !m->clients[i].expired)
             return true;
     return false;
 }
@@ -980,7 +1003,9 @@ void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
     out->allocated_bytes = used;
     out->key_count = m->lru.n;
     out->writing_count = m->writing.n;
-    out->active_clients = m->n_clients;
+    out->active_clients = 0;
+    for (size_t i = 0; i < m->n_clients; i++)
+        out->active_clients += !m->clients[i].expired;
     double wsum = 0;
     for (uint32_t i = 0; i < m->n_segs; i++) {
         segment_t *s = m->segs[i];
@@ -1019,14 +1044,23 @@ void mc_master_cron(mc_master_t *m)
             i++;
             continue;
         }
-        MC_LOG_WARN("master: client serial %u silent for %llu ms; unmounting its segments",
-                    c->serial, (unsigned long long)(now - c->last_ping_ms));
-        for (uint32_t id = 0; id < m->n_segs; id++) {
-            segment_t *s = m->segs[id];
-            if (s && s->state != SEG_RECOVERING && s->owner_serial == c->serial)
-                seg_drop(m, id, true);
+        if (!c->expired) {
+            MC_LOG_WARN("master: client serial %u silent for %llu ms; unmounting its segments",
+                        c->serial, (unsigned long long)(now - c->last_ping_ms));
+            c->expired = true;
+            uint32_t serial = c->serial;
+            for (uint32_t id = 0; id < m->n_segs; id++) {
+                segment_t *s = m->segs[id];
+                if (s && s->state != SEG_RECOVERING && s->owner_serial == serial)
+                    seg_drop(m, id, true);
+            }
+            c = &m->clients[i]; /* seg_drop may have finished puts of this client */
         }
-        m->clients[i] = m->clients[--m->n_clients];
+        /* Forget it once none of its puts is in flight (a PutEnd must still find it). */
+        if (c->n_writing == 0)
+            m->clients[i] = m->clients[--m->n_clients];
+        else
+            i++;
     }
     /* Recovering segments whose owner did not come back in time, finished graceful unmounts. */
     for (uint32_t id = 0; id < m->n_segs; id++) {

@@ -66,6 +66,8 @@ typedef struct segment {
 typedef struct client {
     uint8_t id[16];
     uint32_t serial;
+    uint32_t n_writing;         /* puts it started that are still WRITING */
+    bool expired;               /* silent for client_ttl: segments gone, kept for its puts */
     uint64_t last_ping_ms;
 } client_t;
 
@@ -129,5 +131,6 @@ void master_list_remove(olist_t *l, obj_t *o);
 uint32_t master_key_hash(const char *key, size_t klen);
 segment_t *master_seg_slot(mc_master_t *m, uint32_t id);
 void master_seg_free(mc_master_t *m, uint32_t id);
+void master_writer_done(mc_master_t *m, uint32_t serial);
 
 #endif

@@ -54,7 +54,12 @@ static void svc_on_request(void *ctx, uint16_t opcode, int failed)
     }
 }
 
-static void svc_cron(void *ctx) { mc_master_cron(((mc_master_service_t *)ctx)->m); }
+static void svc_cron(void *ctx)
+{
+    mc_master_t *m = ((mc_master_service_t *)ctx)->m;
+    mc_master_cron(m);
+    mc_master_wal_sync(m); /* evictions / unmounts done by the cron (no-op when clean) */
+}
 static void svc_before_reply(void *ctx) { mc_master_wal_sync(((mc_master_service_t *)ctx)->m); }
 
 /* ---------------------------------------------------------------- HTTP side (MHD threads) */

@@ -428,6 +428,8 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
                 continue;
             if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                 conn_read(s, c);
+            if (!c->dead && c->closing && (evs[i].events & (EPOLLHUP | EPOLLERR)))
+                conn_close(s, c); /* cannot deliver what is left; do not spin on HUP */
             if (!c->dead && (evs[i].events & EPOLLOUT))
                 conn_mark_dirty(s, c);
         }

@@ -365,6 +365,37 @@ static void test_client_death_and_placement(void **state)
     mc_master_destroy(m);
 }
 
+/* A client that goes silent while its put is in flight loses its segments but can still
+ * finish that put (its identity is kept while it has puts in flight). */
+static void test_silent_writer(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.client_ttl_ms = 1000;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CB, K("slow"), 1000, NULL, false, r, &n), MC_OK);
+    for (int i = 0; i < 3; i++) {
+        g_now += 600;
+        bool need;
+        assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+        mc_master_cron(m);
+    }
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.active_clients, 1);
+    assert_int_equal(mc_master_put_end(m, CB, K("slow"), 5), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("slow")), MC_OK);
+    mc_master_cron(m); /* now forgotten */
+    bool need = false;
+    assert_int_equal(mc_master_ping(m, CB, &need), MC_OK);
+    assert_true(need);
+    mc_master_destroy(m);
+}
+
 static void test_upsert(void **state)
 {
     (void)state;
@@ -489,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_stuck_put),
         cmocka_unit_test(test_client_death_and_placement),
+        cmocka_unit_test(test_silent_writer),
         cmocka_unit_test(test_upsert),
         cmocka_unit_test(test_wal_recovery),
     };
