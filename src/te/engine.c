@@ -163,9 +163,13 @@ mc_status_t mc_te_peer_get_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p, int *tp_p)
 {
     pthread_mutex_lock(&p->mu);
     mc_status_t st = MC_OK;
-    if (!p->desc) {
+    if (!p->desc && p->fail_ns && mc_now_ns() - p->fail_ns < 100000000ull) {
+        st = p->fail_st; /* negative cache: no fetch storm against a dead peer */
+    } else if (!p->desc) {
         mc_te_rdesc_t *r;
         st = fetch_desc(p, &r);
+        p->fail_ns = st == MC_OK ? 0 : mc_now_ns();
+        p->fail_st = st;
         if (st == MC_OK) {
             p->desc = r;
             p->tp = choose_transport(p->te, &r->d);
@@ -635,6 +639,9 @@ MC_API mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
     if (!p)
         return MC_ERR_INVALID_PARAMS;
     mc_te_peer_invalidate(p, NULL);
+    pthread_mutex_lock(&p->mu);
+    p->fail_ns = 0;
+    pthread_mutex_unlock(&p->mu);
     return MC_OK;
 }
 
@@ -839,6 +846,19 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
             return MC_ERR_INVALID_PARAMS;
         if (!peer_by_handle(te, u->target))
             return MC_ERR_INVALID_PARAMS;
+    }
+    /* Warm the descriptor cache before taking b->mu, so that network fetches do not happen
+     * under the batch lock (completions on the event loops take it). */
+    mc_te_peer_t *last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        mc_te_peer_t *p = peer_by_handle(te, reqs[i].target);
+        if (p != last && !p->is_local && reqs[i].length > 0) {
+            mc_te_rdesc_t *r;
+            int tp;
+            if (mc_te_peer_get_desc(p, &r, &tp) == MC_OK)
+                mc_te_rdesc_put(r);
+        }
+        last = p;
     }
     pthread_mutex_lock(&b->mu);
     if (n > b->cap - b->n) {

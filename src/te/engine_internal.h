@@ -139,6 +139,8 @@ typedef struct mc_te_peer {
     bool is_local;
     pthread_mutex_t mu;             /* desc, tp */
     mc_te_rdesc_t *desc;            /* NULL: fetch before next use */
+    mc_status_t fail_st;            /* last failed fetch, answered again for 100 ms */
+    uint64_t fail_ns;
     int tp;                         /* MC_TE_TP_* chosen for this descriptor */
     void *tp_state[MC_TE_TP_COUNT]; /* per-transport per-peer state, owned by the transport */
 } mc_te_peer_t;
