@@ -195,7 +195,9 @@ static void start_snapshot(mc_master_t *m)
     wal_path(m, final, sizeof(final), "snap.", gen, "");
     pid_t pid = fork();
     if (pid < 0) {
+        /* back off: retry after another wal_snapshot_bytes of log, not on the next cron */
         MC_LOG_ERROR("wal: fork for snapshot: %s", strerror(errno));
+        m->snapshot_soon = false;
         return;
     }
     if (pid == 0)
