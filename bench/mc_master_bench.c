@@ -13,6 +13,7 @@
 #include "common/time.h"
 #include "master/master.h"
 #include "master/service.h"
+#include "rpc/arena.h"
 #include "rpc/rpc_client.h"
 
 #include <pthread.h>
@@ -129,21 +130,33 @@ static void phase_core(uint64_t objects, int batch, double seconds)
     for (int op = 0; op < 2; op++) {
         uint64_t done = 0, hits = 0, i = 0;
         uint64_t t0 = mc_now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+        const char **bk = malloc((size_t)batch * sizeof(char *));
+        size_t *bl = malloc((size_t)batch * sizeof(size_t));
+        uint32_t *bh = malloc((size_t)batch * sizeof(uint32_t));
         while (mc_now_ns() < end) {
             for (int b = 0; b < batch; b++) {
-                const char *key = g_pool[i % POOL];
-                size_t kl = klen[i++ % POOL];
+                bk[b] = g_pool[(i + (uint64_t)b) % POOL];
+                bl[b] = klen[(i + (uint64_t)b) % POOL];
+            }
+            i += (uint64_t)batch;
+            mc_master_lookup_prepare(m, bk, bl, (size_t)batch, bh);
+            for (int b = 0; b < batch; b++) {
+                const char *key = bk[b];
+                size_t kl = bl[b];
                 if (op == 0) {
                     mc_master_replica_t r[8];
                     uint32_t n;
                     uint64_t sz, sum;
-                    hits += mc_master_get_replicas(m, key, kl, r, &n, &sz, &sum) == MC_OK;
+                    hits += mc_master_get_replicas_h(m, key, kl, bh[b], r, &n, &sz, &sum) == MC_OK;
                 } else {
-                    hits += mc_master_exist(m, key, kl) == MC_OK;
+                    hits += mc_master_exist_h(m, key, kl, bh[b]) == MC_OK;
                 }
             }
             done += (uint64_t)batch;
         }
+        free(bk);
+        free(bl);
+        free(bh);
         double secs = (double)(mc_now_ns() - t0) / 1e9;
         printf("{\"bench\":\"master_core_%s\",\"batch\":%d,\"objects\":%llu,\"keys\":%llu,"
                "\"hits\":%llu,\"seconds\":%.2f,\"keys_per_s\":%.0f,\"target_keys_per_s\":1000000}\n",
@@ -252,6 +265,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
     char ***keys = calloc((size_t)window, sizeof(char **));
     pool_init(objects);
     mc_rpc_pending_t *pend = calloc((size_t)window, sizeof(*pend));
+    mc_rpc_arena_t arena; /* responses decoded into an arena reset per window */
+    mc_rpc_arena_init(&arena, 4u << 20);
     for (int op = 0; op < 2; op++) {
         uint64_t done = 0, hits = 0, i = 0;
         double cpu0 = thread_cpu_s(th);
@@ -267,7 +282,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
                 reqs[w].n_keys = (size_t)batch;
                 pend[w] = (mc_rpc_pending_t){
                     .opcode = op == 0 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_BATCH_EXIST_KEY,
-                    .req = &reqs[w].base};
+                    .req = &reqs[w].base,
+                    .allocator = &arena.pb};
             }
             if (mc_rpc_client_call_many(c, pend, (size_t)window, 30000) != MC_OK) {
                 fprintf(stderr, "rpc failed\n");
@@ -283,8 +299,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
                     for (size_t k = 0; k < r->n_statuses; k++)
                         hits += r->statuses[k] == MC_OK;
                 }
-                mc_rpc_response_free(pend[w].resp);
             }
+            mc_rpc_arena_reset(&arena);
             done += (uint64_t)window * (uint64_t)batch;
         }
         double secs = (double)(mc_now_ns() - t0) / 1e9;
@@ -298,6 +314,7 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
                secs, (double)done / secs, cpu, cpu > 0 ? (double)done / cpu : 0);
         fflush(stdout);
     }
+    mc_rpc_arena_destroy(&arena);
     mc_rpc_client_destroy(c);
     mc_master_service_stop(svc);
     pthread_join(th, NULL);

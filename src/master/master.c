@@ -688,10 +688,38 @@ mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
                                    mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
                                    uint64_t *checksum_p)
 {
+    return mc_master_get_replicas_h(m, key, klen, key_ok(key, klen) ? master_key_hash(key, klen) : 0,
+                                    reps, n_p, size_p, checksum_p);
+}
+
+void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const size_t *klens,
+                              size_t n, uint32_t *hashes)
+{
+    /* Pass 1: hash and prefetch the bucket slots; pass 2: prefetch the chain heads. By the
+     * time the caller looks key i up, its cache lines are (mostly) there. */
+    uint64_t mask = m->n_buckets - 1;
+    for (size_t i = 0; i < n; i++) {
+        hashes[i] = key_ok(keys[i], klens[i]) ? master_key_hash(keys[i], klens[i]) : 0;
+        __builtin_prefetch(&m->buckets[hashes[i] & mask]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        obj_t *o = m->buckets[hashes[i] & mask];
+        if (o) { /* header, replicas and the key (up to ~150 bytes in) */
+            __builtin_prefetch(o);
+            __builtin_prefetch((char *)o + 64);
+            __builtin_prefetch((char *)o + 128);
+        }
+    }
+}
+
+mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash,
+                                     mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
+                                     uint64_t *checksum_p)
+{
     *n_p = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
-    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    obj_t *o = master_obj_find(m, key, klen, hash);
     if (!o)
         return MC_ERR_OBJECT_NOT_FOUND;
     if (o->state != OBJ_READABLE)
@@ -711,9 +739,14 @@ mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
 
 mc_status_t mc_master_exist(mc_master_t *m, const char *key, size_t klen)
 {
+    return mc_master_exist_h(m, key, klen, key_ok(key, klen) ? master_key_hash(key, klen) : 0);
+}
+
+mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash)
+{
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
-    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    obj_t *o = master_obj_find(m, key, klen, hash);
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
         return MC_ERR_OBJECT_NOT_FOUND;
     if (m->cfg.exist_key_extends_lease)

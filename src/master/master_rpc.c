@@ -56,6 +56,21 @@ static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
     o->preferred_segment = c->preferred_segment;
 }
 
+/* Hashes and prefetches a batch of keys (arena memory); NULL on allocation failure. */
+static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call, char **keys, size_t n,
+                               size_t **klens_p)
+{
+    size_t *kl = ALLOC_N(call, size_t, n);
+    uint32_t *h = ALLOC_N(call, uint32_t, n);
+    if (!kl || !h)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        kl[i] = strlen(keys[i]);
+    mc_master_lookup_prepare(m, (const char *const *)keys, kl, n, h);
+    *klens_p = kl;
+    return h;
+}
+
 /* ---------------------------------------------------------------- put / upsert */
 
 static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBinaryData cid,
@@ -195,9 +210,14 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     if (st != MC_OK || r->status)
         return st;
     mc_master_t *m = ctx;
+    size_t *kls = NULL;
+    uint32_t *hs = NULL;
+    if (call->opcode == MC_OP_BATCH_EXIST_KEY &&
+        !(hs = prepare_batch(m, call, q->keys, q->n_keys, &kls)))
+        return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < q->n_keys; i++) {
         const char *k = q->keys[i];
-        size_t kl = strlen(k);
+        size_t kl = kls ? kls[i] : strlen(k);
         switch (call->opcode) {
         case MC_OP_BATCH_PUT_REVOKE:
         case MC_OP_BATCH_UPSERT_REVOKE:
@@ -206,7 +226,7 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
                                  : MC_ERR_INVALID_PARAMS;
             break;
         case MC_OP_BATCH_EXIST_KEY:
-            r->statuses[i] = mc_master_exist(m, k, kl);
+            r->statuses[i] = mc_master_exist_h(m, k, kl, hs[i]);
             break;
         case MC_OP_BATCH_REMOVE:
             r->statuses[i] = mc_master_remove(m, k, kl, q->force);
@@ -221,12 +241,12 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
 /* ---------------------------------------------------------------- get */
 
 static mc_status_t fill_replica_list(mc_master_t *m, mc_rpc_call_t *call, const char *key,
-                                     McRpc__ReplicaListResponse *r)
+                                     size_t klen, uint32_t hash, McRpc__ReplicaListResponse *r)
 {
     mc_rpc__replica_list_response__init(r);
     mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
-    r->status = mc_master_get_replicas(m, key, strlen(key), reps, &n, &r->size, &r->checksum);
+    r->status = mc_master_get_replicas_h(m, key, klen, hash, reps, &n, &r->size, &r->checksum);
     if (r->status == MC_OK) {
         r->replicas = reps_out(call, reps, n);
         if (!r->replicas)
@@ -245,7 +265,10 @@ static mc_status_t h_get_replica_list(void *ctx, mc_rpc_call_t *call, const Prot
     if (!r)
         return MC_ERR_NO_MEMORY;
     *resp_p = &r->base;
-    return fill_replica_list(ctx, call, q->key, r);
+    size_t kl = strlen(q->key);
+    uint32_t h = 0;
+    mc_master_lookup_prepare(ctx, (const char *const *)&q->key, &kl, 1, &h);
+    return fill_replica_list(ctx, call, q->key, kl, h, r);
 }
 
 static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
@@ -263,10 +286,12 @@ static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
     }
     r->results = ALLOC_N(call, McRpc__ReplicaListResponse *, q->n_keys);
     McRpc__ReplicaListResponse *items = ALLOC_N(call, McRpc__ReplicaListResponse, q->n_keys);
-    if (!r->results || !items)
+    size_t *kl;
+    uint32_t *h = prepare_batch(ctx, call, q->keys, q->n_keys, &kl);
+    if (!r->results || !items || !h)
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < q->n_keys; i++) {
-        mc_status_t st = fill_replica_list(ctx, call, q->keys[i], &items[i]);
+        mc_status_t st = fill_replica_list(ctx, call, q->keys[i], kl[i], h[i], &items[i]);
         if (st != MC_OK)
             return st;
         r->results[i] = &items[i];

@@ -286,7 +286,7 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
             } else {
                 const mc_rpc_op_info_t *info = mc_rpc_op_info(h.opcode);
                 pc->resp = info && h.opcode == pc->opcode
-                               ? protobuf_c_message_unpack(info->resp, NULL, h.body_len,
+                               ? protobuf_c_message_unpack(info->resp, pc->allocator, h.body_len,
                                                            c->rx + p + MC_RPC_HDR_SIZE)
                                : NULL;
                 pc->status = pc->resp ? MC_OK : MC_ERR_PROTOCOL;

@@ -53,6 +53,9 @@ mc_status_t mc_rpc_client_call(mc_rpc_client_t *cli, uint16_t opcode, const Prot
 typedef struct mc_rpc_pending {
     uint16_t opcode;               /* in */
     const ProtobufCMessage *req;   /* in, borrowed */
+    ProtobufCAllocator *allocator; /* in, optional: unpack the response with it (e.g. an
+                                      mc_rpc_arena_t's .pb, reset by the caller afterwards)
+                                      instead of malloc; then do not call mc_rpc_response_free */
     ProtobufCMessage *resp;        /* out: owned by the caller when status == MC_OK */
     mc_status_t status;            /* out: as for mc_rpc_client_call */
 } mc_rpc_pending_t;
