@@ -312,14 +312,14 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
 /* Evicts least-recently-used committed objects that are not leased and not pinned until at
  * least target bytes were freed. Soft-pinned objects go in a second pass when allowed.
  * Returns the bytes freed. */
-static uint64_t evict_bytes(mc_master_t *m, uint64_t target)
+static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
 {
-    uint64_t now = master_now(m), freed = 0, n = 0;
+    uint64_t now = master_now(m), freed = 0, n = 0, scanned = 0;
     for (int pass = 0; pass < 2 && freed < target; pass++) {
         if (pass == 1 && !m->cfg.allow_evict_soft_pinned_objects)
             break;
         obj_t *o = m->lru.head;
-        while (o && freed < target) {
+        while (o && freed < target && scanned++ < max_scan) {
             obj_t *next = o->next;
             bool skip = obj_leased(m, o, now) || (o->flags & OF_HARD_PIN) ||
                         (pass == 0 && obj_soft_pinned(o, now));
@@ -583,7 +583,7 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
             uint64_t target = (uint64_t)(m->cfg.eviction_ratio * (double)cap);
             if (target < size)
                 target = size;
-            if (evict_bytes(m, target) == 0)
+            if (evict_bytes(m, target, UINT64_MAX) == 0)
                 break;
             n = place(m, size, opts, want, r);
         }
@@ -1070,6 +1070,10 @@ void mc_master_metrics_snapshot(mc_master_t *m, mc_master_metrics_t *out)
 void mc_master_cron(mc_master_t *m)
 {
     uint64_t now = master_now(m);
+    /* O(objects) checks run at most every 100 ms */
+    bool slow_tick = now - m->last_slow_tick_ms >= 100;
+    if (slow_tick)
+        m->last_slow_tick_ms = now;
     /* Client liveness: a client silent for client_ttl loses its segments. */
     for (size_t i = 0; i < m->n_clients;) {
         client_t *c = &m->clients[i];
@@ -1104,7 +1108,7 @@ void mc_master_cron(mc_master_t *m)
             MC_LOG_WARN("master: segment '%s' was not re-mounted in time; its objects are lost",
                         s->name);
             seg_drop(m, id, true);
-        } else if (s->state == SEG_DRAINING && !seg_has_leases(m, id, now)) {
+        } else if (s->state == SEG_DRAINING && slow_tick && !seg_has_leases(m, id, now)) {
             seg_drop(m, id, true);
         }
     }
@@ -1134,7 +1138,9 @@ void mc_master_cron(mc_master_t *m)
     uint64_t used = 0, cap = total_capacity(m, &used);
     if (cap && (m->evict_pending ||
                 (double)used > m->cfg.eviction_high_watermark_ratio * (double)cap)) {
-        evict_bytes(m, (uint64_t)(m->cfg.eviction_ratio * (double)cap));
+        /* bounded scan per tick: a cron must not stall the loop when the LRU head is all
+         * leased; the next tick continues (a failing PutStart scans without bound) */
+        evict_bytes(m, (uint64_t)(m->cfg.eviction_ratio * (double)cap), 1u << 16);
         m->evict_pending = false;
     }
     master_wal_cron(m);

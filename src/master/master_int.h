@@ -96,6 +96,7 @@ struct mc_master {
     size_t n_disc, cap_disc;
 
     bool evict_pending;
+    uint64_t last_slow_tick_ms;
     uint64_t view_version, epoch;
     mc_master_metrics_t cnt;    /* counters (owner thread) */
 

@@ -396,6 +396,76 @@ static void test_silent_writer(void **state)
     mc_master_destroy(m);
 }
 
+static void test_graceful_unmount(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.default_kv_lease_ttl_ms = 1000;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    mount(m, CB, "segB", 1 << 30, 1 << 20, "h2", 2);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_master_put_opts_t pa = {.preferred_segment = "segA"};
+    assert_int_equal(mc_master_put_start(m, CA, K("a"), 100, &pa, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("a"), 1), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK); /* lease */
+    assert_int_equal(mc_master_unmount(m, CB, "segA", true), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_unmount(m, CA, "nope", true), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_master_unmount(m, CA, "segA", true), MC_OK);
+    mc_master_segment_status_t ss;
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.state, 3); /* DRAINING */
+    assert_int_equal(mc_master_exist(m, K("a")), MC_OK); /* still readable */
+    for (int i = 0; i < 20; i++) { /* no new allocations there */
+        char key[16];
+        snprintf(key, sizeof(key), "n%d", i);
+        assert_int_equal(mc_master_put_start(m, CA, key, strlen(key), 100, &pa, false, r, &n), MC_OK);
+        assert_string_equal(r[0].segment_name, "segB");
+    }
+    g_now += 200;
+    mc_master_cron(m);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK); /* lease still held */
+    g_now += 1000;
+    bool need;
+    mc_master_ping(m, CA, &need);
+    mc_master_ping(m, CB, &need);
+    mc_master_cron(m);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("a")), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+static void test_free_ratio_first(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.strategy = MC_STRATEGY_FREE_RATIO_FIRST;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "small", 0, 1 << 20, "h1", 1);
+    mount(m, CA, "big", 1 << 30, 8 << 20, "h2", 2);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    int on_big = 0;
+    for (int i = 0; i < 64; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "f%d", i);
+        assert_int_equal(mc_master_put_start(m, CA, key, strlen(key), 64 << 10, NULL, false, r, &n),
+                         MC_OK);
+        on_big += strcmp(r[0].segment_name, "big") == 0;
+    }
+    /* 64 x 64 KiB = 4 MiB spread to equalise the free ratio: ~8/9 lands on the big one */
+    assert_true(on_big >= 54 && on_big <= 60);
+    mc_master_segment_status_t a, b;
+    assert_int_equal(mc_master_query_segment(m, "small", &a), MC_OK);
+    assert_int_equal(mc_master_query_segment(m, "big", &b), MC_OK);
+    double ra = (double)a.used / (double)a.capacity, rb = (double)b.used / (double)b.capacity;
+    assert_true(ra - rb < 0.1 && rb - ra < 0.1);
+    mc_master_destroy(m);
+}
+
 static void test_upsert(void **state)
 {
     (void)state;
@@ -521,6 +591,8 @@ int main(void)
         cmocka_unit_test(test_stuck_put),
         cmocka_unit_test(test_client_death_and_placement),
         cmocka_unit_test(test_silent_writer),
+        cmocka_unit_test(test_graceful_unmount),
+        cmocka_unit_test(test_free_ratio_first),
         cmocka_unit_test(test_upsert),
         cmocka_unit_test(test_wal_recovery),
     };
