@@ -69,6 +69,7 @@ static mc_store_t *open_store(uint64_t segment)
         .protocol = "tcp",
         .master_server_addr = master_addr,
         .host_label = "tester",
+        .transfer_timeout_ms = 1500,
     };
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
@@ -252,10 +253,20 @@ static void test_replica_survives_server_kill(void **state)
     fill(val, len, 9);
     struct iovec iv = {val, len}, io = {out, len};
     mc_replicate_config_t cfg = {.replica_num = 2};
-    assert_int_equal(mc_store_put(s, "two-copies", &iv, 1, &cfg), MC_OK);
     mc_replica_desc_t *d;
-    size_t n;
-    assert_int_equal(mc_store_replica_desc(s, "two-copies", &d, &n), MC_OK);
+    size_t n = 0;
+    /* After the previous test's master restart both servers re-mount on their next ping; a
+     * put placed before that gets one replica (best effort), so wait for two. */
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (n < 2 && mc_now_ms() < deadline) {
+        mc_store_remove(s, "two-copies", true);
+        assert_int_equal(mc_store_put(s, "two-copies", &iv, 1, &cfg), MC_OK);
+        assert_int_equal(mc_store_replica_desc(s, "two-copies", &d, &n), MC_OK);
+        if (n < 2) {
+            free(d);
+            mc_sleep_ms(100);
+        }
+    }
     assert_int_equal(n, 2);
     assert_string_not_equal(d[0].segment, d[1].segment);
     free(d);
@@ -297,6 +308,34 @@ static void test_master_restart_keeps_objects(void **state)
     mc_store_destroy(s);
 }
 
+/* A storage server frozen with SIGSTOP holds one of two replicas: the get fails over to the
+ * other replica within the transfer deadline and returns the right bytes. */
+static void test_frozen_server_fails_over(void **state)
+{
+    mc_store_t *s = open_store(0);
+    size_t len = 1u << 20;
+    char *val = malloc(len), *out = malloc(len);
+    fill(val, len, 13);
+    struct iovec iv = {val, len}, io = {out, len};
+    mc_replicate_config_t cfg = {.replica_num = 2};
+    assert_int_equal(mc_store_put(s, "frozen", &iv, 1, &cfg), MC_OK);
+    for (int victim = 0; victim < 2; victim++) {
+        kill(servers[victim].pid, SIGSTOP);
+        memset(out, 0, len);
+        uint64_t t0 = mc_now_ms();
+        int64_t rc = mc_store_get_into(s, "frozen", &io, 1);
+        uint64_t took = mc_now_ms() - t0;
+        kill(servers[victim].pid, SIGCONT);
+        assert_int_equal(rc, (int64_t)len);
+        assert_memory_equal(out, val, len);
+        assert_true(took < 5000); /* bounded by the 1.5 s transfer deadline, not a hang */
+    }
+    mc_store_remove(s, "frozen", true);
+    free(val);
+    free(out);
+    mc_store_destroy(s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -305,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_put_semantics),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_checksum_detects_corruption),
+        cmocka_unit_test(test_frozen_server_fails_over),
         cmocka_unit_test(test_master_restart_keeps_objects),
         cmocka_unit_test(test_replica_survives_server_kill), /* last: leaves a dead segment */
     };
