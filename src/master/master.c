@@ -517,7 +517,8 @@ void mc_master_set_seed(mc_master_t *m, uint64_t seed) { m->rng = seed | 1; }
 
 /* ------------------------------------------------------------------ puts */
 
-static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms)
+static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms,
+                         bool stuck_put)
 {
     if (m->n_disc == m->cap_disc) {
         size_t nc = m->cap_disc ? m->cap_disc * 2 : 16;
@@ -529,7 +530,7 @@ static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t re
         m->disc = n;
         m->cap_disc = nc;
     }
-    m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms};
+    m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, stuck_put};
 }
 
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key,
@@ -562,15 +563,23 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
             for (uint32_t i = 0; i < o->n_rep; i++) {
                 if (master_seg_slot(m, o->rep[i].seg))
                     discard_push(m, o->rep[i].seg, o->rep[i].blk,
-                                 o->t_lease + m->cfg.put_start_release_timeout_ms);
+                                 o->t_lease + m->cfg.put_start_release_timeout_ms, true);
             }
             m->cnt.put_start_discards++;
             master_obj_unlink_free(m, o);
         } else if (!upsert) {
             return MC_ERR_OBJECT_ALREADY_EXISTS;
+        } else if (obj_leased(m, o, now)) {
+            /* Upsert of an object that readers hold a lease on: they may still be copying the
+             * old bytes, so the old replicas' space is released only when the lease ends and
+             * is never reused under a reader. The new value gets fresh space. */
+            for (uint32_t i = 0; i < o->n_rep; i++) {
+                if (master_seg_slot(m, o->rep[i].seg))
+                    discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, false);
+            }
+            master_wal_log_remove(m, obj_key(o), o->klen);
+            master_obj_unlink_free(m, o);
         } else {
-            if (obj_leased(m, o, now))
-                return MC_ERR_OBJECT_HAS_LEASE;
             obj_destroy(m, o, true);
         }
     }
@@ -1128,7 +1137,8 @@ void mc_master_cron(mc_master_t *m)
                 mc_master_allocator_free(s->alloc, m->disc[i].blk);
                 s->n_replicas--;
             }
-            m->cnt.put_start_releases++;
+            if (m->disc[i].stuck_put)
+                m->cnt.put_start_releases++;
             m->disc[i] = m->disc[--m->n_disc];
         } else {
             i++;
