@@ -4,7 +4,9 @@
 #include "common/log.h"
 #include "common/time.h"
 
+#include <arpa/inet.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -301,10 +303,21 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         return st;
     }
     if (opts->metrics_port >= 0) {
+        struct sockaddr_in sin;
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons((uint16_t)opts->metrics_port);
+        bool bind_addr = opts->metrics_address && opts->metrics_address[0] &&
+                         inet_pton(AF_INET, opts->metrics_address, &sin.sin_addr) == 1;
+        if (opts->metrics_address && opts->metrics_address[0] && !bind_addr)
+            MC_LOG_WARN("master: metrics address '%s' is not IPv4; binding all interfaces",
+                        opts->metrics_address);
         s->httpd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                                     (uint16_t)opts->metrics_port, NULL, NULL, http_handler, s,
                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                                    bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
+                                    (const struct sockaddr *)&sin, MHD_OPTION_END);
         if (!s->httpd) {
             MC_LOG_ERROR("master: cannot start the metrics HTTP server on port %d",
                          opts->metrics_port);

@@ -324,6 +324,85 @@ static void test_timeout_and_reconnect(void **state)
     assert_int_equal(mc_rpc_client_create("nonsense", NULL, &c), MC_ERR_INVALID_PARAMS);
 }
 
+/* HTTP threads (metrics snapshot, queries posted to the loop) while RPCs mutate the table:
+ * run under TSan through the `threads` label. */
+typedef struct load_arg {
+    const char *addr;
+    int stop;
+    int ops;
+} load_arg_t;
+
+static void *rpc_load(void *p)
+{
+    load_arg_t *la = p;
+    mc_rpc_client_t *c;
+    if (mc_rpc_client_create(la->addr, NULL, &c) != MC_OK)
+        return NULL;
+    mount_seg(c);
+    for (int i = 0; !__atomic_load_n(&la->stop, __ATOMIC_RELAXED) && i < 100000; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "load%d", i % 500);
+        McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
+        ps.client_id = (ProtobufCBinaryData){16, CID};
+        ps.key = key;
+        ps.value_size = 4096;
+        McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
+        pe.client_id = ps.client_id;
+        pe.key = key;
+        McRpc__KeyRequest rm = MC_RPC__KEY_REQUEST__INIT;
+        rm.key = key;
+        rm.force = true;
+        mc_rpc_pending_t p3[3] = {{.opcode = MC_OP_PUT_START, .req = &ps.base},
+                                  {.opcode = MC_OP_PUT_END, .req = &pe.base},
+                                  {.opcode = i % 3 ? MC_OP_GET_REPLICA_LIST : MC_OP_REMOVE,
+                                   .req = &rm.base}};
+        if (mc_rpc_client_call_many(c, p3, 3, 5000) != MC_OK)
+            break;
+        for (int k = 0; k < 3; k++)
+            mc_rpc_response_free(p3[k].resp);
+        __atomic_add_fetch(&la->ops, 1, __ATOMIC_RELAXED);
+    }
+    mc_rpc_client_destroy(c);
+    return NULL;
+}
+
+static void test_http_concurrent(void **state)
+{
+    (void)state;
+    fixture_t *f = calloc(1, sizeof(*f));
+    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = 0,
+                                  .metrics_address = "127.0.0.1"};
+    mc_master_config_default(&o.cfg);
+    assert_int_equal(mc_master_service_create(&o, &f->svc), MC_OK);
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%u", mc_master_service_port(f->svc));
+    pthread_create(&f->th, NULL, run_svc, f);
+    load_arg_t la = {.addr = f->addr};
+    pthread_t lt;
+    pthread_create(&lt, NULL, rpc_load, &la);
+    uint16_t mport = mc_master_service_metrics_port(f->svc);
+    const char *paths[3] = {"/metrics", "/query_key?key=load1", "/get_all_segments"};
+    int ok = 0;
+    for (int i = 0; i < 15; i++) {
+        char cmd[256], buf[256];
+        snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null -w '%%{http_code}' -m 5 'http://127.0.0.1:%u%s'",
+                 mport, paths[i % 3]);
+        FILE *pp = popen(cmd, "r");
+        assert_non_null(pp);
+        size_t n = fread(buf, 1, sizeof(buf) - 1, pp);
+        buf[n] = 0;
+        pclose(pp);
+        ok += strcmp(buf, "200") == 0 || strcmp(buf, "404") == 0;
+    }
+    assert_int_equal(ok, 15);
+    __atomic_store_n(&la.stop, 1, __ATOMIC_RELAXED);
+    pthread_join(lt, NULL);
+    assert_true(__atomic_load_n(&la.ops, __ATOMIC_RELAXED) > 0);
+    mc_master_service_stop(f->svc);
+    pthread_join(f->th, NULL);
+    mc_master_service_destroy(f->svc);
+    free(f);
+}
+
 static void test_reconnect_after_restart(void **state)
 {
     (void)state;
@@ -350,6 +429,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
         cmocka_unit_test(test_timeout_and_reconnect),
         cmocka_unit_test(test_reconnect_after_restart),
+        cmocka_unit_test(test_http_concurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
