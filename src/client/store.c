@@ -811,24 +811,18 @@ static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__
 }
 
 /* Fresh heap pages of a large allocation are faulted in one by one by the copy that fills
- * them, which costs far more than the copy itself (about 10 us per 4 KiB page on our VMs).
- * Populate them in bulk first: one madvise instead of thousands of faults. */
+ * them, which costs far more than the copy itself on our VMs. Populate them in bulk first. */
 static void prefault_heap(void *buf, size_t len)
 {
-    const size_t page = 4096;
     if (len < (1u << 20))
         return;
-    uintptr_t start = ((uintptr_t)buf + page - 1) & ~(uintptr_t)(page - 1);
-    uintptr_t end = ((uintptr_t)buf + len) & ~(uintptr_t)(page - 1);
-    if (end <= start)
-        return;
 #ifdef MADV_HUGEPAGE
-    madvise((void *)start, end - start, MADV_HUGEPAGE);
+    uintptr_t start = ((uintptr_t)buf + 4095) & ~(uintptr_t)4095;
+    uintptr_t end = ((uintptr_t)buf + len) & ~(uintptr_t)4095;
+    if (end > start)
+        madvise((void *)start, end - start, MADV_HUGEPAGE);
 #endif
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-    madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+    mc_pages_populate_write(buf, len);
 }
 
 static mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaListResponse **rl_p)

@@ -72,3 +72,16 @@ void mc_pages_free(void *ptr, size_t size)
     if (ptr)
         munmap(ptr, size);
 }
+
+int mc_pages_populate_write(void *addr, size_t len)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    const uintptr_t page = 4096;
+    uintptr_t start = ((uintptr_t)addr + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)addr + len) & ~(page - 1);
+    if (end <= start)
+        return 0;
+    return madvise((void *)start, end - start, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
+}

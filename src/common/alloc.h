@@ -18,6 +18,13 @@ void mc_free(void *ptr);
 void *mc_pages_alloc(size_t size, int prefault);
 void mc_pages_free(void *ptr, size_t size);
 
+/* Fault in the whole pages inside [addr, addr+len) as writable, in one system call
+ * (MADV_POPULATE_WRITE, Linux >= 5.14). Use it on shared mappings: MAP_POPULATE only
+ * read-faults those, and every first write to a page then takes a write-protect fault, which
+ * made copies into peer segments 10x slower than memcpy. Returns 0, or -1 if the kernel
+ * cannot (pages are then faulted lazily, which is still correct). */
+int mc_pages_populate_write(void *addr, size_t len);
+
 #define MC_NEW(type) ((type *)mc_calloc(1, sizeof(type)))
 #define MC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -374,8 +374,11 @@ static void rbuf_map(shm_peer_t *sp, shm_rbuf_t *b)
     } else {
         /* the fd number is only trustworthy if the registration is still the one we saw */
         shm_slot_t *s = &sp->ctl[b->slot];
-        void *m = mmap(NULL, b->len + delta, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                       fd, (off_t)aoff);
+        void *m = mmap(NULL, b->len + delta, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aoff);
+        if (m != MAP_FAILED && mc_pages_populate_write(m, b->len + delta) != 0) {
+            /* old kernel: at least read-populate the page tables */
+            madvise(m, b->len + delta, MADV_WILLNEED);
+        }
         if (m == MAP_FAILED) {
             MC_LOG_WARN("shm: mmap of peer buffer failed: %m");
         } else if (atomic_load(&s->state) != ((b->gen << 1) | 1)) {
