@@ -24,7 +24,7 @@ int main(int argc, char **argv)
 {
     int64_t port = 50051, metrics_port = 9003, rpc_thread_num = 1, http_meta_port = 8080;
     int64_t lease_ttl = 10000, soft_pin_ttl = 1800000, client_ttl = 10, discard_s = 30,
-            release_s = 600, cron_ms = 10;
+            release_s = 600, cron_ms = 10, event_buffer = 65536;
     double eviction_ratio = 0.05, high_wm = 0.90;
     bool allow_soft = true, exist_extends = false, enable_meta = false, enable_ha = false,
          wal_fsync = true;
@@ -70,6 +70,10 @@ int main(int argc, char **argv)
         {"wal_snapshot_bytes", MC_OPT_SIZE, &snapshot_bytes, NULL,
          "log size that triggers a snapshot", 0, 0},
         {"cron_period_ms", MC_OPT_INT, &cron_ms, NULL, "housekeeping period (ms)", 1, 1000},
+        {"event_buffer_size", MC_OPT_INT, &event_buffer, NULL,
+         "object events (committed/evicted/removed/segment_lost) kept for subscribers such as "
+         "mooncake_conductor (PollEvents); a subscriber further behind resyncs (0 = off)",
+         0, 1 << 24},
         {"enable_ha", MC_OPT_BOOL, &enable_ha, NULL, "not supported yet (must be false)", 0, 0},
         {"etcd_endpoints", MC_OPT_STRING, &etcd_endpoints, NULL, "for HA (not supported yet)", 0,
          0},
@@ -130,6 +134,7 @@ int main(int argc, char **argv)
     so.cfg.wal_dir = wal_dir;
     so.cfg.wal_fsync = wal_fsync;
     so.cfg.wal_snapshot_bytes = snapshot_bytes;
+    so.cfg.event_buffer_size = (uint32_t)event_buffer;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

@@ -47,6 +47,7 @@ void mc_master_config_default(mc_master_config_t *c)
     c->exist_key_extends_lease = false;
     c->strategy = MC_STRATEGY_RANDOM;
     c->wal_fsync = true;
+    c->event_buffer_size = 65536;
 }
 
 uint32_t master_key_hash(const char *key, size_t klen) { return (uint32_t)mc_hash64(key, klen); }
@@ -333,6 +334,7 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
                 freed += bytes;
                 n++;
                 m->cnt.evicted_bytes += bytes;
+                master_events_obj(m, MC_MASTER_EV_EVICTED, o);
                 obj_destroy(m, o, true);
             }
             o = next;
@@ -462,7 +464,9 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
     m->epoch = mc_wall_ms();
     m->view_version = 1;
     pthread_mutex_init(&m->snap_mu, NULL);
-    if (table_grow(m) != 0) {
+    if (m->cfg.event_buffer_size > (1u << 24))
+        m->cfg.event_buffer_size = 1u << 24;
+    if (table_grow(m) != 0 || master_events_init(m, m->cfg.event_buffer_size) != MC_OK) {
         mc_master_destroy(m);
         return MC_ERR_NO_MEMORY;
     }
@@ -488,6 +492,9 @@ void mc_master_destroy(mc_master_t *m)
     if (!m)
         return;
     master_wal_close(m);
+    if (m->ev_waiters_fn)
+        m->ev_waiters_fn(m, true);
+    master_events_free(m);
     for (uint64_t i = 0; i < m->n_buckets; i++) {
         obj_t *o = m->buckets[i];
         while (o) {
@@ -573,6 +580,7 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
             /* Upsert of an object that readers hold a lease on: they may still be copying the
              * old bytes, so the old replicas' space is released only when the lease ends and
              * is never reused under a reader. The new value gets fresh space. */
+            master_events_obj(m, MC_MASTER_EV_REMOVED, o);
             for (uint32_t i = 0; i < o->n_rep; i++) {
                 if (master_seg_slot(m, o->rep[i].seg))
                     discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, false);
@@ -580,6 +588,7 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
             master_wal_log_remove(m, obj_key(o), o->klen);
             master_obj_unlink_free(m, o);
         } else {
+            master_events_obj(m, MC_MASTER_EV_REMOVED, o);
             obj_destroy(m, o, true);
         }
     }
@@ -659,6 +668,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
     o->owner = 0;
     master_list_push(&m->lru, o);
     master_wal_log_commit(m, o);
+    master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
     return MC_OK;
 }
 
@@ -785,6 +795,7 @@ static mc_status_t remove_obj(mc_master_t *m, obj_t *o, bool force, uint64_t now
         m->cnt.lease_blocked_removes++;
         return MC_ERR_OBJECT_HAS_LEASE;
     }
+    master_events_obj(m, MC_MASTER_EV_REMOVED, o);
     obj_destroy(m, o, true);
     return MC_OK;
 }
@@ -874,6 +885,7 @@ static void seg_drop(mc_master_t *m, uint32_t id, bool log)
     m->n_disc = k;
     if (log)
         master_wal_log_unmount(m, id);
+    master_events_segment_lost(m, id);
     master_seg_free(m, id);
     m->view_version++;
 }
@@ -922,6 +934,13 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
                     }
                 }
                 m->view_version++;
+                if (m->ev_cap && s->n_replicas) { /* its objects are readable again */
+                    for (uint64_t b = 0; b < m->n_buckets; b++)
+                        for (obj_t *o = m->buckets[b]; o; o = o->hnext)
+                            for (uint32_t i = 0; o->state == OBJ_READABLE && i < o->n_rep; i++)
+                                if (o->rep[i].seg == id)
+                                    master_events_obj_seg(m, MC_MASTER_EV_COMMITTED, o, id);
+                }
                 MC_LOG_INFO("master: segment '%s' re-mounted; %llu replicas readable again",
                             s->name, (unsigned long long)s->n_replicas);
                 return MC_OK;
@@ -1154,6 +1173,8 @@ void mc_master_cron(mc_master_t *m)
         m->evict_pending = false;
     }
     master_wal_cron(m);
+    if (m->ev_waiters_fn)
+        m->ev_waiters_fn(m, false);
     mc_master_metrics_t snap;
     mc_master_metrics_now(m, &snap);
     pthread_mutex_lock(&m->snap_mu);

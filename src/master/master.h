@@ -46,6 +46,8 @@ typedef struct mc_master_config {
     const char *wal_dir;                     /* NULL or "" = no WAL (borrowed during create) */
     uint64_t wal_snapshot_bytes;             /* log size that triggers a snapshot; 0 = 64 MiB */
     bool wal_fsync;                          /* true: fdatasync at each group commit */
+    uint32_t event_buffer_size;              /* object events kept for subscribers (65536;
+                                                0 = no event log) */
 } mc_master_config_t;
 
 /* Fills upstream defaults (WAL disabled). */
@@ -175,6 +177,7 @@ typedef struct mc_master_metrics {
     uint64_t wal_records, wal_bytes, wal_syncs, snapshots;
     double fragmentation;   /* capacity-weighted over mounted segments */
     uint64_t view_version, epoch;
+    uint64_t events;        /* object events appended (= last seq) */
 } mc_master_metrics_t;
 
 /* Any thread: copy of the numbers published by the last cron. */
@@ -190,6 +193,60 @@ char *mc_master_segments_json(mc_master_t *m);
 /* Owner thread: the configured read lease, and the segment-set version / master start epoch. */
 uint64_t mc_master_lease_ttl_ms(const mc_master_t *m);
 void mc_master_view(const mc_master_t *m, uint64_t *view_version_p, uint64_t *epoch_p);
+
+/* ---- object events (docs/internals/conductor.md §2). The master appends one event per
+ * (object, replica segment) when an object is committed (PutEnd/UpsertEnd), evicted, removed
+ * (Remove, RemoveByRegex, RemoveAll, upsert replacement), or becomes readable again because
+ * its RECOVERING segment was re-mounted (committed); one SEGMENT_LOST per segment that is
+ * unmounted or dropped. Sequence numbers start at 1 per epoch (master start), +1 per event.
+ * The last event_buffer_size events are kept. */
+enum {
+    MC_MASTER_EV_COMMITTED = 1, /* values = mc_conductor_event_kind_t = wire KvEvent.kind */
+    MC_MASTER_EV_EVICTED = 2,
+    MC_MASTER_EV_REMOVED = 3,
+    MC_MASTER_EV_SEGMENT_LOST = 4,
+};
+
+typedef struct mc_master_event {
+    uint64_t seq;
+    int kind;
+    const char *key;       /* NUL-terminated ("" for SEGMENT_LOST); klen bytes */
+    uint32_t klen;
+    uint64_t size;         /* object bytes (0 for SEGMENT_LOST) */
+    const char *segment;   /* NUL-terminated segment name */
+    const char *host;      /* NUL-terminated host label ("" if the segment has none) */
+} mc_master_event_t;
+
+typedef struct mc_master_events_info {
+    uint64_t epoch;        /* this master's epoch */
+    uint64_t first_seq;    /* oldest event still held */
+    uint64_t next_seq;     /* seq the next event will get */
+    bool gap;              /* from_seq is no longer (or not yet) held, or epoch differs */
+} mc_master_events_info_t;
+
+/* Owner thread: up to max events from from_seq into out[]. Strings point into the log and stay
+ * valid until the next call that can append events (any mutating call or the cron).
+ * epoch 0 = not checked. On a gap no events are returned (info_p->gap). MC_ERR_NOT_SUPPORTED
+ * when the log is disabled (event_buffer_size 0). */
+mc_status_t mc_master_events_read(mc_master_t *m, uint64_t from_seq, uint64_t epoch, size_t max,
+                                  mc_master_event_t *out, size_t *n_p,
+                                  mc_master_events_info_t *info_p);
+/* Owner thread: would a read from from_seq return something now (events or a gap)? */
+bool mc_master_events_pending(const mc_master_t *m, uint64_t from_seq, uint64_t epoch);
+
+/* One committed object of a listing: key (klen bytes, not NUL-terminated) and its n readable
+ * replicas' segment names and host labels, all borrowed for the call. Non-MC_OK aborts. */
+typedef mc_status_t (*mc_master_list_fn)(void *ctx, const char *key, size_t klen, uint64_t size,
+                                         const char *const *segments, const char *const *hosts,
+                                         uint32_t n);
+/* Owner thread: a page of the committed objects with readable replicas, starting at cursor
+ * (0 = start), at least max objects unless the table ends (whole hash buckets). *seq_p is the
+ * next event seq at the time of the call, *epoch_p the epoch. Objects present for the whole
+ * listing are listed at least once; objects that change during a multi-page listing are covered
+ * by the events from the first page's *seq_p on (see docs/internals/conductor.md). */
+mc_status_t mc_master_list_objects(mc_master_t *m, uint64_t cursor, size_t max,
+                                   mc_master_list_fn fn, void *ctx, uint64_t *next_cursor_p,
+                                   bool *done_p, uint64_t *seq_p, uint64_t *epoch_p);
 
 /* Owner thread: number of objects (any state). */
 uint64_t mc_master_object_count(const mc_master_t *m);

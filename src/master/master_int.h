@@ -113,6 +113,14 @@ struct mc_master {
 
     pthread_mutex_t snap_mu;
     mc_master_metrics_t snap;
+
+    /* object event log (master_events.c) */
+    struct master_ev **ev_ring;
+    uint32_t ev_cap;
+    uint64_t ev_first, ev_next;  /* oldest held seq, next seq */
+    /* parked PollEvents calls (master_rpc.c); called by the cron and (shutdown) by destroy */
+    void *ev_waiters;
+    void (*ev_waiters_fn)(mc_master_t *m, bool shutdown);
 };
 
 uint64_t master_now(mc_master_t *m);
@@ -134,5 +142,11 @@ uint32_t master_key_hash(const char *key, size_t klen);
 segment_t *master_seg_slot(mc_master_t *m, uint32_t id);
 void master_seg_free(mc_master_t *m, uint32_t id);
 void master_writer_done(mc_master_t *m, uint32_t serial);
+/* master_events.c */
+mc_status_t master_events_init(mc_master_t *m, uint32_t cap);
+void master_events_free(mc_master_t *m);
+void master_events_obj(mc_master_t *m, int kind, obj_t *o);          /* one per replica */
+void master_events_obj_seg(mc_master_t *m, int kind, obj_t *o, uint32_t seg_id);
+void master_events_segment_lost(mc_master_t *m, uint32_t seg_id);
 
 #endif

@@ -1,9 +1,12 @@
 /* RPC handlers: decode protobuf requests into core calls, build responses in the call arena.
  * Replica strings point into the segment table; the server packs the response right after the
  * handler returns, before anything can unmount a segment. */
+#include "master/master_int.h"
 #include "master/service.h"
 
+#include "common/alloc.h"
 #include "common/log.h"
+#include "common/time.h"
 #include "rpc/frame.h"
 
 #include <string.h>
@@ -464,6 +467,228 @@ static mc_status_t h_query_segment(void *ctx, mc_rpc_call_t *call, const Protobu
     return MC_OK;
 }
 
+
+/* ---------------------------------------------------------------- object events */
+
+#define EV_MAX_BATCH 4096u     /* events per PollEvents answer, objects per ListObjects page */
+#define EV_MAX_WAIT_MS 1000u   /* long-poll cap */
+#define EV_MAX_WAITERS 1024u   /* parked polls; beyond, polls are answered at once */
+#define LIST_MAX_BYTES (16u << 20) /* soft cap on a ListObjects page */
+
+/* A parked PollEvents call (the request is copied: the call arena does not survive). */
+typedef struct ev_waiter {
+    mc_rpc_server_t *srv;
+    uint64_t conn_id, req_id;
+    uint64_t from_seq, epoch, deadline_ms;
+    uint32_t max;
+    uint16_t opcode;
+} ev_waiter_t;
+
+typedef struct ev_waiters {
+    ev_waiter_t *w;
+    size_t n, cap;
+    mc_rpc_arena_t arena; /* answers built by the cron */
+} ev_waiters_t;
+
+static mc_status_t poll_resp(mc_master_t *m, mc_rpc_arena_t *a, uint64_t from, uint64_t epoch,
+                             uint32_t max, McRpc__PollEventsResponse **r_p)
+{
+    McRpc__PollEventsResponse *r = mc_rpc_arena_calloc(a, 1, sizeof(*r));
+    mc_master_event_t *ev = mc_rpc_arena_calloc(a, max, sizeof(*ev));
+    if (!r || !ev)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__poll_events_response__init(r);
+    size_t n = 0;
+    mc_master_events_info_t info;
+    r->status = mc_master_events_read(m, from, epoch, max, ev, &n, &info);
+    r->epoch = info.epoch;
+    r->first_available_seq = info.first_seq;
+    r->next_seq = info.next_seq;
+    r->gap = info.gap;
+    if (n) {
+        McRpc__KvEvent **arr = mc_rpc_arena_calloc(a, n, sizeof(*arr));
+        McRpc__KvEvent *items = mc_rpc_arena_calloc(a, n, sizeof(*items));
+        if (!arr || !items)
+            return MC_ERR_NO_MEMORY;
+        for (size_t i = 0; i < n; i++) {
+            mc_rpc__kv_event__init(&items[i]);
+            items[i].seq = ev[i].seq;
+            items[i].kind = (McRpc__KvEventKind)ev[i].kind;
+            items[i].key = (char *)ev[i].key; /* NUL-terminated inside the log */
+            items[i].size = ev[i].size;
+            items[i].segment = (char *)ev[i].segment;
+            items[i].host = (char *)ev[i].host;
+            arr[i] = &items[i];
+        }
+        r->events = arr;
+        r->n_events = n;
+    }
+    *r_p = r;
+    return MC_OK;
+}
+
+/* Cron hook: answers the parked polls that have something (events or a gap) or timed out.
+ * shutdown: the server may be gone; just free. */
+static void ev_waiters_run(mc_master_t *m, bool shutdown)
+{
+    ev_waiters_t *ws = m->ev_waiters;
+    if (!ws)
+        return;
+    if (shutdown) {
+        mc_rpc_arena_destroy(&ws->arena);
+        mc_free(ws->w);
+        mc_free(ws);
+        m->ev_waiters = NULL;
+        m->ev_waiters_fn = NULL;
+        return;
+    }
+    uint64_t now = mc_now_ms();
+    for (size_t i = 0; i < ws->n;) {
+        ev_waiter_t *w = &ws->w[i];
+        if (now < w->deadline_ms && !mc_master_events_pending(m, w->from_seq, w->epoch)) {
+            i++;
+            continue;
+        }
+        McRpc__PollEventsResponse *r = NULL;
+        mc_status_t st = poll_resp(m, &ws->arena, w->from_seq, w->epoch, w->max, &r);
+        mc_rpc_server_reply(w->srv, w->conn_id, w->opcode, w->req_id, st,
+                            st == MC_OK ? &r->base : NULL); /* a closed conn: forget it */
+        mc_rpc_arena_reset(&ws->arena);
+        ws->w[i] = ws->w[--ws->n];
+    }
+}
+
+/* Parks a poll; MC_OK when parked (the handler returns MC_RPC_DEFERRED). */
+static mc_status_t ev_park(mc_master_t *m, mc_rpc_call_t *call,
+                           const McRpc__PollEventsRequest *q, uint32_t max, uint32_t wait_ms)
+{
+    ev_waiters_t *ws = m->ev_waiters;
+    if (!ws) {
+        ws = MC_NEW(ev_waiters_t);
+        if (!ws)
+            return MC_ERR_NO_MEMORY;
+        mc_rpc_arena_init(&ws->arena, 64u << 10);
+        m->ev_waiters = ws;
+        m->ev_waiters_fn = ev_waiters_run;
+    }
+    if (ws->n >= EV_MAX_WAITERS)
+        return MC_ERR_TOO_LARGE;
+    if (ws->n == ws->cap) {
+        size_t nc = ws->cap ? ws->cap * 2 : 16;
+        ev_waiter_t *nw = mc_realloc(ws->w, nc * sizeof(*nw));
+        if (!nw)
+            return MC_ERR_NO_MEMORY;
+        ws->w = nw;
+        ws->cap = nc;
+    }
+    ws->w[ws->n++] = (ev_waiter_t){.srv = call->srv, .conn_id = call->conn_id,
+                                   .req_id = call->req_id, .from_seq = q->from_seq,
+                                   .epoch = q->epoch, .deadline_ms = mc_now_ms() + wait_ms,
+                                   .max = max, .opcode = call->opcode};
+    return MC_OK;
+}
+
+static mc_status_t h_poll_events(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                 ProtobufCMessage **resp_p)
+{
+    mc_master_t *m = ctx;
+    const McRpc__PollEventsRequest *q = (const void *)req;
+    uint32_t max = q->max_events && q->max_events <= EV_MAX_BATCH ? q->max_events : EV_MAX_BATCH;
+    uint32_t wait = q->wait_ms < EV_MAX_WAIT_MS ? q->wait_ms : EV_MAX_WAIT_MS;
+    /* call->srv is NULL when a handler is called directly (tests): no parking then */
+    if (wait && call->srv && !mc_master_events_pending(m, q->from_seq, q->epoch) &&
+        ev_park(m, call, q, max, wait) == MC_OK)
+        return MC_RPC_DEFERRED;
+    McRpc__PollEventsResponse *r = NULL;
+    mc_status_t st = poll_resp(m, call->arena, q->from_seq, q->epoch, max, &r);
+    if (st == MC_OK)
+        *resp_p = &r->base;
+    return st;
+}
+
+typedef struct list_ctx {
+    mc_rpc_call_t *call;
+    McRpc__ListedObject **objs;
+    size_t n, cap, bytes;
+} list_ctx_t;
+
+static mc_status_t list_one(void *ctx, const char *key, size_t klen, uint64_t size,
+                            const char *const *segs, const char *const *hosts, uint32_t n)
+{
+    list_ctx_t *lc = ctx;
+    if (lc->n == lc->cap || lc->bytes > LIST_MAX_BYTES)
+        return MC_ERR_TOO_LARGE; /* page full (the cursor still points before this bucket) */
+    McRpc__ListedObject *o = ALLOC(lc->call, McRpc__ListedObject);
+    char *k = mc_rpc_arena_alloc(lc->call->arena, klen + 1);
+    char **sv = ALLOC_N(lc->call, char *, n);
+    char **hv = ALLOC_N(lc->call, char *, n);
+    if (!o || !k || !sv || !hv)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__listed_object__init(o);
+    memcpy(k, key, klen);
+    k[klen] = 0;
+    o->key = k;
+    o->size = size;
+    for (uint32_t i = 0; i < n; i++) {
+        sv[i] = (char *)segs[i];
+        hv[i] = (char *)hosts[i];
+        lc->bytes += strlen(segs[i]) + strlen(hosts[i]) + 8;
+    }
+    o->segments = sv;
+    o->n_segments = n;
+    o->hosts = hv;
+    o->n_hosts = n;
+    lc->bytes += klen + 32;
+    lc->objs[lc->n++] = o;
+    return MC_OK;
+}
+
+static mc_status_t h_list_objects(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                  ProtobufCMessage **resp_p)
+{
+    mc_master_t *m = ctx;
+    const McRpc__ListObjectsRequest *q = (const void *)req;
+    uint32_t max = q->max && q->max <= EV_MAX_BATCH ? q->max : EV_MAX_BATCH;
+    McRpc__ListObjectsResponse *r = ALLOC(call, McRpc__ListObjectsResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__list_objects_response__init(r);
+    /* A bucket may hold a few objects: room for max plus a chain's worth beyond the soft cap;
+     * when even that overflows, the page ends before the bucket that did not fit. */
+    list_ctx_t lc = {.call = call, .cap = (size_t)max + 64};
+    lc.objs = ALLOC_N(call, McRpc__ListedObject *, lc.cap);
+    if (!lc.objs)
+        return MC_ERR_NO_MEMORY;
+    uint64_t next = 0, seq = 0, epoch = 0;
+    bool done = false;
+    uint64_t cursor = q->cursor;
+    mc_status_t st;
+    for (;;) {
+        st = mc_master_list_objects(m, cursor, max, list_one, &lc, &next, &done, &seq, &epoch);
+        if (st != MC_ERR_TOO_LARGE)
+            break;
+        /* overflow inside a bucket: retry with a page that stops one bucket earlier */
+        lc.bytes = 0;
+        lc.n = 0;
+        if (max <= 1) {
+            st = MC_ERR_TOO_LARGE; /* one bucket over the byte cap: cannot page */
+            break;
+        }
+        max /= 2;
+    }
+    r->status = st;
+    r->epoch = epoch;
+    r->seq = seq;
+    r->next_cursor = next;
+    r->done = done;
+    if (st == MC_OK) {
+        r->objects = lc.objs;
+        r->n_objects = lc.n;
+    }
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
 void mc_master_rpc_handlers(mc_rpc_handler_fn t[MC_OP_MAX])
 {
     memset(t, 0, sizeof(mc_rpc_handler_fn) * MC_OP_MAX);
@@ -495,4 +720,6 @@ void mc_master_rpc_handlers(mc_rpc_handler_fn t[MC_OP_MAX])
     t[MC_OP_BATCH_REMOVE] = h_batch_key;
     t[MC_OP_REMOVE_BY_REGEX] = h_remove_by_regex;
     t[MC_OP_REMOVE_ALL] = h_remove_all;
+    t[MC_OP_POLL_EVENTS] = h_poll_events;
+    t[MC_OP_LIST_OBJECTS] = h_list_objects;
 }

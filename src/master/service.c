@@ -38,6 +38,8 @@ static mc_status_t svc_dispatch(void *ctx, mc_rpc_call_t *call, const ProtobufCM
     mc_master_service_t *s = ctx;
     mc_status_t st = s->table[call->opcode](s->m, call, req, resp_p);
     atomic_fetch_add_explicit(&s->req[call->opcode], 1, memory_order_relaxed);
+    if (st == MC_RPC_DEFERRED) /* a parked long poll; answered (successfully) later */
+        return st;
     int32_t body = st == MC_OK && *resp_p ? resp_status(*resp_p) : st;
     /* Existence checks answering "not found" are answers, not failures. */
     bool failed = body != MC_OK && !(body == MC_ERR_OBJECT_NOT_FOUND &&

@@ -37,6 +37,8 @@ static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
     OP(MC_OP_BATCH_REMOVE, "batch_remove", batch_key_request, batch_status_response),
     OP(MC_OP_REMOVE_BY_REGEX, "remove_by_regex", remove_by_regex_request, count_response),
     OP(MC_OP_REMOVE_ALL, "remove_all", remove_all_request, count_response),
+    OP(MC_OP_POLL_EVENTS, "poll_events", poll_events_request, poll_events_response),
+    OP(MC_OP_LIST_OBJECTS, "list_objects", list_objects_request, list_objects_response),
 };
 
 const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)

@@ -40,6 +40,9 @@ typedef enum mc_rpc_opcode {
     MC_OP_REMOVE_BY_REGEX = 52,
     MC_OP_REMOVE_ALL = 53,
 
+    MC_OP_POLL_EVENTS = 54,   /* object event stream (subscribers) */
+    MC_OP_LIST_OBJECTS = 55,  /* paged snapshot of committed objects (resync) */
+
     MC_OP_MAX = 64, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
 } mc_rpc_opcode_t;
 

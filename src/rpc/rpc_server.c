@@ -196,10 +196,30 @@ static void dispatch(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *h, const
                           .arena = &s->arena};
     ProtobufCMessage *resp = NULL;
     mc_status_t st = s->o.handlers[h->opcode](s->o.ctx, &call, req, &resp);
+    if (st == MC_RPC_DEFERRED) { /* answered later by mc_rpc_server_reply */
+        mc_rpc_arena_reset(&s->arena);
+        return;
+    }
     if (st == MC_OK && !resp)
         st = MC_ERR_INTERNAL;
     conn_reply(s, c, h, st, st == MC_OK ? resp : NULL);
     mc_rpc_arena_reset(&s->arena);
+}
+
+mc_status_t mc_rpc_server_reply(mc_rpc_server_t *s, uint64_t conn_id, uint16_t opcode,
+                                uint64_t req_id, mc_status_t status, const ProtobufCMessage *resp)
+{
+    for (size_t i = 0; i < s->n_all; i++) {
+        conn_t *c = s->all[i];
+        if (c->id != conn_id)
+            continue;
+        if (c->dead || c->closing)
+            return MC_ERR_RPC_FAIL;
+        mc_rpc_hdr_t h = {.opcode = opcode, .req_id = req_id};
+        conn_reply(s, c, &h, status, status == MC_OK ? resp : NULL);
+        return MC_OK;
+    }
+    return MC_ERR_RPC_FAIL;
 }
 
 /* Parses and dispatches every complete frame in c->in. */

@@ -54,6 +54,20 @@ typedef struct mc_rpc_server_opts {
     uint32_t max_conns;        /* 0 = 4096 */
 } mc_rpc_server_opts_t;
 
+/* Deferred replies (long polls). A handler that cannot answer yet returns MC_RPC_DEFERRED
+ * (no response is sent now, *resp_p is ignored); it keeps (call->conn_id, call->opcode,
+ * call->req_id) and later answers with mc_rpc_server_reply() from the loop thread (a handler,
+ * the cron, or a posted task). Other requests on the same connection are answered meanwhile,
+ * so answers may come out of order (clients match by req_id). The request and the call arena
+ * are NOT kept: copy what is needed before returning. */
+#define MC_RPC_DEFERRED ((mc_status_t)1)
+
+/* Loop thread only: sends the answer of a deferred call. resp (borrowed; packed before return)
+ * is the opcode's response message, or NULL with a non-MC_OK header status.
+ * MC_ERR_RPC_FAIL when the connection is gone (nothing to do: the caller forgets the call). */
+mc_status_t mc_rpc_server_reply(mc_rpc_server_t *srv, uint64_t conn_id, uint16_t opcode,
+                                uint64_t req_id, mc_status_t status, const ProtobufCMessage *resp);
+
 /* Binds and listens now (so the port is known before run). opts is copied. */
 mc_status_t mc_rpc_server_create(const mc_rpc_server_opts_t *opts, mc_rpc_server_t **srv_p);
 uint16_t mc_rpc_server_port(const mc_rpc_server_t *srv);
