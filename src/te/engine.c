@@ -12,6 +12,8 @@
 #include "common/log.h"
 #include "common/time.h"
 
+#include <jansson.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,11 +25,35 @@
 #define PORT_MIN 12300
 #define PORT_MAX 14300
 
-static const mc_te_transport_ops_t *const g_tp[MC_TE_TP_COUNT] = {&mc_te_tcp_ops, &mc_te_shm_ops};
+/* ucx hook-up: g_tp[MC_TE_TP_UCX] is NULL when UCX is not built (MC_HAVE_UCX). */
+#ifdef MC_HAVE_UCX
+#define UCX_OPS (&mc_te_ucx_ops)
+#else
+#define UCX_OPS NULL
+#endif
+static const mc_te_transport_ops_t *const g_tp[MC_TE_TP_COUNT] = {&mc_te_tcp_ops, &mc_te_shm_ops,
+                                                                  UCX_OPS};
 
 static void *tp_ctx(mc_te_t *te, int tp)
 {
-    return tp == MC_TE_TP_TCP ? te->tcp : te->shm;
+    return tp == MC_TE_TP_TCP ? te->tcp : tp == MC_TE_TP_SHM ? te->shm : te->ucx;
+}
+
+/* ucx hook-up: the descriptor has one transport_info object; shm and ucx use disjoint keys
+ * ("shm_*"/"slots" and "ucx_*"), merged here. Frees a and b; returns heap JSON or NULL. */
+static char *merge_info(char *a, char *b)
+{
+    if (!a || !b)
+        return a ? a : b;
+    json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
+    char *out = NULL;
+    if (json_is_object(ja) && json_is_object(jb) && json_object_update(ja, jb) == 0)
+        out = json_dumps(ja, JSON_COMPACT);
+    json_decref(ja);
+    json_decref(jb);
+    free(a);
+    free(b);
+    return out;
 }
 
 /* =================================== descriptor ======================================= */
@@ -74,6 +100,8 @@ static mc_status_t te_publish(mc_te_t *te)
     pthread_rwlock_unlock(&te->table.lock);
     if (te->shm && mc_te_shm_ops.transport_info)
         d.transport_info = mc_te_shm_ops.transport_info(te->shm);
+    if (te->ucx) /* ucx hook-up: worker address and packed rkeys */
+        d.transport_info = merge_info(d.transport_info, g_tp[MC_TE_TP_UCX]->transport_info(te->ucx));
     char *json = NULL;
     mc_status_t st = mc_segment_desc_to_json(&d, &json);
     mc_segment_desc_free(&d);
@@ -109,7 +137,12 @@ void mc_te_rdesc_put(mc_te_rdesc_t *r)
 
 static int choose_transport(mc_te_t *te, const mc_segment_desc_t *d)
 {
-    if (te->force_tcp || !te->shm || strcmp(te->protocol, "tcp") == 0)
+    if (te->force_tcp)
+        return MC_TE_TP_TCP;
+    /* ucx hook-up: te->ucx exists only with protocol "ucx" ("auto" never picks ucx) */
+    if (te->ucx && g_tp[MC_TE_TP_UCX]->can_reach(te->ucx, d))
+        return MC_TE_TP_UCX;
+    if (!te->shm || strcmp(te->protocol, "tcp") == 0)
         return MC_TE_TP_TCP;
     if (strcmp(d->host_id, te->host_id) != 0 || d->pid <= 0)
         return MC_TE_TP_TCP;
@@ -276,11 +309,17 @@ MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     if (!cfg || !te_p || !cfg->metadata_uri)
         return MC_ERR_INVALID_PARAMS;
     const char *proto = cfg->protocol && *cfg->protocol ? cfg->protocol : "auto";
-    if (strcmp(proto, "ucx") == 0 || strcmp(proto, "rdma") == 0) {
+#ifdef MC_HAVE_UCX
+    bool ucx_built = true;
+#else
+    bool ucx_built = false;
+#endif
+    if ((strcmp(proto, "ucx") == 0 && !ucx_built) || strcmp(proto, "rdma") == 0) {
         MC_LOG_ERROR("te: protocol %s is not built in", proto);
         return MC_ERR_NOT_SUPPORTED;
     }
-    if (strcmp(proto, "auto") && strcmp(proto, "tcp") && strcmp(proto, "shm")) {
+    if (strcmp(proto, "auto") && strcmp(proto, "tcp") && strcmp(proto, "shm") &&
+        strcmp(proto, "ucx")) {
         MC_LOG_ERROR("te: unknown protocol '%s'", proto);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -335,6 +374,15 @@ MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
         MC_LOG_WARN("te: shared-memory transport unavailable; using tcp only");
         te->shm = NULL;
     }
+    if (strcmp(te->protocol, "ucx") == 0 && g_tp[MC_TE_TP_UCX]) { /* ucx hook-up */
+        st = g_tp[MC_TE_TP_UCX]->init(te, &te->ucx);
+        if (st != MC_OK) {
+            te->ucx = NULL;
+            MC_LOG_ERROR("te: protocol ucx requested but UCX cannot start: %s",
+                         mc_status_name(st));
+            goto fail;
+        }
+    }
     pthread_mutex_lock(&te->reg_mu);
     st = te_publish(te);
     pthread_mutex_unlock(&te->reg_mu);
@@ -361,10 +409,14 @@ MC_API void mc_te_destroy(mc_te_t *te)
     }
     if (te->tcp)
         mc_te_tcp_ops.fini(te->tcp);
+    if (te->ucx) { /* ucx hook-up: ends its slices and drops its per-peer state itself */
+        g_tp[MC_TE_TP_UCX]->fini(te->ucx);
+        te->ucx = NULL;
+    }
     for (size_t i = 0; i < te->n_peers; i++) {
         mc_te_peer_t *p = te->peers[i];
         for (int k = 0; k < MC_TE_TP_COUNT; k++)
-            if (g_tp[k]->peer_free && tp_ctx(te, k))
+            if (g_tp[k] && g_tp[k]->peer_free && tp_ctx(te, k))
                 g_tp[k]->peer_free(tp_ctx(te, k), p);
         mc_te_rdesc_put(p->desc);
         pthread_mutex_destroy(&p->mu);
@@ -434,7 +486,11 @@ MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
         close(fd);
         return NULL;
     }
-    void *p = mmap(NULL, alen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    /* Populate writable now (see mc_pages_populate_write): MAP_POPULATE would only read-fault
+     * a shared mapping. */
+    void *p = mmap(NULL, alen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED && mc_pages_populate_write(p, alen) != 0)
+        madvise(p, alen, MADV_WILLNEED);
     if (p == MAP_FAILED) {
         MC_LOG_ERROR("te: mmap of %zu shareable bytes failed: %m", alen);
         close(fd);
@@ -527,8 +583,18 @@ MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const cha
     }
     pthread_mutex_unlock(&te->mu);
     pthread_mutex_lock(&te->reg_mu);
-    mc_status_t st = mc_te_table_insert(&te->table, b);
+    mc_status_t st = MC_OK;
+    /* ucx hook-up: map (and pack the rkey) before the buffer becomes visible */
+    if (te->ucx && (st = g_tp[MC_TE_TP_UCX]->on_register(te->ucx, b)) != MC_OK) {
+        pthread_mutex_unlock(&te->reg_mu);
+        MC_LOG_WARN("te: register %p+%zu: UCX cannot map it: %s", addr, len, mc_status_name(st));
+        free(b);
+        return st;
+    }
+    st = mc_te_table_insert(&te->table, b);
     if (st != MC_OK) {
+        if (te->ucx)
+            g_tp[MC_TE_TP_UCX]->on_unregister_done(te->ucx, b);
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: register %p+%zu refused: %s", addr, len, mc_status_name(st));
         free(b);
@@ -566,6 +632,8 @@ MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
     }
     if (shm_hooked)
         mc_te_shm_ops.on_unregister_done(te->shm, b);
+    if (te->ucx) /* ucx hook-up: ucp_mem_unmap, after the in-flight count drained above */
+        g_tp[MC_TE_TP_UCX]->on_unregister_done(te->ucx, b);
     mc_te_table_finish_remove(&te->table, b, true);
     st = te_publish(te);
     pthread_mutex_unlock(&te->reg_mu);
@@ -809,8 +877,8 @@ MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_bat
 static int cmp_slice_peer(const void *a, const void *b)
 {
     const mc_te_slice_t *x = *(mc_te_slice_t *const *)a, *y = *(mc_te_slice_t *const *)b;
-    uint64_t kx = ((uint64_t)x->req->peer->idx << 1) | (uint64_t)x->req->tp;
-    uint64_t ky = ((uint64_t)y->req->peer->idx << 1) | (uint64_t)y->req->tp;
+    uint64_t kx = ((uint64_t)x->req->peer->idx << 2) | (uint64_t)x->req->tp; /* tp < 4 */
+    uint64_t ky = ((uint64_t)y->req->peer->idx << 2) | (uint64_t)y->req->tp;
     if (kx != ky)
         return kx < ky ? -1 : 1;
     return x < y ? -1 : x > y; /* keep submission order (slices/requests are contiguous) */

@@ -128,7 +128,8 @@ typedef struct mc_te_rdesc {
 } mc_te_rdesc_t;
 void mc_te_rdesc_put(mc_te_rdesc_t *r);
 
-enum { MC_TE_TP_TCP = 0, MC_TE_TP_SHM = 1, MC_TE_TP_COUNT = 2 };
+/* MC_TE_TP_UCX: the optional ucx transport (ucx_transport.c, only with MC_HAVE_UCX). */
+enum { MC_TE_TP_TCP = 0, MC_TE_TP_SHM = 1, MC_TE_TP_UCX = 2, MC_TE_TP_COUNT = 3 };
 
 typedef struct mc_te_peer {
     mc_te_t *te;
@@ -192,6 +193,7 @@ struct mc_te {
 
     void *tcp;                      /* tcp transport context */
     void *shm;                      /* shm transport context (NULL if disabled) */
+    void *ucx;                      /* ucx transport context: only with protocol "ucx" */
     _Atomic int stopping;
 };
 

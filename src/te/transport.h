@@ -8,7 +8,8 @@
  * max_slice bytes; the transport calls mc_te_slice_done() exactly once per slice; the last
  * slice makes the request final (COMPLETED, or FAILED/TIMEOUT with the first error).
  *
- * Choice per peer (re-made whenever its descriptor is fetched): shm when protocol is
+ * Choice per peer (re-made whenever its descriptor is fetched): ucx when protocol is "ucx" and
+ * the peer publishes UCX information (never with "auto"); otherwise shm when protocol is
  * auto/shm, MC_FORCE_TCP is not 1, the peer's host_id equals ours and /proc/<pid> is
  * visible; tcp otherwise. A segment named like our own local name is served in-process
  * (memcpy under the local table's in-flight reference).
@@ -72,6 +73,11 @@ typedef struct mc_te_transport_ops {
 
 extern const mc_te_transport_ops_t mc_te_tcp_ops;
 extern const mc_te_transport_ops_t mc_te_shm_ops;
+#ifdef MC_HAVE_UCX
+/* Optional UCP RMA transport (ucx_transport.c; design in its file comment and in
+ * docs/internals/transfer-engine.md). Created only for protocol "ucx". */
+extern const mc_te_transport_ops_t mc_te_ucx_ops;
+#endif
 
 /* tcp extras used by the engine and by shm. */
 /* Fetch a peer's descriptor JSON with a GET_DESC frame (blocking, bounded by timeout_ms).

@@ -1,7 +1,7 @@
 /* Test helper: a transfer-engine target process.
  *
  *   te_peer [--name host[:port]] [--meta URI] [--buffers N] [--size BYTES] [--shareable]
- *           [--timeout MS] [--seed S]
+ *           [--timeout MS] [--seed S] [--protocol auto|tcp|shm|ucx]
  *
  * Registers N buffers of SIZE bytes filled with te_pattern(i, off, seed), then prints
  *   READY <name> <pid>
@@ -32,6 +32,7 @@ int main(int argc, char **argv)
     int shareable = 0;
     uint32_t timeout = 0;
     unsigned seed = 1;
+    const char *proto = NULL; /* --protocol ucx: publish UCX rkeys (tests/te/test_te_ucx.c) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--name") && i + 1 < argc)
             name = argv[++i];
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
             timeout = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--protocol") && i + 1 < argc)
+            proto = argv[++i];
         else if (!strcmp(argv[i], "--shareable"))
             shareable = 1;
         else {
@@ -55,7 +58,7 @@ int main(int argc, char **argv)
     if (nbuf == 0 || nbuf > 64 || size == 0)
         return 2;
     mc_te_config_t cfg = {.metadata_uri = meta, .local_server_name = name,
-                          .transfer_timeout_ms = timeout};
+                          .transfer_timeout_ms = timeout, .protocol = proto};
     mc_te_t *te;
     mc_status_t st = mc_te_create(&cfg, &te);
     if (st != MC_OK) {
