@@ -1,9 +1,9 @@
-/* mooncake_conductor: the conductor service, offline mode.
+/* mooncake_conductor: the conductor service.
  *
  * Reads JSON lines from --input (default stdin) and answers on stdout, one JSON line per
- * request. Until the master's event subscription stream exists, events arrive on the same
- * input (a master event dump, or a live pipe from a subscriber); the library API is the same
- * one the live subscriber will call (src/conductor/index.h).
+ * request. Events come either from the same input (offline mode: a master event dump or a
+ * pipe) or, with --master=host:port (live mode), from the master's event stream through a
+ * subscriber thread (src/conductor/subscriber.h); then event and resync lines are refused.
  *
  *   {"seq":N,"kind":"committed|evicted|removed|segment_lost","hash":H|"key":K,
  *    "size":B,"segment":S,"host":H,"tier":"local|pool|ssd"}          -> applied silently;
@@ -20,7 +20,9 @@
 #include "common/log.h"
 #include "conductor/index.h"
 #include "conductor/router.h"
+#include "conductor/subscriber.h"
 
+#include <pthread.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,8 @@ typedef struct svc {
     mc_conductor_bandwidth_t bw;
     uint64_t rng;
     uint64_t lines, errors;
+    pthread_mutex_t mu;        /* the index: this thread vs the subscriber thread */
+    mc_conductor_sub_t *sub;   /* live mode */
 } svc_t;
 
 static void reply(json_t *o)
@@ -179,6 +183,10 @@ static void handle_op(svc_t *sv, json_t *root, const char *op, uint64_t *hashes,
                         "remote_blocks", (int)r.est.remote_blocks, "ssd_blocks",
                         (int)r.est.ssd_blocks, "fetch_s", r.est.fetch_s, "prefill_s",
                         r.est.prefill_s, "ttft_s", r.est.ttft_s));
+    } else if (sv->sub && (strcmp(op, "resync_begin") == 0 || strcmp(op, "snapshot") == 0 ||
+                           strcmp(op, "resync_end") == 0)) {
+        reply_error(sv, "live mode: the index follows the master (--master)",
+                    MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
     } else if (strcmp(op, "resync_begin") == 0) {
         mc_conductor_index_resync_begin(sv->idx);
         reply(json_pack("{s:s,s:s}", "op", op, "state", "resyncing"));
@@ -210,8 +218,20 @@ static void handle_op(svc_t *sv, json_t *root, const char *op, uint64_t *hashes,
             reply(json_pack("{s:s,s:s}", "op", op, "state", "ok"));
     } else if (strcmp(op, "stats") == 0) {
         mc_conductor_index_get_stats(sv->idx, &st);
-        reply(json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "op", op,
-                        "state", mc_conductor_index_state_name(st.state), "blocks",
+        json_t *live = json_null();
+        if (sv->sub) {
+            mc_conductor_sub_stats_t ss;
+            mc_conductor_sub_get_stats(sv->sub, &ss);
+            live = json_pack("{s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "synced", ss.synced,
+                             "epoch", (json_int_t)ss.epoch, "next_seq", (json_int_t)ss.next_seq,
+                             "master_next_seq", (json_int_t)ss.master_next_seq, "polls",
+                             (json_int_t)ss.polls, "events", (json_int_t)ss.events, "gaps",
+                             (json_int_t)ss.gaps, "resyncs", (json_int_t)ss.resyncs,
+                             "resync_objects", (json_int_t)ss.resync_objects, "rpc_errors",
+                             (json_int_t)ss.rpc_errors);
+        }
+        reply(json_pack("{s:o,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "live",
+                        live, "op", op, "state", mc_conductor_index_state_name(st.state), "blocks",
                         (json_int_t)st.blocks, "holders", (json_int_t)st.holders, "segments",
                         (json_int_t)st.segments, "hosts", (json_int_t)st.hosts, "applied",
                         (json_int_t)st.events_applied, "duplicates",
@@ -226,14 +246,18 @@ static void handle_op(svc_t *sv, json_t *root, const char *op, uint64_t *hashes,
 
 int main(int argc, char **argv)
 {
-    const char *input = "-", *policy = "cache_aware_slo", *fetch = "cost", *log_level = "warn";
-    int64_t first_seq = 1, max_blocks = 64 << 20, max_line_bytes = 1 << 20, seed = 1;
+    const char *input = "-", *master = "", *policy = "cache_aware_slo", *fetch = "cost", *log_level = "warn";
+    int64_t poll_wait_ms = 500, first_seq = 1, max_blocks = 64 << 20, max_line_bytes = 1 << 20, seed = 1;
     double ttft_slo_s = 10, queue_budget_s = 5, net_gib_s = 20, local_gib_s = 25, ssd_gib_s = 3,
            params_b = 8.03, gpu_tflops = 312, mfu = 0.5;
     int64_t layers = 32, kv_heads = 8, q_heads = 32, head_dim = 128, block_tokens = 512;
     bool allow_degrade = false;
     mc_option_t opt[] = {
         {"input", MC_OPT_STRING, &input, NULL, "JSON-lines input file, '-' = stdin", 0, 0},
+        {"master", MC_OPT_STRING, &master, NULL,
+         "live mode: host:port of mooncake_master; follow its object events (PollEvents, resync "
+         "with ListObjects on a gap) instead of reading events from the input", 0, 0},
+        {"poll_wait_ms", MC_OPT_INT, &poll_wait_ms, NULL, "live mode: long-poll wait", 1, 1000},
         {"first_seq", MC_OPT_INT, &first_seq, NULL, "first event sequence number expected", 0, 9e18},
         {"max_blocks", MC_OPT_INT, &max_blocks, NULL, "cap on indexed blocks", 1, 4e9},
         {"max_line_bytes", MC_OPT_INT, &max_line_bytes, NULL, "longest accepted input line", 64, 1 << 26},
@@ -258,11 +282,14 @@ int main(int argc, char **argv)
     };
     mc_config_spec_t spec = {
         "mooncake_conductor",
-        "Conductor service (offline mode): consumes object events as JSON lines (the master's\n"
-        "event stream format), keeps the global prefix index and answers query/route/stats\n"
-        "requests on the same input. A gap in event sequence numbers marks the index stale\n"
+        "Conductor service: keeps the global prefix index (block hash -> segments/hosts) and\n"
+        "answers query/route/stats JSON lines on the input. Offline mode: object events arrive\n"
+        "as JSON lines on the same input; a gap in event sequence numbers marks the index stale\n"
         "(reported, queries refused or flagged) until resync_begin/snapshot/resync_end.\n"
-        "Format: docs/internals/conductor.md.",
+        "Live mode (--master=host:port): a thread follows the master's event stream; on a gap\n"
+        "(events no longer held, master restart) it resyncs from the master's object listing;\n"
+        "store keys map to block hashes (text after the last '/' as hex), host = the segment's\n"
+        "host label, tier pool. Format: docs/internals/conductor.md.",
         opt, sizeof(opt) / sizeof(opt[0])};
     int help;
     if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
@@ -301,6 +328,20 @@ int main(int argc, char **argv)
     icfg.max_blocks = (size_t)max_blocks;
     if (mc_conductor_index_create(&icfg, &sv.idx) != MC_OK)
         return 1;
+    pthread_mutex_init(&sv.mu, NULL);
+    if (master[0]) {
+        mc_conductor_sub_config_t scfg;
+        mc_conductor_sub_config_default(&scfg);
+        scfg.master_addr = master;
+        scfg.wait_ms = (uint32_t)poll_wait_ms;
+        mc_status_t st = mc_conductor_sub_create(&scfg, sv.idx, &sv.mu, &sv.sub);
+        if (st == MC_OK)
+            st = mc_conductor_sub_start(sv.sub);
+        if (st != MC_OK) {
+            fprintf(stderr, "mooncake_conductor: --master=%s: %s\n", master, mc_status_str(st));
+            return 2;
+        }
+    }
     FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "r");
     if (!in) {
         perror(input);
@@ -336,8 +377,12 @@ int main(int argc, char **argv)
             continue;
         }
         json_t *op = json_object_get(root, "op");
+        pthread_mutex_lock(&sv.mu);
         if (op && json_is_string(op)) {
             handle_op(&sv, root, json_string_value(op), hashes, hosts, px, cands);
+        } else if (sv.sub && json_object_get(root, "kind")) {
+            reply_error(&sv, "live mode: events come from the master (--master)",
+                        MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
         } else if (json_object_get(root, "kind")) {
             mc_conductor_event_t ev;
             mc_status_t rc = mc_conductor_event_parse_json(line, len, &ev, seg, host);
@@ -358,11 +403,14 @@ int main(int argc, char **argv)
         } else {
             reply_error(&sv, "neither an event nor an op", MC_ERR_PROTOCOL);
         }
+        pthread_mutex_unlock(&sv.mu);
         json_decref(root);
     }
     if (in != stdin)
         fclose(in);
+    mc_conductor_sub_destroy(sv.sub); /* stops the thread first */
     mc_conductor_index_destroy(sv.idx);
+    pthread_mutex_destroy(&sv.mu);
     free(hashes);
     free(hosts);
     free(px);
