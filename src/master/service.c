@@ -203,6 +203,8 @@ static char *render_metrics(mc_master_service_t *s)
     metric(&b, "master_wal_syncs_total", "counter", "WAL group commits", (double)m.wal_syncs);
     metric(&b, "master_wal_snapshots_total", "counter", "WAL snapshots written",
            (double)m.snapshots);
+    metric(&b, "master_object_events_total", "counter",
+           "Object events appended to the event log (= last event seq)", (double)m.events);
     for (uint16_t op = 0; op < MC_OP_MAX; op++) {
         const mc_rpc_op_info_t *info = mc_rpc_op_info(op);
         if (!info)
