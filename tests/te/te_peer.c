@@ -99,7 +99,7 @@ int main(int argc, char **argv)
             /* read through our own local segment: the copy synchronizes with the engine's
              * serving threads (in-flight references), so we see what they wrote */
             uint8_t *tmp = malloc(len ? len : 1);
-            mc_te_segment_t self;
+            mc_te_segment_t self = 0;
             int ok = tmp && mc_te_segment_open(te, mc_te_local_name(te), &self) == MC_OK;
             mc_te_request_t r = {MC_TE_READ, tmp, self, (uint64_t)(uintptr_t)(bufs[i] + off), len};
             ok = ok && (len == 0 || mc_te_transfer_sync(te, &r, 1, NULL) == MC_OK);
