@@ -182,7 +182,7 @@ int main(int argc, char **argv)
             break;
         case 1:
             fprintf(stderr, "soak: kill -STOP storage server %d for 2 s\n", victim);
-            kill(server_pid[victim], SIGSTOP);
+            mt_freeze(server_pid[victim], 5000);
             mc_sleep_ms(2000);
             kill(server_pid[victim], SIGCONT);
             break;

@@ -320,7 +320,7 @@ static void test_frozen_server_fails_over(void **state)
     mc_replicate_config_t cfg = {.replica_num = 2};
     assert_int_equal(mc_store_put(s, "frozen", &iv, 1, &cfg), MC_OK);
     for (int victim = 0; victim < 2; victim++) {
-        kill(servers[victim].pid, SIGSTOP);
+        assert_int_equal(mt_freeze(servers[victim].pid, 5000), 0);
         memset(out, 0, len);
         uint64_t t0 = mc_now_ms();
         int64_t rc = mc_store_get_into(s, "frozen", &io, 1);

@@ -3,6 +3,7 @@
 #include "common/net.h"
 #include "common/time.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -164,4 +165,47 @@ int mt_wait_log(const char *path, const char *needle, int timeout_ms)
     }
     free(buf);
     return rc;
+}
+
+/* 1 if every thread of pid is stopped ('T' or 't' in /proc/<pid>/task/<tid>/stat). */
+static int all_threads_stopped(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int all = 1, seen = 0;
+    struct dirent *de;
+    while (all && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[384], buf[512];
+        snprintf(path, sizeof(path), "%s/%s/stat", dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *rp = strrchr(buf, ')'); /* state follows "(comm) " */
+        seen = 1;
+        if (!rp || (rp[2] != 'T' && rp[2] != 't'))
+            all = 0;
+    }
+    closedir(d);
+    return seen && all;
+}
+
+int mt_freeze(pid_t pid, int timeout_ms)
+{
+    if (pid <= 0 || kill(pid, SIGSTOP) != 0)
+        return -1;
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    while (!all_threads_stopped(pid)) {
+        if (mc_now_ms() > deadline)
+            return -1;
+        mc_sleep_ms(2);
+    }
+    return 0;
 }

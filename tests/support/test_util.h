@@ -23,6 +23,10 @@ int mt_wait_http_ok(uint16_t port, const char *path, int timeout_ms);
 /* Poll a log file until `needle` appears in its first 64 KiB; 0 found, -1 timed out. */
 int mt_wait_log(const char *path, const char *needle, int timeout_ms);
 
+/* kill(pid, SIGSTOP) returns before the process is stopped: send it and wait until every
+ * thread of pid shows state 'T' in /proc (or timeout_ms passes). 0 stopped, -1 not. */
+int mt_freeze(pid_t pid, int timeout_ms);
+
 /* A fresh temp directory (mkdtemp under TMPDIR or /tmp) into out[len]; rm -rf by mt_rmdir. */
 int mt_tmpdir(char *out, size_t len);
 void mt_rmdir(const char *dir);

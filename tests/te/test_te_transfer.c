@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "te_harness.h"
+#include "support/test_util.h"
 
 #include "common/net.h"
 #include "te/tcp_frame.h"
@@ -375,7 +376,7 @@ static void test_kill9_reconnect(void **state)
     mc_te_xfer_status_t st;
     assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 4096, &st), MC_OK); /* connected */
     /* freeze it so that requests are surely in flight, then kill it */
-    kill(p.pid, SIGSTOP);
+    assert_int_equal(mt_freeze(p.pid, 5000), 0);
     enum { N = 8 };
     mc_te_request_t reqs[N];
     for (int i = 0; i < N; i++)
@@ -424,7 +425,7 @@ static void test_sigstop_timeout(void **state)
     mc_te_segment_t seg;
     assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
     uint8_t *lb = local_buf(4 * MiB);
-    kill(p.pid, SIGSTOP);
+    assert_int_equal(mt_freeze(p.pid, 5000), 0);
     mc_te_request_t reqs[4];
     for (int i = 0; i < 4; i++)
         reqs[i] = (mc_te_request_t){MC_TE_READ, lb + (size_t)i * MiB, seg,
@@ -461,7 +462,7 @@ static void test_shm_stopped_owner(void **state)
     assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
     uint8_t lb[4096];
     mc_te_xfer_status_t st;
-    kill(p.pid, SIGSTOP);
+    assert_int_equal(mt_freeze(p.pid, 5000), 0);
     assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 3, sizeof(lb), &st), MC_OK);
     assert_int_equal(te_pattern_check(lb, sizeof(lb), 0, 3, 1), -1);
     kill(p.pid, SIGCONT);

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "te_harness.h"
+#include "support/test_util.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -299,7 +300,7 @@ static void test_ucx_sigstop_timeout(void **state)
     mc_te_xfer_status_t st;
     assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 4 * MiB, &st), MC_OK);
     assert_int_equal(te_pattern_check(lb, 4 * MiB, 0, 0, 1), -1);
-    kill(p.pid, SIGSTOP);
+    assert_int_equal(mt_freeze(p.pid, 5000), 0);
     mc_te_request_t reqs[4];
     for (int i = 0; i < 4; i++)
         reqs[i] = (mc_te_request_t){i & 1 ? MC_TE_WRITE : MC_TE_READ, lb + (size_t)i * MiB, seg,
