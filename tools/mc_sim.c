@@ -28,7 +28,7 @@
 
 typedef struct opts {
     const char *trace, *experiment, *out_dir, *csv, *dtype, *policy, *fetch, *evict;
-    const char *rates, *capacities, *bandwidths, *policies, *log_level;
+    const char *rates, *capacities, *bandwidths, *policies, *log_level, *measured_store;
     int64_t max_requests, prefill, decode, local_blocks, pool_blocks, ssd_blocks, max_batch,
         degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens;
     double time_scale, params_b, gpu_tflops, mfu, hbm_gb_s, hbm_gb, local_gib_s, net_gib_s,
@@ -84,6 +84,12 @@ static int build_cfg(const opts_t *o, mc_conductor_sim_config_t *c)
     c->ignore_gaps = o->ignore_gaps;
     c->stale_hints = o->stale_hints;
     c->max_requests = (size_t)o->max_requests;
+    if (o->measured_store && *o->measured_store &&
+        mc_conductor_store_profile_load(o->measured_store, &c->store) != MC_OK) {
+        fprintf(stderr, "mc_sim: cannot use store profile %s (see the log line above)\n",
+                o->measured_store);
+        return -1;
+    }
     return 0;
 }
 
@@ -106,7 +112,10 @@ static void print_result(FILE *f, const char *label, const mc_conductor_sim_conf
             "\"handoff_net_gib\":%.1f,\"ssd_read_gib\":%.1f,\"ssd_write_gib\":%.1f,"
             "\"prefill_util\":%.4f,\"index_events\":%llu,\"index_events_lost\":%llu,"
             "\"index_gaps\":%llu,\"index_resyncs\":%llu,\"routes_while_stale\":%llu,"
-            "\"hint_overestimates\":%llu,\"hint_overestimate_blocks\":%llu}\n",
+            "\"hint_overestimates\":%llu,\"hint_overestimate_blocks\":%llu,"
+            "\"store\":\"%s\",\"pool_fetch_gib_s\":%.4f,\"pool_call_us\":%.1f,"
+            "\"store_exist_us\":%.1f,\"put_gib_s\":%.4f,\"put_call_us\":%.1f,"
+            "\"store_exist_s\":%.4f,\"writeback_s\":%.4f,\"writeback_gib\":%.1f}\n",
             label, mc_conductor_policy_name(c->router.policy),
             mc_conductor_fetch_name(c->router.fetch), mc_conductor_evict_name(c->evict),
             c->colocated, (long long)c->prefill, (long long)c->decode, c->time_scale,
@@ -126,7 +135,14 @@ static void print_result(FILE *f, const char *label, const mc_conductor_sim_conf
             (unsigned long long)r->index_events_lost, (unsigned long long)r->index_gaps,
             (unsigned long long)r->index_resyncs, (unsigned long long)r->routes_while_stale,
             (unsigned long long)r->hint_overestimates,
-            (unsigned long long)r->hint_overestimate_blocks);
+            (unsigned long long)r->hint_overestimate_blocks,
+            c->store.enabled ? "measured" : "model",
+            (c->store.enabled ? c->store.get_bw : c->bw.pool_bw) / GIB,
+            (c->store.enabled ? c->store.get_call_s : c->bw.latency_s) * 1e6,
+            c->store.enabled ? c->store.exist_s * 1e6 : 0.0,
+            c->store.enabled ? c->store.put_bw / GIB : 0.0,
+            c->store.enabled ? c->store.put_call_s * 1e6 : 0.0, r->store_exist_s, r->writeback_s,
+            r->writeback_bytes / GIB);
 }
 
 static const char *CSV_HEADER =
@@ -228,6 +244,7 @@ int main(int argc, char **argv)
         .hbm_gb = 80, .local_gib_s = 25, .net_gib_s = 20, .ssd_gib_s = 3, .handoff_gib_s = 20,
         .latency_us = 200, .ttft_slo_s = 10, .itl_slo_ms = 100, .queue_budget_s = 5,
         .event_loss = 0, .resync_s = 1, .log_level = "error", .cdf_rate = 1.5,
+        .measured_store = "",
     };
     mc_option_t opt[] = {
         {"trace", MC_OPT_STRING, &o.trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
@@ -278,6 +295,10 @@ int main(int argc, char **argv)
         {"policies", MC_OPT_STRING, &o.policies, NULL, "routing: policies to compare", 0, 0},
         {"capacities", MC_OPT_STRING, &o.capacities, NULL, "cache_sweep: capacities in blocks", 0, 0},
         {"bandwidths", MC_OPT_STRING, &o.bandwidths, NULL, "bandwidth_sweep: GiB/s list", 0, 0},
+        {"measured_store", MC_OPT_STRING, &o.measured_store, NULL,
+         "live mode: store profile from mc_store_replay --profile_out; pool fetch, write-back and "
+         "exist costs come from it (fixed per call + block bytes / measured bandwidth) instead of "
+         "--net_gib_s/--latency_us and free writes", 0, 0},
         {"log_level", MC_OPT_STRING, &o.log_level, "MC_LOG_LEVEL", "debug|info|warn|error|off (gap warnings are counted in the results)", 0, 0},
     };
     mc_config_spec_t spec = {

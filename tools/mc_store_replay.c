@@ -5,7 +5,10 @@
  * hash (a scaled-down KV block). Per request, like an inference engine with a prefix cache:
  * BatchExist on all blocks, fetch the longest present prefix (batch get, every byte checked
  * against the expected content), then put the remaining blocks (create-once).
- * Prints hit rate, throughput and latency percentiles; --json adds a JSON line.
+ * Prints hit rate, throughput and latency percentiles; --json adds a JSON line;
+ * --profile_out=FILE writes the measured-store profile that `mc_sim --measured_store=FILE` uses
+ * (per batch call: latency percentiles and mean, per block, and a least-squares fit
+ * latency = fixed + blocks * per_block; see docs/internals/simulator.md §7).
  * Exit status 1 if any byte read differs from what was written (must never happen). */
 #include "common/alloc.h"
 #include "common/config.h"
@@ -23,7 +26,8 @@
 #define REPLAY_MAX_BLOCKS 512 /* blocks per request taken from the trace (longer: truncated) */
 
 typedef struct lat_log {
-    uint64_t *us;
+    uint64_t *us;      /* per call, microseconds */
+    uint32_t *blocks;  /* blocks moved or asked by that call */
     size_t n, cap;
 } lat_log_t;
 
@@ -45,7 +49,7 @@ typedef struct replay {
     lat_log_t get_lat, put_lat, exist_lat;
 } replay_t;
 
-static void lat_push(lat_log_t *l, uint64_t us)
+static void lat_push(lat_log_t *l, uint64_t us, uint32_t blocks)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 1024;
@@ -53,8 +57,13 @@ static void lat_push(lat_log_t *l, uint64_t us)
         if (!n)
             return;
         l->us = n;
+        uint32_t *b = mc_realloc(l->blocks, cap * sizeof(*b));
+        if (!b)
+            return;
+        l->blocks = b;
         l->cap = cap;
     }
+    l->blocks[l->n] = blocks;
     l->us[l->n++] = us;
 }
 
@@ -140,7 +149,7 @@ static void *replay_worker(void *arg)
         blocks += n;
         uint64_t t = mc_now_ns();
         mc_store_batch_exists(rp->store, n, keys, res);
-        lat_push(&el, (mc_now_ns() - t) / 1000);
+        lat_push(&el, (mc_now_ns() - t) / 1000, (uint32_t)n);
         size_t prefix = 0;
         while (prefix < n && res[prefix] == 1)
             prefix++;
@@ -149,7 +158,7 @@ static void *replay_worker(void *arg)
         if (prefix) {
             t = mc_now_ns();
             mc_store_batch_get_into(rp->store, prefix, keys, piov, nparts, got);
-            lat_push(&gl, (mc_now_ns() - t) / 1000);
+            lat_push(&gl, (mc_now_ns() - t) / 1000, (uint32_t)prefix);
             /* Only a contiguous run of good blocks is a usable prefix. */
             while (fetched < prefix && got[fetched] == (int64_t)bb) {
                 if (!block_check((const uint64_t *)(buf + fetched * bb), bb, hs[fetched])) {
@@ -168,7 +177,7 @@ static void *replay_worker(void *arg)
             t = mc_now_ns();
             mc_store_batch_put(rp->store, n - fetched, keys + fetched, piov + fetched,
                                nparts + fetched, &cfg, false, res);
-            lat_push(&pl, (mc_now_ns() - t) / 1000);
+            lat_push(&pl, (mc_now_ns() - t) / 1000, (uint32_t)(n - fetched));
             for (size_t i = 0; i < n - fetched; i++) {
                 if (res[i] == MC_OK) {
                     wr += bb;
@@ -190,15 +199,18 @@ static void *replay_worker(void *arg)
     rp->bytes_written += wr;
     rp->wrong_blocks += wrong;
     for (size_t i = 0; i < gl.n; i++)
-        lat_push(&rp->get_lat, gl.us[i]);
+        lat_push(&rp->get_lat, gl.us[i], gl.blocks[i]);
     for (size_t i = 0; i < pl.n; i++)
-        lat_push(&rp->put_lat, pl.us[i]);
+        lat_push(&rp->put_lat, pl.us[i], pl.blocks[i]);
     for (size_t i = 0; i < el.n; i++)
-        lat_push(&rp->exist_lat, el.us[i]);
+        lat_push(&rp->exist_lat, el.us[i], el.blocks[i]);
     pthread_mutex_unlock(&rp->lock);
     mc_free(gl.us);
     mc_free(pl.us);
     mc_free(el.us);
+    mc_free(gl.blocks);
+    mc_free(pl.blocks);
+    mc_free(el.blocks);
     mc_pages_free(buf, REPLAY_MAX_BLOCKS * bb);
     mc_free(names);
     mc_free(keys);
@@ -210,10 +222,100 @@ static void *replay_worker(void *arg)
     return NULL;
 }
 
+static double pct_d(double *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    return v[(size_t)(p * (double)(n - 1) + 0.5)];
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One operation's entry of the profile: per call and per block latency statistics and the
+ * least-squares fit us = fixed_us + blocks * per_block_us over all calls. When the calls all
+ * moved the same number of blocks, or the fit gives a negative slope or intercept, it falls
+ * back to fixed_us = 0, per_block_us = total us / total blocks (pure bandwidth, stated in the
+ * "fit" field). gib_s = bytes moved / time spent inside these calls (one stream). */
+static void profile_op(FILE *f, const char *name, const lat_log_t *l, uint64_t block_bytes,
+                       int last)
+{
+    double *call = mc_calloc(l->n + 1, sizeof(double)), *blk = mc_calloc(l->n + 1, sizeof(double));
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    size_t m = 0;
+    for (size_t i = 0; i < l->n && call && blk; i++) {
+        if (!l->blocks[i])
+            continue;
+        double x = l->blocks[i], y = (double)l->us[i];
+        call[m] = y;
+        blk[m++] = y / x;
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+    }
+    double fixed = 0, per = sx > 0 ? sy / sx : 0, den = (double)m * sxx - sx * sx;
+    const char *fit = "bandwidth_only";
+    if (m >= 2 && den > 1e-9 * (double)m * sxx) {
+        double b = ((double)m * sxy - sx * sy) / den, a = (sy - b * sx) / (double)m;
+        if (b > 0 && a >= 0) {
+            fixed = a;
+            per = b;
+            fit = "least_squares";
+        }
+    }
+    if (m) {
+        qsort(call, m, sizeof(double), cmp_dbl);
+        qsort(blk, m, sizeof(double), cmp_dbl);
+    }
+    double gib = 1024.0 * 1024 * 1024;
+    fprintf(f,
+            "  \"%s\": {\"calls\": %zu, \"blocks\": %.0f, \"mean_us\": %.1f, \"p50_us\": %.1f, "
+            "\"p90_us\": %.1f, \"p99_us\": %.1f, \"per_block_mean_us\": %.2f, "
+            "\"per_block_p50_us\": %.2f, \"per_block_p90_us\": %.2f, \"per_block_p99_us\": %.2f, "
+            "\"fit\": \"%s\", \"fixed_us\": %.2f, \"per_block_us\": %.3f, \"gib_s\": %.4f}%s\n",
+            name, m, sx, m ? sy / (double)m : 0, pct_d(call, m, 0.5), pct_d(call, m, 0.9),
+            pct_d(call, m, 0.99), sx > 0 ? sy / sx : 0, pct_d(blk, m, 0.5), pct_d(blk, m, 0.9),
+            pct_d(blk, m, 0.99), fit, fixed, per,
+            sy > 0 ? sx * (double)block_bytes / gib / (sy * 1e-6) : 0, last ? "" : ",");
+    mc_free(call);
+    mc_free(blk);
+}
+
+static int profile_write(const char *path, const replay_t *rp, double secs)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "mc_store_replay: cannot write %s\n", path);
+        return -1;
+    }
+    const char *ft = getenv("MC_FORCE_TCP");
+    double gib = 1024.0 * 1024 * 1024;
+    fprintf(f,
+            "{\"profile\": \"mc_store\", \"version\": 1,\n"
+            "  \"transport\": \"%s\", \"block_bytes\": %llu, \"requests\": %zu, \"threads\": %u,\n"
+            "  \"replicas\": %u, \"seconds\": %.3f, \"blocks\": %llu, \"prefix_hit_ratio\": %.4f,\n"
+            "  \"read_gib_s\": %.4f, \"write_gib_s\": %.4f, \"put_fail\": %llu, \"wrong_blocks\": %llu,\n",
+            ft && strcmp(ft, "1") == 0 ? "tcp" : "auto", (unsigned long long)rp->block_bytes,
+            rp->n_reqs, rp->threads, rp->replicas, secs, (unsigned long long)rp->blocks,
+            rp->blocks ? (double)rp->prefix_hits / (double)rp->blocks : 0,
+            (double)rp->bytes_read / gib / secs, (double)rp->bytes_written / gib / secs,
+            (unsigned long long)rp->put_fail, (unsigned long long)rp->wrong_blocks);
+    profile_op(f, "exist", &rp->exist_lat, rp->block_bytes, 0);
+    profile_op(f, "get", &rp->get_lat, rp->block_bytes, 0);
+    profile_op(f, "put", &rp->put_lat, rp->block_bytes, 1);
+    fprintf(f, "}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     const char *trace_path = "../shared/traces/conversation_trace.jsonl", *master = "127.0.0.1:50051",
-               *metadata = "P2PHANDSHAKE", *ns = "demo-model@tp0@bf16", *hostname = "127.0.0.1";
+               *metadata = "P2PHANDSHAKE", *ns = "demo-model@tp0@bf16", *hostname = "127.0.0.1",
+               *profile_out = "";
     int64_t requests = 300, threads = 2, replicas = 1;
     uint64_t block_bytes = 256 * 1024, segment = 0;
     double time_scale = 0;
@@ -231,6 +333,7 @@ int main(int argc, char **argv)
         {"global_segment_size", MC_OPT_SIZE, &segment, NULL, "memory this client contributes", 0, 1ull << 40},
         {"time_scale", MC_OPT_DOUBLE, &time_scale, NULL, "replay speed-up vs trace timestamps (0 = closed loop)", 0, 1e9},
         {"json", MC_OPT_BOOL, &json, NULL, "also print a JSON line", 0, 0},
+        {"profile_out", MC_OPT_STRING, &profile_out, NULL, "write the measured-store profile (JSON) for mc_sim --measured_store", 0, 0},
     };
     mc_config_spec_t spec = {"mc_store_replay",
                              "Replays a FAST'25 trace as KV-block put/get against a running store.",
@@ -274,6 +377,17 @@ int main(int argc, char **argv)
         pthread_join(tids[i], NULL);
     double secs = (double)(mc_now_ns() - t0) / 1e9;
     mc_free(tids);
+    /* the profile pairs each call's latency with its block count: write it before sorting */
+    int prc = 0;
+    if (profile_out && *profile_out) {
+        if (!rp.get_lat.n || !rp.put_lat.n) {
+            fprintf(stderr, "mc_store_replay: no batch get or put measured, no profile written "
+                            "(replay more requests)\n");
+            prc = 1;
+        } else if (profile_write(profile_out, &rp, secs) != 0) {
+            prc = 1;
+        }
+    }
     qsort(rp.get_lat.us, rp.get_lat.n, sizeof(uint64_t), cmp_u64);
     qsort(rp.put_lat.us, rp.put_lat.n, sizeof(uint64_t), cmp_u64);
     qsort(rp.exist_lat.us, rp.exist_lat.n, sizeof(uint64_t), cmp_u64);
@@ -312,5 +426,8 @@ int main(int argc, char **argv)
     mc_free(rp.get_lat.us);
     mc_free(rp.put_lat.us);
     mc_free(rp.exist_lat.us);
-    return rp.wrong_blocks ? 1 : 0;
+    mc_free(rp.get_lat.blocks);
+    mc_free(rp.put_lat.blocks);
+    mc_free(rp.exist_lat.blocks);
+    return rp.wrong_blocks || prc ? 1 : 0;
 }

@@ -321,7 +321,7 @@ int main(int argc, char **argv)
     sv.model.params = params_b * 1e9;
     sv.model.gpu_tflops = gpu_tflops;
     sv.model.mfu = mfu;
-    sv.bw = (mc_conductor_bandwidth_t){local_gib_s * GIB, net_gib_s * GIB, ssd_gib_s * GIB, 2e-4};
+    sv.bw = (mc_conductor_bandwidth_t){local_gib_s * GIB, net_gib_s * GIB, ssd_gib_s * GIB, 2e-4, 0};
     mc_conductor_index_config_t icfg;
     mc_conductor_index_config_default(&icfg);
     icfg.first_seq = (uint64_t)first_seq;

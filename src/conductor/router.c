@@ -70,7 +70,8 @@ static void eval_depth(const mc_conductor_model_t *m, const mc_conductor_bandwid
     e->reuse_tokens = reuse;
     e->new_tokens = fresh;
     e->fetch_s = mc_conductor_transfer_s(loc * bb, bw->local_bw, 0) +
-                 mc_conductor_transfer_s(e->remote_blocks * bb, bw->pool_bw, bw->latency_s) +
+                 mc_conductor_transfer_s(e->remote_blocks * bb, bw->pool_bw,
+                                         bw->pool_call_s > 0 ? bw->pool_call_s : bw->latency_s) +
                  mc_conductor_transfer_s(e->ssd_blocks * bb, bw->ssd_bw, bw->latency_s);
     e->prefill_s = mc_conductor_prefill_s(m, fresh, reuse);
 }

@@ -55,6 +55,8 @@ typedef struct mc_conductor_router_config {
 typedef struct mc_conductor_bandwidth {
     double local_bw, pool_bw, ssd_bw; /* bytes/s: own host memory, remote DRAM, SSD tier */
     double latency_s;                 /* per fetch (remote) */
+    double pool_call_s;               /* > 0: fixed cost of one remote pool fetch instead of
+                                         latency_s (measured store profile); 0: latency_s */
 } mc_conductor_bandwidth_t;
 
 typedef struct mc_conductor_candidate {

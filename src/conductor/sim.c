@@ -40,7 +40,7 @@ void mc_conductor_sim_config_default(mc_conductor_sim_config_t *c)
 }
 
 enum { EV_ARRIVAL = 0, EV_INST_DONE = 1, EV_HANDOFF = 2, EV_RESYNC = 3 };
-enum { RUN_IDLE = 0, RUN_PREFILL = 1, RUN_DECODE = 2 };
+enum { RUN_IDLE = 0, RUN_PREFILL = 1, RUN_DECODE = 2, RUN_WRITEBACK = 3 };
 
 typedef struct sim_ev {
     double t;
@@ -82,6 +82,7 @@ typedef struct sim_inst {
 
 typedef struct sim {
     const mc_conductor_sim_config_t *cfg;
+    mc_conductor_bandwidth_t bw; /* cfg->bw, with the pool terms of a measured store profile */
     const mc_conductor_trace_t *trace;
     mc_conductor_sim_result_t *res;
     sim_req_t *reqs;
@@ -238,6 +239,21 @@ static void do_resync(sim_t *s)
 }
 
 /* ---- helpers ---- */
+/* Measured store: every request asks the pool which of its blocks exist (one batch exist). */
+static double store_exist_s(const sim_t *s)
+{
+    return s->cfg->store.enabled && s->cfg->pool_blocks > 0 ? s->cfg->store.exist_s : 0;
+}
+
+static void pool_insert_blocks(sim_t *s, int i, const sim_req_t *rq)
+{
+    const uint64_t *b = mc_conductor_trace_req_blocks(s->trace, rq->r);
+    for (uint32_t j = 0; j < rq->r->n_blocks; j++)
+        if (mc_conductor_cache_insert(&s->pool, b[j], (uint32_t)i))
+            emit(s, MC_CONDUCTOR_EV_COMMITTED, b[j], s->inst[i].seg_pool, s->host_names[i],
+                 MC_CONDUCTOR_TIER_POOL);
+}
+
 static int index_stale(const sim_t *s)
 {
     mc_conductor_index_stats_t st;
@@ -289,8 +305,11 @@ static void start_prefill(sim_t *s, int i)
     const uint64_t *b = mc_conductor_trace_req_blocks(s->trace, rq->r);
     mc_conductor_candidate_t c = {(uint32_t)i, 0, 0, real_prefix(s, i, b, rq->r->n_blocks)};
     mc_conductor_estimate_t e;
-    mc_conductor_estimate(&s->cfg->model, &s->cfg->bw, s->cfg->router.fetch, rq->r->input_tokens,
+    mc_conductor_estimate(&s->cfg->model, &s->bw, s->cfg->router.fetch, rq->r->input_tokens,
                           &c, &e);
+    double exist_s = store_exist_s(s);
+    e.fetch_s += exist_s;
+    s->res->store_exist_s += exist_s;
     rq->real_any = c.prefix.any;
     if (rq->idx_any > c.prefix.any) {
         s->res->hint_overestimates++;
@@ -432,13 +451,32 @@ static void prefill_done(sim_t *s, int i)
     in->running = RUN_IDLE;
     rq->end_prefill = s->now;
     const uint64_t *b = mc_conductor_trace_req_blocks(s->trace, rq->r);
+    uint32_t new_in_pool = 0;
     for (uint32_t j = 0; j < rq->r->n_blocks; j++) {
         if (mc_conductor_cache_insert(&in->local, b[j], (uint32_t)i))
             emit(s, MC_CONDUCTOR_EV_COMMITTED, b[j], in->seg_local, s->host_names[i],
                  MC_CONDUCTOR_TIER_LOCAL);
-        if (s->cfg->pool_blocks > 0 && mc_conductor_cache_insert(&s->pool, b[j], (uint32_t)i))
-            emit(s, MC_CONDUCTOR_EV_COMMITTED, b[j], in->seg_pool, s->host_names[i],
-                 MC_CONDUCTOR_TIER_POOL);
+        if (s->cfg->pool_blocks > 0 && !mc_conductor_cache_lookup(&s->pool, b[j], 0, NULL))
+            new_in_pool++;
+    }
+    if (s->cfg->pool_blocks > 0) {
+        if (s->cfg->store.enabled && new_in_pool > 0) {
+            /* measured store: the instance writes the new blocks back with one batch put and
+             * is busy until it completes; the blocks become visible in the pool (and to the
+             * index) only then. The hand-off below runs concurrently. */
+            const mc_conductor_store_cost_t *sc = &s->cfg->store;
+            double bytes = (double)new_in_pool * s->block_bytes;
+            double wb = mc_conductor_store_call_s(sc->put_call_s, sc->put_bw, bytes);
+            s->res->writeback_s += wb;
+            s->res->writeback_bytes += bytes;
+            s->res->prefill_busy_s += wb;
+            in->running = RUN_WRITEBACK;
+            in->running_req = q;
+            in->busy_until = s->now + wb;
+            ev_push(s, in->busy_until, EV_INST_DONE, i);
+        } else {
+            pool_insert_blocks(s, i, rq);
+        }
     }
     if (s->cfg->colocated) {
         rq->first_token = s->now;
@@ -451,6 +489,13 @@ static void prefill_done(sim_t *s, int i)
         ev_push(s, s->now + mc_conductor_transfer_s(bytes, s->cfg->handoff_bw, s->cfg->bw.latency_s),
                 EV_HANDOFF, q);
     }
+}
+
+static void writeback_done(sim_t *s, int i)
+{
+    sim_inst_t *in = &s->inst[i];
+    in->running = RUN_IDLE;
+    pool_insert_blocks(s, i, &s->reqs[in->running_req]);
 }
 
 static void decode_step_done(sim_t *s, int d)
@@ -525,7 +570,7 @@ static void arrival(sim_t *s, int q)
         s->cands[c].prefix = s->prefixes[c];
     }
     mc_conductor_route_t rt;
-    mc_conductor_route(&cfg->router, &cfg->model, &cfg->bw, rq->r->input_tokens, s->cands,
+    mc_conductor_route(&cfg->router, &cfg->model, &s->bw, rq->r->input_tokens, s->cands,
                        (size_t)n, decode_ok(s, rq->kv_need, rq->r->input_tokens), &s->rng, &rt);
     rq->decision = rt.decision;
     if (rt.decision == MC_CONDUCTOR_REJECT) {
@@ -544,7 +589,7 @@ static void arrival(sim_t *s, int q)
     int i = (int)rt.chosen;
     rq->inst = i;
     rq->idx_any = s->prefixes[i].any;
-    rq->pred_service = rt.est.fetch_s + rt.est.prefill_s;
+    rq->pred_service = rt.est.fetch_s + rt.est.prefill_s + store_exist_s(s);
     sim_inst_t *in = &s->inst[i];
     in->backlog += rq->pred_service;
     rq->next = NONE;
@@ -597,6 +642,12 @@ static mc_status_t check_cfg(const mc_conductor_sim_config_t *c)
              c->degrade_output_tokens >= 1 && c->event_loss >= 0 && c->event_loss <= 1 &&
              c->resync_s >= 0 && c->local_blocks < (1LL << 32) && c->pool_blocks < (1LL << 32) &&
              c->ssd_blocks < (1LL << 32);
+    if (ok && c->store.enabled) {
+        const mc_conductor_store_cost_t *st = &c->store;
+        ok = isfinite(st->exist_s) && st->exist_s >= 0 && isfinite(st->get_call_s) &&
+             st->get_call_s >= 0 && isfinite(st->put_call_s) && st->put_call_s >= 0 &&
+             isfinite(st->get_bw) && st->get_bw > 0 && isfinite(st->put_bw) && st->put_bw > 0;
+    }
     if (!ok) {
         MC_LOG_ERROR("sim: configuration out of range");
         return MC_ERR_INVALID_PARAMS;
@@ -616,6 +667,12 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
     if (!s)
         return MC_ERR_NO_MEMORY;
     s->cfg = cfg;
+    s->bw = cfg->bw;
+    if (cfg->store.enabled) {
+        s->bw.pool_bw = cfg->store.get_bw;
+        /* > 0 marks the measured fixed cost (router.h); a measured 0 becomes 1 ns */
+        s->bw.pool_call_s = cfg->store.get_call_s > 0 ? cfg->store.get_call_s : 1e-9;
+    }
     s->trace = trace;
     s->res = res;
     s->rng = cfg->seed;
@@ -702,6 +759,8 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
                 prefill_done(s, e.a);
             else if (in->running == RUN_DECODE)
                 decode_step_done(s, e.a);
+            else if (in->running == RUN_WRITEBACK)
+                writeback_done(s, e.a);
             next_activity(s, e.a);
             break;
         }

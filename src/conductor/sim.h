@@ -10,6 +10,7 @@
 #include "conductor/cache.h"
 #include "conductor/cost.h"
 #include "conductor/router.h"
+#include "conductor/store_profile.h"
 #include "conductor/trace.h"
 #include "mooncake/status.h"
 
@@ -38,6 +39,9 @@ typedef struct mc_conductor_sim_config {
     int stale_hints;              /* while stale (gap seen, resync pending) still route on the
                                      flagged stale answers instead of going cache-blind */
     size_t max_requests;          /* 0 = whole trace */
+    mc_conductor_store_cost_t store; /* enabled: live mode, pool fetch / write-back / exist
+                                        costs from a measured store profile (store_profile.h)
+                                        instead of bw.pool_bw + bw.latency_s and free writes */
 } mc_conductor_sim_config_t;
 
 typedef struct mc_conductor_sim_result {
@@ -56,6 +60,7 @@ typedef struct mc_conductor_sim_result {
     double prefill_flops, prefill_flops_nocache, compute_saved;
     double fetch_net_bytes, handoff_net_bytes, ssd_read_bytes, ssd_write_bytes;
     double prefill_busy_s, decode_busy_s, prefill_util;
+    double store_exist_s, writeback_s, writeback_bytes; /* measured store only */
     uint64_t index_events, index_events_lost, index_gaps, index_resyncs;
     uint64_t routes_while_stale, hint_overestimates, hint_overestimate_blocks;
 } mc_conductor_sim_result_t;

@@ -1,7 +1,8 @@
 /* Simulator and router invariants: requests are conserved under every policy and mode, the
  * same seed gives the same output, replayed hit ratios never beat Belady's optimum, the
  * simulator's hit ratio stays under the unbounded-cache bound (and under Belady for the same
- * pool size), caches behave as specified, and the router's decisions on hand-made cases. */
+ * pool size), caches behave as specified, the router's decisions on hand-made cases, and the
+ * live mode's measured-store cost path (and its profile reader). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -255,7 +256,7 @@ static void test_router_cases(void **state)
 {
     mc_conductor_model_t m;
     mc_conductor_model_default(&m);
-    mc_conductor_bandwidth_t bw = {25.0 * (1 << 30), 20.0 * (1 << 30), 3.0 * (1 << 30), 0};
+    mc_conductor_bandwidth_t bw = {25.0 * (1 << 30), 20.0 * (1 << 30), 3.0 * (1 << 30), 0, 0};
     mc_conductor_router_config_t cfg;
     mc_conductor_router_config_default(&cfg);
     cfg.policy = MC_CONDUCTOR_POLICY_CACHE_AWARE;
@@ -352,6 +353,128 @@ static void test_cost_model(void **state)
     assert_int_equal(mc_conductor_sim_run(trace, &c, &r, NULL), MC_ERR_INVALID_PARAMS);
 }
 
+/* Live mode: the measured-store path is the one used. A slower measured store gives a higher
+ * simulated TTFT (through fetches when fetching is forced, through write-backs otherwise), the
+ * write-back is charged only with a measured store, and a measured profile equal to the model's
+ * terms (free writes, no exist call) reproduces the modelled run exactly. */
+static void store_cost(mc_conductor_store_cost_t *sc, double call_s, double gib_s, double put_gib_s)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->enabled = 1;
+    sc->exist_s = 100e-6;
+    sc->get_call_s = call_s;
+    sc->get_bw = gib_s * (1 << 30);
+    sc->put_call_s = call_s;
+    sc->put_bw = put_gib_s * (1 << 30);
+    sc->measured_block_bytes = 262144;
+}
+
+static void test_sim_measured_store(void **state)
+{
+    mc_conductor_sim_config_t c;
+    base_cfg(&c);
+    c.max_requests = 1000;
+    c.router.fetch = MC_CONDUCTOR_FETCH_ALWAYS; /* every cached prefix is fetched from the pool */
+    mc_conductor_sim_result_t model, fast, slow, same;
+    assert_int_equal(mc_conductor_sim_run(trace, &c, &model, NULL), MC_OK);
+    assert_true(model.writeback_s == 0 && model.store_exist_s == 0);
+    assert_true(model.remote_reuse_blocks > 0);
+
+    /* fetch only: writes (nearly) free */
+    store_cost(&c.store, 200e-6, 20, 1e9);
+    c.store.put_call_s = 0;
+    assert_int_equal(mc_conductor_sim_run(trace, &c, &fast, NULL), MC_OK);
+    store_cost(&c.store, 5e-3, 0.5, 1e9);
+    c.store.put_call_s = 0;
+    assert_int_equal(mc_conductor_sim_run(trace, &c, &slow, NULL), MC_OK);
+    assert_int_equal(fast.completed + fast.rejected, fast.requests);
+    assert_int_equal(slow.completed + slow.rejected, slow.requests);
+    assert_true(fast.store_exist_s > 0);
+    assert_true(slow.ttft_mean > fast.ttft_mean * 1.05);
+    assert_true(slow.prefill_busy_s > fast.prefill_busy_s);
+
+    /* write-back only: same fetch terms, slower puts -> more busy time and higher TTFT */
+    c.router.fetch = MC_CONDUCTOR_FETCH_COST;
+    store_cost(&c.store, 200e-6, 20, 20);
+    assert_int_equal(mc_conductor_sim_run(trace, &c, &fast, NULL), MC_OK);
+    store_cost(&c.store, 200e-6, 20, 0.25);
+    assert_int_equal(mc_conductor_sim_run(trace, &c, &slow, NULL), MC_OK);
+    assert_true(fast.writeback_s > 0 && fast.writeback_bytes > 0);
+    assert_true(slow.writeback_s > fast.writeback_s * 10);
+    assert_true(slow.ttft_mean > fast.ttft_mean);
+    assert_int_equal(slow.completed + slow.rejected, slow.requests);
+
+    /* the measured path with the model's own terms reproduces the modelled run */
+    c.router.fetch = MC_CONDUCTOR_FETCH_ALWAYS;
+    store_cost(&c.store, c.bw.latency_s, c.bw.pool_bw / (1 << 30), 1e9);
+    c.store.exist_s = 0;
+    c.store.put_call_s = 0;
+    c.store.put_bw = 1e300;
+    assert_int_equal(mc_conductor_sim_run(trace, &c, &same, NULL), MC_OK);
+    assert_int_equal(same.remote_reuse_blocks, model.remote_reuse_blocks);
+    assert_true(fabs(same.ttft_mean - model.ttft_mean) < 1e-6 * (1 + model.ttft_mean));
+
+    /* invalid measured terms are refused */
+    c.store.get_bw = 0;
+    assert_int_equal(mc_conductor_sim_run(trace, &c, &same, NULL), MC_ERR_INVALID_PARAMS);
+}
+
+static char *write_tmp(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof(path), "/tmp/mc_profile_testXXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void test_store_profile_load(void **state)
+{
+    const char *good =
+        "{\"profile\": \"mc_store\", \"version\": 1, \"block_bytes\": 262144,\n"
+        " \"exist\": {\"calls\": 10, \"fixed_us\": 50, \"per_block_us\": 2},\n"
+        " \"get\": {\"calls\": 10, \"fixed_us\": 300, \"per_block_us\": 256},\n"
+        " \"put\": {\"calls\": 10, \"fixed_us\": 1000, \"per_block_us\": 512}}\n";
+    char *p = write_tmp(good);
+    mc_conductor_store_cost_t sc;
+    assert_int_equal(mc_conductor_store_profile_load(p, &sc), MC_OK);
+    unlink(p);
+    assert_int_equal(sc.enabled, 1);
+    assert_true(fabs(sc.exist_s - 50e-6) < 1e-12);
+    assert_true(fabs(sc.get_call_s - 300e-6) < 1e-12);
+    assert_true(fabs(sc.get_bw - 262144 / 256e-6) < 1); /* 1 GiB/s... per 256 KiB in 256 us */
+    assert_true(fabs(sc.put_bw - 262144 / 512e-6) < 1);
+    /* scaling rule: 64 MiB block fetch = fixed + bytes / bandwidth */
+    double t = mc_conductor_store_call_s(sc.get_call_s, sc.get_bw, 64.0 * (1 << 20));
+    assert_true(fabs(t - (300e-6 + 256 * 256e-6)) < 1e-9);
+    const char *bad[] = {
+        "not json",
+        "[1,2]",
+        "{\"profile\": \"other\", \"block_bytes\": 4096}",
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1},"
+        " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 0},"
+        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": -1},"
+        " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1},"
+        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1},"
+        " \"get\": {\"calls\": 1, \"fixed_us\": \"x\", \"per_block_us\": 1},"
+        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1},"
+        " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        p = write_tmp(bad[i]);
+        assert_int_equal(mc_conductor_store_profile_load(p, &sc), MC_ERR_INVALID_PARAMS);
+        unlink(p);
+    }
+    assert_int_equal(mc_conductor_store_profile_load("/nonexistent/profile.json", &sc),
+                     MC_ERR_FILE_OPEN_FAIL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +484,8 @@ int main(void)
         cmocka_unit_test(test_sim_conservation_all_modes),
         cmocka_unit_test(test_sim_deterministic),
         cmocka_unit_test(test_hit_ratio_bounds),
+        cmocka_unit_test(test_sim_measured_store),
+        cmocka_unit_test(test_store_profile_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Live mode (issue 5 §2): the trace drives a real store, and the measured store latencies replace
+# the simulator's bandwidth model.
+#   1. per transport (shm: same-host peers use shared memory, the default on loopback; tcp:
+#      MC_FORCE_TCP=1), start a master + 2 storage servers on free loopback ports;
+#   2. mc_store_replay replays the first REQUESTS requests of the trace as KV-block
+#      exist/get/put with BLOCK_BYTES blocks and writes the measured-store profile;
+#   3. mc_sim replays the same requests with --measured_store=<profile> and with the modelled
+#      store (--net_gib_s/--latency_us), and both results are printed.
+# Every process is stopped by PID (trap). About 20-60 s with the defaults.
+#
+# Usage: scripts/live_replay.sh [BIN_DIR]   (default: $MC_BIN_DIR, else build/bin)
+# Env:   TRACE, REQUESTS (300), BLOCK_BYTES (256KiB), SEGMENT (512MB per storage server),
+#        THREADS (2), TRANSPORTS ("shm tcp"), SIM_FLAGS (extra mc_sim flags),
+#        OUT_DIR (keep profiles and results there; default: a temp dir, removed)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
+TRACE=${TRACE:-$ROOT/../shared/traces/conversation_trace.jsonl}
+REQUESTS=${REQUESTS:-300}
+BLOCK_BYTES=${BLOCK_BYTES:-256KiB}
+SEGMENT=${SEGMENT:-512MB}
+THREADS=${THREADS:-2}
+TRANSPORTS=${TRANSPORTS:-shm tcp}
+SIM_FLAGS=${SIM_FLAGS:-}
+for t in mooncake_master mooncake_client mc_store_replay mc_sim; do
+  [ -x "$BIN/$t" ] || { echo "live_replay: $BIN/$t missing" >&2; exit 1; }
+done
+[ -r "$TRACE" ] || { echo "live_replay: trace $TRACE not readable" >&2; exit 1; }
+work=$(mktemp -d /tmp/mc_live.XXXXXX)
+OUT=${OUT_DIR:-$work/out}
+mkdir -p "$OUT"
+pids=()
+stop_all() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+cleanup() { stop_all; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_for() { # file pattern seconds pid: poll the log until pattern, fail early if pid died
+  local deadline=$((SECONDS + $3))
+  while [ $SECONDS -lt $deadline ]; do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$4" 2>/dev/null || { echo "live_replay: process $4 exited; log:" >&2; cat "$1" >&2; return 1; }
+    sleep 0.05
+  done
+  echo "live_replay: timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
+}
+
+for tr in $TRANSPORTS; do
+  case $tr in
+    tcp) force=1 ;;
+    shm) force=0 ;;
+    *) echo "live_replay: unknown transport $tr (shm|tcp)" >&2; exit 2 ;;
+  esac
+  port=$(free_port)
+  MC_FORCE_TCP=$force "$BIN/mooncake_master" --port="$port" --metrics_port=0 \
+    --wal_dir="$work/wal_$tr" --log_level=warn >"$work/master_$tr.log" 2>&1 &
+  pids+=($!)
+  wait_for "$work/master_$tr.log" "listening" 10 $!
+  for i in 1 2; do
+    MC_FORCE_TCP=$force "$BIN/mooncake_client" --master_server_address="127.0.0.1:$port" \
+      --global_segment_size="$SEGMENT" --host_label="host$i" --log_level=warn \
+      >"$work/server${i}_$tr.log" 2>&1 &
+    pids+=($!)
+    wait_for "$work/server${i}_$tr.log" "ready" 10 $!
+  done
+  echo "== live replay, transport $tr: master 127.0.0.1:$port, 2 storage servers x $SEGMENT," \
+       "$REQUESTS requests, blocks of $BLOCK_BYTES, $THREADS threads"
+  MC_FORCE_TCP=$force "$BIN/mc_store_replay" --trace="$TRACE" --master_server_address="127.0.0.1:$port" \
+    --requests="$REQUESTS" --block_bytes="$BLOCK_BYTES" --threads="$THREADS" \
+    --profile_out="$OUT/store_profile_$tr.json" --json | tee "$OUT/replay_$tr.txt"
+  stop_all
+  echo "== measured store profile ($OUT/store_profile_$tr.json)"
+  cat "$OUT/store_profile_$tr.json"
+  # shellcheck disable=SC2086
+  "$BIN/mc_sim" --trace="$TRACE" --max_requests="$REQUESTS" $SIM_FLAGS \
+    --measured_store="$OUT/store_profile_$tr.json" >"$OUT/sim_measured_$tr.json"
+done
+# shellcheck disable=SC2086
+"$BIN/mc_sim" --trace="$TRACE" --max_requests="$REQUESTS" $SIM_FLAGS >"$OUT/sim_model.json"
+
+field() { sed -E "s/.*\"$2\":\"?([^,\"}]*).*/\1/" "$1"; }
+echo "== mc_sim on the same $REQUESTS requests: modelled store vs measured store (64 MiB blocks)"
+printf '%-14s %9s %9s %10s %9s %9s %9s %10s %10s %11s %9s\n' store fetch_GiB/s call_us exist_us \
+  put_GiB/s ttft_p50 ttft_p99 ttft_mean hit_ratio writeback_s goodput
+for f in "$OUT/sim_model.json" "$OUT"/sim_measured_*.json; do
+  [ -f "$f" ] || continue
+  label=$(basename "$f" .json); label=${label#sim_}
+  printf '%-14s %9s %9s %10s %9s %9s %9s %10s %10s %11s %9s\n' "$label" \
+    "$(field "$f" pool_fetch_gib_s)" "$(field "$f" pool_call_us)" "$(field "$f" store_exist_us)" \
+    "$(field "$f" put_gib_s)" "$(field "$f" ttft_p50)" "$(field "$f" ttft_p99)" \
+    "$(field "$f" ttft_mean)" "$(field "$f" block_hit_ratio)" "$(field "$f" writeback_s)" \
+    "$(field "$f" goodput_rps)"
+done
+[ -n "${OUT_DIR:-}" ] && echo "== results kept in $OUT"
+exit 0
