@@ -459,7 +459,8 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
     if (!m->cfg.wal_snapshot_bytes)
         m->cfg.wal_snapshot_bytes = 64ull << 20;
     m->cfg.wal_dir = NULL;
-    m->clock = default_clock;
+    m->clock = m->cfg.clock ? m->cfg.clock : default_clock;
+    m->clock_ctx = m->cfg.clock_ctx;
     m->rng = mc_now_ns() | 1;
     m->epoch = mc_wall_ms();
     m->view_version = 1;
@@ -512,12 +513,6 @@ void mc_master_destroy(mc_master_t *m)
     mc_free(m->wal_dir);
     pthread_mutex_destroy(&m->snap_mu);
     mc_free(m);
-}
-
-void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *), void *ctx)
-{
-    m->clock = now_ms ? now_ms : default_clock;
-    m->clock_ctx = ctx;
 }
 
 void mc_master_set_seed(mc_master_t *m, uint64_t seed) { m->rng = seed | 1; }

@@ -48,6 +48,10 @@ typedef struct mc_master_config {
     bool wal_fsync;                          /* true: fdatasync at each group commit */
     uint32_t event_buffer_size;              /* object events kept for subscribers (65536;
                                                 0 = no event log) */
+    /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from
+     * the start, WAL recovery included. */
+    uint64_t (*clock)(void *ctx);
+    void *clock_ctx;
 } mc_master_config_t;
 
 /* Fills upstream defaults (WAL disabled). */
@@ -62,8 +66,6 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p);
 /* Flushes the WAL and frees everything. */
 void mc_master_destroy(mc_master_t *m);
 
-/* Test hook: replace the monotonic millisecond clock. */
-void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *ctx), void *ctx);
 /* Test hook: seed of the random placement. */
 void mc_master_set_seed(mc_master_t *m, uint64_t seed);
 

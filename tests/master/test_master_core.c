@@ -28,9 +28,9 @@ static mc_master_t *mk(mc_master_config_t *cfg_opt)
         cfg = *cfg_opt;
     else
         mc_master_config_default(&cfg);
+    cfg.clock = fake_clock; /* from the start: WAL recovery stamps deadlines with it */
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
-    mc_master_set_clock(m, fake_clock, NULL);
     mc_master_set_seed(m, 7);
     return m;
 }

@@ -31,9 +31,9 @@ static mc_master_t *mk(uint32_t ring)
     mc_master_config_default(&cfg);
     assert_int_equal(cfg.event_buffer_size, 65536);
     cfg.event_buffer_size = ring;
+    cfg.clock = fake_clock;
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
-    mc_master_set_clock(m, fake_clock, NULL);
     mc_master_set_seed(m, 7);
     return m;
 }

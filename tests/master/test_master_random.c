@@ -122,9 +122,9 @@ static void snapshot_dir(const char *from, const char *to)
 static void verify_recovery(const char *dir, const model_t *md, mc_master_config_t cfg)
 {
     cfg.wal_dir = dir;
+    cfg.clock = fake_clock;
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
-    mc_master_set_clock(m, fake_clock, NULL);
     check_invariants(m);
     for (int s = 0; s < NSEG; s++)
         mount_seg(m, s);
@@ -165,9 +165,9 @@ static void run(uint64_t seed, bool with_wal)
     cfg.wal_snapshot_bytes = 20000; /* many snapshots */
     if (with_wal)
         cfg.wal_dir = dir;
+    cfg.clock = fake_clock;
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
-    mc_master_set_clock(m, fake_clock, NULL);
     mc_master_set_seed(m, seed);
     for (int s = 0; s < NSEG; s++)
         mount_seg(m, s);
