@@ -5,7 +5,10 @@
 # the 2-core dev machine (each simulation of the full 12,031-request trace takes < 1 s).
 #
 # Usage: scripts/report.sh [BIN_DIR]   (default: $MC_BIN_DIR, else build/bin)
-# Env:   MC_TRACE (trace path), MC_REPORT_DIR (output, default docs/report)
+# Env:   MC_TRACE (trace path), MC_REPORT_DIR (output, default docs/report),
+#        MC_TE_BENCH_RESULTS (mc_te_bench JSON lines for the transport plot; default
+#        docs/report/data/te_bench.jsonl; missing: the report says so),
+#        MC_LIVE_REQUESTS (live replay slice, default 300; 0 skips the live replay)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
@@ -21,6 +24,10 @@ done
 command -v gnuplot >/dev/null || { echo "report: gnuplot not installed" >&2; exit 1; }
 mkdir -p "$DATA" "$RAW"
 rm -f "$DATA"/*.csv "$DATA"/*.json "$DATA"/*.txt "$RAW"/*.csv "$RAW"/*.dat "$OUT"/*.png
+rm -rf "$DATA/live"
+TE_RESULTS=${MC_TE_BENCH_RESULTS:-$DATA/te_bench.jsonl}
+LIVE_REQUESTS=${MC_LIVE_REQUESTS:-300}
+PY=/usr/bin/python3
 START=$(date +%s)
 SIM() { "$BIN/mc_sim" --trace="$TRACE" "$@"; }
 log() { echo "report: $*" >&2; }
@@ -50,6 +57,28 @@ log "failure (event loss)";   SIM --experiment=failure --event_loss=0.01 --resyn
 log "seed check";             SIM --policy=random --seed=1 >"$DATA/seed1_a.json"
                               SIM --policy=random --seed=1 >"$DATA/seed1_b.json"
 cmp -s "$DATA/seed1_a.json" "$DATA/seed1_b.json" && SEED_OK=identical || SEED_OK=DIFFERENT
+# live mode: master + 2 storage servers on loopback, trace slice -> measured store profile ->
+# mc_sim with the measured store vs the modelled one (scripts/live_replay.sh, ~10-20 s)
+LIVE_OK=0
+LIVE_WHY="MC_LIVE_REQUESTS=0"
+if [ "$LIVE_REQUESTS" -gt 0 ]; then
+  LIVE_WHY=""
+  for t in mooncake_master mooncake_client mc_store_replay; do
+    [ -x "$BIN/$t" ] || LIVE_WHY="$LIVE_WHY $t"
+  done
+  if [ -n "$LIVE_WHY" ]; then
+    LIVE_WHY="not built in $BIN:$LIVE_WHY"
+  else
+    log "live replay ($LIVE_REQUESTS requests, shm + tcp)"
+    if OUT_DIR="$DATA/live" REQUESTS=$LIVE_REQUESTS TRACE="$TRACE" \
+         "$ROOT/scripts/live_replay.sh" "$BIN" >"$RAW/live_replay.log" 2>&1; then
+      LIVE_OK=1
+    else
+      LIVE_WHY="scripts/live_replay.sh failed (log: docs/report/raw/live_replay.log)"
+      tail -20 "$RAW/live_replay.log" >&2
+    fi
+  fi
+fi
 
 # ---- plots --------------------------------------------------------------------------------
 cdf() { # per-request csv -> "ttft,fraction" of served requests
@@ -67,6 +96,53 @@ gnuplot -e "scriptdir='$GP'; datadir='$RAW'; outdir='$OUT'; rate_cache='$RATE_CA
 gnuplot -e "scriptdir='$GP'; datadir='$DATA'; outdir='$OUT'; unbounded=$UNBOUNDED" "$GP/hit_ratio.gp"
 gnuplot -e "scriptdir='$GP'; datadir='$DATA'; outdir='$OUT'" "$GP/goodput.gp"
 gnuplot -e "scriptdir='$GP'; datadir='$DATA'; outdir='$OUT'" "$GP/bandwidth.gp"
+# transport throughput vs object size, from mc_te_bench JSON lines (produced separately)
+TE_OK=0
+if [ -r "$TE_RESULTS" ] && [ -s "$TE_RESULTS" ]; then
+  TE_SERIES=$($PY - "$TE_RESULTS" "$RAW" "$DATA/te_bench.csv" <<'PYEOF'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    if r.get("bench") != "te" or "block" not in r or "gib_s" not in r:
+        continue
+    rows.append(r)
+if not rows:
+    sys.exit(1)
+batches = {r.get("batch") for r in rows}
+threads = {r.get("threads") for r in rows}
+series = {}
+for r in rows:
+    name = "%s_%s" % (r.get("protocol"), r.get("op"))
+    if len(batches) > 1:
+        name += "_b%s" % r.get("batch")
+    if len(threads) > 1:
+        name += "_t%s" % r.get("threads")
+    series.setdefault(name, []).append(r)
+with open(sys.argv[3], "w") as f:
+    f.write("protocol,op,block,batch,threads,gib_s,req_s,p50_us,p99_us,batches,seconds,verified\n")
+    for r in sorted(rows, key=lambda r: (r.get("protocol"), r.get("op"), r.get("batch"), r.get("threads"), r["block"])):
+        f.write("%s,%s,%d,%s,%s,%.3f,%.0f,%.1f,%.1f,%s,%.2f,%s\n" % (
+            r.get("protocol"), r.get("op"), r["block"], r.get("batch"), r.get("threads"),
+            r["gib_s"], r.get("req_s", 0), r.get("p50_us", 0), r.get("p99_us", 0),
+            r.get("batches", ""), r.get("seconds", 0), str(r.get("verified", "")).lower()))
+for name, rs in sorted(series.items()):
+    with open("%s/te_%s.dat" % (sys.argv[2], name), "w") as f:
+        for r in sorted(rs, key=lambda r: r["block"]):
+            f.write("%d,%.6f\n" % (r["block"], r["gib_s"]))
+print(" ".join(sorted(series)))
+PYEOF
+) && TE_OK=1 || log "no usable mc_te_bench lines in $TE_RESULTS"
+  if [ "$TE_OK" = 1 ]; then
+    gnuplot -e "scriptdir='$GP'; datadir='$RAW'; outdir='$OUT'; series='$TE_SERIES'" "$GP/te_throughput.gp"
+  fi
+fi
 
 # ---- markdown helpers ---------------------------------------------------------------------
 # md FILE col,col,...  -> Markdown table of the named columns
@@ -99,6 +175,103 @@ END=$(date +%s)
 NOW=$(date -u +"%Y-%m-%d %H:%M UTC")
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 
+# ---- §4.1: transport plot and live replay (measured) ---------------------------------------
+pj() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2" 2>/dev/null || echo "?"; }
+rel() { case $1 in "$ROOT"/*) echo "${1#"$ROOT"/}" ;; *) echo "$1" ;; esac; }
+section_4_1() {
+  echo "### 4.1 Transport and live replay on loopback (measured: TCP and shared memory)"
+  echo
+  echo "This is the one integration path measured here: the Transfer Engine and the store on **one"
+  echo "host**, between processes, over **TCP on loopback** and over **shared memory** (what the"
+  echo "engine picks for same-host peers; \`MC_FORCE_TCP=1\` forbids it). No NIC, no RDMA, 2 shared"
+  echo "cores: these numbers bound software overheads, not network bandwidth."
+  echo
+  echo "#### Throughput vs object size per transport (\`mc_te_bench\`)"
+  echo
+  if [ "$TE_OK" = 1 ]; then
+    echo "Source: \`$(rel "$TE_RESULTS")\` ($(grep -c '"bench":"te"' "$TE_RESULTS") JSON lines of \`mc_te_bench\`; the"
+    echo "\`batches\` column is the sample size of each point: batches completed in \`seconds\`)."
+    echo
+    md "$DATA/te_bench.csv" protocol,op,block,batch,threads,gib_s,req_s,p50_us,p99_us,batches,seconds,verified
+    echo
+    echo "![TE throughput vs object size](te_throughput_vs_size.png)"
+  else
+    echo "> **No transport results**: \`$(rel "$TE_RESULTS")\` is missing or holds no \`mc_te_bench\`"
+    echo "> JSON lines, so the throughput-vs-size plot is not drawn. Produce it on a quiet machine with"
+    echo "> \`build/bin/mc_te_bench --role all --protocol tcp,shm --op read,write > docs/report/data/te_bench.jsonl\`"
+    echo "> (or point \`MC_TE_BENCH_RESULTS\` at such a file) and re-run \`scripts/report.sh\`."
+  fi
+  echo
+  echo "#### Live replay: the trace against a running master + 2 storage servers"
+  echo
+  if [ "$LIVE_OK" != 1 ]; then
+    echo "> **Live replay not run** ($LIVE_WHY). Until it is, the remote-fetch and hand-off costs in"
+    echo "> §5–§7 are bandwidth-model numbers only."
+    return
+  fi
+  local L=$DATA/live
+  echo "\`scripts/live_replay.sh\` (REQUESTS=$LIVE_REQUESTS): per transport, a \`mooncake_master\` and two"
+  echo "\`mooncake_client\` storage servers on free loopback ports; \`mc_store_replay\` replays the first"
+  echo "$LIVE_REQUESTS trace requests as an engine with a prefix cache would (batch exist on the"
+  echo "request's blocks, batch get of the longest cached prefix with every byte checked, batch put of"
+  echo "the rest), with **scaled blocks** of $(pj "$L/store_profile_tcp.json" block_bytes) bytes instead of 64 MiB, and writes a"
+  echo "measured-store profile. Sample sizes are the \`calls\` (batch operations) and \`blocks\` columns."
+  echo
+  echo "| transport | requests | blocks | prefix hit | op | calls | blocks moved | p50 µs | p90 µs | p99 µs | mean µs | per-block p50 µs | fit: fixed µs + per-block µs | marginal GiB/s |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  local tr op
+  for tr in shm tcp; do
+    [ -f "$L/store_profile_$tr.json" ] || continue
+    $PY - "$L/store_profile_$tr.json" "$tr" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for op in ("exist", "get", "put"):
+    o = p[op]
+    bw = p["block_bytes"] / (o["per_block_us"] * 1e-6) / 2**30 if op != "exist" else float("nan")
+    print("| %s | %d | %d | %.1f %% | %s | %d | %d | %.0f | %.0f | %.0f | %.0f | %.1f | %.0f + %.1f (%s) | %s |" % (
+        sys.argv[2], p["requests"], p["blocks"], 100 * p["prefix_hit_ratio"], op, o["calls"],
+        o["blocks"], o["p50_us"], o["p90_us"], o["p99_us"], o["mean_us"], o["per_block_p50_us"],
+        o["fixed_us"], o["per_block_us"], o["fit"], "—" if op == "exist" else "%.3f" % bw))
+PYEOF
+  done
+  echo
+  echo "Wall clock: shm read/write $(pj "$L/store_profile_shm.json" read_gib_s) / $(pj "$L/store_profile_shm.json" write_gib_s) GiB/s,"
+  echo "tcp $(pj "$L/store_profile_tcp.json" read_gib_s) / $(pj "$L/store_profile_tcp.json" write_gib_s) GiB/s"
+  echo "(wrong blocks read: shm $(pj "$L/store_profile_shm.json" wrong_blocks), tcp $(pj "$L/store_profile_tcp.json" wrong_blocks); failed puts — two"
+  echo "threads racing to create the same block — shm $(pj "$L/store_profile_shm.json" put_fail), tcp $(pj "$L/store_profile_tcp.json" put_fail))."
+  echo
+  echo "**Measured store in the simulator.** \`mc_sim --max_requests=$LIVE_REQUESTS --measured_store=<profile>\`"
+  echo "replaces the pool terms of the model by the measured ones, scaled to 64 MiB blocks with the rule"
+  echo "of [simulator.md §7](../internals/simulator.md): fetch = \`get.fixed + k·B / (b / get.per_block)\`,"
+  echo "write-back = \`put.fixed + w·B / (b / put.per_block)\` (charged to the prefill instance), one batch"
+  echo "exist per request. Same $LIVE_REQUESTS requests, same flags otherwise:"
+  echo
+  echo "| store | fetch GiB/s | fetch fixed µs | exist µs | write-back GiB/s | TTFT p50 s | TTFT p99 s | TTFT mean s | block hit | write-back s (total) | goodput req/s |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  local f label
+  for f in "$L/sim_model.json" "$L/sim_measured_shm.json" "$L/sim_measured_tcp.json"; do
+    [ -f "$f" ] || continue
+    label=$(basename "$f" .json); label=${label#sim_}
+    echo "| $label | $(jget "$f" pool_fetch_gib_s) | $(jget "$f" pool_call_us) | $(jget "$f" store_exist_us) | $(jget "$f" put_gib_s) | $(jget "$f" ttft_p50) | $(jget "$f" ttft_p99) | $(jget "$f" ttft_mean) | $(jget "$f" block_hit_ratio) | $(jget "$f" writeback_s) | $(jget "$f" goodput_rps) |"
+  done
+  echo
+  local M=$L/sim_model.json S=$L/sim_measured_shm.json T=$L/sim_measured_tcp.json
+  echo "Reading (numbers from the rows above): scaled to 64 MiB blocks, the measured pool fetch"
+  echo "runs at $(jget "$S" pool_fetch_gib_s) GiB/s over shared memory and $(jget "$T" pool_fetch_gib_s) GiB/s over TCP"
+  echo "(the model assumes 20 GiB/s; §7's break-even against recompute is ~1.2 GiB/s). Below the"
+  echo "break-even the cost-aware policy declines remote fetches and recomputes — block hit"
+  echo "$(pct "$(jget "$T" block_hit_ratio)") over TCP against $(pct "$(jget "$M" block_hit_ratio)") modelled — the"
+  echo "§7 negative result measured on a real path. The larger effect is the write-back that the model"
+  echo "treats as free: every new 64 MiB block is put at the measured $(jget "$S" put_gib_s) (shm) /"
+  echo "$(jget "$T" put_gib_s) (tcp) GiB/s, $(jget "$S" writeback_s) / $(jget "$T" writeback_s) s of prefill-instance time over"
+  echo "the slice, which saturates the prefill instances and turns a $(jget "$M" ttft_p50) s modelled TTFT p50 into"
+  echo "$(jget "$S" ttft_p50) / $(jget "$T" ttft_p50) s. These are statements about loopback on 2 shared cores with"
+  echo "$(pj "$L/store_profile_tcp.json" block_bytes)-byte blocks (see §8 and simulator.md §7 for the limits of the scaling), not about an"
+  echo "RDMA pool: they show the live path working end to end, and how far this machine's store is from"
+  echo "the model's assumptions — the put path (master allocation + transfer + commit) first of all."
+  echo "Profiles and results: \`docs/report/data/live/\`; full log: \`docs/report/raw/live_replay.log\`."
+}
+
 # ---- the report ---------------------------------------------------------------------------
 cat >"$OUT/README.md" <<MD
 # Mooncake-C evaluation report: shared KV cache, conductor routing, capacity plan
@@ -107,7 +280,8 @@ Generated by \`scripts/report.sh\` (\`make report\`) on $NOW from commit \`$COMM
 $((END - START)) s on the development machine (2 cores, 24 GiB, no GPU, no RDMA).
 **Everything in sections 5–8 is simulated** with the cost model of
 [docs/internals/simulator.md](../internals/simulator.md) on a *real* request trace; only the
-index benchmark (§4.2) and the trace facts (§1) are measurements on this machine. Raw per-request
+index benchmark (§4.2), the transport and live-replay numbers (§4.1) and the trace facts (§1) are
+measurements on this machine. Raw per-request
 rows: \`docs/report/raw/\` (regenerated, not committed); summary CSVs: \`docs/report/data/\`.
 Every number below can be reproduced with the command shown next to it (all runs are
 deterministic for their flags and \`--seed\`; the seed check below ran the same configuration
@@ -170,13 +344,7 @@ docs/benchmarks.md (the lead will add the measured figure here).
 
 ## 4. One complete integration path
 
-### 4.1 Transport and live replay — *section reserved for the lead*
-
-> **TODO (lead):** TCP transfer-engine throughput vs object size (plot) and the live-mode replay
-> (the same trace driving a running master + storage servers with scaled KV blocks, measured store
-> latencies in place of the model's). Until then the remote-fetch and hand-off costs below are
-> bandwidth-model numbers, not measurements. The event format the master stream must emit is in
-> [docs/internals/conductor.md](../internals/conductor.md).
+$(section_4_1)
 
 ### 4.2 Conductor index (measured on this machine)
 
@@ -345,13 +513,14 @@ by itself reproduce the paper's gains.
   batching or chunking, decode with continuous batching and a memory-bound step model, no
   preemption. Absolute TTFTs depend on the assumed GPU; the comparisons (placement, policy,
   bandwidth break-even, P/D trade-off) are the transferable part.
-* **What is measured vs modelled**: measured — trace facts, index latency/ingest rate; modelled —
+* **What is measured vs modelled**: measured — trace facts, index latency/ingest rate, TE throughput
+  and live store latencies on loopback (§4.1); modelled —
   all serving metrics, transfer times (bandwidth + fixed latency, no contention between
   concurrent fetches on one NIC), SSD reads, hand-off.
 * **Current bottleneck in the model**: prefill GPU time for long prompts; the cache saves at most
   the trace's 36.6 % of blocks, which bounds the gain on this workload.
-* **Next validation**: (1) live mode — drive the real master and storage servers with scaled
-  blocks and replace the bandwidth model with measured TCP get/put latencies (lead, §4.1);
+* **Next validation**: (1) live mode on a real network — the loopback replay of §4.1 measures
+  software overheads only; repeat it across hosts (TCP, then RDMA) with larger blocks;
   (2) feed the master's real event stream into \`mooncake_conductor\` and measure event lag and
   false-hit rate under load; (3) measure master bytes/object and re-run \`mc_plan\`; (4) calibrate
   the prefill cost model on a GPU (time per token vs prefix length) and re-run §7.
@@ -359,7 +528,9 @@ by itself reproduce the paper's gains.
 ## Reproduce
 
 \`\`\`
-cmake -S . -B build && cmake --build build -j1 --target mc_plan mc_sim mc_conductor_bench
+cmake -S . -B build && cmake --build build -j1 --target mc_plan mc_sim mc_conductor_bench \\
+  mooncake_master mooncake_client mc_store_replay mc_te_bench
+build/bin/mc_te_bench --role all --protocol tcp,shm --op read,write > docs/report/data/te_bench.jsonl  # quiet machine
 scripts/report.sh build/bin
 \`\`\`
 MD

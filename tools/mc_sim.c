@@ -114,7 +114,7 @@ static void print_result(FILE *f, const char *label, const mc_conductor_sim_conf
             "\"index_gaps\":%llu,\"index_resyncs\":%llu,\"routes_while_stale\":%llu,"
             "\"hint_overestimates\":%llu,\"hint_overestimate_blocks\":%llu,"
             "\"store\":\"%s\",\"pool_fetch_gib_s\":%.4f,\"pool_call_us\":%.1f,"
-            "\"store_exist_us\":%.1f,\"put_gib_s\":%.4f,\"put_call_us\":%.1f,"
+            "\"store_exist_us\":%.1f,\"store_exist_block_us\":%.2f,\"put_gib_s\":%.4f,\"put_call_us\":%.1f,"
             "\"store_exist_s\":%.4f,\"writeback_s\":%.4f,\"writeback_gib\":%.1f}\n",
             label, mc_conductor_policy_name(c->router.policy),
             mc_conductor_fetch_name(c->router.fetch), mc_conductor_evict_name(c->evict),
@@ -140,6 +140,7 @@ static void print_result(FILE *f, const char *label, const mc_conductor_sim_conf
             (c->store.enabled ? c->store.get_bw : c->bw.pool_bw) / GIB,
             (c->store.enabled ? c->store.get_call_s : c->bw.latency_s) * 1e6,
             c->store.enabled ? c->store.exist_s * 1e6 : 0.0,
+            c->store.enabled ? c->store.exist_block_s * 1e6 : 0.0,
             c->store.enabled ? c->store.put_bw / GIB : 0.0,
             c->store.enabled ? c->store.put_call_s * 1e6 : 0.0, r->store_exist_s, r->writeback_s,
             r->writeback_bytes / GIB);

@@ -239,10 +239,11 @@ static void do_resync(sim_t *s)
 }
 
 /* ---- helpers ---- */
-/* Measured store: every request asks the pool which of its blocks exist (one batch exist). */
-static double store_exist_s(const sim_t *s)
+/* Measured store: every request asks the pool which of its n blocks exist (one batch exist). */
+static double store_exist_s(const sim_t *s, uint32_t n)
 {
-    return s->cfg->store.enabled && s->cfg->pool_blocks > 0 ? s->cfg->store.exist_s : 0;
+    const mc_conductor_store_cost_t *sc = &s->cfg->store;
+    return sc->enabled && s->cfg->pool_blocks > 0 ? sc->exist_s + n * sc->exist_block_s : 0;
 }
 
 static void pool_insert_blocks(sim_t *s, int i, const sim_req_t *rq)
@@ -307,7 +308,7 @@ static void start_prefill(sim_t *s, int i)
     mc_conductor_estimate_t e;
     mc_conductor_estimate(&s->cfg->model, &s->bw, s->cfg->router.fetch, rq->r->input_tokens,
                           &c, &e);
-    double exist_s = store_exist_s(s);
+    double exist_s = store_exist_s(s, rq->r->n_blocks);
     e.fetch_s += exist_s;
     s->res->store_exist_s += exist_s;
     rq->real_any = c.prefix.any;
@@ -589,7 +590,7 @@ static void arrival(sim_t *s, int q)
     int i = (int)rt.chosen;
     rq->inst = i;
     rq->idx_any = s->prefixes[i].any;
-    rq->pred_service = rt.est.fetch_s + rt.est.prefill_s + store_exist_s(s);
+    rq->pred_service = rt.est.fetch_s + rt.est.prefill_s + store_exist_s(s, rq->r->n_blocks);
     sim_inst_t *in = &s->inst[i];
     in->backlog += rq->pred_service;
     rq->next = NONE;
@@ -644,7 +645,8 @@ static mc_status_t check_cfg(const mc_conductor_sim_config_t *c)
              c->ssd_blocks < (1LL << 32);
     if (ok && c->store.enabled) {
         const mc_conductor_store_cost_t *st = &c->store;
-        ok = isfinite(st->exist_s) && st->exist_s >= 0 && isfinite(st->get_call_s) &&
+        ok = isfinite(st->exist_s) && st->exist_s >= 0 && isfinite(st->exist_block_s) &&
+             st->exist_block_s >= 0 && isfinite(st->get_call_s) &&
              st->get_call_s >= 0 && isfinite(st->put_call_s) && st->put_call_s >= 0 &&
              isfinite(st->get_bw) && st->get_bw > 0 && isfinite(st->put_bw) && st->put_bw > 0;
     }

@@ -60,7 +60,7 @@ mc_status_t mc_conductor_store_profile_load(const char *path, mc_conductor_store
     }
     mc_conductor_store_cost_t c;
     memset(&c, 0, sizeof(c));
-    double exist_us, get_us, put_us, get_blk_us, put_blk_us, calls;
+    double exist_us, exist_blk_us, get_us, put_us, get_blk_us, put_blk_us, calls;
     json_t *kind = json_object_get(root, "profile");
     int ok = kind && json_is_string(kind) && strcmp(json_string_value(kind), "mc_store") == 0;
     if (!ok)
@@ -68,6 +68,7 @@ mc_status_t mc_conductor_store_profile_load(const char *path, mc_conductor_store
     /* latencies in microseconds, capped at an hour; block sizes 8 B .. 1 GiB */
     ok = ok && num(root, NULL, "block_bytes", 8, 1 << 30, &c.measured_block_bytes) == 0 &&
          num(root, "exist", "fixed_us", 0, 3.6e9, &exist_us) == 0 &&
+         num(root, "exist", "per_block_us", 0, 3.6e9, &exist_blk_us) == 0 &&
          num(root, "get", "calls", 1, 1e12, &calls) == 0 &&
          num(root, "get", "fixed_us", 0, 3.6e9, &get_us) == 0 &&
          num(root, "get", "per_block_us", 1e-6, 3.6e9, &get_blk_us) == 0 &&
@@ -79,6 +80,7 @@ mc_status_t mc_conductor_store_profile_load(const char *path, mc_conductor_store
         return MC_ERR_INVALID_PARAMS;
     c.enabled = 1;
     c.exist_s = exist_us * 1e-6;
+    c.exist_block_s = exist_blk_us * 1e-6;
     c.get_call_s = get_us * 1e-6;
     c.put_call_s = put_us * 1e-6;
     c.get_bw = c.measured_block_bytes / (get_blk_us * 1e-6);

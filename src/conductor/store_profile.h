@@ -2,7 +2,7 @@
  * store (master + storage servers), reduced to the cost terms the simulator uses instead of its
  * bandwidth model (live mode, docs/internals/simulator.md §7):
  *
- *   batch exist (per request that consults the pool)  exist_s
+ *   batch exist on a request's n blocks               exist_s + n * exist_block_s
  *   fetch of k blocks of B bytes from the pool         get_call_s + k * B / get_bw
  *   write-back of w new blocks of B bytes to the pool  put_call_s + w * B / put_bw
  *
@@ -17,7 +17,8 @@
 typedef struct mc_conductor_store_cost {
     int enabled;          /* 0: bandwidth model (pool fetch = latency + bytes / pool_bw,
                              write-back free) */
-    double exist_s;       /* one batch exist per request, when the pool is in use */
+    double exist_s;       /* fixed part of the one batch exist per request (pool in use) */
+    double exist_block_s; /* per block asked (no data moves: scales with count, not bytes) */
     double get_call_s;    /* fixed part of one batch get */
     double get_bw;        /* bytes/s, marginal */
     double put_call_s;    /* fixed part of one batch put */

@@ -444,6 +444,7 @@ static void test_store_profile_load(void **state)
     unlink(p);
     assert_int_equal(sc.enabled, 1);
     assert_true(fabs(sc.exist_s - 50e-6) < 1e-12);
+    assert_true(fabs(sc.exist_block_s - 2e-6) < 1e-12);
     assert_true(fabs(sc.get_call_s - 300e-6) < 1e-12);
     assert_true(fabs(sc.get_bw - 262144 / 256e-6) < 1); /* 1 GiB/s... per 256 KiB in 256 us */
     assert_true(fabs(sc.put_bw - 262144 / 512e-6) < 1);
@@ -454,16 +455,16 @@ static void test_store_profile_load(void **state)
         "not json",
         "[1,2]",
         "{\"profile\": \"other\", \"block_bytes\": 4096}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1},"
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
         " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 0},"
         " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": -1},"
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": -1, \"per_block_us\": 1},"
         " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1},"
         " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1},"
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
         " \"get\": {\"calls\": 1, \"fixed_us\": \"x\", \"per_block_us\": 1},"
         " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1},"
+        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
         " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
