@@ -982,7 +982,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             kn = n_parts[i];
         }
         lists[i] = rl;
-        size_t first;
+        size_t first = 0;
         replica_order(s, rl->replicas, rl->n_replicas, &first, 1);
         McRpc__ReplicaDesc *rd = rl->replicas[first];
         if (rd->size != rl->size || plan_add(s, &plan, MC_TE_READ, rd->transport_endpoint,
