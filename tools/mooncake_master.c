@@ -27,7 +27,7 @@ int main(int argc, char **argv)
             release_s = 600, cron_ms = 10, event_buffer = 65536;
     double eviction_ratio = 0.05, high_wm = 0.90;
     bool allow_soft = true, exist_extends = false, enable_meta = false, enable_ha = false,
-         wal_fsync = true;
+         wal_fsync = false;
     const char *rpc_address = "0.0.0.0", *memory_allocator = "offset",
                *strategy = "random", *wal_dir = "./mooncake_master_wal", *log_level = "info",
                *config_path = "", *etcd_endpoints = "", *cluster_id = "mooncake_cluster";
@@ -66,7 +66,8 @@ int main(int argc, char **argv)
          "random | free_ratio_first (a preferred segment is always tried first)", 0, 0},
         {"wal_dir", MC_OPT_STRING, &wal_dir, NULL,
          "write-ahead log directory (\"\" disables restart recovery)", 0, 0},
-        {"wal_fsync", MC_OPT_BOOL, &wal_fsync, NULL, "fdatasync each group commit", 0, 0},
+        {"wal_fsync", MC_OPT_BOOL, &wal_fsync, NULL,
+         "fdatasync every group commit (default: write every commit, fdatasync within 1 s)", 0, 0},
         {"wal_snapshot_bytes", MC_OPT_SIZE, &snapshot_bytes, NULL,
          "log size that triggers a snapshot", 0, 0},
         {"cron_period_ms", MC_OPT_INT, &cron_ms, NULL, "housekeeping period (ms)", 1, 1000},

@@ -109,6 +109,8 @@ struct mc_master {
     pid_t snap_pid;             /* child writing a snapshot, 0 = none */
     uint64_t snap_gen;
     bool wal_dirty, wal_failed, recovering;
+    bool wal_undurable;         /* written but not fdatasync'ed yet (wal_fsync off) */
+    uint64_t wal_durable_ms;    /* last fdatasync */
     bool snapshot_soon;
 
     pthread_mutex_t snap_mu;
