@@ -455,17 +455,17 @@ static void test_store_profile_load(void **state)
         "not json",
         "[1,2]",
         "{\"profile\": \"other\", \"block_bytes\": 4096}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
+        ("{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
         " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 0},"
-        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": -1, \"per_block_us\": 1},"
+        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}"),
+        ("{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": -1, \"per_block_us\": 1},"
         " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1},"
-        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
+        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}"),
+        ("{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
         " \"get\": {\"calls\": 1, \"fixed_us\": \"x\", \"per_block_us\": 1},"
-        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
-        "{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
-        " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}",
+        " \"put\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}"),
+        ("{\"profile\": \"mc_store\", \"block_bytes\": 262144, \"exist\": {\"fixed_us\": 1, \"per_block_us\": 1},"
+        " \"get\": {\"calls\": 1, \"fixed_us\": 1, \"per_block_us\": 1}}"),
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         p = write_tmp(bad[i]);
