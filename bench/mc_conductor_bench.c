@@ -44,11 +44,9 @@ int main(int argc, char **argv)
                              "Prefix index benchmark: event ingestion rate and query latency "
                              "(p50/p99) for N-block prompts over an index of M blocks.",
                              opts, sizeof(opts) / sizeof(opts[0])};
-    int help;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     rng_state = (uint64_t)seed;
     mc_conductor_index_config_t cfg;
     mc_conductor_index_config_default(&cfg);

@@ -236,11 +236,9 @@ int main(int argc, char **argv)
     };
     mc_config_spec_t spec = {"mc_store_bench", "Store put/get benchmark with peers (JSON lines).",
                              opts, MC_ARRAY_LEN(opts)};
-    int help;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (strcmp(transport, "tcp") == 0)
         setenv("MC_FORCE_TCP", "1", 1); /* inherited by the storage server too */
     else if (strcmp(transport, "shm") != 0) {

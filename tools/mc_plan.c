@@ -51,11 +51,9 @@ int main(int argc, char **argv)
         "300 s retention, 2 replicas, 512 GiB/node at 70%, 20 GiB/s per endpoint, 256-token\n"
         "chunks, TP 8, 512 B/object). Results are lower bounds, not deployment advice.",
         opts, sizeof(opts) / sizeof(opts[0])};
-    int help = 0;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (mc_conductor_dtype_bytes(dtype, &in.dtype_bytes) != MC_OK) {
         fprintf(stderr, "mc_plan: unknown dtype '%s'\n", dtype);
         return 2;

@@ -312,17 +312,9 @@ int main(int argc, char **argv)
         "trace_stats. Deterministic for the same flags and --seed. Formulas and assumptions:\n"
         "docs/internals/simulator.md.",
         opt, sizeof(opt) / sizeof(opt[0])};
-    int help;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
-    mc_log_level_t level;
-    if (mc_log_level_parse(o.log_level, &level) != MC_OK) {
-        fprintf(stderr, "mc_sim: bad --log_level\n");
-        return 2;
-    }
-    mc_log_set_level(level);
+    int main_rc = mc_config_main(&spec, argc, argv);
+    if (main_rc >= 0)
+        return main_rc;
     mc_conductor_sim_config_t cfg;
     if (build_cfg(&o, &cfg) != 0)
         return 2;

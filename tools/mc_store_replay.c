@@ -338,11 +338,9 @@ int main(int argc, char **argv)
     mc_config_spec_t spec = {"mc_store_replay",
                              "Replays a FAST'25 trace as KV-block put/get against a running store.",
                              opts, MC_ARRAY_LEN(opts)};
-    int help;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (block_bytes % 8) {
         fprintf(stderr, "mc_store_replay: --block_bytes must be a multiple of 8\n");
         return 2;

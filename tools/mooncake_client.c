@@ -47,17 +47,9 @@ int main(int argc, char **argv)
     mc_config_spec_t spec = {"mooncake_client",
                              "Mooncake-C storage server: contributes DRAM to the store pool.",
                              opts, MC_ARRAY_LEN(opts)};
-    int help;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
-    mc_log_level_t level;
-    if (mc_log_level_parse(log_level, &level) != MC_OK) {
-        fprintf(stderr, "mooncake_client: bad --log_level '%s'\n", log_level);
-        return 2;
-    }
-    mc_log_set_level(level);
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
 
     mc_store_config_t cfg = {
         .local_hostname = hostname,

@@ -291,15 +291,9 @@ int main(int argc, char **argv)
         "store keys map to block hashes (text after the last '/' as hex), host = the segment's\n"
         "host label, tier pool. Format: docs/internals/conductor.md.",
         opt, sizeof(opt) / sizeof(opt[0])};
-    int help;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
-    mc_log_level_t lvl;
-    if (mc_log_level_parse(log_level, &lvl) != MC_OK)
-        return 2;
-    mc_log_set_level(lvl);
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     svc_t sv;
     memset(&sv, 0, sizeof(sv));
     sv.rng = (uint64_t)seed;

@@ -35,17 +35,9 @@ int main(int argc, char **argv)
         "With --persist_path every update is logged and fsync'ed before the reply and replayed\n"
         "at start, so a restart (or kill -9) loses nothing that was acknowledged.",
         opts, sizeof(opts) / sizeof(opts[0])};
-    int help = 0;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
-    mc_log_level_t lvl;
-    if (mc_log_level_parse(log_level, &lvl) != MC_OK) {
-        fprintf(stderr, "mooncake_http_metadata_server: bad --log_level '%s'\n", log_level);
-        return 2;
-    }
-    mc_log_set_level(lvl);
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
 
     /* Block the stop signals before any thread starts so that only sigwait() sees them. */
     sigset_t set;

@@ -87,19 +87,9 @@ int main(int argc, char **argv)
                              "in client segments, leases, pins, eviction, client liveness, "
                              "restart recovery from a write-ahead log, Prometheus metrics.",
                              opts, sizeof(opts) / sizeof(opts[0])};
-    int help = 0;
-    if (mc_config_parse(&spec, argc, argv, &help) != MC_OK)
-        return 2;
-    if (help)
-        return 0;
-    mc_log_level_t lvl = MC_LOG_LEVEL_INFO;
-    if (!strcmp(log_level, "debug"))
-        lvl = MC_LOG_LEVEL_DEBUG;
-    else if (!strcmp(log_level, "warn") || !strcmp(log_level, "warning"))
-        lvl = MC_LOG_LEVEL_WARN;
-    else if (!strcmp(log_level, "error"))
-        lvl = MC_LOG_LEVEL_ERROR;
-    mc_log_set_level(lvl);
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (strcmp(memory_allocator, "offset") != 0) {
         fprintf(stderr, "mooncake_master: --memory_allocator=%s not supported (offset only)\n",
                 memory_allocator);

@@ -1,6 +1,7 @@
 #include "common/config.h"
 
 #include "common/alloc.h"
+#include "common/log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -328,4 +329,25 @@ mc_status_t mc_config_parse(const mc_config_spec_t *spec, int argc, char **argv,
             return MC_ERR_INVALID_PARAMS;
     }
     return MC_OK;
+}
+
+int mc_config_main(const mc_config_spec_t *spec, int argc, char **argv)
+{
+    int help = 0;
+    if (mc_config_parse(spec, argc, argv, &help) != MC_OK)
+        return 2;
+    if (help)
+        return 0;
+    mc_option_t *opt = config_find(spec, "log_level", strlen("log_level"));
+    if (opt && opt->type == MC_OPT_STRING && *(const char **)opt->target) {
+        const char *text = *(const char **)opt->target;
+        mc_log_level_t level;
+        if (mc_log_level_parse(text, &level) != MC_OK) {
+            fprintf(stderr, "%s: invalid --log_level '%s' (debug, info, warn, error, off)\n",
+                    spec->program, text);
+            return 2;
+        }
+        mc_log_set_level(level);
+    }
+    return -1;
 }

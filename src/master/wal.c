@@ -4,6 +4,8 @@
 #include "common/hash.h"
 #include "common/log.h"
 
+#include "common/bytes.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,22 +16,6 @@
 #include <unistd.h>
 
 #define WAL_BUF_FLUSH (1u << 20)
-
-static void le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
 
 mc_status_t mc_wal_writer_open(mc_wal_writer_t *w, const char *path, int trunc)
 {
@@ -78,11 +64,11 @@ mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *p
         w->cap = nc;
     }
     uint8_t *p = w->buf + w->len;
-    le32(p, (uint32_t)len);
+    mc_put_le32(p, (uint32_t)len);
     p[4] = type;
     if (len)
         memcpy(p + 5, payload, len);
-    le64(p + 5 + len, mc_hash64(p + 4, len + 1));
+    mc_put_le64(p + 5 + len, mc_hash64(p + 4, len + 1));
     w->len += need;
     w->bytes += need;
     w->records++;
@@ -155,12 +141,12 @@ mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx,
             MC_LOG_WARN("wal: %s: torn record at offset %zu (ignored)", path, off);
             break;
         }
-        uint32_t len = rd32(data + off);
+        uint32_t len = mc_get_le32(data + off);
         if (len > MC_WAL_MAX_RECORD || got - off < 13 + (size_t)len) {
             MC_LOG_WARN("wal: %s: torn record at offset %zu (ignored)", path, off);
             break;
         }
-        uint64_t sum = rd64(data + off + 5 + len);
+        uint64_t sum = mc_get_le64(data + off + 5 + len);
         if (sum != mc_hash64(data + off + 4, (size_t)len + 1)) {
             MC_LOG_WARN("wal: %s: bad checksum at offset %zu (rest ignored)", path, off);
             break;
@@ -245,13 +231,13 @@ void mc_wal_put_u8(mc_wal_buf_t *b, uint8_t v) { mc_wal_put_bytes(b, &v, 1); }
 void mc_wal_put_u32(mc_wal_buf_t *b, uint32_t v)
 {
     uint8_t t[4];
-    le32(t, v);
+    mc_put_le32(t, v);
     mc_wal_put_bytes(b, t, 4);
 }
 void mc_wal_put_u64(mc_wal_buf_t *b, uint64_t v)
 {
     uint8_t t[8];
-    le64(t, v);
+    mc_put_le64(t, v);
     mc_wal_put_bytes(b, t, 8);
 }
 void mc_wal_put_bytes(mc_wal_buf_t *b, const void *p, size_t n)
@@ -292,12 +278,12 @@ uint8_t mc_wal_get_u8(mc_wal_rd_t *r)
 uint32_t mc_wal_get_u32(mc_wal_rd_t *r)
 {
     const uint8_t *p = mc_wal_get_bytes(r, 4);
-    return p ? rd32(p) : 0;
+    return p ? mc_get_le32(p) : 0;
 }
 uint64_t mc_wal_get_u64(mc_wal_rd_t *r)
 {
     const uint8_t *p = mc_wal_get_bytes(r, 8);
-    return p ? rd64(p) : 0;
+    return p ? mc_get_le64(p) : 0;
 }
 const char *mc_wal_get_str(mc_wal_rd_t *r, size_t *n_p)
 {

@@ -25,6 +25,8 @@
 #include "common/net.h"
 #include "te/metadata.h"
 
+#include "common/bytes.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -181,25 +183,6 @@ static void tbl_free(mc_meta_server_t *s)
 
 /* ---------------------------------------------------------------- log */
 
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_le64(const unsigned char *p)
-{
-    return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
-}
-
 /* Chained XXH3-64 (no allocation): seed each piece with the hash of the pieces before it. */
 static uint64_t rec_checksum(const unsigned char *hdr12, const char *key, size_t klen,
                              const char *val, size_t vlen)
@@ -250,10 +233,10 @@ static unsigned char *rec_encode(uint32_t op, const char *key, size_t klen, cons
     unsigned char *r = mc_malloc(n);
     if (!r)
         return NULL;
-    put_le32(r, op);
-    put_le32(r + 4, (uint32_t)klen);
-    put_le32(r + 8, (uint32_t)vlen);
-    put_le64(r + 12, rec_checksum(r, key, klen, val, vlen));
+    mc_put_le32(r, op);
+    mc_put_le32(r + 4, (uint32_t)klen);
+    mc_put_le32(r + 8, (uint32_t)vlen);
+    mc_put_le64(r + 12, rec_checksum(r, key, klen, val, vlen));
     memcpy(r + REC_HDR, key, klen);
     if (vlen)
         memcpy(r + REC_HDR + klen, val, vlen);
@@ -412,7 +395,7 @@ static mc_status_t log_open(mc_meta_server_t *s, const char *path)
             why = "short record header";
             break;
         }
-        uint32_t op = get_le32(h), klen = get_le32(h + 4), vlen = get_le32(h + 8);
+        uint32_t op = mc_get_le32(h), klen = mc_get_le32(h + 4), vlen = mc_get_le32(h + 8);
         if ((op != OP_PUT && op != OP_DEL) || klen == 0 || klen > MC_META_KEY_MAX ||
             vlen > MC_META_VALUE_MAX || (op == OP_DEL && vlen)) {
             why = "invalid record header";
@@ -432,7 +415,7 @@ static mc_status_t log_open(mc_meta_server_t *s, const char *path)
             why = "read error";
             break;
         }
-        if (rec_checksum(h, buf, klen, buf + klen, vlen) != get_le64(h + 12)) {
+        if (rec_checksum(h, buf, klen, buf + klen, vlen) != mc_get_le64(h + 12)) {
             why = "checksum mismatch";
             break;
         }

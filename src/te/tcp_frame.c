@@ -2,52 +2,21 @@
 
 #include "te/transport.h"
 
+#include "common/bytes.h"
+
 #include <string.h>
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 void mc_te_frame_encode(const mc_te_frame_t *h, uint8_t *out)
 {
-    put32(out, h->magic);
-    put16(out + 4, h->version);
-    put16(out + 6, h->opcode);
-    put64(out + 8, h->id);
-    put64(out + 16, h->addr);
-    put64(out + 24, h->length);
-    put32(out + 32, (uint32_t)h->status);
-    put32(out + 36, h->aux);
+    mc_put_le32(out, h->magic);
+    mc_put_le16(out + 4, h->version);
+    mc_put_le16(out + 6, h->opcode);
+    mc_put_le64(out + 8, h->id);
+    mc_put_le64(out + 16, h->addr);
+    mc_put_le64(out + 24, h->length);
+    mc_put_le32(out + 32, (uint32_t)h->status);
+    mc_put_le32(out + 36, h->aux);
 }
 
 static int opcode_known(uint16_t op)
@@ -62,14 +31,14 @@ mc_status_t mc_te_frame_decode(const uint8_t *buf, size_t len, mc_te_frame_t *h)
     memset(h, 0, sizeof(*h));
     if (!buf || len < MC_TE_FRAME_HDR_SIZE)
         return MC_ERR_PROTOCOL;
-    h->magic = get32(buf);
-    h->version = get16(buf + 4);
-    h->opcode = get16(buf + 6);
-    h->id = get64(buf + 8);
-    h->addr = get64(buf + 16);
-    h->length = get64(buf + 24);
-    h->status = (int32_t)get32(buf + 32);
-    h->aux = get32(buf + 36);
+    h->magic = mc_get_le32(buf);
+    h->version = mc_get_le16(buf + 4);
+    h->opcode = mc_get_le16(buf + 6);
+    h->id = mc_get_le64(buf + 8);
+    h->addr = mc_get_le64(buf + 16);
+    h->length = mc_get_le64(buf + 24);
+    h->status = (int32_t)mc_get_le32(buf + 32);
+    h->aux = mc_get_le32(buf + 36);
     if (h->magic != MC_TE_FRAME_MAGIC || h->version != MC_TE_FRAME_VERSION ||
         !opcode_known(h->opcode) || h->aux != 0)
         return MC_ERR_PROTOCOL;
