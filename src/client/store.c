@@ -568,6 +568,18 @@ mc_status_t mc_store_upsert(mc_store_t *s, const char *key, const struct iovec *
     return store_put_one(s, key, parts, n_parts, cfg, 1);
 }
 
+/* Status of a batch reply: the call's, else the reply's whole-batch status, else RPC_FAIL if
+ * the reply does not have one result per key. */
+static mc_status_t batch_reply_status(mc_status_t call_st, int32_t reply_st, size_t n_results,
+                                      size_t n_keys)
+{
+    if (call_st != MC_OK)
+        return call_st;
+    if (reply_st != MC_OK)
+        return reply_st;
+    return n_results == n_keys ? MC_OK : MC_ERR_RPC_FAIL;
+}
+
 static mc_status_t batch_args_check(mc_store_t *s, size_t n, const char *const *keys)
 {
     if (!s || (n && !keys))
@@ -622,10 +634,7 @@ static void batch_put_finish(mc_store_t *s, const char *const *keys, const size_
                                    &req.base, &resp, 1);
     }
     McRpc__BatchStatusResponse *br = (McRpc__BatchStatusResponse *)resp;
-    if (st == MC_OK && br->status != MC_OK)
-        st = br->status;
-    if (st == MC_OK && br->n_statuses != n)
-        st = MC_ERR_RPC_FAIL;
+    st = batch_reply_status(st, br ? br->status : 0, br ? br->n_statuses : 0, n);
     if (commit) {
         for (size_t j = 0; j < n; j++)
             results[which[j]] = st == MC_OK ? br->statuses[j] : st;
@@ -688,10 +697,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     mc_status_t bst = mc_master_client_call(
         &s->master, upsert ? MC_OP_BATCH_UPSERT_START : MC_OP_BATCH_PUT_START, &req.base, &resp, 0);
     McRpc__BatchPutStartResponse *bs = (McRpc__BatchPutStartResponse *)resp;
-    if (bst == MC_OK && bs->status != MC_OK)
-        bst = bs->status;
-    if (bst == MC_OK && bs->n_results != m)
-        bst = MC_ERR_RPC_FAIL;
+    bst = batch_reply_status(bst, bs ? bs->status : 0, bs ? bs->n_results : 0, m);
     if (bst != MC_OK) {
         for (size_t j = 0; j < m; j++)
             results[idx[j]] = bst;
@@ -942,10 +948,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     mc_status_t bst = mc_master_client_call(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
                                             &resp, 1);
     McRpc__BatchReplicaListResponse *br = (McRpc__BatchReplicaListResponse *)resp;
-    if (bst == MC_OK && br->status != MC_OK)
-        bst = br->status;
-    if (bst == MC_OK && br->n_results != m)
-        bst = MC_ERR_RPC_FAIL;
+    bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
     if (bst != MC_OK) {
         for (size_t j = 0; j < m; j++)
             results[idx[j]] = bst;
@@ -1085,10 +1088,7 @@ static mc_status_t store_batch_key_call(mc_store_t *s, uint16_t op, size_t n,
     ProtobufCMessage *resp = NULL;
     st = mc_master_client_call(&s->master, op, &req.base, &resp, 1);
     McRpc__BatchStatusResponse *br = (McRpc__BatchStatusResponse *)resp;
-    if (st == MC_OK && br->status != MC_OK)
-        st = br->status;
-    if (st == MC_OK && br->n_statuses != n)
-        st = MC_ERR_RPC_FAIL;
+    st = batch_reply_status(st, br ? br->status : 0, br ? br->n_statuses : 0, n);
     for (size_t i = 0; i < n; i++)
         results[i] = st == MC_OK ? br->statuses[i] : st;
     mc_rpc_response_free(resp);
