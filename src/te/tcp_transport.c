@@ -518,8 +518,13 @@ static bool srv_on_readable(srv_conn_t *c)
             goto close;
         }
         c->last_progress_ns = mc_now_ns();
-        if ((uint64_t)n >= budget)
+        if ((uint64_t)n >= budget) {
+            /* Out of budget: parse what was just buffered first; the socket may now be empty,
+             * and level-triggered epoll would never report these bytes again. */
+            if (!srv_parse(c))
+                goto close;
             break;
+        }
         budget -= (uint64_t)n;
     }
     if (!srv_flush(c))
@@ -802,8 +807,10 @@ static void cli_on_readable(cli_conn_t *c)
                 cli_fail(c, MC_ERR_CONNECTION);
             break;
         }
-        if ((uint64_t)n >= budget)
+        if ((uint64_t)n >= budget) {
+            cli_parse(c); /* consume what was just buffered (see the server side) */
             break;
+        }
         budget -= (uint64_t)n;
     }
     pthread_mutex_unlock(&c->mu);
