@@ -1,72 +1,44 @@
 #!/usr/bin/env bash
-# `make demo` (for now): the Transfer Engine moving data between two processes on loopback.
-# Starts a target process and an initiator process (build/bin/mc_te_demo), moves data both
-# ways over tcp and shm, verifies it, prints a throughput table, and stops the target by PID.
-# Exit status 0 only if every transfer verified and the target saw exactly the bytes written.
+# `make demo` — store demo: a master and two storage servers on loopback, then a slice of the FAST'25
+# conversation trace replayed as KV-block put/get (one object per 512-token block, scaled to
+# BLOCK_BYTES). Everything is stopped by PID at the end, also on failure.
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bin="${MC_BIN_DIR:-$root/build/bin}"
-demo="$bin/mc_te_demo"
-size_mib="${MC_DEMO_SIZE_MIB:-64}"
-[[ -x "$demo" ]] || { echo "demo.sh: $demo not built (run 'make build')" >&2; exit 1; }
-
-work="$(mktemp -d)"
-target_pid=""
+cd "$(dirname "$0")/.."
+BIN=${MC_BIN_DIR:-build/bin}
+TRACE=${TRACE:-../shared/traces/conversation_trace.jsonl}
+REQUESTS=${REQUESTS:-2000}
+BLOCK_BYTES=${BLOCK_BYTES:-64KiB}
+SEGMENT=${SEGMENT:-256MB}
+[ -f "$TRACE" ] || TRACE=$(ls ../shared/traces/*.jsonl 2>/dev/null | head -1)
+work=$(mktemp -d /tmp/mc_demo.XXXXXX)
+pids=()
 cleanup() {
-    if [[ -n "$target_pid" ]] && kill -0 "$target_pid" 2>/dev/null; then
-        kill -TERM "$target_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$target_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$target_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
 
-echo "== Mooncake-C Transfer Engine demo: two processes on 127.0.0.1, tcp and shm =="
-"$demo" target "$size_mib" >"$work/target.out" 2>"$work/target.err" &
-target_pid=$!
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_for() { # file pattern seconds
+  for _ in $(seq 1 $(( $3 * 20 ))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+  echo "demo: timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
+}
 
-# Wait (with a deadline) for the target to publish its segment.
-segment=""
-for _ in $(seq 200); do
-    segment="$(awk '$1 == "SEGMENT" {print $2; exit}' "$work/target.out")"
-    [[ -n "$segment" ]] && break
-    kill -0 "$target_pid" 2>/dev/null || break
-    sleep 0.05
+port=$(free_port)
+"$BIN/mooncake_master" --port="$port" --metrics_port=0 --wal_dir="$work/wal" \
+  --log_level=warn >"$work/master.log" 2>&1 &
+pids+=($!)
+wait_for "$work/master.log" "listening" 10
+for i in 1 2; do
+  "$BIN/mooncake_client" --master_server_address="127.0.0.1:$port" \
+    --global_segment_size="$SEGMENT" --host_label="host$i" --log_level=warn \
+    >"$work/server$i.log" 2>&1 &
+  pids+=($!)
+  wait_for "$work/server$i.log" "ready" 10
 done
-if [[ -z "$segment" ]]; then
-    echo "demo.sh: the target did not start" >&2
-    cat "$work/target.err" >&2
-    exit 1
-fi
-echo "target: pid $target_pid, segment $segment, ${size_mib} MiB of shareable memory"
-
-rc=0
-timeout 50 "$demo" initiator "$segment" "$size_mib" >"$work/initiator.out" 2>"$work/initiator.err" || rc=$?
-grep -v '^EXPECT_TARGET_HASH' "$work/initiator.out" || true
-if [[ $rc -ne 0 ]]; then
-    echo "demo.sh: initiator failed (exit $rc)" >&2
-    cat "$work/initiator.err" >&2
-fi
-
-# Stop the target by PID; it prints the checksum of its buffer as it saw it.
-kill -TERM "$target_pid"
-trc=0
-wait "$target_pid" || trc=$?
-target_pid=""
-expect="$(awk '$1 == "EXPECT_TARGET_HASH" {print $2}' "$work/initiator.out")"
-got="$(awk '$1 == "TARGET_HASH" {print $2}' "$work/target.out")"
-if [[ $trc -ne 0 ]]; then
-    echo "demo.sh: target exited with $trc" >&2
-    cat "$work/target.err" >&2
-    rc=1
-fi
-if [[ -n "$expect" && "$expect" == "$got" ]]; then
-    echo "target: its buffer checksum after shutdown matches what the initiator wrote ($got)"
-else
-    echo "demo.sh: target checksum '$got' != expected '$expect'" >&2
-    rc=1
-fi
-[[ $rc -eq 0 ]] && echo "== demo OK: both processes shut down cleanly ==" || echo "== demo FAILED ==" >&2
-exit $rc
+echo "== Mooncake-C store demo: master 127.0.0.1:$port, 2 storage servers x $SEGMENT, blocks of $BLOCK_BYTES"
+echo "== replaying $REQUESTS requests of $(basename "$TRACE")"
+MC_LOG_LEVEL=${MC_LOG_LEVEL:-warn} "$BIN/mc_store_replay" --trace="$TRACE" --master_server_address="127.0.0.1:$port" \
+  --requests="$REQUESTS" --block_bytes="$BLOCK_BYTES" --threads=2
+echo "== shutting down"

@@ -45,7 +45,7 @@ typedef struct replay {
     /* results, merged under lock */
     pthread_mutex_t lock;
     uint64_t blocks, prefix_hits, exists_hits, get_fail, put_fail, bytes_read, bytes_written;
-    uint64_t wrong_blocks;
+    uint64_t wrong_blocks, concurrent_puts;
     lat_log_t get_lat, put_lat, exist_lat;
 } replay_t;
 
@@ -123,7 +123,7 @@ static void *replay_worker(void *arg)
         return NULL;
     }
     lat_log_t gl = {0}, pl = {0}, el = {0};
-    uint64_t blocks = 0, hits = 0, ehits = 0, gfail = 0, pfail = 0, rd = 0, wr = 0, wrong = 0;
+    uint64_t blocks = 0, hits = 0, ehits = 0, gfail = 0, pfail = 0, rd = 0, wr = 0, wrong = 0, busy = 0;
     mc_replicate_config_t cfg = {.replica_num = rp->replicas};
 
     for (;;) {
@@ -181,6 +181,8 @@ static void *replay_worker(void *arg)
             for (size_t i = 0; i < n - fetched; i++) {
                 if (res[i] == MC_OK) {
                     wr += bb;
+                } else if (res[i] == MC_ERR_REPLICA_IS_NOT_READY) {
+                    busy++; /* another request is writing the same block right now */
                 } else {
                     pfail++;
                     MC_LOG_WARN("replay: put %s failed: %s", keys[fetched + i],
@@ -198,6 +200,7 @@ static void *replay_worker(void *arg)
     rp->bytes_read += rd;
     rp->bytes_written += wr;
     rp->wrong_blocks += wrong;
+    rp->concurrent_puts += busy;
     for (size_t i = 0; i < gl.n; i++)
         lat_push(&rp->get_lat, gl.us[i], gl.blocks[i]);
     for (size_t i = 0; i < pl.n; i++)
@@ -398,9 +401,10 @@ int main(int argc, char **argv)
            100 * hit, (unsigned long long)rp.prefix_hits, (unsigned long long)rp.get_fail);
     printf("  read              %.3f GiB  (%.2f GiB/s)\n", (double)rp.bytes_read / gib,
            (double)rp.bytes_read / gib / secs);
-    printf("  written           %.3f GiB  (%.2f GiB/s), %llu puts failed\n",
+    printf("  written           %.3f GiB  (%.2f GiB/s), %llu puts failed, %llu skipped (being "
+           "written by a concurrent request)\n",
            (double)rp.bytes_written / gib, (double)rp.bytes_written / gib / secs,
-           (unsigned long long)rp.put_fail);
+           (unsigned long long)rp.put_fail, (unsigned long long)rp.concurrent_puts);
     printf("  batch exist  p50 %8.0f us  p99 %8.0f us  (%zu calls)\n", pct(&rp.exist_lat, 0.5),
            pct(&rp.exist_lat, 0.99), rp.exist_lat.n);
     printf("  batch get    p50 %8.0f us  p99 %8.0f us  (%zu calls)\n", pct(&rp.get_lat, 0.5),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make demo` must keep working: run scripts/demo.sh with a small buffer and check its verdict.
+# `make te-demo` must keep working: run scripts/te_demo.sh with a small buffer and check its verdict.
 set -euo pipefail
-out="$(MC_DEMO_SIZE_MIB=40 timeout 80 bash "${MC_SOURCE_DIR:?}/scripts/demo.sh" 2>&1)" || {
+out="$(MC_DEMO_SIZE_MIB=40 timeout 80 bash "${MC_SOURCE_DIR:?}/scripts/te_demo.sh" 2>&1)" || {
     echo "$out"; exit 1; }
 echo "$out"
 grep -q "demo OK" <<<"$out"
