@@ -27,29 +27,12 @@ for t in mooncake_master mooncake_client mc_store_replay mc_sim; do
   [ -x "$BIN/$t" ] || { echo "live_replay: $BIN/$t missing" >&2; exit 1; }
 done
 [ -r "$TRACE" ] || { echo "live_replay: trace $TRACE not readable" >&2; exit 1; }
-work=$(mktemp -d /tmp/mc_live.XXXXXX)
+# shellcheck source=lib/cluster.sh
+. "$(dirname "$0")/lib/cluster.sh"
+mc_cluster_init mc_live
+work=$MC_WORK
 OUT=${OUT_DIR:-$work/out}
 mkdir -p "$OUT"
-pids=()
-stop_all() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-cleanup() { stop_all; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() { # file pattern seconds pid: poll the log until pattern, fail early if pid died
-  local deadline=$((SECONDS + $3))
-  while [ $SECONDS -lt $deadline ]; do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$4" 2>/dev/null || { echo "live_replay: process $4 exited; log:" >&2; cat "$1" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "live_replay: timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
-}
 
 for tr in $TRANSPORTS; do
   case $tr in
@@ -57,24 +40,19 @@ for tr in $TRANSPORTS; do
     shm) force=0 ;;
     *) echo "live_replay: unknown transport $tr (shm|tcp)" >&2; exit 2 ;;
   esac
-  port=$(free_port)
-  MC_FORCE_TCP=$force "$BIN/mooncake_master" --port="$port" --metrics_port=0 \
-    --wal_dir="$work/wal_$tr" --log_level=warn >"$work/master_$tr.log" 2>&1 &
-  pids+=($!)
-  wait_for "$work/master_$tr.log" "listening" 10 $!
+  port=$(mc_free_port)
+  export MC_FORCE_TCP=$force
+  mc_start_master "master_$tr" "$port"
   for i in 1 2; do
-    MC_FORCE_TCP=$force "$BIN/mooncake_client" --master_server_address="127.0.0.1:$port" \
-      --global_segment_size="$SEGMENT" --host_label="host$i" --log_level=warn \
-      >"$work/server${i}_$tr.log" 2>&1 &
-    pids+=($!)
-    wait_for "$work/server${i}_$tr.log" "ready" 10 $!
+    mc_start_server "server${i}_$tr" "127.0.0.1:$port" --global_segment_size="$SEGMENT" \
+      --host_label="host$i"
   done
   echo "== live replay, transport $tr: master 127.0.0.1:$port, 2 storage servers x $SEGMENT," \
        "$REQUESTS requests, blocks of $BLOCK_BYTES, $THREADS threads"
-  MC_FORCE_TCP=$force "$BIN/mc_store_replay" --trace="$TRACE" --master_server_address="127.0.0.1:$port" \
+  "$BIN/mc_store_replay" --trace="$TRACE" --master_server_address="127.0.0.1:$port" \
     --requests="$REQUESTS" --block_bytes="$BLOCK_BYTES" --threads="$THREADS" \
     --profile_out="$OUT/store_profile_$tr.json" --json | tee "$OUT/replay_$tr.txt"
-  stop_all
+  mc_stop_all
   echo "== measured store profile ($OUT/store_profile_$tr.json)"
   cat "$OUT/store_profile_$tr.json"
   # shellcheck disable=SC2086
