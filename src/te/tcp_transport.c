@@ -527,8 +527,15 @@ static bool srv_on_readable(srv_conn_t *c)
         }
         budget -= (uint64_t)n;
     }
+    bool was_backpressured = srv_backpressured(c);
     if (!srv_flush(c))
         goto close;
+    /* The flush may have drained the whole backlog (loopback takes megabytes at once): requests
+     * still buffered in rx would then wait for an EPOLLIN that never comes, since the peer has
+     * nothing more to send. Parse them now. */
+    if (was_backpressured && !srv_backpressured(c) && budget > 0 &&
+        (c->rx_len > c->rx_pos || c->st != S_HDR))
+        return srv_on_readable(c);
     return true;
 close:
     srv_close(c);

@@ -416,6 +416,36 @@ static void test_kill9_reconnect(void **state)
     te_peer_stop(&p, 0);
 }
 
+/* One connection, a batch whose responses (128 MiB) exceed the server's 64 MiB send backlog:
+ * the server pauses parsing, drains, and must resume on the requests still buffered even
+ * though the peer sends nothing more (regression: this stalled until the deadline). */
+static void test_backlog_resume(void **state)
+{
+    const char *args[] = {"--buffers", "1", "--size", "134217728", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
+                          .protocol = "tcp", .transfer_timeout_ms = 20000, .tcp_connections = 1};
+    mc_te_t *te = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    enum { N = 128 };
+    uint8_t *lb = local_buf((size_t)N * MiB);
+    mc_te_request_t reqs[N];
+    for (int i = 0; i < N; i++)
+        reqs[i] = (mc_te_request_t){MC_TE_READ, lb + (size_t)i * MiB, seg,
+                                    p.addr[0] + (uint64_t)i * MiB, MiB};
+    for (int round = 0; round < 3; round++) {
+        memset(lb, 0, (size_t)N * MiB);
+        assert_int_equal(mc_te_transfer_sync(te, reqs, N, NULL), MC_OK);
+        assert_int_equal(te_pattern_check(lb, (size_t)N * MiB, 0, 0, 1), -1);
+    }
+    munmap(lb, (size_t)N * MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
 static void test_sigstop_timeout(void **state)
 {
     const char *args[] = {"--buffers", "1", "--size", "4194304", NULL};
@@ -610,6 +640,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_raw_frames),
         cmocka_unit_test(test_kill9_reconnect),
         cmocka_unit_test(test_sigstop_timeout),
+        cmocka_unit_test(test_backlog_resume),
         cmocka_unit_test(test_shm_stopped_owner),
         cmocka_unit_test(test_unregister_inflight),
         cmocka_unit_test(test_http_meta),
