@@ -405,6 +405,17 @@ typedef struct {
 
 #define STORE_ENTER(self) ((self)->store != NULL && mcpy_gate_enter(&(self)->gate))
 #define STORE_LEAVE(self) mcpy_gate_leave(&(self)->gate)
+/* result = expr with the GIL released, if the store is set up (result keeps its value
+ * otherwise, e.g. NOT_READY). */
+#define STORE_CALL(self, result, expr)                                                             \
+    do {                                                                                           \
+        if (STORE_ENTER(self)) {                                                                   \
+            Py_BEGIN_ALLOW_THREADS                                                                 \
+            (result) = (expr);                                                                     \
+            Py_END_ALLOW_THREADS                                                                   \
+            STORE_LEAVE(self);                                                                     \
+        }                                                                                          \
+    } while (0)
 
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -1254,12 +1265,7 @@ static PyObject *store_is_exist(StoreObject *self, PyObject *args, PyObject *kwd
     if (mcpy_cstr(key_o, "key", &key) < 0)
         return NULL;
     int r = NOT_READY;
-    if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        r = mc_store_exists(self->store, key);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
+    STORE_CALL(self, r, mc_store_exists(self->store, key));
     return mcpy_ret(r);
 }
 
@@ -1273,12 +1279,7 @@ static PyObject *store_get_size(StoreObject *self, PyObject *args, PyObject *kwd
     if (mcpy_cstr(key_o, "key", &key) < 0)
         return NULL;
     int64_t r = NOT_READY;
-    if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        r = mc_store_get_size(self->store, key);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
+    STORE_CALL(self, r, mc_store_get_size(self->store, key));
     return mcpy_ret(r);
 }
 
@@ -1293,12 +1294,7 @@ static PyObject *store_remove(StoreObject *self, PyObject *args, PyObject *kwds)
     if (mcpy_cstr(key_o, "key", &key) < 0)
         return NULL;
     mc_status_t r = NOT_READY;
-    if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        r = mc_store_remove(self->store, key, force != 0);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
+    STORE_CALL(self, r, mc_store_remove(self->store, key, force != 0));
     return mcpy_ret(r);
 }
 
@@ -1313,12 +1309,7 @@ static PyObject *store_remove_by_regex(StoreObject *self, PyObject *args, PyObje
     if (mcpy_cstr(re_o, "regex_pattern", &re) < 0)
         return NULL;
     int64_t r = NOT_READY;
-    if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        r = mc_store_remove_by_regex(self->store, re, force != 0);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
+    STORE_CALL(self, r, mc_store_remove_by_regex(self->store, re, force != 0));
     return mcpy_ret(r);
 }
 
@@ -1329,12 +1320,7 @@ static PyObject *store_remove_all(StoreObject *self, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:remove_all", kwlist, &force))
         return NULL;
     int64_t r = NOT_READY;
-    if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        r = mc_store_remove_all(self->store, force != 0);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
+    STORE_CALL(self, r, mc_store_remove_all(self->store, force != 0));
     return mcpy_ret(r);
 }
 
