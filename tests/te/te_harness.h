@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,24 @@
 #ifndef TE_PEER_PATH
 #error "TE_PEER_PATH must be defined by the build"
 #endif
+
+#define MiB (1ull << 20)
+
+/* ThreadSanitizer makes every byte access slow: test smaller maxima there */
+#if defined(__SANITIZE_THREAD__)
+#define BIG (16 * MiB)
+#else
+#define BIG (64 * MiB)
+#endif
+
+/* Pre-faulted anonymous memory for a test's local side (munmap when done). */
+static uint8_t *local_buf(size_t len)
+{
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                      -1, 0);
+    assert_true(p != MAP_FAILED);
+    return p;
+}
 
 typedef struct te_peer {
     pid_t pid;

@@ -15,23 +15,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#define MiB (1ull << 20)
-
-/* ThreadSanitizer makes every byte access slow: test smaller maxima there */
-#if defined(__SANITIZE_THREAD__)
-#define BIG (16 * MiB)
-#else
-#define BIG (64 * MiB)
-#endif
-
-static uint8_t *local_buf(size_t len)
-{
-    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                      -1, 0);
-    assert_true(p != MAP_FAILED);
-    return p;
-}
-
 static mc_te_t *make_engine(const char *proto, uint32_t timeout_ms)
 {
     mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
