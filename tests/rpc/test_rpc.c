@@ -10,6 +10,7 @@
 #include "master/service.h"
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
+#include "master_fixture.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -40,60 +41,14 @@ static void test_frame_codec(void **state)
     assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, &d), MC_ERR_PROTOCOL);
 }
 
-typedef struct fixture {
-    mc_master_service_t *svc;
-    pthread_t th;
-    char addr[64];
-} fixture_t;
-
-static void *run_svc(void *arg)
-{
-    mc_master_service_run(((fixture_t *)arg)->svc);
-    return NULL;
-}
-
 static int setup(void **state)
 {
-    fixture_t *f = calloc(1, sizeof(*f));
-    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1};
-    mc_master_config_default(&o.cfg);
-    if (mc_master_service_create(&o, &f->svc) != MC_OK)
-        return -1;
-    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%u", mc_master_service_port(f->svc));
-    pthread_create(&f->th, NULL, run_svc, f);
-    *state = f;
-    return 0;
+    return fixture_start(state, 0);
 }
-
-static int teardown(void **state)
-{
-    fixture_t *f = *state;
-    mc_master_service_stop(f->svc);
-    pthread_join(f->th, NULL);
-    mc_master_service_destroy(f->svc);
-    free(f);
-    return 0;
-}
-
-static uint8_t CID[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 
 static void mount_seg(mc_rpc_client_t *c)
 {
-    McRpc__SegmentInfo si = MC_RPC__SEGMENT_INFO__INIT;
-    si.name = "seg0";
-    si.base_addr = 1 << 20;
-    si.size = 64 << 20;
-    si.host_label = "h";
-    si.te_endpoint = "127.0.0.1:1234";
-    uint8_t uuid[16] = {1};
-    si.segment_uuid = (ProtobufCBinaryData){16, uuid};
-    McRpc__MountSegmentRequest q = MC_RPC__MOUNT_SEGMENT_REQUEST__INIT;
-    q.client_id = (ProtobufCBinaryData){16, CID};
-    q.segment = &si;
-    ProtobufCMessage *resp;
-    assert_int_equal(mc_rpc_client_call(c, MC_OP_MOUNT_SEGMENT, &q.base, &resp, 2000), MC_OK);
-    assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
-    mc_rpc_response_free(resp);
+    mount_seg_labelled(c, "h");
 }
 
 static void test_put_get_over_rpc(void **state)
