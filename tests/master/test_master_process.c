@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 typedef struct master_proc {
@@ -48,6 +49,7 @@ static bool start_master_ex(master_proc_t *mp, const char *extra, bool may_refus
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int devnull = open("/dev/null", 1);
         dup2(devnull, 1);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
@@ -573,6 +575,7 @@ static void test_prometheus(void **state)
     g_prom = fork();
     assert_true(g_prom >= 0);
     if (g_prom == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         char a1[300], a2[300], a3[64];
         snprintf(a1, sizeof(a1), "--config.file=%s", cfg);
         snprintf(a2, sizeof(a2), "--storage.tsdb.path=%s/data", g_prom_dir);

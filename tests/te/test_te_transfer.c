@@ -565,6 +565,7 @@ static void test_http_meta(void **state)
     pid_t srv = fork();
     assert_true(srv >= 0);
     if (srv == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         execl(server, server, port_arg, "--host=127.0.0.1", "--log_level=warn", (char *)NULL);
         _exit(127);
     }
