@@ -712,6 +712,24 @@ static void batch_release(EngineObject *self, PyObject *id_o, mc_te_batch_t b)
     Py_END_ALLOW_THREADS
 }
 
+/* Build the requests from the Python arguments, run them synchronously (GIL released inside
+ * xfer_sync), and return the upstream-style int result. */
+static PyObject *xfer_run_sync(EngineObject *self, PyObject *t, PyObject *l, PyObject *p,
+                               PyObject *n, mc_te_opcode_t op, int batch)
+{
+    xfer_args_t x;
+    int st = xfer_build(t, l, p, n, op, batch, &x);
+    if (st < 0 && PyErr_Occurred())
+        return NULL;
+    if (st == MC_OK) {
+        ENGINE_ENTER(self, (xfer_args_free(&x), mcpy_ret(NOT_READY)));
+        st = xfer_sync(self, &x);
+        ENGINE_LEAVE(self);
+    }
+    xfer_args_free(&x);
+    return mcpy_ret(st);
+}
+
 #define TRANSFER_KWLIST {"target_hostname", "buffer", "peer_buffer_address", "length",          \
                          "transport_hint", NULL}
 
@@ -722,17 +740,7 @@ static PyObject *do_sync_single(EngineObject *self, PyObject *args, PyObject *kw
     PyObject *t, *l, *p, *n, *hint = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &t, &l, &p, &n, &hint))
         return NULL;
-    xfer_args_t x;
-    int st = xfer_build(t, l, p, n, op, 0, &x);
-    if (st < 0 && PyErr_Occurred())
-        return NULL;
-    if (st == MC_OK) {
-        ENGINE_ENTER(self, (xfer_args_free(&x), mcpy_ret(NOT_READY)));
-        st = xfer_sync(self, &x);
-        ENGINE_LEAVE(self);
-    }
-    xfer_args_free(&x);
-    return mcpy_ret(st);
+    return xfer_run_sync(self, t, l, p, n, op, 0);
 }
 
 static PyObject *engine_transfer_sync_write(EngineObject *self, PyObject *args, PyObject *kwds)
@@ -760,17 +768,7 @@ static PyObject *engine_transfer_sync(EngineObject *self, PyObject *args, PyObje
         mcpy_warn("transfer_sync: notifications are not supported by Mooncake-C");
         return mcpy_ret(MC_ERR_NOT_SUPPORTED);
     }
-    xfer_args_t x;
-    int st = xfer_build(t, l, p, n, op, 0, &x);
-    if (st < 0 && PyErr_Occurred())
-        return NULL;
-    if (st == MC_OK) {
-        ENGINE_ENTER(self, (xfer_args_free(&x), mcpy_ret(NOT_READY)));
-        st = xfer_sync(self, &x);
-        ENGINE_LEAVE(self);
-    }
-    xfer_args_free(&x);
-    return mcpy_ret(st);
+    return xfer_run_sync(self, t, l, p, n, op, 0);
 }
 
 static PyObject *engine_transfer_submit_write(EngineObject *self, PyObject *args, PyObject *kwds)
