@@ -43,6 +43,14 @@ static uint8_t *local_buf(size_t len)
     return p;
 }
 
+static mc_status_t xfer(mc_te_t *te, mc_te_opcode_t op, void *local, mc_te_segment_t seg,
+                        uint64_t addr, size_t len, mc_te_xfer_status_t *st)
+{
+    mc_te_request_t r = {.opcode = op, .local = local, .target = seg, .target_addr = addr,
+                         .length = len};
+    return mc_te_transfer_sync(te, &r, 1, st);
+}
+
 typedef struct te_peer {
     pid_t pid;
     int in_fd;   /* our write end -> peer stdin */
@@ -173,6 +181,30 @@ static void te_peer_stop(te_peer_t *p, int sig)
     close(p->in_fd);
     close(p->out_fd);
     p->pid = 0;
+}
+
+/* One size of the read/write round trip against a te_peer whose two buffers hold the pattern
+ * (buffer 0, seed 1): READ buffer 0 at off and check it; WRITE seed 7 into buffer 1, have the
+ * owner check it (COMPLETED means the bytes are in the target), READ it back. */
+static void te_roundtrip(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, uint8_t *lb,
+                         uint64_t off, size_t s)
+{
+    mc_te_xfer_status_t st;
+    memset(lb, 0, s);
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p->addr[0] + off, s, &st), MC_OK);
+    assert_int_equal(st.state, MC_TE_COMPLETED);
+    assert_int_equal(st.transferred, s);
+    assert_int_equal(te_pattern_check(lb, s, 0, off, 1), -1);
+    te_pattern_fill(lb, s, 1, off, 7);
+    assert_int_equal(xfer(te, MC_TE_WRITE, lb, seg, p->addr[1] + off, s, &st), MC_OK);
+    assert_int_equal(st.transferred, s);
+    char cmd[128], ans[128];
+    snprintf(cmd, sizeof(cmd), "check 1 %llu %zu 7", (unsigned long long)off, s);
+    assert_int_equal(te_peer_cmd(p, cmd, ans, sizeof(ans), 20000), 0);
+    assert_string_equal(ans, "CHECK ok");
+    memset(lb, 0, s);
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p->addr[1] + off, s, &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, s, 1, off, 7), -1);
 }
 
 #endif

@@ -25,14 +25,6 @@ static mc_te_t *make_engine(const char *proto, uint32_t timeout_ms)
     return te;
 }
 
-static mc_status_t xfer(mc_te_t *te, mc_te_opcode_t op, void *local, mc_te_segment_t seg,
-                        uint64_t addr, size_t len, mc_te_xfer_status_t *st)
-{
-    mc_te_request_t r = {.opcode = op, .local = local, .target = seg, .target_addr = addr,
-                         .length = len};
-    return mc_te_transfer_sync(te, &r, 1, st);
-}
-
 /* ---- correctness over a range of sizes ------------------------------------------------ */
 
 static void rw_sizes(const char *proto, int shareable)
@@ -55,23 +47,7 @@ static void rw_sizes(const char *proto, int shareable)
     for (size_t k = 0; k < MC_ARRAY_LEN_T(sizes); k++) {
         size_t s = sizes[k];
         uint64_t off = s < bsz ? (12345ull * (k + 1)) % (bsz - s + 1) : 0;
-        mc_te_xfer_status_t st;
-        memset(lb, 0, s);
-        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + off, s, &st), MC_OK);
-        assert_int_equal(st.state, MC_TE_COMPLETED);
-        assert_int_equal(st.transferred, s);
-        assert_int_equal(te_pattern_check(lb, s, 0, off, 1), -1);
-        /* write a different pattern into buffer 1, have the owner check it, read it back */
-        te_pattern_fill(lb, s, 1, off, 7);
-        assert_int_equal(xfer(te, MC_TE_WRITE, lb, seg, p.addr[1] + off, s, &st), MC_OK);
-        assert_int_equal(st.transferred, s);
-        char cmd[128], ans[128];
-        snprintf(cmd, sizeof(cmd), "check 1 %llu %zu 7", (unsigned long long)off, s);
-        assert_int_equal(te_peer_cmd(&p, cmd, ans, sizeof(ans), 20000), 0);
-        assert_string_equal(ans, "CHECK ok");
-        memset(lb, 0, s);
-        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[1] + off, s, &st), MC_OK);
-        assert_int_equal(te_pattern_check(lb, s, 1, off, 7), -1);
+        te_roundtrip(te, &p, seg, lb, off, s);
     }
     /* many small requests in one batch, spread over both buffers */
     enum { N = 256 };
