@@ -195,6 +195,21 @@ static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, c
     return true;
 }
 
+/* Receive into a connection's rx buffer (RXBUF_SIZE bytes). After parsing, at most a partial
+ * header or body is left at [*pos, *len): compact it to the front first. Returns recv's result. */
+static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len)
+{
+    if (*pos > 0) {
+        memmove(rx, rx + *pos, *len - *pos);
+        *len -= *pos;
+        *pos = 0;
+    }
+    ssize_t n = recv(fd, rx + *len, RXBUF_SIZE - *len, MSG_DONTWAIT);
+    if (n > 0)
+        *len += (size_t)n;
+    return n;
+}
+
 static bool srv_backpressured(const srv_conn_t *c)
 {
     return c->tx_n >= SRV_TX_MAX_ENTRIES || c->tx_bytes >= SRV_TX_MAX_BYTES;
@@ -498,15 +513,7 @@ static bool srv_on_readable(srv_conn_t *c)
                     goto close;
             }
         } else {
-            /* after parsing, at most a partial header/body is left: compact it */
-            if (c->rx_pos > 0) {
-                memmove(c->rx, c->rx + c->rx_pos, c->rx_len - c->rx_pos);
-                c->rx_len -= c->rx_pos;
-                c->rx_pos = 0;
-            }
-            n = recv(c->fd, c->rx + c->rx_len, RXBUF_SIZE - c->rx_len, MSG_DONTWAIT);
-            if (n > 0)
-                c->rx_len += (size_t)n;
+            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len);
         }
         if (n == 0)
             goto close;
@@ -794,14 +801,7 @@ static void cli_on_readable(cli_conn_t *c)
                 }
             }
         } else {
-            if (c->rx_pos > 0) {
-                memmove(c->rx, c->rx + c->rx_pos, c->rx_len - c->rx_pos);
-                c->rx_len -= c->rx_pos;
-                c->rx_pos = 0;
-            }
-            n = recv(c->fd, c->rx + c->rx_len, RXBUF_SIZE - c->rx_len, MSG_DONTWAIT);
-            if (n > 0)
-                c->rx_len += (size_t)n;
+            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len);
         }
         if (n == 0) {
             cli_fail(c, MC_ERR_CONNECTION);
