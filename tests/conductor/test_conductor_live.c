@@ -271,7 +271,7 @@ static void test_live(void **state)
 
     /* forced gap: freeze the conductor while > 16 events happen, then let it go */
     int64_t gaps0 = live_field("gaps"), resyncs0 = live_field("resyncs");
-    assert_int_equal(kill(cond_pid, SIGSTOP), 0);
+    assert_int_equal(mt_freeze(cond_pid, 5000), 0);
     put_hash(s, 3, 4096); /* 1..5 complete again */
     for (uint64_t h = 100; h < 130; h++)
         put_hash(s, h, 4096);
