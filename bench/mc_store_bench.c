@@ -34,6 +34,7 @@ typedef struct bench_cfg {
     uint64_t ops;          /* values per thread per phase */
     const char *transport;
     uint32_t run_id;
+    uint32_t get_rounds;   /* get phases over the same keys; the median round is returned */
 } bench_cfg_t;
 
 typedef struct thread_res {
@@ -115,10 +116,18 @@ static void *bench_thread(void *p)
 
 /* Runs one put phase then one get phase over the same keys; prints two JSON lines. Returns
  * the get req/s (for ratios). */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static double bench_case(mc_store_t *store, const bench_cfg_t *c, double *get_p50_p, double *get_gib_p)
 {
-    double get_req_s = 0;
-    for (int get = 0; get < 2; get++) {
+    uint32_t rounds = c->get_rounds ? c->get_rounds : 1;
+    double *rs = mc_calloc(rounds, sizeof(double)), *p50s = mc_calloc(rounds, sizeof(double));
+    for (uint32_t phase = 0; phase <= rounds; phase++) {
+        int get = phase > 0;
         thread_arg_t *args = mc_calloc(c->threads, sizeof(*args));
         pthread_t *tids = mc_calloc(c->threads, sizeof(*tids));
         pthread_barrier_t barrier;
@@ -162,18 +171,38 @@ static double bench_case(mc_store_t *store, const bench_cfg_t *c, double *get_p5
                p50, p99, date);
         fflush(stdout);
         if (get) {
-            get_req_s = req_s;
-            if (get_p50_p)
-                *get_p50_p = p50;
-            if (get_gib_p)
-                *get_gib_p = gib_s;
+            rs[phase - 1] = req_s;
+            p50s[phase - 1] = p50;
         }
         mc_free(lat);
         mc_free(args);
         mc_free(tids);
         pthread_barrier_destroy(&barrier);
     }
+    qsort(rs, rounds, sizeof(double), cmp_double);
+    qsort(p50s, rounds, sizeof(double), cmp_double);
+    double get_req_s = rs[rounds / 2];
+    if (get_p50_p)
+        *get_p50_p = p50s[rounds / 2];
+    if (get_gib_p)
+        *get_gib_p = get_req_s * (double)c->value / (1024.0 * 1024 * 1024);
+    mc_free(rs);
+    mc_free(p50s);
     return get_req_s;
+}
+
+/* Whether `name` is one of the items of the comma list `list`. */
+static bool list_has(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len + (e != NULL);
+    }
+    return false;
 }
 
 static char work_dir[256];
@@ -221,7 +250,8 @@ static int start_cluster(uint64_t segment, const char *master_flag, char *addr, 
 int main(int argc, char **argv)
 {
     const char *transport = "shm", *master_flag = "";
-    int64_t threads = 1, ops_small = 20000, ops_mid = 2000, ops_big = 30;
+    int64_t threads = 1, ops_small = 20000, ops_mid = 2000, ops_big = 30, get_rounds = 1;
+    const char *only = "";
     uint64_t segment = 1280ull << 20;
     bool peers = false;
     mc_option_t opts[] = {
@@ -232,6 +262,8 @@ int main(int argc, char **argv)
         {"ops_big", MC_OPT_INT, &ops_big, NULL, "32 MiB values per thread per phase", 1, 100000},
         {"segment", MC_OPT_SIZE, &segment, NULL, "storage server segment size", 1 << 20, 1ull << 40},
         {"master_flag", MC_OPT_STRING, &master_flag, NULL, "one extra mooncake_master flag, e.g. --wal_fsync=false", 0, 0},
+        {"get_rounds", MC_OPT_INT, &get_rounds, NULL, "get phases per case (ratios use the median round)", 1, 1000},
+        {"cases", MC_OPT_STRING, &only, NULL, "comma list of cases to run (4k1,4k128,512k1,512k16,32m1); empty = all", 0, 0},
         {"peers", MC_OPT_BOOL, &peers, NULL, "also measure Redis and memcached, print ratios", 0, 0},
     };
     mc_config_spec_t spec = {"mc_store_bench", "Store put/get benchmark with peers (JSON lines).",
@@ -276,15 +308,19 @@ int main(int argc, char **argv)
         mc_store_remove_all(store, true);
         mc_pages_free(w, wl);
     }
-    struct { uint64_t value; uint32_t batch; int64_t ops; } cases[] = {
-        {4096, 1, ops_small / 4}, {4096, 128, ops_small}, {512 * 1024, 1, ops_mid},
-        {512 * 1024, 16, ops_mid}, {32ull << 20, 1, ops_big},
+    struct { const char *name; uint64_t value; uint32_t batch; int64_t ops; } cases[] = {
+        {"4k1", 4096, 1, ops_small / 4}, {"4k128", 4096, 128, ops_small},
+        {"512k1", 512 * 1024, 1, ops_mid}, {"512k16", 512 * 1024, 16, ops_mid},
+        {"32m1", 32ull << 20, 1, ops_big},
     };
     double small_single_p50 = 0, small_batch_req_s = 0, big_gib = 0;
     for (size_t i = 0; i < MC_ARRAY_LEN(cases); i++) {
+        if (*only && !list_has(only, cases[i].name))
+            continue;
         bench_cfg_t c = {.master = addr, .value = cases[i].value, .batch = cases[i].batch,
                          .threads = (uint32_t)threads, .ops = (uint64_t)cases[i].ops,
-                         .transport = transport, .run_id = (uint32_t)i};
+                         .transport = transport, .run_id = (uint32_t)i,
+                         .get_rounds = (uint32_t)get_rounds};
         double p50 = 0, gib = 0;
         double rs = bench_case(store, &c, &p50, &gib);
         if (c.value == 4096 && c.batch == 1)

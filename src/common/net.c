@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,4 +247,40 @@ void mc_net_host_id(char *out, size_t len)
         gethostname(host, sizeof(host) - 1);
         snprintf(out, len, "host:%s", host);
     }
+}
+
+uint64_t mc_net_busy_poll_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    int64_t v = atomic_load(&cached);
+    if (v < 0) {
+        const char *e = getenv("MC_BUSY_POLL_US");
+        char *end = NULL;
+        long long us = e && *e ? strtoll(e, &end, 10) : 50;
+        if (e && *e && (*end || us < 0)) {
+            MC_LOG_WARN("MC_BUSY_POLL_US='%s' is not a number of microseconds; using 50", e);
+            us = 50;
+        }
+        if (us > 10000)
+            us = 10000;
+        v = us * 1000;
+        atomic_store(&cached, v);
+    }
+    return (uint64_t)v;
+}
+
+int mc_net_poll(struct pollfd *fds, unsigned long nfds, int timeout_ms, uint64_t *spin_ns)
+{
+    if (spin_ns && *spin_ns > 0 && timeout_ms != 0) {
+        uint64_t t0 = mc_now_ns(), used;
+        int r;
+        do {
+            r = poll(fds, (nfds_t)nfds, 0);
+            used = mc_now_ns() - t0;
+        } while (r == 0 && used < *spin_ns);
+        *spin_ns = used < *spin_ns ? *spin_ns - used : 0;
+        if (r != 0)
+            return r;
+    }
+    return poll(fds, (nfds_t)nfds, timeout_ms);
 }

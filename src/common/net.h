@@ -30,6 +30,18 @@ mc_status_t mc_net_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns)
 mc_status_t mc_net_set_nonblock(int fd, int on);
 void mc_net_tune(int fd, int sndbuf, int rcvbuf); /* TCP_NODELAY + optional buffer sizes */
 
+/* Busy polling for a waiter that expects an answer within microseconds (a synchronous RPC or
+ * small transfer). On VMs, waking a sleeping thread costs tens of microseconds (the sender's
+ * wake-up IPI exits to the hypervisor), more than a small request itself, so such a waiter
+ * first spins with non-blocking polls for a bounded time. The budget is MC_BUSY_POLL_US
+ * microseconds per wait (default 50, 0 disables, at most 10000), read once per process. */
+uint64_t mc_net_busy_poll_ns(void);
+
+/* poll() that first spends up to *spin_ns (decremented by what it used) spinning with
+ * zero-timeout polls, then blocks for at most timeout_ms. Same result as poll(). */
+struct pollfd;
+int mc_net_poll(struct pollfd *fds, unsigned long nfds, int timeout_ms, uint64_t *spin_ns);
+
 /* A port that is free on 127.0.0.1 right now (bind to 0, read, close). For tests/tools. */
 mc_status_t mc_net_free_port(uint16_t *port_p);
 

@@ -22,6 +22,7 @@ struct mc_rpc_client {
     uint64_t next_req_id;
     uint8_t *rx;
     size_t rx_cap;
+    uint64_t last_answer_ns; /* when the connection last delivered an answer */
 };
 
 mc_status_t mc_rpc_client_create(const char *addr, const mc_rpc_client_opts_t *opts,
@@ -51,6 +52,7 @@ mc_status_t mc_rpc_client_create(const char *addr, const mc_rpc_client_opts_t *o
 
 static void cli_close(mc_rpc_client_t *c)
 {
+    c->last_answer_ns = 0;
     if (c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
@@ -74,9 +76,14 @@ void mc_rpc_client_destroy(mc_rpc_client_t *c)
 
 /* A kept connection whose peer went away (server restarted) shows up readable with EOF
  * before we send anything: drop it and reconnect instead of failing the next call. Nothing
- * was sent on it yet, so this never duplicates a request. */
+ * was sent on it yet, so this never duplicates a request. Skipped (one syscall saved) when the
+ * connection answered within the last STALE_CHECK_NS: a server that died since then cannot
+ * have been restarted yet, so a reconnect would fail as well. */
+#define STALE_CHECK_NS 1000000ull
 static void cli_drop_if_stale(mc_rpc_client_t *c)
 {
+    if (c->last_answer_ns && mc_now_ns() - c->last_answer_ns < STALE_CHECK_NS)
+        return;
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     if (poll(&pfd, 1, 0) <= 0)
         return;
@@ -196,6 +203,7 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
         goto out;
     }
     size_t sent = 0, rx_len = 0, answered = 0;
+    uint64_t spin = mc_net_busy_poll_ns(); /* a master answers faster than a thread wakes */
     while (answered < n) {
         uint64_t now = mc_now_ns();
         if (now >= deadline) {
@@ -204,17 +212,8 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
             st = MC_ERR_RPC_TIMEOUT;
             break;
         }
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (sent < total ? POLLOUT : 0)};
-        int ms = (int)((deadline - now + 999999) / 1000000);
-        int pr = poll(&pfd, 1, ms);
-        if (pr < 0 && errno != EINTR) {
-            st = MC_ERR_RPC_FAIL;
-            break;
-        }
-        if (pr <= 0)
-            continue;
-        if (sent < total && (pfd.revents & POLLOUT)) {
-            ssize_t w = send(c->fd, tx + sent, total - sent, MSG_NOSIGNAL);
+        if (sent < total) { /* try first: the socket buffer almost always has room */
+            ssize_t w = send(c->fd, tx + sent, total - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w > 0)
                 sent += (size_t)w;
             else if (w < 0 && errno != EAGAIN && errno != EINTR) {
@@ -223,6 +222,15 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
                 break;
             }
         }
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (sent < total ? POLLOUT : 0)};
+        int ms = (int)((deadline - now + 999999) / 1000000);
+        int pr = mc_net_poll(&pfd, 1, ms, &spin);
+        if (pr < 0 && errno != EINTR) {
+            st = MC_ERR_RPC_FAIL;
+            break;
+        }
+        if (pr <= 0)
+            continue;
         if (!(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         if (rx_len == c->rx_cap) {
@@ -235,7 +243,7 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
             c->rx = nr;
             c->rx_cap = nc;
         }
-        ssize_t r = recv(c->fd, c->rx + rx_len, c->rx_cap - rx_len, 0);
+        ssize_t r = recv(c->fd, c->rx + rx_len, c->rx_cap - rx_len, MSG_DONTWAIT);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
             MC_LOG_WARN("rpc client: %s:%u: connection lost (%s)", c->host, c->port,
                         r == 0 ? "EOF" : strerror(errno));
@@ -314,6 +322,8 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
     } else if (rx_len) {
         MC_LOG_ERROR("rpc client: %zu stray bytes after the last answer", rx_len);
         cli_close(c);
+    } else {
+        c->last_answer_ns = mc_now_ns();
     }
 out:
     pthread_mutex_unlock(&c->mu);

@@ -1174,11 +1174,15 @@ MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs,
     mc_te_batch_impl_t *b = batch_new(te, n);
     if (!b)
         return MC_ERR_NO_MEMORY;
+    b->sync = true;
     mc_status_t st = batch_submit(te, b, reqs, n);
     if (st != MC_OK) {
         batch_delete(b);
         return st;
     }
+    for (int k = 0; k < MC_TE_TP_COUNT && b->n_held > 0; k++)
+        if (g_tp[k] && g_tp[k]->sync_wait && tp_ctx(te, k))
+            g_tp[k]->sync_wait(tp_ctx(te, k), b);
     batch_wait(te, b);
     mc_status_t first = MC_OK;
     for (size_t i = 0; i < n; i++) {

@@ -72,6 +72,8 @@ void mc_te_table_finish_remove(mc_te_table_t *t, mc_te_lbuf_t *b, bool remove);
 typedef struct mc_te_req mc_te_req_t;
 typedef struct mc_te_batch_impl mc_te_batch_impl_t;
 
+#define MC_TE_SYNC_HELD_MAX 8
+
 /* A piece of a request handed to one transport. Owned by its request; the transport holds it
  * from submit until it calls mc_te_slice_done exactly once. */
 typedef struct mc_te_slice {
@@ -87,6 +89,7 @@ typedef struct mc_te_slice {
     uint8_t body[16];
     int32_t resp_status;       /* tcp: response that arrived before our send finished */
     uint8_t resp_ready;
+    uint8_t queued;            /* tcp: on a connection's queue (under the connection lock) */
 } mc_te_slice_t;
 
 struct mc_te_req {
@@ -113,6 +116,12 @@ struct mc_te_batch_impl {
     _Atomic int waiters;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    /* Synchronous batches (mc_te_transfer_sync): the submitting thread waits for the batch
+     * itself, so a transport may let it receive the responses directly (transport.h,
+     * sync_wait). held[] = transport objects it reserved for that; submitting thread only. */
+    bool sync;
+    uint32_t n_held;
+    void *held[MC_TE_SYNC_HELD_MAX];
 };
 
 /* Report the end of one slice (any thread; exactly once per slice). bytes counted into the

@@ -8,6 +8,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/time.h"
 
 #include <arpa/inet.h>
@@ -17,6 +18,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -32,6 +34,8 @@
 #define RECONNECT_BACKOFF_NS (100ull * 1000000)
 #define READ_BUDGET (32ull << 20)     /* bytes per event before yielding to other connections */
 #define SRV_MAX_CONNS 4096            /* accepted connections beyond this are closed at once */
+#define SPREAD_BYTES (1ull << 20)     /* a batch uses one more connection per this many bytes */
+#define SYNC_POLL_MAX_MS 10           /* a synchronous caller re-checks its connections this often */
 
 enum { K_LISTEN = 1, K_WAKE, K_SRV, K_CLI };
 
@@ -85,6 +89,10 @@ typedef struct cli_conn {
     uint64_t next_id;
     uint64_t last_fail_ns;
     uint32_t ev;
+    /* Synchronous caller driving this connection (tcp_sync_wait) until owner_last is answered;
+     * meanwhile the loop neither watches it (epoll interest 0) nor sweeps it. */
+    mc_te_batch_impl_t *owner;
+    mc_te_slice_t *owner_last;
 } cli_conn_t;
 
 struct tcp_peer {
@@ -196,14 +204,16 @@ static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, c
 }
 
 /* Receive into a connection's rx buffer (RXBUF_SIZE bytes). After parsing, at most a partial
- * header or body is left at [*pos, *len): compact it to the front first. Returns recv's result. */
-static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len)
+ * header or body is left at [*pos, *len): compact it to the front first. Returns recv's result;
+ * *asked = the room offered (a result below it means the socket is now empty). */
+static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len, size_t *asked)
 {
     if (*pos > 0) {
         memmove(rx, rx + *pos, *len - *pos);
         *len -= *pos;
         *pos = 0;
     }
+    *asked = RXBUF_SIZE - *len;
     ssize_t n = recv(fd, rx + *len, RXBUF_SIZE - *len, MSG_DONTWAIT);
     if (n > 0)
         *len += (size_t)n;
@@ -504,7 +514,9 @@ static bool srv_on_readable(srv_conn_t *c)
         if (srv_backpressured(c))
             break;
         ssize_t n;
+        size_t asked;
         if (c->st == S_WRITE && c->rx_pos == c->rx_len && c->left >= DIRECT_MIN) {
+            asked = c->left;
             n = recv(c->fd, c->dst, c->left, MSG_DONTWAIT);
             if (n > 0) {
                 c->dst += n;
@@ -513,7 +525,7 @@ static bool srv_on_readable(srv_conn_t *c)
                     goto close;
             }
         } else {
-            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len);
+            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len, &asked);
         }
         if (n == 0)
             goto close;
@@ -525,9 +537,10 @@ static bool srv_on_readable(srv_conn_t *c)
             goto close;
         }
         c->last_progress_ns = mc_now_ns();
-        if ((uint64_t)n >= budget) {
-            /* Out of budget: parse what was just buffered first; the socket may now be empty,
-             * and level-triggered epoll would never report these bytes again. */
+        if ((uint64_t)n >= budget || (size_t)n < asked) {
+            /* Out of budget, or a short read (the socket is empty: skip the recv that would
+             * only say EAGAIN; level-triggered epoll reports later bytes): parse what was just
+             * buffered first, since epoll never reports bytes already taken from the socket. */
             if (!srv_parse(c))
                 goto close;
             break;
@@ -624,6 +637,13 @@ static void cli_pop_head(cli_conn_t *c)
     if (c->tail == s)
         c->tail = NULL;
     s->next = NULL;
+    s->queued = 0;
+}
+
+/* epoll interest for c: none while a synchronous caller drives it. Under c->mu. */
+static uint32_t cli_events(const cli_conn_t *c)
+{
+    return c->owner ? 0 : EPOLLIN | (c->tx_next ? EPOLLOUT : 0);
 }
 
 /* Close the connection and end every queued slice with st. Under c->mu. */
@@ -718,7 +738,7 @@ static void cli_flush(cli_conn_t *c)
         }
     }
     if (c->fd >= 0)
-        set_events(c->w->epfd, c->fd, c, &c->ev, EPOLLIN | (c->tx_next ? EPOLLOUT : 0));
+        set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
 }
 
 /* Consume buffered response bytes. Returns false on protocol loss (connection failed). */
@@ -781,16 +801,17 @@ static bool cli_parse(cli_conn_t *c)
     }
 }
 
-/* Loop thread: data from the peer. */
-static void cli_on_readable(cli_conn_t *c)
+/* Receive and consume what the socket holds (up to READ_BUDGET bytes). Under c->mu. */
+static void cli_receive(cli_conn_t *c)
 {
-    pthread_mutex_lock(&c->mu);
     uint64_t budget = READ_BUDGET;
     while (c->fd >= 0) {
         if (!cli_parse(c))
             break;
         ssize_t n;
+        size_t asked;
         if (c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN) {
+            asked = c->rx_left;
             n = recv(c->fd, c->rx_cur->local + c->rx_done, c->rx_left, MSG_DONTWAIT);
             if (n > 0) {
                 c->rx_done += (uint64_t)n;
@@ -801,7 +822,7 @@ static void cli_on_readable(cli_conn_t *c)
                 }
             }
         } else {
-            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len);
+            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len, &asked);
         }
         if (n == 0) {
             cli_fail(c, MC_ERR_CONNECTION);
@@ -814,12 +835,19 @@ static void cli_on_readable(cli_conn_t *c)
                 cli_fail(c, MC_ERR_CONNECTION);
             break;
         }
-        if ((uint64_t)n >= budget) {
+        if ((uint64_t)n >= budget || (size_t)n < asked) {
             cli_parse(c); /* consume what was just buffered (see the server side) */
             break;
         }
         budget -= (uint64_t)n;
     }
+}
+
+/* Loop thread: data from the peer (or an error/hang-up, reported even with interest 0). */
+static void cli_on_readable(cli_conn_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    cli_receive(c);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -918,11 +946,24 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
         return;
     }
     uint16_t port = desc && desc->d.tcp_data_port ? desc->d.tcp_data_port : peer->port;
-    /* Group consecutive slices per connection: chunk i goes to connection (start + i) % n. */
-    uint32_t start = atomic_fetch_add(&tp->rr, (uint32_t)(n < tp->n ? n : tp->n));
+    /* Spread by bytes: one connection per SPREAD_BYTES (at most all of them); connection g
+     * takes the consecutive slices [g*n/k, (g+1)*n/k), so small batches travel in one
+     * sendmsg and come back on one connection. */
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += slices[i]->len + MC_TE_FRAME_HDR_SIZE;
+    uint64_t want = (total + SPREAD_BYTES - 1) / SPREAD_BYTES;
+    uint32_t k = (uint32_t)(want < tp->n ? want : tp->n);
+    if (k > n)
+        k = (uint32_t)n;
+    if (k == 0)
+        k = 1;
+    mc_te_batch_impl_t *sync_b = slices[0]->req->batch->sync ? slices[0]->req->batch : NULL;
+    uint32_t start = atomic_fetch_add(&tp->rr, k);
     mc_status_t connect_st = MC_OK; /* after one failed connect, do not try the others now */
-    for (uint32_t ci = 0; ci < tp->n && ci < n; ci++) {
-        cli_conn_t *c = &tp->conns[(start + ci) % tp->n];
+    for (uint32_t g = 0; g < k; g++) {
+        cli_conn_t *c = &tp->conns[(start + g) % tp->n];
+        size_t first = (size_t)g * n / k, end = (size_t)(g + 1) * n / k;
         pthread_mutex_lock(&c->mu);
         mc_status_t st = MC_OK;
         if (c->fd < 0) {
@@ -930,7 +971,7 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             if (st != MC_OK)
                 connect_st = st;
         }
-        for (size_t i = ci; i < n; i += tp->n) {
+        for (size_t i = first; i < end; i++) {
             mc_te_slice_t *s = slices[i];
             if (st != MC_OK) {
                 mc_te_slice_done(s, st == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_CONNECTION, 0);
@@ -959,13 +1000,77 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             else
                 c->head = s;
             c->tail = s;
+            s->queued = 1;
             if (!c->tx_next)
                 c->tx_next = s;
+        }
+        /* A synchronous caller drives the connection itself unless another one already does */
+        if (st == MC_OK && sync_b && (c->owner == sync_b ||
+                                      (!c->owner && sync_b->n_held < MC_TE_SYNC_HELD_MAX))) {
+            if (!c->owner)
+                sync_b->held[sync_b->n_held++] = c;
+            c->owner = sync_b;
+            c->owner_last = slices[end - 1];
         }
         if (st == MC_OK)
             cli_flush(c);
         pthread_mutex_unlock(&c->mu);
     }
+}
+
+/* The synchronous caller's wait (transport.h, sync_wait): this thread drives every connection
+ * b holds (finishes sends, receives, enforces deadlines as the sweep would) with poll(), so a
+ * response wakes the waiting thread directly instead of a loop thread that then wakes it;
+ * each connection goes back to its loop once b's last slice on it is answered. A connection
+ * failed meanwhile (the loop still sees errors and hang-ups) ends its slices itself. */
+static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b)
+{
+    tcp_ctx_t *ctx = vctx;
+    struct pollfd pfd[MC_TE_SYNC_HELD_MAX];
+    short revents[MC_TE_SYNC_HELD_MAX] = {0}; /* what the last poll saw, per held[] entry */
+    uint32_t slot[MC_TE_SYNC_HELD_MAX];
+    uint64_t spin = mc_net_busy_poll_ns(); /* small answers come back faster than a wake-up */
+    for (;;) {
+        nfds_t k = 0;
+        uint64_t now = mc_now_ns(), next_deadline = UINT64_MAX;
+        for (uint32_t i = 0; i < b->n_held; i++) {
+            cli_conn_t *c = b->held[i];
+            if (!c)
+                continue;
+            pthread_mutex_lock(&c->mu);
+            if (c->fd >= 0 && c->owner_last->queued && (revents[i] & POLLOUT))
+                cli_flush(c);
+            if (c->fd >= 0 && c->owner_last->queued && (revents[i] & ~POLLOUT))
+                cli_receive(c);
+            if (c->fd >= 0 && c->owner_last->queued && now > c->head->req->deadline_ns) {
+                MC_LOG_WARN("tcp: request to %s timed out after %u ms; closing its connection",
+                            c->peer->peer->name, ctx->te->timeout_ms);
+                cli_fail(c, MC_ERR_TIMEOUT);
+            }
+            if (c->fd < 0 || !c->owner_last->queued) {
+                c->owner = NULL;
+                c->owner_last = NULL;
+                if (c->fd >= 0)
+                    set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
+                b->held[i] = NULL;
+            } else {
+                slot[k] = i;
+                pfd[k++] = (struct pollfd){.fd = c->fd,
+                                           .events = POLLIN | (c->tx_next ? POLLOUT : 0)};
+                if (c->head->req->deadline_ns < next_deadline)
+                    next_deadline = c->head->req->deadline_ns;
+            }
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (k == 0)
+            break;
+        uint64_t wait_ns = next_deadline > now ? next_deadline - now : 0;
+        uint64_t ms = (wait_ns + 999999) / 1000000;
+        int pr = mc_net_poll(pfd, k, (int)(ms < SYNC_POLL_MAX_MS ? ms : SYNC_POLL_MAX_MS), &spin);
+        for (nfds_t j = 0; j < k; j++)
+            revents[slot[j]] = pr > 0 ? pfd[j].revents : 0;
+    }
+    b->n_held = 0;
 }
 
 /* ===================================== loops ========================================== */
@@ -981,7 +1086,7 @@ static void worker_sweep(tcp_worker_t *w, uint64_t now)
         cli_conn_t *c = w->cli[i];
         pthread_mutex_unlock(&w->mu);
         pthread_mutex_lock(&c->mu);
-        if (c->head && now > c->head->req->deadline_ns) {
+        if (!c->owner && c->head && now > c->head->req->deadline_ns) {
             MC_LOG_WARN("tcp: request to %s timed out after %u ms; closing its connection",
                         c->peer->peer->name, ctx->te->timeout_ms);
             cli_fail(c, MC_ERR_TIMEOUT);
@@ -1172,6 +1277,7 @@ const mc_te_transport_ops_t mc_te_tcp_ops = {
     .init = tcp_init,
     .fini = tcp_fini,
     .max_slice = tcp_max_slice,
+    .sync_wait = tcp_sync_wait,
     .can_reach = tcp_can_reach,
     .submit = tcp_submit,
     .peer_free = tcp_peer_free,
