@@ -123,6 +123,19 @@ MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch);
 MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                        mc_te_xfer_status_t *status_p);
 
+/* mc_te_transfer_sync in two halves, so the caller can do other work (an RPC) while the
+ * requests are in flight: start submits (same validation and errors as the sync call; on
+ * error nothing is left behind), wait finishes and frees the transfer, with the sync call's
+ * result and status output. Every successful start must be followed by exactly one wait
+ * (from any thread): until then the transfer's tcp connections are reserved for the waiter
+ * and its responses stay in the socket; deadlines run from the start. n == 0 gives
+ * *xfer_p = NULL, which wait accepts. */
+typedef struct mc_te_transfer mc_te_transfer_t;
+MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                        mc_te_transfer_t **xfer_p);
+MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
+                                       mc_te_xfer_status_t *status_p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #include "mooncake/store.h"
 
 #include "client/master_client.h"
+#include "client/replica_hint.h"
 #include "common/alloc.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -30,6 +31,9 @@
 
 #define STORE_MAX_BATCH 16384
 #define STORE_HEARTBEAT_MS 1000
+#define STORE_HINT_SLOTS 65536           /* default; MC_STORE_REPLICA_HINTS overrides, 0 = off */
+#define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
+#define SPEC_MAX_BATCH_BYTES (16u << 20)
 
 struct mc_store {
     mc_te_t *te;
@@ -41,6 +45,8 @@ struct mc_store {
     size_t segment_size;
     uint8_t segment_uuid[16];
     char host_label[MC_HOST_MAX];
+
+    mc_hint_table_t *hints;         /* replica_hint.h; NULL = no speculative reads */
 
     pthread_t heartbeat;
     int heartbeat_started;
@@ -150,6 +156,13 @@ static int store_is_local(const mc_store_t *s, const char *endpoint, uint64_t ad
         return 0;
     uint64_t base = (uint64_t)(uintptr_t)s->segment;
     return addr >= base && size <= s->segment_size && addr - base <= s->segment_size - size;
+}
+
+/* Remember where key's bytes are (remote replicas only: local ones are a memcpy anyway). */
+static void hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd)
+{
+    if (strcmp(rd->transport_endpoint, s->te_name) != 0)
+        mc_hint_set(s->hints, key, rd->transport_endpoint, rd->buffer_address, rd->size);
 }
 
 /* Move `size` bytes between the parts (in order) and [addr, addr+size) on `endpoint`. */
@@ -331,6 +344,8 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     pthread_condattr_destroy(&ca);
     uuid_random(s->client_id);
     uuid_random(s->segment_uuid);
+    const char *hs = getenv("MC_STORE_REPLICA_HINTS");
+    s->hints = mc_hint_table_new(hs && *hs ? strtoull(hs, NULL, 10) : STORE_HINT_SLOTS);
 
     /* Upstream's "tcp" means "no RDMA": same-host peers still take the shm path (the TE
      * decides per peer; MC_FORCE_TCP=1 forces tcp everywhere). */
@@ -424,6 +439,7 @@ void mc_store_destroy(mc_store_t *s)
         }
         mc_te_destroy(s->te);
     }
+    mc_hint_table_free(s->hints);
     pthread_cond_destroy(&s->hb_cond);
     pthread_mutex_destroy(&s->hb_lock);
     mc_free(s);
@@ -495,6 +511,11 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
 
     uint64_t checksum = iov_hash(parts, n_parts, size);
     xfer_plan_t plan = {0};
+    /* hint for later gets: the first replica, kept until the commit succeeds */
+    mc_replica_hint_t hint = {.addr = ps->replicas[0]->buffer_address, .size = size};
+    const char *ep0 = ps->replicas[0]->transport_endpoint;
+    if (strcmp(ep0, s->te_name) != 0 && strlen(ep0) < sizeof(hint.endpoint))
+        memcpy(hint.endpoint, ep0, strlen(ep0) + 1);
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
         if (rd->size != size) {
@@ -522,6 +543,8 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         if (st == MC_OK)
             st = ((McRpc__StatusResponse *)resp)->status;
         mc_rpc_response_free(resp);
+        if (st == MC_OK && hint.endpoint[0])
+            mc_hint_set(s->hints, key, hint.endpoint, hint.addr, hint.size);
         return st;
     }
     /* The write failed: give the space back so the key can be written again. */
@@ -725,6 +748,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
                 plan_add(s, &plan, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address,
                          bk[i].size, parts[i], n_parts[i], i) != MC_OK)
                 failed[i] = 1;
+            else if (r == 0) /* a hint only: a failed commit makes it miss, never misread */
+                hint_remember(s, keys[i], rd);
         }
     }
     plan_run(s, &plan, failed);
@@ -760,27 +785,126 @@ out:
 
 /* Replica order for reads: our own segment first, then the master's order. Writes at most
  * `cap` indexes into order[] and returns how many. */
+/* Replica preference: our own segment first, then others, then those on `avoid` (an endpoint
+ * that just failed us; may be NULL). */
 static size_t replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size_t n, size_t *order,
-                            size_t cap)
+                            size_t cap, const char *avoid)
 {
     size_t k = 0;
-    for (size_t pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         for (size_t r = 0; r < n && k < cap; r++) {
-            int local = strcmp(reps[r]->transport_endpoint, s->te_name) == 0;
-            if ((pass == 0) == local)
+            const char *ep = reps[r]->transport_endpoint;
+            int rank = strcmp(ep, s->te_name) == 0 ? 0 : avoid && strcmp(ep, avoid) == 0 ? 2 : 1;
+            if (rank == pass)
                 order[k++] = r;
         }
     }
     return k;
 }
 
+/* ------------------------------------------------------------------ speculative reads */
+
+/* Reads started from replica hints (replica_hint.h) before the master's answer arrives, so
+ * the lookup and the read overlap. Key i with a small enough hint is read into its parts; all
+ * of them travel as one TE transfer that spec_wait() finishes after the lookup; spec_usable()
+ * then says whether key i's bytes can stand for the object the master described (the caller
+ * still checks lease and checksum, as for any read). */
+typedef struct spec_read {
+    xfer_plan_t plan;
+    mc_te_transfer_t *xfer;
+    mc_replica_hint_t *hints; /* per key; size 0 = no read started for it */
+    unsigned char *failed;    /* per key: some request of its read did not complete */
+    size_t n;
+} spec_read_t;
+
+static void spec_free(spec_read_t *sp)
+{
+    plan_free(&sp->plan);
+    mc_free(sp->hints);
+    mc_free(sp->failed);
+    memset(sp, 0, sizeof(*sp));
+}
+
+/* ok: NULL, or per key MC_OK for the keys that may be read (others are skipped). */
+static void spec_start(mc_store_t *s, spec_read_t *sp, size_t n, const char *const *keys,
+                       const struct iovec *const *parts, const size_t *n_parts, const int64_t *ok)
+{
+    memset(sp, 0, sizeof(*sp));
+    if (!s->hints)
+        return;
+    sp->hints = mc_calloc(n, sizeof(*sp->hints));
+    sp->failed = mc_calloc(n, 1);
+    if (!sp->hints || !sp->failed) {
+        spec_free(sp);
+        return;
+    }
+    sp->n = n;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        mc_replica_hint_t h;
+        uint64_t cap = 0;
+        if ((ok && ok[i] != MC_OK) || !mc_hint_get(s->hints, keys[i], &h) || h.size == 0 ||
+            h.size > SPEC_MAX_OBJECT || bytes + h.size > SPEC_MAX_BATCH_BYTES ||
+            iov_total(parts[i], n_parts[i], &cap) != MC_OK || h.size > cap)
+            continue;
+        sp->hints[i] = h;
+        bytes += h.size;
+        if (plan_add(s, &sp->plan, MC_TE_READ, h.endpoint, h.addr, h.size, parts[i], n_parts[i],
+                     i) != MC_OK)
+            sp->failed[i] = 1;
+    }
+    if (sp->plan.n == 0 || mc_te_transfer_start(s->te, sp->plan.reqs, sp->plan.n, &sp->xfer) != MC_OK)
+        spec_free(sp);
+}
+
+/* Finishes the reads; a key whose read failed loses its hint. */
+static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *const *keys)
+{
+    if (!sp->xfer)
+        return;
+    mc_te_xfer_status_t *sts = mc_calloc(sp->plan.n, sizeof(*sts));
+    mc_status_t st = mc_te_transfer_wait(s->te, sp->xfer, sts);
+    sp->xfer = NULL;
+    for (size_t k = 0; k < sp->plan.n && st != MC_OK; k++) {
+        size_t i = sp->plan.owner[k];
+        if (!sts || sts[k].state != MC_TE_COMPLETED) {
+            if (!sp->failed[i])
+                mc_hint_drop(s->hints, keys[i]);
+            sp->failed[i] = 1;
+        }
+    }
+    mc_free(sts);
+}
+
+/* Whether key i was read from a replica that the master's answer rl lists, at rl's size. */
+static bool spec_usable(const spec_read_t *sp, size_t i, const McRpc__ReplicaListResponse *rl)
+{
+    if (i >= sp->n || sp->hints[i].size == 0 || sp->failed[i] || sp->hints[i].size != rl->size)
+        return false;
+    const mc_replica_hint_t *h = &sp->hints[i];
+    for (size_t r = 0; r < rl->n_replicas; r++) {
+        const McRpc__ReplicaDesc *rd = rl->replicas[r];
+        if (rd->size == rl->size && rd->buffer_address == h->addr &&
+            strcmp(rd->transport_endpoint, h->endpoint) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The endpoint key i's speculative read failed on (to be tried last), or NULL. */
+static const char *spec_failed_endpoint(const spec_read_t *sp, size_t i)
+{
+    return i < sp->n && sp->failed[i] && sp->hints[i].size ? sp->hints[i].endpoint : NULL;
+}
+
 /* Reads the object described by rl into parts (capacity already checked), trying replicas in
  * order; verifies lease and checksum. Returns bytes read or a negative status. */
 static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
-                                   const struct iovec *parts, size_t n_parts, uint64_t t0_ms)
+                                   const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
+                                   const char *avoid)
 {
     size_t order[16];
-    size_t n = replica_order(s, rl->replicas, rl->n_replicas, order, 16);
+    size_t n = replica_order(s, rl->replicas, rl->n_replicas, order, 16, avoid);
     mc_status_t st = MC_ERR_OBJECT_NOT_FOUND;
     for (size_t k = 0; k < n; k++) {
         McRpc__ReplicaDesc *rd = rl->replicas[order[k]];
@@ -811,6 +935,7 @@ static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__
             st = MC_ERR_CHECKSUM;
             continue;
         }
+        hint_remember(s, key, rd);
         return (int64_t)rl->size;
     }
     return st;
@@ -860,13 +985,24 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *pa
     if (st != MC_OK)
         return st;
     uint64_t t0 = mc_now_ms();
+    spec_read_t sp;
+    spec_start(s, &sp, 1, &key, &parts, &n_parts, NULL);
     McRpc__ReplicaListResponse *rl = NULL;
     st = store_replica_list(s, key, &rl);
+    spec_wait(s, &sp, &key);
+    int64_t rc;
     if (st != MC_OK)
-        return st;
-    int64_t rc = rl->size > cap ? MC_ERR_BUFFER_OVERFLOW
-                                : store_read_verified(s, key, rl, parts, n_parts, t0);
-    mc_rpc_response_free(&rl->base);
+        rc = st;
+    else if (rl->size > cap)
+        rc = MC_ERR_BUFFER_OVERFLOW;
+    else if (spec_usable(&sp, 0, rl) && mc_now_ms() <= t0 + rl->lease_ttl_ms &&
+             iov_hash(parts, n_parts, rl->size) == rl->checksum)
+        rc = (int64_t)rl->size;
+    else
+        rc = store_read_verified(s, key, rl, parts, n_parts, t0, spec_failed_endpoint(&sp, 0));
+    spec_free(&sp);
+    if (rl)
+        mc_rpc_response_free(&rl->base);
     return rc;
 }
 
@@ -890,7 +1026,7 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     int64_t rc = MC_ERR_NO_MEMORY;
     if (buf) {
         struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
-        rc = store_read_verified(s, key, rl, &iov, 1, t0);
+        rc = store_read_verified(s, key, rl, &iov, 1, t0, NULL);
     }
     mc_rpc_response_free(&rl->base);
     if (rc < 0) {
@@ -922,6 +1058,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     McRpc__ReplicaListResponse **lists = mc_calloc(n, sizeof(*lists));
     struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
     xfer_plan_t plan = {0};
+    spec_read_t sp = {0};
     ProtobufCMessage *resp = NULL;
     if (!req_keys || !idx || !failed || !lists || (heap && !heap_iov)) {
         st = MC_ERR_NO_MEMORY;
@@ -941,12 +1078,15 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     if (m == 0)
         goto out;
     uint64_t t0 = mc_now_ms();
+    if (!heap) /* caller's buffers exist already: read hinted keys during the lookup */
+        spec_start(s, &sp, n, keys, parts, n_parts, results);
     McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
     req.n_keys = m;
     req.keys = req_keys;
     mc_status_t bst = mc_master_client_call(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
                                             &resp, 1);
+    spec_wait(s, &sp, keys);
     McRpc__BatchReplicaListResponse *br = (McRpc__BatchReplicaListResponse *)resp;
     bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
     if (bst != MC_OK) {
@@ -985,12 +1125,16 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             kn = n_parts[i];
         }
         lists[i] = rl;
+        if (spec_usable(&sp, i, rl))
+            continue; /* already read; verified below like the others */
         size_t first = 0;
-        replica_order(s, rl->replicas, rl->n_replicas, &first, 1);
+        replica_order(s, rl->replicas, rl->n_replicas, &first, 1, spec_failed_endpoint(&sp, i));
         McRpc__ReplicaDesc *rd = rl->replicas[first];
         if (rd->size != rl->size || plan_add(s, &plan, MC_TE_READ, rd->transport_endpoint,
                                              rd->buffer_address, rl->size, kp, kn, i) != MC_OK)
             failed[i] = 1;
+        else
+            hint_remember(s, keys[i], rd);
     }
     plan_run(s, &plan, failed);
     for (size_t i = 0; i < n; i++) {
@@ -1016,6 +1160,7 @@ out:
     }
     mc_rpc_response_free(resp);
     plan_free(&plan);
+    spec_free(&sp);
     mc_free(req_keys);
     mc_free(idx);
     mc_free(failed);

@@ -1160,11 +1160,12 @@ static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b)
     pthread_mutex_unlock(&b->mu);
 }
 
-MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
-                                       mc_te_xfer_status_t *status_p)
+MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                        mc_te_transfer_t **xfer_p)
 {
-    if (!te || (!reqs && n))
+    if (!te || (!reqs && n) || !xfer_p)
         return MC_ERR_INVALID_PARAMS;
+    *xfer_p = NULL;
     if (n == 0)
         return MC_OK;
     if (n > MC_TE_MAX_BATCH)
@@ -1180,12 +1181,22 @@ MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs,
         batch_delete(b);
         return st;
     }
+    *xfer_p = (mc_te_transfer_t *)b;
+    return MC_OK;
+}
+
+MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
+                                       mc_te_xfer_status_t *status_p)
+{
+    if (!xfer)
+        return te ? MC_OK : MC_ERR_INVALID_PARAMS;
+    mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
     for (int k = 0; k < MC_TE_TP_COUNT && b->n_held > 0; k++)
-        if (g_tp[k] && g_tp[k]->sync_wait && tp_ctx(te, k))
-            g_tp[k]->sync_wait(tp_ctx(te, k), b);
-    batch_wait(te, b);
+        if (g_tp[k] && g_tp[k]->sync_wait && tp_ctx(b->te, k))
+            g_tp[k]->sync_wait(tp_ctx(b->te, k), b);
+    batch_wait(b->te, b);
     mc_status_t first = MC_OK;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < b->n; i++) {
         mc_te_xfer_status_t s;
         fill_status(&b->reqs[i], &s);
         if (status_p)
@@ -1195,4 +1206,12 @@ MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs,
     }
     batch_delete(b);
     return first;
+}
+
+MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                       mc_te_xfer_status_t *status_p)
+{
+    mc_te_transfer_t *x = NULL;
+    mc_status_t st = mc_te_transfer_start(te, reqs, n, &x);
+    return st != MC_OK ? st : mc_te_transfer_wait(te, x, status_p);
 }

@@ -116,12 +116,14 @@ struct mc_te_batch_impl {
     _Atomic int waiters;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    /* Synchronous batches (mc_te_transfer_sync): the submitting thread waits for the batch
-     * itself, so a transport may let it receive the responses directly (transport.h,
-     * sync_wait). held[] = transport objects it reserved for that; submitting thread only. */
+    /* Synchronous batches (mc_te_transfer_start/wait): a thread will wait for the batch, so a
+     * transport may let it receive the responses itself (transport.h, sync_wait). held[i] =
+     * a transport object (tcp: connection) the batch's slices went to, held_last[i] = the
+     * last of them there. Set at submit, used by the waiter; no other thread touches them. */
     bool sync;
     uint32_t n_held;
     void *held[MC_TE_SYNC_HELD_MAX];
+    mc_te_slice_t *held_last[MC_TE_SYNC_HELD_MAX];
 };
 
 /* Report the end of one slice (any thread; exactly once per slice). bytes counted into the

@@ -935,6 +935,21 @@ static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
     return tp;
 }
 
+/* Note for b's waiter that its slices up to `last` went to c. */
+static void sync_note(mc_te_batch_impl_t *b, cli_conn_t *c, mc_te_slice_t *last)
+{
+    for (uint32_t i = 0; i < b->n_held; i++) {
+        if (b->held[i] == c) {
+            b->held_last[i] = last;
+            return;
+        }
+    }
+    if (b->n_held < MC_TE_SYNC_HELD_MAX) { /* else the loop thread receives them */
+        b->held[b->n_held] = c;
+        b->held_last[b->n_held++] = last;
+    }
+}
+
 static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
                        mc_te_slice_t **slices, size_t n)
 {
@@ -1004,31 +1019,42 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             if (!c->tx_next)
                 c->tx_next = s;
         }
-        /* A synchronous caller drives the connection itself unless another one already does */
-        if (st == MC_OK && sync_b && (c->owner == sync_b ||
-                                      (!c->owner && sync_b->n_held < MC_TE_SYNC_HELD_MAX))) {
-            if (!c->owner)
-                sync_b->held[sync_b->n_held++] = c;
-            c->owner = sync_b;
-            c->owner_last = slices[end - 1];
-        }
+        if (st == MC_OK && sync_b) /* its waiter may drive c (tcp_sync_wait) */
+            sync_note(sync_b, c, slices[end - 1]);
         if (st == MC_OK)
             cli_flush(c);
         pthread_mutex_unlock(&c->mu);
     }
 }
 
-/* The synchronous caller's wait (transport.h, sync_wait): this thread drives every connection
- * b holds (finishes sends, receives, enforces deadlines as the sweep would) with poll(), so a
- * response wakes the waiting thread directly instead of a loop thread that then wakes it;
- * each connection goes back to its loop once b's last slice on it is answered. A connection
- * failed meanwhile (the loop still sees errors and hang-ups) ends its slices itself. */
+/* The synchronous waiter (transport.h, sync_wait): this thread takes over each connection b
+ * noted at submit, unless another waiter already drives it or its share is answered, and
+ * drives it (finishes sends, receives, enforces deadlines as the sweep would) with poll(), so
+ * a response wakes the waiting thread directly instead of a loop thread that then wakes it.
+ * While it drives a connection the loop neither watches (epoll interest 0; errors and
+ * hang-ups still reach it) nor sweeps it; each connection goes back to its loop once b's last
+ * slice on it is answered. Until the wait starts, the loop receives as usual, so a transfer
+ * started and not yet waited for never holds anything up. */
 static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b)
 {
     tcp_ctx_t *ctx = vctx;
+    for (uint32_t i = 0; i < b->n_held; i++) {
+        cli_conn_t *c = b->held[i];
+        pthread_mutex_lock(&c->mu);
+        if (!c->owner && c->fd >= 0 && b->held_last[i]->queued) {
+            c->owner = b;
+            c->owner_last = b->held_last[i];
+            set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
+        } else {
+            b->held[i] = NULL;
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
     struct pollfd pfd[MC_TE_SYNC_HELD_MAX];
-    short revents[MC_TE_SYNC_HELD_MAX] = {0}; /* what the last poll saw, per held[] entry */
+    short revents[MC_TE_SYNC_HELD_MAX];            /* what the last poll saw, per held[] entry */
     uint32_t slot[MC_TE_SYNC_HELD_MAX];
+    for (uint32_t i = 0; i < b->n_held; i++)
+        revents[i] = POLLIN;                        /* answers may be waiting already */
     uint64_t spin = mc_net_busy_poll_ns(); /* small answers come back faster than a wake-up */
     for (;;) {
         nfds_t k = 0;

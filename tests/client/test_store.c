@@ -2,7 +2,8 @@
  * put/get of several sizes, create-once put vs upsert, misses and small buffers, batches,
  * existence/size/remove, checksum verification (a corrupted replica is never returned),
  * replication surviving a storage server kill -9, and a master kill -9 + restart after which
- * committed objects are readable again with the same bytes. */
+ * committed objects are readable again with the same bytes; stale replica hints never yield
+ * another key's bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -336,6 +337,81 @@ static void test_frozen_server_fails_over(void **state)
     mc_store_destroy(s);
 }
 
+
+/* Replica hints (src/client/replica_hint.h): a client reads a small object from where it last
+ * saw it while asking the master. Make every hint of client `a` stale in the nastiest ways and
+ * check that only committed bytes of the asked key come back: the key removed and its space
+ * reused by another key of the same size (same address: asserted), and the key upserted by
+ * another client. Single and batched gets. */
+static void test_stale_hints_never_return_other_bytes(void **state)
+{
+    mc_store_t *a = open_store(0), *b = open_store(0);
+    enum { LEN = 4096 };
+    static char va[LEN], vb[LEN], v1[LEN], v2[LEN], out[3][LEN];
+    fill(va, LEN, 21);
+    fill(vb, LEN, 22);
+    fill(v1, LEN, 23);
+    fill(v2, LEN, 24);
+    struct iovec ia = {va, LEN}, ib = {vb, LEN}, i1 = {v1, LEN}, i2 = {v2, LEN};
+    struct iovec io[3] = {{out[0], LEN}, {out[1], LEN}, {out[2], LEN}};
+    mc_replicate_config_t one = {.replica_num = 1};
+
+    /* a puts and reads hint-A: a now hints its replica */
+    assert_int_equal(mc_store_put(a, "hint-A", &ia, 1, &one), MC_OK);
+    assert_int_equal(mc_store_get_into(a, "hint-A", &io[0], 1), LEN);
+    mc_replica_desc_t *da, *db;
+    size_t n;
+    assert_int_equal(mc_store_replica_desc(a, "hint-A", &da, &n), MC_OK);
+    assert_int_equal(n, 1);
+    /* b removes it and puts hint-B of the same size on the same segment: same block */
+    assert_int_equal(mc_store_remove(b, "hint-A", true), MC_OK);
+    mc_replicate_config_t there = {.replica_num = 1, .preferred_segment = da[0].segment};
+    assert_int_equal(mc_store_put(b, "hint-B", &ib, 1, &there), MC_OK);
+    assert_int_equal(mc_store_replica_desc(b, "hint-B", &db, &n), MC_OK);
+    assert_string_equal(db[0].endpoint, da[0].endpoint);
+    assert_int_equal(db[0].addr, da[0].addr); /* a's hint for hint-A now points at hint-B */
+    free(da);
+    free(db);
+    assert_int_equal(mc_store_get_into(a, "hint-A", &io[0], 1), MC_ERR_OBJECT_NOT_FOUND);
+
+    /* a puts hint-U, b upserts it with other bytes: a must see b's bytes */
+    assert_int_equal(mc_store_put(a, "hint-U", &i1, 1, &one), MC_OK);
+    assert_int_equal(mc_store_get_into(a, "hint-U", &io[0], 1), LEN);
+    assert_memory_equal(out[0], v1, LEN);
+    assert_int_equal(mc_store_upsert(b, "hint-U", &i2, 1, &one), MC_OK);
+    memset(out[0], 0, LEN);
+    assert_int_equal(mc_store_get_into(a, "hint-U", &io[0], 1), LEN);
+    assert_memory_equal(out[0], v2, LEN);
+
+    /* batched: the same stale hints together */
+    assert_int_equal(mc_store_put(a, "hint-A", &ia, 1, &one), MC_OK); /* hint a -> new block */
+    assert_int_equal(mc_store_remove(b, "hint-A", true), MC_OK);
+    assert_int_equal(mc_store_upsert(b, "hint-U", &i1, 1, &one), MC_OK);
+    const char *keys[3] = {"hint-A", "hint-U", "hint-B"};
+    const struct iovec *parts[3] = {&io[0], &io[1], &io[2]};
+    size_t np[3] = {1, 1, 1};
+    int64_t res[3];
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_store_batch_get_into(a, 3, keys, parts, np, res), MC_OK);
+    assert_int_equal(res[0], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(res[1], LEN);
+    assert_memory_equal(out[1], v1, LEN);
+    assert_int_equal(res[2], LEN);
+    assert_memory_equal(out[2], vb, LEN);
+    /* and once more, now that a's hints are fresh (the speculative path proper) */
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_store_batch_get_into(a, 3, keys, parts, np, res), MC_OK);
+    assert_int_equal(res[1], LEN);
+    assert_memory_equal(out[1], v1, LEN);
+    assert_int_equal(res[2], LEN);
+    assert_memory_equal(out[2], vb, LEN);
+
+    mc_store_remove(b, "hint-U", true);
+    mc_store_remove(b, "hint-B", true);
+    mc_store_destroy(a);
+    mc_store_destroy(b);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -344,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_put_semantics),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_checksum_detects_corruption),
+        cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_frozen_server_fails_over),
         cmocka_unit_test(test_master_restart_keeps_objects),
         cmocka_unit_test(test_replica_survives_server_kill), /* last: leaves a dead segment */

@@ -405,6 +405,55 @@ static void test_backlog_resume(void **state)
     te_peer_stop(&p, 0);
 }
 
+/* mc_te_transfer_start/wait: transfers started and not yet waited for (more of them than there
+ * are connections) hold nothing up, not even a synchronous transfer of the same thread; their
+ * waits later return the right results and bytes. */
+static void test_start_wait(void **state)
+{
+    const char *args[] = {"--buffers", "1", "--size", "8388608", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    mc_te_t *te = make_engine("tcp", 3000);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    uint8_t *lb = local_buf(8 * MiB);
+    enum { K = 12, PIECE = 65536 };
+    mc_te_transfer_t *x[K];
+    for (int k = 0; k < K; k++) {
+        mc_te_request_t r = {MC_TE_READ, lb + (size_t)k * PIECE, seg,
+                             p.addr[0] + (uint64_t)k * PIECE, PIECE};
+        assert_int_equal(mc_te_transfer_start(te, &r, 1, &x[k]), MC_OK);
+        assert_non_null(x[k]);
+    }
+    mc_te_xfer_status_t st;
+    assert_int_equal(xfer(te, MC_TE_READ, lb + 4 * MiB, seg, p.addr[0] + 5 * MiB, 2 * MiB, &st),
+                     MC_OK);
+    assert_int_equal(te_pattern_check(lb + 4 * MiB, 2 * MiB, 0, 5 * MiB, 1), -1);
+    for (int k = K - 1; k >= 0; k--) { /* any order */
+        assert_int_equal(mc_te_transfer_wait(te, x[k], &st), MC_OK);
+        assert_int_equal(st.state, MC_TE_COMPLETED);
+        assert_int_equal(st.transferred, PIECE);
+    }
+    assert_int_equal(te_pattern_check(lb, (size_t)K * PIECE, 0, 0, 1), -1);
+    /* nothing to do, and bad input: nothing is left behind */
+    mc_te_transfer_t *z = (mc_te_transfer_t *)&st;
+    assert_int_equal(mc_te_transfer_start(te, NULL, 0, &z), MC_OK);
+    assert_null(z);
+    assert_int_equal(mc_te_transfer_wait(te, NULL, NULL), MC_OK);
+    mc_te_request_t bad = {MC_TE_READ, lb, 999, p.addr[0], 16};
+    z = (mc_te_transfer_t *)&st;
+    assert_int_equal(mc_te_transfer_start(te, &bad, 1, &z), MC_ERR_INVALID_PARAMS);
+    assert_null(z);
+    /* a range error comes back through wait */
+    mc_te_request_t oob = {MC_TE_READ, lb, seg, p.addr[0] + 8 * MiB - 10, 100};
+    assert_int_equal(mc_te_transfer_start(te, &oob, 1, &z), MC_OK);
+    assert_int_equal(mc_te_transfer_wait(te, z, &st), MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(st.state, MC_TE_FAILED);
+    munmap(lb, 8 * MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
 static void test_sigstop_timeout(void **state)
 {
     const char *args[] = {"--buffers", "1", "--size", "4194304", NULL};
@@ -600,6 +649,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_raw_frames),
         cmocka_unit_test(test_kill9_reconnect),
         cmocka_unit_test(test_sigstop_timeout),
+        cmocka_unit_test(test_start_wait),
         cmocka_unit_test(test_backlog_resume),
         cmocka_unit_test(test_shm_stopped_owner),
         cmocka_unit_test(test_unregister_inflight),
