@@ -33,7 +33,6 @@
 #define STORE_HEARTBEAT_MS 1000
 #define STORE_HINT_SLOTS 65536           /* default; MC_STORE_REPLICA_HINTS overrides, 0 = off */
 #define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
-#define SPEC_MAX_BATCH_BYTES (16u << 20)
 
 struct mc_store {
     mc_te_t *te;
@@ -804,84 +803,54 @@ static size_t replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size
 
 /* ------------------------------------------------------------------ speculative reads */
 
-/* Reads started from replica hints (replica_hint.h) before the master's answer arrives, so
- * the lookup and the read overlap. Key i with a small enough hint is read into its parts; all
- * of them travel as one TE transfer that spec_wait() finishes after the lookup; spec_usable()
- * then says whether key i's bytes can stand for the object the master described (the caller
- * still checks lease and checksum, as for any read). */
+/* A single-key get started from the key's replica hint (replica_hint.h) before the master's
+ * answer arrives, so the lookup and the read overlap. spec_wait() finishes it after the
+ * lookup; spec_usable() says whether its bytes can stand for the object the master described
+ * (the caller still checks lease and checksum, as for any read). Batch gets do not speculate:
+ * measured slower here (docs/internals/store-client.md). */
 typedef struct spec_read {
     xfer_plan_t plan;
     mc_te_transfer_t *xfer;
-    mc_replica_hint_t *hints; /* per key; size 0 = no read started for it */
-    unsigned char *failed;    /* per key: some request of its read did not complete */
-    size_t n;
+    mc_replica_hint_t hint; /* size 0 = nothing started */
+    bool failed;            /* the read did not complete */
 } spec_read_t;
 
-static void spec_free(spec_read_t *sp)
-{
-    plan_free(&sp->plan);
-    mc_free(sp->hints);
-    mc_free(sp->failed);
-    memset(sp, 0, sizeof(*sp));
-}
-
-/* ok: NULL, or per key MC_OK for the keys that may be read (others are skipped). */
-static void spec_start(mc_store_t *s, spec_read_t *sp, size_t n, const char *const *keys,
-                       const struct iovec *const *parts, const size_t *n_parts, const int64_t *ok)
+static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
+                       const struct iovec *parts, size_t n_parts, uint64_t cap)
 {
     memset(sp, 0, sizeof(*sp));
-    if (!s->hints)
+    mc_replica_hint_t h;
+    if (!mc_hint_get(s->hints, key, &h) || h.size == 0 || h.size > SPEC_MAX_OBJECT ||
+        h.size > cap)
         return;
-    sp->hints = mc_calloc(n, sizeof(*sp->hints));
-    sp->failed = mc_calloc(n, 1);
-    if (!sp->hints || !sp->failed) {
-        spec_free(sp);
+    if (plan_add(s, &sp->plan, MC_TE_READ, h.endpoint, h.addr, h.size, parts, n_parts, 0) !=
+            MC_OK ||
+        mc_te_transfer_start(s->te, sp->plan.reqs, sp->plan.n, &sp->xfer) != MC_OK) {
+        plan_free(&sp->plan);
         return;
     }
-    sp->n = n;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        mc_replica_hint_t h;
-        uint64_t cap = 0;
-        if ((ok && ok[i] != MC_OK) || !mc_hint_get(s->hints, keys[i], &h) || h.size == 0 ||
-            h.size > SPEC_MAX_OBJECT || bytes + h.size > SPEC_MAX_BATCH_BYTES ||
-            iov_total(parts[i], n_parts[i], &cap) != MC_OK || h.size > cap)
-            continue;
-        sp->hints[i] = h;
-        bytes += h.size;
-        if (plan_add(s, &sp->plan, MC_TE_READ, h.endpoint, h.addr, h.size, parts[i], n_parts[i],
-                     i) != MC_OK)
-            sp->failed[i] = 1;
-    }
-    if (sp->plan.n == 0 || mc_te_transfer_start(s->te, sp->plan.reqs, sp->plan.n, &sp->xfer) != MC_OK)
-        spec_free(sp);
+    sp->hint = h;
 }
 
-/* Finishes the reads; a key whose read failed loses its hint. */
-static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *const *keys)
+/* Finishes the read; a key whose read failed loses its hint. */
+static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *key)
 {
     if (!sp->xfer)
         return;
-    mc_te_xfer_status_t *sts = mc_calloc(sp->plan.n, sizeof(*sts));
-    mc_status_t st = mc_te_transfer_wait(s->te, sp->xfer, sts);
-    sp->xfer = NULL;
-    for (size_t k = 0; k < sp->plan.n && st != MC_OK; k++) {
-        size_t i = sp->plan.owner[k];
-        if (!sts || sts[k].state != MC_TE_COMPLETED) {
-            if (!sp->failed[i])
-                mc_hint_drop(s->hints, keys[i]);
-            sp->failed[i] = 1;
-        }
+    if (mc_te_transfer_wait(s->te, sp->xfer, NULL) != MC_OK) {
+        sp->failed = true;
+        mc_hint_drop(s->hints, key);
     }
-    mc_free(sts);
+    sp->xfer = NULL;
+    plan_free(&sp->plan);
 }
 
-/* Whether key i was read from a replica that the master's answer rl lists, at rl's size. */
-static bool spec_usable(const spec_read_t *sp, size_t i, const McRpc__ReplicaListResponse *rl)
+/* Whether the read came from a replica that the master's answer rl lists, at rl's size. */
+static bool spec_usable(const spec_read_t *sp, const McRpc__ReplicaListResponse *rl)
 {
-    if (i >= sp->n || sp->hints[i].size == 0 || sp->failed[i] || sp->hints[i].size != rl->size)
+    const mc_replica_hint_t *h = &sp->hint;
+    if (h->size == 0 || sp->failed || h->size != rl->size)
         return false;
-    const mc_replica_hint_t *h = &sp->hints[i];
     for (size_t r = 0; r < rl->n_replicas; r++) {
         const McRpc__ReplicaDesc *rd = rl->replicas[r];
         if (rd->size == rl->size && rd->buffer_address == h->addr &&
@@ -891,10 +860,10 @@ static bool spec_usable(const spec_read_t *sp, size_t i, const McRpc__ReplicaLis
     return false;
 }
 
-/* The endpoint key i's speculative read failed on (to be tried last), or NULL. */
-static const char *spec_failed_endpoint(const spec_read_t *sp, size_t i)
+/* The endpoint the speculative read failed on (to be tried last), or NULL. */
+static const char *spec_failed_endpoint(const spec_read_t *sp)
 {
-    return i < sp->n && sp->failed[i] && sp->hints[i].size ? sp->hints[i].endpoint : NULL;
+    return sp->failed ? sp->hint.endpoint : NULL;
 }
 
 /* ------------------------------------------------------------------ reading with the checksum */
@@ -1098,21 +1067,20 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *pa
         return st;
     uint64_t t0 = mc_now_ms();
     spec_read_t sp;
-    spec_start(s, &sp, 1, &key, &parts, &n_parts, NULL);
+    spec_start(s, &sp, key, parts, n_parts, cap);
     McRpc__ReplicaListResponse *rl = NULL;
     st = store_replica_list(s, key, &rl);
-    spec_wait(s, &sp, &key);
+    spec_wait(s, &sp, key);
     int64_t rc;
     if (st != MC_OK)
         rc = st;
     else if (rl->size > cap)
         rc = MC_ERR_BUFFER_OVERFLOW;
-    else if (spec_usable(&sp, 0, rl) && mc_now_ms() <= t0 + rl->lease_ttl_ms &&
+    else if (spec_usable(&sp, rl) && mc_now_ms() <= t0 + rl->lease_ttl_ms &&
              iov_hash(parts, n_parts, rl->size) == rl->checksum)
         rc = (int64_t)rl->size;
     else
-        rc = store_read_verified(s, key, rl, parts, n_parts, t0, spec_failed_endpoint(&sp, 0));
-    spec_free(&sp);
+        rc = store_read_verified(s, key, rl, parts, n_parts, t0, spec_failed_endpoint(&sp));
     if (rl)
         mc_rpc_response_free(&rl->base);
     return rc;
@@ -1170,7 +1138,6 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     McRpc__ReplicaListResponse **lists = mc_calloc(n, sizeof(*lists));
     struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
     xfer_plan_t plan = {0};
-    spec_read_t sp = {0};
     ProtobufCMessage *resp = NULL;
     if (!req_keys || !idx || !failed || !lists || (heap && !heap_iov)) {
         st = MC_ERR_NO_MEMORY;
@@ -1190,15 +1157,12 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     if (m == 0)
         goto out;
     uint64_t t0 = mc_now_ms();
-    if (!heap) /* caller's buffers exist already: read hinted keys during the lookup */
-        spec_start(s, &sp, n, keys, parts, n_parts, results);
     McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
     req.n_keys = m;
     req.keys = req_keys;
     mc_status_t bst = mc_master_client_call(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
                                             &resp, 1);
-    spec_wait(s, &sp, keys);
     McRpc__BatchReplicaListResponse *br = (McRpc__BatchReplicaListResponse *)resp;
     bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
     if (bst != MC_OK) {
@@ -1237,10 +1201,8 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             kn = n_parts[i];
         }
         lists[i] = rl;
-        if (spec_usable(&sp, i, rl))
-            continue; /* already read; verified below like the others */
         size_t first = 0;
-        replica_order(s, rl->replicas, rl->n_replicas, &first, 1, spec_failed_endpoint(&sp, i));
+        replica_order(s, rl->replicas, rl->n_replicas, &first, 1, NULL);
         McRpc__ReplicaDesc *rd = rl->replicas[first];
         if (rd->size != rl->size || plan_add(s, &plan, MC_TE_READ, rd->transport_endpoint,
                                              rd->buffer_address, rl->size, kp, kn, i) != MC_OK)
@@ -1272,7 +1234,6 @@ out:
     }
     mc_rpc_response_free(resp);
     plan_free(&plan);
-    spec_free(&sp);
     mc_free(req_keys);
     mc_free(idx);
     mc_free(failed);

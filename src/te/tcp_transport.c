@@ -70,6 +70,7 @@ typedef struct srv_conn {
     uint32_t ev;
     uint64_t last_progress_ns;
     uint64_t cma_pid;         /* pid proven to own the other end of this connection, or 0 */
+    bool sending;             /* answers wait for socket space (counted in w->n_sending) */
 } srv_conn_t;
 
 typedef struct tcp_peer tcp_peer_t;
@@ -115,6 +116,7 @@ struct tcp_worker {
     cli_conn_t **cli;
     size_t n_cli, cap_cli;
     uint64_t next_sweep;
+    uint32_t n_sending;  /* server connections with answers waiting for socket space */
 };
 
 struct tcp_ctx {
@@ -150,6 +152,8 @@ static void srv_close(srv_conn_t *c)
 {
     tcp_worker_t *w = c->w;
     mc_te_table_t *t = &w->ctx->te->table;
+    if (c->sending)
+        w->n_sending--;
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     if (c->ref)
@@ -277,6 +281,10 @@ static bool srv_flush(srv_conn_t *c)
             c->tx_n--;
             c->tx_off = 0;
         }
+    }
+    if (c->sending != (c->tx_n > 0)) {
+        c->sending = c->tx_n > 0;
+        c->w->n_sending += c->sending ? 1 : (uint32_t)-1;
     }
     uint32_t want = srv_backpressured(c) ? EPOLLOUT : (EPOLLIN | (c->tx_n ? EPOLLOUT : 0));
     set_events(c->w->epfd, c->fd, c, &c->ev, want);
@@ -1095,6 +1103,8 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b)
         int pr = mc_net_poll(pfd, k, (int)(ms < SYNC_POLL_MAX_MS ? ms : SYNC_POLL_MAX_MS), &spin);
         for (nfds_t j = 0; j < k; j++)
             revents[slot[j]] = pr > 0 ? pfd[j].revents : 0;
+        if (pr > 0) /* bytes are flowing: keep spinning while they do (no wake-up per burst) */
+            spin = mc_net_busy_poll_ns();
     }
     b->n_held = 0;
 }
@@ -1142,8 +1152,16 @@ static void *worker_main(void *arg)
     tcp_worker_t *w = arg;
     tcp_ctx_t *ctx = w->ctx;
     struct epoll_event evs[64];
+    uint64_t busy_ns = mc_net_busy_poll_ns(), spin_until = 0;
     while (!atomic_load(&ctx->stop)) {
-        int n = epoll_wait(w->epfd, evs, 64, 20);
+        /* While answers wait for socket space, poll without sleeping (until no event came for
+         * the busy-poll time): the ACK that frees space comes within microseconds, and a
+         * sleeping loop costs a wake-up (tens of microseconds on VMs) each time. An idle or
+         * merely listening loop sleeps: spinning there steals the CPU its peers need. */
+        bool spin = busy_ns && w->n_sending > 0 && mc_now_ns() < spin_until;
+        int n = epoll_wait(w->epfd, evs, 64, spin ? 0 : 20);
+        if (n > 0 && busy_ns)
+            spin_until = mc_now_ns() + busy_ns;
         if (n < 0 && errno != EINTR) {
             MC_LOG_ERROR("tcp: epoll_wait failed: %m");
             break;

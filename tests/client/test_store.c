@@ -338,11 +338,12 @@ static void test_frozen_server_fails_over(void **state)
 }
 
 
-/* Replica hints (src/client/replica_hint.h): a client reads a small object from where it last
- * saw it while asking the master. Make every hint of client `a` stale in the nastiest ways and
- * check that only committed bytes of the asked key come back: the key removed and its space
- * reused by another key of the same size (same address: asserted), and the key upserted by
- * another client. Single and batched gets. */
+/* Replica hints (src/client/replica_hint.h): a single-key get reads a small object from where
+ * the client last saw it while asking the master. Make every hint of client `a` stale in the
+ * nastiest ways and check that only committed bytes of the asked key come back: the key
+ * removed and its space reused by another key of the same size (same address: asserted), and
+ * the key upserted by another client. Batched gets (which do not speculate) over the same
+ * keys as well. */
 static void test_stale_hints_never_return_other_bytes(void **state)
 {
     mc_store_t *a = open_store(0), *b = open_store(0);
@@ -398,7 +399,7 @@ static void test_stale_hints_never_return_other_bytes(void **state)
     assert_memory_equal(out[1], v1, LEN);
     assert_int_equal(res[2], LEN);
     assert_memory_equal(out[2], vb, LEN);
-    /* and once more, now that a's hints are fresh (the speculative path proper) */
+    /* and once more, now that a's hints are fresh */
     memset(out, 0, sizeof(out));
     assert_int_equal(mc_store_batch_get_into(a, 3, keys, parts, np, res), MC_OK);
     assert_int_equal(res[1], LEN);
