@@ -889,7 +889,7 @@ static void run_peers(int after)
     mc_peer_memcpy(g.peer_block, 0, (unsigned)(g.peer_runs < 9 ? 9 : g.peer_runs), &r);
     mc_peer_print_json(&r);
     keep_best(&g_memcpy, &r);
-    mc_peer_memcached(g.peer_block, (unsigned)g.peer_runs, &r, &set);
+    mc_peer_memcached(g.peer_block, 1, (unsigned)g.peer_runs, &r, &set);
     mc_peer_print_json(&r);
     keep_best(&g_mcd_get, &r);
     if (set.ok)

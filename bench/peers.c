@@ -405,13 +405,22 @@ static mc_status_t mcd_get(mcd_conn_t *c, const char *key, char *out, size_t cap
     return st;
 }
 
-mc_status_t mc_peer_memcached(size_t size, unsigned runs, mc_peer_result_t *get_r,
+mc_status_t mc_peer_memcached(size_t size, unsigned keys, unsigned runs, mc_peer_result_t *get_r,
                               mc_peer_result_t *set_r)
 {
     mc_peer_result_t dummy;
     if (!set_r)
         set_r = &dummy;
-    peer_init(get_r, "memcached_get", size);
+    if (keys == 0)
+        keys = 1;
+    if (keys > 64)
+        keys = 64;
+    char get_name[32];
+    if (keys == 1)
+        snprintf(get_name, sizeof(get_name), "memcached_get");
+    else
+        snprintf(get_name, sizeof(get_name), "memcached_get_%ukeys", keys);
+    peer_init(get_r, get_name, size);
     peer_init(set_r, "memcached_set", size);
     if (!runs)
         runs = 20;
@@ -432,7 +441,8 @@ mc_status_t mc_peer_memcached(size_t size, unsigned runs, mc_peer_result_t *get_
     char port_s[16], mem_s[32], item_s[32];
     snprintf(port_s, sizeof(port_s), "%u", port);
     size_t mb = (size >> 20) + 1;
-    snprintf(mem_s, sizeof(mem_s), "%zu", mb * 8 < 1024 ? 1024 : mb * 8);
+    size_t need_mb = mb * (keys + 1) * 2; /* slab overhead: twice what the values hold */
+    snprintf(mem_s, sizeof(mem_s), "%zu", need_mb < 1024 ? 1024 : need_mb);
     snprintf(item_s, sizeof(item_s), "%zum", mb + 1 < 64 ? 64 : mb + 1);
     char *argv[16];
     int a = 0;
@@ -487,17 +497,20 @@ mc_status_t mc_peer_memcached(size_t size, unsigned runs, mc_peer_result_t *get_
     uint64_t want = mc_hash64(val, size);
     memset(in, 0, size);
     /* SET timed `runs` times too (as the probes did), then warm GET once, then timed GETs. */
-    for (unsigned k = 0; k < runs && st == MC_OK; k++) {
+    char key[32];
+    for (unsigned k = 0; k < (runs > keys ? runs : keys) && st == MC_OK; k++) {
+        snprintf(key, sizeof(key), "mc_bench_key_%u", k % keys);
         uint64_t t0 = mc_now_ns();
-        st = mcd_set(c, "mc_bench_key", val, size);
-        ts[k] = (double)(mc_now_ns() - t0) / 1e9;
+        st = mcd_set(c, key, val, size);
+        if (k < runs)
+            ts[k] = (double)(mc_now_ns() - t0) / 1e9;
     }
     if (st != MC_OK) {
         peer_fail(get_r, st, "memcached SET of %zu bytes failed", size);
         goto out;
     }
     size_t got = 0;
-    st = mcd_get(c, "mc_bench_key", in, size, &got);
+    st = mcd_get(c, "mc_bench_key_0", in, size, &got);
     if (st != MC_OK || got != size || mc_hash64(in, size) != want) {
         st = st != MC_OK ? st : MC_ERR_CHECKSUM;
         peer_fail(get_r, st, "memcached GET returned wrong data (len %zu)", got);
@@ -505,8 +518,9 @@ mc_status_t mc_peer_memcached(size_t size, unsigned runs, mc_peer_result_t *get_
     }
     for (unsigned k = 0; k < runs && st == MC_OK; k++) {
         in[0] ^= 1; /* so a GET that delivered nothing is caught below */
+        snprintf(key, sizeof(key), "mc_bench_key_%u", (k + 1) % keys);
         uint64_t t0 = mc_now_ns();
-        st = mcd_get(c, "mc_bench_key", in, size, &got);
+        st = mcd_get(c, key, in, size, &got);
         tg[k] = (double)(mc_now_ns() - t0) / 1e9;
         if (st == MC_OK && (got != size || in[0] != val[0]))
             st = MC_ERR_CHECKSUM;

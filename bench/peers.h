@@ -41,10 +41,13 @@ typedef struct mc_peer_result {
 mc_status_t mc_peer_memcpy(size_t size, uint64_t bytes_per_run, unsigned runs,
                            mc_peer_result_t *r);
 
-/* Start memcached on a free loopback port (-m large enough for the value, -I 64m unless the
- * value needs more), SET one `size`-byte value, then GET it `runs` times (each verified).
- * Fills get_r (and set_r if not NULL). runs 0 = 20. */
-mc_status_t mc_peer_memcached(size_t size, unsigned runs, mc_peer_result_t *get_r,
+/* Start memcached on a free loopback port (-m large enough for the values, -I 64m unless the
+ * value needs more), SET `keys` distinct `size`-byte values, then GET them in turn, `runs`
+ * times in all (each verified). keys = 1 reads one value over and over (it may stay in the
+ * CPU caches); several keys larger than the caches together measure cold reads, as a store
+ * that holds many objects sees them. Fills get_r (and set_r if not NULL); get_r's name says
+ * "memcached_get" for one key, "memcached_get_<keys>keys" otherwise. runs 0 = 20. */
+mc_status_t mc_peer_memcached(size_t size, unsigned keys, unsigned runs, mc_peer_result_t *get_r,
                               mc_peer_result_t *set_r);
 
 /* iperf3 server (-1, one-off) + client, one stream for `seconds` (0 = 3) over 127.0.0.1. */

@@ -135,6 +135,11 @@ MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs
                                         mc_te_transfer_t **xfer_p);
 MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
                                        mc_te_xfer_status_t *status_p);
+/* Waits only until requests [0, upto) are final (same driving as wait) and reports them in
+ * status_p[0..upto); the transfer stays, still to be finished by mc_te_transfer_wait. Lets a
+ * caller consume a large transfer in order while the rest is still arriving. */
+MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
+                                            mc_te_xfer_status_t *status_p);
 
 #ifdef __cplusplus
 }

@@ -868,8 +868,8 @@ static const char *spec_failed_endpoint(const spec_read_t *sp)
 
 /* ------------------------------------------------------------------ reading with the checksum */
 
-#define PIPELINE_MIN (8ull << 20)   /* objects from this size are read in chunks ... */
-#define PIPELINE_CHUNK (2ull << 20) /* ... of this size, hashing one while the next two arrive */
+#define PIPELINE_MIN (8ull << 20)   /* objects from this size are hashed in chunks ... */
+#define PIPELINE_CHUNK (2ull << 20) /* ... of this size while the next ones arrive */
 
 /* The pieces of parts covering bytes [off, off+len) into out (capacity n); returns the count. */
 static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
@@ -889,39 +889,6 @@ static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_
     return k;
 }
 
-/* Starts the read of chunk c of [addr, addr+size) on seg into parts. */
-static mc_status_t chunk_start(mc_store_t *s, mc_te_segment_t seg, uint64_t addr, uint64_t size,
-                               const struct iovec *parts, size_t n_parts, struct iovec *scratch,
-                               uint64_t c, mc_te_transfer_t **x_p)
-{
-    uint64_t off = c * PIPELINE_CHUNK;
-    uint64_t len = size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK;
-    size_t k = iov_sub(parts, n_parts, off, len, scratch);
-    mc_te_request_t reqs[64];
-    mc_status_t st = MC_OK;
-    uint64_t done = 0;
-    *x_p = NULL;
-    size_t i = 0;
-    /* at most 64 pieces per transfer (a chunk scattered over more pieces is read in several
-     * transfers one after the other, still overlapped with the hashing) */
-    while (st == MC_OK && i < k) {
-        size_t m = 0;
-        for (; i < k && m < 64; i++, m++) {
-            reqs[m] = (mc_te_request_t){.opcode = MC_TE_READ, .local = scratch[i].iov_base,
-                                        .target = seg, .target_addr = addr + off + done,
-                                        .length = scratch[i].iov_len};
-            done += scratch[i].iov_len;
-        }
-        if (*x_p) { /* finish the previous part of this chunk first */
-            st = mc_te_transfer_wait(s->te, *x_p, NULL);
-            *x_p = NULL;
-        }
-        if (st == MC_OK)
-            st = mc_te_transfer_start(s->te, reqs, m, x_p);
-    }
-    return st;
-}
-
 static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
                        struct iovec *scratch, uint64_t off, uint64_t len)
 {
@@ -931,13 +898,16 @@ static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n
 }
 
 /* Reads [addr, addr+size) of `endpoint` into parts and sets *hash_p to the XXH3 of the bytes.
- * Large remote objects go in chunks: the loop threads receive chunks k+1 and k+2 while this
- * thread hashes chunk k, instead of hashing all 32 MiB after the last byte arrived. */
+ * Large remote objects travel as one transfer of PIPELINE_CHUNK requests, consumed in order
+ * with mc_te_transfer_wait_some: this thread hashes chunk k while the TE loops receive the
+ * chunks after it, instead of hashing everything after the last byte arrived. */
 static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size,
                                const struct iovec *parts, size_t n_parts, uint64_t *hash_p)
 {
     mc_status_t st;
-    if (size < PIPELINE_MIN || store_is_local(s, endpoint, addr, size)) {
+    uint64_t chunks = (size + PIPELINE_CHUNK - 1) / PIPELINE_CHUNK;
+    if (size < PIPELINE_MIN || n_parts > 64 || chunks * (n_parts + 1) > MC_TE_MAX_BATCH ||
+        store_is_local(s, endpoint, addr, size)) {
         xfer_plan_t plan = {0};
         st = plan_add(s, &plan, MC_TE_READ, endpoint, addr, size, parts, n_parts, 0);
         if (st == MC_OK)
@@ -951,30 +921,47 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     st = mc_te_segment_open(s->te, endpoint, &seg);
     if (st != MC_OK)
         return st;
-    struct iovec *scratch = mc_calloc(n_parts ? n_parts : 1, sizeof(*scratch));
+    /* requests chunk by chunk; ends[c] = requests up to and including chunk c */
+    size_t cap = (size_t)chunks * (n_parts + 1);
+    mc_te_request_t *reqs = mc_calloc(cap, sizeof(*reqs));
+    size_t *ends = mc_calloc((size_t)chunks, sizeof(*ends));
+    struct iovec *scratch = mc_calloc(n_parts + 1, sizeof(*scratch));
     mc_hash_stream_t hs = {0};
-    if (!scratch || mc_hash_stream_init(&hs) != 0) {
+    if (!reqs || !ends || !scratch || mc_hash_stream_init(&hs) != 0) {
+        mc_free(reqs);
+        mc_free(ends);
         mc_free(scratch);
         return MC_ERR_NO_MEMORY;
     }
-    uint64_t chunks = (size + PIPELINE_CHUNK - 1) / PIPELINE_CHUNK;
-    mc_te_transfer_t *x[2] = {NULL, NULL};
-    for (uint64_t c = 0; c < 2 && c < chunks && st == MC_OK; c++)
-        st = chunk_start(s, seg, addr, size, parts, n_parts, scratch, c, &x[c]);
+    size_t nr = 0;
+    for (uint64_t c = 0, off = 0; c < chunks; c++) {
+        uint64_t len = size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK;
+        size_t k = iov_sub(parts, n_parts, off, len, scratch);
+        for (size_t i = 0; i < k; i++) {
+            reqs[nr++] = (mc_te_request_t){.opcode = MC_TE_READ, .local = scratch[i].iov_base,
+                                           .target = seg, .target_addr = addr + off,
+                                           .length = scratch[i].iov_len};
+            off += scratch[i].iov_len;
+        }
+        ends[c] = nr;
+    }
+    mc_te_transfer_t *x = NULL;
+    st = mc_te_transfer_start(s->te, reqs, nr, &x);
     for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
-        st = mc_te_transfer_wait(s->te, x[c % 2], NULL);
-        x[c % 2] = NULL;
-        if (st == MC_OK && c + 2 < chunks)
-            st = chunk_start(s, seg, addr, size, parts, n_parts, scratch, c + 2, &x[c % 2]);
+        st = mc_te_transfer_wait_some(s->te, x, ends[c], NULL);
         uint64_t off = c * PIPELINE_CHUNK;
         if (st == MC_OK)
             hash_range(&hs, parts, n_parts, scratch, off,
                        size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK);
     }
-    for (int i = 0; i < 2; i++) /* a failure may leave transfers in flight: end them */
-        if (x[i])
-            mc_te_transfer_wait(s->te, x[i], NULL);
+    if (x) {
+        mc_status_t w = mc_te_transfer_wait(s->te, x, NULL);
+        if (st == MC_OK)
+            st = w;
+    }
     uint64_t h = mc_hash_stream_final(&hs);
+    mc_free(reqs);
+    mc_free(ends);
     mc_free(scratch);
     if (st == MC_OK)
         *hash_p = h;

@@ -756,7 +756,8 @@ static void req_finalize(mc_te_req_t *r)
     mc_te_batch_impl_t *b = r->batch;
     pthread_mutex_lock(&b->mu);
     atomic_store(&r->state, state);
-    if (atomic_fetch_sub(&b->outstanding, 1) == 1 && atomic_load(&b->waiters) > 0)
+    bool last = atomic_fetch_sub(&b->outstanding, 1) == 1;
+    if (atomic_load(&b->waiters) > 0 && (last || (size_t)(r - b->reqs) < b->wait_upto))
         pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
 }
@@ -1137,12 +1138,23 @@ MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch)
     return MC_OK;
 }
 
-static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b)
+bool mc_te_batch_prefix_final(mc_te_batch_impl_t *b, size_t upto)
+{
+    for (size_t i = 0; i < upto; i++)
+        if (!is_final(atomic_load(&b->reqs[i].state)))
+            return false;
+    return true;
+}
+
+/* Waits until requests [0, upto) are final (upto == b->n: the whole batch). */
+static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b, size_t upto)
 {
     uint64_t warn_at = mc_now_ns() + 2ull * te->timeout_ms * 1000000ull + 1000000000ull;
     pthread_mutex_lock(&b->mu);
     atomic_fetch_add(&b->waiters, 1);
-    while (atomic_load(&b->outstanding) > 0) {
+    if (upto < b->n)
+        b->wait_upto = upto;
+    while (upto < b->n ? !mc_te_batch_prefix_final(b, upto) : atomic_load(&b->outstanding) > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50000000L;
@@ -1156,6 +1168,7 @@ static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b)
             warn_at = 0;
         }
     }
+    b->wait_upto = 0;
     atomic_fetch_sub(&b->waiters, 1);
     pthread_mutex_unlock(&b->mu);
 }
@@ -1185,16 +1198,41 @@ MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs
     return MC_OK;
 }
 
+/* Drive (transport sync_wait) and wait until requests [0, upto) of b are final. */
+static void transfer_drive(mc_te_batch_impl_t *b, size_t upto)
+{
+    for (int k = 0; k < MC_TE_TP_COUNT && b->n_held > 0; k++)
+        if (g_tp[k] && g_tp[k]->sync_wait && tp_ctx(b->te, k))
+            g_tp[k]->sync_wait(tp_ctx(b->te, k), b, upto);
+    batch_wait(b->te, b, upto);
+}
+
+MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
+                                            mc_te_xfer_status_t *status_p)
+{
+    mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
+    if (!te || !b || upto > b->n)
+        return MC_ERR_INVALID_PARAMS;
+    transfer_drive(b, upto);
+    mc_status_t first = MC_OK;
+    for (size_t i = 0; i < upto; i++) {
+        mc_te_xfer_status_t s;
+        fill_status(&b->reqs[i], &s);
+        if (status_p)
+            status_p[i] = s;
+        if (first == MC_OK && s.state != MC_TE_COMPLETED)
+            first = s.error != MC_OK ? s.error : MC_ERR_TRANSFER_FAIL;
+    }
+    return first;
+}
+
 MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
                                        mc_te_xfer_status_t *status_p)
 {
     if (!xfer)
         return te ? MC_OK : MC_ERR_INVALID_PARAMS;
     mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
-    for (int k = 0; k < MC_TE_TP_COUNT && b->n_held > 0; k++)
-        if (g_tp[k] && g_tp[k]->sync_wait && tp_ctx(b->te, k))
-            g_tp[k]->sync_wait(tp_ctx(b->te, k), b);
-    batch_wait(b->te, b);
+    transfer_drive(b, b->n);
     mc_status_t first = MC_OK;
     for (size_t i = 0; i < b->n; i++) {
         mc_te_xfer_status_t s;

@@ -121,10 +121,14 @@ struct mc_te_batch_impl {
      * a transport object (tcp: connection) the batch's slices went to, held_last[i] = the
      * last of them there. Set at submit, used by the waiter; no other thread touches them. */
     bool sync;
+    size_t wait_upto;          /* a waiter for requests [0, wait_upto) (under mu; 0 = none) */
     uint32_t n_held;
     void *held[MC_TE_SYNC_HELD_MAX];
     mc_te_slice_t *held_last[MC_TE_SYNC_HELD_MAX];
 };
+
+/* Whether requests [0, upto) of b are all final. */
+bool mc_te_batch_prefix_final(mc_te_batch_impl_t *b, size_t upto);
 
 /* Report the end of one slice (any thread; exactly once per slice). bytes counted into the
  * request's transferred total. The last slice makes the request final. */

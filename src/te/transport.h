@@ -58,11 +58,12 @@ typedef struct mc_te_transport_ops {
      * ends through mc_te_slice_done, possibly before submit returns. */
     void (*submit)(void *ctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc, mc_te_slice_t **slices,
                    size_t n);
-    /* Optional: b is synchronous (b->sync) and a thread is about to wait for it; the
-     * transport may use that thread to drive what it noted in b->held at submit (receive
-     * responses, enforce deadlines) and must hand all of it back before returning. The engine
-     * waits for the batch afterwards as usual. */
-    void (*sync_wait)(void *ctx, mc_te_batch_impl_t *b);
+    /* Optional: b is synchronous (b->sync) and a thread is about to wait for its requests
+     * [0, upto); the transport may use that thread to drive what it noted in b->held at
+     * submit (receive responses, enforce deadlines) until they are final, and must hand
+     * everything back before returning (keeping b->held for a later wait). The engine then
+     * waits on the batch as usual for whatever others drive. */
+    void (*sync_wait)(void *ctx, mc_te_batch_impl_t *b, size_t upto);
     /* Optional hooks on local registration (e.g. shm control slots, future UCX rkeys).
      * on_unregister waits until the transport no longer touches b (MC_ERR_BUSY at the
      * deadline); on_unregister_abort undoes it when the unregister is refused. */

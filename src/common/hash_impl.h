@@ -1,0 +1,13 @@
+/* Private to hash.c / hash_avx2.c: the AVX2 build of XXH3 (x86-64 only). */
+#ifndef MC_COMMON_HASH_IMPL_H
+#define MC_COMMON_HASH_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t mc_hash64_avx2(const void *data, size_t len, uint64_t seed);
+void *mc_hash_state_new_avx2(void);
+void mc_hash_state_update_avx2(void *st, const void *data, size_t len);
+uint64_t mc_hash_state_final_avx2(void *st); /* frees st */
+
+#endif
