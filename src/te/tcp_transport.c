@@ -809,6 +809,61 @@ static bool cli_parse(cli_conn_t *c)
     }
 }
 
+/* The oldest request is a fully sent READ whose data goes straight to its buffer, and its
+ * response header has not fully arrived. */
+static mc_te_slice_t *cli_big_read_next(const cli_conn_t *c)
+{
+    mc_te_slice_t *s = c->head;
+    if (!s || c->rx_cur || s == c->tx_next || s->resp_ready || s->cma || s->opcode != MC_TE_READ ||
+        s->len < DIRECT_MIN || c->rx_len - c->rx_pos >= MC_TE_FRAME_HDR_SIZE)
+        return NULL;
+    return s;
+}
+
+/* Receive the rest of the response header of big READ s into rx and, in the same recvmsg, the
+ * first data bytes straight into s's buffer: without this the header's recv would also pull up
+ * to RXBUF_SIZE data bytes into rx, to be copied again. If the header turns out not to be the
+ * expected success (an error answer has no data), the bytes are moved back into rx for
+ * cli_parse, which has room for them (at most RXBUF_SIZE - header). */
+static ssize_t cli_recv_header_and_data(cli_conn_t *c, mc_te_slice_t *s, size_t *asked)
+{
+    if (c->rx_pos > 0) {
+        memmove(c->rx, c->rx + c->rx_pos, c->rx_len - c->rx_pos);
+        c->rx_len -= c->rx_pos;
+        c->rx_pos = 0;
+    }
+    size_t hdr_left = MC_TE_FRAME_HDR_SIZE - c->rx_len;
+    size_t body_room = s->len < RXBUF_SIZE - MC_TE_FRAME_HDR_SIZE
+                           ? (size_t)s->len : RXBUF_SIZE - MC_TE_FRAME_HDR_SIZE;
+    struct iovec iov[2] = {{c->rx + c->rx_len, hdr_left}, {s->local, body_room}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+    *asked = hdr_left + body_room;
+    ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+    if (n <= 0)
+        return n;
+    size_t h = (size_t)n < hdr_left ? (size_t)n : hdr_left, body = (size_t)n - h;
+    c->rx_len += h;
+    if (body == 0)
+        return n;
+    mc_te_frame_t f; /* the header is complete: the case cli_parse would take for s */
+    if (mc_te_frame_decode(c->rx, MC_TE_FRAME_HDR_SIZE, &f) == MC_OK &&
+        (f.opcode & MC_TE_OP_RESPONSE) && f.id == s->id && f.status == MC_OK &&
+        f.length == s->len) {
+        c->rx_pos = c->rx_len = 0;
+        c->rx_cur = s;
+        c->rx_done = body;
+        c->rx_left = s->len - body;
+        if (c->rx_left == 0) {
+            c->rx_cur = NULL;
+            cli_complete_head(c, MC_OK);
+        }
+    } else {
+        memcpy(c->rx + c->rx_len, s->local, body);
+        c->rx_len += body;
+    }
+    return n;
+}
+
 /* Receive and consume what the socket holds (up to READ_BUDGET bytes). Under c->mu. */
 static void cli_receive(cli_conn_t *c)
 {
@@ -818,7 +873,10 @@ static void cli_receive(cli_conn_t *c)
             break;
         ssize_t n;
         size_t asked;
-        if (c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN) {
+        mc_te_slice_t *big = cli_big_read_next(c);
+        if (big) {
+            n = cli_recv_header_and_data(c, big, &asked);
+        } else if (c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN) {
             asked = c->rx_left;
             n = recv(c->fd, c->rx_cur->local + c->rx_done, c->rx_left, MSG_DONTWAIT);
             if (n > 0) {

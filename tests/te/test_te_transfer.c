@@ -122,6 +122,20 @@ static void errors(const char *proto, int shareable)
         assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 7, 4096, &st), MC_OK);
         assert_int_equal(te_pattern_check(lb, 4096, 0, 7, 1), -1);
     }
+    /* a big READ refused, pipelined with a good one on the same connection: the client reads
+     * the error header and the next answer in one go (cli_recv_header_and_data moves them back) */
+    mc_te_request_t pair[2] = {
+        {MC_TE_READ, lb, seg, p.addr[0] + MiB - 65536, 2 * 65536},
+        {MC_TE_READ, lb + MiB, seg, p.addr[0] + 4096, 4096},
+    };
+    mc_te_xfer_status_t ps[2];
+    for (int round = 0; round < 20; round++) {
+        memset(lb + MiB, 0, 4096);
+        assert_int_equal(mc_te_transfer_sync(te, pair, 2, ps), MC_ERR_OUT_OF_RANGE);
+        assert_int_equal(ps[0].error, MC_ERR_OUT_OF_RANGE);
+        assert_int_equal(ps[1].state, MC_TE_COMPLETED);
+        assert_int_equal(te_pattern_check(lb + MiB, 4096, 0, 4096, 1), -1);
+    }
     /* zero-length requests complete without touching anything */
     assert_int_equal(xfer(te, MC_TE_READ, lb, seg, 0, 0, &st), MC_OK);
     assert_int_equal(st.state, MC_TE_COMPLETED);
