@@ -98,3 +98,15 @@ mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,
         return MC_OK;
     }
 }
+
+mc_te_resp_kind_t mc_te_frame_classify_response(const mc_te_frame_t *h, uint64_t want_id,
+                                                uint64_t want_len, bool fully_sent)
+{
+    if (!(h->opcode & MC_TE_OP_RESPONSE) || h->id != want_id)
+        return MC_TE_RESP_BAD;
+    if (h->status != MC_OK)
+        return h->length == 0 ? MC_TE_RESP_ERROR : MC_TE_RESP_BAD;
+    if (!fully_sent || h->length != want_len)
+        return MC_TE_RESP_BAD;
+    return want_len > 0 ? MC_TE_RESP_DATA : MC_TE_RESP_DONE;
+}

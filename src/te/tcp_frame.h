@@ -21,6 +21,7 @@
 #include "mooncake/status.h"
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define MC_TE_FRAME_MAGIC 0x4554434Du
@@ -64,5 +65,22 @@ mc_status_t mc_te_frame_decode(const uint8_t *buf, size_t len, mc_te_frame_t *h)
 mc_status_t mc_te_frame_check_request(const mc_te_frame_t *h, uint64_t *payload_p);
 /* Bytes of request payload that follow a request header with this opcode/length. */
 uint64_t mc_te_frame_request_payload(const mc_te_frame_t *h);
+
+/* Client side: what a decoded header means as the answer to the oldest outstanding request
+ * (id `want_id`; `want_len` = the data bytes a successful answer carries: its length for a
+ * READ, 0 otherwise; `fully_sent` = its frame and payload are all sent).
+ *   MC_TE_RESP_BAD   not a response, another id, an error carrying data, a success of the
+ *                    wrong length or before the request was fully sent: framing is lost, close;
+ *   MC_TE_RESP_ERROR the request failed (status != 0, no data follows);
+ *   MC_TE_RESP_DONE  success, no data follows;
+ *   MC_TE_RESP_DATA  success, want_len (> 0) data bytes follow. */
+typedef enum {
+    MC_TE_RESP_BAD = 0,
+    MC_TE_RESP_ERROR,
+    MC_TE_RESP_DONE,
+    MC_TE_RESP_DATA,
+} mc_te_resp_kind_t;
+mc_te_resp_kind_t mc_te_frame_classify_response(const mc_te_frame_t *h, uint64_t want_id,
+                                                uint64_t want_len, bool fully_sent);
 
 #endif

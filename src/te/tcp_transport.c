@@ -749,6 +749,12 @@ static void cli_flush(cli_conn_t *c)
         set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
 }
 
+/* Data bytes a successful answer to s carries. */
+static uint64_t slice_answer_len(const mc_te_slice_t *s)
+{
+    return s->opcode == MC_TE_READ && !s->cma ? s->len : 0;
+}
+
 /* Consume buffered response bytes. Returns false on protocol loss (connection failed). */
 static bool cli_parse(cli_conn_t *c)
 {
@@ -773,20 +779,18 @@ static bool cli_parse(cli_conn_t *c)
             return true;
         mc_te_frame_t h;
         mc_te_slice_t *s = c->head;
-        if (mc_te_frame_decode(p, avail, &h) != MC_OK || !(h.opcode & MC_TE_OP_RESPONSE) || !s ||
-            s->resp_ready || h.id != s->id) {
+        mc_te_resp_kind_t kind = MC_TE_RESP_BAD;
+        if (s && !s->resp_ready && mc_te_frame_decode(p, avail, &h) == MC_OK)
+            kind = mc_te_frame_classify_response(&h, s->id, slice_answer_len(s),
+                                                 s != c->tx_next);
+        if (kind == MC_TE_RESP_BAD) {
             MC_LOG_WARN("tcp: unexpected response frame from %s: closing connection",
                         c->peer->peer->name);
             cli_fail(c, MC_ERR_PROTOCOL);
             return false;
         }
         c->rx_pos += MC_TE_FRAME_HDR_SIZE;
-        bool is_read = s->opcode == MC_TE_READ && !s->cma;
-        if (h.status != MC_OK) {
-            if (h.length != 0) {
-                cli_fail(c, MC_ERR_PROTOCOL);
-                return false;
-            }
+        if (kind == MC_TE_RESP_ERROR) {
             if (s == c->tx_next) { /* refused while we are still sending its payload */
                 s->resp_ready = 1;
                 s->resp_status = h.status;
@@ -795,11 +799,7 @@ static bool cli_parse(cli_conn_t *c)
             }
             continue;
         }
-        if (s == c->tx_next || h.length != (is_read ? s->len : 0)) {
-            cli_fail(c, MC_ERR_PROTOCOL);
-            return false;
-        }
-        if (is_read && h.length > 0) {
+        if (kind == MC_TE_RESP_DATA) {
             c->rx_cur = s;
             c->rx_left = h.length;
             c->rx_done = 0;
@@ -847,8 +847,7 @@ static ssize_t cli_recv_header_and_data(cli_conn_t *c, mc_te_slice_t *s, size_t 
         return n;
     mc_te_frame_t f; /* the header is complete: the case cli_parse would take for s */
     if (mc_te_frame_decode(c->rx, MC_TE_FRAME_HDR_SIZE, &f) == MC_OK &&
-        (f.opcode & MC_TE_OP_RESPONSE) && f.id == s->id && f.status == MC_OK &&
-        f.length == s->len) {
+        mc_te_frame_classify_response(&f, s->id, s->len, true) == MC_TE_RESP_DATA) {
         c->rx_pos = c->rx_len = 0;
         c->rx_cur = s;
         c->rx_done = body;

@@ -1,9 +1,11 @@
-/* Fuzz the TE tcp frame decoder and the server-side request validation.
+/* Fuzz the TE tcp frame decoder, the server-side request validation and the client-side
+ * classification of answers.
  * Input: a stream of 40-byte headers (plus skipped payloads). Every decoded request is checked
  * against a fake table of registered buffers (addresses are never dereferenced); the test
  * asserts the invariants the server relies on. */
 #include "te/transport.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +43,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mc_te_frame_encode(&h, re);
         if (memcmp(re, data + off - MC_TE_FRAME_HDR_SIZE, MC_TE_FRAME_HDR_SIZE) != 0)
             abort();
+        /* The client's reading of the same header as the answer to its oldest request; the
+         * expectations come from the header's addr bits so that the fuzzer steers them. */
+        uint64_t want_id = (h.addr & 1) ? h.id : h.id ^ (h.addr >> 8);
+        uint64_t want_len = (h.addr & 2) ? h.length : (h.addr >> 3) & 0xffff;
+        bool sent = (h.addr & 4) != 0;
+        bool is_resp = (h.opcode & MC_TE_OP_RESPONSE) && h.id == want_id;
+        switch (mc_te_frame_classify_response(&h, want_id, want_len, sent)) {
+        case MC_TE_RESP_ERROR:
+            if (!is_resp || h.status == MC_OK || h.length != 0)
+                abort();
+            break;
+        case MC_TE_RESP_DONE:
+        case MC_TE_RESP_DATA:
+            if (!is_resp || h.status != MC_OK || !sent || h.length != want_len)
+                abort();
+            break;
+        default: /* BAD: nothing acceptable may be refused */
+            if (is_resp && ((h.status != MC_OK && h.length == 0) ||
+                            (h.status == MC_OK && sent && h.length == want_len)))
+                abort();
+        }
         uint64_t payload = 0;
         mc_te_lbuf_t *b = NULL;
         mc_status_t st = mc_te_tcp_check_request(&g_table, &h, &payload, &b);
