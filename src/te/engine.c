@@ -1207,13 +1207,11 @@ static void transfer_drive(mc_te_batch_impl_t *b, size_t upto)
     batch_wait(b->te, b, upto);
 }
 
-MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
-                                            mc_te_xfer_status_t *status_p)
+/* Statuses of requests [0, upto) into status_p (optional); the first error, MC_OK if all
+ * COMPLETED. */
+static mc_status_t transfer_report(mc_te_batch_impl_t *b, size_t upto,
+                                   mc_te_xfer_status_t *status_p)
 {
-    mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
-    if (!te || !b || upto > b->n)
-        return MC_ERR_INVALID_PARAMS;
-    transfer_drive(b, upto);
     mc_status_t first = MC_OK;
     for (size_t i = 0; i < upto; i++) {
         mc_te_xfer_status_t s;
@@ -1226,6 +1224,16 @@ MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer,
     return first;
 }
 
+MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
+                                            mc_te_xfer_status_t *status_p)
+{
+    mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
+    if (!te || !b || upto > b->n)
+        return MC_ERR_INVALID_PARAMS;
+    transfer_drive(b, upto);
+    return transfer_report(b, upto, status_p);
+}
+
 MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
                                        mc_te_xfer_status_t *status_p)
 {
@@ -1233,15 +1241,7 @@ MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
         return te ? MC_OK : MC_ERR_INVALID_PARAMS;
     mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
     transfer_drive(b, b->n);
-    mc_status_t first = MC_OK;
-    for (size_t i = 0; i < b->n; i++) {
-        mc_te_xfer_status_t s;
-        fill_status(&b->reqs[i], &s);
-        if (status_p)
-            status_p[i] = s;
-        if (first == MC_OK && s.state != MC_TE_COMPLETED)
-            first = s.error != MC_OK ? s.error : MC_ERR_TRANSFER_FAIL;
-    }
+    mc_status_t first = transfer_report(b, b->n, status_p);
     batch_delete(b);
     return first;
 }

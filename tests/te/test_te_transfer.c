@@ -421,7 +421,7 @@ static void test_backlog_resume(void **state)
 
 /* mc_te_transfer_start/wait: transfers started and not yet waited for (more of them than there
  * are connections) hold nothing up, not even a synchronous transfer of the same thread; their
- * waits later return the right results and bytes. */
+ * waits later return the right results and bytes; wait_some consumes a transfer in order. */
 static void test_start_wait(void **state)
 {
     const char *args[] = {"--buffers", "1", "--size", "8388608", NULL};
@@ -449,6 +449,23 @@ static void test_start_wait(void **state)
         assert_int_equal(st.transferred, PIECE);
     }
     assert_int_equal(te_pattern_check(lb, (size_t)K * PIECE, 0, 0, 1), -1);
+    /* consumed in order: wait_some(k) reports requests [0, k) final and correct */
+    enum { C = 8, CHUNK = 512 * 1024 };
+    mc_te_request_t cr[C];
+    for (int k = 0; k < C; k++)
+        cr[k] = (mc_te_request_t){MC_TE_READ, lb + (size_t)k * CHUNK, seg,
+                                  p.addr[0] + (uint64_t)k * CHUNK, CHUNK};
+    memset(lb, 0, (size_t)C * CHUNK);
+    mc_te_transfer_t *y;
+    assert_int_equal(mc_te_transfer_start(te, cr, C, &y), MC_OK);
+    mc_te_xfer_status_t cs[C];
+    for (size_t k = 1; k <= C; k++) {
+        assert_int_equal(mc_te_transfer_wait_some(te, y, k, cs), MC_OK);
+        assert_int_equal(cs[k - 1].state, MC_TE_COMPLETED);
+        assert_int_equal(te_pattern_check(lb + (k - 1) * CHUNK, CHUNK, 0, (k - 1) * CHUNK, 1), -1);
+    }
+    assert_int_equal(mc_te_transfer_wait_some(te, y, C + 1, cs), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_transfer_wait(te, y, cs), MC_OK);
     /* nothing to do, and bad input: nothing is left behind */
     mc_te_transfer_t *z = (mc_te_transfer_t *)&st;
     assert_int_equal(mc_te_transfer_start(te, NULL, 0, &z), MC_OK);
