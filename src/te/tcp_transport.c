@@ -36,6 +36,7 @@
 #define SRV_MAX_CONNS 4096            /* accepted connections beyond this are closed at once */
 #define SPREAD_BYTES (1ull << 20)     /* a batch uses one more connection per this many bytes */
 #define SYNC_POLL_MAX_MS 10           /* a synchronous caller re-checks its connections this often */
+#define RCVLOWAT_MAX (256u << 10)     /* wake a receiver of READ data per this many bytes at most */
 
 enum { K_LISTEN = 1, K_WAKE, K_SRV, K_CLI };
 
@@ -70,6 +71,7 @@ typedef struct srv_conn {
     uint32_t ev;
     uint64_t last_progress_ns;
     uint64_t cma_pid;         /* pid proven to own the other end of this connection, or 0 */
+    int rcvlowat;             /* SO_RCVLOWAT now set on fd (set_rcvlowat) */
     bool sending;             /* answers wait for socket space (counted in w->n_sending) */
 } srv_conn_t;
 
@@ -94,6 +96,7 @@ typedef struct cli_conn {
      * meanwhile the loop neither watches it (epoll interest 0) nor sweeps it. */
     mc_te_batch_impl_t *owner;
     mc_te_slice_t *owner_last;
+    int rcvlowat;                /* SO_RCVLOWAT now set on fd (cli_set_rcvlowat) */
 } cli_conn_t;
 
 struct tcp_peer {
@@ -143,6 +146,27 @@ static void set_events(int epfd, int fd, void *obj, uint32_t *cur, uint32_t want
         return;
     struct epoll_event ev = {.events = want, .data.ptr = obj};
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        *cur = want;
+}
+
+/* While `incoming` bytes (the rest of a big payload being received straight into its buffer)
+ * are sure to come, ask the kernel to report the socket readable only once min(incoming,
+ * RCVLOWAT_MAX) bytes are queued: one large recv instead of a poll and a recv for every
+ * 64 KiB that lands (32 MiB READ here: 2.87-3.24 -> 3.26-3.44 GiB/s, four interleaved pairs).
+ * Only bytes that are sure to come count, so the mark never holds back a wake-up (a peer that
+ * dies makes the socket readable anyway; a hung one is caught by deadlines, which do not wait
+ * for readability); incoming 0 resets it to 1. Linux grows the receive buffer to twice the
+ * mark unless it was fixed (tcp_rcvbuf), so the window cannot stall below it; with a fixed
+ * buffer the mark stays under a quarter of it. *cur caches what fd has. */
+static void set_rcvlowat(const tcp_ctx_t *ctx, int fd, int *cur, uint64_t incoming)
+{
+    if (fd < 0)
+        return;
+    uint64_t cap = RCVLOWAT_MAX;
+    if (ctx->rcvbuf > 0 && (uint64_t)ctx->rcvbuf / 4 < cap)
+        cap = (uint64_t)ctx->rcvbuf / 4;
+    int want = incoming > 1 && cap > 1 ? (int)(incoming < cap ? incoming : cap) : 1;
+    if (want != *cur && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
         *cur = want;
 }
 
@@ -564,6 +588,8 @@ static bool srv_on_readable(srv_conn_t *c)
     if (was_backpressured && !srv_backpressured(c) && budget > 0 &&
         (c->rx_len > c->rx_pos || c->st != S_HDR))
         return srv_on_readable(c);
+    bool data = c->st == S_WRITE && c->rx_pos == c->rx_len && c->left >= DIRECT_MIN;
+    set_rcvlowat(c->w->ctx, c->fd, &c->rcvlowat, data ? c->left : 0);
     return true;
 close:
     srv_close(c);
@@ -610,6 +636,7 @@ static void srv_accept(tcp_ctx_t *ctx)
         tcp_worker_t *w = &ctx->w[atomic_fetch_add(&ctx->rr, 1) % ctx->nw];
         c->kind = K_SRV;
         c->fd = fd;
+        c->rcvlowat = 1; /* the socket default */
         c->w = w;
         c->rx = rx;
         c->ev = EPOLLIN;
@@ -863,8 +890,23 @@ static ssize_t cli_recv_header_and_data(cli_conn_t *c, mc_te_slice_t *s, size_t 
     return n;
 }
 
+static void cli_receive_some(cli_conn_t *c);
+
+/* Client side: the rest of a big READ answer's data is what surely comes next. */
+static void cli_set_rcvlowat(cli_conn_t *c)
+{
+    bool data = c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN;
+    set_rcvlowat(c->w->ctx, c->fd, &c->rcvlowat, data ? c->rx_left : 0);
+}
+
 /* Receive and consume what the socket holds (up to READ_BUDGET bytes). Under c->mu. */
 static void cli_receive(cli_conn_t *c)
+{
+    cli_receive_some(c);
+    cli_set_rcvlowat(c);
+}
+
+static void cli_receive_some(cli_conn_t *c)
 {
     uint64_t budget = READ_BUDGET;
     while (c->fd >= 0) {
@@ -940,6 +982,7 @@ static mc_status_t cli_connect(tcp_ctx_t *ctx, cli_conn_t *c, uint16_t port)
     mc_net_tune(fd, ctx->sndbuf, ctx->rcvbuf);
     c->fd = fd;
     c->ev = EPOLLIN;
+    c->rcvlowat = 1;
     c->rx_pos = c->rx_len = 0;
     c->last_fail_ns = 0;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
