@@ -72,6 +72,7 @@ typedef struct srv_conn {
     uint64_t last_progress_ns;
     uint64_t cma_pid;         /* pid proven to own the other end of this connection, or 0 */
     int rcvlowat;             /* SO_RCVLOWAT now set on fd (set_rcvlowat) */
+    bool big_writes;          /* the last request was a big WRITE: expect another (srv_on_readable) */
     bool sending;             /* answers wait for socket space (counted in w->n_sending) */
 } srv_conn_t;
 
@@ -231,18 +232,19 @@ static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, c
     return true;
 }
 
-/* Receive into a connection's rx buffer (RXBUF_SIZE bytes). After parsing, at most a partial
- * header or body is left at [*pos, *len): compact it to the front first. Returns recv's result;
- * *asked = the room offered (a result below it means the socket is now empty). */
-static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len, size_t *asked)
+/* Receive into a connection's rx buffer until it holds `max` (<= RXBUF_SIZE) bytes. After
+ * parsing, at most a partial header or body is left at [*pos, *len): compact it to the front
+ * first. Returns recv's result; *asked = the room offered (a result below it means the socket
+ * is now empty). */
+static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len, size_t max, size_t *asked)
 {
     if (*pos > 0) {
         memmove(rx, rx + *pos, *len - *pos);
         *len -= *pos;
         *pos = 0;
     }
-    *asked = RXBUF_SIZE - *len;
-    ssize_t n = recv(fd, rx + *len, RXBUF_SIZE - *len, MSG_DONTWAIT);
+    *asked = max - *len;
+    ssize_t n = recv(fd, rx + *len, *asked, MSG_DONTWAIT);
     if (n > 0)
         *len += (size_t)n;
     return n;
@@ -432,6 +434,7 @@ static bool srv_on_header(srv_conn_t *c)
     mc_te_frame_t *h = &c->cur;
     uint64_t payload = 0;
     mc_te_lbuf_t *b = NULL;
+    c->big_writes = false;
     mc_status_t st = mc_te_tcp_check_request(&te->table, h, &payload, &b);
     if (st == MC_ERR_PROTOCOL) {
         MC_LOG_WARN("tcp server: bad request frame (opcode %u, length %llu): closing", h->opcode,
@@ -469,6 +472,7 @@ static bool srv_on_header(srv_conn_t *c)
         c->dst = (uint8_t *)(uintptr_t)h->addr;
         c->left = h->length;
         c->ref = b;
+        c->big_writes = h->length >= DIRECT_MIN;
         return true;
     default: /* CMA */
         c->st = S_CMA;
@@ -557,7 +561,11 @@ static bool srv_on_readable(srv_conn_t *c)
                     goto close;
             }
         } else {
-            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len, &asked);
+            /* After a big WRITE the next frame is likely another: take its header alone, so
+             * that its payload goes straight to its destination instead of through rx. */
+            bool hdr_only = c->big_writes && c->st == S_HDR && c->rx_pos == c->rx_len;
+            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len,
+                        hdr_only ? MC_TE_FRAME_HDR_SIZE : RXBUF_SIZE, &asked);
         }
         if (n == 0)
             goto close;
@@ -929,7 +937,7 @@ static void cli_receive_some(cli_conn_t *c)
                 }
             }
         } else {
-            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len, &asked);
+            n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len, RXBUF_SIZE, &asked);
         }
         if (n == 0) {
             cli_fail(c, MC_ERR_CONNECTION);
