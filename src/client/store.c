@@ -32,6 +32,7 @@
 #define STORE_MAX_BATCH 16384
 #define STORE_HEARTBEAT_MS 1000
 #define STORE_HINT_SLOTS 65536           /* default; MC_STORE_REPLICA_HINTS overrides, 0 = off */
+#define STORE_HINT_SLOTS_MAX (1u << 22)  /* ≈370 MB of hints */
 #define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
 
 struct mc_store {
@@ -344,7 +345,13 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     uuid_random(s->client_id);
     uuid_random(s->segment_uuid);
     const char *hs = getenv("MC_STORE_REPLICA_HINTS");
-    s->hints = mc_hint_table_new(hs && *hs ? strtoull(hs, NULL, 10) : STORE_HINT_SLOTS);
+    unsigned long long slots = hs && *hs ? strtoull(hs, NULL, 10) : STORE_HINT_SLOTS;
+    if (slots > STORE_HINT_SLOTS_MAX) {
+        MC_LOG_WARN("MC_STORE_REPLICA_HINTS=%s: using the maximum, %u slots", hs,
+                    STORE_HINT_SLOTS_MAX);
+        slots = STORE_HINT_SLOTS_MAX;
+    }
+    s->hints = mc_hint_table_new((size_t)slots);
 
     /* Upstream's "tcp" means "no RDMA": same-host peers still take the shm path (the TE
      * decides per peer; MC_FORCE_TCP=1 forces tcp everywhere). */
