@@ -97,7 +97,7 @@ typedef struct cli_conn {
      * meanwhile the loop neither watches it (epoll interest 0) nor sweeps it. */
     mc_te_batch_impl_t *owner;
     mc_te_slice_t *owner_last;
-    int rcvlowat;                /* SO_RCVLOWAT now set on fd (cli_set_rcvlowat) */
+    int rcvlowat;                /* SO_RCVLOWAT now set on fd (set_rcvlowat) */
 } cli_conn_t;
 
 struct tcp_peer {
@@ -236,13 +236,18 @@ static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, c
  * parsing, at most a partial header or body is left at [*pos, *len): compact it to the front
  * first. Returns recv's result; *asked = the room offered (a result below it means the socket
  * is now empty). */
-static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len, size_t max, size_t *asked)
+static void rx_compact(uint8_t *rx, size_t *pos, size_t *len)
 {
     if (*pos > 0) {
         memmove(rx, rx + *pos, *len - *pos);
         *len -= *pos;
         *pos = 0;
     }
+}
+
+static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len, size_t max, size_t *asked)
+{
+    rx_compact(rx, pos, len);
     *asked = max - *len;
     ssize_t n = recv(fd, rx + *len, *asked, MSG_DONTWAIT);
     if (n > 0)
@@ -540,6 +545,12 @@ static bool srv_parse(srv_conn_t *c)
     }
 }
 
+/* The payload of the WRITE being received goes straight to its destination. */
+static bool srv_direct(const srv_conn_t *c)
+{
+    return c->st == S_WRITE && c->rx_pos == c->rx_len && c->left >= DIRECT_MIN;
+}
+
 /* Returns false if the connection was closed (c is freed). */
 static bool srv_on_readable(srv_conn_t *c)
 {
@@ -551,7 +562,7 @@ static bool srv_on_readable(srv_conn_t *c)
             break;
         ssize_t n;
         size_t asked;
-        if (c->st == S_WRITE && c->rx_pos == c->rx_len && c->left >= DIRECT_MIN) {
+        if (srv_direct(c)) {
             asked = c->left;
             n = recv(c->fd, c->dst, c->left, MSG_DONTWAIT);
             if (n > 0) {
@@ -596,8 +607,7 @@ static bool srv_on_readable(srv_conn_t *c)
     if (was_backpressured && !srv_backpressured(c) && budget > 0 &&
         (c->rx_len > c->rx_pos || c->st != S_HDR))
         return srv_on_readable(c);
-    bool data = c->st == S_WRITE && c->rx_pos == c->rx_len && c->left >= DIRECT_MIN;
-    set_rcvlowat(c->w->ctx, c->fd, &c->rcvlowat, data ? c->left : 0);
+    set_rcvlowat(c->w->ctx, c->fd, &c->rcvlowat, srv_direct(c) ? c->left : 0);
     return true;
 close:
     srv_close(c);
@@ -862,11 +872,7 @@ static mc_te_slice_t *cli_big_read_next(const cli_conn_t *c)
  * cli_parse, which has room for them (at most RXBUF_SIZE - header). */
 static ssize_t cli_recv_header_and_data(cli_conn_t *c, mc_te_slice_t *s, size_t *asked)
 {
-    if (c->rx_pos > 0) {
-        memmove(c->rx, c->rx + c->rx_pos, c->rx_len - c->rx_pos);
-        c->rx_len -= c->rx_pos;
-        c->rx_pos = 0;
-    }
+    rx_compact(c->rx, &c->rx_pos, &c->rx_len);
     size_t hdr_left = MC_TE_FRAME_HDR_SIZE - c->rx_len;
     size_t body_room = s->len < RXBUF_SIZE - MC_TE_FRAME_HDR_SIZE
                            ? (size_t)s->len : RXBUF_SIZE - MC_TE_FRAME_HDR_SIZE;
@@ -898,23 +904,15 @@ static ssize_t cli_recv_header_and_data(cli_conn_t *c, mc_te_slice_t *s, size_t 
     return n;
 }
 
-static void cli_receive_some(cli_conn_t *c);
-
-/* Client side: the rest of a big READ answer's data is what surely comes next. */
-static void cli_set_rcvlowat(cli_conn_t *c)
+/* The data of the answer being received goes straight to its request's buffer. */
+static bool cli_direct(const cli_conn_t *c)
 {
-    bool data = c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN;
-    set_rcvlowat(c->w->ctx, c->fd, &c->rcvlowat, data ? c->rx_left : 0);
+    return c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN;
 }
 
-/* Receive and consume what the socket holds (up to READ_BUDGET bytes). Under c->mu. */
+/* Receive and consume what the socket holds (up to READ_BUDGET bytes); then, while direct
+ * data is arriving, the rest of it is what surely comes next (set_rcvlowat). Under c->mu. */
 static void cli_receive(cli_conn_t *c)
-{
-    cli_receive_some(c);
-    cli_set_rcvlowat(c);
-}
-
-static void cli_receive_some(cli_conn_t *c)
 {
     uint64_t budget = READ_BUDGET;
     while (c->fd >= 0) {
@@ -925,7 +923,7 @@ static void cli_receive_some(cli_conn_t *c)
         mc_te_slice_t *big = cli_big_read_next(c);
         if (big) {
             n = cli_recv_header_and_data(c, big, &asked);
-        } else if (c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN) {
+        } else if (cli_direct(c)) {
             asked = c->rx_left;
             n = recv(c->fd, c->rx_cur->local + c->rx_done, c->rx_left, MSG_DONTWAIT);
             if (n > 0) {
@@ -956,6 +954,7 @@ static void cli_receive_some(cli_conn_t *c)
         }
         budget -= (uint64_t)n;
     }
+    set_rcvlowat(c->w->ctx, c->fd, &c->rcvlowat, cli_direct(c) ? c->rx_left : 0);
 }
 
 /* Loop thread: data from the peer (or an error/hang-up, reported even with interest 0). */
@@ -1049,6 +1048,17 @@ static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
     }
     pthread_mutex_unlock(&ctx->peers_mu);
     return tp;
+}
+
+/* Fail c if its oldest request passed its deadline (the loop's sweep, or the thread that
+ * drives c). Under c->mu. */
+static void cli_expire(cli_conn_t *c, uint64_t now)
+{
+    if (c->fd >= 0 && c->head && now > c->head->req->deadline_ns) {
+        MC_LOG_WARN("tcp: request to %s timed out after %u ms; closing its connection",
+                    c->peer->peer->name, c->w->ctx->te->timeout_ms);
+        cli_fail(c, MC_ERR_TIMEOUT);
+    }
 }
 
 /* Note for b's waiter that its slices up to `last` went to c. */
@@ -1153,7 +1163,7 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
  * started and not yet waited for never holds anything up. */
 static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
 {
-    tcp_ctx_t *ctx = vctx;
+    (void)vctx;
     bool partial = upto < b->n;
     for (uint32_t i = 0; i < b->n_held; i++) {
         cli_conn_t *c = b->held[i];
@@ -1193,11 +1203,8 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
                 cli_flush(c);
             if (c->fd >= 0 && c->owner_last->queued && (revents[i] & ~POLLOUT))
                 cli_receive(c);
-            if (c->fd >= 0 && c->owner_last->queued && now > c->head->req->deadline_ns) {
-                MC_LOG_WARN("tcp: request to %s timed out after %u ms; closing its connection",
-                            c->peer->peer->name, ctx->te->timeout_ms);
-                cli_fail(c, MC_ERR_TIMEOUT);
-            }
+            if (c->owner_last->queued)
+                cli_expire(c, now);
             if (c->fd < 0 || !c->owner_last->queued) {
                 c->owner = NULL;
                 c->owner_last = NULL;
@@ -1239,11 +1246,8 @@ static void worker_sweep(tcp_worker_t *w, uint64_t now)
         cli_conn_t *c = w->cli[i];
         pthread_mutex_unlock(&w->mu);
         pthread_mutex_lock(&c->mu);
-        if (!c->owner && c->head && now > c->head->req->deadline_ns) {
-            MC_LOG_WARN("tcp: request to %s timed out after %u ms; closing its connection",
-                        c->peer->peer->name, ctx->te->timeout_ms);
-            cli_fail(c, MC_ERR_TIMEOUT);
-        }
+        if (!c->owner)
+            cli_expire(c, now);
         pthread_mutex_unlock(&c->mu);
     }
     /* Server connections holding buffer references without progress for twice the transfer
@@ -1269,16 +1273,14 @@ static void *worker_main(void *arg)
     tcp_worker_t *w = arg;
     tcp_ctx_t *ctx = w->ctx;
     struct epoll_event evs[64];
-    uint64_t busy_ns = mc_net_busy_poll_ns(), spin_until = 0;
+    uint64_t busy_ns = mc_net_busy_poll_ns(), spin_until = 0, now = mc_now_ns();
     while (!atomic_load(&ctx->stop)) {
         /* While answers wait for socket space, poll without sleeping (until no event came for
          * the busy-poll time): the ACK that frees space comes within microseconds, and a
          * sleeping loop costs a wake-up (tens of microseconds on VMs) each time. An idle or
          * merely listening loop sleeps: spinning there steals the CPU its peers need. */
-        bool spin = busy_ns && w->n_sending > 0 && mc_now_ns() < spin_until;
+        bool spin = w->n_sending > 0 && now < spin_until;
         int n = epoll_wait(w->epfd, evs, 64, spin ? 0 : 20);
-        if (n > 0 && busy_ns)
-            spin_until = mc_now_ns() + busy_ns;
         if (n < 0 && errno != EINTR) {
             MC_LOG_ERROR("tcp: epoll_wait failed: %m");
             break;
@@ -1303,7 +1305,9 @@ static void *worker_main(void *arg)
                 cli_on_readable(c);
             }
         }
-        uint64_t now = mc_now_ns();
+        now = mc_now_ns();
+        if (n > 0)
+            spin_until = now + busy_ns; /* busy_ns 0: never spins */
         if (now >= w->next_sweep) {
             w->next_sweep = now + SWEEP_NS;
             worker_sweep(w, now);
