@@ -517,11 +517,6 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
 
     uint64_t checksum = iov_hash(parts, n_parts, size);
     xfer_plan_t plan = {0};
-    /* hint for later gets: the first replica, kept until the commit succeeds */
-    mc_replica_hint_t hint = {.addr = ps->replicas[0]->buffer_address, .size = size};
-    const char *ep0 = ps->replicas[0]->transport_endpoint;
-    if (strcmp(ep0, s->te_name) != 0 && strlen(ep0) < sizeof(hint.endpoint))
-        memcpy(hint.endpoint, ep0, strlen(ep0) + 1);
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
         if (rd->size != size) {
@@ -532,6 +527,8 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         }
         st = plan_add(s, &plan, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, size,
                       parts, n_parts, 0);
+        if (st == MC_OK && r == 0) /* a hint only: a failed put makes it miss, never misread */
+            hint_remember(s, key, rd);
     }
     if (st == MC_OK)
         st = plan_run(s, &plan, NULL);
@@ -549,8 +546,6 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         if (st == MC_OK)
             st = ((McRpc__StatusResponse *)resp)->status;
         mc_rpc_response_free(resp);
-        if (st == MC_OK && hint.endpoint[0])
-            mc_hint_set(s->hints, key, hint.endpoint, hint.addr, hint.size);
         return st;
     }
     /* The write failed: give the space back so the key can be written again. */
@@ -754,7 +749,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
                 plan_add(s, &plan, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address,
                          bk[i].size, parts[i], n_parts[i], i) != MC_OK)
                 failed[i] = 1;
-            else if (r == 0) /* a hint only: a failed commit makes it miss, never misread */
+            else if (r == 0) /* a hint only: a failed put makes it miss, never misread */
                 hint_remember(s, keys[i], rd);
         }
     }
@@ -896,6 +891,13 @@ static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_
     return k;
 }
 
+/* Bytes of chunk c of a size-byte object. */
+static uint64_t chunk_len(uint64_t size, uint64_t c)
+{
+    uint64_t off = c * PIPELINE_CHUNK;
+    return size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK;
+}
+
 static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
                        struct iovec *scratch, uint64_t off, uint64_t len)
 {
@@ -913,9 +915,9 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
 {
     mc_status_t st;
     uint64_t chunks = (size + PIPELINE_CHUNK - 1) / PIPELINE_CHUNK;
-    if (size < PIPELINE_MIN || n_parts > 64 || chunks * (n_parts + 1) > MC_TE_MAX_BATCH ||
+    xfer_plan_t plan = {0};
+    if (size < PIPELINE_MIN || chunks + n_parts > MC_TE_MAX_BATCH ||
         store_is_local(s, endpoint, addr, size)) {
-        xfer_plan_t plan = {0};
         st = plan_add(s, &plan, MC_TE_READ, endpoint, addr, size, parts, n_parts, 0);
         if (st == MC_OK)
             st = plan_run(s, &plan, NULL);
@@ -924,42 +926,29 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
             *hash_p = iov_hash(parts, n_parts, size);
         return st;
     }
-    mc_te_segment_t seg;
-    st = mc_te_segment_open(s->te, endpoint, &seg);
-    if (st != MC_OK)
-        return st;
-    /* requests chunk by chunk; ends[c] = requests up to and including chunk c */
-    size_t cap = (size_t)chunks * (n_parts + 1);
-    mc_te_request_t *reqs = mc_calloc(cap, sizeof(*reqs));
+    /* one request list, chunk by chunk; ends[c] = requests up to and including chunk c */
     size_t *ends = mc_calloc((size_t)chunks, sizeof(*ends));
     struct iovec *scratch = mc_calloc(n_parts + 1, sizeof(*scratch));
     mc_hash_stream_t hs = {0};
-    if (!reqs || !ends || !scratch || mc_hash_stream_init(&hs) != 0) {
-        mc_free(reqs);
+    if (!ends || !scratch || mc_hash_stream_init(&hs) != 0) {
         mc_free(ends);
         mc_free(scratch);
         return MC_ERR_NO_MEMORY;
     }
-    size_t nr = 0;
-    for (uint64_t c = 0, off = 0; c < chunks; c++) {
-        uint64_t len = size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK;
+    st = MC_OK;
+    for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
+        uint64_t off = c * PIPELINE_CHUNK, len = chunk_len(size, c);
         size_t k = iov_sub(parts, n_parts, off, len, scratch);
-        for (size_t i = 0; i < k; i++) {
-            reqs[nr++] = (mc_te_request_t){.opcode = MC_TE_READ, .local = scratch[i].iov_base,
-                                           .target = seg, .target_addr = addr + off,
-                                           .length = scratch[i].iov_len};
-            off += scratch[i].iov_len;
-        }
-        ends[c] = nr;
+        st = plan_add(s, &plan, MC_TE_READ, endpoint, addr + off, len, scratch, k, 0);
+        ends[c] = plan.n;
     }
     mc_te_transfer_t *x = NULL;
-    st = mc_te_transfer_start(s->te, reqs, nr, &x);
+    if (st == MC_OK)
+        st = mc_te_transfer_start(s->te, plan.reqs, plan.n, &x);
     for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
         st = mc_te_transfer_wait_some(s->te, x, ends[c], NULL);
-        uint64_t off = c * PIPELINE_CHUNK;
         if (st == MC_OK)
-            hash_range(&hs, parts, n_parts, scratch, off,
-                       size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK);
+            hash_range(&hs, parts, n_parts, scratch, c * PIPELINE_CHUNK, chunk_len(size, c));
     }
     if (x) {
         mc_status_t w = mc_te_transfer_wait(s->te, x, NULL);
@@ -967,7 +956,7 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
             st = w;
     }
     uint64_t h = mc_hash_stream_final(&hs);
-    mc_free(reqs);
+    plan_free(&plan);
     mc_free(ends);
     mc_free(scratch);
     if (st == MC_OK)
