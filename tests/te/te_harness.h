@@ -207,4 +207,17 @@ static void te_roundtrip(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, uint8_t
     assert_int_equal(te_pattern_check(lb, s, 1, off, 7), -1);
 }
 
+/* te_roundtrip over the sizes every transport must handle (1 byte to `len`, the peer's buffer
+ * size), each at its own offset. */
+static void te_roundtrip_sizes(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, uint8_t *lb,
+                               size_t len)
+{
+    const size_t sizes[] = {1, 100, 4095, 4096, 65537, MiB + 3, 8 * MiB, len};
+    for (size_t k = 0; k < MC_ARRAY_LEN_T(sizes); k++) {
+        size_t s = sizes[k];
+        uint64_t off = s < len ? (12345ull * (k + 1)) % (len - s + 1) : 0;
+        te_roundtrip(te, p, seg, lb, off, s);
+    }
+}
+
 #endif

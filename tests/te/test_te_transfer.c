@@ -43,12 +43,7 @@ static void rw_sizes(const char *proto, int shareable)
     assert_int_equal(mc_te_segment_first_buffer(te, seg, &first), MC_OK);
     assert_true(first == p.addr[0] || first == p.addr[1]);
     uint8_t *lb = local_buf(bsz);
-    const size_t sizes[] = {1, 100, 4095, 4096, 65537, MiB + 3, 8 * MiB, BIG};
-    for (size_t k = 0; k < MC_ARRAY_LEN_T(sizes); k++) {
-        size_t s = sizes[k];
-        uint64_t off = s < bsz ? (12345ull * (k + 1)) % (bsz - s + 1) : 0;
-        te_roundtrip(te, &p, seg, lb, off, s);
-    }
+    te_roundtrip_sizes(te, &p, seg, lb, bsz);
     /* many small requests in one batch, spread over both buffers */
     enum { N = 256 };
     mc_te_request_t reqs[N];

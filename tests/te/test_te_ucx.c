@@ -63,12 +63,7 @@ static void test_ucx_rw(void **state)
     assert_int_equal(st.state, MC_TE_FAILED);
     assert_int_equal(st.error, MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_te_register(te, lb, BIG, "cpu:0"), MC_OK);
-    const size_t sizes[] = {1, 100, 4095, 4096, 65537, MiB + 3, 8 * MiB, BIG};
-    for (size_t k = 0; k < MC_ARRAY_LEN_T(sizes); k++) {
-        size_t s = sizes[k];
-        uint64_t off = s < BIG ? (12345ull * (k + 1)) % (BIG - s + 1) : 0;
-        te_roundtrip(te, &p, seg, lb, off, s);
-    }
+    te_roundtrip_sizes(te, &p, seg, lb, BIG);
     /* a batch of 256 small requests over both buffers */
     enum { N = 256 };
     mc_te_request_t reqs[N];
