@@ -127,12 +127,20 @@ MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs,
  * requests are in flight: start submits (same validation and errors as the sync call; on
  * error nothing is left behind), wait finishes and frees the transfer, with the sync call's
  * result and status output. Every successful start must be followed by exactly one wait
- * (from any thread): until then the transfer's tcp connections are reserved for the waiter
- * and its responses stay in the socket; deadlines run from the start. n == 0 gives
- * *xfer_p = NULL, which wait accepts. */
+ * (from any thread); deadlines run from the start. Until the wait begins, the engine's own
+ * threads receive the answers, so a started transfer never holds up other transfers; the
+ * waiter then drives its connections itself. n == 0 gives *xfer_p = NULL, which wait
+ * accepts. */
 typedef struct mc_te_transfer mc_te_transfer_t;
 MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                         mc_te_transfer_t **xfer_p);
+/* As mc_te_transfer_start, but the transfer's tcp connections are reserved for its waiter at
+ * once: the answers stay in the socket until the wait, so no engine thread wakes up for them
+ * (on a small machine that wake-up costs as much as the round trip). The price: other
+ * transfers sharing those connections also wait for this one's waiter. For a short overlap
+ * only (one RPC), with the wait following on the same thread. */
+MC_API mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
+                                                 size_t n, mc_te_transfer_t **xfer_p);
 MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
                                        mc_te_xfer_status_t *status_p);
 /* Waits only until requests [0, upto) are final (same driving as wait) and reports them in

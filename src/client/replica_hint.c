@@ -7,7 +7,8 @@
 #include <string.h>
 
 typedef struct slot {
-    uint64_t tag; /* XXH3 of the key; 0 = empty */
+    char *key;     /* owned copy; NULL = empty */
+    size_t key_cap;
     mc_replica_hint_t h;
 } slot_t;
 
@@ -39,29 +40,38 @@ void mc_hint_table_free(mc_hint_table_t *t)
     if (!t)
         return;
     pthread_mutex_destroy(&t->mu);
+    for (size_t i = 0; i < t->n; i++)
+        mc_free(t->slots[i].key);
     mc_free(t->slots);
     mc_free(t);
 }
 
-static uint64_t key_tag(const char *key)
+static slot_t *slot_of(mc_hint_table_t *t, const char *key)
 {
-    uint64_t h = mc_hash_str(key);
-    return h ? h : 1;
+    return &t->slots[mc_hash_str(key) % t->n];
 }
 
-void mc_hint_set(mc_hint_table_t *t, const char *key, const char *endpoint, uint64_t addr,
-                 uint64_t size)
+void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h)
 {
-    size_t len = strlen(endpoint);
-    if (!t || len >= MC_HINT_ENDPOINT_MAX)
+    size_t elen = strnlen(h->endpoint, MC_HINT_ENDPOINT_MAX), klen = strlen(key);
+    if (!t || elen == MC_HINT_ENDPOINT_MAX)
         return;
-    uint64_t tag = key_tag(key);
-    slot_t *s = &t->slots[tag % t->n];
+    slot_t *s = slot_of(t, key);
     pthread_mutex_lock(&t->mu);
-    s->tag = tag;
-    memcpy(s->h.endpoint, endpoint, len + 1);
-    s->h.addr = addr;
-    s->h.size = size;
+    if (!s->key || strcmp(s->key, key) != 0) {
+        if (klen >= s->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
+            char *k = mc_malloc(klen + 1);
+            if (!k) {
+                pthread_mutex_unlock(&t->mu);
+                return;
+            }
+            mc_free(s->key);
+            s->key = k;
+            s->key_cap = klen + 1;
+        }
+        memcpy(s->key, key, klen + 1);
+    }
+    s->h = *h;
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -69,10 +79,9 @@ bool mc_hint_get(mc_hint_table_t *t, const char *key, mc_replica_hint_t *out)
 {
     if (!t)
         return false;
-    uint64_t tag = key_tag(key);
-    slot_t *s = &t->slots[tag % t->n];
+    slot_t *s = slot_of(t, key);
     pthread_mutex_lock(&t->mu);
-    bool hit = s->tag == tag;
+    bool hit = s->key && s->key[0] && strcmp(s->key, key) == 0;
     if (hit)
         *out = s->h;
     pthread_mutex_unlock(&t->mu);
@@ -83,10 +92,20 @@ void mc_hint_drop(mc_hint_table_t *t, const char *key)
 {
     if (!t)
         return;
-    uint64_t tag = key_tag(key);
-    slot_t *s = &t->slots[tag % t->n];
+    slot_t *s = slot_of(t, key);
     pthread_mutex_lock(&t->mu);
-    if (s->tag == tag)
-        s->tag = 0;
+    if (s->key && strcmp(s->key, key) == 0)
+        s->key[0] = '\0'; /* keep the buffer for the slot's next key */
+    pthread_mutex_unlock(&t->mu);
+}
+
+void mc_hint_clear(mc_hint_table_t *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->n; i++)
+        if (t->slots[i].key)
+            t->slots[i].key[0] = '\0';
     pthread_mutex_unlock(&t->mu);
 }

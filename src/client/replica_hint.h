@@ -1,13 +1,19 @@
-/* Replica hints: where this client last saw each key's bytes (endpoint, address, size).
+/* Replica hints and cached read leases: where this client last saw each key's bytes.
  *
- * A hint is only ever a guess. The store uses it to start reading a small object at the same
- * time as it asks the master for the replica list (one round trip instead of two); the read
- * counts only if the master's answer names the same replica and the bytes hash to the
- * checksum the master recorded at PutEnd. A wrong or stale hint costs one wasted read, never
- * wrong bytes.
+ * A hint (endpoint, address, size) is only ever a guess. The store uses it to start reading a
+ * small object at the same time as it asks the master for the replica list; the read counts
+ * only if the master's answer names the same replica and the bytes hash to the checksum the
+ * master recorded at PutEnd. A wrong or stale hint costs one wasted read, never wrong bytes.
  *
- * Fixed memory: a direct-mapped table of `slots` entries indexed by the key's XXH3; a newer
- * hint replaces whatever shared its slot. Thread-safe (one mutex, short sections).
+ * A hint recorded from a verified get also carries that get's read lease: the checksum and the
+ * time (this process's monotonic clock, counted from before the request was sent, so never
+ * later than the master's own expiry) until which the master keeps those bytes in place. While
+ * it lasts the store reads the replica without asking the master (store-client.md, "Lease
+ * cache"). Puts, upserts and removes through this client drop the key's lease.
+ *
+ * Exact: each slot keeps a copy of its key, so a lookup never answers for another key. Fixed
+ * number of slots (direct-mapped by the key's XXH3; a newer entry replaces whatever shared its
+ * slot). Thread-safe (one mutex, short sections).
  */
 #ifndef MC_CLIENT_REPLICA_HINT_H
 #define MC_CLIENT_REPLICA_HINT_H
@@ -22,6 +28,8 @@ typedef struct mc_replica_hint {
     char endpoint[MC_HINT_ENDPOINT_MAX];
     uint64_t addr;
     uint64_t size;
+    uint64_t checksum;       /* with a lease: the object's XXH3 */
+    uint64_t lease_until_ms; /* 0 = no lease (a guess only) */
 } mc_replica_hint_t;
 
 typedef struct mc_hint_table mc_hint_table_t;
@@ -30,10 +38,12 @@ typedef struct mc_hint_table mc_hint_table_t;
 mc_hint_table_t *mc_hint_table_new(size_t slots);
 void mc_hint_table_free(mc_hint_table_t *t);
 
-void mc_hint_set(mc_hint_table_t *t, const char *key, const char *endpoint, uint64_t addr,
-                 uint64_t size);
-/* Copies the hint for key into *out; false if there is none. */
+/* Records h for key (replacing any lease it had with h's). */
+void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h);
+/* Copies the entry for key into *out; false if there is none. */
 bool mc_hint_get(mc_hint_table_t *t, const char *key, mc_replica_hint_t *out);
 void mc_hint_drop(mc_hint_table_t *t, const char *key);
+/* Drops every entry (after a remove by pattern or of everything). */
+void mc_hint_clear(mc_hint_table_t *t);
 
 #endif

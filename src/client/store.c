@@ -34,6 +34,9 @@
 #define STORE_HINT_SLOTS 65536           /* default; MC_STORE_REPLICA_HINTS overrides, 0 = off */
 #define STORE_HINT_SLOTS_MAX (1u << 22)  /* ≈370 MB of hints */
 #define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
+#define LEASE_MARGIN_MS 100              /* a cached lease is used while this much of it is left */
+#define STAMP_BYTES 8                    /* random bytes an upsert writes over each old replica */
+#define STAMP_MAX 16                     /* old replicas stamped per key (the master keeps fewer) */
 
 struct mc_store {
     mc_te_t *te;
@@ -47,6 +50,7 @@ struct mc_store {
     char host_label[MC_HOST_MAX];
 
     mc_hint_table_t *hints;         /* replica_hint.h; NULL = no speculative reads */
+    bool lease_cache;               /* gets read under read leases still held (MC_STORE_LEASE_CACHE) */
 
     pthread_t heartbeat;
     int heartbeat_started;
@@ -158,11 +162,23 @@ static int store_is_local(const mc_store_t *s, const char *endpoint, uint64_t ad
     return addr >= base && size <= s->segment_size && addr - base <= s->segment_size - size;
 }
 
-/* Remember where key's bytes are (remote replicas only: local ones are a memcpy anyway). */
-static void hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd)
+/* Remember where key's bytes are (replica_hint.h). rl: the master's answer that granted this
+ * client a read lease at t0_ms (the get verified rd's bytes against it), or NULL for a guess
+ * only (a put: the key's lease, if any, ends). */
+static void hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                          const McRpc__ReplicaListResponse *rl, uint64_t t0_ms)
 {
-    if (strcmp(rd->transport_endpoint, s->te_name) != 0)
-        mc_hint_set(s->hints, key, rd->transport_endpoint, rd->buffer_address, rd->size);
+    mc_replica_hint_t h = {.addr = rd->buffer_address, .size = rd->size};
+    if (strlen(rd->transport_endpoint) >= sizeof(h.endpoint)) {
+        mc_hint_drop(s->hints, key);
+        return;
+    }
+    strcpy(h.endpoint, rd->transport_endpoint);
+    if (rl && s->lease_cache && rd->size >= STAMP_BYTES) { /* tiny values: see stamp_add */
+        h.checksum = rl->checksum;
+        h.lease_until_ms = t0_ms + rl->lease_ttl_ms;
+    }
+    mc_hint_set(s->hints, key, &h);
 }
 
 /* Move `size` bytes between the parts (in order) and [addr, addr+size) on `endpoint`. */
@@ -204,25 +220,69 @@ static mc_status_t plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
     return MC_OK;
 }
 
-/* Runs the plan; failed[owner] is set for every object with a request that did not complete.
- * Returns the first error seen (MC_OK if all completed). */
-static mc_status_t plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed)
+static void uuid_random(uint8_t out[16])
 {
+    if (getrandom(out, 16, 0) != 16) {
+        uint64_t a = mc_now_ns() ^ ((uint64_t)getpid() << 32), b = mc_wall_ms();
+        memcpy(out, &a, 8);
+        memcpy(out + 8, &b, 8);
+    }
+}
+
+/* Upsert of a value that readers hold leases on (master.proto, PutStartResponse.retired): adds
+ * a write of STAMP_BYTES random bytes over the start of the old replica rd to p, as `owner`.
+ * Readers under a cached lease then find a checksum mismatch and ask the master, so once the
+ * upsert returns nobody reads the old value without asking. An old value differs from its
+ * stamped self except with probability 2^-64, the bound a 64-bit checksum gives anyway; values
+ * shorter than the stamp are never read under a cached lease (hint_remember). A stamp that
+ * cannot be written (a dead segment) is no error: nobody can read that replica. stamp: random
+ * bytes (uuid_random) that live until the plan has run. */
+static void stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__ReplicaDesc *rd,
+                      uint8_t stamp[STAMP_BYTES], size_t owner)
+{
+    if (rd->size < STAMP_BYTES)
+        return;
+    struct iovec iov = {stamp, STAMP_BYTES};
+    plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES, &iov, 1,
+             owner);
+}
+
+/* Starts the plan's transfer (*x = NULL when nothing remains to move); `reserved` for a short
+ * overlap with one RPC (te.h, mc_te_transfer_start_reserved). */
+static mc_status_t plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved, mc_te_transfer_t **x)
+{
+    *x = NULL;
     if (p->n == 0)
         return MC_OK;
-    mc_te_xfer_status_t *sts = mc_calloc(p->n, sizeof(*sts));
-    if (!sts)
-        return MC_ERR_NO_MEMORY;
-    mc_status_t st = mc_te_transfer_sync(s->te, p->reqs, p->n, sts);
+    return reserved ? mc_te_transfer_start_reserved(s->te, p->reqs, p->n, x)
+                    : mc_te_transfer_start(s->te, p->reqs, p->n, x);
+}
+
+/* Finishes what plan_start returned (start_st, x); failed[owner] is set for every object with
+ * a request that did not complete. Returns the first error seen (MC_OK if all completed). */
+static mc_status_t plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
+                               mc_te_transfer_t *x, unsigned char *failed)
+{
+    mc_te_xfer_status_t *sts = x ? mc_calloc(p->n, sizeof(*sts)) : NULL;
+    mc_status_t st = start_st;
+    if (x)
+        st = mc_te_transfer_wait(s->te, x, sts);
     if (st != MC_OK) {
-        for (size_t i = 0; i < p->n; i++) {
-            if (sts[i].state != MC_TE_COMPLETED && failed)
+        for (size_t i = 0; i < p->n && failed; i++) {
+            if (!sts || sts[i].state != MC_TE_COMPLETED)
                 failed[p->owner[i]] = 1;
         }
         MC_LOG_WARN("transfer of %zu requests failed: %s", p->n, mc_status_str(st));
     }
     mc_free(sts);
     return st;
+}
+
+static mc_status_t plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed)
+{
+    mc_te_transfer_t *x;
+    mc_status_t st = plan_start(s, p, false, &x);
+    return plan_finish(s, p, st, x, failed);
 }
 
 /* ------------------------------------------------------------------ segment and heartbeat */
@@ -317,15 +377,6 @@ static void *heartbeat_main(void *arg)
 
 /* ------------------------------------------------------------------ lifecycle */
 
-static void uuid_random(uint8_t out[16])
-{
-    if (getrandom(out, 16, 0) != 16) {
-        uint64_t a = mc_now_ns() ^ ((uint64_t)getpid() << 32), b = mc_wall_ms();
-        memcpy(out, &a, 8);
-        memcpy(out + 8, &b, 8);
-    }
-}
-
 mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
 {
     *store_p = NULL;
@@ -352,6 +403,8 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         slots = STORE_HINT_SLOTS_MAX;
     }
     s->hints = mc_hint_table_new((size_t)slots);
+    const char *lc = getenv("MC_STORE_LEASE_CACHE");
+    s->lease_cache = s->hints && !(lc && strcmp(lc, "0") == 0);
 
     /* Upstream's "tcp" means "no RDMA": same-host peers still take the shm path (the TE
      * decides per peer; MC_FORCE_TCP=1 forces tcp everywhere). */
@@ -517,6 +570,10 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
 
     uint64_t checksum = iov_hash(parts, n_parts, size);
     xfer_plan_t plan = {0};
+    uint8_t stamp[16];
+    uuid_random(stamp);
+    for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
+        stamp_add(s, &plan, ps->retired[r], stamp, 1);
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
         if (rd->size != size) {
@@ -528,10 +585,14 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         st = plan_add(s, &plan, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, size,
                       parts, n_parts, 0);
         if (st == MC_OK && r == 0) /* a hint only: a failed put makes it miss, never misread */
-            hint_remember(s, key, rd);
+            hint_remember(s, key, rd, NULL, 0);
     }
-    if (st == MC_OK)
-        st = plan_run(s, &plan, NULL);
+    unsigned char failed[2] = {0, 0}; /* [0] the value, [1] stamps (need not succeed) */
+    if (st == MC_OK) {
+        mc_status_t ts = plan_run(s, &plan, failed);
+        if (failed[0])
+            st = ts != MC_OK ? ts : MC_ERR_TRANSFER_FAIL;
+    }
     plan_free(&plan);
     mc_rpc_response_free(resp);
     resp = NULL;
@@ -680,7 +741,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
         return MC_ERR_INVALID_PARAMS;
 
     batch_put_key_t *bk = mc_calloc(n, sizeof(*bk));
-    unsigned char *failed = mc_calloc(n, 1);
+    unsigned char *failed = mc_calloc(n + 1, 1); /* [n]: stamps (need not succeed) */
     char **req_keys = mc_calloc(n, sizeof(*req_keys));
     uint64_t *req_sizes = mc_calloc(n, sizeof(*req_sizes));
     size_t *idx = mc_calloc(n, sizeof(*idx));     /* request slot -> batch index */
@@ -728,7 +789,9 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
         goto out;
     }
 
-    /* 2. One TE batch writes every replica of every started key. */
+    /* 2. One TE batch writes every replica of every started key (and stamps old values). */
+    uint8_t stamp[16];
+    uuid_random(stamp);
     for (size_t j = 0; j < m; j++) {
         size_t i = idx[j];
         McRpc__PutStartResponse *ps = bs->results[j];
@@ -741,6 +804,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
             continue;
         bk[i].started = 1;
         bk[i].checksum = iov_hash(parts[i], n_parts[i], bk[i].size);
+        for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
+            stamp_add(s, &plan, ps->retired[r], stamp, n);
         if (ps->n_replicas == 0)
             failed[i] = 1;
         for (size_t r = 0; r < ps->n_replicas && !failed[i]; r++) {
@@ -750,7 +815,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
                          bk[i].size, parts[i], n_parts[i], i) != MC_OK)
                 failed[i] = 1;
             else if (r == 0) /* a hint only: a failed put makes it miss, never misread */
-                hint_remember(s, keys[i], rd);
+                hint_remember(s, keys[i], rd, NULL, 0);
         }
     }
     plan_run(s, &plan, failed);
@@ -827,7 +892,7 @@ static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
         return;
     if (plan_add(s, &sp->plan, MC_TE_READ, h.endpoint, h.addr, h.size, parts, n_parts, 0) !=
             MC_OK ||
-        mc_te_transfer_start(s->te, sp->plan.reqs, sp->plan.n, &sp->xfer) != MC_OK) {
+        mc_te_transfer_start_reserved(s->te, sp->plan.reqs, sp->plan.n, &sp->xfer) != MC_OK) {
         plan_free(&sp->plan);
         return;
     }
@@ -847,19 +912,20 @@ static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *key)
     plan_free(&sp->plan);
 }
 
-/* Whether the read came from a replica that the master's answer rl lists, at rl's size. */
-static bool spec_usable(const spec_read_t *sp, const McRpc__ReplicaListResponse *rl)
+/* The replica in the master's answer rl (at rl's size) that the read came from, or NULL. */
+static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
+                                             const McRpc__ReplicaListResponse *rl)
 {
     const mc_replica_hint_t *h = &sp->hint;
     if (h->size == 0 || sp->failed || h->size != rl->size)
-        return false;
+        return NULL;
     for (size_t r = 0; r < rl->n_replicas; r++) {
         const McRpc__ReplicaDesc *rd = rl->replicas[r];
         if (rd->size == rl->size && rd->buffer_address == h->addr &&
             strcmp(rd->transport_endpoint, h->endpoint) == 0)
-            return true;
+            return rd;
     }
-    return false;
+    return NULL;
 }
 
 /* The endpoint the speculative read failed on (to be tried last), or NULL. */
@@ -964,6 +1030,33 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     return st;
 }
 
+/* ------------------------------------------------------------------ lease cache */
+
+/* Whether this client holds a read lease on key with LEASE_MARGIN_MS of it left; *h = the
+ * replica it covers. While the lease lasts the master keeps those bytes in place: it neither
+ * evicts the object nor removes it (unless forced), and an upsert frees the old space only
+ * when the lease ends (store-client.md, "Lease cache"). */
+static bool lease_cached(mc_store_t *s, const char *key, mc_replica_hint_t *h)
+{
+    return s->lease_cache && mc_hint_get(s->hints, key, h) && h->lease_until_ms &&
+           mc_now_ms() + LEASE_MARGIN_MS < h->lease_until_ms;
+}
+
+/* Reads the object from the replica in h (from lease_cached; the parts hold h->size bytes)
+ * without asking the master. True when the bytes hash to the leased checksum and the lease
+ * was still running when they had all arrived; otherwise the lease is dropped and the caller
+ * asks the master (a dead or replaced replica, a forced remove, a lease run out). */
+static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hint_t *h,
+                             const struct iovec *parts, size_t n_parts)
+{
+    uint64_t hash = 0;
+    if (read_hashed(s, h->endpoint, h->addr, h->size, parts, n_parts, &hash) == MC_OK &&
+        mc_now_ms() <= h->lease_until_ms && hash == h->checksum)
+        return true;
+    mc_hint_drop(s->hints, key);
+    return false;
+}
+
 /* Reads the object described by rl into parts (capacity already checked), trying replicas in
  * order; verifies lease and checksum. Returns bytes read or a negative status. */
 static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
@@ -999,7 +1092,7 @@ static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__
             st = MC_ERR_CHECKSUM;
             continue;
         }
-        hint_remember(s, key, rd);
+        hint_remember(s, key, rd, rl, t0_ms);
         return (int64_t)rl->size;
     }
     return st;
@@ -1048,6 +1141,9 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *pa
         st = iov_total(parts, n_parts, &cap);
     if (st != MC_OK)
         return st;
+    mc_replica_hint_t h;
+    if (lease_cached(s, key, &h) && h.size <= cap && lease_cache_read(s, key, &h, parts, n_parts))
+        return (int64_t)h.size;
     uint64_t t0 = mc_now_ms();
     spec_read_t sp;
     spec_start(s, &sp, key, parts, n_parts, cap);
@@ -1055,14 +1151,16 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *pa
     st = store_replica_list(s, key, &rl);
     spec_wait(s, &sp, key);
     int64_t rc;
+    const McRpc__ReplicaDesc *spec_rd = NULL;
     if (st != MC_OK)
         rc = st;
     else if (rl->size > cap)
         rc = MC_ERR_BUFFER_OVERFLOW;
-    else if (spec_usable(&sp, rl) && mc_now_ms() <= t0 + rl->lease_ttl_ms &&
-             iov_hash(parts, n_parts, rl->size) == rl->checksum)
+    else if ((spec_rd = spec_usable(&sp, rl)) && mc_now_ms() <= t0 + rl->lease_ttl_ms &&
+             iov_hash(parts, n_parts, rl->size) == rl->checksum) {
+        hint_remember(s, key, spec_rd, rl, t0);
         rc = (int64_t)rl->size;
-    else
+    } else
         rc = store_read_verified(s, key, rl, parts, n_parts, t0, spec_failed_endpoint(&sp));
     if (rl)
         mc_rpc_response_free(&rl->base);
@@ -1078,6 +1176,20 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     mc_status_t st = s ? key_check(key) : MC_ERR_INVALID_PARAMS;
     if (st != MC_OK)
         return st;
+    mc_replica_hint_t h;
+    if (lease_cached(s, key, &h)) {
+        void *buf = mc_malloc(h.size);
+        if (buf) {
+            prefault_heap(buf, h.size);
+            struct iovec iov = {.iov_base = buf, .iov_len = h.size};
+            if (lease_cache_read(s, key, &h, &iov, 1)) {
+                *value_p = buf;
+                *len_p = h.size;
+                return MC_OK;
+            }
+            mc_free(buf);
+        }
+    }
     uint64_t t0 = mc_now_ms();
     McRpc__ReplicaListResponse *rl = NULL;
     st = store_replica_list(s, key, &rl);
@@ -1101,9 +1213,29 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     return MC_OK;
 }
 
+/* A key of a batch get that the batch could not finish (its read failed or did not verify):
+ * fetched alone, with a fresh lease and every replica tried. In heap mode its buffer is
+ * replaced (the object may have changed size meanwhile). */
+static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
+                               struct iovec *heap_iov, const struct iovec *kp, size_t kn)
+{
+    if (!heap_slot)
+        return mc_store_get_into(s, key, kp, kn);
+    mc_free(*heap_slot);
+    *heap_slot = NULL;
+    size_t len = 0;
+    mc_status_t st = mc_store_get(s, key, heap_slot, &len);
+    *heap_iov = (struct iovec){*heap_slot, len};
+    return st == MC_OK ? (int64_t)len : st;
+}
+
 /* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets
  * a fresh heap buffer of its exact size (heap[i], freed here on failure, else the caller's)
- * and parts/n_parts are ignored. results[i] = bytes read or a negative status. */
+ * and parts/n_parts are ignored. results[i] = bytes read or a negative status.
+ *
+ * Keys under a read lease this client still holds (lease cache) are read at once without
+ * asking the master; the others are looked up in one BatchGetReplicaList meanwhile and read
+ * in one TE batch after it. Every key's bytes are verified against its checksum. */
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
                                     void **heap, int64_t *results)
@@ -1119,42 +1251,62 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     size_t *idx = mc_calloc(n, sizeof(*idx));
     unsigned char *failed = mc_calloc(n, 1);
     McRpc__ReplicaListResponse **lists = mc_calloc(n, sizeof(*lists));
+    const McRpc__ReplicaDesc **read_from = mc_calloc(n, sizeof(*read_from));
+    mc_replica_hint_t *leased = mc_calloc(n, sizeof(*leased)); /* lease_until_ms 0 = none */
     struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
-    xfer_plan_t plan = {0};
+    xfer_plan_t plan = {0}, cached_plan = {0};
     ProtobufCMessage *resp = NULL;
-    if (!req_keys || !idx || !failed || !lists || (heap && !heap_iov)) {
+    if (!req_keys || !idx || !failed || !lists || !read_from || !leased || (heap && !heap_iov)) {
         st = MC_ERR_NO_MEMORY;
         goto out;
     }
+    /* 1. Validate; keys under a cached lease join cached_plan, the others the lookup. */
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t cap;
+        uint64_t cap = 0;
         results[i] = key_check(keys[i]);
         if (results[i] == MC_OK && !heap)
             results[i] = iov_total(parts[i], n_parts[i], &cap);
-        if (results[i] == MC_OK) {
-            req_keys[m] = (char *)keys[i];
-            idx[m++] = i;
+        if (results[i] != MC_OK)
+            continue;
+        mc_replica_hint_t h;
+        if (lease_cached(s, keys[i], &h) && (heap || h.size <= cap) &&
+            (!heap || (heap[i] = mc_malloc(h.size)))) {
+            if (heap) {
+                prefault_heap(heap[i], h.size);
+                heap_iov[i] = (struct iovec){heap[i], h.size};
+            }
+            leased[i] = h;
+            if (plan_add(s, &cached_plan, MC_TE_READ, h.endpoint, h.addr, h.size,
+                         heap ? &heap_iov[i] : parts[i], heap ? 1 : n_parts[i], i) != MC_OK)
+                failed[i] = 1;
+            continue;
         }
+        req_keys[m] = (char *)keys[i];
+        idx[m++] = i;
     }
-    if (m == 0)
-        goto out;
+    mc_te_transfer_t *cached_x = NULL;
+    mc_status_t cached_st = plan_start(s, &cached_plan, m > 0, &cached_x);
+
+    /* 2. Look the others up (while the cached reads are in flight), then finish those. */
     uint64_t t0 = mc_now_ms();
-    McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
-    req.client_id = mc_master_client_id(&s->master);
-    req.n_keys = m;
-    req.keys = req_keys;
-    mc_status_t bst = mc_master_client_call(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
-                                            &resp, 1);
-    McRpc__BatchReplicaListResponse *br = (McRpc__BatchReplicaListResponse *)resp;
-    bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
-    if (bst != MC_OK) {
-        for (size_t j = 0; j < m; j++)
-            results[idx[j]] = bst;
-        goto out;
+    mc_status_t bst = MC_OK;
+    McRpc__BatchReplicaListResponse *br = NULL;
+    if (m > 0) {
+        McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
+        req.client_id = mc_master_client_id(&s->master);
+        req.n_keys = m;
+        req.keys = req_keys;
+        bst = mc_master_client_call(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base, &resp, 1);
+        br = (McRpc__BatchReplicaListResponse *)resp;
+        bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
     }
-    /* One TE batch reads the preferred replica of every found key. */
-    for (size_t j = 0; j < m; j++) {
+    plan_finish(s, &cached_plan, cached_st, cached_x, failed);
+    for (size_t j = 0; j < m && bst != MC_OK; j++)
+        results[idx[j]] = bst;
+
+    /* 3. One TE batch reads the preferred replica of every key the master found. */
+    for (size_t j = 0; j < m && bst == MC_OK; j++) {
         size_t i = idx[j];
         McRpc__ReplicaListResponse *rl = br->results[j];
         if (rl->status != MC_OK || rl->n_replicas == 0) {
@@ -1186,27 +1338,37 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         lists[i] = rl;
         size_t first = 0;
         replica_order(s, rl->replicas, rl->n_replicas, &first, 1, NULL);
-        McRpc__ReplicaDesc *rd = rl->replicas[first];
-        if (rd->size != rl->size || plan_add(s, &plan, MC_TE_READ, rd->transport_endpoint,
-                                             rd->buffer_address, rl->size, kp, kn, i) != MC_OK)
+        read_from[i] = rl->replicas[first];
+        if (read_from[i]->size != rl->size ||
+            plan_add(s, &plan, MC_TE_READ, read_from[i]->transport_endpoint,
+                     read_from[i]->buffer_address, rl->size, kp, kn, i) != MC_OK)
             failed[i] = 1;
-        else
-            hint_remember(s, keys[i], rd);
     }
     plan_run(s, &plan, failed);
+
+    /* 4. Verify every key; a key that fails is fetched alone (fresh lease, every replica). */
     for (size_t i = 0; i < n; i++) {
         McRpc__ReplicaListResponse *rl = lists[i];
-        if (!rl)
+        const mc_replica_hint_t *h = &leased[i];
+        if (!rl && !h->lease_until_ms)
             continue;
         const struct iovec *kp = heap ? &heap_iov[i] : parts[i];
         size_t kn = heap ? 1 : n_parts[i];
-        int lease_ok = mc_now_ms() <= t0 + rl->lease_ttl_ms;
-        if (!failed[i] && lease_ok && iov_hash(kp, kn, rl->size) == rl->checksum)
-            results[i] = (int64_t)rl->size;
-        else if (!lease_ok)
+        uint64_t size = rl ? rl->size : h->size, sum = rl ? rl->checksum : h->checksum;
+        uint64_t until = rl ? t0 + rl->lease_ttl_ms : h->lease_until_ms;
+        bool lease_ok = mc_now_ms() <= until;
+        if (!failed[i] && lease_ok && iov_hash(kp, kn, size) == sum) {
+            results[i] = (int64_t)size;
+            if (rl)
+                hint_remember(s, keys[i], read_from[i], rl, t0);
+        } else if (rl && !lease_ok) {
             results[i] = MC_ERR_LEASE_EXPIRED;
-        else /* slow path for this key: every replica, fresh lease, same checks */
-            results[i] = mc_store_get_into(s, keys[i], kp, kn);
+        } else {
+            if (!rl)
+                mc_hint_drop(s->hints, keys[i]); /* the alone get asks the master */
+            results[i] = batch_get_alone(s, keys[i], heap ? &heap[i] : NULL,
+                                         heap ? &heap_iov[i] : NULL, kp, kn);
+        }
     }
 out:
     for (size_t i = 0; heap && i < n; i++) {
@@ -1217,10 +1379,13 @@ out:
     }
     mc_rpc_response_free(resp);
     plan_free(&plan);
+    plan_free(&cached_plan);
     mc_free(req_keys);
     mc_free(idx);
     mc_free(failed);
     mc_free(lists);
+    mc_free(read_from);
+    mc_free(leased);
     mc_free(heap_iov);
     return st;
 }
@@ -1320,10 +1485,14 @@ int64_t mc_store_get_size(mc_store_t *s, const char *key)
     return rc;
 }
 
+/* Removes through this client end its own leases on those keys (whatever the outcome), so
+ * its next get asks the master. */
 mc_status_t mc_store_remove(mc_store_t *s, const char *key, bool force)
 {
     ProtobufCMessage *resp = NULL;
     mc_status_t st = store_key_call(s, MC_OP_REMOVE, key, force, &resp);
+    if (s && key_check(key) == MC_OK)
+        mc_hint_drop(s->hints, key);
     if (st == MC_OK)
         st = ((McRpc__StatusResponse *)resp)->status;
     mc_rpc_response_free(resp);
@@ -1333,7 +1502,12 @@ mc_status_t mc_store_remove(mc_store_t *s, const char *key, bool force)
 mc_status_t mc_store_batch_remove(mc_store_t *s, size_t n, const char *const *keys, bool force,
                                   int32_t *results)
 {
-    return store_batch_key_call(s, MC_OP_BATCH_REMOVE, n, keys, force, results);
+    mc_status_t st = store_batch_key_call(s, MC_OP_BATCH_REMOVE, n, keys, force, results);
+    if (batch_args_check(s, n, keys) == MC_OK)
+        for (size_t i = 0; i < n; i++)
+            if (key_check(keys[i]) == MC_OK)
+                mc_hint_drop(s->hints, keys[i]);
+    return st;
 }
 
 static int64_t count_result(mc_status_t st, ProtobufCMessage *resp)
@@ -1357,6 +1531,7 @@ int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, bool force)
     req.force = force;
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_REMOVE_BY_REGEX, &req.base, &resp, 1);
+    mc_hint_clear(s->hints);
     return count_result(st, resp);
 }
 
@@ -1369,6 +1544,7 @@ int64_t mc_store_remove_all(mc_store_t *s, bool force)
     req.force = force;
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_REMOVE_ALL, &req.base, &resp, 1);
+    mc_hint_clear(s->hints);
     return count_result(st, resp);
 }
 

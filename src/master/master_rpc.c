@@ -87,14 +87,17 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
     }
     mc_master_put_opts_t o;
     put_opts(cfg, &o);
-    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
-    uint32_t n = 0;
-    r->status = mc_master_put_start(m, cid.data, key, strlen(key), size, &o, upsert, reps, &n);
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS], retired[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0, n_retired = 0;
+    r->status = mc_master_put_start_ex(m, cid.data, key, strlen(key), size, &o, upsert, reps, &n,
+                                       retired, &n_retired);
     if (r->status == MC_OK) {
         r->replicas = reps_out(call, reps, n);
-        if (!r->replicas)
+        r->retired = n_retired ? reps_out(call, retired, n_retired) : NULL;
+        if (!r->replicas || (n_retired && !r->retired))
             return MC_ERR_NO_MEMORY;
         r->n_replicas = n;
+        r->n_retired = n_retired;
     }
     return MC_OK;
 }

@@ -365,6 +365,10 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
         o->checksum = sum;
         o->flags = flags;
         o->n_rep = n;
+        /* Leases are not logged: honour any the old master may have granted (clients read
+         * under them without asking, store-client.md "Lease cache") by leasing every
+         * recovered object for one lease period from the restart. */
+        o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
         if (flags & OF_SOFT_PIN)
             o->t_pin = master_now(m) + m->cfg.default_kv_soft_pin_ttl_ms;
         master_list_push(&m->lru, o);

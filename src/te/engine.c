@@ -1173,8 +1173,8 @@ static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b, size_t upto)
     pthread_mutex_unlock(&b->mu);
 }
 
-MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
-                                        mc_te_transfer_t **xfer_p)
+static mc_status_t transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                  bool reserve, mc_te_transfer_t **xfer_p)
 {
     if (!te || (!reqs && n) || !xfer_p)
         return MC_ERR_INVALID_PARAMS;
@@ -1189,6 +1189,7 @@ MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs
     if (!b)
         return MC_ERR_NO_MEMORY;
     b->sync = true;
+    b->reserve = reserve;
     mc_status_t st = batch_submit(te, b, reqs, n);
     if (st != MC_OK) {
         batch_delete(b);
@@ -1196,6 +1197,18 @@ MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs
     }
     *xfer_p = (mc_te_transfer_t *)b;
     return MC_OK;
+}
+
+MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                        mc_te_transfer_t **xfer_p)
+{
+    return transfer_start(te, reqs, n, false, xfer_p);
+}
+
+MC_API mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
+                                                 size_t n, mc_te_transfer_t **xfer_p)
+{
+    return transfer_start(te, reqs, n, true, xfer_p);
 }
 
 /* Drive (transport sync_wait) and wait until requests [0, upto) of b are final. */

@@ -121,6 +121,7 @@ struct mc_te_batch_impl {
      * a transport object (tcp: connection) the batch's slices went to, held_last[i] = the
      * last of them there. Set at submit, used by the waiter; no other thread touches them. */
     bool sync;
+    bool reserve;              /* mc_te_transfer_start_reserved: held at submit, not at wait */
     size_t wait_upto;          /* a waiter for requests [0, wait_upto) (under mu; 0 = none) */
     uint32_t n_held;
     void *held[MC_TE_SYNC_HELD_MAX];

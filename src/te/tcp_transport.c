@@ -1061,19 +1061,30 @@ static void cli_expire(cli_conn_t *c, uint64_t now)
     }
 }
 
-/* Note for b's waiter that its slices up to `last` went to c. */
-static void sync_note(mc_te_batch_impl_t *b, cli_conn_t *c, mc_te_slice_t *last)
+/* Note for b's waiter that its slices up to `last` went to c; false if b holds too many
+ * connections already (the loop thread then receives c's answers). */
+static bool sync_note(mc_te_batch_impl_t *b, cli_conn_t *c, mc_te_slice_t *last)
 {
     for (uint32_t i = 0; i < b->n_held; i++) {
         if (b->held[i] == c) {
             b->held_last[i] = last;
-            return;
+            return true;
         }
     }
-    if (b->n_held < MC_TE_SYNC_HELD_MAX) { /* else the loop thread receives them */
-        b->held[b->n_held] = c;
-        b->held_last[b->n_held++] = last;
-    }
+    if (b->n_held == MC_TE_SYNC_HELD_MAX)
+        return false;
+    b->held[b->n_held] = c;
+    b->held_last[b->n_held++] = last;
+    return true;
+}
+
+/* Makes b's waiter the owner of c until `last` is answered: the loop stops watching c (errors
+ * and hang-ups still reach it). Under c->mu; c must be in b->held and not owned by another. */
+static void sync_take(mc_te_batch_impl_t *b, cli_conn_t *c, mc_te_slice_t *last)
+{
+    c->owner = b;
+    c->owner_last = last;
+    set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
 }
 
 static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
@@ -1145,8 +1156,10 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             if (!c->tx_next)
                 c->tx_next = s;
         }
-        if (st == MC_OK && sync_b) /* its waiter may drive c (tcp_sync_wait) */
-            sync_note(sync_b, c, slices[end - 1]);
+        /* its waiter may drive c (tcp_sync_wait); a reserved transfer takes c now */
+        if (st == MC_OK && sync_b && sync_note(sync_b, c, slices[end - 1]) && sync_b->reserve &&
+            (!c->owner || c->owner == sync_b))
+            sync_take(sync_b, c, slices[end - 1]);
         if (st == MC_OK)
             cli_flush(c);
         pthread_mutex_unlock(&c->mu);
@@ -1171,11 +1184,9 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
             continue;
         pthread_mutex_lock(&c->mu);
         if (c->owner == b) {
-            /* still ours from a partial wait */
+            /* still ours from a partial wait or a reserved start */
         } else if (!c->owner && c->fd >= 0 && b->held_last[i]->queued) {
-            c->owner = b;
-            c->owner_last = b->held_last[i];
-            set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
+            sync_take(b, c, b->held_last[i]);
         } else {
             b->held[i] = NULL;
         }
