@@ -6,31 +6,43 @@
 #include <pthread.h>
 #include <string.h>
 
-typedef struct slot {
-    char *key;     /* owned copy; NULL = empty */
+typedef struct entry {
+    char *key;        /* owned copy (kept for reuse after a drop) */
     size_t key_cap;
+    uint64_t used;    /* table tick of the last set or hit: the least recent one goes */
     mc_replica_hint_t h;
-} slot_t;
+} entry_t;
+
+/* One set: the tags (0 = empty way) fill one cache line. */
+typedef struct set {
+    _Alignas(64) uint64_t tag[MC_HINT_WAYS];
+} set_t;
 
 struct mc_hint_table {
     pthread_mutex_t mu;
-    size_t n;
-    slot_t *slots;
+    size_t n_sets;
+    uint64_t tick;
+    set_t *sets;
+    entry_t *entries; /* n_sets * MC_HINT_WAYS, way w of set s at s * MC_HINT_WAYS + w */
 };
 
-mc_hint_table_t *mc_hint_table_new(size_t slots)
+mc_hint_table_t *mc_hint_table_new(size_t entries)
 {
-    if (slots == 0)
+    if (entries == 0)
         return NULL;
     mc_hint_table_t *t = MC_NEW(mc_hint_table_t);
     if (!t)
         return NULL;
-    t->slots = mc_calloc(slots, sizeof(*t->slots));
-    if (!t->slots) {
+    t->n_sets = (entries + MC_HINT_WAYS - 1) / MC_HINT_WAYS;
+    t->sets = mc_pages_alloc(t->n_sets * sizeof(set_t), 0); /* zeroed, cache-line aligned */
+    t->entries = mc_calloc(t->n_sets * MC_HINT_WAYS, sizeof(entry_t));
+    if (!t->sets || !t->entries) {
+        if (t->sets)
+            mc_pages_free(t->sets, t->n_sets * sizeof(set_t));
+        mc_free(t->entries);
         mc_free(t);
         return NULL;
     }
-    t->n = slots;
     pthread_mutex_init(&t->mu, NULL);
     return t;
 }
@@ -40,62 +52,124 @@ void mc_hint_table_free(mc_hint_table_t *t)
     if (!t)
         return;
     pthread_mutex_destroy(&t->mu);
-    for (size_t i = 0; i < t->n; i++)
-        mc_free(t->slots[i].key);
-    mc_free(t->slots);
+    for (size_t i = 0; i < t->n_sets * MC_HINT_WAYS; i++)
+        mc_free(t->entries[i].key);
+    mc_free(t->entries);
+    mc_pages_free(t->sets, t->n_sets * sizeof(set_t));
     mc_free(t);
 }
 
-static slot_t *slot_of(mc_hint_table_t *t, const char *key)
+static uint64_t key_tag(const char *key)
 {
-    return &t->slots[mc_hash_str(key) % t->n];
+    uint64_t h = mc_hash_str(key);
+    return h ? h : 1;
+}
+
+static size_t set_of(const mc_hint_table_t *t, uint64_t tag)
+{
+    return (size_t)((tag >> 32) % t->n_sets); /* low bits stay free for the tag compare */
+}
+
+/* Index of key's entry, or SIZE_MAX. Under t->mu. */
+static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag)
+{
+    size_t si = set_of(t, tag);
+    const set_t *st = &t->sets[si];
+    for (int w = 0; w < MC_HINT_WAYS; w++) {
+        if (st->tag[w] != tag)
+            continue;
+        size_t e = si * MC_HINT_WAYS + (size_t)w;
+        if (strcmp(t->entries[e].key, key) == 0)
+            return e;
+    }
+    return SIZE_MAX;
 }
 
 void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h)
 {
-    size_t elen = strnlen(h->endpoint, MC_HINT_ENDPOINT_MAX), klen = strlen(key);
-    if (!t || elen == MC_HINT_ENDPOINT_MAX)
+    if (!t || strnlen(h->endpoint, MC_HINT_ENDPOINT_MAX) == MC_HINT_ENDPOINT_MAX)
         return;
-    slot_t *s = slot_of(t, key);
+    uint64_t tag = key_tag(key);
+    size_t klen = strlen(key);
     pthread_mutex_lock(&t->mu);
-    if (!s->key || strcmp(s->key, key) != 0) {
-        if (klen >= s->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
+    size_t e = find(t, key, tag);
+    if (e == SIZE_MAX) { /* an empty way, else the least recently used one */
+        size_t si = set_of(t, tag);
+        e = si * MC_HINT_WAYS;
+        for (size_t w = 0; w < MC_HINT_WAYS; w++) {
+            size_t c = si * MC_HINT_WAYS + w;
+            if (t->sets[si].tag[w] == 0) {
+                e = c;
+                break;
+            }
+            if (t->entries[c].used < t->entries[e].used)
+                e = c;
+        }
+        entry_t *en = &t->entries[e];
+        if (klen >= en->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
             char *k = mc_malloc(klen + 1);
             if (!k) {
                 pthread_mutex_unlock(&t->mu);
                 return;
             }
-            mc_free(s->key);
-            s->key = k;
-            s->key_cap = klen + 1;
+            mc_free(en->key);
+            en->key = k;
+            en->key_cap = klen + 1;
         }
-        memcpy(s->key, key, klen + 1);
+        memcpy(en->key, key, klen + 1);
+        t->sets[si].tag[e - si * MC_HINT_WAYS] = tag;
     }
-    s->h = *h;
+    t->entries[e].h = *h;
+    t->entries[e].used = ++t->tick;
     pthread_mutex_unlock(&t->mu);
 }
 
 bool mc_hint_get(mc_hint_table_t *t, const char *key, mc_replica_hint_t *out)
 {
-    if (!t)
-        return false;
-    slot_t *s = slot_of(t, key);
-    pthread_mutex_lock(&t->mu);
-    bool hit = s->key && s->key[0] && strcmp(s->key, key) == 0;
-    if (hit)
-        *out = s->h;
-    pthread_mutex_unlock(&t->mu);
+    bool hit = false;
+    mc_hint_get_many(t, 1, &key, out, &hit);
     return hit;
+}
+
+#define GET_CHUNK 64
+
+void mc_hint_get_many(mc_hint_table_t *t, size_t n, const char *const *keys,
+                      mc_replica_hint_t *out, bool *hit)
+{
+    uint64_t tags[GET_CHUNK];
+    for (size_t base = 0; base < n; base += GET_CHUNK) {
+        size_t k = n - base < GET_CHUNK ? n - base : GET_CHUNK;
+        for (size_t i = 0; i < k; i++) { /* start every set's cache miss before using any */
+            hit[base + i] = false;
+            if (!t || !keys[base + i])
+                continue;
+            tags[i] = key_tag(keys[base + i]);
+            __builtin_prefetch(&t->sets[set_of(t, tags[i])]);
+        }
+        if (!t)
+            continue;
+        pthread_mutex_lock(&t->mu);
+        for (size_t i = 0; i < k; i++) {
+            size_t e = keys[base + i] ? find(t, keys[base + i], tags[i]) : SIZE_MAX;
+            if (e == SIZE_MAX)
+                continue;
+            out[base + i] = t->entries[e].h;
+            t->entries[e].used = ++t->tick;
+            hit[base + i] = true;
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
 }
 
 void mc_hint_drop(mc_hint_table_t *t, const char *key)
 {
     if (!t)
         return;
-    slot_t *s = slot_of(t, key);
+    uint64_t tag = key_tag(key);
     pthread_mutex_lock(&t->mu);
-    if (s->key && strcmp(s->key, key) == 0)
-        s->key[0] = '\0'; /* keep the buffer for the slot's next key */
+    size_t e = find(t, key, tag);
+    if (e != SIZE_MAX)
+        t->sets[e / MC_HINT_WAYS].tag[e % MC_HINT_WAYS] = 0;
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -104,8 +178,6 @@ void mc_hint_clear(mc_hint_table_t *t)
     if (!t)
         return;
     pthread_mutex_lock(&t->mu);
-    for (size_t i = 0; i < t->n; i++)
-        if (t->slots[i].key)
-            t->slots[i].key[0] = '\0';
+    memset(t->sets, 0, t->n_sets * sizeof(set_t));
     pthread_mutex_unlock(&t->mu);
 }

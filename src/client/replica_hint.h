@@ -11,9 +11,11 @@
  * it lasts the store reads the replica without asking the master (store-client.md, "Lease
  * cache"). Puts, upserts and removes through this client drop the key's lease.
  *
- * Exact: each slot keeps a copy of its key, so a lookup never answers for another key. Fixed
- * number of slots (direct-mapped by the key's XXH3; a newer entry replaces whatever shared its
- * slot). Thread-safe (one mutex, short sections).
+ * Exact: each entry keeps a copy of its key, so a lookup never answers for another key. Fixed
+ * number of entries in sets of MC_HINT_WAYS picked by the key's XXH3; a full set gives up its
+ * least recently used entry. A set's tags share one cache line, and batch lookups
+ * (mc_hint_get_many) fetch every set before comparing any, so their cache misses overlap.
+ * Thread-safe (one mutex, short sections).
  */
 #ifndef MC_CLIENT_REPLICA_HINT_H
 #define MC_CLIENT_REPLICA_HINT_H
@@ -23,6 +25,7 @@
 #include <stdint.h>
 
 #define MC_HINT_ENDPOINT_MAX 64 /* longer endpoints are not hinted */
+#define MC_HINT_WAYS 8          /* entries per set */
 
 typedef struct mc_replica_hint {
     char endpoint[MC_HINT_ENDPOINT_MAX];
@@ -34,14 +37,18 @@ typedef struct mc_replica_hint {
 
 typedef struct mc_hint_table mc_hint_table_t;
 
-/* NULL when out of memory (the store then runs without hints). */
-mc_hint_table_t *mc_hint_table_new(size_t slots);
+/* Room for `entries` (rounded up to whole sets). NULL when out of memory (the store then runs
+ * without hints). */
+mc_hint_table_t *mc_hint_table_new(size_t entries);
 void mc_hint_table_free(mc_hint_table_t *t);
 
 /* Records h for key (replacing any lease it had with h's). */
 void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h);
 /* Copies the entry for key into *out; false if there is none. */
 bool mc_hint_get(mc_hint_table_t *t, const char *key, mc_replica_hint_t *out);
+/* mc_hint_get for n keys at once (NULL keys miss): hit[i] says whether out[i] was filled. */
+void mc_hint_get_many(mc_hint_table_t *t, size_t n, const char *const *keys,
+                      mc_replica_hint_t *out, bool *hit);
 void mc_hint_drop(mc_hint_table_t *t, const char *key);
 /* Drops every entry (after a remove by pattern or of everything). */
 void mc_hint_clear(mc_hint_table_t *t);

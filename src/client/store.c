@@ -31,8 +31,11 @@
 
 #define STORE_MAX_BATCH 16384
 #define STORE_HEARTBEAT_MS 1000
-#define STORE_HINT_SLOTS 65536           /* default; MC_STORE_REPLICA_HINTS overrides, 0 = off */
-#define STORE_HINT_SLOTS_MAX (1u << 22)  /* ≈370 MB of hints */
+/* Replica hints and cached leases (replica_hint.h), in entries of 120 bytes plus the key: the
+ * default, 262144 (32 MB + keys), keeps ~200 k hot keys without set overflows;
+ * MC_STORE_REPLICA_HINTS overrides, 0 = off. */
+#define STORE_HINT_SLOTS 262144
+#define STORE_HINT_SLOTS_MAX (1u << 22)  /* 500 MB + keys */
 #define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
 #define LEASE_MARGIN_MS 100              /* a cached lease is used while this much of it is left */
 #define STAMP_BYTES 8                    /* random bytes an upsert writes over each old replica */
@@ -1036,10 +1039,14 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
  * replica it covers. While the lease lasts the master keeps those bytes in place: it neither
  * evicts the object nor removes it (unless forced), and an upsert frees the old space only
  * when the lease ends (store-client.md, "Lease cache"). */
+static bool lease_usable(const mc_replica_hint_t *h, uint64_t now_ms)
+{
+    return h->lease_until_ms && now_ms + LEASE_MARGIN_MS < h->lease_until_ms;
+}
+
 static bool lease_cached(mc_store_t *s, const char *key, mc_replica_hint_t *h)
 {
-    return s->lease_cache && mc_hint_get(s->hints, key, h) && h->lease_until_ms &&
-           mc_now_ms() + LEASE_MARGIN_MS < h->lease_until_ms;
+    return s->lease_cache && mc_hint_get(s->hints, key, h) && lease_usable(h, mc_now_ms());
 }
 
 /* Reads the object from the replica in h (from lease_cached; the parts hold h->size bytes)
@@ -1253,24 +1260,31 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     McRpc__ReplicaListResponse **lists = mc_calloc(n, sizeof(*lists));
     const McRpc__ReplicaDesc **read_from = mc_calloc(n, sizeof(*read_from));
     mc_replica_hint_t *leased = mc_calloc(n, sizeof(*leased)); /* lease_until_ms 0 = none */
+    bool *cached = mc_calloc(n, sizeof(*cached));
     struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
     xfer_plan_t plan = {0}, cached_plan = {0};
     ProtobufCMessage *resp = NULL;
-    if (!req_keys || !idx || !failed || !lists || !read_from || !leased || (heap && !heap_iov)) {
+    if (!req_keys || !idx || !failed || !lists || !read_from || !leased || !cached ||
+        (heap && !heap_iov)) {
         st = MC_ERR_NO_MEMORY;
         goto out;
     }
     /* 1. Validate; keys under a cached lease join cached_plan, the others the lookup. */
     size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        results[i] = key_check(keys[i]);
+    if (s->lease_cache)
+        mc_hint_get_many(s->hints, n, keys, leased, cached);
+    uint64_t now = mc_now_ms();
     for (size_t i = 0; i < n; i++) {
         uint64_t cap = 0;
-        results[i] = key_check(keys[i]);
         if (results[i] == MC_OK && !heap)
             results[i] = iov_total(parts[i], n_parts[i], &cap);
         if (results[i] != MC_OK)
             continue;
-        mc_replica_hint_t h;
-        if (lease_cached(s, keys[i], &h) && (heap || h.size <= cap) &&
+        mc_replica_hint_t h = leased[i];
+        leased[i].lease_until_ms = 0; /* set again below if the key is read under it */
+        if (cached[i] && lease_usable(&h, now) && (heap || h.size <= cap) &&
             (!heap || (heap[i] = mc_malloc(h.size)))) {
             if (heap) {
                 prefault_heap(heap[i], h.size);
@@ -1386,6 +1400,7 @@ out:
     mc_free(lists);
     mc_free(read_from);
     mc_free(leased);
+    mc_free(cached);
     mc_free(heap_iov);
     return st;
 }
