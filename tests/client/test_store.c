@@ -290,8 +290,12 @@ static void test_master_restart_keeps_objects(void **state)
     fill(val, len, 11);
     struct iovec iv = {val, len}, io = {out, len};
     assert_int_equal(mc_store_put(s, "durable", &iv, 1, NULL), MC_OK);
+    assert_int_equal(mc_store_put(s, "durable-unread", &iv, 1, NULL), MC_OK);
     mt_stop(master.pid, SIGKILL, 5000);
     start_master();
+    /* Leases are not logged: a recovered object is leased for one period after the restart,
+     * so readers that held a lease from the old master keep their bytes in place. */
+    assert_int_equal(mc_store_remove(s, "durable-unread", false), MC_ERR_OBJECT_HAS_LEASE);
     /* The storage servers re-mount on their next ping (NEED_REMOUNT); poll with a deadline. */
     int64_t rc = MC_ERR_OBJECT_NOT_FOUND;
     uint64_t deadline = mc_now_ms() + 15000;
@@ -337,6 +341,61 @@ static void test_frozen_server_fails_over(void **state)
     mc_store_destroy(s);
 }
 
+
+/* Lease cache (docs/internals/store-client.md): a client that holds a read lease on a key reads
+ * it without asking the master (checked with the master frozen), single and batched; another
+ * client's upsert stamps the old replica so the next get asks the master and returns the new
+ * bytes; the client's own forced remove ends its lease. */
+static void test_lease_cache(void **state)
+{
+    mc_store_t *a = open_store(0), *b = open_store(0);
+    enum { LEN = 8192 };
+    static char v1[LEN], v2[LEN], out[LEN];
+    fill(v1, LEN, 31);
+    fill(v2, LEN, 32);
+    struct iovec i1 = {v1, LEN}, i2 = {v2, LEN}, io = {out, LEN};
+    mc_replicate_config_t two = {.replica_num = 2};
+    assert_int_equal(mc_store_put(a, "lc-k", &i1, 1, &two), MC_OK);
+    assert_int_equal(mc_store_get_into(a, "lc-k", &io, 1), LEN); /* takes the lease */
+
+    assert_int_equal(mt_freeze(master.pid, 5000), 0);
+    memset(out, 0, LEN);
+    int64_t rc = mc_store_get_into(a, "lc-k", &io, 1);
+    const char *keys[1] = {"lc-k"};
+    const struct iovec *parts[1] = {&io};
+    size_t np[1] = {1};
+    int64_t res[1] = {0};
+    char out_batch[LEN];
+    memcpy(out_batch, out, LEN);
+    memset(out, 0, LEN);
+    mc_status_t bst = mc_store_batch_get_into(a, 1, keys, parts, np, res);
+    kill(master.pid, SIGCONT);
+    assert_int_equal(rc, LEN);
+    assert_memory_equal(out_batch, v1, LEN);
+    assert_int_equal(bst, MC_OK);
+    assert_int_equal(res[0], LEN);
+    assert_memory_equal(out, v1, LEN);
+
+    /* b upserts while a's lease runs: a must see b's bytes, single and batched */
+    assert_int_equal(mc_store_upsert(b, "lc-k", &i2, 1, &two), MC_OK);
+    memset(out, 0, LEN);
+    assert_int_equal(mc_store_get_into(a, "lc-k", &io, 1), LEN);
+    assert_memory_equal(out, v2, LEN);
+    const struct iovec *in1[1] = {&i1};
+    int32_t put_res[1];
+    assert_int_equal(mc_store_batch_put(b, 1, keys, in1, np, &two, true, put_res), MC_OK);
+    assert_int_equal(put_res[0], MC_OK);
+    memset(out, 0, LEN);
+    assert_int_equal(mc_store_batch_get_into(a, 1, keys, parts, np, res), MC_OK);
+    assert_int_equal(res[0], LEN);
+    assert_memory_equal(out, v1, LEN);
+
+    /* a's own forced remove ends its lease: the bytes are still in place, a must not see them */
+    assert_int_equal(mc_store_remove(a, "lc-k", true), MC_OK);
+    assert_int_equal(mc_store_get_into(a, "lc-k", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
+    mc_store_destroy(a);
+    mc_store_destroy(b);
+}
 
 /* Replica hints (src/client/replica_hint.h): a single-key get reads a small object from where
  * the client last saw it while asking the master. Make every hint of client `a` stale in the
@@ -422,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_checksum_detects_corruption),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
+        cmocka_unit_test(test_lease_cache),
         cmocka_unit_test(test_frozen_server_fails_over),
         cmocka_unit_test(test_master_restart_keeps_objects),
         cmocka_unit_test(test_replica_survives_server_kill), /* last: leaves a dead segment */
