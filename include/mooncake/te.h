@@ -138,7 +138,8 @@ MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs
  * once: the answers stay in the socket until the wait, so no engine thread wakes up for them
  * (on a small machine that wake-up costs as much as the round trip). The price: other
  * transfers sharing those connections also wait for this one's waiter. For a short overlap
- * only (one RPC), with the wait following on the same thread. */
+ * only (one RPC), with the wait following on the same thread and no other transfer waited
+ * for in between (that one could be queued behind this one: it would wait for its deadline). */
 MC_API mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
                                                  size_t n, mc_te_transfer_t **xfer_p);
 MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
