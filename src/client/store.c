@@ -915,12 +915,11 @@ static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *key)
     plan_free(&sp->plan);
 }
 
-/* The replica in the master's answer rl (at rl's size) that the read came from, or NULL. */
-static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
-                                             const McRpc__ReplicaListResponse *rl)
+/* The replica in the master's answer rl (at rl's size) that hint h names, or NULL. */
+static const McRpc__ReplicaDesc *hint_replica(const mc_replica_hint_t *h,
+                                              const McRpc__ReplicaListResponse *rl)
 {
-    const mc_replica_hint_t *h = &sp->hint;
-    if (h->size == 0 || sp->failed || h->size != rl->size)
+    if (h->size == 0 || h->size != rl->size)
         return NULL;
     for (size_t r = 0; r < rl->n_replicas; r++) {
         const McRpc__ReplicaDesc *rd = rl->replicas[r];
@@ -929,6 +928,13 @@ static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
             return rd;
     }
     return NULL;
+}
+
+/* The replica in rl that the speculative read came from, or NULL. */
+static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
+                                             const McRpc__ReplicaListResponse *rl)
+{
+    return sp->failed ? NULL : hint_replica(&sp->hint, rl);
 }
 
 /* The endpoint the speculative read failed on (to be tried last), or NULL. */
@@ -1242,7 +1248,10 @@ static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
  *
  * Keys under a read lease this client still holds (lease cache) are read at once without
  * asking the master; the others are looked up in one BatchGetReplicaList meanwhile and read
- * in one TE batch after it. Every key's bytes are verified against its checksum. */
+ * in one TE batch after it. In caller memory, keys of at most SPEC_MAX_OBJECT with a hint but
+ * no usable lease are also read at once, speculatively: their bytes count if the lookup names
+ * the hinted replica (as for single gets). Every key's bytes are verified against its
+ * checksum. */
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
                                     void **heap, int64_t *results)
@@ -1259,22 +1268,25 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     unsigned char *failed = mc_calloc(n, 1);
     McRpc__ReplicaListResponse **lists = mc_calloc(n, sizeof(*lists));
     const McRpc__ReplicaDesc **read_from = mc_calloc(n, sizeof(*read_from));
-    mc_replica_hint_t *leased = mc_calloc(n, sizeof(*leased)); /* lease_until_ms 0 = none */
-    bool *cached = mc_calloc(n, sizeof(*cached));
+    /* early[i]: where key i was read before the lookup answered (early_read[i]); under a
+     * cached lease if early[i].lease_until_ms != 0 (no lookup), else a guess */
+    mc_replica_hint_t *early = mc_calloc(n, sizeof(*early));
+    bool *hinted = mc_calloc(n, sizeof(*hinted));
+    unsigned char *early_read = mc_calloc(n, 1);
     struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
-    xfer_plan_t plan = {0}, cached_plan = {0};
+    xfer_plan_t plan = {0}, early_plan = {0};
     ProtobufCMessage *resp = NULL;
-    if (!req_keys || !idx || !failed || !lists || !read_from || !leased || !cached ||
-        (heap && !heap_iov)) {
+    if (!req_keys || !idx || !failed || !lists || !read_from || !early || !hinted ||
+        !early_read || (heap && !heap_iov)) {
         st = MC_ERR_NO_MEMORY;
         goto out;
     }
-    /* 1. Validate; keys under a cached lease join cached_plan, the others the lookup. */
+    /* 1. Validate; keys under a cached lease (and hinted guesses) join early_plan, all but
+     * the leased ones the lookup. */
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         results[i] = key_check(keys[i]);
-    if (s->lease_cache)
-        mc_hint_get_many(s->hints, n, keys, leased, cached);
+    mc_hint_get_many(s->hints, n, keys, early, hinted);
     uint64_t now = mc_now_ms();
     for (size_t i = 0; i < n; i++) {
         uint64_t cap = 0;
@@ -1282,27 +1294,31 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             results[i] = iov_total(parts[i], n_parts[i], &cap);
         if (results[i] != MC_OK)
             continue;
-        mc_replica_hint_t h = leased[i];
-        leased[i].lease_until_ms = 0; /* set again below if the key is read under it */
-        if (cached[i] && lease_usable(&h, now) && (heap || h.size <= cap) &&
-            (!heap || (heap[i] = mc_malloc(h.size)))) {
+        bool leased = hinted[i] && lease_usable(&early[i], now);
+        bool guess = hinted[i] && !leased && !heap && early[i].size <= SPEC_MAX_OBJECT;
+        if (!leased)
+            early[i].lease_until_ms = 0;
+        const mc_replica_hint_t *h = &early[i];
+        if ((leased || guess) && (heap || h->size <= cap) &&
+            (!heap || (heap[i] = mc_malloc(h->size)))) {
             if (heap) {
-                prefault_heap(heap[i], h.size);
-                heap_iov[i] = (struct iovec){heap[i], h.size};
+                prefault_heap(heap[i], h->size);
+                heap_iov[i] = (struct iovec){heap[i], h->size};
             }
-            leased[i] = h;
-            if (plan_add(s, &cached_plan, MC_TE_READ, h.endpoint, h.addr, h.size,
+            early_read[i] = 1;
+            if (plan_add(s, &early_plan, MC_TE_READ, h->endpoint, h->addr, h->size,
                          heap ? &heap_iov[i] : parts[i], heap ? 1 : n_parts[i], i) != MC_OK)
                 failed[i] = 1;
-            continue;
+            if (leased)
+                continue;
         }
         req_keys[m] = (char *)keys[i];
         idx[m++] = i;
     }
-    mc_te_transfer_t *cached_x = NULL;
-    mc_status_t cached_st = plan_start(s, &cached_plan, m > 0, &cached_x);
+    mc_te_transfer_t *early_x = NULL;
+    mc_status_t early_st = plan_start(s, &early_plan, m > 0, &early_x);
 
-    /* 2. Look the others up (while the cached reads are in flight), then finish those. */
+    /* 2. Look the others up (while the early reads are in flight), then finish those. */
     uint64_t t0 = mc_now_ms();
     mc_status_t bst = MC_OK;
     McRpc__BatchReplicaListResponse *br = NULL;
@@ -1315,11 +1331,12 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         br = (McRpc__BatchReplicaListResponse *)resp;
         bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
     }
-    plan_finish(s, &cached_plan, cached_st, cached_x, failed);
+    plan_finish(s, &early_plan, early_st, early_x, failed);
     for (size_t j = 0; j < m && bst != MC_OK; j++)
         results[idx[j]] = bst;
 
-    /* 3. One TE batch reads the preferred replica of every key the master found. */
+    /* 3. One TE batch reads the preferred replica of every key the master found, unless a
+     * guess already read one of its replicas. */
     for (size_t j = 0; j < m && bst == MC_OK; j++) {
         size_t i = idx[j];
         McRpc__ReplicaListResponse *rl = br->results[j];
@@ -1327,6 +1344,11 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             results[i] = rl->status != MC_OK ? rl->status : MC_ERR_OBJECT_NOT_FOUND;
             continue;
         }
+        if (early_read[i] && !failed[i] && (read_from[i] = hint_replica(&early[i], rl))) {
+            lists[i] = rl;
+            continue;
+        }
+        failed[i] = 0; /* a failed or wrong guess: read what the master names */
         const struct iovec *kp;
         size_t kn;
         if (heap) {
@@ -1363,7 +1385,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     /* 4. Verify every key; a key that fails is fetched alone (fresh lease, every replica). */
     for (size_t i = 0; i < n; i++) {
         McRpc__ReplicaListResponse *rl = lists[i];
-        const mc_replica_hint_t *h = &leased[i];
+        const mc_replica_hint_t *h = &early[i];
         if (!rl && !h->lease_until_ms)
             continue;
         const struct iovec *kp = heap ? &heap_iov[i] : parts[i];
@@ -1393,14 +1415,15 @@ out:
     }
     mc_rpc_response_free(resp);
     plan_free(&plan);
-    plan_free(&cached_plan);
+    plan_free(&early_plan);
     mc_free(req_keys);
     mc_free(idx);
     mc_free(failed);
     mc_free(lists);
     mc_free(read_from);
-    mc_free(leased);
-    mc_free(cached);
+    mc_free(early);
+    mc_free(hinted);
+    mc_free(early_read);
     mc_free(heap_iov);
     return st;
 }
