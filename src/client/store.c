@@ -876,8 +876,8 @@ static size_t replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size
 /* A single-key get started from the key's replica hint (replica_hint.h) before the master's
  * answer arrives, so the lookup and the read overlap. spec_wait() finishes it after the
  * lookup; spec_usable() says whether its bytes can stand for the object the master described
- * (the caller still checks lease and checksum, as for any read). Batch gets do not speculate:
- * measured slower here (docs/internals/store-client.md). */
+ * (the caller still checks lease and checksum, as for any read). Batch gets speculate in
+ * batch_get_common with the same rule (hint_replica). */
 typedef struct spec_read {
     xfer_plan_t plan;
     mc_te_transfer_t *xfer;
