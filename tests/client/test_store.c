@@ -15,7 +15,9 @@
 #include "mooncake/store.h"
 #include "support/test_util.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +399,78 @@ static void test_lease_cache(void **state)
     mc_store_destroy(b);
 }
 
+/* Lease cache under concurrency: one client upserts a key again and again (each value carries
+ * its version), two other clients read it in a loop, mostly under cached leases. A read that
+ * starts after an upsert has returned must see that version or a later one (the floor is
+ * published only once the upsert returned, and read before the get starts). */
+enum { MONO_LEN = 16384, MONO_MS = 2500 };
+static atomic_ullong mono_floor, mono_reads, mono_stale, mono_bad;
+static atomic_int mono_stop;
+
+static void mono_value(char *buf, uint64_t version)
+{
+    fill(buf, MONO_LEN, version);
+    memcpy(buf, &version, sizeof(version));
+}
+
+static void *mono_reader(void *arg)
+{
+    (void)arg;
+    mc_store_t *r = open_store(0);
+    static _Thread_local char buf[MONO_LEN], want[MONO_LEN];
+    struct iovec io = {buf, MONO_LEN};
+    while (!atomic_load(&mono_stop)) {
+        uint64_t floor = atomic_load(&mono_floor);
+        if (mc_store_get_into(r, "mono", &io, 1) != MONO_LEN)
+            continue; /* in the middle of an upsert the key is not readable */
+        uint64_t v;
+        memcpy(&v, buf, sizeof(v));
+        mono_value(want, v);
+        if (memcmp(buf, want, MONO_LEN) != 0)
+            atomic_fetch_add(&mono_bad, 1);
+        else if (v < floor)
+            atomic_fetch_add(&mono_stale, 1);
+        atomic_fetch_add(&mono_reads, 1);
+    }
+    mc_store_destroy(r);
+    return NULL;
+}
+
+static void test_lease_cache_reads_follow_upserts(void **state)
+{
+    mc_store_t *w = open_store(0);
+    static char val[MONO_LEN];
+    struct iovec iv = {val, MONO_LEN};
+    mono_value(val, 1);
+    assert_int_equal(mc_store_upsert(w, "mono", &iv, 1, NULL), MC_OK);
+    atomic_store(&mono_floor, 1);
+    pthread_t rd[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&rd[i], NULL, mono_reader, NULL), 0);
+    uint64_t end = mc_now_ms() + MONO_MS, version = 1, upserts = 0;
+    while (mc_now_ms() < end) {
+        mc_sleep_ms(5); /* let readers take and use leases between upserts */
+        mono_value(val, ++version);
+        if (mc_store_upsert(w, "mono", &iv, 1, NULL) == MC_OK) {
+            atomic_store(&mono_floor, version);
+            upserts++;
+        }
+    }
+    atomic_store(&mono_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(rd[i], NULL);
+    print_message("lease cache: %llu upserts, %llu reads, %llu stale, %llu wrong\n",
+                  (unsigned long long)upserts, (unsigned long long)atomic_load(&mono_reads),
+                  (unsigned long long)atomic_load(&mono_stale),
+                  (unsigned long long)atomic_load(&mono_bad));
+    assert_true(upserts > 50);
+    assert_true(atomic_load(&mono_reads) > 100);
+    assert_int_equal(atomic_load(&mono_bad), 0);
+    assert_int_equal(atomic_load(&mono_stale), 0);
+    mc_store_remove(w, "mono", true);
+    mc_store_destroy(w);
+}
+
 /* Replica hints (src/client/replica_hint.h): a single-key get reads a small object from where
  * the client last saw it while asking the master. Make every hint of client `a` stale in the
  * nastiest ways and check that only committed bytes of the asked key come back: the key
@@ -482,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_checksum_detects_corruption),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),
+        cmocka_unit_test(test_lease_cache_reads_follow_upserts),
         cmocka_unit_test(test_frozen_server_fails_over),
         cmocka_unit_test(test_master_restart_keeps_objects),
         cmocka_unit_test(test_replica_survives_server_kill), /* last: leaves a dead segment */
