@@ -153,11 +153,14 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
                                      .get = get, .barrier = &barrier};
             pthread_create(&tids[t], NULL, bench_thread, &args[t]);
         }
+        mc_store_read_stats_t rs0, rs1;
+        mc_store_read_stats(store, &rs0);
         pthread_barrier_wait(&barrier);
         uint64_t t0 = mc_now_ns();
         for (uint32_t t = 0; t < c->threads; t++)
             pthread_join(tids[t], NULL);
         double secs = (double)(mc_now_ns() - t0) / 1e9;
+        mc_store_read_stats(store, &rs1);
         size_t n_lat = 0;
         uint64_t done = 0, errors = 0;
         for (uint32_t t = 0; t < c->threads; t++) {
@@ -181,10 +184,13 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
         mc_peer_date(date, sizeof(date));
         printf("{\"bench\":\"store\",\"op\":\"%s\",\"round\":%u,\"value\":%llu,\"batch\":%u,"
                "\"threads\":%u,\"transport\":\"%s\",\"ops\":%llu,\"errors\":%llu,\"req_s\":%.0f,"
-               "\"gib_s\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"date\":\"%s\"}\n",
+               "\"gib_s\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"master_lookups\":%llu,"
+               "\"lease_hits\":%llu,\"speculative_hits\":%llu,\"date\":\"%s\"}\n",
                get ? "get" : "put", phase, (unsigned long long)c->value, c->batch, c->threads,
                c->transport, (unsigned long long)done, (unsigned long long)errors, req_s, gib_s,
-               p50, p99, date);
+               p50, p99, (unsigned long long)(rs1.master_lookups - rs0.master_lookups),
+               (unsigned long long)(rs1.lease_hits - rs0.lease_hits),
+               (unsigned long long)(rs1.speculative_hits - rs0.speculative_hits), date);
         fflush(stdout);
         if (get) {
             rs[phase - 1] = req_s;

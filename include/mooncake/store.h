@@ -123,6 +123,19 @@ MC_API mc_status_t mc_store_batch_remove(mc_store_t *store, size_t n, const char
 MC_API int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, bool force);
 MC_API int64_t mc_store_remove_all(mc_store_t *store, bool force);
 
+/* How this client's gets found their bytes, counted per key since setup (all thread-safe,
+ * monotonic). A key asked for once may count in several fields (a failed cached read, then
+ * the master lookup). docs/internals/store-client.md. */
+typedef struct mc_store_read_stats {
+    uint64_t master_lookups;   /* keys looked up at the master (GetReplicaList, batch or not) */
+    uint64_t lease_hits;       /* keys read under a cached read lease, without the master */
+    uint64_t lease_misses;     /* cached leases given up: the read failed or did not verify
+                                  (stamped by an upsert, replica gone), then asked the master */
+    uint64_t speculative_hits; /* keys whose read from a hint, started before the lookup
+                                  answered, was confirmed by it (one round trip saved) */
+} mc_store_read_stats_t;
+MC_API void mc_store_read_stats(mc_store_t *store, mc_store_read_stats_t *out);
+
 /* Replica descriptors of a committed object: *descs_p is malloc'd (free()), *n_p entries. */
 MC_API mc_status_t mc_store_replica_desc(mc_store_t *store, const char *key,
                                          mc_replica_desc_t **descs_p, size_t *n_p);

@@ -523,6 +523,20 @@ static PyObject *store_health_check(StoreObject *self, PyObject *unused)
     return mcpy_ret(h);
 }
 
+static PyObject *store_read_stats(StoreObject *self, PyObject *unused)
+{
+    mc_store_read_stats_t st = {0};
+    if (STORE_ENTER(self)) {
+        mc_store_read_stats(self->store, &st);
+        STORE_LEAVE(self);
+    }
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "master_lookups",
+                         (unsigned long long)st.master_lookups, "lease_hits",
+                         (unsigned long long)st.lease_hits, "lease_misses",
+                         (unsigned long long)st.lease_misses, "speculative_hits",
+                         (unsigned long long)st.speculative_hits);
+}
+
 static PyObject *store_get_hostname(StoreObject *self, PyObject *unused)
 {
     if (!STORE_ENTER(self))
@@ -1466,6 +1480,10 @@ static PyMethodDef store_methods[] = {
      "0 healthy, 1 not set up, 2 master unreachable."},
     {"get_hostname", (PyCFunction)store_get_hostname, METH_NOARGS,
      "This client's 'host:port' (its segment name)."},
+    {"read_stats", (PyCFunction)store_read_stats, METH_NOARGS,
+     "How gets found their bytes since setup, in keys: dict of master_lookups, lease_hits "
+     "(read under a cached read lease, no master), lease_misses (cached lease given up), "
+     "speculative_hits (read from a hint, confirmed by the lookup). Zeros before setup."},
     {"is_setup", (PyCFunction)store_is_setup, METH_NOARGS, "True after a successful setup()."},
     {"put", MCPY_KWFUNC(store_put), METH_VARARGS | METH_KEYWORDS,
      "put(key, value, config=None) -> status (an existing key is left unchanged)"},

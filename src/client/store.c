@@ -14,6 +14,7 @@
 #include "client/replica_hint.h"
 #include "common/alloc.h"
 #include "common/hash.h"
+#include "common/payload.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -40,6 +41,7 @@
 #define LEASE_MARGIN_MS 100              /* a cached lease is used while this much of it is left */
 #define STAMP_BYTES 8                    /* random bytes an upsert writes over each old replica */
 #define STAMP_MAX 16                     /* old replicas stamped per key (the master keeps fewer) */
+#define STAMP_WAIT_MAX_MS 600000         /* cap on stamp_wait (a lease TTL from the network) */
 
 struct mc_store {
     mc_te_t *te;
@@ -54,6 +56,7 @@ struct mc_store {
 
     mc_hint_table_t *hints;         /* replica_hint.h; NULL = no speculative reads */
     bool lease_cache;               /* gets read under read leases still held (MC_STORE_LEASE_CACHE) */
+    atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
 
     pthread_t heartbeat;
     int heartbeat_started;
@@ -195,9 +198,9 @@ static mc_status_t plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
             size_t len = parts[i].iov_len < size - off ? parts[i].iov_len : (size_t)(size - off);
             char *remote = (char *)(uintptr_t)(addr + off);
             if (op == MC_TE_WRITE)
-                memcpy(remote, parts[i].iov_base, len);
+                mc_payload_copy(remote, parts[i].iov_base, len);
             else
-                memcpy(parts[i].iov_base, remote, len);
+                mc_payload_copy(parts[i].iov_base, remote, len);
             off += len;
         }
         return MC_OK;
@@ -237,17 +240,33 @@ static void uuid_random(uint8_t out[16])
  * Readers under a cached lease then find a checksum mismatch and ask the master, so once the
  * upsert returns nobody reads the old value without asking. An old value differs from its
  * stamped self except with probability 2^-64, the bound a 64-bit checksum gives anyway; values
- * shorter than the stamp are never read under a cached lease (hint_remember). A stamp that
- * cannot be written (a dead segment) is no error: nobody can read that replica. stamp: random
- * bytes (uuid_random) that live until the plan has run. */
+ * shorter than the stamp are never read under a cached lease (hint_remember). stamp: random
+ * bytes (uuid_random) that live until the plan has run. A stamp that cannot be written does
+ * not fail the put: failed[owner] is set (here or by the plan) and the writer then waits out
+ * the old value's lease (stamp_wait). */
 static void stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__ReplicaDesc *rd,
-                      uint8_t stamp[STAMP_BYTES], size_t owner)
+                      uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed)
 {
     if (rd->size < STAMP_BYTES)
         return;
     struct iovec iov = {stamp, STAMP_BYTES};
-    plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES, &iov, 1,
-             owner);
+    if (plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES, &iov,
+                 1, owner) != MC_OK)
+        failed[owner] = 1;
+}
+
+/* After a put whose stamps did not all land: wait until the old value's lease has ended
+ * (lease_ms, from the master; capped), so that no reader holding it can read the old bytes
+ * once the put has returned. A bounded wait, in a failure case only. */
+static void stamp_wait(const char *key, uint64_t lease_ms)
+{
+    if (lease_ms == 0)
+        return;
+    if (lease_ms > STAMP_WAIT_MAX_MS)
+        lease_ms = STAMP_WAIT_MAX_MS;
+    MC_LOG_WARN("upsert %s: an old replica could not be stamped; waiting %llu ms for its read "
+                "lease to end", key, (unsigned long long)lease_ms);
+    mc_sleep_ms((uint32_t)lease_ms);
 }
 
 /* Starts the plan's transfer (*x = NULL when nothing remains to move); `reserved` for a short
@@ -507,6 +526,17 @@ void mc_store_destroy(mc_store_t *s)
     mc_free(s);
 }
 
+void mc_store_read_stats(mc_store_t *s, mc_store_read_stats_t *out)
+{
+    *out = (mc_store_read_stats_t){0};
+    if (!s)
+        return;
+    out->master_lookups = atomic_load(&s->n_lookups);
+    out->lease_hits = atomic_load(&s->n_lease_hits);
+    out->lease_misses = atomic_load(&s->n_lease_misses);
+    out->speculative_hits = atomic_load(&s->n_spec_hits);
+}
+
 int mc_store_health(mc_store_t *s)
 {
     if (!s)
@@ -566,17 +596,17 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     }
     if (st == MC_OK && ps->n_replicas == 0)
         st = MC_ERR_NO_AVAILABLE_HANDLE;
-    if (st != MC_OK) {
-        mc_rpc_response_free(resp);
-        return st;
-    }
+    bool started = st == MC_OK; /* ends with PutEnd or PutRevoke */
 
-    uint64_t checksum = iov_hash(parts, n_parts, size);
+    /* Stamps whatever the status: an upsert that then found no space has retired the old
+     * value all the same. */
     xfer_plan_t plan = {0};
     uint8_t stamp[16];
+    unsigned char failed[2] = {0, 0}; /* [0] the value, [1] stamps */
     uuid_random(stamp);
     for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
-        stamp_add(s, &plan, ps->retired[r], stamp, 1);
+        stamp_add(s, &plan, ps->retired[r], stamp, 1, failed);
+    uint64_t checksum = started ? iov_hash(parts, n_parts, size) : 0;
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
         if (rd->size != size) {
@@ -590,15 +620,19 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         if (st == MC_OK && r == 0) /* a hint only: a failed put makes it miss, never misread */
             hint_remember(s, key, rd, NULL, 0);
     }
-    unsigned char failed[2] = {0, 0}; /* [0] the value, [1] stamps (need not succeed) */
-    if (st == MC_OK) {
-        mc_status_t ts = plan_run(s, &plan, failed);
-        if (failed[0])
-            st = ts != MC_OK ? ts : MC_ERR_TRANSFER_FAIL;
-    }
+    /* Run even if the value's write could not be set up: the old value is gone from the
+     * master already, and its stamps must land. */
+    mc_status_t ts = plan_run(s, &plan, failed);
+    if (st == MC_OK && failed[0])
+        st = ts != MC_OK ? ts : MC_ERR_TRANSFER_FAIL;
+    uint64_t stamp_wait_ms = failed[1] ? ps->retired_lease_ms : 0;
     plan_free(&plan);
     mc_rpc_response_free(resp);
     resp = NULL;
+    if (!started) {
+        stamp_wait(key, stamp_wait_ms);
+        return st;
+    }
 
     if (st == MC_OK) {
         McRpc__PutEndRequest end = MC_RPC__PUT_END_REQUEST__INIT;
@@ -610,6 +644,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         if (st == MC_OK)
             st = ((McRpc__StatusResponse *)resp)->status;
         mc_rpc_response_free(resp);
+        stamp_wait(key, stamp_wait_ms);
         return st;
     }
     /* The write failed: give the space back so the key can be written again. */
@@ -621,6 +656,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
                               &rv.base, &resp, 1) == MC_OK)
         mc_rpc_response_free(resp);
     MC_LOG_WARN("put %s failed and was revoked: %s", key, mc_status_str(write_err));
+    stamp_wait(key, stamp_wait_ms);
     return write_err;
 }
 
@@ -795,6 +831,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     /* 2. One TE batch writes every replica of every started key (and stamps old values). */
     uint8_t stamp[16];
     uuid_random(stamp);
+    uint64_t stamp_wait_ms = 0; /* the longest lease on the values the batch retires */
     for (size_t j = 0; j < m; j++) {
         size_t i = idx[j];
         McRpc__PutStartResponse *ps = bs->results[j];
@@ -802,13 +839,16 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
             results[i] = MC_OK; /* create-once */
             continue;
         }
+        /* stamps whatever the status (put_attempt) */
+        for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
+            stamp_add(s, &plan, ps->retired[r], stamp, n, failed);
+        if (ps->n_retired && ps->retired_lease_ms > stamp_wait_ms)
+            stamp_wait_ms = ps->retired_lease_ms;
         results[i] = ps->status;
         if (ps->status != MC_OK)
             continue;
         bk[i].started = 1;
         bk[i].checksum = iov_hash(parts[i], n_parts[i], bk[i].size);
-        for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
-            stamp_add(s, &plan, ps->retired[r], stamp, n);
         if (ps->n_replicas == 0)
             failed[i] = 1;
         for (size_t r = 0; r < ps->n_replicas && !failed[i]; r++) {
@@ -837,6 +877,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     }
     batch_put_finish(s, keys, commit, n_commit, bk, 1, upsert, results);
     batch_put_finish(s, keys, revoke, n_revoke, bk, 0, upsert, results);
+    if (failed[n])
+        stamp_wait("(batch)", stamp_wait_ms);
 out:
     mc_rpc_response_free(resp);
     plan_free(&plan);
@@ -1064,8 +1106,11 @@ static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hi
 {
     uint64_t hash = 0;
     if (read_hashed(s, h->endpoint, h->addr, h->size, parts, n_parts, &hash) == MC_OK &&
-        mc_now_ms() <= h->lease_until_ms && hash == h->checksum)
+        mc_now_ms() <= h->lease_until_ms && hash == h->checksum) {
+        atomic_fetch_add(&s->n_lease_hits, 1);
         return true;
+    }
+    atomic_fetch_add(&s->n_lease_misses, 1);
     mc_hint_drop(s->hints, key);
     return false;
 }
@@ -1074,7 +1119,7 @@ static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hi
  * order; verifies lease and checksum. Returns bytes read or a negative status. */
 static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
                                    const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
-                                   const char *avoid)
+                                   const char *avoid, bool last_try)
 {
     size_t order[16];
     size_t n = replica_order(s, rl->replicas, rl->n_replicas, order, 16, avoid);
@@ -1100,8 +1145,13 @@ static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__
             return MC_ERR_LEASE_EXPIRED;
         }
         if (hash != rl->checksum) {
-            MC_LOG_ERROR("get %s: checksum mismatch on replica in %s; data discarded", key,
-                         rd->segment_name);
+            if (last_try)
+                MC_LOG_ERROR("get %s: checksum mismatch on replica in %s; data discarded", key,
+                             rd->segment_name);
+            else
+                MC_LOG_DEBUG("get %s: checksum mismatch on replica in %s (an upsert may have "
+                             "stamped it since the lookup); data discarded", key,
+                             rd->segment_name);
             st = MC_ERR_CHECKSUM;
             continue;
         }
@@ -1132,6 +1182,7 @@ static mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__Rep
     req.client_id = mc_master_client_id(&s->master);
     req.key = (char *)key;
     ProtobufCMessage *resp = NULL;
+    atomic_fetch_add(&s->n_lookups, 1);
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_GET_REPLICA_LIST, &req.base, &resp, 1);
     if (st != MC_OK)
         return st;
@@ -1145,15 +1196,11 @@ static mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__Rep
     return MC_OK;
 }
 
-int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *parts,
-                          size_t n_parts)
+/* One get_into (arguments checked, cap = the parts' size); see mc_store_get_into. */
+static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec *parts,
+                             size_t n_parts, uint64_t cap, bool last_try)
 {
-    uint64_t cap;
-    mc_status_t st = s ? key_check(key) : MC_ERR_INVALID_PARAMS;
-    if (st == MC_OK)
-        st = iov_total(parts, n_parts, &cap);
-    if (st != MC_OK)
-        return st;
+    mc_status_t st;
     mc_replica_hint_t h;
     if (lease_cached(s, key, &h) && h.size <= cap && lease_cache_read(s, key, &h, parts, n_parts))
         return (int64_t)h.size;
@@ -1172,11 +1219,33 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *pa
     else if ((spec_rd = spec_usable(&sp, rl)) && mc_now_ms() <= t0 + rl->lease_ttl_ms &&
              iov_hash(parts, n_parts, rl->size) == rl->checksum) {
         hint_remember(s, key, spec_rd, rl, t0);
+        atomic_fetch_add(&s->n_spec_hits, 1);
         rc = (int64_t)rl->size;
     } else
-        rc = store_read_verified(s, key, rl, parts, n_parts, t0, spec_failed_endpoint(&sp));
+        rc = store_read_verified(s, key, rl, parts, n_parts, t0, spec_failed_endpoint(&sp),
+                                 last_try);
     if (rl)
         mc_rpc_response_free(&rl->base);
+    return rc;
+}
+
+/* A checksum mismatch right after a lookup may be a replica that a concurrent upsert stamped
+ * (the value changed after the lookup): the get asks the master once more before it reports
+ * CHECKSUM_MISMATCH (logged as corruption only then). */
+#define GET_TRIES 2
+
+int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *parts,
+                          size_t n_parts)
+{
+    uint64_t cap;
+    mc_status_t st = s ? key_check(key) : MC_ERR_INVALID_PARAMS;
+    if (st == MC_OK)
+        st = iov_total(parts, n_parts, &cap);
+    if (st != MC_OK)
+        return st;
+    int64_t rc = MC_ERR_CHECKSUM;
+    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
+        rc = get_into_once(s, key, parts, n_parts, cap, t == GET_TRIES - 1);
     return rc;
 }
 
@@ -1203,24 +1272,29 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
             mc_free(buf);
         }
     }
-    uint64_t t0 = mc_now_ms();
-    McRpc__ReplicaListResponse *rl = NULL;
-    st = store_replica_list(s, key, &rl);
-    if (st != MC_OK)
-        return st;
-    void *buf = mc_malloc(rl->size);
-    if (buf)
-        prefault_heap(buf, rl->size);
-    int64_t rc = MC_ERR_NO_MEMORY;
-    if (buf) {
-        struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
-        rc = store_read_verified(s, key, rl, &iov, 1, t0, NULL);
+    int64_t rc = MC_ERR_CHECKSUM;
+    void *buf = NULL;
+    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++) {
+        uint64_t t0 = mc_now_ms();
+        McRpc__ReplicaListResponse *rl = NULL;
+        st = store_replica_list(s, key, &rl);
+        if (st != MC_OK)
+            return st;
+        buf = mc_malloc(rl->size);
+        rc = MC_ERR_NO_MEMORY;
+        if (buf) {
+            prefault_heap(buf, rl->size);
+            struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
+            rc = store_read_verified(s, key, rl, &iov, 1, t0, NULL, t == GET_TRIES - 1);
+        }
+        mc_rpc_response_free(&rl->base);
+        if (rc < 0) {
+            mc_free(buf);
+            buf = NULL;
+        }
     }
-    mc_rpc_response_free(&rl->base);
-    if (rc < 0) {
-        mc_free(buf);
+    if (rc < 0)
         return (mc_status_t)rc;
-    }
     *value_p = buf;
     *len_p = (size_t)rc;
     return MC_OK;
@@ -1327,6 +1401,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         req.client_id = mc_master_client_id(&s->master);
         req.n_keys = m;
         req.keys = req_keys;
+        atomic_fetch_add(&s->n_lookups, m);
         bst = mc_master_client_call(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base, &resp, 1);
         br = (McRpc__BatchReplicaListResponse *)resp;
         bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
@@ -1349,6 +1424,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             continue;
         }
         failed[i] = 0; /* a failed or wrong guess: read what the master names */
+        early_read[i] = 0;
         const struct iovec *kp;
         size_t kn;
         if (heap) {
@@ -1397,11 +1473,17 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             results[i] = (int64_t)size;
             if (rl)
                 hint_remember(s, keys[i], read_from[i], rl, t0);
+            if (!rl)
+                atomic_fetch_add(&s->n_lease_hits, 1);
+            else if (early_read[i])
+                atomic_fetch_add(&s->n_spec_hits, 1);
         } else if (rl && !lease_ok) {
             results[i] = MC_ERR_LEASE_EXPIRED;
         } else {
-            if (!rl)
+            if (!rl) {
+                atomic_fetch_add(&s->n_lease_misses, 1);
                 mc_hint_drop(s->hints, keys[i]); /* the alone get asks the master */
+            }
             results[i] = batch_get_alone(s, keys[i], heap ? &heap[i] : NULL,
                                          heap ? &heap_iov[i] : NULL, kp, kn);
         }

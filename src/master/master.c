@@ -539,19 +539,18 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
                                 size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p)
 {
-    mc_master_replica_t retired[MC_MASTER_MAX_REPLICAS];
-    uint32_t n_retired;
-    return mc_master_put_start_ex(m, cid, key, klen, size, opts, upsert, reps, n_p, retired,
-                                  &n_retired);
+    mc_master_retired_t retired;
+    return mc_master_put_start_ex(m, cid, key, klen, size, opts, upsert, reps, n_p, &retired);
 }
 
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const char *key,
                                    size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
-                                   mc_master_replica_t *retired, uint32_t *n_retired_p)
+                                   mc_master_retired_t *retired)
 {
     *n_p = 0;
-    *n_retired_p = 0;
+    retired->n = 0;
+    retired->lease_left_ms = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     if (size == 0 || size > VALUE_MAX)
@@ -588,9 +587,10 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
              * old bytes, so the old replicas' space is released only when the lease ends and
              * is never reused under a reader. The new value gets fresh space. */
             master_events_obj(m, MC_MASTER_EV_REMOVED, o);
+            retired->lease_left_ms = o->t_lease - now;
             for (uint32_t i = 0; i < o->n_rep; i++) {
                 if (master_seg_slot(m, o->rep[i].seg)) {
-                    fill_rep(m, o, &o->rep[i], &retired[(*n_retired_p)++], 2);
+                    fill_rep(m, o, &o->rep[i], &retired->reps[retired->n++], 2);
                     discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, false);
                 }
             }

@@ -101,13 +101,20 @@ typedef struct mc_master_put_opts {
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t client_id[16], const char *key,
                                 size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p);
-/* As mc_master_put_start; an upsert of a leased value also lists the old value's replicas in
- * retired (room for MC_MASTER_MAX_REPLICAS; *n_retired_p of them). Their space stays allocated
- * until the lease ends, so the writer may stamp them (master.proto, PutStartResponse). */
+/* The old value's replicas that an upsert of a leased value retires: their space stays
+ * allocated for lease_left_ms more, so the writer may stamp them (master.proto,
+ * PutStartResponse). n == 0 when nothing is retired (no lease: the space was freed). */
+typedef struct mc_master_retired {
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    uint32_t n;
+    uint64_t lease_left_ms;
+} mc_master_retired_t;
+
+/* As mc_master_put_start, also reporting what the put retires. */
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t client_id[16], const char *key,
                                    size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
-                                   mc_master_replica_t *retired, uint32_t *n_retired_p);
+                                   mc_master_retired_t *retired);
 /* Commits with the writer's XXH3-64 of the value. ILLEGAL_CLIENT if another client started the
  * put; INVALID_WRITE if the object is already committed; OBJECT_NOT_FOUND if it is gone. */
 mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t client_id[16], const char *key,

@@ -87,17 +87,23 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
     }
     mc_master_put_opts_t o;
     put_opts(cfg, &o);
-    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS], retired[MC_MASTER_MAX_REPLICAS];
-    uint32_t n = 0, n_retired = 0;
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    mc_master_retired_t retired;
+    uint32_t n = 0;
     r->status = mc_master_put_start_ex(m, cid.data, key, strlen(key), size, &o, upsert, reps, &n,
-                                       retired, &n_retired);
+                                       &retired);
     if (r->status == MC_OK) {
         r->replicas = reps_out(call, reps, n);
-        r->retired = n_retired ? reps_out(call, retired, n_retired) : NULL;
-        if (!r->replicas || (n_retired && !r->retired))
+        if (!r->replicas)
             return MC_ERR_NO_MEMORY;
         r->n_replicas = n;
-        r->n_retired = n_retired;
+    }
+    if (retired.n) { /* also on failure: an upsert retires the old value before placing */
+        r->retired = reps_out(call, retired.reps, retired.n);
+        if (!r->retired)
+            return MC_ERR_NO_MEMORY;
+        r->n_retired = retired.n;
+        r->retired_lease_ms = retired.lease_left_ms;
     }
     return MC_OK;
 }

@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/payload.h"
 #include "common/time.h"
 
 #include <errno.h>
@@ -441,9 +442,9 @@ static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
     }
     uint8_t *remote = b->base + (s->remote - b->addr);
     if (s->opcode == MC_TE_READ)
-        memcpy(s->local, remote, s->len);
+        mc_payload_copy(s->local, remote, s->len);
     else
-        memcpy(remote, s->local, s->len);
+        mc_payload_copy(remote, s->local, s->len);
     atomic_fetch_sub(&sl->inflight, 1);
     *st_p = MC_OK;
     return C_DONE;

@@ -8,6 +8,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/payload.h"
 #include "common/net.h"
 #include "common/time.h"
 
@@ -284,7 +285,9 @@ static bool srv_flush(srv_conn_t *c)
             off = 0;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+        MC_PAYLOAD_BEGIN(); /* READ answers come straight from registered memory */
         ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        MC_PAYLOAD_END();
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -516,7 +519,7 @@ static bool srv_parse(srv_conn_t *c)
             if (avail == 0)
                 return true;
             size_t k = avail < c->left ? avail : (size_t)c->left;
-            memcpy(c->dst, p, k);
+            mc_payload_copy(c->dst, p, k);
             c->dst += k;
             c->left -= k;
             c->rx_pos += k;
@@ -564,7 +567,9 @@ static bool srv_on_readable(srv_conn_t *c)
         size_t asked;
         if (srv_direct(c)) {
             asked = c->left;
+            MC_PAYLOAD_BEGIN();
             n = recv(c->fd, c->dst, c->left, MSG_DONTWAIT);
+            MC_PAYLOAD_END();
             if (n > 0) {
                 c->dst += n;
                 c->left -= (uint64_t)n;

@@ -474,15 +474,13 @@ static void test_upsert(void **state)
     mc_master_replica_t r[8];
     uint32_t n;
     uint64_t size, sum;
-    mc_master_replica_t retired[8];
-    uint32_t n_retired = 99;
+    mc_master_retired_t retired;
     assert_int_equal(mc_master_put_start(m, CA, K("u"), 100, NULL, true, r, &n), MC_OK);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 1), MC_OK);
     /* nobody holds a lease: the old value's space is simply freed, nothing to stamp */
-    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 200, NULL, true, r, &n, retired,
-                                            &n_retired),
+    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 200, NULL, true, r, &n, &retired),
                      MC_OK);
-    assert_int_equal(n_retired, 0);
+    assert_int_equal(retired.n, 0);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 2), MC_OK);
     assert_int_equal(mc_master_get_replicas(m, K("u"), r, &n, &size, &sum), MC_OK);
     assert_int_equal(size, 200);
@@ -490,16 +488,16 @@ static void test_upsert(void **state)
     /* Upsert while a reader holds the lease: allowed, but the leased bytes stay where they
      * are until the lease ends, so the new value must get different space. */
     uint64_t leased_addr = r[0].addr;
-    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 300, NULL, true, r, &n, retired,
-                                            &n_retired),
+    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 300, NULL, true, r, &n, &retired),
                      MC_OK);
     assert_int_equal(n, 1);
     assert_int_not_equal(r[0].addr, leased_addr);
     /* the leased old value is listed for the writer to stamp (master.proto, retired) */
-    assert_int_equal(n_retired, 1);
-    assert_int_equal(retired[0].addr, leased_addr);
-    assert_int_equal(retired[0].size, 200);
-    assert_string_equal(retired[0].endpoint, "segA");
+    assert_int_equal(retired.n, 1);
+    assert_int_equal(retired.reps[0].addr, leased_addr);
+    assert_int_equal(retired.reps[0].size, 200);
+    assert_string_equal(retired.reps[0].endpoint, "segA");
+    assert_true(retired.lease_left_ms > 0 && retired.lease_left_ms <= 10000);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 3), MC_OK);
     assert_int_equal(mc_master_get_replicas(m, K("u"), r, &n, &size, &sum), MC_OK);
     assert_int_equal(size, 300);

@@ -75,6 +75,21 @@ def test_put_get_roundtrip(store):
     assert store.get_size(key) == 9
 
 
+def test_read_stats_count_lease_hits(store):
+    key = k("stats")
+    v = data(8192, 5)
+    assert store.put(key, v) == 0
+    s0 = store.read_stats()
+    assert set(s0) == {"master_lookups", "lease_hits", "lease_misses", "speculative_hits"}
+    assert store.get(key) == v          # asks the master, takes a read lease
+    s1 = store.read_stats()
+    assert s1["master_lookups"] == s0["master_lookups"] + 1
+    assert store.get(key) == v          # read under the lease, without the master
+    s2 = store.read_stats()
+    assert s2["master_lookups"] == s1["master_lookups"]
+    assert s2["lease_hits"] == s1["lease_hits"] + 1
+
+
 def test_missing_key(store):
     key = k("missing")
     assert store.get(key) == b""
