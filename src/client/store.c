@@ -1230,9 +1230,9 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
 }
 
 /* A checksum mismatch right after a lookup may be a replica that a concurrent upsert stamped
- * (the value changed after the lookup): the get asks the master once more before it reports
- * CHECKSUM_MISMATCH (logged as corruption only then). */
-#define GET_TRIES 2
+ * (the value changed after the lookup): the get asks the master again, twice at most, before
+ * it reports CHECKSUM_MISMATCH (logged as corruption only then). */
+#define GET_TRIES 3
 
 int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *parts,
                           size_t n_parts)
