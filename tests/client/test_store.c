@@ -395,6 +395,18 @@ static void test_lease_cache(void **state)
     /* a's own forced remove ends its lease: the bytes are still in place, a must not see them */
     assert_int_equal(mc_store_remove(a, "lc-k", true), MC_OK);
     assert_int_equal(mc_store_get_into(a, "lc-k", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
+
+    /* An upsert that finds no space (larger than any segment) has retired the old value all
+     * the same; its stamp must still land, so a's lease does not keep serving the old bytes. */
+    mc_replicate_config_t one = {.replica_num = 1};
+    assert_int_equal(mc_store_put(a, "lc-big", &i1, 1, &one), MC_OK);
+    assert_int_equal(mc_store_get_into(a, "lc-big", &io, 1), LEN); /* takes the lease */
+    size_t huge = 200u << 20;
+    char *hv = calloc(1, huge); /* never touched: the put fails before reading it */
+    struct iovec ih = {hv, huge};
+    assert_int_equal(mc_store_upsert(b, "lc-big", &ih, 1, &one), MC_ERR_NO_AVAILABLE_HANDLE);
+    free(hv);
+    assert_int_equal(mc_store_get_into(a, "lc-big", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
     mc_store_destroy(a);
     mc_store_destroy(b);
 }
