@@ -1358,9 +1358,11 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     /* 1. Validate; keys under a cached lease (and hinted guesses) join early_plan, all but
      * the leased ones the lookup. */
     size_t m = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) { /* req_keys: the valid keys for now (NULL: invalid) */
         results[i] = key_check(keys[i]);
-    mc_hint_get_many(s->hints, n, keys, early, hinted);
+        req_keys[i] = results[i] == MC_OK ? (char *)keys[i] : NULL;
+    }
+    mc_hint_get_many(s->hints, n, (const char *const *)req_keys, early, hinted);
     uint64_t now = mc_now_ms();
     for (size_t i = 0; i < n; i++) {
         uint64_t cap = 0;
