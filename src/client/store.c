@@ -1372,11 +1372,12 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             continue;
         bool leased = hinted[i] && lease_usable(&early[i], now);
         bool guess = hinted[i] && !leased && !heap && early[i].size <= SPEC_MAX_OBJECT;
-        if (!leased)
-            early[i].lease_until_ms = 0;
         const mc_replica_hint_t *h = &early[i];
-        if ((leased || guess) && (heap || h->size <= cap) &&
-            (!heap || (heap[i] = mc_malloc(h->size)))) {
+        bool read_now = (leased || guess) && (heap || h->size <= cap) &&
+                        (!heap || (heap[i] = mc_malloc(h->size)));
+        if (!read_now || !leased)
+            early[i].lease_until_ms = 0; /* the key goes to the lookup */
+        if (read_now) {
             if (heap) {
                 prefault_heap(heap[i], h->size);
                 heap_iov[i] = (struct iovec){heap[i], h->size};
