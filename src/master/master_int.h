@@ -79,6 +79,7 @@ typedef struct discarded {
 
 struct mc_master {
     mc_master_config_t cfg;
+    mc_master_retired_t *retired_sink; /* mc_master_set_retired_sink */
     char *wal_dir;
     uint64_t (*clock)(void *);
     void *clock_ctx;
