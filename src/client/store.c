@@ -40,7 +40,7 @@
 #define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
 #define LEASE_MARGIN_MS 100              /* a cached lease is used while this much of it is left */
 #define STAMP_BYTES 8                    /* random bytes an upsert writes over each old replica */
-#define STAMP_MAX 4096                   /* retired replicas stamped per call (as listed at most) */
+#define STAMP_MAX 16                     /* old replicas stamped per key (the master keeps fewer) */
 #define STAMP_WAIT_MAX_MS 600000         /* cap on stamp_wait (a lease TTL from the network) */
 
 struct mc_store {
@@ -235,45 +235,37 @@ static void uuid_random(uint8_t out[16])
     }
 }
 
-/* Values that readers hold leases on were taken away, by an upsert or a forced remove
- * (master.proto, RetiredReplicas): adds a write of STAMP_BYTES random bytes over the start of
- * each retired replica to p, as `owner`. Readers under a cached lease then find a checksum
- * mismatch and ask the master, so once the call returns nobody reads the old value without
- * asking. An old value differs from its stamped self except with probability 2^-64, the bound
- * a 64-bit checksum gives anyway; values shorter than the stamp are never read under a cached
- * lease (hint_remember). stamp: random bytes (uuid_random) that live until the plan has run.
- * A replica that is not stamped (not listed, or its stamp cannot be added or written) does not
- * fail the call: failed[owner] is set (here or by the plan) and the caller then waits out the
- * leases (stamp_wait). Returns how long they last (rt->lease_ms; 0 without rt). */
-static uint64_t stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__RetiredReplicas *rt,
-                          uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed)
+/* Upsert of a value that readers hold leases on (master.proto, PutStartResponse.retired): adds
+ * a write of STAMP_BYTES random bytes over the start of the old replica rd to p, as `owner`.
+ * Readers under a cached lease then find a checksum mismatch and ask the master, so once the
+ * upsert returns nobody reads the old value without asking. An old value differs from its
+ * stamped self except with probability 2^-64, the bound a 64-bit checksum gives anyway; values
+ * shorter than the stamp are never read under a cached lease (hint_remember). stamp: random
+ * bytes (uuid_random) that live until the plan has run. A stamp that cannot be written does
+ * not fail the put: failed[owner] is set (here or by the plan) and the writer then waits out
+ * the old value's lease (stamp_wait). */
+static void stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__ReplicaDesc *rd,
+                      uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed)
 {
-    if (!rt)
-        return 0;
-    if (rt->dropped || rt->n_replicas > STAMP_MAX)
+    if (rd->size < STAMP_BYTES)
+        return;
+    struct iovec iov = {stamp, STAMP_BYTES};
+    if (plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES, &iov,
+                 1, owner) != MC_OK)
         failed[owner] = 1;
-    for (size_t r = 0; r < rt->n_replicas && r < STAMP_MAX; r++) {
-        const McRpc__ReplicaDesc *rd = rt->replicas[r];
-        struct iovec iov = {stamp, STAMP_BYTES};
-        if (rd->size >= STAMP_BYTES &&
-            plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES,
-                     &iov, 1, owner) != MC_OK)
-            failed[owner] = 1;
-    }
-    return rt->lease_ms;
 }
 
-/* After a call whose stamps did not all land: wait until the old values' leases have ended
- * (lease_ms, from the master; capped), so that no reader holding one can read the old bytes
- * once the call has returned. A bounded wait, in a failure case only. */
-static void stamp_wait(const char *op, const char *key, uint64_t lease_ms)
+/* After a put whose stamps did not all land: wait until the old value's lease has ended
+ * (lease_ms, from the master; capped), so that no reader holding it can read the old bytes
+ * once the put has returned. A bounded wait, in a failure case only. */
+static void stamp_wait(const char *key, uint64_t lease_ms)
 {
     if (lease_ms == 0)
         return;
     if (lease_ms > STAMP_WAIT_MAX_MS)
         lease_ms = STAMP_WAIT_MAX_MS;
-    MC_LOG_WARN("%s %s: an old replica could not be stamped; waiting %llu ms for its read lease "
-                "to end", op, key, (unsigned long long)lease_ms);
+    MC_LOG_WARN("upsert %s: an old replica could not be stamped; waiting %llu ms for its read "
+                "lease to end", key, (unsigned long long)lease_ms);
     mc_sleep_ms((uint32_t)lease_ms);
 }
 
@@ -313,22 +305,6 @@ static mc_status_t plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed
     mc_te_transfer_t *x;
     mc_status_t st = plan_start(s, p, false, &x);
     return plan_finish(s, p, st, x, failed);
-}
-
-/* After a forced remove: stamps what it retired and waits out the leases if that failed. */
-static void stamp_retired(mc_store_t *s, const McRpc__RetiredReplicas *rt, const char *what)
-{
-    if (!rt)
-        return;
-    xfer_plan_t plan = {0};
-    uint8_t stamp[16];
-    unsigned char failed[1] = {0};
-    uuid_random(stamp);
-    uint64_t lease_ms = stamp_add(s, &plan, rt, stamp, 0, failed);
-    plan_run(s, &plan, failed);
-    plan_free(&plan);
-    if (failed[0])
-        stamp_wait("remove", what, lease_ms);
 }
 
 /* ------------------------------------------------------------------ segment and heartbeat */
@@ -628,7 +604,8 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     uint8_t stamp[16];
     unsigned char failed[2] = {0, 0}; /* [0] the value, [1] stamps */
     uuid_random(stamp);
-    uint64_t retired_lease_ms = stamp_add(s, &plan, ps->retired, stamp, 1, failed);
+    for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
+        stamp_add(s, &plan, ps->retired[r], stamp, 1, failed);
     uint64_t checksum = started ? iov_hash(parts, n_parts, size) : 0;
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
@@ -648,12 +625,12 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     mc_status_t ts = plan_run(s, &plan, failed);
     if (st == MC_OK && failed[0])
         st = ts != MC_OK ? ts : MC_ERR_TRANSFER_FAIL;
-    uint64_t stamp_wait_ms = failed[1] ? retired_lease_ms : 0;
+    uint64_t stamp_wait_ms = failed[1] ? ps->retired_lease_ms : 0;
     plan_free(&plan);
     mc_rpc_response_free(resp);
     resp = NULL;
     if (!started) {
-        stamp_wait("upsert", key, stamp_wait_ms);
+        stamp_wait(key, stamp_wait_ms);
         return st;
     }
 
@@ -667,7 +644,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         if (st == MC_OK)
             st = ((McRpc__StatusResponse *)resp)->status;
         mc_rpc_response_free(resp);
-        stamp_wait("upsert", key, stamp_wait_ms);
+        stamp_wait(key, stamp_wait_ms);
         return st;
     }
     /* The write failed: give the space back so the key can be written again. */
@@ -679,7 +656,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
                               &rv.base, &resp, 1) == MC_OK)
         mc_rpc_response_free(resp);
     MC_LOG_WARN("put %s failed and was revoked: %s", key, mc_status_str(write_err));
-    stamp_wait("upsert", key, stamp_wait_ms);
+    stamp_wait(key, stamp_wait_ms);
     return write_err;
 }
 
@@ -863,9 +840,10 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
             continue;
         }
         /* stamps whatever the status (put_attempt) */
-        uint64_t lease_ms = stamp_add(s, &plan, ps->retired, stamp, n, failed);
-        if (lease_ms > stamp_wait_ms)
-            stamp_wait_ms = lease_ms;
+        for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
+            stamp_add(s, &plan, ps->retired[r], stamp, n, failed);
+        if (ps->n_retired && ps->retired_lease_ms > stamp_wait_ms)
+            stamp_wait_ms = ps->retired_lease_ms;
         results[i] = ps->status;
         if (ps->status != MC_OK)
             continue;
@@ -900,7 +878,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     batch_put_finish(s, keys, commit, n_commit, bk, 1, upsert, results);
     batch_put_finish(s, keys, revoke, n_revoke, bk, 0, upsert, results);
     if (failed[n])
-        stamp_wait("batch upsert", "", stamp_wait_ms);
+        stamp_wait("(batch)", stamp_wait_ms);
 out:
     mc_rpc_response_free(resp);
     plan_free(&plan);
@@ -1602,8 +1580,6 @@ static mc_status_t store_batch_key_call(mc_store_t *s, uint16_t op, size_t n,
     st = batch_reply_status(st, br ? br->status : 0, br ? br->n_statuses : 0, n);
     for (size_t i = 0; i < n; i++)
         results[i] = st == MC_OK ? br->statuses[i] : st;
-    if (st == MC_OK) /* a forced BatchRemove of leased values */
-        stamp_retired(s, br->retired, "(batch)");
     mc_rpc_response_free(resp);
     return st;
 }
@@ -1640,10 +1616,8 @@ mc_status_t mc_store_remove(mc_store_t *s, const char *key, bool force)
     mc_status_t st = store_key_call(s, MC_OP_REMOVE, key, force, &resp);
     if (s && key_check(key) == MC_OK)
         mc_hint_drop(s->hints, key);
-    if (st == MC_OK) {
-        stamp_retired(s, ((McRpc__StatusResponse *)resp)->retired, key);
+    if (st == MC_OK)
         st = ((McRpc__StatusResponse *)resp)->status;
-    }
     mc_rpc_response_free(resp);
     return st;
 }
@@ -1681,8 +1655,6 @@ int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, bool force)
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_REMOVE_BY_REGEX, &req.base, &resp, 1);
     mc_hint_clear(s->hints);
-    if (st == MC_OK)
-        stamp_retired(s, ((McRpc__CountResponse *)resp)->retired, regex);
     return count_result(st, resp);
 }
 
@@ -1696,8 +1668,6 @@ int64_t mc_store_remove_all(mc_store_t *s, bool force)
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_REMOVE_ALL, &req.base, &resp, 1);
     mc_hint_clear(s->hints);
-    if (st == MC_OK)
-        stamp_retired(s, ((McRpc__CountResponse *)resp)->retired, "(all)");
     return count_result(st, resp);
 }
 

@@ -535,36 +535,11 @@ static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t re
     m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, stuck_put};
 }
 
-/* A committed object leaves while readers hold a lease on it (an upsert replaced it, or a
- * forced remove): they may still be copying its bytes, or read them under a cached lease, so
- * its space is released only when the lease ends and is never reused under them; its
- * replicas go to `retired` (may be NULL) for the caller to stamp. Logs a WAL REMOVE. */
-static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired_t *retired)
-{
-    uint64_t left = o->t_lease > now ? o->t_lease - now : 0;
-    for (uint32_t i = 0; i < o->n_rep; i++) {
-        if (!master_seg_slot(m, o->rep[i].seg))
-            continue;
-        if (retired) {
-            if (retired->n < retired->cap)
-                fill_rep(m, o, &o->rep[i], &retired->reps[retired->n++], 2);
-            else
-                retired->n_dropped++;
-            if (left > retired->lease_left_ms)
-                retired->lease_left_ms = left;
-        }
-        discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, false);
-    }
-    master_wal_log_remove(m, obj_key(o), o->klen);
-    master_obj_unlink_free(m, o);
-}
-
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key,
                                 size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p)
 {
-    mc_master_replica_t old[MC_MASTER_MAX_REPLICAS];
-    mc_master_retired_t retired = {.reps = old, .cap = MC_MASTER_MAX_REPLICAS};
+    mc_master_retired_t retired;
     return mc_master_put_start_ex(m, cid, key, klen, size, opts, upsert, reps, n_p, &retired);
 }
 
@@ -574,6 +549,8 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
                                    mc_master_retired_t *retired)
 {
     *n_p = 0;
+    retired->n = 0;
+    retired->lease_left_ms = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     if (size == 0 || size > VALUE_MAX)
@@ -606,10 +583,19 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         } else if (!upsert) {
             return MC_ERR_OBJECT_ALREADY_EXISTS;
         } else if (obj_leased(m, o, now)) {
-            /* Upsert of an object that readers hold a lease on; the new value gets fresh
-             * space. */
+            /* Upsert of an object that readers hold a lease on: they may still be copying the
+             * old bytes, so the old replicas' space is released only when the lease ends and
+             * is never reused under a reader. The new value gets fresh space. */
             master_events_obj(m, MC_MASTER_EV_REMOVED, o);
-            obj_retire(m, o, now, retired);
+            retired->lease_left_ms = o->t_lease - now;
+            for (uint32_t i = 0; i < o->n_rep; i++) {
+                if (master_seg_slot(m, o->rep[i].seg)) {
+                    fill_rep(m, o, &o->rep[i], &retired->reps[retired->n++], 2);
+                    discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, false);
+                }
+            }
+            master_wal_log_remove(m, obj_key(o), o->klen);
+            master_obj_unlink_free(m, o);
         } else {
             master_events_obj(m, MC_MASTER_EV_REMOVED, o);
             obj_destroy(m, o, true);
@@ -814,22 +800,13 @@ static mc_status_t remove_obj(mc_master_t *m, obj_t *o, bool force, uint64_t now
 {
     if (o->state != OBJ_READABLE)
         return MC_ERR_REPLICA_IS_NOT_READY;
-    bool leased = obj_leased(m, o, now);
-    if (!force && leased) {
+    if (!force && obj_leased(m, o, now)) {
         m->cnt.lease_blocked_removes++;
         return MC_ERR_OBJECT_HAS_LEASE;
     }
     master_events_obj(m, MC_MASTER_EV_REMOVED, o);
-    if (leased) /* forced */
-        obj_retire(m, o, now, m->retired_sink);
-    else
-        obj_destroy(m, o, true);
+    obj_destroy(m, o, true);
     return MC_OK;
-}
-
-void mc_master_set_retired_sink(mc_master_t *m, mc_master_retired_t *retired)
-{
-    m->retired_sink = retired;
 }
 
 mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool force)

@@ -101,19 +101,16 @@ typedef struct mc_master_put_opts {
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t client_id[16], const char *key,
                                 size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p);
-/* Replicas of leased values that an upsert or a forced remove takes away: their space stays
- * allocated until the leases end, so the caller may stamp them (master.proto,
- * PutStartResponse.retired; store-client.md, "Lease cache"). Values that were not leased are
- * simply freed and not reported. The caller provides reps[cap]; replicas beyond it only count
- * in n_dropped (the caller then waits out lease_left_ms instead of stamping). */
+/* The old value's replicas that an upsert of a leased value retires: their space stays
+ * allocated for lease_left_ms more, so the writer may stamp them (master.proto,
+ * PutStartResponse). n == 0 when nothing is retired (no lease: the space was freed). */
 typedef struct mc_master_retired {
-    mc_master_replica_t *reps;
-    uint32_t cap, n, n_dropped;
-    uint64_t lease_left_ms; /* the longest lease left on what was retired */
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    uint32_t n;
+    uint64_t lease_left_ms;
 } mc_master_retired_t;
 
-/* As mc_master_put_start, also reporting what the put retires (reps with room for
- * MC_MASTER_MAX_REPLICAS is enough). */
+/* As mc_master_put_start, also reporting what the put retires. */
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t client_id[16], const char *key,
                                    size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
@@ -154,9 +151,6 @@ mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool 
 mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool force,
                                    uint64_t *count_p);
 mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p);
-/* Where the forced removes that follow report what they retire (NULL: nowhere); reset
- * retired->n etc. before. The master is single-threaded: set it around one call. */
-void mc_master_set_retired_sink(mc_master_t *m, mc_master_retired_t *retired);
 
 /* ---- segments and clients */
 typedef struct mc_master_segment_info {

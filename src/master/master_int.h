@@ -79,7 +79,6 @@ typedef struct discarded {
 
 struct mc_master {
     mc_master_config_t cfg;
-    mc_master_retired_t *retired_sink; /* mc_master_set_retired_sink */
     char *wal_dir;
     uint64_t (*clock)(void *);
     void *clock_ctx;

@@ -48,40 +48,6 @@ static McRpc__ReplicaDesc **reps_out(mc_rpc_call_t *call, const mc_master_replic
     return arr;
 }
 
-/* What an upsert or forced remove retired, for the response (NULL when nothing). */
-static McRpc__RetiredReplicas *retired_out(mc_rpc_call_t *call, const mc_master_retired_t *rt)
-{
-    if (rt->n == 0 && rt->n_dropped == 0)
-        return NULL;
-    McRpc__RetiredReplicas *r = ALLOC(call, McRpc__RetiredReplicas);
-    if (!r)
-        return NULL;
-    mc_rpc__retired_replicas__init(r);
-    r->replicas = rt->n ? reps_out(call, rt->reps, rt->n) : NULL;
-    if (rt->n && !r->replicas)
-        return NULL;
-    r->n_replicas = rt->n;
-    r->lease_ms = rt->lease_left_ms;
-    r->dropped = rt->n_dropped;
-    return r;
-}
-
-/* Forced removes report what they retire into a sink of RETIRED_LIST_MAX replicas per call
- * (beyond: counted, the caller waits out the leases instead of stamping). */
-#define RETIRED_LIST_MAX 4096
-
-static mc_master_retired_t *retired_sink_begin(mc_master_t *m, mc_rpc_call_t *call, bool force,
-                                               mc_master_retired_t *rt)
-{
-    *rt = (mc_master_retired_t){0};
-    if (!force)
-        return NULL;
-    rt->reps = ALLOC_N(call, mc_master_replica_t, RETIRED_LIST_MAX);
-    rt->cap = rt->reps ? RETIRED_LIST_MAX : 0; /* no room: all count as dropped */
-    mc_master_set_retired_sink(m, rt);
-    return rt;
-}
-
 static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -121,8 +87,8 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
     }
     mc_master_put_opts_t o;
     put_opts(cfg, &o);
-    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS], old[MC_MASTER_MAX_REPLICAS];
-    mc_master_retired_t retired = {.reps = old, .cap = MC_MASTER_MAX_REPLICAS};
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    mc_master_retired_t retired;
     uint32_t n = 0;
     r->status = mc_master_put_start_ex(m, cid.data, key, strlen(key), size, &o, upsert, reps, &n,
                                        &retired);
@@ -132,10 +98,13 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
             return MC_ERR_NO_MEMORY;
         r->n_replicas = n;
     }
-    /* also on failure: an upsert retires the old value before placing the new one */
-    r->retired = retired_out(call, &retired);
-    if (retired.n && !r->retired)
-        return MC_ERR_NO_MEMORY;
+    if (retired.n) { /* also on failure: an upsert retires the old value before placing */
+        r->retired = reps_out(call, retired.reps, retired.n);
+        if (!r->retired)
+            return MC_ERR_NO_MEMORY;
+        r->n_retired = retired.n;
+        r->retired_lease_ms = retired.lease_left_ms;
+    }
     return MC_OK;
 }
 
@@ -258,8 +227,6 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     if (call->opcode == MC_OP_BATCH_EXIST_KEY &&
         !(hs = prepare_batch(m, call, q->keys, q->n_keys, &kls)))
         return MC_ERR_NO_MEMORY;
-    mc_master_retired_t rt;
-    retired_sink_begin(m, call, call->opcode == MC_OP_BATCH_REMOVE && q->force, &rt);
     for (size_t i = 0; i < q->n_keys; i++) {
         const char *k = q->keys[i];
         size_t kl = kls ? kls[i] : strlen(k);
@@ -277,12 +244,9 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
             r->statuses[i] = mc_master_remove(m, k, kl, q->force);
             break;
         default:
-            mc_master_set_retired_sink(m, NULL);
             return MC_ERR_NOT_SUPPORTED;
         }
     }
-    mc_master_set_retired_sink(m, NULL);
-    r->retired = retired_out(call, &rt);
     return MC_OK;
 }
 
@@ -374,18 +338,11 @@ static mc_status_t h_remove(void *ctx, mc_rpc_call_t *call, const ProtobufCMessa
                             ProtobufCMessage **resp_p)
 {
     const McRpc__KeyRequest *q = (const void *)req;
-    mc_master_retired_t rt;
-    retired_sink_begin(ctx, call, q->force, &rt);
-    mc_status_t st = mc_master_remove(ctx, q->key, strlen(q->key), q->force);
-    mc_master_set_retired_sink(ctx, NULL);
-    if (status_resp(call, st, resp_p) != MC_OK)
-        return MC_ERR_NO_MEMORY;
-    ((McRpc__StatusResponse *)*resp_p)->retired = retired_out(call, &rt);
-    return MC_OK;
+    return status_resp(call, mc_master_remove(ctx, q->key, strlen(q->key), q->force), resp_p);
 }
 
 static mc_status_t count_resp(mc_rpc_call_t *call, int32_t st, uint64_t n,
-                              const mc_master_retired_t *rt, ProtobufCMessage **resp_p)
+                              ProtobufCMessage **resp_p)
 {
     McRpc__CountResponse *r = ALLOC(call, McRpc__CountResponse);
     if (!r)
@@ -393,7 +350,6 @@ static mc_status_t count_resp(mc_rpc_call_t *call, int32_t st, uint64_t n,
     mc_rpc__count_response__init(r);
     r->status = st;
     r->count = n;
-    r->retired = retired_out(call, rt);
     *resp_p = &r->base;
     return MC_OK;
 }
@@ -403,11 +359,8 @@ static mc_status_t h_remove_by_regex(void *ctx, mc_rpc_call_t *call, const Proto
 {
     const McRpc__RemoveByRegexRequest *q = (const void *)req;
     uint64_t n = 0;
-    mc_master_retired_t rt;
-    retired_sink_begin(ctx, call, q->force, &rt);
     int32_t st = mc_master_remove_regex(ctx, q->pattern, q->force, &n);
-    mc_master_set_retired_sink(ctx, NULL);
-    return count_resp(call, st, n, &rt, resp_p);
+    return count_resp(call, st, n, resp_p);
 }
 
 static mc_status_t h_remove_all(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -415,11 +368,8 @@ static mc_status_t h_remove_all(void *ctx, mc_rpc_call_t *call, const ProtobufCM
 {
     const McRpc__RemoveAllRequest *q = (const void *)req;
     uint64_t n = 0;
-    mc_master_retired_t rt;
-    retired_sink_begin(ctx, call, q->force, &rt);
     int32_t st = mc_master_remove_all(ctx, q->force, &n);
-    mc_master_set_retired_sink(ctx, NULL);
-    return count_resp(call, st, n, &rt, resp_p);
+    return count_resp(call, st, n, resp_p);
 }
 
 /* ---------------------------------------------------------------- segments, clients */

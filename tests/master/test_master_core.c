@@ -474,8 +474,7 @@ static void test_upsert(void **state)
     mc_master_replica_t r[8];
     uint32_t n;
     uint64_t size, sum;
-    mc_master_replica_t old[8];
-    mc_master_retired_t retired = {.reps = old, .cap = 8};
+    mc_master_retired_t retired;
     assert_int_equal(mc_master_put_start(m, CA, K("u"), 100, NULL, true, r, &n), MC_OK);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 1), MC_OK);
     /* nobody holds a lease: the old value's space is simply freed, nothing to stamp */
@@ -489,7 +488,6 @@ static void test_upsert(void **state)
     /* Upsert while a reader holds the lease: allowed, but the leased bytes stay where they
      * are until the lease ends, so the new value must get different space. */
     uint64_t leased_addr = r[0].addr;
-    retired = (mc_master_retired_t){.reps = old, .cap = 8};
     assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 300, NULL, true, r, &n, &retired),
                      MC_OK);
     assert_int_equal(n, 1);
@@ -504,47 +502,6 @@ static void test_upsert(void **state)
     assert_int_equal(mc_master_get_replicas(m, K("u"), r, &n, &size, &sum), MC_OK);
     assert_int_equal(size, 300);
     assert_int_equal(sum, 3);
-    mc_master_destroy(m);
-}
-
-/* Forced removes: an unleased object is freed and not reported; a leased one keeps its block
- * until the lease ends and is reported to the sink (master.h, mc_master_retired_t), beyond
- * the sink's room only counted. */
-static void test_forced_remove_retires_leased(void **state)
-{
-    (void)state;
-    mc_master_t *m = mk(NULL);
-    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
-    mc_master_replica_t r[8], old[8];
-    uint32_t n;
-    uint64_t size, sum;
-    for (const char *k = "abcde"; *k; k++) {
-        char key[2] = {*k, 0};
-        assert_int_equal(put(m, CA, key, 100, 1), MC_OK);
-    }
-    mc_master_retired_t rt = {.reps = old, .cap = 8};
-    mc_master_set_retired_sink(m, &rt);
-    assert_int_equal(mc_master_remove(m, K("a"), true), MC_OK);
-    assert_int_equal(rt.n, 0);
-    assert_int_equal(mc_master_get_replicas(m, K("b"), r, &n, &size, &sum), MC_OK); /* lease */
-    uint64_t leased_addr = r[0].addr;
-    assert_int_equal(mc_master_remove(m, K("b"), false), MC_ERR_OBJECT_HAS_LEASE);
-    assert_int_equal(mc_master_remove(m, K("b"), true), MC_OK);
-    assert_int_equal(rt.n, 1);
-    assert_int_equal(rt.n_dropped, 0);
-    assert_int_equal(rt.reps[0].addr, leased_addr);
-    assert_true(rt.lease_left_ms > 0);
-    assert_int_equal(mc_master_exist(m, K("b")), MC_ERR_OBJECT_NOT_FOUND);
-    /* a sink with room for one: two leased objects removed by RemoveAll, one listed */
-    assert_int_equal(mc_master_get_replicas(m, K("c"), r, &n, &size, &sum), MC_OK);
-    assert_int_equal(mc_master_get_replicas(m, K("d"), r, &n, &size, &sum), MC_OK);
-    rt = (mc_master_retired_t){.reps = old, .cap = 1};
-    uint64_t count = 0;
-    assert_int_equal(mc_master_remove_all(m, true, &count), MC_OK);
-    assert_int_equal(count, 3); /* c, d leased; e not */
-    assert_int_equal(rt.n, 1);
-    assert_int_equal(rt.n_dropped, 1);
-    mc_master_set_retired_sink(m, NULL);
     mc_master_destroy(m);
 }
 
@@ -656,7 +613,6 @@ int main(void)
         cmocka_unit_test(test_graceful_unmount),
         cmocka_unit_test(test_free_ratio_first),
         cmocka_unit_test(test_upsert),
-        cmocka_unit_test(test_forced_remove_retires_leased),
         cmocka_unit_test(test_wal_recovery),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
