@@ -236,23 +236,26 @@ static void uuid_random(uint8_t out[16])
 }
 
 /* Upsert of a value that readers hold leases on (master.proto, PutStartResponse.retired): adds
- * a write of STAMP_BYTES random bytes over the start of the old replica rd to p, as `owner`.
- * Readers under a cached lease then find a checksum mismatch and ask the master, so once the
- * upsert returns nobody reads the old value without asking. An old value differs from its
- * stamped self except with probability 2^-64, the bound a 64-bit checksum gives anyway; values
- * shorter than the stamp are never read under a cached lease (hint_remember). stamp: random
- * bytes (uuid_random) that live until the plan has run. A stamp that cannot be written does
- * not fail the put: failed[owner] is set (here or by the plan) and the writer then waits out
- * the old value's lease (stamp_wait). */
-static void stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__ReplicaDesc *rd,
-                      uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed)
+ * to p, as `owner`, a write of STAMP_BYTES random bytes over the start of each old replica ps
+ * lists. Readers under a cached lease then find a checksum mismatch and ask the master, so
+ * once the upsert returns nobody reads the old value without asking. An old value differs from
+ * its stamped self except with probability 2^-64, the bound a 64-bit checksum gives anyway;
+ * values shorter than the stamp are never read under a cached lease (hint_remember). stamp:
+ * random bytes (uuid_random) that live until the plan has run. A stamp that cannot be written
+ * does not fail the put: failed[owner] is set (here or by the plan) and the writer then waits
+ * out the old value's lease (stamp_wait). Returns that lease (ms; 0 when nothing is retired). */
+static uint64_t stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__PutStartResponse *ps,
+                          uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed)
 {
-    if (rd->size < STAMP_BYTES)
-        return;
-    struct iovec iov = {stamp, STAMP_BYTES};
-    if (plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES, &iov,
-                 1, owner) != MC_OK)
-        failed[owner] = 1;
+    for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++) {
+        const McRpc__ReplicaDesc *rd = ps->retired[r];
+        struct iovec iov = {stamp, STAMP_BYTES};
+        if (rd->size >= STAMP_BYTES &&
+            plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES,
+                     &iov, 1, owner) != MC_OK)
+            failed[owner] = 1;
+    }
+    return ps->n_retired ? ps->retired_lease_ms : 0;
 }
 
 /* After a put whose stamps did not all land: wait until the old value's lease has ended
@@ -604,8 +607,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     uint8_t stamp[16];
     unsigned char failed[2] = {0, 0}; /* [0] the value, [1] stamps */
     uuid_random(stamp);
-    for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
-        stamp_add(s, &plan, ps->retired[r], stamp, 1, failed);
+    uint64_t retired_lease_ms = stamp_add(s, &plan, ps, stamp, 1, failed);
     uint64_t checksum = started ? iov_hash(parts, n_parts, size) : 0;
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
@@ -625,7 +627,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     mc_status_t ts = plan_run(s, &plan, failed);
     if (st == MC_OK && failed[0])
         st = ts != MC_OK ? ts : MC_ERR_TRANSFER_FAIL;
-    uint64_t stamp_wait_ms = failed[1] ? ps->retired_lease_ms : 0;
+    uint64_t stamp_wait_ms = failed[1] ? retired_lease_ms : 0;
     plan_free(&plan);
     mc_rpc_response_free(resp);
     resp = NULL;
@@ -840,10 +842,9 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
             continue;
         }
         /* stamps whatever the status (put_attempt) */
-        for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++)
-            stamp_add(s, &plan, ps->retired[r], stamp, n, failed);
-        if (ps->n_retired && ps->retired_lease_ms > stamp_wait_ms)
-            stamp_wait_ms = ps->retired_lease_ms;
+        uint64_t lease_ms = stamp_add(s, &plan, ps, stamp, n, failed);
+        if (lease_ms > stamp_wait_ms)
+            stamp_wait_ms = lease_ms;
         results[i] = ps->status;
         if (ps->status != MC_OK)
             continue;
@@ -894,10 +895,9 @@ out:
 
 /* ------------------------------------------------------------------ get */
 
-/* Replica order for reads: our own segment first, then the master's order. Writes at most
- * `cap` indexes into order[] and returns how many. */
-/* Replica preference: our own segment first, then others, then those on `avoid` (an endpoint
- * that just failed us; may be NULL). */
+/* Replica order for reads: our own segment first, then the others in the master's order, then
+ * those on `avoid` (an endpoint that just failed us; may be NULL). Writes at most `cap`
+ * indexes into order[] and returns how many. */
 static size_t replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size_t n, size_t *order,
                             size_t cap, const char *avoid)
 {
@@ -937,7 +937,7 @@ static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
         return;
     if (plan_add(s, &sp->plan, MC_TE_READ, h.endpoint, h.addr, h.size, parts, n_parts, 0) !=
             MC_OK ||
-        mc_te_transfer_start_reserved(s->te, sp->plan.reqs, sp->plan.n, &sp->xfer) != MC_OK) {
+        plan_start(s, &sp->plan, true, &sp->xfer) != MC_OK) {
         plan_free(&sp->plan);
         return;
     }
@@ -1061,7 +1061,7 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     }
     mc_te_transfer_t *x = NULL;
     if (st == MC_OK)
-        st = mc_te_transfer_start(s->te, plan.reqs, plan.n, &x);
+        st = plan_start(s, &plan, false, &x);
     for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
         st = mc_te_transfer_wait_some(s->te, x, ends[c], NULL);
         if (st == MC_OK)
@@ -1474,12 +1474,13 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         bool lease_ok = mc_now_ms() <= until;
         if (!failed[i] && lease_ok && iov_hash(kp, kn, size) == sum) {
             results[i] = (int64_t)size;
-            if (rl)
-                hint_remember(s, keys[i], read_from[i], rl, t0);
-            if (!rl)
+            if (!rl) {
                 atomic_fetch_add(&s->n_lease_hits, 1);
-            else if (early_read[i])
-                atomic_fetch_add(&s->n_spec_hits, 1);
+            } else {
+                hint_remember(s, keys[i], read_from[i], rl, t0);
+                if (early_read[i])
+                    atomic_fetch_add(&s->n_spec_hits, 1);
+            }
         } else if (rl && !lease_ok) {
             results[i] = MC_ERR_LEASE_EXPIRED;
         } else {

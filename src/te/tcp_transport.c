@@ -233,10 +233,8 @@ static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, c
     return true;
 }
 
-/* Receive into a connection's rx buffer until it holds `max` (<= RXBUF_SIZE) bytes. After
- * parsing, at most a partial header or body is left at [*pos, *len): compact it to the front
- * first. Returns recv's result; *asked = the room offered (a result below it means the socket
- * is now empty). */
+/* After parsing, at most a partial header or body is left at [*pos, *len) of an rx buffer:
+ * move it to the front. */
 static void rx_compact(uint8_t *rx, size_t *pos, size_t *len)
 {
     if (*pos > 0) {
@@ -246,6 +244,9 @@ static void rx_compact(uint8_t *rx, size_t *pos, size_t *len)
     }
 }
 
+/* Receive into a connection's rx buffer (compacted first) until it holds `max` (<= RXBUF_SIZE)
+ * bytes. Returns recv's result; *asked = the room offered (a result below it means the socket
+ * is now empty). */
 static ssize_t rx_fill(int fd, uint8_t *rx, size_t *pos, size_t *len, size_t max, size_t *asked)
 {
     rx_compact(rx, pos, len);
@@ -805,6 +806,25 @@ static uint64_t slice_answer_len(const mc_te_slice_t *s)
     return s->opcode == MC_TE_READ && !s->cma ? s->len : 0;
 }
 
+/* The data of s's answer (len bytes) is what comes next on c. */
+static void cli_data_start(cli_conn_t *c, mc_te_slice_t *s, uint64_t len)
+{
+    c->rx_cur = s;
+    c->rx_left = len;
+    c->rx_done = 0;
+}
+
+/* n more bytes of that data are in its buffer; the last of them completes the request. */
+static void cli_data_got(cli_conn_t *c, uint64_t n)
+{
+    c->rx_done += n;
+    c->rx_left -= n;
+    if (c->rx_left == 0) {
+        c->rx_cur = NULL;
+        cli_complete_head(c, MC_OK);
+    }
+}
+
 /* Consume buffered response bytes. Returns false on protocol loss (connection failed). */
 static bool cli_parse(cli_conn_t *c)
 {
@@ -817,12 +837,7 @@ static bool cli_parse(cli_conn_t *c)
             size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
             memcpy(c->rx_cur->local + c->rx_done, p, k);
             c->rx_pos += k;
-            c->rx_done += k;
-            c->rx_left -= k;
-            if (c->rx_left == 0) {
-                c->rx_cur = NULL;
-                cli_complete_head(c, MC_OK);
-            }
+            cli_data_got(c, k);
             continue;
         }
         if (avail < MC_TE_FRAME_HDR_SIZE)
@@ -850,9 +865,7 @@ static bool cli_parse(cli_conn_t *c)
             continue;
         }
         if (kind == MC_TE_RESP_DATA) {
-            c->rx_cur = s;
-            c->rx_left = h.length;
-            c->rx_done = 0;
+            cli_data_start(c, s, h.length);
         } else {
             cli_complete_head(c, MC_OK);
         }
@@ -895,13 +908,8 @@ static ssize_t cli_recv_header_and_data(cli_conn_t *c, mc_te_slice_t *s, size_t 
     if (mc_te_frame_decode(c->rx, MC_TE_FRAME_HDR_SIZE, &f) == MC_OK &&
         mc_te_frame_classify_response(&f, s->id, s->len, true) == MC_TE_RESP_DATA) {
         c->rx_pos = c->rx_len = 0;
-        c->rx_cur = s;
-        c->rx_done = body;
-        c->rx_left = s->len - body;
-        if (c->rx_left == 0) {
-            c->rx_cur = NULL;
-            cli_complete_head(c, MC_OK);
-        }
+        cli_data_start(c, s, s->len);
+        cli_data_got(c, body);
     } else {
         memcpy(c->rx + c->rx_len, s->local, body);
         c->rx_len += body;
@@ -931,14 +939,8 @@ static void cli_receive(cli_conn_t *c)
         } else if (cli_direct(c)) {
             asked = c->rx_left;
             n = recv(c->fd, c->rx_cur->local + c->rx_done, c->rx_left, MSG_DONTWAIT);
-            if (n > 0) {
-                c->rx_done += (uint64_t)n;
-                c->rx_left -= (uint64_t)n;
-                if (c->rx_left == 0) {
-                    c->rx_cur = NULL;
-                    cli_complete_head(c, MC_OK);
-                }
-            }
+            if (n > 0)
+                cli_data_got(c, (uint64_t)n);
         } else {
             n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len, RXBUF_SIZE, &asked);
         }
