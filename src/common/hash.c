@@ -2,6 +2,7 @@
 
 #include "common/hash_impl.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +16,15 @@
 static bool use_avx2(void)
 {
 #if defined(__x86_64__)
-    static int cached = -1;
-    if (cached < 0) {
+    static _Atomic int cached = -1; /* threads may race to fill it: same answer for all */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
         const char *e = getenv("MC_HASH_BASELINE");
         __builtin_cpu_init();
-        cached = !(e && strcmp(e, "1") == 0) && __builtin_cpu_supports("avx2");
+        v = !(e && strcmp(e, "1") == 0) && __builtin_cpu_supports("avx2");
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
-    return cached == 1;
+    return v == 1;
 #else
     return false;
 #endif
