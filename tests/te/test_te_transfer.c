@@ -25,6 +25,16 @@ static mc_te_t *make_engine(const char *proto, uint32_t timeout_ms)
     return te;
 }
 
+/* Starts a target peer with args and an engine of proto connected to its segment (*seg). */
+static mc_te_t *start_peer_and_engine(te_peer_t *p, const char *const *args, const char *proto,
+                                      uint32_t timeout_ms, mc_te_segment_t *seg)
+{
+    assert_int_equal(te_peer_start(p, args), 0);
+    mc_te_t *te = make_engine(proto, timeout_ms);
+    assert_int_equal(mc_te_segment_open(te, p->name, seg), MC_OK);
+    return te;
+}
+
 /* ---- correctness over a range of sizes ------------------------------------------------ */
 
 static void rw_sizes(const char *proto, int shareable)
@@ -35,10 +45,8 @@ static void rw_sizes(const char *proto, int shareable)
     const char *args[] = {"--buffers", "2", "--size", size_arg, shareable ? "--shareable" : NULL,
                           NULL};
     te_peer_t p;
-    assert_int_equal(te_peer_start(&p, args), 0);
-    mc_te_t *te = make_engine(proto, 10000);
     mc_te_segment_t seg;
-    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    mc_te_t *te = start_peer_and_engine(&p, args, proto, 10000, &seg);
     uint64_t first;
     assert_int_equal(mc_te_segment_first_buffer(te, seg, &first), MC_OK);
     assert_true(first == p.addr[0] || first == p.addr[1]);
@@ -94,10 +102,8 @@ static void errors(const char *proto, int shareable)
     const char *args[] = {"--buffers", "2", "--size", "1048576", shareable ? "--shareable" : NULL,
                           NULL};
     te_peer_t p;
-    assert_int_equal(te_peer_start(&p, args), 0);
-    mc_te_t *te = make_engine(proto, 5000);
     mc_te_segment_t seg;
-    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    mc_te_t *te = start_peer_and_engine(&p, args, proto, 5000, &seg);
     uint8_t *lb = local_buf(2 * MiB);
     mc_te_xfer_status_t st;
     struct { mc_te_opcode_t op; uint64_t addr; size_t len; } bad[] = {
@@ -421,10 +427,8 @@ static void test_start_wait(void **state)
 {
     const char *args[] = {"--buffers", "1", "--size", "8388608", NULL};
     te_peer_t p;
-    assert_int_equal(te_peer_start(&p, args), 0);
-    mc_te_t *te = make_engine("tcp", 3000);
     mc_te_segment_t seg;
-    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    mc_te_t *te = start_peer_and_engine(&p, args, "tcp", 3000, &seg);
     uint8_t *lb = local_buf(8 * MiB);
     enum { K = 12, PIECE = 65536 };
     mc_te_transfer_t *x[K];
@@ -484,10 +488,8 @@ static void test_sigstop_timeout(void **state)
 {
     const char *args[] = {"--buffers", "1", "--size", "4194304", NULL};
     te_peer_t p;
-    assert_int_equal(te_peer_start(&p, args), 0);
-    mc_te_t *te = make_engine("tcp", 1000);
     mc_te_segment_t seg;
-    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    mc_te_t *te = start_peer_and_engine(&p, args, "tcp", 1000, &seg);
     uint8_t *lb = local_buf(4 * MiB);
     assert_int_equal(mt_freeze(p.pid, 5000), 0);
     mc_te_request_t reqs[4];
@@ -520,10 +522,8 @@ static void test_shm_stopped_owner(void **state)
 {
     const char *args[] = {"--buffers", "1", "--size", "1048576", "--shareable", NULL};
     te_peer_t p;
-    assert_int_equal(te_peer_start(&p, args), 0);
-    mc_te_t *te = make_engine("auto", 1000);
     mc_te_segment_t seg;
-    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    mc_te_t *te = start_peer_and_engine(&p, args, "auto", 1000, &seg);
     uint8_t lb[4096];
     mc_te_xfer_status_t st;
     assert_int_equal(mt_freeze(p.pid, 5000), 0);
