@@ -86,6 +86,65 @@ static void test_rw_tcp(void **state)
 {
     rw_sizes("tcp", 0);
 }
+/* Established tcp connections owned by this process: the socket inodes in /proc/self/fd that
+ * /proc/net/tcp lists in state 01. */
+static int own_tcp_established(void)
+{
+    char line[512];
+    unsigned long inodes[1024];
+    int n = 0;
+    FILE *f = fopen("/proc/net/tcp", "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) && n < 1024) {
+        unsigned st;
+        unsigned long ino;
+        if (sscanf(line, " %*d: %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 && st == 1)
+            inodes[n++] = ino;
+    }
+    fclose(f);
+    int count = 0;
+    for (int fd = 0; fd < 4096; fd++) {
+        char path[64], target[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        ssize_t l = readlink(path, target, sizeof(target) - 1);
+        unsigned long ino;
+        if (l <= 0)
+            continue;
+        target[l] = '\0';
+        if (sscanf(target, "socket:[%lu]", &ino) != 1)
+            continue;
+        for (int i = 0; i < n; i++)
+            count += inodes[i] == ino;
+    }
+    return count;
+}
+
+/* MC_TE_TCP_STRIPE: one 8 MiB read opens that many data connections (1 or all 4 of the pool),
+ * and striped transfers move the right bytes. */
+static void test_rw_tcp_striped(void **state)
+{
+    (void)state;
+    const char *args[] = {"--buffers", "2", "--size", "16777216", NULL};
+    const char *widths[] = {"1", "4"};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(setenv("MC_TE_TCP_STRIPE", widths[k], 1), 0);
+        te_peer_t p;
+        mc_te_segment_t seg;
+        mc_te_t *te = start_peer_and_engine(&p, args, "tcp", 10000, &seg);
+        uint8_t *lb = local_buf(16 * MiB);
+        int before = own_tcp_established();
+        mc_te_xfer_status_t st;
+        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 8 * MiB, &st), MC_OK);
+        assert_int_equal(te_pattern_check(lb, 8 * MiB, 0, 0, 1), -1);
+        assert_int_equal(own_tcp_established() - before, atoi(widths[k]));
+        te_roundtrip_sizes(te, &p, seg, lb, 16 * MiB);
+        munmap(lb, 16 * MiB);
+        mc_te_destroy(te);
+        te_peer_stop(&p, 0);
+    }
+    unsetenv("MC_TE_TCP_STRIPE");
+}
+
 static void test_rw_shm(void **state)
 {
     rw_sizes("auto", 1);
@@ -668,6 +727,7 @@ int main(int argc, char **argv)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rw_tcp),
+        cmocka_unit_test(test_rw_tcp_striped),
         cmocka_unit_test(test_rw_shm),
         cmocka_unit_test(test_rw_cma),
         cmocka_unit_test(test_errors_tcp),
