@@ -22,6 +22,8 @@ struct mc_hint_table {
     pthread_mutex_t mu;
     size_t n_sets;
     uint64_t tick;
+    /* Allocated by the first mc_hint_set (table_alloc), so that a process that never reads
+     * (a storage server) neither holds nor, at exit, walks the table. NULL until then. */
     set_t *sets;
     entry_t *entries; /* n_sets * MC_HINT_WAYS, way w of set s at s * MC_HINT_WAYS + w */
 };
@@ -34,17 +36,26 @@ mc_hint_table_t *mc_hint_table_new(size_t entries)
     if (!t)
         return NULL;
     t->n_sets = (entries + MC_HINT_WAYS - 1) / MC_HINT_WAYS;
-    t->sets = mc_pages_alloc(t->n_sets * sizeof(set_t), 0); /* zeroed, cache-line aligned */
-    t->entries = mc_calloc(t->n_sets * MC_HINT_WAYS, sizeof(entry_t));
-    if (!t->sets || !t->entries) {
-        if (t->sets)
-            mc_pages_free(t->sets, t->n_sets * sizeof(set_t));
-        mc_free(t->entries);
-        mc_free(t);
-        return NULL;
-    }
     pthread_mutex_init(&t->mu, NULL);
     return t;
+}
+
+/* Under t->mu. false when out of memory (the set is then skipped: a hint is only a guess). */
+static bool table_alloc(mc_hint_table_t *t)
+{
+    if (t->sets)
+        return true;
+    set_t *sets = mc_pages_alloc(t->n_sets * sizeof(set_t), 0); /* zeroed, cache-line aligned */
+    entry_t *entries = mc_calloc(t->n_sets * MC_HINT_WAYS, sizeof(entry_t));
+    if (!sets || !entries) {
+        if (sets)
+            mc_pages_free(sets, t->n_sets * sizeof(set_t));
+        mc_free(entries);
+        return false;
+    }
+    t->sets = sets;
+    t->entries = entries;
+    return true;
 }
 
 void mc_hint_table_free(mc_hint_table_t *t)
@@ -52,10 +63,12 @@ void mc_hint_table_free(mc_hint_table_t *t)
     if (!t)
         return;
     pthread_mutex_destroy(&t->mu);
-    for (size_t i = 0; i < t->n_sets * MC_HINT_WAYS; i++)
-        mc_free(t->entries[i].key);
-    mc_free(t->entries);
-    mc_pages_free(t->sets, t->n_sets * sizeof(set_t));
+    if (t->sets) {
+        for (size_t i = 0; i < t->n_sets * MC_HINT_WAYS; i++)
+            mc_free(t->entries[i].key);
+        mc_free(t->entries);
+        mc_pages_free(t->sets, t->n_sets * sizeof(set_t));
+    }
     mc_free(t);
 }
 
@@ -73,6 +86,8 @@ static size_t set_of(const mc_hint_table_t *t, uint64_t tag)
 /* Index of key's entry, or SIZE_MAX. Under t->mu. */
 static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag)
 {
+    if (!t->sets)
+        return SIZE_MAX;
     size_t si = set_of(t, tag);
     const set_t *st = &t->sets[si];
     for (int w = 0; w < MC_HINT_WAYS; w++) {
@@ -92,6 +107,10 @@ void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h
     uint64_t tag = key_tag(key);
     size_t klen = strlen(key);
     pthread_mutex_lock(&t->mu);
+    if (!table_alloc(t)) {
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     size_t e = find(t, key, tag);
     if (e == SIZE_MAX) { /* an empty way, else the least recently used one */
         size_t si = set_of(t, tag);
@@ -139,16 +158,18 @@ void mc_hint_get_many(mc_hint_table_t *t, size_t n, const char *const *keys,
     uint64_t tags[GET_CHUNK];
     for (size_t base = 0; base < n; base += GET_CHUNK) {
         size_t k = n - base < GET_CHUNK ? n - base : GET_CHUNK;
-        for (size_t i = 0; i < k; i++) { /* start every set's cache miss before using any */
+        for (size_t i = 0; i < k; i++) {
             hit[base + i] = false;
             if (!t || !keys[base + i])
                 continue;
             tags[i] = key_tag(keys[base + i]);
-            __builtin_prefetch(&t->sets[set_of(t, tags[i])]);
         }
         if (!t)
             continue;
         pthread_mutex_lock(&t->mu);
+        for (size_t i = 0; i < k && t->sets; i++) /* every set's cache miss before using any */
+            if (keys[base + i])
+                __builtin_prefetch(&t->sets[set_of(t, tags[i])]);
         for (size_t i = 0; i < k; i++) {
             size_t e = keys[base + i] ? find(t, keys[base + i], tags[i]) : SIZE_MAX;
             if (e == SIZE_MAX)
@@ -178,6 +199,7 @@ void mc_hint_clear(mc_hint_table_t *t)
     if (!t)
         return;
     pthread_mutex_lock(&t->mu);
-    memset(t->sets, 0, t->n_sets * sizeof(set_t));
+    if (t->sets)
+        memset(t->sets, 0, t->n_sets * sizeof(set_t));
     pthread_mutex_unlock(&t->mu);
 }
