@@ -8,7 +8,9 @@
  *   {"bench":"store","op":"get","value":4096,"batch":128,"threads":1,
  *    "transport":"tcp","req_s":...,"gib_s":...,"p50_us":...,"p99_us":...}
  * --peers adds redis-benchmark (4 KiB, -P 1 and -P 16; -c 1 for latency) and memcached
- * 32 MiB GET, and prints the ratios the store issue asks for. The store's 32 MiB gets read
+ * 32 MiB GET, and prints the ratios the store issue asks for: once against peers measured after
+ * the whole run (store_ratios), and once bracketed: each target's peer measured right before
+ * its case's puts and right after its last get round (store_paired lines, store_ratios_paired). The store's 32 MiB gets read
  * --ops_big distinct objects (more than the CPU caches hold), so memcached is measured the
  * same way (8 distinct keys, 256 MiB) and, for reference, on one key read over and over. */
 #include "common/alloc.h"
@@ -37,7 +39,56 @@ typedef struct bench_cfg {
     const char *transport;
     uint32_t run_id;
     uint32_t get_rounds;   /* get phases over the same keys (bench_case: cold and warm) */
+    const struct paired_peer *peer; /* measured before and after the case, NULL = none */
 } bench_cfg_t;
+
+/* A peer measured right before a case (before its puts) and right after its last get round,
+ * compared with the mean of the two: both sides of a ratio then see the machine within seconds
+ * of each other (this VM's speed drifts by 1.5x between minutes). Not between rounds: a round
+ * that follows an idle gap or another process's pass over hundreds of MB runs up to 1.6x
+ * slower here (32 MiB gets: 3.8 -> 2.4 GiB/s after a memcached run, 3.0 after a 3 s sleep),
+ * so pairing per round would measure that; the case's put phase absorbs it instead.
+ * metric: what is compared, from the store's round and from the peer. */
+typedef enum { M_P50_US, M_REQ_S, M_GIB_S } metric_t;
+typedef struct paired_peer {
+    const char *name;     /* peer label in the JSON lines */
+    metric_t metric;
+    double (*measure)(void); /* the peer's figure for metric; 0 = failed */
+} paired_peer_t;
+
+static double peer_redis_c1_p50(void)
+{
+    mc_peer_result_t set, get;
+    mc_peer_redis_benchmark(4096, 1, 5000, 1, &set, &get);
+    return get.ok ? get.p50_us : 0;
+}
+
+static double peer_redis_p16_req_s(void)
+{
+    mc_peer_result_t set, get;
+    mc_peer_redis_benchmark(4096, 50, 200000, 16, &set, &get);
+    return get.ok ? get.req_s : 0;
+}
+
+static double peer_memcached_8keys_gib_s(void)
+{
+    mc_peer_result_t get;
+    mc_peer_memcached(32u << 20, 8, 24, &get, NULL);
+    return get.ok ? get.gib_s : 0;
+}
+
+static const paired_peer_t PEER_REDIS_C1 = {"redis_get_c1_p50_us", M_P50_US, peer_redis_c1_p50};
+static const paired_peer_t PEER_REDIS_P16 = {"redis_get_p16_req_s", M_REQ_S, peer_redis_p16_req_s};
+static const paired_peer_t PEER_MEMCACHED = {"memcached_get_8keys_gib_s", M_GIB_S,
+                                             peer_memcached_8keys_gib_s};
+
+/* How many times better the store's figure is than the peer's (latency: peer / store). */
+static double paired_ratio(metric_t m, double store, double peer)
+{
+    if (store <= 0 || peer <= 0)
+        return 0;
+    return m == M_P50_US ? peer / store : store / peer;
+}
 
 typedef struct thread_res {
     uint64_t *lat_us;      /* one per call */
@@ -129,6 +180,8 @@ static int cmp_double(const void *a, const void *b)
  * docs/internals/store-client.md "Lease cache"); warm = cold with one round. */
 typedef struct get_result {
     double cold_req_s, cold_p50_us, warm_req_s, warm_p50_us;
+    double peer_before, peer_after; /* c->peer's figure around the case (0 = none/failed) */
+    double cold_pair, warm_pair;    /* store vs the mean of the two (paired_ratio) */
 } get_result_t;
 
 static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *out)
@@ -142,6 +195,8 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
     char **bufs = mc_calloc(c->threads, sizeof(*bufs));
     for (uint32_t t = 0; t < c->threads; t++)
         bufs[t] = mc_pages_alloc(buf_len, 1);
+    *out = (get_result_t){0};
+    out->peer_before = c->peer ? c->peer->measure() : 0;
     for (uint32_t phase = 0; phase <= rounds; phase++) {
         int get = phase > 0;
         thread_arg_t *args = mc_calloc(c->threads, sizeof(*args));
@@ -208,6 +263,29 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
     qsort(p50s + first, later, sizeof(double), cmp_double);
     out->warm_req_s = rs[first + later / 2];
     out->warm_p50_us = p50s[first + later / 2];
+    if (c->peer) {
+        const paired_peer_t *pp = c->peer;
+        out->peer_after = pp->measure();
+        double peer = out->peer_before > 0 && out->peer_after > 0
+                          ? (out->peer_before + out->peer_after) / 2 : 0;
+        double gib = (double)c->value / (1024.0 * 1024 * 1024);
+        double cold = pp->metric == M_P50_US ? out->cold_p50_us
+                      : pp->metric == M_REQ_S ? out->cold_req_s : out->cold_req_s * gib;
+        double warm = pp->metric == M_P50_US ? out->warm_p50_us
+                      : pp->metric == M_REQ_S ? out->warm_req_s : out->warm_req_s * gib;
+        out->cold_pair = paired_ratio(pp->metric, cold, peer);
+        out->warm_pair = paired_ratio(pp->metric, warm, peer);
+        char date[32];
+        mc_peer_date(date, sizeof(date));
+        printf("{\"bench\":\"store_paired\",\"value\":%llu,\"batch\":%u,\"threads\":%u,"
+               "\"transport\":\"%s\",\"peer\":\"%s\",\"peer_before\":%.3f,"
+               "\"peer_after\":%.3f,\"cold_store\":%.3f,\"warm_store\":%.3f,"
+               "\"cold_ratio\":%.2f,\"warm_ratio\":%.2f,\"date\":\"%s\"}\n",
+               (unsigned long long)c->value, c->batch, c->threads, c->transport, pp->name,
+               out->peer_before, out->peer_after, cold, warm, out->cold_pair, out->warm_pair,
+               date);
+        fflush(stdout);
+    }
     mc_free(rs);
     mc_free(p50s);
     for (uint32_t t = 0; t < c->threads; t++)
@@ -332,10 +410,18 @@ int main(int argc, char **argv)
         mc_store_remove_all(store, true);
         mc_pages_free(w, wl);
     }
-    struct { const char *name; uint64_t value; uint32_t batch; int64_t ops; } cases[] = {
-        {"4k1", 4096, 1, ops_small / 4}, {"4k128", 4096, 128, ops_small},
-        {"512k1", 512 * 1024, 1, ops_mid}, {"512k16", 512 * 1024, 16, ops_mid},
-        {"32m1", 32ull << 20, 1, ops_big},
+    struct {
+        const char *name;
+        uint64_t value;
+        uint32_t batch;
+        int64_t ops;
+        const paired_peer_t *peer; /* the issue's target compares this case with this peer */
+    } cases[] = {
+        {"4k1", 4096, 1, ops_small / 4, &PEER_REDIS_C1},
+        {"4k128", 4096, 128, ops_small, &PEER_REDIS_P16},
+        {"512k1", 512 * 1024, 1, ops_mid, NULL},
+        {"512k16", 512 * 1024, 16, ops_mid, NULL},
+        {"32m1", 32ull << 20, 1, ops_big, &PEER_MEMCACHED},
     };
     get_result_t small_single = {0}, small_batch = {0}, big = {0};
     for (size_t i = 0; i < MC_ARRAY_LEN(cases); i++) {
@@ -344,8 +430,9 @@ int main(int argc, char **argv)
         bench_cfg_t c = {.master = addr, .value = cases[i].value, .batch = cases[i].batch,
                          .threads = (uint32_t)threads, .ops = (uint64_t)cases[i].ops,
                          .transport = transport, .run_id = (uint32_t)i,
-                         .get_rounds = (uint32_t)get_rounds};
-        get_result_t r;
+                         .get_rounds = (uint32_t)get_rounds,
+                         .peer = peers ? cases[i].peer : NULL};
+        get_result_t r = {0};
         bench_case(store, &c, &r);
         if (c.value == 4096 && c.batch == 1)
             small_single = r;
@@ -390,6 +477,14 @@ int main(int argc, char **argv)
                rget16.req_s > 0 ? small_batch.cold_req_s / rget16.req_s : 0,
                small_single.cold_p50_us,
                mget.gib_s > 0 ? big.cold_req_s / gib / mget.gib_s : 0);
+        /* the same targets against each case's bracketing peer (store_paired lines): latency
+         * as Redis p50 / store p50, throughput as store / peer */
+        printf("{\"bench\":\"store_ratios_paired\",\"transport\":\"%s\",\"threads\":%lld,"
+               "\"get4k_single_vs_redis_c1_p50\":%.2f,\"get4k_batch_vs_redis_p16\":%.2f,"
+               "\"get32m_vs_memcached\":%.2f,\"cold_get4k_single_vs_redis_c1_p50\":%.2f,"
+               "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get32m_vs_memcached\":%.2f}\n",
+               transport, (long long)threads, small_single.warm_pair, small_batch.warm_pair,
+               big.warm_pair, small_single.cold_pair, small_batch.cold_pair, big.cold_pair);
     }
     return 0;
 }
