@@ -10,8 +10,8 @@
  * --peers adds redis-benchmark (4 KiB, -P 1 and -P 16; -c 1 for latency) and memcached
  * 32 MiB GET, and prints the ratios the store issue asks for: once against peers measured after
  * the whole run (store_ratios), and once bracketed: each target's peer measured right before
- * its case's puts and right after its last get round (store_paired lines, store_ratios_paired). The store's 32 MiB gets read
- * --ops_big distinct objects (more than the CPU caches hold), so memcached is measured the
+ * its case's puts and right after its last get round (store_paired lines,
+ * store_ratios_paired). The store's 32 MiB gets read --ops_big distinct objects (more than the CPU caches hold), so memcached is measured the
  * same way (8 distinct keys, 256 MiB) and, for reference, on one key read over and over. */
 #include "common/alloc.h"
 #include "common/config.h"
