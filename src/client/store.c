@@ -303,10 +303,13 @@ static mc_status_t plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_
     return st;
 }
 
+/* Start and wait at once: reserved (the answers wait in the sockets for this thread, and an
+ * idle connection left parked by the previous synchronous transfer is used without any epoll
+ * change). */
 static mc_status_t plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed)
 {
     mc_te_transfer_t *x;
-    mc_status_t st = plan_start(s, p, false, &x);
+    mc_status_t st = plan_start(s, p, true, &x);
     return plan_finish(s, p, st, x, failed);
 }
 

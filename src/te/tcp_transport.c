@@ -1182,7 +1182,7 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
  * a response wakes the waiting thread directly instead of a loop thread that then wakes it.
  * While it drives a connection the loop neither watches (epoll interest 0; errors and
  * hang-ups still reach it) nor sweeps it; each connection goes back to its loop once b's last
- * slice on it is answered. Until the wait starts, the loop receives as usual, so a transfer
+ * slice on it is answered (parked, interest still 0, if the loop has nothing to do there). Until the wait starts, the loop receives as usual, so a transfer
  * started and not yet waited for never holds anything up. */
 static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
 {
@@ -1229,7 +1229,10 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
             if (c->fd < 0 || !c->owner_last->queued) {
                 c->owner = NULL;
                 c->owner_last = NULL;
-                if (c->fd >= 0)
+                /* Back to the loop only if it has work there; an idle connection stays parked
+                 * (no epoll interest), so back-to-back synchronous transfers on it make no
+                 * epoll_ctl calls; the loop's sweep re-arms it (worker_sweep). */
+                if (c->fd >= 0 && (c->head || c->tx_next))
                     set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
                 b->held[i] = NULL;
             } else {
@@ -1267,8 +1270,13 @@ static void worker_sweep(tcp_worker_t *w, uint64_t now)
         cli_conn_t *c = w->cli[i];
         pthread_mutex_unlock(&w->mu);
         pthread_mutex_lock(&c->mu);
-        if (!c->owner)
+        if (!c->owner) {
             cli_expire(c, now);
+            /* re-arm a connection a synchronous waiter left parked, so that a peer closing
+             * an idle connection is seen within a sweep */
+            if (c->fd >= 0)
+                set_events(c->w->epfd, c->fd, c, &c->ev, cli_events(c));
+        }
         pthread_mutex_unlock(&c->mu);
     }
     /* Server connections holding buffer references without progress for twice the transfer

@@ -86,9 +86,9 @@ static void test_rw_tcp(void **state)
 {
     rw_sizes("tcp", 0);
 }
-/* Established tcp connections owned by this process: the socket inodes in /proc/self/fd that
- * /proc/net/tcp lists in state 01. */
-static int own_tcp_established(void)
+/* TCP connections owned by this process in /proc/net/tcp state `state` (01 established,
+ * 08 close-wait): the socket inodes in /proc/self/fd that /proc/net/tcp lists so. */
+static int own_tcp_in_state(unsigned state)
 {
     char line[512];
     unsigned long inodes[1024];
@@ -98,7 +98,8 @@ static int own_tcp_established(void)
     while (fgets(line, sizeof(line), f) && n < 1024) {
         unsigned st;
         unsigned long ino;
-        if (sscanf(line, " %*d: %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 && st == 1)
+        if (sscanf(line, " %*d: %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 &&
+            st == state)
             inodes[n++] = ino;
     }
     fclose(f);
@@ -132,17 +133,43 @@ static void test_rw_tcp_striped(void **state)
         mc_te_segment_t seg;
         mc_te_t *te = start_peer_and_engine(&p, args, "tcp", 10000, &seg);
         uint8_t *lb = local_buf(16 * MiB);
-        int before = own_tcp_established();
+        int before = own_tcp_in_state(1);
         mc_te_xfer_status_t st;
         assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 8 * MiB, &st), MC_OK);
         assert_int_equal(te_pattern_check(lb, 8 * MiB, 0, 0, 1), -1);
-        assert_int_equal(own_tcp_established() - before, atoi(widths[k]));
+        assert_int_equal(own_tcp_in_state(1) - before, atoi(widths[k]));
         te_roundtrip_sizes(te, &p, seg, lb, 16 * MiB);
         munmap(lb, 16 * MiB);
         mc_te_destroy(te);
         te_peer_stop(&p, 0);
     }
     unsetenv("MC_TE_TCP_STRIPE");
+}
+
+/* A connection a synchronous transfer left parked (no epoll interest) is still closed soon
+ * after its peer dies: the loop's sweep re-arms it and sees the end of stream (without that,
+ * it would sit in CLOSE_WAIT until the next transfer tried it). */
+static void test_parked_peer_close(void **state)
+{
+    (void)state;
+    const char *args[] = {"--buffers", "1", "--size", "1048576", NULL};
+    te_peer_t p;
+    mc_te_segment_t seg;
+    mc_te_t *te = start_peer_and_engine(&p, args, "tcp", 5000, &seg);
+    uint8_t *lb = local_buf(MiB);
+    mc_te_xfer_status_t st;
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 64 * (uint64_t)i, 4096, &st),
+                         MC_OK);
+    assert_true(own_tcp_in_state(1) >= 1);
+    te_peer_stop(&p, SIGKILL);
+    uint64_t deadline = mc_now_ms() + 2000; /* a sweep is 20 ms */
+    int close_wait;
+    while ((close_wait = own_tcp_in_state(8)) > 0 && mc_now_ms() < deadline)
+        mc_sleep_ms(5);
+    assert_int_equal(close_wait, 0);
+    munmap(lb, MiB);
+    mc_te_destroy(te);
 }
 
 static void test_rw_shm(void **state)
@@ -728,6 +755,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rw_tcp),
         cmocka_unit_test(test_rw_tcp_striped),
+        cmocka_unit_test(test_parked_peer_close),
         cmocka_unit_test(test_rw_shm),
         cmocka_unit_test(test_rw_cma),
         cmocka_unit_test(test_errors_tcp),
