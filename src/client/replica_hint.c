@@ -100,20 +100,13 @@ static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag)
     return SIZE_MAX;
 }
 
-void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h)
+/* Records h for key (tag = key_tag(key)). Under t->mu, with the table allocated. */
+static void set_locked(mc_hint_table_t *t, const char *key, uint64_t tag,
+                       const mc_replica_hint_t *h)
 {
-    if (!t || strnlen(h->endpoint, MC_HINT_ENDPOINT_MAX) == MC_HINT_ENDPOINT_MAX)
-        return;
-    uint64_t tag = key_tag(key);
-    size_t klen = strlen(key);
-    pthread_mutex_lock(&t->mu);
-    if (!table_alloc(t)) {
-        pthread_mutex_unlock(&t->mu);
-        return;
-    }
     size_t e = find(t, key, tag);
     if (e == SIZE_MAX) { /* an empty way, else the least recently used one */
-        size_t si = set_of(t, tag);
+        size_t si = set_of(t, tag), klen = strlen(key);
         e = si * MC_HINT_WAYS;
         for (size_t w = 0; w < MC_HINT_WAYS; w++) {
             size_t c = si * MC_HINT_WAYS + w;
@@ -127,10 +120,8 @@ void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h
         entry_t *en = &t->entries[e];
         if (klen >= en->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
             char *k = mc_malloc(klen + 1);
-            if (!k) {
-                pthread_mutex_unlock(&t->mu);
+            if (!k)
                 return;
-            }
             mc_free(en->key);
             en->key = k;
             en->key_cap = klen + 1;
@@ -140,7 +131,39 @@ void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h
     }
     t->entries[e].h = *h;
     t->entries[e].used = ++t->tick;
-    pthread_mutex_unlock(&t->mu);
+}
+
+void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h)
+{
+    mc_hint_set_many(t, 1, &key, h);
+}
+
+#define CHUNK 64 /* keys per lock hold in the batch calls */
+
+void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
+                      const mc_replica_hint_t *hints)
+{
+    if (!t)
+        return;
+    uint64_t tags[CHUNK];
+    for (size_t base = 0; base < n; base += CHUNK) {
+        size_t k = n - base < CHUNK ? n - base : CHUNK;
+        for (size_t i = 0; i < k; i++)
+            tags[i] = key_tag(keys[base + i]);
+        pthread_mutex_lock(&t->mu);
+        if (!table_alloc(t)) {
+            pthread_mutex_unlock(&t->mu);
+            return;
+        }
+        for (size_t i = 0; i < k; i++) /* every set's cache miss before using any */
+            __builtin_prefetch(&t->sets[set_of(t, tags[i])]);
+        for (size_t i = 0; i < k; i++) {
+            const mc_replica_hint_t *h = &hints[base + i];
+            if (strnlen(h->endpoint, MC_HINT_ENDPOINT_MAX) < MC_HINT_ENDPOINT_MAX)
+                set_locked(t, keys[base + i], tags[i], h);
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
 }
 
 bool mc_hint_get(mc_hint_table_t *t, const char *key, mc_replica_hint_t *out)
@@ -150,14 +173,12 @@ bool mc_hint_get(mc_hint_table_t *t, const char *key, mc_replica_hint_t *out)
     return hit;
 }
 
-#define GET_CHUNK 64
-
 void mc_hint_get_many(mc_hint_table_t *t, size_t n, const char *const *keys,
                       mc_replica_hint_t *out, bool *hit)
 {
-    uint64_t tags[GET_CHUNK];
-    for (size_t base = 0; base < n; base += GET_CHUNK) {
-        size_t k = n - base < GET_CHUNK ? n - base : GET_CHUNK;
+    uint64_t tags[CHUNK];
+    for (size_t base = 0; base < n; base += CHUNK) {
+        size_t k = n - base < CHUNK ? n - base : CHUNK;
         for (size_t i = 0; i < k; i++) {
             hit[base + i] = false;
             if (!t || !keys[base + i])

@@ -42,8 +42,12 @@ typedef struct mc_hint_table mc_hint_table_t;
 mc_hint_table_t *mc_hint_table_new(size_t entries);
 void mc_hint_table_free(mc_hint_table_t *t);
 
-/* Records h for key (replacing any lease it had with h's). */
+/* Records h for key (replacing any lease it had with h's). Hints whose endpoint does not fit
+ * (no NUL within MC_HINT_ENDPOINT_MAX) are not recorded. */
 void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h);
+/* mc_hint_set for n keys at once (hints[i] for keys[i]; sets fetched before use). */
+void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
+                      const mc_replica_hint_t *hints);
 /* Copies the entry for key into *out; false if there is none. */
 bool mc_hint_get(mc_hint_table_t *t, const char *key, mc_replica_hint_t *out);
 /* mc_hint_get for n keys at once (NULL keys miss): hit[i] says whether out[i] was filled. */

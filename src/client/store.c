@@ -171,20 +171,30 @@ static int store_is_local(const mc_store_t *s, const char *endpoint, uint64_t ad
 /* Remember where key's bytes are (replica_hint.h). rl: the master's answer that granted this
  * client a read lease at t0_ms (the get verified rd's bytes against it), or NULL for a guess
  * only (a put: the key's lease, if any, ends). */
+/* The hint for a key read from (or written to) rd, carrying the read lease of rl when given
+ * (lookup sent at t0_ms); false when rd's endpoint does not fit a hint. */
+static bool hint_make(const mc_store_t *s, const McRpc__ReplicaDesc *rd,
+                      const McRpc__ReplicaListResponse *rl, uint64_t t0_ms, mc_replica_hint_t *h)
+{
+    *h = (mc_replica_hint_t){.addr = rd->buffer_address, .size = rd->size};
+    if (strlen(rd->transport_endpoint) >= sizeof(h->endpoint))
+        return false;
+    strcpy(h->endpoint, rd->transport_endpoint);
+    if (rl && s->lease_cache && rd->size >= STAMP_BYTES) { /* tiny values: see stamp_add */
+        h->checksum = rl->checksum;
+        h->lease_until_ms = t0_ms + rl->lease_ttl_ms;
+    }
+    return true;
+}
+
 static void hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
                           const McRpc__ReplicaListResponse *rl, uint64_t t0_ms)
 {
-    mc_replica_hint_t h = {.addr = rd->buffer_address, .size = rd->size};
-    if (strlen(rd->transport_endpoint) >= sizeof(h.endpoint)) {
+    mc_replica_hint_t h;
+    if (hint_make(s, rd, rl, t0_ms, &h))
+        mc_hint_set(s->hints, key, &h);
+    else
         mc_hint_drop(s->hints, key);
-        return;
-    }
-    strcpy(h.endpoint, rd->transport_endpoint);
-    if (rl && s->lease_cache && rd->size >= STAMP_BYTES) { /* tiny values: see stamp_add */
-        h.checksum = rl->checksum;
-        h.lease_until_ms = t0_ms + rl->lease_ttl_ms;
-    }
-    mc_hint_set(s->hints, key, &h);
 }
 
 /* Move `size` bytes between the parts (in order) and [addr, addr+size) on `endpoint`. */
@@ -1351,10 +1361,14 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     bool *hinted = mc_calloc(n, sizeof(*hinted));
     unsigned char *early_read = mc_calloc(n, 1);
     struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
+    /* what the verified lookups taught, recorded together at the end (mc_hint_set_many) */
+    const char **learn_keys = mc_calloc(n, sizeof(*learn_keys));
+    mc_replica_hint_t *learn = mc_calloc(n, sizeof(*learn));
+    size_t n_learn = 0;
     xfer_plan_t plan = {0}, early_plan = {0};
     ProtobufCMessage *resp = NULL;
     if (!req_keys || !idx || !failed || !lists || !read_from || !early || !hinted ||
-        !early_read || (heap && !heap_iov)) {
+        !early_read || (heap && !heap_iov) || !learn_keys || !learn) {
         st = MC_ERR_NO_MEMORY;
         goto out;
     }
@@ -1480,7 +1494,10 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
             if (!rl) {
                 atomic_fetch_add(&s->n_lease_hits, 1);
             } else {
-                hint_remember(s, keys[i], read_from[i], rl, t0);
+                if (hint_make(s, read_from[i], rl, t0, &learn[n_learn]))
+                    learn_keys[n_learn++] = keys[i];
+                else
+                    mc_hint_drop(s->hints, keys[i]);
                 if (early_read[i])
                     atomic_fetch_add(&s->n_spec_hits, 1);
             }
@@ -1495,6 +1512,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
                                          heap ? &heap_iov[i] : NULL, kp, kn);
         }
     }
+    mc_hint_set_many(s->hints, n_learn, learn_keys, learn);
 out:
     for (size_t i = 0; heap && i < n; i++) {
         if (heap[i] && (st != MC_OK || results[i] < 0)) {
@@ -1514,6 +1532,8 @@ out:
     mc_free(hinted);
     mc_free(early_read);
     mc_free(heap_iov);
+    mc_free(learn_keys);
+    mc_free(learn);
     return st;
 }
 

@@ -1,6 +1,6 @@
 /* Replica hint table (src/client/replica_hint.h): exact keys, sets with least-recently-used
- * replacement, batch lookups, drop and clear, and a table that was never written (its arrays
- * are allocated by the first set) answering every call with a miss. */
+ * replacement, batch records and lookups, drop and clear, and a table that was never written
+ * (its arrays are allocated by the first set) answering every call with a miss. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -114,15 +114,24 @@ static void test_get_many(void **state)
     mc_hint_table_t *t = mc_hint_table_new(1 << 16);
     enum { N = 200 };
     char names[N][32];
-    const char *keys[N];
+    const char *keys[N], *set_keys[N];
+    mc_replica_hint_t set_hints[N];
+    size_t n_set = 0;
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof(names[i]), "blk-%d", i);
         keys[i] = names[i];
         if (i % 3 != 0) { /* every third key is never set */
-            mc_replica_hint_t h = hint((uint64_t)i + 1);
-            mc_hint_set(t, keys[i], &h);
+            set_keys[n_set] = keys[i];
+            set_hints[n_set++] = hint((uint64_t)i + 1);
         }
     }
+    /* a hint whose endpoint has no NUL is not recorded */
+    set_keys[n_set] = "bad-endpoint";
+    set_hints[n_set] = hint(5);
+    memset(set_hints[n_set++].endpoint, 'e', MC_HINT_ENDPOINT_MAX);
+    mc_hint_set_many(t, n_set, set_keys, set_hints);
+    mc_replica_hint_t bad;
+    assert_false(mc_hint_get(t, "bad-endpoint", &bad));
     keys[7] = NULL;
     mc_replica_hint_t out[N];
     bool hit[N];
