@@ -33,6 +33,12 @@ void mc_master_client_fini(mc_master_client_t *mc);
 mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,
                                   const ProtobufCMessage *req, ProtobufCMessage **resp_p,
                                   int idempotent);
+/* The same, the response unpacked with `alloc` (e.g. an mc_rpc_arena_t's .pb: one allocation
+ * for a whole batch answer instead of several per key); the caller then releases it with its
+ * allocator (arena reset/destroy), not with mc_rpc_response_free. */
+mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
+                                       const ProtobufCMessage *req, ProtobufCMessage **resp_p,
+                                       int idempotent, ProtobufCAllocator *alloc);
 
 /* The client_id as protobuf bytes (points into mc; valid while mc lives). */
 ProtobufCBinaryData mc_master_client_id(mc_master_client_t *mc);

@@ -19,6 +19,7 @@
 #include "common/net.h"
 #include "common/time.h"
 #include "mooncake/te.h"
+#include "rpc/arena.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -1365,6 +1366,8 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     const char **learn_keys = mc_calloc(n, sizeof(*learn_keys));
     mc_replica_hint_t *learn = mc_calloc(n, sizeof(*learn));
     size_t n_learn = 0;
+    mc_rpc_arena_t resp_arena; /* the lookup's answer: one allocation, not several per key */
+    mc_rpc_arena_init(&resp_arena, 256 * n + 1024);
     xfer_plan_t plan = {0}, early_plan = {0};
     ProtobufCMessage *resp = NULL;
     if (!req_keys || !idx || !failed || !lists || !read_from || !early || !hinted ||
@@ -1422,7 +1425,8 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         req.n_keys = m;
         req.keys = req_keys;
         atomic_fetch_add(&s->n_lookups, m);
-        bst = mc_master_client_call(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base, &resp, 1);
+        bst = mc_master_client_call_with(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
+                                         &resp, 1, &resp_arena.pb);
         br = (McRpc__BatchReplicaListResponse *)resp;
         bst = batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
     }
@@ -1520,8 +1524,7 @@ out:
             heap[i] = NULL;
         }
     }
-    mc_rpc_response_free(resp);
-    plan_free(&plan);
+    plan_free(&plan); /* resp lives in resp_arena */
     plan_free(&early_plan);
     mc_free(req_keys);
     mc_free(idx);
@@ -1534,6 +1537,7 @@ out:
     mc_free(heap_iov);
     mc_free(learn_keys);
     mc_free(learn);
+    mc_rpc_arena_destroy(&resp_arena);
     return st;
 }
 
