@@ -169,11 +169,10 @@ static int store_is_local(const mc_store_t *s, const char *endpoint, uint64_t ad
     return addr >= base && size <= s->segment_size && addr - base <= s->segment_size - size;
 }
 
-/* Remember where key's bytes are (replica_hint.h). rl: the master's answer that granted this
- * client a read lease at t0_ms (the get verified rd's bytes against it), or NULL for a guess
- * only (a put: the key's lease, if any, ends). */
-/* The hint for a key read from (or written to) rd, carrying the read lease of rl when given
- * (lookup sent at t0_ms); false when rd's endpoint does not fit a hint. */
+/* The hint for a key read from (or written to) rd; false when rd's endpoint does not fit a
+ * hint. rl: the master's answer that granted this client a read lease at t0_ms (the get
+ * verified rd's bytes against it), or NULL for a guess only (a put: the key's lease, if any,
+ * ends). */
 static bool hint_make(const mc_store_t *s, const McRpc__ReplicaDesc *rd,
                       const McRpc__ReplicaListResponse *rl, uint64_t t0_ms, mc_replica_hint_t *h)
 {
@@ -188,6 +187,7 @@ static bool hint_make(const mc_store_t *s, const McRpc__ReplicaDesc *rd,
     return true;
 }
 
+/* Remember where key's bytes are (replica_hint.h); rl and t0_ms as for hint_make. */
 static void hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
                           const McRpc__ReplicaListResponse *rl, uint64_t t0_ms)
 {
