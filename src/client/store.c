@@ -489,6 +489,9 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         if (st != MC_OK)
             goto fail;
         st = store_mount(s, 0);
+        if (st == MC_ERR_RPC_FAIL || st == MC_ERR_TIMEOUT)
+            MC_LOG_ERROR("store setup: master %s unreachable (is mooncake_master running "
+                         "there?)", cfg->master_server_addr);
         if (st != MC_OK)
             goto fail;
     } else if ((st = store_ping(s)) != MC_OK) {
