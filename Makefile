@@ -3,7 +3,7 @@
 JOBS ?= 2
 CTEST_FLAGS ?= --output-on-failure --no-tests=error
 
-.PHONY: all deps build test check check-asan check-tsan check-fuzz demo te-demo bench report clean
+.PHONY: all deps build test check check-asan check-tsan check-fuzz demo te-demo bench bench-store report clean
 
 all: build
 
@@ -52,6 +52,10 @@ te-demo: build
 
 bench: build
 	@scripts/bench.sh
+
+# Store alone against Redis and memcached (issue 3 targets), as docs/benchmarks.md runs it.
+bench-store: build
+	@scripts/bench_store.sh
 
 # Evaluation report: experiments on the FAST'25 trace -> docs/report/ (Markdown + PNG plots).
 report: build
