@@ -254,10 +254,13 @@ static void uuid_random(uint8_t out[16])
  * values shorter than the stamp are never read under a cached lease (hint_remember). stamp:
  * random bytes (uuid_random) that live until the plan has run. A stamp that cannot be written
  * does not fail the put: failed[owner] is set (here or by the plan) and the writer then waits
- * out the old value's lease (stamp_wait). Returns that lease (ms; 0 when nothing is retired). */
+ * out the old value's lease (stamp_wait). Returns that lease (ms; 0 when nothing is retired).
+ * *token: what stamp_release hands back once every stamp landed (0: nothing to hand back). */
 static uint64_t stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__PutStartResponse *ps,
-                          uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed)
+                          uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed,
+                          uint64_t *token)
 {
+    *token = ps->n_retired <= STAMP_MAX ? ps->retire_token : 0;
     for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++) {
         const McRpc__ReplicaDesc *rd = ps->retired[r];
         struct iovec iov = {stamp, STAMP_BYTES};
@@ -267,6 +270,24 @@ static uint64_t stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__PutStartRe
             failed[owner] = 1;
     }
     return ps->n_retired ? ps->retired_lease_ms : 0;
+}
+
+/* After stamps that all landed: the master may free the old values' space now instead of at
+ * the end of their leases (ReleaseRetired). Best effort: if this fails, it frees it then. */
+static void stamp_release(mc_store_t *s, const uint64_t *tokens, size_t n)
+{
+    if (n == 0)
+        return;
+    McRpc__ReleaseRetiredRequest req = MC_RPC__RELEASE_RETIRED_REQUEST__INIT;
+    req.client_id = mc_master_client_id(&s->master);
+    req.n_tokens = n;
+    req.tokens = (uint64_t *)tokens;
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = mc_master_client_call(&s->master, MC_OP_RELEASE_RETIRED, &req.base, &resp, 1);
+    if (st != MC_OK)
+        MC_LOG_DEBUG("release of %zu retired values failed: %s (the master frees them when "
+                     "their leases end)", n, mc_status_str(st));
+    mc_rpc_response_free(resp);
 }
 
 /* After a put whose stamps did not all land: wait until the old value's lease has ended
@@ -624,7 +645,8 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     uint8_t stamp[16];
     unsigned char failed[2] = {0, 0}; /* [0] the value, [1] stamps */
     uuid_random(stamp);
-    uint64_t retired_lease_ms = stamp_add(s, &plan, ps, stamp, 1, failed);
+    uint64_t token;
+    uint64_t retired_lease_ms = stamp_add(s, &plan, ps, stamp, 1, failed, &token);
     uint64_t checksum = started ? iov_hash(parts, n_parts, size) : 0;
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
@@ -645,6 +667,8 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     if (st == MC_OK && failed[0])
         st = ts != MC_OK ? ts : MC_ERR_TRANSFER_FAIL;
     uint64_t stamp_wait_ms = failed[1] ? retired_lease_ms : 0;
+    if (!failed[1])
+        stamp_release(s, &token, token != 0);
     plan_free(&plan);
     mc_rpc_response_free(resp);
     resp = NULL;
@@ -734,6 +758,7 @@ static mc_status_t batch_args_check(mc_store_t *s, size_t n, const char *const *
 
 /* Per-key bookkeeping of a batch put. */
 typedef struct batch_put_key {
+    uint64_t retire_token; /* stamp_add */
     uint64_t size;
     uint64_t checksum;
     int started; /* PutStart succeeded: must end with PutEnd or PutRevoke */
@@ -859,7 +884,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
             continue;
         }
         /* stamps whatever the status (put_attempt) */
-        uint64_t lease_ms = stamp_add(s, &plan, ps, stamp, n, failed);
+        uint64_t lease_ms = stamp_add(s, &plan, ps, stamp, n, failed, &bk[i].retire_token);
         if (lease_ms > stamp_wait_ms)
             stamp_wait_ms = lease_ms;
         results[i] = ps->status;
@@ -880,6 +905,15 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
         }
     }
     plan_run(s, &plan, failed);
+    if (!failed[n]) { /* every stamp landed: hand the old values' space back now */
+        uint64_t *tokens = mc_calloc(n, sizeof(*tokens));
+        size_t n_tok = 0;
+        for (size_t i = 0; tokens && i < n; i++)
+            if (bk[i].retire_token)
+                tokens[n_tok++] = bk[i].retire_token;
+        stamp_release(s, tokens, n_tok);
+        mc_free(tokens);
+    }
 
     /* 3. Commit what was written, revoke what was not. */
     size_t n_commit = 0, n_revoke = 0;

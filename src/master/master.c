@@ -520,7 +520,7 @@ void mc_master_set_seed(mc_master_t *m, uint64_t seed) { m->rng = seed | 1; }
 /* ------------------------------------------------------------------ puts */
 
 static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms,
-                         bool stuck_put)
+                         uint64_t token, bool stuck_put)
 {
     if (m->n_disc == m->cap_disc) {
         size_t nc = m->cap_disc ? m->cap_disc * 2 : 16;
@@ -532,7 +532,37 @@ static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t re
         m->disc = n;
         m->cap_disc = nc;
     }
-    m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, stuck_put};
+    m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, token, stuck_put};
+}
+
+/* Frees discarded block i now (the last one takes its place). */
+static void discard_free(mc_master_t *m, size_t i)
+{
+    segment_t *s = master_seg_slot(m, m->disc[i].seg);
+    if (s && s->alloc) {
+        mc_master_allocator_free(s->alloc, m->disc[i].blk);
+        s->n_replicas--;
+    }
+    if (m->disc[i].stuck_put)
+        m->cnt.put_start_releases++;
+    m->disc[i] = m->disc[--m->n_disc];
+}
+
+size_t mc_master_release_retired(mc_master_t *m, const uint64_t *tokens, size_t n)
+{
+    size_t freed = 0;
+    for (size_t i = 0; i < m->n_disc && n > 0;) {
+        bool hit = false;
+        for (size_t t = 0; t < n && !hit && m->disc[i].token; t++)
+            hit = m->disc[i].token == tokens[t];
+        if (hit) {
+            discard_free(m, i);
+            freed++;
+        } else {
+            i++;
+        }
+    }
+    return freed;
 }
 
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key,
@@ -550,6 +580,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
 {
     *n_p = 0;
     retired->n = 0;
+    retired->token = 0;
     retired->lease_left_ms = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
@@ -576,7 +607,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             for (uint32_t i = 0; i < o->n_rep; i++) {
                 if (master_seg_slot(m, o->rep[i].seg))
                     discard_push(m, o->rep[i].seg, o->rep[i].blk,
-                                 o->t_lease + m->cfg.put_start_release_timeout_ms, true);
+                                 o->t_lease + m->cfg.put_start_release_timeout_ms, 0, true);
             }
             m->cnt.put_start_discards++;
             master_obj_unlink_free(m, o);
@@ -588,10 +619,14 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
              * is never reused under a reader. The new value gets fresh space. */
             master_events_obj(m, MC_MASTER_EV_REMOVED, o);
             retired->lease_left_ms = o->t_lease - now;
+            do
+                retired->token = rnd(m);
+            while (retired->token == 0);
             for (uint32_t i = 0; i < o->n_rep; i++) {
                 if (master_seg_slot(m, o->rep[i].seg)) {
                     fill_rep(m, o, &o->rep[i], &retired->reps[retired->n++], 2);
-                    discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, false);
+                    discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, retired->token,
+                                 false);
                 }
             }
             master_wal_log_remove(m, obj_key(o), o->klen);
@@ -1159,18 +1194,10 @@ void mc_master_cron(mc_master_t *m)
         obj_destroy(m, o, false);
     }
     for (size_t i = 0; i < m->n_disc;) {
-        if (now >= m->disc[i].release_ms) {
-            segment_t *s = master_seg_slot(m, m->disc[i].seg);
-            if (s && s->alloc) {
-                mc_master_allocator_free(s->alloc, m->disc[i].blk);
-                s->n_replicas--;
-            }
-            if (m->disc[i].stuck_put)
-                m->cnt.put_start_releases++;
-            m->disc[i] = m->disc[--m->n_disc];
-        } else {
+        if (now >= m->disc[i].release_ms)
+            discard_free(m, i);
+        else
             i++;
-        }
     }
     /* Watermark eviction. */
     uint64_t used = 0, cap = total_capacity(m, &used);

@@ -103,12 +103,20 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t client_id[16], con
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p);
 /* The old value's replicas that an upsert of a leased value retires: their space stays
  * allocated for lease_left_ms more, so the writer may stamp them (master.proto,
- * PutStartResponse). n == 0 when nothing is retired (no lease: the space was freed). */
+ * PutStartResponse), or until the writer, having stamped them, releases them with `token`
+ * (mc_master_release_retired). n == 0 when nothing is retired (no lease: the space was
+ * freed). */
 typedef struct mc_master_retired {
+    uint64_t token; /* for mc_master_release_retired (0 when n == 0) */
     mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
     uint32_t n;
     uint64_t lease_left_ms;
 } mc_master_retired_t;
+
+/* Frees now the space of the replicas retired under each of tokens[0..n) (the caller stamped
+ * them); unknown tokens are ignored. Returns the number of blocks freed. A guessed token could
+ * only free a block early, which readers still catch by checksum. */
+size_t mc_master_release_retired(mc_master_t *m, const uint64_t *tokens, size_t n);
 
 /* As mc_master_put_start, also reporting what the put retires. */
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t client_id[16], const char *key,

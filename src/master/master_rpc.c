@@ -104,6 +104,7 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
             return MC_ERR_NO_MEMORY;
         r->n_retired = retired.n;
         r->retired_lease_ms = retired.lease_left_ms;
+        r->retire_token = retired.token;
     }
     return MC_OK;
 }
@@ -361,6 +362,16 @@ static mc_status_t h_remove_by_regex(void *ctx, mc_rpc_call_t *call, const Proto
     uint64_t n = 0;
     int32_t st = mc_master_remove_regex(ctx, q->pattern, q->force, &n);
     return count_resp(call, st, n, resp_p);
+}
+
+static mc_status_t h_release_retired(void *ctx, mc_rpc_call_t *call,
+                                     const ProtobufCMessage *req, ProtobufCMessage **resp_p)
+{
+    const McRpc__ReleaseRetiredRequest *q = (const void *)req;
+    if (!batch_ok(q->n_tokens))
+        return status_resp(call, MC_ERR_TOO_LARGE, resp_p);
+    mc_master_release_retired(ctx, q->tokens, q->n_tokens);
+    return status_resp(call, MC_OK, resp_p);
 }
 
 static mc_status_t h_remove_all(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -731,4 +742,5 @@ void mc_master_rpc_handlers(mc_rpc_handler_fn t[MC_OP_MAX])
     t[MC_OP_REMOVE_ALL] = h_remove_all;
     t[MC_OP_POLL_EVENTS] = h_poll_events;
     t[MC_OP_LIST_OBJECTS] = h_list_objects;
+    t[MC_OP_RELEASE_RETIRED] = h_release_retired;
 }

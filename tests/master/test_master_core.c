@@ -498,10 +498,23 @@ static void test_upsert(void **state)
     assert_int_equal(retired.reps[0].size, 200);
     assert_string_equal(retired.reps[0].endpoint, "segA");
     assert_true(retired.lease_left_ms > 0 && retired.lease_left_ms <= 10000);
+    assert_int_not_equal(retired.token, 0);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 3), MC_OK);
     assert_int_equal(mc_master_get_replicas(m, K("u"), r, &n, &size, &sum), MC_OK);
     assert_int_equal(size, 300);
     assert_int_equal(sum, 3);
+    /* The retired space stays allocated until the writer releases it with its token (it
+     * stamped the old bytes) or the lease ends; another token releases nothing. */
+    mc_master_segment_status_t st0, st1, st2;
+    assert_int_equal(mc_master_query_segment(m, "segA", &st0), MC_OK);
+    uint64_t other = retired.token + 1;
+    assert_int_equal(mc_master_release_retired(m, &other, 1), 0);
+    assert_int_equal(mc_master_release_retired(m, &retired.token, 1), 1);
+    assert_int_equal(mc_master_query_segment(m, "segA", &st1), MC_OK);
+    assert_true(st1.used < st0.used && st0.used - st1.used >= 200); /* allocator granules */
+    assert_int_equal(mc_master_release_retired(m, &retired.token, 1), 0); /* once only */
+    assert_int_equal(mc_master_query_segment(m, "segA", &st2), MC_OK);
+    assert_int_equal(st2.used, st1.used);
     mc_master_destroy(m);
 }
 
