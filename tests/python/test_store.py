@@ -577,3 +577,29 @@ def test_no_rss_growth_over_100k_round_trips(master, storage, monkeypatch):
     # a leak of even 100 bytes per round trip would show as ~5 MB per 50k
     assert after - mid < 4 << 20, (before, mid, after)
     assert after - before < 8 << 20, (before, mid, after)
+
+
+def test_upsert_releases_leased_space():
+    """An upsert of a value another client holds a read lease on retires the old replica; once
+    the writer has stamped it, the master frees that space at once (ReleaseRetired), not when
+    the lease ends. In an 8 MiB pool: K (3 MiB) read by B (10 s lease), upserted by A (3 MiB),
+    then L (3 MiB) put by A. With the old K released that is 6 MiB and both stay; with the old
+    K held it would be 9 MiB and the new K would be evicted to place L."""
+    m = start_master(lease_ttl_ms=10000)
+    s = start_storage(m.addr, size="8MB")
+    a, b = MooncakeDistributedStore(), MooncakeDistributedStore()
+    try:
+        for st in (a, b):
+            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", m.addr) == 0
+        old, new, other = b"o" * (3 << 20), b"n" * (3 << 20), b"l" * (3 << 20)
+        assert a.put("K", old) == 0
+        assert b.get("K") == old  # B now holds a read lease on the old K
+        assert a.upsert("K", new) == 0
+        assert a.put("L", other) == 0
+        assert a.is_exist("K") == 1 and a.is_exist("L") == 1
+        assert a.get("K") == new and a.get("L") == other
+    finally:
+        a.close()
+        b.close()
+        s.stop()
+        m.stop()
