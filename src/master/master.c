@@ -548,20 +548,34 @@ static void discard_free(mc_master_t *m, size_t i)
     m->disc[i] = m->disc[--m->n_disc];
 }
 
+static int cmp_token(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 size_t mc_master_release_retired(mc_master_t *m, const uint64_t *tokens, size_t n)
 {
+    if (n == 0 || m->n_disc == 0)
+        return 0;
+    /* one pass over the discard list, each entry looked up in the sorted tokens: a batch of
+     * 16 k tokens against as many held blocks must not stall the master */
+    uint64_t *sorted = mc_malloc(n * sizeof(*sorted));
+    if (!sorted)
+        return 0; /* the blocks are freed when their leases end */
+    memcpy(sorted, tokens, n * sizeof(*sorted));
+    qsort(sorted, n, sizeof(*sorted), cmp_token);
     size_t freed = 0;
-    for (size_t i = 0; i < m->n_disc && n > 0;) {
-        bool hit = false;
-        for (size_t t = 0; t < n && !hit && m->disc[i].token; t++)
-            hit = m->disc[i].token == tokens[t];
-        if (hit) {
+    for (size_t i = 0; i < m->n_disc;) {
+        if (m->disc[i].token &&
+            bsearch(&m->disc[i].token, sorted, n, sizeof(*sorted), cmp_token)) {
             discard_free(m, i);
             freed++;
         } else {
             i++;
         }
     }
+    mc_free(sorted);
     return freed;
 }
 
