@@ -11,8 +11,9 @@
  * 32 MiB GET, and prints the ratios the store issue asks for: once against peers measured after
  * the whole run (store_ratios), and once bracketed: each target's peer measured right before
  * its case's puts and right after its last get round (store_paired lines,
- * store_ratios_paired). The store's 32 MiB gets read --ops_big distinct objects (more than the CPU caches hold), so memcached is measured the
- * same way (8 distinct keys, 256 MiB) and, for reference, on one key read over and over. */
+ * store_ratios_paired). The store's 32 MiB gets read --ops_big distinct objects (more than the
+ * CPU caches hold), so memcached is measured the same way (8 distinct keys, 256 MiB) and, for
+ * reference, on one key read over and over. */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -81,6 +82,14 @@ static const paired_peer_t PEER_REDIS_C1 = {"redis_get_c1_p50_us", M_P50_US, pee
 static const paired_peer_t PEER_REDIS_P16 = {"redis_get_p16_req_s", M_REQ_S, peer_redis_p16_req_s};
 static const paired_peer_t PEER_MEMCACHED = {"memcached_get_8keys_gib_s", M_GIB_S,
                                              peer_memcached_8keys_gib_s};
+
+/* A round's figure for metric m (req_s and p50 of the round, value size in bytes). */
+static double metric_figure(metric_t m, double req_s, double p50_us, uint64_t value)
+{
+    if (m == M_P50_US)
+        return p50_us;
+    return m == M_REQ_S ? req_s : req_s * (double)value / (1024.0 * 1024 * 1024);
+}
 
 /* How many times better the store's figure is than the peer's (latency: peer / store). */
 static double paired_ratio(metric_t m, double store, double peer)
@@ -180,8 +189,7 @@ static int cmp_double(const void *a, const void *b)
  * docs/internals/store-client.md "Lease cache"); warm = cold with one round. */
 typedef struct get_result {
     double cold_req_s, cold_p50_us, warm_req_s, warm_p50_us;
-    double peer_before, peer_after; /* c->peer's figure around the case (0 = none/failed) */
-    double cold_pair, warm_pair;    /* store vs the mean of the two (paired_ratio) */
+    double cold_pair, warm_pair; /* store vs the mean of c->peer before and after (0 = none) */
 } get_result_t;
 
 static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *out)
@@ -196,7 +204,7 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
     for (uint32_t t = 0; t < c->threads; t++)
         bufs[t] = mc_pages_alloc(buf_len, 1);
     *out = (get_result_t){0};
-    out->peer_before = c->peer ? c->peer->measure() : 0;
+    double peer_before = c->peer ? c->peer->measure() : 0;
     for (uint32_t phase = 0; phase <= rounds; phase++) {
         int get = phase > 0;
         thread_arg_t *args = mc_calloc(c->threads, sizeof(*args));
@@ -265,14 +273,10 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
     out->warm_p50_us = p50s[first + later / 2];
     if (c->peer) {
         const paired_peer_t *pp = c->peer;
-        out->peer_after = pp->measure();
-        double peer = out->peer_before > 0 && out->peer_after > 0
-                          ? (out->peer_before + out->peer_after) / 2 : 0;
-        double gib = (double)c->value / (1024.0 * 1024 * 1024);
-        double cold = pp->metric == M_P50_US ? out->cold_p50_us
-                      : pp->metric == M_REQ_S ? out->cold_req_s : out->cold_req_s * gib;
-        double warm = pp->metric == M_P50_US ? out->warm_p50_us
-                      : pp->metric == M_REQ_S ? out->warm_req_s : out->warm_req_s * gib;
+        double peer_after = pp->measure();
+        double peer = peer_before > 0 && peer_after > 0 ? (peer_before + peer_after) / 2 : 0;
+        double cold = metric_figure(pp->metric, out->cold_req_s, out->cold_p50_us, c->value);
+        double warm = metric_figure(pp->metric, out->warm_req_s, out->warm_p50_us, c->value);
         out->cold_pair = paired_ratio(pp->metric, cold, peer);
         out->warm_pair = paired_ratio(pp->metric, warm, peer);
         char date[32];
@@ -282,8 +286,7 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
                "\"peer_after\":%.3f,\"cold_store\":%.3f,\"warm_store\":%.3f,"
                "\"cold_ratio\":%.2f,\"warm_ratio\":%.2f,\"date\":\"%s\"}\n",
                (unsigned long long)c->value, c->batch, c->threads, c->transport, pp->name,
-               out->peer_before, out->peer_after, cold, warm, out->cold_pair, out->warm_pair,
-               date);
+               peer_before, peer_after, cold, warm, out->cold_pair, out->warm_pair, date);
         fflush(stdout);
     }
     mc_free(rs);

@@ -148,9 +148,9 @@ void mc_peer_stop_child(pid_t pid, unsigned grace_ms)
     waitpid(pid, NULL, 0);
 }
 
-/* fork + exec argv. The child dies with us (PR_SET_PDEATHSIG). stdout goes to *out_fd_p (a pipe)
- * when out_fd_p is not NULL, else to /dev/null (or stderr with MC_PEERS_VERBOSE). */
-/* vfork, not fork: a fork write-protects every private page of this process until the child
+/* vfork + exec argv. The child dies with us (PR_SET_PDEATHSIG). stdout goes to *out_fd_p (a
+ * pipe) when out_fd_p is not NULL, else to /dev/null (or stderr with MC_PEERS_VERBOSE).
+ * vfork, not fork: a fork write-protects every private page of this process until the child
  * execs, and the benchmark's next writes into its buffers (and the kernel's receives into them)
  * then fault page by page, which on this VM made the store rounds after a peer 3x slower. The
  * child only makes system calls before execv (everything it needs is computed before). */

@@ -36,14 +36,11 @@ mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
                                        int idempotent, ProtobufCAllocator *alloc)
 {
     unsigned i = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed) % MC_MASTER_POOL_SIZE;
-    mc_rpc_pending_t p = {.opcode = opcode, .req = req, .allocator = alloc};
-    mc_status_t st = mc_rpc_client_call_many(mc->conns[i], &p, 1, mc->timeout_ms);
-    if (st == MC_ERR_RPC_FAIL && idempotent) { /* stale pooled connection: one fresh try */
-        p = (mc_rpc_pending_t){.opcode = opcode, .req = req, .allocator = alloc};
-        st = mc_rpc_client_call_many(mc->conns[i], &p, 1, mc->timeout_ms);
-    }
-    *resp_p = p.resp;
-    return st == MC_OK ? p.status : st;
+    mc_status_t st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms,
+                                             alloc);
+    if (st == MC_ERR_RPC_FAIL && idempotent) /* stale pooled connection: one fresh try */
+        st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms, alloc);
+    return st;
 }
 
 mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,

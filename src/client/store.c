@@ -758,7 +758,6 @@ static mc_status_t batch_args_check(mc_store_t *s, size_t n, const char *const *
 
 /* Per-key bookkeeping of a batch put. */
 typedef struct batch_put_key {
-    uint64_t retire_token; /* stamp_add */
     uint64_t size;
     uint64_t checksum;
     int started; /* PutStart succeeded: must end with PutEnd or PutRevoke */
@@ -830,9 +829,11 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     size_t *idx = mc_calloc(n, sizeof(*idx));     /* request slot -> batch index */
     size_t *commit = mc_calloc(n, sizeof(*commit));
     size_t *revoke = mc_calloc(n, sizeof(*revoke));
+    uint64_t *tokens = mc_calloc(n, sizeof(*tokens)); /* stamp_add, for stamp_release */
+    size_t n_tok = 0;
     xfer_plan_t plan = {0};
     ProtobufCMessage *resp = NULL;
-    if (!bk || !failed || !req_keys || !req_sizes || !idx || !commit || !revoke) {
+    if (!bk || !failed || !req_keys || !req_sizes || !idx || !commit || !revoke || !tokens) {
         st = MC_ERR_NO_MEMORY;
         goto out;
     }
@@ -884,7 +885,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
             continue;
         }
         /* stamps whatever the status (put_attempt) */
-        uint64_t lease_ms = stamp_add(s, &plan, ps, stamp, n, failed, &bk[i].retire_token);
+        uint64_t lease_ms = stamp_add(s, &plan, ps, stamp, n, failed, &tokens[n_tok]);
+        n_tok += tokens[n_tok] != 0;
         if (lease_ms > stamp_wait_ms)
             stamp_wait_ms = lease_ms;
         results[i] = ps->status;
@@ -905,15 +907,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
         }
     }
     plan_run(s, &plan, failed);
-    if (!failed[n]) { /* every stamp landed: hand the old values' space back now */
-        uint64_t *tokens = mc_calloc(n, sizeof(*tokens));
-        size_t n_tok = 0;
-        for (size_t i = 0; tokens && i < n; i++)
-            if (bk[i].retire_token)
-                tokens[n_tok++] = bk[i].retire_token;
+    if (!failed[n]) /* every stamp landed: hand the old values' space back now */
         stamp_release(s, tokens, n_tok);
-        mc_free(tokens);
-    }
 
     /* 3. Commit what was written, revoke what was not. */
     size_t n_commit = 0, n_revoke = 0;
@@ -941,6 +936,7 @@ out:
     mc_free(idx);
     mc_free(commit);
     mc_free(revoke);
+    mc_free(tokens);
     return st;
 }
 
@@ -1300,6 +1296,44 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *pa
     return rc;
 }
 
+/* One get into a fresh heap buffer (*buf_p, NULL on failure); see mc_store_get. Returns bytes
+ * read or a negative status. */
+static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool last_try)
+{
+    *buf_p = NULL;
+    mc_replica_hint_t h;
+    if (lease_cached(s, key, &h)) {
+        void *buf = mc_malloc(h.size);
+        if (buf) {
+            prefault_heap(buf, h.size);
+            struct iovec iov = {.iov_base = buf, .iov_len = h.size};
+            if (lease_cache_read(s, key, &h, &iov, 1)) {
+                *buf_p = buf;
+                return (int64_t)h.size;
+            }
+            mc_free(buf);
+        }
+    }
+    uint64_t t0 = mc_now_ms();
+    McRpc__ReplicaListResponse *rl = NULL;
+    mc_status_t st = store_replica_list(s, key, &rl);
+    if (st != MC_OK)
+        return st;
+    void *buf = mc_malloc(rl->size);
+    int64_t rc = MC_ERR_NO_MEMORY;
+    if (buf) {
+        prefault_heap(buf, rl->size);
+        struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
+        rc = store_read_verified(s, key, rl, &iov, 1, t0, NULL, last_try);
+    }
+    mc_rpc_response_free(&rl->base);
+    if (rc < 0)
+        mc_free(buf);
+    else
+        *buf_p = buf;
+    return rc;
+}
+
 mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t *len_p)
 {
     if (!value_p || !len_p)
@@ -1309,44 +1343,11 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     mc_status_t st = s ? key_check(key) : MC_ERR_INVALID_PARAMS;
     if (st != MC_OK)
         return st;
-    mc_replica_hint_t h;
-    if (lease_cached(s, key, &h)) {
-        void *buf = mc_malloc(h.size);
-        if (buf) {
-            prefault_heap(buf, h.size);
-            struct iovec iov = {.iov_base = buf, .iov_len = h.size};
-            if (lease_cache_read(s, key, &h, &iov, 1)) {
-                *value_p = buf;
-                *len_p = h.size;
-                return MC_OK;
-            }
-            mc_free(buf);
-        }
-    }
     int64_t rc = MC_ERR_CHECKSUM;
-    void *buf = NULL;
-    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++) {
-        uint64_t t0 = mc_now_ms();
-        McRpc__ReplicaListResponse *rl = NULL;
-        st = store_replica_list(s, key, &rl);
-        if (st != MC_OK)
-            return st;
-        buf = mc_malloc(rl->size);
-        rc = MC_ERR_NO_MEMORY;
-        if (buf) {
-            prefault_heap(buf, rl->size);
-            struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
-            rc = store_read_verified(s, key, rl, &iov, 1, t0, NULL, t == GET_TRIES - 1);
-        }
-        mc_rpc_response_free(&rl->base);
-        if (rc < 0) {
-            mc_free(buf);
-            buf = NULL;
-        }
-    }
+    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
+        rc = get_heap_once(s, key, value_p, t == GET_TRIES - 1);
     if (rc < 0)
         return (mc_status_t)rc;
-    *value_p = buf;
     *len_p = (size_t)rc;
     return MC_OK;
 }

@@ -132,13 +132,20 @@ void mc_rpc_response_free(ProtobufCMessage *resp)
         protobuf_c_message_free_unpacked(resp, NULL);
 }
 
-mc_status_t mc_rpc_client_call(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
-                               ProtobufCMessage **resp_p, uint32_t timeout_ms)
+mc_status_t mc_rpc_client_call_with(mc_rpc_client_t *c, uint16_t opcode,
+                                    const ProtobufCMessage *req, ProtobufCMessage **resp_p,
+                                    uint32_t timeout_ms, ProtobufCAllocator *alloc)
 {
-    mc_rpc_pending_t p = {.opcode = opcode, .req = req};
+    mc_rpc_pending_t p = {.opcode = opcode, .req = req, .allocator = alloc};
     mc_status_t st = mc_rpc_client_call_many(c, &p, 1, timeout_ms);
     *resp_p = p.resp;
     return st == MC_OK ? p.status : st;
+}
+
+mc_status_t mc_rpc_client_call(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p, uint32_t timeout_ms)
+{
+    return mc_rpc_client_call_with(c, opcode, req, resp_p, timeout_ms, NULL);
 }
 
 static void fail_rest(mc_rpc_pending_t *calls, size_t n, const uint8_t *done, mc_status_t st)

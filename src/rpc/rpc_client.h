@@ -49,6 +49,10 @@ void mc_rpc_client_disconnect(mc_rpc_client_t *cli);
  * (of the opcode's response type), owned by the caller. On error *resp_p is NULL. */
 mc_status_t mc_rpc_client_call(mc_rpc_client_t *cli, uint16_t opcode, const ProtobufCMessage *req,
                                ProtobufCMessage **resp_p, uint32_t timeout_ms);
+/* The same, the response unpacked with `alloc` (NULL = malloc; see mc_rpc_pending_t). */
+mc_status_t mc_rpc_client_call_with(mc_rpc_client_t *cli, uint16_t opcode,
+                                    const ProtobufCMessage *req, ProtobufCMessage **resp_p,
+                                    uint32_t timeout_ms, ProtobufCAllocator *alloc);
 
 typedef struct mc_rpc_pending {
     uint16_t opcode;               /* in */
