@@ -20,6 +20,7 @@
 #include "common/time.h"
 #include "mooncake/te.h"
 #include "rpc/arena.h"
+#include "rpc/frame.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -246,30 +247,38 @@ static void uuid_random(uint8_t out[16])
     }
 }
 
-/* Upsert of a value that readers hold leases on (master.proto, PutStartResponse.retired): adds
- * to p, as `owner`, a write of STAMP_BYTES random bytes over the start of each old replica ps
- * lists. Readers under a cached lease then find a checksum mismatch and ask the master, so
- * once the upsert returns nobody reads the old value without asking. An old value differs from
- * its stamped self except with probability 2^-64, the bound a 64-bit checksum gives anyway;
- * values shorter than the stamp are never read under a cached lease (hint_remember). stamp:
- * random bytes (uuid_random) that live until the plan has run. A stamp that cannot be written
- * does not fail the put: failed[owner] is set (here or by the plan) and the writer then waits
- * out the old value's lease (stamp_wait). Returns that lease (ms; 0 when nothing is retired).
- * *token: what stamp_release hands back once every stamp landed (0: nothing to hand back). */
-static uint64_t stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__PutStartResponse *ps,
-                          uint8_t stamp[STAMP_BYTES], size_t owner, unsigned char *failed,
-                          uint64_t *token)
+/* Values that readers hold leases on, taken away by an upsert or a forced remove
+ * (master.proto, RetiredReplicas; NULL: nothing retired): adds to p, as `owner`, a write of
+ * STAMP_BYTES random bytes over the start of each listed replica (at most `max`). Readers under
+ * a cached lease then find a checksum mismatch and ask the master, so once the upsert or remove
+ * returns nobody reads the old value without asking. An old value differs from its stamped
+ * self except with probability 2^-64, the bound a 64-bit checksum gives anyway; values shorter
+ * than the stamp are never read under a cached lease (hint_remember). stamp: random bytes
+ * (uuid_random) that live until the plan has run. A replica that cannot be stamped (not
+ * listed, over max, or its write fails) does not fail the call: failed[owner] is set (here or
+ * by the plan) and the caller then waits out the leases (stamp_wait). Returns that wait (ms;
+ * 0 when nothing is retired). *token: what stamp_release hands back once every stamp landed
+ * (0: nothing to hand back). */
+static uint64_t stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__RetiredReplicas *rr,
+                          size_t max, uint8_t stamp[STAMP_BYTES], size_t owner,
+                          unsigned char *failed, uint64_t *token)
 {
-    *token = ps->n_retired <= STAMP_MAX ? ps->retire_token : 0;
-    for (size_t r = 0; r < ps->n_retired && r < STAMP_MAX; r++) {
-        const McRpc__ReplicaDesc *rd = ps->retired[r];
+    *token = 0;
+    if (!rr || (rr->n_replicas == 0 && rr->unlisted == 0))
+        return 0;
+    if (rr->unlisted || rr->n_replicas > max)
+        failed[owner] = 1;
+    else
+        *token = rr->token;
+    for (size_t r = 0; r < rr->n_replicas && r < max; r++) {
+        const McRpc__ReplicaDesc *rd = rr->replicas[r];
         struct iovec iov = {stamp, STAMP_BYTES};
         if (rd->size >= STAMP_BYTES &&
             plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address, STAMP_BYTES,
                      &iov, 1, owner) != MC_OK)
             failed[owner] = 1;
     }
-    return ps->n_retired ? ps->retired_lease_ms : 0;
+    return rr->lease_ms;
 }
 
 /* After stamps that all landed: the master may free the old values' space now instead of at
@@ -290,17 +299,17 @@ static void stamp_release(mc_store_t *s, const uint64_t *tokens, size_t n)
     mc_rpc_response_free(resp);
 }
 
-/* After a put whose stamps did not all land: wait until the old value's lease has ended
- * (lease_ms, from the master; capped), so that no reader holding it can read the old bytes
- * once the put has returned. A bounded wait, in a failure case only. */
-static void stamp_wait(const char *key, uint64_t lease_ms)
+/* After an upsert or remove whose stamps did not all land: wait until the old values' leases
+ * have ended (lease_ms, from the master; capped), so that no reader holding one can read the
+ * old bytes once the call has returned. A bounded wait, in a failure case only. */
+static void stamp_wait(const char *op, const char *key, uint64_t lease_ms)
 {
     if (lease_ms == 0)
         return;
     if (lease_ms > STAMP_WAIT_MAX_MS)
         lease_ms = STAMP_WAIT_MAX_MS;
-    MC_LOG_WARN("upsert %s: an old replica could not be stamped; waiting %llu ms for its read "
-                "lease to end", key, (unsigned long long)lease_ms);
+    MC_LOG_WARN("%s %s: a replica of the old value could not be stamped; waiting %llu ms for "
+                "its read lease to end", op, key, (unsigned long long)lease_ms);
     mc_sleep_ms((uint32_t)lease_ms);
 }
 
@@ -646,7 +655,8 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     unsigned char failed[2] = {0, 0}; /* [0] the value, [1] stamps */
     uuid_random(stamp);
     uint64_t token;
-    uint64_t retired_lease_ms = stamp_add(s, &plan, ps, stamp, 1, failed, &token);
+    uint64_t retired_lease_ms = stamp_add(s, &plan, ps->retired, STAMP_MAX, stamp, 1, failed,
+                                          &token);
     uint64_t checksum = started ? iov_hash(parts, n_parts, size) : 0;
     for (size_t r = 0; r < ps->n_replicas && st == MC_OK; r++) {
         McRpc__ReplicaDesc *rd = ps->replicas[r];
@@ -673,7 +683,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     mc_rpc_response_free(resp);
     resp = NULL;
     if (!started) {
-        stamp_wait(key, stamp_wait_ms);
+        stamp_wait("upsert", key, stamp_wait_ms);
         return st;
     }
 
@@ -687,7 +697,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         if (st == MC_OK)
             st = ((McRpc__StatusResponse *)resp)->status;
         mc_rpc_response_free(resp);
-        stamp_wait(key, stamp_wait_ms);
+        stamp_wait("upsert", key, stamp_wait_ms);
         return st;
     }
     /* The write failed: give the space back so the key can be written again. */
@@ -699,7 +709,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
                               &rv.base, &resp, 1) == MC_OK)
         mc_rpc_response_free(resp);
     MC_LOG_WARN("put %s failed and was revoked: %s", key, mc_status_str(write_err));
-    stamp_wait(key, stamp_wait_ms);
+    stamp_wait("upsert", key, stamp_wait_ms);
     return write_err;
 }
 
@@ -885,7 +895,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
             continue;
         }
         /* stamps whatever the status (put_attempt) */
-        uint64_t lease_ms = stamp_add(s, &plan, ps, stamp, n, failed, &tokens[n_tok]);
+        uint64_t lease_ms =
+            stamp_add(s, &plan, ps->retired, STAMP_MAX, stamp, n, failed, &tokens[n_tok]);
         n_tok += tokens[n_tok] != 0;
         if (lease_ms > stamp_wait_ms)
             stamp_wait_ms = lease_ms;
@@ -925,7 +936,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     batch_put_finish(s, keys, commit, n_commit, bk, 1, upsert, results);
     batch_put_finish(s, keys, revoke, n_revoke, bk, 0, upsert, results);
     if (failed[n])
-        stamp_wait("(batch)", stamp_wait_ms);
+        stamp_wait("batch upsert", "", stamp_wait_ms);
 out:
     mc_rpc_response_free(resp);
     plan_free(&plan);
@@ -1621,7 +1632,29 @@ int mc_store_exists(mc_store_t *s, const char *key)
     return st == MC_OK ? 1 : st == MC_ERR_OBJECT_NOT_FOUND ? 0 : st;
 }
 
-/* A BatchKeyRequest-shaped call whose per-key statuses land in results. */
+/* A forced remove took leased values away (rr, from its answer; may be NULL): stamp them and
+ * hand their space back, or, if some could not be stamped, wait out their leases, so that once
+ * the remove has returned no reader under a cached lease gets the removed bytes. */
+static void retired_settle(mc_store_t *s, const McRpc__RetiredReplicas *rr, const char *op,
+                           const char *key)
+{
+    xfer_plan_t plan = {0};
+    uint8_t stamp[16];
+    unsigned char failed[1] = {0};
+    uint64_t token;
+    uuid_random(stamp);
+    uint64_t lease_ms = stamp_add(s, &plan, rr, MC_RPC_MAX_RETIRED, stamp, 0, failed, &token);
+    if (plan.n)
+        plan_run(s, &plan, failed);
+    plan_free(&plan);
+    if (!failed[0])
+        stamp_release(s, &token, token != 0);
+    else
+        stamp_wait(op, key, lease_ms);
+}
+
+/* A BatchKeyRequest-shaped call whose per-key statuses land in results (BatchRemove: what it
+ * retired is stamped before this returns). */
 static mc_status_t store_batch_key_call(mc_store_t *s, uint16_t op, size_t n,
                                         const char *const *keys, bool force, int32_t *results)
 {
@@ -1646,6 +1679,8 @@ static mc_status_t store_batch_key_call(mc_store_t *s, uint16_t op, size_t n,
     st = batch_reply_status(st, br ? br->status : 0, br ? br->n_statuses : 0, n);
     for (size_t i = 0; i < n; i++)
         results[i] = st == MC_OK ? br->statuses[i] : st;
+    if (st == MC_OK)
+        retired_settle(s, br->retired, "batch remove", "");
     mc_rpc_response_free(resp);
     return st;
 }
@@ -1682,8 +1717,11 @@ mc_status_t mc_store_remove(mc_store_t *s, const char *key, bool force)
     mc_status_t st = store_key_call(s, MC_OP_REMOVE, key, force, &resp);
     if (s && key_check(key) == MC_OK)
         mc_hint_drop(s->hints, key);
-    if (st == MC_OK)
-        st = ((McRpc__StatusResponse *)resp)->status;
+    if (st == MC_OK) {
+        McRpc__StatusResponse *sr = (McRpc__StatusResponse *)resp;
+        retired_settle(s, sr->retired, "remove", key);
+        st = sr->status;
+    }
     mc_rpc_response_free(resp);
     return st;
 }
@@ -1699,11 +1737,14 @@ mc_status_t mc_store_batch_remove(mc_store_t *s, size_t n, const char *const *ke
     return st;
 }
 
-static int64_t count_result(mc_status_t st, ProtobufCMessage *resp)
+/* The answer to RemoveByRegex / RemoveAll (what they retired is stamped first). */
+static int64_t count_result(mc_store_t *s, mc_status_t st, ProtobufCMessage *resp,
+                            const char *op, const char *what)
 {
     int64_t rc = st;
     if (st == MC_OK) {
         McRpc__CountResponse *cr = (McRpc__CountResponse *)resp;
+        retired_settle(s, cr->retired, op, what);
         rc = cr->status == MC_OK ? (int64_t)cr->count : cr->status;
     }
     mc_rpc_response_free(resp);
@@ -1721,7 +1762,7 @@ int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, bool force)
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_REMOVE_BY_REGEX, &req.base, &resp, 1);
     mc_hint_clear(s->hints);
-    return count_result(st, resp);
+    return count_result(s, st, resp, "remove by regex", regex);
 }
 
 int64_t mc_store_remove_all(mc_store_t *s, bool force)
@@ -1734,7 +1775,7 @@ int64_t mc_store_remove_all(mc_store_t *s, bool force)
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_REMOVE_ALL, &req.base, &resp, 1);
     mc_hint_clear(s->hints);
-    return count_result(st, resp);
+    return count_result(s, st, resp, "remove all", "");
 }
 
 mc_status_t mc_store_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t **descs_p,

@@ -579,12 +579,71 @@ size_t mc_master_release_retired(mc_master_t *m, const uint64_t *tokens, size_t 
     return freed;
 }
 
+void mc_master_retired_free(mc_master_retired_t *retired)
+{
+    mc_free(retired->reps);
+    retired->reps = NULL;
+    retired->n = retired->cap = 0;
+}
+
+/* Lists one retired replica in retired; false when it cannot (over max, no memory). */
+static bool retired_list(mc_master_t *m, const obj_t *o, const obj_rep_t *r,
+                         mc_master_retired_t *retired)
+{
+    if (retired->n >= retired->max)
+        return false;
+    if (retired->n == retired->cap) {
+        uint32_t nc = retired->cap ? retired->cap * 2 : MC_MASTER_MAX_REPLICAS;
+        if (nc > retired->max)
+            nc = retired->max;
+        mc_master_replica_t *n = mc_realloc(retired->reps, nc * sizeof(*n));
+        if (!n)
+            return false;
+        retired->reps = n;
+        retired->cap = nc;
+    }
+    fill_rep(m, o, r, &retired->reps[retired->n++], 2);
+    return true;
+}
+
+/* A committed object leaves while readers hold a lease on it (an upsert replaced it, or a
+ * forced remove): they may still be copying its bytes, or read them under a cached lease, so
+ * its space is held until the lease ends and never reused under them. Its replicas are listed
+ * in `retired` (may be NULL) for the caller to stamp and release with retired->token; those
+ * that cannot be listed carry no token and stay held for the whole lease. Logs a WAL REMOVE. */
+static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired_t *retired)
+{
+    master_events_obj(m, MC_MASTER_EV_REMOVED, o);
+    for (uint32_t i = 0; i < o->n_rep; i++) {
+        if (!master_seg_slot(m, o->rep[i].seg))
+            continue;
+        uint64_t token = 0;
+        if (retired) {
+            if (o->t_lease - now > retired->lease_left_ms)
+                retired->lease_left_ms = o->t_lease - now;
+            if (retired_list(m, o, &o->rep[i], retired)) {
+                while (retired->token == 0)
+                    retired->token = rnd(m);
+                token = retired->token;
+            } else {
+                retired->unlisted++;
+            }
+        }
+        discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, token, false);
+    }
+    master_wal_log_remove(m, obj_key(o), o->klen);
+    master_obj_unlink_free(m, o);
+}
+
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key,
                                 size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p)
 {
-    mc_master_retired_t retired;
-    return mc_master_put_start_ex(m, cid, key, klen, size, opts, upsert, reps, n_p, &retired);
+    mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
+    mc_status_t st =
+        mc_master_put_start_ex(m, cid, key, klen, size, opts, upsert, reps, n_p, &retired);
+    mc_master_retired_free(&retired);
+    return st;
 }
 
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const char *key,
@@ -593,9 +652,6 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
                                    mc_master_retired_t *retired)
 {
     *n_p = 0;
-    retired->n = 0;
-    retired->token = 0;
-    retired->lease_left_ms = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     if (size == 0 || size > VALUE_MAX)
@@ -628,23 +684,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         } else if (!upsert) {
             return MC_ERR_OBJECT_ALREADY_EXISTS;
         } else if (obj_leased(m, o, now)) {
-            /* Upsert of an object that readers hold a lease on: they may still be copying the
-             * old bytes, so the old replicas' space is released only when the lease ends and
-             * is never reused under a reader. The new value gets fresh space. */
-            master_events_obj(m, MC_MASTER_EV_REMOVED, o);
-            retired->lease_left_ms = o->t_lease - now;
-            do
-                retired->token = rnd(m);
-            while (retired->token == 0);
-            for (uint32_t i = 0; i < o->n_rep; i++) {
-                if (master_seg_slot(m, o->rep[i].seg)) {
-                    fill_rep(m, o, &o->rep[i], &retired->reps[retired->n++], 2);
-                    discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, retired->token,
-                                 false);
-                }
-            }
-            master_wal_log_remove(m, obj_key(o), o->klen);
-            master_obj_unlink_free(m, o);
+            obj_retire(m, o, now, retired); /* the new value gets fresh space */
         } else {
             master_events_obj(m, MC_MASTER_EV_REMOVED, o);
             obj_destroy(m, o, true);
@@ -845,31 +885,37 @@ mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uin
 
 /* ------------------------------------------------------------------ removes */
 
-static mc_status_t remove_obj(mc_master_t *m, obj_t *o, bool force, uint64_t now)
+static mc_status_t remove_obj(mc_master_t *m, obj_t *o, bool force, uint64_t now,
+                              mc_master_retired_t *retired)
 {
     if (o->state != OBJ_READABLE)
         return MC_ERR_REPLICA_IS_NOT_READY;
-    if (!force && obj_leased(m, o, now)) {
-        m->cnt.lease_blocked_removes++;
-        return MC_ERR_OBJECT_HAS_LEASE;
+    if (obj_leased(m, o, now)) {
+        if (!force) {
+            m->cnt.lease_blocked_removes++;
+            return MC_ERR_OBJECT_HAS_LEASE;
+        }
+        obj_retire(m, o, now, retired);
+        return MC_OK;
     }
     master_events_obj(m, MC_MASTER_EV_REMOVED, o);
     obj_destroy(m, o, true);
     return MC_OK;
 }
 
-mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool force)
+mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool force,
+                             mc_master_retired_t *retired)
 {
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
     if (!o)
         return MC_ERR_OBJECT_NOT_FOUND;
-    return remove_obj(m, o, force, master_now(m));
+    return remove_obj(m, o, force, master_now(m), retired);
 }
 
 mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool force,
-                                   uint64_t *count_p)
+                                   uint64_t *count_p, mc_master_retired_t *retired)
 {
     *count_p = 0;
     if (!pattern || strlen(pattern) > MC_MASTER_REGEX_MAX)
@@ -885,7 +931,7 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
         obj_t *next = o->next;
         memcpy(kbuf, obj_key(o), o->klen);
         kbuf[o->klen] = 0;
-        if (regexec(&re, kbuf, 0, NULL, 0) == 0 && remove_obj(m, o, force, now) == MC_OK)
+        if (regexec(&re, kbuf, 0, NULL, 0) == 0 && remove_obj(m, o, force, now, retired) == MC_OK)
             n++;
         o = next;
     }
@@ -894,12 +940,13 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
     return MC_OK;
 }
 
-mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p)
+mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p,
+                                 mc_master_retired_t *retired)
 {
     uint64_t now = master_now(m), n = 0;
     for (obj_t *o = m->lru.head; o;) {
         obj_t *next = o->next;
-        if (remove_obj(m, o, force, now) == MC_OK)
+        if (remove_obj(m, o, force, now, retired) == MC_OK)
             n++;
         o = next;
     }

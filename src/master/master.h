@@ -101,24 +101,31 @@ typedef struct mc_master_put_opts {
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t client_id[16], const char *key,
                                 size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p);
-/* The old value's replicas that an upsert of a leased value retires: their space stays
- * allocated for lease_left_ms more, so the writer may stamp them (master.proto,
- * PutStartResponse), or until the writer, having stamped them, releases them with `token`
- * (mc_master_release_retired). n == 0 when nothing is retired (no lease: the space was
- * freed). */
+/* Replicas of values that readers hold a lease on, taken away by an upsert or a forced remove
+ * ("retired"): their space stays allocated until the leases end, so the caller may stamp them
+ * (master.proto, RetiredReplicas), or until the caller, having stamped them, releases them with
+ * `token` (mc_master_release_retired). Values that were not leased are simply freed and not
+ * reported. Up to `max` replicas are listed (reps, allocated by the master; free with
+ * mc_master_retired_free); the rest only count in `unlisted` and carry no token: they are held
+ * until their leases end. Initialise with max set and everything else zero. */
 typedef struct mc_master_retired {
-    uint64_t token; /* for mc_master_release_retired (0 when n == 0) */
-    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
-    uint32_t n;
-    uint64_t lease_left_ms;
+    uint32_t max;               /* list at most this many */
+    mc_master_replica_t *reps;  /* n listed; strings point into the segment table */
+    uint32_t n, cap;
+    uint64_t unlisted;          /* retired beyond max (or when listing ran out of memory) */
+    uint64_t token;             /* for mc_master_release_retired (0 when n == 0) */
+    uint64_t lease_left_ms;     /* the longest lease left on what was retired */
 } mc_master_retired_t;
+
+void mc_master_retired_free(mc_master_retired_t *retired);
 
 /* Frees now the space of the replicas retired under each of tokens[0..n) (the caller stamped
  * them); unknown tokens are ignored. Returns the number of blocks freed. A guessed token could
  * only free a block early, which readers still catch by checksum. */
 size_t mc_master_release_retired(mc_master_t *m, const uint64_t *tokens, size_t n);
 
-/* As mc_master_put_start, also reporting what the put retires. */
+/* As mc_master_put_start, also reporting what the put retires (also on errors: an upsert
+ * retires the old value before it places the new one). */
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t client_id[16], const char *key,
                                    size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
@@ -152,13 +159,17 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
 mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash);
 
 /* Remove: OBJECT_HAS_LEASE while leased unless force; REPLICA_IS_NOT_READY while being
- * written (in-flight puts are only ever revoked by their writer or the timeouts). */
-mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool force);
+ * written (in-flight puts are only ever revoked by their writer or the timeouts). A forced
+ * remove of a leased value retires its replicas into `retired` (may be NULL: then they are
+ * only held until the lease ends). */
+mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool force,
+                             mc_master_retired_t *retired);
 /* POSIX extended regex (<= MC_MASTER_REGEX_MAX bytes). Removes matching committed objects that
  * are not leased (or all matching committed objects with force). */
 mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool force,
-                                   uint64_t *count_p);
-mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p);
+                                   uint64_t *count_p, mc_master_retired_t *retired);
+mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p,
+                                 mc_master_retired_t *retired);
 
 /* ---- segments and clients */
 typedef struct mc_master_segment_info {

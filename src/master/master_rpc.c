@@ -48,6 +48,32 @@ static McRpc__ReplicaDesc **reps_out(mc_rpc_call_t *call, const mc_master_replic
     return arr;
 }
 
+/* What an upsert or a forced remove retired, for the answer (NULL in *out when nothing was);
+ * frees retired's list. */
+static mc_status_t retired_out(mc_rpc_call_t *call, mc_master_retired_t *retired,
+                               McRpc__RetiredReplicas **out)
+{
+    *out = NULL;
+    mc_status_t st = MC_OK;
+    if (retired->n || retired->unlisted) {
+        McRpc__RetiredReplicas *r = ALLOC(call, McRpc__RetiredReplicas);
+        McRpc__ReplicaDesc **reps = reps_out(call, retired->reps, retired->n);
+        if (r && reps) {
+            mc_rpc__retired_replicas__init(r);
+            r->replicas = reps;
+            r->n_replicas = retired->n;
+            r->lease_ms = retired->lease_left_ms;
+            r->token = retired->token;
+            r->unlisted = retired->unlisted;
+            *out = r;
+        } else {
+            st = MC_ERR_NO_MEMORY;
+        }
+    }
+    mc_master_retired_free(retired);
+    return st;
+}
+
 static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -88,25 +114,19 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
     mc_master_put_opts_t o;
     put_opts(cfg, &o);
     mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
-    mc_master_retired_t retired;
+    mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
     uint32_t n = 0;
     r->status = mc_master_put_start_ex(m, cid.data, key, strlen(key), size, &o, upsert, reps, &n,
                                        &retired);
-    if (r->status == MC_OK) {
+    /* also on failure: an upsert retires the old value before placing */
+    mc_status_t st = retired_out(call, &retired, &r->retired);
+    if (st == MC_OK && r->status == MC_OK) {
         r->replicas = reps_out(call, reps, n);
         if (!r->replicas)
             return MC_ERR_NO_MEMORY;
         r->n_replicas = n;
     }
-    if (retired.n) { /* also on failure: an upsert retires the old value before placing */
-        r->retired = reps_out(call, retired.reps, retired.n);
-        if (!r->retired)
-            return MC_ERR_NO_MEMORY;
-        r->n_retired = retired.n;
-        r->retired_lease_ms = retired.lease_left_ms;
-        r->retire_token = retired.token;
-    }
-    return MC_OK;
+    return st;
 }
 
 static mc_status_t h_put_start(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -225,6 +245,7 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     mc_master_t *m = ctx;
     size_t *kls = NULL;
     uint32_t *hs = NULL;
+    mc_master_retired_t retired = {.max = MC_RPC_MAX_RETIRED};
     if (call->opcode == MC_OP_BATCH_EXIST_KEY &&
         !(hs = prepare_batch(m, call, q->keys, q->n_keys, &kls)))
         return MC_ERR_NO_MEMORY;
@@ -242,13 +263,13 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
             r->statuses[i] = mc_master_exist_h(m, k, kl, hs[i]);
             break;
         case MC_OP_BATCH_REMOVE:
-            r->statuses[i] = mc_master_remove(m, k, kl, q->force);
+            r->statuses[i] = mc_master_remove(m, k, kl, q->force, &retired);
             break;
         default:
             return MC_ERR_NOT_SUPPORTED;
         }
     }
-    return MC_OK;
+    return retired_out(call, &retired, &r->retired);
 }
 
 /* ---------------------------------------------------------------- get */
@@ -339,20 +360,30 @@ static mc_status_t h_remove(void *ctx, mc_rpc_call_t *call, const ProtobufCMessa
                             ProtobufCMessage **resp_p)
 {
     const McRpc__KeyRequest *q = (const void *)req;
-    return status_resp(call, mc_master_remove(ctx, q->key, strlen(q->key), q->force), resp_p);
+    mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
+    mc_status_t st =
+        status_resp(call, mc_master_remove(ctx, q->key, strlen(q->key), q->force, &retired), resp_p);
+    McRpc__RetiredReplicas *rr = NULL;
+    mc_status_t rst = retired_out(call, &retired, &rr);
+    if (st == MC_OK)
+        ((McRpc__StatusResponse *)*resp_p)->retired = rr;
+    return st != MC_OK ? st : rst;
 }
 
+/* The answer to RemoveByRegex / RemoveAll (frees retired's list). */
 static mc_status_t count_resp(mc_rpc_call_t *call, int32_t st, uint64_t n,
-                              ProtobufCMessage **resp_p)
+                              mc_master_retired_t *retired, ProtobufCMessage **resp_p)
 {
     McRpc__CountResponse *r = ALLOC(call, McRpc__CountResponse);
-    if (!r)
+    if (!r) {
+        mc_master_retired_free(retired);
         return MC_ERR_NO_MEMORY;
+    }
     mc_rpc__count_response__init(r);
     r->status = st;
     r->count = n;
     *resp_p = &r->base;
-    return MC_OK;
+    return retired_out(call, retired, &r->retired);
 }
 
 static mc_status_t h_remove_by_regex(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -360,8 +391,9 @@ static mc_status_t h_remove_by_regex(void *ctx, mc_rpc_call_t *call, const Proto
 {
     const McRpc__RemoveByRegexRequest *q = (const void *)req;
     uint64_t n = 0;
-    int32_t st = mc_master_remove_regex(ctx, q->pattern, q->force, &n);
-    return count_resp(call, st, n, resp_p);
+    mc_master_retired_t retired = {.max = MC_RPC_MAX_RETIRED};
+    int32_t st = mc_master_remove_regex(ctx, q->pattern, q->force, &n, &retired);
+    return count_resp(call, st, n, &retired, resp_p);
 }
 
 static mc_status_t h_release_retired(void *ctx, mc_rpc_call_t *call,
@@ -379,8 +411,9 @@ static mc_status_t h_remove_all(void *ctx, mc_rpc_call_t *call, const ProtobufCM
 {
     const McRpc__RemoveAllRequest *q = (const void *)req;
     uint64_t n = 0;
-    int32_t st = mc_master_remove_all(ctx, q->force, &n);
-    return count_resp(call, st, n, resp_p);
+    mc_master_retired_t retired = {.max = MC_RPC_MAX_RETIRED};
+    int32_t st = mc_master_remove_all(ctx, q->force, &n, &retired);
+    return count_resp(call, st, n, &retired, resp_p);
 }
 
 /* ---------------------------------------------------------------- segments, clients */

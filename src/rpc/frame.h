@@ -32,6 +32,7 @@
 #define MC_RPC_MAX_BATCH 16384u           /* keys per batch request */
 #define MC_RPC_MAX_VALUE (1ull << 40)     /* 1 TiB */
 #define MC_RPC_MAX_REPLICAS 8u
+#define MC_RPC_MAX_RETIRED 65536u         /* replicas one answer lists as retired (RetiredReplicas) */
 
 #define MC_RPC_FLAG_RESPONSE 0x1u
 

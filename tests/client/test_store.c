@@ -347,7 +347,8 @@ static void test_frozen_server_fails_over(void **state)
 /* Lease cache (docs/internals/store-client.md): a client that holds a read lease on a key reads
  * it without asking the master (checked with the master frozen), single and batched; another
  * client's upsert stamps the old replica so the next get asks the master and returns the new
- * bytes; the client's own forced remove ends its lease. */
+ * bytes; the client's own forced remove ends its lease, and another client's forced removes
+ * stamp the removed replicas. */
 static void test_lease_cache(void **state)
 {
     mc_store_t *a = open_store(0), *b = open_store(0);
@@ -395,6 +396,27 @@ static void test_lease_cache(void **state)
     /* a's own forced remove ends its lease: the bytes are still in place, a must not see them */
     assert_int_equal(mc_store_remove(a, "lc-k", true), MC_OK);
     assert_int_equal(mc_store_get_into(a, "lc-k", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
+
+    /* b's forced removes (single, batch, regex) while a's lease runs: b stamps the removed
+     * replicas before its remove returns, so a's next get, which would read under its cached
+     * lease, asks the master and finds the key gone */
+    for (int how = 0; how < 3; how++) {
+        assert_int_equal(mc_store_put(a, "lc-r", &i1, 1, &two), MC_OK);
+        assert_int_equal(mc_store_get_into(a, "lc-r", &io, 1), LEN); /* takes the lease */
+        const char *rk[1] = {"lc-r"};
+        int32_t rres[1] = {-1};
+        if (how == 0) {
+            assert_int_equal(mc_store_remove(b, "lc-r", true), MC_OK);
+        } else if (how == 1) {
+            assert_int_equal(mc_store_batch_remove(b, 1, rk, true, rres), MC_OK);
+            assert_int_equal(rres[0], MC_OK);
+        } else {
+            assert_int_equal(mc_store_remove_by_regex(b, "^lc-r$", true), 1);
+        }
+        assert_int_equal(mc_store_get_into(a, "lc-r", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc_store_batch_get_into(a, 1, rk, parts, np, res), MC_OK);
+        assert_int_equal(res[0], MC_ERR_OBJECT_NOT_FOUND);
+    }
 
     /* An upsert that finds no space (larger than any segment) has retired the old value all
      * the same; its stamp must still land, so a's lease does not keep serving the old bytes. */

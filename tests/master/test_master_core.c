@@ -128,25 +128,25 @@ static void test_remove_lease(void **state)
     mc_master_replica_t r[8];
     uint32_t n;
     assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK);
-    assert_int_equal(mc_master_remove(m, K("a"), false), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_master_remove(m, K("a"), false, NULL), MC_ERR_OBJECT_HAS_LEASE);
     g_now += 501; /* lease expired */
-    assert_int_equal(mc_master_remove(m, K("a"), false), MC_OK);
-    assert_int_equal(mc_master_remove(m, K("a"), false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_remove(m, K("a"), false, NULL), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("a"), false, NULL), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(put(m, CA, "b", 100, 1), MC_OK);
     assert_int_equal(mc_master_get_replicas(m, K("b"), r, &n, NULL, NULL), MC_OK);
-    assert_int_equal(mc_master_remove(m, K("b"), true), MC_OK); /* force */
+    assert_int_equal(mc_master_remove(m, K("b"), true, NULL), MC_OK); /* force */
     /* remove of an in-flight put is refused */
     assert_int_equal(mc_master_put_start(m, CA, K("w"), 10, NULL, false, r, &n), MC_OK);
-    assert_int_equal(mc_master_remove(m, K("w"), true), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_remove(m, K("w"), true, NULL), MC_ERR_REPLICA_IS_NOT_READY);
     /* regex and all */
     assert_int_equal(put(m, CA, "model@1@x", 100, 1), MC_OK);
     assert_int_equal(put(m, CA, "model@2@x", 100, 1), MC_OK);
     assert_int_equal(put(m, CA, "other", 100, 1), MC_OK);
     uint64_t cnt;
-    assert_int_equal(mc_master_remove_regex(m, "^model@[0-9]+@", false, &cnt), MC_OK);
+    assert_int_equal(mc_master_remove_regex(m, "^model@[0-9]+@", false, &cnt, NULL), MC_OK);
     assert_int_equal(cnt, 2);
-    assert_int_equal(mc_master_remove_regex(m, "([", false, &cnt), MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_master_remove_all(m, false, &cnt), MC_OK);
+    assert_int_equal(mc_master_remove_regex(m, "([", false, &cnt, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_remove_all(m, false, &cnt, NULL), MC_OK);
     assert_int_equal(cnt, 1);
     assert_int_equal(mc_master_object_count(m), 1); /* the in-flight put */
     mc_master_destroy(m);
@@ -199,13 +199,13 @@ static void test_exist_extends_lease_flag(void **state)
     mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
     assert_int_equal(put(m, CA, "a", 100, 1), MC_OK);
     assert_int_equal(mc_master_exist(m, K("a")), MC_OK);
-    assert_int_equal(mc_master_remove(m, K("a"), false), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_master_remove(m, K("a"), false, NULL), MC_ERR_OBJECT_HAS_LEASE);
     mc_master_destroy(m);
     m = mk(NULL); /* default: no lease from ExistKey */
     mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
     assert_int_equal(put(m, CA, "a", 100, 1), MC_OK);
     assert_int_equal(mc_master_exist(m, K("a")), MC_OK);
-    assert_int_equal(mc_master_remove(m, K("a"), false), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("a"), false, NULL), MC_OK);
     mc_master_destroy(m);
 }
 
@@ -474,7 +474,7 @@ static void test_upsert(void **state)
     mc_master_replica_t r[8];
     uint32_t n;
     uint64_t size, sum;
-    mc_master_retired_t retired;
+    mc_master_retired_t retired = {.max = 8};
     assert_int_equal(mc_master_put_start(m, CA, K("u"), 100, NULL, true, r, &n), MC_OK);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 1), MC_OK);
     /* nobody holds a lease: the old value's space is simply freed, nothing to stamp */
@@ -516,6 +516,78 @@ static void test_upsert(void **state)
     assert_int_equal(mc_master_release_retired(m, &retired.token, 1), 0); /* once only */
     assert_int_equal(mc_master_query_segment(m, "segA", &st2), MC_OK);
     assert_int_equal(st2.used, st1.used);
+    mc_master_retired_free(&retired);
+    mc_master_destroy(m);
+}
+
+static uint64_t seg_used(mc_master_t *m, const char *name)
+{
+    mc_master_segment_status_t ss;
+    assert_int_equal(mc_master_query_segment(m, name, &ss), MC_OK);
+    return ss.used;
+}
+
+/* A forced remove of a leased value retires it like an upsert does: its space is held (never
+ * reused under a reader), listed with a token for the remover to stamp, and freed when the
+ * remover releases the token or the lease ends. Unleased values are freed at once. Answers
+ * list at most `max` replicas; the rest are held for the whole lease, with no token. */
+static void test_forced_remove_retires(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.default_kv_lease_ttl_ms = 500;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1 << 20, "h1", 1);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    const char *keys[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(put(m, CA, keys[i], 4096, 1), MC_OK);
+    for (int i = 0; i < 3; i++) /* a, b and c are leased, d is not */
+        assert_int_equal(mc_master_get_replicas(m, K(keys[i]), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK);
+    uint64_t addr_a = r[0].addr;
+
+    uint64_t u0 = seg_used(m, "segA");
+    mc_master_retired_t ret = {.max = 8};
+    assert_int_equal(mc_master_remove(m, K("a"), true, &ret), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("a")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(ret.n, 1);
+    assert_int_equal(ret.unlisted, 0);
+    assert_int_equal(ret.reps[0].addr, addr_a);
+    assert_int_equal(ret.reps[0].size, 4096);
+    assert_true(ret.lease_left_ms > 0 && ret.lease_left_ms <= 500);
+    assert_int_not_equal(ret.token, 0);
+    assert_int_equal(seg_used(m, "segA"), u0); /* held */
+    assert_int_equal(mc_master_release_retired(m, &ret.token, 1), 1);
+    uint64_t u1 = seg_used(m, "segA");
+    assert_true(u1 < u0 && u0 - u1 >= 4096);
+    mc_master_retired_free(&ret);
+
+    /* unleased: freed at once, nothing listed */
+    mc_master_retired_t none = {.max = 8};
+    assert_int_equal(mc_master_remove(m, K("d"), true, &none), MC_OK);
+    assert_int_equal(none.n + none.unlisted, 0);
+    assert_int_equal(none.token, 0);
+    assert_true(seg_used(m, "segA") < u1);
+    uint64_t u2 = seg_used(m, "segA");
+
+    /* b and c leased, a list of one: one listed with the token, one held without */
+    mc_master_retired_t one = {.max = 1};
+    uint64_t cnt = 0;
+    assert_int_equal(mc_master_remove_all(m, true, &cnt, &one), MC_OK);
+    assert_int_equal(cnt, 2);
+    assert_int_equal(one.n, 1);
+    assert_int_equal(one.unlisted, 1);
+    assert_int_equal(seg_used(m, "segA"), u2);
+    assert_int_equal(mc_master_release_retired(m, &one.token, 1), 1); /* the listed one only */
+    uint64_t u3 = seg_used(m, "segA");
+    assert_true(u3 < u2 && u3 > 0);
+    g_now += 501; /* the leases end: the unlisted one is freed too */
+    mc_master_cron(m);
+    assert_int_equal(seg_used(m, "segA"), 0);
+    mc_master_retired_free(&one);
     mc_master_destroy(m);
 }
 
@@ -548,7 +620,7 @@ static void test_wal_recovery(void **state)
     const char *seg_k1 = strcmp(r[0].segment_name, "segA") == 0 ? "segA" : "segB";
     assert_int_equal(put(m, CA, "k2", 2000, 0x2222), MC_OK);
     assert_int_equal(put(m, CA, "gone", 2000, 0x3333), MC_OK);
-    assert_int_equal(mc_master_remove(m, K("gone"), true), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("gone"), true, NULL), MC_OK);
     assert_int_equal(mc_master_put_start(m, CA, K("inflight"), 100, NULL, false, r, &n), MC_OK);
     assert_int_equal(mc_master_wal_sync(m), MC_OK);
     mc_master_destroy(m);
@@ -627,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_graceful_unmount),
         cmocka_unit_test(test_free_ratio_first),
         cmocka_unit_test(test_upsert),
+        cmocka_unit_test(test_forced_remove_retires),
         cmocka_unit_test(test_wal_recovery),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -105,14 +105,14 @@ static void test_kinds_and_order(void **state)
     assert_string_not_equal(g_ev[0].segment, g_ev[1].segment);
     assert_string_equal(g_ev[0].host, !strcmp(g_ev[0].segment, "segA") ? "hA" : "hB");
     /* remove: one per replica */
-    assert_int_equal(mc_master_remove(m, K("k1"), false), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("k1"), false, NULL), MC_OK);
     assert_int_equal(read_all(m, 3), 2);
     assert_int_equal(g_ev[0].kind, MC_MASTER_EV_REMOVED);
     assert_string_equal(g_ev[0].key, "k1");
     /* a refused remove publishes nothing */
     assert_int_equal(put_n(m, CA, "k2", 10, 1, false), MC_OK);            /* seq 5 */
     assert_int_equal(mc_master_get_replicas(m, K("k2"), r, &n, NULL, NULL), MC_OK); /* lease */
-    assert_int_equal(mc_master_remove(m, K("k2"), false), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_master_remove(m, K("k2"), false, NULL), MC_ERR_OBJECT_HAS_LEASE);
     assert_int_equal(read_all(m, 5), 1);
     const char *seg2 = r[0].segment_name;
     expect(0, MC_MASTER_EV_COMMITTED, "k2", seg2, !strcmp(seg2, "segA") ? "hA" : "hB");
@@ -128,12 +128,12 @@ static void test_kinds_and_order(void **state)
     assert_int_equal(put_n(m, CA, "x/1", 10, 1, false), MC_OK); /* 8 */
     assert_int_equal(put_n(m, CA, "x/2", 10, 1, false), MC_OK); /* 9 */
     uint64_t cnt;
-    assert_int_equal(mc_master_remove_regex(m, "^x/", false, &cnt), MC_OK);
+    assert_int_equal(mc_master_remove_regex(m, "^x/", false, &cnt, NULL), MC_OK);
     assert_int_equal(cnt, 2);
     assert_int_equal(read_all(m, 10), 2);
     assert_int_equal(g_ev[0].kind, MC_MASTER_EV_REMOVED);
     assert_int_equal(g_ev[1].kind, MC_MASTER_EV_REMOVED);
-    assert_int_equal(mc_master_remove_all(m, false, &cnt), MC_OK);
+    assert_int_equal(mc_master_remove_all(m, false, &cnt, NULL), MC_OK);
     assert_int_equal(cnt, 1);
     assert_int_equal(read_all(m, 12), 1);
     expect(0, MC_MASTER_EV_REMOVED, "k2", g_ev[0].segment, g_ev[0].host);
@@ -301,8 +301,8 @@ static void test_list_objects(void **state)
         if (pages == 0)
             seq0 = seq;
         if (pages == 2) {
-            assert_int_equal(mc_master_remove(m, K("obj000"), false), MC_OK);
-            assert_int_equal(mc_master_remove(m, K("obj299"), false), MC_OK);
+            assert_int_equal(mc_master_remove(m, K("obj000"), false, NULL), MC_OK);
+            assert_int_equal(mc_master_remove(m, K("obj299"), false, NULL), MC_OK);
             assert_int_equal(put_n(m, CA, "late", 100, 1, false), MC_OK);
         }
         cursor = next;

@@ -223,14 +223,14 @@ static void run(uint64_t seed, bool with_wal)
                     assert_int_equal(r[j].status, 2);
             }
         } else if (op < 88) {
-            if (mc_master_remove(m, k, kl, rand() % 2) == MC_OK)
+            if (mc_master_remove(m, k, kl, rand() % 2, NULL) == MC_OK)
                 md.committed[i] = 0;
         } else if (op < 95) {
             g_now += (uint64_t)(rand() % 40);
             mc_master_cron(m);
         } else if (op < 96) {
             uint64_t cnt;
-            mc_master_remove_regex(m, "^key-1[0-9]-", false, &cnt);
+            mc_master_remove_regex(m, "^key-1[0-9]-", false, &cnt, NULL);
         } else if (op < 97 && !with_wal) {
             int s = rand() % NSEG;
             char name[16];

@@ -603,3 +603,30 @@ def test_upsert_releases_leased_space():
         b.close()
         s.stop()
         m.stop()
+
+
+def test_forced_remove_stamps_and_releases_leased_space():
+    """A forced remove of a value another client holds a read lease on: the remover stamps the
+    old replica before remove returns (the reader, which would read it under its cached lease
+    without asking the master, finds it gone at once) and then hands its space back. In an
+    8 MiB pool: K and L (3 MiB each) read by B (10 s leases, so neither is evictable), K
+    removed by A with force, then M (3 MiB) put by A: fits only if K's space came back."""
+    m = start_master(lease_ttl_ms=10000)
+    s = start_storage(m.addr, size="8MB")
+    a, b = MooncakeDistributedStore(), MooncakeDistributedStore()
+    try:
+        for st in (a, b):
+            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", m.addr) == 0
+        k, l, mv = b"k" * (3 << 20), b"l" * (3 << 20), b"m" * (3 << 20)
+        assert a.put("K", k) == 0 and a.put("L", l) == 0
+        assert b.get("K") == k and b.get("L") == l  # B holds leases on both
+        assert b.get("K") == k  # served from B's cached lease
+        assert a.remove("K", force=True) == 0
+        assert b.get("K") == b""  # the stamp sent B to the master
+        assert a.put("M", mv) == 0
+        assert a.get("M") == mv and b.get("L") == l
+    finally:
+        a.close()
+        b.close()
+        s.stop()
+        m.stop()
