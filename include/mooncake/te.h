@@ -97,6 +97,15 @@ MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const cha
  * then stays registered). */
 MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr);
 
+/* Serve the buffer registered at addr only until until_ns (CLOCK_MONOTONIC, nanoseconds; 0 =
+ * no limit, the default): later tcp and shm requests of peers that touch it, and copies within
+ * this engine, fail with MC_ERR_SEGMENT_FENCED. Same-host peers check the limit themselves,
+ * so it holds even while this process is stopped. A store extends it with every heartbeat the
+ * master answers, so a storage server that lost its master stops serving before the master
+ * drops its segment (docs/internals/store-client.md, "Lease cache"). Not enforced for
+ * one-sided ucx RMA. MC_ERR_OBJECT_NOT_FOUND if no buffer starts at addr. */
+MC_API mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until_ns);
+
 /* Open a segment by name (its owner's local server name). Cached; cheap to call again. */
 MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p);
 /* Drop the cached descriptor so the next open fetches it again. */

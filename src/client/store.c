@@ -33,7 +33,11 @@
 #include <unistd.h>
 
 #define STORE_MAX_BATCH 16384
-#define STORE_HEARTBEAT_MS 1000
+#define STORE_HEARTBEAT_MS 1000        /* or client_ttl / 4 if that is shorter */
+/* A storage server serves its segment until client_ttl * 7/8 after the send time of its last
+ * answered ping: the master drops it no earlier than client_ttl after receiving that ping. */
+#define SERVE_TTL_NUM 7
+#define SERVE_TTL_DEN 8
 /* Replica hints and cached leases (replica_hint.h), in entries of 120 bytes plus the key: the
  * default, 262144 (32 MB + keys), keeps ~200 k hot keys without set overflows;
  * MC_STORE_REPLICA_HINTS overrides, 0 = off. */
@@ -66,6 +70,12 @@ struct mc_store {
     pthread_cond_t hb_cond;
     int hb_stop;                    /* guarded by hb_lock */
     atomic_int master_reachable;
+    atomic_uint heartbeat_ms;       /* STORE_HEARTBEAT_MS, or less for a short client_ttl */
+
+    /* Segment fencing (store_ping; all guarded by ping_mu). */
+    pthread_mutex_t ping_mu;
+    uint64_t master_epoch;          /* of the last answered ping; 0 = none yet */
+    uint64_t remount_after_ms;      /* dropped by the master: re-mount from then on; 0 = not */
 };
 
 /* ------------------------------------------------------------------ small helpers */
@@ -403,22 +413,70 @@ static mc_status_t store_mount(mc_store_t *s, int remount)
 }
 
 /* One ping; re-mounts when the master asks. Returns the transport/RPC status. */
+/* The master answered a ping sent at t_send (ns): serve the segment until a bit less than
+ * client_ttl from then, since the master cannot have dropped it before client_ttl from when it
+ * received the ping. Same-host readers check the limit themselves (te.h). */
+static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms)
+{
+    if (!s->segment || client_ttl_ms == 0)
+        return;
+    uint64_t ttl_ns = client_ttl_ms * 1000000ull / SERVE_TTL_DEN * SERVE_TTL_NUM;
+    mc_te_set_serve_until(s->te, s->segment, t_send + ttl_ns);
+    uint64_t hb = client_ttl_ms / 4;
+    atomic_store(&s->heartbeat_ms, (unsigned)(hb && hb < STORE_HEARTBEAT_MS ? hb : STORE_HEARTBEAT_MS));
+}
+
+/* Pings the master; re-mounts the segment when it asks (NEED_REMOUNT). A master that restarted
+ * (new epoch) recovered the segment's objects from its log and waits for the re-mount. A
+ * master that is still the same one asks because it dropped this client after client_ttl of
+ * silence (the process was stopped, or cut off) and gave up its objects, which may have been
+ * put again elsewhere since: the segment, fenced since it lost the master, then stays
+ * unserved and unmounted for one more lease period, until no reader holds a lease on what it
+ * held (store-client.md, "Lease cache"). */
 static mc_status_t store_ping(mc_store_t *s)
 {
     McRpc__PingRequest req = MC_RPC__PING_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
     ProtobufCMessage *resp = NULL;
+    pthread_mutex_lock(&s->ping_mu);
+    uint64_t t_send = mc_now_ns();
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_PING, &req.base, &resp, 1);
     if (st == MC_OK) {
         McRpc__PingResponse *pr = (McRpc__PingResponse *)resp;
         st = pr->status;
-        if (st == MC_OK && pr->client_status == MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT &&
-            s->segment) {
-            MC_LOG_WARN("master asked to re-mount (new master epoch %llu)",
-                        (unsigned long long)pr->master_epoch);
-            store_mount(s, 1);
+        bool need = pr->client_status == MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT;
+        uint64_t now_ms = mc_now_ms();
+        if (st == MC_OK && s->segment && need && !s->remount_after_ms && s->master_epoch &&
+            pr->master_epoch == s->master_epoch) {
+            s->remount_after_ms = now_ms + pr->lease_ttl_ms;
+            MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu ms); "
+                        "segment %s stays unserved and re-mounts in %llu ms, when no read "
+                        "lease on its old contents is left",
+                        (unsigned long long)pr->client_ttl_ms, s->te_name,
+                        (unsigned long long)pr->lease_ttl_ms);
         }
+        bool remount = false;
+        if (st == MC_OK && s->segment) {
+            if (s->remount_after_ms) { /* dropped: not before the wait, then whatever it says */
+                remount = now_ms >= s->remount_after_ms;
+            } else if (need) {
+                MC_LOG_WARN("master asked to re-mount (new master epoch %llu)",
+                            (unsigned long long)pr->master_epoch);
+                remount = true;
+            } else {
+                serve_extend(s, t_send, pr->client_ttl_ms);
+            }
+        }
+        if (remount && store_mount(s, 1) == MC_OK) {
+            if (s->remount_after_ms)
+                MC_LOG_INFO("segment %s mounted again", s->te_name);
+            s->remount_after_ms = 0;
+            serve_extend(s, t_send, pr->client_ttl_ms);
+        }
+        if (st == MC_OK)
+            s->master_epoch = pr->master_epoch;
     }
+    pthread_mutex_unlock(&s->ping_mu);
     mc_rpc_response_free(resp);
     atomic_store(&s->master_reachable, st == MC_OK);
     return st;
@@ -436,7 +494,9 @@ static void *heartbeat_main(void *arg)
         pthread_mutex_lock(&s->hb_lock);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += STORE_HEARTBEAT_MS / 1000;
+        uint64_t ns = (uint64_t)ts.tv_nsec + atomic_load(&s->heartbeat_ms) * 1000000ull;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
         while (!s->hb_stop && pthread_cond_timedwait(&s->hb_cond, &s->hb_lock, &ts) == 0) {
         }
     }
@@ -457,6 +517,8 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     if (!s)
         return MC_ERR_NO_MEMORY;
     pthread_mutex_init(&s->hb_lock, NULL);
+    pthread_mutex_init(&s->ping_mu, NULL);
+    atomic_store(&s->heartbeat_ms, STORE_HEARTBEAT_MS);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -553,6 +615,8 @@ void mc_store_destroy(mc_store_t *s)
         pthread_mutex_unlock(&s->hb_lock);
         pthread_join(s->heartbeat, NULL);
     }
+    if (s->segment && s->te) /* nothing served after the unmount (readers under cached leases) */
+        mc_te_set_serve_until(s->te, s->segment, 1);
     if (s->segment && s->master.conns[0] && atomic_load(&s->master_reachable)) {
         McRpc__UnmountSegmentRequest req = MC_RPC__UNMOUNT_SEGMENT_REQUEST__INIT;
         req.client_id = mc_master_client_id(&s->master);
@@ -573,6 +637,7 @@ void mc_store_destroy(mc_store_t *s)
     mc_hint_table_free(s->hints);
     pthread_cond_destroy(&s->hb_cond);
     pthread_mutex_destroy(&s->hb_lock);
+    pthread_mutex_destroy(&s->ping_mu);
     mc_free(s);
 }
 
@@ -1260,8 +1325,12 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
 {
     mc_status_t st;
     mc_replica_hint_t h;
-    if (lease_cached(s, key, &h) && h.size <= cap && lease_cache_read(s, key, &h, parts, n_parts))
-        return (int64_t)h.size;
+    const char *cache_failed = NULL; /* an endpoint that just failed a cached read: try it last */
+    if (lease_cached(s, key, &h) && h.size <= cap) {
+        if (lease_cache_read(s, key, &h, parts, n_parts))
+            return (int64_t)h.size;
+        cache_failed = h.endpoint;
+    }
     uint64_t t0 = mc_now_ms();
     spec_read_t sp;
     spec_start(s, &sp, key, parts, n_parts, cap);
@@ -1280,8 +1349,8 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
         atomic_fetch_add(&s->n_spec_hits, 1);
         rc = (int64_t)rl->size;
     } else
-        rc = store_read_verified(s, key, rl, parts, n_parts, t0, spec_failed_endpoint(&sp),
-                                 last_try);
+        rc = store_read_verified(s, key, rl, parts, n_parts, t0,
+                                 cache_failed ? cache_failed : spec_failed_endpoint(&sp), last_try);
     if (rl)
         mc_rpc_response_free(&rl->base);
     return rc;
@@ -1313,6 +1382,7 @@ static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool 
 {
     *buf_p = NULL;
     mc_replica_hint_t h;
+    const char *cache_failed = NULL; /* as in get_into_once */
     if (lease_cached(s, key, &h)) {
         void *buf = mc_malloc(h.size);
         if (buf) {
@@ -1322,6 +1392,7 @@ static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool 
                 *buf_p = buf;
                 return (int64_t)h.size;
             }
+            cache_failed = h.endpoint;
             mc_free(buf);
         }
     }
@@ -1335,7 +1406,7 @@ static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool 
     if (buf) {
         prefault_heap(buf, rl->size);
         struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
-        rc = store_read_verified(s, key, rl, &iov, 1, t0, NULL, last_try);
+        rc = store_read_verified(s, key, rl, &iov, 1, t0, cache_failed, last_try);
     }
     mc_rpc_response_free(&rl->base);
     if (rc < 0)

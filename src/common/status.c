@@ -55,6 +55,7 @@ static const struct status_entry status_table[] = {
     {MC_ERR_IO, "IO_ERROR", "IO_ERROR: system call failed"},
     {MC_ERR_CANCELED, "CANCELED", "CANCELED: operation canceled"},
     {MC_ERR_PERMISSION, "PERMISSION_DENIED", "PERMISSION_DENIED: not allowed for this tenant or client"},
+    {MC_ERR_SEGMENT_FENCED, "SEGMENT_FENCED", "SEGMENT_FENCED: the owner stopped serving this memory (it lost contact with the master)"},
 };
 
 static const struct status_entry *status_find(int status)

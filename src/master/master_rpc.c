@@ -491,6 +491,9 @@ static mc_status_t h_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage
     r->client_status = need ? MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT
                             : MC_RPC__CLIENT_STATUS__CLIENT_OK;
     mc_master_view(ctx, &r->view_version, &r->master_epoch);
+    mc_master_t *m = ctx;
+    r->client_ttl_ms = m->cfg.client_ttl_ms;
+    r->lease_ttl_ms = m->cfg.default_kv_lease_ttl_ms;
     return MC_OK;
 }
 

@@ -640,6 +640,27 @@ MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
     return st;
 }
 
+MC_API mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until_ns)
+{
+    if (!te || !addr)
+        return MC_ERR_INVALID_PARAMS;
+    mc_te_lbuf_t *b;
+    pthread_mutex_lock(&te->reg_mu); /* orders with the shm slot's (re)assignment */
+    mc_status_t st = mc_te_table_acquire(&te->table, (uint64_t)(uintptr_t)addr, 1, &b);
+    if (st == MC_OK && b->addr != (uint64_t)(uintptr_t)addr) {
+        mc_te_table_release(&te->table, b);
+        st = MC_ERR_OUT_OF_RANGE;
+    }
+    if (st == MC_OK) {
+        atomic_store(&b->serve_until_ns, until_ns);
+        if (te->shm)
+            mc_te_shm_ops.on_serve_until(te->shm, b);
+        mc_te_table_release(&te->table, b);
+    }
+    pthread_mutex_unlock(&te->reg_mu);
+    return st == MC_OK ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
+}
+
 /* ===================================== segments ======================================= */
 
 MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p)
@@ -889,7 +910,7 @@ static int cmp_slice_peer(const void *a, const void *b)
 static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
 {
     mc_te_lbuf_t *b;
-    mc_status_t st = mc_te_table_acquire(&te->table, u->target_addr, u->length, &b);
+    mc_status_t st = mc_te_table_acquire_served(&te->table, u->target_addr, u->length, &b);
     if (st == MC_OK) {
         void *remote = (void *)(uintptr_t)u->target_addr;
         if (u->opcode == MC_TE_READ)

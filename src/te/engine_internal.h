@@ -38,6 +38,7 @@ typedef struct mc_te_lbuf {
     uint64_t gen;            /* shm control generation of this registration */
     _Atomic uint64_t inflight; /* acquires not yet released (tcp serving, local copies) */
     _Atomic int closing;       /* unregister in progress: acquire refuses */
+    _Atomic uint64_t serve_until_ns; /* mc_te_set_serve_until; 0 = no limit */
 } mc_te_lbuf_t;
 
 typedef struct mc_te_table {
@@ -59,6 +60,10 @@ mc_status_t mc_te_table_insert(mc_te_table_t *t, mc_te_lbuf_t *b);
  * stays registered (and its memory valid) until mc_te_table_release. */
 mc_status_t mc_te_table_acquire(mc_te_table_t *t, uint64_t addr, uint64_t len, mc_te_lbuf_t **b_p);
 void mc_te_table_release(mc_te_table_t *t, mc_te_lbuf_t *b);
+/* As mc_te_table_acquire, to serve the buffer's bytes (to a peer, or a copy within this
+ * engine): MC_ERR_SEGMENT_FENCED once its serve_until_ns has passed. */
+mc_status_t mc_te_table_acquire_served(mc_te_table_t *t, uint64_t addr, uint64_t len,
+                                       mc_te_lbuf_t **b_p);
 /* Unregister in three steps: begin (mark closing, new acquires refuse; MC_ERR_OBJECT_NOT_FOUND
  * if no buffer starts at addr, MC_ERR_BUSY if another unregister of it runs), wait for the
  * in-flight count to reach 0 (MC_ERR_BUSY at the deadline), then finish: remove and free on

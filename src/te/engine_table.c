@@ -102,6 +102,21 @@ mc_status_t mc_te_table_acquire(mc_te_table_t *t, uint64_t addr, uint64_t len, m
     return st;
 }
 
+mc_status_t mc_te_table_acquire_served(mc_te_table_t *t, uint64_t addr, uint64_t len,
+                                       mc_te_lbuf_t **b_p)
+{
+    mc_status_t st = mc_te_table_acquire(t, addr, len, b_p);
+    if (st == MC_OK) {
+        uint64_t until = atomic_load(&(*b_p)->serve_until_ns);
+        if (until && mc_now_ns() > until) {
+            mc_te_table_release(t, *b_p);
+            *b_p = NULL;
+            st = MC_ERR_SEGMENT_FENCED;
+        }
+    }
+    return st;
+}
+
 void mc_te_table_release(mc_te_table_t *t, mc_te_lbuf_t *b)
 {
     if (atomic_load(&b->closing)) {

@@ -1,7 +1,7 @@
 /* shm transport: same-host peers copy directly through mapped memfds (design: transport.h).
  *
  * Owner side: one control memfd of MC_TE_SHM_SLOTS slots; each registered buffer gets a slot
- * {state = gen << 1 | registered, inflight}, published in transport_info as
+ * {state = gen << 1 | registered, inflight, serve_until_ns}, published in transport_info as
  *   {"shm_ctl_fd":N,"shm_ctl_slots":S,"slots":[[addr,slot,gen],...]}.
  * Initiator side (per peer, cached until the peer's pid changes): the control mapping and one
  * mapping per peer buffer, made on first use from /proc/<pid>/fd/<shm_fd>. Buffers that are
@@ -34,6 +34,7 @@
 typedef struct shm_slot {
     _Atomic uint64_t state;
     _Atomic uint64_t inflight;
+    _Atomic uint64_t serve_until_ns; /* CLOCK_MONOTONIC (one clock per host); 0 = no limit */
 } shm_slot_t;
 
 typedef struct shm_ctx {
@@ -123,6 +124,7 @@ static mc_status_t shm_on_register(void *vctx, mc_te_lbuf_t *b)
         c->used[i] = 1;
         b->slot = i;
         b->gen = ++c->next_gen;
+        atomic_store(&c->ctl[i].serve_until_ns, atomic_load(&b->serve_until_ns));
         atomic_store(&c->ctl[i].state, (b->gen << 1) | 1);
         break;
     }
@@ -145,6 +147,14 @@ static mc_status_t shm_on_unregister(void *vctx, mc_te_lbuf_t *b, uint64_t deadl
             usleep(200);
     }
     return MC_OK;
+}
+
+/* The owner's mc_te_set_serve_until, for initiators that copy without asking it. */
+static void shm_on_serve_until(void *vctx, mc_te_lbuf_t *b)
+{
+    shm_ctx_t *c = vctx;
+    if (b->slot >= 0)
+        atomic_store(&c->ctl[b->slot].serve_until_ns, atomic_load(&b->serve_until_ns));
 }
 
 static void shm_on_unregister_abort(void *vctx, mc_te_lbuf_t *b)
@@ -421,7 +431,7 @@ static bool owner_exited(shm_peer_t *sp)
     return poll(&p, 1, 0) > 0;
 }
 
-enum { C_DONE, C_CMA, C_TCP, C_STALE, C_MAP };
+enum { C_DONE, C_CMA, C_TCP, C_STALE, C_MAP, C_FENCED };
 
 /* Try one slice under the read lock. */
 static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
@@ -439,6 +449,12 @@ static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
     if (atomic_load(&sl->state) != ((b->gen << 1) | 1)) {
         atomic_fetch_sub(&sl->inflight, 1);
         return C_STALE;
+    }
+    uint64_t until = atomic_load(&sl->serve_until_ns); /* the owner's, on the same clock */
+    if (until && mc_now_ns() > until) {
+        atomic_fetch_sub(&sl->inflight, 1);
+        *st_p = MC_ERR_SEGMENT_FENCED;
+        return C_FENCED;
     }
     uint8_t *remote = b->base + (s->remote - b->addr);
     if (s->opcode == MC_TE_READ)
@@ -487,8 +503,8 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             pthread_rwlock_rdlock(&sp->lock);
             int r = sp->desc ? copy_slice(sp, s, &cst) : C_STALE;
             pthread_rwlock_unlock(&sp->lock);
-            if (r == C_DONE) {
-                mc_te_slice_done(s, MC_OK, s->len);
+            if (r == C_DONE || r == C_FENCED) {
+                mc_te_slice_done(s, cst, r == C_DONE ? s->len : 0);
                 break;
             }
             if (r == C_CMA || r == C_TCP) {
@@ -571,6 +587,7 @@ const mc_te_transport_ops_t mc_te_shm_ops = {
     .on_unregister = shm_on_unregister,
     .on_unregister_abort = shm_on_unregister_abort,
     .on_unregister_done = shm_on_unregister_done,
+    .on_serve_until = shm_on_serve_until,
     .transport_info = shm_transport_info,
     .peer_free = shm_peer_free,
 };

@@ -93,7 +93,7 @@ mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,
     case MC_TE_OP_WRITE:
     case MC_TE_OP_CMA_READ:
     case MC_TE_OP_CMA_WRITE:
-        return mc_te_table_acquire(t, h->addr, h->length, b_p);
+        return mc_te_table_acquire_served(t, h->addr, h->length, b_p);
     default:
         return MC_OK;
     }

@@ -71,6 +71,9 @@ typedef struct mc_te_transport_ops {
     mc_status_t (*on_unregister)(void *ctx, mc_te_lbuf_t *b, uint64_t deadline_ns);
     void (*on_unregister_abort)(void *ctx, mc_te_lbuf_t *b);
     void (*on_unregister_done)(void *ctx, mc_te_lbuf_t *b);
+    /* Optional: b->serve_until_ns changed (mc_te_set_serve_until); transports whose
+     * initiators copy without asking the owner (shm) publish it to them. */
+    void (*on_serve_until)(void *ctx, mc_te_lbuf_t *b);
     /* Optional: JSON text for the descriptor's transport_info (heap; caller frees). */
     char *(*transport_info)(void *ctx);
     /* Optional: free peer->tp_state[...] (engine destroy). */

@@ -10,6 +10,8 @@
  * and serves commands from stdin, one per line, answering one line each:
  *   unregister <i>           -> "UNREG <i> <status name>"
  *   register <i>             -> "REG <i> <status name>"
+ *   serve <i> past|none|<ms> -> "SERVE <i> <status name>" (mc_te_set_serve_until: already
+ *                               over, no limit, or ms from now)
  *   check <i> <off> <len> <seed> -> "CHECK <ok|bad>" (buffer bytes == pattern with seed)
  *   quit                     -> exits 0
  * EOF on stdin also exits.
@@ -17,6 +19,7 @@
 #include "te_pattern.h"
 
 #include "mooncake/te.h"
+#include "common/time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,9 +91,16 @@ int main(int argc, char **argv)
     while (fgets(line, sizeof(line), stdin)) {
         unsigned i = 0, s = 0;
         unsigned long long off = 0, len = 0;
+        char word[32];
         if (sscanf(line, "unregister %u", &i) == 1 && i < nbuf) {
             st = mc_te_unregister(te, bufs[i]);
             printf("UNREG %u %s\n", i, mc_status_name(st));
+        } else if (sscanf(line, "serve %u %31s", &i, word) == 2 && i < nbuf) {
+            uint64_t until = !strcmp(word, "past")   ? 1
+                             : !strcmp(word, "none") ? 0
+                                                     : mc_now_ns() + strtoull(word, NULL, 10) * 1000000ull;
+            st = mc_te_set_serve_until(te, bufs[i], until);
+            printf("SERVE %u %s\n", i, mc_status_name(st));
         } else if (sscanf(line, "register %u", &i) == 1 && i < nbuf) {
             st = mc_te_register(te, bufs[i], size, "cpu:0");
             printf("REG %u %s\n", i, mc_status_name(st));

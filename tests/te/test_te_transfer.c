@@ -629,6 +629,64 @@ static void test_shm_stopped_owner(void **state)
     te_peer_stop(&p, 0);
 }
 
+/* ---- serving limit (mc_te_set_serve_until) ----------------------------------------------- */
+
+static void peer_serve(te_peer_t *p, const char *how)
+{
+    char cmd[64], ans[64];
+    snprintf(cmd, sizeof(cmd), "serve 0 %s", how);
+    assert_int_equal(te_peer_cmd(p, cmd, ans, sizeof(ans), 5000), 0);
+    assert_string_equal(ans, "SERVE 0 OK");
+}
+
+/* Past its serving limit a buffer is refused to peers (reads and writes) with SEGMENT_FENCED,
+ * over tcp, CMA and shm alike; a limit still ahead or none serves. Over shm the initiator
+ * checks the limit itself, so it holds while the owner is stopped. */
+static void serve_until(const char *proto, int shareable)
+{
+    const char *args[] = {"--buffers", "1", "--size", "1048576", shareable ? "--shareable" : NULL,
+                          NULL};
+    te_peer_t p;
+    mc_te_segment_t seg;
+    mc_te_t *te = start_peer_and_engine(&p, args, proto, 2000, &seg);
+    uint8_t lb[4096];
+    mc_te_xfer_status_t st;
+    peer_serve(&p, "60000");
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 5, sizeof(lb), &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, sizeof(lb), 0, 5, 1), -1);
+    peer_serve(&p, "past");
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 5, sizeof(lb), &st),
+                     MC_ERR_SEGMENT_FENCED);
+    assert_int_equal(st.error, MC_ERR_SEGMENT_FENCED);
+    memset(lb, 0xee, sizeof(lb));
+    assert_int_equal(xfer(te, MC_TE_WRITE, lb, seg, p.addr[0], sizeof(lb), &st),
+                     MC_ERR_SEGMENT_FENCED);
+    if (shareable) { /* the owner cannot answer anything now: the initiator refuses alone */
+        assert_int_equal(mt_freeze(p.pid, 5000), 0);
+        mc_status_t fs = xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 5, sizeof(lb), &st);
+        kill(p.pid, SIGCONT);
+        assert_int_equal(fs, MC_ERR_SEGMENT_FENCED);
+    }
+    peer_serve(&p, "none");
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 5, sizeof(lb), &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, sizeof(lb), 0, 5, 1), -1); /* the write was refused */
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+static void test_serve_until_tcp(void **state)
+{
+    serve_until("tcp", 0);
+}
+static void test_serve_until_cma(void **state)
+{
+    serve_until("auto", 0);
+}
+static void test_serve_until_shm(void **state)
+{
+    serve_until("auto", 1);
+}
+
 /* ---- unregister while a transfer holds the buffer ---------------------------------------- */
 
 static void test_unregister_inflight(void **state)
@@ -767,6 +825,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_backlog_resume),
         cmocka_unit_test(test_shm_stopped_owner),
         cmocka_unit_test(test_unregister_inflight),
+        cmocka_unit_test(test_serve_until_tcp),
+        cmocka_unit_test(test_serve_until_cma),
+        cmocka_unit_test(test_serve_until_shm),
         cmocka_unit_test(test_http_meta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
