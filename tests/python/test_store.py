@@ -579,6 +579,15 @@ def test_no_rss_growth_over_100k_round_trips(master, storage, monkeypatch):
     assert after - before < 8 << 20, (before, mid, after)
 
 
+def open_clients(master_addr, n, opened):
+    """n clients that contribute no memory, appended to opened (the caller closes them)."""
+    for _ in range(n):
+        st = MooncakeDistributedStore()
+        opened.append(st)
+        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master_addr) == 0
+    return opened[-n:]
+
+
 def test_upsert_releases_leased_space():
     """An upsert of a value another client holds a read lease on retires the old replica; once
     the writer has stamped it, the master frees that space at once (ReleaseRetired), not when
@@ -587,10 +596,9 @@ def test_upsert_releases_leased_space():
     K held it would be 9 MiB and the new K would be evicted to place L."""
     m = start_master(lease_ttl_ms=10000)
     s = start_storage(m.addr, size="8MB")
-    a, b = MooncakeDistributedStore(), MooncakeDistributedStore()
+    opened = []
     try:
-        for st in (a, b):
-            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", m.addr) == 0
+        a, b = open_clients(m.addr, 2, opened)
         old, new, other = b"o" * (3 << 20), b"n" * (3 << 20), b"l" * (3 << 20)
         assert a.put("K", old) == 0
         assert b.get("K") == old  # B now holds a read lease on the old K
@@ -599,8 +607,8 @@ def test_upsert_releases_leased_space():
         assert a.is_exist("K") == 1 and a.is_exist("L") == 1
         assert a.get("K") == new and a.get("L") == other
     finally:
-        a.close()
-        b.close()
+        for st in opened:
+            st.close()
         s.stop()
         m.stop()
 
@@ -613,10 +621,9 @@ def test_forced_remove_stamps_and_releases_leased_space():
     removed by A with force, then M (3 MiB) put by A: fits only if K's space came back."""
     m = start_master(lease_ttl_ms=10000)
     s = start_storage(m.addr, size="8MB")
-    a, b = MooncakeDistributedStore(), MooncakeDistributedStore()
+    opened = []
     try:
-        for st in (a, b):
-            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", m.addr) == 0
+        a, b = open_clients(m.addr, 2, opened)
         k, l, mv = b"k" * (3 << 20), b"l" * (3 << 20), b"m" * (3 << 20)
         assert a.put("K", k) == 0 and a.put("L", l) == 0
         assert b.get("K") == k and b.get("L") == l  # B holds leases on both
@@ -626,8 +633,8 @@ def test_forced_remove_stamps_and_releases_leased_space():
         assert a.put("M", mv) == 0
         assert a.get("M") == mv and b.get("L") == l
     finally:
-        a.close()
-        b.close()
+        for st in opened:
+            st.close()
         s.stop()
         m.stop()
 
@@ -659,10 +666,9 @@ def test_dropped_storage_server_stops_serving():
     m = start_master(lease_ttl_ms=10000, client_ttl=1)
     s1 = start_storage(m.addr, size="16MB")
     s2 = None
-    a, b, c = (MooncakeDistributedStore() for _ in range(3))
+    opened = []
     try:
-        for st in (a, b, c):
-            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", m.addr) == 0
+        a, b, c = open_clients(m.addr, 3, opened)
         old, new = data(64 << 10, 1), data(64 << 10, 2)
         assert a.put("D", old) == 0  # s1 is the only segment
         assert b.get("D") == old     # b and c hold 10 s read leases on the replica in s1
@@ -707,7 +713,7 @@ def test_dropped_storage_server_stops_serving():
         key = wait_for(lands_on_s1, timeout=20, interval=0.2, what="s1 to mount again")
         assert b.get(key) == v
     finally:
-        for st in (a, b, c):
+        for st in opened:
             st.close()
         if s2:
             s2.stop()
