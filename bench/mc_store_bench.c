@@ -11,7 +11,10 @@
  * 32 MiB GET, and prints the ratios the store issue asks for: once against peers measured after
  * the whole run (store_ratios), and once bracketed: each target's peer measured right before
  * its case's puts and right after its last get round (store_paired lines,
- * store_ratios_paired). The store's 32 MiB gets read --ops_big distinct objects (more than the
+ * store_ratios_paired). After a case's get rounds, a second client handle that never saw the
+ * keys reads them once ("get_other": no replica hint, no lease, so lookup then read, as a
+ * decode instance reading a prefill instance's blocks; other_* ratios).
+ * The store's 32 MiB gets read --ops_big distinct objects (more than the
  * CPU caches hold), so memcached is measured the same way (8 distinct keys, 256 MiB) and, for
  * reference, on one key read over and over. */
 #include "common/alloc.h"
@@ -186,13 +189,17 @@ static int cmp_double(const void *a, const void *b)
 
 /* A case's gets: round 1 (cold: the client holds no read lease yet, every get asks the
  * master) and the median of the later rounds (warm: gets read under the leases round 1 took,
- * docs/internals/store-client.md "Lease cache"); warm = cold with one round. */
+ * docs/internals/store-client.md "Lease cache"); warm = cold with one round. other: the one
+ * round of another client that never saw the keys (no hints, no leases). */
 typedef struct get_result {
-    double cold_req_s, cold_p50_us, warm_req_s, warm_p50_us;
-    double cold_pair, warm_pair; /* store vs the mean of c->peer before and after (0 = none) */
+    double cold_req_s, cold_p50_us, warm_req_s, warm_p50_us, other_req_s, other_p50_us;
+    double cold_pair, warm_pair, other_pair; /* vs the mean of c->peer before and after */
 } get_result_t;
 
-static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *out)
+/* Puts the case's keys through store, reads them c->get_rounds times through store, then once
+ * through other (NULL: not). */
+static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *c,
+                       get_result_t *out)
 {
     uint32_t rounds = c->get_rounds ? c->get_rounds : 1;
     double *rs = mc_calloc(rounds, sizeof(double)), *p50s = mc_calloc(rounds, sizeof(double));
@@ -205,25 +212,27 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
         bufs[t] = mc_pages_alloc(buf_len, 1);
     *out = (get_result_t){0};
     double peer_before = c->peer ? c->peer->measure() : 0;
-    for (uint32_t phase = 0; phase <= rounds; phase++) {
+    for (uint32_t phase = 0; phase <= rounds + (other != NULL); phase++) {
         int get = phase > 0;
+        bool by_other = phase == rounds + 1;
+        mc_store_t *client = by_other ? other : store;
         thread_arg_t *args = mc_calloc(c->threads, sizeof(*args));
         pthread_t *tids = mc_calloc(c->threads, sizeof(*tids));
         pthread_barrier_t barrier;
         pthread_barrier_init(&barrier, NULL, c->threads + 1);
         for (uint32_t t = 0; t < c->threads; t++) {
-            args[t] = (thread_arg_t){.store = store, .buf = bufs[t], .cfg = c, .tid = t,
+            args[t] = (thread_arg_t){.store = client, .buf = bufs[t], .cfg = c, .tid = t,
                                      .get = get, .barrier = &barrier};
             pthread_create(&tids[t], NULL, bench_thread, &args[t]);
         }
         mc_store_read_stats_t rs0, rs1;
-        mc_store_read_stats(store, &rs0);
+        mc_store_read_stats(client, &rs0);
         pthread_barrier_wait(&barrier);
         uint64_t t0 = mc_now_ns();
         for (uint32_t t = 0; t < c->threads; t++)
             pthread_join(tids[t], NULL);
         double secs = (double)(mc_now_ns() - t0) / 1e9;
-        mc_store_read_stats(store, &rs1);
+        mc_store_read_stats(client, &rs1);
         size_t n_lat = 0;
         uint64_t done = 0, errors = 0;
         for (uint32_t t = 0; t < c->threads; t++) {
@@ -249,13 +258,16 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
                "\"threads\":%u,\"transport\":\"%s\",\"ops\":%llu,\"errors\":%llu,\"req_s\":%.0f,"
                "\"gib_s\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"master_lookups\":%llu,"
                "\"lease_hits\":%llu,\"speculative_hits\":%llu,\"date\":\"%s\"}\n",
-               get ? "get" : "put", phase, (unsigned long long)c->value, c->batch, c->threads,
+               by_other ? "get_other" : get ? "get" : "put", phase, (unsigned long long)c->value, c->batch, c->threads,
                c->transport, (unsigned long long)done, (unsigned long long)errors, req_s, gib_s,
                p50, p99, (unsigned long long)(rs1.master_lookups - rs0.master_lookups),
                (unsigned long long)(rs1.lease_hits - rs0.lease_hits),
                (unsigned long long)(rs1.speculative_hits - rs0.speculative_hits), date);
         fflush(stdout);
-        if (get) {
+        if (by_other) {
+            out->other_req_s = req_s;
+            out->other_p50_us = p50;
+        } else if (get) {
             rs[phase - 1] = req_s;
             p50s[phase - 1] = p50;
         }
@@ -277,16 +289,20 @@ static void bench_case(mc_store_t *store, const bench_cfg_t *c, get_result_t *ou
         double peer = peer_before > 0 && peer_after > 0 ? (peer_before + peer_after) / 2 : 0;
         double cold = metric_figure(pp->metric, out->cold_req_s, out->cold_p50_us, c->value);
         double warm = metric_figure(pp->metric, out->warm_req_s, out->warm_p50_us, c->value);
+        double oth = metric_figure(pp->metric, out->other_req_s, out->other_p50_us, c->value);
         out->cold_pair = paired_ratio(pp->metric, cold, peer);
         out->warm_pair = paired_ratio(pp->metric, warm, peer);
+        out->other_pair = other ? paired_ratio(pp->metric, oth, peer) : 0;
         char date[32];
         mc_peer_date(date, sizeof(date));
         printf("{\"bench\":\"store_paired\",\"value\":%llu,\"batch\":%u,\"threads\":%u,"
                "\"transport\":\"%s\",\"peer\":\"%s\",\"peer_before\":%.3f,"
                "\"peer_after\":%.3f,\"cold_store\":%.3f,\"warm_store\":%.3f,"
-               "\"cold_ratio\":%.2f,\"warm_ratio\":%.2f,\"date\":\"%s\"}\n",
+               "\"other_store\":%.3f,\"cold_ratio\":%.2f,\"warm_ratio\":%.2f,"
+               "\"other_ratio\":%.2f,\"date\":\"%s\"}\n",
                (unsigned long long)c->value, c->batch, c->threads, c->transport, pp->name,
-               peer_before, peer_after, cold, warm, out->cold_pair, out->warm_pair, date);
+               peer_before, peer_after, cold, warm, other ? oth : 0, out->cold_pair,
+               out->warm_pair, out->other_pair, date);
         fflush(stdout);
     }
     mc_free(rs);
@@ -392,8 +408,9 @@ int main(int argc, char **argv)
     }
     mc_store_config_t scfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                               .protocol = "tcp", .master_server_addr = addr};
-    mc_store_t *store;
-    if (mc_store_create(&scfg, &store) != MC_OK) {
+    mc_store_t *store, *other = NULL; /* other: reads each case's keys once (get_other) */
+    if (mc_store_create(&scfg, &store) != MC_OK || mc_store_create(&scfg, &other) != MC_OK) {
+        mc_store_destroy(store);
         stop_cluster();
         return 1;
     }
@@ -410,6 +427,11 @@ int main(int argc, char **argv)
             snprintf(key, sizeof(key), "warmup-%llu", (unsigned long long)k);
             mc_store_put(store, key, &wiov, 1, NULL);
         }
+        /* the other client's first hint allocates its hint table (~15 ms): before, not in a
+         * measured round (a decode instance pays it once) */
+        struct iovec small = {w, 4096};
+        if (w && mc_store_put(other, "warmup-other", &small, 1, NULL) == MC_OK)
+            mc_store_get_into(other, "warmup-other", &small, 1);
         mc_store_remove_all(store, true);
         mc_pages_free(w, wl);
     }
@@ -436,7 +458,7 @@ int main(int argc, char **argv)
                          .get_rounds = (uint32_t)get_rounds,
                          .peer = peers ? cases[i].peer : NULL};
         get_result_t r = {0};
-        bench_case(store, &c, &r);
+        bench_case(store, other, &c, &r);
         if (c.value == 4096 && c.batch == 1)
             small_single = r;
         if (c.value == 4096 && c.batch > 1)
@@ -445,6 +467,7 @@ int main(int argc, char **argv)
             big = r;
         mc_store_remove_all(store, true); /* keep the pool from filling between cases */
     }
+    mc_store_destroy(other);
     mc_store_destroy(store);
     stop_cluster();
 
@@ -485,9 +508,12 @@ int main(int argc, char **argv)
         printf("{\"bench\":\"store_ratios_paired\",\"transport\":\"%s\",\"threads\":%lld,"
                "\"get4k_single_vs_redis_c1_p50\":%.2f,\"get4k_batch_vs_redis_p16\":%.2f,"
                "\"get32m_vs_memcached\":%.2f,\"cold_get4k_single_vs_redis_c1_p50\":%.2f,"
-               "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get32m_vs_memcached\":%.2f}\n",
+               "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get32m_vs_memcached\":%.2f,"
+               "\"other_get4k_single_vs_redis_c1_p50\":%.2f,"
+               "\"other_get4k_batch_vs_redis_p16\":%.2f,\"other_get32m_vs_memcached\":%.2f}\n",
                transport, (long long)threads, small_single.warm_pair, small_batch.warm_pair,
-               big.warm_pair, small_single.cold_pair, small_batch.cold_pair, big.cold_pair);
+               big.warm_pair, small_single.cold_pair, small_batch.cold_pair, big.cold_pair,
+               small_single.other_pair, small_batch.other_pair, big.other_pair);
     }
     return 0;
 }

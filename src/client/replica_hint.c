@@ -40,19 +40,29 @@ mc_hint_table_t *mc_hint_table_new(size_t entries)
     return t;
 }
 
-/* Under t->mu. false when out of memory (the set is then skipped: a hint is only a guess). */
+static size_t sets_bytes(const mc_hint_table_t *t) { return t->n_sets * sizeof(set_t); }
+static size_t entries_bytes(const mc_hint_table_t *t)
+{
+    return t->n_sets * MC_HINT_WAYS * sizeof(entry_t);
+}
+
+/* Under t->mu. false when out of memory (the set is then skipped: a hint is only a guess).
+ * Faulted in at once: keys land on random sets, so a fresh table would otherwise take a page
+ * fault on almost every new key until all of it has been touched (a client's first 20 k
+ * batched gets ran 4x slower). */
 static bool table_alloc(mc_hint_table_t *t)
 {
     if (t->sets)
         return true;
-    set_t *sets = mc_pages_alloc(t->n_sets * sizeof(set_t), 0); /* zeroed, cache-line aligned */
-    entry_t *entries = mc_calloc(t->n_sets * MC_HINT_WAYS, sizeof(entry_t));
+    set_t *sets = mc_pages_alloc(sets_bytes(t), 0); /* zeroed, cache-line aligned */
+    entry_t *entries = mc_pages_alloc(entries_bytes(t), 0);
     if (!sets || !entries) {
-        if (sets)
-            mc_pages_free(sets, t->n_sets * sizeof(set_t));
-        mc_free(entries);
+        mc_pages_free(sets, sets_bytes(t));
+        mc_pages_free(entries, entries_bytes(t));
         return false;
     }
+    mc_pages_prefault_huge(sets, sets_bytes(t));
+    mc_pages_prefault_huge(entries, entries_bytes(t));
     t->sets = sets;
     t->entries = entries;
     return true;
@@ -66,8 +76,8 @@ void mc_hint_table_free(mc_hint_table_t *t)
     if (t->sets) {
         for (size_t i = 0; i < t->n_sets * MC_HINT_WAYS; i++)
             mc_free(t->entries[i].key);
-        mc_free(t->entries);
-        mc_pages_free(t->sets, t->n_sets * sizeof(set_t));
+        mc_pages_free(t->entries, entries_bytes(t));
+        mc_pages_free(t->sets, sets_bytes(t));
     }
     mc_free(t);
 }

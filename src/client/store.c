@@ -1288,15 +1288,8 @@ static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__
  * them, which costs far more than the copy itself on our VMs. Populate them in bulk first. */
 static void prefault_heap(void *buf, size_t len)
 {
-    if (len < (1u << 20))
-        return;
-#ifdef MADV_HUGEPAGE
-    uintptr_t start = ((uintptr_t)buf + 4095) & ~(uintptr_t)4095;
-    uintptr_t end = ((uintptr_t)buf + len) & ~(uintptr_t)4095;
-    if (end > start)
-        madvise((void *)start, end - start, MADV_HUGEPAGE);
-#endif
-    mc_pages_populate_write(buf, len);
+    if (len >= (1u << 20))
+        mc_pages_prefault_huge(buf, len);
 }
 
 static mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaListResponse **rl_p)

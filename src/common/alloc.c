@@ -73,6 +73,17 @@ void mc_pages_free(void *ptr, size_t size)
         munmap(ptr, size);
 }
 
+void mc_pages_prefault_huge(void *addr, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t start = ((uintptr_t)addr + 4095) & ~(uintptr_t)4095;
+    uintptr_t end = ((uintptr_t)addr + len) & ~(uintptr_t)4095;
+    if (end > start)
+        madvise((void *)start, end - start, MADV_HUGEPAGE);
+#endif
+    mc_pages_populate_write(addr, len);
+}
+
 int mc_pages_populate_write(void *addr, size_t len)
 {
 #ifndef MADV_POPULATE_WRITE
