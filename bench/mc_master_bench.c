@@ -7,8 +7,11 @@
  *  3. rpc: the same over loopback RPC against an in-process server loop thread, with --window
  *     batches in flight on one connection (the server's loop thread is the measured core).
  *
- * Usage: mc_master_bench [--objects N] [--batch B] [--seconds S] [--window W] [--phase all|rss|core|rpc]
+ * Usage: mc_master_bench [--objects N] [--lookup-objects N] [--batch B] [--seconds S]
+ *                        [--window W] [--phase all|rss|core|rpc]   (--help lists them)
  */
+#include "common/alloc.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "master/master.h"
@@ -327,30 +330,29 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
 
 int main(int argc, char **argv)
 {
-    uint64_t objects = 1536000, small = 200000;
-    int batch = 128, window = 8;
+    int64_t objects = 1536000, small = 200000, batch = 128, window = 8;
     double seconds = 3;
     const char *phase = "all";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--objects"))
-            objects = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--batch"))
-            batch = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--window"))
-            window = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--lookup-objects"))
-            small = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--phase"))
-            phase = argv[i + 1];
-        else {
-            fprintf(stderr, "unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
-    if (batch < 1 || batch > 16384 || window < 1 || !objects || !small)
+    mc_option_t opts[] = {
+        {"objects", MC_OPT_INT, &objects, NULL, "objects for the RSS-per-object phase", 1, 1e9},
+        {"lookup-objects", MC_OPT_INT, &small, NULL, "objects the lookup phases read", 1, 1e9},
+        {"batch", MC_OPT_INT, &batch, NULL, "keys per batch call", 1, 16384},
+        {"seconds", MC_OPT_DOUBLE, &seconds, NULL, "length of each timed phase", 0.1, 3600},
+        {"window", MC_OPT_INT, &window, NULL, "RPC calls in flight (rpc phase)", 1, 1024},
+        {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core or rpc", 0, 0},
+    };
+    mc_config_spec_t spec = {"mc_master_bench",
+                             "Master alone: RSS per object, batch lookups in the core and over "
+                             "loopback RPC (JSON lines).",
+                             opts, MC_ARRAY_LEN(opts)};
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
+    if (strcmp(phase, "all") && strcmp(phase, "rss") && strcmp(phase, "core") &&
+        strcmp(phase, "rpc")) {
+        fprintf(stderr, "mc_master_bench: --phase must be all, rss, core or rpc\n");
         return 2;
+    }
     mc_log_set_level(MC_LOG_LEVEL_WARN);
     if (!strcmp(phase, "all") || !strcmp(phase, "rss"))
         phase_rss(objects);
