@@ -75,7 +75,7 @@ struct mc_store {
     /* Segment fencing (store_ping; all guarded by ping_mu). */
     pthread_mutex_t ping_mu;
     uint64_t master_epoch;          /* of the last answered ping; 0 = none yet */
-    uint64_t remount_after_ms;      /* dropped by the master: re-mount from then on; 0 = not */
+    uint64_t remount_after_ms;      /* a re-mount is due from then on (store_ping); 0 = none */
 };
 
 /* ------------------------------------------------------------------ small helpers */
@@ -446,32 +446,28 @@ static mc_status_t store_ping(mc_store_t *s)
         st = pr->status;
         bool need = pr->client_status == MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT;
         uint64_t now_ms = mc_now_ms();
-        if (st == MC_OK && s->segment && need && !s->remount_after_ms && s->master_epoch &&
-            pr->master_epoch == s->master_epoch) {
-            s->remount_after_ms = now_ms + pr->lease_ttl_ms;
-            MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu ms); "
-                        "segment %s stays unserved and re-mounts in %llu ms, when no read "
-                        "lease on its old contents is left",
-                        (unsigned long long)pr->client_ttl_ms, s->te_name,
-                        (unsigned long long)pr->lease_ttl_ms);
-        }
-        bool remount = false;
-        if (st == MC_OK && s->segment) {
-            if (s->remount_after_ms) { /* dropped: not before the wait, then whatever it says */
-                remount = now_ms >= s->remount_after_ms;
-            } else if (need) {
+        if (st == MC_OK && s->segment && need && !s->remount_after_ms) {
+            if (s->master_epoch && pr->master_epoch == s->master_epoch) {
+                s->remount_after_ms = now_ms + pr->lease_ttl_ms;
+                MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu "
+                            "ms); segment %s stays unserved and re-mounts in %llu ms, when no "
+                            "read lease on its old contents is left",
+                            (unsigned long long)pr->client_ttl_ms, s->te_name,
+                            (unsigned long long)pr->lease_ttl_ms);
+            } else {
+                s->remount_after_ms = now_ms; /* at once */
                 MC_LOG_WARN("master asked to re-mount (new master epoch %llu)",
                             (unsigned long long)pr->master_epoch);
-                remount = true;
-            } else {
-                serve_extend(s, t_send, pr->client_ttl_ms);
             }
         }
-        if (remount && store_mount(s, 1) == MC_OK) {
-            if (s->remount_after_ms)
-                MC_LOG_INFO("segment %s mounted again", s->te_name);
-            s->remount_after_ms = 0;
-            serve_extend(s, t_send, pr->client_ttl_ms);
+        /* A re-mount is due until it succeeds (the master answers NEED_REMOUNT only once). */
+        if (st == MC_OK && s->segment) {
+            if (!s->remount_after_ms) {
+                serve_extend(s, t_send, pr->client_ttl_ms);
+            } else if (now_ms >= s->remount_after_ms && store_mount(s, 1) == MC_OK) {
+                s->remount_after_ms = 0;
+                serve_extend(s, t_send, pr->client_ttl_ms);
+            }
         }
         if (st == MC_OK)
             s->master_epoch = pr->master_epoch;
