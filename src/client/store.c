@@ -75,6 +75,7 @@ struct mc_store {
     /* Segment fencing (store_ping; all guarded by ping_mu). */
     pthread_mutex_t ping_mu;
     uint64_t master_epoch;          /* of the last answered ping; 0 = none yet */
+    uint64_t lease_ttl_ms;          /* the master's read lease, from the last answered ping */
     uint64_t remount_after_ms;      /* a re-mount is due from then on (store_ping); 0 = none */
 };
 
@@ -426,13 +427,30 @@ static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms)
     atomic_store(&s->heartbeat_ms, (unsigned)(hb && hb < STORE_HEARTBEAT_MS ? hb : STORE_HEARTBEAT_MS));
 }
 
+/* Whether a (restarted) master recovered this client's segment from its log and waits for
+ * its owner to re-mount it. */
+static bool segment_recovering(mc_store_t *s)
+{
+    McRpc__QuerySegmentStatusRequest req = MC_RPC__QUERY_SEGMENT_STATUS_REQUEST__INIT;
+    req.segment_name = (char *)s->te_name;
+    ProtobufCMessage *resp = NULL;
+    bool yes = mc_master_client_call(&s->master, MC_OP_QUERY_SEGMENT_STATUS, &req.base, &resp,
+                                     1) == MC_OK &&
+               ((McRpc__QuerySegmentStatusResponse *)resp)->status == MC_OK &&
+               ((McRpc__QuerySegmentStatusResponse *)resp)->segment_status ==
+                   MC_RPC__SEGMENT_STATUS__SEGMENT_RECOVERING;
+    mc_rpc_response_free(resp);
+    return yes;
+}
+
 /* Pings the master; re-mounts the segment when it asks (NEED_REMOUNT). A master that restarted
- * (new epoch) recovered the segment's objects from its log and waits for the re-mount. A
+ * (new epoch) and recovered the segment's objects from its log waits for the re-mount. A
  * master that is still the same one asks because it dropped this client after client_ttl of
  * silence (the process was stopped, or cut off) and gave up its objects, which may have been
- * put again elsewhere since: the segment, fenced since it lost the master, then stays
- * unserved and unmounted for one more lease period, until no reader holds a lease on what it
- * held (store-client.md, "Lease cache"). */
+ * put again elsewhere since; so does a restarted master that did not recover the segment (no
+ * log). Then the segment, fenced since it lost the master, stays unserved and unmounted for
+ * one more lease period, until no reader holds a lease on what it held (store-client.md,
+ * "Lease cache"). */
 static mc_status_t store_ping(mc_store_t *s)
 {
     McRpc__PingRequest req = MC_RPC__PING_REQUEST__INIT;
@@ -454,10 +472,19 @@ static mc_status_t store_ping(mc_store_t *s)
                             "read lease on its old contents is left",
                             (unsigned long long)pr->client_ttl_ms, s->te_name,
                             (unsigned long long)pr->lease_ttl_ms);
-            } else {
+            } else if (segment_recovering(s)) {
                 s->remount_after_ms = now_ms; /* at once */
                 MC_LOG_WARN("master asked to re-mount (new master epoch %llu)",
                             (unsigned long long)pr->master_epoch);
+            } else {
+                uint64_t lease = pr->lease_ttl_ms > s->lease_ttl_ms ? pr->lease_ttl_ms
+                                                                    : s->lease_ttl_ms;
+                s->remount_after_ms = now_ms + lease;
+                MC_LOG_WARN("the new master (epoch %llu) did not recover segment %s (no "
+                            "write-ahead log?); it stays unserved and re-mounts in %llu ms, "
+                            "when no read lease on its old contents is left",
+                            (unsigned long long)pr->master_epoch, s->te_name,
+                            (unsigned long long)lease);
             }
         }
         /* A re-mount is due until it succeeds (the master answers NEED_REMOUNT only once). */
@@ -469,8 +496,10 @@ static mc_status_t store_ping(mc_store_t *s)
                 serve_extend(s, t_send, pr->client_ttl_ms);
             }
         }
-        if (st == MC_OK)
+        if (st == MC_OK) {
             s->master_epoch = pr->master_epoch;
+            s->lease_ttl_ms = pr->lease_ttl_ms;
+        }
     }
     pthread_mutex_unlock(&s->ping_mu);
     mc_rpc_response_free(resp);
