@@ -328,6 +328,12 @@ uint64_t mc_master_allocator_addr(const mc_master_allocator_t *a, uint32_t blk)
     return a->base + B(a, blk)->off * MC_ALLOC_ALIGN;
 }
 
+void mc_master_allocator_prefetch(const mc_master_allocator_t *a, uint32_t blk)
+{
+    if (blk >> PAGE_BITS < a->n_pages)
+        __builtin_prefetch(B(a, blk));
+}
+
 uint64_t mc_master_allocator_size(const mc_master_allocator_t *a, uint32_t blk)
 {
     return (B(a, blk)->size & SIZE_MASK) * MC_ALLOC_ALIGN;

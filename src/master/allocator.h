@@ -51,6 +51,8 @@ void mc_master_allocator_free(mc_master_allocator_t *a, uint32_t blk);
 
 uint64_t mc_master_allocator_addr(const mc_master_allocator_t *a, uint32_t blk);
 uint64_t mc_master_allocator_size(const mc_master_allocator_t *a, uint32_t blk);
+/* Starts loading blk's record into the cache (batch lookups: mc_master_lookup_prepare). */
+void mc_master_allocator_prefetch(const mc_master_allocator_t *a, uint32_t blk);
 
 /* used, capacity and free are O(1); largest_free scans one free list. */
 void mc_master_allocator_stats(const mc_master_allocator_t *a, mc_master_allocator_stats_t *s);

@@ -812,8 +812,9 @@ mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
 void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const size_t *klens,
                               size_t n, uint32_t *hashes)
 {
-    /* Pass 1: hash and prefetch the bucket slots; pass 2: prefetch the chain heads. By the
-     * time the caller looks key i up, its cache lines are (mostly) there. */
+    /* Pass 1: hash and prefetch the bucket slots; pass 2: prefetch the chain heads; pass 3:
+     * the allocator records of their first replicas (where the answer's addresses come from).
+     * By the time the caller looks key i up, its cache lines are (mostly) there. */
     uint64_t mask = m->n_buckets - 1;
     for (size_t i = 0; i < n; i++) {
         hashes[i] = key_ok(keys[i], klens[i]) ? master_key_hash(keys[i], klens[i]) : 0;
@@ -825,6 +826,14 @@ void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const siz
             __builtin_prefetch(o);
             __builtin_prefetch((char *)o + 64);
             __builtin_prefetch((char *)o + 128);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const obj_t *o = m->buckets[hashes[i] & mask];
+        if (o && o->hash == hashes[i] && o->n_rep > 0) {
+            const segment_t *s = master_seg_slot(m, o->rep[0].seg);
+            if (s && s->alloc)
+                mc_master_allocator_prefetch(s->alloc, o->rep[0].blk);
         }
     }
 }
