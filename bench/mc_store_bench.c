@@ -419,7 +419,7 @@ int main(int argc, char **argv)
      * 0.8 GB/s first write vs 20+ GB/s after), a one-time cost per mapping and page that a
      * long-running client pays once, and each handle has its own engine and mappings; the
      * figures below are steady state. The other handle's first put also allocates its hint
-     * table (~15 ms) here, not in a measured round. */
+     * table (a few ms) here, not in a measured round. */
     {
         size_t wl = 32u << 20;
         char *w = mc_pages_alloc(wl, 1);
