@@ -3,6 +3,7 @@
 Fixtures (conftest.py) start the master on a free port (--port=0) and one storage server per
 module; processes are stopped by PID.
 """
+import contextlib
 import gc
 import os
 import subprocess
@@ -579,13 +580,25 @@ def test_no_rss_growth_over_100k_round_trips(master, storage, monkeypatch):
     assert after - before < 8 << 20, (before, mid, after)
 
 
-def open_clients(master_addr, n, opened):
-    """n clients that contribute no memory, appended to opened (the caller closes them)."""
-    for _ in range(n):
-        st = MooncakeDistributedStore()
-        opened.append(st)
-        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master_addr) == 0
-    return opened[-n:]
+@contextlib.contextmanager
+def lease_cluster(n_clients, size, client_ttl=3, port=0):
+    """A master of its own (10 s read leases, no WAL), one storage server of `size` and
+    n_clients clients that contribute no memory. Yields (master, server, clients, procs);
+    processes the test appends to procs are stopped with the others."""
+    m = start_master(lease_ttl_ms=10000, client_ttl=client_ttl, port=port)
+    procs, clients = [m], []
+    try:
+        procs.append(start_storage(m.addr, size=size))
+        for _ in range(n_clients):
+            st = MooncakeDistributedStore()
+            clients.append(st)
+            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", m.addr) == 0
+        yield m, procs[1], clients, procs
+    finally:
+        for st in clients:
+            st.close()
+        for p in reversed(procs):
+            p.stop()
 
 
 def test_upsert_releases_leased_space():
@@ -594,11 +607,7 @@ def test_upsert_releases_leased_space():
     the lease ends. In an 8 MiB pool: K (3 MiB) read by B (10 s lease), upserted by A (3 MiB),
     then L (3 MiB) put by A. With the old K released that is 6 MiB and both stay; with the old
     K held it would be 9 MiB and the new K would be evicted to place L."""
-    m = start_master(lease_ttl_ms=10000)
-    s = start_storage(m.addr, size="8MB")
-    opened = []
-    try:
-        a, b = open_clients(m.addr, 2, opened)
+    with lease_cluster(2, "8MB") as (_, _, (a, b), _):
         old, new, other = b"o" * (3 << 20), b"n" * (3 << 20), b"l" * (3 << 20)
         assert a.put("K", old) == 0
         assert b.get("K") == old  # B now holds a read lease on the old K
@@ -606,11 +615,6 @@ def test_upsert_releases_leased_space():
         assert a.put("L", other) == 0
         assert a.is_exist("K") == 1 and a.is_exist("L") == 1
         assert a.get("K") == new and a.get("L") == other
-    finally:
-        for st in opened:
-            st.close()
-        s.stop()
-        m.stop()
 
 
 def test_forced_remove_stamps_and_releases_leased_space():
@@ -619,11 +623,7 @@ def test_forced_remove_stamps_and_releases_leased_space():
     without asking the master, finds it gone at once) and then hands its space back. In an
     8 MiB pool: K and L (3 MiB each) read by B (10 s leases, so neither is evictable), K
     removed by A with force, then M (3 MiB) put by A: fits only if K's space came back."""
-    m = start_master(lease_ttl_ms=10000)
-    s = start_storage(m.addr, size="8MB")
-    opened = []
-    try:
-        a, b = open_clients(m.addr, 2, opened)
+    with lease_cluster(2, "8MB") as (_, _, (a, b), _):
         k, l, mv = b"k" * (3 << 20), b"l" * (3 << 20), b"m" * (3 << 20)
         assert a.put("K", k) == 0 and a.put("L", l) == 0
         assert b.get("K") == k and b.get("L") == l  # B holds leases on both
@@ -632,11 +632,6 @@ def test_forced_remove_stamps_and_releases_leased_space():
         assert b.get("K") == b""  # the stamp sent B to the master
         assert a.put("M", mv) == 0
         assert a.get("M") == mv and b.get("L") == l
-    finally:
-        for st in opened:
-            st.close()
-        s.stop()
-        m.stop()
 
 
 def wait_stderr(proc, text, timeout):
@@ -665,17 +660,13 @@ def test_dropped_storage_server_stops_serving():
     reader's cached read is refused, and it asks the master), and it stays unmounted and
     unserved for a lease period after it learns of the drop; then it mounts and serves again."""
     import signal
-    m = start_master(lease_ttl_ms=10000, client_ttl=1)
-    s1 = start_storage(m.addr, size="16MB")
-    s2 = None
-    opened = []
-    try:
-        a, b, c = open_clients(m.addr, 3, opened)
+    with lease_cluster(3, "16MB", client_ttl=1) as (m, s1, (a, b, c), procs):
         old, new = data(64 << 10, 1), data(64 << 10, 2)
         assert a.put("D", old) == 0  # s1 is the only segment
         assert b.get("D") == old     # b and c hold 10 s read leases on the replica in s1
         assert c.get("D") == old
         s2 = start_storage(m.addr, size="16MB")
+        procs.append(s2)
         os.kill(s1.proc.pid, signal.SIGSTOP)
         try:
             wait_for(lambda: a.is_exist("D") == 0, timeout=10,
@@ -714,13 +705,6 @@ def test_dropped_storage_server_stops_serving():
             return key if d.transport_endpoint == s1.segment else False
         key = wait_for(lands_on_s1, timeout=20, interval=0.2, what="s1 to mount again")
         assert b.get(key) == v
-    finally:
-        for st in opened:
-            st.close()
-        if s2:
-            s2.stop()
-        s1.stop()
-        m.stop()
 
 
 def test_master_restart_without_wal_orphans_old_contents():
@@ -733,17 +717,13 @@ def test_master_restart_without_wal_orphans_old_contents():
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    m = start_master(lease_ttl_ms=10000, client_ttl=1, port=port)
-    s1 = start_storage(m.addr, size="16MB")
-    m2 = s2 = None
-    opened = []
-    try:
-        a, b = open_clients(m.addr, 2, opened)
+    with lease_cluster(2, "16MB", client_ttl=1, port=port) as (m, s1, (a, b), procs):
         old, new = data(64 << 10, 4), data(64 << 10, 5)
         assert a.put("R", old) == 0  # s1 is the only segment
         assert b.get("R") == old     # b holds a 10 s read lease on the replica in s1
         m.kill()
         m2 = start_master(lease_ttl_ms=10000, client_ttl=1, port=port)
+        procs.append(m2)
         # s1 has heard from the new master (it logs either way; this build: "did not recover")
         line = wait_stderr(s1, ("did not recover segment", "asked to re-mount"), timeout=10)
         # its last answered ping was before the restart: after client_ttl more its serving
@@ -751,6 +731,7 @@ def test_master_restart_without_wal_orphans_old_contents():
         # mounted again at once and so extended it
         time.sleep(1.0)
         s2 = start_storage(m2.addr, size="16MB")
+        procs.append(s2)
         on_s2 = ReplicateConfig()
         on_s2.preferred_segment = s2.segment
         assert a.put("R", new, on_s2) == 0
@@ -760,9 +741,3 @@ def test_master_restart_without_wal_orphans_old_contents():
         # the cached read was tried (b's lease still ran) and refused
         assert after["lease_misses"] == before["lease_misses"] + 1, (before, after)
         assert "did not recover segment" in line
-    finally:
-        for st in opened:
-            st.close()
-        for p in (s2, s1, m2, m):
-            if p:
-                p.stop()
