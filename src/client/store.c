@@ -77,6 +77,7 @@ struct mc_store {
     uint64_t master_epoch;          /* of the last answered ping; 0 = none yet */
     uint64_t lease_ttl_ms;          /* the master's read lease, from the last answered ping */
     uint64_t remount_after_ms;      /* a re-mount is due from then on (store_ping); 0 = none */
+    bool remount_undecided;         /* a new master; whether it recovered the segment: unknown */
 };
 
 /* ------------------------------------------------------------------ small helpers */
@@ -428,19 +429,20 @@ static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms)
 }
 
 /* Whether a (restarted) master recovered this client's segment from its log and waits for
- * its owner to re-mount it. */
-static bool segment_recovering(mc_store_t *s)
+ * its owner to re-mount it: 1 yes, 0 no, -1 unknown (the question failed). */
+static int segment_recovering(mc_store_t *s)
 {
     McRpc__QuerySegmentStatusRequest req = MC_RPC__QUERY_SEGMENT_STATUS_REQUEST__INIT;
     req.segment_name = (char *)s->te_name;
     ProtobufCMessage *resp = NULL;
-    bool yes = mc_master_client_call(&s->master, MC_OP_QUERY_SEGMENT_STATUS, &req.base, &resp,
-                                     1) == MC_OK &&
-               ((McRpc__QuerySegmentStatusResponse *)resp)->status == MC_OK &&
-               ((McRpc__QuerySegmentStatusResponse *)resp)->segment_status ==
-                   MC_RPC__SEGMENT_STATUS__SEGMENT_RECOVERING;
+    int r = -1;
+    if (mc_master_client_call(&s->master, MC_OP_QUERY_SEGMENT_STATUS, &req.base, &resp, 1) ==
+        MC_OK) {
+        const McRpc__QuerySegmentStatusResponse *q = (const void *)resp;
+        r = q->status == MC_OK && q->segment_status == MC_RPC__SEGMENT_STATUS__SEGMENT_RECOVERING;
+    }
     mc_rpc_response_free(resp);
-    return yes;
+    return r;
 }
 
 /* Pings the master; re-mounts the segment when it asks (NEED_REMOUNT). A master that restarted
@@ -464,19 +466,25 @@ static mc_status_t store_ping(mc_store_t *s)
         st = pr->status;
         bool need = pr->client_status == MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT;
         uint64_t now_ms = mc_now_ms();
-        if (st == MC_OK && s->segment && need && !s->remount_after_ms) {
-            if (s->master_epoch && pr->master_epoch == s->master_epoch) {
-                s->remount_after_ms = now_ms + pr->lease_ttl_ms;
-                MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu "
-                            "ms); segment %s stays unserved and re-mounts in %llu ms, when no "
-                            "read lease on its old contents is left",
-                            (unsigned long long)pr->client_ttl_ms, s->te_name,
-                            (unsigned long long)pr->lease_ttl_ms);
-            } else if (segment_recovering(s)) {
+        bool same_master = s->master_epoch && pr->master_epoch == s->master_epoch;
+        bool restarted = s->remount_undecided || (need && !same_master);
+        if (st == MC_OK && s->segment && !s->remount_after_ms && need && !restarted) {
+            s->remount_after_ms = now_ms + pr->lease_ttl_ms;
+            MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu ms); "
+                        "segment %s stays unserved and re-mounts in %llu ms, when no read "
+                        "lease on its old contents is left",
+                        (unsigned long long)pr->client_ttl_ms, s->te_name,
+                        (unsigned long long)pr->lease_ttl_ms);
+        } else if (st == MC_OK && s->segment && !s->remount_after_ms && restarted) {
+            int recovered = segment_recovering(s);
+            /* unknown: ask again at the next ping (a recovered segment must not wait: the
+             * master drops one not re-mounted within client_ttl) */
+            s->remount_undecided = recovered < 0;
+            if (recovered > 0) {
                 s->remount_after_ms = now_ms; /* at once */
                 MC_LOG_WARN("master asked to re-mount (new master epoch %llu)",
                             (unsigned long long)pr->master_epoch);
-            } else {
+            } else if (recovered == 0) {
                 uint64_t lease = pr->lease_ttl_ms > s->lease_ttl_ms ? pr->lease_ttl_ms
                                                                     : s->lease_ttl_ms;
                 s->remount_after_ms = now_ms + lease;
@@ -488,7 +496,7 @@ static mc_status_t store_ping(mc_store_t *s)
             }
         }
         /* A re-mount is due until it succeeds (the master answers NEED_REMOUNT only once). */
-        if (st == MC_OK && s->segment) {
+        if (st == MC_OK && s->segment && !s->remount_undecided) {
             if (!s->remount_after_ms) {
                 serve_extend(s, t_send, pr->client_ttl_ms);
             } else if (now_ms >= s->remount_after_ms && store_mount(s, 1) == MC_OK) {
@@ -498,7 +506,8 @@ static mc_status_t store_ping(mc_store_t *s)
         }
         if (st == MC_OK) {
             s->master_epoch = pr->master_epoch;
-            s->lease_ttl_ms = pr->lease_ttl_ms;
+            if (!s->remount_undecided) /* else the old master's lease still counts */
+                s->lease_ttl_ms = pr->lease_ttl_ms;
         }
     }
     pthread_mutex_unlock(&s->ping_mu);
