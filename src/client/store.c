@@ -414,10 +414,10 @@ static mc_status_t store_mount(mc_store_t *s, int remount)
     return st;
 }
 
-/* One ping; re-mounts when the master asks. Returns the transport/RPC status. */
 /* The master answered a ping sent at t_send (ns): serve the segment until a bit less than
  * client_ttl from then, since the master cannot have dropped it before client_ttl from when it
- * received the ping. Same-host readers check the limit themselves (te.h). */
+ * received the ping, and ping at least four times per client_ttl. Same-host readers check the
+ * limit themselves (te.h). */
 static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms)
 {
     if (!s->segment || client_ttl_ms == 0)
@@ -425,7 +425,8 @@ static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms)
     uint64_t ttl_ns = client_ttl_ms * 1000000ull / SERVE_TTL_DEN * SERVE_TTL_NUM;
     mc_te_set_serve_until(s->te, s->segment, t_send + ttl_ns);
     uint64_t hb = client_ttl_ms / 4;
-    atomic_store(&s->heartbeat_ms, (unsigned)(hb && hb < STORE_HEARTBEAT_MS ? hb : STORE_HEARTBEAT_MS));
+    atomic_store(&s->heartbeat_ms, (unsigned)(hb && hb < STORE_HEARTBEAT_MS ? hb
+                                                                         : STORE_HEARTBEAT_MS));
 }
 
 /* Whether a (restarted) master recovered this client's segment from its log and waits for
@@ -445,14 +446,48 @@ static int segment_recovering(mc_store_t *s)
     return r;
 }
 
-/* Pings the master; re-mounts the segment when it asks (NEED_REMOUNT). A master that restarted
- * (new epoch) and recovered the segment's objects from its log waits for the re-mount. A
- * master that is still the same one asks because it dropped this client after client_ttl of
- * silence (the process was stopped, or cut off) and gave up its objects, which may have been
- * put again elsewhere since; so does a restarted master that did not recover the segment (no
- * log). Then the segment, fenced since it lost the master, stays unserved and unmounted for
- * one more lease period, until no reader holds a lease on what it held (store-client.md,
- * "Lease cache"). */
+/* The master asked for a re-mount, or a decision on one is pending: sets when the
+ * re-mount is due (s->remount_after_ms). A master that restarted (new epoch) and recovered
+ * the segment's objects from its log waits for the re-mount: at once. A master that is still
+ * the same one asks because it dropped this client after client_ttl of silence (the process
+ * was stopped, or cut off) and gave up its objects, which may have been put again elsewhere
+ * since; so does a restarted master that did not recover the segment (no log). Then the
+ * segment, fenced since it lost the master, stays unserved and unmounted for one more lease
+ * period, until no reader holds a lease on what it held (store-client.md, "Lease cache").
+ * Under ping_mu. */
+static void remount_schedule(mc_store_t *s, const McRpc__PingResponse *pr, uint64_t now_ms)
+{
+    bool same_master = s->master_epoch && pr->master_epoch == s->master_epoch;
+    if (!s->remount_undecided && same_master) {
+        s->remount_after_ms = now_ms + pr->lease_ttl_ms;
+        MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu ms); "
+                    "segment %s stays unserved and re-mounts in %llu ms, when no read lease on "
+                    "its old contents is left",
+                    (unsigned long long)pr->client_ttl_ms, s->te_name,
+                    (unsigned long long)pr->lease_ttl_ms);
+        return;
+    }
+    int recovered = segment_recovering(s);
+    /* unknown: ask again at the next ping (a recovered segment must not wait: the master drops
+     * one not re-mounted within client_ttl) */
+    s->remount_undecided = recovered < 0;
+    if (recovered > 0) {
+        s->remount_after_ms = now_ms; /* at once */
+        MC_LOG_WARN("master asked to re-mount (new master epoch %llu)",
+                    (unsigned long long)pr->master_epoch);
+    } else if (recovered == 0) {
+        uint64_t lease = pr->lease_ttl_ms > s->lease_ttl_ms ? pr->lease_ttl_ms : s->lease_ttl_ms;
+        s->remount_after_ms = now_ms + lease;
+        MC_LOG_WARN("the new master (epoch %llu) did not recover segment %s (no write-ahead "
+                    "log?); it stays unserved and re-mounts in %llu ms, when no read lease on "
+                    "its old contents is left",
+                    (unsigned long long)pr->master_epoch, s->te_name, (unsigned long long)lease);
+    }
+}
+
+/* Pings the master. An answered ping extends how long the segment is served (serve_extend);
+ * a re-mount the master asks for is scheduled (remount_schedule) and stays due until it
+ * succeeds (the master answers NEED_REMOUNT only once). */
 static mc_status_t store_ping(mc_store_t *s)
 {
     McRpc__PingRequest req = MC_RPC__PING_REQUEST__INIT;
@@ -461,42 +496,15 @@ static mc_status_t store_ping(mc_store_t *s)
     pthread_mutex_lock(&s->ping_mu);
     uint64_t t_send = mc_now_ns();
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_PING, &req.base, &resp, 1);
+    if (st == MC_OK)
+        st = ((McRpc__PingResponse *)resp)->status;
     if (st == MC_OK) {
-        McRpc__PingResponse *pr = (McRpc__PingResponse *)resp;
-        st = pr->status;
+        const McRpc__PingResponse *pr = (const McRpc__PingResponse *)resp;
         bool need = pr->client_status == MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT;
         uint64_t now_ms = mc_now_ms();
-        bool same_master = s->master_epoch && pr->master_epoch == s->master_epoch;
-        bool restarted = s->remount_undecided || (need && !same_master);
-        if (st == MC_OK && s->segment && !s->remount_after_ms && need && !restarted) {
-            s->remount_after_ms = now_ms + pr->lease_ttl_ms;
-            MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu ms); "
-                        "segment %s stays unserved and re-mounts in %llu ms, when no read "
-                        "lease on its old contents is left",
-                        (unsigned long long)pr->client_ttl_ms, s->te_name,
-                        (unsigned long long)pr->lease_ttl_ms);
-        } else if (st == MC_OK && s->segment && !s->remount_after_ms && restarted) {
-            int recovered = segment_recovering(s);
-            /* unknown: ask again at the next ping (a recovered segment must not wait: the
-             * master drops one not re-mounted within client_ttl) */
-            s->remount_undecided = recovered < 0;
-            if (recovered > 0) {
-                s->remount_after_ms = now_ms; /* at once */
-                MC_LOG_WARN("master asked to re-mount (new master epoch %llu)",
-                            (unsigned long long)pr->master_epoch);
-            } else if (recovered == 0) {
-                uint64_t lease = pr->lease_ttl_ms > s->lease_ttl_ms ? pr->lease_ttl_ms
-                                                                    : s->lease_ttl_ms;
-                s->remount_after_ms = now_ms + lease;
-                MC_LOG_WARN("the new master (epoch %llu) did not recover segment %s (no "
-                            "write-ahead log?); it stays unserved and re-mounts in %llu ms, "
-                            "when no read lease on its old contents is left",
-                            (unsigned long long)pr->master_epoch, s->te_name,
-                            (unsigned long long)lease);
-            }
-        }
-        /* A re-mount is due until it succeeds (the master answers NEED_REMOUNT only once). */
-        if (st == MC_OK && s->segment && !s->remount_undecided) {
+        if (s->segment && !s->remount_after_ms && (need || s->remount_undecided))
+            remount_schedule(s, pr, now_ms);
+        if (s->segment && !s->remount_undecided) {
             if (!s->remount_after_ms) {
                 serve_extend(s, t_send, pr->client_ttl_ms);
             } else if (now_ms >= s->remount_after_ms && store_mount(s, 1) == MC_OK) {
@@ -504,11 +512,9 @@ static mc_status_t store_ping(mc_store_t *s)
                 serve_extend(s, t_send, pr->client_ttl_ms);
             }
         }
-        if (st == MC_OK) {
-            s->master_epoch = pr->master_epoch;
-            if (!s->remount_undecided) /* else the old master's lease still counts */
-                s->lease_ttl_ms = pr->lease_ttl_ms;
-        }
+        s->master_epoch = pr->master_epoch;
+        if (!s->remount_undecided) /* else the old master's lease still counts */
+            s->lease_ttl_ms = pr->lease_ttl_ms;
     }
     pthread_mutex_unlock(&s->ping_mu);
     mc_rpc_response_free(resp);

@@ -74,7 +74,7 @@ typedef struct client {
 typedef struct discarded {
     uint32_t seg, blk;
     uint64_t release_ms;
-    uint64_t token;             /* retired by an upsert: ReleaseRetired frees it early; 0 = no */
+    uint64_t token;             /* retired (upsert, forced remove): ReleaseRetired frees it early */
     bool stuck_put;             /* counted as a put-start release when freed */
 } discarded_t;
 

@@ -361,13 +361,13 @@ static mc_status_t h_remove(void *ctx, mc_rpc_call_t *call, const ProtobufCMessa
 {
     const McRpc__KeyRequest *q = (const void *)req;
     mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
-    mc_status_t st =
-        status_resp(call, mc_master_remove(ctx, q->key, strlen(q->key), q->force, &retired), resp_p);
-    McRpc__RetiredReplicas *rr = NULL;
-    mc_status_t rst = retired_out(call, &retired, &rr);
-    if (st == MC_OK)
-        ((McRpc__StatusResponse *)*resp_p)->retired = rr;
-    return st != MC_OK ? st : rst;
+    int32_t removed = mc_master_remove(ctx, q->key, strlen(q->key), q->force, &retired);
+    mc_status_t st = status_resp(call, removed, resp_p);
+    if (st != MC_OK) {
+        mc_master_retired_free(&retired);
+        return st;
+    }
+    return retired_out(call, &retired, &((McRpc__StatusResponse *)*resp_p)->retired);
 }
 
 /* The answer to RemoveByRegex / RemoveAll (frees retired's list). */
