@@ -191,9 +191,14 @@ static int cmp_double(const void *a, const void *b)
  * master) and the median of the later rounds (warm: gets read under the leases round 1 took,
  * docs/internals/store-client.md "Lease cache"); warm = cold with one round. other: the one
  * round of another client that never saw the keys (no hints, no leases). */
+typedef struct get_figure {
+    double req_s, p50_us;
+    double store; /* in the metric of the case's peer (metric_figure) */
+    double pair;  /* vs the mean of that peer before and after (paired_ratio; 0 = none) */
+} get_figure_t;
+
 typedef struct get_result {
-    double cold_req_s, cold_p50_us, warm_req_s, warm_p50_us, other_req_s, other_p50_us;
-    double cold_pair, warm_pair, other_pair; /* vs the mean of c->peer before and after */
+    get_figure_t cold, warm, other;
 } get_result_t;
 
 /* Puts the case's keys through store, reads them c->get_rounds times through store, then once
@@ -254,19 +259,20 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
         double gib_s = req_s * (double)c->value / (1024.0 * 1024 * 1024);
         char date[32];
         mc_peer_date(date, sizeof(date));
+        const char *op = by_other ? "get_other" : get ? "get" : "put";
         printf("{\"bench\":\"store\",\"op\":\"%s\",\"round\":%u,\"value\":%llu,\"batch\":%u,"
                "\"threads\":%u,\"transport\":\"%s\",\"ops\":%llu,\"errors\":%llu,\"req_s\":%.0f,"
                "\"gib_s\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"master_lookups\":%llu,"
                "\"lease_hits\":%llu,\"speculative_hits\":%llu,\"date\":\"%s\"}\n",
-               by_other ? "get_other" : get ? "get" : "put", phase, (unsigned long long)c->value, c->batch, c->threads,
+               op, phase, (unsigned long long)c->value, c->batch, c->threads,
                c->transport, (unsigned long long)done, (unsigned long long)errors, req_s, gib_s,
                p50, p99, (unsigned long long)(rs1.master_lookups - rs0.master_lookups),
                (unsigned long long)(rs1.lease_hits - rs0.lease_hits),
                (unsigned long long)(rs1.speculative_hits - rs0.speculative_hits), date);
         fflush(stdout);
         if (by_other) {
-            out->other_req_s = req_s;
-            out->other_p50_us = p50;
+            out->other.req_s = req_s;
+            out->other.p50_us = p50;
         } else if (get) {
             rs[phase - 1] = req_s;
             p50s[phase - 1] = p50;
@@ -276,23 +282,22 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
         mc_free(tids);
         pthread_barrier_destroy(&barrier);
     }
-    out->cold_req_s = rs[0];
-    out->cold_p50_us = p50s[0];
+    out->cold.req_s = rs[0];
+    out->cold.p50_us = p50s[0];
     uint32_t later = rounds > 1 ? rounds - 1 : 1, first = rounds > 1 ? 1 : 0;
     qsort(rs + first, later, sizeof(double), cmp_double);
     qsort(p50s + first, later, sizeof(double), cmp_double);
-    out->warm_req_s = rs[first + later / 2];
-    out->warm_p50_us = p50s[first + later / 2];
+    out->warm.req_s = rs[first + later / 2];
+    out->warm.p50_us = p50s[first + later / 2];
     if (c->peer) {
         const paired_peer_t *pp = c->peer;
         double peer_after = pp->measure();
         double peer = peer_before > 0 && peer_after > 0 ? (peer_before + peer_after) / 2 : 0;
-        double cold = metric_figure(pp->metric, out->cold_req_s, out->cold_p50_us, c->value);
-        double warm = metric_figure(pp->metric, out->warm_req_s, out->warm_p50_us, c->value);
-        double oth = metric_figure(pp->metric, out->other_req_s, out->other_p50_us, c->value);
-        out->cold_pair = paired_ratio(pp->metric, cold, peer);
-        out->warm_pair = paired_ratio(pp->metric, warm, peer);
-        out->other_pair = other ? paired_ratio(pp->metric, oth, peer) : 0;
+        get_figure_t *figs[] = {&out->cold, &out->warm, &out->other}; /* other: 0 if none */
+        for (size_t f = 0; f < MC_ARRAY_LEN(figs); f++) {
+            figs[f]->store = metric_figure(pp->metric, figs[f]->req_s, figs[f]->p50_us, c->value);
+            figs[f]->pair = paired_ratio(pp->metric, figs[f]->store, peer);
+        }
         char date[32];
         mc_peer_date(date, sizeof(date));
         printf("{\"bench\":\"store_paired\",\"value\":%llu,\"batch\":%u,\"threads\":%u,"
@@ -301,8 +306,8 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
                "\"other_store\":%.3f,\"cold_ratio\":%.2f,\"warm_ratio\":%.2f,"
                "\"other_ratio\":%.2f,\"date\":\"%s\"}\n",
                (unsigned long long)c->value, c->batch, c->threads, c->transport, pp->name,
-               peer_before, peer_after, cold, warm, other ? oth : 0, out->cold_pair,
-               out->warm_pair, out->other_pair, date);
+               peer_before, peer_after, out->cold.store, out->warm.store, out->other.store,
+               out->cold.pair, out->warm.pair, out->other.pair, date);
         fflush(stdout);
     }
     mc_free(rs);
@@ -496,13 +501,13 @@ int main(int argc, char **argv)
                "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get4k_single_p50_us\":%.0f,"
                "\"cold_get32m_vs_memcached\":%.2f}\n",
                transport, (long long)threads,
-               rget16.req_s > 0 ? small_batch.warm_req_s / rget16.req_s : 0,
-               small_single.warm_p50_us, redis_lat_us, rget1.p50_us,
-               mget.gib_s > 0 ? big.warm_req_s / gib / mget.gib_s : 0,
-               mget1.gib_s > 0 ? big.warm_req_s / gib / mget1.gib_s : 0,
-               rget16.req_s > 0 ? small_batch.cold_req_s / rget16.req_s : 0,
-               small_single.cold_p50_us,
-               mget.gib_s > 0 ? big.cold_req_s / gib / mget.gib_s : 0);
+               rget16.req_s > 0 ? small_batch.warm.req_s / rget16.req_s : 0,
+               small_single.warm.p50_us, redis_lat_us, rget1.p50_us,
+               mget.gib_s > 0 ? big.warm.req_s / gib / mget.gib_s : 0,
+               mget1.gib_s > 0 ? big.warm.req_s / gib / mget1.gib_s : 0,
+               rget16.req_s > 0 ? small_batch.cold.req_s / rget16.req_s : 0,
+               small_single.cold.p50_us,
+               mget.gib_s > 0 ? big.cold.req_s / gib / mget.gib_s : 0);
         /* the same targets against each case's bracketing peer (store_paired lines): latency
          * as Redis p50 / store p50, throughput as store / peer */
         printf("{\"bench\":\"store_ratios_paired\",\"transport\":\"%s\",\"threads\":%lld,"
@@ -511,9 +516,9 @@ int main(int argc, char **argv)
                "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get32m_vs_memcached\":%.2f,"
                "\"other_get4k_single_vs_redis_c1_p50\":%.2f,"
                "\"other_get4k_batch_vs_redis_p16\":%.2f,\"other_get32m_vs_memcached\":%.2f}\n",
-               transport, (long long)threads, small_single.warm_pair, small_batch.warm_pair,
-               big.warm_pair, small_single.cold_pair, small_batch.cold_pair, big.cold_pair,
-               small_single.other_pair, small_batch.other_pair, big.other_pair);
+               transport, (long long)threads, small_single.warm.pair, small_batch.warm.pair,
+               big.warm.pair, small_single.cold.pair, small_batch.cold.pair, big.cold.pair,
+               small_single.other.pair, small_batch.other.pair, big.other.pair);
     }
     return 0;
 }
