@@ -16,12 +16,8 @@
 #   MC_BENCH_EXTRA      more mc_te_bench flags
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bin="${MC_BIN_DIR:-$root/build/bin}"
-bench="$bin/mc_te_bench"
-[[ -x "$bench" ]] || { echo "bench.sh: $bench not built (run 'make build')" >&2; exit 1; }
-results="${MC_BENCH_RESULTS:-$bin/../bench-results/te.jsonl}"
-mkdir -p "$(dirname "$results")"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
+mc_bench_setup mc_te_bench te.jsonl
 py=/usr/bin/python3
 
 args=(--role all --peers

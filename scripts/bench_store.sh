@@ -13,12 +13,8 @@
 #   MC_BENCH_STORE_ROUNDS   get rounds per case: round 1 cold, the rest warm (default 4)
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bin="${MC_BIN_DIR:-$root/build/bin}"
-bench="$bin/mc_store_bench"
-[[ -x "$bench" ]] || { echo "bench_store.sh: $bench not built (run 'make build')" >&2; exit 1; }
-results="${MC_BENCH_RESULTS:-$bin/../bench-results/store.jsonl}"
-mkdir -p "$(dirname "$results")"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
+mc_bench_setup mc_store_bench store.jsonl
 runs="${MC_BENCH_STORE_RUNS:-3}"
 rounds="${MC_BENCH_STORE_ROUNDS:-4}"
 
