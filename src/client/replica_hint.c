@@ -49,7 +49,7 @@ static size_t entries_bytes(const mc_hint_table_t *t)
 /* Under t->mu. false when out of memory (the set is then skipped: a hint is only a guess).
  * Faulted in at once: keys land on random sets, so a fresh table would otherwise take a page
  * fault on almost every new key until all of it has been touched (a client's first 20 k
- * batched gets ran 4x slower). */
+ * batched gets ran 2-4x slower). */
 static bool table_alloc(mc_hint_table_t *t)
 {
     if (t->sets)
