@@ -574,14 +574,16 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         slots = STORE_HINT_SLOTS_MAX;
     }
     s->hints = mc_hint_table_new((size_t)slots);
-    const char *lc = getenv("MC_STORE_LEASE_CACHE");
-    s->lease_cache = s->hints && !(lc && strcmp(lc, "0") == 0);
 
     /* Upstream's "tcp" means "no RDMA": same-host peers still take the shm path (the TE
      * decides per peer; MC_FORCE_TCP=1 forces tcp everywhere). */
     const char *proto = cfg->protocol;
     if (!proto || !*proto || strcmp(proto, "tcp") == 0 || strcmp(proto, "rdma") == 0)
         proto = "auto";
+    /* Cached leases need the storage server's serving limit (mc_te_set_serve_until), which
+     * one-sided ucx RMA reads do not pass through: a ucx client asks the master every time. */
+    const char *lc = getenv("MC_STORE_LEASE_CACHE");
+    s->lease_cache = s->hints && !(lc && strcmp(lc, "0") == 0) && strcmp(proto, "ucx") != 0;
     mc_te_config_t tcfg = {
         .metadata_uri = cfg->metadata_server && *cfg->metadata_server ? cfg->metadata_server
                                                                        : "P2PHANDSHAKE",

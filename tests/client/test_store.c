@@ -63,13 +63,13 @@ static void start_server(int i, const char *size)
     assert_int_equal(mt_wait_log(servers[i].log, "mooncake_client ready", 10000), 0);
 }
 
-static mc_store_t *open_store(uint64_t segment)
+static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
 {
     mc_store_config_t cfg = {
         .local_hostname = "127.0.0.1",
         .metadata_server = "P2PHANDSHAKE",
         .global_segment_size = segment,
-        .protocol = "tcp",
+        .protocol = protocol,
         .master_server_addr = master_addr,
         .host_label = "tester",
         .transfer_timeout_ms = 1500,
@@ -77,6 +77,11 @@ static mc_store_t *open_store(uint64_t segment)
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
     return s;
+}
+
+static mc_store_t *open_store(uint64_t segment)
+{
+    return open_store_over(segment, "tcp");
 }
 
 static void fill(char *buf, size_t len, uint64_t seed)
@@ -470,6 +475,33 @@ static void *mono_reader(void *arg)
     return NULL;
 }
 
+#ifdef MC_TEST_UCX
+/* A client on protocol ucx keeps no cached leases: its one-sided reads would not pass
+ * through the storage server's serving limit (store-client.md). Every get asks the master. */
+static void test_lease_cache_off_over_ucx(void **state)
+{
+    (void)state;
+    mc_store_t *w = open_store(0), *r = open_store_over(0, "ucx");
+    enum { LEN = 8192 };
+    static char v[LEN], out[LEN];
+    fill(v, LEN, 41);
+    struct iovec iv = {v, LEN}, io = {out, LEN};
+    assert_int_equal(mc_store_put(w, "ucx-k", &iv, 1, NULL), MC_OK);
+    for (int i = 0; i < 3; i++) {
+        memset(out, 0, LEN);
+        assert_int_equal(mc_store_get_into(r, "ucx-k", &io, 1), LEN);
+        assert_memory_equal(out, v, LEN);
+    }
+    mc_store_read_stats_t st;
+    mc_store_read_stats(r, &st);
+    assert_int_equal(st.lease_hits, 0);
+    assert_int_equal(st.master_lookups, 3);
+    mc_store_remove(w, "ucx-k", true);
+    mc_store_destroy(r);
+    mc_store_destroy(w);
+}
+#endif
+
 static void test_lease_cache_reads_follow_upserts(void **state)
 {
     mc_store_t *w = open_store(0);
@@ -590,6 +622,9 @@ int main(void)
         cmocka_unit_test(test_checksum_detects_corruption),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),
+#ifdef MC_TEST_UCX
+        cmocka_unit_test(test_lease_cache_off_over_ucx),
+#endif
         cmocka_unit_test(test_lease_cache_reads_follow_upserts),
         cmocka_unit_test(test_frozen_server_fails_over),
         cmocka_unit_test(test_master_restart_keeps_objects),
