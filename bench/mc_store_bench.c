@@ -13,7 +13,9 @@
  * its case's puts and right after its last get round (store_paired lines,
  * store_ratios_paired). After a case's get rounds, a second client handle that never saw the
  * keys reads them once ("get_other": no replica hint, no lease, so lookup then read, as a
- * decode instance reading a prefill instance's blocks; other_* ratios).
+ * decode instance reading a prefill instance's blocks; other_* ratios). The 32 MiB case then
+ * also alternates store gets with memcached GETs one by one (store_interleaved line,
+ * interleaved_vs_memcached).
  * The store's 32 MiB gets read --ops_big distinct objects (more than the
  * CPU caches hold), so memcached is measured the same way (8 distinct keys, 256 MiB) and, for
  * reference, on one key read over and over. */
@@ -317,6 +319,73 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
     mc_free(bufs);
 }
 
+/* The 32 MiB target measured a second way: `pairs` store gets (keys of the case just run, in
+ * turn, through `store`) interleaved one by one with memcached GETs (8 keys, as
+ * PEER_MEMCACHED), the order flipped every pair, so that both sides of every ratio see the
+ * same seconds of this VM, whose speed drifts and dips between and within rounds. Prints one
+ * JSON line: each side's median GiB/s and the quartiles of the per-pair ratio (memcached
+ * time / store time; above 1: the store is faster). Returns the median ratio (0 on failure). */
+static double interleaved_vs_memcached(mc_store_t *store, const bench_cfg_t *c, uint32_t pairs)
+{
+    mc_peer_memcached_t *m = NULL;
+    char err[160];
+    if (mc_peer_memcached_start(c->value, 8, &m, err, sizeof(err)) != MC_OK) {
+        fprintf(stderr, "mc_store_bench: interleaved round skipped: %s\n", err);
+        return 0;
+    }
+    char *buf = mc_pages_alloc(c->value, 1);
+    double *ts = mc_calloc(pairs, sizeof(double)), *tm = mc_calloc(pairs, sizeof(double));
+    double *ratio = mc_calloc(pairs, sizeof(double));
+    uint64_t errors = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; buf && ts && tm && ratio && i < pairs; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "bench-%u-%llu-0-%llu-0", c->run_id,
+                 (unsigned long long)c->value, (unsigned long long)(i % c->ops));
+        struct iovec iov = {buf, c->value};
+        bool ok = true;
+        for (int side = 0; side < 2; side++) {
+            if ((side + i) % 2 == 0) { /* store first on even pairs */
+                uint64_t t0 = mc_now_ns();
+                ok &= mc_store_get_into(store, key, &iov, 1) == (int64_t)c->value;
+                ts[n] = (double)(mc_now_ns() - t0) / 1e9;
+            } else {
+                ok &= mc_peer_memcached_get(m, i, &tm[n]) == MC_OK;
+            }
+        }
+        if (!ok) {
+            errors++;
+            continue;
+        }
+        ratio[n] = tm[n] / ts[n];
+        n++;
+    }
+    double med = 0;
+    if (n > 0) {
+        qsort(ts, n, sizeof(double), cmp_double);
+        qsort(tm, n, sizeof(double), cmp_double);
+        qsort(ratio, n, sizeof(double), cmp_double);
+        double gib = (double)c->value / (1024.0 * 1024 * 1024);
+        char date[32];
+        mc_peer_date(date, sizeof(date));
+        med = ratio[n / 2];
+        printf("{\"bench\":\"store_interleaved\",\"value\":%llu,\"transport\":\"%s\","
+               "\"peer\":\"memcached_get_8keys\",\"pairs\":%u,\"errors\":%llu,"
+               "\"store_gib_s\":%.3f,\"peer_gib_s\":%.3f,\"ratio_p25\":%.2f,"
+               "\"ratio_median\":%.2f,\"ratio_p75\":%.2f,\"date\":\"%s\"}\n",
+               (unsigned long long)c->value, c->transport, n, (unsigned long long)errors,
+               gib / ts[n / 2], gib / tm[n / 2], ratio[n / 4], med, ratio[(3 * n) / 4], date);
+        fflush(stdout);
+    }
+    mc_free(ratio);
+    mc_free(tm);
+    mc_free(ts);
+    if (buf)
+        mc_pages_free(buf, c->value);
+    mc_peer_memcached_stop(m);
+    return errors ? 0 : med;
+}
+
 /* Whether `name` is one of the items of the comma list `list`. */
 static bool list_has(const char *list, const char *name)
 {
@@ -454,6 +523,7 @@ int main(int argc, char **argv)
         {"32m1", 32ull << 20, 1, ops_big, &PEER_MEMCACHED},
     };
     get_result_t small_single = {0}, small_batch = {0}, big = {0};
+    double big_interleaved = 0; /* median per-pair ratio, interleaved_vs_memcached */
     for (size_t i = 0; i < MC_ARRAY_LEN(cases); i++) {
         if (*only && !list_has(only, cases[i].name))
             continue;
@@ -468,8 +538,11 @@ int main(int argc, char **argv)
             small_single = r;
         if (c.value == 4096 && c.batch > 1)
             small_batch = r;
-        if (c.value == 32ull << 20)
+        if (c.value == 32ull << 20) {
             big = r;
+            if (peers)
+                big_interleaved = interleaved_vs_memcached(store, &c, 2 * (uint32_t)c.ops);
+        }
         mc_store_remove_all(store, true); /* keep the pool from filling between cases */
     }
     mc_store_destroy(other);
@@ -515,10 +588,11 @@ int main(int argc, char **argv)
                "\"get32m_vs_memcached\":%.2f,\"cold_get4k_single_vs_redis_c1_p50\":%.2f,"
                "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get32m_vs_memcached\":%.2f,"
                "\"other_get4k_single_vs_redis_c1_p50\":%.2f,"
-               "\"other_get4k_batch_vs_redis_p16\":%.2f,\"other_get32m_vs_memcached\":%.2f}\n",
+               "\"other_get4k_batch_vs_redis_p16\":%.2f,\"other_get32m_vs_memcached\":%.2f,"
+               "\"interleaved_get32m_vs_memcached\":%.2f}\n",
                transport, (long long)threads, small_single.warm.pair, small_batch.warm.pair,
                big.warm.pair, small_single.cold.pair, small_batch.cold.pair, big.cold.pair,
-               small_single.other.pair, small_batch.other.pair, big.other.pair);
+               small_single.other.pair, small_batch.other.pair, big.other.pair, big_interleaved);
     }
     return 0;
 }

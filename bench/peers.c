@@ -407,38 +407,55 @@ static mc_status_t mcd_get(mcd_conn_t *c, const char *key, char *out, size_t cap
     return st;
 }
 
-mc_status_t mc_peer_memcached(size_t size, unsigned keys, unsigned runs, mc_peer_result_t *get_r,
-                              mc_peer_result_t *set_r)
+struct mc_peer_memcached {
+    pid_t pid;
+    int fd;
+    mcd_conn_t *c;
+    size_t size;
+    unsigned keys;
+    char *val, *in; /* the values set (all keys hold val), the GET buffer */
+    uint64_t want;  /* mc_hash64 of val */
+};
+
+void mc_peer_memcached_stop(mc_peer_memcached_t *m)
 {
-    mc_peer_result_t dummy;
-    if (!set_r)
-        set_r = &dummy;
+    if (!m)
+        return;
+    if (m->fd >= 0)
+        close(m->fd);
+    if (m->pid > 0)
+        mc_peer_stop_child(m->pid, 3000);
+    mc_free(m->c);
+    if (m->val)
+        mc_pages_free(m->val, m->size);
+    if (m->in)
+        mc_pages_free(m->in, m->size);
+    mc_free(m);
+}
+
+mc_status_t mc_peer_memcached_start(size_t size, unsigned keys, mc_peer_memcached_t **m_p,
+                                    char *err, size_t err_len)
+{
+    *m_p = NULL;
     if (keys == 0)
         keys = 1;
     if (keys > 64)
         keys = 64;
-    char get_name[32];
-    if (keys == 1)
-        snprintf(get_name, sizeof(get_name), "memcached_get");
-    else
-        snprintf(get_name, sizeof(get_name), "memcached_get_%ukeys", keys);
-    peer_init(get_r, get_name, size);
-    peer_init(set_r, "memcached_set", size);
-    if (!runs)
-        runs = 20;
-    if (runs > 10000)
-        runs = 10000;
-    if (size == 0 || size > (1ull << 30))
-        return peer_fail(get_r, MC_ERR_INVALID_PARAMS, "size %zu out of range", size);
-
+    if (size == 0 || size > (1ull << 30)) {
+        snprintf(err, err_len, "size %zu out of range", size);
+        return MC_ERR_INVALID_PARAMS;
+    }
     char *bin = mc_peer_which("memcached");
-    if (!bin)
-        return peer_fail(get_r, MC_ERR_NOT_SUPPORTED, "memcached not installed");
+    if (!bin) {
+        snprintf(err, err_len, "memcached not installed");
+        return MC_ERR_NOT_SUPPORTED;
+    }
     uint16_t port;
     mc_status_t st = mc_net_free_port(&port);
     if (st != MC_OK) {
         mc_free(bin);
-        return peer_fail(get_r, st, "no free port");
+        snprintf(err, err_len, "no free port");
+        return st;
     }
     char port_s[16], mem_s[32], item_s[32];
     snprintf(port_s, sizeof(port_s), "%u", port);
@@ -465,69 +482,126 @@ mc_status_t mc_peer_memcached(size_t size, unsigned keys, unsigned runs, mc_peer
     }
     argv[a] = NULL;
 
-    pid_t pid = peer_spawn(argv, NULL);
+    mc_peer_memcached_t *m = MC_NEW(mc_peer_memcached_t);
+    if (!m) {
+        mc_free(bin);
+        snprintf(err, err_len, "no memory");
+        return MC_ERR_NO_MEMORY;
+    }
+    *m = (mc_peer_memcached_t){.pid = peer_spawn(argv, NULL), .fd = -1, .size = size,
+                               .keys = keys};
     mc_free(bin);
-    if (pid < 0)
-        return peer_fail(get_r, MC_ERR_IO, "cannot start memcached: %s", strerror(errno));
+    if (m->pid < 0) {
+        snprintf(err, err_len, "cannot start memcached: %s", strerror(errno));
+        mc_peer_memcached_stop(m);
+        return MC_ERR_IO;
+    }
+    st = peer_wait_listening(m->pid, port, 5000);
+    if (st != MC_OK) {
+        snprintf(err, err_len, "memcached did not start listening on port %u", port);
+        goto fail;
+    }
+    st = mc_net_connect("127.0.0.1", port, 2000, &m->fd);
+    if (st != MC_OK) {
+        snprintf(err, err_len, "cannot connect to memcached");
+        goto fail;
+    }
+    m->c = MC_NEW(mcd_conn_t);
+    m->val = mc_pages_alloc(size, 1);
+    m->in = mc_pages_alloc(size, 1);
+    if (!m->c || !m->val || !m->in) {
+        snprintf(err, err_len, "no memory");
+        st = MC_ERR_NO_MEMORY;
+        goto fail;
+    }
+    m->c->fd = m->fd;
+    for (size_t i = 0; i < size; i++)
+        m->val[i] = (char)('a' + (i * 7 + i / 4096) % 26);
+    m->want = mc_hash64(m->val, size);
+    memset(m->in, 0, size);
+    for (unsigned k = 0; k < keys && st == MC_OK; k++)
+        st = mc_peer_memcached_set(m, k, NULL);
+    if (st != MC_OK) {
+        snprintf(err, err_len, "memcached SET of %zu bytes failed", size);
+        goto fail;
+    }
+    /* one verified GET (fully checked), so that the timed ones below may check less */
+    size_t got = 0;
+    st = mcd_get(m->c, "mc_bench_key_0", m->in, size, &got);
+    if (st != MC_OK || got != size || mc_hash64(m->in, size) != m->want) {
+        st = st != MC_OK ? st : MC_ERR_CHECKSUM;
+        snprintf(err, err_len, "memcached GET returned wrong data (len %zu)", got);
+        goto fail;
+    }
+    *m_p = m;
+    return MC_OK;
+fail:
+    mc_peer_memcached_stop(m);
+    return st;
+}
 
-    char *val = NULL, *in = NULL;
-    double *tg = NULL, *ts = NULL;
-    mcd_conn_t *c = NULL;
-    int fd = -1;
-    st = peer_wait_listening(pid, port, 5000);
-    if (st != MC_OK) {
-        peer_fail(get_r, st, "memcached did not start listening on port %u", port);
-        goto out;
-    }
-    st = mc_net_connect("127.0.0.1", port, 2000, &fd);
-    if (st != MC_OK) {
-        peer_fail(get_r, st, "cannot connect to memcached");
-        goto out;
-    }
-    c = MC_NEW(mcd_conn_t);
-    val = mc_pages_alloc(size, 1);
-    in = mc_pages_alloc(size, 1);
-    tg = mc_calloc(runs, sizeof(double));
-    ts = mc_calloc(runs, sizeof(double));
-    if (!c || !val || !in || !tg || !ts) {
+mc_status_t mc_peer_memcached_set(mc_peer_memcached_t *m, unsigned k, double *secs)
+{
+    char key[32];
+    snprintf(key, sizeof(key), "mc_bench_key_%u", k % m->keys);
+    uint64_t t0 = mc_now_ns();
+    mc_status_t st = mcd_set(m->c, key, m->val, m->size);
+    if (secs)
+        *secs = (double)(mc_now_ns() - t0) / 1e9;
+    return st;
+}
+
+mc_status_t mc_peer_memcached_get(mc_peer_memcached_t *m, unsigned k, double *secs)
+{
+    char key[32];
+    snprintf(key, sizeof(key), "mc_bench_key_%u", k % m->keys);
+    m->in[0] ^= 1; /* so a GET that delivered nothing is caught below */
+    size_t got = 0;
+    uint64_t t0 = mc_now_ns();
+    mc_status_t st = mcd_get(m->c, key, m->in, m->size, &got);
+    *secs = (double)(mc_now_ns() - t0) / 1e9;
+    if (st == MC_OK && (got != m->size || m->in[0] != m->val[0]))
+        st = MC_ERR_CHECKSUM;
+    return st;
+}
+
+mc_status_t mc_peer_memcached(size_t size, unsigned keys, unsigned runs, mc_peer_result_t *get_r,
+                              mc_peer_result_t *set_r)
+{
+    mc_peer_result_t dummy;
+    if (!set_r)
+        set_r = &dummy;
+    char get_name[32];
+    if (keys <= 1)
+        snprintf(get_name, sizeof(get_name), "memcached_get");
+    else
+        snprintf(get_name, sizeof(get_name), "memcached_get_%ukeys", keys > 64 ? 64 : keys);
+    peer_init(get_r, get_name, size);
+    peer_init(set_r, "memcached_set", size);
+    if (!runs)
+        runs = 20;
+    if (runs > 10000)
+        runs = 10000;
+    mc_peer_memcached_t *m = NULL;
+    char err[160];
+    mc_status_t st = mc_peer_memcached_start(size, keys, &m, err, sizeof(err));
+    if (st != MC_OK)
+        return peer_fail(get_r, st, "%s", err);
+    double *tg = mc_calloc(runs, sizeof(double)), *ts = mc_calloc(runs, sizeof(double));
+    if (!tg || !ts) {
         st = peer_fail(get_r, MC_ERR_NO_MEMORY, "no memory");
         goto out;
     }
-    c->fd = fd;
-    for (size_t i = 0; i < size; i++)
-        val[i] = (char)('a' + (i * 7 + i / 4096) % 26);
-    uint64_t want = mc_hash64(val, size);
-    memset(in, 0, size);
-    /* SET timed `runs` times too (as the probes did), then warm GET once, then timed GETs. */
-    char key[32];
-    for (unsigned k = 0; k < (runs > keys ? runs : keys) && st == MC_OK; k++) {
-        snprintf(key, sizeof(key), "mc_bench_key_%u", k % keys);
-        uint64_t t0 = mc_now_ns();
-        st = mcd_set(c, key, val, size);
-        if (k < runs)
-            ts[k] = (double)(mc_now_ns() - t0) / 1e9;
-    }
+    /* SET timed `runs` times too (as the probes did), then timed GETs, the keys in turn */
+    for (unsigned k = 0; k < runs && st == MC_OK; k++)
+        st = mc_peer_memcached_set(m, k, &ts[k]);
     if (st != MC_OK) {
         peer_fail(get_r, st, "memcached SET of %zu bytes failed", size);
         goto out;
     }
-    size_t got = 0;
-    st = mcd_get(c, "mc_bench_key_0", in, size, &got);
-    if (st != MC_OK || got != size || mc_hash64(in, size) != want) {
-        st = st != MC_OK ? st : MC_ERR_CHECKSUM;
-        peer_fail(get_r, st, "memcached GET returned wrong data (len %zu)", got);
-        goto out;
-    }
-    for (unsigned k = 0; k < runs && st == MC_OK; k++) {
-        in[0] ^= 1; /* so a GET that delivered nothing is caught below */
-        snprintf(key, sizeof(key), "mc_bench_key_%u", (k + 1) % keys);
-        uint64_t t0 = mc_now_ns();
-        st = mcd_get(c, key, in, size, &got);
-        tg[k] = (double)(mc_now_ns() - t0) / 1e9;
-        if (st == MC_OK && (got != size || in[0] != val[0]))
-            st = MC_ERR_CHECKSUM;
-    }
-    if (st == MC_OK && mc_hash64(in, size) != want)
+    for (unsigned k = 0; k < runs && st == MC_OK; k++)
+        st = mc_peer_memcached_get(m, k + 1, &tg[k]);
+    if (st == MC_OK && mc_hash64(m->in, size) != m->want)
         st = MC_ERR_CHECKSUM;
     if (st != MC_OK) {
         peer_fail(get_r, st, "memcached GET failed: %s", mc_status_name(st));
@@ -536,14 +610,7 @@ mc_status_t mc_peer_memcached(size_t size, unsigned keys, unsigned runs, mc_peer
     peer_summarize(get_r, tg, runs, size);
     peer_summarize(set_r, ts, runs, size);
 out:
-    if (fd >= 0)
-        close(fd);
-    mc_peer_stop_child(pid, 3000);
-    mc_free(c);
-    if (val)
-        mc_pages_free(val, size);
-    if (in)
-        mc_pages_free(in, size);
+    mc_peer_memcached_stop(m);
     mc_free(tg);
     mc_free(ts);
     return st;

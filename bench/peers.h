@@ -50,6 +50,19 @@ mc_status_t mc_peer_memcpy(size_t size, uint64_t bytes_per_run, unsigned runs,
 mc_status_t mc_peer_memcached(size_t size, unsigned keys, unsigned runs, mc_peer_result_t *get_r,
                               mc_peer_result_t *set_r);
 
+/* The same memcached, kept running for interleaved measurements: start sets `keys` (1..64)
+ * distinct `size`-byte values and checks one GET; get reads key k % keys into a buffer of the
+ * session and times it (verified: the length and a byte the previous GET's data could not
+ * satisfy; the whole value by the first GET in start); set writes key k % keys again (*secs
+ * may be NULL). err receives a one-line reason when start fails. stop ends the server (NULL
+ * is fine). */
+typedef struct mc_peer_memcached mc_peer_memcached_t;
+mc_status_t mc_peer_memcached_start(size_t size, unsigned keys, mc_peer_memcached_t **m_p,
+                                    char *err, size_t err_len);
+mc_status_t mc_peer_memcached_get(mc_peer_memcached_t *m, unsigned k, double *secs);
+mc_status_t mc_peer_memcached_set(mc_peer_memcached_t *m, unsigned k, double *secs);
+void mc_peer_memcached_stop(mc_peer_memcached_t *m);
+
 /* iperf3 server (-1, one-off) + client, one stream for `seconds` (0 = 3) over 127.0.0.1. */
 mc_status_t mc_peer_iperf3(unsigned seconds, mc_peer_result_t *r);
 
