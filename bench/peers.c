@@ -29,7 +29,7 @@
 static void peer_init(mc_peer_result_t *r, const char *peer, size_t block)
 {
     memset(r, 0, sizeof(*r));
-    r->peer = peer;
+    snprintf(r->peer, sizeof(r->peer), "%s", peer);
     r->block = block;
 }
 
@@ -786,7 +786,7 @@ void mc_peer_print_json(const mc_peer_result_t *r)
     mc_peer_host(host, sizeof(host));
     json_t *o = json_object();
     json_object_set_new(o, "bench", json_string("peer"));
-    json_object_set_new(o, "peer", json_string(r->peer ? r->peer : "?"));
+    json_object_set_new(o, "peer", json_string(r->peer[0] ? r->peer : "?"));
     json_object_set_new(o, "block", json_integer((json_int_t)r->block));
     json_object_set_new(o, "ok", json_boolean(r->ok));
     if (r->ok) {

@@ -26,7 +26,7 @@
 
 typedef struct mc_peer_result {
     int ok;            /* 1 when the figures below are valid */
-    const char *peer;  /* "memcpy", "memcached_get", "memcached_set", "iperf3", "redis_get"... */
+    char peer[32];     /* "memcpy", "memcached_get", "memcached_set", "iperf3", "redis_get"... */
     size_t block;      /* object / copy size in bytes (0 if not applicable) */
     unsigned runs;     /* timed repetitions that make up the figures */
     double gib_s;      /* from the median repetition (bytes / median time) */
