@@ -1,8 +1,10 @@
 /* Store client: put/get through master RPC (metadata) + Transfer Engine (bytes).
  *
  * Threads: application threads call in concurrently; the master connection pool and the TE
- * are thread-safe. One heartbeat thread pings the master every second and re-mounts the
- * contributed segment when the master answers NEED_REMOUNT (for example after a restart).
+ * are thread-safe. One heartbeat thread pings the master every second (client_ttl / 4 when
+ * that is shorter), extends how long the contributed segment may be served after each answer
+ * (serve_extend), and re-mounts it when the master answers NEED_REMOUNT (remount_schedule:
+ * at once after a restart that recovered it, a lease period later after a drop).
  *
  * Integrity: writers send the XXH3-64 of the value with PutEnd; readers verify it after every
  * transfer, and check that the read lease (granted by GetReplicaList) had not expired when the
