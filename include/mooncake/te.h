@@ -84,8 +84,10 @@ MC_API void mc_te_destroy(mc_te_t *te);
 MC_API const char *mc_te_local_name(const mc_te_t *te);   /* valid until destroy */
 MC_API uint16_t mc_te_rpc_port(const mc_te_t *te);
 
-/* Memory from the engine that same-host peers can map directly (memfd-backed, pre-faulted).
- * Not registered yet: call mc_te_register. Release with mc_te_free_shareable. */
+/* Memory from the engine that same-host peers can map directly (memfd-backed, pre-faulted;
+ * on 2 MiB huge pages when len >= 2 MiB and the host has enough free, unless
+ * MC_TE_HUGEPAGES=0). Not registered yet: call mc_te_register. Release with
+ * mc_te_free_shareable. */
 MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len);
 MC_API void mc_te_free_shareable(mc_te_t *te, void *addr);
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define MC_TE_HUGE_PAGE (2u << 20)   /* shareable memory on huge pages (mc_te_alloc_shareable) */
 #define MC_TE_SHM_SLOTS 4096          /* control slots per engine (= max registered buffers) */
 #define MC_TE_DEFAULT_TIMEOUT_MS 5000
 #define MC_TE_DEFAULT_CONNS 4

@@ -374,30 +374,36 @@ static void rbuf_map(shm_peer_t *sp, shm_rbuf_t *b)
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sp->pid, b->shm_fd);
     int fd = open(path, O_RDWR | O_CLOEXEC);
-    long pg = sysconf(_SC_PAGESIZE);
-    uint64_t aoff = b->shm_offset & ~((uint64_t)pg - 1);
-    uint64_t delta = b->shm_offset - aoff;
     struct stat sb;
     b->map_failed = true;
-    if (fd < 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < b->shm_offset ||
+    bool stat_ok = fd >= 0 && fstat(fd, &sb) == 0;
+    /* the memfd's own page size: 2 MiB for one on huge pages (mc_te_alloc_shareable), whose
+     * mappings must start and end on its pages */
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    if (stat_ok && (uint64_t)sb.st_blksize > pg)
+        pg = (uint64_t)sb.st_blksize;
+    uint64_t aoff = b->shm_offset & ~(pg - 1);
+    uint64_t delta = b->shm_offset - aoff;
+    size_t map_len = (size_t)((b->len + delta + pg - 1) & ~(pg - 1));
+    if (!stat_ok || (uint64_t)sb.st_size < b->shm_offset ||
         (uint64_t)sb.st_size - b->shm_offset < b->len) {
         MC_LOG_WARN("shm: cannot use %s for buffer 0x%llx: %m", path, (unsigned long long)b->addr);
     } else {
         /* the fd number is only trustworthy if the registration is still the one we saw */
         shm_slot_t *s = &sp->ctl[b->slot];
-        void *m = mmap(NULL, b->len + delta, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aoff);
-        if (m != MAP_FAILED && mc_pages_populate_write(m, b->len + delta) != 0) {
+        void *m = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aoff);
+        if (m != MAP_FAILED && mc_pages_populate_write(m, map_len) != 0) {
             /* old kernel: at least read-populate the page tables */
-            madvise(m, b->len + delta, MADV_WILLNEED);
+            madvise(m, map_len, MADV_WILLNEED);
         }
         if (m == MAP_FAILED) {
             MC_LOG_WARN("shm: mmap of peer buffer failed: %m");
         } else if (atomic_load(&s->state) != ((b->gen << 1) | 1)) {
-            munmap(m, b->len + delta);
+            munmap(m, map_len);
             b->map_failed = false; /* stale descriptor: caller refreshes */
         } else {
             b->map = m;
-            b->map_len = b->len + delta;
+            b->map_len = map_len;
             b->base = (uint8_t *)m + delta;
             b->map_failed = false;
         }

@@ -1,9 +1,11 @@
 /* Test helper: a transfer-engine target process.
  *
  *   te_peer [--name host[:port]] [--meta URI] [--buffers N] [--size BYTES] [--shareable]
- *           [--timeout MS] [--seed S] [--protocol auto|tcp|shm|ucx]
+ *           [--register_offset BYTES] [--timeout MS] [--seed S] [--protocol auto|tcp|shm|ucx]
  *
- * Registers N buffers of SIZE bytes filled with te_pattern(i, off, seed), then prints
+ * Allocates N buffers of SIZE bytes and registers each from register_offset (default 0) to
+ * its end, filled with te_pattern(i, off, seed) from there (the BUF lines and the commands
+ * below name the registered part), then prints
  *   READY <name> <pid>
  *   BUF <i> <addr> <len>     (one per buffer)
  *   END
@@ -31,7 +33,7 @@ int main(int argc, char **argv)
 {
     const char *name = "127.0.0.1";
     const char *meta = "P2PHANDSHAKE";
-    size_t nbuf = 2, size = 1 << 20;
+    size_t nbuf = 2, size = 1 << 20, reg_off = 0;
     int shareable = 0;
     uint32_t timeout = 0;
     unsigned seed = 1;
@@ -51,6 +53,8 @@ int main(int argc, char **argv)
             seed = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--protocol") && i + 1 < argc)
             proto = argv[++i];
+        else if (!strcmp(argv[i], "--register_offset") && i + 1 < argc)
+            reg_off = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--shareable"))
             shareable = 1;
         else {
@@ -58,7 +62,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (nbuf == 0 || nbuf > 64 || size == 0)
+    if (nbuf == 0 || nbuf > 64 || size == 0 || reg_off >= size)
         return 2;
     mc_te_config_t cfg = {.metadata_uri = meta, .local_server_name = name,
                           .transfer_timeout_ms = timeout, .protocol = proto};
@@ -68,13 +72,17 @@ int main(int argc, char **argv)
         printf("FAIL %s\n", mc_status_name(st));
         return 1;
     }
-    uint8_t *bufs[64];
+    uint8_t *bufs[64]; /* the registered parts */
     for (size_t i = 0; i < nbuf; i++) {
-        bufs[i] = shareable ? mc_te_alloc_shareable(te, size)
-                            : mmap(NULL, size, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        if (!bufs[i] || bufs[i] == MAP_FAILED)
+        uint8_t *m = shareable ? mc_te_alloc_shareable(te, size)
+                               : mmap(NULL, size, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (!m || m == MAP_FAILED)
             return 1;
+        bufs[i] = m + reg_off;
+    }
+    size -= reg_off;
+    for (size_t i = 0; i < nbuf; i++) {
         te_pattern_fill(bufs[i], size, (unsigned)i, 0, seed);
         st = mc_te_register(te, bufs[i], size, "cpu:0");
         if (st != MC_OK) {
