@@ -480,6 +480,15 @@ int main(int argc, char **argv)
         stop_cluster();
         return 1;
     }
+    { /* the page size the storage server's segment got (docs/operations.md, "Huge pages") */
+        char date[32];
+        mc_peer_date(date, sizeof(date));
+        printf("{\"bench\":\"store_setup\",\"transport\":\"%s\",\"segment\":%llu,"
+               "\"segment_page_kb\":%ld,\"date\":\"%s\"}\n",
+               transport, (unsigned long long)segment,
+               mt_mapping_page_kb(server_pid, 0, "mc-te-shareable"), date);
+        fflush(stdout);
+    }
     mc_store_config_t scfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                               .protocol = "tcp", .master_server_addr = addr};
     mc_store_t *store, *other = NULL; /* other: reads each case's keys once (get_other) */

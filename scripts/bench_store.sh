@@ -23,8 +23,9 @@ run() { # run <label> <mc_store_bench args...>
     shift
     local out
     out="$(mktemp)"
-    printf '{"bench":"header","label":"%s","cmd":"%s","date":"%s","load":"%s"}\n' "$label" \
-        "mc_store_bench $*" "$(date -u +%FT%TZ)" "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$results"
+    printf '{"bench":"header","label":"%s","cmd":"%s","date":"%s","load":"%s","nr_hugepages":%s}\n' \
+        "$label" "mc_store_bench $*" "$(date -u +%FT%TZ)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+        "$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo null)" >>"$results"
     if ! "$bench" "$@" >"$out"; then
         echo "bench_store.sh: mc_store_bench $* failed" >&2
         rm -f "$out"

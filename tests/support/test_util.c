@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,4 +209,25 @@ int mt_freeze(pid_t pid, int timeout_ms)
         mc_sleep_ms(2);
     }
     return 0;
+}
+
+long mt_mapping_page_kb(pid_t pid, uint64_t addr, const char *name)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kb = -1;
+    bool in = false;
+    while (kb < 0 && fgets(line, sizeof(line), f)) {
+        unsigned long long lo, hi;
+        int name_at = 0;
+        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &name_at) == 2 && name_at > 0)
+            in = addr ? (addr >= lo && addr < hi) : strstr(line + name_at, name) != NULL;
+        else if (in)
+            sscanf(line, "KernelPageSize: %ld kB", &kb);
+    }
+    fclose(f);
+    return kb;
 }

@@ -31,6 +31,11 @@ int mt_freeze(pid_t pid, int timeout_ms);
 int mt_tmpdir(char *out, size_t len);
 void mt_rmdir(const char *dir);
 
+/* KernelPageSize in KiB (4 or 2048) of the first mapping of process pid that contains addr,
+ * or, with addr 0, whose name contains `name` (e.g. "mc-te-shareable"); from
+ * /proc/<pid>/smaps. -1 if there is none. */
+long mt_mapping_page_kb(pid_t pid, uint64_t addr, const char *name);
+
 /* Path of a built program: $MC_BIN_DIR/name, else ../bin/name next to this test. */
 void mt_bin_path(const char *name, char *out, size_t len);
 

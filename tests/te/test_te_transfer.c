@@ -176,29 +176,6 @@ static void test_rw_shm(void **state)
 {
     rw_sizes("auto", 1);
 }
-/* KernelPageSize (KiB) of the first mapping of process pid that contains addr (addr 0: whose
- * name contains `name`), from /proc/<pid>/smaps; -1 if none. */
-static long mapping_page_kb(pid_t pid, uint64_t addr, const char *name)
-{
-    char path[64], line[512];
-    snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long kb = -1;
-    bool in = false;
-    while (kb < 0 && fgets(line, sizeof(line), f)) {
-        unsigned long long lo, hi;
-        int name_at = 0;
-        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &name_at) == 2 && name_at > 0)
-            in = addr ? (addr >= lo && addr < hi) : strstr(line + name_at, name) != NULL;
-        else if (in)
-            sscanf(line, "KernelPageSize: %ld kB", &kb);
-    }
-    fclose(f);
-    return kb;
-}
-
 static long read_long_file(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -258,12 +235,12 @@ static void test_rw_shm_hugepages(void **state)
         te_peer_t p;
         mc_te_segment_t seg;
         mc_te_t *te = start_peer_and_engine(&p, args, "auto", 10000, &seg);
-        assert_int_equal(mapping_page_kb(p.pid, p.addr[0], NULL), 2048);
+        assert_int_equal(mt_mapping_page_kb(p.pid, p.addr[0], NULL), 2048);
         assert_int_equal(p.len[0], 8 * MiB); /* the registered part */
         uint8_t *lb = local_buf(8 * MiB);
         te_roundtrip_sizes(te, &p, seg, lb, p.len[0]);
         /* the bytes came through our own mapping of the peer's huge pages, not the owner */
-        assert_int_equal(mapping_page_kb(getpid(), 0, "mc-te-shareable"), 2048);
+        assert_int_equal(mt_mapping_page_kb(getpid(), 0, "mc-te-shareable"), 2048);
         munmap(lb, 8 * MiB);
         mc_te_destroy(te);
         te_peer_stop(&p, 0);
