@@ -476,6 +476,8 @@ mc_status_t mc_peer_memcached_start(size_t size, unsigned keys, mc_peer_memcache
     argv[a++] = mem_s;
     argv[a++] = "-I";
     argv[a++] = item_s;
+    argv[a++] = "-L"; /* large pages: memcached preallocates its memory and, where transparent
+                         huge pages are enabled (THP "always"), gets it on huge pages */
     if (geteuid() == 0) {
         argv[a++] = "-u";
         argv[a++] = "root";

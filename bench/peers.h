@@ -41,7 +41,7 @@ typedef struct mc_peer_result {
 mc_status_t mc_peer_memcpy(size_t size, uint64_t bytes_per_run, unsigned runs,
                            mc_peer_result_t *r);
 
-/* Start memcached on a free loopback port (-m large enough for the values, -I 64m unless the
+/* Start memcached on a free loopback port (-L, -m large enough for the values, -I 64m unless the
  * value needs more), SET `keys` distinct `size`-byte values, then GET them in turn, `runs`
  * times in all (each verified). keys = 1 reads one value over and over (it may stay in the
  * CPU caches); several keys larger than the caches together measure cold reads, as a store
