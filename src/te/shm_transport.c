@@ -385,6 +385,8 @@ static void rbuf_map(shm_peer_t *sp, shm_rbuf_t *b)
     uint64_t aoff = b->shm_offset & ~(pg - 1);
     uint64_t delta = b->shm_offset - aoff;
     size_t map_len = (size_t)((b->len + delta + pg - 1) & ~(pg - 1));
+    if (stat_ok && (uint64_t)sb.st_size >= aoff && map_len > (uint64_t)sb.st_size - aoff)
+        map_len = (size_t)((uint64_t)sb.st_size - aoff); /* a file that ends off its pages */
     if (!stat_ok || (uint64_t)sb.st_size < b->shm_offset ||
         (uint64_t)sb.st_size - b->shm_offset < b->len) {
         MC_LOG_WARN("shm: cannot use %s for buffer 0x%llx: %m", path, (unsigned long long)b->addr);
