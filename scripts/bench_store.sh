@@ -6,6 +6,10 @@
 # prints the bracketed ratios (store_ratios_paired: store vs the peer measured right before
 # and right after each case; latency ratios are Redis p50 / store p50).
 #
+# The storage server puts its segment on huge pages when the host has them reserved; the
+# figures in docs/benchmarks.md were taken with `sysctl vm.nr_hugepages=1400` (the header line
+# records the setting, each run's store_setup line the page size the segment got).
+#
 # Environment:
 #   MC_BIN_DIR              where mc_store_bench is (default build/bin)
 #   MC_BENCH_RESULTS        results file to append to (default <build>/bench-results/store.jsonl)
