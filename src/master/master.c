@@ -635,6 +635,18 @@ static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired
     master_obj_unlink_free(m, o);
 }
 
+/* A committed object leaves (removed, or replaced by an upsert): retired if readers hold a
+ * lease on it (obj_retire), else freed at once. */
+static void obj_take_away(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired_t *retired)
+{
+    if (obj_leased(m, o, now)) {
+        obj_retire(m, o, now, retired);
+        return;
+    }
+    master_events_obj(m, MC_MASTER_EV_REMOVED, o);
+    obj_destroy(m, o, true);
+}
+
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key,
                                 size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p)
@@ -683,11 +695,8 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             master_obj_unlink_free(m, o);
         } else if (!upsert) {
             return MC_ERR_OBJECT_ALREADY_EXISTS;
-        } else if (obj_leased(m, o, now)) {
-            obj_retire(m, o, now, retired); /* the new value gets fresh space */
         } else {
-            master_events_obj(m, MC_MASTER_EV_REMOVED, o);
-            obj_destroy(m, o, true);
+            obj_take_away(m, o, now, retired); /* the new value gets fresh space */
         }
     }
     obj_rep_t r[MC_MASTER_MAX_REPLICAS];
@@ -899,16 +908,11 @@ static mc_status_t remove_obj(mc_master_t *m, obj_t *o, bool force, uint64_t now
 {
     if (o->state != OBJ_READABLE)
         return MC_ERR_REPLICA_IS_NOT_READY;
-    if (obj_leased(m, o, now)) {
-        if (!force) {
-            m->cnt.lease_blocked_removes++;
-            return MC_ERR_OBJECT_HAS_LEASE;
-        }
-        obj_retire(m, o, now, retired);
-        return MC_OK;
+    if (!force && obj_leased(m, o, now)) {
+        m->cnt.lease_blocked_removes++;
+        return MC_ERR_OBJECT_HAS_LEASE;
     }
-    master_events_obj(m, MC_MASTER_EV_REMOVED, o);
-    obj_destroy(m, o, true);
+    obj_take_away(m, o, now, retired);
     return MC_OK;
 }
 
