@@ -126,6 +126,13 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The key of value i of call k of thread tid in case c (out: 64 bytes). */
+static void bench_key(char out[64], const bench_cfg_t *c, uint32_t tid, size_t k, uint32_t i)
+{
+    snprintf(out, 64, "bench-%u-%llu-%u-%zu-%u", c->run_id, (unsigned long long)c->value, tid,
+             k, i);
+}
+
 static void *bench_thread(void *p)
 {
     thread_arg_t *a = p;
@@ -150,8 +157,7 @@ static void *bench_thread(void *p)
     pthread_barrier_wait(a->barrier);
     for (size_t k = 0; k < calls; k++) {
         for (uint32_t i = 0; i < b; i++) {
-            snprintf(names[i], sizeof(names[i]), "bench-%u-%llu-%u-%zu-%u", c->run_id,
-                     (unsigned long long)c->value, a->tid, k, i);
+            bench_key(names[i], c, a->tid, k, i);
             keys[i] = names[i];
         }
         uint64_t t = mc_now_ns();
@@ -340,8 +346,7 @@ static double interleaved_vs_memcached(mc_store_t *store, const bench_cfg_t *c, 
     uint32_t n = 0;
     for (uint32_t i = 0; buf && ts && tm && ratio && i < pairs; i++) {
         char key[64];
-        snprintf(key, sizeof(key), "bench-%u-%llu-0-%llu-0", c->run_id,
-                 (unsigned long long)c->value, (unsigned long long)(i % c->ops));
+        bench_key(key, c, 0, (size_t)(i % c->ops), 0); /* thread 0's keys, one per call */
         struct iovec iov = {buf, c->value};
         bool ok = true;
         for (int side = 0; side < 2; side++) {
