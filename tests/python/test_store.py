@@ -6,6 +6,9 @@ module; processes are stopped by PID.
 import contextlib
 import gc
 import os
+import select
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -638,7 +641,6 @@ def wait_stderr(proc, text, timeout):
     """Reads proc's stderr until a line contains text (or one of a tuple of texts); fails the
     test after timeout seconds."""
     texts = text if isinstance(text, tuple) else (text,)
-    import select
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r, _, _ = select.select([proc.proc.stderr], [], [], deadline - time.monotonic())
@@ -659,7 +661,6 @@ def test_dropped_storage_server_stops_serving():
     that server stopped serving its segment shortly before the master could drop it (the
     reader's cached read is refused, and it asks the master), and it stays unmounted and
     unserved for a lease period after it learns of the drop; then it mounts and serves again."""
-    import signal
     with lease_cluster(3, "16MB", client_ttl=1) as (m, s1, (a, b, c), procs):
         old, new = data(64 << 10, 1), data(64 << 10, 2)
         assert a.put("D", old) == 0  # s1 is the only segment
@@ -712,7 +713,6 @@ def test_master_restart_without_wal_orphans_old_contents():
     granted. A storage server it did not recover keeps its segment unserved and unmounted for
     a lease period, so a reader holding a cached lease on an old replica there gets the key's
     value put after the restart (on a server started since), not the old one."""
-    import socket
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
