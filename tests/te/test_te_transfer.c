@@ -176,6 +176,8 @@ static void test_rw_shm(void **state)
 {
     rw_sizes("auto", 1);
 }
+
+/* A number from a /proc or /sys file, -1 if unreadable. */
 static long read_long_file(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -200,11 +202,6 @@ static bool write_long_file(const char *path, long v)
 #define HUGEPAGES_PATH "/proc/sys/vm/nr_hugepages"
 #define HUGEPAGES_FREE_PATH "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
 
-/* Shareable memory on huge pages (mc_te_alloc_shareable): with 2 MiB pages free (reserved here
- * for the test, and given back by hugepages_restore; ctest runs it alone), a peer's 8 MiB shareable buffers
- * (8 MiB + 4 KiB the second time) are on 2 MiB pages, and an initiator maps them directly (also a registration that starts
- * 4 KiB into one: its mapping starts on the huge page below) and moves the right bytes.
- * Exits 77 (ctest: skipped, not passed) when the host gives no huge pages. */
 static long hugepages_orig = -1; /* vm.nr_hugepages before the test raised it, or -1 */
 
 static int hugepages_restore(void **state)
@@ -216,6 +213,12 @@ static int hugepages_restore(void **state)
     return 0;
 }
 
+/* Shareable memory on huge pages (mc_te_alloc_shareable): with 2 MiB pages free (reserved here
+ * for the test and given back by hugepages_restore; ctest runs it alone), a peer's 8 MiB
+ * shareable buffers (8 MiB + 4 KiB the second time) are on 2 MiB pages, and an initiator maps
+ * them directly (also a registration that starts 4 KiB into one: its mapping starts on the
+ * huge page below) and moves the right bytes. Exits 77 (ctest: skipped, not passed) when the
+ * host gives no huge pages. */
 static void test_rw_shm_hugepages(void **state)
 {
     enum { NEED = 2 * 10 / 2 + 2 }; /* two buffers of up to 10 MiB, 2 MiB pages, a spare */
