@@ -376,21 +376,21 @@ static void rbuf_map(shm_peer_t *sp, shm_rbuf_t *b)
     int fd = open(path, O_RDWR | O_CLOEXEC);
     struct stat sb;
     b->map_failed = true;
-    bool stat_ok = fd >= 0 && fstat(fd, &sb) == 0;
-    /* the memfd's own page size: 2 MiB for one on huge pages (mc_te_alloc_shareable), whose
-     * mappings must start and end on its pages */
-    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-    if (stat_ok && (uint64_t)sb.st_blksize > pg)
-        pg = (uint64_t)sb.st_blksize;
-    uint64_t aoff = b->shm_offset & ~(pg - 1);
-    uint64_t delta = b->shm_offset - aoff;
-    size_t map_len = (size_t)((b->len + delta + pg - 1) & ~(pg - 1));
-    if (stat_ok && (uint64_t)sb.st_size >= aoff && map_len > (uint64_t)sb.st_size - aoff)
-        map_len = (size_t)((uint64_t)sb.st_size - aoff); /* a file that ends off its pages */
-    if (!stat_ok || (uint64_t)sb.st_size < b->shm_offset ||
+    if (fd < 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < b->shm_offset ||
         (uint64_t)sb.st_size - b->shm_offset < b->len) {
         MC_LOG_WARN("shm: cannot use %s for buffer 0x%llx: %m", path, (unsigned long long)b->addr);
     } else {
+        /* from the memfd page at or below the buffer to the page end at or above its end (not
+         * past the file's): pages of the memfd's own size, 2 MiB for one on huge pages
+         * (mc_te_alloc_shareable), whose mappings must start and end on them */
+        uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+        if ((uint64_t)sb.st_blksize > pg)
+            pg = (uint64_t)sb.st_blksize;
+        uint64_t aoff = b->shm_offset & ~(pg - 1), delta = b->shm_offset - aoff;
+        uint64_t end = (b->shm_offset + b->len + pg - 1) & ~(pg - 1);
+        if (end > (uint64_t)sb.st_size)
+            end = (uint64_t)sb.st_size;
+        size_t map_len = (size_t)(end - aoff);
         /* the fd number is only trustworthy if the registration is still the one we saw */
         shm_slot_t *s = &sp->ctl[b->slot];
         void *m = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aoff);
