@@ -426,10 +426,8 @@ void mc_peer_memcached_stop(mc_peer_memcached_t *m)
     if (m->pid > 0)
         mc_peer_stop_child(m->pid, 3000);
     mc_free(m->c);
-    if (m->val)
-        mc_pages_free(m->val, m->size);
-    if (m->in)
-        mc_pages_free(m->in, m->size);
+    mc_pages_free(m->val, m->size); /* NULL is fine */
+    mc_pages_free(m->in, m->size);
     mc_free(m);
 }
 
