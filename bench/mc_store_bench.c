@@ -13,7 +13,10 @@
  * its case's puts and right after its last get round (store_paired lines,
  * store_ratios_paired). After a case's get rounds, a second client handle that never saw the
  * keys reads them once ("get_other": no replica hint, no lease, so lookup then read, as a
- * decode instance reading a prefill instance's blocks; other_* ratios). The 32 MiB case then
+ * decode instance reading a prefill instance's blocks; other_* ratios), and a third handle
+ * subscribed to the master's placement feed (MC_STORE_PLACEMENT_FEED, docs/internals/
+ * store-client.md) reads them once too ("get_fed": the placements and read leases were pushed
+ * to it as the keys were put; fed_* ratios). The 32 MiB case then
  * also alternates store gets with memcached GETs one by one (store_interleaved line,
  * interleaved_vs_memcached).
  * The store's 32 MiB gets read --ops_big distinct objects (more than the
@@ -198,7 +201,8 @@ static int cmp_double(const void *a, const void *b)
 /* A case's gets: round 1 (cold: the client holds no read lease yet, every get asks the
  * master) and the median of the later rounds (warm: gets read under the leases round 1 took,
  * docs/internals/store-client.md "Lease cache"); warm = cold with one round. other: the one
- * round of another client that never saw the keys (no hints, no leases). */
+ * round of another client that never saw the keys (no hints, no leases). fed: the one round of
+ * a client that never read them either but follows the placement feed. */
 typedef struct get_figure {
     double req_s, p50_us;
     double store; /* in the metric of the case's peer (metric_figure) */
@@ -206,13 +210,20 @@ typedef struct get_figure {
 } get_figure_t;
 
 typedef struct get_result {
-    get_figure_t cold, warm, other;
+    get_figure_t cold, warm, other, fed;
 } get_result_t;
 
+static uint64_t feed_placements(mc_store_t *s)
+{
+    mc_store_read_stats_t st;
+    mc_store_read_stats(s, &st);
+    return st.feed_placements;
+}
+
 /* Puts the case's keys through store, reads them c->get_rounds times through store, then once
- * through other (NULL: not). */
-static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *c,
-                       get_result_t *out)
+ * through other and once through fed (each NULL: not). */
+static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
+                       const bench_cfg_t *c, get_result_t *out)
 {
     uint32_t rounds = c->get_rounds ? c->get_rounds : 1;
     double *rs = mc_calloc(rounds, sizeof(double)), *p50s = mc_calloc(rounds, sizeof(double));
@@ -225,10 +236,19 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
         bufs[t] = mc_pages_alloc(buf_len, 1);
     *out = (get_result_t){0};
     double peer_before = c->peer ? c->peer->measure() : 0;
-    for (uint32_t phase = 0; phase <= rounds + (other != NULL); phase++) {
+    uint64_t fed_before = fed ? feed_placements(fed) : 0;
+    uint64_t keys = (uint64_t)c->threads * ((c->ops + c->batch - 1) / c->batch) * c->batch;
+    for (uint32_t phase = 0; phase <= rounds + (other != NULL) + (fed != NULL); phase++) {
         int get = phase > 0;
-        bool by_other = phase == rounds + 1;
-        mc_store_t *client = by_other ? other : store;
+        /* after the rounds: other's round (if any), then fed's (if any) */
+        bool by_other = other && phase == rounds + 1;
+        bool by_fed = fed && phase == rounds + 1 + (other != NULL);
+        mc_store_t *client = by_other ? other : by_fed ? fed : store;
+        if (by_fed) { /* the feed answers within ms of a put; bounded wait, counted below */
+            uint64_t end = mc_now_ms() + 5000;
+            while (feed_placements(fed) - fed_before < keys && mc_now_ms() < end)
+                mc_sleep_ms(1);
+        }
         thread_arg_t *args = mc_calloc(c->threads, sizeof(*args));
         pthread_t *tids = mc_calloc(c->threads, sizeof(*tids));
         pthread_barrier_t barrier;
@@ -267,20 +287,23 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
         double gib_s = req_s * (double)c->value / (1024.0 * 1024 * 1024);
         char date[32];
         mc_peer_date(date, sizeof(date));
-        const char *op = by_other ? "get_other" : get ? "get" : "put";
+        const char *op = by_other ? "get_other" : by_fed ? "get_fed" : get ? "get" : "put";
         printf("{\"bench\":\"store\",\"op\":\"%s\",\"round\":%u,\"value\":%llu,\"batch\":%u,"
                "\"threads\":%u,\"transport\":\"%s\",\"ops\":%llu,\"errors\":%llu,\"req_s\":%.0f,"
                "\"gib_s\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"master_lookups\":%llu,"
-               "\"lease_hits\":%llu,\"speculative_hits\":%llu,\"date\":\"%s\"}\n",
+               "\"lease_hits\":%llu,\"speculative_hits\":%llu,\"feed_placements\":%llu,"
+               "\"date\":\"%s\"}\n",
                op, phase, (unsigned long long)c->value, c->batch, c->threads,
                c->transport, (unsigned long long)done, (unsigned long long)errors, req_s, gib_s,
                p50, p99, (unsigned long long)(rs1.master_lookups - rs0.master_lookups),
                (unsigned long long)(rs1.lease_hits - rs0.lease_hits),
-               (unsigned long long)(rs1.speculative_hits - rs0.speculative_hits), date);
+               (unsigned long long)(rs1.speculative_hits - rs0.speculative_hits),
+               (unsigned long long)(by_fed ? rs1.feed_placements - fed_before : 0), date);
         fflush(stdout);
-        if (by_other) {
-            out->other.req_s = req_s;
-            out->other.p50_us = p50;
+        if (by_other || by_fed) {
+            get_figure_t *f = by_other ? &out->other : &out->fed;
+            f->req_s = req_s;
+            f->p50_us = p50;
         } else if (get) {
             rs[phase - 1] = req_s;
             p50s[phase - 1] = p50;
@@ -301,7 +324,7 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
         const paired_peer_t *pp = c->peer;
         double peer_after = pp->measure();
         double peer = peer_before > 0 && peer_after > 0 ? (peer_before + peer_after) / 2 : 0;
-        get_figure_t *figs[] = {&out->cold, &out->warm, &out->other}; /* other: 0 if none */
+        get_figure_t *figs[] = {&out->cold, &out->warm, &out->other, &out->fed}; /* 0 if none */
         for (size_t f = 0; f < MC_ARRAY_LEN(figs); f++) {
             figs[f]->store = metric_figure(pp->metric, figs[f]->req_s, figs[f]->p50_us, c->value);
             figs[f]->pair = paired_ratio(pp->metric, figs[f]->store, peer);
@@ -311,11 +334,12 @@ static void bench_case(mc_store_t *store, mc_store_t *other, const bench_cfg_t *
         printf("{\"bench\":\"store_paired\",\"value\":%llu,\"batch\":%u,\"threads\":%u,"
                "\"transport\":\"%s\",\"peer\":\"%s\",\"peer_before\":%.3f,"
                "\"peer_after\":%.3f,\"cold_store\":%.3f,\"warm_store\":%.3f,"
-               "\"other_store\":%.3f,\"cold_ratio\":%.2f,\"warm_ratio\":%.2f,"
-               "\"other_ratio\":%.2f,\"date\":\"%s\"}\n",
+               "\"other_store\":%.3f,\"fed_store\":%.3f,\"cold_ratio\":%.2f,"
+               "\"warm_ratio\":%.2f,\"other_ratio\":%.2f,\"fed_ratio\":%.2f,\"date\":\"%s\"}\n",
                (unsigned long long)c->value, c->batch, c->threads, c->transport, pp->name,
                peer_before, peer_after, out->cold.store, out->warm.store, out->other.store,
-               out->cold.pair, out->warm.pair, out->other.pair, date);
+               out->fed.store, out->cold.pair, out->warm.pair, out->other.pair, out->fed.pair,
+               date);
         fflush(stdout);
     }
     mc_free(rs);
@@ -453,7 +477,7 @@ int main(int argc, char **argv)
     int64_t threads = 1, ops_small = 20000, ops_mid = 2000, ops_big = 30, get_rounds = 1;
     const char *only = "";
     uint64_t segment = 1280ull << 20;
-    bool peers = false;
+    bool peers = false, feed = true;
     mc_option_t opts[] = {
         {"transport", MC_OPT_STRING, &transport, NULL, "shm (same-host path) or tcp (MC_FORCE_TCP=1)", 0, 0},
         {"threads", MC_OPT_INT, &threads, NULL, "client threads", 1, 64},
@@ -465,6 +489,7 @@ int main(int argc, char **argv)
         {"get_rounds", MC_OPT_INT, &get_rounds, NULL, "get phases per case: round 1 is cold (no read leases yet), ratios use the median of the others (warm) and round 1 (cold_*)", 1, 1000},
         {"cases", MC_OPT_STRING, &only, NULL, "comma list of cases to run (4k1,4k128,512k1,512k16,32m1); empty = all", 0, 0},
         {"peers", MC_OPT_BOOL, &peers, NULL, "also measure Redis and memcached, print ratios", 0, 0},
+        {"feed", MC_OPT_BOOL, &feed, NULL, "also read each case's keys once through a client on the placement feed (get_fed)", 0, 0},
     };
     mc_config_spec_t spec = {"mc_store_bench", "Store put/get benchmark with peers (JSON lines).",
                              opts, MC_ARRAY_LEN(opts)};
@@ -496,8 +521,18 @@ int main(int argc, char **argv)
     }
     mc_store_config_t scfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                               .protocol = "tcp", .master_server_addr = addr};
-    mc_store_t *store, *other = NULL; /* other: reads each case's keys once (get_other) */
-    if (mc_store_create(&scfg, &store) != MC_OK || mc_store_create(&scfg, &other) != MC_OK) {
+    /* other: reads each case's keys once (get_other); fed: the same, following the
+     * placement feed for every bench key (get_fed) */
+    mc_store_t *store = NULL, *other = NULL, *fed = NULL;
+    bool made = mc_store_create(&scfg, &store) == MC_OK &&
+                mc_store_create(&scfg, &other) == MC_OK;
+    if (made && feed) {
+        setenv("MC_STORE_PLACEMENT_FEED", "bench-", 1);
+        made = mc_store_create(&scfg, &fed) == MC_OK;
+        unsetenv("MC_STORE_PLACEMENT_FEED");
+    }
+    if (!made) {
+        mc_store_destroy(other);
         mc_store_destroy(store);
         stop_cluster();
         return 1;
@@ -512,8 +547,8 @@ int main(int argc, char **argv)
         size_t wl = 32u << 20;
         char *w = mc_pages_alloc(wl, 1);
         struct iovec wiov = {w, wl};
-        mc_store_t *handles[2] = {store, other};
-        for (int hnd = 0; hnd < 2; hnd++) {
+        mc_store_t *handles[3] = {store, other, fed};
+        for (int hnd = 0; hnd < 3 && handles[hnd]; hnd++) {
             for (uint64_t k = 0; w && k + 1 < segment / wl; k++) {
                 char key[64];
                 snprintf(key, sizeof(key), "warmup-%d-%llu", hnd, (unsigned long long)k);
@@ -547,7 +582,7 @@ int main(int argc, char **argv)
                          .get_rounds = (uint32_t)get_rounds,
                          .peer = peers ? cases[i].peer : NULL};
         get_result_t r = {0};
-        bench_case(store, other, &c, &r);
+        bench_case(store, other, fed, &c, &r);
         if (c.value == 4096 && c.batch == 1)
             small_single = r;
         if (c.value == 4096 && c.batch > 1)
@@ -559,6 +594,7 @@ int main(int argc, char **argv)
         }
         mc_store_remove_all(store, true); /* keep the pool from filling between cases */
     }
+    mc_store_destroy(fed);
     mc_store_destroy(other);
     mc_store_destroy(store);
     stop_cluster();
@@ -603,10 +639,13 @@ int main(int argc, char **argv)
                "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get32m_vs_memcached\":%.2f,"
                "\"other_get4k_single_vs_redis_c1_p50\":%.2f,"
                "\"other_get4k_batch_vs_redis_p16\":%.2f,\"other_get32m_vs_memcached\":%.2f,"
+               "\"fed_get4k_single_vs_redis_c1_p50\":%.2f,"
+               "\"fed_get4k_batch_vs_redis_p16\":%.2f,\"fed_get32m_vs_memcached\":%.2f,"
                "\"interleaved_get32m_vs_memcached\":%.2f}\n",
                transport, (long long)threads, small_single.warm.pair, small_batch.warm.pair,
                big.warm.pair, small_single.cold.pair, small_batch.cold.pair, big.cold.pair,
-               small_single.other.pair, small_batch.other.pair, big.other.pair, big_interleaved);
+               small_single.other.pair, small_batch.other.pair, big.other.pair,
+               small_single.fed.pair, small_batch.fed.pair, big.fed.pair, big_interleaved);
     }
     return 0;
 }

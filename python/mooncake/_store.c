@@ -530,11 +530,12 @@ static PyObject *store_read_stats(StoreObject *self, PyObject *unused)
         mc_store_read_stats(self->store, &st);
         STORE_LEAVE(self);
     }
-    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "master_lookups",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "master_lookups",
                          (unsigned long long)st.master_lookups, "lease_hits",
                          (unsigned long long)st.lease_hits, "lease_misses",
                          (unsigned long long)st.lease_misses, "speculative_hits",
-                         (unsigned long long)st.speculative_hits);
+                         (unsigned long long)st.speculative_hits, "feed_placements",
+                         (unsigned long long)st.feed_placements);
 }
 
 static PyObject *store_get_hostname(StoreObject *self, PyObject *unused)
@@ -1483,7 +1484,8 @@ static PyMethodDef store_methods[] = {
     {"read_stats", (PyCFunction)store_read_stats, METH_NOARGS,
      "How gets found their bytes since setup, in keys: dict of master_lookups, lease_hits "
      "(read under a cached read lease, no master), lease_misses (cached lease given up), "
-     "speculative_hits (read from a hint, confirmed by the lookup). Zeros before setup."},
+     "speculative_hits (read from a hint, confirmed by the lookup), feed_placements (pushed "
+     "by the master to the placement feed, MC_STORE_PLACEMENT_FEED). Zeros before setup."},
     {"is_setup", (PyCFunction)store_is_setup, METH_NOARGS, "True after a successful setup()."},
     {"put", MCPY_KWFUNC(store_put), METH_VARARGS | METH_KEYWORDS,
      "put(key, value, config=None) -> status (an existing key is left unchanged)"},

@@ -65,6 +65,14 @@ struct mc_store {
     mc_hint_table_t *hints;         /* replica_hint.h; NULL = no speculative reads */
     bool lease_cache;               /* gets read under read leases still held (MC_STORE_LEASE_CACHE) */
     atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
+    atomic_ullong n_feed_placements;
+
+    /* Placement feed (MC_STORE_PLACEMENT_FEED; "placement feed" below). */
+    char *feed_prefix;              /* NULL = no feed */
+    mc_rpc_client_t *feed_rpc;      /* its own master connection (long polls) */
+    pthread_t feed;
+    int feed_started;
+    atomic_int feed_stop;
 
     pthread_t heartbeat;
     int heartbeat_started;
@@ -81,6 +89,9 @@ struct mc_store {
     uint64_t remount_after_ms;      /* a re-mount is due from then on (store_ping); 0 = none */
     bool remount_undecided;         /* a new master; whether it recovered the segment: unknown */
 };
+
+static mc_status_t feed_start(mc_store_t *s, const char *master_addr);
+static void feed_stop(mc_store_t *s);
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -641,6 +652,8 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         goto fail;
     }
     s->heartbeat_started = 1;
+    if ((st = feed_start(s, cfg->master_server_addr)) != MC_OK)
+        goto fail;
     *store_p = s;
     return MC_OK;
 fail:
@@ -652,6 +665,7 @@ void mc_store_destroy(mc_store_t *s)
 {
     if (!s)
         return;
+    feed_stop(s);
     if (s->heartbeat_started) {
         pthread_mutex_lock(&s->hb_lock);
         s->hb_stop = 1;
@@ -694,6 +708,7 @@ void mc_store_read_stats(mc_store_t *s, mc_store_read_stats_t *out)
     out->lease_hits = atomic_load(&s->n_lease_hits);
     out->lease_misses = atomic_load(&s->n_lease_misses);
     out->speculative_hits = atomic_load(&s->n_spec_hits);
+    out->feed_placements = atomic_load(&s->n_feed_placements);
 }
 
 int mc_store_health(mc_store_t *s)
@@ -1280,6 +1295,132 @@ static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hi
     atomic_fetch_add(&s->n_lease_misses, 1);
     mc_hint_drop(s->hints, key);
     return false;
+}
+
+/* ------------------------------------------------------------------ placement feed */
+
+/* With MC_STORE_PLACEMENT_FEED=<prefix> in the environment at setup, a thread long-polls the
+ * master's object events asking for placements (PollEvents with_placements): every object
+ * committed under the prefix arrives with its replicas, checksum and a read lease granted to
+ * this client, and is recorded like the answer of a get's lookup (hint_remember). This
+ * client's first get of such a key then reads the replica without asking the master (one round
+ * trip, like a repeated read), verified by checksum as every cached-lease read is. For readers
+ * of what others write: a decode instance reading the blocks a prefill instance put. Nothing
+ * depends on it: a missed event (a gap, a new master, a key pushed out of the hint table) only
+ * means that get asks the master. The master holds each pushed object under a read lease, as
+ * if this client had read it (store-client.md, "Placement feed"). */
+#define FEED_WAIT_MS 200         /* long-poll wait: also how long close may wait for the thread */
+#define FEED_MAX_EVENTS 1024     /* events per answer */
+#define FEED_RETRY_MS 100        /* after a failed poll */
+
+/* The placement of key from the feed, answered to a poll sent at t0_ms: recorded as a get's
+ * lookup would be, on the replica this client would read first. */
+static void feed_remember(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
+                          uint64_t t0_ms)
+{
+    size_t order[16];
+    if (key_check(key) != MC_OK || rl->status != MC_OK ||
+        replica_order(s, rl->replicas, rl->n_replicas, order, 16, NULL) == 0)
+        return;
+    const McRpc__ReplicaDesc *rd = rl->replicas[order[0]];
+    if (rd->size != rl->size)
+        return;
+    hint_remember(s, key, rd, rl, t0_ms);
+    atomic_fetch_add(&s->n_feed_placements, 1);
+}
+
+static void feed_pause(mc_store_t *s, uint32_t ms)
+{
+    for (uint32_t t = 0; t < ms && !atomic_load(&s->feed_stop); t += 10)
+        mc_sleep_ms(10);
+}
+
+static void *feed_main(void *arg)
+{
+    mc_store_t *s = arg;
+    uint64_t from = 0, epoch = 0; /* from 0: the first answer is a gap that says where to start */
+    while (!atomic_load(&s->feed_stop)) {
+        McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
+        q.from_seq = from;
+        q.epoch = epoch;
+        q.wait_ms = FEED_WAIT_MS;
+        q.max_events = FEED_MAX_EVENTS;
+        q.with_placements = 1;
+        q.placement_prefix = s->feed_prefix;
+        uint64_t t0 = mc_now_ms(); /* never later than the master's grant of the leases */
+        ProtobufCMessage *resp = NULL;
+        mc_status_t st = mc_rpc_client_call(s->feed_rpc, MC_OP_POLL_EVENTS, &q.base, &resp,
+                                            FEED_WAIT_MS + s->master.timeout_ms);
+        McRpc__PollEventsResponse *r = (void *)resp;
+        if (st == MC_OK && r->status != MC_OK)
+            st = r->status;
+        if (st == MC_ERR_NOT_SUPPORTED) {
+            MC_LOG_WARN("placement feed: the master keeps no event log (event_buffer_size 0); "
+                        "feed stopped");
+            mc_rpc_response_free(resp);
+            break;
+        }
+        if (st != MC_OK) {
+            MC_LOG_DEBUG("placement feed: poll failed: %s", mc_status_str(st));
+            mc_rpc_response_free(resp);
+            feed_pause(s, FEED_RETRY_MS);
+            continue;
+        }
+        if (r->gap || r->epoch != epoch) { /* start, a new master, or events dropped: go on
+                                              from now (the feed is only a shortcut) */
+            from = r->next_seq;
+            epoch = r->epoch;
+        } else {
+            for (size_t i = 0; i < r->n_events; i++)
+                if (r->events[i]->placement)
+                    feed_remember(s, r->events[i]->key, r->events[i]->placement, t0);
+            from += r->n_events;
+        }
+        mc_rpc_response_free(resp);
+    }
+    return NULL;
+}
+
+static mc_status_t feed_start(mc_store_t *s, const char *master_addr)
+{
+    const char *prefix = getenv("MC_STORE_PLACEMENT_FEED");
+    if (!prefix)
+        return MC_OK;
+    if (strlen(prefix) > MC_STORE_KEY_MAX) {
+        MC_LOG_ERROR("store setup: MC_STORE_PLACEMENT_FEED is longer than a key (%d bytes)",
+                     MC_STORE_KEY_MAX);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (!s->hints) {
+        MC_LOG_WARN("MC_STORE_PLACEMENT_FEED is set but replica hints are off "
+                    "(MC_STORE_REPLICA_HINTS=0): no placement feed");
+        return MC_OK;
+    }
+    if (!s->lease_cache)
+        MC_LOG_INFO("placement feed without the lease cache: placements are used as hints only");
+    if (!(s->feed_prefix = mc_strdup(prefix)))
+        return MC_ERR_NO_MEMORY;
+    mc_status_t st = mc_rpc_client_create(master_addr, NULL, &s->feed_rpc);
+    if (st != MC_OK)
+        return st;
+    if (pthread_create(&s->feed, NULL, feed_main, s) != 0)
+        return MC_ERR_INTERNAL;
+    s->feed_started = 1;
+    MC_LOG_INFO("placement feed on for keys starting with \"%s\"", prefix);
+    return MC_OK;
+}
+
+static void feed_stop(mc_store_t *s)
+{
+    if (s->feed_started) {
+        atomic_store(&s->feed_stop, 1);
+        pthread_join(s->feed, NULL);
+        s->feed_started = 0;
+    }
+    mc_rpc_client_destroy(s->feed_rpc);
+    s->feed_rpc = NULL;
+    mc_free(s->feed_prefix);
+    s->feed_prefix = NULL;
 }
 
 /* Reads the object described by rl into parts (capacity already checked), trying replicas in

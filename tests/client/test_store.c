@@ -438,6 +438,82 @@ static void test_lease_cache(void **state)
     mc_store_destroy(b);
 }
 
+/* Placement feed (MC_STORE_PLACEMENT_FEED): a reader subscribed to a prefix receives what a
+ * writer commits under it, with a read lease, and its first get of such a key reads the replica
+ * without asking the master; keys outside the prefix are not pushed; an upsert or a forced
+ * remove by the writer is seen at once; a pushed lease holds like a read one (a plain remove
+ * is refused while it runs). */
+static uint64_t feed_placements(mc_store_t *s)
+{
+    mc_store_read_stats_t st;
+    mc_store_read_stats(s, &st);
+    return st.feed_placements;
+}
+
+static void wait_feed_placements(mc_store_t *s, uint64_t n)
+{
+    uint64_t end = mc_now_ms() + 10000;
+    while (feed_placements(s) < n && mc_now_ms() < end)
+        mc_sleep_ms(2);
+    assert_int_equal(feed_placements(s), n);
+}
+
+static void test_placement_feed(void **state)
+{
+    enum { LEN = 8192 };
+    static char v1[LEN], v2[LEN], out[LEN];
+    fill(v1, LEN, 41);
+    fill(v2, LEN, 42);
+    struct iovec i1 = {v1, LEN}, i2 = {v2, LEN}, io = {out, LEN};
+    mc_store_config_t bad = {.master_server_addr = master_addr};
+    static char long_prefix[MC_STORE_KEY_MAX + 2];
+    memset(long_prefix, 'p', MC_STORE_KEY_MAX + 1);
+    setenv("MC_STORE_PLACEMENT_FEED", long_prefix, 1);
+    mc_store_t *none = NULL;
+    assert_int_equal(mc_store_create(&bad, &none), MC_ERR_INVALID_PARAMS);
+    setenv("MC_STORE_PLACEMENT_FEED", "feed/", 1);
+    mc_store_t *r = open_store(0);
+    unsetenv("MC_STORE_PLACEMENT_FEED");
+    mc_store_t *w = open_store(0);
+
+    /* in commit order: the feed has seen "other/a" once it has pushed "feed/a" */
+    assert_int_equal(mc_store_put(w, "other/a", &i1, 1, NULL), MC_OK);
+    assert_int_equal(mc_store_put(w, "feed/a", &i1, 1, NULL), MC_OK);
+    wait_feed_placements(r, 1);
+    mc_store_read_stats_t s0, s1;
+    mc_store_read_stats(r, &s0);
+    assert_int_equal(mc_store_get_into(r, "feed/a", &io, 1), LEN);
+    assert_memory_equal(out, v1, LEN);
+    mc_store_read_stats(r, &s1);
+    assert_int_equal(s1.master_lookups, s0.master_lookups); /* one round trip: no lookup */
+    assert_int_equal(s1.lease_hits, s0.lease_hits + 1);
+    memset(out, 0, LEN);
+    assert_int_equal(mc_store_get_into(r, "other/a", &io, 1), LEN);
+    assert_memory_equal(out, v1, LEN);
+    mc_store_read_stats(r, &s0);
+    assert_int_equal(s0.master_lookups, s1.master_lookups + 1); /* not pushed: looked up */
+
+    /* the writer rewrites the key: the reader sees the new bytes whether or not the feed has
+     * delivered the new placement yet (the old value was stamped) */
+    assert_int_equal(mc_store_upsert(w, "feed/a", &i2, 1, NULL), MC_OK);
+    memset(out, 0, LEN);
+    assert_int_equal(mc_store_get_into(r, "feed/a", &io, 1), LEN);
+    assert_memory_equal(out, v2, LEN);
+    wait_feed_placements(r, 2); /* the upsert's placement */
+
+    /* a pushed lease holds the object like a read one */
+    assert_int_equal(mc_store_put(w, "feed/b", &i1, 1, NULL), MC_OK);
+    wait_feed_placements(r, 3);
+    assert_int_equal(mc_store_remove(w, "feed/b", false), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_store_remove(w, "feed/b", true), MC_OK);
+    assert_int_equal(mc_store_get_into(r, "feed/b", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
+
+    mc_store_remove(w, "feed/a", true);
+    mc_store_remove(w, "other/a", true);
+    mc_store_destroy(r);
+    mc_store_destroy(w);
+}
+
 /* Lease cache under concurrency: one client upserts a key again and again (each value carries
  * its version), two other clients read it in a loop, mostly under cached leases. A read that
  * starts after an upsert has returned must see that version or a later one (the floor is
@@ -622,6 +698,7 @@ int main(void)
         cmocka_unit_test(test_checksum_detects_corruption),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),
+        cmocka_unit_test(test_placement_feed),
 #ifdef MC_TEST_UCX
         cmocka_unit_test(test_lease_cache_off_over_ucx),
 #endif

@@ -84,7 +84,8 @@ def test_read_stats_count_lease_hits(store):
     v = data(8192, 5)
     assert store.put(key, v) == 0
     s0 = store.read_stats()
-    assert set(s0) == {"master_lookups", "lease_hits", "lease_misses", "speculative_hits"}
+    assert set(s0) == {"master_lookups", "lease_hits", "lease_misses", "speculative_hits",
+                       "feed_placements"}
     assert store.get(key) == v          # asks the master, takes a read lease
     s1 = store.read_stats()
     assert s1["master_lookups"] == s0["master_lookups"] + 1
@@ -92,6 +93,33 @@ def test_read_stats_count_lease_hits(store):
     s2 = store.read_stats()
     assert s2["master_lookups"] == s1["master_lookups"]
     assert s2["lease_hits"] == s1["lease_hits"] + 1
+
+
+def test_placement_feed_first_get_skips_the_master(store, master, monkeypatch):
+    """A reader set up with MC_STORE_PLACEMENT_FEED=<prefix> (a decode instance) is pushed what
+    others put under the prefix, with a read lease: its first get of such a key does not ask
+    the master. Keys outside the prefix are looked up as usual."""
+    prefix = k("feed") + "/"
+    monkeypatch.setenv("MC_STORE_PLACEMENT_FEED", prefix)
+    reader = MooncakeDistributedStore()
+    assert reader.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr) == 0
+    monkeypatch.delenv("MC_STORE_PLACEMENT_FEED")
+    try:
+        v, w = data(16384, 11), data(16384, 12)
+        outside, inside = k("nofeed"), prefix + "block-0"
+        assert store.put(outside, w) == 0      # committed first: seen once inside arrives
+        assert store.put(inside, v) == 0
+        wait_for(lambda: reader.read_stats()["feed_placements"] >= 1, what="the placement")
+        s0 = reader.read_stats()
+        assert s0["feed_placements"] == 1
+        assert reader.get(inside) == v
+        s1 = reader.read_stats()
+        assert s1["master_lookups"] == s0["master_lookups"]
+        assert s1["lease_hits"] == s0["lease_hits"] + 1
+        assert reader.get(outside) == w
+        assert reader.read_stats()["master_lookups"] == s1["master_lookups"] + 1
+    finally:
+        reader.close()
 
 
 def test_missing_key(store):

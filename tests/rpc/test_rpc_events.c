@@ -9,6 +9,7 @@
 
 #include "common/time.h"
 #include "master/service.h"
+#include "rpc/frame.h"
 #include "rpc/rpc_client.h"
 #include "master_fixture.h"
 
@@ -61,6 +62,7 @@ static McRpc__PollEventsResponse *poll_ev(mc_rpc_client_t *c, uint64_t from, uin
 typedef struct bg_poll {
     const char *addr;
     uint64_t from;
+    const char *placement_prefix; /* non-NULL: with_placements */
     uint64_t elapsed_ms;
     McRpc__PollEventsResponse *r;
 } bg_poll_t;
@@ -75,6 +77,8 @@ static void *bg_poll(void *arg)
     McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
     q.from_seq = b->from;
     q.wait_ms = 1000;
+    q.with_placements = b->placement_prefix != NULL;
+    q.placement_prefix = (char *)b->placement_prefix;
     ProtobufCMessage *resp = NULL;
     if (mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000) == MC_OK)
         b->r = (McRpc__PollEventsResponse *)resp;
@@ -167,6 +171,78 @@ static void test_poll_events(void **state)
     mc_rpc_client_destroy(c);
 }
 
+static int32_t remove_key(mc_rpc_client_t *c, const char *key)
+{
+    McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
+    q.key = (char *)key;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_REMOVE, &q.base, &resp, 2000), MC_OK);
+    int32_t st = ((McRpc__StatusResponse *)resp)->status;
+    mc_rpc_response_free(resp);
+    return st;
+}
+
+/* The placement feed (with_placements): a COMMITTED event under the prefix carries the object's
+ * replicas, checksum and a read lease (a plain remove is then refused); other keys, objects no
+ * longer readable and other kinds carry none; a parked poll gets them too; an over-long prefix
+ * is refused. */
+static void test_poll_events_placements(void **state)
+{
+    fixture_t *f = *state;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, NULL, &c), MC_OK);
+    mount_seg(c);
+    put(c, "a/1");
+    put(c, "b/1");
+    put(c, "a/2");
+    assert_int_equal(remove_key(c, "a/2"), MC_OK); /* not leased yet: removed */
+    McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
+    q.from_seq = 1;
+    q.with_placements = 1;
+    q.placement_prefix = "a/";
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000), MC_OK);
+    McRpc__PollEventsResponse *r = (void *)resp;
+    assert_int_equal(r->status, MC_OK);
+    assert_int_equal(r->n_events, 4); /* a/1, b/1, a/2 committed; a/2 removed */
+    McRpc__ReplicaListResponse *pl = r->events[0]->placement;
+    assert_non_null(pl);
+    assert_int_equal(pl->status, MC_OK);
+    assert_int_equal(pl->n_replicas, 1);
+    assert_string_equal(pl->replicas[0]->segment_name, "seg0");
+    assert_int_equal(pl->size, 4096);
+    assert_true(pl->lease_ttl_ms > 0);
+    assert_null(r->events[1]->placement); /* outside the prefix */
+    assert_null(r->events[2]->placement); /* removed since */
+    assert_null(r->events[3]->placement); /* not a commit */
+    uint64_t next = r->next_seq;
+    mc_rpc_response_free(resp);
+    assert_int_equal(remove_key(c, "a/1"), MC_ERR_OBJECT_HAS_LEASE); /* the poll's lease */
+
+    /* parked: answered with the placement of what is committed meanwhile */
+    bg_poll_t b = {.addr = f->addr, .from = next, .placement_prefix = "a/"};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_poll, &b);
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL); /* only shortens the wait; a poll answered at once sees a/3 too */
+    put(c, "a/3");
+    pthread_join(th, NULL);
+    assert_non_null(b.r);
+    assert_int_equal(b.r->n_events, 1);
+    assert_string_equal(b.r->events[0]->key, "a/3");
+    assert_non_null(b.r->events[0]->placement);
+    assert_int_equal(b.r->events[0]->placement->n_replicas, 1);
+    mc_rpc_response_free(&b.r->base);
+
+    static char long_prefix[MC_RPC_MAX_KEY + 2];
+    memset(long_prefix, 'a', MC_RPC_MAX_KEY + 1);
+    q.placement_prefix = long_prefix;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000), MC_OK);
+    assert_int_equal(((McRpc__PollEventsResponse *)resp)->status, MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    mc_rpc_client_destroy(c);
+}
+
 static void test_list_objects(void **state)
 {
     fixture_t *f = *state;
@@ -217,6 +293,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_poll_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_poll_events_placements, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_objects, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
