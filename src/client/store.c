@@ -70,6 +70,7 @@ struct mc_store {
     /* Placement feed (MC_STORE_PLACEMENT_FEED; "placement feed" below). */
     char *feed_prefix;              /* NULL = no feed */
     mc_rpc_client_t *feed_rpc;      /* its own master connection (long polls) */
+    uint64_t feed_from, feed_epoch; /* where the feed thread starts (feed_start) */
     pthread_t feed;
     int feed_started;
     atomic_int feed_stop;
@@ -1335,34 +1336,46 @@ static void feed_pause(mc_store_t *s, uint32_t ms)
         mc_sleep_ms(10);
 }
 
+/* One PollEvents call of the feed from (from, epoch), waiting up to wait_ms. On MC_OK, *r_p
+ * is the answer (the caller frees it) and *t0_p when it was sent. */
+static mc_status_t feed_poll(mc_store_t *s, uint64_t from, uint64_t epoch, uint32_t wait_ms,
+                             McRpc__PollEventsResponse **r_p, uint64_t *t0_p)
+{
+    McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
+    q.from_seq = from;
+    q.epoch = epoch;
+    q.wait_ms = wait_ms;
+    q.max_events = FEED_MAX_EVENTS;
+    q.with_placements = 1;
+    q.placement_prefix = s->feed_prefix;
+    *t0_p = mc_now_ms(); /* never later than the master's grant of the leases */
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = mc_rpc_client_call(s->feed_rpc, MC_OP_POLL_EVENTS, &q.base, &resp,
+                                        wait_ms + s->master.timeout_ms);
+    *r_p = (McRpc__PollEventsResponse *)resp;
+    if (st == MC_OK && (*r_p)->status != MC_OK) {
+        st = (*r_p)->status;
+        mc_rpc_response_free(resp);
+        *r_p = NULL;
+    }
+    return st;
+}
+
 static void *feed_main(void *arg)
 {
     mc_store_t *s = arg;
-    uint64_t from = 0, epoch = 0; /* from 0: the first answer is a gap that says where to start */
+    uint64_t from = s->feed_from, epoch = s->feed_epoch;
     while (!atomic_load(&s->feed_stop)) {
-        McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
-        q.from_seq = from;
-        q.epoch = epoch;
-        q.wait_ms = FEED_WAIT_MS;
-        q.max_events = FEED_MAX_EVENTS;
-        q.with_placements = 1;
-        q.placement_prefix = s->feed_prefix;
-        uint64_t t0 = mc_now_ms(); /* never later than the master's grant of the leases */
-        ProtobufCMessage *resp = NULL;
-        mc_status_t st = mc_rpc_client_call(s->feed_rpc, MC_OP_POLL_EVENTS, &q.base, &resp,
-                                            FEED_WAIT_MS + s->master.timeout_ms);
-        McRpc__PollEventsResponse *r = (void *)resp;
-        if (st == MC_OK && r->status != MC_OK)
-            st = r->status;
+        McRpc__PollEventsResponse *r = NULL;
+        uint64_t t0;
+        mc_status_t st = feed_poll(s, from, epoch, FEED_WAIT_MS, &r, &t0);
         if (st == MC_ERR_NOT_SUPPORTED) {
             MC_LOG_WARN("placement feed: the master keeps no event log (event_buffer_size 0); "
                         "feed stopped");
-            mc_rpc_response_free(resp);
             break;
         }
         if (st != MC_OK) {
             MC_LOG_DEBUG("placement feed: poll failed: %s", mc_status_str(st));
-            mc_rpc_response_free(resp);
             feed_pause(s, FEED_RETRY_MS);
             continue;
         }
@@ -1376,7 +1389,7 @@ static void *feed_main(void *arg)
                     feed_remember(s, r->events[i]->key, r->events[i]->placement, t0);
             from += r->n_events;
         }
-        mc_rpc_response_free(resp);
+        mc_rpc_response_free(&r->base);
     }
     return NULL;
 }
@@ -1403,6 +1416,23 @@ static mc_status_t feed_start(mc_store_t *s, const char *master_addr)
     mc_status_t st = mc_rpc_client_create(master_addr, NULL, &s->feed_rpc);
     if (st != MC_OK)
         return st;
+    /* Where the stream is now, before setup returns: everything committed after that is pushed
+     * (a thread that asked later would miss what was put meanwhile). */
+    McRpc__PollEventsResponse *r = NULL;
+    uint64_t t0;
+    st = feed_poll(s, 0, 0, 0, &r, &t0); /* from 0: answered at once with a gap */
+    if (st == MC_ERR_NOT_SUPPORTED) {
+        MC_LOG_WARN("MC_STORE_PLACEMENT_FEED is set but the master keeps no event log "
+                    "(event_buffer_size 0): no placement feed");
+        return MC_OK;
+    }
+    if (st != MC_OK) {
+        MC_LOG_ERROR("store setup: placement feed: PollEvents failed: %s", mc_status_str(st));
+        return st;
+    }
+    s->feed_from = r->next_seq;
+    s->feed_epoch = r->epoch;
+    mc_rpc_response_free(&r->base);
     if (pthread_create(&s->feed, NULL, feed_main, s) != 0)
         return MC_ERR_INTERNAL;
     s->feed_started = 1;
