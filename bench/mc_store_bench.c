@@ -238,6 +238,7 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
     *out = (get_result_t){0};
     double peer_before = c->peer ? c->peer->measure() : 0;
     uint64_t fed_before = fed ? feed_placements(fed) : 0;
+    uint64_t writer_errors = 0; /* over the writer's get rounds: any error voids cold and warm */
     uint64_t keys = (uint64_t)c->threads * ((c->ops + c->batch - 1) / c->batch) * c->batch;
     for (uint32_t phase = 0; phase <= rounds + (other != NULL) + (fed != NULL); phase++) {
         int get = phase > 0;
@@ -308,7 +309,7 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
             f->p50_us = p50;
             f->errors = errors;
         } else if (get) {
-            out->warm.errors += errors; /* cold's below: any error voids both */
+            writer_errors += errors;
             rs[phase - 1] = req_s;
             p50s[phase - 1] = p50;
         }
@@ -319,7 +320,7 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
     }
     out->cold.req_s = rs[0];
     out->cold.p50_us = p50s[0];
-    out->cold.errors = out->warm.errors;
+    out->cold.errors = out->warm.errors = writer_errors;
     uint32_t later = rounds > 1 ? rounds - 1 : 1, first = rounds > 1 ? 1 : 0;
     qsort(rs + first, later, sizeof(double), cmp_double);
     qsort(p50s + first, later, sizeof(double), cmp_double);

@@ -1424,6 +1424,7 @@ static mc_status_t feed_start(mc_store_t *s, const char *master_addr)
     if (st == MC_ERR_NOT_SUPPORTED) {
         MC_LOG_WARN("MC_STORE_PLACEMENT_FEED is set but the master keeps no event log "
                     "(event_buffer_size 0): no placement feed");
+        feed_stop(s); /* no feed: nothing of it kept */
         return MC_OK;
     }
     if (st != MC_OK) {

@@ -540,8 +540,7 @@ typedef struct ev_waiter {
     uint64_t from_seq, epoch, deadline_ms;
     uint32_t max;
     uint16_t opcode;
-    bool placements;       /* a placement feed (store client) */
-    char *prefix;          /* placement_prefix (owned; NULL when not a feed) */
+    char *prefix;          /* placement feed's placement_prefix (owned); NULL = not a feed */
 } ev_waiter_t;
 
 typedef struct ev_waiters {
@@ -554,8 +553,8 @@ typedef struct ev_waiters {
 typedef struct poll_args {
     uint64_t from, epoch;
     uint32_t max;
-    bool placements;
-    const char *prefix;
+    const char *prefix; /* placements for COMMITTED events under it; NULL = none asked */
+    size_t prefix_len;
 } poll_args_t;
 
 /* The placement of a COMMITTED event for the feed: the object's replicas now and a read lease
@@ -578,10 +577,8 @@ static McRpc__ReplicaListResponse *ev_placement(mc_master_t *m, mc_rpc_arena_t *
 static bool ev_wants_placement(const poll_args_t *pa, const mc_master_event_t *ev,
                                const mc_master_event_t *prev)
 {
-    if (!pa->placements || ev->kind != MC_MASTER_EV_COMMITTED)
-        return false;
-    size_t pl = strlen(pa->prefix);
-    if (ev->klen < pl || memcmp(ev->key, pa->prefix, pl) != 0)
+    if (!pa->prefix || ev->kind != MC_MASTER_EV_COMMITTED || ev->klen < pa->prefix_len ||
+        memcmp(ev->key, pa->prefix, pa->prefix_len) != 0)
         return false;
     /* one placement per key for the replicas committed together (an event per replica) */
     return !(prev && prev->kind == ev->kind && prev->klen == ev->klen &&
@@ -660,7 +657,7 @@ static void ev_waiters_run(mc_master_t *m, bool shutdown)
         }
         McRpc__PollEventsResponse *r = NULL;
         poll_args_t pa = {.from = w->from_seq, .epoch = w->epoch, .max = w->max,
-                          .placements = w->placements, .prefix = w->prefix};
+                          .prefix = w->prefix, .prefix_len = w->prefix ? strlen(w->prefix) : 0};
         mc_status_t st = poll_resp(m, &ws->arena, &pa, &r);
         mc_rpc_server_reply(w->srv, w->conn_id, w->opcode, w->req_id, st,
                             st == MC_OK ? &r->base : NULL); /* a closed conn: forget it */
@@ -694,13 +691,12 @@ static mc_status_t ev_park(mc_master_t *m, mc_rpc_call_t *call, const poll_args_
         ws->cap = nc;
     }
     char *prefix = NULL;
-    if (pa->placements && !(prefix = mc_strdup(pa->prefix)))
+    if (pa->prefix && !(prefix = mc_strdup(pa->prefix)))
         return MC_ERR_NO_MEMORY;
     ws->w[ws->n++] = (ev_waiter_t){.srv = call->srv, .conn_id = call->conn_id,
                                    .req_id = call->req_id, .from_seq = pa->from,
                                    .epoch = pa->epoch, .deadline_ms = mc_now_ms() + wait_ms,
-                                   .max = pa->max, .opcode = call->opcode,
-                                   .placements = pa->placements, .prefix = prefix};
+                                   .max = pa->max, .opcode = call->opcode, .prefix = prefix};
     return MC_OK;
 }
 
@@ -711,9 +707,12 @@ static mc_status_t h_poll_events(void *ctx, mc_rpc_call_t *call, const ProtobufC
     const McRpc__PollEventsRequest *q = (const void *)req;
     poll_args_t pa = {
         .from = q->from_seq, .epoch = q->epoch,
-        .max = q->max_events && q->max_events <= EV_MAX_BATCH ? q->max_events : EV_MAX_BATCH,
-        .placements = q->with_placements, .prefix = q->placement_prefix ? q->placement_prefix : ""};
-    if (pa.placements && strlen(pa.prefix) > MC_RPC_MAX_KEY) {
+        .max = q->max_events && q->max_events <= EV_MAX_BATCH ? q->max_events : EV_MAX_BATCH};
+    if (q->with_placements) {
+        pa.prefix = q->placement_prefix ? q->placement_prefix : "";
+        pa.prefix_len = strlen(pa.prefix);
+    }
+    if (pa.prefix_len > MC_RPC_MAX_KEY) {
         McRpc__PollEventsResponse *r = ALLOC(call, McRpc__PollEventsResponse);
         if (!r)
             return MC_ERR_NO_MEMORY;
