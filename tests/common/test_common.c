@@ -5,6 +5,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/hash_impl.h"
@@ -172,6 +173,56 @@ static void test_log_sink(void **state)
     assert_int_equal(sink_calls, 1);
 }
 
+static void test_buf_grows_consumes_and_formats(void **state)
+{
+    (void)state;
+    mc_buf_t b = {0};
+    assert_int_equal(mc_buf_append(&b, "abc", 3), MC_OK);
+    assert_int_equal(mc_buf_printf(&b, "-%d-", 42), MC_OK);
+    assert_int_equal(mc_buf_unread(&b), 7);
+    assert_memory_equal(mc_buf_head(&b), "abc-42-", 7);
+    assert_int_equal(b.data[b.len], '\0'); /* printf keeps a terminator */
+    mc_buf_consume(&b, 4);
+    assert_memory_equal(mc_buf_head(&b), "42-", 3);
+    /* Growing past the first capacity keeps the unread bytes and drops the consumed ones. */
+    size_t cap0 = b.cap;
+    char big[1000];
+    memset(big, 'x', sizeof(big));
+    assert_int_equal(mc_buf_append(&b, big, sizeof(big)), MC_OK);
+    assert_true(b.cap > cap0);
+    assert_int_equal(b.off, 0);
+    assert_memory_equal(mc_buf_head(&b), "42-x", 4);
+    mc_buf_consume(&b, mc_buf_unread(&b));
+    assert_int_equal(b.len, 0);
+    mc_buf_trim(&b, 64); /* drained and above 64 bytes: memory given back */
+    assert_null(b.data);
+    assert_int_equal(mc_buf_printf(&b, "%s", "str"), MC_OK);
+    char *s = mc_buf_take_str(&b);
+    assert_string_equal(s, "str");
+    assert_null(b.data);
+    mc_free(s);
+    mc_buf_free(&b);
+}
+
+static void test_array_reserve(void **state)
+{
+    (void)state;
+    uint64_t *a = NULL;
+    size_t cap = 0;
+    assert_int_equal(mc_array_reserve(&a, &cap, 3, 4), MC_OK);
+    assert_int_equal(cap, 4);
+    for (int i = 0; i < 3; i++)
+        a[i] = (uint64_t)i;
+    assert_int_equal(mc_array_reserve(&a, &cap, 9, 4), MC_OK);
+    assert_int_equal(cap, 16);
+    assert_int_equal(a[2], 2);
+    /* A size that would overflow is refused and leaves the array as it was. */
+    assert_int_equal(mc_array_reserve(&a, &cap, SIZE_MAX / 4, 4), MC_ERR_TOO_LARGE);
+    assert_int_equal(cap, 16);
+    assert_int_equal(a[1], 1);
+    mc_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +230,8 @@ int main(void)
         cmocka_unit_test(test_config_precedence), cmocka_unit_test(test_hash_stream),
         cmocka_unit_test(test_hash_builds_agree),
         cmocka_unit_test(test_hostport), cmocka_unit_test(test_log_sink),
+        cmocka_unit_test(test_buf_grows_consumes_and_formats),
+        cmocka_unit_test(test_array_reserve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
