@@ -1,13 +1,13 @@
 #include "master/service.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/time.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,46 +133,24 @@ static char *run_query(mc_master_service_t *s, const char *key, int *timed_out_p
     return r;
 }
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf_t;
+/* The metrics page being rendered; the first failed append sticks in st. */
+typedef struct page {
+    mc_buf_t b;
+    mc_status_t st;
+} page_t;
 
-static void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf_t *b, const char *fmt, ...)
+static void metric(page_t *b, const char *name, const char *type, const char *help, double v)
 {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            return;
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t nc = b->cap ? b->cap * 2 : 8192;
-        while (nc < b->len + (size_t)n + 1)
-            nc *= 2;
-        char *np = mc_realloc(b->p, nc);
-        if (!np)
-            return;
-        b->p = np;
-        b->cap = nc;
-    }
-}
-
-static void metric(sbuf_t *b, const char *name, const char *type, const char *help, double v)
-{
-    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+    if (b->st == MC_OK)
+        b->st = mc_buf_printf(&b->b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name,
+                              type, name, v);
 }
 
 static char *render_metrics(mc_master_service_t *s)
 {
     mc_master_metrics_t m;
     mc_master_metrics_snapshot(s->m, &m);
-    sbuf_t b = {0};
+    page_t b = {0};
     metric(&b, "master_allocated_bytes", "gauge", "Bytes allocated in mounted segments",
            (double)m.allocated_bytes);
     metric(&b, "master_total_capacity_bytes", "gauge", "Capacity of mounted segments",
@@ -217,7 +195,11 @@ static char *render_metrics(mc_master_service_t *s)
         metric(&b, name, "counter", "Requests answered with an error",
                (double)atomic_load_explicit(&s->fail[op], memory_order_relaxed));
     }
-    return b.p;
+    if (b.st != MC_OK) { /* no partial page: the handler answers 500 */
+        mc_buf_free(&b.b);
+        return NULL;
+    }
+    return mc_buf_take_str(&b.b);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body,

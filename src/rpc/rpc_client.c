@@ -1,6 +1,7 @@
 #include "rpc/rpc_client.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -20,8 +21,7 @@ struct mc_rpc_client {
     mc_rpc_client_opts_t o;
     int fd;
     uint64_t next_req_id;
-    uint8_t *rx;
-    size_t rx_cap;
+    mc_buf_t rx;             /* answers received, not yet decoded (empty between calls) */
     uint64_t last_answer_ns; /* when the connection last delivered an answer */
 };
 
@@ -50,6 +50,9 @@ mc_status_t mc_rpc_client_create(const char *addr, const mc_rpc_client_opts_t *o
     return MC_OK;
 }
 
+#define CLI_READ_CHUNK (64u << 10) /* room made for each recv */
+#define CLI_KEEP_CAP (1u << 20)    /* a larger receive buffer is freed when the socket closes */
+
 static void cli_close(mc_rpc_client_t *c)
 {
     c->last_answer_ns = 0;
@@ -57,11 +60,8 @@ static void cli_close(mc_rpc_client_t *c)
         close(c->fd);
         c->fd = -1;
     }
-    if (c->rx_cap > (1u << 20)) {
-        mc_free(c->rx);
-        c->rx = NULL;
-        c->rx_cap = 0;
-    }
+    mc_buf_reset(&c->rx);
+    mc_buf_trim(&c->rx, CLI_KEEP_CAP);
 }
 
 void mc_rpc_client_destroy(mc_rpc_client_t *c)
@@ -69,7 +69,7 @@ void mc_rpc_client_destroy(mc_rpc_client_t *c)
     if (!c)
         return;
     cli_close(c);
-    mc_free(c->rx);
+    mc_buf_free(&c->rx);
     pthread_mutex_destroy(&c->mu);
     mc_free(c);
 }
@@ -209,7 +209,8 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
         fail_rest(calls, n, done, st);
         goto out;
     }
-    size_t sent = 0, rx_len = 0, answered = 0;
+    size_t sent = 0, answered = 0;
+    mc_buf_reset(&c->rx);
     uint64_t spin = mc_net_busy_poll_ns(); /* a master answers faster than a thread wakes */
     while (answered < n) {
         uint64_t now = mc_now_ns();
@@ -240,17 +241,11 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
             continue;
         if (!(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        if (rx_len == c->rx_cap) {
-            size_t nc = c->rx_cap ? c->rx_cap * 2 : 65536;
-            uint8_t *nr = mc_realloc(c->rx, nc);
-            if (!nr) {
-                st = MC_ERR_NO_MEMORY;
-                break;
-            }
-            c->rx = nr;
-            c->rx_cap = nc;
+        if (mc_buf_reserve(&c->rx, CLI_READ_CHUNK) != MC_OK) {
+            st = MC_ERR_NO_MEMORY;
+            break;
         }
-        ssize_t r = recv(c->fd, c->rx + rx_len, c->rx_cap - rx_len, MSG_DONTWAIT);
+        ssize_t r = recv(c->fd, c->rx.data + c->rx.len, c->rx.cap - c->rx.len, MSG_DONTWAIT);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
             MC_LOG_WARN("rpc client: %s:%u: connection lost (%s)", c->host, c->port,
                         r == 0 ? "EOF" : strerror(errno));
@@ -259,32 +254,23 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
         }
         if (r < 0)
             continue;
-        rx_len += (size_t)r;
+        c->rx.len += (size_t)r;
         /* Consume complete frames. */
-        size_t p = 0;
         int bad = 0;
-        while (rx_len - p >= MC_RPC_HDR_SIZE) {
+        while (mc_buf_unread(&c->rx) >= MC_RPC_HDR_SIZE) {
+            const uint8_t *fp = mc_buf_head(&c->rx);
             mc_rpc_hdr_t h;
-            if (mc_rpc_hdr_decode(c->rx + p, c->o.max_body, &h) != MC_OK ||
+            if (mc_rpc_hdr_decode(fp, c->o.max_body, &h) != MC_OK ||
                 !(h.flags & MC_RPC_FLAG_RESPONSE)) {
                 MC_LOG_ERROR("rpc client: %s:%u sent a bad frame header", c->host, c->port);
                 bad = 1;
                 break;
             }
             size_t flen = MC_RPC_HDR_SIZE + (size_t)h.body_len;
-            if (rx_len - p < flen) {
-                if (flen > c->rx_cap) {
-                    size_t nc = c->rx_cap;
-                    while (nc < flen)
-                        nc *= 2;
-                    uint8_t *nr = mc_realloc(c->rx, nc);
-                    if (!nr) {
-                        bad = 1;
-                        break;
-                    }
-                    c->rx = nr;
-                    c->rx_cap = nc;
-                }
+            if (mc_buf_unread(&c->rx) < flen) {
+                /* room for the whole frame now, so that it arrives in few reads */
+                if (mc_buf_reserve(&c->rx, flen - mc_buf_unread(&c->rx)) != MC_OK)
+                    bad = 1;
                 break;
             }
             uint64_t idx = h.req_id - base;
@@ -302,7 +288,7 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
                 const mc_rpc_op_info_t *info = mc_rpc_op_info(h.opcode);
                 pc->resp = info && h.opcode == pc->opcode
                                ? protobuf_c_message_unpack(info->resp, pc->allocator, h.body_len,
-                                                           c->rx + p + MC_RPC_HDR_SIZE)
+                                                           fp + MC_RPC_HDR_SIZE)
                                : NULL;
                 pc->status = pc->resp ? MC_OK : MC_ERR_PROTOCOL;
                 if (!pc->resp)
@@ -310,15 +296,11 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
             }
             done[idx] = 1;
             answered++;
-            p += flen;
+            mc_buf_consume(&c->rx, flen);
         }
         if (bad) {
             st = MC_ERR_RPC_FAIL;
             break;
-        }
-        if (p) {
-            memmove(c->rx, c->rx + p, rx_len - p);
-            rx_len -= p;
         }
     }
     if (answered < n) {
@@ -326,8 +308,8 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
             st = MC_ERR_RPC_FAIL;
         fail_rest(calls, n, done, st);
         cli_close(c);
-    } else if (rx_len) {
-        MC_LOG_ERROR("rpc client: %zu stray bytes after the last answer", rx_len);
+    } else if (mc_buf_unread(&c->rx)) {
+        MC_LOG_ERROR("rpc client: %zu stray bytes after the last answer", mc_buf_unread(&c->rx));
         cli_close(c);
     } else {
         c->last_answer_ns = mc_now_ns();

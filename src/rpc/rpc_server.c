@@ -1,6 +1,7 @@
 #include "rpc/rpc_server.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -17,16 +18,12 @@
 
 #define SRV_READ_CHUNK (256u << 10)
 #define SRV_OUT_PAUSE (64u << 20) /* stop reading a connection whose replies pile up */
-
-typedef struct buf {
-    uint8_t *data;
-    size_t len, cap, off; /* valid bytes are [off, len) */
-} buf_t;
+#define SRV_KEEP_CAP (1u << 20)   /* a drained buffer above this is freed (mc_buf_trim) */
 
 typedef struct conn {
     int fd;
     uint64_t id;
-    buf_t in, out;
+    mc_buf_t in, out;
     int closing;    /* flush out, then close */
     int dead;       /* closed; freed at the end of the iteration */
     int dirty;      /* in the dirty list */
@@ -58,47 +55,12 @@ struct mc_rpc_server {
     uint64_t next_cron_ms;
 };
 
-static int buf_reserve(buf_t *b, size_t extra)
-{
-    if (b->off && b->off == b->len) {
-        b->off = b->len = 0;
-    }
-    if (b->len + extra <= b->cap)
-        return 0;
-    if (b->off) { /* compact first */
-        memmove(b->data, b->data + b->off, b->len - b->off);
-        b->len -= b->off;
-        b->off = 0;
-        if (b->len + extra <= b->cap)
-            return 0;
-    }
-    size_t nc = b->cap ? b->cap : 16384;
-    while (nc < b->len + extra)
-        nc *= 2;
-    uint8_t *nd = mc_realloc(b->data, nc);
-    if (!nd)
-        return -1;
-    b->data = nd;
-    b->cap = nc;
-    return 0;
-}
-
-static void buf_shrink(buf_t *b)
-{
-    /* Give back big buffers once drained (a 64 MiB frame must not pin 64 MiB forever). */
-    if (b->off == b->len && b->cap > (1u << 20)) {
-        mc_free(b->data);
-        b->data = NULL;
-        b->cap = b->len = b->off = 0;
-    }
-}
-
 static void conn_update_events(mc_rpc_server_t *s, conn_t *c)
 {
     uint32_t ev = 0;
-    if (c->out.len > c->out.off)
+    if (mc_buf_unread(&c->out))
         ev |= EPOLLOUT;
-    if (!c->closing && c->out.len - c->out.off < SRV_OUT_PAUSE)
+    if (!c->closing && mc_buf_unread(&c->out) < SRV_OUT_PAUSE)
         ev |= EPOLLIN;
     if (ev == c->events)
         return;
@@ -129,15 +91,9 @@ static void conn_mark_dirty(mc_rpc_server_t *s, conn_t *c)
 {
     if (c->dirty)
         return;
-    if (s->n_dirty == s->cap_dirty) {
-        size_t nc = s->cap_dirty ? s->cap_dirty * 2 : 64;
-        conn_t **nd = mc_realloc(s->dirty, nc * sizeof(*nd));
-        if (!nd) {
-            conn_close(s, c);
-            return;
-        }
-        s->dirty = nd;
-        s->cap_dirty = nc;
+    if (mc_array_reserve(&s->dirty, &s->cap_dirty, s->n_dirty + 1, 64) != MC_OK) {
+        conn_close(s, c);
+        return;
     }
     s->dirty[s->n_dirty++] = c;
     c->dirty = 1;
@@ -154,7 +110,7 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
         blen = 0;
         status = MC_ERR_TOO_LARGE;
     }
-    if (buf_reserve(&c->out, MC_RPC_HDR_SIZE + blen) != 0) {
+    if (mc_buf_reserve(&c->out, MC_RPC_HDR_SIZE + blen) != MC_OK) {
         conn_close(s, c);
         return;
     }
@@ -227,10 +183,10 @@ static void conn_process(mc_rpc_server_t *s, conn_t *c)
 {
     uint32_t max_body = s->o.max_body ? s->o.max_body : MC_RPC_MAX_BODY;
     while (!c->dead && !c->closing) {
-        size_t avail = c->in.len - c->in.off;
+        size_t avail = mc_buf_unread(&c->in);
         if (avail < MC_RPC_HDR_SIZE)
             break;
-        const uint8_t *p = c->in.data + c->in.off;
+        const uint8_t *p = mc_buf_head(&c->in);
         mc_rpc_hdr_t h;
         mc_status_t st = mc_rpc_hdr_decode(p, max_body, &h);
         if (st != MC_OK) {
@@ -239,24 +195,23 @@ static void conn_process(mc_rpc_server_t *s, conn_t *c)
             h.flags = 0;
             conn_reply(s, c, &h, st, NULL);
             c->closing = 1;
-            c->in.off = c->in.len;
+            mc_buf_consume(&c->in, avail);
             break;
         }
         if (avail < MC_RPC_HDR_SIZE + (size_t)h.body_len)
             break;
-        c->in.off += MC_RPC_HDR_SIZE + h.body_len;
+        /* Consuming keeps the bytes in place (nothing writes to c->in before the next
+         * read), so the body stays valid through dispatch. */
+        mc_buf_consume(&c->in, MC_RPC_HDR_SIZE + h.body_len);
         dispatch(s, c, &h, p + MC_RPC_HDR_SIZE);
     }
-    if (c->in.off == c->in.len) {
-        c->in.off = c->in.len = 0;
-        buf_shrink(&c->in);
-    }
+    mc_buf_trim(&c->in, SRV_KEEP_CAP); /* a 64 MiB frame must not pin 64 MiB forever */
 }
 
 static void conn_read(mc_rpc_server_t *s, conn_t *c)
 {
     for (int rounds = 0; rounds < 16 && !c->dead && !c->closing; rounds++) {
-        if (buf_reserve(&c->in, SRV_READ_CHUNK) != 0) {
+        if (mc_buf_reserve(&c->in, SRV_READ_CHUNK) != MC_OK) {
             conn_close(s, c);
             return;
         }
@@ -270,7 +225,7 @@ static void conn_read(mc_rpc_server_t *s, conn_t *c)
         }
         if (n == 0) {
             MC_LOG_DEBUG("rpc: conn %llu closed by peer", (unsigned long long)c->id);
-            if (c->out.len > c->out.off)
+            if (mc_buf_unread(&c->out))
                 c->closing = 1; /* still try to flush what we owe */
             else
                 conn_close(s, c);
@@ -288,10 +243,10 @@ static void conn_read(mc_rpc_server_t *s, conn_t *c)
 
 static void conn_flush(mc_rpc_server_t *s, conn_t *c)
 {
-    while (c->out.len > c->out.off) {
-        ssize_t n = send(c->fd, c->out.data + c->out.off, c->out.len - c->out.off, MSG_NOSIGNAL);
+    while (mc_buf_unread(&c->out)) {
+        ssize_t n = send(c->fd, mc_buf_head(&c->out), mc_buf_unread(&c->out), MSG_NOSIGNAL);
         if (n > 0) {
-            c->out.off += (size_t)n;
+            mc_buf_consume(&c->out, (size_t)n);
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -301,28 +256,14 @@ static void conn_flush(mc_rpc_server_t *s, conn_t *c)
         conn_close(s, c);
         return;
     }
-    if (c->out.off == c->out.len) {
-        c->out.off = c->out.len = 0;
-        buf_shrink(&c->out);
+    if (!mc_buf_unread(&c->out)) {
+        mc_buf_trim(&c->out, SRV_KEEP_CAP);
         if (c->closing) {
             conn_close(s, c);
             return;
         }
     }
     conn_update_events(s, c);
-}
-
-static int srv_grow_all(mc_rpc_server_t *s)
-{
-    if (s->n_all < s->cap_all)
-        return 0;
-    size_t nc = s->cap_all ? s->cap_all * 2 : 64;
-    conn_t **na = mc_realloc(s->all, nc * sizeof(*na));
-    if (!na)
-        return -1;
-    s->all = na;
-    s->cap_all = nc;
-    return 0;
 }
 
 static void srv_accept(mc_rpc_server_t *s)
@@ -344,7 +285,7 @@ static void srv_accept(mc_rpc_server_t *s)
         }
         mc_net_tune(fd, 0, 0);
         conn_t *c = MC_NEW(conn_t);
-        if (!c || srv_grow_all(s) != 0) {
+        if (!c || mc_array_reserve(&s->all, &s->cap_all, s->n_all + 1, 64) != MC_OK) {
             mc_free(c);
             close(fd);
             continue;
@@ -469,8 +410,8 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
         while (s->dead) {
             conn_t *c = s->dead;
             s->dead = c->next_dead;
-            mc_free(c->in.data);
-            mc_free(c->out.data);
+            mc_buf_free(&c->in);
+            mc_buf_free(&c->out);
             mc_free(c);
         }
     }
@@ -514,8 +455,8 @@ void mc_rpc_server_destroy(mc_rpc_server_t *s)
     while (s->dead) {
         conn_t *c = s->dead;
         s->dead = c->next_dead;
-        mc_free(c->in.data);
-        mc_free(c->out.data);
+        mc_buf_free(&c->in);
+        mc_buf_free(&c->out);
         mc_free(c);
     }
     task_t *t = s->tasks;
