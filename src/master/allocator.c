@@ -1,6 +1,7 @@
 #include "master/allocator.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 
 #include <string.h>
@@ -29,7 +30,8 @@ struct mc_master_allocator {
     uint32_t sl_bitmap[FL_COUNT];
     uint32_t heads[FL_COUNT][SL_COUNT];
     blk_t **pages;
-    uint32_t n_pages, cap_pages;
+    uint32_t n_pages;
+    size_t cap_pages;
     uint32_t n_records;   /* records handed out so far (high-water mark) */
     uint32_t unused;      /* chain of unused records */
     uint32_t tail;        /* physically last block */
@@ -65,14 +67,8 @@ static uint32_t rec_new(mc_master_allocator_t *a)
     if (a->n_records == MC_ALLOC_NONE - 1)
         return MC_ALLOC_NONE;
     if ((a->n_records >> PAGE_BITS) >= a->n_pages) {
-        if (a->n_pages == a->cap_pages) {
-            uint32_t nc = a->cap_pages ? a->cap_pages * 2 : 4;
-            blk_t **np = mc_realloc(a->pages, nc * sizeof(*np));
-            if (!np)
-                return MC_ALLOC_NONE;
-            a->pages = np;
-            a->cap_pages = nc;
-        }
+        if (mc_array_reserve(&a->pages, &a->cap_pages, (size_t)a->n_pages + 1, 4) != MC_OK)
+            return MC_ALLOC_NONE;
         blk_t *pg = mc_malloc(PAGE_SIZE_BLK * sizeof(blk_t));
         if (!pg)
             return MC_ALLOC_NONE;

@@ -1,6 +1,7 @@
 #include "master/master_int.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -230,14 +231,8 @@ static client_t *client_touch(mc_master_t *m, const uint8_t id[16], bool *was_ne
         MC_LOG_INFO("master: client serial %u is back", c->serial);
     }
     if (!c) {
-        if (m->n_clients == m->cap_clients) {
-            size_t nc = m->cap_clients ? m->cap_clients * 2 : 16;
-            client_t *n = mc_realloc(m->clients, nc * sizeof(*n));
-            if (!n)
-                return NULL;
-            m->clients = n;
-            m->cap_clients = nc;
-        }
+        if (mc_array_reserve(&m->clients, &m->cap_clients, m->n_clients + 1, 16) != MC_OK)
+            return NULL;
         c = &m->clients[m->n_clients++];
         memset(c, 0, sizeof(*c));
         memcpy(c->id, id, 16);
@@ -522,15 +517,10 @@ void mc_master_set_seed(mc_master_t *m, uint64_t seed) { m->rng = seed | 1; }
 static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms,
                          uint64_t token, bool stuck_put)
 {
-    if (m->n_disc == m->cap_disc) {
-        size_t nc = m->cap_disc ? m->cap_disc * 2 : 16;
-        discarded_t *n = mc_realloc(m->disc, nc * sizeof(*n));
-        if (!n) { /* cannot defer: keep the space forever rather than risk reuse while written */
-            MC_LOG_ERROR("master: discard list full; leaking a block until unmount");
-            return;
-        }
-        m->disc = n;
-        m->cap_disc = nc;
+    if (mc_array_reserve(&m->disc, &m->cap_disc, m->n_disc + 1, 16) != MC_OK) {
+        /* cannot defer: keep the space forever rather than risk reuse while written */
+        MC_LOG_ERROR("master: discard list full; leaking a block until unmount");
+        return;
     }
     m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, token, stuck_put};
 }

@@ -5,6 +5,7 @@
 #include "master/service.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "rpc/frame.h"
@@ -682,14 +683,8 @@ static mc_status_t ev_park(mc_master_t *m, mc_rpc_call_t *call, const poll_args_
     }
     if (ws->n >= EV_MAX_WAITERS)
         return MC_ERR_TOO_LARGE;
-    if (ws->n == ws->cap) {
-        size_t nc = ws->cap ? ws->cap * 2 : 16;
-        ev_waiter_t *nw = mc_realloc(ws->w, nc * sizeof(*nw));
-        if (!nw)
-            return MC_ERR_NO_MEMORY;
-        ws->w = nw;
-        ws->cap = nc;
-    }
+    if (mc_array_reserve(&ws->w, &ws->cap, ws->n + 1, 16) != MC_OK)
+        return MC_ERR_NO_MEMORY;
     char *prefix = NULL;
     if (pa->prefix && !(prefix = mc_strdup(pa->prefix)))
         return MC_ERR_NO_MEMORY;

@@ -3,6 +3,7 @@
 #include "master/master_int.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -57,11 +58,11 @@ static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
     if (b->err) {
         MC_LOG_ERROR("wal: cannot encode a record (no memory)");
         m->wal_failed = true;
-    } else if (mc_wal_writer_append(&m->wal, type, b->p, b->len) != MC_OK) {
+    } else if (mc_wal_writer_append(&m->wal, type, b->b.data, b->b.len) != MC_OK) {
         m->wal_failed = true;
     }
     m->wal_dirty = true;
-    mc_free(b->p);
+    mc_buf_free(&b->b);
 }
 
 void master_wal_log_mount(mc_master_t *m, uint32_t id)
@@ -144,14 +145,14 @@ static int write_snapshot(mc_master_t *m, const char *tmp, const char *final)
             continue;
         mc_wal_buf_t b = {0};
         enc_mount(&b, id, s);
-        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_MOUNT, b.p, b.len) != MC_OK;
-        free(b.p);
+        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_MOUNT, b.b.data, b.b.len) != MC_OK;
+        mc_buf_free(&b.b);
     }
     for (obj_t *o = m->lru.head; o && !bad; o = o->next) {
         mc_wal_buf_t b = {0};
         enc_commit(m, &b, o);
-        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_COMMIT, b.p, b.len) != MC_OK;
-        free(b.p);
+        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_COMMIT, b.b.data, b.b.len) != MC_OK;
+        mc_buf_free(&b.b);
     }
     bad |= mc_wal_writer_append(&w, MC_WAL_SNAP_END, NULL, 0) != MC_OK;
     bad |= mc_wal_writer_flush(&w, 1) != MC_OK;
@@ -378,14 +379,8 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
             o->rep[i].seg = SEG_NONE;
             if (!s)
                 continue;
-            if (s->n_ext == s->cap_ext) {
-                size_t nc = s->cap_ext ? s->cap_ext * 2 : 1024;
-                extent_t *ne = mc_realloc(s->ext, nc * sizeof(*ne));
-                if (!ne)
-                    return 1;
-                s->ext = ne;
-                s->cap_ext = nc;
-            }
+            if (mc_array_reserve(&s->ext, &s->cap_ext, s->n_ext + 1, 1024) != MC_OK)
+                return 1;
             s->ext[s->n_ext] = (extent_t){addrs[i], size, o, i};
             o->rep[i].seg = segs[i];
             o->rep[i].blk = (uint32_t)s->n_ext++;

@@ -31,11 +31,12 @@ mc_status_t mc_wal_writer_open(mc_wal_writer_t *w, const char *path, int trunc)
     return MC_OK;
 }
 
+/* Writes the whole buffer; on failure it is kept as it was (and written again next time). */
 static mc_status_t writer_write(mc_wal_writer_t *w)
 {
-    size_t off = 0;
-    while (off < w->len) {
-        ssize_t n = write(w->fd, w->buf + off, w->len - off);
+    size_t len = mc_buf_unread(&w->buf), off = 0;
+    while (off < len) {
+        ssize_t n = write(w->fd, mc_buf_head(&w->buf) + off, len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -44,7 +45,7 @@ static mc_status_t writer_write(mc_wal_writer_t *w)
         }
         off += (size_t)n;
     }
-    w->len = 0;
+    mc_buf_reset(&w->buf);
     return MC_OK;
 }
 
@@ -53,26 +54,19 @@ mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *p
     if (len > MC_WAL_MAX_RECORD)
         return MC_ERR_TOO_LARGE;
     size_t need = 5 + len + 8;
-    if (w->len + need > w->cap) {
-        size_t nc = w->cap ? w->cap : 65536;
-        while (nc < w->len + need)
-            nc *= 2;
-        uint8_t *nb = mc_realloc(w->buf, nc);
-        if (!nb)
-            return MC_ERR_NO_MEMORY;
-        w->buf = nb;
-        w->cap = nc;
-    }
-    uint8_t *p = w->buf + w->len;
+    mc_status_t st = mc_buf_reserve(&w->buf, need);
+    if (st != MC_OK)
+        return st;
+    uint8_t *p = w->buf.data + w->buf.len;
     mc_put_le32(p, (uint32_t)len);
     p[4] = type;
     if (len)
         memcpy(p + 5, payload, len);
     mc_put_le64(p + 5 + len, mc_hash64(p + 4, len + 1));
-    w->len += need;
+    w->buf.len += need;
     w->bytes += need;
     w->records++;
-    if (w->len >= WAL_BUF_FLUSH)
+    if (mc_buf_unread(&w->buf) >= WAL_BUF_FLUSH)
         return writer_write(w);
     return MC_OK;
 }
@@ -96,9 +90,7 @@ void mc_wal_writer_close(mc_wal_writer_t *w)
     if (w->fd >= 0)
         close(w->fd);
     w->fd = -1;
-    mc_free(w->buf);
-    w->buf = NULL;
-    w->len = w->cap = 0;
+    mc_buf_free(&w->buf);
 }
 
 mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx, int *complete_p,
@@ -192,15 +184,10 @@ mc_status_t mc_wal_list(const char *dir, const char *prefix, uint64_t **gens_p, 
         unsigned long long v = strtoull(s, &end, 10);
         if (*end)
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint64_t *ng = mc_realloc(g, cap * sizeof(*g));
-            if (!ng) {
-                mc_free(g);
-                closedir(d);
-                return MC_ERR_NO_MEMORY;
-            }
-            g = ng;
+        if (mc_array_reserve(&g, &cap, n + 1, 16) != MC_OK) {
+            mc_free(g);
+            closedir(d);
+            return MC_ERR_NO_MEMORY;
         }
         g[n++] = v;
     }
@@ -212,21 +199,6 @@ mc_status_t mc_wal_list(const char *dir, const char *prefix, uint64_t **gens_p, 
     return MC_OK;
 }
 
-static void buf_need(mc_wal_buf_t *b, size_t n)
-{
-    if (b->err || b->len + n <= b->cap)
-        return;
-    size_t nc = b->cap ? b->cap * 2 : 256;
-    while (nc < b->len + n)
-        nc *= 2;
-    uint8_t *np = mc_realloc(b->p, nc);
-    if (!np) {
-        b->err = 1;
-        return;
-    }
-    b->p = np;
-    b->cap = nc;
-}
 void mc_wal_put_u8(mc_wal_buf_t *b, uint8_t v) { mc_wal_put_bytes(b, &v, 1); }
 void mc_wal_put_u32(mc_wal_buf_t *b, uint32_t v)
 {
@@ -242,12 +214,8 @@ void mc_wal_put_u64(mc_wal_buf_t *b, uint64_t v)
 }
 void mc_wal_put_bytes(mc_wal_buf_t *b, const void *p, size_t n)
 {
-    buf_need(b, n);
-    if (b->err)
-        return;
-    if (n)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
+    if (!b->err && mc_buf_append(&b->b, p, n) != MC_OK)
+        b->err = 1;
 }
 void mc_wal_put_str(mc_wal_buf_t *b, const char *s, size_t n)
 {

@@ -11,6 +11,7 @@
 #ifndef MC_MASTER_WAL_H
 #define MC_MASTER_WAL_H
 
+#include "common/buf.h"
 #include "mooncake/status.h"
 
 #include <stddef.h>
@@ -29,8 +30,7 @@ enum {
 /* Buffered record writer on one file. */
 typedef struct mc_wal_writer {
     int fd;
-    uint8_t *buf;
-    size_t len, cap;
+    mc_buf_t buf;     /* records not yet written to the file */
     uint64_t bytes;   /* bytes written to the file so far, including buffered */
     uint64_t records;
 } mc_wal_writer_t;
@@ -54,10 +54,11 @@ mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx,
 /* Lists generations present in dir: sorted ascending arrays (malloc'ed; caller frees). */
 mc_status_t mc_wal_list(const char *dir, const char *prefix, uint64_t **gens_p, size_t *n_p);
 
-/* Little helpers for payload encoding/decoding. */
+/* Little helpers for payload encoding/decoding. A payload is built in an mc_buf_t; the first
+ * failure (no memory, string over 64 KiB) sets err and later puts do nothing. Zero-initialise;
+ * release b with mc_buf_free. */
 typedef struct mc_wal_buf {
-    uint8_t *p;
-    size_t len, cap;
+    mc_buf_t b;
     int err;
 } mc_wal_buf_t;
 void mc_wal_put_u8(mc_wal_buf_t *b, uint8_t v);
