@@ -1,6 +1,7 @@
 #include "conductor/index.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "conductor/u64map.h"
@@ -258,14 +259,9 @@ static mc_status_t entry_add_holder(mc_conductor_index_t *idx, uint64_t hash, ui
             ei = idx->free_head;
             idx->free_head = idx->entries[ei].h.inl[0];
         } else {
-            if (idx->n_entries == idx->cap_entries) {
-                size_t ncap = idx->cap_entries ? idx->cap_entries * 2 : 1024;
-                idx_entry_t *n = mc_realloc(idx->entries, ncap * sizeof(idx_entry_t));
-                if (!n)
-                    return MC_ERR_NO_MEMORY;
-                idx->entries = n;
-                idx->cap_entries = ncap;
-            }
+            if (mc_array_reserve(&idx->entries, &idx->cap_entries, idx->n_entries + 1, 1024) !=
+                MC_OK)
+                return MC_ERR_NO_MEMORY;
             ei = (uint32_t)idx->n_entries++;
         }
         e = &idx->entries[ei];

@@ -1,6 +1,7 @@
 #include "conductor/sim.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "conductor/index.h"
 
@@ -120,15 +121,9 @@ static int ev_less(const sim_ev_t *a, const sim_ev_t *b)
 
 static void ev_push(sim_t *s, double t, int type, int a)
 {
-    if (s->nheap == s->capheap) {
-        size_t ncap = s->capheap ? s->capheap * 2 : 1024;
-        sim_ev_t *n = mc_realloc(s->heap, ncap * sizeof(*n));
-        if (!n) {
-            s->err = MC_ERR_NO_MEMORY;
-            return;
-        }
-        s->heap = n;
-        s->capheap = ncap;
+    if (mc_array_reserve(&s->heap, &s->capheap, s->nheap + 1, 1024) != MC_OK) {
+        s->err = MC_ERR_NO_MEMORY;
+        return;
     }
     sim_ev_t e = {t, s->evseq++, type, a};
     size_t i = s->nheap++;
@@ -879,14 +874,9 @@ mc_status_t mc_conductor_cache_replay(const mc_conductor_trace_t *trace, size_t 
     for (size_t k = 0; k < nreq; k++) {
         const uint64_t *b = mc_conductor_trace_req_blocks(trace, &trace->reqs[k]);
         for (uint32_t j = 0; j < trace->reqs[k].n_blocks; j++) {
-            if (n == nacc) {
-                uint64_t *g = mc_realloc(seq, (nacc * 2 + 16) * sizeof(uint64_t));
-                if (!g) {
-                    mc_free(seq);
-                    return MC_ERR_NO_MEMORY;
-                }
-                seq = g;
-                nacc = nacc * 2 + 16;
+            if (mc_array_reserve(&seq, &nacc, n + 1, 16) != MC_OK) {
+                mc_free(seq);
+                return MC_ERR_NO_MEMORY;
             }
             seq[n++] = b[j];
         }

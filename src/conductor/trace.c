@@ -1,6 +1,7 @@
 #include "conductor/trace.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "conductor/u64map.h"
 
@@ -62,17 +63,9 @@ mc_status_t mc_conductor_trace_parse_line(const char *line, size_t len,
         st = MC_ERR_TOO_LARGE;
         goto out;
     }
-    if (*n_p + nb > *cap_p) {
-        size_t ncap = *cap_p ? *cap_p : 1024;
-        while (ncap < *n_p + nb)
-            ncap *= 2;
-        uint64_t *nbuf = mc_realloc(*blocks_p, ncap * sizeof(uint64_t));
-        if (!nbuf) {
-            st = MC_ERR_NO_MEMORY;
-            goto out;
-        }
-        *blocks_p = nbuf;
-        *cap_p = ncap;
+    if (mc_array_reserve(blocks_p, cap_p, *n_p + nb, 1024) != MC_OK) {
+        st = MC_ERR_NO_MEMORY;
+        goto out;
     }
     for (size_t i = 0; i < nb; i++) {
         json_t *h = json_array_get(ids, i);
@@ -137,15 +130,9 @@ mc_status_t mc_conductor_trace_load(const char *path, const mc_conductor_trace_l
             k++;
         if (k == (size_t)len)
             continue; /* blank line */
-        if (t->n_reqs == req_cap) {
-            size_t ncap = req_cap ? req_cap * 2 : 4096;
-            mc_conductor_request_t *n = mc_realloc(t->reqs, ncap * sizeof(*n));
-            if (!n) {
-                st = MC_ERR_NO_MEMORY;
-                break;
-            }
-            t->reqs = n;
-            req_cap = ncap;
+        if (mc_array_reserve(&t->reqs, &req_cap, t->n_reqs + 1, 4096) != MC_OK) {
+            st = MC_ERR_NO_MEMORY;
+            break;
         }
         mc_conductor_request_t *r = &t->reqs[t->n_reqs];
         st = mc_conductor_trace_parse_line(line, (size_t)len, lim, r, &t->blocks, &t->n_blocks,
