@@ -148,6 +148,20 @@ mc_status_t mc_rpc_client_call(mc_rpc_client_t *c, uint16_t opcode, const Protob
     return mc_rpc_client_call_with(c, opcode, req, resp_p, timeout_ms, NULL);
 }
 
+/* One batch of calls in flight (mc_rpc_client_call_many), in three phases: encode (every request
+ * framed into tx up front), send (tx written as the socket takes it) and receive (answers read
+ * into c->rx and matched to calls by req_id); send and receive interleave until all are answered,
+ * so a large batch never deadlocks on full socket buffers. */
+typedef struct batch {
+    mc_rpc_pending_t *calls;
+    size_t n;
+    uint8_t *done;   /* done[i]: calls[i] has its answer */
+    size_t answered;
+    uint64_t base;   /* req_id of calls[0]; calls[i] is base + i */
+    uint8_t *tx;     /* every request frame, back to back */
+    size_t total, sent;
+} batch_t;
+
 static void fail_rest(mc_rpc_pending_t *calls, size_t n, const uint8_t *done, mc_status_t st)
 {
     for (size_t i = 0; i < n; i++) {
@@ -158,18 +172,10 @@ static void fail_rest(mc_rpc_pending_t *calls, size_t n, const uint8_t *done, mc
     }
 }
 
-mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls, size_t n,
-                                    uint32_t timeout_ms)
+/* Encode phase, first half (no lock needed): resets each call's outputs, checks its request
+ * against the opcode and adds up the frame sizes. */
+static mc_status_t batch_check(mc_rpc_pending_t *calls, size_t n, size_t *total_p)
 {
-    if (n == 0)
-        return MC_OK;
-    if (!timeout_ms)
-        timeout_ms = 10000;
-    uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    uint8_t *done = mc_calloc(n, 1);
-    if (!done)
-        return MC_ERR_NO_MEMORY;
-    /* Encode every request up front. */
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         calls[i].resp = NULL;
@@ -178,135 +184,153 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
         if (!calls[i].req || (info && calls[i].req->descriptor != info->req)) {
             MC_LOG_ERROR("rpc client: request %zu has the wrong message type for opcode %u", i,
                          calls[i].opcode);
-            mc_free(done);
             return MC_ERR_INVALID_PARAMS;
         }
         size_t bl = protobuf_c_message_get_packed_size(calls[i].req);
-        if (bl > MC_RPC_MAX_BODY) {
-            mc_free(done);
+        if (bl > MC_RPC_MAX_BODY)
             return MC_ERR_TOO_LARGE;
-        }
         total += MC_RPC_HDR_SIZE + bl;
     }
-    uint8_t *tx = mc_malloc(total);
-    if (!tx) {
-        mc_free(done);
-        return MC_ERR_NO_MEMORY;
-    }
-    pthread_mutex_lock(&c->mu);
-    uint64_t base = c->next_req_id;
-    c->next_req_id += n;
+    *total_p = total;
+    return MC_OK;
+}
+
+/* Encode phase, second half (under the lock, once b->base is taken): frames every request. */
+static void batch_encode(batch_t *b)
+{
     size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t bl = protobuf_c_message_get_packed_size(calls[i].req);
-        mc_rpc_hdr_t h = {.opcode = calls[i].opcode, .body_len = (uint32_t)bl, .req_id = base + i};
-        mc_rpc_hdr_encode(&h, tx + off);
-        protobuf_c_message_pack(calls[i].req, tx + off + MC_RPC_HDR_SIZE);
+    for (size_t i = 0; i < b->n; i++) {
+        const mc_rpc_pending_t *pc = &b->calls[i];
+        size_t bl = protobuf_c_message_get_packed_size(pc->req);
+        mc_rpc_hdr_t h = {.opcode = pc->opcode, .body_len = (uint32_t)bl, .req_id = b->base + i};
+        mc_rpc_hdr_encode(&h, b->tx + off);
+        protobuf_c_message_pack(pc->req, b->tx + off + MC_RPC_HDR_SIZE);
         off += MC_RPC_HDR_SIZE + bl;
     }
-    mc_status_t st = cli_connect(c);
-    if (st != MC_OK) {
-        fail_rest(calls, n, done, st);
-        goto out;
+}
+
+/* Send phase: one non-blocking write of what is left of tx (tried before every wait: the socket
+ * buffer almost always has room). */
+static mc_status_t batch_send(mc_rpc_client_t *c, batch_t *b)
+{
+    if (b->sent == b->total)
+        return MC_OK;
+    ssize_t w = send(c->fd, b->tx + b->sent, b->total - b->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+        b->sent += (size_t)w;
+    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        MC_LOG_WARN("rpc client: %s:%u send: %s", c->host, c->port, strerror(errno));
+        return MC_ERR_RPC_FAIL;
     }
-    size_t sent = 0, answered = 0;
-    mc_buf_reset(&c->rx);
+    return MC_OK;
+}
+
+/* Receive phase: hands one answer frame (header h, body) to its call. */
+static void batch_take_answer(batch_t *b, const mc_rpc_hdr_t *h, const uint8_t *body)
+{
+    uint64_t idx = h->req_id - b->base;
+    mc_rpc_pending_t *pc = &b->calls[idx];
+    if (h->status != MC_OK) {
+        pc->status = h->status;
+    } else {
+        const mc_rpc_op_info_t *info = mc_rpc_op_info(h->opcode);
+        pc->resp = info && h->opcode == pc->opcode
+                       ? protobuf_c_message_unpack(info->resp, pc->allocator, h->body_len, body)
+                       : NULL;
+        pc->status = pc->resp ? MC_OK : MC_ERR_PROTOCOL;
+        if (!pc->resp)
+            MC_LOG_ERROR("rpc client: undecodable response to opcode %u", pc->opcode);
+    }
+    b->done[idx] = 1;
+    b->answered++;
+}
+
+/* Receive phase: takes every complete frame in c->rx; a partial one stays (with room made for
+ * all of it). MC_ERR_RPC_FAIL on a frame that cannot be ours: the connection must go. */
+static mc_status_t batch_take_frames(mc_rpc_client_t *c, batch_t *b)
+{
+    while (mc_buf_unread(&c->rx) >= MC_RPC_HDR_SIZE) {
+        const uint8_t *fp = mc_buf_head(&c->rx);
+        mc_rpc_hdr_t h;
+        if (mc_rpc_hdr_decode(fp, c->o.max_body, &h) != MC_OK ||
+            !(h.flags & MC_RPC_FLAG_RESPONSE)) {
+            MC_LOG_ERROR("rpc client: %s:%u sent a bad frame header", c->host, c->port);
+            return MC_ERR_RPC_FAIL;
+        }
+        size_t flen = MC_RPC_HDR_SIZE + (size_t)h.body_len;
+        if (mc_buf_unread(&c->rx) < flen) {
+            /* room for the whole frame now, so that it arrives in few reads */
+            if (mc_buf_reserve(&c->rx, flen - mc_buf_unread(&c->rx)) != MC_OK)
+                return MC_ERR_RPC_FAIL;
+            return MC_OK;
+        }
+        uint64_t idx = h.req_id - b->base;
+        if (h.req_id < b->base || idx >= b->n || b->done[idx]) {
+            /* An answer to an earlier, abandoned call cannot arrive (we close on timeout), so
+             * this is a server bug: drop the connection. */
+            MC_LOG_ERROR("rpc client: unexpected req_id %llu", (unsigned long long)h.req_id);
+            return MC_ERR_RPC_FAIL;
+        }
+        batch_take_answer(b, &h, fp + MC_RPC_HDR_SIZE);
+        mc_buf_consume(&c->rx, flen);
+    }
+    return MC_OK;
+}
+
+/* Receive phase: one non-blocking read into c->rx, then takes what it completed. */
+static mc_status_t batch_recv(mc_rpc_client_t *c, batch_t *b)
+{
+    if (mc_buf_reserve(&c->rx, CLI_READ_CHUNK) != MC_OK)
+        return MC_ERR_NO_MEMORY;
+    ssize_t r = recv(c->fd, c->rx.data + c->rx.len, c->rx.cap - c->rx.len, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+        MC_LOG_WARN("rpc client: %s:%u: connection lost (%s)", c->host, c->port,
+                    r == 0 ? "EOF" : strerror(errno));
+        return MC_ERR_RPC_FAIL;
+    }
+    if (r < 0)
+        return MC_OK;
+    c->rx.len += (size_t)r;
+    return batch_take_frames(c, b);
+}
+
+/* Sends and receives until every call is answered (MC_OK), the deadline passes
+ * (MC_ERR_RPC_TIMEOUT) or the connection fails. */
+static mc_status_t batch_exchange(mc_rpc_client_t *c, batch_t *b, uint64_t deadline)
+{
     uint64_t spin = mc_net_busy_poll_ns(); /* a master answers faster than a thread wakes */
-    while (answered < n) {
+    while (b->answered < b->n) {
         uint64_t now = mc_now_ns();
         if (now >= deadline) {
             MC_LOG_WARN("rpc client: %s:%u: deadline passed with %zu of %zu answers", c->host,
-                        c->port, answered, n);
-            st = MC_ERR_RPC_TIMEOUT;
-            break;
+                        c->port, b->answered, b->n);
+            return MC_ERR_RPC_TIMEOUT;
         }
-        if (sent < total) { /* try first: the socket buffer almost always has room */
-            ssize_t w = send(c->fd, tx + sent, total - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w > 0)
-                sent += (size_t)w;
-            else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                MC_LOG_WARN("rpc client: %s:%u send: %s", c->host, c->port, strerror(errno));
-                st = MC_ERR_RPC_FAIL;
-                break;
-            }
-        }
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (sent < total ? POLLOUT : 0)};
+        mc_status_t st = batch_send(c, b);
+        if (st != MC_OK)
+            return st;
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (b->sent < b->total ? POLLOUT : 0)};
         int ms = (int)((deadline - now + 999999) / 1000000);
         int pr = mc_net_poll(&pfd, 1, ms, &spin);
-        if (pr < 0 && errno != EINTR) {
-            st = MC_ERR_RPC_FAIL;
-            break;
-        }
-        if (pr <= 0)
+        if (pr < 0 && errno != EINTR)
+            return MC_ERR_RPC_FAIL;
+        if (pr <= 0 || !(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        if (!(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        if (mc_buf_reserve(&c->rx, CLI_READ_CHUNK) != MC_OK) {
-            st = MC_ERR_NO_MEMORY;
-            break;
-        }
-        ssize_t r = recv(c->fd, c->rx.data + c->rx.len, c->rx.cap - c->rx.len, MSG_DONTWAIT);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-            MC_LOG_WARN("rpc client: %s:%u: connection lost (%s)", c->host, c->port,
-                        r == 0 ? "EOF" : strerror(errno));
-            st = MC_ERR_RPC_FAIL;
-            break;
-        }
-        if (r < 0)
-            continue;
-        c->rx.len += (size_t)r;
-        /* Consume complete frames. */
-        int bad = 0;
-        while (mc_buf_unread(&c->rx) >= MC_RPC_HDR_SIZE) {
-            const uint8_t *fp = mc_buf_head(&c->rx);
-            mc_rpc_hdr_t h;
-            if (mc_rpc_hdr_decode(fp, c->o.max_body, &h) != MC_OK ||
-                !(h.flags & MC_RPC_FLAG_RESPONSE)) {
-                MC_LOG_ERROR("rpc client: %s:%u sent a bad frame header", c->host, c->port);
-                bad = 1;
-                break;
-            }
-            size_t flen = MC_RPC_HDR_SIZE + (size_t)h.body_len;
-            if (mc_buf_unread(&c->rx) < flen) {
-                /* room for the whole frame now, so that it arrives in few reads */
-                if (mc_buf_reserve(&c->rx, flen - mc_buf_unread(&c->rx)) != MC_OK)
-                    bad = 1;
-                break;
-            }
-            uint64_t idx = h.req_id - base;
-            if (h.req_id < base || idx >= n || done[idx]) {
-                /* An answer to an earlier, abandoned call cannot arrive (we close on timeout),
-                 * so this is a server bug: drop the connection. */
-                MC_LOG_ERROR("rpc client: unexpected req_id %llu", (unsigned long long)h.req_id);
-                bad = 1;
-                break;
-            }
-            mc_rpc_pending_t *pc = &calls[idx];
-            if (h.status != MC_OK) {
-                pc->status = h.status;
-            } else {
-                const mc_rpc_op_info_t *info = mc_rpc_op_info(h.opcode);
-                pc->resp = info && h.opcode == pc->opcode
-                               ? protobuf_c_message_unpack(info->resp, pc->allocator, h.body_len,
-                                                           fp + MC_RPC_HDR_SIZE)
-                               : NULL;
-                pc->status = pc->resp ? MC_OK : MC_ERR_PROTOCOL;
-                if (!pc->resp)
-                    MC_LOG_ERROR("rpc client: undecodable response to opcode %u", pc->opcode);
-            }
-            done[idx] = 1;
-            answered++;
-            mc_buf_consume(&c->rx, flen);
-        }
-        if (bad) {
-            st = MC_ERR_RPC_FAIL;
-            break;
-        }
+        st = batch_recv(c, b);
+        if (st != MC_OK)
+            return st;
     }
-    if (answered < n) {
+    return MC_OK;
+}
+
+/* After the exchange: unanswered calls get the error and the connection is closed (late answers
+ * must not meet later calls), as it is when bytes follow the last answer. */
+static mc_status_t batch_finish(mc_rpc_client_t *c, batch_t *b, mc_status_t st)
+{
+    if (b->answered < b->n) {
         if (st == MC_OK)
             st = MC_ERR_RPC_FAIL;
-        fail_rest(calls, n, done, st);
+        fail_rest(b->calls, b->n, b->done, st);
         cli_close(c);
     } else if (mc_buf_unread(&c->rx)) {
         MC_LOG_ERROR("rpc client: %zu stray bytes after the last answer", mc_buf_unread(&c->rx));
@@ -314,9 +338,41 @@ mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls,
     } else {
         c->last_answer_ns = mc_now_ns();
     }
-out:
+    return st;
+}
+
+mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls, size_t n,
+                                    uint32_t timeout_ms)
+{
+    if (n == 0)
+        return MC_OK;
+    if (!timeout_ms)
+        timeout_ms = 10000;
+    uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    batch_t b = {.calls = calls, .n = n};
+    mc_status_t st = batch_check(calls, n, &b.total);
+    if (st != MC_OK)
+        return st;
+    b.done = mc_calloc(n, 1);
+    b.tx = mc_malloc(b.total);
+    if (!b.done || !b.tx) {
+        mc_free(b.done);
+        mc_free(b.tx);
+        return MC_ERR_NO_MEMORY;
+    }
+    pthread_mutex_lock(&c->mu);
+    b.base = c->next_req_id;
+    c->next_req_id += n;
+    batch_encode(&b);
+    st = cli_connect(c);
+    if (st == MC_OK) {
+        mc_buf_reset(&c->rx);
+        st = batch_finish(c, &b, batch_exchange(c, &b, deadline));
+    } else {
+        fail_rest(calls, n, b.done, st);
+    }
     pthread_mutex_unlock(&c->mu);
-    mc_free(tx);
-    mc_free(done);
+    mc_free(b.tx);
+    mc_free(b.done);
     return st;
 }
