@@ -652,17 +652,11 @@ static mc_status_t check_cfg(const mc_conductor_sim_config_t *c)
     return MC_OK;
 }
 
-mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
-                                 const mc_conductor_sim_config_t *cfg,
-                                 mc_conductor_sim_result_t *res, FILE *csv)
+/* Setup: the state that does not depend on instances (bandwidths, sizes, arrays, the index and
+ * the shared pool/SSD caches). MC_ERR_NO_MEMORY when anything cannot be had. */
+static mc_status_t sim_setup(sim_t *s, const mc_conductor_trace_t *trace,
+                             const mc_conductor_sim_config_t *cfg, mc_conductor_sim_result_t *res)
 {
-    mc_status_t st = check_cfg(cfg);
-    if (st != MC_OK)
-        return st;
-    memset(res, 0, sizeof(*res));
-    sim_t *s = MC_NEW(sim_t);
-    if (!s)
-        return MC_ERR_NO_MEMORY;
     s->cfg = cfg;
     s->bw = cfg->bw;
     if (cfg->store.enabled) {
@@ -689,23 +683,29 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
     s->prefixes = mc_calloc((size_t)s->ninst, sizeof(mc_conductor_prefix_t));
     s->ttfts = mc_calloc(s->nreq + 1, sizeof(double));
     s->tpots = mc_calloc(s->nreq + 1, sizeof(double));
-    st = MC_ERR_NO_MEMORY;
     if (!s->reqs || !s->inst || !s->seg_names || !s->host_names || !s->cand_hosts || !s->cands ||
         !s->prefixes || !s->ttfts || !s->tpots)
-        goto out;
+        return MC_ERR_NO_MEMORY;
     mc_conductor_index_config_t icfg;
     mc_conductor_index_config_default(&icfg);
     icfg.size_hint = (size_t)(cfg->pool_blocks + cfg->ssd_blocks + 1024);
     if (mc_conductor_index_create(&icfg, &s->idx) != MC_OK)
-        goto out;
+        return MC_ERR_NO_MEMORY;
     s->pool_arg = (cache_arg_t){s, -1};
     s->ssd_arg = (cache_arg_t){s, -2};
     if (mc_conductor_cache_init(&s->pool, (size_t)cfg->pool_blocks, cfg->evict, on_pool_evict,
                                 &s->pool_arg) != MC_OK ||
         mc_conductor_cache_init(&s->ssd, (size_t)cfg->ssd_blocks, cfg->evict, on_ssd_evict,
                                 &s->ssd_arg) != MC_OK)
-        goto out;
+        return MC_ERR_NO_MEMORY;
     snprintf(s->seg_names[s->ninst * 2], 32, "ssd");
+    return MC_OK;
+}
+
+/* Setup: each instance's role, batch slots, local cache, segment names and index host. */
+static mc_status_t sim_setup_instances(sim_t *s)
+{
+    const mc_conductor_sim_config_t *cfg = s->cfg;
     for (int i = 0; i < s->ninst; i++) {
         sim_inst_t *in = &s->inst[i];
         in->can_prefill = cfg->colocated || i < cfg->prefill;
@@ -716,27 +716,41 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
         if (!in->batch ||
             mc_conductor_cache_init(&in->local, in->can_prefill ? (size_t)cfg->local_blocks : 0,
                                     cfg->evict, on_local_evict, &in->local_arg) != MC_OK)
-            goto out;
+            return MC_ERR_NO_MEMORY;
         snprintf(s->host_names[i], 32, "h%d", i);
         snprintf(s->seg_names[2 * i], 32, "h%d/local", i);
         snprintf(s->seg_names[2 * i + 1], 32, "h%d/pool", i);
         in->seg_local = 2 * i;
         in->seg_pool = 2 * i + 1;
         if (mc_conductor_index_host_id(s->idx, s->host_names[i], &in->host_id) != MC_OK)
-            goto out;
+            return MC_ERR_NO_MEMORY;
         s->cand_hosts[i] = in->host_id;
     }
+    return MC_OK;
+}
+
+/* Setup: each request's arrival (scaled, from the first one), output target and KV need. */
+static void sim_setup_requests(sim_t *s)
+{
+    const mc_conductor_trace_t *trace = s->trace;
     double t0 = s->nreq ? (double)trace->reqs[0].timestamp_ms : 0;
     for (size_t k = 0; k < s->nreq; k++) {
         sim_req_t *rq = &s->reqs[k];
         rq->r = &trace->reqs[k];
-        rq->arrival = ((double)rq->r->timestamp_ms - t0) / 1000.0 / cfg->time_scale;
+        rq->arrival = ((double)rq->r->timestamp_ms - t0) / 1000.0 / s->cfg->time_scale;
         rq->out_target = rq->r->output_tokens ? rq->r->output_tokens : 1;
         rq->kv_need = ((double)rq->r->input_tokens + rq->out_target) * s->kvpt;
         rq->inst = rq->dinst = rq->next = NONE;
     }
-    res->requests = s->nreq;
-    res->span_s = s->nreq ? s->reqs[s->nreq - 1].arrival : 0;
+    s->res->requests = s->nreq;
+    s->res->span_s = s->nreq ? s->reqs[s->nreq - 1].arrival : 0;
+}
+
+/* The event loop: arrivals are pushed one ahead; runs until no event is left. Checks that
+ * every request ended completed or rejected. */
+static mc_status_t sim_events(sim_t *s)
+{
+    mc_conductor_sim_result_t *res = s->res;
     size_t next_arrival = 0;
     if (s->nreq)
         ev_push(s, s->reqs[0].arrival, EV_ARRIVAL, 0);
@@ -772,38 +786,45 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
             break;
         }
     }
-    if (s->err != MC_OK) {
-        st = s->err;
-        goto out;
-    }
-    /* results */
+    if (s->err != MC_OK)
+        return s->err;
     if (res->completed + res->rejected != res->requests) {
         MC_LOG_ERROR("sim: requests not conserved (%llu completed + %llu rejected != %llu)",
                      (unsigned long long)res->completed, (unsigned long long)res->rejected,
                      (unsigned long long)res->requests);
-        st = MC_ERR_INTERNAL;
-        goto out;
+        return MC_ERR_INTERNAL;
     }
-    if (csv) {
-        fprintf(csv, "id,arrival_s,decision,prefill_inst,decode_inst,input_tokens,output_tokens,"
-                     "blocks,index_prefix,real_prefix,reuse_blocks,remote_blocks,ssd_blocks,"
-                     "queue_s,fetch_s,prefill_s,ttft_s,tpot_s,good\n");
-        for (size_t k = 0; k < s->nreq; k++) {
-            sim_req_t *rq = &s->reqs[k];
-            int rej = rq->decision == MC_CONDUCTOR_REJECT;
-            double ttft = rej ? -1 : rq->first_token - rq->arrival;
-            double tpot = rej || rq->out_target <= 1
-                              ? 0
-                              : (rq->finish - rq->first_token) / (rq->out_target - 1);
-            int good = !rej && ttft <= cfg->router.ttft_slo_s && tpot <= cfg->itl_slo_s &&
-                       rq->decision != MC_CONDUCTOR_DEGRADE;
-            fprintf(csv, "%zu,%.6f,%s,%d,%d,%u,%u,%u,%u,%u,%u,%u,%u,%.6f,%.6f,%.6f,%.6f,%.6f,%d\n",
-                    k, rq->arrival, mc_conductor_decision_name(rq->decision), rq->inst, rq->dinst,
-                    rq->r->input_tokens, rq->out_target, rq->r->n_blocks, rq->idx_any,
-                    rq->real_any, rq->reuse, rq->remote, rq->ssd, rej ? 0 : rq->start - rq->arrival,
-                    rq->fetch_s, rq->prefill_s, ttft, tpot, good);
-        }
+    return MC_OK;
+}
+
+/* Results: one CSV row per request (header first). */
+static void sim_write_csv(const sim_t *s, FILE *csv)
+{
+    const mc_conductor_sim_config_t *cfg = s->cfg;
+    fprintf(csv, "id,arrival_s,decision,prefill_inst,decode_inst,input_tokens,output_tokens,"
+                 "blocks,index_prefix,real_prefix,reuse_blocks,remote_blocks,ssd_blocks,"
+                 "queue_s,fetch_s,prefill_s,ttft_s,tpot_s,good\n");
+    for (size_t k = 0; k < s->nreq; k++) {
+        sim_req_t *rq = &s->reqs[k];
+        int rej = rq->decision == MC_CONDUCTOR_REJECT;
+        double ttft = rej ? -1 : rq->first_token - rq->arrival;
+        double tpot = rej || rq->out_target <= 1
+                          ? 0
+                          : (rq->finish - rq->first_token) / (rq->out_target - 1);
+        int good = !rej && ttft <= cfg->router.ttft_slo_s && tpot <= cfg->itl_slo_s &&
+                   rq->decision != MC_CONDUCTOR_DEGRADE;
+        fprintf(csv, "%zu,%.6f,%s,%d,%d,%u,%u,%u,%u,%u,%u,%u,%u,%.6f,%.6f,%.6f,%.6f,%.6f,%d\n",
+                k, rq->arrival, mc_conductor_decision_name(rq->decision), rq->inst, rq->dinst,
+                rq->r->input_tokens, rq->out_target, rq->r->n_blocks, rq->idx_any,
+                rq->real_any, rq->reuse, rq->remote, rq->ssd, rej ? 0 : rq->start - rq->arrival,
+                rq->fetch_s, rq->prefill_s, ttft, tpot, good);
     }
+}
+
+/* Results: latency percentiles, goodput, hit ratios and utilisation from the counters. */
+static void sim_summarise(sim_t *s)
+{
+    mc_conductor_sim_result_t *res = s->res;
     qsort(s->ttfts, s->nttft, sizeof(double), cmp_dbl);
     double sum = 0;
     for (size_t k = 0; k < s->nttft; k++)
@@ -834,8 +855,10 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
     mc_conductor_index_get_stats(s->idx, &ist);
     res->index_gaps = ist.gaps;
     res->index_resyncs = ist.resyncs;
-    st = MC_OK;
-out:
+}
+
+static void sim_free(sim_t *s)
+{
     if (s->inst) {
         for (int i = 0; i < s->ninst; i++) {
             mc_free(s->inst[i].batch);
@@ -856,6 +879,32 @@ out:
     mc_free(s->tpots);
     mc_free(s->heap);
     mc_free(s);
+}
+
+mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
+                                 const mc_conductor_sim_config_t *cfg,
+                                 mc_conductor_sim_result_t *res, FILE *csv)
+{
+    mc_status_t st = check_cfg(cfg);
+    if (st != MC_OK)
+        return st;
+    memset(res, 0, sizeof(*res));
+    sim_t *s = MC_NEW(sim_t);
+    if (!s)
+        return MC_ERR_NO_MEMORY;
+    st = sim_setup(s, trace, cfg, res);
+    if (st == MC_OK)
+        st = sim_setup_instances(s);
+    if (st == MC_OK) {
+        sim_setup_requests(s);
+        st = sim_events(s);
+    }
+    if (st == MC_OK) {
+        if (csv)
+            sim_write_csv(s, csv);
+        sim_summarise(s);
+    }
+    sim_free(s);
     return st;
 }
 
