@@ -292,104 +292,126 @@ static void replay_drop_seg(mc_master_t *m, uint32_t id)
     master_seg_free(m, id);
 }
 
+/* Replay of one record, by type. Each returns 0 to go on (a malformed record is skipped) and 1
+ * to stop the recovery (no memory). */
+
+/* MOUNT: (re)creates segment slot `id` as RECOVERING; its allocator is rebuilt at the end. */
+static int replay_mount(mc_master_t *m, mc_wal_rd_t *r)
+{
+    uint32_t id = mc_wal_get_u32(r);
+    uint64_t base = mc_wal_get_u64(r), size = mc_wal_get_u64(r);
+    const uint8_t *uuid = mc_wal_get_bytes(r, 16);
+    size_t nl, el, ll;
+    const char *name = mc_wal_get_str(r, &nl);
+    const char *ep = mc_wal_get_str(r, &el);
+    const char *lb = mc_wal_get_str(r, &ll);
+    if (r->err || id > 1000000)
+        return 0; /* skip malformed */
+    if (id >= m->n_segs) {
+        segment_t **ns = mc_realloc(m->segs, (id + 1) * sizeof(*ns));
+        if (!ns)
+            return 1;
+        for (uint32_t i = m->n_segs; i <= id; i++)
+            ns[i] = NULL;
+        m->segs = ns;
+        m->n_segs = id + 1;
+    }
+    if (m->segs[id])
+        replay_drop_seg(m, id);
+    segment_t *s = MC_NEW(segment_t);
+    if (!s)
+        return 1;
+    s->name = mc_strndup(name, nl);
+    s->endpoint = mc_strndup(ep, el);
+    s->host_label = mc_strndup(lb, ll);
+    s->base = base;
+    s->size = size;
+    memcpy(s->uuid, uuid, 16);
+    s->state = SEG_RECOVERING;
+    m->segs[id] = s;
+    if (!s->name || !s->endpoint || !s->host_label)
+        return 1;
+    return 0;
+}
+
+/* COMMIT, second half: records each replica as an extent of its segment (placed in the
+ * allocator by replay_finish); replicas on unknown segments are dropped, and so is an object
+ * left with none. */
+static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uint32_t *segs,
+                                 const uint64_t *addrs)
+{
+    bool live = false;
+    for (uint32_t i = 0; i < n; i++) {
+        segment_t *s = master_seg_slot(m, segs[i]);
+        o->rep[i].seg = SEG_NONE;
+        if (!s)
+            continue;
+        if (mc_array_reserve(&s->ext, &s->cap_ext, s->n_ext + 1, 1024) != MC_OK)
+            return 1;
+        s->ext[s->n_ext] = (extent_t){addrs[i], o->size, o, i};
+        o->rep[i].seg = segs[i];
+        o->rep[i].blk = (uint32_t)s->n_ext++;
+        live = true;
+    }
+    if (!live)
+        master_obj_unlink_free(m, o);
+    return 0;
+}
+
+/* COMMIT: the object (replacing any of the same key), readable, leased from now. */
+static int replay_commit(mc_master_t *m, mc_wal_rd_t *r)
+{
+    uint64_t size = mc_wal_get_u64(r), sum = mc_wal_get_u64(r);
+    uint8_t flags = mc_wal_get_u8(r), n = mc_wal_get_u8(r);
+    if (r->err || n == 0 || n > MC_MASTER_MAX_REPLICAS)
+        return 0;
+    uint32_t segs[MC_MASTER_MAX_REPLICAS];
+    uint64_t addrs[MC_MASTER_MAX_REPLICAS];
+    for (uint32_t i = 0; i < n; i++) {
+        segs[i] = mc_wal_get_u32(r);
+        addrs[i] = mc_wal_get_u64(r);
+    }
+    size_t kl;
+    const char *key = mc_wal_get_str(r, &kl);
+    if (r->err || kl == 0)
+        return 0;
+    uint32_t h = master_key_hash(key, kl);
+    obj_t *old = master_obj_find(m, key, kl, h);
+    if (old)
+        replay_kill_obj(m, old);
+    obj_t *o = master_obj_new(m, key, kl, h, n);
+    if (!o)
+        return 1;
+    o->state = OBJ_READABLE;
+    o->size = size;
+    o->checksum = sum;
+    o->flags = flags;
+    o->n_rep = n;
+    /* Leases are not logged: honour any the old master may have granted (clients read under
+     * them without asking, store-client.md "Lease cache") by leasing every recovered object for
+     * one lease period from the restart. */
+    o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
+    if (flags & OF_SOFT_PIN)
+        o->t_pin = master_now(m) + m->cfg.default_kv_soft_pin_ttl_ms;
+    master_list_push(&m->lru, o);
+    return replay_place_replicas(m, o, n, segs, addrs);
+}
+
 static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
 {
     mc_master_t *m = ctx;
     mc_wal_rd_t r = {.p = p, .len = len};
     switch (type) {
-    case MC_WAL_MOUNT: {
-        uint32_t id = mc_wal_get_u32(&r);
-        uint64_t base = mc_wal_get_u64(&r), size = mc_wal_get_u64(&r);
-        const uint8_t *uuid = mc_wal_get_bytes(&r, 16);
-        size_t nl, el, ll;
-        const char *name = mc_wal_get_str(&r, &nl);
-        const char *ep = mc_wal_get_str(&r, &el);
-        const char *lb = mc_wal_get_str(&r, &ll);
-        if (r.err || id > 1000000)
-            return 0; /* skip malformed */
-        if (id >= m->n_segs) {
-            segment_t **ns = mc_realloc(m->segs, (id + 1) * sizeof(*ns));
-            if (!ns)
-                return 1;
-            for (uint32_t i = m->n_segs; i <= id; i++)
-                ns[i] = NULL;
-            m->segs = ns;
-            m->n_segs = id + 1;
-        }
-        if (m->segs[id])
-            replay_drop_seg(m, id);
-        segment_t *s = MC_NEW(segment_t);
-        if (!s)
-            return 1;
-        s->name = mc_strndup(name, nl);
-        s->endpoint = mc_strndup(ep, el);
-        s->host_label = mc_strndup(lb, ll);
-        s->base = base;
-        s->size = size;
-        memcpy(s->uuid, uuid, 16);
-        s->state = SEG_RECOVERING;
-        m->segs[id] = s;
-        if (!s->name || !s->endpoint || !s->host_label)
-            return 1;
-        return 0;
-    }
+    case MC_WAL_MOUNT:
+        return replay_mount(m, &r);
     case MC_WAL_UNMOUNT: {
         uint32_t id = mc_wal_get_u32(&r);
         if (!r.err && master_seg_slot(m, id))
             replay_drop_seg(m, id);
         return 0;
     }
-    case MC_WAL_COMMIT: {
-        uint64_t size = mc_wal_get_u64(&r), sum = mc_wal_get_u64(&r);
-        uint8_t flags = mc_wal_get_u8(&r), n = mc_wal_get_u8(&r);
-        if (r.err || n == 0 || n > MC_MASTER_MAX_REPLICAS)
-            return 0;
-        uint32_t segs[MC_MASTER_MAX_REPLICAS];
-        uint64_t addrs[MC_MASTER_MAX_REPLICAS];
-        for (uint32_t i = 0; i < n; i++) {
-            segs[i] = mc_wal_get_u32(&r);
-            addrs[i] = mc_wal_get_u64(&r);
-        }
-        size_t kl;
-        const char *key = mc_wal_get_str(&r, &kl);
-        if (r.err || kl == 0)
-            return 0;
-        uint32_t h = master_key_hash(key, kl);
-        obj_t *old = master_obj_find(m, key, kl, h);
-        if (old)
-            replay_kill_obj(m, old);
-        obj_t *o = master_obj_new(m, key, kl, h, n);
-        if (!o)
-            return 1;
-        o->state = OBJ_READABLE;
-        o->size = size;
-        o->checksum = sum;
-        o->flags = flags;
-        o->n_rep = n;
-        /* Leases are not logged: honour any the old master may have granted (clients read
-         * under them without asking, store-client.md "Lease cache") by leasing every
-         * recovered object for one lease period from the restart. */
-        o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
-        if (flags & OF_SOFT_PIN)
-            o->t_pin = master_now(m) + m->cfg.default_kv_soft_pin_ttl_ms;
-        master_list_push(&m->lru, o);
-        bool live = false;
-        for (uint32_t i = 0; i < n; i++) {
-            segment_t *s = master_seg_slot(m, segs[i]);
-            o->rep[i].seg = SEG_NONE;
-            if (!s)
-                continue;
-            if (mc_array_reserve(&s->ext, &s->cap_ext, s->n_ext + 1, 1024) != MC_OK)
-                return 1;
-            s->ext[s->n_ext] = (extent_t){addrs[i], size, o, i};
-            o->rep[i].seg = segs[i];
-            o->rep[i].blk = (uint32_t)s->n_ext++;
-            live = true;
-        }
-        if (!live)
-            master_obj_unlink_free(m, o);
-        return 0;
-    }
+    case MC_WAL_COMMIT:
+        return replay_commit(m, &r);
     case MC_WAL_REMOVE: {
         size_t kl;
         const char *key = mc_wal_get_str(&r, &kl);
