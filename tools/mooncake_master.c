@@ -20,112 +20,142 @@ static void on_signal(int sig)
         mc_master_service_stop(g_svc);
 }
 
-int main(int argc, char **argv)
+/* Flag values, preset to their defaults by parse_flags. */
+typedef struct flags {
+    int64_t port, metrics_port, rpc_thread_num, http_meta_port;
+    int64_t lease_ttl, soft_pin_ttl, client_ttl, discard_s, release_s, cron_ms, event_buffer;
+    double eviction_ratio, high_wm;
+    bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync;
+    const char *rpc_address, *memory_allocator, *strategy, *wal_dir, *log_level, *config_path,
+        *etcd_endpoints, *cluster_id;
+    uint64_t snapshot_bytes;
+} flags_t;
+
+/* Parses the command line (and --config_path) into f: -1 to go on, else main's exit status. */
+static int parse_flags(flags_t *f, int argc, char **argv)
 {
-    int64_t port = 50051, metrics_port = 9003, rpc_thread_num = 1, http_meta_port = 8080;
-    int64_t lease_ttl = 10000, soft_pin_ttl = 1800000, client_ttl = 10, discard_s = 30,
-            release_s = 600, cron_ms = 10, event_buffer = 65536;
-    double eviction_ratio = 0.05, high_wm = 0.90;
-    bool allow_soft = true, exist_extends = false, enable_meta = false, enable_ha = false,
-         wal_fsync = false;
-    const char *rpc_address = "0.0.0.0", *memory_allocator = "offset",
-               *strategy = "random", *wal_dir = "./mooncake_master_wal", *log_level = "info",
-               *config_path = "", *etcd_endpoints = "", *cluster_id = "mooncake_cluster";
-    uint64_t snapshot_bytes = 64ull << 20;
+    *f = (flags_t){.port = 50051, .metrics_port = 9003, .rpc_thread_num = 1,
+                   .http_meta_port = 8080, .lease_ttl = 10000, .soft_pin_ttl = 1800000,
+                   .client_ttl = 10, .discard_s = 30, .release_s = 600, .cron_ms = 10,
+                   .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
+                   .allow_soft = true, .exist_extends = false, .enable_meta = false,
+                   .enable_ha = false, .wal_fsync = false, .rpc_address = "0.0.0.0",
+                   .memory_allocator = "offset", .strategy = "random",
+                   .wal_dir = "./mooncake_master_wal", .log_level = "info", .config_path = "",
+                   .etcd_endpoints = "", .cluster_id = "mooncake_cluster",
+                   .snapshot_bytes = 64ull << 20};
     mc_option_t opts[] = {
-        {"port", MC_OPT_INT, &port, NULL, "RPC port", 0, 65535},
-        {"rpc_address", MC_OPT_STRING, &rpc_address, NULL, "RPC bind address", 0, 0},
-        {"rpc_thread_num", MC_OPT_INT, &rpc_thread_num, NULL,
+        {"port", MC_OPT_INT, &f->port, NULL, "RPC port", 0, 65535},
+        {"rpc_address", MC_OPT_STRING, &f->rpc_address, NULL, "RPC bind address", 0, 0},
+        {"rpc_thread_num", MC_OPT_INT, &f->rpc_thread_num, NULL,
          "accepted for compatibility; the object table is served by one loop thread", 0, 1024},
-        {"metrics_port", MC_OPT_INT, &metrics_port, NULL,
+        {"metrics_port", MC_OPT_INT, &f->metrics_port, NULL,
          "HTTP port for /metrics /health /role /query_key /get_all_segments (-1 = off)", -1,
          65535},
-        {"enable_http_metadata_server", MC_OPT_BOOL, &enable_meta, NULL,
+        {"enable_http_metadata_server", MC_OPT_BOOL, &f->enable_meta, NULL,
          "also serve the HTTP metadata store (GET/PUT/DELETE /metadata?key=)", 0, 0},
-        {"http_metadata_server_port", MC_OPT_INT, &http_meta_port, NULL,
+        {"http_metadata_server_port", MC_OPT_INT, &f->http_meta_port, NULL,
          "port of the HTTP metadata server", 0, 65535},
-        {"default_kv_lease_ttl", MC_OPT_INT, &lease_ttl, NULL, "read lease (ms)", 1, 86400000},
-        {"default_kv_soft_pin_ttl", MC_OPT_INT, &soft_pin_ttl, NULL, "soft pin TTL (ms)", 1,
+        {"default_kv_lease_ttl", MC_OPT_INT, &f->lease_ttl, NULL, "read lease (ms)", 1, 86400000},
+        {"default_kv_soft_pin_ttl", MC_OPT_INT, &f->soft_pin_ttl, NULL, "soft pin TTL (ms)", 1,
          86400000},
-        {"allow_evict_soft_pinned_objects", MC_OPT_BOOL, &allow_soft, NULL,
+        {"allow_evict_soft_pinned_objects", MC_OPT_BOOL, &f->allow_soft, NULL,
          "evict soft-pinned objects in a second pass", 0, 0},
-        {"eviction_ratio", MC_OPT_DOUBLE, &eviction_ratio, NULL,
+        {"eviction_ratio", MC_OPT_DOUBLE, &f->eviction_ratio, NULL,
          "fraction of capacity freed per eviction round", 0.0001, 1},
-        {"eviction_high_watermark_ratio", MC_OPT_DOUBLE, &high_wm, NULL,
+        {"eviction_high_watermark_ratio", MC_OPT_DOUBLE, &f->high_wm, NULL,
          "usage above which the cron evicts", 0.01, 1},
-        {"client_ttl", MC_OPT_INT, &client_ttl, NULL,
+        {"client_ttl", MC_OPT_INT, &f->client_ttl, NULL,
          "seconds without a ping before a client's segments are unmounted", 1, 86400},
-        {"put_start_discard_timeout_sec", MC_OPT_INT, &discard_s, NULL,
+        {"put_start_discard_timeout_sec", MC_OPT_INT, &f->discard_s, NULL,
          "an unfinished put may be pre-empted after this many seconds", 1, 86400},
-        {"put_start_release_timeout_sec", MC_OPT_INT, &release_s, NULL,
+        {"put_start_release_timeout_sec", MC_OPT_INT, &f->release_s, NULL,
          "space of an unfinished put is released after this many seconds", 1, 864000},
-        {"exist_key_extends_lease", MC_OPT_BOOL, &exist_extends, NULL,
+        {"exist_key_extends_lease", MC_OPT_BOOL, &f->exist_extends, NULL,
          "ExistKey grants a read lease (upstream behaviour; false answers upstream #2187)", 0, 0},
-        {"memory_allocator", MC_OPT_STRING, &memory_allocator, NULL, "offset (only)", 0, 0},
-        {"allocation_strategy", MC_OPT_STRING, &strategy, NULL,
+        {"memory_allocator", MC_OPT_STRING, &f->memory_allocator, NULL, "offset (only)", 0, 0},
+        {"allocation_strategy", MC_OPT_STRING, &f->strategy, NULL,
          "random | free_ratio_first (a preferred segment is always tried first)", 0, 0},
-        {"wal_dir", MC_OPT_STRING, &wal_dir, NULL,
+        {"wal_dir", MC_OPT_STRING, &f->wal_dir, NULL,
          "write-ahead log directory (\"\" disables restart recovery)", 0, 0},
-        {"wal_fsync", MC_OPT_BOOL, &wal_fsync, NULL,
+        {"wal_fsync", MC_OPT_BOOL, &f->wal_fsync, NULL,
          "fdatasync every group commit (default: write every commit, fdatasync within 1 s)", 0, 0},
-        {"wal_snapshot_bytes", MC_OPT_SIZE, &snapshot_bytes, NULL,
+        {"wal_snapshot_bytes", MC_OPT_SIZE, &f->snapshot_bytes, NULL,
          "log size that triggers a snapshot", 0, 0},
-        {"cron_period_ms", MC_OPT_INT, &cron_ms, NULL, "housekeeping period (ms)", 1, 1000},
-        {"event_buffer_size", MC_OPT_INT, &event_buffer, NULL,
+        {"cron_period_ms", MC_OPT_INT, &f->cron_ms, NULL, "housekeeping period (ms)", 1, 1000},
+        {"event_buffer_size", MC_OPT_INT, &f->event_buffer, NULL,
          "object events (committed/evicted/removed/segment_lost) kept for subscribers such as "
          "mooncake_conductor (PollEvents); a subscriber further behind resyncs (0 = off)",
          0, 1 << 24},
-        {"enable_ha", MC_OPT_BOOL, &enable_ha, NULL, "not supported yet (must be false)", 0, 0},
-        {"etcd_endpoints", MC_OPT_STRING, &etcd_endpoints, NULL, "for HA (not supported yet)", 0,
+        {"enable_ha", MC_OPT_BOOL, &f->enable_ha, NULL, "not supported yet (must be false)", 0, 0},
+        {"etcd_endpoints", MC_OPT_STRING, &f->etcd_endpoints, NULL, "for HA (not supported yet)", 0,
          0},
-        {"cluster_id", MC_OPT_STRING, &cluster_id, NULL, "cluster id (HA)", 0, 0},
-        {"log_level", MC_OPT_STRING, &log_level, NULL, "debug | info | warn | error", 0, 0},
-        {"config_path", MC_OPT_STRING, &config_path, NULL, "JSON file with the same names", 0, 0},
+        {"cluster_id", MC_OPT_STRING, &f->cluster_id, NULL, "cluster id (HA)", 0, 0},
+        {"log_level", MC_OPT_STRING, &f->log_level, NULL, "debug | info | warn | error", 0, 0},
+        {"config_path", MC_OPT_STRING, &f->config_path, NULL, "JSON file with the same names", 0,
+         0},
     };
     mc_config_spec_t spec = {"mooncake_master",
                              "Mooncake-C Store master: key -> replica locations, space allocation "
                              "in client segments, leases, pins, eviction, client liveness, "
                              "restart recovery from a write-ahead log, Prometheus metrics.",
                              opts, sizeof(opts) / sizeof(opts[0])};
-    int rc = mc_config_main(&spec, argc, argv);
-    if (rc >= 0)
-        return rc;
-    if (strcmp(memory_allocator, "offset") != 0) {
+    return mc_config_main(&spec, argc, argv);
+}
+
+/* The service options for f; 0, or 2 after a message for a value the master cannot honour. */
+static int service_opts(const flags_t *f, mc_master_service_opts_t *so)
+{
+    if (strcmp(f->memory_allocator, "offset") != 0) {
         fprintf(stderr, "mooncake_master: --memory_allocator=%s not supported (offset only)\n",
-                memory_allocator);
+                f->memory_allocator);
         return 2;
     }
-    if (enable_ha) {
+    if (f->enable_ha) {
         fprintf(stderr, "mooncake_master: --enable_ha is not supported yet\n");
         return 2;
     }
-    mc_master_service_opts_t so = {0};
-    mc_master_config_default(&so.cfg);
-    if (!strcmp(strategy, "random") || !strcmp(strategy, "local_first"))
-        so.cfg.strategy = MC_STRATEGY_RANDOM;
-    else if (!strcmp(strategy, "free_ratio_first"))
-        so.cfg.strategy = MC_STRATEGY_FREE_RATIO_FIRST;
+    *so = (mc_master_service_opts_t){0};
+    mc_master_config_default(&so->cfg);
+    if (!strcmp(f->strategy, "random") || !strcmp(f->strategy, "local_first"))
+        so->cfg.strategy = MC_STRATEGY_RANDOM;
+    else if (!strcmp(f->strategy, "free_ratio_first"))
+        so->cfg.strategy = MC_STRATEGY_FREE_RATIO_FIRST;
     else {
-        fprintf(stderr, "mooncake_master: unknown --allocation_strategy=%s\n", strategy);
+        fprintf(stderr, "mooncake_master: unknown --allocation_strategy=%s\n", f->strategy);
         return 2;
     }
-    so.rpc_address = rpc_address;
-    so.port = (uint16_t)port;
-    so.metrics_port = (int)metrics_port;
-    so.cron_period_ms = (uint32_t)cron_ms;
-    so.cfg.default_kv_lease_ttl_ms = (uint64_t)lease_ttl;
-    so.cfg.default_kv_soft_pin_ttl_ms = (uint64_t)soft_pin_ttl;
-    so.cfg.allow_evict_soft_pinned_objects = allow_soft;
-    so.cfg.eviction_ratio = eviction_ratio;
-    so.cfg.eviction_high_watermark_ratio = high_wm;
-    so.cfg.client_ttl_ms = (uint64_t)client_ttl * 1000;
-    so.cfg.put_start_discard_timeout_ms = (uint64_t)discard_s * 1000;
-    so.cfg.put_start_release_timeout_ms = (uint64_t)release_s * 1000;
-    so.cfg.exist_key_extends_lease = exist_extends;
-    so.cfg.wal_dir = wal_dir;
-    so.cfg.wal_fsync = wal_fsync;
-    so.cfg.wal_snapshot_bytes = snapshot_bytes;
-    so.cfg.event_buffer_size = (uint32_t)event_buffer;
+    so->rpc_address = f->rpc_address;
+    so->port = (uint16_t)f->port;
+    so->metrics_port = (int)f->metrics_port;
+    so->cron_period_ms = (uint32_t)f->cron_ms;
+    so->cfg.default_kv_lease_ttl_ms = (uint64_t)f->lease_ttl;
+    so->cfg.default_kv_soft_pin_ttl_ms = (uint64_t)f->soft_pin_ttl;
+    so->cfg.allow_evict_soft_pinned_objects = f->allow_soft;
+    so->cfg.eviction_ratio = f->eviction_ratio;
+    so->cfg.eviction_high_watermark_ratio = f->high_wm;
+    so->cfg.client_ttl_ms = (uint64_t)f->client_ttl * 1000;
+    so->cfg.put_start_discard_timeout_ms = (uint64_t)f->discard_s * 1000;
+    so->cfg.put_start_release_timeout_ms = (uint64_t)f->release_s * 1000;
+    so->cfg.exist_key_extends_lease = f->exist_extends;
+    so->cfg.wal_dir = f->wal_dir;
+    so->cfg.wal_fsync = f->wal_fsync;
+    so->cfg.wal_snapshot_bytes = f->snapshot_bytes;
+    so->cfg.event_buffer_size = (uint32_t)f->event_buffer;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    flags_t f;
+    int rc = parse_flags(&f, argc, argv);
+    if (rc >= 0)
+        return rc;
+    const char *rpc_address = f.rpc_address, *wal_dir = f.wal_dir;
+    mc_master_service_opts_t so;
+    rc = service_opts(&f, &so);
+    if (rc)
+        return rc;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -141,11 +171,11 @@ int main(int argc, char **argv)
     }
 #ifdef MC_HAVE_META_SERVER
     mc_meta_server_t *meta = NULL;
-    if (enable_meta) {
+    if (f.enable_meta) {
         char path[4096] = "";
         if (wal_dir && *wal_dir)
             snprintf(path, sizeof(path), "%s/http_metadata.json", wal_dir);
-        st = mc_meta_server_start(rpc_address, (uint16_t)http_meta_port, path[0] ? path : NULL,
+        st = mc_meta_server_start(rpc_address, (uint16_t)f.http_meta_port, path[0] ? path : NULL,
                                   &meta);
         if (st != MC_OK) {
             fprintf(stderr, "mooncake_master: cannot start the HTTP metadata server: %s\n",
@@ -156,7 +186,7 @@ int main(int argc, char **argv)
         MC_LOG_INFO("master: HTTP metadata server on port %u", mc_meta_server_port(meta));
     }
 #else
-    if (enable_meta) {
+    if (f.enable_meta) {
         fprintf(stderr, "mooncake_master: built without the HTTP metadata server\n");
         mc_master_service_destroy(g_svc);
         return 2;
