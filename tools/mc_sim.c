@@ -229,9 +229,262 @@ static int run_one(const mc_conductor_trace_t *t, const char *label,
     return 0;
 }
 
-int main(int argc, char **argv)
+/* --experiment=trace_stats: the trace facts (requests, blocks, distinct, prefix hits). */
+static int exp_trace_stats(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                           const mc_conductor_trace_t *t)
 {
-    opts_t o = {
+    int rc = 0;
+    mc_conductor_trace_stats_t s;
+    if (mc_conductor_trace_stats(t, &s) != MC_OK)
+        rc = 1;
+    else
+        printf("{\"requests\":%llu,\"blocks_requested\":%llu,\"blocks_distinct\":%llu,"
+               "\"prefix_hit_blocks\":%llu,\"prefix_hit_ratio\":%.4f,\"mean_input_tokens\":%.1f,"
+               "\"mean_output_tokens\":%.1f,\"duration_s\":%.1f,\"rate_rps\":%.3f}\n",
+               (unsigned long long)s.requests, (unsigned long long)s.blocks_requested,
+               (unsigned long long)s.blocks_distinct, (unsigned long long)s.prefix_hit_blocks,
+               s.prefix_hit_ratio, (double)s.input_tokens / (double)(s.requests ? s.requests : 1),
+               (double)s.output_tokens / (double)(s.requests ? s.requests : 1), s.duration_s,
+               s.duration_s > 0 ? (double)s.requests / s.duration_s : 0);
+    return rc;
+}
+
+/* --experiment=run: one simulation; JSON result on stdout, --csv per-request rows. */
+static int exp_run(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                   const mc_conductor_trace_t *t)
+{
+    int rc = 0;
+    FILE *pr = NULL;
+    if (o->csv && *o->csv && !(pr = fopen(o->csv, "w"))) {
+        fprintf(stderr, "mc_sim: cannot write %s: %s\n", o->csv, strerror(errno));
+        rc = 1;
+    } else {
+        rc = run_one(t, "run", cfg, NULL, pr) ? 1 : 0;
+        if (pr)
+            fclose(pr);
+    }
+    return rc;
+}
+
+/* --experiment=local_vs_global: no cache / per-instance local caches / global pool / pool+SSD,
+ * with the same total DRAM. */
+static int exp_local_vs_global(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                               const mc_conductor_trace_t *t)
+{
+    int rc = 0;
+    FILE *f = open_out(o, "local_vs_global.csv");
+    if (f)
+        fputs(CSV_HEADER, f);
+    int64_t total = o->pool_blocks;
+    struct { const char *label; int64_t local, pool, ssd; int least_loaded; } v[] = {
+        {"no_cache", 0, 0, 0, 0},
+        {"local_only_least_loaded", total / cfg->prefill, 0, 0, 1},
+        {"local_only", total / cfg->prefill, 0, 0, 0},
+        {"global_pool", 0, total, 0, 0},
+        {"global_pool_ssd", 0, total, total * 4, 0},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
+        mc_conductor_sim_config_t c = *cfg;
+        if (v[i].least_loaded)
+            c.router.policy = MC_CONDUCTOR_POLICY_LEAST_LOADED;
+        c.local_blocks = v[i].local;
+        c.pool_blocks = v[i].pool;
+        c.ssd_blocks = v[i].ssd;
+        char name[128];
+        snprintf(name, sizeof(name), "ttft_%s.csv", v[i].label);
+        FILE *pr = open_out(o, name);
+        rc = run_one(t, v[i].label, &c, f, pr);
+        if (pr)
+            fclose(pr);
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+/* --experiment=routing: policies x rate multipliers; per-request rows for --cdf_rate. */
+static int exp_routing(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                       const mc_conductor_trace_t *t)
+{
+    int rc = 0;
+    double rates[32];
+    int nr = parse_list(o->rates, rates, 32);
+    FILE *f = open_out(o, "routing.csv");
+    if (f)
+        fputs(CSV_HEADER, f);
+    char pol[256];
+    snprintf(pol, sizeof(pol), "%s", o->policies);
+    for (char *save = NULL, *p = strtok_r(pol, ",", &save); p && rc == 0;
+         p = strtok_r(NULL, ",", &save)) {
+        mc_conductor_sim_config_t c = *cfg;
+        if (mc_conductor_policy_parse(p, &c.router.policy) != MC_OK) {
+            fprintf(stderr, "mc_sim: unknown policy %s\n", p);
+            rc = 2;
+            break;
+        }
+        for (int i = 0; i < nr && rc == 0; i++) {
+            c.time_scale = rates[i];
+            char name[128];
+            snprintf(name, sizeof(name), "ttft_%s_x%g.csv", p, rates[i]);
+            FILE *pr = rates[i] == o->cdf_rate ? open_out(o, name) : NULL;
+            rc = run_one(t, p, &c, f, pr);
+            if (pr)
+                fclose(pr);
+        }
+    }
+    if (nr <= 0) {
+        fprintf(stderr, "mc_sim: bad --rates\n");
+        rc = 2;
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+/* --experiment=pd_vs_colocated: disaggregated P+D vs the same GPUs colocated, x rates. */
+static int exp_pd_vs_colocated(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                               const mc_conductor_trace_t *t)
+{
+    int rc = 0;
+    double rates[32];
+    int nr = parse_list(o->rates, rates, 32);
+    FILE *f = open_out(o, "pd_vs_colocated.csv");
+    if (f)
+        fputs(CSV_HEADER, f);
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        for (int i = 0; i < nr && rc == 0; i++) {
+            mc_conductor_sim_config_t c = *cfg;
+            c.colocated = k;
+            c.time_scale = rates[i];
+            rc = run_one(t, k ? "colocated" : "disaggregated", &c, f, NULL);
+        }
+    }
+    if (nr <= 0) {
+        fprintf(stderr, "mc_sim: bad --rates\n");
+        rc = 2;
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+/* --experiment=cache_sweep: cache-only replay: capacities x LRU/LFU/FIFO vs Belady. */
+static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                           const mc_conductor_trace_t *t)
+{
+    int rc = 0;
+    double caps[64];
+    int nc = parse_list(o->capacities, caps, 64);
+    FILE *f = open_out(o, "cache_sweep.csv");
+    if (f)
+        fprintf(f, "capacity_blocks,capacity_gib,lru,lfu,fifo,belady,lru_prefix,lfu_prefix,"
+                   "fifo_prefix\n");
+    double bb = mc_conductor_block_bytes(&cfg->model);
+    for (int i = 0; i < nc && rc == 0; i++) {
+        mc_conductor_replay_result_t r[4];
+        for (int p = 0; p < 4 && rc == 0; p++) {
+            if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)(p < 3 ? p : 0),
+                                          p == 3, &r[p]) != MC_OK)
+                rc = 1;
+        }
+        if (rc)
+            break;
+        printf("{\"experiment\":\"cache_sweep\",\"capacity_blocks\":%.0f,\"capacity_gib\":%.0f,"
+               "\"accesses\":%llu,\"lru\":%.4f,\"lfu\":%.4f,\"fifo\":%.4f,\"belady\":%.4f,"
+               "\"lru_prefix\":%.4f,\"lfu_prefix\":%.4f,\"fifo_prefix\":%.4f}\n",
+               caps[i], caps[i] * bb / GIB, (unsigned long long)r[0].accesses, r[0].hit_ratio,
+               r[1].hit_ratio, r[2].hit_ratio, r[3].hit_ratio, r[0].prefix_hit_ratio,
+               r[1].prefix_hit_ratio, r[2].prefix_hit_ratio);
+        if (f)
+            fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", caps[i],
+                    caps[i] * bb / GIB, r[0].hit_ratio, r[1].hit_ratio, r[2].hit_ratio,
+                    r[3].hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
+                    r[2].prefix_hit_ratio);
+    }
+    if (nc <= 0) {
+        fprintf(stderr, "mc_sim: bad --capacities\n");
+        rc = 2;
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+/* --experiment=bandwidth_sweep: network bandwidths x fetch policy. */
+static int exp_bandwidth_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                               const mc_conductor_trace_t *t)
+{
+    int rc = 0;
+    double bws[64];
+    int nb = parse_list(o->bandwidths, bws, 64);
+    FILE *f = open_out(o, "bandwidth_sweep.csv");
+    if (f)
+        fputs(CSV_HEADER, f);
+    static const char *fetches[] = {"cost", "always", "never"};
+    for (int i = 0; i < nb && rc == 0; i++) {
+        for (int k = 0; k < 3 && rc == 0; k++) {
+            mc_conductor_sim_config_t c = *cfg;
+            c.bw.pool_bw = bws[i] * GIB;
+            c.handoff_bw = cfg->handoff_bw; /* hand-off path held fixed: only fetch varies */
+            mc_conductor_fetch_parse(fetches[k], &c.router.fetch);
+            rc = run_one(t, fetches[k], &c, f, NULL);
+        }
+    }
+    if (nb <= 0) {
+        fprintf(stderr, "mc_sim: bad --bandwidths\n");
+        rc = 2;
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+/* --experiment=failure: index event loss with gap detection + resync vs without. */
+static int exp_failure(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+                       const mc_conductor_trace_t *t)
+{
+    int rc = 0;
+    FILE *f = open_out(o, "failure.csv");
+    if (f)
+        fputs(CSV_HEADER, f);
+    double loss = o->event_loss > 0 ? o->event_loss : 0.01;
+    struct { const char *label; double loss; int ignore, hints; } v[] = {
+        {"no_loss", 0, 0, 0},
+        {"loss_resync_blind", loss, 0, 0},
+        {"loss_resync_stale_hints", loss, 0, 1},
+        {"loss_no_gap_detection", loss, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
+        mc_conductor_sim_config_t c = *cfg;
+        c.event_loss = v[i].loss;
+        c.ignore_gaps = v[i].ignore;
+        c.stale_hints = v[i].hints;
+        rc = run_one(t, v[i].label, &c, f, NULL);
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+static const struct experiment {
+    const char *name;
+    int (*fn)(const opts_t *o, const mc_conductor_sim_config_t *cfg,
+              const mc_conductor_trace_t *t);
+} EXPERIMENTS[] = {
+    {"trace_stats", exp_trace_stats},
+    {"run", exp_run},
+    {"local_vs_global", exp_local_vs_global},
+    {"routing", exp_routing},
+    {"pd_vs_colocated", exp_pd_vs_colocated},
+    {"cache_sweep", exp_cache_sweep},
+    {"bandwidth_sweep", exp_bandwidth_sweep},
+    {"failure", exp_failure},
+};
+
+/* Parses the command line (and --config_path) into o: -1 to go on, else main's exit status. */
+static int parse_flags(opts_t *o, int argc, char **argv)
+{
+    *o = (opts_t){
         .trace = "/work/shared/traces/conversation_trace.jsonl",
         .experiment = "run", .out_dir = "", .csv = "", .dtype = "bf16",
         .policy = "cache_aware", .fetch = "cost", .evict = "lru",
@@ -248,59 +501,59 @@ int main(int argc, char **argv)
         .measured_store = "",
     };
     mc_option_t opt[] = {
-        {"trace", MC_OPT_STRING, &o.trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
-        {"experiment", MC_OPT_STRING, &o.experiment, NULL,
+        {"trace", MC_OPT_STRING, &o->trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
+        {"experiment", MC_OPT_STRING, &o->experiment, NULL,
          "run|local_vs_global|routing|pd_vs_colocated|cache_sweep|bandwidth_sweep|failure|trace_stats", 0, 0},
-        {"out_dir", MC_OPT_STRING, &o.out_dir, NULL, "directory for experiment CSV files", 0, 0},
-        {"csv", MC_OPT_STRING, &o.csv, NULL, "run: write per-request rows to this CSV file", 0, 0},
-        {"max_requests", MC_OPT_INT, &o.max_requests, NULL, "use the first N requests (0 = all)", 0, 1e9},
-        {"time_scale", MC_OPT_DOUBLE, &o.time_scale, NULL, "rate multiplier: arrivals at timestamp/scale", 1e-6, 1e6},
-        {"seed", MC_OPT_INT, &o.seed, NULL, "RNG seed (random routing, event loss)", 0, 9e18},
-        {"prefill", MC_OPT_INT, &o.prefill, NULL, "prefill instances", 1, 1024},
-        {"decode", MC_OPT_INT, &o.decode, NULL, "decode instances", 0, 1024},
-        {"colocated", MC_OPT_BOOL, &o.colocated, NULL, "baseline: prefill+decode instances each do both", 0, 0},
-        {"policy", MC_OPT_STRING, &o.policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
-        {"fetch", MC_OPT_STRING, &o.fetch, NULL, "cost|always|never: remote prefix fetch policy", 0, 0},
-        {"evict", MC_OPT_STRING, &o.evict, NULL, "lru|lfu|fifo", 0, 0},
-        {"local_blocks", MC_OPT_INT, &o.local_blocks, NULL, "per prefill instance private cache (512-token blocks)", 0, 4e9},
-        {"pool_blocks", MC_OPT_INT, &o.pool_blocks, NULL, "shared DRAM pool capacity (blocks; 64 MiB each by default)", 0, 4e9},
-        {"ssd_blocks", MC_OPT_INT, &o.ssd_blocks, NULL, "shared SSD tier capacity (blocks)", 0, 4e9},
-        {"local_gib_s", MC_OPT_DOUBLE, &o.local_gib_s, NULL, "own-host DRAM -> GPU GiB/s", 1e-6, 1e6},
-        {"net_gib_s", MC_OPT_DOUBLE, &o.net_gib_s, NULL, "remote pool fetch GiB/s per instance", 1e-6, 1e6},
-        {"ssd_gib_s", MC_OPT_DOUBLE, &o.ssd_gib_s, NULL, "SSD tier read GiB/s", 1e-6, 1e6},
-        {"handoff_gib_s", MC_OPT_DOUBLE, &o.handoff_gib_s, NULL, "prefill->decode KV hand-off GiB/s", 1e-6, 1e6},
-        {"latency_us", MC_OPT_DOUBLE, &o.latency_us, NULL, "per remote transfer latency", 0, 1e9},
-        {"ttft_slo_s", MC_OPT_DOUBLE, &o.ttft_slo_s, NULL, "TTFT SLO seconds", 1e-6, 1e6},
-        {"itl_slo_ms", MC_OPT_DOUBLE, &o.itl_slo_ms, NULL, "inter-token (per request mean) SLO ms", 1e-6, 1e9},
-        {"queue_budget_s", MC_OPT_DOUBLE, &o.queue_budget_s, NULL, "cache_aware_slo: wait tolerated beyond the SLO before rejecting", 0, 1e6},
-        {"allow_degrade", MC_OPT_BOOL, &o.allow_degrade, NULL, "cache_aware_slo: cap output when decode is saturated", 0, 0},
-        {"degrade_output_tokens", MC_OPT_INT, &o.degrade_output_tokens, NULL, "output cap when degraded", 1, 1e9},
-        {"max_batch", MC_OPT_INT, &o.max_batch, NULL, "decode batch cap", 1, 65536},
-        {"event_loss", MC_OPT_DOUBLE, &o.event_loss, NULL, "probability an index event is lost", 0, 1},
-        {"resync_s", MC_OPT_DOUBLE, &o.resync_s, NULL, "gap detection -> resync completed, seconds", 0, 1e6},
-        {"ignore_gaps", MC_OPT_BOOL, &o.ignore_gaps, NULL, "failure mode: subscriber without gap detection", 0, 0},
-        {"stale_hints", MC_OPT_BOOL, &o.stale_hints, NULL, "while the index is stale, route on its flagged answers (the engine re-checks)", 0, 0},
-        {"layers", MC_OPT_INT, &o.layers, NULL, "model layers", 1, 100000},
-        {"kv_heads", MC_OPT_INT, &o.kv_heads, NULL, "KV heads", 1, 100000},
-        {"q_heads", MC_OPT_INT, &o.q_heads, NULL, "query heads (attention FLOPs)", 1, 100000},
-        {"head_dim", MC_OPT_INT, &o.head_dim, NULL, "head dimension", 1, 100000},
-        {"dtype", MC_OPT_STRING, &o.dtype, NULL, "KV dtype bf16|fp16|fp32|fp8|int8", 0, 0},
-        {"params_b", MC_OPT_DOUBLE, &o.params_b, NULL, "model parameters, billions", 1e-6, 1e6},
-        {"gpu_tflops", MC_OPT_DOUBLE, &o.gpu_tflops, NULL, "GPU dense peak TFLOP/s", 1e-6, 1e9},
-        {"mfu", MC_OPT_DOUBLE, &o.mfu, NULL, "achieved fraction of peak in prefill", 1e-6, 1},
-        {"hbm_gb_s", MC_OPT_DOUBLE, &o.hbm_gb_s, NULL, "HBM bandwidth GB/s (decode)", 1e-6, 1e9},
-        {"hbm_gb", MC_OPT_DOUBLE, &o.hbm_gb, NULL, "GPU memory GB", 1e-6, 1e9},
-        {"block_tokens", MC_OPT_INT, &o.block_tokens, NULL, "tokens per trace block", 1, 1e6},
-        {"rates", MC_OPT_STRING, &o.rates, NULL, "routing: rate multipliers (time_scale list)", 0, 0},
-        {"cdf_rate", MC_OPT_DOUBLE, &o.cdf_rate, NULL, "routing: rate multiplier whose per-request rows go to <out_dir>/ttft_<policy>_x<rate>.csv", 0, 1e6},
-        {"policies", MC_OPT_STRING, &o.policies, NULL, "routing: policies to compare", 0, 0},
-        {"capacities", MC_OPT_STRING, &o.capacities, NULL, "cache_sweep: capacities in blocks", 0, 0},
-        {"bandwidths", MC_OPT_STRING, &o.bandwidths, NULL, "bandwidth_sweep: GiB/s list", 0, 0},
-        {"measured_store", MC_OPT_STRING, &o.measured_store, NULL,
+        {"out_dir", MC_OPT_STRING, &o->out_dir, NULL, "directory for experiment CSV files", 0, 0},
+        {"csv", MC_OPT_STRING, &o->csv, NULL, "run: write per-request rows to this CSV file", 0, 0},
+        {"max_requests", MC_OPT_INT, &o->max_requests, NULL, "use the first N requests (0 = all)", 0, 1e9},
+        {"time_scale", MC_OPT_DOUBLE, &o->time_scale, NULL, "rate multiplier: arrivals at timestamp/scale", 1e-6, 1e6},
+        {"seed", MC_OPT_INT, &o->seed, NULL, "RNG seed (random routing, event loss)", 0, 9e18},
+        {"prefill", MC_OPT_INT, &o->prefill, NULL, "prefill instances", 1, 1024},
+        {"decode", MC_OPT_INT, &o->decode, NULL, "decode instances", 0, 1024},
+        {"colocated", MC_OPT_BOOL, &o->colocated, NULL, "baseline: prefill+decode instances each do both", 0, 0},
+        {"policy", MC_OPT_STRING, &o->policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
+        {"fetch", MC_OPT_STRING, &o->fetch, NULL, "cost|always|never: remote prefix fetch policy", 0, 0},
+        {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo", 0, 0},
+        {"local_blocks", MC_OPT_INT, &o->local_blocks, NULL, "per prefill instance private cache (512-token blocks)", 0, 4e9},
+        {"pool_blocks", MC_OPT_INT, &o->pool_blocks, NULL, "shared DRAM pool capacity (blocks; 64 MiB each by default)", 0, 4e9},
+        {"ssd_blocks", MC_OPT_INT, &o->ssd_blocks, NULL, "shared SSD tier capacity (blocks)", 0, 4e9},
+        {"local_gib_s", MC_OPT_DOUBLE, &o->local_gib_s, NULL, "own-host DRAM -> GPU GiB/s", 1e-6, 1e6},
+        {"net_gib_s", MC_OPT_DOUBLE, &o->net_gib_s, NULL, "remote pool fetch GiB/s per instance", 1e-6, 1e6},
+        {"ssd_gib_s", MC_OPT_DOUBLE, &o->ssd_gib_s, NULL, "SSD tier read GiB/s", 1e-6, 1e6},
+        {"handoff_gib_s", MC_OPT_DOUBLE, &o->handoff_gib_s, NULL, "prefill->decode KV hand-off GiB/s", 1e-6, 1e6},
+        {"latency_us", MC_OPT_DOUBLE, &o->latency_us, NULL, "per remote transfer latency", 0, 1e9},
+        {"ttft_slo_s", MC_OPT_DOUBLE, &o->ttft_slo_s, NULL, "TTFT SLO seconds", 1e-6, 1e6},
+        {"itl_slo_ms", MC_OPT_DOUBLE, &o->itl_slo_ms, NULL, "inter-token (per request mean) SLO ms", 1e-6, 1e9},
+        {"queue_budget_s", MC_OPT_DOUBLE, &o->queue_budget_s, NULL, "cache_aware_slo: wait tolerated beyond the SLO before rejecting", 0, 1e6},
+        {"allow_degrade", MC_OPT_BOOL, &o->allow_degrade, NULL, "cache_aware_slo: cap output when decode is saturated", 0, 0},
+        {"degrade_output_tokens", MC_OPT_INT, &o->degrade_output_tokens, NULL, "output cap when degraded", 1, 1e9},
+        {"max_batch", MC_OPT_INT, &o->max_batch, NULL, "decode batch cap", 1, 65536},
+        {"event_loss", MC_OPT_DOUBLE, &o->event_loss, NULL, "probability an index event is lost", 0, 1},
+        {"resync_s", MC_OPT_DOUBLE, &o->resync_s, NULL, "gap detection -> resync completed, seconds", 0, 1e6},
+        {"ignore_gaps", MC_OPT_BOOL, &o->ignore_gaps, NULL, "failure mode: subscriber without gap detection", 0, 0},
+        {"stale_hints", MC_OPT_BOOL, &o->stale_hints, NULL, "while the index is stale, route on its flagged answers (the engine re-checks)", 0, 0},
+        {"layers", MC_OPT_INT, &o->layers, NULL, "model layers", 1, 100000},
+        {"kv_heads", MC_OPT_INT, &o->kv_heads, NULL, "KV heads", 1, 100000},
+        {"q_heads", MC_OPT_INT, &o->q_heads, NULL, "query heads (attention FLOPs)", 1, 100000},
+        {"head_dim", MC_OPT_INT, &o->head_dim, NULL, "head dimension", 1, 100000},
+        {"dtype", MC_OPT_STRING, &o->dtype, NULL, "KV dtype bf16|fp16|fp32|fp8|int8", 0, 0},
+        {"params_b", MC_OPT_DOUBLE, &o->params_b, NULL, "model parameters, billions", 1e-6, 1e6},
+        {"gpu_tflops", MC_OPT_DOUBLE, &o->gpu_tflops, NULL, "GPU dense peak TFLOP/s", 1e-6, 1e9},
+        {"mfu", MC_OPT_DOUBLE, &o->mfu, NULL, "achieved fraction of peak in prefill", 1e-6, 1},
+        {"hbm_gb_s", MC_OPT_DOUBLE, &o->hbm_gb_s, NULL, "HBM bandwidth GB/s (decode)", 1e-6, 1e9},
+        {"hbm_gb", MC_OPT_DOUBLE, &o->hbm_gb, NULL, "GPU memory GB", 1e-6, 1e9},
+        {"block_tokens", MC_OPT_INT, &o->block_tokens, NULL, "tokens per trace block", 1, 1e6},
+        {"rates", MC_OPT_STRING, &o->rates, NULL, "routing: rate multipliers (time_scale list)", 0, 0},
+        {"cdf_rate", MC_OPT_DOUBLE, &o->cdf_rate, NULL, "routing: rate multiplier whose per-request rows go to <out_dir>/ttft_<policy>_x<rate>.csv", 0, 1e6},
+        {"policies", MC_OPT_STRING, &o->policies, NULL, "routing: policies to compare", 0, 0},
+        {"capacities", MC_OPT_STRING, &o->capacities, NULL, "cache_sweep: capacities in blocks", 0, 0},
+        {"bandwidths", MC_OPT_STRING, &o->bandwidths, NULL, "bandwidth_sweep: GiB/s list", 0, 0},
+        {"measured_store", MC_OPT_STRING, &o->measured_store, NULL,
          "live mode: store profile from mc_store_replay --profile_out; pool fetch, write-back and "
          "exist costs come from it (fixed per call + block bytes / measured bandwidth) instead of "
          "--net_gib_s/--latency_us and free writes", 0, 0},
-        {"log_level", MC_OPT_STRING, &o.log_level, "MC_LOG_LEVEL", "debug|info|warn|error|off (gap warnings are counted in the results)", 0, 0},
+        {"log_level", MC_OPT_STRING, &o->log_level, "MC_LOG_LEVEL", "debug|info|warn|error|off (gap warnings are counted in the results)", 0, 0},
     };
     mc_config_spec_t spec = {
         "mc_sim",
@@ -312,7 +565,13 @@ int main(int argc, char **argv)
         "trace_stats. Deterministic for the same flags and --seed. Formulas and assumptions:\n"
         "docs/internals/simulator.md.",
         opt, sizeof(opt) / sizeof(opt[0])};
-    int main_rc = mc_config_main(&spec, argc, argv);
+    return mc_config_main(&spec, argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    int main_rc = parse_flags(&o, argc, argv);
     if (main_rc >= 0)
         return main_rc;
     mc_conductor_sim_config_t cfg;
@@ -328,192 +587,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "mc_sim: cannot load trace %s: %s\n", o.trace, mc_status_str(st));
         return 1;
     }
-    int rc = 0;
-    const char *x = o.experiment;
-    if (strcmp(x, "trace_stats") == 0) {
-        mc_conductor_trace_stats_t s;
-        if (mc_conductor_trace_stats(t, &s) != MC_OK)
-            rc = 1;
-        else
-            printf("{\"requests\":%llu,\"blocks_requested\":%llu,\"blocks_distinct\":%llu,"
-                   "\"prefix_hit_blocks\":%llu,\"prefix_hit_ratio\":%.4f,\"mean_input_tokens\":%.1f,"
-                   "\"mean_output_tokens\":%.1f,\"duration_s\":%.1f,\"rate_rps\":%.3f}\n",
-                   (unsigned long long)s.requests, (unsigned long long)s.blocks_requested,
-                   (unsigned long long)s.blocks_distinct, (unsigned long long)s.prefix_hit_blocks,
-                   s.prefix_hit_ratio, (double)s.input_tokens / (double)(s.requests ? s.requests : 1),
-                   (double)s.output_tokens / (double)(s.requests ? s.requests : 1), s.duration_s,
-                   s.duration_s > 0 ? (double)s.requests / s.duration_s : 0);
-    } else if (strcmp(x, "run") == 0) {
-        FILE *pr = NULL;
-        if (o.csv && *o.csv && !(pr = fopen(o.csv, "w"))) {
-            fprintf(stderr, "mc_sim: cannot write %s: %s\n", o.csv, strerror(errno));
-            rc = 1;
-        } else {
-            rc = run_one(t, "run", &cfg, NULL, pr) ? 1 : 0;
-            if (pr)
-                fclose(pr);
-        }
-    } else if (strcmp(x, "local_vs_global") == 0) {
-        FILE *f = open_out(&o, "local_vs_global.csv");
-        if (f)
-            fputs(CSV_HEADER, f);
-        int64_t total = o.pool_blocks;
-        struct { const char *label; int64_t local, pool, ssd; int least_loaded; } v[] = {
-            {"no_cache", 0, 0, 0, 0},
-            {"local_only_least_loaded", total / cfg.prefill, 0, 0, 1},
-            {"local_only", total / cfg.prefill, 0, 0, 0},
-            {"global_pool", 0, total, 0, 0},
-            {"global_pool_ssd", 0, total, total * 4, 0},
-        };
-        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
-            mc_conductor_sim_config_t c = cfg;
-            if (v[i].least_loaded)
-                c.router.policy = MC_CONDUCTOR_POLICY_LEAST_LOADED;
-            c.local_blocks = v[i].local;
-            c.pool_blocks = v[i].pool;
-            c.ssd_blocks = v[i].ssd;
-            char name[128];
-            snprintf(name, sizeof(name), "ttft_%s.csv", v[i].label);
-            FILE *pr = open_out(&o, name);
-            rc = run_one(t, v[i].label, &c, f, pr);
-            if (pr)
-                fclose(pr);
-        }
-        if (f)
-            fclose(f);
-    } else if (strcmp(x, "routing") == 0) {
-        double rates[32];
-        int nr = parse_list(o.rates, rates, 32);
-        FILE *f = open_out(&o, "routing.csv");
-        if (f)
-            fputs(CSV_HEADER, f);
-        char pol[256];
-        snprintf(pol, sizeof(pol), "%s", o.policies);
-        for (char *save = NULL, *p = strtok_r(pol, ",", &save); p && rc == 0;
-             p = strtok_r(NULL, ",", &save)) {
-            mc_conductor_sim_config_t c = cfg;
-            if (mc_conductor_policy_parse(p, &c.router.policy) != MC_OK) {
-                fprintf(stderr, "mc_sim: unknown policy %s\n", p);
-                rc = 2;
-                break;
-            }
-            for (int i = 0; i < nr && rc == 0; i++) {
-                c.time_scale = rates[i];
-                char name[128];
-                snprintf(name, sizeof(name), "ttft_%s_x%g.csv", p, rates[i]);
-                FILE *pr = rates[i] == o.cdf_rate ? open_out(&o, name) : NULL;
-                rc = run_one(t, p, &c, f, pr);
-                if (pr)
-                    fclose(pr);
-            }
-        }
-        if (nr <= 0) {
-            fprintf(stderr, "mc_sim: bad --rates\n");
-            rc = 2;
-        }
-        if (f)
-            fclose(f);
-    } else if (strcmp(x, "pd_vs_colocated") == 0) {
-        double rates[32];
-        int nr = parse_list(o.rates, rates, 32);
-        FILE *f = open_out(&o, "pd_vs_colocated.csv");
-        if (f)
-            fputs(CSV_HEADER, f);
-        for (int k = 0; k < 2 && rc == 0; k++) {
-            for (int i = 0; i < nr && rc == 0; i++) {
-                mc_conductor_sim_config_t c = cfg;
-                c.colocated = k;
-                c.time_scale = rates[i];
-                rc = run_one(t, k ? "colocated" : "disaggregated", &c, f, NULL);
-            }
-        }
-        if (nr <= 0) {
-            fprintf(stderr, "mc_sim: bad --rates\n");
-            rc = 2;
-        }
-        if (f)
-            fclose(f);
-    } else if (strcmp(x, "cache_sweep") == 0) {
-        double caps[64];
-        int nc = parse_list(o.capacities, caps, 64);
-        FILE *f = open_out(&o, "cache_sweep.csv");
-        if (f)
-            fprintf(f, "capacity_blocks,capacity_gib,lru,lfu,fifo,belady,lru_prefix,lfu_prefix,"
-                       "fifo_prefix\n");
-        double bb = mc_conductor_block_bytes(&cfg.model);
-        for (int i = 0; i < nc && rc == 0; i++) {
-            mc_conductor_replay_result_t r[4];
-            for (int p = 0; p < 4 && rc == 0; p++) {
-                if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)(p < 3 ? p : 0),
-                                              p == 3, &r[p]) != MC_OK)
-                    rc = 1;
-            }
-            if (rc)
-                break;
-            printf("{\"experiment\":\"cache_sweep\",\"capacity_blocks\":%.0f,\"capacity_gib\":%.0f,"
-                   "\"accesses\":%llu,\"lru\":%.4f,\"lfu\":%.4f,\"fifo\":%.4f,\"belady\":%.4f,"
-                   "\"lru_prefix\":%.4f,\"lfu_prefix\":%.4f,\"fifo_prefix\":%.4f}\n",
-                   caps[i], caps[i] * bb / GIB, (unsigned long long)r[0].accesses, r[0].hit_ratio,
-                   r[1].hit_ratio, r[2].hit_ratio, r[3].hit_ratio, r[0].prefix_hit_ratio,
-                   r[1].prefix_hit_ratio, r[2].prefix_hit_ratio);
-            if (f)
-                fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", caps[i],
-                        caps[i] * bb / GIB, r[0].hit_ratio, r[1].hit_ratio, r[2].hit_ratio,
-                        r[3].hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
-                        r[2].prefix_hit_ratio);
-        }
-        if (nc <= 0) {
-            fprintf(stderr, "mc_sim: bad --capacities\n");
-            rc = 2;
-        }
-        if (f)
-            fclose(f);
-    } else if (strcmp(x, "bandwidth_sweep") == 0) {
-        double bws[64];
-        int nb = parse_list(o.bandwidths, bws, 64);
-        FILE *f = open_out(&o, "bandwidth_sweep.csv");
-        if (f)
-            fputs(CSV_HEADER, f);
-        static const char *fetches[] = {"cost", "always", "never"};
-        for (int i = 0; i < nb && rc == 0; i++) {
-            for (int k = 0; k < 3 && rc == 0; k++) {
-                mc_conductor_sim_config_t c = cfg;
-                c.bw.pool_bw = bws[i] * GIB;
-                c.handoff_bw = cfg.handoff_bw; /* hand-off path held fixed: only fetch varies */
-                mc_conductor_fetch_parse(fetches[k], &c.router.fetch);
-                rc = run_one(t, fetches[k], &c, f, NULL);
-            }
-        }
-        if (nb <= 0) {
-            fprintf(stderr, "mc_sim: bad --bandwidths\n");
-            rc = 2;
-        }
-        if (f)
-            fclose(f);
-    } else if (strcmp(x, "failure") == 0) {
-        FILE *f = open_out(&o, "failure.csv");
-        if (f)
-            fputs(CSV_HEADER, f);
-        double loss = o.event_loss > 0 ? o.event_loss : 0.01;
-        struct { const char *label; double loss; int ignore, hints; } v[] = {
-            {"no_loss", 0, 0, 0},
-            {"loss_resync_blind", loss, 0, 0},
-            {"loss_resync_stale_hints", loss, 0, 1},
-            {"loss_no_gap_detection", loss, 1, 0},
-        };
-        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]) && rc == 0; i++) {
-            mc_conductor_sim_config_t c = cfg;
-            c.event_loss = v[i].loss;
-            c.ignore_gaps = v[i].ignore;
-            c.stale_hints = v[i].hints;
-            rc = run_one(t, v[i].label, &c, f, NULL);
-        }
-        if (f)
-            fclose(f);
-    } else {
-        fprintf(stderr, "mc_sim: unknown experiment '%s' (see --help)\n", x);
-        rc = 2;
-    }
+    int rc = 2;
+    size_t i = 0;
+    while (i < sizeof(EXPERIMENTS) / sizeof(EXPERIMENTS[0]) &&
+           strcmp(o.experiment, EXPERIMENTS[i].name) != 0)
+        i++;
+    if (i < sizeof(EXPERIMENTS) / sizeof(EXPERIMENTS[0]))
+        rc = EXPERIMENTS[i].fn(&o, &cfg, t);
+    else
+        fprintf(stderr, "mc_sim: unknown experiment '%s' (see --help)\n", o.experiment);
     mc_conductor_trace_free(t);
     return rc;
 }
