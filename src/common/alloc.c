@@ -1,3 +1,7 @@
+/* Allocation wrappers (alloc.h): malloc/calloc/realloc that log and return NULL on failure
+ * (never abort; a zero size allocates one byte so NULL always means failure), calloc with an
+ * n*size overflow check, and page-granular memory (anonymous mmap, THP and write pre-faulting
+ * through madvise, best effort). */
 #include "common/alloc.h"
 
 #include "common/log.h"

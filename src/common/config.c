@@ -1,3 +1,7 @@
+/* Option parsing for every program (config.h): number/size/bool parsers, then one pass over
+ * the option table in precedence order (defaults already in the targets < --config_path JSON
+ * file < environment variables < command-line flags), each value range-checked, and --help
+ * printed from the table. Parsed strings are kept for the life of the process. */
 #include "common/config.h"
 
 #include "common/alloc.h"

@@ -1,3 +1,6 @@
+/* XXH3-64 hashing and checksums (hash.h): one-shot and streaming, seed 0 unless given. Picks
+ * the AVX2 build of XXH3 (hash_avx2.c) when the CPU has it, Debian's libxxhash otherwise; both
+ * give the same values, so checksums stay comparable across hosts. */
 #include "common/hash.h"
 
 #include "common/hash_impl.h"

@@ -1,3 +1,7 @@
+/* The logger behind MC_LOG_* (log.h): a process-wide level (initially MC_LOG_LEVEL from the
+ * environment, else info; read with one relaxed atomic load) and one sink, stderr with a UTC
+ * timestamp unless a binding installed its own. Messages are cut at 1 KiB; the sink is called
+ * under a mutex, so lines from different threads never interleave. */
 #include "common/log.h"
 
 #include <pthread.h>

@@ -1,3 +1,5 @@
+/* Clocks (time.h): CLOCK_MONOTONIC for every deadline and interval, CLOCK_REALTIME only for
+ * wall-clock stamps, and a sleep that resumes after signals. */
 #include "common/time.h"
 
 #include <time.h>

@@ -1,3 +1,10 @@
+/* Block caches and Belady's bound (contract in cache.h). A cache is an indexed binary min-heap
+ * of its entries by eviction priority plus a u64map from block hash to heap position, so
+ * lookup, insert, touch and evict are O(log n); inserting a cached block only touches it, and
+ * the eviction callback sees the victim after it left the cache, before the newcomer enters.
+ * The Belady replay computes every access's next use in one backward pass, then keeps a
+ * max-heap by next use (stale entries skipped lazily) and bypasses a block used never again or
+ * no sooner than every cached one. */
 #include "conductor/cache.h"
 
 #include "common/alloc.h"

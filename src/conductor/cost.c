@@ -1,3 +1,6 @@
+/* Cost model (formulas in cost.h and docs/internals/simulator.md): defaults for an 8B-class
+ * model on an A100-class GPU, a range check, and pure functions for KV bytes, prefill FLOPs and
+ * time, decode step time and transfer time. No state, no allocation. */
 #include "conductor/cost.h"
 
 #include "common/log.h"

@@ -1,3 +1,9 @@
+/* Global prefix index (model and event contract in index.h). A u64map takes each block hash to
+ * an entry listing the segments holding it (up to 4 inline, more in a heap array); freed entries
+ * are chained for reuse. Segments and hosts are interned by name to small ids, the segment
+ * carrying its host and tier. Events apply only in sequence: a gap turns the index stale until
+ * a resync replaces its content. Also here: the store-key -> block-hash rule and the JSON event
+ * parser of mooncake_conductor's input. Not thread-safe: callers serialise access. */
 #include "conductor/index.h"
 
 #include "common/alloc.h"

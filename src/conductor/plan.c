@@ -1,3 +1,6 @@
+/* Capacity planner arithmetic (plan.h): validates the inputs, then derives bandwidth,
+ * capacity, node count, object count and master metadata from them in closed form. Divisions
+ * that end in a count round up, ignoring float noise of 1e-9 relative. No allocation, no I/O. */
 #include "conductor/plan.h"
 
 #include "common/log.h"

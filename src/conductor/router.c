@@ -1,3 +1,9 @@
+/* Router (policies in router.h): per candidate, the reuse depth is picked by the fetch policy
+ * from {0, local, pool, any} prefix lengths (ties go to the shallower depth, so a fetch must
+ * strictly beat recompute), the estimate adds queue and hand-off; then the policy picks a
+ * candidate and, for CACHE_AWARE_SLO, decides ACCEPT / QUEUE / REJECT / DEGRADE. A full prefix
+ * hit still recomputes one token. Pure functions; the random policy advances the caller's
+ * seed. */
 #include "conductor/router.h"
 
 #include <math.h>

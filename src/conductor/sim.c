@@ -1,3 +1,10 @@
+/* Serving simulator (model in sim.h and docs/internals/simulator.md): a discrete-event loop over
+ * a time-ordered heap of arrivals, instance completions, P->D hand-offs and resyncs. Each run
+ * has phases: setup (arrays, index, caches, instances, requests), the event loop, then results
+ * (per-request CSV, percentiles and ratios). Cache evictions and commits become index events,
+ * some dropped when event_loss is set; a gap schedules a resync from the caches' contents
+ * resync_s later. Everything random draws from the config's seed, so a run is reproducible.
+ * Also here: the cache-only replay (mc_conductor_cache_replay). */
 #include "conductor/sim.h"
 
 #include "common/alloc.h"

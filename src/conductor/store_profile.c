@@ -1,3 +1,6 @@
+/* Loads a measured store profile (store_profile.h): a JSON object of at most 1 MiB tagged
+ * "profile":"mc_store", every field range-checked, per-block times converted to bandwidths at
+ * the measured block size. Any missing or out-of-range field refuses the whole profile (logged). */
 #include "conductor/store_profile.h"
 
 #include "common/alloc.h"

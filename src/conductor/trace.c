@@ -1,3 +1,8 @@
+/* Trace reader (trace.h): reads a JSON-lines trace line by line, each line parsed and checked
+ * on its own (mc_conductor_trace_parse_line: length, types, ranges, duplicate keys), block ids
+ * appended to one array that every request indexes into; bad lines end the load or are counted
+ * and skipped (skip_bad). Requests are then sorted by timestamp, ties in file order. Also the
+ * trace statistics (distinct blocks, prefix hits). */
 #include "conductor/trace.h"
 
 #include "common/alloc.h"

@@ -1,3 +1,7 @@
+/* uint64 -> uint64 hash map (u64map.h): open addressing over power-of-two arrays (keys, values
+ * and a used flag, so every key value is allowed), linear probing from a 64-bit mix of the key,
+ * doubling when an insert would pass 50% load, and backward-shift deletion so that no
+ * tombstones slow later probes. */
 #include "conductor/u64map.h"
 
 #include "common/alloc.h"

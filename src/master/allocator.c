@@ -1,3 +1,10 @@
+/* TLSF offset allocator of one segment (design in allocator.h and docs/internals/allocator.md).
+ * Block records live in pages of 4096 that never move (only the page table grows), so a handle
+ * stays valid for the block's life; a record is a block (free blocks carry F_FREE in size and
+ * sit on the free list of their size class) or unused (chained through next_free). An
+ * allocation searches from the size class rounded up, so any block found fits, falling back
+ * to a scan of the request's own class, and splits the rest off as a new free block; free
+ * coalesces with both physical neighbours. */
 #include "master/allocator.h"
 
 #include "common/alloc.h"

@@ -1,3 +1,17 @@
+/* The master's object table and what it owns (contract in master.h, structures in
+ * master_int.h): objects in a chained hash table keyed by a hash of the key (doubled when it
+ * holds as many objects as buckets); READABLE objects on the LRU list, WRITING ones on the
+ * writing list in put-start order; segments by id, each with its own offset allocator;
+ * clients; and the discard list of blocks held until a release time.
+ *
+ * Owner thread: everything runs on the one thread that owns the mc_master_t (the RPC loop in
+ * mooncake_master) and nothing locks, except the metrics snapshot the cron publishes.
+ * Invariants relied on throughout: an object is on exactly the list of its state and is freed
+ * with its last replica; a replica's block belongs to the allocator of its segment, and
+ * dropping a segment drops its replicas and its discarded blocks with it; the space of a value
+ * readers may hold a lease on is not reused before the lease ends (obj_retire parks it on the
+ * discard list); and every change that is acknowledged is logged to the WAL first
+ * (master_wal.c), the service syncing it before any reply goes out. */
 #include "master/master_int.h"
 
 #include "common/alloc.h"

@@ -1,3 +1,9 @@
+/* The mooncake_master service (contract in service.h): the master core served by an RPC server
+ * loop, plus an HTTP server (libmicrohttpd, its own threads) for /metrics, /health, /role,
+ * /query_key and /get_all_segments. The loop thread owns the core: RPC handlers and the cron
+ * run there, and the WAL is synced before each round of replies. HTTP threads never touch the
+ * core: /metrics renders the snapshot the cron publishes, and queries are posted to the loop
+ * and waited for (5 s at most; a stuck loop answers 503). */
 #include "master/service.h"
 
 #include "common/alloc.h"

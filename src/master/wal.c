@@ -1,3 +1,8 @@
+/* WAL files (format and layout in wal.h, recovery in docs/internals/recovery.md): a buffered
+ * record writer (records collect in an mc_buf_t, written out at 1 MiB and on flush, which
+ * may fdatasync), a replay that reads a whole file and stops quietly at the first torn or
+ * corrupt record, the listing of log/snapshot generations, and the little-endian payload
+ * encoder/decoder (mc_wal_buf_t, mc_wal_rd_t) whose errors stick until checked. */
 #include "master/wal.h"
 
 #include "common/alloc.h"

@@ -1,3 +1,8 @@
+/* Bump arena for per-request protobuf memory (arena.h). Allocations are 16-byte aligned and
+ * carved from a chain of chunks: each new chunk is twice the last until that would pass
+ * 256 MiB, then 64 MiB, and never smaller than the request. Nothing is freed one by one: reset
+ * frees every chunk but the first, so a loop that resets after each request settles at one
+ * allocation. */
 #include "rpc/arena.h"
 
 #include "common/alloc.h"

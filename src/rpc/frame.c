@@ -1,3 +1,6 @@
+/* Codec of the 32-byte RPC frame header (layout in frame.h and wire-protocol.md). Decoding
+ * checks magic, version and body_len against the caller's cap and nothing else; it never
+ * allocates and is safe on any 32 bytes. */
 #include "rpc/frame.h"
 
 #include "common/bytes.h"

@@ -1,3 +1,6 @@
+/* The opcode table: for each wire opcode, its name (metrics, logs) and its protobuf request and
+ * response descriptors. The server decodes requests and the client checks requests and decodes
+ * answers from it; mc_rpc_op_info returns NULL for an unknown opcode. */
 #include "rpc/opcodes.h"
 
 #include <stddef.h>

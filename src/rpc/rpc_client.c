@@ -1,3 +1,9 @@
+/* RPC client (contract in rpc_client.h): one non-blocking TCP connection, made on first use and
+ * remade after any failure, guarded by a mutex for the whole of a call. A call or batch frames
+ * every request, interleaves writing them with reading answers into the receive buffer (c->rx,
+ * an mc_buf_t, empty between calls) and matches answers to calls by req_id. Any transport
+ * error, timeout or stray byte closes the connection, so a late answer never meets a later
+ * call. */
 #include "rpc/rpc_client.h"
 
 #include "common/alloc.h"

@@ -1,3 +1,9 @@
+/* RPC server loop (contract in rpc_server.h). One epoll thread owns every connection; each has
+ * an input and an output mc_buf_t (freed when drained if they grew past 1 MiB). Reads stop
+ * while a connection owes more than 64 MiB of replies. Replies are appended to the output
+ * buffer during dispatch and flushed only after before_reply, at the end of the iteration; a
+ * closed connection is freed at the end of the iteration in which it closed, so no pointer
+ * to it outlives the events being processed. */
 #include "rpc/rpc_server.h"
 
 #include "common/alloc.h"
