@@ -45,9 +45,9 @@ struct mc_conductor_index {
     uint32_t free_head; /* UINT32_MAX: none */
     mc_conductor_u64map_t seg_by_name, host_by_name;
     idx_segment_t *segs;
-    size_t n_segs;
+    size_t n_segs, cap_segs;
     char **hosts;
-    size_t n_hosts;
+    size_t n_hosts, cap_hosts;
     mc_conductor_index_stats_t st;
 };
 
@@ -192,10 +192,8 @@ mc_status_t mc_conductor_index_host_id(mc_conductor_index_t *idx, const char *ho
         return st;
     if (idx->n_hosts >= idx->cfg.max_hosts)
         return MC_ERR_TOO_LARGE;
-    char **n = mc_realloc(idx->hosts, (idx->n_hosts + 1) * sizeof(char *));
-    if (!n)
+    if (mc_array_reserve(&idx->hosts, &idx->cap_hosts, idx->n_hosts + 1, 16) != MC_OK)
         return MC_ERR_NO_MEMORY;
-    idx->hosts = n;
     char *copy = mc_strdup(host);
     if (!copy)
         return MC_ERR_NO_MEMORY;
@@ -234,10 +232,8 @@ static mc_status_t seg_intern(mc_conductor_index_t *idx, const char *segment, co
     st = mc_conductor_index_host_id(idx, host, &host_id);
     if (st != MC_OK)
         return st;
-    idx_segment_t *n = mc_realloc(idx->segs, (idx->n_segs + 1) * sizeof(idx_segment_t));
-    if (!n)
+    if (mc_array_reserve(&idx->segs, &idx->cap_segs, idx->n_segs + 1, 16) != MC_OK)
         return MC_ERR_NO_MEMORY;
-    idx->segs = n;
     char *copy = mc_strdup(segment);
     if (!copy)
         return MC_ERR_NO_MEMORY;

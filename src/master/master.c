@@ -1085,10 +1085,8 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
         if (!m->segs[id])
             break;
     if (id == m->n_segs) {
-        segment_t **ns = mc_realloc(m->segs, (m->n_segs + 1) * sizeof(*ns));
-        if (!ns)
+        if (mc_array_reserve(&m->segs, &m->cap_segs, (size_t)m->n_segs + 1, 16) != MC_OK)
             return MC_ERR_NO_MEMORY;
-        m->segs = ns;
         m->segs[m->n_segs++] = NULL;
     }
     s = MC_NEW(segment_t);

@@ -91,6 +91,7 @@ struct mc_master {
 
     segment_t **segs;
     uint32_t n_segs;            /* slots in use or free (ids < n_segs) */
+    size_t cap_segs;
     client_t *clients;
     size_t n_clients, cap_clients;
     uint32_t next_serial;

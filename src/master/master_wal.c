@@ -308,12 +308,10 @@ static int replay_mount(mc_master_t *m, mc_wal_rd_t *r)
     if (r->err || id > 1000000)
         return 0; /* skip malformed */
     if (id >= m->n_segs) {
-        segment_t **ns = mc_realloc(m->segs, (id + 1) * sizeof(*ns));
-        if (!ns)
+        if (mc_array_reserve(&m->segs, &m->cap_segs, (size_t)id + 1, 16) != MC_OK)
             return 1;
         for (uint32_t i = m->n_segs; i <= id; i++)
-            ns[i] = NULL;
-        m->segs = ns;
+            m->segs[i] = NULL;
         m->n_segs = id + 1;
     }
     if (m->segs[id])
