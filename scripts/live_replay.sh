@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live mode (issue 5 §2): the trace drives a real store, and the measured store latencies replace
+# Live mode: the trace drives a real store, and the measured store latencies replace
 # the simulator's bandwidth model.
 #   1. per transport (shm: same-host peers use shared memory, the default on loopback; tcp:
 #      MC_FORCE_TCP=1), start a master + 2 storage servers on free loopback ports;
