@@ -16,7 +16,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
-TRACE=${TRACE:-$ROOT/../shared/traces/conversation_trace.jsonl}
+TRACE=${TRACE:-$ROOT/data/traces/conversation_trace.jsonl}
 REQUESTS=${REQUESTS:-300}
 BLOCK_BYTES=${BLOCK_BYTES:-256KiB}
 SEGMENT=${SEGMENT:-512MB}
