@@ -304,7 +304,7 @@ static uint32_t env_u32(const char *name, uint32_t dflt)
     return (uint32_t)x;
 }
 
-MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
+mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
 {
     if (!cfg || !te_p || !cfg->metadata_uri)
         return MC_ERR_INVALID_PARAMS;
@@ -397,7 +397,7 @@ fail:
     return st;
 }
 
-MC_API void mc_te_destroy(mc_te_t *te)
+void mc_te_destroy(mc_te_t *te)
 {
     if (!te)
         return;
@@ -458,12 +458,12 @@ MC_API void mc_te_destroy(mc_te_t *te)
     free(te);
 }
 
-MC_API const char *mc_te_local_name(const mc_te_t *te)
+const char *mc_te_local_name(const mc_te_t *te)
 {
     return te ? te->local_name : "";
 }
 
-MC_API uint16_t mc_te_rpc_port(const mc_te_t *te)
+uint16_t mc_te_rpc_port(const mc_te_t *te)
 {
     return te ? te->port : 0;
 }
@@ -498,7 +498,7 @@ static void *shareable_map(size_t len, bool huge, size_t *alen_p, int *fd_p)
     return p;
 }
 
-MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
+void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
 {
     if (!te || len == 0)
         return NULL;
@@ -534,7 +534,7 @@ MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
     return p;
 }
 
-MC_API void mc_te_free_shareable(mc_te_t *te, void *addr)
+void mc_te_free_shareable(mc_te_t *te, void *addr)
 {
     if (!te || !addr)
         return;
@@ -581,7 +581,7 @@ MC_API void mc_te_free_shareable(mc_te_t *te, void *addr)
 
 /* =================================== registration ===================================== */
 
-MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location)
+mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location)
 {
     if (!te || !addr || len == 0 || (uint64_t)(uintptr_t)addr + len < (uint64_t)(uintptr_t)addr)
         return MC_ERR_INVALID_PARAMS;
@@ -629,7 +629,7 @@ MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const cha
     return st;
 }
 
-MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
+mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
 {
     if (!te || !addr)
         return MC_ERR_INVALID_PARAMS;
@@ -662,7 +662,7 @@ MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
     return st;
 }
 
-MC_API mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until_ns)
+mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until_ns)
 {
     if (!te || !addr)
         return MC_ERR_INVALID_PARAMS;
@@ -685,7 +685,7 @@ MC_API mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until
 
 /* ===================================== segments ======================================= */
 
-MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p)
+mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p)
 {
     if (!te || !name || !seg_p || !*name || strlen(name) >= MC_TE_NAME_MAX)
         return MC_ERR_INVALID_PARAMS;
@@ -744,7 +744,7 @@ MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segme
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
+mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
 {
     mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
     if (!p)
@@ -756,7 +756,7 @@ MC_API mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, uint64_t *addr_p)
+mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, uint64_t *addr_p)
 {
     mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
     if (!p || !addr_p)
@@ -877,7 +877,7 @@ static bool batch_take(mc_te_t *te, mc_te_batch_t h, mc_te_batch_impl_t *b)
     return ok;
 }
 
-MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *batch_p)
+mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *batch_p)
 {
     if (!te || !batch_p || max_requests == 0)
         return MC_ERR_INVALID_PARAMS;
@@ -1093,8 +1093,8 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
-                                      const mc_te_request_t *reqs, size_t n)
+mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
+                               const mc_te_request_t *reqs, size_t n)
 {
     if (!te || (!reqs && n))
         return MC_ERR_INVALID_PARAMS;
@@ -1118,8 +1118,8 @@ static void fill_status(const mc_te_req_t *r, mc_te_xfer_status_t *out)
         out->error = MC_ERR_TIMEOUT;
 }
 
-MC_API mc_status_t mc_te_batch_status(mc_te_t *te, mc_te_batch_t batch, size_t index,
-                                      mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_batch_status(mc_te_t *te, mc_te_batch_t batch, size_t index,
+                               mc_te_xfer_status_t *status_p)
 {
     if (!te || !status_p)
         return MC_ERR_INVALID_PARAMS;
@@ -1140,8 +1140,8 @@ static bool is_final(int state)
     return state != MC_TE_WAITING && state != MC_TE_PENDING;
 }
 
-MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
-                                          mc_te_xfer_status_t *status_p, size_t n)
+mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
+                                   mc_te_xfer_status_t *status_p, size_t n)
 {
     if (!te || (!status_p && n))
         return MC_ERR_INVALID_PARAMS;
@@ -1161,7 +1161,7 @@ MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
     return all ? MC_OK : MC_ERR_BUSY;
 }
 
-MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch)
+mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch)
 {
     if (!te)
         return MC_ERR_INVALID_PARAMS;
@@ -1242,14 +1242,14 @@ static mc_status_t transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
-                                        mc_te_transfer_t **xfer_p)
+mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                 mc_te_transfer_t **xfer_p)
 {
     return transfer_start(te, reqs, n, false, xfer_p);
 }
 
-MC_API mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
-                                                 size_t n, mc_te_transfer_t **xfer_p)
+mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
+                                          size_t n, mc_te_transfer_t **xfer_p)
 {
     return transfer_start(te, reqs, n, true, xfer_p);
 }
@@ -1280,8 +1280,8 @@ static mc_status_t transfer_report(mc_te_batch_impl_t *b, size_t upto,
     return first;
 }
 
-MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
-                                            mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
+                                     mc_te_xfer_status_t *status_p)
 {
     mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
     if (!te || !b || upto > b->n)
@@ -1290,8 +1290,8 @@ MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer,
     return transfer_report(b, upto, status_p);
 }
 
-MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
-                                       mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
+                                mc_te_xfer_status_t *status_p)
 {
     if (!xfer)
         return te ? MC_OK : MC_ERR_INVALID_PARAMS;
@@ -1302,8 +1302,8 @@ MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
     return first;
 }
 
-MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
-                                       mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                mc_te_xfer_status_t *status_p)
 {
     mc_te_transfer_t *x = NULL;
     mc_status_t st = mc_te_transfer_start(te, reqs, n, &x);
