@@ -25,7 +25,8 @@
 #define PORT_MIN 12300
 #define PORT_MAX 14300
 
-/* ucx hook-up: g_tp[MC_TE_TP_UCX] is NULL when UCX is not built (MC_HAVE_UCX). */
+/* The transports by MC_TE_TP_*; the engine reaches them only through these tables.
+ * ucx hook-up: g_tp[MC_TE_TP_UCX] is NULL when UCX is not built (MC_HAVE_UCX). */
 #ifdef MC_HAVE_UCX
 #define UCX_OPS (&mc_te_ucx_ops)
 #else
@@ -34,9 +35,15 @@
 static const mc_te_transport_ops_t *const g_tp[MC_TE_TP_COUNT] = {&mc_te_tcp_ops, &mc_te_shm_ops,
                                                                   UCX_OPS};
 
-static void *tp_ctx(mc_te_t *te, int tp)
+/* Transport k if it was started, else NULL. */
+static mc_te_transport_t *tp_started(mc_te_t *te, int k)
 {
-    return tp == MC_TE_TP_TCP ? te->tcp : tp == MC_TE_TP_SHM ? te->shm : te->ucx;
+    return te->tp[k].ops ? &te->tp[k] : NULL;
+}
+
+static void *tp_ctx(mc_te_t *te, int k)
+{
+    return te->tp[k].ctx;
 }
 
 /* ucx hook-up: the descriptor has one transport_info object; shm and ucx use disjoint keys
@@ -98,10 +105,12 @@ static mc_status_t te_publish(mc_te_t *te)
         o->shm_offset = b->shm_offset;
     }
     pthread_rwlock_unlock(&te->table.lock);
-    if (te->shm && mc_te_shm_ops.transport_info)
-        d.transport_info = mc_te_shm_ops.transport_info(te->shm);
-    if (te->ucx) /* ucx hook-up: worker address and packed rkeys */
-        d.transport_info = merge_info(d.transport_info, g_tp[MC_TE_TP_UCX]->transport_info(te->ucx));
+    /* ucx hook-up: shm's slots and ucx's worker address and packed rkeys, merged */
+    for (int k = 0; k < MC_TE_TP_COUNT; k++) {
+        mc_te_transport_t *t = tp_started(te, k);
+        if (t && t->ops->transport_info)
+            d.transport_info = merge_info(d.transport_info, t->ops->transport_info(t->ctx));
+    }
     char *json = NULL;
     mc_status_t st = mc_segment_desc_to_json(&d, &json);
     mc_segment_desc_free(&d);
@@ -139,10 +148,11 @@ static int choose_transport(mc_te_t *te, const mc_segment_desc_t *d)
 {
     if (te->force_tcp)
         return MC_TE_TP_TCP;
-    /* ucx hook-up: te->ucx exists only with protocol "ucx" ("auto" never picks ucx) */
-    if (te->ucx && g_tp[MC_TE_TP_UCX]->can_reach(te->ucx, d))
+    /* ucx hook-up: ucx is started only with protocol "ucx" ("auto" never picks ucx) */
+    mc_te_transport_t *ucx = tp_started(te, MC_TE_TP_UCX), *shm = tp_started(te, MC_TE_TP_SHM);
+    if (ucx && ucx->ops->can_reach(ucx->ctx, d))
         return MC_TE_TP_UCX;
-    if (!te->shm || strcmp(te->protocol, "tcp") == 0)
+    if (!shm || strcmp(te->protocol, "tcp") == 0)
         return MC_TE_TP_TCP;
     if (strcmp(d->host_id, te->host_id) != 0 || d->pid <= 0)
         return MC_TE_TP_TCP;
@@ -150,7 +160,7 @@ static int choose_transport(mc_te_t *te, const mc_segment_desc_t *d)
     snprintf(path, sizeof(path), "/proc/%d", (int)d->pid);
     if (access(path, F_OK) != 0)
         return MC_TE_TP_TCP;
-    if (!mc_te_shm_ops.can_reach(te->shm, d))
+    if (!shm->ops->can_reach(shm->ctx, d))
         return MC_TE_TP_TCP;
     return MC_TE_TP_SHM;
 }
@@ -162,7 +172,15 @@ static mc_status_t fetch_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p)
     size_t len = 0;
     mc_status_t st;
     if (mc_meta_is_p2p(te->meta)) {
-        st = mc_te_tcp_fetch_desc(p->host, p->port, te->timeout_ms, &json, &len);
+        /* from the peer itself, through the first transport that can ask it (tcp) */
+        st = MC_ERR_NOT_SUPPORTED;
+        for (int k = 0; k < MC_TE_TP_COUNT; k++) {
+            mc_te_transport_t *t = tp_started(te, k);
+            if (t && t->ops->fetch_desc) {
+                st = t->ops->fetch_desc(t->ctx, p, &json, &len);
+                break;
+            }
+        }
     } else {
         char key[MC_TE_NAME_MAX + 32];
         snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, p->name);
@@ -292,6 +310,28 @@ static mc_status_t te_listen(mc_te_t *te, const char *name)
     return MC_ERR_IO;
 }
 
+/* Start transport k (fallback: transport.h, "Fallback"). */
+static mc_status_t tp_start(mc_te_t *te, int k, const mc_te_transport_t *fallback)
+{
+    void *ctx = NULL;
+    mc_status_t st = g_tp[k]->init(te, fallback, &ctx);
+    if (st == MC_OK) {
+        te->tp[k].ctx = ctx;
+        te->tp[k].ops = g_tp[k];
+    }
+    return st;
+}
+
+static void tp_stop(mc_te_t *te, int k)
+{
+    mc_te_transport_t *t = tp_started(te, k);
+    if (!t)
+        return;
+    t->ops->fini(t->ctx);
+    t->ops = NULL;
+    t->ctx = NULL;
+}
+
 static uint32_t env_u32(const char *name, uint32_t dflt)
 {
     const char *v = getenv(name);
@@ -367,17 +407,15 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
         goto fail;
     }
     format_name(te->local_name, sizeof(te->local_name), te->host, te->port);
-    st = mc_te_tcp_ops.init(te, &te->tcp);
+    st = tp_start(te, MC_TE_TP_TCP, NULL);
     if (st != MC_OK)
         goto fail;
-    if (mc_te_shm_ops.init(te, &te->shm) != MC_OK) {
+    /* requests shm cannot serve go to tcp (transport.h, "Fallback") */
+    if (tp_start(te, MC_TE_TP_SHM, &te->tp[MC_TE_TP_TCP]) != MC_OK)
         MC_LOG_WARN("te: shared-memory transport unavailable; using tcp only");
-        te->shm = NULL;
-    }
     if (strcmp(te->protocol, "ucx") == 0 && g_tp[MC_TE_TP_UCX]) { /* ucx hook-up */
-        st = g_tp[MC_TE_TP_UCX]->init(te, &te->ucx);
+        st = tp_start(te, MC_TE_TP_UCX, NULL);
         if (st != MC_OK) {
-            te->ucx = NULL;
             MC_LOG_ERROR("te: protocol ucx requested but UCX cannot start: %s",
                          mc_status_name(st));
             goto fail;
@@ -407,23 +445,26 @@ void mc_te_destroy(mc_te_t *te)
         snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, te->local_name);
         mc_meta_del(te->meta, key);
     }
-    if (te->tcp)
-        mc_te_tcp_ops.fini(te->tcp);
-    if (te->ucx) { /* ucx hook-up: ends its slices and drops its per-peer state itself */
-        g_tp[MC_TE_TP_UCX]->fini(te->ucx);
-        te->ucx = NULL;
-    }
+    /* tcp's loops stop first (ending its slices), its per-peer state is freed with the peers
+     * below (tcp's peer_free does not use the stopped context); ucx ends its slices and drops
+     * its per-peer state itself; shm, which runs no threads and hands its leftovers to tcp,
+     * stops last. */
+    mc_te_transport_t *tcp = tp_started(te, MC_TE_TP_TCP);
+    if (tcp)
+        tcp->ops->fini(tcp->ctx);
+    tp_stop(te, MC_TE_TP_UCX); /* ucx hook-up */
     for (size_t i = 0; i < te->n_peers; i++) {
         mc_te_peer_t *p = te->peers[i];
         for (int k = 0; k < MC_TE_TP_COUNT; k++)
-            if (g_tp[k] && g_tp[k]->peer_free && tp_ctx(te, k))
-                g_tp[k]->peer_free(tp_ctx(te, k), p);
+            if (tp_started(te, k) && te->tp[k].ops->peer_free)
+                te->tp[k].ops->peer_free(tp_ctx(te, k), p);
         mc_te_rdesc_put(p->desc);
         pthread_mutex_destroy(&p->mu);
         free(p);
     }
-    if (te->shm)
-        mc_te_shm_ops.fini(te->shm);
+    te->tp[MC_TE_TP_TCP].ops = NULL; /* stopped above */
+    te->tp[MC_TE_TP_TCP].ctx = NULL;
+    tp_stop(te, MC_TE_TP_SHM);
     free(te->peers);
     for (size_t i = 0; i < te->n_batch_slots; i++) {
         mc_te_batch_impl_t *b = te->batches[i];
@@ -606,8 +647,9 @@ mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *loca
     pthread_mutex_unlock(&te->mu);
     pthread_mutex_lock(&te->reg_mu);
     mc_status_t st = MC_OK;
+    mc_te_transport_t *ucx = tp_started(te, MC_TE_TP_UCX), *shm = tp_started(te, MC_TE_TP_SHM);
     /* ucx hook-up: map (and pack the rkey) before the buffer becomes visible */
-    if (te->ucx && (st = g_tp[MC_TE_TP_UCX]->on_register(te->ucx, b)) != MC_OK) {
+    if (ucx && (st = ucx->ops->on_register(ucx->ctx, b)) != MC_OK) {
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: register %p+%zu: UCX cannot map it: %s", addr, len, mc_status_name(st));
         free(b);
@@ -615,14 +657,14 @@ mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *loca
     }
     st = mc_te_table_insert(&te->table, b);
     if (st != MC_OK) {
-        if (te->ucx)
-            g_tp[MC_TE_TP_UCX]->on_unregister_done(te->ucx, b);
+        if (ucx)
+            ucx->ops->on_unregister_done(ucx->ctx, b);
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: register %p+%zu refused: %s", addr, len, mc_status_name(st));
         free(b);
         return st;
     }
-    if (te->shm && mc_te_shm_ops.on_register(te->shm, b) != MC_OK)
+    if (shm && shm->ops->on_register(shm->ctx, b) != MC_OK)
         b->slot = -1; /* peers then use the owner-side copy path for it */
     st = te_publish(te);
     pthread_mutex_unlock(&te->reg_mu);
@@ -638,24 +680,25 @@ mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
     if (st != MC_OK)
         return st;
     uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
-    bool shm_hooked = te->shm && b->slot >= 0;
+    mc_te_transport_t *ucx = tp_started(te, MC_TE_TP_UCX), *shm = tp_started(te, MC_TE_TP_SHM);
+    bool shm_hooked = shm && b->slot >= 0;
     if (shm_hooked)
-        st = mc_te_shm_ops.on_unregister(te->shm, b, deadline);
+        st = shm->ops->on_unregister(shm->ctx, b, deadline);
     if (st == MC_OK)
         st = mc_te_table_wait_drain(&te->table, b, deadline);
     pthread_mutex_lock(&te->reg_mu);
     if (st != MC_OK) {
         if (shm_hooked)
-            mc_te_shm_ops.on_unregister_abort(te->shm, b);
+            shm->ops->on_unregister_abort(shm->ctx, b);
         mc_te_table_finish_remove(&te->table, b, false);
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: unregister %p: transfers did not drain in %u ms", addr, te->timeout_ms);
         return MC_ERR_BUSY;
     }
     if (shm_hooked)
-        mc_te_shm_ops.on_unregister_done(te->shm, b);
-    if (te->ucx) /* ucx hook-up: ucp_mem_unmap, after the in-flight count drained above */
-        g_tp[MC_TE_TP_UCX]->on_unregister_done(te->ucx, b);
+        shm->ops->on_unregister_done(shm->ctx, b);
+    if (ucx) /* ucx hook-up: ucp_mem_unmap, after the in-flight count drained above */
+        ucx->ops->on_unregister_done(ucx->ctx, b);
     mc_te_table_finish_remove(&te->table, b, true);
     st = te_publish(te);
     pthread_mutex_unlock(&te->reg_mu);
@@ -675,8 +718,11 @@ mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until_ns)
     }
     if (st == MC_OK) {
         atomic_store(&b->serve_until_ns, until_ns);
-        if (te->shm)
-            mc_te_shm_ops.on_serve_until(te->shm, b);
+        for (int k = 0; k < MC_TE_TP_COUNT; k++) {
+            mc_te_transport_t *t = tp_started(te, k);
+            if (t && t->ops->on_serve_until)
+                t->ops->on_serve_until(t->ctx, b);
+        }
         mc_te_table_release(&te->table, b);
     }
     pthread_mutex_unlock(&te->reg_mu);

@@ -176,6 +176,14 @@ void mc_te_peer_invalidate(mc_te_peer_t *p, mc_te_rdesc_t *r);
 
 /* ---- engine ------------------------------------------------------------------------------ */
 
+/* A started transport: its ops table (transport.h) and its context (what init returned).
+ * ops == NULL: not started. */
+typedef struct mc_te_transport_ops mc_te_transport_ops_t;
+typedef struct mc_te_transport {
+    const mc_te_transport_ops_t *ops;
+    void *ctx;
+} mc_te_transport_t;
+
 typedef struct mc_te_shareable {
     void *addr;
     size_t len;
@@ -213,9 +221,9 @@ struct mc_te {
     size_t n_batch_slots;
     mc_te_shareable_t *shareables;
 
-    void *tcp;                      /* tcp transport context */
-    void *shm;                      /* shm transport context (NULL if disabled) */
-    void *ucx;                      /* ucx transport context: only with protocol "ucx" */
+    /* Started transports by MC_TE_TP_*: tcp always; shm unless it failed to start; ucx only
+     * with protocol "ucx". */
+    mc_te_transport_t tp[MC_TE_TP_COUNT];
     _Atomic int stopping;
 };
 

@@ -5,7 +5,8 @@
  *   {"shm_ctl_fd":N,"shm_ctl_slots":S,"slots":[[addr,slot,gen],...]}.
  * Initiator side (per peer, cached until the peer's pid changes): the control mapping and one
  * mapping per peer buffer, made on first use from /proc/<pid>/fd/<shm_fd>. Buffers that are
- * not memfd-backed go to the owner as tcp CMA requests (or plain tcp if CMA is not permitted).
+ * not memfd-backed go to the fallback transport the engine hands us at init (tcp), as CMA
+ * requests the owner serves (or as plain requests if CMA is not permitted).
  */
 
 #include "te/transport.h"
@@ -39,6 +40,7 @@ typedef struct shm_slot {
 
 typedef struct shm_ctx {
     mc_te_t *te;
+    const mc_te_transport_t *fallback; /* takes the slices we cannot copy (transport.h) */
     int ctl_fd;
     shm_slot_t *ctl;
     size_t ctl_size;
@@ -74,12 +76,16 @@ typedef struct shm_peer {
 
 /* ===================================== owner ========================================== */
 
-static mc_status_t shm_init(mc_te_t *te, void **ctx_p)
+static mc_status_t shm_init(mc_te_t *te, const mc_te_transport_t *fallback,
+                            void **ctx_p)
 {
+    if (!fallback || !fallback->ops || !fallback->ops->submit)
+        return MC_ERR_INVALID_PARAMS; /* it could not serve buffers without a memfd */
     shm_ctx_t *c = calloc(1, sizeof(*c));
     if (!c)
         return MC_ERR_NO_MEMORY;
     c->te = te;
+    c->fallback = fallback;
     c->ctl_size = MC_TE_SHM_SLOTS * sizeof(shm_slot_t);
     c->ctl_fd = memfd_create("mc-te-ctl", MFD_CLOEXEC);
     if (c->ctl_fd < 0 || ftruncate(c->ctl_fd, (off_t)c->ctl_size) != 0) {
@@ -478,7 +484,6 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
                        mc_te_slice_t **slices, size_t n)
 {
     shm_ctx_t *c = vctx;
-    mc_te_t *te = c->te;
     shm_peer_t *sp = peer_state(peer);
     mc_te_slice_t **fwd = calloc(n, sizeof(*fwd));
     if (!sp || !fwd) {
@@ -562,7 +567,7 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
         }
     }
     if (nfwd > 0)
-        mc_te_tcp_ops.submit(te->tcp, peer, cur, fwd, nfwd);
+        c->fallback->ops->submit(c->fallback->ctx, peer, cur, fwd, nfwd);
     (void)ncma;
     mc_te_rdesc_put(cur);
     free(fwd);

@@ -1373,7 +1373,8 @@ static uint32_t tcp_stripe_width(const mc_te_t *te)
     return want < (long)te->tcp_conns ? (uint32_t)want : te->tcp_conns;
 }
 
-static mc_status_t tcp_init(mc_te_t *te, void **ctx_p)
+static mc_status_t tcp_init(mc_te_t *te, const mc_te_transport_t *fallback,
+                            void **ctx_p)
 {
     tcp_ctx_t *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
@@ -1495,22 +1496,17 @@ static bool tcp_can_reach(void *vctx, const mc_segment_desc_t *desc)
     return true;
 }
 
-const mc_te_transport_ops_t mc_te_tcp_ops = {
-    .name = "tcp",
-    .init = tcp_init,
-    .fini = tcp_fini,
-    .max_slice = tcp_max_slice,
-    .sync_wait = tcp_sync_wait,
-    .can_reach = tcp_can_reach,
-    .submit = tcp_submit,
-    .peer_free = tcp_peer_free,
-};
 
 /* ================================= descriptor fetch ==================================== */
 
-mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeout_ms,
-                                 char **json_p, size_t *len_p)
+/* ops.fetch_desc: one GET_DESC frame on a connection of its own (tcp_frame.h). */
+static mc_status_t tcp_fetch_desc(void *vctx, const mc_te_peer_t *peer, char **json_p,
+                                  size_t *len_p)
 {
+    tcp_ctx_t *ctx = vctx;
+    const char *host = peer->host;
+    uint16_t port = peer->port;
+    uint32_t timeout_ms = ctx->te->timeout_ms;
     uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     int fd;
     mc_status_t st = mc_net_connect(host, port, timeout_ms, &fd);
@@ -1549,3 +1545,15 @@ mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeo
     *len_p = h.length;
     return MC_OK;
 }
+
+const mc_te_transport_ops_t mc_te_tcp_ops = {
+    .name = "tcp",
+    .init = tcp_init,
+    .fini = tcp_fini,
+    .max_slice = tcp_max_slice,
+    .sync_wait = tcp_sync_wait,
+    .can_reach = tcp_can_reach,
+    .submit = tcp_submit,
+    .peer_free = tcp_peer_free,
+    .fetch_desc = tcp_fetch_desc,
+};

@@ -533,7 +533,8 @@ static void *progress_main(void *arg)
 
 static void ucx_fini(void *vctx);
 
-static mc_status_t ucx_init(mc_te_t *te, void **ctx_p)
+static mc_status_t ucx_init(mc_te_t *te, const mc_te_transport_t *fallback,
+                            void **ctx_p)
 {
     ucx_ctx_t *c = calloc(1, sizeof(*c));
     if (!c)
