@@ -9,6 +9,7 @@
 #include "te/transport.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/time.h"
 
@@ -55,11 +56,12 @@ static char *merge_info(char *a, char *b)
     json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
     char *out = NULL;
     if (json_is_object(ja) && json_is_object(jb) && json_object_update(ja, jb) == 0)
+        /* jansson allocates with malloc; mc_free (free) releases it like our own strings */
         out = json_dumps(ja, JSON_COMPACT);
     json_decref(ja);
     json_decref(jb);
-    free(a);
-    free(b);
+    mc_free(a);
+    mc_free(b);
     return out;
 }
 
@@ -90,7 +92,7 @@ static mc_status_t te_publish(mc_te_t *te)
     d.tcp_data_port = te->port;
     d.timestamp = mc_wall_ms();
     pthread_rwlock_rdlock(&te->table.lock);
-    d.buffers = calloc(te->table.n ? te->table.n : 1, sizeof(*d.buffers));
+    d.buffers = mc_calloc(te->table.n ? te->table.n : 1, sizeof(*d.buffers));
     if (!d.buffers) {
         pthread_rwlock_unlock(&te->table.lock);
         return MC_ERR_NO_MEMORY;
@@ -120,7 +122,7 @@ static mc_status_t te_publish(mc_te_t *te)
     }
     size_t len = strlen(json);
     pthread_mutex_lock(&te->desc_mu);
-    free(te->desc_json);
+    mc_free(te->desc_json);
     te->desc_json = json;
     te->desc_json_len = len;
     pthread_mutex_unlock(&te->desc_mu);
@@ -140,7 +142,7 @@ void mc_te_rdesc_put(mc_te_rdesc_t *r)
 {
     if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
         mc_segment_desc_free(&r->d);
-        free(r);
+        mc_free(r);
     }
 }
 
@@ -193,16 +195,16 @@ static mc_status_t fetch_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p)
         return st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_CONNECTION ? MC_ERR_SEGMENT_NOT_FOUND
                                                                          : st;
     }
-    mc_te_rdesc_t *r = calloc(1, sizeof(*r));
+    mc_te_rdesc_t *r = mc_calloc(1, sizeof(*r));
     if (!r) {
-        free(json);
+        mc_free(json);
         return MC_ERR_NO_MEMORY;
     }
     st = mc_segment_desc_from_json(json, len, &r->d);
-    free(json);
+    mc_free(json);
     if (st != MC_OK) {
         MC_LOG_WARN("te: descriptor of %s is malformed: %s", p->name, mc_status_name(st));
-        free(r);
+        mc_free(r);
         return st;
     }
     atomic_store(&r->refs, 1);
@@ -460,43 +462,43 @@ void mc_te_destroy(mc_te_t *te)
                 te->tp[k].ops->peer_free(tp_ctx(te, k), p);
         mc_te_rdesc_put(p->desc);
         pthread_mutex_destroy(&p->mu);
-        free(p);
+        mc_free(p);
     }
     te->tp[MC_TE_TP_TCP].ops = NULL; /* stopped above */
     te->tp[MC_TE_TP_TCP].ctx = NULL;
     tp_stop(te, MC_TE_TP_SHM);
-    free(te->peers);
+    mc_free(te->peers);
     for (size_t i = 0; i < te->n_batch_slots; i++) {
         mc_te_batch_impl_t *b = te->batches[i];
         if (!b)
             continue;
         for (size_t k = 0; k < b->n; k++)
             if (b->reqs[k].slices != &b->reqs[k].inline_slice)
-                free(b->reqs[k].slices);
-        free(b->reqs);
+                mc_free(b->reqs[k].slices);
+        mc_free(b->reqs);
         pthread_mutex_destroy(&b->mu);
         pthread_cond_destroy(&b->cv);
-        free(b);
+        mc_free(b);
     }
-    free(te->batches);
-    free(te->batch_gen);
+    mc_free(te->batches);
+    mc_free(te->batch_gen);
     while (te->shareables) {
         mc_te_shareable_t *s = te->shareables;
         te->shareables = s->next;
         munmap(s->addr, s->len);
         close(s->fd);
-        free(s);
+        mc_free(s);
     }
     if (te->listen_fd >= 0)
         close(te->listen_fd);
     mc_te_table_fini(&te->table);
     if (te->meta)
         mc_meta_close(te->meta);
-    free(te->desc_json);
+    mc_free(te->desc_json);
     pthread_mutex_destroy(&te->mu);
     pthread_mutex_destroy(&te->desc_mu);
     pthread_mutex_destroy(&te->reg_mu);
-    free(te);
+    mc_free(te);
 }
 
 const char *mc_te_local_name(const mc_te_t *te)
@@ -611,13 +613,13 @@ void mc_te_free_shareable(mc_te_t *te, void *addr)
         if (mc_te_unregister(te, (void *)(uintptr_t)found) != MC_OK) {
             MC_LOG_ERROR("te: free_shareable: cannot unregister 0x%llx; leaking the mapping",
                          (unsigned long long)found);
-            free(s); /* keep memory mapped: peers may still use it */
+            mc_free(s); /* keep memory mapped: peers may still use it */
             return;
         }
     }
     munmap(s->addr, s->len);
     close(s->fd);
-    free(s);
+    mc_free(s);
 }
 
 /* =================================== registration ===================================== */
@@ -652,7 +654,7 @@ mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *loca
     if (ucx && (st = ucx->ops->on_register(ucx->ctx, b)) != MC_OK) {
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: register %p+%zu: UCX cannot map it: %s", addr, len, mc_status_name(st));
-        free(b);
+        mc_free(b);
         return st;
     }
     st = mc_te_table_insert(&te->table, b);
@@ -661,7 +663,7 @@ mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *loca
             ucx->ops->on_unregister_done(ucx->ctx, b);
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: register %p+%zu refused: %s", addr, len, mc_status_name(st));
-        free(b);
+        mc_free(b);
         return st;
     }
     if (shm && shm->ops->on_register(shm->ctx, b) != MC_OK)
@@ -752,15 +754,9 @@ mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *s
             MC_LOG_WARN("te: segment name '%s' is not host:port", name);
             return MC_ERR_INVALID_PARAMS;
         }
-        if (te->n_peers == te->cap_peers) {
-            size_t ncap = te->cap_peers ? te->cap_peers * 2 : 8;
-            mc_te_peer_t **np = realloc(te->peers, ncap * sizeof(*np));
-            if (!np) {
-                pthread_mutex_unlock(&te->mu);
-                return MC_ERR_NO_MEMORY;
-            }
-            te->peers = np;
-            te->cap_peers = ncap;
+        if (mc_array_reserve(&te->peers, &te->cap_peers, te->n_peers + 1, 8) != MC_OK) {
+            pthread_mutex_unlock(&te->mu);
+            return MC_ERR_NO_MEMORY;
         }
         p = MC_NEW(mc_te_peer_t);
         if (!p) {
@@ -871,7 +867,7 @@ static mc_te_batch_impl_t *batch_new(mc_te_t *te, size_t cap)
         return NULL;
     b->reqs = mc_calloc(cap, sizeof(*b->reqs));
     if (!b->reqs) {
-        free(b);
+        mc_free(b);
         return NULL;
     }
     b->te = te;
@@ -888,11 +884,11 @@ static void batch_delete(mc_te_batch_impl_t *b)
     pthread_mutex_unlock(&b->mu);
     for (size_t k = 0; k < b->n; k++)
         if (b->reqs[k].slices != &b->reqs[k].inline_slice)
-            free(b->reqs[k].slices);
-    free(b->reqs);
+            mc_free(b->reqs[k].slices);
+    mc_free(b->reqs);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
-    free(b);
+    mc_free(b);
 }
 
 static mc_te_batch_impl_t *batch_lookup(mc_te_t *te, mc_te_batch_t h)
@@ -941,17 +937,15 @@ mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *b
         }
     }
     if (slot == te->n_batch_slots) {
-        size_t ncap = te->n_batch_slots ? te->n_batch_slots * 2 : 16;
-        mc_te_batch_impl_t **nb = realloc(te->batches, ncap * sizeof(*nb));
-        uint32_t *ng = nb ? realloc(te->batch_gen, ncap * sizeof(*ng)) : NULL;
-        if (nb)
-            te->batches = nb;
-        if (!ng) {
+        /* both slot arrays grow alike; n_batch_slots counts the slots both have */
+        size_t need = te->n_batch_slots + 1;
+        if (mc_array_reserve(&te->batches, &te->cap_batches, need, 16) != MC_OK ||
+            mc_array_reserve(&te->batch_gen, &te->cap_batch_gen, need, 16) != MC_OK) {
             pthread_mutex_unlock(&te->mu);
             batch_delete(b);
             return MC_ERR_NO_MEMORY;
         }
-        te->batch_gen = ng;
+        size_t ncap = te->cap_batches < te->cap_batch_gen ? te->cap_batches : te->cap_batch_gen;
         for (size_t i = te->n_batch_slots; i < ncap; i++) {
             te->batches[i] = NULL;
             te->batch_gen[i] = 1;
@@ -1088,7 +1082,7 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         for (size_t i = 0; i < built + (built < n ? 1 : 0) && i < n; i++) {
             mc_te_req_t *r = &b->reqs[base + i];
             if (r->slices != &r->inline_slice)
-                free(r->slices);
+                mc_free(r->slices);
             mc_te_rdesc_put(r->desc);
             memset(r, 0, sizeof(*r));
         }
@@ -1129,7 +1123,7 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         g_tp[r0->tp]->submit(tp_ctx(te, r0->tp), r0->peer, r0->desc, &list[i], j - i);
         i = j;
     }
-    free(list);
+    mc_free(list);
     /* descriptors were borrowed for dispatch only */
     for (size_t i = 0; i < n; i++) {
         mc_te_req_t *r = &b->reqs[base + i];

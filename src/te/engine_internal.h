@@ -218,7 +218,8 @@ struct mc_te {
     size_t n_peers, cap_peers;
     mc_te_batch_impl_t **batches;   /* slot table; handle = gen << 32 | (slot + 1) */
     uint32_t *batch_gen;
-    size_t n_batch_slots;
+    size_t n_batch_slots;           /* slots in use by both arrays */
+    size_t cap_batches, cap_batch_gen;
     mc_te_shareable_t *shareables;
 
     /* Started transports by MC_TE_TP_*: tcp always; shm unless it failed to start; ucx only

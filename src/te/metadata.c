@@ -44,7 +44,7 @@ mc_status_t mc_meta_open(const char *uri, mc_meta_t **meta_p)
         st = MC_ERR_INVALID_PARAMS;
     }
     if (st != MC_OK) {
-        free(m);
+        mc_free(m);
         return st;
     }
     *meta_p = m;
@@ -57,7 +57,7 @@ void mc_meta_close(mc_meta_t *meta)
         return;
     if (meta->ops)
         meta->ops->close(meta->impl);
-    free(meta);
+    mc_free(meta);
 }
 
 bool mc_meta_is_p2p(const mc_meta_t *meta)

@@ -29,7 +29,7 @@ void mc_meta_close(mc_meta_t *meta);
 
 bool mc_meta_is_p2p(const mc_meta_t *meta);
 
-/* *value_p is a NUL-terminated heap string the caller frees with free().
+/* *value_p is a NUL-terminated heap string the caller releases with mc_free.
  * MC_ERR_OBJECT_NOT_FOUND if the key is absent; MC_ERR_CONNECTION if the store is unreachable;
  * MC_ERR_TOO_LARGE if the value exceeds MC_META_VALUE_MAX. */
 mc_status_t mc_meta_get(mc_meta_t *meta, const char *key, char **value_p);

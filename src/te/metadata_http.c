@@ -6,6 +6,7 @@
  * keep-alive connections are reused, caps on every response, fixed timeouts.
  */
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "te/metadata_internal.h"
 
@@ -75,8 +76,8 @@ static void handle_put(CURL *h)
 }
 
 typedef struct sink {
-    char *buf;
-    size_t len, cap, max;
+    mc_buf_t buf; /* the body so far, NUL-terminated once anything arrived */
+    size_t max;
     int too_large;
 } sink_t;
 
@@ -84,23 +85,14 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
 {
     sink_t *s = arg;
     size_t n = size * nmemb;
-    if (n > s->max - s->len) {
+    if (n > s->max - s->buf.len) {
         s->too_large = 1;
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
     }
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (!nb)
-            return 0;
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, ptr, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
+    if (mc_buf_reserve(&s->buf, n + 1) != MC_OK)
+        return 0;
+    mc_buf_append(&s->buf, ptr, n); /* room reserved above: cannot fail */
+    s->buf.data[s->buf.len] = '\0';
     return n;
 }
 
@@ -110,7 +102,7 @@ char *mc_meta_url_escape(const char *s)
     char *e = curl_easy_escape(NULL, s, 0);
     if (!e)
         return NULL;
-    char *copy = strdup(e); /* curl_free vs free: hand out a malloc'd copy */
+    char *copy = mc_strdup(e); /* curl_free vs free: hand out a malloc'd copy */
     curl_free(e);
     return copy;
 }
@@ -158,11 +150,10 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
     mc_status_t st = MC_OK;
     if (rc == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->code);
-        if (!sink.buf) {
-            sink.buf = strdup("");
-            if (!sink.buf)
-                st = MC_ERR_NO_MEMORY;
-        }
+        if (!sink.buf.data && mc_buf_reserve(&sink.buf, 1) == MC_OK)
+            sink.buf.data[0] = '\0'; /* empty body: still a string */
+        if (!sink.buf.data)
+            st = MC_ERR_NO_MEMORY;
     } else if (sink.too_large) {
         MC_LOG_ERROR("metadata: %s %s: response larger than %zu bytes refused", method, url,
                      max_resp);
@@ -190,12 +181,12 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     handle_put(h);
     if (st != MC_OK) {
-        free(sink.buf);
+        mc_buf_free(&sink.buf);
         resp->code = 0;
         return st;
     }
-    resp->body = sink.buf;
-    resp->len = sink.len;
+    resp->body = (char *)sink.buf.data; /* ownership passes to the caller (mc_free) */
+    resp->len = sink.buf.len;
     return MC_OK;
 }
 
@@ -225,7 +216,7 @@ mc_status_t mc_meta_http_open(const char *url, void **impl_p)
         return MC_ERR_NO_MEMORY;
     m->url = mc_strdup(url);
     if (!m->url) {
-        free(m);
+        mc_free(m);
         return MC_ERR_NO_MEMORY;
     }
     pthread_once(&g_curl_once, curl_init_once);
@@ -236,8 +227,8 @@ mc_status_t mc_meta_http_open(const char *url, void **impl_p)
 static void http_close(void *impl)
 {
     http_meta_t *m = impl;
-    free(m->url);
-    free(m);
+    mc_free(m->url);
+    mc_free(m);
 }
 
 static char *key_url(http_meta_t *m, const char *key)
@@ -249,7 +240,7 @@ static char *key_url(http_meta_t *m, const char *key)
     char *u = mc_malloc(n);
     if (u)
         snprintf(u, n, "%s?key=%s", m->url, ek);
-    free(ek);
+    mc_free(ek);
     return u;
 }
 
@@ -275,7 +266,7 @@ static mc_status_t http_get(void *impl, const char *key, char **value_p)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
     mc_status_t st = mc_meta_http_request("GET", u, NULL, 0, NULL, MC_META_VALUE_MAX, &r);
-    free(u);
+    mc_free(u);
     if (st != MC_OK)
         return st;
     st = map_code("GET", key, &r);
@@ -283,7 +274,7 @@ static mc_status_t http_get(void *impl, const char *key, char **value_p)
         *value_p = r.body;
         return MC_OK;
     }
-    free(r.body);
+    mc_free(r.body);
     return st;
 }
 
@@ -294,11 +285,11 @@ static mc_status_t http_put(void *impl, const char *key, const char *value, size
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
     mc_status_t st = mc_meta_http_request("PUT", u, value, len, "application/json", 64 << 10, &r);
-    free(u);
+    mc_free(u);
     if (st != MC_OK)
         return st;
     st = map_code("PUT", key, &r);
-    free(r.body);
+    mc_free(r.body);
     return st == MC_ERR_OBJECT_NOT_FOUND ? MC_ERR_INTERNAL : st;
 }
 
@@ -309,11 +300,11 @@ static mc_status_t http_del(void *impl, const char *key)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
     mc_status_t st = mc_meta_http_request("DELETE", u, NULL, 0, NULL, 64 << 10, &r);
-    free(u);
+    mc_free(u);
     if (st != MC_OK)
         return st;
     st = map_code("DELETE", key, &r);
-    free(r.body);
+    mc_free(r.body);
     return st == MC_ERR_OBJECT_NOT_FOUND ? MC_OK : st;
 }
 

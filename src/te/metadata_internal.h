@@ -31,7 +31,7 @@ uint32_t mc_meta_timeout_ms(void);
 
 typedef struct mc_meta_http_resp {
     long code;   /* HTTP status, 0 if none */
-    char *body;  /* heap, NUL-terminated (free()), never NULL on MC_OK */
+    char *body;  /* heap, NUL-terminated (mc_free), never NULL on MC_OK */
     size_t len;
 } mc_meta_http_resp_t;
 
@@ -44,17 +44,17 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
                                  size_t body_len, const char *content_type, size_t max_resp,
                                  mc_meta_http_resp_t *resp);
 
-/* URL-escape s (RFC 3986 unreserved kept). Heap string, free() it; NULL on no memory. */
+/* URL-escape s (RFC 3986 unreserved kept). Heap string, mc_free it; NULL on no memory. */
 char *mc_meta_url_escape(const char *s);
 
 /* ---- base64 (RFC 4648, standard alphabet, padded) ---- */
 
 /* Encoded length including padding (no NUL). */
 size_t mc_b64_encoded_len(size_t n);
-/* Encode n bytes; returns a heap NUL-terminated string (free()) or NULL on no memory. */
+/* Encode n bytes; returns a heap NUL-terminated string (mc_free) or NULL on no memory. */
 char *mc_b64_encode(const void *data, size_t n);
 /* Strict decode: length a multiple of 4, only alphabet characters, '=' only as 1-2 trailing
- * padding, non-zero pad bits refused. Returns a heap buffer with a NUL appended (free());
+ * padding, non-zero pad bits refused. Returns a heap buffer with a NUL appended (mc_free);
  * *out_len excludes it. MC_ERR_PROTOCOL on bad input, MC_ERR_NO_MEMORY. */
 mc_status_t mc_b64_decode(const char *s, size_t n, char **out_p, size_t *out_len_p);
 

@@ -7,6 +7,7 @@
 #include "te/transport.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/payload.h"
 #include "common/net.h"
@@ -189,7 +190,7 @@ static void srv_close(srv_conn_t *c)
         tx_ent_t *e = &c->tx[(c->tx_head + i) % c->tx_cap];
         if (e->ref)
             mc_te_table_release(t, e->ref);
-        free(e->owned);
+        mc_free(e->owned);
     }
     pthread_mutex_lock(&w->mu);
     if (c->prev)
@@ -200,25 +201,21 @@ static void srv_close(srv_conn_t *c)
         c->next->prev = c->prev;
     pthread_mutex_unlock(&w->mu);
     atomic_fetch_sub(&w->ctx->n_srv, 1);
-    free(c->tx);
-    free(c->rx);
-    free(c);
+    mc_free(c->tx);
+    mc_free(c->rx);
+    mc_free(c);
 }
 
 static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, const void *data,
                       uint64_t len, mc_te_lbuf_t *ref, char *owned)
 {
     if (c->tx_n == c->tx_cap) {
-        size_t ncap = c->tx_cap ? c->tx_cap * 2 : 64;
-        tx_ent_t *n = malloc(ncap * sizeof(*n));
-        if (!n)
+        size_t old = c->tx_cap;
+        if (mc_array_reserve(&c->tx, &c->tx_cap, c->tx_n + 1, 64) != MC_OK)
             return false;
-        for (size_t i = 0; i < c->tx_n; i++)
-            n[i] = c->tx[(c->tx_head + i) % c->tx_cap];
-        free(c->tx);
-        c->tx = n;
-        c->tx_cap = ncap;
-        c->tx_head = 0;
+        /* the ring was full: entries [tx_head, old) then [0, tx_head); the capacity at least
+         * doubled, so the wrapped ones fit right after the old end, keeping the order */
+        memcpy(&c->tx[old], &c->tx[0], c->tx_head * sizeof(*c->tx));
     }
     tx_ent_t *e = &c->tx[(c->tx_head + c->tx_n) % c->tx_cap];
     mc_te_frame_t r = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
@@ -312,7 +309,7 @@ static bool srv_flush(srv_conn_t *c)
             c->tx_bytes -= total;
             if (e->ref)
                 mc_te_table_release(t, e->ref);
-            free(e->owned);
+            mc_free(e->owned);
             c->tx_head = (c->tx_head + 1) % c->tx_cap;
             c->tx_n--;
             c->tx_off = 0;
@@ -469,7 +466,7 @@ static bool srv_on_header(srv_conn_t *c)
         size_t len = 0;
         st = mc_te_desc_json_copy(te, &json, &len);
         if (st == MC_OK && len > MC_TE_FRAME_MAX_DESC) {
-            free(json);
+            mc_free(json);
             json = NULL;
             st = MC_ERR_TOO_LARGE;
         }
@@ -649,11 +646,11 @@ static void srv_accept(tcp_ctx_t *ctx)
             continue;
         }
         mc_net_tune(fd, ctx->sndbuf, ctx->rcvbuf);
-        srv_conn_t *c = calloc(1, sizeof(*c));
-        uint8_t *rx = malloc(RXBUF_SIZE);
+        srv_conn_t *c = mc_calloc(1, sizeof(*c));
+        uint8_t *rx = mc_malloc(RXBUF_SIZE);
         if (!c || !rx) {
-            free(c);
-            free(rx);
+            mc_free(c);
+            mc_free(rx);
             close(fd);
             MC_LOG_ERROR("tcp server: out of memory accepting a connection");
             continue;
@@ -681,8 +678,8 @@ static void srv_accept(tcp_ctx_t *ctx)
                 c->next->prev = NULL;
             atomic_fetch_sub(&ctx->n_srv, 1);
             close(fd);
-            free(c->rx);
-            free(c);
+            mc_free(c->rx);
+            mc_free(c);
         }
         pthread_mutex_unlock(&w->mu);
     }
@@ -1015,12 +1012,12 @@ static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
     pthread_mutex_lock(&ctx->peers_mu);
     tcp_peer_t *tp = peer->tp_state[MC_TE_TP_TCP];
     if (!tp) {
-        tp = calloc(1, sizeof(*tp));
-        cli_conn_t *conns = tp ? calloc(ctx->te->tcp_conns, sizeof(*conns)) : NULL;
-        uint8_t *rx = conns ? malloc((size_t)RXBUF_SIZE * ctx->te->tcp_conns) : NULL;
+        tp = mc_calloc(1, sizeof(*tp));
+        cli_conn_t *conns = tp ? mc_calloc(ctx->te->tcp_conns, sizeof(*conns)) : NULL;
+        uint8_t *rx = conns ? mc_malloc((size_t)RXBUF_SIZE * ctx->te->tcp_conns) : NULL;
         if (!rx) {
-            free(conns);
-            free(tp);
+            mc_free(conns);
+            mc_free(tp);
             pthread_mutex_unlock(&ctx->peers_mu);
             return NULL;
         }
@@ -1038,17 +1035,9 @@ static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
             c->w = &ctx->w[(peer->idx + i) % ctx->nw];
             tcp_worker_t *w = c->w;
             pthread_mutex_lock(&w->mu);
-            if (w->n_cli == w->cap_cli) {
-                size_t ncap = w->cap_cli ? w->cap_cli * 2 : 16;
-                cli_conn_t **nl = realloc(w->cli, ncap * sizeof(*nl));
-                if (nl) {
-                    w->cli = nl;
-                    w->cap_cli = ncap;
-                }
-            }
-            if (w->n_cli < w->cap_cli)
-                w->cli[w->n_cli++] = c; /* else: no deadline sweep for it; logged below */
-            else
+            if (mc_array_reserve(&w->cli, &w->cap_cli, w->n_cli + 1, 16) == MC_OK)
+                w->cli[w->n_cli++] = c;
+            else /* no deadline sweep for it */
                 MC_LOG_ERROR("tcp: out of memory tracking a connection");
             pthread_mutex_unlock(&w->mu);
         }
@@ -1376,7 +1365,7 @@ static uint32_t tcp_stripe_width(const mc_te_t *te)
 static mc_status_t tcp_init(mc_te_t *te, const mc_te_transport_t *fallback,
                             void **ctx_p)
 {
-    tcp_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    tcp_ctx_t *ctx = mc_calloc(1, sizeof(*ctx));
     if (!ctx)
         return MC_ERR_NO_MEMORY;
     ctx->te = te;
@@ -1390,9 +1379,9 @@ static mc_status_t tcp_init(mc_te_t *te, const mc_te_transport_t *fallback,
     const char *b = getenv("MC_TE_TCP_BUF");
     if (b && atoi(b) > 0)
         ctx->sndbuf = ctx->rcvbuf = atoi(b);
-    ctx->w = calloc(ctx->nw, sizeof(*ctx->w));
+    ctx->w = mc_calloc(ctx->nw, sizeof(*ctx->w));
     if (!ctx->w) {
-        free(ctx);
+        mc_free(ctx);
         return MC_ERR_NO_MEMORY;
     }
     mc_status_t st = MC_OK;
@@ -1459,16 +1448,16 @@ static void tcp_fini(void *vctx)
             cli_fail(c, MC_ERR_CANCELED);
             pthread_mutex_unlock(&c->mu);
         }
-        free(w->cli);
+        mc_free(w->cli);
         if (w->epfd >= 0)
             close(w->epfd);
         if (w->wake_fd >= 0)
             close(w->wake_fd);
         pthread_mutex_destroy(&w->mu);
     }
-    free(ctx->w);
+    mc_free(ctx->w);
     pthread_mutex_destroy(&ctx->peers_mu);
-    free(ctx);
+    mc_free(ctx);
 }
 
 static void tcp_peer_free(void *vctx, mc_te_peer_t *peer)
@@ -1479,9 +1468,9 @@ static void tcp_peer_free(void *vctx, mc_te_peer_t *peer)
     for (uint32_t i = 0; i < tp->n; i++)
         pthread_mutex_destroy(&tp->conns[i].mu);
     if (tp->n)
-        free(tp->conns[0].rx);
-    free(tp->conns);
-    free(tp);
+        mc_free(tp->conns[0].rx);
+    mc_free(tp->conns);
+    mc_free(tp);
     peer->tp_state[MC_TE_TP_TCP] = NULL;
 }
 
@@ -1528,7 +1517,7 @@ static mc_status_t tcp_fetch_desc(void *vctx, const mc_te_peer_t *peer, char **j
             st = (mc_status_t)h.status;
         } else if (h.length > MC_TE_FRAME_MAX_DESC) {
             st = MC_ERR_TOO_LARGE;
-        } else if (!(json = malloc(h.length + 1))) {
+        } else if (!(json = mc_malloc(h.length + 1))) {
             st = MC_ERR_NO_MEMORY;
         } else {
             st = mc_net_recv_all(fd, json, h.length, deadline);
@@ -1537,7 +1526,7 @@ static mc_status_t tcp_fetch_desc(void *vctx, const mc_te_peer_t *peer, char **j
     }
     close(fd);
     if (st != MC_OK) {
-        free(json);
+        mc_free(json);
         MC_LOG_DEBUG("GET_DESC from %s:%u failed: %s", host, port, mc_status_name(st));
         return st;
     }
