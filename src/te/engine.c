@@ -984,10 +984,9 @@ static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
     mc_te_slice_done(&r->inline_slice, st, st == MC_OK ? u->length : 0);
 }
 
-static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_request_t *reqs,
-                                size_t n)
+/* Submit, phase 1: validate the whole call; nothing is started before this is through. */
+static mc_status_t submit_validate(mc_te_t *te, const mc_te_request_t *reqs, size_t n)
 {
-    /* 1. validate everything; nothing is started before this loop is through */
     for (size_t i = 0; i < n; i++) {
         const mc_te_request_t *u = &reqs[i];
         if (u->opcode != MC_TE_READ && u->opcode != MC_TE_WRITE)
@@ -999,8 +998,13 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         if (!peer_by_handle(te, u->target))
             return MC_ERR_INVALID_PARAMS;
     }
-    /* Warm the descriptor cache before taking b->mu, so that network fetches do not happen
-     * under the batch lock (completions on the event loops take it). */
+    return MC_OK;
+}
+
+/* Submit, phase 2: warm the descriptor cache before taking b->mu, so that network fetches do
+ * not happen under the batch lock (completions on the event loops take it). */
+static void submit_warm_descs(mc_te_t *te, const mc_te_request_t *reqs, size_t n)
+{
     mc_te_peer_t *last = NULL;
     for (size_t i = 0; i < n; i++) {
         mc_te_peer_t *p = peer_by_handle(te, reqs[i].target);
@@ -1012,84 +1016,78 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         }
         last = p;
     }
-    pthread_mutex_lock(&b->mu);
-    if (n > b->cap - b->n) {
-        pthread_mutex_unlock(&b->mu);
-        return MC_ERR_TOO_LARGE;
+}
+
+/* Submit, phase 3 for one request: resolve its peer and transport and cut it into slices
+ * (*slices_p += their number). A failure of the request itself (range overflow, descriptor
+ * unavailable) is kept in r->error and ends it at dispatch; only MC_ERR_NO_MEMORY fails the
+ * submit (the caller then undoes r too). */
+static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u,
+                             mc_te_batch_impl_t *b, uint64_t deadline, size_t *slices_p)
+{
+    memset(r, 0, sizeof(*r));
+    r->batch = b;
+    r->deadline_ns = deadline;
+    r->peer = peer_by_handle(te, u->target);
+    r->slices = &r->inline_slice;
+    r->tp = -1;
+    mc_status_t pre = MC_OK; /* request-level failure, decided before dispatch */
+    if (u->length == 0) {
+        r->n_slices = 0;
+    } else if (u->target_addr + u->length < u->target_addr) {
+        pre = MC_ERR_OUT_OF_RANGE;
+    } else if (!r->peer->is_local) {
+        mc_status_t ds = mc_te_peer_get_desc(r->peer, &r->desc, &r->tp);
+        if (ds != MC_OK)
+            pre = ds == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_TRANSFER_FAIL;
     }
-    size_t base = b->n;
-    /* 2. resolve peers/transports and build slices (may still fail: undo) */
-    uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
-    size_t total_slices = 0;
-    mc_status_t st = MC_OK;
-    size_t built = 0;
-    for (; built < n; built++) {
-        const mc_te_request_t *u = &reqs[built];
-        mc_te_req_t *r = &b->reqs[base + built];
+    if (pre != MC_OK) {
+        atomic_store(&r->error, (int)pre);
+        r->n_slices = 0;
+    } else if (u->length > 0 && r->tp >= 0) {
+        uint64_t ms = g_tp[r->tp]->max_slice(tp_ctx(te, r->tp));
+        uint64_t ns = (u->length + ms - 1) / ms;
+        if (ns > 1) {
+            r->slices = mc_calloc((size_t)ns, sizeof(*r->slices));
+            if (!r->slices) {
+                r->slices = &r->inline_slice;
+                return MC_ERR_NO_MEMORY;
+            }
+        }
+        r->n_slices = (uint32_t)ns;
+        for (uint64_t k = 0; k < ns; k++) {
+            mc_te_slice_t *s = &r->slices[k];
+            uint64_t off = k * ms;
+            s->req = r;
+            s->opcode = u->opcode;
+            s->local = (uint8_t *)u->local + off;
+            s->remote = u->target_addr + off;
+            s->len = u->length - off < ms ? u->length - off : ms;
+        }
+        *slices_p += ns;
+    } else if (u->length > 0) { /* local segment */
+        r->n_slices = 1;
+        r->inline_slice.req = r;
+    }
+    return MC_OK;
+}
+
+/* Undo phase 3 for requests [base, base + count) of b (under b->mu). */
+static void submit_undo(mc_te_batch_impl_t *b, size_t base, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        mc_te_req_t *r = &b->reqs[base + i];
+        if (r->slices != &r->inline_slice)
+            mc_free(r->slices);
+        mc_te_rdesc_put(r->desc);
         memset(r, 0, sizeof(*r));
-        r->batch = b;
-        r->deadline_ns = deadline;
-        r->peer = peer_by_handle(te, u->target);
-        r->slices = &r->inline_slice;
-        r->tp = -1;
-        mc_status_t pre = MC_OK; /* request-level failure, decided before dispatch */
-        if (u->length == 0) {
-            r->n_slices = 0;
-        } else if (u->target_addr + u->length < u->target_addr) {
-            pre = MC_ERR_OUT_OF_RANGE;
-        } else if (!r->peer->is_local) {
-            mc_status_t ds = mc_te_peer_get_desc(r->peer, &r->desc, &r->tp);
-            if (ds != MC_OK)
-                pre = ds == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_TRANSFER_FAIL;
-        }
-        if (pre != MC_OK) {
-            atomic_store(&r->error, (int)pre);
-            r->n_slices = 0;
-        } else if (u->length > 0 && r->tp >= 0) {
-            uint64_t ms = g_tp[r->tp]->max_slice(tp_ctx(te, r->tp));
-            uint64_t ns = (u->length + ms - 1) / ms;
-            if (ns > 1) {
-                r->slices = mc_calloc((size_t)ns, sizeof(*r->slices));
-                if (!r->slices) {
-                    r->slices = &r->inline_slice;
-                    st = MC_ERR_NO_MEMORY;
-                    break;
-                }
-            }
-            r->n_slices = (uint32_t)ns;
-            for (uint64_t k = 0; k < ns; k++) {
-                mc_te_slice_t *s = &r->slices[k];
-                uint64_t off = k * ms;
-                s->req = r;
-                s->opcode = u->opcode;
-                s->local = (uint8_t *)u->local + off;
-                s->remote = u->target_addr + off;
-                s->len = u->length - off < ms ? u->length - off : ms;
-            }
-            total_slices += ns;
-        } else if (u->length > 0) { /* local segment */
-            r->n_slices = 1;
-            r->inline_slice.req = r;
-        }
     }
-    mc_te_slice_t **list = NULL;
-    if (st == MC_OK && total_slices > 0) {
-        list = mc_calloc(total_slices, sizeof(*list));
-        if (!list)
-            st = MC_ERR_NO_MEMORY;
-    }
-    if (st != MC_OK) {
-        for (size_t i = 0; i < built + (built < n ? 1 : 0) && i < n; i++) {
-            mc_te_req_t *r = &b->reqs[base + i];
-            if (r->slices != &r->inline_slice)
-                mc_free(r->slices);
-            mc_te_rdesc_put(r->desc);
-            memset(r, 0, sizeof(*r));
-        }
-        pthread_mutex_unlock(&b->mu);
-        return st;
-    }
-    /* 3. commit: from here on every request ends through its status, submit returns OK */
+}
+
+/* Submit, phase 4 (under b->mu): the requests become part of b; from here on every one ends
+ * through its status and the submit returns MC_OK. */
+static void submit_commit(mc_te_batch_impl_t *b, size_t base, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
         mc_te_req_t *r = &b->reqs[base + i];
         atomic_store(&r->remaining, r->n_slices ? r->n_slices : 1);
@@ -1097,8 +1095,14 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
     }
     b->n = base + n;
     atomic_fetch_add(&b->outstanding, n);
-    pthread_mutex_unlock(&b->mu);
+}
 
+/* Submit, phase 5: end the requests that failed before dispatch, copy those on the local
+ * segment, and hand the remote slices to their transports, grouped by peer and transport
+ * (list: room for every remote slice). Then drop the descriptors borrowed for dispatch. */
+static void submit_dispatch(mc_te_t *te, mc_te_batch_impl_t *b, size_t base,
+                            const mc_te_request_t *reqs, size_t n, mc_te_slice_t **list)
+{
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         mc_te_req_t *r = &b->reqs[base + i];
@@ -1123,13 +1127,46 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         g_tp[r0->tp]->submit(tp_ctx(te, r0->tp), r0->peer, r0->desc, &list[i], j - i);
         i = j;
     }
-    mc_free(list);
-    /* descriptors were borrowed for dispatch only */
     for (size_t i = 0; i < n; i++) {
         mc_te_req_t *r = &b->reqs[base + i];
         mc_te_rdesc_put(r->desc);
         r->desc = NULL;
     }
+}
+
+/* The phases above, in order: a failed submit leaves nothing behind (transport.h). */
+static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_request_t *reqs,
+                                size_t n)
+{
+    mc_status_t st = submit_validate(te, reqs, n);
+    if (st != MC_OK)
+        return st;
+    submit_warm_descs(te, reqs, n);
+    pthread_mutex_lock(&b->mu);
+    if (n > b->cap - b->n) {
+        pthread_mutex_unlock(&b->mu);
+        return MC_ERR_TOO_LARGE;
+    }
+    size_t base = b->n;
+    uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
+    size_t total_slices = 0, built = 0;
+    for (; built < n && st == MC_OK; built++)
+        st = req_build(te, &b->reqs[base + built], &reqs[built], b, deadline, &total_slices);
+    mc_te_slice_t **list = NULL;
+    if (st == MC_OK && total_slices > 0) {
+        list = mc_calloc(total_slices, sizeof(*list));
+        if (!list)
+            st = MC_ERR_NO_MEMORY;
+    }
+    if (st != MC_OK) {
+        submit_undo(b, base, built); /* built counts the request that failed, too */
+        pthread_mutex_unlock(&b->mu);
+        return st;
+    }
+    submit_commit(b, base, n);
+    pthread_mutex_unlock(&b->mu);
+    submit_dispatch(te, b, base, reqs, n, list);
+    mc_free(list);
     return MC_OK;
 }
 
