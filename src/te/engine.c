@@ -334,16 +334,56 @@ static void tp_stop(mc_te_t *te, int k)
     t->ctx = NULL;
 }
 
-static uint32_t env_u32(const char *name, uint32_t dflt)
+/* Whether config field `field` = v lies in [lo, hi]; logs the field when it does not. */
+static bool cfg_field_ok(const char *field, int64_t v, int64_t lo, int64_t hi)
 {
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*end || x == 0 || x > UINT32_MAX)
-        return dflt;
-    return (uint32_t)x;
+    if (v >= lo && v <= hi)
+        return true;
+    MC_LOG_ERROR("te: config field %s = %lld is out of range (0 = default, or %lld..%lld)",
+                 field, (long long)v, (long long)lo, (long long)hi);
+    return false;
+}
+
+/* The tuning fields of cfg (te.h states each range). Zero is always valid. Fields whose
+ * larger values are clamped (tcp_connections, worker_threads) and transfer_timeout_ms take
+ * any value. */
+static mc_status_t config_check(const mc_te_config_t *cfg)
+{
+    bool ok = true;
+    ok &= cfg->slice_size == 0 || cfg_field_ok("slice_size", cfg->slice_size, MC_TE_MIN_SLICE,
+                                                MC_TE_FRAME_MAX_PAYLOAD);
+    ok &= cfg_field_ok("force_tcp", cfg->force_tcp, 0, 1);
+    ok &= cfg_field_ok("hugepages", cfg->hugepages, -1, 1);
+    ok &= cfg->tcp_stripe == 0 || cfg_field_ok("tcp_stripe", cfg->tcp_stripe, 1, MC_TE_MAX_STRIPE);
+    ok &= cfg->tcp_socket_buf == 0 || cfg_field_ok("tcp_socket_buf", cfg->tcp_socket_buf,
+                                                    MC_TE_MIN_SOCKET_BUF, MC_TE_MAX_SOCKET_BUF);
+    ok &= cfg_field_ok("busy_poll_us", cfg->busy_poll_us, -1, MC_TE_MAX_BUSY_POLL_US);
+    ok &= cfg->metadata_timeout_ms == 0 ||
+          cfg_field_ok("metadata_timeout_ms", cfg->metadata_timeout_ms, MC_META_MIN_TIMEOUT_MS,
+                       MC_META_MAX_TIMEOUT_MS);
+    return ok ? MC_OK : MC_ERR_INVALID_PARAMS;
+}
+
+/* te's settings from the (checked) tuning fields of cfg: zero = the default. */
+static void config_apply(mc_te_t *te, const mc_te_config_t *cfg)
+{
+    te->timeout_ms = cfg->transfer_timeout_ms ? cfg->transfer_timeout_ms
+                                              : MC_TE_DEFAULT_TIMEOUT_MS;
+    te->tcp_conns = cfg->tcp_connections ? cfg->tcp_connections : MC_TE_DEFAULT_CONNS;
+    if (te->tcp_conns > MC_TE_MAX_CONNS)
+        te->tcp_conns = MC_TE_MAX_CONNS;
+    te->workers = cfg->worker_threads ? cfg->worker_threads : MC_TE_DEFAULT_WORKERS;
+    if (te->workers > MC_TE_MAX_WORKERS)
+        te->workers = MC_TE_MAX_WORKERS;
+    te->slice_size = cfg->slice_size ? cfg->slice_size : MC_TE_DEFAULT_SLICE;
+    te->force_tcp = cfg->force_tcp == 1 || strcmp(te->protocol, "tcp") == 0;
+    te->hugepages_off = cfg->hugepages == -1;
+    te->tcp_stripe = cfg->tcp_stripe;
+    te->tcp_socket_buf = cfg->tcp_socket_buf;
+    int32_t us = cfg->busy_poll_us ? cfg->busy_poll_us : MC_TE_DEFAULT_BUSY_POLL_US;
+    te->busy_poll_ns = us > 0 ? (uint64_t)us * 1000 : 0;
+    if (cfg->busy_poll_us) /* set explicitly: RPC waits of this process follow it too */
+        mc_net_set_busy_poll_us(us > 0 ? (uint32_t)us : 0);
 }
 
 mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
@@ -369,28 +409,14 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
                            ? cfg->local_server_name : "127.0.0.1";
     if (strlen(name) >= MC_TE_NAME_MAX - 8)
         return MC_ERR_INVALID_PARAMS;
+    if (config_check(cfg) != MC_OK)
+        return MC_ERR_INVALID_PARAMS;
     mc_te_t *te = MC_NEW(mc_te_t);
     if (!te)
         return MC_ERR_NO_MEMORY;
     te->listen_fd = -1;
     snprintf(te->protocol, sizeof(te->protocol), "%s", proto);
-    te->timeout_ms = cfg->transfer_timeout_ms ? cfg->transfer_timeout_ms
-                                              : env_u32("MC_TE_TIMEOUT_MS", MC_TE_DEFAULT_TIMEOUT_MS);
-    te->tcp_conns = cfg->tcp_connections ? cfg->tcp_connections
-                                         : env_u32("MC_TE_TCP_CONNECTIONS", MC_TE_DEFAULT_CONNS);
-    if (te->tcp_conns > MC_TE_MAX_CONNS)
-        te->tcp_conns = MC_TE_MAX_CONNS;
-    te->workers = cfg->worker_threads ? cfg->worker_threads
-                                      : env_u32("MC_TE_WORKERS", MC_TE_DEFAULT_WORKERS);
-    if (te->workers > MC_TE_MAX_WORKERS)
-        te->workers = MC_TE_MAX_WORKERS;
-    te->slice_size = env_u32("MC_TE_SLICE_SIZE", MC_TE_DEFAULT_SLICE);
-    if (te->slice_size < 4096)
-        te->slice_size = 4096;
-    if (te->slice_size > MC_TE_FRAME_MAX_PAYLOAD)
-        te->slice_size = MC_TE_FRAME_MAX_PAYLOAD;
-    const char *ft = getenv("MC_FORCE_TCP");
-    te->force_tcp = (ft && strcmp(ft, "1") == 0) || strcmp(proto, "tcp") == 0;
+    config_apply(te, cfg);
     mc_net_host_id(te->host_id, sizeof(te->host_id));
     te->pid = getpid();
     pthread_mutex_init(&te->mu, NULL);
@@ -398,7 +424,7 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     pthread_mutex_init(&te->reg_mu, NULL);
     mc_te_table_init(&te->table);
 
-    mc_status_t st = mc_meta_open(cfg->metadata_uri, &te->meta);
+    mc_status_t st = mc_meta_open_timeout(cfg->metadata_uri, cfg->metadata_timeout_ms, &te->meta);
     if (st != MC_OK) {
         MC_LOG_ERROR("te: metadata '%s': %s", cfg->metadata_uri, mc_status_name(st));
         goto fail;
@@ -548,9 +574,8 @@ void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
     /* Huge pages when the host has them reserved (vm.nr_hugepages) and the buffer is at least
      * one: on our VMs a 4 KiB-page mapping's first touch costs ~5 us a page and 32 MiB reads
      * through it ran 1.0-12 GiB/s, on huge pages 10-14 GiB/s (docs/benchmarks.md).
-     * MC_TE_HUGEPAGES=0 turns them off. */
-    const char *hp = getenv("MC_TE_HUGEPAGES");
-    bool try_huge = len >= MC_TE_HUGE_PAGE && !(hp && strcmp(hp, "0") == 0);
+     * Config hugepages = -1 turns them off. */
+    bool try_huge = len >= MC_TE_HUGE_PAGE && !te->hugepages_off;
     size_t alen = 0;
     int fd = -1;
     void *p = try_huge ? shareable_map(len, true, &alen, &fd) : MAP_FAILED;

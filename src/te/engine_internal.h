@@ -24,6 +24,12 @@
 #define MC_TE_DEFAULT_WORKERS 2
 #define MC_TE_MAX_WORKERS 32
 #define MC_TE_DEFAULT_SLICE (1u << 20)
+#define MC_TE_MIN_SLICE 4096u
+#define MC_TE_MAX_STRIPE MC_TE_MAX_CONNS
+#define MC_TE_MIN_SOCKET_BUF 4096u
+#define MC_TE_MAX_SOCKET_BUF (1u << 30)
+#define MC_TE_DEFAULT_BUSY_POLL_US 50
+#define MC_TE_MAX_BUSY_POLL_US 10000
 
 /* ---- local segment table ------------------------------------------------------------ */
 
@@ -201,6 +207,10 @@ struct mc_te {
     uint32_t workers;
     uint64_t slice_size;
     bool force_tcp;
+    bool hugepages_off;             /* config hugepages == -1 */
+    uint32_t tcp_stripe;            /* config tcp_stripe: 0 = tcp picks (tcp_stripe_width) */
+    uint32_t tcp_socket_buf;        /* SO_SNDBUF/SO_RCVBUF of data connections; 0 = kernel */
+    uint64_t busy_poll_ns;          /* spin budget of waiters and loops; 0 = never spin */
     char host_id[64];
     pid_t pid;
     mc_meta_t *meta;

@@ -131,6 +131,7 @@ typedef struct etcd_meta {
     size_t n;
     char *base[ETCD_MAX_ENDPOINTS]; /* "http://host:port" */
     atomic_size_t cur;              /* endpoint that answered last */
+    uint32_t timeout_ms;            /* per request, per endpoint tried */
 } etcd_meta_t;
 
 static void etcd_close(void *impl)
@@ -141,7 +142,7 @@ static void etcd_close(void *impl)
     mc_free(m);
 }
 
-mc_status_t mc_meta_etcd_open(const char *endpoints, void **impl_p)
+mc_status_t mc_meta_etcd_open(const char *endpoints, uint32_t timeout_ms, void **impl_p)
 {
     etcd_meta_t *m = MC_NEW(etcd_meta_t);
     if (!m)
@@ -193,7 +194,8 @@ mc_status_t mc_meta_etcd_open(const char *endpoints, void **impl_p)
         goto fail;
     }
     atomic_init(&m->cur, 0);
-    mc_meta_timeout_ms(); /* curl_global_init now, not inside a request */
+    m->timeout_ms = timeout_ms;
+    mc_meta_curl_init(); /* curl_global_init now, not inside a request */
     *impl_p = m;
     return MC_OK;
 fail:
@@ -236,7 +238,7 @@ static mc_status_t etcd_call(etcd_meta_t *m, const char *op, const char *path, j
         char url[MC_HOST_MAX + 64];
         snprintf(url, sizeof(url), "%s%s", m->base[ep], path);
         st = mc_meta_http_request("POST", url, body, strlen(body), "application/json",
-                                  ETCD_MAX_RESP, resp);
+                                  ETCD_MAX_RESP, m->timeout_ms, resp);
         if (st == MC_OK && resp->code == 503) {
             MC_LOG_WARN("metadata: etcd %s at %s unavailable (503)", op, m->base[ep]);
             mc_free(resp->body);

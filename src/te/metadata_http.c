@@ -3,7 +3,8 @@
  *
  * Also home of the libcurl helper shared with the etcd backend: curl_global_init once
  * (pthread_once), easy handles recycled through a small mutex-protected pool so that
- * keep-alive connections are reused, caps on every response, fixed timeouts.
+ * keep-alive connections are reused, caps on every response, the timeout its client was
+ * opened with.
  */
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -20,7 +21,6 @@
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static int g_curl_ok;
-static uint32_t g_timeout_ms = 5000;
 
 #define POOL_MAX 16
 static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -32,21 +32,11 @@ static void curl_init_once(void)
     g_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
     if (!g_curl_ok)
         MC_LOG_ERROR("metadata: curl_global_init failed");
-    const char *env = getenv("MC_META_TIMEOUT_MS");
-    if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (end && *end == '\0' && v >= 100 && v <= 600000)
-            g_timeout_ms = (uint32_t)v;
-        else
-            MC_LOG_WARN("metadata: ignoring MC_META_TIMEOUT_MS='%s' (want 100..600000)", env);
-    }
 }
 
-uint32_t mc_meta_timeout_ms(void)
+void mc_meta_curl_init(void)
 {
     pthread_once(&g_curl_once, curl_init_once);
-    return g_timeout_ms;
 }
 
 static CURL *handle_get(void)
@@ -109,7 +99,7 @@ char *mc_meta_url_escape(const char *s)
 
 mc_status_t mc_meta_http_request(const char *method, const char *url, const char *body,
                                  size_t body_len, const char *content_type, size_t max_resp,
-                                 mc_meta_http_resp_t *resp)
+                                 uint32_t timeout_ms, mc_meta_http_resp_t *resp)
 {
     memset(resp, 0, sizeof(*resp));
     pthread_once(&g_curl_once, curl_init_once);
@@ -127,7 +117,7 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
         if (n)
             hdrs = n;
     }
-    uint32_t total = g_timeout_ms;
+    uint32_t total = timeout_ms;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
@@ -194,9 +184,10 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
 
 typedef struct http_meta {
     char *url; /* base URL without query */
+    uint32_t timeout_ms;
 } http_meta_t;
 
-mc_status_t mc_meta_http_open(const char *url, void **impl_p)
+mc_status_t mc_meta_http_open(const char *url, uint32_t timeout_ms, void **impl_p)
 {
     const char *auth = url + 7; /* after "http://" */
     size_t n = strlen(url);
@@ -219,7 +210,8 @@ mc_status_t mc_meta_http_open(const char *url, void **impl_p)
         mc_free(m);
         return MC_ERR_NO_MEMORY;
     }
-    pthread_once(&g_curl_once, curl_init_once);
+    m->timeout_ms = timeout_ms;
+    mc_meta_curl_init();
     *impl_p = m;
     return MC_OK;
 }
@@ -261,11 +253,13 @@ static mc_status_t map_code(const char *op, const char *key, const mc_meta_http_
 
 static mc_status_t http_get(void *impl, const char *key, char **value_p)
 {
+    http_meta_t *m = impl;
     char *u = key_url(impl, key);
     if (!u)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
-    mc_status_t st = mc_meta_http_request("GET", u, NULL, 0, NULL, MC_META_VALUE_MAX, &r);
+    mc_status_t st = mc_meta_http_request("GET", u, NULL, 0, NULL, MC_META_VALUE_MAX, m->timeout_ms,
+                                          &r);
     mc_free(u);
     if (st != MC_OK)
         return st;
@@ -280,11 +274,13 @@ static mc_status_t http_get(void *impl, const char *key, char **value_p)
 
 static mc_status_t http_put(void *impl, const char *key, const char *value, size_t len)
 {
+    http_meta_t *m = impl;
     char *u = key_url(impl, key);
     if (!u)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
-    mc_status_t st = mc_meta_http_request("PUT", u, value, len, "application/json", 64 << 10, &r);
+    mc_status_t st = mc_meta_http_request("PUT", u, value, len, "application/json", 64 << 10,
+                                          m->timeout_ms, &r);
     mc_free(u);
     if (st != MC_OK)
         return st;
@@ -295,11 +291,13 @@ static mc_status_t http_put(void *impl, const char *key, const char *value, size
 
 static mc_status_t http_del(void *impl, const char *key)
 {
+    http_meta_t *m = impl;
     char *u = key_url(impl, key);
     if (!u)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
-    mc_status_t st = mc_meta_http_request("DELETE", u, NULL, 0, NULL, 64 << 10, &r);
+    mc_status_t st = mc_meta_http_request("DELETE", u, NULL, 0, NULL, 64 << 10, m->timeout_ms,
+                                          &r);
     mc_free(u);
     if (st != MC_OK)
         return st;

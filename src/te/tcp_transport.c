@@ -1176,7 +1176,7 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
  * for never holds anything up. */
 static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
 {
-    (void)vctx;
+    const tcp_ctx_t *ctx = vctx;
     bool partial = upto < b->n;
     for (uint32_t i = 0; i < b->n_held; i++) {
         cli_conn_t *c = b->held[i];
@@ -1197,7 +1197,8 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
     uint32_t slot[MC_TE_SYNC_HELD_MAX];
     for (uint32_t i = 0; i < b->n_held; i++)
         revents[i] = POLLIN;                        /* answers may be waiting already */
-    uint64_t spin = mc_net_busy_poll_ns(); /* small answers come back faster than a wake-up */
+    /* small answers come back faster than a wake-up */
+    uint64_t spin = ctx->te->busy_poll_ns;
     for (;;) {
         /* Enough for a partial wait: keep the connections (the caller waits again soon; on
          * loopback the sender's own CPU moves the bytes into our socket buffers meanwhile). */
@@ -1242,7 +1243,7 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
         for (nfds_t j = 0; j < k; j++)
             revents[slot[j]] = pr > 0 ? pfd[j].revents : 0;
         if (pr > 0) /* bytes are flowing: keep spinning while they do (no wake-up per burst) */
-            spin = mc_net_busy_poll_ns();
+            spin = ctx->te->busy_poll_ns;
     }
     b->n_held = 0;
 }
@@ -1292,7 +1293,7 @@ static void *worker_main(void *arg)
     tcp_worker_t *w = arg;
     tcp_ctx_t *ctx = w->ctx;
     struct epoll_event evs[64];
-    uint64_t busy_ns = mc_net_busy_poll_ns(), spin_until = 0, now = mc_now_ns();
+    uint64_t busy_ns = ctx->te->busy_poll_ns, spin_until = 0, now = mc_now_ns();
     while (!atomic_load(&ctx->stop)) {
         /* While answers wait for socket space, poll without sleeping (until no event came for
          * the busy-poll time): the ACK that frees space comes within microseconds, and a
@@ -1338,23 +1339,14 @@ static void *worker_main(void *arg)
 static void tcp_fini(void *vctx);
 
 /* How many connections one submit (one transfer's requests to one peer) may spread over:
- * MC_TE_TCP_STRIPE, else half the online CPUs, at least 1, at most tcp_connections. Spreading
+ * the config's tcp_stripe, else half the online CPUs, at least 1, at most tcp_connections. Spreading
  * pays only when the receiving (and, on one host, the sending) copies of the streams run on
  * different cores; on 2 vCPUs a store get of 32 MiB spread over 4 streams ran 20 % slower than
  * on one (docs/internals/transfer-engine.md, "Striping"). Transfers started together still
  * take different connections (round robin). */
 static uint32_t tcp_stripe_width(const mc_te_t *te)
 {
-    long want = 0;
-    const char *e = getenv("MC_TE_TCP_STRIPE");
-    if (e && *e) {
-        char *end;
-        want = strtol(e, &end, 10);
-        if (*end || want <= 0) {
-            MC_LOG_WARN("MC_TE_TCP_STRIPE=%s is not a positive number; using the default", e);
-            want = 0;
-        }
-    }
+    long want = (long)te->tcp_stripe; /* checked at create: 0 or 1..MC_TE_MAX_STRIPE */
     if (want <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         want = cpus > 1 ? cpus / 2 : 1;
@@ -1376,9 +1368,8 @@ static mc_status_t tcp_init(mc_te_t *te, const mc_te_transport_t *fallback,
     MC_LOG_DEBUG("tcp: one transfer spreads over at most %u of %u connections per peer",
                  ctx->stripe, te->tcp_conns);
     pthread_mutex_init(&ctx->peers_mu, NULL);
-    const char *b = getenv("MC_TE_TCP_BUF");
-    if (b && atoi(b) > 0)
-        ctx->sndbuf = ctx->rcvbuf = atoi(b);
+    /* checked at create: 0 (kernel autotuning) or MC_TE_MIN_SOCKET_BUF..MC_TE_MAX_SOCKET_BUF */
+    ctx->sndbuf = ctx->rcvbuf = (int)te->tcp_socket_buf;
     ctx->w = mc_calloc(ctx->nw, sizeof(*ctx->w));
     if (!ctx->w) {
         mc_free(ctx);

@@ -546,7 +546,10 @@ static mc_status_t ucx_init(mc_te_t *te, const mc_te_transport_t *fallback,
         return MC_ERR_NOT_SUPPORTED;
     }
     /* UCX RMA over its tcp transport is emulated and unusably slow (27 MiB/s here): unless the
-     * user chose UCX_TLS, exclude it, so that no peer is ever reached over UCX tcp silently. */
+     * user chose UCX_TLS, exclude it, so that no peer is ever reached over UCX tcp silently.
+     * UCX_TLS is libucx's own variable (ucp_config_read above applies it); we only look at it
+     * to decide whether to add our exclusion and to warn, so it is no knob of this library
+     * and has no field in mc_te_config_t. */
     const char *tls = getenv("UCX_TLS");
     if (!tls || !*tls) {
         us = ucp_config_modify(cfg, "TLS", "^tcp");
