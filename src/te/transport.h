@@ -10,7 +10,7 @@
  *
  * Choice per peer (re-made whenever its descriptor is fetched): ucx when protocol is "ucx" and
  * the peer publishes UCX information (never with "auto"); otherwise shm when protocol is
- * auto/shm, MC_FORCE_TCP is not 1, the peer's host_id equals ours and /proc/<pid> is
+ * auto/shm, the config's force_tcp is not 1, the peer's host_id equals ours and /proc/<pid> is
  * visible; tcp otherwise. A segment named like our own local name is served in-process
  * (memcpy under the local table's in-flight reference).
  *
