@@ -2,5 +2,5 @@
 # memcached, iperf3, redis-benchmark) that later store benchmarks reuse.
 if(TARGET mc_te)
   mc_add_program(mc_te_bench SOURCES mc_te_bench.c peers.c
-    LIBS mc_te mc_common PkgConfig::JANSSON)
+    LIBS mc_te mc_common mc_tools_common PkgConfig::JANSSON)
 endif()
