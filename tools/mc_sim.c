@@ -485,7 +485,7 @@ static const struct experiment {
 static int parse_flags(opts_t *o, int argc, char **argv)
 {
     *o = (opts_t){
-        .trace = "/work/shared/traces/conversation_trace.jsonl",
+        .trace = "data/traces/conversation_trace.jsonl",
         .experiment = "run", .out_dir = "", .csv = "", .dtype = "bf16",
         .policy = "cache_aware", .fetch = "cost", .evict = "lru",
         .rates = "0.5,1,1.5,2,2.5,3", .capacities = "1000,2000,5000,10000,20000,50000,100000,200000",
