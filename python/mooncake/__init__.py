@@ -16,6 +16,21 @@ from ._core import dropped_log_lines, flush_logs, get_log_level, set_log_level, 
 
 __version__ = "0.1.0"
 
+
+def _log_level_from_env():
+    """MC_LOG_LEVEL (debug, info, warn, error, off) sets the library's initial level."""
+    import os
+    v = os.environ.get("MC_LOG_LEVEL")
+    if v:
+        try:
+            set_log_level(v)
+        except ValueError:
+            raise ValueError(f"MC_LOG_LEVEL must be debug, info, warn, error or off, got {v!r}") \
+                from None
+
+
+_log_level_from_env()
+
 #: {name: code} for every status the library knows ("OBJECT_NOT_FOUND": -704, ...).
 STATUS_CODES = _core.status_codes()
 

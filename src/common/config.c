@@ -337,6 +337,16 @@ mc_status_t mc_config_parse(const mc_config_spec_t *spec, int argc, char **argv,
 
 int mc_config_main(const mc_config_spec_t *spec, int argc, char **argv)
 {
+    const char *env_level = getenv("MC_LOG_LEVEL");
+    if (env_level && *env_level) {
+        mc_log_level_t level;
+        if (mc_log_level_parse(env_level, &level) != MC_OK) {
+            fprintf(stderr, "%s: MC_LOG_LEVEL must be debug, info, warn, error or off, got '%s'\n",
+                    spec->program, env_level);
+            return 2;
+        }
+        mc_log_set_level(level);
+    }
     int help = 0;
     if (mc_config_parse(spec, argc, argv, &help) != MC_OK)
         return 2;

@@ -44,8 +44,9 @@ typedef struct mc_config_spec {
  * printed to stderr and returned as MC_ERR_INVALID_PARAMS. Positional arguments are refused. */
 mc_status_t mc_config_parse(const mc_config_spec_t *spec, int argc, char **argv, int *help_p);
 
-/* Program entry helper: mc_config_parse, then, if the table has a string option named
- * "log_level", applies it (mc_log_level_parse; a bad level is an error naming the option).
+/* Program entry helper: applies MC_LOG_LEVEL from the environment (a bad value is an error),
+ * then mc_config_parse, then, if the table has a string option named "log_level", applies it
+ * (so the option wins over the variable) (mc_log_level_parse; a bad level is an error naming the option).
  * Returns -1 when main should go on, else the status main should return: 0 after --help,
  * 2 after a bad option or level. */
 int mc_config_main(const mc_config_spec_t *spec, int argc, char **argv);

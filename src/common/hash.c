@@ -15,16 +15,15 @@
  * on 32 MiB here, while the same code built for AVX2 ran 35 GB/s (and the library's own
  * dispatcher picks its AVX-512 path, 16.5 GB/s on these VMs); every get and put hashes its
  * whole value, so the AVX2 build is used when the CPU has AVX2. Results are identical
- * (tests/common: test_hash_builds_agree). MC_HASH_BASELINE=1 forces the library build. */
+ * (tests/common: test_hash_builds_agree). */
 static bool use_avx2(void)
 {
 #if defined(__x86_64__)
     static _Atomic int cached = -1; /* threads may race to fill it: same answer for all */
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv("MC_HASH_BASELINE");
         __builtin_cpu_init();
-        v = !(e && strcmp(e, "1") == 0) && __builtin_cpu_supports("avx2");
+        v = __builtin_cpu_supports("avx2");
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return v == 1;

@@ -1,5 +1,6 @@
-/* The logger behind MC_LOG_* (log.h): a process-wide level (initially MC_LOG_LEVEL from the
- * environment, else info; read with one relaxed atomic load) and one sink, stderr with a UTC
+/* The logger behind MC_LOG_* (log.h): a process-wide level (info until a program or binding
+ * sets another: programs take MC_LOG_LEVEL / --log_level in mc_config_main, Python in
+ * mooncake/__init__.py; read with one relaxed atomic load) and one sink, stderr with a UTC
  * timestamp unless a binding installed its own. Messages are cut at 1 KiB; the sink is called
  * under a mutex, so lines from different threads never interleave. */
 #include "common/log.h"
@@ -17,7 +18,6 @@ static _Atomic int log_level = MC_LOG_LEVEL_INFO;
 static pthread_mutex_t log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
 static mc_log_sink_fn log_sink; /* NULL = stderr; guarded by log_sink_lock */
 static void *log_sink_arg;
-static pthread_once_t log_env_once = PTHREAD_ONCE_INIT;
 
 static const char *level_name(mc_log_level_t level)
 {
@@ -30,30 +30,18 @@ static const char *level_name(mc_log_level_t level)
     }
 }
 
-/* MC_LOG_LEVEL in the environment sets the initial level. */
-static void log_env_init(void)
-{
-    const char *s = getenv("MC_LOG_LEVEL");
-    mc_log_level_t level;
-    if (s && mc_log_level_parse(s, &level) == MC_OK)
-        atomic_store(&log_level, level);
-}
-
 int mc_log_enabled(mc_log_level_t level)
 {
-    pthread_once(&log_env_once, log_env_init);
     return (int)level >= atomic_load_explicit(&log_level, memory_order_relaxed);
 }
 
 void mc_log_set_level(mc_log_level_t level)
 {
-    pthread_once(&log_env_once, log_env_init);
     atomic_store(&log_level, level);
 }
 
 mc_log_level_t mc_log_get_level(void)
 {
-    pthread_once(&log_env_once, log_env_init);
     return (mc_log_level_t)atomic_load(&log_level);
 }
 

@@ -94,6 +94,30 @@ static void test_config_precedence(void **state)
     unlink(path);
 }
 
+/* The library starts at info whatever the environment says; a program's mc_config_main takes
+ * MC_LOG_LEVEL, a bad value is refused, and --log_level wins over the variable. */
+static void test_log_level_from_program_env(void **state)
+{
+    (void)state;
+    const char *level = "warn";
+    mc_option_t opts[] = {{"log_level", MC_OPT_STRING, &level, NULL, "level", 0, 0}};
+    mc_config_spec_t spec = {"test", "test", opts, MC_ARRAY_LEN(opts)};
+    mc_option_t none[] = {{"port", MC_OPT_INT, &(int64_t){1}, NULL, "port", 0, 65535}};
+    mc_config_spec_t bare = {"test", "test", none, MC_ARRAY_LEN(none)};
+    char *argv[] = {"test", NULL};
+    mc_log_set_level(MC_LOG_LEVEL_INFO);
+    setenv("MC_LOG_LEVEL", "error", 1);
+    assert_int_equal(mc_log_get_level(), MC_LOG_LEVEL_INFO); /* the library alone ignores it */
+    assert_int_equal(mc_config_main(&bare, 1, argv), -1);
+    assert_int_equal(mc_log_get_level(), MC_LOG_LEVEL_ERROR);
+    assert_int_equal(mc_config_main(&spec, 1, argv), -1);
+    assert_int_equal(mc_log_get_level(), MC_LOG_LEVEL_WARN); /* the option wins */
+    setenv("MC_LOG_LEVEL", "loud", 1);
+    assert_int_equal(mc_config_main(&bare, 1, argv), 2);
+    unsetenv("MC_LOG_LEVEL");
+    mc_log_set_level(MC_LOG_LEVEL_INFO);
+}
+
 static void test_hash_stream(void **state)
 {
     char buf[1000];
@@ -231,7 +255,7 @@ int main(void)
         cmocka_unit_test(test_hash_builds_agree),
         cmocka_unit_test(test_hostport), cmocka_unit_test(test_log_sink),
         cmocka_unit_test(test_buf_grows_consumes_and_formats),
-        cmocka_unit_test(test_array_reserve),
+        cmocka_unit_test(test_array_reserve), cmocka_unit_test(test_log_level_from_program_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -318,6 +318,24 @@ def test_log_level_control():
         mooncake.set_log_level(old)
 
 
+@pytest.mark.parametrize("value,expect", [("error", "40"), ("debug", "10")])
+def test_log_level_from_env(value, expect):
+    """MC_LOG_LEVEL sets the library's level when the package is imported."""
+    out = subprocess.run([sys.executable, "-c", "import mooncake; print(mooncake.get_log_level())"],
+                         env={**os.environ, "MC_LOG_LEVEL": value}, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == expect
+
+
+def test_log_level_from_env_refuses_bad_value():
+    out = subprocess.run([sys.executable, "-c", "import mooncake"],
+                         env={**os.environ, "MC_LOG_LEVEL": "loud"}, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0
+    assert "MC_LOG_LEVEL must be debug, info, warn, error or off, got 'loud'" in out.stderr
+
+
 def test_status_table():
     assert mooncake.STATUS_CODES["OBJECT_NOT_FOUND"] == -704
     assert mooncake.STATUS_CODES["INVALID_PARAMS"] == -600
