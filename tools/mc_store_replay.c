@@ -11,6 +11,7 @@
  * latency = fixed + blocks * per_block; see docs/internals/simulator.md §7).
  * Exit status 1 if any byte read differs from what was written (must never happen). */
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -28,7 +29,8 @@
 typedef struct lat_log {
     uint64_t *us;      /* per call, microseconds */
     uint32_t *blocks;  /* blocks moved or asked by that call */
-    size_t n, cap;
+    size_t n;
+    size_t cap_us, cap_blocks; /* mc_array_reserve */
 } lat_log_t;
 
 typedef struct replay {
@@ -51,18 +53,9 @@ typedef struct replay {
 
 static void lat_push(lat_log_t *l, uint64_t us, uint32_t blocks)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 1024;
-        uint64_t *n = mc_realloc(l->us, cap * sizeof(*n));
-        if (!n)
-            return;
-        l->us = n;
-        uint32_t *b = mc_realloc(l->blocks, cap * sizeof(*b));
-        if (!b)
-            return;
-        l->blocks = b;
-        l->cap = cap;
-    }
+    if (mc_array_reserve(&l->us, &l->cap_us, l->n + 1, 1024) != MC_OK ||
+        mc_array_reserve(&l->blocks, &l->cap_blocks, l->n + 1, 1024) != MC_OK)
+        return;
     l->blocks[l->n] = blocks;
     l->us[l->n++] = us;
 }

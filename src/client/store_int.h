@@ -94,7 +94,8 @@ struct mc_store {
 typedef struct xfer_plan {
     mc_te_request_t *reqs;
     size_t *owner;
-    size_t n, cap;
+    size_t n;
+    size_t cap_reqs, cap_owner; /* mc_array_reserve */
 } xfer_plan_t;
 
 /* ---- store_xfer.c: checks and checksums */

@@ -114,18 +114,9 @@ void store_plan_free(xfer_plan_t *p)
 
 static mc_status_t plan_push(xfer_plan_t *p, const mc_te_request_t *r, size_t owner)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        mc_te_request_t *reqs = mc_realloc(p->reqs, cap * sizeof(*reqs));
-        if (!reqs)
-            return MC_ERR_NO_MEMORY;
-        p->reqs = reqs;
-        size_t *owner_arr = mc_realloc(p->owner, cap * sizeof(*owner_arr));
-        if (!owner_arr)
-            return MC_ERR_NO_MEMORY;
-        p->owner = owner_arr;
-        p->cap = cap;
-    }
+    if (mc_array_reserve(&p->reqs, &p->cap_reqs, p->n + 1, 16) != MC_OK ||
+        mc_array_reserve(&p->owner, &p->cap_owner, p->n + 1, 16) != MC_OK)
+        return MC_ERR_NO_MEMORY;
     p->reqs[p->n] = *r;
     p->owner[p->n] = owner;
     p->n++;
