@@ -24,6 +24,98 @@
 
 #include <string.h>
 
+/* A single-key get started from the key's replica hint (replica_hint.h) before the master's
+ * answer arrives, so the lookup and the read overlap. spec_wait() finishes it after the
+ * lookup; spec_usable() says whether its bytes can stand for the object the master described
+ * (the caller still checks lease and checksum, as for any read). Batch gets speculate in
+ * batch_get_common with the same rule (hint_replica). */
+typedef struct spec_read {
+    xfer_plan_t plan;
+    mc_te_transfer_t *xfer;
+    mc_replica_hint_t hint; /* size 0 = nothing started */
+    bool failed;            /* the read did not complete */
+} spec_read_t;
+
+/* Per key of a batch get (bget_t.k[i]). */
+typedef struct bget_key {
+    const McRpc__ReplicaListResponse *rl; /* the lookup's answer (lives in bget_t.resp_arena);
+                                             NULL: not looked up, or not found */
+    const McRpc__ReplicaDesc *read_from;  /* the replica of rl its bytes came from */
+    struct iovec heap_iov;                /* heap mode: its buffer (heap[i]) and size */
+    bool early_read;                      /* read before the lookup answered (bget_t.early[i]) */
+} bget_key_t;
+
+/* One batch get, from bget_init to bget_free. The arrays that the hint table and the transfer
+ * plans take whole (early, hinted, failed, learn*) stay arrays; the rest is per key in k. */
+typedef struct bget {
+    mc_store_t *s;
+    size_t n;
+    const char *const *keys;
+    const struct iovec *const *parts; /* caller memory mode (heap == NULL) */
+    const size_t *n_parts;
+    void **heap;                      /* heap mode: heap[i], freed by bget_free on failure */
+    int64_t *results;
+    bget_key_t *k;
+    /* early[i]: where key i was read before the lookup answered (k[i].early_read); under a
+     * cached lease if early[i].lease_until_ms != 0 (no lookup), else a guess */
+    mc_replica_hint_t *early;
+    bool *hinted;
+    unsigned char *failed;            /* per key, set by the plans (store_plan_finish) */
+    char **req_keys;                  /* the lookup: m keys, req_keys[j] is key idx[j] */
+    size_t *idx, m;
+    /* what the verified lookups taught, recorded together at the end (mc_hint_set_many) */
+    const char **learn_keys;
+    mc_replica_hint_t *learn;
+    size_t n_learn;
+    xfer_plan_t plan, early_plan;
+    mc_te_transfer_t *early_x;        /* early_plan in flight (bget_read_early) */
+    mc_status_t early_st;
+    mc_rpc_arena_t resp_arena;        /* the lookup's answer: one allocation, not several per key */
+    McRpc__BatchReplicaListResponse *br;
+    uint64_t t0;                      /* when the lookup was sent (its leases count from then) */
+} bget_t;
+
+static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
+                       const struct iovec *parts, size_t n_parts, uint64_t cap);
+static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *key);
+static const McRpc__ReplicaDesc *hint_replica(const mc_replica_hint_t *h,
+                                              const McRpc__ReplicaListResponse *rl);
+static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
+                                             const McRpc__ReplicaListResponse *rl);
+static const char *spec_failed_endpoint(const spec_read_t *sp);
+static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
+                      struct iovec *out);
+static uint64_t chunk_len(uint64_t size, uint64_t c);
+static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
+                       struct iovec *scratch, uint64_t off, uint64_t len);
+static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size,
+                               const struct iovec *parts, size_t n_parts, uint64_t *hash_p);
+static bool lease_usable(const mc_replica_hint_t *h, uint64_t now_ms);
+static bool lease_cached(mc_store_t *s, const char *key, mc_replica_hint_t *h);
+static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hint_t *h,
+                             const struct iovec *parts, size_t n_parts);
+static int64_t store_read_verified(mc_store_t *s, const char *key,
+                                   const McRpc__ReplicaListResponse *rl,
+                                   const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
+                                   const char *avoid, bool last_try);
+static void prefault_heap(void *buf, size_t len);
+static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec *parts,
+                             size_t n_parts, uint64_t cap, bool last_try);
+static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool last_try);
+static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
+                               struct iovec *heap_iov, const struct iovec *kp, size_t kn);
+static mc_status_t bget_init(bget_t *b);
+static void bget_free(bget_t *b, mc_status_t st);
+static const struct iovec *bget_dest(const bget_t *b, size_t i, size_t *kn);
+static bool bget_early_key(bget_t *b, size_t i, uint64_t now, uint64_t cap);
+static void bget_read_early(bget_t *b);
+static mc_status_t bget_lookup(bget_t *b);
+static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl);
+static void bget_verify_key(bget_t *b, size_t i);
+static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
+                                    const struct iovec *const *parts, const size_t *n_parts,
+                                    void **heap, int64_t *results);
+
 /* ------------------------------------------------------------------ get */
 
 /* Replica order for reads: our own segment first, then the others in the master's order, then
@@ -45,18 +137,6 @@ size_t store_replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size_
 }
 
 /* ------------------------------------------------------------------ speculative reads */
-
-/* A single-key get started from the key's replica hint (replica_hint.h) before the master's
- * answer arrives, so the lookup and the read overlap. spec_wait() finishes it after the
- * lookup; spec_usable() says whether its bytes can stand for the object the master described
- * (the caller still checks lease and checksum, as for any read). Batch gets speculate in
- * batch_get_common with the same rule (hint_replica). */
-typedef struct spec_read {
-    xfer_plan_t plan;
-    mc_te_transfer_t *xfer;
-    mc_replica_hint_t hint; /* size 0 = nothing started */
-    bool failed;            /* the read did not complete */
-} spec_read_t;
 
 static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
                        const struct iovec *parts, size_t n_parts, uint64_t cap)
@@ -248,7 +328,8 @@ static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hi
 
 /* Reads the object described by rl into parts (capacity already checked), trying replicas in
  * order; verifies lease and checksum. Returns bytes read or a negative status. */
-static int64_t store_read_verified(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
+static int64_t store_read_verified(mc_store_t *s, const char *key,
+                                   const McRpc__ReplicaListResponse *rl,
                                    const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
                                    const char *avoid, bool last_try)
 {
@@ -435,6 +516,8 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     return MC_OK;
 }
 
+/* ------------------------------------------------------------------ batch get */
+
 /* A key of a batch get that the batch could not finish (its read failed or did not verify):
  * fetched alone, with a fresh lease and every replica tried. In heap mode its buffer is
  * replaced (the object may have changed size meanwhile). */
@@ -449,6 +532,212 @@ static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
     mc_status_t st = mc_store_get(s, key, heap_slot, &len);
     *heap_iov = (struct iovec){*heap_slot, len};
     return st == MC_OK ? (int64_t)len : st;
+}
+
+static mc_status_t bget_init(bget_t *b)
+{
+    size_t n = b->n;
+    b->k = mc_calloc(n, sizeof(*b->k));
+    b->early = mc_calloc(n, sizeof(*b->early));
+    b->hinted = mc_calloc(n, sizeof(*b->hinted));
+    b->failed = mc_calloc(n, 1);
+    b->req_keys = mc_calloc(n, sizeof(*b->req_keys));
+    b->idx = mc_calloc(n, sizeof(*b->idx));
+    b->learn_keys = mc_calloc(n, sizeof(*b->learn_keys));
+    b->learn = mc_calloc(n, sizeof(*b->learn));
+    mc_rpc_arena_init(&b->resp_arena, 256 * n + 1024);
+    if (!b->k || !b->early || !b->hinted || !b->failed || !b->req_keys || !b->idx ||
+        !b->learn_keys || !b->learn)
+        return MC_ERR_NO_MEMORY;
+    return MC_OK;
+}
+
+/* Frees the batch; in heap mode also the buffers of the keys that failed (all of them when the
+ * whole batch failed: st != MC_OK). */
+static void bget_free(bget_t *b, mc_status_t st)
+{
+    for (size_t i = 0; b->heap && i < b->n; i++) {
+        if (b->heap[i] && (st != MC_OK || b->results[i] < 0)) {
+            mc_free(b->heap[i]);
+            b->heap[i] = NULL;
+        }
+    }
+    store_plan_free(&b->plan); /* the answer lives in resp_arena */
+    store_plan_free(&b->early_plan);
+    mc_free(b->k);
+    mc_free(b->early);
+    mc_free(b->hinted);
+    mc_free(b->failed);
+    mc_free(b->req_keys);
+    mc_free(b->idx);
+    mc_free(b->learn_keys);
+    mc_free(b->learn);
+    mc_rpc_arena_destroy(&b->resp_arena);
+}
+
+/* Where key i's bytes go: its heap buffer, or the caller's parts. */
+static const struct iovec *bget_dest(const bget_t *b, size_t i, size_t *kn)
+{
+    *kn = b->heap ? 1 : b->n_parts[i];
+    return b->heap ? &b->k[i].heap_iov : b->parts[i];
+}
+
+/* Phase 1, one valid key with room for cap bytes (caller memory): reads it at once if this
+ * client holds a usable lease on it, or (caller memory, small objects) from its hint as a
+ * guess. Returns true when the key must also be looked up (all but the leased ones). */
+static bool bget_early_key(bget_t *b, size_t i, uint64_t now, uint64_t cap)
+{
+    mc_replica_hint_t *h = &b->early[i];
+    bool leased = b->hinted[i] && lease_usable(h, now);
+    bool guess = b->hinted[i] && !leased && !b->heap && h->size <= SPEC_MAX_OBJECT;
+    bool read_now = (leased || guess) && (b->heap || h->size <= cap) &&
+                    (!b->heap || (b->heap[i] = mc_malloc(h->size)));
+    if (!read_now || !leased)
+        h->lease_until_ms = 0; /* the key goes to the lookup */
+    if (!read_now)
+        return true;
+    if (b->heap) {
+        prefault_heap(b->heap[i], h->size);
+        b->k[i].heap_iov = (struct iovec){b->heap[i], h->size};
+    }
+    b->k[i].early_read = true;
+    size_t kn;
+    const struct iovec *kp = bget_dest(b, i, &kn);
+    if (store_plan_add(b->s, &b->early_plan, MC_TE_READ, h->endpoint, h->addr, h->size, kp, kn,
+                       i) != MC_OK)
+        b->failed[i] = 1;
+    return !leased;
+}
+
+/* Phase 1: validate every key; keys under a cached lease (and hinted guesses) join early_plan,
+ * which starts at once; all but the leased ones are listed for the lookup (req_keys, idx, m). */
+static void bget_read_early(bget_t *b)
+{
+    for (size_t i = 0; i < b->n; i++) { /* req_keys: the valid keys for now (NULL: invalid) */
+        b->results[i] = store_key_check(b->keys[i]);
+        b->req_keys[i] = b->results[i] == MC_OK ? (char *)b->keys[i] : NULL;
+    }
+    mc_hint_get_many(b->s->hints, b->n, (const char *const *)b->req_keys, b->early, b->hinted);
+    uint64_t now = mc_now_ms();
+    b->m = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t cap = 0;
+        if (b->results[i] == MC_OK && !b->heap)
+            b->results[i] = store_iov_total(b->parts[i], b->n_parts[i], &cap);
+        if (b->results[i] != MC_OK || !bget_early_key(b, i, now, cap))
+            continue;
+        b->req_keys[b->m] = (char *)b->keys[i];
+        b->idx[b->m++] = i;
+    }
+    b->early_st = store_plan_start(b->s, &b->early_plan, b->m > 0, &b->early_x);
+}
+
+/* Phase 2: one BatchGetReplicaList for the listed keys (while the early reads are in flight),
+ * then the early reads are finished. Returns the lookup's status for the whole batch (already
+ * set as every listed key's result when not MC_OK). */
+static mc_status_t bget_lookup(bget_t *b)
+{
+    mc_store_t *s = b->s;
+    b->t0 = mc_now_ms();
+    mc_status_t bst = MC_OK;
+    if (b->m > 0) {
+        McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
+        req.client_id = mc_master_client_id(&s->master);
+        req.n_keys = b->m;
+        req.keys = b->req_keys;
+        atomic_fetch_add(&s->n_lookups, b->m);
+        ProtobufCMessage *resp = NULL;
+        bst = mc_master_client_call_with(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
+                                         &resp, 1, &b->resp_arena.pb);
+        b->br = (McRpc__BatchReplicaListResponse *)resp;
+        bst = store_batch_reply_status(bst, b->br ? b->br->status : 0,
+                                       b->br ? b->br->n_results : 0, b->m);
+    }
+    store_plan_finish(s, &b->early_plan, b->early_st, b->early_x, b->failed);
+    for (size_t j = 0; j < b->m && bst != MC_OK; j++)
+        b->results[b->idx[j]] = bst;
+    return bst;
+}
+
+/* Phase 3, listed key i with the master's answer rl: adds the read of its preferred replica to
+ * the plan, unless a guess already read one of rl's replicas. */
+static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl)
+{
+    bget_key_t *k = &b->k[i];
+    if (rl->status != MC_OK || rl->n_replicas == 0) {
+        b->results[i] = rl->status != MC_OK ? rl->status : MC_ERR_OBJECT_NOT_FOUND;
+        return;
+    }
+    if (k->early_read && !b->failed[i] && (k->read_from = hint_replica(&b->early[i], rl))) {
+        k->rl = rl;
+        return;
+    }
+    b->failed[i] = 0; /* a failed or wrong guess: read what the master names */
+    k->early_read = false;
+    if (b->heap) {
+        b->heap[i] = mc_malloc(rl->size);
+        if (!b->heap[i]) {
+            b->results[i] = MC_ERR_NO_MEMORY;
+            return;
+        }
+        prefault_heap(b->heap[i], rl->size);
+        k->heap_iov = (struct iovec){b->heap[i], rl->size};
+    } else {
+        uint64_t cap = 0;
+        store_iov_total(b->parts[i], b->n_parts[i], &cap);
+        if (rl->size > cap) {
+            b->results[i] = MC_ERR_BUFFER_OVERFLOW;
+            return;
+        }
+    }
+    k->rl = rl;
+    size_t first = 0, kn;
+    store_replica_order(b->s, rl->replicas, rl->n_replicas, &first, 1, NULL);
+    k->read_from = rl->replicas[first];
+    const struct iovec *kp = bget_dest(b, i, &kn);
+    if (k->read_from->size != rl->size ||
+        store_plan_add(b->s, &b->plan, MC_TE_READ, k->read_from->transport_endpoint,
+                       k->read_from->buffer_address, rl->size, kp, kn, i) != MC_OK)
+        b->failed[i] = 1;
+}
+
+/* Phase 4, key i: verifies its bytes (lease still running, checksum) and records what the
+ * lookup taught; a key that fails is fetched alone (fresh lease, every replica). */
+static void bget_verify_key(bget_t *b, size_t i)
+{
+    mc_store_t *s = b->s;
+    const bget_key_t *k = &b->k[i];
+    const McRpc__ReplicaListResponse *rl = k->rl;
+    const mc_replica_hint_t *h = &b->early[i];
+    if (!rl && !h->lease_until_ms)
+        return; /* not read: its result is already set */
+    size_t kn;
+    const struct iovec *kp = bget_dest(b, i, &kn);
+    uint64_t size = rl ? rl->size : h->size, sum = rl ? rl->checksum : h->checksum;
+    uint64_t until = rl ? b->t0 + rl->lease_ttl_ms : h->lease_until_ms;
+    bool lease_ok = mc_now_ms() <= until;
+    if (!b->failed[i] && lease_ok && store_iov_hash(kp, kn, size) == sum) {
+        b->results[i] = (int64_t)size;
+        if (!rl) {
+            atomic_fetch_add(&s->n_lease_hits, 1);
+            return;
+        }
+        if (store_hint_make(s, k->read_from, rl, b->t0, &b->learn[b->n_learn]))
+            b->learn_keys[b->n_learn++] = b->keys[i];
+        else
+            mc_hint_drop(s->hints, b->keys[i]);
+        if (k->early_read)
+            atomic_fetch_add(&s->n_spec_hits, 1);
+    } else if (rl && !lease_ok) {
+        b->results[i] = MC_ERR_LEASE_EXPIRED;
+    } else {
+        if (!rl) {
+            atomic_fetch_add(&s->n_lease_misses, 1);
+            mc_hint_drop(s->hints, b->keys[i]); /* the alone get asks the master */
+        }
+        b->results[i] = batch_get_alone(s, b->keys[i], b->heap ? &b->heap[i] : NULL,
+                                        b->heap ? &b->k[i].heap_iov : NULL, kp, kn);
+    }
 }
 
 /* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets
@@ -472,193 +761,20 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         return MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; heap && i < n; i++)
         heap[i] = NULL;
-    char **req_keys = mc_calloc(n, sizeof(*req_keys));
-    size_t *idx = mc_calloc(n, sizeof(*idx));
-    unsigned char *failed = mc_calloc(n, 1);
-    McRpc__ReplicaListResponse **lists = mc_calloc(n, sizeof(*lists));
-    const McRpc__ReplicaDesc **read_from = mc_calloc(n, sizeof(*read_from));
-    /* early[i]: where key i was read before the lookup answered (early_read[i]); under a
-     * cached lease if early[i].lease_until_ms != 0 (no lookup), else a guess */
-    mc_replica_hint_t *early = mc_calloc(n, sizeof(*early));
-    bool *hinted = mc_calloc(n, sizeof(*hinted));
-    unsigned char *early_read = mc_calloc(n, 1);
-    struct iovec *heap_iov = heap ? mc_calloc(n, sizeof(*heap_iov)) : NULL;
-    /* what the verified lookups taught, recorded together at the end (mc_hint_set_many) */
-    const char **learn_keys = mc_calloc(n, sizeof(*learn_keys));
-    mc_replica_hint_t *learn = mc_calloc(n, sizeof(*learn));
-    size_t n_learn = 0;
-    mc_rpc_arena_t resp_arena; /* the lookup's answer: one allocation, not several per key */
-    mc_rpc_arena_init(&resp_arena, 256 * n + 1024);
-    xfer_plan_t plan = {0}, early_plan = {0};
-    ProtobufCMessage *resp = NULL;
-    if (!req_keys || !idx || !failed || !lists || !read_from || !early || !hinted ||
-        !early_read || (heap && !heap_iov) || !learn_keys || !learn) {
-        st = MC_ERR_NO_MEMORY;
-        goto out;
+    bget_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .heap = heap,
+                .results = results};
+    st = bget_init(&b);
+    if (st == MC_OK) {
+        bget_read_early(&b);
+        if (bget_lookup(&b) == MC_OK)
+            for (size_t j = 0; j < b.m; j++)
+                bget_plan_read(&b, b.idx[j], b.br->results[j]);
+        store_plan_run(s, &b.plan, b.failed);
+        for (size_t i = 0; i < n; i++)
+            bget_verify_key(&b, i);
+        mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);
     }
-    /* 1. Validate; keys under a cached lease (and hinted guesses) join early_plan, all but
-     * the leased ones the lookup. */
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) { /* req_keys: the valid keys for now (NULL: invalid) */
-        results[i] = store_key_check(keys[i]);
-        req_keys[i] = results[i] == MC_OK ? (char *)keys[i] : NULL;
-    }
-    mc_hint_get_many(s->hints, n, (const char *const *)req_keys, early, hinted);
-    uint64_t now = mc_now_ms();
-    for (size_t i = 0; i < n; i++) {
-        uint64_t cap = 0;
-        if (results[i] == MC_OK && !heap)
-            results[i] = store_iov_total(parts[i], n_parts[i], &cap);
-        if (results[i] != MC_OK)
-            continue;
-        bool leased = hinted[i] && lease_usable(&early[i], now);
-        bool guess = hinted[i] && !leased && !heap && early[i].size <= SPEC_MAX_OBJECT;
-        const mc_replica_hint_t *h = &early[i];
-        bool read_now = (leased || guess) && (heap || h->size <= cap) &&
-                        (!heap || (heap[i] = mc_malloc(h->size)));
-        if (!read_now || !leased)
-            early[i].lease_until_ms = 0; /* the key goes to the lookup */
-        if (read_now) {
-            if (heap) {
-                prefault_heap(heap[i], h->size);
-                heap_iov[i] = (struct iovec){heap[i], h->size};
-            }
-            early_read[i] = 1;
-            if (store_plan_add(s, &early_plan, MC_TE_READ, h->endpoint, h->addr, h->size,
-                               heap ? &heap_iov[i] : parts[i], heap ? 1 : n_parts[i], i) != MC_OK)
-                failed[i] = 1;
-            if (leased)
-                continue;
-        }
-        req_keys[m] = (char *)keys[i];
-        idx[m++] = i;
-    }
-    mc_te_transfer_t *early_x = NULL;
-    mc_status_t early_st = store_plan_start(s, &early_plan, m > 0, &early_x);
-
-    /* 2. Look the others up (while the early reads are in flight), then finish those. */
-    uint64_t t0 = mc_now_ms();
-    mc_status_t bst = MC_OK;
-    McRpc__BatchReplicaListResponse *br = NULL;
-    if (m > 0) {
-        McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
-        req.client_id = mc_master_client_id(&s->master);
-        req.n_keys = m;
-        req.keys = req_keys;
-        atomic_fetch_add(&s->n_lookups, m);
-        bst = mc_master_client_call_with(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
-                                         &resp, 1, &resp_arena.pb);
-        br = (McRpc__BatchReplicaListResponse *)resp;
-        bst = store_batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
-    }
-    store_plan_finish(s, &early_plan, early_st, early_x, failed);
-    for (size_t j = 0; j < m && bst != MC_OK; j++)
-        results[idx[j]] = bst;
-
-    /* 3. One TE batch reads the preferred replica of every key the master found, unless a
-     * guess already read one of its replicas. */
-    for (size_t j = 0; j < m && bst == MC_OK; j++) {
-        size_t i = idx[j];
-        McRpc__ReplicaListResponse *rl = br->results[j];
-        if (rl->status != MC_OK || rl->n_replicas == 0) {
-            results[i] = rl->status != MC_OK ? rl->status : MC_ERR_OBJECT_NOT_FOUND;
-            continue;
-        }
-        if (early_read[i] && !failed[i] && (read_from[i] = hint_replica(&early[i], rl))) {
-            lists[i] = rl;
-            continue;
-        }
-        failed[i] = 0; /* a failed or wrong guess: read what the master names */
-        early_read[i] = 0;
-        const struct iovec *kp;
-        size_t kn;
-        if (heap) {
-            heap[i] = mc_malloc(rl->size);
-            if (!heap[i]) {
-                results[i] = MC_ERR_NO_MEMORY;
-                continue;
-            }
-            prefault_heap(heap[i], rl->size);
-            heap_iov[i] = (struct iovec){heap[i], rl->size};
-            kp = &heap_iov[i];
-            kn = 1;
-        } else {
-            uint64_t cap = 0;
-            store_iov_total(parts[i], n_parts[i], &cap);
-            if (rl->size > cap) {
-                results[i] = MC_ERR_BUFFER_OVERFLOW;
-                continue;
-            }
-            kp = parts[i];
-            kn = n_parts[i];
-        }
-        lists[i] = rl;
-        size_t first = 0;
-        store_replica_order(s, rl->replicas, rl->n_replicas, &first, 1, NULL);
-        read_from[i] = rl->replicas[first];
-        if (read_from[i]->size != rl->size ||
-            store_plan_add(s, &plan, MC_TE_READ, read_from[i]->transport_endpoint,
-                           read_from[i]->buffer_address, rl->size, kp, kn, i) != MC_OK)
-            failed[i] = 1;
-    }
-    store_plan_run(s, &plan, failed);
-
-    /* 4. Verify every key; a key that fails is fetched alone (fresh lease, every replica). */
-    for (size_t i = 0; i < n; i++) {
-        McRpc__ReplicaListResponse *rl = lists[i];
-        const mc_replica_hint_t *h = &early[i];
-        if (!rl && !h->lease_until_ms)
-            continue;
-        const struct iovec *kp = heap ? &heap_iov[i] : parts[i];
-        size_t kn = heap ? 1 : n_parts[i];
-        uint64_t size = rl ? rl->size : h->size, sum = rl ? rl->checksum : h->checksum;
-        uint64_t until = rl ? t0 + rl->lease_ttl_ms : h->lease_until_ms;
-        bool lease_ok = mc_now_ms() <= until;
-        if (!failed[i] && lease_ok && store_iov_hash(kp, kn, size) == sum) {
-            results[i] = (int64_t)size;
-            if (!rl) {
-                atomic_fetch_add(&s->n_lease_hits, 1);
-            } else {
-                if (store_hint_make(s, read_from[i], rl, t0, &learn[n_learn]))
-                    learn_keys[n_learn++] = keys[i];
-                else
-                    mc_hint_drop(s->hints, keys[i]);
-                if (early_read[i])
-                    atomic_fetch_add(&s->n_spec_hits, 1);
-            }
-        } else if (rl && !lease_ok) {
-            results[i] = MC_ERR_LEASE_EXPIRED;
-        } else {
-            if (!rl) {
-                atomic_fetch_add(&s->n_lease_misses, 1);
-                mc_hint_drop(s->hints, keys[i]); /* the alone get asks the master */
-            }
-            results[i] = batch_get_alone(s, keys[i], heap ? &heap[i] : NULL,
-                                         heap ? &heap_iov[i] : NULL, kp, kn);
-        }
-    }
-    mc_hint_set_many(s->hints, n_learn, learn_keys, learn);
-out:
-    for (size_t i = 0; heap && i < n; i++) {
-        if (heap[i] && (st != MC_OK || results[i] < 0)) {
-            mc_free(heap[i]);
-            heap[i] = NULL;
-        }
-    }
-    store_plan_free(&plan); /* resp lives in resp_arena */
-    store_plan_free(&early_plan);
-    mc_free(req_keys);
-    mc_free(idx);
-    mc_free(failed);
-    mc_free(lists);
-    mc_free(read_from);
-    mc_free(early);
-    mc_free(hinted);
-    mc_free(early_read);
-    mc_free(heap_iov);
-    mc_free(learn_keys);
-    mc_free(learn);
-    mc_rpc_arena_destroy(&resp_arena);
+    bget_free(&b, st);
     return st;
 }
 
