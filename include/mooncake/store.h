@@ -22,6 +22,7 @@
 #define MOONCAKE_STORE_H
 
 #include "mooncake/status.h"
+#include "mooncake/te.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,6 +37,11 @@ typedef struct mc_store mc_store_t;
 
 #define MC_STORE_KEY_MAX 4096
 
+/* Replica hint table sizes (mc_store_config_t.replica_hint_slots). */
+#define MC_STORE_REPLICA_HINTS_DEFAULT 262144u   /* ~32 MB plus the keys */
+#define MC_STORE_REPLICA_HINTS_MAX (1u << 22)    /* ~500 MB plus the keys */
+#define MC_STORE_REPLICA_HINTS_OFF UINT32_MAX    /* no hint table at all */
+
 typedef struct mc_store_config {
     const char *local_hostname;     /* "host" or "host:port"; no port = free port 12300-14300 */
     const char *metadata_server;    /* TE metadata URI: http://.../metadata, etcd://..., P2PHANDSHAKE */
@@ -47,6 +53,25 @@ typedef struct mc_store_config {
     const char *host_label;         /* failure domain for replica placement; NULL = host part */
     uint32_t rpc_timeout_ms;        /* per master RPC; 0 = 5000 */
     uint32_t transfer_timeout_ms;   /* per data transfer; 0 = TE default */
+    /* Entries of the replica hint table, which carries the hints of speculative reads and the
+     * leases of the lease cache (120 bytes each plus the key): 0 = default
+     * (MC_STORE_REPLICA_HINTS_DEFAULT); 1..MC_STORE_REPLICA_HINTS_MAX; or
+     * MC_STORE_REPLICA_HINTS_OFF = no table (no speculative reads, no lease cache, no placement
+     * feed). Other values are refused (MC_ERR_INVALID_PARAMS). Env: MC_STORE_REPLICA_HINTS. */
+    uint32_t replica_hint_slots;
+    /* false (default) = gets of a key this client holds a read lease on read the replica
+     * without asking the master (lease cache; never on protocol "ucx"); true = every get asks
+     * the master. Env: MC_STORE_LEASE_CACHE=0 sets it. */
+    bool lease_cache_off;
+    /* NULL = off; else a key prefix ("" = every key, at most MC_STORE_KEY_MAX bytes; copied):
+     * the master pushes this client the placement and a read lease of every object committed
+     * under it after setup returns (docs/internals/store-client.md, "Placement feed").
+     * Env: MC_STORE_PLACEMENT_FEED. */
+    const char *placement_feed_prefix;
+    /* Optional transfer-engine tuning, NULL = defaults. Copied at setup; its metadata_uri,
+     * local_server_name and protocol are replaced by the store's own (above), and its
+     * transfer_timeout_ms by transfer_timeout_ms above when that is not 0. */
+    const mc_te_config_t *te_tuning;
 } mc_store_config_t;
 
 typedef struct mc_replicate_config {

@@ -464,20 +464,59 @@ static int opt_cstr(PyObject *o, const char *what, const char **s)
     return 0;
 }
 
+/* The store knobs of _setup (mooncake._config reads them from the environment) into cfg:
+ * replica_hints None = default, 0 = no hint table, else 1..MC_STORE_REPLICA_HINTS_MAX entries;
+ * lease_cache None = default (on), else its truth; placement_feed None = off, else the key
+ * prefix ("" = every key; borrowed from the str for the call). */
+static int setup_store_knobs(PyObject *hints_o, PyObject *lease_o, PyObject *feed_o,
+                             mc_store_config_t *cfg)
+{
+    if (hints_o && hints_o != Py_None) {
+        uint64_t n;
+        if (mcpy_u64(hints_o, "replica_hints", &n) < 0)
+            return -1;
+        if (n > MC_STORE_REPLICA_HINTS_MAX) {
+            PyErr_Format(PyExc_ValueError, "replica_hints must be from 0 to %u, got %llu",
+                         MC_STORE_REPLICA_HINTS_MAX, (unsigned long long)n);
+            return -1;
+        }
+        cfg->replica_hint_slots = n ? (uint32_t)n : MC_STORE_REPLICA_HINTS_OFF;
+    }
+    if (lease_o && lease_o != Py_None) {
+        int on = PyObject_IsTrue(lease_o);
+        if (on < 0)
+            return -1;
+        cfg->lease_cache_off = !on;
+    }
+    if (feed_o && feed_o != Py_None) {
+        if (mcpy_cstr(feed_o, "placement_feed", &cfg->placement_feed_prefix) < 0)
+            return -1;
+        if (strlen(cfg->placement_feed_prefix) > MC_STORE_KEY_MAX) {
+            PyErr_Format(PyExc_ValueError, "placement_feed must be at most %d bytes (a key)",
+                         MC_STORE_KEY_MAX);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
- *        transfer_timeout_ms=0) -> status. Use setup(). */
+ *        transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None)
+ *        -> status. Use setup(). */
 static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
                              "local_buffer_size", "protocol", "device_name",
                              "master_server_addr", "host_label", "rpc_timeout_ms",
-                             "transfer_timeout_ms", NULL};
+                             "transfer_timeout_ms", "replica_hints", "lease_cache",
+                             "placement_feed", NULL};
     PyObject *host_o, *meta_o, *gs_o, *lb_o, *proto_o, *dev_o, *master_o, *label_o = NULL;
+    PyObject *hints_o = NULL, *lease_o = NULL, *feed_o = NULL;
     unsigned int rpc_ms = 0, xfer_ms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OII:_setup", kwlist, &host_o, &meta_o,
-                                     &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o, &rpc_ms,
-                                     &xfer_ms))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOO:_setup", kwlist, &host_o,
+                                     &meta_o, &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o,
+                                     &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o))
         return NULL;
     mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms};
     uint64_t gs, lb;
@@ -488,7 +527,8 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
         opt_cstr(proto_o, "protocol", &cfg.protocol) < 0 ||
         opt_cstr(dev_o, "rdma_devices", &cfg.device_name) < 0 ||
         mcpy_cstr(master_o, "master_server_addr", &cfg.master_server_addr) < 0 ||
-        opt_cstr(label_o, "host_label", &cfg.host_label) < 0)
+        opt_cstr(label_o, "host_label", &cfg.host_label) < 0 ||
+        setup_store_knobs(hints_o, lease_o, feed_o, &cfg) < 0)
         return NULL;
     cfg.global_segment_size = gs;
     cfg.local_buffer_size = lb;
@@ -1474,7 +1514,8 @@ static PyMethodDef store_methods[] = {
     {"_setup", MCPY_KWFUNC(store_setup), METH_VARARGS | METH_KEYWORDS,
      "_setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, "
      "device_name, master_server_addr, host_label=None, rpc_timeout_ms=0, "
-     "transfer_timeout_ms=0) -> status. Use setup()."},
+     "transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None) -> "
+     "status. Use setup()."},
     {"close", (PyCFunction)store_close, METH_NOARGS,
      "Unmount and stop the client (waits for calls in flight). Returns 0."},
     {"health_check", (PyCFunction)store_health_check, METH_NOARGS,

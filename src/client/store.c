@@ -28,7 +28,6 @@
 #include "rpc/frame.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -39,6 +38,10 @@ static int segment_recovering(mc_store_t *s);
 static void remount_schedule(mc_store_t *s, const McRpc__PingResponse *pr, uint64_t now_ms);
 static mc_status_t store_ping(mc_store_t *s);
 static void *heartbeat_main(void *arg);
+static mc_status_t store_config_check(const mc_store_config_t *cfg);
+static void store_init_handle(mc_store_t *s);
+static mc_status_t store_te_start(mc_store_t *s, const mc_store_config_t *cfg);
+static mc_status_t store_segment_start(mc_store_t *s, const mc_store_config_t *cfg);
 
 /* ------------------------------------------------------------------ segment and heartbeat */
 
@@ -220,16 +223,33 @@ static void *heartbeat_main(void *arg)
 
 /* ------------------------------------------------------------------ lifecycle */
 
-mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
+/* The configuration fields the library checks itself (the rest are checked by whoever uses
+ * them: the TE, the master client). Logs the field at fault. */
+static mc_status_t store_config_check(const mc_store_config_t *cfg)
 {
-    *store_p = NULL;
     if (!cfg || !cfg->master_server_addr || !*cfg->master_server_addr) {
         MC_LOG_ERROR("store setup: master_server_addr is required");
         return MC_ERR_INVALID_PARAMS;
     }
-    mc_store_t *s = MC_NEW(mc_store_t);
-    if (!s)
-        return MC_ERR_NO_MEMORY;
+    uint32_t slots = cfg->replica_hint_slots;
+    if (slots > MC_STORE_REPLICA_HINTS_MAX && slots != MC_STORE_REPLICA_HINTS_OFF) {
+        MC_LOG_ERROR("store setup: replica_hint_slots %u is over the maximum, %u "
+                     "(MC_STORE_REPLICA_HINTS_OFF turns the hints off)", slots,
+                     MC_STORE_REPLICA_HINTS_MAX);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (cfg->placement_feed_prefix &&
+        strnlen(cfg->placement_feed_prefix, MC_STORE_KEY_MAX + 1) > MC_STORE_KEY_MAX) {
+        MC_LOG_ERROR("store setup: placement_feed_prefix is longer than a key (%d bytes)",
+                     MC_STORE_KEY_MAX);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    return MC_OK;
+}
+
+/* Locks, the heartbeat's condition variable, the ids. */
+static void store_init_handle(mc_store_t *s)
+{
     pthread_mutex_init(&s->hb_lock, NULL);
     pthread_mutex_init(&s->ping_mu, NULL);
     atomic_store(&s->heartbeat_ms, STORE_HEARTBEAT_MS);
@@ -240,14 +260,14 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     pthread_condattr_destroy(&ca);
     store_uuid_random(s->client_id);
     store_uuid_random(s->segment_uuid);
-    const char *hs = getenv("MC_STORE_REPLICA_HINTS");
-    unsigned long long slots = hs && *hs ? strtoull(hs, NULL, 10) : STORE_HINT_SLOTS;
-    if (slots > STORE_HINT_SLOTS_MAX) {
-        MC_LOG_WARN("MC_STORE_REPLICA_HINTS=%s: using the maximum, %u slots", hs,
-                    STORE_HINT_SLOTS_MAX);
-        slots = STORE_HINT_SLOTS_MAX;
-    }
-    s->hints = mc_hint_table_new((size_t)slots);
+}
+
+/* The hint table, the lease cache, the transfer engine and the host label. */
+static mc_status_t store_te_start(mc_store_t *s, const mc_store_config_t *cfg)
+{
+    uint32_t slots = cfg->replica_hint_slots;
+    if (slots != MC_STORE_REPLICA_HINTS_OFF)
+        s->hints = mc_hint_table_new(slots ? slots : MC_STORE_REPLICA_HINTS_DEFAULT);
 
     /* Upstream's "tcp" means "no RDMA": same-host peers still take the shm path (the TE
      * decides per peer; MC_FORCE_TCP=1 forces tcp everywhere). */
@@ -256,20 +276,21 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         proto = "auto";
     /* Cached leases need the storage server's serving limit (mc_te_set_serve_until), which
      * one-sided ucx RMA reads do not pass through: a ucx client asks the master every time. */
-    const char *lc = getenv("MC_STORE_LEASE_CACHE");
-    s->lease_cache = s->hints && !(lc && strcmp(lc, "0") == 0) && strcmp(proto, "ucx") != 0;
-    mc_te_config_t tcfg = {
-        .metadata_uri = cfg->metadata_server && *cfg->metadata_server ? cfg->metadata_server
-                                                                       : "P2PHANDSHAKE",
-        .local_server_name = cfg->local_hostname && *cfg->local_hostname ? cfg->local_hostname
-                                                                         : "127.0.0.1",
-        .protocol = proto,
-        .transfer_timeout_ms = cfg->transfer_timeout_ms,
-    };
+    s->lease_cache = s->hints && !cfg->lease_cache_off && strcmp(proto, "ucx") != 0;
+    mc_te_config_t tcfg = {0};
+    if (cfg->te_tuning)
+        tcfg = *cfg->te_tuning;
+    tcfg.metadata_uri = cfg->metadata_server && *cfg->metadata_server ? cfg->metadata_server
+                                                                       : "P2PHANDSHAKE";
+    tcfg.local_server_name = cfg->local_hostname && *cfg->local_hostname ? cfg->local_hostname
+                                                                         : "127.0.0.1";
+    tcfg.protocol = proto;
+    if (cfg->transfer_timeout_ms)
+        tcfg.transfer_timeout_ms = cfg->transfer_timeout_ms;
     mc_status_t st = mc_te_create(&tcfg, &s->te);
     if (st != MC_OK) {
         MC_LOG_ERROR("store setup: transfer engine failed: %s", mc_status_str(st));
-        goto fail;
+        return st;
     }
     s->te_name = mc_te_local_name(s->te);
     if (cfg->host_label && *cfg->host_label) {
@@ -279,41 +300,61 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         if (mc_net_split_hostport(s->te_name, s->host_label, &port) != MC_OK)
             snprintf(s->host_label, sizeof(s->host_label), "%s", s->te_name);
     }
+    return MC_OK;
+}
 
+/* Contributes and mounts the segment (global_segment_size > 0), else checks that the master
+ * answers a ping. */
+static mc_status_t store_segment_start(mc_store_t *s, const mc_store_config_t *cfg)
+{
+    mc_status_t st;
+    if (cfg->global_segment_size == 0) {
+        if ((st = store_ping(s)) != MC_OK)
+            MC_LOG_ERROR("store setup: master %s unreachable: %s", cfg->master_server_addr,
+                         mc_status_str(st));
+        return st;
+    }
+    s->segment_size = cfg->global_segment_size;
+    s->segment = mc_te_alloc_shareable(s->te, s->segment_size);
+    if (!s->segment) {
+        MC_LOG_ERROR("store setup: cannot allocate a %zu-byte segment", s->segment_size);
+        return MC_ERR_NO_MEMORY;
+    }
+    st = mc_te_register(s->te, s->segment, s->segment_size, "cpu:0");
+    if (st != MC_OK)
+        return st;
+    st = store_mount(s, 0);
+    if (st == MC_ERR_RPC_FAIL || st == MC_ERR_TIMEOUT)
+        MC_LOG_ERROR("store setup: master %s unreachable (is mooncake_master running "
+                     "there?)", cfg->master_server_addr);
+    return st;
+}
+
+mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
+{
+    *store_p = NULL;
+    mc_status_t st = store_config_check(cfg);
+    if (st != MC_OK)
+        return st;
+    mc_store_t *s = MC_NEW(mc_store_t);
+    if (!s)
+        return MC_ERR_NO_MEMORY;
+    store_init_handle(s);
+    if ((st = store_te_start(s, cfg)) != MC_OK)
+        goto fail;
     st = mc_master_client_init(&s->master, cfg->master_server_addr, cfg->rpc_timeout_ms,
                                s->client_id);
     if (st != MC_OK)
         goto fail;
-
-    if (cfg->global_segment_size > 0) {
-        s->segment_size = cfg->global_segment_size;
-        s->segment = mc_te_alloc_shareable(s->te, s->segment_size);
-        if (!s->segment) {
-            MC_LOG_ERROR("store setup: cannot allocate a %zu-byte segment", s->segment_size);
-            st = MC_ERR_NO_MEMORY;
-            goto fail;
-        }
-        st = mc_te_register(s->te, s->segment, s->segment_size, "cpu:0");
-        if (st != MC_OK)
-            goto fail;
-        st = store_mount(s, 0);
-        if (st == MC_ERR_RPC_FAIL || st == MC_ERR_TIMEOUT)
-            MC_LOG_ERROR("store setup: master %s unreachable (is mooncake_master running "
-                         "there?)", cfg->master_server_addr);
-        if (st != MC_OK)
-            goto fail;
-    } else if ((st = store_ping(s)) != MC_OK) {
-        MC_LOG_ERROR("store setup: master %s unreachable: %s", cfg->master_server_addr,
-                     mc_status_str(st));
+    if ((st = store_segment_start(s, cfg)) != MC_OK)
         goto fail;
-    }
     atomic_store(&s->master_reachable, 1);
     if (pthread_create(&s->heartbeat, NULL, heartbeat_main, s) != 0) {
         st = MC_ERR_INTERNAL;
         goto fail;
     }
     s->heartbeat_started = 1;
-    if ((st = store_feed_start(s, cfg->master_server_addr)) != MC_OK)
+    if ((st = store_feed_start(s, cfg->placement_feed_prefix, cfg->master_server_addr)) != MC_OK)
         goto fail;
     *store_p = s;
     return MC_OK;

@@ -14,7 +14,6 @@
 #include "common/time.h"
 #include "rpc/frame.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static void feed_remember(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
@@ -26,7 +25,7 @@ static void *feed_main(void *arg);
 
 /* ------------------------------------------------------------------ placement feed */
 
-/* With MC_STORE_PLACEMENT_FEED=<prefix> in the environment at setup, a thread long-polls the
+/* With placement_feed_prefix set in the store configuration, a thread long-polls the
  * master's object events asking for placements (PollEvents with_placements): every object
  * committed under the prefix arrives with its replicas, checksum and a read lease granted to
  * this client, and is recorded like the answer of a get's lookup (store_hint_remember). This
@@ -120,19 +119,13 @@ static void *feed_main(void *arg)
     return NULL;
 }
 
-mc_status_t store_feed_start(mc_store_t *s, const char *master_addr)
+mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *master_addr)
 {
-    const char *prefix = getenv("MC_STORE_PLACEMENT_FEED");
     if (!prefix)
         return MC_OK;
-    if (strlen(prefix) > MC_STORE_KEY_MAX) {
-        MC_LOG_ERROR("store setup: MC_STORE_PLACEMENT_FEED is longer than a key (%d bytes)",
-                     MC_STORE_KEY_MAX);
-        return MC_ERR_INVALID_PARAMS;
-    }
     if (!s->hints) {
-        MC_LOG_WARN("MC_STORE_PLACEMENT_FEED is set but replica hints are off "
-                    "(MC_STORE_REPLICA_HINTS=0): no placement feed");
+        MC_LOG_WARN("placement_feed_prefix is set but replica hints are off "
+                    "(replica_hint_slots): no placement feed");
         return MC_OK;
     }
     if (!s->lease_cache)
@@ -148,7 +141,7 @@ mc_status_t store_feed_start(mc_store_t *s, const char *master_addr)
     uint64_t t0;
     st = feed_poll(s, 0, 0, 0, &r, &t0); /* from 0: answered at once with a gap */
     if (st == MC_ERR_NOT_SUPPORTED) {
-        MC_LOG_WARN("MC_STORE_PLACEMENT_FEED is set but the master keeps no event log "
+        MC_LOG_WARN("placement_feed_prefix is set but the master keeps no event log "
                     "(event_buffer_size 0): no placement feed");
         store_feed_stop(s); /* no feed: nothing of it kept */
         return MC_OK;

@@ -36,11 +36,9 @@
  * answered ping: the master drops it no earlier than client_ttl after receiving that ping. */
 #define SERVE_TTL_NUM 7
 #define SERVE_TTL_DEN 8
-/* Replica hints and cached leases (replica_hint.h), in entries of 120 bytes plus the key: the
- * default, 262144 (32 MB + keys), keeps ~200 k hot keys without set overflows;
- * MC_STORE_REPLICA_HINTS overrides, 0 = off. */
-#define STORE_HINT_SLOTS 262144
-#define STORE_HINT_SLOTS_MAX (1u << 22)  /* 500 MB + keys */
+/* Replica hints and cached leases (replica_hint.h) take mc_store_config_t.replica_hint_slots
+ * entries of 120 bytes plus the key: the default, MC_STORE_REPLICA_HINTS_DEFAULT (32 MB +
+ * keys), keeps ~200 k hot keys without set overflows. */
 #define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
 #define LEASE_MARGIN_MS 100              /* a cached lease is used while this much of it is left */
 #define STAMP_BYTES 8                    /* random bytes an upsert writes over each old replica */
@@ -61,11 +59,11 @@ struct mc_store {
     char host_label[MC_HOST_MAX];
 
     mc_hint_table_t *hints;         /* replica_hint.h; NULL = no speculative reads */
-    bool lease_cache;               /* gets read under read leases still held (MC_STORE_LEASE_CACHE) */
+    bool lease_cache;               /* gets read under read leases still held (!lease_cache_off) */
     atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
     atomic_ullong n_feed_placements;
 
-    /* Placement feed (MC_STORE_PLACEMENT_FEED; "placement feed" below). */
+    /* Placement feed (placement_feed_prefix; store_feed.c). */
     char *feed_prefix;              /* NULL = no feed */
     mc_rpc_client_t *feed_rpc;      /* its own master connection (long polls) */
     uint64_t feed_from, feed_epoch; /* where the feed thread starts (store_feed_start) */
@@ -157,8 +155,9 @@ mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaLis
 
 /* ---- store_feed.c */
 
-/* Starts the placement feed when one is asked for (called last in mc_store_create). */
-mc_status_t store_feed_start(mc_store_t *s, const char *master_addr);
+/* Starts the placement feed for keys under prefix (NULL: no feed; length checked by the
+ * caller); called last in mc_store_create. The prefix is copied. */
+mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *master_addr);
 /* Stops the feed thread and frees what the feed holds; safe when it never started. */
 void store_feed_stop(mc_store_t *s);
 

@@ -63,7 +63,9 @@ static void start_server(int i, const char *size)
     assert_int_equal(mt_wait_log(servers[i].log, "mooncake_client ready", 10000), 0);
 }
 
-static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
+/* feed_prefix: mc_store_config_t.placement_feed_prefix (NULL = no placement feed). */
+static mc_store_t *open_store_with(uint64_t segment, const char *protocol,
+                                   const char *feed_prefix)
 {
     mc_store_config_t cfg = {
         .local_hostname = "127.0.0.1",
@@ -73,10 +75,16 @@ static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
         .master_server_addr = master_addr,
         .host_label = "tester",
         .transfer_timeout_ms = 1500,
+        .placement_feed_prefix = feed_prefix,
     };
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
     return s;
+}
+
+static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
+{
+    return open_store_with(segment, protocol, NULL);
 }
 
 static mc_store_t *open_store(uint64_t segment)
@@ -438,7 +446,7 @@ static void test_lease_cache(void **state)
     mc_store_destroy(b);
 }
 
-/* Placement feed (MC_STORE_PLACEMENT_FEED): a reader subscribed to a prefix receives what a
+/* Placement feed (placement_feed_prefix): a reader subscribed to a prefix receives what a
  * writer commits under it, with a read lease, and its first get of such a key reads the replica
  * without asking the master; keys outside the prefix are not pushed; an upsert or a forced
  * remove by the writer is seen at once; a pushed lease holds like a read one (a plain remove
@@ -465,15 +473,16 @@ static void test_placement_feed(void **state)
     fill(v1, LEN, 41);
     fill(v2, LEN, 42);
     struct iovec i1 = {v1, LEN}, i2 = {v2, LEN}, io = {out, LEN};
-    mc_store_config_t bad = {.master_server_addr = master_addr};
     static char long_prefix[MC_STORE_KEY_MAX + 2];
     memset(long_prefix, 'p', MC_STORE_KEY_MAX + 1);
-    setenv("MC_STORE_PLACEMENT_FEED", long_prefix, 1);
+    mc_store_config_t bad = {.master_server_addr = master_addr,
+                             .placement_feed_prefix = long_prefix};
     mc_store_t *none = NULL;
     assert_int_equal(mc_store_create(&bad, &none), MC_ERR_INVALID_PARAMS);
-    setenv("MC_STORE_PLACEMENT_FEED", "feed/", 1);
-    mc_store_t *r = open_store(0);
-    unsetenv("MC_STORE_PLACEMENT_FEED");
+    mc_store_config_t bad_hints = {.master_server_addr = master_addr,
+                                   .replica_hint_slots = MC_STORE_REPLICA_HINTS_MAX + 1};
+    assert_int_equal(mc_store_create(&bad_hints, &none), MC_ERR_INVALID_PARAMS);
+    mc_store_t *r = open_store_with(0, "tcp", "feed/");
     mc_store_t *w = open_store(0);
 
     /* in commit order: the feed has seen "other/a" once it has pushed "feed/a" */
@@ -523,9 +532,7 @@ static void test_placement_feed_survives_master_restart(void **state)
     static char v[LEN], out[LEN];
     fill(v, LEN, 43);
     struct iovec iv = {v, LEN}, io = {out, LEN};
-    setenv("MC_STORE_PLACEMENT_FEED", "fr/", 1);
-    mc_store_t *r = open_store(0);
-    unsetenv("MC_STORE_PLACEMENT_FEED");
+    mc_store_t *r = open_store_with(0, "tcp", "fr/");
     mc_store_t *w = open_store(0);
     mt_stop(master.pid, SIGKILL, 5000);
     start_master();
