@@ -95,8 +95,15 @@ typedef struct mc_replica_desc {
 MC_API mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p);
 /* Unmount (gracefully), stop, free. NULL is a no-op. */
 MC_API void mc_store_destroy(mc_store_t *store);
-/* 0 healthy, 1 not set up, 2 master unreachable (upstream health_check convention). */
-MC_API int mc_store_health(mc_store_t *store);
+/* What mc_store_health found; the values follow upstream's health_check convention. */
+typedef enum mc_store_health_state {
+    MC_STORE_HEALTHY = 0,            /* the master answered a ping */
+    MC_STORE_NOT_SET_UP = 1,         /* no handle (NULL) */
+    MC_STORE_MASTER_UNREACHABLE = 2, /* the ping failed */
+} mc_store_health_t;
+
+/* Pings the master once. */
+MC_API mc_store_health_t mc_store_health(mc_store_t *store);
 MC_API const char *mc_store_hostname(const mc_store_t *store);
 
 /* Register user memory for zero-copy put_from/get_into. */

@@ -554,8 +554,8 @@ static PyObject *store_close(StoreObject *self, PyObject *unused)
 static PyObject *store_health_check(StoreObject *self, PyObject *unused)
 {
     if (!STORE_ENTER(self))
-        return mcpy_ret(1);
-    int h;
+        return mcpy_ret(MC_STORE_NOT_SET_UP);
+    mc_store_health_t h;
     Py_BEGIN_ALLOW_THREADS
     h = mc_store_health(self->store);
     Py_END_ALLOW_THREADS
@@ -1519,7 +1519,7 @@ static PyMethodDef store_methods[] = {
     {"close", (PyCFunction)store_close, METH_NOARGS,
      "Unmount and stop the client (waits for calls in flight). Returns 0."},
     {"health_check", (PyCFunction)store_health_check, METH_NOARGS,
-     "0 healthy, 1 not set up, 2 master unreachable."},
+     "0 healthy, 1 not set up, 2 master unreachable (mc_store_health_t)."},
     {"get_hostname", (PyCFunction)store_get_hostname, METH_NOARGS,
      "This client's 'host:port' (its segment name)."},
     {"read_stats", (PyCFunction)store_read_stats, METH_NOARGS,

@@ -413,11 +413,11 @@ void mc_store_read_stats(mc_store_t *s, mc_store_read_stats_t *out)
     out->feed_placements = atomic_load(&s->n_feed_placements);
 }
 
-int mc_store_health(mc_store_t *s)
+mc_store_health_t mc_store_health(mc_store_t *s)
 {
     if (!s)
-        return 1;
-    return store_ping(s) == MC_OK ? 0 : 2;
+        return MC_STORE_NOT_SET_UP;
+    return store_ping(s) == MC_OK ? MC_STORE_HEALTHY : MC_STORE_MASTER_UNREACHABLE;
 }
 
 const char *mc_store_hostname(const mc_store_t *s)
