@@ -166,7 +166,7 @@ typedef struct mc_store_read_stats {
     uint64_t speculative_hits; /* keys whose read from a hint, started before the lookup
                                   answered, was confirmed by it (one round trip saved) */
     uint64_t feed_placements;  /* placements with a read lease pushed by the master to this
-                                  client's placement feed (MC_STORE_PLACEMENT_FEED) */
+                                  client's placement feed (placement_feed_prefix) */
 } mc_store_read_stats_t;
 MC_API void mc_store_read_stats(mc_store_t *store, mc_store_read_stats_t *out);
 
