@@ -36,9 +36,6 @@
  * answered ping: the master drops it no earlier than client_ttl after receiving that ping. */
 #define SERVE_TTL_NUM 7
 #define SERVE_TTL_DEN 8
-/* Replica hints and cached leases (replica_hint.h) take mc_store_config_t.replica_hint_slots
- * entries of 120 bytes plus the key: the default, MC_STORE_REPLICA_HINTS_DEFAULT (32 MB +
- * keys), keeps ~200 k hot keys without set overflows. */
 #define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
 #define LEASE_MARGIN_MS 100              /* a cached lease is used while this much of it is left */
 #define STAMP_BYTES 8                    /* random bytes an upsert writes over each old replica */
@@ -58,7 +55,10 @@ struct mc_store {
     uint8_t segment_uuid[16];
     char host_label[MC_HOST_MAX];
 
-    mc_hint_table_t *hints;         /* replica_hint.h; NULL = no speculative reads */
+    /* Replica hints and cached leases (replica_hint.h): replica_hint_slots entries of 120 bytes
+     * plus the key; the default (32 MB + keys) keeps ~200 k hot keys without set overflows.
+     * NULL = no speculative reads, no lease cache. */
+    mc_hint_table_t *hints;
     bool lease_cache;               /* gets read under read leases still held (!lease_cache_off) */
     atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
     atomic_ullong n_feed_placements;
