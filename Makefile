@@ -3,7 +3,7 @@
 JOBS ?= 2
 CTEST_FLAGS ?= --output-on-failure --no-tests=error
 
-.PHONY: all deps build test check check-asan check-tsan check-fuzz demo te-demo bench bench-store report clean
+.PHONY: all deps build test check tree-snapshot check-asan check-tsan check-fuzz demo te-demo bench bench-store report clean
 
 all: build
 
@@ -19,10 +19,14 @@ test: build
 	cd build && ctest $(CTEST_FLAGS) -j$(JOBS) -LE fuzz
 
 # Everything CI runs: layer rule, regular tests, ASan+UBSan tests, TSan threaded tests,
-# short libFuzzer runs.
-check: test check-asan check-tsan check-fuzz
+# short libFuzzer runs; and nothing written into the source tree on the way.
+check: tree-snapshot test check-asan check-tsan check-fuzz
 	@scripts/check-layers.sh
+	@scripts/check-tree-clean.sh compare
 	@echo "make check: all suites passed"
+
+tree-snapshot:
+	@scripts/check-tree-clean.sh snapshot
 
 check-asan: deps
 	@cmake -S . -B build-asan -DMC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null
@@ -53,7 +57,7 @@ te-demo: build
 bench: build
 	@scripts/bench.sh
 
-# Store alone against Redis and memcached (issue 3 targets), as docs/benchmarks.md runs it.
+# Store alone against Redis and memcached, as docs/benchmarks.md runs it.
 bench-store: build
 	@scripts/bench_store.sh
 

@@ -27,6 +27,7 @@
 #include "common/time.h"
 
 #include "peers.h"
+#include "te_env.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -247,10 +248,19 @@ static mc_status_t engine_create(const char *protocol, mc_te_t **te_p)
         .metadata_uri = g.metadata_server,
         .local_server_name = g.local_server_name,
         .protocol = protocol,
-        .transfer_timeout_ms = (uint32_t)g.timeout_ms,
-        .tcp_connections = (uint32_t)g.tcp_connections,
-        .worker_threads = (uint32_t)g.worker_threads,
     };
+    /* the environment (MC_TE_*, te_env.h), then the flags that are set */
+    char err[256];
+    if (mc_tool_te_config_from_env(&cfg, err, sizeof(err)) != MC_OK) {
+        fprintf(stderr, "mc_te_bench: %s\n", err);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (g.timeout_ms)
+        cfg.transfer_timeout_ms = (uint32_t)g.timeout_ms;
+    if (g.tcp_connections)
+        cfg.tcp_connections = (uint32_t)g.tcp_connections;
+    if (g.worker_threads)
+        cfg.worker_threads = (uint32_t)g.worker_threads;
     mc_status_t st = mc_te_create(&cfg, te_p);
     if (st != MC_OK)
         fprintf(stderr, "mc_te_bench: mc_te_create(protocol=%s) failed: %s\n", protocol,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: the Transfer Engine benchmark with its peers, in one run.
-# Runs mc_te_bench --role all --peers over the issue-2 matrix (tcp and shm, READ and WRITE,
+# Runs mc_te_bench --role all --peers over the full matrix (tcp and shm, READ and WRITE,
 # 4 KiB..64 MiB, batch 1 and 128, 1 and 2 threads), appends every JSON line to a results file
 # together with a header line naming the command, the date and the load, and prints a summary.
 #
@@ -12,7 +12,7 @@
 #   MC_BENCH_BATCHES    batch sizes (default 1,128)
 #   MC_BENCH_THREADS    thread counts (default 1,2)
 #   MC_BENCH_PROTOCOLS  protocols (default tcp,shm)
-#   MC_BENCH_SOAK       seconds of soak after the matrix (default 0 = none; the issue asks 600)
+#   MC_BENCH_SOAK       seconds of soak after the matrix (default 0 = none; 600 for the memory-growth check)
 #   MC_BENCH_EXTRA      more mc_te_bench flags
 set -euo pipefail
 

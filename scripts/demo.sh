@@ -5,11 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${MC_BIN_DIR:-build/bin}
-TRACE=${TRACE:-../shared/traces/conversation_trace.jsonl}
+TRACE=${TRACE:-data/traces/conversation_trace.jsonl}
 REQUESTS=${REQUESTS:-2000}
 BLOCK_BYTES=${BLOCK_BYTES:-64KiB}
 SEGMENT=${SEGMENT:-256MB}
-[ -f "$TRACE" ] || TRACE=$(ls ../shared/traces/*.jsonl 2>/dev/null | head -1)
+# Checked before anything starts: a missing trace is an error that names the file, never a
+# silent success.
+[ -r "$TRACE" ] || { echo "demo: trace $TRACE not found or not readable (set TRACE=path)" >&2; exit 1; }
 # shellcheck source=lib/cluster.sh
 . scripts/lib/cluster.sh
 mc_cluster_init mc_demo

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live mode (issue 5 §2): the trace drives a real store, and the measured store latencies replace
+# Live mode: the trace drives a real store, and the measured store latencies replace
 # the simulator's bandwidth model.
 #   1. per transport (shm: same-host peers use shared memory, the default on loopback; tcp:
 #      MC_FORCE_TCP=1), start a master + 2 storage servers on free loopback ports;
@@ -16,7 +16,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
-TRACE=${TRACE:-$ROOT/../shared/traces/conversation_trace.jsonl}
+TRACE=${TRACE:-$ROOT/data/traces/conversation_trace.jsonl}
 REQUESTS=${REQUESTS:-300}
 BLOCK_BYTES=${BLOCK_BYTES:-256KiB}
 SEGMENT=${SEGMENT:-512MB}

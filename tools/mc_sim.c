@@ -232,7 +232,7 @@ static int run_one(const mc_conductor_trace_t *t, const char *label,
 int main(int argc, char **argv)
 {
     opts_t o = {
-        .trace = "/work/shared/traces/conversation_trace.jsonl",
+        .trace = "data/traces/conversation_trace.jsonl",
         .experiment = "run", .out_dir = "", .csv = "", .dtype = "bf16",
         .policy = "cache_aware", .fetch = "cost", .evict = "lru",
         .rates = "0.5,1,1.5,2,2.5,3", .capacities = "1000,2000,5000,10000,20000,50000,100000,200000",

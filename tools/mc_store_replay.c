@@ -309,7 +309,7 @@ static int profile_write(const char *path, const replay_t *rp, double secs)
 
 int main(int argc, char **argv)
 {
-    const char *trace_path = "../shared/traces/conversation_trace.jsonl", *master = "127.0.0.1:50051",
+    const char *trace_path = "data/traces/conversation_trace.jsonl", *master = "127.0.0.1:50051",
                *metadata = "P2PHANDSHAKE", *ns = "demo-model@tp0@bf16", *hostname = "127.0.0.1",
                *profile_out = "";
     int64_t requests = 300, threads = 2, replicas = 1;

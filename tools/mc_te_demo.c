@@ -15,6 +15,7 @@
  */
 #include "mooncake/log.h"
 #include "mooncake/te.h"
+#include "te_env.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -48,6 +49,11 @@ static mc_te_t *engine(const char *protocol)
     mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE",
                           .local_server_name = "127.0.0.1:0",
                           .protocol = protocol};
+    char err[256];
+    if (mc_tool_te_config_from_env(&cfg, err, sizeof(err)) != MC_OK) {
+        fprintf(stderr, "mc_te_demo: %s\n", err);
+        return NULL;
+    }
     mc_te_t *te = NULL;
     mc_status_t st = mc_te_create(&cfg, &te);
     if (st != MC_OK) {

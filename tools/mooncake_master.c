@@ -1,5 +1,11 @@
 /* mooncake_master: the Store master daemon (control plane). Flags use upstream names and
- * defaults; see --help. SIGTERM/SIGINT stop it cleanly (WAL flushed). */
+ * defaults; see --help. SIGTERM/SIGINT stop it cleanly (WAL flushed).
+ *
+ * The write-ahead log directory: --wal_dir=auto (the default) is the user's state directory
+ * (/var/lib/mooncake/master for root, else $XDG_STATE_HOME or ~/.local/state, + mooncake/master),
+ * never the working directory; --wal_dir="" keeps metadata in memory only and says so in the
+ * log. A master holds an exclusive lock on <wal_dir>/LOCK for its lifetime, so a second master
+ * pointed at the same directory refuses to start instead of corrupting the log. */
 #include "common/config.h"
 #include "common/log.h"
 #include "master/service.h"
@@ -7,11 +13,93 @@
 #include "te/metadata_server.h"
 #endif
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WAL_DIR_AUTO "auto"
 
 static mc_master_service_t *g_svc;
+
+/* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* --wal_dir=auto -> the user's state directory (see the file comment). */
+static int resolve_wal_dir(const char *arg, char *out, size_t n)
+{
+    if (strcmp(arg, WAL_DIR_AUTO) != 0)
+        return snprintf(out, n, "%s", arg) < (int)n ? 0 : -1;
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    int len;
+    if (geteuid() == 0)
+        len = snprintf(out, n, "/var/lib/mooncake/master");
+    else if (xdg && xdg[0] == '/')
+        len = snprintf(out, n, "%s/mooncake/master", xdg);
+    else if (home && *home)
+        len = snprintf(out, n, "%s/.local/state/mooncake/master", home);
+    else {
+        fprintf(stderr, "mooncake_master: --wal_dir=auto needs $HOME or $XDG_STATE_HOME; pass "
+                        "--wal_dir=<dir> (or --wal_dir=\"\" to keep metadata in memory only)\n");
+        return -1;
+    }
+    return len < (int)n ? 0 : -1;
+}
+
+/* Creates dir and takes an exclusive lock on dir/LOCK (held until exit: the fd is never
+ * closed). Returns 0, or -1 after printing why (another master holds it, or I/O errors). */
+static int lock_wal_dir(const char *dir)
+{
+    char path[4200];
+    if (make_dirs(dir) != 0) {
+        fprintf(stderr, "mooncake_master: cannot create --wal_dir %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/LOCK", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "mooncake_master: cannot open %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char holder[32] = "";
+        ssize_t r = pread(fd, holder, sizeof(holder) - 1, 0);
+        holder[r > 0 ? r : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        fprintf(stderr,
+                "mooncake_master: --wal_dir %s is in use by another master (pid %s); give each "
+                "master its own directory\n",
+                dir, holder[0] ? holder : "unknown");
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        fprintf(stderr, "mooncake_master: warning: cannot write the pid into %s\n", path);
+    return 0;
+}
 
 static void on_signal(int sig)
 {
@@ -29,7 +117,7 @@ int main(int argc, char **argv)
     bool allow_soft = true, exist_extends = false, enable_meta = false, enable_ha = false,
          wal_fsync = false;
     const char *rpc_address = "0.0.0.0", *memory_allocator = "offset",
-               *strategy = "random", *wal_dir = "./mooncake_master_wal", *log_level = "info",
+               *strategy = "random", *wal_dir = WAL_DIR_AUTO, *log_level = "info",
                *config_path = "", *etcd_endpoints = "", *cluster_id = "mooncake_cluster";
     uint64_t snapshot_bytes = 64ull << 20;
     mc_option_t opts[] = {
@@ -65,7 +153,9 @@ int main(int argc, char **argv)
         {"allocation_strategy", MC_OPT_STRING, &strategy, NULL,
          "random | free_ratio_first (a preferred segment is always tried first)", 0, 0},
         {"wal_dir", MC_OPT_STRING, &wal_dir, NULL,
-         "write-ahead log directory (\"\" disables restart recovery)", 0, 0},
+         "write-ahead log directory: auto = /var/lib/mooncake/master for root, else "
+         "$XDG_STATE_HOME (~/.local/state)/mooncake/master; \"\" = metadata in memory only, "
+         "lost on restart", 0, 0},
         {"wal_fsync", MC_OPT_BOOL, &wal_fsync, NULL,
          "fdatasync every group commit (default: write every commit, fdatasync within 1 s)", 0, 0},
         {"wal_snapshot_bytes", MC_OPT_SIZE, &snapshot_bytes, NULL,
@@ -122,6 +212,17 @@ int main(int argc, char **argv)
     so.cfg.put_start_discard_timeout_ms = (uint64_t)discard_s * 1000;
     so.cfg.put_start_release_timeout_ms = (uint64_t)release_s * 1000;
     so.cfg.exist_key_extends_lease = exist_extends;
+    char wal_path[4096] = "";
+    if (resolve_wal_dir(wal_dir, wal_path, sizeof(wal_path)) != 0) {
+        fprintf(stderr, "mooncake_master: --wal_dir too long or unresolvable\n");
+        return 2;
+    }
+    if (wal_path[0] && lock_wal_dir(wal_path) != 0)
+        return 1;
+    if (!wal_path[0])
+        MC_LOG_WARN("master: --wal_dir is empty: metadata is kept in memory only and is lost "
+                    "when this master restarts");
+    wal_dir = wal_path;
     so.cfg.wal_dir = wal_dir;
     so.cfg.wal_fsync = wal_fsync;
     so.cfg.wal_snapshot_bytes = snapshot_bytes;

@@ -68,11 +68,46 @@ typedef struct mc_te_config {
      * like upstream). The final name is returned by mc_te_local_name(). */
     const char *local_server_name;
     /* "auto" (default: shm for same-host peers, else tcp), "tcp", "shm", "ucx".
-     * MC_FORCE_TCP=1 in the environment forces tcp. */
+     * force_tcp = 1 forces tcp whatever this says. */
     const char *protocol;
-    uint32_t transfer_timeout_ms;  /* per request deadline; 0 = default (MC_TE_TIMEOUT_MS or 5000) */
-    uint32_t tcp_connections;      /* pooled connections per peer; 0 = default (4) */
-    uint32_t worker_threads;       /* 0 = default (2) */
+
+    /* Tuning. Zero means the default stated for each field. A value outside the valid range
+     * makes mc_te_create fail with MC_ERR_INVALID_PARAMS and log the field's name. The
+     * library reads no environment: the tools and the Python layer fill these fields from
+     * the environment variable named in brackets (tools/common/te_env.h,
+     * python/mooncake/_config.py). */
+
+    /* Per-request deadline, ms. 0 = 5000; any other value is taken as is. [MC_TE_TIMEOUT_MS] */
+    uint32_t transfer_timeout_ms;
+    /* Pooled tcp connections per peer. 0 = 4; 1..64 (larger values are taken as 64).
+     * [MC_TE_TCP_CONNECTIONS] */
+    uint32_t tcp_connections;
+    /* tcp event-loop threads. 0 = 2; 1..32 (larger values are taken as 32). [MC_TE_WORKERS] */
+    uint32_t worker_threads;
+    /* Largest piece of a request one tcp frame carries, bytes. 0 = 1 MiB;
+     * 4096..67108864 (64 MiB). [MC_TE_SLICE_SIZE] */
+    uint32_t slice_size;
+    /* 1 = every peer over tcp, whatever `protocol` says (no shm, no ucx). 0 = the protocol
+     * decides; 0..1. [MC_FORCE_TCP] */
+    uint32_t force_tcp;
+    /* mc_te_alloc_shareable on 2 MiB huge pages: 0 = when len >= 2 MiB and the host has
+     * enough free (the default), 1 = the same, -1 = never; -1..1.
+     * [MC_TE_HUGEPAGES: "0" gives -1, "1" gives 1] */
+    int32_t hugepages;
+    /* How many of a peer's tcp connections one transfer may spread over. 0 = half the online
+     * CPUs, at least 1; 1..64. Never more than tcp_connections. [MC_TE_TCP_STRIPE] */
+    uint32_t tcp_stripe;
+    /* SO_SNDBUF and SO_RCVBUF of every tcp data connection, bytes. 0 = the kernel's
+     * autotuning (the default); 4096..1073741824 (1 GiB). [MC_TE_TCP_BUF] */
+    uint32_t tcp_socket_buf;
+    /* A thread waiting for a transfer's answers (and a tcp loop with answers waiting for
+     * socket space) first spins this long, µs, before sleeping. 0 = 50; -1 = never spin;
+     * -1..10000. A non-zero value also becomes the process's budget for RPC waits.
+     * [MC_BUSY_POLL_US: "0" gives -1] */
+    int32_t busy_poll_us;
+    /* Total time of one http/etcd metadata request, ms (connect: at most 2000 of it).
+     * 0 = 5000; 100..600000. [MC_META_TIMEOUT_MS] */
+    uint32_t metadata_timeout_ms;
 } mc_te_config_t;
 
 /* Create the engine: start the data server, connect to metadata, publish an empty segment.
@@ -85,8 +120,8 @@ MC_API const char *mc_te_local_name(const mc_te_t *te);   /* valid until destroy
 MC_API uint16_t mc_te_rpc_port(const mc_te_t *te);
 
 /* Memory from the engine that same-host peers can map directly (memfd-backed, pre-faulted;
- * on 2 MiB huge pages when len >= 2 MiB and the host has enough free, unless
- * MC_TE_HUGEPAGES=0). Not registered yet: call mc_te_register. Release with
+ * on 2 MiB huge pages when len >= 2 MiB and the host has enough free, unless the config's
+ * hugepages is -1). Not registered yet: call mc_te_register. Release with
  * mc_te_free_shareable. */
 MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len);
 MC_API void mc_te_free_shareable(mc_te_t *te, void *addr);

@@ -7,8 +7,8 @@ Starts a private mooncake_master and one mooncake_client storage server, then me
   py-bytes bytes API: put_batch / get_batch (put / get for batch 1)
   c        mc_store_batch_put / mc_store_batch_get_into (mc_store_cbench, same process layout)
 
-and reports median microseconds per call, throughput and the py-zc / c ratio against the targets
-of issue 4 (32 MiB within 1.2x, 4 KiB batches within 2x).
+and reports median microseconds per call, throughput and the py-zc / c ratio against the binding's
+targets (32 MiB within 1.2x, 4 KiB batches within 2x).
 
     PYTHONPATH=build/python python3 python/bench/store_bench.py --bin-dir build/bin [--iters 30]
 """

@@ -136,6 +136,49 @@ def transfer_timeout_ms():
     return min(int(secs * 1000), 0xFFFFFFFF)
 
 
+# Transfer-engine tuning from the environment: the variables the C tools read
+# (tools/common/te_env.h), with the same ranges. The library reads no environment; the engine
+# layer passes these as fields of mc_te_config_t (include/mooncake/te.h).
+# (variable, config field, low, high, what the value is)
+_TE_ENV = (
+    ("MC_TE_TIMEOUT_MS", "transfer_timeout_ms", 1, 0xFFFFFFFF, "a number of milliseconds"),
+    ("MC_TE_TCP_CONNECTIONS", "tcp_connections", 1, 64, "a number of connections"),
+    ("MC_TE_WORKERS", "worker_threads", 1, 32, "a number of threads"),
+    ("MC_TE_SLICE_SIZE", "slice_size", 4096, 64 << 20, "a size in bytes"),
+    ("MC_FORCE_TCP", "force_tcp", 0, 1, None),
+    ("MC_TE_HUGEPAGES", "hugepages", 0, 1, None),
+    ("MC_TE_TCP_STRIPE", "tcp_stripe", 1, 64, "a number of connections"),
+    ("MC_TE_TCP_BUF", "tcp_socket_buf", 4096, 1 << 30, "a size in bytes"),
+    ("MC_BUSY_POLL_US", "busy_poll_us", 0, 10000, "a number of microseconds"),
+    ("MC_META_TIMEOUT_MS", "metadata_timeout_ms", 100, 600000, "a number of milliseconds"),
+)
+_DIGITS_RE = re.compile(r"^[0-9]+$")
+
+
+def te_tuning_from_env():
+    """Transfer-engine tuning fields from the environment, as a dict {config field: value}.
+
+    Unset or empty variables are left out (the engine's default). MC_TE_HUGEPAGES=0 gives
+    hugepages=-1 (never) and MC_BUSY_POLL_US=0 gives busy_poll_us=-1 (never spin), since a
+    field's 0 means its default. Raises ValueError naming the variable, what it accepts and
+    what it got.
+    """
+    out = {}
+    for name, field, lo, hi, what in _TE_ENV:
+        v = os.environ.get(name)
+        if not v:
+            continue
+        n = int(v) if _DIGITS_RE.match(v) else None
+        if n is None or not lo <= n <= hi:
+            if what is None:
+                raise ValueError(f"{name} must be 0 or 1, got {v!r}")
+            raise ValueError(f"{name} must be {what} between {lo} and {hi}, got {v!r}")
+        if field in ("hugepages", "busy_poll_us") and n == 0:
+            n = -1
+        out[field] = n
+    return out
+
+
 # Store client knobs read from the environment (the C library reads none itself; these are
 # passed to the store's setup, which fills mc_store_config_t). Same names and defaults as the
 # tools (mooncake_client --help).

@@ -113,15 +113,24 @@ static int engine_clear(EngineObject *self)
 }
 
 /* _create(local_server_name, metadata_uri, protocol, transfer_timeout_ms=0,
- *         tcp_connections=0, worker_threads=0) -> status */
+ *         tcp_connections=0, worker_threads=0, slice_size=0, force_tcp=0, hugepages=0,
+ *         tcp_stripe=0, tcp_socket_buf=0, busy_poll_us=0, metadata_timeout_ms=0) -> status.
+ * The keyword arguments are the tuning fields of mc_te_config_t (0 = the engine's default;
+ * engine.py fills them from the environment through _config.te_tuning_from_env). */
 static PyObject *engine_create(EngineObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"local_server_name", "metadata_uri", "protocol",
-                             "transfer_timeout_ms", "tcp_connections", "worker_threads", NULL};
+                             "transfer_timeout_ms", "tcp_connections", "worker_threads",
+                             "slice_size", "force_tcp", "hugepages", "tcp_stripe",
+                             "tcp_socket_buf", "busy_poll_us", "metadata_timeout_ms", NULL};
     PyObject *name_o, *meta_o, *proto_o;
-    unsigned int timeout_ms = 0, conns = 0, workers = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|III:_create", kwlist, &name_o, &meta_o,
-                                     &proto_o, &timeout_ms, &conns, &workers))
+    unsigned int timeout_ms = 0, conns = 0, workers = 0, slice = 0, force_tcp = 0, stripe = 0,
+                 sockbuf = 0, meta_ms = 0;
+    int hugepages = 0, busy_us = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|IIIIIiIIiI:_create", kwlist, &name_o,
+                                     &meta_o, &proto_o, &timeout_ms, &conns, &workers, &slice,
+                                     &force_tcp, &hugepages, &stripe, &sockbuf, &busy_us,
+                                     &meta_ms))
         return NULL;
     const char *name, *meta, *proto;
     if (mcpy_cstr(name_o, "local_hostname", &name) < 0 ||
@@ -139,6 +148,13 @@ static PyObject *engine_create(EngineObject *self, PyObject *args, PyObject *kwd
         .transfer_timeout_ms = timeout_ms,
         .tcp_connections = conns,
         .worker_threads = workers,
+        .slice_size = slice,
+        .force_tcp = force_tcp,
+        .hugepages = hugepages,
+        .tcp_stripe = stripe,
+        .tcp_socket_buf = sockbuf,
+        .busy_poll_us = busy_us,
+        .metadata_timeout_ms = meta_ms,
     };
     mc_te_t *te = NULL;
     mc_status_t st;
@@ -1041,7 +1057,9 @@ static PyObject *engine_registered_ranges(EngineObject *self, PyObject *unused)
 static PyMethodDef engine_methods[] = {
     {"_create", MCPY_KWFUNC(engine_create), METH_VARARGS | METH_KEYWORDS,
      "_create(local_server_name, metadata_uri, protocol, transfer_timeout_ms=0, "
-     "tcp_connections=0, worker_threads=0) -> status. Use initialize()."},
+     "tcp_connections=0, worker_threads=0, slice_size=0, force_tcp=0, hugepages=0, "
+     "tcp_stripe=0, tcp_socket_buf=0, busy_poll_us=0, metadata_timeout_ms=0) -> status. "
+     "Use initialize()."},
     {"close", (PyCFunction)engine_close, METH_NOARGS,
      "Stop the engine (waits for calls in flight). Idempotent; returns 0."},
     {"get_rpc_port", (PyCFunction)engine_get_rpc_port, METH_NOARGS,

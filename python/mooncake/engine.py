@@ -64,7 +64,13 @@ class TransferEngine(_TransferEngineBase):
         host = local_hostname or _config.env_first("LOCAL_HOSTNAME") or "127.0.0.1"
         meta = _config.normalize_metadata(metadata_server, metadata_type)
         proto = _config.normalize_protocol(protocol)
-        return self._create(host, meta, proto, _config.transfer_timeout_ms())
+        # tuning from MC_TE_* and friends; upstream's MC_TRANSFER_TIMEOUT (seconds) wins over
+        # MC_TE_TIMEOUT_MS when both are set
+        tuning = _config.te_tuning_from_env()
+        timeout_ms = _config.transfer_timeout_ms()
+        if timeout_ms:
+            tuning["transfer_timeout_ms"] = timeout_ms
+        return self._create(host, meta, proto, **tuning)
 
     def get_engine(self):
         """Upstream returns the inner engine for store reuse; here the engine itself."""

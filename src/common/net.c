@@ -249,24 +249,18 @@ void mc_net_host_id(char *out, size_t len)
     }
 }
 
+static _Atomic uint64_t g_busy_poll_ns = 50 * 1000;
+
 uint64_t mc_net_busy_poll_ns(void)
 {
-    static _Atomic int64_t cached = -1;
-    int64_t v = atomic_load(&cached);
-    if (v < 0) {
-        const char *e = getenv("MC_BUSY_POLL_US");
-        char *end = NULL;
-        long long us = e && *e ? strtoll(e, &end, 10) : 50;
-        if (e && *e && (*end || us < 0)) {
-            MC_LOG_WARN("MC_BUSY_POLL_US='%s' is not a number of microseconds; using 50", e);
-            us = 50;
-        }
-        if (us > 10000)
-            us = 10000;
-        v = us * 1000;
-        atomic_store(&cached, v);
-    }
-    return (uint64_t)v;
+    return atomic_load_explicit(&g_busy_poll_ns, memory_order_relaxed);
+}
+
+void mc_net_set_busy_poll_us(uint32_t us)
+{
+    if (us > 10000)
+        us = 10000;
+    atomic_store_explicit(&g_busy_poll_ns, (uint64_t)us * 1000, memory_order_relaxed);
 }
 
 int mc_net_poll(struct pollfd *fds, unsigned long nfds, int timeout_ms, uint64_t *spin_ns)

@@ -33,9 +33,13 @@ void mc_net_tune(int fd, int sndbuf, int rcvbuf); /* TCP_NODELAY + optional buff
 /* Busy polling for a waiter that expects an answer within microseconds (a synchronous RPC or
  * small transfer). On VMs, waking a sleeping thread costs tens of microseconds (the sender's
  * wake-up IPI exits to the hypervisor), more than a small request itself, so such a waiter
- * first spins with non-blocking polls for a bounded time. The budget is MC_BUSY_POLL_US
- * microseconds per wait (default 50, 0 disables, at most 10000), read once per process. */
+ * first spins with non-blocking polls for a bounded time. The budget is process-wide: 50 µs
+ * per wait unless mc_net_set_busy_poll_us changed it. The library reads no environment: the
+ * transfer engine sets it from its config (mc_te_config_t.busy_poll_us), and a program may
+ * call the setter itself. */
 uint64_t mc_net_busy_poll_ns(void);
+/* Sets the budget: us microseconds per wait, 0 = never spin, above 10000 taken as 10000. */
+void mc_net_set_busy_poll_us(uint32_t us);
 
 /* poll() that first spends up to *spin_ns (decremented by what it used) spinning with
  * zero-timeout polls, then blocks for at most timeout_ms. Same result as poll(). */

@@ -9,6 +9,7 @@
 #include "te/transport.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/time.h"
 
@@ -25,7 +26,8 @@
 #define PORT_MIN 12300
 #define PORT_MAX 14300
 
-/* ucx hook-up: g_tp[MC_TE_TP_UCX] is NULL when UCX is not built (MC_HAVE_UCX). */
+/* The transports by MC_TE_TP_*; the engine reaches them only through these tables.
+ * ucx hook-up: g_tp[MC_TE_TP_UCX] is NULL when UCX is not built (MC_HAVE_UCX). */
 #ifdef MC_HAVE_UCX
 #define UCX_OPS (&mc_te_ucx_ops)
 #else
@@ -34,9 +36,15 @@
 static const mc_te_transport_ops_t *const g_tp[MC_TE_TP_COUNT] = {&mc_te_tcp_ops, &mc_te_shm_ops,
                                                                   UCX_OPS};
 
-static void *tp_ctx(mc_te_t *te, int tp)
+/* Transport k if it was started, else NULL. */
+static mc_te_transport_t *tp_started(mc_te_t *te, int k)
 {
-    return tp == MC_TE_TP_TCP ? te->tcp : tp == MC_TE_TP_SHM ? te->shm : te->ucx;
+    return te->tp[k].ops ? &te->tp[k] : NULL;
+}
+
+static void *tp_ctx(mc_te_t *te, int k)
+{
+    return te->tp[k].ctx;
 }
 
 /* ucx hook-up: the descriptor has one transport_info object; shm and ucx use disjoint keys
@@ -48,11 +56,12 @@ static char *merge_info(char *a, char *b)
     json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
     char *out = NULL;
     if (json_is_object(ja) && json_is_object(jb) && json_object_update(ja, jb) == 0)
+        /* jansson allocates with malloc; mc_free (free) releases it like our own strings */
         out = json_dumps(ja, JSON_COMPACT);
     json_decref(ja);
     json_decref(jb);
-    free(a);
-    free(b);
+    mc_free(a);
+    mc_free(b);
     return out;
 }
 
@@ -83,7 +92,7 @@ static mc_status_t te_publish(mc_te_t *te)
     d.tcp_data_port = te->port;
     d.timestamp = mc_wall_ms();
     pthread_rwlock_rdlock(&te->table.lock);
-    d.buffers = calloc(te->table.n ? te->table.n : 1, sizeof(*d.buffers));
+    d.buffers = mc_calloc(te->table.n ? te->table.n : 1, sizeof(*d.buffers));
     if (!d.buffers) {
         pthread_rwlock_unlock(&te->table.lock);
         return MC_ERR_NO_MEMORY;
@@ -98,10 +107,12 @@ static mc_status_t te_publish(mc_te_t *te)
         o->shm_offset = b->shm_offset;
     }
     pthread_rwlock_unlock(&te->table.lock);
-    if (te->shm && mc_te_shm_ops.transport_info)
-        d.transport_info = mc_te_shm_ops.transport_info(te->shm);
-    if (te->ucx) /* ucx hook-up: worker address and packed rkeys */
-        d.transport_info = merge_info(d.transport_info, g_tp[MC_TE_TP_UCX]->transport_info(te->ucx));
+    /* ucx hook-up: shm's slots and ucx's worker address and packed rkeys, merged */
+    for (int k = 0; k < MC_TE_TP_COUNT; k++) {
+        mc_te_transport_t *t = tp_started(te, k);
+        if (t && t->ops->transport_info)
+            d.transport_info = merge_info(d.transport_info, t->ops->transport_info(t->ctx));
+    }
     char *json = NULL;
     mc_status_t st = mc_segment_desc_to_json(&d, &json);
     mc_segment_desc_free(&d);
@@ -111,7 +122,7 @@ static mc_status_t te_publish(mc_te_t *te)
     }
     size_t len = strlen(json);
     pthread_mutex_lock(&te->desc_mu);
-    free(te->desc_json);
+    mc_free(te->desc_json);
     te->desc_json = json;
     te->desc_json_len = len;
     pthread_mutex_unlock(&te->desc_mu);
@@ -131,7 +142,7 @@ void mc_te_rdesc_put(mc_te_rdesc_t *r)
 {
     if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
         mc_segment_desc_free(&r->d);
-        free(r);
+        mc_free(r);
     }
 }
 
@@ -139,10 +150,11 @@ static int choose_transport(mc_te_t *te, const mc_segment_desc_t *d)
 {
     if (te->force_tcp)
         return MC_TE_TP_TCP;
-    /* ucx hook-up: te->ucx exists only with protocol "ucx" ("auto" never picks ucx) */
-    if (te->ucx && g_tp[MC_TE_TP_UCX]->can_reach(te->ucx, d))
+    /* ucx hook-up: ucx is started only with protocol "ucx" ("auto" never picks ucx) */
+    mc_te_transport_t *ucx = tp_started(te, MC_TE_TP_UCX), *shm = tp_started(te, MC_TE_TP_SHM);
+    if (ucx && ucx->ops->can_reach(ucx->ctx, d))
         return MC_TE_TP_UCX;
-    if (!te->shm || strcmp(te->protocol, "tcp") == 0)
+    if (!shm || strcmp(te->protocol, "tcp") == 0)
         return MC_TE_TP_TCP;
     if (strcmp(d->host_id, te->host_id) != 0 || d->pid <= 0)
         return MC_TE_TP_TCP;
@@ -150,7 +162,7 @@ static int choose_transport(mc_te_t *te, const mc_segment_desc_t *d)
     snprintf(path, sizeof(path), "/proc/%d", (int)d->pid);
     if (access(path, F_OK) != 0)
         return MC_TE_TP_TCP;
-    if (!mc_te_shm_ops.can_reach(te->shm, d))
+    if (!shm->ops->can_reach(shm->ctx, d))
         return MC_TE_TP_TCP;
     return MC_TE_TP_SHM;
 }
@@ -162,7 +174,15 @@ static mc_status_t fetch_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p)
     size_t len = 0;
     mc_status_t st;
     if (mc_meta_is_p2p(te->meta)) {
-        st = mc_te_tcp_fetch_desc(p->host, p->port, te->timeout_ms, &json, &len);
+        /* from the peer itself, through the first transport that can ask it (tcp) */
+        st = MC_ERR_NOT_SUPPORTED;
+        for (int k = 0; k < MC_TE_TP_COUNT; k++) {
+            mc_te_transport_t *t = tp_started(te, k);
+            if (t && t->ops->fetch_desc) {
+                st = t->ops->fetch_desc(t->ctx, p, &json, &len);
+                break;
+            }
+        }
     } else {
         char key[MC_TE_NAME_MAX + 32];
         snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, p->name);
@@ -175,16 +195,16 @@ static mc_status_t fetch_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p)
         return st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_CONNECTION ? MC_ERR_SEGMENT_NOT_FOUND
                                                                          : st;
     }
-    mc_te_rdesc_t *r = calloc(1, sizeof(*r));
+    mc_te_rdesc_t *r = mc_calloc(1, sizeof(*r));
     if (!r) {
-        free(json);
+        mc_free(json);
         return MC_ERR_NO_MEMORY;
     }
     st = mc_segment_desc_from_json(json, len, &r->d);
-    free(json);
+    mc_free(json);
     if (st != MC_OK) {
         MC_LOG_WARN("te: descriptor of %s is malformed: %s", p->name, mc_status_name(st));
-        free(r);
+        mc_free(r);
         return st;
     }
     atomic_store(&r->refs, 1);
@@ -292,19 +312,81 @@ static mc_status_t te_listen(mc_te_t *te, const char *name)
     return MC_ERR_IO;
 }
 
-static uint32_t env_u32(const char *name, uint32_t dflt)
+/* Start transport k (fallback: transport.h, "Fallback"). */
+static mc_status_t tp_start(mc_te_t *te, int k, const mc_te_transport_t *fallback)
 {
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*end || x == 0 || x > UINT32_MAX)
-        return dflt;
-    return (uint32_t)x;
+    void *ctx = NULL;
+    mc_status_t st = g_tp[k]->init(te, fallback, &ctx);
+    if (st == MC_OK) {
+        te->tp[k].ctx = ctx;
+        te->tp[k].ops = g_tp[k];
+    }
+    return st;
 }
 
-MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
+static void tp_stop(mc_te_t *te, int k)
+{
+    mc_te_transport_t *t = tp_started(te, k);
+    if (!t)
+        return;
+    t->ops->fini(t->ctx);
+    t->ops = NULL;
+    t->ctx = NULL;
+}
+
+/* Whether config field `field` = v lies in [lo, hi]; logs the field when it does not. */
+static bool cfg_field_ok(const char *field, int64_t v, int64_t lo, int64_t hi)
+{
+    if (v >= lo && v <= hi)
+        return true;
+    MC_LOG_ERROR("te: config field %s = %lld is out of range (0 = default, or %lld..%lld)",
+                 field, (long long)v, (long long)lo, (long long)hi);
+    return false;
+}
+
+/* The tuning fields of cfg (te.h states each range). Zero is always valid. Fields whose
+ * larger values are clamped (tcp_connections, worker_threads) and transfer_timeout_ms take
+ * any value. */
+static mc_status_t config_check(const mc_te_config_t *cfg)
+{
+    bool ok = true;
+    ok &= cfg->slice_size == 0 || cfg_field_ok("slice_size", cfg->slice_size, MC_TE_MIN_SLICE,
+                                                MC_TE_FRAME_MAX_PAYLOAD);
+    ok &= cfg_field_ok("force_tcp", cfg->force_tcp, 0, 1);
+    ok &= cfg_field_ok("hugepages", cfg->hugepages, -1, 1);
+    ok &= cfg->tcp_stripe == 0 || cfg_field_ok("tcp_stripe", cfg->tcp_stripe, 1, MC_TE_MAX_STRIPE);
+    ok &= cfg->tcp_socket_buf == 0 || cfg_field_ok("tcp_socket_buf", cfg->tcp_socket_buf,
+                                                    MC_TE_MIN_SOCKET_BUF, MC_TE_MAX_SOCKET_BUF);
+    ok &= cfg_field_ok("busy_poll_us", cfg->busy_poll_us, -1, MC_TE_MAX_BUSY_POLL_US);
+    ok &= cfg->metadata_timeout_ms == 0 ||
+          cfg_field_ok("metadata_timeout_ms", cfg->metadata_timeout_ms, MC_META_MIN_TIMEOUT_MS,
+                       MC_META_MAX_TIMEOUT_MS);
+    return ok ? MC_OK : MC_ERR_INVALID_PARAMS;
+}
+
+/* te's settings from the (checked) tuning fields of cfg: zero = the default. */
+static void config_apply(mc_te_t *te, const mc_te_config_t *cfg)
+{
+    te->timeout_ms = cfg->transfer_timeout_ms ? cfg->transfer_timeout_ms
+                                              : MC_TE_DEFAULT_TIMEOUT_MS;
+    te->tcp_conns = cfg->tcp_connections ? cfg->tcp_connections : MC_TE_DEFAULT_CONNS;
+    if (te->tcp_conns > MC_TE_MAX_CONNS)
+        te->tcp_conns = MC_TE_MAX_CONNS;
+    te->workers = cfg->worker_threads ? cfg->worker_threads : MC_TE_DEFAULT_WORKERS;
+    if (te->workers > MC_TE_MAX_WORKERS)
+        te->workers = MC_TE_MAX_WORKERS;
+    te->slice_size = cfg->slice_size ? cfg->slice_size : MC_TE_DEFAULT_SLICE;
+    te->force_tcp = cfg->force_tcp == 1 || strcmp(te->protocol, "tcp") == 0;
+    te->hugepages_off = cfg->hugepages == -1;
+    te->tcp_stripe = cfg->tcp_stripe;
+    te->tcp_socket_buf = cfg->tcp_socket_buf;
+    int32_t us = cfg->busy_poll_us ? cfg->busy_poll_us : MC_TE_DEFAULT_BUSY_POLL_US;
+    te->busy_poll_ns = us > 0 ? (uint64_t)us * 1000 : 0;
+    if (cfg->busy_poll_us) /* set explicitly: RPC waits of this process follow it too */
+        mc_net_set_busy_poll_us(us > 0 ? (uint32_t)us : 0);
+}
+
+mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
 {
     if (!cfg || !te_p || !cfg->metadata_uri)
         return MC_ERR_INVALID_PARAMS;
@@ -327,28 +409,14 @@ MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
                            ? cfg->local_server_name : "127.0.0.1";
     if (strlen(name) >= MC_TE_NAME_MAX - 8)
         return MC_ERR_INVALID_PARAMS;
+    if (config_check(cfg) != MC_OK)
+        return MC_ERR_INVALID_PARAMS;
     mc_te_t *te = MC_NEW(mc_te_t);
     if (!te)
         return MC_ERR_NO_MEMORY;
     te->listen_fd = -1;
     snprintf(te->protocol, sizeof(te->protocol), "%s", proto);
-    te->timeout_ms = cfg->transfer_timeout_ms ? cfg->transfer_timeout_ms
-                                              : env_u32("MC_TE_TIMEOUT_MS", MC_TE_DEFAULT_TIMEOUT_MS);
-    te->tcp_conns = cfg->tcp_connections ? cfg->tcp_connections
-                                         : env_u32("MC_TE_TCP_CONNECTIONS", MC_TE_DEFAULT_CONNS);
-    if (te->tcp_conns > MC_TE_MAX_CONNS)
-        te->tcp_conns = MC_TE_MAX_CONNS;
-    te->workers = cfg->worker_threads ? cfg->worker_threads
-                                      : env_u32("MC_TE_WORKERS", MC_TE_DEFAULT_WORKERS);
-    if (te->workers > MC_TE_MAX_WORKERS)
-        te->workers = MC_TE_MAX_WORKERS;
-    te->slice_size = env_u32("MC_TE_SLICE_SIZE", MC_TE_DEFAULT_SLICE);
-    if (te->slice_size < 4096)
-        te->slice_size = 4096;
-    if (te->slice_size > MC_TE_FRAME_MAX_PAYLOAD)
-        te->slice_size = MC_TE_FRAME_MAX_PAYLOAD;
-    const char *ft = getenv("MC_FORCE_TCP");
-    te->force_tcp = (ft && strcmp(ft, "1") == 0) || strcmp(proto, "tcp") == 0;
+    config_apply(te, cfg);
     mc_net_host_id(te->host_id, sizeof(te->host_id));
     te->pid = getpid();
     pthread_mutex_init(&te->mu, NULL);
@@ -356,7 +424,7 @@ MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     pthread_mutex_init(&te->reg_mu, NULL);
     mc_te_table_init(&te->table);
 
-    mc_status_t st = mc_meta_open(cfg->metadata_uri, &te->meta);
+    mc_status_t st = mc_meta_open_timeout(cfg->metadata_uri, cfg->metadata_timeout_ms, &te->meta);
     if (st != MC_OK) {
         MC_LOG_ERROR("te: metadata '%s': %s", cfg->metadata_uri, mc_status_name(st));
         goto fail;
@@ -367,17 +435,15 @@ MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
         goto fail;
     }
     format_name(te->local_name, sizeof(te->local_name), te->host, te->port);
-    st = mc_te_tcp_ops.init(te, &te->tcp);
+    st = tp_start(te, MC_TE_TP_TCP, NULL);
     if (st != MC_OK)
         goto fail;
-    if (mc_te_shm_ops.init(te, &te->shm) != MC_OK) {
+    /* requests shm cannot serve go to tcp (transport.h, "Fallback") */
+    if (tp_start(te, MC_TE_TP_SHM, &te->tp[MC_TE_TP_TCP]) != MC_OK)
         MC_LOG_WARN("te: shared-memory transport unavailable; using tcp only");
-        te->shm = NULL;
-    }
     if (strcmp(te->protocol, "ucx") == 0 && g_tp[MC_TE_TP_UCX]) { /* ucx hook-up */
-        st = g_tp[MC_TE_TP_UCX]->init(te, &te->ucx);
+        st = tp_start(te, MC_TE_TP_UCX, NULL);
         if (st != MC_OK) {
-            te->ucx = NULL;
             MC_LOG_ERROR("te: protocol ucx requested but UCX cannot start: %s",
                          mc_status_name(st));
             goto fail;
@@ -397,7 +463,7 @@ fail:
     return st;
 }
 
-MC_API void mc_te_destroy(mc_te_t *te)
+void mc_te_destroy(mc_te_t *te)
 {
     if (!te)
         return;
@@ -407,63 +473,66 @@ MC_API void mc_te_destroy(mc_te_t *te)
         snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, te->local_name);
         mc_meta_del(te->meta, key);
     }
-    if (te->tcp)
-        mc_te_tcp_ops.fini(te->tcp);
-    if (te->ucx) { /* ucx hook-up: ends its slices and drops its per-peer state itself */
-        g_tp[MC_TE_TP_UCX]->fini(te->ucx);
-        te->ucx = NULL;
-    }
+    /* tcp's loops stop first (ending its slices), its per-peer state is freed with the peers
+     * below (tcp's peer_free does not use the stopped context); ucx ends its slices and drops
+     * its per-peer state itself; shm, which runs no threads and hands its leftovers to tcp,
+     * stops last. */
+    mc_te_transport_t *tcp = tp_started(te, MC_TE_TP_TCP);
+    if (tcp)
+        tcp->ops->fini(tcp->ctx);
+    tp_stop(te, MC_TE_TP_UCX); /* ucx hook-up */
     for (size_t i = 0; i < te->n_peers; i++) {
         mc_te_peer_t *p = te->peers[i];
         for (int k = 0; k < MC_TE_TP_COUNT; k++)
-            if (g_tp[k] && g_tp[k]->peer_free && tp_ctx(te, k))
-                g_tp[k]->peer_free(tp_ctx(te, k), p);
+            if (tp_started(te, k) && te->tp[k].ops->peer_free)
+                te->tp[k].ops->peer_free(tp_ctx(te, k), p);
         mc_te_rdesc_put(p->desc);
         pthread_mutex_destroy(&p->mu);
-        free(p);
+        mc_free(p);
     }
-    if (te->shm)
-        mc_te_shm_ops.fini(te->shm);
-    free(te->peers);
+    te->tp[MC_TE_TP_TCP].ops = NULL; /* stopped above */
+    te->tp[MC_TE_TP_TCP].ctx = NULL;
+    tp_stop(te, MC_TE_TP_SHM);
+    mc_free(te->peers);
     for (size_t i = 0; i < te->n_batch_slots; i++) {
         mc_te_batch_impl_t *b = te->batches[i];
         if (!b)
             continue;
         for (size_t k = 0; k < b->n; k++)
             if (b->reqs[k].slices != &b->reqs[k].inline_slice)
-                free(b->reqs[k].slices);
-        free(b->reqs);
+                mc_free(b->reqs[k].slices);
+        mc_free(b->reqs);
         pthread_mutex_destroy(&b->mu);
         pthread_cond_destroy(&b->cv);
-        free(b);
+        mc_free(b);
     }
-    free(te->batches);
-    free(te->batch_gen);
+    mc_free(te->batches);
+    mc_free(te->batch_gen);
     while (te->shareables) {
         mc_te_shareable_t *s = te->shareables;
         te->shareables = s->next;
         munmap(s->addr, s->len);
         close(s->fd);
-        free(s);
+        mc_free(s);
     }
     if (te->listen_fd >= 0)
         close(te->listen_fd);
     mc_te_table_fini(&te->table);
     if (te->meta)
         mc_meta_close(te->meta);
-    free(te->desc_json);
+    mc_free(te->desc_json);
     pthread_mutex_destroy(&te->mu);
     pthread_mutex_destroy(&te->desc_mu);
     pthread_mutex_destroy(&te->reg_mu);
-    free(te);
+    mc_free(te);
 }
 
-MC_API const char *mc_te_local_name(const mc_te_t *te)
+const char *mc_te_local_name(const mc_te_t *te)
 {
     return te ? te->local_name : "";
 }
 
-MC_API uint16_t mc_te_rpc_port(const mc_te_t *te)
+uint16_t mc_te_rpc_port(const mc_te_t *te)
 {
     return te ? te->port : 0;
 }
@@ -498,16 +567,15 @@ static void *shareable_map(size_t len, bool huge, size_t *alen_p, int *fd_p)
     return p;
 }
 
-MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
+void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
 {
     if (!te || len == 0)
         return NULL;
     /* Huge pages when the host has them reserved (vm.nr_hugepages) and the buffer is at least
      * one: on our VMs a 4 KiB-page mapping's first touch costs ~5 us a page and 32 MiB reads
      * through it ran 1.0-12 GiB/s, on huge pages 10-14 GiB/s (docs/benchmarks.md).
-     * MC_TE_HUGEPAGES=0 turns them off. */
-    const char *hp = getenv("MC_TE_HUGEPAGES");
-    bool try_huge = len >= MC_TE_HUGE_PAGE && !(hp && strcmp(hp, "0") == 0);
+     * Config hugepages = -1 turns them off. */
+    bool try_huge = len >= MC_TE_HUGE_PAGE && !te->hugepages_off;
     size_t alen = 0;
     int fd = -1;
     void *p = try_huge ? shareable_map(len, true, &alen, &fd) : MAP_FAILED;
@@ -534,7 +602,7 @@ MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
     return p;
 }
 
-MC_API void mc_te_free_shareable(mc_te_t *te, void *addr)
+void mc_te_free_shareable(mc_te_t *te, void *addr)
 {
     if (!te || !addr)
         return;
@@ -570,18 +638,18 @@ MC_API void mc_te_free_shareable(mc_te_t *te, void *addr)
         if (mc_te_unregister(te, (void *)(uintptr_t)found) != MC_OK) {
             MC_LOG_ERROR("te: free_shareable: cannot unregister 0x%llx; leaking the mapping",
                          (unsigned long long)found);
-            free(s); /* keep memory mapped: peers may still use it */
+            mc_free(s); /* keep memory mapped: peers may still use it */
             return;
         }
     }
     munmap(s->addr, s->len);
     close(s->fd);
-    free(s);
+    mc_free(s);
 }
 
 /* =================================== registration ===================================== */
 
-MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location)
+mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location)
 {
     if (!te || !addr || len == 0 || (uint64_t)(uintptr_t)addr + len < (uint64_t)(uintptr_t)addr)
         return MC_ERR_INVALID_PARAMS;
@@ -606,30 +674,31 @@ MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const cha
     pthread_mutex_unlock(&te->mu);
     pthread_mutex_lock(&te->reg_mu);
     mc_status_t st = MC_OK;
+    mc_te_transport_t *ucx = tp_started(te, MC_TE_TP_UCX), *shm = tp_started(te, MC_TE_TP_SHM);
     /* ucx hook-up: map (and pack the rkey) before the buffer becomes visible */
-    if (te->ucx && (st = g_tp[MC_TE_TP_UCX]->on_register(te->ucx, b)) != MC_OK) {
+    if (ucx && (st = ucx->ops->on_register(ucx->ctx, b)) != MC_OK) {
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: register %p+%zu: UCX cannot map it: %s", addr, len, mc_status_name(st));
-        free(b);
+        mc_free(b);
         return st;
     }
     st = mc_te_table_insert(&te->table, b);
     if (st != MC_OK) {
-        if (te->ucx)
-            g_tp[MC_TE_TP_UCX]->on_unregister_done(te->ucx, b);
+        if (ucx)
+            ucx->ops->on_unregister_done(ucx->ctx, b);
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: register %p+%zu refused: %s", addr, len, mc_status_name(st));
-        free(b);
+        mc_free(b);
         return st;
     }
-    if (te->shm && mc_te_shm_ops.on_register(te->shm, b) != MC_OK)
+    if (shm && shm->ops->on_register(shm->ctx, b) != MC_OK)
         b->slot = -1; /* peers then use the owner-side copy path for it */
     st = te_publish(te);
     pthread_mutex_unlock(&te->reg_mu);
     return st;
 }
 
-MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
+mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
 {
     if (!te || !addr)
         return MC_ERR_INVALID_PARAMS;
@@ -638,31 +707,32 @@ MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
     if (st != MC_OK)
         return st;
     uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
-    bool shm_hooked = te->shm && b->slot >= 0;
+    mc_te_transport_t *ucx = tp_started(te, MC_TE_TP_UCX), *shm = tp_started(te, MC_TE_TP_SHM);
+    bool shm_hooked = shm && b->slot >= 0;
     if (shm_hooked)
-        st = mc_te_shm_ops.on_unregister(te->shm, b, deadline);
+        st = shm->ops->on_unregister(shm->ctx, b, deadline);
     if (st == MC_OK)
         st = mc_te_table_wait_drain(&te->table, b, deadline);
     pthread_mutex_lock(&te->reg_mu);
     if (st != MC_OK) {
         if (shm_hooked)
-            mc_te_shm_ops.on_unregister_abort(te->shm, b);
+            shm->ops->on_unregister_abort(shm->ctx, b);
         mc_te_table_finish_remove(&te->table, b, false);
         pthread_mutex_unlock(&te->reg_mu);
         MC_LOG_WARN("te: unregister %p: transfers did not drain in %u ms", addr, te->timeout_ms);
         return MC_ERR_BUSY;
     }
     if (shm_hooked)
-        mc_te_shm_ops.on_unregister_done(te->shm, b);
-    if (te->ucx) /* ucx hook-up: ucp_mem_unmap, after the in-flight count drained above */
-        g_tp[MC_TE_TP_UCX]->on_unregister_done(te->ucx, b);
+        shm->ops->on_unregister_done(shm->ctx, b);
+    if (ucx) /* ucx hook-up: ucp_mem_unmap, after the in-flight count drained above */
+        ucx->ops->on_unregister_done(ucx->ctx, b);
     mc_te_table_finish_remove(&te->table, b, true);
     st = te_publish(te);
     pthread_mutex_unlock(&te->reg_mu);
     return st;
 }
 
-MC_API mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until_ns)
+mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until_ns)
 {
     if (!te || !addr)
         return MC_ERR_INVALID_PARAMS;
@@ -675,8 +745,11 @@ MC_API mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until
     }
     if (st == MC_OK) {
         atomic_store(&b->serve_until_ns, until_ns);
-        if (te->shm)
-            mc_te_shm_ops.on_serve_until(te->shm, b);
+        for (int k = 0; k < MC_TE_TP_COUNT; k++) {
+            mc_te_transport_t *t = tp_started(te, k);
+            if (t && t->ops->on_serve_until)
+                t->ops->on_serve_until(t->ctx, b);
+        }
         mc_te_table_release(&te->table, b);
     }
     pthread_mutex_unlock(&te->reg_mu);
@@ -685,7 +758,7 @@ MC_API mc_status_t mc_te_set_serve_until(mc_te_t *te, void *addr, uint64_t until
 
 /* ===================================== segments ======================================= */
 
-MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p)
+mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *seg_p)
 {
     if (!te || !name || !seg_p || !*name || strlen(name) >= MC_TE_NAME_MAX)
         return MC_ERR_INVALID_PARAMS;
@@ -706,15 +779,9 @@ MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segme
             MC_LOG_WARN("te: segment name '%s' is not host:port", name);
             return MC_ERR_INVALID_PARAMS;
         }
-        if (te->n_peers == te->cap_peers) {
-            size_t ncap = te->cap_peers ? te->cap_peers * 2 : 8;
-            mc_te_peer_t **np = realloc(te->peers, ncap * sizeof(*np));
-            if (!np) {
-                pthread_mutex_unlock(&te->mu);
-                return MC_ERR_NO_MEMORY;
-            }
-            te->peers = np;
-            te->cap_peers = ncap;
+        if (mc_array_reserve(&te->peers, &te->cap_peers, te->n_peers + 1, 8) != MC_OK) {
+            pthread_mutex_unlock(&te->mu);
+            return MC_ERR_NO_MEMORY;
         }
         p = MC_NEW(mc_te_peer_t);
         if (!p) {
@@ -744,7 +811,7 @@ MC_API mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segme
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
+mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
 {
     mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
     if (!p)
@@ -756,7 +823,7 @@ MC_API mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, uint64_t *addr_p)
+mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, uint64_t *addr_p)
 {
     mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
     if (!p || !addr_p)
@@ -825,7 +892,7 @@ static mc_te_batch_impl_t *batch_new(mc_te_t *te, size_t cap)
         return NULL;
     b->reqs = mc_calloc(cap, sizeof(*b->reqs));
     if (!b->reqs) {
-        free(b);
+        mc_free(b);
         return NULL;
     }
     b->te = te;
@@ -842,11 +909,11 @@ static void batch_delete(mc_te_batch_impl_t *b)
     pthread_mutex_unlock(&b->mu);
     for (size_t k = 0; k < b->n; k++)
         if (b->reqs[k].slices != &b->reqs[k].inline_slice)
-            free(b->reqs[k].slices);
-    free(b->reqs);
+            mc_free(b->reqs[k].slices);
+    mc_free(b->reqs);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
-    free(b);
+    mc_free(b);
 }
 
 static mc_te_batch_impl_t *batch_lookup(mc_te_t *te, mc_te_batch_t h)
@@ -877,7 +944,7 @@ static bool batch_take(mc_te_t *te, mc_te_batch_t h, mc_te_batch_impl_t *b)
     return ok;
 }
 
-MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *batch_p)
+mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *batch_p)
 {
     if (!te || !batch_p || max_requests == 0)
         return MC_ERR_INVALID_PARAMS;
@@ -895,17 +962,15 @@ MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_bat
         }
     }
     if (slot == te->n_batch_slots) {
-        size_t ncap = te->n_batch_slots ? te->n_batch_slots * 2 : 16;
-        mc_te_batch_impl_t **nb = realloc(te->batches, ncap * sizeof(*nb));
-        uint32_t *ng = nb ? realloc(te->batch_gen, ncap * sizeof(*ng)) : NULL;
-        if (nb)
-            te->batches = nb;
-        if (!ng) {
+        /* both slot arrays grow alike; n_batch_slots counts the slots both have */
+        size_t need = te->n_batch_slots + 1;
+        if (mc_array_reserve(&te->batches, &te->cap_batches, need, 16) != MC_OK ||
+            mc_array_reserve(&te->batch_gen, &te->cap_batch_gen, need, 16) != MC_OK) {
             pthread_mutex_unlock(&te->mu);
             batch_delete(b);
             return MC_ERR_NO_MEMORY;
         }
-        te->batch_gen = ng;
+        size_t ncap = te->cap_batches < te->cap_batch_gen ? te->cap_batches : te->cap_batch_gen;
         for (size_t i = te->n_batch_slots; i < ncap; i++) {
             te->batches[i] = NULL;
             te->batch_gen[i] = 1;
@@ -944,10 +1009,9 @@ static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
     mc_te_slice_done(&r->inline_slice, st, st == MC_OK ? u->length : 0);
 }
 
-static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_request_t *reqs,
-                                size_t n)
+/* Submit, phase 1: validate the whole call; nothing is started before this is through. */
+static mc_status_t submit_validate(mc_te_t *te, const mc_te_request_t *reqs, size_t n)
 {
-    /* 1. validate everything; nothing is started before this loop is through */
     for (size_t i = 0; i < n; i++) {
         const mc_te_request_t *u = &reqs[i];
         if (u->opcode != MC_TE_READ && u->opcode != MC_TE_WRITE)
@@ -959,8 +1023,13 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         if (!peer_by_handle(te, u->target))
             return MC_ERR_INVALID_PARAMS;
     }
-    /* Warm the descriptor cache before taking b->mu, so that network fetches do not happen
-     * under the batch lock (completions on the event loops take it). */
+    return MC_OK;
+}
+
+/* Submit, phase 2: warm the descriptor cache before taking b->mu, so that network fetches do
+ * not happen under the batch lock (completions on the event loops take it). */
+static void submit_warm_descs(mc_te_t *te, const mc_te_request_t *reqs, size_t n)
+{
     mc_te_peer_t *last = NULL;
     for (size_t i = 0; i < n; i++) {
         mc_te_peer_t *p = peer_by_handle(te, reqs[i].target);
@@ -972,84 +1041,78 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         }
         last = p;
     }
-    pthread_mutex_lock(&b->mu);
-    if (n > b->cap - b->n) {
-        pthread_mutex_unlock(&b->mu);
-        return MC_ERR_TOO_LARGE;
+}
+
+/* Submit, phase 3 for one request: resolve its peer and transport and cut it into slices
+ * (*slices_p += their number). A failure of the request itself (range overflow, descriptor
+ * unavailable) is kept in r->error and ends it at dispatch; only MC_ERR_NO_MEMORY fails the
+ * submit (the caller then undoes r too). */
+static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u,
+                             mc_te_batch_impl_t *b, uint64_t deadline, size_t *slices_p)
+{
+    memset(r, 0, sizeof(*r));
+    r->batch = b;
+    r->deadline_ns = deadline;
+    r->peer = peer_by_handle(te, u->target);
+    r->slices = &r->inline_slice;
+    r->tp = -1;
+    mc_status_t pre = MC_OK; /* request-level failure, decided before dispatch */
+    if (u->length == 0) {
+        r->n_slices = 0;
+    } else if (u->target_addr + u->length < u->target_addr) {
+        pre = MC_ERR_OUT_OF_RANGE;
+    } else if (!r->peer->is_local) {
+        mc_status_t ds = mc_te_peer_get_desc(r->peer, &r->desc, &r->tp);
+        if (ds != MC_OK)
+            pre = ds == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_TRANSFER_FAIL;
     }
-    size_t base = b->n;
-    /* 2. resolve peers/transports and build slices (may still fail: undo) */
-    uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
-    size_t total_slices = 0;
-    mc_status_t st = MC_OK;
-    size_t built = 0;
-    for (; built < n; built++) {
-        const mc_te_request_t *u = &reqs[built];
-        mc_te_req_t *r = &b->reqs[base + built];
+    if (pre != MC_OK) {
+        atomic_store(&r->error, (int)pre);
+        r->n_slices = 0;
+    } else if (u->length > 0 && r->tp >= 0) {
+        uint64_t ms = g_tp[r->tp]->max_slice(tp_ctx(te, r->tp));
+        uint64_t ns = (u->length + ms - 1) / ms;
+        if (ns > 1) {
+            r->slices = mc_calloc((size_t)ns, sizeof(*r->slices));
+            if (!r->slices) {
+                r->slices = &r->inline_slice;
+                return MC_ERR_NO_MEMORY;
+            }
+        }
+        r->n_slices = (uint32_t)ns;
+        for (uint64_t k = 0; k < ns; k++) {
+            mc_te_slice_t *s = &r->slices[k];
+            uint64_t off = k * ms;
+            s->req = r;
+            s->opcode = u->opcode;
+            s->local = (uint8_t *)u->local + off;
+            s->remote = u->target_addr + off;
+            s->len = u->length - off < ms ? u->length - off : ms;
+        }
+        *slices_p += ns;
+    } else if (u->length > 0) { /* local segment */
+        r->n_slices = 1;
+        r->inline_slice.req = r;
+    }
+    return MC_OK;
+}
+
+/* Undo phase 3 for requests [base, base + count) of b (under b->mu). */
+static void submit_undo(mc_te_batch_impl_t *b, size_t base, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        mc_te_req_t *r = &b->reqs[base + i];
+        if (r->slices != &r->inline_slice)
+            mc_free(r->slices);
+        mc_te_rdesc_put(r->desc);
         memset(r, 0, sizeof(*r));
-        r->batch = b;
-        r->deadline_ns = deadline;
-        r->peer = peer_by_handle(te, u->target);
-        r->slices = &r->inline_slice;
-        r->tp = -1;
-        mc_status_t pre = MC_OK; /* request-level failure, decided before dispatch */
-        if (u->length == 0) {
-            r->n_slices = 0;
-        } else if (u->target_addr + u->length < u->target_addr) {
-            pre = MC_ERR_OUT_OF_RANGE;
-        } else if (!r->peer->is_local) {
-            mc_status_t ds = mc_te_peer_get_desc(r->peer, &r->desc, &r->tp);
-            if (ds != MC_OK)
-                pre = ds == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_TRANSFER_FAIL;
-        }
-        if (pre != MC_OK) {
-            atomic_store(&r->error, (int)pre);
-            r->n_slices = 0;
-        } else if (u->length > 0 && r->tp >= 0) {
-            uint64_t ms = g_tp[r->tp]->max_slice(tp_ctx(te, r->tp));
-            uint64_t ns = (u->length + ms - 1) / ms;
-            if (ns > 1) {
-                r->slices = mc_calloc((size_t)ns, sizeof(*r->slices));
-                if (!r->slices) {
-                    r->slices = &r->inline_slice;
-                    st = MC_ERR_NO_MEMORY;
-                    break;
-                }
-            }
-            r->n_slices = (uint32_t)ns;
-            for (uint64_t k = 0; k < ns; k++) {
-                mc_te_slice_t *s = &r->slices[k];
-                uint64_t off = k * ms;
-                s->req = r;
-                s->opcode = u->opcode;
-                s->local = (uint8_t *)u->local + off;
-                s->remote = u->target_addr + off;
-                s->len = u->length - off < ms ? u->length - off : ms;
-            }
-            total_slices += ns;
-        } else if (u->length > 0) { /* local segment */
-            r->n_slices = 1;
-            r->inline_slice.req = r;
-        }
     }
-    mc_te_slice_t **list = NULL;
-    if (st == MC_OK && total_slices > 0) {
-        list = mc_calloc(total_slices, sizeof(*list));
-        if (!list)
-            st = MC_ERR_NO_MEMORY;
-    }
-    if (st != MC_OK) {
-        for (size_t i = 0; i < built + (built < n ? 1 : 0) && i < n; i++) {
-            mc_te_req_t *r = &b->reqs[base + i];
-            if (r->slices != &r->inline_slice)
-                free(r->slices);
-            mc_te_rdesc_put(r->desc);
-            memset(r, 0, sizeof(*r));
-        }
-        pthread_mutex_unlock(&b->mu);
-        return st;
-    }
-    /* 3. commit: from here on every request ends through its status, submit returns OK */
+}
+
+/* Submit, phase 4 (under b->mu): the requests become part of b; from here on every one ends
+ * through its status and the submit returns MC_OK. */
+static void submit_commit(mc_te_batch_impl_t *b, size_t base, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
         mc_te_req_t *r = &b->reqs[base + i];
         atomic_store(&r->remaining, r->n_slices ? r->n_slices : 1);
@@ -1057,8 +1120,14 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
     }
     b->n = base + n;
     atomic_fetch_add(&b->outstanding, n);
-    pthread_mutex_unlock(&b->mu);
+}
 
+/* Submit, phase 5: end the requests that failed before dispatch, copy those on the local
+ * segment, and hand the remote slices to their transports, grouped by peer and transport
+ * (list: room for every remote slice). Then drop the descriptors borrowed for dispatch. */
+static void submit_dispatch(mc_te_t *te, mc_te_batch_impl_t *b, size_t base,
+                            const mc_te_request_t *reqs, size_t n, mc_te_slice_t **list)
+{
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         mc_te_req_t *r = &b->reqs[base + i];
@@ -1083,18 +1152,51 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
         g_tp[r0->tp]->submit(tp_ctx(te, r0->tp), r0->peer, r0->desc, &list[i], j - i);
         i = j;
     }
-    free(list);
-    /* descriptors were borrowed for dispatch only */
     for (size_t i = 0; i < n; i++) {
         mc_te_req_t *r = &b->reqs[base + i];
         mc_te_rdesc_put(r->desc);
         r->desc = NULL;
     }
+}
+
+/* The phases above, in order: a failed submit leaves nothing behind (transport.h). */
+static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_request_t *reqs,
+                                size_t n)
+{
+    mc_status_t st = submit_validate(te, reqs, n);
+    if (st != MC_OK)
+        return st;
+    submit_warm_descs(te, reqs, n);
+    pthread_mutex_lock(&b->mu);
+    if (n > b->cap - b->n) {
+        pthread_mutex_unlock(&b->mu);
+        return MC_ERR_TOO_LARGE;
+    }
+    size_t base = b->n;
+    uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
+    size_t total_slices = 0, built = 0;
+    for (; built < n && st == MC_OK; built++)
+        st = req_build(te, &b->reqs[base + built], &reqs[built], b, deadline, &total_slices);
+    mc_te_slice_t **list = NULL;
+    if (st == MC_OK && total_slices > 0) {
+        list = mc_calloc(total_slices, sizeof(*list));
+        if (!list)
+            st = MC_ERR_NO_MEMORY;
+    }
+    if (st != MC_OK) {
+        submit_undo(b, base, built); /* built counts the request that failed, too */
+        pthread_mutex_unlock(&b->mu);
+        return st;
+    }
+    submit_commit(b, base, n);
+    pthread_mutex_unlock(&b->mu);
+    submit_dispatch(te, b, base, reqs, n, list);
+    mc_free(list);
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
-                                      const mc_te_request_t *reqs, size_t n)
+mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
+                               const mc_te_request_t *reqs, size_t n)
 {
     if (!te || (!reqs && n))
         return MC_ERR_INVALID_PARAMS;
@@ -1118,8 +1220,8 @@ static void fill_status(const mc_te_req_t *r, mc_te_xfer_status_t *out)
         out->error = MC_ERR_TIMEOUT;
 }
 
-MC_API mc_status_t mc_te_batch_status(mc_te_t *te, mc_te_batch_t batch, size_t index,
-                                      mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_batch_status(mc_te_t *te, mc_te_batch_t batch, size_t index,
+                               mc_te_xfer_status_t *status_p)
 {
     if (!te || !status_p)
         return MC_ERR_INVALID_PARAMS;
@@ -1140,8 +1242,8 @@ static bool is_final(int state)
     return state != MC_TE_WAITING && state != MC_TE_PENDING;
 }
 
-MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
-                                          mc_te_xfer_status_t *status_p, size_t n)
+mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
+                                   mc_te_xfer_status_t *status_p, size_t n)
 {
     if (!te || (!status_p && n))
         return MC_ERR_INVALID_PARAMS;
@@ -1161,7 +1263,7 @@ MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
     return all ? MC_OK : MC_ERR_BUSY;
 }
 
-MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch)
+mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch)
 {
     if (!te)
         return MC_ERR_INVALID_PARAMS;
@@ -1242,14 +1344,14 @@ static mc_status_t transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size
     return MC_OK;
 }
 
-MC_API mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
-                                        mc_te_transfer_t **xfer_p)
+mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                 mc_te_transfer_t **xfer_p)
 {
     return transfer_start(te, reqs, n, false, xfer_p);
 }
 
-MC_API mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
-                                                 size_t n, mc_te_transfer_t **xfer_p)
+mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
+                                          size_t n, mc_te_transfer_t **xfer_p)
 {
     return transfer_start(te, reqs, n, true, xfer_p);
 }
@@ -1280,8 +1382,8 @@ static mc_status_t transfer_report(mc_te_batch_impl_t *b, size_t upto,
     return first;
 }
 
-MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
-                                            mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
+                                     mc_te_xfer_status_t *status_p)
 {
     mc_te_batch_impl_t *b = (mc_te_batch_impl_t *)xfer;
     if (!te || !b || upto > b->n)
@@ -1290,8 +1392,8 @@ MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer,
     return transfer_report(b, upto, status_p);
 }
 
-MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
-                                       mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
+                                mc_te_xfer_status_t *status_p)
 {
     if (!xfer)
         return te ? MC_OK : MC_ERR_INVALID_PARAMS;
@@ -1302,8 +1404,8 @@ MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
     return first;
 }
 
-MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
-                                       mc_te_xfer_status_t *status_p)
+mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                mc_te_xfer_status_t *status_p)
 {
     mc_te_transfer_t *x = NULL;
     mc_status_t st = mc_te_transfer_start(te, reqs, n, &x);

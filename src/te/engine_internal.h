@@ -24,6 +24,12 @@
 #define MC_TE_DEFAULT_WORKERS 2
 #define MC_TE_MAX_WORKERS 32
 #define MC_TE_DEFAULT_SLICE (1u << 20)
+#define MC_TE_MIN_SLICE 4096u
+#define MC_TE_MAX_STRIPE MC_TE_MAX_CONNS
+#define MC_TE_MIN_SOCKET_BUF 4096u
+#define MC_TE_MAX_SOCKET_BUF (1u << 30)
+#define MC_TE_DEFAULT_BUSY_POLL_US 50
+#define MC_TE_MAX_BUSY_POLL_US 10000
 
 /* ---- local segment table ------------------------------------------------------------ */
 
@@ -176,6 +182,14 @@ void mc_te_peer_invalidate(mc_te_peer_t *p, mc_te_rdesc_t *r);
 
 /* ---- engine ------------------------------------------------------------------------------ */
 
+/* A started transport: its ops table (transport.h) and its context (what init returned).
+ * ops == NULL: not started. */
+typedef struct mc_te_transport_ops mc_te_transport_ops_t;
+typedef struct mc_te_transport {
+    const mc_te_transport_ops_t *ops;
+    void *ctx;
+} mc_te_transport_t;
+
 typedef struct mc_te_shareable {
     void *addr;
     size_t len;
@@ -193,6 +207,10 @@ struct mc_te {
     uint32_t workers;
     uint64_t slice_size;
     bool force_tcp;
+    bool hugepages_off;             /* config hugepages == -1 */
+    uint32_t tcp_stripe;            /* config tcp_stripe: 0 = tcp picks (tcp_stripe_width) */
+    uint32_t tcp_socket_buf;        /* SO_SNDBUF/SO_RCVBUF of data connections; 0 = kernel */
+    uint64_t busy_poll_ns;          /* spin budget of waiters and loops; 0 = never spin */
     char host_id[64];
     pid_t pid;
     mc_meta_t *meta;
@@ -210,12 +228,13 @@ struct mc_te {
     size_t n_peers, cap_peers;
     mc_te_batch_impl_t **batches;   /* slot table; handle = gen << 32 | (slot + 1) */
     uint32_t *batch_gen;
-    size_t n_batch_slots;
+    size_t n_batch_slots;           /* slots in use by both arrays */
+    size_t cap_batches, cap_batch_gen;
     mc_te_shareable_t *shareables;
 
-    void *tcp;                      /* tcp transport context */
-    void *shm;                      /* shm transport context (NULL if disabled) */
-    void *ucx;                      /* ucx transport context: only with protocol "ucx" */
+    /* Started transports by MC_TE_TP_*: tcp always; shm unless it failed to start; ucx only
+     * with protocol "ucx". */
+    mc_te_transport_t tp[MC_TE_TP_COUNT];
     _Atomic int stopping;
 };
 

@@ -3,6 +3,8 @@
  * fuzzer. */
 #include "te/engine_internal.h"
 
+#include "common/alloc.h"
+#include "common/buf.h"
 #include "common/time.h"
 
 #include <stdlib.h>
@@ -22,8 +24,8 @@ void mc_te_table_init(mc_te_table_t *t)
 void mc_te_table_fini(mc_te_table_t *t)
 {
     for (size_t i = 0; i < t->n; i++)
-        free(t->bufs[i]);
-    free(t->bufs);
+        mc_free(t->bufs[i]);
+    mc_free(t->bufs);
     pthread_rwlock_destroy(&t->lock);
     pthread_mutex_destroy(&t->drain_mu);
     pthread_cond_destroy(&t->drain_cv);
@@ -62,16 +64,8 @@ mc_status_t mc_te_table_insert(mc_te_table_t *t, mc_te_lbuf_t *b)
         st = MC_ERR_SEGMENT_ALREADY_EXISTS;
     if (st == MC_OK && t->n >= MC_SEGMENT_MAX_BUFFERS)
         st = MC_ERR_TOO_LARGE;
-    if (st == MC_OK && t->n == t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 16;
-        mc_te_lbuf_t **nb = realloc(t->bufs, ncap * sizeof(*nb));
-        if (!nb)
-            st = MC_ERR_NO_MEMORY;
-        else {
-            t->bufs = nb;
-            t->cap = ncap;
-        }
-    }
+    if (st == MC_OK)
+        st = mc_array_reserve(&t->bufs, &t->cap, t->n + 1, 16);
     if (st == MC_OK) {
         memmove(&t->bufs[pos + 1], &t->bufs[pos], (t->n - pos) * sizeof(*t->bufs));
         t->bufs[pos] = b;
@@ -196,6 +190,6 @@ void mc_te_table_finish_remove(mc_te_table_t *t, mc_te_lbuf_t *b, bool remove)
     /* wait out a releaser that is still inside its drain_mu section */
     pthread_mutex_lock(&t->drain_mu);
     pthread_mutex_unlock(&t->drain_mu);
-    free(b);
+    mc_free(b);
 }
 

@@ -14,13 +14,31 @@
 struct mc_meta {
     const mc_meta_ops_t *ops; /* NULL for P2PHANDSHAKE */
     void *impl;
+    uint32_t timeout_ms;
 };
 
 mc_status_t mc_meta_open(const char *uri, mc_meta_t **meta_p)
 {
+    return mc_meta_open_timeout(uri, 0, meta_p);
+}
+
+uint32_t mc_meta_timeout_ms(const mc_meta_t *meta)
+{
+    return meta ? meta->timeout_ms : MC_META_DEFAULT_TIMEOUT_MS;
+}
+
+mc_status_t mc_meta_open_timeout(const char *uri, uint32_t timeout_ms, mc_meta_t **meta_p)
+{
     if (!meta_p)
         return MC_ERR_INVALID_PARAMS;
     *meta_p = NULL;
+    if (timeout_ms == 0)
+        timeout_ms = MC_META_DEFAULT_TIMEOUT_MS;
+    if (timeout_ms < MC_META_MIN_TIMEOUT_MS || timeout_ms > MC_META_MAX_TIMEOUT_MS) {
+        MC_LOG_ERROR("metadata: timeout %u ms out of range (%u..%u)", timeout_ms,
+                     MC_META_MIN_TIMEOUT_MS, MC_META_MAX_TIMEOUT_MS);
+        return MC_ERR_INVALID_PARAMS;
+    }
     if (!uri || !*uri) {
         MC_LOG_ERROR("metadata: empty connection string");
         return MC_ERR_INVALID_PARAMS;
@@ -28,15 +46,16 @@ mc_status_t mc_meta_open(const char *uri, mc_meta_t **meta_p)
     mc_meta_t *m = MC_NEW(mc_meta_t);
     if (!m)
         return MC_ERR_NO_MEMORY;
+    m->timeout_ms = timeout_ms;
     mc_status_t st;
     if (strcasecmp(uri, "P2PHANDSHAKE") == 0) {
         st = MC_OK;
     } else if (strncasecmp(uri, "http://", 7) == 0) {
         m->ops = &mc_meta_http_ops;
-        st = mc_meta_http_open(uri, &m->impl);
+        st = mc_meta_http_open(uri, timeout_ms, &m->impl);
     } else if (strncasecmp(uri, "etcd://", 7) == 0) {
         m->ops = &mc_meta_etcd_ops;
-        st = mc_meta_etcd_open(uri + 7, &m->impl);
+        st = mc_meta_etcd_open(uri + 7, timeout_ms, &m->impl);
     } else {
         MC_LOG_ERROR("metadata: unsupported connection string '%s' (want http://host:port/path, "
                      "etcd://host:port[;host:port...] or P2PHANDSHAKE)",
@@ -44,7 +63,7 @@ mc_status_t mc_meta_open(const char *uri, mc_meta_t **meta_p)
         st = MC_ERR_INVALID_PARAMS;
     }
     if (st != MC_OK) {
-        free(m);
+        mc_free(m);
         return st;
     }
     *meta_p = m;
@@ -57,7 +76,7 @@ void mc_meta_close(mc_meta_t *meta)
         return;
     if (meta->ops)
         meta->ops->close(meta->impl);
-    free(meta);
+    mc_free(meta);
 }
 
 bool mc_meta_is_p2p(const mc_meta_t *meta)

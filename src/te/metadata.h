@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct mc_meta mc_meta_t;
 
@@ -22,14 +23,25 @@ typedef struct mc_meta mc_meta_t;
 #define MC_META_VALUE_MAX (4u << 20)    /* values (and responses) capped at 4 MiB */
 #define MC_META_SEGMENT_PREFIX "mooncake/ram/"
 
-/* Parse the connection string and prepare the client (no network I/O yet).
- * MC_ERR_INVALID_PARAMS for an unknown scheme or a malformed string. */
+/* Total time of one http/etcd request (connect: at most 2000 ms of it). */
+#define MC_META_DEFAULT_TIMEOUT_MS 5000u
+#define MC_META_MIN_TIMEOUT_MS 100u
+#define MC_META_MAX_TIMEOUT_MS 600000u
+
+/* Parse the connection string and prepare the client (no network I/O yet), with requests
+ * bounded by MC_META_DEFAULT_TIMEOUT_MS. MC_ERR_INVALID_PARAMS for an unknown scheme or a
+ * malformed string. */
 mc_status_t mc_meta_open(const char *uri, mc_meta_t **meta_p);
+/* The same with requests bounded by timeout_ms (0 = MC_META_DEFAULT_TIMEOUT_MS; otherwise
+ * MC_META_MIN_TIMEOUT_MS..MC_META_MAX_TIMEOUT_MS, else MC_ERR_INVALID_PARAMS). */
+mc_status_t mc_meta_open_timeout(const char *uri, uint32_t timeout_ms, mc_meta_t **meta_p);
+/* The request timeout of meta, ms. */
+uint32_t mc_meta_timeout_ms(const mc_meta_t *meta);
 void mc_meta_close(mc_meta_t *meta);
 
 bool mc_meta_is_p2p(const mc_meta_t *meta);
 
-/* *value_p is a NUL-terminated heap string the caller frees with free().
+/* *value_p is a NUL-terminated heap string the caller releases with mc_free.
  * MC_ERR_OBJECT_NOT_FOUND if the key is absent; MC_ERR_CONNECTION if the store is unreachable;
  * MC_ERR_TOO_LARGE if the value exceeds MC_META_VALUE_MAX. */
 mc_status_t mc_meta_get(mc_meta_t *meta, const char *key, char **value_p);

@@ -119,7 +119,7 @@ mc_status_t mc_b64_decode(const char *s, size_t n, char **out_p, size_t *out_len
     *out_len_p = o;
     return MC_OK;
 bad:
-    free(out);
+    mc_free(out);
     return MC_ERR_PROTOCOL;
 }
 
@@ -131,17 +131,18 @@ typedef struct etcd_meta {
     size_t n;
     char *base[ETCD_MAX_ENDPOINTS]; /* "http://host:port" */
     atomic_size_t cur;              /* endpoint that answered last */
+    uint32_t timeout_ms;            /* per request, per endpoint tried */
 } etcd_meta_t;
 
 static void etcd_close(void *impl)
 {
     etcd_meta_t *m = impl;
     for (size_t i = 0; i < m->n; i++)
-        free(m->base[i]);
-    free(m);
+        mc_free(m->base[i]);
+    mc_free(m);
 }
 
-mc_status_t mc_meta_etcd_open(const char *endpoints, void **impl_p)
+mc_status_t mc_meta_etcd_open(const char *endpoints, uint32_t timeout_ms, void **impl_p)
 {
     etcd_meta_t *m = MC_NEW(etcd_meta_t);
     if (!m)
@@ -193,7 +194,8 @@ mc_status_t mc_meta_etcd_open(const char *endpoints, void **impl_p)
         goto fail;
     }
     atomic_init(&m->cur, 0);
-    mc_meta_timeout_ms(); /* curl_global_init now, not inside a request */
+    m->timeout_ms = timeout_ms;
+    mc_meta_curl_init(); /* curl_global_init now, not inside a request */
     *impl_p = m;
     return MC_OK;
 fail:
@@ -225,6 +227,7 @@ static mc_status_t etcd_error(const char *op, const mc_meta_http_resp_t *r)
 static mc_status_t etcd_call(etcd_meta_t *m, const char *op, const char *path, json_t *req,
                              mc_meta_http_resp_t *resp)
 {
+    /* jansson allocates with malloc; mc_free (free) releases it like our own strings */
     char *body = json_dumps(req, JSON_COMPACT);
     if (!body)
         return MC_ERR_NO_MEMORY;
@@ -235,10 +238,10 @@ static mc_status_t etcd_call(etcd_meta_t *m, const char *op, const char *path, j
         char url[MC_HOST_MAX + 64];
         snprintf(url, sizeof(url), "%s%s", m->base[ep], path);
         st = mc_meta_http_request("POST", url, body, strlen(body), "application/json",
-                                  ETCD_MAX_RESP, resp);
+                                  ETCD_MAX_RESP, m->timeout_ms, resp);
         if (st == MC_OK && resp->code == 503) {
             MC_LOG_WARN("metadata: etcd %s at %s unavailable (503)", op, m->base[ep]);
-            free(resp->body);
+            mc_free(resp->body);
             resp->body = NULL;
             st = MC_ERR_CONNECTION;
         }
@@ -253,12 +256,12 @@ static mc_status_t etcd_call(etcd_meta_t *m, const char *op, const char *path, j
         atomic_store(&m->cur, ep);
         if (resp->code != 200) {
             st = etcd_error(op, resp);
-            free(resp->body);
+            mc_free(resp->body);
             resp->body = NULL;
         }
         break;
     }
-    free(body);
+    mc_free(body);
     return st;
 }
 
@@ -273,8 +276,8 @@ static json_t *etcd_req(const char *key, const char *value, size_t value_len)
         json_decref(req);
         req = NULL;
     }
-    free(k);
-    free(v);
+    mc_free(k);
+    mc_free(v);
     return req;
 }
 
@@ -290,7 +293,7 @@ static mc_status_t etcd_get(void *impl, const char *key, char **value_p)
         return st;
     json_error_t err;
     json_t *j = json_loadb(r.body, r.len, 0, &err);
-    free(r.body);
+    mc_free(r.body);
     if (!json_is_object(j)) {
         MC_LOG_ERROR("metadata: etcd range: malformed reply: %s", j ? "not an object" : err.text);
         json_decref(j);
@@ -315,7 +318,7 @@ static mc_status_t etcd_get(void *impl, const char *key, char **value_p)
     if (st == MC_ERR_PROTOCOL)
         MC_LOG_ERROR("metadata: etcd range: value is not valid base64");
     if (st == MC_OK && vlen > MC_META_VALUE_MAX) {
-        free(*value_p);
+        mc_free(*value_p);
         *value_p = NULL;
         MC_LOG_ERROR("metadata: etcd value for '%s' exceeds %u bytes", key, MC_META_VALUE_MAX);
         st = MC_ERR_TOO_LARGE;
@@ -332,7 +335,7 @@ static mc_status_t etcd_put(void *impl, const char *key, const char *value, size
     mc_status_t st = etcd_call(impl, "put", "/v3/kv/put", req, &r);
     json_decref(req);
     if (st == MC_OK)
-        free(r.body);
+        mc_free(r.body);
     return st;
 }
 
@@ -345,7 +348,7 @@ static mc_status_t etcd_del(void *impl, const char *key)
     mc_status_t st = etcd_call(impl, "deleterange", "/v3/kv/deleterange", req, &r);
     json_decref(req);
     if (st == MC_OK)
-        free(r.body);
+        mc_free(r.body);
     return st;
 }
 

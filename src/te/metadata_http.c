@@ -3,9 +3,11 @@
  *
  * Also home of the libcurl helper shared with the etcd backend: curl_global_init once
  * (pthread_once), easy handles recycled through a small mutex-protected pool so that
- * keep-alive connections are reused, caps on every response, fixed timeouts.
+ * keep-alive connections are reused, caps on every response, the timeout its client was
+ * opened with.
  */
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "te/metadata_internal.h"
 
@@ -19,7 +21,6 @@
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static int g_curl_ok;
-static uint32_t g_timeout_ms = 5000;
 
 #define POOL_MAX 16
 static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -31,21 +32,11 @@ static void curl_init_once(void)
     g_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
     if (!g_curl_ok)
         MC_LOG_ERROR("metadata: curl_global_init failed");
-    const char *env = getenv("MC_META_TIMEOUT_MS");
-    if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (end && *end == '\0' && v >= 100 && v <= 600000)
-            g_timeout_ms = (uint32_t)v;
-        else
-            MC_LOG_WARN("metadata: ignoring MC_META_TIMEOUT_MS='%s' (want 100..600000)", env);
-    }
 }
 
-uint32_t mc_meta_timeout_ms(void)
+void mc_meta_curl_init(void)
 {
     pthread_once(&g_curl_once, curl_init_once);
-    return g_timeout_ms;
 }
 
 static CURL *handle_get(void)
@@ -75,8 +66,8 @@ static void handle_put(CURL *h)
 }
 
 typedef struct sink {
-    char *buf;
-    size_t len, cap, max;
+    mc_buf_t buf; /* the body so far, NUL-terminated once anything arrived */
+    size_t max;
     int too_large;
 } sink_t;
 
@@ -84,23 +75,14 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
 {
     sink_t *s = arg;
     size_t n = size * nmemb;
-    if (n > s->max - s->len) {
+    if (n > s->max - s->buf.len) {
         s->too_large = 1;
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
     }
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (!nb)
-            return 0;
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, ptr, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
+    if (mc_buf_reserve(&s->buf, n + 1) != MC_OK)
+        return 0;
+    mc_buf_append(&s->buf, ptr, n); /* room reserved above: cannot fail */
+    s->buf.data[s->buf.len] = '\0';
     return n;
 }
 
@@ -110,14 +92,14 @@ char *mc_meta_url_escape(const char *s)
     char *e = curl_easy_escape(NULL, s, 0);
     if (!e)
         return NULL;
-    char *copy = strdup(e); /* curl_free vs free: hand out a malloc'd copy */
+    char *copy = mc_strdup(e); /* curl_free vs free: hand out a malloc'd copy */
     curl_free(e);
     return copy;
 }
 
 mc_status_t mc_meta_http_request(const char *method, const char *url, const char *body,
                                  size_t body_len, const char *content_type, size_t max_resp,
-                                 mc_meta_http_resp_t *resp)
+                                 uint32_t timeout_ms, mc_meta_http_resp_t *resp)
 {
     memset(resp, 0, sizeof(*resp));
     pthread_once(&g_curl_once, curl_init_once);
@@ -135,7 +117,7 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
         if (n)
             hdrs = n;
     }
-    uint32_t total = g_timeout_ms;
+    uint32_t total = timeout_ms;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
@@ -158,11 +140,10 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
     mc_status_t st = MC_OK;
     if (rc == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->code);
-        if (!sink.buf) {
-            sink.buf = strdup("");
-            if (!sink.buf)
-                st = MC_ERR_NO_MEMORY;
-        }
+        if (!sink.buf.data && mc_buf_reserve(&sink.buf, 1) == MC_OK)
+            sink.buf.data[0] = '\0'; /* empty body: still a string */
+        if (!sink.buf.data)
+            st = MC_ERR_NO_MEMORY;
     } else if (sink.too_large) {
         MC_LOG_ERROR("metadata: %s %s: response larger than %zu bytes refused", method, url,
                      max_resp);
@@ -190,12 +171,12 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     handle_put(h);
     if (st != MC_OK) {
-        free(sink.buf);
+        mc_buf_free(&sink.buf);
         resp->code = 0;
         return st;
     }
-    resp->body = sink.buf;
-    resp->len = sink.len;
+    resp->body = (char *)sink.buf.data; /* ownership passes to the caller (mc_free) */
+    resp->len = sink.buf.len;
     return MC_OK;
 }
 
@@ -203,9 +184,10 @@ mc_status_t mc_meta_http_request(const char *method, const char *url, const char
 
 typedef struct http_meta {
     char *url; /* base URL without query */
+    uint32_t timeout_ms;
 } http_meta_t;
 
-mc_status_t mc_meta_http_open(const char *url, void **impl_p)
+mc_status_t mc_meta_http_open(const char *url, uint32_t timeout_ms, void **impl_p)
 {
     const char *auth = url + 7; /* after "http://" */
     size_t n = strlen(url);
@@ -225,10 +207,11 @@ mc_status_t mc_meta_http_open(const char *url, void **impl_p)
         return MC_ERR_NO_MEMORY;
     m->url = mc_strdup(url);
     if (!m->url) {
-        free(m);
+        mc_free(m);
         return MC_ERR_NO_MEMORY;
     }
-    pthread_once(&g_curl_once, curl_init_once);
+    m->timeout_ms = timeout_ms;
+    mc_meta_curl_init();
     *impl_p = m;
     return MC_OK;
 }
@@ -236,8 +219,8 @@ mc_status_t mc_meta_http_open(const char *url, void **impl_p)
 static void http_close(void *impl)
 {
     http_meta_t *m = impl;
-    free(m->url);
-    free(m);
+    mc_free(m->url);
+    mc_free(m);
 }
 
 static char *key_url(http_meta_t *m, const char *key)
@@ -249,7 +232,7 @@ static char *key_url(http_meta_t *m, const char *key)
     char *u = mc_malloc(n);
     if (u)
         snprintf(u, n, "%s?key=%s", m->url, ek);
-    free(ek);
+    mc_free(ek);
     return u;
 }
 
@@ -270,12 +253,14 @@ static mc_status_t map_code(const char *op, const char *key, const mc_meta_http_
 
 static mc_status_t http_get(void *impl, const char *key, char **value_p)
 {
+    http_meta_t *m = impl;
     char *u = key_url(impl, key);
     if (!u)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
-    mc_status_t st = mc_meta_http_request("GET", u, NULL, 0, NULL, MC_META_VALUE_MAX, &r);
-    free(u);
+    mc_status_t st = mc_meta_http_request("GET", u, NULL, 0, NULL, MC_META_VALUE_MAX, m->timeout_ms,
+                                          &r);
+    mc_free(u);
     if (st != MC_OK)
         return st;
     st = map_code("GET", key, &r);
@@ -283,37 +268,41 @@ static mc_status_t http_get(void *impl, const char *key, char **value_p)
         *value_p = r.body;
         return MC_OK;
     }
-    free(r.body);
+    mc_free(r.body);
     return st;
 }
 
 static mc_status_t http_put(void *impl, const char *key, const char *value, size_t len)
 {
+    http_meta_t *m = impl;
     char *u = key_url(impl, key);
     if (!u)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
-    mc_status_t st = mc_meta_http_request("PUT", u, value, len, "application/json", 64 << 10, &r);
-    free(u);
+    mc_status_t st = mc_meta_http_request("PUT", u, value, len, "application/json", 64 << 10,
+                                          m->timeout_ms, &r);
+    mc_free(u);
     if (st != MC_OK)
         return st;
     st = map_code("PUT", key, &r);
-    free(r.body);
+    mc_free(r.body);
     return st == MC_ERR_OBJECT_NOT_FOUND ? MC_ERR_INTERNAL : st;
 }
 
 static mc_status_t http_del(void *impl, const char *key)
 {
+    http_meta_t *m = impl;
     char *u = key_url(impl, key);
     if (!u)
         return MC_ERR_NO_MEMORY;
     mc_meta_http_resp_t r;
-    mc_status_t st = mc_meta_http_request("DELETE", u, NULL, 0, NULL, 64 << 10, &r);
-    free(u);
+    mc_status_t st = mc_meta_http_request("DELETE", u, NULL, 0, NULL, 64 << 10, m->timeout_ms,
+                                          &r);
+    mc_free(u);
     if (st != MC_OK)
         return st;
     st = map_code("DELETE", key, &r);
-    free(r.body);
+    mc_free(r.body);
     return st == MC_ERR_OBJECT_NOT_FOUND ? MC_OK : st;
 }
 

@@ -17,44 +17,45 @@ typedef struct mc_meta_ops {
     void (*close)(void *impl);
 } mc_meta_ops_t;
 
-/* Backend constructors. `rest` is the connection string after the scheme check (borrowed). */
-mc_status_t mc_meta_http_open(const char *url, void **impl_p);
-mc_status_t mc_meta_etcd_open(const char *endpoints, void **impl_p);
+/* Backend constructors. `rest` is the connection string after the scheme check (borrowed);
+ * timeout_ms (checked by mc_meta_open_timeout) bounds each request of the backend. */
+mc_status_t mc_meta_http_open(const char *url, uint32_t timeout_ms, void **impl_p);
+mc_status_t mc_meta_etcd_open(const char *endpoints, uint32_t timeout_ms, void **impl_p);
 extern const mc_meta_ops_t mc_meta_http_ops;
 extern const mc_meta_ops_t mc_meta_etcd_ops;
 
 /* ---- shared libcurl helper (metadata_http.c) ---- */
 
-/* Timeouts: total from env MC_META_TIMEOUT_MS (default 5000, 100..600000), connect
- * min(2000, total). Read once. */
-uint32_t mc_meta_timeout_ms(void);
+/* curl_global_init, once per process; backends call it at open, not inside a request. */
+void mc_meta_curl_init(void);
 
 typedef struct mc_meta_http_resp {
     long code;   /* HTTP status, 0 if none */
-    char *body;  /* heap, NUL-terminated (free()), never NULL on MC_OK */
+    char *body;  /* heap, NUL-terminated (mc_free), never NULL on MC_OK */
     size_t len;
 } mc_meta_http_resp_t;
 
-/* One HTTP request. method "GET"/"PUT"/"POST"/"DELETE"; body may be NULL (borrowed for the
- * call); content_type may be NULL. Response bodies above max_resp bytes abort the transfer
+/* One HTTP request, bounded by timeout_ms in total and min(2000, timeout_ms) to connect.
+ * method "GET"/"PUT"/"POST"/"DELETE"; body may be NULL (borrowed for the call); content_type
+ * may be NULL. Response bodies above max_resp bytes abort the transfer
  * with MC_ERR_TOO_LARGE. Transport errors: MC_ERR_CONNECTION (refused, reset, unresolvable,
  * no connection within the connect timeout), MC_ERR_TIMEOUT (connected but no complete answer
  * in time). On MC_OK the caller owns resp->body. Thread-safe (handles come from a pool). */
 mc_status_t mc_meta_http_request(const char *method, const char *url, const char *body,
                                  size_t body_len, const char *content_type, size_t max_resp,
-                                 mc_meta_http_resp_t *resp);
+                                 uint32_t timeout_ms, mc_meta_http_resp_t *resp);
 
-/* URL-escape s (RFC 3986 unreserved kept). Heap string, free() it; NULL on no memory. */
+/* URL-escape s (RFC 3986 unreserved kept). Heap string, mc_free it; NULL on no memory. */
 char *mc_meta_url_escape(const char *s);
 
 /* ---- base64 (RFC 4648, standard alphabet, padded) ---- */
 
 /* Encoded length including padding (no NUL). */
 size_t mc_b64_encoded_len(size_t n);
-/* Encode n bytes; returns a heap NUL-terminated string (free()) or NULL on no memory. */
+/* Encode n bytes; returns a heap NUL-terminated string (mc_free) or NULL on no memory. */
 char *mc_b64_encode(const void *data, size_t n);
 /* Strict decode: length a multiple of 4, only alphabet characters, '=' only as 1-2 trailing
- * padding, non-zero pad bits refused. Returns a heap buffer with a NUL appended (free());
+ * padding, non-zero pad bits refused. Returns a heap buffer with a NUL appended (mc_free);
  * *out_len excludes it. MC_ERR_PROTOCOL on bad input, MC_ERR_NO_MEMORY. */
 mc_status_t mc_b64_decode(const char *s, size_t n, char **out_p, size_t *out_len_p);
 

@@ -20,6 +20,7 @@
 #include "te/metadata_server.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -99,7 +100,7 @@ static void tbl_grow(mc_meta_server_t *s)
             e = next;
         }
     }
-    free(s->buckets);
+    mc_free(s->buckets);
     s->buckets = b;
     s->nbuckets = nb;
 }
@@ -122,7 +123,7 @@ static int tbl_put(mc_meta_server_t *s, const char *key, size_t klen, const char
     v[vlen] = '\0';
     if (*pp) {
         s->live_bytes -= rec_size(klen, (*pp)->vlen);
-        free((*pp)->val);
+        mc_free((*pp)->val);
         (*pp)->val = v;
         (*pp)->vlen = vlen;
         s->live_bytes += rec_size(klen, vlen);
@@ -131,8 +132,8 @@ static int tbl_put(mc_meta_server_t *s, const char *key, size_t klen, const char
     entry_t *e = MC_NEW(entry_t);
     char *k = e ? mc_strndup(key, klen) : NULL;
     if (!k) {
-        free(e);
-        free(v);
+        mc_free(e);
+        mc_free(v);
         return -1;
     }
     e->hash = h;
@@ -159,9 +160,9 @@ static int tbl_del(mc_meta_server_t *s, const char *key, size_t klen)
     *pp = e->next;
     s->count--;
     s->live_bytes -= rec_size(klen, e->vlen);
-    free(e->key);
-    free(e->val);
-    free(e);
+    mc_free(e->key);
+    mc_free(e->val);
+    mc_free(e);
     return 1;
 }
 
@@ -171,13 +172,13 @@ static void tbl_free(mc_meta_server_t *s)
         entry_t *e = s->buckets[i];
         while (e) {
             entry_t *next = e->next;
-            free(e->key);
-            free(e->val);
-            free(e);
+            mc_free(e->key);
+            mc_free(e->val);
+            mc_free(e);
             e = next;
         }
     }
-    free(s->buckets);
+    mc_free(s->buckets);
     s->buckets = NULL;
 }
 
@@ -255,7 +256,7 @@ static void fsync_dir_of(const char *path)
             MC_LOG_WARN("metadata server: fsync of the log directory failed: %m");
         close(dfd);
     }
-    free(copy);
+    mc_free(copy);
 }
 
 /* Rewrite the log as one PUT per live key (temp file + fsync + rename). Write lock held.
@@ -270,7 +271,7 @@ static void log_compact(mc_meta_server_t *s)
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         MC_LOG_WARN("metadata server: compaction: cannot create %s: %m", tmp);
-        free(tmp);
+        mc_free(tmp);
         return;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0)
@@ -284,7 +285,7 @@ static void log_compact(mc_meta_server_t *s)
             unsigned char *r = rec_encode(OP_PUT, e->key, e->klen, e->val, e->vlen, &n);
             ok = r && write_full(fd, r, n, (off_t)off) == 0;
             off += n;
-            free(r);
+            mc_free(r);
         }
     }
     if (ok && fdatasync(fd) != 0)
@@ -296,7 +297,7 @@ static void log_compact(mc_meta_server_t *s)
                     s->log_path);
         close(fd);
         unlink(tmp);
-        free(tmp);
+        mc_free(tmp);
         return;
     }
     fsync_dir_of(s->log_path);
@@ -305,7 +306,7 @@ static void log_compact(mc_meta_server_t *s)
     close(s->log_fd);
     s->log_fd = fd;
     s->log_bytes = off;
-    free(tmp);
+    mc_free(tmp);
 }
 
 /* Append one mutation and sync. Write lock held. 0 ok, -1 failed (log unchanged). */
@@ -319,7 +320,7 @@ static int log_append(mc_meta_server_t *s, uint32_t op, const char *key, size_t 
     if (!r)
         return -1;
     int rc = write_full(s->log_fd, r, n, (off_t)s->log_bytes);
-    free(r);
+    mc_free(r);
     if (rc == 0 && fdatasync(s->log_fd) != 0)
         rc = -1;
     if (rc != 0) {
@@ -405,9 +406,9 @@ static mc_status_t log_open(mc_meta_server_t *s, const char *path)
             why = "record runs past the end of the file";
             break;
         }
-        char *nb = realloc(buf, (size_t)klen + vlen + 1);
+        char *nb = mc_realloc(buf, (size_t)klen + vlen + 1);
         if (!nb) {
-            free(buf);
+            mc_free(buf);
             return MC_ERR_NO_MEMORY;
         }
         buf = nb;
@@ -422,13 +423,13 @@ static mc_status_t log_open(mc_meta_server_t *s, const char *path)
         int rc = op == OP_PUT ? tbl_put(s, buf, klen, buf + klen, vlen)
                               : (tbl_del(s, buf, klen), 0);
         if (rc != 0) {
-            free(buf);
+            mc_free(buf);
             return MC_ERR_NO_MEMORY;
         }
         off += REC_HDR + (uint64_t)klen + vlen;
         records++;
     }
-    free(buf);
+    mc_free(buf);
     if (why) {
         MC_LOG_WARN("metadata server: %s: %s at offset %llu; truncating %llu tail bytes", path,
                     why, (unsigned long long)off, (unsigned long long)(size - off));
@@ -457,7 +458,7 @@ static void ctx_release_body(req_ctx_t *ctx)
 {
     if (ctx->cap)
         atomic_fetch_sub(&ctx->srv->upload_bytes, ctx->cap);
-    free(ctx->body);
+    mc_free(ctx->body);
     ctx->body = NULL;
     ctx->len = ctx->cap = 0;
 }
@@ -567,25 +568,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_YES;
         }
         if (ctx->len + n > ctx->cap) {
-            size_t cap = ctx->cap ? ctx->cap : 4096;
-            while (cap < ctx->len + n)
-                cap *= 2;
-            size_t grow = cap - ctx->cap;
+            /* grow first, then charge the growth to the budget (undone when over it) */
+            size_t old = ctx->cap;
+            if (mc_array_reserve(&ctx->body, &ctx->cap, ctx->len + n, 4096) != MC_OK)
+                return MHD_NO;
+            size_t grow = ctx->cap - old;
             if (atomic_fetch_add(&s->upload_bytes, grow) + grow > UPLOAD_BUDGET) {
                 atomic_fetch_sub(&s->upload_bytes, grow);
                 MC_LOG_WARN("metadata server: upload budget (%u bytes) exhausted; refusing a PUT",
                             UPLOAD_BUDGET);
                 ctx->over_budget = 1;
+                ctx->cap = old; /* only `old` bytes are charged to it */
                 ctx_release_body(ctx);
                 return MHD_YES;
             }
-            char *nb = realloc(ctx->body, cap);
-            if (!nb) {
-                atomic_fetch_sub(&s->upload_bytes, grow);
-                return MHD_NO;
-            }
-            ctx->body = nb;
-            ctx->cap = cap;
         }
         memcpy(ctx->body + ctx->len, upload_data, n);
         ctx->len += n;
@@ -624,7 +620,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     req_ctx_t *ctx = *con_cls;
     if (ctx) {
         ctx_release_body(ctx);
-        free(ctx);
+        mc_free(ctx);
         *con_cls = NULL;
     }
 }
@@ -655,8 +651,8 @@ mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *pe
     s->nbuckets = 256;
     s->buckets = mc_calloc(s->nbuckets, sizeof(*s->buckets));
     if (!s->buckets || pthread_rwlock_init(&s->lock, NULL) != 0) {
-        free(s->buckets);
-        free(s);
+        mc_free(s->buckets);
+        mc_free(s);
         return MC_ERR_NO_MEMORY;
     }
     mc_status_t st = MC_OK;
@@ -690,10 +686,10 @@ mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *pe
 fail:
     if (s->log_fd >= 0)
         close(s->log_fd);
-    free(s->log_path);
+    mc_free(s->log_path);
     tbl_free(s);
     pthread_rwlock_destroy(&s->lock);
-    free(s);
+    mc_free(s);
     return st;
 }
 
@@ -719,8 +715,8 @@ void mc_meta_server_stop(mc_meta_server_t *srv)
     MHD_stop_daemon(srv->mhd); /* joins the threads and closes the listening socket */
     if (srv->log_fd >= 0)
         close(srv->log_fd);
-    free(srv->log_path);
+    mc_free(srv->log_path);
     tbl_free(srv);
     pthread_rwlock_destroy(&srv->lock);
-    free(srv);
+    mc_free(srv);
 }

@@ -103,17 +103,18 @@ mc_status_t mc_segment_desc_to_json(const mc_segment_desc_t *desc, char **json_p
         if (json_object_set_new(root, "transport_info", ti))
             goto out;
     }
+    /* jansson allocates with malloc; mc_free (free) releases it like our own strings */
     char *text = json_dumps(root, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!text)
         goto out;
     if (strlen(text) > MC_SEGMENT_DESC_MAX_JSON) {
         MC_LOG_ERROR("segment desc: JSON of %zu bytes exceeds the cap %u", strlen(text),
                      MC_SEGMENT_DESC_MAX_JSON);
-        free(text);
+        mc_free(text);
         st = MC_ERR_TOO_LARGE;
         goto out;
     }
-    *json_p = text; /* jansson uses malloc by default: the caller frees with free() */
+    *json_p = text; /* jansson uses malloc by default: the caller frees with mc_free() */
     st = MC_OK;
 out:
     json_decref(bufs);
@@ -313,6 +314,7 @@ mc_status_t mc_segment_desc_from_json(const char *json, size_t len, mc_segment_d
 
     j = json_object_get(root, "transport_info");
     if (j && !json_is_null(j)) {
+        /* jansson allocates with malloc; mc_free (free) releases it like our own strings */
         desc->transport_info = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
         if (!desc->transport_info) {
             st = MC_ERR_NO_MEMORY;
@@ -331,8 +333,8 @@ void mc_segment_desc_free(mc_segment_desc_t *desc)
 {
     if (!desc)
         return;
-    free(desc->buffers);
-    free(desc->transport_info);
+    mc_free(desc->buffers);
+    mc_free(desc->transport_info);
     memset(desc, 0, sizeof(*desc));
 }
 

@@ -44,7 +44,7 @@ typedef struct mc_segment_desc {
     char *transport_info;
 } mc_segment_desc_t;
 
-/* Serialize to a heap JSON string (caller frees with free()). */
+/* Serialize to a heap JSON string (caller releases with mc_free). */
 mc_status_t mc_segment_desc_to_json(const mc_segment_desc_t *desc, char **json_p);
 /* Parse JSON of at most len bytes (need not be NUL-terminated). On error *desc is zeroed and
  * MC_ERR_PROTOCOL (malformed) or MC_ERR_TOO_LARGE is returned. */

@@ -5,7 +5,8 @@
  *   {"shm_ctl_fd":N,"shm_ctl_slots":S,"slots":[[addr,slot,gen],...]}.
  * Initiator side (per peer, cached until the peer's pid changes): the control mapping and one
  * mapping per peer buffer, made on first use from /proc/<pid>/fd/<shm_fd>. Buffers that are
- * not memfd-backed go to the owner as tcp CMA requests (or plain tcp if CMA is not permitted).
+ * not memfd-backed go to the fallback transport the engine hands us at init (tcp), as CMA
+ * requests the owner serves (or as plain requests if CMA is not permitted).
  */
 
 #include "te/transport.h"
@@ -39,6 +40,7 @@ typedef struct shm_slot {
 
 typedef struct shm_ctx {
     mc_te_t *te;
+    const mc_te_transport_t *fallback; /* takes the slices we cannot copy (transport.h) */
     int ctl_fd;
     shm_slot_t *ctl;
     size_t ctl_size;
@@ -74,19 +76,23 @@ typedef struct shm_peer {
 
 /* ===================================== owner ========================================== */
 
-static mc_status_t shm_init(mc_te_t *te, void **ctx_p)
+static mc_status_t shm_init(mc_te_t *te, const mc_te_transport_t *fallback,
+                            void **ctx_p)
 {
-    shm_ctx_t *c = calloc(1, sizeof(*c));
+    if (!fallback || !fallback->ops || !fallback->ops->submit)
+        return MC_ERR_INVALID_PARAMS; /* it could not serve buffers without a memfd */
+    shm_ctx_t *c = mc_calloc(1, sizeof(*c));
     if (!c)
         return MC_ERR_NO_MEMORY;
     c->te = te;
+    c->fallback = fallback;
     c->ctl_size = MC_TE_SHM_SLOTS * sizeof(shm_slot_t);
     c->ctl_fd = memfd_create("mc-te-ctl", MFD_CLOEXEC);
     if (c->ctl_fd < 0 || ftruncate(c->ctl_fd, (off_t)c->ctl_size) != 0) {
         MC_LOG_WARN("shm: control memfd failed: %m");
         if (c->ctl_fd >= 0)
             close(c->ctl_fd);
-        free(c);
+        mc_free(c);
         return MC_ERR_IO;
     }
     c->ctl = mmap(NULL, c->ctl_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
@@ -94,7 +100,7 @@ static mc_status_t shm_init(mc_te_t *te, void **ctx_p)
     if (c->ctl == MAP_FAILED) {
         MC_LOG_WARN("shm: control mmap failed: %m");
         close(c->ctl_fd);
-        free(c);
+        mc_free(c);
         return MC_ERR_IO;
     }
     pthread_mutex_init(&c->mu, NULL);
@@ -110,7 +116,7 @@ static void shm_fini(void *vctx)
     munmap(c->ctl, c->ctl_size);
     close(c->ctl_fd);
     pthread_mutex_destroy(&c->mu);
-    free(c);
+    mc_free(c);
 }
 
 static mc_status_t shm_on_register(void *vctx, mc_te_lbuf_t *b)
@@ -193,6 +199,7 @@ static char *shm_transport_info(void *vctx)
     }
     pthread_rwlock_unlock(&t->lock);
     json_object_set_new(o, "slots", a);
+    /* jansson allocates with malloc; mc_free (free) releases it like our own strings */
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
@@ -249,7 +256,7 @@ static void rbufs_free(shm_rbuf_t *bufs, size_t n)
     for (size_t i = 0; i < n; i++)
         if (bufs[i].map)
             munmap(bufs[i].map, bufs[i].map_len);
-    free(bufs);
+    mc_free(bufs);
 }
 
 static void peer_drop(shm_peer_t *sp)
@@ -315,7 +322,7 @@ static mc_status_t peer_rebuild(shm_peer_t *sp, mc_te_rdesc_t *r)
     }
     shm_rbuf_t *nb = NULL;
     if (st == MC_OK && d->n_buffers > 0) {
-        nb = calloc(d->n_buffers, sizeof(*nb));
+        nb = mc_calloc(d->n_buffers, sizeof(*nb));
         if (!nb)
             st = MC_ERR_NO_MEMORY;
     }
@@ -420,7 +427,7 @@ static shm_peer_t *peer_state(mc_te_peer_t *peer)
     pthread_mutex_lock(&peer->mu);
     shm_peer_t *sp = peer->tp_state[MC_TE_TP_SHM];
     if (!sp) {
-        sp = calloc(1, sizeof(*sp));
+        sp = mc_calloc(1, sizeof(*sp));
         if (sp) {
             pthread_rwlock_init(&sp->lock, NULL);
             sp->pidfd = -1;
@@ -478,11 +485,10 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
                        mc_te_slice_t **slices, size_t n)
 {
     shm_ctx_t *c = vctx;
-    mc_te_t *te = c->te;
     shm_peer_t *sp = peer_state(peer);
-    mc_te_slice_t **fwd = calloc(n, sizeof(*fwd));
+    mc_te_slice_t **fwd = mc_calloc(n, sizeof(*fwd));
     if (!sp || !fwd) {
-        free(fwd);
+        mc_free(fwd);
         for (size_t i = 0; i < n; i++)
             mc_te_slice_done(slices[i], MC_ERR_NO_MEMORY, 0);
         return;
@@ -562,10 +568,10 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
         }
     }
     if (nfwd > 0)
-        mc_te_tcp_ops.submit(te->tcp, peer, cur, fwd, nfwd);
+        c->fallback->ops->submit(c->fallback->ctx, peer, cur, fwd, nfwd);
     (void)ncma;
     mc_te_rdesc_put(cur);
-    free(fwd);
+    mc_free(fwd);
 }
 
 static void shm_peer_free(void *vctx, mc_te_peer_t *peer)
@@ -575,7 +581,7 @@ static void shm_peer_free(void *vctx, mc_te_peer_t *peer)
         return;
     peer_drop(sp);
     pthread_rwlock_destroy(&sp->lock);
-    free(sp);
+    mc_free(sp);
     peer->tp_state[MC_TE_TP_SHM] = NULL;
 }
 

@@ -1,3 +1,9 @@
+/* tcp frame codec (layout in tcp_frame.h): encode/decode of the 40-byte little-endian header,
+ * the checks a server applies to a request header before reading its payload
+ * (mc_te_frame_check_request, and mc_te_tcp_check_request adding the range check against the
+ * local segment table), and the classification of a response a client receives. No I/O and
+ * no state: the tcp transport and the frame fuzzer (tests/te/fuzz_tcp_frame.c) both use it.
+ */
 #include "te/tcp_frame.h"
 
 #include "te/transport.h"
@@ -5,7 +11,6 @@
 #include "common/bytes.h"
 
 #include <string.h>
-
 
 void mc_te_frame_encode(const mc_te_frame_t *h, uint8_t *out)
 {

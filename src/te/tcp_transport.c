@@ -7,6 +7,7 @@
 #include "te/transport.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/payload.h"
 #include "common/net.h"
@@ -189,7 +190,7 @@ static void srv_close(srv_conn_t *c)
         tx_ent_t *e = &c->tx[(c->tx_head + i) % c->tx_cap];
         if (e->ref)
             mc_te_table_release(t, e->ref);
-        free(e->owned);
+        mc_free(e->owned);
     }
     pthread_mutex_lock(&w->mu);
     if (c->prev)
@@ -200,25 +201,21 @@ static void srv_close(srv_conn_t *c)
         c->next->prev = c->prev;
     pthread_mutex_unlock(&w->mu);
     atomic_fetch_sub(&w->ctx->n_srv, 1);
-    free(c->tx);
-    free(c->rx);
-    free(c);
+    mc_free(c->tx);
+    mc_free(c->rx);
+    mc_free(c);
 }
 
 static bool srv_queue(srv_conn_t *c, const mc_te_frame_t *req, mc_status_t st, const void *data,
                       uint64_t len, mc_te_lbuf_t *ref, char *owned)
 {
     if (c->tx_n == c->tx_cap) {
-        size_t ncap = c->tx_cap ? c->tx_cap * 2 : 64;
-        tx_ent_t *n = malloc(ncap * sizeof(*n));
-        if (!n)
+        size_t old = c->tx_cap;
+        if (mc_array_reserve(&c->tx, &c->tx_cap, c->tx_n + 1, 64) != MC_OK)
             return false;
-        for (size_t i = 0; i < c->tx_n; i++)
-            n[i] = c->tx[(c->tx_head + i) % c->tx_cap];
-        free(c->tx);
-        c->tx = n;
-        c->tx_cap = ncap;
-        c->tx_head = 0;
+        /* the ring was full: entries [tx_head, old) then [0, tx_head); the capacity at least
+         * doubled, so the wrapped ones fit right after the old end, keeping the order */
+        memcpy(&c->tx[old], &c->tx[0], c->tx_head * sizeof(*c->tx));
     }
     tx_ent_t *e = &c->tx[(c->tx_head + c->tx_n) % c->tx_cap];
     mc_te_frame_t r = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
@@ -312,7 +309,7 @@ static bool srv_flush(srv_conn_t *c)
             c->tx_bytes -= total;
             if (e->ref)
                 mc_te_table_release(t, e->ref);
-            free(e->owned);
+            mc_free(e->owned);
             c->tx_head = (c->tx_head + 1) % c->tx_cap;
             c->tx_n--;
             c->tx_off = 0;
@@ -469,7 +466,7 @@ static bool srv_on_header(srv_conn_t *c)
         size_t len = 0;
         st = mc_te_desc_json_copy(te, &json, &len);
         if (st == MC_OK && len > MC_TE_FRAME_MAX_DESC) {
-            free(json);
+            mc_free(json);
             json = NULL;
             st = MC_ERR_TOO_LARGE;
         }
@@ -649,11 +646,11 @@ static void srv_accept(tcp_ctx_t *ctx)
             continue;
         }
         mc_net_tune(fd, ctx->sndbuf, ctx->rcvbuf);
-        srv_conn_t *c = calloc(1, sizeof(*c));
-        uint8_t *rx = malloc(RXBUF_SIZE);
+        srv_conn_t *c = mc_calloc(1, sizeof(*c));
+        uint8_t *rx = mc_malloc(RXBUF_SIZE);
         if (!c || !rx) {
-            free(c);
-            free(rx);
+            mc_free(c);
+            mc_free(rx);
             close(fd);
             MC_LOG_ERROR("tcp server: out of memory accepting a connection");
             continue;
@@ -681,8 +678,8 @@ static void srv_accept(tcp_ctx_t *ctx)
                 c->next->prev = NULL;
             atomic_fetch_sub(&ctx->n_srv, 1);
             close(fd);
-            free(c->rx);
-            free(c);
+            mc_free(c->rx);
+            mc_free(c);
         }
         pthread_mutex_unlock(&w->mu);
     }
@@ -1015,12 +1012,12 @@ static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
     pthread_mutex_lock(&ctx->peers_mu);
     tcp_peer_t *tp = peer->tp_state[MC_TE_TP_TCP];
     if (!tp) {
-        tp = calloc(1, sizeof(*tp));
-        cli_conn_t *conns = tp ? calloc(ctx->te->tcp_conns, sizeof(*conns)) : NULL;
-        uint8_t *rx = conns ? malloc((size_t)RXBUF_SIZE * ctx->te->tcp_conns) : NULL;
+        tp = mc_calloc(1, sizeof(*tp));
+        cli_conn_t *conns = tp ? mc_calloc(ctx->te->tcp_conns, sizeof(*conns)) : NULL;
+        uint8_t *rx = conns ? mc_malloc((size_t)RXBUF_SIZE * ctx->te->tcp_conns) : NULL;
         if (!rx) {
-            free(conns);
-            free(tp);
+            mc_free(conns);
+            mc_free(tp);
             pthread_mutex_unlock(&ctx->peers_mu);
             return NULL;
         }
@@ -1038,17 +1035,9 @@ static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
             c->w = &ctx->w[(peer->idx + i) % ctx->nw];
             tcp_worker_t *w = c->w;
             pthread_mutex_lock(&w->mu);
-            if (w->n_cli == w->cap_cli) {
-                size_t ncap = w->cap_cli ? w->cap_cli * 2 : 16;
-                cli_conn_t **nl = realloc(w->cli, ncap * sizeof(*nl));
-                if (nl) {
-                    w->cli = nl;
-                    w->cap_cli = ncap;
-                }
-            }
-            if (w->n_cli < w->cap_cli)
-                w->cli[w->n_cli++] = c; /* else: no deadline sweep for it; logged below */
-            else
+            if (mc_array_reserve(&w->cli, &w->cap_cli, w->n_cli + 1, 16) == MC_OK)
+                w->cli[w->n_cli++] = c;
+            else /* no deadline sweep for it */
                 MC_LOG_ERROR("tcp: out of memory tracking a connection");
             pthread_mutex_unlock(&w->mu);
         }
@@ -1187,7 +1176,7 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
  * for never holds anything up. */
 static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
 {
-    (void)vctx;
+    const tcp_ctx_t *ctx = vctx;
     bool partial = upto < b->n;
     for (uint32_t i = 0; i < b->n_held; i++) {
         cli_conn_t *c = b->held[i];
@@ -1208,7 +1197,8 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
     uint32_t slot[MC_TE_SYNC_HELD_MAX];
     for (uint32_t i = 0; i < b->n_held; i++)
         revents[i] = POLLIN;                        /* answers may be waiting already */
-    uint64_t spin = mc_net_busy_poll_ns(); /* small answers come back faster than a wake-up */
+    /* small answers come back faster than a wake-up */
+    uint64_t spin = ctx->te->busy_poll_ns;
     for (;;) {
         /* Enough for a partial wait: keep the connections (the caller waits again soon; on
          * loopback the sender's own CPU moves the bytes into our socket buffers meanwhile). */
@@ -1253,7 +1243,7 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
         for (nfds_t j = 0; j < k; j++)
             revents[slot[j]] = pr > 0 ? pfd[j].revents : 0;
         if (pr > 0) /* bytes are flowing: keep spinning while they do (no wake-up per burst) */
-            spin = mc_net_busy_poll_ns();
+            spin = ctx->te->busy_poll_ns;
     }
     b->n_held = 0;
 }
@@ -1303,7 +1293,7 @@ static void *worker_main(void *arg)
     tcp_worker_t *w = arg;
     tcp_ctx_t *ctx = w->ctx;
     struct epoll_event evs[64];
-    uint64_t busy_ns = mc_net_busy_poll_ns(), spin_until = 0, now = mc_now_ns();
+    uint64_t busy_ns = ctx->te->busy_poll_ns, spin_until = 0, now = mc_now_ns();
     while (!atomic_load(&ctx->stop)) {
         /* While answers wait for socket space, poll without sleeping (until no event came for
          * the busy-poll time): the ACK that frees space comes within microseconds, and a
@@ -1349,23 +1339,14 @@ static void *worker_main(void *arg)
 static void tcp_fini(void *vctx);
 
 /* How many connections one submit (one transfer's requests to one peer) may spread over:
- * MC_TE_TCP_STRIPE, else half the online CPUs, at least 1, at most tcp_connections. Spreading
+ * the config's tcp_stripe, else half the online CPUs, at least 1, at most tcp_connections. Spreading
  * pays only when the receiving (and, on one host, the sending) copies of the streams run on
  * different cores; on 2 vCPUs a store get of 32 MiB spread over 4 streams ran 20 % slower than
  * on one (docs/internals/transfer-engine.md, "Striping"). Transfers started together still
  * take different connections (round robin). */
 static uint32_t tcp_stripe_width(const mc_te_t *te)
 {
-    long want = 0;
-    const char *e = getenv("MC_TE_TCP_STRIPE");
-    if (e && *e) {
-        char *end;
-        want = strtol(e, &end, 10);
-        if (*end || want <= 0) {
-            MC_LOG_WARN("MC_TE_TCP_STRIPE=%s is not a positive number; using the default", e);
-            want = 0;
-        }
-    }
+    long want = (long)te->tcp_stripe; /* checked at create: 0 or 1..MC_TE_MAX_STRIPE */
     if (want <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         want = cpus > 1 ? cpus / 2 : 1;
@@ -1373,9 +1354,10 @@ static uint32_t tcp_stripe_width(const mc_te_t *te)
     return want < (long)te->tcp_conns ? (uint32_t)want : te->tcp_conns;
 }
 
-static mc_status_t tcp_init(mc_te_t *te, void **ctx_p)
+static mc_status_t tcp_init(mc_te_t *te, const mc_te_transport_t *fallback,
+                            void **ctx_p)
 {
-    tcp_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    tcp_ctx_t *ctx = mc_calloc(1, sizeof(*ctx));
     if (!ctx)
         return MC_ERR_NO_MEMORY;
     ctx->te = te;
@@ -1386,12 +1368,11 @@ static mc_status_t tcp_init(mc_te_t *te, void **ctx_p)
     MC_LOG_DEBUG("tcp: one transfer spreads over at most %u of %u connections per peer",
                  ctx->stripe, te->tcp_conns);
     pthread_mutex_init(&ctx->peers_mu, NULL);
-    const char *b = getenv("MC_TE_TCP_BUF");
-    if (b && atoi(b) > 0)
-        ctx->sndbuf = ctx->rcvbuf = atoi(b);
-    ctx->w = calloc(ctx->nw, sizeof(*ctx->w));
+    /* checked at create: 0 (kernel autotuning) or MC_TE_MIN_SOCKET_BUF..MC_TE_MAX_SOCKET_BUF */
+    ctx->sndbuf = ctx->rcvbuf = (int)te->tcp_socket_buf;
+    ctx->w = mc_calloc(ctx->nw, sizeof(*ctx->w));
     if (!ctx->w) {
-        free(ctx);
+        mc_free(ctx);
         return MC_ERR_NO_MEMORY;
     }
     mc_status_t st = MC_OK;
@@ -1458,16 +1439,16 @@ static void tcp_fini(void *vctx)
             cli_fail(c, MC_ERR_CANCELED);
             pthread_mutex_unlock(&c->mu);
         }
-        free(w->cli);
+        mc_free(w->cli);
         if (w->epfd >= 0)
             close(w->epfd);
         if (w->wake_fd >= 0)
             close(w->wake_fd);
         pthread_mutex_destroy(&w->mu);
     }
-    free(ctx->w);
+    mc_free(ctx->w);
     pthread_mutex_destroy(&ctx->peers_mu);
-    free(ctx);
+    mc_free(ctx);
 }
 
 static void tcp_peer_free(void *vctx, mc_te_peer_t *peer)
@@ -1478,9 +1459,9 @@ static void tcp_peer_free(void *vctx, mc_te_peer_t *peer)
     for (uint32_t i = 0; i < tp->n; i++)
         pthread_mutex_destroy(&tp->conns[i].mu);
     if (tp->n)
-        free(tp->conns[0].rx);
-    free(tp->conns);
-    free(tp);
+        mc_free(tp->conns[0].rx);
+    mc_free(tp->conns);
+    mc_free(tp);
     peer->tp_state[MC_TE_TP_TCP] = NULL;
 }
 
@@ -1495,22 +1476,17 @@ static bool tcp_can_reach(void *vctx, const mc_segment_desc_t *desc)
     return true;
 }
 
-const mc_te_transport_ops_t mc_te_tcp_ops = {
-    .name = "tcp",
-    .init = tcp_init,
-    .fini = tcp_fini,
-    .max_slice = tcp_max_slice,
-    .sync_wait = tcp_sync_wait,
-    .can_reach = tcp_can_reach,
-    .submit = tcp_submit,
-    .peer_free = tcp_peer_free,
-};
 
 /* ================================= descriptor fetch ==================================== */
 
-mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeout_ms,
-                                 char **json_p, size_t *len_p)
+/* ops.fetch_desc: one GET_DESC frame on a connection of its own (tcp_frame.h). */
+static mc_status_t tcp_fetch_desc(void *vctx, const mc_te_peer_t *peer, char **json_p,
+                                  size_t *len_p)
 {
+    tcp_ctx_t *ctx = vctx;
+    const char *host = peer->host;
+    uint16_t port = peer->port;
+    uint32_t timeout_ms = ctx->te->timeout_ms;
     uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     int fd;
     mc_status_t st = mc_net_connect(host, port, timeout_ms, &fd);
@@ -1532,7 +1508,7 @@ mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeo
             st = (mc_status_t)h.status;
         } else if (h.length > MC_TE_FRAME_MAX_DESC) {
             st = MC_ERR_TOO_LARGE;
-        } else if (!(json = malloc(h.length + 1))) {
+        } else if (!(json = mc_malloc(h.length + 1))) {
             st = MC_ERR_NO_MEMORY;
         } else {
             st = mc_net_recv_all(fd, json, h.length, deadline);
@@ -1541,7 +1517,7 @@ mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeo
     }
     close(fd);
     if (st != MC_OK) {
-        free(json);
+        mc_free(json);
         MC_LOG_DEBUG("GET_DESC from %s:%u failed: %s", host, port, mc_status_name(st));
         return st;
     }
@@ -1549,3 +1525,15 @@ mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeo
     *len_p = h.length;
     return MC_OK;
 }
+
+const mc_te_transport_ops_t mc_te_tcp_ops = {
+    .name = "tcp",
+    .init = tcp_init,
+    .fini = tcp_fini,
+    .max_slice = tcp_max_slice,
+    .sync_wait = tcp_sync_wait,
+    .can_reach = tcp_can_reach,
+    .submit = tcp_submit,
+    .peer_free = tcp_peer_free,
+    .fetch_desc = tcp_fetch_desc,
+};

@@ -10,7 +10,7 @@
  *
  * Choice per peer (re-made whenever its descriptor is fetched): ucx when protocol is "ucx" and
  * the peer publishes UCX information (never with "auto"); otherwise shm when protocol is
- * auto/shm, MC_FORCE_TCP is not 1, the peer's host_id equals ours and /proc/<pid> is
+ * auto/shm, the config's force_tcp is not 1, the peer's host_id equals ours and /proc/<pid> is
  * visible; tcp otherwise. A segment named like our own local name is served in-process
  * (memcpy under the local table's in-flight reference).
  *
@@ -44,10 +44,20 @@
 #include "te/engine_internal.h"
 #include "te/tcp_frame.h"
 
-typedef struct mc_te_transport_ops {
+/* mc_te_transport_t (a started transport: ops table + context) is in engine_internal.h. */
+
+/* Fallback. A transport may meet requests it cannot serve itself: shm cannot copy a peer
+ * buffer that has no memfd (the owner copies it on a CMA request) or whose owner does not
+ * allow CMA. Requests shm cannot serve go to the fallback transport the engine hands it at
+ * init (the tcp transport): the slices are passed on whole through fallback->ops->submit,
+ * with s->cma set when the owner is to copy them. A transport names no other transport's
+ * symbols; the engine alone knows which transport backs which. */
+struct mc_te_transport_ops {
     const char *name;
-    /* Start the transport for te (borrowed for the transport's lifetime). */
-    mc_status_t (*init)(mc_te_t *te, void **ctx_p);
+    /* Start the transport for te (borrowed for the transport's lifetime). fallback: where
+     * slices this transport cannot serve go (borrowed for its lifetime, started before it and
+     * stopped after it); NULL for a transport that serves everything it takes. */
+    mc_status_t (*init)(mc_te_t *te, const mc_te_transport_t *fallback, void **ctx_p);
     /* Stop threads, end every outstanding slice (FAILED), free everything. */
     void (*fini)(void *ctx);
     /* Largest slice this transport takes. */
@@ -78,7 +88,13 @@ typedef struct mc_te_transport_ops {
     char *(*transport_info)(void *ctx);
     /* Optional: free peer->tp_state[...] (engine destroy). */
     void (*peer_free)(void *ctx, mc_te_peer_t *peer);
-} mc_te_transport_ops_t;
+    /* Optional: fetch the peer's descriptor JSON from the peer itself (metadata
+     * "P2PHANDSHAKE"), blocking, bounded by the transfer timeout. *json_p: heap
+     * NUL-terminated string the caller releases with mc_free. The engine asks the first
+     * started transport that has this op (tcp: a GET_DESC frame, tcp_frame.h). */
+    mc_status_t (*fetch_desc)(void *ctx, const mc_te_peer_t *peer, char **json_p,
+                              size_t *len_p);
+};
 
 extern const mc_te_transport_ops_t mc_te_tcp_ops;
 extern const mc_te_transport_ops_t mc_te_shm_ops;
@@ -88,12 +104,8 @@ extern const mc_te_transport_ops_t mc_te_shm_ops;
 extern const mc_te_transport_ops_t mc_te_ucx_ops;
 #endif
 
-/* tcp extras used by the engine and by shm. */
-/* Fetch a peer's descriptor JSON with a GET_DESC frame (blocking, bounded by timeout_ms).
- * *json_p: heap NUL-terminated string the caller frees. */
-mc_status_t mc_te_tcp_fetch_desc(const char *host, uint16_t port, uint32_t timeout_ms,
-                                 char **json_p, size_t *len_p);
-/* Server-side validation of one decoded request header against table t: frame checks, then
+/* tcp's own, in tcp_frame.c so that the frame fuzzer links it without the transport.
+ * Server-side validation of one decoded request header against table t: frame checks, then
  * for READ/WRITE/CMA the range check with an in-flight reference (*b_p, release it with
  * mc_te_table_release). Returns MC_OK, MC_ERR_PROTOCOL (close), or the status to answer. */
 mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,

@@ -41,6 +41,7 @@
 #include "te/transport.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/time.h"
 
@@ -126,7 +127,7 @@ struct ucx_ctx {
 static char *hex_encode(const void *p, size_t n)
 {
     static const char d[] = "0123456789abcdef";
-    char *s = malloc(2 * n + 1);
+    char *s = mc_malloc(2 * n + 1);
     if (!s)
         return NULL;
     const uint8_t *b = p;
@@ -155,13 +156,13 @@ static uint8_t *hex_decode(const char *s, size_t *n_p)
     size_t l = strnlen(s, UCX_MAX_HEX + 1);
     if (l == 0 || l > UCX_MAX_HEX || l % 2)
         return NULL;
-    uint8_t *b = malloc(l / 2);
+    uint8_t *b = mc_malloc(l / 2);
     if (!b)
         return NULL;
     for (size_t i = 0; i < l / 2; i++) {
         int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
         if (hi < 0 || lo < 0) {
-            free(b);
+            mc_free(b);
             return NULL;
         }
         b[i] = (uint8_t)(hi << 4 | lo);
@@ -212,15 +213,9 @@ static ptrdiff_t reg_find(ucx_ctx_t *c, uint64_t a, uint64_t len)
 
 static void closing_add(ucx_ctx_t *c, void *req)
 {
-    if (c->n_closing == c->cap_closing) {
-        size_t ncap = c->cap_closing ? c->cap_closing * 2 : 8;
-        void **n = realloc(c->closing, ncap * sizeof(*n));
-        if (!n) { /* cannot track it: let UCX free it when it completes */
-            ucp_request_free(req);
-            return;
-        }
-        c->closing = n;
-        c->cap_closing = ncap;
+    if (mc_array_reserve(&c->closing, &c->cap_closing, c->n_closing + 1, 8) != MC_OK) {
+        ucp_request_free(req); /* cannot track it: let UCX free it when it completes */
+        return;
     }
     c->closing[c->n_closing++] = req;
 }
@@ -252,7 +247,7 @@ static void epw_put(ucx_ctx_t *c, ucx_epw_t *e)
         if (UCS_PTR_IS_PTR(r))
             closing_add(c, r);
     }
-    free(e);
+    mc_free(e);
 }
 
 static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -270,12 +265,12 @@ static void conn_put(ucx_ctx_t *c, ucx_conn_t *k)
     for (size_t i = 0; k->bufs && i < k->desc->d.n_buffers; i++)
         if (k->bufs[i].rkey)
             ucp_rkey_destroy(k->bufs[i].rkey);
-    free(k->bufs);
+    mc_free(k->bufs);
     json_decref(k->info);
     if (k->epw)
         epw_put(c, k->epw);
     mc_te_rdesc_put(k->desc);
-    free(k);
+    mc_free(k);
 }
 
 /* Parse the peer's UCX fields. Returns the parsed object (caller decrefs) or NULL. */
@@ -306,12 +301,12 @@ static mc_status_t conn_build(ucx_ctx_t *c, mc_te_peer_t *peer, mc_te_rdesc_t *r
     json_t *info = info_parse(r->d.transport_info, &whex, &rkeys);
     if (!info)
         return MC_ERR_PROTOCOL;
-    ucx_conn_t *k = calloc(1, sizeof(*k));
+    ucx_conn_t *k = mc_calloc(1, sizeof(*k));
     if (k)
-        k->bufs = calloc(r->d.n_buffers ? r->d.n_buffers : 1, sizeof(*k->bufs));
+        k->bufs = mc_calloc(r->d.n_buffers ? r->d.n_buffers : 1, sizeof(*k->bufs));
     if (!k || !k->bufs) {
         if (k)
-            free(k);
+            mc_free(k);
         json_decref(info);
         return MC_ERR_NO_MEMORY;
     }
@@ -343,7 +338,7 @@ static mc_status_t conn_build(ucx_ctx_t *c, mc_te_peer_t *peer, mc_te_rdesc_t *r
     }
     size_t alen;
     uint8_t *addr = hex_decode(whex, &alen);
-    ucx_epw_t *e = calloc(1, sizeof(*e));
+    ucx_epw_t *e = mc_calloc(1, sizeof(*e));
     mc_status_t st = MC_OK;
     if (!addr || !e) {
         st = addr ? MC_ERR_NO_MEMORY : MC_ERR_PROTOCOL;
@@ -372,9 +367,9 @@ static mc_status_t conn_build(ucx_ctx_t *c, mc_te_peer_t *peer, mc_te_rdesc_t *r
             e->ep = NULL;
         }
     }
-    free(addr);
+    mc_free(addr);
     if (st != MC_OK) {
-        free(e);
+        mc_free(e);
         conn_put(c, k);
         return st;
     }
@@ -411,7 +406,7 @@ static void op_put(ucx_op_t *op)
     if (op->lbuf)
         mc_te_table_release(&c->te->table, op->lbuf);
     conn_put(c, op->conn);
-    free(op);
+    mc_free(op);
 }
 
 static void op_cb(void *request, ucs_status_t status, void *user_data)
@@ -533,9 +528,10 @@ static void *progress_main(void *arg)
 
 static void ucx_fini(void *vctx);
 
-static mc_status_t ucx_init(mc_te_t *te, void **ctx_p)
+static mc_status_t ucx_init(mc_te_t *te, const mc_te_transport_t *fallback,
+                            void **ctx_p)
 {
-    ucx_ctx_t *c = calloc(1, sizeof(*c));
+    ucx_ctx_t *c = mc_calloc(1, sizeof(*c));
     if (!c)
         return MC_ERR_NO_MEMORY;
     c->te = te;
@@ -546,11 +542,14 @@ static mc_status_t ucx_init(mc_te_t *te, void **ctx_p)
     ucs_status_t us = ucp_config_read(NULL, NULL, &cfg);
     if (us != UCS_OK) {
         MC_LOG_ERROR("ucx: config: %s", ucs_status_string(us));
-        free(c);
+        mc_free(c);
         return MC_ERR_NOT_SUPPORTED;
     }
     /* UCX RMA over its tcp transport is emulated and unusably slow (27 MiB/s here): unless the
-     * user chose UCX_TLS, exclude it, so that no peer is ever reached over UCX tcp silently. */
+     * user chose UCX_TLS, exclude it, so that no peer is ever reached over UCX tcp silently.
+     * UCX_TLS is libucx's own variable (ucp_config_read above applies it); we only look at it
+     * to decide whether to add our exclusion and to warn, so it is no knob of this library
+     * and has no field in mc_te_config_t. */
     const char *tls = getenv("UCX_TLS");
     if (!tls || !*tls) {
         us = ucp_config_modify(cfg, "TLS", "^tcp");
@@ -673,23 +672,23 @@ static void ucx_fini(void *vctx)
     c->n_closing = 0;
     for (size_t i = 0; i < c->n_regs; i++) {
         ucp_mem_unmap(c->ucp, c->regs[i].memh);
-        free(c->regs[i].rkey_hex);
+        mc_free(c->regs[i].rkey_hex);
     }
-    free(c->regs);
-    free(c->closing);
+    mc_free(c->regs);
+    mc_free(c->closing);
     pthread_mutex_unlock(&c->mu);
     if (c->worker)
         ucp_worker_destroy(c->worker);
     while (c->ops) {
         ucx_op_t *op = c->ops;
         c->ops = op->next;
-        free(op);
+        mc_free(op);
     }
     if (c->ucp)
         ucp_cleanup(c->ucp);
-    free(c->addr_hex);
+    mc_free(c->addr_hex);
     pthread_mutex_destroy(&c->mu);
-    free(c);
+    mc_free(c);
 }
 
 static uint64_t ucx_max_slice(void *vctx)
@@ -736,15 +735,8 @@ static mc_status_t ucx_on_register(void *vctx, mc_te_lbuf_t *b)
         }
         if (!r.rkey_hex || c->n_regs == MC_SEGMENT_MAX_BUFFERS) {
             st = us != UCS_OK ? MC_ERR_TRANSFER_FAIL : MC_ERR_NO_MEMORY;
-        } else if (c->n_regs == c->cap_regs) {
-            size_t ncap = c->cap_regs ? c->cap_regs * 2 : 16;
-            ucx_reg_t *n = realloc(c->regs, ncap * sizeof(*n));
-            if (!n) {
-                st = MC_ERR_NO_MEMORY;
-            } else {
-                c->regs = n;
-                c->cap_regs = ncap;
-            }
+        } else if (mc_array_reserve(&c->regs, &c->cap_regs, c->n_regs + 1, 16) != MC_OK) {
+            st = MC_ERR_NO_MEMORY;
         }
         if (st == MC_OK) {
             size_t pos = 0;
@@ -754,7 +746,7 @@ static mc_status_t ucx_on_register(void *vctx, mc_te_lbuf_t *b)
             c->regs[pos] = r;
             c->n_regs++;
         } else {
-            free(r.rkey_hex);
+            mc_free(r.rkey_hex);
             ucp_mem_unmap(c->ucp, r.memh);
         }
     }
@@ -771,7 +763,7 @@ static void ucx_on_unregister_done(void *vctx, mc_te_lbuf_t *b)
     for (size_t i = 0; i < c->n_regs; i++) {
         if (c->regs[i].addr == b->addr) {
             ucp_mem_unmap(c->ucp, c->regs[i].memh);
-            free(c->regs[i].rkey_hex);
+            mc_free(c->regs[i].rkey_hex);
             memmove(&c->regs[i], &c->regs[i + 1], (c->n_regs - i - 1) * sizeof(*c->regs));
             c->n_regs--;
             break;
@@ -795,6 +787,7 @@ static char *ucx_transport_info(void *vctx)
     }
     pthread_mutex_unlock(&c->mu);
     json_object_set_new(o, "ucx_rkeys", a);
+    /* jansson allocates with malloc; mc_free (free) releases it like our own strings */
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
@@ -868,7 +861,7 @@ static void ucx_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             uint8_t *kb = rb->rkey_hex ? hex_decode(rb->rkey_hex, &kl) : NULL;
             ucs_status_t us = kb && k->epw->ep ? ucp_ep_rkey_unpack(k->epw->ep, kb, &rb->rkey)
                                                : UCS_ERR_INVALID_PARAM;
-            free(kb);
+            mc_free(kb);
             if (us != UCS_OK) {
                 rb->rkey = NULL;
                 MC_LOG_WARN("ucx: no usable rkey for buffer 0x%llx of %s: %s",
@@ -884,7 +877,7 @@ static void ucx_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             mc_te_slice_done(s, MC_ERR_INVALID_PARAMS, 0);
             continue;
         }
-        ucx_op_t *op = calloc(1, sizeof(*op));
+        ucx_op_t *op = mc_calloc(1, sizeof(*op));
         if (!op) {
             mc_te_table_release(&te->table, lb);
             mc_te_slice_done(s, MC_ERR_NO_MEMORY, 0);

@@ -8,8 +8,8 @@
 set -euo pipefail
 BIN=${MC_BIN_DIR:?MC_BIN_DIR not set}
 SRC=${MC_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-TRACE=$SRC/../shared/traces/conversation_trace.jsonl
-[ -r "$TRACE" ] || { echo "SKIP: no trace at $TRACE"; exit 0; }
+TRACE=$SRC/data/traces/conversation_trace.jsonl
+[ -r "$TRACE" ] || { echo "FAIL: no trace at $TRACE" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }

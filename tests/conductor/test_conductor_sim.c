@@ -19,61 +19,21 @@
 #include <unistd.h>
 
 static mc_conductor_trace_t *trace;
-static int real_trace;
-
-/* Synthetic conversations: each turn extends the previous turn's chain (prefix reuse), some
- * share a system prompt block, arrivals ~ 5 req/s. Written to a file and loaded back. */
-static mc_conductor_trace_t *synthetic(void)
-{
-    char path[] = "/tmp/mc_sim_testXXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    uint64_t rng = 42, next_id = 1000;
-    enum { CONV = 300 };
-    uint64_t chains[CONV][64];
-    int len[CONV] = {0};
-    double t = 0;
-    for (int i = 0; i < 2500; i++) {
-        int c = (int)(mc_conductor_rand(&rng) % CONV);
-        if (len[c] == 0) {
-            chains[c][0] = mc_conductor_rand(&rng) % 3; /* one of 3 system prompts */
-            len[c] = 1;
-        }
-        int add = 1 + (int)(mc_conductor_rand(&rng) % 4);
-        for (int k = 0; k < add && len[c] < 64; k++)
-            chains[c][len[c]++] = next_id++;
-        t += -log(1 - mc_conductor_rand01(&rng)) * 200.0; /* ms */
-        fprintf(f, "{\"timestamp\": %.0f, \"input_length\": %d, \"output_length\": %d, \"hash_ids\": [",
-                t, len[c] * 512 - 100, 1 + (int)(mc_conductor_rand(&rng) % 400));
-        for (int k = 0; k < len[c]; k++)
-            fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)chains[c][k]);
-        fprintf(f, "]}\n");
-        if (len[c] >= 60)
-            len[c] = 0;
-    }
-    fclose(f);
-    mc_conductor_trace_t *tr;
-    assert_int_equal(mc_conductor_trace_load(path, NULL, &tr), MC_OK);
-    unlink(path);
-    return tr;
-}
 
 static int setup(void **state)
 {
     mc_log_set_level(MC_LOG_LEVEL_ERROR);
     const char *src = getenv("MC_SOURCE_DIR");
     char buf[4096];
-    snprintf(buf, sizeof(buf), "%s/../shared/traces/conversation_trace.jsonl",
-             src ? src : "/work/main");
+    assert_non_null(src); /* ctest sets it; the trace is part of the repository */
+    snprintf(buf, sizeof(buf), "%s/data/traces/conversation_trace.jsonl", src);
     mc_conductor_trace_limits_t lim;
     mc_conductor_trace_limits_default(&lim);
     lim.max_requests = 3000; /* a slice keeps the test fast */
-    if (access(buf, R_OK) == 0 && mc_conductor_trace_load(buf, &lim, &trace) == MC_OK) {
-        real_trace = 1;
-        return 0;
+    if (mc_conductor_trace_load(buf, &lim, &trace) != MC_OK) {
+        fprintf(stderr, "cannot load the repository's trace %s\n", buf);
+        return -1;
     }
-    trace = synthetic();
     return 0;
 }
 
@@ -191,8 +151,6 @@ static void test_hit_ratio_bounds(void **state)
     assert_int_equal(r.hits, ts.blocks_requested - ts.blocks_distinct);
     assert_int_equal(mc_conductor_cache_replay(trace, 0, ts.blocks_distinct, 0, 1, &r), MC_OK);
     assert_int_equal(r.hits, ts.blocks_requested - ts.blocks_distinct);
-    if (real_trace)
-        fprintf(stderr, "(real trace slice: %zu requests)\n", trace->n_reqs);
 }
 
 static int evicted[16];

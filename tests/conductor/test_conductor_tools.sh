@@ -70,21 +70,18 @@ has "$(sed -n 12p <<<"$out")" '"local":2,"pool":2,"any":2'
 has "$(sed -n 13p <<<"$out")" '"gaps":1,"resyncs":1,"next_seq":6'
 
 # simulator: reproducible for a seed, conserved requests
-TRACE=${MC_TRACE:-${MC_SOURCE_DIR:-/work/main}/../shared/traces/conversation_trace.jsonl}
-if [ -r "$TRACE" ]; then
-  a=$("$BIN/mc_sim" --trace="$TRACE" --max_requests=400 --policy=random --event_loss=0.01 --seed=7)
-  b=$("$BIN/mc_sim" --trace="$TRACE" --max_requests=400 --policy=random --event_loss=0.01 --seed=7)
-  [ "$a" = "$b" ] || fail "same seed, different output"
-  has "$a" '"requests":400,"completed":400,"rejected":0'
-  s=$("$BIN/mc_sim" --trace="$TRACE" --experiment=trace_stats)
-  has "$s" '"requests":12031,"blocks_requested":288500,"blocks_distinct":182790'
-  has "$s" '"prefix_hit_ratio":0.3664'
-  "$BIN/mc_sim" --trace="$TRACE" --max_requests=300 --experiment=cache_sweep \
-    --capacities=100,1000 --out_dir="$TMP/x" >/dev/null
-  [ "$(wc -l <"$TMP/x/cache_sweep.csv")" -eq 3 ] || fail "cache_sweep csv"
-else
-  echo "trace $TRACE not present: simulator checks skipped"
-fi
+TRACE=${MC_TRACE:-${MC_SOURCE_DIR:?MC_SOURCE_DIR not set}/data/traces/conversation_trace.jsonl}
+[ -r "$TRACE" ] || fail "trace $TRACE not readable"
+a=$("$BIN/mc_sim" --trace="$TRACE" --max_requests=400 --policy=random --event_loss=0.01 --seed=7)
+b=$("$BIN/mc_sim" --trace="$TRACE" --max_requests=400 --policy=random --event_loss=0.01 --seed=7)
+[ "$a" = "$b" ] || fail "same seed, different output"
+has "$a" '"requests":400,"completed":400,"rejected":0'
+s=$("$BIN/mc_sim" --trace="$TRACE" --experiment=trace_stats)
+has "$s" '"requests":12031,"blocks_requested":288500,"blocks_distinct":182790'
+has "$s" '"prefix_hit_ratio":0.3664'
+"$BIN/mc_sim" --trace="$TRACE" --max_requests=300 --experiment=cache_sweep \
+  --capacities=100,1000 --out_dir="$TMP/x" >/dev/null
+[ "$(wc -l <"$TMP/x/cache_sweep.csv")" -eq 3 ] || fail "cache_sweep csv"
 if "$BIN/mc_sim" --trace=/nonexistent 2>/dev/null; then fail "missing trace accepted"; fi
 if "$BIN/mc_sim" --experiment=nope --trace="$TRACE" 2>/dev/null; then fail "bad experiment accepted"; fi
 echo "conductor tools: ok"

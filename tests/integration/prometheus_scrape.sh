@@ -4,7 +4,7 @@
 # Everything runs on loopback with free ports and is stopped by PID.
 set -euo pipefail
 BIN=${MC_BIN_DIR:?}
-TRACE=${MC_SOURCE_DIR:?}/../shared/traces/conversation_trace.jsonl
+TRACE=${MC_SOURCE_DIR:?}/data/traces/conversation_trace.jsonl
 command -v prometheus >/dev/null || { echo "FAIL: prometheus not installed (scripts/install-deps.sh)"; exit 1; }
 # shellcheck source=../../scripts/lib/cluster.sh
 . "$MC_SOURCE_DIR/scripts/lib/cluster.sh"

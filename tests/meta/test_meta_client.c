@@ -18,6 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* Every client below that talks to a server is opened with this request timeout. */
+#define TEST_TIMEOUT_MS 300
+
 static void test_b64_vectors(void **state)
 {
     /* RFC 4648 section 10 */
@@ -104,6 +107,12 @@ static void test_open_parse(void **state)
         assert_null(m);
     }
     assert_int_equal(mc_meta_open(NULL, &m), MC_ERR_INVALID_PARAMS);
+    /* request timeouts: 0 = the default, else 100..600000 ms */
+    assert_int_equal(mc_meta_open_timeout("P2PHANDSHAKE", 99, &m), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_meta_open_timeout("P2PHANDSHAKE", 600001, &m), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_meta_open_timeout("P2PHANDSHAKE", 0, &m), MC_OK);
+    assert_int_equal(mc_meta_timeout_ms(m), MC_META_DEFAULT_TIMEOUT_MS);
+    mc_meta_close(m);
     const char *good[] = {"http://127.0.0.1:8080/metadata", "HTTP://localhost:1/m",
                           "etcd://127.0.0.1:2379", "etcd://a:1;b:2,c:3;", "etcd://[::1]:2379",
                           "P2PHANDSHAKE", "p2phandshake"};
@@ -165,7 +174,7 @@ static void test_unreachable(void **state)
     mc_meta_t *m;
     char *v = NULL;
     snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", port);
-    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    assert_int_equal(mc_meta_open_timeout(uri, TEST_TIMEOUT_MS, &m), MC_OK);
     uint64_t t0 = mc_now_ms();
     assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_CONNECTION);
     assert_null(v);
@@ -175,7 +184,7 @@ static void test_unreachable(void **state)
     mc_meta_close(m);
 
     snprintf(uri, sizeof(uri), "etcd://127.0.0.1:%u;127.0.0.1:%u", port, port);
-    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    assert_int_equal(mc_meta_open_timeout(uri, TEST_TIMEOUT_MS, &m), MC_OK);
     assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_CONNECTION);
     assert_int_equal(mc_meta_put(m, "k", "v"), MC_ERR_CONNECTION);
     assert_int_equal(mc_meta_del(m, "k"), MC_ERR_CONNECTION);
@@ -188,11 +197,11 @@ static void test_timeout(void **state)
     int lfd;
     uint16_t port;
     assert_int_equal(mc_net_listen("127.0.0.1", 0, 0, &lfd, &port), MC_OK);
-    assert_int_equal(mc_meta_timeout_ms(), 300); /* from MC_META_TIMEOUT_MS set in main */
     char uri[128];
     snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", port);
     mc_meta_t *m;
-    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    assert_int_equal(mc_meta_open_timeout(uri, TEST_TIMEOUT_MS, &m), MC_OK);
+    assert_int_equal(mc_meta_timeout_ms(m), 300); /* the timeout it was opened with */
     char *v = NULL;
     uint64_t t0 = mc_now_ms();
     assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_TIMEOUT);
@@ -203,7 +212,7 @@ static void test_timeout(void **state)
     uint16_t dead;
     assert_int_equal(mc_net_free_port(&dead), MC_OK);
     snprintf(uri, sizeof(uri), "etcd://127.0.0.1:%u;127.0.0.1:%u", port, dead);
-    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    assert_int_equal(mc_meta_open_timeout(uri, TEST_TIMEOUT_MS, &m), MC_OK);
     t0 = mc_now_ms();
     mc_status_t st = mc_meta_put(m, "k", "v");
     assert_true(st == MC_ERR_CONNECTION || st == MC_ERR_TIMEOUT);
@@ -242,7 +251,7 @@ static void test_response_cap(void **state)
     char uri[128];
     snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", port);
     mc_meta_t *m;
-    assert_int_equal(mc_meta_open(uri, &m), MC_OK);
+    assert_int_equal(mc_meta_open_timeout(uri, TEST_TIMEOUT_MS, &m), MC_OK);
     char *v = NULL;
     assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_TOO_LARGE);
     assert_null(v);
@@ -253,7 +262,6 @@ static void test_response_cap(void **state)
 
 int main(void)
 {
-    setenv("MC_META_TIMEOUT_MS", "300", 1);
     mc_log_set_level(getenv("MC_TEST_LOG") ? MC_LOG_LEVEL_DEBUG : MC_LOG_LEVEL_OFF);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors), cmocka_unit_test(test_b64_rejects),

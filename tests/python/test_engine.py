@@ -369,3 +369,26 @@ def test_auto_protocol_same_host():
         te.close()
     finally:
         p.stop()
+
+
+def test_te_tuning_from_env(monkeypatch):
+    """The tools' MC_TE_* variables become engine config fields; bad values name the variable."""
+    from mooncake import _config
+    for name, *_ in _config._TE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MC_TE_TCP_STRIPE", "2")
+    monkeypatch.setenv("MC_TE_HUGEPAGES", "0")
+    monkeypatch.setenv("MC_BUSY_POLL_US", "50")
+    monkeypatch.setenv("MC_FORCE_TCP", "")
+    assert _config.te_tuning_from_env() == {"tcp_stripe": 2, "hugepages": -1,
+                                             "busy_poll_us": 50}
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "auto", "") == 0
+    te.close()
+    monkeypatch.setenv("MC_TE_TCP_BUF", "abc")
+    with pytest.raises(ValueError, match="MC_TE_TCP_BUF must be a size in bytes"):
+        TransferEngine().initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "")
+    monkeypatch.setenv("MC_TE_TCP_BUF", "65536")
+    monkeypatch.setenv("MC_FORCE_TCP", "2")
+    with pytest.raises(ValueError, match="MC_FORCE_TCP must be 0 or 1"):
+        _config.te_tuning_from_env()

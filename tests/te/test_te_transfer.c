@@ -15,14 +15,21 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-static mc_te_t *make_engine(const char *proto, uint32_t timeout_ms)
+/* tcp_stripe: the config field (0 = the engine's default). */
+static mc_te_t *make_engine_striped(const char *proto, uint32_t timeout_ms, uint32_t tcp_stripe)
 {
     mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
-                          .protocol = proto, .transfer_timeout_ms = timeout_ms};
+                          .protocol = proto, .transfer_timeout_ms = timeout_ms,
+                          .tcp_stripe = tcp_stripe};
     mc_te_t *te = NULL;
     assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
     assert_non_null(te);
     return te;
+}
+
+static mc_te_t *make_engine(const char *proto, uint32_t timeout_ms)
+{
+    return make_engine_striped(proto, timeout_ms, 0);
 }
 
 /* Starts a target peer with args and an engine of proto connected to its segment (*seg). */
@@ -120,18 +127,19 @@ static int own_tcp_in_state(unsigned state)
     return count;
 }
 
-/* MC_TE_TCP_STRIPE: one 8 MiB read opens that many data connections (1 or all 4 of the pool),
- * and striped transfers move the right bytes. */
+/* tcp_stripe (MC_TE_TCP_STRIPE in the tools): one 8 MiB read opens that many data connections
+ * (1 or all 4 of the pool), and striped transfers move the right bytes. */
 static void test_rw_tcp_striped(void **state)
 {
     (void)state;
     const char *args[] = {"--buffers", "2", "--size", "16777216", NULL};
     const char *widths[] = {"1", "4"};
     for (int k = 0; k < 2; k++) {
-        assert_int_equal(setenv("MC_TE_TCP_STRIPE", widths[k], 1), 0);
         te_peer_t p;
         mc_te_segment_t seg;
-        mc_te_t *te = start_peer_and_engine(&p, args, "tcp", 10000, &seg);
+        assert_int_equal(te_peer_start(&p, args), 0);
+        mc_te_t *te = make_engine_striped("tcp", 10000, (uint32_t)atoi(widths[k]));
+        assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
         uint8_t *lb = local_buf(16 * MiB);
         int before = own_tcp_in_state(1);
         mc_te_xfer_status_t st;
@@ -143,7 +151,6 @@ static void test_rw_tcp_striped(void **state)
         mc_te_destroy(te);
         te_peer_stop(&p, 0);
     }
-    unsetenv("MC_TE_TCP_STRIPE");
 }
 
 /* A connection a synchronous transfer left parked (no epoll interest) is still closed soon

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "common/alloc.h"
 #include "common/time.h"
 #include "te/transport.h"
 
@@ -231,6 +232,46 @@ static void test_engine_create_names(void **state)
     mc_te_destroy(te);
 }
 
+/* Tuning fields: zero is the default, the ends of each range are taken, one past is refused. */
+static void test_engine_config_ranges(void **state)
+{
+    static const struct {
+        const char *field;
+        size_t off;
+        bool is_signed;
+        int64_t bad_lo, ok_lo, ok_hi, bad_hi;
+    } f[] = {
+#define F(name, s, blo, lo, hi, bhi) {#name, offsetof(mc_te_config_t, name), s, blo, lo, hi, bhi}
+        F(slice_size, false, 4095, 4096, 64ll << 20, (64ll << 20) + 1),
+        F(force_tcp, false, 2, 0, 1, 2),
+        F(hugepages, true, -2, -1, 1, 2),
+        F(tcp_stripe, false, 65, 1, 64, 65),
+        F(tcp_socket_buf, false, 4095, 4096, 1ll << 30, (1ll << 30) + 1),
+        F(busy_poll_us, true, -2, -1, 10000, 10001),
+        F(metadata_timeout_ms, false, 99, 100, 600000, 600001),
+#undef F
+    };
+    for (size_t i = 0; i < MC_ARRAY_LEN(f); i++) {
+        int64_t vals[4] = {f[i].bad_lo, f[i].ok_lo, f[i].ok_hi, f[i].bad_hi};
+        for (int k = 0; k < 4; k++) {
+            mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE",
+                                  .local_server_name = "127.0.0.1"};
+            void *field = (char *)&cfg + f[i].off;
+            if (f[i].is_signed)
+                *(int32_t *)field = (int32_t)vals[k];
+            else
+                *(uint32_t *)field = (uint32_t)vals[k];
+            mc_te_t *te = NULL;
+            mc_status_t st = mc_te_create(&cfg, &te);
+            mc_status_t want = k == 1 || k == 2 ? MC_OK : MC_ERR_INVALID_PARAMS;
+            if (st != want)
+                fail_msg("%s = %lld: %s", f[i].field, (long long)vals[k], mc_status_name(st));
+            mc_te_destroy(te);
+        }
+    }
+    mc_net_set_busy_poll_us(50); /* the cases above changed the process-wide budget */
+}
+
 static void test_engine_register_local(void **state)
 {
     mc_te_t *te = engine();
@@ -358,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_frame_codec),
         cmocka_unit_test(test_frame_check_request),
         cmocka_unit_test(test_engine_create_names),
+        cmocka_unit_test(test_engine_config_ranges),
         cmocka_unit_test(test_engine_register_local),
         cmocka_unit_test(test_shm_ctl_unregister_busy),
     };
