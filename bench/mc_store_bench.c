@@ -29,6 +29,7 @@
 #include "common/time.h"
 #include "mooncake/store.h"
 #include "peers.h"
+#include "te_env.h"
 #include "support/test_util.h"
 
 #include <pthread.h>
@@ -520,6 +521,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "mc_store_bench: --transport must be shm or tcp\n");
         return 2;
     }
+    mc_te_config_t te_tuning = {0}; /* MC_TE_*, MC_FORCE_TCP, ... (tools/common/te_env.h) */
+    char te_err[256];
+    if (mc_tool_te_config_from_env(&te_tuning, te_err, sizeof(te_err)) != MC_OK) {
+        fprintf(stderr, "%s: %s\n", spec.program, te_err);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     mc_log_set_level(MC_LOG_LEVEL_WARN);
     char addr[64];
@@ -542,6 +549,7 @@ int main(int argc, char **argv)
     scfg.replica_hint_slots = hint_slots ? (uint32_t)hint_slots : MC_STORE_REPLICA_HINTS_OFF;
     scfg.lease_cache_off = lease_cache == 0;
     scfg.placement_feed_prefix = feed_prefix;
+    scfg.te_tuning = &te_tuning;
     /* other: reads each case's keys once (get_other); fed: the same, following the
      * placement feed for every bench key (get_fed) */
     mc_store_t *store = NULL, *other = NULL, *fed = NULL;

@@ -17,6 +17,7 @@
 #include "common/time.h"
 #include "conductor/trace.h"
 #include "mooncake/store.h"
+#include "te_env.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -349,6 +350,12 @@ int main(int argc, char **argv)
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
         return rc;
+    mc_te_config_t te_tuning = {0}; /* MC_TE_*, MC_FORCE_TCP, ... (tools/common/te_env.h) */
+    char te_err[256];
+    if (mc_tool_te_config_from_env(&te_tuning, te_err, sizeof(te_err)) != MC_OK) {
+        fprintf(stderr, "%s: %s\n", spec.program, te_err);
+        return 2;
+    }
     if (block_bytes % 8) {
         fprintf(stderr, "mc_store_replay: --block_bytes must be a multiple of 8\n");
         return 2;
@@ -367,6 +374,7 @@ int main(int argc, char **argv)
     cfg.replica_hint_slots = hint_slots ? (uint32_t)hint_slots : MC_STORE_REPLICA_HINTS_OFF;
     cfg.lease_cache_off = lease_cache == 0;
     cfg.placement_feed_prefix = feed_prefix;
+    cfg.te_tuning = &te_tuning;
     replay_t rp = {.trace = trace, .ns = ns, .block_bytes = block_bytes, .n_reqs = trace->n_reqs,
                    .threads = (uint32_t)threads, .time_scale = time_scale,
                    .replicas = (uint32_t)replicas};

@@ -6,6 +6,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "mooncake/store.h"
+#include "te_env.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -63,6 +64,12 @@ int main(int argc, char **argv)
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
         return rc;
+    mc_te_config_t te_tuning = {0}; /* MC_TE_*, MC_FORCE_TCP, ... (tools/common/te_env.h) */
+    char te_err[256];
+    if (mc_tool_te_config_from_env(&te_tuning, te_err, sizeof(te_err)) != MC_OK) {
+        fprintf(stderr, "%s: %s\n", spec.program, te_err);
+        return 2;
+    }
 
     mc_store_config_t cfg = {
         .local_hostname = hostname,
@@ -76,6 +83,7 @@ int main(int argc, char **argv)
         .replica_hint_slots = hint_slots ? (uint32_t)hint_slots : MC_STORE_REPLICA_HINTS_OFF,
         .lease_cache_off = lease_cache == 0,
         .placement_feed_prefix = feed_prefix,
+        .te_tuning = &te_tuning,
     };
     mc_store_t *store;
     mc_status_t st = mc_store_create(&cfg, &store);
