@@ -125,8 +125,9 @@ class MooncakeDistributedStore(_StoreBase):
         Store knobs, as keywords or (when not given) from the environment: replica_hints
         ($MC_STORE_REPLICA_HINTS; entries of the replica hint table, 0 = none), lease_cache
         ($MC_STORE_LEASE_CACHE; 0 = every get asks the master) and placement_feed
-        ($MC_STORE_PLACEMENT_FEED; a key prefix, "" = every key). Invalid values raise
-        ValueError.
+        ($MC_STORE_PLACEMENT_FEED; a key prefix, "" = every key). The client's transfer engine
+        takes its tuning from the same variables as TransferEngine ($MC_TE_*, $MC_FORCE_TCP,
+        ...). Invalid values raise ValueError.
         """
         if isinstance(local_hostname, Mapping):
             cfg = dict(local_hostname)
@@ -163,9 +164,11 @@ class MooncakeDistributedStore(_StoreBase):
         lease = extra["lease_cache"] if "lease_cache" in extra else _config.store_lease_cache()
         feed = extra["placement_feed"] if "placement_feed" in extra \
             else _config.store_placement_feed()
+        tuning = _config.te_tuning_from_env()  # MC_TE_*, MC_FORCE_TCP, ... as the tools
         return self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
                            extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
-                           int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed)
+                           int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
+                           tuning or None)
 
     def _setup_from_dict(self, cfg):
         host = _config_get(cfg, "local_hostname",

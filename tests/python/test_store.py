@@ -577,14 +577,19 @@ def test_gil_released_during_setup():
 
 
 def test_store_knobs_validated_at_setup(master, monkeypatch):
-    # The store knobs come from the environment through mooncake._config (the C library reads
-    # none): a bad value is a ValueError naming the variable, before anything is set up.
+    # The store knobs and the engine tuning come from the environment through mooncake._config
+    # (the C library reads none): a bad value is a ValueError naming the variable, before
+    # anything is set up.
     from mooncake.store import MooncakeDistributedStore
     store = MooncakeDistributedStore()
     monkeypatch.setenv("MC_STORE_LEASE_CACHE", "x")
     with pytest.raises(ValueError, match="MC_STORE_LEASE_CACHE must be 0 or 1"):
         store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr)
     monkeypatch.delenv("MC_STORE_LEASE_CACHE")
+    monkeypatch.setenv("MC_FORCE_TCP", "2")  # the client's engine tuning, as TransferEngine's
+    with pytest.raises(ValueError, match="MC_FORCE_TCP must be 0 or 1"):
+        store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr)
+    monkeypatch.delenv("MC_FORCE_TCP")
     with pytest.raises(ValueError, match="replica_hints"):
         store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr,
                     replica_hints=(1 << 22) + 1)
