@@ -11,11 +11,13 @@
  * latency = fixed + blocks * per_block; see docs/internals/simulator.md §7).
  * Exit status 1 if any byte read differs from what was written (must never happen). */
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "conductor/trace.h"
 #include "mooncake/store.h"
+#include "te_env.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,7 +30,8 @@
 typedef struct lat_log {
     uint64_t *us;      /* per call, microseconds */
     uint32_t *blocks;  /* blocks moved or asked by that call */
-    size_t n, cap;
+    size_t n;
+    size_t cap_us, cap_blocks; /* mc_array_reserve */
 } lat_log_t;
 
 typedef struct replay {
@@ -51,18 +54,9 @@ typedef struct replay {
 
 static void lat_push(lat_log_t *l, uint64_t us, uint32_t blocks)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 1024;
-        uint64_t *n = mc_realloc(l->us, cap * sizeof(*n));
-        if (!n)
-            return;
-        l->us = n;
-        uint32_t *b = mc_realloc(l->blocks, cap * sizeof(*b));
-        if (!b)
-            return;
-        l->blocks = b;
-        l->cap = cap;
-    }
+    if (mc_array_reserve(&l->us, &l->cap_us, l->n + 1, 1024) != MC_OK ||
+        mc_array_reserve(&l->blocks, &l->cap_blocks, l->n + 1, 1024) != MC_OK)
+        return;
     l->blocks[l->n] = blocks;
     l->us[l->n++] = us;
 }
@@ -323,6 +317,10 @@ int main(int argc, char **argv)
     uint64_t block_bytes = 256 * 1024, segment = 0;
     double time_scale = 0;
     bool json = false;
+    /* store knobs (mc_store_config_t); the feed's default is the environment's value as is,
+     * since an empty MC_STORE_PLACEMENT_FEED (every key) differs from an unset one (off) */
+    int64_t hint_slots = MC_STORE_REPLICA_HINTS_DEFAULT, lease_cache = 1;
+    const char *feed_prefix = getenv("MC_STORE_PLACEMENT_FEED");
     mc_option_t opts[] = {
         {"trace", MC_OPT_STRING, &trace_path, NULL, "FAST'25 trace (JSON lines)", 0, 0},
         {"master_server_address", MC_OPT_STRING, &master, "MOONCAKE_MASTER", "master host:port", 0, 0},
@@ -337,6 +335,14 @@ int main(int argc, char **argv)
         {"time_scale", MC_OPT_DOUBLE, &time_scale, NULL, "replay speed-up vs trace timestamps (0 = closed loop)", 0, 1e9},
         {"json", MC_OPT_BOOL, &json, NULL, "also print a JSON line", 0, 0},
         {"profile_out", MC_OPT_STRING, &profile_out, NULL, "write the measured-store profile (JSON) for mc_sim --measured_store", 0, 0},
+        {"replica_hints", MC_OPT_INT, &hint_slots, "MC_STORE_REPLICA_HINTS",
+         "entries of the replica hint table (0 = none: no speculative reads, no lease cache)", 0,
+         MC_STORE_REPLICA_HINTS_MAX},
+        {"lease_cache", MC_OPT_INT, &lease_cache, "MC_STORE_LEASE_CACHE",
+         "1 = gets read under read leases still held, 0 = every get asks the master", 0, 1},
+        {"placement_feed", MC_OPT_STRING, &feed_prefix, NULL,
+         "key prefix whose placements the master pushes to this client (default: "
+         "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0},
     };
     mc_config_spec_t spec = {"mc_store_replay",
                              "Replays a FAST'25 trace as KV-block put/get against a running store.",
@@ -344,6 +350,12 @@ int main(int argc, char **argv)
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
         return rc;
+    mc_te_config_t te_tuning = {0}; /* MC_TE_*, MC_FORCE_TCP, ... (tools/common/te_env.h) */
+    char te_err[256];
+    if (mc_tool_te_config_from_env(&te_tuning, te_err, sizeof(te_err)) != MC_OK) {
+        fprintf(stderr, "%s: %s\n", spec.program, te_err);
+        return 2;
+    }
     if (block_bytes % 8) {
         fprintf(stderr, "mc_store_replay: --block_bytes must be a multiple of 8\n");
         return 2;
@@ -359,6 +371,10 @@ int main(int argc, char **argv)
     mc_store_config_t cfg = {.local_hostname = hostname, .metadata_server = metadata,
                              .global_segment_size = segment, .protocol = "tcp",
                              .master_server_addr = master};
+    cfg.replica_hint_slots = hint_slots ? (uint32_t)hint_slots : MC_STORE_REPLICA_HINTS_OFF;
+    cfg.lease_cache_off = lease_cache == 0;
+    cfg.placement_feed_prefix = feed_prefix;
+    cfg.te_tuning = &te_tuning;
     replay_t rp = {.trace = trace, .ns = ns, .block_bytes = block_bytes, .n_reqs = trace->n_reqs,
                    .threads = (uint32_t)threads, .time_scale = time_scale,
                    .replicas = (uint32_t)replicas};

@@ -22,6 +22,7 @@
 #define MOONCAKE_STORE_H
 
 #include "mooncake/status.h"
+#include "mooncake/te.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,6 +37,11 @@ typedef struct mc_store mc_store_t;
 
 #define MC_STORE_KEY_MAX 4096
 
+/* Replica hint table sizes (mc_store_config_t.replica_hint_slots). */
+#define MC_STORE_REPLICA_HINTS_DEFAULT 262144u   /* ~32 MB plus the keys */
+#define MC_STORE_REPLICA_HINTS_MAX (1u << 22)    /* ~500 MB plus the keys */
+#define MC_STORE_REPLICA_HINTS_OFF UINT32_MAX    /* no hint table at all */
+
 typedef struct mc_store_config {
     const char *local_hostname;     /* "host" or "host:port"; no port = free port 12300-14300 */
     const char *metadata_server;    /* TE metadata URI: http://.../metadata, etcd://..., P2PHANDSHAKE */
@@ -47,6 +53,25 @@ typedef struct mc_store_config {
     const char *host_label;         /* failure domain for replica placement; NULL = host part */
     uint32_t rpc_timeout_ms;        /* per master RPC; 0 = 5000 */
     uint32_t transfer_timeout_ms;   /* per data transfer; 0 = TE default */
+    /* Entries of the replica hint table, which carries the hints of speculative reads and the
+     * leases of the lease cache (120 bytes each plus the key): 0 = default
+     * (MC_STORE_REPLICA_HINTS_DEFAULT); 1..MC_STORE_REPLICA_HINTS_MAX; or
+     * MC_STORE_REPLICA_HINTS_OFF = no table (no speculative reads, no lease cache, no placement
+     * feed). Other values are refused (MC_ERR_INVALID_PARAMS). Env: MC_STORE_REPLICA_HINTS. */
+    uint32_t replica_hint_slots;
+    /* false (default) = gets of a key this client holds a read lease on read the replica
+     * without asking the master (lease cache; never on protocol "ucx"); true = every get asks
+     * the master. Env: MC_STORE_LEASE_CACHE=0 sets it. */
+    bool lease_cache_off;
+    /* NULL = off; else a key prefix ("" = every key, at most MC_STORE_KEY_MAX bytes; copied):
+     * the master pushes this client the placement and a read lease of every object committed
+     * under it after setup returns (docs/internals/store-client.md, "Placement feed").
+     * Env: MC_STORE_PLACEMENT_FEED. */
+    const char *placement_feed_prefix;
+    /* Optional transfer-engine tuning, NULL = defaults. Copied at setup; its metadata_uri,
+     * local_server_name and protocol are replaced by the store's own (above), and its
+     * transfer_timeout_ms by transfer_timeout_ms above when that is not 0. */
+    const mc_te_config_t *te_tuning;
 } mc_store_config_t;
 
 typedef struct mc_replicate_config {
@@ -70,8 +95,15 @@ typedef struct mc_replica_desc {
 MC_API mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p);
 /* Unmount (gracefully), stop, free. NULL is a no-op. */
 MC_API void mc_store_destroy(mc_store_t *store);
-/* 0 healthy, 1 not set up, 2 master unreachable (upstream health_check convention). */
-MC_API int mc_store_health(mc_store_t *store);
+/* What mc_store_health found; the values follow upstream's health_check convention. */
+typedef enum mc_store_health_state {
+    MC_STORE_HEALTHY = 0,            /* the master answered a ping */
+    MC_STORE_NOT_SET_UP = 1,         /* no handle (NULL) */
+    MC_STORE_MASTER_UNREACHABLE = 2, /* the ping failed */
+} mc_store_health_t;
+
+/* Pings the master once. */
+MC_API mc_store_health_t mc_store_health(mc_store_t *store);
 MC_API const char *mc_store_hostname(const mc_store_t *store);
 
 /* Register user memory for zero-copy put_from/get_into. */
@@ -134,7 +166,7 @@ typedef struct mc_store_read_stats {
     uint64_t speculative_hits; /* keys whose read from a hint, started before the lookup
                                   answered, was confirmed by it (one round trip saved) */
     uint64_t feed_placements;  /* placements with a read lease pushed by the master to this
-                                  client's placement feed (MC_STORE_PLACEMENT_FEED) */
+                                  client's placement feed (placement_feed_prefix) */
 } mc_store_read_stats_t;
 MC_API void mc_store_read_stats(mc_store_t *store, mc_store_read_stats_t *out);
 

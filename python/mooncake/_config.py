@@ -177,3 +177,46 @@ def te_tuning_from_env():
             n = -1
         out[field] = n
     return out
+
+
+# Store client knobs read from the environment (the C library reads none itself; these are
+# passed to the store's setup, which fills mc_store_config_t). Same names and defaults as the
+# tools (mooncake_client --help).
+REPLICA_HINTS_MAX = 1 << 22
+
+
+def store_replica_hints():
+    """MC_STORE_REPLICA_HINTS: entries of the replica hint table, None when unset (default,
+    262144); 0 = no hints (no speculative reads, no lease cache). Range 0..4194304."""
+    v = os.environ.get("MC_STORE_REPLICA_HINTS")
+    if not v:
+        return None
+    try:
+        n = int(v.strip())
+    except ValueError:
+        n = -1
+    if not 0 <= n <= REPLICA_HINTS_MAX:
+        raise ValueError(f"MC_STORE_REPLICA_HINTS must be an integer from 0 to "
+                         f"{REPLICA_HINTS_MAX}, got {v!r}")
+    return n
+
+
+def store_lease_cache():
+    """MC_STORE_LEASE_CACHE: True (default, also when unset) = gets read under read leases this
+    client still holds; "0" = False, every get asks the master. Only "0" and "1" are valid."""
+    v = os.environ.get("MC_STORE_LEASE_CACHE")
+    if not v:
+        return True
+    if v.strip() not in ("0", "1"):
+        raise ValueError(f"MC_STORE_LEASE_CACHE must be 0 or 1, got {v!r}")
+    return v.strip() == "1"
+
+
+def store_placement_feed():
+    """MC_STORE_PLACEMENT_FEED: the key prefix of this client's placement feed, None when unset
+    (no feed); an empty value means every key. At most 4096 bytes (a key)."""
+    v = os.environ.get("MC_STORE_PLACEMENT_FEED")
+    if v is not None and len(v.encode("utf-8", "surrogateescape")) > 4096:
+        raise ValueError("MC_STORE_PLACEMENT_FEED must be at most 4096 bytes (a key), got "
+                         f"{len(v.encode('utf-8', 'surrogateescape'))}")
+    return v

@@ -464,22 +464,120 @@ static int opt_cstr(PyObject *o, const char *what, const char **s)
     return 0;
 }
 
+/* The store knobs of _setup (mooncake._config reads them from the environment) into cfg:
+ * replica_hints None = default, 0 = no hint table, else 1..MC_STORE_REPLICA_HINTS_MAX entries;
+ * lease_cache None = default (on), else its truth; placement_feed None = off, else the key
+ * prefix ("" = every key; borrowed from the str for the call). */
+static int setup_store_knobs(PyObject *hints_o, PyObject *lease_o, PyObject *feed_o,
+                             mc_store_config_t *cfg)
+{
+    if (hints_o && hints_o != Py_None) {
+        uint64_t n;
+        if (mcpy_u64(hints_o, "replica_hints", &n) < 0)
+            return -1;
+        if (n > MC_STORE_REPLICA_HINTS_MAX) {
+            PyErr_Format(PyExc_ValueError, "replica_hints must be from 0 to %u, got %llu",
+                         MC_STORE_REPLICA_HINTS_MAX, (unsigned long long)n);
+            return -1;
+        }
+        cfg->replica_hint_slots = n ? (uint32_t)n : MC_STORE_REPLICA_HINTS_OFF;
+    }
+    if (lease_o && lease_o != Py_None) {
+        int on = PyObject_IsTrue(lease_o);
+        if (on < 0)
+            return -1;
+        cfg->lease_cache_off = !on;
+    }
+    if (feed_o && feed_o != Py_None) {
+        if (mcpy_cstr(feed_o, "placement_feed", &cfg->placement_feed_prefix) < 0)
+            return -1;
+        if (strlen(cfg->placement_feed_prefix) > MC_STORE_KEY_MAX) {
+            PyErr_Format(PyExc_ValueError, "placement_feed must be at most %d bytes (a key)",
+                         MC_STORE_KEY_MAX);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* te_tuning for _setup: a dict {mc_te_config_t tuning field: int} (mooncake._config
+ * te_tuning_from_env; ranges are checked by mc_te_create, which logs the field) into *te. */
+static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+        bool is_signed;
+    } fields[] = {
+        {"transfer_timeout_ms", offsetof(mc_te_config_t, transfer_timeout_ms), false},
+        {"tcp_connections", offsetof(mc_te_config_t, tcp_connections), false},
+        {"worker_threads", offsetof(mc_te_config_t, worker_threads), false},
+        {"slice_size", offsetof(mc_te_config_t, slice_size), false},
+        {"force_tcp", offsetof(mc_te_config_t, force_tcp), false},
+        {"hugepages", offsetof(mc_te_config_t, hugepages), true},
+        {"tcp_stripe", offsetof(mc_te_config_t, tcp_stripe), false},
+        {"tcp_socket_buf", offsetof(mc_te_config_t, tcp_socket_buf), false},
+        {"busy_poll_us", offsetof(mc_te_config_t, busy_poll_us), true},
+        {"metadata_timeout_ms", offsetof(mc_te_config_t, metadata_timeout_ms), false},
+    };
+    if (!PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "te_tuning must be a dict of transfer-engine fields");
+        return -1;
+    }
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &key, &val)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        size_t i = 0;
+        while (name && i < Py_ARRAY_LENGTH(fields) && strcmp(fields[i].name, name) != 0)
+            i++;
+        if (!name || i == Py_ARRAY_LENGTH(fields)) {
+            PyErr_Format(PyExc_ValueError, "te_tuning: unknown transfer-engine field %R", key);
+            return -1;
+        }
+        long long v = PyLong_AsLongLong(val);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        bool ok = fields[i].is_signed ? v >= INT32_MIN && v <= INT32_MAX
+                                      : v >= 0 && v <= UINT32_MAX;
+        if (!ok) {
+            PyErr_Format(PyExc_ValueError, "te_tuning: %s out of range, got %lld", name, v);
+            return -1;
+        }
+        char *p = (char *)te + fields[i].off;
+        if (fields[i].is_signed)
+            *(int32_t *)p = (int32_t)v;
+        else
+            *(uint32_t *)p = (uint32_t)v;
+    }
+    return 0;
+}
+
 /* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
- *        transfer_timeout_ms=0) -> status. Use setup(). */
+ *        transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None,
+ *        te_tuning=None) -> status. Use setup(). */
 static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
                              "local_buffer_size", "protocol", "device_name",
                              "master_server_addr", "host_label", "rpc_timeout_ms",
-                             "transfer_timeout_ms", NULL};
+                             "transfer_timeout_ms", "replica_hints", "lease_cache",
+                             "placement_feed", "te_tuning", NULL};
     PyObject *host_o, *meta_o, *gs_o, *lb_o, *proto_o, *dev_o, *master_o, *label_o = NULL;
+    PyObject *hints_o = NULL, *lease_o = NULL, *feed_o = NULL, *tuning_o = NULL;
     unsigned int rpc_ms = 0, xfer_ms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OII:_setup", kwlist, &host_o, &meta_o,
-                                     &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o, &rpc_ms,
-                                     &xfer_ms))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOO:_setup", kwlist, &host_o,
+                                     &meta_o, &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o,
+                                     &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o, &tuning_o))
         return NULL;
     mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms};
+    mc_te_config_t te_tuning = {0};
+    if (tuning_o && tuning_o != Py_None) {
+        if (setup_te_tuning(tuning_o, &te_tuning) < 0)
+            return NULL;
+        cfg.te_tuning = &te_tuning;
+    }
     uint64_t gs, lb;
     if (mcpy_cstr(host_o, "local_hostname", &cfg.local_hostname) < 0 ||
         mcpy_cstr(meta_o, "metadata_server", &cfg.metadata_server) < 0 ||
@@ -488,7 +586,8 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
         opt_cstr(proto_o, "protocol", &cfg.protocol) < 0 ||
         opt_cstr(dev_o, "rdma_devices", &cfg.device_name) < 0 ||
         mcpy_cstr(master_o, "master_server_addr", &cfg.master_server_addr) < 0 ||
-        opt_cstr(label_o, "host_label", &cfg.host_label) < 0)
+        opt_cstr(label_o, "host_label", &cfg.host_label) < 0 ||
+        setup_store_knobs(hints_o, lease_o, feed_o, &cfg) < 0)
         return NULL;
     cfg.global_segment_size = gs;
     cfg.local_buffer_size = lb;
@@ -514,8 +613,8 @@ static PyObject *store_close(StoreObject *self, PyObject *unused)
 static PyObject *store_health_check(StoreObject *self, PyObject *unused)
 {
     if (!STORE_ENTER(self))
-        return mcpy_ret(1);
-    int h;
+        return mcpy_ret(MC_STORE_NOT_SET_UP);
+    mc_store_health_t h;
     Py_BEGIN_ALLOW_THREADS
     h = mc_store_health(self->store);
     Py_END_ALLOW_THREADS
@@ -1474,11 +1573,12 @@ static PyMethodDef store_methods[] = {
     {"_setup", MCPY_KWFUNC(store_setup), METH_VARARGS | METH_KEYWORDS,
      "_setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, "
      "device_name, master_server_addr, host_label=None, rpc_timeout_ms=0, "
-     "transfer_timeout_ms=0) -> status. Use setup()."},
+     "transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None, "
+     "te_tuning=None) -> status. Use setup()."},
     {"close", (PyCFunction)store_close, METH_NOARGS,
      "Unmount and stop the client (waits for calls in flight). Returns 0."},
     {"health_check", (PyCFunction)store_health_check, METH_NOARGS,
-     "0 healthy, 1 not set up, 2 master unreachable."},
+     "0 healthy, 1 not set up, 2 master unreachable (mc_store_health_t)."},
     {"get_hostname", (PyCFunction)store_get_hostname, METH_NOARGS,
      "This client's 'host:port' (its segment name)."},
     {"read_stats", (PyCFunction)store_read_stats, METH_NOARGS,

@@ -121,6 +121,13 @@ class MooncakeDistributedStore(_StoreBase):
         host_label, rpc_timeout_ms, transfer_timeout_ms). Sizes may be ints or strings like
         "512MB". A hostname without port gets a free port (12300-14300). With no arguments at
         all the JSON file named by $MOONCAKE_CONFIG_PATH is used, else the environment.
+
+        Store knobs, as keywords or (when not given) from the environment: replica_hints
+        ($MC_STORE_REPLICA_HINTS; entries of the replica hint table, 0 = none), lease_cache
+        ($MC_STORE_LEASE_CACHE; 0 = every get asks the master) and placement_feed
+        ($MC_STORE_PLACEMENT_FEED; a key prefix, "" = every key). The client's transfer engine
+        takes its tuning from the same variables as TransferEngine ($MC_TE_*, $MC_FORCE_TCP,
+        ...). Invalid values raise ValueError.
         """
         if isinstance(local_hostname, Mapping):
             cfg = dict(local_hostname)
@@ -134,7 +141,8 @@ class MooncakeDistributedStore(_StoreBase):
                 raise ValueError("MOONCAKE_CONFIG_PATH must name a JSON object")
             cfg.update(extra)
             return self._setup_from_dict(cfg)
-        unknown = set(extra) - {"host_label", "rpc_timeout_ms", "transfer_timeout_ms"}
+        unknown = set(extra) - {"host_label", "rpc_timeout_ms", "transfer_timeout_ms",
+                                "replica_hints", "lease_cache", "placement_feed"}
         if unknown:
             raise TypeError(f"setup() got unexpected keyword arguments: {sorted(unknown)}")
         if engine is not None:
@@ -151,9 +159,16 @@ class MooncakeDistributedStore(_StoreBase):
         proto = _config.normalize_protocol(protocol)
         gs = parse_size(global_segment_size, "global_segment_size")
         lb = parse_size(local_buffer_size, "local_buffer_size")
+        hints = extra["replica_hints"] if "replica_hints" in extra \
+            else _config.store_replica_hints()
+        lease = extra["lease_cache"] if "lease_cache" in extra else _config.store_lease_cache()
+        feed = extra["placement_feed"] if "placement_feed" in extra \
+            else _config.store_placement_feed()
+        tuning = _config.te_tuning_from_env()  # MC_TE_*, MC_FORCE_TCP, ... as the tools
         return self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
                            extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
-                           int(extra.get("transfer_timeout_ms", 0)))
+                           int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
+                           tuning or None)
 
     def _setup_from_dict(self, cfg):
         host = _config_get(cfg, "local_hostname",
@@ -169,7 +184,8 @@ class MooncakeDistributedStore(_StoreBase):
             _config_get(cfg, "protocol", default=None),
             _config_get(cfg, "device_name", "rdma_devices", default=""),
             master,
-            **{k: cfg[k] for k in ("host_label", "rpc_timeout_ms", "transfer_timeout_ms")
+            **{k: cfg[k] for k in ("host_label", "rpc_timeout_ms", "transfer_timeout_ms",
+                                   "replica_hints", "lease_cache", "placement_feed")
                if cfg.get(k) is not None})
 
     def get_replica_desc(self, key):

@@ -1,3 +1,13 @@
+/* The store client's master connection pool (master_client.h): MC_MASTER_POOL_SIZE RPC
+ * clients, picked round-robin per call so that application threads calling at once do not
+ * queue behind one connection.
+ *
+ * Contracts: an idempotent call that fails with MC_ERR_RPC_FAIL (a pooled connection the
+ * master closed meanwhile) is sent once more on a fresh connection; other calls are sent once.
+ * Responses belong to the caller (mc_rpc_response_free). Locking: the round-robin counter is an
+ * atomic and each RPC client serialises its own calls, so no lock is taken here; init and fini
+ * must not run concurrently with calls.
+ */
 #include "client/master_client.h"
 
 #include "common/log.h"

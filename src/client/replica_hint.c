@@ -1,3 +1,15 @@
+/* Replica hint table (replica_hint.h): a set-associative cache from key to where this client
+ * last saw the key's bytes, with the read lease that came with them.
+ *
+ * Layout: n_sets sets of MC_HINT_WAYS ways; a set's tags (a key's XXH3, 0 = empty) share one
+ * cache line, the entries live in a parallel array. The memory is allocated at the first set
+ * (table_alloc), so a process that only serves never pays for it.
+ *
+ * Ownership and locking: each entry owns a copy of its key (kept across drops for reuse); every
+ * public function takes the table's one mutex for a short section and copies hints in or out,
+ * so callers never hold pointers into the table. A NULL table (hints off) is valid everywhere:
+ * lookups miss, sets and drops do nothing.
+ */
 #include "client/replica_hint.h"
 
 #include "common/alloc.h"
@@ -27,6 +39,15 @@ struct mc_hint_table {
     set_t *sets;
     entry_t *entries; /* n_sets * MC_HINT_WAYS, way w of set s at s * MC_HINT_WAYS + w */
 };
+
+static size_t sets_bytes(const mc_hint_table_t *t);
+static size_t entries_bytes(const mc_hint_table_t *t);
+static bool table_alloc(mc_hint_table_t *t);
+static uint64_t key_tag(const char *key);
+static size_t set_of(const mc_hint_table_t *t, uint64_t tag);
+static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag);
+static void set_locked(mc_hint_table_t *t, const char *key, uint64_t tag,
+                       const mc_replica_hint_t *h);
 
 mc_hint_table_t *mc_hint_table_new(size_t entries)
 {

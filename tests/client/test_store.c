@@ -63,7 +63,9 @@ static void start_server(int i, const char *size)
     assert_int_equal(mt_wait_log(servers[i].log, "mooncake_client ready", 10000), 0);
 }
 
-static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
+/* feed_prefix: mc_store_config_t.placement_feed_prefix (NULL = no placement feed). */
+static mc_store_t *open_store_with(uint64_t segment, const char *protocol,
+                                   const char *feed_prefix)
 {
     mc_store_config_t cfg = {
         .local_hostname = "127.0.0.1",
@@ -73,10 +75,16 @@ static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
         .master_server_addr = master_addr,
         .host_label = "tester",
         .transfer_timeout_ms = 1500,
+        .placement_feed_prefix = feed_prefix,
     };
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
     return s;
+}
+
+static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
+{
+    return open_store_with(segment, protocol, NULL);
 }
 
 static mc_store_t *open_store(uint64_t segment)
@@ -438,7 +446,81 @@ static void test_lease_cache(void **state)
     mc_store_destroy(b);
 }
 
-/* Placement feed (MC_STORE_PLACEMENT_FEED): a reader subscribed to a prefix receives what a
+/* The knobs of mc_store_config_t: lease_cache_off makes every get ask the master;
+ * MC_STORE_REPLICA_HINTS_OFF keeps no hints (so no cached leases either); te_tuning is copied
+ * with the store's own metadata URI, server name and protocol in place of its values (a bogus
+ * URI or ucx there would change what the reads below count). */
+static mc_store_t *open_knobs(uint32_t hint_slots, bool lease_cache_off,
+                              const mc_te_config_t *te_tuning)
+{
+    mc_store_config_t cfg = {
+        .local_hostname = "127.0.0.1",
+        .metadata_server = "P2PHANDSHAKE",
+        .protocol = "tcp",
+        .master_server_addr = master_addr,
+        .host_label = "tester",
+        .transfer_timeout_ms = 1500,
+        .replica_hint_slots = hint_slots,
+        .lease_cache_off = lease_cache_off,
+        .te_tuning = te_tuning,
+    };
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
+    return s;
+}
+
+/* Three gets of key through r; returns r's stats after them. */
+static mc_store_read_stats_t three_gets(mc_store_t *r, const char *key, const char *v,
+                                        size_t len)
+{
+    static char out[8192];
+    struct iovec io = {out, len};
+    for (int i = 0; i < 3; i++) {
+        memset(out, 0, len);
+        assert_int_equal(mc_store_get_into(r, key, &io, 1), (int64_t)len);
+        assert_memory_equal(out, v, len);
+    }
+    mc_store_read_stats_t st;
+    mc_store_read_stats(r, &st);
+    return st;
+}
+
+static void test_config_knobs(void **state)
+{
+    (void)state;
+    enum { LEN = 8192 };
+    static char v[LEN];
+    fill(v, LEN, 44);
+    struct iovec iv = {v, LEN};
+    mc_store_t *w = open_store(0);
+    assert_int_equal(mc_store_put(w, "knob-k", &iv, 1, NULL), MC_OK);
+
+    mc_store_t *r = open_knobs(0, true, NULL); /* lease cache off */
+    mc_store_read_stats_t st = three_gets(r, "knob-k", v, LEN);
+    assert_int_equal(st.lease_hits, 0);
+    assert_int_equal(st.master_lookups, 3);
+    mc_store_destroy(r);
+
+    r = open_knobs(MC_STORE_REPLICA_HINTS_OFF, false, NULL); /* no hints at all */
+    st = three_gets(r, "knob-k", v, LEN);
+    assert_int_equal(st.lease_hits, 0);
+    assert_int_equal(st.speculative_hits, 0);
+    assert_int_equal(st.master_lookups, 3);
+    mc_store_destroy(r);
+
+    mc_te_config_t tuning = {.metadata_uri = "bogus://nowhere", .local_server_name = "bogus",
+                             .protocol = "ucx", .tcp_connections = 2};
+    r = open_knobs(1024, false, &tuning); /* the default lease cache: one lookup */
+    st = three_gets(r, "knob-k", v, LEN);
+    assert_int_equal(st.master_lookups, 1);
+    assert_int_equal(st.lease_hits, 2);
+    mc_store_destroy(r);
+
+    mc_store_remove(w, "knob-k", true);
+    mc_store_destroy(w);
+}
+
+/* Placement feed (placement_feed_prefix): a reader subscribed to a prefix receives what a
  * writer commits under it, with a read lease, and its first get of such a key reads the replica
  * without asking the master; keys outside the prefix are not pushed; an upsert or a forced
  * remove by the writer is seen at once; a pushed lease holds like a read one (a plain remove
@@ -465,15 +547,16 @@ static void test_placement_feed(void **state)
     fill(v1, LEN, 41);
     fill(v2, LEN, 42);
     struct iovec i1 = {v1, LEN}, i2 = {v2, LEN}, io = {out, LEN};
-    mc_store_config_t bad = {.master_server_addr = master_addr};
     static char long_prefix[MC_STORE_KEY_MAX + 2];
     memset(long_prefix, 'p', MC_STORE_KEY_MAX + 1);
-    setenv("MC_STORE_PLACEMENT_FEED", long_prefix, 1);
+    mc_store_config_t bad = {.master_server_addr = master_addr,
+                             .placement_feed_prefix = long_prefix};
     mc_store_t *none = NULL;
     assert_int_equal(mc_store_create(&bad, &none), MC_ERR_INVALID_PARAMS);
-    setenv("MC_STORE_PLACEMENT_FEED", "feed/", 1);
-    mc_store_t *r = open_store(0);
-    unsetenv("MC_STORE_PLACEMENT_FEED");
+    mc_store_config_t bad_hints = {.master_server_addr = master_addr,
+                                   .replica_hint_slots = MC_STORE_REPLICA_HINTS_MAX + 1};
+    assert_int_equal(mc_store_create(&bad_hints, &none), MC_ERR_INVALID_PARAMS);
+    mc_store_t *r = open_store_with(0, "tcp", "feed/");
     mc_store_t *w = open_store(0);
 
     /* in commit order: the feed has seen "other/a" once it has pushed "feed/a" */
@@ -523,9 +606,7 @@ static void test_placement_feed_survives_master_restart(void **state)
     static char v[LEN], out[LEN];
     fill(v, LEN, 43);
     struct iovec iv = {v, LEN}, io = {out, LEN};
-    setenv("MC_STORE_PLACEMENT_FEED", "fr/", 1);
-    mc_store_t *r = open_store(0);
-    unsetenv("MC_STORE_PLACEMENT_FEED");
+    mc_store_t *r = open_store_with(0, "tcp", "fr/");
     mc_store_t *w = open_store(0);
     mt_stop(master.pid, SIGKILL, 5000);
     start_master();
@@ -728,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),
         cmocka_unit_test(test_placement_feed),
+        cmocka_unit_test(test_config_knobs),
 #ifdef MC_TEST_UCX
         cmocka_unit_test(test_lease_cache_off_over_ucx),
 #endif

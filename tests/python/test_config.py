@@ -93,3 +93,35 @@ def test_engine_initialize_uses_env(monkeypatch):
     assert te.initialize("", "", "tcp", "") == 0
     assert te.get_local_hostname().startswith("127.0.0.1:")
     te.close()
+
+
+def test_store_knobs_from_env(monkeypatch):
+    for name in ("MC_STORE_REPLICA_HINTS", "MC_STORE_LEASE_CACHE", "MC_STORE_PLACEMENT_FEED"):
+        monkeypatch.delenv(name, raising=False)
+    assert _config.store_replica_hints() is None      # default table
+    assert _config.store_lease_cache() is True
+    assert _config.store_placement_feed() is None     # no feed
+    monkeypatch.setenv("MC_STORE_REPLICA_HINTS", "1024")
+    monkeypatch.setenv("MC_STORE_LEASE_CACHE", "0")
+    monkeypatch.setenv("MC_STORE_PLACEMENT_FEED", "")
+    assert _config.store_replica_hints() == 1024
+    assert _config.store_lease_cache() is False
+    assert _config.store_placement_feed() == ""       # every key
+    monkeypatch.setenv("MC_STORE_REPLICA_HINTS", "0")
+    monkeypatch.setenv("MC_STORE_LEASE_CACHE", "1")
+    assert _config.store_replica_hints() == 0         # no hints
+    assert _config.store_lease_cache() is True
+
+
+@pytest.mark.parametrize("name,value,fn,msg", [
+    ("MC_STORE_REPLICA_HINTS", "lots", "store_replica_hints", "from 0 to 4194304"),
+    ("MC_STORE_REPLICA_HINTS", "-1", "store_replica_hints", "from 0 to 4194304"),
+    ("MC_STORE_REPLICA_HINTS", "4194305", "store_replica_hints", "from 0 to 4194304"),
+    ("MC_STORE_LEASE_CACHE", "x", "store_lease_cache", "must be 0 or 1, got 'x'"),
+    ("MC_STORE_LEASE_CACHE", "yes", "store_lease_cache", "must be 0 or 1"),
+    ("MC_STORE_PLACEMENT_FEED", "p" * 4097, "store_placement_feed", "at most 4096 bytes"),
+])
+def test_store_knobs_rejected(monkeypatch, name, value, fn, msg):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=msg):
+        getattr(_config, fn)()

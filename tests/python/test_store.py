@@ -576,6 +576,26 @@ def test_gil_released_during_setup():
     assert probe.released(5.0), (probe.duration, probe.seen_at and probe.seen_at - probe.t0)
 
 
+def test_store_knobs_validated_at_setup(master, monkeypatch):
+    # The store knobs and the engine tuning come from the environment through mooncake._config
+    # (the C library reads none): a bad value is a ValueError naming the variable, before
+    # anything is set up.
+    from mooncake.store import MooncakeDistributedStore
+    store = MooncakeDistributedStore()
+    monkeypatch.setenv("MC_STORE_LEASE_CACHE", "x")
+    with pytest.raises(ValueError, match="MC_STORE_LEASE_CACHE must be 0 or 1"):
+        store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr)
+    monkeypatch.delenv("MC_STORE_LEASE_CACHE")
+    monkeypatch.setenv("MC_FORCE_TCP", "2")  # the client's engine tuning, as TransferEngine's
+    with pytest.raises(ValueError, match="MC_FORCE_TCP must be 0 or 1"):
+        store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr)
+    monkeypatch.delenv("MC_FORCE_TCP")
+    with pytest.raises(ValueError, match="replica_hints"):
+        store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr,
+                    replica_hints=(1 << 22) + 1)
+    assert not store.is_setup()
+
+
 def test_no_rss_growth_over_100k_round_trips(master, storage, monkeypatch):
     # The client's replica-hint table is a bounded cache (120 bytes per entry plus the key,
     # 262144 entries by default) that fills as distinct keys pass; 100k distinct keys would

@@ -1,0 +1,796 @@
+/* Store client reads: mc_store_get, mc_store_get_into and the batch gets.
+ *
+ * A get finds the object's bytes in one of three ways, cheapest first: under a read lease this
+ * client still holds (the lease cache: no master round trip), from a replica hint read while
+ * the master lookup is in flight (speculative, objects up to SPEC_MAX_OBJECT in caller
+ * memory), or after the lookup. Whatever the way, the bytes count only once they hash to the
+ * checksum recorded at PutEnd and the lease was still running when they had all arrived; a key
+ * that fails is asked again (GET_TRIES, then alone in a batch) and otherwise fails: never
+ * unverified bytes.
+ *
+ * Ownership: heap results are malloc'd here and handed to the caller (free()); on failure they
+ * are freed here. Master answers are freed before return (batch: they live in one arena).
+ * No locks of its own: counters are atomics, the hint table locks internally.
+ */
+#include "client/store_int.h"
+
+#include "common/alloc.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/payload.h"
+#include "common/time.h"
+#include "rpc/arena.h"
+#include "rpc/frame.h"
+
+#include <string.h>
+
+/* A single-key get started from the key's replica hint (replica_hint.h) before the master's
+ * answer arrives, so the lookup and the read overlap. spec_wait() finishes it after the
+ * lookup; spec_usable() says whether its bytes can stand for the object the master described
+ * (the caller still checks lease and checksum, as for any read). Batch gets speculate in
+ * batch_get_common with the same rule (hint_replica). */
+typedef struct spec_read {
+    xfer_plan_t plan;
+    mc_te_transfer_t *xfer;
+    mc_replica_hint_t hint; /* size 0 = nothing started */
+    bool failed;            /* the read did not complete */
+} spec_read_t;
+
+/* Per key of a batch get (bget_t.k[i]). */
+typedef struct bget_key {
+    const McRpc__ReplicaListResponse *rl; /* the lookup's answer (lives in bget_t.resp_arena);
+                                             NULL: not looked up, or not found */
+    const McRpc__ReplicaDesc *read_from;  /* the replica of rl its bytes came from */
+    struct iovec heap_iov;                /* heap mode: its buffer (heap[i]) and size */
+    bool early_read;                      /* read before the lookup answered (bget_t.early[i]) */
+} bget_key_t;
+
+/* One batch get, from bget_init to bget_free. The arrays that the hint table and the transfer
+ * plans take whole (early, hinted, failed, learn*) stay arrays; the rest is per key in k. */
+typedef struct bget {
+    mc_store_t *s;
+    size_t n;
+    const char *const *keys;
+    const struct iovec *const *parts; /* caller memory mode (heap == NULL) */
+    const size_t *n_parts;
+    void **heap;                      /* heap mode: heap[i], freed by bget_free on failure */
+    int64_t *results;
+    bget_key_t *k;
+    /* early[i]: where key i was read before the lookup answered (k[i].early_read); under a
+     * cached lease if early[i].lease_until_ms != 0 (no lookup), else a guess */
+    mc_replica_hint_t *early;
+    bool *hinted;
+    unsigned char *failed;            /* per key, set by the plans (store_plan_finish) */
+    char **req_keys;                  /* the lookup: m keys, req_keys[j] is key idx[j] */
+    size_t *idx, m;
+    /* what the verified lookups taught, recorded together at the end (mc_hint_set_many) */
+    const char **learn_keys;
+    mc_replica_hint_t *learn;
+    size_t n_learn;
+    xfer_plan_t plan, early_plan;
+    mc_te_transfer_t *early_x;        /* early_plan in flight (bget_read_early) */
+    mc_status_t early_st;
+    mc_rpc_arena_t resp_arena;        /* the lookup's answer: one allocation, not several per key */
+    McRpc__BatchReplicaListResponse *br;
+    uint64_t t0;                      /* when the lookup was sent (its leases count from then) */
+} bget_t;
+
+static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
+                       const struct iovec *parts, size_t n_parts, uint64_t cap);
+static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *key);
+static const McRpc__ReplicaDesc *hint_replica(const mc_replica_hint_t *h,
+                                              const McRpc__ReplicaListResponse *rl);
+static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
+                                             const McRpc__ReplicaListResponse *rl);
+static const char *spec_failed_endpoint(const spec_read_t *sp);
+static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
+                      struct iovec *out);
+static uint64_t chunk_len(uint64_t size, uint64_t c);
+static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
+                       struct iovec *scratch, uint64_t off, uint64_t len);
+static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size,
+                               const struct iovec *parts, size_t n_parts, uint64_t *hash_p);
+static bool lease_usable(const mc_replica_hint_t *h, uint64_t now_ms);
+static bool lease_cached(mc_store_t *s, const char *key, mc_replica_hint_t *h);
+static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hint_t *h,
+                             const struct iovec *parts, size_t n_parts);
+static int64_t store_read_verified(mc_store_t *s, const char *key,
+                                   const McRpc__ReplicaListResponse *rl,
+                                   const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
+                                   const char *avoid, bool last_try);
+static void prefault_heap(void *buf, size_t len);
+static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec *parts,
+                             size_t n_parts, uint64_t cap, bool last_try);
+static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool last_try);
+static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
+                               struct iovec *heap_iov, const struct iovec *kp, size_t kn);
+static mc_status_t bget_init(bget_t *b);
+static void bget_free(bget_t *b, mc_status_t st);
+static const struct iovec *bget_dest(const bget_t *b, size_t i, size_t *kn);
+static bool bget_early_key(bget_t *b, size_t i, uint64_t now, uint64_t cap);
+static void bget_read_early(bget_t *b);
+static mc_status_t bget_lookup(bget_t *b);
+static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl);
+static void bget_verify_key(bget_t *b, size_t i);
+static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
+                                    const struct iovec *const *parts, const size_t *n_parts,
+                                    void **heap, int64_t *results);
+
+/* ------------------------------------------------------------------ get */
+
+/* Replica order for reads: our own segment first, then the others in the master's order, then
+ * those on `avoid` (an endpoint that just failed us; may be NULL). Writes at most `cap`
+ * indexes into order[] and returns how many. */
+size_t store_replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size_t n, size_t *order,
+                           size_t cap, const char *avoid)
+{
+    size_t k = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        for (size_t r = 0; r < n && k < cap; r++) {
+            const char *ep = reps[r]->transport_endpoint;
+            int rank = strcmp(ep, s->te_name) == 0 ? 0 : avoid && strcmp(ep, avoid) == 0 ? 2 : 1;
+            if (rank == pass)
+                order[k++] = r;
+        }
+    }
+    return k;
+}
+
+/* ------------------------------------------------------------------ speculative reads */
+
+static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
+                       const struct iovec *parts, size_t n_parts, uint64_t cap)
+{
+    memset(sp, 0, sizeof(*sp));
+    mc_replica_hint_t h;
+    if (!mc_hint_get(s->hints, key, &h) || h.size == 0 || h.size > SPEC_MAX_OBJECT ||
+        h.size > cap)
+        return;
+    if (store_plan_add(s, &sp->plan, MC_TE_READ, h.endpoint, h.addr, h.size, parts, n_parts, 0) !=
+            MC_OK ||
+        store_plan_start(s, &sp->plan, true, &sp->xfer) != MC_OK) {
+        store_plan_free(&sp->plan);
+        return;
+    }
+    sp->hint = h;
+}
+
+/* Finishes the read; a key whose read failed loses its hint. */
+static void spec_wait(mc_store_t *s, spec_read_t *sp, const char *key)
+{
+    if (!sp->xfer)
+        return;
+    if (mc_te_transfer_wait(s->te, sp->xfer, NULL) != MC_OK) {
+        sp->failed = true;
+        mc_hint_drop(s->hints, key);
+    }
+    sp->xfer = NULL;
+    store_plan_free(&sp->plan);
+}
+
+/* The replica in the master's answer rl (at rl's size) that hint h names, or NULL. */
+static const McRpc__ReplicaDesc *hint_replica(const mc_replica_hint_t *h,
+                                              const McRpc__ReplicaListResponse *rl)
+{
+    if (h->size == 0 || h->size != rl->size)
+        return NULL;
+    for (size_t r = 0; r < rl->n_replicas; r++) {
+        const McRpc__ReplicaDesc *rd = rl->replicas[r];
+        if (rd->size == rl->size && rd->buffer_address == h->addr &&
+            strcmp(rd->transport_endpoint, h->endpoint) == 0)
+            return rd;
+    }
+    return NULL;
+}
+
+/* The replica in rl that the speculative read came from, or NULL. */
+static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
+                                             const McRpc__ReplicaListResponse *rl)
+{
+    return sp->failed ? NULL : hint_replica(&sp->hint, rl);
+}
+
+/* The endpoint the speculative read failed on (to be tried last), or NULL. */
+static const char *spec_failed_endpoint(const spec_read_t *sp)
+{
+    return sp->failed ? sp->hint.endpoint : NULL;
+}
+
+/* ------------------------------------------------------------------ reading with the checksum */
+
+#define PIPELINE_MIN (8ull << 20)   /* objects from this size are hashed in chunks ... */
+#define PIPELINE_CHUNK (2ull << 20) /* ... of this size while the next ones arrive */
+
+/* The pieces of parts covering bytes [off, off+len) into out (capacity n); returns the count. */
+static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
+                      struct iovec *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && len > 0; i++) {
+        if (off >= parts[i].iov_len) {
+            off -= parts[i].iov_len;
+            continue;
+        }
+        size_t take = parts[i].iov_len - off < len ? parts[i].iov_len - off : (size_t)len;
+        out[k++] = (struct iovec){(char *)parts[i].iov_base + off, take};
+        len -= take;
+        off = 0;
+    }
+    return k;
+}
+
+/* Bytes of chunk c of a size-byte object. */
+static uint64_t chunk_len(uint64_t size, uint64_t c)
+{
+    uint64_t off = c * PIPELINE_CHUNK;
+    return size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK;
+}
+
+static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
+                       struct iovec *scratch, uint64_t off, uint64_t len)
+{
+    size_t k = iov_sub(parts, n_parts, off, len, scratch);
+    for (size_t i = 0; i < k; i++)
+        mc_hash_stream_update(hs, scratch[i].iov_base, scratch[i].iov_len);
+}
+
+/* Reads [addr, addr+size) of `endpoint` into parts and sets *hash_p to the XXH3 of the bytes.
+ * Large remote objects travel as one transfer of PIPELINE_CHUNK requests, consumed in order
+ * with mc_te_transfer_wait_some: this thread hashes chunk k while the TE loops receive the
+ * chunks after it, instead of hashing everything after the last byte arrived. */
+static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size,
+                               const struct iovec *parts, size_t n_parts, uint64_t *hash_p)
+{
+    mc_status_t st;
+    uint64_t chunks = (size + PIPELINE_CHUNK - 1) / PIPELINE_CHUNK;
+    xfer_plan_t plan = {0};
+    if (size < PIPELINE_MIN || chunks + n_parts > MC_TE_MAX_BATCH ||
+        store_is_local(s, endpoint, addr, size)) {
+        st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr, size, parts, n_parts, 0);
+        if (st == MC_OK)
+            st = store_plan_run(s, &plan, NULL);
+        store_plan_free(&plan);
+        if (st == MC_OK)
+            *hash_p = store_iov_hash(parts, n_parts, size);
+        return st;
+    }
+    /* one request list, chunk by chunk; ends[c] = requests up to and including chunk c */
+    size_t *ends = mc_calloc((size_t)chunks, sizeof(*ends));
+    struct iovec *scratch = mc_calloc(n_parts + 1, sizeof(*scratch));
+    mc_hash_stream_t hs = {0};
+    if (!ends || !scratch || mc_hash_stream_init(&hs) != 0) {
+        mc_free(ends);
+        mc_free(scratch);
+        return MC_ERR_NO_MEMORY;
+    }
+    st = MC_OK;
+    for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
+        uint64_t off = c * PIPELINE_CHUNK, len = chunk_len(size, c);
+        size_t k = iov_sub(parts, n_parts, off, len, scratch);
+        st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr + off, len, scratch, k, 0);
+        ends[c] = plan.n;
+    }
+    mc_te_transfer_t *x = NULL;
+    if (st == MC_OK)
+        st = store_plan_start(s, &plan, false, &x);
+    for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
+        st = mc_te_transfer_wait_some(s->te, x, ends[c], NULL);
+        if (st == MC_OK)
+            hash_range(&hs, parts, n_parts, scratch, c * PIPELINE_CHUNK, chunk_len(size, c));
+    }
+    if (x) {
+        mc_status_t w = mc_te_transfer_wait(s->te, x, NULL);
+        if (st == MC_OK)
+            st = w;
+    }
+    uint64_t h = mc_hash_stream_final(&hs);
+    store_plan_free(&plan);
+    mc_free(ends);
+    mc_free(scratch);
+    if (st == MC_OK)
+        *hash_p = h;
+    return st;
+}
+
+/* ------------------------------------------------------------------ lease cache */
+
+/* Whether this client holds a read lease on key with LEASE_MARGIN_MS of it left; *h = the
+ * replica it covers. While the lease lasts the master keeps those bytes in place: it neither
+ * evicts the object nor removes it (unless forced), and an upsert frees the old space only
+ * when the lease ends (store-client.md, "Lease cache"). */
+static bool lease_usable(const mc_replica_hint_t *h, uint64_t now_ms)
+{
+    return h->lease_until_ms && now_ms + LEASE_MARGIN_MS < h->lease_until_ms;
+}
+
+static bool lease_cached(mc_store_t *s, const char *key, mc_replica_hint_t *h)
+{
+    return s->lease_cache && mc_hint_get(s->hints, key, h) && lease_usable(h, mc_now_ms());
+}
+
+/* Reads the object from the replica in h (from lease_cached; the parts hold h->size bytes)
+ * without asking the master. True when the bytes hash to the leased checksum and the lease
+ * was still running when they had all arrived; otherwise the lease is dropped and the caller
+ * asks the master (a dead or replaced replica, a forced remove, a lease run out). */
+static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hint_t *h,
+                             const struct iovec *parts, size_t n_parts)
+{
+    uint64_t hash = 0;
+    if (read_hashed(s, h->endpoint, h->addr, h->size, parts, n_parts, &hash) == MC_OK &&
+        mc_now_ms() <= h->lease_until_ms && hash == h->checksum) {
+        atomic_fetch_add(&s->n_lease_hits, 1);
+        return true;
+    }
+    atomic_fetch_add(&s->n_lease_misses, 1);
+    mc_hint_drop(s->hints, key);
+    return false;
+}
+
+/* Reads the object described by rl into parts (capacity already checked), trying replicas in
+ * order; verifies lease and checksum. Returns bytes read or a negative status. */
+static int64_t store_read_verified(mc_store_t *s, const char *key,
+                                   const McRpc__ReplicaListResponse *rl,
+                                   const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
+                                   const char *avoid, bool last_try)
+{
+    size_t order[16];
+    size_t n = store_replica_order(s, rl->replicas, rl->n_replicas, order, 16, avoid);
+    mc_status_t st = MC_ERR_OBJECT_NOT_FOUND;
+    for (size_t k = 0; k < n; k++) {
+        McRpc__ReplicaDesc *rd = rl->replicas[order[k]];
+        if (rd->size != rl->size) {
+            st = MC_ERR_INVALID_REPLICA;
+            continue;
+        }
+        uint64_t hash = 0;
+        st = read_hashed(s, rd->transport_endpoint, rd->buffer_address, rl->size, parts, n_parts,
+                         &hash);
+        if (st != MC_OK) {
+            MC_LOG_WARN("get %s: replica on %s failed: %s", key, rd->segment_name,
+                        mc_status_str(st));
+            st = MC_ERR_TRANSFER_FAIL;
+            continue;
+        }
+        if (mc_now_ms() > t0_ms + rl->lease_ttl_ms) {
+            MC_LOG_WARN("get %s: read lease (%llu ms) expired before the transfer finished", key,
+                        (unsigned long long)rl->lease_ttl_ms);
+            return MC_ERR_LEASE_EXPIRED;
+        }
+        if (hash != rl->checksum) {
+            if (last_try)
+                MC_LOG_ERROR("get %s: checksum mismatch on replica in %s; data discarded", key,
+                             rd->segment_name);
+            else
+                MC_LOG_DEBUG("get %s: checksum mismatch on replica in %s (an upsert may have "
+                             "stamped it since the lookup); data discarded", key,
+                             rd->segment_name);
+            st = MC_ERR_CHECKSUM;
+            continue;
+        }
+        store_hint_remember(s, key, rd, rl, t0_ms);
+        return (int64_t)rl->size;
+    }
+    return st;
+}
+
+/* Fresh heap pages of a large allocation are faulted in one by one by the copy that fills
+ * them, which costs far more than the copy itself on our VMs. Populate them in bulk first. */
+static void prefault_heap(void *buf, size_t len)
+{
+    if (len >= (1u << 20))
+        mc_pages_prefault_huge(buf, len);
+}
+
+mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaListResponse **rl_p)
+{
+    McRpc__KeyRequest req = MC_RPC__KEY_REQUEST__INIT;
+    req.client_id = mc_master_client_id(&s->master);
+    req.key = (char *)key;
+    ProtobufCMessage *resp = NULL;
+    atomic_fetch_add(&s->n_lookups, 1);
+    mc_status_t st = mc_master_client_call(&s->master, MC_OP_GET_REPLICA_LIST, &req.base, &resp, 1);
+    if (st != MC_OK)
+        return st;
+    McRpc__ReplicaListResponse *rl = (McRpc__ReplicaListResponse *)resp;
+    if (rl->status != MC_OK || rl->n_replicas == 0) {
+        st = rl->status != MC_OK ? rl->status : MC_ERR_OBJECT_NOT_FOUND;
+        mc_rpc_response_free(resp);
+        return st;
+    }
+    *rl_p = rl;
+    return MC_OK;
+}
+
+/* One get_into (arguments checked, cap = the parts' size); see mc_store_get_into. */
+static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec *parts,
+                             size_t n_parts, uint64_t cap, bool last_try)
+{
+    mc_status_t st;
+    mc_replica_hint_t h;
+    const char *cache_failed = NULL; /* an endpoint that just failed a cached read: try it last */
+    if (lease_cached(s, key, &h) && h.size <= cap) {
+        if (lease_cache_read(s, key, &h, parts, n_parts))
+            return (int64_t)h.size;
+        cache_failed = h.endpoint;
+    }
+    uint64_t t0 = mc_now_ms();
+    spec_read_t sp;
+    spec_start(s, &sp, key, parts, n_parts, cap);
+    McRpc__ReplicaListResponse *rl = NULL;
+    st = store_replica_list(s, key, &rl);
+    spec_wait(s, &sp, key);
+    int64_t rc;
+    const McRpc__ReplicaDesc *spec_rd = NULL;
+    if (st != MC_OK)
+        rc = st;
+    else if (rl->size > cap)
+        rc = MC_ERR_BUFFER_OVERFLOW;
+    else if ((spec_rd = spec_usable(&sp, rl)) && mc_now_ms() <= t0 + rl->lease_ttl_ms &&
+             store_iov_hash(parts, n_parts, rl->size) == rl->checksum) {
+        store_hint_remember(s, key, spec_rd, rl, t0);
+        atomic_fetch_add(&s->n_spec_hits, 1);
+        rc = (int64_t)rl->size;
+    } else
+        rc = store_read_verified(s, key, rl, parts, n_parts, t0,
+                                 cache_failed ? cache_failed : spec_failed_endpoint(&sp), last_try);
+    if (rl)
+        mc_rpc_response_free(&rl->base);
+    return rc;
+}
+
+/* A checksum mismatch right after a lookup may be a replica that a concurrent upsert stamped
+ * (the value changed after the lookup): the get asks the master again, twice at most, before
+ * it reports CHECKSUM_MISMATCH (logged as corruption only then). */
+#define GET_TRIES 3
+
+int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *parts,
+                          size_t n_parts)
+{
+    uint64_t cap;
+    mc_status_t st = s ? store_key_check(key) : MC_ERR_INVALID_PARAMS;
+    if (st == MC_OK)
+        st = store_iov_total(parts, n_parts, &cap);
+    if (st != MC_OK)
+        return st;
+    int64_t rc = MC_ERR_CHECKSUM;
+    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
+        rc = get_into_once(s, key, parts, n_parts, cap, t == GET_TRIES - 1);
+    return rc;
+}
+
+/* One get into a fresh heap buffer (*buf_p, NULL on failure); see mc_store_get. Returns bytes
+ * read or a negative status. */
+static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool last_try)
+{
+    *buf_p = NULL;
+    mc_replica_hint_t h;
+    const char *cache_failed = NULL; /* as in get_into_once */
+    if (lease_cached(s, key, &h)) {
+        void *buf = mc_malloc(h.size);
+        if (buf) {
+            prefault_heap(buf, h.size);
+            struct iovec iov = {.iov_base = buf, .iov_len = h.size};
+            if (lease_cache_read(s, key, &h, &iov, 1)) {
+                *buf_p = buf;
+                return (int64_t)h.size;
+            }
+            cache_failed = h.endpoint;
+            mc_free(buf);
+        }
+    }
+    uint64_t t0 = mc_now_ms();
+    McRpc__ReplicaListResponse *rl = NULL;
+    mc_status_t st = store_replica_list(s, key, &rl);
+    if (st != MC_OK)
+        return st;
+    void *buf = mc_malloc(rl->size);
+    int64_t rc = MC_ERR_NO_MEMORY;
+    if (buf) {
+        prefault_heap(buf, rl->size);
+        struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
+        rc = store_read_verified(s, key, rl, &iov, 1, t0, cache_failed, last_try);
+    }
+    mc_rpc_response_free(&rl->base);
+    if (rc < 0)
+        mc_free(buf);
+    else
+        *buf_p = buf;
+    return rc;
+}
+
+mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t *len_p)
+{
+    if (!value_p || !len_p)
+        return MC_ERR_INVALID_PARAMS;
+    *value_p = NULL;
+    *len_p = 0;
+    mc_status_t st = s ? store_key_check(key) : MC_ERR_INVALID_PARAMS;
+    if (st != MC_OK)
+        return st;
+    int64_t rc = MC_ERR_CHECKSUM;
+    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
+        rc = get_heap_once(s, key, value_p, t == GET_TRIES - 1);
+    if (rc < 0)
+        return (mc_status_t)rc;
+    *len_p = (size_t)rc;
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ batch get */
+
+/* A key of a batch get that the batch could not finish (its read failed or did not verify):
+ * fetched alone, with a fresh lease and every replica tried. In heap mode its buffer is
+ * replaced (the object may have changed size meanwhile). */
+static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
+                               struct iovec *heap_iov, const struct iovec *kp, size_t kn)
+{
+    if (!heap_slot)
+        return mc_store_get_into(s, key, kp, kn);
+    mc_free(*heap_slot);
+    *heap_slot = NULL;
+    size_t len = 0;
+    mc_status_t st = mc_store_get(s, key, heap_slot, &len);
+    *heap_iov = (struct iovec){*heap_slot, len};
+    return st == MC_OK ? (int64_t)len : st;
+}
+
+static mc_status_t bget_init(bget_t *b)
+{
+    size_t n = b->n;
+    b->k = mc_calloc(n, sizeof(*b->k));
+    b->early = mc_calloc(n, sizeof(*b->early));
+    b->hinted = mc_calloc(n, sizeof(*b->hinted));
+    b->failed = mc_calloc(n, 1);
+    b->req_keys = mc_calloc(n, sizeof(*b->req_keys));
+    b->idx = mc_calloc(n, sizeof(*b->idx));
+    b->learn_keys = mc_calloc(n, sizeof(*b->learn_keys));
+    b->learn = mc_calloc(n, sizeof(*b->learn));
+    mc_rpc_arena_init(&b->resp_arena, 256 * n + 1024);
+    if (!b->k || !b->early || !b->hinted || !b->failed || !b->req_keys || !b->idx ||
+        !b->learn_keys || !b->learn)
+        return MC_ERR_NO_MEMORY;
+    return MC_OK;
+}
+
+/* Frees the batch; in heap mode also the buffers of the keys that failed (all of them when the
+ * whole batch failed: st != MC_OK). */
+static void bget_free(bget_t *b, mc_status_t st)
+{
+    for (size_t i = 0; b->heap && i < b->n; i++) {
+        if (b->heap[i] && (st != MC_OK || b->results[i] < 0)) {
+            mc_free(b->heap[i]);
+            b->heap[i] = NULL;
+        }
+    }
+    store_plan_free(&b->plan); /* the answer lives in resp_arena */
+    store_plan_free(&b->early_plan);
+    mc_free(b->k);
+    mc_free(b->early);
+    mc_free(b->hinted);
+    mc_free(b->failed);
+    mc_free(b->req_keys);
+    mc_free(b->idx);
+    mc_free(b->learn_keys);
+    mc_free(b->learn);
+    mc_rpc_arena_destroy(&b->resp_arena);
+}
+
+/* Where key i's bytes go: its heap buffer, or the caller's parts. */
+static const struct iovec *bget_dest(const bget_t *b, size_t i, size_t *kn)
+{
+    *kn = b->heap ? 1 : b->n_parts[i];
+    return b->heap ? &b->k[i].heap_iov : b->parts[i];
+}
+
+/* Phase 1, one valid key with room for cap bytes (caller memory): reads it at once if this
+ * client holds a usable lease on it, or (caller memory, small objects) from its hint as a
+ * guess. Returns true when the key must also be looked up (all but the leased ones). */
+static bool bget_early_key(bget_t *b, size_t i, uint64_t now, uint64_t cap)
+{
+    mc_replica_hint_t *h = &b->early[i];
+    bool leased = b->hinted[i] && lease_usable(h, now);
+    bool guess = b->hinted[i] && !leased && !b->heap && h->size <= SPEC_MAX_OBJECT;
+    bool read_now = (leased || guess) && (b->heap || h->size <= cap) &&
+                    (!b->heap || (b->heap[i] = mc_malloc(h->size)));
+    if (!read_now || !leased)
+        h->lease_until_ms = 0; /* the key goes to the lookup */
+    if (!read_now)
+        return true;
+    if (b->heap) {
+        prefault_heap(b->heap[i], h->size);
+        b->k[i].heap_iov = (struct iovec){b->heap[i], h->size};
+    }
+    b->k[i].early_read = true;
+    size_t kn;
+    const struct iovec *kp = bget_dest(b, i, &kn);
+    if (store_plan_add(b->s, &b->early_plan, MC_TE_READ, h->endpoint, h->addr, h->size, kp, kn,
+                       i) != MC_OK)
+        b->failed[i] = 1;
+    return !leased;
+}
+
+/* Phase 1: validate every key; keys under a cached lease (and hinted guesses) join early_plan,
+ * which starts at once; all but the leased ones are listed for the lookup (req_keys, idx, m). */
+static void bget_read_early(bget_t *b)
+{
+    for (size_t i = 0; i < b->n; i++) { /* req_keys: the valid keys for now (NULL: invalid) */
+        b->results[i] = store_key_check(b->keys[i]);
+        b->req_keys[i] = b->results[i] == MC_OK ? (char *)b->keys[i] : NULL;
+    }
+    mc_hint_get_many(b->s->hints, b->n, (const char *const *)b->req_keys, b->early, b->hinted);
+    uint64_t now = mc_now_ms();
+    b->m = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t cap = 0;
+        if (b->results[i] == MC_OK && !b->heap)
+            b->results[i] = store_iov_total(b->parts[i], b->n_parts[i], &cap);
+        if (b->results[i] != MC_OK || !bget_early_key(b, i, now, cap))
+            continue;
+        b->req_keys[b->m] = (char *)b->keys[i];
+        b->idx[b->m++] = i;
+    }
+    b->early_st = store_plan_start(b->s, &b->early_plan, b->m > 0, &b->early_x);
+}
+
+/* Phase 2: one BatchGetReplicaList for the listed keys (while the early reads are in flight),
+ * then the early reads are finished. Returns the lookup's status for the whole batch (already
+ * set as every listed key's result when not MC_OK). */
+static mc_status_t bget_lookup(bget_t *b)
+{
+    mc_store_t *s = b->s;
+    b->t0 = mc_now_ms();
+    mc_status_t bst = MC_OK;
+    if (b->m > 0) {
+        McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
+        req.client_id = mc_master_client_id(&s->master);
+        req.n_keys = b->m;
+        req.keys = b->req_keys;
+        atomic_fetch_add(&s->n_lookups, b->m);
+        ProtobufCMessage *resp = NULL;
+        bst = mc_master_client_call_with(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
+                                         &resp, 1, &b->resp_arena.pb);
+        b->br = (McRpc__BatchReplicaListResponse *)resp;
+        bst = store_batch_reply_status(bst, b->br ? b->br->status : 0,
+                                       b->br ? b->br->n_results : 0, b->m);
+    }
+    store_plan_finish(s, &b->early_plan, b->early_st, b->early_x, b->failed);
+    for (size_t j = 0; j < b->m && bst != MC_OK; j++)
+        b->results[b->idx[j]] = bst;
+    return bst;
+}
+
+/* Phase 3, listed key i with the master's answer rl: adds the read of its preferred replica to
+ * the plan, unless a guess already read one of rl's replicas. */
+static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl)
+{
+    bget_key_t *k = &b->k[i];
+    if (rl->status != MC_OK || rl->n_replicas == 0) {
+        b->results[i] = rl->status != MC_OK ? rl->status : MC_ERR_OBJECT_NOT_FOUND;
+        return;
+    }
+    if (k->early_read && !b->failed[i] && (k->read_from = hint_replica(&b->early[i], rl))) {
+        k->rl = rl;
+        return;
+    }
+    b->failed[i] = 0; /* a failed or wrong guess: read what the master names */
+    k->early_read = false;
+    if (b->heap) {
+        b->heap[i] = mc_malloc(rl->size);
+        if (!b->heap[i]) {
+            b->results[i] = MC_ERR_NO_MEMORY;
+            return;
+        }
+        prefault_heap(b->heap[i], rl->size);
+        k->heap_iov = (struct iovec){b->heap[i], rl->size};
+    } else {
+        uint64_t cap = 0;
+        store_iov_total(b->parts[i], b->n_parts[i], &cap);
+        if (rl->size > cap) {
+            b->results[i] = MC_ERR_BUFFER_OVERFLOW;
+            return;
+        }
+    }
+    k->rl = rl;
+    size_t first = 0, kn;
+    store_replica_order(b->s, rl->replicas, rl->n_replicas, &first, 1, NULL);
+    k->read_from = rl->replicas[first];
+    const struct iovec *kp = bget_dest(b, i, &kn);
+    if (k->read_from->size != rl->size ||
+        store_plan_add(b->s, &b->plan, MC_TE_READ, k->read_from->transport_endpoint,
+                       k->read_from->buffer_address, rl->size, kp, kn, i) != MC_OK)
+        b->failed[i] = 1;
+}
+
+/* Phase 4, key i: verifies its bytes (lease still running, checksum) and records what the
+ * lookup taught; a key that fails is fetched alone (fresh lease, every replica). */
+static void bget_verify_key(bget_t *b, size_t i)
+{
+    mc_store_t *s = b->s;
+    const bget_key_t *k = &b->k[i];
+    const McRpc__ReplicaListResponse *rl = k->rl;
+    const mc_replica_hint_t *h = &b->early[i];
+    if (!rl && !h->lease_until_ms)
+        return; /* not read: its result is already set */
+    size_t kn;
+    const struct iovec *kp = bget_dest(b, i, &kn);
+    uint64_t size = rl ? rl->size : h->size, sum = rl ? rl->checksum : h->checksum;
+    uint64_t until = rl ? b->t0 + rl->lease_ttl_ms : h->lease_until_ms;
+    bool lease_ok = mc_now_ms() <= until;
+    if (!b->failed[i] && lease_ok && store_iov_hash(kp, kn, size) == sum) {
+        b->results[i] = (int64_t)size;
+        if (!rl) {
+            atomic_fetch_add(&s->n_lease_hits, 1);
+            return;
+        }
+        if (store_hint_make(s, k->read_from, rl, b->t0, &b->learn[b->n_learn]))
+            b->learn_keys[b->n_learn++] = b->keys[i];
+        else
+            mc_hint_drop(s->hints, b->keys[i]);
+        if (k->early_read)
+            atomic_fetch_add(&s->n_spec_hits, 1);
+    } else if (rl && !lease_ok) {
+        b->results[i] = MC_ERR_LEASE_EXPIRED;
+    } else {
+        if (!rl) {
+            atomic_fetch_add(&s->n_lease_misses, 1);
+            mc_hint_drop(s->hints, b->keys[i]); /* the alone get asks the master */
+        }
+        b->results[i] = batch_get_alone(s, b->keys[i], b->heap ? &b->heap[i] : NULL,
+                                        b->heap ? &b->k[i].heap_iov : NULL, kp, kn);
+    }
+}
+
+/* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets
+ * a fresh heap buffer of its exact size (heap[i], freed here on failure, else the caller's)
+ * and parts/n_parts are ignored. results[i] = bytes read or a negative status.
+ *
+ * Keys under a read lease this client still holds (lease cache) are read at once without
+ * asking the master; the others are looked up in one BatchGetReplicaList meanwhile and read
+ * in one TE batch after it. In caller memory, keys of at most SPEC_MAX_OBJECT with a hint but
+ * no usable lease are also read at once, speculatively: their bytes count if the lookup names
+ * the hinted replica (as for single gets). Every key's bytes are verified against its
+ * checksum. */
+static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
+                                    const struct iovec *const *parts, const size_t *n_parts,
+                                    void **heap, int64_t *results)
+{
+    mc_status_t st = store_batch_args_check(s, n, keys);
+    if (st != MC_OK || n == 0)
+        return st;
+    if ((!heap && (!parts || !n_parts)) || !results)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; heap && i < n; i++)
+        heap[i] = NULL;
+    bget_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .heap = heap,
+                .results = results};
+    st = bget_init(&b);
+    if (st == MC_OK) {
+        bget_read_early(&b);
+        if (bget_lookup(&b) == MC_OK)
+            for (size_t j = 0; j < b.m; j++)
+                bget_plan_read(&b, b.idx[j], b.br->results[j]);
+        store_plan_run(s, &b.plan, b.failed);
+        for (size_t i = 0; i < n; i++)
+            bget_verify_key(&b, i);
+        mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);
+    }
+    bget_free(&b, st);
+    return st;
+}
+
+mc_status_t mc_store_batch_get_into(mc_store_t *s, size_t n, const char *const *keys,
+                                    const struct iovec *const *parts, const size_t *n_parts,
+                                    int64_t *results)
+{
+    return batch_get_common(s, n, keys, parts, n_parts, NULL, results);
+}
+
+mc_status_t mc_store_batch_get(mc_store_t *s, size_t n, const char *const *keys, void **values,
+                               int64_t *results)
+{
+    if (!values)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        values[i] = NULL;
+    return batch_get_common(s, n, keys, NULL, NULL, values, results);
+}

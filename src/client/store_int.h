@@ -1,0 +1,164 @@
+/* Internals of the store client shared by its files (store*.c): the mc_store handle, the
+ * transfer plan that every data movement goes through, and the helpers more than one file uses.
+ * Not installed; nothing outside src/client includes it.
+ *
+ *   store.c       create/destroy, segment mount and re-mount, heartbeat, health, buffers, stats
+ *   store_xfer.c  argument checks, checksums, the transfer plan, replica hints, upsert stamps
+ *   store_put.c   put, upsert, batch put/upsert
+ *   store_get.c   get, get_into, batch gets: lease cache, speculative reads, verified reads
+ *   store_feed.c  the placement feed thread
+ *   store_keys.c  exists, size, removes, replica descriptors
+ *
+ * Locking: the handle is shared by every application thread and the heartbeat and feed
+ * threads. Fields set in mc_store_create and never changed after it returns (te, te_name,
+ * master, client_id, segment*, host_label, hints, lease_cache, feed_prefix) are read without a
+ * lock; counters are atomics; the rest names its lock. The hint table and the master client
+ * lock internally. */
+#ifndef MC_CLIENT_STORE_INT_H
+#define MC_CLIENT_STORE_INT_H
+
+#include "mooncake/store.h"
+
+#include "client/master_client.h"
+#include "client/replica_hint.h"
+#include "common/net.h"
+#include "mooncake/te.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define STORE_MAX_BATCH 16384
+#define STORE_HEARTBEAT_MS 1000        /* or client_ttl / 4 if that is shorter */
+/* A storage server serves its segment until client_ttl * 7/8 after the send time of its last
+ * answered ping: the master drops it no earlier than client_ttl after receiving that ping. */
+#define SERVE_TTL_NUM 7
+#define SERVE_TTL_DEN 8
+#define SPEC_MAX_OBJECT (1u << 20)       /* larger objects: the lookup is small next to the read */
+#define LEASE_MARGIN_MS 100              /* a cached lease is used while this much of it is left */
+#define STAMP_BYTES 8                    /* random bytes an upsert writes over each old replica */
+#define STAMP_MAX 16                     /* old replicas stamped per key (the master keeps fewer) */
+#define STAMP_WAIT_MAX_MS 600000         /* cap on store_stamp_wait (a lease TTL, from the net) */
+
+/* The client handle (mooncake/store.h: mc_store_t). Owned by whoever called mc_store_create;
+ * mc_store_destroy stops both threads before freeing it. */
+struct mc_store {
+    mc_te_t *te;
+    const char *te_name;            /* owned by te */
+    mc_master_client_t master;
+    uint8_t client_id[16];
+
+    void *segment;                  /* contributed memory (TE shareable), or NULL */
+    size_t segment_size;
+    uint8_t segment_uuid[16];
+    char host_label[MC_HOST_MAX];
+
+    /* Replica hints and cached leases (replica_hint.h): replica_hint_slots entries of 120 bytes
+     * plus the key; the default (32 MB + keys) keeps ~200 k hot keys without set overflows.
+     * NULL = no speculative reads, no lease cache. */
+    mc_hint_table_t *hints;
+    bool lease_cache;               /* gets read under read leases still held (!lease_cache_off) */
+    atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
+    atomic_ullong n_feed_placements;
+
+    /* Placement feed (placement_feed_prefix; store_feed.c). */
+    char *feed_prefix;              /* NULL = no feed */
+    mc_rpc_client_t *feed_rpc;      /* its own master connection (long polls) */
+    uint64_t feed_from, feed_epoch; /* where the feed thread starts (store_feed_start) */
+    pthread_t feed;
+    int feed_started;
+    atomic_int feed_stop;
+
+    pthread_t heartbeat;
+    int heartbeat_started;
+    pthread_mutex_t hb_lock;
+    pthread_cond_t hb_cond;
+    int hb_stop;                    /* guarded by hb_lock */
+    atomic_int master_reachable;
+    atomic_uint heartbeat_ms;       /* STORE_HEARTBEAT_MS, or less for a short client_ttl */
+
+    /* Segment fencing (store_ping; all guarded by ping_mu). */
+    pthread_mutex_t ping_mu;
+    uint64_t master_epoch;          /* of the last answered ping; 0 = none yet */
+    uint64_t lease_ttl_ms;          /* the master's read lease, from the last answered ping */
+    uint64_t remount_after_ms;      /* a re-mount is due from then on (store_ping); 0 = none */
+    bool remount_undecided;         /* a new master; whether it recovered the segment: unknown */
+};
+
+/* A list of TE requests built for one operation; owner[i] says which object (batch index)
+ * request i belongs to. Local replicas (in our own segment) are copied directly when added. */
+typedef struct xfer_plan {
+    mc_te_request_t *reqs;
+    size_t *owner;
+    size_t n;
+    size_t cap_reqs, cap_owner; /* mc_array_reserve */
+} xfer_plan_t;
+
+/* ---- store_xfer.c: checks and checksums */
+
+/* MC_OK, MC_ERR_INVALID_PARAMS (NULL) or MC_ERR_INVALID_KEY (empty, over MC_STORE_KEY_MAX). */
+mc_status_t store_key_check(const char *key);
+/* Total bytes of the parts; MC_ERR_INVALID_PARAMS for NULL pieces or an overflow. */
+mc_status_t store_iov_total(const struct iovec *parts, size_t n, uint64_t *total_p);
+/* XXH3-64 of the first `limit` bytes of the concatenated parts. */
+uint64_t store_iov_hash(const struct iovec *parts, size_t n, uint64_t limit);
+/* The RPC form of cfg (may be NULL) in *out; strings are borrowed from cfg. */
+McRpc__ReplicateConfig *store_rpc_config(const mc_replicate_config_t *cfg,
+                                         McRpc__ReplicateConfig *out);
+/* Status of a batch reply: the call's, else the reply's, else RPC_FAIL on a count mismatch. */
+mc_status_t store_batch_reply_status(mc_status_t call_st, int32_t reply_st, size_t n_results,
+                                     size_t n_keys);
+/* Handle, keys array and batch size (at most STORE_MAX_BATCH) of a batch call. */
+mc_status_t store_batch_args_check(mc_store_t *s, size_t n, const char *const *keys);
+void store_uuid_random(uint8_t out[16]);
+
+/* ---- store_xfer.c: the transfer plan (owned by its caller; store_plan_free releases it) */
+
+void store_plan_free(xfer_plan_t *p);
+/* Whether [addr, addr+size) on endpoint lies in this client's own segment. */
+int store_is_local(const mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size);
+/* Adds the move of `size` bytes between the parts and [addr, addr+size) on endpoint to p, or
+ * copies at once when the range is local. The parts are borrowed until the plan has run. */
+mc_status_t store_plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
+                           const char *endpoint, uint64_t addr, uint64_t size,
+                           const struct iovec *parts, size_t n_parts, size_t owner);
+mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved,
+                             mc_te_transfer_t **x);
+/* Sets failed[owner] for every object with a request that did not complete (failed may be
+ * NULL); returns the first error. */
+mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
+                              mc_te_transfer_t *x, unsigned char *failed);
+mc_status_t store_plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed);
+
+/* ---- store_xfer.c: replica hints and upsert stamps */
+
+bool store_hint_make(const mc_store_t *s, const McRpc__ReplicaDesc *rd,
+                     const McRpc__ReplicaListResponse *rl, uint64_t t0_ms, mc_replica_hint_t *h);
+void store_hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                         const McRpc__ReplicaListResponse *rl, uint64_t t0_ms);
+uint64_t store_stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__RetiredReplicas *rr,
+                         size_t max, uint8_t stamp[STAMP_BYTES], size_t owner,
+                         unsigned char *failed, uint64_t *token);
+void store_stamp_release(mc_store_t *s, const uint64_t *tokens, size_t n);
+void store_stamp_wait(const char *op, const char *key, uint64_t lease_ms);
+
+/* ---- store_get.c */
+
+/* Replica read order (own segment first, `avoid` last) as indexes into order[] (cap). */
+size_t store_replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size_t n,
+                           size_t *order, size_t cap, const char *avoid);
+/* GetReplicaList for key: *rl_p is the answer (free with mc_rpc_response_free) on MC_OK; a key
+ * without replicas is MC_ERR_OBJECT_NOT_FOUND. Counts a master lookup. */
+mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaListResponse **rl_p);
+
+/* ---- store_feed.c */
+
+/* Starts the placement feed for keys under prefix (NULL: no feed; length checked by the
+ * caller); called last in mc_store_create. The prefix is copied. */
+mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *master_addr);
+/* Stops the feed thread and frees what the feed holds; safe when it never started. */
+void store_feed_stop(mc_store_t *s);
+
+#endif

@@ -1,0 +1,316 @@
+/* Store client plumbing shared by the data paths: argument checks, value checksums, the
+ * transfer plan (a list of TE requests tagged with the batch index they serve; local replicas
+ * are copied at once instead), replica hints, and the stamps an upsert or forced remove writes
+ * over the old values that readers may hold cached leases on.
+ *
+ * Contracts: a plan is owned by the caller that declared it ({0} is empty) and released with
+ * store_plan_free; the buffers added to it are borrowed until it has run. store_plan_finish and
+ * store_plan_run mark failed[owner] for every request that did not complete and never clear an
+ * entry. Nothing here holds a lock of its own: the hint table and the TE lock internally.
+ */
+#include "client/store_int.h"
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/payload.h"
+#include "common/time.h"
+#include "rpc/frame.h"
+
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+static mc_status_t plan_push(xfer_plan_t *p, const mc_te_request_t *r, size_t owner);
+
+/* ------------------------------------------------------------------ small helpers */
+
+mc_status_t store_key_check(const char *key)
+{
+    if (!key)
+        return MC_ERR_INVALID_PARAMS;
+    size_t len = strnlen(key, MC_STORE_KEY_MAX + 1);
+    if (len == 0 || len > MC_STORE_KEY_MAX)
+        return MC_ERR_INVALID_KEY;
+    return MC_OK;
+}
+
+mc_status_t store_iov_total(const struct iovec *parts, size_t n, uint64_t *total_p)
+{
+    uint64_t total = 0;
+    if (n && !parts)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i].iov_len && !parts[i].iov_base)
+            return MC_ERR_INVALID_PARAMS;
+        if (total + parts[i].iov_len < total)
+            return MC_ERR_INVALID_PARAMS;
+        total += parts[i].iov_len;
+    }
+    *total_p = total;
+    return MC_OK;
+}
+
+/* XXH3-64 of the first `limit` bytes of the concatenated parts. */
+uint64_t store_iov_hash(const struct iovec *parts, size_t n, uint64_t limit)
+{
+    if (n == 1 || (n > 0 && parts[0].iov_len >= limit))
+        return mc_hash64(parts[0].iov_base, limit);
+    mc_hash_stream_t hs;
+    if (mc_hash_stream_init(&hs) != 0)
+        return 0; /* cannot happen in practice; a 0 checksum simply fails verification */
+    for (size_t i = 0; i < n && limit; i++) {
+        size_t len = parts[i].iov_len < limit ? parts[i].iov_len : (size_t)limit;
+        mc_hash_stream_update(&hs, parts[i].iov_base, len);
+        limit -= len;
+    }
+    return mc_hash_stream_final(&hs);
+}
+
+McRpc__ReplicateConfig *store_rpc_config(const mc_replicate_config_t *cfg,
+                                         McRpc__ReplicateConfig *out)
+{
+    mc_rpc__replicate_config__init(out);
+    if (cfg) {
+        out->replica_num = cfg->replica_num;
+        out->with_soft_pin = cfg->with_soft_pin;
+        out->with_hard_pin = cfg->with_hard_pin;
+        out->preferred_segment = (char *)(cfg->preferred_segment ? cfg->preferred_segment : "");
+    }
+    return out;
+}
+
+/* Status of a batch reply: the call's, else the reply's whole-batch status, else RPC_FAIL if
+ * the reply does not have one result per key. */
+mc_status_t store_batch_reply_status(mc_status_t call_st, int32_t reply_st, size_t n_results,
+                                     size_t n_keys)
+{
+    if (call_st != MC_OK)
+        return call_st;
+    if (reply_st != MC_OK)
+        return reply_st;
+    return n_results == n_keys ? MC_OK : MC_ERR_RPC_FAIL;
+}
+
+mc_status_t store_batch_args_check(mc_store_t *s, size_t n, const char *const *keys)
+{
+    if (!s || (n && !keys))
+        return MC_ERR_INVALID_PARAMS;
+    if (n > STORE_MAX_BATCH)
+        return MC_ERR_TOO_LARGE;
+    return MC_OK;
+}
+
+
+/* ------------------------------------------------------------------ data movement plan */
+
+void store_plan_free(xfer_plan_t *p)
+{
+    mc_free(p->reqs);
+    mc_free(p->owner);
+    memset(p, 0, sizeof(*p));
+}
+
+static mc_status_t plan_push(xfer_plan_t *p, const mc_te_request_t *r, size_t owner)
+{
+    if (mc_array_reserve(&p->reqs, &p->cap_reqs, p->n + 1, 16) != MC_OK ||
+        mc_array_reserve(&p->owner, &p->cap_owner, p->n + 1, 16) != MC_OK)
+        return MC_ERR_NO_MEMORY;
+    p->reqs[p->n] = *r;
+    p->owner[p->n] = owner;
+    p->n++;
+    return MC_OK;
+}
+
+int store_is_local(const mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size)
+{
+    if (!s->segment || strcmp(endpoint, s->te_name) != 0)
+        return 0;
+    uint64_t base = (uint64_t)(uintptr_t)s->segment;
+    return addr >= base && size <= s->segment_size && addr - base <= s->segment_size - size;
+}
+
+/* The hint for a key read from (or written to) rd; false when rd's endpoint does not fit a
+ * hint. rl: the master's answer that granted this client a read lease at t0_ms (the get
+ * verified rd's bytes against it), or NULL for a guess only (a put: the key's lease, if any,
+ * ends). */
+bool store_hint_make(const mc_store_t *s, const McRpc__ReplicaDesc *rd,
+                     const McRpc__ReplicaListResponse *rl, uint64_t t0_ms, mc_replica_hint_t *h)
+{
+    *h = (mc_replica_hint_t){.addr = rd->buffer_address, .size = rd->size};
+    if (strlen(rd->transport_endpoint) >= sizeof(h->endpoint))
+        return false;
+    strcpy(h->endpoint, rd->transport_endpoint);
+    if (rl && s->lease_cache && rd->size >= STAMP_BYTES) { /* tiny values: see store_stamp_add */
+        h->checksum = rl->checksum;
+        h->lease_until_ms = t0_ms + rl->lease_ttl_ms;
+    }
+    return true;
+}
+
+/* Remember where key's bytes are (replica_hint.h); rl and t0_ms as for store_hint_make. */
+void store_hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                         const McRpc__ReplicaListResponse *rl, uint64_t t0_ms)
+{
+    mc_replica_hint_t h;
+    if (store_hint_make(s, rd, rl, t0_ms, &h))
+        mc_hint_set(s->hints, key, &h);
+    else
+        mc_hint_drop(s->hints, key);
+}
+
+/* Move `size` bytes between the parts (in order) and [addr, addr+size) on `endpoint`. */
+mc_status_t store_plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
+                           const char *endpoint, uint64_t addr, uint64_t size,
+                           const struct iovec *parts, size_t n_parts, size_t owner)
+{
+    if (store_is_local(s, endpoint, addr, size)) { /* same process: plain copy */
+        uint64_t off = 0;
+        for (size_t i = 0; i < n_parts && off < size; i++) {
+            size_t len = parts[i].iov_len < size - off ? parts[i].iov_len : (size_t)(size - off);
+            char *remote = (char *)(uintptr_t)(addr + off);
+            if (op == MC_TE_WRITE)
+                mc_payload_copy(remote, parts[i].iov_base, len);
+            else
+                mc_payload_copy(parts[i].iov_base, remote, len);
+            off += len;
+        }
+        return MC_OK;
+    }
+    mc_te_segment_t seg;
+    mc_status_t st = mc_te_segment_open(s->te, endpoint, &seg);
+    if (st != MC_OK) {
+        MC_LOG_WARN("cannot open segment %s: %s", endpoint, mc_status_str(st));
+        return st;
+    }
+    uint64_t off = 0;
+    for (size_t i = 0; i < n_parts && off < size; i++) {
+        size_t len = parts[i].iov_len < size - off ? parts[i].iov_len : (size_t)(size - off);
+        if (len == 0)
+            continue;
+        mc_te_request_t r = {.opcode = op, .local = parts[i].iov_base, .target = seg,
+                             .target_addr = addr + off, .length = len};
+        st = plan_push(p, &r, owner);
+        if (st != MC_OK)
+            return st;
+        off += len;
+    }
+    return MC_OK;
+}
+
+void store_uuid_random(uint8_t out[16])
+{
+    if (getrandom(out, 16, 0) != 16) {
+        uint64_t a = mc_now_ns() ^ ((uint64_t)getpid() << 32), b = mc_wall_ms();
+        memcpy(out, &a, 8);
+        memcpy(out + 8, &b, 8);
+    }
+}
+
+/* Values that readers hold leases on, taken away by an upsert or a forced remove
+ * (master.proto, RetiredReplicas; NULL: nothing retired): adds to p, as `owner`, a write of
+ * STAMP_BYTES random bytes over the start of each listed replica (at most `max`). Readers under
+ * a cached lease then find a checksum mismatch and ask the master, so once the upsert or remove
+ * returns nobody reads the old value without asking. An old value differs from its stamped
+ * self except with probability 2^-64, the bound a 64-bit checksum gives anyway; values shorter
+ * than the stamp are never read under a cached lease (store_hint_remember). stamp: random bytes
+ * (store_uuid_random) that live until the plan has run. A replica that cannot be stamped (not
+ * listed, over max, or its write fails) does not fail the call: failed[owner] is set (here or
+ * by the plan) and the caller then waits out the leases (store_stamp_wait). Returns that wait (ms;
+ * 0 when nothing is retired). *token: what store_stamp_release hands back once every stamp landed
+ * (0: nothing to hand back). */
+uint64_t store_stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__RetiredReplicas *rr,
+                         size_t max, uint8_t stamp[STAMP_BYTES], size_t owner,
+                         unsigned char *failed, uint64_t *token)
+{
+    *token = 0;
+    if (!rr || (rr->n_replicas == 0 && rr->unlisted == 0))
+        return 0;
+    if (rr->unlisted || rr->n_replicas > max)
+        failed[owner] = 1;
+    else
+        *token = rr->token;
+    for (size_t r = 0; r < rr->n_replicas && r < max; r++) {
+        const McRpc__ReplicaDesc *rd = rr->replicas[r];
+        struct iovec iov = {stamp, STAMP_BYTES};
+        if (rd->size >= STAMP_BYTES &&
+            store_plan_add(s, p, MC_TE_WRITE, rd->transport_endpoint, rd->buffer_address,
+                           STAMP_BYTES, &iov, 1, owner) != MC_OK)
+            failed[owner] = 1;
+    }
+    return rr->lease_ms;
+}
+
+/* After stamps that all landed: the master may free the old values' space now instead of at
+ * the end of their leases (ReleaseRetired). Best effort: if this fails, it frees it then. */
+void store_stamp_release(mc_store_t *s, const uint64_t *tokens, size_t n)
+{
+    if (n == 0)
+        return;
+    McRpc__ReleaseRetiredRequest req = MC_RPC__RELEASE_RETIRED_REQUEST__INIT;
+    req.client_id = mc_master_client_id(&s->master);
+    req.n_tokens = n;
+    req.tokens = (uint64_t *)tokens;
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = mc_master_client_call(&s->master, MC_OP_RELEASE_RETIRED, &req.base, &resp, 1);
+    if (st != MC_OK)
+        MC_LOG_DEBUG("release of %zu retired values failed: %s (the master frees them when "
+                     "their leases end)", n, mc_status_str(st));
+    mc_rpc_response_free(resp);
+}
+
+/* After an upsert or remove whose stamps did not all land: wait until the old values' leases
+ * have ended (lease_ms, from the master; capped), so that no reader holding one can read the
+ * old bytes once the call has returned. A bounded wait, in a failure case only. */
+void store_stamp_wait(const char *op, const char *key, uint64_t lease_ms)
+{
+    if (lease_ms == 0)
+        return;
+    if (lease_ms > STAMP_WAIT_MAX_MS)
+        lease_ms = STAMP_WAIT_MAX_MS;
+    MC_LOG_WARN("%s %s: a replica of the old value could not be stamped; waiting %llu ms for "
+                "its read lease to end", op, key, (unsigned long long)lease_ms);
+    mc_sleep_ms((uint32_t)lease_ms);
+}
+
+/* Starts the plan's transfer (*x = NULL when nothing remains to move); `reserved` for a short
+ * overlap with one RPC (te.h, mc_te_transfer_start_reserved). */
+mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved, mc_te_transfer_t **x)
+{
+    *x = NULL;
+    if (p->n == 0)
+        return MC_OK;
+    return reserved ? mc_te_transfer_start_reserved(s->te, p->reqs, p->n, x)
+                    : mc_te_transfer_start(s->te, p->reqs, p->n, x);
+}
+
+/* Finishes what store_plan_start returned (start_st, x); failed[owner] is set for every object with
+ * a request that did not complete. Returns the first error seen (MC_OK if all completed). */
+mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
+                              mc_te_transfer_t *x, unsigned char *failed)
+{
+    mc_te_xfer_status_t *sts = x ? mc_calloc(p->n, sizeof(*sts)) : NULL;
+    mc_status_t st = start_st;
+    if (x)
+        st = mc_te_transfer_wait(s->te, x, sts);
+    if (st != MC_OK) {
+        for (size_t i = 0; i < p->n && failed; i++) {
+            if (!sts || sts[i].state != MC_TE_COMPLETED)
+                failed[p->owner[i]] = 1;
+        }
+        MC_LOG_WARN("transfer of %zu requests failed: %s", p->n, mc_status_str(st));
+    }
+    mc_free(sts);
+    return st;
+}
+
+/* Start and wait at once: reserved (the answers wait in the sockets for this thread, and an
+ * idle connection left parked by the previous synchronous transfer is used without any epoll
+ * change). */
+mc_status_t store_plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed)
+{
+    mc_te_transfer_t *x;
+    mc_status_t st = store_plan_start(s, p, true, &x);
+    return store_plan_finish(s, p, st, x, failed);
+}
