@@ -454,8 +454,9 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     pthread_mutex_unlock(&te->reg_mu);
     if (st != MC_OK)
         goto fail;
-    MC_LOG_INFO("te: %s serving (protocol %s, timeout %u ms, %u connections/peer, %u loops)",
-                te->local_name, te->protocol, te->timeout_ms, te->tcp_conns, te->workers);
+    MC_LOG_INFO("te: %s serving (protocol %s%s, timeout %u ms, %u connections/peer, %u loops)",
+                te->local_name, te->protocol, te->force_tcp ? ", tcp to every peer" : "",
+                te->timeout_ms, te->tcp_conns, te->workers);
     *te_p = te;
     return MC_OK;
 fail:

@@ -14,6 +14,7 @@
 #include "common/time.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
+#include "te_env.h" /* tools/common */
 
 #include <pthread.h>
 #include <signal.h>
@@ -63,6 +64,10 @@ static void start_server(int i, const char *size)
     assert_int_equal(mt_wait_log(servers[i].log, "mooncake_client ready", 10000), 0);
 }
 
+/* Transfer-engine tuning of the test's own clients, from the environment the way the store
+ * programs take it (test_store_tcp runs this program with MC_FORCE_TCP=1). */
+static mc_te_config_t g_tuning;
+
 /* feed_prefix: mc_store_config_t.placement_feed_prefix (NULL = no placement feed). */
 static mc_store_t *open_store_with(uint64_t segment, const char *protocol,
                                    const char *feed_prefix)
@@ -76,6 +81,7 @@ static mc_store_t *open_store_with(uint64_t segment, const char *protocol,
         .host_label = "tester",
         .transfer_timeout_ms = 1500,
         .placement_feed_prefix = feed_prefix,
+        .te_tuning = &g_tuning,
     };
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
@@ -462,7 +468,7 @@ static mc_store_t *open_knobs(uint32_t hint_slots, bool lease_cache_off,
         .transfer_timeout_ms = 1500,
         .replica_hint_slots = hint_slots,
         .lease_cache_off = lease_cache_off,
-        .te_tuning = te_tuning,
+        .te_tuning = te_tuning ? te_tuning : &g_tuning,
     };
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
@@ -801,6 +807,11 @@ static void test_stale_hints_never_return_other_bytes(void **state)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    char err[256];
+    if (mc_tool_te_config_from_env(&g_tuning, err, sizeof(err)) != MC_OK) {
+        fprintf(stderr, "test_store: %s\n", err);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_sizes),
         cmocka_unit_test(test_put_semantics),
