@@ -1,3 +1,7 @@
+/* Sockets for every layer (net.h): host:port parsing (IPv4, [IPv6]), listen / connect with a
+ * deadline, send_all / recv_all that loop until done or the deadline passes, free-port and
+ * host-id helpers, and the process-wide busy-poll budget that waiters spin before sleeping
+ * (set by the transfer engine from its config; the library reads no environment). */
 #include "common/net.h"
 
 #include "common/log.h"
