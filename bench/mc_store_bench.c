@@ -29,7 +29,7 @@
 #include "common/time.h"
 #include "mooncake/store.h"
 #include "peers.h"
-#include "te_env.h"
+#include "store_knobs.h"
 #include "support/test_util.h"
 
 #include <pthread.h>
@@ -485,10 +485,8 @@ int main(int argc, char **argv)
     const char *only = "";
     uint64_t segment = 1280ull << 20;
     bool peers = false, feed = true;
-    /* store knobs (mc_store_config_t); the feed's default is the environment's value as is,
-     * since an empty MC_STORE_PLACEMENT_FEED (every key) differs from an unset one (off) */
-    int64_t hint_slots = MC_STORE_REPLICA_HINTS_DEFAULT, lease_cache = 1;
-    const char *feed_prefix = getenv("MC_STORE_PLACEMENT_FEED");
+    mc_tool_store_knobs_t knobs; /* --replica_hints, --lease_cache, --placement_feed, MC_TE_* */
+    mc_tool_store_knobs_init(&knobs);
     mc_option_t opts[] = {
         {"transport", MC_OPT_STRING, &transport, NULL, "shm (same-host path) or tcp (MC_FORCE_TCP=1)", 0, 0},
         {"threads", MC_OPT_INT, &threads, NULL, "client threads", 1, 64},
@@ -501,14 +499,7 @@ int main(int argc, char **argv)
         {"cases", MC_OPT_STRING, &only, NULL, "comma list of cases to run (4k1,4k128,512k1,512k16,32m1); empty = all", 0, 0},
         {"peers", MC_OPT_BOOL, &peers, NULL, "also measure Redis and memcached, print ratios", 0, 0},
         {"feed", MC_OPT_BOOL, &feed, NULL, "also read each case's keys once through a client on the placement feed (get_fed)", 0, 0},
-        {"replica_hints", MC_OPT_INT, &hint_slots, "MC_STORE_REPLICA_HINTS",
-         "entries of the replica hint table (0 = none: no speculative reads, no lease cache)", 0,
-         MC_STORE_REPLICA_HINTS_MAX},
-        {"lease_cache", MC_OPT_INT, &lease_cache, "MC_STORE_LEASE_CACHE",
-         "1 = gets read under read leases still held, 0 = every get asks the master", 0, 1},
-        {"placement_feed", MC_OPT_STRING, &feed_prefix, NULL,
-         "key prefix whose placements the master pushes to this client (default: "
-         "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0},
+        MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
     };
     mc_config_spec_t spec = {"mc_store_bench", "Store put/get benchmark with peers (JSON lines).",
                              opts, MC_ARRAY_LEN(opts)};
@@ -521,9 +512,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "mc_store_bench: --transport must be shm or tcp\n");
         return 2;
     }
-    mc_te_config_t te_tuning = {0}; /* MC_TE_*, MC_FORCE_TCP, ... (tools/common/te_env.h) */
     char te_err[256];
-    if (mc_tool_te_config_from_env(&te_tuning, te_err, sizeof(te_err)) != MC_OK) {
+    if (mc_tool_store_knobs_load(&knobs, te_err, sizeof(te_err)) != MC_OK) {
         fprintf(stderr, "%s: %s\n", spec.program, te_err);
         return 2;
     }
@@ -546,10 +536,7 @@ int main(int argc, char **argv)
     }
     mc_store_config_t scfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                               .protocol = "tcp", .master_server_addr = addr};
-    scfg.replica_hint_slots = hint_slots ? (uint32_t)hint_slots : MC_STORE_REPLICA_HINTS_OFF;
-    scfg.lease_cache_off = lease_cache == 0;
-    scfg.placement_feed_prefix = feed_prefix;
-    scfg.te_tuning = &te_tuning;
+    mc_tool_store_knobs_fill(&knobs, &scfg);
     /* other: reads each case's keys once (get_other); fed: the same, following the
      * placement feed for every bench key (get_fed) */
     mc_store_t *store = NULL, *other = NULL, *fed = NULL;

@@ -17,7 +17,7 @@
 #include "common/time.h"
 #include "conductor/trace.h"
 #include "mooncake/store.h"
-#include "te_env.h"
+#include "store_knobs.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -317,10 +317,8 @@ int main(int argc, char **argv)
     uint64_t block_bytes = 256 * 1024, segment = 0;
     double time_scale = 0;
     bool json = false;
-    /* store knobs (mc_store_config_t); the feed's default is the environment's value as is,
-     * since an empty MC_STORE_PLACEMENT_FEED (every key) differs from an unset one (off) */
-    int64_t hint_slots = MC_STORE_REPLICA_HINTS_DEFAULT, lease_cache = 1;
-    const char *feed_prefix = getenv("MC_STORE_PLACEMENT_FEED");
+    mc_tool_store_knobs_t knobs; /* --replica_hints, --lease_cache, --placement_feed, MC_TE_* */
+    mc_tool_store_knobs_init(&knobs);
     mc_option_t opts[] = {
         {"trace", MC_OPT_STRING, &trace_path, NULL, "FAST'25 trace (JSON lines)", 0, 0},
         {"master_server_address", MC_OPT_STRING, &master, "MOONCAKE_MASTER", "master host:port", 0, 0},
@@ -335,14 +333,7 @@ int main(int argc, char **argv)
         {"time_scale", MC_OPT_DOUBLE, &time_scale, NULL, "replay speed-up vs trace timestamps (0 = closed loop)", 0, 1e9},
         {"json", MC_OPT_BOOL, &json, NULL, "also print a JSON line", 0, 0},
         {"profile_out", MC_OPT_STRING, &profile_out, NULL, "write the measured-store profile (JSON) for mc_sim --measured_store", 0, 0},
-        {"replica_hints", MC_OPT_INT, &hint_slots, "MC_STORE_REPLICA_HINTS",
-         "entries of the replica hint table (0 = none: no speculative reads, no lease cache)", 0,
-         MC_STORE_REPLICA_HINTS_MAX},
-        {"lease_cache", MC_OPT_INT, &lease_cache, "MC_STORE_LEASE_CACHE",
-         "1 = gets read under read leases still held, 0 = every get asks the master", 0, 1},
-        {"placement_feed", MC_OPT_STRING, &feed_prefix, NULL,
-         "key prefix whose placements the master pushes to this client (default: "
-         "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0},
+        MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
     };
     mc_config_spec_t spec = {"mc_store_replay",
                              "Replays a FAST'25 trace as KV-block put/get against a running store.",
@@ -350,9 +341,8 @@ int main(int argc, char **argv)
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
         return rc;
-    mc_te_config_t te_tuning = {0}; /* MC_TE_*, MC_FORCE_TCP, ... (tools/common/te_env.h) */
     char te_err[256];
-    if (mc_tool_te_config_from_env(&te_tuning, te_err, sizeof(te_err)) != MC_OK) {
+    if (mc_tool_store_knobs_load(&knobs, te_err, sizeof(te_err)) != MC_OK) {
         fprintf(stderr, "%s: %s\n", spec.program, te_err);
         return 2;
     }
@@ -371,10 +361,7 @@ int main(int argc, char **argv)
     mc_store_config_t cfg = {.local_hostname = hostname, .metadata_server = metadata,
                              .global_segment_size = segment, .protocol = "tcp",
                              .master_server_addr = master};
-    cfg.replica_hint_slots = hint_slots ? (uint32_t)hint_slots : MC_STORE_REPLICA_HINTS_OFF;
-    cfg.lease_cache_off = lease_cache == 0;
-    cfg.placement_feed_prefix = feed_prefix;
-    cfg.te_tuning = &te_tuning;
+    mc_tool_store_knobs_fill(&knobs, &cfg);
     replay_t rp = {.trace = trace, .ns = ns, .block_bytes = block_bytes, .n_reqs = trace->n_reqs,
                    .threads = (uint32_t)threads, .time_scale = time_scale,
                    .replicas = (uint32_t)replicas};

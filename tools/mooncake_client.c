@@ -6,7 +6,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "mooncake/store.h"
-#include "te_env.h"
+#include "store_knobs.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -28,10 +28,8 @@ int main(int argc, char **argv)
                *master = "127.0.0.1:50051", *host_label = "", *device = "", *log_level = "info";
     uint64_t segment_size = 1ull << 30;
     int64_t rpc_timeout_ms = 5000;
-    /* store knobs (mc_store_config_t); the feed's default is the environment's value as is,
-     * since an empty MC_STORE_PLACEMENT_FEED (every key) differs from an unset one (off) */
-    int64_t hint_slots = MC_STORE_REPLICA_HINTS_DEFAULT, lease_cache = 1;
-    const char *feed_prefix = getenv("MC_STORE_PLACEMENT_FEED");
+    mc_tool_store_knobs_t knobs; /* --replica_hints, --lease_cache, --placement_feed, MC_TE_* */
+    mc_tool_store_knobs_init(&knobs);
     mc_option_t opts[] = {
         {"local_hostname", MC_OPT_STRING, &hostname, "LOCAL_HOSTNAME",
          "host or host:port this client serves on (no port = free port 12300-14300)", 0, 0},
@@ -48,14 +46,7 @@ int main(int argc, char **argv)
          "failure domain for replica placement (default: host part of local_hostname)", 0, 0},
         {"rpc_timeout_ms", MC_OPT_INT, &rpc_timeout_ms, NULL, "master RPC deadline (ms)", 1,
          600000},
-        {"replica_hints", MC_OPT_INT, &hint_slots, "MC_STORE_REPLICA_HINTS",
-         "entries of the replica hint table (0 = none: no speculative reads, no lease cache)", 0,
-         MC_STORE_REPLICA_HINTS_MAX},
-        {"lease_cache", MC_OPT_INT, &lease_cache, "MC_STORE_LEASE_CACHE",
-         "1 = gets read under read leases still held, 0 = every get asks the master", 0, 1},
-        {"placement_feed", MC_OPT_STRING, &feed_prefix, NULL,
-         "key prefix whose placements the master pushes to this client (default: "
-         "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0},
+        MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
         {"log_level", MC_OPT_STRING, &log_level, "MC_LOG_LEVEL", "debug|info|warn|error", 0, 0},
     };
     mc_config_spec_t spec = {"mooncake_client",
@@ -64,9 +55,8 @@ int main(int argc, char **argv)
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
         return rc;
-    mc_te_config_t te_tuning = {0}; /* MC_TE_*, MC_FORCE_TCP, ... (tools/common/te_env.h) */
     char te_err[256];
-    if (mc_tool_te_config_from_env(&te_tuning, te_err, sizeof(te_err)) != MC_OK) {
+    if (mc_tool_store_knobs_load(&knobs, te_err, sizeof(te_err)) != MC_OK) {
         fprintf(stderr, "%s: %s\n", spec.program, te_err);
         return 2;
     }
@@ -80,11 +70,8 @@ int main(int argc, char **argv)
         .master_server_addr = master,
         .host_label = *host_label ? host_label : NULL,
         .rpc_timeout_ms = (uint32_t)rpc_timeout_ms,
-        .replica_hint_slots = hint_slots ? (uint32_t)hint_slots : MC_STORE_REPLICA_HINTS_OFF,
-        .lease_cache_off = lease_cache == 0,
-        .placement_feed_prefix = feed_prefix,
-        .te_tuning = &te_tuning,
     };
+    mc_tool_store_knobs_fill(&knobs, &cfg);
     mc_store_t *store;
     mc_status_t st = mc_store_create(&cfg, &store);
     if (st != MC_OK) {

@@ -282,7 +282,7 @@ int main(int argc, char **argv)
 #ifdef MC_HAVE_META_SERVER
     mc_meta_server_t *meta = NULL;
     if (f.enable_meta) {
-        char path[4096] = "";
+        char path[4096 + sizeof("/http_metadata.json")] = ""; /* wal_dir < 4096 */
         if (*wal_dir)
             snprintf(path, sizeof(path), "%s/http_metadata.json", wal_dir);
         st = mc_meta_server_start(rpc_address, (uint16_t)f.http_meta_port, path[0] ? path : NULL,

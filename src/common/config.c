@@ -249,7 +249,10 @@ static void config_print_default(const mc_option_t *opt)
     case MC_OPT_DOUBLE: printf("%g", *(double *)opt->target); break;
     case MC_OPT_STRING: {
         const char *s = *(const char **)opt->target;
-        printf("\"%s\"", s ? s : "");
+        if (s)
+            printf("\"%s\"", s);
+        else
+            printf("unset");
         break;
     }
     }

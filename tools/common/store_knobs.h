@@ -1,0 +1,53 @@
+/* The store client's tuning as the store programs (mooncake_client, mc_store_replay,
+ * mc_store_bench) take it: one set of options with their environment variables, and one way
+ * to put them into an mc_store_config_t. The library reads no environment; this is where the
+ * programs do.
+ *
+ *   --replica_hints   MC_STORE_REPLICA_HINTS   replica_hint_slots (0 = no hint table)
+ *   --lease_cache     MC_STORE_LEASE_CACHE     lease_cache_off = !value (0 or 1)
+ *   --placement_feed  MC_STORE_PLACEMENT_FEED  placement_feed_prefix (unset = off,
+ *                                              empty = every key)
+ *   MC_TE_*, MC_FORCE_TCP, ...                 te_tuning (te_env.h)
+ *
+ * Usage: mc_tool_store_knobs_init(&k); put MC_TOOL_STORE_KNOB_OPTIONS(&k) in the option table
+ * (common/config.h); after parsing, mc_tool_store_knobs_load(&k, ...) (fails on a bad
+ * environment value), and mc_tool_store_knobs_fill(&k, &cfg) where the config is built. */
+#ifndef MC_TOOLS_STORE_KNOBS_H
+#define MC_TOOLS_STORE_KNOBS_H
+
+#include "mooncake/store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mc_tool_store_knobs {
+    int64_t hint_slots;
+    int64_t lease_cache;
+    const char *feed_prefix;
+    mc_te_config_t te_tuning; /* filled by load; cfg->te_tuning points here */
+} mc_tool_store_knobs_t;
+
+/* Defaults. The feed's default is MC_STORE_PLACEMENT_FEED as it is (borrowed from the
+ * environment), since an empty value (every key) differs from an unset one (off). */
+void mc_tool_store_knobs_init(mc_tool_store_knobs_t *k);
+
+/* Three mc_option_t rows (common/config.h) over k's fields. */
+#define MC_TOOL_STORE_KNOB_OPTIONS(k)                                                          \
+    {"replica_hints", MC_OPT_INT, &(k)->hint_slots, "MC_STORE_REPLICA_HINTS",                  \
+     "entries of the replica hint table (0 = none: no speculative reads, no lease cache)", 0,  \
+     MC_STORE_REPLICA_HINTS_MAX},                                                              \
+    {"lease_cache", MC_OPT_INT, &(k)->lease_cache, "MC_STORE_LEASE_CACHE",                     \
+     "1 = gets read under read leases still held, 0 = every get asks the master", 0, 1},      \
+    {"placement_feed", MC_OPT_STRING, &(k)->feed_prefix, NULL,                                 \
+     "key prefix whose placements the master pushes to this client (default: "                 \
+     "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0}
+
+/* Reads the transfer-engine tuning from the environment into k->te_tuning (te_env.h). MC_OK,
+ * or MC_ERR_INVALID_PARAMS with a message in err naming the variable. */
+mc_status_t mc_tool_store_knobs_load(mc_tool_store_knobs_t *k, char *err, size_t errlen);
+
+/* Sets cfg's replica_hint_slots, lease_cache_off, placement_feed_prefix and te_tuning (which
+ * points into k: k must outlive mc_store_create). */
+void mc_tool_store_knobs_fill(mc_tool_store_knobs_t *k, mc_store_config_t *cfg);
+
+#endif
