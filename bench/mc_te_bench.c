@@ -1,4 +1,4 @@
-/* mc_te_bench: Transfer Engine benchmark (issue 2 §4), written against include/mooncake/te.h.
+/* mc_te_bench: Transfer Engine benchmark (targets in docs/benchmarks.md), written against include/mooncake/te.h.
  *
  * Roles (separate processes):
  *   --role target      create an engine (metadata P2PHANDSHAKE by default), allocate
@@ -956,7 +956,7 @@ static int emit_ratio(const char *name, const case_result_t *r, double value, do
 
 static void print_ratios(void)
 {
-    fprintf(stderr, "\nmc_te_bench: issue 2 targets (same run)\n");
+    fprintf(stderr, "\nmc_te_bench: targets (same run)\n");
     char name[128], note[160];
     size_t pb = g.peer_block;
     static const mc_te_opcode_t ops[] = {MC_TE_READ, MC_TE_WRITE};

@@ -43,6 +43,7 @@ typedef struct replay {
     uint32_t threads;
     double time_scale;       /* 0 = as fast as possible */
     uint32_t replicas;
+    const char *transport;   /* "tcp" when tcp is forced to every peer, else "auto" */
     uint64_t t0_ms;
     atomic_size_t next_req;
     /* results, merged under lock */
@@ -289,14 +290,13 @@ static int profile_write(const char *path, const replay_t *rp, double secs)
         fprintf(stderr, "mc_store_replay: cannot write %s\n", path);
         return -1;
     }
-    const char *ft = getenv("MC_FORCE_TCP");
     double gib = 1024.0 * 1024 * 1024;
     fprintf(f,
             "{\"profile\": \"mc_store\", \"version\": 1,\n"
             "  \"transport\": \"%s\", \"block_bytes\": %llu, \"requests\": %zu, \"threads\": %u,\n"
             "  \"replicas\": %u, \"seconds\": %.3f, \"blocks\": %llu, \"prefix_hit_ratio\": %.4f,\n"
             "  \"read_gib_s\": %.4f, \"write_gib_s\": %.4f, \"put_fail\": %llu, \"wrong_blocks\": %llu,\n",
-            ft && strcmp(ft, "1") == 0 ? "tcp" : "auto", (unsigned long long)rp->block_bytes,
+            rp->transport, (unsigned long long)rp->block_bytes,
             rp->n_reqs, rp->threads, rp->replicas, secs, (unsigned long long)rp->blocks,
             rp->blocks ? (double)rp->prefix_hits / (double)rp->blocks : 0,
             (double)rp->bytes_read / gib / secs, (double)rp->bytes_written / gib / secs,
@@ -362,7 +362,7 @@ int main(int argc, char **argv)
                              .global_segment_size = segment, .protocol = "tcp",
                              .master_server_addr = master};
     mc_tool_store_knobs_fill(&knobs, &cfg);
-    replay_t rp = {.trace = trace, .ns = ns, .block_bytes = block_bytes, .n_reqs = trace->n_reqs,
+    replay_t rp = {.transport = knobs.te_tuning.force_tcp == 1 ? "tcp" : "auto", .trace = trace, .ns = ns, .block_bytes = block_bytes, .n_reqs = trace->n_reqs,
                    .threads = (uint32_t)threads, .time_scale = time_scale,
                    .replicas = (uint32_t)replicas};
     pthread_mutex_init(&rp.lock, NULL);
