@@ -164,6 +164,15 @@ int mt_wait_log(const char *path, const char *needle, int timeout_ms)
         if (rc != 0)
             mc_sleep_ms(20);
     }
+    if (rc != 0 && buf) { /* say why: the log as it stands (its last 2 KiB) */
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, CAP - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        fprintf(stderr, "mt_wait_log: no \"%s\" in %s within %d ms; it ends:\n%s\n", needle, path,
+                timeout_ms, n > 2048 ? buf + n - 2048 : buf);
+    }
     free(buf);
     return rc;
 }
