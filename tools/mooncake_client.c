@@ -1,13 +1,21 @@
 /* mooncake_client: a storage server. It contributes --global_segment_size bytes of DRAM to
  * the pool and serves them to other clients through the Transfer Engine; it stores nothing
  * itself and runs until SIGINT/SIGTERM (then unmounts its segment gracefully).
- * Prints "mooncake_client ready segment=<name>" on stdout once mounted. */
+ * Prints "mooncake_client ready segment=<name>" on stdout once mounted.
+ *
+ * Upstream's flags are accepted too (upstream's mooncake_client is also the standalone client
+ * that dummy clients connect to): --host (= --local_hostname, wins over it), --device_names
+ * (= --device_name); --port, --local_buffer_size and --threads belong to the standalone-client
+ * RPC service, which is not served yet (accepted; --port warns when given); --http_port and
+ * --start_offload_rpc_server are accepted; features we do not have are refused when turned on
+ * (--tenant_id other than "default", --enable_offload, --enable_http_server). */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "mooncake/store.h"
 #include "store_knobs.h"
 
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +23,65 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_requested;
+
+/* Upstream's flags (see the top comment). String targets stay NULL when not given. */
+static struct {
+    const char *host;
+    const char *port; /* text, so that "given" can be told from the default */
+    const char *device_names;
+    uint64_t local_buffer_size;
+    int64_t threads;
+    const char *tenant_id;
+    bool enable_offload;
+    bool start_offload_rpc_server;
+    bool enable_http_server;
+    int64_t http_port;
+} up = {
+    .tenant_id = "default",
+    .threads = 1,
+    .start_offload_rpc_server = true,
+    .http_port = 9300,
+};
+
+/* Refuses what upstream's flags ask for that we cannot do, warns about what is accepted but
+ * not served. 0, or 2 after a message on stderr. */
+static int check_upstream_flags(const char **hostname, const char **device)
+{
+    if (up.host) {
+        if (!*up.host) {
+            fprintf(stderr, "mooncake_client: --host must be an address or address:port\n");
+            return 2;
+        }
+        *hostname = up.host;
+    }
+    if (up.device_names)
+        *device = up.device_names;
+    if (up.port) {
+        int64_t port;
+        if (mc_parse_int(up.port, &port) != MC_OK || port < 1 || port > 65535) {
+            fprintf(stderr, "mooncake_client: --port must be a port number 1..65535, got '%s'\n",
+                    up.port);
+            return 2;
+        }
+        MC_LOG_WARN("mooncake_client: --port=%" PRId64 " accepted but not served: the standalone "
+                    "client RPC service (dummy clients) is not implemented yet", port);
+    }
+    if (strcmp(up.tenant_id, "default") != 0) {
+        fprintf(stderr, "mooncake_client: --tenant_id must be \"default\", got '%s' (tenants are "
+                "not supported yet)\n", up.tenant_id);
+        return 2;
+    }
+    if (up.enable_offload) {
+        fprintf(stderr, "mooncake_client: --enable_offload=true is not supported (no SSD tier "
+                "yet)\n");
+        return 2;
+    }
+    if (up.enable_http_server) {
+        fprintf(stderr, "mooncake_client: --enable_http_server=true is not supported yet\n");
+        return 2;
+    }
+    return 0;
+}
 
 static void on_signal(int sig)
 {
@@ -48,12 +115,37 @@ int main(int argc, char **argv)
          600000},
         MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
         {"log_level", MC_OPT_STRING, &log_level, "MC_LOG_LEVEL", "debug|info|warn|error", 0, 0},
+        /* upstream's flags */
+        {"host", MC_OPT_STRING, &up.host, NULL,
+         "upstream's name of --local_hostname: ip or ip:port (wins over --local_hostname)", 0, 0},
+        {"device_names", MC_OPT_STRING, &up.device_names, NULL,
+         "upstream's name of --device_name (accepted, unused)", 0, 0},
+        {"port", MC_OPT_STRING, &up.port, NULL,
+         "standalone-client RPC port (upstream's default 50052); not served yet: accepted, "
+         "with a warning", 0, 0},
+        {"local_buffer_size", MC_OPT_SIZE, &up.local_buffer_size, NULL,
+         "standalone-client local buffer (accepted, unused: not served yet)", 0, 0},
+        {"threads", MC_OPT_INT, &up.threads, NULL,
+         "standalone-client RPC threads (accepted, unused: not served yet)", 1, 1024},
+        {"tenant_id", MC_OPT_STRING, &up.tenant_id, NULL,
+         "tenant (only \"default\": tenants are not supported yet)", 0, 0},
+        {"enable_offload", MC_OPT_BOOL, &up.enable_offload, NULL,
+         "SSD offload (only false: no SSD tier yet)", 0, 0},
+        {"start_offload_rpc_server", MC_OPT_BOOL, &up.start_offload_rpc_server, NULL,
+         "offload RPC server (accepted, unused without offload)", 0, 0},
+        {"enable_http_server", MC_OPT_BOOL, &up.enable_http_server, NULL,
+         "client HTTP server (only false: not supported yet)", 0, 0},
+        {"http_port", MC_OPT_INT, &up.http_port, NULL,
+         "client HTTP server port (accepted, unused)", 1, 65535},
     };
     mc_config_spec_t spec = {"mooncake_client",
                              "Mooncake-C storage server: contributes DRAM to the store pool.",
                              opts, MC_ARRAY_LEN(opts)};
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
+        return rc;
+    rc = check_upstream_flags(&hostname, &device);
+    if (rc)
         return rc;
     char te_err[256];
     if (mc_tool_store_knobs_load(&knobs, te_err, sizeof(te_err)) != MC_OK) {
