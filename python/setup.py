@@ -2,13 +2,15 @@
 
 The extension modules are plain C against the CPython API and are built by the project's CMake
 build, then copied here together with libmooncake.so (the modules find it through an $ORIGIN
-rpath). Two ways:
+rpath) and the programs behind the console scripts (PROGRAMS, into mooncake/bin/; they link
+only system libraries, see mooncake/cli.py). Two ways:
 
 * default: configure and build the repository (the parent of this directory, or
   $MOONCAKE_SOURCE_DIR) in a private build directory with -DMC_PYTHON_RPATH_ORIGIN_ONLY=ON
   ($MOONCAKE_BUILD_JOBS parallel jobs, default 1);
-* MOONCAKE_BUILD_DIR=/path/to/existing/build: reuse modules and libmooncake.so already built
-  there (`cmake --build <dir> --target mooncake_python`).
+* MOONCAKE_BUILD_DIR=/path/to/existing/build: reuse modules, libmooncake.so and programs
+  already built there (`cmake --build <dir> --target mooncake_python mooncake_master
+  mooncake_client transfer_engine_bench mooncake_http_metadata_server`, or the whole build).
 
 No network access is needed: install with --no-build-isolation (see README.md).
 """
@@ -24,6 +26,9 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULES = ("_core", "_engine", "_store")
+# C programs behind the console scripts ([project.scripts] in pyproject.toml, mooncake/cli.py).
+PROGRAMS = ("mooncake_master", "mooncake_client", "transfer_engine_bench",
+            "mooncake_http_metadata_server")
 
 
 class CMakeBuild(build_ext):
@@ -46,6 +51,19 @@ class CMakeBuild(build_ext):
         shutil.copy2(lib, os.path.join(dest, "libmooncake.so"))
         if self.inplace:
             shutil.copy2(lib, os.path.join(HERE, "mooncake", "libmooncake.so"))
+        self._copy_programs(build_dir, os.path.join(dest, "bin"))
+        if self.inplace:
+            self._copy_programs(build_dir, os.path.join(HERE, "mooncake", "bin"))
+
+    def _copy_programs(self, build_dir, dest):
+        missing = [p for p in PROGRAMS if not os.path.isfile(os.path.join(build_dir, "bin", p))]
+        if missing:
+            raise RuntimeError(f"{', '.join(missing)} not found in {build_dir}/bin: build "
+                               f"those targets first (cmake --build {build_dir})")
+        os.makedirs(dest, exist_ok=True)
+        for p in PROGRAMS:
+            shutil.copy2(os.path.join(build_dir, "bin", p), os.path.join(dest, p))
+            os.chmod(os.path.join(dest, p), 0o755)
 
     def _cmake(self, build_dir):
         src = os.environ.get("MOONCAKE_SOURCE_DIR") or os.path.dirname(HERE)
@@ -56,7 +74,7 @@ class CMakeBuild(build_ext):
             "cmake", "-S", src, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
             "-DMC_PYTHON_RPATH_ORIGIN_ONLY=ON", f"-DMC_PYTHON3={sys.executable}"])
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "mooncake_python",
-                               "-j", jobs])
+                               *PROGRAMS, "-j", jobs])
 
     def build_extension(self, ext):
         name = ext.name.split(".")[-1]
