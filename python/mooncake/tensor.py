@@ -181,7 +181,7 @@ def _as_array(value):
         raise TensorError(f"{type(value).__name__} is neither a numpy array nor a torch tensor")
     if arr.ndim > MAX_DIMS:
         raise TensorError(f"tensor has {arr.ndim} dimensions, at most {MAX_DIMS} are supported")
-    arr = np.asarray(arr, dtype=_STORAGE[code], order="C")  # keeps 0-d (ascontiguousarray does not)
+    arr = np.asarray(arr, dtype=_STORAGE[code], order="C")  # keeps 0-d, unlike ascontiguousarray
     return code, arr
 
 
@@ -315,7 +315,8 @@ def decode(buf, copy=True):
     h = parse_header(mv)
     if h is None:
         return None
-    arr = np.frombuffer(mv, dtype=_STORAGE[h.dtype], count=h.data_bytes // _STORAGE[h.dtype].itemsize,
+    st = _STORAGE[h.dtype]
+    arr = np.frombuffer(mv, dtype=st, count=h.data_bytes // st.itemsize,
                         offset=h.data_offset).reshape(h.local_shape)
     if copy:
         arr = arr.copy()
