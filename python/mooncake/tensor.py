@@ -32,7 +32,10 @@ import json
 import logging
 import struct
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # only the tensor API needs numpy; the rest of mooncake.store does not
+    np = None
 
 log = logging.getLogger("mooncake")
 
@@ -91,8 +94,11 @@ class LayoutAxisKind(enum.IntEnum):
     RESERVED = 4
 
 
+_ITEMSIZE = {code: (8 if code in (1, 8, 9) else 4 if code in (0, 6, 7) else
+                   2 if code in (4, 5, 11, 12) else 1) for code in TensorDtype}
+
 # numpy dtype of the stored elements, per code (BF16 / F8 as their raw bits)
-_STORAGE = {
+_STORAGE = {} if np is None else {
     TensorDtype.FLOAT32: np.dtype("<f4"), TensorDtype.FLOAT64: np.dtype("<f8"),
     TensorDtype.INT8: np.dtype("i1"), TensorDtype.UINT8: np.dtype("u1"),
     TensorDtype.INT16: np.dtype("<i2"), TensorDtype.UINT16: np.dtype("<u2"),
@@ -124,6 +130,13 @@ _ST_NAMES = {
     TensorDtype.FLOAT8_E5M2: "F8_E5M2",
 }
 _ST_CODES = {v: k for k, v in _ST_NAMES.items()}
+
+
+
+def _need_numpy():
+    if np is None:
+        raise ImportError("the mooncake tensor API needs numpy (python3-numpy)")
+
 
 _torch_state = []  # [] = not tried yet, [None] = unavailable, [module]
 
@@ -157,6 +170,7 @@ class TensorError(ValueError):
 
 def _as_array(value):
     """(code, contiguous little-endian numpy array of the storage dtype) of a tensor value."""
+    _need_numpy()
     if _is_torch_tensor(value):
         torch = torch_module()
         code = _torch_code(torch, value.dtype)
@@ -265,7 +279,7 @@ def parse_header(buf, total_length=None):
     numel = 1
     for d in lshape[:ndim]:
         numel *= d
-    if numel * _STORAGE[TensorDtype(dtype)].itemsize != data_bytes:
+    if numel * _ITEMSIZE[TensorDtype(dtype)] != data_bytes:
         return None
     axes = []
     for i in range(axis_count):
@@ -311,6 +325,7 @@ def _to_value(arr, code):
 def decode(buf, copy=True):
     """The tensor of a whole tensor object in buf (bytes-like), or None if it is not one.
     copy=False returns a view of buf (it must stay alive and unchanged)."""
+    _need_numpy()
     mv = memoryview(buf).cast("B")
     h = parse_header(mv)
     if h is None:
@@ -327,6 +342,7 @@ def decode(buf, copy=True):
 
 def decode_array(buf):
     """(Header, numpy array copy of the data) of a tensor object, or None."""
+    _need_numpy()
     mv = memoryview(buf).cast("B")
     h = parse_header(mv)
     if h is None:
@@ -1147,6 +1163,7 @@ _MAX_ST_HEADER = 100 << 20
 
 def write_safetensors(path, entries):
     """entries: {name: (TensorDtype, numpy array of the storage dtype)}."""
+    _need_numpy()
     header = {}
     offset = 0
     blobs = []
@@ -1168,6 +1185,7 @@ def write_safetensors(path, entries):
 def read_safetensors(path):
     """{name: (TensorDtype, numpy array)} of a safetensors file, in header order. Raises
     ValueError on a malformed file or an unsupported dtype."""
+    _need_numpy()
     with open(path, "rb") as f:
         blob = f.read()
     if len(blob) < 8:
