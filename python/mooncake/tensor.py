@@ -1126,8 +1126,8 @@ class TensorStoreMixin:
         return 0
 
     def load_tensor_from_safetensor(self, key=None, file_name=None):
-        """Read a safetensors file and put_tensor its entry named key (else its first entry)
-        under key (default file_name). Returns the tensor, or None."""
+        """Read a safetensors file and put_tensor its entry named key (else the first entry by
+        name) under key (default file_name). Returns the tensor, or None."""
         if file_name is None:
             raise TypeError("load_tensor_from_safetensor() missing required argument 'file_name'")
         try:
@@ -1142,7 +1142,7 @@ class TensorStoreMixin:
         if key is not None and key in entries:
             name = key
         else:
-            name = next(iter(entries))
+            name = min(entries)  # safetensors lists a file's tensors sorted by name
             if key is not None:
                 log.warning("load_tensor_from_safetensor: key %s not found in %s; using first "
                             "entry", key, file_name)
