@@ -525,12 +525,13 @@ def _single_tp_axis(parallelism, what):
             "axis is (multi-axis and DP/EP/PP shards use upstream's planner key scheme "
             "<key>__<kind>_<r>of<n>... and remapping reads, which are not implemented)")
     a = axes[0]
-    rank, size, split_dim = a.rank, a.size, a.split_dim
+    rank, size = getattr(a, "rank", None), getattr(a, "size", None)
+    split_dim = getattr(a, "split_dim", None)
     if not isinstance(rank, int) or not isinstance(size, int) or size <= 0 \
             or not 0 <= rank < size or (split_dim is not None and not isinstance(split_dim, int)):
         log.error("%s: invalid TP axis %r", what, a)
         return None
-    return a
+    return ParallelAxis("tp", rank, size, split_dim)
 
 
 def _refuse_writer_partition(writer_partition, what):

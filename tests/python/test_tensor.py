@@ -539,3 +539,31 @@ def test_without_torch_gets_are_numpy(store, monkeypatch):
     np.testing.assert_array_equal(t, f8)
     got = store.batch_get_tensor(["nt_f16", "nt_none"])
     assert isinstance(got[0], np.ndarray) and got[1] is None
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+def test_torch_empty_tensors_everywhere(store):
+    """Zero-element tensors (as upstream's wheel tests use them): plain, into/from, TP."""
+    cases = [torch.empty((0,), dtype=torch.float32), torch.empty((0, 64), dtype=torch.float16),
+             torch.empty((2, 0, 3), dtype=torch.bfloat16), torch.empty((1, 0), dtype=torch.int64)]
+    keys = [f"empty_{i}" for i in range(len(cases))]
+    assert store.batch_put_tensor(keys, cases) == [0] * len(cases)
+    for x, y in zip(cases, store.batch_get_tensor(keys)):
+        assert y.shape == x.shape and y.dtype == x.dtype and y.numel() == 0
+    buf = (ctypes.c_ubyte * 4096)()
+    ptr = ctypes.addressof(buf)
+    assert store.register_buffer(ptr, 4096) == 0
+    try:
+        n = store.get_size("empty_2")
+        assert n == 304
+        y = store.get_tensor_into("empty_2", ptr, 4096)
+        assert y.shape == (2, 0, 3) and y.dtype == torch.bfloat16
+        assert store.put_tensor_from("empty_2_from", ptr, n) == 0
+        assert store.get_tensor("empty_2_from").shape == (2, 0, 3)
+    finally:
+        store.unregister_buffer(ptr)
+    x = torch.empty((2, 0, 3), dtype=torch.float32)
+    assert store.put_tensor_with_tp("empty_tp", x, tp_size=2, split_dim=0) == 0
+    for r in range(2):
+        y = store.get_tensor_with_tp("empty_tp", tp_rank=r, tp_size=2)
+        assert y.shape == (1, 0, 3) and y.dtype == torch.float32
