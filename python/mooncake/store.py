@@ -21,6 +21,7 @@ from . import _config
 from ._config import default_kv_lease_ttl_ms, parse_size
 from ._store import BufferHandle, ReplicateConfig
 from ._store import DistributedStore as _StoreBase
+from .tensor import ParallelAxis, ReadTarget, TensorParallelism, TensorStoreMixin
 
 log = logging.getLogger("mooncake")
 
@@ -106,7 +107,7 @@ def _config_get(cfg, *names, default=_SENTINEL):
     return default
 
 
-class MooncakeDistributedStore(_StoreBase):
+class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
     """Client of a Mooncake store: contributes memory to the pool and puts/gets objects."""
 
     def setup(self, local_hostname=None, metadata_server=None,
