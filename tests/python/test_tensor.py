@@ -226,6 +226,12 @@ def test_round_trip_numpy_every_dtype(store, dtype, code):
         assert store.get(key) == hand_header(code, shape, a.nbytes) + a.tobytes()
 
 
+def test_torch_is_installed():
+    """The torch paths below skip without torch; this test makes that a failure, since
+    scripts/install-deps.sh installs Debian's python3-torch."""
+    assert torch is not None, "python3-torch is not installed: run scripts/install-deps.sh"
+
+
 @pytest.mark.skipif(torch is None, reason="torch not installed")
 def test_round_trip_torch(store):
     cases = [torch.randn(3, 4), torch.randn(2, 2, dtype=torch.float64),
