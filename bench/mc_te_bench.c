@@ -27,6 +27,7 @@
 #include "common/time.h"
 
 #include "peers.h"
+#include "pattern.h" /* deterministic content, offsets multiples of 8 */
 #include "te_env.h"
 
 #include <dirent.h>
@@ -153,19 +154,6 @@ static mc_option_t g_options[] = {
 static char g_date[32], g_host[256];
 
 /* ------------------------------------------------------------------------------ helpers -- */
-
-/* Deterministic content: 64-bit word i of a region starting at byte offset `off` of the
- * buffer. Offsets are multiples of 8 everywhere in this program. */
-static void pattern_fill(void *dst, size_t len, uint64_t seed, uint64_t off)
-{
-    uint64_t *w = dst;
-    uint64_t base = off / 8;
-    size_t n = len / 8;
-    for (size_t i = 0; i < n; i++)
-        w[i] = (seed ^ ((base + i) * 0x9E3779B97F4A7C15ull)) + (base + i);
-    for (size_t i = n * 8; i < len; i++)
-        ((uint8_t *)dst)[i] = (uint8_t)(seed + off + i);
-}
 
 typedef struct list {
     size_t n;
@@ -297,7 +285,7 @@ static int run_target(void)
         mc_te_destroy(te);
         return 1;
     }
-    pattern_fill(buf, size, TARGET_SEED, 0);
+    mc_tool_pattern_fill(buf, size, TARGET_SEED, 0);
     mc_status_t st = mc_te_register(te, buf, size, "cpu:0");
     if (st != MC_OK) {
         fprintf(stderr, "mc_te_bench: mc_te_register failed: %s\n", mc_status_str(st));
@@ -487,7 +475,7 @@ static int run_case(bench_ctx_t *ctx, const case_spec_t *cs)
     const char *opname = cs->op == MC_TE_READ ? "read" : "write";
     /* Prepare: local region = pattern; for READ put the pattern into the target and clear the
      * local copy, so that only bytes that really came back can match. */
-    pattern_fill(ctx->local, total, seed, 0);
+    mc_tool_pattern_fill(ctx->local, total, seed, 0);
     uint64_t want = mc_hash64(ctx->local, total);
     mc_status_t st = MC_OK;
     if (cs->op == MC_TE_READ) {
@@ -621,7 +609,7 @@ static int check_target_pattern(bench_ctx_t *ctx)
     uint8_t *want = mc_malloc(len);
     if (!want)
         return 1;
-    pattern_fill(want, len, TARGET_SEED, ctx->usable);
+    mc_tool_pattern_fill(want, len, TARGET_SEED, ctx->usable);
     memset(ctx->local + ctx->usable, 0, len);
     mc_te_request_t r = {.opcode = MC_TE_READ,
                          .local = ctx->local + ctx->usable,
@@ -723,7 +711,7 @@ static void *soak_thread(void *p)
         size_t total = block * batch;
         uint64_t want = 0;
         if (verify) {
-            pattern_fill(ctx->local + base, total, rng, base);
+            mc_tool_pattern_fill(ctx->local + base, total, rng, base);
             want = mc_hash64(ctx->local + base, total);
         }
         int poll = it % 2;

@@ -15,6 +15,7 @@
  */
 #include "mooncake/log.h"
 #include "mooncake/te.h"
+#include "pattern.h"
 #include "te_env.h"
 
 #include <inttypes.h>
@@ -34,14 +35,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Word i of the buffer at byte offset off (multiple of 8). */
-static void fill(void *dst, size_t len, uint64_t seed, uint64_t off)
-{
-    uint64_t *w = dst;
-    for (size_t i = 0; i < len / 8; i++)
-        w[i] = (seed ^ ((off / 8 + i) * 0x9E3779B97F4A7C15ull)) + off / 8 + i;
 }
 
 static mc_te_t *engine(const char *protocol)
@@ -79,7 +72,7 @@ static int run_target(size_t size)
         mc_te_destroy(te);
         return 1;
     }
-    fill(buf, size, TARGET_SEED, 0);
+    mc_tool_pattern_fill(buf, size, TARGET_SEED, 0);
     mc_status_t st = mc_te_register(te, buf, size, "cpu:0");
     if (st != MC_OK) {
         fprintf(stderr, "mc_te_demo: register: %s\n", mc_status_str(st));
@@ -165,7 +158,7 @@ static int run_initiator(const char *target, size_t size)
             /* Bytes written by the other process: READ the whole target buffer once. */
             double secs;
             memset(local, 0, size);
-            fill(want, size, TARGET_SEED, 0);
+            mc_tool_pattern_fill(want, size, TARGET_SEED, 0);
             int ok = move(te, seg, MC_TE_READ, local, remote, size, 1, 1, &secs) == 0 &&
                      memcmp(local, want, size) == 0;
             rows[n_rows++] = (row_t){protocols[p], "read*", size, 1, secs, ok};
@@ -177,7 +170,7 @@ static int run_initiator(const char *target, size_t size)
                 continue;
             uint64_t seed = ((uint64_t)p << 32) ^ (s + 1) ^ (uint64_t)time(NULL);
             double wsecs = 0, rsecs = 0;
-            fill(local, total, seed, 0);
+            mc_tool_pattern_fill(local, total, seed, 0);
             memcpy(want, local, total);
             int wok = move(te, seg, MC_TE_WRITE, local, remote, block, count, shapes[s].rounds,
                            &wsecs) == 0;
@@ -194,7 +187,7 @@ static int run_initiator(const char *target, size_t size)
         if (p == 1) {
             /* Last word: our pattern over the whole target buffer; the target hashes it. */
             double secs;
-            fill(local, size, 0x6c617374ull, 0);
+            mc_tool_pattern_fill(local, size, 0x6c617374ull, 0);
             if (move(te, seg, MC_TE_WRITE, local, remote, size, 1, 1, &secs) == 0)
                 printf("EXPECT_TARGET_HASH %016" PRIx64 "\n", (uint64_t)XXH3_64bits(local, size));
             else
