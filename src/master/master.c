@@ -732,6 +732,8 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             rep_free_block(m, &r[i]);
         return MC_ERR_NO_MEMORY;
     }
+    if (n < want)
+        m->cnt.put_start_partial_allocations++;
     o->state = OBJ_WRITING;
     o->size = size;
     o->t_lease = now;

@@ -221,6 +221,7 @@ typedef struct mc_master_metrics {
     uint64_t successful_evictions, evicted_objects, evicted_bytes, failed_evictions;
     uint64_t put_start_discards, put_start_releases;
     uint64_t put_start_alloc_failures;  /* PutStarts refused NO_AVAILABLE_HANDLE */
+    uint64_t put_start_partial_allocations; /* PutStarts placed with fewer replicas than asked */
     /* committed puts by value size: bucket[i] counts sizes <= le[i] and > le[i-1] (not
      * cumulative); bucket[MC_MASTER_VALUE_SIZE_BUCKETS] the sizes above the last bound */
     uint64_t value_size_bucket[MC_MASTER_VALUE_SIZE_BUCKETS + 1];

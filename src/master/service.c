@@ -43,7 +43,7 @@ struct mc_master_service {
     pthread_mutex_t summary_mu;
     uint64_t sum_prev_ms;
     uint64_t sum_req[MC_OP_MAX], sum_fail[MC_OP_MAX], sum_items[MC_OP_MAX],
-        sum_failed_items[MC_OP_MAX], sum_partial[MC_OP_MAX], sum_alloc_fail;
+        sum_failed_items[MC_OP_MAX], sum_partial[MC_OP_MAX], sum_alloc_fail, sum_partial_alloc;
 };
 
 /* ---------------------------------------------------------------- RPC side (loop thread) */
@@ -361,6 +361,9 @@ static char *render_metrics(mc_master_service_t *s)
     /* puts */
     metric_u(&b, "master_put_start_alloc_failures_total", "counter",
              "PutStarts that found no space (NO_AVAILABLE_HANDLE)", m.put_start_alloc_failures);
+    metric_u(&b, "master_put_start_partial_allocations_total", "counter",
+             "PutStarts placed with fewer replicas than requested (not enough segments)",
+             m.put_start_partial_allocations);
     metric_u(&b, "master_put_start_discard_cnt", "counter", "Stuck puts pre-empted",
              m.put_start_discards);
     metric_u(&b, "master_put_start_release_cnt", "counter", "Stuck put spaces released",
@@ -476,10 +479,13 @@ static char *render_summary(mc_master_service_t *s)
                     RATE(it, s->sum_items[op]));
     }
 #undef RATE
-    PAGE_PRINTF(&b, " | Eviction: Success/Attempts=%llu/%llu, AllocFail=%llu, keys=%llu, size=",
+    PAGE_PRINTF(&b,
+                " | Eviction: Success/Attempts=%llu/%llu, AllocFail=%llu, PartialAlloc=%llu, "
+                "keys=%llu, size=",
                 (unsigned long long)m.successful_evictions,
                 (unsigned long long)(m.successful_evictions + m.failed_evictions),
                 (unsigned long long)(m.put_start_alloc_failures - s->sum_alloc_fail),
+                (unsigned long long)(m.put_start_partial_allocations - s->sum_partial_alloc),
                 (unsigned long long)m.evicted_objects);
     human_bytes(&b, m.evicted_bytes);
     PAGE_PRINTF(&b, " | Discard: Released/Total=%llu/%llu}, ha={}",
@@ -493,6 +499,7 @@ static char *render_summary(mc_master_service_t *s)
         s->sum_failed_items[op] = load(&s->failed_items[op]);
     }
     s->sum_alloc_fail = m.put_start_alloc_failures;
+    s->sum_partial_alloc = m.put_start_partial_allocations;
     pthread_mutex_unlock(&s->summary_mu);
     if (b.st != MC_OK) {
         mc_buf_free(&b.b);

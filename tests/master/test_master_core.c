@@ -756,6 +756,13 @@ static void test_upstream_metrics(void **state)
     mc_master_metrics_now(m, &mm);
     assert_int_equal(mm.value_size_bucket[MC_MASTER_VALUE_SIZE_BUCKETS], 1);
     uint64_t pinned = mm.soft_pin_key_count;
+    /* two replicas asked, two segments, but only segB has room left: one replica placed */
+    assert_int_equal(mm.put_start_partial_allocations, 0);
+    mc_master_put_opts_t two = {.replica_num = 2};
+    assert_int_equal(mc_master_put_start(m, CA, K("two"), 1 << 20, &two, false, r, &n), MC_OK);
+    assert_int_equal(n, 1);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.put_start_partial_allocations, 1);
     assert_int_equal(mc_master_remove(m, K("s2"), false, NULL), MC_OK);
     mc_master_metrics_now(m, &mm);
     assert_int_equal(mm.soft_pin_key_count, pinned - 1);

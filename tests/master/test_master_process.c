@@ -538,6 +538,7 @@ static void test_http_metrics(void **state)
     assert_metric(buf, "master_value_size_bytes_count", 0);
     assert_metric(buf, "master_attempted_evictions_total", 0);
     assert_metric(buf, "master_put_start_alloc_failures_total", 0);
+    assert_metric(buf, "master_put_start_partial_allocations_total", 0);
     assert_metric(buf, "master_batch_get_replica_list_items_total", 0);
     assert_non_null(strstr(buf, "# TYPE master_value_size_bytes histogram\n"));
     assert_non_null(strstr(buf, "# TYPE segment_allocated_bytes gauge\n"));
@@ -599,6 +600,7 @@ static void test_http_metrics(void **state)
     assert_metric(buf, "master_put_start_requests_total", 5);
     assert_metric(buf, "master_put_start_failures_total", 1);
     assert_metric(buf, "master_put_start_alloc_failures_total", 1);
+    assert_metric(buf, "master_put_start_partial_allocations_total", 0);
     assert_metric(buf, "master_put_end_requests_total", 4);
     assert_metric(buf, "master_put_end_failures_total", 1);
     assert_metric(buf, "master_put_revoke_requests_total", 2);
