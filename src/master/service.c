@@ -226,8 +226,6 @@ static void query_on_loop(void *arg)
 static bool run_query(mc_master_service_t *s, query_t *q)
 {
     q->s = s;
-    pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
     if (mc_rpc_server_post(s->srv, query_on_loop, q) != MC_OK) {
         q->st = MC_ERR_NO_MEMORY;
         return true;
@@ -634,6 +632,8 @@ static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection 
     query_t *q = MC_NEW(query_t);
     if (!q)
         return reply(c, 500, TEXT, "no memory\n", 0);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
     q->kind = kind;
     const char *bad = NULL;
     if (kind == Q_KEY || kind == Q_SEGMENT || kind == Q_BATCH) {

@@ -773,6 +773,37 @@ static void test_upstream_metrics(void **state)
     mc_master_destroy(m);
 }
 
+/* /get_all_keys' listing: readable keys only, one per line, cut at whole lines at the cap. */
+static void test_key_list_cap(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(NULL);
+    mount(m, CA, "segA", 0x10000, 1 << 20, "h1", 0xaa);
+    assert_int_equal(put(m, CA, "k1", 100, 1), MC_OK);
+    assert_int_equal(put(m, CA, "k2", 100, 1), MC_OK);
+    assert_int_equal(put(m, CA, "k3", 100, 1), MC_OK);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, K("w"), 100, NULL, false, r, &n), MC_OK);
+    size_t listed = 0;
+    bool truncated = true;
+    char *s = mc_master_key_list(m, 1 << 20, &listed, &truncated);
+    assert_non_null(s);
+    assert_int_equal(listed, 3);
+    assert_false(truncated);
+    assert_int_equal(strlen(s), 9); /* "kN\n" x 3, not the key being written */
+    assert_null(strstr(s, "w\n"));
+    mc_free(s);
+    s = mc_master_key_list(m, 7, &listed, &truncated); /* room for two lines of 3 bytes */
+    assert_non_null(s);
+    assert_int_equal(listed, 2);
+    assert_true(truncated);
+    assert_int_equal(strlen(s), 6);
+    assert_int_equal(s[5], '\n');
+    mc_free(s);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -790,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_forced_remove_retires),
         cmocka_unit_test(test_wal_recovery),
         cmocka_unit_test(test_upstream_metrics),
+        cmocka_unit_test(test_key_list_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
