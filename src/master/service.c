@@ -247,6 +247,49 @@ static bool run_query(mc_master_service_t *s, query_t *q)
     return done;
 }
 
+/* Length of the valid UTF-8 sequence at p (n bytes left), or 0 if it is not one: strict (no
+ * overlongs, surrogates or code points above U+10FFFF). */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t k = 1; k < len; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[k] & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* Keys are JSON object names in /batch_query_keys' answer: they must be UTF-8. */
+static bool utf8_valid(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0, k; i < n; i += k)
+        if ((k = utf8_seq(p + i, n - i)) == 0)
+            return false;
+    return true;
+}
+
 /* ---------------------------------------------------------------- metrics page */
 
 /* The page being rendered; the first failed append sticks in st. */
@@ -278,12 +321,25 @@ static void metric_u(page_t *b, const char *name, const char *type, const char *
     PAGE_PRINTF(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
-/* A label value as the Prometheus text format wants it: \ " and newline escaped. */
+/* A label value as the Prometheus text format wants it: \ " and newline escaped, and valid
+ * UTF-8 (Prometheus refuses a scrape with an invalid label value; segment names come from
+ * clients): a byte that does not start a valid sequence becomes U+FFFD. */
 static void label_value(page_t *b, const char *v)
 {
-    for (const char *p = v; *p && b->st == MC_OK; p++) {
-        const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
-        b->st = esc ? mc_buf_append(&b->b, esc, 2) : mc_buf_append(&b->b, p, 1);
+    const unsigned char *p = (const unsigned char *)v;
+    size_t n = strlen(v);
+    for (size_t i = 0, k; i < n && b->st == MC_OK; i += k) {
+        const char *esc = p[i] == '\\' ? "\\\\" : p[i] == '"' ? "\\\"" : NULL;
+        if (p[i] == '\n')
+            esc = "\\n";
+        k = utf8_seq(p + i, n - i);
+        if (esc)
+            b->st = mc_buf_append(&b->b, esc, 2);
+        else if (k)
+            b->st = mc_buf_append(&b->b, p + i, k);
+        else
+            b->st = mc_buf_append(&b->b, "\xef\xbf\xbd", 3);
+        k = k ? k : 1;
     }
 }
 
@@ -552,44 +608,6 @@ static enum MHD_Result reply_status(struct MHD_Connection *c, unsigned code, mc_
              (int)st, mc_status_name(st));
     char *body = mc_strdup(buf);
     return body ? reply(c, code, JSON, body, 1) : MHD_NO;
-}
-
-/* Strict UTF-8 (no overlongs, surrogates or code points above U+10FFFF): keys are JSON names. */
-static bool utf8_valid(const unsigned char *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = p[i];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            len = 2;
-            cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3;
-            cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (i + len > n)
-            return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((p[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i + k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += len;
-    }
-    return true;
 }
 
 /* Splits q->arg (the keys=k1,k2,... value) in place into q->keys/klens. NULL, or the 400

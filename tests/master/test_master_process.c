@@ -643,9 +643,15 @@ static void test_http_metrics(void **state)
     assert_int_equal(mount(a, CA, "q\"b\\s\nx", 3ull << 30, 1 << 20, 3, false), MC_OK);
     wait_metric(mp.mport, buf, sizeof(buf), "master_total_capacity_bytes", 2 << 20);
     assert_metric(buf, "segment_total_capacity_bytes{segment=\"q\\\"b\\\\s\\nx\"}", 1 << 20);
+    /* and one that is not UTF-8: the invalid byte becomes U+FFFD (Prometheus needs UTF-8) */
+    assert_int_equal(mount(a, CA, "bad\xff", 4ull << 30, 1 << 20, 4, false), MC_OK);
+    wait_metric(mp.mport, buf, sizeof(buf), "master_total_capacity_bytes", 3 << 20);
+    assert_metric(buf, "segment_total_capacity_bytes{segment=\"bad\xef\xbf\xbd\"}", 1 << 20);
     McRpc__UnmountSegmentRequest uq = MC_RPC__UNMOUNT_SEGMENT_REQUEST__INIT;
     uq.client_id = (ProtobufCBinaryData){16, CA};
     uq.segment_name = "q\"b\\s\nx";
+    assert_int_equal(call_status(a, MC_OP_UNMOUNT_SEGMENT, &uq.base), MC_OK);
+    uq.segment_name = "bad\xff";
     assert_int_equal(call_status(a, MC_OP_UNMOUNT_SEGMENT, &uq.base), MC_OK);
     wait_metric(mp.mport, buf, sizeof(buf), "master_total_capacity_bytes", 1 << 20);
     assert_null(strstr(buf, "segment=\"q"));
