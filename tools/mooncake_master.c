@@ -110,7 +110,7 @@ static void on_signal(int sig)
 
 /* Flag values, preset to their defaults by parse_flags. */
 typedef struct flags {
-    int64_t port, metrics_port, rpc_thread_num, http_meta_port;
+    int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
     int64_t lease_ttl, soft_pin_ttl, client_ttl, discard_s, release_s, cron_ms, event_buffer;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync;
@@ -123,7 +123,7 @@ typedef struct flags {
 static int parse_flags(flags_t *f, int argc, char **argv)
 {
     *f = (flags_t){.port = 50051, .metrics_port = 9003, .rpc_thread_num = 1,
-                   .http_meta_port = 8080, .lease_ttl = 10000, .soft_pin_ttl = 1800000,
+                   .max_threads = 16, .http_meta_port = 8080, .lease_ttl = 10000, .soft_pin_ttl = 1800000,
                    .client_ttl = 10, .discard_s = 30, .release_s = 600, .cron_ms = 10,
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
                    .allow_soft = true, .exist_extends = false, .enable_meta = false,
@@ -137,8 +137,12 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"rpc_address", MC_OPT_STRING, &f->rpc_address, NULL, "RPC bind address", 0, 0},
         {"rpc_thread_num", MC_OPT_INT, &f->rpc_thread_num, NULL,
          "accepted for compatibility; the object table is served by one loop thread", 0, 1024},
+        {"max_threads", MC_OPT_INT, &f->max_threads, NULL,
+         "upstream's RPC thread count (deprecated there for --rpc_thread_num); accepted for "
+         "compatibility: the object table is served by one loop thread", 1, 1024},
         {"metrics_port", MC_OPT_INT, &f->metrics_port, NULL,
-         "HTTP port for /metrics /health /role /query_key /get_all_segments (-1 = off)", -1,
+         "HTTP port for /metrics and the admin endpoints (/health /role /metrics/summary "
+         "/query_key /batch_query_keys /get_all_keys /get_all_segments ...; -1 = off)", -1,
          65535},
         {"enable_http_metadata_server", MC_OPT_BOOL, &f->enable_meta, NULL,
          "also serve the HTTP metadata store (GET/PUT/DELETE /metadata?key=)", 0, 0},
@@ -306,6 +310,10 @@ int main(int argc, char **argv)
     printf("mooncake_master listening rpc_port=%u metrics_port=%u\n",
            mc_master_service_port(g_svc), mc_master_service_metrics_port(g_svc));
     fflush(stdout);
+    if (f.max_threads != 16 || f.rpc_thread_num != 1)
+        MC_LOG_INFO("master: --max_threads=%lld --rpc_thread_num=%lld accepted for compatibility; "
+                    "requests are served by one loop thread",
+                    (long long)f.max_threads, (long long)f.rpc_thread_num);
     MC_LOG_INFO("master: serving RPC on %s:%u, metrics on %u, wal_dir '%s'", rpc_address,
                 mc_master_service_port(g_svc), mc_master_service_metrics_port(g_svc), wal_dir);
     mc_master_service_run(g_svc);

@@ -21,6 +21,7 @@
 #include "common/time.h"
 
 #include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,7 @@ void master_list_push(olist_t *l, obj_t *o)
         l->head = o;
     l->tail = o;
     l->n++;
+    l->n_soft += (o->flags & OF_SOFT_PIN) != 0;
 }
 
 void master_list_remove(olist_t *l, obj_t *o)
@@ -95,6 +97,7 @@ void master_list_remove(olist_t *l, obj_t *o)
         l->tail = o->prev;
     o->prev = o->next = NULL;
     l->n--;
+    l->n_soft -= (o->flags & OF_SOFT_PIN) != 0;
 }
 
 static void lru_touch(mc_master_t *m, obj_t *o)
@@ -520,6 +523,7 @@ void mc_master_destroy(mc_master_t *m)
     mc_free(m->clients);
     mc_free(m->disc);
     mc_free(m->wal_dir);
+    mc_free(m->pub_segs);
     pthread_mutex_destroy(&m->snap_mu);
     mc_free(m);
 }
@@ -718,6 +722,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         }
         if (n == 0) {
             m->evict_pending = true;
+            m->cnt.put_start_alloc_failures++;
             return MC_ERR_NO_AVAILABLE_HANDLE;
         }
     }
@@ -727,6 +732,8 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             rep_free_block(m, &r[i]);
         return MC_ERR_NO_MEMORY;
     }
+    if (n < want)
+        m->cnt.put_start_partial_allocations++;
     o->state = OBJ_WRITING;
     o->size = size;
     o->t_lease = now;
@@ -747,6 +754,21 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         fill_rep(m, o, &o->rep[i], &reps[i], 1);
     *n_p = n;
     return MC_OK;
+}
+
+const uint64_t mc_master_value_size_le[MC_MASTER_VALUE_SIZE_BUCKETS] = {
+    4096, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+};
+
+/* master_value_size_bytes: one observation per committed put (PutEnd / UpsertEnd). */
+static void observe_value_size(mc_master_t *m, uint64_t size)
+{
+    size_t i = 0;
+    while (i < MC_MASTER_VALUE_SIZE_BUCKETS && size > mc_master_value_size_le[i])
+        i++;
+    m->cnt.value_size_bucket[i]++; /* i == MC_MASTER_VALUE_SIZE_BUCKETS: above the last bound */
+    m->cnt.value_size_count++;
+    m->cnt.value_size_sum += size;
 }
 
 static mc_status_t writer_check(mc_master_t *m, const uint8_t cid[16], obj_t *o)
@@ -780,6 +802,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
     master_list_push(&m->lru, o);
     master_wal_log_commit(m, o);
     master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
+    observe_value_size(m, o->size);
     return MC_OK;
 }
 
@@ -873,6 +896,26 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
         *size_p = o->size;
     if (checksum_p)
         *checksum_p = o->checksum;
+    return MC_OK;
+}
+
+mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen,
+                                    mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p)
+{
+    *n_p = 0;
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (o->state != OBJ_READABLE)
+        return MC_ERR_REPLICA_IS_NOT_READY;
+    uint32_t n = readable_reps(m, o, reps);
+    if (n == 0)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    *n_p = n;
+    if (size_p)
+        *size_p = o->size;
     return MC_OK;
 }
 
@@ -1183,6 +1226,7 @@ void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
     out->total_capacity_bytes = total_capacity(m, &used);
     out->allocated_bytes = used;
     out->key_count = m->lru.n;
+    out->soft_pin_key_count = m->lru.n_soft;
     out->writing_count = m->writing.n;
     out->active_clients = 0;
     for (size_t i = 0; i < m->n_clients; i++)
@@ -1213,6 +1257,46 @@ void mc_master_metrics_snapshot(mc_master_t *m, mc_master_metrics_t *out)
     pthread_mutex_lock(&m->snap_mu);
     *out = m->snap;
     pthread_mutex_unlock(&m->snap_mu);
+}
+
+/* Publishes the per-segment numbers (the segments counted in total_capacity()). On a failed
+ * growth the previous list stays published. Caller holds snap_mu. */
+static void publish_segments(mc_master_t *m)
+{
+    if (mc_array_reserve(&m->pub_segs, &m->cap_pub_segs, m->n_segs, 16) != MC_OK)
+        return;
+    size_t n = 0;
+    for (uint32_t i = 0; i < m->n_segs; i++) {
+        segment_t *s = m->segs[i];
+        if (!s || !s->alloc || (s->state != SEG_MOUNTED && s->state != SEG_DRAINING))
+            continue;
+        mc_master_segment_metrics_t *p = &m->pub_segs[n++];
+        snprintf(p->name, sizeof(p->name), "%s", s->name);
+        p->capacity_bytes = mc_master_allocator_capacity(s->alloc);
+        p->allocated_bytes = mc_master_allocator_used(s->alloc);
+    }
+    m->n_pub_segs = n;
+}
+
+mc_status_t mc_master_segment_metrics_snapshot(mc_master_t *m, mc_master_segment_metrics_t **out_p,
+                                               size_t *n_p)
+{
+    *out_p = NULL;
+    *n_p = 0;
+    pthread_mutex_lock(&m->snap_mu);
+    size_t n = m->n_pub_segs;
+    mc_master_segment_metrics_t *out = NULL;
+    if (n) {
+        out = mc_malloc(n * sizeof(*out));
+        if (out)
+            memcpy(out, m->pub_segs, n * sizeof(*out));
+    }
+    pthread_mutex_unlock(&m->snap_mu);
+    if (n && !out)
+        return MC_ERR_NO_MEMORY;
+    *out_p = out;
+    *n_p = n;
+    return MC_OK;
 }
 
 void mc_master_cron(mc_master_t *m)
@@ -1291,6 +1375,7 @@ void mc_master_cron(mc_master_t *m)
     mc_master_metrics_now(m, &snap);
     pthread_mutex_lock(&m->snap_mu);
     m->snap = snap;
+    publish_segments(m);
     pthread_mutex_unlock(&m->snap_mu);
 }
 

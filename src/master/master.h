@@ -144,6 +144,10 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, const uint8_t client_id[16], co
 mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
                                    mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
                                    uint64_t *checksum_p);
+/* As mc_master_get_replicas (same statuses, reps has room for MC_MASTER_MAX_REPLICAS) but
+ * read-only: no lease, no LRU touch (the admin HTTP views). */
+mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen,
+                                    mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p);
 /* MC_OK if readable, OBJECT_NOT_FOUND otherwise. Extends the lease only with
  * exist_key_extends_lease. */
 mc_status_t mc_master_exist(mc_master_t *m, const char *key, size_t klen);
@@ -203,11 +207,25 @@ mc_status_t mc_master_query_segment(mc_master_t *m, const char *name,
                                     mc_master_segment_status_t *out);
 
 /* ---- observability */
+
+/* Upper bounds (bytes) of master_value_size_bytes' buckets (upstream's: 4 KiB ... 64 MiB); a
+ * last bucket holds the larger values. */
+#define MC_MASTER_VALUE_SIZE_BUCKETS 7
+extern const uint64_t mc_master_value_size_le[MC_MASTER_VALUE_SIZE_BUCKETS];
+
 typedef struct mc_master_metrics {
     uint64_t allocated_bytes, total_capacity_bytes;
     uint64_t key_count, writing_count, active_clients, mounted_segments, recovering_segments;
+    /* committed objects put with a soft pin (an expired pin is counted until the object goes) */
+    uint64_t soft_pin_key_count;
     uint64_t successful_evictions, evicted_objects, evicted_bytes, failed_evictions;
     uint64_t put_start_discards, put_start_releases;
+    uint64_t put_start_alloc_failures;  /* PutStarts refused NO_AVAILABLE_HANDLE */
+    uint64_t put_start_partial_allocations; /* PutStarts placed with fewer replicas than asked */
+    /* committed puts by value size: bucket[i] counts sizes <= le[i] and > le[i-1] (not
+     * cumulative); bucket[MC_MASTER_VALUE_SIZE_BUCKETS] the sizes above the last bound */
+    uint64_t value_size_bucket[MC_MASTER_VALUE_SIZE_BUCKETS + 1];
+    uint64_t value_size_count, value_size_sum;
     uint64_t lease_blocked_removes;
     uint64_t wal_records, wal_bytes, wal_syncs, snapshots;
     double fragmentation;   /* capacity-weighted over mounted segments */
@@ -220,10 +238,43 @@ void mc_master_metrics_snapshot(mc_master_t *m, mc_master_metrics_t *out);
 /* Owner thread: live numbers. */
 void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out);
 
-/* Owner thread: JSON describing one key ({"key":..,"state":..,"size":..,"replicas":[..]}) or
- * every segment. Returned string is malloc'ed, caller frees with mc_free. NULL if absent. */
-char *mc_master_query_key_json(mc_master_t *m, const char *key, size_t klen);
-char *mc_master_segments_json(mc_master_t *m);
+/* One mounted (or draining) segment's numbers, as published by the last cron. */
+typedef struct mc_master_segment_metrics {
+    char name[MC_MASTER_NAME_MAX];
+    uint64_t allocated_bytes, capacity_bytes;
+} mc_master_segment_metrics_t;
+
+/* Any thread: a copy of the per-segment numbers published by the last cron (the segments
+ * counted in total_capacity_bytes). *out_p is malloc'ed (free with mc_free; NULL when *n_p is
+ * 0). MC_ERR_NO_MEMORY if the copy cannot be made. */
+mc_status_t mc_master_segment_metrics_snapshot(mc_master_t *m, mc_master_segment_metrics_t **out_p,
+                                               size_t *n_p);
+
+/* ---- admin views (master_json.c; owner thread, read-only: no lease, no LRU touch). Each
+ * returns a NUL-terminated string the caller frees with mc_free, or NULL. */
+
+/* /query_key: {"success":true,"data":[descriptor per readable replica], ...}, a descriptor being
+ * upstream's {"size_","buffer_address_","protocol_","transport_endpoint_"}, followed by our
+ * fields (key, size, checksum, leased, hard_pinned, soft_pinned, replicas). NULL with *st_p:
+ * OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY (being written), INVALID_KEY or NO_MEMORY. */
+char *mc_master_query_key_json(mc_master_t *m, const char *key, size_t klen, mc_status_t *st_p);
+/* /batch_query_keys: {"success":true,"data":{"<key>":{"ok":true,"values":[descriptors]} or
+ * {"ok":false,"error":"OBJECT_NOT_FOUND"}, ...}}. Keys must be valid UTF-8 (JSON object
+ * names); borrowed for the call. NULL only when out of memory. */
+char *mc_master_batch_query_keys_json(mc_master_t *m, const char *const *keys,
+                                      const size_t *klens, size_t n);
+/* /get_all_keys: the keys with a readable replica, one per line, in table order, at most
+ * max_bytes of them (whole lines): *truncated_p says whether keys were left out, *n_p how many
+ * are listed. NULL when out of memory. */
+char *mc_master_key_list(mc_master_t *m, size_t max_bytes, size_t *n_p, bool *truncated_p);
+/* /get_all_segments: names of the mounted (and draining) segments, one per line. */
+char *mc_master_segment_names(mc_master_t *m);
+/* /get_segments_detail: {"total_segments":N,"segments":[...]} with upstream's fields and ours,
+ * for every segment the master knows (recovering ones too). */
+char *mc_master_segments_detail_json(mc_master_t *m);
+/* /query_segment: upstream's text ("<name>\nUsed(bytes): U\nCapacity(bytes) : C\n"); NULL
+ * with *st_p (SEGMENT_NOT_FOUND, NO_MEMORY). */
+char *mc_master_query_segment_text(mc_master_t *m, const char *name, mc_status_t *st_p);
 
 /* Owner thread: the configured read lease, and the segment-set version / master start epoch. */
 uint64_t mc_master_lease_ttl_ms(const mc_master_t *m);

@@ -41,6 +41,7 @@ static inline char *obj_key(obj_t *o) { return (char *)(o->rep + o->rep_cap); }
 typedef struct olist {
     obj_t *head, *tail;
     uint64_t n;
+    uint64_t n_soft;            /* of which carry OF_SOFT_PIN (flags never change while listed) */
 } olist_t;
 
 typedef struct extent {        /* recovery only */
@@ -117,6 +118,8 @@ struct mc_master {
 
     pthread_mutex_t snap_mu;
     mc_master_metrics_t snap;
+    mc_master_segment_metrics_t *pub_segs;  /* per-segment numbers published by the cron */
+    size_t n_pub_segs, cap_pub_segs;        /* (under snap_mu) */
 
     /* object event log (master_events.c) */
     struct master_ev **ev_ring;

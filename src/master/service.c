@@ -1,15 +1,19 @@
 /* The mooncake_master service (contract in service.h): the master core served by an RPC server
- * loop, plus an HTTP server (libmicrohttpd, its own threads) for /metrics, /health, /role,
- * /query_key and /get_all_segments. The loop thread owns the core: RPC handlers and the cron
- * run there, and the WAL is synced before each round of replies. HTTP threads never touch the
- * core: /metrics renders the snapshot the cron publishes, and queries are posted to the loop
- * and waited for (5 s at most; a stuck loop answers 503). */
+ * loop, plus an HTTP server (libmicrohttpd, its own threads) for /metrics and upstream's admin
+ * endpoints (/metrics/summary, /health, /role, /ha_status, /leader, /query_key,
+ * /batch_query_keys, /get_all_keys, /get_all_segments, /get_segments_detail, /query_segment).
+ * The loop thread owns the core: RPC handlers and the cron run there, and the WAL is synced
+ * before each round of replies. HTTP threads never touch the core: /metrics and the summary
+ * render the snapshot the cron publishes plus relaxed atomic counters, and queries are posted
+ * to the loop and waited for (5 s at most; a stuck loop answers 503). Endpoints, bodies and caps:
+ * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/time.h"
+#include "rpc/frame.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -18,6 +22,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Caps of the admin endpoints (each refused or bounded input answers 400 or is documented). */
+#define HTTP_KEY_MAX MC_RPC_MAX_KEY          /* bytes per key (as over RPC) */
+#define HTTP_BATCH_MAX 1024u                  /* keys per /batch_query_keys */
+#define HTTP_ALL_KEYS_MAX_BYTES (16u << 20)   /* /get_all_keys body; past it: truncated */
+#define HTTP_QUERY_WAIT_MS 5000
+
 struct mc_master_service {
     mc_master_service_opts_t o;
     mc_master_t *m;
@@ -25,7 +35,15 @@ struct mc_master_service {
     mc_rpc_handler_fn table[MC_OP_MAX];
     struct MHD_Daemon *httpd;
     uint16_t metrics_port;
+    atomic_bool serving;              /* the loop runs (service_ready in /health) */
+    bool batch_op[MC_OP_MAX];         /* opcodes named batch_*: item counters too */
     _Atomic uint64_t req[MC_OP_MAX], fail[MC_OP_MAX];
+    _Atomic uint64_t items[MC_OP_MAX], failed_items[MC_OP_MAX], partial[MC_OP_MAX];
+    /* /metrics/summary rates: the counters at the previous summary (under summary_mu) */
+    pthread_mutex_t summary_mu;
+    uint64_t sum_prev_ms;
+    uint64_t sum_req[MC_OP_MAX], sum_fail[MC_OP_MAX], sum_items[MC_OP_MAX],
+        sum_failed_items[MC_OP_MAX], sum_partial[MC_OP_MAX], sum_alloc_fail, sum_partial_alloc;
 };
 
 /* ---------------------------------------------------------------- RPC side (loop thread) */
@@ -38,20 +56,85 @@ static int32_t resp_status(const ProtobufCMessage *resp)
     return *(const int32_t *)((const char *)resp + f->offset);
 }
 
+/* Is a per-item (or single-key) status a failure? Existence checks answering "not found" are
+ * answers, not failures. */
+static bool item_failed(uint16_t op, int32_t st)
+{
+    return st != MC_OK &&
+           !(st == MC_ERR_OBJECT_NOT_FOUND && (op == MC_OP_EXIST_KEY || op == MC_OP_BATCH_EXIST_KEY));
+}
+
+static size_t repeated_count(const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f)
+{
+    return *(const size_t *)((const char *)msg + f->quantifier_offset);
+}
+
+/* A batch request's items (its `keys`) and how many of them failed: all of them when the whole
+ * request failed, else the failed per-item statuses (`statuses`, or `results[i].status`). */
+static void batch_items(uint16_t op, const ProtobufCMessage *req, const ProtobufCMessage *resp,
+                        int32_t body, size_t *items_p, size_t *failed_p)
+{
+    *items_p = *failed_p = 0;
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(req->descriptor, "keys");
+    if (!f || f->label != PROTOBUF_C_LABEL_REPEATED)
+        return;
+    size_t n = repeated_count(req, f);
+    *items_p = n;
+    if (body != MC_OK || !resp) {
+        *failed_p = n;
+        return;
+    }
+    size_t failed = 0;
+    if ((f = protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, "statuses")) &&
+        f->type == PROTOBUF_C_TYPE_SINT32) {
+        const int32_t *st = *(int32_t *const *)((const char *)resp + f->offset);
+        size_t k = repeated_count(resp, f);
+        for (size_t i = 0; i < k; i++)
+            failed += item_failed(op, st[i]);
+    } else if ((f = protobuf_c_message_descriptor_get_field_by_name(resp->descriptor,
+                                                                     "results")) &&
+               f->type == PROTOBUF_C_TYPE_MESSAGE) {
+        ProtobufCMessage *const *r = *(ProtobufCMessage *const *const *)((const char *)resp +
+                                                                         f->offset);
+        size_t k = repeated_count(resp, f);
+        for (size_t i = 0; i < k; i++)
+            failed += item_failed(op, resp_status(r[i]));
+    }
+    *failed_p = failed < n ? failed : n;
+}
+
+static void count(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static uint64_t load(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+
 static mc_status_t svc_dispatch(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
                                 ProtobufCMessage **resp_p)
 {
     mc_master_service_t *s = ctx;
-    mc_status_t st = s->table[call->opcode](s->m, call, req, resp_p);
-    atomic_fetch_add_explicit(&s->req[call->opcode], 1, memory_order_relaxed);
+    uint16_t op = call->opcode;
+    mc_status_t st = s->table[op](s->m, call, req, resp_p);
+    count(&s->req[op], 1);
     if (st == MC_RPC_DEFERRED) /* a parked long poll; answered (successfully) later */
         return st;
     int32_t body = st == MC_OK && *resp_p ? resp_status(*resp_p) : st;
-    /* Existence checks answering "not found" are answers, not failures. */
-    bool failed = body != MC_OK && !(body == MC_ERR_OBJECT_NOT_FOUND &&
-                                     (call->opcode == MC_OP_EXIST_KEY));
+    bool failed = item_failed(op, body);
+    if (s->batch_op[op]) {
+        /* upstream: a batch fails when every item failed, succeeds partially when some did */
+        size_t n, nf;
+        batch_items(op, req, st == MC_OK ? *resp_p : NULL, body, &n, &nf);
+        count(&s->items[op], n);
+        count(&s->failed_items[op], nf);
+        if (!failed && n && nf == n)
+            failed = true;
+        else if (!failed && nf)
+            count(&s->partial[op], 1);
+    }
     if (failed)
-        atomic_fetch_add_explicit(&s->fail[call->opcode], 1, memory_order_relaxed);
+        count(&s->fail[op], 1);
     return st;
 }
 
@@ -59,8 +142,8 @@ static void svc_on_request(void *ctx, uint16_t opcode, int failed)
 {
     mc_master_service_t *s = ctx;
     if (opcode < MC_OP_MAX && failed) {
-        atomic_fetch_add_explicit(&s->req[opcode], 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->fail[opcode], 1, memory_order_relaxed);
+        count(&s->req[opcode], 1);
+        count(&s->fail[opcode], 1);
     }
 }
 
@@ -72,46 +155,82 @@ static void svc_cron(void *ctx)
 }
 static void svc_before_reply(void *ctx) { mc_master_wal_sync(((mc_master_service_t *)ctx)->m); }
 
-/* ---------------------------------------------------------------- HTTP side (MHD threads) */
+/* ---------------------------------------------------------------- loop queries (HTTP -> loop) */
+
+typedef enum qkind {
+    Q_KEY,              /* /query_key */
+    Q_BATCH,            /* /batch_query_keys */
+    Q_ALL_KEYS,         /* /get_all_keys */
+    Q_SEGMENTS,         /* /get_all_segments */
+    Q_SEGMENTS_DETAIL,  /* /get_segments_detail */
+    Q_SEGMENT,          /* /query_segment */
+} qkind_t;
 
 typedef struct query {
     mc_master_service_t *s;
-    const char *key; /* NULL = segments */
+    qkind_t kind;
+    char *arg;           /* key, segment name or the batch's key list (owned; split in place) */
+    const char **keys;   /* Q_BATCH: n keys pointing into arg */
+    size_t *klens, n;
+    /* results */
     char *result;
+    mc_status_t st;
+    size_t listed;
+    bool truncated;
     int done;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } query_t;
 
+static void query_free(query_t *q)
+{
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    mc_free(q->arg);
+    mc_free(q->keys);
+    mc_free(q->klens);
+    mc_free(q);
+}
+
 static void query_on_loop(void *arg)
 {
     query_t *q = arg;
-    char *r = q->key ? mc_master_query_key_json(q->s->m, q->key, strlen(q->key))
-                     : mc_master_segments_json(q->s->m);
+    mc_master_t *m = q->s->m;
+    mc_status_t st = MC_OK;
+    size_t listed = 0;
+    bool truncated = false;
+    char *r = NULL;
+    switch (q->kind) {
+    case Q_KEY: r = mc_master_query_key_json(m, q->arg, strlen(q->arg), &st); break;
+    case Q_BATCH: r = mc_master_batch_query_keys_json(m, q->keys, q->klens, q->n); break;
+    case Q_ALL_KEYS: r = mc_master_key_list(m, HTTP_ALL_KEYS_MAX_BYTES, &listed, &truncated); break;
+    case Q_SEGMENTS: r = mc_master_segment_names(m); break;
+    case Q_SEGMENTS_DETAIL: r = mc_master_segments_detail_json(m); break;
+    case Q_SEGMENT: r = mc_master_query_segment_text(m, q->arg, &st); break;
+    }
+    if (!r && st == MC_OK)
+        st = MC_ERR_NO_MEMORY;
     pthread_mutex_lock(&q->mu);
     q->result = r;
+    q->st = st;
+    q->listed = listed;
+    q->truncated = truncated;
     q->done = 1;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Runs a read-only query on the loop thread and waits (bounded) for it. */
-static char *run_query(mc_master_service_t *s, const char *key, int *timed_out_p)
+/* Runs q on the loop thread and waits (bounded) for it. Returns false when it did not finish
+ * in time: then the loop still owns q, which is leaked rather than freed under it (only when
+ * the loop is stopped or wedged); else q holds the result and the caller frees q. */
+static bool run_query(mc_master_service_t *s, query_t *q)
 {
-    query_t *q = MC_NEW(query_t);
-    *timed_out_p = 0;
-    if (!q)
-        return NULL;
     q->s = s;
-    q->key = key ? mc_strdup(key) : NULL;
-    pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
     if (mc_rpc_server_post(s->srv, query_on_loop, q) != MC_OK) {
-        mc_free((void *)q->key);
-        mc_free(q);
-        return NULL;
+        q->st = MC_ERR_NO_MEMORY;
+        return true;
     }
-    uint64_t deadline = mc_now_ms() + 5000;
+    uint64_t deadline = mc_now_ms() + HTTP_QUERY_WAIT_MS;
     pthread_mutex_lock(&q->mu);
     while (!q->done && mc_now_ms() < deadline) {
         struct timespec ts;
@@ -124,82 +243,213 @@ static char *run_query(mc_master_service_t *s, const char *key, int *timed_out_p
         pthread_cond_timedwait(&q->cv, &q->mu, &ts);
     }
     int done = q->done;
-    char *r = q->result;
     pthread_mutex_unlock(&q->mu);
-    if (!done) {
-        /* The loop still owns q; it will be leaked rather than freed under it. Only happens
-         * when the loop is stopped or wedged. */
-        *timed_out_p = 1;
-        return NULL;
-    }
-    pthread_mutex_destroy(&q->mu);
-    pthread_cond_destroy(&q->cv);
-    mc_free((void *)q->key);
-    mc_free(q);
-    return r;
+    return done;
 }
 
-/* The metrics page being rendered; the first failed append sticks in st. */
+/* Length of the valid UTF-8 sequence at p (n bytes left), or 0 if it is not one: strict (no
+ * overlongs, surrogates or code points above U+10FFFF). */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t k = 1; k < len; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[k] & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* Keys are JSON object names in /batch_query_keys' answer: they must be UTF-8. */
+static bool utf8_valid(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0, k; i < n; i += k)
+        if ((k = utf8_seq(p + i, n - i)) == 0)
+            return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- metrics page */
+
+/* The page being rendered; the first failed append sticks in st. */
 typedef struct page {
     mc_buf_t b;
     mc_status_t st;
 } page_t;
 
+#define PAGE_PRINTF(pg, ...)                                                                       \
+    do {                                                                                           \
+        if ((pg)->st == MC_OK)                                                                     \
+            (pg)->st = mc_buf_printf(&(pg)->b, __VA_ARGS__);                                       \
+    } while (0)
+
+static void help_type(page_t *b, const char *name, const char *type, const char *help)
+{
+    PAGE_PRINTF(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 static void metric(page_t *b, const char *name, const char *type, const char *help, double v)
 {
-    if (b->st == MC_OK)
-        b->st = mc_buf_printf(&b->b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name,
-                              type, name, v);
+    help_type(b, name, type, help);
+    PAGE_PRINTF(b, "%s %.17g\n", name, v);
+}
+
+static void metric_u(page_t *b, const char *name, const char *type, const char *help, uint64_t v)
+{
+    help_type(b, name, type, help);
+    PAGE_PRINTF(b, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/* A label value as the Prometheus text format wants it: \ " and newline escaped, and valid
+ * UTF-8 (Prometheus refuses a scrape with an invalid label value; segment names come from
+ * clients): a byte that does not start a valid sequence becomes U+FFFD. */
+static void label_value(page_t *b, const char *v)
+{
+    const unsigned char *p = (const unsigned char *)v;
+    size_t n = strlen(v);
+    for (size_t i = 0, k; i < n && b->st == MC_OK; i += k) {
+        const char *esc = p[i] == '\\' ? "\\\\" : p[i] == '"' ? "\\\"" : NULL;
+        if (p[i] == '\n')
+            esc = "\\n";
+        k = utf8_seq(p + i, n - i);
+        if (esc)
+            b->st = mc_buf_append(&b->b, esc, 2);
+        else if (k)
+            b->st = mc_buf_append(&b->b, p + i, k);
+        else
+            b->st = mc_buf_append(&b->b, "\xef\xbf\xbd", 3);
+        k = k ? k : 1;
+    }
+}
+
+static void segment_gauges(page_t *b, const mc_master_segment_metrics_t *segs, size_t n,
+                           bool capacity)
+{
+    const char *name = capacity ? "segment_total_capacity_bytes" : "segment_allocated_bytes";
+    help_type(b, name, "gauge",
+              capacity ? "Capacity of the mounted segment" : "Bytes allocated in the segment");
+    for (size_t i = 0; i < n; i++) {
+        PAGE_PRINTF(b, "%s{segment=\"", name);
+        label_value(b, segs[i].name);
+        PAGE_PRINTF(b, "\"} %llu\n",
+                    (unsigned long long)(capacity ? segs[i].capacity_bytes
+                                                  : segs[i].allocated_bytes));
+    }
+}
+
+static void value_size_histogram(page_t *b, const mc_master_metrics_t *m)
+{
+    const char *name = "master_value_size_bytes";
+    help_type(b, name, "histogram", "Value sizes of committed puts");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < MC_MASTER_VALUE_SIZE_BUCKETS; i++) {
+        cum += m->value_size_bucket[i];
+        PAGE_PRINTF(b, "%s_bucket{le=\"%llu\"} %llu\n", name,
+                    (unsigned long long)mc_master_value_size_le[i], (unsigned long long)cum);
+    }
+    PAGE_PRINTF(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %llu\n%s_count %llu\n", name,
+                (unsigned long long)m->value_size_count, name,
+                (unsigned long long)m->value_size_sum, name,
+                (unsigned long long)m->value_size_count);
 }
 
 static char *render_metrics(mc_master_service_t *s)
 {
     mc_master_metrics_t m;
     mc_master_metrics_snapshot(s->m, &m);
+    mc_master_segment_metrics_t *segs = NULL;
+    size_t n_segs = 0;
     page_t b = {0};
-    metric(&b, "master_allocated_bytes", "gauge", "Bytes allocated in mounted segments",
-           (double)m.allocated_bytes);
-    metric(&b, "master_total_capacity_bytes", "gauge", "Capacity of mounted segments",
-           (double)m.total_capacity_bytes);
-    metric(&b, "master_key_count", "gauge", "Committed objects", (double)m.key_count);
-    metric(&b, "master_writing_key_count", "gauge", "Objects being written",
-           (double)m.writing_count);
-    metric(&b, "master_active_clients", "gauge", "Clients seen within client_ttl",
-           (double)m.active_clients);
-    metric(&b, "master_mounted_segments", "gauge", "Mounted segments", (double)m.mounted_segments);
-    metric(&b, "master_recovering_segments", "gauge", "Segments waiting for re-mount after restart",
-           (double)m.recovering_segments);
+    b.st = mc_master_segment_metrics_snapshot(s->m, &segs, &n_segs);
+    /* capacity */
+    metric_u(&b, "master_allocated_bytes", "gauge", "Bytes allocated in mounted segments",
+             m.allocated_bytes);
+    metric_u(&b, "master_total_capacity_bytes", "gauge", "Capacity of mounted segments",
+             m.total_capacity_bytes);
+    segment_gauges(&b, segs, n_segs, false);
+    segment_gauges(&b, segs, n_segs, true);
+    mc_free(segs);
+    /* objects */
+    metric_u(&b, "master_key_count", "gauge", "Committed objects", m.key_count);
+    metric_u(&b, "master_soft_pin_key_count", "gauge", "Committed objects put with a soft pin",
+             m.soft_pin_key_count);
+    value_size_histogram(&b, &m);
+    metric_u(&b, "master_active_clients", "gauge", "Clients seen within client_ttl",
+             m.active_clients);
+    metric_u(&b, "master_writing_key_count", "gauge", "Objects being written", m.writing_count);
+    metric_u(&b, "master_mounted_segments", "gauge", "Mounted segments", m.mounted_segments);
+    metric_u(&b, "master_recovering_segments", "gauge",
+             "Segments waiting for re-mount after restart", m.recovering_segments);
     metric(&b, "master_fragmentation_ratio", "gauge", "1 - largest free block / free bytes",
            m.fragmentation);
-    metric(&b, "master_successful_evictions_total", "counter", "Eviction rounds that freed space",
-           (double)m.successful_evictions);
-    metric(&b, "master_attempted_evictions_failed_total", "counter",
-           "Eviction rounds that found nothing evictable", (double)m.failed_evictions);
-    metric(&b, "master_evicted_key_count", "counter", "Objects evicted",
-           (double)m.evicted_objects);
-    metric(&b, "master_evicted_size_bytes", "counter", "Bytes evicted", (double)m.evicted_bytes);
-    metric(&b, "master_put_start_discard_cnt", "counter", "Stuck puts pre-empted",
-           (double)m.put_start_discards);
-    metric(&b, "master_put_start_release_cnt", "counter", "Stuck put spaces released",
-           (double)m.put_start_releases);
-    metric(&b, "master_wal_records_total", "counter", "WAL records appended",
-           (double)m.wal_records);
-    metric(&b, "master_wal_syncs_total", "counter", "WAL group commits", (double)m.wal_syncs);
-    metric(&b, "master_wal_snapshots_total", "counter", "WAL snapshots written",
-           (double)m.snapshots);
-    metric(&b, "master_object_events_total", "counter",
-           "Object events appended to the event log (= last event seq)", (double)m.events);
+    /* eviction */
+    metric_u(&b, "master_successful_evictions_total", "counter",
+             "Eviction rounds that freed space", m.successful_evictions);
+    metric_u(&b, "master_attempted_evictions_total", "counter",
+             "Eviction rounds (successful or not)", m.successful_evictions + m.failed_evictions);
+    metric_u(&b, "master_attempted_evictions_failed_total", "counter",
+             "Eviction rounds that found nothing evictable", m.failed_evictions);
+    metric_u(&b, "master_evicted_key_count", "counter", "Objects evicted", m.evicted_objects);
+    metric_u(&b, "master_evicted_size_bytes", "counter", "Bytes evicted", m.evicted_bytes);
+    /* puts */
+    metric_u(&b, "master_put_start_alloc_failures_total", "counter",
+             "PutStarts that found no space (NO_AVAILABLE_HANDLE)", m.put_start_alloc_failures);
+    metric_u(&b, "master_put_start_partial_allocations_total", "counter",
+             "PutStarts placed with fewer replicas than requested (not enough segments)",
+             m.put_start_partial_allocations);
+    metric_u(&b, "master_put_start_discard_cnt", "counter", "Stuck puts pre-empted",
+             m.put_start_discards);
+    metric_u(&b, "master_put_start_release_cnt", "counter", "Stuck put spaces released",
+             m.put_start_releases);
+    /* durability, events */
+    metric_u(&b, "master_wal_records_total", "counter", "WAL records appended", m.wal_records);
+    metric_u(&b, "master_wal_syncs_total", "counter", "WAL group commits", m.wal_syncs);
+    metric_u(&b, "master_wal_snapshots_total", "counter", "WAL snapshots written", m.snapshots);
+    metric_u(&b, "master_object_events_total", "counter",
+             "Object events appended to the event log (= last event seq)", m.events);
+    /* per RPC */
     for (uint16_t op = 0; op < MC_OP_MAX; op++) {
         const mc_rpc_op_info_t *info = mc_rpc_op_info(op);
         if (!info)
             continue;
         char name[128];
         snprintf(name, sizeof(name), "master_%s_requests_total", info->name);
-        metric(&b, name, "counter", "Requests received",
-               (double)atomic_load_explicit(&s->req[op], memory_order_relaxed));
+        metric_u(&b, name, "counter", "Requests received", load(&s->req[op]));
         snprintf(name, sizeof(name), "master_%s_failures_total", info->name);
-        metric(&b, name, "counter", "Requests answered with an error",
-               (double)atomic_load_explicit(&s->fail[op], memory_order_relaxed));
+        metric_u(&b, name, "counter",
+                 s->batch_op[op] ? "Requests that failed as a whole or for every item"
+                                 : "Requests answered with an error",
+                 load(&s->fail[op]));
+        if (!s->batch_op[op])
+            continue;
+        snprintf(name, sizeof(name), "master_%s_partial_successes_total", info->name);
+        metric_u(&b, name, "counter", "Requests in which some but not all items failed",
+                 load(&s->partial[op]));
+        snprintf(name, sizeof(name), "master_%s_items_total", info->name);
+        metric_u(&b, name, "counter", "Items (keys) in the requests", load(&s->items[op]));
+        snprintf(name, sizeof(name), "master_%s_failed_items_total", info->name);
+        metric_u(&b, name, "counter", "Items (keys) that failed", load(&s->failed_items[op]));
     }
     if (b.st != MC_OK) { /* no partial page: the handler answers 500 */
         mc_buf_free(&b.b);
@@ -208,8 +458,117 @@ static char *render_metrics(mc_master_service_t *s)
     return mc_buf_take_str(&b.b);
 }
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body,
-                             int owned)
+/* Upstream's byte_size_to_string: "1.50 GB", "512 B". */
+static void human_bytes(page_t *b, uint64_t v)
+{
+    static const char *unit[] = {"KB", "MB", "GB", "TB"};
+    if (v < 1024) {
+        PAGE_PRINTF(b, "%llu B", (unsigned long long)v);
+        return;
+    }
+    double d = (double)v / 1024.0;
+    int u = 0;
+    while (u < 3 && d >= 1024.0) {
+        d /= 1024.0;
+        u++;
+    }
+    PAGE_PRINTF(b, "%.2f %s", d, unit[u]);
+}
+
+/* Upstream's /metrics/summary, one line: role, state, service_ready, master={...}, ha={}.
+ * Request figures are per-second rates since the previous summary (0.00 on the first one);
+ * tiers and subsystems we do not have (SSD/NVMe-oF, promotion, HA) are left out. */
+static char *render_summary(mc_master_service_t *s)
+{
+    static const struct { const char *label; uint16_t op; } single[] = {
+        {"PutStart", MC_OP_PUT_START}, {"PutEnd", MC_OP_PUT_END},
+        {"PutRevoke", MC_OP_PUT_REVOKE}, {"Get", MC_OP_GET_REPLICA_LIST},
+        {"Exist", MC_OP_EXIST_KEY}, {"Del", MC_OP_REMOVE}, {"DelAll", MC_OP_REMOVE_ALL},
+        {"Ping", MC_OP_PING},
+    };
+    static const struct { const char *label; uint16_t op; } batch[] = {
+        {"PutStart", MC_OP_BATCH_PUT_START}, {"PutEnd", MC_OP_BATCH_PUT_END},
+        {"PutRevoke", MC_OP_BATCH_PUT_REVOKE}, {"Get", MC_OP_BATCH_GET_REPLICA_LIST},
+        {"ExistKey", MC_OP_BATCH_EXIST_KEY},
+    };
+    mc_master_metrics_t m;
+    mc_master_metrics_snapshot(s->m, &m);
+    bool ready = atomic_load(&s->serving);
+    page_t b = {0};
+    PAGE_PRINTF(&b, "role=%s, state=%s, service_ready=%s, master={Mem Storage: ",
+                ready ? "leader" : "standby", ready ? "serving" : "starting",
+                ready ? "true" : "false");
+    human_bytes(&b, m.allocated_bytes);
+    PAGE_PRINTF(&b, " / ");
+    human_bytes(&b, m.total_capacity_bytes);
+    if (m.total_capacity_bytes)
+        PAGE_PRINTF(&b, " (%.1f%%)",
+                    (double)m.allocated_bytes / (double)m.total_capacity_bytes * 100.0);
+    PAGE_PRINTF(&b, " | Keys: %llu (soft-pinned: %llu) | Clients: %llu",
+                (unsigned long long)m.key_count, (unsigned long long)m.soft_pin_key_count,
+                (unsigned long long)m.active_clients);
+
+    pthread_mutex_lock(&s->summary_mu);
+    uint64_t now = mc_now_ms();
+    double secs = s->sum_prev_ms ? (double)(now - s->sum_prev_ms) / 1000.0 : 0;
+#define RATE(cur, prev) (secs > 0 && (cur) > (prev) ? (double)((cur) - (prev)) / secs : 0.0)
+    PAGE_PRINTF(&b, " | Requests (Success/Total per sec): ");
+    for (size_t i = 0; i < sizeof(single) / sizeof(single[0]); i++) {
+        uint16_t op = single[i].op;
+        uint64_t r = load(&s->req[op]), f = load(&s->fail[op]);
+        PAGE_PRINTF(&b, "%s%s=%.2f/%.2f", i ? ", " : "", single[i].label,
+                    RATE(r - f, s->sum_req[op] - s->sum_fail[op]), RATE(r, s->sum_req[op]));
+    }
+    PAGE_PRINTF(&b, " | Batch Requests (per sec, Req=Success/PartialSuccess/Total, "
+                    "Item=Success/Total): ");
+    for (size_t i = 0; i < sizeof(batch) / sizeof(batch[0]); i++) {
+        uint16_t op = batch[i].op;
+        uint64_t r = load(&s->req[op]), f = load(&s->fail[op]), p = load(&s->partial[op]);
+        uint64_t it = load(&s->items[op]), fi = load(&s->failed_items[op]);
+        PAGE_PRINTF(&b, "%s%s:(Req=%.2f/%.2f/%.2f, Item=%.2f/%.2f)", i ? ", " : "",
+                    batch[i].label,
+                    RATE(r - f - p, s->sum_req[op] - s->sum_fail[op] - s->sum_partial[op]),
+                    RATE(p, s->sum_partial[op]), RATE(r, s->sum_req[op]),
+                    RATE(it - fi, s->sum_items[op] - s->sum_failed_items[op]),
+                    RATE(it, s->sum_items[op]));
+    }
+#undef RATE
+    PAGE_PRINTF(&b,
+                " | Eviction: Success/Attempts=%llu/%llu, AllocFail=%llu, PartialAlloc=%llu, "
+                "keys=%llu, size=",
+                (unsigned long long)m.successful_evictions,
+                (unsigned long long)(m.successful_evictions + m.failed_evictions),
+                (unsigned long long)(m.put_start_alloc_failures - s->sum_alloc_fail),
+                (unsigned long long)(m.put_start_partial_allocations - s->sum_partial_alloc),
+                (unsigned long long)m.evicted_objects);
+    human_bytes(&b, m.evicted_bytes);
+    PAGE_PRINTF(&b, " | Discard: Released/Total=%llu/%llu}, ha={}",
+                (unsigned long long)m.put_start_releases, (unsigned long long)m.put_start_discards);
+    s->sum_prev_ms = now;
+    for (int op = 0; op < MC_OP_MAX; op++) {
+        s->sum_req[op] = load(&s->req[op]);
+        s->sum_fail[op] = load(&s->fail[op]);
+        s->sum_partial[op] = load(&s->partial[op]);
+        s->sum_items[op] = load(&s->items[op]);
+        s->sum_failed_items[op] = load(&s->failed_items[op]);
+    }
+    s->sum_alloc_fail = m.put_start_alloc_failures;
+    s->sum_partial_alloc = m.put_start_partial_allocations;
+    pthread_mutex_unlock(&s->summary_mu);
+    if (b.st != MC_OK) {
+        mc_buf_free(&b.b);
+        return NULL;
+    }
+    return mc_buf_take_str(&b.b);
+}
+
+/* ---------------------------------------------------------------- HTTP handler (MHD threads) */
+
+static const char *const JSON = "application/json; charset=utf-8";
+static const char *const TEXT = "text/plain; charset=utf-8";
+
+static enum MHD_Result reply_h(struct MHD_Connection *c, unsigned code, const char *type,
+                               char *body, int owned, const char *hname, const char *hval)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(
         strlen(body), body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -219,9 +578,144 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", type);
+    if (hname)
+        MHD_add_response_header(r, hname, hval);
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body,
+                             int owned)
+{
+    return reply_h(c, code, type, body, owned, NULL, NULL);
+}
+
+/* Upstream's simple error body {"success":false,"error":"..."}; msg is a constant. */
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf), "{\"success\":false,\"error\":\"%s\"}", msg);
+    char *body = mc_strdup(buf);
+    return body ? reply(c, code, JSON, body, 1) : MHD_NO;
+}
+
+/* Upstream's error body for a failed lookup: {"success":false,"error_code":N,"error_message":..} */
+static enum MHD_Result reply_status(struct MHD_Connection *c, unsigned code, mc_status_t st)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "{\"success\":false,\"error_code\":%d,\"error_message\":\"%s\"}",
+             (int)st, mc_status_name(st));
+    char *body = mc_strdup(buf);
+    return body ? reply(c, code, JSON, body, 1) : MHD_NO;
+}
+
+/* Splits q->arg (the keys=k1,k2,... value) in place into q->keys/klens. NULL, or the 400
+ * message. */
+static const char *split_keys(query_t *q)
+{
+    size_t n = 1;
+    for (const char *p = q->arg; *p; p++)
+        n += *p == ',';
+    if (n > HTTP_BATCH_MAX)
+        return "too many keys (at most 1024 per request)";
+    q->keys = mc_calloc(n, sizeof(*q->keys));
+    q->klens = mc_calloc(n, sizeof(*q->klens));
+    if (!q->keys || !q->klens)
+        return "no memory";
+    char *k = q->arg;
+    for (size_t i = 0; i < n; i++) {
+        char *comma = strchr(k, ',');
+        if (comma)
+            *comma = '\0';
+        size_t len = strlen(k);
+        if (len == 0)
+            return "empty key in keys= (use ?keys=key1,key2,...)";
+        if (len > HTTP_KEY_MAX)
+            return "key longer than 4096 bytes";
+        if (!utf8_valid((const unsigned char *)k, len))
+            return "key is not valid UTF-8";
+        q->keys[i] = k;
+        q->klens[i] = len;
+        k = comma ? comma + 1 : k + len;
+    }
+    q->n = n;
+    return NULL;
+}
+
+static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection *c, qkind_t kind)
+{
+    if (!atomic_load(&s->serving))
+        return reply_error(c, 503, "service plane is not active");
+    query_t *q = MC_NEW(query_t);
+    if (!q)
+        return reply(c, 500, TEXT, "no memory\n", 0);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    q->kind = kind;
+    const char *bad = NULL;
+    if (kind == Q_KEY || kind == Q_SEGMENT || kind == Q_BATCH) {
+        const char *pname = kind == Q_KEY ? "key" : kind == Q_SEGMENT ? "segment" : "keys";
+        const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, pname);
+        size_t len = v ? strlen(v) : 0;
+        if (len == 0)
+            bad = kind == Q_KEY       ? "No key provided. Use ?key=<key>"
+                  : kind == Q_SEGMENT ? "No segment provided. Use ?segment=<name>"
+                                      : "No keys provided. Use ?keys=key1,key2,...";
+        else if (kind == Q_KEY && len > HTTP_KEY_MAX)
+            bad = "key longer than 4096 bytes";
+        else if (kind == Q_SEGMENT && len >= MC_MASTER_NAME_MAX)
+            bad = "segment name longer than 255 bytes";
+        else if (!(q->arg = mc_strdup(v)))
+            bad = "no memory";
+        else if (kind == Q_BATCH)
+            bad = split_keys(q);
+    }
+    if (bad) {
+        query_free(q);
+        return reply_error(c, strcmp(bad, "no memory") ? 400 : 500, bad);
+    }
+    if (!run_query(s, q)) /* q is the loop's now */
+        return reply_error(c, 503, "master loop busy");
+    char *r = q->result;
+    mc_status_t st = q->st;
+    size_t listed = q->listed;
+    bool truncated = q->truncated;
+    query_free(q);
+    if (!r) {
+        unsigned code = st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_REPLICA_IS_NOT_READY ||
+                                st == MC_ERR_SEGMENT_NOT_FOUND
+                            ? 404
+                        : st == MC_ERR_INVALID_KEY ? 400
+                                                   : 500;
+        return reply_status(c, code, st);
+    }
+    switch (kind) {
+    case Q_KEY:
+    case Q_BATCH:
+    case Q_SEGMENTS_DETAIL: return reply(c, 200, JSON, r, 1);
+    case Q_ALL_KEYS:
+        if (truncated) {
+            char n[32];
+            snprintf(n, sizeof(n), "%zu", listed);
+            MC_LOG_WARN("master: /get_all_keys truncated at %zu keys (16 MiB)", listed);
+            return reply_h(c, 200, TEXT, r, 1, "X-Mooncake-Truncated-After", n);
+        }
+        return reply(c, 200, TEXT, r, 1);
+    default: return reply(c, 200, TEXT, r, 1);
+    }
+}
+
+static enum MHD_Result http_health(mc_master_service_t *s, struct MHD_Connection *c)
+{
+    bool ready = atomic_load(&s->serving);
+    char buf[160];
+    snprintf(buf, sizeof(buf),
+             "{\"status\":\"ok\",\"role\":\"%s\",\"ha_state\":\"%s\",\"service_ready\":%s}",
+             ready ? "leader" : "standby", ready ? "serving" : "starting",
+             ready ? "true" : "false");
+    char *body = mc_strdup(buf);
+    return body ? reply(c, 200, JSON, body, 1) : MHD_NO;
 }
 
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -234,32 +728,38 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
     (void)con_cls;
     mc_master_service_t *s = cls;
     if (strcmp(method, "GET") != 0)
-        return reply(c, 405, "text/plain", "method not allowed\n", 0);
+        return reply_error(c, 405, "method not allowed (GET only)");
     if (strcmp(url, "/metrics") == 0) {
         char *t = render_metrics(s);
         return t ? reply(c, 200, "text/plain; version=0.0.4", t, 1)
-                 : reply(c, 500, "text/plain", "no memory\n", 0);
+                 : reply(c, 500, TEXT, "no memory\n", 0);
     }
+    if (strcmp(url, "/metrics/summary") == 0) {
+        char *t = render_summary(s);
+        return t ? reply(c, 200, "text/plain; version=0.0.4", t, 1)
+                 : reply(c, 500, TEXT, "no memory\n", 0);
+    }
+    bool ready = atomic_load(&s->serving);
     if (strcmp(url, "/health") == 0)
-        return reply(c, 200, "text/plain", "OK\n", 0);
+        return http_health(s, c);
     if (strcmp(url, "/role") == 0)
-        return reply(c, 200, "text/plain", "master\n", 0);
-    if (strcmp(url, "/query_key") == 0 || strcmp(url, "/get_all_segments") == 0) {
-        const char *key = NULL;
-        if (url[1] == 'q') {
-            key = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key");
-            if (!key || !key[0] || strlen(key) > 4096)
-                return reply(c, 400, "text/plain", "need ?key=<1..4096 bytes>\n", 0);
-        }
-        int to = 0;
-        char *j = run_query(s, key, &to);
-        if (to)
-            return reply(c, 503, "text/plain", "master loop busy\n", 0);
-        if (!j)
-            return reply(c, 404, "application/json", "{\"error\":\"OBJECT_NOT_FOUND\"}\n", 0);
-        return reply(c, 200, "application/json", j, 1);
-    }
-    return reply(c, 404, "text/plain", "not found\n", 0);
+        return reply(c, 200, TEXT, ready ? "leader" : "standby", 0);
+    if (strcmp(url, "/ha_status") == 0)
+        return reply(c, 200, TEXT, ready ? "serving" : "starting", 0);
+    if (strcmp(url, "/leader") == 0) /* no HA: there is no elected leader to name */
+        return reply(c, 200, JSON, "{\"present\":false}", 0);
+    static const struct { const char *path; qkind_t kind; } queries[] = {
+        {"/query_key", Q_KEY},
+        {"/batch_query_keys", Q_BATCH},
+        {"/get_all_keys", Q_ALL_KEYS},
+        {"/get_all_segments", Q_SEGMENTS},
+        {"/get_segments_detail", Q_SEGMENTS_DETAIL},
+        {"/query_segment", Q_SEGMENT},
+    };
+    for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++)
+        if (strcmp(url, queries[i].path) == 0)
+            return http_query(s, c, queries[i].kind);
+    return reply_error(c, 404, "no such endpoint");
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -277,6 +777,11 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         mc_free(s);
         return st;
     }
+    pthread_mutex_init(&s->summary_mu, NULL);
+    for (uint16_t op = 0; op < MC_OP_MAX; op++) {
+        const mc_rpc_op_info_t *info = mc_rpc_op_info(op);
+        s->batch_op[op] = info && strncmp(info->name, "batch_", 6) == 0;
+    }
     mc_master_rpc_handlers(s->table);
     mc_rpc_server_opts_t so = {0};
     so.host = opts->rpc_address ? opts->rpc_address : "0.0.0.0";
@@ -291,6 +796,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     st = mc_rpc_server_create(&so, &s->srv);
     if (st != MC_OK) {
         mc_master_destroy(s->m);
+        pthread_mutex_destroy(&s->summary_mu);
         mc_free(s);
         return st;
     }
@@ -315,6 +821,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
                          opts->metrics_port);
             mc_rpc_server_destroy(s->srv);
             mc_master_destroy(s->m);
+            pthread_mutex_destroy(&s->summary_mu);
             mc_free(s);
             return MC_ERR_IO;
         }
@@ -326,7 +833,13 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     return MC_OK;
 }
 
-mc_status_t mc_master_service_run(mc_master_service_t *s) { return mc_rpc_server_run(s->srv); }
+mc_status_t mc_master_service_run(mc_master_service_t *s)
+{
+    atomic_store(&s->serving, true);
+    mc_status_t st = mc_rpc_server_run(s->srv);
+    atomic_store(&s->serving, false);
+    return st;
+}
 
 void mc_master_service_stop(mc_master_service_t *s) { mc_rpc_server_stop(s->srv); }
 
@@ -338,6 +851,7 @@ void mc_master_service_destroy(mc_master_service_t *s)
         MHD_stop_daemon(s->httpd);
     mc_rpc_server_destroy(s->srv);
     mc_master_destroy(s->m);
+    pthread_mutex_destroy(&s->summary_mu);
     mc_free(s);
 }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A real Prometheus (Debian's `prometheus`) scrapes mooncake_master's /metrics; after a
-# workload puts objects, the scraped master_key_count must rise above zero.
+# workload puts objects, the scraped master_key_count must rise above zero, and Prometheus must
+# hold series under upstream Mooncake's newer names: the value-size histogram and the
+# per-segment capacity gauge (a label value, parsed by Prometheus itself).
 # Everything runs on loopback with free ports and is stopped by PID.
 set -euo pipefail
 BIN=${MC_BIN_DIR:?}
@@ -26,8 +28,8 @@ prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb"
   --web.listen-address="127.0.0.1:$prom" >"$work/prom.log" 2>&1 &
 MC_PIDS+=($!)
 
-query() { # prints the value of master_key_count as scraped by Prometheus, or nothing
-  curl -sf "http://127.0.0.1:$prom/api/v1/query?query=master_key_count" |
+query() { # prints the value of the PromQL expression $1 (default master_key_count), or nothing
+  curl -sfG "http://127.0.0.1:$prom/api/v1/query" --data-urlencode "query=${1:-master_key_count}" |
     /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")'
 }
 has_value() { [ -n "$(query)" ]; }
@@ -42,4 +44,13 @@ mc_start_server server "127.0.0.1:$rpc" --global_segment_size=64MB || { echo "FA
 rose() { v=$(query); [ -n "$v" ] && /usr/bin/python3 -c "import sys; sys.exit(0 if float('$v') > float('$before') else 1)"; }
 mc_wait_cmd 30 rose || { echo "FAIL: master_key_count did not rise (still $(query))"; exit 1; }
 echo "scraped master_key_count after workload: $(query)"
+
+# upstream-named series: one histogram observation per committed put, and the segment's capacity
+positive() { v=$(query "$1"); [ -n "$v" ] && /usr/bin/python3 -c "import sys; sys.exit(0 if float('$v') > 0 else 1)"; }
+mc_wait_cmd 30 positive master_value_size_bytes_count ||
+  { echo "FAIL: no master_value_size_bytes_count > 0 in Prometheus ($(query master_value_size_bytes_count))"; exit 1; }
+echo "scraped master_value_size_bytes_count: $(query master_value_size_bytes_count)"
+mc_wait_cmd 30 positive 'sum(segment_total_capacity_bytes{segment!=""})' ||
+  { echo "FAIL: no segment_total_capacity_bytes{segment=...} series in Prometheus"; exit 1; }
+echo "scraped segment_total_capacity_bytes: $(query 'sum(segment_total_capacity_bytes)') bytes over $(query 'count(segment_total_capacity_bytes)') segment(s)"
 echo "1 passed, 0 failed"

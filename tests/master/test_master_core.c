@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "common/alloc.h"
 #include "master/master.h"
 
 #include <stdio.h>
@@ -685,6 +686,124 @@ static void test_wal_recovery(void **state)
     rm_rf(dir);
 }
 
+/* The counters behind upstream's metric names: soft-pinned keys, PutStart allocation failures,
+ * the value-size histogram, eviction rounds, and the per-segment numbers the cron publishes. */
+static void test_upstream_metrics(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(NULL);
+    mc_master_metrics_t mm;
+    mc_master_segment_metrics_t *segs;
+    size_t n_segs;
+    mc_master_cron(m);
+    assert_int_equal(mc_master_segment_metrics_snapshot(m, &segs, &n_segs), MC_OK);
+    assert_int_equal(n_segs, 0);
+    assert_null(segs);
+    mount(m, CA, "segA", 0x10000, 1 << 20, "h1", 0xaa);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    /* nothing fits: an allocation failure and an eviction round that found nothing */
+    assert_int_equal(mc_master_put_start(m, CA, K("huge"), 4 << 20, NULL, false, r, &n),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.put_start_alloc_failures, 1);
+    assert_int_equal(mm.failed_evictions, 1);
+    assert_int_equal(mm.successful_evictions, 0);
+    /* the failure left an eviction pending: the next cron runs (and fails) one more round */
+    mc_master_cron(m);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.failed_evictions, 2);
+    /* sizes: 1000 (<= 4 KiB), 4096 (<= 4 KiB: bounds are inclusive), 70000 (<= 256 KiB),
+     * 900000 only after evicting the others */
+    assert_int_equal(put(m, CA, "a", 1000, 1), MC_OK);
+    assert_int_equal(put(m, CA, "b", 4096, 1), MC_OK);
+    mc_master_put_opts_t soft = {.soft_pin = true};
+    assert_int_equal(mc_master_put_start(m, CA, K("s"), 70000, &soft, false, r, &n), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.soft_pin_key_count, 0); /* not committed yet */
+    assert_int_equal(mc_master_put_end(m, CA, K("s"), 1), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.soft_pin_key_count, 1);
+    assert_int_equal(mm.key_count, 3);
+    assert_int_equal(mm.value_size_count, 3);
+    assert_int_equal(mm.value_size_sum, 1000 + 4096 + 70000);
+    assert_int_equal(mm.value_size_bucket[0], 2);
+    assert_int_equal(mm.value_size_bucket[1], 0);
+    assert_int_equal(mm.value_size_bucket[2], 1);
+    mc_master_cron(m);
+    assert_int_equal(mc_master_segment_metrics_snapshot(m, &segs, &n_segs), MC_OK);
+    assert_int_equal(n_segs, 1);
+    assert_string_equal(segs[0].name, "segA");
+    assert_int_equal(segs[0].capacity_bytes, 1 << 20);
+    mc_master_metrics_snapshot(m, &mm);
+    assert_int_equal(segs[0].allocated_bytes, mm.allocated_bytes);
+    assert_true(segs[0].allocated_bytes >= 1000 + 4096 + 70000);
+    mc_free(segs);
+    /* a put that fits only by evicting: a successful round, soft pin gone with its object */
+    assert_int_equal(put(m, CA, "big", 1000000, 1), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.successful_evictions, 1);
+    assert_true(mm.evicted_objects >= 1);
+    assert_int_equal(mm.value_size_count, 4);
+    assert_int_equal(mm.value_size_bucket[MC_MASTER_VALUE_SIZE_BUCKETS - 4], 1); /* <= 1 MiB */
+    assert_int_equal(mm.soft_pin_key_count, mc_master_exist(m, K("s")) == MC_OK ? 1 : 0);
+    /* removal of a soft-pinned object drops the gauge; a value above the last bound lands in
+     * the overflow bucket (a bigger segment for it) */
+    mount(m, CA, "segB", 0x10000000, 128 << 20, "h2", 0xbb);
+    mc_master_put_opts_t to_b = {.soft_pin = true, .preferred_segment = "segB"};
+    assert_int_equal(mc_master_put_start(m, CA, K("s2"), 100 << 20, &to_b, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("s2"), 1), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.value_size_bucket[MC_MASTER_VALUE_SIZE_BUCKETS], 1);
+    uint64_t pinned = mm.soft_pin_key_count;
+    /* two replicas asked, two segments, but only segB has room left: one replica placed */
+    assert_int_equal(mm.put_start_partial_allocations, 0);
+    mc_master_put_opts_t two = {.replica_num = 2};
+    assert_int_equal(mc_master_put_start(m, CA, K("two"), 1 << 20, &two, false, r, &n), MC_OK);
+    assert_int_equal(n, 1);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.put_start_partial_allocations, 1);
+    assert_int_equal(mc_master_remove(m, K("s2"), false, NULL), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.soft_pin_key_count, pinned - 1);
+    mc_master_cron(m);
+    assert_int_equal(mc_master_segment_metrics_snapshot(m, &segs, &n_segs), MC_OK);
+    assert_int_equal(n_segs, 2);
+    mc_free(segs);
+    mc_master_destroy(m);
+}
+
+/* /get_all_keys' listing: readable keys only, one per line, cut at whole lines at the cap. */
+static void test_key_list_cap(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(NULL);
+    mount(m, CA, "segA", 0x10000, 1 << 20, "h1", 0xaa);
+    assert_int_equal(put(m, CA, "k1", 100, 1), MC_OK);
+    assert_int_equal(put(m, CA, "k2", 100, 1), MC_OK);
+    assert_int_equal(put(m, CA, "k3", 100, 1), MC_OK);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, K("w"), 100, NULL, false, r, &n), MC_OK);
+    size_t listed = 0;
+    bool truncated = true;
+    char *s = mc_master_key_list(m, 1 << 20, &listed, &truncated);
+    assert_non_null(s);
+    assert_int_equal(listed, 3);
+    assert_false(truncated);
+    assert_int_equal(strlen(s), 9); /* "kN\n" x 3, not the key being written */
+    assert_null(strstr(s, "w\n"));
+    mc_free(s);
+    s = mc_master_key_list(m, 7, &listed, &truncated); /* room for two lines of 3 bytes */
+    assert_non_null(s);
+    assert_int_equal(listed, 2);
+    assert_true(truncated);
+    assert_int_equal(strlen(s), 6);
+    assert_int_equal(s[5], '\n');
+    mc_free(s);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -701,6 +820,8 @@ int main(void)
         cmocka_unit_test(test_upsert),
         cmocka_unit_test(test_forced_remove_retires),
         cmocka_unit_test(test_wal_recovery),
+        cmocka_unit_test(test_upstream_metrics),
+        cmocka_unit_test(test_key_list_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

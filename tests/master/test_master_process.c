@@ -1,5 +1,6 @@
 /* The real mooncake_master process over RPC: state machine, leases, eviction under pressure,
- * client death, bad input, kill -9 + restart with the WAL, HTTP metrics/admin endpoints. */
+ * client death, bad input, kill -9 + restart with the WAL, upstream's metric names and admin
+ * endpoints over HTTP, --max_threads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,8 @@
 #include "common/time.h"
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
+
+#include <jansson.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -427,10 +430,13 @@ static void test_kill9_restart(void **state)
 
 static int curl_get(uint16_t port, const char *path, char *out, size_t n)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "curl -s -m 5 -o - -w '\\n%%{http_code}' 'http://127.0.0.1:%u%s'",
-             port, path);
+    size_t len = strlen(path) + 128;
+    char *cmd = malloc(len);
+    assert_non_null(cmd);
+    snprintf(cmd, len, "curl -s -m 5 -o - -w '\\n%%{http_code}' 'http://127.0.0.1:%u%s'", port,
+             path);
     FILE *p = popen(cmd, "r");
+    free(cmd);
     assert_non_null(p);
     size_t got = fread(out, 1, n - 1, p);
     out[got] = 0;
@@ -451,6 +457,226 @@ static double metric_value(const char *text, const char *name)
     return p ? atof(p + strlen(pat)) : -1;
 }
 
+/* Waits (bounded) until metric `name` reads v: gauges and the core's counters come from the
+ * snapshot the cron publishes every 10 ms. Leaves the page in buf. */
+static void wait_metric(uint16_t port, char *buf, size_t n, const char *name, double v)
+{
+    uint64_t deadline = mc_now_ms() + 5000;
+    for (;;) {
+        assert_int_equal(curl_get(port, "/metrics", buf, n), 200);
+        if (metric_value(buf, name) == v)
+            return;
+        if (mc_now_ms() >= deadline) {
+            fprintf(stderr, "%s = %g, expected %g\n", name, metric_value(buf, name), v);
+            fail();
+        }
+        mc_sleep_ms(20);
+    }
+}
+
+static void assert_metric(const char *page, const char *name, double v)
+{
+    double got = metric_value(page, name);
+    if (got != v) {
+        fprintf(stderr, "%s = %g, expected %g\n", name, got, v);
+        fail();
+    }
+}
+
+static int32_t batch_key_op(mc_rpc_client_t *c, uint16_t op, const char **keys, size_t n,
+                            size_t *failed_p)
+{
+    McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    q.keys = (char **)keys;
+    q.n_keys = n;
+    ProtobufCMessage *r;
+    mc_status_t st = mc_rpc_client_call(c, op, &q.base, &r, 3000);
+    if (st != MC_OK)
+        return st;
+    *failed_p = 0;
+    int32_t s;
+    if (op == MC_OP_BATCH_GET_REPLICA_LIST) {
+        McRpc__BatchReplicaListResponse *p = (void *)r;
+        s = p->status;
+        for (size_t i = 0; i < p->n_results; i++)
+            *failed_p += p->results[i]->status != MC_OK;
+    } else {
+        McRpc__BatchStatusResponse *p = (void *)r;
+        s = p->status;
+        for (size_t i = 0; i < p->n_statuses; i++)
+            *failed_p += p->statuses[i] != MC_OK;
+    }
+    mc_rpc_response_free(r);
+    return s;
+}
+
+static json_t *curl_json(uint16_t port, const char *path, int want_code, char *buf, size_t n)
+{
+    assert_int_equal(curl_get(port, path, buf, n), want_code);
+    json_error_t err;
+    json_t *j = json_loads(buf, 0, &err);
+    if (!j)
+        fprintf(stderr, "%s: not JSON (%s): %s\n", path, err.text, buf);
+    assert_non_null(j);
+    return j;
+}
+
+/* Upstream's metric names, driven by the RPCs that move them: capacity (total and per segment,
+ * label values escaped), objects, the value-size histogram, per-RPC requests and failures,
+ * batch items, PutStart allocation failures, eviction. */
+static void test_http_metrics(void **state)
+{
+    (void)state;
+    static master_proc_t mp;
+    memset(&mp, 0, sizeof(mp));
+    new_wal_dir(&mp);
+    start_master(&mp, "--max_threads=4"); /* upstream's flag, accepted */
+    static char buf[1 << 20];
+    assert_int_equal(curl_get(mp.mport, "/metrics", buf, sizeof(buf)), 200);
+    assert_metric(buf, "master_key_count", 0);
+    assert_metric(buf, "master_soft_pin_key_count", 0);
+    assert_metric(buf, "master_value_size_bytes_count", 0);
+    assert_metric(buf, "master_attempted_evictions_total", 0);
+    assert_metric(buf, "master_put_start_alloc_failures_total", 0);
+    assert_metric(buf, "master_put_start_partial_allocations_total", 0);
+    assert_metric(buf, "master_batch_get_replica_list_items_total", 0);
+    assert_non_null(strstr(buf, "# TYPE master_value_size_bytes histogram\n"));
+    assert_non_null(strstr(buf, "# TYPE segment_allocated_bytes gauge\n"));
+    mc_rpc_client_t *a, *b;
+    assert_int_equal(mc_rpc_client_create(mp.addr, NULL, &a), MC_OK);
+    assert_int_equal(mc_rpc_client_create(mp.addr, NULL, &b), MC_OK);
+    assert_int_equal(mount(a, CA, "segA", 1 << 30, 1 << 20, 1, false), MC_OK);
+    assert_int_equal(mount(b, CB, "segA", 2ull << 30, 1 << 20, 2, false),
+                     MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mount(a, CA, "segA", 1 << 30, 1 << 20, 1, true), MC_OK); /* idempotent */
+    /* a value larger than every segment: allocation failure, an eviction round for nothing */
+    assert_int_equal(put_start(a, CA, "huge", 4 << 20, 1, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
+    wait_metric(mp.mport, buf, sizeof(buf), "master_put_start_alloc_failures_total", 1);
+    assert_metric(buf, "master_put_start_requests_total", 1);
+    assert_metric(buf, "master_put_start_failures_total", 1);
+    assert_metric(buf, "master_mount_segment_requests_total", 2);
+    assert_metric(buf, "master_mount_segment_failures_total", 1);
+    assert_metric(buf, "master_remount_segment_requests_total", 1);
+    assert_metric(buf, "master_remount_segment_failures_total", 0);
+    assert_metric(buf, "master_successful_evictions_total", 0);
+    assert_true(metric_value(buf, "master_attempted_evictions_total") >= 1);
+    /* committed puts: 1000 and 2000 (<= 4 KiB), 100000 (<= 256 KiB), one soft-pinned; a revoke
+     * of a put in flight, then of nothing (a failure) */
+    assert_int_equal(put_start(a, CA, "hk1", 1000, 1, NULL), MC_OK);
+    assert_int_equal(put_end(a, CA, "hk1", 1), MC_OK);
+    assert_int_equal(put_start(a, CA, "hk2", 100000, 1, NULL), MC_OK);
+    assert_int_equal(put_end(a, CA, "hk2", 2), MC_OK);
+    McRpc__ReplicateConfig cfg = MC_RPC__REPLICATE_CONFIG__INIT;
+    cfg.with_soft_pin = true;
+    McRpc__PutStartRequest q = MC_RPC__PUT_START_REQUEST__INIT;
+    q.client_id = (ProtobufCBinaryData){16, CA};
+    q.key = "hks";
+    q.value_size = 2000;
+    q.config = &cfg;
+    assert_int_equal(call_status(a, MC_OP_PUT_START, &q.base), MC_OK);
+    assert_int_equal(put_end(a, CA, "hks", 3), MC_OK);
+    assert_int_equal(put_end(a, CA, "hks", 3), MC_ERR_INVALID_WRITE); /* a failed PutEnd */
+    assert_int_equal(put_start(a, CA, "rv", 10, 1, NULL), MC_OK);
+    assert_int_equal(key_op(a, MC_OP_PUT_REVOKE, CA, "rv", false), MC_OK);
+    assert_int_equal(key_op(a, MC_OP_PUT_REVOKE, CA, "rv", false), MC_ERR_OBJECT_NOT_FOUND);
+    /* reads: a hit and a miss each; ExistKey's "not found" is an answer, not a failure */
+    assert_int_equal(get(b, "hk1", NULL, NULL, NULL), MC_OK);
+    assert_int_equal(get(b, "nope", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(b, MC_OP_EXIST_KEY, NULL, "hk2", false), MC_OK);
+    assert_int_equal(key_op(b, MC_OP_EXIST_KEY, NULL, "nope", false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(b, MC_OP_REMOVE, CB, "nope", false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(ping(a, CA), MC_RPC__CLIENT_STATUS__CLIENT_OK);
+    /* batches: 2 items with 1 miss (partial), 2 misses (a failure), exist: no failure */
+    size_t nf = 0;
+    const char *hit_miss[2] = {"hk1", "nope"}, *misses[2] = {"nope", "nope2"};
+    assert_int_equal(batch_key_op(b, MC_OP_BATCH_GET_REPLICA_LIST, hit_miss, 2, &nf), MC_OK);
+    assert_int_equal(nf, 1);
+    assert_int_equal(batch_key_op(b, MC_OP_BATCH_GET_REPLICA_LIST, misses, 2, &nf), MC_OK);
+    assert_int_equal(nf, 2);
+    assert_int_equal(batch_key_op(b, MC_OP_BATCH_EXIST_KEY, hit_miss, 2, &nf), MC_OK);
+    assert_int_equal(nf, 1);
+    wait_metric(mp.mport, buf, sizeof(buf), "master_key_count", 3);
+    assert_metric(buf, "master_soft_pin_key_count", 1);
+    assert_metric(buf, "master_put_start_requests_total", 5);
+    assert_metric(buf, "master_put_start_failures_total", 1);
+    assert_metric(buf, "master_put_start_alloc_failures_total", 1);
+    assert_metric(buf, "master_put_start_partial_allocations_total", 0);
+    assert_metric(buf, "master_put_end_requests_total", 4);
+    assert_metric(buf, "master_put_end_failures_total", 1);
+    assert_metric(buf, "master_put_revoke_requests_total", 2);
+    assert_metric(buf, "master_put_revoke_failures_total", 1);
+    assert_metric(buf, "master_get_replica_list_requests_total", 2);
+    assert_metric(buf, "master_get_replica_list_failures_total", 1);
+    assert_metric(buf, "master_exist_key_requests_total", 2);
+    assert_metric(buf, "master_exist_key_failures_total", 0);
+    assert_metric(buf, "master_remove_requests_total", 1);
+    assert_metric(buf, "master_remove_failures_total", 1);
+    assert_metric(buf, "master_ping_requests_total", 1);
+    assert_metric(buf, "master_ping_failures_total", 0);
+    assert_metric(buf, "master_batch_get_replica_list_requests_total", 2);
+    assert_metric(buf, "master_batch_get_replica_list_failures_total", 1);
+    assert_metric(buf, "master_batch_get_replica_list_partial_successes_total", 1);
+    assert_metric(buf, "master_batch_get_replica_list_items_total", 4);
+    assert_metric(buf, "master_batch_get_replica_list_failed_items_total", 3);
+    assert_metric(buf, "master_batch_exist_key_requests_total", 1);
+    assert_metric(buf, "master_batch_exist_key_failures_total", 0);
+    assert_metric(buf, "master_batch_exist_key_items_total", 2);
+    assert_metric(buf, "master_batch_exist_key_failed_items_total", 0);
+    /* the histogram: one observation per committed put */
+    assert_metric(buf, "master_value_size_bytes_bucket{le=\"4096\"}", 2);
+    assert_metric(buf, "master_value_size_bytes_bucket{le=\"65536\"}", 2);
+    assert_metric(buf, "master_value_size_bytes_bucket{le=\"262144\"}", 3);
+    assert_metric(buf, "master_value_size_bytes_bucket{le=\"67108864\"}", 3);
+    assert_metric(buf, "master_value_size_bytes_bucket{le=\"+Inf\"}", 3);
+    assert_metric(buf, "master_value_size_bytes_sum", 103000);
+    assert_metric(buf, "master_value_size_bytes_count",
+                  metric_value(buf, "master_put_end_requests_total") -
+                      metric_value(buf, "master_put_end_failures_total"));
+    /* capacity, per segment */
+    assert_metric(buf, "master_total_capacity_bytes", 1 << 20);
+    assert_metric(buf, "segment_total_capacity_bytes{segment=\"segA\"}", 1 << 20);
+    double used = metric_value(buf, "master_allocated_bytes");
+    assert_true(used >= 103000);
+    assert_metric(buf, "segment_allocated_bytes{segment=\"segA\"}", used);
+    assert_true(metric_value(buf, "master_active_clients") >= 1);
+    /* a segment name that needs escaping in a label value */
+    assert_int_equal(mount(a, CA, "q\"b\\s\nx", 3ull << 30, 1 << 20, 3, false), MC_OK);
+    wait_metric(mp.mport, buf, sizeof(buf), "master_total_capacity_bytes", 2 << 20);
+    assert_metric(buf, "segment_total_capacity_bytes{segment=\"q\\\"b\\\\s\\nx\"}", 1 << 20);
+    /* and one that is not UTF-8: the invalid byte becomes U+FFFD (Prometheus needs UTF-8) */
+    assert_int_equal(mount(a, CA, "bad\xff", 4ull << 30, 1 << 20, 4, false), MC_OK);
+    wait_metric(mp.mport, buf, sizeof(buf), "master_total_capacity_bytes", 3 << 20);
+    assert_metric(buf, "segment_total_capacity_bytes{segment=\"bad\xef\xbf\xbd\"}", 1 << 20);
+    McRpc__UnmountSegmentRequest uq = MC_RPC__UNMOUNT_SEGMENT_REQUEST__INIT;
+    uq.client_id = (ProtobufCBinaryData){16, CA};
+    uq.segment_name = "q\"b\\s\nx";
+    assert_int_equal(call_status(a, MC_OP_UNMOUNT_SEGMENT, &uq.base), MC_OK);
+    uq.segment_name = "bad\xff";
+    assert_int_equal(call_status(a, MC_OP_UNMOUNT_SEGMENT, &uq.base), MC_OK);
+    wait_metric(mp.mport, buf, sizeof(buf), "master_total_capacity_bytes", 1 << 20);
+    assert_null(strstr(buf, "segment=\"q"));
+    /* a put that fits only by evicting the unleased objects (hk1 is leased by the get) */
+    assert_int_equal(put_start(a, CA, "big", 1000000, 1, NULL), MC_OK);
+    uint64_t deadline = mc_now_ms() + 5000;
+    while (curl_get(mp.mport, "/metrics", buf, sizeof(buf)) == 200 &&
+           metric_value(buf, "master_successful_evictions_total") < 1)
+        assert_true(mc_now_ms() < deadline);
+    assert_true(metric_value(buf, "master_evicted_key_count") >= 2);
+    assert_true(metric_value(buf, "master_evicted_size_bytes") >= 102000);
+    assert_metric(buf, "master_attempted_evictions_total",
+                  metric_value(buf, "master_successful_evictions_total") +
+                      metric_value(buf, "master_attempted_evictions_failed_total"));
+    assert_int_equal(key_op(a, MC_OP_PUT_REVOKE, CA, "big", false), MC_OK);
+    mc_rpc_client_destroy(a);
+    mc_rpc_client_destroy(b);
+    stop_master(&mp, SIGTERM);
+    rm_wal(&mp);
+}
+
+/* Upstream's admin endpoints: /health JSON, /role, /metrics/summary, /query_key (replicas of a
+ * put key, 404 on a missing or unfinished one), /get_all_keys, /batch_query_keys,
+ * /get_all_segments, /get_segments_detail, /query_segment; bad input gets 400 and the master
+ * keeps serving. */
 static void test_http(void **state)
 {
     (void)state;
@@ -459,34 +685,172 @@ static void test_http(void **state)
     new_wal_dir(&mp);
     start_master(&mp, NULL);
     static char buf[1 << 20];
-    assert_int_equal(curl_get(mp.mport, "/health", buf, sizeof(buf)), 200);
+    json_t *j = curl_json(mp.mport, "/health", 200, buf, sizeof(buf));
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    assert_string_equal(json_string_value(json_object_get(j, "role")), "leader");
+    assert_string_equal(json_string_value(json_object_get(j, "ha_state")), "serving");
+    assert_true(json_is_true(json_object_get(j, "service_ready")));
+    assert_null(json_object_get(j, "leader_address")); /* no HA */
+    assert_null(json_object_get(j, "view_version"));
+    json_decref(j);
     assert_int_equal(curl_get(mp.mport, "/role", buf, sizeof(buf)), 200);
+    assert_string_equal(buf, "leader");
+    assert_int_equal(curl_get(mp.mport, "/ha_status", buf, sizeof(buf)), 200);
+    assert_string_equal(buf, "serving");
+    j = curl_json(mp.mport, "/leader", 200, buf, sizeof(buf));
+    assert_true(json_is_false(json_object_get(j, "present")));
+    json_decref(j);
     assert_int_equal(curl_get(mp.mport, "/metrics", buf, sizeof(buf)), 200);
     assert_true(metric_value(buf, "master_key_count") == 0);
-    assert_non_null(strstr(buf, "master_put_start_requests_total"));
+
     mc_rpc_client_t *a;
     assert_int_equal(mc_rpc_client_create(mp.addr, NULL, &a), MC_OK);
     assert_int_equal(mount(a, CA, "segA", 1 << 30, 1 << 20, 1, false), MC_OK);
-    assert_int_equal(put_start(a, CA, "hk", 1000, 1, NULL), MC_OK);
+    uint64_t addr1 = 0;
+    assert_int_equal(put_start(a, CA, "hk", 1000, 1, &addr1), MC_OK);
     assert_int_equal(put_end(a, CA, "hk", 1), MC_OK);
-    uint64_t deadline = mc_now_ms() + 5000;
-    for (;;) {
-        assert_int_equal(curl_get(mp.mport, "/metrics", buf, sizeof(buf)), 200);
-        if (metric_value(buf, "master_key_count") == 1)
-            break;
-        assert_true(mc_now_ms() < deadline);
-        mc_sleep_ms(20);
-    }
-    assert_true(metric_value(buf, "master_put_start_requests_total") == 1);
-    assert_true(metric_value(buf, "master_total_capacity_bytes") == 1 << 20);
-    assert_true(metric_value(buf, "master_allocated_bytes") == 1024);
-    assert_true(metric_value(buf, "master_active_clients") == 1);
-    assert_int_equal(curl_get(mp.mport, "/query_key?key=hk", buf, sizeof(buf)), 200);
-    assert_non_null(strstr(buf, "\"segment\":\"segA\""));
-    assert_int_equal(curl_get(mp.mport, "/query_key?key=nope", buf, sizeof(buf)), 404);
+    assert_int_equal(put_start(a, CA, "hk2", 3000, 1, NULL), MC_OK);
+    assert_int_equal(put_end(a, CA, "hk2", 2), MC_OK);
+    assert_int_equal(put_start(a, CA, "writing", 10, 1, NULL), MC_OK); /* never finished */
+    wait_metric(mp.mport, buf, sizeof(buf), "master_key_count", 2);
+    assert_true(metric_value(buf, "master_allocated_bytes") >= 1024 + 3000);
+
+    /* /query_key: upstream's descriptors of the readable replicas */
+    j = curl_json(mp.mport, "/query_key?key=hk", 200, buf, sizeof(buf));
+    assert_true(json_is_true(json_object_get(j, "success")));
+    json_t *data = json_object_get(j, "data");
+    assert_int_equal(json_array_size(data), 1);
+    json_t *d = json_array_get(data, 0);
+    assert_int_equal(json_integer_value(json_object_get(d, "size_")), 1000);
+    assert_true((uint64_t)json_integer_value(json_object_get(d, "buffer_address_")) == addr1);
+    assert_string_equal(json_string_value(json_object_get(d, "transport_endpoint_")), "segA");
+    assert_string_equal(json_string_value(json_object_get(d, "protocol_")), "tcp");
+    json_decref(j);
+    j = curl_json(mp.mport, "/query_key?key=nope", 404, buf, sizeof(buf));
+    assert_true(json_is_false(json_object_get(j, "success")));
+    assert_string_equal(json_string_value(json_object_get(j, "error_message")), "OBJECT_NOT_FOUND");
+    json_decref(j);
+    j = curl_json(mp.mport, "/query_key?key=writing", 404, buf, sizeof(buf));
+    assert_string_equal(json_string_value(json_object_get(j, "error_message")),
+                        "REPLICA_IS_NOT_READY");
+    json_decref(j);
+    /* the query took no lease: a plain remove of hk2 after querying it succeeds */
+    assert_int_equal(curl_get(mp.mport, "/query_key?key=hk2", buf, sizeof(buf)), 200);
+
+    /* /batch_query_keys?keys=k1,k2 */
+    j = curl_json(mp.mport, "/batch_query_keys?keys=hk,nope,hk2", 200, buf, sizeof(buf));
+    assert_true(json_is_true(json_object_get(j, "success")));
+    data = json_object_get(j, "data");
+    assert_int_equal(json_object_size(data), 3);
+    json_t *hk = json_object_get(data, "hk");
+    assert_true(json_is_true(json_object_get(hk, "ok")));
+    d = json_array_get(json_object_get(hk, "values"), 0);
+    assert_int_equal(json_integer_value(json_object_get(d, "size_")), 1000);
+    json_t *nope = json_object_get(data, "nope");
+    assert_true(json_is_false(json_object_get(nope, "ok")));
+    assert_string_equal(json_string_value(json_object_get(nope, "error")), "OBJECT_NOT_FOUND");
+    assert_true(json_is_true(json_object_get(json_object_get(data, "hk2"), "ok")));
+    json_decref(j);
+
+    /* /get_all_keys: the readable keys, one per line */
+    assert_int_equal(curl_get(mp.mport, "/get_all_keys", buf, sizeof(buf)), 200);
+    assert_true(strcmp(buf, "hk\nhk2\n") == 0 || strcmp(buf, "hk2\nhk\n") == 0);
+    /* segments: names; details; one segment's use */
     assert_int_equal(curl_get(mp.mport, "/get_all_segments", buf, sizeof(buf)), 200);
-    assert_non_null(strstr(buf, "\"name\":\"segA\""));
+    assert_string_equal(buf, "segA\n");
+    j = curl_json(mp.mport, "/get_segments_detail", 200, buf, sizeof(buf));
+    assert_int_equal(json_integer_value(json_object_get(j, "total_segments")), 1);
+    d = json_array_get(json_object_get(j, "segments"), 0);
+    assert_string_equal(json_string_value(json_object_get(d, "segment_name")), "segA");
+    assert_string_equal(json_string_value(json_object_get(d, "status")), "OK");
+    assert_int_equal(json_integer_value(json_object_get(d, "allocator_capacity_bytes")), 1 << 20);
+    json_decref(j);
+    assert_int_equal(curl_get(mp.mport, "/query_segment?segment=segA", buf, sizeof(buf)), 200);
+    assert_non_null(strstr(buf, "segA\nUsed(bytes): "));
+    assert_non_null(strstr(buf, "\nCapacity(bytes) : 1048576\n"));
+    assert_int_equal(curl_get(mp.mport, "/query_segment?segment=zz", buf, sizeof(buf)), 404);
+
+    /* /metrics/summary: one line */
+    assert_int_equal(curl_get(mp.mport, "/metrics/summary", buf, sizeof(buf)), 200);
+    assert_null(strchr(buf, '\n'));
+    const char *head = "role=leader, state=serving, service_ready=true, master={Mem Storage: ";
+    assert_true(strncmp(buf, head, strlen(head)) == 0);
+    assert_non_null(strstr(buf, " | Keys: 2 (soft-pinned: 0) | Clients: 1 | "));
+    assert_non_null(strstr(buf, "PutStart="));
+    assert_true(strlen(buf) > 7 && strcmp(buf + strlen(buf) - 7, ", ha={}") == 0);
+
+    /* bad input: 400 with a message, 404/405 for unknown paths and methods; still serving */
+    static char key[6000], path[6100];
+    memset(key, 'k', 4097);
+    key[4097] = 0;
+    static const struct { const char *path; int code; } bad[] = {
+        {"/query_key", 400},
+        {"/query_key?key=", 400},
+        {"/batch_query_keys", 400},
+        {"/batch_query_keys?keys=", 400},
+        {"/batch_query_keys?keys=a,,b", 400},
+        {"/batch_query_keys?keys=a,", 400},
+        {"/batch_query_keys?keys=%ff%fe", 400},
+        {"/query_segment", 400},
+        {"/no_such_endpoint", 404},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int code = curl_get(mp.mport, bad[i].path, buf, sizeof(buf));
+        if (code != bad[i].code)
+            fprintf(stderr, "%s: %d %s\n", bad[i].path, code, buf);
+        assert_int_equal(code, bad[i].code);
+        if (code == 400) {
+            json_t *e = json_loads(buf, 0, NULL);
+            assert_non_null(e);
+            assert_true(json_is_false(json_object_get(e, "success")));
+            assert_non_null(json_string_value(json_object_get(e, "error")));
+            json_decref(e);
+        }
+    }
+    snprintf(path, sizeof(path), "/query_key?key=%s", key); /* 4097 bytes: over the key cap */
+    assert_int_equal(curl_get(mp.mport, path, buf, sizeof(buf)), 400);
+    key[4096] = 0; /* 4096 bytes: a valid, absent key */
+    snprintf(path, sizeof(path), "/query_key?key=%s", key);
+    assert_int_equal(curl_get(mp.mport, path, buf, sizeof(buf)), 404);
+    /* 1025 keys: over the batch cap; 1024 are answered */
+    static char keys[16 * 1100];
+    size_t off = 0;
+    for (int i = 0; i < 1025; i++)
+        off += (size_t)snprintf(keys + off, sizeof(keys) - off, "%s%d", i ? "," : "", i);
+    static char bpath[sizeof(keys) + 64];
+    snprintf(bpath, sizeof(bpath), "/batch_query_keys?keys=%s", keys);
+    assert_int_equal(curl_get(mp.mport, bpath, buf, sizeof(buf)), 400);
+    *strrchr(bpath, ',') = 0;
+    j = curl_json(mp.mport, bpath, 200, buf, sizeof(buf));
+    assert_int_equal(json_object_size(json_object_get(j, "data")), 1024);
+    json_decref(j);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd),
+             "curl -s -o /dev/null -w '%%{http_code}' -X POST 'http://127.0.0.1:%u/health'",
+             mp.mport);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(buf, 16, p));
+    pclose(p);
+    assert_string_equal(buf, "405");
+    assert_int_equal(curl_get(mp.mport, "/health", buf, sizeof(buf)), 200);
+    assert_int_equal(key_op(a, MC_OP_REMOVE, CA, "hk2", false), MC_OK); /* no lease was taken */
+    assert_int_equal(get(a, "hk", NULL, NULL, NULL), MC_OK);
     mc_rpc_client_destroy(a);
+    stop_master(&mp, SIGTERM);
+    rm_wal(&mp);
+}
+
+/* --max_threads is validated like upstream's other numeric flags: out of range exits 2. */
+static void test_max_threads_flag(void **state)
+{
+    (void)state;
+    static master_proc_t mp;
+    memset(&mp, 0, sizeof(mp));
+    new_wal_dir(&mp);
+    assert_false(start_master_ex(&mp, "--max_threads=0", true));
+    assert_false(start_master_ex(&mp, "--max_threads=100000", true));
+    start_master(&mp, "--max_threads=1 --rpc_thread_num=8");
     stop_master(&mp, SIGTERM);
     rm_wal(&mp);
 }
@@ -649,6 +1013,8 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_input_keeps_serving, teardown),
         cmocka_unit_test_teardown(test_kill9_restart, teardown),
         cmocka_unit_test_teardown(test_http, teardown),
+        cmocka_unit_test_teardown(test_http_metrics, teardown),
+        cmocka_unit_test_teardown(test_max_threads_flag, teardown),
         cmocka_unit_test_teardown(test_prometheus, teardown),
         cmocka_unit_test_teardown(test_http_metadata_server, teardown),
     };

@@ -335,12 +335,14 @@ static void test_http_concurrent(void **state)
     pthread_t lt;
     pthread_create(&lt, NULL, rpc_load, &la);
     uint16_t mport = mc_master_service_metrics_port(f->svc);
-    const char *paths[3] = {"/metrics", "/query_key?key=load1", "/get_all_segments"};
+    const char *paths[6] = {"/metrics", "/query_key?key=load1", "/get_all_segments",
+                            "/metrics/summary", "/get_all_keys",
+                            "/batch_query_keys?keys=load1,load2"};
     int ok = 0;
-    for (int i = 0; i < 15; i++) {
+    for (int i = 0; i < 18; i++) {
         char cmd[256], buf[256];
         snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null -w '%%{http_code}' -m 5 'http://127.0.0.1:%u%s'",
-                 mport, paths[i % 3]);
+                 mport, paths[i % 6]);
         FILE *pp = popen(cmd, "r");
         assert_non_null(pp);
         size_t n = fread(buf, 1, sizeof(buf) - 1, pp);
@@ -348,7 +350,7 @@ static void test_http_concurrent(void **state)
         pclose(pp);
         ok += strcmp(buf, "200") == 0 || strcmp(buf, "404") == 0;
     }
-    assert_int_equal(ok, 15);
+    assert_int_equal(ok, 18);
     __atomic_store_n(&la.stop, 1, __ATOMIC_RELAXED);
     pthread_join(lt, NULL);
     assert_true(__atomic_load_n(&la.ops, __ATOMIC_RELAXED) > 0);
