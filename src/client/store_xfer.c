@@ -75,6 +75,7 @@ McRpc__ReplicateConfig *store_rpc_config(const mc_replicate_config_t *cfg,
     if (cfg) {
         out->replica_num = cfg->replica_num;
         out->with_soft_pin = cfg->with_soft_pin;
+        out->soft_pin_ttl_ms = cfg->with_soft_pin ? cfg->soft_pin_ttl_ms : 0;
         out->with_hard_pin = cfg->with_hard_pin;
         out->preferred_segment = (char *)(cfg->preferred_segment ? cfg->preferred_segment : "");
     }

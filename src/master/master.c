@@ -739,7 +739,9 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         o->flags |= OF_HARD_PIN;
     if (opts && opts->soft_pin) {
         o->flags |= OF_SOFT_PIN;
-        o->t_pin = now + m->cfg.default_kv_soft_pin_ttl_ms;
+        uint64_t ttl = opts->soft_pin_ttl_ms ? opts->soft_pin_ttl_ms
+                                             : m->cfg.default_kv_soft_pin_ttl_ms;
+        o->t_pin = ttl > UINT64_MAX - now ? UINT64_MAX : now + ttl; /* a per-put ttl: any u64 */
     }
     memcpy(o->rep, r, n * sizeof(r[0]));
     master_list_push(&m->writing, o);
