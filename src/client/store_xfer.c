@@ -76,6 +76,7 @@ McRpc__ReplicateConfig *store_rpc_config(const mc_replicate_config_t *cfg,
         out->replica_num = cfg->replica_num;
         out->with_soft_pin = cfg->with_soft_pin;
         out->soft_pin_ttl_ms = cfg->with_soft_pin ? cfg->soft_pin_ttl_ms : 0;
+        out->soft_pin_disable = cfg->soft_pin_disable;
         out->with_hard_pin = cfg->with_hard_pin;
         out->preferred_segment = (char *)(cfg->preferred_segment ? cfg->preferred_segment : "");
     }

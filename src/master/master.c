@@ -682,7 +682,11 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
     uint64_t now = master_now(m);
     uint32_t h = master_key_hash(key, klen);
     obj_t *o = master_obj_find(m, key, klen, h);
+    uint64_t kept_pin = 0; /* an upsert keeps the old value's soft pin (upstream's PRESERVE) */
     if (o) {
+        if (upsert && o->state == OBJ_READABLE && obj_soft_pinned(o, now) &&
+            !(opts && (opts->soft_pin || opts->soft_pin_disable)))
+            kept_pin = o->t_pin;
         if (o->state == OBJ_WRITING) {
             if (now - o->t_lease < m->cfg.put_start_discard_timeout_ms)
                 return MC_ERR_REPLICA_IS_NOT_READY;
@@ -742,6 +746,9 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         uint64_t ttl = opts->soft_pin_ttl_ms ? opts->soft_pin_ttl_ms
                                              : m->cfg.default_kv_soft_pin_ttl_ms;
         o->t_pin = ttl > UINT64_MAX - now ? UINT64_MAX : now + ttl; /* a per-put ttl: any u64 */
+    } else if (kept_pin) {
+        o->flags |= OF_SOFT_PIN;
+        o->t_pin = kept_pin;
     }
     memcpy(o->rep, r, n * sizeof(r[0]));
     master_list_push(&m->writing, o);

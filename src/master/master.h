@@ -90,6 +90,7 @@ typedef struct mc_master_put_opts {
     uint32_t replica_num;          /* 0 -> 1; capped at MC_MASTER_MAX_REPLICAS */
     bool soft_pin, hard_pin;
     uint64_t soft_pin_ttl_ms;      /* with soft_pin; 0 = cfg.default_kv_soft_pin_ttl_ms */
+    bool soft_pin_disable;         /* upsert without soft_pin: drop (not keep) the old pin */
     const char *preferred_segment; /* NULL/"" = none */
 } mc_master_put_opts_t;
 

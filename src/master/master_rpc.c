@@ -83,6 +83,7 @@ static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
     o->replica_num = c->replica_num;
     o->soft_pin = c->with_soft_pin;
     o->soft_pin_ttl_ms = c->soft_pin_ttl_ms;
+    o->soft_pin_disable = c->soft_pin_disable;
     o->hard_pin = c->with_hard_pin;
     o->preferred_segment = c->preferred_segment;
 }
