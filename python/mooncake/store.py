@@ -1,7 +1,7 @@
 """``mooncake.store``: the Mooncake store client with upstream Mooncake's Python API.
 
 Conventions (as upstream): ints are 0 on success or a negative status code; get_into returns
-bytes read or a negative code; get returns b"" on a miss; is_exist returns 1 / 0 / negative;
+bytes read or a negative code; get_into_ranges returns [buffer][key][fragment] of those; get returns b"" on a miss; is_exist returns 1 / 0 / negative;
 get_buffer returns a BufferHandle (buffer protocol: numpy.frombuffer views it without a copy)
 or None. Zero-copy calls need the memory registered first with register_buffer.
 
@@ -175,7 +175,11 @@ class MooncakeDistributedStore(_StoreBase):
         ($MC_STORE_LEASE_CACHE; 0 = every get asks the master) and placement_feed
         ($MC_STORE_PLACEMENT_FEED; a key prefix, "" = every key). The client's transfer engine
         takes its tuning from the same variables as TransferEngine ($MC_TE_*, $MC_FORCE_TCP,
-        ...). Invalid values raise ValueError.
+        ...). Invalid values of those raise ValueError; a size that cannot be parsed ("50%")
+        makes setup return INVALID_PARAMS (-600), as upstream's setup does.
+
+        A client set up with local_buffer_size=0 refuses the byte calls (put*, upsert*, get*,
+        which go through the local buffer upstream); zero-copy calls work.
         """
         if isinstance(local_hostname, Mapping):
             cfg = dict(local_hostname)
