@@ -400,7 +400,16 @@ static uint32_t place(mc_master_t *m, uint64_t size, const mc_master_put_opts_t 
                       uint32_t want, obj_rep_t *reps)
 {
     uint32_t n = 0;
-    if (opts && opts->preferred_segment && opts->preferred_segment[0]) {
+    if (opts && opts->n_preferred_segments) {
+        for (size_t i = 0; i < opts->n_preferred_segments && n < want; i++) {
+            uint32_t id;
+            const char *name = opts->preferred_segments[i];
+            segment_t *s = name && name[0] ? seg_by_name(m, name, &id) : NULL;
+            if (s && s->state == SEG_MOUNTED && !seg_chosen(reps, n, id) &&
+                try_alloc(m, id, size, &reps[n]))
+                n++;
+        }
+    } else if (opts && opts->preferred_segment && opts->preferred_segment[0]) {
         uint32_t id;
         segment_t *s = seg_by_name(m, opts->preferred_segment, &id);
         if (s && s->state == SEG_MOUNTED && try_alloc(m, id, size, &reps[n]))
@@ -671,6 +680,8 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     if (size == 0 || size > VALUE_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    if (opts && opts->n_preferred_segments > MC_MASTER_MAX_PREFERRED)
         return MC_ERR_INVALID_PARAMS;
     uint32_t want = opts && opts->replica_num ? opts->replica_num : 1;
     if (want > MC_MASTER_MAX_REPLICAS)
