@@ -352,12 +352,12 @@ static PyGetSetDef replcfg_getset[] = {
                         "the put returns INVALID_PARAMS, as upstream)."),
     GS(with_soft_pin, "Older form of soft_pin_action: True = ENABLE, False = PRESERVE."),
     GS(with_hard_pin, "Never evicted (removed only explicitly)."),
-    GS(preferred_segments, "Segment names to place the replicas on first. Mooncake-C's master "
-                           "takes one: more than one entry returns INVALID_PARAMS."),
+    GS(preferred_segments, "Segment names tried first, in order, one replica on each that has "
+                           "room (then placement as usual); at most 64."),
     GS(preferred_nof_segments, "NVMe-oF segments (no such tier: non-empty returns "
                                "INVALID_PARAMS)."),
-    GS(preferred_segment, "Deprecated single preferred segment (used when preferred_segments "
-                          "is empty)."),
+    GS(preferred_segment, "Deprecated single preferred segment (used only when "
+                          "preferred_segments is empty)."),
     GS(prefer_alloc_in_same_node, "Refused by puts with INVALID_PARAMS, as upstream's puts do."),
     GS(data_type, "ObjectDataType of the object (metadata; accepted, not stored by the master)."),
     GS(group_ids, "None or one group id per key (metadata for group eviction, accepted and not "
@@ -438,7 +438,8 @@ static PyTypeObject ReplCfgType = {
  * do (logged once here); callers then return it for every key without calling the store. */
 typedef struct {
     mc_replicate_config_t c;
-    PyObject *hold;
+    PyObject *hold;     /* the preferred segment str, or the preferred_segments tuple */
+    const char **segs;  /* PyMem: c.preferred_segments, borrowed from hold's strs */
     mc_status_t refused;
 } cfg_t;
 
@@ -504,14 +505,33 @@ static int cfg_parse_n(PyObject *o, cfg_t *cfg, size_t n_keys)
     }
     PyObject *seg = r->preferred_segment;
     Py_ssize_t nseg = PyList_GET_SIZE(r->preferred_segments);
-    if (nseg > 1) {
-        cfg->refused = cfg_refuse("%zd preferred_segments: the Mooncake-C master places on one "
-                                  "preferred segment; give at most one",
-                                  nseg);
+    if (nseg > MC_STORE_PREFERRED_MAX) {
+        cfg->refused = cfg_refuse("%zd preferred_segments, at most %d", nseg,
+                                  MC_STORE_PREFERRED_MAX);
         return 0;
     }
-    if (nseg == 1)
-        seg = PyList_GET_ITEM(r->preferred_segments, 0);
+    if (nseg > 0) { /* tried in order by the master; preferred_segment is then not used */
+        PyObject *t = PyList_AsTuple(r->preferred_segments);
+        const char **v = t ? PyMem_Calloc((size_t)nseg, sizeof(*v)) : NULL;
+        for (Py_ssize_t i = 0; v && i < nseg; i++) {
+            if (mcpy_cstr(PyTuple_GET_ITEM(t, i), "preferred_segments", &v[i]) < 0) {
+                PyMem_Free(v);
+                Py_DECREF(t);
+                return -1;
+            }
+        }
+        if (v == NULL) {
+            Py_XDECREF(t);
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            return -1;
+        }
+        cfg->hold = t;
+        cfg->segs = v;
+        cfg->c.preferred_segments = v;
+        cfg->c.n_preferred_segments = (size_t)nseg;
+        return 0;
+    }
     if (PyUnicode_Check(seg) && PyUnicode_GET_LENGTH(seg) > 0) {
         const char *s;
         if (mcpy_cstr(seg, "preferred_segment", &s) < 0)
@@ -529,6 +549,8 @@ static int cfg_parse(PyObject *o, cfg_t *cfg)
 
 static void cfg_release(cfg_t *cfg)
 {
+    PyMem_Free(cfg->segs);
+    cfg->segs = NULL;
     Py_CLEAR(cfg->hold);
 }
 

@@ -142,14 +142,13 @@ def _refused_configs(store):
         "prefer_alloc_in_same_node": cfg(prefer_alloc_in_same_node=True),
         "ttl_without_enable": cfg(soft_pin_ttl_ms=1000),
         "ttl_with_disable": cfg(soft_pin_action=SoftPinAction.DISABLE, soft_pin_ttl_ms=5),
-        "two_preferred_segments": cfg(preferred_segments=[store.get_hostname(),
-                                                          store.get_hostname() + "x"]),
+        "65_preferred_segments": cfg(preferred_segments=[f"seg-{i}:1" for i in range(65)]),
     }
 
 
 @pytest.mark.parametrize("what", ["nof_replica_num", "dfs_replica_num", "preferred_nof_segments",
                                   "prefer_alloc_in_same_node", "ttl_without_enable",
-                                  "ttl_with_disable", "two_preferred_segments"])
+                                  "ttl_with_disable", "65_preferred_segments"])
 def test_refused_settings_are_invalid_params(store, reg, what):
     c = _refused_configs(store)[what]
     key = k()
@@ -192,13 +191,43 @@ def test_preferred_segments_one_entry_places_there(store, storage):
             segs = [r.get_memory_descriptor().buffer_descriptor.segment_name
                     for r in store.get_replica_desc(key)]
             assert segs == [target], (target, segs)
-    # the deprecated single form still works, and preferred_segments wins over it
+    # the deprecated single form still works
     c = ReplicateConfig()
     c.preferred_segment = storage.segment
     key = k()
     assert store.put(key, b"y", c) == 0
-    assert [r.get_memory_descriptor().buffer_descriptor.segment_name
-            for r in store.get_replica_desc(key)] == [storage.segment]
+    assert _segments(store, key) == [storage.segment]
+
+
+def _segments(store, key):
+    return [r.get_memory_descriptor().buffer_descriptor.segment_name
+            for r in store.get_replica_desc(key)]
+
+
+def test_preferred_segments_tried_in_order(store, storage):
+    own = store.get_hostname()
+    # one replica on each, in order
+    for order in ([own, storage.segment], [storage.segment, own]):
+        c = ReplicateConfig()
+        c.replica_num = 2
+        c.preferred_segments = order
+        key = k()
+        assert store.put(key, b"z" * 1000, c) == 0
+        assert _segments(store, key) == order
+    # an unknown name is skipped; the next one is used
+    for _ in range(4):
+        c = ReplicateConfig()
+        c.preferred_segments = ["no-such-segment:1", storage.segment]
+        c.preferred_segment = own                   # not used when the list is given
+        key = k()
+        assert store.put(key, b"w", c) == 0
+        assert _segments(store, key) == [storage.segment]
+    # batch and zero-copy forms carry the list too
+    c = ReplicateConfig()
+    c.preferred_segments = [storage.segment]
+    keys = [k() for _ in range(4)]
+    assert store.put_batch(keys, [b"b"] * 4, c) == 0
+    assert all(_segments(store, x) == [storage.segment] for x in keys)
 
 
 # ---- soft_pin_ttl_ms reaches the master (its /query_key shows the pin) -------------------
