@@ -345,8 +345,9 @@ static PyGetSetDef replcfg_getset[] = {
                         "a value > 0 returns INVALID_PARAMS)."),
     GS(dfs_replica_num, "Distributed-file-system replicas (default 0; no such tier here: a "
                         "put with a value > 0 returns INVALID_PARAMS)."),
-    GS(soft_pin_action, "SoftPinAction: PRESERVE (default; a new object is not pinned), "
-                        "ENABLE (soft pin for soft_pin_ttl_ms), DISABLE (not pinned)."),
+    GS(soft_pin_action, "SoftPinAction: PRESERVE (default; a new object is not pinned, an "
+                        "upsert keeps the old value's pin), ENABLE (soft pin for "
+                        "soft_pin_ttl_ms), DISABLE (not pinned)."),
     GS(soft_pin_ttl_ms, "Soft pin duration in ms, None = the master's "
                         "--default_kv_soft_pin_ttl. Only with soft_pin_action=ENABLE (else "
                         "the put returns INVALID_PARAMS, as upstream)."),
