@@ -76,12 +76,22 @@ typedef struct mc_store_config {
 
 typedef struct mc_replicate_config {
     uint32_t replica_num;           /* 0 is treated as 1 */
-    bool with_soft_pin;
-    uint64_t soft_pin_ttl_ms;       /* 0 = master default */
+    bool with_soft_pin;             /* soft pin for soft_pin_ttl_ms */
+    uint64_t soft_pin_ttl_ms;       /* with with_soft_pin; 0 = master default */
     bool with_hard_pin;
     const char *preferred_segment;  /* segment name or NULL */
     bool prefer_alloc_in_same_node;
+    /* Upserts without with_soft_pin: false keeps the old value's soft pin (upstream's
+     * SoftPinAction PRESERVE), true leaves the new value unpinned (DISABLE). */
+    bool soft_pin_disable;
+    /* Segment names tried first, in order, one replica on each that has room (then placement
+     * as usual); when n_preferred_segments > 0, preferred_segment is not used. At most
+     * MC_STORE_PREFERRED_MAX (else MC_ERR_INVALID_PARAMS). Borrowed for the call. */
+    const char *const *preferred_segments;
+    size_t n_preferred_segments;
 } mc_replicate_config_t;
+
+#define MC_STORE_PREFERRED_MAX 64
 
 typedef struct mc_replica_desc {
     char segment[256];              /* segment name (its owner's TE server name) */

@@ -16,6 +16,8 @@
 
 #include "mooncake/store.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -26,16 +28,32 @@
 /* ReplicateConfig                                                                          */
 /* ======================================================================================== */
 
+/* Every attribute of upstream's ReplicateConfig (mooncake-store/include/replica.h) with its
+ * default. What a put does with each is decided in cfg_parse: honoured, kept as metadata, or
+ * refused with MC_ERR_INVALID_PARAMS (python/README.md, "ReplicateConfig"). */
 typedef struct {
     PyObject_HEAD
     unsigned long replica_num;
-    char with_soft_pin;
+    uint64_t nof_replica_num;
+    uint64_t dfs_replica_num;
+    int soft_pin_action;      /* SOFT_PIN_* */
+    char has_soft_pin_ttl;    /* soft_pin_ttl_ms is not None */
+    uint64_t soft_pin_ttl_ms;
     char with_hard_pin;
     char prefer_alloc_in_same_node;
-    unsigned long long soft_pin_ttl_ms;
-    PyObject *preferred_segment;  /* str */
-    PyObject *preferred_segments; /* list of str */
+    int data_type;            /* ObjectDataType value, 0..OBJECT_DATA_TYPE_MAX */
+    PyObject *preferred_segment;      /* str */
+    PyObject *preferred_segments;     /* list of str */
+    PyObject *preferred_nof_segments; /* list of str */
+    PyObject *group_ids;              /* None or list of str */
 } ReplCfgObject;
+
+enum { SOFT_PIN_PRESERVE = 0, SOFT_PIN_ENABLE = 1, SOFT_PIN_DISABLE = 2 };
+#define OBJECT_DATA_TYPE_MAX 9
+
+/* The IntEnum classes mooncake.store defines (SoftPinAction, ObjectDataType), handed over by
+ * _set_enums so the getters return members; plain ints until then. Strong references. */
+static PyObject *g_soft_pin_enum, *g_data_type_enum;
 
 static PyTypeObject ReplCfgType;
 
@@ -47,7 +65,10 @@ static PyObject *replcfg_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->replica_num = 1;
     self->preferred_segment = PyUnicode_FromString("");
     self->preferred_segments = PyList_New(0);
-    if (self->preferred_segment == NULL || self->preferred_segments == NULL) {
+    self->preferred_nof_segments = PyList_New(0);
+    self->group_ids = Py_NewRef(Py_None);
+    if (self->preferred_segment == NULL || self->preferred_segments == NULL ||
+        self->preferred_nof_segments == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -58,6 +79,8 @@ static void replcfg_dealloc(ReplCfgObject *self)
 {
     Py_CLEAR(self->preferred_segment);
     Py_CLEAR(self->preferred_segments);
+    Py_CLEAR(self->preferred_nof_segments);
+    Py_CLEAR(self->group_ids);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -104,7 +127,6 @@ static int parse_flag(PyObject *v, const char *what, char *out)
     {                                                                                              \
         return parse_flag(v, #field, &self->field);                                                \
     }
-FLAG_GETSET(with_soft_pin)
 FLAG_GETSET(with_hard_pin)
 FLAG_GETSET(prefer_alloc_in_same_node)
 
@@ -130,28 +152,128 @@ static int replcfg_set_replica_num(ReplCfgObject *self, PyObject *v, void *c)
     return 0;
 }
 
+#define U64_GETSET(field)                                                                          \
+    static PyObject *replcfg_get_##field(ReplCfgObject *self, void *c)                           \
+    {                                                                                              \
+        return PyLong_FromUnsignedLongLong(self->field);                                           \
+    }                                                                                              \
+    static int replcfg_set_##field(ReplCfgObject *self, PyObject *v, void *c)                    \
+    {                                                                                              \
+        if (v == NULL) {                                                                           \
+            PyErr_SetString(PyExc_AttributeError, "cannot delete " #field);                       \
+            return -1;                                                                             \
+        }                                                                                          \
+        return mcpy_u64(v, #field, &self->field);                                                  \
+    }
+U64_GETSET(nof_replica_num)
+U64_GETSET(dfs_replica_num)
+
+/* An enum-valued attribute: a member of the IntEnum (or a plain int) in [0, max]. */
+static int parse_enum(PyObject *v, const char *what, long max, int *out)
+{
+    if (v == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete %s", what);
+        return -1;
+    }
+    if (PyBool_Check(v) || !PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a %s member, not %.100s", what,
+                     !strcmp(what, "data_type") ? "ObjectDataType" : "SoftPinAction",
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    long n = PyLong_AsLong(v);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    if (n < 0 || n > max) {
+        PyErr_Format(PyExc_ValueError, "%s: %ld is not a valid value (0..%ld)", what, n, max);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+static PyObject *enum_member(PyObject *cls, int v)
+{
+    if (cls == NULL)
+        return PyLong_FromLong(v);
+    return PyObject_CallFunction(cls, "i", v);
+}
+
+static PyObject *replcfg_get_soft_pin_action(ReplCfgObject *self, void *c)
+{
+    return enum_member(g_soft_pin_enum, self->soft_pin_action);
+}
+
+static int replcfg_set_soft_pin_action(ReplCfgObject *self, PyObject *v, void *c)
+{
+    return parse_enum(v, "soft_pin_action", SOFT_PIN_DISABLE, &self->soft_pin_action);
+}
+
+static PyObject *replcfg_get_data_type(ReplCfgObject *self, void *c)
+{
+    return enum_member(g_data_type_enum, self->data_type);
+}
+
+static int replcfg_set_data_type(ReplCfgObject *self, PyObject *v, void *c)
+{
+    return parse_enum(v, "data_type", OBJECT_DATA_TYPE_MAX, &self->data_type);
+}
+
+/* with_soft_pin: upstream's older boolean. True sets soft_pin_action = ENABLE, False sets
+ * PRESERVE (the mapping of upstream's C API, store_c.cpp); reading it tells whether the action
+ * is ENABLE. */
+static PyObject *replcfg_get_with_soft_pin(ReplCfgObject *self, void *c)
+{
+    return PyBool_FromLong(self->soft_pin_action == SOFT_PIN_ENABLE);
+}
+
+static int replcfg_set_with_soft_pin(ReplCfgObject *self, PyObject *v, void *c)
+{
+    char on;
+    if (parse_flag(v, "with_soft_pin", &on) < 0)
+        return -1;
+    self->soft_pin_action = on ? SOFT_PIN_ENABLE : SOFT_PIN_PRESERVE;
+    return 0;
+}
+
 static PyObject *replcfg_get_soft_pin_ttl_ms(ReplCfgObject *self, void *c)
 {
+    if (!self->has_soft_pin_ttl)
+        Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(self->soft_pin_ttl_ms);
 }
 
+/* Optional[int]: None = the master's default; like upstream, a negative value or one over 64
+ * bits is a TypeError (it does not convert to uint64). */
 static int replcfg_set_soft_pin_ttl_ms(ReplCfgObject *self, PyObject *v, void *c)
 {
     uint64_t n;
-    if (v == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "cannot delete soft_pin_ttl_ms");
+    if (v == NULL || v == Py_None) {
+        self->has_soft_pin_ttl = 0;
+        self->soft_pin_ttl_ms = 0;
+        return 0;
+    }
+    if (PyBool_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "soft_pin_ttl_ms must be an int or None, not bool");
         return -1;
     }
-    if (mcpy_u64(v, "soft_pin_ttl_ms", &n) < 0)
+    if (mcpy_u64(v, "soft_pin_ttl_ms", &n) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_ValueError) ||
+            PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "soft_pin_ttl_ms must be None or an int from 0 to 2**64-1, got %R", v);
+        }
         return -1;
+    }
+    self->has_soft_pin_ttl = 1;
     self->soft_pin_ttl_ms = n;
     return 0;
 }
 
 static PyObject *replcfg_get_preferred_segment(ReplCfgObject *self, void *c)
 {
-    Py_INCREF(self->preferred_segment);
-    return self->preferred_segment;
+    return Py_NewRef(self->preferred_segment);
 }
 
 static int replcfg_set_preferred_segment(ReplCfgObject *self, PyObject *v, void *c)
@@ -171,66 +293,102 @@ static int replcfg_set_preferred_segment(ReplCfgObject *self, PyObject *v, void 
     }
     if (mcpy_cstr(v, "preferred_segment", &s) < 0)
         return -1;
-    Py_INCREF(v);
-    Py_SETREF(self->preferred_segment, v);
+    Py_SETREF(self->preferred_segment, Py_NewRef(v));
     return 0;
 }
 
-static PyObject *replcfg_get_preferred_segments(ReplCfgObject *self, void *c)
-{
-    return PySequence_List(self->preferred_segments);
-}
-
-static int replcfg_set_preferred_segments(ReplCfgObject *self, PyObject *v, void *c)
+/* A list-of-str attribute; None clears it (or, with none_ok, stores None). */
+static int set_str_list(PyObject **slot, PyObject *v, const char *what, int none_ok)
 {
     if (v == NULL || v == Py_None) {
-        PyObject *l = PyList_New(0);
+        PyObject *l = none_ok ? Py_NewRef(Py_None) : PyList_New(0);
         if (l == NULL)
             return -1;
-        Py_SETREF(self->preferred_segments, l);
+        Py_SETREF(*slot, l);
         return 0;
     }
     mcpy_keys_t k;
-    if (mcpy_keys_parse(v, "preferred_segments", &k) < 0)
+    if (mcpy_keys_parse(v, what, &k) < 0)
         return -1;
     PyObject *l = PySequence_List(k.tuple);
     mcpy_keys_release(&k);
     if (l == NULL)
         return -1;
-    Py_SETREF(self->preferred_segments, l);
+    Py_SETREF(*slot, l);
     return 0;
 }
 
+static PyObject *get_str_list(PyObject *l)
+{
+    if (l == Py_None)
+        Py_RETURN_NONE;
+    return PySequence_List(l);
+}
+
+#define LIST_GETSET(field, none_ok)                                                                \
+    static PyObject *replcfg_get_##field(ReplCfgObject *self, void *c)                           \
+    {                                                                                              \
+        return get_str_list(self->field);                                                          \
+    }                                                                                              \
+    static int replcfg_set_##field(ReplCfgObject *self, PyObject *v, void *c)                    \
+    {                                                                                              \
+        return set_str_list(&self->field, v, #field, none_ok);                                     \
+    }
+LIST_GETSET(preferred_segments, 0)
+LIST_GETSET(preferred_nof_segments, 0)
+LIST_GETSET(group_ids, 1)
+
+#define GS(name, doc) {#name, (getter)replcfg_get_##name, (setter)replcfg_set_##name, doc, NULL}
 static PyGetSetDef replcfg_getset[] = {
-    {"replica_num", (getter)replcfg_get_replica_num, (setter)replcfg_set_replica_num,
-     "Number of replicas (default 1).", NULL},
-    {"with_soft_pin", (getter)replcfg_get_with_soft_pin, (setter)replcfg_set_with_soft_pin,
-     "Protect from eviction in a first pass.", NULL},
-    {"soft_pin_ttl_ms", (getter)replcfg_get_soft_pin_ttl_ms,
-     (setter)replcfg_set_soft_pin_ttl_ms, "Soft pin duration in ms (0 = master default).", NULL},
-    {"with_hard_pin", (getter)replcfg_get_with_hard_pin, (setter)replcfg_set_with_hard_pin,
-     "Never evict.", NULL},
-    {"preferred_segment", (getter)replcfg_get_preferred_segment,
-     (setter)replcfg_set_preferred_segment, "Segment name to place the first replica on.", NULL},
-    {"preferred_segments", (getter)replcfg_get_preferred_segments,
-     (setter)replcfg_set_preferred_segments,
-     "Preferred segment names (the first is used when preferred_segment is empty).", NULL},
-    {"prefer_alloc_in_same_node", (getter)replcfg_get_prefer_alloc_in_same_node,
-     (setter)replcfg_set_prefer_alloc_in_same_node, "Prefer a segment on this host.", NULL},
+    GS(replica_num, "Number of memory replicas (default 1)."),
+    GS(nof_replica_num, "NVMe-oF replicas (default 0; Mooncake-C has no such tier: a put with "
+                        "a value > 0 returns INVALID_PARAMS)."),
+    GS(dfs_replica_num, "Distributed-file-system replicas (default 0; no such tier here: a "
+                        "put with a value > 0 returns INVALID_PARAMS)."),
+    GS(soft_pin_action, "SoftPinAction: PRESERVE (default; a new object is not pinned, an "
+                        "upsert keeps the old value's pin), ENABLE (soft pin for "
+                        "soft_pin_ttl_ms), DISABLE (not pinned)."),
+    GS(soft_pin_ttl_ms, "Soft pin duration in ms, None = the master's "
+                        "--default_kv_soft_pin_ttl. Only with soft_pin_action=ENABLE (else "
+                        "the put returns INVALID_PARAMS, as upstream)."),
+    GS(with_soft_pin, "Older form of soft_pin_action: True = ENABLE, False = PRESERVE."),
+    GS(with_hard_pin, "Never evicted (removed only explicitly)."),
+    GS(preferred_segments, "Segment names tried first, in order, one replica on each that has "
+                           "room (then placement as usual); at most 64."),
+    GS(preferred_nof_segments, "NVMe-oF segments (no such tier: non-empty returns "
+                               "INVALID_PARAMS)."),
+    GS(preferred_segment, "Deprecated single preferred segment (used only when "
+                          "preferred_segments is empty)."),
+    GS(prefer_alloc_in_same_node, "Refused by puts with INVALID_PARAMS, as upstream's puts do."),
+    GS(data_type, "ObjectDataType of the object (metadata; accepted, not stored by the master)."),
+    GS(group_ids, "None or one group id per key (metadata for group eviction, accepted and not "
+                  "acted on; a batch put with a length other than the key count returns "
+                  "INVALID_PARAMS)."),
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef GS
+
+static char *replcfg_kwlist[] = {"replica_num", "with_soft_pin", "with_hard_pin",
+                                 "preferred_segment", "prefer_alloc_in_same_node",
+                                 "soft_pin_ttl_ms", "preferred_segments", "nof_replica_num",
+                                 "dfs_replica_num", "soft_pin_action", "preferred_nof_segments",
+                                 "data_type", "group_ids", NULL};
+#define REPLCFG_NKW 13
 
 static int replcfg_init(ReplCfgObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"replica_num", "with_soft_pin", "with_hard_pin", "preferred_segment",
-                             "prefer_alloc_in_same_node", "soft_pin_ttl_ms",
-                             "preferred_segments", NULL};
-    PyObject *v[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOOOOO:ReplicateConfig", kwlist, &v[0], &v[1],
-                                     &v[2], &v[3], &v[4], &v[5], &v[6]))
+    PyObject *v[REPLCFG_NKW] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOOOOOOOOOOO:ReplicateConfig",
+                                     replcfg_kwlist, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                                     &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12]))
         return -1;
-    for (int i = 0; i < 7; i++) {
-        if (v[i] && PyObject_SetAttrString((PyObject *)self, kwlist[i], v[i]) < 0)
+    if (v[1] && v[9]) {
+        PyErr_SetString(PyExc_TypeError,
+                        "ReplicateConfig: give soft_pin_action or with_soft_pin, not both");
+        return -1;
+    }
+    for (int i = 0; i < REPLCFG_NKW; i++) {
+        if (v[i] && PyObject_SetAttrString((PyObject *)self, replcfg_kwlist[i], v[i]) < 0)
             return -1;
     }
     return 0;
@@ -238,13 +396,22 @@ static int replcfg_init(ReplCfgObject *self, PyObject *args, PyObject *kwds)
 
 static PyObject *replcfg_repr(ReplCfgObject *self)
 {
-    return PyUnicode_FromFormat(
-        "ReplicateConfig(replica_num=%lu, with_soft_pin=%s, soft_pin_ttl_ms=%llu, "
-        "with_hard_pin=%s, preferred_segment=%R, preferred_segments=%R, "
-        "prefer_alloc_in_same_node=%s)",
-        self->replica_num, self->with_soft_pin ? "True" : "False", self->soft_pin_ttl_ms,
-        self->with_hard_pin ? "True" : "False", self->preferred_segment,
-        self->preferred_segments, self->prefer_alloc_in_same_node ? "True" : "False");
+    static const char *pins[] = {"PRESERVE", "ENABLE", "DISABLE"};
+    PyObject *ttl = replcfg_get_soft_pin_ttl_ms(self, NULL);
+    if (ttl == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat(
+        "ReplicateConfig(replica_num=%lu, nof_replica_num=%llu, dfs_replica_num=%llu, "
+        "soft_pin_action=SoftPinAction.%s, soft_pin_ttl_ms=%R, with_hard_pin=%s, "
+        "preferred_segments=%R, preferred_nof_segments=%R, preferred_segment=%R, "
+        "prefer_alloc_in_same_node=%s, data_type=%d, group_ids=%R)",
+        self->replica_num, (unsigned long long)self->nof_replica_num,
+        (unsigned long long)self->dfs_replica_num, pins[self->soft_pin_action], ttl,
+        self->with_hard_pin ? "True" : "False", self->preferred_segments,
+        self->preferred_nof_segments, self->preferred_segment,
+        self->prefer_alloc_in_same_node ? "True" : "False", self->data_type, self->group_ids);
+    Py_DECREF(ttl);
+    return r;
 }
 
 static PyTypeObject ReplCfgType = {
@@ -252,8 +419,14 @@ static PyTypeObject ReplCfgType = {
     .tp_name = "mooncake.store.ReplicateConfig",
     .tp_basicsize = sizeof(ReplCfgObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Replication settings of a put: replica_num, with_soft_pin, soft_pin_ttl_ms, "
-              "with_hard_pin, preferred_segment(s), prefer_alloc_in_same_node.",
+    .tp_doc = "Replication settings of a put, with upstream's attributes and defaults: "
+              "replica_num=1, nof_replica_num=0, dfs_replica_num=0, "
+              "soft_pin_action=SoftPinAction.PRESERVE, soft_pin_ttl_ms=None, "
+              "with_hard_pin=False, preferred_segments=[], preferred_nof_segments=[], "
+              "preferred_segment='', prefer_alloc_in_same_node=False, "
+              "data_type=ObjectDataType.UNKNOWN, group_ids=None; with_soft_pin is the older "
+              "boolean form of soft_pin_action. Settings Mooncake-C cannot honour make the put "
+              "return INVALID_PARAMS (-600) with a log line; see each attribute.",
     .tp_new = replcfg_new,
     .tp_init = (initproc)replcfg_init,
     .tp_dealloc = (destructor)replcfg_dealloc,
@@ -261,13 +434,29 @@ static PyTypeObject ReplCfgType = {
     .tp_repr = (reprfunc)replcfg_repr,
 };
 
-/* Parsed config: `hold` keeps the preferred segment string alive during the C call. */
+/* Parsed config: `hold` keeps the preferred segment string alive during the C call. `refused`
+ * is MC_OK, or MC_ERR_INVALID_PARAMS when the config asks for something Mooncake-C does not
+ * do (logged once here); callers then return it for every key without calling the store. */
 typedef struct {
     mc_replicate_config_t c;
-    PyObject *hold;
+    PyObject *hold;     /* the preferred segment str, or the preferred_segments tuple */
+    const char **segs;  /* PyMem: c.preferred_segments, borrowed from hold's strs */
+    mc_status_t refused;
 } cfg_t;
 
-static int cfg_parse(PyObject *o, cfg_t *cfg)
+static mc_status_t cfg_refuse(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    mcpy_warn("ReplicateConfig: %s (INVALID_PARAMS)", msg);
+    return MC_ERR_INVALID_PARAMS;
+}
+
+/* n_keys: keys of the call (group_ids must have one entry per key in a batch; 0 = single). */
+static int cfg_parse_n(PyObject *o, cfg_t *cfg, size_t n_keys)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->c.replica_num = 1;
@@ -280,26 +469,89 @@ static int cfg_parse(PyObject *o, cfg_t *cfg)
     }
     ReplCfgObject *r = (ReplCfgObject *)o;
     cfg->c.replica_num = (uint32_t)r->replica_num;
-    cfg->c.with_soft_pin = r->with_soft_pin;
-    cfg->c.soft_pin_ttl_ms = r->soft_pin_ttl_ms;
     cfg->c.with_hard_pin = r->with_hard_pin;
-    cfg->c.prefer_alloc_in_same_node = r->prefer_alloc_in_same_node;
+    if (r->nof_replica_num > 0 || r->dfs_replica_num > 0) {
+        cfg->refused = cfg_refuse("nof_replica_num=%llu, dfs_replica_num=%llu: Mooncake-C keeps "
+                                  "replicas in memory only (no NVMe-oF or DFS tier)",
+                                  (unsigned long long)r->nof_replica_num,
+                                  (unsigned long long)r->dfs_replica_num);
+        return 0;
+    }
+    if (PyList_GET_SIZE(r->preferred_nof_segments) > 0) {
+        cfg->refused = cfg_refuse("preferred_nof_segments given: no NVMe-oF tier in Mooncake-C");
+        return 0;
+    }
+    if (r->prefer_alloc_in_same_node) {
+        cfg->refused = cfg_refuse("prefer_alloc_in_same_node is not supported by puts (as "
+                                  "upstream); use preferred_segments=[store.get_hostname()]");
+        return 0;
+    }
+    if (r->has_soft_pin_ttl && r->soft_pin_action != SOFT_PIN_ENABLE) {
+        cfg->refused = cfg_refuse("soft_pin_ttl_ms needs soft_pin_action=ENABLE");
+        return 0;
+    }
+    if (r->group_ids != Py_None && n_keys > 0 &&
+        (size_t)PyList_GET_SIZE(r->group_ids) != n_keys) {
+        cfg->refused = cfg_refuse("group_ids has %zd entries for %zu keys",
+                                  PyList_GET_SIZE(r->group_ids), n_keys);
+        return 0;
+    }
+    cfg->c.with_soft_pin = r->soft_pin_action == SOFT_PIN_ENABLE;
+    cfg->c.soft_pin_disable = r->soft_pin_action == SOFT_PIN_DISABLE;
+    cfg->c.soft_pin_ttl_ms = r->has_soft_pin_ttl ? r->soft_pin_ttl_ms : 0;
+    if (cfg->c.with_soft_pin && r->has_soft_pin_ttl && r->soft_pin_ttl_ms == 0) {
+        cfg->refused = cfg_refuse("soft_pin_ttl_ms=0 would pin for no time; use None for the "
+                                  "master's default");
+        return 0;
+    }
     PyObject *seg = r->preferred_segment;
-    if (PyUnicode_GET_LENGTH(seg) == 0 && PyList_GET_SIZE(r->preferred_segments) > 0)
-        seg = PyList_GET_ITEM(r->preferred_segments, 0);
+    Py_ssize_t nseg = PyList_GET_SIZE(r->preferred_segments);
+    if (nseg > MC_STORE_PREFERRED_MAX) {
+        cfg->refused = cfg_refuse("%zd preferred_segments, at most %d", nseg,
+                                  MC_STORE_PREFERRED_MAX);
+        return 0;
+    }
+    if (nseg > 0) { /* tried in order by the master; preferred_segment is then not used */
+        PyObject *t = PyList_AsTuple(r->preferred_segments);
+        const char **v = t ? PyMem_Calloc((size_t)nseg, sizeof(*v)) : NULL;
+        for (Py_ssize_t i = 0; v && i < nseg; i++) {
+            if (mcpy_cstr(PyTuple_GET_ITEM(t, i), "preferred_segments", &v[i]) < 0) {
+                PyMem_Free(v);
+                Py_DECREF(t);
+                return -1;
+            }
+        }
+        if (v == NULL) {
+            Py_XDECREF(t);
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            return -1;
+        }
+        cfg->hold = t;
+        cfg->segs = v;
+        cfg->c.preferred_segments = v;
+        cfg->c.n_preferred_segments = (size_t)nseg;
+        return 0;
+    }
     if (PyUnicode_Check(seg) && PyUnicode_GET_LENGTH(seg) > 0) {
         const char *s;
         if (mcpy_cstr(seg, "preferred_segment", &s) < 0)
             return -1;
-        Py_INCREF(seg);
-        cfg->hold = seg;
+        cfg->hold = Py_NewRef(seg);
         cfg->c.preferred_segment = s;
     }
     return 0;
 }
 
+static int cfg_parse(PyObject *o, cfg_t *cfg)
+{
+    return cfg_parse_n(o, cfg, 0);
+}
+
 static void cfg_release(cfg_t *cfg)
 {
+    PyMem_Free(cfg->segs);
+    cfg->segs = NULL;
     Py_CLEAR(cfg->hold);
 }
 
@@ -401,6 +653,7 @@ typedef struct {
     mcpy_gate_t gate;
     mcpy_regions_t regions; /* register_buffer ranges */
     PyObject *weakrefs;
+    uint64_t local_buffer_size; /* as given to setup */
 } StoreObject;
 
 #define STORE_ENTER(self) ((self)->store != NULL && mcpy_gate_enter(&(self)->gate))
@@ -416,6 +669,21 @@ typedef struct {
             STORE_LEAVE(self);                                                                     \
         }                                                                                          \
     } while (0)
+
+/* Byte put/get (put, put_parts, put_batch, upsert*, get, get_batch, get_buffer,
+ * batch_get_buffer) stage through the local buffer in upstream Mooncake, so a client set up
+ * with local_buffer_size=0 cannot use them there; neither can it here (the zero-copy calls,
+ * put_from / get_into on registered memory, work). MC_OK or MC_ERR_INVALID_PARAMS, logged. */
+static mc_status_t staging_check(StoreObject *self, const char *op)
+{
+    if (self->store == NULL || self->local_buffer_size > 0)
+        return MC_OK;
+    mcpy_warn("%s: this client was set up with local_buffer_size=0, and byte puts and gets go "
+              "through the local buffer (as upstream): use put_from/get_into on registered "
+              "memory, or set up with a local buffer",
+              op);
+    return MC_ERR_INVALID_PARAMS;
+}
 
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -599,6 +867,7 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
     Py_END_ALLOW_THREADS
     if (st == MC_OK) {
         self->store = s;
+        self->local_buffer_size = lb;
         mcpy_gate_open(&self->gate);
     }
     return mcpy_ret(st);
@@ -666,8 +935,10 @@ static PyObject *do_put(StoreObject *self, PyObject *key_o, PyObject *value_o, P
         cfg_release(&cfg);
         return NULL;
     }
-    mc_status_t st = NOT_READY;
-    if (STORE_ENTER(self)) {
+    mc_status_t st = cfg.refused ? cfg.refused : staging_check(self, upsert ? "upsert" : "put");
+    if (st != MC_OK) {
+        /* refused: nothing is sent */
+    } else if ((st = NOT_READY, STORE_ENTER(self))) {
         struct iovec iov = {view.buf, (size_t)view.len};
         Py_BEGIN_ALLOW_THREADS
         st = upsert ? mc_store_upsert(self->store, key, &iov, 1, &cfg.c)
@@ -744,7 +1015,10 @@ static PyObject *do_put_parts(StoreObject *self, PyObject *args, PyObject *kwds,
         iov[i].iov_base = vs.v[i].buf;
         iov[i].iov_len = (size_t)vs.v[i].len;
     }
-    if (STORE_ENTER(self)) {
+    st = cfg.refused ? cfg.refused : staging_check(self, fname);
+    if (st != MC_OK) {
+        /* refused: nothing is sent */
+    } else if (STORE_ENTER(self)) {
         Py_BEGIN_ALLOW_THREADS
         st = upsert ? mc_store_upsert(self->store, key, iov, (size_t)vs.n, &cfg.c)
                     : mc_store_put(self->store, key, iov, (size_t)vs.n, &cfg.c);
@@ -780,10 +1054,10 @@ static PyObject *do_put_batch(StoreObject *self, PyObject *args, PyObject *kwds,
     mcpy_keys_t keys;
     mcpy_views_t vs;
     cfg_t cfg;
-    if (cfg_parse(cfg_o, &cfg) < 0)
+    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
         return NULL;
-    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0) {
-        cfg_release(&cfg);
+    if (cfg_parse_n(cfg_o, &cfg, (size_t)keys.n) < 0) {
+        mcpy_keys_release(&keys);
         return NULL;
     }
     if (mcpy_views_parse(vals_o, "values", &vs) < 0) {
@@ -795,6 +1069,9 @@ static PyObject *do_put_batch(StoreObject *self, PyObject *args, PyObject *kwds,
     if (keys.n != vs.n) {
         mcpy_warn("%s: %zd keys but %zd values", upsert ? "upsert_batch" : "put_batch", keys.n,
                   vs.n);
+        ret = MC_ERR_INVALID_PARAMS;
+    } else if (keys.n > 0 && (cfg.refused ||
+                              staging_check(self, upsert ? "upsert_batch" : "put_batch"))) {
         ret = MC_ERR_INVALID_PARAMS;
     } else if (keys.n > 0) {
         size_t n = (size_t)keys.n;
@@ -893,7 +1170,7 @@ static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)
     void *val = NULL;
     size_t len = 0;
     mc_status_t st = NOT_READY;
-    if (STORE_ENTER(self)) {
+    if (staging_check(self, "get") == MC_OK && STORE_ENTER(self)) {
         get_many(self, &key, 1, &val, &len, &st);
         STORE_LEAVE(self);
     }
@@ -921,7 +1198,8 @@ static PyObject *do_get_batch(StoreObject *self, PyObject *keys_o, int as_handle
     }
     for (size_t i = 0; i < n; i++)
         sts[i] = NOT_READY;
-    if (n && STORE_ENTER(self)) {
+    if (n && staging_check(self, as_handles ? "batch_get_buffer" : "get_batch") == MC_OK &&
+        STORE_ENTER(self)) {
         get_many(self, keys.v, n, vals, lens, sts);
         STORE_LEAVE(self);
     }
@@ -986,7 +1264,7 @@ static PyObject *store_get_buffer(StoreObject *self, PyObject *args, PyObject *k
     void *val = NULL;
     size_t len = 0;
     mc_status_t st = NOT_READY;
-    if (STORE_ENTER(self)) {
+    if (staging_check(self, "get") == MC_OK && STORE_ENTER(self)) {
         get_many(self, &key, 1, &val, &len, &st);
         STORE_LEAVE(self);
     }
@@ -1276,7 +1554,9 @@ static PyObject *do_zc_single(StoreObject *self, PyObject *args, PyObject *kwds,
         mcpy_u64(s, "size", &size) < 0 || cfg_parse(c, &cfg) < 0)
         return NULL;
     long long r;
-    if (size > SIZE_MAX || !mcpy_regions_contains(&self->regions, ptr, size)) {
+    if (cfg.refused) {
+        r = cfg.refused;
+    } else if (size > SIZE_MAX || !mcpy_regions_contains(&self->regions, ptr, size)) {
         mcpy_warn("key '%.200s': buffer [0x%llx, +%llu) is not inside a registered buffer", key,
                   (unsigned long long)ptr, (unsigned long long)size);
         r = MC_ERR_INVALID_PARAMS;
@@ -1325,20 +1605,23 @@ static PyObject *do_zc_batch(StoreObject *self, PyObject *args, PyObject *kwds, 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &k, &p, &s, &extra))
         return NULL;
     cfg_t cfg;
-    if (mode == ZC_GET) {
-        if (!multi && extra) {
-            PyErr_Format(PyExc_TypeError, "%s() takes 3 arguments", fname);
-            return NULL;
-        }
-        memset(&cfg, 0, sizeof(cfg)); /* prefer_alloc_in_same_node: accepted, no effect */
-    } else if (cfg_parse(extra, &cfg) < 0) {
+    if (mode == ZC_GET && !multi && extra) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 3 arguments", fname);
         return NULL;
     }
     zc_t z;
-    if (zc_parse(self, k, p, s, multi, &z) < 0) {
-        cfg_release(&cfg);
+    if (zc_parse(self, k, p, s, multi, &z) < 0)
+        return NULL;
+    if (mode == ZC_GET) {
+        /* prefer_alloc_in_same_node (gets): always the case here, reads try this client's own
+         * segment first (store_replica_order) */
+        memset(&cfg, 0, sizeof(cfg));
+    } else if (cfg_parse_n(extra, &cfg, z.n) < 0) {
+        zc_free(&z);
         return NULL;
     }
+    for (size_t i = 0; cfg.refused && i < z.n; i++)
+        z.results[i] = cfg.refused;
     zc_run(self, &z, mode, &cfg);
     PyObject *r = zc_results(&z);
     zc_free(&z);
@@ -1569,6 +1852,142 @@ static PyObject *store_batch_get_replica_desc(StoreObject *self, PyObject *args,
     return d;
 }
 
+/* ---- ranged reads (get_into_ranges) ------------------------------------------------------ */
+
+/* Bytes from addr to the end of the registered buffer holding it (0: none holds it). */
+static uint64_t region_room(const mcpy_region_t *v, size_t n, uint64_t addr)
+{
+    for (size_t i = 0; i < n; i++)
+        if (addr >= v[i].addr && addr - v[i].addr < v[i].len)
+            return v[i].len - (addr - v[i].addr);
+    return 0;
+}
+
+#define RANGES_CHUNK 4096 /* keys fetched per batch get (below the client's batch cap) */
+
+/* _read_ranges(keys, frag_key, frag_buf, frag_dst, frag_src, frag_size) -> list of int.
+ *
+ * The engine of MooncakeDistributedStore.get_into_ranges (store.py checks the shapes): keys are
+ * the distinct keys of the call; fragment f copies frag_size[f] bytes from offset frag_src[f] of
+ * keys[frag_key[f]] to frag_buf[f] + frag_dst[f], where frag_buf[f] lies in a buffer registered
+ * with register_buffer. Each key is read once, whole and checksum-verified, through the batch get
+ * (one master round trip and one transfer batch per RANGES_CHUNK keys) into a heap copy, then
+ * its fragments are copied out; the copy is freed before returning. Result per fragment: the
+ * bytes copied, the key's read status (e.g. OBJECT_NOT_FOUND), or INVALID_PARAMS when the range
+ * runs past the object or past the registered buffer. */
+static PyObject *store_read_ranges(StoreObject *self, PyObject *args)
+{
+    PyObject *keys_o, *fk_o, *fb_o, *fd_o, *fs_o, *fz_o;
+    if (!PyArg_ParseTuple(args, "OOOOOO:_read_ranges", &keys_o, &fk_o, &fb_o, &fd_o, &fs_o,
+                          &fz_o))
+        return NULL;
+    mcpy_keys_t keys;
+    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
+        return NULL;
+    uint64_t *fk = NULL, *fb = NULL, *fd = NULL, *fs = NULL, *fz = NULL;
+    Py_ssize_t n1, n2, n3, n4, n5;
+    PyObject *out = NULL;
+    void **vals = NULL;
+    size_t *lens = NULL;
+    mc_status_t *sts = NULL;
+    int64_t *res = NULL;
+    mcpy_region_t *regs = NULL;
+    if (mcpy_u64_list(fk_o, "frag_key", &fk, &n1) < 0 ||
+        mcpy_u64_list(fb_o, "frag_buf", &fb, &n2) < 0 ||
+        mcpy_u64_list(fd_o, "frag_dst", &fd, &n3) < 0 ||
+        mcpy_u64_list(fs_o, "frag_src", &fs, &n4) < 0 ||
+        mcpy_u64_list(fz_o, "frag_size", &fz, &n5) < 0)
+        goto done;
+    if (n1 != n2 || n1 != n3 || n1 != n4 || n1 != n5) {
+        PyErr_SetString(PyExc_ValueError, "_read_ranges: fragment lists differ in length");
+        goto done;
+    }
+    size_t nf = (size_t)n1, nk = (size_t)keys.n;
+    for (size_t f = 0; f < nf; f++)
+        if (fk[f] >= nk) {
+            PyErr_SetString(PyExc_ValueError, "_read_ranges: key index out of range");
+            goto done;
+        }
+    vals = PyMem_Calloc(nk ? nk : 1, sizeof(*vals));
+    lens = PyMem_Calloc(nk ? nk : 1, sizeof(*lens));
+    sts = PyMem_Calloc(nk ? nk : 1, sizeof(*sts));
+    res = PyMem_Calloc(nf ? nf : 1, sizeof(*res));
+    if (!vals || !lens || !sts || !res) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < nk; i++)
+        sts[i] = NOT_READY;
+    if (nk && STORE_ENTER(self)) {
+        for (size_t i = 0; i < nk; i += RANGES_CHUNK) {
+            size_t m = nk - i < RANGES_CHUNK ? nk - i : RANGES_CHUNK;
+            get_many(self, keys.v + i, m, vals + i, lens + i, sts + i);
+        }
+        size_t nregs = 0;
+        regs = mcpy_regions_snapshot(&self->regions, &nregs);
+        Py_BEGIN_ALLOW_THREADS
+        for (size_t f = 0; f < nf; f++) {
+            size_t k = (size_t)fk[f];
+            uint64_t room = region_room(regs, nregs, fb[f]);
+            if (sts[k] != MC_OK)
+                res[f] = sts[k];
+            else if (fs[f] > lens[k] || fz[f] > lens[k] - fs[f] || fd[f] > room ||
+                     fz[f] > room - fd[f])
+                res[f] = MC_ERR_INVALID_PARAMS;
+            else {
+                if (fz[f])
+                    memcpy((char *)(uintptr_t)(fb[f] + fd[f]), (char *)vals[k] + fs[f],
+                           (size_t)fz[f]);
+                res[f] = (int64_t)fz[f];
+            }
+        }
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    } else {
+        for (size_t f = 0; f < nf; f++)
+            res[f] = NOT_READY;
+    }
+    mcpy_log_flush();
+    out = PyList_New((Py_ssize_t)nf);
+    for (size_t f = 0; out && f < nf; f++) {
+        PyObject *v = PyLong_FromLongLong(res[f]);
+        if (v == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)f, v);
+    }
+done:
+    for (size_t i = 0; vals && i < (size_t)keys.n; i++)
+        free(vals[i]);
+    PyMem_RawFree(regs);
+    PyMem_Free(vals);
+    PyMem_Free(lens);
+    PyMem_Free(sts);
+    PyMem_Free(res);
+    PyMem_Free(fk);
+    PyMem_Free(fb);
+    PyMem_Free(fd);
+    PyMem_Free(fs);
+    PyMem_Free(fz);
+    mcpy_keys_release(&keys);
+    return out;
+}
+
+/* _buffer_room(ptr) -> bytes from ptr to the end of the registered buffer holding it, 0 if
+ * none does (upstream's capacity of a get_into_ranges destination). */
+static PyObject *store_buffer_room(StoreObject *self, PyObject *arg)
+{
+    uint64_t p;
+    if (mcpy_u64(arg, "buffer_ptr", &p) < 0)
+        return NULL;
+    size_t n = 0;
+    mcpy_region_t *v = mcpy_regions_snapshot(&self->regions, &n);
+    uint64_t room = region_room(v, n, p);
+    PyMem_RawFree(v);
+    return PyLong_FromUnsignedLongLong(room);
+}
+
 static PyMethodDef store_methods[] = {
     {"_setup", MCPY_KWFUNC(store_setup), METH_VARARGS | METH_KEYWORDS,
      "_setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, "
@@ -1644,6 +2063,11 @@ static PyMethodDef store_methods[] = {
      "remove_by_regex(regex_pattern, force=False) -> number removed or negative error"},
     {"remove_all", MCPY_KWFUNC(store_remove_all), METH_VARARGS | METH_KEYWORDS,
      "remove_all(force=False) -> number removed or negative error"},
+    {"_read_ranges", (PyCFunction)store_read_ranges, METH_VARARGS,
+     "_read_ranges(keys, frag_key, frag_buf, frag_dst, frag_src, frag_size) -> list. Use "
+     "get_into_ranges()."},
+    {"_buffer_room", (PyCFunction)store_buffer_room, METH_O,
+     "_buffer_room(ptr) -> bytes from ptr to the end of its registered buffer (0: none)."},
     {"_get_replica_desc", MCPY_KWFUNC(store_get_replica_desc), METH_VARARGS | METH_KEYWORDS,
      "_get_replica_desc(key) -> list of (segment, endpoint, addr, size, status)"},
     {"_batch_get_replica_desc", MCPY_KWFUNC(store_batch_get_replica_desc),
@@ -1663,9 +2087,27 @@ static PyTypeObject StoreType = {
     .tp_weaklistoffset = offsetof(StoreObject, weakrefs),
 };
 
+/* _set_enums(SoftPinAction, ObjectDataType): mooncake.store's IntEnum classes, so that
+ * ReplicateConfig's soft_pin_action and data_type read back as their members. */
+static PyObject *mod_set_enums(PyObject *mod, PyObject *args)
+{
+    PyObject *sp, *dt;
+    if (!PyArg_ParseTuple(args, "OO:_set_enums", &sp, &dt))
+        return NULL;
+    Py_XSETREF(g_soft_pin_enum, Py_NewRef(sp));
+    Py_XSETREF(g_data_type_enum, Py_NewRef(dt));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef store_module_methods[] = {
+    {"_set_enums", mod_set_enums, METH_VARARGS,
+     "_set_enums(SoftPinAction, ObjectDataType): the enum classes ReplicateConfig returns."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef store_module = {
-    PyModuleDef_HEAD_INIT, "mooncake._store", "Mooncake-C store client binding.", -1, NULL, NULL,
-    NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "mooncake._store", "Mooncake-C store client binding.", -1,
+    store_module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__store(void)

@@ -1,7 +1,7 @@
 """``mooncake.store``: the Mooncake store client with upstream Mooncake's Python API.
 
 Conventions (as upstream): ints are 0 on success or a negative status code; get_into returns
-bytes read or a negative code; get returns b"" on a miss; is_exist returns 1 / 0 / negative;
+bytes read or a negative code; get_into_ranges returns [buffer][key][fragment] of those; get returns b"" on a miss; is_exist returns 1 / 0 / negative;
 get_buffer returns a BufferHandle (buffer protocol: numpy.frombuffer views it without a copy)
 or None. Zero-copy calls need the memory registered first with register_buffer.
 
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from . import _config
 from ._config import default_kv_lease_ttl_ms, parse_size
+from . import _store
 from ._store import BufferHandle, ReplicateConfig
 from ._store import DistributedStore as _StoreBase
 from .tensor import ParallelAxis, ReadTarget, TensorParallelism, TensorStoreMixin
@@ -30,6 +31,29 @@ DEFAULT_LOCAL_BUFFER_SIZE = 16 * 1024 * 1024
 
 _SENTINEL = object()
 
+INVALID_PARAMS = -600  # upstream ErrorCode::INVALID_PARAMS (mc_status_t MC_ERR_INVALID_PARAMS)
+
+
+class ObjectDataType(enum.IntEnum):
+    """What an object holds (upstream's ObjectDataType); ReplicateConfig.data_type."""
+    UNKNOWN = 0
+    KVCACHE = 1
+    TENSOR = 2
+    WEIGHT = 3
+    SAMPLE = 4
+    ACTIVATION = 5
+    GRADIENT = 6
+    OPTIMIZER_STATE = 7
+    METADATA = 8
+    GENERAL = 9
+
+
+class SoftPinAction(enum.IntEnum):
+    """Soft pin requested by a put (ReplicateConfig.soft_pin_action)."""
+    PRESERVE = 0
+    ENABLE = 1
+    DISABLE = 2
+
 
 class ReplicaStatus(enum.IntEnum):
     UNDEFINED = 0
@@ -38,6 +62,30 @@ class ReplicaStatus(enum.IntEnum):
     COMPLETE = 3
     REMOVED = 4
     FAILED = 5
+
+
+class TaskType(enum.IntEnum):
+    """Kinds of master tasks (create_copy_task / create_move_task: not in Mooncake-C yet)."""
+    REPLICA_COPY = 0
+    REPLICA_MOVE = 1
+
+
+class TaskStatus(enum.IntEnum):
+    PENDING = 0
+    PROCESSING = 1
+    FAILED = 2
+    SUCCESS = 3
+
+
+_store._set_enums(SoftPinAction, ObjectDataType)
+
+# Upstream exports the members of these enums into the module too (pybind11 export_values), in
+# this order, so TaskStatus.PROCESSING / FAILED win over ReplicaStatus's.
+_EXPORTED = {}
+for _e in (ObjectDataType, ReplicaStatus, TaskType, TaskStatus):
+    _EXPORTED.update(_e.__members__)
+globals().update(_EXPORTED)
+del _e
 
 
 class BufferDescriptor:
@@ -128,7 +176,11 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
         ($MC_STORE_LEASE_CACHE; 0 = every get asks the master) and placement_feed
         ($MC_STORE_PLACEMENT_FEED; a key prefix, "" = every key). The client's transfer engine
         takes its tuning from the same variables as TransferEngine ($MC_TE_*, $MC_FORCE_TCP,
-        ...). Invalid values raise ValueError.
+        ...). Invalid values of those raise ValueError; a size that cannot be parsed ("50%")
+        makes setup return INVALID_PARAMS (-600), as upstream's setup does.
+
+        A client set up with local_buffer_size=0 refuses the byte calls (put*, upsert*, get*,
+        which go through the local buffer upstream); zero-copy calls work.
         """
         if isinstance(local_hostname, Mapping):
             cfg = dict(local_hostname)
@@ -158,8 +210,14 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
         master = (master_server_addr or _config.env_first("MOONCAKE_MASTER", "MASTER_SERVER")
                   or _config.DEFAULT_MASTER)
         proto = _config.normalize_protocol(protocol)
-        gs = parse_size(global_segment_size, "global_segment_size")
-        lb = parse_size(local_buffer_size, "local_buffer_size")
+        # A size upstream cannot parse ("50%", "12 apples", -1) makes setup return
+        # INVALID_PARAMS like upstream's, not raise; a wrong type (a list) is still a TypeError.
+        try:
+            gs = parse_size(global_segment_size, "global_segment_size")
+            lb = parse_size(local_buffer_size, "local_buffer_size")
+        except ValueError as e:
+            log.error("setup: %s", e)
+            return INVALID_PARAMS
         hints = extra["replica_hints"] if "replica_hints" in extra \
             else _config.store_replica_hints()
         lease = extra["lease_cache"] if "lease_cache" in extra else _config.store_lease_cache()
@@ -172,6 +230,14 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
                            tuning or None)
 
     def _setup_from_dict(self, cfg):
+        # upstream converts every value of the dict with str() and parses it: a size it cannot
+        # read is INVALID_PARAMS, whatever its type
+        for k in ("global_segment_size", "local_buffer_size"):
+            v = cfg.get(k)
+            if v is not None and v != "" and (isinstance(v, bool)
+                                               or not isinstance(v, (int, float, str))):
+                log.error("setup: %s: cannot parse size %r", k, v)
+                return INVALID_PARAMS
         host = _config_get(cfg, "local_hostname",
                            default=_config.env_first("LOCAL_HOSTNAME") or "localhost")
         meta = _config_get(cfg, "metadata_server", default=None)
@@ -188,6 +254,91 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
             **{k: cfg[k] for k in ("host_label", "rpc_timeout_ms", "transfer_timeout_ms",
                                    "replica_hints", "lease_cache", "placement_feed")
                if cfg.get(k) is not None})
+
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
+        """Upstream's standalone mode: attach to a mooncake_client real client at server_address
+        (host:port) over shared memory. Mooncake-C does not have that mode yet, so this logs why
+        and returns -1, upstream's result when no real client answers. Like upstream, it first
+        drops any client this object had set up."""
+        for name, v in (("mem_pool_size", mem_pool_size),
+                        ("local_buffer_size", local_buffer_size)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise TypeError(f"setup_dummy(): {name} must be a non-negative int, got {v!r}")
+        if not isinstance(server_address, str):
+            raise TypeError("setup_dummy(): server_address must be str, not "
+                            f"{type(server_address).__name__}")
+        self.close()
+        log.error("setup_dummy(%s): the standalone real-client mode (a dummy client attached to "
+                  "mooncake_client over shared memory) is not supported yet by Mooncake-C; use "
+                  "setup() to run an embedded client", server_address)
+        return -1
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+                        all_sizes):
+        """Byte ranges of objects into registered buffers: -> results[b][k][f].
+
+        For buffer b, key all_keys[b][k] and fragment f, copy all_sizes[b][k][f] bytes from
+        offset all_src_offsets[b][k][f] of the object to all_dst_offsets[b][k][f] in
+        buffer_ptrs[b]. Each result is the bytes copied or a negative code, as upstream:
+        INVALID_PARAMS for every fragment when the top-level lists differ in length, for every
+        fragment of a buffer that is not inside a registered buffer or whose key and offset
+        lists differ in length, for every fragment of a key whose three lists differ in length,
+        and for one fragment that runs past the object or past the end of the registered
+        buffer; a key that cannot be read (OBJECT_NOT_FOUND, ...) gives its code to each of its
+        fragments. The result has one row per key and one entry per destination offset (1 where
+        a list is missing). Each key is read once, whole and checksum-verified, and its
+        fragments are copied out of that read (_read_ranges).
+        """
+        nb = len(buffer_ptrs)
+
+        def rows(b):
+            keys = all_keys[b] if b < len(all_keys) else [None]
+            dsts = all_dst_offsets[b] if b < len(all_dst_offsets) else []
+            return [[INVALID_PARAMS] * (len(dsts[k]) if k < len(dsts) else 1)
+                    for k in range(len(keys))]
+
+        results = [rows(b) for b in range(nb)]
+        if not (nb == len(all_keys) == len(all_dst_offsets) == len(all_src_offsets)
+                == len(all_sizes)):
+            log.error("get_into_ranges: %d buffers but %d key lists, %d dst, %d src, %d size "
+                      "lists", nb, len(all_keys), len(all_dst_offsets), len(all_src_offsets),
+                      len(all_sizes))
+            return results
+        key_index = {}
+        frag_key, frag_buf, frag_dst, frag_src, frag_size, where = [], [], [], [], [], []
+        for b in range(nb):
+            ptr = buffer_ptrs[b]
+            keys, dsts, srcs, sizes = (all_keys[b], all_dst_offsets[b], all_src_offsets[b],
+                                       all_sizes[b])
+            if not ptr or self._buffer_room(ptr) == 0:
+                if any(len(d) for d in dsts):
+                    log.error("get_into_ranges: buffer %d (0x%x) is not inside a registered "
+                              "buffer", b, ptr)
+                continue
+            if not len(keys) == len(dsts) == len(srcs) == len(sizes):
+                log.error("get_into_ranges: buffer %d has %d keys but %d dst, %d src, %d size "
+                          "lists", b, len(keys), len(dsts), len(srcs), len(sizes))
+                continue
+            for k, key in enumerate(keys):
+                if not len(dsts[k]) == len(srcs[k]) == len(sizes[k]):
+                    log.error("get_into_ranges: key %r in buffer %d has %d dst, %d src and %d "
+                              "size entries", key, b, len(dsts[k]), len(srcs[k]),
+                              len(sizes[k]))
+                    continue
+                ki = key_index.setdefault(key, len(key_index))
+                for f in range(len(dsts[k])):
+                    frag_key.append(ki)
+                    frag_buf.append(ptr)
+                    frag_dst.append(dsts[k][f])
+                    frag_src.append(srcs[k][f])
+                    frag_size.append(sizes[k][f])
+                    where.append((b, k, f))
+        if where:
+            got = self._read_ranges(list(key_index), frag_key, frag_buf, frag_dst, frag_src,
+                                    frag_size)
+            for (b, k, f), r in zip(where, got):
+                results[b][k][f] = r
+        return results
 
     def get_replica_desc(self, key):
         """List of ReplicaDescriptor of a committed object ([] if unknown)."""
@@ -207,5 +358,6 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
 
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "BufferHandle", "ReplicaStatus",
+           "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
            "parse_size", "default_kv_lease_ttl_ms"]

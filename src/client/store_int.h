@@ -104,6 +104,9 @@ mc_status_t store_key_check(const char *key);
 mc_status_t store_iov_total(const struct iovec *parts, size_t n, uint64_t *total_p);
 /* XXH3-64 of the first `limit` bytes of the concatenated parts. */
 uint64_t store_iov_hash(const struct iovec *parts, size_t n, uint64_t limit);
+/* MC_OK if cfg is NULL or usable; MC_ERR_INVALID_PARAMS for more than MC_STORE_PREFERRED_MAX
+ * preferred_segments, a NULL list with a count, or a NULL or over-long name in it. */
+mc_status_t store_cfg_check(const mc_replicate_config_t *cfg);
 /* The RPC form of cfg (may be NULL) in *out; strings are borrowed from cfg. */
 McRpc__ReplicateConfig *store_rpc_config(const mc_replicate_config_t *cfg,
                                          McRpc__ReplicateConfig *out);

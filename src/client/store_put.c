@@ -197,7 +197,7 @@ static mc_status_t store_put_one(mc_store_t *s, const char *key, const struct io
 mc_status_t mc_store_put(mc_store_t *s, const char *key, const struct iovec *parts,
                          size_t n_parts, const mc_replicate_config_t *cfg)
 {
-    if (!s)
+    if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
     return store_put_one(s, key, parts, n_parts, cfg, 0);
 }
@@ -205,7 +205,7 @@ mc_status_t mc_store_put(mc_store_t *s, const char *key, const struct iovec *par
 mc_status_t mc_store_upsert(mc_store_t *s, const char *key, const struct iovec *parts,
                             size_t n_parts, const mc_replicate_config_t *cfg)
 {
-    if (!s)
+    if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
     return store_put_one(s, key, parts, n_parts, cfg, 1);
 }
@@ -411,7 +411,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     mc_status_t st = store_batch_args_check(s, n, keys);
     if (st != MC_OK || n == 0)
         return st;
-    if (!parts || !n_parts || !results)
+    if (!parts || !n_parts || !results || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
     bput_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .cfg = cfg,
                 .upsert = upsert, .results = results};

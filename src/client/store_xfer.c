@@ -68,6 +68,26 @@ uint64_t store_iov_hash(const struct iovec *parts, size_t n, uint64_t limit)
     return mc_hash_stream_final(&hs);
 }
 
+mc_status_t store_cfg_check(const mc_replicate_config_t *cfg)
+{
+    if (!cfg || cfg->n_preferred_segments == 0)
+        return MC_OK;
+    if (!cfg->preferred_segments || cfg->n_preferred_segments > MC_STORE_PREFERRED_MAX) {
+        MC_LOG_WARN("store: %zu preferred segments (at most %d, and a list)",
+                    cfg->n_preferred_segments, MC_STORE_PREFERRED_MAX);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    for (size_t i = 0; i < cfg->n_preferred_segments; i++) {
+        const char *name = cfg->preferred_segments[i];
+        if (!name || strnlen(name, MC_STORE_KEY_MAX + 1) > MC_STORE_KEY_MAX) {
+            MC_LOG_WARN("store: preferred segment %zu is NULL or over %d bytes", i,
+                        MC_STORE_KEY_MAX);
+            return MC_ERR_INVALID_PARAMS;
+        }
+    }
+    return MC_OK;
+}
+
 McRpc__ReplicateConfig *store_rpc_config(const mc_replicate_config_t *cfg,
                                          McRpc__ReplicateConfig *out)
 {
@@ -75,6 +95,10 @@ McRpc__ReplicateConfig *store_rpc_config(const mc_replicate_config_t *cfg,
     if (cfg) {
         out->replica_num = cfg->replica_num;
         out->with_soft_pin = cfg->with_soft_pin;
+        out->soft_pin_ttl_ms = cfg->with_soft_pin ? cfg->soft_pin_ttl_ms : 0;
+        out->soft_pin_disable = cfg->soft_pin_disable;
+        out->n_preferred_segments = cfg->n_preferred_segments; /* store_cfg_check'ed */
+        out->preferred_segments = (char **)cfg->preferred_segments;
         out->with_hard_pin = cfg->with_hard_pin;
         out->preferred_segment = (char *)(cfg->preferred_segment ? cfg->preferred_segment : "");
     }

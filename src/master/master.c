@@ -403,7 +403,16 @@ static uint32_t place(mc_master_t *m, uint64_t size, const mc_master_put_opts_t 
                       uint32_t want, obj_rep_t *reps)
 {
     uint32_t n = 0;
-    if (opts && opts->preferred_segment && opts->preferred_segment[0]) {
+    if (opts && opts->n_preferred_segments) {
+        for (size_t i = 0; i < opts->n_preferred_segments && n < want; i++) {
+            uint32_t id;
+            const char *name = opts->preferred_segments[i];
+            segment_t *s = name && name[0] ? seg_by_name(m, name, &id) : NULL;
+            if (s && s->state == SEG_MOUNTED && !seg_chosen(reps, n, id) &&
+                try_alloc(m, id, size, &reps[n]))
+                n++;
+        }
+    } else if (opts && opts->preferred_segment && opts->preferred_segment[0]) {
         uint32_t id;
         segment_t *s = seg_by_name(m, opts->preferred_segment, &id);
         if (s && s->state == SEG_MOUNTED && try_alloc(m, id, size, &reps[n]))
@@ -676,6 +685,8 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         return MC_ERR_INVALID_KEY;
     if (size == 0 || size > VALUE_MAX)
         return MC_ERR_INVALID_PARAMS;
+    if (opts && opts->n_preferred_segments > MC_MASTER_MAX_PREFERRED)
+        return MC_ERR_INVALID_PARAMS;
     uint32_t want = opts && opts->replica_num ? opts->replica_num : 1;
     if (want > MC_MASTER_MAX_REPLICAS)
         want = MC_MASTER_MAX_REPLICAS;
@@ -686,7 +697,11 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
     uint64_t now = master_now(m);
     uint32_t h = master_key_hash(key, klen);
     obj_t *o = master_obj_find(m, key, klen, h);
+    uint64_t kept_pin = 0; /* an upsert keeps the old value's soft pin (upstream's PRESERVE) */
     if (o) {
+        if (upsert && o->state == OBJ_READABLE && obj_soft_pinned(o, now) &&
+            !(opts && (opts->soft_pin || opts->soft_pin_disable)))
+            kept_pin = o->t_pin;
         if (o->state == OBJ_WRITING) {
             if (now - o->t_lease < m->cfg.put_start_discard_timeout_ms)
                 return MC_ERR_REPLICA_IS_NOT_READY;
@@ -746,7 +761,12 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
         o->flags |= OF_HARD_PIN;
     if (opts && opts->soft_pin) {
         o->flags |= OF_SOFT_PIN;
-        o->t_pin = now + m->cfg.default_kv_soft_pin_ttl_ms;
+        uint64_t ttl = opts->soft_pin_ttl_ms ? opts->soft_pin_ttl_ms
+                                             : m->cfg.default_kv_soft_pin_ttl_ms;
+        o->t_pin = ttl > UINT64_MAX - now ? UINT64_MAX : now + ttl; /* a per-put ttl: any u64 */
+    } else if (kept_pin) {
+        o->flags |= OF_SOFT_PIN;
+        o->t_pin = kept_pin;
     }
     memcpy(o->rep, r, n * sizeof(r[0]));
     master_list_push(&m->writing, o);

@@ -89,8 +89,15 @@ typedef struct mc_master_replica {
 typedef struct mc_master_put_opts {
     uint32_t replica_num;          /* 0 -> 1; capped at MC_MASTER_MAX_REPLICAS */
     bool soft_pin, hard_pin;
+    uint64_t soft_pin_ttl_ms;      /* with soft_pin; 0 = cfg.default_kv_soft_pin_ttl_ms */
+    bool soft_pin_disable;         /* upsert without soft_pin: drop (not keep) the old pin */
     const char *preferred_segment; /* NULL/"" = none */
+    /* Tried first, in order, one replica each (then placement as usual); when n > 0,
+     * preferred_segment is not used. At most MC_MASTER_MAX_PREFERRED (else INVALID_PARAMS). */
+    const char *const *preferred_segments;
+    size_t n_preferred_segments;
 } mc_master_put_opts_t;
+#define MC_MASTER_MAX_PREFERRED 64
 
 /* PutStart (upsert=false) / UpsertStart (upsert=true). reps has room for
  * MC_MASTER_MAX_REPLICAS entries; *n_p receives how many were allocated (>= 1 on MC_OK).

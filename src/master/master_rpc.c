@@ -82,8 +82,12 @@ static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
         return;
     o->replica_num = c->replica_num;
     o->soft_pin = c->with_soft_pin;
+    o->soft_pin_ttl_ms = c->soft_pin_ttl_ms;
+    o->soft_pin_disable = c->soft_pin_disable;
     o->hard_pin = c->with_hard_pin;
     o->preferred_segment = c->preferred_segment;
+    o->preferred_segments = (const char *const *)c->preferred_segments;
+    o->n_preferred_segments = c->n_preferred_segments;
 }
 
 /* Hashes and prefetches a batch of keys (arena memory); NULL on allocation failure. */
