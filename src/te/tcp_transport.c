@@ -1589,6 +1589,12 @@ static mc_status_t tcp_control(void *vctx, const char *host, uint16_t port, uint
         else
             st = (mc_status_t)h.status;
     }
+    if (st != MC_ERR_PROTOCOL && st != MC_ERR_TIMEOUT && st != MC_ERR_CONNECTION) {
+        /* The exchange is over (answer read): reset instead of closing, so that frequent
+         * notifications and probes leave no TIME_WAIT socket behind to use up local ports. */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
     close(fd);
     return st;
 }
