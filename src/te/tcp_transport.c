@@ -1,5 +1,8 @@
 /* tcp transport: epoll event loops serving requests and receiving responses; client
- * connection pools per peer. Design in transport.h; frame in tcp_frame.h.
+ * connection pools per peer. Design in transport.h; frame in tcp_frame.h. Descriptor fetches
+ * (GET_DESC) and control requests (NOTIFY, PROBE: the `control` op, notify.c) use short
+ * connections of their own; the server queues received notifications with mc_te_notify_push
+ * (notify_mu, a leaf lock).
  *
  * Lock order: client connection mu -> batch mu (via mc_te_slice_done) -> peer mu (via
  * mc_te_peer_invalidate). Server connections belong to one loop thread and have no lock.
