@@ -387,6 +387,11 @@ def test_auto_protocol_same_host():
         assert te.transfer_sync_read(p.name, buf.ctypes.data, p.addr, 1 << 20) == 0
         assert sha256(buf[:1 << 20]) == sha256(pattern(1 << 20, 22))
         assert te.transfer_sync_write(p.name, buf.ctypes.data, p.addr + p.len - 8, 16) < 0
+        # a notification reaches a peer whose data goes over shared memory
+        assert te.transfer_sync(p.name, buf.ctypes.data, p.addr, 4096, TransferOpcode.Write,
+                                TransferNotify("shm", "peer")) == 0
+        assert peer_notifies(p) == [("shm", "peer")]
+        assert te.send_probe(p.name) == 0
         te.unregister_memory(buf.ctypes.data)
         te.close()
     finally:
