@@ -31,6 +31,10 @@ typedef uint64_t mc_te_batch_t;     /* handle of an allocated batch */
 #define MC_TE_NAME_MAX 256          /* segment / server names, incl. NUL */
 #define MC_TE_LOCATION_MAX 64       /* "cpu:0", "cuda:0", ... incl. NUL */
 #define MC_TE_MAX_BATCH 65536       /* requests per batch */
+#define MC_TE_NOTIFY_NAME_MAX 4096  /* bytes of a notification's name */
+#define MC_TE_NOTIFY_MSG_MAX 65536  /* bytes of a notification's message */
+#define MC_TE_NOTIFY_QUEUE_MAX 4096 /* notifications an engine holds until drained */
+#define MC_TE_NOTIFY_QUEUE_BYTES (64u << 20) /* and their name + message bytes */
 
 typedef enum mc_te_opcode {
     MC_TE_READ = 0,  /* remote -> local */
@@ -195,6 +199,52 @@ MC_API mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
  * caller consume a large transfer in order while the rest is still arriving. */
 MC_API mc_status_t mc_te_transfer_wait_some(mc_te_t *te, mc_te_transfer_t *xfer, size_t upto,
                                             mc_te_xfer_status_t *status_p);
+
+/* ---- notifications (upstream's TransferNotify) and probes ---------------------------------
+ *
+ * A notification is a (name, msg) pair of byte strings (not NUL-terminated on the wire, at most
+ * MC_TE_NOTIFY_NAME_MAX / MC_TE_NOTIFY_MSG_MAX bytes) that one engine sends to another; the
+ * receiving engine queues it until its owner drains the queue. The Python binding sends one
+ * after a transfer completed (transfer_sync(..., notify=...)), so the target learns that the
+ * bytes are in its memory. Each engine queues at most MC_TE_NOTIFY_QUEUE_MAX notifications and
+ * MC_TE_NOTIFY_QUEUE_BYTES bytes of them: a notification arriving at a full queue is refused
+ * (the sender gets MC_ERR_BUSY, the receiver counts it, see mc_te_notify_stats); nothing queued
+ * is ever dropped. */
+
+/* Send (name, msg) to the engine that serves segment seg and wait until it queued it
+ * (bounded by the transfer timeout). Works for every transport (it travels on a tcp control
+ * connection of its own); seg may be our own segment. MC_ERR_TOO_LARGE over a cap,
+ * MC_ERR_BUSY if the receiver's queue is full, MC_ERR_CONNECTION/MC_ERR_TIMEOUT if it cannot
+ * be reached. Strings are borrowed for the call. */
+MC_API mc_status_t mc_te_notify_send(mc_te_t *te, mc_te_segment_t seg, const char *name,
+                                     size_t name_len, const char *msg, size_t msg_len);
+
+typedef struct mc_te_notify {
+    const char *name;   /* name_len bytes, NUL-terminated (the bytes may contain NULs) */
+    size_t name_len;
+    const char *msg;    /* msg_len bytes, NUL-terminated */
+    size_t msg_len;
+} mc_te_notify_t;
+
+/* Take up to max (0 = all) queued notifications, oldest first. *notes_p: one heap block
+ * holding the *n_p entries and their strings, NULL when none; release it with
+ * mc_te_notify_free. */
+MC_API mc_status_t mc_te_notify_drain(mc_te_t *te, size_t max, mc_te_notify_t **notes_p,
+                                      size_t *n_p);
+MC_API void mc_te_notify_free(mc_te_notify_t *notes);
+
+typedef struct mc_te_notify_stats {
+    uint64_t queued;       /* held now */
+    uint64_t received;     /* queued since create */
+    uint64_t refused_full; /* refused: the queue was full */
+    uint64_t refused_bad;  /* refused: malformed or over a cap */
+} mc_te_notify_stats_t;
+MC_API void mc_te_notify_stats(mc_te_t *te, mc_te_notify_stats_t *stats_p);
+
+/* Whether the engine serving as server_name ("host:port", a segment name) answers: one
+ * round trip on a connection of its own, bounded by timeout_ms (0 = the transfer timeout).
+ * MC_OK, or MC_ERR_CONNECTION / MC_ERR_TIMEOUT / MC_ERR_INVALID_PARAMS (not host:port). */
+MC_API mc_status_t mc_te_probe(mc_te_t *te, const char *server_name, uint32_t timeout_ms);
 
 #ifdef __cplusplus
 }

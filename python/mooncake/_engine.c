@@ -1,8 +1,10 @@
 /* mooncake._engine: the C type behind mooncake.engine.TransferEngine (wraps mooncake/te.h).
  *
  * Return conventions follow upstream Mooncake: ints are 0 or a negative mc_status_t; batch ids
- * are positive (transfer_submit_write: negative on failure; batch_transfer_async_*: 0 on
- * failure); allocate_managed_buffer / get_first_buffer_address return 0 on failure.
+ * are positive, 0 when the submission failed (transfer_submit_write, batch_transfer_async*);
+ * allocate_managed_buffer / get_first_buffer_address return 0 on failure. A notification given
+ * to transfer_sync / batch_transfer_sync is sent to the target once the transfer completed
+ * (mc_te_notify_send); get_notifies drains what this engine received.
  *
  * Memory safety: local addresses of transfers and of write_bytes_to_buffer /
  * read_bytes_from_buffer must lie inside memory registered through this object
@@ -523,6 +525,7 @@ typedef struct {
     const char *target;
     mc_te_request_t *reqs;
     Py_ssize_t n;
+    mc_te_segment_t seg; /* set by xfer_prepare */
 } xfer_args_t;
 
 static void xfer_args_free(xfer_args_t *x)
@@ -613,6 +616,7 @@ static mc_status_t xfer_prepare(EngineObject *self, xfer_args_t *x)
     Py_END_ALLOW_THREADS
     if (st != MC_OK)
         return st;
+    x->seg = seg;
     for (Py_ssize_t i = 0; i < x->n; i++)
         x->reqs[i].target = seg;
     return MC_OK;
@@ -728,21 +732,112 @@ static void batch_release(EngineObject *self, PyObject *id_o, mc_te_batch_t b)
     Py_END_ALLOW_THREADS
 }
 
-/* Build the requests from the Python arguments, run them synchronously (GIL released inside
- * xfer_sync), and return the upstream-style int result. */
-static PyObject *xfer_run_sync(EngineObject *self, PyObject *t, PyObject *l, PyObject *p,
-                               PyObject *n, mc_te_opcode_t op, int batch)
+/* ---- notifications ----------------------------------------------------------------------- */
+
+/* A notification to send after a transfer: TransferNotify-like object (attributes name and
+ * msg, each str or bytes-like). str is sent as UTF-8 (surrogateescape, so bytes received as
+ * str go back out unchanged). */
+typedef struct {
+    PyObject *name, *msg; /* bytes (owned), NULL when no notification */
+} notify_args_t;
+
+static PyObject *notify_field(PyObject *o, const char *attr)
 {
+    PyObject *v = PyObject_GetAttrString(o, attr);
+    if (v == NULL)
+        return NULL;
+    PyObject *b = NULL;
+    if (PyUnicode_Check(v))
+        b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+    else if (PyBytes_Check(v))
+        b = Py_NewRef(v);
+    else if (PyObject_CheckBuffer(v))
+        b = PyBytes_FromObject(v);
+    else
+        PyErr_Format(PyExc_TypeError, "notify.%s must be str or bytes, not %s", attr,
+                     Py_TYPE(v)->tp_name);
+    Py_DECREF(v);
+    return b;
+}
+
+/* -1 with an exception, else 0 (n->name == NULL when notify is None). */
+static int notify_parse(PyObject *notify, notify_args_t *n)
+{
+    n->name = n->msg = NULL;
+    if (notify == NULL || notify == Py_None)
+        return 0;
+    n->name = notify_field(notify, "name");
+    if (n->name == NULL)
+        return -1;
+    n->msg = notify_field(notify, "msg");
+    if (n->msg == NULL) {
+        Py_CLEAR(n->name);
+        return -1;
+    }
+    return 0;
+}
+
+static void notify_release(notify_args_t *n)
+{
+    Py_CLEAR(n->name);
+    Py_CLEAR(n->msg);
+}
+
+/* Send the notification to the transfer's target (after it completed), GIL held on entry. */
+static mc_status_t notify_send(EngineObject *self, mc_te_segment_t seg, notify_args_t *n)
+{
+    const char *name = PyBytes_AS_STRING(n->name), *msg = PyBytes_AS_STRING(n->msg);
+    size_t nl = (size_t)PyBytes_GET_SIZE(n->name), ml = (size_t)PyBytes_GET_SIZE(n->msg);
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_te_notify_send(self->te, seg, name, nl, msg, ml);
+    Py_END_ALLOW_THREADS
+    mcpy_log_flush();
+    return st;
+}
+
+/* Sync transfer, then (if it completed) the notification: the target finds the notification
+ * only once the bytes are in its memory. A notification that cannot be delivered makes the
+ * call fail with its status (upstream only logs it). */
+static mc_status_t xfer_sync_notify(EngineObject *self, xfer_args_t *x, notify_args_t *n)
+{
+    if (n->name != NULL && (PyBytes_GET_SIZE(n->name) > MC_TE_NOTIFY_NAME_MAX ||
+                            PyBytes_GET_SIZE(n->msg) > MC_TE_NOTIFY_MSG_MAX)) {
+        mcpy_warn("notify: name %zd bytes (at most %d), msg %zd bytes (at most %d): nothing "
+                  "transferred", PyBytes_GET_SIZE(n->name), MC_TE_NOTIFY_NAME_MAX,
+                  PyBytes_GET_SIZE(n->msg), MC_TE_NOTIFY_MSG_MAX);
+        return MC_ERR_TOO_LARGE; /* refused before anything moved */
+    }
+    mc_status_t st = xfer_sync(self, x);
+    if (st == MC_OK && n->name != NULL)
+        st = notify_send(self, x->seg, n);
+    return st;
+}
+
+/* Build the requests from the Python arguments, run them synchronously (GIL released inside
+ * xfer_sync), send the notification if any, and return the upstream-style int result. */
+static PyObject *xfer_run_sync(EngineObject *self, PyObject *t, PyObject *l, PyObject *p,
+                               PyObject *n, mc_te_opcode_t op, int batch, PyObject *notify)
+{
+    notify_args_t na;
+    if (notify_parse(notify, &na) < 0)
+        return NULL;
     xfer_args_t x;
     int st = xfer_build(t, l, p, n, op, batch, &x);
-    if (st < 0 && PyErr_Occurred())
+    if (st < 0 && PyErr_Occurred()) {
+        notify_release(&na);
         return NULL;
+    }
     if (st == MC_OK) {
-        ENGINE_ENTER(self, (xfer_args_free(&x), mcpy_ret(NOT_READY)));
-        st = xfer_sync(self, &x);
-        ENGINE_LEAVE(self);
+        if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
+            st = NOT_READY;
+        } else {
+            st = xfer_sync_notify(self, &x, &na);
+            ENGINE_LEAVE(self);
+        }
     }
     xfer_args_free(&x);
+    notify_release(&na);
     return mcpy_ret(st);
 }
 
@@ -756,7 +851,7 @@ static PyObject *do_sync_single(EngineObject *self, PyObject *args, PyObject *kw
     PyObject *t, *l, *p, *n, *hint = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &t, &l, &p, &n, &hint))
         return NULL;
-    return xfer_run_sync(self, t, l, p, n, op, 0);
+    return xfer_run_sync(self, t, l, p, n, op, 0, NULL);
 }
 
 static PyObject *engine_transfer_sync_write(EngineObject *self, PyObject *args, PyObject *kwds)
@@ -780,11 +875,7 @@ static PyObject *engine_transfer_sync(EngineObject *self, PyObject *args, PyObje
     mc_te_opcode_t op;
     if (parse_opcode(op_o, &op) < 0)
         return NULL;
-    if (notify != Py_None) {
-        mcpy_warn("transfer_sync: notifications are not supported by Mooncake-C");
-        return mcpy_ret(MC_ERR_NOT_SUPPORTED);
-    }
-    return xfer_run_sync(self, t, l, p, n, op, 0);
+    return xfer_run_sync(self, t, l, p, n, op, 0, notify);
 }
 
 static PyObject *engine_transfer_submit_write(EngineObject *self, PyObject *args, PyObject *kwds)
@@ -800,12 +891,15 @@ static PyObject *engine_transfer_submit_write(EngineObject *self, PyObject *args
         return NULL;
     long long id = 0;
     if (st == MC_OK) {
-        ENGINE_ENTER(self, (xfer_args_free(&x), mcpy_ret(NOT_READY)));
-        st = xfer_async(self, &x, &id);
-        ENGINE_LEAVE(self);
+        if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
+            st = NOT_READY;
+        } else {
+            st = xfer_async(self, &x, &id);
+            ENGINE_LEAVE(self);
+        }
     }
     xfer_args_free(&x);
-    return mcpy_ret(st == MC_OK ? id : st);
+    return mcpy_ret(st == MC_OK ? id : 0); /* upstream: batch id, or 0 on failure */
 }
 
 static PyObject *engine_transfer_check_status(EngineObject *self, PyObject *args, PyObject *kwds)
@@ -879,24 +973,26 @@ static PyObject *do_batch(EngineObject *self, PyObject *args, PyObject *kwds, in
         return NULL;
     if (op_o && parse_opcode(op_o, &op) < 0)
         return NULL;
-    if (notify != Py_None) {
-        mcpy_warn("%s: notifications are not supported by Mooncake-C", fname);
-        return mcpy_ret(MC_ERR_NOT_SUPPORTED);
-    }
+    notify_args_t na;
+    if (notify_parse(notify, &na) < 0)
+        return NULL;
     xfer_args_t x;
     int st = xfer_build(t, l, p, n, op, 1, &x);
-    if (st < 0 && PyErr_Occurred())
+    if (st < 0 && PyErr_Occurred()) {
+        notify_release(&na);
         return NULL;
+    }
     long long id = 0;
     if (st == MC_OK) {
         if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
             st = NOT_READY;
         } else {
-            st = async ? xfer_async(self, &x, &id) : xfer_sync(self, &x);
+            st = async ? xfer_async(self, &x, &id) : xfer_sync_notify(self, &x, &na);
             ENGINE_LEAVE(self);
         }
     }
     xfer_args_free(&x);
+    notify_release(&na);
     if (async) /* upstream: batch id, or 0 on failure */
         return mcpy_ret(st == MC_OK ? id : 0);
     return mcpy_ret(st);
@@ -1035,6 +1131,77 @@ static PyObject *engine_get_first_buffer_address(EngineObject *self, PyObject *a
     return PyLong_FromUnsignedLongLong(st == MC_OK ? addr : 0);
 }
 
+/* Received notifications, oldest first, as a list of (name, msg) str pairs (engine.py wraps
+ * them in TransferNotify). Bytes that are not UTF-8 come back through surrogateescape. */
+static PyObject *engine_drain_notifies(EngineObject *self, PyObject *unused)
+{
+    ENGINE_ENTER(self, PyList_New(0));
+    mc_te_notify_t *v = NULL;
+    size_t n = 0;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_te_notify_drain(self->te, 0, &v, &n);
+    Py_END_ALLOW_THREADS
+    ENGINE_LEAVE(self);
+    if (st != MC_OK) {
+        mcpy_warn("get_notifies: %s", mc_status_name(st));
+        return PyList_New(0);
+    }
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *nm = PyUnicode_DecodeUTF8(v[i].name, (Py_ssize_t)v[i].name_len,
+                                            "surrogateescape");
+        PyObject *msg = PyUnicode_DecodeUTF8(v[i].msg, (Py_ssize_t)v[i].msg_len,
+                                             "surrogateescape");
+        PyObject *t = (nm && msg) ? PyTuple_Pack(2, nm, msg) : NULL;
+        Py_XDECREF(nm);
+        Py_XDECREF(msg);
+        if (t == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    mc_te_notify_free(v);
+    return l;
+}
+
+/* Counters of the notification queue: dict queued/received/refused_full/refused_bad. */
+static PyObject *engine_notify_stats(EngineObject *self, PyObject *unused)
+{
+    mc_te_notify_stats_t s = {0};
+    if (self->te != NULL && mcpy_gate_enter(&self->gate)) {
+        mc_te_notify_stats(self->te, &s);
+        ENGINE_LEAVE(self);
+    }
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "queued", (unsigned long long)s.queued,
+                         "received", (unsigned long long)s.received, "refused_full",
+                         (unsigned long long)s.refused_full, "refused_bad",
+                         (unsigned long long)s.refused_bad);
+}
+
+/* send_probe(peer_server_name, timeout_ms=0) -> 0 when the peer's engine answered, else a
+ * negative status; bounded by timeout_ms (0 = the transfer timeout). */
+static PyObject *engine_send_probe(EngineObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"peer_server_name", "timeout_ms", NULL};
+    PyObject *name_o;
+    unsigned int timeout_ms = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|I:send_probe", kwlist, &name_o, &timeout_ms))
+        return NULL;
+    const char *name;
+    if (mcpy_cstr(name_o, "peer_server_name", &name) < 0)
+        return NULL;
+    ENGINE_ENTER(self, mcpy_ret(NOT_READY));
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_te_probe(self->te, name, timeout_ms);
+    Py_END_ALLOW_THREADS
+    ENGINE_LEAVE(self);
+    mcpy_log_flush();
+    return mcpy_ret(st);
+}
+
 /* Registered ranges of this engine as a list of (addr, length) (debugging aid). */
 static PyObject *engine_registered_ranges(EngineObject *self, PyObject *unused)
 {
@@ -1095,7 +1262,7 @@ static PyMethodDef engine_methods[] = {
     {"transfer_submit_write", MCPY_KWFUNC(engine_transfer_submit_write),
      METH_VARARGS | METH_KEYWORDS,
      "transfer_submit_write(target_hostname, buffer, peer_buffer_address, length) -> batch id "
-     "(> 0) or negative status"},
+     "(> 0), 0 on failure"},
     {"transfer_check_status", MCPY_KWFUNC(engine_transfer_check_status),
      METH_VARARGS | METH_KEYWORDS,
      "transfer_check_status(batch_id) -> 1 completed, 0 in progress, -1 failed, -2 timed out"},
@@ -1122,6 +1289,13 @@ static PyMethodDef engine_methods[] = {
     {"get_first_buffer_address", MCPY_KWFUNC(engine_get_first_buffer_address),
      METH_VARARGS | METH_KEYWORDS,
      "get_first_buffer_address(segment_name) -> address, 0 if unknown"},
+    {"_drain_notifies", (PyCFunction)engine_drain_notifies, METH_NOARGS,
+     "Received notifications as [(name, msg)], oldest first (use get_notifies())."},
+    {"notify_stats", (PyCFunction)engine_notify_stats, METH_NOARGS,
+     "Notification queue counters: {queued, received, refused_full, refused_bad}."},
+    {"send_probe", MCPY_KWFUNC(engine_send_probe), METH_VARARGS | METH_KEYWORDS,
+     "send_probe(peer_server_name, timeout_ms=0) -> 0 if the peer answers, else negative "
+     "(bounded by timeout_ms; 0 = the transfer timeout)"},
     {"registered_ranges", (PyCFunction)engine_registered_ranges, METH_NOARGS,
      "List of (address, length) registered through this engine."},
     {NULL, NULL, 0, NULL},

@@ -249,7 +249,7 @@ void mc_te_peer_invalidate(mc_te_peer_t *p, mc_te_rdesc_t *r)
     pthread_mutex_unlock(&p->mu);
 }
 
-static mc_te_peer_t *peer_by_handle(mc_te_t *te, mc_te_segment_t seg)
+mc_te_peer_t *mc_te_peer_by_handle(mc_te_t *te, mc_te_segment_t seg)
 {
     mc_te_peer_t *p = NULL;
     pthread_mutex_lock(&te->mu);
@@ -422,6 +422,7 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     pthread_mutex_init(&te->mu, NULL);
     pthread_mutex_init(&te->desc_mu, NULL);
     pthread_mutex_init(&te->reg_mu, NULL);
+    pthread_mutex_init(&te->notify_mu, NULL);
     mc_te_table_init(&te->table);
 
     mc_status_t st = mc_meta_open_timeout(cfg->metadata_uri, cfg->metadata_timeout_ms, &te->meta);
@@ -522,6 +523,8 @@ void mc_te_destroy(mc_te_t *te)
     if (te->meta)
         mc_meta_close(te->meta);
     mc_free(te->desc_json);
+    mc_te_notify_fini(te);
+    pthread_mutex_destroy(&te->notify_mu);
     pthread_mutex_destroy(&te->mu);
     pthread_mutex_destroy(&te->desc_mu);
     pthread_mutex_destroy(&te->reg_mu);
@@ -814,7 +817,7 @@ mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *s
 
 mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
 {
-    mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
+    mc_te_peer_t *p = te ? mc_te_peer_by_handle(te, seg) : NULL;
     if (!p)
         return MC_ERR_INVALID_PARAMS;
     mc_te_peer_invalidate(p, NULL);
@@ -826,7 +829,7 @@ mc_status_t mc_te_segment_close(mc_te_t *te, mc_te_segment_t seg)
 
 mc_status_t mc_te_segment_first_buffer(mc_te_t *te, mc_te_segment_t seg, uint64_t *addr_p)
 {
-    mc_te_peer_t *p = te ? peer_by_handle(te, seg) : NULL;
+    mc_te_peer_t *p = te ? mc_te_peer_by_handle(te, seg) : NULL;
     if (!p || !addr_p)
         return MC_ERR_INVALID_PARAMS;
     mc_status_t st = MC_ERR_OBJECT_NOT_FOUND;
@@ -1021,7 +1024,7 @@ static mc_status_t submit_validate(mc_te_t *te, const mc_te_request_t *reqs, siz
             return MC_ERR_INVALID_PARAMS;
         if ((uint64_t)(uintptr_t)u->local + u->length < (uint64_t)(uintptr_t)u->local)
             return MC_ERR_INVALID_PARAMS;
-        if (!peer_by_handle(te, u->target))
+        if (!mc_te_peer_by_handle(te, u->target))
             return MC_ERR_INVALID_PARAMS;
     }
     return MC_OK;
@@ -1033,7 +1036,7 @@ static void submit_warm_descs(mc_te_t *te, const mc_te_request_t *reqs, size_t n
 {
     mc_te_peer_t *last = NULL;
     for (size_t i = 0; i < n; i++) {
-        mc_te_peer_t *p = peer_by_handle(te, reqs[i].target);
+        mc_te_peer_t *p = mc_te_peer_by_handle(te, reqs[i].target);
         if (p != last && !p->is_local && reqs[i].length > 0) {
             mc_te_rdesc_t *r;
             int tp;
@@ -1054,7 +1057,7 @@ static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t 
     memset(r, 0, sizeof(*r));
     r->batch = b;
     r->deadline_ns = deadline;
-    r->peer = peer_by_handle(te, u->target);
+    r->peer = mc_te_peer_by_handle(te, u->target);
     r->slices = &r->inline_slice;
     r->tp = -1;
     mc_status_t pre = MC_OK; /* request-level failure, decided before dispatch */

@@ -174,6 +174,9 @@ typedef struct mc_te_peer {
     void *tp_state[MC_TE_TP_COUNT]; /* per-transport per-peer state, owned by the transport */
 } mc_te_peer_t;
 
+/* The peer behind a segment handle, NULL if none (peers live until engine destroy). */
+mc_te_peer_t *mc_te_peer_by_handle(mc_te_t *te, mc_te_segment_t seg);
+
 /* Current descriptor of peer (fetching it if needed), with a reference the caller puts.
  * *tp_p gets the transport chosen for it. */
 mc_status_t mc_te_peer_get_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p, int *tp_p);
@@ -236,7 +239,23 @@ struct mc_te {
      * with protocol "ucx". */
     mc_te_transport_t tp[MC_TE_TP_COUNT];
     _Atomic int stopping;
+
+    /* Received notifications (mc_te_notify_*), oldest first; capped by
+     * MC_TE_NOTIFY_QUEUE_MAX entries and MC_TE_NOTIFY_QUEUE_BYTES bytes. */
+    pthread_mutex_t notify_mu;
+    struct mc_te_note *notes_head, *notes_tail;
+    size_t n_notes, note_bytes;
+    mc_te_notify_stats_t notify_stats;
 };
+
+/* Queue a received notification (copied; any thread). MC_OK, MC_ERR_BUSY (queue full: counted
+ * as refused_full) or MC_ERR_TOO_LARGE / MC_ERR_NO_MEMORY. */
+mc_status_t mc_te_notify_push(mc_te_t *te, const char *name, size_t name_len, const char *msg,
+                              size_t msg_len);
+/* Count a malformed notification that was refused (refused_bad). */
+void mc_te_notify_count_bad(mc_te_t *te);
+/* Free the queue (engine destroy, after the transports stopped). */
+void mc_te_notify_fini(mc_te_t *te);
 
 /* Copy of the current descriptor JSON (heap, caller frees). */
 mc_status_t mc_te_desc_json_copy(mc_te_t *te, char **json_p, size_t *len_p);

@@ -27,7 +27,7 @@ void mc_te_frame_encode(const mc_te_frame_t *h, uint8_t *out)
 static int opcode_known(uint16_t op)
 {
     uint16_t base = op & (uint16_t)~MC_TE_OP_RESPONSE;
-    return base >= MC_TE_OP_READ && base <= MC_TE_OP_CMA_WRITE &&
+    return base >= MC_TE_OP_READ && base <= MC_TE_OP_LAST &&
            (op & ~(MC_TE_OP_RESPONSE | 0x7)) == 0;
 }
 
@@ -54,6 +54,7 @@ uint64_t mc_te_frame_request_payload(const mc_te_frame_t *h)
 {
     switch (h->opcode) {
     case MC_TE_OP_WRITE:
+    case MC_TE_OP_NOTIFY:
         return h->length;
     case MC_TE_OP_CMA_READ:
     case MC_TE_OP_CMA_WRITE:
@@ -68,14 +69,21 @@ mc_status_t mc_te_frame_check_request(const mc_te_frame_t *h, uint64_t *payload_
     *payload_p = 0;
     if (h->opcode & MC_TE_OP_RESPONSE)
         return MC_ERR_PROTOCOL;
-    if (h->opcode == MC_TE_OP_WRITE && h->length > MC_TE_FRAME_MAX_PAYLOAD)
+    if ((h->opcode == MC_TE_OP_WRITE || h->opcode == MC_TE_OP_NOTIFY) &&
+        h->length > MC_TE_FRAME_MAX_PAYLOAD)
         return MC_ERR_PROTOCOL; /* cannot skip an untrusted payload of that size */
     *payload_p = mc_te_frame_request_payload(h);
     if (h->status != 0)
         return MC_ERR_INVALID_PARAMS;
     switch (h->opcode) {
     case MC_TE_OP_GET_DESC:
+    case MC_TE_OP_PROBE:
         return (h->addr || h->length) ? MC_ERR_INVALID_PARAMS : MC_OK;
+    case MC_TE_OP_NOTIFY:
+        /* the payload is read (and dropped) in every case: the connection stays */
+        if (h->length > MC_TE_FRAME_MAX_NOTIFY)
+            return MC_ERR_TOO_LARGE;
+        return (h->addr || h->length < MC_TE_NOTIFY_HDR) ? MC_ERR_INVALID_PARAMS : MC_OK;
     case MC_TE_OP_READ:
     case MC_TE_OP_CMA_READ:
     case MC_TE_OP_CMA_WRITE:
@@ -102,6 +110,34 @@ mc_status_t mc_te_tcp_check_request(mc_te_table_t *t, const mc_te_frame_t *h,
     default:
         return MC_OK;
     }
+}
+
+size_t mc_te_notify_encode(uint8_t *out, const char *name, size_t name_len, const char *msg,
+                           size_t msg_len)
+{
+    mc_put_le32(out, (uint32_t)name_len);
+    mc_put_le32(out + 4, (uint32_t)msg_len);
+    if (name_len)
+        memcpy(out + MC_TE_NOTIFY_HDR, name, name_len);
+    if (msg_len)
+        memcpy(out + MC_TE_NOTIFY_HDR + name_len, msg, msg_len);
+    return MC_TE_NOTIFY_HDR + name_len + msg_len;
+}
+
+mc_status_t mc_te_notify_parse(const uint8_t *body, size_t len, const char **name_p,
+                               size_t *name_len_p, const char **msg_p, size_t *msg_len_p)
+{
+    if (!body || len < MC_TE_NOTIFY_HDR)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t nl = mc_get_le32(body), ml = mc_get_le32(body + 4);
+    if (nl > MC_TE_NOTIFY_NAME_MAX || ml > MC_TE_NOTIFY_MSG_MAX ||
+        MC_TE_NOTIFY_HDR + nl + ml != len)
+        return MC_ERR_INVALID_PARAMS;
+    *name_p = (const char *)body + MC_TE_NOTIFY_HDR;
+    *name_len_p = (size_t)nl;
+    *msg_p = (const char *)body + MC_TE_NOTIFY_HDR + nl;
+    *msg_len_p = (size_t)ml;
+    return MC_OK;
 }
 
 mc_te_resp_kind_t mc_te_frame_classify_response(const mc_te_frame_t *h, uint64_t want_id,

@@ -1,5 +1,8 @@
 /* tcp transport: epoll event loops serving requests and receiving responses; client
- * connection pools per peer. Design in transport.h; frame in tcp_frame.h.
+ * connection pools per peer. Design in transport.h; frame in tcp_frame.h. Descriptor fetches
+ * (GET_DESC) and control requests (NOTIFY, PROBE: the `control` op, notify.c) use short
+ * connections of their own; the server queues received notifications with mc_te_notify_push
+ * (notify_mu, a leaf lock).
  *
  * Lock order: client connection mu -> batch mu (via mc_te_slice_done) -> peer mu (via
  * mc_te_peer_invalidate). Server connections belong to one loop thread and have no lock.
@@ -53,7 +56,7 @@ typedef struct tx_ent {
     char *owned;       /* freed once sent */
 } tx_ent_t;
 
-enum { S_HDR, S_WRITE, S_DISCARD, S_CMA };
+enum { S_HDR, S_WRITE, S_DISCARD, S_CMA, S_NOTIFY };
 
 typedef struct srv_conn {
     int kind;
@@ -435,6 +438,24 @@ static void srv_do_cma(srv_conn_t *c, const uint8_t *body)
 }
 
 /* Handle a complete header at c->cur. Returns false to close. */
+/* A NOTIFY body is complete in rx: validate, queue, answer (OK, BUSY when the queue is full,
+ * INVALID_PARAMS when malformed). The connection stays in every case. Returns false only when
+ * the answer cannot be queued. */
+static bool srv_do_notify(srv_conn_t *c, const uint8_t *body, size_t len)
+{
+    mc_te_t *te = c->w->ctx->te;
+    const char *name, *msg;
+    size_t nl, ml;
+    mc_status_t st = mc_te_notify_parse(body, len, &name, &nl, &msg, &ml);
+    if (st != MC_OK) {
+        mc_te_notify_count_bad(te);
+        MC_LOG_DEBUG("tcp server: malformed NOTIFY body (%zu bytes) refused", len);
+    } else {
+        st = mc_te_notify_push(te, name, nl, msg, ml);
+    }
+    return srv_queue(c, &c->cur, st, NULL, 0, NULL, NULL);
+}
+
 static bool srv_on_header(srv_conn_t *c)
 {
     mc_te_t *te = c->w->ctx->te;
@@ -452,6 +473,8 @@ static bool srv_on_header(srv_conn_t *c)
         MC_LOG_DEBUG("tcp server: refusing opcode %u addr 0x%llx len %llu: %s", h->opcode,
                      (unsigned long long)h->addr, (unsigned long long)h->length,
                      mc_status_name(st));
+        if (h->opcode == MC_TE_OP_NOTIFY)
+            mc_te_notify_count_bad(te);
         if (!srv_queue(c, h, st, NULL, 0, NULL, NULL))
             return false;
         if (payload) {
@@ -472,6 +495,12 @@ static bool srv_on_header(srv_conn_t *c)
         }
         return srv_queue(c, h, st, json, st == MC_OK ? len : 0, NULL, json);
     }
+    case MC_TE_OP_PROBE:
+        return srv_queue(c, h, MC_OK, NULL, 0, NULL, NULL);
+    case MC_TE_OP_NOTIFY:
+        c->st = S_NOTIFY; /* the body (<= MC_TE_FRAME_MAX_NOTIFY) is gathered in rx */
+        c->left = payload;
+        return true;
     case MC_TE_OP_READ:
         return srv_queue(c, h, MC_OK, (const void *)(uintptr_t)h->addr, h->length, b, NULL);
     case MC_TE_OP_WRITE:
@@ -541,6 +570,15 @@ static bool srv_parse(srv_conn_t *c)
                 return true;
             srv_do_cma(c, p);
             c->rx_pos += MC_TE_FRAME_CMA_PAYLOAD;
+            c->st = S_HDR;
+            break;
+        case S_NOTIFY:
+            if (avail < c->left)
+                return true;
+            if (!srv_do_notify(c, p, (size_t)c->left))
+                return false;
+            c->rx_pos += (size_t)c->left;
+            c->left = 0;
             c->st = S_HDR;
             break;
         }
@@ -1526,6 +1564,44 @@ static mc_status_t tcp_fetch_desc(void *vctx, const mc_te_peer_t *peer, char **j
     return MC_OK;
 }
 
+/* ops.control: one NOTIFY/PROBE request on a connection of its own, its bare answer. */
+static mc_status_t tcp_control(void *vctx, const char *host, uint16_t port, uint16_t opcode,
+                               const void *body, size_t len, uint32_t timeout_ms)
+{
+    (void)vctx;
+    uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    int fd;
+    mc_status_t st = mc_net_connect(host, port, timeout_ms, &fd);
+    if (st != MC_OK)
+        return st;
+    static _Atomic uint64_t next_id = 1;
+    uint64_t id = atomic_fetch_add(&next_id, 1);
+    uint8_t hdr[MC_TE_FRAME_HDR_SIZE];
+    mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                       .opcode = opcode, .id = id, .length = len};
+    mc_te_frame_encode(&h, hdr);
+    st = mc_net_send_all(fd, hdr, sizeof(hdr), deadline);
+    if (st == MC_OK && len)
+        st = mc_net_send_all(fd, body, len, deadline);
+    if (st == MC_OK)
+        st = mc_net_recv_all(fd, hdr, sizeof(hdr), deadline);
+    if (st == MC_OK) {
+        if (mc_te_frame_decode(hdr, sizeof(hdr), &h) != MC_OK ||
+            h.opcode != (opcode | MC_TE_OP_RESPONSE) || h.id != id || h.length != 0)
+            st = MC_ERR_PROTOCOL;
+        else
+            st = (mc_status_t)h.status;
+    }
+    if (st != MC_ERR_PROTOCOL && st != MC_ERR_TIMEOUT && st != MC_ERR_CONNECTION) {
+        /* The exchange is over (answer read): reset instead of closing, so that frequent
+         * notifications and probes leave no TIME_WAIT socket behind to use up local ports. */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    close(fd);
+    return st;
+}
+
 const mc_te_transport_ops_t mc_te_tcp_ops = {
     .name = "tcp",
     .init = tcp_init,
@@ -1536,4 +1612,5 @@ const mc_te_transport_ops_t mc_te_tcp_ops = {
     .submit = tcp_submit,
     .peer_free = tcp_peer_free,
     .fetch_desc = tcp_fetch_desc,
+    .control = tcp_control,
 };

@@ -94,6 +94,12 @@ struct mc_te_transport_ops {
      * started transport that has this op (tcp: a GET_DESC frame, tcp_frame.h). */
     mc_status_t (*fetch_desc)(void *ctx, const mc_te_peer_t *peer, char **json_p,
                               size_t *len_p);
+    /* Optional: one control request (tcp_frame.h: NOTIFY with its body, PROBE with none) to
+     * the engine serving at host:port, on a connection of its own; waits for the answer,
+     * bounded by timeout_ms. Returns the answer's status, or why there was none. The engine
+     * uses the first started transport that has this op (tcp), for every peer. */
+    mc_status_t (*control)(void *ctx, const char *host, uint16_t port, uint16_t opcode,
+                           const void *body, size_t len, uint32_t timeout_ms);
 };
 
 extern const mc_te_transport_ops_t mc_te_tcp_ops;

@@ -5,6 +5,7 @@ reads commands from stdin, one per line, answering one line each:
   fill <offset> <length> <seed>   fill a range with the test pattern      -> "ok"
   sha <offset> <length>           sha256 hex of a range                   -> "<hex>"
   ping                                                                    -> "pong"
+  notifies                        drain get_notifies() -> JSON [[name, msg], ...]
   quit                                                                    -> exits
 """
 import hashlib
@@ -50,6 +51,8 @@ def main():
             out = hashlib.sha256(buf[off:off + length].tobytes()).hexdigest()
         elif cmd == "ping":
             out = "pong"
+        elif cmd == "notifies":
+            out = json.dumps([[n.name, n.msg] for n in te.get_notifies()])
         elif cmd == "quit":
             break
         else:

@@ -1,6 +1,8 @@
 """mooncake.engine.TransferEngine against a peer process (te_peer.py), metadata P2PHANDSHAKE."""
+import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,6 +16,7 @@ from conftest import GilProbe, TePeer, sha256, wait_for
 from te_peer import pattern
 
 import mooncake
+import mooncake.engine
 from mooncake.engine import TransferEngine, TransferNotify, TransferOpcode
 
 LOCAL_SIZE = 8 << 20
@@ -62,10 +65,11 @@ def test_transfer_sync_with_opcode(eng, peer):
     eng.buf[:n] = 0
     assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.READ) == 0
     assert sha256(eng.buf[:n]) == sha256(pattern(n, 3))
-    # notifications are not supported: explicit error, nothing moved
-    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.WRITE,
-                             TransferNotify("a", "b")) < 0
-    assert eng.get_notifies() == []
+    # upstream's spelling of the members, also as module and class attributes
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.Read) == 0
+    assert TransferOpcode.Write is TransferOpcode.WRITE and TransferOpcode.Read == 0
+    assert mooncake.engine.Write == 1 and mooncake.engine.Read == 0
+    assert TransferEngine.TransferOpcode.Write == 1
 
 
 def test_batch_sync(eng, peer):
@@ -178,7 +182,7 @@ def test_bad_addresses_return_codes(eng, peer):
     # unknown peer
     assert eng.transfer_sync_write("127.0.0.1:1", local_addr(eng), peer.addr, n) < 0
     assert eng.batch_transfer_async_write(peer.name, [0x10], [peer.addr], [n]) == 0
-    assert eng.transfer_submit_write(peer.name, 0x10, peer.addr, n) < 0
+    assert eng.transfer_submit_write(peer.name, 0x10, peer.addr, n) == 0
     # mismatched batch lists
     assert eng.batch_transfer_sync_write(peer.name, [local_addr(eng)], [peer.addr, peer.addr],
                                          [n]) < 0
@@ -383,6 +387,11 @@ def test_auto_protocol_same_host():
         assert te.transfer_sync_read(p.name, buf.ctypes.data, p.addr, 1 << 20) == 0
         assert sha256(buf[:1 << 20]) == sha256(pattern(1 << 20, 22))
         assert te.transfer_sync_write(p.name, buf.ctypes.data, p.addr + p.len - 8, 16) < 0
+        # a notification reaches a peer whose data goes over shared memory
+        assert te.transfer_sync(p.name, buf.ctypes.data, p.addr, 4096, TransferOpcode.Write,
+                                TransferNotify("shm", "peer")) == 0
+        assert peer_notifies(p) == [("shm", "peer")]
+        assert te.send_probe(p.name) == 0
         te.unregister_memory(buf.ctypes.data)
         te.close()
     finally:
@@ -410,3 +419,232 @@ def test_te_tuning_from_env(monkeypatch):
     monkeypatch.setenv("MC_FORCE_TCP", "2")
     with pytest.raises(ValueError, match="MC_FORCE_TCP must be 0 or 1"):
         _config.te_tuning_from_env()
+
+
+# ---- notifications, probes, async failure codes, topology ---------------------------------
+
+def sigstop(pid):
+    """Stop pid and wait until it is stopped (delivery is asynchronous)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped():
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    wait_for(stopped, timeout=10, what=f"process {pid} to stop")
+
+
+def peer_notifies(peer):
+    return [tuple(x) for x in json.loads(peer.cmd("notifies"))]
+
+
+def test_notify_after_transfer(eng, peer):
+    """The target receives the notification once the bytes are in its memory, in order."""
+    n = 65536
+    assert peer_notifies(peer) == []
+    eng.buf[:n] = pattern(n, 31)
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.Write,
+                             TransferNotify("req-1", "kv ready")) == 0
+    assert peer.sha(0, n) == sha256(pattern(n, 31))
+    eng.buf[:n] = 0
+    assert eng.batch_transfer_sync(peer.name, [local_addr(eng)], [peer.addr], [n],
+                                   TransferOpcode.Read,
+                                   notify=TransferNotify("req-2", "h\u00e9llo")) == 0
+    assert sha256(eng.buf[:n]) == sha256(pattern(n, 31))
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.Write,
+                             None) == 0  # no notification
+    assert peer_notifies(peer) == [("req-1", "kv ready"), ("req-2", "h\u00e9llo")]
+    assert peer_notifies(peer) == []  # drained
+    # a failed transfer sends none
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr + peer.len - 8, 16,
+                             TransferOpcode.Write, TransferNotify("no", "no")) < 0
+    # over a cap: refused before anything moves
+    big = TransferNotify("big", "x" * (mooncake.engine.NOTIFY_MSG_MAX + 1))
+    assert eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.Write,
+                             big) < 0
+    assert peer_notifies(peer) == []
+    with pytest.raises(TypeError):
+        eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.Write,
+                          TransferNotify(1, "m"))
+    with pytest.raises(AttributeError):
+        eng.transfer_sync(peer.name, local_addr(eng), peer.addr, n, TransferOpcode.Write,
+                          object())
+    assert eng.get_notifies() == []  # nothing came to the sender
+    assert peer.alive()
+
+
+def test_notify_queue_cap_and_bytes():
+    """Own-segment notifications (no network): bytes that are not UTF-8 survive; the queue
+    refuses beyond its cap, counts it, keeps order, and accepts again once drained."""
+    te = TransferEngine()
+    assert te.get_notifies() == []  # not initialized
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    me = te.get_local_hostname()
+    W = TransferOpcode.Write
+    assert te.batch_transfer_sync(me, [], [], [], W, TransferNotify(b"\xff\x00n", b"m")) == 0
+    (got,) = te.get_notifies()
+    assert got.name.encode("utf-8", "surrogateescape") == b"\xff\x00n" and got.msg == "m"
+    cap = mooncake.engine.NOTIFY_QUEUE_MAX
+    for i in range(cap):
+        assert te.batch_transfer_sync(me, [], [], [], W, TransferNotify(f"n{i}", "m")) == 0
+    assert te.batch_transfer_sync(me, [], [], [], W, TransferNotify("over", "m")) == -3006
+    stats = te.notify_stats()
+    assert stats["queued"] == cap and stats["refused_full"] == 1
+    got = te.get_notifies()
+    assert len(got) == cap and got[0] == TransferNotify("n0", "m")
+    assert got[-1].name == f"n{cap - 1}"
+    assert te.batch_transfer_sync(me, [], [], [], W, TransferNotify("again", "m")) == 0
+    assert te.get_notifies() == [TransferNotify("again", "m")]
+    te.close()
+    assert te.get_notifies() == []
+
+
+def test_send_probe(eng, peer):
+    assert eng.send_probe(peer.name) == 0
+    assert eng.send_probe(eng.get_local_hostname()) == 0
+    t0 = time.monotonic()
+    assert eng.send_probe("127.0.0.1:1") < 0          # nothing listens: refused at once
+    assert time.monotonic() - t0 < 2
+    assert eng.send_probe("not-a-host-port") < 0
+    assert TransferEngine().send_probe(peer.name) < 0  # not initialized
+    # a stopped peer: negative within the timeout, answers again once resumed
+    p = TePeer()
+    try:
+        sigstop(p.proc.pid)
+        t0 = time.monotonic()
+        assert eng.send_probe(p.name, timeout_ms=300) < 0
+        assert time.monotonic() - t0 < 3
+        os.kill(p.proc.pid, signal.SIGCONT)
+        assert eng.send_probe(p.name) == 0
+        name = p.name
+    finally:
+        os.kill(p.proc.pid, signal.SIGCONT)
+        p.stop()
+    assert eng.send_probe(name) < 0  # dead peer
+
+
+def test_async_failures_return_zero(eng, peer):
+    """Upstream: a failed async submission returns batch id 0 (sync calls: negative)."""
+    n = 4096
+    for target in ("127.0.0.1:1", "bad name"):
+        assert eng.transfer_submit_write(target, local_addr(eng), peer.addr, n) == 0
+        assert eng.batch_transfer_async_write(target, [local_addr(eng)], [peer.addr], [n]) == 0
+        assert eng.batch_transfer_async_read(target, [local_addr(eng)], [peer.addr], [n]) == 0
+        assert eng.batch_transfer_async(target, [local_addr(eng)], [peer.addr], [n],
+                                        TransferOpcode.Read) == 0
+        assert eng.transfer_sync_write(target, local_addr(eng), peer.addr, n) < 0
+    assert eng.batch_transfer_async_write(peer.name, [local_addr(eng)], [peer.addr, 0], [n]) == 0
+    assert TransferEngine().transfer_submit_write(peer.name, 0x1000, peer.addr, n) == 0
+
+
+def test_check_status_codes(monkeypatch, peer):
+    """transfer_check_status: 1 done, 0 pending, -1 failed, -2 timed out."""
+    monkeypatch.delenv("MC_TRANSFER_TIMEOUT", raising=False)
+    monkeypatch.setenv("MC_TE_TIMEOUT_MS", "500")
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    buf = np.zeros(1 << 20, dtype=np.uint8)
+    assert te.register_memory(buf.ctypes.data, buf.nbytes) == 0
+    n = 4096
+
+    def final(bid):
+        return wait_for(lambda: te.transfer_check_status(bid) or None, timeout=10,
+                        what="a final status")
+
+    bid = te.transfer_submit_write(peer.name, buf.ctypes.data, peer.addr, n)
+    assert bid > 0 and final(bid) == 1
+    bid = te.transfer_submit_write(peer.name, buf.ctypes.data, peer.addr + peer.len - 8, n)
+    assert bid > 0 and final(bid) == -1  # refused by the peer
+    p = TePeer()
+    try:
+        assert te.transfer_sync_write(p.name, buf.ctypes.data, p.addr, n) == 0  # connected
+        sigstop(p.proc.pid)
+        bid = te.transfer_submit_write(p.name, buf.ctypes.data, p.addr, n)
+        assert bid > 0
+        assert te.transfer_check_status(bid) == 0  # pending while the peer is stopped
+        assert final(bid) == -2
+    finally:
+        os.kill(p.proc.pid, signal.SIGCONT)
+        p.stop()
+    te.unregister_memory(buf.ctypes.data)
+    te.close()
+
+
+def sysfs_nodes():
+    base = "/sys/devices/system/node"
+    try:
+        return sorted(int(d[4:]) for d in os.listdir(base)
+                      if d.startswith("node") and d[4:].isdigit())
+    except OSError:
+        return []
+
+
+def test_local_topology_real(monkeypatch):
+    monkeypatch.delenv("MC_USE_TENT", raising=False)
+    monkeypatch.delenv("MC_USE_TEV1", raising=False)
+    te = TransferEngine()  # needs no initialize, like upstream
+    nodes = sysfs_nodes()
+    classic = json.loads(te.get_local_topology())
+    assert sorted(classic) == [f"cpu:{i}" for i in nodes]
+    for pref, avail in classic.values():
+        assert isinstance(pref, list) and isinstance(avail, list)
+    native = json.loads(te.get_local_topology(native=True))
+    assert [m["name"] for m in native["mems"]] == [f"cpu:{i}" for i in nodes]
+    assert [m["numa_node"] for m in native["mems"]] == nodes
+    nics = {n["name"]: n for n in native["nics"]}
+    want = {d for d in os.listdir("/sys/class/net") if d != "lo"}
+    assert want <= set(nics) and "lo" not in nics
+    for name in want:
+        assert nics[name]["type"] == 1
+    for m in native["mems"]:
+        ranks = m["device_list"]
+        assert sorted(ranks["rank0"] + ranks["rank1"]) == list(range(len(native["nics"])))
+    monkeypatch.setenv("MC_USE_TENT", "1")  # upstream's switch to the native shape
+    assert set(json.loads(te.get_local_topology())) == {"nics", "mems"}
+
+
+def test_local_topology_fake_sysfs(tmp_path):
+    """Missing, unreadable or garbage files leave fields out; nothing raises."""
+    root = tmp_path
+    node = root / "devices/system/node"
+    (node / "node0").mkdir(parents=True)
+    (node / "node0/cpulist").write_text("0-3\n")
+    (node / "node1").mkdir()                    # no cpulist
+    (node / "nodeX").mkdir()                    # not a node
+    (node / "online").write_text("0-1\n")
+    pci = root / "devices/pci0000:00/0000:3b:00.0"
+    (pci / "net/eth9").mkdir(parents=True)
+    (pci / "numa_node").write_text("1\n")
+    (pci / "net/eth9/speed").write_text("25000\n")
+    (pci / "infiniband/mlx5_0").mkdir(parents=True)
+    virt = root / "devices/virtual/net/veth0"
+    virt.mkdir(parents=True)
+    (virt / "speed").write_text("garbage")
+    net = root / "class/net"
+    net.mkdir(parents=True)
+    os.symlink(pci / "net/eth9", net / "eth9")
+    os.symlink(virt, net / "veth0")
+    os.symlink(root / "nowhere", net / "dangling")
+    os.symlink(root / "devices/virtual/net/lo", net / "lo")
+    ib = root / "class/infiniband"
+    ib.mkdir(parents=True)
+    os.symlink(pci / "infiniband/mlx5_0", ib / "mlx5_0")
+    classic = json.loads(mooncake.engine.local_topology(sysfs=str(root), native=False))
+    assert classic == {"cpu:0": [[], ["mlx5_0"]], "cpu:1": [["mlx5_0"], []]}
+    native = json.loads(mooncake.engine.local_topology(sysfs=str(root), native=True))
+    nics = {n["name"]: n for n in native["nics"]}
+    assert set(nics) == {"mlx5_0", "eth9", "veth0", "dangling"}
+    assert nics["mlx5_0"] == {"name": "mlx5_0", "pci_bus_id": "0000:3b:00.0", "type": 0,
+                              "numa_node": 1}
+    assert nics["eth9"]["speed_mbps"] == 25000 and nics["eth9"]["numa_node"] == 1
+    assert nics["veth0"] == {"name": "veth0", "pci_bus_id": "", "type": 1, "numa_node": -1}
+    mems = native["mems"]
+    assert [m["name"] for m in mems] == ["cpu:0", "cpu:1"]
+    assert mems[0]["cpus"] == "0-3" and "cpus" not in mems[1]
+    ids = [n["name"] for n in native["nics"]]
+    assert [ids[i] for i in mems[1]["device_list"]["rank0"]] == ["mlx5_0", "eth9"]
+    # the device filter applies to RDMA devices, as upstream's device_name
+    classic = json.loads(mooncake.engine.local_topology("mlx5_9", sysfs=str(root), native=False))
+    assert classic == {"cpu:0": [[], []], "cpu:1": [[], []]}
+    # no sysfs at all
+    assert mooncake.engine.local_topology(sysfs=str(root / "none"), native=True) == \
+        '{"nics": [], "mems": []}'

@@ -2,7 +2,8 @@
  * classification of answers.
  * Input: a stream of 40-byte headers (plus skipped payloads). Every decoded request is checked
  * against a fake table of registered buffers (addresses are never dereferenced); the test
- * asserts the invariants the server relies on. */
+ * asserts the invariants the server relies on. A NOTIFY body that follows an accepted NOTIFY
+ * header goes through the server's body parser (mc_te_notify_parse) and must round-trip. */
 #include "te/transport.h"
 
 #include <stdbool.h>
@@ -83,8 +84,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (payload > MC_TE_FRAME_MAX_PAYLOAD)
             abort();
+        if (h.opcode == MC_TE_OP_PROBE && st == MC_OK && (h.addr || h.length || payload))
+            abort();
+        if (h.opcode == MC_TE_OP_NOTIFY && st == MC_OK &&
+            (payload != h.length || payload > MC_TE_FRAME_MAX_NOTIFY ||
+             payload < MC_TE_NOTIFY_HDR || h.addr))
+            abort();
         if (payload > size - off)
             break;
+        if (h.opcode == MC_TE_OP_NOTIFY && st == MC_OK) {
+            const uint8_t *body = data + off;
+            const char *name, *msg;
+            size_t nl, ml;
+            if (mc_te_notify_parse(body, (size_t)payload, &name, &nl, &msg, &ml) == MC_OK) {
+                if (nl > MC_TE_NOTIFY_NAME_MAX || ml > MC_TE_NOTIFY_MSG_MAX ||
+                    MC_TE_NOTIFY_HDR + nl + ml != payload ||
+                    name != (const char *)body + MC_TE_NOTIFY_HDR || msg != name + nl)
+                    abort();
+                uint8_t *re2 = malloc((size_t)payload);
+                if (!re2 || mc_te_notify_encode(re2, name, nl, msg, ml) != payload ||
+                    memcmp(re2, body, (size_t)payload) != 0)
+                    abort();
+                free(re2);
+            }
+        }
         off += (size_t)payload;
     }
     return 0;

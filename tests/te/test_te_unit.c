@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/net.h"
 #include "common/time.h"
 #include "te/transport.h"
 
@@ -153,7 +154,7 @@ static void test_frame_codec(void **state)
     memcpy(c, b, sizeof(c));
     c[4] = 2; /* version */
     assert_int_equal(mc_te_frame_decode(c, sizeof(c), &d), MC_ERR_PROTOCOL);
-    const uint16_t bad_ops[] = {0, 6, 0x8000, 0x8006, 0x4001, 0x0101};
+    const uint16_t bad_ops[] = {0, 8, 0x8000, 0x8008, 0x4001, 0x0101};
     for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
         h.opcode = bad_ops[i];
         mc_te_frame_encode(&h, c);
@@ -204,6 +205,66 @@ static mc_te_t *engine(void)
     mc_te_t *te = NULL;
     assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
     return te;
+}
+
+/* NOTIFY body codec and the header checks of NOTIFY and PROBE. */
+static void test_frame_notify(void **state)
+{
+    uint8_t body[64];
+    size_t n = mc_te_notify_encode(body, "ab", 2, "x\0y", 3);
+    assert_int_equal(n, MC_TE_NOTIFY_HDR + 5);
+    const char *name, *msg;
+    size_t nl, ml;
+    assert_int_equal(mc_te_notify_parse(body, n, &name, &nl, &msg, &ml), MC_OK);
+    assert_int_equal(nl, 2);
+    assert_int_equal(ml, 3);
+    assert_memory_equal(name, "ab", 2);
+    assert_memory_equal(msg, "x\0y", 3);
+    assert_int_equal(mc_te_notify_parse(body, n - 1, &name, &nl, &msg, &ml),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_notify_parse(body, n + 1, &name, &nl, &msg, &ml),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_notify_parse(body, 7, &name, &nl, &msg, &ml), MC_ERR_INVALID_PARAMS);
+    n = mc_te_notify_encode(body, NULL, 0, NULL, 0); /* both empty: valid */
+    assert_int_equal(mc_te_notify_parse(body, n, &name, &nl, &msg, &ml), MC_OK);
+    assert_int_equal(nl + ml, 0);
+    /* lengths that add up but exceed a cap */
+    uint8_t *big = calloc(1, MC_TE_FRAME_MAX_NOTIFY + 16);
+    mc_te_notify_encode(big, NULL, 0, NULL, 0);
+    big[0] = (MC_TE_NOTIFY_NAME_MAX + 1) & 0xff;
+    big[1] = (MC_TE_NOTIFY_NAME_MAX + 1) >> 8;
+    assert_int_equal(mc_te_notify_parse(big, MC_TE_NOTIFY_HDR + MC_TE_NOTIFY_NAME_MAX + 1, &name,
+                                        &nl, &msg, &ml),
+                     MC_ERR_INVALID_PARAMS);
+    free(big);
+    /* lengths whose sum wraps 32 bits */
+    memset(body, 0xff, 8);
+    assert_int_equal(mc_te_notify_parse(body, 6, &name, &nl, &msg, &ml), MC_ERR_INVALID_PARAMS);
+
+    mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                       .opcode = MC_TE_OP_NOTIFY, .length = MC_TE_FRAME_MAX_NOTIFY};
+    uint64_t pl;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_OK);
+    assert_int_equal(pl, MC_TE_FRAME_MAX_NOTIFY);
+    h.length++; /* over the cap: answered, the payload skipped */
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_TOO_LARGE);
+    assert_int_equal(pl, h.length);
+    h.length = 7;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(pl, 7);
+    h.length = 8;
+    h.addr = 1;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_INVALID_PARAMS);
+    h.addr = 0;
+    h.length = MC_TE_FRAME_MAX_PAYLOAD + 1; /* cannot be skipped: close */
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
+    h.opcode = MC_TE_OP_PROBE;
+    h.length = 0;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_OK);
+    assert_int_equal(pl, 0);
+    h.length = 1;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(pl, 0);
 }
 
 static void test_engine_create_names(void **state)
@@ -390,6 +451,184 @@ static void test_shm_ctl_unregister_busy(void **state)
     mc_te_destroy(te);
 }
 
+static void drain_expect(mc_te_t *te, size_t max, size_t want_n, const char *name0,
+                         const char *msg0)
+{
+    mc_te_notify_t *v = NULL;
+    size_t n = 99;
+    assert_int_equal(mc_te_notify_drain(te, max, &v, &n), MC_OK);
+    assert_int_equal(n, want_n);
+    if (want_n == 0) {
+        assert_null(v);
+        return;
+    }
+    assert_string_equal(v[0].name, name0);
+    assert_string_equal(v[0].msg, msg0);
+    mc_te_notify_free(v);
+}
+
+/* Two engines in one process: notifications travel over tcp control frames (the data of these
+ * same-host peers would go over shm), are drained in order, binary-safe; caps; the probe. */
+static void test_engine_notify(void **state)
+{
+    mc_te_t *a = engine(), *b = engine();
+    mc_te_segment_t sb, sa;
+    assert_int_equal(mc_te_segment_open(a, mc_te_local_name(b), &sb), MC_OK);
+    assert_int_equal(mc_te_segment_open(a, mc_te_local_name(a), &sa), MC_OK);
+    drain_expect(b, 0, 0, NULL, NULL);
+    assert_int_equal(mc_te_notify_send(a, sb, "n1", 2, "m1", 2), MC_OK);
+    assert_int_equal(mc_te_notify_send(a, sb, "n2", 2, "with\0nul", 8), MC_OK);
+    assert_int_equal(mc_te_notify_send(a, sb, NULL, 0, NULL, 0), MC_OK);
+    mc_te_notify_t *v;
+    size_t n;
+    assert_int_equal(mc_te_notify_drain(b, 0, &v, &n), MC_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(v[0].name, "n1");
+    assert_string_equal(v[0].msg, "m1");
+    assert_int_equal(v[1].msg_len, 8);
+    assert_memory_equal(v[1].msg, "with\0nul", 9);
+    assert_int_equal(v[2].name_len + v[2].msg_len, 0);
+    assert_string_equal(v[2].name, "");
+    mc_te_notify_free(v);
+    drain_expect(b, 0, 0, NULL, NULL);
+    drain_expect(a, 0, 0, NULL, NULL);
+
+    /* the largest allowed, one byte more refused locally */
+    char *big = calloc(1, MC_TE_NOTIFY_MSG_MAX + 1);
+    memset(big, 'x', MC_TE_NOTIFY_MSG_MAX);
+    assert_int_equal(mc_te_notify_send(a, sb, big, MC_TE_NOTIFY_NAME_MAX, big,
+                                       MC_TE_NOTIFY_MSG_MAX), MC_OK);
+    assert_int_equal(mc_te_notify_send(a, sb, big, 1, big, MC_TE_NOTIFY_MSG_MAX + 1),
+                     MC_ERR_TOO_LARGE);
+    assert_int_equal(mc_te_notify_send(a, sb, big, MC_TE_NOTIFY_NAME_MAX + 1, "", 0),
+                     MC_ERR_TOO_LARGE);
+    assert_int_equal(mc_te_notify_drain(b, 0, &v, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].name_len, MC_TE_NOTIFY_NAME_MAX);
+    assert_int_equal(v[0].msg_len, MC_TE_NOTIFY_MSG_MAX);
+    mc_te_notify_free(v);
+    free(big);
+
+    /* to our own segment */
+    assert_int_equal(mc_te_notify_send(a, sa, "self", 4, "m", 1), MC_OK);
+    drain_expect(a, 0, 1, "self", "m");
+    assert_int_equal(mc_te_notify_send(a, 12345, "x", 1, "y", 1), MC_ERR_INVALID_PARAMS);
+
+    /* probe: live, own, dead (refused at once), not host:port */
+    assert_int_equal(mc_te_probe(a, mc_te_local_name(b), 0), MC_OK);
+    assert_int_equal(mc_te_probe(a, mc_te_local_name(a), 0), MC_OK);
+    char dead[64];
+    snprintf(dead, sizeof(dead), "127.0.0.1:%u", mc_te_rpc_port(b));
+    mc_te_destroy(b);
+    uint64_t t0 = mc_now_ns();
+    assert_true(mc_te_probe(a, dead, 300) < 0);
+    assert_true(mc_now_ns() - t0 < 1000000000ull);
+    assert_true(mc_te_notify_send(a, sb, "n", 1, "m", 1) < 0);
+    assert_int_equal(mc_te_probe(a, "nohostport", 0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_probe(a, "127.0.0.1:0", 0), MC_ERR_INVALID_PARAMS);
+    mc_te_destroy(a);
+}
+
+/* The queue is capped: a full queue refuses (BUSY to the sender, counted), keeps what it holds
+ * in order, and accepts again once drained. */
+static void test_engine_notify_queue_cap(void **state)
+{
+    mc_te_t *a = engine(), *b = engine();
+    mc_te_segment_t sb, self;
+    assert_int_equal(mc_te_segment_open(a, mc_te_local_name(b), &sb), MC_OK);
+    assert_int_equal(mc_te_segment_open(b, mc_te_local_name(b), &self), MC_OK);
+    char name[32];
+    for (int i = 0; i < MC_TE_NOTIFY_QUEUE_MAX; i++) {
+        int l = snprintf(name, sizeof(name), "n%d", i);
+        assert_int_equal(mc_te_notify_send(b, self, name, (size_t)l, "m", 1), MC_OK);
+    }
+    assert_int_equal(mc_te_notify_send(b, self, "over", 4, "m", 1), MC_ERR_BUSY);
+    assert_int_equal(mc_te_notify_send(a, sb, "over", 4, "m", 1), MC_ERR_BUSY); /* remote too */
+    mc_te_notify_stats_t st;
+    mc_te_notify_stats(b, &st);
+    assert_int_equal(st.queued, MC_TE_NOTIFY_QUEUE_MAX);
+    assert_int_equal(st.received, MC_TE_NOTIFY_QUEUE_MAX);
+    assert_int_equal(st.refused_full, 2);
+    assert_int_equal(st.refused_bad, 0);
+    mc_te_notify_t *v;
+    size_t n;
+    assert_int_equal(mc_te_notify_drain(b, 10, &v, &n), MC_OK);
+    assert_int_equal(n, 10);
+    assert_string_equal(v[0].name, "n0");
+    assert_string_equal(v[9].name, "n9");
+    mc_te_notify_free(v);
+    assert_int_equal(mc_te_notify_send(a, sb, "after", 5, "m", 1), MC_OK);
+    assert_int_equal(mc_te_notify_drain(b, 0, &v, &n), MC_OK);
+    assert_int_equal(n, MC_TE_NOTIFY_QUEUE_MAX - 10 + 1);
+    assert_string_equal(v[0].name, "n10");
+    assert_string_equal(v[n - 1].name, "after");
+    mc_te_notify_free(v);
+    mc_te_notify_stats(b, &st);
+    assert_int_equal(st.queued, 0);
+    mc_te_destroy(a);
+    mc_te_destroy(b);
+}
+
+static void raw_send(int fd, uint16_t op, uint64_t id, uint64_t addr, uint64_t len,
+                     const void *body, size_t blen)
+{
+    uint8_t hdr[MC_TE_FRAME_HDR_SIZE];
+    mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                       .opcode = op, .id = id, .addr = addr, .length = len};
+    mc_te_frame_encode(&h, hdr);
+    uint64_t dl = mc_now_ns() + 2000000000ull;
+    assert_int_equal(mc_net_send_all(fd, hdr, sizeof(hdr), dl), MC_OK);
+    if (blen)
+        assert_int_equal(mc_net_send_all(fd, body, blen, dl), MC_OK);
+}
+
+static mc_status_t raw_answer(int fd, uint16_t op, uint64_t id)
+{
+    uint8_t hdr[MC_TE_FRAME_HDR_SIZE];
+    assert_int_equal(mc_net_recv_all(fd, hdr, sizeof(hdr), mc_now_ns() + 2000000000ull), MC_OK);
+    mc_te_frame_t h;
+    assert_int_equal(mc_te_frame_decode(hdr, sizeof(hdr), &h), MC_OK);
+    assert_int_equal(h.opcode, op | MC_TE_OP_RESPONSE);
+    assert_int_equal(h.id, id);
+    assert_int_equal(h.length, 0);
+    return (mc_status_t)h.status;
+}
+
+/* Malformed NOTIFY frames are answered with an error and counted; the connection keeps
+ * serving the requests that follow (pipelined on the same connection). */
+static void test_engine_notify_malformed(void **state)
+{
+    mc_te_t *b = engine();
+    int fd;
+    assert_int_equal(mc_net_connect("127.0.0.1", mc_te_rpc_port(b), 2000, &fd), MC_OK);
+    uint8_t body[64];
+    size_t n = mc_te_notify_encode(body, "nm", 2, "msg", 3);
+    body[0] = 9; /* name_len does not match the frame */
+    raw_send(fd, MC_TE_OP_NOTIFY, 1, 0, n, body, n);
+    raw_send(fd, MC_TE_OP_NOTIFY, 2, 0, 4, "abcd", 4);   /* shorter than its own header */
+    raw_send(fd, MC_TE_OP_NOTIFY, 3, 7, n, body, n);     /* addr must be 0 */
+    size_t big = MC_TE_FRAME_MAX_NOTIFY + 100;           /* over the cap: body skipped */
+    uint8_t *junk = calloc(1, big);
+    raw_send(fd, MC_TE_OP_NOTIFY, 4, 0, big, junk, big);
+    free(junk);
+    raw_send(fd, MC_TE_OP_PROBE, 5, 0, 0, NULL, 0);
+    n = mc_te_notify_encode(body, "ok", 2, "fine", 4);
+    raw_send(fd, MC_TE_OP_NOTIFY, 6, 0, n, body, n);
+    assert_int_equal(raw_answer(fd, MC_TE_OP_NOTIFY, 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_answer(fd, MC_TE_OP_NOTIFY, 2), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_answer(fd, MC_TE_OP_NOTIFY, 3), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_answer(fd, MC_TE_OP_NOTIFY, 4), MC_ERR_TOO_LARGE);
+    assert_int_equal(raw_answer(fd, MC_TE_OP_PROBE, 5), MC_OK);
+    assert_int_equal(raw_answer(fd, MC_TE_OP_NOTIFY, 6), MC_OK);
+    close(fd);
+    drain_expect(b, 0, 1, "ok", "fine");
+    mc_te_notify_stats_t st;
+    mc_te_notify_stats(b, &st);
+    assert_int_equal(st.refused_bad, 4);
+    assert_int_equal(st.received, 1);
+    mc_te_destroy(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,10 +637,14 @@ int main(void)
         cmocka_unit_test(test_table_remove_drain),
         cmocka_unit_test(test_frame_codec),
         cmocka_unit_test(test_frame_check_request),
+        cmocka_unit_test(test_frame_notify),
         cmocka_unit_test(test_engine_create_names),
         cmocka_unit_test(test_engine_config_ranges),
         cmocka_unit_test(test_engine_register_local),
         cmocka_unit_test(test_shm_ctl_unregister_busy),
+        cmocka_unit_test(test_engine_notify),
+        cmocka_unit_test(test_engine_notify_queue_cap),
+        cmocka_unit_test(test_engine_notify_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
