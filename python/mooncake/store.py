@@ -23,6 +23,7 @@ from . import _store
 from ._store import BufferHandle, ReplicateConfig
 from ._store import DistributedStore as _StoreBase
 from .tensor import ParallelAxis, ReadTarget, TensorParallelism, TensorStoreMixin
+from ._store_more import StoreMoreMixin
 
 log = logging.getLogger("mooncake")
 
@@ -155,7 +156,7 @@ def _config_get(cfg, *names, default=_SENTINEL):
     return default
 
 
-class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
+class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
     """Client of a Mooncake store: contributes memory to the pool and puts/gets objects."""
 
     def setup(self, local_hostname=None, metadata_server=None,

@@ -416,7 +416,182 @@ def test_setup_dummy_fails_without_real_client(master, storage):
         st.setup_dummy("lots", 0, "127.0.0.1:50052")
 
 
-# ---- 6. the method list ------------------------------------------------------------------
+# ---- 6. init_all, the offload tier, put_from_with_metadata, sessions, tasks ---------------
+
+def test_init_all(master):
+    st = MooncakeDistributedStore()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", master.addr) == 0
+    try:
+        assert st.init_all("tcp", "") == INVALID               # already initialized
+        assert st.health_check() == 0
+    finally:
+        st.close()
+    # upstream's fixed etcd (127.0.0.1:2379) and master: with neither there, it fails cleanly
+    st = MooncakeDistributedStore()
+    rc = st.init_all("tcp", "", 4 << 20)
+    try:
+        assert isinstance(rc, int)
+        if rc != 0:
+            assert st.health_check() == 1
+    finally:
+        st.close()
+    with pytest.raises(TypeError):
+        st.init_all("tcp", "", "lots")
+
+
+def test_no_offload_tier(store):
+    assert store.get_offload_rpc_read_count() == 0
+    assert store.unmount_local_disk_segment() == 0
+    assert store.unmount_local_disk_segment(grace_period_seconds=3) == 0
+    fresh = MooncakeDistributedStore()
+    assert fresh.get_offload_rpc_read_count() == 0
+    assert fresh.unmount_local_disk_segment() == -1             # not initialized
+
+
+def test_put_from_with_metadata(store, reg):
+    meta, data = b"META:v1|", os.urandom(5000)
+    reg[:len(meta)] = np.frombuffer(meta, dtype=np.uint8)
+    reg[4096:4096 + len(data)] = np.frombuffer(data, dtype=np.uint8)
+    base = reg.ctypes.data
+    key = k("meta")
+    assert store.put_from_with_metadata(key, base + 4096, base, len(data), len(meta)) == 0
+    assert store.get(key) == meta + data                        # metadata first, then data
+    assert store.get_size(key) == len(meta) + len(data)
+    key2 = k("meta")                                            # no metadata
+    assert store.put_from_with_metadata(key2, base + 4096, 0, len(data), 0,
+                                        ReplicateConfig()) == 0
+    assert store.get(key2) == data
+    key3 = k("meta")
+    assert store.put_from_with_metadata(key3, base + 4096, base, 0, len(meta)) == 0
+    assert store.is_exist(key3) == 0                            # size 0: nothing stored
+    c = ReplicateConfig()
+    c.prefer_alloc_in_same_node = True
+    assert store.put_from_with_metadata(k(), base + 4096, base, 16, 8, c) == -1
+    c = ReplicateConfig()
+    c.nof_replica_num = 1
+    assert store.put_from_with_metadata(k(), base + 4096, base, 16, 8, c) == -INVALID  # positive
+    loose = (ctypes.c_ubyte * 64)()
+    bad = store.put_from_with_metadata(k(), ctypes.addressof(loose), base, 64, 8)
+    assert bad > 0
+    assert MooncakeDistributedStore().put_from_with_metadata(k(), base, base, 8, 8) == INVALID
+
+
+def test_batch_get_session(store, reg):
+    v1, v2 = os.urandom(3000), os.urandom(700)
+    k1, k2, missing = k("gs"), k("gs"), k("gs-missing")
+    assert store.put(k1, v1) == 0 and store.put(k2, v2) == 0
+    assert store.batch_get_session_start([]) == []
+    assert store.batch_get_session_start([k1, k2, missing]) == [0, 0, NOT_FOUND]
+    base = reg.ctypes.data
+    reg[:8192] = 0
+    res = store.batch_get_into_multi_buffer_ranges(
+        [k1, k2, missing],
+        [[base, base + 100], [base + 1000], [base + 2000]],
+        [[10, 20], [700], [4]],
+        [[0, 2980], [0], [0]])
+    assert res == [30, 700, INVALID]                            # no session for missing
+    assert reg[:10].tobytes() == v1[:10]
+    assert reg[100:120].tobytes() == v1[2980:3000]
+    assert reg[1000:1700].tobytes() == v2
+    # a range past the object, lists of different lengths
+    assert store.batch_get_into_multi_buffer_ranges([k1], [[base]], [[10]], [[2995]]) == [INVALID]
+    assert store.batch_get_into_multi_buffer_ranges([k1], [[base]], [[10, 1]], [[0]]) == [INVALID]
+    assert store.batch_get_into_multi_buffer_ranges([k1, k2], [[base]], [[1]], [[0]]) == \
+        [INVALID, INVALID]
+    assert store.batch_get_session_end([k1, missing]) == 0
+    assert store.batch_get_into_multi_buffer_ranges([k1], [[base]], [[10]], [[0]]) == [INVALID]
+    assert store.batch_get_into_multi_buffer_ranges([k2], [[base]], [[5]], [[1]]) == [5]
+    assert reg[:5].tobytes() == v2[1:6]
+    assert store.batch_get_session_end([k2]) == 0
+    fresh = MooncakeDistributedStore()
+    assert fresh.batch_get_session_start([k1]) == []
+    assert fresh.batch_get_session_end([k1]) == -1
+
+
+def test_batch_get_session_lease_expires(store, reg, monkeypatch):
+    # the session lasts DEFAULT_KV_LEASE_TTL (the client's view of the master's read lease)
+    monkeypatch.setenv("DEFAULT_KV_LEASE_TTL", "200")
+    key = k("gsl")
+    p = reg.ctypes.data
+    assert store.put(key, b"abcdef") == 0
+    assert store.batch_get_session_start([key]) == [0]
+    assert store.batch_get_into_multi_buffer_ranges([key], [[p]], [[3]], [[1]]) == [3]
+    time.sleep(0.25)
+    assert store.batch_get_into_multi_buffer_ranges([key], [[p]], [[3]], [[0]]) == \
+        [mooncake.STATUS_CODES["LEASE_EXPIRED"]]
+    # that closed the session
+    assert store.batch_get_into_multi_buffer_ranges([key], [[p]], [[3]], [[0]]) == [INVALID]
+    assert reg[:3].tobytes() == b"bcd"
+
+
+def test_batch_put_session(store, reg):
+    base = reg.ctypes.data
+    data = os.urandom(6000)
+    reg[:6000] = np.frombuffer(data, dtype=np.uint8)
+    k1, k2, k3 = k("ps"), k("ps"), k("ps")
+    assert store.put(k3, b"already") == 0
+    c = ReplicateConfig()
+    c.group_ids = ["g1", "g2", "g3"]
+    assert store.batch_put_session_start([k1, k2, k3], [4000, 100, 10], c) == \
+        [0, 0, mooncake.STATUS_CODES["OBJECT_ALREADY_EXISTS"]]
+    assert store.batch_put_session_start([k1], [4000]) == [INVALID]   # session exists
+    assert store.is_exist(k1) == 0                              # not readable before the end
+    # two ranges of k1 (out of order), one range of k2; one past the end of k2
+    res = store.batch_put_from_multi_buffer_ranges(
+        [k1, k2], [[base + 2000, base], [base + 5000]], [[2000, 2000], [100]],
+        [[2000, 0], [0]])
+    assert res == [4000, 100]
+    assert store.batch_put_from_multi_buffer_ranges([k2], [[base]], [[50]], [[60]]) == [INVALID]
+    loose = (ctypes.c_ubyte * 16)()
+    assert store.batch_put_from_multi_buffer_ranges([k2], [[ctypes.addressof(loose)]], [[16]],
+                                                    [[0]]) == [INVALID]
+    assert store.batch_put_from_multi_buffer_ranges([k3], [[base]], [[1]], [[0]]) == [INVALID]
+    assert store.batch_put_session_end([k1, k2, k3]) == [0, 0, INVALID]
+    assert store.get(k1) == data[:4000]
+    assert store.get(k2) == data[5000:5100]
+    assert store.get(k3) == b"already"
+    # ended: no session any more
+    assert store.batch_put_from_multi_buffer_ranges([k1], [[base]], [[1]], [[0]]) == [INVALID]
+    assert store.batch_put_session_end([k1]) == [INVALID]
+    # revoke: nothing stored, the key can be started again
+    k4 = k("ps")
+    assert store.batch_put_session_start([k4], [64]) == [0]
+    assert store.batch_put_from_multi_buffer_ranges([k4], [[base]], [[64]], [[0]]) == [64]
+    assert store.batch_put_session_revoke([k4, k("nosess")]) == [0, INVALID]
+    assert store.is_exist(k4) == 0
+    assert store.batch_put_session_end([k4]) == [INVALID]
+    # refused settings and mismatched lists
+    c = ReplicateConfig()
+    c.nof_replica_num = 1
+    assert store.batch_put_session_start([k4], [64], c) == [INVALID]
+    assert store.batch_put_session_start([k4, k()], [64]) == [INVALID, INVALID]
+    c = ReplicateConfig()
+    c.group_ids = ["one"]
+    assert store.batch_put_session_start([k4, k()], [64, 64], c) == [INVALID, INVALID]
+    # a config is taken at start: replica_num=2 honoured at the end
+    c = ReplicateConfig()
+    c.replica_num = 2
+    assert store.batch_put_session_start([k4], [64], c) == [0]
+    c.replica_num = 1
+    assert store.batch_put_from_multi_buffer_ranges([k4], [[base]], [[64]], [[0]]) == [64]
+    assert store.batch_put_session_end([k4]) == [0]
+    assert len(store.get_replica_desc(k4)) == 2 and store.get(k4) == data[:64]
+    assert MooncakeDistributedStore().batch_put_session_start([k()], [1]) == []
+
+
+def test_replica_tasks_not_supported(store):
+    key = k("task")
+    assert store.put(key, b"v") == 0
+    UNAVAILABLE = mooncake.STATUS_CODES["UNAVAILABLE_IN_CURRENT_MODE"]
+    assert store.create_copy_task(key, [store.get_hostname()]) == ((0, 0), UNAVAILABLE)
+    assert store.create_move_task(key, "a", "b") == ((0, 0), UNAVAILABLE)
+    assert store.query_task((1, 2)) == (None, -1400)            # TASK_NOT_FOUND
+    with pytest.raises(TypeError):
+        store.query_task("1-2")
+    assert store.get(key) == b"v"                               # nothing moved
+
+
+# ---- 7. the method list ------------------------------------------------------------------
 
 # upstream's MooncakeDistributedStore methods (upstream-current.md section 4)
 UPSTREAM_METHODS = """
@@ -454,12 +629,8 @@ get_tensor_with_parallelism_into batch_get_tensor_with_parallelism_into
 
 # Not in Mooncake-C yet (each is missing on purpose; remove a name when it lands).
 NOT_YET = set("""
-init_all mount_segment unmount_segment allocate_and_mount_segment unmount_and_free_segment
-unmount_local_disk_segment alloc_from_mem_pool
-batch_replica_clear get_offload_rpc_read_count put_from_with_metadata
-batch_get_session_start batch_get_session_end batch_put_session_start batch_put_session_end
-batch_put_session_revoke batch_get_into_multi_buffer_ranges batch_put_from_multi_buffer_ranges
-create_copy_task create_move_task query_task
+mount_segment unmount_segment allocate_and_mount_segment unmount_and_free_segment
+alloc_from_mem_pool batch_replica_clear
 """.split())
 # The tensor methods come from mooncake/tensor.py (mixed into the class); they may be present.
 TENSOR = {n for n in UPSTREAM_METHODS if "tensor" in n}

@@ -1,0 +1,450 @@
+"""More of upstream's MooncakeDistributedStore methods, mixed into mooncake.store's class.
+
+Each method has upstream's signature, defaults and return convention
+(mooncake-integration/store/store_py.cpp and mooncake-store/src/real_client.cpp); python/README.md,
+"Store", describes what each one honours here and what it refuses, and why:
+
+* init_all: upstream's older entry point (etcd metadata at 127.0.0.1:2379, the default master);
+* get_offload_rpc_read_count, unmount_local_disk_segment: the SSD offload tier is not in
+  Mooncake-C, so they answer what upstream's real client answers without it (0, 0);
+* put_from_with_metadata: one object laid out as metadata bytes then data bytes;
+* the batch get/put sessions and their ranged reads and writes;
+* create_copy_task, create_move_task, query_task: there is no task machinery in our master;
+  they fail with the codes listed below.
+
+Session state lives in this object (a dict per kind, one lock); the data moves through the
+store's verified calls (see the comments of each method).
+"""
+
+import ctypes
+import logging
+import threading
+import time
+
+from ._config import default_kv_lease_ttl_ms
+
+log = logging.getLogger("mooncake")
+
+INVALID_PARAMS = -600
+OBJECT_NOT_FOUND = -704
+OBJECT_ALREADY_EXISTS = -705
+LEASE_EXPIRED = -707
+UNAVAILABLE_IN_CURRENT_MODE = -1011
+TASK_NOT_FOUND = -1400      # upstream ErrorCode::TASK_NOT_FOUND
+
+INIT_ALL_HOSTNAME = "localhost:12345"   # upstream RealClient::initAll_internal
+INIT_ALL_METADATA = "127.0.0.1:2379"    # etcd, no scheme
+INIT_ALL_LOCAL_BUFFER = 1 << 30
+INIT_ALL_MASTER = "127.0.0.1:50051"
+
+
+def _is_uint(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+class _PutSession:
+    __slots__ = ("size", "buf", "ptr", "inflight", "writable", "cfg", "group_id")
+
+    def __init__(self, size, cfg, group_id):
+        self.size = size
+        self.buf = (ctypes.c_ubyte * max(size, 1))()
+        self.ptr = ctypes.addressof(self.buf)
+        self.inflight = 0
+        self.writable = True
+        self.cfg = cfg              # the config's attributes at start (_cfg_attrs), or None
+        self.group_id = group_id
+
+
+class StoreMoreMixin:
+    """init_all, offload counters, put_from_with_metadata, batch sessions, tasks."""
+
+    # ---- setup -------------------------------------------------------------------------
+
+    def init_all(self, protocol, device_name, mount_segment_size=16 * 1024 * 1024):
+        """Upstream's older setup: INVALID_PARAMS (-600) on a client already set up; else
+        setup("localhost:12345", etcd at 127.0.0.1:2379, mount_segment_size, 1 GiB local
+        buffer, protocol, device_name, master 127.0.0.1:50051), as upstream does (none of the
+        environment variables setup() reads are consulted). Returns setup's result."""
+        if not isinstance(protocol, str) or not isinstance(device_name, str):
+            raise TypeError("init_all(): protocol and device_name must be str")
+        if not _is_uint(mount_segment_size):
+            raise TypeError("init_all(): mount_segment_size must be a non-negative int")
+        if self.is_setup():
+            log.error("init_all: the client is already initialized")
+            return INVALID_PARAMS
+        return self.setup(INIT_ALL_HOSTNAME, INIT_ALL_METADATA, mount_segment_size,
+                          INIT_ALL_LOCAL_BUFFER, protocol, device_name, INIT_ALL_MASTER)
+
+    # ---- no SSD offload tier -----------------------------------------------------------
+
+    def get_offload_rpc_read_count(self):
+        """Reads served to peers from this client's SSD offload tier: always 0 here (there is
+        no offload tier), which is what upstream returns without one."""
+        return 0
+
+    def unmount_local_disk_segment(self, grace_period_seconds=0):
+        """Upstream drains the SSD offload segment; without offload it logs a warning and
+        returns 0. -1 on a client that is not set up, as upstream."""
+        if not _is_uint(grace_period_seconds):
+            raise TypeError("unmount_local_disk_segment(): grace_period_seconds must be a "
+                            "non-negative int")
+        if not self.is_setup():
+            log.error("unmount_local_disk_segment: client not initialized")
+            return -1
+        log.warning("action=drain_local_disk_segment, warn=ssd_offload_not_enabled")
+        return 0
+
+    # ---- put_from_with_metadata --------------------------------------------------------
+
+    def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size,
+                               metadata_size, config=None):
+        """One object: metadata_size bytes at metadata_buffer_ptr, then size bytes at
+        buffer_ptr (both inside registered buffers). Upstream's conventions: INVALID_PARAMS
+        (-600) before setup; -1 with prefer_alloc_in_same_node; 0 without storing anything
+        when size is 0; otherwise 0 or, on failure, the *positive* code (upstream returns
+        -toInt(error) on this path only)."""
+        for name, v in (("buffer_ptr", buffer_ptr), ("metadata_buffer_ptr", metadata_buffer_ptr),
+                        ("size", size), ("metadata_size", metadata_size)):
+            if not _is_uint(v):
+                raise TypeError(f"put_from_with_metadata(): {name} must be a non-negative int")
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return INVALID_PARAMS
+        if config is not None and config.prefer_alloc_in_same_node:
+            log.error("prefer_alloc_in_same_node is not supported.")
+            return -1
+        if size == 0:
+            log.warning("Attempting to put empty data for key: %s", key)
+            return 0
+        ptrs, sizes = [], []
+        if metadata_size:
+            ptrs.append(metadata_buffer_ptr)
+            sizes.append(metadata_size)
+        ptrs.append(buffer_ptr)
+        sizes.append(size)
+        args = ([key], [ptrs], [sizes]) if config is None else ([key], [ptrs], [sizes], config)
+        rc = self.batch_put_from_multi_buffers(*args)[0]
+        return 0 if rc == 0 else -rc
+
+    # ---- batch get sessions ------------------------------------------------------------
+
+    def _sessions(self):
+        try:
+            return self.__mc_sessions
+        except AttributeError:
+            self.__mc_sessions = ({}, {}, threading.Condition())
+            return self.__mc_sessions
+
+    def batch_get_session_start(self, keys):
+        """Looks every key up once (one batch lookup) and opens a get session on the found
+        ones until their read lease ends (--default_kv_lease_ttl from now). Per key: 0, or the
+        lookup's code (OBJECT_NOT_FOUND, ...). [] before setup or for no keys, as upstream."""
+        keys = list(keys)
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return []
+        if not keys:
+            return []
+        t0 = time.monotonic()
+        descs = self._batch_get_replica_desc(keys)
+        deadline = t0 + default_kv_lease_ttl_ms() / 1000.0
+        gets, _, cv = self._sessions()
+        out = []
+        with cv:
+            for k in keys:
+                if descs.get(k):
+                    gets[k] = deadline
+                    out.append(0)
+                else:
+                    gets.pop(k, None)
+                    out.append(OBJECT_NOT_FOUND)
+        return out
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_src_offsets):
+        """For key i, copy all_sizes[i][j] bytes from offset all_src_offsets[i][j] of the
+        object to all_buffer_ptrs[i][j] (inside registered buffers). Per key: the bytes copied,
+        LEASE_EXPIRED when its session's lease ended (the session is closed), or
+        INVALID_PARAMS (no session, lists of different lengths, a range past the object or the
+        buffer). Each key is read once, whole and checksum-verified, and its ranges are copied
+        out of that read (a sub-range read alone could not be verified)."""
+        keys = list(keys)
+        res = [INVALID_PARAMS] * len(keys)
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return []
+        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets):
+            log.error("Invalid get ranges args")
+            return res
+        gets, _, cv = self._sessions()
+        now = time.monotonic()
+        key_index, fk, fb, fd, fs, fz, owner = {}, [], [], [], [], [], []
+        with cv:
+            for i, k in enumerate(keys):
+                bufs, sizes, offs = all_buffer_ptrs[i], all_sizes[i], all_src_offsets[i]
+                if not len(bufs) == len(sizes) == len(offs):
+                    continue
+                dl = gets.get(k)
+                if dl is None:
+                    continue
+                if now >= dl:
+                    del gets[k]
+                    res[i] = LEASE_EXPIRED
+                    continue
+                ki = key_index.setdefault(k, len(key_index))
+                res[i] = 0
+                for j in range(len(bufs)):
+                    fk.append(ki)
+                    fb.append(bufs[j])
+                    fd.append(0)
+                    fs.append(offs[j])
+                    fz.append(sizes[j])
+                    owner.append(i)
+        if not owner:
+            return res
+        got = self._read_ranges(list(key_index), fk, fb, fd, fs, fz)
+        for i, r in zip(owner, got):
+            if res[i] >= 0:
+                res[i] = res[i] + r if r >= 0 else r
+        return res
+
+    def batch_get_session_end(self, keys):
+        """Closes the get sessions of keys (unknown keys are ignored). 0; -1 before setup."""
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return -1
+        gets, _, cv = self._sessions()
+        with cv:
+            for k in keys:
+                gets.pop(k, None)
+        return 0
+
+    # ---- batch put sessions ------------------------------------------------------------
+
+    def batch_put_session_start(self, keys, sizes, config=None):
+        """Opens a put session per key: ranges are written into it with
+        batch_put_from_multi_buffer_ranges and the object becomes readable, checksummed and
+        replicated as config says, at batch_put_session_end. Per key: 0; INVALID_PARAMS for
+        a key that has a session already (every key when keys and sizes, or config.group_ids,
+        differ in length, or with a setting puts refuse); OBJECT_ALREADY_EXISTS for a key
+        already stored. [] before setup."""
+        keys, sizes = list(keys), list(sizes)
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return []
+        if len(keys) != len(sizes) or not all(_is_uint(s) for s in sizes):
+            log.error("Invalid batch_put_session_start args")
+            return [INVALID_PARAMS] * len(keys)
+        if config is not None:
+            if config.group_ids is not None and len(config.group_ids) != len(keys):
+                log.error("batch_put_session_start: group_ids.size()=%d, keys.size()=%d, "
+                          "error=invalid_group_ids", len(config.group_ids), len(keys))
+                return [INVALID_PARAMS] * len(keys)
+            if _refused(config):
+                log.error("batch_put_session_start: %s is not supported by Mooncake-C",
+                          _refused(config))
+                return [INVALID_PARAMS] * len(keys)
+        exist = self.batch_is_exist(keys) if keys else []
+        _, puts, cv = self._sessions()
+        out = []
+        with cv:
+            attrs = _cfg_attrs(config)
+            for n, (k, sz, ex) in enumerate(zip(keys, sizes, exist)):
+                if k in puts:
+                    log.error("Put session already exists for key: %s", k)
+                    out.append(INVALID_PARAMS)
+                elif ex == 1:
+                    out.append(OBJECT_ALREADY_EXISTS)
+                elif ex < 0:
+                    out.append(ex)
+                else:
+                    gid = config.group_ids[n] if config is not None and \
+                        config.group_ids is not None else None
+                    puts[k] = _PutSession(sz, attrs, gid)
+                    out.append(0)
+        return out
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_dst_offsets):
+        """For key i, all_sizes[i][j] bytes at all_buffer_ptrs[i][j] (inside a registered
+        buffer) go to offset all_dst_offsets[i][j] of its open put session. Per key: the bytes
+        written, or INVALID_PARAMS (no open session, lists of different lengths, a range past
+        the object's size or outside registered memory)."""
+        keys = list(keys)
+        res = [INVALID_PARAMS] * len(keys)
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return []
+        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets):
+            log.error("Invalid put ranges args")
+            return res
+        _, puts, cv = self._sessions()
+        work = []
+        with cv:
+            for i, k in enumerate(keys):
+                bufs, sizes, offs = all_buffer_ptrs[i], all_sizes[i], all_dst_offsets[i]
+                if not len(bufs) == len(sizes) == len(offs):
+                    continue
+                s = puts.get(k)
+                if s is None or s.writable is False:
+                    continue
+                ok = all(_is_uint(o) and _is_uint(n) and o + n <= s.size and
+                         (n == 0 or self._buffer_room(b) >= n)
+                         for b, n, o in zip(bufs, sizes, offs))
+                if not ok:
+                    log.error("put ranges: key %s: a range is past the object (%d bytes) or "
+                              "outside registered memory", k, s.size)
+                    continue
+                s.inflight += 1
+                work.append((i, s, bufs, sizes, offs))
+        for i, s, bufs, sizes, offs in work:
+            try:
+                for b, n, o in zip(bufs, sizes, offs):
+                    if n:
+                        ctypes.memmove(s.ptr + o, b, n)
+                res[i] = sum(sizes)
+            finally:
+                with cv:
+                    s.inflight -= 1
+                    cv.notify_all()
+        return res
+
+    def _seal(self, keys):
+        """Seals the sessions of keys (no new range writes) and waits for those in flight.
+        Returns {key: session} of the keys that had one."""
+        _, puts, cv = self._sessions()
+        with cv:
+            found = {}
+            for k in keys:
+                s = puts.get(k)
+                if s is not None:
+                    found[k] = s
+                    s.writable = False
+            cv.wait_for(lambda: all(s.inflight == 0 for s in found.values()))
+        return found
+
+    def batch_put_session_end(self, keys):
+        """Stores the written bytes of each key's session (one batch put, checksummed and
+        replicated as the session's config said) and closes the sessions that succeeded. Per
+        key: 0, the put's code (the session stays open for a retry or a revoke), or
+        INVALID_PARAMS without a session."""
+        keys = list(keys)
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return []
+        res = [INVALID_PARAMS] * len(keys)
+        found = self._seal(keys)
+        todo = [i for i, k in enumerate(keys) if k in found]
+        if not todo:
+            return res
+        groups = {}                 # the same config at start: one batch put
+        for i in todo:
+            groups.setdefault(found[keys[i]].cfg, []).append(i)
+        _, puts, cv = self._sessions()
+        for attrs, idx in groups.items():
+            ks = [keys[i] for i in idx]
+            sess = [found[k] for k in ks]
+            regs = [s.ptr for s in sess if self.register_buffer(s.ptr, max(s.size, 1)) == 0]
+            try:
+                args = (ks, [s.ptr for s in sess], [s.size for s in sess])
+                if attrs is None:
+                    got = self.batch_put_from(*args)
+                else:
+                    gids = [s.group_id for s in sess]
+                    got = self.batch_put_from(*args, _cfg_make(attrs, gids))
+            finally:
+                for p in regs:
+                    self.unregister_buffer(p)
+            with cv:
+                for i, k, r in zip(idx, ks, got):
+                    res[i] = r
+                    if r == 0:
+                        puts.pop(k, None)
+                    else:
+                        found[k].writable = True
+        return res
+
+    def batch_put_session_revoke(self, keys):
+        """Drops each key's put session and what was written into it: nothing is stored. Per
+        key: 0, or INVALID_PARAMS without a session."""
+        keys = list(keys)
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return []
+        found = self._seal(keys)
+        _, puts, cv = self._sessions()
+        with cv:
+            for k in found:
+                puts.pop(k, None)
+        return [0 if k in found else INVALID_PARAMS for k in keys]
+
+    # ---- replica tasks -----------------------------------------------------------------
+
+    def create_copy_task(self, key, targets):
+        """Upstream's master queues a copy of key to the target segments, executed by a
+        client. Our master has no task machinery: returns ((0, 0), UNAVAILABLE_IN_CURRENT_MODE
+        = -1011) with a log line. A copy can be made by reading the object and putting it with
+        ReplicateConfig(preferred_segments=targets)."""
+        if not isinstance(key, str) or isinstance(targets, str):
+            raise TypeError("create_copy_task(key: str, targets: list[str])")
+        targets = list(targets)
+        log.error("Copy failed for key: %s, error: %d (replica copy tasks are not supported by "
+                  "the Mooncake-C master)", key, UNAVAILABLE_IN_CURRENT_MODE)
+        return ((0, 0), UNAVAILABLE_IN_CURRENT_MODE)
+
+    def create_move_task(self, key, source, target):
+        """Upstream's master queues a move of key's replica from source to target. Not in our
+        master: ((0, 0), UNAVAILABLE_IN_CURRENT_MODE = -1011) with a log line."""
+        for v in (key, source, target):
+            if not isinstance(v, str):
+                raise TypeError("create_move_task(key: str, source: str, target: str)")
+        log.error("Move failed for key: %s, error: %d (replica move tasks are not supported by "
+                  "the Mooncake-C master)", key, UNAVAILABLE_IN_CURRENT_MODE)
+        return ((0, 0), UNAVAILABLE_IN_CURRENT_MODE)
+
+    def query_task(self, task_id):
+        """No task ever exists here: (None, TASK_NOT_FOUND = -1400), what upstream's master
+        answers for an unknown id."""
+        if not (isinstance(task_id, tuple) and len(task_id) == 2 and
+                all(_is_uint(x) for x in task_id)):
+            raise TypeError("query_task(): task_id must be a (int, int) UUID")
+        log.error("QueryTask failed for task_id: %d-%d, error: %d", task_id[0], task_id[1],
+                  TASK_NOT_FOUND)
+        return (None, TASK_NOT_FOUND)
+
+
+def _refused(cfg):
+    """The ReplicateConfig settings every put refuses (python/README.md, ReplicateConfig)."""
+    if cfg.nof_replica_num:
+        return "nof_replica_num"
+    if cfg.dfs_replica_num:
+        return "dfs_replica_num"
+    if cfg.preferred_nof_segments:
+        return "preferred_nof_segments"
+    if cfg.prefer_alloc_in_same_node:
+        return "prefer_alloc_in_same_node"
+    return None
+
+
+_CFG_FIELDS = ("replica_num", "nof_replica_num", "dfs_replica_num", "soft_pin_action",
+               "soft_pin_ttl_ms", "with_hard_pin", "preferred_segments",
+               "preferred_nof_segments", "preferred_segment", "prefer_alloc_in_same_node",
+               "data_type")
+
+
+def _cfg_attrs(cfg):
+    """A hashable snapshot of a ReplicateConfig without its group_ids (kept per key)."""
+    if cfg is None:
+        return None
+    return tuple((f, tuple(v) if isinstance(v, list) else v)
+                 for f in _CFG_FIELDS for v in (getattr(cfg, f),))
+
+
+def _cfg_make(attrs, group_ids):
+    from ._store import ReplicateConfig
+    c = ReplicateConfig()
+    for f, v in attrs:
+        setattr(c, f, list(v) if isinstance(v, tuple) else v)
+    if any(g is not None for g in group_ids):
+        c.group_ids = [g if g is not None else "" for g in group_ids]
+    return c
