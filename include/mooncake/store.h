@@ -165,6 +165,17 @@ MC_API mc_status_t mc_store_batch_remove(mc_store_t *store, size_t n, const char
 MC_API int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, bool force);
 MC_API int64_t mc_store_remove_all(mc_store_t *store, bool force);
 
+/* Upstream's BatchReplicaClear: for each key, the master drops the replicas of an object this
+ * client wrote (its last put or upsert) that no reader holds a read lease on: all of them when
+ * segment is "", else those in that segment (the object goes with its last replica). Space is
+ * freed at once. results[i] is 0 when cleared, else why not (OBJECT_NOT_FOUND, ILLEGAL_CLIENT:
+ * written by another client or recovered from the master's log, OBJECT_HAS_LEASE,
+ * REPLICA_IS_NOT_READY: being written, SEGMENT_NOT_FOUND: no replica there, INVALID_KEY).
+ * At most 16384 keys. Returns the call's status (then every results[i] is it). */
+MC_API mc_status_t mc_store_batch_replica_clear(mc_store_t *store, size_t n,
+                                               const char *const *keys, const char *segment,
+                                               int32_t *results);
+
 /* How this client's gets found their bytes, counted per key since setup (all thread-safe,
  * monotonic). A key asked for once may count in several fields (a failed cached read, then
  * the master lookup). docs/internals/store-client.md. */

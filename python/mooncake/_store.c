@@ -1778,6 +1778,50 @@ static PyObject *store_batch_remove(StoreObject *self, PyObject *args, PyObject 
     return do_key_batch(self, keys_o, KB_REMOVE, force);
 }
 
+/* _batch_replica_clear(keys, segment_name) -> one status per key (0 = cleared); every entry
+ * the call's status when it failed as a whole. batch_replica_clear (_store_more.py) turns it
+ * into upstream's list of cleared keys. */
+static PyObject *store_batch_replica_clear(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"keys", "segment_name", NULL};
+    PyObject *keys_o;
+    const char *segment = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|s:_batch_replica_clear", kwlist, &keys_o,
+                                     &segment))
+        return NULL;
+    mcpy_keys_t keys;
+    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
+        return NULL;
+    size_t n = (size_t)keys.n;
+    int32_t *res = PyMem_Calloc(n ? n : 1, sizeof(*res));
+    if (res == NULL) {
+        mcpy_keys_release(&keys);
+        return PyErr_NoMemory();
+    }
+    mc_status_t st = NOT_READY;
+    if (n == 0) {
+        st = MC_OK;
+    } else if (STORE_ENTER(self)) {
+        Py_BEGIN_ALLOW_THREADS
+        st = mc_store_batch_replica_clear(self->store, n, keys.v, segment, res);
+        Py_END_ALLOW_THREADS
+        STORE_LEAVE(self);
+    }
+    mcpy_log_flush();
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *v = PyLong_FromLong(st == MC_OK ? res[i] : st);
+        if (v == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+    }
+    PyMem_Free(res);
+    mcpy_keys_release(&keys);
+    return l;
+}
+
 /* Replica descriptors as a list of (segment, endpoint, addr, size, status) tuples; [] on error. */
 static PyObject *replica_list(StoreObject *self, const char *key)
 {
@@ -2072,6 +2116,9 @@ static PyMethodDef store_methods[] = {
      "_get_replica_desc(key) -> list of (segment, endpoint, addr, size, status)"},
     {"_batch_get_replica_desc", MCPY_KWFUNC(store_batch_get_replica_desc),
      METH_VARARGS | METH_KEYWORDS, "_batch_get_replica_desc(keys) -> {key: [tuples]}"},
+    {"_batch_replica_clear", MCPY_KWFUNC(store_batch_replica_clear), METH_VARARGS | METH_KEYWORDS,
+     "_batch_replica_clear(keys, segment_name='') -> list of status (0 = cleared). Use "
+     "batch_replica_clear()."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,6 +8,7 @@ Each method has upstream's signature, defaults and return convention
 * get_offload_rpc_read_count, unmount_local_disk_segment: the SSD offload tier is not in
   Mooncake-C, so they answer what upstream's real client answers without it (0, 0);
 * put_from_with_metadata: one object laid out as metadata bytes then data bytes;
+* batch_replica_clear: MC_OP_BATCH_REPLICA_CLEAR at the master (mc_store_batch_replica_clear);
 * the batch get/put sessions and their ranged reads and writes;
 * create_copy_task, create_move_task, query_task: there is no task machinery in our master;
   they fail with the codes listed below.
@@ -377,6 +378,33 @@ class StoreMoreMixin:
             for k in found:
                 puts.pop(k, None)
         return [0 if k in found else INVALID_PARAMS for k in keys]
+
+    # ---- replica clear ------------------------------------------------------------------
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Upstream's BatchReplicaClear: the master drops the replicas of each key this client
+        wrote (its last put or upsert) whose read lease has ended: all of them when
+        segment_name is "", else only those in that segment (the object goes with its last
+        replica). Returns the keys cleared; the others are skipped with a log line saying why
+        (not found, another client's, leased, being written, no replica there). [] before
+        setup or when the master cannot be asked."""
+        if isinstance(keys, str):
+            raise TypeError("batch_replica_clear(): keys must be a list of str")
+        keys = list(keys)
+        if not isinstance(segment_name, str):
+            raise TypeError("batch_replica_clear(): segment_name must be str")
+        if not self.is_setup():
+            log.error("Client is not initialized")
+            return []
+        cleared = []
+        for i in range(0, len(keys), 16384):
+            part = keys[i:i + 16384]
+            for k, st in zip(part, self._batch_replica_clear(part, segment_name)):
+                if st == 0:
+                    cleared.append(k)
+                else:
+                    log.warning("BatchReplicaClear: key=%s not cleared (%d)", k, st)
+        return cleared
 
     # ---- replica tasks -----------------------------------------------------------------
 

@@ -817,8 +817,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
     master_writer_done(m, o->owner);
     o->state = OBJ_READABLE;
     o->checksum = checksum;
-    o->t_lease = 0;
-    o->owner = 0;
+    o->t_lease = 0; /* o->owner stays: the writer, for BatchReplicaClear's ownership check */
     master_list_push(&m->lru, o);
     master_wal_log_commit(m, o);
     master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
@@ -1017,6 +1016,52 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
     }
     regfree(&re);
     *count_p = n;
+    return MC_OK;
+}
+
+/* Upstream's BatchReplicaClear for one key (see master.h). */
+mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const char *key,
+                                    size_t klen, const char *segment)
+{
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    if (!segment || strlen(segment) >= MC_MASTER_NAME_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    client_t *c = client_find(m, cid);
+    if (!c || o->owner != c->serial)
+        return MC_ERR_ILLEGAL_CLIENT;      /* another client's (or a recovered) object */
+    uint64_t now = master_now(m);
+    if (obj_leased(m, o, now))
+        return MC_ERR_OBJECT_HAS_LEASE;
+    if (o->state != OBJ_READABLE)
+        return MC_ERR_REPLICA_IS_NOT_READY; /* a put in flight */
+    if (!segment[0]) {
+        master_events_obj(m, MC_MASTER_EV_REMOVED, o);
+        obj_destroy(m, o, true);
+        return MC_OK;
+    }
+    uint32_t kept = 0, cleared = 0;
+    for (uint32_t i = 0; i < o->n_rep; i++) {
+        segment_t *s = master_seg_slot(m, o->rep[i].seg);
+        if (s && strcmp(s->name, segment) == 0) {
+            master_events_obj_seg(m, MC_MASTER_EV_REMOVED, o, o->rep[i].seg);
+            rep_free_block(m, &o->rep[i]);
+            cleared++;
+        } else {
+            o->rep[kept++] = o->rep[i];
+        }
+    }
+    if (!cleared)
+        return MC_ERR_SEGMENT_NOT_FOUND;    /* no replica there */
+    o->n_rep = (uint8_t)kept;
+    if (kept == 0) {
+        obj_destroy(m, o, true);
+        return MC_OK;
+    }
+    master_wal_log_commit(m, o);            /* the object with its remaining replicas */
     return MC_OK;
 }
 

@@ -182,6 +182,16 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
 mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p,
                                  mc_master_retired_t *retired);
 
+/* Upstream's BatchReplicaClear, one key: drops the replicas of a committed object that the
+ * client `cid` wrote (its last PutEnd/UpsertEnd; objects recovered from the WAL have no
+ * writer) and that no reader holds a lease on: all of them with segment "", else those in
+ * that segment (the object goes when none is left; the rest is logged as a commit). Space is
+ * freed at once. MC_OK when cleared; otherwise why not: OBJECT_NOT_FOUND, ILLEGAL_CLIENT (not
+ * the writer), OBJECT_HAS_LEASE, REPLICA_IS_NOT_READY (being written), SEGMENT_NOT_FOUND (no
+ * replica in `segment`), INVALID_KEY / INVALID_PARAMS. */
+mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const char *key,
+                                    size_t klen, const char *segment);
+
 /* ---- segments and clients */
 typedef struct mc_master_segment_info {
     const char *name;

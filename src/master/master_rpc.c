@@ -277,6 +277,27 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     return retired_out(call, &retired, &r->retired);
 }
 
+/* BatchReplicaClear: one status per key (0 = cleared), mc_master_replica_clear. */
+static mc_status_t h_batch_replica_clear(void *ctx, mc_rpc_call_t *call,
+                                         const ProtobufCMessage *req, ProtobufCMessage **resp_p)
+{
+    const McRpc__BatchReplicaClearRequest *q = (const void *)req;
+    McRpc__BatchStatusResponse *r;
+    mc_status_t st = batch_status(call, q->n_keys, &r, resp_p);
+    if (st != MC_OK || r->status)
+        return st;
+    if (!cid_ok(q->client_id)) {
+        r->status = MC_ERR_INVALID_PARAMS;
+        for (size_t i = 0; i < q->n_keys; i++)
+            r->statuses[i] = MC_ERR_INVALID_PARAMS;
+        return MC_OK;
+    }
+    for (size_t i = 0; i < q->n_keys; i++)
+        r->statuses[i] = mc_master_replica_clear(ctx, q->client_id.data, q->keys[i],
+                                                 strlen(q->keys[i]), q->segment_name);
+    return MC_OK;
+}
+
 /* ---------------------------------------------------------------- get */
 
 /* GetReplicaList's answer for one key (grants the read lease), built in arena a. Also used for
@@ -849,4 +870,5 @@ void mc_master_rpc_handlers(mc_rpc_handler_fn t[MC_OP_MAX])
     t[MC_OP_POLL_EVENTS] = h_poll_events;
     t[MC_OP_LIST_OBJECTS] = h_list_objects;
     t[MC_OP_RELEASE_RETIRED] = h_release_retired;
+    t[MC_OP_BATCH_REPLICA_CLEAR] = h_batch_replica_clear;
 }

@@ -43,6 +43,8 @@ static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
     OP(MC_OP_POLL_EVENTS, "poll_events", poll_events_request, poll_events_response),
     OP(MC_OP_LIST_OBJECTS, "list_objects", list_objects_request, list_objects_response),
     OP(MC_OP_RELEASE_RETIRED, "release_retired", release_retired_request, status_response),
+    OP(MC_OP_BATCH_REPLICA_CLEAR, "batch_replica_clear", batch_replica_clear_request,
+       batch_status_response),
 };
 
 const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)

@@ -43,6 +43,7 @@ typedef enum mc_rpc_opcode {
     MC_OP_POLL_EVENTS = 54,   /* object event stream (subscribers) */
     MC_OP_LIST_OBJECTS = 55,  /* paged snapshot of committed objects (resync) */
     MC_OP_RELEASE_RETIRED = 56, /* stamped retired replicas: free their space now */
+    MC_OP_BATCH_REPLICA_CLEAR = 57, /* drop own unleased objects' replicas (all, or one segment) */
 
     MC_OP_MAX = 64, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
 } mc_rpc_opcode_t;

@@ -804,11 +804,103 @@ static void test_key_list_cap(void **state)
     mc_master_destroy(m);
 }
 
+/* BatchReplicaClear, one key at a time: only the writer's unleased committed objects; all
+ * replicas or one segment's; the space comes back; logged so a restart agrees. */
+static void test_replica_clear(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_rc_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.default_kv_lease_ttl_ms = 500;
+    cfg.client_ttl_ms = 100000;
+    cfg.wal_dir = dir;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0x100000, 1 << 20, "hA", 0x11);
+    mount(m, CB, "segB", 0x900000, 1 << 20, "hB", 0x22);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_master_put_opts_t two = {.replica_num = 2};
+    /* a: two replicas, written by A */
+    assert_int_equal(mc_master_put_start(m, CA, K("a"), 4096, &two, false, r, &n), MC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(mc_master_put_end(m, CA, K("a"), 9), MC_OK);
+    assert_int_equal(put(m, CA, "b", 4096, 1), MC_OK);
+    assert_int_equal(put(m, CB, "byB", 4096, 1), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("w"), 4096, NULL, false, r, &n), MC_OK);
+    mc_master_segment_status_t sa, sb;
+    assert_int_equal(mc_master_query_segment(m, "segA", &sa), MC_OK);
+    uint64_t used_a = sa.used;
+
+    /* refusals */
+    assert_int_equal(mc_master_replica_clear(m, CA, K("nope"), ""), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_replica_clear(m, CA, K("byB"), ""), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_replica_clear(m, CA, K("w"), ""), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_replica_clear(m, CA, "", 0, ""), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK); /* lease */
+    assert_int_equal(mc_master_replica_clear(m, CA, K("a"), "segA"), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_master_replica_clear(m, CA, K("a"), ""), MC_ERR_OBJECT_HAS_LEASE);
+    g_now += 501;
+    assert_int_equal(mc_master_replica_clear(m, CA, K("a"), "segC"), MC_ERR_SEGMENT_NOT_FOUND);
+
+    /* one segment: the other replica stays, readable */
+    assert_int_equal(mc_master_replica_clear(m, CA, K("a"), "segA"), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment_name, "segB");
+    g_now += 501; /* that read leased it again */
+    assert_int_equal(mc_master_replica_clear(m, CA, K("a"), "segA"), MC_ERR_SEGMENT_NOT_FOUND);
+    /* its last replica: the object goes */
+    assert_int_equal(mc_master_replica_clear(m, CA, K("a"), "segB"), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("a")), MC_ERR_OBJECT_NOT_FOUND);
+    /* all replicas */
+    assert_int_equal(mc_master_replica_clear(m, CA, K("b"), ""), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("b")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_replica_clear(m, CA, K("b"), ""), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_query_segment(m, "segA", &sa), MC_OK);
+    assert_true(sa.used < used_a); /* freed at once */
+    /* an upsert by B makes it B's */
+    assert_int_equal(put(m, CA, "c", 4096, 1), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CB, K("c"), 4096, NULL, true, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CB, K("c"), 2), MC_OK);
+    assert_int_equal(mc_master_replica_clear(m, CA, K("c"), ""), MC_ERR_ILLEGAL_CLIENT);
+    /* a partial clear is logged: after a restart "d" has one replica, "a" and "b" none */
+    assert_int_equal(mc_master_put_start(m, CA, K("d"), 4096, &two, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("d"), 3), MC_OK);
+    assert_int_equal(mc_master_replica_clear(m, CA, K("d"), "segB"), MC_OK);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    mc_master_destroy(m);
+    m = mk(&cfg);
+    mc_master_segment_info_t a = {.name = "segA", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hA"};
+    memset(a.uuid, 0x11, 16);
+    assert_int_equal(mc_master_mount(m, CA, &a, true), MC_OK);
+    mc_master_segment_info_t b = {.name = "segB", .base = 0x900000, .size = 1 << 20,
+                                  .host_label = "hB"};
+    memset(b.uuid, 0x22, 16);
+    assert_int_equal(mc_master_mount(m, CB, &b, true), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("d"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment_name, "segA");
+    assert_int_equal(mc_master_exist(m, K("a")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("b")), MC_ERR_OBJECT_NOT_FOUND);
+    /* recovered objects have no writer */
+    g_now += 100000;
+    assert_int_equal(mc_master_replica_clear(m, CA, K("d"), ""), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_query_segment(m, "segB", &sb), MC_OK);
+    mc_master_destroy(m);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_get_states),
         cmocka_unit_test(test_remove_lease),
+        cmocka_unit_test(test_replica_clear),
         cmocka_unit_test(test_eviction_under_pressure),
         cmocka_unit_test(test_exist_extends_lease_flag),
         cmocka_unit_test(test_pins),

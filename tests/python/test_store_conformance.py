@@ -579,6 +579,45 @@ def test_batch_put_session(store, reg):
     assert MooncakeDistributedStore().batch_put_session_start([k()], [1]) == []
 
 
+def test_batch_replica_clear(store, storage, master):
+    own, other = store.get_hostname(), storage.segment
+    c = ReplicateConfig()
+    c.replica_num = 2
+    c.preferred_segments = [own, other]
+    k1, k2, k3 = k("rc"), k("rc"), k("rc")
+    for key in (k1, k2, k3):
+        assert store.put(key, b"r" * 5000, c) == 0
+    # one segment's replica: the other stays readable
+    assert store.batch_replica_clear([k1], other) == [k1]
+    assert _segments(store, k1) == [own] and store.get(k1) == b"r" * 5000
+    assert store.batch_replica_clear([k1], other) == []         # none there any more
+    # all replicas; missing and empty keys are skipped
+    assert store.batch_replica_clear([k2, "", k("rc-missing")]) == [k2]
+    assert store.is_exist(k2) == 0
+    # a leased key (just read) is skipped until the lease ends (the fixture master: 1 s)
+    assert store.get(k3) == b"r" * 5000
+    assert store.batch_replica_clear([k3]) == []
+    assert store.is_exist(k3) == 1
+    time.sleep(1.1)
+    assert store.batch_replica_clear([k3, k1], own) == [k3, k1]
+    assert _segments(store, k3) == [other] and store.is_exist(k1) == 0
+    # another client's object is never cleared
+    st2 = MooncakeDistributedStore()
+    assert st2.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4 << 20, "tcp", "", master.addr) == 0
+    try:
+        k4 = k("rc")
+        assert st2.put(k4, b"theirs") == 0
+        assert store.batch_replica_clear([k4]) == []
+        assert st2.batch_replica_clear([k4]) == [k4]
+        assert store.is_exist(k4) == 0
+    finally:
+        st2.close()
+    assert store.batch_replica_clear([]) == []
+    assert MooncakeDistributedStore().batch_replica_clear([k3]) == []
+    with pytest.raises(TypeError):
+        store.batch_replica_clear("key")
+
+
 def test_replica_tasks_not_supported(store):
     key = k("task")
     assert store.put(key, b"v") == 0
@@ -630,7 +669,7 @@ get_tensor_with_parallelism_into batch_get_tensor_with_parallelism_into
 # Not in Mooncake-C yet (each is missing on purpose; remove a name when it lands).
 NOT_YET = set("""
 mount_segment unmount_segment allocate_and_mount_segment unmount_and_free_segment
-alloc_from_mem_pool batch_replica_clear
+alloc_from_mem_pool
 """.split())
 # The tensor methods come from mooncake/tensor.py (mixed into the class); they may be present.
 TENSOR = {n for n in UPSTREAM_METHODS if "tensor" in n}

@@ -125,6 +125,29 @@ static void test_put_get_over_rpc(void **state)
                          i % 2 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
         mc_rpc_response_free(pend[i].resp);
     }
+    /* BatchReplicaClear: "hello" is leased (read above), the others cannot be cleared */
+    char *ck[3] = {"hello", "k0", ""};
+    McRpc__BatchReplicaClearRequest rc = MC_RPC__BATCH_REPLICA_CLEAR_REQUEST__INIT;
+    rc.client_id = (ProtobufCBinaryData){16, CID};
+    rc.keys = ck;
+    rc.n_keys = 3;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_REPLICA_CLEAR, &rc.base, &resp, 2000),
+                     MC_OK);
+    bs = (void *)resp;
+    assert_int_equal(bs->status, MC_OK);
+    assert_int_equal(bs->n_statuses, 3);
+    assert_int_equal(bs->statuses[0], MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(bs->statuses[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(bs->statuses[2], MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    rc.segment_name = "seg0";
+    rc.client_id = (ProtobufCBinaryData){3, CID}; /* not a client id */
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_REPLICA_CLEAR, &rc.base, &resp, 2000),
+                     MC_OK);
+    bs = (void *)resp;
+    assert_int_equal(bs->status, MC_ERR_INVALID_PARAMS);
+    assert_int_equal(bs->statuses[0], MC_ERR_INVALID_PARAMS);
+    mc_rpc_response_free(resp);
     /* wrong message type for the opcode is refused locally */
     assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_END, &kr.base, &resp, 2000),
                      MC_ERR_INVALID_PARAMS);
