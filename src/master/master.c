@@ -1146,6 +1146,7 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
     client_t *c = client_touch(m, cid, NULL);
     if (!c)
         return MC_ERR_NO_MEMORY;
+    c->greeted = true;
     uint32_t id;
     segment_t *s = seg_by_name(m, si->name, &id);
     if (s) {
@@ -1260,9 +1261,13 @@ mc_status_t mc_master_unmount(mc_master_t *m, const uint8_t cid[16], const char 
 mc_status_t mc_master_ping(mc_master_t *m, const uint8_t cid[16], bool *need_remount_p)
 {
     bool was_new = false;
-    if (!client_touch(m, cid, &was_new))
+    client_t *c = client_touch(m, cid, &was_new);
+    if (!c)
         return MC_ERR_NO_MEMORY;
-    *need_remount_p = was_new;
+    /* Another call (a PutStart after a restart or a drop) may have registered it first: the
+     * first ping still asks for the re-mount, unless it mounted since. */
+    *need_remount_p = was_new || !c->greeted;
+    c->greeted = true;
     return MC_OK;
 }
 
@@ -1382,6 +1387,7 @@ void mc_master_cron(mc_master_t *m)
             MC_LOG_WARN("master: client serial %u silent for %llu ms; unmounting its segments",
                         c->serial, (unsigned long long)(now - c->last_ping_ms));
             c->expired = true;
+            c->greeted = false;
             uint32_t serial = c->serial;
             for (uint32_t id = 0; id < m->n_segs; id++) {
                 segment_t *s = m->segs[id];

@@ -69,6 +69,7 @@ typedef struct client {
     uint32_t serial;
     uint32_t n_writing;         /* puts it started that are still WRITING */
     bool expired;               /* silent for client_ttl: segments gone, kept for its puts */
+    bool greeted;               /* has pinged or mounted since it was registered or expired */
     uint64_t last_ping_ms;
 } client_t;
 

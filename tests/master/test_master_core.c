@@ -895,12 +895,33 @@ static void test_replica_clear(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A client first seen through another call (a put after a restart) is still asked to re-mount
+ * by its first ping; one that mounted is not. */
+static void test_ping_asks_remount_after_other_calls(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(NULL);
+    mount(m, CA, "segA", 0x100000, 1 << 20, "hA", 0x11);
+    bool need = true;
+    assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+    assert_false(need);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CB, K("x"), 100, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_ping(m, CB, &need), MC_OK);
+    assert_true(need);
+    assert_int_equal(mc_master_ping(m, CB, &need), MC_OK);
+    assert_false(need);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_get_states),
         cmocka_unit_test(test_remove_lease),
         cmocka_unit_test(test_replica_clear),
+        cmocka_unit_test(test_ping_asks_remount_after_other_calls),
         cmocka_unit_test(test_eviction_under_pressure),
         cmocka_unit_test(test_exist_extends_lease_flag),
         cmocka_unit_test(test_pins),
