@@ -176,6 +176,27 @@ MC_API mc_status_t mc_store_batch_replica_clear(mc_store_t *store, size_t n,
                                                const char *const *keys, const char *segment,
                                                int32_t *results);
 
+/* Extra segments: memory contributed after setup, each mounted with the master under its own
+ * name ("<hostname>#<n>", served by this client) and named for the caller by a 16-byte id
+ * (upstream's segment UUID). The heartbeat serves and re-mounts them like the setup segment;
+ * mc_store_destroy unmounts and frees them. docs/internals/store-client.md, "Extra segments".
+ * mount_file maps [offset, offset+size) of the file at path (MAP_SHARED; offset page-aligned,
+ * the range inside the file); alloc_mount allocates size rounded up to 4 MiB of shareable
+ * memory (*allocated_p). location: the TE memory location ("" or NULL: "cpu:0"). */
+typedef enum { MC_STORE_SEG_FILE = 1, MC_STORE_SEG_ALLOC = 2 } mc_store_seg_kind_t;
+MC_API mc_status_t mc_store_segment_mount_file(mc_store_t *store, const char *path,
+                                               uint64_t offset, size_t size,
+                                               const char *location, uint8_t id[16]);
+MC_API mc_status_t mc_store_segment_alloc_mount(mc_store_t *store, size_t size,
+                                                const char *location, uint8_t id[16],
+                                                size_t *allocated_p);
+/* Unmounts the extra segment `id` of that kind (SEGMENT_NOT_FOUND if there is none). grace_ms
+ * 0: at once (its objects are dropped), then its memory is unmapped or freed. grace_ms > 0: a
+ * graceful unmount (the master keeps it readable until no read lease on it is left, then drops
+ * it); the memory is freed once the master no longer knows it (checked by the heartbeat). */
+MC_API mc_status_t mc_store_segment_unmount(mc_store_t *store, const uint8_t id[16], int kind,
+                                            uint64_t grace_ms);
+
 /* How this client's gets found their bytes, counted per key since setup (all thread-safe,
  * monotonic). A key asked for once may count in several fields (a failed cached read, then
  * the master lookup). docs/internals/store-client.md. */

@@ -1822,6 +1822,56 @@ static PyObject *store_batch_replica_clear(StoreObject *self, PyObject *args, Py
     return l;
 }
 
+/* Extra segments (mc_store_segment_*; the upstream-shaped methods are in _store_more.py). */
+static PyObject *store_segment_mount_file(StoreObject *self, PyObject *args)
+{
+    const char *path, *location;
+    unsigned long long offset, size;
+    if (!PyArg_ParseTuple(args, "sKKs:_segment_mount_file", &path, &offset, &size, &location))
+        return NULL;
+    uint8_t id[16] = {0};
+    mc_status_t st = NOT_READY;
+    STORE_CALL(self, st, mc_store_segment_mount_file(self->store, path, offset, (size_t)size,
+                                                     location, id));
+    mcpy_log_flush();
+    return Py_BuildValue("(iy#)", (int)st, (const char *)id, (Py_ssize_t)16);
+}
+
+static PyObject *store_segment_alloc_mount(StoreObject *self, PyObject *args)
+{
+    const char *location;
+    unsigned long long size;
+    if (!PyArg_ParseTuple(args, "Ks:_segment_alloc_mount", &size, &location))
+        return NULL;
+    uint8_t id[16] = {0};
+    size_t got = 0;
+    mc_status_t st = NOT_READY;
+    STORE_CALL(self, st, mc_store_segment_alloc_mount(self->store, (size_t)size, location, id,
+                                                      &got));
+    mcpy_log_flush();
+    return Py_BuildValue("(iy#K)", (int)st, (const char *)id, (Py_ssize_t)16,
+                         (unsigned long long)got);
+}
+
+static PyObject *store_segment_unmount(StoreObject *self, PyObject *args)
+{
+    Py_buffer id;
+    int kind;
+    unsigned long long grace_ms;
+    if (!PyArg_ParseTuple(args, "y*iK:_segment_unmount", &id, &kind, &grace_ms))
+        return NULL;
+    mc_status_t st = MC_ERR_INVALID_PARAMS;
+    if (id.len == 16) {
+        uint8_t raw[16];
+        memcpy(raw, id.buf, 16);
+        st = NOT_READY;
+        STORE_CALL(self, st, mc_store_segment_unmount(self->store, raw, kind, grace_ms));
+    }
+    PyBuffer_Release(&id);
+    mcpy_log_flush();
+    return PyLong_FromLong(st);
+}
+
 /* Replica descriptors as a list of (segment, endpoint, addr, size, status) tuples; [] on error. */
 static PyObject *replica_list(StoreObject *self, const char *key)
 {
@@ -2119,6 +2169,13 @@ static PyMethodDef store_methods[] = {
     {"_batch_replica_clear", MCPY_KWFUNC(store_batch_replica_clear), METH_VARARGS | METH_KEYWORDS,
      "_batch_replica_clear(keys, segment_name='') -> list of status (0 = cleared). Use "
      "batch_replica_clear()."},
+    {"_segment_mount_file", (PyCFunction)store_segment_mount_file, METH_VARARGS,
+     "_segment_mount_file(path, offset, size, location) -> (status, id). Use mount_segment()."},
+    {"_segment_alloc_mount", (PyCFunction)store_segment_alloc_mount, METH_VARARGS,
+     "_segment_alloc_mount(size, location) -> (status, id, allocated). Use "
+     "allocate_and_mount_segment()."},
+    {"_segment_unmount", (PyCFunction)store_segment_unmount, METH_VARARGS,
+     "_segment_unmount(id, kind, grace_ms) -> status. Use unmount_segment()."},
     {NULL, NULL, 0, NULL},
 };
 

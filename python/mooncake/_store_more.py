@@ -5,6 +5,8 @@ Each method has upstream's signature, defaults and return convention
 "Store", describes what each one honours here and what it refuses, and why:
 
 * init_all: upstream's older entry point (etcd metadata at 127.0.0.1:2379, the default master);
+* mount_segment, allocate_and_mount_segment, unmount_segment, unmount_and_free_segment: extra
+  segments (src/client/store_segments.c);
 * get_offload_rpc_read_count, unmount_local_disk_segment: the SSD offload tier is not in
   Mooncake-C, so they answer what upstream's real client answers without it (0, 0);
 * put_from_with_metadata: one object laid out as metadata bytes then data bytes;
@@ -32,6 +34,8 @@ OBJECT_ALREADY_EXISTS = -705
 LEASE_EXPIRED = -707
 UNAVAILABLE_IN_CURRENT_MODE = -1011
 TASK_NOT_FOUND = -1400      # upstream ErrorCode::TASK_NOT_FOUND
+SEGMENT_NOT_FOUND = -101
+_SEG_FILE, _SEG_ALLOC = 1, 2  # mc_store_seg_kind_t
 
 INIT_ALL_HOSTNAME = "localhost:12345"   # upstream RealClient::initAll_internal
 INIT_ALL_METADATA = "127.0.0.1:2379"    # etcd, no scheme
@@ -75,6 +79,71 @@ class StoreMoreMixin:
             return INVALID_PARAMS
         return self.setup(INIT_ALL_HOSTNAME, INIT_ALL_METADATA, mount_segment_size,
                           INIT_ALL_LOCAL_BUFFER, protocol, device_name, INIT_ALL_MASTER)
+
+    # ---- extra segments ------------------------------------------------------------------
+
+    def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
+        """Contributes [offset, offset+size) of the file at path (mapped MAP_SHARED; offset
+        page-aligned, the range inside the file) as one more segment of this client. Returns
+        upstream's dict {"ret": 0 or -1, "segment_ids": ["<u64>-<u64>", ...]}; the ids are for
+        unmount_segment. protocol "tcp" or "rdma" (the transfer engine picks the transport);
+        location: the memory's location ("" = "cpu:0")."""
+        out = {"ret": -1, "segment_ids": []}
+        if not _seg_args(path, size, offset, protocol, location, "mount_segment"):
+            return out
+        st, raw = self._segment_mount_file(path, offset, size, location)
+        if st == 0:
+            out = {"ret": 0, "segment_ids": [_uuid_str(raw)]}
+        return out
+
+    def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
+        """Allocates size bytes (rounded up to 4 MiB, as upstream) of shareable memory and
+        contributes them as one more segment. Returns {"ret": 0 or -1, "segment_ids": [...],
+        "allocated_size": bytes}; unmount_and_free_segment gives them back."""
+        out = {"ret": -1, "segment_ids": [], "allocated_size": 0}
+        if not _seg_args(None, size, 0, protocol, location, "allocate_and_mount_segment"):
+            return out
+        st, raw, got = self._segment_alloc_mount(size, location)
+        if st == 0:
+            out = {"ret": 0, "segment_ids": [_uuid_str(raw)], "allocated_size": got}
+        return out
+
+    def unmount_segment(self, segment_ids, grace_period_seconds=0):
+        """Unmounts segments mounted with mount_segment (their objects are dropped) and unmaps
+        them. grace_period_seconds > 0: a graceful unmount, the master keeps the segment
+        readable until no read lease on it is left, and the mapping is released once the
+        master has dropped it. Returns 0, or the first error (-1 for an id that is not one of
+        this client's mount_segment ids; the master's code for a failed unmount)."""
+        return self._unmount_ids(segment_ids, grace_period_seconds, _SEG_FILE, "unmount_segment")
+
+    def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
+        """unmount_segment for segments from allocate_and_mount_segment; frees their memory."""
+        return self._unmount_ids(segment_ids, grace_period_seconds, _SEG_ALLOC,
+                                 "unmount_and_free_segment")
+
+    def _unmount_ids(self, segment_ids, grace_period_seconds, kind, what):
+        if isinstance(segment_ids, str):
+            raise TypeError(f"{what}(): segment_ids must be a list of str")
+        segment_ids = list(segment_ids)
+        if not _is_uint(grace_period_seconds):
+            raise TypeError(f"{what}(): grace_period_seconds must be a non-negative int")
+        if not self.is_setup():
+            log.error("Client not initialized")
+            return -1
+        first = 0
+        for sid in segment_ids:
+            raw = _uuid_raw(sid)
+            if raw is None:
+                log.error("Invalid segment_id: %s", sid)
+                first = first or -1
+                continue
+            st = self._segment_unmount(raw, kind, grace_period_seconds * 1000)
+            if st == SEGMENT_NOT_FOUND:
+                log.error("segment_id not found in %s records: %s",
+                          "mounted" if kind == _SEG_FILE else "allocated", sid)
+                st = -1
+            first = first or st
+        return first
 
     # ---- no SSD offload tier -----------------------------------------------------------
 
@@ -439,6 +508,41 @@ class StoreMoreMixin:
         log.error("QueryTask failed for task_id: %d-%d, error: %d", task_id[0], task_id[1],
                   TASK_NOT_FOUND)
         return (None, TASK_NOT_FOUND)
+
+
+def _seg_args(path, size, offset, protocol, location, what):
+    """Upstream's argument types (TypeError), then what it refuses with ret -1 (logged)."""
+    if path is not None and not isinstance(path, str):
+        raise TypeError(f"{what}(): path must be str")
+    if not (_is_uint(size) and _is_uint(offset)):
+        raise TypeError(f"{what}(): size and offset must be non-negative ints")
+    if not isinstance(protocol, str) or not isinstance(location, str):
+        raise TypeError(f"{what}(): protocol and location must be str")
+    if size == 0:
+        log.error("%s: size is 0", what)
+        return False
+    if protocol not in ("tcp", "rdma", ""):
+        log.error("%s: protocol %r is not available in Mooncake-C (tcp, rdma)", what, protocol)
+        return False
+    return True
+
+
+def _uuid_str(raw):
+    """Upstream's UuidToString: the two 64-bit halves in decimal, "first-second"."""
+    return f"{int.from_bytes(raw[:8], 'little')}-{int.from_bytes(raw[8:], 'little')}"
+
+
+def _uuid_raw(sid):
+    """Upstream's StringToUuid, back to our 16 bytes; None when it does not parse."""
+    if not isinstance(sid, str):
+        return None
+    a, sep, b = sid.partition("-")
+    if not sep or not a.isdigit() or not b.isdigit():
+        return None
+    x, y = int(a), int(b)
+    if x >= 1 << 64 or y >= 1 << 64:
+        return None
+    return x.to_bytes(8, "little") + y.to_bytes(8, "little")
 
 
 def _refused(cfg):

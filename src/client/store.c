@@ -97,10 +97,12 @@ static mc_status_t store_mount(mc_store_t *s, int remount)
  * limit themselves (te.h). */
 static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms)
 {
-    if (!s->segment || client_ttl_ms == 0)
+    if (client_ttl_ms == 0)
         return;
     uint64_t ttl_ns = client_ttl_ms * 1000000ull / SERVE_TTL_DEN * SERVE_TTL_NUM;
-    mc_te_set_serve_until(s->te, s->segment, t_send + ttl_ns);
+    if (s->segment)
+        mc_te_set_serve_until(s->te, s->segment, t_send + ttl_ns);
+    store_xsegs_serve_until(s, t_send + ttl_ns); /* extra segments (store_segments.c) */
     uint64_t hb = client_ttl_ms / 4;
     atomic_store(&s->heartbeat_ms, (unsigned)(hb && hb < STORE_HEARTBEAT_MS ? hb
                                                                          : STORE_HEARTBEAT_MS));
@@ -179,12 +181,15 @@ static mc_status_t store_ping(mc_store_t *s)
         const McRpc__PingResponse *pr = (const McRpc__PingResponse *)resp;
         bool need = pr->client_status == MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT;
         uint64_t now_ms = mc_now_ms();
-        if (s->segment && !s->remount_after_ms && (need || s->remount_undecided))
+        bool contributes = s->segment || store_xsegs_count(s) > 0;
+        if (contributes && !s->remount_after_ms && (need || s->remount_undecided))
             remount_schedule(s, pr, now_ms);
-        if (s->segment && !s->remount_undecided) {
+        if (contributes && !s->remount_undecided) {
             if (!s->remount_after_ms) {
                 serve_extend(s, t_send, pr->client_ttl_ms);
-            } else if (now_ms >= s->remount_after_ms && store_mount(s, 1) == MC_OK) {
+            } else if (now_ms >= s->remount_after_ms &&
+                       (!s->segment || store_mount(s, 1) == MC_OK) &&
+                       store_xsegs_remount(s) == MC_OK) {
                 s->remount_after_ms = 0;
                 serve_extend(s, t_send, pr->client_ttl_ms);
             }
@@ -208,6 +213,8 @@ static void *heartbeat_main(void *arg)
         mc_status_t st = store_ping(s);
         if (st != MC_OK)
             MC_LOG_WARN("ping to master failed: %s", mc_status_str(st));
+        else
+            store_xsegs_reap(s); /* gracefully unmounted extra segments the master dropped */
         pthread_mutex_lock(&s->hb_lock);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -252,6 +259,7 @@ static void store_init_handle(mc_store_t *s)
 {
     pthread_mutex_init(&s->hb_lock, NULL);
     pthread_mutex_init(&s->ping_mu, NULL);
+    pthread_mutex_init(&s->xseg_mu, NULL);
     atomic_store(&s->heartbeat_ms, STORE_HEARTBEAT_MS);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -375,6 +383,8 @@ void mc_store_destroy(mc_store_t *s)
         pthread_mutex_unlock(&s->hb_lock);
         pthread_join(s->heartbeat, NULL);
     }
+    if (s->te) /* extra segments: fenced, unmounted and freed like the setup segment below */
+        store_xsegs_fini(s, s->master.conns[0] && atomic_load(&s->master_reachable));
     if (s->segment && s->te) /* nothing served after the unmount (readers under cached leases) */
         mc_te_set_serve_until(s->te, s->segment, 1);
     if (s->segment && s->master.conns[0] && atomic_load(&s->master_reachable)) {
@@ -398,6 +408,7 @@ void mc_store_destroy(mc_store_t *s)
     pthread_cond_destroy(&s->hb_cond);
     pthread_mutex_destroy(&s->hb_lock);
     pthread_mutex_destroy(&s->ping_mu);
+    pthread_mutex_destroy(&s->xseg_mu);
     mc_free(s);
 }
 

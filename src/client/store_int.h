@@ -8,6 +8,8 @@
  *   store_get.c   get, get_into, batch gets: lease cache, speculative reads, verified reads
  *   store_feed.c  the placement feed thread
  *   store_keys.c  exists, size, removes, replica descriptors
+ *   store_clear.c batch replica clear
+ *   store_segments.c  extra segments (mounted after setup)
  *
  * Locking: the handle is shared by every application thread and the heartbeat and feed
  * threads. Fields set in mc_store_create and never changed after it returns (te, te_name,
@@ -85,7 +87,16 @@ struct mc_store {
     uint64_t lease_ttl_ms;          /* the master's read lease, from the last answered ping */
     uint64_t remount_after_ms;      /* a re-mount is due from then on (store_ping); 0 = none */
     bool remount_undecided;         /* a new master; whether it recovered the segment: unknown */
+
+    /* Extra segments mounted after setup (store_segments.c), all guarded by xseg_mu (taken
+     * inside ping_mu, never the other way round). */
+    pthread_mutex_t xseg_mu;
+    struct store_xseg *xsegs;
+    size_t n_xsegs, cap_xsegs;
+    unsigned xseg_next;             /* names them <te name>#<n> */
+    uint64_t xseg_until;            /* serving limit of the last answered ping (0 = none yet) */
 };
+typedef struct store_xseg store_xseg_t;
 
 /* A list of TE requests built for one operation; owner[i] says which object (batch index)
  * request i belongs to. Local replicas (in our own segment) are copied directly when added. */
@@ -95,6 +106,18 @@ typedef struct xfer_plan {
     size_t n;
     size_t cap_reqs, cap_owner; /* mc_array_reserve */
 } xfer_plan_t;
+
+/* ---- store_segments.c: extra segments, driven by the heartbeat and destroy (store.c) */
+
+size_t store_xsegs_count(mc_store_t *s);
+/* Serve every extra segment until until_ns (an answered ping; mc_te_set_serve_until). */
+void store_xsegs_serve_until(mc_store_t *s, uint64_t until_ns);
+/* Re-mount them (the master asked); draining ones are dropped and freed instead. */
+mc_status_t store_xsegs_remount(mc_store_t *s);
+/* Free the draining segments the master no longer knows. */
+void store_xsegs_reap(mc_store_t *s);
+/* Fence, unmount (when `unmount`), unregister and free all of them. */
+void store_xsegs_fini(mc_store_t *s, bool unmount);
 
 /* ---- store_xfer.c: checks and checksums */
 

@@ -439,6 +439,119 @@ def test_init_all(master):
         st.init_all("tcp", "", "lots")
 
 
+def _on(store, seg, key, value):
+    c = ReplicateConfig()
+    c.preferred_segments = [seg]
+    assert store.put(key, value, c) == 0
+    return _segments(store, key)
+
+
+def test_extra_segments(master, storage, tmp_path):
+    st = MooncakeDistributedStore()
+    assert st.allocate_and_mount_segment(1 << 20) == {"ret": -1, "segment_ids": [],
+                                                      "allocated_size": 0}   # not set up
+    assert st.mount_segment("/nonexistent", 4096)["ret"] == -1
+    assert st.unmount_segment(["1-2"]) == -1
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4 << 20, "tcp", "", master.addr) == 0
+    reader = MooncakeDistributedStore()
+    assert reader.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4 << 20, "tcp", "", master.addr) == 0
+    try:
+        host = st.get_hostname()
+        # allocate_and_mount_segment: rounded up to 4 MiB, one id "<u64>-<u64>"
+        r = st.allocate_and_mount_segment(5 << 20)
+        assert r["ret"] == 0 and r["allocated_size"] == 8 << 20
+        assert len(r["segment_ids"]) == 1
+        a, _, b = r["segment_ids"][0].partition("-")
+        assert a.isdigit() and b.isdigit()
+        value = os.urandom(300 << 10)
+        ka = k("xseg")
+        assert _on(st, f"{host}#1", ka, value) == [f"{host}#1"]
+        assert st.get(ka) == value and reader.get(ka) == value   # served to others too
+        # mount_segment: a file range, MAP_SHARED: the value lands in the file
+        f = tmp_path / "seg.bin"
+        f.write_bytes(b"\0" * (12 << 20))
+        assert st.mount_segment(str(f), 4096, offset=4097)["ret"] == -1   # not page-aligned
+        assert st.mount_segment(str(f), 12 << 20, offset=4096)["ret"] == -1  # past the end
+        assert st.mount_segment(str(f), 0)["ret"] == -1
+        assert st.mount_segment(str(f), 4 << 20, protocol="cxl")["ret"] == -1
+        m = st.mount_segment(str(f), 8 << 20, offset=4 << 20)
+        assert m["ret"] == 0 and len(m["segment_ids"]) == 1
+        kf = k("xseg")
+        c = ReplicateConfig()
+        c.preferred_segments = [f"{host}#{i}" for i in range(2, 9)]  # "<hostname>#<n>"
+        assert st.put(kf, value, c) == 0
+        segs = _segments(st, kf)
+        assert len(segs) == 1 and segs[0].startswith(host + "#"), segs
+        fseg = segs[0]
+        assert reader.get(kf) == value
+        assert value in f.read_bytes()[4 << 20:]
+        # ids are per kind, and must parse
+        assert st.unmount_segment(r["segment_ids"]) == -1
+        assert st.unmount_and_free_segment(m["segment_ids"]) == -1
+        assert st.unmount_segment(["garbage"]) == -1
+        assert st.unmount_segment(["1-2", "x-"]) == -1
+        # immediate unmount: the objects on it are gone, the id is used up
+        assert st.unmount_and_free_segment(r["segment_ids"]) == 0
+        assert st.is_exist(ka) == 0 and reader.get(ka) == b""
+        assert st.unmount_and_free_segment(r["segment_ids"]) == -1
+        c = ReplicateConfig()
+        c.preferred_segments = [f"{host}#1"]
+        kb = k("xseg")
+        assert st.put(kb, b"elsewhere", c) == 0 and _segments(st, kb) != [f"{host}#1"]
+        # graceful unmount: readable while a read lease is held, then dropped and freed
+        assert reader.get(kf) == value               # a read lease (the fixture master: 1 s)
+        t0 = time.monotonic()
+        assert st.unmount_segment(m["segment_ids"], grace_period_seconds=1) == 0
+        if time.monotonic() - t0 < 0.5:
+            assert st.is_exist(kf) == 1              # still being drained
+        wait_for(lambda: st.is_exist(kf) == 0, timeout=10, what="the drained segment to go")
+        assert fseg not in _on(st, fseg, k("xseg"), b"v")
+        assert st.unmount_segment(m["segment_ids"]) == -1
+        # close() unmounts what is left
+        r2 = st.allocate_and_mount_segment(1)
+        assert r2["ret"] == 0 and r2["allocated_size"] == 4 << 20
+        kc = k("xseg")
+        c.preferred_segments = [f"{host}#{i}" for i in range(3, 12) if f"{host}#{i}" != fseg]
+        assert st.put(kc, b"on-it", c) == 0
+        assert _segments(st, kc)[0].startswith(host + "#")
+    finally:
+        st.close()
+    assert reader.is_exist(kc) == 0
+    reader.close()
+
+
+def test_extra_segments_remount_after_master_restart(tmp_path):
+    import socket
+    from conftest import start_master
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    m = start_master(lease_ttl_ms=200, client_ttl=1, port=port)
+    st = MooncakeDistributedStore()
+    try:
+        assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4 << 20, "tcp", "",
+                        f"127.0.0.1:{port}") == 0
+        assert st.allocate_and_mount_segment(4 << 20)["ret"] == 0
+        seg = f"{st.get_hostname()}#1"
+        assert _on(st, seg, k("rm"), b"before") == [seg]
+        m.kill()
+        m = start_master(lease_ttl_ms=200, client_ttl=1, port=port)
+        # the new master (no log) knows nothing; the client re-mounts its extra segment after
+        # a lease period, empty (the puts below reach the master before the client's next
+        # ping: that ping still asks for the re-mount)
+        def mounted():
+            c = ReplicateConfig()
+            c.preferred_segments = [seg]
+            key = k("rm")
+            return st.put(key, b"after", c) == 0 and _segments(st, key) == [seg]
+        wait_for(mounted, timeout=15, interval=0.2, what="the extra segment to be re-mounted")
+        assert st.health_check() == 0
+    finally:
+        st.close()
+        m.stop()
+
+
 def test_no_offload_tier(store):
     assert store.get_offload_rpc_read_count() == 0
     assert store.unmount_local_disk_segment() == 0
@@ -668,7 +781,6 @@ get_tensor_with_parallelism_into batch_get_tensor_with_parallelism_into
 
 # Not in Mooncake-C yet (each is missing on purpose; remove a name when it lands).
 NOT_YET = set("""
-mount_segment unmount_segment allocate_and_mount_segment unmount_and_free_segment
 alloc_from_mem_pool
 """.split())
 # The tensor methods come from mooncake/tensor.py (mixed into the class); they may be present.
