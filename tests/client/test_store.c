@@ -804,6 +804,75 @@ static void test_stale_hints_never_return_other_bytes(void **state)
     mc_store_destroy(b);
 }
 
+/* Extra segments next to the heartbeat: mounted, read by another client, served across pings,
+ * cleared, unmounted gracefully (freed by the heartbeat once the master dropped them), and
+ * unmounted at destroy. The TSan build runs this with the heartbeat's own locking. */
+static void test_extra_segments(void **state)
+{
+    (void)state;
+    mc_store_t *s = open_store(0), *r = open_store(0);
+    uint8_t id[16], id2[16];
+    size_t got = 0;
+    assert_int_equal(mc_store_segment_alloc_mount(s, 1 << 20, NULL, id, &got), MC_OK);
+    assert_int_equal(got, 4u << 20);
+    assert_int_equal(mc_store_segment_alloc_mount(s, 4u << 20, "", id2, &got), MC_OK);
+    char seg1[300], seg2[300];
+    snprintf(seg1, sizeof(seg1), "%s#1", mc_store_hostname(s));
+    snprintf(seg2, sizeof(seg2), "%s#2", mc_store_hostname(s));
+    const char *prefs[] = {seg1};
+    mc_replicate_config_t cfg = {.replica_num = 1, .preferred_segments = prefs,
+                                 .n_preferred_segments = 1};
+    char val[100000], out[100000];
+    fill(val, sizeof(val), 77);
+    struct iovec iov = {val, sizeof(val)};
+    assert_int_equal(mc_store_put(s, "xseg-a", &iov, 1, &cfg), MC_OK);
+    prefs[0] = seg2;
+    assert_int_equal(mc_store_put(s, "xseg-b", &iov, 1, &cfg), MC_OK);
+    mc_replica_desc_t *d = NULL;
+    size_t n = 0;
+    assert_int_equal(mc_store_replica_desc(s, "xseg-a", &d, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(d[0].segment, seg1);
+    free(d);
+    usleep(1500 * 1000); /* heartbeats extend the serving limit of both */
+    for (int i = 0; i < 3; i++) {
+        struct iovec o = {out, sizeof(out)};
+        assert_int_equal(mc_store_get_into(r, "xseg-a", &o, 1), (int64_t)sizeof(val));
+        assert_memory_equal(out, val, sizeof(val));
+        assert_int_equal(mc_store_get_into(s, "xseg-b", &o, 1), (int64_t)sizeof(val));
+    }
+    /* wrong kind, unknown id */
+    assert_int_equal(mc_store_segment_unmount(s, id, MC_STORE_SEG_FILE, 0),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    /* graceful: "xseg-a" is leased (read above) so the segment drains, then goes */
+    assert_int_equal(mc_store_segment_unmount(s, id, MC_STORE_SEG_ALLOC, 1000), MC_OK);
+    assert_int_equal(mc_store_segment_unmount(s, id, MC_STORE_SEG_ALLOC, 0),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    int gone = 0; /* the test master leases for its default 10 s */
+    for (int i = 0; i < 250 && !gone; i++) {
+        gone = mc_store_exists(r, "xseg-a") == 0;
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    assert_true(gone);
+    /* replica clear on the other one, by its writer */
+    const char *keys[] = {"xseg-b", "xseg-missing"};
+    int32_t res[2];
+    for (int i = 0; i < 50; i++) { /* its lease, from the same gets, ends about now */
+        assert_int_equal(mc_store_batch_replica_clear(s, 2, keys, seg2, res), MC_OK);
+        if (res[0] != MC_ERR_OBJECT_HAS_LEASE)
+            break;
+        usleep(100 * 1000);
+    }
+    assert_int_equal(res[0], MC_OK);
+    assert_int_equal(res[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_exists(r, "xseg-b"), 0);
+    assert_int_equal(mc_store_put(s, "xseg-c", &iov, 1, &cfg), MC_OK);
+    mc_store_destroy(s); /* unmounts seg2 */
+    assert_int_equal(mc_store_exists(r, "xseg-c"), 0);
+    mc_store_destroy(r);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -821,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_lease_cache),
         cmocka_unit_test(test_placement_feed),
         cmocka_unit_test(test_config_knobs),
+        cmocka_unit_test(test_extra_segments),
 #ifdef MC_TEST_UCX
         cmocka_unit_test(test_lease_cache_off_over_ucx),
 #endif
