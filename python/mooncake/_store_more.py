@@ -43,6 +43,9 @@ INIT_ALL_LOCAL_BUFFER = 1 << 30
 INIT_ALL_MASTER = "127.0.0.1:50051"
 
 
+_SESSIONS_INIT = threading.Lock()
+
+
 def _is_uint(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
@@ -199,11 +202,22 @@ class StoreMoreMixin:
     # ---- batch get sessions ------------------------------------------------------------
 
     def _sessions(self):
+        """(get sessions {key: lease deadline}, put sessions {key: _PutSession}, their lock)."""
         try:
             return self.__mc_sessions
         except AttributeError:
-            self.__mc_sessions = ({}, {}, threading.Condition())
+            with _SESSIONS_INIT:
+                if not hasattr(self, "_StoreMoreMixin__mc_sessions"):
+                    self.__mc_sessions = ({}, {}, threading.Condition())
             return self.__mc_sessions
+
+    def close(self):
+        """Closes the client; open get and put sessions end with it (nothing is stored)."""
+        gets, puts, cv = self._sessions()
+        with cv:
+            gets.clear()
+            puts.clear()
+        return super().close()
 
     def batch_get_session_start(self, keys):
         """Looks every key up once (one batch lookup) and opens a get session on the found

@@ -692,6 +692,20 @@ def test_batch_put_session(store, reg):
     assert MooncakeDistributedStore().batch_put_session_start([k()], [1]) == []
 
 
+def test_sessions_end_with_close(master):
+    st = MooncakeDistributedStore()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4 << 20, "tcp", "", master.addr) == 0
+    key = k("close")
+    assert st.batch_put_session_start([key], [16]) == [0]
+    st.close()
+    assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4 << 20, "tcp", "", master.addr) == 0
+    try:
+        assert st.batch_put_session_end([key]) == [INVALID]
+        assert st.is_exist(key) == 0
+    finally:
+        st.close()
+
+
 def test_batch_replica_clear(store, storage, master):
     own, other = store.get_hostname(), storage.segment
     c = ReplicateConfig()
