@@ -16,6 +16,7 @@
 #include "support/test_util.h"
 #include "te/metadata.h"
 #include "te/segment_desc.h"
+#include "te_env.h" /* tools/common */
 
 #include <hiredis/hiredis.h>
 #include <jansson.h>
@@ -715,6 +716,54 @@ static void test_restart_then_down(void **state)
     mc_meta_close(m);
 }
 
+/* The programs' environment (tools/common/te_env.c): MC_REDIS_* into the config fields. */
+static void test_tool_env(void **state)
+{
+    (void)state;
+    char err[256];
+    mc_te_config_t cfg = {0};
+    setenv("MC_REDIS_USERNAME", "alice", 1);
+    setenv("MC_REDIS_PASSWORD", PASS, 1);
+    setenv("MC_REDIS_DB_INDEX", "7", 1);
+    assert_int_equal(mc_tool_te_config_from_env(&cfg, err, sizeof(err)), MC_OK);
+    assert_string_equal(cfg.redis_username, "alice");
+    assert_string_equal(cfg.redis_password, PASS);
+    assert_int_equal(cfg.redis_db_index, 7);
+    static const struct {
+        const char *var, *val, *msg;
+    } bad[] = {
+        {"MC_REDIS_DB_INDEX", "256", "MC_REDIS_DB_INDEX must be"},
+        {"MC_REDIS_DB_INDEX", "-1", "MC_REDIS_DB_INDEX must be"},
+        {"MC_REDIS_DB_INDEX", "3x", "MC_REDIS_DB_INDEX must be"},
+        {"MC_REDIS_USERNAME", "al ice", "MC_REDIS_USERNAME must be"},
+        {"MC_REDIS_PASSWORD", PASS "\n", "MC_REDIS_PASSWORD must be"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("MC_REDIS_USERNAME", "alice", 1);
+        setenv("MC_REDIS_PASSWORD", PASS, 1);
+        setenv("MC_REDIS_DB_INDEX", "7", 1);
+        setenv(bad[i].var, bad[i].val, 1);
+        mc_te_config_t c2 = {0};
+        assert_int_equal(mc_tool_te_config_from_env(&c2, err, sizeof(err)),
+                         MC_ERR_INVALID_PARAMS);
+        if (!strstr(err, bad[i].msg))
+            fail_msg("%s=%s: message '%s'", bad[i].var, bad[i].val, err);
+        assert_null(strstr(err, PASS));
+        assert_null(c2.redis_password); /* cfg unchanged on error */
+    }
+    char *longpw = malloc(1100);
+    memset(longpw, 'p', 1099);
+    longpw[1099] = '\0';
+    setenv("MC_REDIS_DB_INDEX", "0", 1);
+    setenv("MC_REDIS_PASSWORD", longpw, 1);
+    assert_int_equal(mc_tool_te_config_from_env(&cfg, err, sizeof(err)), MC_ERR_INVALID_PARAMS);
+    assert_null(strstr(err, "pppp"));
+    free(longpw);
+    unsetenv("MC_REDIS_USERNAME");
+    unsetenv("MC_REDIS_PASSWORD");
+    unsetenv("MC_REDIS_DB_INDEX");
+}
+
 int main(void)
 {
     mc_log_set_sink(capture_sink, NULL);
@@ -722,6 +771,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crud_and_layout),
         cmocka_unit_test(test_uri_forms),
+        cmocka_unit_test(test_tool_env),
         cmocka_unit_test(test_password),
         cmocka_unit_test(test_unresponsive_and_closed),
         cmocka_unit_test(test_two_engines_transfer),
