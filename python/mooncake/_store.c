@@ -768,15 +768,24 @@ static int setup_store_knobs(PyObject *hints_o, PyObject *lease_o, PyObject *fee
     return 0;
 }
 
-/* te_tuning for _setup: a dict {mc_te_config_t tuning field: int} (mooncake._config
- * te_tuning_from_env; ranges are checked by mc_te_create, which logs the field) into *te. */
+/* te_tuning for _setup: a dict {mc_te_config_t tuning field: int, or str for the redis
+ * credentials} (mooncake._config te_tuning_from_env; ranges are checked by mc_te_create,
+ * which logs the field) into *te. The strings are borrowed from the dict for the call. */
 static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
 {
     static const struct {
         const char *name;
         size_t off;
+    } strs[] = {
+        {"redis_username", offsetof(mc_te_config_t, redis_username)},
+        {"redis_password", offsetof(mc_te_config_t, redis_password)},
+    };
+    static const struct {
+        const char *name;
+        size_t off;
         bool is_signed;
     } fields[] = {
+        {"redis_db_index", offsetof(mc_te_config_t, redis_db_index), false},
         {"transfer_timeout_ms", offsetof(mc_te_config_t, transfer_timeout_ms), false},
         {"tcp_connections", offsetof(mc_te_config_t, tcp_connections), false},
         {"worker_threads", offsetof(mc_te_config_t, worker_threads), false},
@@ -796,6 +805,16 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
     Py_ssize_t pos = 0;
     while (PyDict_Next(d, &pos, &key, &val)) {
         const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        size_t j = 0;
+        while (name && j < Py_ARRAY_LENGTH(strs) && strcmp(strs[j].name, name) != 0)
+            j++;
+        if (name && j < Py_ARRAY_LENGTH(strs)) {
+            const char *sv = NULL;
+            if (val != Py_None && mcpy_cstr(val, name, &sv) < 0)
+                return -1;
+            memcpy((char *)te + strs[j].off, &sv, sizeof(sv));
+            continue;
+        }
         size_t i = 0;
         while (name && i < Py_ARRAY_LENGTH(fields) && strcmp(fields[i].name, name) != 0)
             i++;
