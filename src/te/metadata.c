@@ -36,14 +36,12 @@ const char *mc_meta_uri_for_log(const char *uri, char *buf, size_t len)
         snprintf(buf, len, "(null)");
         return buf;
     }
-    /* userinfo: after "scheme://", up to the last '@' before the first '/' */
+    /* userinfo: after "scheme://", up to the last '@' anywhere (not only before the first
+     * '/': a password with an unescaped '/' must not show either; a path with '@' is
+     * over-redacted, harmlessly) */
     const char *sep = strstr(uri, "://");
     const char *host = sep ? sep + 3 : uri;
-    const char *end = host + strcspn(host, "/");
-    const char *at = NULL;
-    for (const char *p = host; p < end; p++)
-        if (*p == '@')
-            at = p;
+    const char *at = strrchr(host, '@');
     if (!sep || !at)
         snprintf(buf, len, "%s", uri);
     else

@@ -50,8 +50,8 @@ typedef struct mc_meta_opts {
 } mc_meta_opts_t;
 /* mc_meta_open_timeout with options (opts NULL = all defaults). */
 mc_status_t mc_meta_open_opts(const char *uri, const mc_meta_opts_t *opts, mc_meta_t **meta_p);
-/* uri for a log line: credentials ("user:password@" of a redis:// string) replaced by
- * "***@". Returns buf. */
+/* uri for a log line: whatever lies between "://" and the last '@' (the credentials of
+ * redis://user:password@host) replaced by "***". Returns buf. */
 const char *mc_meta_uri_for_log(const char *uri, char *buf, size_t len);
 /* The request timeout of meta, ms. */
 uint32_t mc_meta_timeout_ms(const mc_meta_t *meta);

