@@ -478,7 +478,7 @@ static void test_password(void **state)
     m = open_uri("redis://127.0.0.1:%u", g_auth_port, &o);
     check_value(m, "mooncake/ram/a", "v1");
     mc_meta_close(m);
-    m = open_uri("redis://alice:al1ce%2Dpw@127.0.0.1:%u", g_auth_port, NULL);
+    m = open_uri("redis://alice:al1ce%%2Dpw@127.0.0.1:%u", g_auth_port, NULL);
     check_value(m, "mooncake/ram/a", "v1");
     mc_meta_close(m);
     o.redis_username = "bob";
