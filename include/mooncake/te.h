@@ -131,6 +131,9 @@ MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p);
 MC_API void mc_te_destroy(mc_te_t *te);
 
 MC_API const char *mc_te_local_name(const mc_te_t *te);   /* valid until destroy */
+/* A metadata URI fit for logs and messages: credentials ("user:pass@" after "scheme://") are
+ * replaced by "***". Writes into buf (len bytes, NUL-terminated) and returns buf. */
+MC_API const char *mc_te_metadata_uri_for_log(const char *uri, char *buf, size_t len);
 MC_API uint16_t mc_te_rpc_port(const mc_te_t *te);
 
 /* Memory from the engine that same-host peers can map directly (memfd-backed, pre-faulted;

@@ -539,6 +539,11 @@ void mc_te_destroy(mc_te_t *te)
     mc_free(te);
 }
 
+const char *mc_te_metadata_uri_for_log(const char *uri, char *buf, size_t len)
+{
+    return mc_meta_uri_for_log(uri, buf, len);
+}
+
 const char *mc_te_local_name(const mc_te_t *te)
 {
     return te ? te->local_name : "";

@@ -65,6 +65,15 @@ for args in "--protocol=rdma:rdma" "--backend=tent:tent" "--mode=client:--mode" 
 done
 rm -f "$work/refused.err"
 
+# A metadata URI's password never shows in an error message (nothing listens on port 1).
+rc=0
+"$bench" --mode=target --metadata_server='redis://user:s3cr3t-pw@127.0.0.1:1' \
+    >/dev/null 2>"$work/secret.err" || rc=$?
+[[ $rc -ne 0 ]] || fail "target started without its metadata server"
+grep -q 'redis://\*\*\*@127.0.0.1:1' "$work/secret.err" || fail "no redacted URI: $(cat "$work/secret.err")"
+if grep -q 's3cr3t-pw' "$work/secret.err"; then fail "the password shows in stderr"; fi
+rm -f "$work/secret.err"
+
 # 4. clean stop
 kill -TERM "$target_pid"
 rc=0
