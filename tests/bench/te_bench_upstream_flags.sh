@@ -19,6 +19,7 @@ fail() { echo "FAIL: $*"; for f in "$work"/*; do echo "--- $f"; cat "$f"; done; 
 
 common=(--local_server_name=127.0.0.1 --protocol=tcp --threads=2 --batch_size=8
         --block_size=64KB)
+: >"$work/target.out" # exists before the poll reads it (the job's redirect may come later)
 "$bench" --mode=target "${common[@]}" --buffer_size=1MB >"$work/target.out" \
     2>"$work/target.err" &
 target_pid=$!
