@@ -32,7 +32,10 @@
 #include <time.h>
 
 static McRpc__SegmentInfo *segment_info(mc_store_t *s, McRpc__SegmentInfo *info);
+static mc_status_t store_mount_rpc(mc_store_t *s, int remount);
 static mc_status_t store_mount(mc_store_t *s, int remount);
+static mc_status_t store_mount_first(mc_store_t *s);
+static uint64_t master_client_ttl_ms(mc_store_t *s);
 static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms);
 static int segment_recovering(mc_store_t *s);
 static void remount_schedule(mc_store_t *s, const McRpc__PingResponse *pr, uint64_t now_ms);
@@ -58,7 +61,8 @@ static McRpc__SegmentInfo *segment_info(mc_store_t *s, McRpc__SegmentInfo *info)
     return info;
 }
 
-static mc_status_t store_mount(mc_store_t *s, int remount)
+/* One MountSegment (remount = 0) or ReMountSegment (1) call; no logging. */
+static mc_status_t store_mount_rpc(mc_store_t *s, int remount)
 {
     McRpc__SegmentInfo info;
     segment_info(s, &info);
@@ -82,12 +86,60 @@ static mc_status_t store_mount(mc_store_t *s, int remount)
             st = ((McRpc__StatusResponse *)resp)->status;
     }
     mc_rpc_response_free(resp);
+    return st;
+}
+
+static mc_status_t store_mount(mc_store_t *s, int remount)
+{
+    mc_status_t st = store_mount_rpc(s, remount);
     if (st != MC_OK)
         MC_LOG_ERROR("%s of segment %s (%zu bytes) failed: %s", remount ? "re-mount" : "mount",
                      s->te_name, s->segment_size, mc_status_str(st));
     else
         MC_LOG_INFO("%s segment %s (%zu bytes)", remount ? "re-mounted" : "mounted", s->te_name,
                     s->segment_size);
+    return st;
+}
+
+/* The master's client_ttl in ms from one ping, 0 if it cannot be had. Touches no state of s
+ * (the heartbeat has not started yet when this is used). */
+static uint64_t master_client_ttl_ms(mc_store_t *s)
+{
+    McRpc__PingRequest req = MC_RPC__PING_REQUEST__INIT;
+    req.client_id = mc_master_client_id(&s->master);
+    ProtobufCMessage *resp = NULL;
+    uint64_t ttl = 0;
+    if (mc_master_client_call(&s->master, MC_OP_PING, &req.base, &resp, 1) == MC_OK &&
+        ((McRpc__PingResponse *)resp)->status == MC_OK)
+        ttl = ((McRpc__PingResponse *)resp)->client_ttl_ms;
+    mc_rpc_response_free(resp);
+    return ttl;
+}
+
+/* The first mount. A segment name is its server's host:port, so when the master says the name
+ * is taken by another client, that client no longer listens there: it crashed, and the master
+ * has not dropped it yet (it does so client_ttl after the last ping). A storage server
+ * restarted at once at the same address (systemd, or a free port picked again by chance) waits
+ * for that instead of failing; anything else fails at once. */
+static mc_status_t store_mount_first(mc_store_t *s)
+{
+    mc_status_t st = store_mount_rpc(s, 0);
+    uint64_t ttl = st == MC_ERR_SEGMENT_ALREADY_EXISTS ? master_client_ttl_ms(s) : 0;
+    if (ttl) {
+        MC_LOG_WARN("segment name %s is still held by an earlier owner (a crashed process at "
+                    "this address?); retrying until the master drops it (client_ttl %llu ms)",
+                    s->te_name, (unsigned long long)ttl);
+        uint64_t deadline = mc_now_ms() + ttl + 1000;
+        while (st == MC_ERR_SEGMENT_ALREADY_EXISTS && mc_now_ms() < deadline) {
+            mc_sleep_ms(200);
+            st = store_mount_rpc(s, 0);
+        }
+    }
+    if (st != MC_OK)
+        MC_LOG_ERROR("mount of segment %s (%zu bytes) failed: %s", s->te_name, s->segment_size,
+                     mc_status_str(st));
+    else
+        MC_LOG_INFO("mounted segment %s (%zu bytes)", s->te_name, s->segment_size);
     return st;
 }
 
@@ -323,7 +375,7 @@ static mc_status_t store_segment_start(mc_store_t *s, const mc_store_config_t *c
     st = mc_te_register(s->te, s->segment, s->segment_size, "cpu:0");
     if (st != MC_OK)
         return st;
-    st = store_mount(s, 0);
+    st = store_mount_first(s);
     if (st == MC_ERR_RPC_FAIL || st == MC_ERR_TIMEOUT)
         MC_LOG_ERROR("store setup: master %s unreachable (is mooncake_master running "
                      "there?)", cfg->master_server_addr);
