@@ -198,7 +198,7 @@ static void bytes_total(page_t *p, uint64_t v)
 }
 
 /* upstream's format_latency_summary: count, the bucket holding the 95th percentile, the
- * highest bucket with data ("No data" when empty). */
+ * highest bucket with data ("No data" when empty); nothing for a bound past the last one. */
 static void latency_summary(page_t *p, const store_hist_t *hist)
 {
     hist_snap_t h;
@@ -208,7 +208,8 @@ static void latency_summary(page_t *p, const store_hist_t *hist)
         return;
     }
     PG(p, "count=%llu", (unsigned long long)h.count);
-    uint64_t target = h.count * 95 / 100, cum = 0;
+    /* rounded up, so at least one observation (upstream rounds down: 0 of 1, the first bucket) */
+    uint64_t target = (h.count * 95 + 99) / 100, cum = 0;
     for (size_t i = 0; i < STORE_LAT_BUCKETS; i++) {
         cum += h.b[i];
         if (cum >= target) {
