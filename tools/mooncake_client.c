@@ -7,10 +7,11 @@
  * that dummy clients connect to): --host (= --local_hostname, wins over it), --device_names
  * (= --device_name); --port, --local_buffer_size and --threads belong to the standalone-client
  * RPC service, which is not served yet (accepted; --port warns when given); --http_port and
- * --start_offload_rpc_server are accepted; --enable_http_server=true serves upstream's client
- * HTTP endpoints (/health, /metrics, /metrics/summary) on --http_port (0 = a free port; a taken
- * port leaves the server off with a warning, as upstream); features we do not have are refused
- * when turned on (--tenant_id other than "default", --enable_offload). */
+ * --start_offload_rpc_server are accepted; features we do not have are refused when turned on
+ * (--tenant_id other than "default", --enable_offload). --enable_http_server=true serves
+ * upstream's client HTTP endpoints (/health, /metrics, /metrics/summary) on --http_port (0 = a
+ * free port, printed in the ready line; a taken port leaves the server off with a warning, as
+ * upstream). */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"

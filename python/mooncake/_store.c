@@ -2031,14 +2031,7 @@ static PyMethodDef store_methods[] = {
      "_setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, "
      "device_name, master_server_addr, host_label=None, rpc_timeout_ms=0, "
      "transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None, "
-     "te_tuning=None, client_metric=True, client_http=False, client_http_port=9300) -> status. "
-     "Use setup()."},
-    {"client_http_port", (PyCFunction)store_client_http_port, METH_NOARGS,
-     "Port of the client HTTP server (/health, /metrics, /metrics/summary), 0 when it does "
-     "not run."},
-    {"metrics_text", MCPY_KWFUNC(store_metrics_text), METH_VARARGS | METH_KEYWORDS,
-     "metrics_text(summary=False) -> str: the client metrics in Prometheus text (or "
-     "upstream's summary); \"\" when metrics are off (MC_STORE_CLIENT_METRIC=0)."},
+     "te_tuning=None) -> status. Use setup()."},
     {"close", (PyCFunction)store_close, METH_NOARGS,
      "Unmount and stop the client (waits for calls in flight). Returns 0."},
     {"health_check", (PyCFunction)store_health_check, METH_NOARGS,
@@ -2050,6 +2043,12 @@ static PyMethodDef store_methods[] = {
      "(read under a cached read lease, no master), lease_misses (cached lease given up), "
      "speculative_hits (read from a hint, confirmed by the lookup), feed_placements (pushed "
      "by the master to the placement feed, MC_STORE_PLACEMENT_FEED). Zeros before setup."},
+    {"client_http_port", (PyCFunction)store_client_http_port, METH_NOARGS,
+     "Port of the client HTTP server (/health, /metrics, /metrics/summary), 0 when it does "
+     "not run."},
+    {"metrics_text", MCPY_KWFUNC(store_metrics_text), METH_VARARGS | METH_KEYWORDS,
+     "metrics_text(summary=False) -> str: the client metrics in Prometheus text (or "
+     "upstream's summary); \"\" when metrics are off (MC_STORE_CLIENT_METRIC=0)."},
     {"is_setup", (PyCFunction)store_is_setup, METH_NOARGS, "True after a successful setup()."},
     {"put", MCPY_KWFUNC(store_put), METH_VARARGS | METH_KEYWORDS,
      "put(key, value, config=None) -> status (an existing key is left unchanged)"},
