@@ -10,8 +10,8 @@
  * --start_offload_rpc_server are accepted; features we do not have are refused when turned on
  * (--tenant_id other than "default", --enable_offload). --enable_http_server=true serves
  * upstream's client HTTP endpoints (/health, /metrics, /metrics/summary) on --http_port (0 = a
- * free port, printed in the ready line; a taken port leaves the server off with a warning, as
- * upstream). */
+ * free port; the port is printed as "mooncake_client http_port=<port>" before the ready line,
+ * 0 when it was taken: the server is then off, with a warning, as upstream). */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -171,14 +171,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "mooncake_client: setup failed: %s\n", mc_status_str(st));
         return 1;
     }
+    if (up.enable_http_server) /* 0: the port was taken (logged), the client runs without it */
+        printf("mooncake_client http_port=%u\n", (unsigned)mc_store_client_http_port(store));
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    if (up.enable_http_server)
-        printf("mooncake_client ready segment=%s http_port=%u\n", mc_store_hostname(store),
-               (unsigned)mc_store_client_http_port(store));
-    else
-        printf("mooncake_client ready segment=%s\n", mc_store_hostname(store));
+    printf("mooncake_client ready segment=%s\n", mc_store_hostname(store));
     fflush(stdout);
     while (!stop_requested)
         pause();

@@ -389,8 +389,8 @@ void mc_store_destroy(mc_store_t *s)
 {
     if (!s)
         return;
-    client_http_stop(s->http); /* it borrows the handle */
     store_feed_stop(s);
+    client_http_stop(s->http); /* it borrows the handle */
     if (s->heartbeat_started) {
         pthread_mutex_lock(&s->hb_lock);
         s->hb_stop = 1;

@@ -780,9 +780,9 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         return MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; heap && i < n; i++)
         heap[i] = NULL;
-    uint64_t t0 = store_metrics_t0(s->metrics);
     bget_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .heap = heap,
                 .results = results};
+    uint64_t t0 = store_metrics_t0(s->metrics);
     st = bget_init(&b);
     if (st == MC_OK) {
         bget_read_early(&b);

@@ -189,12 +189,14 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
 static mc_status_t store_put_one(mc_store_t *s, const char *key, const struct iovec *parts,
                                  size_t n_parts, const mc_replicate_config_t *cfg, int upsert)
 {
+    uint64_t t0 = store_metrics_t0(s->metrics); /* one observation per put/upsert call */
     mc_status_t st = MC_ERR_TRANSFER_FAIL;
     for (int attempt = 0; attempt < STORE_PUT_ATTEMPTS; attempt++) {
         st = store_put_attempt(s, key, parts, n_parts, cfg, upsert);
         if (st != MC_ERR_TRANSFER_FAIL && st != MC_ERR_CONNECTION && st != MC_ERR_SEGMENT_NOT_FOUND)
             break;
     }
+    store_metrics_op(s->metrics, STORE_OP_PUT, t0, 0, 0);
     return st;
 }
 
@@ -203,10 +205,7 @@ mc_status_t mc_store_put(mc_store_t *s, const char *key, const struct iovec *par
 {
     if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t t0 = store_metrics_t0(s->metrics);
-    mc_status_t st = store_put_one(s, key, parts, n_parts, cfg, 0);
-    store_metrics_op(s->metrics, STORE_OP_PUT, t0, 0, 0);
-    return st;
+    return store_put_one(s, key, parts, n_parts, cfg, 0);
 }
 
 mc_status_t mc_store_upsert(mc_store_t *s, const char *key, const struct iovec *parts,
@@ -214,10 +213,7 @@ mc_status_t mc_store_upsert(mc_store_t *s, const char *key, const struct iovec *
 {
     if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t t0 = store_metrics_t0(s->metrics);
-    mc_status_t st = store_put_one(s, key, parts, n_parts, cfg, 1);
-    store_metrics_op(s->metrics, STORE_OP_PUT, t0, 0, 0);
-    return st;
+    return store_put_one(s, key, parts, n_parts, cfg, 1);
 }
 
 /* ------------------------------------------------------------------ batch put */
