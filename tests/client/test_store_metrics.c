@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "common/net.h"
+#include "mooncake/log.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
 
@@ -255,6 +256,24 @@ static void test_metrics_off(void **state)
     assert_int_equal(mc_store_client_http_port(NULL), 0);
 }
 
+/* Log lines at WARN and above since the sink was installed (capture_sink). */
+static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
+static char warned[4096];
+
+static void capture_sink(mc_log_level_t level, const char *file, int line, const char *msg,
+                         void *arg)
+{
+    (void)file;
+    (void)line;
+    (void)arg;
+    if (level < MC_LOG_LEVEL_WARN)
+        return;
+    pthread_mutex_lock(&warn_mu);
+    size_t n = strlen(warned);
+    snprintf(warned + n, sizeof(warned) - n, "%s\n", msg);
+    pthread_mutex_unlock(&warn_mu);
+}
+
 static int get(uint16_t port, const char *path, char **resp_p)
 {
     char req[512];
@@ -310,9 +329,18 @@ static void test_http_server(void **state)
     assert_int_equal(get(port, "/metrics", &r), 200);
     free(r);
 
-    /* the port is taken now: a second client on it sets up without the server */
+    /* the port is taken now: a second client on it sets up without the server, and a warning
+     * names the port (upstream's behaviour) */
     mc_status_t st;
+    warned[0] = '\0';
+    mc_log_set_sink(capture_sink, NULL);
     mc_store_t *s2 = open_store(false, true, port, &st);
+    mc_log_set_sink(NULL, NULL);
+    char expect[128];
+    snprintf(expect, sizeof(expect),
+             "client HTTP server not started: cannot listen on 127.0.0.1:%u: Address already in use",
+             (unsigned)port);
+    assert_non_null(strstr(warned, expect));
     assert_int_equal(st, MC_OK);
     assert_int_equal(mc_store_client_http_port(s2), 0);
     put_bytes(s2, "h-2", 10);
