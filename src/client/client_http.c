@@ -136,7 +136,7 @@ static int listen_socket(const char *host, int port, mc_status_t *st_p)
         int e = errno;
         *st_p = e == EADDRINUSE ? MC_ERR_BUSY : MC_ERR_IO;
         MC_LOG_WARN("client HTTP server not started: cannot listen on %s:%d: %s",
-                     host && host[0] ? host : "0.0.0.0", port, strerror(e));
+                    host && host[0] ? host : "0.0.0.0", port, strerror(e));
         close(fd);
         return -1;
     }
@@ -152,12 +152,17 @@ mc_status_t client_http_start(mc_store_t *s, const char *host, int port, client_
     int fd = listen_socket(host, port, &st);
     if (fd < 0)
         return st;
+    struct sockaddr_in bound;
+    socklen_t blen = sizeof(bound);
     client_http_t *h = MC_NEW(client_http_t);
-    if (!h) {
+    if (!h || getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
+        st = h ? MC_ERR_IO : MC_ERR_NO_MEMORY;
         close(fd);
-        return MC_ERR_NO_MEMORY;
+        mc_free(h);
+        return st;
     }
     h->s = s;
+    h->port = ntohs(bound.sin_port); /* the one picked when port is 0 */
     h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                             http_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
@@ -169,8 +174,6 @@ mc_status_t client_http_start(mc_store_t *s, const char *host, int port, client_
         mc_free(h);
         return MC_ERR_IO;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = di && di->port ? di->port : (uint16_t)port;
     MC_LOG_INFO("client HTTP server listening on %s:%u (/health, /metrics, /metrics/summary)",
                 host && host[0] ? host : "0.0.0.0", (unsigned)h->port);
     *http_p = h;
