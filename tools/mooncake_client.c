@@ -8,7 +8,10 @@
  * (= --device_name); --port, --local_buffer_size and --threads belong to the standalone-client
  * RPC service, which is not served yet (accepted; --port warns when given); --http_port and
  * --start_offload_rpc_server are accepted; features we do not have are refused when turned on
- * (--tenant_id other than "default", --enable_offload, --enable_http_server). */
+ * (--tenant_id other than "default", --enable_offload). --enable_http_server=true serves
+ * upstream's client HTTP endpoints (/health, /metrics, /metrics/summary) on --http_port (0 = a
+ * free port; the port is printed as "mooncake_client http_port=<port>" before the ready line,
+ * 0 when it was taken: the server is then off, with a warning, as upstream). */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -76,10 +79,6 @@ static int check_upstream_flags(const char **hostname, const char **device)
                 "yet)\n");
         return 2;
     }
-    if (up.enable_http_server) {
-        fprintf(stderr, "mooncake_client: --enable_http_server=true is not supported yet\n");
-        return 2;
-    }
     return 0;
 }
 
@@ -134,9 +133,9 @@ int main(int argc, char **argv)
         {"start_offload_rpc_server", MC_OPT_BOOL, &up.start_offload_rpc_server, NULL,
          "offload RPC server (accepted, unused without offload)", 0, 0},
         {"enable_http_server", MC_OPT_BOOL, &up.enable_http_server, NULL,
-         "client HTTP server (only false: not supported yet)", 0, 0},
+         "serve /health, /metrics and /metrics/summary over HTTP on --http_port", 0, 0},
         {"http_port", MC_OPT_INT, &up.http_port, NULL,
-         "client HTTP server port (accepted, unused)", 1, 65535},
+         "client HTTP server port (with --enable_http_server; 0 = a free port)", 0, 65535},
     };
     mc_config_spec_t spec = {"mooncake_client",
                              "Mooncake-C storage server: contributes DRAM to the store pool.",
@@ -164,12 +163,16 @@ int main(int argc, char **argv)
         .rpc_timeout_ms = (uint32_t)rpc_timeout_ms,
     };
     mc_tool_store_knobs_fill(&knobs, &cfg);
+    cfg.client_http_enable = up.enable_http_server;
+    cfg.client_http_port = (int32_t)up.http_port;
     mc_store_t *store;
     mc_status_t st = mc_store_create(&cfg, &store);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_client: setup failed: %s\n", mc_status_str(st));
         return 1;
     }
+    if (up.enable_http_server) /* 0: the port was taken (logged), the client runs without it */
+        printf("mooncake_client http_port=%u\n", (unsigned)mc_store_client_http_port(store));
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

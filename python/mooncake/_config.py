@@ -245,3 +245,39 @@ def store_placement_feed():
         raise ValueError("MC_STORE_PLACEMENT_FEED must be at most 4096 bytes (a key), got "
                          f"{len(v.encode('utf-8', 'surrogateescape'))}")
     return v
+
+
+def store_client_metric():
+    """MC_STORE_CLIENT_METRIC: True (default, also when unset) = the client keeps upstream's
+    client metrics; "0"/"false"/"no" = none. Valid: 0, 1, true, false, yes, no (any case)."""
+    v = os.environ.get("MC_STORE_CLIENT_METRIC")
+    if v is None or not v.strip():
+        return True
+    t = v.strip().lower()
+    if t not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"MC_STORE_CLIENT_METRIC must be 0, 1, true, false, yes or no, got {v!r}")
+    return t in ("1", "true", "yes")
+
+
+DEFAULT_CLIENT_HTTP_PORT = 9300  # upstream's client_http_port
+
+
+def client_http_args(enable, port):
+    """(enable, port) of setup()'s enable_client_http_server / client_http_port as upstream
+    takes them (a bool or "true"/"false"; an int or a decimal string), or None for a value
+    upstream refuses (setup then returns INVALID_PARAMS). Port 0 = a free port."""
+    if isinstance(enable, str):
+        t = enable.strip().lower()
+        if t not in ("0", "1", "true", "false", "yes", "no", ""):
+            return None
+        enable = t in ("1", "true", "yes")
+    elif not isinstance(enable, (bool, int)):
+        return None
+    if isinstance(port, str):
+        try:
+            port = int(port.strip())
+        except ValueError:
+            return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        return None
+    return bool(enable), port

@@ -843,22 +843,28 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
 /* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
  *        transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None,
- *        te_tuning=None) -> status. Use setup(). */
+ *        te_tuning=None, client_metric=True, client_http=False, client_http_port=9300)
+ *        -> status. Use setup(). */
 static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
                              "local_buffer_size", "protocol", "device_name",
                              "master_server_addr", "host_label", "rpc_timeout_ms",
                              "transfer_timeout_ms", "replica_hints", "lease_cache",
-                             "placement_feed", "te_tuning", NULL};
+                             "placement_feed", "te_tuning", "client_metric", "client_http",
+                             "client_http_port", NULL};
     PyObject *host_o, *meta_o, *gs_o, *lb_o, *proto_o, *dev_o, *master_o, *label_o = NULL;
     PyObject *hints_o = NULL, *lease_o = NULL, *feed_o = NULL, *tuning_o = NULL;
     unsigned int rpc_ms = 0, xfer_ms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOO:_setup", kwlist, &host_o,
+    int metric = 1, http = 0, http_port = MC_STORE_CLIENT_HTTP_PORT_DEFAULT;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOOppi:_setup", kwlist, &host_o,
                                      &meta_o, &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o,
-                                     &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o, &tuning_o))
+                                     &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o, &tuning_o,
+                                     &metric, &http, &http_port))
         return NULL;
-    mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms};
+    mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms,
+                             .metrics_off = !metric, .client_http_enable = http,
+                             .client_http_port = http_port};
     mc_te_config_t te_tuning = {0};
     if (tuning_o && tuning_o != Py_None) {
         if (setup_te_tuning(tuning_o, &te_tuning) < 0)
@@ -923,6 +929,38 @@ static PyObject *store_read_stats(StoreObject *self, PyObject *unused)
                          (unsigned long long)st.lease_misses, "speculative_hits",
                          (unsigned long long)st.speculative_hits, "feed_placements",
                          (unsigned long long)st.feed_placements);
+}
+
+/* The client HTTP server's port (0: not serving, or not set up). */
+static PyObject *store_client_http_port(StoreObject *self, PyObject *unused)
+{
+    unsigned port = 0;
+    if (STORE_ENTER(self)) {
+        port = mc_store_client_http_port(self->store);
+        STORE_LEAVE(self);
+    }
+    return PyLong_FromUnsignedLong(port);
+}
+
+/* The client metrics as Prometheus text, or upstream's summary; "" when off or not set up. */
+static PyObject *store_metrics_text(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"summary", NULL};
+    int summary = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:metrics_text", kwlist, &summary))
+        return NULL;
+    char *text = NULL;
+    if (STORE_ENTER(self)) {
+        if (summary)
+            mc_store_metrics_summary(self->store, &text);
+        else
+            mc_store_metrics_text(self->store, &text);
+        STORE_LEAVE(self);
+    }
+    PyObject *r = PyUnicode_DecodeUTF8(text ? text : "", text ? (Py_ssize_t)strlen(text) : 0,
+                                       "replace");
+    free(text);
+    return r;
 }
 
 static PyObject *store_get_hostname(StoreObject *self, PyObject *unused)
@@ -2024,6 +2062,12 @@ static PyMethodDef store_methods[] = {
      "(read under a cached read lease, no master), lease_misses (cached lease given up), "
      "speculative_hits (read from a hint, confirmed by the lookup), feed_placements (pushed "
      "by the master to the placement feed, MC_STORE_PLACEMENT_FEED). Zeros before setup."},
+    {"client_http_port", (PyCFunction)store_client_http_port, METH_NOARGS,
+     "Port of the client HTTP server (/health, /metrics, /metrics/summary), 0 when it does "
+     "not run."},
+    {"metrics_text", MCPY_KWFUNC(store_metrics_text), METH_VARARGS | METH_KEYWORDS,
+     "metrics_text(summary=False) -> str: the client metrics in Prometheus text (or "
+     "upstream's summary); \"\" when metrics are off (MC_STORE_CLIENT_METRIC=0)."},
     {"is_setup", (PyCFunction)store_is_setup, METH_NOARGS, "True after a successful setup()."},
     {"put", MCPY_KWFUNC(store_put), METH_VARARGS | METH_KEYWORDS,
      "put(key, value, config=None) -> status (an existing key is left unchanged)"},

@@ -179,6 +179,12 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
         ...). Invalid values of those raise ValueError; a size that cannot be parsed ("50%")
         makes setup return INVALID_PARAMS (-600), as upstream's setup does.
 
+        Upstream's client metrics and HTTP server: enable_client_http_server=True serves
+        /health, /metrics and /metrics/summary on client_http_port (9300; 0 = a free port,
+        client_http_port() tells which; a port already taken leaves the server off with a
+        warning, as upstream); client_metric ($MC_STORE_CLIENT_METRIC; False = no metrics)
+        turns the metrics off. A port outside 0..65535 makes setup return INVALID_PARAMS.
+
         A client set up with local_buffer_size=0 refuses the byte calls (put*, upsert*, get*,
         which go through the local buffer upstream); zero-copy calls work.
         """
@@ -195,7 +201,9 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
             cfg.update(extra)
             return self._setup_from_dict(cfg)
         unknown = set(extra) - {"host_label", "rpc_timeout_ms", "transfer_timeout_ms",
-                                "replica_hints", "lease_cache", "placement_feed"}
+                                "replica_hints", "lease_cache", "placement_feed",
+                                "client_metric", "enable_client_http_server",
+                                "client_http_port"}
         if unknown:
             raise TypeError(f"setup() got unexpected keyword arguments: {sorted(unknown)}")
         if engine is not None:
@@ -223,11 +231,22 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
         lease = extra["lease_cache"] if "lease_cache" in extra else _config.store_lease_cache()
         feed = extra["placement_feed"] if "placement_feed" in extra \
             else _config.store_placement_feed()
+        metric = extra["client_metric"] if "client_metric" in extra \
+            else _config.store_client_metric()
+        http = _config.client_http_args(extra.get("enable_client_http_server", False),
+                                        extra.get("client_http_port",
+                                                  _config.DEFAULT_CLIENT_HTTP_PORT))
+        if http is None:
+            log.error("setup: enable_client_http_server=%r / client_http_port=%r: not a bool "
+                      "and a port 0..65535", extra.get("enable_client_http_server"),
+                      extra.get("client_http_port"))
+            return INVALID_PARAMS
         tuning = _config.te_tuning_from_env()  # MC_TE_*, MC_FORCE_TCP, ... as the tools
         return self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
                            extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
                            int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
-                           tuning or None)
+                           tuning or None, client_metric=bool(metric), client_http=http[0],
+                           client_http_port=http[1])
 
     def _setup_from_dict(self, cfg):
         # upstream converts every value of the dict with str() and parses it: a size it cannot
@@ -252,7 +271,9 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
             _config_get(cfg, "device_name", "rdma_devices", default=""),
             master,
             **{k: cfg[k] for k in ("host_label", "rpc_timeout_ms", "transfer_timeout_ms",
-                                   "replica_hints", "lease_cache", "placement_feed")
+                                   "replica_hints", "lease_cache", "placement_feed",
+                                   "client_metric", "enable_client_http_server",
+                                   "client_http_port")
                if cfg.get(k) is not None})
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):

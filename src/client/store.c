@@ -27,6 +27,7 @@
 #include "common/time.h"
 #include "rpc/frame.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -296,6 +297,18 @@ static mc_status_t store_config_check(const mc_store_config_t *cfg)
                      MC_STORE_KEY_MAX);
         return MC_ERR_INVALID_PARAMS;
     }
+    struct in_addr a;
+    if (cfg->client_http_enable && (cfg->client_http_port < 0 || cfg->client_http_port > 65535)) {
+        MC_LOG_ERROR("store setup: client_http_port %d is not a port (0..65535; 0 = a free one)",
+                     (int)cfg->client_http_port);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (cfg->client_http_enable && cfg->client_http_host && cfg->client_http_host[0] &&
+        inet_pton(AF_INET, cfg->client_http_host, &a) != 1) {
+        MC_LOG_ERROR("store setup: client_http_host '%s' is not an IPv4 address",
+                     cfg->client_http_host);
+        return MC_ERR_INVALID_PARAMS;
+    }
     return MC_OK;
 }
 
@@ -392,12 +405,17 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     if (!s)
         return MC_ERR_NO_MEMORY;
     store_init_handle(s);
+    if (!cfg->metrics_off && !(s->metrics = store_metrics_new())) {
+        st = MC_ERR_NO_MEMORY;
+        goto fail;
+    }
     if ((st = store_te_start(s, cfg)) != MC_OK)
         goto fail;
     st = mc_master_client_init(&s->master, cfg->master_server_addr, cfg->rpc_timeout_ms,
                                s->client_id);
     if (st != MC_OK)
         goto fail;
+    s->master.metrics = s->metrics;
     if ((st = store_segment_start(s, cfg)) != MC_OK)
         goto fail;
     atomic_store(&s->master_reachable, 1);
@@ -408,6 +426,10 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     s->heartbeat_started = 1;
     if ((st = store_feed_start(s, cfg->placement_feed_prefix, cfg->master_server_addr)) != MC_OK)
         goto fail;
+    /* A port that cannot be had leaves the client without its HTTP server, as upstream's
+     * (client_http_start logged why); only a bad host or port (checked above) fails setup. */
+    if (cfg->client_http_enable)
+        client_http_start(s, cfg->client_http_host, cfg->client_http_port, &s->http);
     *store_p = s;
     return MC_OK;
 fail:
@@ -420,6 +442,7 @@ void mc_store_destroy(mc_store_t *s)
     if (!s)
         return;
     store_feed_stop(s);
+    client_http_stop(s->http); /* it borrows the handle */
     if (s->heartbeat_started) {
         pthread_mutex_lock(&s->hb_lock);
         s->hb_stop = 1;
@@ -447,6 +470,7 @@ void mc_store_destroy(mc_store_t *s)
         mc_te_destroy(s->te);
     }
     mc_hint_table_free(s->hints);
+    mc_free(s->metrics);
     pthread_cond_destroy(&s->hb_cond);
     pthread_mutex_destroy(&s->hb_lock);
     pthread_mutex_destroy(&s->ping_mu);

@@ -165,7 +165,7 @@ def test_help(installed, name):
 @pytest.mark.parametrize("args,message", [
     (["mooncake_client", "--tenant_id=team1"], "tenant"),
     (["mooncake_client", "--enable_offload=true"], "offload"),
-    (["mooncake_client", "--enable_http_server"], "http_server"),
+    (["mooncake_client", "--http_port=70000"], "http_port"),
     (["mooncake_client", "--port=70000"], "--port"),
     (["transfer_engine_bench", "--protocol=rdma"], "rdma"),
     (["transfer_engine_bench", "--mode=initiator"], "--segment_id"),
