@@ -161,8 +161,15 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
     def setup(self, local_hostname=None, metadata_server=None,
               global_segment_size=DEFAULT_GLOBAL_SEGMENT_SIZE,
               local_buffer_size=DEFAULT_LOCAL_BUFFER_SIZE, protocol=None, rdma_devices="",
-              master_server_addr=None, engine=None, **extra):
+              master_server_addr=None, engine=None, enable_ssd_offload=False,
+              ssd_offload_path="", tenant_id="default", enable_client_http_server=False,
+              client_http_port=9300, **extra):
         """Connect to the master and mount this client's segment. Returns 0 or a negative code.
+
+        Upstream's whole signature, positional or keyword. No SSD tier here:
+        enable_ssd_offload=True returns INVALID_PARAMS (-600) with a log line (ssd_offload_path
+        is then unused). No tenants yet: a tenant_id other than "default" (or "") returns
+        INVALID_PARAMS too, so that no program believes its data is isolated when it is not.
 
         Either the 7 upstream positional arguments (local_hostname, metadata_server,
         global_segment_size, local_buffer_size, protocol, rdma_devices, master_server_addr) or
@@ -202,10 +209,18 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
             return self._setup_from_dict(cfg)
         unknown = set(extra) - {"host_label", "rpc_timeout_ms", "transfer_timeout_ms",
                                 "replica_hints", "lease_cache", "placement_feed",
-                                "client_metric", "enable_client_http_server",
-                                "client_http_port"}
+                                "client_metric"}
         if unknown:
             raise TypeError(f"setup() got unexpected keyword arguments: {sorted(unknown)}")
+        if enable_ssd_offload:
+            log.error("setup: enable_ssd_offload=True: Mooncake-C has no SSD tier yet")
+            return INVALID_PARAMS
+        if tenant_id not in (None, "", "default"):
+            log.error("setup: tenant_id=%r: Mooncake-C has no tenants yet (only \"default\")",
+                      tenant_id)
+            return INVALID_PARAMS
+        extra["enable_client_http_server"] = enable_client_http_server
+        extra["client_http_port"] = client_http_port
         if engine is not None:
             log.warning("setup(engine=...): Mooncake-C store clients use their own transfer "
                         "engine; the given engine is not shared")
@@ -273,7 +288,8 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
             **{k: cfg[k] for k in ("host_label", "rpc_timeout_ms", "transfer_timeout_ms",
                                    "replica_hints", "lease_cache", "placement_feed",
                                    "client_metric", "enable_client_http_server",
-                                   "client_http_port")
+                                   "client_http_port", "enable_ssd_offload",
+                                   "ssd_offload_path", "tenant_id")
                if cfg.get(k) is not None})
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):

@@ -304,6 +304,23 @@ def test_setup_unparseable_size_is_a_code(master):
     st.close()
 
 
+def test_setup_upstream_positional_tail(master, storage):
+    """setup takes upstream's 13 positional arguments; the SSD tier and tenants that do not
+    exist here are refused, never silently dropped; the rest work."""
+    st = MooncakeDistributedStore()
+    base = ("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr, None)
+    assert st.setup(*base, True, "/tmp/ssd") == INVALID          # enable_ssd_offload
+    assert st.health_check() == 1
+    assert st.setup(*base, False, "", "acme") == INVALID         # tenant_id
+    assert st.setup(dict(zip(("local_hostname", "metadata_server", "global_segment_size",
+                              "local_buffer_size", "protocol", "rdma_devices",
+                              "master_server_addr"), base), tenant_id="acme")) == INVALID
+    assert st.setup(*base, False, "", "default", False, 9300) == 0
+    key = k()
+    assert st.put(key, b"tail") == 0 and st.get(key) == b"tail"
+    st.close()
+
+
 def test_zero_local_buffer_size(master, storage):
     st = MooncakeDistributedStore()
     assert st.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", master.addr) == 0
