@@ -184,8 +184,8 @@ int main(int argc, char **argv)
         mc_store_destroy(store);
         return 1;
     }
-    if (st != MC_OK)
-        MC_LOG_WARN("mooncake_client: default port %u taken: serving no dummy clients (give "
+    if (st != MC_OK) /* info: a second storage server on a host is normal */
+        MC_LOG_INFO("mooncake_client: default port %u taken: serving no dummy clients (give "
                     "--port)", (unsigned)dummy_port);
     printf("mooncake_client ready segment=%s\n", mc_store_hostname(store));
     fflush(stdout);

@@ -52,6 +52,7 @@ typedef struct mc_real_service_stats {
 
 typedef struct mc_real_service mc_real_service_t;
 /* Serves dummy clients on "@mooncake_client_<port>.sock" with store (borrowed until stop).
+ * MC_ERR_BUSY when that socket is taken (another real client on this host), logged as info.
  * Threads: one acceptor, one reaper (drops dummies silent for 10 s), one per connection. */
 MC_API mc_status_t mc_real_service_start(mc_store_t *store, uint16_t port,
                                          mc_real_service_t **svc_p);

@@ -798,13 +798,17 @@ mc_status_t mc_real_service_start(mc_store_t *store, uint16_t port, mc_real_serv
     mc_rc_sockaddr(port, &sa, &sl);
     if (svc->lfd < 0 || bind(svc->lfd, (struct sockaddr *)&sa, sl) != 0 ||
         listen(svc->lfd, 128) != 0) {
-        MC_LOG_ERROR("real client: cannot listen on @" MC_RC_SOCK_FMT ": %m", (unsigned)port);
+        bool taken = errno == EADDRINUSE; /* another real client on this host: the caller says */
+        if (taken)
+            MC_LOG_INFO("real client: @" MC_RC_SOCK_FMT " is taken", (unsigned)port);
+        else
+            MC_LOG_ERROR("real client: cannot listen on @" MC_RC_SOCK_FMT ": %m", (unsigned)port);
         if (svc->lfd >= 0)
             close(svc->lfd);
         pthread_cond_destroy(&svc->cv);
         pthread_mutex_destroy(&svc->mu);
         mc_free(svc);
-        return MC_ERR_IO;
+        return taken ? MC_ERR_BUSY : MC_ERR_IO;
     }
     if (pthread_create(&svc->acceptor, NULL, acceptor_main, svc) != 0) {
         close(svc->lfd);
