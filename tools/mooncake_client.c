@@ -20,12 +20,14 @@
 
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop_requested;
+/* set by the SIGINT/SIGTERM handler, which may run on any thread (lock-free: signal-safe) */
+static atomic_int stop_requested;
 static uint16_t dummy_port = 50052; /* --port: the standalone-client service */
 
 /* Upstream's flags (see the top comment). String targets stay NULL when not given. */
@@ -89,7 +91,7 @@ static int check_upstream_flags(const char **hostname, const char **device)
 static void on_signal(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    atomic_store(&stop_requested, 1);
 }
 
 int main(int argc, char **argv)
@@ -189,7 +191,7 @@ int main(int argc, char **argv)
                     "--port)", (unsigned)dummy_port);
     printf("mooncake_client ready segment=%s\n", mc_store_hostname(store));
     fflush(stdout);
-    while (!stop_requested)
+    while (!atomic_load(&stop_requested))
         pause();
     MC_LOG_INFO("mooncake_client: stopping");
     mc_real_service_stop(svc);
