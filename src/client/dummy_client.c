@@ -189,13 +189,22 @@ static void mark_broken(mc_dummy_t *d, const char *what, mc_status_t st)
                      d->id, (unsigned)d->port, what, mc_status_str(st));
 }
 
-/* One request/answer on fd. MC_OK with *resp_p (free with mc_rc__rc_response__free_unpacked)
- * and *status_p = the answer's status; else a transport failure (the connection is unusable). */
+/* One request/answer on fd. MC_OK with *status_p = the answer's status and, when it came,
+ * *resp_p (free with mc_rc__rc_response__free_unpacked; NULL for a request over the cap, which
+ * is refused here with *status_p = MC_ERR_TOO_LARGE); else a transport failure (the
+ * connection is unusable). */
 static mc_status_t transact(mc_dummy_t *d, int fd, uint16_t op, const McRc__RcRequest *rq,
                             int pass_fd, uint32_t timeout_ms, McRc__RcResponse **resp_p,
                             mc_status_t *status_p)
 {
     *resp_p = NULL;
+    size_t size = protobuf_c_message_get_packed_size(&rq->base);
+    if (size > MC_RC_MAX_BODY) { /* refused here: the connection stays good */
+        MC_LOG_ERROR("dummy %" PRIu64 ": %s request of %zu bytes is over the %u-byte cap", d->id,
+                     mc_rc_op_name(op), size, MC_RC_MAX_BODY);
+        *status_p = MC_ERR_TOO_LARGE;
+        return MC_OK;
+    }
     uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000;
     uint64_t id = atomic_fetch_add(&d->next_req, 1) + 1;
     mc_status_t st = mc_rc_send(fd, op, 0, 0, id, &rq->base, pass_fd, deadline);
@@ -231,7 +240,8 @@ static mc_status_t attach_conn(mc_dummy_t *d, int *fd_p)
     mc_status_t status;
     st = transact(d, fd, MC_RC_OP_ATTACH, &rq, -1, d->call_ms, &resp, &status);
     if (st == MC_OK) {
-        mc_rc__rc_response__free_unpacked(resp, NULL);
+        if (resp)
+            mc_rc__rc_response__free_unpacked(resp, NULL);
         st = status;
     }
     if (st != MC_OK) {
@@ -480,8 +490,9 @@ mc_status_t mc_store_create_dummy(const mc_store_dummy_config_t *cfg, mc_store_t
     mc_status_t status = MC_OK;
     st = transact(d, d->ctrl_fd, MC_RC_OP_HELLO, &rq, -1, d->call_ms, &resp, &status);
     if (st == MC_OK) {
-        d->id = resp->client_id;
-        mc_rc__rc_response__free_unpacked(resp, NULL);
+        d->id = resp ? resp->client_id : 0;
+        if (resp)
+            mc_rc__rc_response__free_unpacked(resp, NULL);
         st = status;
     } else {
         MC_LOG_ERROR("dummy: no answer from the real client on @" MC_RC_SOCK_FMT ": %s",

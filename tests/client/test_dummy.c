@@ -127,6 +127,13 @@ static void test_round_trip(void **state)
     assert_int_equal(r[0], 1);
     assert_int_equal(r[1], 0);
     assert_int_equal(mc_store_get(d, "rt/none", &got, &len), MC_ERR_OBJECT_NOT_FOUND);
+    /* a byte put over the message cap is refused and the dummy goes on */
+    size_t huge = (64u << 20) + 1;
+    char *hv = calloc(1, huge);
+    struct iovec hiov = {hv, huge};
+    assert_int_equal(mc_store_put(d, "rt/huge", &hiov, 1, NULL), MC_ERR_TOO_LARGE);
+    free(hv);
+    assert_int_equal(mc_store_exists(d, "rt/a"), 1);
     mc_replica_desc_t *descs;
     size_t nd;
     assert_int_equal(mc_store_replica_desc(d, "rt/a", &descs, &nd),
