@@ -704,7 +704,7 @@ static void *acceptor_main(void *arg)
         if (fd < 0)
             continue;
         /* same user only: the socket is abstract, any local process could connect */
-        struct ucred cr;
+        struct ucred cr = {.uid = (uid_t)-1};
         socklen_t crl = sizeof(cr);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0 ||
             (cr.uid != getuid() && cr.uid != 0)) {
