@@ -156,6 +156,11 @@ def test_zero_copy_with_mem_pool(dummy):
     assert got == sizes
     for o, s in zip(offs, sizes):
         assert ctypes.string_at(dst + o, s) == pattern[o:o + s]
+    # several pieces per key
+    mk = k()
+    assert dummy.batch_put_from_multi_buffers([mk], [[src, src + 4096]], [[100, 200]]) == [0]
+    assert dummy.batch_get_into_multi_buffers([mk], [[dst + 8192]], [[300]]) == [300]
+    assert ctypes.string_at(dst + 8192, 300) == pattern[:100] + pattern[4096:4296]
     # get_into_ranges on a dummy, as upstream's test: per-fragment byte counts
     ra, rb = k(), k()
     assert dummy.put(ra, b"0123456789") == 0
@@ -194,6 +199,21 @@ def test_upsert_from_and_batch_upsert_from(dummy):
     assert dummy.batch_upsert_from([key], [buf], [4]) == [0]
     assert dummy.get_size(key) == 4
     MooncakeHostMemAllocator().free(buf)
+
+
+def test_tensors_round_trip(dummy):
+    np = pytest.importorskip("numpy")
+    t = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    key = k("tensor")
+    assert dummy.put_tensor(key, t) == 0
+    got = dummy.get_tensor(key)
+    assert np.array_equal(np.asarray(got), t)
+    keys = [k("tensor"), k("tensor")]
+    assert dummy.batch_put_tensor(keys, [t, t * 2]) == [0, 0]
+    got = dummy.batch_get_tensor(keys)
+    assert np.array_equal(np.asarray(got[1]), t * 2)
+    assert dummy.put_tensor_with_tp(k("tp"), t, tp_size=2, split_dim=2) == 0
+    assert dummy.get_tensor(k("none")) is None
 
 
 PEER = r"""
