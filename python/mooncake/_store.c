@@ -14,6 +14,7 @@
  */
 #include "_common.h"
 
+#include "mooncake/dummy.h"
 #include "mooncake/store.h"
 
 #include <stdarg.h>
@@ -896,6 +897,51 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
         mcpy_gate_open(&self->gate);
     }
     return mcpy_ret(st);
+}
+
+/* _setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0,
+ *              max_connections=0) -> status. Use setup_dummy(). */
+static PyObject *store_setup_dummy(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"server_address", "local_buffer_size", "mem_pool_size",
+                             "timeout_ms", "max_connections", NULL};
+    PyObject *addr_o, *lb_o, *mp_o;
+    unsigned int timeout_ms = 0, max_conns = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|II:_setup_dummy", kwlist, &addr_o, &lb_o,
+                                     &mp_o, &timeout_ms, &max_conns))
+        return NULL;
+    mc_store_dummy_config_t cfg = {.call_timeout_ms = timeout_ms, .max_connections = max_conns};
+    if (mcpy_cstr(addr_o, "server_address", &cfg.server_address) < 0 ||
+        mcpy_u64(lb_o, "local_buffer_size", &cfg.local_buffer_size) < 0 ||
+        mcpy_u64(mp_o, "mem_pool_size", &cfg.mem_pool_size) < 0)
+        return NULL;
+    store_teardown(self); /* like setup(): replaces the client */
+    mc_store_t *s = NULL;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_store_create_dummy(&cfg, &s);
+    Py_END_ALLOW_THREADS
+    if (st == MC_OK) {
+        self->store = s;
+        self->local_buffer_size = cfg.local_buffer_size;
+        mcpy_gate_open(&self->gate);
+    }
+    mcpy_log_flush();
+    return mcpy_ret(st);
+}
+
+/* _dummy_server_stats() -> {"dummies", "regions", "region_bytes"} of the real client, or a
+ * negative status. */
+static PyObject *store_dummy_server_stats(StoreObject *self, PyObject *unused)
+{
+    mc_real_service_stats_t out = {0};
+    mc_status_t st = NOT_READY;
+    STORE_CALL(self, st, mc_store_dummy_server_stats(self->store, &out));
+    if (st != MC_OK)
+        return mcpy_ret(st);
+    return Py_BuildValue("{s:K,s:K,s:K}", "dummies", (unsigned long long)out.dummies, "regions",
+                         (unsigned long long)out.regions, "region_bytes",
+                         (unsigned long long)out.region_bytes);
 }
 
 static PyObject *store_close(StoreObject *self, PyObject *unused)
@@ -2051,6 +2097,12 @@ static PyMethodDef store_methods[] = {
      "device_name, master_server_addr, host_label=None, rpc_timeout_ms=0, "
      "transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None, "
      "te_tuning=None) -> status. Use setup()."},
+    {"_setup_dummy", MCPY_KWFUNC(store_setup_dummy), METH_VARARGS | METH_KEYWORDS,
+     "_setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0, "
+     "max_connections=0) -> status. Use setup_dummy()."},
+    {"_dummy_server_stats", (PyCFunction)store_dummy_server_stats, METH_NOARGS,
+     "_dummy_server_stats() -> dict of the real client's dummies, regions, region_bytes, or a "
+     "negative status (not a dummy: INVALID_PARAMS)."},
     {"close", (PyCFunction)store_close, METH_NOARGS,
      "Unmount and stop the client (waits for calls in flight). Returns 0."},
     {"health_check", (PyCFunction)store_health_check, METH_NOARGS,
@@ -2162,7 +2214,40 @@ static PyObject *mod_set_enums(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _shm_alloc(size) -> address of process-wide shared memory (0 on failure). */
+static PyObject *mod_shm_alloc(PyObject *mod, PyObject *arg)
+{
+    uint64_t n;
+    if (mcpy_u64(arg, "size", &n) < 0)
+        return NULL;
+    void *p = NULL;
+    if (n > 0 && n <= SIZE_MAX) {
+        Py_BEGIN_ALLOW_THREADS
+        p = mc_shm_alloc((size_t)n);
+        Py_END_ALLOW_THREADS
+    }
+    mcpy_log_flush();
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)p);
+}
+
+/* _shm_free(ptr) -> 0, or -1 when ptr is not the start of an allocation. */
+static PyObject *mod_shm_free(PyObject *mod, PyObject *arg)
+{
+    uint64_t p;
+    if (mcpy_u64(arg, "ptr", &p) < 0)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_shm_free((void *)(uintptr_t)p);
+    Py_END_ALLOW_THREADS
+    mcpy_log_flush();
+    return PyLong_FromLong(rc);
+}
+
 static PyMethodDef store_module_methods[] = {
+    {"_shm_alloc", mod_shm_alloc, METH_O,
+     "_shm_alloc(size) -> address of shared memory a dummy client can register (0: failed)."},
+    {"_shm_free", mod_shm_free, METH_O, "_shm_free(ptr) -> 0, or -1 (not an allocation)."},
     {"_set_enums", mod_set_enums, METH_VARARGS,
      "_set_enums(SoftPinAction, ObjectDataType): the enum classes ReplicateConfig returns."},
     {NULL, NULL, 0, NULL},

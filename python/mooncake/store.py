@@ -155,6 +155,22 @@ def _config_get(cfg, *names, default=_SENTINEL):
     return default
 
 
+class MooncakeHostMemAllocator:
+    """Upstream's allocator of shared host memory (memfd mappings) for dummy clients:
+    alloc(size) -> address (0 on failure), free(ptr) -> 0 or -1. The memory is process-wide:
+    any dummy client of this process can register_buffer it."""
+
+    def alloc(self, size):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise TypeError(f"alloc(): size must be a non-negative int, got {size!r}")
+        return _store._shm_alloc(size) if size else 0
+
+    def free(self, ptr):
+        if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0:
+            raise TypeError(f"free(): ptr must be a non-negative int, got {ptr!r}")
+        return _store._shm_free(ptr)
+
+
 class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
     """Client of a Mooncake store: contributes memory to the pool and puts/gets objects."""
 
@@ -292,11 +308,19 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
                                    "ssd_offload_path", "tenant_id")
                if cfg.get(k) is not None})
 
-    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        """Upstream's standalone mode: attach to a mooncake_client real client at server_address
-        (host:port) over shared memory. Mooncake-C does not have that mode yet, so this logs why
-        and returns -1, upstream's result when no real client answers. Like upstream, it first
-        drops any client this object had set up."""
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address, timeout_ms=0,
+                    max_connections=0):
+        """Upstream's standalone mode: attach to a mooncake_client real client on this host
+        (server_address "host:port", its --port; the socket is @mooncake_client_<port>.sock)
+        as a dummy client. Returns 0, or -1 (logged) when no real client answers, as upstream.
+
+        The dummy shares memory with the real client: a local buffer of local_buffer_size
+        bytes, and what alloc_from_mem_pool / MooncakeHostMemAllocator return, once given to
+        register_buffer. put_from / get_into on that memory move bytes without a copy through
+        the socket; byte puts and gets ship the value in the message (at most 64 MiB a call).
+        mem_pool_size is unused, as upstream. Ours: timeout_ms (deadline of every call,
+        default 30000) and max_connections (data connections, default 4). Like upstream, it
+        first drops any client this object had set up."""
         for name, v in (("mem_pool_size", mem_pool_size),
                         ("local_buffer_size", local_buffer_size)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -304,11 +328,22 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
         if not isinstance(server_address, str):
             raise TypeError("setup_dummy(): server_address must be str, not "
                             f"{type(server_address).__name__}")
-        self.close()
-        log.error("setup_dummy(%s): the standalone real-client mode (a dummy client attached to "
-                  "mooncake_client over shared memory) is not supported yet by Mooncake-C; use "
-                  "setup() to run an embedded client", server_address)
-        return -1
+        st = self._setup_dummy(server_address, local_buffer_size, mem_pool_size,
+                               int(timeout_ms), int(max_connections))
+        return 0 if st == 0 else -1
+
+    def alloc_from_mem_pool(self, size):
+        """Shared memory of size bytes (address; 0 on failure) that a dummy client can
+        register_buffer; release it with MooncakeHostMemAllocator().free(ptr) after
+        unregister_buffer. Works on any client (the memory is ordinary mapped memory)."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise TypeError(f"alloc_from_mem_pool(): size must be a non-negative int, got {size!r}")
+        return _store._shm_alloc(size) if size else 0
+
+    def dummy_server_stats(self):
+        """Ours: on a dummy, its real client's {"dummies", "regions", "region_bytes"}; else a
+        negative status."""
+        return self._dummy_server_stats()
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
                         all_sizes):
@@ -394,7 +429,7 @@ class MooncakeDistributedStore(TensorStoreMixin, _StoreBase):
         return False
 
 
-__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "BufferHandle", "ReplicaStatus",
+__all__ = ["MooncakeDistributedStore", "MooncakeHostMemAllocator", "ReplicateConfig", "BufferHandle", "ReplicaStatus",
            "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
            "parse_size", "default_kv_lease_ttl_ms"]

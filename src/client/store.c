@@ -441,6 +441,11 @@ void mc_store_destroy(mc_store_t *s)
 {
     if (!s)
         return;
+    if (s->dummy) {
+        mc_dummy_destroy(s->dummy);
+        mc_free(s);
+        return;
+    }
     store_feed_stop(s);
     client_http_stop(s->http); /* it borrows the handle */
     if (s->heartbeat_started) {
@@ -482,6 +487,8 @@ void mc_store_read_stats(mc_store_t *s, mc_store_read_stats_t *out)
     *out = (mc_store_read_stats_t){0};
     if (!s)
         return;
+    if (s->dummy)
+        return; /* a dummy makes no lookups of its own */
     out->master_lookups = atomic_load(&s->n_lookups);
     out->lease_hits = atomic_load(&s->n_lease_hits);
     out->lease_misses = atomic_load(&s->n_lease_misses);
@@ -493,11 +500,15 @@ mc_store_health_t mc_store_health(mc_store_t *s)
 {
     if (!s)
         return MC_STORE_NOT_SET_UP;
+    if (s->dummy)
+        return mc_dummy_health(s->dummy);
     return store_ping(s) == MC_OK ? MC_STORE_HEALTHY : MC_STORE_MASTER_UNREACHABLE;
 }
 
 const char *mc_store_hostname(const mc_store_t *s)
 {
+    if (s && s->dummy)
+        return ""; /* as upstream: a dummy has no hostname */
     return s ? s->te_name : "";
 }
 
@@ -505,6 +516,8 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *addr, size_t len)
 {
     if (!s || !addr || !len)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_register_buffer(s->dummy, addr, len);
     return mc_te_register(s->te, addr, len, "cpu:0");
 }
 
@@ -512,5 +525,7 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *addr)
 {
     if (!s || !addr)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_unregister_buffer(s->dummy, addr);
     return mc_te_unregister(s->te, addr);
 }

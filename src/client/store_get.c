@@ -452,6 +452,8 @@ static int64_t get_into_impl(mc_store_t *s, const char *key, const struct iovec 
         st = store_iov_total(parts, n_parts, &cap);
     if (st != MC_OK)
         return st;
+    if (s->dummy)
+        return mc_dummy_get_into(s->dummy, key, parts, n_parts);
     int64_t rc = MC_ERR_CHECKSUM;
     for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
         rc = get_into_once(s, key, parts, n_parts, cap, t == GET_TRIES - 1);
@@ -517,6 +519,8 @@ static mc_status_t get_heap_impl(mc_store_t *s, const char *key, void **value_p,
     mc_status_t st = s ? store_key_check(key) : MC_ERR_INVALID_PARAMS;
     if (st != MC_OK)
         return st;
+    if (s->dummy)
+        return mc_dummy_get(s->dummy, key, value_p, len_p);
     int64_t rc = MC_ERR_CHECKSUM;
     for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
         rc = get_heap_once(s, key, value_p, t == GET_TRIES - 1);
@@ -780,6 +784,9 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         return MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; heap && i < n; i++)
         heap[i] = NULL;
+    if (s->dummy)
+        return heap ? mc_dummy_batch_get(s->dummy, n, keys, heap, results)
+                    : mc_dummy_batch_get_into(s->dummy, n, keys, parts, n_parts, results);
     bget_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .heap = heap,
                 .results = results};
     uint64_t t0 = store_metrics_t0(s->metrics);

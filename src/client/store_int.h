@@ -21,6 +21,7 @@
 
 #include "mooncake/store.h"
 
+#include "client/dummy_int.h"
 #include "client/master_client.h"
 #include "client/replica_hint.h"
 #include "client/store_metrics.h"
@@ -48,6 +49,9 @@
 /* The client handle (mooncake/store.h: mc_store_t). Owned by whoever called mc_store_create;
  * mc_store_destroy stops both threads before freeing it. */
 struct mc_store {
+    /* Non-NULL: a dummy client (dummy_client.c; mooncake/dummy.h): the public functions forward
+     * to it and nothing else in this handle is set. */
+    struct mc_dummy *dummy;
     mc_te_t *te;
     const char *te_name;            /* owned by te */
     mc_master_client_t master;

@@ -205,6 +205,8 @@ mc_status_t mc_store_put(mc_store_t *s, const char *key, const struct iovec *par
 {
     if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_put(s->dummy, key, parts, n_parts, cfg, false);
     return store_put_one(s, key, parts, n_parts, cfg, 0);
 }
 
@@ -213,6 +215,8 @@ mc_status_t mc_store_upsert(mc_store_t *s, const char *key, const struct iovec *
 {
     if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_put(s->dummy, key, parts, n_parts, cfg, true);
     return store_put_one(s, key, parts, n_parts, cfg, 1);
 }
 
@@ -418,6 +422,10 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     mc_status_t st = store_batch_args_check(s, n, keys);
     if (st != MC_OK || n == 0)
         return st;
+    if (s->dummy)
+        return store_cfg_check(cfg) != MC_OK || !parts || !n_parts || !results
+                   ? MC_ERR_INVALID_PARAMS
+                   : mc_dummy_batch_put(s->dummy, n, keys, parts, n_parts, cfg, upsert, results);
     if (!parts || !n_parts || !results || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
     uint64_t t0 = store_metrics_t0(s->metrics);
