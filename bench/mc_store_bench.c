@@ -473,7 +473,7 @@ static int start_cluster(uint64_t segment, const char *master_flag, char *addr, 
     snprintf(log, sizeof(log), "%s/server.log", work_dir);
     char *sargv[] = {bin, m, seg, "--log_level=warn", NULL};
     server_pid = mt_spawn(sargv, log);
-    if (server_pid < 0 || mt_wait_log(log, "ready", 30000) != 0)
+    if (server_pid < 0 || mt_wait_log(log, "mooncake_client ready", 30000) != 0)
         return -1;
     return 0;
 }

@@ -24,6 +24,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "== Mooncake-C Transfer Engine demo: two processes on 127.0.0.1, tcp and shm =="
+: >"$work/target.out" # exists before the poll reads it (the job's redirect may come later)
 "$demo" target "$size_mib" >"$work/target.out" 2>"$work/target.err" &
 target_pid=$!
 

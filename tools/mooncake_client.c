@@ -5,24 +5,33 @@
  *
  * Upstream's flags are accepted too (upstream's mooncake_client is also the standalone client
  * that dummy clients connect to): --host (= --local_hostname, wins over it), --device_names
- * (= --device_name); --port, --local_buffer_size and --threads belong to the standalone-client
- * RPC service, which is not served yet (accepted; --port warns when given); --http_port and
+ * (= --device_name); --port (default 50052) is where it serves dummy clients of the same host
+ * (abstract Unix socket @mooncake_client_<port>.sock, mooncake/dummy.h; when the default port
+ * is taken by another storage server it logs a warning and serves no dummies, when --port was
+ * given it exits); --local_buffer_size and --threads are accepted and unused; --http_port and
  * --start_offload_rpc_server are accepted; features we do not have are refused when turned on
- * (--tenant_id other than "default", --enable_offload, --enable_http_server). */
+ * (--tenant_id other than "default", --enable_offload). --enable_http_server=true serves
+ * upstream's client HTTP endpoints (/health, /metrics, /metrics/summary) on --http_port (0 = a
+ * free port; the port is printed as "mooncake_client http_port=<port>" before the ready line,
+ * 0 when it was taken: the server is then off, with a warning, as upstream). */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "mooncake/dummy.h"
 #include "mooncake/store.h"
 #include "store_knobs.h"
 
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop_requested;
+/* set by the SIGINT/SIGTERM handler, which may run on any thread (lock-free: signal-safe) */
+static atomic_int stop_requested;
+static uint16_t dummy_port = 50052; /* --port: the standalone-client service */
 
 /* Upstream's flags (see the top comment). String targets stay NULL when not given. */
 static struct {
@@ -63,8 +72,7 @@ static int check_upstream_flags(const char **hostname, const char **device)
                     up.port);
             return 2;
         }
-        MC_LOG_WARN("mooncake_client: --port=%" PRId64 " accepted but not served: the standalone "
-                    "client RPC service (dummy clients) is not implemented yet", port);
+        dummy_port = (uint16_t)port;
     }
     if (strcmp(up.tenant_id, "default") != 0) {
         fprintf(stderr, "mooncake_client: --tenant_id must be \"default\", got '%s' (tenants are "
@@ -76,17 +84,13 @@ static int check_upstream_flags(const char **hostname, const char **device)
                 "yet)\n");
         return 2;
     }
-    if (up.enable_http_server) {
-        fprintf(stderr, "mooncake_client: --enable_http_server=true is not supported yet\n");
-        return 2;
-    }
     return 0;
 }
 
 static void on_signal(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    atomic_store(&stop_requested, 1);
 }
 
 int main(int argc, char **argv)
@@ -121,8 +125,8 @@ int main(int argc, char **argv)
         {"device_names", MC_OPT_STRING, &up.device_names, NULL,
          "upstream's name of --device_name (accepted, unused)", 0, 0},
         {"port", MC_OPT_STRING, &up.port, NULL,
-         "standalone-client RPC port (upstream's default 50052); not served yet: accepted, "
-         "with a warning", 0, 0},
+         "standalone-client port: dummy clients of this host connect to "
+         "@mooncake_client_<port>.sock (default 50052)", 0, 0},
         {"local_buffer_size", MC_OPT_SIZE, &up.local_buffer_size, NULL,
          "standalone-client local buffer (accepted, unused: not served yet)", 0, 0},
         {"threads", MC_OPT_INT, &up.threads, NULL,
@@ -134,9 +138,9 @@ int main(int argc, char **argv)
         {"start_offload_rpc_server", MC_OPT_BOOL, &up.start_offload_rpc_server, NULL,
          "offload RPC server (accepted, unused without offload)", 0, 0},
         {"enable_http_server", MC_OPT_BOOL, &up.enable_http_server, NULL,
-         "client HTTP server (only false: not supported yet)", 0, 0},
+         "serve /health, /metrics and /metrics/summary over HTTP on --http_port", 0, 0},
         {"http_port", MC_OPT_INT, &up.http_port, NULL,
-         "client HTTP server port (accepted, unused)", 1, 65535},
+         "client HTTP server port (with --enable_http_server; 0 = a free port)", 0, 65535},
     };
     mc_config_spec_t spec = {"mooncake_client",
                              "Mooncake-C storage server: contributes DRAM to the store pool.",
@@ -164,20 +168,36 @@ int main(int argc, char **argv)
         .rpc_timeout_ms = (uint32_t)rpc_timeout_ms,
     };
     mc_tool_store_knobs_fill(&knobs, &cfg);
+    cfg.client_http_enable = up.enable_http_server;
+    cfg.client_http_port = (int32_t)up.http_port;
     mc_store_t *store;
     mc_status_t st = mc_store_create(&cfg, &store);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_client: setup failed: %s\n", mc_status_str(st));
         return 1;
     }
+    if (up.enable_http_server) /* 0: the port was taken (logged), the client runs without it */
+        printf("mooncake_client http_port=%u\n", (unsigned)mc_store_client_http_port(store));
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    mc_real_service_t *svc = NULL;
+    st = mc_real_service_start(store, dummy_port, &svc);
+    if (st != MC_OK && up.port) {
+        fprintf(stderr, "mooncake_client: cannot serve dummy clients on port %u: %s\n",
+                (unsigned)dummy_port, mc_status_str(st));
+        mc_store_destroy(store);
+        return 1;
+    }
+    if (st != MC_OK) /* info: a second storage server on a host is normal */
+        MC_LOG_INFO("mooncake_client: default port %u taken: serving no dummy clients (give "
+                    "--port)", (unsigned)dummy_port);
     printf("mooncake_client ready segment=%s\n", mc_store_hostname(store));
     fflush(stdout);
-    while (!stop_requested)
+    while (!atomic_load(&stop_requested))
         pause();
     MC_LOG_INFO("mooncake_client: stopping");
+    mc_real_service_stop(svc);
     mc_store_destroy(store);
     return 0;
 }

@@ -219,9 +219,11 @@ static mc_te_t *engine_create(void)
     mc_te_t *te = NULL;
     mc_status_t st = mc_te_create(&cfg, &te);
     if (st != MC_OK) {
+        char shown[1024];
         fprintf(stderr, PROG ": cannot start the transfer engine (metadata %s, local server name "
-                "%s, protocol %s): %s\n", cfg.metadata_uri, g.local_server_name, g.protocol,
-                mc_status_str(st));
+                "%s, protocol %s): %s\n",
+                mc_te_metadata_uri_for_log(cfg.metadata_uri, shown, sizeof(shown)),
+                g.local_server_name, g.protocol, mc_status_str(st));
         return NULL;
     }
     return te;
@@ -424,8 +426,11 @@ static int run_initiator(void)
     if (st == MC_OK)
         st = mc_te_segment_first_buffer(r.te, r.seg, &r.remote);
     if (st != MC_OK) {
+        char shown[1024];
         fprintf(stderr, PROG ": cannot open segment '%s' (--segment_id: the target's server name) "
-                "through %s: %s\n", g.segment_id, metadata_uri(), mc_status_str(st));
+                "through %s: %s\n", g.segment_id,
+                mc_te_metadata_uri_for_log(metadata_uri(), shown, sizeof(shown)),
+                mc_status_str(st));
         goto out_buffer;
     }
 

@@ -72,7 +72,23 @@ typedef struct mc_store_config {
      * local_server_name and protocol are replaced by the store's own (above), and its
      * transfer_timeout_ms by transfer_timeout_ms above when that is not 0. */
     const mc_te_config_t *te_tuning;
+    /* false (default) = the client keeps upstream's client metrics (mc_store_metrics*,
+     * docs/operations.md, "Client metrics"); true = none are kept (nothing timed or counted).
+     * Env (programs, Python): MC_STORE_CLIENT_METRIC=0 sets it. */
+    bool metrics_off;
+    /* true = serve /health, /metrics and /metrics/summary over HTTP on client_http_host:
+     * client_http_port (upstream's client HTTP server; Python enable_client_http_server,
+     * mooncake_client --enable_http_server). Port 0 = a free port (mc_store_client_http_port
+     * says which), 1..65535 = that port, else MC_ERR_INVALID_PARAMS. A port already taken does
+     * not fail setup (upstream's behaviour): the client runs without the server, a warning
+     * names the port, and mc_store_client_http_port returns 0. Host NULL or "" = every
+     * interface, else an IPv4 address. */
+    bool client_http_enable;
+    int32_t client_http_port;
+    const char *client_http_host;
 } mc_store_config_t;
+
+#define MC_STORE_CLIENT_HTTP_PORT_DEFAULT 9300 /* upstream's client_http_port */
 
 typedef struct mc_replicate_config {
     uint32_t replica_num;           /* 0 is treated as 1 */
@@ -182,7 +198,8 @@ MC_API mc_status_t mc_store_batch_replica_clear(mc_store_t *store, size_t n,
  * mc_store_destroy unmounts and frees them. docs/internals/store-client.md, "Extra segments".
  * mount_file maps [offset, offset+size) of the file at path (MAP_SHARED; offset page-aligned,
  * the range inside the file); alloc_mount allocates size rounded up to 4 MiB of shareable
- * memory (*allocated_p). location: the TE memory location ("" or NULL: "cpu:0"). */
+ * memory (*allocated_p). location: the TE memory location ("" or NULL: "cpu:0"). On a dummy
+ * client these and mc_store_batch_replica_clear return MC_ERR_NOT_SUPPORTED. */
 typedef enum { MC_STORE_SEG_FILE = 1, MC_STORE_SEG_ALLOC = 2 } mc_store_seg_kind_t;
 MC_API mc_status_t mc_store_segment_mount_file(mc_store_t *store, const char *path,
                                                uint64_t offset, size_t size,
@@ -211,6 +228,27 @@ typedef struct mc_store_read_stats {
                                   client's placement feed (placement_feed_prefix) */
 } mc_store_read_stats_t;
 MC_API void mc_store_read_stats(mc_store_t *store, mc_store_read_stats_t *out);
+
+/* Client metrics (upstream's names; docs/operations.md, "Client metrics"). The text forms
+ * return MC_OK with *text_p malloc'd (caller frees with free()), MC_ERR_NOT_SUPPORTED when the
+ * client was set up with metrics_off, MC_ERR_INVALID_PARAMS for NULL arguments. */
+MC_API mc_status_t mc_store_metrics_text(mc_store_t *store, char **text_p);    /* Prometheus 0.0.4 */
+MC_API mc_status_t mc_store_metrics_summary(mc_store_t *store, char **text_p); /* upstream's summary */
+typedef struct mc_store_op_metrics {
+    uint64_t count;  /* operations observed (calls with a handle, whatever their outcome) */
+    uint64_t sum_us; /* their total latency, microseconds */
+} mc_store_op_metrics_t;
+typedef struct mc_store_metrics {
+    uint64_t read_bytes;  /* bytes returned by successful gets (single and batch) */
+    uint64_t write_bytes; /* bytes written by puts/upserts: value size x replicas written */
+    mc_store_op_metrics_t get, put, batch_get, batch_put;
+    uint64_t rpc_count;    /* master RPCs sent (every rpc_name together) */
+    uint64_t rpc_answered; /* of those, answered (observed in mooncake_client_rpc_latency) */
+} mc_store_metrics_t;
+/* A snapshot of the counters; same statuses as the text forms. */
+MC_API mc_status_t mc_store_metrics(mc_store_t *store, mc_store_metrics_t *out);
+/* The port the client HTTP server is bound to, or 0 when it does not run. */
+MC_API uint16_t mc_store_client_http_port(const mc_store_t *store);
 
 /* Replica descriptors of a committed object: *descs_p is malloc'd (free()), *n_p entries. */
 MC_API mc_status_t mc_store_replica_desc(mc_store_t *store, const char *key,

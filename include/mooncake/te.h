@@ -66,7 +66,8 @@ typedef struct mc_te_xfer_status {
 } mc_te_xfer_status_t;
 
 typedef struct mc_te_config {
-    /* "http://host:port/metadata", "etcd://host:port[;host:port]", or "P2PHANDSHAKE". */
+    /* "http://host:port/metadata", "etcd://host:port[;host:port]", "redis://host:port",
+     * or "P2PHANDSHAKE" (docs/internals/metadata.md). */
     const char *metadata_uri;
     /* "host:port" this engine serves on; port 0 or no port = pick a free one (12300-14300
      * like upstream). The final name is returned by mc_te_local_name(). */
@@ -109,9 +110,18 @@ typedef struct mc_te_config {
      * -1..10000. A non-zero value also becomes the process's budget for RPC waits.
      * [MC_BUSY_POLL_US: "0" gives -1] */
     int32_t busy_poll_us;
-    /* Total time of one http/etcd metadata request, ms (connect: at most 2000 of it).
+    /* Total time of one http/etcd/redis metadata request, ms (connect: at most 2000 of it).
      * 0 = 5000; 100..600000. [MC_META_TIMEOUT_MS] */
     uint32_t metadata_timeout_ms;
+    /* redis:// metadata only, ignored by the other backends (upstream's variables). With a
+     * password every connection starts with AUTH [username] password; NULL or "" = no AUTH
+     * (a username without a password is ignored, as upstream). The connection string may
+     * carry them instead (redis://user:password@host:port/db); given both ways is refused.
+     * Never logged. [MC_REDIS_USERNAME, MC_REDIS_PASSWORD] */
+    const char *redis_username;
+    const char *redis_password;
+    /* Redis database to SELECT; 0..255 (0 = database 0, the default). [MC_REDIS_DB_INDEX] */
+    uint32_t redis_db_index;
 } mc_te_config_t;
 
 /* Create the engine: start the data server, connect to metadata, publish an empty segment.
@@ -121,6 +131,9 @@ MC_API mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p);
 MC_API void mc_te_destroy(mc_te_t *te);
 
 MC_API const char *mc_te_local_name(const mc_te_t *te);   /* valid until destroy */
+/* A metadata URI fit for logs and messages: credentials ("user:pass@" after "scheme://") are
+ * replaced by "***". Writes into buf (len bytes, NUL-terminated) and returns buf. */
+MC_API const char *mc_te_metadata_uri_for_log(const char *uri, char *buf, size_t len);
 MC_API uint16_t mc_te_rpc_port(const mc_te_t *te);
 
 /* Memory from the engine that same-host peers can map directly (memfd-backed, pre-faulted;

@@ -151,7 +151,28 @@ _TE_ENV = (
     ("MC_TE_TCP_BUF", "tcp_socket_buf", 4096, 1 << 30, "a size in bytes"),
     ("MC_BUSY_POLL_US", "busy_poll_us", 0, 10000, "a number of microseconds"),
     ("MC_META_TIMEOUT_MS", "metadata_timeout_ms", 100, 600000, "a number of milliseconds"),
+    # redis:// metadata (upstream's variables); the two strings are byte lengths
+    ("MC_REDIS_USERNAME", "redis_username", 1, 1024, "a Redis user name"),
+    ("MC_REDIS_PASSWORD", "redis_password", 1, 1024, "a Redis password"),
+    ("MC_REDIS_DB_INDEX", "redis_db_index", 0, 255, "a Redis database number"),
 )
+_TE_ENV_STRINGS = ("redis_username", "redis_password")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _te_env_string(name, field, hi, what, v):
+    """A user name or password from the environment, checked like tools/common/te_env.c:
+    at most hi bytes, no control characters, no blanks in a user name. A refused password is
+    never shown."""
+    bad = len(v.encode("utf-8", "surrogateescape")) > hi or _CONTROL_RE.search(v) is not None
+    if field == "redis_username":
+        if bad or " " in v:
+            raise ValueError(f"{name} must be {what} of at most {hi} bytes without blanks or "
+                             f"control characters, got {v[:64]!r}")
+    elif bad:
+        raise ValueError(f"{name} must be {what} of at most {hi} bytes without control "
+                         f"characters (value not shown)")
+    return v
 _DIGITS_RE = re.compile(r"^[0-9]+$")
 
 
@@ -160,13 +181,17 @@ def te_tuning_from_env():
 
     Unset or empty variables are left out (the engine's default). MC_TE_HUGEPAGES=0 gives
     hugepages=-1 (never) and MC_BUSY_POLL_US=0 gives busy_poll_us=-1 (never spin), since a
-    field's 0 means its default. Raises ValueError naming the variable, what it accepts and
-    what it got.
+    field's 0 means its default. MC_REDIS_USERNAME and MC_REDIS_PASSWORD give str values
+    (redis:// metadata credentials), the others ints. Raises ValueError naming the variable,
+    what it accepts and what it got (never a password).
     """
     out = {}
     for name, field, lo, hi, what in _TE_ENV:
         v = os.environ.get(name)
         if not v:
+            continue
+        if field in _TE_ENV_STRINGS:
+            out[field] = _te_env_string(name, field, hi, what, v)
             continue
         n = int(v) if _DIGITS_RE.match(v) else None
         if n is None or not lo <= n <= hi:
@@ -220,3 +245,39 @@ def store_placement_feed():
         raise ValueError("MC_STORE_PLACEMENT_FEED must be at most 4096 bytes (a key), got "
                          f"{len(v.encode('utf-8', 'surrogateescape'))}")
     return v
+
+
+def store_client_metric():
+    """MC_STORE_CLIENT_METRIC: True (default, also when unset) = the client keeps upstream's
+    client metrics; "0"/"false"/"no" = none. Valid: 0, 1, true, false, yes, no (any case)."""
+    v = os.environ.get("MC_STORE_CLIENT_METRIC")
+    if v is None or not v.strip():
+        return True
+    t = v.strip().lower()
+    if t not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"MC_STORE_CLIENT_METRIC must be 0, 1, true, false, yes or no, got {v!r}")
+    return t in ("1", "true", "yes")
+
+
+DEFAULT_CLIENT_HTTP_PORT = 9300  # upstream's client_http_port
+
+
+def client_http_args(enable, port):
+    """(enable, port) of setup()'s enable_client_http_server / client_http_port as upstream
+    takes them (a bool or "true"/"false"; an int or a decimal string), or None for a value
+    upstream refuses (setup then returns INVALID_PARAMS). Port 0 = a free port."""
+    if isinstance(enable, str):
+        t = enable.strip().lower()
+        if t not in ("0", "1", "true", "false", "yes", "no", ""):
+            return None
+        enable = t in ("1", "true", "yes")
+    elif not isinstance(enable, (bool, int)):
+        return None
+    if isinstance(port, str):
+        try:
+            port = int(port.strip())
+        except ValueError:
+            return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        return None
+    return bool(enable), port

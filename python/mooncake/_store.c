@@ -14,6 +14,7 @@
  */
 #include "_common.h"
 
+#include "mooncake/dummy.h"
 #include "mooncake/store.h"
 
 #include <stdarg.h>
@@ -768,15 +769,24 @@ static int setup_store_knobs(PyObject *hints_o, PyObject *lease_o, PyObject *fee
     return 0;
 }
 
-/* te_tuning for _setup: a dict {mc_te_config_t tuning field: int} (mooncake._config
- * te_tuning_from_env; ranges are checked by mc_te_create, which logs the field) into *te. */
+/* te_tuning for _setup: a dict {mc_te_config_t tuning field: int, or str for the redis
+ * credentials} (mooncake._config te_tuning_from_env; ranges are checked by mc_te_create,
+ * which logs the field) into *te. The strings are borrowed from the dict for the call. */
 static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
 {
     static const struct {
         const char *name;
         size_t off;
+    } strs[] = {
+        {"redis_username", offsetof(mc_te_config_t, redis_username)},
+        {"redis_password", offsetof(mc_te_config_t, redis_password)},
+    };
+    static const struct {
+        const char *name;
+        size_t off;
         bool is_signed;
     } fields[] = {
+        {"redis_db_index", offsetof(mc_te_config_t, redis_db_index), false},
         {"transfer_timeout_ms", offsetof(mc_te_config_t, transfer_timeout_ms), false},
         {"tcp_connections", offsetof(mc_te_config_t, tcp_connections), false},
         {"worker_threads", offsetof(mc_te_config_t, worker_threads), false},
@@ -796,6 +806,16 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
     Py_ssize_t pos = 0;
     while (PyDict_Next(d, &pos, &key, &val)) {
         const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        size_t j = 0;
+        while (name && j < Py_ARRAY_LENGTH(strs) && strcmp(strs[j].name, name) != 0)
+            j++;
+        if (name && j < Py_ARRAY_LENGTH(strs)) {
+            const char *sv = NULL;
+            if (val != Py_None && mcpy_cstr(val, name, &sv) < 0)
+                return -1;
+            memcpy((char *)te + strs[j].off, &sv, sizeof(sv));
+            continue;
+        }
         size_t i = 0;
         while (name && i < Py_ARRAY_LENGTH(fields) && strcmp(fields[i].name, name) != 0)
             i++;
@@ -824,22 +844,28 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
 /* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
  *        transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None,
- *        te_tuning=None) -> status. Use setup(). */
+ *        te_tuning=None, client_metric=True, client_http=False, client_http_port=9300)
+ *        -> status. Use setup(). */
 static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
                              "local_buffer_size", "protocol", "device_name",
                              "master_server_addr", "host_label", "rpc_timeout_ms",
                              "transfer_timeout_ms", "replica_hints", "lease_cache",
-                             "placement_feed", "te_tuning", NULL};
+                             "placement_feed", "te_tuning", "client_metric", "client_http",
+                             "client_http_port", NULL};
     PyObject *host_o, *meta_o, *gs_o, *lb_o, *proto_o, *dev_o, *master_o, *label_o = NULL;
     PyObject *hints_o = NULL, *lease_o = NULL, *feed_o = NULL, *tuning_o = NULL;
     unsigned int rpc_ms = 0, xfer_ms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOO:_setup", kwlist, &host_o,
+    int metric = 1, http = 0, http_port = MC_STORE_CLIENT_HTTP_PORT_DEFAULT;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOOppi:_setup", kwlist, &host_o,
                                      &meta_o, &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o,
-                                     &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o, &tuning_o))
+                                     &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o, &tuning_o,
+                                     &metric, &http, &http_port))
         return NULL;
-    mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms};
+    mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms,
+                             .metrics_off = !metric, .client_http_enable = http,
+                             .client_http_port = http_port};
     mc_te_config_t te_tuning = {0};
     if (tuning_o && tuning_o != Py_None) {
         if (setup_te_tuning(tuning_o, &te_tuning) < 0)
@@ -873,6 +899,51 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
     return mcpy_ret(st);
 }
 
+/* _setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0,
+ *              max_connections=0) -> status. Use setup_dummy(). */
+static PyObject *store_setup_dummy(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"server_address", "local_buffer_size", "mem_pool_size",
+                             "timeout_ms", "max_connections", NULL};
+    PyObject *addr_o, *lb_o, *mp_o;
+    unsigned int timeout_ms = 0, max_conns = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|II:_setup_dummy", kwlist, &addr_o, &lb_o,
+                                     &mp_o, &timeout_ms, &max_conns))
+        return NULL;
+    mc_store_dummy_config_t cfg = {.call_timeout_ms = timeout_ms, .max_connections = max_conns};
+    if (mcpy_cstr(addr_o, "server_address", &cfg.server_address) < 0 ||
+        mcpy_u64(lb_o, "local_buffer_size", &cfg.local_buffer_size) < 0 ||
+        mcpy_u64(mp_o, "mem_pool_size", &cfg.mem_pool_size) < 0)
+        return NULL;
+    store_teardown(self); /* like setup(): replaces the client */
+    mc_store_t *s = NULL;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = mc_store_create_dummy(&cfg, &s);
+    Py_END_ALLOW_THREADS
+    if (st == MC_OK) {
+        self->store = s;
+        self->local_buffer_size = cfg.local_buffer_size;
+        mcpy_gate_open(&self->gate);
+    }
+    mcpy_log_flush();
+    return mcpy_ret(st);
+}
+
+/* _dummy_server_stats() -> {"dummies", "regions", "region_bytes"} of the real client, or a
+ * negative status. */
+static PyObject *store_dummy_server_stats(StoreObject *self, PyObject *unused)
+{
+    mc_real_service_stats_t out = {0};
+    mc_status_t st = NOT_READY;
+    STORE_CALL(self, st, mc_store_dummy_server_stats(self->store, &out));
+    if (st != MC_OK)
+        return mcpy_ret(st);
+    return Py_BuildValue("{s:K,s:K,s:K}", "dummies", (unsigned long long)out.dummies, "regions",
+                         (unsigned long long)out.regions, "region_bytes",
+                         (unsigned long long)out.region_bytes);
+}
+
 static PyObject *store_close(StoreObject *self, PyObject *unused)
 {
     store_teardown(self);
@@ -904,6 +975,38 @@ static PyObject *store_read_stats(StoreObject *self, PyObject *unused)
                          (unsigned long long)st.lease_misses, "speculative_hits",
                          (unsigned long long)st.speculative_hits, "feed_placements",
                          (unsigned long long)st.feed_placements);
+}
+
+/* The client HTTP server's port (0: not serving, or not set up). */
+static PyObject *store_client_http_port(StoreObject *self, PyObject *unused)
+{
+    unsigned port = 0;
+    if (STORE_ENTER(self)) {
+        port = mc_store_client_http_port(self->store);
+        STORE_LEAVE(self);
+    }
+    return PyLong_FromUnsignedLong(port);
+}
+
+/* The client metrics as Prometheus text, or upstream's summary; "" when off or not set up. */
+static PyObject *store_metrics_text(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"summary", NULL};
+    int summary = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:metrics_text", kwlist, &summary))
+        return NULL;
+    char *text = NULL;
+    if (STORE_ENTER(self)) {
+        if (summary)
+            mc_store_metrics_summary(self->store, &text);
+        else
+            mc_store_metrics_text(self->store, &text);
+        STORE_LEAVE(self);
+    }
+    PyObject *r = PyUnicode_DecodeUTF8(text ? text : "", text ? (Py_ssize_t)strlen(text) : 0,
+                                       "replace");
+    free(text);
+    return r;
 }
 
 static PyObject *store_get_hostname(StoreObject *self, PyObject *unused)
@@ -1872,6 +1975,13 @@ static PyObject *store_segment_unmount(StoreObject *self, PyObject *args)
     return PyLong_FromLong(st);
 }
 
+/* _is_dummy() -> True when this object is a dummy client (setup_dummy). */
+static PyObject *store_is_dummy(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->store != NULL && mc_store_is_dummy(self->store));
+}
+
 /* Replica descriptors as a list of (segment, endpoint, addr, size, status) tuples; [] on error. */
 static PyObject *replica_list(StoreObject *self, const char *key)
 {
@@ -2088,6 +2198,12 @@ static PyMethodDef store_methods[] = {
      "device_name, master_server_addr, host_label=None, rpc_timeout_ms=0, "
      "transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None, "
      "te_tuning=None) -> status. Use setup()."},
+    {"_setup_dummy", MCPY_KWFUNC(store_setup_dummy), METH_VARARGS | METH_KEYWORDS,
+     "_setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0, "
+     "max_connections=0) -> status. Use setup_dummy()."},
+    {"_dummy_server_stats", (PyCFunction)store_dummy_server_stats, METH_NOARGS,
+     "_dummy_server_stats() -> dict of the real client's dummies, regions, region_bytes, or a "
+     "negative status (not a dummy: INVALID_PARAMS)."},
     {"close", (PyCFunction)store_close, METH_NOARGS,
      "Unmount and stop the client (waits for calls in flight). Returns 0."},
     {"health_check", (PyCFunction)store_health_check, METH_NOARGS,
@@ -2099,6 +2215,12 @@ static PyMethodDef store_methods[] = {
      "(read under a cached read lease, no master), lease_misses (cached lease given up), "
      "speculative_hits (read from a hint, confirmed by the lookup), feed_placements (pushed "
      "by the master to the placement feed, MC_STORE_PLACEMENT_FEED). Zeros before setup."},
+    {"client_http_port", (PyCFunction)store_client_http_port, METH_NOARGS,
+     "Port of the client HTTP server (/health, /metrics, /metrics/summary), 0 when it does "
+     "not run."},
+    {"metrics_text", MCPY_KWFUNC(store_metrics_text), METH_VARARGS | METH_KEYWORDS,
+     "metrics_text(summary=False) -> str: the client metrics in Prometheus text (or "
+     "upstream's summary); \"\" when metrics are off (MC_STORE_CLIENT_METRIC=0)."},
     {"is_setup", (PyCFunction)store_is_setup, METH_NOARGS, "True after a successful setup()."},
     {"put", MCPY_KWFUNC(store_put), METH_VARARGS | METH_KEYWORDS,
      "put(key, value, config=None) -> status (an existing key is left unchanged)"},
@@ -2176,6 +2298,8 @@ static PyMethodDef store_methods[] = {
      "allocate_and_mount_segment()."},
     {"_segment_unmount", (PyCFunction)store_segment_unmount, METH_VARARGS,
      "_segment_unmount(id, kind, grace_ms) -> status. Use unmount_segment()."},
+    {"_is_dummy", (PyCFunction)store_is_dummy, METH_NOARGS,
+     "_is_dummy() -> True for a dummy client (setup_dummy)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2203,7 +2327,40 @@ static PyObject *mod_set_enums(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _shm_alloc(size) -> address of process-wide shared memory (0 on failure). */
+static PyObject *mod_shm_alloc(PyObject *mod, PyObject *arg)
+{
+    uint64_t n;
+    if (mcpy_u64(arg, "size", &n) < 0)
+        return NULL;
+    void *p = NULL;
+    if (n > 0 && n <= SIZE_MAX) {
+        Py_BEGIN_ALLOW_THREADS
+        p = mc_shm_alloc((size_t)n);
+        Py_END_ALLOW_THREADS
+    }
+    mcpy_log_flush();
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)p);
+}
+
+/* _shm_free(ptr) -> 0, or -1 when ptr is not the start of an allocation. */
+static PyObject *mod_shm_free(PyObject *mod, PyObject *arg)
+{
+    uint64_t p;
+    if (mcpy_u64(arg, "ptr", &p) < 0)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_shm_free((void *)(uintptr_t)p);
+    Py_END_ALLOW_THREADS
+    mcpy_log_flush();
+    return PyLong_FromLong(rc);
+}
+
 static PyMethodDef store_module_methods[] = {
+    {"_shm_alloc", mod_shm_alloc, METH_O,
+     "_shm_alloc(size) -> address of shared memory a dummy client can register (0: failed)."},
+    {"_shm_free", mod_shm_free, METH_O, "_shm_free(ptr) -> 0, or -1 (not an allocation)."},
     {"_set_enums", mod_set_enums, METH_VARARGS,
      "_set_enums(SoftPinAction, ObjectDataType): the enum classes ReplicateConfig returns."},
     {NULL, NULL, 0, NULL},

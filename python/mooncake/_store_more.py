@@ -35,6 +35,7 @@ LEASE_EXPIRED = -707
 UNAVAILABLE_IN_CURRENT_MODE = -1011
 TASK_NOT_FOUND = -1400      # upstream ErrorCode::TASK_NOT_FOUND
 SEGMENT_NOT_FOUND = -101
+NOT_SUPPORTED = -3007       # mc_status_t MC_ERR_NOT_SUPPORTED
 _SEG_FILE, _SEG_ALLOC = 1, 2  # mc_store_seg_kind_t
 
 INIT_ALL_HOSTNAME = "localhost:12345"   # upstream RealClient::initAll_internal
@@ -141,7 +142,9 @@ class StoreMoreMixin:
                 first = first or -1
                 continue
             st = self._segment_unmount(raw, kind, grace_period_seconds * 1000)
-            if st == SEGMENT_NOT_FOUND:
+            if st == NOT_SUPPORTED:         # a dummy client: upstream's -1 ("requires RealClient")
+                st = -1
+            elif st == SEGMENT_NOT_FOUND:
                 log.error("segment_id not found in %s records: %s",
                           "mounted" if kind == _SEG_FILE else "allocated", sid)
                 st = -1
@@ -152,17 +155,20 @@ class StoreMoreMixin:
 
     def get_offload_rpc_read_count(self):
         """Reads served to peers from this client's SSD offload tier: always 0 here (there is
-        no offload tier), which is what upstream returns without one."""
+        no offload tier), which is what upstream returns without one (and for a dummy)."""
         return 0
 
     def unmount_local_disk_segment(self, grace_period_seconds=0):
         """Upstream drains the SSD offload segment; without offload it logs a warning and
-        returns 0. -1 on a client that is not set up, as upstream."""
+        returns 0. -1 on a client that is not set up or a dummy client, as upstream."""
         if not _is_uint(grace_period_seconds):
             raise TypeError("unmount_local_disk_segment(): grace_period_seconds must be a "
                             "non-negative int")
         if not self.is_setup():
             log.error("unmount_local_disk_segment: client not initialized")
+            return -1
+        if self._is_dummy():
+            log.error("unmount_local_disk_segment requires RealClient")
             return -1
         log.warning("action=drain_local_disk_segment, warn=ssd_offload_not_enabled")
         return 0

@@ -21,6 +21,7 @@ SUPPORT_EFA = False
 SUPPORT_HIP = False
 SUPPORT_MNNVL = False
 SUPPORT_INTRA_NVLINK = False
+SUPPORT_MUSA = False
 
 
 class TransferOpcode(enum.IntEnum):
@@ -265,4 +266,5 @@ class TransferEngine(_TransferEngineBase):
 
 __all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "Read", "Write",
            "SUPPORT_CUDA", "SUPPORT_EFA", "SUPPORT_HIP", "SUPPORT_MNNVL", "SUPPORT_INTRA_NVLINK",
+           "SUPPORT_MUSA",
            "NOTIFY_NAME_MAX", "NOTIFY_MSG_MAX", "NOTIFY_QUEUE_MAX"]

@@ -156,14 +156,37 @@ def _config_get(cfg, *names, default=_SENTINEL):
     return default
 
 
+class MooncakeHostMemAllocator:
+    """Upstream's allocator of shared host memory (memfd mappings) for dummy clients:
+    alloc(size) -> address (0 on failure), free(ptr) -> 0 or -1. The memory is process-wide:
+    any dummy client of this process can register_buffer it."""
+
+    def alloc(self, size):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise TypeError(f"alloc(): size must be a non-negative int, got {size!r}")
+        return _store._shm_alloc(size) if size else 0
+
+    def free(self, ptr):
+        if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0:
+            raise TypeError(f"free(): ptr must be a non-negative int, got {ptr!r}")
+        return _store._shm_free(ptr)
+
+
 class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
     """Client of a Mooncake store: contributes memory to the pool and puts/gets objects."""
 
     def setup(self, local_hostname=None, metadata_server=None,
               global_segment_size=DEFAULT_GLOBAL_SEGMENT_SIZE,
               local_buffer_size=DEFAULT_LOCAL_BUFFER_SIZE, protocol=None, rdma_devices="",
-              master_server_addr=None, engine=None, **extra):
+              master_server_addr=None, engine=None, enable_ssd_offload=False,
+              ssd_offload_path="", tenant_id="default", enable_client_http_server=False,
+              client_http_port=9300, **extra):
         """Connect to the master and mount this client's segment. Returns 0 or a negative code.
+
+        Upstream's whole signature, positional or keyword. No SSD tier here:
+        enable_ssd_offload=True returns INVALID_PARAMS (-600) with a log line (ssd_offload_path
+        is then unused). No tenants yet: a tenant_id other than "default" (or "") returns
+        INVALID_PARAMS too, so that no program believes its data is isolated when it is not.
 
         Either the 7 upstream positional arguments (local_hostname, metadata_server,
         global_segment_size, local_buffer_size, protocol, rdma_devices, master_server_addr) or
@@ -179,6 +202,12 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         takes its tuning from the same variables as TransferEngine ($MC_TE_*, $MC_FORCE_TCP,
         ...). Invalid values of those raise ValueError; a size that cannot be parsed ("50%")
         makes setup return INVALID_PARAMS (-600), as upstream's setup does.
+
+        Upstream's client metrics and HTTP server: enable_client_http_server=True serves
+        /health, /metrics and /metrics/summary on client_http_port (9300; 0 = a free port,
+        client_http_port() tells which; a port already taken leaves the server off with a
+        warning, as upstream); client_metric ($MC_STORE_CLIENT_METRIC; False = no metrics)
+        turns the metrics off. A port outside 0..65535 makes setup return INVALID_PARAMS.
 
         A client set up with local_buffer_size=0 refuses the byte calls (put*, upsert*, get*,
         which go through the local buffer upstream); zero-copy calls work.
@@ -196,9 +225,19 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
             cfg.update(extra)
             return self._setup_from_dict(cfg)
         unknown = set(extra) - {"host_label", "rpc_timeout_ms", "transfer_timeout_ms",
-                                "replica_hints", "lease_cache", "placement_feed"}
+                                "replica_hints", "lease_cache", "placement_feed",
+                                "client_metric"}
         if unknown:
             raise TypeError(f"setup() got unexpected keyword arguments: {sorted(unknown)}")
+        if enable_ssd_offload:
+            log.error("setup: enable_ssd_offload=True: Mooncake-C has no SSD tier yet")
+            return INVALID_PARAMS
+        if tenant_id not in (None, "", "default"):
+            log.error("setup: tenant_id=%r: Mooncake-C has no tenants yet (only \"default\")",
+                      tenant_id)
+            return INVALID_PARAMS
+        extra["enable_client_http_server"] = enable_client_http_server
+        extra["client_http_port"] = client_http_port
         if engine is not None:
             log.warning("setup(engine=...): Mooncake-C store clients use their own transfer "
                         "engine; the given engine is not shared")
@@ -224,11 +263,22 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         lease = extra["lease_cache"] if "lease_cache" in extra else _config.store_lease_cache()
         feed = extra["placement_feed"] if "placement_feed" in extra \
             else _config.store_placement_feed()
+        metric = extra["client_metric"] if "client_metric" in extra \
+            else _config.store_client_metric()
+        http = _config.client_http_args(extra.get("enable_client_http_server", False),
+                                        extra.get("client_http_port",
+                                                  _config.DEFAULT_CLIENT_HTTP_PORT))
+        if http is None:
+            log.error("setup: enable_client_http_server=%r / client_http_port=%r: not a bool "
+                      "and a port 0..65535", extra.get("enable_client_http_server"),
+                      extra.get("client_http_port"))
+            return INVALID_PARAMS
         tuning = _config.te_tuning_from_env()  # MC_TE_*, MC_FORCE_TCP, ... as the tools
         return self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
                            extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
                            int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
-                           tuning or None)
+                           tuning or None, client_metric=bool(metric), client_http=http[0],
+                           client_http_port=http[1])
 
     def _setup_from_dict(self, cfg):
         # upstream converts every value of the dict with str() and parses it: a size it cannot
@@ -253,14 +303,25 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
             _config_get(cfg, "device_name", "rdma_devices", default=""),
             master,
             **{k: cfg[k] for k in ("host_label", "rpc_timeout_ms", "transfer_timeout_ms",
-                                   "replica_hints", "lease_cache", "placement_feed")
+                                   "replica_hints", "lease_cache", "placement_feed",
+                                   "client_metric", "enable_client_http_server",
+                                   "client_http_port", "enable_ssd_offload",
+                                   "ssd_offload_path", "tenant_id")
                if cfg.get(k) is not None})
 
-    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        """Upstream's standalone mode: attach to a mooncake_client real client at server_address
-        (host:port) over shared memory. Mooncake-C does not have that mode yet, so this logs why
-        and returns -1, upstream's result when no real client answers. Like upstream, it first
-        drops any client this object had set up."""
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address, timeout_ms=0,
+                    max_connections=0):
+        """Upstream's standalone mode: attach to a mooncake_client real client on this host
+        (server_address "host:port", its --port; the socket is @mooncake_client_<port>.sock)
+        as a dummy client. Returns 0, or -1 (logged) when no real client answers, as upstream.
+
+        The dummy shares memory with the real client: a local buffer of local_buffer_size
+        bytes, and what alloc_from_mem_pool / MooncakeHostMemAllocator return, once given to
+        register_buffer. put_from / get_into on that memory move bytes without a copy through
+        the socket; byte puts and gets ship the value in the message (at most 64 MiB a call).
+        mem_pool_size is unused, as upstream. Ours: timeout_ms (deadline of every call,
+        default 30000) and max_connections (data connections, default 4). Like upstream, it
+        first drops any client this object had set up."""
         for name, v in (("mem_pool_size", mem_pool_size),
                         ("local_buffer_size", local_buffer_size)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -268,11 +329,22 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         if not isinstance(server_address, str):
             raise TypeError("setup_dummy(): server_address must be str, not "
                             f"{type(server_address).__name__}")
-        self.close()
-        log.error("setup_dummy(%s): the standalone real-client mode (a dummy client attached to "
-                  "mooncake_client over shared memory) is not supported yet by Mooncake-C; use "
-                  "setup() to run an embedded client", server_address)
-        return -1
+        st = self._setup_dummy(server_address, local_buffer_size, mem_pool_size,
+                               int(timeout_ms), int(max_connections))
+        return 0 if st == 0 else -1
+
+    def alloc_from_mem_pool(self, size):
+        """Shared memory of size bytes (address; 0 on failure) that a dummy client can
+        register_buffer; release it with MooncakeHostMemAllocator().free(ptr) after
+        unregister_buffer. Works on any client (the memory is ordinary mapped memory)."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise TypeError(f"alloc_from_mem_pool(): size must be a non-negative int, got {size!r}")
+        return _store._shm_alloc(size) if size else 0
+
+    def dummy_server_stats(self):
+        """Ours: on a dummy, its real client's {"dummies", "regions", "region_bytes"}; else a
+        negative status."""
+        return self._dummy_server_stats()
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
                         all_sizes):
@@ -358,7 +430,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         return False
 
 
-__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "BufferHandle", "ReplicaStatus",
+__all__ = ["MooncakeDistributedStore", "MooncakeHostMemAllocator", "ReplicateConfig", "BufferHandle", "ReplicaStatus",
            "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
            "parse_size", "default_kv_lease_ttl_ms"]

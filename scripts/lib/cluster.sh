@@ -61,5 +61,5 @@ mc_start_server() {
   "$BIN/mooncake_client" --master_server_address="$master" --log_level=warn "$@" \
     >"$MC_WORK/$name.log" 2>&1 &
   MC_PIDS+=($!)
-  mc_wait_log "$MC_WORK/$name.log" "ready" 20 $!
+  mc_wait_log "$MC_WORK/$name.log" "mooncake_client ready" 20 $!
 }

@@ -6,10 +6,12 @@
  * master closed meanwhile) is sent once more on a fresh connection; other calls are sent once.
  * Responses belong to the caller (mc_rpc_response_free). Locking: the round-robin counter is an
  * atomic and each RPC client serialises its own calls, so no lock is taken here; init and fini
- * must not run concurrently with calls.
+ * must not run concurrently with calls. With metrics (mc->metrics), every call counts in
+ * mooncake_client_rpc_count when sent and in mooncake_client_rpc_latency when answered.
  */
 #include "client/master_client.h"
 
+#include "client/store_metrics.h"
 #include "common/log.h"
 
 #include <string.h>
@@ -46,10 +48,16 @@ mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
                                        int idempotent, ProtobufCAllocator *alloc)
 {
     unsigned i = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed) % MC_MASTER_POOL_SIZE;
+    store_metrics_t *m = opcode < MC_OP_MAX ? mc->metrics : NULL;
+    if (m) /* upstream's rule: counted when sent, timed when answered */
+        atomic_fetch_add_explicit(&m->rpc_count[opcode], 1, memory_order_relaxed);
+    uint64_t t0 = store_metrics_t0(m);
     mc_status_t st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms,
                                              alloc);
     if (st == MC_ERR_RPC_FAIL && idempotent) /* stale pooled connection: one fresh try */
         st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms, alloc);
+    if (m && st == MC_OK)
+        store_hist_observe(&m->rpc_lat[opcode], (mc_now_ns() - t0) / 1000);
     return st;
 }
 

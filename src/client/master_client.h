@@ -22,6 +22,8 @@ typedef struct mc_master_client {
     atomic_uint next;          /* round-robin cursor */
     uint32_t timeout_ms;
     uint8_t client_id[16];
+    struct store_metrics *metrics; /* NULL, or counts every call (store_metrics.h); set once
+                                      before the first call */
 } mc_master_client_t;
 
 mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint32_t timeout_ms,

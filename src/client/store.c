@@ -27,12 +27,16 @@
 #include "common/time.h"
 #include "rpc/frame.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 static McRpc__SegmentInfo *segment_info(mc_store_t *s, McRpc__SegmentInfo *info);
+static mc_status_t store_mount_rpc(mc_store_t *s, int remount);
 static mc_status_t store_mount(mc_store_t *s, int remount);
+static mc_status_t store_mount_first(mc_store_t *s);
+static uint64_t master_client_ttl_ms(mc_store_t *s);
 static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms);
 static int segment_recovering(mc_store_t *s);
 static void remount_schedule(mc_store_t *s, const McRpc__PingResponse *pr, uint64_t now_ms);
@@ -58,7 +62,8 @@ static McRpc__SegmentInfo *segment_info(mc_store_t *s, McRpc__SegmentInfo *info)
     return info;
 }
 
-static mc_status_t store_mount(mc_store_t *s, int remount)
+/* One MountSegment (remount = 0) or ReMountSegment (1) call; no logging. */
+static mc_status_t store_mount_rpc(mc_store_t *s, int remount)
 {
     McRpc__SegmentInfo info;
     segment_info(s, &info);
@@ -82,12 +87,60 @@ static mc_status_t store_mount(mc_store_t *s, int remount)
             st = ((McRpc__StatusResponse *)resp)->status;
     }
     mc_rpc_response_free(resp);
+    return st;
+}
+
+static mc_status_t store_mount(mc_store_t *s, int remount)
+{
+    mc_status_t st = store_mount_rpc(s, remount);
     if (st != MC_OK)
         MC_LOG_ERROR("%s of segment %s (%zu bytes) failed: %s", remount ? "re-mount" : "mount",
                      s->te_name, s->segment_size, mc_status_str(st));
     else
         MC_LOG_INFO("%s segment %s (%zu bytes)", remount ? "re-mounted" : "mounted", s->te_name,
                     s->segment_size);
+    return st;
+}
+
+/* The master's client_ttl in ms from one ping, 0 if it cannot be had. Touches no state of s
+ * (the heartbeat has not started yet when this is used). */
+static uint64_t master_client_ttl_ms(mc_store_t *s)
+{
+    McRpc__PingRequest req = MC_RPC__PING_REQUEST__INIT;
+    req.client_id = mc_master_client_id(&s->master);
+    ProtobufCMessage *resp = NULL;
+    uint64_t ttl = 0;
+    if (mc_master_client_call(&s->master, MC_OP_PING, &req.base, &resp, 1) == MC_OK &&
+        ((McRpc__PingResponse *)resp)->status == MC_OK)
+        ttl = ((McRpc__PingResponse *)resp)->client_ttl_ms;
+    mc_rpc_response_free(resp);
+    return ttl;
+}
+
+/* The first mount. A segment name is its server's host:port, so when the master says the name
+ * is taken by another client, that client no longer listens there: it crashed, and the master
+ * has not dropped it yet (it does so client_ttl after the last ping). A storage server
+ * restarted at once at the same address (systemd, or a free port picked again by chance) waits
+ * for that instead of failing; anything else fails at once. */
+static mc_status_t store_mount_first(mc_store_t *s)
+{
+    mc_status_t st = store_mount_rpc(s, 0);
+    uint64_t ttl = st == MC_ERR_SEGMENT_ALREADY_EXISTS ? master_client_ttl_ms(s) : 0;
+    if (ttl) {
+        MC_LOG_WARN("segment name %s is still held by an earlier owner (a crashed process at "
+                    "this address?); retrying until the master drops it (client_ttl %llu ms)",
+                    s->te_name, (unsigned long long)ttl);
+        uint64_t deadline = mc_now_ms() + ttl + 1000;
+        while (st == MC_ERR_SEGMENT_ALREADY_EXISTS && mc_now_ms() < deadline) {
+            mc_sleep_ms(200);
+            st = store_mount_rpc(s, 0);
+        }
+    }
+    if (st != MC_OK)
+        MC_LOG_ERROR("mount of segment %s (%zu bytes) failed: %s", s->te_name, s->segment_size,
+                     mc_status_str(st));
+    else
+        MC_LOG_INFO("mounted segment %s (%zu bytes)", s->te_name, s->segment_size);
     return st;
 }
 
@@ -251,6 +304,18 @@ static mc_status_t store_config_check(const mc_store_config_t *cfg)
                      MC_STORE_KEY_MAX);
         return MC_ERR_INVALID_PARAMS;
     }
+    struct in_addr a;
+    if (cfg->client_http_enable && (cfg->client_http_port < 0 || cfg->client_http_port > 65535)) {
+        MC_LOG_ERROR("store setup: client_http_port %d is not a port (0..65535; 0 = a free one)",
+                     (int)cfg->client_http_port);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (cfg->client_http_enable && cfg->client_http_host && cfg->client_http_host[0] &&
+        inet_pton(AF_INET, cfg->client_http_host, &a) != 1) {
+        MC_LOG_ERROR("store setup: client_http_host '%s' is not an IPv4 address",
+                     cfg->client_http_host);
+        return MC_ERR_INVALID_PARAMS;
+    }
     return MC_OK;
 }
 
@@ -331,7 +396,7 @@ static mc_status_t store_segment_start(mc_store_t *s, const mc_store_config_t *c
     st = mc_te_register(s->te, s->segment, s->segment_size, "cpu:0");
     if (st != MC_OK)
         return st;
-    st = store_mount(s, 0);
+    st = store_mount_first(s);
     if (st == MC_ERR_RPC_FAIL || st == MC_ERR_TIMEOUT)
         MC_LOG_ERROR("store setup: master %s unreachable (is mooncake_master running "
                      "there?)", cfg->master_server_addr);
@@ -348,12 +413,17 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     if (!s)
         return MC_ERR_NO_MEMORY;
     store_init_handle(s);
+    if (!cfg->metrics_off && !(s->metrics = store_metrics_new())) {
+        st = MC_ERR_NO_MEMORY;
+        goto fail;
+    }
     if ((st = store_te_start(s, cfg)) != MC_OK)
         goto fail;
     st = mc_master_client_init(&s->master, cfg->master_server_addr, cfg->rpc_timeout_ms,
                                s->client_id);
     if (st != MC_OK)
         goto fail;
+    s->master.metrics = s->metrics;
     if ((st = store_segment_start(s, cfg)) != MC_OK)
         goto fail;
     atomic_store(&s->master_reachable, 1);
@@ -364,6 +434,10 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     s->heartbeat_started = 1;
     if ((st = store_feed_start(s, cfg->placement_feed_prefix, cfg->master_server_addr)) != MC_OK)
         goto fail;
+    /* A port that cannot be had leaves the client without its HTTP server, as upstream's
+     * (client_http_start logged why); only a bad host or port (checked above) fails setup. */
+    if (cfg->client_http_enable)
+        client_http_start(s, cfg->client_http_host, cfg->client_http_port, &s->http);
     *store_p = s;
     return MC_OK;
 fail:
@@ -375,7 +449,13 @@ void mc_store_destroy(mc_store_t *s)
 {
     if (!s)
         return;
+    if (s->dummy) {
+        mc_dummy_destroy(s->dummy);
+        mc_free(s);
+        return;
+    }
     store_feed_stop(s);
+    client_http_stop(s->http); /* it borrows the handle */
     if (s->heartbeat_started) {
         pthread_mutex_lock(&s->hb_lock);
         s->hb_stop = 1;
@@ -405,6 +485,7 @@ void mc_store_destroy(mc_store_t *s)
         mc_te_destroy(s->te);
     }
     mc_hint_table_free(s->hints);
+    mc_free(s->metrics);
     pthread_cond_destroy(&s->hb_cond);
     pthread_mutex_destroy(&s->hb_lock);
     pthread_mutex_destroy(&s->ping_mu);
@@ -417,6 +498,8 @@ void mc_store_read_stats(mc_store_t *s, mc_store_read_stats_t *out)
     *out = (mc_store_read_stats_t){0};
     if (!s)
         return;
+    if (s->dummy)
+        return; /* a dummy makes no lookups of its own */
     out->master_lookups = atomic_load(&s->n_lookups);
     out->lease_hits = atomic_load(&s->n_lease_hits);
     out->lease_misses = atomic_load(&s->n_lease_misses);
@@ -428,11 +511,15 @@ mc_store_health_t mc_store_health(mc_store_t *s)
 {
     if (!s)
         return MC_STORE_NOT_SET_UP;
+    if (s->dummy)
+        return mc_dummy_health(s->dummy);
     return store_ping(s) == MC_OK ? MC_STORE_HEALTHY : MC_STORE_MASTER_UNREACHABLE;
 }
 
 const char *mc_store_hostname(const mc_store_t *s)
 {
+    if (s && s->dummy)
+        return ""; /* as upstream: a dummy has no hostname */
     return s ? s->te_name : "";
 }
 
@@ -440,6 +527,8 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *addr, size_t len)
 {
     if (!s || !addr || !len)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_register_buffer(s->dummy, addr, len);
     return mc_te_register(s->te, addr, len, "cpu:0");
 }
 
@@ -447,5 +536,7 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *addr)
 {
     if (!s || !addr)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_unregister_buffer(s->dummy, addr);
     return mc_te_unregister(s->te, addr);
 }

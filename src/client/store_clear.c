@@ -16,6 +16,10 @@ mc_status_t mc_store_batch_replica_clear(mc_store_t *s, size_t n, const char *co
     mc_status_t st = store_batch_args_check(s, n, keys);
     if (st != MC_OK || n == 0)
         return st;
+    if (s->dummy) {
+        MC_LOG_ERROR("batch replica clear: not available on a dummy client");
+        return MC_ERR_NOT_SUPPORTED;
+    }
     if (!results || !segment)
         return MC_ERR_INVALID_PARAMS;
     if (strnlen(segment, MC_STORE_KEY_MAX + 1) > MC_STORE_KEY_MAX)

@@ -443,8 +443,8 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
  * it reports CHECKSUM_MISMATCH (logged as corruption only then). */
 #define GET_TRIES 3
 
-int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *parts,
-                          size_t n_parts)
+static int64_t get_into_impl(mc_store_t *s, const char *key, const struct iovec *parts,
+                             size_t n_parts)
 {
     uint64_t cap;
     mc_status_t st = s ? store_key_check(key) : MC_ERR_INVALID_PARAMS;
@@ -452,6 +452,8 @@ int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *pa
         st = store_iov_total(parts, n_parts, &cap);
     if (st != MC_OK)
         return st;
+    if (s->dummy)
+        return mc_dummy_get_into(s->dummy, key, parts, n_parts);
     int64_t rc = MC_ERR_CHECKSUM;
     for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
         rc = get_into_once(s, key, parts, n_parts, cap, t == GET_TRIES - 1);
@@ -498,7 +500,17 @@ static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool 
     return rc;
 }
 
-mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t *len_p)
+int64_t mc_store_get_into(mc_store_t *s, const char *key, const struct iovec *parts,
+                          size_t n_parts)
+{
+    store_metrics_t *m = s ? s->metrics : NULL;
+    uint64_t t0 = store_metrics_t0(m);
+    int64_t rc = get_into_impl(s, key, parts, n_parts);
+    store_metrics_op(m, STORE_OP_GET, t0, rc > 0 ? (uint64_t)rc : 0, 0);
+    return rc;
+}
+
+static mc_status_t get_heap_impl(mc_store_t *s, const char *key, void **value_p, size_t *len_p)
 {
     if (!value_p || !len_p)
         return MC_ERR_INVALID_PARAMS;
@@ -507,6 +519,8 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
     mc_status_t st = s ? store_key_check(key) : MC_ERR_INVALID_PARAMS;
     if (st != MC_OK)
         return st;
+    if (s->dummy)
+        return mc_dummy_get(s->dummy, key, value_p, len_p);
     int64_t rc = MC_ERR_CHECKSUM;
     for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
         rc = get_heap_once(s, key, value_p, t == GET_TRIES - 1);
@@ -514,6 +528,15 @@ mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t 
         return (mc_status_t)rc;
     *len_p = (size_t)rc;
     return MC_OK;
+}
+
+mc_status_t mc_store_get(mc_store_t *s, const char *key, void **value_p, size_t *len_p)
+{
+    store_metrics_t *m = s ? s->metrics : NULL;
+    uint64_t t0 = store_metrics_t0(m);
+    mc_status_t st = get_heap_impl(s, key, value_p, len_p);
+    store_metrics_op(m, STORE_OP_GET, t0, st == MC_OK ? *len_p : 0, 0);
+    return st;
 }
 
 /* ------------------------------------------------------------------ batch get */
@@ -525,11 +548,11 @@ static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
                                struct iovec *heap_iov, const struct iovec *kp, size_t kn)
 {
     if (!heap_slot)
-        return mc_store_get_into(s, key, kp, kn);
+        return get_into_impl(s, key, kp, kn);
     mc_free(*heap_slot);
     *heap_slot = NULL;
     size_t len = 0;
-    mc_status_t st = mc_store_get(s, key, heap_slot, &len);
+    mc_status_t st = get_heap_impl(s, key, heap_slot, &len);
     *heap_iov = (struct iovec){*heap_slot, len};
     return st == MC_OK ? (int64_t)len : st;
 }
@@ -761,8 +784,12 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         return MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; heap && i < n; i++)
         heap[i] = NULL;
+    if (s->dummy)
+        return heap ? mc_dummy_batch_get(s->dummy, n, keys, heap, results)
+                    : mc_dummy_batch_get_into(s->dummy, n, keys, parts, n_parts, results);
     bget_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .heap = heap,
                 .results = results};
+    uint64_t t0 = store_metrics_t0(s->metrics);
     st = bget_init(&b);
     if (st == MC_OK) {
         bget_read_early(&b);
@@ -775,6 +802,12 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);
     }
     bget_free(&b, st);
+    if (s->metrics) {
+        uint64_t bytes = 0;
+        for (size_t i = 0; st == MC_OK && i < n; i++)
+            bytes += results[i] > 0 ? (uint64_t)results[i] : 0;
+        store_metrics_op(s->metrics, STORE_OP_BATCH_GET, t0, bytes, 0);
+    }
     return st;
 }
 

@@ -10,10 +10,12 @@
  *   store_keys.c  exists, size, removes, replica descriptors
  *   store_clear.c batch replica clear
  *   store_segments.c  extra segments (mounted after setup)
+ *   store_metrics.c, client_http.c  client metrics and the client HTTP server (store_metrics.h)
  *
  * Locking: the handle is shared by every application thread and the heartbeat and feed
  * threads. Fields set in mc_store_create and never changed after it returns (te, te_name,
- * master, client_id, segment*, host_label, hints, lease_cache, feed_prefix) are read without a
+ * master, client_id, segment*, host_label, hints, lease_cache, feed_prefix, metrics, http) are
+ * read without a
  * lock; counters are atomics; the rest names its lock. The hint table and the master client
  * lock internally. */
 #ifndef MC_CLIENT_STORE_INT_H
@@ -21,8 +23,10 @@
 
 #include "mooncake/store.h"
 
+#include "client/dummy_int.h"
 #include "client/master_client.h"
 #include "client/replica_hint.h"
+#include "client/store_metrics.h"
 #include "common/net.h"
 #include "mooncake/te.h"
 
@@ -47,6 +51,9 @@
 /* The client handle (mooncake/store.h: mc_store_t). Owned by whoever called mc_store_create;
  * mc_store_destroy stops both threads before freeing it. */
 struct mc_store {
+    /* Non-NULL: a dummy client (dummy_client.c; mooncake/dummy.h): the public functions forward
+     * to it and nothing else in this handle is set. */
+    struct mc_dummy *dummy;
     mc_te_t *te;
     const char *te_name;            /* owned by te */
     mc_master_client_t master;
@@ -64,6 +71,8 @@ struct mc_store {
     bool lease_cache;               /* gets read under read leases still held (!lease_cache_off) */
     atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
     atomic_ullong n_feed_placements;
+    store_metrics_t *metrics;       /* NULL = metrics_off; else also master.metrics */
+    client_http_t *http;            /* the client HTTP server, or NULL */
 
     /* Placement feed (placement_feed_prefix; store_feed.c). */
     char *feed_prefix;              /* NULL = no feed */

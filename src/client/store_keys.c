@@ -41,6 +41,9 @@ static mc_status_t store_key_call(mc_store_t *s, uint16_t op, const char *key, b
 
 int mc_store_exists(mc_store_t *s, const char *key)
 {
+    if (s && s->dummy)
+        return store_key_check(key) != MC_OK ? MC_ERR_INVALID_PARAMS
+                                             : mc_dummy_exists(s->dummy, key);
     ProtobufCMessage *resp = NULL;
     mc_status_t st = store_key_call(s, MC_OP_EXIST_KEY, key, false, &resp);
     if (st == MC_OK)
@@ -105,6 +108,10 @@ static mc_status_t store_batch_key_call(mc_store_t *s, uint16_t op, size_t n,
 mc_status_t mc_store_batch_exists(mc_store_t *s, size_t n, const char *const *keys,
                                   int32_t *results)
 {
+    if (s && s->dummy)
+        return store_batch_args_check(s, n, keys) != MC_OK || !results
+                   ? MC_ERR_INVALID_PARAMS
+                   : mc_dummy_batch_exists(s->dummy, n, keys, results);
     mc_status_t st = store_batch_key_call(s, MC_OP_BATCH_EXIST_KEY, n, keys, false, results);
     if (st != MC_OK)
         return st;
@@ -115,6 +122,9 @@ mc_status_t mc_store_batch_exists(mc_store_t *s, size_t n, const char *const *ke
 
 int64_t mc_store_get_size(mc_store_t *s, const char *key)
 {
+    if (s && s->dummy)
+        return store_key_check(key) != MC_OK ? MC_ERR_INVALID_PARAMS
+                                             : mc_dummy_get_size(s->dummy, key);
     ProtobufCMessage *resp = NULL;
     mc_status_t st = store_key_call(s, MC_OP_GET_SIZE, key, false, &resp);
     int64_t rc = st;
@@ -130,6 +140,9 @@ int64_t mc_store_get_size(mc_store_t *s, const char *key)
  * its next get asks the master. */
 mc_status_t mc_store_remove(mc_store_t *s, const char *key, bool force)
 {
+    if (s && s->dummy)
+        return store_key_check(key) != MC_OK ? MC_ERR_INVALID_PARAMS
+                                             : mc_dummy_remove(s->dummy, key, force);
     ProtobufCMessage *resp = NULL;
     mc_status_t st = store_key_call(s, MC_OP_REMOVE, key, force, &resp);
     if (s && store_key_check(key) == MC_OK)
@@ -146,6 +159,10 @@ mc_status_t mc_store_remove(mc_store_t *s, const char *key, bool force)
 mc_status_t mc_store_batch_remove(mc_store_t *s, size_t n, const char *const *keys, bool force,
                                   int32_t *results)
 {
+    if (s && s->dummy)
+        return store_batch_args_check(s, n, keys) != MC_OK || !results
+                   ? MC_ERR_INVALID_PARAMS
+                   : mc_dummy_batch_remove(s->dummy, n, keys, force, results);
     mc_status_t st = store_batch_key_call(s, MC_OP_BATCH_REMOVE, n, keys, force, results);
     if (store_batch_args_check(s, n, keys) == MC_OK)
         for (size_t i = 0; i < n; i++)
@@ -172,6 +189,8 @@ int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, bool force)
 {
     if (!s || !regex)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_remove_by_regex(s->dummy, regex, force);
     McRpc__RemoveByRegexRequest req = MC_RPC__REMOVE_BY_REGEX_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
     req.pattern = (char *)regex;
@@ -186,6 +205,8 @@ int64_t mc_store_remove_all(mc_store_t *s, bool force)
 {
     if (!s)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_remove_all(s->dummy, force);
     McRpc__RemoveAllRequest req = MC_RPC__REMOVE_ALL_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
     req.force = force;
@@ -202,6 +223,8 @@ mc_status_t mc_store_replica_desc(mc_store_t *s, const char *key, mc_replica_des
         return MC_ERR_INVALID_PARAMS;
     *descs_p = NULL;
     *n_p = 0;
+    if (s && s->dummy)
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE; /* not served to dummies */
     mc_status_t st = s ? store_key_check(key) : MC_ERR_INVALID_PARAMS;
     if (st != MC_OK)
         return st;

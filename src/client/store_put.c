@@ -21,6 +21,7 @@ typedef struct bput_key {
     uint64_t size;
     uint64_t checksum;
     bool started; /* PutStart succeeded: must end with PutEnd or PutRevoke */
+    uint32_t n_replicas; /* written by the plan (mooncake_transfer_write_bytes) */
 } bput_key_t;
 
 /* One batch put, from bput_init to bput_free. */
@@ -169,11 +170,14 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
         st = MC_ERR_NO_AVAILABLE_HANDLE;
     bool started = st == MC_OK; /* ends with PutEnd or PutRevoke */
     uint64_t checksum = started ? store_iov_hash(parts, n_parts, size) : 0;
-    uint64_t stamp_wait_ms;
+    uint64_t stamp_wait_ms, n_replicas = ps->n_replicas;
     st = put_write(s, key, parts, n_parts, size, ps, st, &stamp_wait_ms);
     mc_rpc_response_free(resp);
     if (started)
         st = put_end(s, key, upsert, st, checksum);
+    if (started && st == MC_OK && s->metrics)
+        atomic_fetch_add_explicit(&s->metrics->write_bytes, size * n_replicas,
+                                  memory_order_relaxed);
     store_stamp_wait("upsert", key, stamp_wait_ms);
     return st;
 }
@@ -185,12 +189,14 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
 static mc_status_t store_put_one(mc_store_t *s, const char *key, const struct iovec *parts,
                                  size_t n_parts, const mc_replicate_config_t *cfg, int upsert)
 {
+    uint64_t t0 = store_metrics_t0(s->metrics); /* one observation per put/upsert call */
     mc_status_t st = MC_ERR_TRANSFER_FAIL;
     for (int attempt = 0; attempt < STORE_PUT_ATTEMPTS; attempt++) {
         st = store_put_attempt(s, key, parts, n_parts, cfg, upsert);
         if (st != MC_ERR_TRANSFER_FAIL && st != MC_ERR_CONNECTION && st != MC_ERR_SEGMENT_NOT_FOUND)
             break;
     }
+    store_metrics_op(s->metrics, STORE_OP_PUT, t0, 0, 0);
     return st;
 }
 
@@ -199,6 +205,8 @@ mc_status_t mc_store_put(mc_store_t *s, const char *key, const struct iovec *par
 {
     if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_put(s->dummy, key, parts, n_parts, cfg, false);
     return store_put_one(s, key, parts, n_parts, cfg, 0);
 }
 
@@ -207,6 +215,8 @@ mc_status_t mc_store_upsert(mc_store_t *s, const char *key, const struct iovec *
 {
     if (!s || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
+    if (s->dummy)
+        return mc_dummy_put(s->dummy, key, parts, n_parts, cfg, true);
     return store_put_one(s, key, parts, n_parts, cfg, 1);
 }
 
@@ -305,6 +315,7 @@ static void bput_plan_key(bput_t *b, size_t i, const McRpc__PutStartResponse *ps
         return;
     bput_key_t *k = &b->k[i];
     k->started = true;
+    k->n_replicas = (uint32_t)ps->n_replicas;
     k->checksum = store_iov_hash(b->parts[i], b->n_parts[i], k->size);
     if (ps->n_replicas == 0)
         b->failed[i] = 1;
@@ -411,8 +422,13 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
     mc_status_t st = store_batch_args_check(s, n, keys);
     if (st != MC_OK || n == 0)
         return st;
+    if (s->dummy)
+        return store_cfg_check(cfg) != MC_OK || !parts || !n_parts || !results
+                   ? MC_ERR_INVALID_PARAMS
+                   : mc_dummy_batch_put(s->dummy, n, keys, parts, n_parts, cfg, upsert, results);
     if (!parts || !n_parts || !results || store_cfg_check(cfg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
+    uint64_t t0 = store_metrics_t0(s->metrics);
     bput_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .cfg = cfg,
                 .upsert = upsert, .results = results};
     st = bput_init(&b);
@@ -420,6 +436,11 @@ mc_status_t mc_store_batch_put(mc_store_t *s, size_t n, const char *const *keys,
         bput_write(&b);
         bput_finish(&b);
     }
+    uint64_t bytes = 0;
+    for (size_t i = 0; s->metrics && st == MC_OK && i < n; i++)
+        if (b.k[i].started && results[i] == MC_OK)
+            bytes += b.k[i].size * b.k[i].n_replicas;
+    store_metrics_op(s->metrics, STORE_OP_BATCH_PUT, t0, 0, bytes);
     bput_free(&b);
     return st;
 }

@@ -57,6 +57,15 @@ static McRpc__SegmentInfo *xseg_info(mc_store_t *s, const store_xseg_t *x,
     return info;
 }
 
+/* Upstream's dummy clients cannot mount segments ("requires RealClient"). */
+static bool xseg_dummy(mc_store_t *s, const char *op)
+{
+    if (!s->dummy)
+        return false;
+    MC_LOG_ERROR("%s requires the embedded client (this one is a dummy client)", op);
+    return true;
+}
+
 static void xseg_release_memory(mc_store_t *s, store_xseg_t *x)
 {
     mc_status_t st = mc_te_unregister(s->te, x->base);
@@ -143,6 +152,8 @@ mc_status_t mc_store_segment_mount_file(mc_store_t *s, const char *path, uint64_
 {
     if (!s || !path || !id || size == 0)
         return MC_ERR_INVALID_PARAMS;
+    if (xseg_dummy(s, "mount_segment"))
+        return MC_ERR_NOT_SUPPORTED;
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         MC_LOG_ERROR("mount segment: open %s failed: %m", path);
@@ -187,6 +198,8 @@ mc_status_t mc_store_segment_alloc_mount(mc_store_t *s, size_t size, const char 
         *allocated_p = 0;
     if (!s || !id || size == 0 || size > SIZE_MAX - XSEG_ALIGN)
         return MC_ERR_INVALID_PARAMS;
+    if (xseg_dummy(s, "allocate_and_mount_segment"))
+        return MC_ERR_NOT_SUPPORTED;
     size_t len = (size + XSEG_ALIGN - 1) / XSEG_ALIGN * XSEG_ALIGN;
     void *p = mc_te_alloc_shareable(s->te, len);
     if (!p) {
@@ -208,6 +221,8 @@ mc_status_t mc_store_segment_unmount(mc_store_t *s, const uint8_t id[16], int ki
 {
     if (!s || !id)
         return MC_ERR_INVALID_PARAMS;
+    if (xseg_dummy(s, "unmount_segment"))
+        return MC_ERR_NOT_SUPPORTED;
     pthread_mutex_lock(&s->xseg_mu);
     size_t i = 0;
     while (i < s->n_xsegs && !(memcmp(s->xsegs[i].uuid, id, 16) == 0 &&

@@ -361,6 +361,7 @@ static mc_status_t config_check(const mc_te_config_t *cfg)
     ok &= cfg->metadata_timeout_ms == 0 ||
           cfg_field_ok("metadata_timeout_ms", cfg->metadata_timeout_ms, MC_META_MIN_TIMEOUT_MS,
                        MC_META_MAX_TIMEOUT_MS);
+    ok &= cfg_field_ok("redis_db_index", cfg->redis_db_index, 0, MC_META_REDIS_DB_MAX);
     return ok ? MC_OK : MC_ERR_INVALID_PARAMS;
 }
 
@@ -425,9 +426,16 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     pthread_mutex_init(&te->notify_mu, NULL);
     mc_te_table_init(&te->table);
 
-    mc_status_t st = mc_meta_open_timeout(cfg->metadata_uri, cfg->metadata_timeout_ms, &te->meta);
+    mc_meta_opts_t mopts = {.timeout_ms = cfg->metadata_timeout_ms,
+                            .redis_username = cfg->redis_username,
+                            .redis_password = cfg->redis_password,
+                            .redis_db_index = cfg->redis_db_index};
+    mc_status_t st = mc_meta_open_opts(cfg->metadata_uri, &mopts, &te->meta);
     if (st != MC_OK) {
-        MC_LOG_ERROR("te: metadata '%s': %s", cfg->metadata_uri, mc_status_name(st));
+        char shown[256];
+        MC_LOG_ERROR("te: metadata '%s': %s",
+                     mc_meta_uri_for_log(cfg->metadata_uri, shown, sizeof(shown)),
+                     mc_status_name(st));
         goto fail;
     }
     st = te_listen(te, name);
@@ -529,6 +537,11 @@ void mc_te_destroy(mc_te_t *te)
     pthread_mutex_destroy(&te->desc_mu);
     pthread_mutex_destroy(&te->reg_mu);
     mc_free(te);
+}
+
+const char *mc_te_metadata_uri_for_log(const char *uri, char *buf, size_t len)
+{
+    return mc_meta_uri_for_log(uri, buf, len);
 }
 
 const char *mc_te_local_name(const mc_te_t *te)

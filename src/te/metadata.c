@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "te/metadata_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -27,11 +28,42 @@ uint32_t mc_meta_timeout_ms(const mc_meta_t *meta)
     return meta ? meta->timeout_ms : MC_META_DEFAULT_TIMEOUT_MS;
 }
 
+const char *mc_meta_uri_for_log(const char *uri, char *buf, size_t len)
+{
+    if (!len)
+        return buf;
+    if (!uri) {
+        snprintf(buf, len, "(null)");
+        return buf;
+    }
+    /* userinfo: after "scheme://", up to the last '@' anywhere (not only before the first
+     * '/': a password with an unescaped '/' must not show either; a path with '@' is
+     * over-redacted, harmlessly) */
+    const char *sep = strstr(uri, "://");
+    const char *host = sep ? sep + 3 : uri;
+    const char *at = strrchr(host, '@');
+    if (!sep || !at)
+        snprintf(buf, len, "%s", uri);
+    else
+        snprintf(buf, len, "%.*s***%s", (int)(host - uri), uri, at);
+    return buf;
+}
+
 mc_status_t mc_meta_open_timeout(const char *uri, uint32_t timeout_ms, mc_meta_t **meta_p)
+{
+    mc_meta_opts_t opts = {.timeout_ms = timeout_ms};
+    return mc_meta_open_opts(uri, &opts, meta_p);
+}
+
+mc_status_t mc_meta_open_opts(const char *uri, const mc_meta_opts_t *opts_in, mc_meta_t **meta_p)
 {
     if (!meta_p)
         return MC_ERR_INVALID_PARAMS;
     *meta_p = NULL;
+    mc_meta_opts_t opts = {0};
+    if (opts_in)
+        opts = *opts_in;
+    uint32_t timeout_ms = opts.timeout_ms;
     if (timeout_ms == 0)
         timeout_ms = MC_META_DEFAULT_TIMEOUT_MS;
     if (timeout_ms < MC_META_MIN_TIMEOUT_MS || timeout_ms > MC_META_MAX_TIMEOUT_MS) {
@@ -47,6 +79,7 @@ mc_status_t mc_meta_open_timeout(const char *uri, uint32_t timeout_ms, mc_meta_t
     if (!m)
         return MC_ERR_NO_MEMORY;
     m->timeout_ms = timeout_ms;
+    opts.timeout_ms = timeout_ms;
     mc_status_t st;
     if (strcasecmp(uri, "P2PHANDSHAKE") == 0) {
         st = MC_OK;
@@ -56,10 +89,14 @@ mc_status_t mc_meta_open_timeout(const char *uri, uint32_t timeout_ms, mc_meta_t
     } else if (strncasecmp(uri, "etcd://", 7) == 0) {
         m->ops = &mc_meta_etcd_ops;
         st = mc_meta_etcd_open(uri + 7, timeout_ms, &m->impl);
+    } else if (strncasecmp(uri, "redis://", 8) == 0) {
+        m->ops = &mc_meta_redis_ops;
+        st = mc_meta_redis_open(uri + 8, &opts, &m->impl);
     } else {
+        char shown[256];
         MC_LOG_ERROR("metadata: unsupported connection string '%s' (want http://host:port/path, "
-                     "etcd://host:port[;host:port...] or P2PHANDSHAKE)",
-                     uri);
+                     "etcd://host:port[;host:port...], redis://host:port or P2PHANDSHAKE)",
+                     mc_meta_uri_for_log(uri, shown, sizeof(shown)));
         st = MC_ERR_INVALID_PARAMS;
     }
     if (st != MC_OK) {

@@ -1,4 +1,5 @@
-/* Private to the metadata client (metadata.c, metadata_http.c, metadata_etcd.c) and its tests:
+/* Private to the metadata client (metadata.c, metadata_http.c, metadata_etcd.c,
+ * metadata_redis.c) and its tests:
  * the backend ops table, the shared libcurl request helper and base64. */
 #ifndef MC_TE_METADATA_INTERNAL_H
 #define MC_TE_METADATA_INTERNAL_H
@@ -21,7 +22,10 @@ typedef struct mc_meta_ops {
  * timeout_ms (checked by mc_meta_open_timeout) bounds each request of the backend. */
 mc_status_t mc_meta_http_open(const char *url, uint32_t timeout_ms, void **impl_p);
 mc_status_t mc_meta_etcd_open(const char *endpoints, uint32_t timeout_ms, void **impl_p);
+/* rest: after "redis://"; opts: checked timeout plus the redis credentials (borrowed). */
+mc_status_t mc_meta_redis_open(const char *rest, const mc_meta_opts_t *opts, void **impl_p);
 extern const mc_meta_ops_t mc_meta_http_ops;
+extern const mc_meta_ops_t mc_meta_redis_ops;
 extern const mc_meta_ops_t mc_meta_etcd_ops;
 
 /* ---- shared libcurl helper (metadata_http.c) ---- */

@@ -69,6 +69,9 @@ timeout 90 "$bench" --role all --protocol tcp,shm --op read,write --block_sizes 
 check "$work/all.jsonl" 32
 
 # 2. separate target process with malloc memory; initiator by segment name; short soak.
+# The output file exists before the poll below reads it (the background job's redirect may
+# not have run yet, and a failing read would end this script under set -e).
+: >"$work/target.out"
 "$bench" --role target --buffer_size 8M --target_mem malloc >"$work/target.out" \
     2>"$work/target.err" &
 target_pid=$!

@@ -19,6 +19,7 @@ fail() { echo "FAIL: $*"; for f in "$work"/*; do echo "--- $f"; cat "$f"; done; 
 
 common=(--local_server_name=127.0.0.1 --protocol=tcp --threads=2 --batch_size=8
         --block_size=64KB)
+: >"$work/target.out" # exists before the poll reads it (the job's redirect may come later)
 "$bench" --mode=target "${common[@]}" --buffer_size=1MB >"$work/target.out" \
     2>"$work/target.err" &
 target_pid=$!
@@ -64,6 +65,15 @@ for args in "--protocol=rdma:rdma" "--backend=tent:tent" "--mode=client:--mode" 
     grep -q -- "$word" "$work/refused.err" || fail "$flag: message does not name $word"
 done
 rm -f "$work/refused.err"
+
+# A metadata URI's password never shows in an error message (nothing listens on port 1).
+rc=0
+"$bench" --mode=target --metadata_server='redis://user:s3cr3t-pw@127.0.0.1:1' \
+    >/dev/null 2>"$work/secret.err" || rc=$?
+[[ $rc -ne 0 ]] || fail "target started without its metadata server"
+grep -q 'redis://\*\*\*@127.0.0.1:1' "$work/secret.err" || fail "no redacted URI: $(cat "$work/secret.err")"
+if grep -q 's3cr3t-pw' "$work/secret.err"; then fail "the password shows in stderr"; fi
+rm -f "$work/secret.err"
 
 # 4. clean stop
 kill -TERM "$target_pid"

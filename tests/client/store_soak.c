@@ -66,7 +66,7 @@ static void start_server(int i)
     unlink(log);
     char *argv[] = {bin, m, "--global_segment_size=48MB", label, "--log_level=error", NULL};
     server_pid[i] = mt_spawn(argv, log);
-    if (server_pid[i] < 0 || mt_wait_log(log, "ready", 15000) != 0) {
+    if (server_pid[i] < 0 || mt_wait_log(log, "mooncake_client ready", 15000) != 0) {
         fprintf(stderr, "soak: storage server %d did not start\n", i);
         exit(1);
     }

@@ -36,7 +36,7 @@ static void run_case(const char *lease_flag, int64_t expect_rc)
     snprintf(log, sizeof(log), "%s/server.log", dir);
     char *sargv[] = {bin, m, "--global_segment_size=96MB", NULL};
     pid_t server = mt_spawn(sargv, log);
-    assert_int_equal(mt_wait_log(log, "ready", 15000), 0);
+    assert_int_equal(mt_wait_log(log, "mooncake_client ready", 15000), 0);
 
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                              .protocol = "tcp", .master_server_addr = addr};

@@ -86,7 +86,8 @@ static void test_open_parse(void **state)
 {
     mc_meta_t *m = (mc_meta_t *)1;
     const char *bad[] = {"",
-                         "redis://h:1",
+                         "rediss://h:1", /* Redis over TLS: not supported */
+                         "redis://",
                          "http://",
                          "http:///metadata",
                          "http://h:1/meta data",
@@ -115,7 +116,7 @@ static void test_open_parse(void **state)
     mc_meta_close(m);
     const char *good[] = {"http://127.0.0.1:8080/metadata", "HTTP://localhost:1/m",
                           "etcd://127.0.0.1:2379", "etcd://a:1;b:2,c:3;", "etcd://[::1]:2379",
-                          "P2PHANDSHAKE", "p2phandshake"};
+                          "redis://h:1", "P2PHANDSHAKE", "p2phandshake"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         mc_status_t st = mc_meta_open(good[i], &m);
         if (st != MC_OK)

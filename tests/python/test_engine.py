@@ -648,3 +648,95 @@ def test_local_topology_fake_sysfs(tmp_path):
     # no sysfs at all
     assert mooncake.engine.local_topology(sysfs=str(root / "none"), native=True) == \
         '{"nics": [], "mems": []}'
+
+
+def test_redis_env_values(monkeypatch):
+    """MC_REDIS_* become the engine's redis fields; bad values name the variable and never
+    show a password."""
+    from mooncake import _config
+    for name, *_ in _config._TE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MC_REDIS_USERNAME", "alice")
+    monkeypatch.setenv("MC_REDIS_PASSWORD", "pw secret")
+    monkeypatch.setenv("MC_REDIS_DB_INDEX", "0")
+    assert _config.te_tuning_from_env() == {"redis_username": "alice",
+                                             "redis_password": "pw secret",
+                                             "redis_db_index": 0}
+    monkeypatch.setenv("MC_REDIS_DB_INDEX", "256")
+    with pytest.raises(ValueError, match="MC_REDIS_DB_INDEX must be a Redis database number "
+                                         "between 0 and 255"):
+        _config.te_tuning_from_env()
+    monkeypatch.setenv("MC_REDIS_DB_INDEX", "1")
+    monkeypatch.setenv("MC_REDIS_USERNAME", "al ice")
+    with pytest.raises(ValueError, match="MC_REDIS_USERNAME must be"):
+        _config.te_tuning_from_env()
+    monkeypatch.setenv("MC_REDIS_USERNAME", "alice")
+    monkeypatch.setenv("MC_REDIS_PASSWORD", "pw\nsecret")
+    with pytest.raises(ValueError, match="MC_REDIS_PASSWORD must be") as e:
+        _config.te_tuning_from_env()
+    assert "secret" not in str(e.value)
+    monkeypatch.setenv("MC_REDIS_PASSWORD", "p" * 1025)
+    with pytest.raises(ValueError, match="value not shown"):
+        _config.te_tuning_from_env()
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server with a password on a free loopback port, stopped by pid."""
+    import shutil
+    import socket
+    exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not os.access(exe, os.X_OK):
+        pytest.fail("redis-server not installed (scripts/install-deps.sh)")
+    port = _free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path),
+                             "--requirepass", "py-s3cret"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+    try:
+        wait_for(up, what="redis-server")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_redis_metadata_two_engines(monkeypatch, redis_server):
+    """Two engines exchange descriptors through redis:// metadata with MC_REDIS_PASSWORD."""
+    from mooncake import _config
+    for name, *_ in _config._TE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    uri = f"redis://127.0.0.1:{redis_server}"
+    monkeypatch.setenv("MC_REDIS_PASSWORD", "wrong")
+    assert TransferEngine().initialize("127.0.0.1", uri, "tcp", "") < 0
+    monkeypatch.setenv("MC_REDIS_PASSWORD", "py-s3cret")
+    a, b = TransferEngine(), TransferEngine()
+    assert a.initialize("127.0.0.1", uri, "tcp", "") == 0
+    # upstream's spelling: bare host:port with metadata_type "redis"
+    assert b.initialize_ext("127.0.0.1", f"127.0.0.1:{redis_server}", "tcp", "", "redis") == 0
+    n = 1 << 20
+    abuf = pattern(n, 7)
+    bbuf = np.zeros(n, dtype=np.uint8)
+    assert a.register_memory(abuf.ctypes.data, n) == 0
+    assert b.register_memory(bbuf.ctypes.data, n) == 0
+    assert b.transfer_sync_read(a.get_local_hostname(), bbuf.ctypes.data, abuf.ctypes.data,
+                                n) == 0
+    assert sha256(bbuf) == sha256(abuf)
+    assert a.unregister_memory(abuf.ctypes.data) == 0
+    assert b.unregister_memory(bbuf.ctypes.data) == 0
+    a.close()
+    b.close()

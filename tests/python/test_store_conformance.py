@@ -304,6 +304,23 @@ def test_setup_unparseable_size_is_a_code(master):
     st.close()
 
 
+def test_setup_upstream_positional_tail(master, storage):
+    """setup takes upstream's 13 positional arguments; the SSD tier and tenants that do not
+    exist here are refused, never silently dropped; the rest work."""
+    st = MooncakeDistributedStore()
+    base = ("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr, None)
+    assert st.setup(*base, True, "/tmp/ssd") == INVALID          # enable_ssd_offload
+    assert st.health_check() == 1
+    assert st.setup(*base, False, "", "acme") == INVALID         # tenant_id
+    assert st.setup(dict(zip(("local_hostname", "metadata_server", "global_segment_size",
+                              "local_buffer_size", "protocol", "rdma_devices",
+                              "master_server_addr"), base), tenant_id="acme")) == INVALID
+    assert st.setup(*base, False, "", "default", False, 9300) == 0
+    key = k()
+    assert st.put(key, b"tail") == 0 and st.get(key) == b"tail"
+    st.close()
+
+
 def test_zero_local_buffer_size(master, storage):
     st = MooncakeDistributedStore()
     assert st.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", master.addr) == 0
@@ -404,7 +421,9 @@ def test_get_into_ranges_many_fragments(store, reg):
 
 def test_setup_dummy_fails_without_real_client(master, storage):
     st = MooncakeDistributedStore()
-    assert st.setup_dummy(3200 << 20, 512 << 20, "127.0.0.1:50052") == -1
+    # no real client serves port 3 (the storage fixture may serve the default 50052);
+    # the dummy round trips are in test_dummy.py
+    assert st.setup_dummy(3200 << 20, 512 << 20, "127.0.0.1:3") == -1
     assert st.health_check() == 1
     assert st.put(k(), b"v") != 0
     # a client that was set up is dropped first, as upstream replaces it
@@ -550,6 +569,29 @@ def test_extra_segments_remount_after_master_restart(tmp_path):
     finally:
         st.close()
         m.stop()
+
+
+def test_new_methods_on_a_dummy_client(master, tmp_path):
+    """Upstream's dummy clients refuse the segment calls ("requires RealClient")."""
+    from test_dummy import RealClient
+    real = RealClient(master.addr, str(tmp_path))
+    d = MooncakeDistributedStore()
+    try:
+        assert d.setup_dummy(64 << 20, 16 << 20, real.addr) == 0
+        assert d.mount_segment(str(tmp_path / "none"), 4096)["ret"] == -1
+        assert d.allocate_and_mount_segment(4 << 20)["ret"] == -1
+        assert d.unmount_segment(["1-2"]) == -1
+        assert d.unmount_and_free_segment(["1-2"]) == -1
+        assert d.unmount_local_disk_segment() == -1
+        assert d.get_offload_rpc_read_count() == 0
+        assert d.init_all("tcp", "") == INVALID
+        key = k("dummy")
+        assert d.put(key, b"v") == 0
+        assert d.batch_replica_clear([key]) == []
+        assert d.is_exist(key) == 1
+    finally:
+        d.close()
+        real.stop()
 
 
 def test_no_offload_tier(store):
@@ -795,7 +837,6 @@ get_tensor_with_parallelism_into batch_get_tensor_with_parallelism_into
 
 # Not in Mooncake-C yet (each is missing on purpose; remove a name when it lands).
 NOT_YET = set("""
-alloc_from_mem_pool
 """.split())
 # The tensor methods come from mooncake/tensor.py (mixed into the class); they may be present.
 TENSOR = {n for n in UPSTREAM_METHODS if "tensor" in n}

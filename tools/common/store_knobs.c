@@ -11,6 +11,7 @@ void mc_tool_store_knobs_init(mc_tool_store_knobs_t *k)
     *k = (mc_tool_store_knobs_t){
         .hint_slots = MC_STORE_REPLICA_HINTS_DEFAULT,
         .lease_cache = 1,
+        .client_metric = true,
         .feed_prefix = getenv("MC_STORE_PLACEMENT_FEED"),
     };
 }
@@ -25,5 +26,6 @@ void mc_tool_store_knobs_fill(mc_tool_store_knobs_t *k, mc_store_config_t *cfg)
     cfg->replica_hint_slots = k->hint_slots ? (uint32_t)k->hint_slots : MC_STORE_REPLICA_HINTS_OFF;
     cfg->lease_cache_off = k->lease_cache == 0;
     cfg->placement_feed_prefix = k->feed_prefix;
+    cfg->metrics_off = !k->client_metric;
     cfg->te_tuning = &k->te_tuning;
 }

@@ -7,6 +7,8 @@
  *   --lease_cache     MC_STORE_LEASE_CACHE     lease_cache_off = !value (0 or 1)
  *   --placement_feed  MC_STORE_PLACEMENT_FEED  placement_feed_prefix (unset = off,
  *                                              empty = every key)
+ *   --client_metric   MC_STORE_CLIENT_METRIC   metrics_off = !value (upstream's switch;
+ *                                              true/false/1/0/yes/no)
  *   MC_TE_*, MC_FORCE_TCP, ...                 te_tuning (te_env.h)
  *
  * Usage: mc_tool_store_knobs_init(&k); put MC_TOOL_STORE_KNOB_OPTIONS(&k) in the option table
@@ -17,6 +19,7 @@
 
 #include "mooncake/store.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +27,7 @@ typedef struct mc_tool_store_knobs {
     int64_t hint_slots;
     int64_t lease_cache;
     const char *feed_prefix;
+    bool client_metric;
     mc_te_config_t te_tuning; /* filled by load; cfg->te_tuning points here */
 } mc_tool_store_knobs_t;
 
@@ -31,7 +35,7 @@ typedef struct mc_tool_store_knobs {
  * environment), since an empty value (every key) differs from an unset one (off). */
 void mc_tool_store_knobs_init(mc_tool_store_knobs_t *k);
 
-/* Three mc_option_t rows (common/config.h) over k's fields. */
+/* Four mc_option_t rows (common/config.h) over k's fields. */
 #define MC_TOOL_STORE_KNOB_OPTIONS(k)                                                          \
     {"replica_hints", MC_OPT_INT, &(k)->hint_slots, "MC_STORE_REPLICA_HINTS",                  \
      "entries of the replica hint table (0 = none: no speculative reads, no lease cache)", 0,  \
@@ -40,13 +44,16 @@ void mc_tool_store_knobs_init(mc_tool_store_knobs_t *k);
      "1 = gets read under read leases still held, 0 = every get asks the master", 0, 1},      \
     {"placement_feed", MC_OPT_STRING, &(k)->feed_prefix, NULL,                                 \
      "key prefix whose placements the master pushes to this client (default: "                 \
-     "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0}
+     "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0},                     \
+    {"client_metric", MC_OPT_BOOL, &(k)->client_metric, "MC_STORE_CLIENT_METRIC",              \
+     "keep the client metrics (mooncake_transfer_*, mooncake_client_rpc_*); false = none", 0, 0}
 
 /* Reads the transfer-engine tuning from the environment into k->te_tuning (te_env.h). MC_OK,
  * or MC_ERR_INVALID_PARAMS with a message in err naming the variable. */
 mc_status_t mc_tool_store_knobs_load(mc_tool_store_knobs_t *k, char *err, size_t errlen);
 
-/* Sets cfg's replica_hint_slots, lease_cache_off, placement_feed_prefix and te_tuning (which
+/* Sets cfg's replica_hint_slots, lease_cache_off, placement_feed_prefix, metrics_off and
+ * te_tuning (which
  * points into k: k must outlive mc_store_create). */
 void mc_tool_store_knobs_fill(mc_tool_store_knobs_t *k, mc_store_config_t *cfg);
 

@@ -1,22 +1,25 @@
 /* Transfer-engine tuning from the environment (contract and variable table in te_env.h). */
 #include "te_env.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { V_UINT, V_SWITCH, V_HUGEPAGES, V_BUSY_POLL } var_kind_t;
+typedef enum { V_UINT, V_SWITCH, V_HUGEPAGES, V_BUSY_POLL, V_USER, V_SECRET } var_kind_t;
 
 typedef struct te_env_var {
     const char *name;
-    size_t off;        /* field in mc_te_config_t (uint32_t, or int32_t for the signed ones) */
+    size_t off;        /* field in mc_te_config_t (uint32_t, int32_t for the signed ones,
+                          const char * for V_USER and V_SECRET) */
     var_kind_t kind;
     uint64_t lo, hi;   /* accepted numbers (V_UINT, V_BUSY_POLL) */
     const char *what;  /* "a number of milliseconds", "a size in bytes", ... */
 } te_env_var_t;
 
 #define FIELD(f) offsetof(mc_te_config_t, f)
+#define TE_ENV_STR_MAX 1024 /* bytes of a user name or password */
 
 static const te_env_var_t g_vars[] = {
     {"MC_TE_TIMEOUT_MS", FIELD(transfer_timeout_ms), V_UINT, 1, UINT32_MAX,
@@ -31,6 +34,9 @@ static const te_env_var_t g_vars[] = {
     {"MC_BUSY_POLL_US", FIELD(busy_poll_us), V_BUSY_POLL, 0, 10000, "a number of microseconds"},
     {"MC_META_TIMEOUT_MS", FIELD(metadata_timeout_ms), V_UINT, 100, 600000,
      "a number of milliseconds"},
+    {"MC_REDIS_USERNAME", FIELD(redis_username), V_USER, 1, TE_ENV_STR_MAX, "a Redis user name"},
+    {"MC_REDIS_PASSWORD", FIELD(redis_password), V_SECRET, 1, TE_ENV_STR_MAX, "a Redis password"},
+    {"MC_REDIS_DB_INDEX", FIELD(redis_db_index), V_UINT, 0, 255, "a Redis database number"},
 };
 
 /* Decimal digits only (no sign, no blanks, no unit), at most UINT64_MAX. */
@@ -49,6 +55,28 @@ static int parse_u64(const char *s, uint64_t *v_p)
     }
     *v_p = v;
     return 0;
+}
+
+/* A user name (no blanks) or password: 1..TE_ENV_STR_MAX bytes, no control characters. The
+ * message never shows a password. 0 ok, -1 (message in err) if refused. */
+static int string_ok(const te_env_var_t *v, const char *s, char *err, size_t errlen)
+{
+    size_t n = strlen(s);
+    bool bad = n > v->hi;
+    for (const unsigned char *p = (const unsigned char *)s; *p && !bad; p++)
+        bad = *p < 0x20 || *p == 0x7f || (v->kind == V_USER && *p == ' ');
+    if (!bad)
+        return 0;
+    if (errlen) {
+        if (v->kind == V_SECRET)
+            snprintf(err, errlen, "%s must be %s of at most %llu bytes without control "
+                     "characters (value not shown)", v->name, v->what, (unsigned long long)v->hi);
+        else
+            snprintf(err, errlen, "%s must be %s of at most %llu bytes without blanks or "
+                     "control characters, got '%.64s'", v->name, v->what,
+                     (unsigned long long)v->hi, s);
+    }
+    return -1;
 }
 
 /* The field value for text s of variable v; -1 (message in err) if s is not accepted. */
@@ -92,10 +120,16 @@ mc_status_t mc_tool_te_config_from_env(mc_te_config_t *cfg, char *err, size_t er
         const char *s = getenv(v->name);
         if (!s || !*s)
             continue;
+        void *field = (char *)&out + v->off;
+        if (v->kind == V_USER || v->kind == V_SECRET) {
+            if (string_ok(v, s, err, errlen) != 0)
+                return MC_ERR_INVALID_PARAMS;
+            memcpy(field, &s, sizeof(s)); /* the environment's string: lives as long */
+            continue;
+        }
         int64_t val;
         if (var_value(v, s, &val, err, errlen) != 0)
             return MC_ERR_INVALID_PARAMS;
-        void *field = (char *)&out + v->off;
         if (v->kind == V_HUGEPAGES || v->kind == V_BUSY_POLL) {
             int32_t x = (int32_t)val;
             memcpy(field, &x, sizeof(x));

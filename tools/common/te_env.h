@@ -12,6 +12,9 @@
  *   MC_TE_TCP_BUF          tcp_socket_buf        bytes, 4096..1073741824
  *   MC_BUSY_POLL_US        busy_poll_us          µs, 0..10000 (0 gives -1: never spin)
  *   MC_META_TIMEOUT_MS     metadata_timeout_ms   ms, 100..600000
+ *   MC_REDIS_USERNAME      redis_username        1..1024 bytes, no blanks or control chars
+ *   MC_REDIS_PASSWORD      redis_password        1..1024 bytes, no control chars (never shown)
+ *   MC_REDIS_DB_INDEX      redis_db_index        0..255
  *
  * Uses only the public headers, so programs linked against libmooncake.so alone can use it.
  */
@@ -26,7 +29,8 @@
 extern "C" {
 #endif
 
-/* Fills the tuning fields of cfg from the variables above. A variable that is unset or empty
+/* Fills the tuning fields of cfg from the variables above (the redis ones point into the
+ * environment, so they stay valid while it is not changed). A variable that is unset or empty
  * leaves its field as it was, so a caller may set defaults first and command-line values
  * after. metadata_uri, local_server_name and protocol are never touched. Returns MC_OK, or
  * MC_ERR_INVALID_PARAMS with a message in err (NUL-terminated, errlen may be 0) naming the

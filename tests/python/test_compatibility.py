@@ -1,0 +1,132 @@
+"""docs/compatibility.md is true: every row's status matches the package, the programs' --help,
+a live master's /metrics and the sources that read environment variables.
+
+The document is the one list of upstream's surface; this test only reads it."""
+import os
+import re
+import subprocess
+import urllib.request
+
+import pytest
+
+import mooncake.engine as me
+import mooncake.store as ms
+from conftest import Proc, bin_path
+
+SRC = os.environ.get("MC_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+DOC = os.path.join(SRC, "docs", "compatibility.md")
+STATUSES = {"same", "extended", "refused", "not yet"}
+ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*([a-z ]+?)\s*\|")
+
+
+def _tables():
+    """{section heading: [(name, status), ...]} for every table row whose first cell is code."""
+    out, section = {}, None
+    with open(DOC, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("## "):
+                section = line[3:].strip()
+                out[section] = []
+            m = ROW.match(line)
+            if m and section:
+                out[section].append((m.group(1), m.group(2)))
+    return out
+
+
+TABLES = _tables()
+
+
+def rows(section):
+    assert section in TABLES, f"docs/compatibility.md has no section '{section}'"
+    assert TABLES[section], f"section '{section}' has no rows"
+    return TABLES[section]
+
+
+def present(status):
+    return status != "not yet"
+
+
+def test_every_row_has_a_known_status_and_no_duplicates():
+    for section, entries in TABLES.items():
+        names = [n for n, _ in entries]
+        assert len(names) == len(set(names)), f"{section}: duplicate rows"
+        for name, status in entries:
+            assert status in STATUSES, f"{section}: `{name}` has status '{status}'"
+
+
+@pytest.mark.parametrize("section,owner", [
+    ("mooncake.store.MooncakeDistributedStore", ms.MooncakeDistributedStore),
+    ("mooncake.engine.TransferEngine", me.TransferEngine),
+])
+def test_methods(section, owner):
+    wrong = [(n, s) for n, s in rows(section)
+             if present(s) != callable(getattr(owner, n, None))]
+    assert wrong == [], f"{section}: rows whose status does not match the class: {wrong}"
+
+
+@pytest.mark.parametrize("section,module", [
+    ("mooncake.store module names", ms),
+    ("mooncake.engine module names", me),
+])
+def test_module_names(section, module):
+    wrong = [(n, s) for n, s in rows(section) if present(s) != hasattr(module, n)]
+    assert wrong == [], f"{section}: rows whose status does not match the module: {wrong}"
+
+
+def test_replicate_config_attributes():
+    cfg = ms.ReplicateConfig()
+    wrong = [(n, s) for n, s in rows("mooncake.store.ReplicateConfig")
+             if present(s) != hasattr(cfg, n)]
+    assert wrong == [], wrong
+
+
+def _help(program):
+    out = subprocess.run([bin_path(program), "--help"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, f"{program} --help exited {out.returncode}: {out.stderr}"
+    return set(re.findall(r"^\s+(--[a-z_]+)", out.stdout, re.M))
+
+
+def test_program_flags():
+    helps, wrong = {}, []
+    for name, status in rows("Programs and flags"):
+        program, flag = name.split()
+        if program not in helps:
+            helps[program] = _help(program)
+        if present(status) != (flag in helps[program]):
+            wrong.append((name, status))
+    assert wrong == [], f"flags whose status does not match --help: {wrong}"
+
+
+def test_master_metrics():
+    m = Proc([bin_path("mooncake_master"), "--port=0", "--metrics_port=0", "--wal_dir=",
+              "--log_level=warn"], "mooncake_master listening")
+    try:
+        port = m.field("metrics_port")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    finally:
+        m.stop()
+    series = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", text, re.M))
+    wrong = [(n, s) for n, s in rows("Master metrics")
+             if present(s) != (n in series or n + "_count" in series)]
+    assert wrong == [], f"metrics whose status does not match /metrics: {wrong}"
+
+
+def _sources_reading_env():
+    text = []
+    roots = [os.path.join(SRC, "tools"), os.path.join(SRC, "python", "mooncake")]
+    for root in roots:
+        for d, _, files in os.walk(root):
+            for f in files:
+                if f.endswith((".c", ".py")):
+                    with open(os.path.join(d, f), encoding="utf-8") as fh:
+                        text.append(fh.read())
+    return "\n".join(text)
+
+
+def test_environment_variables():
+    src = _sources_reading_env()
+    wrong = [(n, s) for n, s in rows("Environment variables")
+             if present(s) != (f'"{n}"' in src)]
+    assert wrong == [], f"variables whose status does not match the sources: {wrong}"
