@@ -3,8 +3,9 @@
 Each test checks one upstream behaviour against a real cluster (the conftest master and
 storage server): the enums and their values, ReplicateConfig's attributes and defaults, what a
 put honours or refuses, setup's return codes, local_buffer_size=0, get_into_ranges,
-setup_dummy, and the method list of MooncakeDistributedStore (every upstream method exists or
-is named in NOT_YET, so what is missing stays visible).
+setup_dummy, the methods added for upstream's surface, and upstream's module names. Which of
+upstream's methods exist, and how each behaves here, is listed in docs/compatibility.md
+(checked by test_compatibility.py).
 """
 import ctypes
 import json
@@ -799,58 +800,9 @@ def test_replica_tasks_not_supported(store):
     assert store.get(key) == b"v"                               # nothing moved
 
 
-# ---- 7. the method list ------------------------------------------------------------------
-
-# upstream's MooncakeDistributedStore methods (upstream-current.md section 4)
-UPSTREAM_METHODS = """
-setup setup_dummy init_all close health_check get_hostname
-mount_segment unmount_segment allocate_and_mount_segment unmount_and_free_segment
-unmount_local_disk_segment
-alloc_from_mem_pool register_buffer unregister_buffer
-put put_parts put_batch upsert upsert_parts upsert_batch
-get get_batch get_buffer batch_get_buffer
-remove remove_by_regex remove_all batch_remove
-is_exist batch_is_exist get_size get_replica_desc batch_get_replica_desc batch_replica_clear
-get_offload_rpc_read_count
-get_into batch_get_into get_into_ranges
-put_from put_from_with_metadata batch_put_from upsert_from batch_upsert_from
-batch_put_from_multi_buffers batch_get_into_multi_buffers
-batch_get_session_start batch_get_session_end batch_put_session_start batch_put_session_end
-batch_put_session_revoke batch_get_into_multi_buffer_ranges batch_put_from_multi_buffer_ranges
-create_copy_task create_move_task query_task
-put_tensor get_tensor batch_put_tensor batch_get_tensor
-save_tensor_to_safetensor load_tensor_from_safetensor
-pub_tensor batch_pub_tensor upsert_tensor batch_upsert_tensor upsert_pub_tensor
-batch_upsert_pub_tensor upsert_tensor_from batch_upsert_tensor_from
-get_tensor_into batch_get_tensor_into get_tensor_into_cuda batch_get_tensor_into_cuda
-put_tensor_from batch_put_tensor_from
-put_tensor_with_tp get_tensor_with_tp batch_put_tensor_with_tp batch_get_tensor_with_tp
-pub_tensor_with_tp batch_pub_tensor_with_tp put_tensor_with_tp_from
-batch_put_tensor_with_tp_from get_tensor_with_tp_into batch_get_tensor_with_tp_into
-put_tensor_with_parallelism batch_put_tensor_with_parallelism
-put_tensor_with_parallelism_from batch_put_tensor_with_parallelism_from
-upsert_tensor_with_parallelism upsert_tensor_with_parallelism_from
-batch_upsert_tensor_with_parallelism batch_upsert_tensor_with_parallelism_from
-get_tensor_with_parallelism batch_get_tensor_with_parallelism
-get_tensor_with_parallelism_into batch_get_tensor_with_parallelism_into
-""".split()
-
-# Not in Mooncake-C yet (each is missing on purpose; remove a name when it lands).
-NOT_YET = set("""
-""".split())
-# The tensor methods come from mooncake/tensor.py (mixed into the class); they may be present.
-TENSOR = {n for n in UPSTREAM_METHODS if "tensor" in n}
-
-
-def test_upstream_methods_exist_or_are_listed_not_yet():
-    missing = [n for n in UPSTREAM_METHODS
-               if not callable(getattr(MooncakeDistributedStore, n, None))
-               and n not in NOT_YET and n not in TENSOR]
-    assert missing == [], f"upstream methods neither present nor listed in NOT_YET: {missing}"
-    stale = sorted(n for n in NOT_YET if callable(getattr(MooncakeDistributedStore, n, None)))
-    assert stale == [], f"present now, remove from NOT_YET: {stale}"
-    assert len(UPSTREAM_METHODS) == len(set(UPSTREAM_METHODS))
-    assert NOT_YET <= set(UPSTREAM_METHODS)
+# ---- 7. names --------------------------------------------------------------------------
+# The full list of upstream's methods, with the status of each here, is docs/compatibility.md,
+# checked by test_compatibility.py.
 
 
 def test_upstream_module_names():
