@@ -13,6 +13,7 @@
 #include "te/metadata_server.h"
 #endif
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -114,8 +115,8 @@ typedef struct flags {
     int64_t lease_ttl, soft_pin_ttl, client_ttl, discard_s, release_s, cron_ms, event_buffer;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync;
-    const char *rpc_address, *memory_allocator, *strategy, *wal_dir, *log_level, *config_path,
-        *etcd_endpoints, *cluster_id;
+    const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
+        *config_path, *etcd_endpoints, *cluster_id;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -128,6 +129,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
                    .allow_soft = true, .exist_extends = false, .enable_meta = false,
                    .enable_ha = false, .wal_fsync = false, .rpc_address = "0.0.0.0",
+                   .metrics_host = "0.0.0.0",
                    .memory_allocator = "offset", .strategy = "random",
                    .wal_dir = WAL_DIR_AUTO, .log_level = "info", .config_path = "",
                    .etcd_endpoints = "", .cluster_id = "mooncake_cluster",
@@ -140,6 +142,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"max_threads", MC_OPT_INT, &f->max_threads, NULL,
          "upstream's RPC thread count (deprecated there for --rpc_thread_num); accepted for "
          "compatibility: the object table is served by one loop thread", 1, 1024},
+        {"metrics_host", MC_OPT_STRING, &f->metrics_host, NULL,
+         "IPv4 address the metrics/admin HTTP port binds (0.0.0.0 = all interfaces)", 0, 0},
         {"metrics_port", MC_OPT_INT, &f->metrics_port, NULL,
          "HTTP port for /metrics and the admin endpoints (/health /role /metrics/summary "
          "/query_key /batch_query_keys /get_all_keys /get_all_segments ...; -1 = off)", -1,
@@ -238,6 +242,13 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     }
     so->rpc_address = f->rpc_address;
     so->port = (uint16_t)f->port;
+    struct in_addr ip;
+    if (inet_pton(AF_INET, f->metrics_host, &ip) != 1) { /* never fall back to all interfaces */
+        fprintf(stderr, "mooncake_master: --metrics_host must be an IPv4 address, got '%s'\n",
+                f->metrics_host);
+        return 2;
+    }
+    so->metrics_address = f->metrics_host;
     so->metrics_port = (int)f->metrics_port;
     so->cron_period_ms = (uint32_t)f->cron_ms;
     so->cfg.default_kv_lease_ttl_ms = (uint64_t)f->lease_ttl;
