@@ -195,6 +195,28 @@ static FILE *open_out(const opts_t *o, const char *name)
     return f;
 }
 
+/* A results CSV with its header line written, or NULL without --out_dir. */
+static FILE *open_csv(const opts_t *o, const char *name)
+{
+    FILE *f = open_out(o, name);
+    if (f)
+        fputs(CSV_HEADER, f);
+    return f;
+}
+
+/* The end of an experiment over a list flag: a list that did not parse (n_values <= 0) is an
+ * error naming the flag; closes the CSV. Returns the experiment's status. */
+static int exp_finish(FILE *f, int n_values, const char *flag, int rc)
+{
+    if (n_values <= 0) {
+        fprintf(stderr, "mc_sim: bad --%s\n", flag);
+        rc = 2;
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
 /* Parse "a,b,c" into doubles (at most cap). */
 static int parse_list(const char *s, double *v, int cap)
 {
@@ -272,9 +294,7 @@ static int exp_local_vs_global(const opts_t *o, const mc_conductor_sim_config_t 
                                const mc_conductor_trace_t *t)
 {
     int rc = 0;
-    FILE *f = open_out(o, "local_vs_global.csv");
-    if (f)
-        fputs(CSV_HEADER, f);
+    FILE *f = open_csv(o, "local_vs_global.csv");
     int64_t total = o->pool_blocks;
     struct { const char *label; int64_t local, pool, ssd; int least_loaded; } v[] = {
         {"no_cache", 0, 0, 0, 0},
@@ -309,9 +329,7 @@ static int exp_routing(const opts_t *o, const mc_conductor_sim_config_t *cfg,
     int rc = 0;
     double rates[32];
     int nr = parse_list(o->rates, rates, 32);
-    FILE *f = open_out(o, "routing.csv");
-    if (f)
-        fputs(CSV_HEADER, f);
+    FILE *f = open_csv(o, "routing.csv");
     char pol[256];
     snprintf(pol, sizeof(pol), "%s", o->policies);
     for (char *save = NULL, *p = strtok_r(pol, ",", &save); p && rc == 0;
@@ -332,13 +350,7 @@ static int exp_routing(const opts_t *o, const mc_conductor_sim_config_t *cfg,
                 fclose(pr);
         }
     }
-    if (nr <= 0) {
-        fprintf(stderr, "mc_sim: bad --rates\n");
-        rc = 2;
-    }
-    if (f)
-        fclose(f);
-    return rc;
+    return exp_finish(f, nr, "rates", rc);
 }
 
 /* --experiment=pd_vs_colocated: disaggregated P+D vs the same GPUs colocated, x rates. */
@@ -348,9 +360,7 @@ static int exp_pd_vs_colocated(const opts_t *o, const mc_conductor_sim_config_t 
     int rc = 0;
     double rates[32];
     int nr = parse_list(o->rates, rates, 32);
-    FILE *f = open_out(o, "pd_vs_colocated.csv");
-    if (f)
-        fputs(CSV_HEADER, f);
+    FILE *f = open_csv(o, "pd_vs_colocated.csv");
     for (int k = 0; k < 2 && rc == 0; k++) {
         for (int i = 0; i < nr && rc == 0; i++) {
             mc_conductor_sim_config_t c = *cfg;
@@ -359,13 +369,7 @@ static int exp_pd_vs_colocated(const opts_t *o, const mc_conductor_sim_config_t 
             rc = run_one(t, k ? "colocated" : "disaggregated", &c, f, NULL);
         }
     }
-    if (nr <= 0) {
-        fprintf(stderr, "mc_sim: bad --rates\n");
-        rc = 2;
-    }
-    if (f)
-        fclose(f);
-    return rc;
+    return exp_finish(f, nr, "rates", rc);
 }
 
 /* --experiment=cache_sweep: cache-only replay: capacities x LRU/LFU/FIFO vs Belady. */
@@ -401,13 +405,7 @@ static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg
                     r[3].hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
                     r[2].prefix_hit_ratio);
     }
-    if (nc <= 0) {
-        fprintf(stderr, "mc_sim: bad --capacities\n");
-        rc = 2;
-    }
-    if (f)
-        fclose(f);
-    return rc;
+    return exp_finish(f, nc, "capacities", rc);
 }
 
 /* --experiment=bandwidth_sweep: network bandwidths x fetch policy. */
@@ -417,9 +415,7 @@ static int exp_bandwidth_sweep(const opts_t *o, const mc_conductor_sim_config_t 
     int rc = 0;
     double bws[64];
     int nb = parse_list(o->bandwidths, bws, 64);
-    FILE *f = open_out(o, "bandwidth_sweep.csv");
-    if (f)
-        fputs(CSV_HEADER, f);
+    FILE *f = open_csv(o, "bandwidth_sweep.csv");
     static const char *fetches[] = {"cost", "always", "never"};
     for (int i = 0; i < nb && rc == 0; i++) {
         for (int k = 0; k < 3 && rc == 0; k++) {
@@ -430,13 +426,7 @@ static int exp_bandwidth_sweep(const opts_t *o, const mc_conductor_sim_config_t 
             rc = run_one(t, fetches[k], &c, f, NULL);
         }
     }
-    if (nb <= 0) {
-        fprintf(stderr, "mc_sim: bad --bandwidths\n");
-        rc = 2;
-    }
-    if (f)
-        fclose(f);
-    return rc;
+    return exp_finish(f, nb, "bandwidths", rc);
 }
 
 /* --experiment=failure: index event loss with gap detection + resync vs without. */
@@ -444,9 +434,7 @@ static int exp_failure(const opts_t *o, const mc_conductor_sim_config_t *cfg,
                        const mc_conductor_trace_t *t)
 {
     int rc = 0;
-    FILE *f = open_out(o, "failure.csv");
-    if (f)
-        fputs(CSV_HEADER, f);
+    FILE *f = open_csv(o, "failure.csv");
     double loss = o->event_loss > 0 ? o->event_loss : 0.01;
     struct { const char *label; double loss; int ignore, hints; } v[] = {
         {"no_loss", 0, 0, 0},

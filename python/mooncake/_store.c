@@ -1824,9 +1824,13 @@ static PyObject *store_remove_all(StoreObject *self, PyObject *args, PyObject *k
     return mcpy_ret(r);
 }
 
-enum { KB_EXIST = 0, KB_REMOVE = 1 };
+enum { KB_EXIST = 0, KB_REMOVE = 1, KB_REPLICA_CLEAR = 2 };
 
-static PyObject *do_key_batch(StoreObject *self, PyObject *keys_o, int op, int force)
+/* One per-key batch call over a list of keys -> a list with one status (or 1/0) per key; every
+ * entry is the call's status when it failed as a whole. force: KB_REMOVE; segment:
+ * KB_REPLICA_CLEAR. */
+static PyObject *do_key_batch(StoreObject *self, PyObject *keys_o, int op, int force,
+                              const char *segment)
 {
     mcpy_keys_t keys;
     if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
@@ -1842,8 +1846,12 @@ static PyObject *do_key_batch(StoreObject *self, PyObject *keys_o, int op, int f
         st = MC_OK;
     } else if (STORE_ENTER(self)) {
         Py_BEGIN_ALLOW_THREADS
-        st = op == KB_EXIST ? mc_store_batch_exists(self->store, n, keys.v, res)
-                            : mc_store_batch_remove(self->store, n, keys.v, force != 0, res);
+        if (op == KB_EXIST)
+            st = mc_store_batch_exists(self->store, n, keys.v, res);
+        else if (op == KB_REMOVE)
+            st = mc_store_batch_remove(self->store, n, keys.v, force != 0, res);
+        else
+            st = mc_store_batch_replica_clear(self->store, n, keys.v, segment, res);
         Py_END_ALLOW_THREADS
         STORE_LEAVE(self);
     }
@@ -1868,7 +1876,7 @@ static PyObject *store_batch_is_exist(StoreObject *self, PyObject *args, PyObjec
     PyObject *keys_o;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:batch_is_exist", kwlist, &keys_o))
         return NULL;
-    return do_key_batch(self, keys_o, KB_EXIST, 0);
+    return do_key_batch(self, keys_o, KB_EXIST, 0, NULL);
 }
 
 static PyObject *store_batch_remove(StoreObject *self, PyObject *args, PyObject *kwds)
@@ -1878,7 +1886,7 @@ static PyObject *store_batch_remove(StoreObject *self, PyObject *args, PyObject 
     int force = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:batch_remove", kwlist, &keys_o, &force))
         return NULL;
-    return do_key_batch(self, keys_o, KB_REMOVE, force);
+    return do_key_batch(self, keys_o, KB_REMOVE, force, NULL);
 }
 
 /* _batch_replica_clear(keys, segment_name) -> one status per key (0 = cleared); every entry
@@ -1892,37 +1900,7 @@ static PyObject *store_batch_replica_clear(StoreObject *self, PyObject *args, Py
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|s:_batch_replica_clear", kwlist, &keys_o,
                                      &segment))
         return NULL;
-    mcpy_keys_t keys;
-    if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)
-        return NULL;
-    size_t n = (size_t)keys.n;
-    int32_t *res = PyMem_Calloc(n ? n : 1, sizeof(*res));
-    if (res == NULL) {
-        mcpy_keys_release(&keys);
-        return PyErr_NoMemory();
-    }
-    mc_status_t st = NOT_READY;
-    if (n == 0) {
-        st = MC_OK;
-    } else if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        st = mc_store_batch_replica_clear(self->store, n, keys.v, segment, res);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
-    mcpy_log_flush();
-    PyObject *l = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; l && i < n; i++) {
-        PyObject *v = PyLong_FromLong(st == MC_OK ? res[i] : st);
-        if (v == NULL) {
-            Py_CLEAR(l);
-            break;
-        }
-        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
-    }
-    PyMem_Free(res);
-    mcpy_keys_release(&keys);
-    return l;
+    return do_key_batch(self, keys_o, KB_REPLICA_CLEAR, 0, segment);
 }
 
 /* Extra segments (mc_store_segment_*; the upstream-shaped methods are in _store_more.py). */
