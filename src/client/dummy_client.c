@@ -61,18 +61,6 @@ struct mc_dummy {
     struct mc_dummy *next;       /* g_shm.dummies */
 };
 
-/* Threads of this file take no asynchronous signals: a program's handler (mooncake_client's
- * SIGTERM) runs on its own threads, not on one of ours. */
-static int spawn_quiet(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
 /* ---- process-wide shared memory ----------------------------------------------------------- */
 
 typedef struct shm_seg {
@@ -514,7 +502,7 @@ mc_status_t mc_store_create_dummy(const mc_store_dummy_config_t *cfg, mc_store_t
             goto fail;
     }
     atomic_store(&d->ping_ok, 1);
-    if (spawn_quiet(&d->ping, ping_main, d) != 0) {
+    if (mc_rc_thread_start(&d->ping, ping_main, d) != 0) {
         st = MC_ERR_INTERNAL;
         goto fail;
     }

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -270,4 +271,14 @@ const char *mc_rc_op_name(uint16_t op)
         [MC_RC_OP_STATS] = "stats",
     };
     return op < MC_RC_OP_MAX && names[op] ? names[op] : "?";
+}
+
+int mc_rc_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

@@ -15,6 +15,7 @@
 #include "rpc/frame.h"
 #include "rpc/real_client.pb-c.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -83,6 +84,11 @@ mc_status_t mc_rc_recv(int fd, mc_rpc_hdr_t *h, uint8_t **body_p, int *fd_p,
  * GET_INTO) and no empty or wrapping slice, preferred segments. MC_OK, MC_ERR_TOO_LARGE or
  * MC_ERR_INVALID_PARAMS. Does not look at regions (the server does). */
 mc_status_t mc_rc_request_check(uint16_t op, const McRc__RcRequest *r);
+
+/* pthread_create for the service's and the dummy's threads, which take no asynchronous
+ * signals: a program's handler (mooncake_client's SIGTERM) runs on its own threads, never on
+ * one of these. Returns pthread_create's result. */
+int mc_rc_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* Opcode name for logs ("?" for unknown). */
 const char *mc_rc_op_name(uint16_t op);

@@ -78,18 +78,6 @@ struct mc_real_service {
     atomic_ullong n_regions, region_bytes;
 };
 
-/* Threads of this file take no asynchronous signals: a program's handler (mooncake_client's
- * SIGTERM) runs on its own threads, not on one of ours. */
-static int spawn_quiet(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
 /* ---- regions ------------------------------------------------------------------------------ */
 
 static void region_drop(mc_real_service_t *svc, rc_dummy_t *d, rc_region_t *r, const char *why)
@@ -717,7 +705,7 @@ static void *acceptor_main(void *arg)
         if (c) {
             c->svc = svc;
             c->fd = fd;
-            if (spawn_quiet(&c->th, conn_main, c) != 0) {
+            if (mc_rc_thread_start(&c->th, conn_main, c) != 0) {
                 mc_free(c);
                 c = NULL;
             } else {
@@ -823,12 +811,12 @@ mc_status_t mc_real_service_start(mc_store_t *store, uint16_t port, mc_real_serv
         mc_free(svc);
         return taken ? MC_ERR_BUSY : MC_ERR_IO;
     }
-    if (spawn_quiet(&svc->acceptor, acceptor_main, svc) != 0) {
+    if (mc_rc_thread_start(&svc->acceptor, acceptor_main, svc) != 0) {
         close(svc->lfd);
         mc_free(svc);
         return MC_ERR_INTERNAL;
     }
-    if (spawn_quiet(&svc->reaper, reaper_main, svc) != 0) {
+    if (mc_rc_thread_start(&svc->reaper, reaper_main, svc) != 0) {
         atomic_store(&svc->stop, 1);
         pthread_join(svc->acceptor, NULL);
         close(svc->lfd);
