@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 
 from . import _config
+from ._numa import bind_to_numa_node  # noqa: F401  (upstream's module-level function)
 from ._config import default_kv_lease_ttl_ms, parse_size
 from . import _store
 from ._store import BufferHandle, ReplicateConfig
@@ -430,7 +431,8 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         return False
 
 
-__all__ = ["MooncakeDistributedStore", "MooncakeHostMemAllocator", "ReplicateConfig", "BufferHandle", "ReplicaStatus",
+__all__ = ["MooncakeDistributedStore", "bind_to_numa_node", "MooncakeHostMemAllocator",
+           "ReplicateConfig", "BufferHandle", "ReplicaStatus",
            "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
            "parse_size", "default_kv_lease_ttl_ms"]

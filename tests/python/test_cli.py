@@ -162,6 +162,25 @@ def test_help(installed, name):
     assert not missing, f"{name} --help lacks {missing}:\n{r.stdout}"
 
 
+def test_topology_dump(installed):
+    """transfer_engine_topology_dump (a Python console script) prints the engine's view of
+    this host as JSON: one entry per NUMA node in /sys, in both shapes."""
+    bindir, _, env = installed
+    assert shutil.which("transfer_engine_topology_dump", path=env["PATH"]) == \
+        os.path.join(bindir, "transfer_engine_topology_dump")
+    nodes = sorted(d for d in os.listdir("/sys/devices/system/node")
+                   if d.startswith("node") and d[4:].isdigit())
+    r = run(["transfer_engine_topology_dump"], env)
+    assert r.returncode == 0, r.stderr
+    classic = json.loads(r.stdout)
+    assert sorted(classic) == sorted(f"cpu:{d[4:]}" for d in nodes)
+    r = run(["transfer_engine_topology_dump", "--native"], env)
+    assert r.returncode == 0, r.stderr
+    native = json.loads(r.stdout)
+    assert len(native["mems"]) == len(nodes)
+    assert r.stdout.count("\n") > 3  # indented, for people
+
+
 @pytest.mark.parametrize("args,message", [
     (["mooncake_client", "--tenant_id=team1"], "tenant"),
     (["mooncake_client", "--enable_offload=true"], "offload"),

@@ -810,3 +810,47 @@ def test_upstream_module_names():
                  "ObjectDataType", "ReplicaStatus", "TaskType", "TaskStatus",
                  "ReplicaDescriptor", "MemoryDescriptor", "BufferHandle"):
         assert hasattr(ms, name), name
+
+
+BIND_CHECK = r"""
+import ctypes, json, os, platform, sys
+import mooncake.store as ms
+from mooncake import _numa
+nodes = sorted(int(d[4:]) for d in os.listdir("/sys/devices/system/node")
+               if d.startswith("node") and d[4:].isdigit())
+before = sorted(os.sched_getaffinity(0))
+ms.bind_to_numa_node(999)                      # no such node: a warning, nothing changes
+unchanged = sorted(os.sched_getaffinity(0)) == before
+node = nodes[-1]
+os.sched_setaffinity(0, {min(_numa.node_cpus(node))})   # narrower than the node: bind widens it
+ms.bind_to_numa_node(node)
+cpus = sorted(os.sched_getaffinity(0))
+mode = ctypes.c_int(-1)
+mask = ctypes.c_ulong(0)
+nr = {"x86_64": 239, "aarch64": 236}.get(platform.machine())   # get_mempolicy
+libc = ctypes.CDLL(None, use_errno=True)
+ok = nr is not None and libc.syscall(nr, ctypes.byref(mode), ctypes.byref(mask),
+                                     ctypes.c_ulong(65), None, ctypes.c_ulong(0)) == 0
+print(json.dumps({"node": node, "cpus": cpus, "want": sorted(_numa.node_cpus(node)),
+                  "unchanged": unchanged, "mode": mode.value if ok else None,
+                  "mask": mask.value if ok else None}))
+"""
+
+
+def test_bind_to_numa_node():
+    """Upstream's module-level bind_to_numa_node: the thread runs on the node's CPUs and
+    prefers its memory (MPOL_PREFERRED); a node that does not exist only warns. In a child
+    process, so the test runner keeps its own CPUs."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", BIND_CHECK], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["unchanged"], "a missing node changed the CPUs"
+    assert "Invalid NUMA node: 999" in r.stderr
+    assert got["cpus"] == got["want"]
+    if got["mode"] is not None:
+        assert got["mode"] == 1 and got["mask"] == 1 << got["node"]   # MPOL_PREFERRED
+    with pytest.raises(TypeError):
+        ms.bind_to_numa_node("0")
