@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -91,6 +92,24 @@ class TePeer:
                 f.close()
             except Exception:
                 pass
+
+
+def sigstop(pid, timeout=10.0):
+    """kill -STOP pid and wait until every thread of it is stopped: delivery is asynchronous,
+    and a thread still running could answer one more request."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped():
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+            for tid in tids:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                        return False
+            return bool(tids)
+        except FileNotFoundError:
+            return False
+    wait_for(stopped, timeout=timeout, what=f"process {pid} to stop")
 
 
 def sha256(b):

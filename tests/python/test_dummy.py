@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import bin_path, start_master, wait_for
+from conftest import bin_path, sigstop, start_master, wait_for
 from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
 
 RPC_FAIL = -900
@@ -54,7 +54,10 @@ class RealClient:
             return f.read()
 
     def signal(self, sig):
-        os.kill(self.proc.pid, sig)
+        if sig == signal.SIGSTOP:
+            sigstop(self.proc.pid)  # returns once every thread is stopped
+        else:
+            os.kill(self.proc.pid, sig)
 
     def stop(self):
         if self.proc.poll() is None:

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import GilProbe, TePeer, sha256, wait_for
+from conftest import GilProbe, TePeer, sha256, sigstop, wait_for
 from te_peer import pattern
 
 import mooncake
@@ -422,16 +422,6 @@ def test_te_tuning_from_env(monkeypatch):
 
 
 # ---- notifications, probes, async failure codes, topology ---------------------------------
-
-def sigstop(pid):
-    """Stop pid and wait until it is stopped (delivery is asynchronous)."""
-    os.kill(pid, signal.SIGSTOP)
-
-    def stopped():
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "T"
-    wait_for(stopped, timeout=10, what=f"process {pid} to stop")
-
 
 def peer_notifies(peer):
     return [tuple(x) for x in json.loads(peer.cmd("notifies"))]

@@ -19,7 +19,7 @@ import uuid
 import numpy as np
 import pytest
 
-from conftest import GilProbe, start_master, start_storage, wait_for
+from conftest import GilProbe, sigstop, start_master, start_storage, wait_for
 
 import mooncake
 from mooncake.store import (BufferHandle, MooncakeDistributedStore, ReplicaStatus,
@@ -718,7 +718,7 @@ def test_dropped_storage_server_stops_serving():
         assert c.get("D") == old
         s2 = start_storage(m.addr, size="16MB")
         procs.append(s2)
-        os.kill(s1.proc.pid, signal.SIGSTOP)
+        sigstop(s1.proc.pid)
         try:
             wait_for(lambda: a.is_exist("D") == 0, timeout=10,
                      what="the master to drop the frozen storage server")
