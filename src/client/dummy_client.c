@@ -894,57 +894,55 @@ static mc_status_t keys_call(mc_dummy_t *d, uint16_t op, size_t n, const char *c
     return MC_OK;
 }
 
-int mc_dummy_exists(mc_dummy_t *d, const char *key)
+/* One key through keys_call: its result (a value or a negative status). */
+static int64_t key_call(mc_dummy_t *d, uint16_t op, const char *key, bool force)
 {
     int64_t r = MC_ERR_INTERNAL;
     if (!key)
         return MC_ERR_INVALID_PARAMS;
-    keys_call(d, MC_RC_OP_EXIST, 1, &key, false, &r);
-    return (int)r;
+    keys_call(d, op, 1, &key, force, &r);
+    return r;
+}
+
+/* n keys through keys_call, the per-key results narrowed into results[n]. */
+static mc_status_t keys_call_i32(mc_dummy_t *d, uint16_t op, size_t n, const char *const *keys,
+                                 bool force, int32_t *results)
+{
+    int64_t *r = mc_calloc(n ? n : 1, sizeof(*r));
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_status_t st = keys_call(d, op, n, keys, force, r);
+    for (size_t i = 0; i < n; i++)
+        results[i] = (int32_t)r[i];
+    mc_free(r);
+    return st;
+}
+
+int mc_dummy_exists(mc_dummy_t *d, const char *key)
+{
+    return (int)key_call(d, MC_RC_OP_EXIST, key, false);
 }
 
 mc_status_t mc_dummy_batch_exists(mc_dummy_t *d, size_t n, const char *const *keys,
                                   int32_t *results)
 {
-    int64_t *r = mc_calloc(n ? n : 1, sizeof(*r));
-    if (!r)
-        return MC_ERR_NO_MEMORY;
-    mc_status_t st = keys_call(d, MC_RC_OP_EXIST, n, keys, false, r);
-    for (size_t i = 0; i < n; i++)
-        results[i] = (int32_t)r[i];
-    mc_free(r);
-    return st;
+    return keys_call_i32(d, MC_RC_OP_EXIST, n, keys, false, results);
 }
 
 int64_t mc_dummy_get_size(mc_dummy_t *d, const char *key)
 {
-    int64_t r = MC_ERR_INTERNAL;
-    if (!key)
-        return MC_ERR_INVALID_PARAMS;
-    keys_call(d, MC_RC_OP_GET_SIZE, 1, &key, false, &r);
-    return r;
+    return key_call(d, MC_RC_OP_GET_SIZE, key, false);
 }
 
 mc_status_t mc_dummy_remove(mc_dummy_t *d, const char *key, bool force)
 {
-    int64_t r = MC_ERR_INTERNAL;
-    if (!key)
-        return MC_ERR_INVALID_PARAMS;
-    keys_call(d, MC_RC_OP_REMOVE, 1, &key, force, &r);
-    return (mc_status_t)r;
+    return (mc_status_t)key_call(d, MC_RC_OP_REMOVE, key, force);
 }
 
 mc_status_t mc_dummy_batch_remove(mc_dummy_t *d, size_t n, const char *const *keys, bool force,
                                   int32_t *results)
 {
-    int64_t *r = mc_calloc(n ? n : 1, sizeof(*r));
-    if (!r)
-        return MC_ERR_NO_MEMORY;
-    mc_status_t st = keys_call(d, MC_RC_OP_REMOVE, n, keys, force, r);
-    for (size_t i = 0; i < n; i++)
-        results[i] = (int32_t)r[i];
-    mc_free(r);
-    return st;
+    return keys_call_i32(d, MC_RC_OP_REMOVE, n, keys, force, results);
 }
 
 static int64_t count_call(mc_dummy_t *d, uint16_t op, const char *regex, bool force)

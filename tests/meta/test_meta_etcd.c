@@ -11,6 +11,7 @@
 #include "common/time.h"
 #include "support/test_util.h"
 #include "te/metadata.h"
+#include "meta_check.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -106,21 +107,6 @@ static mc_meta_t *open_meta(const char *extra_front)
     mc_meta_t *m;
     assert_int_equal(mc_meta_open(uri, &m), MC_OK);
     return m;
-}
-
-static void check_value(mc_meta_t *m, const char *key, const char *want)
-{
-    char *v = NULL;
-    mc_status_t st = mc_meta_get(m, key, &v);
-    if (!want) {
-        if (st != MC_ERR_OBJECT_NOT_FOUND)
-            fail_msg("key '%s': want NOT_FOUND, got %s", key, mc_status_name(st));
-        return;
-    }
-    if (st != MC_OK)
-        fail_msg("key '%s': %s", key, mc_status_name(st));
-    assert_string_equal(v, want);
-    free(v);
 }
 
 static void test_crud(void **state)

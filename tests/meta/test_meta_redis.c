@@ -15,6 +15,7 @@
 #include "mooncake/te.h"
 #include "support/test_util.h"
 #include "te/metadata.h"
+#include "meta_check.h"
 #include "te/segment_desc.h"
 #include "te_env.h" /* tools/common */
 
@@ -219,21 +220,6 @@ static mc_meta_t *open_uri(const char *fmt, uint16_t port, const mc_meta_opts_t 
     if (st != MC_OK)
         fail_msg("open %s: %s", uri, mc_status_name(st));
     return m;
-}
-
-static void check_value(mc_meta_t *m, const char *key, const char *want)
-{
-    char *v = NULL;
-    mc_status_t st = mc_meta_get(m, key, &v);
-    if (!want) {
-        if (st != MC_ERR_OBJECT_NOT_FOUND)
-            fail_msg("key '%s': want NOT_FOUND, got %s", key, mc_status_name(st));
-        return;
-    }
-    if (st != MC_OK)
-        fail_msg("key '%s': %s", key, mc_status_name(st));
-    assert_string_equal(v, want);
-    free(v);
 }
 
 /* The raw string at key on c (heap, NULL if absent); fails on a non-string. */
