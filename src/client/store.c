@@ -34,7 +34,7 @@
 
 static McRpc__SegmentInfo *segment_info(mc_store_t *s, McRpc__SegmentInfo *info);
 static mc_status_t store_mount_rpc(mc_store_t *s, int remount);
-static mc_status_t store_mount(mc_store_t *s, int remount);
+static mc_status_t store_remount(mc_store_t *s);
 static mc_status_t store_mount_first(mc_store_t *s);
 static uint64_t master_client_ttl_ms(mc_store_t *s);
 static void serve_extend(mc_store_t *s, uint64_t t_send, uint64_t client_ttl_ms);
@@ -90,15 +90,15 @@ static mc_status_t store_mount_rpc(mc_store_t *s, int remount)
     return st;
 }
 
-static mc_status_t store_mount(mc_store_t *s, int remount)
+/* The setup segment mounted again (after a master restart or drop), logged. */
+static mc_status_t store_remount(mc_store_t *s)
 {
-    mc_status_t st = store_mount_rpc(s, remount);
+    mc_status_t st = store_mount_rpc(s, 1);
     if (st != MC_OK)
-        MC_LOG_ERROR("%s of segment %s (%zu bytes) failed: %s", remount ? "re-mount" : "mount",
-                     s->te_name, s->segment_size, mc_status_str(st));
+        MC_LOG_ERROR("re-mount of segment %s (%zu bytes) failed: %s", s->te_name,
+                     s->segment_size, mc_status_str(st));
     else
-        MC_LOG_INFO("%s segment %s (%zu bytes)", remount ? "re-mounted" : "mounted", s->te_name,
-                    s->segment_size);
+        MC_LOG_INFO("re-mounted segment %s (%zu bytes)", s->te_name, s->segment_size);
     return st;
 }
 
@@ -241,7 +241,7 @@ static mc_status_t store_ping(mc_store_t *s)
             if (!s->remount_after_ms) {
                 serve_extend(s, t_send, pr->client_ttl_ms);
             } else if (now_ms >= s->remount_after_ms &&
-                       (!s->segment || store_mount(s, 1) == MC_OK) &&
+                       (!s->segment || store_remount(s) == MC_OK) &&
                        store_xsegs_remount(s) == MC_OK) {
                 s->remount_after_ms = 0;
                 serve_extend(s, t_send, pr->client_ttl_ms);

@@ -8,11 +8,12 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/prom.h"
 
 #include <stdio.h>
 #include <string.h>
 
-const uint32_t store_lat_le_us[STORE_LAT_BUCKETS] = {
+const uint64_t store_lat_le_us[STORE_LAT_BUCKETS] = {
     50,     75,      125,     150,     200,      250,      300,  400,  500,  750,
     1000,   1500,    2000,    3000,    5000,     7000,     15000, 20000,
     50000,  100000,  200000,  500000,  1000000,  2000000,  5000000, 10000000, 20000000,
@@ -82,40 +83,6 @@ static void hist_read(const store_hist_t *h, hist_snap_t *o)
 }
 
 /* The page being rendered; the first failed append sticks in st. */
-typedef struct page {
-    mc_buf_t b;
-    mc_status_t st;
-} page_t;
-
-#define PG(pg, ...)                                                                                \
-    do {                                                                                           \
-        if ((pg)->st == MC_OK)                                                                     \
-            (pg)->st = mc_buf_printf(&(pg)->b, __VA_ARGS__);                                       \
-    } while (0)
-
-static void help_type(page_t *p, const char *name, const char *help, const char *type)
-{
-    PG(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* The series of one histogram; label is `rpc_name="X",` or "" (it precedes le). */
-static void hist_series(page_t *p, const char *name, const char *label, const hist_snap_t *h)
-{
-    uint64_t cum = 0;
-    for (size_t i = 0; i < STORE_LAT_BUCKETS; i++) {
-        cum += h->b[i];
-        PG(p, "%s_bucket{%sle=\"%u\"} %llu\n", name, label, store_lat_le_us[i],
-           (unsigned long long)cum);
-    }
-    size_t n = strlen(label);
-    char bare[64] = ""; /* the label without its trailing comma, for _sum and _count */
-    if (n > 1 && n < sizeof(bare))
-        snprintf(bare, sizeof(bare), "{%.*s}", (int)(n - 1), label);
-    PG(p, "%s_bucket{%sle=\"+Inf\"} %llu\n%s_sum%s %llu\n%s_count%s %llu\n", name, label,
-       (unsigned long long)h->count, name, bare, (unsigned long long)h->sum, name, bare,
-       (unsigned long long)h->count);
-}
-
 static const struct {
     const char *name, *help;
 } op_hist[STORE_OP_N] = {
@@ -130,31 +97,34 @@ static const struct {
 mc_status_t store_metrics_render(const store_metrics_t *m, char **text_p)
 {
     *text_p = NULL;
-    page_t p = {0};
-    help_type(&p, "mooncake_transfer_read_bytes", "Total bytes read", "counter");
-    PG(&p, "mooncake_transfer_read_bytes %llu\n", (unsigned long long)ld(&m->read_bytes));
-    help_type(&p, "mooncake_transfer_write_bytes", "Total bytes written", "counter");
-    PG(&p, "mooncake_transfer_write_bytes %llu\n", (unsigned long long)ld(&m->write_bytes));
+    mc_prom_t p = {0};
+    mc_prom_help_type(&p, "mooncake_transfer_read_bytes", "counter", "Total bytes read");
+    MC_PROM_PRINTF(&p, "mooncake_transfer_read_bytes %llu\n",
+                   (unsigned long long)ld(&m->read_bytes));
+    mc_prom_help_type(&p, "mooncake_transfer_write_bytes", "counter", "Total bytes written");
+    MC_PROM_PRINTF(&p, "mooncake_transfer_write_bytes %llu\n",
+                   (unsigned long long)ld(&m->write_bytes));
     static const int order[] = {STORE_OP_BATCH_PUT, STORE_OP_BATCH_GET, STORE_OP_GET,
                                 STORE_OP_PUT}; /* upstream's order */
     for (size_t i = 0; i < MC_ARRAY_LEN(order); i++) {
         hist_snap_t h;
         hist_read(&m->op[order[i]], &h);
-        help_type(&p, op_hist[order[i]].name, op_hist[order[i]].help, "histogram");
-        hist_series(&p, op_hist[order[i]].name, "", &h);
+        mc_prom_help_type(&p, op_hist[order[i]].name, "histogram", op_hist[order[i]].help);
+        mc_prom_histogram(&p, op_hist[order[i]].name, "", store_lat_le_us, h.b, STORE_LAT_BUCKETS,
+                          h.sum, h.count);
     }
     /* Labelled families: a series per RPC that was called (upstream's dynamic labels). */
-    help_type(&p, "mooncake_client_rpc_count", "Total number of RPC calls made by the client",
-              "counter");
+    mc_prom_help_type(&p, "mooncake_client_rpc_count", "counter",
+                      "Total number of RPC calls made by the client");
     for (uint16_t op = 0; op < MC_OP_MAX; op++) {
         uint64_t c = ld(&m->rpc_count[op]);
         const char *name = store_metrics_rpc_name(op);
         if (c && name)
-            PG(&p, "mooncake_client_rpc_count{rpc_name=\"%s\"} %llu\n", name,
-               (unsigned long long)c);
+            MC_PROM_PRINTF(&p, "mooncake_client_rpc_count{rpc_name=\"%s\"} %llu\n", name,
+                           (unsigned long long)c);
     }
-    help_type(&p, "mooncake_client_rpc_latency",
-              "Latency of RPC calls made by the client (in us)", "histogram");
+    mc_prom_help_type(&p, "mooncake_client_rpc_latency", "histogram",
+                      "Latency of RPC calls made by the client (in us)");
     for (uint16_t op = 0; op < MC_OP_MAX; op++) {
         const char *name = store_metrics_rpc_name(op);
         hist_snap_t h;
@@ -163,7 +133,8 @@ mc_status_t store_metrics_render(const store_metrics_t *m, char **text_p)
             continue;
         char label[64];
         snprintf(label, sizeof(label), "rpc_name=\"%s\",", name);
-        hist_series(&p, "mooncake_client_rpc_latency", label, &h);
+        mc_prom_histogram(&p, "mooncake_client_rpc_latency", label, store_lat_le_us, h.b,
+                          STORE_LAT_BUCKETS, h.sum, h.count);
     }
     if (p.st == MC_OK && !(*text_p = mc_buf_take_str(&p.b)))
         p.st = MC_ERR_NO_MEMORY;
@@ -173,53 +144,29 @@ mc_status_t store_metrics_render(const store_metrics_t *m, char **text_p)
 
 /* ---------------------------------------------------------------- summary (upstream's text) */
 
-/* upstream's byte_size_to_string: "512 B", "1.50 KB", ... (1024-based) */
-static void human_bytes(page_t *p, double v, const char *suffix)
-{
-    static const char *unit[] = {"K", "M", "G", "T"};
-    if (v < 1024) {
-        PG(p, "%.2f %s", v, suffix);
-        return;
-    }
-    int u = -1;
-    while (u < 3 && v >= 1024) {
-        v /= 1024;
-        u++;
-    }
-    PG(p, "%.2f %s%s", v, unit[u], suffix);
-}
-
-static void bytes_total(page_t *p, uint64_t v)
-{
-    if (v < 1024)
-        PG(p, "%llu B", (unsigned long long)v);
-    else
-        human_bytes(p, (double)v, "B");
-}
-
 /* upstream's format_latency_summary: count, the bucket holding the 95th percentile, the
  * highest bucket with data ("No data" when empty); nothing for a bound past the last one. */
-static void latency_summary(page_t *p, const store_hist_t *hist)
+static void latency_summary(mc_prom_t *p, const store_hist_t *hist)
 {
     hist_snap_t h;
     hist_read(hist, &h);
     if (!h.count) {
-        PG(p, "No data");
+        MC_PROM_PRINTF(p, "No data");
         return;
     }
-    PG(p, "count=%llu", (unsigned long long)h.count);
+    MC_PROM_PRINTF(p, "count=%llu", (unsigned long long)h.count);
     /* rounded up, so at least one observation (upstream rounds down: 0 of 1, the first bucket) */
     uint64_t target = (h.count * 95 + 99) / 100, cum = 0;
     for (size_t i = 0; i < STORE_LAT_BUCKETS; i++) {
         cum += h.b[i];
         if (cum >= target) {
-            PG(p, ", p95<%u\xce\xbcs", store_lat_le_us[i]);
+            MC_PROM_PRINTF(p, ", p95<%llu\xce\xbcs", (unsigned long long)store_lat_le_us[i]);
             break;
         }
     }
     for (size_t i = STORE_LAT_BUCKETS; i > 0; i--) {
         if (h.b[i - 1]) {
-            PG(p, ", max<%u\xce\xbcs", store_lat_le_us[i - 1]);
+            MC_PROM_PRINTF(p, ", max<%llu\xce\xbcs", (unsigned long long)store_lat_le_us[i - 1]);
             break;
         }
     }
@@ -228,41 +175,41 @@ static void latency_summary(page_t *p, const store_hist_t *hist)
 mc_status_t store_metrics_summary(const store_metrics_t *m, char **text_p)
 {
     *text_p = NULL;
-    page_t p = {0};
+    mc_prom_t p = {0};
     double secs = (double)(mc_now_ns() - m->start_ns) / 1e9;
     if (secs < 1e-9)
         secs = 1e-9;
     uint64_t rd = ld(&m->read_bytes), wr = ld(&m->write_bytes);
-    PG(&p, "Client Metrics Summary\n=== Transfer Metrics Summary ===\nTotal Read: ");
-    bytes_total(&p, rd);
-    PG(&p, "\nTotal Write: ");
-    bytes_total(&p, wr);
-    PG(&p, "\nAverage Read Throughput: ");
-    human_bytes(&p, (double)rd / secs, "B/s");
-    PG(&p, "\nAverage Write Throughput: ");
-    human_bytes(&p, (double)wr / secs, "B/s");
-    PG(&p, "\n\n=== Latency Summary (microseconds) ===\n");
+    MC_PROM_PRINTF(&p, "Client Metrics Summary\n=== Transfer Metrics Summary ===\nTotal Read: ");
+    mc_prom_bytes(&p, rd);
+    MC_PROM_PRINTF(&p, "\nTotal Write: ");
+    mc_prom_bytes(&p, wr);
+    MC_PROM_PRINTF(&p, "\nAverage Read Throughput: ");
+    mc_prom_human_bytes(&p, (double)rd / secs, "B/s");
+    MC_PROM_PRINTF(&p, "\nAverage Write Throughput: ");
+    mc_prom_human_bytes(&p, (double)wr / secs, "B/s");
+    MC_PROM_PRINTF(&p, "\n\n=== Latency Summary (microseconds) ===\n");
     static const struct { const char *label; int op; } lat[] = {
         {"Get", STORE_OP_GET}, {"Put", STORE_OP_PUT}, {"Batch Get", STORE_OP_BATCH_GET},
         {"Batch Put", STORE_OP_BATCH_PUT}};
     for (size_t i = 0; i < MC_ARRAY_LEN(lat); i++) {
-        PG(&p, "%s: ", lat[i].label);
+        MC_PROM_PRINTF(&p, "%s: ", lat[i].label);
         latency_summary(&p, &m->op[lat[i].op]);
-        PG(&p, "\n");
+        MC_PROM_PRINTF(&p, "\n");
     }
-    PG(&p, "\n=== RPC Metrics Summary ===\n");
+    MC_PROM_PRINTF(&p, "\n=== RPC Metrics Summary ===\n");
     bool any = false;
     for (uint16_t op = 0; op < MC_OP_MAX; op++) {
         const char *name = store_metrics_rpc_name(op);
         if (!name || !ld(&m->rpc_count[op]))
             continue;
         any = true;
-        PG(&p, "%s: ", name);
+        MC_PROM_PRINTF(&p, "%s: ", name);
         latency_summary(&p, &m->rpc_lat[op]);
-        PG(&p, "\n");
+        MC_PROM_PRINTF(&p, "\n");
     }
     if (!any)
-        PG(&p, "No RPC calls recorded\n");
+        MC_PROM_PRINTF(&p, "No RPC calls recorded\n");
     if (p.st == MC_OK && !(*text_p = mc_buf_take_str(&p.b)))
         p.st = MC_ERR_NO_MEMORY;
     mc_buf_free(&p.b);

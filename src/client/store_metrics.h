@@ -19,7 +19,7 @@
 
 /* Upstream's kLatencyBucket (microseconds): le bounds, then +Inf. */
 #define STORE_LAT_BUCKETS 27
-extern const uint32_t store_lat_le_us[STORE_LAT_BUCKETS];
+extern const uint64_t store_lat_le_us[STORE_LAT_BUCKETS];
 
 typedef struct store_hist {
     _Atomic uint64_t bucket[STORE_LAT_BUCKETS + 1]; /* not cumulative; [STORE_LAT_BUCKETS] = +Inf */

@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/prom.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "rpc/frame.h"
@@ -50,7 +51,8 @@ struct mc_master_service {
 
 static int32_t resp_status(const ProtobufCMessage *resp)
 {
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(resp->descriptor, 1);
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(resp->descriptor, 1);
     if (!f || f->type != PROTOBUF_C_TYPE_SINT32)
         return 0;
     return *(const int32_t *)((const char *)resp + f->offset);
@@ -61,7 +63,8 @@ static int32_t resp_status(const ProtobufCMessage *resp)
 static bool item_failed(uint16_t op, int32_t st)
 {
     return st != MC_OK &&
-           !(st == MC_ERR_OBJECT_NOT_FOUND && (op == MC_OP_EXIST_KEY || op == MC_OP_BATCH_EXIST_KEY));
+           !(st == MC_ERR_OBJECT_NOT_FOUND &&
+             (op == MC_OP_EXIST_KEY || op == MC_OP_BATCH_EXIST_KEY));
 }
 
 static size_t repeated_count(const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f)
@@ -292,39 +295,22 @@ static bool utf8_valid(const unsigned char *p, size_t n)
 
 /* ---------------------------------------------------------------- metrics page */
 
-/* The page being rendered; the first failed append sticks in st. */
-typedef struct page {
-    mc_buf_t b;
-    mc_status_t st;
-} page_t;
-
-#define PAGE_PRINTF(pg, ...)                                                                       \
-    do {                                                                                           \
-        if ((pg)->st == MC_OK)                                                                     \
-            (pg)->st = mc_buf_printf(&(pg)->b, __VA_ARGS__);                                       \
-    } while (0)
-
-static void help_type(page_t *b, const char *name, const char *type, const char *help)
+static void metric(mc_prom_t *b, const char *name, const char *type, const char *help, double v)
 {
-    PAGE_PRINTF(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    mc_prom_help_type(b, name, type, help);
+    MC_PROM_PRINTF(b, "%s %.17g\n", name, v);
 }
 
-static void metric(page_t *b, const char *name, const char *type, const char *help, double v)
+static void metric_u(mc_prom_t *b, const char *name, const char *type, const char *help, uint64_t v)
 {
-    help_type(b, name, type, help);
-    PAGE_PRINTF(b, "%s %.17g\n", name, v);
-}
-
-static void metric_u(page_t *b, const char *name, const char *type, const char *help, uint64_t v)
-{
-    help_type(b, name, type, help);
-    PAGE_PRINTF(b, "%s %llu\n", name, (unsigned long long)v);
+    mc_prom_help_type(b, name, type, help);
+    MC_PROM_PRINTF(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
 /* A label value as the Prometheus text format wants it: \ " and newline escaped, and valid
  * UTF-8 (Prometheus refuses a scrape with an invalid label value; segment names come from
  * clients): a byte that does not start a valid sequence becomes U+FFFD. */
-static void label_value(page_t *b, const char *v)
+static void label_value(mc_prom_t *b, const char *v)
 {
     const unsigned char *p = (const unsigned char *)v;
     size_t n = strlen(v);
@@ -343,35 +329,27 @@ static void label_value(page_t *b, const char *v)
     }
 }
 
-static void segment_gauges(page_t *b, const mc_master_segment_metrics_t *segs, size_t n,
+static void segment_gauges(mc_prom_t *b, const mc_master_segment_metrics_t *segs, size_t n,
                            bool capacity)
 {
     const char *name = capacity ? "segment_total_capacity_bytes" : "segment_allocated_bytes";
-    help_type(b, name, "gauge",
+    mc_prom_help_type(b, name, "gauge",
               capacity ? "Capacity of the mounted segment" : "Bytes allocated in the segment");
     for (size_t i = 0; i < n; i++) {
-        PAGE_PRINTF(b, "%s{segment=\"", name);
+        MC_PROM_PRINTF(b, "%s{segment=\"", name);
         label_value(b, segs[i].name);
-        PAGE_PRINTF(b, "\"} %llu\n",
-                    (unsigned long long)(capacity ? segs[i].capacity_bytes
-                                                  : segs[i].allocated_bytes));
+        MC_PROM_PRINTF(b, "\"} %llu\n",
+                       (unsigned long long)(capacity ? segs[i].capacity_bytes
+                                                     : segs[i].allocated_bytes));
     }
 }
 
-static void value_size_histogram(page_t *b, const mc_master_metrics_t *m)
+static void value_size_histogram(mc_prom_t *b, const mc_master_metrics_t *m)
 {
     const char *name = "master_value_size_bytes";
-    help_type(b, name, "histogram", "Value sizes of committed puts");
-    uint64_t cum = 0;
-    for (size_t i = 0; i < MC_MASTER_VALUE_SIZE_BUCKETS; i++) {
-        cum += m->value_size_bucket[i];
-        PAGE_PRINTF(b, "%s_bucket{le=\"%llu\"} %llu\n", name,
-                    (unsigned long long)mc_master_value_size_le[i], (unsigned long long)cum);
-    }
-    PAGE_PRINTF(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %llu\n%s_count %llu\n", name,
-                (unsigned long long)m->value_size_count, name,
-                (unsigned long long)m->value_size_sum, name,
-                (unsigned long long)m->value_size_count);
+    mc_prom_help_type(b, name, "histogram", "Value sizes of committed puts");
+    mc_prom_histogram(b, name, "", mc_master_value_size_le, m->value_size_bucket,
+                      MC_MASTER_VALUE_SIZE_BUCKETS, m->value_size_sum, m->value_size_count);
 }
 
 static char *render_metrics(mc_master_service_t *s)
@@ -380,7 +358,7 @@ static char *render_metrics(mc_master_service_t *s)
     mc_master_metrics_snapshot(s->m, &m);
     mc_master_segment_metrics_t *segs = NULL;
     size_t n_segs = 0;
-    page_t b = {0};
+    mc_prom_t b = {0};
     b.st = mc_master_segment_metrics_snapshot(s->m, &segs, &n_segs);
     /* capacity */
     metric_u(&b, "master_allocated_bytes", "gauge", "Bytes allocated in mounted segments",
@@ -458,23 +436,6 @@ static char *render_metrics(mc_master_service_t *s)
     return mc_buf_take_str(&b.b);
 }
 
-/* Upstream's byte_size_to_string: "1.50 GB", "512 B". */
-static void human_bytes(page_t *b, uint64_t v)
-{
-    static const char *unit[] = {"KB", "MB", "GB", "TB"};
-    if (v < 1024) {
-        PAGE_PRINTF(b, "%llu B", (unsigned long long)v);
-        return;
-    }
-    double d = (double)v / 1024.0;
-    int u = 0;
-    while (u < 3 && d >= 1024.0) {
-        d /= 1024.0;
-        u++;
-    }
-    PAGE_PRINTF(b, "%.2f %s", d, unit[u]);
-}
-
 /* Upstream's /metrics/summary, one line: role, state, service_ready, master={...}, ha={}.
  * Request figures are per-second rates since the previous summary (0.00 on the first one);
  * tiers and subsystems we do not have (SSD/NVMe-oF, promotion, HA) are left out. */
@@ -494,56 +455,57 @@ static char *render_summary(mc_master_service_t *s)
     mc_master_metrics_t m;
     mc_master_metrics_snapshot(s->m, &m);
     bool ready = atomic_load(&s->serving);
-    page_t b = {0};
-    PAGE_PRINTF(&b, "role=%s, state=%s, service_ready=%s, master={Mem Storage: ",
-                ready ? "leader" : "standby", ready ? "serving" : "starting",
-                ready ? "true" : "false");
-    human_bytes(&b, m.allocated_bytes);
-    PAGE_PRINTF(&b, " / ");
-    human_bytes(&b, m.total_capacity_bytes);
+    mc_prom_t b = {0};
+    MC_PROM_PRINTF(&b, "role=%s, state=%s, service_ready=%s, master={Mem Storage: ",
+                   ready ? "leader" : "standby", ready ? "serving" : "starting",
+                   ready ? "true" : "false");
+    mc_prom_bytes(&b, m.allocated_bytes);
+    MC_PROM_PRINTF(&b, " / ");
+    mc_prom_bytes(&b, m.total_capacity_bytes);
     if (m.total_capacity_bytes)
-        PAGE_PRINTF(&b, " (%.1f%%)",
-                    (double)m.allocated_bytes / (double)m.total_capacity_bytes * 100.0);
-    PAGE_PRINTF(&b, " | Keys: %llu (soft-pinned: %llu) | Clients: %llu",
-                (unsigned long long)m.key_count, (unsigned long long)m.soft_pin_key_count,
-                (unsigned long long)m.active_clients);
+        MC_PROM_PRINTF(&b, " (%.1f%%)",
+                       (double)m.allocated_bytes / (double)m.total_capacity_bytes * 100.0);
+    MC_PROM_PRINTF(&b, " | Keys: %llu (soft-pinned: %llu) | Clients: %llu",
+                   (unsigned long long)m.key_count, (unsigned long long)m.soft_pin_key_count,
+                   (unsigned long long)m.active_clients);
 
     pthread_mutex_lock(&s->summary_mu);
     uint64_t now = mc_now_ms();
     double secs = s->sum_prev_ms ? (double)(now - s->sum_prev_ms) / 1000.0 : 0;
 #define RATE(cur, prev) (secs > 0 && (cur) > (prev) ? (double)((cur) - (prev)) / secs : 0.0)
-    PAGE_PRINTF(&b, " | Requests (Success/Total per sec): ");
+    MC_PROM_PRINTF(&b, " | Requests (Success/Total per sec): ");
     for (size_t i = 0; i < sizeof(single) / sizeof(single[0]); i++) {
         uint16_t op = single[i].op;
         uint64_t r = load(&s->req[op]), f = load(&s->fail[op]);
-        PAGE_PRINTF(&b, "%s%s=%.2f/%.2f", i ? ", " : "", single[i].label,
-                    RATE(r - f, s->sum_req[op] - s->sum_fail[op]), RATE(r, s->sum_req[op]));
+        MC_PROM_PRINTF(&b, "%s%s=%.2f/%.2f", i ? ", " : "", single[i].label,
+                       RATE(r - f, s->sum_req[op] - s->sum_fail[op]), RATE(r, s->sum_req[op]));
     }
-    PAGE_PRINTF(&b, " | Batch Requests (per sec, Req=Success/PartialSuccess/Total, "
-                    "Item=Success/Total): ");
+    MC_PROM_PRINTF(&b, " | Batch Requests (per sec, Req=Success/PartialSuccess/Total, "
+                       "Item=Success/Total): ");
     for (size_t i = 0; i < sizeof(batch) / sizeof(batch[0]); i++) {
         uint16_t op = batch[i].op;
         uint64_t r = load(&s->req[op]), f = load(&s->fail[op]), p = load(&s->partial[op]);
         uint64_t it = load(&s->items[op]), fi = load(&s->failed_items[op]);
-        PAGE_PRINTF(&b, "%s%s:(Req=%.2f/%.2f/%.2f, Item=%.2f/%.2f)", i ? ", " : "",
-                    batch[i].label,
-                    RATE(r - f - p, s->sum_req[op] - s->sum_fail[op] - s->sum_partial[op]),
-                    RATE(p, s->sum_partial[op]), RATE(r, s->sum_req[op]),
-                    RATE(it - fi, s->sum_items[op] - s->sum_failed_items[op]),
-                    RATE(it, s->sum_items[op]));
+        MC_PROM_PRINTF(&b, "%s%s:(Req=%.2f/%.2f/%.2f, Item=%.2f/%.2f)", i ? ", " : "",
+                       batch[i].label,
+                       RATE(r - f - p, s->sum_req[op] - s->sum_fail[op] - s->sum_partial[op]),
+                       RATE(p, s->sum_partial[op]), RATE(r, s->sum_req[op]),
+                       RATE(it - fi, s->sum_items[op] - s->sum_failed_items[op]),
+                       RATE(it, s->sum_items[op]));
     }
 #undef RATE
-    PAGE_PRINTF(&b,
-                " | Eviction: Success/Attempts=%llu/%llu, AllocFail=%llu, PartialAlloc=%llu, "
-                "keys=%llu, size=",
-                (unsigned long long)m.successful_evictions,
-                (unsigned long long)(m.successful_evictions + m.failed_evictions),
-                (unsigned long long)(m.put_start_alloc_failures - s->sum_alloc_fail),
-                (unsigned long long)(m.put_start_partial_allocations - s->sum_partial_alloc),
-                (unsigned long long)m.evicted_objects);
-    human_bytes(&b, m.evicted_bytes);
-    PAGE_PRINTF(&b, " | Discard: Released/Total=%llu/%llu}, ha={}",
-                (unsigned long long)m.put_start_releases, (unsigned long long)m.put_start_discards);
+    MC_PROM_PRINTF(&b,
+                   " | Eviction: Success/Attempts=%llu/%llu, AllocFail=%llu, PartialAlloc=%llu, "
+                   "keys=%llu, size=",
+                   (unsigned long long)m.successful_evictions,
+                   (unsigned long long)(m.successful_evictions + m.failed_evictions),
+                   (unsigned long long)(m.put_start_alloc_failures - s->sum_alloc_fail),
+                   (unsigned long long)(m.put_start_partial_allocations - s->sum_partial_alloc),
+                   (unsigned long long)m.evicted_objects);
+    mc_prom_bytes(&b, m.evicted_bytes);
+    MC_PROM_PRINTF(&b, " | Discard: Released/Total=%llu/%llu}, ha={}",
+                   (unsigned long long)m.put_start_releases,
+                   (unsigned long long)m.put_start_discards);
     s->sum_prev_ms = now;
     for (int op = 0; op < MC_OP_MAX; op++) {
         s->sum_req[op] = load(&s->req[op]);

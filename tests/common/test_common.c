@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/prom.h"
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/hash_impl.h"
@@ -228,6 +229,32 @@ static void test_buf_grows_consumes_and_formats(void **state)
     mc_buf_free(&b);
 }
 
+/* One Prometheus histogram as the master and the client render it: cumulated buckets, +Inf =
+ * count, the label on every series (without its comma on _sum/_count); and upstream's sizes. */
+static void test_prom_histogram_and_bytes(void **state)
+{
+    (void)state;
+    mc_prom_t p = {0};
+    const uint64_t le[] = {10, 100};
+    const uint64_t b[] = {2, 3};
+    mc_prom_help_type(&p, "x_lat", "histogram", "Latency");
+    mc_prom_histogram(&p, "x_lat", "op=\"get\",", le, b, 2, 777, 6);
+    mc_prom_bytes(&p, 512);
+    MC_PROM_PRINTF(&p, "|");
+    mc_prom_bytes(&p, 3 << 20);
+    MC_PROM_PRINTF(&p, "|");
+    mc_prom_human_bytes(&p, 1536, "B/s");
+    assert_int_equal(p.st, MC_OK);
+    char *s = mc_buf_take_str(&p.b);
+    assert_string_equal(s, "# HELP x_lat Latency\n# TYPE x_lat histogram\n"
+                           "x_lat_bucket{op=\"get\",le=\"10\"} 2\n"
+                           "x_lat_bucket{op=\"get\",le=\"100\"} 5\n"
+                           "x_lat_bucket{op=\"get\",le=\"+Inf\"} 6\n"
+                           "x_lat_sum{op=\"get\"} 777\nx_lat_count{op=\"get\"} 6\n"
+                           "512 B|3.00 MB|1.50 KB/s");
+    mc_free(s);
+}
+
 static void test_array_reserve(void **state)
 {
     (void)state;
@@ -256,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_hostport), cmocka_unit_test(test_log_sink),
         cmocka_unit_test(test_buf_grows_consumes_and_formats),
         cmocka_unit_test(test_array_reserve), cmocka_unit_test(test_log_level_from_program_env),
+        cmocka_unit_test(test_prom_histogram_and_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
