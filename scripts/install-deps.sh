@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libprotobuf-c-dev protobuf-c-compiler
-  libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libxxhash-dev libcmocka-dev libhiredis-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libxxhash-dev libcmocka-dev libhiredis-dev libssl-dev
   libucx-dev liburing-dev
   python3 python3-dev python3-pytest python3-numpy python3-setuptools python3-pip python3-wheel python3-torch
   etcd-server etcd-client prometheus memcached iperf3 redis-server redis-tools

@@ -66,6 +66,7 @@ typedef enum mc_status {
     MC_ERR_CANCELED = -3010,         /* the operation was canceled before completion */
     MC_ERR_PERMISSION = -3011,       /* tenant/namespace or ownership check refused it */
     MC_ERR_SEGMENT_FENCED = -3012,   /* the owner no longer serves this memory (lost its master) */
+    MC_ERR_AUTH = -3013,             /* no credentials, or they did not prove a key of the server */
 } mc_status_t;
 
 /* Static, never-NULL description of a status ("OBJECT_NOT_FOUND: ..."). */

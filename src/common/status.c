@@ -56,6 +56,7 @@ static const struct status_entry status_table[] = {
     {MC_ERR_CANCELED, "CANCELED", "CANCELED: operation canceled"},
     {MC_ERR_PERMISSION, "PERMISSION_DENIED", "PERMISSION_DENIED: not allowed for this tenant or client"},
     {MC_ERR_SEGMENT_FENCED, "SEGMENT_FENCED", "SEGMENT_FENCED: the owner stopped serving this memory (it lost contact with the master)"},
+    {MC_ERR_AUTH, "AUTH_FAILED", "AUTH_FAILED: missing or wrong credentials (see --auth_token_file / MC_AUTH_TOKEN_FILE)"},
 };
 
 static const struct status_entry *status_find(int status)

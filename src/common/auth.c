@@ -1,0 +1,478 @@
+/* Cluster authentication (auth.h): token-file keyring, the connection handshake and HMAC
+ * signatures. HMAC-SHA256 and the constant-time compare come from OpenSSL's libcrypto. */
+#include "common/auth.h"
+
+#include "common/log.h"
+#include "common/net.h"
+#include "common/time.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct auth_key {
+    uint8_t secret[MC_AUTH_SECRET_MAX];
+    size_t len;
+    char tenant[MC_AUTH_TENANT_MAX + 1];
+} auth_key_t;
+
+struct mc_auth {
+    unsigned n;
+    auth_key_t keys[MC_AUTH_MAX_KEYS];
+};
+
+#define LABEL_CLIENT "MCAU1-C"
+#define LABEL_SERVER "MCAU1-S"
+
+static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+void mc_auth_random(uint8_t *out, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(out + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            MC_LOG_ERROR("auth: getrandom failed: %s", strerror(errno));
+            abort(); /* no safe fallback for nonces */
+        }
+        got += (size_t)r;
+    }
+}
+
+/* HMAC-SHA256(key, label | 0 | a | b) */
+static void hmac3(const auth_key_t *k, const char *label, const void *a, size_t alen,
+                  const void *b, size_t blen, uint8_t mac[MC_AUTH_MAC_SIZE])
+{
+    unsigned outlen = 0;
+    /* one-shot HMAC() over a gathered buffer keeps us off the deprecated HMAC_CTX API */
+    size_t llen = strlen(label) + 1;
+    size_t total = llen + alen + blen;
+    uint8_t stackbuf[512];
+    uint8_t *buf = total <= sizeof(stackbuf) ? stackbuf : malloc(total);
+    if (!buf) {
+        memset(mac, 0, MC_AUTH_MAC_SIZE);
+        return;
+    }
+    memcpy(buf, label, llen);
+    if (alen)
+        memcpy(buf + llen, a, alen);
+    if (blen)
+        memcpy(buf + llen + alen, b, blen);
+    if (!HMAC(EVP_sha256(), k->secret, (int)k->len, buf, total, mac, &outlen) ||
+        outlen != MC_AUTH_MAC_SIZE)
+        memset(mac, 0, MC_AUTH_MAC_SIZE);
+    if (buf != stackbuf)
+        free(buf);
+}
+
+static mc_status_t add_key(mc_auth_t *a, const char *secret, size_t slen, const char *tenant,
+                           const char *where, unsigned line)
+{
+    if (slen < MC_AUTH_SECRET_MIN || slen > MC_AUTH_SECRET_MAX) {
+        MC_LOG_ERROR("auth: %s:%u: a secret must be %u..%u bytes (got %zu)", where, line,
+               MC_AUTH_SECRET_MIN, MC_AUTH_SECRET_MAX, slen);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (a->n >= MC_AUTH_MAX_KEYS) {
+        MC_LOG_ERROR("auth: %s: more than %u keys", where, MC_AUTH_MAX_KEYS);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    size_t tlen = tenant ? strlen(tenant) : 0;
+    if (tlen > MC_AUTH_TENANT_MAX) {
+        MC_LOG_ERROR("auth: %s:%u: tenant id longer than %u bytes", where, line,
+               MC_AUTH_TENANT_MAX);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    auth_key_t *k = &a->keys[a->n++];
+    memcpy(k->secret, secret, slen);
+    k->len = slen;
+    if (tlen)
+        memcpy(k->tenant, tenant, tlen);
+    k->tenant[tlen] = '\0';
+    return MC_OK;
+}
+
+/* One line: "<secret> [tenant=<id>]". Blank and comment lines give MC_OK without a key. */
+static mc_status_t parse_line(mc_auth_t *a, char *s, const char *path, unsigned lineno)
+{
+    char *hash = strchr(s, '#');
+    if (hash)
+        *hash = '\0';
+    char *save = NULL;
+    char *secret = strtok_r(s, " \t\r\n", &save);
+    if (!secret)
+        return MC_OK;
+    const char *tenant = NULL;
+    for (char *tok; (tok = strtok_r(NULL, " \t\r\n", &save));) {
+        if (strncmp(tok, "tenant=", 7) == 0 && tok[7] && !tenant) {
+            tenant = tok + 7;
+        } else {
+            MC_LOG_ERROR("auth: %s:%u: unexpected '%s' (a line is: <secret> [tenant=<id>])",
+                   path, lineno, tok);
+            return MC_ERR_INVALID_PARAMS;
+        }
+    }
+    for (const char *p = secret; *p; p++) {
+        if (!isgraph((unsigned char)*p)) {
+            MC_LOG_ERROR("auth: %s:%u: secret has a non-printable byte", path, lineno);
+            return MC_ERR_INVALID_PARAMS;
+        }
+    }
+    return add_key(a, secret, strlen(secret), tenant, path, lineno);
+}
+
+mc_status_t mc_auth_load(const char *path, mc_auth_t **auth_p)
+{
+    *auth_p = NULL;
+    if (!path || !*path)
+        return MC_OK;
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        MC_LOG_ERROR("auth: cannot open token file %s: %s", path, strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & S_IROTH)) {
+        MC_LOG_ERROR("auth: token file %s is readable by others (mode %03o); chmod 600 it",
+               path, (unsigned)(sb.st_mode & 0777));
+        fclose(f);
+        return MC_ERR_PERMISSION;
+    }
+    mc_auth_t *a = calloc(1, sizeof(*a));
+    if (!a) {
+        fclose(f);
+        return MC_ERR_NO_MEMORY;
+    }
+    char line[1024];
+    unsigned lineno = 0;
+    mc_status_t st = MC_OK;
+    while (st == MC_OK && fgets(line, sizeof(line), f)) {
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            MC_LOG_ERROR("auth: %s:%u: line too long", path, lineno);
+            st = MC_ERR_INVALID_PARAMS;
+            break;
+        }
+        st = parse_line(a, line, path, lineno);
+    }
+    fclose(f);
+    if (st == MC_OK && a->n == 0) {
+        MC_LOG_ERROR("auth: token file %s holds no secret", path);
+        st = MC_ERR_INVALID_PARAMS;
+    }
+    if (st != MC_OK) {
+        OPENSSL_cleanse(a, sizeof(*a));
+        free(a);
+        return st;
+    }
+    *auth_p = a;
+    return MC_OK;
+}
+
+mc_status_t mc_auth_from_secret(const char *secret, const char *tenant, mc_auth_t **auth_p)
+{
+    *auth_p = NULL;
+    if (!secret)
+        return MC_ERR_INVALID_PARAMS;
+    mc_auth_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        return MC_ERR_NO_MEMORY;
+    mc_status_t st = add_key(a, secret, strlen(secret), tenant, "secret", 1);
+    if (st != MC_OK) {
+        free(a);
+        return st;
+    }
+    *auth_p = a;
+    return MC_OK;
+}
+
+void mc_auth_free(mc_auth_t *auth)
+{
+    if (!auth)
+        return;
+    OPENSSL_cleanse(auth, sizeof(*auth));
+    free(auth);
+}
+
+unsigned mc_auth_key_count(const mc_auth_t *auth) { return auth ? auth->n : 0; }
+
+const char *mc_auth_client_tenant(const mc_auth_t *auth)
+{
+    return auth && auth->n ? auth->keys[0].tenant : "";
+}
+
+static int host_is_loopback(const char *host)
+{
+    if (!host || !*host)
+        return 0;
+    if (strcmp(host, "localhost") == 0)
+        return 1;
+    struct in_addr v4;
+    if (inet_pton(AF_INET, host, &v4) == 1)
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    struct in6_addr v6;
+    if (inet_pton(AF_INET6, host, &v6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&v6);
+    return 0;
+}
+
+void mc_auth_warn_if_open(const char *what, const char *bind_host, const mc_auth_t *auth)
+{
+    if (auth || host_is_loopback(bind_host))
+        return;
+    MC_LOG_WARN(
+           "%s listens on %s without authentication: anyone who reaches it can read, write and "
+           "remove data; set --auth_token_file (MC_AUTH_TOKEN_FILE) or bind to 127.0.0.1 "
+           "(see docs/security.md)",
+           what, bind_host && *bind_host ? bind_host : "all addresses");
+}
+
+/* ---- handshake ---- */
+
+static void write_head(uint8_t *p, uint16_t flags)
+{
+    put_u32(p, MC_AUTH_MAGIC);
+    put_u16(p + 4, MC_AUTH_VERSION);
+    put_u16(p + 6, flags);
+}
+
+static mc_status_t read_head(const uint8_t *p, uint16_t *flags)
+{
+    if (get_u32(p) != MC_AUTH_MAGIC || get_u16(p + 4) != MC_AUTH_VERSION)
+        return MC_ERR_PROTOCOL;
+    *flags = get_u16(p + 6);
+    return MC_OK;
+}
+
+void mc_auth_server_hello(const mc_auth_t *auth, mc_auth_server_hs_t *hs,
+                          uint8_t out[MC_AUTH_HELLO_SIZE])
+{
+    memset(out, 0, MC_AUTH_HELLO_SIZE);
+    mc_auth_random(hs->server_nonce, MC_AUTH_NONCE_SIZE);
+    write_head(out, auth ? 1u : 0u);
+    memcpy(out + 8, hs->server_nonce, MC_AUTH_NONCE_SIZE);
+}
+
+static void write_result(uint8_t out[MC_AUTH_RESULT_SIZE], mc_status_t st, const uint8_t *mac)
+{
+    memset(out, 0, MC_AUTH_RESULT_SIZE);
+    write_head(out, 0);
+    put_u32(out + 8, (uint32_t)(int32_t)st);
+    if (mac)
+        memcpy(out + 16, mac, MC_AUTH_MAC_SIZE);
+}
+
+/* Index of the key whose mac over (label, a, b) equals mac, or -1. Tries every key. */
+static int match_key(const mc_auth_t *auth, const char *label, const void *a, size_t alen,
+                     const void *b, size_t blen, const uint8_t mac[MC_AUTH_MAC_SIZE])
+{
+    int found = -1;
+    for (unsigned i = 0; i < auth->n; i++) {
+        uint8_t want[MC_AUTH_MAC_SIZE];
+        hmac3(&auth->keys[i], label, a, alen, b, blen, want);
+        int eq = CRYPTO_memcmp(want, mac, MC_AUTH_MAC_SIZE) == 0;
+        if (eq && found < 0)
+            found = (int)i;
+    }
+    return found;
+}
+
+static void fill_peer(mc_auth_peer_t *peer, const auth_key_t *k)
+{
+    if (!peer)
+        return;
+    memset(peer, 0, sizeof(*peer));
+    peer->authenticated = k != NULL;
+    peer->admin = !k || !k->tenant[0];
+    if (k)
+        memcpy(peer->tenant, k->tenant, sizeof(peer->tenant));
+}
+
+mc_status_t mc_auth_server_check(const mc_auth_t *auth, const mc_auth_server_hs_t *hs,
+                                 const uint8_t in[MC_AUTH_PROOF_SIZE],
+                                 uint8_t out[MC_AUTH_RESULT_SIZE], mc_auth_peer_t *peer)
+{
+    uint16_t flags;
+    if (read_head(in, &flags) != MC_OK) {
+        write_result(out, MC_ERR_PROTOCOL, NULL);
+        return MC_ERR_PROTOCOL;
+    }
+    const uint8_t *cnonce = in + 8;
+    const uint8_t *mac = in + 8 + MC_AUTH_NONCE_SIZE;
+    if (!auth) {
+        fill_peer(peer, NULL);
+        write_result(out, MC_OK, NULL);
+        return MC_OK;
+    }
+    int idx = (flags & 1u) ? match_key(auth, LABEL_CLIENT, hs->server_nonce, MC_AUTH_NONCE_SIZE,
+                                        cnonce, MC_AUTH_NONCE_SIZE, mac)
+                           : -1;
+    if (idx < 0) {
+        write_result(out, MC_ERR_AUTH, NULL);
+        return MC_ERR_AUTH;
+    }
+    uint8_t smac[MC_AUTH_MAC_SIZE];
+    hmac3(&auth->keys[idx], LABEL_SERVER, cnonce, MC_AUTH_NONCE_SIZE, hs->server_nonce,
+          MC_AUTH_NONCE_SIZE, smac);
+    write_result(out, MC_OK, smac);
+    fill_peer(peer, &auth->keys[idx]);
+    return MC_OK;
+}
+
+mc_status_t mc_auth_client_proof(const mc_auth_t *auth, const uint8_t hello[MC_AUTH_HELLO_SIZE],
+                                 uint8_t client_nonce[MC_AUTH_NONCE_SIZE],
+                                 uint8_t out[MC_AUTH_PROOF_SIZE])
+{
+    uint16_t flags;
+    if (read_head(hello, &flags) != MC_OK)
+        return MC_ERR_PROTOCOL;
+    memset(out, 0, MC_AUTH_PROOF_SIZE);
+    mc_auth_random(client_nonce, MC_AUTH_NONCE_SIZE);
+    write_head(out, auth ? 1u : 0u);
+    memcpy(out + 8, client_nonce, MC_AUTH_NONCE_SIZE);
+    if (auth)
+        hmac3(&auth->keys[0], LABEL_CLIENT, hello + 8, MC_AUTH_NONCE_SIZE, client_nonce,
+              MC_AUTH_NONCE_SIZE, out + 8 + MC_AUTH_NONCE_SIZE);
+    return MC_OK;
+}
+
+mc_status_t mc_auth_client_result(const mc_auth_t *auth, const uint8_t hello[MC_AUTH_HELLO_SIZE],
+                                  const uint8_t client_nonce[MC_AUTH_NONCE_SIZE],
+                                  const uint8_t result[MC_AUTH_RESULT_SIZE])
+{
+    uint16_t flags;
+    if (read_head(result, &flags) != MC_OK)
+        return MC_ERR_PROTOCOL;
+    int32_t st = (int32_t)get_u32(result + 8);
+    if (st != MC_OK)
+        return st == MC_ERR_PROTOCOL ? MC_ERR_PROTOCOL : MC_ERR_AUTH;
+    if (!auth)
+        return MC_OK;
+    /* we hold a key: the server must prove the same one */
+    uint8_t want[MC_AUTH_MAC_SIZE];
+    hmac3(&auth->keys[0], LABEL_SERVER, client_nonce, MC_AUTH_NONCE_SIZE, hello + 8,
+          MC_AUTH_NONCE_SIZE, want);
+    if (CRYPTO_memcmp(want, result + 16, MC_AUTH_MAC_SIZE) != 0) {
+        MC_LOG_WARN("auth: the server did not prove our cluster secret; refusing it");
+        return MC_ERR_AUTH;
+    }
+    return MC_OK;
+}
+
+mc_status_t mc_auth_client_handshake(int fd, const mc_auth_t *auth, uint64_t deadline_ns)
+{
+    uint8_t hello[MC_AUTH_HELLO_SIZE], proof[MC_AUTH_PROOF_SIZE], result[MC_AUTH_RESULT_SIZE];
+    uint8_t cnonce[MC_AUTH_NONCE_SIZE];
+    mc_status_t st = mc_net_recv_all(fd, hello, sizeof(hello), deadline_ns);
+    if (st != MC_OK)
+        return st;
+    st = mc_auth_client_proof(auth, hello, cnonce, proof);
+    if (st != MC_OK)
+        return st;
+    st = mc_net_send_all(fd, proof, sizeof(proof), deadline_ns);
+    if (st != MC_OK)
+        return st;
+    st = mc_net_recv_all(fd, result, sizeof(result), deadline_ns);
+    if (st != MC_OK)
+        return st;
+    return mc_auth_client_result(auth, hello, cnonce, result);
+}
+
+mc_status_t mc_auth_connect(const char *host, uint16_t port, uint32_t timeout_ms,
+                            const mc_auth_t *auth, int *fd_p)
+{
+    uint64_t deadline = mc_now_ns() + (uint64_t)(timeout_ms ? timeout_ms : 5000) * 1000000ull;
+    int fd = -1;
+    mc_status_t st = mc_net_connect(host, port, timeout_ms, &fd);
+    if (st != MC_OK)
+        return st;
+    st = mc_auth_client_handshake(fd, auth, deadline);
+    if (st != MC_OK) {
+        if (st == MC_ERR_AUTH)
+            MC_LOG_WARN("auth: %s:%u refused the connection's credentials (%s)", host,
+                   port, auth ? "token did not match" : "it requires a token");
+        close(fd);
+        return st;
+    }
+    *fd_p = fd;
+    return MC_OK;
+}
+
+/* ---- signatures ---- */
+
+mc_status_t mc_auth_sign(const mc_auth_t *auth, const char *label, const void *msg, size_t len,
+                         uint8_t mac[MC_AUTH_MAC_SIZE])
+{
+    if (!auth || !auth->n)
+        return MC_ERR_INVALID_PARAMS;
+    hmac3(&auth->keys[0], label, msg, len, NULL, 0, mac);
+    return MC_OK;
+}
+
+mc_status_t mc_auth_verify(const mc_auth_t *auth, const char *label, const void *msg, size_t len,
+                           const uint8_t mac[MC_AUTH_MAC_SIZE], mc_auth_peer_t *peer)
+{
+    if (!auth)
+        return MC_ERR_AUTH;
+    int idx = match_key(auth, label, msg, len, NULL, 0, mac);
+    if (idx < 0)
+        return MC_ERR_AUTH;
+    fill_peer(peer, &auth->keys[idx]);
+    return MC_OK;
+}
+
+void mc_auth_hex(const uint8_t *in, size_t n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[in[i] >> 4];
+        out[2 * i + 1] = hex[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+mc_status_t mc_auth_unhex(const char *in, uint8_t *out, size_t n)
+{
+    if (!in || strlen(in) != 2 * n)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexval(in[2 * i]), lo = hexval(in[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return MC_ERR_INVALID_PARAMS;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return MC_OK;
+}
