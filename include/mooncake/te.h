@@ -122,6 +122,11 @@ typedef struct mc_te_config {
     const char *redis_password;
     /* Redis database to SELECT; 0..255 (0 = database 0, the default). [MC_REDIS_DB_INDEX] */
     uint32_t redis_db_index;
+    /* Cluster token file (docs/security.md): every connection this engine accepts or opens
+     * proves a secret from it, and descriptors it publishes are signed with it. NULL or "" =
+     * no authentication (only safe on loopback or a private network). A store client uses the
+     * same file for its master connection. 1..4096 bytes. [MC_AUTH_TOKEN_FILE] */
+    const char *auth_token_file;
 } mc_te_config_t;
 
 /* Create the engine: start the data server, connect to metadata, publish an empty segment.

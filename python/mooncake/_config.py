@@ -155,8 +155,9 @@ _TE_ENV = (
     ("MC_REDIS_USERNAME", "redis_username", 1, 1024, "a Redis user name"),
     ("MC_REDIS_PASSWORD", "redis_password", 1, 1024, "a Redis password"),
     ("MC_REDIS_DB_INDEX", "redis_db_index", 0, 255, "a Redis database number"),
+    ("MC_AUTH_TOKEN_FILE", "auth_token_file", 1, 4096, "a file path"),
 )
-_TE_ENV_STRINGS = ("redis_username", "redis_password")
+_TE_ENV_STRINGS = ("redis_username", "redis_password", "auth_token_file")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -182,7 +183,8 @@ def te_tuning_from_env():
     Unset or empty variables are left out (the engine's default). MC_TE_HUGEPAGES=0 gives
     hugepages=-1 (never) and MC_BUSY_POLL_US=0 gives busy_poll_us=-1 (never spin), since a
     field's 0 means its default. MC_REDIS_USERNAME and MC_REDIS_PASSWORD give str values
-    (redis:// metadata credentials), the others ints. Raises ValueError naming the variable,
+    (redis:// metadata credentials), MC_AUTH_TOKEN_FILE a str path (docs/security.md), the
+    others ints. Raises ValueError naming the variable,
     what it accepts and what it got (never a password).
     """
     out = {}

@@ -780,6 +780,7 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
     } strs[] = {
         {"redis_username", offsetof(mc_te_config_t, redis_username)},
         {"redis_password", offsetof(mc_te_config_t, redis_password)},
+        {"auth_token_file", offsetof(mc_te_config_t, auth_token_file)},
     };
     static const struct {
         const char *name;

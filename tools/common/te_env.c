@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { V_UINT, V_SWITCH, V_HUGEPAGES, V_BUSY_POLL, V_USER, V_SECRET } var_kind_t;
+typedef enum { V_UINT, V_SWITCH, V_HUGEPAGES, V_BUSY_POLL, V_USER, V_SECRET, V_PATH } var_kind_t;
 
 typedef struct te_env_var {
     const char *name;
@@ -37,6 +37,7 @@ static const te_env_var_t g_vars[] = {
     {"MC_REDIS_USERNAME", FIELD(redis_username), V_USER, 1, TE_ENV_STR_MAX, "a Redis user name"},
     {"MC_REDIS_PASSWORD", FIELD(redis_password), V_SECRET, 1, TE_ENV_STR_MAX, "a Redis password"},
     {"MC_REDIS_DB_INDEX", FIELD(redis_db_index), V_UINT, 0, 255, "a Redis database number"},
+    {"MC_AUTH_TOKEN_FILE", FIELD(auth_token_file), V_PATH, 1, 4096, "a file path"},
 };
 
 /* Decimal digits only (no sign, no blanks, no unit), at most UINT64_MAX. */
@@ -57,7 +58,7 @@ static int parse_u64(const char *s, uint64_t *v_p)
     return 0;
 }
 
-/* A user name (no blanks) or password: 1..TE_ENV_STR_MAX bytes, no control characters. The
+/* A user name (no blanks), password or path: 1..hi bytes, no control characters. The
  * message never shows a password. 0 ok, -1 (message in err) if refused. */
 static int string_ok(const te_env_var_t *v, const char *s, char *err, size_t errlen)
 {
@@ -121,7 +122,7 @@ mc_status_t mc_tool_te_config_from_env(mc_te_config_t *cfg, char *err, size_t er
         if (!s || !*s)
             continue;
         void *field = (char *)&out + v->off;
-        if (v->kind == V_USER || v->kind == V_SECRET) {
+        if (v->kind == V_USER || v->kind == V_SECRET || v->kind == V_PATH) {
             if (string_ok(v, s, err, errlen) != 0)
                 return MC_ERR_INVALID_PARAMS;
             memcpy(field, &s, sizeof(s)); /* the environment's string: lives as long */

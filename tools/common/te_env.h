@@ -15,6 +15,7 @@
  *   MC_REDIS_USERNAME      redis_username        1..1024 bytes, no blanks or control chars
  *   MC_REDIS_PASSWORD      redis_password        1..1024 bytes, no control chars (never shown)
  *   MC_REDIS_DB_INDEX      redis_db_index        0..255
+ *   MC_AUTH_TOKEN_FILE     auth_token_file       a path, 1..4096 bytes (docs/security.md)
  *
  * Uses only the public headers, so programs linked against libmooncake.so alone can use it.
  */
