@@ -2336,7 +2336,33 @@ static PyObject *mod_shm_free(PyObject *mod, PyObject *arg)
     return PyLong_FromLong(rc);
 }
 
+/* upstream's hugepage_memory_alloc / hugepage_memory_free (memory_alloc.h) as built without
+ * NVMe-oF: the allocator has no memory to give and free has nothing to do. Their addresses
+ * are what get_alloc_func_addr / get_free_func_addr hand out (for ctypes or a pluggable
+ * allocator). */
+static void *nof_memory_alloc(size_t size)
+{
+    (void)size;
+    return NULL;
+}
+
+static void nof_memory_free(void *ptr) { (void)ptr; }
+
+static PyObject *mod_nof_alloc_addr(PyObject *mod, PyObject *unused)
+{
+    return PyLong_FromVoidPtr((void *)(uintptr_t)&nof_memory_alloc);
+}
+
+static PyObject *mod_nof_free_addr(PyObject *mod, PyObject *unused)
+{
+    return PyLong_FromVoidPtr((void *)(uintptr_t)&nof_memory_free);
+}
+
 static PyMethodDef store_module_methods[] = {
+    {"_nof_alloc_addr", mod_nof_alloc_addr, METH_NOARGS,
+     "_nof_alloc_addr() -> address of void *alloc(size_t) (returns NULL: no NVMe-oF)."},
+    {"_nof_free_addr", mod_nof_free_addr, METH_NOARGS,
+     "_nof_free_addr() -> address of void free(void *) (no-op)."},
     {"_shm_alloc", mod_shm_alloc, METH_O,
      "_shm_alloc(size) -> address of shared memory a dummy client can register (0: failed)."},
     {"_shm_free", mod_shm_free, METH_O, "_shm_free(ptr) -> 0, or -1 (not an allocation)."},

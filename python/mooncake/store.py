@@ -81,6 +81,49 @@ class TaskStatus(enum.IntEnum):
 
 _store._set_enums(SoftPinAction, ObjectDataType)
 
+
+class QueryTaskResponse:
+    """What query_task returns for a task upstream's master knows (read-only fields). Our master
+    runs no tasks, so query_task never returns one; the class exists for code that imports or
+    constructs it."""
+
+    __slots__ = ("_id", "_type", "_status", "_created", "_updated", "_client", "_message")
+
+    def __init__(self):
+        self._id = (0, 0)
+        self._type = TaskType.REPLICA_COPY
+        self._status = TaskStatus.PENDING
+        self._created = 0
+        self._updated = 0
+        self._client = (0, 0)
+        self._message = ""
+
+    id = property(lambda self: self._id)
+    type = property(lambda self: self._type)
+    status = property(lambda self: self._status)
+    created_at_ms_epoch = property(lambda self: self._created)
+    last_updated_at_ms_epoch = property(lambda self: self._updated)
+    assigned_client = property(lambda self: self._client)
+    message = property(lambda self: self._message)
+
+    def __repr__(self):
+        return (f"QueryTaskResponse(id={self._id}, type={int(self._type)}, "
+                f"status={int(self._status)}, created_at={self._created}, "
+                f"last_updated_at={self._updated}, assigned_client={self._client}, "
+                f"message=\"{self._message}\")")
+
+
+def get_alloc_func_addr():
+    """Address of upstream's hugepage_memory_alloc(size_t) -> void*: NVMe-oF (SPDK) memory,
+    which a build without NVMe-oF - upstream's default and ours - never has, so the function
+    returns NULL for every size."""
+    return _store._nof_alloc_addr()
+
+
+def get_free_func_addr():
+    """Address of hugepage_memory_free(void*): a no-op without NVMe-oF, as upstream's."""
+    return _store._nof_free_addr()
+
 # Upstream exports the members of these enums into the module too (pybind11 export_values), in
 # this order, so TaskStatus.PROCESSING / FAILED win over ReplicaStatus's.
 _EXPORTED = {}
@@ -433,6 +476,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
 
 __all__ = ["MooncakeDistributedStore", "bind_to_numa_node", "MooncakeHostMemAllocator",
            "ReplicateConfig", "BufferHandle", "ReplicaStatus",
-           "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus",
+           "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus", "QueryTaskResponse",
+           "get_alloc_func_addr", "get_free_func_addr",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
            "parse_size", "default_kv_lease_ttl_ms"]

@@ -130,3 +130,24 @@ def test_environment_variables():
     wrong = [(n, s) for n, s in rows("Environment variables")
              if present(s) != (f'"{n}"' in src)]
     assert wrong == [], f"variables whose status does not match the sources: {wrong}"
+
+
+def test_nof_allocator_addresses_behave_as_upstream_without_nvmeof():
+    """get_alloc_func_addr / get_free_func_addr point at callable C functions: alloc gives
+    NULL for every size (no NVMe-oF memory), free accepts anything."""
+    import ctypes
+    alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(ms.get_alloc_func_addr())
+    free = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ms.get_free_func_addr())
+    assert ms.get_alloc_func_addr() != ms.get_free_func_addr() != 0
+    for size in (0, 4096, 1 << 30):
+        assert alloc(size) is None
+    free(None)
+    free(0x1000)
+
+
+def test_query_task_response_fields():
+    r = ms.QueryTaskResponse()
+    assert r.id == (0, 0) and r.status == ms.TaskStatus.PENDING and r.message == ""
+    with pytest.raises(AttributeError):
+        r.message = "x"
+    assert repr(r).startswith("QueryTaskResponse(id=(0, 0), type=0, status=0")
