@@ -223,6 +223,7 @@ class StoreMoreMixin:
         with cv:
             gets.clear()
             puts.clear()
+        self._local_buffer_size = None  # a BufferPool made now refuses: not set up
         return super().close()
 
     def batch_get_session_start(self, keys):

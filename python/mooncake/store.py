@@ -25,6 +25,7 @@ from ._store import BufferHandle, ReplicateConfig
 from ._store import DistributedStore as _StoreBase
 from .tensor import ParallelAxis, ReadTarget, TensorParallelism, TensorStoreMixin
 from ._store_more import StoreMoreMixin
+from .buffer_pool import BufferLease, BufferPool, RegisteredBufferLease, RegisteredBufferPool  # noqa: F401
 
 log = logging.getLogger("mooncake")
 
@@ -318,11 +319,13 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                       extra.get("client_http_port"))
             return INVALID_PARAMS
         tuning = _config.te_tuning_from_env()  # MC_TE_*, MC_FORCE_TCP, ... as the tools
-        return self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
-                           extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
-                           int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
-                           tuning or None, client_metric=bool(metric), client_http=http[0],
-                           client_http_port=http[1])
+        rc = self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
+                         extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
+                         int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
+                         tuning or None, client_metric=bool(metric), client_http=http[0],
+                         client_http_port=http[1])
+        self._local_buffer_size = lb if rc == 0 else None  # what BufferPool sizes itself by
+        return rc
 
     def _setup_from_dict(self, cfg):
         # upstream converts every value of the dict with str() and parses it: a size it cannot
@@ -375,6 +378,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                             f"{type(server_address).__name__}")
         st = self._setup_dummy(server_address, local_buffer_size, mem_pool_size,
                                int(timeout_ms), int(max_connections))
+        self._local_buffer_size = local_buffer_size if st == 0 else None
         return 0 if st == 0 else -1
 
     def alloc_from_mem_pool(self, size):
@@ -477,6 +481,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
 __all__ = ["MooncakeDistributedStore", "bind_to_numa_node", "MooncakeHostMemAllocator",
            "ReplicateConfig", "BufferHandle", "ReplicaStatus",
            "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus", "QueryTaskResponse",
+           "BufferPool", "BufferLease", "RegisteredBufferPool", "RegisteredBufferLease",
            "get_alloc_func_addr", "get_free_func_addr",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
            "parse_size", "default_kv_lease_ttl_ms"]
