@@ -7,6 +7,7 @@
  * peer->mu is held while fetching a descriptor (bounded by the transfer timeout).
  */
 #include "te/transport.h"
+#include "te/te_auth.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -600,6 +601,11 @@ void mc_te_conn_stats(mc_te_t *te, mc_te_conn_stats_t *stats_p)
         .displaced = atomic_load(&te->conn_displaced),
         .refused_full = atomic_load(&te->conn_refused_full),
     };
+}
+
+const mc_auth_t *mc_te_keyring(const mc_te_t *te)
+{
+    return te ? te->auth : NULL;
 }
 
 const char *mc_te_local_name(const mc_te_t *te)
