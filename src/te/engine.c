@@ -502,6 +502,9 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
                          mc_status_name(st));
             goto fail;
         }
+        if (te->auth)
+            MC_LOG_WARN("te: protocol ucx: UCX's own connections and one-sided RMA are not "
+                        "covered by the cluster token (only tcp, GET_DESC and descriptors are)");
     }
     pthread_mutex_lock(&te->reg_mu);
     st = te_publish(te);
