@@ -12,6 +12,7 @@
 
 #include "common/auth.h"
 #include "common/net.h"
+#include "te/metadata.h"
 #include "te/segment_desc.h"
 #include "te/tcp_frame.h"
 
@@ -19,7 +20,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #define SECRET_A "cluster-secret-A-0123456789"
 #define SECRET_B "cluster-secret-B-9876543210"
@@ -456,6 +459,100 @@ static void test_auth_fake_server(void **state)
     mc_te_destroy(te);
 }
 
+/* ---- a metadata server anyone can write to --------------------------------------------- */
+
+/* An open HTTP metadata server: a target publishes its signed descriptor there; an anonymous
+ * writer replaces it with an unsigned one, and with one signed by another cluster, both
+ * pointing at a fake server that answers every frame with success. An engine with the token
+ * refuses both descriptors (AUTH_FAILED): 20 writes fail, nothing is claimed written and the
+ * fake sees no frame. */
+static void test_auth_http_meta(void **state)
+{
+    (void)state;
+    const char *bindir = getenv("MC_BIN_DIR");
+    char server[1024];
+    snprintf(server, sizeof(server), "%s/mooncake_http_metadata_server", bindir ? bindir : ".");
+    if (access(server, X_OK) != 0) {
+        print_message("skipping: %s not built\n", server);
+        skip();
+    }
+    uint16_t mport;
+    assert_int_equal(mc_net_free_port(&mport), MC_OK);
+    char port_arg[32], uri[128];
+    snprintf(port_arg, sizeof(port_arg), "--port=%u", mport);
+    snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", mport);
+    pid_t srv = fork();
+    assert_true(srv >= 0);
+    if (srv == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl(server, server, port_arg, "--host=127.0.0.1", "--log_level=warn", (char *)NULL);
+        _exit(127);
+    }
+    uint64_t deadline = mc_now_ms() + 10000;
+    for (;;) {
+        int fd;
+        if (mc_net_connect("127.0.0.1", mport, 200, &fd) == MC_OK) {
+            close(fd);
+            break;
+        }
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    const char *args[] = {"--meta", uri, "--buffers", "1", "--size", "1048576", "--token",
+                          g_tok_a, NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    mc_te_config_t cfg = {.metadata_uri = uri, .local_server_name = "127.0.0.1",
+                          .protocol = "tcp", .transfer_timeout_ms = 3000,
+                          .auth_token_file = g_tok_a};
+    mc_te_t *te;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    uint8_t *lb = local_buf(MiB);
+    mc_te_xfer_status_t st;
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 65536, &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, 65536, 0, 0, 1), -1);
+
+    uint16_t fport;
+    assert_int_equal(mc_net_free_port(&fport), MC_OK);
+    char *forged = desc_json(fport, p.name); /* our segment's name, the fake's port */
+    fake_t f;
+    fake_start(&f, fport, NULL, forged);
+    mc_auth_t *b = keyring(SECRET_B);
+    char *other_signed = NULL;
+    size_t l;
+    assert_int_equal(mc_segment_desc_seal(b, forged, strlen(forged), &other_signed, &l), MC_OK);
+    mc_meta_t *anon;
+    assert_int_equal(mc_meta_open(uri, &anon), MC_OK);
+    char key[MC_TE_NAME_MAX + 32];
+    snprintf(key, sizeof(key), "%s%s", MC_META_SEGMENT_PREFIX, p.name);
+    const char *values[] = {forged, other_signed};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(mc_meta_put(anon, key, values[k]), MC_OK); /* the server is open */
+        assert_int_equal(mc_te_segment_close(te, seg), MC_OK);
+        assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_ERR_AUTH);
+        for (int i = 0; i < 20; i++) {
+            mc_status_t r = xfer(te, MC_TE_WRITE, lb, seg, 1u << 20, 4096, &st);
+            assert_int_not_equal(r, MC_OK);
+            assert_int_equal(st.transferred, 0);
+        }
+    }
+    assert_int_equal(atomic_load(&f.frames), 0);
+    peer_check(&p, "forged descriptors");
+    mc_meta_close(anon);
+    fake_stop(&f);
+    mc_auth_free(b);
+    free(forged);
+    free(other_signed);
+    munmap(lb, MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+    kill(srv, SIGTERM);
+    int status;
+    waitpid(srv, &status, 0);
+}
+
 /* ---- budgets ---------------------------------------------------------------------------- */
 
 static void wait_stats(mc_te_t *te, mc_te_conn_stats_t *s, int (*ok)(const mc_te_conn_stats_t *),
@@ -592,6 +689,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_auth_engines),
         cmocka_unit_test(test_auth_bad_token_file),
         cmocka_unit_test(test_auth_fake_server),
+        cmocka_unit_test(test_auth_http_meta),
         cmocka_unit_test(test_flood_unauthenticated),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_slow_frame),
