@@ -6,7 +6,9 @@
  *
  * Every connection, pooled or short, starts with the cluster handshake (common/auth.h): the
  * server sends HELLO on accept and parses frames only after a valid PROOF (state S_AUTH);
- * clients connect with mc_auth_connect. The frame path itself is unchanged. The listener's
+ * pooled client connections run the client half non-blocking where their answers are
+ * received (cli_handshake), short connections use mc_auth_connect. The frame path itself is
+ * unchanged. The listener's
  * budgets (docs/internals/transfer-engine.md, "Authentication and connection budgets") are
  * enforced by each loop's sweep (srv_budget) and, at the connection cap, by the acceptor
  * (srv_displace).
