@@ -27,6 +27,11 @@ typedef struct mc_store_dummy_config {
     uint64_t mem_pool_size;      /* accepted, unused (as upstream) */
     uint32_t call_timeout_ms;    /* deadline of every call, 0 = 30000 */
     uint32_t max_connections;    /* data connections to the real client, 0 = 4 (at most 64) */
+    /* Cluster token file (docs/security.md), NULL or "" = none. Every connection to the real
+     * client starts with the cluster handshake; a real client with a token file accepts only
+     * dummies proving one of its secrets, and a dummy with one accepts only a real client
+     * proving its secret (MC_ERR_AUTH otherwise). */
+    const char *auth_token_file;
 } mc_store_dummy_config_t;
 
 /* Connects to the real client, registers the local buffer, starts the 1 s ping. *store_p is

@@ -127,6 +127,15 @@ typedef struct mc_te_config {
      * no authentication (only safe on loopback or a private network). A store client uses the
      * same file for its master connection. 1..4096 bytes. [MC_AUTH_TOKEN_FILE] */
     const char *auth_token_file;
+    /* A connection this engine accepted that carries no frame for this long, seconds, is
+     * closed (a client reconnects on its next transfer; clients retire their own pooled
+     * connections idle for half their own value, so set it alike on every engine). 0 = 120;
+     * 1..86400. [MC_TE_IDLE_TIMEOUT_S] */
+    uint32_t tcp_idle_timeout_s;
+    /* Connections this engine serves at once. At the cap, a new connection first displaces
+     * the oldest one that has not completed the handshake; when every open one has, the new
+     * one is closed. 0 = 4096; 16..65536. [MC_TE_MAX_SERVER_CONNS] */
+    uint32_t tcp_max_server_conns;
 } mc_te_config_t;
 
 /* Create the engine: start the data server, connect to metadata, publish an empty segment.
@@ -258,6 +267,18 @@ typedef struct mc_te_notify_stats {
     uint64_t refused_bad;  /* refused: malformed or over a cap */
 } mc_te_notify_stats_t;
 MC_API void mc_te_notify_stats(mc_te_t *te, mc_te_notify_stats_t *stats_p);
+
+/* Server connections this engine closed under its listener's budgets, since create
+ * (docs/internals/transfer-engine.md, "Authentication and connection budgets"). */
+typedef struct mc_te_conn_stats {
+    uint64_t open;              /* server connections open now */
+    uint64_t closed_unauth;     /* no valid proof: wrong or missing token, or none in time */
+    uint64_t closed_idle;       /* authenticated, no frame for tcp_idle_timeout_s */
+    uint64_t closed_slow;       /* a frame started and not finished in time */
+    uint64_t displaced;         /* unauthenticated, closed at the cap for a new connection */
+    uint64_t refused_full;      /* new connections closed: the cap held only proved peers */
+} mc_te_conn_stats_t;
+MC_API void mc_te_conn_stats(mc_te_t *te, mc_te_conn_stats_t *stats_p);
 
 /* Whether the engine serving as server_name ("host:port", a segment name) answers: one
  * round trip on a connection of its own, bounded by timeout_ms (0 = the transfer timeout).

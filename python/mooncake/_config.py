@@ -156,6 +156,8 @@ _TE_ENV = (
     ("MC_REDIS_PASSWORD", "redis_password", 1, 1024, "a Redis password"),
     ("MC_REDIS_DB_INDEX", "redis_db_index", 0, 255, "a Redis database number"),
     ("MC_AUTH_TOKEN_FILE", "auth_token_file", 1, 4096, "a file path"),
+    ("MC_TE_IDLE_TIMEOUT_S", "tcp_idle_timeout_s", 1, 86400, "a number of seconds"),
+    ("MC_TE_MAX_SERVER_CONNS", "tcp_max_server_conns", 16, 65536, "a number of connections"),
 )
 _TE_ENV_STRINGS = ("redis_username", "redis_password", "auth_token_file")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")

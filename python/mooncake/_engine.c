@@ -118,7 +118,7 @@ static int engine_clear(EngineObject *self)
  *         tcp_connections=0, worker_threads=0, slice_size=0, force_tcp=0, hugepages=0,
  *         tcp_stripe=0, tcp_socket_buf=0, busy_poll_us=0, metadata_timeout_ms=0,
  *         redis_username=None, redis_password=None, redis_db_index=0,
- *         auth_token_file=None) -> status.
+ *         auth_token_file=None, tcp_idle_timeout_s=0, tcp_max_server_conns=0) -> status.
  * The keyword arguments are the tuning fields of mc_te_config_t (0/None = the engine's
  * default; engine.py fills them from the environment through _config.te_tuning_from_env). */
 static PyObject *engine_create(EngineObject *self, PyObject *args, PyObject *kwds)
@@ -128,16 +128,18 @@ static PyObject *engine_create(EngineObject *self, PyObject *args, PyObject *kwd
                              "slice_size", "force_tcp", "hugepages", "tcp_stripe",
                              "tcp_socket_buf", "busy_poll_us", "metadata_timeout_ms",
                              "redis_username", "redis_password", "redis_db_index",
-                             "auth_token_file", NULL};
+                             "auth_token_file", "tcp_idle_timeout_s", "tcp_max_server_conns",
+                             NULL};
     PyObject *name_o, *meta_o, *proto_o;
     unsigned int timeout_ms = 0, conns = 0, workers = 0, slice = 0, force_tcp = 0, stripe = 0,
-                 sockbuf = 0, meta_ms = 0, redis_db = 0;
+                 sockbuf = 0, meta_ms = 0, redis_db = 0, idle_s = 0, max_srv = 0;
     int hugepages = 0, busy_us = 0;
     const char *redis_user = NULL, *redis_pass = NULL, *token_file = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|IIIIIiIIiIzzIz:_create", kwlist, &name_o,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|IIIIIiIIiIzzIzII:_create", kwlist, &name_o,
                                      &meta_o, &proto_o, &timeout_ms, &conns, &workers, &slice,
                                      &force_tcp, &hugepages, &stripe, &sockbuf, &busy_us,
-                                     &meta_ms, &redis_user, &redis_pass, &redis_db, &token_file))
+                                     &meta_ms, &redis_user, &redis_pass, &redis_db, &token_file,
+                                     &idle_s, &max_srv))
         return NULL;
     const char *name, *meta, *proto;
     if (mcpy_cstr(name_o, "local_hostname", &name) < 0 ||
@@ -166,6 +168,8 @@ static PyObject *engine_create(EngineObject *self, PyObject *args, PyObject *kwd
         .redis_password = redis_pass,
         .redis_db_index = redis_db,
         .auth_token_file = token_file,
+        .tcp_idle_timeout_s = idle_s,
+        .tcp_max_server_conns = max_srv,
     };
     mc_te_t *te = NULL;
     mc_status_t st;
@@ -1235,7 +1239,8 @@ static PyMethodDef engine_methods[] = {
      "_create(local_server_name, metadata_uri, protocol, transfer_timeout_ms=0, "
      "tcp_connections=0, worker_threads=0, slice_size=0, force_tcp=0, hugepages=0, "
      "tcp_stripe=0, tcp_socket_buf=0, busy_poll_us=0, metadata_timeout_ms=0, "
-     "redis_username=None, redis_password=None, redis_db_index=0, auth_token_file=None) -> status. "
+     "redis_username=None, redis_password=None, redis_db_index=0, auth_token_file=None, "
+     "tcp_idle_timeout_s=0, tcp_max_server_conns=0) -> status. "
      "Use initialize()."},
     {"close", (PyCFunction)engine_close, METH_NOARGS,
      "Stop the engine (waits for calls in flight). Idempotent; returns 0."},

@@ -798,6 +798,8 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
         {"tcp_socket_buf", offsetof(mc_te_config_t, tcp_socket_buf), false},
         {"busy_poll_us", offsetof(mc_te_config_t, busy_poll_us), true},
         {"metadata_timeout_ms", offsetof(mc_te_config_t, metadata_timeout_ms), false},
+        {"tcp_idle_timeout_s", offsetof(mc_te_config_t, tcp_idle_timeout_s), false},
+        {"tcp_max_server_conns", offsetof(mc_te_config_t, tcp_max_server_conns), false},
     };
     if (!PyDict_Check(d)) {
         PyErr_SetString(PyExc_TypeError, "te_tuning must be a dict of transfer-engine fields");
@@ -901,17 +903,19 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 }
 
 /* _setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0,
- *              max_connections=0) -> status. Use setup_dummy(). */
+ *              max_connections=0, auth_token_file=None) -> status. Use setup_dummy(). */
 static PyObject *store_setup_dummy(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"server_address", "local_buffer_size", "mem_pool_size",
-                             "timeout_ms", "max_connections", NULL};
+                             "timeout_ms", "max_connections", "auth_token_file", NULL};
     PyObject *addr_o, *lb_o, *mp_o;
     unsigned int timeout_ms = 0, max_conns = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|II:_setup_dummy", kwlist, &addr_o, &lb_o,
-                                     &mp_o, &timeout_ms, &max_conns))
+    const char *token_file = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|IIz:_setup_dummy", kwlist, &addr_o, &lb_o,
+                                     &mp_o, &timeout_ms, &max_conns, &token_file))
         return NULL;
-    mc_store_dummy_config_t cfg = {.call_timeout_ms = timeout_ms, .max_connections = max_conns};
+    mc_store_dummy_config_t cfg = {.call_timeout_ms = timeout_ms, .max_connections = max_conns,
+                                   .auth_token_file = token_file};
     if (mcpy_cstr(addr_o, "server_address", &cfg.server_address) < 0 ||
         mcpy_u64(lb_o, "local_buffer_size", &cfg.local_buffer_size) < 0 ||
         mcpy_u64(mp_o, "mem_pool_size", &cfg.mem_pool_size) < 0)
@@ -2179,7 +2183,7 @@ static PyMethodDef store_methods[] = {
      "te_tuning=None) -> status. Use setup()."},
     {"_setup_dummy", MCPY_KWFUNC(store_setup_dummy), METH_VARARGS | METH_KEYWORDS,
      "_setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0, "
-     "max_connections=0) -> status. Use setup_dummy()."},
+     "max_connections=0, auth_token_file=None) -> status. Use setup_dummy()."},
     {"_dummy_server_stats", (PyCFunction)store_dummy_server_stats, METH_NOARGS,
      "_dummy_server_stats() -> dict of the real client's dummies, regions, region_bytes, or a "
      "negative status (not a dummy: INVALID_PARAMS)."},

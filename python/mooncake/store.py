@@ -367,8 +367,9 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         register_buffer. put_from / get_into on that memory move bytes without a copy through
         the socket; byte puts and gets ship the value in the message (at most 64 MiB a call).
         mem_pool_size is unused, as upstream. Ours: timeout_ms (deadline of every call,
-        default 30000) and max_connections (data connections, default 4). Like upstream, it
-        first drops any client this object had set up."""
+        default 30000) and max_connections (data connections, default 4). MC_AUTH_TOKEN_FILE
+        (as for setup()) names the cluster token file the dummy proves to the real client
+        (docs/security.md). Like upstream, it first drops any client this object had set up."""
         for name, v in (("mem_pool_size", mem_pool_size),
                         ("local_buffer_size", local_buffer_size)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -376,8 +377,9 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         if not isinstance(server_address, str):
             raise TypeError("setup_dummy(): server_address must be str, not "
                             f"{type(server_address).__name__}")
+        token_file = _config.te_tuning_from_env().get("auth_token_file")
         st = self._setup_dummy(server_address, local_buffer_size, mem_pool_size,
-                               int(timeout_ms), int(max_connections))
+                               int(timeout_ms), int(max_connections), token_file)
         self._local_buffer_size = local_buffer_size if st == 0 else None
         return 0 if st == 0 else -1
 

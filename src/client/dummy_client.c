@@ -18,6 +18,7 @@
 #include "client/rc_wire.h"
 #include "client/store_int.h"
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -38,6 +39,7 @@
 
 struct mc_dummy {
     uint16_t port;
+    mc_auth_t *auth;             /* cfg->auth_token_file's keyring, NULL = none */
     uint64_t id;
     uint32_t call_ms;
     unsigned max_conns;
@@ -150,7 +152,10 @@ int mc_shm_free(void *addr)
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
-static mc_status_t dummy_connect(uint16_t port, int *fd_p)
+/* A connection to the real client on @port, through the cluster handshake (auth NULL: no
+ * token; the real client may then refuse us with MC_ERR_AUTH). */
+static mc_status_t dummy_connect(uint16_t port, const mc_auth_t *auth, uint32_t timeout_ms,
+                                 int *fd_p)
 {
     struct sockaddr_un sa;
     socklen_t sl;
@@ -164,6 +169,16 @@ static mc_status_t dummy_connect(uint16_t port, int *fd_p)
                      (unsigned)port);
         close(fd);
         return MC_ERR_RPC_FAIL;
+    }
+    mc_status_t st = mc_auth_client_handshake(fd, auth, mc_now_ns() +
+                                                        (uint64_t)timeout_ms * 1000000ull);
+    if (st != MC_OK) {
+        MC_LOG_ERROR("dummy: the real client on @" MC_RC_SOCK_FMT " %s (%s)", (unsigned)port,
+                     st == MC_ERR_AUTH ? "refused our cluster token, or could not prove it"
+                                       : "did not complete the handshake",
+                     mc_status_str(st));
+        close(fd);
+        return st == MC_ERR_AUTH ? MC_ERR_AUTH : MC_ERR_RPC_FAIL;
     }
     *fd_p = fd;
     return MC_OK;
@@ -219,7 +234,7 @@ static mc_status_t transact(mc_dummy_t *d, int fd, uint16_t op, const McRc__RcRe
 static mc_status_t attach_conn(mc_dummy_t *d, int *fd_p)
 {
     int fd;
-    mc_status_t st = dummy_connect(d->port, &fd);
+    mc_status_t st = dummy_connect(d->port, d->auth, d->call_ms, &fd);
     if (st != MC_OK)
         return st;
     McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
@@ -470,7 +485,13 @@ mc_status_t mc_store_create_dummy(const mc_store_dummy_config_t *cfg, mc_store_t
     d->next = g_shm.dummies;
     g_shm.dummies = d;
     pthread_mutex_unlock(&g_shm.mu);
-    mc_status_t st = dummy_connect(port, &d->ctrl_fd);
+    mc_status_t st = mc_auth_load(cfg->auth_token_file, &d->auth);
+    if (st != MC_OK) {
+        MC_LOG_ERROR("setup_dummy: auth_token_file %s unusable (%s)", cfg->auth_token_file,
+                     mc_status_str(st));
+        goto fail;
+    }
+    st = dummy_connect(port, d->auth, d->call_ms, &d->ctrl_fd);
     if (st != MC_OK)
         goto fail;
     McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
@@ -547,6 +568,7 @@ void mc_dummy_destroy(mc_dummy_t *d)
     if (d->local_buf)
         mc_shm_free(d->local_buf);
     mc_free(d->reg_base);
+    mc_auth_free(d->auth);
     pthread_cond_destroy(&d->ping_cv);
     pthread_mutex_destroy(&d->ping_mu);
     pthread_mutex_destroy(&d->ctrl_mu);

@@ -19,10 +19,13 @@
 #include "client/rc_wire.h"
 #include "client/store_int.h"
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/time.h"
+#include "common/net.h"
 #include "rpc/arena.h"
+#include "te/te_auth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -635,11 +638,36 @@ static mc_status_t conn_serve_one(rc_conn_t *c, mc_rpc_arena_t *arena)
     return sst;
 }
 
+/* The cluster handshake (common/auth.h), server side, before the first frame: HELLO, the
+ * dummy's PROOF within MC_AUTH_HANDSHAKE_TIMEOUT_MS, RESULT. With a keyring (the store
+ * engine's, from its auth_token_file) only a dummy proving one of its secrets passes. */
+static mc_status_t conn_auth(rc_conn_t *c)
+{
+    const mc_auth_t *auth = mc_te_keyring(c->svc->store->te);
+    uint8_t hello[MC_AUTH_HELLO_SIZE], proof[MC_AUTH_PROOF_SIZE], result[MC_AUTH_RESULT_SIZE];
+    mc_auth_server_hs_t hs;
+    uint64_t deadline = mc_now_ns() + (uint64_t)MC_AUTH_HANDSHAKE_TIMEOUT_MS * 1000000ull;
+    mc_auth_server_hello(auth, &hs, hello);
+    mc_status_t st = mc_net_send_all(c->fd, hello, sizeof(hello), deadline);
+    if (st == MC_OK)
+        st = mc_net_recv_all(c->fd, proof, sizeof(proof), deadline);
+    if (st == MC_OK) {
+        st = mc_auth_server_check(auth, &hs, proof, result, NULL);
+        mc_status_t sent = mc_net_send_all(c->fd, result, sizeof(result), deadline);
+        if (st == MC_OK)
+            st = sent;
+    }
+    if (st != MC_OK)
+        MC_LOG_WARN("real client: refused a dummy connection: %s", st == MC_ERR_AUTH
+                    ? "no or wrong cluster token" : "no handshake in time");
+    return st;
+}
+
 static void *conn_main(void *arg)
 {
     rc_conn_t *c = arg;
     mc_real_service_t *svc = c->svc;
-    if (conn_hello(c) == MC_OK) {
+    if (conn_auth(c) == MC_OK && conn_hello(c) == MC_OK) {
         mc_rpc_arena_t arena;
         mc_rpc_arena_init(&arena, 64 << 10);
         while (!atomic_load(&svc->stop)) {
@@ -691,7 +719,8 @@ static void *acceptor_main(void *arg)
         int fd = accept4(svc->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
-        /* same user only: the socket is abstract, any local process could connect */
+        /* same user (or root) only: the socket is abstract, any local process could connect;
+         * then the cluster handshake, in the connection's thread (conn_auth) */
         struct ucred cr = {.uid = (uid_t)-1};
         socklen_t crl = sizeof(cr);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0 ||

@@ -7,6 +7,7 @@
  * peer->mu is held while fetching a descriptor (bounded by the transfer timeout).
  */
 #include "te/transport.h"
+#include "te/te_auth.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -121,6 +122,16 @@ static mc_status_t te_publish(mc_te_t *te)
         return st;
     }
     size_t len = strlen(json);
+    if (te->auth) { /* the signed form (segment_desc.h): readers with the keyring verify it */
+        char *sealed = NULL;
+        st = mc_segment_desc_seal(te->auth, json, len, &sealed, &len);
+        mc_free(json);
+        if (st != MC_OK) {
+            MC_LOG_ERROR("te: cannot sign our descriptor: %s", mc_status_name(st));
+            return st;
+        }
+        json = sealed;
+    }
     pthread_mutex_lock(&te->desc_mu);
     mc_free(te->desc_json);
     te->desc_json = json;
@@ -200,10 +211,27 @@ static mc_status_t fetch_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p)
         mc_free(json);
         return MC_ERR_NO_MEMORY;
     }
-    st = mc_segment_desc_from_json(json, len, &r->d);
+    /* With a keyring only a descriptor signed by the cluster is used, whichever backend (or
+     * the peer itself) delivered it, and it must name the segment asked for (a signed
+     * descriptor copied under another segment's key is refused too). */
+    const char *inner = NULL;
+    size_t inner_len = 0;
+    int sealed = 0;
+    st = mc_segment_desc_unseal(te->auth, json, len, &inner, &inner_len, &sealed);
+    if (st == MC_OK)
+        st = mc_segment_desc_from_json(inner, inner_len, &r->d);
     mc_free(json);
+    if (st == MC_OK && sealed && te->auth && strcmp(r->d.name, p->name) != 0) {
+        MC_LOG_WARN("te: signed descriptor fetched for segment %s names %s", p->name, r->d.name);
+        mc_segment_desc_free(&r->d);
+        st = MC_ERR_AUTH;
+    }
     if (st != MC_OK) {
-        MC_LOG_WARN("te: descriptor of %s is malformed: %s", p->name, mc_status_name(st));
+        if (st == MC_ERR_AUTH)
+            MC_LOG_WARN("te: descriptor of segment %s refused: unsigned or not signed with our "
+                        "cluster token (%s)", p->name, mc_status_name(st));
+        else
+            MC_LOG_WARN("te: descriptor of %s is malformed: %s", p->name, mc_status_name(st));
         mc_free(r);
         return st;
     }
@@ -362,6 +390,11 @@ static mc_status_t config_check(const mc_te_config_t *cfg)
           cfg_field_ok("metadata_timeout_ms", cfg->metadata_timeout_ms, MC_META_MIN_TIMEOUT_MS,
                        MC_META_MAX_TIMEOUT_MS);
     ok &= cfg_field_ok("redis_db_index", cfg->redis_db_index, 0, MC_META_REDIS_DB_MAX);
+    ok &= cfg->tcp_idle_timeout_s == 0 ||
+          cfg_field_ok("tcp_idle_timeout_s", cfg->tcp_idle_timeout_s, 1, MC_TE_MAX_IDLE_S);
+    ok &= cfg->tcp_max_server_conns == 0 ||
+          cfg_field_ok("tcp_max_server_conns", cfg->tcp_max_server_conns, MC_TE_MIN_SRV_CONNS,
+                       MC_TE_MAX_SRV_CONNS);
     return ok ? MC_OK : MC_ERR_INVALID_PARAMS;
 }
 
@@ -381,6 +414,11 @@ static void config_apply(mc_te_t *te, const mc_te_config_t *cfg)
     te->hugepages_off = cfg->hugepages == -1;
     te->tcp_stripe = cfg->tcp_stripe;
     te->tcp_socket_buf = cfg->tcp_socket_buf;
+    te->idle_timeout_ns = (uint64_t)(cfg->tcp_idle_timeout_s ? cfg->tcp_idle_timeout_s
+                                                             : MC_TE_DEFAULT_IDLE_S) *
+                          1000000000ull;
+    te->max_srv_conns = cfg->tcp_max_server_conns ? cfg->tcp_max_server_conns
+                                                  : MC_TE_DEFAULT_SRV_CONNS;
     int32_t us = cfg->busy_poll_us ? cfg->busy_poll_us : MC_TE_DEFAULT_BUSY_POLL_US;
     te->busy_poll_ns = us > 0 ? (uint64_t)us * 1000 : 0;
     if (cfg->busy_poll_us) /* set explicitly: RPC waits of this process follow it too */
@@ -426,11 +464,17 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     pthread_mutex_init(&te->notify_mu, NULL);
     mc_te_table_init(&te->table);
 
+    mc_status_t st = mc_auth_load(cfg->auth_token_file, &te->auth);
+    if (st != MC_OK) {
+        MC_LOG_ERROR("te: auth_token_file %s unusable (%s): not starting", cfg->auth_token_file,
+                     mc_status_name(st));
+        goto fail;
+    }
     mc_meta_opts_t mopts = {.timeout_ms = cfg->metadata_timeout_ms,
                             .redis_username = cfg->redis_username,
                             .redis_password = cfg->redis_password,
                             .redis_db_index = cfg->redis_db_index};
-    mc_status_t st = mc_meta_open_opts(cfg->metadata_uri, &mopts, &te->meta);
+    st = mc_meta_open_opts(cfg->metadata_uri, &mopts, &te->meta);
     if (st != MC_OK) {
         char shown[256];
         MC_LOG_ERROR("te: metadata '%s': %s",
@@ -444,6 +488,7 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
         goto fail;
     }
     format_name(te->local_name, sizeof(te->local_name), te->host, te->port);
+    mc_auth_warn_if_open("transfer engine data port", te->host, te->auth);
     st = tp_start(te, MC_TE_TP_TCP, NULL);
     if (st != MC_OK)
         goto fail;
@@ -457,15 +502,19 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
                          mc_status_name(st));
             goto fail;
         }
+        if (te->auth)
+            MC_LOG_WARN("te: protocol ucx: UCX's own connections and one-sided RMA are not "
+                        "covered by the cluster token (only tcp, GET_DESC and descriptors are)");
     }
     pthread_mutex_lock(&te->reg_mu);
     st = te_publish(te);
     pthread_mutex_unlock(&te->reg_mu);
     if (st != MC_OK)
         goto fail;
-    MC_LOG_INFO("te: %s serving (protocol %s%s, timeout %u ms, %u connections/peer, %u loops)",
-                te->local_name, te->protocol, te->force_tcp ? ", tcp to every peer" : "",
-                te->timeout_ms, te->tcp_conns, te->workers);
+    MC_LOG_INFO("te: %s serving (protocol %s%s, timeout %u ms, %u connections/peer, %u loops, "
+                "%s)", te->local_name, te->protocol, te->force_tcp ? ", tcp to every peer" : "",
+                te->timeout_ms, te->tcp_conns, te->workers,
+                te->auth ? "cluster token required" : "no authentication");
     *te_p = te;
     return MC_OK;
 fail:
@@ -531,6 +580,7 @@ void mc_te_destroy(mc_te_t *te)
     if (te->meta)
         mc_meta_close(te->meta);
     mc_free(te->desc_json);
+    mc_auth_free(te->auth);
     mc_te_notify_fini(te);
     pthread_mutex_destroy(&te->notify_mu);
     pthread_mutex_destroy(&te->mu);
@@ -542,6 +592,23 @@ void mc_te_destroy(mc_te_t *te)
 const char *mc_te_metadata_uri_for_log(const char *uri, char *buf, size_t len)
 {
     return mc_meta_uri_for_log(uri, buf, len);
+}
+
+void mc_te_conn_stats(mc_te_t *te, mc_te_conn_stats_t *stats_p)
+{
+    *stats_p = (mc_te_conn_stats_t){
+        .open = atomic_load(&te->conn_open),
+        .closed_unauth = atomic_load(&te->conn_closed_unauth),
+        .closed_idle = atomic_load(&te->conn_closed_idle),
+        .closed_slow = atomic_load(&te->conn_closed_slow),
+        .displaced = atomic_load(&te->conn_displaced),
+        .refused_full = atomic_load(&te->conn_refused_full),
+    };
+}
+
+const mc_auth_t *mc_te_keyring(const mc_te_t *te)
+{
+    return te ? te->auth : NULL;
 }
 
 const char *mc_te_local_name(const mc_te_t *te)

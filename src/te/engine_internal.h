@@ -6,6 +6,7 @@
 
 #include "mooncake/te.h"
 
+#include "common/auth.h"
 #include "common/net.h"
 #include "te/metadata.h"
 #include "te/segment_desc.h"
@@ -30,6 +31,11 @@
 #define MC_TE_MAX_SOCKET_BUF (1u << 30)
 #define MC_TE_DEFAULT_BUSY_POLL_US 50
 #define MC_TE_MAX_BUSY_POLL_US 10000
+#define MC_TE_DEFAULT_IDLE_S 120
+#define MC_TE_MAX_IDLE_S 86400
+#define MC_TE_DEFAULT_SRV_CONNS 4096
+#define MC_TE_MIN_SRV_CONNS 16
+#define MC_TE_MAX_SRV_CONNS 65536
 
 /* ---- local segment table ------------------------------------------------------------ */
 
@@ -214,6 +220,9 @@ struct mc_te {
     uint32_t tcp_stripe;            /* config tcp_stripe: 0 = tcp picks (tcp_stripe_width) */
     uint32_t tcp_socket_buf;        /* SO_SNDBUF/SO_RCVBUF of data connections; 0 = kernel */
     uint64_t busy_poll_ns;          /* spin budget of waiters and loops; 0 = never spin */
+    uint64_t idle_timeout_ns;       /* server connections without a frame this long close */
+    uint32_t max_srv_conns;         /* accepted connections open at once */
+    mc_auth_t *auth;                /* keyring (auth_token_file), NULL = no authentication */
     char host_id[64];
     pid_t pid;
     mc_meta_t *meta;
@@ -246,6 +255,10 @@ struct mc_te {
     struct mc_te_note *notes_head, *notes_tail;
     size_t n_notes, note_bytes;
     mc_te_notify_stats_t notify_stats;
+
+    /* tcp listener budgets (mc_te_conn_stats) */
+    _Atomic uint64_t conn_open, conn_closed_unauth, conn_closed_idle, conn_closed_slow,
+        conn_displaced, conn_refused_full;
 };
 
 /* Queue a received notification (copied; any thread). MC_OK, MC_ERR_BUSY (queue full: counted

@@ -12,6 +12,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -358,4 +359,87 @@ ptrdiff_t mc_segment_desc_find(const mc_segment_desc_t *desc, uint64_t addr, uin
     if (len > b->length || addr - b->addr > b->length - len)
         return -1;
     return (ptrdiff_t)(lo - 1);
+}
+
+/* ---------------------------------------------------------------- signed form */
+
+#define SEAL_HEAD "{\"mac\":\""
+#define SEAL_MID "\",\"desc\":"
+#define SEAL_HEAD_LEN (sizeof(SEAL_HEAD) - 1)
+#define SEAL_MID_LEN (sizeof(SEAL_MID) - 1)
+#define SEAL_HEX_LEN (2 * MC_AUTH_MAC_SIZE)
+#define SEAL_OVERHEAD (SEAL_HEAD_LEN + SEAL_HEX_LEN + SEAL_MID_LEN + 1)
+
+mc_status_t mc_segment_desc_seal(const mc_auth_t *auth, const char *json, size_t len,
+                                 char **out_p, size_t *out_len_p)
+{
+    *out_p = NULL;
+    uint8_t mac[MC_AUTH_MAC_SIZE];
+    if (!json || len > MC_SEGMENT_DESC_MAX_JSON)
+        return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = mc_auth_sign(auth, MC_SEGMENT_DESC_MAC_LABEL, json, len, mac);
+    if (st != MC_OK)
+        return st;
+    size_t n = SEAL_OVERHEAD + len;
+    char *out = mc_malloc(n + 1);
+    if (!out)
+        return MC_ERR_NO_MEMORY;
+    char *p = out;
+    memcpy(p, SEAL_HEAD, SEAL_HEAD_LEN);
+    p += SEAL_HEAD_LEN;
+    mc_auth_hex(mac, MC_AUTH_MAC_SIZE, p); /* writes a NUL, overwritten next */
+    p += SEAL_HEX_LEN;
+    memcpy(p, SEAL_MID, SEAL_MID_LEN);
+    p += SEAL_MID_LEN;
+    memcpy(p, json, len);
+    p += len;
+    *p++ = '}';
+    *p = '\0';
+    *out_p = out;
+    *out_len_p = n;
+    return MC_OK;
+}
+
+mc_status_t mc_segment_desc_unseal(const mc_auth_t *auth, const char *in, size_t len,
+                                   const char **json_p, size_t *json_len_p, int *signed_p)
+{
+    if (signed_p)
+        *signed_p = 0;
+    if (!in)
+        return MC_ERR_INVALID_PARAMS;
+    bool sealed = len >= SEAL_HEAD_LEN && memcmp(in, SEAL_HEAD, SEAL_HEAD_LEN) == 0;
+    if (!sealed) {
+        if (auth) {
+            MC_LOG_WARN("segment desc: unsigned descriptor refused (this engine has a keyring)");
+            return MC_ERR_AUTH;
+        }
+        *json_p = in;
+        *json_len_p = len;
+        return MC_OK;
+    }
+    uint8_t mac[MC_AUTH_MAC_SIZE];
+    char hex[SEAL_HEX_LEN + 1];
+    const char *mid = in + SEAL_HEAD_LEN + SEAL_HEX_LEN;
+    if (len < SEAL_OVERHEAD + 2 || memcmp(mid, SEAL_MID, SEAL_MID_LEN) != 0 ||
+        in[len - 1] != '}') {
+        MC_LOG_WARN("segment desc: malformed signed envelope");
+        return MC_ERR_PROTOCOL;
+    }
+    memcpy(hex, in + SEAL_HEAD_LEN, SEAL_HEX_LEN);
+    hex[SEAL_HEX_LEN] = '\0';
+    if (mc_auth_unhex(hex, mac, sizeof(mac)) != MC_OK) {
+        MC_LOG_WARN("segment desc: malformed mac in signed envelope");
+        return MC_ERR_PROTOCOL;
+    }
+    const char *json = mid + SEAL_MID_LEN;
+    size_t jlen = len - SEAL_OVERHEAD;
+    if (auth && mc_auth_verify(auth, MC_SEGMENT_DESC_MAC_LABEL, json, jlen, mac, NULL) != MC_OK) {
+        MC_LOG_WARN("segment desc: signature does not verify against this engine's keyring");
+        return MC_ERR_AUTH;
+    }
+    if (signed_p)
+        *signed_p = 1;
+    *json_p = json;
+    *json_len_p = jlen;
+    return MC_OK;
 }

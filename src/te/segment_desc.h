@@ -10,10 +10,18 @@
  * same-host peers open /proc/<pid>/fd/<shm_fd> and map it once.
  *
  * The parser treats its input as hostile: every field is type-checked and capped.
+ *
+ * Signed form (an engine with a keyring publishes and accepts only this; docs/internals/
+ * metadata.md): exactly the bytes
+ *   {"mac":"<64 lower-case hex>","desc":<descriptor JSON>}
+ * where mac = mc_auth_sign(keyring, MC_SEGMENT_DESC_MAC_LABEL, <descriptor JSON bytes>). The
+ * envelope is matched byte for byte (no blanks, this key order), so the signed bytes are
+ * exactly the ones parsed; the whole value is still valid JSON.
  */
 #ifndef MC_TE_SEGMENT_DESC_H
 #define MC_TE_SEGMENT_DESC_H
 
+#include "common/auth.h"
 #include "mooncake/status.h"
 #include "mooncake/te.h"
 
@@ -50,6 +58,20 @@ mc_status_t mc_segment_desc_to_json(const mc_segment_desc_t *desc, char **json_p
  * MC_ERR_PROTOCOL (malformed) or MC_ERR_TOO_LARGE is returned. */
 mc_status_t mc_segment_desc_from_json(const char *json, size_t len, mc_segment_desc_t *desc);
 void mc_segment_desc_free(mc_segment_desc_t *desc); /* frees buffers/transport_info, zeroes */
+
+#define MC_SEGMENT_DESC_MAC_LABEL "mc-te-desc-v1"
+
+/* Wrap descriptor JSON (len bytes) in the signed form; heap string (mc_free) and its length.
+ * MC_ERR_INVALID_PARAMS without a keyring. */
+mc_status_t mc_segment_desc_seal(const mc_auth_t *auth, const char *json, size_t len,
+                                 char **out_p, size_t *out_len_p);
+/* The descriptor JSON inside a stored value (a pointer into `in`, not copied).
+ * With a keyring: only the signed form whose mac verifies is accepted: MC_ERR_AUTH for an
+ * unsigned value or a wrong mac, MC_ERR_PROTOCOL for a malformed envelope.
+ * Without one: the signed form is unwrapped unchecked and any other value is returned whole
+ * (the parser judges it). *signed_p (may be NULL) = 1 when the value was in the signed form. */
+mc_status_t mc_segment_desc_unseal(const mc_auth_t *auth, const char *in, size_t len,
+                                   const char **json_p, size_t *json_len_p, int *signed_p);
 
 /* For descriptors built by hand (the engine): check every buffer (length > 0, no addr+length
  * or shm_offset+length overflow, shm_fd >= -1), sort buffers by addr and refuse overlaps.

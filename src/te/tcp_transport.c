@@ -4,12 +4,22 @@
  * connections of their own; the server queues received notifications with mc_te_notify_push
  * (notify_mu, a leaf lock).
  *
+ * Every connection, pooled or short, starts with the cluster handshake (common/auth.h): the
+ * server sends HELLO on accept and parses frames only after a valid PROOF (state S_AUTH);
+ * pooled client connections run the client half non-blocking where their answers are
+ * received (cli_handshake), short connections use mc_auth_connect. The frame path itself is
+ * unchanged. The listener's
+ * budgets (docs/internals/transfer-engine.md, "Authentication and connection budgets") are
+ * enforced by each loop's sweep (srv_budget) and, at the connection cap, by the acceptor
+ * (srv_displace).
+ *
  * Lock order: client connection mu -> batch mu (via mc_te_slice_done) -> peer mu (via
  * mc_te_peer_invalidate). Server connections belong to one loop thread and have no lock.
  */
 #include "te/transport.h"
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/payload.h"
@@ -38,12 +48,14 @@
 #define SWEEP_NS (20ull * 1000000)
 #define RECONNECT_BACKOFF_NS (100ull * 1000000)
 #define READ_BUDGET (32ull << 20)     /* bytes per event before yielding to other connections */
-#define SRV_MAX_CONNS 4096            /* accepted connections beyond this are closed at once */
+#define HANDSHAKE_NS ((uint64_t)MC_AUTH_HANDSHAKE_TIMEOUT_MS * 1000000ull)
+#define CAP_WARN_NS (10ull * 1000000000) /* at most one "connection cap" warning this often */
 #define SPREAD_BYTES (1ull << 20)     /* a batch uses one more connection per this many bytes */
 #define SYNC_POLL_MAX_MS 10           /* a synchronous caller re-checks its connections this often */
 #define RCVLOWAT_MAX (256u << 10)     /* wake a receiver of READ data per this many bytes at most */
 
 enum { K_LISTEN = 1, K_WAKE, K_SRV, K_CLI };
+enum { HS_DONE, HS_HELLO, HS_RESULT };
 
 typedef struct tcp_ctx tcp_ctx_t;
 typedef struct tcp_worker tcp_worker_t;
@@ -56,7 +68,11 @@ typedef struct tx_ent {
     char *owned;       /* freed once sent */
 } tx_ent_t;
 
-enum { S_HDR, S_WRITE, S_DISCARD, S_CMA, S_NOTIFY };
+/* S_AUTH: waiting for the handshake's PROOF; no frame is parsed before it is valid. */
+enum { S_HDR, S_WRITE, S_DISCARD, S_CMA, S_NOTIFY, S_AUTH };
+
+/* Why the sweep closes a server connection (srv_budget). */
+enum { B_OK, B_UNAUTH, B_IDLE, B_SLOW, B_STALL };
 
 typedef struct srv_conn {
     int kind;
@@ -79,6 +95,16 @@ typedef struct srv_conn {
     int rcvlowat;             /* SO_RCVLOWAT now set on fd (set_rcvlowat) */
     bool big_writes;          /* the last request was a big WRITE: expect another (srv_on_readable) */
     bool sending;             /* answers wait for socket space (counted in w->n_sending) */
+    /* handshake and budgets */
+    mc_auth_server_hs_t hs;   /* our HELLO's nonce (S_AUTH) */
+    uint64_t accepted_ns;     /* immutable once listed */
+    _Atomic int authed;       /* PROOF accepted (read by the acceptor under w->mu) */
+    _Atomic int displaced;    /* shut down by the acceptor at the cap (counted in n_displaced) */
+    uint64_t frame_id;        /* the unfinished frame the sweep last saw (srv_budget) */
+    int frame_st;
+    uint64_t frame_since_ns;  /* when the sweep first saw it; 0 = no frame open */
+    struct srv_conn *sweep_next; /* the sweep's list of connections to close */
+    int sweep_why;
 } srv_conn_t;
 
 typedef struct tcp_peer tcp_peer_t;
@@ -97,6 +123,12 @@ typedef struct cli_conn {
     uint64_t rx_left, rx_done;
     uint64_t next_id;
     uint64_t last_fail_ns;
+    uint64_t last_used_ns;       /* last submit (cli_retire_idle) */
+    /* Client half of the handshake, run by whoever receives on c (cli_handshake): frames are
+     * queued meanwhile and sent once the server proved itself. */
+    int hs;                      /* HS_DONE, HS_HELLO (awaiting HELLO), HS_RESULT */
+    uint8_t hs_hello[MC_AUTH_HELLO_SIZE];
+    uint8_t hs_nonce[MC_AUTH_NONCE_SIZE];
     uint32_t ev;
     /* Synchronous caller driving this connection (tcp_sync_wait) until owner_last is answered;
      * meanwhile the loop neither watches it (epoll interest 0) nor sweeps it. */
@@ -136,7 +168,8 @@ struct tcp_ctx {
     uint32_t nw;
     _Atomic uint32_t rr;
     _Atomic int stop;
-    _Atomic uint32_t n_srv; /* open server connections */
+    _Atomic uint32_t n_displaced; /* connections shut down at the cap, not yet closed */
+    uint64_t last_cap_warn_ns;    /* acceptor only */
     pthread_mutex_t peers_mu;
     int sndbuf, rcvbuf;
     uint32_t stripe; /* connections one submit may spread over (tcp_stripe_width) */
@@ -185,16 +218,7 @@ static void srv_close(srv_conn_t *c)
     mc_te_table_t *t = &w->ctx->te->table;
     if (c->sending)
         w->n_sending--;
-    epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
-    if (c->ref)
-        mc_te_table_release(t, c->ref);
-    for (size_t i = 0; i < c->tx_n; i++) {
-        tx_ent_t *e = &c->tx[(c->tx_head + i) % c->tx_cap];
-        if (e->ref)
-            mc_te_table_release(t, e->ref);
-        mc_free(e->owned);
-    }
+    /* unlink first: the acceptor (srv_displace) may use c->fd while c is listed */
     pthread_mutex_lock(&w->mu);
     if (c->prev)
         c->prev->next = c->next;
@@ -203,7 +227,19 @@ static void srv_close(srv_conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     pthread_mutex_unlock(&w->mu);
-    atomic_fetch_sub(&w->ctx->n_srv, 1);
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (atomic_load(&c->displaced))
+        atomic_fetch_sub(&w->ctx->n_displaced, 1);
+    if (c->ref)
+        mc_te_table_release(t, c->ref);
+    for (size_t i = 0; i < c->tx_n; i++) {
+        tx_ent_t *e = &c->tx[(c->tx_head + i) % c->tx_cap];
+        if (e->ref)
+            mc_te_table_release(t, e->ref);
+        mc_free(e->owned);
+    }
+    atomic_fetch_sub(&w->ctx->te->conn_open, 1);
     mc_free(c->tx);
     mc_free(c->rx);
     mc_free(c);
@@ -437,6 +473,29 @@ static void srv_do_cma(srv_conn_t *c, const uint8_t *body)
     srv_queue(c, h, st, NULL, 0, NULL, NULL);
 }
 
+/* The client's PROOF is complete in rx: check it and answer RESULT (sent at once: nothing
+ * else was queued on this fresh connection). Returns false to close (a refused proof, after
+ * its RESULT; or RESULT could not be sent). */
+static bool srv_do_auth(srv_conn_t *c, const uint8_t *proof)
+{
+    mc_te_t *te = c->w->ctx->te;
+    uint8_t result[MC_AUTH_RESULT_SIZE];
+    mc_auth_peer_t peer;
+    mc_status_t st = mc_auth_server_check(te->auth, &c->hs, proof, result, &peer);
+    ssize_t n = send(c->fd, result, sizeof(result), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (st != MC_OK) {
+        atomic_fetch_add(&te->conn_closed_unauth, 1);
+        MC_LOG_WARN("tcp server: connection refused: %s", st == MC_ERR_AUTH
+                    ? "no or wrong cluster token" : "not a Mooncake-C handshake");
+        return false;
+    }
+    if (n != (ssize_t)sizeof(result))
+        return false;
+    atomic_store(&c->authed, 1);
+    c->st = S_HDR;
+    return true;
+}
+
 /* Handle a complete header at c->cur. Returns false to close. */
 /* A NOTIFY body is complete in rx: validate, queue, answer (OK, BUSY when the queue is full,
  * INVALID_PARAMS when malformed). The connection stays in every case. Returns false only when
@@ -572,6 +631,13 @@ static bool srv_parse(srv_conn_t *c)
             c->rx_pos += MC_TE_FRAME_CMA_PAYLOAD;
             c->st = S_HDR;
             break;
+        case S_AUTH:
+            if (avail < MC_AUTH_PROOF_SIZE)
+                return true;
+            if (!srv_do_auth(c, p))
+                return false;
+            c->rx_pos += MC_AUTH_PROOF_SIZE;
+            break;
         case S_NOTIFY:
             if (avail < c->left)
                 return true;
@@ -669,6 +735,65 @@ static bool srv_on_writable(srv_conn_t *c)
     return true;
 }
 
+/* At the connection cap: shut down the oldest connection that has not completed the
+ * handshake (its loop then closes it), so that floods of idle or unauthenticated connections
+ * never lock proved peers out. Acceptor thread. Returns false if every open connection has
+ * proved (the new one is then refused). */
+static bool srv_displace(tcp_ctx_t *ctx)
+{
+    tcp_worker_t *ow = NULL;
+    srv_conn_t *oldest = NULL;
+    for (uint32_t i = 0; i < ctx->nw; i++) {
+        tcp_worker_t *w = &ctx->w[i];
+        pthread_mutex_lock(&w->mu);
+        for (srv_conn_t *c = w->srv; c; c = c->next)
+            if (!atomic_load(&c->authed) && !atomic_load(&c->displaced) &&
+                (!oldest || c->accepted_ns < oldest->accepted_ns)) {
+                oldest = c;
+                ow = w;
+            }
+        pthread_mutex_unlock(&w->mu);
+    }
+    if (!oldest)
+        return false;
+    bool done = false;
+    pthread_mutex_lock(&ow->mu);
+    /* still listed (only its own loop unlinks it, and it cannot have proved since: check) */
+    for (srv_conn_t *c = ow->srv; c && !done; c = c->next)
+        if (c == oldest && !atomic_load(&c->authed) && !atomic_load(&c->displaced)) {
+            atomic_store(&c->displaced, 1);
+            atomic_fetch_add(&ctx->n_displaced, 1);
+            shutdown(c->fd, SHUT_RDWR); /* its loop sees EOF and closes it */
+            done = true;
+        }
+    pthread_mutex_unlock(&ow->mu);
+    if (done)
+        atomic_fetch_add(&ctx->te->conn_displaced, 1);
+    return done;
+}
+
+/* Whether a new connection may be served: under the cap, or room was made by displacing an
+ * unauthenticated one. Acceptor thread. */
+static bool srv_admit(tcp_ctx_t *ctx)
+{
+    mc_te_t *te = ctx->te;
+    if (atomic_load(&te->conn_open) - atomic_load(&ctx->n_displaced) < te->max_srv_conns)
+        return true;
+    bool ok = false;
+    for (int tries = 0; tries < 4 && !ok; tries++) /* a chosen one may prove meanwhile */
+        ok = srv_displace(ctx);
+    if (!ok)
+        atomic_fetch_add(&te->conn_refused_full, 1);
+    uint64_t now = mc_now_ns();
+    if (now - ctx->last_cap_warn_ns > CAP_WARN_NS) {
+        ctx->last_cap_warn_ns = now;
+        MC_LOG_WARN("tcp server: %u connections open (the cap): %s", te->max_srv_conns,
+                    ok ? "closing the oldest unauthenticated one for each new one"
+                       : "all proved; refusing new connections");
+    }
+    return ok;
+}
+
 static void srv_accept(tcp_ctx_t *ctx)
 {
     for (int i = 0; i < 64; i++) {
@@ -678,8 +803,7 @@ static void srv_accept(tcp_ctx_t *ctx)
                 MC_LOG_WARN("tcp server: accept failed: %m");
             return;
         }
-        if (atomic_load(&ctx->n_srv) >= SRV_MAX_CONNS) {
-            MC_LOG_WARN("tcp server: %d connections open; refusing another", SRV_MAX_CONNS);
+        if (!srv_admit(ctx)) {
             close(fd);
             continue;
         }
@@ -700,8 +824,18 @@ static void srv_accept(tcp_ctx_t *ctx)
         c->w = w;
         c->rx = rx;
         c->ev = EPOLLIN;
-        c->last_progress_ns = mc_now_ns();
-        atomic_fetch_add(&ctx->n_srv, 1);
+        c->st = S_AUTH;
+        c->last_progress_ns = c->accepted_ns = mc_now_ns();
+        /* HELLO first: a fresh socket has room for 48 bytes, so one non-blocking send */
+        uint8_t hello[MC_AUTH_HELLO_SIZE];
+        mc_auth_server_hello(ctx->te->auth, &c->hs, hello);
+        if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hello)) {
+            close(fd);
+            mc_free(c->rx);
+            mc_free(c);
+            continue;
+        }
+        atomic_fetch_add(&ctx->te->conn_open, 1);
         pthread_mutex_lock(&w->mu);
         c->next = w->srv;
         if (w->srv)
@@ -714,7 +848,7 @@ static void srv_accept(tcp_ctx_t *ctx)
             w->srv = c->next;
             if (c->next)
                 c->next->prev = NULL;
-            atomic_fetch_sub(&ctx->n_srv, 1);
+            atomic_fetch_sub(&ctx->te->conn_open, 1);
             close(fd);
             mc_free(c->rx);
             mc_free(c);
@@ -738,17 +872,19 @@ static void cli_pop_head(cli_conn_t *c)
 /* epoll interest for c: none while a synchronous caller drives it. Under c->mu. */
 static uint32_t cli_events(const cli_conn_t *c)
 {
-    return c->owner ? 0 : EPOLLIN | (c->tx_next ? EPOLLOUT : 0);
+    return c->owner ? 0 : EPOLLIN | (c->tx_next && c->hs == HS_DONE ? EPOLLOUT : 0);
 }
 
-/* Close the connection and end every queued slice with st. Under c->mu. */
+/* Close the connection and end every queued slice with st. Under c->mu. A connection with
+ * nothing in flight (e.g. one the server closed as idle) may be reopened at once; otherwise
+ * reconnects wait RECONNECT_BACKOFF_NS. */
 static void cli_fail(cli_conn_t *c, mc_status_t st)
 {
     if (c->fd >= 0) {
         epoll_ctl(c->w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
         c->fd = -1;
-        c->last_fail_ns = mc_now_ns();
+        c->last_fail_ns = c->head ? mc_now_ns() : 0;
     }
     c->rx_pos = c->rx_len = 0;
     c->rx_cur = NULL;
@@ -774,10 +910,16 @@ static void cli_complete_head(cli_conn_t *c, mc_status_t st)
     mc_te_slice_done(s, st, st == MC_OK ? s->len : 0);
 }
 
-/* Send what can be sent without blocking. Under c->mu. */
+/* poll interest of a synchronous waiter driving c. Under c->mu. */
+static uint32_t cli_events_sync(const cli_conn_t *c)
+{
+    return POLLIN | (c->tx_next && c->hs == HS_DONE ? POLLOUT : 0);
+}
+
+/* Send what can be sent without blocking (nothing before the handshake is done). Under c->mu. */
 static void cli_flush(cli_conn_t *c)
 {
-    while (c->tx_next) {
+    while (c->tx_next && c->hs == HS_DONE) {
         struct iovec iov[MAX_IOV];
         int k = 0;
         uint64_t off = c->tx_off;
@@ -959,11 +1101,67 @@ static bool cli_direct(const cli_conn_t *c)
     return c->rx_cur && c->rx_pos == c->rx_len && c->rx_left >= DIRECT_MIN;
 }
 
+/* Advance the client half of the handshake (common/auth.h) with what the socket holds: HELLO
+ * -> PROOF, RESULT -> done, then send the frames queued meanwhile. The few handshake bytes go
+ * through rx (empty until then). Returns true once done; false while waiting or when the
+ * connection failed (MC_ERR_AUTH when the server refused us or could not prove the cluster
+ * secret we hold). Under c->mu. */
+static bool cli_handshake(cli_conn_t *c)
+{
+    const mc_auth_t *auth = c->w->ctx->te->auth;
+    for (;;) {
+        size_t want = c->hs == HS_HELLO ? MC_AUTH_HELLO_SIZE : MC_AUTH_RESULT_SIZE;
+        while (c->rx_len < want) {
+            ssize_t n = recv(c->fd, c->rx + c->rx_len, want - c->rx_len, MSG_DONTWAIT);
+            if (n > 0) {
+                c->rx_len += (size_t)n;
+            } else if (n < 0 && errno == EINTR) {
+                continue;
+            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                return false;
+            } else {
+                cli_fail(c, MC_ERR_CONNECTION);
+                return false;
+            }
+        }
+        c->rx_len = 0;
+        if (c->hs == HS_RESULT)
+            break;
+        uint8_t proof[MC_AUTH_PROOF_SIZE];
+        memcpy(c->hs_hello, c->rx, MC_AUTH_HELLO_SIZE);
+        if (mc_auth_client_proof(auth, c->hs_hello, c->hs_nonce, proof) != MC_OK) {
+            MC_LOG_WARN("tcp: %s did not greet with a Mooncake-C handshake", c->peer->peer->name);
+            cli_fail(c, MC_ERR_PROTOCOL);
+            return false;
+        }
+        /* the first bytes we send on this socket: its buffer has room */
+        if (send(c->fd, proof, sizeof(proof), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(proof)) {
+            cli_fail(c, MC_ERR_CONNECTION);
+            return false;
+        }
+        c->hs = HS_RESULT;
+    }
+    mc_status_t st = mc_auth_client_result(auth, c->hs_hello, c->hs_nonce, c->rx);
+    if (st != MC_OK) {
+        MC_LOG_WARN("tcp: %s refused: %s", c->peer->peer->name,
+                    st == MC_ERR_AUTH ? (auth ? "it does not hold our cluster token, or refused ours"
+                                              : "it requires a cluster token")
+                                      : "handshake version mismatch");
+        cli_fail(c, st == MC_ERR_AUTH ? MC_ERR_AUTH : MC_ERR_PROTOCOL);
+        return false;
+    }
+    c->hs = HS_DONE;
+    cli_flush(c);
+    return c->fd >= 0;
+}
+
 /* Receive and consume what the socket holds (up to READ_BUDGET bytes); then, while direct
  * data is arriving, the rest of it is what surely comes next (set_rcvlowat). Under c->mu. */
 static void cli_receive(cli_conn_t *c)
 {
     uint64_t budget = READ_BUDGET;
+    if (c->fd >= 0 && c->hs != HS_DONE && !cli_handshake(c))
+        return;
     while (c->fd >= 0) {
         if (!cli_parse(c))
             break;
@@ -1031,10 +1229,12 @@ static mc_status_t cli_connect(tcp_ctx_t *ctx, cli_conn_t *c, uint16_t port)
     mc_net_set_nonblock(fd, 1);
     mc_net_tune(fd, ctx->sndbuf, ctx->rcvbuf);
     c->fd = fd;
+    c->hs = HS_HELLO; /* frames wait in the queue until the server proved itself */
     c->ev = EPOLLIN;
     c->rcvlowat = 1;
     c->rx_pos = c->rx_len = 0;
     c->last_fail_ns = 0;
+    c->last_used_ns = mc_now_ns();
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(c->w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         MC_LOG_ERROR("tcp: epoll_ctl failed: %m");
@@ -1043,6 +1243,17 @@ static mc_status_t cli_connect(tcp_ctx_t *ctx, cli_conn_t *c, uint16_t port)
         return MC_ERR_IO;
     }
     return MC_OK;
+}
+
+/* A pooled connection unused for half the idle timeout is closed before use and reopened,
+ * rather than risk the server closing it as idle while a request is on the way. Marks c used.
+ * Under c->mu. */
+static void cli_retire_idle(const tcp_ctx_t *ctx, cli_conn_t *c)
+{
+    uint64_t now = mc_now_ns();
+    if (c->fd >= 0 && !c->head && !c->owner && now - c->last_used_ns > ctx->te->idle_timeout_ns / 2)
+        cli_fail(c, MC_ERR_CANCELED); /* nothing in flight: no backoff, no message */
+    c->last_used_ns = now;
 }
 
 static tcp_peer_t *cli_peer_state(tcp_ctx_t *ctx, mc_te_peer_t *peer)
@@ -1155,6 +1366,7 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
         size_t first = (size_t)g * n / k, end = (size_t)(g + 1) * n / k;
         pthread_mutex_lock(&c->mu);
         mc_status_t st = MC_OK;
+        cli_retire_idle(ctx, c);
         if (c->fd < 0) {
             st = connect_st != MC_OK ? connect_st : cli_connect(ctx, c, port);
             if (st != MC_OK)
@@ -1267,7 +1479,7 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
             } else {
                 slot[k] = i;
                 pfd[k++] = (struct pollfd){.fd = c->fd,
-                                           .events = POLLIN | (c->tx_next ? POLLOUT : 0)};
+                                           .events = (short)cli_events_sync(c)};
                 if (c->head->req->deadline_ns < next_deadline)
                     next_deadline = c->head->req->deadline_ns;
             }
@@ -1288,9 +1500,67 @@ static void tcp_sync_wait(void *vctx, mc_te_batch_impl_t *b, size_t upto)
 
 /* ===================================== loops ========================================== */
 
+/* Which budget c is over at now, B_OK if none. Loop thread (w->mu held; only c's own fields).
+ *  - no valid PROOF within MC_AUTH_HANDSHAKE_TIMEOUT_MS of accept: B_UNAUTH;
+ *  - one unfinished frame (a partial header, or a payload still arriving) seen by the sweeps
+ *    for more than twice the transfer timeout, however slowly its bytes trickle: B_SLOW
+ *    (sampled here, so the frame path does no bookkeeping; a frame counts by its id and
+ *    state, so a stream of frames that each complete never matches);
+ *  - no byte received or sent for idle_timeout_ns while no frame is open and nothing is
+ *    queued: B_IDLE;
+ *  - buffer references or queued answers without progress for twice the transfer timeout
+ *    (a client that stopped reading; an unregister, which waits one timeout, reports BUSY
+ *    first): B_STALL. */
+static int srv_budget(srv_conn_t *c, uint64_t now)
+{
+    const tcp_ctx_t *ctx = c->w->ctx;
+    if (c->st == S_AUTH)
+        return now - c->accepted_ns > HANDSHAKE_NS ? B_UNAUTH : B_OK;
+    if ((c->ref || c->tx_n > 0) && now - c->last_progress_ns > 2 * timeout_ns(ctx))
+        return B_STALL;
+    bool in_frame = c->st != S_HDR || c->rx_len > c->rx_pos;
+    if (!in_frame) {
+        c->frame_since_ns = 0;
+        return c->tx_n == 0 && !c->ref && now - c->last_progress_ns > ctx->te->idle_timeout_ns
+                   ? B_IDLE : B_OK;
+    }
+    if (c->frame_since_ns && c->frame_id == c->cur.id && c->frame_st == c->st)
+        return now - c->frame_since_ns > 2 * timeout_ns(ctx) ? B_SLOW : B_OK;
+    c->frame_id = c->cur.id;
+    c->frame_st = c->st;
+    c->frame_since_ns = now;
+    return B_OK;
+}
+
+static void srv_close_over_budget(srv_conn_t *c)
+{
+    mc_te_t *te = c->w->ctx->te;
+    switch (c->sweep_why) {
+    case B_UNAUTH:
+        atomic_fetch_add(&te->conn_closed_unauth, 1);
+        MC_LOG_DEBUG("tcp server: no handshake within %u ms; closing the connection",
+                     MC_AUTH_HANDSHAKE_TIMEOUT_MS);
+        break;
+    case B_IDLE:
+        atomic_fetch_add(&te->conn_closed_idle, 1);
+        MC_LOG_DEBUG("tcp server: connection idle for %llu s; closing it",
+                     (unsigned long long)(te->idle_timeout_ns / 1000000000ull));
+        break;
+    case B_SLOW:
+        atomic_fetch_add(&te->conn_closed_slow, 1);
+        MC_LOG_WARN("tcp server: a frame (opcode %u) unfinished after %u ms; closing its "
+                    "connection", c->cur.opcode, 2 * te->timeout_ms);
+        break;
+    default:
+        MC_LOG_WARN("tcp server: client stalled for %u ms; closing its connection",
+                    2 * te->timeout_ms);
+        break;
+    }
+    srv_close(c);
+}
+
 static void worker_sweep(tcp_worker_t *w, uint64_t now)
 {
-    tcp_ctx_t *ctx = w->ctx;
     pthread_mutex_lock(&w->mu);
     size_t n = w->n_cli;
     pthread_mutex_unlock(&w->mu);
@@ -1308,21 +1578,22 @@ static void worker_sweep(tcp_worker_t *w, uint64_t now)
         }
         pthread_mutex_unlock(&c->mu);
     }
-    /* Server connections holding buffer references without progress for twice the transfer
-     * timeout (so that an unregister, which waits one timeout, reports BUSY first; the list is shared
-     * with the acceptor: find under the lock, close outside it). */
-    for (;;) {
-        srv_conn_t *stale = NULL;
-        pthread_mutex_lock(&w->mu);
-        for (srv_conn_t *c = w->srv; c && !stale; c = c->next)
-            if ((c->ref || c->tx_n > 0) && now - c->last_progress_ns > 2 * timeout_ns(ctx))
-                stale = c;
-        pthread_mutex_unlock(&w->mu);
-        if (!stale)
-            break;
-        MC_LOG_WARN("tcp server: client stalled for %u ms; closing its connection",
-                    2 * ctx->te->timeout_ms);
-        srv_close(stale);
+    /* Server connections over a budget (srv_budget). The list is shared with the acceptor:
+     * find under the lock, close outside it. */
+    srv_conn_t *doomed = NULL;
+    pthread_mutex_lock(&w->mu);
+    for (srv_conn_t *c = w->srv; c; c = c->next) {
+        c->sweep_why = srv_budget(c, now);
+        if (c->sweep_why != B_OK) {
+            c->sweep_next = doomed;
+            doomed = c;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    while (doomed) {
+        srv_conn_t *c = doomed;
+        doomed = c->sweep_next;
+        srv_close_over_budget(c);
     }
 }
 
@@ -1527,7 +1798,7 @@ static mc_status_t tcp_fetch_desc(void *vctx, const mc_te_peer_t *peer, char **j
     uint32_t timeout_ms = ctx->te->timeout_ms;
     uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     int fd;
-    mc_status_t st = mc_net_connect(host, port, timeout_ms, &fd);
+    mc_status_t st = mc_auth_connect(host, port, timeout_ms, ctx->te->auth, &fd);
     if (st != MC_OK)
         return st;
     uint8_t hdr[MC_TE_FRAME_HDR_SIZE];
@@ -1568,10 +1839,10 @@ static mc_status_t tcp_fetch_desc(void *vctx, const mc_te_peer_t *peer, char **j
 static mc_status_t tcp_control(void *vctx, const char *host, uint16_t port, uint16_t opcode,
                                const void *body, size_t len, uint32_t timeout_ms)
 {
-    (void)vctx;
+    const tcp_ctx_t *ctx = vctx;
     uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     int fd;
-    mc_status_t st = mc_net_connect(host, port, timeout_ms, &fd);
+    mc_status_t st = mc_auth_connect(host, port, timeout_ms, ctx->te->auth, &fd);
     if (st != MC_OK)
         return st;
     static _Atomic uint64_t next_id = 1;

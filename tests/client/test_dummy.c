@@ -3,13 +3,15 @@
  * operation, zero-copy through shared memory, several threads on one dummy, a dummy that goes
  * away (its regions are unmapped), malformed messages on a raw socket (errors, the real client
  * keeps serving), and a real client killed (-9) or frozen (SIGSTOP): the dummy's calls fail
- * within their deadline. */
+ * within their deadline. Access: another uid is refused before any byte; with a token file
+ * the real client serves only dummies that prove it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "client/rc_wire.h"
+#include "common/auth.h"
 #include "common/net.h"
 #include "common/time.h"
 #include "mooncake/dummy.h"
@@ -25,14 +27,17 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char g_dir[256], g_master_addr[64];
 static pid_t g_master, g_real;
 static uint16_t g_port;
 
-/* A mooncake_client serving dummies on a fresh port; *port_p gets it. */
-static pid_t start_real(const char *tag, uint16_t *port_p)
+/* A mooncake_client serving dummies on a fresh port; *port_p gets it. token_file: its
+ * MC_AUTH_TOKEN_FILE (NULL = none). */
+static pid_t start_real_auth(const char *tag, const char *token_file, uint16_t *port_p)
 {
     char bin[512], m[96], portf[32], log[320];
     uint16_t p;
@@ -43,11 +48,19 @@ static pid_t start_real(const char *tag, uint16_t *port_p)
     snprintf(log, sizeof(log), "%s/%s.log", g_dir, tag);
     char *argv[] = {bin, m, "--global_segment_size=128MB", "--local_hostname=127.0.0.1", portf,
                     NULL};
+    if (token_file)
+        setenv("MC_AUTH_TOKEN_FILE", token_file, 1); /* inherited by the child only */
     pid_t pid = mt_spawn(argv, log);
+    unsetenv("MC_AUTH_TOKEN_FILE");
     assert_true(pid > 0);
     assert_int_equal(mt_wait_log(log, "ready", 15000), 0);
     *port_p = p;
     return pid;
+}
+
+static pid_t start_real(const char *tag, uint16_t *port_p)
+{
+    return start_real_auth(tag, NULL, port_p);
 }
 
 static int setup_all(void **state)
@@ -77,6 +90,17 @@ static int teardown_all(void **state)
     mt_stop(g_master, SIGTERM, 5000);
     mt_rmdir(g_dir);
     return 0;
+}
+
+/* mc_store_create_dummy's status; *d_p the dummy on MC_OK. */
+static mc_status_t dummy_try(uint16_t port, const char *token_file, mc_store_t **d_p)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    mc_store_dummy_config_t cfg = {.server_address = addr, .local_buffer_size = 1 << 20,
+                                   .call_timeout_ms = 3000, .auth_token_file = token_file};
+    *d_p = NULL;
+    return mc_store_create_dummy(&cfg, d_p);
 }
 
 static mc_store_t *dummy_on(uint16_t port, uint64_t local, uint32_t timeout_ms)
@@ -286,6 +310,8 @@ static int raw_connect(uint16_t port)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sl), 0);
+    /* every connection starts with the cluster handshake (this real client has no token) */
+    assert_int_equal(mc_auth_client_handshake(fd, NULL, mc_now_ns() + 5000000000ull), MC_OK);
     return fd;
 }
 
@@ -495,6 +521,106 @@ static void test_real_client_frozen(void **state)
     mt_stop(real, SIGTERM, 5000);
 }
 
+/* The real client's socket is for its own uid (and root): a process of another uid is closed
+ * on before any byte, while one of ours gets the handshake's HELLO. The other uid is a child
+ * running as nobody, so the test needs root; without root it fails (it cannot check). */
+static void test_other_uid_refused(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        fail_msg("test_other_uid_refused must run as root: it runs a child as uid 65534 to "
+                 "connect from another uid");
+    struct sockaddr_un sa;
+    socklen_t sl;
+    mc_rc_sockaddr(g_port, &sa, &sl);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* exit 0: refused (EOF, no byte); 1: served; 2: could not become nobody/connect */
+        if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0 ||
+            getuid() != 65534)
+            _exit(2);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sl) != 0)
+            _exit(2);
+        uint8_t b[MC_AUTH_HELLO_SIZE];
+        mc_status_t st = mc_net_recv_all(fd, b, 1, mc_now_ns() + 5000000000ull);
+        _exit(st == MC_ERR_CONNECTION ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 2)
+        fail_msg("the child could not switch to uid 65534 or connect");
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* control: our own uid is greeted (HELLO) and served */
+    int fd = raw_connect(g_port);
+    close(fd);
+}
+
+/* A real client with a token file serves only dummies proving it: no token and the wrong one
+ * are refused (MC_ERR_AUTH, nothing served), a raw connection sending a frame instead of the
+ * handshake's PROOF is closed unanswered; a dummy with the token works. A dummy with a token
+ * also refuses a real client without one. */
+static void test_dummy_auth(void **state)
+{
+    (void)state;
+    char tok_a[320], tok_b[320];
+    snprintf(tok_a, sizeof(tok_a), "%s/a.token", g_dir);
+    snprintf(tok_b, sizeof(tok_b), "%s/b.token", g_dir);
+    const char *secrets[] = {"dummy-cluster-secret-AAAA\n", "dummy-cluster-secret-BBBB\n"};
+    const char *paths[] = {tok_a, tok_b};
+    for (int i = 0; i < 2; i++) {
+        int fd = open(paths[i], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, secrets[i], strlen(secrets[i])), (ssize_t)strlen(secrets[i]));
+        close(fd);
+    }
+    uint16_t port;
+    pid_t real = start_real_auth("auth", tok_a, &port);
+    mc_store_t *d = NULL;
+    assert_int_equal(dummy_try(port, NULL, &d), MC_ERR_AUTH);
+    assert_null(d);
+    assert_int_equal(dummy_try(port, tok_b, &d), MC_ERR_AUTH);
+    assert_null(d);
+    /* a raw client skipping the handshake: a HELLO frame where the PROOF belongs */
+    struct sockaddr_un sa;
+    socklen_t sl;
+    mc_rc_sockaddr(port, &sa, &sl);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sl), 0);
+    McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
+    uint64_t dl = mc_now_ns() + 5000000000ull;
+    (void)mc_rc_send(fd, MC_RC_OP_HELLO, 0, 0, 1, &rq.base, -1, dl);
+    uint8_t junk[MC_AUTH_PROOF_SIZE];
+    memset(junk, 0, sizeof(junk));
+    (void)mc_net_send_all(fd, junk, sizeof(junk), dl);
+    size_t got = 0;
+    uint8_t b[256];
+    for (;;) {
+        ssize_t n = recv(fd, b, sizeof(b), 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    assert_int_equal(got, MC_AUTH_HELLO_SIZE + MC_AUTH_RESULT_SIZE); /* HELLO, refusing RESULT */
+    /* the token: served (calls answered by the real client itself; a put could land on the
+     * other real client's segment, which has no token, and be refused by the transfer engine) */
+    assert_int_equal(dummy_try(port, tok_a, &d), MC_OK);
+    assert_int_equal(mc_store_exists(d, "auth/none"), 0);
+    mc_real_service_stats_t rs;
+    assert_int_equal(mc_store_dummy_server_stats(d, &rs), MC_OK);
+    assert_int_equal(rs.dummies, 1);
+    assert_int_equal(rs.regions, 1); /* its local buffer, shared through the socket */
+    mc_store_destroy(d);
+    /* a dummy with a token refuses the real client without one (it cannot prove it) */
+    assert_int_equal(dummy_try(g_port, tok_a, &d), MC_ERR_AUTH);
+    assert_null(d);
+    mt_stop(real, SIGTERM, 5000);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -505,6 +631,8 @@ int main(void)
         cmocka_unit_test(test_malformed_messages),
         cmocka_unit_test(test_real_client_killed),
         cmocka_unit_test(test_real_client_frozen),
+        cmocka_unit_test(test_other_uid_refused),
+        cmocka_unit_test(test_dummy_auth),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "te/segment_desc.h"
 
@@ -279,6 +280,69 @@ static void test_encode_bad_input(void **state)
     assert_int_equal(mc_segment_desc_to_json(&d, &json), MC_ERR_INVALID_PARAMS);
 }
 
+/* The signed form: sealed bytes verify with the same key and give back the exact descriptor
+ * bytes; another key, an unsigned value (with a keyring), any changed byte and malformed
+ * envelopes are refused; without a keyring the descriptor inside is returned unchecked. */
+static void test_signed_form(void **state)
+{
+    (void)state;
+    mc_auth_t *a = NULL, *b = NULL;
+    assert_int_equal(mc_auth_from_secret("segment-desc-secret-A", NULL, &a), MC_OK);
+    assert_int_equal(mc_auth_from_secret("segment-desc-secret-B", NULL, &b), MC_OK);
+    const char *desc = "{\"name\":\"127.0.0.1:1\",\"buffers\":[]}";
+    size_t dl = strlen(desc);
+    char *sealed = NULL;
+    size_t sl = 0;
+    assert_int_equal(mc_segment_desc_seal(NULL, desc, dl, &sealed, &sl), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segment_desc_seal(a, desc, dl, &sealed, &sl), MC_OK);
+    assert_int_equal(sl, strlen(sealed));
+    assert_int_equal(strncmp(sealed, "{\"mac\":\"", 8), 0);
+    const char *inner;
+    size_t il;
+    int sig = 0;
+    assert_int_equal(mc_segment_desc_unseal(a, sealed, sl, &inner, &il, &sig), MC_OK);
+    assert_int_equal(sig, 1);
+    assert_int_equal(il, dl);
+    assert_memory_equal(inner, desc, dl);
+    mc_segment_desc_t d;
+    assert_int_equal(mc_segment_desc_from_json(inner, il, &d), MC_OK);
+    assert_string_equal(d.name, "127.0.0.1:1");
+    mc_segment_desc_free(&d);
+    /* the sealed value as a whole is JSON, and not a descriptor (no "name"): strict */
+    assert_int_equal(mc_segment_desc_from_json(sealed, sl, &d), MC_ERR_PROTOCOL);
+    /* another cluster's key */
+    assert_int_equal(mc_segment_desc_unseal(b, sealed, sl, &inner, &il, &sig), MC_ERR_AUTH);
+    /* unsigned, with a keyring: refused; without: passed through */
+    assert_int_equal(mc_segment_desc_unseal(a, desc, dl, &inner, &il, &sig), MC_ERR_AUTH);
+    assert_int_equal(mc_segment_desc_unseal(NULL, desc, dl, &inner, &il, &sig), MC_OK);
+    assert_int_equal(sig, 0);
+    assert_ptr_equal(inner, desc);
+    assert_int_equal(mc_segment_desc_unseal(NULL, sealed, sl, &inner, &il, &sig), MC_OK);
+    assert_int_equal(il, dl);
+    /* every single changed byte is refused (AUTH for the mac or the body, PROTOCOL for the
+     * envelope's fixed bytes) */
+    for (size_t i = 0; i < sl; i++) {
+        char *t = strdup(sealed);
+        t[i] = t[i] == 'a' ? 'b' : 'a';
+        mc_status_t st = mc_segment_desc_unseal(a, t, sl, &inner, &il, &sig);
+        assert_true(st == MC_ERR_AUTH || st == MC_ERR_PROTOCOL);
+        free(t);
+    }
+    /* truncated, extended, blanks added */
+    assert_int_not_equal(mc_segment_desc_unseal(a, sealed, sl - 1, &inner, &il, &sig), MC_OK);
+    assert_int_not_equal(mc_segment_desc_unseal(a, sealed, 20, &inner, &il, &sig), MC_OK);
+    char longer[512];
+    snprintf(longer, sizeof(longer), "%s ", sealed);
+    assert_int_not_equal(mc_segment_desc_unseal(a, longer, strlen(longer), &inner, &il, &sig),
+                         MC_OK);
+    const char *spaced = "{\"mac\": \"00\",\"desc\":{}}";
+    assert_int_not_equal(mc_segment_desc_unseal(a, spaced, strlen(spaced), &inner, &il, &sig),
+                         MC_OK);
+    free(sealed);
+    mc_auth_free(a);
+    mc_auth_free(b);
+}
+
 int main(void)
 {
     mc_log_set_level(getenv("MC_TEST_LOG") ? MC_LOG_LEVEL_DEBUG : MC_LOG_LEVEL_OFF);
@@ -286,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),   cmocka_unit_test(test_minimal_and_defaults),
         cmocka_unit_test(test_rejects),     cmocka_unit_test(test_buffer_cap),
         cmocka_unit_test(test_find),        cmocka_unit_test(test_encode_bad_input),
+        cmocka_unit_test(test_signed_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

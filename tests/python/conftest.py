@@ -18,6 +18,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
+def auth_handshake(sock):
+    """Client half of the cluster handshake (src/common/auth.h) without a token, on a raw
+    stream socket to a Mooncake-C port: every port greets with a 48-byte HELLO, takes a
+    72-byte PROOF (here with no proof: flags 0, zero mac) and answers a 48-byte RESULT.
+    Asserts the server let us in (it has no token file)."""
+    import struct
+
+    def recv_exact(n):
+        b = b""
+        while len(b) < n:
+            c = sock.recv(n - len(b))
+            assert c, "connection closed during the handshake"
+            b += c
+        return b
+
+    hello = recv_exact(48)
+    magic, version, flags = struct.unpack_from("<IHH", hello)
+    assert (magic, version) == (0x5541434D, 1), hello[:8]
+    assert flags & 1 == 0, "the server requires a cluster token"
+    sock.sendall(struct.pack("<IHH", magic, version, 0) + os.urandom(32) + bytes(32))
+    result = recv_exact(48)
+    assert struct.unpack_from("<i", result, 8)[0] == 0, result
+
+
 def wait_for(cond, timeout=10.0, interval=0.01, what="condition"):
     """Poll cond() until it is truthy; fail the test after timeout seconds."""
     deadline = time.monotonic() + timeout

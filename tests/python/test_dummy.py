@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import bin_path, sigstop, start_master, wait_for
+from conftest import auth_handshake, bin_path, sigstop, start_master, wait_for
 from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
 
 RPC_FAIL = -900
@@ -329,6 +329,7 @@ def raw_connect(port):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(5)
     s.connect(f"\0mooncake_client_{port}.sock")
+    auth_handshake(s)  # every connection starts with the cluster handshake
     return s
 
 

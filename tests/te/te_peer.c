@@ -2,6 +2,9 @@
  *
  *   te_peer [--name host[:port]] [--meta URI] [--buffers N] [--size BYTES] [--shareable]
  *           [--register_offset BYTES] [--timeout MS] [--seed S] [--protocol auto|tcp|shm|ucx]
+ *           [--token FILE] [--max_conns N] [--idle_s S]
+ * (--token, --max_conns, --idle_s: the config's auth_token_file, tcp_max_server_conns,
+ * tcp_idle_timeout_s)
  *
  * Allocates N buffers of SIZE bytes and registers each from register_offset (default 0) to
  * its end, filled with te_pattern(i, off, seed) from there (the BUF lines and the commands
@@ -38,6 +41,8 @@ int main(int argc, char **argv)
     uint32_t timeout = 0;
     unsigned seed = 1;
     const char *proto = NULL; /* --protocol ucx: publish UCX rkeys (tests/te/test_te_ucx.c) */
+    const char *token = NULL;
+    uint32_t max_conns = 0, idle_s = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--name") && i + 1 < argc)
             name = argv[++i];
@@ -55,6 +60,12 @@ int main(int argc, char **argv)
             proto = argv[++i];
         else if (!strcmp(argv[i], "--register_offset") && i + 1 < argc)
             reg_off = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--token") && i + 1 < argc)
+            token = argv[++i];
+        else if (!strcmp(argv[i], "--max_conns") && i + 1 < argc)
+            max_conns = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--idle_s") && i + 1 < argc)
+            idle_s = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--shareable"))
             shareable = 1;
         else {
@@ -65,7 +76,9 @@ int main(int argc, char **argv)
     if (nbuf == 0 || nbuf > 64 || size == 0 || reg_off >= size)
         return 2;
     mc_te_config_t cfg = {.metadata_uri = meta, .local_server_name = name,
-                          .transfer_timeout_ms = timeout, .protocol = proto};
+                          .transfer_timeout_ms = timeout, .protocol = proto,
+                          .auth_token_file = token, .tcp_max_server_conns = max_conns,
+                          .tcp_idle_timeout_s = idle_s};
     mc_te_t *te;
     mc_status_t st = mc_te_create(&cfg, &te);
     if (st != MC_OK) {

@@ -8,6 +8,7 @@
 #include "te_harness.h"
 #include "support/test_util.h"
 
+#include "common/auth.h"
 #include "common/net.h"
 #include "te/tcp_frame.h"
 
@@ -360,6 +361,8 @@ static int raw_connect(const char *name, int rcvbuf)
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
                              .sin_addr.s_addr = htonl(0x7f000001)};
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    /* every connection starts with the handshake (the peer has no keyring: any proof) */
+    assert_int_equal(mc_auth_client_handshake(fd, NULL, mc_now_ns() + 5000000000ull), MC_OK);
     return fd;
 }
 

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/net.h"
 #include "common/time.h"
 #include "te/transport.h"
@@ -600,7 +601,7 @@ static void test_engine_notify_malformed(void **state)
 {
     mc_te_t *b = engine();
     int fd;
-    assert_int_equal(mc_net_connect("127.0.0.1", mc_te_rpc_port(b), 2000, &fd), MC_OK);
+    assert_int_equal(mc_auth_connect("127.0.0.1", mc_te_rpc_port(b), 2000, NULL, &fd), MC_OK);
     uint8_t body[64];
     size_t n = mc_te_notify_encode(body, "nm", 2, "msg", 3);
     body[0] = 9; /* name_len does not match the frame */

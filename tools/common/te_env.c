@@ -38,6 +38,9 @@ static const te_env_var_t g_vars[] = {
     {"MC_REDIS_PASSWORD", FIELD(redis_password), V_SECRET, 1, TE_ENV_STR_MAX, "a Redis password"},
     {"MC_REDIS_DB_INDEX", FIELD(redis_db_index), V_UINT, 0, 255, "a Redis database number"},
     {"MC_AUTH_TOKEN_FILE", FIELD(auth_token_file), V_PATH, 1, 4096, "a file path"},
+    {"MC_TE_IDLE_TIMEOUT_S", FIELD(tcp_idle_timeout_s), V_UINT, 1, 86400, "a number of seconds"},
+    {"MC_TE_MAX_SERVER_CONNS", FIELD(tcp_max_server_conns), V_UINT, 16, 65536,
+     "a number of connections"},
 };
 
 /* Decimal digits only (no sign, no blanks, no unit), at most UINT64_MAX. */

@@ -16,6 +16,8 @@
  *   MC_REDIS_PASSWORD      redis_password        1..1024 bytes, no control chars (never shown)
  *   MC_REDIS_DB_INDEX      redis_db_index        0..255
  *   MC_AUTH_TOKEN_FILE     auth_token_file       a path, 1..4096 bytes (docs/security.md)
+ *   MC_TE_IDLE_TIMEOUT_S   tcp_idle_timeout_s    s, 1..86400
+ *   MC_TE_MAX_SERVER_CONNS tcp_max_server_conns  16..65536
  *
  * Uses only the public headers, so programs linked against libmooncake.so alone can use it.
  */
