@@ -1,5 +1,5 @@
 /* Private to the metadata client (metadata.c, metadata_http.c, metadata_etcd.c,
- * metadata_redis.c) and its tests:
+ * metadata_redis.c), its tests and tools/mooncake_auth_curl.c (the signed request helper):
  * the backend ops table, the shared libcurl request helper and base64. */
 #ifndef MC_TE_METADATA_INTERNAL_H
 #define MC_TE_METADATA_INTERNAL_H
