@@ -144,6 +144,24 @@ static void test_wrong_and_right_token(void **state)
     mc_meta_close(bad);
 }
 
+/* A fresh client's first request is a 4 MiB PUT (the value cap): the server refuses it unsigned without
+ * reading the body, and the client still gets its value stored (it learns the nonce and signs). */
+static void test_first_request_large_put(void **state)
+{
+    fixture_t *f = *state;
+    size_t n = 4u << 20;
+    char *val = malloc(n + 1);
+    memset(val, 'x', n);
+    val[n] = '\0';
+    mc_meta_t *fresh;
+    mc_meta_opts_t mo = {.auth = f->ring};
+    assert_int_equal(mc_meta_open_opts(f->uri, &mo, &fresh), MC_OK);
+    assert_int_equal(mc_meta_put(fresh, "big", val), MC_OK);
+    check_value(f->good, "big", val);
+    mc_meta_close(fresh);
+    free(val);
+}
+
 /* Fetches a challenge and signs one raw request with it. */
 static void signed_request(fixture_t *f, const char *method, const char *target, const char *body,
                            char *out, size_t n)
@@ -253,6 +271,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_anonymous_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_and_right_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_request_large_put, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_flood, setup, teardown),
     };
