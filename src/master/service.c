@@ -5,7 +5,9 @@
  * The loop thread owns the core: RPC handlers and the cron run there, and the WAL is synced
  * before each round of replies. HTTP threads never touch the core: /metrics and the summary
  * render the snapshot the cron publishes plus relaxed atomic counters, and queries are posted
- * to the loop and waited for (5 s at most; a stuck loop answers 503). Endpoints, bodies and caps:
+ * to the loop and waited for (5 s at most; a stuck loop answers 503). With a keyring
+ * (opts.http_auth) every HTTP request must be signed (common/http_auth.h), except the metrics
+ * pages and /health with opts.metrics_public. Endpoints, bodies and caps:
  * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
 
