@@ -12,6 +12,7 @@
 #include "common/http_auth.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "mooncake/te.h"
 #include "support/test_util.h"
 #include "te/metadata.h"
 #include "te/metadata_server.h"
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SECRET "metadata-cluster-secret-0123"
@@ -162,6 +164,35 @@ static void test_first_request_large_put(void **state)
     free(val);
 }
 
+/* The transfer engine signs its metadata requests with mc_te_config_t.auth_token_file: it
+ * publishes its descriptor and removes it at destroy; without the token it cannot start. */
+static void test_engine_signs(void **state)
+{
+    fixture_t *f = *state;
+    char path[] = "/tmp/mc_meta_auth_tokXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, SECRET "\n", strlen(SECRET) + 1), (ssize_t)strlen(SECRET) + 1);
+    assert_int_equal(fchmod(fd, 0600), 0);
+    close(fd);
+    mc_te_config_t cfg = {.metadata_uri = f->uri, .local_server_name = "127.0.0.1",
+                          .protocol = "tcp"};
+    mc_te_t *te = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_ERR_AUTH); /* no token: refused */
+    assert_null(te);
+    assert_int_equal(mc_meta_server_count(f->srv), 0);
+    cfg.auth_token_file = path;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+    assert_int_equal(mc_meta_server_count(f->srv), 1);
+    char key[MC_TE_NAME_MAX + 32], *v = NULL;
+    snprintf(key, sizeof(key), "mooncake/ram/%s", mc_te_local_name(te));
+    assert_int_equal(mc_meta_get(f->good, key, &v), MC_OK);
+    mc_free(v);
+    mc_te_destroy(te);
+    assert_int_equal(mc_meta_server_count(f->srv), 0);
+    unlink(path);
+}
+
 /* Fetches a challenge and signs one raw request with it. */
 static void signed_request(fixture_t *f, const char *method, const char *target, const char *body,
                            char *out, size_t n)
@@ -272,6 +303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_anonymous_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_and_right_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_request_large_put, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_signs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_flood, setup, teardown),
     };
