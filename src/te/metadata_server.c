@@ -25,6 +25,7 @@
 #include "common/http_auth.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/time.h"
 #include "te/metadata.h"
 
 #include "common/bytes.h"
@@ -521,7 +522,11 @@ static int authorized(mc_meta_server_t *s, struct MHD_Connection *c, const char 
                            with_body ? bh : NULL, NULL, challenge);
     if (v == MC_HTTP_AUTH_OK)
         return 1;
-    if (v != MC_HTTP_AUTH_MISSING && v != MC_HTTP_AUTH_STALE)
+    /* bad credentials are worth a warning, at most one a second (anyone can send them) */
+    static _Atomic uint64_t last_warn_ms;
+    uint64_t now = mc_now_ms(), last = atomic_load(&last_warn_ms);
+    if (v != MC_HTTP_AUTH_MISSING && v != MC_HTTP_AUTH_STALE && now - last >= 1000 &&
+        atomic_compare_exchange_strong(&last_warn_ms, &last, now))
         MC_LOG_WARN("metadata server: %s %.200s refused: %s", method,
                     ctx->target ? ctx->target : "(long target)", mc_http_auth_verdict_str(v));
     *ret = reply_auth(c, v, challenge);
