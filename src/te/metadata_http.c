@@ -131,7 +131,8 @@ static mc_status_t perform(const char *method, const char *url, const char *body
         return MC_ERR_NO_MEMORY;
     struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
     char line[MC_HTTP_AUTH_HEADER_MAX + 32];
-    const char *extra[2] = {content_type ? "Content-Type: " : NULL, authz ? "Authorization: " : NULL};
+    const char *extra[2] = {content_type ? "Content-Type: " : NULL,
+                            authz ? "Authorization: " : NULL};
     const char *val[2] = {content_type, authz};
     for (int i = 0; i < 2 && hdrs; i++) {
         if (!extra[i])
@@ -147,6 +148,7 @@ static mc_status_t perform(const char *method, const char *url, const char *body
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* the target is sent as signed */
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout_ms < 2000 ? timeout_ms : 2000));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);

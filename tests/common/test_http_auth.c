@@ -60,7 +60,8 @@ static void test_target(void **state)
 {
     (void)state;
     char t[64];
-    assert_int_equal(mc_http_auth_target("http://h:1/metadata?key=a%2Fb#frag", t, sizeof(t)), MC_OK);
+    assert_int_equal(mc_http_auth_target("http://h:1/metadata?key=a%2Fb#frag", t, sizeof(t)),
+                     MC_OK);
     assert_string_equal(t, "/metadata?key=a%2Fb");
     assert_int_equal(mc_http_auth_target("http://h:1", t, sizeof(t)), MC_OK);
     assert_string_equal(t, "/");
@@ -91,7 +92,8 @@ static int setup(void **state)
         MC_HTTP_AUTH_MISSING)
         return -1;
     mc_http_auth_client_t c = MC_HTTP_AUTH_CLIENT_INIT;
-    if (mc_http_auth_client_learn(&c, f->challenge) != 0 || !mc_http_auth_client_nonce(&c, f->nonce))
+    if (mc_http_auth_client_learn(&c, f->challenge) != 0 ||
+        !mc_http_auth_client_nonce(&c, f->nonce))
         return -1;
     *state = f;
     return 0;
@@ -159,7 +161,8 @@ static void test_refusals(void **state)
     assert_int_equal(roundtrip(f, f->a, m, t, b, "DELETE", t, b, T0, NULL), MC_HTTP_AUTH_BAD_MAC);
     assert_int_equal(roundtrip(f, f->a, m, t, b, m, "/metadata?key=j", b, T0, NULL),
                      MC_HTTP_AUTH_BAD_MAC);
-    assert_int_equal(roundtrip(f, f->a, m, t, b, m, t, "{\"v\":2}", T0, NULL), MC_HTTP_AUTH_BAD_MAC);
+    assert_int_equal(roundtrip(f, f->a, m, t, b, m, t, "{\"v\":2}", T0, NULL),
+                     MC_HTTP_AUTH_BAD_MAC);
     /* replay of an accepted header, also after a little while */
     char authz[MC_HTTP_AUTH_HEADER_MAX], ch[MC_HTTP_AUTH_CHALLENGE_MAX];
     assert_int_equal(roundtrip(f, f->a, m, t, b, m, t, b, T0, authz), MC_HTTP_AUTH_OK);
