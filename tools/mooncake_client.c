@@ -45,6 +45,7 @@ static struct {
     bool start_offload_rpc_server;
     bool enable_http_server;
     int64_t http_port;
+    bool http_metrics_public;
 } up = {
     .tenant_id = "default",
     .threads = 1,
@@ -141,6 +142,9 @@ int main(int argc, char **argv)
          "serve /health, /metrics and /metrics/summary over HTTP on --http_port", 0, 0},
         {"http_port", MC_OPT_INT, &up.http_port, NULL,
          "client HTTP server port (with --enable_http_server; 0 = a free port)", 0, 65535},
+        {"http_metrics_public", MC_OPT_BOOL, &up.http_metrics_public, NULL,
+         "with MC_AUTH_TOKEN_FILE: still serve /metrics, /metrics/summary and /health "
+         "unsigned on the HTTP port (counts only; for Prometheus)", 0, 0},
     };
     mc_config_spec_t spec = {"mooncake_client",
                              "Mooncake-C storage server: contributes DRAM to the store pool.",
@@ -170,6 +174,7 @@ int main(int argc, char **argv)
     mc_tool_store_knobs_fill(&knobs, &cfg);
     cfg.client_http_enable = up.enable_http_server;
     cfg.client_http_port = (int32_t)up.http_port;
+    cfg.client_http_metrics_public = up.http_metrics_public;
     mc_store_t *store;
     mc_status_t st = mc_store_create(&cfg, &store);
     if (st != MC_OK) {

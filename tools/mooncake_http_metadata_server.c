@@ -1,6 +1,6 @@
 /* mooncake_http_metadata_server: the HTTP metadata store of the upstream protocol
  * (GET|PUT|DELETE /metadata?key=K, GET /health), with optional crash-safe persistence
- * (--persist_path). Runs until SIGINT or SIGTERM, then stops cleanly (exit 0). */
+ * (--persist_path) and authentication (--auth_token_file). Runs until SIGINT or SIGTERM, then stops cleanly (exit 0). */
 #include "common/config.h"
 #include "common/log.h"
 #include "te/metadata_server.h"
@@ -16,6 +16,7 @@ static int64_t port = 8080;
 static const char *host = "0.0.0.0";
 static const char *persist_path = "";
 static const char *log_level = "info";
+static const char *auth_token_file = "";
 
 int main(int argc, char **argv)
 {
@@ -25,6 +26,9 @@ int main(int argc, char **argv)
         {"host", MC_OPT_STRING, &host, NULL, "address to bind", 0, 0},
         {"persist_path", MC_OPT_STRING, &persist_path, "MC_METADATA_PERSIST_PATH",
          "append-only log that keeps the keys across restarts (empty = memory only)", 0, 0},
+        {"auth_token_file", MC_OPT_STRING, &auth_token_file, "MC_AUTH_TOKEN_FILE",
+         "cluster token file (mode 0600): every request but GET /health must then be signed "
+         "(Authorization: Mooncake ...; mooncake_auth_curl); empty = open", 0, 0},
         {"log_level", MC_OPT_STRING, &log_level, "MC_LOG_LEVEL", "debug|info|warn|error|off", 0,
          0},
     };
@@ -48,7 +52,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     mc_meta_server_t *srv = NULL;
-    mc_status_t st = mc_meta_server_start(host, (uint16_t)port, persist_path, &srv);
+    mc_meta_server_opts_t so = {.host = host, .port = (uint16_t)port,
+                                .persist_path = persist_path,
+                                .auth_token_file = auth_token_file};
+    mc_status_t st = mc_meta_server_start_opts(&so, &srv);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_http_metadata_server: cannot start: %s\n", mc_status_str(st));
         return 1;

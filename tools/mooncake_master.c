@@ -114,9 +114,9 @@ typedef struct flags {
     int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
     int64_t lease_ttl, soft_pin_ttl, client_ttl, discard_s, release_s, cron_ms, event_buffer;
     double eviction_ratio, high_wm;
-    bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync;
+    bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
-        *config_path, *etcd_endpoints, *cluster_id;
+        *config_path, *etcd_endpoints, *cluster_id, *auth_token_file;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -133,6 +133,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .memory_allocator = "offset", .strategy = "random",
                    .wal_dir = WAL_DIR_AUTO, .log_level = "info", .config_path = "",
                    .etcd_endpoints = "", .cluster_id = "mooncake_cluster",
+                   .auth_token_file = "", .metrics_public = false,
                    .snapshot_bytes = 64ull << 20};
     mc_option_t opts[] = {
         {"port", MC_OPT_INT, &f->port, NULL, "RPC port", 0, 65535},
@@ -148,6 +149,12 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "HTTP port for /metrics and the admin endpoints (/health /role /metrics/summary "
          "/query_key /batch_query_keys /get_all_keys /get_all_segments ...; -1 = off)", -1,
          65535},
+        {"auth_token_file", MC_OPT_STRING, &f->auth_token_file, "MC_AUTH_TOKEN_FILE",
+         "cluster token file (mode 0600): requests to the metrics/admin HTTP port and the HTTP "
+         "metadata server must then be signed (mooncake_auth_curl); empty = open", 0, 0},
+        {"metrics_public", MC_OPT_BOOL, &f->metrics_public, NULL,
+         "with --auth_token_file: still serve /metrics, /metrics/summary and /health unsigned "
+         "(counts and states only; for Prometheus)", 0, 0},
         {"enable_http_metadata_server", MC_OPT_BOOL, &f->enable_meta, NULL,
          "also serve the HTTP metadata store (GET/PUT/DELETE /metadata?key=)", 0, 0},
         {"http_metadata_server_port", MC_OPT_INT, &f->http_meta_port, NULL,
@@ -289,7 +296,17 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    mc_status_t st = mc_master_service_create(&so, &g_svc);
+    /* One keyring for the HTTP ports (admin/metrics and metadata); lives until exit. */
+    static mc_auth_t *auth;
+    mc_status_t st = mc_auth_load(f.auth_token_file, &auth);
+    if (st != MC_OK) {
+        fprintf(stderr, "mooncake_master: --auth_token_file %s: %s\n", f.auth_token_file,
+                mc_status_str(st));
+        return 2;
+    }
+    so.http_auth = auth;
+    so.metrics_public = f.metrics_public;
+    st = mc_master_service_create(&so, &g_svc);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
         return 1;
@@ -300,8 +317,9 @@ int main(int argc, char **argv)
         char path[4096 + sizeof("/http_metadata.json")] = ""; /* wal_dir < 4096 */
         if (*wal_dir)
             snprintf(path, sizeof(path), "%s/http_metadata.json", wal_dir);
-        st = mc_meta_server_start(rpc_address, (uint16_t)f.http_meta_port, path[0] ? path : NULL,
-                                  &meta);
+        mc_meta_server_opts_t mo = {.host = rpc_address, .port = (uint16_t)f.http_meta_port,
+                                    .persist_path = path[0] ? path : NULL, .auth = auth};
+        st = mc_meta_server_start_opts(&mo, &meta);
         if (st != MC_OK) {
             fprintf(stderr, "mooncake_master: cannot start the HTTP metadata server: %s\n",
                     mc_status_str(st));
@@ -336,5 +354,6 @@ int main(int argc, char **argv)
     mc_master_service_t *s = g_svc;
     g_svc = NULL;
     mc_master_service_destroy(s);
+    mc_auth_free(auth);
     return 0;
 }

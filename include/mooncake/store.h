@@ -86,6 +86,11 @@ typedef struct mc_store_config {
     bool client_http_enable;
     int32_t client_http_port;
     const char *client_http_host;
+    /* The client HTTP server requires signed requests (HTTP challenge-response,
+     * docs/operations.md) when te_tuning->auth_token_file names a token file; this keeps
+     * /metrics, /metrics/summary and /health public even then (counts and states only, never
+     * keys; for Prometheus). mooncake_client --http_metrics_public. */
+    bool client_http_metrics_public;
 } mc_store_config_t;
 
 #define MC_STORE_CLIENT_HTTP_PORT_DEFAULT 9300 /* upstream's client_http_port */

@@ -9,10 +9,16 @@
  * never read. /health pings the master (mc_store_health, up to the RPC timeout); the metrics
  * pages read atomics only. Requests are served one at a time by one thread, so a slow /health
  * delays the others but never the store's own threads. The server borrows the store handle:
- * mc_store_destroy stops it before anything else. */
+ * mc_store_destroy stops it before anything else.
+ *
+ * Authentication: with a token file (te_tuning->auth_token_file) every request must be signed
+ * (HTTP challenge-response, common/http_auth.h; else 401 with a challenge), except /metrics,
+ * /metrics/summary and /health when metrics_public. At most CLIENT_HTTP_CONNS_PER_IP
+ * connections from one address, so one host cannot hold all of them. */
 #include "client/store_int.h"
 
 #include "common/alloc.h"
+#include "common/http_auth.h"
 #include "common/log.h"
 
 #include <arpa/inet.h>
@@ -28,11 +34,15 @@
 #define CLIENT_HTTP_CONNS 32u
 #define CLIENT_HTTP_MEM (16u * 1024u)
 #define CLIENT_HTTP_IDLE_S 10u
+#define CLIENT_HTTP_CONNS_PER_IP 8u
 
 struct client_http {
     struct MHD_Daemon *d;
     mc_store_t *s;
     uint16_t port;
+    mc_auth_t *auth;               /* owned; NULL = open */
+    mc_http_auth_server_t *check;  /* request checks over auth */
+    bool metrics_public;
 };
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body,
@@ -80,6 +90,56 @@ static enum MHD_Result http_metrics(client_http_t *h, struct MHD_Connection *c, 
     return reply(c, 200, summary ? "text/plain" : "text/plain; version=0.0.4", text, 1);
 }
 
+/* The raw request target (what clients sign) becomes the request's *con_cls; freed in
+ * http_completed. NULL when over the cap (then no signature matches). */
+static void *http_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    return strlen(uri) <= MC_HTTP_AUTH_TARGET_MAX ? mc_strdup(uri) : NULL;
+}
+
+static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    mc_free(*con_cls);
+    *con_cls = NULL;
+}
+
+/* true = the request may be served; false = a refusal (401 with a challenge, or 503) is
+ * queued in *ret. Bodies are never read: requests are checked as signed over the empty body. */
+static bool http_authorized(client_http_t *h, struct MHD_Connection *c, const char *url,
+                            const char *method, const char *target, enum MHD_Result *ret)
+{
+    if (!mc_http_auth_server_enabled(h->check) ||
+        (h->metrics_public && (!strcmp(url, "/metrics") || !strcmp(url, "/metrics/summary") ||
+                               !strcmp(url, "/health"))))
+        return true;
+    uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
+    mc_http_auth_body_hash(NULL, 0, bh);
+    char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
+    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    mc_http_auth_verdict_t v = mc_http_auth_check(h->check, authz, method, target ? target : "",
+                                                  bh, NULL, challenge);
+    if (v == MC_HTTP_AUTH_OK)
+        return true;
+    const char *text = mc_http_auth_verdict_str(v);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    *ret = MHD_NO;
+    if (!r)
+        return false;
+    MHD_add_response_header(r, "Content-Type", "text/plain");
+    if (v != MC_HTTP_AUTH_BUSY)
+        MHD_add_response_header(r, "WWW-Authenticate", challenge);
+    *ret = MHD_queue_response(c, v == MC_HTTP_AUTH_BUSY ? 503 : 401, r);
+    MHD_destroy_response(r);
+    return false;
+}
+
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,
                                     const char *method, const char *version,
                                     const char *upload_data, size_t *upload_size, void **con_cls)
@@ -87,8 +147,10 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
     (void)version;
     (void)upload_data;
     (void)upload_size;
-    (void)con_cls;
     client_http_t *h = cls;
+    enum MHD_Result ret;
+    if (!http_authorized(h, c, url, method, *con_cls, &ret))
+        return ret;
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply(c, 405, "text/plain", "method not allowed (GET only)\n", 0);
     if (strcmp(url, "/health") == 0)
@@ -143,37 +205,60 @@ static int listen_socket(const char *host, int port, mc_status_t *st_p)
     return fd;
 }
 
-mc_status_t client_http_start(mc_store_t *s, const char *host, int port, client_http_t **http_p)
+static void http_free(client_http_t *h)
+{
+    mc_http_auth_server_free(h->check);
+    mc_auth_free(h->auth);
+    mc_free(h);
+}
+
+mc_status_t client_http_start(mc_store_t *s, const char *host, int port,
+                              const char *auth_token_file, bool metrics_public,
+                              client_http_t **http_p)
 {
     *http_p = NULL;
     if (port < 0 || port > 65535)
         return MC_ERR_INVALID_PARAMS;
-    mc_status_t st = MC_OK;
-    int fd = listen_socket(host, port, &st);
-    if (fd < 0)
+    client_http_t *h = MC_NEW(client_http_t);
+    if (!h)
+        return MC_ERR_NO_MEMORY;
+    mc_status_t st = mc_auth_load(auth_token_file, &h->auth);
+    if (st == MC_OK)
+        st = mc_http_auth_server_create(h->auth, &h->check);
+    if (st != MC_OK) {
+        MC_LOG_WARN("client HTTP server not started: %s", mc_status_str(st));
+        http_free(h);
         return st;
+    }
+    h->metrics_public = metrics_public;
+    int fd = listen_socket(host, port, &st);
+    if (fd < 0) {
+        http_free(h);
+        return st;
+    }
     struct sockaddr_in bound;
     socklen_t blen = sizeof(bound);
-    client_http_t *h = MC_NEW(client_http_t);
-    if (!h || getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
-        st = h ? MC_ERR_IO : MC_ERR_NO_MEMORY;
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
         close(fd);
-        mc_free(h);
-        return st;
+        http_free(h);
+        return MC_ERR_IO;
     }
     h->s = s;
     h->port = ntohs(bound.sin_port); /* the one picked when port is 0 */
-    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                            http_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                            MHD_OPTION_CONNECTION_LIMIT, CLIENT_HTTP_CONNS,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CLIENT_HTTP_MEM,
-                            MHD_OPTION_CONNECTION_TIMEOUT, CLIENT_HTTP_IDLE_S, MHD_OPTION_END);
+    h->d = MHD_start_daemon(
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        http_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, CLIENT_HTTP_CONNS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, CLIENT_HTTP_CONNS_PER_IP,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CLIENT_HTTP_MEM,
+        MHD_OPTION_CONNECTION_TIMEOUT, CLIENT_HTTP_IDLE_S, MHD_OPTION_URI_LOG_CALLBACK, http_uri,
+        NULL, MHD_OPTION_NOTIFY_COMPLETED, http_completed, NULL, MHD_OPTION_END);
     if (!h->d) { /* fd is left open: whether libmicrohttpd closed it is not said */
         MC_LOG_ERROR("client HTTP server: cannot start on port %d", port);
-        mc_free(h);
+        http_free(h);
         return MC_ERR_IO;
     }
+    mc_auth_warn_if_open("client HTTP server", host && host[0] ? host : "0.0.0.0", h->auth);
     MC_LOG_INFO("client HTTP server listening on %s:%u (/health, /metrics, /metrics/summary)",
                 host && host[0] ? host : "0.0.0.0", (unsigned)h->port);
     *http_p = h;
@@ -188,7 +273,7 @@ void client_http_stop(client_http_t *h)
         return;
     MHD_stop_daemon(h->d); /* closes the listening socket too */
     MC_LOG_INFO("client HTTP server on port %u stopped", (unsigned)h->port);
-    mc_free(h);
+    http_free(h);
 }
 
 uint16_t mc_store_client_http_port(const mc_store_t *s) { return s ? client_http_port(s->http) : 0; }

@@ -5,12 +5,15 @@
  * The loop thread owns the core: RPC handlers and the cron run there, and the WAL is synced
  * before each round of replies. HTTP threads never touch the core: /metrics and the summary
  * render the snapshot the cron publishes plus relaxed atomic counters, and queries are posted
- * to the loop and waited for (5 s at most; a stuck loop answers 503). Endpoints, bodies and caps:
+ * to the loop and waited for (5 s at most; a stuck loop answers 503). With a keyring
+ * (opts.http_auth) every HTTP request must be signed (common/http_auth.h), except the metrics
+ * pages and /health with opts.metrics_public. Endpoints, bodies and caps:
  * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/http_auth.h"
 #include "common/prom.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -28,6 +31,12 @@
 #define HTTP_BATCH_MAX 1024u                  /* keys per /batch_query_keys */
 #define HTTP_ALL_KEYS_MAX_BYTES (16u << 20)   /* /get_all_keys body; past it: truncated */
 #define HTTP_QUERY_WAIT_MS 5000
+/* Connections of the HTTP port: at most HTTP_CONNS at once, HTTP_CONNS_PER_IP from one
+ * address (a flood from one host cannot lock the others out), closed after HTTP_IDLE_S idle
+ * seconds; epoll, so idle connections cost no time. */
+#define HTTP_CONNS 256u
+#define HTTP_CONNS_PER_IP 32u
+#define HTTP_IDLE_S 10u
 
 struct mc_master_service {
     mc_master_service_opts_t o;
@@ -36,6 +45,7 @@ struct mc_master_service {
     mc_rpc_handler_fn table[MC_OP_MAX];
     struct MHD_Daemon *httpd;
     uint16_t metrics_port;
+    mc_http_auth_server_t *http_auth; /* checks HTTP requests (open without a keyring) */
     atomic_bool serving;              /* the loop runs (service_ready in /health) */
     bool batch_op[MC_OP_MAX];         /* opcodes named batch_*: item counters too */
     _Atomic uint64_t req[MC_OP_MAX], fail[MC_OP_MAX];
@@ -680,6 +690,64 @@ static enum MHD_Result http_health(mc_master_service_t *s, struct MHD_Connection
     return body ? reply(c, 200, JSON, body, 1) : MHD_NO;
 }
 
+/* The request target as received, kept for the signature check: libmicrohttpd hands it to this
+ * callback before the handler, and the return value becomes the request's *con_cls (freed in
+ * http_completed). NULL when over the cap (then no signature can match). */
+static void *http_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    return strlen(uri) <= MC_HTTP_AUTH_TARGET_MAX ? mc_strdup(uri) : NULL;
+}
+
+static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    mc_free(*con_cls);
+    *con_cls = NULL;
+}
+
+/* Does this request need credentials? All do when the service has a keyring, except the
+ * metrics pages and /health with metrics_public. */
+static bool http_needs_auth(const mc_master_service_t *s, const char *url)
+{
+    if (!mc_http_auth_server_enabled(s->http_auth))
+        return false;
+    return !(s->o.metrics_public &&
+             (!strcmp(url, "/metrics") || !strcmp(url, "/metrics/summary") ||
+              !strcmp(url, "/health")));
+}
+
+/* Checks the credentials of a request (bodies are never read: signed over the empty body).
+ * true = go on; false = the refusal (401 with a challenge, or 503) is queued in *ret. */
+static bool http_authorized(mc_master_service_t *s, struct MHD_Connection *c, const char *method,
+                            const char *target, enum MHD_Result *ret)
+{
+    uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
+    mc_http_auth_body_hash(NULL, 0, bh);
+    char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
+    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    mc_http_auth_verdict_t v = mc_http_auth_check(s->http_auth, authz, method,
+                                                  target ? target : "", bh, NULL, challenge);
+    if (v == MC_HTTP_AUTH_OK)
+        return true;
+    char *body = mc_strdup(v == MC_HTTP_AUTH_BUSY ? "{\"success\":false,\"error\":\"busy\"}"
+                                                  : "{\"success\":false,\"error\":"
+                                                    "\"authentication required\"}");
+    if (!body) {
+        *ret = MHD_NO;
+        return false;
+    }
+    if (v == MC_HTTP_AUTH_BUSY)
+        *ret = reply(c, 503, JSON, body, 1);
+    else
+        *ret = reply_h(c, 401, JSON, body, 1, "WWW-Authenticate", challenge);
+    return false;
+}
+
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,
                                     const char *method, const char *version,
                                     const char *upload_data, size_t *upload_size, void **con_cls)
@@ -687,8 +755,10 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
     (void)version;
     (void)upload_data;
     (void)upload_size;
-    (void)con_cls;
     mc_master_service_t *s = cls;
+    enum MHD_Result ret;
+    if (http_needs_auth(s, url) && !http_authorized(s, c, method, *con_cls, &ret))
+        return ret;
     if (strcmp(method, "GET") != 0)
         return reply_error(c, 405, "method not allowed (GET only)");
     if (strcmp(url, "/metrics") == 0) {
@@ -763,6 +833,13 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         return st;
     }
     if (opts->metrics_port >= 0) {
+        if (mc_http_auth_server_create(opts->http_auth, &s->http_auth) != MC_OK) {
+            mc_rpc_server_destroy(s->srv);
+            mc_master_destroy(s->m);
+            pthread_mutex_destroy(&s->summary_mu);
+            mc_free(s);
+            return MC_ERR_NO_MEMORY;
+        }
         struct sockaddr_in sin;
         memset(&sin, 0, sizeof(sin));
         sin.sin_family = AF_INET;
@@ -772,15 +849,18 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         if (opts->metrics_address && opts->metrics_address[0] && !bind_addr)
             MC_LOG_WARN("master: metrics address '%s' is not IPv4; binding all interfaces",
                         opts->metrics_address);
-        s->httpd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                                    (uint16_t)opts->metrics_port, NULL, NULL, http_handler, s,
-                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                    bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
-                                    (const struct sockaddr *)&sin, MHD_OPTION_END);
+        s->httpd = MHD_start_daemon(
+            MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+            (uint16_t)opts->metrics_port, NULL, NULL, http_handler, s,
+            MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            HTTP_CONNS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_S,
+            MHD_OPTION_URI_LOG_CALLBACK, http_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+            http_completed, NULL, bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
+            (const struct sockaddr *)&sin, MHD_OPTION_END);
         if (!s->httpd) {
             MC_LOG_ERROR("master: cannot start the metrics HTTP server on port %d",
                          opts->metrics_port);
+            mc_http_auth_server_free(s->http_auth);
             mc_rpc_server_destroy(s->srv);
             mc_master_destroy(s->m);
             pthread_mutex_destroy(&s->summary_mu);
@@ -789,6 +869,12 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         }
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->httpd, MHD_DAEMON_INFO_BIND_PORT);
         s->metrics_port = di ? di->port : (uint16_t)opts->metrics_port;
+        mc_auth_warn_if_open("master admin/metrics HTTP",
+                             bind_addr ? opts->metrics_address : "0.0.0.0", opts->http_auth);
+        if (opts->http_auth)
+            MC_LOG_INFO("master: HTTP requests must be signed%s",
+                        opts->metrics_public ? " (except /metrics, /metrics/summary, /health)"
+                                             : "");
     }
     mc_master_cron(s->m); /* publish a first metrics snapshot */
     *svc_p = s;
@@ -811,6 +897,7 @@ void mc_master_service_destroy(mc_master_service_t *s)
         return;
     if (s->httpd)
         MHD_stop_daemon(s->httpd);
+    mc_http_auth_server_free(s->http_auth);
     mc_rpc_server_destroy(s->srv);
     mc_master_destroy(s->m);
     pthread_mutex_destroy(&s->summary_mu);

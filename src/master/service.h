@@ -4,6 +4,7 @@
 #ifndef MC_MASTER_SERVICE_H
 #define MC_MASTER_SERVICE_H
 
+#include "common/auth.h"
 #include "master/master.h"
 #include "rpc/rpc_server.h"
 
@@ -16,6 +17,12 @@ typedef struct mc_master_service_opts {
     int metrics_port;             /* 9003; 0 = ephemeral; -1 = no HTTP server */
     const char *metrics_address;  /* NULL = all interfaces */
     uint32_t cron_period_ms;      /* 0 = 10 */
+    /* HTTP port: keyring that requests must prove (HTTP challenge-response,
+     * common/http_auth.h; borrowed, must outlive the service). NULL = open. */
+    const mc_auth_t *http_auth;
+    /* With http_auth: still serve /metrics, /metrics/summary and /health to anyone (they carry
+     * counts and states only, never keys or addresses; Prometheus cannot sign). */
+    bool metrics_public;
     mc_master_config_t cfg;
 } mc_master_service_opts_t;
 

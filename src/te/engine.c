@@ -473,7 +473,8 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     mc_meta_opts_t mopts = {.timeout_ms = cfg->metadata_timeout_ms,
                             .redis_username = cfg->redis_username,
                             .redis_password = cfg->redis_password,
-                            .redis_db_index = cfg->redis_db_index};
+                            .redis_db_index = cfg->redis_db_index,
+                            .auth = te->auth}; /* borrowed: lives as long as the engine */
     st = mc_meta_open_opts(cfg->metadata_uri, &mopts, &te->meta);
     if (st != MC_OK) {
         char shown[256];

@@ -85,7 +85,7 @@ mc_status_t mc_meta_open_opts(const char *uri, const mc_meta_opts_t *opts_in, mc
         st = MC_OK;
     } else if (strncasecmp(uri, "http://", 7) == 0) {
         m->ops = &mc_meta_http_ops;
-        st = mc_meta_http_open(uri, timeout_ms, &m->impl);
+        st = mc_meta_http_open(uri, &opts, &m->impl);
     } else if (strncasecmp(uri, "etcd://", 7) == 0) {
         m->ops = &mc_meta_etcd_ops;
         st = mc_meta_etcd_open(uri + 7, timeout_ms, &m->impl);

@@ -12,6 +12,7 @@
 #ifndef MC_TE_METADATA_H
 #define MC_TE_METADATA_H
 
+#include "common/auth.h"
 #include "mooncake/status.h"
 
 #include <stdbool.h>
@@ -47,6 +48,12 @@ typedef struct mc_meta_opts {
     const char *redis_username;
     const char *redis_password;
     uint32_t redis_db_index;
+    /* http:// only (ignored by the other backends): sign every request with the cluster
+     * keyring (HTTP challenge-response, common/http_auth.h). `auth` (borrowed, must outlive the
+     * client) is used when set; else a non-empty auth_token_file is loaded at open (the client
+     * owns that keyring; load errors fail the open); neither = unsigned requests. */
+    const mc_auth_t *auth;
+    const char *auth_token_file;
 } mc_meta_opts_t;
 /* mc_meta_open_timeout with options (opts NULL = all defaults). */
 mc_status_t mc_meta_open_opts(const char *uri, const mc_meta_opts_t *opts, mc_meta_t **meta_p);

@@ -1,9 +1,10 @@
 /* Private to the metadata client (metadata.c, metadata_http.c, metadata_etcd.c,
- * metadata_redis.c) and its tests:
+ * metadata_redis.c), its tests and tools/mooncake_auth_curl.c (the signed request helper):
  * the backend ops table, the shared libcurl request helper and base64. */
 #ifndef MC_TE_METADATA_INTERNAL_H
 #define MC_TE_METADATA_INTERNAL_H
 
+#include "common/http_auth.h"
 #include "te/metadata.h"
 
 #include <stddef.h>
@@ -20,7 +21,8 @@ typedef struct mc_meta_ops {
 
 /* Backend constructors. `rest` is the connection string after the scheme check (borrowed);
  * timeout_ms (checked by mc_meta_open_timeout) bounds each request of the backend. */
-mc_status_t mc_meta_http_open(const char *url, uint32_t timeout_ms, void **impl_p);
+/* url: the whole http:// string; opts: checked timeout plus the keyring or token file. */
+mc_status_t mc_meta_http_open(const char *url, const mc_meta_opts_t *opts, void **impl_p);
 mc_status_t mc_meta_etcd_open(const char *endpoints, uint32_t timeout_ms, void **impl_p);
 /* rest: after "redis://"; opts: checked timeout plus the redis credentials (borrowed). */
 mc_status_t mc_meta_redis_open(const char *rest, const mc_meta_opts_t *opts, void **impl_p);
@@ -48,6 +50,14 @@ typedef struct mc_meta_http_resp {
 mc_status_t mc_meta_http_request(const char *method, const char *url, const char *body,
                                  size_t body_len, const char *content_type, size_t max_resp,
                                  uint32_t timeout_ms, mc_meta_http_resp_t *resp);
+/* The same, signed with `auth` (NULL = unsigned, exactly as above): the cached nonce of
+ * `cache` is used when there is one; a 401 carrying a Mooncake challenge makes the request be
+ * re-signed with the new nonce (cached) and sent once more. A final 401 is returned as a
+ * response (resp->code 401), not as an error. */
+mc_status_t mc_meta_http_request_auth(const mc_auth_t *auth, mc_http_auth_client_t *cache,
+                                      const char *method, const char *url, const char *body,
+                                      size_t body_len, const char *content_type, size_t max_resp,
+                                      uint32_t timeout_ms, mc_meta_http_resp_t *resp);
 
 /* URL-escape s (RFC 3986 unreserved kept). Heap string, mc_free it; NULL on no memory. */
 char *mc_meta_url_escape(const char *s);

@@ -22,8 +22,10 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/http_auth.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/time.h"
 #include "te/metadata.h"
 
 #include "common/bytes.h"
@@ -51,6 +53,11 @@
 /* Bytes of request bodies buffered at once across all connections; beyond it PUTs get 503
  * (so 1024 connections each uploading 4 MiB cannot take 4 GiB). */
 #define UPLOAD_BUDGET (64u << 20)
+/* Connection bounds (a flood of idle connections from one address cannot starve the others):
+ * at most CONN_MAX at once, PER_IP_MAX from one address, closed after IDLE_S idle seconds. */
+#define CONN_MAX 1024u
+#define PER_IP_MAX 64u
+#define IDLE_S 10u
 
 typedef struct entry {
     struct entry *next;
@@ -73,6 +80,8 @@ struct mc_meta_server {
     uint64_t log_bytes;  /* current file size */
     uint64_t live_bytes; /* size a compacted log would have */
     atomic_size_t upload_bytes; /* request body capacity held by all connections */
+    mc_auth_t *owned_auth;      /* loaded from opts.auth_token_file */
+    mc_http_auth_server_t *http_auth; /* checks every /metadata request (open without a ring) */
 };
 
 /* ---------------------------------------------------------------- table */
@@ -449,6 +458,7 @@ static mc_status_t log_open(mc_meta_server_t *s, const char *path)
 
 typedef struct req_ctx {
     mc_meta_server_t *srv;
+    char *target; /* request target as received (signed by clients), NULL if over the cap */
     char *body;
     size_t len, cap; /* cap is charged to srv->upload_bytes */
     int too_large, over_budget;
@@ -473,6 +483,54 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+/* 401 with a fresh challenge (503 when the replay cache is full). */
+static enum MHD_Result reply_auth(struct MHD_Connection *c, mc_http_auth_verdict_t v,
+                                  const char *challenge)
+{
+    const char *text = mc_http_auth_verdict_str(v);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+    if (v != MC_HTTP_AUTH_BUSY)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
+    enum MHD_Result ret = MHD_queue_response(
+        c, v == MC_HTTP_AUTH_BUSY ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_UNAUTHORIZED, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Checks the request's credentials, with_body 0 = headers only (before the upload is read).
+ * 1 when the request may go on, else 0 with the queued refusal's result in *ret. */
+static int authorized(mc_meta_server_t *s, struct MHD_Connection *c, const char *method,
+                      const req_ctx_t *ctx, int with_body, enum MHD_Result *ret)
+{
+    if (!mc_http_auth_server_enabled(s->http_auth))
+        return 1;
+    uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
+    if (with_body)
+        mc_http_auth_body_hash(ctx->body, ctx->len, bh);
+    char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
+    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                    MHD_HTTP_HEADER_AUTHORIZATION);
+    mc_http_auth_verdict_t v =
+        /* a target over the cap is checked as "": no signature matches it */
+        mc_http_auth_check(s->http_auth, authz, method, ctx->target ? ctx->target : "",
+                           with_body ? bh : NULL, NULL, challenge);
+    if (v == MC_HTTP_AUTH_OK)
+        return 1;
+    /* bad credentials are worth a warning, at most one a second (anyone can send them) */
+    static _Atomic uint64_t last_warn_ms;
+    uint64_t now = mc_now_ms(), last = atomic_load(&last_warn_ms);
+    if (v != MC_HTTP_AUTH_MISSING && v != MC_HTTP_AUTH_STALE && now - last >= 1000 &&
+        atomic_compare_exchange_strong(&last_warn_ms, &last, now))
+        MC_LOG_WARN("metadata server: %s %.200s refused: %s", method,
+                    ctx->target ? ctx->target : "(long target)", mc_http_auth_verdict_str(v));
+    *ret = reply_auth(c, v, challenge);
+    return 0;
 }
 
 static enum MHD_Result handle_get(mc_meta_server_t *s, struct MHD_Connection *c, const char *key,
@@ -543,12 +601,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     mc_meta_server_t *s = cls;
     req_ctx_t *ctx = *con_cls;
     int is_put = strcmp(method, MHD_HTTP_METHOD_PUT) == 0;
-    if (!ctx) {
-        ctx = MC_NEW(req_ctx_t);
-        if (!ctx)
-            return MHD_NO;
+    if (!ctx) /* on_uri had no memory */
+        return MHD_NO;
+    if (!ctx->srv) { /* first call: headers only */
         ctx->srv = s;
-        *con_cls = ctx;
+        enum MHD_Result ret;
+        if (strcmp(url, "/health") != 0 && !authorized(s, c, method, ctx, 0, &ret))
+            return ret; /* an anonymous upload is refused before it is buffered */
         if (is_put) {
             const char *cl =
                 MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -593,6 +652,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
         return reply(c, MHD_HTTP_OK, "OK");
     }
+    enum MHD_Result ret;
+    if (!authorized(s, c, method, ctx, 1, &ret))
+        return ret;
     if (strcmp(url, "/metadata") != 0)
         return reply(c, MHD_HTTP_NOT_FOUND, "not found");
     int is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
@@ -614,12 +676,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return handle_del(s, c, key, klen);
 }
 
+/* Called by libmicrohttpd with the raw request target before anything else: the request's
+ * context starts here, holding a copy of the target (what clients sign). NULL = no memory
+ * (the request then fails). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    req_ctx_t *ctx = MC_NEW(req_ctx_t);
+    if (ctx && strlen(uri) <= MC_HTTP_AUTH_TARGET_MAX)
+        ctx->target = mc_strdup(uri);
+    return ctx;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     req_ctx_t *ctx = *con_cls;
     if (ctx) {
-        ctx_release_body(ctx);
+        if (ctx->srv)
+            ctx_release_body(ctx);
+        mc_free(ctx->target);
         mc_free(ctx);
         *con_cls = NULL;
     }
@@ -640,8 +717,29 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *persist_path,
                                  mc_meta_server_t **srv_p)
 {
-    if (!srv_p)
+    mc_meta_server_opts_t o = {.host = host, .port = port, .persist_path = persist_path};
+    return mc_meta_server_start_opts(&o, srv_p);
+}
+
+/* Frees what start set up (s->mhd already stopped or never started). */
+static void server_free(mc_meta_server_t *s)
+{
+    if (s->log_fd >= 0)
+        close(s->log_fd);
+    mc_free(s->log_path);
+    tbl_free(s);
+    pthread_rwlock_destroy(&s->lock);
+    mc_http_auth_server_free(s->http_auth);
+    mc_auth_free(s->owned_auth);
+    mc_free(s);
+}
+
+mc_status_t mc_meta_server_start_opts(const mc_meta_server_opts_t *o, mc_meta_server_t **srv_p)
+{
+    if (!srv_p || !o)
         return MC_ERR_INVALID_PARAMS;
+    const char *host = o->host, *persist_path = o->persist_path;
+    uint16_t port = o->port;
     *srv_p = NULL;
     mc_meta_server_t *s = MC_NEW(mc_meta_server_t);
     if (!s)
@@ -655,7 +753,17 @@ mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *pe
         mc_free(s);
         return MC_ERR_NO_MEMORY;
     }
+    const mc_auth_t *auth = o->auth;
     mc_status_t st = MC_OK;
+    if (!auth && o->auth_token_file && *o->auth_token_file) {
+        st = mc_auth_load(o->auth_token_file, &s->owned_auth);
+        if (st != MC_OK)
+            goto fail;
+        auth = s->owned_auth;
+    }
+    st = mc_http_auth_server_create(auth, &s->http_auth);
+    if (st != MC_OK)
+        goto fail;
     if (persist_path && *persist_path) {
         st = log_open(s, persist_path);
         if (st != MC_OK)
@@ -669,8 +777,9 @@ mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *pe
         MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* must come first */
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)4, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10),
+        (unsigned)4, MHD_OPTION_CONNECTION_LIMIT, CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        PER_IP_MAX, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(64 << 10), MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->mhd) {
         MC_LOG_ERROR("metadata server: cannot start microhttpd on %s:%u", host ? host : "",
@@ -679,17 +788,14 @@ mc_status_t mc_meta_server_start(const char *host, uint16_t port, const char *pe
         st = MC_ERR_INTERNAL;
         goto fail;
     }
-    MC_LOG_INFO("metadata server: listening on %s:%u (%s)", host && *host ? host : "0.0.0.0",
-                s->port, s->log_fd >= 0 ? s->log_path : "memory only");
+    MC_LOG_INFO("metadata server: listening on %s:%u (%s, %s)", host && *host ? host : "0.0.0.0",
+                s->port, s->log_fd >= 0 ? s->log_path : "memory only",
+                auth ? "requests must be signed" : "no authentication");
+    mc_auth_warn_if_open("HTTP metadata server", host && *host ? host : "0.0.0.0", auth);
     *srv_p = s;
     return MC_OK;
 fail:
-    if (s->log_fd >= 0)
-        close(s->log_fd);
-    mc_free(s->log_path);
-    tbl_free(s);
-    pthread_rwlock_destroy(&s->lock);
-    mc_free(s);
+    server_free(s);
     return st;
 }
 
@@ -713,10 +819,5 @@ void mc_meta_server_stop(mc_meta_server_t *srv)
     if (!srv)
         return;
     MHD_stop_daemon(srv->mhd); /* joins the threads and closes the listening socket */
-    if (srv->log_fd >= 0)
-        close(srv->log_fd);
-    mc_free(srv->log_path);
-    tbl_free(srv);
-    pthread_rwlock_destroy(&srv->lock);
-    mc_free(srv);
+    server_free(srv);
 }
