@@ -39,6 +39,11 @@ typedef struct mc_master_config {
     double eviction_ratio;                   /* 0.05 */
     double eviction_high_watermark_ratio;    /* 0.90 */
     uint64_t client_ttl_ms;                  /* 10000 */
+    /* A client silent for client_ttl_ms has its mounted segments HELD this long (60000; 0 =
+     * dropped at once): their objects are kept but unreadable, and come back if the same
+     * client re-mounts the same segment instance (uuid) in time (docs/internals/recovery.md,
+     * "Stalled clients"). */
+    uint64_t segment_hold_ms;
     uint64_t put_start_discard_timeout_ms;   /* 30000 */
     uint64_t put_start_release_timeout_ms;   /* 600000 */
     bool exist_key_extends_lease;            /* false: answers upstream #2187 */
@@ -203,8 +208,11 @@ typedef struct mc_master_segment_info {
 
 /* Mount (remount=false) or ReMount (remount=true; same checks, used after NEED_REMOUNT).
  * Re-mounting a segment the master knows (same name, base, size, uuid) is idempotent and
- * restores a RECOVERING segment with its objects. SEGMENT_ALREADY_EXISTS if the name is taken
- * by another live mount; INVALID_PARAMS on bad fields. */
+ * restores a RECOVERING segment with its objects; a segment held for its silent owner
+ * (segment_hold_ms) is restored only for that same client id. A RECOVERING or held segment
+ * mounted with other memory (or, held, by another client) is dropped and mounted fresh.
+ * SEGMENT_ALREADY_EXISTS if the name is taken by another live mount; INVALID_PARAMS on bad
+ * fields. */
 mc_status_t mc_master_mount(mc_master_t *m, const uint8_t client_id[16],
                             const mc_master_segment_info_t *si, bool remount);
 /* Unmount: drops every replica on the segment now. Graceful: stops new allocations there and
