@@ -380,14 +380,17 @@ static void test_malformed_messages(void **state)
     char *longkey = malloc(MC_STORE_KEY_MAX + 2);
     memset(longkey, 'k', MC_STORE_KEY_MAX + 1);
     longkey[MC_STORE_KEY_MAX + 1] = 0;
-    char *keys[] = {longkey};
+    ProtobufCBinaryData keys[] = {mc_wire_key_str(longkey)};
     rq.n_keys = 1;
     rq.keys = keys;
     assert_int_equal(raw_call(fd, MC_RC_OP_EXIST, &rq, -1, NULL), MC_ERR_TOO_LARGE);
     free(longkey);
+    /* a key with a NUL byte inside (keys are bytes on the wire, NUL-terminated in the API) */
+    keys[0] = mc_wire_key("a\0b", 3);
+    assert_int_equal(raw_call(fd, MC_RC_OP_EXIST, &rq, -1, NULL), MC_ERR_INVALID_KEY);
     rq.n_keys = 0;
     assert_int_equal(raw_call(fd, MC_RC_OP_EXIST, &rq, -1, NULL), MC_ERR_INVALID_PARAMS);
-    char *k1[] = {"bad/k"};
+    ProtobufCBinaryData k1[] = {mc_wire_key_str("bad/k")};
     rq.n_keys = 1;
     rq.keys = k1;
     assert_int_equal(raw_call(fd, MC_RC_OP_PUT, &rq, -1, NULL), MC_ERR_INVALID_PARAMS);

@@ -11,12 +11,20 @@
 #include "master/service.h"
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
 #include "master_fixture.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A key field of an answer equals the string s (bytes, not NUL-terminated). */
+static void assert_wire_key(ProtobufCBinaryData k, const char *s)
+{
+    assert_int_equal(k.len, strlen(s));
+    assert_memory_equal(k.data, s, k.len);
+}
 
 static int setup(void **state)
 {
@@ -32,7 +40,7 @@ static void put(mc_rpc_client_t *c, const char *key)
 {
     McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
     ps.client_id = (ProtobufCBinaryData){16, CID};
-    ps.key = (char *)key;
+    ps.key = mc_wire_key_str(key);
     ps.value_size = 4096;
     ProtobufCMessage *resp;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &resp, 2000), MC_OK);
@@ -40,7 +48,7 @@ static void put(mc_rpc_client_t *c, const char *key)
     mc_rpc_response_free(resp);
     McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
     pe.client_id = (ProtobufCBinaryData){16, CID};
-    pe.key = (char *)key;
+    pe.key = mc_wire_key_str(key);
     assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_END, &pe.base, &resp, 2000), MC_OK);
     assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
     mc_rpc_response_free(resp);
@@ -78,7 +86,7 @@ static void *bg_poll(void *arg)
     q.from_seq = b->from;
     q.wait_ms = 1000;
     q.with_placements = b->placement_prefix != NULL;
-    q.placement_prefix = (char *)b->placement_prefix;
+    q.placement_prefix = mc_wire_key_str(b->placement_prefix);
     ProtobufCMessage *resp = NULL;
     if (mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000) == MC_OK)
         b->r = (McRpc__PollEventsResponse *)resp;
@@ -103,7 +111,7 @@ static void test_poll_events(void **state)
     assert_int_equal(r->n_events, 2);
     assert_int_equal(r->events[0]->seq, 1);
     assert_int_equal(r->events[0]->kind, MC_RPC__KV_EVENT_KIND__KV_EVENT_COMMITTED);
-    assert_string_equal(r->events[0]->key, "ns/0000000000000001");
+    assert_wire_key(r->events[0]->key, "ns/0000000000000001");
     assert_string_equal(r->events[0]->segment, "seg0");
     assert_string_equal(r->events[0]->host, "hostX");
     assert_int_equal(r->events[0]->size, 4096);
@@ -152,7 +160,7 @@ static void test_poll_events(void **state)
     pthread_join(th, NULL);
     assert_non_null(b.r);
     assert_int_equal(b.r->n_events, 1);
-    assert_string_equal(b.r->events[0]->key, "ns/0000000000000003");
+    assert_wire_key(b.r->events[0]->key, "ns/0000000000000003");
     assert_true(b.elapsed_ms < 900);
     mc_rpc_response_free(&b.r->base);
 
@@ -174,7 +182,7 @@ static void test_poll_events(void **state)
 static int32_t remove_key(mc_rpc_client_t *c, const char *key)
 {
     McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
-    q.key = (char *)key;
+    q.key = mc_wire_key_str(key);
     ProtobufCMessage *resp;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_REMOVE, &q.base, &resp, 2000), MC_OK);
     int32_t st = ((McRpc__StatusResponse *)resp)->status;
@@ -199,7 +207,7 @@ static void test_poll_events_placements(void **state)
     McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
     q.from_seq = 1;
     q.with_placements = 1;
-    q.placement_prefix = "a/";
+    q.placement_prefix = mc_wire_key_str("a/");
     ProtobufCMessage *resp = NULL;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000), MC_OK);
     McRpc__PollEventsResponse *r = (void *)resp;
@@ -229,14 +237,14 @@ static void test_poll_events_placements(void **state)
     pthread_join(th, NULL);
     assert_non_null(b.r);
     assert_int_equal(b.r->n_events, 1);
-    assert_string_equal(b.r->events[0]->key, "a/3");
+    assert_wire_key(b.r->events[0]->key, "a/3");
     assert_non_null(b.r->events[0]->placement);
     assert_int_equal(b.r->events[0]->placement->n_replicas, 1);
     mc_rpc_response_free(&b.r->base);
 
     static char long_prefix[MC_RPC_MAX_KEY + 2];
     memset(long_prefix, 'a', MC_RPC_MAX_KEY + 1);
-    q.placement_prefix = long_prefix;
+    q.placement_prefix = mc_wire_key_str(long_prefix);
     assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000), MC_OK);
     assert_int_equal(((McRpc__PollEventsResponse *)resp)->status, MC_ERR_INVALID_KEY);
     mc_rpc_response_free(resp);
@@ -272,7 +280,7 @@ static void test_list_objects(void **state)
             assert_int_equal(r->objects[i]->n_hosts, 1);
             assert_string_equal(r->objects[i]->segments[0], "seg0");
             assert_string_equal(r->objects[i]->hosts[0], "hostX");
-            if (!strncmp(r->objects[i]->key, "l/", 2))
+            if (r->objects[i]->key.len >= 2 && !memcmp(r->objects[i]->key.data, "l/", 2))
                 total++;
         }
         pages++;
