@@ -297,12 +297,108 @@ static void test_list_objects(void **state)
     mc_rpc_client_destroy(c);
 }
 
+/* One key request (op) on a key given as bytes; returns the answer's status. */
+static int32_t key_status(mc_rpc_client_t *c, uint16_t op, ProtobufCBinaryData key)
+{
+    McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
+    q.client_id = (ProtobufCBinaryData){16, CID};
+    q.key = key;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, op, &q.base, &resp, 2000), MC_OK);
+    int32_t st = op == MC_OP_GET_REPLICA_LIST ? ((McRpc__ReplicaListResponse *)resp)->status
+                                              : ((McRpc__StatusResponse *)resp)->status;
+    mc_rpc_response_free(resp);
+    return st;
+}
+
+/* Field `name` of message descriptor d is proto bytes (a strict parser accepts any byte). */
+static void assert_bytes_field(const ProtobufCMessageDescriptor *d, const char *name)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
+    assert_non_null(f);
+    if (f->type != PROTOBUF_C_TYPE_BYTES)
+        fail_msg("%s.%s is not bytes", d->name, name);
+}
+
+/* Keys are bytes on the wire: a key that is not UTF-8 round-trips through put, get, PollEvents
+ * and ListObjects with its exact bytes, and every key field is `bytes` in the schema (a strict
+ * protobuf parser refuses non-UTF-8 in a `string`). A key with a NUL byte is refused, since the
+ * C API's keys are NUL-terminated. */
+static void test_binary_keys(void **state)
+{
+    assert_bytes_field(&mc_rpc__key_request__descriptor, "key");
+    assert_bytes_field(&mc_rpc__batch_key_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__put_start_request__descriptor, "key");
+    assert_bytes_field(&mc_rpc__put_end_request__descriptor, "key");
+    assert_bytes_field(&mc_rpc__batch_put_start_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__batch_put_end_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__batch_replica_clear_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__kv_event__descriptor, "key");
+    assert_bytes_field(&mc_rpc__poll_events_request__descriptor, "placement_prefix");
+    assert_bytes_field(&mc_rpc__listed_object__descriptor, "key");
+
+    fixture_t *f = *state;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, NULL, &c), MC_OK);
+    mount_seg(c);
+    static const char bin[] = "bin/\xff\xfe\xc3\x28\x80"; /* invalid UTF-8 */
+    put(c, bin);
+    ProtobufCBinaryData bk = mc_wire_key(bin, sizeof(bin) - 1);
+    assert_int_equal(key_status(c, MC_OP_GET_REPLICA_LIST, bk), MC_OK);
+    assert_int_equal(key_status(c, MC_OP_EXIST_KEY, bk), MC_OK);
+    McRpc__PollEventsResponse *r = poll_ev(c, 1, 0, 0, 0);
+    assert_int_equal(r->status, MC_OK);
+    assert_int_equal(r->n_events, 1);
+    assert_wire_key(r->events[0]->key, bin);
+    mc_rpc_response_free(&r->base);
+    McRpc__ListObjectsRequest lq = MC_RPC__LIST_OBJECTS_REQUEST__INIT;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_LIST_OBJECTS, &lq.base, &resp, 2000), MC_OK);
+    McRpc__ListObjectsResponse *lr = (void *)resp;
+    assert_int_equal(lr->status, MC_OK);
+    assert_int_equal(lr->n_objects, 1);
+    assert_wire_key(lr->objects[0]->key, bin);
+    mc_rpc_response_free(resp);
+
+    /* a NUL byte inside a key, or a placement prefix, is refused */
+    ProtobufCBinaryData nul = mc_wire_key("a\0b", 3);
+    McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
+    ps.client_id = (ProtobufCBinaryData){16, CID};
+    ps.key = nul;
+    ps.value_size = 4096;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__PutStartResponse *)resp)->status, MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    assert_int_equal(key_status(c, MC_OP_GET_REPLICA_LIST, nul), MC_ERR_INVALID_KEY);
+    assert_int_equal(key_status(c, MC_OP_EXIST_KEY, nul), MC_ERR_INVALID_KEY);
+    assert_int_equal(key_status(c, MC_OP_REMOVE, nul), MC_ERR_INVALID_KEY);
+    McRpc__BatchKeyRequest bq = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    ProtobufCBinaryData two[2] = {bk, nul};
+    bq.keys = two;
+    bq.n_keys = 2;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_EXIST_KEY, &bq.base, &resp, 2000), MC_OK);
+    McRpc__BatchStatusResponse *bs = (void *)resp;
+    assert_int_equal(bs->n_statuses, 2);
+    assert_int_equal(bs->statuses[0], MC_OK);
+    assert_int_equal(bs->statuses[1], MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    McRpc__PollEventsRequest pq = MC_RPC__POLL_EVENTS_REQUEST__INIT;
+    pq.from_seq = 1;
+    pq.with_placements = 1;
+    pq.placement_prefix = nul;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &pq.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__PollEventsResponse *)resp)->status, MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    mc_rpc_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_poll_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poll_events_placements, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binary_keys, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
