@@ -311,6 +311,17 @@ static uint32_t readable_reps(mc_master_t *m, const obj_t *o, mc_master_replica_
     return n;
 }
 
+/* Every replica of o is on a segment held for its silent owner (seg_hold). */
+static bool obj_held(mc_master_t *m, const obj_t *o)
+{
+    for (uint32_t i = 0; i < o->n_rep; i++) {
+        segment_t *s = master_seg_slot(m, o->rep[i].seg);
+        if (!s || !s->held)
+            return false;
+    }
+    return o->n_rep > 0;
+}
+
 static bool obj_leased(mc_master_t *m, const obj_t *o, uint64_t now)
 {
     (void)m;
@@ -677,7 +688,11 @@ static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired
 static void obj_take_away(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired_t *retired)
 {
     if (obj_leased(m, o, now)) {
-        obj_retire(m, o, now, retired);
+        /* Held replicas are not listed for stamping (their server is silent, a stamp would
+         * fail and the caller wait out the lease): nobody reads them under a lease, since
+         * their owner serves the segment again only a lease period after it heard it was
+         * given up (store-client.md, "Lease cache"); their space waits out the leases. */
+        obj_retire(m, o, now, obj_held(m, o) ? NULL : retired);
         return;
     }
     master_events_obj(m, MC_MASTER_EV_REMOVED, o);
@@ -736,12 +751,11 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             }
             m->cnt.put_start_discards++;
             master_obj_unlink_free(m, o);
-        } else if (!upsert && readable_reps(m, o, NULL) > 0) {
+        } else if (!upsert && !obj_held(m, o)) {
             return MC_ERR_OBJECT_ALREADY_EXISTS;
         } else {
-            /* an upsert, or a put of a key whose replicas are all on RECOVERING (held)
-             * segments: readers see no such key, so a writer may put it again; the new value
-             * gets fresh space and the old one is removed (retired if leased) */
+            /* an upsert, or a put of a key held for a silent owner (readers see no such key,
+             * so a writer may put it again): the new value gets fresh space */
             obj_take_away(m, o, now, retired);
         }
     }
