@@ -1220,8 +1220,9 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
                     }
                 }
                 m->view_version++;
-                /* its objects are readable again; a held segment's were never reported gone */
-                if (m->ev_cap && s->n_replicas && !held) {
+                /* its objects are readable again (also a held segment's: a subscriber that
+                 * resynchronised meanwhile did not list them) */
+                if (m->ev_cap && s->n_replicas) {
                     for (uint64_t b = 0; b < m->n_buckets; b++)
                         for (obj_t *o = m->buckets[b]; o; o = o->hnext)
                             for (uint32_t i = 0; o->state == OBJ_READABLE && i < o->n_rep; i++)

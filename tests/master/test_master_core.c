@@ -1036,7 +1036,10 @@ static void test_stalled_client_hold(void **state)
     assert_int_equal(sum, 999); /* the value put during the hold */
     assert_int_equal(mc_master_get_replicas(m, K("both"), r, &n, NULL, NULL), MC_OK);
     assert_int_equal(n, 2);
-    /* nothing was reported gone but the replaced key */
+    /* readable again: a COMMITTED per replica on segA (a0..a7, both); nothing lost */
+    uint64_t seq0 = seq;
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_COMMITTED), 9);
+    seq = seq0;
     assert_int_equal(events_of(m, &seq, MC_MASTER_EV_SEGMENT_LOST), 0);
 
     /* a stall longer than the hold loses them as before */
