@@ -18,6 +18,7 @@
 #include "master/service.h"
 #include "rpc/arena.h"
 #include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -227,14 +228,14 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
     }
     int fb = 1024;
     char (*kb)[128] = malloc((size_t)fb * 128);
-    char **kp = malloc((size_t)fb * sizeof(char *));
+    ProtobufCBinaryData *kp = malloc((size_t)fb * sizeof(*kp));
     uint64_t *sizes = malloc((size_t)fb * sizeof(uint64_t));
     uint64_t tp0 = mc_now_ns();
     for (uint64_t i = 0; i < objects; i += (uint64_t)fb) {
         int n = (int)((objects - i) < (uint64_t)fb ? objects - i : (uint64_t)fb);
         for (int j = 0; j < n; j++) {
             make_key(kb[j], 128, i + (uint64_t)j);
-            kp[j] = kb[j];
+            kp[j] = mc_wire_key_str(kb[j]);
             sizes[j] = 512 << 10;
         }
         McRpc__BatchPutStartRequest ps = MC_RPC__BATCH_PUT_START_REQUEST__INIT;
@@ -265,7 +266,7 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
     fflush(stdout);
     /* requests prepared up front: window x batch keys */
     McRpc__BatchKeyRequest *reqs = calloc((size_t)window, sizeof(*reqs));
-    char ***keys = calloc((size_t)window, sizeof(char **));
+    ProtobufCBinaryData **keys = calloc((size_t)window, sizeof(*keys));
     pool_init(objects);
     mc_rpc_pending_t *pend = calloc((size_t)window, sizeof(*pend));
     mc_rpc_arena_t arena; /* responses decoded into an arena reset per window */
@@ -277,9 +278,9 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
         while (mc_now_ns() < end) {
             for (int w = 0; w < window; w++) {
                 if (!keys[w])
-                    keys[w] = malloc((size_t)batch * sizeof(char *));
+                    keys[w] = malloc((size_t)batch * sizeof(*keys[w]));
                 for (int b = 0; b < batch; b++)
-                    keys[w][b] = g_pool[i++ % POOL];
+                    keys[w][b] = mc_wire_key_str(g_pool[i++ % POOL]);
                 mc_rpc__batch_key_request__init(&reqs[w]);
                 reqs[w].keys = keys[w];
                 reqs[w].n_keys = (size_t)batch;

@@ -112,7 +112,7 @@ static void on_signal(int sig)
 /* Flag values, preset to their defaults by parse_flags. */
 typedef struct flags {
     int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
-    int64_t lease_ttl, soft_pin_ttl, client_ttl, discard_s, release_s, cron_ms, event_buffer;
+    int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
@@ -125,7 +125,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
 {
     *f = (flags_t){.port = 50051, .metrics_port = 9003, .rpc_thread_num = 1,
                    .max_threads = 16, .http_meta_port = 8080, .lease_ttl = 10000, .soft_pin_ttl = 1800000,
-                   .client_ttl = 10, .discard_s = 30, .release_s = 600, .cron_ms = 10,
+                   .client_ttl = 10, .hold_s = 60, .discard_s = 30, .release_s = 600, .cron_ms = 10,
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
                    .allow_soft = true, .exist_extends = false, .enable_meta = false,
                    .enable_ha = false, .wal_fsync = false, .rpc_address = "0.0.0.0",
@@ -169,7 +169,12 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"eviction_high_watermark_ratio", MC_OPT_DOUBLE, &f->high_wm, NULL,
          "usage above which the cron evicts", 0.01, 1},
         {"client_ttl", MC_OPT_INT, &f->client_ttl, NULL,
-         "seconds without a ping before a client's segments are unmounted", 1, 86400},
+         "seconds without a ping before a client's segments are held (see "
+         "--segment_hold_sec) or unmounted", 1, 86400},
+        {"segment_hold_sec", MC_OPT_INT, &f->hold_s, NULL,
+         "seconds a silent client's segments are held, objects kept but unreadable, for the "
+         "same process to re-mount them (a stopped or hung storage server); then dropped "
+         "(0 = dropped at once)", 0, 86400},
         {"put_start_discard_timeout_sec", MC_OPT_INT, &f->discard_s, NULL,
          "an unfinished put may be pre-empted after this many seconds", 1, 86400},
         {"put_start_release_timeout_sec", MC_OPT_INT, &f->release_s, NULL,
@@ -264,6 +269,7 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.eviction_ratio = f->eviction_ratio;
     so->cfg.eviction_high_watermark_ratio = f->high_wm;
     so->cfg.client_ttl_ms = (uint64_t)f->client_ttl * 1000;
+    so->cfg.segment_hold_ms = (uint64_t)f->hold_s * 1000;
     so->cfg.put_start_discard_timeout_ms = (uint64_t)f->discard_s * 1000;
     so->cfg.put_start_release_timeout_ms = (uint64_t)f->release_s * 1000;
     so->cfg.exist_key_extends_lease = f->exist_extends;

@@ -622,14 +622,19 @@ mc_status_t mc_store_dummy_server_stats(mc_store_t *s, mc_real_service_stats_t *
 
 /* ---- operations --------------------------------------------------------------------------- */
 
-/* Keys must be present: a NULL among them refuses the whole call (the real client checks the
- * rest: length, emptiness). */
-static bool keys_ok(size_t n, const char *const *keys)
+/* The n keys of a request as bytes fields (*wk, freed by the caller with mc_free). Keys must
+ * be present: a NULL among them refuses the whole call (INVALID_PARAMS); more than
+ * MC_RC_MAX_KEYS, TOO_LARGE; the real client checks the rest (length, emptiness). */
+static mc_status_t wire_keys(size_t n, const char *const *keys, ProtobufCBinaryData **wk)
 {
+    *wk = NULL;
+    if (n > MC_RC_MAX_KEYS)
+        return MC_ERR_TOO_LARGE;
     for (size_t i = 0; i < n; i++)
         if (!keys[i])
-            return false;
-    return true;
+            return MC_ERR_INVALID_PARAMS;
+    *wk = mc_wire_keys(keys, n);
+    return *wk ? MC_OK : MC_ERR_NO_MEMORY;
 }
 
 static void cfg_to_wire(const mc_replicate_config_t *c, McRc__RcConfig *w)
@@ -667,14 +672,14 @@ static mc_status_t put_inline(mc_dummy_t *d, size_t n, const char *const *keys,
 {
     if (n == 0)
         return MC_OK;
-    if (n > MC_RC_MAX_KEYS)
-        return MC_ERR_TOO_LARGE;
-    if (!keys_ok(n, keys))
-        return MC_ERR_INVALID_PARAMS;
+    ProtobufCBinaryData *wk;
+    mc_status_t st = wire_keys(n, keys, &wk);
+    if (st != MC_OK)
+        return st;
     ProtobufCBinaryData *vals = mc_calloc(n, sizeof(*vals));
     uint8_t **owned = mc_calloc(n, sizeof(*owned));
     int64_t *r64 = mc_calloc(n, sizeof(*r64));
-    mc_status_t st = MC_ERR_NO_MEMORY;
+    st = MC_ERR_NO_MEMORY;
     if (!vals || !owned || !r64)
         goto out;
     uint64_t total = 0;
@@ -706,7 +711,7 @@ static mc_status_t put_inline(mc_dummy_t *d, size_t n, const char *const *keys,
     cfg_to_wire(cfg, &wc);
     McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
     rq.n_keys = n;
-    rq.keys = (char **)keys;
+    rq.keys = wk;
     rq.n_values = n;
     rq.values = vals;
     rq.config = &wc;
@@ -722,6 +727,7 @@ out:
     mc_free(owned);
     mc_free(vals);
     mc_free(r64);
+    mc_free(wk);
     return st;
 }
 
@@ -742,15 +748,16 @@ mc_status_t mc_dummy_batch_get(mc_dummy_t *d, size_t n, const char *const *keys,
         values[i] = NULL;
     if (n == 0)
         return MC_OK;
-    if (n > MC_RC_MAX_KEYS)
-        return MC_ERR_TOO_LARGE;
-    if (!keys_ok(n, keys))
-        return MC_ERR_INVALID_PARAMS;
+    ProtobufCBinaryData *wk;
+    mc_status_t st = wire_keys(n, keys, &wk);
+    if (st != MC_OK)
+        return st;
     McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
     rq.n_keys = n;
-    rq.keys = (char **)keys;
+    rq.keys = wk;
     McRc__RcResponse *resp = NULL;
-    mc_status_t st = dcall_results(d, MC_RC_OP_GET, &rq, n, results, &resp);
+    st = dcall_results(d, MC_RC_OP_GET, &rq, n, results, &resp);
+    mc_free(wk);
     if (st != MC_OK)
         return MC_OK; /* results carry it */
     for (size_t i = 0; i < n; i++) {
@@ -795,15 +802,15 @@ static mc_status_t zero_copy(mc_dummy_t *d, uint16_t op, size_t n, const char *c
 {
     if (n == 0)
         return MC_OK;
-    if (n > MC_RC_MAX_KEYS)
-        return MC_ERR_TOO_LARGE;
-    if (!keys_ok(n, keys))
-        return MC_ERR_INVALID_PARAMS;
     size_t ns = 0;
     for (size_t i = 0; i < n; i++)
         ns += n_parts[i];
     if (ns > MC_RC_MAX_SLICES)
         return MC_ERR_TOO_LARGE;
+    ProtobufCBinaryData *wk;
+    mc_status_t st = wire_keys(n, keys, &wk);
+    if (st != MC_OK)
+        return st;
     McRc__RcSlice *sl = mc_calloc(ns ? ns : 1, sizeof(*sl));
     McRc__RcSlice **slp = mc_calloc(ns ? ns : 1, sizeof(*slp));
     uint32_t *counts = mc_calloc(n, sizeof(*counts));
@@ -811,6 +818,7 @@ static mc_status_t zero_copy(mc_dummy_t *d, uint16_t op, size_t n, const char *c
         mc_free(sl);
         mc_free(slp);
         mc_free(counts);
+        mc_free(wk);
         return MC_ERR_NO_MEMORY;
     }
     size_t k = 0;
@@ -830,7 +838,7 @@ static mc_status_t zero_copy(mc_dummy_t *d, uint16_t op, size_t n, const char *c
     cfg_to_wire(cfg, &wc);
     McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
     rq.n_keys = n;
-    rq.keys = (char **)keys;
+    rq.keys = wk;
     rq.n_slices = k;
     rq.slices = slp;
     rq.n_slice_counts = n;
@@ -842,6 +850,7 @@ static mc_status_t zero_copy(mc_dummy_t *d, uint16_t op, size_t n, const char *c
     mc_free(sl);
     mc_free(slp);
     mc_free(counts);
+    mc_free(wk);
     return MC_OK;
 }
 
@@ -904,15 +913,16 @@ static mc_status_t keys_call(mc_dummy_t *d, uint16_t op, size_t n, const char *c
 {
     if (n == 0)
         return MC_OK;
-    if (n > MC_RC_MAX_KEYS)
-        return MC_ERR_TOO_LARGE;
-    if (!keys_ok(n, keys))
-        return MC_ERR_INVALID_PARAMS;
+    ProtobufCBinaryData *wk;
+    mc_status_t st = wire_keys(n, keys, &wk);
+    if (st != MC_OK)
+        return st;
     McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
     rq.n_keys = n;
-    rq.keys = (char **)keys;
+    rq.keys = wk;
     rq.force = force;
     dcall_results(d, op, &rq, n, r64, NULL);
+    mc_free(wk);
     return MC_OK;
 }
 

@@ -189,15 +189,15 @@ fail:
     return st;
 }
 
-static mc_status_t check_key(const char *k)
+/* A key (bytes): empty INVALID_PARAMS, over MC_STORE_KEY_MAX TOO_LARGE, a NUL byte inside
+ * INVALID_KEY (the store API takes NUL-terminated keys: mc_wire_key_check). */
+static mc_status_t check_key(ProtobufCBinaryData k)
 {
-    if (!k || !*k)
+    if (k.len == 0)
         return MC_ERR_INVALID_PARAMS;
-    /* protobuf-c strings are NUL-terminated at their length; an embedded NUL makes strlen
-     * shorter, which only shortens the key: still checked against the cap */
-    if (strnlen(k, (size_t)MC_STORE_KEY_MAX + 1) > MC_STORE_KEY_MAX)
+    if (k.len > MC_STORE_KEY_MAX)
         return MC_ERR_TOO_LARGE;
-    return MC_OK;
+    return mc_wire_key_check(k);
 }
 
 mc_status_t mc_rc_request_check(uint16_t op, const McRc__RcRequest *r)

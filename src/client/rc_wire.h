@@ -14,6 +14,7 @@
 #include "mooncake/status.h"
 #include "rpc/frame.h"
 #include "rpc/real_client.pb-c.h"
+#include "rpc/wire_key.h"
 
 #include <pthread.h>
 #include <stddef.h>

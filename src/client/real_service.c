@@ -257,6 +257,7 @@ typedef struct op_ctx {
     mc_real_service_t *svc;
     rc_dummy_t *d;
     const McRc__RcRequest *rq;
+    const char *const *keys;     /* rq's keys, checked and NUL-terminated (request arena) */
     McRc__RcResponse *resp;
     int64_t *results;            /* n_keys entries, owned by the caller */
     void **heap;                 /* GET: values to free after the answer */
@@ -281,7 +282,7 @@ static mc_status_t slices_translate(op_ctx_t *o, struct iovec *iov, struct iovec
                 if (ok[i])
                     MC_LOG_WARN("real client: dummy %" PRIu64 ": key %s: range 0x%" PRIx64
                                 "+%" PRIu64 " is outside its registered regions", o->d->id,
-                                rq->keys[i], sl->addr, sl->len);
+                                o->keys[i], sl->addr, sl->len);
                 ok[i] = false;
                 iov[s] = (struct iovec){NULL, 0};
                 continue;
@@ -316,7 +317,7 @@ static mc_status_t op_zero_copy(op_ctx_t *o, bool put)
     for (size_t i = 0; i < n; i++) {
         if (!ok[i])
             continue;
-        keys[m] = rq->keys[i];
+        keys[m] = o->keys[i];
         cparts[m] = parts[i];
         nparts[m] = nparts[i];
         idx[m++] = i;
@@ -365,8 +366,8 @@ static mc_status_t op_put(op_ctx_t *o)
     cfg_from_wire(rq->config, &cfg);
     if (n == 1) {
         struct iovec iov = {rq->values[0].data, rq->values[0].len};
-        o->results[0] = rq->upsert ? mc_store_upsert(o->svc->store, rq->keys[0], &iov, 1, &cfg)
-                                   : mc_store_put(o->svc->store, rq->keys[0], &iov, 1, &cfg);
+        o->results[0] = rq->upsert ? mc_store_upsert(o->svc->store, o->keys[0], &iov, 1, &cfg)
+                                   : mc_store_put(o->svc->store, o->keys[0], &iov, 1, &cfg);
         return MC_OK;
     }
     struct iovec *iov = mc_calloc(n, sizeof(*iov));
@@ -380,7 +381,7 @@ static mc_status_t op_put(op_ctx_t *o)
             parts[i] = &iov[i];
             np[i] = 1;
         }
-        st = mc_store_batch_put(o->svc->store, n, (const char *const *)rq->keys, parts, np, &cfg,
+        st = mc_store_batch_put(o->svc->store, n, o->keys, parts, np, &cfg,
                                 rq->upsert, r);
         for (size_t i = 0; i < n; i++)
             o->results[i] = st == MC_OK ? r[i] : st;
@@ -401,12 +402,12 @@ static mc_status_t op_get(op_ctx_t *o, ProtobufCBinaryData *vals)
     if (n == 1) {
         size_t len = 0;
         void *v = NULL;
-        st = mc_store_get(o->svc->store, rq->keys[0], &v, &len);
+        st = mc_store_get(o->svc->store, o->keys[0], &v, &len);
         o->results[0] = st == MC_OK ? (int64_t)len : st;
         o->heap[0] = v;
         st = MC_OK;
     } else {
-        st = mc_store_batch_get(o->svc->store, n, (const char *const *)rq->keys, o->heap,
+        st = mc_store_batch_get(o->svc->store, n, o->keys, o->heap,
                                 o->results);
         if (st != MC_OK) {
             for (size_t i = 0; i < n; i++)
@@ -423,7 +424,7 @@ static mc_status_t op_get(op_ctx_t *o, ProtobufCBinaryData *vals)
         uint64_t len = (uint64_t)o->results[i];
         if (len > budget) {
             MC_LOG_WARN("real client: dummy %" PRIu64 ": get %s: %" PRIu64 " bytes do not fit "
-                        "one answer (%u bytes in all): use get_into", o->d->id, rq->keys[i],
+                        "one answer (%u bytes in all): use get_into", o->d->id, o->keys[i],
                         len, MC_RC_MAX_BODY);
             o->results[i] = MC_ERR_TOO_LARGE;
             free(o->heap[i]);
@@ -445,17 +446,17 @@ static void op_keys(op_ctx_t *o, uint16_t op)
     size_t n = rq->n_keys;
     if (op == MC_RC_OP_GET_SIZE || n == 1) {
         for (size_t i = 0; i < n; i++)
-            o->results[i] = op == MC_RC_OP_GET_SIZE ? mc_store_get_size(s, rq->keys[i])
-                            : op == MC_RC_OP_EXIST  ? mc_store_exists(s, rq->keys[i])
-                                                    : mc_store_remove(s, rq->keys[i], rq->force);
+            o->results[i] = op == MC_RC_OP_GET_SIZE ? mc_store_get_size(s, o->keys[i])
+                            : op == MC_RC_OP_EXIST  ? mc_store_exists(s, o->keys[i])
+                                                    : mc_store_remove(s, o->keys[i], rq->force);
         return;
     }
     int32_t *r = mc_calloc(n, sizeof(*r));
     mc_status_t st = MC_ERR_NO_MEMORY;
     if (r)
         st = op == MC_RC_OP_EXIST
-                 ? mc_store_batch_exists(s, n, (const char *const *)rq->keys, r)
-                 : mc_store_batch_remove(s, n, (const char *const *)rq->keys, rq->force, r);
+                 ? mc_store_batch_exists(s, n, o->keys, r)
+                 : mc_store_batch_remove(s, n, o->keys, rq->force, r);
     for (size_t i = 0; i < n; i++)
         o->results[i] = st == MC_OK ? r[i] : st;
     mc_free(r);
@@ -562,6 +563,13 @@ static mc_status_t conn_serve_one(rc_conn_t *c, mc_rpc_arena_t *arena)
     } else {
         size_t n = rq->n_keys;
         op_ctx_t o = {.svc = svc, .d = d, .rq = rq, .resp = &resp};
+        char **keys = n ? mc_rpc_arena_alloc(arena, n * sizeof(*keys)) : NULL;
+        for (size_t i = 0; keys && i < n; i++) /* checked by mc_rc_request_check */
+            if (!(keys[i] = mc_wire_key_dup(arena, rq->keys[i])))
+                keys = NULL;
+        o.keys = (const char *const *)keys;
+        if (n && !keys)
+            st = MC_ERR_NO_MEMORY;
         if (n) {
             results = mc_calloc(n, sizeof(*results));
             heap = mc_calloc(n, sizeof(*heap));

@@ -181,20 +181,22 @@ static int segment_recovering(mc_store_t *s)
 /* The master asked for a re-mount, or a decision on one is pending: sets when the
  * re-mount is due (s->remount_after_ms). A master that restarted (new epoch) and recovered
  * the segment's objects from its log waits for the re-mount: at once. A master that is still
- * the same one asks because it dropped this client after client_ttl of silence (the process
- * was stopped, or cut off) and gave up its objects, which may have been put again elsewhere
+ * the same one asks because it gave this client up after client_ttl of silence (the process
+ * was stopped, or cut off): it holds the segment's objects unreadable for a while
+ * (--segment_hold_sec) or dropped them, and their keys may have been put again elsewhere
  * since; so does a restarted master that did not recover the segment (no log). Then the
  * segment, fenced since it lost the master, stays unserved and unmounted for one more lease
- * period, until no reader holds a lease on what it held (store-client.md, "Lease cache").
- * Under ping_mu. */
+ * period, until no reader holds a lease on what it held (store-client.md, "Lease cache"); the
+ * re-mount (same segment uuid) then gets the held objects back, or mounts it empty. Under
+ * ping_mu. */
 static void remount_schedule(mc_store_t *s, const McRpc__PingResponse *pr, uint64_t now_ms)
 {
     bool same_master = s->master_epoch && pr->master_epoch == s->master_epoch;
     if (!s->remount_undecided && same_master) {
         s->remount_after_ms = now_ms + pr->lease_ttl_ms;
-        MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu ms); "
-                    "segment %s stays unserved and re-mounts in %llu ms, when no read lease on "
-                    "its old contents is left",
+        MC_LOG_WARN("the master dropped this client (silent for its client_ttl of %llu ms; "
+                    "its objects are held or gone); segment %s stays unserved and re-mounts in "
+                    "%llu ms, when no read lease on its old contents is left",
                     (unsigned long long)pr->client_ttl_ms, s->te_name,
                     (unsigned long long)pr->lease_ttl_ms);
         return;

@@ -25,7 +25,7 @@ mc_status_t mc_store_batch_replica_clear(mc_store_t *s, size_t n, const char *co
     if (strnlen(segment, MC_STORE_KEY_MAX + 1) > MC_STORE_KEY_MAX)
         return MC_ERR_INVALID_PARAMS;
     /* keys that cannot name an object (empty, too long) are answered here, the rest sent */
-    char **send = mc_calloc(n, sizeof(*send));
+    ProtobufCBinaryData *send = mc_calloc(n, sizeof(*send));
     size_t *where = mc_calloc(n, sizeof(*where));
     if (!send || !where) {
         mc_free(send);
@@ -36,7 +36,7 @@ mc_status_t mc_store_batch_replica_clear(mc_store_t *s, size_t n, const char *co
     for (size_t i = 0; i < n; i++) {
         results[i] = store_key_check(keys[i]);
         if (results[i] == MC_OK) {
-            send[m] = (char *)keys[i];
+            send[m] = mc_wire_key_str(keys[i]);
             where[m++] = i;
         }
     }
@@ -53,7 +53,7 @@ mc_status_t mc_store_batch_replica_clear(mc_store_t *s, size_t n, const char *co
         for (size_t j = 0; j < m; j++) {
             results[where[j]] = st == MC_OK ? br->statuses[j] : st;
             if (results[where[j]] == MC_OK)
-                mc_hint_drop(s->hints, send[j]);
+                mc_hint_drop(s->hints, keys[where[j]]);
         }
         mc_rpc_response_free(resp);
         if (st != MC_OK)

@@ -16,8 +16,8 @@
 
 #include <string.h>
 
-static void feed_remember(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
-                          uint64_t t0_ms);
+static void feed_remember(mc_store_t *s, ProtobufCBinaryData wire_key,
+                          const McRpc__ReplicaListResponse *rl, uint64_t t0_ms);
 static void feed_pause(mc_store_t *s, uint32_t ms);
 static mc_status_t feed_poll(mc_store_t *s, uint64_t from, uint64_t epoch, uint32_t wait_ms,
                              McRpc__PollEventsResponse **r_p, uint64_t *t0_p);
@@ -41,10 +41,15 @@ static void *feed_main(void *arg);
 
 /* The placement of key from the feed, answered to a poll sent at t0_ms: recorded as a get's
  * lookup would be, on the replica this client would read first. */
-static void feed_remember(mc_store_t *s, const char *key, const McRpc__ReplicaListResponse *rl,
-                          uint64_t t0_ms)
+static void feed_remember(mc_store_t *s, ProtobufCBinaryData wire_key,
+                          const McRpc__ReplicaListResponse *rl, uint64_t t0_ms)
 {
     size_t order[16];
+    char key[MC_RPC_MAX_KEY + 1];
+    if (mc_wire_key_check(wire_key) != MC_OK)
+        return;
+    memcpy(key, wire_key.data, wire_key.len);
+    key[wire_key.len] = 0;
     if (store_key_check(key) != MC_OK || rl->status != MC_OK ||
         store_replica_order(s, rl->replicas, rl->n_replicas, order, 16, NULL) == 0)
         return;
@@ -72,7 +77,7 @@ static mc_status_t feed_poll(mc_store_t *s, uint64_t from, uint64_t epoch, uint3
     q.wait_ms = wait_ms;
     q.max_events = FEED_MAX_EVENTS;
     q.with_placements = 1;
-    q.placement_prefix = s->feed_prefix;
+    q.placement_prefix = mc_wire_key_str(s->feed_prefix);
     *t0_p = mc_now_ms(); /* never later than the master's grant of the leases */
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_rpc_client_call(s->feed_rpc, MC_OP_POLL_EVENTS, &q.base, &resp,

@@ -385,7 +385,7 @@ mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaLis
 {
     McRpc__KeyRequest req = MC_RPC__KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
-    req.key = (char *)key;
+    req.key = mc_wire_key_str(key);
     ProtobufCMessage *resp = NULL;
     atomic_fetch_add(&s->n_lookups, 1);
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_GET_REPLICA_LIST, &req.base, &resp, 1);
@@ -667,11 +667,13 @@ static mc_status_t bget_lookup(bget_t *b)
         McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
         req.client_id = mc_master_client_id(&s->master);
         req.n_keys = b->m;
-        req.keys = b->req_keys;
+        req.keys = mc_wire_keys((const char *const *)b->req_keys, b->m);
         atomic_fetch_add(&s->n_lookups, b->m);
         ProtobufCMessage *resp = NULL;
-        bst = mc_master_client_call_with(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &req.base,
-                                         &resp, 1, &b->resp_arena.pb);
+        bst = req.keys ? mc_master_client_call_with(&s->master, MC_OP_BATCH_GET_REPLICA_LIST,
+                                                    &req.base, &resp, 1, &b->resp_arena.pb)
+                       : MC_ERR_NO_MEMORY;
+        mc_free(req.keys);
         b->br = (McRpc__BatchReplicaListResponse *)resp;
         bst = store_batch_reply_status(bst, b->br ? b->br->status : 0,
                                        b->br ? b->br->n_results : 0, b->m);

@@ -29,6 +29,7 @@
 #include "client/store_metrics.h"
 #include "common/net.h"
 #include "mooncake/te.h"
+#include "rpc/wire_key.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

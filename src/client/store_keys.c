@@ -34,7 +34,7 @@ static mc_status_t store_key_call(mc_store_t *s, uint16_t op, const char *key, b
         return st;
     McRpc__KeyRequest req = MC_RPC__KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
-    req.key = (char *)key;
+    req.key = mc_wire_key_str(key);
     req.force = force;
     return mc_master_client_call(&s->master, op, &req.base, resp_p, 1);
 }
@@ -91,10 +91,11 @@ static mc_status_t store_batch_key_call(mc_store_t *s, uint16_t op, size_t n,
     McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
     req.n_keys = n;
-    req.keys = (char **)keys;
+    req.keys = mc_wire_keys(keys, n);
     req.force = force;
     ProtobufCMessage *resp = NULL;
-    st = mc_master_client_call(&s->master, op, &req.base, &resp, 1);
+    st = req.keys ? mc_master_client_call(&s->master, op, &req.base, &resp, 1) : MC_ERR_NO_MEMORY;
+    mc_free(req.keys);
     McRpc__BatchStatusResponse *br = (McRpc__BatchStatusResponse *)resp;
     st = store_batch_reply_status(st, br ? br->status : 0, br ? br->n_statuses : 0, n);
     for (size_t i = 0; i < n; i++)

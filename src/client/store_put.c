@@ -36,7 +36,7 @@ typedef struct bput {
     int32_t *results;
     bput_key_t *k;
     unsigned char *failed;      /* per key, set by the plan; [n]: stamps (need not succeed) */
-    char **req_keys;            /* BatchPutStart: m keys, req_keys[j] is key idx[j] */
+    ProtobufCBinaryData *req_keys; /* BatchPutStart: m keys, req_keys[j] is key idx[j] */
     uint64_t *req_sizes;
     size_t *idx, m;
     size_t *commit, *revoke;    /* bput_finish: the started keys to commit, to revoke */
@@ -116,7 +116,7 @@ static mc_status_t put_end(mc_store_t *s, const char *key, int upsert, mc_status
     if (write_st == MC_OK) {
         McRpc__PutEndRequest end = MC_RPC__PUT_END_REQUEST__INIT;
         end.client_id = mc_master_client_id(&s->master);
-        end.key = (char *)key;
+        end.key = mc_wire_key_str(key);
         end.checksum = checksum;
         mc_status_t st = mc_master_client_call(
             &s->master, upsert ? MC_OP_UPSERT_END : MC_OP_PUT_END, &end.base, &resp, 0);
@@ -128,7 +128,7 @@ static mc_status_t put_end(mc_store_t *s, const char *key, int upsert, mc_status
     mc_status_t write_err = write_st == MC_ERR_TIMEOUT ? MC_ERR_TRANSFER_FAIL : write_st;
     McRpc__KeyRequest rv = MC_RPC__KEY_REQUEST__INIT;
     rv.client_id = mc_master_client_id(&s->master);
-    rv.key = (char *)key;
+    rv.key = mc_wire_key_str(key);
     if (mc_master_client_call(&s->master, upsert ? MC_OP_UPSERT_REVOKE : MC_OP_PUT_REVOKE,
                               &rv.base, &resp, 1) == MC_OK)
         mc_rpc_response_free(resp);
@@ -152,7 +152,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     McRpc__ReplicateConfig rc;
     McRpc__PutStartRequest req = MC_RPC__PUT_START_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
-    req.key = (char *)key;
+    req.key = mc_wire_key_str(key);
     req.value_size = size;
     req.config = store_rpc_config(cfg, &rc);
     ProtobufCMessage *resp = NULL;
@@ -266,7 +266,7 @@ static bool bput_start(bput_t *b)
         if (*r == MC_OK && b->k[i].size == 0)
             *r = MC_ERR_INVALID_PARAMS;
         if (*r == MC_OK) {
-            b->req_keys[b->m] = (char *)b->keys[i];
+            b->req_keys[b->m] = mc_wire_key_str(b->keys[i]);
             b->req_sizes[b->m] = b->k[i].size;
             b->idx[b->m++] = i;
         }
@@ -350,7 +350,7 @@ static void bput_end(bput_t *b, const size_t *which, size_t n, bool commit)
     if (n == 0)
         return;
     mc_store_t *s = b->s;
-    char **names = mc_calloc(n, sizeof(*names));
+    ProtobufCBinaryData *names = mc_calloc(n, sizeof(*names));
     uint64_t *sums = mc_calloc(n, sizeof(*sums));
     if (!names || !sums) {
         for (size_t j = 0; j < n; j++)
@@ -358,7 +358,7 @@ static void bput_end(bput_t *b, const size_t *which, size_t n, bool commit)
         goto out;
     }
     for (size_t j = 0; j < n; j++) {
-        names[j] = (char *)b->keys[which[j]];
+        names[j] = mc_wire_key_str(b->keys[which[j]]);
         sums[j] = b->k[which[j]].checksum;
     }
     ProtobufCMessage *resp = NULL;

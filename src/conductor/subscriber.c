@@ -4,6 +4,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/time.h"
+#include "rpc/frame.h"
 #include "rpc/rpc_client.h"
 
 #include <stdatomic.h>
@@ -69,6 +70,18 @@ mc_status_t mc_conductor_sub_create(const mc_conductor_sub_config_t *cfg,
     return MC_OK;
 }
 
+/* mc_conductor_key_hash of a key from the wire (bytes, not NUL-terminated; the master sends
+ * at most MC_RPC_MAX_KEY bytes without NUL, and a longer one is cut there). */
+static uint64_t wire_key_hash(ProtobufCBinaryData k)
+{
+    char buf[MC_RPC_MAX_KEY + 1];
+    size_t n = k.len < MC_RPC_MAX_KEY ? k.len : MC_RPC_MAX_KEY;
+    if (n)
+        memcpy(buf, k.data, n);
+    buf[n] = 0;
+    return mc_conductor_key_hash(buf);
+}
+
 static void stat_add(mc_conductor_sub_t *s, uint64_t *field, uint64_t v)
 {
     pthread_mutex_lock(&s->st_mu);
@@ -127,7 +140,7 @@ static mc_status_t resync(mc_conductor_sub_t *s)
         pthread_mutex_lock(s->mu);
         for (size_t i = 0; i < r->n_objects; i++) {
             const McRpc__ListedObject *o = r->objects[i];
-            uint64_t h = mc_conductor_key_hash(o->key);
+            uint64_t h = wire_key_hash(o->key);
             for (size_t k = 0; k < o->n_segments; k++) {
                 const char *host = k < o->n_hosts ? o->hosts[k] : "";
                 mc_status_t a = mc_conductor_index_snapshot_add(
@@ -222,7 +235,7 @@ mc_status_t mc_conductor_sub_step(mc_conductor_sub_t *s)
             break;
         }
         mc_conductor_event_t ev = {.seq = e->seq, .kind = (mc_conductor_event_kind_t)e->kind,
-                                   .block_hash = mc_conductor_key_hash(e->key),
+                                   .block_hash = wire_key_hash(e->key),
                                    .size = e->size, .segment = e->segment,
                                    .host = host_of(e->host, e->segment), .tier = s->cfg.tier};
         mc_status_t a = mc_conductor_index_apply(s->idx, &ev);

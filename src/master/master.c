@@ -58,6 +58,7 @@ void mc_master_config_default(mc_master_config_t *c)
     c->eviction_ratio = 0.05;
     c->eviction_high_watermark_ratio = 0.90;
     c->client_ttl_ms = 10000;
+    c->segment_hold_ms = 60000;
     c->put_start_discard_timeout_ms = 30000;
     c->put_start_release_timeout_ms = 600000;
     c->exist_key_extends_lease = false;
@@ -294,6 +295,33 @@ static void fill_rep(mc_master_t *m, const obj_t *o, const obj_rep_t *r, mc_mast
     out->status = status;
 }
 
+/* Fills out (may be NULL) with the replicas readers may use: those on mounted or draining
+ * segments (not RECOVERING ones, recovered from the WAL or held). Returns how many. */
+static uint32_t readable_reps(mc_master_t *m, const obj_t *o, mc_master_replica_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < o->n_rep; i++) {
+        segment_t *s = master_seg_slot(m, o->rep[i].seg);
+        if (!s || (s->state != SEG_MOUNTED && s->state != SEG_DRAINING))
+            continue;
+        if (out)
+            fill_rep(m, o, &o->rep[i], &out[n], 2);
+        n++;
+    }
+    return n;
+}
+
+/* Every replica of o is on a segment held for its silent owner (seg_hold). */
+static bool obj_held(mc_master_t *m, const obj_t *o)
+{
+    for (uint32_t i = 0; i < o->n_rep; i++) {
+        segment_t *s = master_seg_slot(m, o->rep[i].seg);
+        if (!s || !s->held)
+            return false;
+    }
+    return o->n_rep > 0;
+}
+
 static bool obj_leased(mc_master_t *m, const obj_t *o, uint64_t now)
 {
     (void)m;
@@ -336,13 +364,16 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
             obj_t *next = o->next;
             bool skip = obj_leased(m, o, now) || (o->flags & OF_HARD_PIN) ||
                         (pass == 0 && obj_soft_pinned(o, now));
-            if (!skip) {
-                uint64_t bytes = 0;
-                for (uint32_t i = 0; i < o->n_rep; i++) {
-                    segment_t *s = master_seg_slot(m, o->rep[i].seg);
-                    if (s && s->alloc)
-                        bytes += mc_master_allocator_size(s->alloc, o->rep[i].blk);
-                }
+            /* only space on mounted (or draining) segments counts: an object kept on a
+             * RECOVERING (held) segment alone frees nothing a put could use, and waits for its
+             * owner instead */
+            uint64_t bytes = 0;
+            for (uint32_t i = 0; !skip && i < o->n_rep; i++) {
+                segment_t *s = master_seg_slot(m, o->rep[i].seg);
+                if (s && s->alloc && s->state != SEG_RECOVERING)
+                    bytes += mc_master_allocator_size(s->alloc, o->rep[i].blk);
+            }
+            if (!skip && bytes) {
                 freed += bytes;
                 n++;
                 m->cnt.evicted_bytes += bytes;
@@ -657,7 +688,11 @@ static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired
 static void obj_take_away(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired_t *retired)
 {
     if (obj_leased(m, o, now)) {
-        obj_retire(m, o, now, retired);
+        /* Held replicas are not listed for stamping (their server is silent, a stamp would
+         * fail and the caller wait out the lease): nobody reads them under a lease, since
+         * their owner serves the segment again only a lease period after it heard it was
+         * given up (store-client.md, "Lease cache"); their space waits out the leases. */
+        obj_retire(m, o, now, obj_held(m, o) ? NULL : retired);
         return;
     }
     master_events_obj(m, MC_MASTER_EV_REMOVED, o);
@@ -716,10 +751,12 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             }
             m->cnt.put_start_discards++;
             master_obj_unlink_free(m, o);
-        } else if (!upsert) {
+        } else if (!upsert && !obj_held(m, o)) {
             return MC_ERR_OBJECT_ALREADY_EXISTS;
         } else {
-            obj_take_away(m, o, now, retired); /* the new value gets fresh space */
+            /* an upsert, or a put of a key held for a silent owner (readers see no such key,
+             * so a writer may put it again): the new value gets fresh space */
+            obj_take_away(m, o, now, retired);
         }
     }
     obj_rep_t r[MC_MASTER_MAX_REPLICAS];
@@ -841,20 +878,6 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, const uint8_t cid[16], const ch
 }
 
 /* ------------------------------------------------------------------ reads */
-
-static uint32_t readable_reps(mc_master_t *m, const obj_t *o, mc_master_replica_t *out)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < o->n_rep; i++) {
-        segment_t *s = master_seg_slot(m, o->rep[i].seg);
-        if (!s || (s->state != SEG_MOUNTED && s->state != SEG_DRAINING))
-            continue;
-        if (out)
-            fill_rep(m, o, &o->rep[i], &out[n], 2);
-        n++;
-    }
-    return n;
-}
 
 mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
                                    mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
@@ -1120,6 +1143,34 @@ static void seg_drop(mc_master_t *m, uint32_t id, bool log)
     m->view_version++;
 }
 
+/* The owner of segment id went silent: its objects are kept but unreadable (RECOVERING,
+ * held) until it re-mounts the same instance or segment_hold_ms pass (the cron then drops
+ * it). Nothing is allocated there meanwhile. Not logged: the WAL still has it mounted, and a
+ * restarted master recovers it as RECOVERING anyway. */
+static void seg_hold(mc_master_t *m, uint32_t id, uint64_t now)
+{
+    segment_t *s = m->segs[id];
+    s->state = SEG_RECOVERING;
+    s->held = true;
+    s->deadline_ms = now + m->cfg.segment_hold_ms;
+    m->view_version++;
+    MC_LOG_WARN("master: holding segment '%s' (%llu replicas) unreadable for %llu ms until its "
+                "owner re-mounts it", s->name, (unsigned long long)s->n_replicas,
+                (unsigned long long)m->cfg.segment_hold_ms);
+}
+
+/* Whether client serial owns a held segment (its record must stay until it is restored or
+ * dropped: the re-mount keeps the serial that its objects' writer checks use). */
+static bool client_holds_segment(mc_master_t *m, uint32_t serial)
+{
+    for (uint32_t id = 0; id < m->n_segs; id++) {
+        segment_t *s = m->segs[id];
+        if (s && s->held && s->owner_serial == serial)
+            return true;
+    }
+    return false;
+}
+
 static bool client_find_alive_owner(mc_master_t *m, const segment_t *s)
 {
     for (size_t i = 0; i < m->n_clients; i++)
@@ -1153,8 +1204,12 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
         bool same = s->base == si->base && s->size == si->size &&
                     memcmp(s->uuid, si->uuid, 16) == 0;
         if (s->state == SEG_RECOVERING) {
+            bool held = s->held;
+            if (held) /* the same instance: same memory and the same client that held it */
+                same = same && memcmp(s->owner_id, cid, 16) == 0;
             if (same) {
                 s->state = SEG_MOUNTED;
+                s->held = false;
                 s->owner_serial = c->serial;
                 memcpy(s->owner_id, cid, 16);
                 if (si->te_endpoint && si->te_endpoint[0] && strcmp(si->te_endpoint, s->endpoint)) {
@@ -1165,18 +1220,24 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
                     }
                 }
                 m->view_version++;
-                if (m->ev_cap && s->n_replicas) { /* its objects are readable again */
+                /* its objects are readable again (also a held segment's: a subscriber that
+                 * resynchronised meanwhile did not list them) */
+                if (m->ev_cap && s->n_replicas) {
                     for (uint64_t b = 0; b < m->n_buckets; b++)
                         for (obj_t *o = m->buckets[b]; o; o = o->hnext)
                             for (uint32_t i = 0; o->state == OBJ_READABLE && i < o->n_rep; i++)
                                 if (o->rep[i].seg == id)
                                     master_events_obj_seg(m, MC_MASTER_EV_COMMITTED, o, id);
                 }
-                MC_LOG_INFO("master: segment '%s' re-mounted; %llu replicas readable again",
-                            s->name, (unsigned long long)s->n_replicas);
+                MC_LOG_INFO("master: segment '%s' re-mounted%s; %llu replicas readable again",
+                            s->name, held ? " by its owner within the hold" : "",
+                            (unsigned long long)s->n_replicas);
                 return MC_OK;
             }
-            /* Same name, different memory: the old contents are gone. */
+            /* Same name, different memory (or another client): the old contents are gone. */
+            MC_LOG_WARN("master: segment '%s' mounted again as another instance; its %llu "
+                        "unreadable replicas are dropped", s->name,
+                        (unsigned long long)s->n_replicas);
             seg_drop(m, id, true);
         } else if (same && s->owner_serial == c->serial) {
             return MC_OK; /* idempotent */
@@ -1376,7 +1437,8 @@ void mc_master_cron(mc_master_t *m)
     bool slow_tick = now - m->last_slow_tick_ms >= 100;
     if (slow_tick)
         m->last_slow_tick_ms = now;
-    /* Client liveness: a client silent for client_ttl loses its segments. */
+    /* Client liveness: a client silent for client_ttl has its segments held (segment_hold_ms;
+     * dropped at once without a hold, or when draining). */
     for (size_t i = 0; i < m->n_clients;) {
         client_t *c = &m->clients[i];
         if (now - c->last_ping_ms <= m->cfg.client_ttl_ms) {
@@ -1384,20 +1446,26 @@ void mc_master_cron(mc_master_t *m)
             continue;
         }
         if (!c->expired) {
-            MC_LOG_WARN("master: client serial %u silent for %llu ms; unmounting its segments",
-                        c->serial, (unsigned long long)(now - c->last_ping_ms));
+            MC_LOG_WARN("master: client serial %u silent for %llu ms; %s its segments", c->serial,
+                        (unsigned long long)(now - c->last_ping_ms),
+                        m->cfg.segment_hold_ms ? "holding" : "unmounting");
             c->expired = true;
             c->greeted = false;
             uint32_t serial = c->serial;
             for (uint32_t id = 0; id < m->n_segs; id++) {
                 segment_t *s = m->segs[id];
-                if (s && s->state != SEG_RECOVERING && s->owner_serial == serial)
+                if (!s || s->state == SEG_RECOVERING || s->owner_serial != serial)
+                    continue;
+                if (s->state == SEG_MOUNTED && m->cfg.segment_hold_ms)
+                    seg_hold(m, id, now);
+                else
                     seg_drop(m, id, true);
             }
             c = &m->clients[i]; /* seg_drop may have finished puts of this client */
         }
-        /* Forget it once none of its puts is in flight (a PutEnd must still find it). */
-        if (c->n_writing == 0)
+        /* Forget it once none of its puts is in flight (a PutEnd must still find it) and none
+         * of its segments is held. */
+        if (c->n_writing == 0 && !client_holds_segment(m, c->serial))
             m->clients[i] = m->clients[--m->n_clients];
         else
             i++;
@@ -1408,8 +1476,8 @@ void mc_master_cron(mc_master_t *m)
         if (!s)
             continue;
         if (s->state == SEG_RECOVERING && now >= s->deadline_ms) {
-            MC_LOG_WARN("master: segment '%s' was not re-mounted in time; its objects are lost",
-                        s->name);
+            MC_LOG_WARN("master: segment '%s' was not re-mounted in time (%s); its objects are "
+                        "lost", s->name, s->held ? "held for a silent owner" : "recovered");
             seg_drop(m, id, true);
         } else if (s->state == SEG_DRAINING && slow_tick && !seg_has_leases(m, id, now)) {
             seg_drop(m, id, true);

@@ -11,7 +11,10 @@
  * Keys are byte strings (key, klen), 1..MC_RPC_MAX_KEY bytes. client ids are 16-byte UUIDs.
  * Object states (docs/internals/master.md): absent -> WRITING (PutStart) -> READABLE (PutEnd)
  * -> absent (remove / evict / segment loss); WRITING -> absent (revoke, timeout). "Reclaimable"
- * is a READABLE object with no lease and no pin. Readers never see WRITING objects.
+ * is a READABLE object with no lease and no pin. Readers never see WRITING objects, nor the
+ * replicas on RECOVERING segments (recovered from the WAL, or held for a silent owner for
+ * segment_hold_ms): a READABLE object with no other replica is absent to them until its owner
+ * re-mounts the segment.
  */
 #ifndef MC_MASTER_MASTER_H
 #define MC_MASTER_MASTER_H
@@ -39,6 +42,11 @@ typedef struct mc_master_config {
     double eviction_ratio;                   /* 0.05 */
     double eviction_high_watermark_ratio;    /* 0.90 */
     uint64_t client_ttl_ms;                  /* 10000 */
+    /* A client silent for client_ttl_ms has its mounted segments HELD this long (60000; 0 =
+     * dropped at once): their objects are kept but unreadable, and come back if the same
+     * client re-mounts the same segment instance (uuid) in time (docs/internals/recovery.md,
+     * "Stalled clients"). */
+    uint64_t segment_hold_ms;
     uint64_t put_start_discard_timeout_ms;   /* 30000 */
     uint64_t put_start_release_timeout_ms;   /* 600000 */
     bool exist_key_extends_lease;            /* false: answers upstream #2187 */
@@ -102,7 +110,7 @@ typedef struct mc_master_put_opts {
 /* PutStart (upsert=false) / UpsertStart (upsert=true). reps has room for
  * MC_MASTER_MAX_REPLICAS entries; *n_p receives how many were allocated (>= 1 on MC_OK).
  * Errors: INVALID_KEY, INVALID_PARAMS (size 0 or > 1 TiB), OBJECT_ALREADY_EXISTS (put of a
- * committed key), REPLICA_IS_NOT_READY (another put of the key is in flight and not yet
+ * committed key; one whose replicas are all on held segments is replaced as by an upsert), REPLICA_IS_NOT_READY (another put of the key is in flight and not yet
  * pre-emptible), OBJECT_HAS_LEASE (upsert of a key being read), NO_AVAILABLE_HANDLE (no space
  * even after evicting everything evictable). */
 mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t client_id[16], const char *key,
@@ -203,8 +211,11 @@ typedef struct mc_master_segment_info {
 
 /* Mount (remount=false) or ReMount (remount=true; same checks, used after NEED_REMOUNT).
  * Re-mounting a segment the master knows (same name, base, size, uuid) is idempotent and
- * restores a RECOVERING segment with its objects. SEGMENT_ALREADY_EXISTS if the name is taken
- * by another live mount; INVALID_PARAMS on bad fields. */
+ * restores a RECOVERING segment with its objects; a segment held for its silent owner
+ * (segment_hold_ms) is restored only for that same client id. A RECOVERING or held segment
+ * mounted with other memory (or, held, by another client) is dropped and mounted fresh.
+ * SEGMENT_ALREADY_EXISTS if the name is taken by another live mount; INVALID_PARAMS on bad
+ * fields. */
 mc_status_t mc_master_mount(mc_master_t *m, const uint8_t client_id[16],
                             const mc_master_segment_info_t *si, bool remount);
 /* Unmount: drops every replica on the segment now. Graceful: stops new allocations there and
@@ -212,8 +223,8 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t client_id[16],
  * ILLEGAL_CLIENT (not the owner). */
 mc_status_t mc_master_unmount(mc_master_t *m, const uint8_t client_id[16], const char *name,
                               bool graceful);
-/* Heartbeat. *need_remount_p = true when the master did not know the client (it knows it
- * from now on). */
+/* Heartbeat. *need_remount_p = true when the master did not know the client or had expired
+ * it for silence (its segments held or dropped); it knows it from now on. */
 mc_status_t mc_master_ping(mc_master_t *m, const uint8_t client_id[16], bool *need_remount_p);
 
 typedef struct mc_master_segment_status {

@@ -60,6 +60,8 @@ typedef struct segment {
     mc_master_allocator_t *alloc;
     uint64_t n_replicas;
     uint64_t deadline_ms;       /* RECOVERING: dropped after this */
+    bool held;                  /* RECOVERING because its owner went silent (not from the WAL):
+                                   restored only for owner_id */
     extent_t *ext;              /* recovery only */
     size_t n_ext, cap_ext;
 } segment_t;
@@ -68,7 +70,8 @@ typedef struct client {
     uint8_t id[16];
     uint32_t serial;
     uint32_t n_writing;         /* puts it started that are still WRITING */
-    bool expired;               /* silent for client_ttl: segments gone, kept for its puts */
+    bool expired;               /* silent for client_ttl: segments held or gone; the record is
+                                   kept while it has puts in flight or held segments */
     bool greeted;               /* has pinged or mounted since it was registered or expired */
     uint64_t last_ping_ms;
 } client_t;

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "rpc/frame.h"
+#include "rpc/wire_key.h"
 
 #include <string.h>
 
@@ -18,6 +19,16 @@
 static bool cid_ok(ProtobufCBinaryData d) { return d.len == 16; }
 
 static bool batch_ok(size_t n) { return n <= MC_RPC_MAX_BATCH; }
+
+/* A key field (bytes) as the core's (pointer, length): NULL with length 0, which every core
+ * call refuses with INVALID_KEY, when it is empty, too long or holds a NUL byte
+ * (mc_wire_key_check). */
+static const char *wkey(ProtobufCBinaryData k, size_t *len_p)
+{
+    bool ok = mc_wire_key_check(k) == MC_OK;
+    *len_p = ok ? k.len : 0;
+    return ok ? (const char *)k.data : NULL;
+}
 
 static mc_status_t status_resp(mc_rpc_call_t *call, int32_t st, ProtobufCMessage **resp_p)
 {
@@ -91,16 +102,19 @@ static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
 }
 
 /* Hashes and prefetches a batch of keys (arena memory); NULL on allocation failure. */
-static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call, char **keys, size_t n,
+static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
+                               const ProtobufCBinaryData *keys, size_t n, const char ***keys_p,
                                size_t **klens_p)
 {
+    const char **k = ALLOC_N(call, const char *, n);
     size_t *kl = ALLOC_N(call, size_t, n);
     uint32_t *h = ALLOC_N(call, uint32_t, n);
-    if (!kl || !h)
+    if (!k || !kl || !h)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        kl[i] = strlen(keys[i]);
-    mc_master_lookup_prepare(m, (const char *const *)keys, kl, n, h);
+        k[i] = wkey(keys[i], &kl[i]);
+    mc_master_lookup_prepare(m, k, kl, n, h);
+    *keys_p = k;
     *klens_p = kl;
     return h;
 }
@@ -108,7 +122,7 @@ static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call, char **keys,
 /* ---------------------------------------------------------------- put / upsert */
 
 static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBinaryData cid,
-                                const char *key, uint64_t size, const McRpc__ReplicateConfig *cfg,
+                                ProtobufCBinaryData wire_key, uint64_t size, const McRpc__ReplicateConfig *cfg,
                                 bool upsert, McRpc__PutStartResponse *r)
 {
     mc_rpc__put_start_response__init(r);
@@ -121,7 +135,9 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
     mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
     mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
     uint32_t n = 0;
-    r->status = mc_master_put_start_ex(m, cid.data, key, strlen(key), size, &o, upsert, reps, &n,
+    size_t klen;
+    const char *key = wkey(wire_key, &klen);
+    r->status = mc_master_put_start_ex(m, cid.data, key, klen, size, &o, upsert, reps, &n,
                                        &retired);
     /* also on failure: an upsert retires the old value before placing */
     mc_status_t st = retired_out(call, &retired, &r->retired);
@@ -184,9 +200,10 @@ static mc_status_t h_put_end(void *ctx, mc_rpc_call_t *call, const ProtobufCMess
                              ProtobufCMessage **resp_p)
 {
     const McRpc__PutEndRequest *q = (const void *)req;
-    int32_t st = cid_ok(q->client_id)
-                     ? mc_master_put_end(ctx, q->client_id.data, q->key, strlen(q->key), q->checksum)
-                     : MC_ERR_INVALID_PARAMS;
+    size_t kl;
+    const char *k = wkey(q->key, &kl);
+    int32_t st = cid_ok(q->client_id) ? mc_master_put_end(ctx, q->client_id.data, k, kl, q->checksum)
+                                      : MC_ERR_INVALID_PARAMS;
     return status_resp(call, st, resp_p);
 }
 
@@ -223,9 +240,11 @@ static mc_status_t h_batch_put_end(void *ctx, mc_rpc_call_t *call, const Protobu
         r->n_statuses = 0;
         return MC_OK;
     }
-    for (size_t i = 0; i < q->n_keys; i++)
-        r->statuses[i] = mc_master_put_end(ctx, q->client_id.data, q->keys[i], strlen(q->keys[i]),
-                                           q->checksums[i]);
+    for (size_t i = 0; i < q->n_keys; i++) {
+        size_t kl;
+        const char *k = wkey(q->keys[i], &kl);
+        r->statuses[i] = mc_master_put_end(ctx, q->client_id.data, k, kl, q->checksums[i]);
+    }
     return MC_OK;
 }
 
@@ -233,9 +252,10 @@ static mc_status_t h_put_revoke(void *ctx, mc_rpc_call_t *call, const ProtobufCM
                                 ProtobufCMessage **resp_p)
 {
     const McRpc__KeyRequest *q = (const void *)req;
-    int32_t st = cid_ok(q->client_id)
-                     ? mc_master_put_revoke(ctx, q->client_id.data, q->key, strlen(q->key))
-                     : MC_ERR_INVALID_PARAMS;
+    size_t kl;
+    const char *k = wkey(q->key, &kl);
+    int32_t st = cid_ok(q->client_id) ? mc_master_put_revoke(ctx, q->client_id.data, k, kl)
+                                      : MC_ERR_INVALID_PARAMS;
     return status_resp(call, st, resp_p);
 }
 
@@ -248,15 +268,16 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     if (st != MC_OK || r->status)
         return st;
     mc_master_t *m = ctx;
+    const char **ks = NULL;
     size_t *kls = NULL;
     uint32_t *hs = NULL;
     mc_master_retired_t retired = {.max = MC_RPC_MAX_RETIRED};
     if (call->opcode == MC_OP_BATCH_EXIST_KEY &&
-        !(hs = prepare_batch(m, call, q->keys, q->n_keys, &kls)))
+        !(hs = prepare_batch(m, call, q->keys, q->n_keys, &ks, &kls)))
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < q->n_keys; i++) {
-        const char *k = q->keys[i];
-        size_t kl = kls ? kls[i] : strlen(k);
+        size_t kl = kls ? kls[i] : 0;
+        const char *k = ks ? ks[i] : wkey(q->keys[i], &kl);
         switch (call->opcode) {
         case MC_OP_BATCH_PUT_REVOKE:
         case MC_OP_BATCH_UPSERT_REVOKE:
@@ -292,9 +313,11 @@ static mc_status_t h_batch_replica_clear(void *ctx, mc_rpc_call_t *call,
             r->statuses[i] = MC_ERR_INVALID_PARAMS;
         return MC_OK;
     }
-    for (size_t i = 0; i < q->n_keys; i++)
-        r->statuses[i] = mc_master_replica_clear(ctx, q->client_id.data, q->keys[i],
-                                                 strlen(q->keys[i]), q->segment_name);
+    for (size_t i = 0; i < q->n_keys; i++) {
+        size_t kl;
+        const char *k = wkey(q->keys[i], &kl);
+        r->statuses[i] = mc_master_replica_clear(ctx, q->client_id.data, k, kl, q->segment_name);
+    }
     return MC_OK;
 }
 
@@ -327,10 +350,11 @@ static mc_status_t h_get_replica_list(void *ctx, mc_rpc_call_t *call, const Prot
     if (!r)
         return MC_ERR_NO_MEMORY;
     *resp_p = &r->base;
-    size_t kl = strlen(q->key);
+    size_t kl;
+    const char *k = wkey(q->key, &kl);
     uint32_t h = 0;
-    mc_master_lookup_prepare(ctx, (const char *const *)&q->key, &kl, 1, &h);
-    return fill_replica_list(ctx, call->arena, q->key, kl, h, r);
+    mc_master_lookup_prepare(ctx, &k, &kl, 1, &h);
+    return fill_replica_list(ctx, call->arena, k, kl, h, r);
 }
 
 static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
@@ -348,12 +372,13 @@ static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
     }
     r->results = ALLOC_N(call, McRpc__ReplicaListResponse *, q->n_keys);
     McRpc__ReplicaListResponse *items = ALLOC_N(call, McRpc__ReplicaListResponse, q->n_keys);
+    const char **k;
     size_t *kl;
-    uint32_t *h = prepare_batch(ctx, call, q->keys, q->n_keys, &kl);
+    uint32_t *h = prepare_batch(ctx, call, q->keys, q->n_keys, &k, &kl);
     if (!r->results || !items || !h)
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < q->n_keys; i++) {
-        mc_status_t st = fill_replica_list(ctx, call->arena, q->keys[i], kl[i], h[i], &items[i]);
+        mc_status_t st = fill_replica_list(ctx, call->arena, k[i], kl[i], h[i], &items[i]);
         if (st != MC_OK)
             return st;
         r->results[i] = &items[i];
@@ -366,7 +391,9 @@ static mc_status_t h_exist_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
                                ProtobufCMessage **resp_p)
 {
     const McRpc__KeyRequest *q = (const void *)req;
-    return status_resp(call, mc_master_exist(ctx, q->key, strlen(q->key)), resp_p);
+    size_t kl;
+    const char *k = wkey(q->key, &kl);
+    return status_resp(call, mc_master_exist(ctx, k, kl), resp_p);
 }
 
 static mc_status_t h_get_size(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -377,7 +404,9 @@ static mc_status_t h_get_size(void *ctx, mc_rpc_call_t *call, const ProtobufCMes
     if (!r)
         return MC_ERR_NO_MEMORY;
     mc_rpc__get_size_response__init(r);
-    r->status = mc_master_get_size(ctx, q->key, strlen(q->key), &r->size);
+    size_t kl;
+    const char *k = wkey(q->key, &kl);
+    r->status = mc_master_get_size(ctx, k, kl, &r->size);
     *resp_p = &r->base;
     return MC_OK;
 }
@@ -389,7 +418,9 @@ static mc_status_t h_remove(void *ctx, mc_rpc_call_t *call, const ProtobufCMessa
 {
     const McRpc__KeyRequest *q = (const void *)req;
     mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
-    int32_t removed = mc_master_remove(ctx, q->key, strlen(q->key), q->force, &retired);
+    size_t kl;
+    const char *k = wkey(q->key, &kl);
+    int32_t removed = mc_master_remove(ctx, k, kl, q->force, &retired);
     mc_status_t st = status_resp(call, removed, resp_p);
     if (st != MC_OK) {
         mc_master_retired_free(&retired);
@@ -567,6 +598,7 @@ typedef struct ev_waiter {
     uint32_t max;
     uint16_t opcode;
     char *prefix;          /* placement feed's placement_prefix (owned); NULL = not a feed */
+    size_t prefix_len;
 } ev_waiter_t;
 
 typedef struct ev_waiters {
@@ -635,7 +667,7 @@ static mc_status_t poll_resp(mc_master_t *m, mc_rpc_arena_t *a, const poll_args_
             mc_rpc__kv_event__init(&items[i]);
             items[i].seq = ev[i].seq;
             items[i].kind = (McRpc__KvEventKind)ev[i].kind;
-            items[i].key = (char *)ev[i].key; /* NUL-terminated inside the log */
+            items[i].key = mc_wire_key(ev[i].key, ev[i].klen); /* points into the log */
             items[i].size = ev[i].size;
             items[i].segment = (char *)ev[i].segment;
             items[i].host = (char *)ev[i].host;
@@ -683,7 +715,7 @@ static void ev_waiters_run(mc_master_t *m, bool shutdown)
         }
         McRpc__PollEventsResponse *r = NULL;
         poll_args_t pa = {.from = w->from_seq, .epoch = w->epoch, .max = w->max,
-                          .prefix = w->prefix, .prefix_len = w->prefix ? strlen(w->prefix) : 0};
+                          .prefix = w->prefix, .prefix_len = w->prefix_len};
         mc_status_t st = poll_resp(m, &ws->arena, &pa, &r);
         mc_rpc_server_reply(w->srv, w->conn_id, w->opcode, w->req_id, st,
                             st == MC_OK ? &r->base : NULL); /* a closed conn: forget it */
@@ -711,12 +743,17 @@ static mc_status_t ev_park(mc_master_t *m, mc_rpc_call_t *call, const poll_args_
     if (mc_array_reserve(&ws->w, &ws->cap, ws->n + 1, 16) != MC_OK)
         return MC_ERR_NO_MEMORY;
     char *prefix = NULL;
-    if (pa->prefix && !(prefix = mc_strdup(pa->prefix)))
-        return MC_ERR_NO_MEMORY;
+    if (pa->prefix) {
+        if (!(prefix = mc_malloc(pa->prefix_len + 1)))
+            return MC_ERR_NO_MEMORY;
+        memcpy(prefix, pa->prefix, pa->prefix_len);
+        prefix[pa->prefix_len] = 0;
+    }
     ws->w[ws->n++] = (ev_waiter_t){.srv = call->srv, .conn_id = call->conn_id,
                                    .req_id = call->req_id, .from_seq = pa->from,
                                    .epoch = pa->epoch, .deadline_ms = mc_now_ms() + wait_ms,
-                                   .max = pa->max, .opcode = call->opcode, .prefix = prefix};
+                                   .max = pa->max, .opcode = call->opcode, .prefix = prefix,
+                                   .prefix_len = pa->prefix_len};
     return MC_OK;
 }
 
@@ -729,10 +766,11 @@ static mc_status_t h_poll_events(void *ctx, mc_rpc_call_t *call, const ProtobufC
         .from = q->from_seq, .epoch = q->epoch,
         .max = q->max_events && q->max_events <= EV_MAX_BATCH ? q->max_events : EV_MAX_BATCH};
     if (q->with_placements) {
-        pa.prefix = q->placement_prefix ? q->placement_prefix : "";
-        pa.prefix_len = strlen(pa.prefix);
+        pa.prefix = q->placement_prefix.len ? (const char *)q->placement_prefix.data : "";
+        pa.prefix_len = q->placement_prefix.len;
     }
-    if (pa.prefix_len > MC_RPC_MAX_KEY) {
+    /* a prefix is a key's first bytes: at most MC_RPC_MAX_KEY of them, no NUL ("" = all) */
+    if (pa.prefix_len > MC_RPC_MAX_KEY || (pa.prefix_len && memchr(pa.prefix, 0, pa.prefix_len))) {
         McRpc__PollEventsResponse *r = ALLOC(call, McRpc__PollEventsResponse);
         if (!r)
             return MC_ERR_NO_MEMORY;
@@ -766,15 +804,14 @@ static mc_status_t list_one(void *ctx, const char *key, size_t klen, uint64_t si
     if (lc->n == lc->cap || lc->bytes > LIST_MAX_BYTES)
         return MC_ERR_TOO_LARGE; /* page full (the cursor still points before this bucket) */
     McRpc__ListedObject *o = ALLOC(lc->call, McRpc__ListedObject);
-    char *k = mc_rpc_arena_alloc(lc->call->arena, klen + 1);
+    char *k = mc_rpc_arena_alloc(lc->call->arena, klen ? klen : 1);
     char **sv = ALLOC_N(lc->call, char *, n);
     char **hv = ALLOC_N(lc->call, char *, n);
     if (!o || !k || !sv || !hv)
         return MC_ERR_NO_MEMORY;
     mc_rpc__listed_object__init(o);
-    memcpy(k, key, klen);
-    k[klen] = 0;
-    o->key = k;
+    memcpy(k, key, klen); /* borrowed for the call only */
+    o->key = mc_wire_key(k, klen);
     o->size = size;
     for (uint32_t i = 0; i < n; i++) {
         sv[i] = (char *)segs[i];

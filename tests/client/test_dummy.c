@@ -151,6 +151,17 @@ static void test_round_trip(void **state)
     assert_int_equal(r[0], 1);
     assert_int_equal(r[1], 0);
     assert_int_equal(mc_store_get(d, "rt/none", &got, &len), MC_ERR_OBJECT_NOT_FOUND);
+    /* a key that is not UTF-8 (RcRequest.keys is bytes) */
+    static const char bin[] = "rt/\xff\xfe\x80";
+    assert_int_equal(mc_store_put(d, bin, &v, 1, NULL), MC_OK);
+    assert_int_equal(mc_store_get(d, bin, &got, &len), MC_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(got, "hello", 5);
+    free(got);
+    assert_int_equal(mc_store_remove(d, bin, true), MC_OK);
+    assert_int_equal(protobuf_c_message_descriptor_get_field_by_name(&mc_rc__rc_request__descriptor,
+                                                                     "keys")->type,
+                     PROTOBUF_C_TYPE_BYTES);
     /* a byte put over the message cap is refused and the dummy goes on */
     size_t huge = (64u << 20) + 1;
     char *hv = calloc(1, huge);
@@ -406,14 +417,17 @@ static void test_malformed_messages(void **state)
     char *longkey = malloc(MC_STORE_KEY_MAX + 2);
     memset(longkey, 'k', MC_STORE_KEY_MAX + 1);
     longkey[MC_STORE_KEY_MAX + 1] = 0;
-    char *keys[] = {longkey};
+    ProtobufCBinaryData keys[] = {mc_wire_key_str(longkey)};
     rq.n_keys = 1;
     rq.keys = keys;
     assert_int_equal(raw_call(fd, MC_RC_OP_EXIST, &rq, -1, NULL), MC_ERR_TOO_LARGE);
     free(longkey);
+    /* a key with a NUL byte inside (keys are bytes on the wire, NUL-terminated in the API) */
+    keys[0] = mc_wire_key("a\0b", 3);
+    assert_int_equal(raw_call(fd, MC_RC_OP_EXIST, &rq, -1, NULL), MC_ERR_INVALID_KEY);
     rq.n_keys = 0;
     assert_int_equal(raw_call(fd, MC_RC_OP_EXIST, &rq, -1, NULL), MC_ERR_INVALID_PARAMS);
-    char *k1[] = {"bad/k"};
+    ProtobufCBinaryData k1[] = {mc_wire_key_str("bad/k")};
     rq.n_keys = 1;
     rq.keys = k1;
     assert_int_equal(raw_call(fd, MC_RC_OP_PUT, &rq, -1, NULL), MC_ERR_INVALID_PARAMS);

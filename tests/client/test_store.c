@@ -188,6 +188,19 @@ static void test_put_semantics(void **state)
     assert_int_equal(mc_store_put(s, "", &ia, 1, NULL), MC_ERR_INVALID_KEY);
     struct iovec empty = {a, 0};
     assert_int_equal(mc_store_put(s, "zero", &empty, 1, NULL), MC_ERR_INVALID_PARAMS);
+    /* keys are bytes: one that is not UTF-8 round-trips (master RPCs carry keys as bytes) */
+    static const char bin[] = "bin/\xff\xfe\xc3\x28";
+    assert_int_equal(mc_store_put(s, bin, &ia, 1, NULL), MC_OK);
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_store_get_into(s, bin, &io, 1), (int64_t)sizeof(a));
+    assert_memory_equal(out, a, sizeof(a));
+    const char *bk[] = {bin, "absent"};
+    int32_t br[2];
+    assert_int_equal(mc_store_batch_exists(s, 2, bk, br), MC_OK);
+    assert_int_equal(br[0], 1);
+    assert_int_equal(br[1], 0);
+    assert_int_equal(mc_store_remove(s, bin, true), MC_OK);
+    assert_int_equal(mc_store_exists(s, bin), 0);
     /* remove */
     assert_int_equal(mc_store_remove(s, "parts", true), MC_OK);
     assert_int_equal(mc_store_exists(s, "parts"), 0);
@@ -597,6 +610,18 @@ static void test_placement_feed(void **state)
     assert_int_equal(mc_store_remove(w, "feed/b", true), MC_OK);
     assert_int_equal(mc_store_get_into(r, "feed/b", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
 
+    /* a key that is not UTF-8 is pushed too (KvEvent.key is bytes) */
+    static const char bin[] = "feed/\xff\x80";
+    assert_int_equal(mc_store_put(w, bin, &i1, 1, NULL), MC_OK);
+    wait_feed_placements(r, 4);
+    mc_store_read_stats(r, &s0);
+    memset(out, 0, LEN);
+    assert_int_equal(mc_store_get_into(r, bin, &io, 1), LEN);
+    assert_memory_equal(out, v1, LEN);
+    mc_store_read_stats(r, &s1);
+    assert_int_equal(s1.master_lookups, s0.master_lookups);
+
+    mc_store_remove(w, bin, true);
     mc_store_remove(w, "feed/a", true);
     mc_store_remove(w, "other/a", true);
     mc_store_destroy(r);

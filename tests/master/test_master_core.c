@@ -314,6 +314,7 @@ static void test_client_death_and_placement(void **state)
     mc_master_config_t cfg;
     mc_master_config_default(&cfg);
     cfg.client_ttl_ms = 10000;
+    cfg.segment_hold_ms = 0; /* dropped at once (test_stalled_client_hold: the hold) */
     mc_master_t *m = mk(&cfg);
     mount(m, CA, "segA1", 0x100000, 1 << 20, "hostA", 1);
     mount(m, CA, "segA2", 0x300000, 1 << 20, "hostA", 2);
@@ -915,6 +916,163 @@ static void test_ping_asks_remount_after_other_calls(void **state)
     mc_master_destroy(m);
 }
 
+/* Ticks the fake clock by `ms` in 1 s steps with CB pinging (CA silent) and the cron running. */
+static void only_b_alive(mc_master_t *m, uint64_t ms)
+{
+    for (uint64_t t = 0; t < ms; t += 1000) {
+        g_now += 1000;
+        bool need;
+        assert_int_equal(mc_master_ping(m, CB, &need), MC_OK);
+        mc_master_cron(m);
+    }
+}
+
+/* Counts the events of `kind` from seq *from_p on (advances *from_p). */
+static size_t events_of(mc_master_t *m, uint64_t *from_p, int kind)
+{
+    static mc_master_event_t ev[4096];
+    size_t n = 0, hits = 0;
+    mc_master_events_info_t info;
+    assert_int_equal(mc_master_events_read(m, *from_p, 0, 4096, ev, &n, &info), MC_OK);
+    assert_false(info.gap);
+    for (size_t i = 0; i < n; i++)
+        hits += ev[i].kind == kind;
+    *from_p = info.next_seq;
+    return hits;
+}
+
+/* A client silent for client_ttl (a stopped process) has its segment HELD, not dropped: its
+ * objects are unreadable (lookups, exists) and nothing is allocated there; a put of a key held
+ * there replaces it; when the same client re-mounts the same segment instance within
+ * segment_hold_ms, everything else is readable again at the same addresses. A hold that runs
+ * out drops the segment as before; a new instance (another uuid) gets nothing back. */
+static void test_stalled_client_hold(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.client_ttl_ms = 10000;
+    cfg.segment_hold_ms = 30000;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0x100000, 1 << 20, "hA", 0xa1);
+    mount(m, CB, "segB", 0x900000, 1 << 20, "hB", 0xb1);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t addr[10], size, sum;
+    mc_master_put_opts_t on_a = {.preferred_segment = "segA"};
+    for (int i = 0; i < 10; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "a%d", i);
+        assert_int_equal(mc_master_put_start(m, CB, key, strlen(key), 1000, &on_a, false, r, &n),
+                         MC_OK);
+        assert_string_equal(r[0].segment_name, "segA");
+        addr[i] = r[0].addr;
+        assert_int_equal(mc_master_put_end(m, CB, key, strlen(key), 100 + (uint64_t)i), MC_OK);
+    }
+    mc_master_put_opts_t two = {.replica_num = 2};
+    assert_int_equal(mc_master_put_start(m, CB, K("both"), 1000, &two, false, r, &n), MC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(mc_master_put_end(m, CB, K("both"), 7), MC_OK);
+    uint64_t seq = 1;
+    events_of(m, &seq, MC_MASTER_EV_COMMITTED);
+    assert_int_equal(mc_master_get_replicas(m, K("a8"), r, &n, NULL, NULL), MC_OK); /* leased */
+
+    /* CA stalls past client_ttl: segA is held */
+    only_b_alive(m, 12000);
+    mc_master_segment_status_t ss;
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.state, 2);
+    assert_int_equal(ss.replicas, 11);
+    assert_int_equal(mc_master_exist(m, K("a0")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replicas(m, K("a0"), r, &n, NULL, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replicas(m, K("both"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment_name, "segB");
+    for (int i = 0; i < 20; i++) { /* nothing is allocated in a held segment */
+        char key[16];
+        snprintf(key, sizeof(key), "new%d", i);
+        assert_int_equal(mc_master_put_start(m, CB, key, strlen(key), 1000, &on_a, false, r, &n),
+                         MC_OK);
+        assert_string_equal(r[0].segment_name, "segB");
+        assert_int_equal(mc_master_put_revoke(m, CB, key, strlen(key)), MC_OK);
+    }
+    /* a put of a held key replaces it (readers see no such key) */
+    assert_int_equal(put(m, CB, "a9", 500, 999), MC_OK);
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_REMOVED), 1);
+    /* ... a leased one too, without listing the held replica for a stamp */
+    mc_master_retired_t ret = {.max = 8};
+    assert_int_equal(mc_master_put_start_ex(m, CB, K("a8"), 500, NULL, false, r, &n, &ret),
+                     MC_OK);
+    assert_int_equal(ret.n + ret.unlisted, 0);
+    mc_master_retired_free(&ret);
+    assert_int_equal(mc_master_put_end(m, CB, K("a8"), 888), MC_OK);
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_REMOVED), 1);
+    assert_int_equal(put(m, CB, "both", 10, 1), MC_ERR_OBJECT_ALREADY_EXISTS); /* readable */
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_SEGMENT_LOST), 0);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.recovering_segments, 1);
+
+    bool need = false;
+    mc_master_segment_info_t a = {.name = "segA", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hA", .te_endpoint = "segA"};
+    memset(a.uuid, 0xa1, 16);
+    /* CA comes back: NEED_REMOUNT, then the same instance re-mounts within the hold */
+    assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+    assert_true(need);
+    assert_int_equal(mc_master_mount(m, CA, &a, true), MC_OK);
+    for (int i = 0; i < 8; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "a%d", i);
+        assert_int_equal(mc_master_get_replicas(m, key, strlen(key), r, &n, &size, &sum), MC_OK);
+        assert_int_equal(n, 1);
+        assert_string_equal(r[0].segment_name, "segA");
+        assert_int_equal(r[0].addr, addr[i]);
+        assert_int_equal(size, 1000);
+        assert_int_equal(sum, 100 + (uint64_t)i);
+    }
+    assert_int_equal(mc_master_get_replicas(m, K("a9"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(sum, 999); /* the value put during the hold */
+    assert_int_equal(mc_master_get_replicas(m, K("both"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(n, 2);
+    /* readable again: a COMMITTED per replica on segA (a0..a7, both); nothing lost */
+    uint64_t seq0 = seq;
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_COMMITTED), 9);
+    seq = seq0;
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_SEGMENT_LOST), 0);
+
+    /* a stall longer than the hold loses them as before */
+    only_b_alive(m, 12000);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.state, 2);
+    only_b_alive(m, 30000);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("a0")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put(m, CB, "a0", 100, 1), MC_OK); /* the object itself is gone */
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_SEGMENT_LOST), 1);
+    assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+    assert_true(need);
+    assert_int_equal(mc_master_mount(m, CA, &a, true), MC_OK); /* mounted fresh: empty */
+    assert_int_equal(mc_master_exist(m, K("a1")), MC_ERR_OBJECT_NOT_FOUND);
+
+    /* a new instance (restarted process: another client id and uuid) gets nothing back */
+    assert_int_equal(mc_master_put_start(m, CB, K("x"), 1000, &on_a, false, r, &n), MC_OK);
+    assert_string_equal(r[0].segment_name, "segA");
+    assert_int_equal(mc_master_put_end(m, CB, K("x"), 5), MC_OK);
+    only_b_alive(m, 12000);
+    assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
+    assert_int_equal(ss.state, 2);
+    static const uint8_t CC[16] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+    mc_master_segment_info_t a2 = a;
+    assert_int_equal(mc_master_mount(m, CC, &a2, false), MC_OK); /* same uuid, other client */
+    assert_int_equal(mc_master_exist(m, K("x")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(events_of(m, &seq, MC_MASTER_EV_SEGMENT_LOST), 1);
+    assert_int_equal(mc_master_put_start(m, CB, K("x"), 1000, &on_a, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CB, K("x"), 6), MC_OK);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -927,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_stuck_put),
         cmocka_unit_test(test_client_death_and_placement),
+        cmocka_unit_test(test_stalled_client_hold),
         cmocka_unit_test(test_silent_writer),
         cmocka_unit_test(test_graceful_unmount),
         cmocka_unit_test(test_free_ratio_first),

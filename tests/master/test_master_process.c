@@ -10,6 +10,7 @@
 #include "common/time.h"
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
 
 #include <jansson.h>
 
@@ -166,7 +167,7 @@ static int32_t put_start(mc_rpc_client_t *c, uint8_t *cid, const char *key, uint
     cfg.replica_num = nrep;
     McRpc__PutStartRequest q = MC_RPC__PUT_START_REQUEST__INIT;
     q.client_id = (ProtobufCBinaryData){16, cid};
-    q.key = (char *)key;
+    q.key = mc_wire_key_str(key);
     q.value_size = size;
     q.config = &cfg;
     ProtobufCMessage *r;
@@ -185,7 +186,7 @@ static int32_t put_end(mc_rpc_client_t *c, uint8_t *cid, const char *key, uint64
 {
     McRpc__PutEndRequest q = MC_RPC__PUT_END_REQUEST__INIT;
     q.client_id = (ProtobufCBinaryData){16, cid};
-    q.key = (char *)key;
+    q.key = mc_wire_key_str(key);
     q.checksum = sum;
     return call_status(c, MC_OP_PUT_END, &q.base);
 }
@@ -195,7 +196,7 @@ static int32_t key_op(mc_rpc_client_t *c, uint16_t op, uint8_t *cid, const char 
     McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
     if (cid)
         q.client_id = (ProtobufCBinaryData){16, cid};
-    q.key = (char *)key;
+    q.key = mc_wire_key_str(key);
     q.force = force;
     return call_status(c, op, &q.base);
 }
@@ -204,7 +205,7 @@ static int32_t get(mc_rpc_client_t *c, const char *key, uint64_t *addr_p, uint64
                    uint32_t *n_p)
 {
     McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
-    q.key = (char *)key;
+    q.key = mc_wire_key_str(key);
     ProtobufCMessage *r;
     mc_status_t st = mc_rpc_client_call(c, MC_OP_GET_REPLICA_LIST, &q.base, &r, 3000);
     if (st != MC_OK)
@@ -321,7 +322,7 @@ static void test_client_death(void **state)
     cfg.preferred_segment = "segA";
     McRpc__PutStartRequest q = MC_RPC__PUT_START_REQUEST__INIT;
     q.client_id = (ProtobufCBinaryData){16, CB};
-    q.key = "onlyA";
+    q.key = mc_wire_key_str("onlyA");
     q.value_size = 100;
     q.config = &cfg;
     assert_int_equal(call_status(b, MC_OP_PUT_START, &q.base), MC_OK);
@@ -487,10 +488,11 @@ static int32_t batch_key_op(mc_rpc_client_t *c, uint16_t op, const char **keys, 
                             size_t *failed_p)
 {
     McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
-    q.keys = (char **)keys;
+    q.keys = mc_wire_keys(keys, n);
     q.n_keys = n;
     ProtobufCMessage *r;
     mc_status_t st = mc_rpc_client_call(c, op, &q.base, &r, 3000);
+    mc_free(q.keys);
     if (st != MC_OK)
         return st;
     *failed_p = 0;
@@ -570,7 +572,7 @@ static void test_http_metrics(void **state)
     cfg.with_soft_pin = true;
     McRpc__PutStartRequest q = MC_RPC__PUT_START_REQUEST__INIT;
     q.client_id = (ProtobufCBinaryData){16, CA};
-    q.key = "hks";
+    q.key = mc_wire_key_str("hks");
     q.value_size = 2000;
     q.config = &cfg;
     assert_int_equal(call_status(a, MC_OP_PUT_START, &q.base), MC_OK);

@@ -212,13 +212,13 @@ class Proc:
                 pass
 
 
-def start_master(lease_ttl_ms=None, client_ttl=3, port=0):
-    """A master without a write-ahead log on port (0: a free one)."""
+def start_master(lease_ttl_ms=None, client_ttl=3, port=0, extra=()):
+    """A master without a write-ahead log on port (0: a free one); extra: more flags."""
     if lease_ttl_ms is None:
         lease_ttl_ms = int(os.environ.get("DEFAULT_KV_LEASE_TTL", "1000"))
     m = Proc([bin_path("mooncake_master"), f"--port={port}", "--metrics_port=-1", "--wal_dir=",
               f"--default_kv_lease_ttl={lease_ttl_ms}", f"--client_ttl={client_ttl}",
-              "--log_level=warn"], "mooncake_master listening")
+              "--log_level=warn", *extra], "mooncake_master listening")
     m.addr = f"127.0.0.1:{m.field('rpc_port')}"
     return m
 

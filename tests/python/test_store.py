@@ -19,7 +19,7 @@ import uuid
 import numpy as np
 import pytest
 
-from conftest import GilProbe, sigstop, start_master, start_storage, wait_for
+from conftest import GilProbe, sha256, sigstop, start_master, start_storage, wait_for
 
 import mooncake
 from mooncake.store import (BufferHandle, MooncakeDistributedStore, ReplicaStatus,
@@ -756,6 +756,88 @@ def test_dropped_storage_server_stops_serving():
             return key if d.transport_endpoint == s1.segment else False
         key = wait_for(lands_on_s1, timeout=20, interval=0.2, what="s1 to mount again")
         assert b.get(key) == v
+
+
+@contextlib.contextmanager
+def held_cluster(hold_sec):
+    """A master (client_ttl 1 s, 1 s read leases, --segment_hold_sec=hold_sec), one storage
+    server and a writer and a reader that contribute no memory. Yields (master, server,
+    writer, reader, procs)."""
+    m = start_master(lease_ttl_ms=1000, client_ttl=1, extra=[f"--segment_hold_sec={hold_sec}"])
+    procs, clients = [m], []
+    try:
+        procs.append(start_storage(m.addr, size="16MB"))
+        for _ in range(2):
+            st = MooncakeDistributedStore()
+            clients.append(st)
+            assert st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", m.addr) == 0
+        yield m, procs[1], clients[0], clients[1], procs
+    finally:
+        for st in clients:
+            st.close()
+        for p in reversed(procs):
+            p.stop()
+
+
+def put_many(store, n, size, seed):
+    vals = {k("held"): data(size, seed + i) for i in range(n)}
+    for key, v in vals.items():
+        assert store.put(key, v) == 0
+    return vals
+
+
+def test_stalled_storage_server_keeps_its_objects():
+    """A storage server stopped (SIGSTOP) for longer than client_ttl but shorter than the
+    master's --segment_hold_sec is not a dead one: the master holds its segment's objects
+    aside, unreadable (gets fail cleanly, exists says no), and gives them back when the same
+    process resumes and re-mounts the same segment: every object with its exact bytes."""
+    with held_cluster(60) as (m, s1, w, r, procs):
+        vals = put_many(w, 40, 32 << 10, 100)
+        sums = {key: sha256(v) for key, v in vals.items()}
+        first = next(iter(vals))
+        assert sha256(r.get(first)) == sums[first]
+        sigstop(s1.proc.pid)
+        try:
+            wait_for(lambda: r.is_exist(first) == 0, timeout=10,
+                     what="the master to hold the stopped server's segment")
+            # held: the server was silent for client_ttl; absent, no bytes, never wrong ones
+            for key in vals:
+                assert r.is_exist(key) == 0
+                assert r.get(key) == b""
+        finally:
+            os.kill(s1.proc.pid, signal.SIGCONT)
+
+        def all_back():
+            return all(sha256(r.get(key)) == s for key, s in sums.items())
+        wait_for(all_back, timeout=20, interval=0.2, what="the held objects to come back")
+        assert r.is_exist(first) == 1
+
+
+def test_storage_server_stalled_past_the_hold_loses_its_objects():
+    """A stop longer than --segment_hold_sec drops the segment and its objects as without a
+    hold: after SIGCONT the server mounts its segment again, empty."""
+    with held_cluster(2) as (m, s1, w, r, procs):
+        vals = put_many(w, 5, 4096, 200)
+        sigstop(s1.proc.pid)
+        try:
+            wait_stderr(m, "not re-mounted in time", timeout=15)
+        finally:
+            os.kill(s1.proc.pid, signal.SIGCONT)
+        on_s1 = ReplicateConfig()
+        on_s1.preferred_segment = s1.segment
+        v = data(4096, 3)
+
+        def lands_on_s1():
+            key = k("back")
+            if w.put(key, v, on_s1) != 0:
+                return False
+            d = w.get_replica_desc(key)[0].get_memory_descriptor().buffer_descriptor
+            return key if d.transport_endpoint == s1.segment else False
+        key = wait_for(lands_on_s1, timeout=20, interval=0.2, what="s1 to mount again")
+        assert r.get(key) == v
+        for key in vals:
+            assert r.is_exist(key) == 0
+            assert r.get(key) == b""
 
 
 def test_master_restart_without_wal_orphans_old_contents():

@@ -10,6 +10,7 @@
 #include "master/service.h"
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
 #include "master_fixture.h"
 
 #include <pthread.h>
@@ -59,7 +60,7 @@ static void test_put_get_over_rpc(void **state)
     mount_seg(c);
     McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
     ps.client_id = (ProtobufCBinaryData){16, CID};
-    ps.key = "hello";
+    ps.key = mc_wire_key_str("hello");
     ps.value_size = 4096;
     ProtobufCMessage *resp;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &resp, 2000), MC_OK);
@@ -73,13 +74,13 @@ static void test_put_get_over_rpc(void **state)
     mc_rpc_response_free(resp);
     McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
     pe.client_id = (ProtobufCBinaryData){16, CID};
-    pe.key = "hello";
+    pe.key = mc_wire_key_str("hello");
     pe.checksum = 0x1234567890abcdefull;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_END, &pe.base, &resp, 2000), MC_OK);
     assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
     mc_rpc_response_free(resp);
     McRpc__KeyRequest kr = MC_RPC__KEY_REQUEST__INIT;
-    kr.key = "hello";
+    kr.key = mc_wire_key_str("hello");
     assert_int_equal(mc_rpc_client_call(c, MC_OP_GET_REPLICA_LIST, &kr.base, &resp, 2000), MC_OK);
     McRpc__ReplicaListResponse *rl = (void *)resp;
     assert_int_equal(rl->status, MC_OK);
@@ -91,16 +92,16 @@ static void test_put_get_over_rpc(void **state)
     assert_int_equal(rl->lease_ttl_ms, 10000);
     mc_rpc_response_free(resp);
     /* empty key */
-    kr.key = "";
+    kr.key = mc_wire_key_str("");
     assert_int_equal(mc_rpc_client_call(c, MC_OP_EXIST_KEY, &kr.base, &resp, 2000), MC_OK);
     assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_ERR_INVALID_KEY);
     mc_rpc_response_free(resp);
     /* batch exist, pipelined singles */
-    char *keys[200];
+    ProtobufCBinaryData keys[200];
     char kbuf[200][16];
     for (int i = 0; i < 200; i++) {
         snprintf(kbuf[i], 16, i % 2 ? "hello" : "k%d", i);
-        keys[i] = kbuf[i];
+        keys[i] = mc_wire_key_str(kbuf[i]);
     }
     McRpc__BatchKeyRequest bk = MC_RPC__BATCH_KEY_REQUEST__INIT;
     bk.keys = keys;
@@ -115,7 +116,7 @@ static void test_put_get_over_rpc(void **state)
     mc_rpc_pending_t pend[64];
     for (int i = 0; i < 64; i++) {
         mc_rpc__key_request__init(&krs[i]);
-        krs[i].key = kbuf[i];
+        krs[i].key = mc_wire_key_str(kbuf[i]);
         pend[i] = (mc_rpc_pending_t){.opcode = MC_OP_EXIST_KEY, .req = &krs[i].base};
     }
     assert_int_equal(mc_rpc_client_call_many(c, pend, 64, 2000), MC_OK);
@@ -126,7 +127,8 @@ static void test_put_get_over_rpc(void **state)
         mc_rpc_response_free(pend[i].resp);
     }
     /* BatchReplicaClear: "hello" is leased (read above), the others cannot be cleared */
-    char *ck[3] = {"hello", "k0", ""};
+    ProtobufCBinaryData ck[3] = {mc_wire_key_str("hello"), mc_wire_key_str("k0"),
+                                 mc_wire_key_str("")};
     McRpc__BatchReplicaClearRequest rc = MC_RPC__BATCH_REPLICA_CLEAR_REQUEST__INIT;
     rc.client_id = (ProtobufCBinaryData){16, CID};
     rc.keys = ck;
@@ -251,9 +253,9 @@ static void test_bad_frames(void **state)
     mc_rpc_response_free(resp);
     /* a batch over the cap is refused with a clear status */
     McRpc__BatchKeyRequest bk = MC_RPC__BATCH_KEY_REQUEST__INIT;
-    static char *keys[MC_RPC_MAX_BATCH + 1];
+    static ProtobufCBinaryData keys[MC_RPC_MAX_BATCH + 1];
     for (size_t i = 0; i <= MC_RPC_MAX_BATCH; i++)
-        keys[i] = "k";
+        keys[i] = mc_wire_key_str("k");
     bk.keys = keys;
     bk.n_keys = MC_RPC_MAX_BATCH + 1;
     assert_int_equal(mc_rpc_client_call(good, MC_OP_BATCH_EXIST_KEY, &bk.base, &resp, 5000), MC_OK);
@@ -322,13 +324,13 @@ static void *rpc_load(void *p)
         snprintf(key, sizeof(key), "load%d", i % 500);
         McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
         ps.client_id = (ProtobufCBinaryData){16, CID};
-        ps.key = key;
+        ps.key = mc_wire_key_str(key);
         ps.value_size = 4096;
         McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
         pe.client_id = ps.client_id;
-        pe.key = key;
+        pe.key = mc_wire_key_str(key);
         McRpc__KeyRequest rm = MC_RPC__KEY_REQUEST__INIT;
-        rm.key = key;
+        rm.key = mc_wire_key_str(key);
         rm.force = true;
         mc_rpc_pending_t p3[3] = {{.opcode = MC_OP_PUT_START, .req = &ps.base},
                                   {.opcode = MC_OP_PUT_END, .req = &pe.base},

@@ -11,12 +11,20 @@
 #include "master/service.h"
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
 #include "master_fixture.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A key field of an answer equals the string s (bytes, not NUL-terminated). */
+static void assert_wire_key(ProtobufCBinaryData k, const char *s)
+{
+    assert_int_equal(k.len, strlen(s));
+    assert_memory_equal(k.data, s, k.len);
+}
 
 static int setup(void **state)
 {
@@ -32,7 +40,7 @@ static void put(mc_rpc_client_t *c, const char *key)
 {
     McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
     ps.client_id = (ProtobufCBinaryData){16, CID};
-    ps.key = (char *)key;
+    ps.key = mc_wire_key_str(key);
     ps.value_size = 4096;
     ProtobufCMessage *resp;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &resp, 2000), MC_OK);
@@ -40,7 +48,7 @@ static void put(mc_rpc_client_t *c, const char *key)
     mc_rpc_response_free(resp);
     McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
     pe.client_id = (ProtobufCBinaryData){16, CID};
-    pe.key = (char *)key;
+    pe.key = mc_wire_key_str(key);
     assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_END, &pe.base, &resp, 2000), MC_OK);
     assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
     mc_rpc_response_free(resp);
@@ -78,7 +86,7 @@ static void *bg_poll(void *arg)
     q.from_seq = b->from;
     q.wait_ms = 1000;
     q.with_placements = b->placement_prefix != NULL;
-    q.placement_prefix = (char *)b->placement_prefix;
+    q.placement_prefix = mc_wire_key_str(b->placement_prefix);
     ProtobufCMessage *resp = NULL;
     if (mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000) == MC_OK)
         b->r = (McRpc__PollEventsResponse *)resp;
@@ -103,7 +111,7 @@ static void test_poll_events(void **state)
     assert_int_equal(r->n_events, 2);
     assert_int_equal(r->events[0]->seq, 1);
     assert_int_equal(r->events[0]->kind, MC_RPC__KV_EVENT_KIND__KV_EVENT_COMMITTED);
-    assert_string_equal(r->events[0]->key, "ns/0000000000000001");
+    assert_wire_key(r->events[0]->key, "ns/0000000000000001");
     assert_string_equal(r->events[0]->segment, "seg0");
     assert_string_equal(r->events[0]->host, "hostX");
     assert_int_equal(r->events[0]->size, 4096);
@@ -152,7 +160,7 @@ static void test_poll_events(void **state)
     pthread_join(th, NULL);
     assert_non_null(b.r);
     assert_int_equal(b.r->n_events, 1);
-    assert_string_equal(b.r->events[0]->key, "ns/0000000000000003");
+    assert_wire_key(b.r->events[0]->key, "ns/0000000000000003");
     assert_true(b.elapsed_ms < 900);
     mc_rpc_response_free(&b.r->base);
 
@@ -174,7 +182,7 @@ static void test_poll_events(void **state)
 static int32_t remove_key(mc_rpc_client_t *c, const char *key)
 {
     McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
-    q.key = (char *)key;
+    q.key = mc_wire_key_str(key);
     ProtobufCMessage *resp;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_REMOVE, &q.base, &resp, 2000), MC_OK);
     int32_t st = ((McRpc__StatusResponse *)resp)->status;
@@ -199,7 +207,7 @@ static void test_poll_events_placements(void **state)
     McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
     q.from_seq = 1;
     q.with_placements = 1;
-    q.placement_prefix = "a/";
+    q.placement_prefix = mc_wire_key_str("a/");
     ProtobufCMessage *resp = NULL;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000), MC_OK);
     McRpc__PollEventsResponse *r = (void *)resp;
@@ -229,14 +237,14 @@ static void test_poll_events_placements(void **state)
     pthread_join(th, NULL);
     assert_non_null(b.r);
     assert_int_equal(b.r->n_events, 1);
-    assert_string_equal(b.r->events[0]->key, "a/3");
+    assert_wire_key(b.r->events[0]->key, "a/3");
     assert_non_null(b.r->events[0]->placement);
     assert_int_equal(b.r->events[0]->placement->n_replicas, 1);
     mc_rpc_response_free(&b.r->base);
 
     static char long_prefix[MC_RPC_MAX_KEY + 2];
     memset(long_prefix, 'a', MC_RPC_MAX_KEY + 1);
-    q.placement_prefix = long_prefix;
+    q.placement_prefix = mc_wire_key_str(long_prefix);
     assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000), MC_OK);
     assert_int_equal(((McRpc__PollEventsResponse *)resp)->status, MC_ERR_INVALID_KEY);
     mc_rpc_response_free(resp);
@@ -272,7 +280,7 @@ static void test_list_objects(void **state)
             assert_int_equal(r->objects[i]->n_hosts, 1);
             assert_string_equal(r->objects[i]->segments[0], "seg0");
             assert_string_equal(r->objects[i]->hosts[0], "hostX");
-            if (!strncmp(r->objects[i]->key, "l/", 2))
+            if (r->objects[i]->key.len >= 2 && !memcmp(r->objects[i]->key.data, "l/", 2))
                 total++;
         }
         pages++;
@@ -289,12 +297,108 @@ static void test_list_objects(void **state)
     mc_rpc_client_destroy(c);
 }
 
+/* One key request (op) on a key given as bytes; returns the answer's status. */
+static int32_t key_status(mc_rpc_client_t *c, uint16_t op, ProtobufCBinaryData key)
+{
+    McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
+    q.client_id = (ProtobufCBinaryData){16, CID};
+    q.key = key;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, op, &q.base, &resp, 2000), MC_OK);
+    int32_t st = op == MC_OP_GET_REPLICA_LIST ? ((McRpc__ReplicaListResponse *)resp)->status
+                                              : ((McRpc__StatusResponse *)resp)->status;
+    mc_rpc_response_free(resp);
+    return st;
+}
+
+/* Field `name` of message descriptor d is proto bytes (a strict parser accepts any byte). */
+static void assert_bytes_field(const ProtobufCMessageDescriptor *d, const char *name)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
+    assert_non_null(f);
+    if (f->type != PROTOBUF_C_TYPE_BYTES)
+        fail_msg("%s.%s is not bytes", d->name, name);
+}
+
+/* Keys are bytes on the wire: a key that is not UTF-8 round-trips through put, get, PollEvents
+ * and ListObjects with its exact bytes, and every key field is `bytes` in the schema (a strict
+ * protobuf parser refuses non-UTF-8 in a `string`). A key with a NUL byte is refused, since the
+ * C API's keys are NUL-terminated. */
+static void test_binary_keys(void **state)
+{
+    assert_bytes_field(&mc_rpc__key_request__descriptor, "key");
+    assert_bytes_field(&mc_rpc__batch_key_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__put_start_request__descriptor, "key");
+    assert_bytes_field(&mc_rpc__put_end_request__descriptor, "key");
+    assert_bytes_field(&mc_rpc__batch_put_start_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__batch_put_end_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__batch_replica_clear_request__descriptor, "keys");
+    assert_bytes_field(&mc_rpc__kv_event__descriptor, "key");
+    assert_bytes_field(&mc_rpc__poll_events_request__descriptor, "placement_prefix");
+    assert_bytes_field(&mc_rpc__listed_object__descriptor, "key");
+
+    fixture_t *f = *state;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, NULL, &c), MC_OK);
+    mount_seg(c);
+    static const char bin[] = "bin/\xff\xfe\xc3\x28\x80"; /* invalid UTF-8 */
+    put(c, bin);
+    ProtobufCBinaryData bk = mc_wire_key(bin, sizeof(bin) - 1);
+    assert_int_equal(key_status(c, MC_OP_GET_REPLICA_LIST, bk), MC_OK);
+    assert_int_equal(key_status(c, MC_OP_EXIST_KEY, bk), MC_OK);
+    McRpc__PollEventsResponse *r = poll_ev(c, 1, 0, 0, 0);
+    assert_int_equal(r->status, MC_OK);
+    assert_int_equal(r->n_events, 1);
+    assert_wire_key(r->events[0]->key, bin);
+    mc_rpc_response_free(&r->base);
+    McRpc__ListObjectsRequest lq = MC_RPC__LIST_OBJECTS_REQUEST__INIT;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_LIST_OBJECTS, &lq.base, &resp, 2000), MC_OK);
+    McRpc__ListObjectsResponse *lr = (void *)resp;
+    assert_int_equal(lr->status, MC_OK);
+    assert_int_equal(lr->n_objects, 1);
+    assert_wire_key(lr->objects[0]->key, bin);
+    mc_rpc_response_free(resp);
+
+    /* a NUL byte inside a key, or a placement prefix, is refused */
+    ProtobufCBinaryData nul = mc_wire_key("a\0b", 3);
+    McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
+    ps.client_id = (ProtobufCBinaryData){16, CID};
+    ps.key = nul;
+    ps.value_size = 4096;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__PutStartResponse *)resp)->status, MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    assert_int_equal(key_status(c, MC_OP_GET_REPLICA_LIST, nul), MC_ERR_INVALID_KEY);
+    assert_int_equal(key_status(c, MC_OP_EXIST_KEY, nul), MC_ERR_INVALID_KEY);
+    assert_int_equal(key_status(c, MC_OP_REMOVE, nul), MC_ERR_INVALID_KEY);
+    McRpc__BatchKeyRequest bq = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    ProtobufCBinaryData two[2] = {bk, nul};
+    bq.keys = two;
+    bq.n_keys = 2;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_EXIST_KEY, &bq.base, &resp, 2000), MC_OK);
+    McRpc__BatchStatusResponse *bs = (void *)resp;
+    assert_int_equal(bs->n_statuses, 2);
+    assert_int_equal(bs->statuses[0], MC_OK);
+    assert_int_equal(bs->statuses[1], MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    McRpc__PollEventsRequest pq = MC_RPC__POLL_EVENTS_REQUEST__INIT;
+    pq.from_seq = 1;
+    pq.with_placements = 1;
+    pq.placement_prefix = nul;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &pq.base, &resp, 2000), MC_OK);
+    assert_int_equal(((McRpc__PollEventsResponse *)resp)->status, MC_ERR_INVALID_KEY);
+    mc_rpc_response_free(resp);
+    mc_rpc_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_poll_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poll_events_placements, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binary_keys, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
