@@ -16,6 +16,8 @@ typedef struct mc_master_service_opts {
     int metrics_port;             /* 9003; 0 = ephemeral; -1 = no HTTP server */
     const char *metrics_address;  /* NULL = all interfaces */
     uint32_t cron_period_ms;      /* 0 = 10 */
+    const mc_auth_t *auth;        /* RPC keyring (borrowed; outlives the service); NULL = open */
+    mc_rpc_limits_t rpc_limits;   /* RPC caps and timeouts (0 = defaults, rpc_server.h) */
     mc_master_config_t cfg;
 } mc_master_service_opts_t;
 
