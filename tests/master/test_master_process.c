@@ -355,12 +355,16 @@ static void test_bad_input_keeps_serving(void **state)
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(mp.addr, NULL, &c), MC_OK);
     for (int round = 0; round < 20; round++) {
+        /* odd rounds: junk where the handshake PROOF belongs; even: junk frames after it */
         int fd;
-        assert_int_equal(mc_net_connect("127.0.0.1", mp.port, 2000, &fd), MC_OK);
+        if (round % 2)
+            assert_int_equal(mc_net_connect("127.0.0.1", mp.port, 2000, &fd), MC_OK);
+        else
+            assert_int_equal(mc_auth_connect("127.0.0.1", mp.port, 2000, NULL, &fd), MC_OK);
         uint8_t junk[256];
         for (size_t i = 0; i < sizeof(junk); i++)
             junk[i] = (uint8_t)(i * 31 + round);
-        if (round % 3 == 0)
+        if (round % 4 == 0)
             memcpy(junk, "MCRP\x01\x00", 6); /* valid magic, garbage rest */
         ssize_t w = send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
         (void)w;
