@@ -853,3 +853,7 @@ void mc_master_service_destroy(mc_master_service_t *s)
 
 uint16_t mc_master_service_port(const mc_master_service_t *s) { return mc_rpc_server_port(s->srv); }
 uint16_t mc_master_service_metrics_port(const mc_master_service_t *s) { return s->metrics_port; }
+void mc_master_service_rpc_stats(const mc_master_service_t *s, mc_rpc_server_stats_t *out)
+{
+    mc_rpc_server_stats(s->srv, out);
+}

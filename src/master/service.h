@@ -35,6 +35,8 @@ void mc_master_service_destroy(mc_master_service_t *svc);
 
 uint16_t mc_master_service_port(const mc_master_service_t *svc);
 uint16_t mc_master_service_metrics_port(const mc_master_service_t *svc);
+/* Any thread: the RPC server's counters (also on /metrics as mc_rpc_*). */
+void mc_master_service_rpc_stats(const mc_master_service_t *svc, mc_rpc_server_stats_t *out);
 
 /* Fills a handler table for the master RPCs (used by the service and by in-process tests
  * and benchmarks that drive a private mc_rpc_server). ctx must be the mc_master_t. */
