@@ -63,7 +63,7 @@ typedef mc_status_t (*mc_rpc_handler_fn)(void *ctx, mc_rpc_call_t *call,
 
 /* Caps and timeouts of the server (0 = the default). */
 #define MC_RPC_DEFAULT_MEM_BUDGET (256ull << 20)
-#define MC_RPC_DEFAULT_CONN_OUT_CAP (8u << 20)
+#define MC_RPC_DEFAULT_CONN_OUT_CAP (1u << 20)
 #define MC_RPC_DEFAULT_BLOCKED_TIMEOUT_MS 30000u
 #define MC_RPC_DEFAULT_MAX_INFLIGHT 64u
 #define MC_RPC_DEFAULT_IDLE_TIMEOUT_MS 120000u
