@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -83,6 +84,7 @@ struct mc_rpc_server {
     uint8_t *scratch;   /* SRV_READ_CHUNK bytes */
     uint64_t buffered;  /* sum of c->acct */
     int resume;         /* a connection has frames to run after a pause: sweep now */
+    uint64_t log_next_ms, log_skipped; /* srv_log_refusal */
     /* counters (mc_rpc_server_stats) */
     _Atomic uint64_t st_conns, st_buffered, st_backpressure, st_busy, st_idle, st_slow,
         st_blocked, st_budget, st_unauth, st_auth_failed, st_refused;
@@ -111,10 +113,13 @@ static int conn_paused(const mc_rpc_server_t *s, const conn_t *c)
 static void conn_update_events(mc_rpc_server_t *s, conn_t *c)
 {
     int paused = conn_paused(s, c);
-    if (paused && !c->blocked_since_ms) {
+    /* the blocked clock also runs for a closing connection that still owes bytes */
+    int stuck = paused || (c->closing && mc_buf_unread(&c->out));
+    if (stuck && !c->blocked_since_ms) {
         c->blocked_since_ms = mc_now_ms();
-        bump(&s->st_backpressure);
-    } else if (!paused) {
+        if (paused)
+            bump(&s->st_backpressure);
+    } else if (!stuck) {
         c->blocked_since_ms = 0;
     }
     uint32_t ev = 0;
@@ -149,10 +154,25 @@ static void conn_close(mc_rpc_server_t *s, conn_t *c)
     }
 }
 
-/* Closes c for a reason counted in *counter (logged at info: the peer did something wrong). */
+/* Logs a connection closed or refused for what its peer did, at most once a second (a flood
+ * of bad connections must not flood the log; the mc_rpc_* counters count every one). */
+static void srv_log_refusal(mc_rpc_server_t *s, uint64_t conn_id, const char *why)
+{
+    uint64_t now = mc_now_ms();
+    if (now < s->log_next_ms) {
+        s->log_skipped++;
+        return;
+    }
+    MC_LOG_WARN("rpc: conn %llu closed: %s (%llu more in the last second, not logged)",
+                (unsigned long long)conn_id, why, (unsigned long long)s->log_skipped);
+    s->log_skipped = 0;
+    s->log_next_ms = now + 1000;
+}
+
+/* Closes c for a reason counted in *counter. */
 static void conn_drop(mc_rpc_server_t *s, conn_t *c, _Atomic uint64_t *counter, const char *why)
 {
-    MC_LOG_INFO("rpc: conn %llu closed: %s", (unsigned long long)c->id, why);
+    srv_log_refusal(s, c->id, why);
     bump(counter);
     conn_close(s, c);
 }
@@ -279,8 +299,9 @@ static void conn_handshake(mc_rpc_server_t *s, conn_t *c, const uint8_t *p)
     if (c->dead)
         return;
     if (st != MC_OK) {
-        MC_LOG_WARN("rpc: conn %llu: authentication failed (%s); closing",
-                    (unsigned long long)c->id, mc_status_name(st));
+        srv_log_refusal(s, c->id,
+                        st == MC_ERR_AUTH ? "authentication failed (no or wrong token)"
+                                          : "authentication failed (not a PROOF)");
         bump(&s->st_auth_failed);
         c->closing = 1;
         return;
@@ -341,23 +362,26 @@ static void conn_check_partial(mc_rpc_server_t *s, conn_t *c)
         conn_account(s, c);
         return;
     }
-    if (!c->partial_since_ms)
-        c->partial_since_ms = mc_now_ms();
     mc_rpc_hdr_t h;
     uint32_t max_body = s->o.max_body ? s->o.max_body : MC_RPC_MAX_BODY;
-    if (c->state != CONN_OPEN || have < MC_RPC_HDR_SIZE ||
-        mc_rpc_hdr_decode(mc_buf_head(&c->in), max_body, &h) != MC_OK ||
-        have >= MC_RPC_HDR_SIZE + (size_t)h.body_len) {
-        conn_account(s, c); /* handshake or header still arriving, or frames waiting (paused) */
+    bool known = c->state == CONN_OPEN && have >= MC_RPC_HDR_SIZE &&
+                 mc_rpc_hdr_decode(mc_buf_head(&c->in), max_body, &h) == MC_OK;
+    if (known && have >= MC_RPC_HDR_SIZE + (size_t)h.body_len) {
+        c->partial_since_ms = 0; /* whole frames waiting for a pause to end */
+        conn_account(s, c);
+        return;
+    }
+    if (!c->partial_since_ms)
+        c->partial_since_ms = mc_now_ms();
+    if (!known) { /* the PROOF or a header still arriving */
+        conn_account(s, c);
         return;
     }
     size_t frame = MC_RPC_HDR_SIZE + (size_t)h.body_len;
     uint64_t others = s->buffered - c->acct;
     uint64_t left = s->lim.mem_budget > others ? s->lim.mem_budget - others : 0;
     if (frame > left && frame > SRV_SMALL_FRAME) {
-        MC_LOG_WARN("rpc: conn %llu: a %zu-byte frame does not fit in the %llu bytes left of "
-                    "the request budget; refusing it and closing",
-                    (unsigned long long)c->id, frame, (unsigned long long)left);
+        srv_log_refusal(s, c->id, "a frame larger than what is left of the memory budget");
         mc_buf_reset(&c->in);
         mc_buf_trim(&c->in, 0);
         conn_reply(s, c, &h, MC_ERR_BUSY, NULL);
@@ -521,7 +545,8 @@ static void srv_accept(mc_rpc_server_t *s)
             return;
         }
         if (s->n_conns >= s->lim.max_conns && !srv_evict_unproven(s)) {
-            MC_LOG_WARN("rpc: connection limit %u reached; refusing", s->lim.max_conns);
+            srv_log_refusal(s, s->next_conn_id + 1, "refused at the connection limit (every "
+                                                     "connection is authenticated)");
             bump(&s->st_refused);
             close(fd);
             continue;
