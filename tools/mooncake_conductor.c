@@ -395,7 +395,9 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         "Live mode (--master=host:port): a thread follows the master's event stream; on a gap\n"
         "(events no longer held, master restart) it resyncs from the master's object listing;\n"
         "store keys map to block hashes (text after the last '/' as hex), host = the segment's\n"
-        "host label, tier pool. Format: docs/internals/conductor.md.",
+        "host label, tier pool. Against a master with --auth_token_file, live mode proves the\n"
+        "cluster token of the file named by MC_AUTH_TOKEN_FILE. Format:\n"
+        "docs/internals/conductor.md.",
         opt, sizeof(opt) / sizeof(opt[0])};
     return mc_config_main(&spec, argc, argv);
 }

@@ -1,6 +1,7 @@
 /* The real mooncake_master with --auth_token_file: a token file readable by others is
  * refused; without the token nothing is read, written, listed or removed over the RPC port,
- * with it everything works (flag or MC_AUTH_TOKEN_FILE); the refusals show on /metrics. Then
+ * with it everything works (flag or MC_AUTH_TOKEN_FILE); the refusals show on /metrics. A
+ * store client sets up only with the token file in its te_tuning, and then puts and gets. Then
  * the starvation attacks, each run while a well-behaved authenticated client puts and gets
  * (opening a fresh connection every 50 operations): 20 connections pipelining 3,000
  * ListObjects each and never reading; 30 connections each sending 63 MiB of a declared
@@ -18,6 +19,7 @@
 #include "common/net.h"
 #include "common/time.h"
 #include "rpc/frame.h"
+#include "mooncake/store.h"
 #include "rpc/rpc_client.h"
 #include "master_proc.h"
 
@@ -27,6 +29,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #define SECRET "integration-cluster-secret-0123"
 #define BUDGET_MB 128
@@ -196,6 +199,49 @@ static void test_token_file(void **state)
     start_master(&mp, NULL);
     unsetenv("MC_AUTH_TOKEN_FILE");
     check_refused_then_allowed(&mp, a);
+    stop_master(&mp, SIGTERM);
+    rm_wal(&mp);
+    unlink(g_token);
+    mc_auth_free(a);
+}
+
+/* A store client with a contributed segment and a placement feed (both master connections)
+ * against master mp, proving the token file `token` (NULL: none). */
+static mc_status_t open_store(const master_proc_t *mp, const char *token, mc_store_t **s_p)
+{
+    mc_te_config_t te = {.auth_token_file = token};
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .global_segment_size = 16u << 20, .protocol = "tcp",
+                             .master_server_addr = mp->addr, .placement_feed_prefix = "",
+                             .te_tuning = &te};
+    *s_p = NULL;
+    return mc_store_create(&cfg, s_p);
+}
+
+static void test_store_client_token(void **state)
+{
+    (void)state;
+    mc_auth_t *a;
+    assert_int_equal(mc_auth_from_secret(SECRET, NULL, &a), MC_OK);
+    write_token(0600);
+    static master_proc_t mp;
+    memset(&mp, 0, sizeof(mp));
+    mp.auth = a;
+    new_wal_dir(&mp);
+    char flag[128];
+    snprintf(flag, sizeof(flag), "--auth_token_file=%s", g_token);
+    start_master(&mp, flag);
+    mc_store_t *s;
+    assert_int_equal(open_store(&mp, NULL, &s), MC_ERR_AUTH);
+    assert_null(s);
+    assert_int_equal(open_store(&mp, g_token, &s), MC_OK);
+    char v[4096], out[4096];
+    memset(v, 'x', sizeof(v));
+    struct iovec in = {v, sizeof(v)}, io = {out, sizeof(out)};
+    assert_int_equal(mc_store_put(s, "store-key", &in, 1, NULL), MC_OK);
+    assert_int_equal(mc_store_get_into(s, "store-key", &io, 1), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    mc_store_destroy(s);
     stop_master(&mp, SIGTERM);
     rm_wal(&mp);
     unlink(g_token);
@@ -450,6 +496,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_token_file, teardown),
+        cmocka_unit_test_teardown(test_store_client_token, teardown),
         cmocka_unit_test_teardown(test_starvation, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
