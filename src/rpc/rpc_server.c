@@ -430,10 +430,12 @@ static void conn_read(mc_rpc_server_t *s, conn_t *c)
         conn_ingest(s, c, NULL, 0); /* frames left from a pause first */
     for (int rounds = 0; rounds < 16 && !c->dead && !c->closing && !conn_paused(s, c);
          rounds++) {
-        ssize_t n = recv(c->fd, s->scratch, SRV_READ_CHUNK, 0);
+        /* over budget: small reads, so a connection adds little before its answer pauses it */
+        size_t want = s->buffered > s->lim.mem_budget ? SRV_SMALL_FRAME : SRV_READ_CHUNK;
+        ssize_t n = recv(c->fd, s->scratch, want, 0);
         if (n > 0) {
             conn_ingest(s, c, s->scratch, (size_t)n);
-            if ((size_t)n < SRV_READ_CHUNK)
+            if ((size_t)n < want)
                 break;
             continue;
         }

@@ -16,13 +16,14 @@
  * one that has not proved within handshake_timeout_ms is closed. Without a keyring (auth NULL)
  * every well-formed PROOF passes and the peer is admin.
  *
- * Budgets (mc_rpc_limits_t; 0 = the default named there): the bytes of buffered requests and
- * queued answers of all connections are counted against mem_budget. A frame whose declared
- * size does not fit in what is left of it is refused (MC_ERR_BUSY, no body is allocated) and
- * the connection closed. A connection stops being read while its queued answers exceed
- * conn_out_cap, or while the server is over its budget and the connection holds buffered
- * bytes; one that stays stopped without its answers draining for blocked_timeout_ms is
- * closed. A request arriving while max_inflight of the connection's requests are deferred is
+ * Budgets (mc_rpc_limits_t; 0 = the default named there): the bytes of buffered requests
+ * (received, plus the rest of a declared incomplete frame) and queued answers of all
+ * connections are counted against mem_budget. A frame over 4 KiB whose declared size does not
+ * fit in what is left of it is refused (error frame MC_ERR_BUSY; nothing of its body is
+ * buffered) and the connection closed. A connection is not read (nor are its buffered frames
+ * run) while its queued answers exceed conn_out_cap, or while the server is over its budget
+ * and the connection has answers not yet delivered; one that stays so, or is closing with
+ * bytes it cannot deliver, without its answers draining for blocked_timeout_ms is closed. A request arriving while max_inflight of the connection's requests are deferred is
  * answered MC_ERR_BUSY. A connection with no complete frame for idle_timeout_ms (and nothing
  * deferred or queued) is closed, and so is one with a frame started but incomplete after
  * slow_timeout_ms. At max_conns, the oldest connection that has not completed the handshake

@@ -516,11 +516,13 @@ static void test_inflight_cap(void **state)
     mc_auth_free(a);
 }
 
-static void test_backpressure_and_blocked(void **state)
+/* A connection pipelines ListObjects and never reads the answers: it is paused (backpressure
+ * counted), the server's buffered bytes stay under `bound`, another client is served
+ * meanwhile, and the blocked timeout closes the connection. */
+static void backpressure_case(void **state, const mc_rpc_limits_t *lim, size_t bound)
 {
     mc_auth_t *a = ring(SECRET_A);
-    mc_rpc_limits_t lim = {.conn_out_cap = 64u << 10, .blocked_timeout_ms = 600};
-    assert_int_equal(fixture_start_with(state, 0, a, &lim), 0);
+    assert_int_equal(fixture_start_with(state, 0, a, lim), 0);
     fixture_t *f = *state;
     mc_rpc_client_t *c = client(f, a);
     mount_seg_labelled(c, "h");
@@ -529,7 +531,6 @@ static void test_backpressure_and_blocked(void **state)
         snprintf(key, sizeof(key), "key-%04d", i);
         assert_int_equal(put_key(c, key), MC_OK);
     }
-    /* a connection that pipelines ListObjects and never reads the answers */
     int fd = raw_connect_auth(f, a);
     int small = 4096;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
@@ -549,12 +550,9 @@ static void test_backpressure_and_blocked(void **state)
     assert_true(total > (64u << 10));
     mc_rpc_server_stats_t st = stats(f);
     assert_true(st.backpressure >= 1);
-    /* queued answers: at most the cap plus one answer plus one read's worth of requests */
-    assert_true(st.buffered_bytes < (64u << 10) + (64u << 10) + (256u << 10) + 4096);
-    /* others are served meanwhile */
-    for (int i = 0; i < 20; i++)
+    assert_true(st.buffered_bytes < bound);
+    for (int i = 0; i < 20; i++) /* others are served meanwhile */
         assert_int_equal(get_key(c, "key-0001"), MC_OK);
-    /* and the blocked connection is closed */
     uint64_t dl = mc_now_ms() + 5000;
     while (stats(f).closed_blocked == 0 && mc_now_ms() < dl)
         mc_sleep_ms(20);
@@ -564,6 +562,24 @@ static void test_backpressure_and_blocked(void **state)
     mc_rpc_client_destroy(c);
     teardown(state);
     mc_auth_free(a);
+}
+
+/* Paused by the per-connection cap on queued answers: at most the cap plus one answer plus
+ * one read's worth of requests stay buffered. */
+static void test_backpressure_conn_cap(void **state)
+{
+    mc_rpc_limits_t lim = {.conn_out_cap = 64u << 10, .blocked_timeout_ms = 600};
+    backpressure_case(state, &lim, (64u << 10) + (64u << 10) + (256u << 10) + 4096);
+}
+
+/* Paused by the server-wide budget (the connection's cap is far above it): over the budget a
+ * connection with undelivered answers is not read, so the budget is overshot by at most one
+ * answer plus one read. */
+static void test_backpressure_budget(void **state)
+{
+    mc_rpc_limits_t lim = {.mem_budget = 128u << 10, .conn_out_cap = 64u << 20,
+                           .blocked_timeout_ms = 600};
+    backpressure_case(state, &lim, (128u << 10) + (64u << 10) + (256u << 10) + 4096);
 }
 
 int main(void)
@@ -578,7 +594,8 @@ int main(void)
         cmocka_unit_test(test_idle_and_slow),
         cmocka_unit_test(test_budget_refuses_large_frame),
         cmocka_unit_test(test_inflight_cap),
-        cmocka_unit_test(test_backpressure_and_blocked),
+        cmocka_unit_test(test_backpressure_conn_cap),
+        cmocka_unit_test(test_backpressure_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
