@@ -417,14 +417,15 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         st = MC_ERR_NO_MEMORY;
         goto fail;
     }
-    if ((st = store_te_start(s, cfg)) != MC_OK)
-        goto fail;
+    /* the cluster keyring, before anything connects (the TE and the master pool) */
     const char *token_file = cfg->te_tuning ? cfg->te_tuning->auth_token_file : NULL;
     if ((st = mc_auth_load(token_file, &s->auth)) != MC_OK) {
         MC_LOG_ERROR("store setup: cannot load the token file '%s': %s", token_file,
                      mc_status_str(st));
         goto fail;
     }
+    if ((st = store_te_start(s, cfg)) != MC_OK)
+        goto fail;
     st = mc_master_client_init(&s->master, cfg->master_server_addr, cfg->rpc_timeout_ms,
                                s->client_id, s->auth);
     if (st != MC_OK)
