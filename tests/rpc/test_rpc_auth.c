@@ -548,12 +548,15 @@ static void backpressure_case(void **state, const mc_rpc_limits_t *lim, size_t b
             mc_sleep_ms(5);
     }
     assert_true(total > (64u << 10));
+    uint64_t dl = mc_now_ms() + 5000;
+    while (stats(f).backpressure == 0 && mc_now_ms() < dl)
+        mc_sleep_ms(10);
     mc_rpc_server_stats_t st = stats(f);
     assert_true(st.backpressure >= 1);
     assert_true(st.buffered_bytes < bound);
     for (int i = 0; i < 20; i++) /* others are served meanwhile */
         assert_int_equal(get_key(c, "key-0001"), MC_OK);
-    uint64_t dl = mc_now_ms() + 5000;
+    dl = mc_now_ms() + 5000;
     while (stats(f).closed_blocked == 0 && mc_now_ms() < dl)
         mc_sleep_ms(20);
     assert_int_equal(stats(f).closed_blocked, 1);
