@@ -10,6 +10,11 @@
  * of the iteration in which it closed, so no pointer to it outlives the events being
  * processed. Timeouts are checked by a sweep over all connections every SRV_SWEEP_MS.
  *
+ * Fairness: in one loop iteration a connection's requests run until their answers reach
+ * SRV_ITER_QUOTA bytes; the rest wait in its input buffer for the next iteration (s->resume
+ * makes that one start at once and its sweep run them), so a few connections pipelining
+ * costly requests delay everyone else by one bounded batch, not by all they sent.
+ *
  * Accounting: c->acct = unread input + the rest of a declared incomplete frame + unread
  * output; s->buffered is the sum over connections (kept up to date by conn_account). */
 #include "rpc/rpc_server.h"
@@ -35,6 +40,7 @@
 #define SRV_KEEP_CAP (64u << 10)    /* a drained buffer above this is freed (mc_buf_trim) */
 #define SRV_SWEEP_MS 100u           /* timeout checks */
 #define SRV_SMALL_FRAME 4096u       /* frames this small are never refused by the budget */
+#define SRV_ITER_QUOTA (256u << 10) /* answer bytes a connection may produce per iteration */
 
 enum { CONN_HANDSHAKE, CONN_OPEN };
 
@@ -51,6 +57,8 @@ typedef struct conn {
     uint64_t accepted_ms, last_frame_ms;
     uint64_t partial_since_ms; /* an incomplete frame has been waiting since; 0 = none */
     uint64_t blocked_since_ms; /* paused and not draining since; 0 = not paused */
+    uint64_t quota_iter;       /* the loop iteration quota_used counts for */
+    size_t quota_used;         /* answer bytes produced in that iteration */
     int closing;    /* flush out, then close */
     int dead;       /* closed; freed at the end of the iteration */
     int dirty;      /* in the dirty list */
@@ -84,6 +92,7 @@ struct mc_rpc_server {
     uint8_t *scratch;   /* SRV_READ_CHUNK bytes */
     uint64_t buffered;  /* sum of c->acct */
     int resume;         /* a connection has frames to run after a pause: sweep now */
+    uint64_t iter;      /* loop iterations (per-connection quotas) */
     uint64_t log_next_ms, log_skipped; /* srv_log_refusal */
     /* counters (mc_rpc_server_stats) */
     _Atomic uint64_t st_conns, st_buffered, st_backpressure, st_busy, st_idle, st_slow,
@@ -108,6 +117,13 @@ static int conn_paused(const mc_rpc_server_t *s, const conn_t *c)
 {
     size_t out = mc_buf_unread(&c->out);
     return out > s->lim.conn_out_cap || (out && s->buffered > s->lim.mem_budget);
+}
+
+/* Has c produced its share of answers in this loop iteration? Its remaining frames wait for
+ * the next one, so a few connections with costly requests cannot hold the loop for long. */
+static bool conn_over_quota(const mc_rpc_server_t *s, const conn_t *c)
+{
+    return c->quota_iter == s->iter && c->quota_used >= SRV_ITER_QUOTA;
 }
 
 static void conn_update_events(mc_rpc_server_t *s, conn_t *c)
@@ -221,6 +237,11 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
     if (resp)
         protobuf_c_message_pack(resp, c->out.data + c->out.len + MC_RPC_HDR_SIZE);
     c->out.len += MC_RPC_HDR_SIZE + blen;
+    if (c->quota_iter != s->iter) {
+        c->quota_iter = s->iter;
+        c->quota_used = 0;
+    }
+    c->quota_used += MC_RPC_HDR_SIZE + blen;
     conn_account(s, c);
     conn_mark_dirty(s, c);
 }
@@ -318,6 +339,10 @@ static size_t conn_process(mc_rpc_server_t *s, conn_t *c, const uint8_t *p, size
     uint32_t max_body = s->o.max_body ? s->o.max_body : MC_RPC_MAX_BODY;
     size_t used = 0;
     while (used < len && !c->dead && !c->closing && !conn_paused(s, c)) {
+        if (conn_over_quota(s, c)) {
+            s->resume = 1; /* the rest runs in the next iteration */
+            break;
+        }
         const uint8_t *q = p + used;
         size_t avail = len - used;
         if (c->state == CONN_HANDSHAKE) {
@@ -428,7 +453,8 @@ static void conn_read(mc_rpc_server_t *s, conn_t *c)
 {
     if (mc_buf_unread(&c->in) && !conn_paused(s, c))
         conn_ingest(s, c, NULL, 0); /* frames left from a pause first */
-    for (int rounds = 0; rounds < 16 && !c->dead && !c->closing && !conn_paused(s, c);
+    for (int rounds = 0;
+         rounds < 16 && !c->dead && !c->closing && !conn_paused(s, c) && !conn_over_quota(s, c);
          rounds++) {
         /* over budget: small reads, so a connection adds little before its answer pauses it */
         size_t want = s->buffered > s->lim.mem_budget ? SRV_SMALL_FRAME : SRV_READ_CHUNK;
@@ -657,6 +683,7 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
     s->next_cron_ms = mc_now_ms() + s->o.cron_period_ms;
     s->next_sweep_ms = mc_now_ms() + SRV_SWEEP_MS;
     while (!atomic_load(&s->stop)) {
+        s->iter++;
         uint64_t now = mc_now_ms(), next = s->next_sweep_ms;
         if (s->o.cron && s->o.cron_period_ms && s->next_cron_ms < next)
             next = s->next_cron_ms;
