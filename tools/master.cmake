@@ -1,7 +1,7 @@
 # mooncake_master program (owner: master helper).
 # --enable_http_metadata_server uses the TE module's embeddable metadata server when the te
 # module builds it (src/te/metadata_server.c in mc_te's sources).
-set(_mc_master_libs mc_master mc_rpc mc_common)
+set(_mc_master_libs mc_master mc_rpc mc_common mc_tools_common)
 set(_mc_master_meta OFF)
 if(TARGET mc_te)
   get_target_property(_mc_te_srcs mc_te SOURCES)

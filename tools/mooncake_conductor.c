@@ -16,11 +16,13 @@
  *   {"op":"resync_end","next_seq":N} / {"op":"stats"}
  * Every line is capped (--max_line_bytes) and validated; a bad line gets {"error":...} and
  * the service continues. */
+#include "common/auth.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "conductor/index.h"
 #include "conductor/router.h"
 #include "conductor/subscriber.h"
+#include "te_env.h"
 
 #include <pthread.h>
 #include <jansson.h>
@@ -41,6 +43,7 @@ typedef struct svc {
     uint64_t lines, errors;
     pthread_mutex_t mu;        /* the index: this thread vs the subscriber thread */
     mc_conductor_sub_t *sub;   /* live mode */
+    mc_auth_t *auth;           /* live mode: MC_AUTH_TOKEN_FILE's keyring, or NULL */
     /* scratch for one request */
     uint64_t *hashes;          /* MAX_HASHES */
     uint32_t *hosts;           /* MAX_HOSTS */
@@ -392,7 +395,9 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         "Live mode (--master=host:port): a thread follows the master's event stream; on a gap\n"
         "(events no longer held, master restart) it resyncs from the master's object listing;\n"
         "store keys map to block hashes (text after the last '/' as hex), host = the segment's\n"
-        "host label, tier pool. Format: docs/internals/conductor.md.",
+        "host label, tier pool. Against a master with --auth_token_file, live mode proves the\n"
+        "cluster token of the file named by MC_AUTH_TOKEN_FILE. Format:\n"
+        "docs/internals/conductor.md.",
         opt, sizeof(opt) / sizeof(opt[0])};
     return mc_config_main(&spec, argc, argv);
 }
@@ -439,7 +444,21 @@ static int svc_start(svc_t *sv, const flags_t *f)
         mc_conductor_sub_config_default(&scfg);
         scfg.master_addr = f->master;
         scfg.wait_ms = (uint32_t)f->poll_wait_ms;
-        mc_status_t st = mc_conductor_sub_create(&scfg, sv->idx, &sv->mu, &sv->sub);
+        /* the master's token file: MC_AUTH_TOKEN_FILE (tools/common/te_env) */
+        mc_te_config_t env = {0};
+        char err[256];
+        mc_status_t st = mc_tool_te_config_from_env(&env, err, sizeof(err));
+        if (st != MC_OK) {
+            fprintf(stderr, "mooncake_conductor: %s\n", err);
+            return 2;
+        }
+        if ((st = mc_auth_load(env.auth_token_file, &sv->auth)) != MC_OK) {
+            fprintf(stderr, "mooncake_conductor: cannot load MC_AUTH_TOKEN_FILE: %s\n",
+                    mc_status_str(st));
+            return 2;
+        }
+        scfg.auth = sv->auth;
+        st = mc_conductor_sub_create(&scfg, sv->idx, &sv->mu, &sv->sub);
         if (st == MC_OK)
             st = mc_conductor_sub_start(sv->sub);
         if (st != MC_OK) {
@@ -495,6 +514,7 @@ int main(int argc, char **argv)
     if (in != stdin)
         fclose(in);
     mc_conductor_sub_destroy(sv.sub); /* stops the thread first */
+    mc_auth_free(sv.auth);
     mc_conductor_index_destroy(sv.idx);
     pthread_mutex_destroy(&sv.mu);
     free(sv.hashes);

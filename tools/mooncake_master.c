@@ -5,10 +5,16 @@
  * (/var/lib/mooncake/master for root, else $XDG_STATE_HOME or ~/.local/state, + mooncake/master),
  * never the working directory; --wal_dir="" keeps metadata in memory only and says so in the
  * log. A master holds an exclusive lock on <wal_dir>/LOCK for its lifetime, so a second master
- * pointed at the same directory refuses to start instead of corrupting the log. */
+ * pointed at the same directory refuses to start instead of corrupting the log.
+ *
+ * Authentication: --auth_token_file (else MC_AUTH_TOKEN_FILE, read through tools/common/te_env)
+ * names the cluster token file; without one the RPC port accepts everyone (a warning is
+ * logged unless it is bound to loopback). The --rpc_* flags size the RPC port's budgets. */
+#include "common/auth.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "master/service.h"
+#include "te_env.h"
 #ifdef MC_HAVE_META_SERVER
 #include "te/metadata_server.h"
 #endif
@@ -113,6 +119,8 @@ static void on_signal(int sig)
 typedef struct flags {
     int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
     int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
+    int64_t rpc_max_conns, rpc_max_inflight, rpc_idle_s, rpc_slow_s, rpc_blocked_s;
+    uint64_t rpc_mem_budget, rpc_conn_out_cap;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
@@ -133,11 +141,39 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .memory_allocator = "offset", .strategy = "random",
                    .wal_dir = WAL_DIR_AUTO, .log_level = "info", .config_path = "",
                    .etcd_endpoints = "", .cluster_id = "mooncake_cluster",
-                   .auth_token_file = "", .metrics_public = false,
-                   .snapshot_bytes = 64ull << 20};
+                   .snapshot_bytes = 64ull << 20, .auth_token_file = "",
+                   .metrics_public = false,
+                   .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
+                   .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
+                   .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
+                   .rpc_slow_s = MC_RPC_DEFAULT_SLOW_TIMEOUT_MS / 1000,
+                   .rpc_blocked_s = MC_RPC_DEFAULT_BLOCKED_TIMEOUT_MS / 1000,
+                   .rpc_mem_budget = MC_RPC_DEFAULT_MEM_BUDGET,
+                   .rpc_conn_out_cap = MC_RPC_DEFAULT_CONN_OUT_CAP};
     mc_option_t opts[] = {
         {"port", MC_OPT_INT, &f->port, NULL, "RPC port", 0, 65535},
         {"rpc_address", MC_OPT_STRING, &f->rpc_address, NULL, "RPC bind address", 0, 0},
+        {"auth_token_file", MC_OPT_STRING, &f->auth_token_file, NULL,
+         "cluster token file (mode 0600; one secret per line, two lines = rotation): RPC "
+         "clients must prove a token of it, and requests to the metrics/admin HTTP port and "
+         "the HTTP metadata server must be signed (mooncake_auth_curl); \"\" = "
+         "MC_AUTH_TOKEN_FILE, else no authentication (docs/security.md)", 0, 0},
+        {"rpc_memory_budget", MC_OPT_SIZE, &f->rpc_mem_budget, NULL,
+         "bytes of buffered requests + queued answers over all RPC connections; a frame that "
+         "does not fit is refused (BUSY) and its connection closed", 0, 0},
+        {"rpc_connection_output_cap", MC_OPT_SIZE, &f->rpc_conn_out_cap, NULL,
+         "queued answer bytes past which a connection is not read until it drains", 0, 0},
+        {"rpc_blocked_timeout_sec", MC_OPT_INT, &f->rpc_blocked_s, NULL,
+         "a connection not read (answers not drained) this long is closed", 1, 86400},
+        {"rpc_max_inflight", MC_OPT_INT, &f->rpc_max_inflight, NULL,
+         "deferred requests (long polls) per connection; more are answered BUSY", 1, 1 << 20},
+        {"rpc_idle_timeout_sec", MC_OPT_INT, &f->rpc_idle_s, NULL,
+         "a connection with no request this long (and none pending) is closed", 1, 86400},
+        {"rpc_slow_timeout_sec", MC_OPT_INT, &f->rpc_slow_s, NULL,
+         "a connection with a request started but incomplete this long is closed", 1, 86400},
+        {"rpc_max_connections", MC_OPT_INT, &f->rpc_max_conns, NULL,
+         "open RPC connections; at the cap the oldest unauthenticated one is closed", 1,
+         1 << 20},
         {"rpc_thread_num", MC_OPT_INT, &f->rpc_thread_num, NULL,
          "accepted for compatibility; the object table is served by one loop thread", 0, 1024},
         {"max_threads", MC_OPT_INT, &f->max_threads, NULL,
@@ -149,9 +185,6 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "HTTP port for /metrics and the admin endpoints (/health /role /metrics/summary "
          "/query_key /batch_query_keys /get_all_keys /get_all_segments ...; -1 = off)", -1,
          65535},
-        {"auth_token_file", MC_OPT_STRING, &f->auth_token_file, "MC_AUTH_TOKEN_FILE",
-         "cluster token file (mode 0600): requests to the metrics/admin HTTP port and the HTTP "
-         "metadata server must then be signed (mooncake_auth_curl); empty = open", 0, 0},
         {"metrics_public", MC_OPT_BOOL, &f->metrics_public, NULL,
          "with --auth_token_file: still serve /metrics, /metrics/summary and /health unsigned "
          "(counts and states only; for Prometheus)", 0, 0},
@@ -277,6 +310,44 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.wal_fsync = f->wal_fsync;
     so->cfg.wal_snapshot_bytes = f->snapshot_bytes;
     so->cfg.event_buffer_size = (uint32_t)f->event_buffer;
+    if (f->rpc_mem_budget == 0 || f->rpc_conn_out_cap == 0 || f->rpc_conn_out_cap > UINT32_MAX) {
+        fprintf(stderr, "mooncake_master: --rpc_memory_budget and --rpc_connection_output_cap "
+                        "must be > 0 (and the cap < 4 GiB)\n");
+        return 2;
+    }
+    so->rpc_limits = (mc_rpc_limits_t){
+        .mem_budget = f->rpc_mem_budget, .conn_out_cap = (uint32_t)f->rpc_conn_out_cap,
+        .blocked_timeout_ms = (uint32_t)f->rpc_blocked_s * 1000,
+        .max_inflight = (uint32_t)f->rpc_max_inflight,
+        .idle_timeout_ms = (uint32_t)f->rpc_idle_s * 1000,
+        .slow_timeout_ms = (uint32_t)f->rpc_slow_s * 1000,
+        .max_conns = (uint32_t)f->rpc_max_conns};
+    return 0;
+}
+
+/* The keyring named by --auth_token_file, else MC_AUTH_TOKEN_FILE (NULL: none); 0, or main's
+ * exit status after a message. */
+static int load_auth(const flags_t *f, mc_auth_t **auth_p)
+{
+    const char *path = f->auth_token_file;
+    mc_te_config_t env = {0};
+    char err[256];
+    if (!path[0]) {
+        if (mc_tool_te_config_from_env(&env, err, sizeof(err)) != MC_OK) {
+            fprintf(stderr, "mooncake_master: %s\n", err);
+            return 2;
+        }
+        path = env.auth_token_file ? env.auth_token_file : "";
+    }
+    mc_status_t st = mc_auth_load(path, auth_p);
+    if (st != MC_OK) {
+        fprintf(stderr, "mooncake_master: cannot load the token file '%s': %s\n", path,
+                mc_status_str(st));
+        return 2;
+    }
+    if (*auth_p)
+        MC_LOG_INFO("master: RPC clients must authenticate (%u token(s) from %s)",
+                    mc_auth_key_count(*auth_p), path);
     return 0;
 }
 
@@ -289,11 +360,17 @@ int main(int argc, char **argv)
     const char *rpc_address = f.rpc_address;
     char wal_dir[4096] = "";
     mc_master_service_opts_t so;
+    mc_auth_t *auth = NULL;
     rc = service_opts(&f, wal_dir, &so);
     if (rc == 0)
+        rc = load_auth(&f, &auth);
+    so.auth = auth;
+    if (rc == 0)
         rc = prepare_wal_dir(f.wal_dir, wal_dir, sizeof(wal_dir));
-    if (rc)
+    if (rc) {
+        mc_auth_free(auth);
         return rc;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -302,19 +379,12 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    /* One keyring for the HTTP ports (admin/metrics and metadata); lives until exit. */
-    static mc_auth_t *auth;
-    mc_status_t st = mc_auth_load(f.auth_token_file, &auth);
-    if (st != MC_OK) {
-        fprintf(stderr, "mooncake_master: --auth_token_file %s: %s\n", f.auth_token_file,
-                mc_status_str(st));
-        return 2;
-    }
-    so.http_auth = auth;
+    /* one keyring for every port (RPC, metrics/admin HTTP, metadata); lives until exit */
     so.metrics_public = f.metrics_public;
-    st = mc_master_service_create(&so, &g_svc);
+    mc_status_t st = mc_master_service_create(&so, &g_svc);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
+        mc_auth_free(auth);
         return 1;
     }
 #ifdef MC_HAVE_META_SERVER

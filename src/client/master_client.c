@@ -17,12 +17,13 @@
 #include <string.h>
 
 mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint32_t timeout_ms,
-                                  const uint8_t client_id[16])
+                                  const uint8_t client_id[16], const mc_auth_t *auth)
 {
     memset(mc, 0, sizeof(*mc));
     mc->timeout_ms = timeout_ms ? timeout_ms : 5000;
     memcpy(mc->client_id, client_id, 16);
-    mc_rpc_client_opts_t opts = {.connect_timeout_ms = mc->timeout_ms < 3000 ? mc->timeout_ms : 3000};
+    mc_rpc_client_opts_t opts = {.connect_timeout_ms = mc->timeout_ms < 3000 ? mc->timeout_ms : 3000,
+                                 .auth = auth};
     for (int i = 0; i < MC_MASTER_POOL_SIZE; i++) {
         mc_status_t st = mc_rpc_client_create(addr, &opts, &mc->conns[i]);
         if (st != MC_OK) {

@@ -26,8 +26,9 @@ typedef struct mc_master_client {
                                       before the first call */
 } mc_master_client_t;
 
+/* auth: the keyring proved to the master (borrowed: must outlive mc); NULL = none. */
 mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint32_t timeout_ms,
-                                  const uint8_t client_id[16]);
+                                  const uint8_t client_id[16], const mc_auth_t *auth);
 void mc_master_client_fini(mc_master_client_t *mc);
 
 /* One call on the next pooled connection. Transport errors are retried once on a fresh

@@ -137,7 +137,8 @@ mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *mast
         MC_LOG_INFO("placement feed without the lease cache: placements are used as hints only");
     if (!(s->feed_prefix = mc_strdup(prefix)))
         return MC_ERR_NO_MEMORY;
-    mc_status_t st = mc_rpc_client_create(master_addr, NULL, &s->feed_rpc);
+    mc_rpc_client_opts_t ro = {.auth = s->auth};
+    mc_status_t st = mc_rpc_client_create(master_addr, &ro, &s->feed_rpc);
     if (st != MC_OK)
         return st;
     /* Where the stream is now, before setup returns: everything committed after that is pushed

@@ -25,6 +25,7 @@
 
 #include "client/dummy_int.h"
 #include "client/master_client.h"
+#include "common/auth.h"
 #include "client/replica_hint.h"
 #include "client/store_metrics.h"
 #include "common/net.h"
@@ -59,6 +60,9 @@ struct mc_store {
     const char *te_name;            /* owned by te */
     mc_master_client_t master;
     uint8_t client_id[16];
+    /* The cluster keyring (te_tuning->auth_token_file), loaded once at setup and borrowed by
+     * every master connection of this handle; NULL = no token. Freed last by destroy. */
+    mc_auth_t *auth;
 
     void *segment;                  /* contributed memory (TE shareable), or NULL */
     size_t segment_size;

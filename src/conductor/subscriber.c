@@ -60,7 +60,8 @@ mc_status_t mc_conductor_sub_create(const mc_conductor_sub_config_t *cfg,
     s->mu = mu;
     s->need_resync = true;
     pthread_mutex_init(&s->st_mu, NULL);
-    mc_status_t st = s->addr ? mc_rpc_client_create(s->addr, NULL, &s->cli) : MC_ERR_NO_MEMORY;
+    mc_rpc_client_opts_t ro = {.auth = cfg->auth};
+    mc_status_t st = s->addr ? mc_rpc_client_create(s->addr, &ro, &s->cli) : MC_ERR_NO_MEMORY;
     if (st != MC_OK) {
         mc_conductor_sub_destroy(s);
         return st;

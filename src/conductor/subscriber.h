@@ -31,6 +31,9 @@ typedef struct mc_conductor_sub_config {
     uint32_t page;             /* objects per ListObjects page, <= 4096 (default 4096) */
     uint32_t rpc_timeout_ms;   /* on top of wait_ms (default 3000) */
     mc_conductor_tier_t tier;  /* tier of the master's segments (default POOL) */
+    const struct mc_auth *auth; /* keyring for the master (borrowed; outlives the
+                                   subscriber); NULL = none. PollEvents and ListObjects need
+                                   a cluster (admin) token on a master with a keyring */
 } mc_conductor_sub_config_t;
 
 typedef struct mc_conductor_sub_stats {

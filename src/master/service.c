@@ -6,7 +6,7 @@
  * before each round of replies. HTTP threads never touch the core: /metrics and the summary
  * render the snapshot the cron publishes plus relaxed atomic counters, and queries are posted
  * to the loop and waited for (5 s at most; a stuck loop answers 503). With a keyring
- * (opts.http_auth) every HTTP request must be signed (common/http_auth.h), except the metrics
+ * (opts.auth) every HTTP request must be signed (common/http_auth.h), except the metrics
  * pages and /health with opts.metrics_public. Endpoints, bodies and caps:
  * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
@@ -362,6 +362,36 @@ static void value_size_histogram(mc_prom_t *b, const mc_master_metrics_t *m)
                       MC_MASTER_VALUE_SIZE_BUCKETS, m->value_size_sum, m->value_size_count);
 }
 
+/* The RPC port's connection budgets and authentication (rpc_server.h). */
+static void rpc_server_metrics(mc_prom_t *b, const mc_rpc_server_t *srv)
+{
+    mc_rpc_server_stats_t r;
+    mc_rpc_server_stats(srv, &r);
+    metric_u(b, "mc_rpc_connections", "gauge", "Open RPC connections", r.conns);
+    metric_u(b, "mc_rpc_buffered_bytes", "gauge",
+             "Bytes of buffered requests and queued answers (counted against the budget)",
+             r.buffered_bytes);
+    metric_u(b, "mc_rpc_backpressure_total", "counter",
+             "Times a connection stopped being read (answers piling up or over budget)",
+             r.backpressure);
+    metric_u(b, "mc_rpc_busy_total", "counter",
+             "Requests answered BUSY (too many deferred requests on the connection)", r.busy);
+    metric_u(b, "mc_rpc_closed_idle_total", "counter", "Connections closed idle", r.closed_idle);
+    metric_u(b, "mc_rpc_closed_slow_total", "counter",
+             "Connections closed with a frame incomplete past the slow-sender timeout",
+             r.closed_slow);
+    metric_u(b, "mc_rpc_closed_blocked_total", "counter",
+             "Connections closed for not reading their answers", r.closed_blocked);
+    metric_u(b, "mc_rpc_closed_budget_total", "counter",
+             "Connections closed for a frame over the remaining memory budget", r.closed_budget);
+    metric_u(b, "mc_rpc_closed_unauthenticated_total", "counter",
+             "Connections closed before a valid handshake (timeout or connection limit)",
+             r.closed_unauth);
+    metric_u(b, "mc_rpc_auth_failures_total", "counter", "Handshakes refused", r.auth_failed);
+    metric_u(b, "mc_rpc_refused_connections_total", "counter",
+             "Connections refused at the connection limit", r.refused);
+}
+
 static char *render_metrics(mc_master_service_t *s)
 {
     mc_master_metrics_t m;
@@ -416,6 +446,7 @@ static char *render_metrics(mc_master_service_t *s)
     metric_u(&b, "master_wal_snapshots_total", "counter", "WAL snapshots written", m.snapshots);
     metric_u(&b, "master_object_events_total", "counter",
              "Object events appended to the event log (= last event seq)", m.events);
+    rpc_server_metrics(&b, s->srv);
     /* per RPC */
     for (uint16_t op = 0; op < MC_OP_MAX; op++) {
         const mc_rpc_op_info_t *info = mc_rpc_op_info(op);
@@ -825,6 +856,9 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     so.cron = svc_cron;
     so.before_reply = svc_before_reply;
     so.on_request = svc_on_request;
+    so.auth = opts->auth;
+    so.limits = opts->rpc_limits;
+    mc_auth_warn_if_open("master RPC", so.host, opts->auth);
     st = mc_rpc_server_create(&so, &s->srv);
     if (st != MC_OK) {
         mc_master_destroy(s->m);
@@ -833,7 +867,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         return st;
     }
     if (opts->metrics_port >= 0) {
-        if (mc_http_auth_server_create(opts->http_auth, &s->http_auth) != MC_OK) {
+        if (mc_http_auth_server_create(opts->auth, &s->http_auth) != MC_OK) {
             mc_rpc_server_destroy(s->srv);
             mc_master_destroy(s->m);
             pthread_mutex_destroy(&s->summary_mu);
@@ -870,8 +904,8 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->httpd, MHD_DAEMON_INFO_BIND_PORT);
         s->metrics_port = di ? di->port : (uint16_t)opts->metrics_port;
         mc_auth_warn_if_open("master admin/metrics HTTP",
-                             bind_addr ? opts->metrics_address : "0.0.0.0", opts->http_auth);
-        if (opts->http_auth)
+                             bind_addr ? opts->metrics_address : "0.0.0.0", opts->auth);
+        if (opts->auth)
             MC_LOG_INFO("master: HTTP requests must be signed%s",
                         opts->metrics_public ? " (except /metrics, /metrics/summary, /health)"
                                              : "");
@@ -906,3 +940,7 @@ void mc_master_service_destroy(mc_master_service_t *s)
 
 uint16_t mc_master_service_port(const mc_master_service_t *s) { return mc_rpc_server_port(s->srv); }
 uint16_t mc_master_service_metrics_port(const mc_master_service_t *s) { return s->metrics_port; }
+void mc_master_service_rpc_stats(const mc_master_service_t *s, mc_rpc_server_stats_t *out)
+{
+    mc_rpc_server_stats(s->srv, out);
+}

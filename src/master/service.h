@@ -17,12 +17,13 @@ typedef struct mc_master_service_opts {
     int metrics_port;             /* 9003; 0 = ephemeral; -1 = no HTTP server */
     const char *metrics_address;  /* NULL = all interfaces */
     uint32_t cron_period_ms;      /* 0 = 10 */
-    /* HTTP port: keyring that requests must prove (HTTP challenge-response,
-     * common/http_auth.h; borrowed, must outlive the service). NULL = open. */
-    const mc_auth_t *http_auth;
-    /* With http_auth: still serve /metrics, /metrics/summary and /health to anyone (they carry
+    /* Keyring that RPC connections and HTTP requests must prove (RPC handshake, HTTP
+     * challenge-response, common/http_auth.h); borrowed, must outlive the service. NULL = open. */
+    const mc_auth_t *auth;
+    /* With auth: still serve /metrics, /metrics/summary and /health to anyone (they carry
      * counts and states only, never keys or addresses; Prometheus cannot sign). */
     bool metrics_public;
+    mc_rpc_limits_t rpc_limits;   /* RPC caps and timeouts (0 = defaults, rpc_server.h) */
     mc_master_config_t cfg;
 } mc_master_service_opts_t;
 
@@ -40,6 +41,8 @@ void mc_master_service_destroy(mc_master_service_t *svc);
 
 uint16_t mc_master_service_port(const mc_master_service_t *svc);
 uint16_t mc_master_service_metrics_port(const mc_master_service_t *svc);
+/* Any thread: the RPC server's counters (also on /metrics as mc_rpc_*). */
+void mc_master_service_rpc_stats(const mc_master_service_t *svc, mc_rpc_server_stats_t *out);
 
 /* Fills a handler table for the master RPCs (used by the service and by in-process tests
  * and benchmarks that drive a private mc_rpc_server). ctx must be the mc_master_t. */

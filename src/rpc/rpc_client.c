@@ -109,9 +109,9 @@ static mc_status_t cli_connect(mc_rpc_client_t *c)
     if (c->fd >= 0)
         return MC_OK;
     int fd;
-    mc_status_t st = mc_net_connect(c->host, c->port, c->o.connect_timeout_ms, &fd);
+    mc_status_t st = mc_auth_connect(c->host, c->port, c->o.connect_timeout_ms, c->o.auth, &fd);
     if (st != MC_OK)
-        return MC_ERR_RPC_FAIL;
+        return st == MC_ERR_AUTH ? MC_ERR_AUTH : MC_ERR_RPC_FAIL;
     mc_net_set_nonblock(fd, 1);
     c->fd = fd;
     return MC_OK;

@@ -5,6 +5,10 @@
  * A batch (mc_rpc_client_call_many) writes every request before reading, and matches the
  * answers by req_id, so N requests cost about one round trip.
  *
+ * Every connection starts with the auth handshake (mc_auth_connect with opts->auth). A server
+ * that refuses our proof, or cannot prove our secret while we hold one, fails the call with
+ * MC_ERR_AUTH (the connection is not kept; the next call tries again).
+ *
  * Failure model: a transport failure (connect refused, reset, EOF, bad frame from the server)
  * returns MC_ERR_RPC_FAIL and closes the socket; a deadline returns MC_ERR_RPC_TIMEOUT and
  * also closes the socket (late answers must not be mistaken for later calls). The next call
@@ -18,6 +22,7 @@
 #ifndef MC_RPC_CLIENT_H
 #define MC_RPC_CLIENT_H
 
+#include "common/auth.h"
 #include "mooncake/status.h"
 #include "rpc/opcodes.h"
 
@@ -27,7 +32,10 @@
 typedef struct mc_rpc_client mc_rpc_client_t;
 
 typedef struct mc_rpc_client_opts {
-    uint32_t connect_timeout_ms;  /* 0 = 3000 */
+    uint32_t connect_timeout_ms;  /* 0 = 3000; covers connect + auth handshake */
+    const mc_auth_t *auth;        /* keyring proved to the server (borrowed: must outlive the
+                                     client); NULL = no token (a server with a keyring
+                                     refuses us) */
     uint32_t max_body;            /* cap on response bodies; 0 = MC_RPC_MAX_BODY */
 } mc_rpc_client_opts_t;
 

@@ -10,6 +10,25 @@
  * the iteration), and only then write the responses. So a response is never on the wire before
  * the state change it acknowledges is durable.
  *
+ * Authentication: every accepted connection first gets the auth HELLO (common/auth.h); the
+ * first MC_AUTH_PROOF_SIZE bytes it sends are the PROOF, answered with the RESULT. Frames are
+ * read only after a valid PROOF; a bad one gets its RESULT and the connection is closed, and
+ * one that has not proved within handshake_timeout_ms is closed. Without a keyring (auth NULL)
+ * every well-formed PROOF passes and the peer is admin.
+ *
+ * Budgets (mc_rpc_limits_t; 0 = the default named there): the bytes of buffered requests
+ * (received, plus the rest of a declared incomplete frame) and queued answers of all
+ * connections are counted against mem_budget. A frame over 4 KiB whose declared size does not
+ * fit in what is left of it is refused (error frame MC_ERR_BUSY; nothing of its body is
+ * buffered) and the connection closed. A connection is not read (nor are its buffered frames
+ * run) while its queued answers exceed conn_out_cap, or while the server is over its budget
+ * and the connection has answers not yet delivered; one that stays so, or is closing with
+ * bytes it cannot deliver, without its answers draining for blocked_timeout_ms is closed. A request arriving while max_inflight of the connection's requests are deferred is
+ * answered MC_ERR_BUSY. A connection with no complete frame for idle_timeout_ms (and nothing
+ * deferred or queued) is closed, and so is one with a frame started but incomplete after
+ * slow_timeout_ms. At max_conns, the oldest connection that has not completed the handshake
+ * is closed to make room; when there is none, the new connection is refused.
+ *
  * Errors: bad magic/version or body_len over the cap -> an error frame (status
  * MC_ERR_PROTOCOL / MC_ERR_TOO_LARGE) and the connection is closed after it is flushed. Unknown
  * opcode -> error frame MC_ERR_NOT_SUPPORTED, connection kept. Undecodable body ->
@@ -19,6 +38,7 @@
 #define MC_RPC_SERVER_H
 
 #include "mooncake/status.h"
+#include "common/auth.h"
 #include "rpc/arena.h"
 #include "rpc/opcodes.h"
 
@@ -33,6 +53,7 @@ typedef struct mc_rpc_call {
     uint16_t opcode;
     uint64_t req_id;
     mc_rpc_arena_t *arena;  /* for the response message and anything it points to */
+    const mc_auth_peer_t *peer; /* who proved what on this connection; NULL = in-process caller */
 } mc_rpc_call_t;
 
 /* Handler. req is the decoded request (arena memory, borrowed for the call). On MC_OK the
@@ -40,6 +61,37 @@ typedef struct mc_rpc_call {
  * forgets it). Any other return value is sent as a header-level error with no body. */
 typedef mc_status_t (*mc_rpc_handler_fn)(void *ctx, mc_rpc_call_t *call,
                                          const ProtobufCMessage *req, ProtobufCMessage **resp_p);
+
+/* Caps and timeouts of the server (0 = the default). */
+#define MC_RPC_DEFAULT_MEM_BUDGET (256ull << 20)
+#define MC_RPC_DEFAULT_CONN_OUT_CAP (1u << 20)
+#define MC_RPC_DEFAULT_BLOCKED_TIMEOUT_MS 30000u
+#define MC_RPC_DEFAULT_MAX_INFLIGHT 64u
+#define MC_RPC_DEFAULT_IDLE_TIMEOUT_MS 120000u
+#define MC_RPC_DEFAULT_SLOW_TIMEOUT_MS 30000u
+#define MC_RPC_DEFAULT_MAX_CONNS 4096u
+typedef struct mc_rpc_limits {
+    uint64_t mem_budget;          /* bytes of buffered requests + queued answers, all conns */
+    uint32_t conn_out_cap;        /* queued answer bytes past which a conn is not read */
+    uint32_t blocked_timeout_ms;  /* not read and not draining this long -> closed */
+    uint32_t max_inflight;        /* deferred requests per conn; more -> MC_ERR_BUSY */
+    uint32_t idle_timeout_ms;     /* no complete frame this long -> closed */
+    uint32_t slow_timeout_ms;     /* a frame started, incomplete this long -> closed */
+    uint32_t handshake_timeout_ms; /* 0 = MC_AUTH_HANDSHAKE_TIMEOUT_MS */
+    uint32_t max_conns;           /* open connections */
+} mc_rpc_limits_t;
+
+/* Counters (monotonic unless noted), readable from any thread (mc_rpc_server_stats). */
+typedef struct mc_rpc_server_stats {
+    uint64_t conns;            /* open now */
+    uint64_t buffered_bytes;   /* buffered requests + queued answers now */
+    uint64_t backpressure;     /* times a connection stopped being read */
+    uint64_t busy;             /* requests answered MC_ERR_BUSY (max_inflight) */
+    uint64_t closed_idle, closed_slow, closed_blocked, closed_budget;
+    uint64_t closed_unauth;    /* no valid PROOF in time, or closed at max_conns unproven */
+    uint64_t auth_failed;      /* PROOFs refused (wrong or missing token, not a PROOF) */
+    uint64_t refused;          /* accepted and closed at max_conns (nobody unproven to close) */
+} mc_rpc_server_stats_t;
 
 typedef struct mc_rpc_server_opts {
     const char *host;          /* bind address, e.g. "0.0.0.0" */
@@ -51,7 +103,8 @@ typedef struct mc_rpc_server_opts {
     void (*before_reply)(void *ctx);           /* may be NULL */
     void (*on_request)(void *ctx, uint16_t opcode, int failed); /* counters; may be NULL */
     uint32_t max_body;         /* 0 = MC_RPC_MAX_BODY */
-    uint32_t max_conns;        /* 0 = 4096 */
+    const mc_auth_t *auth;     /* keyring (borrowed, outlives the server); NULL = open */
+    mc_rpc_limits_t limits;
 } mc_rpc_server_opts_t;
 
 /* Deferred replies (long polls). A handler that cannot answer yet returns MC_RPC_DEFERRED
@@ -74,6 +127,9 @@ uint16_t mc_rpc_server_port(const mc_rpc_server_t *srv);
 
 /* Runs the loop on the calling thread until mc_rpc_server_stop(). Returns MC_OK. */
 mc_status_t mc_rpc_server_run(mc_rpc_server_t *srv);
+
+/* Any thread: a snapshot of the counters. */
+void mc_rpc_server_stats(const mc_rpc_server_t *srv, mc_rpc_server_stats_t *out);
 
 /* Any thread, async-signal-safe: asks the loop to return. */
 void mc_rpc_server_stop(mc_rpc_server_t *srv);

@@ -35,15 +35,16 @@ static char g_dir[256], g_master_addr[64];
 static pid_t g_master, g_real;
 static uint16_t g_port;
 
-/* A mooncake_client serving dummies on a fresh port; *port_p gets it. token_file: its
- * MC_AUTH_TOKEN_FILE (NULL = none). */
-static pid_t start_real_auth(const char *tag, const char *token_file, uint16_t *port_p)
+/* A mooncake_client of master_addr serving dummies on a fresh port; *port_p gets it.
+ * token_file: its MC_AUTH_TOKEN_FILE (NULL = none). */
+static pid_t start_real_of(const char *master_addr, const char *tag, const char *token_file,
+                           uint16_t *port_p)
 {
     char bin[512], m[96], portf[32], log[320];
     uint16_t p;
     assert_int_equal(mc_net_free_port(&p), MC_OK);
     mt_bin_path("mooncake_client", bin, sizeof(bin));
-    snprintf(m, sizeof(m), "--master_server_address=%s", g_master_addr);
+    snprintf(m, sizeof(m), "--master_server_address=%s", master_addr);
     snprintf(portf, sizeof(portf), "--port=%u", p);
     snprintf(log, sizeof(log), "%s/%s.log", g_dir, tag);
     char *argv[] = {bin, m, "--global_segment_size=128MB", "--local_hostname=127.0.0.1", portf,
@@ -60,25 +61,34 @@ static pid_t start_real_auth(const char *tag, const char *token_file, uint16_t *
 
 static pid_t start_real(const char *tag, uint16_t *port_p)
 {
-    return start_real_auth(tag, NULL, port_p);
+    return start_real_of(g_master_addr, tag, NULL, port_p);
+}
+
+/* A mooncake_master on a fresh port (address into addr) with the given extra flag (NULL =
+ * none), logging to <g_dir>/<tag>.log. */
+static pid_t start_master_of(const char *tag, const char *flag, char *addr, size_t addrlen)
+{
+    char bin[512], port[32], log[320];
+    uint16_t p;
+    assert_int_equal(mc_net_free_port(&p), MC_OK);
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    snprintf(port, sizeof(port), "--port=%u", p);
+    snprintf(log, sizeof(log), "%s/%s.log", g_dir, tag);
+    char *argv[] = {bin, port, "--metrics_port=0", "--wal_dir=", "--default_kv_lease_ttl=200",
+                    (char *)flag, NULL};
+    pid_t pid = mt_spawn(argv, log);
+    assert_true(pid > 0);
+    assert_int_equal(mt_wait_log(log, "listening", 10000), 0);
+    snprintf(addr, addrlen, "127.0.0.1:%u", p);
+    return pid;
 }
 
 static int setup_all(void **state)
 {
     (void)state;
-    char bin[512], port[32], log[320];
-    uint16_t p;
-    if (mt_tmpdir(g_dir, sizeof(g_dir)) != 0 || mc_net_free_port(&p) != MC_OK)
+    if (mt_tmpdir(g_dir, sizeof(g_dir)) != 0)
         return -1;
-    mt_bin_path("mooncake_master", bin, sizeof(bin));
-    snprintf(port, sizeof(port), "--port=%u", p);
-    snprintf(log, sizeof(log), "%s/master.log", g_dir);
-    char *argv[] = {bin, port, "--metrics_port=0", "--wal_dir=", "--default_kv_lease_ttl=200",
-                    NULL};
-    g_master = mt_spawn(argv, log);
-    if (g_master <= 0 || mt_wait_log(log, "listening", 10000) != 0)
-        return -1;
-    snprintf(g_master_addr, sizeof(g_master_addr), "127.0.0.1:%u", p);
+    g_master = start_master_of("master", NULL, g_master_addr, sizeof(g_master_addr));
     g_real = start_real("real", &g_port);
     return 0;
 }
@@ -590,8 +600,12 @@ static void test_dummy_auth(void **state)
         assert_int_equal(write(fd, secrets[i], strlen(secrets[i])), (ssize_t)strlen(secrets[i]));
         close(fd);
     }
+    /* a cluster of its own: the real client proves tok_a to its master too */
+    char master_addr[64], flag[400];
+    snprintf(flag, sizeof(flag), "--auth_token_file=%s", tok_a);
+    pid_t master = start_master_of("master-auth", flag, master_addr, sizeof(master_addr));
     uint16_t port;
-    pid_t real = start_real_auth("auth", tok_a, &port);
+    pid_t real = start_real_of(master_addr, "auth", tok_a, &port);
     mc_store_t *d = NULL;
     assert_int_equal(dummy_try(port, NULL, &d), MC_ERR_AUTH);
     assert_null(d);
@@ -620,10 +634,18 @@ static void test_dummy_auth(void **state)
     }
     close(fd);
     assert_int_equal(got, MC_AUTH_HELLO_SIZE + MC_AUTH_RESULT_SIZE); /* HELLO, refusing RESULT */
-    /* the token: served (calls answered by the real client itself; a put could land on the
-     * other real client's segment, which has no token, and be refused by the transfer engine) */
+    /* the token: served, and the whole path (dummy -> real client -> master, TE) works */
     assert_int_equal(dummy_try(port, tok_a, &d), MC_OK);
     assert_int_equal(mc_store_exists(d, "auth/none"), 0);
+    char value[] = "bytes behind three authenticated hops";
+    struct iovec v = {value, sizeof(value)};
+    assert_int_equal(mc_store_put(d, "auth/k", &v, 1, NULL), MC_OK);
+    void *back = NULL;
+    size_t got_len = 0;
+    assert_int_equal(mc_store_get(d, "auth/k", &back, &got_len), MC_OK);
+    assert_int_equal(got_len, sizeof(value));
+    assert_memory_equal(back, value, sizeof(value));
+    free(back);
     mc_real_service_stats_t rs;
     assert_int_equal(mc_store_dummy_server_stats(d, &rs), MC_OK);
     assert_int_equal(rs.dummies, 1);
@@ -633,6 +655,7 @@ static void test_dummy_auth(void **state)
     assert_int_equal(dummy_try(g_port, tok_a, &d), MC_ERR_AUTH);
     assert_null(d);
     mt_stop(real, SIGTERM, 5000);
+    mt_stop(master, SIGTERM, 5000);
 }
 
 int main(void)

@@ -11,6 +11,7 @@
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
 #include "rpc/wire_key.h"
+#include "master_proc.h"
 
 #include <jansson.h>
 
@@ -24,98 +25,6 @@
 #include <sys/wait.h>
 #include <sys/prctl.h>
 #include <unistd.h>
-
-typedef struct master_proc {
-    pid_t pid;
-    uint16_t port, mport;
-    char addr[64];
-    char wal[128];
-} master_proc_t;
-
-static master_proc_t *g_live; /* killed by the teardown if a test fails midway */
-
-/* Starts the master; returns false only when may_refuse and it exited with status 2 (a flag
- * this build does not support). */
-static bool start_master_ex(master_proc_t *mp, const char *extra, bool may_refuse)
-{
-    g_live = mp;
-    const char *bindir = getenv("MC_BIN_DIR");
-    assert_non_null(bindir);
-    if (!mp->port) {
-        assert_int_equal(mc_net_free_port(&mp->port), MC_OK);
-        assert_int_equal(mc_net_free_port(&mp->mport), MC_OK);
-    }
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "exec %s/mooncake_master --rpc_address=127.0.0.1 --port=%u --metrics_port=%u "
-             "--wal_dir=%s --wal_fsync=false --log_level=warn %s",
-             bindir, mp->port, mp->mport, mp->wal, extra ? extra : "");
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int devnull = open("/dev/null", 1);
-        dup2(devnull, 1);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    mp->pid = pid;
-    snprintf(mp->addr, sizeof(mp->addr), "127.0.0.1:%u", mp->port);
-    /* poll until it answers ServiceReady */
-    mc_rpc_client_t *c;
-    assert_int_equal(mc_rpc_client_create(mp->addr, NULL, &c), MC_OK);
-    uint64_t deadline = mc_now_ms() + 10000;
-    for (;;) {
-        McRpc__ServiceReadyRequest q = MC_RPC__SERVICE_READY_REQUEST__INIT;
-        ProtobufCMessage *r;
-        if (mc_rpc_client_call(c, MC_OP_SERVICE_READY, &q.base, &r, 500) == MC_OK) {
-            mc_rpc_response_free(r);
-            break;
-        }
-        assert_true(mc_now_ms() < deadline);
-        int st;
-        if (may_refuse && waitpid(pid, &st, WNOHANG) == pid) {
-            mc_rpc_client_destroy(c);
-            mp->pid = 0;
-            assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
-            return false;
-        }
-        assert_int_equal(waitpid(pid, &st, WNOHANG), 0); /* still alive */
-        mc_sleep_ms(20);
-    }
-    mc_rpc_client_destroy(c);
-    return true;
-}
-
-static void start_master(master_proc_t *mp, const char *extra)
-{
-    start_master_ex(mp, extra, false);
-}
-
-static void stop_master(master_proc_t *mp, int sig)
-{
-    if (mp->pid <= 0)
-        return;
-    kill(mp->pid, sig);
-    int st;
-    waitpid(mp->pid, &st, 0);
-    if (sig == SIGTERM) /* clean stop */
-        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    mp->pid = 0;
-}
-
-static void new_wal_dir(master_proc_t *mp)
-{
-    snprintf(mp->wal, sizeof(mp->wal), "/tmp/mc_master_test_XXXXXX");
-    assert_non_null(mkdtemp(mp->wal));
-}
-
-static void rm_wal(master_proc_t *mp)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", mp->wal);
-    assert_int_equal(system(cmd), 0);
-}
 
 /* ---------------------------------------------------------------- tiny typed wrappers */
 
@@ -356,12 +265,16 @@ static void test_bad_input_keeps_serving(void **state)
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(mp.addr, NULL, &c), MC_OK);
     for (int round = 0; round < 20; round++) {
+        /* odd rounds: junk where the handshake PROOF belongs; even: junk frames after it */
         int fd;
-        assert_int_equal(mc_net_connect("127.0.0.1", mp.port, 2000, &fd), MC_OK);
+        if (round % 2)
+            assert_int_equal(mc_net_connect("127.0.0.1", mp.port, 2000, &fd), MC_OK);
+        else
+            assert_int_equal(mc_auth_connect("127.0.0.1", mp.port, 2000, NULL, &fd), MC_OK);
         uint8_t junk[256];
         for (size_t i = 0; i < sizeof(junk); i++)
             junk[i] = (uint8_t)(i * 31 + round);
-        if (round % 3 == 0)
+        if (round % 4 == 0)
             memcpy(junk, "MCRP\x01\x00", 6); /* valid magic, garbage rest */
         ssize_t w = send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
         (void)w;
@@ -427,35 +340,6 @@ static void test_kill9_restart(void **state)
     mc_rpc_client_destroy(a);
     stop_master(&mp, SIGTERM);
     rm_wal(&mp);
-}
-
-static int curl_get(uint16_t port, const char *path, char *out, size_t n)
-{
-    size_t len = strlen(path) + 128;
-    char *cmd = malloc(len);
-    assert_non_null(cmd);
-    snprintf(cmd, len, "curl -s -m 5 -o - -w '\\n%%{http_code}' 'http://127.0.0.1:%u%s'", port,
-             path);
-    FILE *p = popen(cmd, "r");
-    free(cmd);
-    assert_non_null(p);
-    size_t got = fread(out, 1, n - 1, p);
-    out[got] = 0;
-    pclose(p);
-    char *nl = strrchr(out, '\n');
-    if (!nl)
-        return -1;
-    int code = atoi(nl + 1);
-    *nl = 0;
-    return code;
-}
-
-static double metric_value(const char *text, const char *name)
-{
-    char pat[128];
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    const char *p = strstr(text, pat);
-    return p ? atof(p + strlen(pat)) : -1;
 }
 
 /* Waits (bounded) until metric `name` reads v: gauges and the core's counters come from the
@@ -976,21 +860,12 @@ static void test_prometheus(void **state)
     rm_wal(&mp);
 }
 
+
 static int teardown(void **state)
 {
     (void)state;
-    if (g_live && g_live->pid > 0) {
-        kill(g_live->pid, SIGKILL);
-        waitpid(g_live->pid, NULL, 0);
-        g_live->pid = 0;
-    }
-    if (g_live && g_live->wal[0]) {
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_live->wal);
-        if (system(cmd) != 0)
-            return -1;
-    }
-    g_live = NULL;
+    if (master_proc_teardown() != 0)
+        return -1;
     if (g_prom > 0) {
         kill(g_prom, SIGTERM);
         waitpid(g_prom, NULL, 0);

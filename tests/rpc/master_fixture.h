@@ -22,11 +22,16 @@ static void *run_svc(void *arg)
     return NULL;
 }
 
-/* event_buffer_size 0 keeps the master default. */
-static int fixture_start(void **state, uint32_t event_buffer_size)
+/* event_buffer_size 0 keeps the master default; auth (borrowed, may be NULL) and limits (may be
+ * NULL: defaults) go to the RPC server. */
+static int fixture_start_with(void **state, uint32_t event_buffer_size, const mc_auth_t *auth,
+                              const mc_rpc_limits_t *limits)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1};
+    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1,
+                                  .auth = auth};
+    if (limits)
+        o.rpc_limits = *limits;
     mc_master_config_default(&o.cfg);
     if (event_buffer_size)
         o.cfg.event_buffer_size = event_buffer_size;
@@ -38,6 +43,11 @@ static int fixture_start(void **state, uint32_t event_buffer_size)
     pthread_create(&f->th, NULL, run_svc, f);
     *state = f;
     return 0;
+}
+
+static inline int fixture_start(void **state, uint32_t event_buffer_size)
+{
+    return fixture_start_with(state, event_buffer_size, NULL, NULL);
 }
 
 static int teardown(void **state)

@@ -156,14 +156,14 @@ static void test_put_get_over_rpc(void **state)
     mc_rpc_client_destroy(c);
 }
 
-/* Raw socket helpers */
+/* Raw socket helpers: a connection that has passed the auth handshake (no keyring). */
 static int raw_connect(const char *addr)
 {
     char host[256];
     uint16_t port;
     assert_int_equal(mc_net_split_hostport(addr, host, &port), MC_OK);
     int fd;
-    assert_int_equal(mc_net_connect(host, port, 2000, &fd), MC_OK);
+    assert_int_equal(mc_auth_connect(host, port, 2000, NULL, &fd), MC_OK);
     return fd;
 }
 
@@ -264,11 +264,23 @@ static void test_bad_frames(void **state)
     mc_rpc_client_destroy(good);
 }
 
+/* Accepts one connection, passes its handshake (no keyring), then never answers. */
 static void *silent_server(void *arg)
 {
     int lfd = *(int *)arg;
     int fd = accept(lfd, NULL, NULL);
     char buf[4096];
+    mc_auth_server_hs_t hs;
+    uint8_t hello[MC_AUTH_HELLO_SIZE], proof[MC_AUTH_PROOF_SIZE], result[MC_AUTH_RESULT_SIZE];
+    mc_auth_server_hello(NULL, &hs, hello);
+    uint64_t dl = mc_now_ns() + 2000000000ull;
+    if (fd >= 0 && (mc_net_send_all(fd, hello, sizeof(hello), dl) != MC_OK ||
+                    mc_net_recv_all(fd, proof, sizeof(proof), dl) != MC_OK ||
+                    mc_auth_server_check(NULL, &hs, proof, result, NULL) != MC_OK ||
+                    mc_net_send_all(fd, result, sizeof(result), dl) != MC_OK)) {
+        close(fd);
+        return NULL;
+    }
     while (fd >= 0 && recv(fd, buf, sizeof(buf), 0) > 0) {
     }
     if (fd >= 0)
