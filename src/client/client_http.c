@@ -40,7 +40,7 @@ struct client_http {
     struct MHD_Daemon *d;
     mc_store_t *s;
     uint16_t port;
-    mc_auth_t *auth;               /* owned; NULL = open */
+    const mc_auth_t *auth;         /* the store's (borrowed); NULL = open */
     mc_http_auth_server_t *check;  /* request checks over auth */
     bool metrics_public;
 };
@@ -208,13 +208,11 @@ static int listen_socket(const char *host, int port, mc_status_t *st_p)
 static void http_free(client_http_t *h)
 {
     mc_http_auth_server_free(h->check);
-    mc_auth_free(h->auth);
     mc_free(h);
 }
 
 mc_status_t client_http_start(mc_store_t *s, const char *host, int port,
-                              const char *auth_token_file, bool metrics_public,
-                              client_http_t **http_p)
+                              const mc_auth_t *auth, bool metrics_public, client_http_t **http_p)
 {
     *http_p = NULL;
     if (port < 0 || port > 65535)
@@ -222,9 +220,8 @@ mc_status_t client_http_start(mc_store_t *s, const char *host, int port,
     client_http_t *h = MC_NEW(client_http_t);
     if (!h)
         return MC_ERR_NO_MEMORY;
-    mc_status_t st = mc_auth_load(auth_token_file, &h->auth);
-    if (st == MC_OK)
-        st = mc_http_auth_server_create(h->auth, &h->check);
+    h->auth = auth;
+    mc_status_t st = mc_http_auth_server_create(auth, &h->check);
     if (st != MC_OK) {
         MC_LOG_WARN("client HTTP server not started: %s", mc_status_str(st));
         http_free(h);

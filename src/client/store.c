@@ -446,8 +446,7 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
     /* A port that cannot be had leaves the client without its HTTP server, as upstream's
      * (client_http_start logged why); only a bad host or port (checked above) fails setup. */
     if (cfg->client_http_enable)
-        client_http_start(s, cfg->client_http_host, cfg->client_http_port,
-                          cfg->te_tuning ? cfg->te_tuning->auth_token_file : NULL,
+        client_http_start(s, cfg->client_http_host, cfg->client_http_port, s->auth,
                           cfg->client_http_metrics_public, &s->http);
     *store_p = s;
     return MC_OK;

@@ -9,6 +9,7 @@
 #ifndef MC_CLIENT_STORE_METRICS_H
 #define MC_CLIENT_STORE_METRICS_H
 
+#include "common/auth.h"
 #include "common/time.h"
 #include "mooncake/status.h"
 #include "rpc/opcodes.h"
@@ -86,14 +87,12 @@ struct mc_store;
 typedef struct client_http client_http_t;
 
 /* Starts serving store s on host:port (host NULL or "" = every interface, port 0 = a free
- * one). A non-empty auth_token_file is loaded (the server owns that keyring) and then every
- * request must be signed, except /metrics, /metrics/summary and /health with metrics_public.
+ * one). With a keyring (auth, borrowed: the store's, outlives the server) every request must
+ * be signed, except /metrics, /metrics/summary and /health with metrics_public.
  * MC_OK with *http_p; MC_ERR_INVALID_PARAMS for a host that is not an IPv4 address;
- * MC_ERR_BUSY when the port is taken (logged with the port); a token file's load error;
- * MC_ERR_IO otherwise. */
+ * MC_ERR_BUSY when the port is taken (logged with the port); MC_ERR_IO otherwise. */
 mc_status_t client_http_start(struct mc_store *s, const char *host, int port,
-                              const char *auth_token_file, bool metrics_public,
-                              client_http_t **http_p);
+                              const mc_auth_t *auth, bool metrics_public, client_http_t **http_p);
 /* The bound port. */
 uint16_t client_http_port(const client_http_t *h);
 /* Stops the server (waits for requests in flight) and frees it; NULL is a no-op. */
