@@ -188,9 +188,12 @@ static void *run_svc(void *arg)
     return NULL;
 }
 
-static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
+/* auth: keyring the server requires and the client proves (NULL = authentication off) */
+static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
+                      const mc_auth_t *auth)
 {
-    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1};
+    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1,
+                                  .auth = auth};
     mc_master_config_default(&o.cfg);
     /* WAL on (fdatasync group commit) so that the put figures include durability */
     char wal[] = "/tmp/mc_master_bench_wal_XXXXXX";
@@ -205,7 +208,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
     pthread_t th;
     pthread_create(&th, NULL, run_svc, svc);
     mc_rpc_client_t *c;
-    mc_rpc_client_create(addr, NULL, &c);
+    mc_rpc_client_opts_t copts = {.auth = auth};
+    mc_rpc_client_create(addr, &copts, &c);
     /* mount + fill over RPC with batched puts */
     for (int s = 0; s < 8; s++) {
         char name[32];
@@ -260,9 +264,9 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
     }
     double psecs = (double)(mc_now_ns() - tp0) / 1e9;
     printf("{\"bench\":\"master_rpc_batch_put_start_end\",\"transport\":\"tcp-loopback\","
-           "\"batch\":%d,\"objects\":%llu,\"wal\":\"fdatasync group commit\",\"seconds\":%.2f,"
+           "\"auth\":%s,\"batch\":%d,\"objects\":%llu,\"wal\":\"fdatasync group commit\",\"seconds\":%.2f,"
            "\"objects_per_s\":%.0f}\n",
-           fb, (unsigned long long)objects, psecs, (double)objects / psecs);
+           auth ? "true" : "false", fb, (unsigned long long)objects, psecs, (double)objects / psecs);
     fflush(stdout);
     /* requests prepared up front: window x batch keys */
     McRpc__BatchKeyRequest *reqs = calloc((size_t)window, sizeof(*reqs));
@@ -309,11 +313,13 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window)
         }
         double secs = (double)(mc_now_ns() - t0) / 1e9;
         double cpu = thread_cpu_s(th) - cpu0;
-        printf("{\"bench\":\"master_rpc_%s\",\"transport\":\"tcp-loopback\",\"batch\":%d,"
+        printf("{\"bench\":\"master_rpc_%s\",\"transport\":\"tcp-loopback\",\"auth\":%s,"
+               "\"batch\":%d,"
                "\"window\":%d,\"objects\":%llu,\"keys\":%llu,\"hits\":%llu,\"seconds\":%.2f,"
                "\"keys_per_s\":%.0f,\"server_loop_cpu_s\":%.2f,"
                "\"keys_per_server_cpu_s\":%.0f,\"target_keys_per_s\":1000000}\n",
-               op == 0 ? "batch_get_replica_list" : "batch_exist_key", batch, window,
+               op == 0 ? "batch_get_replica_list" : "batch_exist_key", auth ? "true" : "false",
+               batch, window,
                (unsigned long long)objects, (unsigned long long)done, (unsigned long long)hits,
                secs, (double)done / secs, cpu, cpu > 0 ? (double)done / cpu : 0);
         fflush(stdout);
@@ -333,7 +339,7 @@ int main(int argc, char **argv)
 {
     int64_t objects = 1536000, small = 200000, batch = 128, window = 8;
     double seconds = 3;
-    const char *phase = "all";
+    const char *phase = "all", *token_file = "";
     mc_option_t opts[] = {
         {"objects", MC_OPT_INT, &objects, NULL, "objects for the RSS-per-object phase", 1, 1e9},
         {"lookup-objects", MC_OPT_INT, &small, NULL, "objects the lookup phases read", 1, 1e9},
@@ -341,6 +347,9 @@ int main(int argc, char **argv)
         {"seconds", MC_OPT_DOUBLE, &seconds, NULL, "length of each timed phase", 0.1, 3600},
         {"window", MC_OPT_INT, &window, NULL, "RPC calls in flight (rpc phase)", 1, 1024},
         {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core or rpc", 0, 0},
+        {"auth_token_file", MC_OPT_STRING, &token_file, "MC_AUTH_TOKEN_FILE",
+         "rpc phase with authentication: the master requires, the client proves this token "
+         "file (docs/security.md); empty = off", 0, 0},
     };
     mc_config_spec_t spec = {"mc_master_bench",
                              "Master alone: RSS per object, batch lookups in the core and over "
@@ -359,7 +368,14 @@ int main(int argc, char **argv)
         phase_rss(objects);
     if (!strcmp(phase, "all") || !strcmp(phase, "core"))
         phase_core(small, batch, seconds);
-    if (!strcmp(phase, "all") || !strcmp(phase, "rpc"))
-        phase_rpc(small, batch, seconds, window);
+    if (!strcmp(phase, "all") || !strcmp(phase, "rpc")) {
+        mc_auth_t *auth = NULL;
+        if (mc_auth_load(token_file, &auth) != MC_OK) {
+            fprintf(stderr, "mc_master_bench: cannot load --auth_token_file %s\n", token_file);
+            return 2;
+        }
+        phase_rpc(small, batch, seconds, window, auth);
+        mc_auth_free(auth);
+    }
     return 0;
 }

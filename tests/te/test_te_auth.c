@@ -573,7 +573,12 @@ static void wait_stats(mc_te_t *te, mc_te_conn_stats_t *s, int (*ok)(const mc_te
     }
 }
 
-static int flood_displaced(const mc_te_conn_stats_t *s) { return s->displaced >= 100; }
+/* Displaced connections count as open until their loop has closed them, so the cap holds once
+ * the loops caught up, not at the instant of displacement. */
+static int flood_displaced(const mc_te_conn_stats_t *s)
+{
+    return s->displaced >= 100 && s->open <= 32;
+}
 static int flood_gone(const mc_te_conn_stats_t *s) { return s->closed_unauth >= 1 && s->open <= 8; }
 
 /* More idle unauthenticated connections than the cap (32) do not lock out a peer with the
@@ -591,8 +596,7 @@ static void test_flood_unauthenticated(void **state)
     for (int i = 0; i < FLOOD; i++)
         flood[i] = tcp_to(mc_te_local_name(srv)); /* never proves anything */
     mc_te_conn_stats_t s;
-    wait_stats(srv, &s, flood_displaced, 5000);
-    assert_true(s.open <= CAP);
+    wait_stats(srv, &s, flood_displaced, 5000); /* also: open <= CAP */
     uint64_t t0 = mc_now_ms();
     mc_te_t *cli = engine(g_tok_a, 5000, 0, 0);
     mc_te_segment_t seg;
