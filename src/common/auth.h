@@ -109,7 +109,8 @@ mc_status_t mc_auth_sign(const mc_auth_t *auth, const char *label, const void *m
 mc_status_t mc_auth_verify(const mc_auth_t *auth, const char *label, const void *msg, size_t len,
                            const uint8_t mac[MC_AUTH_MAC_SIZE], mc_auth_peer_t *peer);
 
-/* Lower-case hex of n bytes into out (2n+1 bytes); parse back (MC_ERR_INVALID_PARAMS). */
+/* Lower-case hex of n bytes into out (2n+1 bytes); parse back exactly 2n lower-case hex
+ * digits (anything else, upper case included, MC_ERR_INVALID_PARAMS). */
 void mc_auth_hex(const uint8_t *in, size_t n, char *out);
 mc_status_t mc_auth_unhex(const char *in, uint8_t *out, size_t n);
 /* n random bytes from the kernel. */

@@ -199,6 +199,8 @@ static void test_sign(void **state)
     assert_memory_equal(mac, back, sizeof(mac));
     hex[3] = 'z';
     assert_int_equal(mc_auth_unhex(hex, back, sizeof(back)), MC_ERR_INVALID_PARAMS);
+    hex[3] = 'A'; /* one spelling per value: upper case is refused */
+    assert_int_equal(mc_auth_unhex(hex, back, sizeof(back)), MC_ERR_INVALID_PARAMS);
     mc_auth_free(a);
     mc_auth_free(b);
 }
