@@ -6,8 +6,8 @@
  *                               with the same total DRAM (--pool_blocks)
  * --experiment=routing          policies x rate multipliers (--rates): goodput, TTFT
  * --experiment=pd_vs_colocated disaggregated P+D vs the same GPUs colocated, x rates
- * --experiment=cache_sweep      cache-only replay: capacities (--capacities) x LRU/LFU/FIFO
- *                               vs Belady's optimum
+ * --experiment=cache_sweep      cache-only replay: capacities (--capacities) x every
+ *                               eviction policy (--evict's list) vs Belady's optimum
  * --experiment=bandwidth_sweep  network bandwidths (--bandwidths) x fetch policy
  *                               (cost/always/never): where remote fetch stops paying off
  * --experiment=failure          index event loss with gap detection + resync vs without
@@ -372,7 +372,9 @@ static int exp_pd_vs_colocated(const opts_t *o, const mc_conductor_sim_config_t 
     return exp_finish(f, nr, "rates", rc);
 }
 
-/* --experiment=cache_sweep: cache-only replay: capacities x LRU/LFU/FIFO vs Belady. */
+/* --experiment=cache_sweep: cache-only replay: capacities x every eviction policy vs Belady.
+ * The CSV keeps its first columns (lru, lfu, fifo, belady, their prefix ratios) and appends the
+ * newer policies after them. */
 static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg,
                            const mc_conductor_trace_t *t)
 {
@@ -380,30 +382,45 @@ static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg
     double caps[64];
     int nc = parse_list(o->capacities, caps, 64);
     FILE *f = open_out(o, "cache_sweep.csv");
-    if (f)
+    enum { NP = MC_CONDUCTOR_EVICT_N };
+    if (f) {
         fprintf(f, "capacity_blocks,capacity_gib,lru,lfu,fifo,belady,lru_prefix,lfu_prefix,"
-                   "fifo_prefix\n");
+                   "fifo_prefix");
+        for (int p = 3; p < NP; p++)
+            fprintf(f, ",%s,%s_prefix", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                    mc_conductor_evict_name((mc_conductor_evict_t)p));
+        fputc('\n', f);
+    }
     double bb = mc_conductor_block_bytes(&cfg->model);
     for (int i = 0; i < nc && rc == 0; i++) {
-        mc_conductor_replay_result_t r[4];
-        for (int p = 0; p < 4 && rc == 0; p++) {
-            if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)(p < 3 ? p : 0),
-                                          p == 3, &r[p]) != MC_OK)
+        mc_conductor_replay_result_t r[NP], bel;
+        for (int p = 0; p < NP && rc == 0; p++)
+            if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)p, 0,
+                                          &r[p]) != MC_OK)
                 rc = 1;
-        }
-        if (rc)
+        if (rc || mc_conductor_cache_replay(t, 0, (size_t)caps[i], 0, 1, &bel) != MC_OK) {
+            rc = 1;
             break;
+        }
         printf("{\"experiment\":\"cache_sweep\",\"capacity_blocks\":%.0f,\"capacity_gib\":%.0f,"
-               "\"accesses\":%llu,\"lru\":%.4f,\"lfu\":%.4f,\"fifo\":%.4f,\"belady\":%.4f,"
-               "\"lru_prefix\":%.4f,\"lfu_prefix\":%.4f,\"fifo_prefix\":%.4f}\n",
-               caps[i], caps[i] * bb / GIB, (unsigned long long)r[0].accesses, r[0].hit_ratio,
-               r[1].hit_ratio, r[2].hit_ratio, r[3].hit_ratio, r[0].prefix_hit_ratio,
-               r[1].prefix_hit_ratio, r[2].prefix_hit_ratio);
-        if (f)
-            fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", caps[i],
+               "\"accesses\":%llu,\"belady\":%.4f",
+               caps[i], caps[i] * bb / GIB, (unsigned long long)r[0].accesses, bel.hit_ratio);
+        for (int p = 0; p < NP; p++)
+            printf(",\"%s\":%.4f", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                   r[p].hit_ratio);
+        for (int p = 0; p < NP; p++)
+            printf(",\"%s_prefix\":%.4f", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                   r[p].prefix_hit_ratio);
+        printf("}\n");
+        if (f) {
+            fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f", caps[i],
                     caps[i] * bb / GIB, r[0].hit_ratio, r[1].hit_ratio, r[2].hit_ratio,
-                    r[3].hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
+                    bel.hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
                     r[2].prefix_hit_ratio);
+            for (int p = 3; p < NP; p++)
+                fprintf(f, ",%.4f,%.4f", r[p].hit_ratio, r[p].prefix_hit_ratio);
+            fputc('\n', f);
+        }
     }
     return exp_finish(f, nc, "capacities", rc);
 }
@@ -502,7 +519,7 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         {"colocated", MC_OPT_BOOL, &o->colocated, NULL, "baseline: prefill+decode instances each do both", 0, 0},
         {"policy", MC_OPT_STRING, &o->policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
         {"fetch", MC_OPT_STRING, &o->fetch, NULL, "cost|always|never: remote prefix fetch policy", 0, 0},
-        {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo", 0, 0},
+        {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo|slru|s3fifo|adaptive (every cache tier)", 0, 0},
         {"local_blocks", MC_OPT_INT, &o->local_blocks, NULL, "per prefill instance private cache (512-token blocks)", 0, 4e9},
         {"pool_blocks", MC_OPT_INT, &o->pool_blocks, NULL, "shared DRAM pool capacity (blocks; 64 MiB each by default)", 0, 4e9},
         {"ssd_blocks", MC_OPT_INT, &o->ssd_blocks, NULL, "shared SSD tier capacity (blocks)", 0, 4e9},

@@ -217,26 +217,36 @@ static void on_pool_evict(void *arg, uint64_t hash, uint32_t owner)
     }
 }
 
+typedef struct resync_arg {
+    sim_t *s;
+    int tier, inst; /* inst: the local cache's instance (the pool names the owner per block) */
+} resync_arg_t;
+
+static void resync_add(void *arg, uint64_t hash, uint32_t owner)
+{
+    resync_arg_t *a = arg;
+    sim_t *s = a->s;
+    if (a->tier == MC_CONDUCTOR_TIER_LOCAL)
+        mc_conductor_index_snapshot_add(s->idx, hash, s->seg_names[s->inst[a->inst].seg_local],
+                                        s->host_names[a->inst], MC_CONDUCTOR_TIER_LOCAL);
+    else if (a->tier == MC_CONDUCTOR_TIER_POOL)
+        mc_conductor_index_snapshot_add(s->idx, hash, s->seg_names[s->inst[owner].seg_pool],
+                                        s->host_names[owner], MC_CONDUCTOR_TIER_POOL);
+    else
+        mc_conductor_index_snapshot_add(s->idx, hash, "ssd", "ssd", MC_CONDUCTOR_TIER_SSD);
+}
+
 static void do_resync(sim_t *s)
 {
     s->resync_pending = 0;
     mc_conductor_index_resync_begin(s->idx);
     for (int i = 0; i < s->ninst; i++) {
-        mc_conductor_cache_t *c = &s->inst[i].local;
-        for (size_t k = 0; k < c->n; k++)
-            mc_conductor_index_snapshot_add(s->idx, c->heap[k].hash,
-                                            s->seg_names[s->inst[i].seg_local], s->host_names[i],
-                                            MC_CONDUCTOR_TIER_LOCAL);
+        resync_arg_t a = {s, MC_CONDUCTOR_TIER_LOCAL, i};
+        mc_conductor_cache_foreach(&s->inst[i].local, resync_add, &a);
     }
-    for (size_t k = 0; k < s->pool.n; k++) {
-        uint32_t o = s->pool.heap[k].owner;
-        mc_conductor_index_snapshot_add(s->idx, s->pool.heap[k].hash,
-                                        s->seg_names[s->inst[o].seg_pool], s->host_names[o],
-                                        MC_CONDUCTOR_TIER_POOL);
-    }
-    for (size_t k = 0; k < s->ssd.n; k++)
-        mc_conductor_index_snapshot_add(s->idx, s->ssd.heap[k].hash, "ssd", "ssd",
-                                        MC_CONDUCTOR_TIER_SSD);
+    resync_arg_t ap = {s, MC_CONDUCTOR_TIER_POOL, 0}, as = {s, MC_CONDUCTOR_TIER_SSD, 0};
+    mc_conductor_cache_foreach(&s->pool, resync_add, &ap);
+    mc_conductor_cache_foreach(&s->ssd, resync_add, &as);
     mc_conductor_index_resync_end(s->idx, s->pub_seq + 1);
 }
 
