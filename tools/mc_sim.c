@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "conductor/plan.h"
 #include "conductor/sim.h"
+#include "conductor/workload.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,11 +30,13 @@
 typedef struct opts {
     const char *trace, *experiment, *out_dir, *csv, *dtype, *policy, *fetch, *evict;
     const char *rates, *capacities, *bandwidths, *policies, *log_level, *measured_store;
+    const char *workload;
     int64_t max_requests, prefill, decode, local_blocks, pool_blocks, ssd_blocks, max_batch,
-        degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens;
+        degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens,
+        probation_permille, ghost_factor;
     double time_scale, params_b, gpu_tflops, mfu, hbm_gb_s, hbm_gb, local_gib_s, net_gib_s,
         ssd_gib_s, handoff_gib_s, latency_us, ttft_slo_s, itl_slo_ms, queue_budget_s, event_loss,
-        resync_s, cdf_rate;
+        resync_s, cdf_rate, workload_scale;
     bool colocated, allow_degrade, ignore_gaps, stale_hints;
 } opts_t;
 
@@ -83,6 +86,8 @@ static int build_cfg(const opts_t *o, mc_conductor_sim_config_t *c)
     c->resync_s = o->resync_s;
     c->ignore_gaps = o->ignore_gaps;
     c->stale_hints = o->stale_hints;
+    c->evict_tuning.probation_permille = (uint32_t)o->probation_permille;
+    c->evict_tuning.ghost_factor = (uint32_t)o->ghost_factor;
     c->max_requests = (size_t)o->max_requests;
     if (o->measured_store && *o->measured_store &&
         mc_conductor_store_profile_load(o->measured_store, &c->store) != MC_OK) {
@@ -396,15 +401,18 @@ static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg
         mc_conductor_replay_result_t r[NP], bel;
         for (int p = 0; p < NP && rc == 0; p++)
             if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)p, 0,
-                                          &r[p]) != MC_OK)
+                                          &cfg->evict_tuning, &r[p]) != MC_OK)
                 rc = 1;
-        if (rc || mc_conductor_cache_replay(t, 0, (size_t)caps[i], 0, 1, &bel) != MC_OK) {
+        if (rc || mc_conductor_cache_replay(t, 0, (size_t)caps[i], 0, 1, NULL, &bel) != MC_OK) {
             rc = 1;
             break;
         }
-        printf("{\"experiment\":\"cache_sweep\",\"capacity_blocks\":%.0f,\"capacity_gib\":%.0f,"
-               "\"accesses\":%llu,\"belady\":%.4f",
-               caps[i], caps[i] * bb / GIB, (unsigned long long)r[0].accesses, bel.hit_ratio);
+        const char *src = o->workload && *o->workload ? o->workload : o->trace;
+        const char *base = strrchr(src, '/');
+        printf("{\"experiment\":\"cache_sweep\",\"trace\":\"%s\",\"capacity_blocks\":%.0f,"
+               "\"capacity_gib\":%.0f,\"accesses\":%llu,\"belady\":%.4f",
+               base ? base + 1 : src, caps[i], caps[i] * bb / GIB,
+               (unsigned long long)r[0].accesses, bel.hit_ratio);
         for (int p = 0; p < NP; p++)
             printf(",\"%s\":%.4f", mc_conductor_evict_name((mc_conductor_evict_t)p),
                    r[p].hit_ratio);
@@ -502,11 +510,13 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         .time_scale = 1, .params_b = 8.03, .gpu_tflops = 312, .mfu = 0.5, .hbm_gb_s = 2000,
         .hbm_gb = 80, .local_gib_s = 25, .net_gib_s = 20, .ssd_gib_s = 3, .handoff_gib_s = 20,
         .latency_us = 200, .ttft_slo_s = 10, .itl_slo_ms = 100, .queue_budget_s = 5,
-        .event_loss = 0, .resync_s = 1, .log_level = "error", .cdf_rate = 1.5,
+        .event_loss = 0, .resync_s = 1, .log_level = "error", .cdf_rate = 1.5, .workload = "", .workload_scale = 1.0,
         .measured_store = "",
     };
     mc_option_t opt[] = {
         {"trace", MC_OPT_STRING, &o->trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
+        {"workload", MC_OPT_STRING, &o->workload, NULL, "instead of --trace, a synthetic trace: zipf|zipf_shift|recency|scan_hot|loop|conv_short|conv_long|conv_shared|docs (src/conductor/workload.h; --seed)", 0, 0},
+        {"workload_scale", MC_OPT_DOUBLE, &o->workload_scale, NULL, "--workload: requests multiplier (1 = about 250 000 block accesses)", 1e-6, 100},
         {"experiment", MC_OPT_STRING, &o->experiment, NULL,
          "run|local_vs_global|routing|pd_vs_colocated|cache_sweep|bandwidth_sweep|failure|trace_stats", 0, 0},
         {"out_dir", MC_OPT_STRING, &o->out_dir, NULL, "directory for experiment CSV files", 0, 0},
@@ -520,6 +530,8 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         {"policy", MC_OPT_STRING, &o->policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
         {"fetch", MC_OPT_STRING, &o->fetch, NULL, "cost|always|never: remote prefix fetch policy", 0, 0},
         {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo|slru|s3fifo|adaptive (every cache tier)", 0, 0},
+        {"probation_permille", MC_OPT_INT, &o->probation_permille, NULL, "slru: probation share in permille (0 = 20); adaptive: initial share (0 = 1000)", 0, 1000},
+        {"ghost_factor", MC_OPT_INT, &o->ghost_factor, NULL, "slru/adaptive: ghost keys per cache entry (0 = 4)", 0, 64},
         {"local_blocks", MC_OPT_INT, &o->local_blocks, NULL, "per prefill instance private cache (512-token blocks)", 0, 4e9},
         {"pool_blocks", MC_OPT_INT, &o->pool_blocks, NULL, "shared DRAM pool capacity (blocks; 64 MiB each by default)", 0, 4e9},
         {"ssd_blocks", MC_OPT_INT, &o->ssd_blocks, NULL, "shared SSD tier capacity (blocks)", 0, 4e9},
@@ -587,9 +599,14 @@ int main(int argc, char **argv)
     if (o.max_requests > 0)
         lim.max_requests = (size_t)o.max_requests;
     mc_conductor_trace_t *t;
-    mc_status_t st = mc_conductor_trace_load(o.trace, &lim, &t);
+    mc_status_t st;
+    if (o.workload && *o.workload)
+        st = mc_conductor_workload_generate(o.workload, (uint64_t)o.seed, o.workload_scale, &t);
+    else
+        st = mc_conductor_trace_load(o.trace, &lim, &t);
     if (st != MC_OK) {
-        fprintf(stderr, "mc_sim: cannot load trace %s: %s\n", o.trace, mc_status_str(st));
+        fprintf(stderr, "mc_sim: cannot %s %s: %s\n", o.workload && *o.workload ? "generate workload" : "load trace",
+                o.workload && *o.workload ? o.workload : o.trace, mc_status_str(st));
         return 1;
     }
     int rc = 2;

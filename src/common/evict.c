@@ -2,7 +2,7 @@
  * (freed nodes chained through `next` for reuse), found through an open-addressing hash table
  * (linear probing, backward-shift deletion, at most half full) from key to node index; the two
  * segments are doubly linked lists threaded through the nodes by index. The ghost is a ring of
- * the last `ghost_entries` evicted keys plus a table from key to the sequence number of its
+ * the last ghost.cap evicted keys plus a table from key to the sequence number of its
  * newest ring slot, so that an overwritten ring slot forgets its key only if the key was not
  * evicted again since. */
 #include "common/evict.h"
@@ -11,16 +11,20 @@
 #include "common/buf.h"
 
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define NIL UINT32_MAX
 #define N_MINI 5
 #define MINI_MAX_SHIFT 6      /* sample at least 1/64 of the keys */
 #define MINI_TARGET 2048      /* a miniature remembers about this many entries */
+#define ADAPTIVE_INITIAL 1000
 #define SWITCH_MARGIN 1.01    /* a share must beat LRU's miniature by 1 % to be used */
-#define SLRU_DEFAULT 250
+#define SLRU_DEFAULT 20
+#define GHOST_FACTOR 4
 #define S3FIFO_SMALL_PERMILLE 100
 
-static const uint32_t mini_permille[N_MINI] = {1000, 500, 250, 100, 30};
+static const uint32_t mini_permille[N_MINI] = {1000, 500, 250, 100, 20};
 static const char *policy_names[MC_EVICT_N_POLICIES] = {"lru", "fifo", "slru", "s3fifo",
                                                         "adaptive"};
 
@@ -285,7 +289,8 @@ static void on_hit(mc_evict_cache_t *c, uint32_t i)
         if (n->freq < 3)
             n->freq++;
         break;
-    default: /* slru, adaptive */
+    default: /* slru, adaptive: freq marks an entry that was hit since it entered */
+        n->freq = 1;
         seg_move_tail(c, i, SEG_PROT);
         slru_rebalance(c);
         break;
@@ -296,10 +301,23 @@ static void on_hit(mc_evict_cache_t *c, uint32_t i)
  * keep (each such step spends an access count or a promotion, so the loop is amortised O(1)). */
 static uint32_t pick_victim(mc_evict_cache_t *c)
 {
-    if (c->cfg.policy != MC_EVICT_S3FIFO) {
-        uint32_t i = c->seg[SEG_PROB].head;
-        return i != NIL ? i : c->seg[SEG_PROT].head;
+    if (is_slru(c)) {
+        /* A probation entry that was hit (demoted while the protected share was smaller, e.g.
+         * under the LRU share) moves back while the protected segment has room. */
+        uint64_t prot_max = c->cfg.capacity - c->cfg.capacity * c->permille / 1000;
+        for (;;) {
+            uint32_t i = c->seg[SEG_PROB].head;
+            c->st.work++;
+            if (i == NIL)
+                return c->seg[SEG_PROT].head;
+            if (!c->nodes[i].freq || c->seg[SEG_PROT].units + c->nodes[i].size > prot_max)
+                return i;
+            c->nodes[i].freq = 0;
+            seg_move_tail(c, i, SEG_PROT);
+        }
     }
+    if (c->cfg.policy != MC_EVICT_S3FIFO)
+        return c->seg[SEG_PROB].head;
     uint64_t small_max = c->cfg.capacity * S3FIFO_SMALL_PERMILLE / 1000;
     for (;;) {
         c->st.work++;
@@ -361,15 +379,21 @@ static void adaptive_feed(mc_evict_cache_t *c, uint64_t key, uint64_t size)
     if (++c->window_n < c->window)
         return;
     c->window_n = 0;
-    int best = 0;
-    for (int k = 0; k < N_MINI; k++) {
+    if (getenv("EVDBG")) fprintf(stderr, "win cap %lu main_hits %lu mini %lu %lu %lu %lu %lu\n", (unsigned long)c->cfg.capacity, (unsigned long)(c->st.hits), (unsigned long)c->win_hits[0], (unsigned long)c->win_hits[1], (unsigned long)c->win_hits[2], (unsigned long)c->win_hits[3], (unsigned long)c->win_hits[4]);
+    int best = N_MINI - 1; /* ties go to the smaller share */
+    for (int k = N_MINI - 1; k >= 0; k--) {
         c->score[k] = c->score[k] / 2 + (double)c->win_hits[k];
         c->win_hits[k] = 0;
         if (c->score[k] > c->score[best])
             best = k;
     }
-    if (c->score[best] <= c->score[0] * SWITCH_MARGIN)
-        best = 0;
+    int cur = 0;
+    while (cur < N_MINI - 1 && mini_permille[cur] != c->permille)
+        cur++;
+    if (c->score[best] <= c->score[cur] * SWITCH_MARGIN)
+        best = cur;
+    if (getenv("EVDBG")) fprintf(stderr, "cap %lu hits %lu scores %.0f %.0f %.0f %.0f %.0f -> %u\n", (unsigned long)c->cfg.capacity, (unsigned long)(c->st.hits), c->score[0], c->score[1], c->score[2], c->score[3], c->score[4], mini_permille[best]);
+    if (getenv("EVFORCE")) best = atoi(getenv("EVFORCE"));
     if (c->permille != mini_permille[best]) {
         c->permille = mini_permille[best];
         c->st.switches++;
@@ -378,17 +402,18 @@ static void adaptive_feed(mc_evict_cache_t *c, uint64_t key, uint64_t size)
 
 static mc_status_t adaptive_init(mc_evict_cache_t *c)
 {
-    uint64_t entries = c->cfg.ghost_entries;
+    uint64_t entries = c->cfg.entries;
     while (c->shift < MINI_MAX_SHIFT && (entries >> c->shift) > MINI_TARGET)
         c->shift++;
     uint64_t mini_entries = entries >> c->shift ? entries >> c->shift : 1;
-    c->window = mini_entries * 8 > 2048 ? mini_entries * 8 : 2048;
+    c->window = mini_entries * 2 > 1024 ? mini_entries * 2 : 1024;
     for (int k = 0; k < N_MINI; k++) {
         mc_evict_config_t mc;
         mc_evict_config_default(&mc, c->cfg.capacity >> c->shift ? c->cfg.capacity >> c->shift : 1,
                                 MC_EVICT_SLRU);
         mc.probation_permille = mini_permille[k];
-        mc.ghost_entries = mini_entries;
+        mc.entries = mini_entries;
+        mc.ghost_factor = c->cfg.ghost_factor;
         if (mc_evict_create(&mc, &c->mini[k]) != MC_OK)
             return MC_ERR_NO_MEMORY;
     }
@@ -406,11 +431,13 @@ mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_cache_t **c_p
     if (!c)
         return MC_ERR_NO_MEMORY;
     c->cfg = *cfg;
-    if (!c->cfg.ghost_entries)
-        c->cfg.ghost_entries = c->cfg.capacity ? c->cfg.capacity : 1;
+    if (!c->cfg.entries)
+        c->cfg.entries = c->cfg.capacity ? c->cfg.capacity : 1;
+    if (!c->cfg.ghost_factor)
+        c->cfg.ghost_factor = GHOST_FACTOR;
     c->permille = cfg->probation_permille
                       ? cfg->probation_permille
-                      : (cfg->policy == MC_EVICT_SLRU ? SLRU_DEFAULT : 1000);
+                      : (cfg->policy == MC_EVICT_SLRU ? SLRU_DEFAULT : ADAPTIVE_INITIAL);
     c->free_head = NIL;
     for (int s = 0; s < 2; s++)
         c->seg[s].head = c->seg[s].tail = NIL;
@@ -418,7 +445,8 @@ mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_cache_t **c_p
                    cfg->policy == MC_EVICT_ADAPTIVE;
     mc_status_t st = map_init(&c->idx, 64);
     if (st == MC_OK && c->has_ghost) {
-        c->ghost.cap = c->cfg.ghost_entries;
+        c->ghost.cap = cfg->policy == MC_EVICT_S3FIFO ? c->cfg.entries
+                                                      : c->cfg.entries * c->cfg.ghost_factor;
         c->ghost.ring = mc_malloc(c->ghost.cap * sizeof(uint64_t));
         st = c->ghost.ring ? map_init(&c->ghost.map, 64) : MC_ERR_NO_MEMORY;
     }

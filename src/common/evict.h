@@ -9,7 +9,7 @@
  *
  *   lru       one segment; a hit moves the entry to the tail.
  *   fifo      one segment; hits change nothing.
- *   slru      probation + protected, and a ghost FIFO of recently evicted keys. A new key
+ *   slru      probation + protected, and a ghost FIFO of the last 4 * entries evicted keys. A new key
  *             enters the probation tail (a ghost hit enters the protected tail); a hit moves the
  *             entry to the protected tail; the protected segment is held to
  *             capacity * (1 - probation_permille / 1000) by moving its head to the probation
@@ -18,7 +18,7 @@
  *   s3fifo    S3-FIFO (Yang et al., SOSP'23): a small FIFO (10 % of capacity) and a main FIFO
  *             with 2-bit access counts and reinsertion; keys leaving the small FIFO without a
  *             hit go to the ghost, ghost hits enter main.
- *   adaptive  slru whose probation share is chosen online among {100, 50, 25, 10, 3} % by
+ *   adaptive  slru whose probation share is chosen online among {100, 50, 25, 10, 2} % by
  *             miniature simulations (Waldspurger et al., ATC'17): one scaled-down slru per
  *             share sees the accesses of a hash-sampled subset of keys with capacity scaled by
  *             the sampling rate; after every window the main cache takes the share whose
@@ -58,8 +58,10 @@ typedef void (*mc_evict_fn)(void *arg, uint64_t key, uint32_t owner);
 typedef struct mc_evict_config {
     uint64_t capacity;           /* units; 0 = a valid, always-empty cache */
     mc_evict_policy_t policy;
-    uint32_t probation_permille; /* slru: probation share (0 = 250); adaptive: initial (1000) */
-    uint64_t ghost_entries;      /* keys the ghost remembers; 0 = capacity (unit-size entries) */
+    uint32_t probation_permille; /* slru: probation share (0 = 20); adaptive: initial (1000) */
+    uint64_t entries;            /* expected resident entries; 0 = capacity (unit-size entries) */
+    uint32_t ghost_factor;       /* slru, adaptive: the ghost remembers ghost_factor * entries
+                                  * keys (0 = 4); s3fifo always remembers `entries` keys */
     mc_evict_fn on_evict;        /* optional */
     void *evict_arg;             /* borrowed */
 } mc_evict_config_t;

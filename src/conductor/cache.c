@@ -47,6 +47,14 @@ mc_status_t mc_conductor_cache_init(mc_conductor_cache_t *c, size_t capacity,
                                     mc_conductor_evict_t policy, mc_conductor_evict_fn on_evict,
                                     void *arg)
 {
+    return mc_conductor_cache_init_tuned(c, capacity, policy, NULL, on_evict, arg);
+}
+
+mc_status_t mc_conductor_cache_init_tuned(mc_conductor_cache_t *c, size_t capacity,
+                                          mc_conductor_evict_t policy,
+                                          const mc_conductor_evict_tuning_t *tune,
+                                          mc_conductor_evict_fn on_evict, void *arg)
+{
     memset(c, 0, sizeof(*c));
     if ((unsigned)policy >= MC_CONDUCTOR_EVICT_N)
         return MC_ERR_INVALID_PARAMS;
@@ -57,6 +65,10 @@ mc_status_t mc_conductor_cache_init(mc_conductor_cache_t *c, size_t capacity,
     if (policy != MC_CONDUCTOR_EVICT_LFU) {
         mc_evict_config_t ec;
         mc_evict_config_default(&ec, capacity, module_policy[policy]);
+        if (tune) {
+            ec.probation_permille = tune->probation_permille;
+            ec.ghost_factor = tune->ghost_factor;
+        }
         ec.on_evict = module_evicted;
         ec.evict_arg = c;
         return mc_evict_create(&ec, &c->ev);

@@ -51,7 +51,18 @@ typedef struct mc_conductor_cache {
 const char *mc_conductor_evict_name(mc_conductor_evict_t p);
 mc_status_t mc_conductor_evict_parse(const char *s, mc_conductor_evict_t *p_p);
 
-/* capacity 0 is a valid, always-empty cache. on_evict may be NULL; arg is borrowed. */
+/* Parameters of the shared module's slru and adaptive policies; 0 = the module's default
+ * (mc_evict_config_t: probation_permille, ghost_factor). */
+typedef struct mc_conductor_evict_tuning {
+    uint32_t probation_permille, ghost_factor;
+} mc_conductor_evict_tuning_t;
+
+/* capacity 0 is a valid, always-empty cache. on_evict may be NULL; arg is borrowed. tune may
+ * be NULL (defaults). */
+mc_status_t mc_conductor_cache_init_tuned(mc_conductor_cache_t *c, size_t capacity,
+                                          mc_conductor_evict_t policy,
+                                          const mc_conductor_evict_tuning_t *tune,
+                                          mc_conductor_evict_fn on_evict, void *arg);
 mc_status_t mc_conductor_cache_init(mc_conductor_cache_t *c, size_t capacity,
                                     mc_conductor_evict_t policy, mc_conductor_evict_fn on_evict,
                                     void *arg);

@@ -710,10 +710,10 @@ static mc_status_t sim_setup(sim_t *s, const mc_conductor_trace_t *trace,
         return MC_ERR_NO_MEMORY;
     s->pool_arg = (cache_arg_t){s, -1};
     s->ssd_arg = (cache_arg_t){s, -2};
-    if (mc_conductor_cache_init(&s->pool, (size_t)cfg->pool_blocks, cfg->evict, on_pool_evict,
-                                &s->pool_arg) != MC_OK ||
-        mc_conductor_cache_init(&s->ssd, (size_t)cfg->ssd_blocks, cfg->evict, on_ssd_evict,
-                                &s->ssd_arg) != MC_OK)
+    if (mc_conductor_cache_init_tuned(&s->pool, (size_t)cfg->pool_blocks, cfg->evict,
+                                      &cfg->evict_tuning, on_pool_evict, &s->pool_arg) != MC_OK ||
+        mc_conductor_cache_init_tuned(&s->ssd, (size_t)cfg->ssd_blocks, cfg->evict,
+                                      &cfg->evict_tuning, on_ssd_evict, &s->ssd_arg) != MC_OK)
         return MC_ERR_NO_MEMORY;
     snprintf(s->seg_names[s->ninst * 2], 32, "ssd");
     return MC_OK;
@@ -731,8 +731,10 @@ static mc_status_t sim_setup_instances(sim_t *s)
         in->batch = mc_calloc((size_t)cfg->max_batch, sizeof(int));
         in->local_arg = (cache_arg_t){s, i};
         if (!in->batch ||
-            mc_conductor_cache_init(&in->local, in->can_prefill ? (size_t)cfg->local_blocks : 0,
-                                    cfg->evict, on_local_evict, &in->local_arg) != MC_OK)
+            mc_conductor_cache_init_tuned(&in->local,
+                                          in->can_prefill ? (size_t)cfg->local_blocks : 0,
+                                          cfg->evict, &cfg->evict_tuning, on_local_evict,
+                                          &in->local_arg) != MC_OK)
             return MC_ERR_NO_MEMORY;
         snprintf(s->host_names[i], 32, "h%d", i);
         snprintf(s->seg_names[2 * i], 32, "h%d/local", i);
@@ -927,6 +929,7 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
 
 mc_status_t mc_conductor_cache_replay(const mc_conductor_trace_t *trace, size_t max_requests,
                                       size_t capacity, mc_conductor_evict_t policy, int belady,
+                                      const mc_conductor_evict_tuning_t *tune,
                                       mc_conductor_replay_result_t *res)
 {
     memset(res, 0, sizeof(*res));
@@ -953,7 +956,7 @@ mc_status_t mc_conductor_cache_replay(const mc_conductor_trace_t *trace, size_t 
         st = mc_conductor_belady_hits(seq, n, capacity, &res->hits);
     } else {
         mc_conductor_cache_t c;
-        st = mc_conductor_cache_init(&c, capacity, policy, NULL, NULL);
+        st = mc_conductor_cache_init_tuned(&c, capacity, policy, tune, NULL, NULL);
         if (st == MC_OK) {
             size_t pos = 0;
             for (size_t k = 0; k < nreq; k++) {

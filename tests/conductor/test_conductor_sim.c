@@ -128,10 +128,10 @@ static void test_hit_ratio_bounds(void **state)
     size_t caps[] = {100, 1000, 5000, 20000};
     for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
         mc_conductor_replay_result_t bel, r;
-        assert_int_equal(mc_conductor_cache_replay(trace, 0, caps[i], 0, 1, &bel), MC_OK);
+        assert_int_equal(mc_conductor_cache_replay(trace, 0, caps[i], 0, 1, NULL, &bel), MC_OK);
         assert_true(bel.hits <= ts.blocks_requested - ts.blocks_distinct);
         for (int p = 0; p < 3; p++) {
-            assert_int_equal(mc_conductor_cache_replay(trace, 0, caps[i], (mc_conductor_evict_t)p, 0, &r), MC_OK);
+            assert_int_equal(mc_conductor_cache_replay(trace, 0, caps[i], (mc_conductor_evict_t)p, 0, NULL, &r), MC_OK);
             assert_true(r.hits <= bel.hits);
             assert_true(r.prefix_hits <= r.hits);
         }
@@ -147,9 +147,9 @@ static void test_hit_ratio_bounds(void **state)
     }
     /* unbounded: everything seen before hits */
     mc_conductor_replay_result_t r;
-    assert_int_equal(mc_conductor_cache_replay(trace, 0, ts.blocks_distinct, 0, 0, &r), MC_OK);
+    assert_int_equal(mc_conductor_cache_replay(trace, 0, ts.blocks_distinct, 0, 0, NULL, &r), MC_OK);
     assert_int_equal(r.hits, ts.blocks_requested - ts.blocks_distinct);
-    assert_int_equal(mc_conductor_cache_replay(trace, 0, ts.blocks_distinct, 0, 1, &r), MC_OK);
+    assert_int_equal(mc_conductor_cache_replay(trace, 0, ts.blocks_distinct, 0, 1, NULL, &r), MC_OK);
     assert_int_equal(r.hits, ts.blocks_requested - ts.blocks_distinct);
 }
 
