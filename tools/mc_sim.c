@@ -529,7 +529,7 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         {"colocated", MC_OPT_BOOL, &o->colocated, NULL, "baseline: prefill+decode instances each do both", 0, 0},
         {"policy", MC_OPT_STRING, &o->policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
         {"fetch", MC_OPT_STRING, &o->fetch, NULL, "cost|always|never: remote prefix fetch policy", 0, 0},
-        {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo|slru|s3fifo|adaptive (every cache tier)", 0, 0},
+        {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo|slru|s3fifo|adaptive|slru_tinylfu (every cache tier)", 0, 0},
         {"probation_permille", MC_OPT_INT, &o->probation_permille, NULL, "slru: probation share in permille (0 = 20); adaptive: initial share (0 = 1000)", 0, 1000},
         {"ghost_factor", MC_OPT_INT, &o->ghost_factor, NULL, "slru/adaptive: ghost keys per cache entry (0 = 4)", 0, 64},
         {"local_blocks", MC_OPT_INT, &o->local_blocks, NULL, "per prefill instance private cache (512-token blocks)", 0, 4e9},

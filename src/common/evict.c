@@ -11,11 +11,9 @@
 #include "common/buf.h"
 
 #include <string.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #define NIL UINT32_MAX
-#define N_MINI 5
+#define N_MINI 9
 #define MINI_MAX_SHIFT 6      /* sample at least 1/64 of the keys */
 #define MINI_TARGET 2048      /* a miniature remembers about this many entries */
 #define ADAPTIVE_INITIAL 1000
@@ -24,9 +22,14 @@
 #define GHOST_FACTOR 4
 #define S3FIFO_SMALL_PERMILLE 100
 
-static const uint32_t mini_permille[N_MINI] = {1000, 500, 250, 100, 20};
-static const char *policy_names[MC_EVICT_N_POLICIES] = {"lru", "fifo", "slru", "s3fifo",
-                                                        "adaptive"};
+/* adaptive's candidates: probation share and frequency filter; the first is LRU */
+static const struct {
+    uint16_t permille;
+    uint8_t filter;
+} cand[N_MINI] = {{1000, 0}, {500, 0}, {250, 0}, {100, 0}, {20, 0},
+                  {500, 1},  {250, 1}, {100, 1}, {20, 1}};
+static const char *policy_names[MC_EVICT_N_POLICIES] = {"lru",    "fifo",     "slru",
+                                                        "s3fifo", "adaptive", "slru_tinylfu"};
 
 enum { SEG_PROB = 0, SEG_PROT = 1 };
 
@@ -52,6 +55,15 @@ typedef struct seglist {
     uint64_t units, n;
 } seglist_t;
 
+/* Count-min sketch of access frequency (TinyLFU, Einziger et al., ACM ToS 2017): 4 rows of
+ * 4-bit counters (one byte each here) over `width` columns; every counter is halved after
+ * 10 * width increments, so estimates follow the recent past. */
+typedef struct sketch {
+    uint8_t *cnt;        /* 4 * width */
+    uint64_t mask;       /* width - 1 */
+    uint64_t adds, reset_at;
+} sketch_t;
+
 typedef struct ghost {
     uint64_t *ring;
     uint64_t cap, seq; /* next insertion's sequence number; its slot is seq % cap */
@@ -67,6 +79,8 @@ struct mc_evict_cache {
     seglist_t seg[2];
     ghost_t ghost;
     int has_ghost;
+    sketch_t freq;       /* slru_tinylfu, adaptive */
+    int filter;          /* the sketch filters promotions (slru_tinylfu; adaptive's choice) */
     uint64_t used;
     uint32_t permille;
     mc_evict_stats_t st;
@@ -220,6 +234,49 @@ static int ghost_take(mc_evict_cache_t *c, uint64_t key)
     return 1;
 }
 
+/* ---- frequency sketch ---- */
+
+static mc_status_t sketch_init(sketch_t *k, uint64_t entries)
+{
+    uint64_t w = 64;
+    while (w < entries)
+        w <<= 1;
+    k->cnt = mc_calloc(4 * w, 1);
+    k->mask = w - 1;
+    k->reset_at = 10 * w;
+    return k->cnt ? MC_OK : MC_ERR_NO_MEMORY;
+}
+
+static void sketch_add(mc_evict_cache_t *c, uint64_t key)
+{
+    sketch_t *k = &c->freq;
+    if (!k->cnt)
+        return;
+    uint64_t h = mix64(key ^ 0x5bd1e9955bd1e995ULL), w = k->mask + 1;
+    for (int r = 0; r < 4; r++) {
+        uint8_t *x = &k->cnt[r * w + ((h >> (16 * r)) & k->mask)];
+        if (*x < 15)
+            (*x)++;
+    }
+    if (++k->adds < k->reset_at)
+        return;
+    for (uint64_t i = 0; i < 4 * w; i++) /* 4 * width steps every 10 * width adds */
+        k->cnt[i] >>= 1;
+    c->st.work += 4 * w;
+    k->adds /= 2;
+}
+
+static unsigned sketch_est(const sketch_t *k, uint64_t key)
+{
+    uint64_t h = mix64(key ^ 0x5bd1e9955bd1e995ULL), w = k->mask + 1;
+    unsigned m = 15;
+    for (int r = 0; r < 4; r++) {
+        unsigned x = k->cnt[r * w + ((h >> (16 * r)) & k->mask)];
+        m = x < m ? x : m;
+    }
+    return m;
+}
+
 /* ---- segments ---- */
 
 static void seg_unlink(mc_evict_cache_t *c, uint32_t i)
@@ -264,16 +321,32 @@ static void seg_move_tail(mc_evict_cache_t *c, uint32_t i, int seg)
 
 static int is_slru(const mc_evict_cache_t *c)
 {
-    return c->cfg.policy == MC_EVICT_SLRU || c->cfg.policy == MC_EVICT_ADAPTIVE;
+    return c->cfg.policy == MC_EVICT_SLRU || c->cfg.policy == MC_EVICT_SLRU_TINYLFU ||
+           c->cfg.policy == MC_EVICT_ADAPTIVE;
+}
+
+static uint64_t prot_max(const mc_evict_cache_t *c)
+{
+    return c->cfg.capacity - c->cfg.capacity * c->permille / 1000;
 }
 
 /* slru: hold the protected segment to its share, moving at most two entries per call (a
  * change of share drains over the following operations). */
 static void slru_rebalance(mc_evict_cache_t *c)
 {
-    uint64_t prot_max = c->cfg.capacity - c->cfg.capacity * c->permille / 1000;
-    for (int k = 0; k < 2 && c->seg[SEG_PROT].n && c->seg[SEG_PROT].units > prot_max; k++)
+    uint64_t pmax = prot_max(c);
+    for (int k = 0; k < 2 && c->seg[SEG_PROT].n && c->seg[SEG_PROT].units > pmax; k++)
         seg_move_tail(c, c->seg[SEG_PROT].head, SEG_PROB);
+}
+
+/* slru: may key (of size units) enter the protected segment? Yes while it has room; when full,
+ * only if the sketch counts key as more frequent than the protected head it would push out. */
+static int prot_admit(const mc_evict_cache_t *c, uint64_t key, uint64_t size)
+{
+    uint32_t v = c->seg[SEG_PROT].head;
+    if (!c->filter || v == NIL || c->seg[SEG_PROT].units + size <= prot_max(c))
+        return 1;
+    return sketch_est(&c->freq, key) > sketch_est(&c->freq, c->nodes[v].key);
 }
 
 static void on_hit(mc_evict_cache_t *c, uint32_t i)
@@ -291,6 +364,10 @@ static void on_hit(mc_evict_cache_t *c, uint32_t i)
         break;
     default: /* slru, adaptive: freq marks an entry that was hit since it entered */
         n->freq = 1;
+        if (n->seg == SEG_PROB && !prot_admit(c, n->key, n->size)) {
+            seg_move_tail(c, i, SEG_PROB);
+            break;
+        }
         seg_move_tail(c, i, SEG_PROT);
         slru_rebalance(c);
         break;
@@ -304,13 +381,13 @@ static uint32_t pick_victim(mc_evict_cache_t *c)
     if (is_slru(c)) {
         /* A probation entry that was hit (demoted while the protected share was smaller, e.g.
          * under the LRU share) moves back while the protected segment has room. */
-        uint64_t prot_max = c->cfg.capacity - c->cfg.capacity * c->permille / 1000;
+        uint64_t pmax = prot_max(c);
         for (;;) {
             uint32_t i = c->seg[SEG_PROB].head;
             c->st.work++;
             if (i == NIL)
                 return c->seg[SEG_PROT].head;
-            if (!c->nodes[i].freq || c->seg[SEG_PROT].units + c->nodes[i].size > prot_max)
+            if (!c->nodes[i].freq || c->seg[SEG_PROT].units + c->nodes[i].size > pmax)
                 return i;
             c->nodes[i].freq = 0;
             seg_move_tail(c, i, SEG_PROT);
@@ -379,23 +456,22 @@ static void adaptive_feed(mc_evict_cache_t *c, uint64_t key, uint64_t size)
     if (++c->window_n < c->window)
         return;
     c->window_n = 0;
-    if (getenv("EVDBG")) fprintf(stderr, "win cap %lu main_hits %lu mini %lu %lu %lu %lu %lu\n", (unsigned long)c->cfg.capacity, (unsigned long)(c->st.hits), (unsigned long)c->win_hits[0], (unsigned long)c->win_hits[1], (unsigned long)c->win_hits[2], (unsigned long)c->win_hits[3], (unsigned long)c->win_hits[4]);
-    int best = N_MINI - 1; /* ties go to the smaller share */
+    /* ties go to the later candidate (smaller share, filter on); keep the current one unless
+     * another beat it by SWITCH_MARGIN */
+    int best = N_MINI - 1, cur = N_MINI - 1;
     for (int k = N_MINI - 1; k >= 0; k--) {
         c->score[k] = c->score[k] / 2 + (double)c->win_hits[k];
         c->win_hits[k] = 0;
         if (c->score[k] > c->score[best])
             best = k;
     }
-    int cur = 0;
-    while (cur < N_MINI - 1 && mini_permille[cur] != c->permille)
-        cur++;
+    while (cur > 0 && !(cand[cur].permille == c->permille && cand[cur].filter == c->filter))
+        cur--;
     if (c->score[best] <= c->score[cur] * SWITCH_MARGIN)
         best = cur;
-    if (getenv("EVDBG")) fprintf(stderr, "cap %lu hits %lu scores %.0f %.0f %.0f %.0f %.0f -> %u\n", (unsigned long)c->cfg.capacity, (unsigned long)(c->st.hits), c->score[0], c->score[1], c->score[2], c->score[3], c->score[4], mini_permille[best]);
-    if (getenv("EVFORCE")) best = atoi(getenv("EVFORCE"));
-    if (c->permille != mini_permille[best]) {
-        c->permille = mini_permille[best];
+    if (best != cur) {
+        c->permille = cand[best].permille;
+        c->filter = cand[best].filter;
         c->st.switches++;
     }
 }
@@ -410,8 +486,8 @@ static mc_status_t adaptive_init(mc_evict_cache_t *c)
     for (int k = 0; k < N_MINI; k++) {
         mc_evict_config_t mc;
         mc_evict_config_default(&mc, c->cfg.capacity >> c->shift ? c->cfg.capacity >> c->shift : 1,
-                                MC_EVICT_SLRU);
-        mc.probation_permille = mini_permille[k];
+                                cand[k].filter ? MC_EVICT_SLRU_TINYLFU : MC_EVICT_SLRU);
+        mc.probation_permille = cand[k].permille;
         mc.entries = mini_entries;
         mc.ghost_factor = c->cfg.ghost_factor;
         if (mc_evict_create(&mc, &c->mini[k]) != MC_OK)
@@ -437,12 +513,11 @@ mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_cache_t **c_p
         c->cfg.ghost_factor = GHOST_FACTOR;
     c->permille = cfg->probation_permille
                       ? cfg->probation_permille
-                      : (cfg->policy == MC_EVICT_SLRU ? SLRU_DEFAULT : ADAPTIVE_INITIAL);
+                      : (cfg->policy == MC_EVICT_ADAPTIVE ? ADAPTIVE_INITIAL : SLRU_DEFAULT);
     c->free_head = NIL;
     for (int s = 0; s < 2; s++)
         c->seg[s].head = c->seg[s].tail = NIL;
-    c->has_ghost = cfg->policy == MC_EVICT_SLRU || cfg->policy == MC_EVICT_S3FIFO ||
-                   cfg->policy == MC_EVICT_ADAPTIVE;
+    c->has_ghost = cfg->policy != MC_EVICT_LRU && cfg->policy != MC_EVICT_FIFO;
     mc_status_t st = map_init(&c->idx, 64);
     if (st == MC_OK && c->has_ghost) {
         c->ghost.cap = cfg->policy == MC_EVICT_S3FIFO ? c->cfg.entries
@@ -450,6 +525,9 @@ mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_cache_t **c_p
         c->ghost.ring = mc_malloc(c->ghost.cap * sizeof(uint64_t));
         st = c->ghost.ring ? map_init(&c->ghost.map, 64) : MC_ERR_NO_MEMORY;
     }
+    c->filter = cfg->policy == MC_EVICT_SLRU_TINYLFU;
+    if (st == MC_OK && (c->filter || cfg->policy == MC_EVICT_ADAPTIVE))
+        st = sketch_init(&c->freq, c->cfg.entries);
     if (st == MC_OK && cfg->policy == MC_EVICT_ADAPTIVE && c->cfg.capacity)
         st = adaptive_init(c);
     if (st != MC_OK) {
@@ -469,6 +547,7 @@ void mc_evict_destroy(mc_evict_cache_t *c)
     map_fini(&c->idx);
     map_fini(&c->ghost.map);
     mc_free(c->ghost.ring);
+    mc_free(c->freq.cnt);
     mc_free(c->nodes);
     mc_free(c);
 }
@@ -483,6 +562,7 @@ int mc_evict_lookup(mc_evict_cache_t *c, uint64_t key, int touch, uint32_t *owne
         *owner_p = c->nodes[i].owner;
     if (touch) {
         c->st.hits++;
+        sketch_add(c, key);
         on_hit(c, i);
         adaptive_feed(c, key, c->nodes[i].size);
     }
@@ -496,14 +576,15 @@ int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t o
     if (size == 0)
         size = 1;
     c->st.misses++;
+    sketch_add(c, key);
     adaptive_feed(c, key, size);
     if (size > c->cfg.capacity) {
         c->st.bypassed++;
         return 0;
     }
-    int seg = is_slru(c) || c->cfg.policy == MC_EVICT_S3FIFO
-                  ? (ghost_take(c, key) ? SEG_PROT : SEG_PROB)
-                  : SEG_PROB;
+    int seg = c->has_ghost && ghost_take(c, key) ? SEG_PROT : SEG_PROB;
+    if (seg == SEG_PROT && is_slru(c) && !prot_admit(c, key, size))
+        seg = SEG_PROB;
     while (c->used + size > c->cfg.capacity)
         evict_one(c);
     uint32_t i = c->free_head;

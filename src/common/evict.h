@@ -44,10 +44,11 @@ typedef enum mc_evict_policy {
     MC_EVICT_SLRU = 2,
     MC_EVICT_S3FIFO = 3,
     MC_EVICT_ADAPTIVE = 4,
+    MC_EVICT_SLRU_TINYLFU = 5,
 } mc_evict_policy_t;
-#define MC_EVICT_N_POLICIES 5
+#define MC_EVICT_N_POLICIES 6
 
-/* "lru", "fifo", "slru", "s3fifo", "adaptive"; "?" for anything else. */
+/* "lru", "fifo", "slru", "s3fifo", "adaptive", "slru_tinylfu"; "?" for anything else. */
 const char *mc_evict_policy_name(mc_evict_policy_t p);
 /* MC_ERR_INVALID_PARAMS for an unknown name (*p_p untouched). */
 mc_status_t mc_evict_policy_parse(const char *s, mc_evict_policy_t *p_p);

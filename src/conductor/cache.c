@@ -12,11 +12,12 @@
 
 #include <string.h>
 
-static const char *evict_names[MC_CONDUCTOR_EVICT_N] = {"lru",  "lfu",    "fifo",
-                                                        "slru", "s3fifo", "adaptive"};
+static const char *evict_names[MC_CONDUCTOR_EVICT_N] = {
+    "lru", "lfu", "fifo", "slru", "s3fifo", "adaptive", "slru_tinylfu"};
 /* The shared module's policy for each conductor policy (LFU has none). */
 static const mc_evict_policy_t module_policy[MC_CONDUCTOR_EVICT_N] = {
-    MC_EVICT_LRU, MC_EVICT_LRU, MC_EVICT_FIFO, MC_EVICT_SLRU, MC_EVICT_S3FIFO, MC_EVICT_ADAPTIVE};
+    MC_EVICT_LRU,    MC_EVICT_LRU,      MC_EVICT_FIFO,        MC_EVICT_SLRU,
+    MC_EVICT_S3FIFO, MC_EVICT_ADAPTIVE, MC_EVICT_SLRU_TINYLFU};
 
 const char *mc_conductor_evict_name(mc_conductor_evict_t p)
 {

@@ -1,7 +1,7 @@
 /* Block cache with a capacity in blocks and an eviction policy, used by the simulator for
  * every tier, plus Belady's offline optimum (MIN with bypass) for a sequence.
  *
- * LRU, FIFO, SLRU, S3-FIFO and the adaptive policy are the shared module common/evict.h (one
+ * LRU, FIFO, SLRU, SLRU+TinyLFU, S3-FIFO and the adaptive policy are the shared module common/evict.h (one
  * implementation for the simulator and the store); LFU = (use count, last access tick) is an
  * indexed binary min-heap kept here for comparison. Each entry remembers an `owner` (the host
  * whose memory holds it). Evictions are reported to an optional callback (the simulator turns
@@ -23,8 +23,9 @@ typedef enum mc_conductor_evict {
     MC_CONDUCTOR_EVICT_SLRU = 3,
     MC_CONDUCTOR_EVICT_S3FIFO = 4,
     MC_CONDUCTOR_EVICT_ADAPTIVE = 5,
+    MC_CONDUCTOR_EVICT_SLRU_TINYLFU = 6,
 } mc_conductor_evict_t;
-#define MC_CONDUCTOR_EVICT_N 6
+#define MC_CONDUCTOR_EVICT_N 7
 
 typedef void (*mc_conductor_evict_fn)(void *arg, uint64_t hash, uint32_t owner);
 
