@@ -19,15 +19,15 @@
 #define ADAPTIVE_INITIAL 1000
 #define SWITCH_MARGIN 1.01    /* a share must beat LRU's miniature by 1 % to be used */
 #define SLRU_DEFAULT 20
-#define GHOST_FACTOR 4
+#define GHOST_FACTOR 5
 #define S3FIFO_SMALL_PERMILLE 100
 
 /* adaptive's candidates: probation share and frequency filter; the first is LRU */
 static const struct {
     uint16_t permille;
     uint8_t filter;
-} cand[N_MINI] = {{1000, 0}, {500, 0}, {250, 0}, {100, 0}, {20, 0},
-                  {500, 1},  {250, 1}, {100, 1}, {20, 1}};
+} cand[N_MINI] = {{1000, 0}, {500, 1}, {250, 1}, {100, 1}, {20, 1},
+                  {500, 0},  {250, 0}, {100, 0}, {20, 0}};
 static const char *policy_names[MC_EVICT_N_POLICIES] = {"lru",    "fifo",     "slru",
                                                         "s3fifo", "adaptive", "slru_tinylfu"};
 
@@ -456,7 +456,7 @@ static void adaptive_feed(mc_evict_cache_t *c, uint64_t key, uint64_t size)
     if (++c->window_n < c->window)
         return;
     c->window_n = 0;
-    /* ties go to the later candidate (smaller share, filter on); keep the current one unless
+    /* ties go to the later candidate (smaller share, no filter); keep the current one unless
      * another beat it by SWITCH_MARGIN */
     int best = N_MINI - 1, cur = N_MINI - 1;
     for (int k = N_MINI - 1; k >= 0; k--) {
