@@ -634,6 +634,8 @@ void mc_evict_get_stats(const mc_evict_cache_t *c, mc_evict_stats_t *s)
     *s = c->st;
     s->used = c->used;
     s->entries = c->idx.count;
+    s->ghost = c->ghost.map.count;
+    s->ghost_cap = c->ghost.cap;
     s->probation_permille = c->permille;
     s->mini_work = 0;
     for (int k = 0; k < N_MINI; k++) {

@@ -73,6 +73,7 @@ typedef struct mc_evict_stats {
     uint64_t hits, misses;  /* touching lookups and inserts: hit = found */
     uint64_t inserted, bypassed, evictions, ghost_hits;
     uint64_t used, entries; /* units and entries resident now */
+    uint64_t ghost, ghost_cap; /* keys the ghost remembers now, and at most */
     uint64_t work;          /* list moves + hash probes + victims examined (this cache only) */
     uint64_t mini_work;     /* the same, summed over adaptive's miniature caches */
     uint32_t probation_permille; /* current share (slru, adaptive) */

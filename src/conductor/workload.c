@@ -28,6 +28,7 @@ typedef struct gen {
     size_t cap_reqs, cap_blocks;
     uint64_t rng, next_id;
     size_t target; /* block accesses */
+    int trim;      /* keep only the earliest requests that reach target / 2 accesses */
     mc_status_t st;
 } gen_t;
 
@@ -211,6 +212,10 @@ static void gen_conv(gen_t *g, const conv_params_t *p)
     size_t cap = 0;
     g->next_id = 1000;
     double start = 0;
+    /* twice the target: the caller keeps the earliest `target` accesses, a span in which every
+     * conversation that started has all its turns (the tail would hold only old ones) */
+    g->target *= 2;
+    g->trim = 1;
     while (more(g)) {
         start += expo(g, 1.0 / p->starts_per_s);
         uint32_t app = (uint32_t)(rnd64(g) % p->apps);
@@ -235,13 +240,6 @@ static void gen_conv(gen_t *g, const conv_params_t *p)
         }
     }
     mc_free(ctx);
-    /* drop turns after the last conversation start: the tail would hold only old ones */
-    mc_conductor_trace_t *tr = g->t;
-    size_t keep = 0;
-    for (size_t i = 0; i < tr->n_reqs; i++)
-        if ((double)tr->reqs[i].timestamp_ms <= start * 1000.0)
-            tr->reqs[keep++] = tr->reqs[i];
-    tr->n_reqs = keep;
 }
 
 static void gen_docs(gen_t *g)
@@ -307,6 +305,12 @@ mc_status_t mc_conductor_workload_generate(const char *name, uint64_t seed, doub
         return g.st;
     }
     qsort(g.t->reqs, g.t->n_reqs, sizeof(*g.t->reqs), req_cmp);
+    if (g.trim) {
+        size_t keep = 0, acc = 0;
+        while (keep < g.t->n_reqs && acc < g.target / 2)
+            acc += g.t->reqs[keep++].n_blocks;
+        g.t->n_reqs = keep;
+    }
     *trace_p = g.t;
     return MC_OK;
 }
