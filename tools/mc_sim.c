@@ -419,6 +419,10 @@ static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg
         for (int p = 0; p < NP; p++)
             printf(",\"%s_prefix\":%.4f", mc_conductor_evict_name((mc_conductor_evict_t)p),
                    r[p].prefix_hit_ratio);
+        printf(",\"belady_hits\":%llu", (unsigned long long)bel.hits);
+        for (int p = 0; p < NP; p++)
+            printf(",\"%s_hits\":%llu", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                   (unsigned long long)r[p].hits);
         printf("}\n");
         if (f) {
             fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f", caps[i],
