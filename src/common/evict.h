@@ -1,34 +1,50 @@
-/* Cache admission and eviction policies shared by every cache in the tree that chooses victims
- * (the conductor's simulator caches now; the master's object LRU can adopt the same decisions).
+/* Cache admission and eviction policies shared by every cache in the tree that chooses victims:
+ * the conductor's simulator caches use them now, and the master's object store is meant to.
  * Reference and measurements: docs/internals/eviction.md, "Admission and eviction policies".
  *
- * A cache holds entries keyed by a 64-bit key, each with a size in capacity units (1 for a
- * block cache, bytes for a byte-capacity store), and never holds more than `capacity` units.
- * Entries live in two segments, each an intrusive doubly linked list in queue order (head =
- * next victim):
+ * Two layers, one implementation:
+ *   mc_evict_core_t   the policy on the host's own objects. Each object embeds an
+ *                     mc_evict_node_t (two links and two bytes: 24 bytes with padding on LP64);
+ *                     the host reports hits, misses, insertions and removals, and asks for
+ *                     victims. The core reads an object's key and size through the host's
+ *                     callbacks, so it stores nothing else per object.
+ *   mc_evict_cache_t  a complete cache keyed by uint64_t (the simulator's block caches and the
+ *                     adaptive policy's miniatures): a hash table of slots, each embedding a node.
  *
- *   lru       one segment; a hit moves the entry to the tail.
- *   fifo      one segment; hits change nothing.
- *   slru      probation + protected, and a ghost FIFO of the last 4 * entries evicted keys. A new key
- *             enters the probation tail (a ghost hit enters the protected tail); a hit moves the
- *             entry to the protected tail; the protected segment is held to
- *             capacity * (1 - probation_permille / 1000) by moving its head to the probation
- *             tail; victims come from the probation head. probation_permille = 1000 is exactly
- *             LRU; smaller values give keys without a second access less time in the cache.
- *   s3fifo    S3-FIFO (Yang et al., SOSP'23): a small FIFO (10 % of capacity) and a main FIFO
- *             with 2-bit access counts and reinsertion; keys leaving the small FIFO without a
- *             hit go to the ghost, ghost hits enter main.
- *   adaptive  slru whose probation share is chosen online among {100, 50, 25, 10, 2} % by
- *             miniature simulations (Waldspurger et al., ATC'17): one scaled-down slru per
- *             share sees the accesses of a hash-sampled subset of keys with capacity scaled by
- *             the sampling rate; after every window the main cache takes the share whose
- *             miniature hit most, and stays at 100 % (LRU) unless another beat it by 1 %.
+ * A cache never holds more than `capacity` units; an entry's size is in units (1 for a block
+ * cache, bytes for a byte-capacity store). Entries live in two segments, each a doubly linked
+ * list in queue order (head = next victim):
  *
- * Cost: every operation is O(1) amortised: a bounded number of list moves (slru moves at most
- * two protected entries per operation; s3fifo reinserts an entry at most 3 times per hit it
- * had), expected O(1) hash probes, and for adaptive at most 5 miniature operations on a
- * sampled access (sampling rate 2^-s, so 5 * 2^-s per access on average). `work` counts list
- * moves, hash probes and evictions so that tests can check the bound without timing.
+ *   lru          one segment; a hit moves the entry to the tail.
+ *   fifo         one segment; hits change nothing.
+ *   slru         probation + protected, and a ghost: a FIFO of the keys of the last
+ *                ghost_factor * entries victims (5 * the expected entry count by default). A new
+ *                key enters the probation tail, a ghost hit the protected tail; a hit in
+ *                probation moves the entry to the protected tail; the protected segment is held
+ *                to capacity * (1 - probation_permille / 1000) by moving its head to the
+ *                probation tail, 2 entries per operation at most; victims come from the
+ *                probation head. probation_permille = 1000 is exactly LRU.
+ *   slru_tinylfu slru whose protected segment, when full, admits a key only if a count-min
+ *                sketch of recent accesses (TinyLFU) counts it as more frequent than the
+ *                protected head it would push out.
+ *   s3fifo       S3-FIFO (Yang et al., SOSP'23): a small FIFO (10 % of capacity), a main FIFO
+ *                with 2-bit access counts and reinsertion; keys leaving the small FIFO unused
+ *                go to the ghost (entries keys), ghost hits enter main.
+ *   adaptive     slru or slru_tinylfu with a probation share in {100, 50, 25, 10, 2} %, chosen
+ *                online by miniature simulations (Waldspurger et al., ATC'17): one mc_evict_cache_t
+ *                per candidate (9: LRU, and 4 shares with and without the filter) sees the
+ *                accesses of the keys whose hash falls in a 2^-s sample, with capacity scaled by
+ *                2^-s (s = 0..6 so that a miniature holds about 2 048 entries). After each window
+ *                of 2 * (entries >> s) sampled accesses the candidates' hits are folded into an
+ *                exponentially decaying score (halved every window); the cache takes the best
+ *                candidate if it beat the current one by more than 1 %. It starts as LRU.
+ *
+ * Cost per operation, O(1) amortised and independent of the capacity: a bounded number of
+ * list moves (slru: one promotion and at most two demotions; s3fifo: each reinsertion spends
+ * an access count or a promotion earned by an earlier operation), expected O(1) probes of
+ * tables at most half full, the sketch's halving (4 * width byte shifts every 10 * width
+ * accesses), and for adaptive 9 miniature operations on a sampled access (9 * 2^-s on
+ * average). Stats count this work (`work`) so that tests check the bound without timing.
  * Not thread-safe. */
 #ifndef MC_COMMON_EVICT_H
 #define MC_COMMON_EVICT_H
@@ -53,46 +69,94 @@ const char *mc_evict_policy_name(mc_evict_policy_t p);
 /* MC_ERR_INVALID_PARAMS for an unknown name (*p_p untouched). */
 mc_status_t mc_evict_policy_parse(const char *s, mc_evict_policy_t *p_p);
 
-/* Called with each victim after it left the cache (not for mc_evict_remove). */
-typedef void (*mc_evict_fn)(void *arg, uint64_t key, uint32_t owner);
-
 typedef struct mc_evict_config {
     uint64_t capacity;           /* units; 0 = a valid, always-empty cache */
     mc_evict_policy_t policy;
-    uint32_t probation_permille; /* slru: probation share (0 = 20); adaptive: initial (1000) */
-    uint64_t entries;            /* expected resident entries; 0 = capacity (unit-size entries) */
-    uint32_t ghost_factor;       /* slru, adaptive: the ghost remembers ghost_factor * entries
-                                  * keys (0 = 4); s3fifo always remembers `entries` keys */
-    mc_evict_fn on_evict;        /* optional */
-    void *evict_arg;             /* borrowed */
+    uint32_t probation_permille; /* slru, slru_tinylfu: probation share (0 = 20); adaptive:
+                                  * the share it starts with (0 = 1000, LRU) */
+    uint64_t entries;            /* expected resident entries; 0 = capacity (unit sizes). Sizes
+                                  * the ghost, the sketch and adaptive's sampling */
+    uint32_t ghost_factor;       /* slru family: the ghost remembers ghost_factor * entries
+                                  * keys (0 = 5); s3fifo's remembers `entries` keys */
 } mc_evict_config_t;
 
 void mc_evict_config_default(mc_evict_config_t *cfg, uint64_t capacity, mc_evict_policy_t p);
 
 typedef struct mc_evict_stats {
-    uint64_t hits, misses;  /* touching lookups and inserts: hit = found */
+    uint64_t hits, misses;       /* accesses that found the key resident, or not */
     uint64_t inserted, bypassed, evictions, ghost_hits;
-    uint64_t used, entries; /* units and entries resident now */
-    uint64_t ghost, ghost_cap; /* keys the ghost remembers now, and at most */
-    uint64_t work;          /* list moves + hash probes + victims examined (this cache only) */
-    uint64_t mini_work;     /* the same, summed over adaptive's miniature caches */
-    uint32_t probation_permille; /* current share (slru, adaptive) */
-    uint32_t switches;      /* adaptive: times the share changed */
+    uint64_t used, entries;      /* units and entries resident now */
+    uint64_t ghost, ghost_cap;   /* keys the ghost remembers now, and at most */
+    uint64_t work;               /* list moves + hash probes + victims examined */
+    uint64_t mini_work;          /* the same, summed over adaptive's miniatures */
+    uint32_t probation_permille; /* current share (slru family, adaptive) */
+    int filter;                  /* the frequency filter is on (slru_tinylfu; adaptive's pick) */
+    uint32_t switches;           /* adaptive: times its candidate changed */
 } mc_evict_stats_t;
+
+/* ---- core: the policy over the host's objects ---- */
+
+/* Embedded in each host object; owned by the core while linked (fields are private). */
+typedef struct mc_evict_node {
+    struct mc_evict_node *prev, *next;
+    uint8_t seg, freq, linked;
+} mc_evict_node_t;
+
+/* How the core reads a linked object's key (a 64-bit hash of the host's key is enough: it
+ * feeds only the ghost, the sketch and the sampling) and size (units; constant while linked). */
+typedef struct mc_evict_host {
+    uint64_t (*key)(const mc_evict_node_t *n, void *arg);
+    uint64_t (*size)(const mc_evict_node_t *n, void *arg);
+    void *arg;
+} mc_evict_host_t;
+
+typedef struct mc_evict_core mc_evict_core_t;
+
+mc_status_t mc_evict_core_create(const mc_evict_config_t *cfg, const mc_evict_host_t *host,
+                                 mc_evict_core_t **core_p);
+void mc_evict_core_destroy(mc_evict_core_t *core); /* NULL ok; host objects stay the host's */
+
+/* An access that found n resident. */
+void mc_evict_core_hit(mc_evict_core_t *core, mc_evict_node_t *n);
+/* An access that did not find key: call before making room and linking it (or bypassing it). */
+void mc_evict_core_miss(mc_evict_core_t *core, uint64_t key, uint64_t size);
+/* Units the core holds now, and its capacity. */
+uint64_t mc_evict_core_used(const mc_evict_core_t *core);
+uint64_t mc_evict_core_capacity(const mc_evict_core_t *core);
+/* The next victim (NULL when empty). The host then either evicts it
+ * (mc_evict_core_unlink(..., 1)) or, if it cannot now (a lease, a pin), calls
+ * mc_evict_core_skip, which moves it to its segment's tail, and asks again. */
+mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *core);
+void mc_evict_core_skip(mc_evict_core_t *core, mc_evict_node_t *n);
+/* Admit a new object (the host made room first: used + size <= capacity). */
+void mc_evict_core_link(mc_evict_core_t *core, mc_evict_node_t *n);
+/* Take n out: evicted = 1 records its key in the ghost (a victim), 0 does not (a delete). */
+void mc_evict_core_unlink(mc_evict_core_t *core, mc_evict_node_t *n, int evicted);
+/* Calls fn for every linked node (segment by segment, head first); fn must not modify core. */
+void mc_evict_core_foreach(const mc_evict_core_t *core,
+                           void (*fn)(void *arg, mc_evict_node_t *n), void *arg);
+void mc_evict_core_get_stats(const mc_evict_core_t *core, mc_evict_stats_t *s);
+
+/* ---- cache: a complete cache keyed by uint64_t ---- */
+
+/* Called with each victim after it left the cache (not for mc_evict_remove). */
+typedef void (*mc_evict_fn)(void *arg, uint64_t key, uint32_t owner);
 
 typedef struct mc_evict_cache mc_evict_cache_t;
 
-/* Allocates the cache (entries and tables grow as needed). */
-mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_cache_t **c_p);
+/* on_evict may be NULL; arg is borrowed. */
+mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_fn on_evict, void *arg,
+                            mc_evict_cache_t **c_p);
 void mc_evict_destroy(mc_evict_cache_t *c); /* NULL ok */
 
 /* Is key resident? With touch, this is an access: a hit updates the entry's recency or count
- * (and feeds adaptive's miniatures); without touch it is a pure query. *owner_p optional. */
+ * (a touching lookup that misses counts nothing: the insert that follows is the access).
+ * *owner_p optional. */
 int mc_evict_lookup(mc_evict_cache_t *c, uint64_t key, int touch, uint32_t *owner_p);
 
 /* Access key and insert it if absent, evicting as needed. A resident key is touched (its
  * owner kept). Returns 1 if inserted; 0 if it was resident, larger than the capacity, or the
- * memory for its entry could not be had (then it is not cached, as a bypass). */
+ * memory for its entry could not be had (then it is not cached, as a bypass). size 0 = 1. */
 int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t owner);
 
 /* Drop key without an eviction callback or ghost record. Returns 1 if it was resident. */
