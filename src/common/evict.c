@@ -1,95 +1,42 @@
-/* Cache admission and eviction policies (contract in evict.h). Entries are nodes in one array
- * (freed nodes chained through `next` for reuse), found through an open-addressing hash table
- * (linear probing, backward-shift deletion, at most half full) from key to node index; the two
- * segments are doubly linked lists threaded through the nodes by index. The ghost is a ring of
- * the last ghost.cap evicted keys plus a table from key to the sequence number of its
- * newest ring slot, so that an overwritten ring slot forgets its key only if the key was not
- * evicted again since. */
+/* Cache admission and eviction policies (contract in evict.h).
+ *
+ * The core keeps two segments as doubly linked lists through the host's nodes, a ghost (a ring
+ * of the last ghost.cap victims' keys plus a table from key to the sequence number of its
+ * newest ring slot, so that an overwritten slot forgets its key only if the key was not evicted
+ * again since), optionally a count-min sketch, and for adaptive its miniature caches.
+ *
+ * The keyed cache stores slots (node, key, size, owner) in fixed-size chunks so that nodes
+ * never move, found through an open-addressing table (linear probing, backward-shift deletion,
+ * at most half full) from key to slot index; freed slots are chained for reuse. */
 #include "common/evict.h"
 
 #include "common/alloc.h"
-#include "common/buf.h"
 
+#include <stddef.h>
 #include <string.h>
 
-#define NIL UINT32_MAX
 #define N_MINI 9
-#define MINI_MAX_SHIFT 6      /* sample at least 1/64 of the keys */
-#define MINI_TARGET 2048      /* a miniature remembers about this many entries */
-#define ADAPTIVE_INITIAL 1000
-#define SWITCH_MARGIN 1.01    /* a share must beat LRU's miniature by 1 % to be used */
+#define MINI_MAX_SHIFT 6    /* sample at least 1/64 of the keys */
+#define MINI_TARGET 2048    /* a miniature remembers about this many entries */
+#define SWITCH_MARGIN 1.01  /* a candidate must beat the current one by 1 % */
 #define SLRU_DEFAULT 20
+#define ADAPTIVE_INITIAL 1000
 #define GHOST_FACTOR 5
 #define S3FIFO_SMALL_PERMILLE 100
+#define CHUNK_SHIFT 12      /* keyed cache: 4 096 slots per chunk */
 
-/* adaptive's candidates: probation share and frequency filter; the first is LRU */
+/* adaptive's candidates: probation share and frequency filter; the first is LRU. Ties go to
+ * the later one (smaller share, no filter). */
 static const struct {
     uint16_t permille;
     uint8_t filter;
 } cand[N_MINI] = {{1000, 0}, {500, 1}, {250, 1}, {100, 1}, {20, 1},
                   {500, 0},  {250, 0}, {100, 0}, {20, 0}};
+
 static const char *policy_names[MC_EVICT_N_POLICIES] = {"lru",    "fifo",     "slru",
                                                         "s3fifo", "adaptive", "slru_tinylfu"};
 
 enum { SEG_PROB = 0, SEG_PROT = 1 };
-
-typedef struct node {
-    uint64_t key, size;
-    uint32_t prev, next; /* list links; next also chains free nodes */
-    uint32_t owner;
-    uint8_t seg, freq;   /* freq: s3fifo's 2-bit access count */
-} node_t;
-
-typedef struct slot {
-    uint64_t key, val;
-    uint64_t used;
-} slot_t;
-
-typedef struct map {
-    slot_t *s;
-    uint64_t mask, count; /* mask + 1 slots, a power of two */
-} map_t;
-
-typedef struct seglist {
-    uint32_t head, tail;
-    uint64_t units, n;
-} seglist_t;
-
-/* Count-min sketch of access frequency (TinyLFU, Einziger et al., ACM ToS 2017): 4 rows of
- * 4-bit counters (one byte each here) over `width` columns; every counter is halved after
- * 10 * width increments, so estimates follow the recent past. */
-typedef struct sketch {
-    uint8_t *cnt;        /* 4 * width */
-    uint64_t mask;       /* width - 1 */
-    uint64_t adds, reset_at;
-} sketch_t;
-
-typedef struct ghost {
-    uint64_t *ring;
-    uint64_t cap, seq; /* next insertion's sequence number; its slot is seq % cap */
-    map_t map;         /* key -> sequence number of its newest insertion */
-} ghost_t;
-
-struct mc_evict_cache {
-    mc_evict_config_t cfg;
-    node_t *nodes;
-    size_t cap_nodes;
-    uint32_t n_nodes, free_head; /* nodes ever used; free chain */
-    map_t idx;                   /* key -> node index */
-    seglist_t seg[2];
-    ghost_t ghost;
-    int has_ghost;
-    sketch_t freq;       /* slru_tinylfu, adaptive */
-    int filter;          /* the sketch filters promotions (slru_tinylfu; adaptive's choice) */
-    uint64_t used;
-    uint32_t permille;
-    mc_evict_stats_t st;
-    /* adaptive */
-    mc_evict_cache_t *mini[N_MINI];
-    unsigned shift;
-    uint64_t window, window_n, win_hits[N_MINI];
-    double score[N_MINI];
-};
 
 const char *mc_evict_policy_name(mc_evict_policy_t p)
 {
@@ -116,6 +63,16 @@ void mc_evict_config_default(mc_evict_config_t *cfg, uint64_t capacity, mc_evict
 
 /* ---- hash table ---- */
 
+typedef struct mslot {
+    uint64_t key, val;
+    uint64_t used;
+} mslot_t;
+
+typedef struct map {
+    mslot_t *s;
+    uint64_t mask, count; /* mask + 1 slots, a power of two */
+} map_t;
+
 static uint64_t mix64(uint64_t x) /* splitmix64's finaliser */
 {
     x ^= x >> 30;
@@ -130,7 +87,7 @@ static mc_status_t map_init(map_t *m, uint64_t slots)
     uint64_t n = 16;
     while (n < slots)
         n <<= 1;
-    m->s = mc_calloc(n, sizeof(slot_t));
+    m->s = mc_calloc(n, sizeof(mslot_t));
     m->mask = n - 1;
     m->count = 0;
     return m->s ? MC_OK : MC_ERR_NO_MEMORY;
@@ -143,12 +100,12 @@ static void map_fini(map_t *m)
 }
 
 /* The slot holding key, or the empty slot where it would go. */
-static slot_t *map_slot(const map_t *m, uint64_t key, uint64_t *work)
+static mslot_t *map_slot(const map_t *m, uint64_t key, uint64_t *work)
 {
     uint64_t i = mix64(key) & m->mask;
     for (;;) {
         (*work)++;
-        slot_t *s = &m->s[i];
+        mslot_t *s = &m->s[i];
         if (!s->used || s->key == key)
             return s;
         i = (i + 1) & m->mask;
@@ -157,7 +114,7 @@ static slot_t *map_slot(const map_t *m, uint64_t key, uint64_t *work)
 
 static uint64_t *map_get(const map_t *m, uint64_t key, uint64_t *work)
 {
-    slot_t *s = map_slot(m, key, work);
+    mslot_t *s = map_slot(m, key, work);
     return s->used ? &s->val : NULL;
 }
 
@@ -176,16 +133,16 @@ static mc_status_t map_put(map_t *m, uint64_t key, uint64_t val, uint64_t *work)
         map_fini(m);
         *m = g;
     }
-    slot_t *s = map_slot(m, key, work);
+    mslot_t *s = map_slot(m, key, work);
     if (!s->used)
         m->count++;
-    *s = (slot_t){key, val, 1};
+    *s = (mslot_t){key, val, 1};
     return MC_OK;
 }
 
 static void map_del(map_t *m, uint64_t key, uint64_t *work)
 {
-    slot_t *s = map_slot(m, key, work);
+    mslot_t *s = map_slot(m, key, work);
     if (!s->used)
         return;
     uint64_t i = (uint64_t)(s - m->s), j = i;
@@ -207,9 +164,68 @@ static void map_del(map_t *m, uint64_t key, uint64_t *work)
     }
 }
 
+
+/* ---- core state ---- */
+
+typedef struct seglist {
+    mc_evict_node_t *head, *tail;
+    uint64_t units, n;
+} seglist_t;
+
+typedef struct ghost {
+    uint64_t *ring;
+    uint64_t cap, seq; /* next insertion's sequence number; its slot is seq % cap */
+    map_t map;         /* key -> sequence number of its newest insertion */
+} ghost_t;
+
+/* Count-min sketch of access frequency (TinyLFU, Einziger et al., ACM ToS 2017): 4 rows of
+ * counters saturating at 15 over `width` columns; every counter is halved after 10 * width
+ * increments, so estimates follow the recent past. */
+typedef struct sketch {
+    uint8_t *cnt; /* 4 * width */
+    uint64_t mask; /* width - 1 */
+    uint64_t adds, reset_at;
+} sketch_t;
+
+struct mc_evict_core {
+    mc_evict_config_t cfg;
+    mc_evict_host_t host;
+    seglist_t seg[2];
+    ghost_t ghost;
+    int has_ghost;
+    sketch_t freq;  /* slru_tinylfu, adaptive */
+    int filter;     /* the sketch filters admissions to protected */
+    uint64_t used;
+    uint32_t permille;
+    mc_evict_stats_t st;
+    uint64_t pending_key; /* the last miss, and the segment it was admitted to then */
+    int pending_seg;      /* -1: none */
+    /* adaptive */
+    mc_evict_cache_t *mini[N_MINI];
+    unsigned shift;
+    uint64_t window, window_n, win_hits[N_MINI];
+    double score[N_MINI];
+};
+
+static uint64_t node_key(const mc_evict_core_t *c, const mc_evict_node_t *n)
+{
+    return c->host.key(n, c->host.arg);
+}
+
+static uint64_t node_size(const mc_evict_core_t *c, const mc_evict_node_t *n)
+{
+    return c->host.size(n, c->host.arg);
+}
+
+static int is_slru(const mc_evict_core_t *c)
+{
+    return c->cfg.policy == MC_EVICT_SLRU || c->cfg.policy == MC_EVICT_SLRU_TINYLFU ||
+           c->cfg.policy == MC_EVICT_ADAPTIVE;
+}
+
 /* ---- ghost ---- */
 
-static void ghost_add(mc_evict_cache_t *c, uint64_t key)
+static void ghost_add(mc_evict_core_t *c, uint64_t key)
 {
     ghost_t *g = &c->ghost;
     uint64_t slot = g->seq % g->cap;
@@ -224,8 +240,8 @@ static void ghost_add(mc_evict_cache_t *c, uint64_t key)
         g->seq++; /* out of memory: the key is just not remembered */
 }
 
-/* Was key evicted recently? Forgets it (a key re-enters once per eviction). */
-static int ghost_take(mc_evict_cache_t *c, uint64_t key)
+/* Was key a recent victim? Forgets it (a key re-enters once per eviction). */
+static int ghost_take(mc_evict_core_t *c, uint64_t key)
 {
     if (!c->has_ghost || !map_get(&c->ghost.map, key, &c->st.work))
         return 0;
@@ -247,7 +263,7 @@ static mc_status_t sketch_init(sketch_t *k, uint64_t entries)
     return k->cnt ? MC_OK : MC_ERR_NO_MEMORY;
 }
 
-static void sketch_add(mc_evict_cache_t *c, uint64_t key)
+static void sketch_add(mc_evict_core_t *c, uint64_t key)
 {
     sketch_t *k = &c->freq;
     if (!k->cnt)
@@ -279,185 +295,84 @@ static unsigned sketch_est(const sketch_t *k, uint64_t key)
 
 /* ---- segments ---- */
 
-static void seg_unlink(mc_evict_cache_t *c, uint32_t i)
+static void seg_unlink(mc_evict_core_t *c, mc_evict_node_t *n)
 {
-    node_t *n = &c->nodes[i];
     seglist_t *l = &c->seg[n->seg];
-    if (n->prev != NIL)
-        c->nodes[n->prev].next = n->next;
+    if (n->prev)
+        n->prev->next = n->next;
     else
         l->head = n->next;
-    if (n->next != NIL)
-        c->nodes[n->next].prev = n->prev;
+    if (n->next)
+        n->next->prev = n->prev;
     else
         l->tail = n->prev;
-    l->units -= n->size;
+    l->units -= node_size(c, n);
     l->n--;
     c->st.work++;
 }
 
-static void seg_push_tail(mc_evict_cache_t *c, uint32_t i, int seg)
+static void seg_push_tail(mc_evict_core_t *c, mc_evict_node_t *n, int seg)
 {
-    node_t *n = &c->nodes[i];
     seglist_t *l = &c->seg[seg];
     n->seg = (uint8_t)seg;
-    n->next = NIL;
+    n->next = NULL;
     n->prev = l->tail;
-    if (l->tail != NIL)
-        c->nodes[l->tail].next = i;
+    if (l->tail)
+        l->tail->next = n;
     else
-        l->head = i;
-    l->tail = i;
-    l->units += n->size;
+        l->head = n;
+    l->tail = n;
+    l->units += node_size(c, n);
     l->n++;
     c->st.work++;
 }
 
-static void seg_move_tail(mc_evict_cache_t *c, uint32_t i, int seg)
+static void seg_move_tail(mc_evict_core_t *c, mc_evict_node_t *n, int seg)
 {
-    seg_unlink(c, i);
-    seg_push_tail(c, i, seg);
+    seg_unlink(c, n);
+    seg_push_tail(c, n, seg);
 }
 
-static int is_slru(const mc_evict_cache_t *c)
-{
-    return c->cfg.policy == MC_EVICT_SLRU || c->cfg.policy == MC_EVICT_SLRU_TINYLFU ||
-           c->cfg.policy == MC_EVICT_ADAPTIVE;
-}
-
-static uint64_t prot_max(const mc_evict_cache_t *c)
+static uint64_t prot_max(const mc_evict_core_t *c)
 {
     return c->cfg.capacity - c->cfg.capacity * c->permille / 1000;
 }
 
 /* slru: hold the protected segment to its share, moving at most two entries per call (a
  * change of share drains over the following operations). */
-static void slru_rebalance(mc_evict_cache_t *c)
+static void slru_rebalance(mc_evict_core_t *c)
 {
     uint64_t pmax = prot_max(c);
     for (int k = 0; k < 2 && c->seg[SEG_PROT].n && c->seg[SEG_PROT].units > pmax; k++)
         seg_move_tail(c, c->seg[SEG_PROT].head, SEG_PROB);
 }
 
-/* slru: may key (of size units) enter the protected segment? Yes while it has room; when full,
- * only if the sketch counts key as more frequent than the protected head it would push out. */
-static int prot_admit(const mc_evict_cache_t *c, uint64_t key, uint64_t size)
+/* slru: may key (of size units) enter the protected segment? Yes while it has room; when full
+ * and the filter is on, only if the sketch counts key as more frequent than the protected head
+ * it would push out. */
+static int prot_admit(const mc_evict_core_t *c, uint64_t key, uint64_t size)
 {
-    uint32_t v = c->seg[SEG_PROT].head;
-    if (!c->filter || v == NIL || c->seg[SEG_PROT].units + size <= prot_max(c))
+    const mc_evict_node_t *v = c->seg[SEG_PROT].head;
+    if (!c->filter || !v || c->seg[SEG_PROT].units + size <= prot_max(c))
         return 1;
-    return sketch_est(&c->freq, key) > sketch_est(&c->freq, c->nodes[v].key);
-}
-
-static void on_hit(mc_evict_cache_t *c, uint32_t i)
-{
-    node_t *n = &c->nodes[i];
-    switch (c->cfg.policy) {
-    case MC_EVICT_LRU:
-        seg_move_tail(c, i, n->seg);
-        break;
-    case MC_EVICT_FIFO:
-        break;
-    case MC_EVICT_S3FIFO:
-        if (n->freq < 3)
-            n->freq++;
-        break;
-    default: /* slru, adaptive: freq marks an entry that was hit since it entered */
-        n->freq = 1;
-        if (n->seg == SEG_PROB && !prot_admit(c, n->key, n->size)) {
-            seg_move_tail(c, i, SEG_PROB);
-            break;
-        }
-        seg_move_tail(c, i, SEG_PROT);
-        slru_rebalance(c);
-        break;
-    }
-}
-
-/* The next victim; s3fifo first moves or reinserts the entries its queues' heads deserve to
- * keep (each such step spends an access count or a promotion, so the loop is amortised O(1)). */
-static uint32_t pick_victim(mc_evict_cache_t *c)
-{
-    if (is_slru(c)) {
-        /* A probation entry that was hit (demoted while the protected share was smaller, e.g.
-         * under the LRU share) moves back while the protected segment has room. */
-        uint64_t pmax = prot_max(c);
-        for (;;) {
-            uint32_t i = c->seg[SEG_PROB].head;
-            c->st.work++;
-            if (i == NIL)
-                return c->seg[SEG_PROT].head;
-            if (!c->nodes[i].freq || c->seg[SEG_PROT].units + c->nodes[i].size > pmax)
-                return i;
-            c->nodes[i].freq = 0;
-            seg_move_tail(c, i, SEG_PROT);
-        }
-    }
-    if (c->cfg.policy != MC_EVICT_S3FIFO)
-        return c->seg[SEG_PROB].head;
-    uint64_t small_max = c->cfg.capacity * S3FIFO_SMALL_PERMILLE / 1000;
-    for (;;) {
-        c->st.work++;
-        if (c->seg[SEG_PROB].n && (c->seg[SEG_PROB].units >= small_max || !c->seg[SEG_PROT].n)) {
-            uint32_t i = c->seg[SEG_PROB].head;
-            if (!c->nodes[i].freq)
-                return i;
-            c->nodes[i].freq = 0;
-            seg_move_tail(c, i, SEG_PROT);
-        } else {
-            uint32_t i = c->seg[SEG_PROT].head;
-            if (!c->nodes[i].freq)
-                return i;
-            c->nodes[i].freq--;
-            seg_move_tail(c, i, SEG_PROT);
-        }
-    }
-}
-
-static void free_node(mc_evict_cache_t *c, uint32_t i)
-{
-    seg_unlink(c, i);
-    map_del(&c->idx, c->nodes[i].key, &c->st.work);
-    c->used -= c->nodes[i].size;
-    c->nodes[i].next = c->free_head;
-    c->free_head = i;
-}
-
-static void evict_one(mc_evict_cache_t *c)
-{
-    uint32_t i = pick_victim(c);
-    node_t victim = c->nodes[i];
-    /* s3fifo remembers only keys that left the small queue unused (main's victims had their
-     * chance); slru remembers every victim */
-    if (c->has_ghost && (c->cfg.policy != MC_EVICT_S3FIFO || victim.seg == SEG_PROB))
-        ghost_add(c, victim.key);
-    free_node(c, i);
-    c->st.evictions++;
-    if (c->cfg.on_evict)
-        c->cfg.on_evict(c->cfg.evict_arg, victim.key, victim.owner);
+    return sketch_est(&c->freq, key) > sketch_est(&c->freq, node_key(c, v));
 }
 
 /* ---- adaptive ---- */
 
+static int access_mini(mc_evict_cache_t *m, uint64_t key, uint64_t size);
+
 /* Feed one access to the miniatures if key is in the sample; at the end of a window, adopt the
- * share whose miniature hit most (LRU unless another beat it by SWITCH_MARGIN). */
-static void adaptive_feed(mc_evict_cache_t *c, uint64_t key, uint64_t size)
+ * candidate whose miniature hit most if it beat the current one by SWITCH_MARGIN. */
+static void adaptive_feed(mc_evict_core_t *c, uint64_t key, uint64_t size)
 {
-    if (c->cfg.policy != MC_EVICT_ADAPTIVE || !c->mini[0])
+    if (!c->mini[0] || (c->shift && (mix64(key) >> (64 - c->shift)) != 0))
         return;
-    if (c->shift && (mix64(key) >> (64 - c->shift)) != 0)
-        return;
-    for (int k = 0; k < N_MINI; k++) {
-        if (mc_evict_lookup(c->mini[k], key, 1, NULL))
-            c->win_hits[k]++;
-        else
-            mc_evict_insert(c->mini[k], key, size, 0);
-    }
+    for (int k = 0; k < N_MINI; k++)
+        c->win_hits[k] += (uint64_t)access_mini(c->mini[k], key, size);
     if (++c->window_n < c->window)
         return;
     c->window_n = 0;
-    /* ties go to the later candidate (smaller share, no filter); keep the current one unless
-     * another beat it by SWITCH_MARGIN */
     int best = N_MINI - 1, cur = N_MINI - 1;
     for (int k = N_MINI - 1; k >= 0; k--) {
         c->score[k] = c->score[k] / 2 + (double)c->win_hits[k];
@@ -476,7 +391,7 @@ static void adaptive_feed(mc_evict_cache_t *c, uint64_t key, uint64_t size)
     }
 }
 
-static mc_status_t adaptive_init(mc_evict_cache_t *c)
+static mc_status_t adaptive_init(mc_evict_core_t *c)
 {
     uint64_t entries = c->cfg.entries;
     while (c->shift < MINI_MAX_SHIFT && (entries >> c->shift) > MINI_TARGET)
@@ -485,28 +400,32 @@ static mc_status_t adaptive_init(mc_evict_cache_t *c)
     c->window = mini_entries * 2 > 1024 ? mini_entries * 2 : 1024;
     for (int k = 0; k < N_MINI; k++) {
         mc_evict_config_t mc;
-        mc_evict_config_default(&mc, c->cfg.capacity >> c->shift ? c->cfg.capacity >> c->shift : 1,
+        uint64_t cap = c->cfg.capacity >> c->shift;
+        mc_evict_config_default(&mc, cap ? cap : 1,
                                 cand[k].filter ? MC_EVICT_SLRU_TINYLFU : MC_EVICT_SLRU);
         mc.probation_permille = cand[k].permille;
         mc.entries = mini_entries;
         mc.ghost_factor = c->cfg.ghost_factor;
-        if (mc_evict_create(&mc, &c->mini[k]) != MC_OK)
+        if (mc_evict_create(&mc, NULL, NULL, &c->mini[k]) != MC_OK)
             return MC_ERR_NO_MEMORY;
     }
     return MC_OK;
 }
 
-/* ---- public ---- */
+/* ---- core API ---- */
 
-mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_cache_t **c_p)
+mc_status_t mc_evict_core_create(const mc_evict_config_t *cfg, const mc_evict_host_t *host,
+                                 mc_evict_core_t **core_p)
 {
-    *c_p = NULL;
-    if ((unsigned)cfg->policy >= MC_EVICT_N_POLICIES || cfg->probation_permille > 1000)
+    *core_p = NULL;
+    if ((unsigned)cfg->policy >= MC_EVICT_N_POLICIES || cfg->probation_permille > 1000 ||
+        !host->key || !host->size)
         return MC_ERR_INVALID_PARAMS;
-    mc_evict_cache_t *c = MC_NEW(mc_evict_cache_t);
+    mc_evict_core_t *c = MC_NEW(mc_evict_core_t);
     if (!c)
         return MC_ERR_NO_MEMORY;
     c->cfg = *cfg;
+    c->host = *host;
     if (!c->cfg.entries)
         c->cfg.entries = c->cfg.capacity ? c->cfg.capacity : 1;
     if (!c->cfg.ghost_factor)
@@ -514,22 +433,255 @@ mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_cache_t **c_p
     c->permille = cfg->probation_permille
                       ? cfg->probation_permille
                       : (cfg->policy == MC_EVICT_ADAPTIVE ? ADAPTIVE_INITIAL : SLRU_DEFAULT);
-    c->free_head = NIL;
-    for (int s = 0; s < 2; s++)
-        c->seg[s].head = c->seg[s].tail = NIL;
     c->has_ghost = cfg->policy != MC_EVICT_LRU && cfg->policy != MC_EVICT_FIFO;
-    mc_status_t st = map_init(&c->idx, 64);
-    if (st == MC_OK && c->has_ghost) {
+    c->filter = cfg->policy == MC_EVICT_SLRU_TINYLFU;
+    c->pending_seg = -1;
+    mc_status_t st = MC_OK;
+    if (c->has_ghost) {
         c->ghost.cap = cfg->policy == MC_EVICT_S3FIFO ? c->cfg.entries
                                                       : c->cfg.entries * c->cfg.ghost_factor;
         c->ghost.ring = mc_malloc(c->ghost.cap * sizeof(uint64_t));
         st = c->ghost.ring ? map_init(&c->ghost.map, 64) : MC_ERR_NO_MEMORY;
     }
-    c->filter = cfg->policy == MC_EVICT_SLRU_TINYLFU;
     if (st == MC_OK && (c->filter || cfg->policy == MC_EVICT_ADAPTIVE))
         st = sketch_init(&c->freq, c->cfg.entries);
     if (st == MC_OK && cfg->policy == MC_EVICT_ADAPTIVE && c->cfg.capacity)
         st = adaptive_init(c);
+    if (st != MC_OK) {
+        mc_evict_core_destroy(c);
+        return st;
+    }
+    *core_p = c;
+    return MC_OK;
+}
+
+void mc_evict_core_destroy(mc_evict_core_t *c)
+{
+    if (!c)
+        return;
+    for (int k = 0; k < N_MINI; k++)
+        mc_evict_destroy(c->mini[k]);
+    map_fini(&c->ghost.map);
+    mc_free(c->ghost.ring);
+    mc_free(c->freq.cnt);
+    mc_free(c);
+}
+
+void mc_evict_core_hit(mc_evict_core_t *c, mc_evict_node_t *n)
+{
+    uint64_t key = node_key(c, n);
+    c->st.hits++;
+    sketch_add(c, key);
+    switch (c->cfg.policy) {
+    case MC_EVICT_LRU:
+        seg_move_tail(c, n, n->seg);
+        break;
+    case MC_EVICT_FIFO:
+        break;
+    case MC_EVICT_S3FIFO:
+        if (n->freq < 3)
+            n->freq++;
+        break;
+    default: /* slru family: freq marks an entry that was hit since it entered */
+        n->freq = 1;
+        if (n->seg == SEG_PROB && !prot_admit(c, key, node_size(c, n))) {
+            seg_move_tail(c, n, SEG_PROB);
+            break;
+        }
+        seg_move_tail(c, n, SEG_PROT);
+        slru_rebalance(c);
+        break;
+    }
+    if (c->cfg.policy == MC_EVICT_ADAPTIVE)
+        adaptive_feed(c, key, node_size(c, n));
+}
+
+/* The segment a missed key enters: protected for a ghost hit (if the filter lets it in). */
+static int admit_segment(mc_evict_core_t *c, uint64_t key, uint64_t size)
+{
+    int seg = c->has_ghost && ghost_take(c, key) ? SEG_PROT : SEG_PROB;
+    if (seg == SEG_PROT && is_slru(c) && !prot_admit(c, key, size))
+        seg = SEG_PROB;
+    return seg;
+}
+
+void mc_evict_core_miss(mc_evict_core_t *c, uint64_t key, uint64_t size)
+{
+    c->st.misses++;
+    sketch_add(c, key);
+    if (c->cfg.policy == MC_EVICT_ADAPTIVE)
+        adaptive_feed(c, key, size);
+    /* decided now, before the host makes room (its victims must not push key out of the
+     * ghost); mc_evict_core_link uses it */
+    c->pending_seg = size <= c->cfg.capacity ? admit_segment(c, key, size) : -1;
+    c->pending_key = key;
+}
+
+uint64_t mc_evict_core_used(const mc_evict_core_t *c)
+{
+    return c->used;
+}
+
+uint64_t mc_evict_core_capacity(const mc_evict_core_t *c)
+{
+    return c->cfg.capacity;
+}
+
+mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *c)
+{
+    if (is_slru(c)) {
+        /* A probation entry that was hit (demoted while the protected share was smaller, e.g.
+         * under the LRU share) moves back while the protected segment has room. */
+        uint64_t pmax = prot_max(c);
+        for (;;) {
+            mc_evict_node_t *n = c->seg[SEG_PROB].head;
+            c->st.work++;
+            if (!n)
+                return c->seg[SEG_PROT].head;
+            if (!n->freq || c->seg[SEG_PROT].units + node_size(c, n) > pmax)
+                return n;
+            n->freq = 0;
+            seg_move_tail(c, n, SEG_PROT);
+        }
+    }
+    if (c->cfg.policy != MC_EVICT_S3FIFO)
+        return c->seg[SEG_PROB].head;
+    /* s3fifo: move or reinsert the heads that earned it (each step spends a count or a
+     * promotion, so the loop is amortised O(1)) */
+    uint64_t small_max = c->cfg.capacity * S3FIFO_SMALL_PERMILLE / 1000;
+    for (;;) {
+        c->st.work++;
+        if (c->seg[SEG_PROB].n && (c->seg[SEG_PROB].units >= small_max || !c->seg[SEG_PROT].n)) {
+            mc_evict_node_t *n = c->seg[SEG_PROB].head;
+            if (!n->freq)
+                return n;
+            n->freq = 0;
+            seg_move_tail(c, n, SEG_PROT);
+        } else {
+            mc_evict_node_t *n = c->seg[SEG_PROT].head;
+            if (!n)
+                return NULL;
+            if (!n->freq)
+                return n;
+            n->freq--;
+            seg_move_tail(c, n, SEG_PROT);
+        }
+    }
+}
+
+void mc_evict_core_skip(mc_evict_core_t *c, mc_evict_node_t *n)
+{
+    seg_move_tail(c, n, n->seg);
+}
+
+void mc_evict_core_link(mc_evict_core_t *c, mc_evict_node_t *n)
+{
+    uint64_t key = node_key(c, n), size = node_size(c, n);
+    int seg = c->pending_seg >= 0 && c->pending_key == key ? c->pending_seg
+                                                           : admit_segment(c, key, size);
+    c->pending_seg = -1;
+    n->freq = 0;
+    n->linked = 1;
+    seg_push_tail(c, n, seg);
+    c->used += size;
+    c->st.inserted++;
+    if (is_slru(c))
+        slru_rebalance(c);
+}
+
+void mc_evict_core_unlink(mc_evict_core_t *c, mc_evict_node_t *n, int evicted)
+{
+    /* s3fifo remembers only keys that left the small queue unused (main's victims had their
+     * chance); the slru family remembers every victim */
+    if (evicted && c->has_ghost && (c->cfg.policy != MC_EVICT_S3FIFO || n->seg == SEG_PROB))
+        ghost_add(c, node_key(c, n));
+    seg_unlink(c, n);
+    c->used -= node_size(c, n);
+    n->linked = 0;
+    n->prev = n->next = NULL;
+    if (evicted)
+        c->st.evictions++;
+}
+
+void mc_evict_core_foreach(const mc_evict_core_t *c,
+                           void (*fn)(void *arg, mc_evict_node_t *n), void *arg)
+{
+    for (int s = 0; s < 2; s++)
+        for (mc_evict_node_t *n = c->seg[s].head, *next; n; n = next) {
+            next = n->next;
+            fn(arg, n);
+        }
+}
+
+void mc_evict_core_get_stats(const mc_evict_core_t *c, mc_evict_stats_t *s)
+{
+    *s = c->st;
+    s->used = c->used;
+    s->entries = c->seg[0].n + c->seg[1].n;
+    s->ghost = c->ghost.map.count;
+    s->ghost_cap = c->ghost.cap;
+    s->probation_permille = c->permille;
+    s->filter = c->filter;
+    s->mini_work = 0;
+    for (int k = 0; k < N_MINI; k++) {
+        if (c->mini[k]) {
+            mc_evict_stats_t ms;
+            mc_evict_get_stats(c->mini[k], &ms);
+            s->mini_work += ms.work;
+        }
+    }
+}
+
+/* ---- keyed cache ---- */
+
+typedef struct slot {
+    mc_evict_node_t node; /* first: a node pointer is its slot's */
+    uint64_t key, size;
+    uint32_t owner, next_free;
+} slot_t;
+
+struct mc_evict_cache {
+    mc_evict_core_t *core;
+    slot_t **chunks;
+    size_t n_chunks;
+    uint32_t n_slots, free_head; /* slots ever used; free chain (UINT32_MAX = none) */
+    map_t idx;                   /* key -> slot index */
+    uint64_t work, bypassed;     /* table probes; refused inserts */
+    mc_evict_fn on_evict;
+    void *evict_arg;
+};
+
+static slot_t *slot_at(const mc_evict_cache_t *c, uint64_t i)
+{
+    return &c->chunks[i >> CHUNK_SHIFT][i & ((1u << CHUNK_SHIFT) - 1)];
+}
+
+static uint64_t slot_key(const mc_evict_node_t *n, void *arg)
+{
+    (void)arg;
+    return ((const slot_t *)n)->key;
+}
+
+static uint64_t slot_size(const mc_evict_node_t *n, void *arg)
+{
+    (void)arg;
+    return ((const slot_t *)n)->size;
+}
+
+mc_status_t mc_evict_create(const mc_evict_config_t *cfg, mc_evict_fn on_evict, void *arg,
+                            mc_evict_cache_t **c_p)
+{
+    *c_p = NULL;
+    mc_evict_cache_t *c = MC_NEW(mc_evict_cache_t);
+    if (!c)
+        return MC_ERR_NO_MEMORY;
+    c->free_head = UINT32_MAX;
+    c->on_evict = on_evict;
+    c->evict_arg = arg;
+    mc_evict_host_t host = {slot_key, slot_size, c};
+    mc_status_t st = map_init(&c->idx, 64);
+    if (st == MC_OK)
+        st = mc_evict_core_create(cfg, &host, &c->core);
     if (st != MC_OK) {
         mc_evict_destroy(c);
         return st;
@@ -542,31 +694,43 @@ void mc_evict_destroy(mc_evict_cache_t *c)
 {
     if (!c)
         return;
-    for (int k = 0; k < N_MINI; k++)
-        mc_evict_destroy(c->mini[k]);
+    mc_evict_core_destroy(c->core);
+    for (size_t i = 0; i < c->n_chunks; i++)
+        mc_free(c->chunks[i]);
+    mc_free(c->chunks);
     map_fini(&c->idx);
-    map_fini(&c->ghost.map);
-    mc_free(c->ghost.ring);
-    mc_free(c->freq.cnt);
-    mc_free(c->nodes);
     mc_free(c);
+}
+
+static slot_t *find(const mc_evict_cache_t *c, uint64_t key, uint64_t *work)
+{
+    uint64_t *v = map_get(&c->idx, key, work);
+    return v ? slot_at(c, *v) : NULL;
 }
 
 int mc_evict_lookup(mc_evict_cache_t *c, uint64_t key, int touch, uint32_t *owner_p)
 {
-    uint64_t *v = map_get(&c->idx, key, &c->st.work);
-    if (!v)
+    slot_t *s = find(c, key, &c->work);
+    if (!s)
         return 0;
-    uint32_t i = (uint32_t)*v;
     if (owner_p)
-        *owner_p = c->nodes[i].owner;
-    if (touch) {
-        c->st.hits++;
-        sketch_add(c, key);
-        on_hit(c, i);
-        adaptive_feed(c, key, c->nodes[i].size);
-    }
+        *owner_p = s->owner;
+    if (touch)
+        mc_evict_core_hit(c->core, &s->node);
     return 1;
+}
+
+static void free_slot(mc_evict_cache_t *c, slot_t *s, uint32_t i)
+{
+    map_del(&c->idx, s->key, &c->work);
+    s->next_free = c->free_head;
+    c->free_head = i;
+}
+
+/* Index of a slot from its node (slots are found through the table by key). */
+static uint32_t slot_index(mc_evict_cache_t *c, const slot_t *s)
+{
+    return (uint32_t)*map_get(&c->idx, s->key, &c->work);
 }
 
 int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t owner)
@@ -575,81 +739,106 @@ int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t o
         return 0;
     if (size == 0)
         size = 1;
-    c->st.misses++;
-    sketch_add(c, key);
-    adaptive_feed(c, key, size);
-    if (size > c->cfg.capacity) {
-        c->st.bypassed++;
+    mc_evict_core_miss(c->core, key, size);
+    if (size > mc_evict_core_capacity(c->core)) {
+        c->bypassed++;
         return 0;
     }
-    int seg = c->has_ghost && ghost_take(c, key) ? SEG_PROT : SEG_PROB;
-    if (seg == SEG_PROT && is_slru(c) && !prot_admit(c, key, size))
-        seg = SEG_PROB;
-    while (c->used + size > c->cfg.capacity)
-        evict_one(c);
+    while (mc_evict_core_used(c->core) + size > mc_evict_core_capacity(c->core)) {
+        slot_t *v = (slot_t *)mc_evict_core_victim(c->core);
+        uint64_t vkey = v->key;
+        uint32_t vowner = v->owner;
+        mc_evict_core_unlink(c->core, &v->node, 1);
+        free_slot(c, v, slot_index(c, v));
+        if (c->on_evict)
+            c->on_evict(c->evict_arg, vkey, vowner);
+    }
     uint32_t i = c->free_head;
-    if (i == NIL) {
-        if (c->n_nodes == NIL - 1 ||
-            mc_array_reserve(&c->nodes, &c->cap_nodes, (size_t)c->n_nodes + 1, 64) != MC_OK) {
-            c->st.bypassed++;
+    if (i == UINT32_MAX) {
+        if (c->n_slots == UINT32_MAX - 1) {
+            c->bypassed++;
             return 0;
         }
-        i = c->n_nodes++;
+        i = c->n_slots;
+        if ((i >> CHUNK_SHIFT) >= c->n_chunks) {
+            slot_t **ch = mc_realloc(c->chunks, (c->n_chunks + 1) * sizeof(*ch));
+            slot_t *chunk = ch ? mc_malloc(sizeof(slot_t) << CHUNK_SHIFT) : NULL;
+            if (ch)
+                c->chunks = ch;
+            if (!chunk) {
+                c->bypassed++;
+                return 0;
+            }
+            c->chunks[c->n_chunks++] = chunk;
+        }
+        c->n_slots++;
     } else {
-        c->free_head = c->nodes[i].next;
+        c->free_head = slot_at(c, i)->next_free;
     }
-    if (map_put(&c->idx, key, i, &c->st.work) != MC_OK) {
-        c->nodes[i].next = c->free_head;
+    slot_t *s = slot_at(c, i);
+    if (map_put(&c->idx, key, i, &c->work) != MC_OK) {
+        s->next_free = c->free_head;
         c->free_head = i;
-        c->st.bypassed++;
+        c->bypassed++;
         return 0;
     }
-    c->nodes[i] = (node_t){.key = key, .size = size, .owner = owner};
-    seg_push_tail(c, i, seg);
-    c->used += size;
-    c->st.inserted++;
-    if (is_slru(c))
-        slru_rebalance(c);
+    memset(&s->node, 0, sizeof(s->node));
+    s->key = key;
+    s->size = size;
+    s->owner = owner;
+    mc_evict_core_link(c->core, &s->node);
     return 1;
 }
 
 int mc_evict_remove(mc_evict_cache_t *c, uint64_t key)
 {
-    uint64_t *v = map_get(&c->idx, key, &c->st.work);
+    uint64_t *v = map_get(&c->idx, key, &c->work);
     if (!v)
         return 0;
-    free_node(c, (uint32_t)*v);
+    uint32_t i = (uint32_t)*v;
+    slot_t *s = slot_at(c, i);
+    mc_evict_core_unlink(c->core, &s->node, 0);
+    free_slot(c, s, i);
     return 1;
+}
+
+typedef struct foreach_arg {
+    mc_evict_fn fn;
+    void *arg;
+} foreach_arg_t;
+
+static void foreach_slot(void *arg, mc_evict_node_t *n)
+{
+    foreach_arg_t *a = arg;
+    const slot_t *s = (const slot_t *)n;
+    a->fn(a->arg, s->key, s->owner);
 }
 
 void mc_evict_foreach(const mc_evict_cache_t *c, mc_evict_fn fn, void *arg)
 {
-    for (int s = 0; s < 2; s++)
-        for (uint32_t i = c->seg[s].head; i != NIL; i = c->nodes[i].next)
-            fn(arg, c->nodes[i].key, c->nodes[i].owner);
+    foreach_arg_t a = {fn, arg};
+    mc_evict_core_foreach(c->core, foreach_slot, &a);
 }
 
 void mc_evict_get_stats(const mc_evict_cache_t *c, mc_evict_stats_t *s)
 {
-    *s = c->st;
-    s->used = c->used;
-    s->entries = c->idx.count;
-    s->ghost = c->ghost.map.count;
-    s->ghost_cap = c->ghost.cap;
-    s->probation_permille = c->permille;
-    s->mini_work = 0;
-    for (int k = 0; k < N_MINI; k++) {
-        if (c->mini[k]) {
-            mc_evict_stats_t ms;
-            mc_evict_get_stats(c->mini[k], &ms);
-            s->mini_work += ms.work;
-        }
-    }
+    mc_evict_core_get_stats(c->core, s);
+    s->work += c->work;
+    s->bypassed += c->bypassed;
 }
 
 int mc_evict_segment(const mc_evict_cache_t *c, uint64_t key)
 {
     uint64_t w = 0;
-    uint64_t *v = map_get(&c->idx, key, &w);
-    return v ? c->nodes[*v].seg : -1;
+    const slot_t *s = find(c, key, &w);
+    return s ? s->node.seg : -1;
+}
+
+/* One access to a miniature: 1 if it hit. */
+static int access_mini(mc_evict_cache_t *m, uint64_t key, uint64_t size)
+{
+    if (mc_evict_lookup(m, key, 1, NULL))
+        return 1;
+    mc_evict_insert(m, key, size, 0);
+    return 0;
 }

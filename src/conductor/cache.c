@@ -70,9 +70,7 @@ mc_status_t mc_conductor_cache_init_tuned(mc_conductor_cache_t *c, size_t capaci
             ec.probation_permille = tune->probation_permille;
             ec.ghost_factor = tune->ghost_factor;
         }
-        ec.on_evict = module_evicted;
-        ec.evict_arg = c;
-        return mc_evict_create(&ec, &c->ev);
+        return mc_evict_create(&ec, module_evicted, c, &c->ev);
     }
     if (mc_conductor_u64map_init(&c->pos, capacity + 16) != MC_OK)
         return MC_ERR_NO_MEMORY;

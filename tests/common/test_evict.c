@@ -32,7 +32,7 @@ static mc_evict_cache_t *make(uint64_t capacity, mc_evict_policy_t p, uint32_t p
     mc_evict_config_default(&cfg, capacity, p);
     cfg.probation_permille = permille;
     mc_evict_cache_t *c = NULL;
-    assert_int_equal(mc_evict_create(&cfg, &c), MC_OK);
+    assert_int_equal(mc_evict_create(&cfg, NULL, NULL, &c), MC_OK);
     return c;
 }
 
@@ -61,7 +61,7 @@ static void test_names(void **state)
     mc_evict_config_default(&cfg, 10, MC_EVICT_SLRU);
     cfg.probation_permille = 1001;
     mc_evict_cache_t *c = (mc_evict_cache_t *)&cfg;
-    assert_int_equal(mc_evict_create(&cfg, &c), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_evict_create(&cfg, NULL, NULL, &c), MC_ERR_INVALID_PARAMS);
     assert_null(c);
 }
 
@@ -101,9 +101,8 @@ static void check_exact_lru(mc_evict_policy_t p, uint32_t permille)
     mc_evict_config_t cfg;
     mc_evict_config_default(&cfg, CAP, p);
     cfg.probation_permille = permille;
-    cfg.on_evict = on_victim;
     mc_evict_cache_t *c;
-    assert_int_equal(mc_evict_create(&cfg, &c), MC_OK);
+    assert_int_equal(mc_evict_create(&cfg, on_victim, NULL, &c), MC_OK);
     uint64_t ref[CAP];
     size_t n = 0;
     rng_state = 7;
@@ -138,7 +137,7 @@ static void test_capacity_and_sizes(void **state)
         mc_evict_config_default(&cfg, 10000, (mc_evict_policy_t)p);
         cfg.entries = 100; /* sizes below average 100 units */
         mc_evict_cache_t *c;
-        assert_int_equal(mc_evict_create(&cfg, &c), MC_OK);
+        assert_int_equal(mc_evict_create(&cfg, NULL, NULL, &c), MC_OK);
         rng_state = 11;
         for (int i = 0; i < 50000; i++) {
             uint64_t key = rnd() % 3000;
