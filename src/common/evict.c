@@ -18,7 +18,7 @@
 #define N_MINI 9
 #define MINI_MAX_SHIFT 6    /* sample at least 1/64 of the keys */
 #define MINI_TARGET 2048    /* a miniature remembers about this many entries */
-#define SWITCH_MARGIN 1.01  /* a candidate must beat the current one by 1 % */
+#define SWITCH_MARGIN 1.02  /* a candidate must beat the current one by 2 % */
 #define SLRU_DEFAULT 20
 #define ADAPTIVE_INITIAL 1000
 #define GHOST_FACTOR 5
@@ -397,7 +397,7 @@ static mc_status_t adaptive_init(mc_evict_core_t *c)
     while (c->shift < MINI_MAX_SHIFT && (entries >> c->shift) > MINI_TARGET)
         c->shift++;
     uint64_t mini_entries = entries >> c->shift ? entries >> c->shift : 1;
-    c->window = mini_entries * 2 > 1024 ? mini_entries * 2 : 1024;
+    c->window = mini_entries * 2 > 2048 ? mini_entries * 2 : 2048;
     for (int k = 0; k < N_MINI; k++) {
         mc_evict_config_t mc;
         uint64_t cap = c->cfg.capacity >> c->shift;

@@ -35,9 +35,10 @@
  *                per candidate (9: LRU, and 4 shares with and without the filter) sees the
  *                accesses of the keys whose hash falls in a 2^-s sample, with capacity scaled by
  *                2^-s (s = 0..6 so that a miniature holds about 2 048 entries). After each window
- *                of 2 * (entries >> s) sampled accesses the candidates' hits are folded into an
- *                exponentially decaying score (halved every window); the cache takes the best
- *                candidate if it beat the current one by more than 1 %. It starts as LRU.
+ *                of max(2 * (entries >> s), 2 048) sampled accesses the candidates' hits are
+ *                folded into an exponentially decaying score (halved every window); the cache
+ *                takes the best candidate if it beat the current one by more than 2 % (ties go
+ *                to the smaller share, then to no filter). It starts as LRU.
  *
  * Cost per operation, O(1) amortised and independent of the capacity: a bounded number of
  * list moves (slru: one promotion and at most two demotions; s3fifo: each reinsertion spends
