@@ -12,7 +12,8 @@
  *                               (cost/always/never): where remote fetch stops paying off
  * --experiment=failure          index event loss with gap detection + resync vs without
  * --experiment=trace_stats      the trace facts (requests, blocks, distinct, prefix hits)
- * Experiments print one JSON line per run and write <out_dir>/<experiment>.csv. */
+ * Experiments print one JSON line per run and write <out_dir>/<experiment>.csv.
+ * --workload=NAME replaces the trace by a synthetic one (src/conductor/workload.h). */
 #include "common/config.h"
 #include "common/log.h"
 #include "conductor/plan.h"
@@ -580,7 +581,8 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         "mc_sim",
         "Trace-driven serving simulator for a shared KV cache (prefill/decode disaggregated or\n"
         "colocated), with per-instance local caches, a global DRAM pool, an optional SSD tier,\n"
-        "the conductor's prefix index and router, and cache-only replays with Belady's bound.\n"
+        "the conductor's prefix index and router, and cache-only replays of every eviction\n"
+        "policy with Belady's bound, on the trace or on a synthetic --workload.\n"
         "Experiments: run, local_vs_global, routing, pd_vs_colocated, cache_sweep,\n"
         "bandwidth_sweep, failure,"
         "trace_stats. Deterministic for the same flags and --seed. Formulas and assumptions:\n"

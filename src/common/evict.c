@@ -1,9 +1,13 @@
 /* Cache admission and eviction policies (contract in evict.h).
  *
- * The core keeps two segments as doubly linked lists through the host's nodes, a ghost (a ring
- * of the last ghost.cap victims' keys plus a table from key to the sequence number of its
- * newest ring slot, so that an overwritten slot forgets its key only if the key was not evicted
- * again since), optionally a count-min sketch, and for adaptive its miniature caches.
+ * The core keeps two segments as doubly linked lists through the host's nodes, a ghost,
+ * optionally a count-min sketch, and for adaptive its miniature caches. The ghost is
+ * GHOST_GENS Bloom filters of GHOST_BITS bits per key, written one at a time: when the current
+ * one holds cap / GHOST_GENS keys, the oldest is cleared and becomes the current one, so the
+ * ghost remembers the last 3/4 cap to cap victims in one byte per key (false positives about
+ * 2 %; a key is not forgotten when it comes back, it ages out). The sketch packs its 4-bit
+ * counters two to a byte. Per remembered victim and per expected entry this is 1 + 0.5..1
+ * bytes, so that a store can afford it for every object.
  *
  * The keyed cache stores slots (node, key, size, owner) in fixed-size chunks so that nodes
  * never move, found through an open-addressing table (linear probing, backward-shift deletion,
@@ -23,7 +27,10 @@
 #define ADAPTIVE_INITIAL 1000
 #define GHOST_FACTOR 5
 #define S3FIFO_SMALL_PERMILLE 100
-#define CHUNK_SHIFT 12      /* keyed cache: 4 096 slots per chunk */
+#define CHUNK_SHIFT 12    /* keyed cache: 4 096 slots per chunk */
+#define GHOST_GENS 4
+#define GHOST_BITS 16      /* per remembered key */
+#define GHOST_PROBES 7
 
 /* adaptive's candidates: probation share and frequency filter; the first is LRU. Ties go to
  * the later one (smaller share, no filter). */
@@ -37,6 +44,51 @@ static const char *policy_names[MC_EVICT_N_POLICIES] = {"lru",    "fifo",     "s
                                                         "s3fifo", "adaptive", "slru_tinylfu"};
 
 enum { SEG_PROB = 0, SEG_PROT = 1 };
+
+/* A node's links carry its state in their low bits (nodes are 8-byte aligned): prev's two
+ * low bits are the access count (s3fifo: 0..3; slru: 1 = hit since it entered), next's low
+ * bit the segment. */
+#define TAG_BITS ((uintptr_t)7)
+
+static mc_evict_node_t *n_prev(const mc_evict_node_t *n)
+{
+    return (mc_evict_node_t *)(n->prev_tag & ~TAG_BITS);
+}
+
+static mc_evict_node_t *n_next(const mc_evict_node_t *n)
+{
+    return (mc_evict_node_t *)(n->next_tag & ~TAG_BITS);
+}
+
+static void set_prev(mc_evict_node_t *n, mc_evict_node_t *p)
+{
+    n->prev_tag = (uintptr_t)p | (n->prev_tag & TAG_BITS);
+}
+
+static void set_next(mc_evict_node_t *n, mc_evict_node_t *p)
+{
+    n->next_tag = (uintptr_t)p | (n->next_tag & TAG_BITS);
+}
+
+static unsigned n_freq(const mc_evict_node_t *n)
+{
+    return (unsigned)(n->prev_tag & 3);
+}
+
+static void set_freq(mc_evict_node_t *n, unsigned f)
+{
+    n->prev_tag = (n->prev_tag & ~(uintptr_t)3) | f;
+}
+
+static int n_seg(const mc_evict_node_t *n)
+{
+    return (int)(n->next_tag & 1);
+}
+
+static void set_seg(mc_evict_node_t *n, int seg)
+{
+    n->next_tag = (n->next_tag & ~(uintptr_t)1) | (uintptr_t)seg;
+}
 
 const char *mc_evict_policy_name(mc_evict_policy_t p)
 {
@@ -173,16 +225,18 @@ typedef struct seglist {
 } seglist_t;
 
 typedef struct ghost {
-    uint64_t *ring;
-    uint64_t cap, seq; /* next insertion's sequence number; its slot is seq % cap */
-    map_t map;         /* key -> sequence number of its newest insertion */
+    uint64_t *bits;           /* GHOST_GENS filters of `words` words each */
+    uint64_t words, nbits;    /* per filter: nbits = 64 * words */
+    uint64_t cap, per_gen;    /* keys remembered at most; keys per filter */
+    uint64_t n[GHOST_GENS];   /* keys written into each filter since it was cleared */
+    unsigned cur;             /* the filter being written */
 } ghost_t;
 
 /* Count-min sketch of access frequency (TinyLFU, Einziger et al., ACM ToS 2017): 4 rows of
- * counters saturating at 15 over `width` columns; every counter is halved after 10 * width
- * increments, so estimates follow the recent past. */
+ * 4-bit counters over `width` columns (a power of two <= the expected entries); every counter
+ * is halved after 10 * width increments, so estimates follow the recent past. */
 typedef struct sketch {
-    uint8_t *cnt; /* 4 * width */
+    uint8_t *cnt; /* 4 * width nibbles */
     uint64_t mask; /* width - 1 */
     uint64_t adds, reset_at;
 } sketch_t;
@@ -225,29 +279,61 @@ static int is_slru(const mc_evict_core_t *c)
 
 /* ---- ghost ---- */
 
+static mc_status_t ghost_init(ghost_t *g, uint64_t cap)
+{
+    g->cap = cap ? cap : 1;
+    g->per_gen = (g->cap + GHOST_GENS - 1) / GHOST_GENS;
+    g->words = (g->per_gen * GHOST_BITS + 63) / 64;
+    g->nbits = g->words * 64;
+    g->bits = mc_calloc(GHOST_GENS * g->words, sizeof(uint64_t));
+    return g->bits ? MC_OK : MC_ERR_NO_MEMORY;
+}
+
+/* Bit i of key's probe sequence (double hashing). */
+static uint64_t ghost_bit(const ghost_t *g, uint64_t key, int i)
+{
+    uint64_t h1 = mix64(key ^ 0x6a09e667f3bcc909ULL), h2 = mix64(key ^ 0xbb67ae8584caa73bULL) | 1;
+    return (h1 + (uint64_t)i * h2) % g->nbits;
+}
+
 static void ghost_add(mc_evict_core_t *c, uint64_t key)
 {
     ghost_t *g = &c->ghost;
-    uint64_t slot = g->seq % g->cap;
-    if (g->seq >= g->cap) {
-        uint64_t old = g->ring[slot];
-        uint64_t *v = map_get(&g->map, old, &c->st.work);
-        if (v && *v == g->seq - g->cap)
-            map_del(&g->map, old, &c->st.work);
+    if (g->n[g->cur] >= g->per_gen) { /* rotate: clear the oldest filter and write into it */
+        g->cur = (g->cur + 1) % GHOST_GENS;
+        memset(g->bits + g->cur * g->words, 0, g->words * sizeof(uint64_t));
+        g->n[g->cur] = 0;
+        c->st.work += g->words; /* words per per_gen insertions: O(GHOST_BITS / 64) each */
     }
-    g->ring[slot] = key;
-    if (map_put(&g->map, key, g->seq, &c->st.work) == MC_OK)
-        g->seq++; /* out of memory: the key is just not remembered */
+    uint64_t *f = g->bits + g->cur * g->words;
+    for (int i = 0; i < GHOST_PROBES; i++) {
+        uint64_t b = ghost_bit(g, key, i);
+        f[b / 64] |= 1ULL << (b % 64);
+    }
+    g->n[g->cur]++;
+    c->st.work++;
 }
 
-/* Was key a recent victim? Forgets it (a key re-enters once per eviction). */
+/* Was key a recent victim (or a false positive)? */
 static int ghost_take(mc_evict_core_t *c, uint64_t key)
 {
-    if (!c->has_ghost || !map_get(&c->ghost.map, key, &c->st.work))
+    if (!c->has_ghost)
         return 0;
-    map_del(&c->ghost.map, key, &c->st.work);
-    c->st.ghost_hits++;
-    return 1;
+    const ghost_t *g = &c->ghost;
+    c->st.work++;
+    for (unsigned k = 0; k < GHOST_GENS; k++) {
+        const uint64_t *f = g->bits + k * g->words;
+        int all = 1;
+        for (int i = 0; i < GHOST_PROBES && all; i++) {
+            uint64_t b = ghost_bit(g, key, i);
+            all = (f[b / 64] >> (b % 64)) & 1;
+        }
+        if (all) {
+            c->st.ghost_hits++;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* ---- frequency sketch ---- */
@@ -255,12 +341,19 @@ static int ghost_take(mc_evict_core_t *c, uint64_t key)
 static mc_status_t sketch_init(sketch_t *k, uint64_t entries)
 {
     uint64_t w = 64;
-    while (w < entries)
+    while (w * 2 <= entries) /* at most `entries` columns: 4 rows of nibbles = 2 bytes each */
         w <<= 1;
-    k->cnt = mc_calloc(4 * w, 1);
+    k->cnt = mc_calloc(2 * w, 1);
     k->mask = w - 1;
     k->reset_at = 10 * w;
     return k->cnt ? MC_OK : MC_ERR_NO_MEMORY;
+}
+
+/* Counter i of row r: a nibble. */
+static unsigned sketch_get(const sketch_t *k, int r, uint64_t i)
+{
+    uint64_t idx = (uint64_t)r * (k->mask + 1) + i;
+    return (k->cnt[idx / 2] >> (4 * (idx % 2))) & 15;
 }
 
 static void sketch_add(mc_evict_core_t *c, uint64_t key)
@@ -270,24 +363,24 @@ static void sketch_add(mc_evict_core_t *c, uint64_t key)
         return;
     uint64_t h = mix64(key ^ 0x5bd1e9955bd1e995ULL), w = k->mask + 1;
     for (int r = 0; r < 4; r++) {
-        uint8_t *x = &k->cnt[r * w + ((h >> (16 * r)) & k->mask)];
-        if (*x < 15)
-            (*x)++;
+        uint64_t i = (h >> (16 * r)) & k->mask, idx = (uint64_t)r * w + i;
+        if (sketch_get(k, r, i) < 15)
+            k->cnt[idx / 2] += (uint8_t)(1u << (4 * (idx % 2)));
     }
     if (++k->adds < k->reset_at)
         return;
-    for (uint64_t i = 0; i < 4 * w; i++) /* 4 * width steps every 10 * width adds */
-        k->cnt[i] >>= 1;
-    c->st.work += 4 * w;
+    for (uint64_t b = 0; b < 2 * w; b++) /* halve both nibbles: 2 * width bytes every 10 * width adds */
+        k->cnt[b] = (uint8_t)((k->cnt[b] >> 1) & 0x77);
+    c->st.work += 2 * w;
     k->adds /= 2;
 }
 
 static unsigned sketch_est(const sketch_t *k, uint64_t key)
 {
-    uint64_t h = mix64(key ^ 0x5bd1e9955bd1e995ULL), w = k->mask + 1;
+    uint64_t h = mix64(key ^ 0x5bd1e9955bd1e995ULL);
     unsigned m = 15;
     for (int r = 0; r < 4; r++) {
-        unsigned x = k->cnt[r * w + ((h >> (16 * r)) & k->mask)];
+        unsigned x = sketch_get(k, r, (h >> (16 * r)) & k->mask);
         m = x < m ? x : m;
     }
     return m;
@@ -297,15 +390,16 @@ static unsigned sketch_est(const sketch_t *k, uint64_t key)
 
 static void seg_unlink(mc_evict_core_t *c, mc_evict_node_t *n)
 {
-    seglist_t *l = &c->seg[n->seg];
-    if (n->prev)
-        n->prev->next = n->next;
+    seglist_t *l = &c->seg[n_seg(n)];
+    mc_evict_node_t *p = n_prev(n), *x = n_next(n);
+    if (p)
+        set_next(p, x);
     else
-        l->head = n->next;
-    if (n->next)
-        n->next->prev = n->prev;
+        l->head = x;
+    if (x)
+        set_prev(x, p);
     else
-        l->tail = n->prev;
+        l->tail = p;
     l->units -= node_size(c, n);
     l->n--;
     c->st.work++;
@@ -314,11 +408,11 @@ static void seg_unlink(mc_evict_core_t *c, mc_evict_node_t *n)
 static void seg_push_tail(mc_evict_core_t *c, mc_evict_node_t *n, int seg)
 {
     seglist_t *l = &c->seg[seg];
-    n->seg = (uint8_t)seg;
-    n->next = NULL;
-    n->prev = l->tail;
+    set_seg(n, seg);
+    set_next(n, NULL);
+    set_prev(n, l->tail);
     if (l->tail)
-        l->tail->next = n;
+        set_next(l->tail, n);
     else
         l->head = n;
     l->tail = n;
@@ -440,8 +534,7 @@ mc_status_t mc_evict_core_create(const mc_evict_config_t *cfg, const mc_evict_ho
     if (c->has_ghost) {
         c->ghost.cap = cfg->policy == MC_EVICT_S3FIFO ? c->cfg.entries
                                                       : c->cfg.entries * c->cfg.ghost_factor;
-        c->ghost.ring = mc_malloc(c->ghost.cap * sizeof(uint64_t));
-        st = c->ghost.ring ? map_init(&c->ghost.map, 64) : MC_ERR_NO_MEMORY;
+        st = ghost_init(&c->ghost, c->ghost.cap);
     }
     if (st == MC_OK && (c->filter || cfg->policy == MC_EVICT_ADAPTIVE))
         st = sketch_init(&c->freq, c->cfg.entries);
@@ -461,8 +554,7 @@ void mc_evict_core_destroy(mc_evict_core_t *c)
         return;
     for (int k = 0; k < N_MINI; k++)
         mc_evict_destroy(c->mini[k]);
-    map_fini(&c->ghost.map);
-    mc_free(c->ghost.ring);
+    mc_free(c->ghost.bits);
     mc_free(c->freq.cnt);
     mc_free(c);
 }
@@ -474,17 +566,17 @@ void mc_evict_core_hit(mc_evict_core_t *c, mc_evict_node_t *n)
     sketch_add(c, key);
     switch (c->cfg.policy) {
     case MC_EVICT_LRU:
-        seg_move_tail(c, n, n->seg);
+        seg_move_tail(c, n, n_seg(n));
         break;
     case MC_EVICT_FIFO:
         break;
     case MC_EVICT_S3FIFO:
-        if (n->freq < 3)
-            n->freq++;
+        if (n_freq(n) < 3)
+            set_freq(n, n_freq(n) + 1);
         break;
     default: /* slru family: freq marks an entry that was hit since it entered */
-        n->freq = 1;
-        if (n->seg == SEG_PROB && !prot_admit(c, key, node_size(c, n))) {
+        set_freq(n, 1);
+        if (n_seg(n) == SEG_PROB && !prot_admit(c, key, node_size(c, n))) {
             seg_move_tail(c, n, SEG_PROB);
             break;
         }
@@ -538,9 +630,9 @@ mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *c)
             c->st.work++;
             if (!n)
                 return c->seg[SEG_PROT].head;
-            if (!n->freq || c->seg[SEG_PROT].units + node_size(c, n) > pmax)
+            if (!n_freq(n) || c->seg[SEG_PROT].units + node_size(c, n) > pmax)
                 return n;
-            n->freq = 0;
+            set_freq(n, 0);
             seg_move_tail(c, n, SEG_PROT);
         }
     }
@@ -553,17 +645,17 @@ mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *c)
         c->st.work++;
         if (c->seg[SEG_PROB].n && (c->seg[SEG_PROB].units >= small_max || !c->seg[SEG_PROT].n)) {
             mc_evict_node_t *n = c->seg[SEG_PROB].head;
-            if (!n->freq)
+            if (!n_freq(n))
                 return n;
-            n->freq = 0;
+            set_freq(n, 0);
             seg_move_tail(c, n, SEG_PROT);
         } else {
             mc_evict_node_t *n = c->seg[SEG_PROT].head;
             if (!n)
                 return NULL;
-            if (!n->freq)
+            if (!n_freq(n))
                 return n;
-            n->freq--;
+            set_freq(n, n_freq(n) - 1);
             seg_move_tail(c, n, SEG_PROT);
         }
     }
@@ -571,7 +663,7 @@ mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *c)
 
 void mc_evict_core_skip(mc_evict_core_t *c, mc_evict_node_t *n)
 {
-    seg_move_tail(c, n, n->seg);
+    seg_move_tail(c, n, n_seg(n));
 }
 
 void mc_evict_core_link(mc_evict_core_t *c, mc_evict_node_t *n)
@@ -580,8 +672,7 @@ void mc_evict_core_link(mc_evict_core_t *c, mc_evict_node_t *n)
     int seg = c->pending_seg >= 0 && c->pending_key == key ? c->pending_seg
                                                            : admit_segment(c, key, size);
     c->pending_seg = -1;
-    n->freq = 0;
-    n->linked = 1;
+    n->prev_tag = n->next_tag = 0;
     seg_push_tail(c, n, seg);
     c->used += size;
     c->st.inserted++;
@@ -593,12 +684,11 @@ void mc_evict_core_unlink(mc_evict_core_t *c, mc_evict_node_t *n, int evicted)
 {
     /* s3fifo remembers only keys that left the small queue unused (main's victims had their
      * chance); the slru family remembers every victim */
-    if (evicted && c->has_ghost && (c->cfg.policy != MC_EVICT_S3FIFO || n->seg == SEG_PROB))
+    if (evicted && c->has_ghost && (c->cfg.policy != MC_EVICT_S3FIFO || n_seg(n) == SEG_PROB))
         ghost_add(c, node_key(c, n));
     seg_unlink(c, n);
     c->used -= node_size(c, n);
-    n->linked = 0;
-    n->prev = n->next = NULL;
+    n->prev_tag = n->next_tag = 0;
     if (evicted)
         c->st.evictions++;
 }
@@ -608,7 +698,7 @@ void mc_evict_core_foreach(const mc_evict_core_t *c,
 {
     for (int s = 0; s < 2; s++)
         for (mc_evict_node_t *n = c->seg[s].head, *next; n; n = next) {
-            next = n->next;
+            next = n_next(n);
             fn(arg, n);
         }
 }
@@ -618,7 +708,9 @@ void mc_evict_core_get_stats(const mc_evict_core_t *c, mc_evict_stats_t *s)
     *s = c->st;
     s->used = c->used;
     s->entries = c->seg[0].n + c->seg[1].n;
-    s->ghost = c->ghost.map.count;
+    s->ghost = 0;
+    for (unsigned k = 0; k < GHOST_GENS; k++)
+        s->ghost += c->ghost.n[k];
     s->ghost_cap = c->ghost.cap;
     s->probation_permille = c->permille;
     s->filter = c->filter;
@@ -831,7 +923,7 @@ int mc_evict_segment(const mc_evict_cache_t *c, uint64_t key)
 {
     uint64_t w = 0;
     const slot_t *s = find(c, key, &w);
-    return s ? s->node.seg : -1;
+    return s ? n_seg(&s->node) : -1;
 }
 
 /* One access to a miniature: 1 if it hit. */

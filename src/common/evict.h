@@ -4,7 +4,7 @@
  *
  * Two layers, one implementation:
  *   mc_evict_core_t   the policy on the host's own objects. Each object embeds an
- *                     mc_evict_node_t (two links and two bytes: 24 bytes with padding on LP64);
+ *                     mc_evict_node_t (two tagged links: 16 bytes on LP64);
  *                     the host reports hits, misses, insertions and removals, and asks for
  *                     victims. The core reads an object's key and size through the host's
  *                     callbacks, so it stores nothing else per object.
@@ -17,15 +17,17 @@
  *
  *   lru          one segment; a hit moves the entry to the tail.
  *   fifo         one segment; hits change nothing.
- *   slru         probation + protected, and a ghost: a FIFO of the keys of the last
- *                ghost_factor * entries victims (5 * the expected entry count by default). A new
+ *   slru         probation + protected, and a ghost remembering the keys of the last
+ *                ghost_factor * entries victims (5 * the expected entry count by default; Bloom
+ *                filters of 16 bits per key, so 10 bytes per expected entry). A new
  *                key enters the probation tail, a ghost hit the protected tail; a hit in
  *                probation moves the entry to the protected tail; the protected segment is held
  *                to capacity * (1 - probation_permille / 1000) by moving its head to the
  *                probation tail, 2 entries per operation at most; victims come from the
  *                probation head. probation_permille = 1000 is exactly LRU.
  *   slru_tinylfu slru whose protected segment, when full, admits a key only if a count-min
- *                sketch of recent accesses (TinyLFU) counts it as more frequent than the
+ *                sketch of recent accesses (TinyLFU; 4-bit counters, 1..2 bytes per expected
+ *                entry) counts it as more frequent than the
  *                protected head it would push out.
  *   s3fifo       S3-FIFO (Yang et al., SOSP'23): a small FIFO (10 % of capacity), a main FIFO
  *                with 2-bit access counts and reinsertion; keys leaving the small FIFO unused
@@ -97,10 +99,10 @@ typedef struct mc_evict_stats {
 
 /* ---- core: the policy over the host's objects ---- */
 
-/* Embedded in each host object; owned by the core while linked (fields are private). */
+/* Embedded in each host object (16 bytes on LP64: two links whose low bits carry the node's
+ * segment and access count); private to the core while linked. */
 typedef struct mc_evict_node {
-    struct mc_evict_node *prev, *next;
-    uint8_t seg, freq, linked;
+    uintptr_t prev_tag, next_tag;
 } mc_evict_node_t;
 
 /* How the core reads a linked object's key (a 64-bit hash of the host's key is enough: it

@@ -212,15 +212,16 @@ static void test_one_hit_wonders_stay_in_probation(void **state)
         access_key(c, k);
     mc_evict_stats_t st;
     mc_evict_get_stats(c, &st);
-    /* a stream of unique keys is admitted only to probation: nothing was promoted, and the
-     * cache still holds the 1 000 most recent ones (probation takes the free space) */
+    /* a stream of unique keys is admitted only to probation: nothing was promoted but the
+     * ghost's false positives (its Bloom filters are sized for < 0.5 %), and the cache still
+     * holds the most recent keys (probation takes the free space) */
     assert_int_equal(st.hits, 0);
-    assert_int_equal(st.ghost_hits, 0);
+    assert_true(st.ghost_hits * 200 <= st.misses);
     assert_int_equal(mc_evict_segment(c, 99999), 0);
     /* a key back within the ghost's memory enters protected; one forgotten does not */
-    assert_false(mc_evict_lookup(c, 95000, 0, NULL));
-    access_key(c, 95000);
-    assert_int_equal(mc_evict_segment(c, 95000), 1);
+    assert_false(mc_evict_lookup(c, 97000, 0, NULL)); /* evicted 2 000 victims ago */
+    access_key(c, 97000);
+    assert_int_equal(mc_evict_segment(c, 97000), 1);
     access_key(c, 5);
     assert_int_equal(mc_evict_segment(c, 5), 0);
     /* keys with a second access fill protected; new one-time keys then get only probation */
@@ -235,7 +236,7 @@ static void test_one_hit_wonders_stay_in_probation(void **state)
     for (uint64_t k = 200000; k < 200900; k++)
         hot_resident += mc_evict_lookup(c, k, 0, NULL);
     assert_int_equal(hot_resident, 900);
-    assert_true(unique_resident <= 1000 - 900 && unique_resident >= 90);
+    assert_true(unique_resident <= 1000 - 900);
     mc_evict_get_stats(c, &st);
     assert_true(st.ghost <= st.ghost_cap);
     assert_int_equal(st.ghost_cap, 5 * 1000);
