@@ -17,9 +17,10 @@
  *
  *   lru          one segment; a hit moves the entry to the tail.
  *   fifo         one segment; hits change nothing.
- *   slru         probation + protected, and a ghost remembering the keys of the last
- *                ghost_factor * entries victims (5 * the expected entry count by default; Bloom
- *                filters of 16 bits per key, so 10 bytes per expected entry). A new
+ *   slru         probation + protected, and a ghost remembering the keys of the last 3/4 to 1
+ *                times ghost_factor * entries victims (5 * the expected entry count by default:
+ *                4 rotating Bloom filters of 16 bits per key, 10 bytes per expected entry,
+ *                < 0.3 % false positives). A new
  *                key enters the probation tail, a ghost hit the protected tail; a hit in
  *                probation moves the entry to the protected tail; the protected segment is held
  *                to capacity * (1 - probation_permille / 1000) by moving its head to the
@@ -27,11 +28,10 @@
  *                probation head. probation_permille = 1000 is exactly LRU.
  *   slru_tinylfu slru whose protected segment, when full, admits a key only if a count-min
  *                sketch of recent accesses (TinyLFU; 4-bit counters, 1..2 bytes per expected
- *                entry) counts it as more frequent than the
- *                protected head it would push out.
+ *                entry) counts it as more frequent than the protected head it would push out.
  *   s3fifo       S3-FIFO (Yang et al., SOSP'23): a small FIFO (10 % of capacity), a main FIFO
  *                with 2-bit access counts and reinsertion; keys leaving the small FIFO unused
- *                go to the ghost (entries keys), ghost hits enter main.
+ *                go to the ghost (`entries` keys), ghost hits enter main.
  *   adaptive     slru or slru_tinylfu with a probation share in {100, 50, 25, 10, 2} %, chosen
  *                online by miniature simulations (Waldspurger et al., ATC'17): one mc_evict_cache_t
  *                per candidate (9: LRU, and 4 shares with and without the filter) sees the
