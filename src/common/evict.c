@@ -4,10 +4,9 @@
  * optionally a count-min sketch, and for adaptive its miniature caches. The ghost is
  * GHOST_GENS Bloom filters of GHOST_BITS bits per key, written one at a time: when the current
  * one holds cap / GHOST_GENS keys, the oldest is cleared and becomes the current one, so the
- * ghost remembers the last 3/4 cap to cap victims in one byte per key (false positives about
- * 2 %; a key is not forgotten when it comes back, it ages out). The sketch packs its 4-bit
- * counters two to a byte. Per remembered victim and per expected entry this is 1 + 0.5..1
- * bytes, so that a store can afford it for every object.
+ * ghost remembers the last 3/4 cap to cap victims in 2 bytes per key (under 0.3 % false
+ * positives; a key is not forgotten when it comes back, it ages out). The sketch packs its
+ * 4-bit counters two to a byte.
  *
  * The keyed cache stores slots (node, key, size, owner) in fixed-size chunks so that nodes
  * never move, found through an open-addressing table (linear probing, backward-shift deletion,
@@ -729,7 +728,8 @@ void mc_evict_core_get_stats(const mc_evict_core_t *c, mc_evict_stats_t *s)
 typedef struct slot {
     mc_evict_node_t node; /* first: a node pointer is its slot's */
     uint64_t key, size;
-    uint32_t owner, next_free;
+    uint32_t owner;
+    uint32_t index;       /* in use: its own index; free: the next free slot */
 } slot_t;
 
 struct mc_evict_cache {
@@ -812,17 +812,12 @@ int mc_evict_lookup(mc_evict_cache_t *c, uint64_t key, int touch, uint32_t *owne
     return 1;
 }
 
-static void free_slot(mc_evict_cache_t *c, slot_t *s, uint32_t i)
+static void free_slot(mc_evict_cache_t *c, slot_t *s)
 {
     map_del(&c->idx, s->key, &c->work);
-    s->next_free = c->free_head;
+    uint32_t i = s->index;
+    s->index = c->free_head;
     c->free_head = i;
-}
-
-/* Index of a slot from its node (slots are found through the table by key). */
-static uint32_t slot_index(mc_evict_cache_t *c, const slot_t *s)
-{
-    return (uint32_t)*map_get(&c->idx, s->key, &c->work);
 }
 
 int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t owner)
@@ -841,7 +836,7 @@ int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t o
         uint64_t vkey = v->key;
         uint32_t vowner = v->owner;
         mc_evict_core_unlink(c->core, &v->node, 1);
-        free_slot(c, v, slot_index(c, v));
+        free_slot(c, v);
         if (c->on_evict)
             c->on_evict(c->evict_arg, vkey, vowner);
     }
@@ -865,11 +860,11 @@ int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t o
         }
         c->n_slots++;
     } else {
-        c->free_head = slot_at(c, i)->next_free;
+        c->free_head = slot_at(c, i)->index;
     }
     slot_t *s = slot_at(c, i);
     if (map_put(&c->idx, key, i, &c->work) != MC_OK) {
-        s->next_free = c->free_head;
+        s->index = c->free_head;
         c->free_head = i;
         c->bypassed++;
         return 0;
@@ -878,6 +873,7 @@ int mc_evict_insert(mc_evict_cache_t *c, uint64_t key, uint64_t size, uint32_t o
     s->key = key;
     s->size = size;
     s->owner = owner;
+    s->index = i;
     mc_evict_core_link(c->core, &s->node);
     return 1;
 }
@@ -887,10 +883,9 @@ int mc_evict_remove(mc_evict_cache_t *c, uint64_t key)
     uint64_t *v = map_get(&c->idx, key, &c->work);
     if (!v)
         return 0;
-    uint32_t i = (uint32_t)*v;
-    slot_t *s = slot_at(c, i);
+    slot_t *s = slot_at(c, *v);
     mc_evict_core_unlink(c->core, &s->node, 0);
-    free_slot(c, s, i);
+    free_slot(c, s);
     return 1;
 }
 
