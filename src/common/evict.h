@@ -131,7 +131,8 @@ uint64_t mc_evict_core_capacity(const mc_evict_core_t *core);
  * mc_evict_core_skip, which moves it to its segment's tail, and asks again. */
 mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *core);
 void mc_evict_core_skip(mc_evict_core_t *core, mc_evict_node_t *n);
-/* Admit a new object (the host made room first: used + size <= capacity). */
+/* Admit a new object (the host made room first: used + size <= capacity). Its segment is the
+ * one chosen at its miss if that was the last miss; otherwise it is chosen now. */
 void mc_evict_core_link(mc_evict_core_t *core, mc_evict_node_t *n);
 /* Take n out: evicted = 1 records its key in the ghost (a victim), 0 does not (a delete). */
 void mc_evict_core_unlink(mc_evict_core_t *core, mc_evict_node_t *n, int evicted);

@@ -41,7 +41,7 @@ typedef struct mc_conductor_cache {
     mc_conductor_evict_t policy;
     mc_evict_cache_t *ev;           /* every policy but LFU; owned */
     mc_conductor_u64map_t pos;      /* LFU: hash -> heap position */
-    mc_conductor_cache_node_t *heap; /* capacity entries */
+    mc_conductor_cache_node_t *heap; /* LFU: capacity entries */
     size_t n;
     uint64_t tick;
     mc_conductor_evict_fn on_evict;
