@@ -30,17 +30,18 @@ one() {
     local label="$1" mode="$2"
     shift 2
     local out="$work/out"
-    printf '{"bench":"header","label":"%s","auth":"%s","cmd":"%s","date":"%s","load":"%s"}\n' \
+    printf '{"bench":"header","label":"%s","auth_mode":"%s","cmd":"%s","date":"%s","load":"%s"}\n' \
         "$label" "$mode" "$*" "$(date -u +%FT%TZ)" "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$results"
     if [[ "$mode" == on ]]; then
         MC_AUTH_TOKEN_FILE="$token" "$@" >"$out" 2>"$work/err" || { cat "$work/err" >&2; return 1; }
     else
         env -u MC_AUTH_TOKEN_FILE "$@" >"$out" 2>"$work/err" || { cat "$work/err" >&2; return 1; }
     fi
-    grep '^{' "$out" | sed "s/^{/{\"label\":\"$label\",\"auth\":\"$mode\",/" >>"$results"
+    grep '^{' "$out" | sed "s/^{/{\"label\":\"$label\",\"auth_mode\":\"$mode\",/" >>"$results"
 }
 
-start_line=$(($(wc -l <"$results" 2>/dev/null || echo 0) + 1))
+start_line=1
+[[ -f "$results" ]] && start_line=$(($(wc -l <"$results") + 1))
 for i in $(seq "$runs"); do
     for mode in off on; do
         echo "== round $i, authentication $mode"
@@ -62,7 +63,7 @@ fig = {}
 def add(name, mode, v):
     fig.setdefault(name, {"off": [], "on": []})[mode].append(v)
 for r in rows:
-    m = r.get("auth")
+    m = r.get("auth_mode")
     if r.get("bench") == "te" and r.get("op") == "read":
         if r["block"] == 4096:
             add("te_read_4k_x128_req_s", m, r["req_s"])

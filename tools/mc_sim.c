@@ -6,17 +6,19 @@
  *                               with the same total DRAM (--pool_blocks)
  * --experiment=routing          policies x rate multipliers (--rates): goodput, TTFT
  * --experiment=pd_vs_colocated disaggregated P+D vs the same GPUs colocated, x rates
- * --experiment=cache_sweep      cache-only replay: capacities (--capacities) x LRU/LFU/FIFO
- *                               vs Belady's optimum
+ * --experiment=cache_sweep      cache-only replay: capacities (--capacities) x every
+ *                               eviction policy (--evict's list) vs Belady's optimum
  * --experiment=bandwidth_sweep  network bandwidths (--bandwidths) x fetch policy
  *                               (cost/always/never): where remote fetch stops paying off
  * --experiment=failure          index event loss with gap detection + resync vs without
  * --experiment=trace_stats      the trace facts (requests, blocks, distinct, prefix hits)
- * Experiments print one JSON line per run and write <out_dir>/<experiment>.csv. */
+ * Experiments print one JSON line per run and write <out_dir>/<experiment>.csv.
+ * --workload=NAME replaces the trace by a synthetic one (src/conductor/workload.h). */
 #include "common/config.h"
 #include "common/log.h"
 #include "conductor/plan.h"
 #include "conductor/sim.h"
+#include "conductor/workload.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,11 +31,13 @@
 typedef struct opts {
     const char *trace, *experiment, *out_dir, *csv, *dtype, *policy, *fetch, *evict;
     const char *rates, *capacities, *bandwidths, *policies, *log_level, *measured_store;
+    const char *workload;
     int64_t max_requests, prefill, decode, local_blocks, pool_blocks, ssd_blocks, max_batch,
-        degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens;
+        degrade_output_tokens, seed, layers, kv_heads, q_heads, head_dim, block_tokens,
+        probation_permille, ghost_factor;
     double time_scale, params_b, gpu_tflops, mfu, hbm_gb_s, hbm_gb, local_gib_s, net_gib_s,
         ssd_gib_s, handoff_gib_s, latency_us, ttft_slo_s, itl_slo_ms, queue_budget_s, event_loss,
-        resync_s, cdf_rate;
+        resync_s, cdf_rate, workload_scale;
     bool colocated, allow_degrade, ignore_gaps, stale_hints;
 } opts_t;
 
@@ -83,6 +87,8 @@ static int build_cfg(const opts_t *o, mc_conductor_sim_config_t *c)
     c->resync_s = o->resync_s;
     c->ignore_gaps = o->ignore_gaps;
     c->stale_hints = o->stale_hints;
+    c->evict_tuning.probation_permille = (uint32_t)o->probation_permille;
+    c->evict_tuning.ghost_factor = (uint32_t)o->ghost_factor;
     c->max_requests = (size_t)o->max_requests;
     if (o->measured_store && *o->measured_store &&
         mc_conductor_store_profile_load(o->measured_store, &c->store) != MC_OK) {
@@ -372,7 +378,9 @@ static int exp_pd_vs_colocated(const opts_t *o, const mc_conductor_sim_config_t 
     return exp_finish(f, nr, "rates", rc);
 }
 
-/* --experiment=cache_sweep: cache-only replay: capacities x LRU/LFU/FIFO vs Belady. */
+/* --experiment=cache_sweep: cache-only replay: capacities x every eviction policy vs Belady.
+ * The CSV keeps its first columns (lru, lfu, fifo, belady, their prefix ratios) and appends the
+ * newer policies after them. */
 static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg,
                            const mc_conductor_trace_t *t)
 {
@@ -380,30 +388,52 @@ static int exp_cache_sweep(const opts_t *o, const mc_conductor_sim_config_t *cfg
     double caps[64];
     int nc = parse_list(o->capacities, caps, 64);
     FILE *f = open_out(o, "cache_sweep.csv");
-    if (f)
+    enum { NP = MC_CONDUCTOR_EVICT_N };
+    if (f) {
         fprintf(f, "capacity_blocks,capacity_gib,lru,lfu,fifo,belady,lru_prefix,lfu_prefix,"
-                   "fifo_prefix\n");
+                   "fifo_prefix");
+        for (int p = 3; p < NP; p++)
+            fprintf(f, ",%s,%s_prefix", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                    mc_conductor_evict_name((mc_conductor_evict_t)p));
+        fputc('\n', f);
+    }
     double bb = mc_conductor_block_bytes(&cfg->model);
     for (int i = 0; i < nc && rc == 0; i++) {
-        mc_conductor_replay_result_t r[4];
-        for (int p = 0; p < 4 && rc == 0; p++) {
-            if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)(p < 3 ? p : 0),
-                                          p == 3, &r[p]) != MC_OK)
+        mc_conductor_replay_result_t r[NP], bel;
+        for (int p = 0; p < NP && rc == 0; p++)
+            if (mc_conductor_cache_replay(t, 0, (size_t)caps[i], (mc_conductor_evict_t)p, 0,
+                                          &cfg->evict_tuning, &r[p]) != MC_OK)
                 rc = 1;
-        }
-        if (rc)
+        if (rc || mc_conductor_cache_replay(t, 0, (size_t)caps[i], 0, 1, NULL, &bel) != MC_OK) {
+            rc = 1;
             break;
-        printf("{\"experiment\":\"cache_sweep\",\"capacity_blocks\":%.0f,\"capacity_gib\":%.0f,"
-               "\"accesses\":%llu,\"lru\":%.4f,\"lfu\":%.4f,\"fifo\":%.4f,\"belady\":%.4f,"
-               "\"lru_prefix\":%.4f,\"lfu_prefix\":%.4f,\"fifo_prefix\":%.4f}\n",
-               caps[i], caps[i] * bb / GIB, (unsigned long long)r[0].accesses, r[0].hit_ratio,
-               r[1].hit_ratio, r[2].hit_ratio, r[3].hit_ratio, r[0].prefix_hit_ratio,
-               r[1].prefix_hit_ratio, r[2].prefix_hit_ratio);
-        if (f)
-            fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", caps[i],
+        }
+        const char *src = o->workload && *o->workload ? o->workload : o->trace;
+        const char *base = strrchr(src, '/');
+        printf("{\"experiment\":\"cache_sweep\",\"trace\":\"%s\",\"capacity_blocks\":%.0f,"
+               "\"capacity_gib\":%.0f,\"accesses\":%llu,\"belady\":%.4f",
+               base ? base + 1 : src, caps[i], caps[i] * bb / GIB,
+               (unsigned long long)r[0].accesses, bel.hit_ratio);
+        for (int p = 0; p < NP; p++)
+            printf(",\"%s\":%.4f", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                   r[p].hit_ratio);
+        for (int p = 0; p < NP; p++)
+            printf(",\"%s_prefix\":%.4f", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                   r[p].prefix_hit_ratio);
+        printf(",\"belady_hits\":%llu", (unsigned long long)bel.hits);
+        for (int p = 0; p < NP; p++)
+            printf(",\"%s_hits\":%llu", mc_conductor_evict_name((mc_conductor_evict_t)p),
+                   (unsigned long long)r[p].hits);
+        printf("}\n");
+        if (f) {
+            fprintf(f, "%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f", caps[i],
                     caps[i] * bb / GIB, r[0].hit_ratio, r[1].hit_ratio, r[2].hit_ratio,
-                    r[3].hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
+                    bel.hit_ratio, r[0].prefix_hit_ratio, r[1].prefix_hit_ratio,
                     r[2].prefix_hit_ratio);
+            for (int p = 3; p < NP; p++)
+                fprintf(f, ",%.4f,%.4f", r[p].hit_ratio, r[p].prefix_hit_ratio);
+            fputc('\n', f);
+        }
     }
     return exp_finish(f, nc, "capacities", rc);
 }
@@ -485,11 +515,13 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         .time_scale = 1, .params_b = 8.03, .gpu_tflops = 312, .mfu = 0.5, .hbm_gb_s = 2000,
         .hbm_gb = 80, .local_gib_s = 25, .net_gib_s = 20, .ssd_gib_s = 3, .handoff_gib_s = 20,
         .latency_us = 200, .ttft_slo_s = 10, .itl_slo_ms = 100, .queue_budget_s = 5,
-        .event_loss = 0, .resync_s = 1, .log_level = "error", .cdf_rate = 1.5,
+        .event_loss = 0, .resync_s = 1, .log_level = "error", .cdf_rate = 1.5, .workload = "", .workload_scale = 1.0,
         .measured_store = "",
     };
     mc_option_t opt[] = {
         {"trace", MC_OPT_STRING, &o->trace, "MC_TRACE", "trace file (JSON lines, FAST'25 format)", 0, 0},
+        {"workload", MC_OPT_STRING, &o->workload, NULL, "instead of --trace, a synthetic trace: zipf|zipf_shift|recency|scan_hot|loop|conv_short|conv_long|conv_shared|docs (src/conductor/workload.h; --seed)", 0, 0},
+        {"workload_scale", MC_OPT_DOUBLE, &o->workload_scale, NULL, "--workload: requests multiplier (1 = about 250 000 block accesses)", 1e-6, 100},
         {"experiment", MC_OPT_STRING, &o->experiment, NULL,
          "run|local_vs_global|routing|pd_vs_colocated|cache_sweep|bandwidth_sweep|failure|trace_stats", 0, 0},
         {"out_dir", MC_OPT_STRING, &o->out_dir, NULL, "directory for experiment CSV files", 0, 0},
@@ -502,7 +534,9 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         {"colocated", MC_OPT_BOOL, &o->colocated, NULL, "baseline: prefill+decode instances each do both", 0, 0},
         {"policy", MC_OPT_STRING, &o->policy, NULL, "random|least_loaded|cache_aware|cache_aware_slo", 0, 0},
         {"fetch", MC_OPT_STRING, &o->fetch, NULL, "cost|always|never: remote prefix fetch policy", 0, 0},
-        {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo", 0, 0},
+        {"evict", MC_OPT_STRING, &o->evict, NULL, "lru|lfu|fifo|slru|s3fifo|adaptive|slru_tinylfu (every cache tier)", 0, 0},
+        {"probation_permille", MC_OPT_INT, &o->probation_permille, NULL, "slru: probation share in permille (0 = 20); adaptive: initial share (0 = 1000)", 0, 1000},
+        {"ghost_factor", MC_OPT_INT, &o->ghost_factor, NULL, "slru/adaptive: ghost keys per cache entry (0 = 4)", 0, 64},
         {"local_blocks", MC_OPT_INT, &o->local_blocks, NULL, "per prefill instance private cache (512-token blocks)", 0, 4e9},
         {"pool_blocks", MC_OPT_INT, &o->pool_blocks, NULL, "shared DRAM pool capacity (blocks; 64 MiB each by default)", 0, 4e9},
         {"ssd_blocks", MC_OPT_INT, &o->ssd_blocks, NULL, "shared SSD tier capacity (blocks)", 0, 4e9},
@@ -547,7 +581,8 @@ static int parse_flags(opts_t *o, int argc, char **argv)
         "mc_sim",
         "Trace-driven serving simulator for a shared KV cache (prefill/decode disaggregated or\n"
         "colocated), with per-instance local caches, a global DRAM pool, an optional SSD tier,\n"
-        "the conductor's prefix index and router, and cache-only replays with Belady's bound.\n"
+        "the conductor's prefix index and router, and cache-only replays of every eviction\n"
+        "policy with Belady's bound, on the trace or on a synthetic --workload.\n"
         "Experiments: run, local_vs_global, routing, pd_vs_colocated, cache_sweep,\n"
         "bandwidth_sweep, failure,"
         "trace_stats. Deterministic for the same flags and --seed. Formulas and assumptions:\n"
@@ -570,9 +605,14 @@ int main(int argc, char **argv)
     if (o.max_requests > 0)
         lim.max_requests = (size_t)o.max_requests;
     mc_conductor_trace_t *t;
-    mc_status_t st = mc_conductor_trace_load(o.trace, &lim, &t);
+    mc_status_t st;
+    if (o.workload && *o.workload)
+        st = mc_conductor_workload_generate(o.workload, (uint64_t)o.seed, o.workload_scale, &t);
+    else
+        st = mc_conductor_trace_load(o.trace, &lim, &t);
     if (st != MC_OK) {
-        fprintf(stderr, "mc_sim: cannot load trace %s: %s\n", o.trace, mc_status_str(st));
+        fprintf(stderr, "mc_sim: cannot %s %s: %s\n", o.workload && *o.workload ? "generate workload" : "load trace",
+                o.workload && *o.workload ? o.workload : o.trace, mc_status_str(st));
         return 1;
     }
     int rc = 2;

@@ -1,7 +1,8 @@
-/* Block caches and Belady's bound (contract in cache.h). A cache is an indexed binary min-heap
- * of its entries by eviction priority plus a u64map from block hash to heap position, so
- * lookup, insert, touch and evict are O(log n); inserting a cached block only touches it, and
- * the eviction callback sees the victim after it left the cache, before the newcomer enters.
+/* Block caches and Belady's bound (contract in cache.h). Every policy but LFU delegates to
+ * common/evict.h. LFU is an indexed binary min-heap of its entries by (uses, last tick) plus a
+ * u64map from block hash to heap position, so lookup, insert, touch and evict are O(log n).
+ * Under every policy, inserting a cached block only touches it, and the eviction callback sees
+ * the victim after it left the cache, before the newcomer enters.
  * The Belady replay computes every access's next use in one backward pass, then keeps a
  * max-heap by next use (stale entries skipped lazily) and bypasses a block used never again or
  * no sooner than every cached one. */
@@ -11,16 +12,21 @@
 
 #include <string.h>
 
-static const char *evict_names[] = {"lru", "lfu", "fifo"};
+static const char *evict_names[MC_CONDUCTOR_EVICT_N] = {
+    "lru", "lfu", "fifo", "slru", "s3fifo", "adaptive", "slru_tinylfu"};
+/* The shared module's policy for each conductor policy (LFU has none). */
+static const mc_evict_policy_t module_policy[MC_CONDUCTOR_EVICT_N] = {
+    MC_EVICT_LRU,    MC_EVICT_LRU,      MC_EVICT_FIFO,        MC_EVICT_SLRU,
+    MC_EVICT_S3FIFO, MC_EVICT_ADAPTIVE, MC_EVICT_SLRU_TINYLFU};
 
 const char *mc_conductor_evict_name(mc_conductor_evict_t p)
 {
-    return (unsigned)p < 3 ? evict_names[p] : "?";
+    return (unsigned)p < MC_CONDUCTOR_EVICT_N ? evict_names[p] : "?";
 }
 
 mc_status_t mc_conductor_evict_parse(const char *s, mc_conductor_evict_t *p_p)
 {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < MC_CONDUCTOR_EVICT_N; i++) {
         if (strcmp(s, evict_names[i]) == 0) {
             *p_p = (mc_conductor_evict_t)i;
             return MC_OK;
@@ -29,15 +35,43 @@ mc_status_t mc_conductor_evict_parse(const char *s, mc_conductor_evict_t *p_p)
     return MC_ERR_INVALID_PARAMS;
 }
 
+/* The module's eviction callback: count, then pass on (c must not move after init). */
+static void module_evicted(void *arg, uint64_t hash, uint32_t owner)
+{
+    mc_conductor_cache_t *c = arg;
+    c->evictions++;
+    if (c->on_evict)
+        c->on_evict(c->evict_arg, hash, owner);
+}
+
 mc_status_t mc_conductor_cache_init(mc_conductor_cache_t *c, size_t capacity,
                                     mc_conductor_evict_t policy, mc_conductor_evict_fn on_evict,
                                     void *arg)
 {
+    return mc_conductor_cache_init_tuned(c, capacity, policy, NULL, on_evict, arg);
+}
+
+mc_status_t mc_conductor_cache_init_tuned(mc_conductor_cache_t *c, size_t capacity,
+                                          mc_conductor_evict_t policy,
+                                          const mc_conductor_evict_tuning_t *tune,
+                                          mc_conductor_evict_fn on_evict, void *arg)
+{
     memset(c, 0, sizeof(*c));
+    if ((unsigned)policy >= MC_CONDUCTOR_EVICT_N)
+        return MC_ERR_INVALID_PARAMS;
     c->capacity = capacity;
     c->policy = policy;
     c->on_evict = on_evict;
     c->evict_arg = arg;
+    if (policy != MC_CONDUCTOR_EVICT_LFU) {
+        mc_evict_config_t ec;
+        mc_evict_config_default(&ec, capacity, module_policy[policy]);
+        if (tune) {
+            ec.probation_permille = tune->probation_permille;
+            ec.ghost_factor = tune->ghost_factor;
+        }
+        return mc_evict_create(&ec, module_evicted, c, &c->ev);
+    }
     if (mc_conductor_u64map_init(&c->pos, capacity + 16) != MC_OK)
         return MC_ERR_NO_MEMORY;
     if (capacity) {
@@ -52,7 +86,9 @@ mc_status_t mc_conductor_cache_init(mc_conductor_cache_t *c, size_t capacity,
 
 void mc_conductor_cache_fini(mc_conductor_cache_t *c)
 {
-    mc_conductor_u64map_fini(&c->pos);
+    mc_evict_destroy(c->ev);
+    if (c->policy == MC_CONDUCTOR_EVICT_LFU)
+        mc_conductor_u64map_fini(&c->pos);
     mc_free(c->heap);
     memset(c, 0, sizeof(*c));
 }
@@ -96,21 +132,18 @@ static void sift_down(mc_conductor_cache_t *c, size_t i)
     heap_set(c, i, &nd);
 }
 
+/* LFU priority: (use count, last access tick). */
 static uint64_t prio_for(const mc_conductor_cache_t *c, const mc_conductor_cache_node_t *nd)
 {
-    switch (c->policy) {
-    case MC_CONDUCTOR_EVICT_LFU: {
-        uint64_t u = nd->uses > 0xFFFFF ? 0xFFFFF : nd->uses;
-        return (u << 44) | (c->tick & ((1ULL << 44) - 1));
-    }
-    default:
-        return c->tick;
-    }
+    uint64_t u = nd->uses > 0xFFFFF ? 0xFFFFF : nd->uses;
+    return (u << 44) | (c->tick & ((1ULL << 44) - 1));
 }
 
 int mc_conductor_cache_lookup(mc_conductor_cache_t *c, uint64_t hash, int touch,
                               uint32_t *owner_p)
 {
+    if (c->ev)
+        return mc_evict_lookup(c->ev, hash, touch, owner_p);
     uint64_t *p = mc_conductor_u64map_get(&c->pos, hash);
     if (!p)
         return 0;
@@ -120,10 +153,8 @@ int mc_conductor_cache_lookup(mc_conductor_cache_t *c, uint64_t hash, int touch,
     if (touch) {
         c->tick++;
         c->heap[i].uses++;
-        if (c->policy != MC_CONDUCTOR_EVICT_FIFO) {
-            c->heap[i].prio = prio_for(c, &c->heap[i]);
-            sift_down(c, i); /* priority only grows */
-        }
+        c->heap[i].prio = prio_for(c, &c->heap[i]);
+        sift_down(c, i); /* priority only grows */
     }
     return 1;
 }
@@ -143,6 +174,8 @@ static void heap_remove_at(mc_conductor_cache_t *c, size_t i)
 
 int mc_conductor_cache_insert(mc_conductor_cache_t *c, uint64_t hash, uint32_t owner)
 {
+    if (c->ev)
+        return mc_evict_insert(c->ev, hash, 1, owner);
     if (c->capacity == 0)
         return 0;
     if (mc_conductor_cache_lookup(c, hash, 1, NULL))
@@ -167,11 +200,24 @@ int mc_conductor_cache_insert(mc_conductor_cache_t *c, uint64_t hash, uint32_t o
 
 int mc_conductor_cache_remove(mc_conductor_cache_t *c, uint64_t hash)
 {
+    if (c->ev)
+        return mc_evict_remove(c->ev, hash);
     uint64_t *p = mc_conductor_u64map_get(&c->pos, hash);
     if (!p)
         return 0;
     heap_remove_at(c, (size_t)*p);
     return 1;
+}
+
+void mc_conductor_cache_foreach(const mc_conductor_cache_t *c, mc_conductor_evict_fn fn,
+                                void *arg)
+{
+    if (c->ev) {
+        mc_evict_foreach(c->ev, fn, arg);
+        return;
+    }
+    for (size_t k = 0; k < c->n; k++)
+        fn(arg, c->heap[k].hash, c->heap[k].owner);
 }
 
 /* ---- Belady ---- */

@@ -217,26 +217,36 @@ static void on_pool_evict(void *arg, uint64_t hash, uint32_t owner)
     }
 }
 
+typedef struct resync_arg {
+    sim_t *s;
+    int tier, inst; /* inst: the local cache's instance (the pool names the owner per block) */
+} resync_arg_t;
+
+static void resync_add(void *arg, uint64_t hash, uint32_t owner)
+{
+    resync_arg_t *a = arg;
+    sim_t *s = a->s;
+    if (a->tier == MC_CONDUCTOR_TIER_LOCAL)
+        mc_conductor_index_snapshot_add(s->idx, hash, s->seg_names[s->inst[a->inst].seg_local],
+                                        s->host_names[a->inst], MC_CONDUCTOR_TIER_LOCAL);
+    else if (a->tier == MC_CONDUCTOR_TIER_POOL)
+        mc_conductor_index_snapshot_add(s->idx, hash, s->seg_names[s->inst[owner].seg_pool],
+                                        s->host_names[owner], MC_CONDUCTOR_TIER_POOL);
+    else
+        mc_conductor_index_snapshot_add(s->idx, hash, "ssd", "ssd", MC_CONDUCTOR_TIER_SSD);
+}
+
 static void do_resync(sim_t *s)
 {
     s->resync_pending = 0;
     mc_conductor_index_resync_begin(s->idx);
     for (int i = 0; i < s->ninst; i++) {
-        mc_conductor_cache_t *c = &s->inst[i].local;
-        for (size_t k = 0; k < c->n; k++)
-            mc_conductor_index_snapshot_add(s->idx, c->heap[k].hash,
-                                            s->seg_names[s->inst[i].seg_local], s->host_names[i],
-                                            MC_CONDUCTOR_TIER_LOCAL);
+        resync_arg_t a = {s, MC_CONDUCTOR_TIER_LOCAL, i};
+        mc_conductor_cache_foreach(&s->inst[i].local, resync_add, &a);
     }
-    for (size_t k = 0; k < s->pool.n; k++) {
-        uint32_t o = s->pool.heap[k].owner;
-        mc_conductor_index_snapshot_add(s->idx, s->pool.heap[k].hash,
-                                        s->seg_names[s->inst[o].seg_pool], s->host_names[o],
-                                        MC_CONDUCTOR_TIER_POOL);
-    }
-    for (size_t k = 0; k < s->ssd.n; k++)
-        mc_conductor_index_snapshot_add(s->idx, s->ssd.heap[k].hash, "ssd", "ssd",
-                                        MC_CONDUCTOR_TIER_SSD);
+    resync_arg_t ap = {s, MC_CONDUCTOR_TIER_POOL, 0}, as = {s, MC_CONDUCTOR_TIER_SSD, 0};
+    mc_conductor_cache_foreach(&s->pool, resync_add, &ap);
+    mc_conductor_cache_foreach(&s->ssd, resync_add, &as);
     mc_conductor_index_resync_end(s->idx, s->pub_seq + 1);
 }
 
@@ -700,10 +710,10 @@ static mc_status_t sim_setup(sim_t *s, const mc_conductor_trace_t *trace,
         return MC_ERR_NO_MEMORY;
     s->pool_arg = (cache_arg_t){s, -1};
     s->ssd_arg = (cache_arg_t){s, -2};
-    if (mc_conductor_cache_init(&s->pool, (size_t)cfg->pool_blocks, cfg->evict, on_pool_evict,
-                                &s->pool_arg) != MC_OK ||
-        mc_conductor_cache_init(&s->ssd, (size_t)cfg->ssd_blocks, cfg->evict, on_ssd_evict,
-                                &s->ssd_arg) != MC_OK)
+    if (mc_conductor_cache_init_tuned(&s->pool, (size_t)cfg->pool_blocks, cfg->evict,
+                                      &cfg->evict_tuning, on_pool_evict, &s->pool_arg) != MC_OK ||
+        mc_conductor_cache_init_tuned(&s->ssd, (size_t)cfg->ssd_blocks, cfg->evict,
+                                      &cfg->evict_tuning, on_ssd_evict, &s->ssd_arg) != MC_OK)
         return MC_ERR_NO_MEMORY;
     snprintf(s->seg_names[s->ninst * 2], 32, "ssd");
     return MC_OK;
@@ -721,8 +731,10 @@ static mc_status_t sim_setup_instances(sim_t *s)
         in->batch = mc_calloc((size_t)cfg->max_batch, sizeof(int));
         in->local_arg = (cache_arg_t){s, i};
         if (!in->batch ||
-            mc_conductor_cache_init(&in->local, in->can_prefill ? (size_t)cfg->local_blocks : 0,
-                                    cfg->evict, on_local_evict, &in->local_arg) != MC_OK)
+            mc_conductor_cache_init_tuned(&in->local,
+                                          in->can_prefill ? (size_t)cfg->local_blocks : 0,
+                                          cfg->evict, &cfg->evict_tuning, on_local_evict,
+                                          &in->local_arg) != MC_OK)
             return MC_ERR_NO_MEMORY;
         snprintf(s->host_names[i], 32, "h%d", i);
         snprintf(s->seg_names[2 * i], 32, "h%d/local", i);
@@ -917,6 +929,7 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
 
 mc_status_t mc_conductor_cache_replay(const mc_conductor_trace_t *trace, size_t max_requests,
                                       size_t capacity, mc_conductor_evict_t policy, int belady,
+                                      const mc_conductor_evict_tuning_t *tune,
                                       mc_conductor_replay_result_t *res)
 {
     memset(res, 0, sizeof(*res));
@@ -943,7 +956,7 @@ mc_status_t mc_conductor_cache_replay(const mc_conductor_trace_t *trace, size_t 
         st = mc_conductor_belady_hits(seq, n, capacity, &res->hits);
     } else {
         mc_conductor_cache_t c;
-        st = mc_conductor_cache_init(&c, capacity, policy, NULL, NULL);
+        st = mc_conductor_cache_init_tuned(&c, capacity, policy, tune, NULL, NULL);
         if (st == MC_OK) {
             size_t pos = 0;
             for (size_t k = 0; k < nreq; k++) {

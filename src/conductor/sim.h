@@ -30,6 +30,7 @@ typedef struct mc_conductor_sim_config {
     int64_t pool_blocks;          /* shared DRAM pool (spread over the prefill hosts), blocks */
     int64_t ssd_blocks;           /* shared SSD tier, blocks (pool evictions demote to it) */
     mc_conductor_evict_t evict;
+    mc_conductor_evict_tuning_t evict_tuning; /* slru/adaptive parameters, 0 = defaults */
     double itl_slo_s;
     int64_t max_batch;            /* decode batch cap */
     int64_t degrade_output_tokens;/* output cap for DEGRADE decisions */
@@ -74,13 +75,15 @@ mc_status_t mc_conductor_sim_run(const mc_conductor_trace_t *trace,
 
 /* Cache-only replay in trace order (no timing): every block of every request is accessed in
  * order; hits = accesses that find the block cached (prefix_hits: of those, the ones in the
- * request's leading run of hits). Belady: policy ignored, MIN with bypass (hits only). */
+ * request's leading run of hits). Belady: policy ignored, MIN with bypass (hits only).
+ * tune may be NULL (defaults). */
 typedef struct mc_conductor_replay_result {
     uint64_t accesses, hits, prefix_hits;
     double hit_ratio, prefix_hit_ratio;
 } mc_conductor_replay_result_t;
 mc_status_t mc_conductor_cache_replay(const mc_conductor_trace_t *trace, size_t max_requests,
                                       size_t capacity, mc_conductor_evict_t policy, int belady,
+                                      const mc_conductor_evict_tuning_t *tune,
                                       mc_conductor_replay_result_t *res_p);
 
 #endif
