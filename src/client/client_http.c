@@ -18,7 +18,7 @@
 #include "client/store_int.h"
 
 #include "common/alloc.h"
-#include "common/http_auth.h"
+#include "common/http_auth_mhd.h"
 #include "common/log.h"
 
 #include <arpa/inet.h>
@@ -90,25 +90,6 @@ static enum MHD_Result http_metrics(client_http_t *h, struct MHD_Connection *c, 
     return reply(c, 200, summary ? "text/plain" : "text/plain; version=0.0.4", text, 1);
 }
 
-/* The raw request target (what clients sign) becomes the request's *con_cls; freed in
- * http_completed. NULL when over the cap (then no signature matches). */
-static void *http_uri(void *cls, const char *uri, struct MHD_Connection *c)
-{
-    (void)cls;
-    (void)c;
-    return strlen(uri) <= MC_HTTP_AUTH_TARGET_MAX ? mc_strdup(uri) : NULL;
-}
-
-static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                           enum MHD_RequestTerminationCode toe)
-{
-    (void)cls;
-    (void)c;
-    (void)toe;
-    mc_free(*con_cls);
-    *con_cls = NULL;
-}
-
 /* true = the request may be served; false = a refusal (401 with a challenge, or 503) is
  * queued in *ret. Bodies are never read: requests are checked as signed over the empty body. */
 static bool http_authorized(client_http_t *h, struct MHD_Connection *c, const char *url,
@@ -120,24 +101,7 @@ static bool http_authorized(client_http_t *h, struct MHD_Connection *c, const ch
         return true;
     uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
     mc_http_auth_body_hash(NULL, 0, bh);
-    char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
-    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    mc_http_auth_verdict_t v = mc_http_auth_check(h->check, authz, method, target ? target : "",
-                                                  bh, NULL, challenge);
-    if (v == MC_HTTP_AUTH_OK)
-        return true;
-    const char *text = mc_http_auth_verdict_str(v);
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
-    *ret = MHD_NO;
-    if (!r)
-        return false;
-    MHD_add_response_header(r, "Content-Type", "text/plain");
-    if (v != MC_HTTP_AUTH_BUSY)
-        MHD_add_response_header(r, "WWW-Authenticate", challenge);
-    *ret = MHD_queue_response(c, v == MC_HTTP_AUTH_BUSY ? 503 : 401, r);
-    MHD_destroy_response(r);
-    return false;
+    return mc_mhd_authorized(h->check, c, method, target, bh, false, ret, NULL);
 }
 
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -248,8 +212,9 @@ mc_status_t client_http_start(mc_store_t *s, const char *host, int port,
         (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, CLIENT_HTTP_CONNS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, CLIENT_HTTP_CONNS_PER_IP,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CLIENT_HTTP_MEM,
-        MHD_OPTION_CONNECTION_TIMEOUT, CLIENT_HTTP_IDLE_S, MHD_OPTION_URI_LOG_CALLBACK, http_uri,
-        NULL, MHD_OPTION_NOTIFY_COMPLETED, http_completed, NULL, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, CLIENT_HTTP_IDLE_S, MHD_OPTION_URI_LOG_CALLBACK,
+        mc_mhd_target_copy, NULL, MHD_OPTION_NOTIFY_COMPLETED, mc_mhd_target_free, NULL,
+        MHD_OPTION_END);
     if (!h->d) { /* fd is left open: whether libmicrohttpd closed it is not said */
         MC_LOG_ERROR("client HTTP server: cannot start on port %d", port);
         http_free(h);

@@ -13,7 +13,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
-#include "common/http_auth.h"
+#include "common/http_auth_mhd.h"
 #include "common/prom.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -721,26 +721,6 @@ static enum MHD_Result http_health(mc_master_service_t *s, struct MHD_Connection
     return body ? reply(c, 200, JSON, body, 1) : MHD_NO;
 }
 
-/* The request target as received, kept for the signature check: libmicrohttpd hands it to this
- * callback before the handler, and the return value becomes the request's *con_cls (freed in
- * http_completed). NULL when over the cap (then no signature can match). */
-static void *http_uri(void *cls, const char *uri, struct MHD_Connection *c)
-{
-    (void)cls;
-    (void)c;
-    return strlen(uri) <= MC_HTTP_AUTH_TARGET_MAX ? mc_strdup(uri) : NULL;
-}
-
-static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                           enum MHD_RequestTerminationCode toe)
-{
-    (void)cls;
-    (void)c;
-    (void)toe;
-    mc_free(*con_cls);
-    *con_cls = NULL;
-}
-
 /* Does this request need credentials? All do when the service has a keyring, except the
  * metrics pages and /health with metrics_public. */
 static bool http_needs_auth(const mc_master_service_t *s, const char *url)
@@ -759,24 +739,7 @@ static bool http_authorized(mc_master_service_t *s, struct MHD_Connection *c, co
 {
     uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
     mc_http_auth_body_hash(NULL, 0, bh);
-    char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
-    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    mc_http_auth_verdict_t v = mc_http_auth_check(s->http_auth, authz, method,
-                                                  target ? target : "", bh, NULL, challenge);
-    if (v == MC_HTTP_AUTH_OK)
-        return true;
-    char *body = mc_strdup(v == MC_HTTP_AUTH_BUSY ? "{\"success\":false,\"error\":\"busy\"}"
-                                                  : "{\"success\":false,\"error\":"
-                                                    "\"authentication required\"}");
-    if (!body) {
-        *ret = MHD_NO;
-        return false;
-    }
-    if (v == MC_HTTP_AUTH_BUSY)
-        *ret = reply(c, 503, JSON, body, 1);
-    else
-        *ret = reply_h(c, 401, JSON, body, 1, "WWW-Authenticate", challenge);
-    return false;
+    return mc_mhd_authorized(s->http_auth, c, method, target, bh, true, ret, NULL);
 }
 
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -888,8 +851,8 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
             (uint16_t)opts->metrics_port, NULL, NULL, http_handler, s,
             MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             HTTP_CONNS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_S,
-            MHD_OPTION_URI_LOG_CALLBACK, http_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED,
-            http_completed, NULL, bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
+            MHD_OPTION_URI_LOG_CALLBACK, mc_mhd_target_copy, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+            mc_mhd_target_free, NULL, bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
             (const struct sockaddr *)&sin, MHD_OPTION_END);
         if (!s->httpd) {
             MC_LOG_ERROR("master: cannot start the metrics HTTP server on port %d",

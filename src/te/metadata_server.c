@@ -22,7 +22,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/hash.h"
-#include "common/http_auth.h"
+#include "common/http_auth_mhd.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -485,24 +485,6 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
     return ret;
 }
 
-/* 401 with a fresh challenge (503 when the replay cache is full). */
-static enum MHD_Result reply_auth(struct MHD_Connection *c, mc_http_auth_verdict_t v,
-                                  const char *challenge)
-{
-    const char *text = mc_http_auth_verdict_str(v);
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-    if (v != MC_HTTP_AUTH_BUSY)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
-    enum MHD_Result ret = MHD_queue_response(
-        c, v == MC_HTTP_AUTH_BUSY ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_UNAUTHORIZED, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 /* Checks the request's credentials, with_body 0 = headers only (before the upload is read).
  * 1 when the request may go on, else 0 with the queued refusal's result in *ret. */
 static int authorized(mc_meta_server_t *s, struct MHD_Connection *c, const char *method,
@@ -513,14 +495,9 @@ static int authorized(mc_meta_server_t *s, struct MHD_Connection *c, const char 
     uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
     if (with_body)
         mc_http_auth_body_hash(ctx->body, ctx->len, bh);
-    char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
-    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                    MHD_HTTP_HEADER_AUTHORIZATION);
-    mc_http_auth_verdict_t v =
-        /* a target over the cap is checked as "": no signature matches it */
-        mc_http_auth_check(s->http_auth, authz, method, ctx->target ? ctx->target : "",
-                           with_body ? bh : NULL, NULL, challenge);
-    if (v == MC_HTTP_AUTH_OK)
+    mc_http_auth_verdict_t v;
+    if (mc_mhd_authorized(s->http_auth, c, method, ctx->target, with_body ? bh : NULL, false, ret,
+                          &v))
         return 1;
     /* bad credentials are worth a warning, at most one a second (anyone can send them) */
     static _Atomic uint64_t last_warn_ms;
@@ -529,7 +506,6 @@ static int authorized(mc_meta_server_t *s, struct MHD_Connection *c, const char 
         atomic_compare_exchange_strong(&last_warn_ms, &last, now))
         MC_LOG_WARN("metadata server: %s %.200s refused: %s", method,
                     ctx->target ? ctx->target : "(long target)", mc_http_auth_verdict_str(v));
-    *ret = reply_auth(c, v, challenge);
     return 0;
 }
 
