@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KEY_MAX 4096u
+#define KEY_MAX MASTER_KEY_MAX
 #define VALUE_MAX (1ull << 40)
 
 /* ------------------------------------------------------------------ basics */
@@ -1019,11 +1019,22 @@ mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool 
 mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool force,
                                    uint64_t *count_p, mc_master_retired_t *retired)
 {
+    if (!pattern) {
+        *count_p = 0;
+        return MC_ERR_INVALID_PARAMS;
+    }
+    return mc_master_remove_scoped(m, NULL, pattern, force, count_p, retired);
+}
+
+mc_status_t mc_master_remove_scoped(mc_master_t *m, const mc_tenant_scope_t *scope,
+                                    const char *pattern, bool force, uint64_t *count_p,
+                                    mc_master_retired_t *retired)
+{
     *count_p = 0;
-    if (!pattern || strlen(pattern) > MC_MASTER_REGEX_MAX)
+    if (pattern && strlen(pattern) > MC_MASTER_REGEX_MAX)
         return MC_ERR_INVALID_PARAMS;
     regex_t re;
-    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+    if (pattern && regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
         MC_LOG_WARN("master: bad regex '%s'", pattern);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -1031,13 +1042,20 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
     char kbuf[KEY_MAX + 1];
     for (obj_t *o = m->lru.head; o;) {
         obj_t *next = o->next;
-        memcpy(kbuf, obj_key(o), o->klen);
-        kbuf[o->klen] = 0;
-        if (regexec(&re, kbuf, 0, NULL, 0) == 0 && remove_obj(m, o, force, now, retired) == MC_OK)
+        const char *ukey;
+        size_t ulen;
+        bool match = mc_tenant_scope_key(scope, obj_key(o), o->klen, &ukey, &ulen);
+        if (match && pattern) {
+            memcpy(kbuf, ukey, ulen);
+            kbuf[ulen] = 0;
+            match = regexec(&re, kbuf, 0, NULL, 0) == 0;
+        }
+        if (match && remove_obj(m, o, force, now, retired) == MC_OK)
             n++;
         o = next;
     }
-    regfree(&re);
+    if (pattern)
+        regfree(&re);
     *count_p = n;
     return MC_OK;
 }
@@ -1091,15 +1109,7 @@ mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const
 mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p,
                                  mc_master_retired_t *retired)
 {
-    uint64_t now = master_now(m), n = 0;
-    for (obj_t *o = m->lru.head; o;) {
-        obj_t *next = o->next;
-        if (remove_obj(m, o, force, now, retired) == MC_OK)
-            n++;
-        o = next;
-    }
-    *count_p = n;
-    return MC_OK;
+    return mc_master_remove_scoped(m, NULL, NULL, force, count_p, retired);
 }
 
 /* ------------------------------------------------------------------ mount / unmount */

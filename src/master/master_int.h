@@ -5,6 +5,7 @@
 #include "master/allocator.h"
 #include "master/master.h"
 #include "master/wal.h"
+#include "rpc/frame.h"
 
 #include <sys/types.h>
 
@@ -13,6 +14,8 @@ enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2 };
 enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
 
 #define SEG_NONE UINT32_MAX
+/* longest key the core keeps: a user key and its tenant's prefix (common/tenant.h) */
+#define MASTER_KEY_MAX (MC_RPC_MAX_KEY + MC_TENANT_KEY_EXTRA)
 
 typedef struct obj_rep {
     uint32_t seg;  /* segment id */

@@ -185,6 +185,7 @@ typedef struct query {
     char *arg;           /* key, segment name or the batch's key list (owned; split in place) */
     const char **keys;   /* Q_BATCH: n keys pointing into arg */
     size_t *klens, n;
+    mc_tenant_scope_t scope; /* Q_KEY, Q_BATCH, Q_ALL_KEYS: ?tenant_id= (default "default") */
     /* results */
     char *result;
     mc_status_t st;
@@ -214,9 +215,11 @@ static void query_on_loop(void *arg)
     bool truncated = false;
     char *r = NULL;
     switch (q->kind) {
-    case Q_KEY: r = mc_master_query_key_json(m, q->arg, strlen(q->arg), &st); break;
-    case Q_BATCH: r = mc_master_batch_query_keys_json(m, q->keys, q->klens, q->n); break;
-    case Q_ALL_KEYS: r = mc_master_key_list(m, HTTP_ALL_KEYS_MAX_BYTES, &listed, &truncated); break;
+    case Q_KEY: r = mc_master_query_key_json(m, &q->scope, q->arg, strlen(q->arg), &st); break;
+    case Q_BATCH: r = mc_master_batch_query_keys_json(m, &q->scope, q->keys, q->klens, q->n); break;
+    case Q_ALL_KEYS:
+        r = mc_master_key_list(m, &q->scope, HTTP_ALL_KEYS_MAX_BYTES, &listed, &truncated);
+        break;
     case Q_SEGMENTS: r = mc_master_segment_names(m); break;
     case Q_SEGMENTS_DETAIL: r = mc_master_segments_detail_json(m); break;
     case Q_SEGMENT: r = mc_master_query_segment_text(m, q->arg, &st); break;
@@ -657,7 +660,16 @@ static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection 
     pthread_cond_init(&q->cv, NULL);
     q->kind = kind;
     const char *bad = NULL;
-    if (kind == Q_KEY || kind == Q_SEGMENT || kind == Q_BATCH) {
+    if (kind == Q_KEY || kind == Q_BATCH || kind == Q_ALL_KEYS) {
+        /* the tenant whose keys are asked about (common/tenant.h); absent or "" = "default" */
+        const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tenant_id");
+        if (mc_tenant_invalid(t))
+            bad = "invalid tenant_id (1..64 bytes, not starting with '_', no control "
+                  "characters)";
+        else
+            mc_tenant_scope_init(&q->scope, t);
+    }
+    if (!bad && (kind == Q_KEY || kind == Q_SEGMENT || kind == Q_BATCH)) {
         const char *pname = kind == Q_KEY ? "key" : kind == Q_SEGMENT ? "segment" : "keys";
         const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, pname);
         size_t len = v ? strlen(v) : 0;
