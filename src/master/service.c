@@ -773,8 +773,15 @@ static bool http_authorized(mc_master_service_t *s, struct MHD_Connection *c, co
     mc_http_auth_body_hash(NULL, 0, bh);
     char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
     const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    mc_auth_peer_t peer;
     mc_http_auth_verdict_t v = mc_http_auth_check(s->http_auth, authz, method,
-                                                  target ? target : "", bh, NULL, challenge);
+                                                  target ? target : "", bh, &peer, challenge);
+    if (v == MC_HTTP_AUTH_OK && peer.tenant[0]) {
+        /* the admin port sees every tenant (?tenant_id=, segments): cluster tokens only */
+        *ret = reply_error(c, 403, "a tenant token may not use the admin port (cluster token "
+                                   "needed)");
+        return false;
+    }
     if (v == MC_HTTP_AUTH_OK)
         return true;
     char *body = mc_strdup(v == MC_HTTP_AUTH_BUSY ? "{\"success\":false,\"error\":\"busy\"}"

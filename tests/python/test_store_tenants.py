@@ -4,6 +4,7 @@ keys starting with byte 0x01 are refused; with a tenant-bound token (MC_AUTH_TOK
 client acts as the token's tenant and cannot name another, while a cluster-token client can
 act for any tenant it names (docs/internals/master.md, "Tenants")."""
 import os
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -215,6 +216,14 @@ def test_tenant_token(tmp_path, monkeypatch):
             assert ca.get(key) == b"tenant a's"
             assert ca.remove_all(force=True) == 1
             assert admin.get(key) == b"default's"
+            # the admin HTTP port sees every tenant: cluster tokens only
+            url = f"{m.http}/get_all_keys?tenant_id=a"
+            r = subprocess.run([bin_path("mooncake_auth_curl"), f"--auth_token_file={cl}", url],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, r.stderr
+            r = subprocess.run([bin_path("mooncake_auth_curl"), f"--auth_token_file={ta}", url],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 22 and "403" in r.stderr, (r.returncode, r.stderr)
         finally:
             for st in (ca, admin_a, admin):
                 st.close()
