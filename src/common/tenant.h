@@ -104,4 +104,15 @@ static inline bool mc_tenant_scope_key(const mc_tenant_scope_t *s, const char *i
     return true;
 }
 
+/* The tenant of an internal key (*t_p: tlen_p bytes, not NUL-terminated; "default" for keys
+ * without the mark). */
+static inline void mc_tenant_of_key(const char *ikey, size_t ilen, const char **t_p,
+                                    size_t *tlen_p)
+{
+    const char *end = ilen > 1 && ikey[0] == MC_TENANT_MARK ? memchr(ikey + 1, MC_TENANT_MARK, ilen - 1)
+                                                           : NULL;
+    *t_p = end ? ikey + 1 : MC_TENANT_DEFAULT;
+    *tlen_p = end ? (size_t)(end - ikey - 1) : sizeof(MC_TENANT_DEFAULT) - 1;
+}
+
 #endif

@@ -158,6 +158,7 @@ obj_t *master_obj_new(mc_master_t *m, const char *key, size_t klen, uint32_t h, 
     o->hnext = m->buckets[j];
     m->buckets[j] = o;
     m->n_objs++;
+    master_tenant_charge(m, o, 0, 1);
     return o;
 }
 
@@ -169,6 +170,7 @@ void master_obj_unlink_free(mc_master_t *m, obj_t *o)
         pp = &(*pp)->hnext;
     if (*pp)
         *pp = o->hnext;
+    master_tenant_charge(m, o, -(int64_t)o->n_rep, -1);
     if (o->state == OBJ_READABLE) {
         master_list_remove(&m->lru, o);
     } else if (o->state == OBJ_WRITING) {
@@ -350,10 +352,11 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
     return cap;
 }
 
-/* Evicts least-recently-used committed objects that are not leased and not pinned until at
- * least target bytes were freed. Soft-pinned objects go in a second pass when allowed.
- * Returns the bytes freed. */
-static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
+/* Evicts least-recently-used committed objects of scope (NULL = every tenant) that are not
+ * leased and not pinned until at least target bytes were freed. Soft-pinned objects go in a
+ * second pass when allowed. Returns the bytes freed. */
+static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target,
+                             uint64_t max_scan)
 {
     uint64_t now = master_now(m), freed = 0, n = 0, scanned = 0;
     for (int pass = 0; pass < 2 && freed < target; pass++) {
@@ -363,7 +366,8 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
         while (o && freed < target && scanned++ < max_scan) {
             obj_t *next = o->next;
             bool skip = obj_leased(m, o, now) || (o->flags & OF_HARD_PIN) ||
-                        (pass == 0 && obj_soft_pinned(o, now));
+                        (pass == 0 && obj_soft_pinned(o, now)) ||
+                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL));
             /* only space on mounted (or draining) segments counts: an object kept on a
              * RECOVERING (held) segment alone frees nothing a put could use, and waits for its
              * owner instead */
@@ -392,6 +396,17 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
         MC_LOG_DEBUG("master: evicted %llu objects, %llu bytes", (unsigned long long)n,
                      (unsigned long long)freed);
     return freed;
+}
+
+static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
+{
+    return evict_scoped(m, NULL, target, max_scan);
+}
+
+/* A tenant's quota eviction (master_tenant_admit): scans every object once at most. */
+static uint64_t evict_tenant(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target)
+{
+    return evict_scoped(m, scope, target, UINT64_MAX);
 }
 
 /* ------------------------------------------------------------------ placement */
@@ -564,6 +579,7 @@ void mc_master_destroy(mc_master_t *m)
     mc_free(m->disc);
     mc_free(m->wal_dir);
     mc_free(m->pub_segs);
+    master_tenants_free(m);
     pthread_mutex_destroy(&m->snap_mu);
     mc_free(m);
 }
@@ -759,6 +775,9 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             obj_take_away(m, o, now, retired);
         }
     }
+    mc_status_t qst = master_tenant_admit(m, key, klen, size * want, evict_tenant);
+    if (qst != MC_OK)
+        return qst;
     obj_rep_t r[MC_MASTER_MAX_REPLICAS];
     uint32_t n = place(m, size, opts, want, r);
     if (n == 0) {
@@ -793,7 +812,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
     c = client_find(m, cid); /* re-lookup: do not keep table pointers across evictions */
     if (c)
         c->n_writing++;
-    o->n_rep = (uint8_t)n;
+    master_obj_set_nrep(m, o, n);
     if (opts && opts->hard_pin)
         o->flags |= OF_HARD_PIN;
     if (opts && opts->soft_pin) {
@@ -1097,7 +1116,7 @@ mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const
     }
     if (!cleared)
         return MC_ERR_SEGMENT_NOT_FOUND;    /* no replica there */
-    o->n_rep = (uint8_t)kept;
+    master_obj_set_nrep(m, o, kept);
     if (kept == 0) {
         obj_destroy(m, o, true);
         return MC_OK;
@@ -1133,7 +1152,7 @@ static void seg_drop(mc_master_t *m, uint32_t id, bool log)
                     o->rep[k++] = o->rep[i];
                 }
                 if (k != o->n_rep) {
-                    o->n_rep = (uint8_t)k;
+                    master_obj_set_nrep(m, o, k);
                     if (k == 0)
                         master_obj_unlink_free(m, o); /* the UNMOUNT record implies it */
                 }
@@ -1525,6 +1544,7 @@ void mc_master_cron(mc_master_t *m)
     pthread_mutex_lock(&m->snap_mu);
     m->snap = snap;
     publish_segments(m);
+    master_tenants_publish(m);
     pthread_mutex_unlock(&m->snap_mu);
 }
 

@@ -58,6 +58,11 @@ typedef struct mc_master_config {
     bool wal_fsync;                          /* true: fdatasync at each group commit */
     uint32_t event_buffer_size;              /* object events kept for subscribers (65536;
                                                 0 = no event log) */
+    /* Strict multi-tenant mode (--enable_multi_tenants, false): the master keeps each tenant's
+     * usage (memory replicas, in-flight ones included), and a put needs a tenant with a quota
+     * (mc_master_tenant_set_quota; else TENANT_NOT_REGISTERED) that can hold it, after evicting
+     * that tenant's evictable objects if needed (else TENANT_QUOTA_EXCEEDED). */
+    bool multi_tenants;
     /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from
      * the start, WAL recovery included. */
     uint64_t (*clock)(void *ctx);
@@ -284,6 +289,35 @@ typedef struct mc_master_segment_metrics {
  * 0). MC_ERR_NO_MEMORY if the copy cannot be made. */
 mc_status_t mc_master_segment_metrics_snapshot(mc_master_t *m, mc_master_segment_metrics_t **out_p,
                                                size_t *n_p);
+
+/* ---- tenant quotas (master_tenants.c; docs/internals/master.md, "Tenants"). Quotas and usage
+ * are kept only in strict multi-tenant mode (cfg.multi_tenants); otherwise the calls that
+ * change them answer UNAVAILABLE_IN_CURRENT_MODE. */
+#define MC_MASTER_TENANT_QUOTA_MAX ((uint64_t)INT64_MAX) /* bytes */
+#define MC_MASTER_MAX_TENANTS 65536u                     /* tenants with a quota or usage */
+
+typedef struct mc_master_tenant_info {
+    char name[MC_TENANT_MAX + 1];
+    uint64_t quota;          /* bytes; 0 = no policy (not registered) */
+    uint64_t used;           /* bytes of memory replicas charged (in-flight included) */
+    uint64_t objects;        /* objects (in-flight included) */
+    uint64_t rejects;        /* puts refused with TENANT_QUOTA_EXCEEDED */
+} mc_master_tenant_info_t;
+
+/* Owner thread: sets tenant's quota (1..MC_MASTER_TENANT_QUOTA_MAX, else INVALID_PARAMS; a
+ * valid tenant name). A quota under the current usage only stops new puts. TOO_LARGE when
+ * MC_MASTER_MAX_TENANTS tenants are known. */
+mc_status_t mc_master_tenant_set_quota(mc_master_t *m, const char *tenant, uint64_t quota);
+/* Owner thread: drops tenant's quota. OBJECT_NOT_FOUND without one; TENANT_NOT_EMPTY while it
+ * owns objects or usage. */
+mc_status_t mc_master_tenant_clear_quota(mc_master_t *m, const char *tenant);
+/* Owner thread: one tenant's numbers (OBJECT_NOT_FOUND when it has neither quota nor usage). */
+mc_status_t mc_master_tenant_get(mc_master_t *m, const char *tenant, mc_master_tenant_info_t *out);
+/* Owner thread: the tenants with a quota or usage, sorted by name, into *out_p (mc_free;
+ * NULL when *n_p is 0). Any thread: the same, as published by the last cron (metrics). */
+mc_status_t mc_master_tenant_list(mc_master_t *m, mc_master_tenant_info_t **out_p, size_t *n_p);
+mc_status_t mc_master_tenant_metrics_snapshot(mc_master_t *m, mc_master_tenant_info_t **out_p,
+                                              size_t *n_p);
 
 /* ---- admin views (master_json.c; owner thread, read-only: no lease, no LRU touch). Each
  * returns a NUL-terminated string the caller frees with mc_free, or NULL. */
