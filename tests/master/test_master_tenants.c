@@ -10,10 +10,12 @@
 
 #include "common/alloc.h"
 #include "master/master.h"
+#include "master/tenant_policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t g_now = 1000000;
 static uint64_t fake_clock(void *ctx)
@@ -230,6 +232,88 @@ static void test_usage_after_recovery(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_policy_parse(void **state)
+{
+    (void)state;
+    const char *ok = "# tenants of the cluster\n"
+                     "version: 1\n"
+                     "\n"
+                     "tenants:\n"
+                     "  - name: tenant-a   # comment\n"
+                     "    quota: 200GB\n"
+                     "\n"
+                     "  - quota: 1KB\n"
+                     "    name: \"b \\\"x\\\"\"\n"
+                     "  - name: 'c''d'\n"
+                     "    quota: 42\n";
+    mc_tenant_policy_t pol;
+    char err[256] = "";
+    assert_int_equal(mc_tenant_policy_parse(ok, strlen(ok), &pol, err, sizeof(err)), MC_OK);
+    assert_int_equal(pol.n, 3);
+    assert_string_equal(pol.t[0].name, "tenant-a");
+    assert_int_equal(pol.t[0].quota, 200ull << 30);
+    assert_string_equal(pol.t[1].name, "b \"x\"");
+    assert_int_equal(pol.t[1].quota, 1024);
+    assert_string_equal(pol.t[2].name, "c'd");
+    assert_int_equal(pol.t[2].quota, 42);
+    /* written back and read again: the same */
+    char path[] = "/tmp/mc_tenant_policy_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(mc_tenant_policy_save(path, pol.t, pol.n), MC_OK);
+    mc_tenant_policy_t back;
+    assert_int_equal(mc_tenant_policy_load(path, &back, err, sizeof(err)), MC_OK);
+    assert_int_equal(back.n, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_string_equal(back.t[i].name, pol.t[i].name);
+        assert_int_equal(back.t[i].quota, pol.t[i].quota);
+    }
+    mc_tenant_policy_free(&back);
+    assert_int_equal(mc_tenant_policy_save(path, NULL, 0), MC_OK); /* empty: "tenants: []" */
+    assert_int_equal(mc_tenant_policy_load(path, &back, err, sizeof(err)), MC_OK);
+    assert_int_equal(back.n, 0);
+    unlink(path);
+    assert_int_equal(mc_tenant_policy_load(path, &back, err, sizeof(err)), MC_ERR_FILE_OPEN_FAIL);
+    mc_tenant_policy_free(&pol);
+    const char *flush = "version: 1\ntenants:\n- name: a\n  quota: 1\n";
+    assert_int_equal(mc_tenant_policy_parse(flush, strlen(flush), &pol, err, sizeof(err)), MC_OK);
+    assert_int_equal(pol.n, 1);
+    mc_tenant_policy_free(&pol);
+
+    static const struct { const char *text, *why; } bad[] = {
+        {"tenants: []\n", "version: 1"},
+        {"version: 2\n", "unsupported version"},
+        {"version: 1\nversion: 1\n", "twice"},
+        {"version: 1\nowner: x\n", "unknown key"},
+        {"version: 1\ntenants: [{name: a, quota: 1}]\n", "block list"},
+        {"version: 1\ntenants:\n  - name: a\n", "both name and quota"},
+        {"version: 1\ntenants:\n  - name: a\n    quota: 0\n", "1 byte"},
+        {"version: 1\ntenants:\n  - name: a\n    quota: 10PB\n", "unit"},
+        {"version: 1\ntenants:\n  - name: a\n    quota: -1\n", "positive integer"},
+        {"version: 1\ntenants:\n  - name: a\n    quota: 99999999999TB\n", "2^63-1"},
+        {"version: 1\ntenants:\n  - name: _a\n    quota: 1\n", "invalid"},
+        {"version: 1\ntenants:\n  - name: \"\"\n    quota: 1\n", "empty"},
+        {"version: 1\ntenants:\n  - name: a\n    quota: 1\n  - name: a\n    quota: 2\n",
+         "twice"},
+        {"version: 1\ntenants:\n  - name: a\n    quota: 1\n    owner: me\n", "unknown tenant field"},
+        {"version: 1\ntenants:\n  - name: a\n      quota: 1\n", "line up"},
+        {"version: 1\ntenants:\n\t- name: a\n", "tabs"},
+        {"version: 1\ntenants:\n  - name: \"a\n    quota: 1\n", "unterminated"},
+        {"version: 1\ntenants:\n  - name: &x a\n    quota: 1\n", "not supported"},
+        {"version: 1\n  indented: 1\n", "indentation"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = 0;
+        assert_int_equal(mc_tenant_policy_parse(bad[i].text, strlen(bad[i].text), &pol, err,
+                                                sizeof(err)),
+                         MC_ERR_INVALID_PARAMS);
+        if (!strstr(err, bad[i].why))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].why);
+        assert_int_equal(pol.n, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_registration_and_charge),
         cmocka_unit_test(test_quota_evicts_own_objects),
         cmocka_unit_test(test_usage_after_recovery),
+        cmocka_unit_test(test_policy_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
