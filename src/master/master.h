@@ -343,6 +343,11 @@ char *mc_master_batch_query_keys_json(mc_master_t *m, const mc_tenant_scope_t *s
  * are listed. NULL when out of memory. */
 char *mc_master_key_list(mc_master_t *m, const mc_tenant_scope_t *scope, size_t max_bytes,
                          size_t *n_p, bool *truncated_p);
+/* /api/v1/tenant_quotas: upstream's {"success":true,"data":<snapshot>} for one tenant (one:
+ * t[0]) or "data":[snapshots] for n; a snapshot is upstream's tenant_id,
+ * requested_quota_bytes, effective_quota_bytes, charged_bytes, admission_closed, over_quota,
+ * has_explicit_policy, then our objects and quota_reject_total. */
+char *mc_master_tenants_json(const mc_master_tenant_info_t *t, size_t n, bool one);
 /* /get_all_segments: names of the mounted (and draining) segments, one per line. */
 char *mc_master_segment_names(mc_master_t *m);
 /* /get_segments_detail: {"total_segments":N,"segments":[...]} with upstream's fields and ours,

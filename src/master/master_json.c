@@ -272,3 +272,45 @@ char *mc_master_query_segment_text(mc_master_t *m, const char *name, mc_status_t
         *st_p = MC_ERR_NO_MEMORY;
     return r;
 }
+
+/* A tenant name as a JSON string: names are bytes (no controls); bytes that are not UTF-8
+ * become '?' so that the document stays valid. */
+static json_t *tenant_name_json(const char *name)
+{
+    json_t *j = json_string(name);
+    if (j)
+        return j;
+    char copy[MC_TENANT_MAX + 1];
+    size_t i = 0;
+    for (; name[i] && i < MC_TENANT_MAX; i++)
+        copy[i] = (unsigned char)name[i] < 0x80 ? name[i] : '?';
+    copy[i] = 0;
+    return json_string(copy);
+}
+
+static json_t *tenant_json(const mc_master_tenant_info_t *t)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "tenant_id", tenant_name_json(t->name));
+    json_object_set_new(j, "requested_quota_bytes", json_integer((json_int_t)t->quota));
+    json_object_set_new(j, "effective_quota_bytes", json_integer((json_int_t)t->quota));
+    json_object_set_new(j, "charged_bytes", json_integer((json_int_t)t->used));
+    json_object_set_new(j, "admission_closed", json_boolean(t->quota == 0));
+    json_object_set_new(j, "over_quota", json_boolean(t->used > t->quota));
+    json_object_set_new(j, "has_explicit_policy", json_boolean(t->quota != 0));
+    /* ours */
+    json_object_set_new(j, "objects", json_integer((json_int_t)t->objects));
+    json_object_set_new(j, "quota_reject_total", json_integer((json_int_t)t->rejects));
+    return j;
+}
+
+char *mc_master_tenants_json(const mc_master_tenant_info_t *t, size_t n, bool one)
+{
+    json_t *data = one ? tenant_json(t) : json_array();
+    for (size_t i = 0; !one && i < n; i++)
+        json_array_append_new(data, tenant_json(&t[i]));
+    json_t *j = json_object();
+    json_object_set_new(j, "success", json_true());
+    json_object_set_new(j, "data", data);
+    return dump(j);
+}

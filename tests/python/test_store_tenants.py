@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import Proc, bin_path
+from conftest import Proc, bin_path, wait_for
 
 import mooncake
 from mooncake.store import MooncakeDistributedStore
@@ -230,3 +230,116 @@ def test_tenant_token(tmp_path, monkeypatch):
     finally:
         s.stop()
         m.stop()
+
+
+# ---- quotas (strict multi-tenant mode) ---------------------------------------------------
+
+QUOTA_EXCEEDED = mooncake.STATUS_CODES["TENANT_QUOTA_EXCEEDED"]
+NOT_REGISTERED = mooncake.STATUS_CODES["TENANT_NOT_REGISTERED"]
+
+
+def http(master, method, path, body=None, **query):
+    """(status, body) of an admin request."""
+    url = f"{master.http}{path}"
+    if query:
+        url += "?" + urllib.parse.urlencode(query)
+    req = urllib.request.Request(url, data=body.encode() if body else None, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_quotas(tmp_path):
+    import json
+    policy = tmp_path / "tenant_quotas.yaml"
+    policy.write_text("version: 1\ntenants:\n  - name: a\n    quota: 100KB\n")
+    m, s = start(["--enable_multi_tenants=true", "--tenant_quota_connector_type=file",
+                  f"--tenant_quota_connector_uri={policy}"])
+    a = b = None
+    try:
+        a, rc = client(m.addr, tenant_id="a")
+        assert rc == 0
+        b, rc = client(m.addr, tenant_id="b")
+        assert rc == 0
+        v = b"x" * (40 << 10)
+        assert a.put("a1", v) == 0 and a.put("a2", v) == 0
+        assert a.put("a3", v) == 0                    # over 100 KiB: a1, the oldest, evicted
+        assert a.is_exist("a1") == 0 and a.is_exist("a3") == 1
+        assert a.put("big", b"y" * (101 << 10)) == QUOTA_EXCEEDED
+        assert b.put("b1", v) == NOT_REGISTERED       # no policy for b
+        st, body = http(m, "GET", "/api/v1/tenant_quotas", tenant_id="a")
+        snap = json.loads(body)["data"]
+        assert st == 200 and snap["requested_quota_bytes"] == 100 << 10
+        assert snap["charged_bytes"] == 80 << 10 and snap["quota_reject_total"] == 1
+        # /metrics shows what the master's cron last published
+        wait_for(lambda: 'mooncake_tenant_quota_reject_total{tenant_id="a",'
+                         'reason="quota_exceeded"} 1' in http(m, "GET", "/metrics")[1],
+                 5, what="the reject in /metrics")
+        assert f'mooncake_tenant_quota_charged_bytes{{tenant_id="a"}} {80 << 10}' \
+            in http(m, "GET", "/metrics")[1]
+        # register b through the admin API: the policy file follows
+        assert http(m, "PUT", "/api/v1/tenant_quotas", '{"requested_quota_bytes":1048576}',
+                    tenant_id="b")[0] == 200
+        assert "name: \"b\"" in policy.read_text() and "quota: 1048576" in policy.read_text()
+        assert b.put("b1", v) == 0
+        st, body = http(m, "GET", "/api/v1/tenant_quotas")
+        assert st == 200 and [t["tenant_id"] for t in json.loads(body)["data"]] == ["a", "b"]
+        assert http(m, "DELETE", "/api/v1/tenant_quotas", tenant_id="b")[0] == 409  # not empty
+        assert b.remove_all(force=True) == 1
+        assert http(m, "DELETE", "/api/v1/tenant_quotas", tenant_id="b")[0] == 200
+        assert "name: \"b\"" not in policy.read_text()
+        assert b.put("b2", v) == NOT_REGISTERED
+        assert http(m, "GET", "/api/v1/tenant_quotas", tenant_id="b")[0] == 404
+        for bad in ('{"requested_quota_bytes":0}', '{"quota":5}', "not json",
+                    '{"requested_quota_bytes":1,"x":2}'):
+            assert http(m, "PUT", "/api/v1/tenant_quotas", bad, tenant_id="b")[0] == 400, bad
+        assert http(m, "PUT", "/api/v1/tenant_quotas", '{"requested_quota_bytes":1}')[0] == 400
+        assert http(m, "PUT", "/api/v1/tenant_quotas", '{"requested_quota_bytes":1}',
+                    tenant_id="_b")[0] == 400
+        assert http(m, "PUT", "/api/v1/tenant_quotas", "x" * 5000, tenant_id="b")[0] == 413
+        assert http(m, "POST", "/api/v1/tenant_quotas", "{}", tenant_id="b")[0] == 405
+    finally:
+        for st in (a, b):
+            if st:
+                st.close()
+        s.stop()
+        m.stop()
+    # the policy written by the API is what a restarted master loads
+    m, s = start(["--enable_multi_tenants=true", "--tenant_quota_connector_type=file",
+                  f"--tenant_quota_connector_uri={policy}"])
+    try:
+        st, body = http(m, "GET", "/api/v1/tenant_quotas")
+        assert [t["tenant_id"] for t in json.loads(body)["data"]] == ["a"]
+    finally:
+        s.stop()
+        m.stop()
+
+
+def test_quota_api_needs_strict_mode(cluster):
+    assert http(cluster, "GET", "/api/v1/tenant_quotas")[0] == 409
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--tenant_quota_connector_type=etcd", "--enable_multi_tenants=true",
+      "--tenant_quota_connector_uri=127.0.0.1:2379"], "etcd"),
+    (["--tenant_quota_connector_type=file", "--tenant_quota_connector_uri=/x"],
+     "--enable_multi_tenants"),
+    (["--enable_multi_tenants=true", "--tenant_quota_connector_type=file"], "connector_uri"),
+])
+def test_quota_flags_refused(flags, message):
+    r = subprocess.run([bin_path("mooncake_master"), "--port=0", "--metrics_port=-1",
+                        "--wal_dir=", *flags], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and message in r.stderr, (r.returncode, r.stderr)
+
+
+def test_bad_policy_file_stops_the_master(tmp_path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\ntenants:\n  - name: a\n    quota: lots\n")
+    r = subprocess.run([bin_path("mooncake_master"), "--port=0", "--metrics_port=-1",
+                        "--wal_dir=", "--enable_multi_tenants=true",
+                        "--tenant_quota_connector_type=file",
+                        f"--tenant_quota_connector_uri={policy}"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "line 4" in r.stderr, (r.returncode, r.stderr)
