@@ -343,3 +343,33 @@ def test_bad_policy_file_stops_the_master(tmp_path):
                         f"--tenant_quota_connector_uri={policy}"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "line 4" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_quota_api_signed(tmp_path):
+    """With a token file, the quota API is signed like every admin request (the PUT body
+    included), and refused to tenant tokens."""
+    srv = token_file(tmp_path, "srv", f"{CLUSTER}\n{TENANT_A} tenant=a\n")
+    ta = token_file(tmp_path, "ta", f"{TENANT_A} tenant=a\n")
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\ntenants: []\n")
+    m = Proc([bin_path("mooncake_master"), "--port=0", "--metrics_port=0", "--wal_dir=",
+              "--log_level=warn", f"--auth_token_file={srv}", "--enable_multi_tenants=true",
+              "--tenant_quota_connector_type=file", f"--tenant_quota_connector_uri={policy}"],
+             "mooncake_master listening")
+    m.http = f"http://127.0.0.1:{m.field('metrics_port')}"
+    url = f"{m.http}/api/v1/tenant_quotas?tenant_id=a"
+
+    def curl(token, *args):
+        return subprocess.run([bin_path("mooncake_auth_curl"), f"--auth_token_file={token}",
+                               *args, url], capture_output=True, text=True, timeout=30)
+    try:
+        assert http(m, "PUT", "/api/v1/tenant_quotas", '{"requested_quota_bytes":5}',
+                    tenant_id="a")[0] == 401  # unsigned
+        r = curl(srv, "-X", "PUT", "-d", '{"requested_quota_bytes":4096}')
+        assert r.returncode == 0, r.stderr
+        assert '"requested_quota_bytes":4096' in r.stdout
+        r = curl(ta, "-X", "PUT", "-d", '{"requested_quota_bytes":1099511627776}')
+        assert r.returncode == 22 and "403" in r.stderr, (r.returncode, r.stderr)
+        assert "quota: 4096" in policy.read_text()
+    finally:
+        m.stop()
