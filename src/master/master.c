@@ -403,10 +403,12 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
     return evict_scoped(m, NULL, target, max_scan);
 }
 
-/* A tenant's quota eviction (master_tenant_admit): scans every object once at most. */
+/* A tenant's quota eviction (master_tenant_admit): looks at the MC_MASTER_TENANT_EVICT_SCAN
+ * least recently used objects at most (of every tenant: one list), so that a tenant putting
+ * over its quota cannot make each of its puts walk a large table on the loop thread. */
 static uint64_t evict_tenant(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target)
 {
-    return evict_scoped(m, scope, target, UINT64_MAX);
+    return evict_scoped(m, scope, target, MC_MASTER_TENANT_EVICT_SCAN);
 }
 
 /* ------------------------------------------------------------------ placement */

@@ -295,6 +295,7 @@ mc_status_t mc_master_segment_metrics_snapshot(mc_master_t *m, mc_master_segment
  * change them answer UNAVAILABLE_IN_CURRENT_MODE. */
 #define MC_MASTER_TENANT_QUOTA_MAX ((uint64_t)INT64_MAX) /* bytes */
 #define MC_MASTER_MAX_TENANTS 65536u                     /* tenants with a quota or usage */
+#define MC_MASTER_TENANT_EVICT_SCAN 65536u /* objects a quota eviction looks at, at most */
 
 typedef struct mc_master_tenant_info {
     char name[MC_TENANT_MAX + 1];
