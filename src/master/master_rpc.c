@@ -941,14 +941,15 @@ static void impl_table(mc_rpc_handler_fn t[MC_OP_MAX])
 
 /* ---------------------------------------------------------------- authorization */
 
-/* The request's tenant_id field; NULL when the message has none (not a key operation). */
-static const char *req_tenant(const ProtobufCMessage *req)
+/* Per opcode, the request message's `string tenant_id` field; NULL when it has none (not a key
+ * operation). Filled once with the handler table. */
+static const ProtobufCFieldDescriptor *g_tenant_field[MC_OP_MAX];
+
+/* The request's tenant_id ("" when not set); NULL when its message has no such field. */
+static const char *req_tenant(uint16_t opcode, const ProtobufCMessage *req)
 {
-    const ProtobufCFieldDescriptor *f =
-        protobuf_c_message_descriptor_get_field_by_name(req->descriptor, "tenant_id");
-    if (!f || f->type != PROTOBUF_C_TYPE_STRING)
-        return NULL;
-    return *(const char *const *)((const char *)req + f->offset);
+    const ProtobufCFieldDescriptor *f = g_tenant_field[opcode];
+    return f ? *(const char *const *)((const char *)req + f->offset) : NULL;
 }
 
 /* The one place that decides whether the connection's peer may run a request, and for which
@@ -962,7 +963,7 @@ static const char *req_tenant(const ProtobufCMessage *req)
 static mc_status_t authorize(const mc_rpc_call_t *call, const ProtobufCMessage *req,
                              mc_tenant_scope_t *scope, const char **why_p)
 {
-    const char *asked = req_tenant(req);
+    const char *asked = req_tenant(call->opcode, req);
     const char *tenant = asked;
     if (call->peer && call->peer->tenant[0]) {
         tenant = call->peer->tenant;
@@ -979,7 +980,16 @@ static mc_status_t authorize(const mc_rpc_call_t *call, const ProtobufCMessage *
 
 static mc_rpc_handler_fn g_impl[MC_OP_MAX];
 static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
-static void impl_init(void) { impl_table(g_impl); }
+static void impl_init(void)
+{
+    impl_table(g_impl);
+    for (int op = 0; op < MC_OP_MAX; op++) {
+        const mc_rpc_op_info_t *info = mc_rpc_op_info((uint16_t)op);
+        const ProtobufCFieldDescriptor *f =
+            info ? protobuf_c_message_descriptor_get_field_by_name(info->req, "tenant_id") : NULL;
+        g_tenant_field[op] = f && f->type == PROTOBUF_C_TYPE_STRING ? f : NULL;
+    }
+}
 
 /* Every master handler goes through here: authorize, then the operation's handler. A refusal
  * is a header-level error (no body), so it reads the same for every opcode. */
