@@ -9,8 +9,9 @@
  * (abstract Unix socket @mooncake_client_<port>.sock, mooncake/dummy.h; when the default port
  * is taken by another storage server it logs a warning and serves no dummies, when --port was
  * given it exits); --local_buffer_size and --threads are accepted and unused; --http_port and
- * --start_offload_rpc_server are accepted; features we do not have are refused when turned on
- * (--tenant_id other than "default", --enable_offload). --enable_http_server=true serves
+ * --start_offload_rpc_server are accepted; --tenant_id (MOONCAKE_TENANT_ID) names the tenant
+ * it acts for, with its dummy clients; features we do not have are refused when turned on
+ * (--enable_offload). --enable_http_server=true serves
  * upstream's client HTTP endpoints (/health, /metrics, /metrics/summary) on --http_port (0 = a
  * free port; the port is printed as "mooncake_client http_port=<port>" before the ready line,
  * 0 when it was taken: the server is then off, with a warning, as upstream). */
@@ -40,14 +41,12 @@ static struct {
     const char *device_names;
     uint64_t local_buffer_size;
     int64_t threads;
-    const char *tenant_id;
     bool enable_offload;
     bool start_offload_rpc_server;
     bool enable_http_server;
     int64_t http_port;
     bool http_metrics_public;
 } up = {
-    .tenant_id = "default",
     .threads = 1,
     .start_offload_rpc_server = true,
     .http_port = 9300,
@@ -74,11 +73,6 @@ static int check_upstream_flags(const char **hostname, const char **device)
             return 2;
         }
         dummy_port = (uint16_t)port;
-    }
-    if (strcmp(up.tenant_id, "default") != 0) {
-        fprintf(stderr, "mooncake_client: --tenant_id must be \"default\", got '%s' (tenants are "
-                "not supported yet)\n", up.tenant_id);
-        return 2;
     }
     if (up.enable_offload) {
         fprintf(stderr, "mooncake_client: --enable_offload=true is not supported (no SSD tier "
@@ -132,8 +126,6 @@ int main(int argc, char **argv)
          "standalone-client local buffer (accepted, unused: not served yet)", 0, 0},
         {"threads", MC_OPT_INT, &up.threads, NULL,
          "standalone-client RPC threads (accepted, unused: not served yet)", 1, 1024},
-        {"tenant_id", MC_OPT_STRING, &up.tenant_id, NULL,
-         "tenant (only \"default\": tenants are not supported yet)", 0, 0},
         {"enable_offload", MC_OPT_BOOL, &up.enable_offload, NULL,
          "SSD offload (only false: no SSD tier yet)", 0, 0},
         {"start_offload_rpc_server", MC_OPT_BOOL, &up.start_offload_rpc_server, NULL,

@@ -123,8 +123,9 @@ typedef struct flags {
     uint64_t rpc_mem_budget, rpc_conn_out_cap;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
+    bool multi_tenants;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
-        *config_path, *etcd_endpoints, *cluster_id, *auth_token_file;
+        *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -142,7 +143,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .wal_dir = WAL_DIR_AUTO, .log_level = "info", .config_path = "",
                    .etcd_endpoints = "", .cluster_id = "mooncake_cluster",
                    .snapshot_bytes = 64ull << 20, .auth_token_file = "",
-                   .metrics_public = false,
+                   .metrics_public = false, .multi_tenants = false, .tq_type = "",
+                   .tq_uri = "",
                    .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
                    .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
                    .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
@@ -231,6 +233,15 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "mooncake_conductor (PollEvents); a subscriber further behind resyncs (0 = off)",
          0, 1 << 24},
         {"enable_ha", MC_OPT_BOOL, &f->enable_ha, NULL, "not supported yet (must be false)", 0, 0},
+        {"enable_multi_tenants", MC_OPT_BOOL, &f->multi_tenants, NULL,
+         "strict multi-tenant mode: puts need a tenant with a quota (from the policy file of "
+         "--tenant_quota_connector_uri, or PUT /api/v1/tenant_quotas) and must fit it after "
+         "evicting that tenant's own objects", 0, 0},
+        {"tenant_quota_connector_type", MC_OPT_STRING, &f->tq_type, NULL,
+         "where tenant quotas are kept: file (the YAML policy at --tenant_quota_connector_uri, "
+         "rewritten by the admin API) | \"\" (in memory, starting empty); etcd: not yet", 0, 0},
+        {"tenant_quota_connector_uri", MC_OPT_STRING, &f->tq_uri, NULL,
+         "the policy file for --tenant_quota_connector_type=file", 0, 0},
         {"etcd_endpoints", MC_OPT_STRING, &f->etcd_endpoints, NULL, "for HA (not supported yet)", 0,
          0},
         {"cluster_id", MC_OPT_STRING, &f->cluster_id, NULL, "cluster id (HA)", 0, 0},
@@ -275,6 +286,26 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
         fprintf(stderr, "mooncake_master: --enable_ha is not supported yet\n");
         return 2;
     }
+    if (!strcmp(f->tq_type, "etcd")) {
+        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type=etcd is not supported "
+                        "yet (file or \"\")\n");
+        return 2;
+    }
+    if (f->tq_type[0] && strcmp(f->tq_type, "file") != 0) {
+        fprintf(stderr, "mooncake_master: unknown --tenant_quota_connector_type=%s (file)\n",
+                f->tq_type);
+        return 2;
+    }
+    if ((f->tq_type[0] || f->tq_uri[0]) && !f->multi_tenants) {
+        fprintf(stderr, "mooncake_master: --tenant_quota_connector_* need "
+                        "--enable_multi_tenants=true\n");
+        return 2;
+    }
+    if (!f->tq_type[0] != !f->tq_uri[0]) {
+        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type=file needs "
+                        "--tenant_quota_connector_uri=PATH (and the other way round)\n");
+        return 2;
+    }
     *so = (mc_master_service_opts_t){0};
     mc_master_config_default(&so->cfg);
     if (!strcmp(f->strategy, "random") || !strcmp(f->strategy, "local_first"))
@@ -310,6 +341,8 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.wal_fsync = f->wal_fsync;
     so->cfg.wal_snapshot_bytes = f->snapshot_bytes;
     so->cfg.event_buffer_size = (uint32_t)f->event_buffer;
+    so->cfg.multi_tenants = f->multi_tenants;
+    so->tenant_policy_path = f->tq_uri[0] ? f->tq_uri : NULL;
     if (f->rpc_mem_budget == 0 || f->rpc_conn_out_cap == 0 || f->rpc_conn_out_cap > UINT32_MAX) {
         fprintf(stderr, "mooncake_master: --rpc_memory_budget and --rpc_connection_output_cap "
                         "must be > 0 (and the cap < 4 GiB)\n");

@@ -51,6 +51,9 @@ typedef enum mc_status {
     MC_ERR_FILE_OPEN_FAIL = -1101,
     MC_ERR_FILE_READ_FAIL = -1102,
     MC_ERR_FILE_WRITE_FAIL = -1103,
+    MC_ERR_TENANT_QUOTA_EXCEEDED = -1700, /* the tenant's quota cannot hold the put */
+    MC_ERR_TENANT_NOT_REGISTERED = -1701, /* strict multi-tenant mode: the tenant has no quota */
+    MC_ERR_TENANT_NOT_EMPTY = -1702,      /* the tenant still owns objects or quota usage */
 
     /* Mooncake-C additions: -3000 and below, never used upstream. */
     MC_ERR_NO_MEMORY = -3000,        /* a local allocation failed */

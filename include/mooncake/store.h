@@ -91,6 +91,14 @@ typedef struct mc_store_config {
      * /metrics, /metrics/summary and /health public even then (counts and states only, never
      * keys; for Prometheus). mooncake_client --http_metrics_public. */
     bool client_http_metrics_public;
+    /* The tenant this client acts for (upstream's tenant_id): NULL or "" = "default"; else
+     * 1..64 bytes, not starting with '_', no control characters or DEL (MC_ERR_INVALID_PARAMS
+     * otherwise). Keys live per tenant: the same key in two tenants is two objects
+     * (docs/internals/master.md, "Tenants"). With a tenant-bound token (a token file line with
+     * tenant=) the client acts as the token's tenant: "default" or unset then mean that
+     * tenant, another name fails setup with MC_ERR_PERMISSION. Env (programs, Python):
+     * MOONCAKE_TENANT_ID. */
+    const char *tenant_id;
 } mc_store_config_t;
 
 #define MC_STORE_CLIENT_HTTP_PORT_DEFAULT 9300 /* upstream's client_http_port */

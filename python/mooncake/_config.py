@@ -251,6 +251,16 @@ def store_placement_feed():
     return v
 
 
+def store_tenant_id(tenant_id):
+    """The tenant a store client acts for: tenant_id, or $MOONCAKE_TENANT_ID when tenant_id is
+    None, "" or "default" (upstream's default argument) and the variable is set, else
+    "default". Checked by the store's setup (1..64 bytes, no leading '_', no control
+    characters: else INVALID_PARAMS)."""
+    if tenant_id in (None, "", "default"):
+        return os.environ.get("MOONCAKE_TENANT_ID") or "default"
+    return tenant_id
+
+
 def store_client_metric():
     """MC_STORE_CLIENT_METRIC: True (default, also when unset) = the client keeps upstream's
     client metrics; "0"/"false"/"no" = none. Valid: 0, 1, true, false, yes, no (any case)."""

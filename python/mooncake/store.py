@@ -230,8 +230,12 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
 
         Upstream's whole signature, positional or keyword. No SSD tier here:
         enable_ssd_offload=True returns INVALID_PARAMS (-600) with a log line (ssd_offload_path
-        is then unused). No tenants yet: a tenant_id other than "default" (or "") returns
-        INVALID_PARAMS too, so that no program believes its data is isolated when it is not.
+        is then unused). tenant_id (also a dict key; None, "" or "default" mean
+        $MOONCAKE_TENANT_ID when set): the tenant this client acts for; keys are per tenant,
+        the same key in two tenants is two objects. An invalid name (over 64 bytes, a leading
+        '_', a control character) returns INVALID_PARAMS; with a tenant-bound token
+        (MC_AUTH_TOKEN_FILE) the token's tenant is used, and naming another one returns
+        PERMISSION_DENIED (-3011).
 
         Either the 7 upstream positional arguments (local_hostname, metadata_server,
         global_segment_size, local_buffer_size, protocol, rdma_devices, master_server_addr) or
@@ -277,10 +281,9 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         if enable_ssd_offload:
             log.error("setup: enable_ssd_offload=True: Mooncake-C has no SSD tier yet")
             return INVALID_PARAMS
-        if tenant_id not in (None, "", "default"):
-            log.error("setup: tenant_id=%r: Mooncake-C has no tenants yet (only \"default\")",
-                      tenant_id)
-            return INVALID_PARAMS
+        tenant = _config.store_tenant_id(tenant_id)
+        if not isinstance(tenant, str):
+            raise TypeError(f"tenant_id must be str, not {type(tenant).__name__}")
         extra["enable_client_http_server"] = enable_client_http_server
         extra["client_http_port"] = client_http_port
         if engine is not None:
@@ -323,7 +326,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                          extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
                          int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
                          tuning or None, client_metric=bool(metric), client_http=http[0],
-                         client_http_port=http[1])
+                         client_http_port=http[1], tenant_id=tenant)
         self._local_buffer_size = lb if rc == 0 else None  # what BufferPool sizes itself by
         return rc
 

@@ -101,7 +101,7 @@ static bool http_authorized(client_http_t *h, struct MHD_Connection *c, const ch
         return true;
     uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
     mc_http_auth_body_hash(NULL, 0, bh);
-    return mc_mhd_authorized(h->check, c, method, target, bh, false, ret, NULL);
+    return mc_mhd_authorized(h->check, c, method, target, bh, false, ret, NULL, NULL);
 }
 
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,

@@ -8,6 +8,7 @@
 #ifndef MC_CLIENT_MASTER_CLIENT_H
 #define MC_CLIENT_MASTER_CLIENT_H
 
+#include "common/tenant.h"
 #include "mooncake/status.h"
 #include "rpc/rpc_client.h"
 
@@ -22,6 +23,9 @@ typedef struct mc_master_client {
     atomic_uint next;          /* round-robin cursor */
     uint32_t timeout_ms;
     uint8_t client_id[16];
+    /* tenant_id of every key request: the store's tenant, "" for "default" (set at setup,
+     * before the first call; mc_store_config_t.tenant_id) */
+    char tenant[MC_TENANT_MAX + 1];
     struct store_metrics *metrics; /* NULL, or counts every call (store_metrics.h); set once
                                       before the first call */
 } mc_master_client_t;

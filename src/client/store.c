@@ -306,6 +306,12 @@ static mc_status_t store_config_check(const mc_store_config_t *cfg)
                      MC_STORE_KEY_MAX);
         return MC_ERR_INVALID_PARAMS;
     }
+    const char *bad_tenant = mc_tenant_invalid(cfg->tenant_id);
+    if (bad_tenant) {
+        MC_LOG_ERROR("store setup: tenant_id '%.80s' is invalid: %s (1..64 bytes, not starting "
+                     "with '_', no control characters)", cfg->tenant_id, bad_tenant);
+        return MC_ERR_INVALID_PARAMS;
+    }
     struct in_addr a;
     if (cfg->client_http_enable && (cfg->client_http_port < 0 || cfg->client_http_port > 65535)) {
         MC_LOG_ERROR("store setup: client_http_port %d is not a port (0..65535; 0 = a free one)",
@@ -318,6 +324,26 @@ static mc_status_t store_config_check(const mc_store_config_t *cfg)
                      cfg->client_http_host);
         return MC_ERR_INVALID_PARAMS;
     }
+    return MC_OK;
+}
+
+/* The tenant_id the client sends (into out, MC_TENANT_MAX + 1 bytes): a tenant-bound token's
+ * tenant when the configuration names none or "default" (PERMISSION_DENIED when it names
+ * another one: the master would refuse every request); else the configured one, "" for
+ * "default" (the master's default, and what clients without tenants send). cfg_tenant was
+ * checked by store_config_check. */
+static mc_status_t store_tenant(const char *cfg_tenant, const mc_auth_t *auth, char *out)
+{
+    const char *bound = auth ? mc_auth_client_tenant(auth) : "";
+    const char *t = mc_tenant_or_default(cfg_tenant);
+    if (bound[0] && !mc_tenant_is_default(t) && strcmp(t, bound) != 0) {
+        MC_LOG_ERROR("store setup: tenant_id '%s' but the token file's token is bound to tenant "
+                     "'%s'", t, bound);
+        return MC_ERR_PERMISSION;
+    }
+    if (bound[0])
+        t = bound;
+    snprintf(out, MC_TENANT_MAX + 1, "%s", mc_tenant_is_default(t) ? "" : t);
     return MC_OK;
 }
 
@@ -426,12 +452,16 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
                      mc_status_str(st));
         goto fail;
     }
+    char tenant[MC_TENANT_MAX + 1];
+    if ((st = store_tenant(cfg->tenant_id, s->auth, tenant)) != MC_OK)
+        goto fail;
     if ((st = store_te_start(s, cfg)) != MC_OK)
         goto fail;
     st = mc_master_client_init(&s->master, cfg->master_server_addr, cfg->rpc_timeout_ms,
                                s->client_id, s->auth);
     if (st != MC_OK)
         goto fail;
+    memcpy(s->master.tenant, tenant, sizeof(tenant));
     s->master.metrics = s->metrics;
     if ((st = store_segment_start(s, cfg)) != MC_OK)
         goto fail;

@@ -43,6 +43,7 @@ mc_status_t mc_store_batch_replica_clear(mc_store_t *s, size_t n, const char *co
     if (m) {
         McRpc__BatchReplicaClearRequest req = MC_RPC__BATCH_REPLICA_CLEAR_REQUEST__INIT;
         req.client_id = mc_master_client_id(&s->master);
+        req.tenant_id = s->master.tenant;
         req.n_keys = m;
         req.keys = send;
         req.segment_name = (char *)segment;

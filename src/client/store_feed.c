@@ -73,6 +73,7 @@ static mc_status_t feed_poll(mc_store_t *s, uint64_t from, uint64_t epoch, uint3
 {
     McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
     q.from_seq = from;
+    q.tenant_id = s->master.tenant;
     q.epoch = epoch;
     q.wait_ms = wait_ms;
     q.max_events = FEED_MAX_EVENTS;

@@ -385,6 +385,7 @@ mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaLis
 {
     McRpc__KeyRequest req = MC_RPC__KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
+    req.tenant_id = s->master.tenant;
     req.key = mc_wire_key_str(key);
     ProtobufCMessage *resp = NULL;
     atomic_fetch_add(&s->n_lookups, 1);
@@ -666,6 +667,7 @@ static mc_status_t bget_lookup(bget_t *b)
     if (b->m > 0) {
         McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
         req.client_id = mc_master_client_id(&s->master);
+        req.tenant_id = s->master.tenant;
         req.n_keys = b->m;
         req.keys = mc_wire_keys((const char *const *)b->req_keys, b->m);
         atomic_fetch_add(&s->n_lookups, b->m);

@@ -34,6 +34,7 @@ static mc_status_t store_key_call(mc_store_t *s, uint16_t op, const char *key, b
         return st;
     McRpc__KeyRequest req = MC_RPC__KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
+    req.tenant_id = s->master.tenant;
     req.key = mc_wire_key_str(key);
     req.force = force;
     return mc_master_client_call(&s->master, op, &req.base, resp_p, 1);
@@ -90,6 +91,7 @@ static mc_status_t store_batch_key_call(mc_store_t *s, uint16_t op, size_t n,
     }
     McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
+    req.tenant_id = s->master.tenant;
     req.n_keys = n;
     req.keys = mc_wire_keys(keys, n);
     req.force = force;
@@ -194,6 +196,7 @@ int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, bool force)
         return mc_dummy_remove_by_regex(s->dummy, regex, force);
     McRpc__RemoveByRegexRequest req = MC_RPC__REMOVE_BY_REGEX_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
+    req.tenant_id = s->master.tenant;
     req.pattern = (char *)regex;
     req.force = force;
     ProtobufCMessage *resp = NULL;
@@ -210,6 +213,7 @@ int64_t mc_store_remove_all(mc_store_t *s, bool force)
         return mc_dummy_remove_all(s->dummy, force);
     McRpc__RemoveAllRequest req = MC_RPC__REMOVE_ALL_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
+    req.tenant_id = s->master.tenant;
     req.force = force;
     ProtobufCMessage *resp = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_REMOVE_ALL, &req.base, &resp, 1);

@@ -116,6 +116,7 @@ static mc_status_t put_end(mc_store_t *s, const char *key, int upsert, mc_status
     if (write_st == MC_OK) {
         McRpc__PutEndRequest end = MC_RPC__PUT_END_REQUEST__INIT;
         end.client_id = mc_master_client_id(&s->master);
+        end.tenant_id = s->master.tenant;
         end.key = mc_wire_key_str(key);
         end.checksum = checksum;
         mc_status_t st = mc_master_client_call(
@@ -128,6 +129,7 @@ static mc_status_t put_end(mc_store_t *s, const char *key, int upsert, mc_status
     mc_status_t write_err = write_st == MC_ERR_TIMEOUT ? MC_ERR_TRANSFER_FAIL : write_st;
     McRpc__KeyRequest rv = MC_RPC__KEY_REQUEST__INIT;
     rv.client_id = mc_master_client_id(&s->master);
+    rv.tenant_id = s->master.tenant;
     rv.key = mc_wire_key_str(key);
     if (mc_master_client_call(&s->master, upsert ? MC_OP_UPSERT_REVOKE : MC_OP_PUT_REVOKE,
                               &rv.base, &resp, 1) == MC_OK)
@@ -152,6 +154,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     McRpc__ReplicateConfig rc;
     McRpc__PutStartRequest req = MC_RPC__PUT_START_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
+    req.tenant_id = s->master.tenant;
     req.key = mc_wire_key_str(key);
     req.value_size = size;
     req.config = store_rpc_config(cfg, &rc);
@@ -277,6 +280,7 @@ static bool bput_start(bput_t *b)
     McRpc__ReplicateConfig rc;
     McRpc__BatchPutStartRequest req = MC_RPC__BATCH_PUT_START_REQUEST__INIT;
     req.client_id = mc_master_client_id(&s->master);
+    req.tenant_id = s->master.tenant;
     req.n_keys = b->m;
     req.keys = b->req_keys;
     req.n_value_sizes = b->m;
@@ -366,6 +370,7 @@ static void bput_end(bput_t *b, const size_t *which, size_t n, bool commit)
     if (commit) {
         McRpc__BatchPutEndRequest req = MC_RPC__BATCH_PUT_END_REQUEST__INIT;
         req.client_id = mc_master_client_id(&s->master);
+        req.tenant_id = s->master.tenant;
         req.n_keys = n;
         req.keys = names;
         req.n_checksums = n;
@@ -376,6 +381,7 @@ static void bput_end(bput_t *b, const size_t *which, size_t n, bool commit)
     } else {
         McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
         req.client_id = mc_master_client_id(&s->master);
+        req.tenant_id = s->master.tenant;
         req.n_keys = n;
         req.keys = names;
         st = mc_master_client_call(&s->master,

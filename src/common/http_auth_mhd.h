@@ -42,17 +42,18 @@ static inline void mc_mhd_target_free(void *cls, struct MHD_Connection *c, void 
  * body: pass mc_http_auth_body_hash of nothing). true = serve it. false = a refusal is queued,
  * its MHD result in *ret and the verdict in *verdict_p (may be NULL): 503 when the replay
  * cache is full, else 401 with a fresh challenge; the body names the verdict, as text/plain or,
- * for JSON APIs (json), as {"success":false,"error":"<verdict>"}. */
+ * for JSON APIs (json), as {"success":false,"error":"<verdict>"}. On success *peer (may be
+ * NULL) tells who signed (mc_http_auth_check). */
 static inline bool mc_mhd_authorized(mc_http_auth_server_t *check, struct MHD_Connection *c,
                                      const char *method, const char *target,
                                      const uint8_t *body_hash, bool json, enum MHD_Result *ret,
-                                     mc_http_auth_verdict_t *verdict_p)
+                                     mc_http_auth_verdict_t *verdict_p, mc_auth_peer_t *peer)
 {
     char challenge[MC_HTTP_AUTH_CHALLENGE_MAX];
     const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                     MHD_HTTP_HEADER_AUTHORIZATION);
     mc_http_auth_verdict_t v = mc_http_auth_check(check, authz, method, target ? target : "",
-                                                  body_hash, NULL, challenge);
+                                                  body_hash, peer, challenge);
     if (verdict_p)
         *verdict_p = v;
     if (v == MC_HTTP_AUTH_OK)

@@ -396,6 +396,8 @@ mc_status_t mc_conductor_index_apply(mc_conductor_index_t *idx, const mc_conduct
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     }
     idx->st.next_seq++;
+    if ((int)ev->kind == 0) /* another tenant's event (KV_EVENT_UNDEFINED): only its seq */
+        return MC_OK;
     mc_status_t st = index_apply_body(idx, ev);
     if (st == MC_OK) {
         idx->st.events_applied++;

@@ -101,7 +101,8 @@ mc_status_t mc_conductor_index_create(const mc_conductor_index_config_t *cfg,
                                       mc_conductor_index_t **idx_p);
 void mc_conductor_index_destroy(mc_conductor_index_t *idx);
 
-/* Apply one event. MC_OK when applied or ignored as a duplicate;
+/* Apply one event. MC_OK when applied, ignored as a duplicate, or of kind 0 (the master's
+ * stand-in for another tenant's event: only the sequence advances);
  * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when the index is (or just became) stale or resyncing;
  * MC_ERR_INVALID_PARAMS for a malformed event (missing segment/host, bad kind: counted,
  * sequence still advances so that one bad event does not force a resync);

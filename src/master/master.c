@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KEY_MAX 4096u
+#define KEY_MAX MASTER_KEY_MAX
 #define VALUE_MAX (1ull << 40)
 
 /* ------------------------------------------------------------------ basics */
@@ -158,6 +158,7 @@ obj_t *master_obj_new(mc_master_t *m, const char *key, size_t klen, uint32_t h, 
     o->hnext = m->buckets[j];
     m->buckets[j] = o;
     m->n_objs++;
+    master_tenant_charge(m, o, 0, 1);
     return o;
 }
 
@@ -169,6 +170,7 @@ void master_obj_unlink_free(mc_master_t *m, obj_t *o)
         pp = &(*pp)->hnext;
     if (*pp)
         *pp = o->hnext;
+    master_tenant_charge(m, o, -(int64_t)o->n_rep, -1);
     if (o->state == OBJ_READABLE) {
         master_list_remove(&m->lru, o);
     } else if (o->state == OBJ_WRITING) {
@@ -350,10 +352,11 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
     return cap;
 }
 
-/* Evicts least-recently-used committed objects that are not leased and not pinned until at
- * least target bytes were freed. Soft-pinned objects go in a second pass when allowed.
- * Returns the bytes freed. */
-static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
+/* Evicts least-recently-used committed objects of scope (NULL = every tenant) that are not
+ * leased and not pinned until at least target bytes were freed. Soft-pinned objects go in a
+ * second pass when allowed. Returns the bytes freed. */
+static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target,
+                             uint64_t max_scan)
 {
     uint64_t now = master_now(m), freed = 0, n = 0, scanned = 0;
     for (int pass = 0; pass < 2 && freed < target; pass++) {
@@ -363,7 +366,8 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
         while (o && freed < target && scanned++ < max_scan) {
             obj_t *next = o->next;
             bool skip = obj_leased(m, o, now) || (o->flags & OF_HARD_PIN) ||
-                        (pass == 0 && obj_soft_pinned(o, now));
+                        (pass == 0 && obj_soft_pinned(o, now)) ||
+                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL));
             /* only space on mounted (or draining) segments counts: an object kept on a
              * RECOVERING (held) segment alone frees nothing a put could use, and waits for its
              * owner instead */
@@ -392,6 +396,19 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
         MC_LOG_DEBUG("master: evicted %llu objects, %llu bytes", (unsigned long long)n,
                      (unsigned long long)freed);
     return freed;
+}
+
+static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
+{
+    return evict_scoped(m, NULL, target, max_scan);
+}
+
+/* A tenant's quota eviction (master_tenant_admit): looks at the MC_MASTER_TENANT_EVICT_SCAN
+ * least recently used objects at most (of every tenant: one list), so that a tenant putting
+ * over its quota cannot make each of its puts walk a large table on the loop thread. */
+static uint64_t evict_tenant(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target)
+{
+    return evict_scoped(m, scope, target, MC_MASTER_TENANT_EVICT_SCAN);
 }
 
 /* ------------------------------------------------------------------ placement */
@@ -564,6 +581,7 @@ void mc_master_destroy(mc_master_t *m)
     mc_free(m->disc);
     mc_free(m->wal_dir);
     mc_free(m->pub_segs);
+    master_tenants_free(m);
     pthread_mutex_destroy(&m->snap_mu);
     mc_free(m);
 }
@@ -759,6 +777,9 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             obj_take_away(m, o, now, retired);
         }
     }
+    mc_status_t qst = master_tenant_admit(m, key, klen, size * want, evict_tenant);
+    if (qst != MC_OK)
+        return qst;
     obj_rep_t r[MC_MASTER_MAX_REPLICAS];
     uint32_t n = place(m, size, opts, want, r);
     if (n == 0) {
@@ -793,7 +814,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
     c = client_find(m, cid); /* re-lookup: do not keep table pointers across evictions */
     if (c)
         c->n_writing++;
-    o->n_rep = (uint8_t)n;
+    master_obj_set_nrep(m, o, n);
     if (opts && opts->hard_pin)
         o->flags |= OF_HARD_PIN;
     if (opts && opts->soft_pin) {
@@ -1019,11 +1040,22 @@ mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool 
 mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool force,
                                    uint64_t *count_p, mc_master_retired_t *retired)
 {
+    if (!pattern) {
+        *count_p = 0;
+        return MC_ERR_INVALID_PARAMS;
+    }
+    return mc_master_remove_scoped(m, NULL, pattern, force, count_p, retired);
+}
+
+mc_status_t mc_master_remove_scoped(mc_master_t *m, const mc_tenant_scope_t *scope,
+                                    const char *pattern, bool force, uint64_t *count_p,
+                                    mc_master_retired_t *retired)
+{
     *count_p = 0;
-    if (!pattern || strlen(pattern) > MC_MASTER_REGEX_MAX)
+    if (pattern && strlen(pattern) > MC_MASTER_REGEX_MAX)
         return MC_ERR_INVALID_PARAMS;
     regex_t re;
-    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+    if (pattern && regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
         MC_LOG_WARN("master: bad regex '%s'", pattern);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -1031,13 +1063,20 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
     char kbuf[KEY_MAX + 1];
     for (obj_t *o = m->lru.head; o;) {
         obj_t *next = o->next;
-        memcpy(kbuf, obj_key(o), o->klen);
-        kbuf[o->klen] = 0;
-        if (regexec(&re, kbuf, 0, NULL, 0) == 0 && remove_obj(m, o, force, now, retired) == MC_OK)
+        const char *ukey;
+        size_t ulen;
+        bool match = mc_tenant_scope_key(scope, obj_key(o), o->klen, &ukey, &ulen);
+        if (match && pattern) {
+            memcpy(kbuf, ukey, ulen);
+            kbuf[ulen] = 0;
+            match = regexec(&re, kbuf, 0, NULL, 0) == 0;
+        }
+        if (match && remove_obj(m, o, force, now, retired) == MC_OK)
             n++;
         o = next;
     }
-    regfree(&re);
+    if (pattern)
+        regfree(&re);
     *count_p = n;
     return MC_OK;
 }
@@ -1079,7 +1118,7 @@ mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const
     }
     if (!cleared)
         return MC_ERR_SEGMENT_NOT_FOUND;    /* no replica there */
-    o->n_rep = (uint8_t)kept;
+    master_obj_set_nrep(m, o, kept);
     if (kept == 0) {
         obj_destroy(m, o, true);
         return MC_OK;
@@ -1091,15 +1130,7 @@ mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const
 mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p,
                                  mc_master_retired_t *retired)
 {
-    uint64_t now = master_now(m), n = 0;
-    for (obj_t *o = m->lru.head; o;) {
-        obj_t *next = o->next;
-        if (remove_obj(m, o, force, now, retired) == MC_OK)
-            n++;
-        o = next;
-    }
-    *count_p = n;
-    return MC_OK;
+    return mc_master_remove_scoped(m, NULL, NULL, force, count_p, retired);
 }
 
 /* ------------------------------------------------------------------ mount / unmount */
@@ -1123,7 +1154,7 @@ static void seg_drop(mc_master_t *m, uint32_t id, bool log)
                     o->rep[k++] = o->rep[i];
                 }
                 if (k != o->n_rep) {
-                    o->n_rep = (uint8_t)k;
+                    master_obj_set_nrep(m, o, k);
                     if (k == 0)
                         master_obj_unlink_free(m, o); /* the UNMOUNT record implies it */
                 }
@@ -1515,6 +1546,7 @@ void mc_master_cron(mc_master_t *m)
     pthread_mutex_lock(&m->snap_mu);
     m->snap = snap;
     publish_segments(m);
+    master_tenants_publish(m);
     pthread_mutex_unlock(&m->snap_mu);
 }
 

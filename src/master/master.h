@@ -8,7 +8,8 @@
  * thread. The only exception is mc_master_metrics_snapshot(), which reads a copy published by
  * mc_master_cron() under its own mutex (see docs/internals/threads.md).
  *
- * Keys are byte strings (key, klen), 1..MC_RPC_MAX_KEY bytes. client ids are 16-byte UUIDs.
+ * Keys are byte strings (key, klen), 1..MC_RPC_MAX_KEY + MC_TENANT_KEY_EXTRA bytes (a
+ * tenant's key as the RPC layer maps it, common/tenant.h). client ids are 16-byte UUIDs.
  * Object states (docs/internals/master.md): absent -> WRITING (PutStart) -> READABLE (PutEnd)
  * -> absent (remove / evict / segment loss); WRITING -> absent (revoke, timeout). "Reclaimable"
  * is a READABLE object with no lease and no pin. Readers never see WRITING objects, nor the
@@ -19,6 +20,7 @@
 #ifndef MC_MASTER_MASTER_H
 #define MC_MASTER_MASTER_H
 
+#include "common/tenant.h"
 #include "mooncake/status.h"
 
 #include <pthread.h>
@@ -56,6 +58,11 @@ typedef struct mc_master_config {
     bool wal_fsync;                          /* true: fdatasync at each group commit */
     uint32_t event_buffer_size;              /* object events kept for subscribers (65536;
                                                 0 = no event log) */
+    /* Strict multi-tenant mode (--enable_multi_tenants, false): the master keeps each tenant's
+     * usage (memory replicas, in-flight ones included), and a put needs a tenant with a quota
+     * (mc_master_tenant_set_quota; else TENANT_NOT_REGISTERED) that can hold it, after evicting
+     * that tenant's evictable objects if needed (else TENANT_QUOTA_EXCEEDED). */
+    bool multi_tenants;
     /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from
      * the start, WAL recovery included. */
     uint64_t (*clock)(void *ctx);
@@ -189,6 +196,11 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
                                    uint64_t *count_p, mc_master_retired_t *retired);
 mc_status_t mc_master_remove_all(mc_master_t *m, bool force, uint64_t *count_p,
                                  mc_master_retired_t *retired);
+/* Both, within one tenant's keys: removes the objects of `scope` (NULL = every key) whose user
+ * key (mc_tenant_scope_key) matches `pattern` (NULL = all), with the rules above. */
+mc_status_t mc_master_remove_scoped(mc_master_t *m, const mc_tenant_scope_t *scope,
+                                    const char *pattern, bool force, uint64_t *count_p,
+                                    mc_master_retired_t *retired);
 
 /* Upstream's BatchReplicaClear, one key: drops the replicas of a committed object that the
  * client `cid` wrote (its last PutEnd/UpsertEnd; objects recovered from the WAL have no
@@ -278,23 +290,65 @@ typedef struct mc_master_segment_metrics {
 mc_status_t mc_master_segment_metrics_snapshot(mc_master_t *m, mc_master_segment_metrics_t **out_p,
                                                size_t *n_p);
 
+/* ---- tenant quotas (master_tenants.c; docs/internals/master.md, "Tenants"). Quotas and usage
+ * are kept only in strict multi-tenant mode (cfg.multi_tenants); otherwise the calls that
+ * change them answer UNAVAILABLE_IN_CURRENT_MODE. */
+#define MC_MASTER_TENANT_QUOTA_MAX ((uint64_t)INT64_MAX) /* bytes */
+#define MC_MASTER_MAX_TENANTS 65536u                     /* tenants with a quota or usage */
+#define MC_MASTER_TENANT_EVICT_SCAN 65536u /* objects a quota eviction looks at, at most */
+
+typedef struct mc_master_tenant_info {
+    char name[MC_TENANT_MAX + 1];
+    uint64_t quota;          /* bytes; 0 = no policy (not registered) */
+    uint64_t used;           /* bytes of memory replicas charged (in-flight included) */
+    uint64_t objects;        /* objects (in-flight included) */
+    uint64_t rejects;        /* puts refused with TENANT_QUOTA_EXCEEDED */
+} mc_master_tenant_info_t;
+
+/* Owner thread: sets tenant's quota (1..MC_MASTER_TENANT_QUOTA_MAX, else INVALID_PARAMS; a
+ * valid tenant name). A quota under the current usage only stops new puts. TOO_LARGE when
+ * MC_MASTER_MAX_TENANTS tenants are known. */
+mc_status_t mc_master_tenant_set_quota(mc_master_t *m, const char *tenant, uint64_t quota);
+/* Owner thread: drops tenant's quota. OBJECT_NOT_FOUND without one; TENANT_NOT_EMPTY while it
+ * owns objects or usage. */
+mc_status_t mc_master_tenant_clear_quota(mc_master_t *m, const char *tenant);
+/* Owner thread: one tenant's numbers (OBJECT_NOT_FOUND when it has neither quota nor usage). */
+mc_status_t mc_master_tenant_get(mc_master_t *m, const char *tenant, mc_master_tenant_info_t *out);
+/* Owner thread: the tenants with a quota or usage, sorted by name, into *out_p (mc_free;
+ * NULL when *n_p is 0). Any thread: the same, as published by the last cron (metrics). */
+mc_status_t mc_master_tenant_list(mc_master_t *m, mc_master_tenant_info_t **out_p, size_t *n_p);
+mc_status_t mc_master_tenant_metrics_snapshot(mc_master_t *m, mc_master_tenant_info_t **out_p,
+                                              size_t *n_p);
+
 /* ---- admin views (master_json.c; owner thread, read-only: no lease, no LRU touch). Each
  * returns a NUL-terminated string the caller frees with mc_free, or NULL. */
 
-/* /query_key: {"success":true,"data":[descriptor per readable replica], ...}, a descriptor being
+/* The admin HTTP queries act on one tenant's keys: scope (common/tenant.h) maps the keys asked
+ * for to internal keys (NULL: as "default" does: unchanged; a key starting with the byte
+ * MC_TENANT_MARK is INVALID_KEY) and keeps the listing to that tenant (NULL: every key); keys
+ * in answers are the user's.
+ *
+ * /query_key: {"success":true,"data":[descriptor per readable replica], ...}, a descriptor being
  * upstream's {"size_","buffer_address_","protocol_","transport_endpoint_"}, followed by our
  * fields (key, size, checksum, leased, hard_pinned, soft_pinned, replicas). NULL with *st_p:
  * OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY (being written), INVALID_KEY or NO_MEMORY. */
-char *mc_master_query_key_json(mc_master_t *m, const char *key, size_t klen, mc_status_t *st_p);
+char *mc_master_query_key_json(mc_master_t *m, const mc_tenant_scope_t *scope, const char *key,
+                               size_t klen, mc_status_t *st_p);
 /* /batch_query_keys: {"success":true,"data":{"<key>":{"ok":true,"values":[descriptors]} or
  * {"ok":false,"error":"OBJECT_NOT_FOUND"}, ...}}. Keys must be valid UTF-8 (JSON object
  * names); borrowed for the call. NULL only when out of memory. */
-char *mc_master_batch_query_keys_json(mc_master_t *m, const char *const *keys,
-                                      const size_t *klens, size_t n);
+char *mc_master_batch_query_keys_json(mc_master_t *m, const mc_tenant_scope_t *scope,
+                                      const char *const *keys, const size_t *klens, size_t n);
 /* /get_all_keys: the keys with a readable replica, one per line, in table order, at most
  * max_bytes of them (whole lines): *truncated_p says whether keys were left out, *n_p how many
  * are listed. NULL when out of memory. */
-char *mc_master_key_list(mc_master_t *m, size_t max_bytes, size_t *n_p, bool *truncated_p);
+char *mc_master_key_list(mc_master_t *m, const mc_tenant_scope_t *scope, size_t max_bytes,
+                         size_t *n_p, bool *truncated_p);
+/* /api/v1/tenant_quotas: upstream's {"success":true,"data":<snapshot>} for one tenant (one:
+ * t[0]) or "data":[snapshots] for n; a snapshot is upstream's tenant_id,
+ * requested_quota_bytes, effective_quota_bytes, charged_bytes, admission_closed, over_quota,
+ * has_explicit_policy, then our objects and quota_reject_total. */
+char *mc_master_tenants_json(const mc_master_tenant_info_t *t, size_t n, bool one);
 /* /get_all_segments: names of the mounted (and draining) segments, one per line. */
 char *mc_master_segment_names(mc_master_t *m);
 /* /get_segments_detail: {"total_segments":N,"segments":[...]} with upstream's fields and ours,

@@ -5,6 +5,7 @@
 #include "master/allocator.h"
 #include "master/master.h"
 #include "master/wal.h"
+#include "rpc/frame.h"
 
 #include <sys/types.h>
 
@@ -13,6 +14,8 @@ enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2 };
 enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
 
 #define SEG_NONE UINT32_MAX
+/* longest key the core keeps: a user key and its tenant's prefix (common/tenant.h) */
+#define MASTER_KEY_MAX (MC_RPC_MAX_KEY + MC_TENANT_KEY_EXTRA)
 
 typedef struct obj_rep {
     uint32_t seg;  /* segment id */
@@ -124,6 +127,12 @@ struct mc_master {
     mc_master_metrics_t snap;
     mc_master_segment_metrics_t *pub_segs;  /* per-segment numbers published by the cron */
     size_t n_pub_segs, cap_pub_segs;        /* (under snap_mu) */
+    mc_master_tenant_info_t *pub_tenants;   /* per-tenant numbers published by the cron */
+    size_t n_pub_tenants, cap_pub_tenants;  /* (under snap_mu) */
+
+    /* tenant accounts (master_tenants.c; strict multi-tenant mode only), sorted by name */
+    mc_master_tenant_info_t *tenants;
+    size_t n_tenants, cap_tenants;
 
     /* object event log (master_events.c) */
     struct master_ev **ev_ring;
@@ -153,6 +162,18 @@ uint32_t master_key_hash(const char *key, size_t klen);
 segment_t *master_seg_slot(mc_master_t *m, uint32_t id);
 void master_seg_free(mc_master_t *m, uint32_t id);
 void master_writer_done(mc_master_t *m, uint32_t serial);
+/* master_tenants.c (no-ops unless cfg.multi_tenants) */
+/* o's tenant is charged dreps more replicas of o->size bytes and dobjs more objects. */
+void master_tenant_charge(mc_master_t *m, const obj_t *o, int64_t dreps, int dobjs);
+/* Sets o->n_rep, charging the difference (every change of n_rep goes through here). */
+void master_obj_set_nrep(mc_master_t *m, obj_t *o, uint32_t n);
+/* Admission of a put of `bytes` (all replicas) of internal key: MC_OK, TENANT_NOT_REGISTERED
+ * or TENANT_QUOTA_EXCEEDED (after evicting the tenant's evictable objects with evict). */
+mc_status_t master_tenant_admit(mc_master_t *m, const char *key, size_t klen, uint64_t bytes,
+                                uint64_t (*evict)(mc_master_t *m, const mc_tenant_scope_t *scope,
+                                                  uint64_t target));
+void master_tenants_publish(mc_master_t *m); /* caller holds snap_mu */
+void master_tenants_free(mc_master_t *m);
 /* master_events.c */
 mc_status_t master_events_init(mc_master_t *m, uint32_t cap);
 void master_events_free(mc_master_t *m);

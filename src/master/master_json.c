@@ -57,15 +57,18 @@ static json_t *descriptor(const mc_master_replica_t *r)
     return d;
 }
 
-char *mc_master_query_key_json(mc_master_t *m, const char *key, size_t klen, mc_status_t *st_p)
+char *mc_master_query_key_json(mc_master_t *m, const mc_tenant_scope_t *scope, const char *key,
+                               size_t klen, mc_status_t *st_p)
 {
     mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
     uint64_t size = 0;
-    *st_p = mc_master_peek_replicas(m, key, klen, reps, &n, &size);
+    char ik[MASTER_KEY_MAX];
+    size_t iklen = mc_tenant_key(scope, key, klen, ik, sizeof(ik));
+    *st_p = mc_master_peek_replicas(m, ik, iklen, reps, &n, &size); /* 0: INVALID_KEY */
     if (*st_p != MC_OK)
         return NULL;
-    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    obj_t *o = master_obj_find(m, ik, iklen, master_key_hash(ik, iklen));
     uint64_t now = master_now(m);
     json_t *j = json_object();
     json_object_set_new(j, "success", json_true());
@@ -97,14 +100,16 @@ char *mc_master_query_key_json(mc_master_t *m, const char *key, size_t klen, mc_
     return s;
 }
 
-char *mc_master_batch_query_keys_json(mc_master_t *m, const char *const *keys,
-                                      const size_t *klens, size_t n)
+char *mc_master_batch_query_keys_json(mc_master_t *m, const mc_tenant_scope_t *scope,
+                                      const char *const *keys, const size_t *klens, size_t n)
 {
     json_t *data = json_object();
     for (size_t i = 0; i < n; i++) {
         mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
         uint32_t nr = 0;
-        mc_status_t st = mc_master_peek_replicas(m, keys[i], klens[i], reps, &nr, NULL);
+        char ik[MASTER_KEY_MAX];
+        size_t iklen = mc_tenant_key(scope, keys[i], klens[i], ik, sizeof(ik));
+        mc_status_t st = mc_master_peek_replicas(m, ik, iklen, reps, &nr, NULL);
         json_t *item = json_object();
         json_object_set_new(item, "ok", json_boolean(st == MC_OK));
         if (st == MC_OK) {
@@ -125,6 +130,7 @@ char *mc_master_batch_query_keys_json(mc_master_t *m, const char *const *keys,
 }
 
 typedef struct key_list {
+    const mc_tenant_scope_t *scope; /* NULL = every key */
     mc_buf_t b;
     size_t max_bytes, n;
     bool truncated;
@@ -138,6 +144,8 @@ static mc_status_t key_list_one(void *ctx, const char *key, size_t klen, uint64_
     (void)hosts;
     (void)n;
     key_list_t *kl = ctx;
+    if (!mc_tenant_scope_key(kl->scope, key, klen, &key, &klen))
+        return MC_OK;
     if (kl->b.len + klen + 1 > kl->max_bytes) {
         kl->truncated = true;
         return MC_ERR_BUSY; /* stops the listing */
@@ -149,9 +157,10 @@ static mc_status_t key_list_one(void *ctx, const char *key, size_t klen, uint64_
     return st;
 }
 
-char *mc_master_key_list(mc_master_t *m, size_t max_bytes, size_t *n_p, bool *truncated_p)
+char *mc_master_key_list(mc_master_t *m, const mc_tenant_scope_t *scope, size_t max_bytes,
+                         size_t *n_p, bool *truncated_p)
 {
-    key_list_t kl = {.max_bytes = max_bytes};
+    key_list_t kl = {.scope = scope, .max_bytes = max_bytes};
     uint64_t next = 0, seq, epoch;
     bool done = false;
     mc_status_t st = mc_master_list_objects(m, 0, SIZE_MAX, key_list_one, &kl, &next, &done,
@@ -262,4 +271,46 @@ char *mc_master_query_segment_text(mc_master_t *m, const char *name, mc_status_t
     if (!r)
         *st_p = MC_ERR_NO_MEMORY;
     return r;
+}
+
+/* A tenant name as a JSON string: names are bytes (no controls); bytes that are not UTF-8
+ * become '?' so that the document stays valid. */
+static json_t *tenant_name_json(const char *name)
+{
+    json_t *j = json_string(name);
+    if (j)
+        return j;
+    char copy[MC_TENANT_MAX + 1];
+    size_t i = 0;
+    for (; name[i] && i < MC_TENANT_MAX; i++)
+        copy[i] = (unsigned char)name[i] < 0x80 ? name[i] : '?';
+    copy[i] = 0;
+    return json_string(copy);
+}
+
+static json_t *tenant_json(const mc_master_tenant_info_t *t)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "tenant_id", tenant_name_json(t->name));
+    json_object_set_new(j, "requested_quota_bytes", json_integer((json_int_t)t->quota));
+    json_object_set_new(j, "effective_quota_bytes", json_integer((json_int_t)t->quota));
+    json_object_set_new(j, "charged_bytes", json_integer((json_int_t)t->used));
+    json_object_set_new(j, "admission_closed", json_boolean(t->quota == 0));
+    json_object_set_new(j, "over_quota", json_boolean(t->used > t->quota));
+    json_object_set_new(j, "has_explicit_policy", json_boolean(t->quota != 0));
+    /* ours */
+    json_object_set_new(j, "objects", json_integer((json_int_t)t->objects));
+    json_object_set_new(j, "quota_reject_total", json_integer((json_int_t)t->rejects));
+    return j;
+}
+
+char *mc_master_tenants_json(const mc_master_tenant_info_t *t, size_t n, bool one)
+{
+    json_t *data = one ? tenant_json(t) : json_array();
+    for (size_t i = 0; !one && i < n; i++)
+        json_array_append_new(data, tenant_json(&t[i]));
+    json_t *j = json_object();
+    json_object_set_new(j, "success", json_true());
+    json_object_set_new(j, "data", data);
+    return dump(j);
 }

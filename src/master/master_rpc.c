@@ -21,14 +21,26 @@ static bool cid_ok(ProtobufCBinaryData d) { return d.len == 16; }
 
 static bool batch_ok(size_t n) { return n <= MC_RPC_MAX_BATCH; }
 
-/* A key field (bytes) as the core's (pointer, length): NULL with length 0, which every core
- * call refuses with INVALID_KEY, when it is empty, too long or holds a NUL byte
- * (mc_wire_key_check). */
-static const char *wkey(ProtobufCBinaryData k, size_t *len_p)
+/* A key field (bytes) of the call's tenant as the core's internal key (pointer, length): the
+ * user key itself for "default", MARK tenant MARK key (arena memory) for the others
+ * (common/tenant.h). NULL with length 0, which every core call refuses with INVALID_KEY, when
+ * the key is empty, too long, holds a NUL byte (mc_wire_key_check) or starts with the byte
+ * MC_TENANT_MARK (reserved, so that no "default" key looks like another tenant's); also when
+ * out of arena memory. */
+static const char *wkey(mc_rpc_call_t *call, ProtobufCBinaryData k, size_t *len_p)
 {
-    bool ok = mc_wire_key_check(k) == MC_OK;
-    *len_p = ok ? k.len : 0;
-    return ok ? (const char *)k.data : NULL;
+    *len_p = 0;
+    if (mc_wire_key_check(k) != MC_OK)
+        return NULL;
+    const mc_tenant_scope_t *sc = call->scope;
+    if (!sc || sc->plen == 0) { /* "default": the user key itself, unless it is reserved */
+        *len_p = k.data[0] == (uint8_t)MC_TENANT_MARK ? 0 : k.len;
+        return *len_p ? (const char *)k.data : NULL;
+    }
+    char *ik = mc_rpc_arena_alloc(call->arena, sc->plen + k.len);
+    if (ik)
+        *len_p = mc_tenant_key(sc, (const char *)k.data, k.len, ik, sc->plen + k.len);
+    return *len_p ? ik : NULL;
 }
 
 static mc_status_t status_resp(mc_rpc_call_t *call, int32_t st, ProtobufCMessage **resp_p)
@@ -113,7 +125,7 @@ static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
     if (!k || !kl || !h)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        k[i] = wkey(keys[i], &kl[i]);
+        k[i] = wkey(call, keys[i], &kl[i]);
     mc_master_lookup_prepare(m, k, kl, n, h);
     *keys_p = k;
     *klens_p = kl;
@@ -137,7 +149,7 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
     mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
     uint32_t n = 0;
     size_t klen;
-    const char *key = wkey(wire_key, &klen);
+    const char *key = wkey(call, wire_key, &klen);
     r->status = mc_master_put_start_ex(m, cid.data, key, klen, size, &o, upsert, reps, &n,
                                        &retired);
     /* also on failure: an upsert retires the old value before placing */
@@ -202,7 +214,7 @@ static mc_status_t h_put_end(void *ctx, mc_rpc_call_t *call, const ProtobufCMess
 {
     const McRpc__PutEndRequest *q = (const void *)req;
     size_t kl;
-    const char *k = wkey(q->key, &kl);
+    const char *k = wkey(call, q->key, &kl);
     int32_t st = cid_ok(q->client_id) ? mc_master_put_end(ctx, q->client_id.data, k, kl, q->checksum)
                                       : MC_ERR_INVALID_PARAMS;
     return status_resp(call, st, resp_p);
@@ -243,7 +255,7 @@ static mc_status_t h_batch_put_end(void *ctx, mc_rpc_call_t *call, const Protobu
     }
     for (size_t i = 0; i < q->n_keys; i++) {
         size_t kl;
-        const char *k = wkey(q->keys[i], &kl);
+        const char *k = wkey(call, q->keys[i], &kl);
         r->statuses[i] = mc_master_put_end(ctx, q->client_id.data, k, kl, q->checksums[i]);
     }
     return MC_OK;
@@ -254,7 +266,7 @@ static mc_status_t h_put_revoke(void *ctx, mc_rpc_call_t *call, const ProtobufCM
 {
     const McRpc__KeyRequest *q = (const void *)req;
     size_t kl;
-    const char *k = wkey(q->key, &kl);
+    const char *k = wkey(call, q->key, &kl);
     int32_t st = cid_ok(q->client_id) ? mc_master_put_revoke(ctx, q->client_id.data, k, kl)
                                       : MC_ERR_INVALID_PARAMS;
     return status_resp(call, st, resp_p);
@@ -278,7 +290,7 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < q->n_keys; i++) {
         size_t kl = kls ? kls[i] : 0;
-        const char *k = ks ? ks[i] : wkey(q->keys[i], &kl);
+        const char *k = ks ? ks[i] : wkey(call, q->keys[i], &kl);
         switch (call->opcode) {
         case MC_OP_BATCH_PUT_REVOKE:
         case MC_OP_BATCH_UPSERT_REVOKE:
@@ -316,7 +328,7 @@ static mc_status_t h_batch_replica_clear(void *ctx, mc_rpc_call_t *call,
     }
     for (size_t i = 0; i < q->n_keys; i++) {
         size_t kl;
-        const char *k = wkey(q->keys[i], &kl);
+        const char *k = wkey(call, q->keys[i], &kl);
         r->statuses[i] = mc_master_replica_clear(ctx, q->client_id.data, k, kl, q->segment_name);
     }
     return MC_OK;
@@ -352,7 +364,7 @@ static mc_status_t h_get_replica_list(void *ctx, mc_rpc_call_t *call, const Prot
         return MC_ERR_NO_MEMORY;
     *resp_p = &r->base;
     size_t kl;
-    const char *k = wkey(q->key, &kl);
+    const char *k = wkey(call, q->key, &kl);
     uint32_t h = 0;
     mc_master_lookup_prepare(ctx, &k, &kl, 1, &h);
     return fill_replica_list(ctx, call->arena, k, kl, h, r);
@@ -393,7 +405,7 @@ static mc_status_t h_exist_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
 {
     const McRpc__KeyRequest *q = (const void *)req;
     size_t kl;
-    const char *k = wkey(q->key, &kl);
+    const char *k = wkey(call, q->key, &kl);
     return status_resp(call, mc_master_exist(ctx, k, kl), resp_p);
 }
 
@@ -406,7 +418,7 @@ static mc_status_t h_get_size(void *ctx, mc_rpc_call_t *call, const ProtobufCMes
         return MC_ERR_NO_MEMORY;
     mc_rpc__get_size_response__init(r);
     size_t kl;
-    const char *k = wkey(q->key, &kl);
+    const char *k = wkey(call, q->key, &kl);
     r->status = mc_master_get_size(ctx, k, kl, &r->size);
     *resp_p = &r->base;
     return MC_OK;
@@ -420,7 +432,7 @@ static mc_status_t h_remove(void *ctx, mc_rpc_call_t *call, const ProtobufCMessa
     const McRpc__KeyRequest *q = (const void *)req;
     mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
     size_t kl;
-    const char *k = wkey(q->key, &kl);
+    const char *k = wkey(call, q->key, &kl);
     int32_t removed = mc_master_remove(ctx, k, kl, q->force, &retired);
     mc_status_t st = status_resp(call, removed, resp_p);
     if (st != MC_OK) {
@@ -452,7 +464,7 @@ static mc_status_t h_remove_by_regex(void *ctx, mc_rpc_call_t *call, const Proto
     const McRpc__RemoveByRegexRequest *q = (const void *)req;
     uint64_t n = 0;
     mc_master_retired_t retired = {.max = MC_RPC_MAX_RETIRED};
-    int32_t st = mc_master_remove_regex(ctx, q->pattern, q->force, &n, &retired);
+    int32_t st = mc_master_remove_scoped(ctx, call->scope, q->pattern, q->force, &n, &retired);
     return count_resp(call, st, n, &retired, resp_p);
 }
 
@@ -472,7 +484,7 @@ static mc_status_t h_remove_all(void *ctx, mc_rpc_call_t *call, const ProtobufCM
     const McRpc__RemoveAllRequest *q = (const void *)req;
     uint64_t n = 0;
     mc_master_retired_t retired = {.max = MC_RPC_MAX_RETIRED};
-    int32_t st = mc_master_remove_all(ctx, q->force, &n, &retired);
+    int32_t st = mc_master_remove_scoped(ctx, call->scope, NULL, q->force, &n, &retired);
     return count_resp(call, st, n, &retired, resp_p);
 }
 
@@ -600,6 +612,7 @@ typedef struct ev_waiter {
     uint16_t opcode;
     char *prefix;          /* placement feed's placement_prefix (owned); NULL = not a feed */
     size_t prefix_len;
+    mc_tenant_scope_t scope; /* the poller's tenant */
 } ev_waiter_t;
 
 typedef struct ev_waiters {
@@ -614,6 +627,7 @@ typedef struct poll_args {
     uint32_t max;
     const char *prefix; /* placements for COMMITTED events under it; NULL = none asked */
     size_t prefix_len;
+    const mc_tenant_scope_t *scope; /* the poller's tenant: other tenants' events are blanked */
 } poll_args_t;
 
 /* The placement of a COMMITTED event for the feed: the object's replicas now and a read lease
@@ -633,11 +647,12 @@ static McRpc__ReplicaListResponse *ev_placement(mc_master_t *m, mc_rpc_arena_t *
     return *st_p == MC_OK && pl->status == MC_OK ? pl : NULL;
 }
 
+/* ukey / ulen: ev's key as its tenant's user sees it. */
 static bool ev_wants_placement(const poll_args_t *pa, const mc_master_event_t *ev,
-                               const mc_master_event_t *prev)
+                               const char *ukey, size_t ulen, const mc_master_event_t *prev)
 {
-    if (!pa->prefix || ev->kind != MC_MASTER_EV_COMMITTED || ev->klen < pa->prefix_len ||
-        memcmp(ev->key, pa->prefix, pa->prefix_len) != 0)
+    if (!pa->prefix || ev->kind != MC_MASTER_EV_COMMITTED || ulen < pa->prefix_len ||
+        memcmp(ukey, pa->prefix, pa->prefix_len) != 0)
         return false;
     /* one placement per key for the replicas committed together (an event per replica) */
     return !(prev && prev->kind == ev->kind && prev->klen == ev->klen &&
@@ -667,18 +682,26 @@ static mc_status_t poll_resp(mc_master_t *m, mc_rpc_arena_t *a, const poll_args_
         for (size_t i = 0; i < n; i++) {
             mc_rpc__kv_event__init(&items[i]);
             items[i].seq = ev[i].seq;
+            arr[i] = &items[i];
+            const char *ukey = "";
+            size_t ulen = 0;
+            if (ev[i].klen && !mc_tenant_scope_key(pa->scope, ev[i].key, ev[i].klen, &ukey, &ulen)) {
+                /* another tenant's event: its seq only (KV_EVENT_UNDEFINED), so that the seqs
+                 * stay consecutive */
+                items[i].segment = items[i].host = "";
+                continue;
+            }
             items[i].kind = (McRpc__KvEventKind)ev[i].kind;
-            items[i].key = mc_wire_key(ev[i].key, ev[i].klen); /* points into the log */
+            items[i].key = mc_wire_key(ukey, ulen); /* points into the log */
             items[i].size = ev[i].size;
             items[i].segment = (char *)ev[i].segment;
             items[i].host = (char *)ev[i].host;
-            if (ev_wants_placement(pa, &ev[i], i ? &ev[i - 1] : NULL)) {
+            if (ev_wants_placement(pa, &ev[i], ukey, ulen, i ? &ev[i - 1] : NULL)) {
                 mc_status_t st = MC_OK;
                 items[i].placement = ev_placement(m, a, &ev[i], &st);
                 if (st != MC_OK)
                     return st;
             }
-            arr[i] = &items[i];
         }
         r->events = arr;
         r->n_events = n;
@@ -716,7 +739,8 @@ static void ev_waiters_run(mc_master_t *m, bool shutdown)
         }
         McRpc__PollEventsResponse *r = NULL;
         poll_args_t pa = {.from = w->from_seq, .epoch = w->epoch, .max = w->max,
-                          .prefix = w->prefix, .prefix_len = w->prefix_len};
+                          .prefix = w->prefix, .prefix_len = w->prefix_len,
+                          .scope = &w->scope};
         mc_status_t st = poll_resp(m, &ws->arena, &pa, &r);
         mc_rpc_server_reply(w->srv, w->conn_id, w->opcode, w->req_id, st,
                             st == MC_OK ? &r->base : NULL); /* a closed conn: forget it */
@@ -754,7 +778,7 @@ static mc_status_t ev_park(mc_master_t *m, mc_rpc_call_t *call, const poll_args_
                                    .req_id = call->req_id, .from_seq = pa->from,
                                    .epoch = pa->epoch, .deadline_ms = mc_now_ms() + wait_ms,
                                    .max = pa->max, .opcode = call->opcode, .prefix = prefix,
-                                   .prefix_len = pa->prefix_len};
+                                   .prefix_len = pa->prefix_len, .scope = *pa->scope};
     return MC_OK;
 }
 
@@ -765,7 +789,8 @@ static mc_status_t h_poll_events(void *ctx, mc_rpc_call_t *call, const ProtobufC
     const McRpc__PollEventsRequest *q = (const void *)req;
     poll_args_t pa = {
         .from = q->from_seq, .epoch = q->epoch,
-        .max = q->max_events && q->max_events <= EV_MAX_BATCH ? q->max_events : EV_MAX_BATCH};
+        .max = q->max_events && q->max_events <= EV_MAX_BATCH ? q->max_events : EV_MAX_BATCH,
+        .scope = call->scope};
     if (q->with_placements) {
         pa.prefix = q->placement_prefix.len ? (const char *)q->placement_prefix.data : "";
         pa.prefix_len = q->placement_prefix.len;
@@ -794,6 +819,7 @@ static mc_status_t h_poll_events(void *ctx, mc_rpc_call_t *call, const ProtobufC
 
 typedef struct list_ctx {
     mc_rpc_call_t *call;
+    const mc_tenant_scope_t *scope; /* only its objects are listed, by their user keys */
     McRpc__ListedObject **objs;
     size_t n, cap, bytes;
 } list_ctx_t;
@@ -802,6 +828,8 @@ static mc_status_t list_one(void *ctx, const char *key, size_t klen, uint64_t si
                             const char *const *segs, const char *const *hosts, uint32_t n)
 {
     list_ctx_t *lc = ctx;
+    if (!mc_tenant_scope_key(lc->scope, key, klen, &key, &klen))
+        return MC_OK;
     if (lc->n == lc->cap || lc->bytes > LIST_MAX_BYTES)
         return MC_ERR_TOO_LARGE; /* page full (the cursor still points before this bucket) */
     McRpc__ListedObject *o = ALLOC(lc->call, McRpc__ListedObject);
@@ -840,7 +868,7 @@ static mc_status_t h_list_objects(void *ctx, mc_rpc_call_t *call, const Protobuf
     mc_rpc__list_objects_response__init(r);
     /* A bucket may hold a few objects: room for max plus a chain's worth beyond the soft cap;
      * when even that overflows, the page ends before the bucket that did not fit. */
-    list_ctx_t lc = {.call = call, .cap = (size_t)max + 64};
+    list_ctx_t lc = {.call = call, .scope = call->scope, .cap = (size_t)max + 64};
     lc.objs = ALLOC_N(call, McRpc__ListedObject *, lc.cap);
     if (!lc.objs)
         return MC_ERR_NO_MEMORY;
@@ -913,44 +941,74 @@ static void impl_table(mc_rpc_handler_fn t[MC_OP_MAX])
 
 /* ---------------------------------------------------------------- authorization */
 
-/* The one place that decides whether the connection's peer may run a request. Operations
- * that see or touch every key regardless of who wrote it (RemoveAll, RemoveByRegex,
- * ListObjects, PollEvents) need an admin peer: a cluster token, or any peer of a master
- * without a keyring. Everything else is allowed to every authenticated peer (the handshake
- * already refused the others). call->peer NULL is an in-process caller (tests, benchmarks).
- * MC_ERR_PERMISSION: authenticated, but this token may not do that. */
-static mc_status_t authorize(const mc_rpc_call_t *call, const ProtobufCMessage *req)
+/* Per opcode, the request message's `string tenant_id` field; NULL when it has none (not a key
+ * operation). Filled once with the handler table. */
+static const ProtobufCFieldDescriptor *g_tenant_field[MC_OP_MAX];
+
+/* The request's tenant_id ("" when not set); NULL when its message has no such field. */
+static const char *req_tenant(uint16_t opcode, const ProtobufCMessage *req)
 {
-    (void)req; /* tenant-bound tokens will be checked against the request's keys here */
-    if (!call->peer || call->peer->admin)
-        return MC_OK;
-    switch (call->opcode) {
-    case MC_OP_REMOVE_ALL:
-    case MC_OP_REMOVE_BY_REGEX:
-    case MC_OP_LIST_OBJECTS:
-    case MC_OP_POLL_EVENTS:
-        return MC_ERR_PERMISSION;
-    default:
-        return MC_OK;
+    const ProtobufCFieldDescriptor *f = g_tenant_field[opcode];
+    return f ? *(const char *const *)((const char *)req + f->offset) : NULL;
+}
+
+/* The one place that decides whether the connection's peer may run a request, and for which
+ * tenant (into *scope). A tenant-bound peer (its token names a tenant) acts as its tenant; a
+ * request naming another one is refused (PERMISSION_DENIED). Any other peer (a cluster token,
+ * every peer of a master without a keyring, call->peer NULL for in-process callers) acts as
+ * the tenant the request names ("" = "default"). A tenant name that breaks the rules of
+ * common/tenant.h is refused (INVALID_PARAMS). Every operation that touches keys is confined
+ * to the tenant's keys by the handlers (wkey, mc_master_remove_scoped, the listings), so none
+ * needs an admin token any more. *why_p: what to log on a refusal. */
+static mc_status_t authorize(const mc_rpc_call_t *call, const ProtobufCMessage *req,
+                             mc_tenant_scope_t *scope, const char **why_p)
+{
+    const char *asked = req_tenant(call->opcode, req);
+    const char *tenant = asked;
+    if (call->peer && call->peer->tenant[0]) {
+        tenant = call->peer->tenant;
+        if (asked && asked[0] && strcmp(asked, tenant) != 0) {
+            *why_p = "the request names another tenant than the token's";
+            return MC_ERR_PERMISSION;
+        }
     }
+    if ((*why_p = mc_tenant_invalid(tenant)) != NULL)
+        return MC_ERR_INVALID_PARAMS;
+    mc_tenant_scope_init(scope, tenant);
+    return MC_OK;
 }
 
 static mc_rpc_handler_fn g_impl[MC_OP_MAX];
 static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
-static void impl_init(void) { impl_table(g_impl); }
+static void impl_init(void)
+{
+    impl_table(g_impl);
+    for (int op = 0; op < MC_OP_MAX; op++) {
+        const mc_rpc_op_info_t *info = mc_rpc_op_info((uint16_t)op);
+        const ProtobufCFieldDescriptor *f =
+            info ? protobuf_c_message_descriptor_get_field_by_name(info->req, "tenant_id") : NULL;
+        g_tenant_field[op] = f && f->type == PROTOBUF_C_TYPE_STRING ? f : NULL;
+    }
+}
 
 /* Every master handler goes through here: authorize, then the operation's handler. A refusal
  * is a header-level error (no body), so it reads the same for every opcode. */
 static mc_status_t h_authorized(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
                                 ProtobufCMessage **resp_p)
 {
-    mc_status_t st = authorize(call, req);
+    mc_tenant_scope_t scope;
+    const char *why = NULL;
+    mc_status_t st = authorize(call, req, &scope, &why);
     if (st != MC_OK) {
-        MC_LOG_WARN("master: conn %llu: %s refused: needs an admin (cluster) token",
-                    (unsigned long long)call->conn_id, mc_rpc_op_info(call->opcode)->name);
+        MC_LOG_WARN("master: conn %llu: %s refused (%s): %s%s", (unsigned long long)call->conn_id,
+                    mc_rpc_op_info(call->opcode)->name, mc_status_name(st),
+                    st == MC_ERR_INVALID_PARAMS ? "tenant_id " : "", why);
         return st;
     }
-    return g_impl[call->opcode](ctx, call, req, resp_p);
+    call->scope = &scope; /* for the handler only: a parked poll copies it */
+    st = g_impl[call->opcode](ctx, call, req, resp_p);
+    call->scope = NULL;
+    return st;
 }
 
 void mc_master_rpc_handlers(mc_rpc_handler_fn t[MC_OP_MAX])

@@ -384,7 +384,7 @@ static int replay_commit(mc_master_t *m, mc_wal_rd_t *r)
     o->size = size;
     o->checksum = sum;
     o->flags = flags;
-    o->n_rep = n;
+    master_obj_set_nrep(m, o, n);
     /* Leases are not logged: honour any the old master may have granted (clients read under
      * them without asking, store-client.md "Lease cache") by leasing every recovered object for
      * one lease period from the restart. */
@@ -475,7 +475,7 @@ static mc_status_t replay_finish(mc_master_t *m)
         for (uint32_t i = 0; i < o->n_rep; i++)
             if (o->rep[i].seg != SEG_NONE)
                 o->rep[k++] = o->rep[i];
-        o->n_rep = (uint8_t)k;
+        master_obj_set_nrep(m, o, k);
         if (!k)
             master_obj_unlink_free(m, o);
         o = next;

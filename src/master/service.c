@@ -10,6 +10,7 @@
  * pages and /health with opts.metrics_public. Endpoints, bodies and caps:
  * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
+#include "master/tenant_policy.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -20,6 +21,7 @@
 #include "rpc/frame.h"
 
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -177,6 +179,9 @@ typedef enum qkind {
     Q_SEGMENTS,         /* /get_all_segments */
     Q_SEGMENTS_DETAIL,  /* /get_segments_detail */
     Q_SEGMENT,          /* /query_segment */
+    Q_TENANTS,          /* GET /api/v1/tenant_quotas: all, or ?tenant_id= */
+    Q_TENANT_PUT,       /* PUT /api/v1/tenant_quotas?tenant_id= */
+    Q_TENANT_DELETE,    /* DELETE /api/v1/tenant_quotas?tenant_id= */
 } qkind_t;
 
 typedef struct query {
@@ -185,6 +190,9 @@ typedef struct query {
     char *arg;           /* key, segment name or the batch's key list (owned; split in place) */
     const char **keys;   /* Q_BATCH: n keys pointing into arg */
     size_t *klens, n;
+    mc_tenant_scope_t scope; /* Q_KEY, Q_BATCH, Q_ALL_KEYS: ?tenant_id= (default "default") */
+    char tenant[MC_TENANT_MAX + 1]; /* Q_TENANT*: ?tenant_id= ("" = all, for Q_TENANTS) */
+    uint64_t quota;                 /* Q_TENANT_PUT: requested_quota_bytes */
     /* results */
     char *result;
     mc_status_t st;
@@ -205,6 +213,61 @@ static void query_free(query_t *q)
     mc_free(q);
 }
 
+/* The tenants of the policy now, written to the policy file (when there is one). */
+static mc_status_t tenant_policy_write(mc_master_service_t *s)
+{
+    if (!s->o.tenant_policy_path)
+        return MC_OK;
+    mc_master_tenant_info_t *list = NULL;
+    size_t n = 0;
+    mc_status_t st = mc_master_tenant_list(s->m, &list, &n);
+    if (st == MC_OK)
+        st = mc_tenant_policy_save(s->o.tenant_policy_path, list, n);
+    mc_free(list);
+    return st;
+}
+
+/* /api/v1/tenant_quotas on the loop: the answer (JSON), or NULL with *st_p. A change that the
+ * policy file cannot record is undone (FILE_WRITE_FAIL). */
+static char *tenant_quota_on_loop(mc_master_service_t *s, query_t *q, mc_status_t *st_p)
+{
+    mc_master_t *m = s->m;
+    if (!s->o.cfg.multi_tenants) {
+        *st_p = MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
+        return NULL;
+    }
+    mc_master_tenant_info_t before = {0}, t = {0};
+    bool had = mc_master_tenant_get(m, q->tenant, &before) == MC_OK && before.quota;
+    mc_status_t st = MC_OK;
+    if (q->kind == Q_TENANTS && !q->tenant[0]) {
+        mc_master_tenant_info_t *list = NULL;
+        size_t n = 0;
+        if ((*st_p = mc_master_tenant_list(m, &list, &n)) != MC_OK)
+            return NULL;
+        char *r = mc_master_tenants_json(list, n, false);
+        mc_free(list);
+        return r;
+    }
+    if (q->kind == Q_TENANT_PUT)
+        st = mc_master_tenant_set_quota(m, q->tenant, q->quota);
+    else if (q->kind == Q_TENANT_DELETE)
+        st = mc_master_tenant_clear_quota(m, q->tenant);
+    if (st == MC_OK && q->kind != Q_TENANTS && (st = tenant_policy_write(s)) != MC_OK) {
+        if (had)
+            mc_master_tenant_set_quota(m, q->tenant, before.quota);
+        else
+            mc_master_tenant_clear_quota(m, q->tenant);
+    }
+    if (st == MC_OK && mc_master_tenant_get(m, q->tenant, &t) != MC_OK) {
+        /* nothing left of it (a deleted policy of an empty tenant): its closed snapshot */
+        snprintf(t.name, sizeof(t.name), "%s", mc_tenant_or_default(q->tenant));
+        if (q->kind == Q_TENANTS)
+            st = MC_ERR_TENANT_NOT_REGISTERED;
+    }
+    *st_p = st;
+    return st == MC_OK ? mc_master_tenants_json(&t, 1, true) : NULL;
+}
+
 static void query_on_loop(void *arg)
 {
     query_t *q = arg;
@@ -214,12 +277,17 @@ static void query_on_loop(void *arg)
     bool truncated = false;
     char *r = NULL;
     switch (q->kind) {
-    case Q_KEY: r = mc_master_query_key_json(m, q->arg, strlen(q->arg), &st); break;
-    case Q_BATCH: r = mc_master_batch_query_keys_json(m, q->keys, q->klens, q->n); break;
-    case Q_ALL_KEYS: r = mc_master_key_list(m, HTTP_ALL_KEYS_MAX_BYTES, &listed, &truncated); break;
+    case Q_KEY: r = mc_master_query_key_json(m, &q->scope, q->arg, strlen(q->arg), &st); break;
+    case Q_BATCH: r = mc_master_batch_query_keys_json(m, &q->scope, q->keys, q->klens, q->n); break;
+    case Q_ALL_KEYS:
+        r = mc_master_key_list(m, &q->scope, HTTP_ALL_KEYS_MAX_BYTES, &listed, &truncated);
+        break;
     case Q_SEGMENTS: r = mc_master_segment_names(m); break;
     case Q_SEGMENTS_DETAIL: r = mc_master_segments_detail_json(m); break;
     case Q_SEGMENT: r = mc_master_query_segment_text(m, q->arg, &st); break;
+    case Q_TENANTS:
+    case Q_TENANT_PUT:
+    case Q_TENANT_DELETE: r = tenant_quota_on_loop(q->s, q, &st); break;
     }
     if (!r && st == MC_OK)
         st = MC_ERR_NO_MEMORY;
@@ -354,6 +422,40 @@ static void segment_gauges(mc_prom_t *b, const mc_master_segment_metrics_t *segs
     }
 }
 
+/* Per-tenant quota numbers (strict multi-tenant mode; nothing otherwise), upstream's names
+ * where upstream has them. */
+static void tenant_metrics(mc_prom_t *b, mc_master_t *m)
+{
+    mc_master_tenant_info_t *t = NULL;
+    size_t n = 0;
+    if (mc_master_tenant_metrics_snapshot(m, &t, &n) != MC_OK) {
+        b->st = MC_ERR_NO_MEMORY;
+        return;
+    }
+    if (!n)
+        return;
+    static const struct { const char *name, *type, *help; } g[] = {
+        {"mooncake_tenant_quota_requested_bytes", "gauge", "Tenant quota (0 = no policy)"},
+        {"mooncake_tenant_quota_charged_bytes", "gauge",
+         "Bytes of memory replicas charged to the tenant, puts in flight included"},
+        {"mooncake_tenant_objects", "gauge", "Objects of the tenant, puts in flight included"},
+        {"mooncake_tenant_quota_reject_total", "counter",
+         "Puts refused with TENANT_QUOTA_EXCEEDED"},
+    };
+    for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
+        mc_prom_help_type(b, g[k].name, g[k].type, g[k].help);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = k == 0 ? t[i].quota : k == 1 ? t[i].used : k == 2 ? t[i].objects
+                                                                           : t[i].rejects;
+            MC_PROM_PRINTF(b, "%s{tenant_id=\"", g[k].name);
+            label_value(b, t[i].name);
+            MC_PROM_PRINTF(b, "\"%s} %llu\n", k == 3 ? ",reason=\"quota_exceeded\"" : "",
+                           (unsigned long long)v);
+        }
+    }
+    mc_free(t);
+}
+
 static void value_size_histogram(mc_prom_t *b, const mc_master_metrics_t *m)
 {
     const char *name = "master_value_size_bytes";
@@ -408,6 +510,7 @@ static char *render_metrics(mc_master_service_t *s)
     segment_gauges(&b, segs, n_segs, false);
     segment_gauges(&b, segs, n_segs, true);
     mc_free(segs);
+    tenant_metrics(&b, s->m);
     /* objects */
     metric_u(&b, "master_key_count", "gauge", "Committed objects", m.key_count);
     metric_u(&b, "master_soft_pin_key_count", "gauge", "Committed objects put with a soft pin",
@@ -646,7 +749,40 @@ static const char *split_keys(query_t *q)
     return NULL;
 }
 
-static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection *c, qkind_t kind)
+/* PUT /api/v1/tenant_quotas' body, {"requested_quota_bytes":N} (N 1..2^63-1, no other
+ * field): NULL, or the 400 message. */
+static const char *quota_body(const char *body, size_t len, uint64_t *quota_p)
+{
+    json_error_t e;
+    json_t *j = len ? json_loadb(body, len, 0, &e) : NULL;
+    json_t *v = json_is_object(j) ? json_object_get(j, "requested_quota_bytes") : NULL;
+    const char *bad = NULL;
+    if (!v || json_object_size(j) != 1)
+        bad = "body must be {\"requested_quota_bytes\":N}";
+    else if (!json_is_integer(v) || json_integer_value(v) < 1)
+        bad = "requested_quota_bytes must be an integer from 1 to 2^63-1";
+    else
+        *quota_p = (uint64_t)json_integer_value(v);
+    json_decref(j);
+    return bad;
+}
+
+/* The ?tenant_id= of a tenant quota request into q->tenant (required unless GET): NULL, or the
+ * 400 message. */
+static const char *tenant_param(struct MHD_Connection *c, query_t *q)
+{
+    const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tenant_id");
+    if (!t || !*t)
+        return q->kind == Q_TENANTS ? NULL : "No tenant_id provided. Use ?tenant_id=<tenant>";
+    if (mc_tenant_invalid(t))
+        return "invalid tenant_id (1..64 bytes, not starting with '_', no control characters)";
+    snprintf(q->tenant, sizeof(q->tenant), "%s", t);
+    return NULL;
+}
+
+/* body: the request body (PUT), len bytes. */
+static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection *c, qkind_t kind,
+                                  const char *body, size_t body_len)
 {
     if (!atomic_load(&s->serving))
         return reply_error(c, 503, "service plane is not active");
@@ -657,7 +793,20 @@ static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection 
     pthread_cond_init(&q->cv, NULL);
     q->kind = kind;
     const char *bad = NULL;
-    if (kind == Q_KEY || kind == Q_SEGMENT || kind == Q_BATCH) {
+    if (kind == Q_KEY || kind == Q_BATCH || kind == Q_ALL_KEYS) {
+        /* the tenant whose keys are asked about (common/tenant.h); absent or "" = "default" */
+        const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tenant_id");
+        if (mc_tenant_invalid(t))
+            bad = "invalid tenant_id (1..64 bytes, not starting with '_', no control "
+                  "characters)";
+        else
+            mc_tenant_scope_init(&q->scope, t);
+    }
+    if (kind == Q_TENANTS || kind == Q_TENANT_PUT || kind == Q_TENANT_DELETE)
+        bad = tenant_param(c, q);
+    if (!bad && kind == Q_TENANT_PUT)
+        bad = quota_body(body, body_len, &q->quota);
+    if (!bad && (kind == Q_KEY || kind == Q_SEGMENT || kind == Q_BATCH)) {
         const char *pname = kind == Q_KEY ? "key" : kind == Q_SEGMENT ? "segment" : "keys";
         const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, pname);
         size_t len = v ? strlen(v) : 0;
@@ -687,15 +836,22 @@ static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection 
     query_free(q);
     if (!r) {
         unsigned code = st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_REPLICA_IS_NOT_READY ||
-                                st == MC_ERR_SEGMENT_NOT_FOUND
+                                st == MC_ERR_SEGMENT_NOT_FOUND || st == MC_ERR_TENANT_NOT_REGISTERED
                             ? 404
-                        : st == MC_ERR_INVALID_KEY ? 400
-                                                   : 500;
+                        : st == MC_ERR_INVALID_KEY || st == MC_ERR_INVALID_PARAMS ||
+                                st == MC_ERR_TOO_LARGE
+                            ? 400
+                        : st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE || st == MC_ERR_TENANT_NOT_EMPTY
+                            ? 409
+                            : 500;
         return reply_status(c, code, st);
     }
     switch (kind) {
     case Q_KEY:
     case Q_BATCH:
+    case Q_TENANTS:
+    case Q_TENANT_PUT:
+    case Q_TENANT_DELETE:
     case Q_SEGMENTS_DETAIL: return reply(c, 200, JSON, r, 1);
     case Q_ALL_KEYS:
         if (truncated) {
@@ -721,6 +877,44 @@ static enum MHD_Result http_health(mc_master_service_t *s, struct MHD_Connection
     return body ? reply(c, 200, JSON, body, 1) : MHD_NO;
 }
 
+#define HTTP_BODY_MAX 4096u /* request bodies (PUT /api/v1/tenant_quotas): larger ones get 413 */
+
+/* One request's state, the request's *con_cls (freed in http_completed). */
+typedef struct http_req {
+    char *target;              /* as received, for the signature check; NULL over the cap */
+    bool started;              /* the handler saw the headers */
+    bool too_large;            /* the body ran over HTTP_BODY_MAX */
+    size_t body_len;
+    char body[HTTP_BODY_MAX];
+} http_req_t;
+
+/* libmicrohttpd calls this before the handler; the return value becomes *con_cls. NULL when
+ * out of memory (the handler then answers 500). */
+static void *http_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    http_req_t *rq = MC_NEW(http_req_t);
+    if (rq && strlen(uri) <= MC_HTTP_AUTH_TARGET_MAX && !(rq->target = mc_strdup(uri))) {
+        mc_free(rq);
+        return NULL;
+    }
+    return rq;
+}
+
+static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    http_req_t *rq = *con_cls;
+    if (rq)
+        mc_free(rq->target);
+    mc_free(rq);
+    *con_cls = NULL;
+}
+
 /* Does this request need credentials? All do when the service has a keyring, except the
  * metrics pages and /health with metrics_public. */
 static bool http_needs_auth(const mc_master_service_t *s, const char *url)
@@ -732,14 +926,24 @@ static bool http_needs_auth(const mc_master_service_t *s, const char *url)
               !strcmp(url, "/health")));
 }
 
-/* Checks the credentials of a request (bodies are never read: signed over the empty body).
- * true = go on; false = the refusal (401 with a challenge, or 503) is queued in *ret. */
+/* Checks the credentials of a request, signed over its body (body_len bytes; none but PUT's).
+ * true = go on; false = the refusal (401 with a challenge, 403, or 503) is queued in *ret. */
 static bool http_authorized(mc_master_service_t *s, struct MHD_Connection *c, const char *method,
-                            const char *target, enum MHD_Result *ret)
+                            const char *target, const char *body, size_t body_len,
+                            enum MHD_Result *ret)
 {
     uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
-    mc_http_auth_body_hash(NULL, 0, bh);
-    return mc_mhd_authorized(s->http_auth, c, method, target, bh, true, ret, NULL);
+    mc_http_auth_body_hash(body, body_len, bh);
+    mc_auth_peer_t peer = {0}; /* stays "no tenant" when the port is open */
+    if (!mc_mhd_authorized(s->http_auth, c, method, target, bh, true, ret, NULL, &peer))
+        return false;
+    if (peer.tenant[0]) {
+        /* the admin port sees every tenant (?tenant_id=, segments): cluster tokens only */
+        *ret = reply_error(c, 403, "a tenant token may not use the admin port (cluster token "
+                                   "needed)");
+        return false;
+    }
+    return true;
 }
 
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -747,14 +951,45 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
                                     const char *upload_data, size_t *upload_size, void **con_cls)
 {
     (void)version;
-    (void)upload_data;
-    (void)upload_size;
     mc_master_service_t *s = cls;
+    http_req_t *rq = *con_cls;
+    if (!rq)
+        return reply(c, 500, TEXT, "no memory\n", 0);
     enum MHD_Result ret;
-    if (http_needs_auth(s, url) && !http_authorized(s, c, method, *con_cls, &ret))
+    bool tq = strcmp(url, "/api/v1/tenant_quotas") == 0;
+    if (!strcmp(method, "PUT")) { /* the body comes in pieces after the headers */
+        if (!rq->started) {
+            rq->started = true;
+            /* unsigned: refused (401) before its body is read */
+            if (http_needs_auth(s, url) &&
+                !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization") &&
+                !http_authorized(s, c, method, rq->target, NULL, 0, &ret))
+                return ret;
+            return MHD_YES;
+        }
+        if (*upload_size) {
+            size_t n = *upload_size;
+            if (rq->body_len + n > sizeof(rq->body))
+                rq->too_large = true;
+            else
+                memcpy(rq->body + rq->body_len, upload_data, n);
+            rq->body_len += rq->too_large ? 0 : n;
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        if (rq->too_large)
+            return reply_error(c, 413, "body over 4096 bytes");
+    }
+    if (http_needs_auth(s, url) &&
+        !http_authorized(s, c, method, rq->target, rq->body, rq->body_len, &ret))
         return ret;
+    if (tq && (!strcmp(method, "GET") || !strcmp(method, "PUT") || !strcmp(method, "DELETE")))
+        return http_query(s, c, method[0] == 'G' ? Q_TENANTS : method[0] == 'P' ? Q_TENANT_PUT
+                                                                                : Q_TENANT_DELETE,
+                          rq->body, rq->body_len);
     if (strcmp(method, "GET") != 0)
-        return reply_error(c, 405, "method not allowed (GET only)");
+        return reply_error(c, 405, tq ? "method not allowed (GET, PUT, DELETE)"
+                                      : "method not allowed (GET only)");
     if (strcmp(url, "/metrics") == 0) {
         char *t = render_metrics(s);
         return t ? reply(c, 200, "text/plain; version=0.0.4", t, 1)
@@ -784,11 +1019,27 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
     };
     for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++)
         if (strcmp(url, queries[i].path) == 0)
-            return http_query(s, c, queries[i].kind);
+            return http_query(s, c, queries[i].kind, NULL, 0);
     return reply_error(c, 404, "no such endpoint");
 }
 
 /* ---------------------------------------------------------------- lifecycle */
+
+/* Loads the tenant quota policy file into the master (before the loop runs). */
+static mc_status_t tenant_policy_apply(mc_master_t *m, const char *path)
+{
+    mc_tenant_policy_t pol;
+    char err[320] = "";
+    mc_status_t st = mc_tenant_policy_load(path, &pol, err, sizeof(err));
+    for (size_t i = 0; st == MC_OK && i < pol.n; i++)
+        st = mc_master_tenant_set_quota(m, pol.t[i].name, pol.t[i].quota);
+    if (st != MC_OK)
+        MC_LOG_ERROR("master: tenant quota policy %s: %s", path, err[0] ? err : mc_status_str(st));
+    else
+        MC_LOG_INFO("master: tenant quota policy %s: %zu tenants", path, pol.n);
+    mc_tenant_policy_free(&pol);
+    return st;
+}
 
 mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
                                      mc_master_service_t **svc_p)
@@ -800,6 +1051,12 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     s->o = *opts;
     mc_status_t st = mc_master_create(&opts->cfg, &s->m);
     if (st != MC_OK) {
+        mc_free(s);
+        return st;
+    }
+    if (opts->cfg.multi_tenants && opts->tenant_policy_path &&
+        (st = tenant_policy_apply(s->m, opts->tenant_policy_path)) != MC_OK) {
+        mc_master_destroy(s->m);
         mc_free(s);
         return st;
     }
@@ -851,8 +1108,8 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
             (uint16_t)opts->metrics_port, NULL, NULL, http_handler, s,
             MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             HTTP_CONNS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_S,
-            MHD_OPTION_URI_LOG_CALLBACK, mc_mhd_target_copy, NULL, MHD_OPTION_NOTIFY_COMPLETED,
-            mc_mhd_target_free, NULL, bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
+            MHD_OPTION_URI_LOG_CALLBACK, http_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+            http_completed, NULL, bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
             (const struct sockaddr *)&sin, MHD_OPTION_END);
         if (!s->httpd) {
             MC_LOG_ERROR("master: cannot start the metrics HTTP server on port %d",

@@ -24,6 +24,11 @@ typedef struct mc_master_service_opts {
      * counts and states only, never keys or addresses; Prometheus cannot sign). */
     bool metrics_public;
     mc_rpc_limits_t rpc_limits;   /* RPC caps and timeouts (0 = defaults, rpc_server.h) */
+    /* Strict multi-tenant mode (cfg.multi_tenants): the tenant quota policy file
+     * (master/tenant_policy.h), loaded at create (an unreadable or invalid file fails it with
+     * the reason logged) and rewritten by PUT / DELETE /api/v1/tenant_quotas; borrowed. NULL =
+     * quotas only in memory, starting empty. */
+    const char *tenant_policy_path;
     mc_master_config_t cfg;
 } mc_master_service_opts_t;
 

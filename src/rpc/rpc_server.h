@@ -39,6 +39,7 @@
 
 #include "mooncake/status.h"
 #include "common/auth.h"
+#include "common/tenant.h"
 #include "rpc/arena.h"
 #include "rpc/opcodes.h"
 
@@ -54,6 +55,9 @@ typedef struct mc_rpc_call {
     uint64_t req_id;
     mc_rpc_arena_t *arena;  /* for the response message and anything it points to */
     const mc_auth_peer_t *peer; /* who proved what on this connection; NULL = in-process caller */
+    /* The tenant the request acts for, set by the application's authorization before its
+     * handler runs (the master: master_rpc.c, authorize); NULL = not decided. */
+    const mc_tenant_scope_t *scope;
 } mc_rpc_call_t;
 
 /* Handler. req is the decoded request (arena memory, borrowed for the call). On MC_OK the

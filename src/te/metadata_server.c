@@ -497,7 +497,7 @@ static int authorized(mc_meta_server_t *s, struct MHD_Connection *c, const char 
         mc_http_auth_body_hash(ctx->body, ctx->len, bh);
     mc_http_auth_verdict_t v;
     if (mc_mhd_authorized(s->http_auth, c, method, ctx->target, with_body ? bh : NULL, false, ret,
-                          &v))
+                          &v, NULL))
         return 1;
     /* bad credentials are worth a warning, at most one a second (anyone can send them) */
     static _Atomic uint64_t last_warn_ms;

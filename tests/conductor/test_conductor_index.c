@@ -157,6 +157,30 @@ static void test_index_gap_stale_resync(void **state)
     mc_conductor_index_destroy(idx);
 }
 
+/* The master stands in for another tenant's event with kind 0 and only its seq: the index
+ * advances past it, refusing and applying nothing. */
+static void test_index_other_tenant_events(void **state)
+{
+    (void)state;
+    mc_conductor_index_t *idx;
+    mc_conductor_index_config_t cfg;
+    mc_conductor_index_config_default(&cfg);
+    cfg.first_seq = 1;
+    assert_int_equal(mc_conductor_index_create(&cfg, &idx), MC_OK);
+    seq = 0;
+    assert_int_equal(ev(idx, (mc_conductor_event_kind_t)0, 0, "", "", 0), MC_OK);
+    assert_int_equal(ev(idx, (mc_conductor_event_kind_t)0, 0, "", "", 0), MC_OK);
+    assert_int_equal(ev(idx, MC_CONDUCTOR_EV_COMMITTED, 7, "a", "ha", MC_CONDUCTOR_TIER_POOL), MC_OK);
+    mc_conductor_index_stats_t st;
+    mc_conductor_index_get_stats(idx, &st);
+    assert_int_equal(st.state, MC_CONDUCTOR_INDEX_OK);
+    assert_int_equal(st.next_seq, 4);
+    assert_int_equal(st.events_applied, 1);
+    assert_int_equal(st.events_refused, 0);
+    assert_true(mc_conductor_index_holds(idx, 7, "a"));
+    mc_conductor_index_destroy(idx);
+}
+
 static void test_index_caps(void **state)
 {
     mc_conductor_index_t *idx;
@@ -324,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_u64map),
         cmocka_unit_test(test_index_tiers_and_hosts),
         cmocka_unit_test(test_index_gap_stale_resync),
+        cmocka_unit_test(test_index_other_tenant_events),
         cmocka_unit_test(test_index_caps),
         cmocka_unit_test(test_event_json_and_keys),
         cmocka_unit_test(test_index_random_vs_model),

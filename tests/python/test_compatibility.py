@@ -98,9 +98,14 @@ def test_program_flags():
     assert wrong == [], f"flags whose status does not match --help: {wrong}"
 
 
-def test_master_metrics():
+def test_master_metrics(tmp_path):
+    # strict multi-tenant mode with one tenant, so that the per-tenant series exist
+    policy = tmp_path / "tenant_quotas.yaml"
+    policy.write_text("version: 1\ntenants:\n  - name: t\n    quota: 1GB\n")
     m = Proc([bin_path("mooncake_master"), "--port=0", "--metrics_port=0", "--wal_dir=",
-              "--log_level=warn"], "mooncake_master listening")
+              "--log_level=warn", "--enable_multi_tenants=true",
+              "--tenant_quota_connector_type=file", f"--tenant_quota_connector_uri={policy}"],
+             "mooncake_master listening")
     try:
         port = m.field("metrics_port")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:

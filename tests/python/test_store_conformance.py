@@ -306,17 +306,22 @@ def test_setup_unparseable_size_is_a_code(master):
 
 
 def test_setup_upstream_positional_tail(master, storage):
-    """setup takes upstream's 13 positional arguments; the SSD tier and tenants that do not
-    exist here are refused, never silently dropped; the rest work."""
+    """setup takes upstream's 13 positional arguments; the SSD tier that does not exist here
+    is refused, never silently dropped; tenant_id is checked (test_store_tenants.py has the
+    isolation); the rest work."""
     st = MooncakeDistributedStore()
     base = ("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr, None)
     assert st.setup(*base, True, "/tmp/ssd") == INVALID          # enable_ssd_offload
     assert st.health_check() == 1
-    assert st.setup(*base, False, "", "acme") == INVALID         # tenant_id
+    assert st.setup(*base, False, "", "_acme") == INVALID        # tenant_id: reserved name
     assert st.setup(dict(zip(("local_hostname", "metadata_server", "global_segment_size",
                               "local_buffer_size", "protocol", "rdma_devices",
-                              "master_server_addr"), base), tenant_id="acme")) == INVALID
+                              "master_server_addr"), base), tenant_id="_acme")) == INVALID
+    assert st.setup(*base, False, "", "acme") == 0               # tenant_id
+    key = k()
+    assert st.put(key, b"acme") == 0 and st.get(key) == b"acme"
     assert st.setup(*base, False, "", "default", False, 9300) == 0
+    assert st.get(key) == b""                                    # acme's key, not default's
     key = k()
     assert st.put(key, b"tail") == 0 and st.get(key) == b"tail"
     st.close()

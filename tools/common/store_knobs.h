@@ -9,6 +9,7 @@
  *                                              empty = every key)
  *   --client_metric   MC_STORE_CLIENT_METRIC   metrics_off = !value (upstream's switch;
  *                                              true/false/1/0/yes/no)
+ *   --tenant_id       MOONCAKE_TENANT_ID       tenant_id (upstream's; "" = "default")
  *   MC_TE_*, MC_FORCE_TCP, ...                 te_tuning (te_env.h)
  *
  * Usage: mc_tool_store_knobs_init(&k); put MC_TOOL_STORE_KNOB_OPTIONS(&k) in the option table
@@ -28,6 +29,7 @@ typedef struct mc_tool_store_knobs {
     int64_t lease_cache;
     const char *feed_prefix;
     bool client_metric;
+    const char *tenant_id;
     mc_te_config_t te_tuning; /* filled by load; cfg->te_tuning points here */
 } mc_tool_store_knobs_t;
 
@@ -35,7 +37,7 @@ typedef struct mc_tool_store_knobs {
  * environment), since an empty value (every key) differs from an unset one (off). */
 void mc_tool_store_knobs_init(mc_tool_store_knobs_t *k);
 
-/* Four mc_option_t rows (common/config.h) over k's fields. */
+/* Five mc_option_t rows (common/config.h) over k's fields. */
 #define MC_TOOL_STORE_KNOB_OPTIONS(k)                                                          \
     {"replica_hints", MC_OPT_INT, &(k)->hint_slots, "MC_STORE_REPLICA_HINTS",                  \
      "entries of the replica hint table (0 = none: no speculative reads, no lease cache)", 0,  \
@@ -46,15 +48,16 @@ void mc_tool_store_knobs_init(mc_tool_store_knobs_t *k);
      "key prefix whose placements the master pushes to this client (default: "                 \
      "$MC_STORE_PLACEMENT_FEED; unset = off, empty = every key)", 0, 0},                     \
     {"client_metric", MC_OPT_BOOL, &(k)->client_metric, "MC_STORE_CLIENT_METRIC",              \
-     "keep the client metrics (mooncake_transfer_*, mooncake_client_rpc_*); false = none", 0, 0}
+     "keep the client metrics (mooncake_transfer_*, mooncake_client_rpc_*); false = none", 0, 0}, \
+    {"tenant_id", MC_OPT_STRING, &(k)->tenant_id, "MOONCAKE_TENANT_ID",                        \
+     "tenant this client acts for (keys are per tenant; empty = \"default\")", 0, 0}
 
 /* Reads the transfer-engine tuning from the environment into k->te_tuning (te_env.h). MC_OK,
  * or MC_ERR_INVALID_PARAMS with a message in err naming the variable. */
 mc_status_t mc_tool_store_knobs_load(mc_tool_store_knobs_t *k, char *err, size_t errlen);
 
-/* Sets cfg's replica_hint_slots, lease_cache_off, placement_feed_prefix, metrics_off and
- * te_tuning (which
- * points into k: k must outlive mc_store_create). */
+/* Sets cfg's replica_hint_slots, lease_cache_off, placement_feed_prefix, metrics_off,
+ * tenant_id and te_tuning (which points into k: k must outlive mc_store_create). */
 void mc_tool_store_knobs_fill(mc_tool_store_knobs_t *k, mc_store_config_t *cfg);
 
 #endif

@@ -1,0 +1,433 @@
+/* Tenants on the master RPC port, against an in-process master with a keyring of one cluster
+ * token and two tenant-bound tokens (a, b): a tenant token sees and touches nothing of another
+ * tenant (get, exist, size, list, events, remove, RemoveAll, RemoveByRegex), a request naming
+ * another tenant is refused, the same key in two tenants is two objects, default-tenant
+ * clients see none of the tenants' keys, a cluster token acts for the tenant it names, keys
+ * starting with byte 0x01 and invalid tenant names are refused (docs/internals/master.md,
+ * "Tenants"). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/auth.h"
+#include "master/service.h"
+#include "rpc/frame.h"
+#include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
+#include "master_fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SECRET_C "cluster-secret-C-0123456789"
+#define SECRET_A "tenant-secret-A-0123456789"
+#define SECRET_B "tenant-secret-B-0123456789"
+
+typedef struct world {
+    mc_auth_t *srv, *ka, *kb, *kc;
+    mc_rpc_client_t *a, *b, *admin; /* tenant a, tenant b, cluster token */
+} world_t;
+
+static mc_auth_t *ring(const char *secret, const char *tenant)
+{
+    mc_auth_t *r = NULL;
+    assert_int_equal(mc_auth_from_secret(secret, tenant, &r), MC_OK);
+    return r;
+}
+
+static mc_auth_t *ring_file(const char *text)
+{
+    char path[] = "/tmp/mc_rpc_tenants_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    chmod(path, 0600);
+    mc_auth_t *r = NULL;
+    assert_int_equal(mc_auth_load(path, &r), MC_OK);
+    unlink(path);
+    return r;
+}
+
+static mc_rpc_client_t *client(fixture_t *f, const mc_auth_t *auth)
+{
+    mc_rpc_client_opts_t o = {.auth = auth};
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, &o, &c), MC_OK);
+    return c;
+}
+
+/* Header-level status when refused, else the body's status (first field of every answer). */
+static mc_status_t call(mc_rpc_client_t *c, uint16_t op, const ProtobufCMessage *q,
+                        ProtobufCMessage **resp_p)
+{
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = mc_rpc_client_call(c, op, q, &resp, 2000);
+    if (st != MC_OK)
+        return st;
+    /* every answer used here starts with `sint32 status = 1` */
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, "status");
+    assert_non_null(fd);
+    st = *(const int32_t *)((const char *)resp + fd->offset);
+    if (resp_p)
+        *resp_p = resp;
+    else
+        mc_rpc_response_free(resp);
+    return st;
+}
+
+/* PutStart + PutEnd of a size-byte value in tenant t ("" = the token's or "default"). */
+static mc_status_t put(mc_rpc_client_t *c, const char *t, const char *key, uint64_t size)
+{
+    McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
+    ps.client_id = (ProtobufCBinaryData){16, CID};
+    ps.tenant_id = (char *)t;
+    ps.key = mc_wire_key_str(key);
+    ps.value_size = size;
+    mc_status_t st = call(c, MC_OP_PUT_START, &ps.base, NULL);
+    if (st != MC_OK)
+        return st;
+    McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
+    pe.client_id = (ProtobufCBinaryData){16, CID};
+    pe.tenant_id = (char *)t;
+    pe.key = mc_wire_key_str(key);
+    return call(c, MC_OP_PUT_END, &pe.base, NULL);
+}
+
+static mc_status_t key_op(mc_rpc_client_t *c, uint16_t op, const char *t, const char *key)
+{
+    McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
+    q.client_id = (ProtobufCBinaryData){16, CID};
+    q.tenant_id = (char *)t;
+    q.key = mc_wire_key_str(key);
+    q.force = true;
+    return call(c, op, &q.base, NULL);
+}
+
+/* The object's size, or 0 when GetSize fails. */
+static uint64_t size_of(mc_rpc_client_t *c, const char *t, const char *key)
+{
+    McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
+    q.tenant_id = (char *)t;
+    q.key = mc_wire_key_str(key);
+    ProtobufCMessage *resp = NULL;
+    if (call(c, MC_OP_GET_SIZE, &q.base, &resp) != MC_OK)
+        return 0;
+    uint64_t n = ((McRpc__GetSizeResponse *)resp)->size;
+    mc_rpc_response_free(resp);
+    return n;
+}
+
+/* BatchExistKey of keys[0..n): how many exist. */
+static size_t batch_exist(mc_rpc_client_t *c, const char *t, const char *const *keys, size_t n)
+{
+    McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    q.tenant_id = (char *)t;
+    q.n_keys = n;
+    q.keys = mc_wire_keys(keys, n);
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(call(c, MC_OP_BATCH_EXIST_KEY, &q.base, &resp), MC_OK);
+    McRpc__BatchStatusResponse *r = (void *)resp;
+    size_t found = 0;
+    for (size_t i = 0; i < r->n_statuses; i++)
+        found += r->statuses[i] == MC_OK;
+    mc_rpc_response_free(resp);
+    mc_free(q.keys);
+    return found;
+}
+
+/* ListObjects over all pages: the listed keys, newline-separated, sorted by the caller's
+ * expectations (order is the table's); returns the count, or a negative status. */
+static long list(mc_rpc_client_t *c, const char *t, char *out, size_t cap)
+{
+    out[0] = 0;
+    long n = 0;
+    uint64_t cursor = 0;
+    for (;;) {
+        McRpc__ListObjectsRequest q = MC_RPC__LIST_OBJECTS_REQUEST__INIT;
+        q.tenant_id = (char *)t;
+        q.cursor = cursor;
+        q.max = 2; /* several pages */
+        ProtobufCMessage *resp = NULL;
+        mc_status_t st = call(c, MC_OP_LIST_OBJECTS, &q.base, &resp);
+        if (st != MC_OK)
+            return st;
+        McRpc__ListObjectsResponse *r = (void *)resp;
+        for (size_t i = 0; i < r->n_objects; i++) {
+            size_t len = strlen(out);
+            snprintf(out + len, cap - len, "%.*s\n", (int)r->objects[i]->key.len,
+                     (const char *)r->objects[i]->key.data);
+            n++;
+        }
+        bool done = r->done;
+        cursor = r->next_cursor;
+        mc_rpc_response_free(resp);
+        if (done)
+            return n;
+    }
+}
+
+/* Whether key is a line of a list() text. */
+static bool listed(const char *text, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[n] == '\n')
+            return true;
+    return false;
+}
+
+/* PollEvents from seq 1 (no wait): checks that seqs are consecutive, that other tenants'
+ * events carry nothing (kind UNDEFINED, no key, size, segment or host) and that no key
+ * carries the internal tenant mark; counts COMMITTED events whose key starts with prefix
+ * (NULL = any). Returns that count or a negative status. */
+static long poll_committed(mc_rpc_client_t *c, const char *t, const char *prefix, bool feed)
+{
+    McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
+    q.tenant_id = (char *)t;
+    q.from_seq = 1;
+    q.with_placements = feed;
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = call(c, MC_OP_POLL_EVENTS, &q.base, &resp);
+    if (st != MC_OK)
+        return st;
+    McRpc__PollEventsResponse *r = (void *)resp;
+    assert_false(r->gap);
+    long n = 0;
+    for (size_t i = 0; i < r->n_events; i++) {
+        const McRpc__KvEvent *e = r->events[i];
+        assert_int_equal(e->seq, i + 1);
+        if (e->kind == MC_RPC__KV_EVENT_KIND__KV_EVENT_UNDEFINED) {
+            assert_int_equal(e->key.len, 0);
+            assert_int_equal(e->size, 0);
+            assert_string_equal(e->segment, "");
+            assert_string_equal(e->host, "");
+            assert_null(e->placement);
+            continue;
+        }
+        assert_true(e->key.len > 0);
+        assert_int_not_equal(e->key.data[0], 0x01);
+        if (e->kind == MC_RPC__KV_EVENT_KIND__KV_EVENT_COMMITTED &&
+            (!prefix || (e->key.len >= strlen(prefix) &&
+                         memcmp(e->key.data, prefix, strlen(prefix)) == 0))) {
+            n++;
+            if (feed)
+                assert_non_null(e->placement); /* still readable: a placement with a lease */
+        }
+    }
+    mc_rpc_response_free(resp);
+    return n;
+}
+
+static mc_status_t remove_all(mc_rpc_client_t *c, const char *t, uint64_t *n_p)
+{
+    McRpc__RemoveAllRequest q = MC_RPC__REMOVE_ALL_REQUEST__INIT;
+    q.tenant_id = (char *)t;
+    q.force = true;
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = call(c, MC_OP_REMOVE_ALL, &q.base, &resp);
+    if (st == MC_OK) {
+        *n_p = ((McRpc__CountResponse *)resp)->count;
+        mc_rpc_response_free(resp);
+    }
+    return st;
+}
+
+static mc_status_t remove_regex(mc_rpc_client_t *c, const char *t, const char *re, uint64_t *n_p)
+{
+    McRpc__RemoveByRegexRequest q = MC_RPC__REMOVE_BY_REGEX_REQUEST__INIT;
+    q.tenant_id = (char *)t;
+    q.pattern = (char *)re;
+    q.force = true;
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = call(c, MC_OP_REMOVE_BY_REGEX, &q.base, &resp);
+    if (st == MC_OK) {
+        *n_p = ((McRpc__CountResponse *)resp)->count;
+        mc_rpc_response_free(resp);
+    }
+    return st;
+}
+
+static world_t W; /* the clients of the current test's master */
+
+/* Master with the cluster token and tenant tokens a, b; a segment; per tenant:
+ *   default: "shared" (1000 B), "d1"
+ *   a:       "shared" (2000 B), "a1", "a2"
+ *   b:       "shared" (3000 B), "b1", "x-b" */
+static int setup_world(void **state)
+{
+    memset(&W, 0, sizeof(W));
+    W.srv = ring_file(SECRET_C "\n" SECRET_A " tenant=a\n" SECRET_B " tenant=b\n");
+    W.kc = ring(SECRET_C, NULL);
+    W.ka = ring(SECRET_A, "a");
+    W.kb = ring(SECRET_B, "b");
+    assert_int_equal(fixture_start_with(state, 0, W.srv, NULL), 0);
+    fixture_t *f = *state;
+    W.admin = client(f, W.kc);
+    W.a = client(f, W.ka);
+    W.b = client(f, W.kb);
+    mount_seg_labelled(W.admin, "h");
+    assert_int_equal(put(W.admin, "", "shared", 1000), MC_OK);
+    assert_int_equal(put(W.admin, "", "d1", 100), MC_OK);
+    assert_int_equal(put(W.a, "", "shared", 2000), MC_OK);
+    assert_int_equal(put(W.a, "a", "a1", 100), MC_OK); /* naming its own tenant is fine */
+    assert_int_equal(put(W.a, "", "a2", 100), MC_OK);
+    assert_int_equal(put(W.b, "", "shared", 3000), MC_OK);
+    assert_int_equal(put(W.b, "", "b1", 100), MC_OK);
+    assert_int_equal(put(W.b, "", "x-b", 100), MC_OK);
+    return 0;
+}
+
+static int teardown_world(void **state)
+{
+    mc_rpc_client_destroy(W.a);
+    mc_rpc_client_destroy(W.b);
+    mc_rpc_client_destroy(W.admin);
+    teardown(state);
+    mc_auth_free(W.srv);
+    mc_auth_free(W.ka);
+    mc_auth_free(W.kb);
+    mc_auth_free(W.kc);
+    return 0;
+}
+
+/* The same key in three tenants is three objects; reads of another tenant's keys find
+ * nothing. */
+static void test_same_key_three_objects(void **state)
+{
+    (void)state;
+    assert_int_equal(size_of(W.admin, "", "shared"), 1000);
+    assert_int_equal(size_of(W.a, "", "shared"), 2000);
+    assert_int_equal(size_of(W.b, "", "shared"), 3000);
+    assert_int_equal(size_of(W.admin, "a", "shared"), 2000); /* cluster token acting for a */
+    assert_int_equal(size_of(W.admin, "b", "shared"), 3000);
+    assert_int_equal(key_op(W.a, MC_OP_GET_REPLICA_LIST, "", "b1"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(W.a, MC_OP_EXIST_KEY, "", "b1"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(W.a, MC_OP_EXIST_KEY, "", "d1"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(W.admin, MC_OP_EXIST_KEY, "", "a1"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(W.a, MC_OP_EXIST_KEY, "", "a1"), MC_OK);
+    assert_int_equal(key_op(W.admin, MC_OP_EXIST_KEY, "a", "a1"), MC_OK);
+    assert_int_equal(size_of(W.a, "", "b1"), 0);
+    const char *keys[] = {"a1", "a2", "b1", "x-b", "d1", "shared"};
+    assert_int_equal(batch_exist(W.a, "", keys, 6), 3);
+    assert_int_equal(batch_exist(W.b, "", keys, 6), 3);
+    assert_int_equal(batch_exist(W.admin, "", keys, 6), 2);
+    /* removing another tenant's key: not found, and it stays */
+    assert_int_equal(key_op(W.a, MC_OP_REMOVE, "", "b1"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(W.b, MC_OP_EXIST_KEY, "", "b1"), MC_OK);
+    assert_int_equal(key_op(W.a, MC_OP_REMOVE, "", "shared"), MC_OK);
+    assert_int_equal(size_of(W.b, "", "shared"), 3000);
+    assert_int_equal(size_of(W.admin, "", "shared"), 1000);
+}
+
+/* A tenant token naming another tenant is refused, whatever the operation. */
+static void test_other_tenant_refused(void **state)
+{
+    (void)state;
+    uint64_t n = 0;
+    char text[1024];
+    assert_int_equal(put(W.a, "b", "evil", 100), MC_ERR_PERMISSION);
+    assert_int_equal(put(W.a, "default", "evil", 100), MC_ERR_PERMISSION);
+    assert_int_equal(key_op(W.a, MC_OP_GET_REPLICA_LIST, "b", "b1"), MC_ERR_PERMISSION);
+    assert_int_equal(key_op(W.a, MC_OP_EXIST_KEY, "b", "b1"), MC_ERR_PERMISSION);
+    assert_int_equal(key_op(W.a, MC_OP_REMOVE, "b", "b1"), MC_ERR_PERMISSION);
+    assert_int_equal(list(W.a, "b", text, sizeof(text)), MC_ERR_PERMISSION);
+    assert_int_equal(poll_committed(W.a, "b", NULL, false), MC_ERR_PERMISSION);
+    assert_int_equal(remove_all(W.a, "b", &n), MC_ERR_PERMISSION);
+    assert_int_equal(remove_regex(W.a, "b", ".*", &n), MC_ERR_PERMISSION);
+    assert_int_equal(key_op(W.b, MC_OP_EXIST_KEY, "", "b1"), MC_OK);
+    assert_int_equal(list(W.b, "", text, sizeof(text)), 3);
+}
+
+/* Listings and events of a tenant carry its own user keys only. */
+static void test_list_and_events_scoped(void **state)
+{
+    (void)state;
+    char text[1024];
+    assert_int_equal(list(W.a, "", text, sizeof(text)), 3);
+    assert_true(listed(text, "shared") && listed(text, "a1") && listed(text, "a2"));
+    assert_int_equal(list(W.b, "", text, sizeof(text)), 3);
+    assert_true(listed(text, "shared") && listed(text, "b1") && listed(text, "x-b"));
+    assert_int_equal(list(W.admin, "", text, sizeof(text)), 2); /* default only */
+    assert_true(listed(text, "shared") && listed(text, "d1"));
+    assert_int_equal(list(W.admin, "b", text, sizeof(text)), 3);
+    assert_true(listed(text, "x-b"));
+    assert_int_equal(poll_committed(W.a, "", NULL, false), 3);
+    assert_int_equal(poll_committed(W.a, "", "a", true), 2); /* the feed: placements too */
+    assert_int_equal(poll_committed(W.b, "", NULL, true), 3);
+    assert_int_equal(poll_committed(W.admin, "", NULL, false), 2);
+    assert_int_equal(poll_committed(W.admin, "a", NULL, false), 3);
+}
+
+/* RemoveAll and RemoveByRegex (on the user key) touch the caller's tenant only. */
+static void test_removals_scoped(void **state)
+{
+    (void)state;
+    uint64_t n = 0;
+    char text[1024];
+    assert_int_equal(remove_regex(W.b, "", "^x-", &n), MC_OK); /* user key "x-b" */
+    assert_int_equal(n, 1);
+    assert_int_equal(remove_regex(W.a, "", ".*", &n), MC_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(list(W.a, "", text, sizeof(text)), 0);
+    assert_int_equal(list(W.b, "", text, sizeof(text)), 2);
+    assert_int_equal(list(W.admin, "", text, sizeof(text)), 2);
+    assert_int_equal(remove_all(W.b, "", &n), MC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(list(W.admin, "", text, sizeof(text)), 2);
+    assert_int_equal(remove_all(W.admin, "", &n), MC_OK); /* default: the cluster's own keys */
+    assert_int_equal(n, 2);
+    assert_int_equal(put(W.b, "", "b2", 100), MC_OK);
+    assert_int_equal(remove_all(W.admin, "", &n), MC_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(remove_all(W.admin, "b", &n), MC_OK); /* acting for b */
+    assert_int_equal(n, 1);
+}
+
+/* Keys starting with byte 0x01 (the internal tenant mark) and invalid tenant names. */
+static void test_reserved_key_and_bad_names(void **state)
+{
+    (void)state;
+    char text[1024];
+    assert_int_equal(put(W.admin, "", "\x01" "a" "\x01" "a1", 100), MC_ERR_INVALID_KEY);
+    assert_int_equal(key_op(W.admin, MC_OP_EXIST_KEY, "", "\x01" "a" "\x01" "a1"),
+                     MC_ERR_INVALID_KEY);
+    assert_int_equal(put(W.a, "", "\x01x", 100), MC_ERR_INVALID_KEY);
+    assert_int_equal(put(W.a, "", "x\x01", 100), MC_OK); /* only the first byte is reserved */
+    assert_int_equal(put(W.admin, "_sys", "k", 100), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(put(W.admin, "bad\nname", "k", 100), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(put(W.admin, "del\x7f", "k", 100), MC_ERR_INVALID_PARAMS);
+    char longname[80];
+    memset(longname, 't', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = 0;
+    assert_int_equal(put(W.admin, longname, "k", 100), MC_ERR_INVALID_PARAMS);
+    longname[64] = 0; /* 64 bytes: the longest valid name */
+    assert_int_equal(put(W.admin, longname, "k", 100), MC_OK);
+    /* the longest user key in the longest tenant fits the master's key cap */
+    char *big = malloc(MC_RPC_MAX_KEY + 1);
+    memset(big, 'k', MC_RPC_MAX_KEY);
+    big[MC_RPC_MAX_KEY] = 0;
+    assert_int_equal(put(W.admin, longname, big, 100), MC_OK);
+    assert_int_equal(list(W.admin, longname, text, sizeof(text)), 2);
+    free(big);
+    assert_int_equal(put(W.admin, "default", "d2", 100), MC_OK); /* "default" = "" */
+    assert_int_equal(key_op(W.admin, MC_OP_EXIST_KEY, "", "d2"), MC_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_same_key_three_objects, setup_world, teardown_world),
+        cmocka_unit_test_setup_teardown(test_other_tenant_refused, setup_world, teardown_world),
+        cmocka_unit_test_setup_teardown(test_list_and_events_scoped, setup_world, teardown_world),
+        cmocka_unit_test_setup_teardown(test_removals_scoped, setup_world, teardown_world),
+        cmocka_unit_test_setup_teardown(test_reserved_key_and_bad_names, setup_world,
+                                        teardown_world),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
