@@ -284,12 +284,16 @@ static void write_result(uint8_t out[MC_AUTH_RESULT_SIZE], mc_status_t st, const
         memcpy(out + 16, mac, MC_AUTH_MAC_SIZE);
 }
 
-/* Index of the key whose mac over (label, a, b) equals mac, or -1. Tries every key. */
-static int match_key(const mc_auth_t *auth, const char *label, const void *a, size_t alen,
-                     const void *b, size_t blen, const uint8_t mac[MC_AUTH_MAC_SIZE])
+/* Index of the key whose mac over (label, a, b) equals mac, or -1. Tries every key (only the
+ * cluster keys with cluster_only). */
+static int match_keys(const mc_auth_t *auth, const char *label, const void *a, size_t alen,
+                      const void *b, size_t blen, const uint8_t mac[MC_AUTH_MAC_SIZE],
+                      int cluster_only)
 {
     int found = -1;
     for (unsigned i = 0; i < auth->n; i++) {
+        if (cluster_only && auth->keys[i].tenant[0])
+            continue;
         uint8_t want[MC_AUTH_MAC_SIZE];
         hmac3(&auth->keys[i], label, a, alen, b, blen, want);
         int eq = CRYPTO_memcmp(want, mac, MC_AUTH_MAC_SIZE) == 0;
@@ -297,6 +301,21 @@ static int match_key(const mc_auth_t *auth, const char *label, const void *a, si
             found = (int)i;
     }
     return found;
+}
+
+static int match_key(const mc_auth_t *auth, const char *label, const void *a, size_t alen,
+                     const void *b, size_t blen, const uint8_t mac[MC_AUTH_MAC_SIZE])
+{
+    return match_keys(auth, label, a, alen, b, blen, mac, 0);
+}
+
+/* The first cluster key of the ring, or NULL. */
+static const auth_key_t *cluster_key(const mc_auth_t *auth)
+{
+    for (unsigned i = 0; auth && i < auth->n; i++)
+        if (!auth->keys[i].tenant[0])
+            return &auth->keys[i];
+    return NULL;
 }
 
 static void fill_peer(mc_auth_peer_t *peer, const auth_key_t *k)
@@ -442,6 +461,26 @@ mc_status_t mc_auth_verify(const mc_auth_t *auth, const char *label, const void 
     fill_peer(peer, &auth->keys[idx]);
     return MC_OK;
 }
+
+mc_status_t mc_auth_sign_cluster(const mc_auth_t *auth, const char *label, const void *msg,
+                                 size_t len, uint8_t mac[MC_AUTH_MAC_SIZE])
+{
+    const auth_key_t *k = cluster_key(auth);
+    if (!k)
+        return MC_ERR_PERMISSION;
+    hmac3(k, label, msg, len, NULL, 0, mac);
+    return MC_OK;
+}
+
+mc_status_t mc_auth_verify_cluster(const mc_auth_t *auth, const char *label, const void *msg,
+                                   size_t len, const uint8_t mac[MC_AUTH_MAC_SIZE])
+{
+    if (!auth || match_keys(auth, label, msg, len, NULL, 0, mac, 1) < 0)
+        return MC_ERR_AUTH;
+    return MC_OK;
+}
+
+int mc_auth_has_cluster_key(const mc_auth_t *auth) { return cluster_key(auth) != NULL; }
 
 void mc_auth_hex(const uint8_t *in, size_t n, char *out)
 {

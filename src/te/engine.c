@@ -68,6 +68,18 @@ static char *merge_info(char *a, char *b)
 
 /* =================================== descriptor ======================================= */
 
+/* The keyring descriptors are signed and checked with: the engine's, when it holds a cluster
+ * token (auth.h: only cluster keys sign or verify descriptors, so a tenant token cannot vouch
+ * for a segment and redirect other tenants' puts). An engine holding only tenant tokens
+ * publishes its descriptor unsigned and reads descriptors unchecked: it cannot verify a
+ * cluster signature, and needs to: every data connection it opens ends the mutual handshake
+ * only with a server that holds the reader's own secret, so a forged address cannot take its
+ * bytes (docs/security.md). NULL = neither sign nor check. */
+static const mc_auth_t *desc_ring(const mc_te_t *te)
+{
+    return mc_auth_has_cluster_key(te->auth) ? te->auth : NULL;
+}
+
 mc_status_t mc_te_desc_json_copy(mc_te_t *te, char **json_p, size_t *len_p)
 {
     pthread_mutex_lock(&te->desc_mu);
@@ -122,7 +134,7 @@ static mc_status_t te_publish(mc_te_t *te)
         return st;
     }
     size_t len = strlen(json);
-    if (te->auth) { /* the signed form (segment_desc.h): readers with the keyring verify it */
+    if (desc_ring(te)) { /* the signed form (segment_desc.h): cluster readers verify it */
         char *sealed = NULL;
         st = mc_segment_desc_seal(te->auth, json, len, &sealed, &len);
         mc_free(json);
@@ -217,11 +229,11 @@ static mc_status_t fetch_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p)
     const char *inner = NULL;
     size_t inner_len = 0;
     int sealed = 0;
-    st = mc_segment_desc_unseal(te->auth, json, len, &inner, &inner_len, &sealed);
+    st = mc_segment_desc_unseal(desc_ring(te), json, len, &inner, &inner_len, &sealed);
     if (st == MC_OK)
         st = mc_segment_desc_from_json(inner, inner_len, &r->d);
     mc_free(json);
-    if (st == MC_OK && sealed && te->auth && strcmp(r->d.name, p->name) != 0) {
+    if (st == MC_OK && sealed && desc_ring(te) && strcmp(r->d.name, p->name) != 0) {
         MC_LOG_WARN("te: signed descriptor fetched for segment %s names %s", p->name, r->d.name);
         mc_segment_desc_free(&r->d);
         st = MC_ERR_AUTH;

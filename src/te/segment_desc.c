@@ -377,7 +377,7 @@ mc_status_t mc_segment_desc_seal(const mc_auth_t *auth, const char *json, size_t
     uint8_t mac[MC_AUTH_MAC_SIZE];
     if (!json || len > MC_SEGMENT_DESC_MAX_JSON)
         return MC_ERR_INVALID_PARAMS;
-    mc_status_t st = mc_auth_sign(auth, MC_SEGMENT_DESC_MAC_LABEL, json, len, mac);
+    mc_status_t st = mc_auth_sign_cluster(auth, MC_SEGMENT_DESC_MAC_LABEL, json, len, mac);
     if (st != MC_OK)
         return st;
     size_t n = SEAL_OVERHEAD + len;
@@ -433,7 +433,7 @@ mc_status_t mc_segment_desc_unseal(const mc_auth_t *auth, const char *in, size_t
     }
     const char *json = mid + SEAL_MID_LEN;
     size_t jlen = len - SEAL_OVERHEAD;
-    if (auth && mc_auth_verify(auth, MC_SEGMENT_DESC_MAC_LABEL, json, jlen, mac, NULL) != MC_OK) {
+    if (auth && mc_auth_verify_cluster(auth, MC_SEGMENT_DESC_MAC_LABEL, json, jlen, mac) != MC_OK) {
         MC_LOG_WARN("segment desc: signature does not verify against this engine's keyring");
         return MC_ERR_AUTH;
     }

@@ -61,13 +61,14 @@ void mc_segment_desc_free(mc_segment_desc_t *desc); /* frees buffers/transport_i
 
 #define MC_SEGMENT_DESC_MAC_LABEL "mc-te-desc-v1"
 
-/* Wrap descriptor JSON (len bytes) in the signed form; heap string (mc_free) and its length.
- * MC_ERR_INVALID_PARAMS without a keyring. */
+/* Wrap descriptor JSON (len bytes) in the signed form, signed with the ring's first cluster
+ * key (never a tenant key: auth.h); heap string (mc_free) and its length.
+ * MC_ERR_PERMISSION without a cluster key. */
 mc_status_t mc_segment_desc_seal(const mc_auth_t *auth, const char *json, size_t len,
                                  char **out_p, size_t *out_len_p);
 /* The descriptor JSON inside a stored value (a pointer into `in`, not copied).
- * With a keyring: only the signed form whose mac verifies is accepted: MC_ERR_AUTH for an
- * unsigned value or a wrong mac, MC_ERR_PROTOCOL for a malformed envelope.
+ * With a keyring: only the signed form whose mac a cluster key of the ring made is accepted:
+ * MC_ERR_AUTH for an unsigned value or another mac, MC_ERR_PROTOCOL for a malformed envelope.
  * Without one: the signed form is unwrapped unchecked and any other value is returned whole
  * (the parser judges it). *signed_p (may be NULL) = 1 when the value was in the signed form. */
 mc_status_t mc_segment_desc_unseal(const mc_auth_t *auth, const char *in, size_t len,

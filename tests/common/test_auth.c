@@ -192,6 +192,21 @@ static void test_sign(void **state)
     assert_int_equal(mc_auth_verify(a, "other", msg, sizeof(msg), mac, NULL), MC_ERR_AUTH);
     assert_int_equal(mc_auth_verify(a, "desc", msg, sizeof(msg) - 1, mac, NULL), MC_ERR_AUTH);
     assert_int_equal(mc_auth_sign(NULL, "desc", msg, sizeof(msg), mac), MC_ERR_INVALID_PARAMS);
+    /* cluster-only signatures: a tenant key neither signs nor is accepted */
+    mc_auth_t *ring = load_text(SECRET_B " tenant=t\n" SECRET_A "\n", MC_OK);
+    mc_auth_t *tenant_only = load_text(SECRET_B " tenant=t\n", MC_OK);
+    assert_int_equal(mc_auth_has_cluster_key(ring), 1);
+    assert_int_equal(mc_auth_has_cluster_key(tenant_only), 0);
+    assert_int_equal(mc_auth_sign_cluster(tenant_only, "desc", msg, sizeof(msg), mac),
+                     MC_ERR_PERMISSION);
+    assert_int_equal(mc_auth_sign(tenant_only, "desc", msg, sizeof(msg), mac), MC_OK);
+    assert_int_equal(mc_auth_verify(ring, "desc", msg, sizeof(msg), mac, NULL), MC_OK);
+    assert_int_equal(mc_auth_verify_cluster(ring, "desc", msg, sizeof(msg), mac), MC_ERR_AUTH);
+    assert_int_equal(mc_auth_sign_cluster(ring, "desc", msg, sizeof(msg), mac), MC_OK);
+    assert_int_equal(mc_auth_verify_cluster(ring, "desc", msg, sizeof(msg), mac), MC_OK);
+    assert_int_equal(mc_auth_verify_cluster(a, "desc", msg, sizeof(msg), mac), MC_OK);
+    mc_auth_free(ring);
+    mc_auth_free(tenant_only);
     char hex[2 * MC_AUTH_MAC_SIZE + 1];
     uint8_t back[MC_AUTH_MAC_SIZE];
     mc_auth_hex(mac, sizeof(mac), hex);

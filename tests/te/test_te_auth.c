@@ -10,6 +10,7 @@
 #include "te_harness.h"
 #include "support/test_util.h"
 
+#include "common/alloc.h"
 #include "common/auth.h"
 #include "common/net.h"
 #include "te/metadata.h"
@@ -683,6 +684,62 @@ static void test_slow_frame(void **state)
     munmap(sb, MiB);
 }
 
+/* Tenant tokens and descriptors: a storage server whose file holds the cluster token and a
+ * tenant's publishes a descriptor signed with the cluster token; a reader holding only the
+ * tenant token reads it unchecked and moves bytes (the data port's mutual handshake proves the
+ * server holds its secret); a descriptor signed with a tenant token is refused by a cluster
+ * reader, and an engine with only a tenant token cannot sign one at all. */
+static void test_tenant_descriptors(void **state)
+{
+    (void)state;
+    char both[320], tenant[320];
+    snprintf(both, sizeof(both), "%s/both.token", g_dir);
+    snprintf(tenant, sizeof(tenant), "%s/tenant.token", g_dir);
+    write_token(both, SECRET_A "\n" SECRET_B " tenant=t1");
+    write_token(tenant, SECRET_B " tenant=t1");
+    mc_te_t *srv = engine(both, 5000, 0, 0);
+    uint8_t *sb = local_buf(MiB);
+    te_pattern_fill(sb, MiB, 0, 0, 7);
+    assert_int_equal(mc_te_register(srv, sb, MiB, "cpu:0"), MC_OK);
+
+    mc_te_t *cli = engine(tenant, 5000, 0, 0);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(cli, mc_te_local_name(srv), &seg), MC_OK);
+    uint8_t *lb = local_buf(MiB);
+    mc_te_xfer_status_t st;
+    assert_int_equal(xfer(cli, MC_TE_READ, lb, seg, (uint64_t)(uintptr_t)sb, MiB, &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, MiB, 0, 0, 7), -1);
+
+    /* signatures: cluster keys only */
+    mc_auth_t *ring_both = NULL, *ring_tenant = NULL;
+    assert_int_equal(mc_auth_load(both, &ring_both), MC_OK);
+    assert_int_equal(mc_auth_load(tenant, &ring_tenant), MC_OK);
+    char json[] = "{\"name\":\"x\"}";
+    char *sealed = NULL;
+    size_t sl = 0;
+    assert_int_equal(mc_segment_desc_seal(ring_tenant, json, strlen(json), &sealed, &sl),
+                     MC_ERR_PERMISSION);
+    uint8_t mac[MC_AUTH_MAC_SIZE];
+    char hex[2 * MC_AUTH_MAC_SIZE + 1], forged[256];
+    assert_int_equal(mc_auth_sign(ring_tenant, MC_SEGMENT_DESC_MAC_LABEL, json, strlen(json), mac),
+                     MC_OK);
+    mc_auth_hex(mac, sizeof(mac), hex);
+    int n = snprintf(forged, sizeof(forged), "{\"mac\":\"%s\",\"desc\":%s}", hex, json);
+    const char *inner;
+    size_t il;
+    assert_int_equal(mc_segment_desc_unseal(ring_both, forged, (size_t)n, &inner, &il, NULL),
+                     MC_ERR_AUTH);
+    assert_int_equal(mc_segment_desc_seal(ring_both, json, strlen(json), &sealed, &sl), MC_OK);
+    assert_int_equal(mc_segment_desc_unseal(ring_both, sealed, sl, &inner, &il, NULL), MC_OK);
+    mc_free(sealed);
+    mc_auth_free(ring_both);
+    mc_auth_free(ring_tenant);
+    mc_te_destroy(cli);
+    mc_te_destroy(srv);
+    munmap(lb, MiB);
+    munmap(sb, MiB);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -697,6 +754,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_flood_unauthenticated),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_slow_frame),
+        cmocka_unit_test(test_tenant_descriptors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
