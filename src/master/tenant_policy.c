@@ -182,7 +182,10 @@ static mc_status_t item_field(parser_t *p, char *s, item_t *it, mc_tenant_policy
         const char *why = val[0] ? mc_tenant_invalid(val) : "empty";
         if (why)
             return fail(p, "tenant name '%.70s' is invalid: %s", val, why);
-        snprintf(t->name, sizeof(t->name), "%s", val);
+        size_t n = strlen(val); /* a valid name fits: mc_tenant_invalid caps its length */
+        if (n >= sizeof(t->name))
+            return fail(p, "tenant name longer than %zu bytes", sizeof(t->name) - 1);
+        memcpy(t->name, val, n + 1);
         it->has_name = true;
         return MC_OK;
     }
