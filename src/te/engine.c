@@ -456,6 +456,13 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
         MC_LOG_ERROR("te: unknown protocol '%s'", proto);
         return MC_ERR_INVALID_PARAMS;
     }
+    if (strcmp(proto, "ucx") == 0 && cfg->auth_token_file && *cfg->auth_token_file) {
+        /* every port of an authenticated engine proves the token; UCX's cannot */
+        MC_LOG_ERROR("te: protocol ucx cannot be authenticated (UCX's own connections and "
+                     "one-sided RMA bypass the cluster token): use tcp/shm with a token file, or "
+                     "ucx without one on a trusted network");
+        return MC_ERR_NOT_SUPPORTED;
+    }
     const char *name = cfg->local_server_name && *cfg->local_server_name
                            ? cfg->local_server_name : "127.0.0.1";
     if (strlen(name) >= MC_TE_NAME_MAX - 8)
@@ -515,9 +522,6 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
                          mc_status_name(st));
             goto fail;
         }
-        if (te->auth)
-            MC_LOG_WARN("te: protocol ucx: UCX's own connections and one-sided RMA are not "
-                        "covered by the cluster token (only tcp, GET_DESC and descriptors are)");
     }
     pthread_mutex_lock(&te->reg_mu);
     st = te_publish(te);

@@ -116,8 +116,10 @@ static uint64_t size_of(mc_rpc_client_t *c, const char *t, const char *key)
     q.tenant_id = (char *)t;
     q.key = mc_wire_key_str(key);
     ProtobufCMessage *resp = NULL;
-    if (call(c, MC_OP_GET_SIZE, &q.base, &resp) != MC_OK)
+    if (call(c, MC_OP_GET_SIZE, &q.base, &resp) != MC_OK) {
+        mc_rpc_response_free(resp); /* a body status other than OK still came with a body */
         return 0;
+    }
     uint64_t n = ((McRpc__GetSizeResponse *)resp)->size;
     mc_rpc_response_free(resp);
     return n;

@@ -256,7 +256,7 @@ static void test_auth_engines(void **state)
     te_peer_stop(&po, 0);
 }
 
-/* A bad token file makes create fail with the loader's code. */
+/* A bad token file makes create fail with the loader's code; ucx with a token is refused. */
 static void test_auth_bad_token_file(void **state)
 {
     (void)state;
@@ -272,6 +272,11 @@ static void test_auth_bad_token_file(void **state)
     assert_null(te);
     cfg.auth_token_file = missing;
     assert_int_equal(mc_te_create(&cfg, &te), MC_ERR_FILE_OPEN_FAIL);
+    assert_null(te);
+    /* ucx cannot prove the token on its own connections: refused, not run half-protected */
+    cfg.auth_token_file = g_tok_a;
+    cfg.protocol = "ucx";
+    assert_int_equal(mc_te_create(&cfg, &te), MC_ERR_NOT_SUPPORTED);
     assert_null(te);
 }
 
