@@ -24,6 +24,7 @@
 #include "rpc/rpc_client.h"
 #include "rpc/wire_key.h"
 #include "master_proc.h"
+#include "../rpc/master_calls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -86,38 +87,12 @@ static mc_status_t mount(mc_rpc_client_t *c)
 
 static mc_status_t put_key(mc_rpc_client_t *c, const char *key)
 {
-    McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
-    ps.client_id = (ProtobufCBinaryData){16, CID};
-    ps.key = mc_wire_key_str(key);
-    ps.value_size = 4096;
-    ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &r, 3000);
-    if (st != MC_OK)
-        return st;
-    st = ((McRpc__PutStartResponse *)r)->status;
-    mc_rpc_response_free(r);
-    if (st != MC_OK)
-        return st;
-    McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
-    pe.client_id = (ProtobufCBinaryData){16, CID};
-    pe.key = mc_wire_key_str(key);
-    if ((st = mc_rpc_client_call(c, MC_OP_PUT_END, &pe.base, &r, 3000)) != MC_OK)
-        return st;
-    st = ((McRpc__StatusResponse *)r)->status;
-    mc_rpc_response_free(r);
-    return st;
+    return mc_test_put_key(c, CID, key, 3000);
 }
 
 static mc_status_t get_key(mc_rpc_client_t *c, const char *key)
 {
-    McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
-    q.key = mc_wire_key_str(key);
-    ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, MC_OP_GET_REPLICA_LIST, &q.base, &r, 3000);
-    if (st == MC_OK)
-        st = ((McRpc__ReplicaListResponse *)r)->status;
-    mc_rpc_response_free(r);
-    return st;
+    return mc_test_get_key(c, key, 3000);
 }
 
 static mc_status_t remove_all(mc_rpc_client_t *c)

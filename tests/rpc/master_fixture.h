@@ -9,6 +9,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct fixture {
     mc_master_service_t *svc;
@@ -80,6 +83,30 @@ static void mount_seg_labelled(mc_rpc_client_t *c, const char *host_label)
     assert_int_equal(mc_rpc_client_call(c, MC_OP_MOUNT_SEGMENT, &q.base, &resp, 2000), MC_OK);
     assert_int_equal(((McRpc__StatusResponse *)resp)->status, MC_OK);
     mc_rpc_response_free(resp);
+}
+
+/* A keyring loaded from a token file (mode 0600) holding text; the file is removed again. */
+static inline mc_auth_t *fixture_ring_file(const char *text)
+{
+    char path[] = "/tmp/mc_rpc_ring_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(chmod(path, 0600), 0);
+    mc_auth_t *a = NULL;
+    assert_int_equal(mc_auth_load(path, &a), MC_OK);
+    unlink(path);
+    return a;
+}
+
+/* A client of the fixture's master that proves auth (borrowed; NULL = no token). */
+static inline mc_rpc_client_t *fixture_client(fixture_t *f, const mc_auth_t *auth)
+{
+    mc_rpc_client_opts_t o = {.auth = auth};
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, &o, &c), MC_OK);
+    return c;
 }
 
 #endif

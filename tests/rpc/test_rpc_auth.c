@@ -19,6 +19,7 @@
 #include "rpc/rpc_client.h"
 #include "rpc/wire_key.h"
 #include "master_fixture.h"
+#include "master_calls.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -39,27 +40,11 @@ static mc_auth_t *ring(const char *secret)
     return a;
 }
 
-/* A token file (mode 0600) with the given text; its keyring. */
-static mc_auth_t *ring_file(const char *text)
-{
-    char path[] = "/tmp/mc_rpc_auth_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    chmod(path, 0600);
-    mc_auth_t *a = NULL;
-    assert_int_equal(mc_auth_load(path, &a), MC_OK);
-    unlink(path);
-    return a;
-}
+static mc_auth_t *ring_file(const char *text) { return fixture_ring_file(text); }
 
 static mc_rpc_client_t *client(fixture_t *f, const mc_auth_t *auth)
 {
-    mc_rpc_client_opts_t o = {.auth = auth};
-    mc_rpc_client_t *c;
-    assert_int_equal(mc_rpc_client_create(f->addr, &o, &c), MC_OK);
-    return c;
+    return fixture_client(f, auth);
 }
 
 static mc_rpc_server_stats_t stats(fixture_t *f)
@@ -71,43 +56,14 @@ static mc_rpc_server_stats_t stats(fixture_t *f)
 
 static uint16_t fport(fixture_t *f) { return (uint16_t)atoi(strchr(f->addr, ':') + 1); }
 
-/* PutStart + PutEnd of a 4 KiB value: the header-level status of the first refused step, or
- * the body status. */
 static mc_status_t put_key(mc_rpc_client_t *c, const char *key)
 {
-    McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
-    ps.client_id = (ProtobufCBinaryData){16, CID};
-    ps.key = mc_wire_key_str(key);
-    ps.value_size = 4096;
-    ProtobufCMessage *resp;
-    mc_status_t st = mc_rpc_client_call(c, MC_OP_PUT_START, &ps.base, &resp, 2000);
-    if (st != MC_OK)
-        return st;
-    st = ((McRpc__PutStartResponse *)resp)->status;
-    mc_rpc_response_free(resp);
-    if (st != MC_OK)
-        return st;
-    McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
-    pe.client_id = (ProtobufCBinaryData){16, CID};
-    pe.key = mc_wire_key_str(key);
-    if ((st = mc_rpc_client_call(c, MC_OP_PUT_END, &pe.base, &resp, 2000)) != MC_OK)
-        return st;
-    st = ((McRpc__StatusResponse *)resp)->status;
-    mc_rpc_response_free(resp);
-    return st;
+    return mc_test_put_key(c, CID, key, 2000);
 }
 
 static mc_status_t get_key(mc_rpc_client_t *c, const char *key)
 {
-    McRpc__KeyRequest kr = MC_RPC__KEY_REQUEST__INIT;
-    kr.key = mc_wire_key_str(key);
-    ProtobufCMessage *resp;
-    mc_status_t st = mc_rpc_client_call(c, MC_OP_GET_REPLICA_LIST, &kr.base, &resp, 2000);
-    if (st != MC_OK)
-        return st;
-    st = ((McRpc__ReplicaListResponse *)resp)->status;
-    mc_rpc_response_free(resp);
-    return st;
+    return mc_test_get_key(c, key, 2000);
 }
 
 /* Header-level status of RemoveAll (the default tenant for a cluster token). */

@@ -39,26 +39,11 @@ static mc_auth_t *ring(const char *secret, const char *tenant)
     return r;
 }
 
-static mc_auth_t *ring_file(const char *text)
-{
-    char path[] = "/tmp/mc_rpc_tenants_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    chmod(path, 0600);
-    mc_auth_t *r = NULL;
-    assert_int_equal(mc_auth_load(path, &r), MC_OK);
-    unlink(path);
-    return r;
-}
+static mc_auth_t *ring_file(const char *text) { return fixture_ring_file(text); }
 
 static mc_rpc_client_t *client(fixture_t *f, const mc_auth_t *auth)
 {
-    mc_rpc_client_opts_t o = {.auth = auth};
-    mc_rpc_client_t *c;
-    assert_int_equal(mc_rpc_client_create(f->addr, &o, &c), MC_OK);
-    return c;
+    return fixture_client(f, auth);
 }
 
 /* Header-level status when refused, else the body's status (first field of every answer). */
