@@ -154,10 +154,10 @@ static void conn_close(mc_rpc_server_t *s, conn_t *c)
 {
     if (c->dead)
         return;
+    c->dead = 1;
+    conn_account(s, c); /* released before the peer can see the close */
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    c->dead = 1;
-    conn_account(s, c);
     c->next_dead = s->dead;
     s->dead = c;
     s->n_conns--;
@@ -189,7 +189,7 @@ static void srv_log_refusal(mc_rpc_server_t *s, uint64_t conn_id, const char *wh
 static void conn_drop(mc_rpc_server_t *s, conn_t *c, _Atomic uint64_t *counter, const char *why)
 {
     srv_log_refusal(s, c->id, why);
-    bump(counter);
+    bump(counter); /* counted and its bytes released (conn_close) before the peer sees EOF */
     conn_close(s, c);
 }
 
