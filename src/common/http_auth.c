@@ -386,6 +386,13 @@ int mc_http_auth_client_nonce(mc_http_auth_client_t *c, char *out)
     return have;
 }
 
+void mc_http_auth_client_forget(mc_http_auth_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->nonce[0] = '\0';
+    pthread_mutex_unlock(&c->mu);
+}
+
 int mc_http_auth_client_learn(mc_http_auth_client_t *c, const char *www_authenticate)
 {
     mc_http_auth_params_t p;

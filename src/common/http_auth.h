@@ -135,5 +135,7 @@ int mc_http_auth_client_nonce(mc_http_auth_client_t *c, char *out);
 /* Takes the nonce of a WWW-Authenticate value into the cache. 0, or -1 if the value is not a
  * Mooncake challenge. */
 int mc_http_auth_client_learn(mc_http_auth_client_t *c, const char *www_authenticate);
+/* Drops the cached nonce (the next request learns a fresh one). */
+void mc_http_auth_client_forget(mc_http_auth_client_t *c);
 
 #endif

@@ -222,6 +222,16 @@ mc_status_t mc_meta_http_request_auth(const mc_auth_t *auth, mc_http_auth_client
     char nonce[2 * MC_HTTP_AUTH_NONCE_SIZE + 1], www[MC_HTTP_AUTH_HEADER_MAX];
     char authz[MC_HTTP_AUTH_HEADER_MAX];
     for (int attempt = 0;; attempt++) {
+        if (auth && body_len > 0 && !mc_http_auth_client_nonce(cache, nonce)) {
+            /* A server refuses an unsigned upload right after its headers and may close the
+             * connection while the body is still being sent, so its 401 can be lost: learn
+             * the nonce first from a bodiless GET of the same URL (refused, no side effect). */
+            uint64_t t = mc_now_ms();
+            (void)perform("GET", url, NULL, 0, NULL, NULL, max_resp,
+                          t < deadline ? (uint32_t)(deadline - t) : 1, &sink, &resp->code, www);
+            if (resp->code == 401 && www[0])
+                (void)mc_http_auth_client_learn(cache, www);
+        }
         int signed_req = auth && mc_http_auth_client_nonce(cache, nonce) &&
                          mc_http_auth_authorize(auth, nonce, method, target, body, body_len,
                                                 authz) == MC_OK;
@@ -233,6 +243,10 @@ mc_status_t mc_meta_http_request_auth(const mc_auth_t *auth, mc_http_auth_client
                      max_resp, left, &sink, &resp->code, www);
         /* A 401 with a challenge: learn the nonce and sign once more (first contact, nonce
          * expired, or the server restarted and no longer knows ours). */
+        if (st == MC_ERR_CONNECTION && auth && body_len > 0 && attempt == 0) {
+            mc_http_auth_client_forget(cache); /* an upload cut off: maybe a stale nonce */
+            continue;
+        }
         if (st != MC_OK || !auth || resp->code != 401 || attempt > 0 || !www[0] ||
             mc_http_auth_client_learn(cache, www) != 0)
             break;

@@ -146,9 +146,9 @@ static void test_wrong_and_right_token(void **state)
     mc_meta_close(bad);
 }
 
-/* A fresh client's first request is a 4 MiB PUT (the value cap): the server refuses it
- * unsigned without reading the body, and the client still gets its value stored (it learns
- * the nonce and signs). */
+/* A fresh client's first request is a 4 MiB PUT (the value cap): the server would refuse it
+ * unsigned right after its headers and may cut the upload off before the 401 is read, so the
+ * client learns the nonce from a bodiless request first, signs, and gets its value stored. */
 static void test_first_request_large_put(void **state)
 {
     fixture_t *f = *state;
