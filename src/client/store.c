@@ -26,6 +26,7 @@
 #include "common/net.h"
 #include "common/time.h"
 #include "rpc/frame.h"
+#include "te/te_auth.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -445,17 +446,13 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         st = MC_ERR_NO_MEMORY;
         goto fail;
     }
-    /* the cluster keyring, before anything connects (the TE and the master pool) */
-    const char *token_file = cfg->te_tuning ? cfg->te_tuning->auth_token_file : NULL;
-    if ((st = mc_auth_load(token_file, &s->auth)) != MC_OK) {
-        MC_LOG_ERROR("store setup: cannot load the token file '%s': %s", token_file,
-                     mc_status_str(st));
+    /* the engine loads the token file (a bad one fails here, logged with its name); its
+     * keyring is the one every master connection proves */
+    if ((st = store_te_start(s, cfg)) != MC_OK)
         goto fail;
-    }
+    s->auth = mc_te_keyring(s->te);
     char tenant[MC_TENANT_MAX + 1];
     if ((st = store_tenant(cfg->tenant_id, s->auth, tenant)) != MC_OK)
-        goto fail;
-    if ((st = store_te_start(s, cfg)) != MC_OK)
         goto fail;
     st = mc_master_client_init(&s->master, cfg->master_server_addr, cfg->rpc_timeout_ms,
                                s->client_id, s->auth);
@@ -525,7 +522,6 @@ void mc_store_destroy(mc_store_t *s)
         mc_te_destroy(s->te);
     }
     mc_hint_table_free(s->hints);
-    mc_auth_free(s->auth); /* after every connection that borrowed it */
     mc_free(s->metrics);
     pthread_cond_destroy(&s->hb_cond);
     pthread_mutex_destroy(&s->hb_lock);

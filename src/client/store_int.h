@@ -60,9 +60,10 @@ struct mc_store {
     const char *te_name;            /* owned by te */
     mc_master_client_t master;
     uint8_t client_id[16];
-    /* The cluster keyring (te_tuning->auth_token_file), loaded once at setup and borrowed by
-     * every master connection of this handle; NULL = no token. Freed last by destroy. */
-    mc_auth_t *auth;
+    /* The cluster keyring (te_tuning->auth_token_file): the transfer engine's, which loaded it
+     * (mc_te_keyring), borrowed by every master connection and the HTTP server of this handle,
+     * all closed before the engine is destroyed; NULL = no token. */
+    const mc_auth_t *auth;
 
     void *segment;                  /* contributed memory (TE shareable), or NULL */
     size_t segment_size;
