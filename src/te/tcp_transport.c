@@ -1246,11 +1246,10 @@ static mc_status_t cli_connect(tcp_ctx_t *ctx, cli_conn_t *c, uint16_t port)
 }
 
 /* A pooled connection unused for half the idle timeout is closed before use and reopened,
- * rather than risk the server closing it as idle while a request is on the way. Marks c used.
- * Under c->mu. */
-static void cli_retire_idle(const tcp_ctx_t *ctx, cli_conn_t *c)
+ * rather than risk the server closing it as idle while a request is on the way. Marks c used
+ * at now (the submit's clock, read once for all its connections). Under c->mu. */
+static void cli_retire_idle(const tcp_ctx_t *ctx, cli_conn_t *c, uint64_t now)
 {
-    uint64_t now = mc_now_ns();
     if (c->fd >= 0 && !c->head && !c->owner && now - c->last_used_ns > ctx->te->idle_timeout_ns / 2)
         cli_fail(c, MC_ERR_CANCELED); /* nothing in flight: no backoff, no message */
     c->last_used_ns = now;
@@ -1361,12 +1360,13 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
     mc_te_batch_impl_t *sync_b = slices[0]->req->batch->sync ? slices[0]->req->batch : NULL;
     uint32_t start = atomic_fetch_add(&tp->rr, k);
     mc_status_t connect_st = MC_OK; /* after one failed connect, do not try the others now */
+    uint64_t now = mc_now_ns();
     for (uint32_t g = 0; g < k; g++) {
         cli_conn_t *c = &tp->conns[(start + g) % tp->n];
         size_t first = (size_t)g * n / k, end = (size_t)(g + 1) * n / k;
         pthread_mutex_lock(&c->mu);
         mc_status_t st = MC_OK;
-        cli_retire_idle(ctx, c);
+        cli_retire_idle(ctx, c, now);
         if (c->fd < 0) {
             st = connect_st != MC_OK ? connect_st : cli_connect(ctx, c, port);
             if (st != MC_OK)
