@@ -5,6 +5,7 @@
 
 #include "te_pattern.h"
 
+#include "common/net.h"
 #include "common/time.h"
 #include "mooncake/te.h"
 
@@ -33,6 +34,45 @@
 #else
 #define BIG (64 * MiB)
 #endif
+
+/* Starts mooncake_http_metadata_server (from MC_BIN_DIR) on a free loopback port and waits
+ * until it accepts connections; *port_p and uri ("http://127.0.0.1:<port>/metadata", urilen
+ * bytes) are filled in. Skips the calling test when the program is not built. Returns its pid
+ * (the caller stops it by pid). */
+static inline pid_t te_meta_server_start(uint16_t *port_p, char *uri, size_t urilen)
+{
+    const char *bindir = getenv("MC_BIN_DIR");
+    char server[1024];
+    snprintf(server, sizeof(server), "%s/mooncake_http_metadata_server", bindir ? bindir : ".");
+    if (access(server, X_OK) != 0) {
+        print_message("skipping: %s not built\n", server);
+        skip();
+    }
+    uint16_t port;
+    assert_int_equal(mc_net_free_port(&port), MC_OK);
+    char port_arg[32];
+    snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
+    snprintf(uri, urilen, "http://127.0.0.1:%u/metadata", port);
+    pid_t srv = fork();
+    assert_true(srv >= 0);
+    if (srv == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl(server, server, port_arg, "--host=127.0.0.1", "--log_level=warn", (char *)NULL);
+        _exit(127);
+    }
+    uint64_t deadline = mc_now_ms() + 10000; /* until it accepts connections */
+    for (;;) {
+        int fd;
+        if (mc_net_connect("127.0.0.1", port, 200, &fd) == MC_OK) {
+            close(fd);
+            break;
+        }
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    *port_p = port;
+    return srv;
+}
 
 /* Pre-faulted anonymous memory for a test's local side (munmap when done). */
 static uint8_t *local_buf(size_t len)

@@ -475,35 +475,9 @@ static void test_auth_fake_server(void **state)
 static void test_auth_http_meta(void **state)
 {
     (void)state;
-    const char *bindir = getenv("MC_BIN_DIR");
-    char server[1024];
-    snprintf(server, sizeof(server), "%s/mooncake_http_metadata_server", bindir ? bindir : ".");
-    if (access(server, X_OK) != 0) {
-        print_message("skipping: %s not built\n", server);
-        skip();
-    }
     uint16_t mport;
-    assert_int_equal(mc_net_free_port(&mport), MC_OK);
-    char port_arg[32], uri[128];
-    snprintf(port_arg, sizeof(port_arg), "--port=%u", mport);
-    snprintf(uri, sizeof(uri), "http://127.0.0.1:%u/metadata", mport);
-    pid_t srv = fork();
-    assert_true(srv >= 0);
-    if (srv == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execl(server, server, port_arg, "--host=127.0.0.1", "--log_level=warn", (char *)NULL);
-        _exit(127);
-    }
-    uint64_t deadline = mc_now_ms() + 10000;
-    for (;;) {
-        int fd;
-        if (mc_net_connect("127.0.0.1", mport, 200, &fd) == MC_OK) {
-            close(fd);
-            break;
-        }
-        assert_true(mc_now_ms() < deadline);
-        mc_sleep_ms(20);
-    }
+    char uri[128];
+    pid_t srv = te_meta_server_start(&mport, uri, sizeof(uri));
     const char *args[] = {"--meta", uri, "--buffers", "1", "--size", "1048576", "--token",
                           g_tok_a, NULL};
     te_peer_t p;
