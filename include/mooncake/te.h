@@ -277,6 +277,9 @@ typedef struct mc_te_conn_stats {
     uint64_t closed_slow;       /* a frame started and not finished in time */
     uint64_t displaced;         /* unauthenticated, closed at the cap for a new connection */
     uint64_t refused_full;      /* new connections closed: the cap held only proved peers */
+    /* tenant-bound peers (docs/security.md, "Data ports and tenants") */
+    uint64_t denied;            /* READ/WRITE/CMA refused PERMISSION_DENIED: no grant covers it */
+    uint64_t grants_refused;    /* presented grants dropped: forged, expired, other segment/tenant */
 } mc_te_conn_stats_t;
 MC_API void mc_te_conn_stats(mc_te_t *te, mc_te_conn_stats_t *stats_p);
 

@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/grant.h"
 #include "common/log.h"
 #include "common/time.h"
 
@@ -171,7 +172,9 @@ void mc_te_rdesc_put(mc_te_rdesc_t *r)
 
 static int choose_transport(mc_te_t *te, const mc_segment_desc_t *d)
 {
-    if (te->force_tcp)
+    /* A tenant-bound engine never maps a peer's memory or asks for CMA copies: both reach the
+     * whole segment, and the owner refuses CMA to it anyway (docs/security.md). */
+    if (te->force_tcp || te->tenant_bound)
         return MC_TE_TP_TCP;
     /* ucx hook-up: ucx is started only with protocol "ucx" ("auto" never picks ucx) */
     mc_te_transport_t *ucx = tp_started(te, MC_TE_TP_UCX), *shm = tp_started(te, MC_TE_TP_SHM);
@@ -489,6 +492,7 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
                      mc_status_name(st));
         goto fail;
     }
+    te->tenant_bound = te->auth && mc_auth_client_tenant(te->auth)[0] != '\0';
     mc_meta_opts_t mopts = {.timeout_ms = cfg->metadata_timeout_ms,
                             .redis_username = cfg->redis_username,
                             .redis_password = cfg->redis_password,
@@ -531,7 +535,10 @@ mc_status_t mc_te_create(const mc_te_config_t *cfg, mc_te_t **te_p)
     MC_LOG_INFO("te: %s serving (protocol %s%s, timeout %u ms, %u connections/peer, %u loops, "
                 "%s)", te->local_name, te->protocol, te->force_tcp ? ", tcp to every peer" : "",
                 te->timeout_ms, te->tcp_conns, te->workers,
-                te->auth ? "cluster token required" : "no authentication");
+                te->auth ? (te->tenant_bound ? "token required; ours is a tenant token: tcp "
+                                               "to every peer, grants presented"
+                                             : "cluster token required")
+                         : "no authentication");
     *te_p = te;
     return MC_OK;
 fail:
@@ -563,6 +570,9 @@ void mc_te_destroy(mc_te_t *te)
             if (tp_started(te, k) && te->tp[k].ops->peer_free)
                 te->tp[k].ops->peer_free(tp_ctx(te, k), p);
         mc_te_rdesc_put(p->desc);
+        for (int k = 0; k < MC_TE_PEER_GRANTS; k++)
+            mc_free(p->grants[k].blob);
+        pthread_mutex_destroy(&p->grant_mu);
         pthread_mutex_destroy(&p->mu);
         mc_free(p);
     }
@@ -620,12 +630,75 @@ void mc_te_conn_stats(mc_te_t *te, mc_te_conn_stats_t *stats_p)
         .closed_slow = atomic_load(&te->conn_closed_slow),
         .displaced = atomic_load(&te->conn_displaced),
         .refused_full = atomic_load(&te->conn_refused_full),
+        .denied = atomic_load(&te->conn_denied),
+        .grants_refused = atomic_load(&te->conn_grants_refused),
     };
 }
 
 const mc_auth_t *mc_te_keyring(const mc_te_t *te)
 {
     return te ? te->auth : NULL;
+}
+
+bool mc_te_tenant_bound(const mc_te_t *te) { return te && te->tenant_bound; }
+
+mc_status_t mc_te_grant_present(mc_te_t *te, mc_te_segment_t seg, const void *grant, size_t len)
+{
+    if (!te || !te->tenant_bound)
+        return MC_OK;
+    mc_te_peer_t *p = mc_te_peer_by_handle(te, seg);
+    mc_grant_view_t g;
+    if (!p || mc_grant_parse(grant, len, &g) != MC_OK || g.size != len)
+        return MC_ERR_INVALID_PARAMS;
+    if (p->is_local)
+        return MC_OK;
+    uint8_t *copy = mc_malloc(len);
+    if (!copy)
+        return MC_ERR_NO_MEMORY;
+    memcpy(copy, grant, len);
+    pthread_mutex_lock(&p->grant_mu);
+    mc_te_peer_grant_t *e = &p->grants[p->grant_seq % MC_TE_PEER_GRANTS];
+    mc_free(e->blob);
+    *e = (mc_te_peer_grant_t){.blob = copy, .len = (uint32_t)len, .expiry_ms = g.expiry_ms};
+    p->grant_seq++;
+    pthread_mutex_unlock(&p->grant_mu);
+    return MC_OK;
+}
+
+uint8_t *mc_te_peer_grant_frame(mc_te_peer_t *p, uint64_t *seq_io, uint32_t *len_p)
+{
+    uint8_t *frame = NULL;
+    pthread_mutex_lock(&p->grant_mu);
+    uint64_t end = p->grant_seq, first = *seq_io;
+    if (end > MC_TE_PEER_GRANTS && first < end - MC_TE_PEER_GRANTS)
+        first = end - MC_TE_PEER_GRANTS;
+    *seq_io = end;
+    /* newest first until the cap, then sent oldest first */
+    uint64_t now = mc_wall_ms(), from = end, body = 0;
+    while (from > first) {
+        const mc_te_peer_grant_t *e = &p->grants[(from - 1) % MC_TE_PEER_GRANTS];
+        if (e->expiry_ms > now && body + e->len > MC_TE_FRAME_MAX_GRANT)
+            break;
+        if (e->expiry_ms > now)
+            body += e->len;
+        from--;
+    }
+    if (body && (frame = mc_malloc(MC_TE_FRAME_HDR_SIZE + body))) {
+        mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                           .opcode = MC_TE_OP_GRANT, .length = body};
+        mc_te_frame_encode(&h, frame);
+        uint8_t *o = frame + MC_TE_FRAME_HDR_SIZE;
+        for (uint64_t q = from; q < end; q++) {
+            const mc_te_peer_grant_t *e = &p->grants[q % MC_TE_PEER_GRANTS];
+            if (e->expiry_ms > now) {
+                memcpy(o, e->blob, e->len);
+                o += e->len;
+            }
+        }
+        *len_p = (uint32_t)(MC_TE_FRAME_HDR_SIZE + body);
+    }
+    pthread_mutex_unlock(&p->grant_mu);
+    return frame;
 }
 
 const char *mc_te_local_name(const mc_te_t *te)
@@ -897,6 +970,7 @@ mc_status_t mc_te_segment_open(mc_te_t *te, const char *name, mc_te_segment_t *s
         p->port = port;
         p->is_local = local;
         pthread_mutex_init(&p->mu, NULL);
+        pthread_mutex_init(&p->grant_mu, NULL);
         te->peers[te->n_peers++] = p;
     }
     pthread_mutex_unlock(&te->mu);

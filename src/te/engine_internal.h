@@ -108,6 +108,8 @@ typedef struct mc_te_slice {
     int32_t resp_status;       /* tcp: response that arrived before our send finished */
     uint8_t resp_ready;
     uint8_t queued;            /* tcp: on a connection's queue (under the connection lock) */
+    uint32_t pre_len;          /* tcp: a GRANT frame sent right before this slice's frame: */
+    uint8_t *pre;              /* heap, owned by the slice until sent or dropped */
 } mc_te_slice_t;
 
 struct mc_te_req {
@@ -165,6 +167,15 @@ void mc_te_rdesc_put(mc_te_rdesc_t *r);
 /* MC_TE_TP_UCX: the optional ucx transport (ucx_transport.c, only with MC_HAVE_UCX). */
 enum { MC_TE_TP_TCP = 0, MC_TE_TP_SHM = 1, MC_TE_TP_UCX = 2, MC_TE_TP_COUNT = 3 };
 
+/* Grants an initiator holding a tenant token keeps per peer (mc_te_grant_present), to present
+ * on each of its connections to that peer: the newest MC_TE_PEER_GRANTS. */
+#define MC_TE_PEER_GRANTS 64
+typedef struct mc_te_peer_grant {
+    uint8_t *blob;       /* heap copy of the grant (common/grant.h) */
+    uint32_t len;
+    uint64_t expiry_ms;  /* wall clock */
+} mc_te_peer_grant_t;
+
 typedef struct mc_te_peer {
     mc_te_t *te;
     uint32_t idx;                   /* segment handle = idx + 1 */
@@ -178,6 +189,12 @@ typedef struct mc_te_peer {
     uint64_t fail_ns;
     int tp;                         /* MC_TE_TP_* chosen for this descriptor */
     void *tp_state[MC_TE_TP_COUNT]; /* per-transport per-peer state, owned by the transport */
+    /* Presented grants (tenant-bound engines only): ring of the newest MC_TE_PEER_GRANTS;
+     * grant_seq counts every grant ever presented, the newest is at (grant_seq - 1) % N.
+     * grant_mu is a leaf lock (taken under a tcp connection's mu). */
+    pthread_mutex_t grant_mu;
+    uint64_t grant_seq;
+    mc_te_peer_grant_t grants[MC_TE_PEER_GRANTS];
 } mc_te_peer_t;
 
 /* The peer behind a segment handle, NULL if none (peers live until engine destroy). */
@@ -186,6 +203,10 @@ mc_te_peer_t *mc_te_peer_by_handle(mc_te_t *te, mc_te_segment_t seg);
 /* Current descriptor of peer (fetching it if needed), with a reference the caller puts.
  * *tp_p gets the transport chosen for it. */
 mc_status_t mc_te_peer_get_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p, int *tp_p);
+/* tcp: a GRANT frame (tcp_frame.h; header and body, heap, *len_p bytes) carrying the grants
+ * presented to p after *seq_io that are unexpired, oldest first, as many of the newest as
+ * fit MC_TE_FRAME_MAX_GRANT; *seq_io moves to the newest. NULL when there is none. */
+uint8_t *mc_te_peer_grant_frame(mc_te_peer_t *p, uint64_t *seq_io, uint32_t *len_p);
 /* Forget the cached descriptor if it is still r (r == NULL: unconditionally). */
 void mc_te_peer_invalidate(mc_te_peer_t *p, mc_te_rdesc_t *r);
 
@@ -223,6 +244,8 @@ struct mc_te {
     uint64_t idle_timeout_ns;       /* server connections without a frame this long close */
     uint32_t max_srv_conns;         /* accepted connections open at once */
     mc_auth_t *auth;                /* keyring (auth_token_file), NULL = no authentication */
+    bool tenant_bound;              /* our own (first) key is a tenant token: tcp to every
+                                     * peer, grants presented (mc_te_grant_present) */
     char host_id[64];
     pid_t pid;
     mc_meta_t *meta;
@@ -258,7 +281,7 @@ struct mc_te {
 
     /* tcp listener budgets (mc_te_conn_stats) */
     _Atomic uint64_t conn_open, conn_closed_unauth, conn_closed_idle, conn_closed_slow,
-        conn_displaced, conn_refused_full;
+        conn_displaced, conn_refused_full, conn_denied, conn_grants_refused;
 };
 
 /* Queue a received notification (copied; any thread). MC_OK, MC_ERR_BUSY (queue full: counted

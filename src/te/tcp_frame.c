@@ -28,7 +28,7 @@ static int opcode_known(uint16_t op)
 {
     uint16_t base = op & (uint16_t)~MC_TE_OP_RESPONSE;
     return base >= MC_TE_OP_READ && base <= MC_TE_OP_LAST &&
-           (op & ~(MC_TE_OP_RESPONSE | 0x7)) == 0;
+           (op & ~(MC_TE_OP_RESPONSE | 0xF)) == 0;
 }
 
 mc_status_t mc_te_frame_decode(const uint8_t *buf, size_t len, mc_te_frame_t *h)
@@ -55,6 +55,7 @@ uint64_t mc_te_frame_request_payload(const mc_te_frame_t *h)
     switch (h->opcode) {
     case MC_TE_OP_WRITE:
     case MC_TE_OP_NOTIFY:
+    case MC_TE_OP_GRANT:
         return h->length;
     case MC_TE_OP_CMA_READ:
     case MC_TE_OP_CMA_WRITE:
@@ -72,6 +73,9 @@ mc_status_t mc_te_frame_check_request(const mc_te_frame_t *h, uint64_t *payload_
     if ((h->opcode == MC_TE_OP_WRITE || h->opcode == MC_TE_OP_NOTIFY) &&
         h->length > MC_TE_FRAME_MAX_PAYLOAD)
         return MC_ERR_PROTOCOL; /* cannot skip an untrusted payload of that size */
+    if (h->opcode == MC_TE_OP_GRANT &&
+        (h->addr || h->id || h->status || h->length == 0 || h->length > MC_TE_FRAME_MAX_GRANT))
+        return MC_ERR_PROTOCOL; /* unanswered: nothing could carry an error back */
     *payload_p = mc_te_frame_request_payload(h);
     if (h->status != 0)
         return MC_ERR_INVALID_PARAMS;

@@ -4,7 +4,7 @@
  *   off  0  u32 magic    0x4554434D ("MCTE" on the wire)
  *   off  4  u16 version  1
  *   off  6  u16 opcode   request: READ 1, WRITE 2, GET_DESC 3, CMA_READ 4, CMA_WRITE 5,
- *                        NOTIFY 6, PROBE 7; response: request opcode | 0x8000
+ *                        NOTIFY 6, PROBE 7, GRANT 8; response: request opcode | 0x8000
  *   off  8  u64 id       opaque request id, echoed in the response
  *   off 16  u64 addr     absolute address in the serving process (requests)
  *   off 24  u64 length   bytes to move; for a response, the payload length that follows
@@ -15,7 +15,10 @@
  * {u64 initiator pid, u64 initiator address}, NOTIFY requests carry `length` bytes
  * {u32 name_len, u32 msg_len, name, msg} (addr 0, length = 8 + name_len + msg_len, name and msg
  * within MC_TE_NOTIFY_NAME_MAX / MC_TE_NOTIFY_MSG_MAX); PROBE requests carry nothing (addr and
- * length 0). Both are answered with a bare status frame.
+ * length 0). Both are answered with a bare status frame. GRANT requests carry `length` bytes
+ * (1..MC_TE_FRAME_MAX_GRANT, addr 0, id 0): grants back to back (common/grant.h); GRANT is the
+ * one request the server does not answer (a client pipelines it ahead of the READ/WRITE that
+ * need it; a grant that fails to verify makes those fail with PERMISSION_DENIED).
  * Pure functions, no allocation, no I/O.
  */
 #ifndef MC_TE_TCP_FRAME_H
@@ -34,6 +37,7 @@
 #define MC_TE_FRAME_MAX_PAYLOAD (64ull << 20)   /* per READ/WRITE/CMA frame */
 #define MC_TE_FRAME_MAX_DESC (4ull << 20)       /* GET_DESC response cap */
 #define MC_TE_FRAME_CMA_PAYLOAD 16
+#define MC_TE_FRAME_MAX_GRANT (128u << 10)      /* GRANT body cap (gathered in the 256 KiB rx) */
 #define MC_TE_NOTIFY_HDR 8                      /* {u32 name_len, u32 msg_len} */
 #define MC_TE_FRAME_MAX_NOTIFY (MC_TE_NOTIFY_HDR + MC_TE_NOTIFY_NAME_MAX + MC_TE_NOTIFY_MSG_MAX)
 
@@ -45,7 +49,8 @@ enum {
     MC_TE_OP_CMA_WRITE = 5, /* owner copies the initiator's memory into its own */
     MC_TE_OP_NOTIFY = 6,    /* queue a notification for mc_te_notify_drain */
     MC_TE_OP_PROBE = 7,     /* answer at once (mc_te_probe) */
-    MC_TE_OP_LAST = MC_TE_OP_PROBE,
+    MC_TE_OP_GRANT = 8,     /* grants for the READ/WRITEs that follow; never answered */
+    MC_TE_OP_LAST = MC_TE_OP_GRANT,
     MC_TE_OP_RESPONSE = 0x8000,
 };
 
@@ -67,7 +72,9 @@ void mc_te_frame_encode(const mc_te_frame_t *h, uint8_t *out);
 mc_status_t mc_te_frame_decode(const uint8_t *buf, size_t len, mc_te_frame_t *h);
 /* Server-side request checks on a decoded header:
  *   MC_ERR_PROTOCOL  not a request, or a frame whose payload length cannot be trusted
- *                    (WRITE over the cap, CMA without its 16-byte body...): close;
+ *                    (WRITE over the cap, CMA without its 16-byte body...), or a GRANT that
+ *                    is not {addr 0, id 0, status 0, 1 <= length <= the cap} (it has no
+ *                    answer to carry an error): close;
  *   MC_ERR_TOO_LARGE READ/CMA over the cap: answer with an error, the connection stays;
  *   MC_ERR_INVALID_PARAMS nonzero status or GET_DESC with addr/length: answer with an error.
  * *payload_p receives the number of request payload bytes that follow the header. */

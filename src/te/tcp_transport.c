@@ -21,6 +21,7 @@
 #include "common/alloc.h"
 #include "common/auth.h"
 #include "common/buf.h"
+#include "common/grant.h"
 #include "common/log.h"
 #include "common/payload.h"
 #include "common/net.h"
@@ -53,6 +54,8 @@
 #define SPREAD_BYTES (1ull << 20)     /* a batch uses one more connection per this many bytes */
 #define SYNC_POLL_MAX_MS 10           /* a synchronous caller re-checks its connections this often */
 #define RCVLOWAT_MAX (256u << 10)     /* wake a receiver of READ data per this many bytes at most */
+#define SRV_GRANTS 4096               /* verified grant ranges a server connection keeps */
+#define DENY_WARN_NS (10ull * 1000000000) /* at most one "refused for want of a grant" line this often */
 
 enum { K_LISTEN = 1, K_WAKE, K_SRV, K_CLI };
 enum { HS_DONE, HS_HELLO, HS_RESULT };
@@ -69,7 +72,20 @@ typedef struct tx_ent {
 } tx_ent_t;
 
 /* S_AUTH: waiting for the handshake's PROOF; no frame is parsed before it is valid. */
-enum { S_HDR, S_WRITE, S_DISCARD, S_CMA, S_NOTIFY, S_AUTH };
+enum { S_HDR, S_WRITE, S_DISCARD, S_CMA, S_NOTIFY, S_AUTH, S_GRANT };
+
+/* What a server connection's peer may touch (srv_data_access, decided at the handshake):
+ * everything (cluster token, no keyring here, or a tenant token of our own tenant when we
+ * cannot check grants), only ranges of grants it presented (a tenant token, and we hold a
+ * cluster key), or nothing (a tenant token of another tenant, and we cannot check grants). */
+enum { DA_ALL, DA_GRANTS, DA_NONE };
+
+/* One verified range of a presented grant. */
+typedef struct srv_grant {
+    uint64_t addr, end;  /* [addr, end) */
+    uint64_t expiry_ms;  /* wall clock */
+    uint8_t access;      /* MC_GRANT_READ / MC_GRANT_WRITE */
+} srv_grant_t;
 
 /* Why the sweep closes a server connection (srv_budget). */
 enum { B_OK, B_UNAUTH, B_IDLE, B_SLOW, B_STALL };
@@ -105,6 +121,12 @@ typedef struct srv_conn {
     uint64_t frame_since_ns;  /* when the sweep first saw it; 0 = no frame open */
     struct srv_conn *sweep_next; /* the sweep's list of connections to close */
     int sweep_why;
+    /* tenant-bound peers (docs/security.md, "Data ports and tenants") */
+    int data_access;          /* DA_* */
+    char tenant[MC_AUTH_TENANT_MAX + 1]; /* the peer's proven tenant (DA_GRANTS, DA_NONE) */
+    srv_grant_t *grants;      /* ring of SRV_GRANTS (allocated at the first grant) */
+    uint32_t g_head, g_n;     /* oldest slot, entries held */
+    uint32_t g_hint;          /* slot of the last match: requests come in grant order */
 } srv_conn_t;
 
 typedef struct tcp_peer tcp_peer_t;
@@ -124,6 +146,8 @@ typedef struct cli_conn {
     uint64_t next_id;
     uint64_t last_fail_ns;
     uint64_t last_used_ns;       /* last submit (cli_retire_idle) */
+    uint64_t grant_seq;          /* the peer's grants presented on this connection so far
+                                  * (mc_te_peer_grant_frame); 0 on every new connection */
     /* Client half of the handshake, run by whoever receives on c (cli_handshake): frames are
      * queued meanwhile and sent once the server proved itself. */
     int hs;                      /* HS_DONE, HS_HELLO (awaiting HELLO), HS_RESULT */
@@ -173,6 +197,7 @@ struct tcp_ctx {
     pthread_mutex_t peers_mu;
     int sndbuf, rcvbuf;
     uint32_t stripe; /* connections one submit may spread over (tcp_stripe_width) */
+    _Atomic uint64_t deny_warn_ns; /* last "refused for want of a grant" log line */
 };
 
 static uint64_t timeout_ns(const tcp_ctx_t *ctx)
@@ -240,6 +265,7 @@ static void srv_close(srv_conn_t *c)
         mc_free(e->owned);
     }
     atomic_fetch_sub(&w->ctx->te->conn_open, 1);
+    mc_free(c->grants);
     mc_free(c->tx);
     mc_free(c->rx);
     mc_free(c);
@@ -473,6 +499,16 @@ static void srv_do_cma(srv_conn_t *c, const uint8_t *body)
     srv_queue(c, h, st, NULL, 0, NULL, NULL);
 }
 
+/* DA_* for a peer that proved `peer` to a server holding `auth` (see DA_*). */
+static int srv_data_access(const mc_auth_t *auth, const mc_auth_peer_t *peer)
+{
+    if (!peer->tenant[0])
+        return DA_ALL;
+    if (mc_auth_has_cluster_key(auth))
+        return DA_GRANTS;
+    return strcmp(peer->tenant, mc_auth_client_tenant(auth)) == 0 ? DA_ALL : DA_NONE;
+}
+
 /* The client's PROOF is complete in rx: check it and answer RESULT (sent at once: nothing
  * else was queued on this fresh connection). Returns false to close (a refused proof, after
  * its RESULT; or RESULT could not be sent). */
@@ -491,9 +527,106 @@ static bool srv_do_auth(srv_conn_t *c, const uint8_t *proof)
     }
     if (n != (ssize_t)sizeof(result))
         return false;
+    c->data_access = srv_data_access(te->auth, &peer);
+    if (c->data_access != DA_ALL)
+        snprintf(c->tenant, sizeof(c->tenant), "%s", peer.tenant);
     atomic_store(&c->authed, 1);
     c->st = S_HDR;
     return true;
+}
+
+/* Logs a refusal of a tenant-bound peer, at most once per DENY_WARN_NS per engine (a peer
+ * sending nothing but refused requests must not flood the log). */
+static void srv_deny_log(srv_conn_t *c, const char *what, uint64_t total)
+{
+    tcp_ctx_t *ctx = c->w->ctx;
+    uint64_t now = mc_now_ns(), last = atomic_load(&ctx->deny_warn_ns);
+    if ((last && now - last < DENY_WARN_NS) ||
+        !atomic_compare_exchange_strong(&ctx->deny_warn_ns, &last, now))
+        return;
+    MC_LOG_WARN("tcp server: tenant %s: %s (%llu so far; this line at most every %llu s)",
+                c->tenant, what, (unsigned long long)total,
+                (unsigned long long)(DENY_WARN_NS / 1000000000));
+}
+
+/* Keeps one verified range; a full ring drops its oldest. */
+static void srv_grant_add(srv_conn_t *c, mc_grant_range_t r, uint8_t access, uint64_t expiry_ms)
+{
+    if (!c->grants && !(c->grants = mc_malloc(SRV_GRANTS * sizeof(*c->grants))))
+        return; /* the requests it covers will be refused */
+    if (c->g_n == SRV_GRANTS) {
+        c->g_head = (c->g_head + 1) % SRV_GRANTS;
+        c->g_n--;
+    }
+    c->grants[(c->g_head + c->g_n++) % SRV_GRANTS] =
+        (srv_grant_t){.addr = r.addr, .end = r.addr + r.len, .expiry_ms = expiry_ms,
+                      .access = access};
+}
+
+/* A GRANT body is complete in rx: verify each grant (mac over our segment name and the peer's
+ * tenant, cluster keys only) and keep its ranges. Nothing is answered; a grant that fails is
+ * dropped (counted, logged) and the requests it would have covered are refused. Peers that
+ * need no grants: the body is ignored unread. */
+static void srv_do_grants(srv_conn_t *c, const uint8_t *body, size_t len)
+{
+    if (c->data_access != DA_GRANTS)
+        return;
+    mc_te_t *te = c->w->ctx->te;
+    uint64_t now = mc_wall_ms();
+    size_t off = 0;
+    while (off < len) {
+        mc_grant_view_t g;
+        mc_status_t st = mc_grant_verify(te->auth, te->local_name, c->tenant, body + off,
+                                         len - off, &g);
+        const char *why = NULL;
+        if (st == MC_ERR_INVALID_PARAMS)
+            why = "malformed grant refused";
+        else if (st != MC_OK)
+            why = "grant refused: forged, or made for another segment or tenant";
+        else if (g.expiry_ms <= now)
+            why = "expired grant refused";
+        if (why) {
+            uint64_t total = atomic_fetch_add(&te->conn_grants_refused, 1) + 1;
+            srv_deny_log(c, why, total);
+            if (st == MC_ERR_INVALID_PARAMS)
+                return; /* where the next one starts is unknown */
+        } else {
+            for (uint32_t i = 0; i < g.n; i++)
+                srv_grant_add(c, mc_grant_range(&g, i), g.access, g.expiry_ms);
+        }
+        off += g.size;
+    }
+}
+
+/* Whether the peer may run request h on [h->addr, h->addr + h->length) (a range the table
+ * already found inside one registered buffer). Tenant-bound peers never get CMA. */
+static bool srv_allowed(srv_conn_t *c, const mc_te_frame_t *h)
+{
+    if (c->data_access == DA_ALL)
+        return true;
+    if (c->data_access == DA_NONE ||
+        (h->opcode != MC_TE_OP_READ && h->opcode != MC_TE_OP_WRITE))
+        return false;
+    uint8_t access = h->opcode == MC_TE_OP_READ ? MC_GRANT_READ : MC_GRANT_WRITE;
+    uint64_t addr = h->addr, end = h->addr + h->length, now = 0;
+    uint32_t n = c->g_n;
+    /* start at the last match: a batch's requests follow its grant's ranges */
+    uint32_t j0 = (c->g_hint + SRV_GRANTS - c->g_head) % SRV_GRANTS;
+    if (j0 >= n)
+        j0 = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t slot = (c->g_head + (j0 + k) % n) % SRV_GRANTS;
+        const srv_grant_t *g = &c->grants[slot];
+        if (g->access != access || addr < g->addr || end > g->end)
+            continue;
+        if (!now)
+            now = mc_wall_ms();
+        if (g->expiry_ms > now) {
+            c->g_hint = slot;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Handle a complete header at c->cur. Returns false to close. */
@@ -523,6 +656,13 @@ static bool srv_on_header(srv_conn_t *c)
     mc_te_lbuf_t *b = NULL;
     c->big_writes = false;
     mc_status_t st = mc_te_tcp_check_request(&te->table, h, &payload, &b);
+    if (st == MC_OK && b && !srv_allowed(c, h)) {
+        mc_te_table_release(&te->table, b);
+        b = NULL;
+        st = MC_ERR_PERMISSION;
+        uint64_t total = atomic_fetch_add(&te->conn_denied, 1) + 1;
+        srv_deny_log(c, "data request outside its grants refused (PERMISSION_DENIED)", total);
+    }
     if (st == MC_ERR_PROTOCOL) {
         MC_LOG_WARN("tcp server: bad request frame (opcode %u, length %llu): closing", h->opcode,
                     (unsigned long long)h->length);
@@ -558,6 +698,10 @@ static bool srv_on_header(srv_conn_t *c)
         return srv_queue(c, h, MC_OK, NULL, 0, NULL, NULL);
     case MC_TE_OP_NOTIFY:
         c->st = S_NOTIFY; /* the body (<= MC_TE_FRAME_MAX_NOTIFY) is gathered in rx */
+        c->left = payload;
+        return true;
+    case MC_TE_OP_GRANT:
+        c->st = S_GRANT; /* the body (<= MC_TE_FRAME_MAX_GRANT) is gathered in rx; no answer */
         c->left = payload;
         return true;
     case MC_TE_OP_READ:
@@ -643,6 +787,14 @@ static bool srv_parse(srv_conn_t *c)
                 return true;
             if (!srv_do_notify(c, p, (size_t)c->left))
                 return false;
+            c->rx_pos += (size_t)c->left;
+            c->left = 0;
+            c->st = S_HDR;
+            break;
+        case S_GRANT:
+            if (avail < c->left)
+                return true;
+            srv_do_grants(c, p, (size_t)c->left);
             c->rx_pos += (size_t)c->left;
             c->left = 0;
             c->st = S_HDR;
@@ -862,6 +1014,9 @@ static void srv_accept(tcp_ctx_t *ctx)
 static void cli_pop_head(cli_conn_t *c)
 {
     mc_te_slice_t *s = c->head;
+    mc_free(s->pre); /* a GRANT frame never sent (connection failed) */
+    s->pre = NULL;
+    s->pre_len = 0;
     c->head = s->next;
     if (c->tail == s)
         c->tail = NULL;
@@ -916,6 +1071,21 @@ static uint32_t cli_events_sync(const cli_conn_t *c)
     return POLLIN | (c->tx_next && c->hs == HS_DONE ? POLLOUT : 0);
 }
 
+/* The bytes of s's request on the wire, in order: the GRANT frame presented ahead of it (if
+ * any), its header, its payload (WRITE data or CMA body). Returns the number of parts. */
+static int slice_parts(const mc_te_slice_t *s, struct iovec part[3])
+{
+    int k = 0;
+    if (s->pre_len)
+        part[k++] = (struct iovec){.iov_base = s->pre, .iov_len = s->pre_len};
+    part[k++] = (struct iovec){.iov_base = (void *)s->hdr, .iov_len = MC_TE_FRAME_HDR_SIZE};
+    if (s->cma)
+        part[k++] = (struct iovec){.iov_base = (void *)s->body, .iov_len = MC_TE_FRAME_CMA_PAYLOAD};
+    else if (s->opcode == MC_TE_WRITE)
+        part[k++] = (struct iovec){.iov_base = s->local, .iov_len = s->len};
+    return k;
+}
+
 /* Send what can be sent without blocking (nothing before the handshake is done). Under c->mu. */
 static void cli_flush(cli_conn_t *c)
 {
@@ -923,28 +1093,18 @@ static void cli_flush(cli_conn_t *c)
         struct iovec iov[MAX_IOV];
         int k = 0;
         uint64_t off = c->tx_off;
-        for (mc_te_slice_t *s = c->tx_next; s && k + 2 <= MAX_IOV; s = s->next) {
-            if (off < MC_TE_FRAME_HDR_SIZE) {
-                iov[k].iov_base = s->hdr + off;
-                iov[k++].iov_len = MC_TE_FRAME_HDR_SIZE - off;
+        for (mc_te_slice_t *s = c->tx_next; s && k + 3 <= MAX_IOV; s = s->next) {
+            struct iovec part[3];
+            int np = slice_parts(s, part);
+            for (int i = 0; i < np; i++) {
+                if (off >= part[i].iov_len) {
+                    off -= part[i].iov_len;
+                    continue;
+                }
+                iov[k].iov_base = (uint8_t *)part[i].iov_base + off;
+                iov[k++].iov_len = part[i].iov_len - off;
                 off = 0;
-            } else {
-                off -= MC_TE_FRAME_HDR_SIZE;
             }
-            const uint8_t *pl = NULL;
-            uint64_t plen = 0;
-            if (s->cma) {
-                pl = s->body;
-                plen = MC_TE_FRAME_CMA_PAYLOAD;
-            } else if (s->opcode == MC_TE_WRITE) {
-                pl = s->local;
-                plen = s->len;
-            }
-            if (plen > off) {
-                iov[k].iov_base = (void *)(pl + off);
-                iov[k++].iov_len = plen - off;
-            }
-            off = 0;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)k};
         ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -959,9 +1119,11 @@ static void cli_flush(cli_conn_t *c)
         uint64_t done = (uint64_t)n;
         while (c->tx_next) {
             mc_te_slice_t *s = c->tx_next;
-            uint64_t total = MC_TE_FRAME_HDR_SIZE +
-                             (s->cma ? MC_TE_FRAME_CMA_PAYLOAD
-                                     : (s->opcode == MC_TE_WRITE ? s->len : 0));
+            struct iovec part[3];
+            int np = slice_parts(s, part);
+            uint64_t total = 0;
+            for (int i = 0; i < np; i++)
+                total += part[i].iov_len;
             uint64_t rem = total - c->tx_off;
             if (done < rem) {
                 c->tx_off += done;
@@ -970,6 +1132,9 @@ static void cli_flush(cli_conn_t *c)
             done -= rem;
             c->tx_off = 0;
             c->tx_next = s->next;
+            mc_free(s->pre); /* sent */
+            s->pre = NULL;
+            s->pre_len = 0;
             if (s->resp_ready && c->head == s) /* answered before we finished sending it */
                 cli_complete_head(c, (mc_status_t)s->resp_status);
         }
@@ -1235,6 +1400,7 @@ static mc_status_t cli_connect(tcp_ctx_t *ctx, cli_conn_t *c, uint16_t port)
     c->rx_pos = c->rx_len = 0;
     c->last_fail_ns = 0;
     c->last_used_ns = mc_now_ns();
+    c->grant_seq = 0; /* the server knows no grant of ours yet */
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(c->w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         MC_LOG_ERROR("tcp: epoll_ctl failed: %m");
@@ -1372,8 +1538,15 @@ static void tcp_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
             if (st != MC_OK)
                 connect_st = st;
         }
+        /* grants presented to this peer that c has not carried yet go ahead of the slices */
+        uint8_t *pre = NULL;
+        uint32_t pre_len = 0;
+        if (st == MC_OK && ctx->te->tenant_bound)
+            pre = mc_te_peer_grant_frame(peer, &c->grant_seq, &pre_len);
         for (size_t i = first; i < end; i++) {
             mc_te_slice_t *s = slices[i];
+            s->pre = i == first ? pre : NULL;
+            s->pre_len = i == first ? pre_len : 0;
             if (st != MC_OK) {
                 mc_te_slice_done(s, st == MC_ERR_TIMEOUT ? MC_ERR_TIMEOUT : MC_ERR_CONNECTION, 0);
                 continue;

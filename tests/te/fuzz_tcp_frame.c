@@ -86,6 +86,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (h.opcode == MC_TE_OP_PROBE && st == MC_OK && (h.addr || h.length || payload))
             abort();
+        /* GRANT is unanswered: anything but a well-formed one closes */
+        if (h.opcode == MC_TE_OP_GRANT && st != MC_ERR_PROTOCOL &&
+            (st != MC_OK || h.addr || h.id || payload != h.length || payload == 0 ||
+             payload > MC_TE_FRAME_MAX_GRANT))
+            abort();
         if (h.opcode == MC_TE_OP_NOTIFY && st == MC_OK &&
             (payload != h.length || payload > MC_TE_FRAME_MAX_NOTIFY ||
              payload < MC_TE_NOTIFY_HDR || h.addr))

@@ -155,7 +155,7 @@ static void test_frame_codec(void **state)
     memcpy(c, b, sizeof(c));
     c[4] = 2; /* version */
     assert_int_equal(mc_te_frame_decode(c, sizeof(c), &d), MC_ERR_PROTOCOL);
-    const uint16_t bad_ops[] = {0, 8, 0x8000, 0x8008, 0x4001, 0x0101};
+    const uint16_t bad_ops[] = {0, 9, 0x8000, 0x8009, 0x4001, 0x0101, 0x0010};
     for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
         h.opcode = bad_ops[i];
         mc_te_frame_encode(&h, c);
@@ -197,6 +197,25 @@ static void test_frame_check_request(void **state)
     h.status = 5;
     assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_INVALID_PARAMS);
     assert_int_equal(pl, 100); /* the payload still has to be skipped */
+    /* GRANT has no answer: only {addr 0, id 0, status 0, 1..cap bytes} is taken, else close */
+    h.opcode = MC_TE_OP_GRANT;
+    h.status = 0;
+    h.length = MC_TE_FRAME_MAX_GRANT;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_OK);
+    assert_int_equal(pl, MC_TE_FRAME_MAX_GRANT);
+    h.length++;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
+    h.length = 0;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
+    h.length = 64;
+    h.addr = 1;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
+    h.addr = 0;
+    h.id = 7;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
+    h.id = 0;
+    h.status = 1;
+    assert_int_equal(mc_te_frame_check_request(&h, &pl), MC_ERR_PROTOCOL);
 }
 
 static mc_te_t *engine(void)
