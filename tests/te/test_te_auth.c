@@ -12,10 +12,12 @@
 
 #include "common/alloc.h"
 #include "common/auth.h"
+#include "common/grant.h"
 #include "common/net.h"
 #include "te/metadata.h"
 #include "te/segment_desc.h"
 #include "te/tcp_frame.h"
+#include "te/te_auth.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,6 +29,7 @@
 
 #define SECRET_A "cluster-secret-A-0123456789"
 #define SECRET_B "cluster-secret-B-9876543210"
+#define SECRET_C "tenant-secret-C-0123456789"
 #define NS(ms) ((uint64_t)(ms) * 1000000ull)
 
 static char g_dir[256], g_tok_a[300], g_tok_b[300];
@@ -686,13 +689,22 @@ static void test_tenant_descriptors(void **state)
     assert_int_equal(mc_te_segment_open(cli, mc_te_local_name(srv), &seg), MC_OK);
     uint8_t *lb = local_buf(MiB);
     mc_te_xfer_status_t st;
+    mc_auth_t *ring_both = NULL, *ring_tenant = NULL;
+    assert_int_equal(mc_auth_load(both, &ring_both), MC_OK);
+    assert_int_equal(mc_auth_load(tenant, &ring_tenant), MC_OK);
+    /* the tenant's data requests need a grant (docs/security.md, "Data ports and tenants") */
+    assert_int_equal(xfer(cli, MC_TE_READ, lb, seg, (uint64_t)(uintptr_t)sb, MiB, &st),
+                     MC_ERR_PERMISSION);
+    uint8_t g[MC_GRANT_SIZE(1)];
+    size_t gl;
+    mc_grant_range_t r = {(uint64_t)(uintptr_t)sb, MiB};
+    assert_int_equal(mc_grant_sign(ring_both, mc_te_local_name(srv), "t1", MC_GRANT_READ,
+                                   mc_wall_ms() + 60000, &r, 1, g, &gl), MC_OK);
+    assert_int_equal(mc_te_grant_present(cli, seg, g, gl), MC_OK);
     assert_int_equal(xfer(cli, MC_TE_READ, lb, seg, (uint64_t)(uintptr_t)sb, MiB, &st), MC_OK);
     assert_int_equal(te_pattern_check(lb, MiB, 0, 0, 7), -1);
 
     /* signatures: cluster keys only */
-    mc_auth_t *ring_both = NULL, *ring_tenant = NULL;
-    assert_int_equal(mc_auth_load(both, &ring_both), MC_OK);
-    assert_int_equal(mc_auth_load(tenant, &ring_tenant), MC_OK);
     char json[] = "{\"name\":\"x\"}";
     char *sealed = NULL;
     size_t sl = 0;
@@ -719,6 +731,227 @@ static void test_tenant_descriptors(void **state)
     munmap(sb, MiB);
 }
 
+/* ---- tenants on the data port (docs/security.md, "Data ports and tenants") -------------- */
+
+/* A raw connection that proved `secret` (tenant-bound when tenant is not NULL). */
+static int raw_conn(const char *name, const char *secret, const char *tenant)
+{
+    mc_auth_t *ring = NULL;
+    assert_int_equal(mc_auth_from_secret(secret, tenant, &ring), MC_OK);
+    int fd = tcp_to(name);
+    assert_int_equal(mc_auth_client_handshake(fd, ring, mc_now_ns() + NS(5000)), MC_OK);
+    mc_auth_free(ring);
+    return fd;
+}
+
+/* A one-range grant signed with the cluster secret A (what the master does). */
+static size_t grant1(const char *seg, const char *tenant, uint8_t access, uint64_t expiry_ms,
+                     uint64_t addr, uint64_t len, uint8_t *out)
+{
+    mc_auth_t *ring = keyring(SECRET_A);
+    mc_grant_range_t r = {addr, len};
+    size_t gl = 0;
+    assert_int_equal(mc_grant_sign(ring, seg, tenant, access, expiry_ms, &r, 1, out, &gl), MC_OK);
+    mc_auth_free(ring);
+    return gl;
+}
+
+static void raw_grant(int fd, const uint8_t *g, size_t len)
+{
+    frame_send(fd, MC_TE_OP_GRANT, 0, 0, len);
+    assert_int_equal(mc_net_send_all(fd, g, len, mc_now_ns() + NS(5000)), MC_OK);
+}
+
+/* Status of one raw request (READ data, if any, into out; WRITE sends `data`). */
+static mc_status_t raw_req(int fd, uint16_t op, uint64_t id, uint64_t addr, uint64_t len,
+                           const void *data, void *out)
+{
+    frame_send(fd, op, id, addr, len);
+    if (op == MC_TE_OP_WRITE)
+        assert_int_equal(mc_net_send_all(fd, data, len, mc_now_ns() + NS(5000)), MC_OK);
+    if (op == MC_TE_OP_CMA_READ) {
+        uint8_t body[MC_TE_FRAME_CMA_PAYLOAD] = {0};
+        uint64_t pid = (uint64_t)getpid(), la = (uint64_t)(uintptr_t)out;
+        memcpy(body, &pid, 8);
+        memcpy(body + 8, &la, 8);
+        assert_int_equal(mc_net_send_all(fd, body, sizeof(body), mc_now_ns() + NS(5000)), MC_OK);
+    }
+    uint8_t hb[MC_TE_FRAME_HDR_SIZE];
+    mc_te_frame_t h;
+    assert_int_equal(mc_net_recv_all(fd, hb, sizeof(hb), mc_now_ns() + NS(5000)), MC_OK);
+    assert_int_equal(mc_te_frame_decode(hb, sizeof(hb), &h), MC_OK);
+    assert_int_equal(h.id, id);
+    assert_int_equal(h.opcode, op | MC_TE_OP_RESPONSE);
+    if (h.status == MC_OK && op == MC_TE_OP_READ) {
+        assert_int_equal(h.length, len);
+        assert_int_equal(mc_net_recv_all(fd, out, len, mc_now_ns() + NS(5000)), MC_OK);
+    } else {
+        assert_int_equal(h.length, 0);
+    }
+    return h.status;
+}
+
+/* A storage server with a cluster secret and two tenant lines. Tenant-bound peers read and
+ * write only inside grants they presented (right segment, tenant, access, unexpired, a
+ * cluster mac); everything else is PERMISSION_DENIED and the connection keeps serving; a
+ * cluster peer is not restricted; CMA is refused to a tenant. */
+static void test_tenant_grants(void **state)
+{
+    (void)state;
+    char file[320];
+    snprintf(file, sizeof(file), "%s/three.token", g_dir);
+    write_token(file, SECRET_A "\n" SECRET_B " tenant=t1\n" SECRET_C " tenant=t2");
+    mc_te_t *srv = engine(file, 5000, 0, 0);
+    uint8_t *sb = local_buf(MiB);
+    te_pattern_fill(sb, MiB, 0, 0, 3);
+    assert_int_equal(mc_te_register(srv, sb, MiB, "cpu:0"), MC_OK);
+    const char *seg = mc_te_local_name(srv);
+    uint64_t base = (uint64_t)(uintptr_t)sb, exp = mc_wall_ms() + 60000;
+    uint8_t g[MC_GRANT_SIZE(1)], data[8192];
+    size_t gl;
+
+    int fd = raw_conn(seg, SECRET_B, "t1");
+    /* no grant: refused, the connection stays */
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 1, base, 4096, NULL, data), MC_ERR_PERMISSION);
+    gl = grant1(seg, "t1", MC_GRANT_READ, exp, base, 65536, g);
+    raw_grant(fd, g, gl); /* pipelined: no answer */
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 2, base + 4096, 4096, NULL, data), MC_OK);
+    assert_int_equal(te_pattern_check(data, 4096, 0, 4096, 3), -1);
+    /* outside, straddling the end, a read grant used to WRITE: refused, then served again */
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 3, base + 65536, 16, NULL, data),
+                     MC_ERR_PERMISSION);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 4, base + 65535, 2, NULL, data),
+                     MC_ERR_PERMISSION);
+    memset(data, 0xAB, sizeof(data));
+    assert_int_equal(raw_req(fd, MC_TE_OP_WRITE, 5, base, 4096, data, NULL), MC_ERR_PERMISSION);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 6, base, 4096, NULL, data), MC_OK);
+    assert_int_equal(te_pattern_check(data, 4096, 0, 0, 3), -1); /* the WRITE changed nothing */
+    /* CMA reaches the whole segment: never for a tenant, even inside a grant */
+    assert_int_equal(raw_req(fd, MC_TE_OP_CMA_READ, 7, base, 4096, NULL, data),
+                     MC_ERR_PERMISSION);
+    /* a forged (one bit), an expired, another segment's grant: dropped, their ranges refused */
+    uint64_t far = base + 512 * 1024;
+    gl = grant1(seg, "t1", MC_GRANT_READ, exp, far, 4096, g);
+    g[gl - 5] ^= 0x10;
+    raw_grant(fd, g, gl);
+    gl = grant1(seg, "t1", MC_GRANT_READ, mc_wall_ms() - 1, far, 4096, g);
+    raw_grant(fd, g, gl);
+    gl = grant1("127.0.0.1:1", "t1", MC_GRANT_READ, exp, far, 4096, g);
+    raw_grant(fd, g, gl);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 8, far, 4096, NULL, data), MC_ERR_PERMISSION);
+    /* a write grant: WRITE served (the pattern's own bytes, so the buffer stays checkable) */
+    gl = grant1(seg, "t1", MC_GRANT_WRITE, exp, far, 4096, g);
+    raw_grant(fd, g, gl);
+    te_pattern_fill(data, 4096, 0, 512 * 1024, 3);
+    assert_int_equal(raw_req(fd, MC_TE_OP_WRITE, 9, far, 4096, data, NULL), MC_OK);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 10, far, 4096, NULL, data), MC_ERR_PERMISSION);
+    close(fd);
+
+    /* tenant t1's grant presented by a t2 peer */
+    fd = raw_conn(seg, SECRET_C, "t2");
+    gl = grant1(seg, "t1", MC_GRANT_READ, exp, base, 65536, g);
+    raw_grant(fd, g, gl);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 1, base, 4096, NULL, data), MC_ERR_PERMISSION);
+    gl = grant1(seg, "t2", MC_GRANT_READ, exp, base, 65536, g);
+    raw_grant(fd, g, gl);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 2, base, 4096, NULL, data), MC_OK);
+    close(fd);
+
+    /* a cluster peer: anything registered, no grant */
+    fd = raw_conn(seg, SECRET_A, NULL);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 1, far, 4096, NULL, data), MC_OK);
+    assert_int_equal(te_pattern_check(data, 4096, 0, 512 * 1024, 3), -1);
+    close(fd);
+
+    mc_te_conn_stats_t cs;
+    mc_te_conn_stats(srv, &cs);
+    assert_int_equal(cs.denied, 8); /* requests 1, 3, 4, 5, 7, 8, 10 and t2's 1 */
+    assert_int_equal(cs.grants_refused, 4); /* forged, expired, other segment, other tenant */
+    mc_te_destroy(srv);
+
+    /* A server without a cluster key cannot check grants: its own tenant is served, another
+     * tenant is refused whatever it presents. */
+    snprintf(file, sizeof(file), "%s/tenants.token", g_dir);
+    write_token(file, SECRET_B " tenant=t1\n" SECRET_C " tenant=t2");
+    srv = engine(file, 5000, 0, 0);
+    assert_int_equal(mc_te_register(srv, sb, MiB, "cpu:0"), MC_OK);
+    seg = mc_te_local_name(srv);
+    fd = raw_conn(seg, SECRET_B, "t1");
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 1, base, 4096, NULL, data), MC_OK);
+    close(fd);
+    fd = raw_conn(seg, SECRET_C, "t2");
+    gl = grant1(seg, "t2", MC_GRANT_READ, exp, base, 65536, g);
+    raw_grant(fd, g, gl);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 1, base, 4096, NULL, data), MC_ERR_PERMISSION);
+    close(fd);
+    mc_te_destroy(srv);
+    munmap(sb, MiB);
+}
+
+/* Engines: a tenant-bound engine uses tcp to a same-host peer whose memory shm could map
+ * (protocol auto), presents grants (one frame for a batch of 128 reads) and is refused
+ * outside them. */
+static void test_tenant_engine(void **state)
+{
+    (void)state;
+    char file[320], tfile[320];
+    snprintf(file, sizeof(file), "%s/srv.token", g_dir);
+    snprintf(tfile, sizeof(tfile), "%s/t1.token", g_dir);
+    write_token(file, SECRET_A "\n" SECRET_B " tenant=t1");
+    write_token(tfile, SECRET_B " tenant=t1");
+    mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
+                          .protocol = "auto", .transfer_timeout_ms = 5000,
+                          .auth_token_file = file};
+    mc_te_t *srv = NULL, *cli = NULL;
+    assert_int_equal(mc_te_create(&cfg, &srv), MC_OK);
+    uint8_t *sb = mc_te_alloc_shareable(srv, MiB); /* memfd: shm could map it */
+    assert_non_null(sb);
+    te_pattern_fill(sb, MiB, 0, 0, 5);
+    assert_int_equal(mc_te_register(srv, sb, MiB, "cpu:0"), MC_OK);
+    cfg.auth_token_file = tfile;
+    assert_int_equal(mc_te_create(&cfg, &cli), MC_OK);
+    assert_true(mc_te_tenant_bound(cli));
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(cli, mc_te_local_name(srv), &seg), MC_OK);
+    uint8_t *lb = local_buf(MiB);
+    uint64_t base = (uint64_t)(uintptr_t)sb;
+    mc_te_xfer_status_t st;
+    /* over shm this read would be served: the tenant-bound engine goes over tcp instead */
+    assert_int_equal(xfer(cli, MC_TE_READ, lb, seg, base, 4096, &st), MC_ERR_PERMISSION);
+    assert_int_equal(st.state, MC_TE_FAILED);
+    enum { N = 128, SZ = 4096 };
+    mc_grant_range_t r[N];
+    mc_te_request_t reqs[N];
+    mc_te_xfer_status_t sts[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = (mc_grant_range_t){base + (uint64_t)i * 2 * SZ, SZ};
+        reqs[i] = (mc_te_request_t){.opcode = MC_TE_READ, .local = lb + (size_t)i * SZ,
+                                    .target = seg, .target_addr = r[i].addr, .length = SZ};
+    }
+    mc_auth_t *ring = keyring(SECRET_A);
+    uint8_t *g = malloc(MC_GRANT_SIZE(N));
+    size_t gl;
+    assert_int_equal(mc_grant_sign(ring, mc_te_local_name(srv), "t1", MC_GRANT_READ,
+                                   mc_wall_ms() + 60000, r, N, g, &gl), MC_OK);
+    assert_int_equal(mc_te_grant_present(cli, seg, g, gl), MC_OK);
+    assert_int_equal(mc_te_grant_present(cli, seg, g, gl - 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_te_transfer_sync(cli, reqs, N, sts), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(te_pattern_check(lb + (size_t)i * SZ, SZ, 0, (uint64_t)i * 2 * SZ, 5), -1);
+    /* the gaps between the granted ranges are not granted */
+    assert_int_equal(xfer(cli, MC_TE_READ, lb, seg, base + SZ, SZ, &st), MC_ERR_PERMISSION);
+    assert_int_equal(xfer(cli, MC_TE_WRITE, lb, seg, base, SZ, &st), MC_ERR_PERMISSION);
+    mc_te_conn_stats_t cs;
+    mc_te_conn_stats(srv, &cs);
+    assert_int_equal(cs.denied, 3);
+    assert_int_equal(cs.grants_refused, 0);
+    free(g);
+    mc_auth_free(ring);
+    mc_te_destroy(cli);
+    mc_te_destroy(srv);
+    munmap(lb, MiB);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -734,6 +967,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_slow_frame),
         cmocka_unit_test(test_tenant_descriptors),
+        cmocka_unit_test(test_tenant_grants),
+        cmocka_unit_test(test_tenant_engine),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
