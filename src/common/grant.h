@@ -42,6 +42,9 @@
 #define MC_GRANT_MAX_SIZE MC_GRANT_SIZE(MC_GRANT_MAX_RANGES)
 #define MC_GRANT_LABEL "mc-te-grant-v1"
 #define MC_GRANT_NAME_MAX 1024u /* segment and tenant names the mac can cover */
+/* What the master adds to a grant's lifetime (read lease TTL for reads, put discard timeout for
+ * writes) for clocks of different hosts that disagree: hosts must agree within this. */
+#define MC_GRANT_SKEW_MS 2000u
 
 enum { MC_GRANT_READ = 1, MC_GRANT_WRITE = 2 };
 

@@ -6,12 +6,14 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/grant.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "rpc/frame.h"
 #include "rpc/wire_key.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define ALLOC(call, type) ((type *)mc_rpc_arena_calloc((call)->arena, 1, sizeof(type)))
@@ -939,6 +941,150 @@ static void impl_table(mc_rpc_handler_fn t[MC_OP_MAX])
     t[MC_OP_BATCH_REPLICA_CLEAR] = h_batch_replica_clear;
 }
 
+/* ---------------------------------------------------------------- data grants */
+
+/* Replica lists of one answer (one per result) that grants are made for. */
+typedef struct grant_src {
+    McRpc__ReplicaDesc **const *lists;
+    const size_t *counts;
+    size_t n;
+} grant_src_t;
+
+/* Signs the grants covering every replica of src (common/grant.h): one per endpoint and up to
+ * MC_GRANT_MAX_RANGES ranges, with `access`, for `tenant`, expiring at expiry_ms (wall
+ * clock); arena memory into *out / *n_out. */
+static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const char *tenant,
+                               uint8_t access, uint64_t expiry_ms, const grant_src_t *src,
+                               McRpc__TeGrant ***out, size_t *n_out)
+{
+    size_t total = 0;
+    for (size_t l = 0; l < src->n; l++)
+        total += src->counts[l];
+    if (!total)
+        return MC_OK;
+    /* group the ranges by endpoint: endpoint strings mostly share the segment table's
+     * pointer, so the distinct list stays short and cheap to search */
+    const char **eps = ALLOC_N(call, const char *, total);
+    uint32_t *grp = ALLOC_N(call, uint32_t, total), *cnt = ALLOC_N(call, uint32_t, total);
+    const McRpc__ReplicaDesc **all = ALLOC_N(call, const McRpc__ReplicaDesc *, total);
+    mc_grant_range_t *r = ALLOC_N(call, mc_grant_range_t, total);
+    if (!eps || !grp || !cnt || !all || !r)
+        return MC_ERR_NO_MEMORY;
+    size_t n = 0, n_eps = 0;
+    for (size_t l = 0; l < src->n; l++) {
+        for (size_t i = 0; i < src->counts[l]; i++) {
+            const McRpc__ReplicaDesc *d = src->lists[l][i];
+            if (!d->size || !d->transport_endpoint)
+                continue;
+            size_t e = 0;
+            while (e < n_eps && eps[e] != d->transport_endpoint &&
+                   strcmp(eps[e], d->transport_endpoint) != 0)
+                e++;
+            if (e == n_eps)
+                eps[n_eps++] = d->transport_endpoint;
+            grp[n] = (uint32_t)e;
+            cnt[e]++;
+            all[n++] = d;
+        }
+    }
+    size_t n_grants = 0;
+    for (size_t e = 0; e < n_eps; e++)
+        n_grants += (cnt[e] + MC_GRANT_MAX_RANGES - 1) / MC_GRANT_MAX_RANGES;
+    McRpc__TeGrant **arr = ALLOC_N(call, McRpc__TeGrant *, n_grants);
+    McRpc__TeGrant *gs = ALLOC_N(call, McRpc__TeGrant, n_grants);
+    if (!arr || !gs)
+        return MC_ERR_NO_MEMORY;
+    size_t k = 0;
+    for (size_t e = 0; e < n_eps; e++) {
+        uint32_t m = 0;
+        for (size_t i = 0; i <= n; i++) {
+            if (i < n && grp[i] == e)
+                r[m++] = (mc_grant_range_t){.addr = all[i]->buffer_address, .len = all[i]->size};
+            if (m == MC_GRANT_MAX_RANGES || (i == n && m)) {
+                uint8_t *blob = mc_rpc_arena_alloc(call->arena, MC_GRANT_SIZE(m));
+                size_t len = 0;
+                if (!blob)
+                    return MC_ERR_NO_MEMORY;
+                mc_status_t st = mc_grant_sign(ring, eps[e], tenant, access, expiry_ms, r, m,
+                                               blob, &len);
+                if (st != MC_OK)
+                    return st;
+                mc_rpc__te_grant__init(&gs[k]);
+                gs[k].transport_endpoint = (char *)eps[e];
+                gs[k].grant = (ProtobufCBinaryData){.len = len, .data = blob};
+                arr[k] = &gs[k];
+                k++;
+                m = 0;
+            }
+        }
+    }
+    *out = arr;
+    *n_out = k;
+    return MC_OK;
+}
+
+/* Adds data grants to the answers that hand out replicas (GetReplicaList and PutStart
+ * families), for a tenant-bound peer (docs/security.md, "Data ports and tenants"). Reads live
+ * as long as the read lease, writes as long as the put discard timeout, plus MC_GRANT_SKEW_MS.
+ * A master without a cluster key cannot sign: its tenants' data requests are refused by the
+ * storage servers (logged once). */
+static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, ProtobufCMessage *resp)
+{
+    const mc_auth_t *ring = mc_rpc_server_keyring(call->srv);
+    if (!mc_auth_has_cluster_key(ring)) {
+        static atomic_flag warned = ATOMIC_FLAG_INIT;
+        if (!atomic_flag_test_and_set(&warned))
+            MC_LOG_WARN("master: no cluster token in the token file: tenant-bound clients get "
+                        "no data grants, storage servers will refuse their reads and writes");
+        return MC_OK;
+    }
+    const char *tenant = call->peer->tenant;
+    uint64_t now = mc_wall_ms();
+    uint64_t rd = now + m->cfg.default_kv_lease_ttl_ms + MC_GRANT_SKEW_MS;
+    uint64_t wr = now + m->cfg.put_start_discard_timeout_ms + MC_GRANT_SKEW_MS;
+    switch (call->opcode) {
+    case MC_OP_GET_REPLICA_LIST: {
+        McRpc__ReplicaListResponse *r = (void *)resp;
+        grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
+        return r->status ? MC_OK
+                         : grants_make(call, ring, tenant, MC_GRANT_READ, rd, &src, &r->grants,
+                                       &r->n_grants);
+    }
+    case MC_OP_PUT_START:
+    case MC_OP_UPSERT_START: {
+        McRpc__PutStartResponse *r = (void *)resp;
+        grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
+        return r->status ? MC_OK
+                         : grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &r->grants,
+                                       &r->n_grants);
+    }
+    case MC_OP_BATCH_GET_REPLICA_LIST:
+    case MC_OP_BATCH_PUT_START:
+    case MC_OP_BATCH_UPSERT_START:
+        break;
+    default:
+        return MC_OK;
+    }
+    bool get = call->opcode == MC_OP_BATCH_GET_REPLICA_LIST;
+    McRpc__BatchReplicaListResponse *gr = (void *)resp;
+    McRpc__BatchPutStartResponse *pr = (void *)resp;
+    size_t n = get ? gr->n_results : pr->n_results;
+    McRpc__ReplicaDesc ***lists = ALLOC_N(call, McRpc__ReplicaDesc **, n);
+    size_t *counts = ALLOC_N(call, size_t, n);
+    if (!lists || !counts)
+        return MC_ERR_NO_MEMORY;
+    for (size_t i = 0; i < n; i++) {
+        int32_t st = get ? gr->results[i]->status : pr->results[i]->status;
+        lists[i] = get ? gr->results[i]->replicas : pr->results[i]->replicas;
+        counts[i] = st ? 0 : (get ? gr->results[i]->n_replicas : pr->results[i]->n_replicas);
+    }
+    grant_src_t src = {(McRpc__ReplicaDesc **const *)lists, counts, n};
+    return get ? grants_make(call, ring, tenant, MC_GRANT_READ, rd, &src, &gr->grants,
+                             &gr->n_grants)
+               : grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &pr->grants,
+                             &pr->n_grants);
+}
+
 /* ---------------------------------------------------------------- authorization */
 
 /* Per opcode, the request message's `string tenant_id` field; NULL when it has none (not a key
@@ -1008,6 +1154,8 @@ static mc_status_t h_authorized(void *ctx, mc_rpc_call_t *call, const ProtobufCM
     call->scope = &scope; /* for the handler only: a parked poll copies it */
     st = g_impl[call->opcode](ctx, call, req, resp_p);
     call->scope = NULL;
+    if (st == MC_OK && call->peer && call->peer->tenant[0] && *resp_p)
+        st = grants_attach(ctx, call, *resp_p);
     return st;
 }
 

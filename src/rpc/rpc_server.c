@@ -677,6 +677,8 @@ fail:
 
 uint16_t mc_rpc_server_port(const mc_rpc_server_t *srv) { return srv->port; }
 
+const mc_auth_t *mc_rpc_server_keyring(const mc_rpc_server_t *srv) { return srv->o.auth; }
+
 mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
 {
     struct epoll_event evs[256];

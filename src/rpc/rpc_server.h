@@ -128,6 +128,8 @@ mc_status_t mc_rpc_server_reply(mc_rpc_server_t *srv, uint64_t conn_id, uint16_t
 /* Binds and listens now (so the port is known before run). opts is copied. */
 mc_status_t mc_rpc_server_create(const mc_rpc_server_opts_t *opts, mc_rpc_server_t **srv_p);
 uint16_t mc_rpc_server_port(const mc_rpc_server_t *srv);
+/* The keyring the server checks peers with (opts.auth); NULL = open. */
+const mc_auth_t *mc_rpc_server_keyring(const mc_rpc_server_t *srv);
 
 /* Runs the loop on the calling thread until mc_rpc_server_stop(). Returns MC_OK. */
 mc_status_t mc_rpc_server_run(mc_rpc_server_t *srv);
