@@ -398,6 +398,7 @@ mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaLis
         mc_rpc_response_free(resp);
         return st;
     }
+    store_grants_present(s, rl->grants, rl->n_grants);
     *rl_p = rl;
     return MC_OK;
 }
@@ -679,6 +680,8 @@ static mc_status_t bget_lookup(bget_t *b)
         b->br = (McRpc__BatchReplicaListResponse *)resp;
         bst = store_batch_reply_status(bst, b->br ? b->br->status : 0,
                                        b->br ? b->br->n_results : 0, b->m);
+        if (bst == MC_OK)
+            store_grants_present(s, b->br->grants, b->br->n_grants);
     }
     store_plan_finish(s, &b->early_plan, b->early_st, b->early_x, b->failed);
     for (size_t j = 0; j < b->m && bst != MC_OK; j++)

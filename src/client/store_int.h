@@ -172,6 +172,10 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved,
 mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                               mc_te_transfer_t *x, unsigned char *failed);
 mc_status_t store_plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed);
+/* Hands the TE the data grants of a master answer (a tenant-bound client's; none otherwise),
+ * before the plan that needs them runs (docs/security.md, "Data ports and tenants"). A grant
+ * that cannot be presented is logged; the requests it covers then fail PERMISSION_DENIED. */
+void store_grants_present(mc_store_t *s, McRpc__TeGrant *const *grants, size_t n);
 
 /* ---- store_xfer.c: replica hints and upsert stamps */
 

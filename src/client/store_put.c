@@ -164,6 +164,7 @@ static mc_status_t store_put_attempt(mc_store_t *s, const char *key, const struc
     if (st != MC_OK)
         return st;
     McRpc__PutStartResponse *ps = (McRpc__PutStartResponse *)resp;
+    store_grants_present(s, ps->grants, ps->n_grants);
     st = ps->status;
     if (st == MC_ERR_OBJECT_ALREADY_EXISTS && !upsert) {
         mc_rpc_response_free(resp);
@@ -292,6 +293,8 @@ static bool bput_start(bput_t *b)
     b->bs = (McRpc__BatchPutStartResponse *)b->resp;
     bst = store_batch_reply_status(bst, b->bs ? b->bs->status : 0, b->bs ? b->bs->n_results : 0,
                                    b->m);
+    if (bst == MC_OK)
+        store_grants_present(s, b->bs->grants, b->bs->n_grants);
     if (bst != MC_OK) {
         for (size_t j = 0; j < b->m; j++)
             b->results[b->idx[j]] = bst;

@@ -17,6 +17,7 @@
 #include "common/payload.h"
 #include "common/time.h"
 #include "rpc/frame.h"
+#include "te/te_auth.h"
 
 #include <string.h>
 #include <sys/random.h>
@@ -223,6 +224,20 @@ mc_status_t store_plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
     return MC_OK;
 }
 
+void store_grants_present(mc_store_t *s, McRpc__TeGrant *const *grants, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const McRpc__TeGrant *g = grants[i];
+        mc_te_segment_t seg;
+        mc_status_t st = mc_te_segment_open(s->te, g->transport_endpoint, &seg);
+        if (st == MC_OK)
+            st = mc_te_grant_present(s->te, seg, g->grant.data, g->grant.len);
+        if (st != MC_OK)
+            MC_LOG_WARN("store: data grant for %s not presented: %s", g->transport_endpoint,
+                        mc_status_str(st));
+    }
+}
+
 void store_uuid_random(uint8_t out[16])
 {
     if (getrandom(out, 16, 0) != 16) {
@@ -251,6 +266,7 @@ uint64_t store_stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__RetiredRepl
     *token = 0;
     if (!rr || (rr->n_replicas == 0 && rr->unlisted == 0))
         return 0;
+    store_grants_present(s, rr->grants, rr->n_grants);
     if (rr->unlisted || rr->n_replicas > max)
         failed[owner] = 1;
     else

@@ -75,6 +75,8 @@ static McRpc__ReplicaDesc **reps_out(mc_rpc_arena_t *a, const mc_master_replica_
     return arr;
 }
 
+static mc_status_t retired_grants(mc_rpc_call_t *call, McRpc__RetiredReplicas *r);
+
 /* What an upsert or a forced remove retired, for the answer (NULL in *out when nothing was);
  * frees retired's list. */
 static mc_status_t retired_out(mc_rpc_call_t *call, mc_master_retired_t *retired,
@@ -93,6 +95,7 @@ static mc_status_t retired_out(mc_rpc_call_t *call, mc_master_retired_t *retired
             r->token = retired->token;
             r->unlisted = retired->unlisted;
             *out = r;
+            st = retired_grants(call, r);
         } else {
             st = MC_ERR_NO_MEMORY;
         }
@@ -1023,6 +1026,35 @@ static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const
     return MC_OK;
 }
 
+/* The keyring grants are signed with, for a tenant-bound peer's answer; NULL when none is
+ * needed (not tenant-bound) or none can be made (no cluster key: logged once; the storage
+ * servers then refuse that tenant's reads and writes). */
+static const mc_auth_t *grant_ring(const mc_rpc_call_t *call)
+{
+    if (!call->peer || !call->peer->tenant[0])
+        return NULL;
+    const mc_auth_t *ring = mc_rpc_server_keyring(call->srv);
+    if (mc_auth_has_cluster_key(ring))
+        return ring;
+    static atomic_flag warned = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&warned))
+        MC_LOG_WARN("master: no cluster token in the token file: tenant-bound clients get "
+                    "no data grants, storage servers will refuse their reads and writes");
+    return NULL;
+}
+
+/* Write grants for stamping retired replicas (store_stamp_add), as long as their leases. */
+static mc_status_t retired_grants(mc_rpc_call_t *call, McRpc__RetiredReplicas *r)
+{
+    const mc_auth_t *ring = grant_ring(call);
+    if (!ring)
+        return MC_OK;
+    grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
+    return grants_make(call, ring, call->peer->tenant, MC_GRANT_WRITE,
+                       mc_wall_ms() + r->lease_ms + MC_GRANT_SKEW_MS, &src, &r->grants,
+                       &r->n_grants);
+}
+
 /* Adds data grants to the answers that hand out replicas (GetReplicaList and PutStart
  * families), for a tenant-bound peer (docs/security.md, "Data ports and tenants"). Reads live
  * as long as the read lease, writes as long as the put discard timeout, plus MC_GRANT_SKEW_MS.
@@ -1030,59 +1062,58 @@ static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const
  * storage servers (logged once). */
 static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, ProtobufCMessage *resp)
 {
-    const mc_auth_t *ring = mc_rpc_server_keyring(call->srv);
-    if (!mc_auth_has_cluster_key(ring)) {
-        static atomic_flag warned = ATOMIC_FLAG_INIT;
-        if (!atomic_flag_test_and_set(&warned))
-            MC_LOG_WARN("master: no cluster token in the token file: tenant-bound clients get "
-                        "no data grants, storage servers will refuse their reads and writes");
+    uint16_t op = call->opcode;
+    if (op != MC_OP_GET_REPLICA_LIST && op != MC_OP_BATCH_GET_REPLICA_LIST &&
+        op != MC_OP_PUT_START && op != MC_OP_UPSERT_START && op != MC_OP_BATCH_PUT_START &&
+        op != MC_OP_BATCH_UPSERT_START)
         return MC_OK;
-    }
+    const mc_auth_t *ring = grant_ring(call);
+    if (!ring)
+        return MC_OK;
     const char *tenant = call->peer->tenant;
     uint64_t now = mc_wall_ms();
     uint64_t rd = now + m->cfg.default_kv_lease_ttl_ms + MC_GRANT_SKEW_MS;
     uint64_t wr = now + m->cfg.put_start_discard_timeout_ms + MC_GRANT_SKEW_MS;
-    switch (call->opcode) {
-    case MC_OP_GET_REPLICA_LIST: {
+    if (op == MC_OP_GET_REPLICA_LIST) {
         McRpc__ReplicaListResponse *r = (void *)resp;
         grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
         return r->status ? MC_OK
                          : grants_make(call, ring, tenant, MC_GRANT_READ, rd, &src, &r->grants,
                                        &r->n_grants);
     }
-    case MC_OP_PUT_START:
-    case MC_OP_UPSERT_START: {
-        McRpc__PutStartResponse *r = (void *)resp;
-        grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
-        return r->status ? MC_OK
-                         : grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &r->grants,
-                                       &r->n_grants);
+    if (op == MC_OP_BATCH_GET_REPLICA_LIST) {
+        McRpc__BatchReplicaListResponse *r = (void *)resp;
+        McRpc__ReplicaDesc ***lists = ALLOC_N(call, McRpc__ReplicaDesc **, r->n_results);
+        size_t *counts = ALLOC_N(call, size_t, r->n_results);
+        if (!lists || !counts)
+            return MC_ERR_NO_MEMORY;
+        for (size_t i = 0; i < r->n_results; i++) {
+            lists[i] = r->results[i]->replicas;
+            counts[i] = r->results[i]->status ? 0 : r->results[i]->n_replicas;
+        }
+        grant_src_t src = {(McRpc__ReplicaDesc **const *)lists, counts, r->n_results};
+        return grants_make(call, ring, tenant, MC_GRANT_READ, rd, &src, &r->grants,
+                           &r->n_grants);
     }
-    case MC_OP_BATCH_GET_REPLICA_LIST:
-    case MC_OP_BATCH_PUT_START:
-    case MC_OP_BATCH_UPSERT_START:
-        break;
-    default:
-        return MC_OK;
-    }
-    bool get = call->opcode == MC_OP_BATCH_GET_REPLICA_LIST;
-    McRpc__BatchReplicaListResponse *gr = (void *)resp;
-    McRpc__BatchPutStartResponse *pr = (void *)resp;
-    size_t n = get ? gr->n_results : pr->n_results;
+    /* the put family (the retired old values an upsert stamps carry their own grants) */
+    bool batch = op == MC_OP_BATCH_PUT_START || op == MC_OP_BATCH_UPSERT_START;
+    McRpc__BatchPutStartResponse *br = (void *)resp;
+    McRpc__PutStartResponse *one = (void *)resp;
+    size_t n = batch ? br->n_results : 1;
     McRpc__ReplicaDesc ***lists = ALLOC_N(call, McRpc__ReplicaDesc **, n);
     size_t *counts = ALLOC_N(call, size_t, n);
     if (!lists || !counts)
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < n; i++) {
-        int32_t st = get ? gr->results[i]->status : pr->results[i]->status;
-        lists[i] = get ? gr->results[i]->replicas : pr->results[i]->replicas;
-        counts[i] = st ? 0 : (get ? gr->results[i]->n_replicas : pr->results[i]->n_replicas);
+        const McRpc__PutStartResponse *ps = batch ? br->results[i] : one;
+        lists[i] = ps->replicas;
+        counts[i] = ps->status ? 0 : ps->n_replicas;
     }
     grant_src_t src = {(McRpc__ReplicaDesc **const *)lists, counts, n};
-    return get ? grants_make(call, ring, tenant, MC_GRANT_READ, rd, &src, &gr->grants,
-                             &gr->n_grants)
-               : grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &pr->grants,
-                             &pr->n_grants);
+    return batch ? grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &br->grants,
+                               &br->n_grants)
+                 : grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &one->grants,
+                               &one->n_grants);
 }
 
 /* ---------------------------------------------------------------- authorization */
