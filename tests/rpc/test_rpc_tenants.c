@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include "common/auth.h"
+#include "common/grant.h"
+#include "common/time.h"
 #include "master/service.h"
 #include "rpc/frame.h"
 #include "rpc/rpc_client.h"
@@ -406,10 +408,96 @@ static void test_reserved_key_and_bad_names(void **state)
     assert_int_equal(key_op(W.admin, MC_OP_EXIST_KEY, "", "d2"), MC_OK);
 }
 
+/* The grants one answer carries must cover exactly its replicas, for `tenant` and `access`,
+ * signed with the cluster key; checked with mc_grant_verify. Returns the ranges covered. */
+static uint32_t grants_check(McRpc__TeGrant *const *g, size_t n, const char *tenant,
+                             uint8_t access)
+{
+    uint32_t ranges = 0;
+    uint64_t now = mc_wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        mc_grant_view_t v;
+        const char *ep = g[i]->transport_endpoint;
+        assert_int_equal(mc_grant_verify(W.kc, ep, tenant, g[i]->grant.data, g[i]->grant.len, &v),
+                         MC_OK);
+        assert_int_equal(v.access, access);
+        assert_true(v.expiry_ms > now && v.expiry_ms < now + 120000);
+        /* made for this tenant only */
+        assert_int_equal(mc_grant_verify(W.kc, ep, "b", g[i]->grant.data, g[i]->grant.len, &v),
+                         MC_ERR_AUTH);
+        ranges += v.n;
+    }
+    return ranges;
+}
+
+/* Answers to a tenant-bound connection carry data grants for the replicas they hand out (read
+ * for lookups, write for PutStart; one per endpoint for a whole batch); answers to a cluster
+ * token carry none (docs/security.md, "Data ports and tenants"). */
+static void test_grants_in_answers(void **state)
+{
+    (void)state;
+    McRpc__PutStartRequest ps = MC_RPC__PUT_START_REQUEST__INIT;
+    ps.client_id = (ProtobufCBinaryData){16, CID};
+    ps.key = mc_wire_key_str("g1");
+    ps.value_size = 4096;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(call(W.a, MC_OP_PUT_START, &ps.base, &resp), MC_OK);
+    McRpc__PutStartResponse *pr = (void *)resp;
+    assert_int_equal(pr->n_grants, 1);
+    assert_int_equal(grants_check(pr->grants, pr->n_grants, "a", MC_GRANT_WRITE),
+                     pr->n_replicas);
+    mc_rpc_response_free(resp);
+    McRpc__PutEndRequest pe = MC_RPC__PUT_END_REQUEST__INIT;
+    pe.client_id = (ProtobufCBinaryData){16, CID};
+    pe.key = mc_wire_key_str("g1");
+    assert_int_equal(call(W.a, MC_OP_PUT_END, &pe.base, NULL), MC_OK);
+
+    McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
+    q.client_id = (ProtobufCBinaryData){16, CID};
+    q.key = mc_wire_key_str("g1");
+    assert_int_equal(call(W.a, MC_OP_GET_REPLICA_LIST, &q.base, &resp), MC_OK);
+    McRpc__ReplicaListResponse *rl = (void *)resp;
+    assert_int_equal(rl->n_grants, 1);
+    mc_grant_view_t v;
+    assert_int_equal(mc_grant_verify(W.kc, rl->grants[0]->transport_endpoint, "a",
+                                     rl->grants[0]->grant.data, rl->grants[0]->grant.len, &v),
+                     MC_OK);
+    assert_int_equal(v.n, 1);
+    assert_int_equal(mc_grant_range(&v, 0).addr, rl->replicas[0]->buffer_address);
+    assert_int_equal(mc_grant_range(&v, 0).len, rl->replicas[0]->size);
+    assert_int_equal(grants_check(rl->grants, rl->n_grants, "a", MC_GRANT_READ), 1);
+    mc_rpc_response_free(resp);
+
+    const char *keys[] = {"g1", "a1", "missing", "a2"};
+    McRpc__BatchKeyRequest bq = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    bq.client_id = (ProtobufCBinaryData){16, CID};
+    bq.n_keys = 4;
+    bq.keys = mc_wire_keys(keys, 4);
+    assert_int_equal(call(W.a, MC_OP_BATCH_GET_REPLICA_LIST, &bq.base, &resp), MC_OK);
+    McRpc__BatchReplicaListResponse *br = (void *)resp;
+    assert_int_equal(br->n_grants, 1); /* one segment: one grant for the whole batch */
+    assert_int_equal(grants_check(br->grants, br->n_grants, "a", MC_GRANT_READ), 3);
+    for (size_t i = 0; i < br->n_results; i++)
+        assert_int_equal(br->results[i]->n_grants, 0);
+    mc_rpc_response_free(resp);
+
+    /* a cluster token needs none */
+    q.tenant_id = "a";
+    assert_int_equal(call(W.admin, MC_OP_GET_REPLICA_LIST, &q.base, &resp), MC_OK);
+    assert_int_equal(((McRpc__ReplicaListResponse *)resp)->n_grants, 0);
+    mc_rpc_response_free(resp);
+    bq.tenant_id = "a";
+    assert_int_equal(call(W.admin, MC_OP_BATCH_GET_REPLICA_LIST, &bq.base, &resp), MC_OK);
+    assert_int_equal(((McRpc__BatchReplicaListResponse *)resp)->n_grants, 0);
+    mc_rpc_response_free(resp);
+    mc_free(bq.keys);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_same_key_three_objects, setup_world, teardown_world),
+        cmocka_unit_test_setup_teardown(test_grants_in_answers, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_other_tenant_refused, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_list_and_events_scoped, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_removals_scoped, setup_world, teardown_world),
