@@ -4,7 +4,8 @@
  * lease on (the stamp over the old value needs a write grant: without one the upsert waits
  * out the 30 s lease) and force-removes, all through grants the master signs and the storage
  * server checks. A cluster-token client acting for the tenant reads the same bytes without
- * grants. */
+ * grants. Placements pushed by the feed carry no grant: their first read falls back to a
+ * lookup. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,7 +86,7 @@ static int teardown(void **state)
 }
 
 /* A client that contributes no memory (everything goes to the storage server). */
-static mc_store_t *client(const char *token, const char *tenant)
+static mc_store_t *client_feed(const char *token, const char *tenant, const char *feed)
 {
     static mc_te_config_t tuning[4];
     static int n;
@@ -93,10 +94,16 @@ static mc_store_t *client(const char *token, const char *tenant)
     *t = (mc_te_config_t){.auth_token_file = token};
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                              .protocol = "tcp", .master_server_addr = master_addr,
-                             .transfer_timeout_ms = 2000, .tenant_id = tenant, .te_tuning = t};
+                             .transfer_timeout_ms = 2000, .tenant_id = tenant, .te_tuning = t,
+                             .placement_feed_prefix = feed};
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
     return s;
+}
+
+static mc_store_t *client(const char *token, const char *tenant)
+{
+    return client_feed(token, tenant, NULL);
 }
 
 static void fill(char *b, size_t n, unsigned seed)
@@ -164,11 +171,39 @@ static void test_tenant_data_path(void **state)
     mc_store_destroy(t);
 }
 
+/* Placements pushed by the feed carry no grants: a tenant-bound reader's first read of one is
+ * refused by the storage server and falls back to a lookup, which brings the grant. */
+static void test_tenant_feed_falls_back(void **state)
+{
+    (void)state;
+    enum { SZ = 8192 };
+    static char v[SZ], out[SZ];
+    fill(v, SZ, 99);
+    struct iovec iv = {v, SZ}, io = {out, SZ};
+    mc_store_t *r = client_feed(ten_tok, NULL, "feed/");
+    mc_store_t *w = client(ten_tok, NULL);
+    assert_int_equal(mc_store_put(w, "feed/a", &iv, 1, NULL), MC_OK);
+    mc_store_read_stats_t st;
+    uint64_t end = mc_now_ms() + 10000;
+    do {
+        mc_store_read_stats(r, &st);
+    } while (st.feed_placements < 1 && mc_now_ms() < end && (mc_sleep_ms(2), 1));
+    assert_int_equal(st.feed_placements, 1);
+    uint64_t lookups = st.master_lookups;
+    assert_int_equal(mc_store_get_into(r, "feed/a", &io, 1), SZ);
+    assert_memory_equal(out, v, SZ);
+    mc_store_read_stats(r, &st);
+    assert_int_equal(st.master_lookups, lookups + 1);
+    mc_store_destroy(w);
+    mc_store_destroy(r);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tenant_data_path),
+        cmocka_unit_test(test_tenant_feed_falls_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
