@@ -670,6 +670,10 @@ uint8_t *mc_te_peer_grant_frame(mc_te_peer_t *p, uint64_t *seq_io, uint32_t *len
     uint8_t *frame = NULL;
     pthread_mutex_lock(&p->grant_mu);
     uint64_t end = p->grant_seq, first = *seq_io;
+    if (first == end) { /* nothing new: the common case between lookups */
+        pthread_mutex_unlock(&p->grant_mu);
+        return NULL;
+    }
     if (end > MC_TE_PEER_GRANTS && first < end - MC_TE_PEER_GRANTS)
         first = end - MC_TE_PEER_GRANTS;
     *seq_io = end;
