@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "rpc/frame.h"
+#include "te/te_auth.h"
 
 #include <string.h>
 
@@ -132,6 +133,11 @@ mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *mast
     if (!s->hints) {
         MC_LOG_WARN("placement_feed_prefix is set but replica hints are off "
                     "(replica_hint_slots): no placement feed");
+        return MC_OK;
+    }
+    if (mc_te_tenant_bound(s->te)) {
+        MC_LOG_WARN("placement_feed_prefix is set but this client's token is a tenant token: "
+                    "pushed placements carry no data grants, no placement feed");
         return MC_OK;
     }
     if (!s->lease_cache)

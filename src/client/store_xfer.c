@@ -179,6 +179,12 @@ void store_hint_remember(mc_store_t *s, const char *key, const McRpc__ReplicaDes
                          const McRpc__ReplicaListResponse *rl, uint64_t t0_ms)
 {
     mc_replica_hint_t h;
+    /* a tenant-bound client holds only a write grant for what it put: a guess read there
+     * would be refused (docs/security.md, "Data ports and tenants") */
+    if (!rl && mc_te_tenant_bound(s->te)) {
+        mc_hint_drop(s->hints, key);
+        return;
+    }
     if (store_hint_make(s, rd, rl, t0_ms, &h))
         mc_hint_set(s->hints, key, &h);
     else
