@@ -794,7 +794,8 @@ static mc_status_t raw_req(int fd, uint16_t op, uint64_t id, uint64_t addr, uint
 /* A storage server with a cluster secret and two tenant lines. Tenant-bound peers read and
  * write only inside grants they presented (right segment, tenant, access, unexpired, a
  * cluster mac); everything else is PERMISSION_DENIED and the connection keeps serving; a
- * cluster peer is not restricted; CMA is refused to a tenant. */
+ * cluster peer is not restricted; CMA is refused to a tenant; a connection keeps the newest
+ * 4096 granted ranges. */
 static void test_tenant_grants(void **state)
 {
     (void)state;
@@ -863,9 +864,33 @@ static void test_tenant_grants(void **state)
     assert_int_equal(te_pattern_check(data, 4096, 0, 512 * 1024, 3), -1);
     close(fd);
 
+    /* a connection keeps 4096 granted ranges: the oldest go first */
+    fd = raw_conn(seg, SECRET_B, "t1");
+    gl = grant1(seg, "t1", MC_GRANT_READ, exp, base, 4096, g);
+    raw_grant(fd, g, gl);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 1, base, 4096, NULL, data), MC_OK);
+    mc_auth_t *ring = keyring(SECRET_A);
+    mc_grant_range_t *rs = calloc(MC_GRANT_MAX_RANGES, sizeof(*rs));
+    uint8_t *big = malloc(MC_GRANT_MAX_SIZE);
+    for (int k = 0; k < 4; k++) { /* 4 x 1024 one-byte ranges past the first 4 KiB */
+        for (uint32_t i = 0; i < MC_GRANT_MAX_RANGES; i++)
+            rs[i] = (mc_grant_range_t){base + 4096 + (uint64_t)k * MC_GRANT_MAX_RANGES + i, 1};
+        assert_int_equal(mc_grant_sign(ring, seg, "t1", MC_GRANT_READ, exp, rs,
+                                       MC_GRANT_MAX_RANGES, big, &gl), MC_OK);
+        raw_grant(fd, big, gl);
+    }
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 2, base, 4096, NULL, data), MC_ERR_PERMISSION);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 3, base + 4096 + 4095, 1, NULL, data), MC_OK);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 4, base + 4096, 2, NULL, data), MC_ERR_PERMISSION);
+    free(big);
+    free(rs);
+    mc_auth_free(ring);
+    close(fd);
+
     mc_te_conn_stats_t cs;
     mc_te_conn_stats(srv, &cs);
-    assert_int_equal(cs.denied, 8); /* requests 1, 3, 4, 5, 7, 8, 10 and t2's 1 */
+    /* requests 1, 3, 4, 5, 7, 8, 10, t2's 1, and 2, 4 of the capped connection */
+    assert_int_equal(cs.denied, 10);
     assert_int_equal(cs.grants_refused, 4); /* forged, expired, other segment, other tenant */
     mc_te_destroy(srv);
 
