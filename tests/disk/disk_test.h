@@ -14,11 +14,11 @@
 static inline void dt_fill(uint8_t *p, size_t len, uint64_t i)
 {
     uint64_t x = i * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t k = 0; k < len; k++) {
+    for (size_t k = 0; k < len; k += 8) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        p[k] = (uint8_t)x;
+        memcpy(p + k, &x, len - k < 8 ? len - k : 8);
     }
 }
 
