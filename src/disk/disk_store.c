@@ -786,6 +786,8 @@ static void op_finish(op_t *op)
 /* Drops the entry (b, off) from the index after a checksum failure, if it is still there. */
 static void drop_bad(mc_disk_store_t *s, bucket_t *b, uint64_t off)
 {
+    if (b->detached)
+        return; /* evicted meanwhile: its objects are out of the index already */
     for (dent_t *e = b->objs; e; e = e->bnext)
         if (e->off == off) {
             MC_LOG_ERROR("disk: checksum mismatch in bucket %llu at %llu: object dropped",
