@@ -70,23 +70,35 @@ typedef struct ring {
     uint32_t inflight; /* submitted, not reaped: reads and cancels, abandoned ones included */
 } ring_t;
 
-/* One read in flight. */
+/* One read in flight, cut into CHUNK-sized reads (chunk_t: the io_uring user data). */
+struct op;
+typedef struct chunk {
+    struct op *op;
+    int res;
+    bool submitted, done;
+} chunk_t;
+
 typedef struct op {
     mc_disk_read_t *req;     /* NULL once abandoned at the deadline */
     bucket_t *b;
     uint64_t off;            /* record offset (identifies the entry) */
     uint64_t voff, vlen, csum;
     void *dst;               /* what the device writes: req->buf or bounce */
-    size_t dlen;             /* rounded to 4 KiB */
+    size_t dlen;             /* vlen, rounded to 4 KiB with O_DIRECT */
     void *bounce;            /* store-owned, or NULL */
     size_t bounce_cap;
     uint64_t t0;
-    int res;
-    bool submitted, done;
+    mc_hash_stream_t hs;     /* checksum of the chunks hashed so far */
+    bool hs_live, failed, finished;
+    uint32_t nchunks, nsubmitted, ndone, hashed;
     struct op *lnext;        /* late list */
+    chunk_t ch[];
 } op_t;
 
-#define CANCEL_TAG ((uint64_t)1) /* user_data of cancel requests (ops are 8-aligned) */
+/* Reads are cut into chunks of this size; each chunk is hashed as soon as it and the ones
+ * before it are in, while the later ones are still being read. */
+#define CHUNK (1ull << 20)
+#define CANCEL_TAG ((uint64_t)1) /* user_data of cancel requests (chunks are 8-aligned) */
 #define BOUNCE_CACHE 16
 #define BOUNCE_CACHE_BYTES (256ull << 20)
 
@@ -726,29 +738,10 @@ static ring_t *ring_acquire(mc_disk_store_t *s)
     return r;
 }
 
-/* Handles one completion (ring locked): a live op is marked done; an abandoned one goes on
- * *late for release. */
-static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late)
-{
-    uint64_t ud = io_uring_cqe_get_data64(cqe);
-    int res = cqe->res;
-    io_uring_cqe_seen(&r->uring, cqe);
-    r->inflight--;
-    if (ud == CANCEL_TAG)
-        return;
-    op_t *op = (op_t *)(uintptr_t)ud;
-    op->res = res;
-    op->done = true;
-    if (!op->req) {
-        op->lnext = *late;
-        *late = op;
-    }
-}
-
 static int reg_index(mc_disk_store_t *s, const void *p, size_t len)
 {
     for (int i = 0; i < (int)MC_DISK_REG_BUFFERS_MAX; i++)
-        if (s->reg[i].base && (const char *)p >= (const char *)s->reg[i].base &&
+        if (s->reg[i].base && s->reg[i].len && (const char *)p >= (const char *)s->reg[i].base &&
             (const char *)p + len <= (const char *)s->reg[i].base + s->reg[i].len)
             return i;
     return -1;
@@ -764,23 +757,63 @@ static void lat_record(mc_disk_store_t *s, uint64_t ns)
     s->st.read_lat_sum_us += us;
 }
 
-/* Verifies a completed op and delivers its bytes (no lock held). */
-static void op_finish(op_t *op)
+/* Hashes (and, from a store buffer, copies out) the chunks that completed in order, and
+ * settles the op once every chunk is in: MC_OK only when all bytes arrived and hash to the
+ * committed checksum. No lock held (the op belongs to its batch). */
+static void op_progress(op_t *op)
 {
     mc_disk_read_t *q = op->req;
-    if (op->res < 0 || (uint64_t)op->res < op->vlen) {
-        MC_LOG_ERROR("disk: read of %llu bytes at %llu in bucket %llu failed: %s",
-                     (unsigned long long)op->vlen, (unsigned long long)op->voff,
-                     (unsigned long long)op->b->id,
-                     op->res < 0 ? strerror(-op->res) : "short read");
-        q->status = MC_ERR_FILE_READ_FAIL;
-    } else if (mc_hash64(op->dst, op->vlen) != op->csum) {
-        q->status = MC_ERR_CHECKSUM;
-    } else {
-        if (op->bounce)
-            memcpy(q->buf, op->bounce, op->vlen);
-        q->status = MC_OK;
+    while (op->hashed < op->nchunks && op->ch[op->hashed].done) {
+        uint64_t at = (uint64_t)op->hashed * CHUNK;
+        uint64_t want = op->vlen - at < CHUNK ? op->vlen - at : CHUNK;
+        int res = op->ch[op->hashed].res;
+        if (res < 0 || (uint64_t)res < want) {
+            if (!op->failed)
+                MC_LOG_ERROR("disk: read of %llu bytes at %llu in bucket %llu failed: %s",
+                             (unsigned long long)want, (unsigned long long)(op->voff + at),
+                             (unsigned long long)op->b->id,
+                             res < 0 ? strerror(-res) : "short read");
+            op->failed = true;
+        } else if (!op->failed) {
+            mc_hash_stream_update(&op->hs, (uint8_t *)op->dst + at, want);
+            if (op->bounce)
+                memcpy((uint8_t *)q->buf + at, (uint8_t *)op->bounce + at, want);
+        }
+        op->hashed++;
     }
+    if (op->hashed < op->nchunks)
+        return;
+    uint64_t h = mc_hash_stream_final(&op->hs);
+    op->hs_live = false;
+    op->finished = true;
+    q->status = op->failed ? MC_ERR_FILE_READ_FAIL : h == op->csum ? MC_OK : MC_ERR_CHECKSUM;
+}
+
+/* Handles one completion (ring locked). A chunk of a live op advances it (*finished_p counts
+ * ops it settled); the last completion of an abandoned op puts it on *late. */
+static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late, size_t *finished_p)
+{
+    uint64_t ud = io_uring_cqe_get_data64(cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(&r->uring, cqe);
+    r->inflight--;
+    if (ud == CANCEL_TAG)
+        return;
+    chunk_t *c = (chunk_t *)(uintptr_t)ud;
+    op_t *op = c->op;
+    c->res = res;
+    c->done = true;
+    op->ndone++;
+    if (!op->req) {
+        if (op->ndone == op->nsubmitted) {
+            op->lnext = *late;
+            *late = op;
+        }
+        return;
+    }
+    op_progress(op);
+    if (op->finished && finished_p)
+        (*finished_p)++;
 }
 
 /* Drops the entry (b, off) from the index after a checksum failure, if it is still there. */
@@ -808,6 +841,15 @@ static void op_unref(mc_disk_store_t *s, op_t *op)
         bucket_destroy(s, b);
 }
 
+/* Frees an op that is off its ring (its bucket reference already dropped). */
+static void op_free(mc_disk_store_t *s, op_t *op)
+{
+    if (op->hs_live)
+        (void)mc_hash_stream_final(&op->hs);
+    bounce_put(s, op->bounce, op->bounce_cap);
+    free(op);
+}
+
 static void release_late(mc_disk_store_t *s, op_t *late)
 {
     if (!late)
@@ -820,10 +862,76 @@ static void release_late(mc_disk_store_t *s, op_t *late)
     pthread_mutex_unlock(&s->mu);
     while (late) {
         op_t *n = late->lnext;
-        bounce_put(s, late->bounce, late->bounce_cap);
-        free(late);
+        op_free(s, late);
         late = n;
     }
+}
+
+/* Looks up one request and makes its op (taking a bucket reference), or fills its status.
+ * mu held. */
+static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
+{
+    char skey[MC_DISK_STORAGE_KEY_MAX];
+    uint32_t kl = storage_key(q->tenant, q->key, q->key_len, skey);
+    q->len = 0;
+    q->status = MC_ERR_INVALID_KEY;
+    if (!kl)
+        return NULL;
+    dent_t *e = *ht_slot(s, skey, kl, mc_hash64(skey, kl));
+    q->status = MC_ERR_OBJECT_NOT_FOUND;
+    if (!e)
+        return NULL;
+    q->len = e->vlen;
+    q->status = MC_ERR_BUFFER_OVERFLOW;
+    if (q->cap < e->vlen || (e->vlen && !q->buf))
+        return NULL;
+    uint32_t nch = (uint32_t)((e->vlen + CHUNK - 1) / CHUNK);
+    op_t *op = calloc(1, sizeof(*op) + nch * sizeof(chunk_t));
+    q->status = MC_ERR_NO_MEMORY;
+    if (!op)
+        return NULL;
+    if (mc_hash_stream_init(&op->hs) != 0) {
+        free(op);
+        return NULL;
+    }
+    op->hs_live = true;
+    op->req = q;
+    op->b = e->b;
+    op->off = e->off;
+    op->voff = e->off + e->hlen;
+    op->vlen = e->vlen;
+    op->csum = e->csum;
+    op->dlen = s->direct ? mc_disk_round(e->vlen) : e->vlen;
+    op->nchunks = nch;
+    for (uint32_t i = 0; i < nch; i++)
+        op->ch[i].op = op;
+    op->t0 = now;
+    e->b->inflight++;
+    e->b->last_access_ns = now;
+    q->status = MC_ERR_TIMEOUT; /* until settled */
+    return op;
+}
+
+/* Queues the next chunk of op on the ring; false when the ring has no room. */
+static bool op_submit_chunk(mc_disk_store_t *s, ring_t *r, op_t *op, int ri)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
+    if (!sqe)
+        return false;
+    uint32_t i = op->nsubmitted;
+    uint64_t at = (uint64_t)i * CHUNK;
+    uint64_t len = op->dlen - at < CHUNK ? op->dlen - at : CHUNK;
+    uint8_t *p = (uint8_t *)op->dst + at;
+    if (ri >= 0)
+        io_uring_prep_read_fixed(sqe, op->b->rfd, p, (unsigned)len, op->voff + at, ri);
+    else
+        io_uring_prep_read(sqe, op->b->rfd, p, (unsigned)len, op->voff + at);
+    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&op->ch[i]);
+    op->ch[i].submitted = true;
+    op->nsubmitted++;
+    r->inflight++;
+    (void)s;
+    return true;
 }
 
 mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, size_t n,
@@ -834,98 +942,66 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
     if (n == 0)
         return MC_OK;
     op_t **ops = calloc(n, sizeof(*ops));
-    if (!ops)
+    int *ris = calloc(n, sizeof(*ris));
+    if (!ops || !ris) {
+        free(ops);
+        free(ris);
         return MC_ERR_NO_MEMORY;
+    }
     uint64_t now = mc_now_ns();
     /* 1. look up every key, take a reference on its bucket */
     pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < n; i++) {
-        mc_disk_read_t *q = &reqs[i];
-        char skey[MC_DISK_STORAGE_KEY_MAX];
-        uint32_t kl = storage_key(q->tenant, q->key, q->key_len, skey);
-        q->len = 0;
-        q->status = MC_ERR_INVALID_KEY;
-        if (!kl)
-            continue;
-        dent_t *e = *ht_slot(s, skey, kl, mc_hash64(skey, kl));
-        q->status = MC_ERR_OBJECT_NOT_FOUND;
-        if (!e)
-            continue;
-        q->len = e->vlen;
-        q->status = MC_ERR_BUFFER_OVERFLOW;
-        if (q->cap < e->vlen || (e->vlen && !q->buf))
-            continue;
-        op_t *op = calloc(1, sizeof(*op));
-        q->status = MC_ERR_NO_MEMORY;
-        if (!op)
-            continue;
-        op->req = q;
-        op->b = e->b;
-        op->off = e->off;
-        op->voff = e->off + e->hlen;
-        op->vlen = e->vlen;
-        op->csum = e->csum;
-        op->dlen = s->direct ? mc_disk_round(e->vlen) : e->vlen;
-        op->t0 = now;
-        e->b->inflight++;
-        e->b->last_access_ns = now;
-        ops[i] = op;
-        q->status = MC_ERR_TIMEOUT; /* until done */
-    }
+    for (size_t i = 0; i < n; i++)
+        ops[i] = op_make(s, &reqs[i], now);
     pthread_mutex_unlock(&s->mu);
     /* 2. destinations: the caller's buffer only when nothing can outlive this call */
+    size_t pending = 0;
     for (size_t i = 0; i < n; i++) {
         op_t *op = ops[i];
+        ris[i] = -1;
         if (!op)
             continue;
         bool direct_ok = deadline_ns == 0 && op->req->cap >= op->dlen &&
                          (!s->direct || ((uintptr_t)op->req->buf % MC_DISK_ALIGN) == 0);
-        if (op->vlen == 0) {
-            op->done = true; /* nothing to read; the checksum of no bytes is still checked */
+        if (op->nchunks == 0) {
+            op_progress(op); /* no bytes: only the checksum of nothing to check */
+            continue;
+        }
+        if (direct_ok) {
             op->dst = op->req->buf;
-        } else if (direct_ok) {
-            op->dst = op->req->buf;
+            pthread_mutex_lock(&s->mu);
+            ris[i] = reg_index(s, op->dst, op->dlen);
+            pthread_mutex_unlock(&s->mu);
         } else {
             op->bounce = bounce_get(s, op->dlen, &op->bounce_cap);
             op->dst = op->bounce;
             if (!op->bounce) {
-                op->done = true;
-                op->res = -ENOMEM;
+                op->req->status = MC_ERR_NO_MEMORY;
+                op->finished = true;
+                continue;
             }
         }
+        pending++;
     }
-    /* 3. submit all (as the ring allows), reap all, until done or the deadline */
+    /* 3. submit all (as the ring allows), reap all, until done or the deadline; each op is
+     *    cut into CHUNK reads so that hashing overlaps the reads still in flight */
     ring_t *r = ring_acquire(s);
     op_t *late = NULL;
     struct io_uring_cqe *cqe;
     while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
-        reap_cqe(r, cqe, &late);
-    size_t next = 0, pending = 0;
-    for (size_t i = 0; i < n; i++)
-        pending += ops[i] && !ops[i]->done;
+        reap_cqe(r, cqe, &late, NULL);
+    size_t next = 0;
     bool expired = false;
     while (pending) {
         bool queued = false;
         while (next < n && r->inflight < s->cfg.io_depth) {
-            op_t *op = ops[next++];
-            if (!op || op->done)
+            op_t *op = ops[next];
+            if (!op || op->finished || op->nsubmitted == op->nchunks) {
+                next++;
                 continue;
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
-            if (!sqe) {
-                next--;
-                break;
             }
-            pthread_mutex_lock(&s->mu);
-            int ri = op->dst == op->req->buf ? reg_index(s, op->dst, op->dlen) : -1;
-            pthread_mutex_unlock(&s->mu);
-            if (ri >= 0)
-                io_uring_prep_read_fixed(sqe, op->b->rfd, op->dst, (unsigned)op->dlen,
-                                         op->voff, ri);
-            else
-                io_uring_prep_read(sqe, op->b->rfd, op->dst, (unsigned)op->dlen, op->voff);
-            io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op);
-            op->submitted = true;
-            r->inflight++;
+            if (!op_submit_chunk(s, r, op, ris[next]))
+                break;
             queued = true;
         }
         if (queued)
@@ -951,59 +1027,51 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
             continue;
         if (rc < 0) {
             MC_LOG_ERROR("disk: io_uring wait failed: %s", strerror(-rc));
-            expired = true; /* treat as abandoned: completions are reaped later */
+            expired = true; /* abandon what is in flight: reaped later */
             break;
         }
-        do {
-            uint64_t ud = io_uring_cqe_get_data64(cqe);
-            op_t *op = ud == CANCEL_TAG ? NULL : (op_t *)(uintptr_t)ud;
-            bool mine = op && op->req;
-            reap_cqe(r, cqe, &late);
-            if (mine) {
-                pending--;
-                op_finish(op);
-            }
-        } while (io_uring_peek_cqe(&r->uring, &cqe) == 0);
+        size_t settled = 0;
+        do
+            reap_cqe(r, cqe, &late, &settled);
+        while (io_uring_peek_cqe(&r->uring, &cqe) == 0);
+        pending -= settled;
     }
     if (expired) {
-        /* abandon what is left: submitted ops stay with the ring (their store buffers and
-         * bucket references with them) until their completions arrive; a cancel is asked for */
+        /* abandon ops with chunks in flight: they stay with the ring (with their store buffers
+         * and bucket references) until their last completion arrives; cancels are asked for */
         bool cancels = false;
         for (size_t i = 0; i < n; i++) {
             op_t *op = ops[i];
-            if (!op || op->done)
+            if (!op || op->finished || op->ndone == op->nsubmitted)
                 continue;
-            if (op->submitted) {
-                op->req = NULL;
-                ops[i] = NULL; /* owned by the ring now */
-                struct io_uring_sqe *sqe =
-                    r->inflight < 2 * s->cfg.io_depth ? io_uring_get_sqe(&r->uring) : NULL;
-                if (sqe) {
-                    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op, 0);
-                    io_uring_sqe_set_data64(sqe, CANCEL_TAG);
-                    r->inflight++;
-                    cancels = true;
-                }
+            op->req = NULL;
+            ops[i] = NULL; /* owned by the ring now */
+            for (uint32_t c = 0; c < op->nsubmitted; c++) {
+                if (op->ch[c].done || r->inflight >= 2 * s->cfg.io_depth)
+                    continue;
+                struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
+                if (!sqe)
+                    break;
+                io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&op->ch[c], 0);
+                io_uring_sqe_set_data64(sqe, CANCEL_TAG);
+                r->inflight++;
+                cancels = true;
             }
         }
         if (cancels)
             io_uring_submit(&r->uring);
     }
     pthread_mutex_unlock(&r->mu);
-    /* 4. zero-length values, statistics, references */
+    /* 4. statistics, checksum failures, references */
     uint64_t end = mc_now_ns();
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < n; i++) {
         op_t *op = ops[i];
         mc_disk_read_t *q = &reqs[i];
-        if (op && op->vlen == 0 && op->res == 0)
-            q->status = op->csum == mc_hash64(NULL, 0) ? MC_OK : MC_ERR_CHECKSUM;
-        else if (op && op->res == -ENOMEM && !op->submitted)
-            q->status = MC_ERR_NO_MEMORY;
         s->st.reads++;
         if (q->status == MC_OK) {
             s->st.read_bytes += q->len;
-            lat_record(s, end - (op ? op->t0 : now));
+            lat_record(s, end - now);
         } else if (q->status == MC_ERR_TIMEOUT) {
             s->st.read_timeouts++;
         } else if (q->status == MC_ERR_CHECKSUM) {
@@ -1021,11 +1089,10 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
     }
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < n; i++)
-        if (ops[i]) {
-            bounce_put(s, ops[i]->bounce, ops[i]->bounce_cap);
-            free(ops[i]);
-        }
+        if (ops[i])
+            op_free(s, ops[i]);
     free(ops);
+    free(ris);
     release_late(s, late);
     return MC_OK;
 }
@@ -1367,7 +1434,7 @@ void mc_disk_store_close(mc_disk_store_t *s)
             struct io_uring_cqe *cqe;
             if (io_uring_wait_cqe(&r->uring, &cqe) != 0)
                 break;
-            reap_cqe(r, cqe, &late);
+            reap_cqe(r, cqe, &late, NULL);
         }
         pthread_mutex_unlock(&r->mu);
         release_late(s, late);

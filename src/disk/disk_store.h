@@ -76,8 +76,9 @@ typedef struct mc_disk_config {
     mc_disk_evict_policy_t policy;  /* ..._BUCKET_EVICTION_POLICY fifo|lru|none, default fifo */
     bool sync_each_put;             /* fdatasync data, then header, per put (MC_DISK_SYNC_EACH_PUT);
                                        default false: one fdatasync per bucket seal */
-    uint32_t io_depth;              /* reads in flight per ring (MC_DISK_IO_DEPTH), default 64,
-                                       1..4096 */
+    uint32_t io_depth;              /* reads in flight per ring, in 1 MiB chunks (a value is
+                                       read as 1 MiB pieces, each hashed as it lands)
+                                       (MC_DISK_IO_DEPTH), default 64, 1..4096 */
     uint32_t rings;                 /* io_uring rings for parallel readers (MC_DISK_RINGS),
                                        default 4, 1..64 */
     mc_disk_evict_fn on_evict;      /* optional */
@@ -159,8 +160,8 @@ typedef struct mc_disk_read {
  * Destination rule: with no deadline, a read whose buf is 4 KiB-aligned with
  * cap >= the value rounded up to 4 KiB goes straight from the disk into buf (O_DIRECT; a
  * registered buffer with io_uring's fixed buffers). With a deadline, every read goes into a
- * buffer the store owns and is copied into buf only once complete and verified, so buf is never
- * written after this call returns: a read abandoned at the deadline keeps its store buffer and
+ * buffer the store owns and is copied into buf during the call (piece by piece as it is
+ * hashed), so buf is never written after this call returns: a read abandoned at the deadline keeps its store buffer and
  * its bucket (the file is not deleted) until its completion arrives, which a later call or
  * close reaps. On any status but MC_OK, buf may have been written and must not be used.
  * Returns MC_OK when every status was filled, else MC_ERR_INVALID_PARAMS (NULL reqs with n>0). */
