@@ -487,6 +487,16 @@ static mc_status_t bucket_create(mc_disk_store_t *s)
     return MC_OK;
 }
 
+/* Counts a failed append (put or tombstone): every write error, and the space refusals in
+ * disk_full. mu held. */
+static void count_write_error(mc_disk_store_t *s, mc_status_t st)
+{
+    if (st == MC_ERR_NO_AVAILABLE_HANDLE || st == MC_ERR_FILE_WRITE_FAIL)
+        s->st.put_errors++;
+    if (st == MC_ERR_NO_AVAILABLE_HANDLE)
+        s->st.disk_full++;
+}
+
 /* Appends one record (value may be NULL for a tombstone) and, for an object, indexes it.
  * wmu held. */
 static mc_status_t append_record(mc_disk_store_t *s, const char *skey, uint32_t kl, uint64_t h,
@@ -510,8 +520,6 @@ static mc_status_t append_record(mc_disk_store_t *s, const char *skey, uint32_t 
                     evicted);
     bool room = s->bytes + need <= s->cfg.total_size_limit &&
                 (tomb || s->nobj + 1 <= s->cfg.total_keys_limit);
-    if (!room)
-        s->st.disk_full++;
     pthread_mutex_unlock(&s->mu);
     if (!room)
         return MC_ERR_NO_AVAILABLE_HANDLE;
@@ -551,11 +559,6 @@ static mc_status_t append_record(mc_disk_store_t *s, const char *skey, uint32_t 
                         (unsigned long long)a->id, strerror(errno));
         MC_LOG_ERROR("disk: write of %zu bytes to bucket %llu failed: %s", len,
                      (unsigned long long)a->id, strerror(err));
-        pthread_mutex_lock(&s->mu);
-        s->st.put_errors++;
-        if (write_status(err) == MC_ERR_NO_AVAILABLE_HANDLE)
-            s->st.disk_full++;
-        pthread_mutex_unlock(&s->mu);
         return write_status(err);
     }
     dent_t *e = tomb ? NULL : dent_new(a, skey, kl, h, off, hlen, len, csum);
@@ -593,6 +596,7 @@ mc_status_t mc_disk_store_put(mc_disk_store_t *s, const char *tenant, const char
     mc_status_t st = exists ? MC_ERR_OBJECT_ALREADY_EXISTS
                             : append_record(s, skey, kl, h, value, len, checksum, false, &evicted);
     pthread_mutex_lock(&s->mu);
+    count_write_error(s, st);
     if (st == MC_OK) {
         s->st.puts++;
         s->st.put_bytes += len;
@@ -637,24 +641,29 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *s, const char *tenant, const c
     pthread_mutex_lock(&s->wmu);
     pthread_mutex_lock(&s->mu);
     dent_t **pp = ht_slot(s, skey, kl, h), *e = *pp;
-    bool need_tomb = false;
-    if (e) {
+    bool found = e != NULL, need_tomb = false;
+    if (found) {
         *pp = e->hnext;
-        bucket_t *b = e->b;
+        uint64_t bid = e->b->id;
         dent_unlink_bucket(s, e);
         free(e);
         s->st.removes++;
         drop_empty(s);
         /* a tombstone only where the record's bucket is still on disk */
         for (bucket_t *x = s->head; x; x = x->next)
-            if (x == b)
+            if (x->id == bid)
                 need_tomb = true;
     }
     pthread_mutex_unlock(&s->mu);
-    mc_status_t st = !e ? MC_ERR_OBJECT_NOT_FOUND
-                        : need_tomb ? append_record(s, skey, kl, h, NULL, 0, mc_hash64(NULL, 0),
-                                                    true, &evicted)
-                                    : MC_OK;
+    mc_status_t st = !found ? MC_ERR_OBJECT_NOT_FOUND
+                            : need_tomb ? append_record(s, skey, kl, h, NULL, 0,
+                                                        mc_hash64(NULL, 0), true, &evicted)
+                                        : MC_OK;
+    if (found) {
+        pthread_mutex_lock(&s->mu);
+        count_write_error(s, st);
+        pthread_mutex_unlock(&s->mu);
+    }
     pthread_mutex_unlock(&s->wmu);
     report_evicted(s, evicted);
     return st;
