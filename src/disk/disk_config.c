@@ -39,23 +39,24 @@ mc_status_t mc_disk_config_check(const mc_disk_config_t *c, char *err, size_t er
     if (!c)
         REFUSE("no config");
     if (c->total_size_limit < MiB || c->total_size_limit > PiB)
-        REFUSE("total_size_limit %llu out of range [1 MiB, 1 PiB]",
+        REFUSE("total_size_limit (MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES) %llu out of range "
+               "[1 MiB, 1 PiB]",
                (unsigned long long)c->total_size_limit);
     if (c->total_keys_limit < 1 || c->total_keys_limit > 1000000000ull)
-        REFUSE("total_keys_limit %llu out of range [1, 1e9]", (unsigned long long)c->total_keys_limit);
+        REFUSE("total_keys_limit (MOONCAKE_OFFLOAD_TOTAL_KEYS_LIMIT) %llu out of range [1, 1e9]", (unsigned long long)c->total_keys_limit);
     if (c->bucket_keys_limit < 1 || c->bucket_keys_limit > 1000000)
-        REFUSE("bucket_keys_limit %u out of range [1, 1000000]", c->bucket_keys_limit);
+        REFUSE("bucket_keys_limit (MOONCAKE_OFFLOAD_BUCKET_KEYS_LIMIT) %u out of range [1, 1000000]", c->bucket_keys_limit);
     if (c->bucket_size_limit < 64 * 1024 || c->bucket_size_limit > c->total_size_limit)
-        REFUSE("bucket_size_limit %llu out of range [64 KiB, total_size_limit]",
+        REFUSE("bucket_size_limit (MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES) %llu out of range [64 KiB, total_size_limit]",
                (unsigned long long)c->bucket_size_limit);
     if (!(c->low_watermark > 0 && c->low_watermark < c->high_watermark && c->high_watermark <= 1))
-        REFUSE("watermarks need 0 < low (%g) < high (%g) <= 1", c->low_watermark, c->high_watermark);
+        REFUSE("watermarks need 0 < low (MOONCAKE_OFFLOAD_DISK_EVICTION_LOW_WATERMARK_RATIO, %g) < high (MOONCAKE_OFFLOAD_DISK_EVICTION_HIGH_WATERMARK_RATIO, %g) <= 1", c->low_watermark, c->high_watermark);
     if ((unsigned)c->policy > MC_DISK_EVICT_NONE)
         REFUSE("eviction policy %d unknown", (int)c->policy);
     if (c->io_depth < 1 || c->io_depth > 4096)
-        REFUSE("io_depth %u out of range [1, 4096]", c->io_depth);
+        REFUSE("io_depth (MC_DISK_IO_DEPTH) %u out of range [1, 4096]", c->io_depth);
     if (c->rings < 1 || c->rings > 64)
-        REFUSE("rings %u out of range [1, 64]", c->rings);
+        REFUSE("rings (MC_DISK_RINGS) %u out of range [1, 64]", c->rings);
     return MC_OK;
 }
 
