@@ -1218,7 +1218,7 @@ static mc_status_t recover_bucket(mc_disk_store_t *s, uint64_t id)
         return MC_ERR_FILE_OPEN_FAIL;
     }
     struct stat stt;
-    uint8_t buf[2 * MC_DISK_ALIGN + MC_DISK_ALIGN];
+    uint8_t buf[2 * MC_DISK_ALIGN + MC_DISK_ALIGN]; /* >= the longest header block */
     mc_disk_bucket_hdr_t bh;
     ssize_t got = fstat(fd, &stt) == 0 ? pread(fd, buf, MC_DISK_BUCKET_HDR_SIZE, 0) : -1;
     if (got < (ssize_t)MC_DISK_BUCKET_HDR_SIZE ||
@@ -1245,17 +1245,29 @@ static mc_status_t recover_bucket(mc_disk_store_t *s, uint64_t id)
     b->wfd = -1;
     b->last_access_ns = mc_now_ns();
     uint64_t fsize = (uint64_t)stt.st_size, off = MC_DISK_BUCKET_HDR_SIZE, good_end = off;
-    bool gap = false;
+    bool gap = false, io_error = false;
     mc_status_t st = MC_OK;
     while (off + MC_DISK_REC_HDR_SIZE <= fsize && st == MC_OK) {
-        size_t want = (size_t)(fsize - off < sizeof(buf) ? fsize - off : sizeof(buf));
+        /* one 4 KiB block holds the header of a key up to 4032 bytes; longer keys read more */
+        size_t want = (size_t)(fsize - off < MC_DISK_ALIGN ? fsize - off : MC_DISK_ALIGN);
+        size_t need = 0;
+        mc_disk_rec_t r;
         got = pread(fd, buf, want, (off_t)off);
+        mc_status_t pst = got < 0 ? MC_ERR_FILE_READ_FAIL
+                                  : mc_disk_rec_parse(buf, (size_t)got, b->salt, &r, &need);
+        if (pst == MC_ERR_BUFFER_OVERFLOW && need <= sizeof(buf) && off + need <= fsize) {
+            got = pread(fd, buf, need, (off_t)off);
+            pst = got < 0 ? MC_ERR_FILE_READ_FAIL
+                          : mc_disk_rec_parse(buf, (size_t)got, b->salt, &r, NULL);
+        }
         if (got < 0) {
-            MC_LOG_ERROR("disk: read of %s/%s failed: %s", s->dir, name, strerror(errno));
+            MC_LOG_ERROR("disk: read of %s/%s failed: %s; the rest of the file is ignored "
+                         "(left as it is)",
+                         s->dir, name, strerror(errno));
+            io_error = true;
             break;
         }
-        mc_disk_rec_t r;
-        if (mc_disk_rec_parse(buf, (size_t)got, b->salt, &r, NULL) == MC_OK &&
+        if (pst == MC_OK &&
             off + r.hdr_len + mc_disk_round(r.value_len) <= fsize) {
             if (gap)
                 s->st.recovered_corrupt++;
@@ -1276,7 +1288,10 @@ static mc_status_t recover_bucket(mc_disk_store_t *s, uint64_t id)
         free(b);
         return st;
     }
-    if (gap || good_end < fsize) {
+    if (io_error) {
+        good_end = fsize; /* keep every byte: the space stays counted */
+        s->st.recovered_corrupt++;
+    } else if (gap || good_end < fsize) {
         /* the tail is not a committed record: a write that a crash cut short */
         if (ftruncate(fd, (off_t)good_end) != 0)
             MC_LOG_WARN("disk: cannot truncate %s/%s: %s", s->dir, name, strerror(errno));

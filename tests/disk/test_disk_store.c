@@ -154,6 +154,18 @@ static void test_refusals(void **state)
     assert_int_equal(mc_disk_store_open(g_dir, NULL, &s2), MC_ERR_BUSY);
     assert_null(s2);
     mc_disk_store_close(s);
+    /* the longest key (an 8 KiB header block) and both tenants come back after a restart */
+    s = open_store(NULL);
+    mc_disk_stats_t st;
+    mc_disk_store_stats(s, &st);
+    assert_int_equal(st.recovered_objects, 3);
+    assert_int_equal(mc_disk_store_lookup(s, NULL, big, MC_DISK_USER_KEY_MAX, &loc), MC_OK);
+    mc_disk_read_t rb = {.key = big, .key_len = MC_DISK_USER_KEY_MAX, .buf = out, .cap = 100};
+    assert_int_equal(mc_disk_store_read_batch(s, &rb, 1, 0), MC_OK);
+    assert_int_equal(rb.status, MC_OK);
+    assert_memory_equal(out, v, sizeof(v));
+    assert_int_equal(mc_disk_store_lookup(s, "t1", "a", 1, &loc), MC_OK);
+    mc_disk_store_close(s);
 }
 
 typedef struct seen {
