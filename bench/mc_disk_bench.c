@@ -99,7 +99,7 @@ static void key_of(char *k, size_t cap, uint64_t size, int64_t i)
 /* Puts count objects of size bytes; prints the put line. 0 or -1. */
 static int put_all(mc_disk_store_t *s, uint64_t size, int64_t count)
 {
-    uint8_t *v = aligned_alloc(4096, size);
+    uint8_t *v = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
     if (!v)
         return -1;
     uint64_t t0 = mc_now_ns();

@@ -235,17 +235,17 @@ static void obj_of(const dent_t *e, mc_disk_obj_t *o)
 
 /* ------------------------------------------------------------------ buckets */
 
-static void bucket_path(const mc_disk_store_t *s, uint64_t id, char *out, size_t cap)
+/* The file name of bucket id, relative to the store's directory. */
+static void bucket_name(uint64_t id, char *out, size_t cap)
 {
     snprintf(out, cap, "%llu.bucket", (unsigned long long)id);
-    (void)s;
 }
 
 /* Closes and deletes a detached bucket with no read in flight, frees it. mu held or sole owner. */
 static void bucket_destroy(mc_disk_store_t *s, bucket_t *b)
 {
     char name[32];
-    bucket_path(s, b->id, name, sizeof(name));
+    bucket_name(b->id, name, sizeof(name));
     if (unlinkat(s->dirfd, name, 0) != 0 && errno != ENOENT)
         MC_LOG_WARN("disk: cannot delete bucket %s/%s: %s", s->dir, name, strerror(errno));
     if (b->rfd >= 0)
@@ -449,7 +449,7 @@ static mc_status_t bucket_create(mc_disk_store_t *s)
     if (getrandom(&b->salt, sizeof(b->salt), 0) != sizeof(b->salt))
         b->salt = mc_now_ns() ^ ((uint64_t)getpid() << 32);
     char name[32];
-    bucket_path(s, b->id, name, sizeof(name));
+    bucket_name(b->id, name, sizeof(name));
     b->wfd = openat(s->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     int err = b->wfd < 0 ? errno : 0;
     if (!err) {
@@ -715,8 +715,8 @@ static void *bounce_get(mc_disk_store_t *s, size_t need, size_t *cap_p)
         return p;
     }
     pthread_mutex_unlock(&s->bmu);
-    *cap_p = need;
-    return aligned_alloc(MC_DISK_ALIGN, need);
+    *cap_p = (size_t)mc_disk_round(need);
+    return aligned_alloc(MC_DISK_ALIGN, *cap_p);
 }
 
 static void bounce_put(mc_disk_store_t *s, void *p, size_t cap)
@@ -922,7 +922,7 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
 }
 
 /* Queues the next chunk of op on the ring; false when the ring has no room. */
-static bool op_submit_chunk(mc_disk_store_t *s, ring_t *r, op_t *op, int ri)
+static bool op_submit_chunk(ring_t *r, op_t *op, int ri)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
     if (!sqe)
@@ -939,7 +939,6 @@ static bool op_submit_chunk(mc_disk_store_t *s, ring_t *r, op_t *op, int ri)
     op->ch[i].submitted = true;
     op->nsubmitted++;
     r->inflight++;
-    (void)s;
     return true;
 }
 
@@ -1009,7 +1008,7 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
                 next++;
                 continue;
             }
-            if (!op_submit_chunk(s, r, op, ris[next]))
+            if (!op_submit_chunk(r, op, ris[next]))
                 break;
             queued = true;
         }
@@ -1211,7 +1210,7 @@ static mc_status_t recover_record(mc_disk_store_t *s, bucket_t *b, const mc_disk
 static mc_status_t recover_bucket(mc_disk_store_t *s, uint64_t id)
 {
     char name[32];
-    bucket_path(s, id, name, sizeof(name));
+    bucket_name(id, name, sizeof(name));
     int fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         MC_LOG_ERROR("disk: cannot open %s/%s: %s", s->dir, name, strerror(errno));
@@ -1340,7 +1339,8 @@ static mc_status_t recover(mc_disk_store_t *s)
         ids[n++] = id;
     }
     closedir(d);
-    qsort(ids, n, sizeof(*ids), cmp_u64);
+    if (n)
+        qsort(ids, n, sizeof(*ids), cmp_u64);
     mc_status_t st = MC_OK;
     for (size_t i = 0; i < n && st == MC_OK; i++) {
         st = recover_bucket(s, ids[i]);

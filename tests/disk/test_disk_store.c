@@ -446,7 +446,7 @@ static void test_no_delete_under_read(void **state)
     where(s, 0, path, sizeof(path), &loc);
     char k[64];
     dt_key(k, sizeof(k), 0);
-    uint8_t *buf = aligned_alloc(4096, 300000);
+    uint8_t *buf = aligned_alloc(4096, mc_disk_round(300000));
     mc_disk_read_t r = {.key = k, .key_len = strlen(k), .buf = buf, .cap = 300000};
     assert_int_equal(mc_disk_store_read_batch(s, &r, 1, mc_now_ns()), MC_OK);
     assert_int_equal(r.status, MC_ERR_TIMEOUT);
