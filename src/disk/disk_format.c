@@ -12,7 +12,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the disk format is li
 #define BH_CSUM_OFF 32u
 
 /* Record header: magic u32, version u16, flags u16, key_len u32, hdr_len u32, value_len u64,
- * value_checksum u64, seq u64, reserved 16 bytes, hdr_checksum u64 at 56, then the key. */
+ * value_checksum u64, seq u64, 16 reserved bytes (zero), hdr_checksum u64 at 56, then the key. */
 #define RH_CSUM_OFF 56u
 
 static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
@@ -86,8 +86,8 @@ mc_status_t mc_disk_rec_parse(const void *buf, size_t len, uint64_t salt, mc_dis
     uint64_t vlen = get64(p + 16);
     if ((flags & ~MC_DISK_REC_TOMBSTONE) || klen == 0 || klen > MC_DISK_STORAGE_KEY_MAX ||
         hlen != mc_disk_hdr_len(klen) || vlen > MC_DISK_VALUE_MAX ||
-        ((flags & MC_DISK_REC_TOMBSTONE) && vlen != 0))
-        return MC_ERR_PROTOCOL;
+        ((flags & MC_DISK_REC_TOMBSTONE) && vlen != 0) || get64(p + 40) || get64(p + 48))
+        return MC_ERR_PROTOCOL; /* the reserved bytes must be zero */
     if (len < MC_DISK_REC_HDR_SIZE + (size_t)klen) {
         if (need_p)
             *need_p = MC_DISK_REC_HDR_SIZE + (size_t)klen;
