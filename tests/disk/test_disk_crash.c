@@ -258,6 +258,7 @@ static void test_disk_full(void **state)
 
 int main(void)
 {
+    dt_require_uring();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),

@@ -616,6 +616,7 @@ static void test_config(void **state)
 
 int main(void)
 {
+    dt_require_uring();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),

@@ -135,6 +135,7 @@ static void test_concurrent(void **state)
 
 int main(void)
 {
+    dt_require_uring();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_concurrent)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
