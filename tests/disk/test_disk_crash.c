@@ -3,7 +3,8 @@
  *    call that returned through a pipe; the parent SIGKILLs it at a random point, reopens the
  *    store and checks that every recovered object reads back its exact bytes, that every
  *    acknowledged put is there and every acknowledged remove stays removed, and that nothing
- *    else appears (at most the one call in flight). Several rounds on one directory.
+ *    else appears (at most the one call in flight). Several rounds on one directory. And one
+ *    kill that certainly lands inside a 32 MiB value's write (the parent watches the file grow).
  *  - disk full: an 8 MiB tmpfs mounted on a temp directory (unmounted in the teardown, also
  *    after a failure), or, where mounting is refused, RLIMIT_FSIZE: puts fail with
  *    MC_ERR_NO_AVAILABLE_HANDLE, every stored object still reads back, space freed by removes
@@ -21,6 +22,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,6 +185,85 @@ static void test_kill9(void **state)
     free(cs.state);
 }
 
+/* A kill that certainly lands inside a value's write: the child announces each put, the
+ * parent watches the bucket file grow past the announced put's start and kills it there. The
+ * torn record is cut away at the reopen; everything acknowledged before it reads back. */
+#define START (1ull << 62)
+#define BIG (32u << 20)
+
+static void big_writer(int fd)
+{
+    mc_disk_config_t c;
+    dt_config(&c);
+    mc_disk_store_t *s = NULL;
+    if (mc_disk_store_open(g_dir, &c, &s) != MC_OK)
+        _exit(3);
+    for (uint64_t i = 0;; i++) {
+        uint64_t m = i | START;
+        if (write(fd, &m, sizeof(m)) != sizeof(m) || dt_put(s, NULL, i, BIG) != MC_OK ||
+            write(fd, &i, sizeof(i)) != sizeof(i))
+            _exit(4);
+    }
+}
+
+static long long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+}
+
+static void test_kill9_mid_value(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        big_writer(p[1]);
+    }
+    close(p[1]);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/1.bucket", g_dir);
+    uint64_t v, acked = 0, started = 0;
+    /* wait for two acknowledged puts and the start of the third */
+    while (started < 3 && read(p[0], &v, sizeof(v)) == sizeof(v)) {
+        if (v & START)
+            started++;
+        else
+            acked++;
+    }
+    assert_int_equal(started, 3);
+    long long base = file_size(path), now = base;
+    uint64_t until = mc_now_ns() + 10000000000ull;
+    while (now < base + (4 << 20) && mc_now_ns() < until)
+        now = file_size(path);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    while (read(p[0], &v, sizeof(v)) == sizeof(v))
+        acked += !(v & START);
+    close(p[0]);
+    assert_true(now >= base + (4 << 20)); /* the kill came while the value was being written */
+    print_message("killed with %lld of the third value's bytes written, %llu puts acknowledged\n",
+                  now - base, (unsigned long long)acked);
+    mc_disk_config_t c;
+    dt_config(&c);
+    mc_disk_store_t *s = NULL;
+    assert_int_equal(mc_disk_store_open(g_dir, &c, &s), MC_OK);
+    mc_disk_stats_t st;
+    mc_disk_store_stats(s, &st);
+    assert_int_equal(st.recovered_objects, acked);
+    if (acked == 2) { /* the third put did not finish: its bytes are a torn tail */
+        assert_int_equal(st.recovered_torn, 1);
+        assert_int_equal(dt_get(s, NULL, 2, 0, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    }
+    for (uint64_t i = 0; i < acked; i++)
+        assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_OK);
+    mc_disk_store_close(s);
+}
+
 /* ---- disk full */
 
 static mc_status_t put_until_full(mc_disk_store_t *s, uint64_t *n_p)
@@ -261,6 +342,7 @@ int main(void)
     dt_require_uring();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kill9, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_mid_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
