@@ -122,9 +122,10 @@ void mc_disk_store_close(mc_disk_store_t *store);
  * value, is what makes it visible after a crash. With sync_each_put the record is also on
  * stable storage when this returns; otherwise when its bucket is sealed.
  * Errors: MC_ERR_OBJECT_ALREADY_EXISTS (remove first to replace), MC_ERR_INVALID_KEY,
- * MC_ERR_TOO_LARGE (larger than total_size_limit), MC_ERR_NO_AVAILABLE_HANDLE (store or disk
- * full: capacity reached and eviction off or not enough, or ENOSPC/EDQUOT/EFBIG from the file
- * system), MC_ERR_FILE_WRITE_FAIL (other I/O error; see the log). After an error the store
+ * MC_ERR_TOO_LARGE (over 1 GiB, or its record over total_size_limit),
+ * MC_ERR_NO_AVAILABLE_HANDLE (store or disk full: capacity reached and eviction off or not
+ * enough, or ENOSPC/EDQUOT/EFBIG from the file system), MC_ERR_FILE_WRITE_FAIL (other I/O
+ * error; see the log). After an error the store
  * still serves every object already committed. */
 mc_status_t mc_disk_store_put(mc_disk_store_t *store, const char *tenant, const char *key,
                               size_t key_len, const void *value, size_t len, uint64_t checksum);
@@ -156,7 +157,8 @@ typedef struct mc_disk_read {
  *   MC_OK (len bytes in buf, checksum verified), MC_ERR_OBJECT_NOT_FOUND,
  *   MC_ERR_BUFFER_OVERFLOW (cap < len), MC_ERR_CHECKSUM (the bytes on disk do not match: the
  *   object is dropped from the index and counted; never reported as data),
- *   MC_ERR_FILE_READ_FAIL (I/O error), MC_ERR_TIMEOUT (not done by the deadline).
+ *   MC_ERR_FILE_READ_FAIL (I/O error or short read), MC_ERR_TIMEOUT (not done by the deadline),
+ *   MC_ERR_INVALID_KEY, MC_ERR_NO_MEMORY.
  * Destination rule: with no deadline, a read whose buf is 4 KiB-aligned with
  * cap >= the value rounded up to 4 KiB goes straight from the disk into buf (O_DIRECT; a
  * registered buffer with io_uring's fixed buffers). With a deadline, every read goes into a
