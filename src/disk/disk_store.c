@@ -511,16 +511,27 @@ static mc_status_t append_record(mc_disk_store_t *s, const char *skey, uint32_t 
         seal_active(s, a);
         a = NULL;
     }
-    uint64_t need = rec + (a ? 0 : MC_DISK_BUCKET_HDR_SIZE);
-    if (need > s->cfg.total_size_limit)
-        return MC_ERR_TOO_LARGE;
-    pthread_mutex_lock(&s->mu);
-    if (s->bytes + need > s->cfg.total_size_limit || (!tomb && s->nobj + 1 > s->cfg.total_keys_limit))
-        evict_until(s, s->cfg.total_size_limit - need, s->cfg.total_keys_limit - (tomb ? 0 : 1),
-                    evicted);
-    bool room = s->bytes + need <= s->cfg.total_size_limit &&
-                (tomb || s->nobj + 1 <= s->cfg.total_keys_limit);
-    pthread_mutex_unlock(&s->mu);
+    bool room = false;
+    for (int attempt = 0; attempt < 2 && !room; attempt++) {
+        uint64_t need = rec + (a ? 0 : MC_DISK_BUCKET_HDR_SIZE);
+        if (need > s->cfg.total_size_limit)
+            return MC_ERR_TOO_LARGE;
+        pthread_mutex_lock(&s->mu);
+        if (s->bytes + need > s->cfg.total_size_limit ||
+            (!tomb && s->nobj + 1 > s->cfg.total_keys_limit))
+            evict_until(s, s->cfg.total_size_limit - need,
+                        s->cfg.total_keys_limit - (tomb ? 0 : 1), evicted);
+        room = s->bytes + need <= s->cfg.total_size_limit &&
+               (tomb || s->nobj + 1 <= s->cfg.total_keys_limit);
+        pthread_mutex_unlock(&s->mu);
+        if (!room && a && a->nrec > 0 && s->cfg.policy != MC_DISK_EVICT_NONE) {
+            /* only the bucket being appended to is left to evict: seal it, try once more */
+            seal_active(s, a);
+            a = NULL;
+        } else {
+            break;
+        }
+    }
     if (!room)
         return MC_ERR_NO_AVAILABLE_HANDLE;
     if (!a) {

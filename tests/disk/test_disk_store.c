@@ -402,6 +402,28 @@ static void test_eviction(void **state)
     }
 }
 
+/* Limits smaller than one bucket: the bucket being appended to is sealed and evicted too. */
+static void test_limits_below_one_bucket(void **state)
+{
+    (void)state;
+    mc_disk_config_t c;
+    dt_config(&c);
+    c.total_keys_limit = 10; /* fewer than bucket_keys_limit (500) */
+    static evlog_t ev;
+    memset(&ev, 0, sizeof(ev));
+    c.on_evict = on_evict;
+    c.on_evict_arg = &ev;
+    mc_disk_store_t *s = open_store(&c);
+    for (uint64_t i = 0; i < 35; i++)
+        assert_int_equal(dt_put(s, NULL, i, 1000), MC_OK);
+    mc_disk_stats_t st;
+    mc_disk_store_stats(s, &st);
+    assert_true(st.objects <= 10);
+    assert_int_equal(st.objects + ev.n, 35);
+    assert_int_equal(dt_get(s, NULL, 34, 0, NULL), MC_OK);
+    mc_disk_store_close(s);
+}
+
 static void test_remove_deletes_empty_bucket(void **state)
 {
     (void)state;
@@ -624,6 +646,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_header_and_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limits_below_one_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_deletes_empty_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_delete_under_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
