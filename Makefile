@@ -3,7 +3,7 @@
 JOBS ?= 2
 CTEST_FLAGS ?= --output-on-failure --no-tests=error
 
-.PHONY: all deps build test check tree-snapshot check-asan check-tsan check-fuzz demo te-demo bench bench-store bench-auth report clean
+.PHONY: all deps build test check tree-snapshot check-asan check-tsan check-fuzz demo te-demo bench bench-store bench-auth bench-disk report clean
 
 all: build
 
@@ -64,6 +64,10 @@ bench-store: build
 # What authentication costs: TE, store and master benchmarks with it off and on, interleaved.
 bench-auth: build
 	@scripts/bench_auth.sh
+
+# Disk tier storage engine against fio on the same file system (O_DIRECT, io_uring).
+bench-disk: build
+	@scripts/bench_disk.sh
 
 # Evaluation report: experiments on the FAST'25 trace -> docs/report/ (Markdown + PNG plots).
 report: build
