@@ -73,7 +73,7 @@ static void check_invariants(mc_master_t *m)
         per_seg[m->disc[i].seg]++;
     }
     assert_int_equal(n, m->n_objs);
-    assert_int_equal(readable, m->lru.n);
+    assert_int_equal(readable, m->n_readable);
     assert_int_equal(writing, m->writing.n);
     qsort(ranges, nr, sizeof(range_t), cmp_range);
     for (size_t i = 1; i < nr; i++)
