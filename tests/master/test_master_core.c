@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "policy_env.h"
 #include "common/alloc.h"
 #include "master/master.h"
 #include "rpc/frame.h"
@@ -32,6 +33,7 @@ static mc_master_t *mk(mc_master_config_t *cfg_opt)
         mc_master_config_default(&cfg);
     cfg.clock = fake_clock; /* from the start: WAL recovery stamps deadlines with it */
     mc_master_t *m;
+    test_policy_from_env(&cfg);
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_set_seed(m, 7);
     return m;
