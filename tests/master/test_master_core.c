@@ -195,6 +195,101 @@ static void test_eviction_under_pressure(void **state)
     mc_master_destroy(m);
 }
 
+/* Rounds of: read each of 300 hot keys (put it again if missing), then put 1 000 one-time scan
+ * keys; the segment holds about 900 objects. The hot keys come back after 1 300 other
+ * accesses, so LRU has always evicted them; adaptive's miniatures find that a segmented LRU
+ * with a ghost keeps them and switch to it. Returns the hot hits of the last 5 rounds. */
+static uint32_t scan_scenario(mc_evict_policy_t policy, mc_evict_stats_t *st)
+{
+    enum { HOT = 300, SCAN = 1000, ROUNDS = 30, OBJ = 4096 };
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.eviction_policy = policy;
+    cfg.default_kv_lease_ttl_ms = 1; /* the clock moves 2 ms per read: nothing stays leased */
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1000 * OBJ, "h1", 1);
+    mc_master_cron(m); /* the policy learns the mounted capacity */
+    char key[32];
+    uint32_t hits = 0, scan_id = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < HOT; i++) {
+            mc_master_replica_t r[8];
+            uint32_t n;
+            snprintf(key, sizeof(key), "hot%d", i);
+            if (mc_master_get_replicas(m, key, strlen(key), r, &n, NULL, NULL) == MC_OK)
+                hits += round >= ROUNDS - 5;
+            else
+                assert_int_equal(put(m, CA, key, OBJ, i), MC_OK);
+            g_now += 2;
+        }
+        for (int i = 0; i < SCAN; i++) {
+            snprintf(key, sizeof(key), "scan%u", scan_id++);
+            assert_int_equal(put(m, CA, key, OBJ, i), MC_OK);
+        }
+        mc_master_cron(m);
+    }
+    mc_master_policy_stats(m, st);
+    mc_master_destroy(m);
+    return hits;
+}
+
+static void test_policy_keeps_working_set_under_scan(void **state)
+{
+    (void)state;
+    mc_evict_stats_t lru, ad;
+    uint32_t lru_hits = scan_scenario(MC_EVICT_LRU, &lru);
+    uint32_t ad_hits = scan_scenario(MC_EVICT_ADAPTIVE, &ad);
+    fprintf(stderr, "hot hits in the last 5 rounds of 300 reads: lru %u, adaptive %u (share %u "
+            "permille, %u switches, %llu ghost hits)\n", lru_hits, ad_hits,
+            ad.probation_permille, ad.switches, (unsigned long long)ad.ghost_hits);
+    assert_int_equal(lru_hits, 0);
+    assert_true(ad_hits >= 5 * 300 * 9 / 10);
+    assert_true(ad.switches >= 1 && ad.probation_permille < 1000);
+    assert_int_equal(lru.ghost_bytes, 0); /* LRU keeps no ghost */
+}
+
+/* The adaptive policy's ghost and sketch follow the object count: at most 12 and 16 bytes per
+ * object once past the floor of 1 024 expected objects, and the ghost still remembers 5 victims
+ * per object. */
+static void test_policy_memory_per_object(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.eviction_policy = MC_EVICT_ADAPTIVE;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0, 1ull << 30, "h1", 1);
+    mc_master_cron(m);
+    char key[32];
+    for (uint32_t i = 1; i <= 50000; i++) {
+        snprintf(key, sizeof(key), "k%u", i);
+        assert_int_equal(put(m, CA, key, 4096, i), MC_OK);
+        if (i % 5000 == 0) {
+            mc_evict_stats_t st;
+            mc_master_policy_stats(m, &st);
+            assert_int_equal(st.entries, i);
+            assert_true(st.ghost_bytes <= 12ull * i);
+            assert_true(st.ghost_bytes + st.sketch_bytes <= 16ull * i);
+            assert_true(st.ghost_cap >= 5ull * i);
+            assert_true(st.mini_bytes > 0 && st.mini_bytes < (8u << 20));
+        }
+    }
+    mc_master_destroy(m);
+}
+
+/* Only lru and adaptive are master policies. */
+static void test_policy_config_checked(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    assert_int_equal(cfg.eviction_policy, MC_EVICT_LRU);
+    cfg.eviction_policy = MC_EVICT_S3FIFO;
+    mc_master_t *m = NULL;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_ERR_INVALID_PARAMS);
+    assert_null(m);
+}
+
 static void test_exist_extends_lease_flag(void **state)
 {
     (void)state;
@@ -1087,6 +1182,9 @@ int main(void)
         cmocka_unit_test(test_ping_asks_remount_after_other_calls),
         cmocka_unit_test(test_eviction_under_pressure),
         cmocka_unit_test(test_exist_extends_lease_flag),
+        cmocka_unit_test(test_policy_keeps_working_set_under_scan),
+        cmocka_unit_test(test_policy_memory_per_object),
+        cmocka_unit_test(test_policy_config_checked),
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_stuck_put),
         cmocka_unit_test(test_client_death_and_placement),
