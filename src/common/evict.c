@@ -627,6 +627,12 @@ void mc_evict_core_hit(mc_evict_core_t *c, mc_evict_node_t *n)
         break;
     default: /* slru family: freq marks an entry that was hit since it entered */
         set_freq(n, 1);
+        if (n_seg(n) == SEG_PROB && c->permille == 1000 && !c->seg[SEG_PROT].n) {
+            /* the LRU share: promoting n and demoting it at once (protected may hold 0
+             * units) ends with n at the probation tail; do that in one relink */
+            seg_move_tail(c, n, SEG_PROB);
+            break;
+        }
         if (n_seg(n) == SEG_PROB && !prot_admit(c, key, node_size(c, n))) {
             seg_move_tail(c, n, SEG_PROB);
             break;
