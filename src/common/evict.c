@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define N_MINI 9
-#define MINI_MAX_SHIFT 6    /* sample at least 1/64 of the keys */
+#define MINI_MAX_SHIFT 10   /* sample at least 1/1024 of the keys */
 #define MINI_TARGET 2048    /* a miniature remembers about this many entries */
 #define SWITCH_MARGIN 1.02  /* a candidate must beat the current one by 2 % */
 #define SLRU_DEFAULT 20
@@ -765,6 +765,14 @@ mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *c)
 void mc_evict_core_skip(mc_evict_core_t *c, mc_evict_node_t *n)
 {
     seg_move_tail(c, n, n_seg(n));
+}
+
+void mc_evict_core_prefetch_node(const mc_evict_node_t *n)
+{
+    if (n_prev(n))
+        __builtin_prefetch(n_prev(n), 1);
+    if (n_next(n))
+        __builtin_prefetch(n_next(n), 1);
 }
 
 void mc_evict_core_link(mc_evict_core_t *c, mc_evict_node_t *n)

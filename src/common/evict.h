@@ -36,7 +36,7 @@
  *                online by miniature simulations (Waldspurger et al., ATC'17): one mc_evict_cache_t
  *                per candidate (9: LRU, and 4 shares with and without the filter) sees the
  *                accesses of the keys whose hash falls in a 2^-s sample, with capacity scaled by
- *                2^-s (s = 0..6 so that a miniature holds about 2 048 entries). After each window
+ *                2^-s (s = 0..10 so that a miniature holds about 2 048 entries). After each window
  *                of max(2 * (entries >> s), 2 048) sampled accesses the candidates' hits are
  *                folded into an exponentially decaying score (halved every window); the cache
  *                takes the best candidate if it beat the current one by more than 2 % (ties go
@@ -123,6 +123,9 @@ void mc_evict_core_destroy(mc_evict_core_t *core); /* NULL ok; host objects stay
 
 /* An access that found n resident. */
 void mc_evict_core_hit(mc_evict_core_t *core, mc_evict_node_t *n);
+/* A hint ahead of a hit on a linked node (a batch's lookups): prefetches its neighbours, which
+ * the hit relinks. */
+void mc_evict_core_prefetch_node(const mc_evict_node_t *n);
 /* An access that did not find key: call before making room and linking it (or bypassing it). */
 void mc_evict_core_miss(mc_evict_core_t *core, uint64_t key, uint64_t size);
 /* Units the core holds now, and its capacity. */

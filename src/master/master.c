@@ -1008,7 +1008,8 @@ void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const siz
 {
     /* Pass 1: hash and prefetch the bucket slots; pass 2: prefetch the chain heads; pass 3:
      * the allocator records of their first replicas (where the answer's addresses come from).
-     * By the time the caller looks key i up, its cache lines are (mostly) there. */
+     * By the time the caller looks key i up, its cache lines are (mostly) there. Pass 3 also
+     * prefetches the neighbours in the eviction policy's list that a hit relinks. */
     uint64_t mask = m->n_buckets - 1;
     for (size_t i = 0; i < n; i++) {
         hashes[i] = key_ok(keys[i], klens[i]) ? master_key_hash(keys[i], klens[i]) : 0;
@@ -1028,6 +1029,8 @@ void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const siz
             const segment_t *s = master_seg_slot(m, o->rep[0].seg);
             if (s && s->alloc)
                 mc_master_allocator_prefetch(s->alloc, o->rep[0].blk);
+            if (o->state == OBJ_READABLE) /* the neighbours a hit relinks */
+                mc_evict_core_prefetch_node(&o->node);
         }
     }
 }

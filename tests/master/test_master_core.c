@@ -24,7 +24,9 @@ static uint64_t fake_clock(void *ctx)
 static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
 
-static mc_master_t *mk(mc_master_config_t *cfg_opt)
+/* policy_env: take the eviction policy from MC_TEST_EVICTION_POLICY (tests of a given policy
+ * pass false) */
+static mc_master_t *mk_ex(mc_master_config_t *cfg_opt, bool policy_env)
 {
     mc_master_config_t cfg;
     if (cfg_opt)
@@ -33,11 +35,14 @@ static mc_master_t *mk(mc_master_config_t *cfg_opt)
         mc_master_config_default(&cfg);
     cfg.clock = fake_clock; /* from the start: WAL recovery stamps deadlines with it */
     mc_master_t *m;
-    test_policy_from_env(&cfg);
+    if (policy_env)
+        test_policy_from_env(&cfg);
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_set_seed(m, 7);
     return m;
 }
+
+static mc_master_t *mk(mc_master_config_t *cfg_opt) { return mk_ex(cfg_opt, true); }
 
 static void mount(mc_master_t *m, const uint8_t *cid, const char *name, uint64_t base,
                   uint64_t size, const char *label, uint8_t uuid_byte)
@@ -206,7 +211,7 @@ static uint32_t scan_scenario(mc_evict_policy_t policy, mc_evict_stats_t *st)
     mc_master_config_default(&cfg);
     cfg.eviction_policy = policy;
     cfg.default_kv_lease_ttl_ms = 1; /* the clock moves 2 ms per read: nothing stays leased */
-    mc_master_t *m = mk(&cfg);
+    mc_master_t *m = mk_ex(&cfg, false);
     mount(m, CA, "segA", 0, 1000 * OBJ, "h1", 1);
     mc_master_cron(m); /* the policy learns the mounted capacity */
     char key[32];
@@ -257,7 +262,7 @@ static void test_policy_memory_per_object(void **state)
     mc_master_config_t cfg;
     mc_master_config_default(&cfg);
     cfg.eviction_policy = MC_EVICT_ADAPTIVE;
-    mc_master_t *m = mk(&cfg);
+    mc_master_t *m = mk_ex(&cfg, false);
     mount(m, CA, "segA", 0, 1ull << 30, "h1", 1);
     mc_master_cron(m);
     char key[32];
