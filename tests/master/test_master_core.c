@@ -282,6 +282,54 @@ static void test_policy_memory_per_object(void **state)
     mc_master_destroy(m);
 }
 
+/* Evictions are logged (WAL REMOVE): after a restart and re-mount, exactly the objects that were
+ * evicted are gone and the others readable, whichever policy chose them. */
+static void test_eviction_logged(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_wal_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0x100000, 1 << 20, "hA", 0x11);
+    mc_master_cron(m);
+    char key[32];
+    for (int i = 0; i < 40; i++) { /* 64 KiB objects in 1 MiB: 24+ evictions */
+        snprintf(key, sizeof(key), "obj%d", i);
+        assert_int_equal(put(m, CA, key, 64 << 10, (uint64_t)i), MC_OK);
+        g_now += 1;
+    }
+    bool present[40];
+    int n_present = 0;
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "obj%d", i);
+        present[i] = mc_master_exist(m, key, strlen(key)) == MC_OK;
+        n_present += present[i];
+    }
+    assert_true(n_present > 0 && n_present <= 16);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.evicted_objects, 40 - n_present);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    mc_master_destroy(m);
+
+    m = mk(&cfg);
+    mc_master_segment_info_t a = {.name = "segA", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hA"};
+    memset(a.uuid, 0x11, 16);
+    assert_int_equal(mc_master_mount(m, CA, &a, true), MC_OK);
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "obj%d", i);
+        assert_int_equal(mc_master_exist(m, key, strlen(key)) == MC_OK, present[i]);
+    }
+    mc_master_destroy(m);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Only lru and adaptive are master policies. */
 static void test_policy_config_checked(void **state)
 {
@@ -1190,6 +1238,7 @@ int main(void)
         cmocka_unit_test(test_policy_keeps_working_set_under_scan),
         cmocka_unit_test(test_policy_memory_per_object),
         cmocka_unit_test(test_policy_config_checked),
+        cmocka_unit_test(test_eviction_logged),
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_stuck_put),
         cmocka_unit_test(test_client_death_and_placement),
