@@ -617,8 +617,7 @@ void mc_evict_core_hit(mc_evict_core_t *c, mc_evict_node_t *n)
     uint64_t key = node_key(c, n);
     sketch_add(c, key);
     switch (c->cfg.policy) {
-    case MC_EVICT_LRU:
-        break;
+    case MC_EVICT_LRU: /* handled above */
     case MC_EVICT_FIFO:
         break;
     case MC_EVICT_S3FIFO:

@@ -1632,7 +1632,7 @@ void mc_master_cron(mc_master_t *m)
     evict_sync(m, (uint64_t)(m->cfg.eviction_high_watermark_ratio * (double)cap));
     if (cap && (m->evict_pending ||
                 (double)used > m->cfg.eviction_high_watermark_ratio * (double)cap)) {
-        /* bounded scan per tick: a cron must not stall the loop when the LRU head is all
+        /* bounded scan per tick: a cron must not stall the loop when the first victims are all
          * leased; the next tick continues (a failing PutStart scans without bound) */
         evict_bytes(m, (uint64_t)(m->cfg.eviction_ratio * (double)cap), 1u << 16);
         m->evict_pending = false;
