@@ -599,6 +599,9 @@ by itself reproduce the paper's gains.
 cmake -S . -B build && cmake --build build -j1 --target mc_plan mc_sim mc_conductor_bench \\
   mc_master_bench mooncake_master mooncake_client mc_store_replay mc_te_bench
 build/bin/mc_te_bench --role all --protocol tcp,shm --op read,write > docs/report/data/te_bench.jsonl  # quiet machine
+rm -f docs/report/data/store_replay_policies.jsonl; CAPACITIES="1000 2000 5000 10000 20000" \\
+  OUT=docs/report/data/store_replay_policies.jsonl \\
+  scripts/store_replay_policies.sh build/bin   # §5.2 per-policy store replay (~1 min)
 scripts/report.sh build/bin
 \`\`\`
 MD
