@@ -4,11 +4,15 @@
  *     keys "model@tp_rank@worker@<64-hex>@bf16" and one replica each (WAL off).
  *  2. core: BatchGetReplicaList / BatchExistKey keys/s, batches of --batch (128), calling the
  *     core directly on this thread (one core).
+ *  4. evict: PutStart+PutEnd pairs/s into a segment that holds a quarter of them, so that three
+ *     puts in four evict (synchronously, as a put into a full store does).
  *  3. rpc: the same over loopback RPC against an in-process server loop thread, with --window
  *     batches in flight on one connection (the server's loop thread is the measured core).
  *
  * Usage: mc_master_bench [--objects N] [--lookup-objects N] [--batch B] [--seconds S]
- *                        [--window W] [--phase all|rss|core|rpc]   (--help lists them)
+ *                        [--window W] [--phase all|rss|core|rpc|evict]
+ *                        [--eviction_policy lru|adaptive]   (--help lists them)
+ * Every line carries "eviction_policy". 
  */
 #include "common/alloc.h"
 #include "common/config.h"
@@ -26,6 +30,23 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+static mc_evict_policy_t g_policy = MC_EVICT_LRU; /* --eviction_policy */
+
+/* Every JSON line starts with the policy it ran under. */
+static void line_open(void)
+{
+    printf("{\"eviction_policy\":\"%s\",", mc_evict_policy_name(g_policy));
+}
+
+/* CPU seconds of the calling thread: rates per CPU second do not move when the machine is
+ * shared and the thread is preempted (wall-clock rates do). */
+static double self_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static const uint8_t CID[16] = {0xbe, 0x4c, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
 
@@ -98,17 +119,20 @@ static void phase_rss(uint64_t objects)
     long before = rss_kb();
     mc_master_config_t cfg;
     mc_master_config_default(&cfg);
+    cfg.eviction_policy = g_policy;
     mc_master_t *m;
     if (mc_master_create(&cfg, &m) != MC_OK)
         exit(1);
     mount_segments(m, 8, 1ull << 40);
+    mc_master_cron(m); /* the policy learns the capacity, as the service's cron does */
     uint64_t t0 = mc_now_ns();
     uint64_t ok = fill(m, objects, 512 << 10);
     double secs = (double)(mc_now_ns() - t0) / 1e9;
     long after = rss_kb();
     char key[128];
     make_key(key, sizeof(key), 0);
-    printf("{\"bench\":\"master_rss_per_object\",\"objects\":%llu,\"key_bytes\":%zu,"
+    line_open();
+    printf("\"bench\":\"master_rss_per_object\",\"objects\":%llu,\"key_bytes\":%zu,"
            "\"replicas\":1,\"rss_before_kb\":%ld,\"rss_after_kb\":%ld,"
            "\"bytes_per_object\":%.1f,\"target_bytes_per_object\":256,"
            "\"put_start_end_pairs_per_s\":%.0f}\n",
@@ -122,10 +146,12 @@ static void phase_core(uint64_t objects, int batch, double seconds)
 {
     mc_master_config_t cfg;
     mc_master_config_default(&cfg);
+    cfg.eviction_policy = g_policy;
     mc_master_t *m;
     if (mc_master_create(&cfg, &m) != MC_OK)
         exit(1);
     mount_segments(m, 8, 1ull << 40);
+    mc_master_cron(m); /* the policy learns the capacity, as the service's cron does */
     fill(m, objects, 512 << 10);
     pool_init(objects);
     size_t *klen = malloc(POOL * sizeof(size_t));
@@ -134,6 +160,7 @@ static void phase_core(uint64_t objects, int batch, double seconds)
     for (int op = 0; op < 2; op++) {
         uint64_t done = 0, hits = 0, i = 0;
         uint64_t t0 = mc_now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+        double cpu0 = self_cpu_s();
         const char **bk = malloc((size_t)batch * sizeof(char *));
         size_t *bl = malloc((size_t)batch * sizeof(size_t));
         uint32_t *bh = malloc((size_t)batch * sizeof(uint32_t));
@@ -161,15 +188,44 @@ static void phase_core(uint64_t objects, int batch, double seconds)
         free(bk);
         free(bl);
         free(bh);
-        double secs = (double)(mc_now_ns() - t0) / 1e9;
-        printf("{\"bench\":\"master_core_%s\",\"batch\":%d,\"objects\":%llu,\"keys\":%llu,"
-               "\"hits\":%llu,\"seconds\":%.2f,\"keys_per_s\":%.0f,\"target_keys_per_s\":1000000}\n",
+        double secs = (double)(mc_now_ns() - t0) / 1e9, cpu = self_cpu_s() - cpu0;
+        line_open();
+        printf("\"bench\":\"master_core_%s\",\"batch\":%d,\"objects\":%llu,\"keys\":%llu,"
+               "\"hits\":%llu,\"seconds\":%.2f,\"keys_per_s\":%.0f,\"keys_per_cpu_s\":%.0f,"
+               "\"target_keys_per_s\":1000000}\n",
                op == 0 ? "batch_get_replica_list" : "batch_exist_key", batch,
                (unsigned long long)objects, (unsigned long long)done, (unsigned long long)hits,
-               secs, (double)done / secs);
+               secs, (double)done / secs, (double)done / cpu);
         fflush(stdout);
     }
     free(klen);
+    mc_master_destroy(m);
+}
+
+static void phase_evict(uint64_t objects)
+{
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.eviction_policy = g_policy;
+    mc_master_t *m;
+    if (mc_master_create(&cfg, &m) != MC_OK)
+        exit(1);
+    const uint64_t value = 64 << 10;
+    mount_segments(m, 1, objects / 4 * value);
+    mc_master_cron(m);
+    uint64_t t0 = mc_now_ns();
+    double cpu0 = self_cpu_s();
+    uint64_t ok = fill(m, objects, value);
+    double secs = (double)(mc_now_ns() - t0) / 1e9, cpu = self_cpu_s() - cpu0;
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    line_open();
+    printf("\"bench\":\"master_core_put_with_eviction\",\"objects\":%llu,\"ok\":%llu,"
+           "\"evicted\":%llu,\"seconds\":%.2f,\"put_start_end_pairs_per_s\":%.0f,"
+           "\"pairs_per_cpu_s\":%.0f}\n",
+           (unsigned long long)objects, (unsigned long long)ok,
+           (unsigned long long)mt.evicted_objects, secs, (double)ok / secs, (double)ok / cpu);
+    fflush(stdout);
     mc_master_destroy(m);
 }
 
@@ -195,6 +251,7 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
     mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1,
                                   .auth = auth};
     mc_master_config_default(&o.cfg);
+    o.cfg.eviction_policy = g_policy;
     /* WAL on (fdatasync group commit) so that the put figures include durability */
     char wal[] = "/tmp/mc_master_bench_wal_XXXXXX";
     if (!mkdtemp(wal))
@@ -263,7 +320,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
         mc_rpc_response_free(r);
     }
     double psecs = (double)(mc_now_ns() - tp0) / 1e9;
-    printf("{\"bench\":\"master_rpc_batch_put_start_end\",\"transport\":\"tcp-loopback\","
+    line_open();
+    printf("\"bench\":\"master_rpc_batch_put_start_end\",\"transport\":\"tcp-loopback\","
            "\"auth\":%s,\"batch\":%d,\"objects\":%llu,\"wal\":\"fdatasync group commit\",\"seconds\":%.2f,"
            "\"objects_per_s\":%.0f}\n",
            auth ? "true" : "false", fb, (unsigned long long)objects, psecs, (double)objects / psecs);
@@ -313,7 +371,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
         }
         double secs = (double)(mc_now_ns() - t0) / 1e9;
         double cpu = thread_cpu_s(th) - cpu0;
-        printf("{\"bench\":\"master_rpc_%s\",\"transport\":\"tcp-loopback\",\"auth\":%s,"
+        line_open();
+        printf("\"bench\":\"master_rpc_%s\",\"transport\":\"tcp-loopback\",\"auth\":%s,"
                "\"batch\":%d,"
                "\"window\":%d,\"objects\":%llu,\"keys\":%llu,\"hits\":%llu,\"seconds\":%.2f,"
                "\"keys_per_s\":%.0f,\"server_loop_cpu_s\":%.2f,"
@@ -339,14 +398,16 @@ int main(int argc, char **argv)
 {
     int64_t objects = 1536000, small = 200000, batch = 128, window = 8;
     double seconds = 3;
-    const char *phase = "all", *token_file = "";
+    const char *phase = "all", *token_file = "", *policy = "lru";
     mc_option_t opts[] = {
         {"objects", MC_OPT_INT, &objects, NULL, "objects for the RSS-per-object phase", 1, 1e9},
         {"lookup-objects", MC_OPT_INT, &small, NULL, "objects the lookup phases read", 1, 1e9},
         {"batch", MC_OPT_INT, &batch, NULL, "keys per batch call", 1, 16384},
         {"seconds", MC_OPT_DOUBLE, &seconds, NULL, "length of each timed phase", 0.1, 3600},
         {"window", MC_OPT_INT, &window, NULL, "RPC calls in flight (rpc phase)", 1, 1024},
-        {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core or rpc", 0, 0},
+        {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core, evict or rpc", 0, 0},
+        {"eviction_policy", MC_OPT_STRING, &policy, NULL, "lru or adaptive (the master's flag)",
+         0, 0},
         {"auth_token_file", MC_OPT_STRING, &token_file, "MC_AUTH_TOKEN_FILE",
          "rpc phase with authentication: the master requires, the client proves this token "
          "file (docs/security.md); empty = off", 0, 0},
@@ -359,8 +420,13 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (strcmp(phase, "all") && strcmp(phase, "rss") && strcmp(phase, "core") &&
-        strcmp(phase, "rpc")) {
-        fprintf(stderr, "mc_master_bench: --phase must be all, rss, core or rpc\n");
+        strcmp(phase, "rpc") && strcmp(phase, "evict")) {
+        fprintf(stderr, "mc_master_bench: --phase must be all, rss, core, evict or rpc\n");
+        return 2;
+    }
+    if (mc_evict_policy_parse(policy, &g_policy) != MC_OK ||
+        (g_policy != MC_EVICT_LRU && g_policy != MC_EVICT_ADAPTIVE)) {
+        fprintf(stderr, "mc_master_bench: --eviction_policy must be lru or adaptive\n");
         return 2;
     }
     mc_log_set_level(MC_LOG_LEVEL_WARN);
@@ -368,6 +434,8 @@ int main(int argc, char **argv)
         phase_rss(objects);
     if (!strcmp(phase, "all") || !strcmp(phase, "core"))
         phase_core(small, batch, seconds);
+    if (!strcmp(phase, "all") || !strcmp(phase, "evict"))
+        phase_evict(small);
     if (!strcmp(phase, "all") || !strcmp(phase, "rpc")) {
         mc_auth_t *auth = NULL;
         if (mc_auth_load(token_file, &auth) != MC_OK) {

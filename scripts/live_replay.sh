@@ -12,6 +12,7 @@
 # Usage: scripts/live_replay.sh [BIN_DIR]   (default: $MC_BIN_DIR, else build/bin)
 # Env:   TRACE, REQUESTS (300), BLOCK_BYTES (256KiB), SEGMENT (512MB per storage server),
 #        THREADS (2), TRANSPORTS ("shm tcp"), SIM_FLAGS (extra mc_sim flags),
+#        MASTER_FLAGS (extra mooncake_master flags, e.g. --eviction_policy=adaptive),
 #        OUT_DIR (keep profiles and results there; default: a temp dir, removed)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +24,7 @@ SEGMENT=${SEGMENT:-512MB}
 THREADS=${THREADS:-2}
 TRANSPORTS=${TRANSPORTS:-shm tcp}
 SIM_FLAGS=${SIM_FLAGS:-}
+MASTER_FLAGS=${MASTER_FLAGS:-}
 for t in mooncake_master mooncake_client mc_store_replay mc_sim; do
   [ -x "$BIN/$t" ] || { echo "live_replay: $BIN/$t missing" >&2; exit 1; }
 done
@@ -42,7 +44,8 @@ for tr in $TRANSPORTS; do
   esac
   port=$(mc_free_port)
   export MC_FORCE_TCP=$force
-  mc_start_master "master_$tr" "$port"
+  # shellcheck disable=SC2086
+  mc_start_master "master_$tr" "$port" $MASTER_FLAGS
   for i in 1 2; do
     mc_start_server "server${i}_$tr" "127.0.0.1:$port" --global_segment_size="$SEGMENT" \
       --host_label="host$i"

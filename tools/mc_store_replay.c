@@ -9,7 +9,9 @@
  * --profile_out=FILE writes the measured-store profile that `mc_sim --measured_store=FILE` uses
  * (per batch call: latency percentiles and mean, per block, and a least-squares fit
  * latency = fixed + blocks * per_block; see docs/internals/simulator.md §7).
- * Exit status 1 if any byte read differs from what was written (must never happen). */
+ * Exit status 1 if any byte read differs from what was written (must never happen).
+ * It replays against a running master: scripts/store_replay_policies.sh starts one per
+ * --eviction_policy (and scripts/live_replay.sh passes MASTER_FLAGS to its master). */
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/config.h"

@@ -125,7 +125,8 @@ typedef struct flags {
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     bool multi_tenants;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
-        *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri;
+        *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri,
+        *eviction_policy;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -136,6 +137,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .max_threads = 16, .http_meta_port = 8080, .lease_ttl = 10000, .soft_pin_ttl = 1800000,
                    .client_ttl = 10, .hold_s = 60, .discard_s = 30, .release_s = 600, .cron_ms = 10,
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
+                   .eviction_policy = "lru",
                    .allow_soft = true, .exist_extends = false, .enable_meta = false,
                    .enable_ha = false, .wal_fsync = false, .rpc_address = "0.0.0.0",
                    .metrics_host = "0.0.0.0",
@@ -203,6 +205,10 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "fraction of capacity freed per eviction round", 0.0001, 1},
         {"eviction_high_watermark_ratio", MC_OPT_DOUBLE, &f->high_wm, NULL,
          "usage above which the cron evicts", 0.01, 1},
+        {"eviction_policy", MC_OPT_STRING, &f->eviction_policy, NULL,
+         "which committed objects eviction keeps: lru (least recently read or committed goes "
+         "first) | adaptive (chooses online between LRU and segmented LRU with a ghost of "
+         "recent victims, docs/internals/eviction.md)", 0, 0},
         {"client_ttl", MC_OPT_INT, &f->client_ttl, NULL,
          "seconds without a ping before a client's segments are held (see "
          "--segment_hold_sec) or unmounted", 1, 86400},
@@ -332,6 +338,12 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.allow_evict_soft_pinned_objects = f->allow_soft;
     so->cfg.eviction_ratio = f->eviction_ratio;
     so->cfg.eviction_high_watermark_ratio = f->high_wm;
+    if (mc_evict_policy_parse(f->eviction_policy, &so->cfg.eviction_policy) != MC_OK ||
+        (so->cfg.eviction_policy != MC_EVICT_LRU && so->cfg.eviction_policy != MC_EVICT_ADAPTIVE)) {
+        fprintf(stderr, "mooncake_master: --eviction_policy must be lru or adaptive, got '%s'\n",
+                f->eviction_policy);
+        return 2;
+    }
     so->cfg.client_ttl_ms = (uint64_t)f->client_ttl * 1000;
     so->cfg.segment_hold_ms = (uint64_t)f->hold_s * 1000;
     so->cfg.put_start_discard_timeout_ms = (uint64_t)f->discard_s * 1000;

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define N_MINI 9
-#define MINI_MAX_SHIFT 6    /* sample at least 1/64 of the keys */
+#define MINI_MAX_SHIFT 10   /* sample at least 1/1024 of the keys */
 #define MINI_TARGET 2048    /* a miniature remembers about this many entries */
 #define SWITCH_MARGIN 1.02  /* a candidate must beat the current one by 2 % */
 #define SLRU_DEFAULT 20
@@ -257,6 +257,7 @@ struct mc_evict_core {
     mc_evict_cache_t *mini[N_MINI];
     unsigned shift;
     uint64_t window, window_n, win_hits[N_MINI];
+    uint64_t mini_entries; /* cfg.entries when the miniatures were built */
     double score[N_MINI];
 };
 
@@ -422,6 +423,23 @@ static void seg_push_tail(mc_evict_core_t *c, mc_evict_node_t *n, int seg)
 
 static void seg_move_tail(mc_evict_core_t *c, mc_evict_node_t *n, int seg)
 {
+    seglist_t *l = &c->seg[seg];
+    if (n_seg(n) == seg) { /* within a segment: relink only (no size callbacks; the hit path) */
+        c->st.work++;
+        if (l->tail == n)
+            return;
+        mc_evict_node_t *p = n_prev(n), *x = n_next(n);
+        if (p)
+            set_next(p, x);
+        else
+            l->head = x;
+        set_prev(x, p); /* x != NULL: n is not the tail */
+        set_next(n, NULL);
+        set_prev(n, l->tail);
+        set_next(l->tail, n);
+        l->tail = n;
+        return;
+    }
     seg_unlink(c, n);
     seg_push_tail(c, n, seg);
 }
@@ -454,6 +472,8 @@ static int prot_admit(const mc_evict_core_t *c, uint64_t key, uint64_t size)
 /* ---- adaptive ---- */
 
 static int access_mini(mc_evict_cache_t *m, uint64_t key, uint64_t size);
+static void mini_set_capacity(mc_evict_cache_t *m, uint64_t capacity);
+static uint64_t cache_bytes(const mc_evict_cache_t *m);
 
 /* Feed one access to the miniatures if key is in the sample; at the end of a window, adopt the
  * candidate whose miniature hit most if it beat the current one by SWITCH_MARGIN. */
@@ -484,24 +504,53 @@ static void adaptive_feed(mc_evict_core_t *c, uint64_t key, uint64_t size)
     }
 }
 
-static mc_status_t adaptive_init(mc_evict_core_t *c)
+/* Builds adaptive's miniatures for the core's capacity and entries into mini[] (all or none). */
+static mc_status_t mini_build(const mc_evict_core_t *c, mc_evict_cache_t **mini, unsigned *shift_p,
+                              uint64_t *window_p)
 {
     uint64_t entries = c->cfg.entries;
-    while (c->shift < MINI_MAX_SHIFT && (entries >> c->shift) > MINI_TARGET)
-        c->shift++;
-    uint64_t mini_entries = entries >> c->shift ? entries >> c->shift : 1;
-    c->window = mini_entries * 2 > 2048 ? mini_entries * 2 : 2048;
+    unsigned shift = 0;
+    while (shift < MINI_MAX_SHIFT && (entries >> shift) > MINI_TARGET)
+        shift++;
+    uint64_t mini_entries = entries >> shift ? entries >> shift : 1;
     for (int k = 0; k < N_MINI; k++) {
         mc_evict_config_t mc;
-        uint64_t cap = c->cfg.capacity >> c->shift;
+        uint64_t cap = c->cfg.capacity >> shift;
         mc_evict_config_default(&mc, cap ? cap : 1,
                                 cand[k].filter ? MC_EVICT_SLRU_TINYLFU : MC_EVICT_SLRU);
         mc.probation_permille = cand[k].permille;
         mc.entries = mini_entries;
         mc.ghost_factor = c->cfg.ghost_factor;
-        if (mc_evict_create(&mc, NULL, NULL, &c->mini[k]) != MC_OK)
+        if (mc_evict_create(&mc, NULL, NULL, &mini[k]) != MC_OK) {
+            for (int j = 0; j <= k; j++)
+                mc_evict_destroy(mini[j]);
             return MC_ERR_NO_MEMORY;
+        }
     }
+    *shift_p = shift;
+    *window_p = mini_entries * 2 > 2048 ? mini_entries * 2 : 2048;
+    return MC_OK;
+}
+
+/* (Re)builds the miniatures; their scores start over, the current candidate stays. On failure
+ * the old ones stay. */
+static mc_status_t adaptive_init(mc_evict_core_t *c)
+{
+    mc_evict_cache_t *mini[N_MINI] = {0};
+    unsigned shift;
+    uint64_t window;
+    if (mini_build(c, mini, &shift, &window) != MC_OK)
+        return MC_ERR_NO_MEMORY;
+    for (int k = 0; k < N_MINI; k++) {
+        mc_evict_destroy(c->mini[k]);
+        c->mini[k] = mini[k];
+        c->win_hits[k] = 0;
+        c->score[k] = 0;
+    }
+    c->shift = shift;
+    c->window = window;
+    c->window_n = 0;
+    c->mini_entries = c->cfg.entries;
     return MC_OK;
 }
 
@@ -560,13 +609,15 @@ void mc_evict_core_destroy(mc_evict_core_t *c)
 
 void mc_evict_core_hit(mc_evict_core_t *c, mc_evict_node_t *n)
 {
-    uint64_t key = node_key(c, n);
     c->st.hits++;
+    if (c->cfg.policy == MC_EVICT_LRU) { /* the common case: no key, no size, one relink */
+        seg_move_tail(c, n, n_seg(n));
+        return;
+    }
+    uint64_t key = node_key(c, n);
     sketch_add(c, key);
     switch (c->cfg.policy) {
-    case MC_EVICT_LRU:
-        seg_move_tail(c, n, n_seg(n));
-        break;
+    case MC_EVICT_LRU: /* handled above */
     case MC_EVICT_FIFO:
         break;
     case MC_EVICT_S3FIFO:
@@ -575,6 +626,12 @@ void mc_evict_core_hit(mc_evict_core_t *c, mc_evict_node_t *n)
         break;
     default: /* slru family: freq marks an entry that was hit since it entered */
         set_freq(n, 1);
+        if (n_seg(n) == SEG_PROB && c->permille == 1000 && !c->seg[SEG_PROT].n) {
+            /* the LRU share: promoting n and demoting it at once (protected may hold 0
+             * units) ends with n at the probation tail; do that in one relink */
+            seg_move_tail(c, n, SEG_PROB);
+            break;
+        }
         if (n_seg(n) == SEG_PROB && !prot_admit(c, key, node_size(c, n))) {
             seg_move_tail(c, n, SEG_PROB);
             break;
@@ -616,6 +673,50 @@ uint64_t mc_evict_core_used(const mc_evict_core_t *c)
 uint64_t mc_evict_core_capacity(const mc_evict_core_t *c)
 {
     return c->cfg.capacity;
+}
+
+mc_evict_node_t *mc_evict_core_next(const mc_evict_core_t *c, const mc_evict_node_t *n)
+{
+    if (!n)
+        return c->seg[SEG_PROB].head ? c->seg[SEG_PROB].head : c->seg[SEG_PROT].head;
+    mc_evict_node_t *x = n_next(n);
+    return !x && n_seg(n) == SEG_PROB ? c->seg[SEG_PROT].head : x;
+}
+
+mc_status_t mc_evict_core_resize(mc_evict_core_t *c, uint64_t capacity, uint64_t entries)
+{
+    if (!entries)
+        entries = capacity ? capacity : 1;
+    if (entries != c->cfg.entries) { /* new ghost and sketch first: on failure nothing changes */
+        ghost_t g = {0};
+        sketch_t k = {0};
+        uint64_t gcap = c->cfg.policy == MC_EVICT_S3FIFO ? entries : entries * c->cfg.ghost_factor;
+        if (c->has_ghost && ghost_init(&g, gcap) != MC_OK)
+            return MC_ERR_NO_MEMORY;
+        if (c->freq.cnt && sketch_init(&k, entries) != MC_OK) {
+            mc_free(g.bits);
+            return MC_ERR_NO_MEMORY;
+        }
+        if (c->has_ghost) {
+            mc_free(c->ghost.bits);
+            c->ghost = g;
+        }
+        if (c->freq.cnt) {
+            mc_free(c->freq.cnt);
+            c->freq = k;
+        }
+        c->cfg.entries = entries;
+    }
+    c->cfg.capacity = capacity;
+    if (c->cfg.policy != MC_EVICT_ADAPTIVE || !capacity)
+        return MC_OK;
+    if (!c->mini[0] || entries >= 2 * c->mini_entries || 2 * entries <= c->mini_entries)
+        return adaptive_init(c);
+    for (int k = 0; k < N_MINI; k++) { /* a miniature shrinks at its next insertion */
+        uint64_t cap = capacity >> c->shift;
+        mini_set_capacity(c->mini[k], cap ? cap : 1);
+    }
+    return MC_OK;
 }
 
 mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *c)
@@ -663,6 +764,14 @@ mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *c)
 void mc_evict_core_skip(mc_evict_core_t *c, mc_evict_node_t *n)
 {
     seg_move_tail(c, n, n_seg(n));
+}
+
+void mc_evict_core_prefetch_node(const mc_evict_node_t *n)
+{
+    if (n_prev(n))
+        __builtin_prefetch(n_prev(n), 1);
+    if (n_next(n))
+        __builtin_prefetch(n_next(n), 1);
 }
 
 void mc_evict_core_link(mc_evict_core_t *c, mc_evict_node_t *n)
@@ -713,12 +822,15 @@ void mc_evict_core_get_stats(const mc_evict_core_t *c, mc_evict_stats_t *s)
     s->ghost_cap = c->ghost.cap;
     s->probation_permille = c->permille;
     s->filter = c->filter;
-    s->mini_work = 0;
+    s->ghost_bytes = c->has_ghost ? GHOST_GENS * c->ghost.words * sizeof(uint64_t) : 0;
+    s->sketch_bytes = c->freq.cnt ? 2 * (c->freq.mask + 1) : 0;
+    s->mini_work = s->mini_bytes = 0;
     for (int k = 0; k < N_MINI; k++) {
         if (c->mini[k]) {
             mc_evict_stats_t ms;
             mc_evict_get_stats(c->mini[k], &ms);
             s->mini_work += ms.work;
+            s->mini_bytes += cache_bytes(c->mini[k]);
         }
     }
 }
@@ -742,6 +854,21 @@ struct mc_evict_cache {
     mc_evict_fn on_evict;
     void *evict_arg;
 };
+
+static void mini_set_capacity(mc_evict_cache_t *m, uint64_t capacity)
+{
+    m->core->cfg.capacity = capacity;
+}
+
+/* Everything a keyed cache allocated: its core's ghost and sketch, its slots and its table. */
+static uint64_t cache_bytes(const mc_evict_cache_t *m)
+{
+    mc_evict_stats_t s;
+    mc_evict_core_get_stats(m->core, &s);
+    return sizeof(*m) + sizeof(*m->core) + s.ghost_bytes + s.sketch_bytes + s.mini_bytes +
+           m->n_chunks * (sizeof(slot_t *) + ((size_t)1 << CHUNK_SHIFT) * sizeof(slot_t)) +
+           (m->idx.mask + 1) * sizeof(mslot_t);
+}
 
 static slot_t *slot_at(const mc_evict_cache_t *c, uint64_t i)
 {

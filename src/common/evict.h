@@ -36,7 +36,7 @@
  *                online by miniature simulations (Waldspurger et al., ATC'17): one mc_evict_cache_t
  *                per candidate (9: LRU, and 4 shares with and without the filter) sees the
  *                accesses of the keys whose hash falls in a 2^-s sample, with capacity scaled by
- *                2^-s (s = 0..6 so that a miniature holds about 2 048 entries). After each window
+ *                2^-s (s = 0..10 so that a miniature holds about 2 048 entries). After each window
  *                of max(2 * (entries >> s), 2 048) sampled accesses the candidates' hits are
  *                folded into an exponentially decaying score (halved every window); the cache
  *                takes the best candidate if it beat the current one by more than 2 % (ties go
@@ -95,6 +95,8 @@ typedef struct mc_evict_stats {
     uint32_t probation_permille; /* current share (slru family, adaptive) */
     int filter;                  /* the frequency filter is on (slru_tinylfu; adaptive's pick) */
     uint32_t switches;           /* adaptive: times its candidate changed */
+    uint64_t ghost_bytes, sketch_bytes; /* memory of the ghost and the sketch (sized from entries) */
+    uint64_t mini_bytes;         /* adaptive: memory of its miniatures (about 4 MB, fixed) */
 } mc_evict_stats_t;
 
 /* ---- core: the policy over the host's objects ---- */
@@ -121,6 +123,9 @@ void mc_evict_core_destroy(mc_evict_core_t *core); /* NULL ok; host objects stay
 
 /* An access that found n resident. */
 void mc_evict_core_hit(mc_evict_core_t *core, mc_evict_node_t *n);
+/* A hint ahead of a hit on a linked node (a batch's lookups): prefetches its neighbours, which
+ * the hit relinks. */
+void mc_evict_core_prefetch_node(const mc_evict_node_t *n);
 /* An access that did not find key: call before making room and linking it (or bypassing it). */
 void mc_evict_core_miss(mc_evict_core_t *core, uint64_t key, uint64_t size);
 /* Units the core holds now, and its capacity. */
@@ -131,6 +136,19 @@ uint64_t mc_evict_core_capacity(const mc_evict_core_t *core);
  * mc_evict_core_skip, which moves it to its segment's tail, and asks again. */
 mc_evict_node_t *mc_evict_core_victim(mc_evict_core_t *core);
 void mc_evict_core_skip(mc_evict_core_t *core, mc_evict_node_t *n);
+/* Walks the linked nodes in eviction order without changing anything: n = NULL gives the
+ * first, else the node after n (probation head to tail, then protected head to tail; for lru
+ * and fifo the one list). For a host that passes over objects it cannot evict now without
+ * reordering them, e.g. another tenant's (mc_evict_core_victim first, so that its head is the
+ * policy's next victim). NULL at the end. */
+mc_evict_node_t *mc_evict_core_next(const mc_evict_core_t *core, const mc_evict_node_t *n);
+/* A host whose capacity or expected entry count changes (a store whose pool grows): the new
+ * capacity applies at once (segment shares; the miniatures shrink at their next insertion). A
+ * new `entries` replaces the ghost and the sketch with empty ones of the new size (O(entries):
+ * change it geometrically), and adaptive's miniatures are rebuilt (scores start over, the
+ * current candidate stays) when entries moved by 2x since they were built. entries 0 =
+ * capacity. MC_ERR_NO_MEMORY leaves everything as it was. */
+mc_status_t mc_evict_core_resize(mc_evict_core_t *core, uint64_t capacity, uint64_t entries);
 /* Admit a new object (the host made room first: used + size <= capacity). Its segment is the
  * one chosen at its miss if that was the last miss; otherwise it is chosen now. */
 void mc_evict_core_link(mc_evict_core_t *core, mc_evict_node_t *n);

@@ -73,40 +73,104 @@ static bool key_ok(const char *key, size_t klen) { return key && klen > 0 && kle
 
 /* ------------------------------------------------------------------ lists */
 
+/* The writing list links through the node's two words, as plain obj_t pointers. */
+static obj_t *w_prev(const obj_t *o) { return (obj_t *)o->node.prev_tag; }
+static obj_t *w_next(const obj_t *o) { return (obj_t *)o->node.next_tag; }
+static void w_set_prev(obj_t *o, obj_t *p) { o->node.prev_tag = (uintptr_t)p; }
+static void w_set_next(obj_t *o, obj_t *p) { o->node.next_tag = (uintptr_t)p; }
+
 void master_list_push(olist_t *l, obj_t *o)
 {
-    o->next = NULL;
-    o->prev = l->tail;
+    w_set_next(o, NULL);
+    w_set_prev(o, l->tail);
     if (l->tail)
-        l->tail->next = o;
+        w_set_next(l->tail, o);
     else
         l->head = o;
     l->tail = o;
     l->n++;
-    l->n_soft += (o->flags & OF_SOFT_PIN) != 0;
 }
 
 void master_list_remove(olist_t *l, obj_t *o)
 {
-    if (o->prev)
-        o->prev->next = o->next;
+    if (w_prev(o))
+        w_set_next(w_prev(o), w_next(o));
     else
-        l->head = o->next;
-    if (o->next)
-        o->next->prev = o->prev;
+        l->head = w_next(o);
+    if (w_next(o))
+        w_set_prev(w_next(o), w_prev(o));
     else
-        l->tail = o->prev;
-    o->prev = o->next = NULL;
+        l->tail = w_prev(o);
+    w_set_prev(o, NULL);
+    w_set_next(o, NULL);
     l->n--;
-    l->n_soft -= (o->flags & OF_SOFT_PIN) != 0;
 }
 
-static void lru_touch(mc_master_t *m, obj_t *o)
+/* ------------------------------------------------------------------ eviction policy glue */
+
+#define EVICT_MIN_ENTRIES 1024 /* the policy's ghost and sketch are sized for at least this */
+
+static obj_t *node_obj(const mc_evict_node_t *n)
 {
-    if (m->lru.tail == o)
-        return;
-    master_list_remove(&m->lru, o);
-    master_list_push(&m->lru, o);
+    return n ? (obj_t *)((char *)n - offsetof(obj_t, node)) : NULL;
+}
+
+/* The policy's view of an object: the key hash (it feeds only the ghost, the sketch and
+ * adaptive's sampling) and the bytes of all its replicas (rep_cap never changes). */
+static uint64_t policy_key(const mc_evict_node_t *n, void *arg)
+{
+    (void)arg;
+    return node_obj(n)->hash;
+}
+
+static uint64_t policy_size(const mc_evict_node_t *n, void *arg)
+{
+    (void)arg;
+    const obj_t *o = node_obj(n);
+    return o->size * o->rep_cap;
+}
+
+/* Keeps the policy's capacity (capacity = high watermark x mounted bytes) and its expected
+ * entry count in step with the store: entries = READABLE count + 1/8 (at least
+ * EVICT_MIN_ENTRIES), renewed when the count passes it or falls below a quarter of it, so the
+ * ghost and sketch stay under 12 + 2 bytes per object and are rebuilt O(log n) times. */
+static void evict_sync(mc_master_t *m, uint64_t capacity)
+{
+    uint64_t e = m->evict_entries, n = m->n_readable;
+    if (n > e || (e > EVICT_MIN_ENTRIES && n < e / 4))
+        e = n + n / 8 > EVICT_MIN_ENTRIES ? n + n / 8 : EVICT_MIN_ENTRIES;
+    if ((capacity != m->evict_capacity || e != m->evict_entries) &&
+        mc_evict_core_resize(m->evict, capacity, e) == MC_OK) {
+        m->evict_capacity = capacity;
+        m->evict_entries = e;
+    }
+}
+
+void master_readable_link(mc_master_t *m, obj_t *o)
+{
+    m->n_readable++;
+    m->n_soft += (o->flags & OF_SOFT_PIN) != 0;
+    if (m->n_readable > m->evict_entries)
+        evict_sync(m, m->evict_capacity);
+    mc_evict_core_link(m->evict, &o->node);
+}
+
+/* o leaves the policy: evicted = a victim (its key is remembered by the ghost). */
+static void readable_unlink(mc_master_t *m, obj_t *o, int evicted)
+{
+    mc_evict_core_unlink(m->evict, &o->node, evicted);
+    m->n_readable--;
+    m->n_soft -= (o->flags & OF_SOFT_PIN) != 0;
+}
+
+obj_t *master_readable_next(mc_master_t *m, obj_t *o)
+{
+    return node_obj(mc_evict_core_next(m->evict, o ? &o->node : NULL));
+}
+
+void mc_master_policy_stats(const mc_master_t *m, mc_evict_stats_t *s)
+{
+    mc_evict_core_get_stats(m->evict, s);
 }
 
 /* ------------------------------------------------------------------ hash table */
@@ -172,7 +236,7 @@ void master_obj_unlink_free(mc_master_t *m, obj_t *o)
         *pp = o->hnext;
     master_tenant_charge(m, o, -(int64_t)o->n_rep, -1);
     if (o->state == OBJ_READABLE) {
-        master_list_remove(&m->lru, o);
+        readable_unlink(m, o, 0);
     } else if (o->state == OBJ_WRITING) {
         master_list_remove(&m->writing, o);
         master_writer_done(m, o->owner);
@@ -286,6 +350,16 @@ static void obj_destroy(mc_master_t *m, obj_t *o, bool log)
     master_obj_unlink_free(m, o);
 }
 
+/* A READABLE object is evicted: WAL REMOVE, its key to the policy's ghost, space and record
+ * freed. */
+static void obj_evict(mc_master_t *m, obj_t *o)
+{
+    master_wal_log_remove(m, obj_key(o), o->klen);
+    readable_unlink(m, o, 1);
+    o->state = 0; /* out of the policy already */
+    obj_destroy(m, o, false);
+}
+
 static void fill_rep(mc_master_t *m, const obj_t *o, const obj_rep_t *r, mc_master_replica_t *out,
                      int status)
 {
@@ -352,9 +426,10 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
     return cap;
 }
 
-/* Evicts least-recently-used committed objects of scope (NULL = every tenant) that are not
- * leased and not pinned until at least target bytes were freed. Soft-pinned objects go in a
- * second pass when allowed. Returns the bytes freed. */
+/* Evicts committed objects of scope (NULL = every tenant) that are not leased and not pinned,
+ * in the policy's victim order, until at least target bytes were freed. Soft-pinned objects go
+ * in a second pass when allowed. Objects it cannot evict are walked past, not reordered (so
+ * another tenant's objects keep their place). Returns the bytes freed. */
 static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target,
                              uint64_t max_scan)
 {
@@ -362,9 +437,13 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
     for (int pass = 0; pass < 2 && freed < target; pass++) {
         if (pass == 1 && !m->cfg.allow_evict_soft_pinned_objects)
             break;
-        obj_t *o = m->lru.head;
-        while (o && freed < target && scanned++ < max_scan) {
-            obj_t *next = o->next;
+        /* while nothing was passed over, the policy's own victim() gives the next one (it may
+         * reorder its segments first); after that, walk on from the last object looked at */
+        bool walked = false;
+        mc_evict_node_t *v = mc_evict_core_victim(m->evict);
+        while (v && freed < target && scanned++ < max_scan) {
+            obj_t *o = node_obj(v);
+            mc_evict_node_t *next = mc_evict_core_next(m->evict, v);
             bool skip = obj_leased(m, o, now) || (o->flags & OF_HARD_PIN) ||
                         (pass == 0 && obj_soft_pinned(o, now)) ||
                         (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL));
@@ -377,14 +456,17 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
                 if (s && s->alloc && s->state != SEG_RECOVERING)
                     bytes += mc_master_allocator_size(s->alloc, o->rep[i].blk);
             }
-            if (!skip && bytes) {
-                freed += bytes;
-                n++;
-                m->cnt.evicted_bytes += bytes;
-                master_events_obj(m, MC_MASTER_EV_EVICTED, o);
-                obj_destroy(m, o, true);
+            if (skip || !bytes) {
+                walked = true;
+                v = next;
+                continue;
             }
-            o = next;
+            freed += bytes;
+            n++;
+            m->cnt.evicted_bytes += bytes;
+            master_events_obj(m, MC_MASTER_EV_EVICTED, o);
+            obj_evict(m, o);
+            v = walked ? next : mc_evict_core_victim(m->evict);
         }
     }
     m->cnt.evicted_objects += n;
@@ -404,7 +486,7 @@ static uint64_t evict_bytes(mc_master_t *m, uint64_t target, uint64_t max_scan)
 }
 
 /* A tenant's quota eviction (master_tenant_admit): looks at the MC_MASTER_TENANT_EVICT_SCAN
- * least recently used objects at most (of every tenant: one list), so that a tenant putting
+ * first objects in victim order at most (of every tenant: one list), so that a tenant putting
  * over its quota cannot make each of its puts walk a large table on the loop thread. */
 static uint64_t evict_tenant(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target)
 {
@@ -536,7 +618,16 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
     pthread_mutex_init(&m->snap_mu, NULL);
     if (m->cfg.event_buffer_size > (1u << 24))
         m->cfg.event_buffer_size = 1u << 24;
-    if (table_grow(m) != 0 || master_events_init(m, m->cfg.event_buffer_size) != MC_OK) {
+    if (m->cfg.eviction_policy != MC_EVICT_LRU && m->cfg.eviction_policy != MC_EVICT_ADAPTIVE) {
+        mc_master_destroy(m);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_evict_config_t ec;
+    mc_evict_config_default(&ec, 0, m->cfg.eviction_policy);
+    ec.entries = m->evict_entries = EVICT_MIN_ENTRIES;
+    mc_evict_host_t host = {.key = policy_key, .size = policy_size};
+    if (mc_evict_core_create(&ec, &host, &m->evict) != MC_OK || table_grow(m) != 0 ||
+        master_events_init(m, m->cfg.event_buffer_size) != MC_OK) {
         mc_master_destroy(m);
         return MC_ERR_NO_MEMORY;
     }
@@ -574,6 +665,7 @@ void mc_master_destroy(mc_master_t *m)
         }
     }
     mc_free(m->buckets);
+    mc_evict_core_destroy(m->evict);
     for (uint32_t i = 0; i < m->n_segs; i++)
         master_seg_free(m, i);
     mc_free(m->segs);
@@ -777,6 +869,9 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             obj_take_away(m, o, now, retired);
         }
     }
+    /* a miss for the policy (before any eviction: its victims must not decide this key's
+     * admission); the object it links at PutEnd weighs size x replicas placed */
+    mc_evict_core_miss(m->evict, h, size * want);
     mc_status_t qst = master_tenant_admit(m, key, klen, size * want, evict_tenant);
     if (qst != MC_OK)
         return qst;
@@ -876,7 +971,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
     o->state = OBJ_READABLE;
     o->checksum = checksum;
     o->t_lease = 0; /* o->owner stays: the writer, for BatchReplicaClear's ownership check */
-    master_list_push(&m->lru, o);
+    master_readable_link(m, o);
     master_wal_log_commit(m, o);
     master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
     observe_value_size(m, o->size);
@@ -913,7 +1008,8 @@ void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const siz
 {
     /* Pass 1: hash and prefetch the bucket slots; pass 2: prefetch the chain heads; pass 3:
      * the allocator records of their first replicas (where the answer's addresses come from).
-     * By the time the caller looks key i up, its cache lines are (mostly) there. */
+     * By the time the caller looks key i up, its cache lines are (mostly) there. Pass 3 also
+     * prefetches the neighbours in the eviction policy's list that a hit relinks. */
     uint64_t mask = m->n_buckets - 1;
     for (size_t i = 0; i < n; i++) {
         hashes[i] = key_ok(keys[i], klens[i]) ? master_key_hash(keys[i], klens[i]) : 0;
@@ -933,6 +1029,8 @@ void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const siz
             const segment_t *s = master_seg_slot(m, o->rep[0].seg);
             if (s && s->alloc)
                 mc_master_allocator_prefetch(s->alloc, o->rep[0].blk);
+            if (o->state == OBJ_READABLE) /* the neighbours a hit relinks */
+                mc_evict_core_prefetch_node(&o->node);
         }
     }
 }
@@ -953,7 +1051,7 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
     if (n == 0)
         return MC_ERR_OBJECT_NOT_FOUND;
     o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
-    lru_touch(m, o);
+    mc_evict_core_hit(m->evict, &o->node);
     *n_p = n;
     if (size_p)
         *size_p = o->size;
@@ -1061,8 +1159,8 @@ mc_status_t mc_master_remove_scoped(mc_master_t *m, const mc_tenant_scope_t *sco
     }
     uint64_t now = master_now(m), n = 0;
     char kbuf[KEY_MAX + 1];
-    for (obj_t *o = m->lru.head; o;) {
-        obj_t *next = o->next;
+    for (obj_t *o = master_readable_next(m, NULL); o;) {
+        obj_t *next = master_readable_next(m, o);
         const char *ukey;
         size_t ulen;
         bool match = mc_tenant_scope_key(scope, obj_key(o), o->klen, &ukey, &ulen);
@@ -1318,7 +1416,7 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
 
 static bool seg_has_leases(mc_master_t *m, uint32_t id, uint64_t now)
 {
-    for (obj_t *o = m->lru.head; o; o = o->next) {
+    for (obj_t *o = master_readable_next(m, NULL); o; o = master_readable_next(m, o)) {
         if (!obj_leased(m, o, now))
             continue;
         for (uint32_t i = 0; i < o->n_rep; i++)
@@ -1387,8 +1485,8 @@ void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
     uint64_t used = 0;
     out->total_capacity_bytes = total_capacity(m, &used);
     out->allocated_bytes = used;
-    out->key_count = m->lru.n;
-    out->soft_pin_key_count = m->lru.n_soft;
+    out->key_count = m->n_readable;
+    out->soft_pin_key_count = m->n_soft;
     out->writing_count = m->writing.n;
     out->active_clients = 0;
     for (size_t i = 0; i < m->n_clients; i++)
@@ -1531,9 +1629,10 @@ void mc_master_cron(mc_master_t *m)
     }
     /* Watermark eviction. */
     uint64_t used = 0, cap = total_capacity(m, &used);
+    evict_sync(m, (uint64_t)(m->cfg.eviction_high_watermark_ratio * (double)cap));
     if (cap && (m->evict_pending ||
                 (double)used > m->cfg.eviction_high_watermark_ratio * (double)cap)) {
-        /* bounded scan per tick: a cron must not stall the loop when the LRU head is all
+        /* bounded scan per tick: a cron must not stall the loop when the first victims are all
          * leased; the next tick continues (a failing PutStart scans without bound) */
         evict_bytes(m, (uint64_t)(m->cfg.eviction_ratio * (double)cap), 1u << 16);
         m->evict_pending = false;

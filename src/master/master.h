@@ -20,6 +20,7 @@
 #ifndef MC_MASTER_MASTER_H
 #define MC_MASTER_MASTER_H
 
+#include "common/evict.h"
 #include "common/tenant.h"
 #include "mooncake/status.h"
 
@@ -43,6 +44,8 @@ typedef struct mc_master_config {
     bool allow_evict_soft_pinned_objects;    /* true */
     double eviction_ratio;                   /* 0.05 */
     double eviction_high_watermark_ratio;    /* 0.90 */
+    mc_evict_policy_t eviction_policy;       /* MC_EVICT_LRU or MC_EVICT_ADAPTIVE (others:
+                                                INVALID_PARAMS); docs/internals/eviction.md */
     uint64_t client_ttl_ms;                  /* 10000 */
     /* A client silent for client_ttl_ms has its mounted segments HELD this long (60000; 0 =
      * dropped at once): their objects are kept but unreadable, and come back if the same
@@ -418,5 +421,8 @@ mc_status_t mc_master_list_objects(mc_master_t *m, uint64_t cursor, size_t max,
 
 /* Owner thread: number of objects (any state). */
 uint64_t mc_master_object_count(const mc_master_t *m);
+/* The eviction policy's counters (hits, misses, ghost hits, its memory, adaptive's current
+ * candidate); owner thread only. */
+void mc_master_policy_stats(const mc_master_t *m, mc_evict_stats_t *s);
 
 #endif

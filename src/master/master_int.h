@@ -2,6 +2,7 @@
 #ifndef MC_MASTER_INT_H
 #define MC_MASTER_INT_H
 
+#include "common/evict.h"
 #include "master/allocator.h"
 #include "master/master.h"
 #include "master/wal.h"
@@ -25,7 +26,8 @@ typedef struct obj_rep {
 /* One allocation per object: this header, rep_cap replica slots, then the key bytes. */
 typedef struct obj {
     struct obj *hnext;          /* hash chain */
-    struct obj *prev, *next;    /* READABLE: LRU list; WRITING: writing list (by start time) */
+    mc_evict_node_t node;       /* READABLE: linked in the eviction policy (m->evict);
+                                   WRITING: the writing list's links (plain obj_t pointers) */
     uint64_t size;
     uint64_t checksum;
     uint64_t t_lease;           /* READABLE: lease expiry (ms); WRITING: put start (ms) */
@@ -41,10 +43,10 @@ typedef struct obj {
 
 static inline char *obj_key(obj_t *o) { return (char *)(o->rep + o->rep_cap); }
 
+/* The writing list (by put start), linked through the objects' nodes. */
 typedef struct olist {
     obj_t *head, *tail;
     uint64_t n;
-    uint64_t n_soft;            /* of which carry OF_SOFT_PIN (flags never change while listed) */
 } olist_t;
 
 typedef struct extent {        /* recovery only */
@@ -95,7 +97,12 @@ struct mc_master {
 
     obj_t **buckets;
     uint64_t n_buckets, n_objs;
-    olist_t lru, writing;
+    olist_t writing;
+    mc_evict_core_t *evict;     /* READABLE objects, in the policy of cfg.eviction_policy */
+    uint64_t n_readable, n_soft; /* READABLE objects, of which carry OF_SOFT_PIN (flags never
+                                    change while READABLE) */
+    uint64_t evict_capacity;    /* the policy's capacity: high watermark x mounted bytes */
+    uint64_t evict_entries;     /* the object count its ghost and sketch are sized for */
 
     segment_t **segs;
     uint32_t n_segs;            /* slots in use or free (ids < n_segs) */
@@ -158,6 +165,11 @@ obj_t *master_obj_new(mc_master_t *m, const char *key, size_t klen, uint32_t h, 
 void master_obj_unlink_free(mc_master_t *m, obj_t *o);
 void master_list_push(olist_t *l, obj_t *o);
 void master_list_remove(olist_t *l, obj_t *o);
+/* A WRITING object becomes READABLE (PutEnd, WAL replay): it enters the eviction policy. */
+void master_readable_link(mc_master_t *m, obj_t *o);
+/* READABLE objects in eviction order, first victim first: o = NULL gives the first. o may be
+ * freed after its successor was taken. */
+obj_t *master_readable_next(mc_master_t *m, obj_t *o);
 uint32_t master_key_hash(const char *key, size_t klen);
 segment_t *master_seg_slot(mc_master_t *m, uint32_t id);
 void master_seg_free(mc_master_t *m, uint32_t id);

@@ -148,7 +148,7 @@ static int write_snapshot(mc_master_t *m, const char *tmp, const char *final)
         bad |= b.err || mc_wal_writer_append(&w, MC_WAL_MOUNT, b.b.data, b.b.len) != MC_OK;
         mc_buf_free(&b.b);
     }
-    for (obj_t *o = m->lru.head; o && !bad; o = o->next) {
+    for (obj_t *o = master_readable_next(m, NULL); o && !bad; o = master_readable_next(m, o)) {
         mc_wal_buf_t b = {0};
         enc_commit(m, &b, o);
         bad |= b.err || mc_wal_writer_append(&w, MC_WAL_COMMIT, b.b.data, b.b.len) != MC_OK;
@@ -391,7 +391,7 @@ static int replay_commit(mc_master_t *m, mc_wal_rd_t *r)
     o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
     if (flags & OF_SOFT_PIN)
         o->t_pin = master_now(m) + m->cfg.default_kv_soft_pin_ttl_ms;
-    master_list_push(&m->lru, o);
+    master_readable_link(m, o);
     return replay_place_replicas(m, o, n, segs, addrs);
 }
 
@@ -469,8 +469,8 @@ static mc_status_t replay_finish(mc_master_t *m)
         s->ext = NULL;
         s->n_ext = s->cap_ext = 0;
     }
-    for (obj_t *o = m->lru.head; o;) {
-        obj_t *next = o->next;
+    for (obj_t *o = master_readable_next(m, NULL); o;) {
+        obj_t *next = master_readable_next(m, o);
         uint32_t k = 0;
         for (uint32_t i = 0; i < o->n_rep; i++)
             if (o->rep[i].seg != SEG_NONE)
@@ -519,8 +519,8 @@ mc_status_t master_wal_open_and_recover(mc_master_t *m)
         for (uint32_t id = 0; id < m->n_segs; id++)
             if (m->segs[id])
                 replay_drop_seg(m, id);
-        for (obj_t *o = m->lru.head; o;) {
-            obj_t *n = o->next;
+        for (obj_t *o = master_readable_next(m, NULL); o;) {
+            obj_t *n = master_readable_next(m, o);
             master_obj_unlink_free(m, o);
             o = n;
         }

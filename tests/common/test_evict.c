@@ -379,6 +379,19 @@ static uint64_t host_size(const mc_evict_node_t *n, void *arg)
     return HOST_OBJ(n)->bytes;
 }
 
+typedef struct walk {
+    mc_evict_node_t *nodes[512];
+    uint64_t n;
+} walk_t;
+
+static void walk_collect(void *arg, mc_evict_node_t *n)
+{
+    walk_t *w = arg;
+    if (w->n < 512)
+        w->nodes[w->n] = n;
+    w->n++;
+}
+
 static void test_core_host_objects(void **state)
 {
     (void)state;
@@ -447,7 +460,80 @@ static void test_core_host_objects(void **state)
         assert_int_equal(st.used, used);
         assert_int_equal(st.entries, n);
         assert_true(skipped > 0);
+        /* mc_evict_core_next walks every linked object once, in foreach's order */
+        walk_t w = {0};
+        mc_evict_core_foreach(core, walk_collect, &w);
+        assert_int_equal(w.n, n);
+        uint64_t k = 0;
+        for (mc_evict_node_t *v = mc_evict_core_next(core, NULL); v; v = mc_evict_core_next(core, v))
+            assert_ptr_equal(v, w.nodes[k++]);
+        assert_int_equal(k, n);
         for (int i = 0; i < N; i += 10)
+            if (objs[i].present)
+                mc_evict_core_unlink(core, &objs[i].ev, 0);
+        mc_evict_core_destroy(core);
+    }
+}
+
+/* A store's capacity and object count change: resize keeps the linked objects, applies the new
+ * capacity, and sizes the ghost (10 bytes per expected entry) and sketch from the new entries. */
+static void test_core_resize(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    static host_obj_t objs[N];
+    for (int p = 0; p < MC_EVICT_N_POLICIES; p++) {
+        memset(objs, 0, sizeof(objs));
+        mc_evict_config_t cfg;
+        mc_evict_config_default(&cfg, 0, (mc_evict_policy_t)p); /* nothing mounted yet */
+        cfg.entries = 64;
+        mc_evict_host_t host = {host_key, host_size, NULL};
+        mc_evict_core_t *core;
+        assert_int_equal(mc_evict_core_create(&cfg, &host, &core), MC_OK);
+        for (int i = 0; i < N; i++) {
+            snprintf(objs[i].name, sizeof(objs[i].name), "r-%d", i);
+            objs[i].bytes = 100;
+            if (i == 100)
+                assert_int_equal(mc_evict_core_resize(core, 20000, 4096), MC_OK);
+            mc_evict_core_miss(core, host_key(&objs[i].ev, NULL), 100);
+            while (mc_evict_core_used(core) + 100 > mc_evict_core_capacity(core) &&
+                   mc_evict_core_capacity(core) >= 100) {
+                mc_evict_node_t *v = mc_evict_core_victim(core);
+                mc_evict_core_unlink(core, v, 1);
+                HOST_OBJ(v)->present = 0;
+            }
+            mc_evict_core_link(core, &objs[i].ev);
+            objs[i].present = 1;
+            if (i % 3 == 0)
+                mc_evict_core_hit(core, &objs[i].ev);
+        }
+        mc_evict_stats_t st;
+        mc_evict_core_get_stats(core, &st);
+        assert_int_equal(mc_evict_core_capacity(core), 20000);
+        assert_true(st.used <= 20000 && st.entries == st.used / 100);
+        if (p != MC_EVICT_LRU && p != MC_EVICT_FIFO) {
+            uint64_t ghost_keys = p == MC_EVICT_S3FIFO ? 4096 : 5 * 4096;
+            assert_int_equal(st.ghost_cap, ghost_keys);
+            assert_true(st.ghost_bytes >= 2 * ghost_keys && st.ghost_bytes <= 2 * ghost_keys + 64);
+        } else {
+            assert_int_equal(st.ghost_bytes, 0);
+        }
+        assert_true(st.sketch_bytes <= 2 * 4096);
+        assert_int_equal(st.mini_bytes > 0, p == MC_EVICT_ADAPTIVE);
+        /* shrink the capacity: the next victims bring it back under */
+        assert_int_equal(mc_evict_core_resize(core, 5000, 4096), MC_OK);
+        while (mc_evict_core_used(core) > 5000) {
+            mc_evict_node_t *v = mc_evict_core_victim(core);
+            mc_evict_core_unlink(core, v, 1);
+            HOST_OBJ(v)->present = 0;
+        }
+        uint64_t n = 0;
+        for (int i = 0; i < N; i++)
+            n += (uint64_t)objs[i].present;
+        mc_evict_core_get_stats(core, &st);
+        assert_int_equal(st.entries, n);
+        assert_true(n <= 50);
+        for (int i = 0; i < N; i++)
             if (objs[i].present)
                 mc_evict_core_unlink(core, &objs[i].ev, 0);
         mc_evict_core_destroy(core);
@@ -466,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_adaptive_switches),
         cmocka_unit_test(test_work_per_op_bounded),
         cmocka_unit_test(test_core_host_objects),
+        cmocka_unit_test(test_core_resize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,11 +39,14 @@ static bool start_master_ex(master_proc_t *mp, const char *extra, bool may_refus
         assert_int_equal(mc_net_free_port(&mp->port), MC_OK);
         assert_int_equal(mc_net_free_port(&mp->mport), MC_OK);
     }
+    /* MC_TEST_EVICTION_POLICY: ctest runs the suites once per policy */
+    const char *policy = getenv("MC_TEST_EVICTION_POLICY");
     char cmd[1024];
     snprintf(cmd, sizeof(cmd),
              "exec %s/mooncake_master --rpc_address=127.0.0.1 --port=%u --metrics_port=%u "
-             "--wal_dir=%s --wal_fsync=false --log_level=warn %s",
-             bindir, mp->port, mp->mport, mp->wal, extra ? extra : "");
+             "--wal_dir=%s --wal_fsync=false --log_level=warn %s%s %s",
+             bindir, mp->port, mp->mport, mp->wal, policy ? "--eviction_policy=" : "",
+             policy ? policy : "", extra ? extra : "");
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "policy_env.h"
 #include "common/alloc.h"
 #include "master/master.h"
 #include "rpc/frame.h"
@@ -23,7 +24,9 @@ static uint64_t fake_clock(void *ctx)
 static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
 
-static mc_master_t *mk(mc_master_config_t *cfg_opt)
+/* policy_env: take the eviction policy from MC_TEST_EVICTION_POLICY (tests of a given policy
+ * pass false) */
+static mc_master_t *mk_ex(mc_master_config_t *cfg_opt, bool policy_env)
 {
     mc_master_config_t cfg;
     if (cfg_opt)
@@ -32,10 +35,14 @@ static mc_master_t *mk(mc_master_config_t *cfg_opt)
         mc_master_config_default(&cfg);
     cfg.clock = fake_clock; /* from the start: WAL recovery stamps deadlines with it */
     mc_master_t *m;
+    if (policy_env)
+        test_policy_from_env(&cfg);
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_set_seed(m, 7);
     return m;
 }
+
+static mc_master_t *mk(mc_master_config_t *cfg_opt) { return mk_ex(cfg_opt, true); }
 
 static void mount(mc_master_t *m, const uint8_t *cid, const char *name, uint64_t base,
                   uint64_t size, const char *label, uint8_t uuid_byte)
@@ -191,6 +198,149 @@ static void test_eviction_under_pressure(void **state)
         assert_int_equal(put(m, CA, key, 64 << 10, i), MC_OK);
     }
     mc_master_destroy(m);
+}
+
+/* Rounds of: read each of 300 hot keys (put it again if missing), then put 1 000 one-time scan
+ * keys; the segment holds about 900 objects. The hot keys come back after 1 300 other
+ * accesses, so LRU has always evicted them; adaptive's miniatures find that a segmented LRU
+ * with a ghost keeps them and switch to it. Returns the hot hits of the last 5 rounds. */
+static uint32_t scan_scenario(mc_evict_policy_t policy, mc_evict_stats_t *st)
+{
+    enum { HOT = 300, SCAN = 1000, ROUNDS = 30, OBJ = 4096 };
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.eviction_policy = policy;
+    cfg.default_kv_lease_ttl_ms = 1; /* the clock moves 2 ms per read: nothing stays leased */
+    mc_master_t *m = mk_ex(&cfg, false);
+    mount(m, CA, "segA", 0, 1000 * OBJ, "h1", 1);
+    mc_master_cron(m); /* the policy learns the mounted capacity */
+    char key[32];
+    uint32_t hits = 0, scan_id = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < HOT; i++) {
+            mc_master_replica_t r[8];
+            uint32_t n;
+            snprintf(key, sizeof(key), "hot%d", i);
+            if (mc_master_get_replicas(m, key, strlen(key), r, &n, NULL, NULL) == MC_OK)
+                hits += round >= ROUNDS - 5;
+            else
+                assert_int_equal(put(m, CA, key, OBJ, i), MC_OK);
+            g_now += 2;
+        }
+        for (int i = 0; i < SCAN; i++) {
+            snprintf(key, sizeof(key), "scan%u", scan_id++);
+            assert_int_equal(put(m, CA, key, OBJ, i), MC_OK);
+        }
+        mc_master_cron(m);
+    }
+    mc_master_policy_stats(m, st);
+    mc_master_destroy(m);
+    return hits;
+}
+
+static void test_policy_keeps_working_set_under_scan(void **state)
+{
+    (void)state;
+    mc_evict_stats_t lru, ad;
+    uint32_t lru_hits = scan_scenario(MC_EVICT_LRU, &lru);
+    uint32_t ad_hits = scan_scenario(MC_EVICT_ADAPTIVE, &ad);
+    fprintf(stderr, "hot hits in the last 5 rounds of 300 reads: lru %u, adaptive %u (share %u "
+            "permille, %u switches, %llu ghost hits)\n", lru_hits, ad_hits,
+            ad.probation_permille, ad.switches, (unsigned long long)ad.ghost_hits);
+    assert_int_equal(lru_hits, 0);
+    assert_true(ad_hits >= 5 * 300 * 9 / 10);
+    assert_true(ad.switches >= 1 && ad.probation_permille < 1000);
+    assert_int_equal(lru.ghost_bytes, 0); /* LRU keeps no ghost */
+}
+
+/* The adaptive policy's ghost and sketch follow the object count: at most 12 and 16 bytes per
+ * object once past the floor of 1 024 expected objects, and the ghost still remembers 5 victims
+ * per object. */
+static void test_policy_memory_per_object(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.eviction_policy = MC_EVICT_ADAPTIVE;
+    mc_master_t *m = mk_ex(&cfg, false);
+    mount(m, CA, "segA", 0, 1ull << 30, "h1", 1);
+    mc_master_cron(m);
+    char key[32];
+    for (uint32_t i = 1; i <= 50000; i++) {
+        snprintf(key, sizeof(key), "k%u", i);
+        assert_int_equal(put(m, CA, key, 4096, i), MC_OK);
+        if (i % 5000 == 0) {
+            mc_evict_stats_t st;
+            mc_master_policy_stats(m, &st);
+            assert_int_equal(st.entries, i);
+            assert_true(st.ghost_bytes <= 12ull * i);
+            assert_true(st.ghost_bytes + st.sketch_bytes <= 16ull * i);
+            assert_true(st.ghost_cap >= 5ull * i);
+            assert_true(st.mini_bytes > 0 && st.mini_bytes < (8u << 20));
+        }
+    }
+    mc_master_destroy(m);
+}
+
+/* Evictions are logged (WAL REMOVE): after a restart and re-mount, exactly the objects that were
+ * evicted are gone and the others readable, whichever policy chose them. */
+static void test_eviction_logged(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_wal_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0x100000, 1 << 20, "hA", 0x11);
+    mc_master_cron(m);
+    char key[32];
+    for (int i = 0; i < 40; i++) { /* 64 KiB objects in 1 MiB: 24+ evictions */
+        snprintf(key, sizeof(key), "obj%d", i);
+        assert_int_equal(put(m, CA, key, 64 << 10, (uint64_t)i), MC_OK);
+        g_now += 1;
+    }
+    bool present[40];
+    int n_present = 0;
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "obj%d", i);
+        present[i] = mc_master_exist(m, key, strlen(key)) == MC_OK;
+        n_present += present[i];
+    }
+    assert_true(n_present > 0 && n_present <= 16);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.evicted_objects, 40 - n_present);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    mc_master_destroy(m);
+
+    m = mk(&cfg);
+    mc_master_segment_info_t a = {.name = "segA", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hA"};
+    memset(a.uuid, 0x11, 16);
+    assert_int_equal(mc_master_mount(m, CA, &a, true), MC_OK);
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "obj%d", i);
+        assert_int_equal(mc_master_exist(m, key, strlen(key)) == MC_OK, present[i]);
+    }
+    mc_master_destroy(m);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Only lru and adaptive are master policies. */
+static void test_policy_config_checked(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    assert_int_equal(cfg.eviction_policy, MC_EVICT_LRU);
+    cfg.eviction_policy = MC_EVICT_S3FIFO;
+    mc_master_t *m = NULL;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_ERR_INVALID_PARAMS);
+    assert_null(m);
 }
 
 static void test_exist_extends_lease_flag(void **state)
@@ -1085,6 +1235,10 @@ int main(void)
         cmocka_unit_test(test_ping_asks_remount_after_other_calls),
         cmocka_unit_test(test_eviction_under_pressure),
         cmocka_unit_test(test_exist_extends_lease_flag),
+        cmocka_unit_test(test_policy_keeps_working_set_under_scan),
+        cmocka_unit_test(test_policy_memory_per_object),
+        cmocka_unit_test(test_policy_config_checked),
+        cmocka_unit_test(test_eviction_logged),
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_stuck_put),
         cmocka_unit_test(test_client_death_and_placement),

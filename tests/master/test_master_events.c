@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "policy_env.h"
 #include "master/master.h"
 
 #include <stdio.h>
@@ -33,6 +34,7 @@ static mc_master_t *mk(uint32_t ring)
     cfg.event_buffer_size = ring;
     cfg.clock = fake_clock;
     mc_master_t *m;
+    test_policy_from_env(&cfg);
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_set_seed(m, 7);
     return m;

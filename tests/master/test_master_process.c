@@ -741,6 +741,34 @@ static void test_max_threads_flag(void **state)
     rm_wal(&mp);
 }
 
+/* --eviction_policy: lru and adaptive start; anything else exits 2 naming the flag. */
+static void test_eviction_policy_flag(void **state)
+{
+    (void)state;
+    const char *bindir = getenv("MC_BIN_DIR");
+    assert_non_null(bindir);
+    char cmd[512], out[512] = "";
+    snprintf(cmd, sizeof(cmd),
+             "exec %s/mooncake_master --eviction_policy=s3fifo --wal_dir= --port=0 "
+             "--metrics_port=-1 2>&1", bindir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t got = fread(out, 1, sizeof(out) - 1, f);
+    out[got] = 0;
+    int wst = pclose(f);
+    assert_true(WIFEXITED(wst));
+    assert_int_equal(WEXITSTATUS(wst), 2);
+    assert_non_null(strstr(out, "--eviction_policy must be lru or adaptive, got 's3fifo'"));
+    static master_proc_t mp;
+    memset(&mp, 0, sizeof(mp));
+    new_wal_dir(&mp);
+    start_master(&mp, "--eviction_policy=adaptive");
+    stop_master(&mp, SIGTERM);
+    start_master(&mp, "--eviction_policy=lru");
+    stop_master(&mp, SIGTERM);
+    rm_wal(&mp);
+}
+
 /* --enable_http_metadata_server: the TE metadata store served by the master, persisted next to
  * the WAL so that it survives kill -9 (upstream #2246). Skipped when this build lacks it. */
 static void test_http_metadata_server(void **state)
@@ -892,6 +920,7 @@ int main(void)
         cmocka_unit_test_teardown(test_http, teardown),
         cmocka_unit_test_teardown(test_http_metrics, teardown),
         cmocka_unit_test_teardown(test_max_threads_flag, teardown),
+        cmocka_unit_test_teardown(test_eviction_policy_flag, teardown),
         cmocka_unit_test_teardown(test_prometheus, teardown),
         cmocka_unit_test_teardown(test_http_metadata_server, teardown),
     };

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "policy_env.h"
 #include "master/master_int.h"
 
 #include <stdio.h>
@@ -73,7 +74,7 @@ static void check_invariants(mc_master_t *m)
         per_seg[m->disc[i].seg]++;
     }
     assert_int_equal(n, m->n_objs);
-    assert_int_equal(readable, m->lru.n);
+    assert_int_equal(readable, m->n_readable);
     assert_int_equal(writing, m->writing.n);
     qsort(ranges, nr, sizeof(range_t), cmp_range);
     for (size_t i = 1; i < nr; i++)
@@ -124,6 +125,7 @@ static void verify_recovery(const char *dir, const model_t *md, mc_master_config
     cfg.wal_dir = dir;
     cfg.clock = fake_clock;
     mc_master_t *m;
+    test_policy_from_env(&cfg);
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     check_invariants(m);
     for (int s = 0; s < NSEG; s++)
@@ -167,6 +169,7 @@ static void run(uint64_t seed, bool with_wal)
         cfg.wal_dir = dir;
     cfg.clock = fake_clock;
     mc_master_t *m;
+    test_policy_from_env(&cfg);
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_set_seed(m, seed);
     for (int s = 0; s < NSEG; s++)

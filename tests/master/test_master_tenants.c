@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "policy_env.h"
 #include "common/alloc.h"
 #include "master/master.h"
 #include "master/tenant_policy.h"
@@ -37,6 +38,7 @@ static mc_master_t *mk(bool strict, const char *wal_dir)
     cfg.wal_fsync = false;
     cfg.default_kv_lease_ttl_ms = 100;
     mc_master_t *m;
+    test_policy_from_env(&cfg);
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_set_seed(m, 7);
     return m;
