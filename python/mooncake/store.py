@@ -25,6 +25,7 @@ from ._store import BufferHandle, ReplicateConfig
 from ._store import DistributedStore as _StoreBase
 from .tensor import ParallelAxis, ReadTarget, TensorParallelism, TensorStoreMixin
 from ._store_more import StoreMoreMixin
+from .engram import EngramStore, EngramStoreConfig  # noqa: F401
 from .buffer_pool import BufferLease, BufferPool, RegisteredBufferLease, RegisteredBufferPool  # noqa: F401
 
 log = logging.getLogger("mooncake")
@@ -489,4 +490,5 @@ __all__ = ["MooncakeDistributedStore", "bind_to_numa_node", "MooncakeHostMemAllo
            "BufferPool", "BufferLease", "RegisteredBufferPool", "RegisteredBufferLease",
            "get_alloc_func_addr", "get_free_func_addr",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
+           "EngramStore", "EngramStoreConfig",
            "parse_size", "default_kv_lease_ttl_ms"]
