@@ -210,7 +210,7 @@ class MooncakeHostMemAllocator:
     def alloc(self, size):
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise TypeError(f"alloc(): size must be a non-negative int, got {size!r}")
-        return _store._shm_alloc(size) if size else 0
+        return _store._shm_alloc(size, _config.store_hugepage_size()) if size else 0
 
     def free(self, ptr):
         if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0:
@@ -383,7 +383,8 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                             f"{type(server_address).__name__}")
         token_file = _config.te_tuning_from_env().get("auth_token_file")
         st = self._setup_dummy(server_address, local_buffer_size, mem_pool_size,
-                               int(timeout_ms), int(max_connections), token_file)
+                               int(timeout_ms), int(max_connections), token_file,
+                               _config.store_hugepage_size())
         self._local_buffer_size = local_buffer_size if st == 0 else None
         return 0 if st == 0 else -1
 
@@ -393,7 +394,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         unregister_buffer. Works on any client (the memory is ordinary mapped memory)."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise TypeError(f"alloc_from_mem_pool(): size must be a non-negative int, got {size!r}")
-        return _store._shm_alloc(size) if size else 0
+        return _store._shm_alloc(size, _config.store_hugepage_size()) if size else 0
 
     def dummy_server_stats(self):
         """Ours: on a dummy, its real client's {"dummies", "regions", "region_bytes"}; else a

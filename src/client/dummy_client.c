@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/memfd.h> /* MFD_HUGE_2MB, MFD_HUGE_1GB */
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -78,23 +79,48 @@ static struct {
     mc_dummy_t *dummies;
 } g_shm = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-void *mc_shm_alloc(size_t size)
+void *mc_shm_alloc(size_t size) { return mc_shm_alloc_pages(size, 0); }
+
+void *mc_shm_alloc_pages(size_t size, size_t huge_page_size)
 {
+    unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    if (huge_page_size == MC_SHM_HUGE_2MB) {
+        flags |= MFD_HUGETLB | MFD_HUGE_2MB;
+        pg = huge_page_size;
+    } else if (huge_page_size == MC_SHM_HUGE_1GB) {
+        flags |= MFD_HUGETLB | MFD_HUGE_1GB;
+        pg = huge_page_size;
+    } else if (huge_page_size != 0) {
+        MC_LOG_ERROR("shm: huge page size %zu is not supported (2 MiB or 1 GiB)",
+                     huge_page_size);
+        return NULL;
+    }
     if (size == 0 || size > MC_RC_MAX_REGION_SIZE)
         return NULL;
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     size = (size + pg - 1) / pg * pg;
-    int fd = memfd_create("mooncake_shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (size > MC_RC_MAX_REGION_SIZE)
+        return NULL;
+    int fd = memfd_create("mooncake_shm", flags);
     if (fd < 0) {
         MC_LOG_ERROR("shm: memfd_create: %m");
         return NULL;
     }
+    /* A shared hugetlb mapping reserves all its pages at mmap: with too few free it fails
+     * here (ENOMEM), never later on a fault. */
     void *p = MAP_FAILED;
     if (ftruncate(fd, (off_t)size) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
         (p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)) ==
             MAP_FAILED) {
-        MC_LOG_ERROR("shm: cannot allocate %zu bytes of shared memory: %m", size);
+        if (huge_page_size)
+            MC_LOG_ERROR("shm: cannot allocate %zu bytes of shared memory on %s huge pages: %m "
+                         "(too few free: reserve them in /sys/kernel/mm/hugepages/"
+                         "hugepages-%zukB/nr_hugepages)",
+                         size, huge_page_size == MC_SHM_HUGE_2MB ? "2 MiB" : "1 GiB",
+                         huge_page_size >> 10);
+        else
+            MC_LOG_ERROR("shm: cannot allocate %zu bytes of shared memory: %m", size);
         close(fd);
         return NULL;
     }
@@ -511,7 +537,7 @@ mc_status_t mc_store_create_dummy(const mc_store_dummy_config_t *cfg, mc_store_t
     if (st != MC_OK)
         goto fail;
     if (cfg->local_buffer_size) {
-        d->local_buf = mc_shm_alloc(cfg->local_buffer_size);
+        d->local_buf = mc_shm_alloc_pages(cfg->local_buffer_size, cfg->hugepage_size);
         if (!d->local_buf) {
             st = MC_ERR_NO_MEMORY;
             goto fail;
