@@ -649,11 +649,39 @@ def _slice(arr, dim, rank, count):
     return np.ascontiguousarray(np.take(arr, np.arange(start, start + n), axis=dim))
 
 
-def _refuse_writer_partition(writer_partition, what):
-    if writer_partition is not None:
-        raise NotImplementedError(
-            f"{what}: writer_partition (upstream's <key>__writer_<r>of<n>_sd<d> shards and "
-            "<key>__writer_manifest) is not implemented in Mooncake-C")
+def parse_writer_partition(writer_partition, what):
+    """(rank, size, split_dim) of a writer partition (any object with those int fields), as
+    upstream's parse_writer_partition_spec: size > 0, 0 <= rank < size, split_dim >= 0; None
+    (logged) when invalid."""
+    if not all(hasattr(writer_partition, n) for n in ("rank", "size", "split_dim")):
+        log.error("%s: writer_partition must provide rank, size, and split_dim", what)
+        return None
+    rank, size, sd = (_axis_int(getattr(writer_partition, n), n, False)
+                      for n in ("rank", "size", "split_dim"))
+    if size <= 0 or not 0 <= rank < size or sd < 0:
+        log.error("%s: invalid writer partition (rank %d, size %d, split_dim %d)", what, rank,
+                  size, sd)
+        return None
+    return rank, size, sd
+
+
+def writer_key(key, rank, size, split_dim):
+    """Upstream's object name of writer partition rank of key."""
+    return f"{key}__writer_{rank}of{size}_sd{split_dim}"
+
+
+def _batch_requests(n, parallelisms, writer_partitions, what):
+    """(parallelisms, writer_partitions) as lists of n (None = n Nones), or None (logged) when
+    one is neither None nor a list of n."""
+    out = []
+    for name, v in (("parallelisms", parallelisms), ("writer_partitions", writer_partitions)):
+        if v is None:
+            v = [None] * n
+        elif not isinstance(v, list) or len(v) != n:
+            log.error("%s: %s must be a list as long as keys, or None", what, name)
+            return None
+        out.append(v)
+    return out
 
 
 def _results(n, code):
@@ -966,21 +994,47 @@ class TensorStoreMixin:
     #   parallelism_key(key, axes), plus the manifest;
     # * no TP axis (DP / EP / PP): tensor is stored as is under parallelism_key(key, axes);
     # * *_from with a TP axis: the buffer holds the full tensor; every TP rank's slice is
-    #   stored (no manifest); *_from without: the object as is under parallelism_key.
+    #   stored (no manifest); *_from without: the object as is under parallelism_key;
+    # * writer_partition (rank, size, split_dim), instead of parallelism: the full tensor,
+    #   this writer's slice stored as <key>__writer_<r>of<n>_sd<d> (a single TP axis in its
+    #   header), plus <key>__writer_manifest; a "full" read without parallelism reassembles it.
     # Every shard's header carries the axes (in the caller's order) and the global shape.
 
-    def _write_manifest(self, key, code, gshape, split_dim, count, config, upsert):
+    def _write_manifest(self, key, code, gshape, split_dim, count, config, upsert,
+                        suffix="__parallelism_manifest"):
         manifest = _MANIFEST.pack(MANIFEST_MAGIC, 1, _MANIFEST.size, int(code), len(gshape),
                                   split_dim, count, 0, *_shape8(gshape))
-        rc = self._tensor_write_parts(f"{key}__parallelism_manifest", [manifest], config,
-                                      upsert)
+        rc = self._tensor_write_parts(key + suffix, [manifest], config, upsert)
         return 0 if rc == OBJECT_ALREADY_EXISTS else rc  # another rank wrote it first
 
+    def _put_writer_shard(self, key, code, gshape, arr, writer_partition, config, upsert,
+                          what):
+        """Writer partition route: this writer's slice of the full tensor arr (global shape
+        gshape) as <key>__writer_<r>of<n>_sd<d> with a single-TP-axis header, plus
+        <key>__writer_manifest."""
+        wp = parse_writer_partition(writer_partition, what)
+        if wp is None:
+            return INVALID_PARAMS
+        rank, size, sd = wp
+        if sd >= arr.ndim or arr.shape[sd] % size:
+            log.error("%s: split_dim out of range or not uniformly shardable", what)
+            return INVALID_PARAMS
+        shard = _slice(arr, sd, rank, size)
+        hdr = _shard_header(code, gshape, shard, [ParallelAxis("tp", rank, size, sd)])
+        rc = self._tensor_write_parts(writer_key(key, rank, size, sd), [hdr, _raw(shard)],
+                                      config, upsert)
+        if rc != 0:
+            return rc
+        return self._write_manifest(key, code, gshape, sd, size, config, upsert,
+                                    "__writer_manifest")
+
     def _put_parallelism(self, key, tensor, parallelism, config, writer_partition, upsert, what):
-        _refuse_writer_partition(writer_partition, what)
-        if parallelism is None:
+        if writer_partition is not None and parallelism is not None:
+            log.error("%s: writer_partition cannot be combined with parallelism", what)
+            return INVALID_PARAMS
+        if parallelism is None and writer_partition is None:
             return self._tensor_write(key, tensor, config, upsert, what)
-        axes = parse_parallelism(parallelism, what)
+        axes = parse_parallelism(parallelism, what) if parallelism is not None else []
         if axes is None:
             return INVALID_PARAMS
         try:
@@ -988,6 +1042,9 @@ class TensorStoreMixin:
         except TensorError as e:
             log.error("%s for %s: %s", what, key, e)
             return INVALID_PARAMS
+        if writer_partition is not None:
+            return self._put_writer_shard(key, code, arr.shape, arr, writer_partition, config,
+                                          upsert, what)
         tp = _tp_of(axes)
         if tp is None:
             hdr = _shard_header(code, arr.shape, arr, axes)
@@ -1015,9 +1072,10 @@ class TensorStoreMixin:
 
     def put_tensor_with_parallelism(self, key, tensor, parallelism=None, config=None,
                                     writer_partition=None):
-        """Store tensor as the shard parallelism names (see the routes above); 0 or a negative
-        code (INVALID_PARAMS for an invalid parallelism). writer_partition raises
-        NotImplementedError."""
+        """Store tensor as the shard parallelism names (see the routes above), or with
+        writer_partition (rank, size, split_dim; not with parallelism) this writer's slice of
+        the full tensor as <key>__writer_<r>of<n>_sd<d> plus <key>__writer_manifest. 0 or a
+        negative code (INVALID_PARAMS for an invalid request)."""
         return self._put_parallelism(key, tensor, parallelism, config, writer_partition, False,
                                      "put_tensor_with_parallelism")
 
@@ -1029,17 +1087,14 @@ class TensorStoreMixin:
     def _batch_put_parallelism(self, keys, tensors_list, parallelisms, config, writer_partitions,
                                upsert, what):
         keys, tensors_list = list(keys), list(tensors_list)
-        _refuse_writer_partition(writer_partitions, what)
         if len(keys) != len(tensors_list) or not keys:
             log.error("%s: keys and tensors size mismatch", what)
             return _results(len(keys), INVALID_PARAMS)
-        if parallelisms is None:
-            parallelisms = [None] * len(keys)
-        elif not isinstance(parallelisms, list) or len(parallelisms) != len(keys):
-            log.error("%s: parallelisms must be a list as long as keys, or None", what)
+        lists = _batch_requests(len(keys), parallelisms, writer_partitions, what)
+        if lists is None:
             return _results(len(keys), INVALID_PARAMS)
-        return [self._put_parallelism(k, t, p, config, None, upsert, what)
-                for k, t, p in zip(keys, tensors_list, parallelisms)]
+        return [self._put_parallelism(k, t, p, config, w, upsert, what)
+                for k, t, p, w in zip(keys, tensors_list, *lists)]
 
     def batch_put_tensor_with_parallelism(self, keys, tensors_list, parallelisms=None,
                                           config=None, writer_partitions=None):
@@ -1055,16 +1110,21 @@ class TensorStoreMixin:
 
     def _put_parallelism_from(self, key, ptr, size, parallelism, config, writer_partition,
                               upsert, what):
-        _refuse_writer_partition(writer_partition, what)
-        if parallelism is None:
+        if writer_partition is not None and parallelism is not None:
+            log.error("%s: writer_partition cannot be combined with parallelism", what)
+            return INVALID_PARAMS
+        if parallelism is None and writer_partition is None:
             return self._tensor_from([key], [ptr], [size], config, upsert, what)[0]
-        axes = parse_parallelism(parallelism, what)
+        axes = parse_parallelism(parallelism, what) if parallelism is not None else []
         if axes is None:
             return INVALID_PARAMS
         _check_ptr(what, ptr, size)
         if _read_object(_readable_ranges(), ptr, size, what) is None:
             return INVALID_PARAMS
         h, arr = decode_array(_view(ptr, size))
+        if writer_partition is not None:
+            return self._put_writer_shard(key, h.dtype, h.global_shape, arr, writer_partition,
+                                          config, upsert, what)
         tp = _tp_of(axes)
         if tp is None:
             hdr = _shard_header(h.dtype, h.global_shape, arr, axes)
@@ -1097,17 +1157,16 @@ class TensorStoreMixin:
     def _batch_parallelism_from(self, keys, ptrs, sizes, parallelisms, config, writer_partitions,
                                 upsert, what):
         keys, ptrs, sizes = list(keys), list(ptrs), list(sizes)
-        _refuse_writer_partition(writer_partitions, what)
         if not (len(keys) == len(ptrs) == len(sizes)):
             log.error("%s: keys, buffer_ptrs and sizes must have the same length", what)
             return _results(len(keys), INVALID_PARAMS)
-        if parallelisms is None:
+        if parallelisms is None and writer_partitions is None:
             return self._tensor_from(keys, ptrs, sizes, config, upsert, what)
-        if not isinstance(parallelisms, list) or len(parallelisms) != len(keys):
-            log.error("%s: parallelisms must be a list as long as keys, or None", what)
+        lists = _batch_requests(len(keys), parallelisms, writer_partitions, what)
+        if lists is None:
             return _results(len(keys), INVALID_PARAMS)
-        return [self._put_parallelism_from(k, p, s, par, config, None, upsert, what)
-                for k, p, s, par in zip(keys, ptrs, sizes, parallelisms)]
+        return [self._put_parallelism_from(k, p, s, par, config, w, upsert, what)
+                for k, p, s, par, w in zip(keys, ptrs, sizes, *lists)]
 
     def batch_put_tensor_with_parallelism_from(self, keys, buffer_ptrs, sizes, parallelisms=None,
                                                config=None, writer_partitions=None):
@@ -1129,9 +1188,9 @@ class TensorStoreMixin:
     # <key>__parallelism_manifest when present (every other axis as requested), else from the
     # stored shards (a single TP axis) or the request.
 
-    def _load_manifest(self, key):
-        """(dtype, global shape, split_dim, shard count) of <key>__parallelism_manifest."""
-        raw = self.get(f"{key}__parallelism_manifest")
+    def _load_manifest(self, key, suffix="__parallelism_manifest"):
+        """(dtype, global shape, split_dim, shard count) of the manifest <key><suffix>."""
+        raw = self.get(key + suffix)
         if not raw or len(raw) < _MANIFEST.size:
             return None
         f = _MANIFEST.unpack_from(raw)
@@ -1142,13 +1201,11 @@ class TensorStoreMixin:
         gshape = list(f[8:8 + ndim])
         return None if min(gshape) < 0 else (dtype, gshape, sd, count)
 
-    def _gather(self, key, axes, count, what):
-        """(code, full array) from the count TP shards named by axes with each TP rank, each
-        checked to carry exactly those axes; None (logged)."""
+    def _gather(self, sources, split_dim, what):
+        """(code, full array) concatenated along split_dim from sources, [(object key, axes
+        its header must carry exactly)] in TP rank order; None (logged)."""
         parts, first = [], None
-        for r in range(count):
-            want = _with_tp(axes, r, count)
-            k = parallelism_key(key, want)
+        for k, want in sources:
             dec = self._get_tensor_header(k)
             if dec is None or not _same_axes(_stored_axes(dec[0]), want):
                 log.error("%s: shard %s missing or not of the requested layout", what, k)
@@ -1159,11 +1216,26 @@ class TensorStoreMixin:
                 return None
             first = first or dec[0]
             parts.append(dec[1])
-        full = np.concatenate(parts, axis=_tp_of(axes).split_dim)
+        full = np.concatenate(parts, axis=split_dim)
         if tuple(full.shape) != tuple(first.global_shape):
-            log.error("%s: shards of %s do not cover the global shape", what, key)
+            log.error("%s: shards do not cover the global shape", what)
             return None
         return first.dtype, full
+
+    def _tp_sources(self, key, axes, count):
+        wants = [_with_tp(axes, r, count) for r in range(count)]
+        return [(parallelism_key(key, w), w) for w in wants]
+
+    def _writer_full(self, key, what):
+        """(has a writer manifest, (code, full array) or None): the tensor reassembled from
+        the shards <key>__writer_manifest names."""
+        man = self._load_manifest(key, "__writer_manifest")
+        if man is None:
+            return False, None
+        _, _, sd, count = man
+        sources = [(writer_key(key, r, count, sd), [ParallelAxis("tp", r, count, sd)])
+                   for r in range(count)]
+        return True, self._gather(sources, sd, what)
 
     def _full(self, key, axes, what):
         """(code, full array) of the tensor whose shards axes (with a TP axis) belong to."""
@@ -1177,7 +1249,7 @@ class TensorStoreMixin:
             if gshape[sd] % count or gshape[sd] % tp.size:
                 log.error("%s: only uniform sharding is supported", what)
                 return None
-            return self._gather(key, _with_tp(axes, 0, count), count, what)
+            return self._gather(self._tp_sources(key, axes, count), sd, what)
         count = tp.size
         if len(axes) == 1:  # a single TP axis: the stored count is in shard 0's header
             dec = self._get_tensor_header(tp_key(key, 0))
@@ -1187,7 +1259,7 @@ class TensorStoreMixin:
                           tp.split_dim)
                 return None
             count = st[0].size
-        return self._gather(key, axes, count, what)
+        return self._gather(self._tp_sources(key, axes, count), tp.split_dim, what)
 
     def _resolve_parallelism_read(self, key, target, what):
         """("key", k) to read k as stored, ("value", (code, array)), or ("none", None)."""
@@ -1200,9 +1272,10 @@ class TensorStoreMixin:
             if mode == "shard":
                 log.error("%s: parallelism is required", what)
                 return "none", None
-            if mode == "full" and self.is_exist(f"{key}__writer_manifest") == 1:
-                raise NotImplementedError(f"{what}: {key} was written with writer_partition "
-                                          "shards, which Mooncake-C does not reassemble")
+            if mode == "full":
+                found, full = self._writer_full(key, what)
+                if found:
+                    return ("value", full) if full is not None else ("none", None)
             return "key", key
         axes = parse_parallelism(parallelism, what)
         if axes is None:
@@ -1213,6 +1286,11 @@ class TensorStoreMixin:
             h = self._get_tensor_header(k)
             if h is not None and _same_axes(_stored_axes(h[0]), axes):
                 return "key", k
+            if len(axes) == 1 and tp is not None:  # a writer partition of that layout
+                k = writer_key(key, tp.rank, tp.size, tp.split_dim)
+                h = self._get_tensor_header(k)
+                if h is not None and _same_axes(_stored_axes(h[0]), axes):
+                    return "key", k
             full = self._full(key, axes, what) if tp is not None else None
             if full is not None:
                 code, arr = full

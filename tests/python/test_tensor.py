@@ -447,9 +447,8 @@ def test_with_parallelism_tp_axis(store):
     assert store.upsert_tensor_with_parallelism("bwp", full[:3] + 1, par(0)) == 0
     np.testing.assert_array_equal(to_np(store.get_tensor("bwp_tp_0")), full[:3] + 1)
     assert store.batch_upsert_tensor_with_parallelism(["bwp"], [full], None) == [0]
-    # writer_partition shards are not implemented; an invalid TP axis is INVALID_PARAMS
-    with pytest.raises(NotImplementedError):
-        store.put_tensor_with_parallelism("x", full, None, None, object())
+    # an invalid writer partition or TP axis is INVALID_PARAMS
+    assert store.put_tensor_with_parallelism("x", full, None, None, object()) == -600
     assert store.put_tensor_with_parallelism(
         "x", full, TensorParallelism(axes=[ParallelAxis(kind="tp", rank=0, size=2)])) == -600
 
@@ -516,6 +515,53 @@ def test_with_parallelism_without_tp(store):
     assert store.put_tensor_with_parallelism("pp", t, pp) == 0
     assert store.get("pp__pp_0of2_sid3")[:304] == hand_header(
         8, (3, 2), 48, layout=1, axes=[(3, 0, 0, 2, -1, 3, 0)])
+
+
+class WP:
+    def __init__(self, rank, size, split_dim):
+        self.rank, self.size, self.split_dim = rank, size, split_dim
+
+
+def test_with_writer_partition(store, reg):
+    """writer_partition: each writer stores its slice of the full tensor as
+    <key>__writer_<r>of<n>_sd<d> plus <key>__writer_manifest; "full" without parallelism
+    reassembles, "shard" with the matching single TP axis reads a writer's slice."""
+    from mooncake.store import ReadTarget
+    full = sample("int32", (6, 4))
+    for r in range(2):
+        assert store.put_tensor_with_parallelism("wr", full, writer_partition=WP(r, 2, 0)) == 0
+        assert store.get(f"wr__writer_{r}of2_sd0") == hand_header(
+            6, (3, 4), 48, gshape=(6, 4), layout=1, axes=[(1, 0, r, 2, 0, 0, 3)]) + \
+            full[3 * r:3 * r + 3].tobytes()
+    assert store.get("wr__writer_manifest") == struct.pack(
+        "<IHHiiiii4x8q", 0x574D414E, 1, 96, 6, 2, 0, 2, 0, 6, 4, -1, -1, -1, -1, -1, -1)
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("wr", ReadTarget("full"))), full)
+    tp1 = _par(dict(kind="tp", rank=1, size=2, split_dim=0))
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("wr", ReadTarget("shard", tp1))), full[3:])
+    # only one writer of three: no full tensor
+    assert store.put_tensor_with_parallelism("wr3", full, writer_partition=WP(0, 3, 0)) == 0
+    assert store.get_tensor_with_parallelism("wr3", ReadTarget("full")) is None
+    # refused requests
+    assert store.put_tensor_with_parallelism("wrx", full, tp1, writer_partition=WP(0, 2, 0)) \
+        == -600
+    for bad in (WP(2, 2, 0), WP(0, 0, 0), WP(0, 2, -1), WP(0, 2, 2), WP(0, 5, 0)):
+        assert store.put_tensor_with_parallelism("wrx", full, writer_partition=bad) == -600
+    assert store.is_exist("wrx__writer_manifest") == 0
+    # from a buffer, and batches
+    obj = T.encode_bytes(full)
+    base = reg.ctypes.data
+    reg[:len(obj)] = np.frombuffer(obj, np.uint8)
+    assert store.batch_put_tensor_with_parallelism_from(
+        ["wrf", "wrf"], [base, base], [len(obj)] * 2,
+        writer_partitions=[WP(0, 2, 1), WP(1, 2, 1)]) == [0, 0]
+    np.testing.assert_array_equal(to_np(store.get_tensor("wrf__writer_1of2_sd1")), full[:, 2:])
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("wrf", ReadTarget("full"))), full)
+    assert store.batch_put_tensor_with_parallelism(["a", "b"], [full, full],
+                                                   writer_partitions=[WP(0, 2, 0)]) == \
+        [-600, -600]
 
 
 @pytest.mark.skipif(torch is None, reason="torch does not import in this python3")
