@@ -458,6 +458,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # listen backlog; the connection cap applies after accept
 
     def __init__(self, addr, service, auth):
         self.service, self.auth = service, auth

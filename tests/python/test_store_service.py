@@ -354,6 +354,8 @@ def test_connection_cap(rest):
                         n += 1
                 except BlockingIOError:
                     pass
+                except ConnectionResetError:
+                    n += 1
             return n >= 6
         wait_for(closed_count, timeout=20, what="connections over the cap to be closed")
     finally:
