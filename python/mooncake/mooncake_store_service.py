@@ -50,7 +50,8 @@ import time
 import urllib.parse
 
 from . import _config
-from . import _http_auth
+from ._core import (HTTP_AUTH_BUSY, HTTP_AUTH_OK, HttpAuthServer,  # src/common/http_auth.c
+                    http_auth_reason)
 from .mooncake_config import MooncakeConfig, _parse_bool, _parse_segment_size
 from .store import MooncakeDistributedStore
 
@@ -398,15 +399,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         authz = self.headers.get("Authorization")
         if auth.enabled and length:
             # refuse an anonymous upload before reading it (headers-only pre-check)
-            verdict, _ = auth.check(authz, self.command, self.path, None)
-            if verdict != _http_auth.OK:
+            verdict, _, challenge = auth.check(authz, self.command, self.path)
+            if verdict != HTTP_AUTH_OK:
                 self.close_connection = True
-                return self._refuse(verdict)
+                return self._refuse(verdict, challenge)
         body = self.rfile.read(length) if length else b""
         if auth.enabled:
-            verdict, peer = auth.check(authz, self.command, self.path, body)
-            if verdict != _http_auth.OK:
-                return self._refuse(verdict)
+            verdict, peer, challenge = auth.check(authz, self.command, self.path, body)
+            if verdict != HTTP_AUTH_OK:
+                return self._refuse(verdict, challenge)
             if not peer["admin"]:
                 return self._send(403, {"error": "a cluster token is required"})
         route, allowed, key = self._route()
@@ -445,11 +446,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                  (time.perf_counter() - start) * 1000)
         return self._send(status, payload)
 
-    def _refuse(self, verdict):
-        if verdict == _http_auth.BUSY:
-            return self._send(503, {"error": _http_auth.REASONS[verdict]})
-        challenge = self.server.auth.challenge(stale=verdict == _http_auth.STALE)
-        return self._send(401, {"error": _http_auth.REASONS[verdict]},
+    def _refuse(self, verdict, challenge):
+        if verdict == HTTP_AUTH_BUSY:
+            return self._send(503, {"error": http_auth_reason(verdict)})
+        return self._send(401, {"error": http_auth_reason(verdict)},
                           [("WWW-Authenticate", challenge)])
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _dispatch
@@ -481,7 +481,7 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 def start_http_service(service, port=8080, host="0.0.0.0", auth=None):
     """The REST server on host:port, serving in a thread; returns the server (.server_address
     tells the port, .shutdown() stops it)."""
-    srv = _Server((host, port), service, auth or _http_auth.Server(None))
+    srv = _Server((host, port), service, auth or HttpAuthServer(None))
     threading.Thread(target=srv.serve_forever, name="mc-store-rest", daemon=True).start()
     log.info("REST API started on %s:%d", *srv.server_address[:2])
     return srv
@@ -517,8 +517,8 @@ def main(argv=None):
             log.warning("Ignoring invalid CLI config: %s", item)
     token_file = _config.te_tuning_from_env().get("auth_token_file")
     try:
-        auth = _http_auth.Server(_http_auth.load_token_file(token_file) if token_file else None)
-    except _http_auth.TokenFileError as e:
+        auth = HttpAuthServer(token_file)
+    except ValueError as e:
         log.error("MC_AUTH_TOKEN_FILE: %s", e)
         return 1
     try:

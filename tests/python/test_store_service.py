@@ -14,7 +14,7 @@ import urllib.parse
 import pytest
 
 from conftest import Proc, bin_path, start_master, start_storage, wait_for
-from mooncake import _http_auth
+from mooncake._core import http_auth_authorize, http_auth_parse
 
 SECRET = b"rest-server-test-secret-0123456789"
 
@@ -57,9 +57,9 @@ class RestServer:
                 r = c.getresponse()
                 r.read()
                 assert r.status == 401
-                nonce = _http_auth.parse_header(r.getheader("WWW-Authenticate"))["nonce"]
-                hdrs["Authorization"] = _http_auth.authorize(secret, nonce, method, path,
-                                                             body or b"")
+                nonce = http_auth_parse(r.getheader("WWW-Authenticate"))["nonce"]
+                hdrs["Authorization"] = http_auth_authorize(secret, nonce, method, path,
+                                                            body or b"")
             c.request(method, path, body=body, headers=hdrs)
             r = c.getresponse()
             data = r.read()
@@ -250,12 +250,12 @@ def test_auth_token(cluster, tmp_path):
         c.request("GET", "/api/get/sk")
         r = c.getresponse()
         r.read()
-        nonce = _http_auth.parse_header(r.getheader("WWW-Authenticate"))["nonce"]
-        h = _http_auth.authorize(SECRET, nonce, "GET", "/api/get/other")
+        nonce = http_auth_parse(r.getheader("WWW-Authenticate"))["nonce"]
+        h = http_auth_authorize(SECRET, nonce, "GET", "/api/get/other")
         c.request("GET", "/api/get/sk", headers={"Authorization": h})
         r = c.getresponse()
         assert r.status == 401 and json.loads(r.read())["error"] == "bad credentials"
-        h = _http_auth.authorize(SECRET, nonce, "GET", "/api/get/sk")
+        h = http_auth_authorize(SECRET, nonce, "GET", "/api/get/sk")
         for want in (200, 401):
             c.request("GET", "/api/get/sk", headers={"Authorization": h})
             r = c.getresponse()
@@ -287,6 +287,43 @@ def test_auth_token(cluster, tmp_path):
         s.stop()
         m.stop()
         assert rc == 0, srv.stderr()
+
+
+def test_http_auth_binding(tmp_path):
+    """mooncake._core's HttpAuthServer is src/common/http_auth.c: verdicts, peers, replay."""
+    from mooncake import _core
+    open_srv = _core.HttpAuthServer(None)
+    assert not open_srv.enabled
+    assert open_srv.check(None, "GET", "/x", b"") == \
+        (_core.HTTP_AUTH_OK, {"admin": True, "tenant": ""}, None)
+    token = tmp_path / "token"
+    token.write_bytes(SECRET + b"\ntenant-secret-0123456789 tenant=t1\n")
+    os.chmod(token, 0o600)
+    srv = _core.HttpAuthServer(str(token))
+    assert srv.enabled
+    verdict, peer, challenge = srv.check(None, "PUT", "/api/put", b"{}")
+    assert (verdict, peer) == (_core.HTTP_AUTH_MISSING, None)
+    assert _core.http_auth_reason(verdict) == "credentials required"
+    nonce = http_auth_parse(challenge)["nonce"]
+    assert len(nonce) == 96 and http_auth_parse("Basic abc") is None
+    h = http_auth_authorize(SECRET, nonce, "PUT", "/api/put", b"{}")
+    assert srv.check(h, "PUT", "/api/put") == (_core.HTTP_AUTH_OK, None, None)  # headers only
+    assert srv.check(h, "PUT", "/api/put", b"{ }")[0] == _core.HTTP_AUTH_BAD_MAC
+    assert srv.check(h, "PUT", "/api/put", b"{}")[:2] == \
+        (_core.HTTP_AUTH_OK, {"admin": True, "tenant": ""})
+    assert srv.check(h, "PUT", "/api/put", b"{}")[0] == _core.HTTP_AUTH_REPLAY
+    h = http_auth_authorize(b"tenant-secret-0123456789", nonce, "GET", "/api/get/k")
+    assert srv.check(h, "GET", "/api/get/k", b"")[1] == {"admin": False, "tenant": "t1"}
+    other = _core.HttpAuthServer(str(token))  # a nonce of another server (process) is refused
+    h = http_auth_authorize(SECRET, nonce, "GET", "/")
+    assert other.check(h, "GET", "/", b"")[0] == _core.HTTP_AUTH_BAD_NONCE
+    with pytest.raises(ValueError):
+        http_auth_authorize(b"short", nonce, "GET", "/")
+    with pytest.raises(ValueError):
+        http_auth_authorize(SECRET, "00", "GET", "/")
+    os.chmod(token, 0o644)
+    with pytest.raises(ValueError, match="cannot be used"):
+        _core.HttpAuthServer(str(token))
 
 
 def test_bad_token_file_stops_the_program(cluster, tmp_path):
