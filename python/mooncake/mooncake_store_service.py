@@ -28,7 +28,11 @@ client_max_size); a key over 4096 bytes (the store's limit) or with a NUL gets 4
 is not JSON, or not an object, gets 500 with the parser's message (400 on
 /api/unmount_local_disk), as upstream. Unknown paths get 404, a known path with another method
 405. At most 64 connections are served at once (more are closed at accept); a connection idle
-for 30 s is closed.
+for 30 s is closed. Request bodies buffered at once, all connections together, are capped by
+``--max-body-budget`` (1GB): a request reserves its Content-Length before its body is read and
+releases it once answered (or failed, or its client gone); one that does not fit gets 503 with
+``Retry-After: 1`` and its connection closed, before its body is read (a body over the budget
+itself gets 413).
 
 Authentication: with ``MC_AUTH_TOKEN_FILE`` set (the variable the store client itself reads)
 every request must carry the cluster's HTTP challenge-response (docs/security.md, "HTTP
@@ -58,6 +62,8 @@ from .store import MooncakeDistributedStore
 MAX_BODY = 100 * 1024 * 1024       # upstream's aiohttp client_max_size
 MAX_KEY = 4096                      # MC_STORE_KEY_MAX
 MAX_CONNECTIONS = 64
+DEFAULT_BODY_BUDGET = 1 << 30       # bytes of request bodies buffered at once, server-wide
+BUDGET_RETRY_AFTER_S = 1
 IDLE_TIMEOUT_S = 30
 _MAX_UNMOUNT_LOCAL_DISK_GRACE_PERIOD_SECONDS = 3600
 
@@ -384,7 +390,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return route, allowed, rest if wants_key else None
 
     def _dispatch(self):
-        service, auth = self.server.service, self.server.auth
+        reserved = [0]  # bytes of self.server.budget this request holds; released when it ends
+        try:
+            return self._handle(reserved)
+        finally:
+            self.server.budget.release(reserved[0])
+
+    def _handle(self, reserved):
+        service, auth, budget = self.server.service, self.server.auth, self.server.budget
         start = time.perf_counter()
         try:
             length = int(self.headers.get("Content-Length") or 0)
@@ -393,9 +406,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if length < 0 or self.headers.get("Transfer-Encoding"):
             self.close_connection = True
             return self._send(400, {"error": "a body needs a valid Content-Length"})
-        if length > MAX_BODY:
+        if length > min(MAX_BODY, budget.limit):
             self.close_connection = True
-            return self._send(413, {"error": f"body larger than {MAX_BODY} bytes"})
+            return self._send(413, {"error": f"body larger than "
+                                             f"{min(MAX_BODY, budget.limit)} bytes"})
         authz = self.headers.get("Authorization")
         if auth.enabled and length:
             # refuse an anonymous upload before reading it (headers-only pre-check)
@@ -403,7 +417,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if verdict != HTTP_AUTH_OK:
                 self.close_connection = True
                 return self._refuse(verdict, challenge)
-        body = self.rfile.read(length) if length else b""
+        if length:
+            if not budget.reserve(length):
+                # the unread body would be taken for the next request: the connection closes
+                self.close_connection = True
+                return self._send(503, {"error": f"server busy: request bodies in flight "
+                                                 f"would exceed the {budget.limit}-byte budget; "
+                                                 f"retry later"},
+                                  [("Retry-After", str(BUDGET_RETRY_AFTER_S))])
+            reserved[0] = length
+            body = self.rfile.read(length)
+            if len(body) != length:  # the client went away mid-body: nothing to answer
+                self.close_connection = True
+                return None
+        else:
+            body = b""
         if auth.enabled:
             verdict, peer, challenge = auth.check(authz, self.command, self.path, body)
             if verdict != HTTP_AUTH_OK:
@@ -455,13 +483,37 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _dispatch
 
 
+class _BodyBudget:
+    """Bytes of request bodies the server buffers at once: a request reserves its declared
+    Content-Length before reading the body and releases it when it has been answered (or has
+    failed, or its client has gone)."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.used = 0
+        self._mu = threading.Lock()
+
+    def reserve(self, n):
+        with self._mu:
+            if self.used + n > self.limit:
+                return False
+            self.used += n
+            return True
+
+    def release(self, n):
+        if n:
+            with self._mu:
+                self.used -= n
+
+
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128  # listen backlog; the connection cap applies after accept
 
-    def __init__(self, addr, service, auth):
+    def __init__(self, addr, service, auth, body_budget=DEFAULT_BODY_BUDGET):
         self.service, self.auth = service, auth
+        self.budget = _BodyBudget(body_budget)
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(addr, _Handler)
 
@@ -478,10 +530,11 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             self._slots.release()
 
 
-def start_http_service(service, port=8080, host="0.0.0.0", auth=None):
+def start_http_service(service, port=8080, host="0.0.0.0", auth=None,
+                       body_budget=DEFAULT_BODY_BUDGET):
     """The REST server on host:port, serving in a thread; returns the server (.server_address
     tells the port, .shutdown() stops it)."""
-    srv = _Server((host, port), service, auth or HttpAuthServer(None))
+    srv = _Server((host, port), service, auth or HttpAuthServer(None), body_budget)
     threading.Thread(target=srv.serve_forever, name="mc-store-rest", daemon=True).start()
     log.info("REST API started on %s:%d", *srv.server_address[:2])
     return srv
@@ -498,6 +551,9 @@ def parse_arguments(argv=None):
                    help="Maximum total wait time in seconds (default: 60)")
     p.add_argument("--host", type=str, default="0.0.0.0",
                    help="Address the HTTP API binds (default: 0.0.0.0)")
+    p.add_argument("--max-body-budget", type=str, default="1GB",
+                   help="Bytes of request bodies buffered at once, all connections together "
+                        "(default: 1GB; a request that does not fit gets 503)")
     return p.parse_args(argv)
 
 
@@ -507,6 +563,13 @@ def main(argv=None):
     args = parse_arguments(argv)
     if not 0 <= args.port <= 65535:
         log.error("--port must be 0..65535")
+        return 2
+    try:
+        body_budget = _parse_segment_size(args.max_body_budget)
+    except ValueError:
+        body_budget = 0
+    if body_budget <= 0:
+        log.error("--max-body-budget must be a positive size (e.g. 1GB, 64MB, 1048576)")
         return 2
     cli_config = {}
     for item in args.define:
@@ -541,7 +604,7 @@ def main(argv=None):
             log.warning("REST API on %s without MC_AUTH_TOKEN_FILE: anyone who can reach it "
                         "can read, write and remove keys", args.host)
         try:
-            srv = start_http_service(service, args.port, args.host, auth)
+            srv = start_http_service(service, args.port, args.host, auth, body_budget)
         except OSError as e:
             log.error("Failed to start HTTP service on %s:%d: %s", args.host, args.port, e)
             return 1

@@ -400,3 +400,77 @@ def test_connection_cap(rest):
             s.close()
     wait_for(lambda: rest.request("GET", "/api/exist/zz")[0] == 200, timeout=20,
              what="the server to answer again")
+
+
+def _body_request(port, n, first=b""):
+    """A socket that sent the headers of a POST with an n-byte body (and `first` of it)."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.sendall(f"POST /api/unmount_local_disk HTTP/1.1\r\nHost: t\r\nContent-Length: {n}\r\n"
+              f"\r\n".encode() + first)
+    return s
+
+
+def _response(sock):
+    r = http.client.HTTPResponse(sock)
+    r.begin()
+    return r, json.loads(r.read())
+
+
+def _try_body(port, n):
+    """Status and response of an n-byte body: an answer before the body is sent (503, 413)
+    is taken as it is; otherwise the body follows (the server is waiting for it)."""
+    s = _body_request(port, n)
+    try:
+        if not select.select([s], [], [], 2)[0]:
+            s.sendall(b" " * n)
+        r, body = _response(s)
+        return r.status, body, r
+    finally:
+        s.close()
+
+
+def test_body_budget(cluster):
+    """Bodies buffered at once are capped server-wide (--max-body-budget): a request that does
+    not fit gets 503 + Retry-After before its body is read; the budget comes back when a
+    request is answered or its client goes away; the server keeps serving."""
+    srv = RestServer(cluster[0].addr, extra_args=("--max-body-budget", "3MB"))
+    n = 2 << 20
+    try:
+        assert _try_body(srv.port, 4 << 20)[:2] == (413, {"error": "body larger than "
+                                                           f"{3 << 20} bytes"})
+        assert _try_body(srv.port, n)[0] == 400  # fits: read, then refused as not JSON
+        holder = _body_request(srv.port, n, b" " * 1000)  # reserves 2 MiB, then stalls
+
+        def refused():
+            st, body, r = _try_body(srv.port, n)
+            if st == 400:
+                return False  # the holder's headers were not read yet
+            assert st == 503 and "budget" in body["error"], (st, body)
+            assert r.getheader("Retry-After") == "1"
+            return True
+        wait_for(refused, timeout=30, what="a body over the budget to be refused")
+        assert srv.request("GET", "/api/exist/zz")[:2] == (200, {"exists": False})
+        holder.sendall(b" " * (n - 1000))
+        assert _response(holder)[0].status == 400
+        holder.close()
+        wait_for(lambda: _try_body(srv.port, n)[0] == 400, timeout=20,
+                 what="the budget to be released after an answer")
+        # a client that goes away mid-body releases its reservation too
+        gone = _body_request(srv.port, n, b" " * 1000)
+        wait_for(lambda: _try_body(srv.port, n)[0] == 503, timeout=20,
+                 what="the second holder's reservation")
+        gone.close()
+        wait_for(lambda: _try_body(srv.port, n)[0] == 400, timeout=20,
+                 what="the budget to be released after a disconnect")
+    finally:
+        assert srv.stop() == 0, srv.stderr()
+
+
+def test_body_budget_flag_checked(cluster):
+    for bad in ("0", "-5", "lots"):
+        r = subprocess.run([sys.executable, "-m", "mooncake.mooncake_store_service", "--host",
+                            "127.0.0.1", "--port", "0", "--max-body-budget", bad],
+                           env=dict(os.environ, MOONCAKE_MASTER=cluster[0].addr),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "--max-body-budget" in r.stderr, r.stderr
