@@ -272,10 +272,14 @@ int mcpy_http_auth_add(PyObject *m)
         const char *name;
         int v;
     } verdicts[] = {
-        {"HTTP_AUTH_OK", MC_HTTP_AUTH_OK},           {"HTTP_AUTH_MISSING", MC_HTTP_AUTH_MISSING},
-        {"HTTP_AUTH_MALFORMED", MC_HTTP_AUTH_MALFORMED}, {"HTTP_AUTH_STALE", MC_HTTP_AUTH_STALE},
-        {"HTTP_AUTH_BAD_NONCE", MC_HTTP_AUTH_BAD_NONCE}, {"HTTP_AUTH_BAD_MAC", MC_HTTP_AUTH_BAD_MAC},
-        {"HTTP_AUTH_REPLAY", MC_HTTP_AUTH_REPLAY},   {"HTTP_AUTH_BUSY", MC_HTTP_AUTH_BUSY},
+        {"HTTP_AUTH_OK", MC_HTTP_AUTH_OK},
+        {"HTTP_AUTH_MISSING", MC_HTTP_AUTH_MISSING},
+        {"HTTP_AUTH_MALFORMED", MC_HTTP_AUTH_MALFORMED},
+        {"HTTP_AUTH_STALE", MC_HTTP_AUTH_STALE},
+        {"HTTP_AUTH_BAD_NONCE", MC_HTTP_AUTH_BAD_NONCE},
+        {"HTTP_AUTH_BAD_MAC", MC_HTTP_AUTH_BAD_MAC},
+        {"HTTP_AUTH_REPLAY", MC_HTTP_AUTH_REPLAY},
+        {"HTTP_AUTH_BUSY", MC_HTTP_AUTH_BUSY},
     };
     for (size_t i = 0; i < sizeof(verdicts) / sizeof(verdicts[0]); i++)
         if (PyModule_AddIntConstant(m, verdicts[i].name, verdicts[i].v) < 0)

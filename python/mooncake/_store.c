@@ -785,21 +785,22 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
     static const struct {
         const char *name;
         size_t off;
-        bool is_signed;
+        char kind; /* 'u' uint32_t, 'i' int32_t, 'U' uint64_t */
     } fields[] = {
-        {"redis_db_index", offsetof(mc_te_config_t, redis_db_index), false},
-        {"transfer_timeout_ms", offsetof(mc_te_config_t, transfer_timeout_ms), false},
-        {"tcp_connections", offsetof(mc_te_config_t, tcp_connections), false},
-        {"worker_threads", offsetof(mc_te_config_t, worker_threads), false},
-        {"slice_size", offsetof(mc_te_config_t, slice_size), false},
-        {"force_tcp", offsetof(mc_te_config_t, force_tcp), false},
-        {"hugepages", offsetof(mc_te_config_t, hugepages), true},
-        {"tcp_stripe", offsetof(mc_te_config_t, tcp_stripe), false},
-        {"tcp_socket_buf", offsetof(mc_te_config_t, tcp_socket_buf), false},
-        {"busy_poll_us", offsetof(mc_te_config_t, busy_poll_us), true},
-        {"metadata_timeout_ms", offsetof(mc_te_config_t, metadata_timeout_ms), false},
-        {"tcp_idle_timeout_s", offsetof(mc_te_config_t, tcp_idle_timeout_s), false},
-        {"tcp_max_server_conns", offsetof(mc_te_config_t, tcp_max_server_conns), false},
+        {"redis_db_index", offsetof(mc_te_config_t, redis_db_index), 'u'},
+        {"transfer_timeout_ms", offsetof(mc_te_config_t, transfer_timeout_ms), 'u'},
+        {"tcp_connections", offsetof(mc_te_config_t, tcp_connections), 'u'},
+        {"worker_threads", offsetof(mc_te_config_t, worker_threads), 'u'},
+        {"slice_size", offsetof(mc_te_config_t, slice_size), 'u'},
+        {"force_tcp", offsetof(mc_te_config_t, force_tcp), 'u'},
+        {"hugepages", offsetof(mc_te_config_t, hugepages), 'i'},
+        {"hugepage_size", offsetof(mc_te_config_t, hugepage_size), 'U'},
+        {"tcp_stripe", offsetof(mc_te_config_t, tcp_stripe), 'u'},
+        {"tcp_socket_buf", offsetof(mc_te_config_t, tcp_socket_buf), 'u'},
+        {"busy_poll_us", offsetof(mc_te_config_t, busy_poll_us), 'i'},
+        {"metadata_timeout_ms", offsetof(mc_te_config_t, metadata_timeout_ms), 'u'},
+        {"tcp_idle_timeout_s", offsetof(mc_te_config_t, tcp_idle_timeout_s), 'u'},
+        {"tcp_max_server_conns", offsetof(mc_te_config_t, tcp_max_server_conns), 'u'},
     };
     if (!PyDict_Check(d)) {
         PyErr_SetString(PyExc_TypeError, "te_tuning must be a dict of transfer-engine fields");
@@ -829,17 +830,20 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
         long long v = PyLong_AsLongLong(val);
         if (v == -1 && PyErr_Occurred())
             return -1;
-        bool ok = fields[i].is_signed ? v >= INT32_MIN && v <= INT32_MAX
-                                      : v >= 0 && v <= UINT32_MAX;
+        bool ok = fields[i].kind == 'i'   ? v >= INT32_MIN && v <= INT32_MAX
+                  : fields[i].kind == 'u' ? v >= 0 && v <= UINT32_MAX
+                                          : v >= 0;
         if (!ok) {
             PyErr_Format(PyExc_ValueError, "te_tuning: %s out of range, got %lld", name, v);
             return -1;
         }
         char *p = (char *)te + fields[i].off;
-        if (fields[i].is_signed)
+        if (fields[i].kind == 'i')
             *(int32_t *)p = (int32_t)v;
-        else
+        else if (fields[i].kind == 'u')
             *(uint32_t *)p = (uint32_t)v;
+        else
+            *(uint64_t *)p = (uint64_t)v;
     }
     return 0;
 }

@@ -323,6 +323,13 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                       extra.get("client_http_port"))
             return INVALID_PARAMS
         tuning = _config.te_tuning_from_env()  # MC_TE_*, MC_FORCE_TCP, ... as the tools
+        try:  # the segments on huge pages, required (upstream's MC_STORE_USE_HUGEPAGE)
+            huge = _config.store_hugepage_size()
+        except ValueError as e:
+            log.error("setup: %s", e)
+            return INVALID_PARAMS
+        if huge:
+            tuning["hugepage_size"] = huge
         rc = self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
                          extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
                          int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,

@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/memfd.h> /* MFD_HUGE_2MB, MFD_HUGE_1GB */
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -83,54 +82,22 @@ void *mc_shm_alloc(size_t size) { return mc_shm_alloc_pages(size, 0); }
 
 void *mc_shm_alloc_pages(size_t size, size_t huge_page_size)
 {
-    unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    if (huge_page_size == MC_SHM_HUGE_2MB) {
-        flags |= MFD_HUGETLB | MFD_HUGE_2MB;
-        pg = huge_page_size;
-    } else if (huge_page_size == MC_SHM_HUGE_1GB) {
-        flags |= MFD_HUGETLB | MFD_HUGE_1GB;
-        pg = huge_page_size;
-    } else if (huge_page_size != 0) {
-        MC_LOG_ERROR("shm: huge page size %zu is not supported (2 MiB or 1 GiB)",
-                     huge_page_size);
-        return NULL;
-    }
     if (size == 0 || size > MC_RC_MAX_REGION_SIZE)
         return NULL;
-    size = (size + pg - 1) / pg * pg;
-    if (size > MC_RC_MAX_REGION_SIZE)
+    size_t alen = 0;
+    int fd = -1;
+    void *p = mc_pages_shared_alloc("mooncake_shm", size, huge_page_size, 0, &alen, &fd);
+    if (!p)
         return NULL;
-    int fd = memfd_create("mooncake_shm", flags);
-    if (fd < 0) {
-        MC_LOG_ERROR("shm: memfd_create: %m");
-        return NULL;
-    }
-    /* A shared hugetlb mapping reserves all its pages at mmap: with too few free it fails
-     * here (ENOMEM), never later on a fault. */
-    void *p = MAP_FAILED;
-    if (ftruncate(fd, (off_t)size) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-        (p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)) ==
-            MAP_FAILED) {
-        if (huge_page_size)
-            MC_LOG_ERROR("shm: cannot allocate %zu bytes of shared memory on %s huge pages: %m "
-                         "(too few free: reserve them in /sys/kernel/mm/hugepages/"
-                         "hugepages-%zukB/nr_hugepages)",
-                         size, huge_page_size == MC_SHM_HUGE_2MB ? "2 MiB" : "1 GiB",
-                         huge_page_size >> 10);
-        else
-            MC_LOG_ERROR("shm: cannot allocate %zu bytes of shared memory: %m", size);
-        close(fd);
-        return NULL;
-    }
     pthread_mutex_lock(&g_shm.mu);
-    mc_status_t st = mc_array_reserve(&g_shm.segs, &g_shm.cap, g_shm.n + 1, 16);
+    mc_status_t st = alen > MC_RC_MAX_REGION_SIZE
+                         ? MC_ERR_INVALID_PARAMS /* rounded up past the cap */
+                         : mc_array_reserve(&g_shm.segs, &g_shm.cap, g_shm.n + 1, 16);
     if (st == MC_OK)
-        g_shm.segs[g_shm.n++] = (shm_seg_t){p, size, fd};
+        g_shm.segs[g_shm.n++] = (shm_seg_t){p, alen, fd};
     pthread_mutex_unlock(&g_shm.mu);
     if (st != MC_OK) {
-        munmap(p, size);
+        munmap(p, alen);
         close(fd);
         return NULL;
     }

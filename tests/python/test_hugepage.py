@@ -1,19 +1,21 @@
 """MC_STORE_USE_HUGEPAGE / MC_STORE_HUGEPAGE_SIZE: dummy-client shared memory
-(alloc_from_mem_pool, MooncakeHostMemAllocator, setup_dummy's local buffer) on huge pages, a
-hard requirement as upstream's: with too few free huge pages the allocation fails with an error
-naming the sysfs knob, never falls back to base pages.
+(alloc_from_mem_pool, MooncakeHostMemAllocator, setup_dummy's local buffer) and a client's own
+segments (setup, mooncake_client) on huge pages, a hard requirement as upstream's: with too few
+free huge pages the allocation fails with an error naming the sysfs knob, never falls back to
+base pages.
 
 The failure path runs whenever the host has fewer free huge pages than asked for (this test
-asks for more than are free). The success path needs huge pages: run as root, it reserves four
-2 MiB pages for itself (vm.nr_hugepages, restored afterwards) and is skipped, saying why, when
-it cannot."""
+asks for more than are free). The success path needs huge pages: run as root, it reserves
+2 MiB pages (and one 1 GiB page) for itself (nr_hugepages, restored afterwards) and is
+skipped, saying why, when it cannot."""
 import logging
 import os
+import subprocess
 import tempfile
 
 import pytest
 
-from conftest import start_master
+from conftest import Proc, bin_path, start_master
 from mooncake import _config
 from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
 from test_dummy import RealClient
@@ -166,3 +168,122 @@ def test_huge_pages_used_when_reserved(env, real, reserved_pages):
     finally:
         d.close()
         assert a.free(p) == 0
+
+
+def shareable_page_kb(pid="self"):
+    """KernelPageSize (kB) of every transfer-engine shareable mapping (memfd
+    "mc-te-shareable": a client's own segments and the peers' it maps) of a process."""
+    out = []
+    with open(f"/proc/{pid}/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                inside = "memfd:mc-te-shareable" in line
+            elif inside and line.startswith("KernelPageSize:"):
+                out.append(int(line.split()[1]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def master():
+    m = start_master()
+    yield m
+    m.stop()
+
+
+def setup_client(st, master, segment):
+    return st.setup("127.0.0.1", "P2PHANDSHAKE", segment, 16 << 20, "auto", "", master.addr)
+
+
+def test_setup_segment_required_fails(env, caplog, master):
+    """setup with a segment on huge pages the host does not have: an error, no fallback."""
+    need = free_pages(SYS_2MB) + 1
+    if need > 4096:
+        pytest.skip(f"{need - 1} free 2 MiB pages: too many to exhaust in a test")
+    env("1", "2MB")
+    caplog.set_level(logging.ERROR, logger="mooncake")
+    st = MooncakeDistributedStore()
+    assert setup_client(st, master, need * (2 << 20)) != 0
+    text = caplog.text
+    assert f"{SYS_2MB}/nr_hugepages" in text, text
+    env("1", "4MB")
+    assert setup_client(st, master, 4 << 20) == -600  # INVALID_PARAMS, as for the dummy
+    env()
+    assert setup_client(st, master, 4 << 20) == 0  # the same call on base pages works
+    st.close()
+
+
+def test_mooncake_client_required_fails(master):
+    """mooncake_client with a segment on huge pages the host does not have exits non-zero,
+    naming the sysfs knob; a huge page size other than 2MB / 1GB is refused up front."""
+    need = free_pages(SYS_1GB) + 1
+    if need > 8:
+        pytest.skip(f"{need - 1} free 1 GiB pages: too many to exhaust in a test")
+    argv = [bin_path("mooncake_client"), "--local_hostname=127.0.0.1",
+            "--metadata_server=P2PHANDSHAKE", f"--master_server_address={master.addr}",
+            f"--global_segment_size={need}GB", "--protocol=tcp", "--log_level=warn"]
+    env = dict(os.environ, MC_STORE_USE_HUGEPAGE="1", MC_STORE_HUGEPAGE_SIZE="1GB")
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and f"{SYS_1GB}/nr_hugepages" in r.stderr, r.stderr
+    env["MC_STORE_HUGEPAGE_SIZE"] = "4MB"
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "MC_STORE_HUGEPAGE_SIZE must be 2MB or 1GB" in r.stderr, \
+        r.stderr
+
+
+def test_setup_segment_on_huge_pages(env, master, reserved_pages):
+    env("1", "2MB")
+    st = MooncakeDistributedStore()
+    assert setup_client(st, master, 3 << 20) == 0  # rounded up to two 2 MiB pages
+    try:
+        assert shareable_page_kb() == [2048]
+        assert st.put("huge/seg", b"\x33" * (1 << 20)) == 0
+        assert st.get("huge/seg") == b"\x33" * (1 << 20)
+    finally:
+        st.close()
+
+
+@pytest.fixture
+def reserved_1g_page():
+    """One more free 1 GiB page for this test (root only); the old count is restored."""
+    path = os.path.join(SYS_1GB, "nr_hugepages")
+    try:
+        with open(path) as f:
+            old = int(f.read())
+        with open(path, "w") as f:
+            f.write(str(old + 1))
+    except OSError as e:
+        pytest.skip(f"cannot reserve a 1 GiB page ({path}: {e.strerror})")
+    try:
+        if free_pages(SYS_1GB) < 1:
+            pytest.skip("the kernel granted no free 1 GiB page")
+        yield
+    finally:
+        with open(path, "w") as f:
+            f.write(str(old))
+
+
+def test_storage_server_on_1g_pages_over_shm(env, master, reserved_1g_page):
+    """mooncake_client's segment on a 1 GiB page; a client on the same host reads and writes
+    it through the shm transport, which maps the peer's memfd on 1 GiB boundaries."""
+    env()
+    srv = Proc([bin_path("mooncake_client"), "--local_hostname=127.0.0.1",
+                "--metadata_server=P2PHANDSHAKE", f"--master_server_address={master.addr}",
+                "--global_segment_size=64MB", "--protocol=auto", "--log_level=warn"],
+               "mooncake_client ready",
+               env=dict(os.environ, MC_STORE_USE_HUGEPAGE="1", MC_STORE_HUGEPAGE_SIZE="1GB"))
+    try:
+        assert shareable_page_kb(srv.proc.pid) == [1 << 20]
+        st = MooncakeDistributedStore()
+        assert setup_client(st, master, 0) == 0
+        try:
+            value = bytes(range(256)) * (16 << 10)  # 4 MiB
+            assert st.put("huge/1g", value) == 0
+            assert st.get("huge/1g") == value
+            # the bytes went through our own mapping of the peer's 1 GiB page
+            assert shareable_page_kb() == [1 << 20]
+        finally:
+            st.close()
+    finally:
+        srv.stop()
