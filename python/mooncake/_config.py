@@ -278,10 +278,12 @@ HUGE_1GB = 1 << 30
 
 
 def store_hugepage_size():
-    """Page size of the dummy-client shared memory (alloc_from_mem_pool,
-    MooncakeHostMemAllocator, setup_dummy's local buffer): 0 = base pages, or the huge page
-    size when MC_STORE_USE_HUGEPAGE is on. As upstream, huge pages are then required: an
-    allocation fails (0 / setup_dummy -1) when the host has too few free, never falls back.
+    """Page size of a client's own segments (setup: te_tuning hugepage_size) and of the
+    dummy-client shared memory (alloc_from_mem_pool, MooncakeHostMemAllocator, setup_dummy's
+    local buffer): 0 = base pages, or the huge page size when MC_STORE_USE_HUGEPAGE is on. As
+    upstream, huge pages are then required: an allocation fails (setup non-zero, 0,
+    setup_dummy -1) when the host has too few free, never falls back. The store programs read
+    the same variables (tools/common/store_knobs.c).
 
     MC_STORE_USE_HUGEPAGE: unset, "", 0, false, no, off = off; 1, true, yes, on = on (upstream
     turns them on for any value that is set). MC_STORE_HUGEPAGE_SIZE (read only when on):
