@@ -32,6 +32,10 @@ typedef struct mc_store_dummy_config {
      * dummies proving one of its secrets, and a dummy with one accepts only a real client
      * proving its secret (MC_ERR_AUTH otherwise). */
     const char *auth_token_file;
+    /* Page size of the local buffer: 0 = base pages, MC_SHM_HUGE_2MB or MC_SHM_HUGE_1GB = on
+     * huge pages of that size, required (mc_shm_alloc_pages). [MC_STORE_USE_HUGEPAGE,
+     * MC_STORE_HUGEPAGE_SIZE in the Python package] */
+    uint64_t hugepage_size;
 } mc_store_dummy_config_t;
 
 /* Connects to the real client, registers the local buffer, starts the 1 s ping. *store_p is
@@ -44,6 +48,14 @@ MC_API bool mc_store_is_dummy(const mc_store_t *store);
  * MooncakeHostMemAllocator): a memfd mapping of at least size bytes (page-rounded, sealed
  * against shrinking), or NULL. Only this memory can be registered on a dummy handle. */
 MC_API void *mc_shm_alloc(size_t size);
+#define MC_SHM_HUGE_2MB (2ull << 20)
+#define MC_SHM_HUGE_1GB (1ull << 30)
+/* mc_shm_alloc on pages of huge_page_size: 0 = base pages (mc_shm_alloc), MC_SHM_HUGE_2MB or
+ * MC_SHM_HUGE_1GB = huge pages of that size, size rounded up to a whole page; required, as
+ * upstream's MC_STORE_USE_HUGEPAGE: NULL (logged, naming the sysfs knob) when the host has too
+ * few free huge pages of that size, never a fallback to base pages. Any other page size:
+ * NULL. */
+MC_API void *mc_shm_alloc_pages(size_t size, size_t huge_page_size);
 /* Unregisters the allocation from every dummy that registered it, then unmaps it. 0 or -1
  * (not an allocation's start). */
 MC_API int mc_shm_free(void *addr);

@@ -99,6 +99,13 @@ typedef struct mc_te_config {
      * enough free (the default), 1 = the same, -1 = never; -1..1.
      * [MC_TE_HUGEPAGES: "0" gives -1, "1" gives 1] */
     int32_t hugepages;
+    /* Page size mc_te_alloc_shareable must use, required: 0 = as `hugepages` says (the
+     * default); 2097152 (2 MiB) or 1073741824 (1 GiB) = every shareable allocation on huge
+     * pages of that size (rounded up to whole pages), NULL with an error naming
+     * /sys/kernel/mm/hugepages/hugepages-<kB>kB/nr_hugepages when the host has too few free,
+     * never base pages (`hugepages` is then ignored). [MC_STORE_USE_HUGEPAGE and
+     * MC_STORE_HUGEPAGE_SIZE, read by the store programs and the Python package] */
+    uint64_t hugepage_size;
     /* How many of a peer's tcp connections one transfer may spread over. 0 = half the online
      * CPUs, at least 1; 1..64. Never more than tcp_connections. [MC_TE_TCP_STRIPE] */
     uint32_t tcp_stripe;
@@ -151,9 +158,9 @@ MC_API const char *mc_te_metadata_uri_for_log(const char *uri, char *buf, size_t
 MC_API uint16_t mc_te_rpc_port(const mc_te_t *te);
 
 /* Memory from the engine that same-host peers can map directly (memfd-backed, pre-faulted;
- * on 2 MiB huge pages when len >= 2 MiB and the host has enough free, unless the config's
- * hugepages is -1). Not registered yet: call mc_te_register. Release with
- * mc_te_free_shareable. */
+ * with the config's hugepage_size on huge pages of that size or NULL; else on 2 MiB huge
+ * pages when len >= 2 MiB and the host has enough free, unless the config's hugepages is -1).
+ * Not registered yet: call mc_te_register. Release with mc_te_free_shareable. */
 MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len);
 MC_API void mc_te_free_shareable(mc_te_t *te, void *addr);
 

@@ -273,6 +273,41 @@ def store_client_metric():
     return t in ("1", "true", "yes")
 
 
+HUGE_2MB = 2 << 20
+HUGE_1GB = 1 << 30
+
+
+def store_hugepage_size():
+    """Page size of a client's own segments (setup: te_tuning hugepage_size) and of the
+    dummy-client shared memory (alloc_from_mem_pool, MooncakeHostMemAllocator, setup_dummy's
+    local buffer): 0 = base pages, or the huge page size when MC_STORE_USE_HUGEPAGE is on. As
+    upstream, huge pages are then required: an allocation fails (setup non-zero, 0,
+    setup_dummy -1) when the host has too few free, never falls back. The store programs read
+    the same variables (tools/common/store_knobs.c).
+
+    MC_STORE_USE_HUGEPAGE: unset, "", 0, false, no, off = off; 1, true, yes, on = on (upstream
+    turns them on for any value that is set). MC_STORE_HUGEPAGE_SIZE (read only when on):
+    2MB (default) or 1GB, any spelling parse_size reads (2M, 2MiB, 2097152, 1G, ...); other
+    sizes raise ValueError (upstream warns and uses 2MB)."""
+    v = os.environ.get("MC_STORE_USE_HUGEPAGE")
+    t = (v or "").strip().lower()
+    if t in ("", "0", "false", "no", "off"):
+        return 0
+    if t not in ("1", "true", "yes", "on"):
+        raise ValueError(f"MC_STORE_USE_HUGEPAGE must be 1, true, yes, on or 0, false, no, off, "
+                         f"got {v!r}")
+    size = os.environ.get("MC_STORE_HUGEPAGE_SIZE")
+    if size is None or not size.strip():
+        return HUGE_2MB
+    try:
+        n = parse_size(size.strip(), "MC_STORE_HUGEPAGE_SIZE")
+    except ValueError:
+        n = None
+    if n not in (HUGE_2MB, HUGE_1GB):
+        raise ValueError(f"MC_STORE_HUGEPAGE_SIZE must be 2MB or 1GB, got {size!r}")
+    return n
+
+
 DEFAULT_CLIENT_HTTP_PORT = 9300  # upstream's client_http_port
 
 

@@ -1,4 +1,5 @@
-/* mooncake._core: status table, log level and the log bridge shared by _engine and _store.
+/* mooncake._core: status table, log level and the log bridge shared by _engine and _store;
+ * the cluster HTTP challenge-response for Python HTTP servers (_http_auth.c).
  *
  * Importing it installs the library log sink that forwards to logging.getLogger("mooncake")
  * and registers an atexit hook that removes the sink before the interpreter finalizes, so C
@@ -7,6 +8,8 @@
 #include "_common.h"
 
 #include "mooncake/log.h"
+
+int mcpy_http_auth_add(PyObject *m); /* _http_auth.c */
 
 static PyObject *core_status_name(PyObject *self, PyObject *arg)
 {
@@ -121,7 +124,8 @@ static PyMethodDef core_methods[] = {
 
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT, "mooncake._core",
-    "Mooncake-C core helpers: status codes and the bridge from library logs to Python logging.",
+    "Mooncake-C core helpers: status codes, the bridge from library logs to Python logging and "
+    "the cluster HTTP challenge-response.",
     -1, core_methods, NULL, NULL, NULL, NULL,
 };
 
@@ -160,7 +164,8 @@ PyMODINIT_FUNC PyInit__core(void)
         PyModule_AddIntConstant(m, "LOG_INFO", MC_LOG_LEVEL_INFO) < 0 ||
         PyModule_AddIntConstant(m, "LOG_WARN", MC_LOG_LEVEL_WARN) < 0 ||
         PyModule_AddIntConstant(m, "LOG_ERROR", MC_LOG_LEVEL_ERROR) < 0 ||
-        PyModule_AddIntConstant(m, "LOG_OFF", MC_LOG_LEVEL_OFF) < 0) {
+        PyModule_AddIntConstant(m, "LOG_OFF", MC_LOG_LEVEL_OFF) < 0 ||
+        mcpy_http_auth_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

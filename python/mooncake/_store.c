@@ -785,21 +785,22 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
     static const struct {
         const char *name;
         size_t off;
-        bool is_signed;
+        char kind; /* 'u' uint32_t, 'i' int32_t, 'U' uint64_t */
     } fields[] = {
-        {"redis_db_index", offsetof(mc_te_config_t, redis_db_index), false},
-        {"transfer_timeout_ms", offsetof(mc_te_config_t, transfer_timeout_ms), false},
-        {"tcp_connections", offsetof(mc_te_config_t, tcp_connections), false},
-        {"worker_threads", offsetof(mc_te_config_t, worker_threads), false},
-        {"slice_size", offsetof(mc_te_config_t, slice_size), false},
-        {"force_tcp", offsetof(mc_te_config_t, force_tcp), false},
-        {"hugepages", offsetof(mc_te_config_t, hugepages), true},
-        {"tcp_stripe", offsetof(mc_te_config_t, tcp_stripe), false},
-        {"tcp_socket_buf", offsetof(mc_te_config_t, tcp_socket_buf), false},
-        {"busy_poll_us", offsetof(mc_te_config_t, busy_poll_us), true},
-        {"metadata_timeout_ms", offsetof(mc_te_config_t, metadata_timeout_ms), false},
-        {"tcp_idle_timeout_s", offsetof(mc_te_config_t, tcp_idle_timeout_s), false},
-        {"tcp_max_server_conns", offsetof(mc_te_config_t, tcp_max_server_conns), false},
+        {"redis_db_index", offsetof(mc_te_config_t, redis_db_index), 'u'},
+        {"transfer_timeout_ms", offsetof(mc_te_config_t, transfer_timeout_ms), 'u'},
+        {"tcp_connections", offsetof(mc_te_config_t, tcp_connections), 'u'},
+        {"worker_threads", offsetof(mc_te_config_t, worker_threads), 'u'},
+        {"slice_size", offsetof(mc_te_config_t, slice_size), 'u'},
+        {"force_tcp", offsetof(mc_te_config_t, force_tcp), 'u'},
+        {"hugepages", offsetof(mc_te_config_t, hugepages), 'i'},
+        {"hugepage_size", offsetof(mc_te_config_t, hugepage_size), 'U'},
+        {"tcp_stripe", offsetof(mc_te_config_t, tcp_stripe), 'u'},
+        {"tcp_socket_buf", offsetof(mc_te_config_t, tcp_socket_buf), 'u'},
+        {"busy_poll_us", offsetof(mc_te_config_t, busy_poll_us), 'i'},
+        {"metadata_timeout_ms", offsetof(mc_te_config_t, metadata_timeout_ms), 'u'},
+        {"tcp_idle_timeout_s", offsetof(mc_te_config_t, tcp_idle_timeout_s), 'u'},
+        {"tcp_max_server_conns", offsetof(mc_te_config_t, tcp_max_server_conns), 'u'},
     };
     if (!PyDict_Check(d)) {
         PyErr_SetString(PyExc_TypeError, "te_tuning must be a dict of transfer-engine fields");
@@ -829,17 +830,20 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
         long long v = PyLong_AsLongLong(val);
         if (v == -1 && PyErr_Occurred())
             return -1;
-        bool ok = fields[i].is_signed ? v >= INT32_MIN && v <= INT32_MAX
-                                      : v >= 0 && v <= UINT32_MAX;
+        bool ok = fields[i].kind == 'i'   ? v >= INT32_MIN && v <= INT32_MAX
+                  : fields[i].kind == 'u' ? v >= 0 && v <= UINT32_MAX
+                                          : v >= 0;
         if (!ok) {
             PyErr_Format(PyExc_ValueError, "te_tuning: %s out of range, got %lld", name, v);
             return -1;
         }
         char *p = (char *)te + fields[i].off;
-        if (fields[i].is_signed)
+        if (fields[i].kind == 'i')
             *(int32_t *)p = (int32_t)v;
-        else
+        else if (fields[i].kind == 'u')
             *(uint32_t *)p = (uint32_t)v;
+        else
+            *(uint64_t *)p = (uint64_t)v;
     }
     return 0;
 }
@@ -905,19 +909,22 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 }
 
 /* _setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0,
- *              max_connections=0, auth_token_file=None) -> status. Use setup_dummy(). */
+ *              max_connections=0, auth_token_file=None, hugepage_size=0) -> status. Use
+ *              setup_dummy(). */
 static PyObject *store_setup_dummy(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"server_address", "local_buffer_size", "mem_pool_size",
-                             "timeout_ms", "max_connections", "auth_token_file", NULL};
+                             "timeout_ms", "max_connections", "auth_token_file",
+                             "hugepage_size", NULL};
     PyObject *addr_o, *lb_o, *mp_o;
     unsigned int timeout_ms = 0, max_conns = 0;
     const char *token_file = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|IIz:_setup_dummy", kwlist, &addr_o, &lb_o,
-                                     &mp_o, &timeout_ms, &max_conns, &token_file))
+    unsigned long long huge = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|IIzK:_setup_dummy", kwlist, &addr_o,
+                                     &lb_o, &mp_o, &timeout_ms, &max_conns, &token_file, &huge))
         return NULL;
     mc_store_dummy_config_t cfg = {.call_timeout_ms = timeout_ms, .max_connections = max_conns,
-                                   .auth_token_file = token_file};
+                                   .auth_token_file = token_file, .hugepage_size = huge};
     if (mcpy_cstr(addr_o, "server_address", &cfg.server_address) < 0 ||
         mcpy_u64(lb_o, "local_buffer_size", &cfg.local_buffer_size) < 0 ||
         mcpy_u64(mp_o, "mem_pool_size", &cfg.mem_pool_size) < 0)
@@ -2185,7 +2192,7 @@ static PyMethodDef store_methods[] = {
      "te_tuning=None) -> status. Use setup()."},
     {"_setup_dummy", MCPY_KWFUNC(store_setup_dummy), METH_VARARGS | METH_KEYWORDS,
      "_setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0, "
-     "max_connections=0, auth_token_file=None) -> status. Use setup_dummy()."},
+     "max_connections=0, auth_token_file=None, hugepage_size=0) -> status. Use setup_dummy()."},
     {"_dummy_server_stats", (PyCFunction)store_dummy_server_stats, METH_NOARGS,
      "_dummy_server_stats() -> dict of the real client's dummies, regions, region_bytes, or a "
      "negative status (not a dummy: INVALID_PARAMS)."},
@@ -2312,16 +2319,20 @@ static PyObject *mod_set_enums(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _shm_alloc(size) -> address of process-wide shared memory (0 on failure). */
-static PyObject *mod_shm_alloc(PyObject *mod, PyObject *arg)
+/* _shm_alloc(size, huge_page_size=0) -> address of process-wide shared memory (0 on failure);
+ * huge_page_size as mc_shm_alloc_pages. */
+static PyObject *mod_shm_alloc(PyObject *mod, PyObject *args)
 {
-    uint64_t n;
-    if (mcpy_u64(arg, "size", &n) < 0)
+    PyObject *size_o, *huge_o = NULL;
+    uint64_t n, huge = 0;
+    if (!PyArg_ParseTuple(args, "O|O:_shm_alloc", &size_o, &huge_o) ||
+        mcpy_u64(size_o, "size", &n) < 0 ||
+        (huge_o && mcpy_u64(huge_o, "huge_page_size", &huge) < 0))
         return NULL;
     void *p = NULL;
-    if (n > 0 && n <= SIZE_MAX) {
+    if (n > 0 && n <= SIZE_MAX && huge <= SIZE_MAX) {
         Py_BEGIN_ALLOW_THREADS
-        p = mc_shm_alloc((size_t)n);
+        p = mc_shm_alloc_pages((size_t)n, (size_t)huge);
         Py_END_ALLOW_THREADS
     }
     mcpy_log_flush();
@@ -2369,8 +2380,9 @@ static PyMethodDef store_module_methods[] = {
      "_nof_alloc_addr() -> address of void *alloc(size_t) (returns NULL: no NVMe-oF)."},
     {"_nof_free_addr", mod_nof_free_addr, METH_NOARGS,
      "_nof_free_addr() -> address of void free(void *) (no-op)."},
-    {"_shm_alloc", mod_shm_alloc, METH_O,
-     "_shm_alloc(size) -> address of shared memory a dummy client can register (0: failed)."},
+    {"_shm_alloc", mod_shm_alloc, METH_VARARGS,
+     "_shm_alloc(size, huge_page_size=0) -> address of shared memory a dummy client can "
+     "register (0: failed)."},
     {"_shm_free", mod_shm_free, METH_O, "_shm_free(ptr) -> 0, or -1 (not an allocation)."},
     {"_set_enums", mod_set_enums, METH_VARARGS,
      "_set_enums(SoftPinAction, ObjectDataType): the enum classes ReplicateConfig returns."},

@@ -25,6 +25,7 @@ from ._store import BufferHandle, ReplicateConfig
 from ._store import DistributedStore as _StoreBase
 from .tensor import ParallelAxis, ReadTarget, TensorParallelism, TensorStoreMixin
 from ._store_more import StoreMoreMixin
+from .engram import EngramStore, EngramStoreConfig  # noqa: F401
 from .buffer_pool import BufferLease, BufferPool, RegisteredBufferLease, RegisteredBufferPool  # noqa: F401
 
 log = logging.getLogger("mooncake")
@@ -209,7 +210,7 @@ class MooncakeHostMemAllocator:
     def alloc(self, size):
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise TypeError(f"alloc(): size must be a non-negative int, got {size!r}")
-        return _store._shm_alloc(size) if size else 0
+        return _store._shm_alloc(size, _config.store_hugepage_size()) if size else 0
 
     def free(self, ptr):
         if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0:
@@ -322,6 +323,13 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                       extra.get("client_http_port"))
             return INVALID_PARAMS
         tuning = _config.te_tuning_from_env()  # MC_TE_*, MC_FORCE_TCP, ... as the tools
+        try:  # the segments on huge pages, required (upstream's MC_STORE_USE_HUGEPAGE)
+            huge = _config.store_hugepage_size()
+        except ValueError as e:
+            log.error("setup: %s", e)
+            return INVALID_PARAMS
+        if huge:
+            tuning["hugepage_size"] = huge
         rc = self._setup(host, meta, gs, lb, proto, rdma_devices or "", master,
                          extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
                          int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
@@ -382,7 +390,8 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                             f"{type(server_address).__name__}")
         token_file = _config.te_tuning_from_env().get("auth_token_file")
         st = self._setup_dummy(server_address, local_buffer_size, mem_pool_size,
-                               int(timeout_ms), int(max_connections), token_file)
+                               int(timeout_ms), int(max_connections), token_file,
+                               _config.store_hugepage_size())
         self._local_buffer_size = local_buffer_size if st == 0 else None
         return 0 if st == 0 else -1
 
@@ -392,7 +401,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         unregister_buffer. Works on any client (the memory is ordinary mapped memory)."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise TypeError(f"alloc_from_mem_pool(): size must be a non-negative int, got {size!r}")
-        return _store._shm_alloc(size) if size else 0
+        return _store._shm_alloc(size, _config.store_hugepage_size()) if size else 0
 
     def dummy_server_stats(self):
         """Ours: on a dummy, its real client's {"dummies", "regions", "region_bytes"}; else a
@@ -489,4 +498,5 @@ __all__ = ["MooncakeDistributedStore", "bind_to_numa_node", "MooncakeHostMemAllo
            "BufferPool", "BufferLease", "RegisteredBufferPool", "RegisteredBufferLease",
            "get_alloc_func_addr", "get_free_func_addr",
            "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
+           "EngramStore", "EngramStoreConfig",
            "parse_size", "default_kv_lease_ttl_ms"]

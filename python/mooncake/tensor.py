@@ -421,12 +421,10 @@ def _shard_range(dim, rank, count):
     return start, dim * (rank + 1) // count - start
 
 
-def _tp_axis(rank, count, split_dim, local_extent):
-    return (int(LayoutAxisKind.TP), 0, rank, count, split_dim, 0, local_extent)
-
-
-def _split_tp(code, arr, tp_size, split_dim, what):
-    """[(header, shard array)] for every rank, or None if the request is invalid (logged)."""
+def _split_tp(code, arr, tp_size, split_dim, what, axes=None):
+    """[(header, shard array)] for every TP rank of the full tensor arr, or None if the request
+    is invalid (logged). axes: the shards' other axes, with a TP axis whose rank each shard
+    takes (default: the TP axis alone)."""
     if not isinstance(tp_size, int) or not isinstance(split_dim, int):
         raise TypeError(f"{what}: tp_size and split_dim must be int")
     if split_dim < 0 or split_dim >= arr.ndim or tp_size <= 0:
@@ -437,14 +435,12 @@ def _split_tp(code, arr, tp_size, split_dim, what):
         log.error("%s: only uniform sharding is supported (dim %d of size %d, tp_size %d)",
                   what, split_dim, arr.shape[split_dim], tp_size)
         return None
+    if axes is None:
+        axes = [ParallelAxis("tp", 0, tp_size, split_dim)]
     out = []
     for rank in range(tp_size):
-        start, n = _shard_range(arr.shape[split_dim], rank, tp_size)
-        shard = np.ascontiguousarray(np.take(arr, np.arange(start, start + n), axis=split_dim))
-        hdr = encode_header(code, shard.shape, shard.nbytes, global_shape=arr.shape,
-                            layout=TensorLayoutKind.SHARD,
-                            axes=[_tp_axis(rank, tp_size, split_dim, shard.shape[split_dim])])
-        out.append((hdr, shard))
+        shard = _slice(arr, split_dim, rank, tp_size)
+        out.append((_shard_header(code, arr.shape, shard, _with_tp(axes, rank)), shard))
     return out
 
 
@@ -507,38 +503,185 @@ class ReadTarget:
         return f"ReadTarget(mode={self._mode!r}, parallelism={self.parallelism!r})"
 
 
-def _single_tp_axis(parallelism, what):
-    """The one TP axis of parallelism (upstream's plain-TP case); anything else raises
-    NotImplementedError naming what is missing. None for an invalid TP axis (logged)."""
-    axes = list(getattr(parallelism, "axes", None) or [])
-    if not axes:
-        log.error("%s: parallelism is required", what)
+_AXIS_ORDER = {"dp": 0, "tp": 1, "ep": 2, "pp": 3}   # upstream's canonical axis order
+_AXIS_KINDS = {"dp": LayoutAxisKind.DP, "tp": LayoutAxisKind.TP, "ep": LayoutAxisKind.EP,
+               "pp": LayoutAxisKind.PP}
+_KIND_NAMES = {int(v): k for k, v in _AXIS_KINDS.items()}
+
+
+def _axis_int(v, name, optional):
+    if v is None and optional:
         return None
-    kinds = [str(getattr(a, "kind", "")).lower() for a in axes]
-    for k in kinds:
-        if k not in ("tp", "dp", "ep", "pp"):
-            log.error("%s: unsupported parallel axis kind %r", what, k)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"ParallelAxis.{name} must be int{' or None' if optional else ''}, "
+                        f"not {type(v).__name__}")
+    return v
+
+
+def parse_parallelism(parallelism, what):
+    """The axes of a TensorParallelism (kinds lower-case), validated as upstream's
+    validate_parallelism_spec: 1..4 axes of distinct known kinds, 0 <= rank < size; TP needs a
+    split_dim; DP, EP, PP take none; EP needs expert_id, PP stage_id. None (logged) when
+    invalid; TypeError for a field of the wrong type (upstream's cast error)."""
+    axes_obj = getattr(parallelism, "axes", None)
+    if axes_obj is None:
+        log.error("%s: TensorParallelism must provide axes", what)
+        return None
+    axes = []
+    for a in axes_obj:
+        if not all(hasattr(a, n) for n in ("kind", "rank", "size")):
+            log.error("%s: ParallelAxis must provide kind, rank, and size", what)
             return None
-    if kinds != ["tp"]:
-        raise NotImplementedError(
-            f"{what}: parallelism {kinds} is not implemented in Mooncake-C; only a single TP "
-            "axis is (multi-axis and DP/EP/PP shards use upstream's planner key scheme "
-            "<key>__<kind>_<r>of<n>... and remapping reads, which are not implemented)")
-    a = axes[0]
-    rank, size = getattr(a, "rank", None), getattr(a, "size", None)
-    split_dim = getattr(a, "split_dim", None)
-    if not isinstance(rank, int) or not isinstance(size, int) or size <= 0 \
-            or not 0 <= rank < size or (split_dim is not None and not isinstance(split_dim, int)):
-        log.error("%s: invalid TP axis %r", what, a)
+        kind = str(a.kind).lower()
+        if kind not in _AXIS_ORDER:
+            log.error("%s: unsupported parallel axis kind %r", what, a.kind)
+            return None
+        axes.append(ParallelAxis(kind, _axis_int(a.rank, "rank", False),
+                                 _axis_int(a.size, "size", False),
+                                 _axis_int(getattr(a, "split_dim", None), "split_dim", True),
+                                 _axis_int(getattr(a, "expert_id", None), "expert_id", True),
+                                 _axis_int(getattr(a, "stage_id", None), "stage_id", True)))
+    if not axes or len(axes) > MAX_AXES:
+        log.error("%s: parallelism needs 1..%d axes, got %d", what, MAX_AXES, len(axes))
         return None
-    return ParallelAxis("tp", rank, size, split_dim)
+    seen = set()
+    for a in axes:
+        problem = None
+        if a.size <= 0 or not 0 <= a.rank < a.size:
+            problem = "invalid rank/size"
+        elif a.kind in seen:
+            problem = "duplicate axis kinds are not supported"
+        elif a.kind == "tp" and a.split_dim is None:
+            problem = "TP axis requires split_dim"
+        elif a.kind != "tp" and a.split_dim is not None:
+            problem = f"{a.kind.upper()} axis must not provide split_dim"
+        elif a.kind == "ep" and a.expert_id is None:
+            problem = "EP axis requires expert_id"
+        elif a.kind == "pp" and a.stage_id is None:
+            problem = "PP axis requires stage_id"
+        if problem:
+            log.error("%s: %s (%r)", what, problem, a)
+            return None
+        seen.add(a.kind)
+    return axes
 
 
-def _refuse_writer_partition(writer_partition, what):
-    if writer_partition is not None:
-        raise NotImplementedError(
-            f"{what}: writer_partition (upstream's <key>__writer_<r>of<n>_sd<d> shards and "
-            "<key>__writer_manifest) is not implemented in Mooncake-C")
+def _canonical(axes):
+    return sorted(axes, key=lambda a: _AXIS_ORDER[a.kind])
+
+
+def _axis_tuple(a):
+    return (a.kind, a.rank, a.size, a.split_dim, a.expert_id, a.stage_id)
+
+
+def _tp_of(axes):
+    return next((a for a in axes if a.kind == "tp"), None)
+
+
+def _with_tp(axes, rank, size=None):
+    """axes with the TP axis's rank (and size) replaced."""
+    return [ParallelAxis(a.kind, rank, a.size if size is None else size, a.split_dim,
+                         a.expert_id, a.stage_id) if a.kind == "tp" else a for a in axes]
+
+
+def parallelism_key(key, axes):
+    """Upstream's object name of a shard: <key>_tp_<rank> for a single TP axis, else <key>
+    followed by __<kind>_<rank>of<size>[_sd<d>][_eid<e>][_sid<s>] per axis in DP, TP, EP, PP
+    order."""
+    if len(axes) == 1 and axes[0].kind == "tp":
+        return tp_key(key, axes[0].rank)
+    out = key
+    for a in _canonical(axes):
+        out += f"__{a.kind}_{a.rank}of{a.size}"
+        if a.split_dim is not None:
+            out += f"_sd{a.split_dim}"
+        if a.expert_id is not None:
+            out += f"_eid{a.expert_id}"
+        if a.stage_id is not None:
+            out += f"_sid{a.stage_id}"
+    return out
+
+
+def _layout_axes(axes, local_shape):
+    """Header axis tuples of axes in the given order: (kind, index, rank, count, split_dim or
+    -1, expert_id / stage_id, local extent of split_dim); None if a split_dim is out of
+    range."""
+    out = []
+    for i, a in enumerate(axes):
+        if a.split_dim is not None and not 0 <= a.split_dim < len(local_shape):
+            return None
+        rsv0 = (a.expert_id if a.kind == "ep" else a.stage_id if a.kind == "pp" else None) or 0
+        extent = local_shape[a.split_dim] if a.split_dim is not None else 0
+        out.append((int(_AXIS_KINDS[a.kind]), i, a.rank, a.size,
+                    -1 if a.split_dim is None else a.split_dim, rsv0, extent))
+    return out
+
+
+def _stored_axes(h):
+    """Canonical axes of a SHARD header, or None for a FULL one."""
+    if h.layout_kind != TensorLayoutKind.SHARD:
+        return None
+    axes = []
+    for kind, _, rank, count, sd, rsv0, _ in h.axes:
+        name = _KIND_NAMES.get(kind)
+        if name is None:
+            return None
+        axes.append(ParallelAxis(name, rank, count, sd if sd >= 0 else None,
+                                 rsv0 if name == "ep" else None, rsv0 if name == "pp" else None))
+    return _canonical(axes)
+
+
+def _same_axes(stored, wanted):
+    return stored is not None and \
+        [_axis_tuple(a) for a in stored] == [_axis_tuple(a) for a in _canonical(wanted)]
+
+
+def _shard_header(code, global_shape, shard, axes):
+    ax = _layout_axes(axes, shard.shape)
+    if ax is None:
+        return None
+    return encode_header(code, shard.shape, shard.nbytes, global_shape=global_shape,
+                         layout=TensorLayoutKind.SHARD, axes=ax)
+
+
+def _slice(arr, dim, rank, count):
+    start, n = _shard_range(arr.shape[dim], rank, count)
+    return np.ascontiguousarray(np.take(arr, np.arange(start, start + n), axis=dim))
+
+
+def parse_writer_partition(writer_partition, what):
+    """(rank, size, split_dim) of a writer partition (any object with those int fields), as
+    upstream's parse_writer_partition_spec: size > 0, 0 <= rank < size, split_dim >= 0; None
+    (logged) when invalid."""
+    if not all(hasattr(writer_partition, n) for n in ("rank", "size", "split_dim")):
+        log.error("%s: writer_partition must provide rank, size, and split_dim", what)
+        return None
+    rank, size, sd = (_axis_int(getattr(writer_partition, n), n, False)
+                      for n in ("rank", "size", "split_dim"))
+    if size <= 0 or not 0 <= rank < size or sd < 0:
+        log.error("%s: invalid writer partition (rank %d, size %d, split_dim %d)", what, rank,
+                  size, sd)
+        return None
+    return rank, size, sd
+
+
+def writer_key(key, rank, size, split_dim):
+    """Upstream's object name of writer partition rank of key."""
+    return f"{key}__writer_{rank}of{size}_sd{split_dim}"
+
+
+def _batch_requests(n, parallelisms, writer_partitions, what):
+    """(parallelisms, writer_partitions) as lists of n (None = n Nones), or None (logged) when
+    one is neither None nor a list of n."""
+    out = []
+    for name, v in (("parallelisms", parallelisms), ("writer_partitions", writer_partitions)):
+        if v is None:
+            v = [None] * n
+        elif not isinstance(v, list) or len(v) != n:
+            log.error("%s: %s must be a list as long as keys, or None", what, name)
+            return None
+        out.append(v)
+    return out
 
 
 def _results(n, code):
@@ -841,49 +984,98 @@ class TensorStoreMixin:
                                      "batch_put_tensor_with_tp_from")
                 for k, p, s in zip(base_keys, buffer_ptrs, sizes)]
 
-    # --- general parallelism (single TP axis) ---------------------------------------------
+    # --- general parallelism (upstream's *_with_parallelism) -------------------------------
+    #
+    # Write routes, as upstream's (store_py_parallel_write.h):
+    # * no parallelism: the full tensor under key;
+    # * a single TP axis: tensor is this rank's shard, stored as <key>_tp_<rank> with the global
+    #   shape inferred (split_dim extent x size), plus <key>__parallelism_manifest;
+    # * TP with other axes: tensor is the full tensor; this TP rank's slice is stored under
+    #   parallelism_key(key, axes), plus the manifest;
+    # * no TP axis (DP / EP / PP): tensor is stored as is under parallelism_key(key, axes);
+    # * *_from with a TP axis: the buffer holds the full tensor; every TP rank's slice is
+    #   stored (no manifest); *_from without: the object as is under parallelism_key;
+    # * writer_partition (rank, size, split_dim), instead of parallelism: the full tensor,
+    #   this writer's slice stored as <key>__writer_<r>of<n>_sd<d> (a single TP axis in its
+    #   header), plus <key>__writer_manifest; a "full" read without parallelism reassembles it.
+    # Every shard's header carries the axes (in the caller's order) and the global shape.
+
+    def _write_manifest(self, key, code, gshape, split_dim, count, config, upsert,
+                        suffix="__parallelism_manifest"):
+        manifest = _MANIFEST.pack(MANIFEST_MAGIC, 1, _MANIFEST.size, int(code), len(gshape),
+                                  split_dim, count, 0, *_shape8(gshape))
+        rc = self._tensor_write_parts(key + suffix, [manifest], config, upsert)
+        return 0 if rc == OBJECT_ALREADY_EXISTS else rc  # another rank wrote it first
+
+    def _put_writer_shard(self, key, code, gshape, arr, writer_partition, config, upsert,
+                          what):
+        """Writer partition route: this writer's slice of the full tensor arr (global shape
+        gshape) as <key>__writer_<r>of<n>_sd<d> with a single-TP-axis header, plus
+        <key>__writer_manifest."""
+        wp = parse_writer_partition(writer_partition, what)
+        if wp is None:
+            return INVALID_PARAMS
+        rank, size, sd = wp
+        if sd >= arr.ndim or arr.shape[sd] % size:
+            log.error("%s: split_dim out of range or not uniformly shardable", what)
+            return INVALID_PARAMS
+        shard = _slice(arr, sd, rank, size)
+        hdr = _shard_header(code, gshape, shard, [ParallelAxis("tp", rank, size, sd)])
+        rc = self._tensor_write_parts(writer_key(key, rank, size, sd), [hdr, _raw(shard)],
+                                      config, upsert)
+        if rc != 0:
+            return rc
+        return self._write_manifest(key, code, gshape, sd, size, config, upsert,
+                                    "__writer_manifest")
 
     def _put_parallelism(self, key, tensor, parallelism, config, writer_partition, upsert, what):
-        _refuse_writer_partition(writer_partition, what)
-        if parallelism is None:
+        if writer_partition is not None and parallelism is not None:
+            log.error("%s: writer_partition cannot be combined with parallelism", what)
+            return INVALID_PARAMS
+        if parallelism is None and writer_partition is None:
             return self._tensor_write(key, tensor, config, upsert, what)
-        axis = _single_tp_axis(parallelism, what)
-        if axis is None or axis.split_dim is None:
-            if axis is not None:
-                log.error("%s: the TP axis needs a split_dim", what)
+        axes = parse_parallelism(parallelism, what) if parallelism is not None else []
+        if axes is None:
             return INVALID_PARAMS
         try:
             code, arr = _as_array(tensor)
         except TensorError as e:
             log.error("%s for %s: %s", what, key, e)
             return INVALID_PARAMS
-        # upstream's plain-TP case: tensor is this rank's shard; the global shape is inferred
-        sd = axis.split_dim
+        if writer_partition is not None:
+            return self._put_writer_shard(key, code, arr.shape, arr, writer_partition, config,
+                                          upsert, what)
+        tp = _tp_of(axes)
+        if tp is None:
+            hdr = _shard_header(code, arr.shape, arr, axes)
+            return self._tensor_write_parts(parallelism_key(key, axes), [hdr, _raw(arr)],
+                                            config, upsert)
+        sd = tp.split_dim
         if not 0 <= sd < arr.ndim:
-            log.error("%s: split_dim %d out of range", what, sd)
+            log.error("%s: split_dim %d out of range for %d dims", what, sd, arr.ndim)
             return INVALID_PARAMS
-        gshape = list(arr.shape)
-        gshape[sd] *= axis.size
-        hdr = encode_header(code, arr.shape, arr.nbytes, global_shape=gshape,
-                            layout=TensorLayoutKind.SHARD,
-                            axes=[_tp_axis(axis.rank, axis.size, sd, arr.shape[sd])])
-        rc = self._tensor_write_parts(tp_key(key, axis.rank), [hdr, _raw(arr)],
+        if len(axes) == 1:  # this rank's shard; the global shape is inferred
+            gshape = list(arr.shape)
+            gshape[sd] *= tp.size
+            shard = arr
+        else:  # the full tensor; this rank's slice is stored
+            if arr.shape[sd] % tp.size:
+                log.error("%s: only uniform sharding is supported", what)
+                return INVALID_PARAMS
+            gshape, shard = list(arr.shape), _slice(arr, sd, tp.rank, tp.size)
+        hdr = _shard_header(code, gshape, shard, axes)
+        rc = self._tensor_write_parts(parallelism_key(key, axes), [hdr, _raw(shard)],
                                       config, upsert)
         if rc != 0:
             return rc
-        manifest = _MANIFEST.pack(MANIFEST_MAGIC, 1, _MANIFEST.size, int(code), arr.ndim, sd,
-                                  axis.size, 0, *_shape8(gshape))
-        mkey = f"{key}__parallelism_manifest"
-        rc = self._tensor_write_parts(mkey, [manifest], config, upsert)
-        if rc == OBJECT_ALREADY_EXISTS:  # another rank wrote it first
-            rc = 0
-        return rc
+        return self._write_manifest(key, code, gshape, sd, tp.size, config, upsert)
 
     def put_tensor_with_parallelism(self, key, tensor, parallelism=None, config=None,
                                     writer_partition=None):
-        """parallelism None: put the full tensor. A single TP axis (rank, size, split_dim):
-        tensor is that rank's shard, stored as <key>_tp_<rank> with the global shape in its
-        header, plus <key>__parallelism_manifest. Other layouts raise NotImplementedError."""
+        """Store tensor as the shard parallelism names (see the routes above), or with
+        writer_partition (rank, size, split_dim; not with parallelism) this writer's slice of
+        the full tensor as <key>__writer_<r>of<n>_sd<d> plus <key>__writer_manifest. 0 or a
+        negative code (INVALID_PARAMS for an invalid request)."""
         return self._put_parallelism(key, tensor, parallelism, config, writer_partition, False,
                                      "put_tensor_with_parallelism")
 
@@ -895,17 +1087,14 @@ class TensorStoreMixin:
     def _batch_put_parallelism(self, keys, tensors_list, parallelisms, config, writer_partitions,
                                upsert, what):
         keys, tensors_list = list(keys), list(tensors_list)
-        _refuse_writer_partition(writer_partitions, what)
         if len(keys) != len(tensors_list) or not keys:
             log.error("%s: keys and tensors size mismatch", what)
             return _results(len(keys), INVALID_PARAMS)
-        if parallelisms is None:
-            parallelisms = [None] * len(keys)
-        elif not isinstance(parallelisms, list) or len(parallelisms) != len(keys):
-            log.error("%s: parallelisms must be a list as long as keys, or None", what)
+        lists = _batch_requests(len(keys), parallelisms, writer_partitions, what)
+        if lists is None:
             return _results(len(keys), INVALID_PARAMS)
-        return [self._put_parallelism(k, t, p, config, None, upsert, what)
-                for k, t, p in zip(keys, tensors_list, parallelisms)]
+        return [self._put_parallelism(k, t, p, config, w, upsert, what)
+                for k, t, p, w in zip(keys, tensors_list, *lists)]
 
     def batch_put_tensor_with_parallelism(self, keys, tensors_list, parallelisms=None,
                                           config=None, writer_partitions=None):
@@ -921,24 +1110,34 @@ class TensorStoreMixin:
 
     def _put_parallelism_from(self, key, ptr, size, parallelism, config, writer_partition,
                               upsert, what):
-        _refuse_writer_partition(writer_partition, what)
-        if parallelism is None:
+        if writer_partition is not None and parallelism is not None:
+            log.error("%s: writer_partition cannot be combined with parallelism", what)
+            return INVALID_PARAMS
+        if parallelism is None and writer_partition is None:
             return self._tensor_from([key], [ptr], [size], config, upsert, what)[0]
-        axis = _single_tp_axis(parallelism, what)
-        if axis is None:
+        axes = parse_parallelism(parallelism, what) if parallelism is not None else []
+        if axes is None:
             return INVALID_PARAMS
-        # upstream's from-buffer TP route: the buffer holds the full tensor, every shard is
-        # stored (as put_tensor_with_tp_from)
-        dec = self._tensor_from_decoded(ptr, size, what)
-        if dec is None:
+        _check_ptr(what, ptr, size)
+        if _read_object(_readable_ranges(), ptr, size, what) is None:
             return INVALID_PARAMS
-        code, arr = dec
-        shards = _split_tp(code, arr, axis.size, axis.split_dim or 0, what)
+        h, arr = decode_array(_view(ptr, size))
+        if writer_partition is not None:
+            return self._put_writer_shard(key, h.dtype, h.global_shape, arr, writer_partition,
+                                          config, upsert, what)
+        tp = _tp_of(axes)
+        if tp is None:
+            hdr = _shard_header(h.dtype, h.global_shape, arr, axes)
+            if hdr is None:
+                return INVALID_PARAMS
+            return self._tensor_write_parts(parallelism_key(key, axes), [hdr, _raw(arr)],
+                                            config, upsert)
+        shards = _split_tp(h.dtype, arr, tp.size, tp.split_dim, what, axes)
         if shards is None:
             return INVALID_PARAMS
         for rank, (hdr, shard) in enumerate(shards):
-            rc = self._tensor_write_parts(tp_key(key, rank), [hdr, _raw(shard)],
-                                          config, upsert)
+            rc = self._tensor_write_parts(parallelism_key(key, _with_tp(axes, rank)),
+                                          [hdr, _raw(shard)], config, upsert)
             if rc != 0:
                 return rc
         return 0
@@ -958,17 +1157,16 @@ class TensorStoreMixin:
     def _batch_parallelism_from(self, keys, ptrs, sizes, parallelisms, config, writer_partitions,
                                 upsert, what):
         keys, ptrs, sizes = list(keys), list(ptrs), list(sizes)
-        _refuse_writer_partition(writer_partitions, what)
         if not (len(keys) == len(ptrs) == len(sizes)):
             log.error("%s: keys, buffer_ptrs and sizes must have the same length", what)
             return _results(len(keys), INVALID_PARAMS)
-        if parallelisms is None:
+        if parallelisms is None and writer_partitions is None:
             return self._tensor_from(keys, ptrs, sizes, config, upsert, what)
-        if not isinstance(parallelisms, list) or len(parallelisms) != len(keys):
-            log.error("%s: parallelisms must be a list as long as keys, or None", what)
+        lists = _batch_requests(len(keys), parallelisms, writer_partitions, what)
+        if lists is None:
             return _results(len(keys), INVALID_PARAMS)
-        return [self._put_parallelism_from(k, p, s, par, config, None, upsert, what)
-                for k, p, s, par in zip(keys, ptrs, sizes, parallelisms)]
+        return [self._put_parallelism_from(k, p, s, par, config, w, upsert, what)
+                for k, p, s, par, w in zip(keys, ptrs, sizes, *lists)]
 
     def batch_put_tensor_with_parallelism_from(self, keys, buffer_ptrs, sizes, parallelisms=None,
                                                config=None, writer_partitions=None):
@@ -983,86 +1181,144 @@ class TensorStoreMixin:
                                             writer_partitions, True,
                                             "batch_upsert_tensor_with_parallelism_from")
 
-    def _tp_full(self, key, what):
-        """(code, full array) reassembled from <key>_tp_<r>, or None (logged)."""
-        first = self._get_tensor_header(tp_key(key, 0))
-        if first is None:
-            log.error("%s: no TP shard %s", what, tp_key(key, 0))
-            return None
-        h0 = first[0]
-        ax = h0.axis(LayoutAxisKind.TP)
-        if h0.layout_kind != TensorLayoutKind.SHARD or ax is None or ax[4] < 0:
-            log.error("%s: %s is not a TP shard", what, tp_key(key, 0))
-            return None
-        count, sd = ax[3], ax[4]
-        parts = [first[1]]
-        for r in range(1, count):
-            dec = self._get_tensor_header(tp_key(key, r))
-            if dec is None:
-                log.error("%s: missing TP shard %s", what, tp_key(key, r))
-                return None
-            h, a = dec
-            hax = h.axis(LayoutAxisKind.TP)
-            if h.dtype != h0.dtype or h.global_shape != h0.global_shape or hax is None \
-                    or hax[2] != r or hax[3] != count or hax[4] != sd:
-                log.error("%s: TP shard %s does not match shard 0", what, tp_key(key, r))
-                return None
-            parts.append(a)
-        full = np.concatenate(parts, axis=sd)
-        if tuple(full.shape) != h0.global_shape:
-            log.error("%s: shards of %s do not cover the global shape", what, key)
-            return None
-        return h0.dtype, full
+    # Read side, as upstream's (store_py_parallel_read.h): mode "shard" reads the shard's own
+    # object when its header names exactly the requested axes; otherwise, with a TP axis, the
+    # full tensor is reassembled and the requested TP slice cut out of it (another TP size).
+    # Mode "full" reassembles along the TP axis: the TP shard count and split_dim come from
+    # <key>__parallelism_manifest when present (every other axis as requested), else from the
+    # stored shards (a single TP axis) or the request.
 
-    def get_tensor_with_parallelism(self, key, target=None):
-        """target None / mode "as_stored": the object under key. mode "shard" with a single TP
-        axis: <key>_tp_<rank> (re-sliced from the full tensor when stored with another TP
-        size). mode "full": the tensor reassembled from its TP shards (with a TP axis), or the
-        object under key (without). Other layouts raise NotImplementedError."""
-        what = "get_tensor_with_parallelism"
-        if target is None:
-            return self.get_tensor(key)
+    def _load_manifest(self, key, suffix="__parallelism_manifest"):
+        """(dtype, global shape, split_dim, shard count) of the manifest <key><suffix>."""
+        raw = self.get(key + suffix)
+        if not raw or len(raw) < _MANIFEST.size:
+            return None
+        f = _MANIFEST.unpack_from(raw)
+        magic, version, hsize, dtype, ndim, sd, count = f[:7]
+        if magic != MANIFEST_MAGIC or version != 1 or hsize != _MANIFEST.size or \
+                not 0 <= ndim <= MAX_DIMS or count <= 0 or not 0 <= sd < ndim:
+            return None
+        gshape = list(f[8:8 + ndim])
+        return None if min(gshape) < 0 else (dtype, gshape, sd, count)
+
+    def _gather(self, sources, split_dim, what):
+        """(code, full array) concatenated along split_dim from sources, [(object key, axes
+        its header must carry exactly)] in TP rank order; None (logged)."""
+        parts, first = [], None
+        for k, want in sources:
+            dec = self._get_tensor_header(k)
+            if dec is None or not _same_axes(_stored_axes(dec[0]), want):
+                log.error("%s: shard %s missing or not of the requested layout", what, k)
+                return None
+            if first is not None and (dec[0].dtype != first.dtype
+                                      or dec[0].global_shape != first.global_shape):
+                log.error("%s: shard %s does not match shard 0", what, k)
+                return None
+            first = first or dec[0]
+            parts.append(dec[1])
+        full = np.concatenate(parts, axis=split_dim)
+        if tuple(full.shape) != tuple(first.global_shape):
+            log.error("%s: shards do not cover the global shape", what)
+            return None
+        return first.dtype, full
+
+    def _tp_sources(self, key, axes, count):
+        wants = [_with_tp(axes, r, count) for r in range(count)]
+        return [(parallelism_key(key, w), w) for w in wants]
+
+    def _writer_full(self, key, what):
+        """(has a writer manifest, (code, full array) or None): the tensor reassembled from
+        the shards <key>__writer_manifest names."""
+        man = self._load_manifest(key, "__writer_manifest")
+        if man is None:
+            return False, None
+        _, _, sd, count = man
+        sources = [(writer_key(key, r, count, sd), [ParallelAxis("tp", r, count, sd)])
+                   for r in range(count)]
+        return True, self._gather(sources, sd, what)
+
+    def _full(self, key, axes, what):
+        """(code, full array) of the tensor whose shards axes (with a TP axis) belong to."""
+        tp = _tp_of(axes)
+        man = self._load_manifest(key)
+        if man is not None:
+            dtype, gshape, sd, count = man
+            if tp.split_dim != sd:
+                log.error("%s: split_dim mismatch (stored %d)", what, sd)
+                return None
+            if gshape[sd] % count or gshape[sd] % tp.size:
+                log.error("%s: only uniform sharding is supported", what)
+                return None
+            return self._gather(self._tp_sources(key, axes, count), sd, what)
+        count = tp.size
+        if len(axes) == 1:  # a single TP axis: the stored count is in shard 0's header
+            dec = self._get_tensor_header(tp_key(key, 0))
+            st = _stored_axes(dec[0]) if dec is not None else None
+            if not st or len(st) != 1 or st[0].kind != "tp" or st[0].split_dim != tp.split_dim:
+                log.error("%s: no TP shard %s of split_dim %s", what, tp_key(key, 0),
+                          tp.split_dim)
+                return None
+            count = st[0].size
+        return self._gather(self._tp_sources(key, axes, count), tp.split_dim, what)
+
+    def _resolve_parallelism_read(self, key, target, what):
+        """("key", k) to read k as stored, ("value", (code, array)), or ("none", None)."""
         mode = str(getattr(target, "mode", "")).lower()
         parallelism = getattr(target, "parallelism", None)
         if mode not in ("as_stored", "shard", "full"):
             log.error("%s: unsupported ReadTarget mode %r", what, mode)
-            return None
+            return "none", None
         if parallelism is None:
             if mode == "shard":
                 log.error("%s: parallelism is required", what)
-                return None
-            t = self.get_tensor(key)
-            if t is None and mode == "full" and self.is_exist(f"{key}__writer_manifest") == 1:
-                raise NotImplementedError(f"{what}: {key} was written with writer_partition "
-                                          "shards, which Mooncake-C does not reassemble")
-            return t
-        axis = _single_tp_axis(parallelism, what)
-        if axis is None:
-            return None
-        if mode == "as_stored":
-            log.error("%s: unsupported ReadTarget mode", what)
-            return None
+                return "none", None
+            if mode == "full":
+                found, full = self._writer_full(key, what)
+                if found:
+                    return ("value", full) if full is not None else ("none", None)
+            return "key", key
+        axes = parse_parallelism(parallelism, what)
+        if axes is None:
+            return "none", None
+        tp = _tp_of(axes)
+        if mode == "shard":
+            k = parallelism_key(key, axes)
+            h = self._get_tensor_header(k)
+            if h is not None and _same_axes(_stored_axes(h[0]), axes):
+                return "key", k
+            if len(axes) == 1 and tp is not None:  # a writer partition of that layout
+                k = writer_key(key, tp.rank, tp.size, tp.split_dim)
+                h = self._get_tensor_header(k)
+                if h is not None and _same_axes(_stored_axes(h[0]), axes):
+                    return "key", k
+            full = self._full(key, axes, what) if tp is not None else None
+            if full is not None:
+                code, arr = full
+                if arr.shape[tp.split_dim] % tp.size == 0:
+                    return "value", (code, _slice(arr, tp.split_dim, tp.rank, tp.size))
+            log.error("%s: parallelism metadata mismatch for key %s", what, key)
+            return "none", None
         if mode == "full":
-            full = self._tp_full(key, what)
-            return None if full is None else _to_value(full[1], full[0])
-        dec = self._get_tensor_header(tp_key(key, axis.rank))
-        if dec is not None:
-            h, arr = dec
-            ax = h.axis(LayoutAxisKind.TP)
-            if ax is not None and h.layout_kind == TensorLayoutKind.SHARD and ax[2] == axis.rank \
-                    and ax[3] == axis.size \
-                    and (axis.split_dim is None or ax[4] == axis.split_dim):
-                return _to_value(arr, h.dtype)
-        # stored with another TP layout: slice the requested shard out of the full tensor
-        full = self._tp_full(key, what) if axis.split_dim is not None else None
-        if full is not None:
-            code, arr = full
-            if 0 <= axis.split_dim < arr.ndim and arr.shape[axis.split_dim] % axis.size == 0:
-                start, n = _shard_range(arr.shape[axis.split_dim], axis.rank, axis.size)
-                shard = np.ascontiguousarray(
-                    np.take(arr, np.arange(start, start + n), axis=axis.split_dim))
-                return _to_value(shard, code)
-        return None if dec is None else _to_value(dec[1], dec[0].dtype)
+            if tp is None:
+                log.error("%s: full reconstruction requires a TP axis", what)
+                return "none", None
+            full = self._full(key, axes, what)
+            return ("value", full) if full is not None else ("none", None)
+        log.error("%s: unsupported ReadTarget mode", what)
+        return "none", None
+
+    def get_tensor_with_parallelism(self, key, target=None):
+        """The tensor a ReadTarget names (see the read side above): target None or mode
+        "as_stored" without parallelism: the object under key; "shard": the requested shard
+        (re-sliced when stored with another TP size); "full": the tensor reassembled from its
+        TP shards (the object under key without parallelism). None when it cannot be read."""
+        what = "get_tensor_with_parallelism"
+        if target is None:
+            return self.get_tensor(key)
+        how, v = self._resolve_parallelism_read(key, target, what)
+        if how == "key":
+            return self.get_tensor(v)
+        return None if how == "none" else _to_value(v[1], v[0])
 
     def batch_get_tensor_with_parallelism(self, keys, targets=None):
         keys = list(keys)
@@ -1075,26 +1331,29 @@ class TensorStoreMixin:
         return [self.get_tensor_with_parallelism(k, t) for k, t in zip(keys, targets)]
 
     def get_tensor_with_parallelism_into(self, key, buffer_ptr, size, target=None):
-        """as_stored / None: get_tensor_into; shard with a single TP axis: the stored shard
-        <key>_tp_<rank> into the buffer. mode "full" raises NotImplementedError."""
+        """get_tensor_with_parallelism into registered memory [buffer_ptr, +size): the tensor
+        object (header + data) is written there and a tensor viewing its data returned, or
+        None (also when the object does not fit or the memory is not registered)."""
         what = "get_tensor_with_parallelism_into"
         if target is None:
             return self.get_tensor_into(key, buffer_ptr, size)
-        mode = str(getattr(target, "mode", "")).lower()
-        parallelism = getattr(target, "parallelism", None)
-        if mode == "as_stored" and parallelism is None:
-            return self.get_tensor_into(key, buffer_ptr, size)
-        if mode == "full":
-            raise NotImplementedError(f"{what}: reassembling a full tensor into a caller buffer "
-                                      "(upstream's get_into_ranges plan) is not implemented; "
-                                      "use get_tensor_with_parallelism")
-        if mode != "shard" or parallelism is None:
-            log.error("%s: unsupported ReadTarget", what)
+        _check_ptr(what, buffer_ptr, size)
+        how, v = self._resolve_parallelism_read(key, target, what)
+        if how == "key":
+            return self.get_tensor_into(v, buffer_ptr, size)
+        if how == "none":
             return None
-        axis = _single_tp_axis(parallelism, what)
-        if axis is None:
+        code, arr = v
+        hdr = encode_header(code, arr.shape, arr.nbytes)
+        total = len(hdr) + arr.nbytes
+        if buffer_ptr == 0 or total > size or self._buffer_room(buffer_ptr) < total:
+            log.error("%s: %d bytes do not fit a registered buffer of %d at 0x%x", what, total,
+                      size, buffer_ptr)
             return None
-        return self.get_tensor_into(tp_key(key, axis.rank), buffer_ptr, size)
+        dst = _view(buffer_ptr, total)
+        dst[:len(hdr)] = hdr
+        dst[len(hdr):] = _raw(arr)
+        return decode(dst, copy=False)
 
     def batch_get_tensor_with_parallelism_into(self, keys, buffer_ptrs, sizes, targets=None):
         keys, buffer_ptrs, sizes = list(keys), list(buffer_ptrs), list(sizes)

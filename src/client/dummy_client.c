@@ -78,33 +78,26 @@ static struct {
     mc_dummy_t *dummies;
 } g_shm = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-void *mc_shm_alloc(size_t size)
+void *mc_shm_alloc(size_t size) { return mc_shm_alloc_pages(size, 0); }
+
+void *mc_shm_alloc_pages(size_t size, size_t huge_page_size)
 {
     if (size == 0 || size > MC_RC_MAX_REGION_SIZE)
         return NULL;
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    size = (size + pg - 1) / pg * pg;
-    int fd = memfd_create("mooncake_shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) {
-        MC_LOG_ERROR("shm: memfd_create: %m");
+    size_t alen = 0;
+    int fd = -1;
+    void *p = mc_pages_shared_alloc("mooncake_shm", size, huge_page_size, 0, &alen, &fd);
+    if (!p)
         return NULL;
-    }
-    void *p = MAP_FAILED;
-    if (ftruncate(fd, (off_t)size) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-        (p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)) ==
-            MAP_FAILED) {
-        MC_LOG_ERROR("shm: cannot allocate %zu bytes of shared memory: %m", size);
-        close(fd);
-        return NULL;
-    }
     pthread_mutex_lock(&g_shm.mu);
-    mc_status_t st = mc_array_reserve(&g_shm.segs, &g_shm.cap, g_shm.n + 1, 16);
+    mc_status_t st = alen > MC_RC_MAX_REGION_SIZE
+                         ? MC_ERR_INVALID_PARAMS /* rounded up past the cap */
+                         : mc_array_reserve(&g_shm.segs, &g_shm.cap, g_shm.n + 1, 16);
     if (st == MC_OK)
-        g_shm.segs[g_shm.n++] = (shm_seg_t){p, size, fd};
+        g_shm.segs[g_shm.n++] = (shm_seg_t){p, alen, fd};
     pthread_mutex_unlock(&g_shm.mu);
     if (st != MC_OK) {
-        munmap(p, size);
+        munmap(p, alen);
         close(fd);
         return NULL;
     }
@@ -511,7 +504,7 @@ mc_status_t mc_store_create_dummy(const mc_store_dummy_config_t *cfg, mc_store_t
     if (st != MC_OK)
         goto fail;
     if (cfg->local_buffer_size) {
-        d->local_buf = mc_shm_alloc(cfg->local_buffer_size);
+        d->local_buf = mc_shm_alloc_pages(cfg->local_buffer_size, cfg->hugepage_size);
         if (!d->local_buf) {
             st = MC_ERR_NO_MEMORY;
             goto fail;

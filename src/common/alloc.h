@@ -30,6 +30,23 @@ int mc_pages_populate_write(void *addr, size_t len);
  * our VMs, this ~15 ms. Best effort. */
 void mc_pages_prefault_huge(void *addr, size_t len);
 
+/* Huge page sizes mc_pages_shared_alloc takes. */
+#define MC_PAGES_HUGE_2MB ((size_t)2 << 20)
+#define MC_PAGES_HUGE_1GB ((size_t)1 << 30)
+
+/* Memory that same-host processes can map: a memfd named `name` (close-on-exec, sealed against
+ * resizing, so a process mapping it through /proc/<pid>/fd or SCM_RIGHTS cannot be cut short)
+ * of len bytes rounded up to the page size (*alen_p), mapped shared and faulted in writable.
+ * page_size: 0 = base pages; MC_PAGES_HUGE_2MB or MC_PAGES_HUGE_1GB = huge pages of that size,
+ * required: a shared hugetlb mapping reserves all its pages at mmap, so with too few free the
+ * call fails here (never on a later fault) and never falls back to base pages. Any other size
+ * fails. Returns the mapping and its memfd in *fd_p (the caller owns both: munmap(p, *alen_p),
+ * close(*fd_p)), or NULL. A failure is logged at ERROR, for huge pages naming the pool to
+ * grow (/sys/kernel/mm/hugepages/hugepages-<kB>kB/nr_hugepages), unless quiet (a caller that
+ * falls back on its own). */
+void *mc_pages_shared_alloc(const char *name, size_t len, size_t page_size, int quiet,
+                            size_t *alen_p, int *fd_p);
+
 #define MC_NEW(type) ((type *)mc_calloc(1, sizeof(type)))
 #define MC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -57,10 +57,11 @@ typedef struct mc_auth_peer {
 /* Loads a token file. path NULL or "" -> MC_OK with *auth_p = NULL (authentication off).
  * Errors (logged with the file name and line): MC_ERR_FILE_OPEN_FAIL, MC_ERR_PERMISSION
  * (readable by others), MC_ERR_INVALID_PARAMS (bad line, short secret, no secret). */
-mc_status_t mc_auth_load(const char *path, mc_auth_t **auth_p);
+MC_API mc_status_t mc_auth_load(const char *path, mc_auth_t **auth_p);
 /* Keyring from one in-memory secret (tests, tools). */
-mc_status_t mc_auth_from_secret(const char *secret, const char *tenant, mc_auth_t **auth_p);
-void mc_auth_free(mc_auth_t *auth);
+MC_API mc_status_t mc_auth_from_secret(const char *secret, const char *tenant,
+                                       mc_auth_t **auth_p);
+MC_API void mc_auth_free(mc_auth_t *auth);
 /* Number of keys; tenant of the key a client proves (first key; "" when cluster). */
 unsigned mc_auth_key_count(const mc_auth_t *auth);
 const char *mc_auth_client_tenant(const mc_auth_t *auth);

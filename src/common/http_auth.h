@@ -21,6 +21,10 @@
  *
  * Thread-safety: a server context may be shared by any number of threads (the replay cache has
  * its own mutex); a client cache likewise.
+ *
+ * The MC_API functions are exported from libmooncake.so for the Python package (mooncake._core
+ * binds them for the HTTP servers written in Python); they are not part of the public C API
+ * in include/mooncake/.
  */
 #ifndef MC_COMMON_HTTP_AUTH_H
 #define MC_COMMON_HTTP_AUTH_H
@@ -56,7 +60,7 @@ typedef struct mc_http_auth_params {
  * them. Unknown names are ignored; a name given twice, a missing '=', an unterminated quote, a
  * control character or a value longer than MC_HTTP_AUTH_HEADER_MAX is refused:
  * MC_ERR_INVALID_PARAMS. */
-mc_status_t mc_http_auth_parse(const char *value, mc_http_auth_params_t *p);
+MC_API mc_status_t mc_http_auth_parse(const char *value, mc_http_auth_params_t *p);
 
 /* The request target (path and query, no fragment) of an absolute http(s) URL, e.g.
  * "http://h:1/a?b#c" -> "/a?b" written into out (n bytes). "/" when the URL has no path.
@@ -64,8 +68,8 @@ mc_status_t mc_http_auth_parse(const char *value, mc_http_auth_params_t *p);
 mc_status_t mc_http_auth_target(const char *url, char *out, size_t n);
 
 /* SHA-256 of a request body (len 0: of the empty string). */
-void mc_http_auth_body_hash(const void *body, size_t len,
-                            uint8_t out[MC_HTTP_AUTH_BODY_HASH_SIZE]);
+MC_API void mc_http_auth_body_hash(const void *body, size_t len,
+                                   uint8_t out[MC_HTTP_AUTH_BODY_HASH_SIZE]);
 
 /* ---- server side ---- */
 
@@ -73,10 +77,11 @@ typedef struct mc_http_auth_server mc_http_auth_server_t;
 
 /* A server context over keyring `auth` (borrowed, must outlive it). auth NULL: the context
  * accepts every request (mc_http_auth_check always MC_OK), so callers need no branch. */
-mc_status_t mc_http_auth_server_create(const mc_auth_t *auth, mc_http_auth_server_t **srv_p);
-void mc_http_auth_server_free(mc_http_auth_server_t *srv);
+MC_API mc_status_t mc_http_auth_server_create(const mc_auth_t *auth,
+                                              mc_http_auth_server_t **srv_p);
+MC_API void mc_http_auth_server_free(mc_http_auth_server_t *srv);
 /* True when the context checks credentials (it has a keyring). NULL -> false. */
-int mc_http_auth_server_enabled(const mc_http_auth_server_t *srv);
+MC_API int mc_http_auth_server_enabled(const mc_http_auth_server_t *srv);
 
 /* Why a request was refused (all are answered 401 with a fresh challenge). */
 typedef enum mc_http_auth_verdict {
@@ -91,7 +96,7 @@ typedef enum mc_http_auth_verdict {
 } mc_http_auth_verdict_t;
 
 /* Short English reason for a verdict ("stale nonce", ...). */
-const char *mc_http_auth_verdict_str(mc_http_auth_verdict_t v);
+MC_API const char *mc_http_auth_verdict_str(mc_http_auth_verdict_t v);
 
 /* Checks one request at now_ms (CLOCK_MONOTONIC ms; mc_http_auth_check passes mc_now_ms()).
  * authz: the Authorization header value or NULL; method, target: as received; body_hash: the
@@ -104,10 +109,10 @@ mc_http_auth_verdict_t mc_http_auth_check_at(mc_http_auth_server_t *srv, uint64_
                                              const char *authz, const char *method,
                                              const char *target, const uint8_t *body_hash,
                                              mc_auth_peer_t *peer, char *challenge);
-mc_http_auth_verdict_t mc_http_auth_check(mc_http_auth_server_t *srv, const char *authz,
-                                          const char *method, const char *target,
-                                          const uint8_t *body_hash, mc_auth_peer_t *peer,
-                                          char *challenge);
+MC_API mc_http_auth_verdict_t mc_http_auth_check(mc_http_auth_server_t *srv,
+                                                 const char *authz, const char *method,
+                                                 const char *target, const uint8_t *body_hash,
+                                                 mc_auth_peer_t *peer, char *challenge);
 
 /* A fresh challenge value ("Mooncake nonce=\"...\"", with ", stale=true" if stale). */
 void mc_http_auth_challenge_at(mc_http_auth_server_t *srv, uint64_t now_ms, int stale,
@@ -118,9 +123,9 @@ void mc_http_auth_challenge_at(mc_http_auth_server_t *srv, uint64_t now_ms, int 
 /* The Authorization value for one request signed with the client key of `auth` over `nonce`
  * (hex, from a challenge) with a fresh random cnonce. out: MC_HTTP_AUTH_HEADER_MAX bytes.
  * MC_ERR_INVALID_PARAMS without a keyring or with a nonce that is not 96 hex characters. */
-mc_status_t mc_http_auth_authorize(const mc_auth_t *auth, const char *nonce, const char *method,
-                                   const char *target, const void *body, size_t body_len,
-                                   char *out);
+MC_API mc_status_t mc_http_auth_authorize(const mc_auth_t *auth, const char *nonce,
+                                          const char *method, const char *target,
+                                          const void *body, size_t body_len, char *out);
 
 /* A client's cached nonce (one per server it talks to, or one per process: a nonce of another
  * server is refused once and replaced). Zero-initialise with MC_HTTP_AUTH_CLIENT_INIT. */

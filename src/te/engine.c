@@ -397,6 +397,12 @@ static mc_status_t config_check(const mc_te_config_t *cfg)
                                                 MC_TE_FRAME_MAX_PAYLOAD);
     ok &= cfg_field_ok("force_tcp", cfg->force_tcp, 0, 1);
     ok &= cfg_field_ok("hugepages", cfg->hugepages, -1, 1);
+    if (cfg->hugepage_size && cfg->hugepage_size != MC_PAGES_HUGE_2MB &&
+        cfg->hugepage_size != MC_PAGES_HUGE_1GB) {
+        MC_LOG_ERROR("te: config field hugepage_size = %llu is not 0, 2097152 (2 MiB) or "
+                     "1073741824 (1 GiB)", (unsigned long long)cfg->hugepage_size);
+        ok = false;
+    }
     ok &= cfg->tcp_stripe == 0 || cfg_field_ok("tcp_stripe", cfg->tcp_stripe, 1, MC_TE_MAX_STRIPE);
     ok &= cfg->tcp_socket_buf == 0 || cfg_field_ok("tcp_socket_buf", cfg->tcp_socket_buf,
                                                     MC_TE_MIN_SOCKET_BUF, MC_TE_MAX_SOCKET_BUF);
@@ -427,6 +433,7 @@ static void config_apply(mc_te_t *te, const mc_te_config_t *cfg)
     te->slice_size = cfg->slice_size ? cfg->slice_size : MC_TE_DEFAULT_SLICE;
     te->force_tcp = cfg->force_tcp == 1 || strcmp(te->protocol, "tcp") == 0;
     te->hugepages_off = cfg->hugepages == -1;
+    te->hugepage_size = (size_t)cfg->hugepage_size;
     te->tcp_stripe = cfg->tcp_stripe;
     te->tcp_socket_buf = cfg->tcp_socket_buf;
     te->idle_timeout_ns = (uint64_t)(cfg->tcp_idle_timeout_s ? cfg->tcp_idle_timeout_s
@@ -717,53 +724,35 @@ uint16_t mc_te_rpc_port(const mc_te_t *te)
 
 /* ================================ shareable memory ==================================== */
 
-/* A memfd of len bytes (rounded up to its page size, *alen_p) mapped shared and populated
- * writable (MAP_POPULATE would only read-fault a shared mapping); huge: on 2 MiB huge pages
- * (MFD_HUGETLB), which fails quietly when the pool has too few free pages (the shared
- * mapping reserves them all at mmap, so a later fault cannot fail). MAP_FAILED and *fd_p -1
- * on failure. */
-static void *shareable_map(size_t len, bool huge, size_t *alen_p, int *fd_p)
-{
-    size_t pg = huge ? MC_TE_HUGE_PAGE : (size_t)sysconf(_SC_PAGESIZE);
-    size_t alen = (len + pg - 1) & ~(pg - 1);
-    void *p = MAP_FAILED;
-    int fd = memfd_create("mc-te-shareable", MFD_CLOEXEC | (huge ? MFD_HUGETLB : 0));
-    if (fd >= 0 && ftruncate(fd, (off_t)alen) == 0)
-        p = mmap(NULL, alen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        if (!huge)
-            MC_LOG_ERROR("te: %zu bytes of shareable memory: %m", alen);
-        if (fd >= 0)
-            close(fd);
-        *fd_p = -1;
-        return MAP_FAILED;
-    }
-    if (mc_pages_populate_write(p, alen) != 0)
-        madvise(p, alen, MADV_WILLNEED);
-    *alen_p = alen;
-    *fd_p = fd;
-    return p;
-}
+#define SHAREABLE_NAME "mc-te-shareable" /* the memfds' name, in /proc/<pid>/maps */
 
 void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
 {
     if (!te || len == 0)
         return NULL;
-    /* Huge pages when the host has them reserved (vm.nr_hugepages) and the buffer is at least
-     * one: on our VMs a 4 KiB-page mapping's first touch costs ~5 us a page and 32 MiB reads
-     * through it ran 1.0-12 GiB/s, on huge pages 10-14 GiB/s (docs/benchmarks.md).
-     * Config hugepages = -1 turns them off. */
-    bool try_huge = len >= MC_TE_HUGE_PAGE && !te->hugepages_off;
     size_t alen = 0;
     int fd = -1;
-    void *p = try_huge ? shareable_map(len, true, &alen, &fd) : MAP_FAILED;
-    if (p != MAP_FAILED)
-        MC_LOG_INFO("te: %zu bytes of shareable memory on 2 MiB huge pages", alen);
-    else if ((p = shareable_map(len, false, &alen, &fd)) == MAP_FAILED)
-        return NULL;
-    else if (try_huge)
-        MC_LOG_INFO("te: %zu bytes of shareable memory on 4 KiB pages (too few free huge "
-                    "pages: vm.nr_hugepages)", alen);
+    void *p;
+    if (te->hugepage_size) { /* required: fails (logged) rather than use other pages */
+        p = mc_pages_shared_alloc(SHAREABLE_NAME, len, te->hugepage_size, 0, &alen, &fd);
+        if (!p)
+            return NULL;
+    } else {
+        /* Huge pages when the host has them reserved (vm.nr_hugepages) and the buffer is at
+         * least one: on our VMs a 4 KiB-page mapping's first touch costs ~5 us a page and
+         * 32 MiB reads through it ran 1.0-12 GiB/s, on huge pages 10-14 GiB/s
+         * (docs/benchmarks.md). Config hugepages = -1 turns them off. */
+        bool try_huge = len >= MC_TE_HUGE_PAGE && !te->hugepages_off;
+        p = try_huge ? mc_pages_shared_alloc(SHAREABLE_NAME, len, MC_TE_HUGE_PAGE, 1, &alen, &fd)
+                     : NULL;
+        if (p)
+            MC_LOG_INFO("te: %zu bytes of shareable memory on 2 MiB huge pages", alen);
+        else if (!(p = mc_pages_shared_alloc(SHAREABLE_NAME, len, 0, 0, &alen, &fd)))
+            return NULL;
+        else if (try_huge)
+            MC_LOG_INFO("te: %zu bytes of shareable memory on 4 KiB pages (too few free huge "
+                        "pages: vm.nr_hugepages)", alen);
+    }
     mc_te_shareable_t *s = MC_NEW(mc_te_shareable_t);
     if (!s) {
         munmap(p, alen);

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MC_TE_HUGE_PAGE (2u << 20)   /* shareable memory on huge pages (mc_te_alloc_shareable) */
+#define MC_TE_HUGE_PAGE MC_PAGES_HUGE_2MB /* shareable memory on huge pages when free */
 #define MC_TE_SHM_SLOTS 4096          /* control slots per engine (= max registered buffers) */
 #define MC_TE_DEFAULT_TIMEOUT_MS 5000
 #define MC_TE_DEFAULT_CONNS 4
@@ -238,6 +238,7 @@ struct mc_te {
     uint64_t slice_size;
     bool force_tcp;
     bool hugepages_off;             /* config hugepages == -1 */
+    size_t hugepage_size;           /* config hugepage_size: required page size, 0 = none */
     uint32_t tcp_stripe;            /* config tcp_stripe: 0 = tcp picks (tcp_stripe_width) */
     uint32_t tcp_socket_buf;        /* SO_SNDBUF/SO_RCVBUF of data connections; 0 = kernel */
     uint64_t busy_poll_ns;          /* spin budget of waiters and loops; 0 = never spin */

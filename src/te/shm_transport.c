@@ -388,8 +388,9 @@ static void rbuf_map(shm_peer_t *sp, shm_rbuf_t *b)
         MC_LOG_WARN("shm: cannot use %s for buffer 0x%llx: %m", path, (unsigned long long)b->addr);
     } else {
         /* from the memfd page at or below the buffer to the page end at or above its end (not
-         * past the file's): pages of the memfd's own size, 2 MiB for one on huge pages
-         * (mc_te_alloc_shareable), whose mappings must start and end on them */
+         * past the file's): pages of the memfd's own size (st_blksize), 2 MiB or 1 GiB for
+         * one on huge pages (mc_te_alloc_shareable), whose mappings must start and end on
+         * them */
         uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
         if ((uint64_t)sb.st_blksize > pg)
             pg = (uint64_t)sb.st_blksize;

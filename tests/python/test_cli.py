@@ -181,6 +181,21 @@ def test_topology_dump(installed):
     assert r.stdout.count("\n") > 3  # indented, for people
 
 
+def test_rest_server_script(installed):
+    """mc_store_rest_server (a Python console script, upstream's
+    mooncake.mooncake_store_service:sync_main) is installed and takes upstream's flags."""
+    bindir, _, env = installed
+    assert shutil.which("mc_store_rest_server", path=env["PATH"]) == \
+        os.path.join(bindir, "mc_store_rest_server")
+    r = run(["mc_store_rest_server", "--help"], env)
+    assert r.returncode == 0, r.stderr
+    for flag in ("--config", "--define", "--port", "--max-wait-time", "--host"):
+        assert flag in r.stdout, r.stdout
+    env = {k: v for k, v in env.items() if k not in ("MOONCAKE_MASTER", "MOONCAKE_CONFIG_PATH")}
+    r = run(["mc_store_rest_server", "--port=0"], env)
+    assert r.returncode == 1 and "MOONCAKE_MASTER" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["mooncake_client", "--tenant_id=_team1"], "tenant_id"),
     (["mooncake_client", "--enable_offload=true"], "offload"),

@@ -5,6 +5,7 @@ The document is the one list of upstream's surface; this test only reads it."""
 import os
 import re
 import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -95,6 +96,15 @@ def test_program_flags():
             helps[program] = _help(program)
         if present(status) != (flag in helps[program]):
             wrong.append((name, status))
+    assert wrong == [], f"flags whose status does not match --help: {wrong}"
+
+
+def test_rest_server_flags():
+    out = subprocess.run([sys.executable, "-m", "mooncake.mooncake_store_service", "--help"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    flags = set(re.findall(r"(--[a-z][a-z_-]*)", out.stdout))
+    wrong = [(n, s) for n, s in rows("mc_store_rest_server") if present(s) != (n in flags)]
     assert wrong == [], f"flags whose status does not match --help: {wrong}"
 
 

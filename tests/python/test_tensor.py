@@ -447,16 +447,167 @@ def test_with_parallelism_tp_axis(store):
     assert store.upsert_tensor_with_parallelism("bwp", full[:3] + 1, par(0)) == 0
     np.testing.assert_array_equal(to_np(store.get_tensor("bwp_tp_0")), full[:3] + 1)
     assert store.batch_upsert_tensor_with_parallelism(["bwp"], [full], None) == [0]
-    # refused layouts name what is missing
-    dp = TensorParallelism(axes=[ParallelAxis(kind="dp", rank=0, size=2)])
-    with pytest.raises(NotImplementedError, match="dp"):
-        store.put_tensor_with_parallelism("x", full, dp)
-    with pytest.raises(NotImplementedError):
-        store.put_tensor_with_parallelism("x", full, None, None, object())
-    with pytest.raises(NotImplementedError):
-        store.get_tensor_with_parallelism("wp", ReadTarget(mode="shard", parallelism=dp))
+    # an invalid writer partition or TP axis is INVALID_PARAMS
+    assert store.put_tensor_with_parallelism("x", full, None, None, object()) == -600
     assert store.put_tensor_with_parallelism(
         "x", full, TensorParallelism(axes=[ParallelAxis(kind="tp", rank=0, size=2)])) == -600
+
+
+def _par(*axes):
+    from mooncake.store import ParallelAxis, TensorParallelism
+    return TensorParallelism(axes=[ParallelAxis(**a) for a in axes])
+
+
+def test_with_parallelism_multi_axis(store):
+    """TP with another axis: the full tensor is given, this TP rank's slice stored under
+    upstream's key <key>__dp_<r>of<n>__tp_<r>of<n>_sd<d> with the axes (in the caller's order)
+    and the global shape in its header, plus the manifest; reads reassemble and re-slice."""
+    from mooncake.store import ReadTarget
+    full = sample("float32", (4, 6))
+
+    def par(tp_rank, dp_rank=1, tp_size=2):
+        return _par(dict(kind="tp", rank=tp_rank, size=tp_size, split_dim=1),
+                    dict(kind="dp", rank=dp_rank, size=2))
+    for r in range(2):
+        assert store.put_tensor_with_parallelism("ma", full, par(r)) == 0
+        assert store.get(f"ma__dp_1of2__tp_{r}of2_sd1") == hand_header(
+            0, (4, 3), 48, gshape=(4, 6), layout=1,
+            axes=[(1, 0, r, 2, 1, 0, 3), (0, 1, 1, 2, -1, 0, 0)]) + \
+            np.ascontiguousarray(full[:, 3 * r:3 * r + 3]).tobytes()
+    assert store.get("ma__parallelism_manifest") == struct.pack(
+        "<IHHiiiii4x8q", 0x574D414E, 1, 96, 0, 2, 1, 2, 0, 4, 6, -1, -1, -1, -1, -1, -1)
+    shard = store.get_tensor_with_parallelism("ma", ReadTarget("shard", par(1)))
+    np.testing.assert_array_equal(to_np(shard), full[:, 3:])
+    whole = store.get_tensor_with_parallelism("ma", ReadTarget("full", par(0)))
+    np.testing.assert_array_equal(to_np(whole), full)
+    # another TP size: cut from the reassembled tensor
+    third = store.get_tensor_with_parallelism("ma", ReadTarget("shard", par(2, tp_size=3)))
+    np.testing.assert_array_equal(to_np(third), full[:, 4:])
+    # DP rank 0 was never written
+    assert store.get_tensor_with_parallelism("ma", ReadTarget("full", par(0, dp_rank=0))) is None
+    assert store.get_tensor_with_parallelism("ma", ReadTarget("shard", par(0, dp_rank=0))) \
+        is None
+    # the order the caller lists the axes in does not change the key
+    swapped = _par(dict(kind="dp", rank=1, size=2),
+                   dict(kind="tp", rank=0, size=2, split_dim=1))
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("ma", ReadTarget("shard", swapped))),
+        full[:, :3])
+
+
+def test_with_parallelism_without_tp(store):
+    """DP / EP / PP only: the tensor is stored as is under its axes' key."""
+    from mooncake.store import ReadTarget
+    t = sample("int64", (3, 2))
+    p = _par(dict(kind="ep", rank=1, size=4, expert_id=7), dict(kind="dp", rank=0, size=2))
+    assert store.put_tensor_with_parallelism("ep", t, p) == 0
+    assert store.get("ep__dp_0of2__ep_1of4_eid7") == hand_header(
+        8, (3, 2), 48, layout=1, axes=[(2, 0, 1, 4, -1, 7, 0), (0, 1, 0, 2, -1, 0, 0)]) + \
+        t.tobytes()
+    assert store.is_exist("ep__parallelism_manifest") == 0
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("ep", ReadTarget("shard", p))), t)
+    # another expert is another object; "full" needs a TP axis
+    other = _par(dict(kind="ep", rank=1, size=4, expert_id=8), dict(kind="dp", rank=0, size=2))
+    assert store.get_tensor_with_parallelism("ep", ReadTarget("shard", other)) is None
+    assert store.get_tensor_with_parallelism("ep", ReadTarget("full", p)) is None
+    pp = _par(dict(kind="pp", rank=0, size=2, stage_id=3))
+    assert store.put_tensor_with_parallelism("pp", t, pp) == 0
+    assert store.get("pp__pp_0of2_sid3")[:304] == hand_header(
+        8, (3, 2), 48, layout=1, axes=[(3, 0, 0, 2, -1, 3, 0)])
+
+
+class WP:
+    def __init__(self, rank, size, split_dim):
+        self.rank, self.size, self.split_dim = rank, size, split_dim
+
+
+def test_with_writer_partition(store, reg):
+    """writer_partition: each writer stores its slice of the full tensor as
+    <key>__writer_<r>of<n>_sd<d> plus <key>__writer_manifest; "full" without parallelism
+    reassembles, "shard" with the matching single TP axis reads a writer's slice."""
+    from mooncake.store import ReadTarget
+    full = sample("int32", (6, 4))
+    for r in range(2):
+        assert store.put_tensor_with_parallelism("wr", full, writer_partition=WP(r, 2, 0)) == 0
+        assert store.get(f"wr__writer_{r}of2_sd0") == hand_header(
+            6, (3, 4), 48, gshape=(6, 4), layout=1, axes=[(1, 0, r, 2, 0, 0, 3)]) + \
+            full[3 * r:3 * r + 3].tobytes()
+    assert store.get("wr__writer_manifest") == struct.pack(
+        "<IHHiiiii4x8q", 0x574D414E, 1, 96, 6, 2, 0, 2, 0, 6, 4, -1, -1, -1, -1, -1, -1)
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("wr", ReadTarget("full"))), full)
+    tp1 = _par(dict(kind="tp", rank=1, size=2, split_dim=0))
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("wr", ReadTarget("shard", tp1))), full[3:])
+    # only one writer of three: no full tensor
+    assert store.put_tensor_with_parallelism("wr3", full, writer_partition=WP(0, 3, 0)) == 0
+    assert store.get_tensor_with_parallelism("wr3", ReadTarget("full")) is None
+    # refused requests
+    assert store.put_tensor_with_parallelism("wrx", full, tp1, writer_partition=WP(0, 2, 0)) \
+        == -600
+    for bad in (WP(2, 2, 0), WP(0, 0, 0), WP(0, 2, -1), WP(0, 2, 2), WP(0, 5, 0)):
+        assert store.put_tensor_with_parallelism("wrx", full, writer_partition=bad) == -600
+    assert store.is_exist("wrx__writer_manifest") == 0
+    # from a buffer, and batches
+    obj = T.encode_bytes(full)
+    base = reg.ctypes.data
+    reg[:len(obj)] = np.frombuffer(obj, np.uint8)
+    assert store.batch_put_tensor_with_parallelism_from(
+        ["wrf", "wrf"], [base, base], [len(obj)] * 2,
+        writer_partitions=[WP(0, 2, 1), WP(1, 2, 1)]) == [0, 0]
+    np.testing.assert_array_equal(to_np(store.get_tensor("wrf__writer_1of2_sd1")), full[:, 2:])
+    np.testing.assert_array_equal(
+        to_np(store.get_tensor_with_parallelism("wrf", ReadTarget("full"))), full)
+    assert store.batch_put_tensor_with_parallelism(["a", "b"], [full, full],
+                                                   writer_partitions=[WP(0, 2, 0)]) == \
+        [-600, -600]
+
+
+@pytest.mark.skipif(torch is None, reason="torch does not import in this python3")
+def test_with_parallelism_multi_axis_torch(store):
+    """A bfloat16 torch tensor split over TP x DP comes back as torch, bit-exact."""
+    from mooncake.store import ReadTarget
+    full = torch.arange(48, dtype=torch.float32).reshape(6, 8).to(torch.bfloat16)
+
+    def par(r):
+        return _par(dict(kind="dp", rank=0, size=1), dict(kind="tp", rank=r, size=2,
+                                                            split_dim=0))
+    for r in range(2):
+        assert store.put_tensor_with_parallelism("tma", full, par(r)) == 0
+    got = store.get_tensor_with_parallelism("tma", ReadTarget("full", par(1)))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
+    assert torch.equal(got, full)
+    shard = store.get_tensor_with_parallelism("tma", ReadTarget("shard", par(1)))
+    assert torch.equal(shard, full[3:])
+
+
+@pytest.mark.parametrize("axes", [
+    [dict(kind="tp", rank=0, size=2)],                              # TP needs split_dim
+    [dict(kind="dp", rank=0, size=2, split_dim=0)],                 # DP takes none
+    [dict(kind="ep", rank=0, size=2)],                              # EP needs expert_id
+    [dict(kind="pp", rank=0, size=2, stage_id=1, split_dim=0)],     # PP takes no split_dim
+    [dict(kind="pp", rank=0, size=2)],                              # PP needs stage_id
+    [dict(kind="dp", rank=2, size=2)],                              # rank < size
+    [dict(kind="dp", rank=0, size=0)],
+    [dict(kind="xp", rank=0, size=1)],                              # unknown kind
+    [dict(kind="dp", rank=0, size=2), dict(kind="DP", rank=1, size=2)],  # duplicate kind
+    [],
+    [dict(kind="tp", rank=0, size=2, split_dim=5)],                 # split_dim past ndim
+])
+def test_with_parallelism_invalid(store, axes):
+    from mooncake.store import ReadTarget
+    t = sample("int32", (4, 4))
+    p = _par(*axes)
+    assert store.put_tensor_with_parallelism("inv", t, p) == -600
+    assert store.get_tensor_with_parallelism("inv", ReadTarget("shard", p)) is None
+    assert store.is_exist("inv__parallelism_manifest") == 0
+
+
+def test_with_parallelism_wrong_types(store):
+    with pytest.raises(TypeError):
+        store.put_tensor_with_parallelism("wt", sample("int32", (2, 2)),
+                                          _par(dict(kind="dp", rank="0", size=2)))
 
 
 def test_with_parallelism_zero_copy(store, reg):
@@ -474,9 +625,24 @@ def test_with_parallelism_zero_copy(store, reg):
                                                         [len(obj)]) == [0]
     got = store.batch_get_tensor_with_parallelism_into(["wpf_plain"], [base], [1 << 20])
     np.testing.assert_array_equal(to_np(got[0]), full)
-    with pytest.raises(NotImplementedError):
-        store.get_tensor_with_parallelism_into("wpf", base, 1 << 20, ReadTarget(mode="full",
-                                                                                parallelism=p))
+    # the full tensor reassembled into the caller's buffer
+    t = store.get_tensor_with_parallelism_into("wpf", base, 1 << 20,
+                                               ReadTarget(mode="full", parallelism=p))
+    np.testing.assert_array_equal(to_np(t), full)
+    assert bytes(reg[:304]) == hand_header(1, (4, 2), 64)
+    assert store.get_tensor_with_parallelism_into("wpf", base, 100,
+                                                  ReadTarget(mode="full", parallelism=p)) is None
+    # from a buffer with TP and PP: every TP rank's slice, each under its own key
+    pp = _par(dict(kind="pp", rank=1, size=2, stage_id=0),
+              dict(kind="tp", rank=0, size=2, split_dim=0))
+    assert store.put_tensor_with_parallelism_from("wpp", base + (3 << 20), len(obj), pp) == 0
+    for r in range(2):
+        assert store.get(f"wpp__tp_{r}of2_sd0__pp_1of2_sid0") == hand_header(
+            1, (2, 2), 32, gshape=(4, 2), layout=1,
+            axes=[(3, 0, 1, 2, -1, 0, 0), (1, 1, r, 2, 0, 0, 2)]) + \
+            full[2 * r:2 * r + 2].tobytes()
+    t = store.get_tensor_with_parallelism_into("wpp", base, 1 << 20, ReadTarget("full", pp))
+    np.testing.assert_array_equal(to_np(t), full)
 
 
 def test_safetensors_save_load(store, tmp_path):

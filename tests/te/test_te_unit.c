@@ -353,6 +353,48 @@ static void test_engine_config_ranges(void **state)
     mc_net_set_busy_poll_us(50); /* the cases above changed the process-wide budget */
 }
 
+/* free_hugepages of the pool of kb-kB pages (0 when unreadable). */
+static long free_huge_pages(unsigned long kb)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/hugepages-%lukB/free_hugepages", kb);
+    FILE *f = fopen(path, "r");
+    long n = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &n) != 1)
+            n = 0;
+        fclose(f);
+    }
+    return n;
+}
+
+/* hugepage_size: 0, 2 MiB and 1 GiB are taken, other sizes refused; a required size the host
+ * has too few free pages of makes mc_te_alloc_shareable fail, never fall back to base pages. */
+static void test_engine_required_hugepage_size(void **state)
+{
+    const uint64_t sizes[] = {0, 4096, 2u << 20, 4u << 20, 1u << 30};
+    const bool ok[] = {true, false, true, false, true};
+    for (size_t i = 0; i < MC_ARRAY_LEN(sizes); i++) {
+        mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
+                              .hugepage_size = sizes[i]};
+        mc_te_t *te = NULL;
+        assert_int_equal(mc_te_create(&cfg, &te), ok[i] ? MC_OK : MC_ERR_INVALID_PARAMS);
+        mc_te_destroy(te);
+    }
+    long free_1g = free_huge_pages(1048576);
+    if (free_1g > 4) {
+        print_message("skipped the failure path: %ld free 1 GiB pages\n", free_1g);
+        return;
+    }
+    mc_te_config_t cfg = {.metadata_uri = "P2PHANDSHAKE", .local_server_name = "127.0.0.1",
+                          .hugepage_size = 1u << 30};
+    mc_te_t *te = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+    /* one page more than are free; 4 KiB pages would have served it */
+    assert_null(mc_te_alloc_shareable(te, (size_t)(free_1g + 1) << 30));
+    mc_te_destroy(te);
+}
+
 static void test_engine_register_local(void **state)
 {
     mc_te_t *te = engine();
@@ -660,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_frame_notify),
         cmocka_unit_test(test_engine_create_names),
         cmocka_unit_test(test_engine_config_ranges),
+        cmocka_unit_test(test_engine_required_hugepage_size),
         cmocka_unit_test(test_engine_register_local),
         cmocka_unit_test(test_shm_ctl_unregister_busy),
         cmocka_unit_test(test_engine_notify),

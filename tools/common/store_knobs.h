@@ -11,6 +11,9 @@
  *                                              true/false/1/0/yes/no)
  *   --tenant_id       MOONCAKE_TENANT_ID       tenant_id (upstream's; "" = "default")
  *   MC_TE_*, MC_FORCE_TCP, ...                 te_tuning (te_env.h)
+ *   MC_STORE_USE_HUGEPAGE, MC_STORE_HUGEPAGE_SIZE  te_tuning.hugepage_size (upstream's): the
+ *                     client's segments on huge pages, required; USE 1/true/yes/on (unset,
+ *                     empty, 0/false/no/off = off), SIZE 2MB (default) or 1GB
  *
  * Usage: mc_tool_store_knobs_init(&k); put MC_TOOL_STORE_KNOB_OPTIONS(&k) in the option table
  * (common/config.h); after parsing, mc_tool_store_knobs_load(&k, ...) (fails on a bad
