@@ -13,6 +13,7 @@
 #include "common/auth.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "master/ha.h"
 #include "master/service.h"
 #include "te_env.h"
 #ifdef MC_HAVE_META_SERVER
@@ -33,6 +34,7 @@
 #define WAL_DIR_AUTO "auto"
 
 static mc_master_service_t *g_svc;
+static volatile sig_atomic_t g_stop; /* a standby waiting for leadership stops too */
 
 /* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
 static int make_dirs(const char *path)
@@ -111,6 +113,7 @@ static int lock_wal_dir(const char *dir)
 static void on_signal(int sig)
 {
     (void)sig;
+    g_stop = 1;
     if (g_svc)
         mc_master_service_stop(g_svc);
 }
@@ -119,13 +122,15 @@ static void on_signal(int sig)
 typedef struct flags {
     int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
     int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
+    int64_t rpc_port, ha_ttl;
     int64_t rpc_max_conns, rpc_max_inflight, rpc_idle_s, rpc_slow_s, rpc_blocked_s;
     uint64_t rpc_mem_budget, rpc_conn_out_cap;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     bool multi_tenants;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
-        *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri;
+        *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri,
+        *ha_type, *ha_conn;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -144,7 +149,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .etcd_endpoints = "", .cluster_id = "mooncake_cluster",
                    .snapshot_bytes = 64ull << 20, .auth_token_file = "",
                    .metrics_public = false, .multi_tenants = false, .tq_type = "",
-                   .tq_uri = "",
+                   .tq_uri = "", .rpc_port = 0, .ha_ttl = 5, .ha_type = "etcd",
+                   .ha_conn = "",
                    .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
                    .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
                    .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
@@ -154,6 +160,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .rpc_conn_out_cap = MC_RPC_DEFAULT_CONN_OUT_CAP};
     mc_option_t opts[] = {
         {"port", MC_OPT_INT, &f->port, NULL, "RPC port", 0, 65535},
+        {"rpc_port", MC_OPT_INT, &f->rpc_port, NULL, "RPC port (upstream's HA name; 0 = --port)",
+         0, 65535},
         {"rpc_address", MC_OPT_STRING, &f->rpc_address, NULL, "RPC bind address", 0, 0},
         {"auth_token_file", MC_OPT_STRING, &f->auth_token_file, NULL,
          "cluster token file (mode 0600; one secret per line, two lines = rotation): RPC "
@@ -232,7 +240,17 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "object events (committed/evicted/removed/segment_lost) kept for subscribers such as "
          "mooncake_conductor (PollEvents); a subscriber further behind resyncs (0 = off)",
          0, 1 << 24},
-        {"enable_ha", MC_OPT_BOOL, &f->enable_ha, NULL, "not supported yet (must be false)", 0, 0},
+        {"enable_ha", MC_OPT_BOOL, &f->enable_ha, NULL,
+         "high availability: start as a standby that follows the replicated log in etcd and "
+         "takes over when the leader's lease ends (docs/internals/ha.md); needs "
+         "--ha_backend_connstring or --etcd_endpoints, a --wal_dir and a concrete "
+         "--rpc_address (published to clients)", 0, 0},
+        {"ha_backend_type", MC_OPT_STRING, &f->ha_type, NULL, "etcd (the only backend)", 0, 0},
+        {"ha_backend_connstring", MC_OPT_STRING, &f->ha_conn, NULL,
+         "etcd endpoints h:p;h:p for --enable_ha (else --etcd_endpoints)", 0, 0},
+        {"ha_lease_ttl_sec", MC_OPT_INT, &f->ha_ttl, NULL,
+         "leader lease TTL: a standby takes over within about this long after the leader is "
+         "lost, and a leader that cannot renew its lease for this long stops at once", 1, 60},
         {"enable_multi_tenants", MC_OPT_BOOL, &f->multi_tenants, NULL,
          "strict multi-tenant mode: puts need a tenant with a quota (from the policy file of "
          "--tenant_quota_connector_uri, or PUT /api/v1/tenant_quotas) and must fit it after "
@@ -242,9 +260,10 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "rewritten by the admin API) | \"\" (in memory, starting empty); etcd: not yet", 0, 0},
         {"tenant_quota_connector_uri", MC_OPT_STRING, &f->tq_uri, NULL,
          "the policy file for --tenant_quota_connector_type=file", 0, 0},
-        {"etcd_endpoints", MC_OPT_STRING, &f->etcd_endpoints, NULL, "for HA (not supported yet)", 0,
-         0},
-        {"cluster_id", MC_OPT_STRING, &f->cluster_id, NULL, "cluster id (HA)", 0, 0},
+        {"etcd_endpoints", MC_OPT_STRING, &f->etcd_endpoints, NULL,
+         "etcd endpoints h:p;h:p for --enable_ha when --ha_backend_connstring is empty", 0, 0},
+        {"cluster_id", MC_OPT_STRING, &f->cluster_id, NULL,
+         "cluster id: the etcd keys of this cluster (HA) are under it", 0, 0},
         {"log_level", MC_OPT_STRING, &f->log_level, NULL, "debug | info | warn | error", 0, 0},
         {"config_path", MC_OPT_STRING, &f->config_path, NULL, "JSON file with the same names", 0,
          0},
@@ -282,8 +301,25 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
                 f->memory_allocator);
         return 2;
     }
-    if (f->enable_ha) {
-        fprintf(stderr, "mooncake_master: --enable_ha is not supported yet\n");
+    if (f->enable_ha && strcmp(f->ha_type, "etcd") != 0) {
+        fprintf(stderr, "mooncake_master: --ha_backend_type=%s is not supported (etcd only)\n",
+                f->ha_type);
+        return 2;
+    }
+    if (f->enable_ha && !f->ha_conn[0] && !f->etcd_endpoints[0]) {
+        fprintf(stderr, "mooncake_master: --enable_ha needs --ha_backend_connstring or "
+                        "--etcd_endpoints (h:p;h:p)\n");
+        return 2;
+    }
+    struct in_addr any;
+    if (f->enable_ha && (!f->rpc_address[0] ||
+                         (inet_pton(AF_INET, f->rpc_address, &any) == 1 && any.s_addr == 0))) {
+        fprintf(stderr, "mooncake_master: --enable_ha publishes --rpc_address:--rpc_port to "
+                        "clients: give a concrete address, not 0.0.0.0\n");
+        return 2;
+    }
+    if (f->enable_ha && f->rpc_port == 0 && f->port == 0) {
+        fprintf(stderr, "mooncake_master: --enable_ha needs a fixed RPC port\n");
         return 2;
     }
     if (!strcmp(f->tq_type, "etcd")) {
@@ -317,7 +353,7 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
         return 2;
     }
     so->rpc_address = f->rpc_address;
-    so->port = (uint16_t)f->port;
+    so->port = (uint16_t)(f->rpc_port ? f->rpc_port : f->port);
     struct in_addr ip;
     if (inet_pton(AF_INET, f->metrics_host, &ip) != 1) { /* never fall back to all interfaces */
         fprintf(stderr, "mooncake_master: --metrics_host must be an IPv4 address, got '%s'\n",
@@ -400,6 +436,11 @@ int main(int argc, char **argv)
     so.auth = auth;
     if (rc == 0)
         rc = prepare_wal_dir(f.wal_dir, wal_dir, sizeof(wal_dir));
+    if (rc == 0 && f.enable_ha && !wal_dir[0]) {
+        fprintf(stderr, "mooncake_master: --enable_ha needs a --wal_dir (the standby follows "
+                        "the replicated log into it)\n");
+        rc = 2;
+    }
     if (rc) {
         mc_auth_free(auth);
         return rc;
@@ -412,14 +453,38 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    mc_ha_t *ha = NULL;
+    if (f.enable_ha) {
+        char advertise[300];
+        snprintf(advertise, sizeof(advertise), "%s:%u", rpc_address, so.port);
+        mc_ha_opts_t ho = {.endpoints = f.ha_conn[0] ? f.ha_conn : f.etcd_endpoints,
+                           .cluster_id = f.cluster_id, .advertise = advertise,
+                           .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir};
+        mc_status_t hst = mc_ha_create(&ho, &ha);
+        if (hst == MC_OK)
+            hst = mc_ha_wait_leadership(ha, &g_stop);
+        if (hst != MC_OK) {
+            if (hst != MC_ERR_CANCELED)
+                fprintf(stderr, "mooncake_master: HA: %s\n", mc_status_str(hst));
+            mc_ha_destroy(ha);
+            mc_auth_free(auth);
+            return hst == MC_ERR_CANCELED ? 0 : 1;
+        }
+        so.ha_before_reply = mc_ha_before_reply;
+        so.ha_ctx = ha;
+    }
+
     /* one keyring for every port (RPC, metrics/admin HTTP, metadata); lives until exit */
     so.metrics_public = f.metrics_public;
     mc_status_t st = mc_master_service_create(&so, &g_svc);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
+        mc_ha_destroy(ha);
         mc_auth_free(auth);
         return 1;
     }
+    if (g_stop) /* a signal while becoming the leader */
+        mc_master_service_stop(g_svc);
 #ifdef MC_HAVE_META_SERVER
     mc_meta_server_t *meta = NULL;
     if (f.enable_meta) {
@@ -463,6 +528,7 @@ int main(int argc, char **argv)
     mc_master_service_t *s = g_svc;
     g_svc = NULL;
     mc_master_service_destroy(s);
+    mc_ha_destroy(ha); /* after the last group commit: revoke the lease, a standby takes over */
     mc_auth_free(auth);
     return 0;
 }

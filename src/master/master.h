@@ -20,6 +20,7 @@
 #ifndef MC_MASTER_MASTER_H
 #define MC_MASTER_MASTER_H
 
+#include "common/buf.h"
 #include "common/tenant.h"
 #include "mooncake/status.h"
 
@@ -90,6 +91,13 @@ void mc_master_cron(mc_master_t *m);
 
 /* Group commit: makes every WAL record appended so far durable. Call before sending replies. */
 mc_status_t mc_master_wal_sync(mc_master_t *m);
+/* High availability (master/ha.h): from now on every WAL record is also kept, framed as in the
+ * log file, in a buffer the replicated log takes after each group commit. */
+void mc_master_ha_log_enable(mc_master_t *m);
+/* The records kept since the buffer was last emptied (the caller empties it with
+ * mc_buf_reset after shipping them); *lost_p = a record could not be kept since the last call
+ * (no memory): the batch must not be acknowledged. Owner thread. */
+mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p);
 
 /* ---- replicas handed to clients. Strings are borrowed from the segment table and stay valid
  * until the next call into the master that can unmount a segment (any call but the lookups). */

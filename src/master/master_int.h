@@ -122,6 +122,10 @@ struct mc_master {
     bool wal_undurable;         /* written but not fdatasync'ed yet (wal_fsync off) */
     uint64_t wal_durable_ms;    /* last fdatasync */
     bool snapshot_soon;
+    /* HA (mc_master_ha_log): every record of the current group commit, framed, for the
+     * replicated log; ha_log_lost when one could not be kept (the batch must not be acked). */
+    bool ha_log_on, ha_log_lost;
+    mc_buf_t ha_log;
 
     pthread_mutex_t snap_mu;
     mc_master_metrics_t snap;

@@ -58,8 +58,12 @@ static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
     if (b->err) {
         MC_LOG_ERROR("wal: cannot encode a record (no memory)");
         m->wal_failed = true;
-    } else if (mc_wal_writer_append(&m->wal, type, b->b.data, b->b.len) != MC_OK) {
-        m->wal_failed = true;
+        m->ha_log_lost |= m->ha_log_on;
+    } else {
+        if (mc_wal_writer_append(&m->wal, type, b->b.data, b->b.len) != MC_OK)
+            m->wal_failed = true;
+        if (m->ha_log_on && mc_wal_frame(&m->ha_log, type, b->b.data, b->b.len) != MC_OK)
+            m->ha_log_lost = true;
     }
     m->wal_dirty = true;
     mc_buf_free(&b->b);
@@ -129,6 +133,18 @@ mc_status_t mc_master_wal_sync(mc_master_t *m)
         MC_LOG_ERROR("wal: group commit failed: acknowledged changes may not survive a crash");
     }
     return st;
+}
+
+void mc_master_ha_log_enable(mc_master_t *m)
+{
+    m->ha_log_on = true;
+}
+
+mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p)
+{
+    *lost_p = m->ha_log_lost;
+    m->ha_log_lost = false;
+    return &m->ha_log;
 }
 
 /* ------------------------------------------------------------------ snapshots */
@@ -261,6 +277,7 @@ void master_wal_close(mc_master_t *m)
         m->snap_pid = 0;
     }
     m->wal_on = false;
+    mc_buf_free(&m->ha_log);
 }
 
 /* ------------------------------------------------------------------ recovery */

@@ -168,7 +168,13 @@ static void svc_cron(void *ctx)
     mc_master_cron(m);
     mc_master_wal_sync(m); /* evictions / unmounts done by the cron (no-op when clean) */
 }
-static void svc_before_reply(void *ctx) { mc_master_wal_sync(((mc_master_service_t *)ctx)->m); }
+static void svc_before_reply(void *ctx)
+{
+    mc_master_service_t *s = ctx;
+    mc_master_wal_sync(s->m);
+    if (s->o.ha_before_reply) /* the replicated log and the fencing check (master/ha.h) */
+        s->o.ha_before_reply(s->o.ha_ctx, s->m);
+}
 
 /* ---------------------------------------------------------------- loop queries (HTTP -> loop) */
 
@@ -1050,6 +1056,8 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         return MC_ERR_NO_MEMORY;
     s->o = *opts;
     mc_status_t st = mc_master_create(&opts->cfg, &s->m);
+    if (st == MC_OK && opts->ha_before_reply)
+        mc_master_ha_log_enable(s->m);
     if (st != MC_OK) {
         mc_free(s);
         return st;

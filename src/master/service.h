@@ -29,6 +29,11 @@ typedef struct mc_master_service_opts {
      * the reason logged) and rewritten by PUT / DELETE /api/v1/tenant_quotas; borrowed. NULL =
      * quotas only in memory, starting empty. */
     const char *tenant_policy_path;
+    /* High availability (master/ha.h): called on the loop thread after each local group commit
+     * and before the replies of that batch are written; it ships the batch's WAL records
+     * (mc_master_ha_log) and may end the process (fenced). NULL = no HA. */
+    void (*ha_before_reply)(void *ha_ctx, mc_master_t *m);
+    void *ha_ctx;
     mc_master_config_t cfg;
 } mc_master_service_opts_t;
 

@@ -1,0 +1,505 @@
+/* Master HA on etcd: see ha.h and docs/internals/ha.md.
+ *
+ * etcd keys (<cid> = --cluster_id):
+ *   mooncake-store/<cid>/master_view  "ip:port" of the leader, under its lease; view version =
+ *                                      the key's create revision
+ *   /oplog/<cid>/producer_view        the view allowed to append (decimal)
+ *   /oplog/<cid>/durable_prefix       {"schema_version":1,"batch_id":N,"last_seq":S}
+ *   /oplog/<cid>/batches/<%020 id>    one batch: WAL records framed as in the log file
+ */
+#include "master/ha.h"
+
+#include "common/alloc.h"
+#include "common/etcd.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "master/wal.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HA_KEY_MAX 256
+/* A batch's records (before base64): one record of MC_WAL_MAX_RECORD plus its framing fits,
+ * and 4/3 of it plus the JSON stays under etcd's 1.5 MiB request limit. */
+#define HA_BATCH_MAX ((size_t)MC_WAL_MAX_RECORD + 13)
+#define HA_READ_LIMIT 4 /* batches per range while following: <= 4 x 1.4 MiB answered */
+
+struct mc_ha {
+    mc_ha_opts_t o;
+    mc_etcd_t *etcd;
+    char view_key[HA_KEY_MAX], pv_key[HA_KEY_MAX], prefix_key[HA_KEY_MAX],
+        batch_prefix[HA_KEY_MAX];
+    uint64_t ttl_ms, fence_ms, poll_ms;
+    /* leader */
+    uint64_t view;
+    int64_t lease;
+    atomic_uint_fast64_t last_ok_sent_ms; /* send time of the last answered keepalive */
+    pthread_t ka_thread;
+    bool ka_running;
+    atomic_bool ka_stop;
+    /* log position: last batch applied (standby) or appended (leader) and its prefix value */
+    uint64_t batch_id, last_seq;
+    char *prefix_val; /* durable_prefix as read/written (NULL = absent) */
+    /* standby spool */
+    mc_wal_writer_t spool;
+};
+
+static bool cluster_id_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > MC_HA_CLUSTER_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
+{
+    *ha_p = NULL;
+    if (!cluster_id_ok(opts->cluster_id)) {
+        MC_LOG_ERROR("ha: --cluster_id must be 1..%d of [A-Za-z0-9_.-]", MC_HA_CLUSTER_ID_MAX);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (opts->lease_ttl_s < 1 || opts->lease_ttl_s > 60 || !opts->wal_dir || !*opts->wal_dir ||
+        !opts->advertise || !*opts->advertise) {
+        MC_LOG_ERROR("ha: needs a lease TTL of 1..60 s, a WAL directory and an RPC address");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_ha_t *ha = MC_NEW(mc_ha_t);
+    if (!ha)
+        return MC_ERR_NO_MEMORY;
+    ha->o = *opts;
+    ha->spool.fd = -1;
+    ha->ttl_ms = (uint64_t)opts->lease_ttl_s * 1000;
+    /* fence before etcd can have expired the lease: its countdown starts when it receives a
+     * keepalive, after we sent it; keep a margin for clock rate differences */
+    ha->fence_ms = ha->ttl_ms - (ha->ttl_ms / 10 < 500 ? ha->ttl_ms / 10 : 500);
+    ha->poll_ms = ha->ttl_ms / 10 < 200 ? ha->ttl_ms / 10 : 200;
+    const char *cid = opts->cluster_id;
+    snprintf(ha->view_key, HA_KEY_MAX, "mooncake-store/%s/master_view", cid);
+    snprintf(ha->pv_key, HA_KEY_MAX, "/oplog/%s/producer_view", cid);
+    snprintf(ha->prefix_key, HA_KEY_MAX, "/oplog/%s/durable_prefix", cid);
+    snprintf(ha->batch_prefix, HA_KEY_MAX, "/oplog/%s/batches/", cid);
+    /* one request may not outlast a third of the TTL (keepalives every TTL/3) */
+    uint32_t tmo = (uint32_t)(ha->ttl_ms / 3 < 500 ? 500 : ha->ttl_ms / 3);
+    mc_status_t st = mc_etcd_open(opts->endpoints, tmo, &ha->etcd);
+    if (st != MC_OK) {
+        mc_free(ha);
+        return st;
+    }
+    *ha_p = ha;
+    return MC_OK;
+}
+
+uint64_t mc_ha_view(const mc_ha_t *ha)
+{
+    return ha ? ha->view : 0;
+}
+
+static _Noreturn void fence_exit(const char *why)
+{
+    MC_LOG_ERROR("ha: fenced (%s): this master stops at once without answering; a supervisor "
+                 "restarts it as a standby", why);
+    _exit(MC_HA_EXIT_FENCED);
+}
+
+/* ------------------------------------------------------------------ log format */
+
+/* out: HA_KEY_MAX + 32 bytes */
+static void batch_key(const mc_ha_t *ha, uint64_t id, char *out)
+{
+    snprintf(out, HA_KEY_MAX + 32, "%s%020" PRIu64, ha->batch_prefix, id);
+}
+
+/* Walks framed records: 0 and *n_p records if buf is a whole number of well-formed frames. */
+static int count_records(const uint8_t *p, size_t len, uint64_t *n_p)
+{
+    uint64_t n = 0;
+    size_t off = 0;
+    while (off < len) {
+        if (len - off < 13)
+            return -1;
+        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
+                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
+        if (plen > MC_WAL_MAX_RECORD || len - off - 13 < plen)
+            return -1;
+        off += 13 + (size_t)plen;
+        n++;
+    }
+    *n_p = n;
+    return 0;
+}
+
+static int parse_prefix(const char *v, size_t len, uint64_t *id_p, uint64_t *seq_p)
+{
+    json_t *j = json_loadb(v, len, 0, NULL);
+    json_t *id = json_object_get(j, "batch_id"), *seq = json_object_get(j, "last_seq");
+    int ok = json_is_integer(id) && json_is_integer(seq) && json_integer_value(id) >= 0 &&
+             json_integer_value(seq) >= 0;
+    if (ok) {
+        *id_p = (uint64_t)json_integer_value(id);
+        *seq_p = (uint64_t)json_integer_value(seq);
+    }
+    json_decref(j);
+    return ok ? 0 : -1;
+}
+
+/* durable_prefix now: 0 and the position (0/0 and NULL value when absent), -1 on error. */
+static int read_prefix(mc_ha_t *ha, uint64_t *id_p, uint64_t *seq_p, char **val_p)
+{
+    size_t len;
+    *id_p = *seq_p = 0;
+    *val_p = NULL;
+    mc_status_t st = mc_etcd_get(ha->etcd, ha->prefix_key, val_p, &len);
+    if (st == MC_ERR_OBJECT_NOT_FOUND)
+        return 0;
+    if (st != MC_OK)
+        return -1;
+    if (parse_prefix(*val_p, len, id_p, seq_p) != 0) {
+        MC_LOG_ERROR("ha: malformed %s", ha->prefix_key);
+        mc_free(*val_p);
+        *val_p = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ standby: follow the log */
+
+/* Deletes the local log and snapshots: in HA mode the replicated log is the truth, and a
+ * former leader's local tail may hold records that were never acknowledged. */
+static mc_status_t spool_open(mc_ha_t *ha)
+{
+    const char *prefixes[2] = {"log.", "snap."};
+    for (int p = 0; p < 2; p++) {
+        uint64_t *g;
+        size_t n;
+        if (mc_wal_list(ha->o.wal_dir, prefixes[p], &g, &n) != MC_OK)
+            return MC_ERR_FILE_OPEN_FAIL;
+        for (size_t i = 0; i < n; i++) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s%" PRIu64, ha->o.wal_dir, prefixes[p], g[i]);
+            unlink(path);
+            snprintf(path, sizeof(path), "%s/%s%" PRIu64 ".tmp", ha->o.wal_dir, prefixes[p],
+                     g[i]);
+            unlink(path);
+        }
+        mc_free(g);
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/log.1", ha->o.wal_dir);
+    return mc_wal_writer_open(&ha->spool, path, 1);
+}
+
+/* Appends every batch after ha->batch_id up to durable_prefix to the spool. 0 ok (or etcd
+ * unreachable: try later), -1 when the log cannot be followed (a gap, a malformed batch). */
+static int follow(mc_ha_t *ha)
+{
+    uint64_t id, seq;
+    char *val;
+    if (read_prefix(ha, &id, &seq, &val) != 0)
+        return 0;
+    while (ha->batch_id < id) {
+        char from[HA_KEY_MAX + 32];
+        batch_key(ha, ha->batch_id + 1, from);
+        char *end = mc_etcd_prefix_end(ha->batch_prefix);
+        mc_etcd_range_t r;
+        mc_status_t st = end ? mc_etcd_range(ha->etcd, from, end, HA_READ_LIMIT, &r)
+                             : MC_ERR_NO_MEMORY;
+        mc_free(end);
+        if (st != MC_OK) {
+            mc_free(val);
+            return 0;
+        }
+        int bad = r.n == 0;
+        for (size_t i = 0; i < r.n && !bad && ha->batch_id < id; i++) {
+            char want[HA_KEY_MAX + 32];
+            batch_key(ha, ha->batch_id + 1, want);
+            uint64_t n;
+            if (strcmp(r.kvs[i].key, want) != 0 ||
+                count_records((const uint8_t *)r.kvs[i].value, r.kvs[i].value_len, &n) != 0) {
+                MC_LOG_ERROR("ha: replicated log: expected %s, found %s (gap or malformed)",
+                             want, r.kvs[i].key);
+                bad = 1;
+                break;
+            }
+            if (mc_wal_writer_append_raw(&ha->spool, r.kvs[i].value, r.kvs[i].value_len) !=
+                MC_OK) {
+                bad = 1;
+                break;
+            }
+            ha->batch_id++;
+            ha->last_seq += n;
+        }
+        mc_etcd_range_free(&r);
+        if (bad) {
+            mc_free(val);
+            return -1;
+        }
+    }
+    mc_free(ha->prefix_val);
+    ha->prefix_val = val;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ election */
+
+static void *keepalive_main(void *arg)
+{
+    mc_ha_t *ha = arg;
+    uint64_t period = ha->ttl_ms / 3;
+    while (!atomic_load(&ha->ka_stop)) {
+        uint64_t t0 = mc_now_ms();
+        mc_status_t st = mc_etcd_lease_keepalive(ha->etcd, ha->lease, NULL);
+        if (st == MC_OK)
+            atomic_store(&ha->last_ok_sent_ms, t0);
+        else if (st == MC_ERR_LEASE_EXPIRED)
+            fence_exit("etcd says the leader lease expired");
+        else
+            MC_LOG_WARN("ha: lease keepalive failed: %s", mc_status_name(st));
+        if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
+            fence_exit("no keepalive answered within the lease TTL");
+        uint64_t next = t0 + period;
+        while (!atomic_load(&ha->ka_stop) && mc_now_ms() < next)
+            mc_sleep_ms(20);
+    }
+    return NULL;
+}
+
+/* One attempt: 1 = leading now, 0 = someone else leads (or etcd unreachable). */
+static int try_acquire(mc_ha_t *ha)
+{
+    uint64_t t0 = mc_now_ms();
+    int64_t lease;
+    if (mc_etcd_lease_grant(ha->etcd, ha->o.lease_ttl_s, &lease) != MC_OK)
+        return 0;
+    mc_etcd_cmp_t absent = {.key = ha->view_key, .target = MC_ETCD_CREATE,
+                            .result = MC_ETCD_EQUAL, .rev = 0};
+    mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->view_key, .value = ha->o.advertise,
+                        .value_len = strlen(ha->o.advertise), .lease = lease};
+    mc_etcd_op_t get = {.type = MC_ETCD_OP_RANGE, .key = ha->view_key};
+    mc_etcd_txn_resp_t r;
+    int ok = 0;
+    mc_status_t st = mc_etcd_txn(ha->etcd, &absent, 1, &put, 1, &get, 1, &ok, &r);
+    int64_t view = 0;
+    if (st == MC_OK && ok) {
+        view = r.revision;
+    } else if (st == MC_OK && r.n == 1 && r.ranges[0].n == 1 &&
+               r.ranges[0].kvs[0].lease == lease) {
+        view = r.ranges[0].kvs[0].create_revision; /* our put was applied, its answer lost */
+    }
+    if (st == MC_OK)
+        mc_etcd_txn_resp_free(&r);
+    if (view <= 0) {
+        (void)mc_etcd_lease_revoke(ha->etcd, lease);
+        return 0;
+    }
+    ha->lease = lease;
+    ha->view = (uint64_t)view;
+    atomic_store(&ha->last_ok_sent_ms, t0);
+    atomic_store(&ha->ka_stop, false);
+    if (pthread_create(&ha->ka_thread, NULL, keepalive_main, ha) != 0)
+        fence_exit("cannot start the keepalive thread");
+    ha->ka_running = true;
+    MC_LOG_INFO("ha: elected leader of cluster '%s' as %s, view %" PRIu64, ha->o.cluster_id,
+                ha->o.advertise, ha->view);
+    return 1;
+}
+
+/* Makes our view the only producer: a CAS that refuses to go back to a lower view. */
+static mc_status_t claim_producer(mc_ha_t *ha)
+{
+    char mine[24];
+    snprintf(mine, sizeof(mine), "%" PRIu64, ha->view);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        mc_etcd_range_t r;
+        if (mc_etcd_range(ha->etcd, ha->pv_key, NULL, 0, &r) != MC_OK) {
+            mc_sleep_ms(ha->poll_ms);
+            continue;
+        }
+        int64_t mod = 0;
+        if (r.n == 1) {
+            uint64_t cur = strtoull(r.kvs[0].value, NULL, 10);
+            mod = r.kvs[0].mod_revision;
+            if (cur >= ha->view) {
+                mc_etcd_range_free(&r);
+                if (cur == ha->view)
+                    return MC_OK;
+                MC_LOG_ERROR("ha: producer view %" PRIu64 " is newer than ours %" PRIu64, cur,
+                             ha->view);
+                return MC_ERR_INVALID_VERSION;
+            }
+        }
+        mc_etcd_range_free(&r);
+        mc_etcd_cmp_t same = {.key = ha->pv_key,
+                              .target = mod ? MC_ETCD_MOD : MC_ETCD_CREATE,
+                              .result = MC_ETCD_EQUAL, .rev = mod};
+        mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->pv_key, .value = mine,
+                            .value_len = strlen(mine)};
+        int ok = 0;
+        if (mc_etcd_txn(ha->etcd, &same, 1, &put, 1, NULL, 0, &ok, NULL) == MC_OK && ok)
+            return MC_OK;
+    }
+    return MC_ERR_ETCD_OPERATION_ERROR;
+}
+
+mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
+{
+    mc_status_t st = spool_open(ha);
+    if (st != MC_OK)
+        return st;
+    MC_LOG_INFO("ha: standby of cluster '%s' (etcd %s), following the replicated log into %s",
+                ha->o.cluster_id, ha->o.endpoints, ha->o.wal_dir);
+    while (!*stop) {
+        if (follow(ha) != 0)
+            return MC_ERR_INTERNAL;
+        mc_etcd_range_t r;
+        if (mc_etcd_range(ha->etcd, ha->view_key, NULL, 0, &r) == MC_OK) {
+            bool vacant = r.n == 0;
+            mc_etcd_range_free(&r);
+            if (vacant && try_acquire(ha))
+                break;
+        }
+        mc_sleep_ms(ha->poll_ms);
+    }
+    if (*stop)
+        return MC_ERR_CANCELED;
+    /* Leader: fence the old producer first, then read the log to its end (nothing can be
+     * appended after the claim but by us). */
+    st = claim_producer(ha);
+    if (st != MC_OK)
+        fence_exit("cannot claim the producer view");
+    uint64_t id, seq;
+    char *val;
+    uint64_t deadline = mc_now_ms() + ha->fence_ms;
+    for (;;) {
+        if (read_prefix(ha, &id, &seq, &val) == 0) {
+            mc_free(val);
+            if (follow(ha) != 0)
+                return MC_ERR_INTERNAL;
+            if (ha->batch_id >= id)
+                break;
+        }
+        if (mc_now_ms() > deadline)
+            fence_exit("cannot finish the replicated log within the lease TTL");
+        mc_sleep_ms(50);
+    }
+    mc_wal_writer_flush(&ha->spool, 1);
+    mc_wal_writer_close(&ha->spool);
+    MC_LOG_INFO("ha: replicated log finished at batch %" PRIu64 " (%" PRIu64 " records)",
+                ha->batch_id, ha->last_seq);
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ leader: append */
+
+/* One batch; returns only when it is durable in etcd (or exits fenced). */
+static void append_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t nrec)
+{
+    char key[HA_KEY_MAX + 32], view[24], next[128];
+    uint64_t id = ha->batch_id + 1, seq = ha->last_seq + nrec;
+    batch_key(ha, id, key);
+    snprintf(view, sizeof(view), "%" PRIu64, ha->view);
+    snprintf(next, sizeof(next), "{\"schema_version\":1,\"batch_id\":%" PRIu64
+             ",\"last_seq\":%" PRIu64 "}", id, seq);
+    mc_etcd_cmp_t cmps[2] = {
+        {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL, .value = view,
+         .value_len = strlen(view)},
+        ha->prefix_val
+            ? (mc_etcd_cmp_t){.key = ha->prefix_key, .target = MC_ETCD_VALUE,
+                              .result = MC_ETCD_EQUAL, .value = ha->prefix_val,
+                              .value_len = strlen(ha->prefix_val)}
+            : (mc_etcd_cmp_t){.key = ha->prefix_key, .target = MC_ETCD_CREATE,
+                              .result = MC_ETCD_EQUAL, .rev = 0}};
+    mc_etcd_op_t ops[2] = {
+        {.type = MC_ETCD_OP_PUT, .key = key, .value = p, .value_len = len},
+        {.type = MC_ETCD_OP_PUT, .key = ha->prefix_key, .value = next,
+         .value_len = strlen(next)}};
+    for (;;) {
+        int ok = 0;
+        mc_status_t st = mc_etcd_txn(ha->etcd, cmps, 2, ops, 2, NULL, 0, &ok, NULL);
+        if (st == MC_OK && !ok) {
+            /* refused: fenced, unless an earlier try of this very batch was applied and only
+             * its answer was lost (then the prefix is ours) */
+            uint64_t cid, cseq;
+            char *cur;
+            if (read_prefix(ha, &cid, &cseq, &cur) == 0 && cur && strcmp(cur, next) == 0)
+                ok = 1;
+            mc_free(cur);
+            if (!ok)
+                fence_exit("the replicated log refused our batch (another view produces)");
+        }
+        if (st == MC_OK && ok)
+            break;
+        if (st == MC_ERR_TOO_LARGE || st == MC_ERR_INVALID_PARAMS || st == MC_ERR_NO_MEMORY)
+            fence_exit("a batch could not be appended to the replicated log");
+        if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
+            fence_exit("etcd unreachable past the lease TTL");
+        mc_sleep_ms(20);
+    }
+    mc_free(ha->prefix_val);
+    ha->prefix_val = mc_strdup(next);
+    if (!ha->prefix_val)
+        fence_exit("no memory");
+    ha->batch_id = id;
+    ha->last_seq = seq;
+}
+
+void mc_ha_before_reply(void *ctx, mc_master_t *m)
+{
+    mc_ha_t *ha = ctx;
+    bool lost;
+    mc_buf_t *b = mc_master_ha_log(m, &lost);
+    if (lost)
+        fence_exit("a log record could not be kept (no memory)");
+    /* split at record boundaries into batches of at most HA_BATCH_MAX bytes */
+    const uint8_t *p = mc_buf_head(b);
+    size_t len = mc_buf_unread(b), start = 0, off = 0;
+    uint64_t nrec = 0;
+    while (off < len) {
+        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
+                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
+        size_t rec = 13 + (size_t)plen;
+        if (off - start + rec > HA_BATCH_MAX && off > start) {
+            append_batch(ha, p + start, off - start, nrec);
+            start = off;
+            nrec = 0;
+        }
+        off += rec;
+        nrec++;
+    }
+    if (off > start)
+        append_batch(ha, p + start, off - start, nrec);
+    mc_buf_reset(b);
+    /* last, right before the replies are written: no reply once the lease may be gone */
+    if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
+        fence_exit("the lease TTL passed since the last answered keepalive");
+}
+
+void mc_ha_destroy(mc_ha_t *ha)
+{
+    if (!ha)
+        return;
+    if (ha->ka_running) {
+        atomic_store(&ha->ka_stop, true);
+        pthread_join(ha->ka_thread, NULL);
+        (void)mc_etcd_lease_revoke(ha->etcd, ha->lease);
+        MC_LOG_INFO("ha: stepped down (lease revoked)");
+    }
+    if (ha->spool.fd >= 0)
+        mc_wal_writer_close(&ha->spool);
+    mc_etcd_close(ha->etcd);
+    mc_free(ha->prefix_val);
+    mc_free(ha);
+}

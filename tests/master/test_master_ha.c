@@ -1,0 +1,270 @@
+/* Master high availability against a REAL 3-member etcd cluster on loopback
+ * (tests/support/etcd_cluster.h): two mooncake_master --enable_ha processes, started on free
+ * ports and stopped by PID.
+ *   - kill -9 of the leader: the standby takes over; every object committed before the kill is
+ *     readable through it with the same address and checksum once the segment re-mounts, a
+ *     removed one stays removed.
+ *   - SIGSTOP of the leader past the lease TTL: the standby takes over; after SIGCONT the old
+ *     leader answers nothing (a Remove sent to it gets no answer, its connection closes, and
+ *     the object is still there) and exits with MC_HA_EXIT_FENCED; a put it acknowledged
+ *     before is on the new leader.
+ * Fails when etcd is not installed (scripts/install-deps.sh installs etcd-server). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "common/etcd.h"
+#include "common/net.h"
+#include "common/time.h"
+#include "master/ha.h"
+#include "rpc/rpc_client.h"
+#include "support/etcd_cluster.h"
+#include "support/test_util.h"
+#include "master_rpc_ops.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TTL_S 3
+#define TAKEOVER_MS 30000 /* generous: a loaded 2-core machine */
+
+static mt_etcd_t g_etcd;
+
+typedef struct ha_master {
+    pid_t pid;
+    uint16_t port, mport;
+    char addr[64], wal[256], log[300];
+} ha_master_t;
+
+static ha_master_t g_m[2];
+
+static void ha_start(ha_master_t *m, const char *cluster)
+{
+    char bin[512];
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    assert_int_equal(mc_net_free_port(&m->port), MC_OK);
+    assert_int_equal(mc_net_free_port(&m->mport), MC_OK);
+    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%u", m->port);
+    assert_int_equal(mt_tmpdir(m->wal, sizeof(m->wal)), 0);
+    snprintf(m->log, sizeof(m->log), "%s/master.log", m->wal);
+    char port[32], mport[32], wal[300], eps[200], cid[160], ttl[40];
+    snprintf(port, sizeof(port), "--port=%u", m->port);
+    snprintf(mport, sizeof(mport), "--metrics_port=%u", m->mport);
+    snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", m->wal);
+    snprintf(eps, sizeof(eps), "--etcd_endpoints=%s", g_etcd.endpoints);
+    snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster);
+    snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", TTL_S);
+    char *argv[] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
+                    cid, ttl, "--client_ttl=10", "--wal_fsync=false", NULL};
+    m->pid = mt_spawn(argv, m->log);
+    assert_true(m->pid > 0);
+}
+
+/* 1 when the master at m answers ServiceReady within timeout_ms. */
+static int ha_serving(ha_master_t *m, int timeout_ms)
+{
+    mc_rpc_client_opts_t co = {.connect_timeout_ms = 300};
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(m->addr, &co, &c), MC_OK);
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    int ok = 0;
+    do {
+        McRpc__ServiceReadyRequest q = MC_RPC__SERVICE_READY_REQUEST__INIT;
+        ProtobufCMessage *r;
+        if (mc_rpc_client_call(c, MC_OP_SERVICE_READY, &q.base, &r, 500) == MC_OK) {
+            mc_rpc_response_free(r);
+            ok = 1;
+            break;
+        }
+        mc_sleep_ms(50);
+    } while (mc_now_ms() < deadline);
+    mc_rpc_client_destroy(c);
+    return ok;
+}
+
+static void ha_stop(ha_master_t *m)
+{
+    if (m->pid > 0) {
+        mt_stop(m->pid, SIGKILL, 5000);
+        m->pid = 0;
+    }
+    if (m->wal[0] && !getenv("MC_KEEP_TEST_DIRS"))
+        mt_rmdir(m->wal);
+    m->wal[0] = '\0';
+}
+
+/* The leader's address in etcd for cluster (heap) or NULL. */
+static char *view_addr(const char *cluster)
+{
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_open(g_etcd.endpoints, 3000, &e), MC_OK);
+    char key[256], *v = NULL;
+    size_t n;
+    snprintf(key, sizeof(key), "mooncake-store/%s/master_view", cluster);
+    if (mc_etcd_get(e, key, &v, &n) != MC_OK)
+        v = NULL;
+    mc_etcd_close(e);
+    return v;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mt_etcd_available()) {
+        fprintf(stderr, "FAIL: etcd not installed (scripts/install-deps.sh: etcd-server)\n");
+        return -1;
+    }
+    return mt_etcd_start(&g_etcd, 3);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ha_stop(&g_m[0]);
+    ha_stop(&g_m[1]);
+    mt_etcd_stop(&g_etcd);
+    return 0;
+}
+
+static uint8_t CLIENT[16] = {0xc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+static void test_kill9_failover(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start(a, "kill9");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, "kill9");
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    assert_false(ha_serving(b, 500)); /* a standby serves no RPC */
+    char *v = view_addr("kill9");
+    assert_non_null(v);
+    assert_string_equal(v, a->addr);
+    mc_free(v);
+
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segA", 1 << 30, 64 << 20, 0x5a, false), MC_OK);
+    uint64_t addrs[40];
+    char key[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "obj%d", i);
+        assert_int_equal(put_start(c, CLIENT, key, 4096 + (uint64_t)i, 1, &addrs[i]), MC_OK);
+        assert_int_equal(put_end(c, CLIENT, key, 0x1000 + (uint64_t)i), MC_OK);
+    }
+    assert_int_equal(key_op(c, MC_OP_REMOVE, CLIENT, "obj7", true), MC_OK);
+    mc_rpc_client_destroy(c);
+
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    uint64_t t0 = mc_now_ms();
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    fprintf(stderr, "takeover after kill -9: %llu ms\n", (unsigned long long)(mc_now_ms() - t0));
+    v = view_addr("kill9");
+    assert_non_null(v);
+    assert_string_equal(v, b->addr);
+    mc_free(v);
+
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    /* a new leader knows the objects but serves them only after the owner re-mounts */
+    assert_int_equal(key_op(c, MC_OP_EXIST_KEY, NULL, "obj1", false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, "segA", 1 << 30, 64 << 20, 0x5a, true), MC_OK);
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "obj%d", i);
+        uint64_t addr = 0, sum = 0;
+        if (i == 7) {
+            assert_int_equal(get(c, key, NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        assert_int_equal(get(c, key, &addr, &sum, NULL), MC_OK);
+        assert_true(addr == addrs[i]);
+        assert_true(sum == 0x1000 + (uint64_t)i);
+    }
+    /* the new leader appends to the log too: a put through it is acknowledged */
+    assert_int_equal(put_start(c, CLIENT, "after", 4096, 1, NULL), MC_OK);
+    assert_int_equal(put_end(c, CLIENT, "after", 1), MC_OK);
+    mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(b);
+}
+
+typedef struct zombie_call {
+    mc_rpc_client_t *c;
+    int32_t st;
+} zombie_call_t;
+
+/* A Remove of "acked" (a logged change) sent to the frozen leader. */
+static void *zombie_remove(void *arg)
+{
+    zombie_call_t *z = arg;
+    z->st = key_op(z->c, MC_OP_REMOVE, CLIENT, "acked", true);
+    return NULL;
+}
+
+static void test_sigstop_zombie_is_fenced(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start(a, "zombie");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, "zombie");
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segZ", 1 << 30, 64 << 20, 0x77, false), MC_OK);
+    uint64_t addr = 0;
+    assert_int_equal(put_start(c, CLIENT, "acked", 4096, 1, &addr), MC_OK);
+    assert_int_equal(put_end(c, CLIENT, "acked", 0xace), MC_OK);
+
+    assert_int_equal(mt_freeze(a->pid, 5000), 0);
+    assert_true(ha_serving(b, TAKEOVER_MS)); /* the lease ran out: b leads */
+    /* a request to the frozen leader on its open connection, then SIGCONT */
+    zombie_call_t z = {.c = c, .st = 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, zombie_remove, &z), 0);
+    mc_sleep_ms(200);
+    kill(a->pid, SIGCONT);
+    int ws;
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    pid_t r;
+    while ((r = waitpid(a->pid, &ws, WNOHANG)) == 0 && mc_now_ms() < deadline)
+        mc_sleep_ms(20);
+    assert_int_equal(r, a->pid);
+    a->pid = 0;
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), MC_HA_EXIT_FENCED);
+    pthread_join(th, NULL);
+    assert_int_not_equal(z.st, MC_OK); /* no answer from the zombie: connection closed */
+    assert_true(mt_wait_log(a->log, "ha: fenced", 1000) == 0);
+    mc_rpc_client_destroy(c);
+
+    /* what the old leader acknowledged is on the new one */
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, "segZ", 1 << 30, 64 << 20, 0x77, true), MC_OK);
+    uint64_t a2 = 0, sum = 0;
+    assert_int_equal(get(c, "acked", &a2, &sum, NULL), MC_OK);
+    assert_true(a2 == addr && sum == 0xace);
+    mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kill9_failover),
+        cmocka_unit_test(test_sigstop_zombie_is_fenced),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
