@@ -471,6 +471,9 @@ int main(int argc, char **argv)
             return hst == MC_ERR_CANCELED ? 0 : 1;
         }
         so.ha_before_reply = mc_ha_before_reply;
+        /* leases the old leader granted end by then: only then is freed space reused */
+        so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
+        so.cfg.ha_view_version = mc_ha_view(ha);
         so.ha_ctx = ha;
     }
 

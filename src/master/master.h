@@ -56,6 +56,12 @@ typedef struct mc_master_config {
     mc_master_strategy_t strategy;           /* random */
     const char *wal_dir;                     /* NULL or "" = no WAL (borrowed during create) */
     uint64_t wal_snapshot_bytes;             /* log size that triggers a snapshot; 0 = 64 MiB */
+    /* Space of a segment recovered from the WAL is not allocated for this long after the
+     * recovery (a new HA leader: read leases the old leader granted on since-freed space may
+     * still be in use; master/ha.h sets default_kv_lease_ttl_ms). 0 = at once. */
+    uint64_t recovered_reuse_delay_ms;
+    /* --enable_ha: this leader's view version (PingResponse.ha_view_version); 0 = no HA. */
+    uint64_t ha_view_version;
     bool wal_fsync;                          /* true: fdatasync at each group commit */
     uint32_t event_buffer_size;              /* object events kept for subscribers (65536;
                                                 0 = no event log) */

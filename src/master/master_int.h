@@ -63,6 +63,7 @@ typedef struct segment {
     mc_master_allocator_t *alloc;
     uint64_t n_replicas;
     uint64_t deadline_ms;       /* RECOVERING: dropped after this */
+    uint64_t reuse_after_ms;    /* recovered: nothing allocated in it before this */
     bool held;                  /* RECOVERING because its owner went silent (not from the WAL):
                                    restored only for owner_id */
     extent_t *ext;              /* recovery only */

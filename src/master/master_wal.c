@@ -461,6 +461,7 @@ static mc_status_t replay_finish(mc_master_t *m)
         if (!s)
             continue;
         s->deadline_ms = now + m->cfg.client_ttl_ms;
+        s->reuse_after_ms = now + m->cfg.recovered_reuse_delay_ms;
         if (mc_master_allocator_create(s->base, s->size, &s->alloc) != MC_OK)
             return MC_ERR_NO_MEMORY;
         size_t k = 0;

@@ -62,7 +62,8 @@ static void ha_start(ha_master_t *m, const char *cluster)
     snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster);
     snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", TTL_S);
     char *argv[] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
-                    cid, ttl, "--client_ttl=10", "--wal_fsync=false", NULL};
+                    cid, ttl, "--client_ttl=10", "--wal_fsync=false",
+                    "--default_kv_lease_ttl=2000", NULL};
     m->pid = mt_spawn(argv, m->log);
     assert_true(m->pid > 0);
 }
@@ -135,6 +136,18 @@ static int teardown(void **state)
 
 static uint8_t CLIENT[16] = {0xc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
+/* PingResponse.ha_view_version of the master c talks to (the ping must be answered). */
+static uint64_t ping_view(mc_rpc_client_t *c)
+{
+    McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
+    q.client_id = (ProtobufCBinaryData){16, CLIENT};
+    ProtobufCMessage *r;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PING, &q.base, &r, 3000), MC_OK);
+    uint64_t v = ((McRpc__PingResponse *)r)->ha_view_version;
+    mc_rpc_response_free(r);
+    return v;
+}
+
 static void test_kill9_failover(void **state)
 {
     (void)state;
@@ -152,6 +165,8 @@ static void test_kill9_failover(void **state)
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
     assert_int_equal(mount(c, CLIENT, "segA", 1 << 30, 64 << 20, 0x5a, false), MC_OK);
+    uint64_t view_a = ping_view(c);
+    assert_true(view_a > 0);
     uint64_t addrs[40];
     char key[32];
     for (int i = 0; i < 40; i++) {
@@ -177,6 +192,7 @@ static void test_kill9_failover(void **state)
     /* a new leader knows the objects but serves them only after the owner re-mounts */
     assert_int_equal(key_op(c, MC_OP_EXIST_KEY, NULL, "obj1", false), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_true(ping_view(c) > view_a); /* a newer view: clients can refuse the old one */
     assert_int_equal(mount(c, CLIENT, "segA", 1 << 30, 64 << 20, 0x5a, true), MC_OK);
     for (int i = 0; i < 40; i++) {
         snprintf(key, sizeof(key), "obj%d", i);
@@ -189,8 +205,15 @@ static void test_kill9_failover(void **state)
         assert_true(addr == addrs[i]);
         assert_true(sum == 0x1000 + (uint64_t)i);
     }
-    /* the new leader appends to the log too: a put through it is acknowledged */
-    assert_int_equal(put_start(c, CLIENT, "after", 4096, 1, NULL), MC_OK);
+    /* no space of the recovered segment is handed out for one read lease period (leases of
+     * the old leader), then a put through the new leader is acknowledged */
+    assert_int_not_equal(put_start(c, CLIENT, "after", 4096, 1, NULL), MC_OK);
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    int32_t st;
+    while ((st = put_start(c, CLIENT, "after", 4096, 1, NULL)) != MC_OK &&
+           mc_now_ms() < deadline)
+        mc_sleep_ms(100);
+    assert_int_equal(st, MC_OK);
     assert_int_equal(put_end(c, CLIENT, "after", 1), MC_OK);
     mc_rpc_client_destroy(c);
     ha_stop(a);
