@@ -461,8 +461,17 @@ int main(int argc, char **argv)
                            .cluster_id = f.cluster_id, .advertise = advertise,
                            .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir};
         mc_status_t hst = mc_ha_create(&ho, &ha);
+        /* a standby keeps its admin port (/health /role /leader /metrics) */
+        mc_ha_http_t *standby_http = NULL;
+        if (hst == MC_OK && so.metrics_port >= 0) {
+            standby_http = mc_ha_http_start(ha, so.metrics_address, (uint16_t)so.metrics_port,
+                                            auth, f.metrics_public);
+            if (!standby_http)
+                hst = MC_ERR_IO;
+        }
         if (hst == MC_OK)
             hst = mc_ha_wait_leadership(ha, &g_stop);
+        mc_ha_http_stop(standby_http); /* the service's HTTP server takes the port over */
         if (hst != MC_OK) {
             if (hst != MC_ERR_CANCELED)
                 fprintf(stderr, "mooncake_master: HA: %s\n", mc_status_str(hst));
@@ -471,6 +480,8 @@ int main(int argc, char **argv)
             return hst == MC_ERR_CANCELED ? 0 : 1;
         }
         so.ha_before_reply = mc_ha_before_reply;
+        so.ha_leader_json = mc_ha_leader_json;
+        so.ha_metrics = mc_ha_render_metrics;
         /* leases the old leader granted end by then: only then is freed space reused */
         so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
         so.cfg.ha_view_version = mc_ha_view(ha);

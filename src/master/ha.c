@@ -12,6 +12,7 @@
 #include "common/alloc.h"
 #include "common/etcd.h"
 #include "common/log.h"
+#include "common/prom.h"
 #include "common/time.h"
 #include "master/wal.h"
 
@@ -48,7 +49,41 @@ struct mc_ha {
     char *prefix_val; /* durable_prefix as read/written (NULL = absent) */
     /* standby spool */
     mc_wal_writer_t spool;
+    /* what /health, /leader and /metrics show (under mu; any thread) */
+    pthread_mutex_t mu;
+    bool leading;
+    uint64_t seen_view;       /* the current leader's view as last read (0 = none) */
+    char seen_addr[128];      /* its address */
+    uint64_t durable_id;      /* durable_prefix batch id as last read */
+    uint64_t behind_since_ms; /* first time applied < durable (0 = caught up) */
+    uint64_t failovers;       /* new views seen after the first one (incl. our election) */
 };
+
+/* Records the leader view read from etcd (0 = none). */
+static void note_view(mc_ha_t *ha, uint64_t view, const char *addr, size_t len)
+{
+    pthread_mutex_lock(&ha->mu);
+    if (view && ha->seen_view && view != ha->seen_view)
+        ha->failovers++;
+    if (view)
+        ha->seen_view = view;
+    if (len >= sizeof(ha->seen_addr))
+        len = sizeof(ha->seen_addr) - 1;
+    memcpy(ha->seen_addr, addr ? addr : "", addr ? len : 0);
+    ha->seen_addr[addr ? len : 0] = '\0';
+    pthread_mutex_unlock(&ha->mu);
+}
+
+static void note_log(mc_ha_t *ha, uint64_t durable)
+{
+    pthread_mutex_lock(&ha->mu);
+    ha->durable_id = durable;
+    if (ha->batch_id >= durable)
+        ha->behind_since_ms = 0;
+    else if (!ha->behind_since_ms)
+        ha->behind_since_ms = mc_now_ms();
+    pthread_mutex_unlock(&ha->mu);
+}
 
 static bool cluster_id_ok(const char *s)
 {
@@ -81,6 +116,7 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
         return MC_ERR_NO_MEMORY;
     ha->o = *opts;
     ha->spool.fd = -1;
+    pthread_mutex_init(&ha->mu, NULL);
     ha->ttl_ms = (uint64_t)opts->lease_ttl_s * 1000;
     /* fence before etcd can have expired the lease: its countdown starts when it receives a
      * keepalive, after we sent it; keep a margin for clock rate differences */
@@ -210,6 +246,7 @@ static int follow(mc_ha_t *ha)
     char *val;
     if (read_prefix(ha, &id, &seq, &val) != 0)
         return 0;
+    note_log(ha, id);
     while (ha->batch_id < id) {
         char from[HA_KEY_MAX + 32];
         batch_key(ha, ha->batch_id + 1, from);
@@ -239,7 +276,9 @@ static int follow(mc_ha_t *ha)
                 bad = 1;
                 break;
             }
+            pthread_mutex_lock(&ha->mu);
             ha->batch_id++;
+            pthread_mutex_unlock(&ha->mu);
             ha->last_seq += n;
         }
         mc_etcd_range_free(&r);
@@ -247,6 +286,7 @@ static int follow(mc_ha_t *ha)
             mc_free(val);
             return -1;
         }
+        note_log(ha, id);
     }
     mc_free(ha->prefix_val);
     ha->prefix_val = val;
@@ -307,6 +347,7 @@ static int try_acquire(mc_ha_t *ha)
     }
     ha->lease = lease;
     ha->view = (uint64_t)view;
+    note_view(ha, ha->view, ha->o.advertise, strlen(ha->o.advertise));
     atomic_store(&ha->last_ok_sent_ms, t0);
     atomic_store(&ha->ka_stop, false);
     if (pthread_create(&ha->ka_thread, NULL, keepalive_main, ha) != 0)
@@ -367,6 +408,11 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
         mc_etcd_range_t r;
         if (mc_etcd_range(ha->etcd, ha->view_key, NULL, 0, &r) == MC_OK) {
             bool vacant = r.n == 0;
+            if (!vacant)
+                note_view(ha, (uint64_t)r.kvs[0].create_revision, r.kvs[0].value,
+                          r.kvs[0].value_len);
+            else
+                note_view(ha, 0, NULL, 0);
             mc_etcd_range_free(&r);
             if (vacant && try_acquire(ha))
                 break;
@@ -399,6 +445,11 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
     mc_wal_writer_close(&ha->spool);
     MC_LOG_INFO("ha: replicated log finished at batch %" PRIu64 " (%" PRIu64 " records)",
                 ha->batch_id, ha->last_seq);
+    pthread_mutex_lock(&ha->mu);
+    ha->leading = true;
+    ha->durable_id = ha->batch_id;
+    ha->behind_since_ms = 0;
+    pthread_mutex_unlock(&ha->mu);
     return MC_OK;
 }
 
@@ -452,7 +503,9 @@ static void append_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t nre
     ha->prefix_val = mc_strdup(next);
     if (!ha->prefix_val)
         fence_exit("no memory");
-    ha->batch_id = id;
+    pthread_mutex_lock(&ha->mu);
+    ha->batch_id = ha->durable_id = id;
+    pthread_mutex_unlock(&ha->mu);
     ha->last_seq = seq;
 }
 
@@ -501,5 +554,57 @@ void mc_ha_destroy(mc_ha_t *ha)
         mc_wal_writer_close(&ha->spool);
     mc_etcd_close(ha->etcd);
     mc_free(ha->prefix_val);
+    pthread_mutex_destroy(&ha->mu);
     mc_free(ha);
+}
+
+/* ------------------------------------------------------------------ admin pages */
+
+char *mc_ha_leader_json(void *ctx)
+{
+    mc_ha_t *ha = ctx;
+    char buf[400];
+    pthread_mutex_lock(&ha->mu);
+    if (ha->seen_addr[0])
+        snprintf(buf, sizeof(buf),
+                 "{\"present\":true,\"address\":\"%s\",\"view_version\":%" PRIu64
+                 ",\"self\":%s}",
+                 ha->seen_addr, ha->seen_view, ha->leading ? "true" : "false");
+    else
+        snprintf(buf, sizeof(buf), "{\"present\":false}");
+    pthread_mutex_unlock(&ha->mu);
+    return mc_strdup(buf);
+}
+
+bool mc_ha_leading(void *ctx)
+{
+    mc_ha_t *ha = ctx;
+    pthread_mutex_lock(&ha->mu);
+    bool l = ha->leading;
+    pthread_mutex_unlock(&ha->mu);
+    return l;
+}
+
+void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
+{
+    mc_ha_t *ha = ctx;
+    pthread_mutex_lock(&ha->mu);
+    uint64_t lag = ha->durable_id > ha->batch_id ? ha->durable_id - ha->batch_id : 0;
+    double lag_s = ha->behind_since_ms ? (double)(mc_now_ms() - ha->behind_since_ms) / 1000.0
+                                       : 0.0;
+    mc_prom_help_type(b, "master_ha_role", "gauge", "1 = leader, 0 = standby");
+    MC_PROM_PRINTF(b, "master_ha_role %d\n", ha->leading ? 1 : 0);
+    mc_prom_help_type(b, "master_view_version", "gauge",
+                      "View version of the current leader (create revision of its etcd key)");
+    MC_PROM_PRINTF(b, "master_view_version %" PRIu64 "\n", ha->seen_view);
+    mc_prom_help_type(b, "master_ha_log_lag_batches", "gauge",
+                      "Replicated log batches durable in etcd but not applied here");
+    MC_PROM_PRINTF(b, "master_ha_log_lag_batches %" PRIu64 "\n", lag);
+    mc_prom_help_type(b, "master_ha_log_lag_seconds", "gauge",
+                      "How long this standby has been behind the durable log (0 = caught up)");
+    MC_PROM_PRINTF(b, "master_ha_log_lag_seconds %.3f\n", lag_s);
+    mc_prom_help_type(b, "master_ha_failovers_total", "counter",
+                      "New leader views seen by this process after the first one");
+    MC_PROM_PRINTF(b, "master_ha_failovers_total %" PRIu64 "\n", ha->failovers);
+    pthread_mutex_unlock(&ha->mu);
 }

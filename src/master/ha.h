@@ -14,6 +14,7 @@
 #ifndef MC_MASTER_HA_H
 #define MC_MASTER_HA_H
 
+#include "common/auth.h"
 #include "master/master.h"
 
 #include <signal.h>
@@ -43,6 +44,20 @@ uint64_t mc_ha_view(const mc_ha_t *ha);
 /* The service's before_reply hook (ctx = the mc_ha_t): appends the group commit's records to
  * the replicated log, then checks the lease clock; exits the process when fenced. */
 void mc_ha_before_reply(void *ctx, mc_master_t *m);
+/* Admin pages, any thread (ctx = the mc_ha_t): /leader's JSON {"present":true,"address":
+ * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); whether this
+ * process leads; the master_ha_* / master_view_version series for /metrics. */
+char *mc_ha_leader_json(void *ctx);
+bool mc_ha_leading(void *ctx);
+struct mc_prom;
+void mc_ha_render_metrics(void *ctx, struct mc_prom *b);
+/* The standby's admin HTTP port (the leader's is the service's): GET /health, /role,
+ * /leader, /metrics; with a keyring every request must be signed, except /health and /metrics
+ * with metrics_public. NULL on failure (logged). */
+typedef struct mc_ha_http mc_ha_http_t;
+mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
+                               const mc_auth_t *auth, bool metrics_public);
+void mc_ha_http_stop(mc_ha_http_t *h);
 /* Stops the keepalive thread and revokes the lease (a clean step-down lets a standby take
  * over at once). */
 void mc_ha_destroy(mc_ha_t *ha);

@@ -530,6 +530,8 @@ static char *render_metrics(mc_master_service_t *s)
              "Segments waiting for re-mount after restart", m.recovering_segments);
     metric(&b, "master_fragmentation_ratio", "gauge", "1 - largest free block / free bytes",
            m.fragmentation);
+    if (s->o.ha_metrics)
+        s->o.ha_metrics(s->o.ha_ctx, &b);
     /* eviction */
     metric_u(&b, "master_successful_evictions_total", "counter",
              "Eviction rounds that freed space", m.successful_evictions);
@@ -1013,6 +1015,10 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
         return reply(c, 200, TEXT, ready ? "leader" : "standby", 0);
     if (strcmp(url, "/ha_status") == 0)
         return reply(c, 200, TEXT, ready ? "serving" : "starting", 0);
+    if (strcmp(url, "/leader") == 0 && s->o.ha_leader_json) {
+        char *j = s->o.ha_leader_json(s->o.ha_ctx);
+        return j ? reply(c, 200, JSON, j, 1) : reply(c, 500, TEXT, "no memory\n", 0);
+    }
     if (strcmp(url, "/leader") == 0) /* no HA: there is no elected leader to name */
         return reply(c, 200, JSON, "{\"present\":false}", 0);
     static const struct { const char *path; qkind_t kind; } queries[] = {

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct mc_prom;
+
 typedef struct mc_master_service_opts {
     const char *rpc_address;      /* "0.0.0.0" */
     uint16_t port;                /* 50051; 0 = ephemeral */
@@ -33,6 +35,9 @@ typedef struct mc_master_service_opts {
      * and before the replies of that batch are written; it ships the batch's WAL records
      * (mc_master_ha_log) and may end the process (fenced). NULL = no HA. */
     void (*ha_before_reply)(void *ha_ctx, mc_master_t *m);
+    /* HA admin pages: /leader's JSON (heap) and the master_ha_* series of /metrics. */
+    char *(*ha_leader_json)(void *ha_ctx);
+    void (*ha_metrics)(void *ha_ctx, struct mc_prom *b);
     void *ha_ctx;
     mc_master_config_t cfg;
 } mc_master_service_opts_t;

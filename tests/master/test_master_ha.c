@@ -136,6 +136,27 @@ static int teardown(void **state)
 
 static uint8_t CLIENT[16] = {0xc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
+/* GET path on the admin port: the whole response (heap), asserting a 200. */
+static char *admin_get(uint16_t port, const char *path)
+{
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    char *resp = NULL;
+    assert_int_equal(mt_http_raw(port, req, (size_t)n, &resp), 200);
+    return resp;
+}
+
+/* The admin port's answer to path contains want. */
+static void assert_admin(uint16_t port, const char *path, const char *want)
+{
+    char *r = admin_get(port, path);
+    if (!strstr(r, want)) {
+        fprintf(stderr, "GET %s: no '%s' in:\n%s\n", path, want, r);
+        fail();
+    }
+    free(r);
+}
+
 /* PingResponse.ha_view_version of the master c talks to (the ping must be answered). */
 static uint64_t ping_view(mc_rpc_client_t *c)
 {
@@ -157,6 +178,15 @@ static void test_kill9_failover(void **state)
     ha_start(b, "kill9");
     assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
     assert_false(ha_serving(b, 500)); /* a standby serves no RPC */
+    /* but keeps its admin port */
+    assert_int_equal(mt_wait_http_ok(b->mport, "/health", TAKEOVER_MS), 0);
+    assert_admin(b->mport, "/role", "standby");
+    assert_admin(b->mport, "/metrics", "master_ha_role 0");
+    char want[128];
+    snprintf(want, sizeof(want), "\"address\":\"%s\"", a->addr);
+    assert_admin(b->mport, "/leader", want);
+    assert_admin(a->mport, "/role", "leader");
+    assert_admin(a->mport, "/metrics", "master_ha_role 1");
     char *v = view_addr("kill9");
     assert_non_null(v);
     assert_string_equal(v, a->addr);
@@ -187,6 +217,13 @@ static void test_kill9_failover(void **state)
     assert_non_null(v);
     assert_string_equal(v, b->addr);
     mc_free(v);
+    assert_int_equal(mt_wait_http_ok(b->mport, "/role", TAKEOVER_MS), 0);
+    assert_admin(b->mport, "/role", "leader");
+    snprintf(want, sizeof(want), "\"address\":\"%s\"", b->addr);
+    assert_admin(b->mport, "/leader", want);
+    assert_admin(b->mport, "/metrics", "master_ha_role 1");
+    assert_admin(b->mport, "/metrics", "master_ha_failovers_total 1");
+    assert_admin(b->mport, "/metrics", "master_ha_log_lag_batches 0");
 
     assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
     /* a new leader knows the objects but serves them only after the owner re-mounts */
