@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "master/ha.h"
 #include "master/service.h"
+#include "master/tenant_store.h"
 #include "te_env.h"
 #ifdef MC_HAVE_META_SERVER
 #include "te/metadata_server.h"
@@ -257,9 +258,11 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "evicting that tenant's own objects", 0, 0},
         {"tenant_quota_connector_type", MC_OPT_STRING, &f->tq_type, NULL,
          "where tenant quotas are kept: file (the YAML policy at --tenant_quota_connector_uri, "
-         "rewritten by the admin API) | \"\" (in memory, starting empty); etcd: not yet", 0, 0},
+         "rewritten by the admin API) | etcd (the same YAML in the key "
+         "mooncake-store/<cluster_id>/tenant_quota_policy, re-read when it changes) | \"\" (in "
+         "memory, starting empty)", 0, 0},
         {"tenant_quota_connector_uri", MC_OPT_STRING, &f->tq_uri, NULL,
-         "the policy file for --tenant_quota_connector_type=file", 0, 0},
+         "file: the policy file; etcd: the endpoints h:p;h:p (or etcd://h:p;h:p)", 0, 0},
         {"etcd_endpoints", MC_OPT_STRING, &f->etcd_endpoints, NULL,
          "etcd endpoints h:p;h:p for --enable_ha when --ha_backend_connstring is empty", 0, 0},
         {"cluster_id", MC_OPT_STRING, &f->cluster_id, NULL,
@@ -322,14 +325,9 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
         fprintf(stderr, "mooncake_master: --enable_ha needs a fixed RPC port\n");
         return 2;
     }
-    if (!strcmp(f->tq_type, "etcd")) {
-        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type=etcd is not supported "
-                        "yet (file or \"\")\n");
-        return 2;
-    }
-    if (f->tq_type[0] && strcmp(f->tq_type, "file") != 0) {
-        fprintf(stderr, "mooncake_master: unknown --tenant_quota_connector_type=%s (file)\n",
-                f->tq_type);
+    if (f->tq_type[0] && strcmp(f->tq_type, "file") != 0 && strcmp(f->tq_type, "etcd") != 0) {
+        fprintf(stderr, "mooncake_master: unknown --tenant_quota_connector_type=%s (file or "
+                        "etcd)\n", f->tq_type);
         return 2;
     }
     if ((f->tq_type[0] || f->tq_uri[0]) && !f->multi_tenants) {
@@ -338,8 +336,9 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
         return 2;
     }
     if (!f->tq_type[0] != !f->tq_uri[0]) {
-        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type=file needs "
-                        "--tenant_quota_connector_uri=PATH (and the other way round)\n");
+        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type needs "
+                        "--tenant_quota_connector_uri (file: PATH; etcd: h:p;h:p) and the other "
+                        "way round\n");
         return 2;
     }
     *so = (mc_master_service_opts_t){0};
@@ -378,7 +377,6 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.wal_snapshot_bytes = f->snapshot_bytes;
     so->cfg.event_buffer_size = (uint32_t)f->event_buffer;
     so->cfg.multi_tenants = f->multi_tenants;
-    so->tenant_policy_path = f->tq_uri[0] ? f->tq_uri : NULL;
     if (f->rpc_mem_budget == 0 || f->rpc_conn_out_cap == 0 || f->rpc_conn_out_cap > UINT32_MAX) {
         fprintf(stderr, "mooncake_master: --rpc_memory_budget and --rpc_connection_output_cap "
                         "must be > 0 (and the cap < 4 GiB)\n");
@@ -453,6 +451,14 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    mc_tenant_store_t *tstore = NULL;
+    if (f.tq_type[0] && mc_tenant_store_open(f.tq_type, f.tq_uri, f.cluster_id, &tstore) != MC_OK) {
+        fprintf(stderr, "mooncake_master: bad --tenant_quota_connector_uri '%s'\n", f.tq_uri);
+        mc_auth_free(auth);
+        return 2;
+    }
+    so.tenant_store = tstore;
+
     mc_ha_t *ha = NULL;
     if (f.enable_ha) {
         char advertise[300];
@@ -476,6 +482,7 @@ int main(int argc, char **argv)
             if (hst != MC_ERR_CANCELED)
                 fprintf(stderr, "mooncake_master: HA: %s\n", mc_status_str(hst));
             mc_ha_destroy(ha);
+            mc_tenant_store_close(tstore);
             mc_auth_free(auth);
             return hst == MC_ERR_CANCELED ? 0 : 1;
         }
@@ -494,6 +501,7 @@ int main(int argc, char **argv)
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
         mc_ha_destroy(ha);
+        mc_tenant_store_close(tstore);
         mc_auth_free(auth);
         return 1;
     }
@@ -543,6 +551,7 @@ int main(int argc, char **argv)
     g_svc = NULL;
     mc_master_service_destroy(s);
     mc_ha_destroy(ha); /* after the last group commit: revoke the lease, a standby takes over */
+    mc_tenant_store_close(tstore);
     mc_auth_free(auth);
     return 0;
 }

@@ -10,7 +10,7 @@
  * pages and /health with opts.metrics_public. Endpoints, bodies and caps:
  * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
-#include "master/tenant_policy.h"
+#include "master/tenant_store.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -162,9 +162,18 @@ static void svc_on_request(void *ctx, uint16_t opcode, int failed)
     }
 }
 
+static void tenant_policy_replace(mc_master_t *m, const mc_tenant_policy_t *pol,
+                                  const char *where);
+
 static void svc_cron(void *ctx)
 {
-    mc_master_t *m = ((mc_master_service_t *)ctx)->m;
+    mc_master_service_t *s = ctx;
+    mc_master_t *m = s->m;
+    mc_tenant_policy_t pol;
+    if (s->o.tenant_store && mc_tenant_store_take_change(s->o.tenant_store, &pol)) {
+        tenant_policy_replace(m, &pol, mc_tenant_store_where(s->o.tenant_store));
+        mc_tenant_policy_free(&pol);
+    }
     mc_master_cron(m);
     mc_master_wal_sync(m); /* evictions / unmounts done by the cron (no-op when clean) */
 }
@@ -219,16 +228,16 @@ static void query_free(query_t *q)
     mc_free(q);
 }
 
-/* The tenants of the policy now, written to the policy file (when there is one). */
+/* The tenants of the policy now, written to the policy store (when there is one). */
 static mc_status_t tenant_policy_write(mc_master_service_t *s)
 {
-    if (!s->o.tenant_policy_path)
+    if (!s->o.tenant_store)
         return MC_OK;
     mc_master_tenant_info_t *list = NULL;
     size_t n = 0;
     mc_status_t st = mc_master_tenant_list(s->m, &list, &n);
     if (st == MC_OK)
-        st = mc_tenant_policy_save(s->o.tenant_policy_path, list, n);
+        st = mc_tenant_store_save(s->o.tenant_store, list, n);
     mc_free(list);
     return st;
 }
@@ -1037,20 +1046,47 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
 
 /* ---------------------------------------------------------------- lifecycle */
 
-/* Loads the tenant quota policy file into the master (before the loop runs). */
-static mc_status_t tenant_policy_apply(mc_master_t *m, const char *path)
+/* Loads the stored tenant quota policy into the master (before the loop runs). */
+static mc_status_t tenant_policy_apply(mc_master_t *m, mc_tenant_store_t *store)
 {
     mc_tenant_policy_t pol;
     char err[320] = "";
-    mc_status_t st = mc_tenant_policy_load(path, &pol, err, sizeof(err));
+    const char *where = mc_tenant_store_where(store);
+    mc_status_t st = mc_tenant_store_load(store, &pol, err, sizeof(err));
     for (size_t i = 0; st == MC_OK && i < pol.n; i++)
         st = mc_master_tenant_set_quota(m, pol.t[i].name, pol.t[i].quota);
     if (st != MC_OK)
-        MC_LOG_ERROR("master: tenant quota policy %s: %s", path, err[0] ? err : mc_status_str(st));
+        MC_LOG_ERROR("master: tenant quota policy %s: %s", where, err[0] ? err : mc_status_str(st));
     else
-        MC_LOG_INFO("master: tenant quota policy %s: %zu tenants", path, pol.n);
+        MC_LOG_INFO("master: tenant quota policy %s: %zu tenants", where, pol.n);
     mc_tenant_policy_free(&pol);
     return st;
+}
+
+/* A policy another writer stored (loop thread): its quotas are set, and tenants it no longer
+ * lists lose theirs (a tenant still holding objects keeps its quota: logged). */
+static void tenant_policy_replace(mc_master_t *m, const mc_tenant_policy_t *pol,
+                                  const char *where)
+{
+    mc_master_tenant_info_t *list = NULL;
+    size_t n = 0;
+    if (mc_master_tenant_list(m, &list, &n) == MC_OK) {
+        for (size_t i = 0; i < n; i++) {
+            bool kept = false;
+            for (size_t j = 0; j < pol->n && !kept; j++)
+                kept = !strcmp(list[i].name, pol->t[j].name);
+            mc_status_t st = kept || !list[i].quota ? MC_OK
+                                                    : mc_master_tenant_clear_quota(m, list[i].name);
+            if (st != MC_OK)
+                MC_LOG_WARN("master: tenant '%s' left the policy but keeps its quota: %s",
+                            list[i].name, mc_status_str(st));
+        }
+        mc_free(list);
+    }
+    for (size_t j = 0; j < pol->n; j++)
+        if (mc_master_tenant_set_quota(m, pol->t[j].name, pol->t[j].quota) != MC_OK)
+            MC_LOG_WARN("master: tenant '%s': quota from %s refused", pol->t[j].name, where);
+    MC_LOG_INFO("master: tenant quota policy changed in %s: %zu tenants", where, pol->n);
 }
 
 mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
@@ -1068,8 +1104,8 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         mc_free(s);
         return st;
     }
-    if (opts->cfg.multi_tenants && opts->tenant_policy_path &&
-        (st = tenant_policy_apply(s->m, opts->tenant_policy_path)) != MC_OK) {
+    if (opts->cfg.multi_tenants && opts->tenant_store &&
+        (st = tenant_policy_apply(s->m, opts->tenant_store)) != MC_OK) {
         mc_master_destroy(s->m);
         mc_free(s);
         return st;

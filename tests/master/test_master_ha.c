@@ -320,11 +320,98 @@ static void test_sigstop_zombie_is_fenced(void **state)
     ha_stop(b);
 }
 
+/* An HTTP request on the admin port with an optional body: the status; *body_p the response
+ * (heap). */
+static int admin_req(uint16_t port, const char *method, const char *path, const char *body,
+                     char **resp_p)
+{
+    char req[1024];
+    size_t blen = body ? strlen(body) : 0;
+    int n = snprintf(req, sizeof(req),
+                     "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: %zu\r\n\r\n%s",
+                     method, path, blen, body ? body : "");
+    return mt_http_raw(port, req, (size_t)n, resp_p);
+}
+
+/* Waits until GET /api/v1/tenant_quotas contains (want) or lacks (!want) s. */
+static void wait_quotas(uint16_t port, const char *s, bool want)
+{
+    uint64_t deadline = mc_now_ms() + 15000;
+    for (;;) {
+        char *r = NULL;
+        int code = admin_req(port, "GET", "/api/v1/tenant_quotas", NULL, &r);
+        bool has = code == 200 && r && strstr(r, s);
+        free(r);
+        if (has == want)
+            return;
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(100);
+    }
+}
+
+/* --tenant_quota_connector_type=etcd: the policy in mooncake-store/<cid>/tenant_quota_policy
+ * is loaded at start, admin changes are written to it, and a change written by someone else is
+ * applied; an invalid one is ignored. */
+static void test_tenant_quota_etcd_connector(void **state)
+{
+    (void)state;
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_open(g_etcd.endpoints, 3000, &e), MC_OK);
+    const char *key = "mooncake-store/tq/tenant_quota_policy";
+    const char *p1 = "version: 1\ntenants:\n  - name: alpha\n    quota: 1MB\n";
+    assert_int_equal(mc_etcd_put(e, key, p1, strlen(p1), 0, NULL), MC_OK);
+
+    ha_master_t *m = &g_m[0];
+    char bin[512], mport[32], port[32], uri[200];
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    assert_int_equal(mc_net_free_port(&m->port), MC_OK);
+    assert_int_equal(mc_net_free_port(&m->mport), MC_OK);
+    snprintf(port, sizeof(port), "--port=%u", m->port);
+    snprintf(mport, sizeof(mport), "--metrics_port=%u", m->mport);
+    snprintf(uri, sizeof(uri), "--tenant_quota_connector_uri=etcd://%s", g_etcd.endpoints);
+    assert_int_equal(mt_tmpdir(m->wal, sizeof(m->wal)), 0);
+    snprintf(m->log, sizeof(m->log), "%s/master.log", m->wal);
+    char *argv[] = {bin, "--rpc_address=127.0.0.1", port, mport, "--wal_dir=",
+                    "--enable_multi_tenants=true", "--tenant_quota_connector_type=etcd", uri,
+                    "--cluster_id=tq", NULL};
+    m->pid = mt_spawn(argv, m->log);
+    assert_true(m->pid > 0);
+    assert_int_equal(mt_wait_http_ok(m->mport, "/health", TAKEOVER_MS), 0);
+    wait_quotas(m->mport, "\"alpha\"", true); /* loaded at start */
+
+    /* an admin change is written to the key */
+    char *r = NULL;
+    assert_int_equal(admin_req(m->mport, "PUT", "/api/v1/tenant_quotas?tenant_id=beta",
+                               "{\"requested_quota_bytes\":2097152}", &r), 200);
+    free(r);
+    char *v;
+    size_t n;
+    assert_int_equal(mc_etcd_get(e, key, &v, &n), MC_OK);
+    assert_non_null(strstr(v, "name: \"beta\""));
+    assert_non_null(strstr(v, "quota: 2097152"));
+    mc_free(v);
+
+    /* someone else replaces the policy: applied (alpha and beta lose their quota) */
+    const char *p2 = "version: 1\ntenants:\n  - name: gamma\n    quota: 3MB\n";
+    assert_int_equal(mc_etcd_put(e, key, p2, strlen(p2), 0, NULL), MC_OK);
+    wait_quotas(m->mport, "\"gamma\"", true);
+    wait_quotas(m->mport, "\"alpha\"", false);
+    wait_quotas(m->mport, "\"beta\"", false);
+
+    /* an invalid policy is ignored: gamma keeps its quota */
+    assert_int_equal(mc_etcd_put(e, key, "version: 2\n", 11, 0, NULL), MC_OK);
+    assert_int_equal(mt_wait_log(m->log, "changed but is invalid", 15000), 0);
+    wait_quotas(m->mport, "\"gamma\"", true);
+    mc_etcd_close(e);
+    ha_stop(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_failover),
         cmocka_unit_test(test_sigstop_zombie_is_fenced),
+        cmocka_unit_test(test_tenant_quota_etcd_connector),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
