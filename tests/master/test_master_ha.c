@@ -45,7 +45,7 @@ typedef struct ha_master {
 
 static ha_master_t g_m[2];
 
-static void ha_start(ha_master_t *m, const char *cluster)
+static void ha_start_ttl(ha_master_t *m, const char *cluster, int ttl_s)
 {
     char bin[512];
     mt_bin_path("mooncake_master", bin, sizeof(bin));
@@ -60,12 +60,17 @@ static void ha_start(ha_master_t *m, const char *cluster)
     snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", m->wal);
     snprintf(eps, sizeof(eps), "--etcd_endpoints=%s", g_etcd.endpoints);
     snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster);
-    snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", TTL_S);
+    snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", ttl_s);
     char *argv[] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
                     cid, ttl, "--client_ttl=10", "--wal_fsync=false",
                     "--default_kv_lease_ttl=2000", NULL};
     m->pid = mt_spawn(argv, m->log);
     assert_true(m->pid > 0);
+}
+
+static void ha_start(ha_master_t *m, const char *cluster)
+{
+    ha_start_ttl(m, cluster, TTL_S);
 }
 
 /* 1 when the master at m answers ServiceReady within timeout_ms. */
@@ -320,6 +325,40 @@ static void test_sigstop_zombie_is_fenced(void **state)
     ha_stop(b);
 }
 
+/* One etcd member (the first endpoint) killed: the leader keeps its lease through the others
+ * and goes on acknowledging puts; nobody takes over. Runs last: the cluster is left with two
+ * members. */
+static void test_etcd_member_killed(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start_ttl(a, "member", 5); /* a raft election among the survivors takes ~1-2 s */
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ttl(b, "member", 5);
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segM", 1 << 30, 64 << 20, 0x31, false), MC_OK);
+    uint64_t view = ping_view(c);
+    mt_etcd_kill_member(&g_etcd, 0);
+    char key[32];
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof(key), "m%d", i);
+        /* a put may wait while etcd elects a new raft leader, but it is acknowledged */
+        int32_t st = put_start(c, CLIENT, key, 4096, 1, NULL);
+        assert_int_equal(st, MC_OK);
+        assert_int_equal(put_end(c, CLIENT, key, (uint64_t)i), MC_OK);
+        mc_sleep_ms(100);
+    }
+    assert_int_equal(ping_view(c), view); /* the same leader all along */
+    int ws;
+    assert_int_equal(waitpid(a->pid, &ws, WNOHANG), 0);
+    assert_false(ha_serving(b, 200));
+    mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(b);
+}
+
 /* An HTTP request on the admin port with an optional body: the status; *body_p the response
  * (heap). */
 static int admin_req(uint16_t port, const char *method, const char *path, const char *body,
@@ -412,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_kill9_failover),
         cmocka_unit_test(test_sigstop_zombie_is_fenced),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
+        cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
