@@ -125,7 +125,7 @@ typedef struct flags {
     int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
     int64_t rpc_port, ha_ttl;
     int64_t rpc_max_conns, rpc_max_inflight, rpc_idle_s, rpc_slow_s, rpc_blocked_s;
-    uint64_t rpc_mem_budget, rpc_conn_out_cap;
+    uint64_t rpc_mem_budget, rpc_conn_out_cap, ha_snap_bytes;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     bool multi_tenants;
@@ -151,7 +151,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .snapshot_bytes = 64ull << 20, .auth_token_file = "",
                    .metrics_public = false, .multi_tenants = false, .tq_type = "",
                    .tq_uri = "", .rpc_port = 0, .ha_ttl = 5, .ha_type = "etcd",
-                   .ha_conn = "",
+                   .ha_conn = "", .ha_snap_bytes = 64ull << 20,
                    .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
                    .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
                    .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
@@ -252,6 +252,10 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"ha_lease_ttl_sec", MC_OPT_INT, &f->ha_ttl, NULL,
          "leader lease TTL: a standby takes over within about this long after the leader is "
          "lost, and a leader that cannot renew its lease for this long stops at once", 1, 60},
+        {"ha_snapshot_bytes", MC_OPT_SIZE, &f->ha_snap_bytes, NULL,
+         "--enable_ha: the leader writes a snapshot of its state into etcd after this many "
+         "bytes of replicated log, and then drops the log a new standby no longer needs "
+         "(0 = never: the log grows without bound)", 0, 0},
         {"enable_multi_tenants", MC_OPT_BOOL, &f->multi_tenants, NULL,
          "strict multi-tenant mode: puts need a tenant with a quota (from the policy file of "
          "--tenant_quota_connector_uri, or PUT /api/v1/tenant_quotas) and must fit it after "
@@ -465,7 +469,8 @@ int main(int argc, char **argv)
         snprintf(advertise, sizeof(advertise), "%s:%u", rpc_address, so.port);
         mc_ha_opts_t ho = {.endpoints = f.ha_conn[0] ? f.ha_conn : f.etcd_endpoints,
                            .cluster_id = f.cluster_id, .advertise = advertise,
-                           .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir};
+                           .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir,
+                           .snapshot_bytes = f.ha_snap_bytes};
         mc_status_t hst = mc_ha_create(&ho, &ha);
         /* a standby keeps its admin port (/health /role /leader /metrics) */
         mc_ha_http_t *standby_http = NULL;

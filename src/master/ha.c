@@ -6,6 +6,10 @@
  *   /oplog/<cid>/producer_view        the view allowed to append (decimal)
  *   /oplog/<cid>/durable_prefix       {"schema_version":1,"batch_id":N,"last_seq":S}
  *   /oplog/<cid>/batches/<%020 id>    one batch: WAL records framed as in the log file
+ *   /oplog/<cid>/snapshot             {"schema_version":1,"batch_id":N,"last_seq":S,"chunks":K,
+ *                                      "bytes":B}: the state after batch N is in
+ *   /oplog/<cid>/snapshots/<%020 N>/<%06 i>  chunk i of its WAL-framed MOUNT/COMMIT records
+ *   /oplog/<cid>/standbys/<ip:port>   a standby's last applied batch, under its own lease
  */
 #include "master/ha.h"
 
@@ -21,8 +25,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define HA_KEY_MAX 256
@@ -30,12 +37,15 @@
  * and 4/3 of it plus the JSON stays under etcd's 1.5 MiB request limit. */
 #define HA_BATCH_MAX ((size_t)MC_WAL_MAX_RECORD + 13)
 #define HA_READ_LIMIT 4 /* batches per range while following: <= 4 x 1.4 MiB answered */
+#define HA_CHUNK ((size_t)1 << 20) /* snapshot chunk: 4/3 of it + JSON < 1.5 MiB */
+#define HA_TRIM_EVERY_MS 5000     /* the leader trims at least this often */
 
 struct mc_ha {
     mc_ha_opts_t o;
     mc_etcd_t *etcd;
     char view_key[HA_KEY_MAX], pv_key[HA_KEY_MAX], prefix_key[HA_KEY_MAX],
-        batch_prefix[HA_KEY_MAX];
+        batch_prefix[HA_KEY_MAX], snap_key[HA_KEY_MAX], snaps_prefix[HA_KEY_MAX],
+        standbys_prefix[HA_KEY_MAX], standby_key[HA_KEY_MAX + 128];
     uint64_t ttl_ms, fence_ms, poll_ms;
     /* leader */
     uint64_t view;
@@ -49,6 +59,16 @@ struct mc_ha {
     char *prefix_val; /* durable_prefix as read/written (NULL = absent) */
     /* standby spool */
     mc_wal_writer_t spool;
+    int64_t reg_lease;        /* standby registration lease (0 = none) */
+    uint64_t reg_refresh_ms, reg_applied;
+    /* leader snapshots (o.snapshot_bytes > 0): forked child, then the snapshot thread
+     * uploads the file and trims */
+    uint64_t snap_bytes;      /* log bytes appended since the last snapshot started */
+    pthread_t snap_thread;
+    bool snap_running;
+    pthread_mutex_t snap_mu;  /* the fields below */
+    pid_t snap_pid;
+    uint64_t snap_n, snap_seq; /* batch id and last_seq the child's snapshot is at */
     /* what /health, /leader and /metrics show (under mu; any thread) */
     pthread_mutex_t mu;
     bool leading;
@@ -107,7 +127,7 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
         return MC_ERR_INVALID_PARAMS;
     }
     if (opts->lease_ttl_s < 1 || opts->lease_ttl_s > 60 || !opts->wal_dir || !*opts->wal_dir ||
-        !opts->advertise || !*opts->advertise) {
+        !opts->advertise || !*opts->advertise || strlen(opts->advertise) > 120) {
         MC_LOG_ERROR("ha: needs a lease TTL of 1..60 s, a WAL directory and an RPC address");
         return MC_ERR_INVALID_PARAMS;
     }
@@ -117,6 +137,7 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     ha->o = *opts;
     ha->spool.fd = -1;
     pthread_mutex_init(&ha->mu, NULL);
+    pthread_mutex_init(&ha->snap_mu, NULL);
     ha->ttl_ms = (uint64_t)opts->lease_ttl_s * 1000;
     /* fence before etcd can have expired the lease: its countdown starts when it receives a
      * keepalive, after we sent it; keep a margin for clock rate differences */
@@ -127,6 +148,11 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     snprintf(ha->pv_key, HA_KEY_MAX, "/oplog/%s/producer_view", cid);
     snprintf(ha->prefix_key, HA_KEY_MAX, "/oplog/%s/durable_prefix", cid);
     snprintf(ha->batch_prefix, HA_KEY_MAX, "/oplog/%s/batches/", cid);
+    snprintf(ha->snap_key, HA_KEY_MAX, "/oplog/%s/snapshot", cid);
+    snprintf(ha->snaps_prefix, HA_KEY_MAX, "/oplog/%s/snapshots/", cid);
+    snprintf(ha->standbys_prefix, HA_KEY_MAX, "/oplog/%s/standbys/", cid);
+    snprintf(ha->standby_key, sizeof(ha->standby_key), "%s%s", ha->standbys_prefix,
+             opts->advertise);
     /* one request may not outlast a third of the TTL (keepalives every TTL/3) */
     uint32_t tmo = (uint32_t)(ha->ttl_ms / 3 < 500 ? 500 : ha->ttl_ms / 3);
     mc_status_t st = mc_etcd_open(opts->endpoints, tmo, &ha->etcd);
@@ -214,11 +240,12 @@ static int read_prefix(mc_ha_t *ha, uint64_t *id_p, uint64_t *seq_p, char **val_
 /* ------------------------------------------------------------------ standby: follow the log */
 
 /* Deletes the local log and snapshots: in HA mode the replicated log is the truth, and a
- * former leader's local tail may hold records that were never acknowledged. */
+ * former leader's local tail may hold records that were never acknowledged. Then opens an
+ * empty log.1 to copy the replicated log into. */
 static mc_status_t spool_open(mc_ha_t *ha)
 {
-    const char *prefixes[2] = {"log.", "snap."};
-    for (int p = 0; p < 2; p++) {
+    const char *prefixes[3] = {"log.", "snap.", "hasnap."};
+    for (int p = 0; p < 3; p++) {
         uint64_t *g;
         size_t n;
         if (mc_wal_list(ha->o.wal_dir, prefixes[p], &g, &n) != MC_OK)
@@ -233,13 +260,105 @@ static mc_status_t spool_open(mc_ha_t *ha)
         }
         mc_free(g);
     }
+    if (ha->spool.fd >= 0)
+        mc_wal_writer_close(&ha->spool);
     char path[4096];
     snprintf(path, sizeof(path), "%s/log.1", ha->o.wal_dir);
+    ha->batch_id = ha->last_seq = 0;
     return mc_wal_writer_open(&ha->spool, path, 1);
 }
 
+static int parse_manifest(const char *v, size_t len, uint64_t *n_p, uint64_t *seq_p,
+                          uint64_t *chunks_p)
+{
+    json_t *j = json_loadb(v, len, 0, NULL);
+    json_t *n = json_object_get(j, "batch_id"), *q = json_object_get(j, "last_seq"),
+           *c = json_object_get(j, "chunks");
+    int ok = json_is_integer(n) && json_is_integer(q) && json_is_integer(c) &&
+             json_integer_value(n) > 0 && json_integer_value(q) >= 0 &&
+             json_integer_value(c) > 0 && json_integer_value(c) < (1 << 20);
+    if (ok) {
+        *n_p = (uint64_t)json_integer_value(n);
+        *seq_p = (uint64_t)json_integer_value(q);
+        *chunks_p = (uint64_t)json_integer_value(c);
+    }
+    json_decref(j);
+    return ok ? 0 : -1;
+}
+
+/* out: HA_KEY_MAX + 64 bytes */
+static void chunk_key(const mc_ha_t *ha, uint64_t n, uint64_t i, char *out)
+{
+    snprintf(out, HA_KEY_MAX + 64, "%s%020" PRIu64 "/%06" PRIu64, ha->snaps_prefix, n, i);
+}
+
+/* A fresh copy: the spool emptied, then the latest snapshot (if any) copied into it, so that
+ * following goes on after its batch. 0 ok, -1 try again later (etcd unreachable, or the
+ * snapshot was replaced while we read it). */
+static int bootstrap(mc_ha_t *ha)
+{
+    if (spool_open(ha) != MC_OK)
+        return -1;
+    char *v;
+    size_t len;
+    mc_status_t st = mc_etcd_get(ha->etcd, ha->snap_key, &v, &len);
+    if (st == MC_ERR_OBJECT_NOT_FOUND)
+        return 0; /* no snapshot: the log is whole, from batch 1 */
+    if (st != MC_OK)
+        return -1;
+    uint64_t n, seq, chunks;
+    int bad = parse_manifest(v, len, &n, &seq, &chunks);
+    mc_free(v);
+    if (bad) {
+        MC_LOG_ERROR("ha: malformed %s", ha->snap_key);
+        return -1;
+    }
+    for (uint64_t i = 0; i < chunks; i++) {
+        char key[HA_KEY_MAX + 64];
+        chunk_key(ha, n, i, key);
+        if (mc_etcd_get(ha->etcd, key, &v, &len) != MC_OK)
+            return -1; /* replaced by a newer snapshot meanwhile: start over */
+        st = mc_wal_writer_append_raw(&ha->spool, v, len);
+        mc_free(v);
+        if (st != MC_OK)
+            return -1;
+    }
+    pthread_mutex_lock(&ha->mu);
+    ha->batch_id = n;
+    pthread_mutex_unlock(&ha->mu);
+    ha->last_seq = seq;
+    MC_LOG_INFO("ha: copied the snapshot at batch %" PRIu64 " (%" PRIu64 " chunks)", n, chunks);
+    return 0;
+}
+
+/* A standby tells the leader how far it has applied (the leader keeps the log from there):
+ * /oplog/<cid>/standbys/<ip:port> under a lease of 3 x TTL, refreshed every TTL/3. */
+static void register_standby(mc_ha_t *ha)
+{
+    uint64_t now = mc_now_ms();
+    bool due = now - ha->reg_refresh_ms >= ha->ttl_ms / 3;
+    if (ha->reg_lease && due &&
+        mc_etcd_lease_keepalive(ha->etcd, ha->reg_lease, NULL) == MC_ERR_LEASE_EXPIRED)
+        ha->reg_lease = 0;
+    bool fresh = false;
+    if (!ha->reg_lease) {
+        if (mc_etcd_lease_grant(ha->etcd, (int64_t)ha->o.lease_ttl_s * 3, &ha->reg_lease) != MC_OK)
+            return;
+        fresh = true;
+    }
+    if (due)
+        ha->reg_refresh_ms = now;
+    if (!fresh && ha->reg_applied == ha->batch_id)
+        return;
+    char v[24];
+    snprintf(v, sizeof(v), "%" PRIu64, ha->batch_id);
+    if (mc_etcd_put(ha->etcd, ha->standby_key, v, strlen(v), ha->reg_lease, NULL) == MC_OK)
+        ha->reg_applied = ha->batch_id;
+}
+
 /* Appends every batch after ha->batch_id up to durable_prefix to the spool. 0 ok (or etcd
- * unreachable: try later), -1 when the log cannot be followed (a gap, a malformed batch). */
+ * unreachable: try later), 1 when the next batch is gone (trimmed: copy a snapshot again),
+ * -1 when the log cannot be followed (a malformed batch). */
 static int follow(mc_ha_t *ha)
 {
     uint64_t id, seq;
@@ -259,21 +378,28 @@ static int follow(mc_ha_t *ha)
             mc_free(val);
             return 0;
         }
-        int bad = r.n == 0;
+        int bad = 0;
+        if (r.n == 0 || strcmp(r.kvs[0].key, from) != 0) {
+            MC_LOG_WARN("ha: replicated log: batch %" PRIu64 " was trimmed; copying the "
+                        "snapshot again", ha->batch_id + 1);
+            mc_etcd_range_free(&r);
+            mc_free(val);
+            return 1;
+        }
         for (size_t i = 0; i < r.n && !bad && ha->batch_id < id; i++) {
             char want[HA_KEY_MAX + 32];
             batch_key(ha, ha->batch_id + 1, want);
             uint64_t n;
             if (strcmp(r.kvs[i].key, want) != 0 ||
                 count_records((const uint8_t *)r.kvs[i].value, r.kvs[i].value_len, &n) != 0) {
-                MC_LOG_ERROR("ha: replicated log: expected %s, found %s (gap or malformed)",
-                             want, r.kvs[i].key);
-                bad = 1;
+                MC_LOG_ERROR("ha: replicated log: expected %s, found %s (malformed)", want,
+                             r.kvs[i].key);
+                bad = -1;
                 break;
             }
             if (mc_wal_writer_append_raw(&ha->spool, r.kvs[i].value, r.kvs[i].value_len) !=
                 MC_OK) {
-                bad = 1;
+                bad = -1;
                 break;
             }
             pthread_mutex_lock(&ha->mu);
@@ -284,7 +410,7 @@ static int follow(mc_ha_t *ha)
         mc_etcd_range_free(&r);
         if (bad) {
             mc_free(val);
-            return -1;
+            return bad;
         }
         note_log(ha, id);
     }
@@ -395,6 +521,23 @@ static mc_status_t claim_producer(mc_ha_t *ha)
     return MC_ERR_ETCD_OPERATION_ERROR;
 }
 
+static void *snap_main(void *arg);
+
+/* One step of following: 0 (caught up as far as etcd answered), -1 cannot follow. A trimmed
+ * batch makes the next step copy the snapshot again. */
+static int sync_step(mc_ha_t *ha, bool *booted)
+{
+    if (!*booted) {
+        *booted = bootstrap(ha) == 0;
+        if (!*booted)
+            return 0;
+    }
+    int r = follow(ha);
+    if (r == 1)
+        *booted = false;
+    return r < 0 ? -1 : 0;
+}
+
 mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
 {
     mc_status_t st = spool_open(ha);
@@ -402,9 +545,15 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
         return st;
     MC_LOG_INFO("ha: standby of cluster '%s' (etcd %s), following the replicated log into %s",
                 ha->o.cluster_id, ha->o.endpoints, ha->o.wal_dir);
+    bool booted = false;
     while (!*stop) {
-        if (follow(ha) != 0)
+        if (sync_step(ha, &booted) != 0)
             return MC_ERR_INTERNAL;
+        if (!booted) { /* compete only with a copy of the log */
+            mc_sleep_ms(ha->poll_ms);
+            continue;
+        }
+        register_standby(ha);
         mc_etcd_range_t r;
         if (mc_etcd_range(ha->etcd, ha->view_key, NULL, 0, &r) == MC_OK) {
             bool vacant = r.n == 0;
@@ -421,6 +570,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
     }
     if (*stop)
         return MC_ERR_CANCELED;
+    if (ha->reg_lease) /* a leader is no standby: the log need not be kept for it */
+        (void)mc_etcd_lease_revoke(ha->etcd, ha->reg_lease);
+    ha->reg_lease = 0;
     /* Leader: fence the old producer first, then read the log to its end (nothing can be
      * appended after the claim but by us). */
     st = claim_producer(ha);
@@ -432,9 +584,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
     for (;;) {
         if (read_prefix(ha, &id, &seq, &val) == 0) {
             mc_free(val);
-            if (follow(ha) != 0)
+            if (sync_step(ha, &booted) != 0)
                 return MC_ERR_INTERNAL;
-            if (ha->batch_id >= id)
+            if (booted && ha->batch_id >= id)
                 break;
         }
         if (mc_now_ms() > deadline)
@@ -450,6 +602,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
     ha->durable_id = ha->batch_id;
     ha->behind_since_ms = 0;
     pthread_mutex_unlock(&ha->mu);
+    if (pthread_create(&ha->snap_thread, NULL, snap_main, ha) != 0)
+        fence_exit("cannot start the snapshot thread");
+    ha->snap_running = true;
     return MC_OK;
 }
 
@@ -507,6 +662,168 @@ static void append_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t nre
     ha->batch_id = ha->durable_id = id;
     pthread_mutex_unlock(&ha->mu);
     ha->last_seq = seq;
+    ha->snap_bytes += len;
+}
+
+/* ------------------------------------------------------------------ leader: snapshots, trim */
+
+static void snap_path(const mc_ha_t *ha, uint64_t n, const char *suffix, char *out, size_t len)
+{
+    snprintf(out, len, "%s/hasnap.%" PRIu64 "%s", ha->o.wal_dir, n, suffix);
+}
+
+/* Loop thread, right after a batch was made durable: the table now equals the replay of
+ * batches 1..batch_id, so a fork()ed child writes it (copy-on-write) as hasnap.<N>; the
+ * snapshot thread uploads it. */
+static void start_snapshot(mc_ha_t *ha, mc_master_t *m)
+{
+    char tmp[4200], final[4200];
+    snap_path(ha, ha->batch_id, ".tmp", tmp, sizeof(tmp));
+    snap_path(ha, ha->batch_id, "", final, sizeof(final));
+    pid_t pid = fork();
+    if (pid < 0) {
+        MC_LOG_ERROR("ha: fork for a snapshot: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0)
+        _exit(mc_master_snapshot_write(m, tmp, final));
+    ha->snap_bytes = 0;
+    pthread_mutex_lock(&ha->snap_mu);
+    ha->snap_pid = pid;
+    ha->snap_n = ha->batch_id;
+    ha->snap_seq = ha->last_seq;
+    pthread_mutex_unlock(&ha->snap_mu);
+}
+
+/* Uploads hasnap.<n> as chunks, then the manifest (only while our view produces), then drops
+ * older snapshots. 0 ok. */
+static int upload_snapshot(mc_ha_t *ha, uint64_t n, uint64_t seq)
+{
+    char path[4200];
+    snap_path(ha, n, "", path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char *buf = mc_malloc(HA_CHUNK);
+    uint64_t chunks = 0, bytes = 0;
+    int bad = !buf;
+    while (!bad) {
+        size_t got = 0;
+        while (got < HA_CHUNK) {
+            ssize_t r = read(fd, buf + got, HA_CHUNK - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                bad = r < 0;
+                break;
+            }
+            got += (size_t)r;
+        }
+        if (bad || got == 0)
+            break;
+        char key[HA_KEY_MAX + 64];
+        chunk_key(ha, n, chunks, key);
+        bad = mc_etcd_put(ha->etcd, key, buf, got, 0, NULL) != MC_OK;
+        chunks++;
+        bytes += got;
+        if (got < HA_CHUNK)
+            break;
+    }
+    close(fd);
+    mc_free(buf);
+    unlink(path);
+    if (bad || chunks == 0)
+        return -1;
+    char view[24], man[200];
+    snprintf(view, sizeof(view), "%" PRIu64, ha->view);
+    snprintf(man, sizeof(man),
+             "{\"schema_version\":1,\"batch_id\":%" PRIu64 ",\"last_seq\":%" PRIu64
+             ",\"chunks\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+             n, seq, chunks, bytes);
+    mc_etcd_cmp_t mine = {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL,
+                          .value = view, .value_len = strlen(view)};
+    mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->snap_key, .value = man,
+                        .value_len = strlen(man)};
+    int ok = 0;
+    if (mc_etcd_txn(ha->etcd, &mine, 1, &put, 1, NULL, 0, &ok, NULL) != MC_OK || !ok)
+        return -1;
+    char end[HA_KEY_MAX + 64];
+    snprintf(end, sizeof(end), "%s%020" PRIu64, ha->snaps_prefix, n);
+    (void)mc_etcd_delete(ha->etcd, ha->snaps_prefix, end, NULL); /* older snapshots */
+    MC_LOG_INFO("ha: snapshot at batch %" PRIu64 " in etcd (%" PRIu64 " bytes, %" PRIu64
+                " chunks)", n, bytes, chunks);
+    return 0;
+}
+
+/* Deletes the batches that neither the snapshot nor any registered standby needs: those up
+ * to min(snapshot batch, every standby's applied batch). */
+static void trim(mc_ha_t *ha)
+{
+    char *v;
+    size_t len;
+    uint64_t n, seq, chunks;
+    if (mc_etcd_get(ha->etcd, ha->snap_key, &v, &len) != MC_OK)
+        return; /* no snapshot: a fresh standby needs the whole log */
+    int bad = parse_manifest(v, len, &n, &seq, &chunks);
+    mc_free(v);
+    if (bad)
+        return;
+    uint64_t upto = n;
+    char *end = mc_etcd_prefix_end(ha->standbys_prefix);
+    mc_etcd_range_t r;
+    mc_status_t st = end ? mc_etcd_range(ha->etcd, ha->standbys_prefix, end, 0, &r)
+                         : MC_ERR_NO_MEMORY;
+    mc_free(end);
+    if (st != MC_OK)
+        return;
+    for (size_t i = 0; i < r.n; i++) {
+        uint64_t a = strtoull(r.kvs[i].value, NULL, 10);
+        if (a < upto)
+            upto = a;
+    }
+    mc_etcd_range_free(&r);
+    if (upto == 0)
+        return;
+    char to[HA_KEY_MAX + 32];
+    batch_key(ha, upto + 1, to); /* [first, upto] */
+    int64_t deleted = 0;
+    if (mc_etcd_delete(ha->etcd, ha->batch_prefix, to, &deleted) == MC_OK && deleted > 0)
+        MC_LOG_INFO("ha: trimmed %lld batches of the replicated log (kept from %" PRIu64 ")",
+                    (long long)deleted, upto + 1);
+}
+
+static void *snap_main(void *arg)
+{
+    mc_ha_t *ha = arg;
+    uint64_t last_trim = 0;
+    while (!atomic_load(&ha->ka_stop)) {
+        mc_sleep_ms(100);
+        pthread_mutex_lock(&ha->snap_mu);
+        pid_t pid = ha->snap_pid;
+        uint64_t n = ha->snap_n, seq = ha->snap_seq;
+        pthread_mutex_unlock(&ha->snap_mu);
+        bool uploaded = false;
+        if (pid > 0) {
+            int ws;
+            pid_t r = waitpid(pid, &ws, WNOHANG);
+            if (r == pid || r < 0) {
+                bool ok = r == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+                if (!ok || upload_snapshot(ha, n, seq) != 0)
+                    MC_LOG_ERROR("ha: snapshot at batch %" PRIu64 " failed; the log is kept",
+                                 n);
+                else
+                    uploaded = true;
+                pthread_mutex_lock(&ha->snap_mu);
+                ha->snap_pid = 0;
+                pthread_mutex_unlock(&ha->snap_mu);
+            }
+        }
+        if (uploaded || mc_now_ms() - last_trim >= HA_TRIM_EVERY_MS) {
+            trim(ha);
+            last_trim = mc_now_ms();
+        }
+    }
+    return NULL;
 }
 
 void mc_ha_before_reply(void *ctx, mc_master_t *m)
@@ -535,6 +852,13 @@ void mc_ha_before_reply(void *ctx, mc_master_t *m)
     if (off > start)
         append_batch(ha, p + start, off - start, nrec);
     mc_buf_reset(b);
+    if (ha->o.snapshot_bytes && ha->snap_bytes >= ha->o.snapshot_bytes) {
+        pthread_mutex_lock(&ha->snap_mu);
+        bool busy = ha->snap_pid != 0;
+        pthread_mutex_unlock(&ha->snap_mu);
+        if (!busy)
+            start_snapshot(ha, m);
+    }
     /* last, right before the replies are written: no reply once the lease may be gone */
     if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
         fence_exit("the lease TTL passed since the last answered keepalive");
@@ -544,8 +868,14 @@ void mc_ha_destroy(mc_ha_t *ha)
 {
     if (!ha)
         return;
+    atomic_store(&ha->ka_stop, true);
+    if (ha->snap_running)
+        pthread_join(ha->snap_thread, NULL);
+    if (ha->snap_pid > 0)
+        waitpid(ha->snap_pid, NULL, 0);
+    if (ha->reg_lease)
+        (void)mc_etcd_lease_revoke(ha->etcd, ha->reg_lease);
     if (ha->ka_running) {
-        atomic_store(&ha->ka_stop, true);
         pthread_join(ha->ka_thread, NULL);
         (void)mc_etcd_lease_revoke(ha->etcd, ha->lease);
         MC_LOG_INFO("ha: stepped down (lease revoked)");
@@ -555,6 +885,7 @@ void mc_ha_destroy(mc_ha_t *ha)
     mc_etcd_close(ha->etcd);
     mc_free(ha->prefix_val);
     pthread_mutex_destroy(&ha->mu);
+    pthread_mutex_destroy(&ha->snap_mu);
     mc_free(ha);
 }
 

@@ -29,6 +29,10 @@ typedef struct mc_ha_opts {
     const char *advertise;  /* "ip:port" published as the leader's RPC address */
     uint32_t lease_ttl_s;   /* 1..60 */
     const char *wal_dir;    /* local WAL directory (locked by the caller); emptied at start */
+    /* the leader snapshots its state into etcd once this many bytes were appended to the log
+     * since the last one, then trims the batches that the snapshot and every registered
+     * standby no longer need; 0 = never (the log grows without bound) */
+    uint64_t snapshot_bytes;
 } mc_ha_opts_t;
 
 typedef struct mc_ha mc_ha_t;

@@ -149,7 +149,7 @@ mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p)
 
 /* ------------------------------------------------------------------ snapshots */
 
-static int write_snapshot(mc_master_t *m, const char *tmp, const char *final)
+int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
 {
     mc_wal_writer_t w;
     if (mc_wal_writer_open(&w, tmp, 1) != MC_OK)
@@ -234,7 +234,7 @@ static void start_snapshot(mc_master_t *m)
         return;
     }
     if (pid == 0)
-        _exit(write_snapshot(m, tmp, final));
+        _exit(mc_master_snapshot_write(m, tmp, final));
     m->snap_pid = pid;
     m->snap_gen = gen;
     m->snapshot_soon = false;

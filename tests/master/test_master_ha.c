@@ -45,7 +45,7 @@ typedef struct ha_master {
 
 static ha_master_t g_m[2];
 
-static void ha_start_ttl(ha_master_t *m, const char *cluster, int ttl_s)
+static void ha_start_ex(ha_master_t *m, const char *cluster, int ttl_s, const char *extra)
 {
     char bin[512];
     mt_bin_path("mooncake_master", bin, sizeof(bin));
@@ -63,14 +63,19 @@ static void ha_start_ttl(ha_master_t *m, const char *cluster, int ttl_s)
     snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", ttl_s);
     char *argv[] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
                     cid, ttl, "--client_ttl=10", "--wal_fsync=false",
-                    "--default_kv_lease_ttl=2000", NULL};
+                    "--default_kv_lease_ttl=2000", (char *)extra, NULL};
     m->pid = mt_spawn(argv, m->log);
     assert_true(m->pid > 0);
 }
 
+static void ha_start_ttl(ha_master_t *m, const char *cluster, int ttl_s)
+{
+    ha_start_ex(m, cluster, ttl_s, NULL);
+}
+
 static void ha_start(ha_master_t *m, const char *cluster)
 {
-    ha_start_ttl(m, cluster, TTL_S);
+    ha_start_ex(m, cluster, TTL_S, NULL);
 }
 
 /* 1 when the master at m answers ServiceReady within timeout_ms. */
@@ -258,6 +263,95 @@ static void test_kill9_failover(void **state)
     assert_int_equal(st, MC_OK);
     assert_int_equal(put_end(c, CLIENT, "after", 1), MC_OK);
     mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(b);
+}
+
+/* The id of the first batch still in the log of cluster (0 = none). */
+static uint64_t first_batch(mc_etcd_t *e, const char *cluster)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "/oplog/%s/batches/", cluster);
+    mc_etcd_range_t r;
+    assert_int_equal(mc_etcd_range(e, prefix, MC_ETCD_PREFIX, 1, &r), MC_OK);
+    uint64_t id = r.n ? strtoull(r.kvs[0].key + strlen(prefix), NULL, 10) : 0;
+    mc_etcd_range_free(&r);
+    return id;
+}
+
+/* With --ha_snapshot_bytes the leader snapshots into etcd and trims the log; a standby started
+ * afterwards copies the snapshot, follows the rest, and takes over with every object. */
+static void test_fresh_standby_after_trim(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start_ex(a, "trim", TTL_S, "--ha_snapshot_bytes=2048");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segT", 1 << 30, 64 << 20, 0x44, false), MC_OK);
+    uint64_t addrs[60];
+    char key[32];
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof(key), "t%d", i);
+        assert_int_equal(put_start(c, CLIENT, key, 4096, 1, &addrs[i]), MC_OK);
+        assert_int_equal(put_end(c, CLIENT, key, 0x7000 + (uint64_t)i), MC_OK);
+    }
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_open(g_etcd.endpoints, 3000, &e), MC_OK);
+    /* a snapshot, and batch 1 (the MOUNT) trimmed: only the snapshot has it now */
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    while (first_batch(e, "trim") <= 1) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(100);
+    }
+    char *v;
+    size_t n;
+    assert_int_equal(mc_etcd_get(e, "/oplog/trim/snapshot", &v, &n), MC_OK);
+    assert_non_null(strstr(v, "\"batch_id\":"));
+    mc_free(v);
+
+    ha_start(b, "trim");
+    assert_int_equal(mt_wait_log(b->log, "copied the snapshot at batch", TAKEOVER_MS), 0);
+    for (int i = 60; i < 70; i++) { /* after the snapshot: from the log */
+        snprintf(key, sizeof(key), "t%d", i);
+        assert_int_equal(put_start(c, CLIENT, key, 4096, 1, NULL), MC_OK);
+        assert_int_equal(put_end(c, CLIENT, key, 0x7000 + (uint64_t)i), MC_OK);
+    }
+    assert_int_equal(key_op(c, MC_OP_REMOVE, CLIENT, "t3", true), MC_OK);
+    mc_rpc_client_destroy(c);
+    /* wait until b has applied everything (its lag metric reads 0 at the durable prefix) */
+    deadline = mc_now_ms() + TAKEOVER_MS;
+    for (;;) {
+        char *r = admin_get(b->mport, "/metrics");
+        bool caught_up = strstr(r, "master_ha_log_lag_batches 0\n") != NULL;
+        free(r);
+        if (caught_up)
+            break;
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(100);
+    }
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, "segT", 1 << 30, 64 << 20, 0x44, true), MC_OK);
+    for (int i = 0; i < 70; i++) {
+        snprintf(key, sizeof(key), "t%d", i);
+        uint64_t addr = 0, sum = 0;
+        if (i == 3) {
+            assert_int_equal(get(c, key, NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        assert_int_equal(get(c, key, &addr, &sum, NULL), MC_OK);
+        if (i < 60)
+            assert_true(addr == addrs[i]);
+        assert_true(sum == 0x7000 + (uint64_t)i);
+    }
+    mc_rpc_client_destroy(c);
+    mc_etcd_close(e);
     ha_stop(a);
     ha_stop(b);
 }
@@ -450,6 +544,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_failover),
         cmocka_unit_test(test_sigstop_zombie_is_fenced),
+        cmocka_unit_test(test_fresh_standby_after_trim),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
     };
