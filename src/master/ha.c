@@ -685,8 +685,10 @@ static void start_snapshot(mc_ha_t *ha, mc_master_t *m)
         MC_LOG_ERROR("ha: fork for a snapshot: %s", strerror(errno));
         return;
     }
-    if (pid == 0)
+    if (pid == 0) {
+        close_range(3, ~0U, 0); /* no socket of the parent outlives it in the child */
         _exit(mc_master_snapshot_write(m, tmp, final));
+    }
     ha->snap_bytes = 0;
     pthread_mutex_lock(&ha->snap_mu);
     ha->snap_pid = pid;

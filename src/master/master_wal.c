@@ -233,8 +233,12 @@ static void start_snapshot(mc_master_t *m)
         m->snapshot_soon = false;
         return;
     }
-    if (pid == 0)
+    if (pid == 0) {
+        /* the child holds no socket of the parent: a parent that exits (kill -9, fenced)
+         * closes its port and its clients' connections at once */
+        close_range(3, ~0U, 0);
         _exit(mc_master_snapshot_write(m, tmp, final));
+    }
     m->snap_pid = pid;
     m->snap_gen = gen;
     m->snapshot_soon = false;
