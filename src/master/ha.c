@@ -264,7 +264,10 @@ static mc_status_t spool_open(mc_ha_t *ha)
         mc_wal_writer_close(&ha->spool);
     char path[4096];
     snprintf(path, sizeof(path), "%s/log.1", ha->o.wal_dir);
-    ha->batch_id = ha->last_seq = 0;
+    pthread_mutex_lock(&ha->mu);
+    ha->batch_id = 0;
+    pthread_mutex_unlock(&ha->mu);
+    ha->last_seq = 0;
     return mc_wal_writer_open(&ha->spool, path, 1);
 }
 
@@ -907,15 +910,6 @@ char *mc_ha_leader_json(void *ctx)
         snprintf(buf, sizeof(buf), "{\"present\":false}");
     pthread_mutex_unlock(&ha->mu);
     return mc_strdup(buf);
-}
-
-bool mc_ha_leading(void *ctx)
-{
-    mc_ha_t *ha = ctx;
-    pthread_mutex_lock(&ha->mu);
-    bool l = ha->leading;
-    pthread_mutex_unlock(&ha->mu);
-    return l;
 }
 
 void mc_ha_render_metrics(void *ctx, mc_prom_t *b)

@@ -49,10 +49,9 @@ uint64_t mc_ha_view(const mc_ha_t *ha);
  * the replicated log, then checks the lease clock; exits the process when fenced. */
 void mc_ha_before_reply(void *ctx, mc_master_t *m);
 /* Admin pages, any thread (ctx = the mc_ha_t): /leader's JSON {"present":true,"address":
- * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); whether this
- * process leads; the master_ha_* / master_view_version series for /metrics. */
+ * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); the
+ * master_ha_* / master_view_version series for /metrics. */
 char *mc_ha_leader_json(void *ctx);
-bool mc_ha_leading(void *ctx);
 struct mc_prom;
 void mc_ha_render_metrics(void *ctx, struct mc_prom *b);
 /* The standby's admin HTTP port (the leader's is the service's): GET /health, /role,
