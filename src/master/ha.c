@@ -549,6 +549,7 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
     MC_LOG_INFO("ha: standby of cluster '%s' (etcd %s), following the replicated log into %s",
                 ha->o.cluster_id, ha->o.endpoints, ha->o.wal_dir);
     bool booted = false;
+    uint64_t mine_since = 0, mine_view = 0; /* the view names our own address since then */
     while (!*stop) {
         if (sync_step(ha, &booted) != 0)
             return MC_ERR_INTERNAL;
@@ -565,7 +566,21 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
                           r.kvs[0].value_len);
             else
                 note_view(ha, 0, NULL, 0);
+            /* A leader with our address: our own previous life (its lease ends within a TTL)
+             * or another master configured with the same address, which clients could not
+             * tell from us. */
+            bool mine = !vacant && strcmp(r.kvs[0].value, ha->o.advertise) == 0;
+            uint64_t v = mine ? (uint64_t)r.kvs[0].create_revision : 0;
             mc_etcd_range_free(&r);
+            if (!mine || v != mine_view) {
+                mine_view = v;
+                mine_since = mc_now_ms();
+            } else if (mc_now_ms() - mine_since > 2 * ha->ttl_ms) {
+                MC_LOG_ERROR("ha: another master leads cluster '%s' with our address %s: two "
+                             "masters share --rpc_address:--rpc_port; stopping",
+                             ha->o.cluster_id, ha->o.advertise);
+                return MC_ERR_INVALID_PARAMS;
+            }
             if (vacant && try_acquire(ha))
                 break;
         }

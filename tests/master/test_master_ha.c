@@ -49,7 +49,8 @@ static void ha_start_ex(ha_master_t *m, const char *cluster, int ttl_s, const ch
 {
     char bin[512];
     mt_bin_path("mooncake_master", bin, sizeof(bin));
-    assert_int_equal(mc_net_free_port(&m->port), MC_OK);
+    if (!m->port) /* preset: the same address as another master */
+        assert_int_equal(mc_net_free_port(&m->port), MC_OK);
     assert_int_equal(mc_net_free_port(&m->mport), MC_OK);
     snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%u", m->port);
     assert_int_equal(mt_tmpdir(m->wal, sizeof(m->wal)), 0);
@@ -109,6 +110,7 @@ static void ha_stop(ha_master_t *m)
     if (m->wal[0] && !getenv("MC_KEEP_TEST_DIRS"))
         mt_rmdir(m->wal);
     m->wal[0] = '\0';
+    m->port = 0;
 }
 
 /* The leader's address in etcd for cluster (heap) or NULL. */
@@ -453,6 +455,30 @@ static void test_etcd_member_killed(void **state)
     ha_stop(b);
 }
 
+/* A second master configured with the leader's address by mistake stops (exit 1, logged)
+ * instead of standing by under a name clients cannot tell from the leader's. */
+static void test_same_address_refused(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start(a, "dup");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    b->port = a->port;
+    ha_start(b, "dup");
+    int ws;
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    pid_t r;
+    while ((r = waitpid(b->pid, &ws, WNOHANG)) == 0 && mc_now_ms() < deadline)
+        mc_sleep_ms(50);
+    assert_int_equal(r, b->pid);
+    b->pid = 0;
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 1);
+    assert_int_equal(mt_wait_log(b->log, "two masters share --rpc_address:--rpc_port", 1000), 0);
+    assert_true(ha_serving(a, 1000)); /* the leader is undisturbed */
+    ha_stop(a);
+    ha_stop(b);
+}
+
 /* An HTTP request on the admin port with an optional body: the status; *body_p the response
  * (heap). */
 static int admin_req(uint16_t port, const char *method, const char *path, const char *body,
@@ -545,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_kill9_failover),
         cmocka_unit_test(test_sigstop_zombie_is_fenced),
         cmocka_unit_test(test_fresh_standby_after_trim),
+        cmocka_unit_test(test_same_address_refused),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
     };
