@@ -60,6 +60,8 @@ struct mc_ha {
     /* standby spool */
     mc_wal_writer_t spool;
     int64_t reg_lease;        /* standby registration lease (0 = none) */
+    uint64_t spool_base;      /* batch of the snapshot the spool starts with (0 = batch 1) */
+    uint64_t recopy_check_ms; /* last look for a newer snapshot */
     uint64_t reg_refresh_ms, reg_applied;
     /* leader snapshots (o.snapshot_bytes > 0): forked child, then the snapshot thread
      * uploads the file and trims */
@@ -268,25 +270,49 @@ static mc_status_t spool_open(mc_ha_t *ha)
     ha->batch_id = 0;
     pthread_mutex_unlock(&ha->mu);
     ha->last_seq = 0;
+    ha->spool_base = 0;
     return mc_wal_writer_open(&ha->spool, path, 1);
 }
 
-static int parse_manifest(const char *v, size_t len, uint64_t *n_p, uint64_t *seq_p,
-                          uint64_t *chunks_p)
+typedef struct manifest {
+    uint64_t n, seq, chunks, bytes; /* batch id, last_seq, chunk count, record bytes */
+} manifest_t;
+
+static int parse_manifest(const char *v, size_t len, manifest_t *m)
 {
     json_t *j = json_loadb(v, len, 0, NULL);
     json_t *n = json_object_get(j, "batch_id"), *q = json_object_get(j, "last_seq"),
-           *c = json_object_get(j, "chunks");
+           *c = json_object_get(j, "chunks"), *b = json_object_get(j, "bytes");
     int ok = json_is_integer(n) && json_is_integer(q) && json_is_integer(c) &&
              json_integer_value(n) > 0 && json_integer_value(q) >= 0 &&
              json_integer_value(c) > 0 && json_integer_value(c) < (1 << 20);
     if (ok) {
-        *n_p = (uint64_t)json_integer_value(n);
-        *seq_p = (uint64_t)json_integer_value(q);
-        *chunks_p = (uint64_t)json_integer_value(c);
+        m->n = (uint64_t)json_integer_value(n);
+        m->seq = (uint64_t)json_integer_value(q);
+        m->chunks = (uint64_t)json_integer_value(c);
+        m->bytes = json_is_integer(b) && json_integer_value(b) > 0
+                       ? (uint64_t)json_integer_value(b)
+                       : 0;
     }
     json_decref(j);
     return ok ? 0 : -1;
+}
+
+/* The manifest now: 1 present (*m), 0 absent, -1 error. */
+static int read_manifest(mc_ha_t *ha, manifest_t *m)
+{
+    char *v;
+    size_t len;
+    mc_status_t st = mc_etcd_get(ha->etcd, ha->snap_key, &v, &len);
+    if (st == MC_ERR_OBJECT_NOT_FOUND)
+        return 0;
+    if (st != MC_OK)
+        return -1;
+    int bad = parse_manifest(v, len, m);
+    mc_free(v);
+    if (bad)
+        MC_LOG_ERROR("ha: malformed %s", ha->snap_key);
+    return bad ? -1 : 1;
 }
 
 /* out: HA_KEY_MAX + 64 bytes */
@@ -302,20 +328,15 @@ static int bootstrap(mc_ha_t *ha)
 {
     if (spool_open(ha) != MC_OK)
         return -1;
+    manifest_t man;
+    int have = read_manifest(ha, &man);
+    if (have <= 0)
+        return have; /* 0: no snapshot, the log is whole from batch 1 */
+    uint64_t n = man.n, seq = man.seq, chunks = man.chunks;
     char *v;
     size_t len;
-    mc_status_t st = mc_etcd_get(ha->etcd, ha->snap_key, &v, &len);
-    if (st == MC_ERR_OBJECT_NOT_FOUND)
-        return 0; /* no snapshot: the log is whole, from batch 1 */
-    if (st != MC_OK)
-        return -1;
-    uint64_t n, seq, chunks;
-    int bad = parse_manifest(v, len, &n, &seq, &chunks);
-    mc_free(v);
-    if (bad) {
-        MC_LOG_ERROR("ha: malformed %s", ha->snap_key);
-        return -1;
-    }
+    mc_status_t st;
+    ha->spool_base = n;
     for (uint64_t i = 0; i < chunks; i++) {
         char key[HA_KEY_MAX + 64];
         chunk_key(ha, n, i, key);
@@ -538,6 +559,19 @@ static int sync_step(mc_ha_t *ha, bool *booted)
     int r = follow(ha);
     if (r == 1)
         *booted = false;
+    /* a spool that has grown past twice a newer snapshot plus --ha_snapshot_bytes is copied
+     * afresh, so that the standby's disk and its replay at takeover stay bounded */
+    manifest_t man;
+    uint64_t now = mc_now_ms();
+    if (r == 0 && now - ha->recopy_check_ms >= HA_TRIM_EVERY_MS) {
+        ha->recopy_check_ms = now;
+        if (ha->o.snapshot_bytes && read_manifest(ha, &man) == 1 && man.n > ha->spool_base &&
+            man.n <= ha->batch_id && ha->spool.bytes > 2 * man.bytes + ha->o.snapshot_bytes) {
+            MC_LOG_INFO("ha: local copy of the log is %" PRIu64 " bytes; copying the snapshot "
+                        "at batch %" PRIu64 " afresh", ha->spool.bytes, man.n);
+            *booted = false;
+        }
+    }
     return r < 0 ? -1 : 0;
 }
 
@@ -779,16 +813,10 @@ static int upload_snapshot(mc_ha_t *ha, uint64_t n, uint64_t seq)
  * to min(snapshot batch, every standby's applied batch). */
 static void trim(mc_ha_t *ha)
 {
-    char *v;
-    size_t len;
-    uint64_t n, seq, chunks;
-    if (mc_etcd_get(ha->etcd, ha->snap_key, &v, &len) != MC_OK)
+    manifest_t man;
+    if (read_manifest(ha, &man) != 1)
         return; /* no snapshot: a fresh standby needs the whole log */
-    int bad = parse_manifest(v, len, &n, &seq, &chunks);
-    mc_free(v);
-    if (bad)
-        return;
-    uint64_t upto = n;
+    uint64_t upto = man.n;
     char *end = mc_etcd_prefix_end(ha->standbys_prefix);
     mc_etcd_range_t r;
     mc_status_t st = end ? mc_etcd_range(ha->etcd, ha->standbys_prefix, end, 0, &r)

@@ -313,8 +313,16 @@ static void test_fresh_standby_after_trim(void **state)
     assert_non_null(strstr(v, "\"batch_id\":"));
     mc_free(v);
 
-    ha_start(b, "trim");
+    ha_start_ex(b, "trim", TTL_S, "--ha_snapshot_bytes=2048");
     assert_int_equal(mt_wait_log(b->log, "copied the snapshot at batch", TAKEOVER_MS), 0);
+    /* churn (the table stays the same size, the log grows): b's local copy outgrows twice the
+     * snapshot plus --ha_snapshot_bytes and is copied afresh from a newer snapshot */
+    for (int i = 0; i < 150; i++) {
+        assert_int_equal(put_start(c, CLIENT, "churn", 4096, 1, NULL), MC_OK);
+        assert_int_equal(put_end(c, CLIENT, "churn", 1), MC_OK);
+        assert_int_equal(key_op(c, MC_OP_REMOVE, CLIENT, "churn", true), MC_OK);
+    }
+    assert_int_equal(mt_wait_log(b->log, "afresh", TAKEOVER_MS), 0);
     for (int i = 60; i < 70; i++) { /* after the snapshot: from the log */
         snprintf(key, sizeof(key), "t%d", i);
         assert_int_equal(put_start(c, CLIENT, key, 4096, 1, NULL), MC_OK);
