@@ -335,10 +335,12 @@ mc_status_t mc_etcd_range(mc_etcd_t *e, const char *key, const char *range_end, 
                           mc_etcd_range_t *out)
 {
     memset(out, 0, sizeof(*out));
+    if (check_key(key))
+        return MC_ERR_INVALID_PARAMS;
     json_t *req = key_req(key, range_end), *ans;
     if (!req || (limit > 0 && set_i64(req, "limit", limit))) {
         json_decref(req);
-        return key ? MC_ERR_NO_MEMORY : MC_ERR_INVALID_PARAMS;
+        return MC_ERR_NO_MEMORY;
     }
     mc_status_t st = etcd_call(e, "range", "/v3/kv/range", req, &ans);
     json_decref(req);
@@ -381,9 +383,11 @@ static json_t *put_req(const char *key, const void *value, size_t len, int64_t l
 mc_status_t mc_etcd_put(mc_etcd_t *e, const char *key, const void *value, size_t len,
                         int64_t lease, int64_t *revision_p)
 {
+    if (check_key(key))
+        return MC_ERR_INVALID_PARAMS;
     json_t *req = put_req(key, value, len, lease), *ans;
     if (!req)
-        return MC_ERR_INVALID_PARAMS;
+        return MC_ERR_NO_MEMORY;
     mc_status_t st = etcd_call(e, "put", "/v3/kv/put", req, &ans);
     json_decref(req);
     int64_t rev = 0;
@@ -398,9 +402,11 @@ mc_status_t mc_etcd_put(mc_etcd_t *e, const char *key, const void *value, size_t
 mc_status_t mc_etcd_delete(mc_etcd_t *e, const char *key, const char *range_end,
                            int64_t *deleted_p)
 {
+    if (check_key(key))
+        return MC_ERR_INVALID_PARAMS;
     json_t *req = key_req(key, range_end), *ans;
     if (!req)
-        return MC_ERR_INVALID_PARAMS;
+        return MC_ERR_NO_MEMORY;
     mc_status_t st = etcd_call(e, "deleterange", "/v3/kv/deleterange", req, &ans);
     json_decref(req);
     int64_t n = 0;

@@ -179,6 +179,10 @@ static void test_caps(void **state)
     memset(key, 'k', sizeof(key) - 1);
     key[sizeof(key) - 1] = '\0';
     assert_int_equal(mc_etcd_put(g_e, key, "v", 1, 0, NULL), MC_ERR_INVALID_PARAMS);
+    mc_etcd_range_t r;
+    assert_int_equal(mc_etcd_range(g_e, key, NULL, 0, &r), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_etcd_range(g_e, "", NULL, 0, &r), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_etcd_delete(g_e, key, NULL, NULL), MC_ERR_INVALID_PARAMS);
     /* a value over etcd's 1.5 MiB request limit: etcd refuses, we report TOO_LARGE */
     size_t big = 2u << 20;
     char *v = mc_calloc(1, big);
