@@ -12,8 +12,12 @@
 #include "common/time.h"
 #include "support/etcd_cluster.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static mt_etcd_t g_cluster;
 static mc_etcd_t *g_e;
@@ -195,6 +199,128 @@ static void test_caps(void **state)
     mc_free(v);
 }
 
+/* ---- a fake gateway: answers every request on its port with one canned response ---- */
+
+typedef struct fake {
+    int lfd;
+    uint16_t port;
+    const char *status; /* "200 OK" */
+    const char *body;   /* NULL: body_len bytes of 'x' */
+    size_t body_len;
+    pthread_t th;
+} fake_t;
+
+static void *fake_main(void *arg)
+{
+    fake_t *f = arg;
+    for (;;) {
+        int c = accept(f->lfd, NULL, NULL);
+        if (c < 0)
+            return NULL;
+        char req[8192];
+        ssize_t got = 0, n;
+        /* read the headers and the (small) body: until a pause */
+        while ((n = recv(c, req + got, sizeof(req) - (size_t)got - 1, 0)) > 0) {
+            got += n;
+            req[got] = '\0';
+            char *h = strstr(req, "\r\n\r\n");
+            char *cl = strstr(req, "Content-Length: ");
+            if (h && cl && (size_t)(req + got - (h + 4)) >= (size_t)atol(cl + 16))
+                break;
+        }
+        size_t blen = f->body ? strlen(f->body) : f->body_len;
+        char head[256];
+        int hl = snprintf(head, sizeof(head),
+                          "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: "
+                          "%zu\r\nConnection: close\r\n\r\n", f->status, blen);
+        (void)mc_net_send_all(c, head, (size_t)hl, 0);
+        if (f->body) {
+            (void)mc_net_send_all(c, f->body, blen, 0);
+        } else {
+            char *x = malloc(1 << 20);
+            memset(x, 'x', 1 << 20);
+            for (size_t off = 0; off < blen; off += 1 << 20)
+                if (mc_net_send_all(c, x, blen - off < (1 << 20) ? blen - off : 1 << 20, 0))
+                    break;
+            free(x);
+        }
+        close(c);
+    }
+}
+
+static void fake_start(fake_t *f, const char *status, const char *body, size_t body_len)
+{
+    f->status = status;
+    f->body = body;
+    f->body_len = body_len;
+    assert_int_equal(mc_net_listen("127.0.0.1", 0, 0, &f->lfd, &f->port), MC_OK);
+    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(fake_t *f)
+{
+    shutdown(f->lfd, SHUT_RDWR);
+    close(f->lfd);
+    pthread_join(f->th, NULL);
+}
+
+/* Answers of a broken or hostile gateway are refused with a clear status, never trusted. */
+static void test_bad_answers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *status, *body;
+        mc_status_t want;
+    } cases[] = {
+        {"200 OK", "not json", MC_ERR_PROTOCOL},
+        {"200 OK", "[1,2]", MC_ERR_PROTOCOL},
+        {"200 OK", "{\"kvs\":{}}", MC_ERR_PROTOCOL},
+        {"200 OK", "{\"kvs\":[{\"key\":\"YQ==\",\"value\":\"!!!!\"}]}", MC_ERR_PROTOCOL},
+        {"200 OK", "{\"kvs\":[{\"key\":\"YQ==\",\"mod_revision\":\"x1\"}]}", MC_ERR_PROTOCOL},
+        {"200 OK", "{\"kvs\":[{\"key\":\"YQBi\"}]}", MC_ERR_PROTOCOL}, /* NUL in a key */
+        {"200 OK", "{\"header\":{\"revision\":[]}}", MC_ERR_PROTOCOL},
+        {"400 Bad Request", "{\"error\":\"bad\",\"message\":\"bad\",\"code\":3}",
+         MC_ERR_ETCD_OPERATION_ERROR},
+        {"413 Too Large", "{\"message\":\"etcdserver: request is too large\"}",
+         MC_ERR_TOO_LARGE},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fake_t f;
+        fake_start(&f, cases[i].status, cases[i].body, 0);
+        char eps[64];
+        snprintf(eps, sizeof(eps), "127.0.0.1:%u", f.port);
+        mc_etcd_t *e;
+        assert_int_equal(mc_etcd_open(eps, 2000, &e), MC_OK);
+        mc_etcd_range_t r;
+        mc_status_t st = mc_etcd_range(e, "a", NULL, 0, &r);
+        if (st != cases[i].want)
+            fprintf(stderr, "case %zu: %s, want %s\n", i, mc_status_name(st),
+                    mc_status_name(cases[i].want));
+        assert_int_equal(st, cases[i].want);
+        mc_etcd_close(e);
+        fake_stop(&f);
+    }
+    /* an answer over MC_ETCD_MAX_RESP is cut off */
+    fake_t f;
+    fake_start(&f, "200 OK", NULL, MC_ETCD_MAX_RESP + 1);
+    char eps[200];
+    snprintf(eps, sizeof(eps), "127.0.0.1:%u", f.port);
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_open(eps, 5000, &e), MC_OK);
+    mc_etcd_range_t r;
+    assert_int_equal(mc_etcd_range(e, "a", NULL, 0, &r), MC_ERR_TOO_LARGE);
+    mc_etcd_close(e);
+    fake_stop(&f);
+    /* 503 from the first endpoint: the next one (real etcd) answers */
+    fake_start(&f, "503 Service Unavailable", "{}", 0);
+    snprintf(eps, sizeof(eps), "127.0.0.1:%u;%s", f.port, g_cluster.endpoints);
+    assert_int_equal(mc_etcd_open(eps, 5000, &e), MC_OK);
+    assert_int_equal(mc_etcd_range(e, "a", NULL, 0, &r), MC_OK);
+    mc_etcd_range_free(&r);
+    mc_etcd_close(e);
+    fake_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_txn_create_if_absent),
         cmocka_unit_test(test_leases),
         cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_bad_answers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
