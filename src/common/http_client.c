@@ -373,4 +373,3 @@ bad:
     mc_free(out);
     return MC_ERR_PROTOCOL;
 }
-
