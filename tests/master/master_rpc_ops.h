@@ -1,5 +1,6 @@
 /* Typed wrappers around the master RPCs for process-level tests (header-only; include after
- * cmocka and rpc/rpc_client.h): mount, put start/end, key ops, get, ping. */
+ * cmocka and rpc/rpc_client.h): mount, put start/end, key ops, get, ping. Each call waits
+ * MC_TEST_RPC_TIMEOUT_MS for its answer (define it before the include to change it). */
 #ifndef MC_TESTS_MASTER_RPC_OPS_H
 #define MC_TESTS_MASTER_RPC_OPS_H
 
@@ -9,13 +10,17 @@
 #include <stdbool.h>
 #include <string.h>
 
+#ifndef MC_TEST_RPC_TIMEOUT_MS
+#define MC_TEST_RPC_TIMEOUT_MS 3000
+#endif
+
 __attribute__((unused)) static uint8_t CA[16] = {0xa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 __attribute__((unused)) static uint8_t CB[16] = {0xb, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 static inline int32_t call_status(mc_rpc_client_t *c, uint16_t op, ProtobufCMessage *q)
 {
     ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, op, q, &r, 3000);
+    mc_status_t st = mc_rpc_client_call(c, op, q, &r, MC_TEST_RPC_TIMEOUT_MS);
     if (st != MC_OK)
         return st;
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(r->descriptor, 1);
@@ -61,7 +66,7 @@ static inline int32_t put_start(mc_rpc_client_t *c, uint8_t *cid, const char *ke
     q.value_size = size;
     q.config = &cfg;
     ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, MC_OP_PUT_START, &q.base, &r, 3000);
+    mc_status_t st = mc_rpc_client_call(c, MC_OP_PUT_START, &q.base, &r, MC_TEST_RPC_TIMEOUT_MS);
     if (st != MC_OK)
         return st;
     McRpc__PutStartResponse *p = (void *)r;
@@ -97,7 +102,7 @@ static inline int32_t get(mc_rpc_client_t *c, const char *key, uint64_t *addr_p,
     McRpc__KeyRequest q = MC_RPC__KEY_REQUEST__INIT;
     q.key = mc_wire_key_str(key);
     ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, MC_OP_GET_REPLICA_LIST, &q.base, &r, 3000);
+    mc_status_t st = mc_rpc_client_call(c, MC_OP_GET_REPLICA_LIST, &q.base, &r, MC_TEST_RPC_TIMEOUT_MS);
     if (st != MC_OK)
         return st;
     McRpc__ReplicaListResponse *p = (void *)r;
@@ -121,7 +126,7 @@ static inline int ping(mc_rpc_client_t *c, uint8_t *cid)
     McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
     q.client_id = (ProtobufCBinaryData){16, cid};
     ProtobufCMessage *r;
-    assert_int_equal(mc_rpc_client_call(c, MC_OP_PING, &q.base, &r, 3000), MC_OK);
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PING, &q.base, &r, MC_TEST_RPC_TIMEOUT_MS), MC_OK);
     int cs = ((McRpc__PingResponse *)r)->client_status;
     mc_rpc_response_free(r);
     return cs;

@@ -22,6 +22,7 @@
 #include "rpc/rpc_client.h"
 #include "support/etcd_cluster.h"
 #include "support/test_util.h"
+#define MC_TEST_RPC_TIMEOUT_MS 15000 /* an answer may wait for etcd (a raft election) */
 #include "master_rpc_ops.h"
 
 #include <pthread.h>
@@ -32,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define TTL_S 3
+#define TTL_S 5 /* leaders fence themselves after 4.5 s without an answered keepalive */
 #define TAKEOVER_MS 30000 /* generous: a loaded 2-core machine */
 
 static mt_etcd_t g_etcd;
@@ -429,28 +430,30 @@ static void test_sigstop_zombie_is_fenced(void **state)
     ha_stop(b);
 }
 
-/* One etcd member (the first endpoint) killed: the leader keeps its lease through the others
- * and goes on acknowledging puts; nobody takes over. Runs last: the cluster is left with two
- * members. */
+/* One etcd member killed (the first endpoint, unless it is etcd's raft leader: a raft election
+ * (2-4 s with the tests' etcd timing) plus the time since the last keepalive could exceed the
+ * fencing margin, and a fenced leader is then correct behaviour, not what this test is about):
+ * the leader keeps its lease through the others and goes on acknowledging puts; nobody takes
+ * over. Runs last: the cluster is left with two members. */
 static void test_etcd_member_killed(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    ha_start_ttl(a, "member", 5); /* a raft election among the survivors takes ~1-2 s */
+    ha_start_ttl(a, "member", TTL_S); /* a raft election among the survivors takes ~2-4 s */
     assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start_ttl(b, "member", 5);
+    ha_start_ttl(b, "member", TTL_S);
     assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
     assert_int_equal(mount(c, CLIENT, "segM", 1 << 30, 64 << 20, 0x31, false), MC_OK);
     uint64_t view = ping_view(c);
-    mt_etcd_kill_member(&g_etcd, 0);
+    int raft_leader = mt_etcd_leader(&g_etcd);
+    assert_true(raft_leader >= 0);
+    mt_etcd_kill_member(&g_etcd, raft_leader == 0 ? 1 : 0);
     char key[32];
     for (int i = 0; i < 30; i++) {
         snprintf(key, sizeof(key), "m%d", i);
-        /* a put may wait while etcd elects a new raft leader, but it is acknowledged */
-        int32_t st = put_start(c, CLIENT, key, 4096, 1, NULL);
-        assert_int_equal(st, MC_OK);
+        assert_int_equal(put_start(c, CLIENT, key, 4096, 1, NULL), MC_OK);
         assert_int_equal(put_end(c, CLIENT, key, (uint64_t)i), MC_OK);
         mc_sleep_ms(100);
     }

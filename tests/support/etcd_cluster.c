@@ -52,7 +52,10 @@ int mt_etcd_start(mt_etcd_t *c, int n)
                         "--listen-client-urls", curls, "--advertise-client-urls", curls,
                         "--listen-peer-urls", purls, "--initial-advertise-peer-urls", purls,
                         "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                        "--initial-cluster-token", c->dir, NULL};
+                        "--initial-cluster-token", c->dir,
+                        /* slower raft timing than the defaults (100/1000 ms): a loaded test
+                         * machine must not make members lose their leader */
+                        "--heartbeat-interval", "200", "--election-timeout", "2000", NULL};
         c->pid[i] = mt_spawn(argv, log);
         if (c->pid[i] <= 0)
             return -1;
@@ -82,4 +85,31 @@ void mt_etcd_stop(mt_etcd_t *c)
         }
     if (c->dir[0] && !getenv("MC_KEEP_TEST_DIRS"))
         mt_rmdir(c->dir);
+}
+
+int mt_etcd_leader(const mt_etcd_t *c)
+{
+    char leader[32] = "";
+    char member[MT_ETCD_MAX][32];
+    for (int i = 0; i < c->n; i++) {
+        member[i][0] = '\0';
+        if (c->pid[i] <= 0)
+            continue;
+        static const char req[] = "POST /v3/maintenance/status HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+                                  "Content-Length: 2\r\n\r\n{}";
+        char *resp = NULL;
+        if (mt_http_raw(c->client_port[i], req, sizeof(req) - 1, &resp) == 200) {
+            const char *m = strstr(resp, "\"member_id\":\"");
+            const char *l = strstr(resp, "\"leader\":\"");
+            if (m)
+                sscanf(m + 13, "%31[0-9]", member[i]);
+            if (l)
+                sscanf(l + 10, "%31[0-9]", leader);
+        }
+        free(resp);
+    }
+    for (int i = 0; i < c->n; i++)
+        if (leader[0] && !strcmp(member[i], leader))
+            return i;
+    return -1;
 }

@@ -21,6 +21,8 @@ typedef struct mt_etcd {
 int mt_etcd_available(void);
 /* Start n (1..3) members and wait (up to 30 s) until every member reports healthy. 0 ok. */
 int mt_etcd_start(mt_etcd_t *c, int n);
+/* The index of the raft leader among the running members, -1 if none is known. */
+int mt_etcd_leader(const mt_etcd_t *c);
 /* SIGKILL member i (its data stays). */
 void mt_etcd_kill_member(mt_etcd_t *c, int i);
 /* Stop every member still running, remove the temp dir. */
