@@ -9,7 +9,7 @@
  * status and body on stderr, as curl -f); 7 when no answer came (connection refused, timeout);
  * 2 for a bad command line or token file. Without --auth_token_file (or MC_AUTH_TOKEN_FILE)
  * the request is sent unsigned. The request goes through the metadata client's libcurl helper
- * (src/te/metadata_http.c), which answers a challenge once and retries. */
+ * (src/common/http_client.c), which answers a challenge once and retries. */
 #include "common/alloc.h"
 #include "common/auth.h"
 #include "common/http_auth.h"
@@ -124,9 +124,9 @@ int main(int argc, char **argv)
     }
     if (!method)
         method = data ? "POST" : "GET";
-    mc_meta_http_resp_t r;
+    mc_http_resp_t r;
     mc_http_auth_client_t nonce = MC_HTTP_AUTH_CLIENT_INIT;
-    st = mc_meta_http_request_auth(auth, &nonce, method, url, body, body_len,
+    st = mc_http_request_auth(auth, &nonce, method, url, body, body_len,
                                    body ? "application/octet-stream" : NULL, RESP_MAX,
                                    (uint32_t)(secs * 1000), &r);
     mc_free(body);

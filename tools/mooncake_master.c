@@ -13,7 +13,9 @@
 #include "common/auth.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "master/ha.h"
 #include "master/service.h"
+#include "master/tenant_store.h"
 #include "te_env.h"
 #ifdef MC_HAVE_META_SERVER
 #include "te/metadata_server.h"
@@ -33,6 +35,7 @@
 #define WAL_DIR_AUTO "auto"
 
 static mc_master_service_t *g_svc;
+static volatile sig_atomic_t g_stop; /* a standby waiting for leadership stops too */
 
 /* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
 static int make_dirs(const char *path)
@@ -111,6 +114,7 @@ static int lock_wal_dir(const char *dir)
 static void on_signal(int sig)
 {
     (void)sig;
+    g_stop = 1;
     if (g_svc)
         mc_master_service_stop(g_svc);
 }
@@ -119,14 +123,15 @@ static void on_signal(int sig)
 typedef struct flags {
     int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
     int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
+    int64_t rpc_port, ha_ttl;
     int64_t rpc_max_conns, rpc_max_inflight, rpc_idle_s, rpc_slow_s, rpc_blocked_s;
-    uint64_t rpc_mem_budget, rpc_conn_out_cap;
+    uint64_t rpc_mem_budget, rpc_conn_out_cap, ha_snap_bytes;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     bool multi_tenants;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
         *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri,
-        *eviction_policy;
+        *eviction_policy, *ha_type, *ha_conn;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -146,7 +151,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .etcd_endpoints = "", .cluster_id = "mooncake_cluster",
                    .snapshot_bytes = 64ull << 20, .auth_token_file = "",
                    .metrics_public = false, .multi_tenants = false, .tq_type = "",
-                   .tq_uri = "",
+                   .tq_uri = "", .rpc_port = 0, .ha_ttl = 5, .ha_type = "etcd",
+                   .ha_conn = "", .ha_snap_bytes = 64ull << 20,
                    .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
                    .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
                    .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
@@ -156,6 +162,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .rpc_conn_out_cap = MC_RPC_DEFAULT_CONN_OUT_CAP};
     mc_option_t opts[] = {
         {"port", MC_OPT_INT, &f->port, NULL, "RPC port", 0, 65535},
+        {"rpc_port", MC_OPT_INT, &f->rpc_port, NULL, "RPC port (upstream's HA name; 0 = --port)",
+         0, 65535},
         {"rpc_address", MC_OPT_STRING, &f->rpc_address, NULL, "RPC bind address", 0, 0},
         {"auth_token_file", MC_OPT_STRING, &f->auth_token_file, NULL,
          "cluster token file (mode 0600; one secret per line, two lines = rotation): RPC "
@@ -238,19 +246,36 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "object events (committed/evicted/removed/segment_lost) kept for subscribers such as "
          "mooncake_conductor (PollEvents); a subscriber further behind resyncs (0 = off)",
          0, 1 << 24},
-        {"enable_ha", MC_OPT_BOOL, &f->enable_ha, NULL, "not supported yet (must be false)", 0, 0},
+        {"enable_ha", MC_OPT_BOOL, &f->enable_ha, NULL,
+         "high availability: start as a standby that follows the replicated log in etcd and "
+         "takes over when the leader's lease ends (docs/internals/ha.md); needs "
+         "--ha_backend_connstring or --etcd_endpoints, a --wal_dir and a concrete "
+         "--rpc_address (published to clients)", 0, 0},
+        {"ha_backend_type", MC_OPT_STRING, &f->ha_type, NULL, "etcd (the only backend)", 0, 0},
+        {"ha_backend_connstring", MC_OPT_STRING, &f->ha_conn, NULL,
+         "etcd endpoints h:p;h:p for --enable_ha (else --etcd_endpoints)", 0, 0},
+        {"ha_lease_ttl_sec", MC_OPT_INT, &f->ha_ttl, NULL,
+         "leader lease TTL: a standby takes over within about this long after the leader is "
+         "lost, and a leader that cannot renew its lease for this long stops at once", 1, 60},
+        {"ha_snapshot_bytes", MC_OPT_SIZE, &f->ha_snap_bytes, NULL,
+         "--enable_ha: the leader writes a snapshot of its state into etcd after this many "
+         "bytes of replicated log, and then drops the log a new standby no longer needs "
+         "(0 = never: the log grows without bound)", 0, 0},
         {"enable_multi_tenants", MC_OPT_BOOL, &f->multi_tenants, NULL,
          "strict multi-tenant mode: puts need a tenant with a quota (from the policy file of "
          "--tenant_quota_connector_uri, or PUT /api/v1/tenant_quotas) and must fit it after "
          "evicting that tenant's own objects", 0, 0},
         {"tenant_quota_connector_type", MC_OPT_STRING, &f->tq_type, NULL,
          "where tenant quotas are kept: file (the YAML policy at --tenant_quota_connector_uri, "
-         "rewritten by the admin API) | \"\" (in memory, starting empty); etcd: not yet", 0, 0},
+         "rewritten by the admin API) | etcd (the same YAML in the key "
+         "mooncake-store/<cluster_id>/tenant_quota_policy, re-read when it changes) | \"\" (in "
+         "memory, starting empty)", 0, 0},
         {"tenant_quota_connector_uri", MC_OPT_STRING, &f->tq_uri, NULL,
-         "the policy file for --tenant_quota_connector_type=file", 0, 0},
-        {"etcd_endpoints", MC_OPT_STRING, &f->etcd_endpoints, NULL, "for HA (not supported yet)", 0,
-         0},
-        {"cluster_id", MC_OPT_STRING, &f->cluster_id, NULL, "cluster id (HA)", 0, 0},
+         "file: the policy file; etcd: the endpoints h:p;h:p (or etcd://h:p;h:p)", 0, 0},
+        {"etcd_endpoints", MC_OPT_STRING, &f->etcd_endpoints, NULL,
+         "etcd endpoints h:p;h:p for --enable_ha when --ha_backend_connstring is empty", 0, 0},
+        {"cluster_id", MC_OPT_STRING, &f->cluster_id, NULL,
+         "cluster id: the etcd keys of this cluster (HA) are under it", 0, 0},
         {"log_level", MC_OPT_STRING, &f->log_level, NULL, "debug | info | warn | error", 0, 0},
         {"config_path", MC_OPT_STRING, &f->config_path, NULL, "JSON file with the same names", 0,
          0},
@@ -288,18 +313,30 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
                 f->memory_allocator);
         return 2;
     }
-    if (f->enable_ha) {
-        fprintf(stderr, "mooncake_master: --enable_ha is not supported yet\n");
+    if (f->enable_ha && strcmp(f->ha_type, "etcd") != 0) {
+        fprintf(stderr, "mooncake_master: --ha_backend_type=%s is not supported (etcd only)\n",
+                f->ha_type);
         return 2;
     }
-    if (!strcmp(f->tq_type, "etcd")) {
-        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type=etcd is not supported "
-                        "yet (file or \"\")\n");
+    if (f->enable_ha && !f->ha_conn[0] && !f->etcd_endpoints[0]) {
+        fprintf(stderr, "mooncake_master: --enable_ha needs --ha_backend_connstring or "
+                        "--etcd_endpoints (h:p;h:p)\n");
         return 2;
     }
-    if (f->tq_type[0] && strcmp(f->tq_type, "file") != 0) {
-        fprintf(stderr, "mooncake_master: unknown --tenant_quota_connector_type=%s (file)\n",
-                f->tq_type);
+    struct in_addr any;
+    if (f->enable_ha && (!f->rpc_address[0] ||
+                         (inet_pton(AF_INET, f->rpc_address, &any) == 1 && any.s_addr == 0))) {
+        fprintf(stderr, "mooncake_master: --enable_ha publishes --rpc_address:--rpc_port to "
+                        "clients: give a concrete address, not 0.0.0.0\n");
+        return 2;
+    }
+    if (f->enable_ha && f->rpc_port == 0 && f->port == 0) {
+        fprintf(stderr, "mooncake_master: --enable_ha needs a fixed RPC port\n");
+        return 2;
+    }
+    if (f->tq_type[0] && strcmp(f->tq_type, "file") != 0 && strcmp(f->tq_type, "etcd") != 0) {
+        fprintf(stderr, "mooncake_master: unknown --tenant_quota_connector_type=%s (file or "
+                        "etcd)\n", f->tq_type);
         return 2;
     }
     if ((f->tq_type[0] || f->tq_uri[0]) && !f->multi_tenants) {
@@ -308,8 +345,9 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
         return 2;
     }
     if (!f->tq_type[0] != !f->tq_uri[0]) {
-        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type=file needs "
-                        "--tenant_quota_connector_uri=PATH (and the other way round)\n");
+        fprintf(stderr, "mooncake_master: --tenant_quota_connector_type needs "
+                        "--tenant_quota_connector_uri (file: PATH; etcd: h:p;h:p) and the other "
+                        "way round\n");
         return 2;
     }
     *so = (mc_master_service_opts_t){0};
@@ -323,7 +361,7 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
         return 2;
     }
     so->rpc_address = f->rpc_address;
-    so->port = (uint16_t)f->port;
+    so->port = (uint16_t)(f->rpc_port ? f->rpc_port : f->port);
     struct in_addr ip;
     if (inet_pton(AF_INET, f->metrics_host, &ip) != 1) { /* never fall back to all interfaces */
         fprintf(stderr, "mooncake_master: --metrics_host must be an IPv4 address, got '%s'\n",
@@ -354,7 +392,6 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.wal_snapshot_bytes = f->snapshot_bytes;
     so->cfg.event_buffer_size = (uint32_t)f->event_buffer;
     so->cfg.multi_tenants = f->multi_tenants;
-    so->tenant_policy_path = f->tq_uri[0] ? f->tq_uri : NULL;
     if (f->rpc_mem_budget == 0 || f->rpc_conn_out_cap == 0 || f->rpc_conn_out_cap > UINT32_MAX) {
         fprintf(stderr, "mooncake_master: --rpc_memory_budget and --rpc_connection_output_cap "
                         "must be > 0 (and the cap < 4 GiB)\n");
@@ -412,6 +449,11 @@ int main(int argc, char **argv)
     so.auth = auth;
     if (rc == 0)
         rc = prepare_wal_dir(f.wal_dir, wal_dir, sizeof(wal_dir));
+    if (rc == 0 && f.enable_ha && !wal_dir[0]) {
+        fprintf(stderr, "mooncake_master: --enable_ha needs a --wal_dir (the standby follows "
+                        "the replicated log into it)\n");
+        rc = 2;
+    }
     if (rc) {
         mc_auth_free(auth);
         return rc;
@@ -424,14 +466,63 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    mc_tenant_store_t *tstore = NULL;
+    if (f.tq_type[0] && mc_tenant_store_open(f.tq_type, f.tq_uri, f.cluster_id, &tstore) != MC_OK) {
+        fprintf(stderr, "mooncake_master: bad --tenant_quota_connector_uri '%s'\n", f.tq_uri);
+        mc_auth_free(auth);
+        return 2;
+    }
+    so.tenant_store = tstore;
+
+    mc_ha_t *ha = NULL;
+    if (f.enable_ha) {
+        char advertise[300];
+        snprintf(advertise, sizeof(advertise), "%s:%u", rpc_address, so.port);
+        mc_ha_opts_t ho = {.endpoints = f.ha_conn[0] ? f.ha_conn : f.etcd_endpoints,
+                           .cluster_id = f.cluster_id, .advertise = advertise,
+                           .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir,
+                           .snapshot_bytes = f.ha_snap_bytes};
+        mc_status_t hst = mc_ha_create(&ho, &ha);
+        /* a standby keeps its admin port (/health /role /leader /metrics) */
+        mc_ha_http_t *standby_http = NULL;
+        if (hst == MC_OK && so.metrics_port >= 0) {
+            standby_http = mc_ha_http_start(ha, so.metrics_address, (uint16_t)so.metrics_port,
+                                            auth, f.metrics_public);
+            if (!standby_http)
+                hst = MC_ERR_IO;
+        }
+        if (hst == MC_OK)
+            hst = mc_ha_wait_leadership(ha, &g_stop);
+        mc_ha_http_stop(standby_http); /* the service's HTTP server takes the port over */
+        if (hst != MC_OK) {
+            if (hst != MC_ERR_CANCELED)
+                fprintf(stderr, "mooncake_master: HA: %s\n", mc_status_str(hst));
+            mc_ha_destroy(ha);
+            mc_tenant_store_close(tstore);
+            mc_auth_free(auth);
+            return hst == MC_ERR_CANCELED ? 0 : 1;
+        }
+        so.ha_before_reply = mc_ha_before_reply;
+        so.ha_leader_json = mc_ha_leader_json;
+        so.ha_metrics = mc_ha_render_metrics;
+        /* leases the old leader granted end by then: only then is freed space reused */
+        so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
+        so.cfg.ha_view_version = mc_ha_view(ha);
+        so.ha_ctx = ha;
+    }
+
     /* one keyring for every port (RPC, metrics/admin HTTP, metadata); lives until exit */
     so.metrics_public = f.metrics_public;
     mc_status_t st = mc_master_service_create(&so, &g_svc);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
+        mc_ha_destroy(ha);
+        mc_tenant_store_close(tstore);
         mc_auth_free(auth);
         return 1;
     }
+    if (g_stop) /* a signal while becoming the leader */
+        mc_master_service_stop(g_svc);
 #ifdef MC_HAVE_META_SERVER
     mc_meta_server_t *meta = NULL;
     if (f.enable_meta) {
@@ -475,6 +566,8 @@ int main(int argc, char **argv)
     mc_master_service_t *s = g_svc;
     g_svc = NULL;
     mc_master_service_destroy(s);
+    mc_ha_destroy(ha); /* after the last group commit: revoke the lease, a standby takes over */
+    mc_tenant_store_close(tstore);
     mc_auth_free(auth);
     return 0;
 }

@@ -519,7 +519,8 @@ static bool try_alloc(mc_master_t *m, uint32_t id, uint64_t size, obj_rep_t *r)
 {
     segment_t *s = m->segs[id];
     uint32_t blk;
-    if (mc_master_allocator_alloc(s->alloc, size, &blk) != MC_OK)
+    if (master_now(m) < s->reuse_after_ms ||
+        mc_master_allocator_alloc(s->alloc, size, &blk) != MC_OK)
         return false;
     r->seg = id;
     r->blk = blk;

@@ -21,6 +21,7 @@
 #define MC_MASTER_MASTER_H
 
 #include "common/evict.h"
+#include "common/buf.h"
 #include "common/tenant.h"
 #include "mooncake/status.h"
 
@@ -58,6 +59,12 @@ typedef struct mc_master_config {
     mc_master_strategy_t strategy;           /* random */
     const char *wal_dir;                     /* NULL or "" = no WAL (borrowed during create) */
     uint64_t wal_snapshot_bytes;             /* log size that triggers a snapshot; 0 = 64 MiB */
+    /* Space of a segment recovered from the WAL is not allocated for this long after the
+     * recovery (a new HA leader: read leases the old leader granted on since-freed space may
+     * still be in use; master/ha.h sets default_kv_lease_ttl_ms). 0 = at once. */
+    uint64_t recovered_reuse_delay_ms;
+    /* --enable_ha: this leader's view version (PingResponse.ha_view_version); 0 = no HA. */
+    uint64_t ha_view_version;
     bool wal_fsync;                          /* true: fdatasync at each group commit */
     uint32_t event_buffer_size;              /* object events kept for subscribers (65536;
                                                 0 = no event log) */
@@ -93,6 +100,17 @@ void mc_master_cron(mc_master_t *m);
 
 /* Group commit: makes every WAL record appended so far durable. Call before sending replies. */
 mc_status_t mc_master_wal_sync(mc_master_t *m);
+/* Writes the committed state (MOUNT records of every segment, COMMIT of every committed object,
+ * SNAP_END) to tmp, fsyncs and renames it to final: 0, or 1 on failure. Meant for a fork()ed
+ * child (the copy-on-write image of the parent's table); recovery.md, "Snapshots". */
+int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final);
+/* High availability (master/ha.h): from now on every WAL record is also kept, framed as in the
+ * log file, in a buffer the replicated log takes after each group commit. */
+void mc_master_ha_log_enable(mc_master_t *m);
+/* The records kept since the buffer was last emptied (the caller empties it with
+ * mc_buf_reset after shipping them); *lost_p = a record could not be kept since the last call
+ * (no memory): the batch must not be acknowledged. Owner thread. */
+mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p);
 
 /* ---- replicas handed to clients. Strings are borrowed from the segment table and stay valid
  * until the next call into the master that can unmount a segment (any call but the lookups). */

@@ -65,6 +65,7 @@ typedef struct segment {
     mc_master_allocator_t *alloc;
     uint64_t n_replicas;
     uint64_t deadline_ms;       /* RECOVERING: dropped after this */
+    uint64_t reuse_after_ms;    /* recovered: nothing allocated in it before this */
     bool held;                  /* RECOVERING because its owner went silent (not from the WAL):
                                    restored only for owner_id */
     extent_t *ext;              /* recovery only */
@@ -129,6 +130,10 @@ struct mc_master {
     bool wal_undurable;         /* written but not fdatasync'ed yet (wal_fsync off) */
     uint64_t wal_durable_ms;    /* last fdatasync */
     bool snapshot_soon;
+    /* HA (mc_master_ha_log): every record of the current group commit, framed, for the
+     * replicated log; ha_log_lost when one could not be kept (the batch must not be acked). */
+    bool ha_log_on, ha_log_lost;
+    mc_buf_t ha_log;
 
     pthread_mutex_t snap_mu;
     mc_master_metrics_t snap;

@@ -571,6 +571,7 @@ static mc_status_t h_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage
     mc_master_t *m = ctx;
     r->client_ttl_ms = m->cfg.client_ttl_ms;
     r->lease_ttl_ms = m->cfg.default_kv_lease_ttl_ms;
+    r->ha_view_version = m->cfg.ha_view_version;
     return MC_OK;
 }
 

@@ -58,8 +58,12 @@ static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
     if (b->err) {
         MC_LOG_ERROR("wal: cannot encode a record (no memory)");
         m->wal_failed = true;
-    } else if (mc_wal_writer_append(&m->wal, type, b->b.data, b->b.len) != MC_OK) {
-        m->wal_failed = true;
+        m->ha_log_lost |= m->ha_log_on;
+    } else {
+        if (mc_wal_writer_append(&m->wal, type, b->b.data, b->b.len) != MC_OK)
+            m->wal_failed = true;
+        if (m->ha_log_on && mc_wal_frame(&m->ha_log, type, b->b.data, b->b.len) != MC_OK)
+            m->ha_log_lost = true;
     }
     m->wal_dirty = true;
     mc_buf_free(&b->b);
@@ -131,9 +135,21 @@ mc_status_t mc_master_wal_sync(mc_master_t *m)
     return st;
 }
 
+void mc_master_ha_log_enable(mc_master_t *m)
+{
+    m->ha_log_on = true;
+}
+
+mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p)
+{
+    *lost_p = m->ha_log_lost;
+    m->ha_log_lost = false;
+    return &m->ha_log;
+}
+
 /* ------------------------------------------------------------------ snapshots */
 
-static int write_snapshot(mc_master_t *m, const char *tmp, const char *final)
+int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
 {
     mc_wal_writer_t w;
     if (mc_wal_writer_open(&w, tmp, 1) != MC_OK)
@@ -217,8 +233,12 @@ static void start_snapshot(mc_master_t *m)
         m->snapshot_soon = false;
         return;
     }
-    if (pid == 0)
-        _exit(write_snapshot(m, tmp, final));
+    if (pid == 0) {
+        /* the child holds no socket of the parent: a parent that exits (kill -9, fenced)
+         * closes its port and its clients' connections at once */
+        close_range(3, ~0U, 0);
+        _exit(mc_master_snapshot_write(m, tmp, final));
+    }
     m->snap_pid = pid;
     m->snap_gen = gen;
     m->snapshot_soon = false;
@@ -261,6 +281,7 @@ void master_wal_close(mc_master_t *m)
         m->snap_pid = 0;
     }
     m->wal_on = false;
+    mc_buf_free(&m->ha_log);
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -444,6 +465,7 @@ static mc_status_t replay_finish(mc_master_t *m)
         if (!s)
             continue;
         s->deadline_ms = now + m->cfg.client_ttl_ms;
+        s->reuse_after_ms = now + m->cfg.recovered_reuse_delay_ms;
         if (mc_master_allocator_create(s->base, s->size, &s->alloc) != MC_OK)
             return MC_ERR_NO_MEMORY;
         size_t k = 0;

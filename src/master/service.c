@@ -10,7 +10,7 @@
  * pages and /health with opts.metrics_public. Endpoints, bodies and caps:
  * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
-#include "master/tenant_policy.h"
+#include "master/tenant_store.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -162,13 +162,28 @@ static void svc_on_request(void *ctx, uint16_t opcode, int failed)
     }
 }
 
+static void tenant_policy_replace(mc_master_t *m, const mc_tenant_policy_t *pol,
+                                  const char *where);
+
 static void svc_cron(void *ctx)
 {
-    mc_master_t *m = ((mc_master_service_t *)ctx)->m;
+    mc_master_service_t *s = ctx;
+    mc_master_t *m = s->m;
+    mc_tenant_policy_t pol;
+    if (s->o.tenant_store && mc_tenant_store_take_change(s->o.tenant_store, &pol)) {
+        tenant_policy_replace(m, &pol, mc_tenant_store_where(s->o.tenant_store));
+        mc_tenant_policy_free(&pol);
+    }
     mc_master_cron(m);
     mc_master_wal_sync(m); /* evictions / unmounts done by the cron (no-op when clean) */
 }
-static void svc_before_reply(void *ctx) { mc_master_wal_sync(((mc_master_service_t *)ctx)->m); }
+static void svc_before_reply(void *ctx)
+{
+    mc_master_service_t *s = ctx;
+    mc_master_wal_sync(s->m);
+    if (s->o.ha_before_reply) /* the replicated log and the fencing check (master/ha.h) */
+        s->o.ha_before_reply(s->o.ha_ctx, s->m);
+}
 
 /* ---------------------------------------------------------------- loop queries (HTTP -> loop) */
 
@@ -213,16 +228,16 @@ static void query_free(query_t *q)
     mc_free(q);
 }
 
-/* The tenants of the policy now, written to the policy file (when there is one). */
+/* The tenants of the policy now, written to the policy store (when there is one). */
 static mc_status_t tenant_policy_write(mc_master_service_t *s)
 {
-    if (!s->o.tenant_policy_path)
+    if (!s->o.tenant_store)
         return MC_OK;
     mc_master_tenant_info_t *list = NULL;
     size_t n = 0;
     mc_status_t st = mc_master_tenant_list(s->m, &list, &n);
     if (st == MC_OK)
-        st = mc_tenant_policy_save(s->o.tenant_policy_path, list, n);
+        st = mc_tenant_store_save(s->o.tenant_store, list, n);
     mc_free(list);
     return st;
 }
@@ -524,6 +539,8 @@ static char *render_metrics(mc_master_service_t *s)
              "Segments waiting for re-mount after restart", m.recovering_segments);
     metric(&b, "master_fragmentation_ratio", "gauge", "1 - largest free block / free bytes",
            m.fragmentation);
+    if (s->o.ha_metrics)
+        s->o.ha_metrics(s->o.ha_ctx, &b);
     /* eviction */
     metric_u(&b, "master_successful_evictions_total", "counter",
              "Eviction rounds that freed space", m.successful_evictions);
@@ -1007,6 +1024,10 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
         return reply(c, 200, TEXT, ready ? "leader" : "standby", 0);
     if (strcmp(url, "/ha_status") == 0)
         return reply(c, 200, TEXT, ready ? "serving" : "starting", 0);
+    if (strcmp(url, "/leader") == 0 && s->o.ha_leader_json) {
+        char *j = s->o.ha_leader_json(s->o.ha_ctx);
+        return j ? reply(c, 200, JSON, j, 1) : reply(c, 500, TEXT, "no memory\n", 0);
+    }
     if (strcmp(url, "/leader") == 0) /* no HA: there is no elected leader to name */
         return reply(c, 200, JSON, "{\"present\":false}", 0);
     static const struct { const char *path; qkind_t kind; } queries[] = {
@@ -1025,20 +1046,47 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
 
 /* ---------------------------------------------------------------- lifecycle */
 
-/* Loads the tenant quota policy file into the master (before the loop runs). */
-static mc_status_t tenant_policy_apply(mc_master_t *m, const char *path)
+/* Loads the stored tenant quota policy into the master (before the loop runs). */
+static mc_status_t tenant_policy_apply(mc_master_t *m, mc_tenant_store_t *store)
 {
     mc_tenant_policy_t pol;
     char err[320] = "";
-    mc_status_t st = mc_tenant_policy_load(path, &pol, err, sizeof(err));
+    const char *where = mc_tenant_store_where(store);
+    mc_status_t st = mc_tenant_store_load(store, &pol, err, sizeof(err));
     for (size_t i = 0; st == MC_OK && i < pol.n; i++)
         st = mc_master_tenant_set_quota(m, pol.t[i].name, pol.t[i].quota);
     if (st != MC_OK)
-        MC_LOG_ERROR("master: tenant quota policy %s: %s", path, err[0] ? err : mc_status_str(st));
+        MC_LOG_ERROR("master: tenant quota policy %s: %s", where, err[0] ? err : mc_status_str(st));
     else
-        MC_LOG_INFO("master: tenant quota policy %s: %zu tenants", path, pol.n);
+        MC_LOG_INFO("master: tenant quota policy %s: %zu tenants", where, pol.n);
     mc_tenant_policy_free(&pol);
     return st;
+}
+
+/* A policy another writer stored (loop thread): its quotas are set, and tenants it no longer
+ * lists lose theirs (a tenant still holding objects keeps its quota: logged). */
+static void tenant_policy_replace(mc_master_t *m, const mc_tenant_policy_t *pol,
+                                  const char *where)
+{
+    mc_master_tenant_info_t *list = NULL;
+    size_t n = 0;
+    if (mc_master_tenant_list(m, &list, &n) == MC_OK) {
+        for (size_t i = 0; i < n; i++) {
+            bool kept = false;
+            for (size_t j = 0; j < pol->n && !kept; j++)
+                kept = !strcmp(list[i].name, pol->t[j].name);
+            mc_status_t st = kept || !list[i].quota ? MC_OK
+                                                    : mc_master_tenant_clear_quota(m, list[i].name);
+            if (st != MC_OK)
+                MC_LOG_WARN("master: tenant '%s' left the policy but keeps its quota: %s",
+                            list[i].name, mc_status_str(st));
+        }
+        mc_free(list);
+    }
+    for (size_t j = 0; j < pol->n; j++)
+        if (mc_master_tenant_set_quota(m, pol->t[j].name, pol->t[j].quota) != MC_OK)
+            MC_LOG_WARN("master: tenant '%s': quota from %s refused", pol->t[j].name, where);
+    MC_LOG_INFO("master: tenant quota policy changed in %s: %zu tenants", where, pol->n);
 }
 
 mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
@@ -1050,12 +1098,14 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         return MC_ERR_NO_MEMORY;
     s->o = *opts;
     mc_status_t st = mc_master_create(&opts->cfg, &s->m);
+    if (st == MC_OK && opts->ha_before_reply)
+        mc_master_ha_log_enable(s->m);
     if (st != MC_OK) {
         mc_free(s);
         return st;
     }
-    if (opts->cfg.multi_tenants && opts->tenant_policy_path &&
-        (st = tenant_policy_apply(s->m, opts->tenant_policy_path)) != MC_OK) {
+    if (opts->cfg.multi_tenants && opts->tenant_store &&
+        (st = tenant_policy_apply(s->m, opts->tenant_store)) != MC_OK) {
         mc_master_destroy(s->m);
         mc_free(s);
         return st;

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct mc_prom;
+
 typedef struct mc_master_service_opts {
     const char *rpc_address;      /* "0.0.0.0" */
     uint16_t port;                /* 50051; 0 = ephemeral */
@@ -24,11 +26,20 @@ typedef struct mc_master_service_opts {
      * counts and states only, never keys or addresses; Prometheus cannot sign). */
     bool metrics_public;
     mc_rpc_limits_t rpc_limits;   /* RPC caps and timeouts (0 = defaults, rpc_server.h) */
-    /* Strict multi-tenant mode (cfg.multi_tenants): the tenant quota policy file
-     * (master/tenant_policy.h), loaded at create (an unreadable or invalid file fails it with
-     * the reason logged) and rewritten by PUT / DELETE /api/v1/tenant_quotas; borrowed. NULL =
-     * quotas only in memory, starting empty. */
-    const char *tenant_policy_path;
+    /* Strict multi-tenant mode (cfg.multi_tenants): where the tenant quota policy is kept
+     * (master/tenant_store.h: the policy file, or etcd), loaded at create (an unreadable or
+     * invalid policy fails it with the reason logged), rewritten by PUT / DELETE
+     * /api/v1/tenant_quotas, and (etcd) applied again when another writer changes it; borrowed,
+     * must outlive the service. NULL = quotas only in memory, starting empty. */
+    struct mc_tenant_store *tenant_store;
+    /* High availability (master/ha.h): called on the loop thread after each local group commit
+     * and before the replies of that batch are written; it ships the batch's WAL records
+     * (mc_master_ha_log) and may end the process (fenced). NULL = no HA. */
+    void (*ha_before_reply)(void *ha_ctx, mc_master_t *m);
+    /* HA admin pages: /leader's JSON (heap) and the master_ha_* series of /metrics. */
+    char *(*ha_leader_json)(void *ha_ctx);
+    void (*ha_metrics)(void *ha_ctx, struct mc_prom *b);
+    void *ha_ctx;
     mc_master_config_t cfg;
 } mc_master_service_opts_t;
 

@@ -343,19 +343,25 @@ mc_status_t mc_tenant_policy_load(const char *path, mc_tenant_policy_t *out, cha
     return st;
 }
 
-mc_status_t mc_tenant_policy_save(const char *path, const mc_master_tenant_info_t *list, size_t n)
+mc_status_t mc_tenant_policy_format(const mc_master_tenant_info_t *list, size_t n, mc_buf_t *b)
 {
-    mc_buf_t b = {0};
-    mc_status_t st = mc_buf_printf(&b, "version: 1\n\ntenants:%s\n", n ? "" : " []");
+    mc_status_t st = mc_buf_printf(b, "version: 1\n\ntenants:%s\n", n ? "" : " []");
     for (size_t i = 0; i < n && st == MC_OK; i++) {
         if (!list[i].quota)
             continue;
-        st = mc_buf_append(&b, "  - name: \"", 11);
+        st = mc_buf_append(b, "  - name: \"", 11);
         for (const char *c = list[i].name; *c && st == MC_OK; c++) /* valid names: no controls */
-            st = *c == '"' || *c == '\\' ? mc_buf_printf(&b, "\\%c", *c) : mc_buf_append(&b, c, 1);
+            st = *c == '"' || *c == '\\' ? mc_buf_printf(b, "\\%c", *c) : mc_buf_append(b, c, 1);
         if (st == MC_OK)
-            st = mc_buf_printf(&b, "\"\n    quota: %llu\n", (unsigned long long)list[i].quota);
+            st = mc_buf_printf(b, "\"\n    quota: %llu\n", (unsigned long long)list[i].quota);
     }
+    return st;
+}
+
+mc_status_t mc_tenant_policy_save(const char *path, const mc_master_tenant_info_t *list, size_t n)
+{
+    mc_buf_t b = {0};
+    mc_status_t st = mc_tenant_policy_format(list, n, &b);
     char tmp[4096 + 8];
     if (st == MC_OK && snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
         st = MC_ERR_FILE_WRITE_FAIL;

@@ -14,6 +14,7 @@
 #ifndef MC_MASTER_TENANT_POLICY_H
 #define MC_MASTER_TENANT_POLICY_H
 
+#include "common/buf.h"
 #include "master/master.h"
 
 #include <stddef.h>
@@ -32,6 +33,8 @@ mc_status_t mc_tenant_policy_parse(const char *text, size_t len, mc_tenant_polic
  * the reason in err. */
 mc_status_t mc_tenant_policy_load(const char *path, mc_tenant_policy_t *out, char *err,
                                   size_t errlen);
+/* Appends the policy text of the tenants of list that have a quota to b (the format above). */
+mc_status_t mc_tenant_policy_format(const mc_master_tenant_info_t *list, size_t n, mc_buf_t *b);
 /* Writes the tenants of list that have a quota to path (a temporary file, fsync'ed, renamed
  * over it): MC_OK or MC_ERR_FILE_WRITE_FAIL (logged). */
 mc_status_t mc_tenant_policy_save(const char *path, const mc_master_tenant_info_t *list,

@@ -54,26 +54,43 @@ static mc_status_t writer_write(mc_wal_writer_t *w)
     return MC_OK;
 }
 
-mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *payload, size_t len)
+mc_status_t mc_wal_frame(mc_buf_t *out, uint8_t type, const void *payload, size_t len)
 {
     if (len > MC_WAL_MAX_RECORD)
         return MC_ERR_TOO_LARGE;
     size_t need = 5 + len + 8;
-    mc_status_t st = mc_buf_reserve(&w->buf, need);
+    mc_status_t st = mc_buf_reserve(out, need);
     if (st != MC_OK)
         return st;
-    uint8_t *p = w->buf.data + w->buf.len;
+    uint8_t *p = out->data + out->len;
     mc_put_le32(p, (uint32_t)len);
     p[4] = type;
     if (len)
         memcpy(p + 5, payload, len);
     mc_put_le64(p + 5 + len, mc_hash64(p + 4, len + 1));
-    w->buf.len += need;
-    w->bytes += need;
+    out->len += need;
+    return MC_OK;
+}
+
+mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *payload, size_t len)
+{
+    mc_status_t st = mc_wal_frame(&w->buf, type, payload, len);
+    if (st != MC_OK)
+        return st;
+    w->bytes += 5 + len + 8;
     w->records++;
     if (mc_buf_unread(&w->buf) >= WAL_BUF_FLUSH)
         return writer_write(w);
     return MC_OK;
+}
+
+mc_status_t mc_wal_writer_append_raw(mc_wal_writer_t *w, const void *records, size_t len)
+{
+    mc_status_t st = mc_buf_append(&w->buf, records, len);
+    if (st != MC_OK)
+        return st;
+    w->bytes += len;
+    return writer_write(w);
 }
 
 mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync)

@@ -1,6 +1,6 @@
-/* The etcd metadata backend against a REAL etcd (Debian etcd-server) started here on free
- * loopback ports with a temporary data dir, stopped by PID. Fails (does not skip) when etcd is
- * not installed: scripts/install-deps.sh installs it. */
+/* The etcd metadata backend against a REAL etcd (Debian etcd-server) started on free loopback
+ * ports with a temporary data dir (tests/support/etcd_cluster.h), stopped by PID. Fails (does
+ * not skip) when etcd is not installed: scripts/install-deps.sh installs it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "support/etcd_cluster.h"
 #include "support/test_util.h"
 #include "te/metadata.h"
 #include "meta_check.h"
@@ -20,83 +21,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_dir[256];
-static pid_t g_etcd = -1;
+static mt_etcd_t g_cluster;
 static uint16_t g_port;
-
-static const char *find_etcd(void)
-{
-    static const char *paths[] = {"/usr/bin/etcd", "/usr/local/bin/etcd", "/usr/sbin/etcd"};
-    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
-        if (access(paths[i], X_OK) == 0)
-            return paths[i];
-    return NULL;
-}
 
 static int start_etcd(void **state)
 {
-    const char *bin = find_etcd();
-    if (!bin) {
+    (void)state;
+    if (!mt_etcd_available()) {
         fprintf(stderr, "FAIL: etcd not installed (run scripts/install-deps.sh: etcd-server)\n");
         return -1;
     }
-    if (mt_tmpdir(g_dir, sizeof(g_dir)) != 0)
-        return -1;
-    uint16_t peer;
-    if (mc_net_free_port(&g_port) != MC_OK || mc_net_free_port(&peer) != MC_OK)
-        return -1;
-    char data[320], client[64], peer_url[64], cluster[80], log[320];
-    snprintf(data, sizeof(data), "%s/data", g_dir);
-    snprintf(log, sizeof(log), "%s/etcd.log", g_dir);
-    snprintf(client, sizeof(client), "http://127.0.0.1:%u", g_port);
-    snprintf(peer_url, sizeof(peer_url), "http://127.0.0.1:%u", peer);
-    snprintf(cluster, sizeof(cluster), "t=http://127.0.0.1:%u", peer);
-    char *argv[] = {(char *)bin, "--name", "t", "--data-dir", data,
-                    "--listen-client-urls", client, "--advertise-client-urls", client,
-                    "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-                    "--initial-cluster", cluster, NULL};
-    g_etcd = mt_spawn(argv, log);
-    if (g_etcd < 0)
-        return -1;
-    /* ready when a range through the gateway answers */
-    char uri[64];
-    snprintf(uri, sizeof(uri), "etcd://127.0.0.1:%u", g_port);
-    mc_meta_t *m;
-    if (mc_meta_open(uri, &m) != MC_OK)
-        return -1;
-    uint64_t deadline = mc_now_ms() + 20000;
-    mc_status_t st = MC_ERR_CONNECTION;
-    while (mc_now_ms() < deadline) {
-        char *v = NULL;
-        st = mc_meta_get(m, "probe", &v);
-        free(v);
-        if (st == MC_ERR_OBJECT_NOT_FOUND)
-            break;
-        mc_sleep_ms(50);
-    }
-    mc_meta_close(m);
-    if (st != MC_ERR_OBJECT_NOT_FOUND) {
-        fprintf(stderr, "FAIL: etcd did not become ready; its log:\n");
-        FILE *f = fopen(log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof(line), f))
-            fputs(line, stderr);
-        if (f)
-            fclose(f);
-        mt_stop(g_etcd, SIGKILL, 2000);
-        g_etcd = -1;
-        mt_rmdir(g_dir);
+    if (mt_etcd_start(&g_cluster, 1) != 0) {
+        mt_etcd_stop(&g_cluster);
         return -1;
     }
+    g_port = g_cluster.client_port[0];
     return 0;
 }
 
 static int stop_etcd(void **state)
 {
-    if (g_etcd > 0)
-        mt_stop(g_etcd, SIGTERM, 5000);
-    g_etcd = -1;
-    mt_rmdir(g_dir);
+    (void)state;
+    mt_etcd_stop(&g_cluster);
     return 0;
 }
 
@@ -179,9 +125,7 @@ static void test_all_dead_after_stop(void **state)
 {
     mc_meta_t *m = open_meta(NULL);
     assert_int_equal(mc_meta_put(m, "k", "v"), MC_OK);
-    int st = mt_stop(g_etcd, SIGTERM, 10000);
-    g_etcd = -1;
-    assert_true(st != -1);
+    mt_etcd_kill_member(&g_cluster, 0);
     char *v = NULL;
     assert_int_equal(mc_meta_get(m, "k", &v), MC_ERR_CONNECTION);
     assert_null(v);

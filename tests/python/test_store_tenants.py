@@ -322,8 +322,8 @@ def test_quota_api_needs_strict_mode(cluster):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--tenant_quota_connector_type=etcd", "--enable_multi_tenants=true",
-      "--tenant_quota_connector_uri=127.0.0.1:2379"], "etcd"),
+    (["--tenant_quota_connector_type=redis", "--enable_multi_tenants=true",
+      "--tenant_quota_connector_uri=127.0.0.1:6379"], "redis"),
     (["--tenant_quota_connector_type=file", "--tenant_quota_connector_uri=/x"],
      "--enable_multi_tenants"),
     (["--enable_multi_tenants=true", "--tenant_quota_connector_type=file"], "connector_uri"),

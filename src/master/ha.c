@@ -1,0 +1,980 @@
+/* Master HA on etcd: see ha.h and docs/internals/ha.md.
+ *
+ * etcd keys (<cid> = --cluster_id):
+ *   mooncake-store/<cid>/master_view  "ip:port" of the leader, under its lease; view version =
+ *                                      the key's create revision
+ *   /oplog/<cid>/producer_view        the view allowed to append (decimal)
+ *   /oplog/<cid>/durable_prefix       {"schema_version":1,"batch_id":N,"last_seq":S}
+ *   /oplog/<cid>/batches/<%020 id>    one batch: WAL records framed as in the log file
+ *   /oplog/<cid>/snapshot             {"schema_version":1,"batch_id":N,"last_seq":S,"chunks":K,
+ *                                      "bytes":B}: the state after batch N is in
+ *   /oplog/<cid>/snapshots/<%020 N>/<%06 i>  chunk i of its WAL-framed MOUNT/COMMIT records
+ *   /oplog/<cid>/standbys/<ip:port>   a standby's last applied batch, under its own lease
+ */
+#include "master/ha.h"
+
+#include "common/alloc.h"
+#include "common/etcd.h"
+#include "common/log.h"
+#include "common/prom.h"
+#include "common/time.h"
+#include "master/wal.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HA_KEY_MAX 256
+/* A batch's records (before base64): one record of MC_WAL_MAX_RECORD plus its framing fits,
+ * and 4/3 of it plus the JSON stays under etcd's 1.5 MiB request limit. */
+#define HA_BATCH_MAX ((size_t)MC_WAL_MAX_RECORD + 13)
+#define HA_READ_LIMIT 4 /* batches per range while following: <= 4 x 1.4 MiB answered */
+#define HA_CHUNK ((size_t)1 << 20) /* snapshot chunk: 4/3 of it + JSON < 1.5 MiB */
+#define HA_TRIM_EVERY_MS 5000     /* the leader trims at least this often */
+
+struct mc_ha {
+    mc_ha_opts_t o;
+    mc_etcd_t *etcd;
+    char view_key[HA_KEY_MAX], pv_key[HA_KEY_MAX], prefix_key[HA_KEY_MAX],
+        batch_prefix[HA_KEY_MAX], snap_key[HA_KEY_MAX], snaps_prefix[HA_KEY_MAX],
+        standbys_prefix[HA_KEY_MAX], standby_key[HA_KEY_MAX + 128];
+    uint64_t ttl_ms, fence_ms, poll_ms;
+    /* leader */
+    uint64_t view;
+    int64_t lease;
+    atomic_uint_fast64_t last_ok_sent_ms; /* send time of the last answered keepalive */
+    pthread_t ka_thread;
+    bool ka_running;
+    atomic_bool ka_stop;
+    /* log position: last batch applied (standby) or appended (leader) and its prefix value */
+    uint64_t batch_id, last_seq;
+    char *prefix_val; /* durable_prefix as read/written (NULL = absent) */
+    /* standby spool */
+    mc_wal_writer_t spool;
+    int64_t reg_lease;        /* standby registration lease (0 = none) */
+    uint64_t spool_base;      /* batch of the snapshot the spool starts with (0 = batch 1) */
+    uint64_t recopy_check_ms; /* last look for a newer snapshot */
+    uint64_t reg_refresh_ms, reg_applied;
+    /* leader snapshots (o.snapshot_bytes > 0): forked child, then the snapshot thread
+     * uploads the file and trims */
+    uint64_t snap_bytes;      /* log bytes appended since the last snapshot started */
+    pthread_t snap_thread;
+    bool snap_running;
+    pthread_mutex_t snap_mu;  /* the fields below */
+    pid_t snap_pid;
+    uint64_t snap_n, snap_seq; /* batch id and last_seq the child's snapshot is at */
+    /* what /health, /leader and /metrics show (under mu; any thread) */
+    pthread_mutex_t mu;
+    bool leading;
+    uint64_t seen_view;       /* the current leader's view as last read (0 = none) */
+    char seen_addr[128];      /* its address */
+    uint64_t durable_id;      /* durable_prefix batch id as last read */
+    uint64_t behind_since_ms; /* first time applied < durable (0 = caught up) */
+    uint64_t failovers;       /* new views seen after the first one (incl. our election) */
+};
+
+/* Records the leader view read from etcd (0 = none). */
+static void note_view(mc_ha_t *ha, uint64_t view, const char *addr, size_t len)
+{
+    pthread_mutex_lock(&ha->mu);
+    if (view && ha->seen_view && view != ha->seen_view)
+        ha->failovers++;
+    if (view)
+        ha->seen_view = view;
+    if (len >= sizeof(ha->seen_addr))
+        len = sizeof(ha->seen_addr) - 1;
+    memcpy(ha->seen_addr, addr ? addr : "", addr ? len : 0);
+    ha->seen_addr[addr ? len : 0] = '\0';
+    pthread_mutex_unlock(&ha->mu);
+}
+
+static void note_log(mc_ha_t *ha, uint64_t durable)
+{
+    pthread_mutex_lock(&ha->mu);
+    ha->durable_id = durable;
+    if (ha->batch_id >= durable)
+        ha->behind_since_ms = 0;
+    else if (!ha->behind_since_ms)
+        ha->behind_since_ms = mc_now_ms();
+    pthread_mutex_unlock(&ha->mu);
+}
+
+static bool cluster_id_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > MC_HA_CLUSTER_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
+{
+    *ha_p = NULL;
+    if (!cluster_id_ok(opts->cluster_id)) {
+        MC_LOG_ERROR("ha: --cluster_id must be 1..%d of [A-Za-z0-9_.-]", MC_HA_CLUSTER_ID_MAX);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (opts->lease_ttl_s < 1 || opts->lease_ttl_s > 60 || !opts->wal_dir || !*opts->wal_dir ||
+        !opts->advertise || !*opts->advertise || strlen(opts->advertise) > 120) {
+        MC_LOG_ERROR("ha: needs a lease TTL of 1..60 s, a WAL directory and an RPC address");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_ha_t *ha = MC_NEW(mc_ha_t);
+    if (!ha)
+        return MC_ERR_NO_MEMORY;
+    ha->o = *opts;
+    ha->spool.fd = -1;
+    pthread_mutex_init(&ha->mu, NULL);
+    pthread_mutex_init(&ha->snap_mu, NULL);
+    ha->ttl_ms = (uint64_t)opts->lease_ttl_s * 1000;
+    /* fence before etcd can have expired the lease: its countdown starts when it receives a
+     * keepalive, after we sent it; keep a margin for clock rate differences */
+    ha->fence_ms = ha->ttl_ms - (ha->ttl_ms / 10 < 500 ? ha->ttl_ms / 10 : 500);
+    ha->poll_ms = ha->ttl_ms / 10 < 200 ? ha->ttl_ms / 10 : 200;
+    const char *cid = opts->cluster_id;
+    snprintf(ha->view_key, HA_KEY_MAX, "mooncake-store/%s/master_view", cid);
+    snprintf(ha->pv_key, HA_KEY_MAX, "/oplog/%s/producer_view", cid);
+    snprintf(ha->prefix_key, HA_KEY_MAX, "/oplog/%s/durable_prefix", cid);
+    snprintf(ha->batch_prefix, HA_KEY_MAX, "/oplog/%s/batches/", cid);
+    snprintf(ha->snap_key, HA_KEY_MAX, "/oplog/%s/snapshot", cid);
+    snprintf(ha->snaps_prefix, HA_KEY_MAX, "/oplog/%s/snapshots/", cid);
+    snprintf(ha->standbys_prefix, HA_KEY_MAX, "/oplog/%s/standbys/", cid);
+    snprintf(ha->standby_key, sizeof(ha->standby_key), "%s%s", ha->standbys_prefix,
+             opts->advertise);
+    /* one request may not outlast a third of the TTL (keepalives every TTL/3) */
+    uint32_t tmo = (uint32_t)(ha->ttl_ms / 3 < 500 ? 500 : ha->ttl_ms / 3);
+    mc_status_t st = mc_etcd_open(opts->endpoints, tmo, &ha->etcd);
+    if (st != MC_OK) {
+        mc_free(ha);
+        return st;
+    }
+    *ha_p = ha;
+    return MC_OK;
+}
+
+uint64_t mc_ha_view(const mc_ha_t *ha)
+{
+    return ha ? ha->view : 0;
+}
+
+static _Noreturn void fence_exit(const char *why)
+{
+    MC_LOG_ERROR("ha: fenced (%s): this master stops at once without answering; a supervisor "
+                 "restarts it as a standby", why);
+    _exit(MC_HA_EXIT_FENCED);
+}
+
+/* ------------------------------------------------------------------ log format */
+
+/* out: HA_KEY_MAX + 32 bytes */
+static void batch_key(const mc_ha_t *ha, uint64_t id, char *out)
+{
+    snprintf(out, HA_KEY_MAX + 32, "%s%020" PRIu64, ha->batch_prefix, id);
+}
+
+/* Walks framed records: 0 and *n_p records if buf is a whole number of well-formed frames. */
+static int count_records(const uint8_t *p, size_t len, uint64_t *n_p)
+{
+    uint64_t n = 0;
+    size_t off = 0;
+    while (off < len) {
+        if (len - off < 13)
+            return -1;
+        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
+                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
+        if (plen > MC_WAL_MAX_RECORD || len - off - 13 < plen)
+            return -1;
+        off += 13 + (size_t)plen;
+        n++;
+    }
+    *n_p = n;
+    return 0;
+}
+
+static int parse_prefix(const char *v, size_t len, uint64_t *id_p, uint64_t *seq_p)
+{
+    json_t *j = json_loadb(v, len, 0, NULL);
+    json_t *id = json_object_get(j, "batch_id"), *seq = json_object_get(j, "last_seq");
+    int ok = json_is_integer(id) && json_is_integer(seq) && json_integer_value(id) >= 0 &&
+             json_integer_value(seq) >= 0;
+    if (ok) {
+        *id_p = (uint64_t)json_integer_value(id);
+        *seq_p = (uint64_t)json_integer_value(seq);
+    }
+    json_decref(j);
+    return ok ? 0 : -1;
+}
+
+/* durable_prefix now: 0 and the position (0/0 and NULL value when absent), -1 on error. */
+static int read_prefix(mc_ha_t *ha, uint64_t *id_p, uint64_t *seq_p, char **val_p)
+{
+    size_t len;
+    *id_p = *seq_p = 0;
+    *val_p = NULL;
+    mc_status_t st = mc_etcd_get(ha->etcd, ha->prefix_key, val_p, &len);
+    if (st == MC_ERR_OBJECT_NOT_FOUND)
+        return 0;
+    if (st != MC_OK)
+        return -1;
+    if (parse_prefix(*val_p, len, id_p, seq_p) != 0) {
+        MC_LOG_ERROR("ha: malformed %s", ha->prefix_key);
+        mc_free(*val_p);
+        *val_p = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ standby: follow the log */
+
+/* Deletes the local log and snapshots: in HA mode the replicated log is the truth, and a
+ * former leader's local tail may hold records that were never acknowledged. Then opens an
+ * empty log.1 to copy the replicated log into. */
+static mc_status_t spool_open(mc_ha_t *ha)
+{
+    const char *prefixes[3] = {"log.", "snap.", "hasnap."};
+    for (int p = 0; p < 3; p++) {
+        uint64_t *g;
+        size_t n;
+        if (mc_wal_list(ha->o.wal_dir, prefixes[p], &g, &n) != MC_OK)
+            return MC_ERR_FILE_OPEN_FAIL;
+        for (size_t i = 0; i < n; i++) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s%" PRIu64, ha->o.wal_dir, prefixes[p], g[i]);
+            unlink(path);
+            snprintf(path, sizeof(path), "%s/%s%" PRIu64 ".tmp", ha->o.wal_dir, prefixes[p],
+                     g[i]);
+            unlink(path);
+        }
+        mc_free(g);
+    }
+    if (ha->spool.fd >= 0)
+        mc_wal_writer_close(&ha->spool);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/log.1", ha->o.wal_dir);
+    pthread_mutex_lock(&ha->mu);
+    ha->batch_id = 0;
+    pthread_mutex_unlock(&ha->mu);
+    ha->last_seq = 0;
+    ha->spool_base = 0;
+    return mc_wal_writer_open(&ha->spool, path, 1);
+}
+
+typedef struct manifest {
+    uint64_t n, seq, chunks, bytes; /* batch id, last_seq, chunk count, record bytes */
+} manifest_t;
+
+static int parse_manifest(const char *v, size_t len, manifest_t *m)
+{
+    json_t *j = json_loadb(v, len, 0, NULL);
+    json_t *n = json_object_get(j, "batch_id"), *q = json_object_get(j, "last_seq"),
+           *c = json_object_get(j, "chunks"), *b = json_object_get(j, "bytes");
+    int ok = json_is_integer(n) && json_is_integer(q) && json_is_integer(c) &&
+             json_integer_value(n) > 0 && json_integer_value(q) >= 0 &&
+             json_integer_value(c) > 0 && json_integer_value(c) < (1 << 20);
+    if (ok) {
+        m->n = (uint64_t)json_integer_value(n);
+        m->seq = (uint64_t)json_integer_value(q);
+        m->chunks = (uint64_t)json_integer_value(c);
+        m->bytes = json_is_integer(b) && json_integer_value(b) > 0
+                       ? (uint64_t)json_integer_value(b)
+                       : 0;
+    }
+    json_decref(j);
+    return ok ? 0 : -1;
+}
+
+/* The manifest now: 1 present (*m), 0 absent, -1 error. */
+static int read_manifest(mc_ha_t *ha, manifest_t *m)
+{
+    char *v;
+    size_t len;
+    mc_status_t st = mc_etcd_get(ha->etcd, ha->snap_key, &v, &len);
+    if (st == MC_ERR_OBJECT_NOT_FOUND)
+        return 0;
+    if (st != MC_OK)
+        return -1;
+    int bad = parse_manifest(v, len, m);
+    mc_free(v);
+    if (bad)
+        MC_LOG_ERROR("ha: malformed %s", ha->snap_key);
+    return bad ? -1 : 1;
+}
+
+/* out: HA_KEY_MAX + 64 bytes */
+static void chunk_key(const mc_ha_t *ha, uint64_t n, uint64_t i, char *out)
+{
+    snprintf(out, HA_KEY_MAX + 64, "%s%020" PRIu64 "/%06" PRIu64, ha->snaps_prefix, n, i);
+}
+
+/* A fresh copy: the spool emptied, then the latest snapshot (if any) copied into it, so that
+ * following goes on after its batch. 0 ok, -1 try again later (etcd unreachable, or the
+ * snapshot was replaced while we read it). */
+static int bootstrap(mc_ha_t *ha)
+{
+    if (spool_open(ha) != MC_OK)
+        return -1;
+    manifest_t man;
+    int have = read_manifest(ha, &man);
+    if (have <= 0)
+        return have; /* 0: no snapshot, the log is whole from batch 1 */
+    uint64_t n = man.n, seq = man.seq, chunks = man.chunks;
+    char *v;
+    size_t len;
+    mc_status_t st;
+    ha->spool_base = n;
+    for (uint64_t i = 0; i < chunks; i++) {
+        char key[HA_KEY_MAX + 64];
+        chunk_key(ha, n, i, key);
+        if (mc_etcd_get(ha->etcd, key, &v, &len) != MC_OK)
+            return -1; /* replaced by a newer snapshot meanwhile: start over */
+        st = mc_wal_writer_append_raw(&ha->spool, v, len);
+        mc_free(v);
+        if (st != MC_OK)
+            return -1;
+    }
+    pthread_mutex_lock(&ha->mu);
+    ha->batch_id = n;
+    pthread_mutex_unlock(&ha->mu);
+    ha->last_seq = seq;
+    MC_LOG_INFO("ha: copied the snapshot at batch %" PRIu64 " (%" PRIu64 " chunks)", n, chunks);
+    return 0;
+}
+
+/* A standby tells the leader how far it has applied (the leader keeps the log from there):
+ * /oplog/<cid>/standbys/<ip:port> under a lease of 3 x TTL, refreshed every TTL/3. */
+static void register_standby(mc_ha_t *ha)
+{
+    uint64_t now = mc_now_ms();
+    bool due = now - ha->reg_refresh_ms >= ha->ttl_ms / 3;
+    if (ha->reg_lease && due &&
+        mc_etcd_lease_keepalive(ha->etcd, ha->reg_lease, NULL) == MC_ERR_LEASE_EXPIRED)
+        ha->reg_lease = 0;
+    bool fresh = false;
+    if (!ha->reg_lease) {
+        if (mc_etcd_lease_grant(ha->etcd, (int64_t)ha->o.lease_ttl_s * 3, &ha->reg_lease) != MC_OK)
+            return;
+        fresh = true;
+    }
+    if (due)
+        ha->reg_refresh_ms = now;
+    if (!fresh && ha->reg_applied == ha->batch_id)
+        return;
+    char v[24];
+    snprintf(v, sizeof(v), "%" PRIu64, ha->batch_id);
+    if (mc_etcd_put(ha->etcd, ha->standby_key, v, strlen(v), ha->reg_lease, NULL) == MC_OK)
+        ha->reg_applied = ha->batch_id;
+}
+
+/* Appends every batch after ha->batch_id up to durable_prefix to the spool. 0 ok (or etcd
+ * unreachable: try later), 1 when the next batch is gone (trimmed: copy a snapshot again),
+ * -1 when the log cannot be followed (a malformed batch). */
+static int follow(mc_ha_t *ha)
+{
+    uint64_t id, seq;
+    char *val;
+    if (read_prefix(ha, &id, &seq, &val) != 0)
+        return 0;
+    note_log(ha, id);
+    while (ha->batch_id < id) {
+        char from[HA_KEY_MAX + 32];
+        batch_key(ha, ha->batch_id + 1, from);
+        char *end = mc_etcd_prefix_end(ha->batch_prefix);
+        mc_etcd_range_t r;
+        mc_status_t st = end ? mc_etcd_range(ha->etcd, from, end, HA_READ_LIMIT, &r)
+                             : MC_ERR_NO_MEMORY;
+        mc_free(end);
+        if (st != MC_OK) {
+            mc_free(val);
+            return 0;
+        }
+        int bad = 0;
+        if (r.n == 0 || strcmp(r.kvs[0].key, from) != 0) {
+            MC_LOG_WARN("ha: replicated log: batch %" PRIu64 " was trimmed; copying the "
+                        "snapshot again", ha->batch_id + 1);
+            mc_etcd_range_free(&r);
+            mc_free(val);
+            return 1;
+        }
+        for (size_t i = 0; i < r.n && !bad && ha->batch_id < id; i++) {
+            char want[HA_KEY_MAX + 32];
+            batch_key(ha, ha->batch_id + 1, want);
+            uint64_t n;
+            if (strcmp(r.kvs[i].key, want) != 0 ||
+                count_records((const uint8_t *)r.kvs[i].value, r.kvs[i].value_len, &n) != 0) {
+                MC_LOG_ERROR("ha: replicated log: expected %s, found %s (malformed)", want,
+                             r.kvs[i].key);
+                bad = -1;
+                break;
+            }
+            if (mc_wal_writer_append_raw(&ha->spool, r.kvs[i].value, r.kvs[i].value_len) !=
+                MC_OK) {
+                bad = -1;
+                break;
+            }
+            pthread_mutex_lock(&ha->mu);
+            ha->batch_id++;
+            pthread_mutex_unlock(&ha->mu);
+            ha->last_seq += n;
+        }
+        mc_etcd_range_free(&r);
+        if (bad) {
+            mc_free(val);
+            return bad;
+        }
+        note_log(ha, id);
+    }
+    mc_free(ha->prefix_val);
+    ha->prefix_val = val;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ election */
+
+static void *keepalive_main(void *arg)
+{
+    mc_ha_t *ha = arg;
+    uint64_t period = ha->ttl_ms / 3;
+    while (!atomic_load(&ha->ka_stop)) {
+        uint64_t t0 = mc_now_ms();
+        mc_status_t st = mc_etcd_lease_keepalive(ha->etcd, ha->lease, NULL);
+        if (st == MC_OK)
+            atomic_store(&ha->last_ok_sent_ms, t0);
+        else if (st == MC_ERR_LEASE_EXPIRED)
+            fence_exit("etcd says the leader lease expired");
+        else
+            MC_LOG_WARN("ha: lease keepalive failed: %s", mc_status_name(st));
+        if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
+            fence_exit("no keepalive answered within the lease TTL");
+        uint64_t next = t0 + period;
+        while (!atomic_load(&ha->ka_stop) && mc_now_ms() < next)
+            mc_sleep_ms(20);
+    }
+    return NULL;
+}
+
+/* One attempt: 1 = leading now, 0 = someone else leads (or etcd unreachable). */
+static int try_acquire(mc_ha_t *ha)
+{
+    uint64_t t0 = mc_now_ms();
+    int64_t lease;
+    if (mc_etcd_lease_grant(ha->etcd, ha->o.lease_ttl_s, &lease) != MC_OK)
+        return 0;
+    mc_etcd_cmp_t absent = {.key = ha->view_key, .target = MC_ETCD_CREATE,
+                            .result = MC_ETCD_EQUAL, .rev = 0};
+    mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->view_key, .value = ha->o.advertise,
+                        .value_len = strlen(ha->o.advertise), .lease = lease};
+    mc_etcd_op_t get = {.type = MC_ETCD_OP_RANGE, .key = ha->view_key};
+    mc_etcd_txn_resp_t r;
+    int ok = 0;
+    mc_status_t st = mc_etcd_txn(ha->etcd, &absent, 1, &put, 1, &get, 1, &ok, &r);
+    int64_t view = 0;
+    if (st == MC_OK && ok) {
+        view = r.revision;
+    } else if (st == MC_OK && r.n == 1 && r.ranges[0].n == 1 &&
+               r.ranges[0].kvs[0].lease == lease) {
+        view = r.ranges[0].kvs[0].create_revision; /* our put was applied, its answer lost */
+    }
+    if (st == MC_OK)
+        mc_etcd_txn_resp_free(&r);
+    if (view <= 0) {
+        (void)mc_etcd_lease_revoke(ha->etcd, lease);
+        return 0;
+    }
+    ha->lease = lease;
+    ha->view = (uint64_t)view;
+    note_view(ha, ha->view, ha->o.advertise, strlen(ha->o.advertise));
+    atomic_store(&ha->last_ok_sent_ms, t0);
+    atomic_store(&ha->ka_stop, false);
+    if (pthread_create(&ha->ka_thread, NULL, keepalive_main, ha) != 0)
+        fence_exit("cannot start the keepalive thread");
+    ha->ka_running = true;
+    MC_LOG_INFO("ha: elected leader of cluster '%s' as %s, view %" PRIu64, ha->o.cluster_id,
+                ha->o.advertise, ha->view);
+    return 1;
+}
+
+/* Makes our view the only producer: a CAS that refuses to go back to a lower view. */
+static mc_status_t claim_producer(mc_ha_t *ha)
+{
+    char mine[24];
+    snprintf(mine, sizeof(mine), "%" PRIu64, ha->view);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        mc_etcd_range_t r;
+        if (mc_etcd_range(ha->etcd, ha->pv_key, NULL, 0, &r) != MC_OK) {
+            mc_sleep_ms(ha->poll_ms);
+            continue;
+        }
+        int64_t mod = 0;
+        if (r.n == 1) {
+            uint64_t cur = strtoull(r.kvs[0].value, NULL, 10);
+            mod = r.kvs[0].mod_revision;
+            if (cur >= ha->view) {
+                mc_etcd_range_free(&r);
+                if (cur == ha->view)
+                    return MC_OK;
+                MC_LOG_ERROR("ha: producer view %" PRIu64 " is newer than ours %" PRIu64, cur,
+                             ha->view);
+                return MC_ERR_INVALID_VERSION;
+            }
+        }
+        mc_etcd_range_free(&r);
+        mc_etcd_cmp_t same = {.key = ha->pv_key,
+                              .target = mod ? MC_ETCD_MOD : MC_ETCD_CREATE,
+                              .result = MC_ETCD_EQUAL, .rev = mod};
+        mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->pv_key, .value = mine,
+                            .value_len = strlen(mine)};
+        int ok = 0;
+        if (mc_etcd_txn(ha->etcd, &same, 1, &put, 1, NULL, 0, &ok, NULL) == MC_OK && ok)
+            return MC_OK;
+    }
+    return MC_ERR_ETCD_OPERATION_ERROR;
+}
+
+static void *snap_main(void *arg);
+
+/* One step of following: 0 (caught up as far as etcd answered), -1 cannot follow. A trimmed
+ * batch makes the next step copy the snapshot again. */
+static int sync_step(mc_ha_t *ha, bool *booted)
+{
+    if (!*booted) {
+        *booted = bootstrap(ha) == 0;
+        if (!*booted)
+            return 0;
+    }
+    int r = follow(ha);
+    if (r == 1)
+        *booted = false;
+    /* a spool that has grown past twice a newer snapshot plus --ha_snapshot_bytes is copied
+     * afresh, so that the standby's disk and its replay at takeover stay bounded */
+    manifest_t man;
+    uint64_t now = mc_now_ms();
+    if (r == 0 && now - ha->recopy_check_ms >= HA_TRIM_EVERY_MS) {
+        ha->recopy_check_ms = now;
+        if (ha->o.snapshot_bytes && read_manifest(ha, &man) == 1 && man.n > ha->spool_base &&
+            man.n <= ha->batch_id && ha->spool.bytes > 2 * man.bytes + ha->o.snapshot_bytes) {
+            MC_LOG_INFO("ha: local copy of the log is %" PRIu64 " bytes; copying the snapshot "
+                        "at batch %" PRIu64 " afresh", ha->spool.bytes, man.n);
+            *booted = false;
+        }
+    }
+    return r < 0 ? -1 : 0;
+}
+
+mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
+{
+    mc_status_t st = spool_open(ha);
+    if (st != MC_OK)
+        return st;
+    MC_LOG_INFO("ha: standby of cluster '%s' (etcd %s), following the replicated log into %s",
+                ha->o.cluster_id, ha->o.endpoints, ha->o.wal_dir);
+    bool booted = false;
+    uint64_t mine_since = 0, mine_view = 0; /* the view names our own address since then */
+    while (!*stop) {
+        if (sync_step(ha, &booted) != 0)
+            return MC_ERR_INTERNAL;
+        if (!booted) { /* compete only with a copy of the log */
+            mc_sleep_ms(ha->poll_ms);
+            continue;
+        }
+        register_standby(ha);
+        mc_etcd_range_t r;
+        if (mc_etcd_range(ha->etcd, ha->view_key, NULL, 0, &r) == MC_OK) {
+            bool vacant = r.n == 0;
+            if (!vacant)
+                note_view(ha, (uint64_t)r.kvs[0].create_revision, r.kvs[0].value,
+                          r.kvs[0].value_len);
+            else
+                note_view(ha, 0, NULL, 0);
+            /* A leader with our address: our own previous life (its lease ends within a TTL)
+             * or another master configured with the same address, which clients could not
+             * tell from us. */
+            bool mine = !vacant && strcmp(r.kvs[0].value, ha->o.advertise) == 0;
+            uint64_t v = mine ? (uint64_t)r.kvs[0].create_revision : 0;
+            mc_etcd_range_free(&r);
+            if (!mine || v != mine_view) {
+                mine_view = v;
+                mine_since = mc_now_ms();
+            } else if (mc_now_ms() - mine_since > 2 * ha->ttl_ms) {
+                MC_LOG_ERROR("ha: another master leads cluster '%s' with our address %s: two "
+                             "masters share --rpc_address:--rpc_port; stopping",
+                             ha->o.cluster_id, ha->o.advertise);
+                return MC_ERR_INVALID_PARAMS;
+            }
+            if (vacant && try_acquire(ha))
+                break;
+        }
+        mc_sleep_ms(ha->poll_ms);
+    }
+    if (*stop)
+        return MC_ERR_CANCELED;
+    if (ha->reg_lease) /* a leader is no standby: the log need not be kept for it */
+        (void)mc_etcd_lease_revoke(ha->etcd, ha->reg_lease);
+    ha->reg_lease = 0;
+    /* Leader: fence the old producer first, then read the log to its end (nothing can be
+     * appended after the claim but by us). */
+    st = claim_producer(ha);
+    if (st != MC_OK)
+        fence_exit("cannot claim the producer view");
+    uint64_t id, seq;
+    char *val;
+    uint64_t deadline = mc_now_ms() + ha->fence_ms;
+    for (;;) {
+        if (read_prefix(ha, &id, &seq, &val) == 0) {
+            mc_free(val);
+            if (sync_step(ha, &booted) != 0)
+                return MC_ERR_INTERNAL;
+            if (booted && ha->batch_id >= id)
+                break;
+        }
+        if (mc_now_ms() > deadline)
+            fence_exit("cannot finish the replicated log within the lease TTL");
+        mc_sleep_ms(50);
+    }
+    mc_wal_writer_flush(&ha->spool, 1);
+    mc_wal_writer_close(&ha->spool);
+    MC_LOG_INFO("ha: replicated log finished at batch %" PRIu64 " (%" PRIu64 " records)",
+                ha->batch_id, ha->last_seq);
+    pthread_mutex_lock(&ha->mu);
+    ha->leading = true;
+    ha->durable_id = ha->batch_id;
+    ha->behind_since_ms = 0;
+    pthread_mutex_unlock(&ha->mu);
+    if (pthread_create(&ha->snap_thread, NULL, snap_main, ha) != 0)
+        fence_exit("cannot start the snapshot thread");
+    ha->snap_running = true;
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ leader: append */
+
+/* One batch; returns only when it is durable in etcd (or exits fenced). */
+static void append_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t nrec)
+{
+    char key[HA_KEY_MAX + 32], view[24], next[128];
+    uint64_t id = ha->batch_id + 1, seq = ha->last_seq + nrec;
+    batch_key(ha, id, key);
+    snprintf(view, sizeof(view), "%" PRIu64, ha->view);
+    snprintf(next, sizeof(next), "{\"schema_version\":1,\"batch_id\":%" PRIu64
+             ",\"last_seq\":%" PRIu64 "}", id, seq);
+    mc_etcd_cmp_t cmps[2] = {
+        {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL, .value = view,
+         .value_len = strlen(view)},
+        ha->prefix_val
+            ? (mc_etcd_cmp_t){.key = ha->prefix_key, .target = MC_ETCD_VALUE,
+                              .result = MC_ETCD_EQUAL, .value = ha->prefix_val,
+                              .value_len = strlen(ha->prefix_val)}
+            : (mc_etcd_cmp_t){.key = ha->prefix_key, .target = MC_ETCD_CREATE,
+                              .result = MC_ETCD_EQUAL, .rev = 0}};
+    mc_etcd_op_t ops[2] = {
+        {.type = MC_ETCD_OP_PUT, .key = key, .value = p, .value_len = len},
+        {.type = MC_ETCD_OP_PUT, .key = ha->prefix_key, .value = next,
+         .value_len = strlen(next)}};
+    for (;;) {
+        int ok = 0;
+        mc_status_t st = mc_etcd_txn(ha->etcd, cmps, 2, ops, 2, NULL, 0, &ok, NULL);
+        if (st == MC_OK && !ok) {
+            /* refused: fenced, unless an earlier try of this very batch was applied and only
+             * its answer was lost (then the prefix is ours) */
+            uint64_t cid, cseq;
+            char *cur;
+            if (read_prefix(ha, &cid, &cseq, &cur) == 0 && cur && strcmp(cur, next) == 0)
+                ok = 1;
+            mc_free(cur);
+            if (!ok)
+                fence_exit("the replicated log refused our batch (another view produces)");
+        }
+        if (st == MC_OK && ok)
+            break;
+        if (st == MC_ERR_TOO_LARGE || st == MC_ERR_INVALID_PARAMS || st == MC_ERR_NO_MEMORY)
+            fence_exit("a batch could not be appended to the replicated log");
+        if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
+            fence_exit("etcd unreachable past the lease TTL");
+        mc_sleep_ms(20);
+    }
+    mc_free(ha->prefix_val);
+    ha->prefix_val = mc_strdup(next);
+    if (!ha->prefix_val)
+        fence_exit("no memory");
+    pthread_mutex_lock(&ha->mu);
+    ha->batch_id = ha->durable_id = id;
+    pthread_mutex_unlock(&ha->mu);
+    ha->last_seq = seq;
+    ha->snap_bytes += len;
+}
+
+/* ------------------------------------------------------------------ leader: snapshots, trim */
+
+static void snap_path(const mc_ha_t *ha, uint64_t n, const char *suffix, char *out, size_t len)
+{
+    snprintf(out, len, "%s/hasnap.%" PRIu64 "%s", ha->o.wal_dir, n, suffix);
+}
+
+/* Loop thread, right after a batch was made durable: the table now equals the replay of
+ * batches 1..batch_id, so a fork()ed child writes it (copy-on-write) as hasnap.<N>; the
+ * snapshot thread uploads it. */
+static void start_snapshot(mc_ha_t *ha, mc_master_t *m)
+{
+    char tmp[4200], final[4200];
+    snap_path(ha, ha->batch_id, ".tmp", tmp, sizeof(tmp));
+    snap_path(ha, ha->batch_id, "", final, sizeof(final));
+    pid_t pid = fork();
+    if (pid < 0) {
+        MC_LOG_ERROR("ha: fork for a snapshot: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        close_range(3, ~0U, 0); /* no socket of the parent outlives it in the child */
+        _exit(mc_master_snapshot_write(m, tmp, final));
+    }
+    ha->snap_bytes = 0;
+    pthread_mutex_lock(&ha->snap_mu);
+    ha->snap_pid = pid;
+    ha->snap_n = ha->batch_id;
+    ha->snap_seq = ha->last_seq;
+    pthread_mutex_unlock(&ha->snap_mu);
+}
+
+/* Uploads hasnap.<n> as chunks, then the manifest (only while our view produces), then drops
+ * older snapshots. 0 ok. */
+static int upload_snapshot(mc_ha_t *ha, uint64_t n, uint64_t seq)
+{
+    char path[4200];
+    snap_path(ha, n, "", path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char *buf = mc_malloc(HA_CHUNK);
+    uint64_t chunks = 0, bytes = 0;
+    int bad = !buf;
+    while (!bad) {
+        size_t got = 0;
+        while (got < HA_CHUNK) {
+            ssize_t r = read(fd, buf + got, HA_CHUNK - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                bad = r < 0;
+                break;
+            }
+            got += (size_t)r;
+        }
+        if (bad || got == 0)
+            break;
+        char key[HA_KEY_MAX + 64];
+        chunk_key(ha, n, chunks, key);
+        bad = mc_etcd_put(ha->etcd, key, buf, got, 0, NULL) != MC_OK;
+        chunks++;
+        bytes += got;
+        if (got < HA_CHUNK)
+            break;
+    }
+    close(fd);
+    mc_free(buf);
+    unlink(path);
+    if (bad || chunks == 0)
+        return -1;
+    char view[24], man[200];
+    snprintf(view, sizeof(view), "%" PRIu64, ha->view);
+    snprintf(man, sizeof(man),
+             "{\"schema_version\":1,\"batch_id\":%" PRIu64 ",\"last_seq\":%" PRIu64
+             ",\"chunks\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+             n, seq, chunks, bytes);
+    mc_etcd_cmp_t mine = {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL,
+                          .value = view, .value_len = strlen(view)};
+    mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->snap_key, .value = man,
+                        .value_len = strlen(man)};
+    int ok = 0;
+    if (mc_etcd_txn(ha->etcd, &mine, 1, &put, 1, NULL, 0, &ok, NULL) != MC_OK || !ok)
+        return -1;
+    char end[HA_KEY_MAX + 64];
+    snprintf(end, sizeof(end), "%s%020" PRIu64, ha->snaps_prefix, n);
+    (void)mc_etcd_delete(ha->etcd, ha->snaps_prefix, end, NULL); /* older snapshots */
+    MC_LOG_INFO("ha: snapshot at batch %" PRIu64 " in etcd (%" PRIu64 " bytes, %" PRIu64
+                " chunks)", n, bytes, chunks);
+    return 0;
+}
+
+/* Deletes the batches that neither the snapshot nor any registered standby needs: those up
+ * to min(snapshot batch, every standby's applied batch). */
+static void trim(mc_ha_t *ha)
+{
+    manifest_t man;
+    if (read_manifest(ha, &man) != 1)
+        return; /* no snapshot: a fresh standby needs the whole log */
+    uint64_t upto = man.n;
+    char *end = mc_etcd_prefix_end(ha->standbys_prefix);
+    mc_etcd_range_t r;
+    mc_status_t st = end ? mc_etcd_range(ha->etcd, ha->standbys_prefix, end, 0, &r)
+                         : MC_ERR_NO_MEMORY;
+    mc_free(end);
+    if (st != MC_OK)
+        return;
+    for (size_t i = 0; i < r.n; i++) {
+        uint64_t a = strtoull(r.kvs[i].value, NULL, 10);
+        if (a < upto)
+            upto = a;
+    }
+    mc_etcd_range_free(&r);
+    if (upto == 0)
+        return;
+    char to[HA_KEY_MAX + 32];
+    batch_key(ha, upto + 1, to); /* [first, upto] */
+    int64_t deleted = 0;
+    if (mc_etcd_delete(ha->etcd, ha->batch_prefix, to, &deleted) == MC_OK && deleted > 0)
+        MC_LOG_INFO("ha: trimmed %lld batches of the replicated log (kept from %" PRIu64 ")",
+                    (long long)deleted, upto + 1);
+}
+
+static void *snap_main(void *arg)
+{
+    mc_ha_t *ha = arg;
+    uint64_t last_trim = 0;
+    while (!atomic_load(&ha->ka_stop)) {
+        mc_sleep_ms(100);
+        pthread_mutex_lock(&ha->snap_mu);
+        pid_t pid = ha->snap_pid;
+        uint64_t n = ha->snap_n, seq = ha->snap_seq;
+        pthread_mutex_unlock(&ha->snap_mu);
+        bool uploaded = false;
+        if (pid > 0) {
+            int ws;
+            pid_t r = waitpid(pid, &ws, WNOHANG);
+            if (r == pid || r < 0) {
+                bool ok = r == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+                if (!ok || upload_snapshot(ha, n, seq) != 0)
+                    MC_LOG_ERROR("ha: snapshot at batch %" PRIu64 " failed; the log is kept",
+                                 n);
+                else
+                    uploaded = true;
+                pthread_mutex_lock(&ha->snap_mu);
+                ha->snap_pid = 0;
+                pthread_mutex_unlock(&ha->snap_mu);
+            }
+        }
+        if (uploaded || mc_now_ms() - last_trim >= HA_TRIM_EVERY_MS) {
+            trim(ha);
+            last_trim = mc_now_ms();
+        }
+    }
+    return NULL;
+}
+
+void mc_ha_before_reply(void *ctx, mc_master_t *m)
+{
+    mc_ha_t *ha = ctx;
+    bool lost;
+    mc_buf_t *b = mc_master_ha_log(m, &lost);
+    if (lost)
+        fence_exit("a log record could not be kept (no memory)");
+    /* split at record boundaries into batches of at most HA_BATCH_MAX bytes */
+    const uint8_t *p = mc_buf_head(b);
+    size_t len = mc_buf_unread(b), start = 0, off = 0;
+    uint64_t nrec = 0;
+    while (off < len) {
+        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
+                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
+        size_t rec = 13 + (size_t)plen;
+        if (off - start + rec > HA_BATCH_MAX && off > start) {
+            append_batch(ha, p + start, off - start, nrec);
+            start = off;
+            nrec = 0;
+        }
+        off += rec;
+        nrec++;
+    }
+    if (off > start)
+        append_batch(ha, p + start, off - start, nrec);
+    mc_buf_reset(b);
+    if (ha->o.snapshot_bytes && ha->snap_bytes >= ha->o.snapshot_bytes) {
+        pthread_mutex_lock(&ha->snap_mu);
+        bool busy = ha->snap_pid != 0;
+        pthread_mutex_unlock(&ha->snap_mu);
+        if (!busy)
+            start_snapshot(ha, m);
+    }
+    /* last, right before the replies are written: no reply once the lease may be gone */
+    if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
+        fence_exit("the lease TTL passed since the last answered keepalive");
+}
+
+void mc_ha_destroy(mc_ha_t *ha)
+{
+    if (!ha)
+        return;
+    atomic_store(&ha->ka_stop, true);
+    if (ha->snap_running)
+        pthread_join(ha->snap_thread, NULL);
+    if (ha->snap_pid > 0)
+        waitpid(ha->snap_pid, NULL, 0);
+    if (ha->reg_lease)
+        (void)mc_etcd_lease_revoke(ha->etcd, ha->reg_lease);
+    if (ha->ka_running) {
+        pthread_join(ha->ka_thread, NULL);
+        (void)mc_etcd_lease_revoke(ha->etcd, ha->lease);
+        MC_LOG_INFO("ha: stepped down (lease revoked)");
+    }
+    if (ha->spool.fd >= 0)
+        mc_wal_writer_close(&ha->spool);
+    mc_etcd_close(ha->etcd);
+    mc_free(ha->prefix_val);
+    pthread_mutex_destroy(&ha->mu);
+    pthread_mutex_destroy(&ha->snap_mu);
+    mc_free(ha);
+}
+
+/* ------------------------------------------------------------------ admin pages */
+
+char *mc_ha_leader_json(void *ctx)
+{
+    mc_ha_t *ha = ctx;
+    char buf[400];
+    pthread_mutex_lock(&ha->mu);
+    if (ha->seen_addr[0])
+        snprintf(buf, sizeof(buf),
+                 "{\"present\":true,\"address\":\"%s\",\"view_version\":%" PRIu64
+                 ",\"self\":%s}",
+                 ha->seen_addr, ha->seen_view, ha->leading ? "true" : "false");
+    else
+        snprintf(buf, sizeof(buf), "{\"present\":false}");
+    pthread_mutex_unlock(&ha->mu);
+    return mc_strdup(buf);
+}
+
+void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
+{
+    mc_ha_t *ha = ctx;
+    pthread_mutex_lock(&ha->mu);
+    uint64_t lag = ha->durable_id > ha->batch_id ? ha->durable_id - ha->batch_id : 0;
+    double lag_s = ha->behind_since_ms ? (double)(mc_now_ms() - ha->behind_since_ms) / 1000.0
+                                       : 0.0;
+    mc_prom_help_type(b, "master_ha_role", "gauge", "1 = leader, 0 = standby");
+    MC_PROM_PRINTF(b, "master_ha_role %d\n", ha->leading ? 1 : 0);
+    mc_prom_help_type(b, "master_view_version", "gauge",
+                      "View version of the current leader (create revision of its etcd key)");
+    MC_PROM_PRINTF(b, "master_view_version %" PRIu64 "\n", ha->seen_view);
+    mc_prom_help_type(b, "master_ha_log_lag_batches", "gauge",
+                      "Replicated log batches durable in etcd but not applied here");
+    MC_PROM_PRINTF(b, "master_ha_log_lag_batches %" PRIu64 "\n", lag);
+    mc_prom_help_type(b, "master_ha_log_lag_seconds", "gauge",
+                      "How long this standby has been behind the durable log (0 = caught up)");
+    MC_PROM_PRINTF(b, "master_ha_log_lag_seconds %.3f\n", lag_s);
+    mc_prom_help_type(b, "master_ha_failovers_total", "counter",
+                      "New leader views seen by this process after the first one");
+    MC_PROM_PRINTF(b, "master_ha_failovers_total %" PRIu64 "\n", ha->failovers);
+    pthread_mutex_unlock(&ha->mu);
+}

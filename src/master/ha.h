@@ -1,0 +1,68 @@
+/* Master high availability on etcd (docs/internals/ha.md): election on a leased key, fencing
+ * by the lease clock, and a replicated log of the WAL records in etcd that standbys follow.
+ *
+ * A process runs mc_ha_wait_leadership first (standby: follows the log into a fresh local
+ * WAL directory and competes for the view key); once it returns MC_OK this process leads:
+ * the log is complete in the local WAL directory, so the master service is created from it
+ * exactly like a restart (every segment RECOVERING until its owner re-mounts), and
+ * mc_ha_before_reply is installed as the service's group-commit hook.
+ *
+ * Fencing: a leader whose lease may have expired, whose log append was refused, or that lost
+ * its lease exits at once with status MC_HA_EXIT_FENCED (a supervisor restarts it as a
+ * standby); it never writes a reply after that point.
+ */
+#ifndef MC_MASTER_HA_H
+#define MC_MASTER_HA_H
+
+#include "common/auth.h"
+#include "master/master.h"
+
+#include <signal.h>
+#include <stdint.h>
+
+#define MC_HA_EXIT_FENCED 3
+#define MC_HA_CLUSTER_ID_MAX 128
+
+typedef struct mc_ha_opts {
+    const char *endpoints;  /* etcd "h:p;h:p" (borrowed) */
+    const char *cluster_id; /* [A-Za-z0-9_.-]{1,128} */
+    const char *advertise;  /* "ip:port" published as the leader's RPC address */
+    uint32_t lease_ttl_s;   /* 1..60 */
+    const char *wal_dir;    /* local WAL directory (locked by the caller); emptied at start */
+    /* the leader snapshots its state into etcd once this many bytes were appended to the log
+     * since the last one, then trims the batches that the snapshot and every registered
+     * standby no longer need; 0 = never (the log grows without bound) */
+    uint64_t snapshot_bytes;
+} mc_ha_opts_t;
+
+typedef struct mc_ha mc_ha_t;
+
+/* Validates the options and connects the etcd client (no request yet). */
+mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p);
+/* Standby until this process leads: MC_OK (leader: view claimed, log finished into the WAL
+ * directory, lease kept alive by a thread), MC_ERR_CANCELED when *stop became non-zero, or an
+ * error (logged) that this process cannot recover from (a gap in the log). */
+mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop);
+/* The leader's view version (the create revision of the view key); 0 before leading. */
+uint64_t mc_ha_view(const mc_ha_t *ha);
+/* The service's before_reply hook (ctx = the mc_ha_t): appends the group commit's records to
+ * the replicated log, then checks the lease clock; exits the process when fenced. */
+void mc_ha_before_reply(void *ctx, mc_master_t *m);
+/* Admin pages, any thread (ctx = the mc_ha_t): /leader's JSON {"present":true,"address":
+ * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); the
+ * master_ha_* / master_view_version series for /metrics. */
+char *mc_ha_leader_json(void *ctx);
+struct mc_prom;
+void mc_ha_render_metrics(void *ctx, struct mc_prom *b);
+/* The standby's admin HTTP port (the leader's is the service's): GET /health, /role,
+ * /leader, /metrics; with a keyring every request must be signed, except /health and /metrics
+ * with metrics_public. NULL on failure (logged). */
+typedef struct mc_ha_http mc_ha_http_t;
+mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
+                               const mc_auth_t *auth, bool metrics_public);
+void mc_ha_http_stop(mc_ha_http_t *h);
+/* Stops the keepalive thread and revokes the lease (a clean step-down lets a standby take
+ * over at once). */
+void mc_ha_destroy(mc_ha_t *ha);
+
+#endif

@@ -1,0 +1,127 @@
+/* The standby's admin HTTP port (see ha.h): a standby runs no master service, so it answers
+ * the HA endpoints itself on --metrics_port until it leads; then the service's HTTP server
+ * (which answers the same endpoints for the leader) takes the port over. */
+#include "master/ha.h"
+
+#include "common/alloc.h"
+#include "common/http_auth_mhd.h"
+#include "common/log.h"
+#include "common/prom.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#define HA_HTTP_CONNS 64u
+#define HA_HTTP_CONNS_PER_IP 16u
+#define HA_HTTP_IDLE_S 30u
+
+struct mc_ha_http {
+    mc_ha_t *ha;
+    struct MHD_Daemon *d;
+    mc_http_auth_server_t *auth;
+    bool metrics_public;
+};
+
+static enum MHD_Result send_page(struct MHD_Connection *c, unsigned code, const char *type,
+                                 char *body, bool owned)
+{
+    if (!body)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        if (owned)
+            mc_free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    mc_ha_http_t *h = cls;
+    if (strcmp(method, "GET") != 0)
+        return send_page(c, 405, "text/plain", "method not allowed (GET only)\n", false);
+    bool open = h->metrics_public && (!strcmp(url, "/metrics") || !strcmp(url, "/health"));
+    if (!open && mc_http_auth_server_enabled(h->auth)) {
+        uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
+        mc_http_auth_body_hash(NULL, 0, bh);
+        enum MHD_Result ret;
+        if (!mc_mhd_authorized(h->auth, c, method, *con_cls, bh, false, &ret, NULL, NULL))
+            return ret;
+    }
+    if (!strcmp(url, "/health")) {
+        char buf[160];
+        snprintf(buf, sizeof(buf),
+                 "{\"status\":\"ok\",\"role\":\"standby\",\"ha_state\":\"standby\","
+                 "\"service_ready\":false}");
+        return send_page(c, 200, "application/json", mc_strdup(buf), true);
+    }
+    if (!strcmp(url, "/role"))
+        return send_page(c, 200, "text/plain", "standby", false);
+    if (!strcmp(url, "/ha_status"))
+        return send_page(c, 200, "text/plain", "standby", false);
+    if (!strcmp(url, "/leader"))
+        return send_page(c, 200, "application/json", mc_ha_leader_json(h->ha), true);
+    if (!strcmp(url, "/metrics")) {
+        mc_prom_t b = {0};
+        mc_ha_render_metrics(h->ha, &b);
+        if (b.st != MC_OK || mc_buf_append(&b.b, "", 1) != MC_OK) {
+            mc_buf_free(&b.b);
+            return send_page(c, 500, "text/plain", "no memory\n", false);
+        }
+        return send_page(c, 200, "text/plain; version=0.0.4", (char *)b.b.data, true);
+    }
+    return send_page(c, 404, "application/json",
+                     "{\"success\":false,\"error\":\"not served by a standby\"}", false);
+}
+
+mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
+                               const mc_auth_t *auth, bool metrics_public)
+{
+    mc_ha_http_t *h = MC_NEW(mc_ha_http_t);
+    if (!h)
+        return NULL;
+    h->ha = ha;
+    h->metrics_public = metrics_public;
+    if (mc_http_auth_server_create(auth, &h->auth) != MC_OK) {
+        mc_free(h);
+        return NULL;
+    }
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+    bool bind_addr = address && address[0] && inet_pton(AF_INET, address, &sin.sin_addr) == 1;
+    h->d = MHD_start_daemon(
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port, NULL, NULL,
+        handler, h, MHD_OPTION_CONNECTION_LIMIT, HA_HTTP_CONNS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, HA_HTTP_CONNS_PER_IP,
+        MHD_OPTION_CONNECTION_TIMEOUT, HA_HTTP_IDLE_S, MHD_OPTION_URI_LOG_CALLBACK,
+        mc_mhd_target_copy, NULL, MHD_OPTION_NOTIFY_COMPLETED, mc_mhd_target_free, NULL,
+        bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, (const struct sockaddr *)&sin,
+        MHD_OPTION_END);
+    if (!h->d) {
+        MC_LOG_ERROR("ha: cannot start the standby's admin HTTP port %u", port);
+        mc_http_auth_server_free(h->auth);
+        mc_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void mc_ha_http_stop(mc_ha_http_t *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    mc_http_auth_server_free(h->auth);
+    mc_free(h);
+}
