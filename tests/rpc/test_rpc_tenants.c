@@ -481,6 +481,19 @@ static void test_grants_in_answers(void **state)
         assert_int_equal(br->results[i]->n_grants, 0);
     mc_rpc_response_free(resp);
 
+    /* a forced remove of the leased g1 lists its replica for stamping, with a write grant */
+    q.force = true;
+    assert_int_equal(call(W.a, MC_OP_REMOVE, &q.base, &resp), MC_OK);
+    McRpc__StatusResponse *sr = (void *)resp;
+    assert_int_equal(sr->status, MC_OK);
+    assert_non_null(sr->retired);
+    assert_int_equal(sr->retired->n_replicas, 1);
+    assert_int_equal(grants_check(sr->retired->grants, sr->retired->n_grants, "a", MC_GRANT_WRITE),
+                     1);
+    mc_rpc_response_free(resp);
+    q.force = false;
+    q.key = mc_wire_key_str("a1");
+
     /* a cluster token needs none */
     q.tenant_id = "a";
     assert_int_equal(call(W.admin, MC_OP_GET_REPLICA_LIST, &q.base, &resp), MC_OK);
