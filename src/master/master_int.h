@@ -44,6 +44,8 @@ typedef struct obj {
     obj_rep_t rep[];
 } obj_t;
 
+_Static_assert(sizeof(obj_t) == 72, "the object header stays 72 bytes (internals/master.md)");
+
 static inline char *obj_key(obj_t *o) { return (char *)(o->rep + o->rep_cap); }
 
 /* The writing list (by put start), linked through the objects' nodes. */
