@@ -106,8 +106,8 @@ struct mc_master {
     uint64_t n_buckets, n_objs;
     olist_t writing;
     mc_evict_core_t *evict;     /* READABLE objects, in the policy of cfg.eviction_policy */
-    uint64_t n_readable, n_soft; /* READABLE objects, of which carry OF_SOFT_PIN (flags never
-                                    change while READABLE) */
+    uint64_t n_readable, n_soft; /* READABLE objects, of which carry OF_SOFT_PIN (pin flags
+                                    never change while READABLE) */
     uint64_t evict_capacity;    /* the policy's capacity: high watermark x mounted bytes */
     uint64_t evict_entries;     /* the object count its ghost and sketch are sized for */
 
