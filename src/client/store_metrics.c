@@ -94,7 +94,8 @@ static const struct {
                             "Batch Put transfer latency (us)"},
 };
 
-mc_status_t store_metrics_render(const store_metrics_t *m, char **text_p)
+mc_status_t store_metrics_render(const store_metrics_t *m, const mc_te_conn_stats_t *te,
+                                 char **text_p)
 {
     *text_p = NULL;
     mc_prom_t p = {0};
@@ -135,6 +136,19 @@ mc_status_t store_metrics_render(const store_metrics_t *m, char **text_p)
         snprintf(label, sizeof(label), "rpc_name=\"%s\",", name);
         mc_prom_histogram(&p, "mooncake_client_rpc_latency", label, store_lat_le_us, h.b,
                           STORE_LAT_BUCKETS, h.sum, h.count);
+    }
+    /* the data port's refusals of tenant-bound peers (docs/security.md, "Data ports and
+     * tenants"); ours, upstream has no such series */
+    if (te) {
+        mc_prom_help_type(&p, "mooncake_transfer_denied_requests", "counter",
+                          "Data-port requests of tenant-bound peers refused (PERMISSION_DENIED)");
+        MC_PROM_PRINTF(&p, "mooncake_transfer_denied_requests %llu\n",
+                       (unsigned long long)te->denied);
+        mc_prom_help_type(&p, "mooncake_transfer_grants_refused", "counter",
+                          "Data grants presented by peers and dropped (forged, expired, other "
+                          "segment or tenant)");
+        MC_PROM_PRINTF(&p, "mooncake_transfer_grants_refused %llu\n",
+                       (unsigned long long)te->grants_refused);
     }
     if (p.st == MC_OK && !(*text_p = mc_buf_take_str(&p.b)))
         p.st = MC_ERR_NO_MEMORY;
@@ -227,7 +241,10 @@ mc_status_t mc_store_metrics_text(mc_store_t *s, char **text_p)
         return MC_ERR_INVALID_PARAMS;
     if (!s->metrics)
         return MC_ERR_NOT_SUPPORTED;
-    return store_metrics_render(s->metrics, text_p);
+    mc_te_conn_stats_t te;
+    if (s->te)
+        mc_te_conn_stats(s->te, &te);
+    return store_metrics_render(s->metrics, s->te ? &te : NULL, text_p);
 }
 
 mc_status_t mc_store_metrics_summary(mc_store_t *s, char **text_p)

@@ -12,6 +12,7 @@
 #include "common/auth.h"
 #include "common/time.h"
 #include "mooncake/status.h"
+#include "mooncake/te.h"
 #include "rpc/opcodes.h"
 
 #include <stdatomic.h>
@@ -76,8 +77,10 @@ static inline void store_metrics_op(store_metrics_t *m, int op, uint64_t t0, uin
 /* Upstream's rpc_name label of an opcode ("GetReplicaList", "PutStart", ...), or NULL. */
 const char *store_metrics_rpc_name(uint16_t opcode);
 
-/* Prometheus text 0.0.4 (*text_p malloc'd, NUL-terminated; caller frees with free()). */
-mc_status_t store_metrics_render(const store_metrics_t *m, char **text_p);
+/* Prometheus text 0.0.4 (*text_p malloc'd, NUL-terminated; caller frees with free()). te:
+ * the client's Transfer Engine data-port counters (mc_te_conn_stats), NULL = none. */
+mc_status_t store_metrics_render(const store_metrics_t *m, const mc_te_conn_stats_t *te,
+                                 char **text_p);
 /* Upstream's /metrics/summary text (same ownership). */
 mc_status_t store_metrics_summary(const store_metrics_t *m, char **text_p);
 

@@ -10,12 +10,14 @@
  * with its last replica; a replica's block belongs to the allocator of its segment, and
  * dropping a segment drops its replicas and its discarded blocks with it; the space of a value
  * readers may hold a lease on is not reused before the lease ends (obj_retire parks it on the
- * discard list); and every change that is acknowledged is logged to the WAL first
+ * discard list), nor the space of a value handed out with data grants before they expire
+ * (obj_grant_floor); and every change that is acknowledged is logged to the WAL first
  * (master_wal.c), the service syncing it before any reply goes out. */
 #include "master/master_int.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/grant.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -340,11 +342,93 @@ static void rep_free_block(mc_master_t *m, obj_rep_t *r)
     r->seg = SEG_NONE;
 }
 
-/* Frees an object's space and record. Logs a WAL REMOVE if it was committed. */
+/* ------------------------------------------------------------------ data grants */
+
+/* grant_u's unit: with 16 bits it reaches 36 h, past the longest put discard timeout the
+ * master's flag allows (24 h) plus the skew. */
+#define MASTER_GRANT_UNIT_MS ((uint64_t)MC_GRANT_SKEW_MS)
+
+uint64_t mc_master_grant_life_ms(const mc_master_t *m, bool write)
+{
+    return (write ? m->cfg.put_start_discard_timeout_ms : m->cfg.default_kv_lease_ttl_ms) +
+           MC_GRANT_SKEW_MS;
+}
+
+void mc_master_grants_begin(mc_master_t *m) { m->granting = true; }
+void mc_master_grants_end(mc_master_t *m) { m->granting = false; }
+
+/* t rounded up to the grant unit's grid: write grant ends are kept on it, so that moving
+ * t_lease never moves them (obj_set_lease). */
+static uint64_t grant_grid(uint64_t t)
+{
+    return (t + MASTER_GRANT_UNIT_MS - 1) / MASTER_GRANT_UNIT_MS * MASTER_GRANT_UNIT_MS;
+}
+
+/* When o's space may be reused (0 for an object never granted): every grant covering it has
+ * expired on the master's clock -- reads (and stamps) by t_lease + MC_GRANT_SKEW_MS, the write
+ * grant of its put by grant_grid(t_lease) + grant_u units -- and MC_GRANT_SKEW_MS more has
+ * passed, the most a storage server's clock may run behind. */
+static uint64_t obj_grant_floor(const obj_t *o)
+{
+    if (!(o->flags & OF_GRANTED))
+        return 0;
+    uint64_t end = o->t_lease + MC_GRANT_SKEW_MS;
+    uint64_t wr = grant_grid(o->t_lease) + o->grant_u * MASTER_GRANT_UNIT_MS;
+    return (wr > end ? wr : end) + MC_GRANT_SKEW_MS;
+}
+
+static uint16_t grant_units(uint64_t ms)
+{
+    uint64_t u = (ms + MASTER_GRANT_UNIT_MS - 1) / MASTER_GRANT_UNIT_MS;
+    return (uint16_t)(u > UINT16_MAX ? UINT16_MAX : u);
+}
+
+/* Sets o's lease (READABLE) or put start (WRITING) to t, not earlier than it was (or 0 for an
+ * object never granted), keeping the end of its write grant. */
+static void obj_set_lease(obj_t *o, uint64_t t)
+{
+    if (o->flags & OF_GRANTED) {
+        uint64_t end = grant_grid(o->t_lease) + o->grant_u * MASTER_GRANT_UNIT_MS;
+        o->grant_u = end > grant_grid(t) ? grant_units(end - grant_grid(t)) : 0;
+    }
+    o->t_lease = t;
+}
+
+/* Inside a grant session: o's replicas go out with grants of `write` access, signed from a
+ * wall time no later than now (its lease or put start was just set to now + TTL or now). */
+static void obj_granted(mc_master_t *m, obj_t *o, bool write)
+{
+    if (!m->granting)
+        return;
+    if (write) /* a new put, t_lease = put start: its grant ends mc_master_grant_life_ms later */
+        o->grant_u = grant_units(o->t_lease + mc_master_grant_life_ms(m, true) -
+                                 grant_grid(o->t_lease));
+    /* a read: t_lease = now + TTL covers it; grant_u keeps any earlier write grant */
+    o->flags |= OF_GRANTED;
+}
+
+static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms,
+                         uint64_t floor_ms, uint64_t token, bool stuck_put);
+
+/* Frees replica r's block, or parks it until floor_ms (its grants' end) when that is later
+ * than now. */
+static void rep_release(mc_master_t *m, obj_rep_t *r, uint64_t floor_ms, uint64_t now)
+{
+    if (floor_ms > now && r->blk != MC_ALLOC_NONE && master_seg_slot(m, r->seg)) {
+        discard_push(m, r->seg, r->blk, floor_ms, floor_ms, 0, false);
+        r->seg = SEG_NONE;
+        return;
+    }
+    rep_free_block(m, r);
+}
+
+/* Frees an object's space (parked while grants may cover it) and record. Logs a WAL REMOVE if
+ * it was committed. */
 static void obj_destroy(mc_master_t *m, obj_t *o, bool log)
 {
+    uint64_t floor = obj_grant_floor(o), now = floor ? master_now(m) : 0;
     for (uint32_t i = 0; i < o->n_rep; i++)
-        rep_free_block(m, &o->rep[i]);
+        rep_release(m, &o->rep[i], floor, now);
     if (log && o->state == OBJ_READABLE)
         master_wal_log_remove(m, obj_key(o), o->klen);
     master_obj_unlink_free(m, o);
@@ -426,7 +510,8 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
     return cap;
 }
 
-/* Evicts committed objects of scope (NULL = every tenant) that are not leased and not pinned,
+/* Evicts committed objects of scope (NULL = every tenant) that are not leased, not under data
+ * grants (obj_grant_floor) and not pinned,
  * in the policy's victim order, until at least target bytes were freed. Soft-pinned objects go
  * in a second pass when allowed. Objects it cannot evict are walked past, not reordered (so
  * another tenant's objects keep their place). Returns the bytes freed. */
@@ -444,7 +529,9 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
         while (v && freed < target && scanned++ < max_scan) {
             obj_t *o = node_obj(v);
             mc_evict_node_t *next = mc_evict_core_next(m->evict, v);
-            bool skip = obj_leased(m, o, now) || (o->flags & OF_HARD_PIN) ||
+            /* an object under data grants would only be parked: nothing freed before then */
+            bool skip = obj_leased(m, o, now) || obj_grant_floor(o) > now ||
+                        (o->flags & OF_HARD_PIN) ||
                         (pass == 0 && obj_soft_pinned(o, now)) ||
                         (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL));
             /* only space on mounted (or draining) segments counts: an object kept on a
@@ -684,14 +771,16 @@ void mc_master_set_seed(mc_master_t *m, uint64_t seed) { m->rng = seed | 1; }
 /* ------------------------------------------------------------------ puts */
 
 static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms,
-                         uint64_t token, bool stuck_put)
+                         uint64_t floor_ms, uint64_t token, bool stuck_put)
 {
     if (mc_array_reserve(&m->disc, &m->cap_disc, m->n_disc + 1, 16) != MC_OK) {
         /* cannot defer: keep the space forever rather than risk reuse while written */
         MC_LOG_ERROR("master: discard list full; leaking a block until unmount");
         return;
     }
-    m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, token, stuck_put};
+    if (floor_ms > release_ms)
+        release_ms = floor_ms;
+    m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, floor_ms, token, stuck_put};
 }
 
 /* Frees discarded block i now (the last one takes its place). */
@@ -725,9 +814,16 @@ size_t mc_master_release_retired(mc_master_t *m, const uint64_t *tokens, size_t 
     memcpy(sorted, tokens, n * sizeof(*sorted));
     qsort(sorted, n, sizeof(*sorted), cmp_token);
     size_t freed = 0;
+    uint64_t now = master_now(m);
     for (size_t i = 0; i < m->n_disc;) {
-        if (m->disc[i].token &&
-            bsearch(&m->disc[i].token, sorted, n, sizeof(*sorted), cmp_token)) {
+        discarded_t *d = &m->disc[i];
+        if (d->token && bsearch(&d->token, sorted, n, sizeof(*sorted), cmp_token)) {
+            if (d->floor_ms > now) { /* data grants may still cover it: until their end */
+                d->release_ms = d->floor_ms;
+                d->token = 0;
+                i++;
+                continue;
+            }
             discard_free(m, i);
             freed++;
         } else {
@@ -773,10 +869,11 @@ static bool retired_list(mc_master_t *m, const obj_t *o, const obj_rep_t *r,
 static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired_t *retired)
 {
     master_events_obj(m, MC_MASTER_EV_REMOVED, o);
+    uint64_t floor = obj_grant_floor(o);
     for (uint32_t i = 0; i < o->n_rep; i++) {
         if (!master_seg_slot(m, o->rep[i].seg))
             continue;
-        uint64_t token = 0;
+        uint64_t token = 0, rep_floor = floor;
         if (retired) {
             if (o->t_lease - now > retired->lease_left_ms)
                 retired->lease_left_ms = o->t_lease - now;
@@ -784,11 +881,16 @@ static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired
                 while (retired->token == 0)
                     retired->token = rnd(m);
                 token = retired->token;
+                /* listed for a tenant-bound caller: its stamp grant lives the lease left (at
+                 * most the TTL) + MC_GRANT_SKEW_MS */
+                uint64_t stamp = now + m->cfg.default_kv_lease_ttl_ms + 2 * MC_GRANT_SKEW_MS;
+                if (m->granting && stamp > rep_floor)
+                    rep_floor = stamp;
             } else {
                 retired->unlisted++;
             }
         }
-        discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, token, false);
+        discard_push(m, o->rep[i].seg, o->rep[i].blk, o->t_lease, rep_floor, token, false);
     }
     master_wal_log_remove(m, obj_key(o), o->klen);
     master_obj_unlink_free(m, o);
@@ -858,7 +960,8 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
             for (uint32_t i = 0; i < o->n_rep; i++) {
                 if (master_seg_slot(m, o->rep[i].seg))
                     discard_push(m, o->rep[i].seg, o->rep[i].blk,
-                                 o->t_lease + m->cfg.put_start_release_timeout_ms, 0, true);
+                                 o->t_lease + m->cfg.put_start_release_timeout_ms,
+                                 obj_grant_floor(o), 0, true);
             }
             m->cnt.put_start_discards++;
             master_obj_unlink_free(m, o);
@@ -907,6 +1010,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
     o->size = size;
     o->t_lease = now;
     o->owner = serial;
+    obj_granted(m, o, true);
     c = client_find(m, cid); /* re-lookup: do not keep table pointers across evictions */
     if (c)
         c->n_writing++;
@@ -971,7 +1075,9 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
     master_writer_done(m, o->owner);
     o->state = OBJ_READABLE;
     o->checksum = checksum;
-    o->t_lease = 0; /* o->owner stays: the writer, for BatchReplicaClear's ownership check */
+    /* not leased; a granted object keeps its write grant's end (o->owner stays: the writer, for
+     * BatchReplicaClear's ownership check) */
+    obj_set_lease(o, o->flags & OF_GRANTED ? master_now(m) : 0);
     master_readable_link(m, o);
     master_wal_log_commit(m, o);
     master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
@@ -1051,7 +1157,8 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
     uint32_t n = readable_reps(m, o, reps);
     if (n == 0)
         return MC_ERR_OBJECT_NOT_FOUND;
-    o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
+    obj_set_lease(o, master_now(m) + m->cfg.default_kv_lease_ttl_ms);
+    obj_granted(m, o, false);
     mc_evict_core_hit(m->evict, &o->node);
     *n_p = n;
     if (size_p)
@@ -1094,7 +1201,7 @@ mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
         return MC_ERR_OBJECT_NOT_FOUND;
     if (m->cfg.exist_key_extends_lease)
-        o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
+        obj_set_lease(o, master_now(m) + m->cfg.default_kv_lease_ttl_ms);
     return MC_OK;
 }
 
@@ -1205,11 +1312,12 @@ mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const
         return MC_OK;
     }
     uint32_t kept = 0, cleared = 0;
+    uint64_t floor = obj_grant_floor(o);
     for (uint32_t i = 0; i < o->n_rep; i++) {
         segment_t *s = master_seg_slot(m, o->rep[i].seg);
         if (s && strcmp(s->name, segment) == 0) {
             master_events_obj_seg(m, MC_MASTER_EV_REMOVED, o, o->rep[i].seg);
-            rep_free_block(m, &o->rep[i]);
+            rep_release(m, &o->rep[i], floor, now);
             cleared++;
         } else {
             o->rep[kept++] = o->rep[i];

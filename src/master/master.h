@@ -167,6 +167,24 @@ void mc_master_retired_free(mc_master_retired_t *retired);
  * only free a block early, which readers still catch by checksum. */
 size_t mc_master_release_retired(mc_master_t *m, const uint64_t *tokens, size_t n);
 
+/* ---- data grants (docs/security.md, "Data ports and tenants"). The RPC layer signs grants for
+ * the replicas of a tenant-bound peer's answer, expiring mc_master_grant_life_ms after a wall
+ * clock time it read before the request reached the core: reads (GetReplicaList family) the
+ * read lease TTL, writes (PutStart family) the put discard timeout, each plus
+ * MC_GRANT_SKEW_MS; stamps of retired replicas the lease left plus MC_GRANT_SKEW_MS.
+ *
+ * Between mc_master_grants_begin and mc_master_grants_end (around one such request) the core
+ * records every object whose replicas it hands out. The space of a recorded object, however
+ * it is freed (remove, eviction, upsert, revoke, stuck put, replica clear), is parked on the
+ * discard list until its grants have expired plus MC_GRANT_SKEW_MS more (a storage server's
+ * clock may run that far behind the master's); ReleaseRetired does not free it earlier.
+ * Replicas listed as retired inside a session (stamp grants) are parked at least until now +
+ * the read lease TTL + 2 x MC_GRANT_SKEW_MS. Parked space stays allocated (counts as used).
+ * Cost: one flag bit and 2 bytes of the object header, nothing for objects never granted. */
+uint64_t mc_master_grant_life_ms(const mc_master_t *m, bool write);
+void mc_master_grants_begin(mc_master_t *m);
+void mc_master_grants_end(mc_master_t *m);
+
 /* As mc_master_put_start, also reporting what the put retires (also on errors: an upsert
  * retires the old value before it places the new one). */
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t client_id[16], const char *key,

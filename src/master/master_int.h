@@ -11,7 +11,9 @@
 #include <sys/types.h>
 
 enum { OBJ_WRITING = 1, OBJ_READABLE = 2 };
-enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2 };
+/* OF_GRANTED: replicas of the object were handed out with data grants (a tenant-bound peer's
+ * answer, mc_master_grants_begin): its space is parked until they expire (obj_grant_floor) */
+enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2, OF_GRANTED = 4 };
 enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
 
 #define SEG_NONE UINT32_MAX
@@ -37,9 +39,12 @@ typedef struct obj {
     uint16_t klen;
     uint8_t state, flags;
     uint8_t n_rep, rep_cap;
-    uint8_t pad[2];
+    uint16_t grant_u;           /* OF_GRANTED: its put's write grant ends (master's clock) by
+                                   t_lease on the 2 s grid + grant_u x 2 s (obj_grant_floor) */
     obj_rep_t rep[];
 } obj_t;
+
+_Static_assert(sizeof(obj_t) == 72, "the object header stays 72 bytes (internals/master.md)");
 
 static inline char *obj_key(obj_t *o) { return (char *)(o->rep + o->rep_cap); }
 
@@ -85,7 +90,9 @@ typedef struct client {
 typedef struct discarded {
     uint32_t seg, blk;
     uint64_t release_ms;
-    uint64_t token;             /* retired (upsert, forced remove): ReleaseRetired frees it early */
+    uint64_t floor_ms;          /* data grants may cover it until then: never freed earlier */
+    uint64_t token;             /* retired (upsert, forced remove): ReleaseRetired frees it early
+                                   (not before floor_ms) */
     bool stuck_put;             /* counted as a put-start release when freed */
 } discarded_t;
 
@@ -100,8 +107,8 @@ struct mc_master {
     uint64_t n_buckets, n_objs;
     olist_t writing;
     mc_evict_core_t *evict;     /* READABLE objects, in the policy of cfg.eviction_policy */
-    uint64_t n_readable, n_soft; /* READABLE objects, of which carry OF_SOFT_PIN (flags never
-                                    change while READABLE) */
+    uint64_t n_readable, n_soft; /* READABLE objects, of which carry OF_SOFT_PIN (pin flags
+                                    never change while READABLE) */
     uint64_t evict_capacity;    /* the policy's capacity: high watermark x mounted bytes */
     uint64_t evict_entries;     /* the object count its ghost and sketch are sized for */
 
@@ -113,6 +120,7 @@ struct mc_master {
     uint32_t next_serial;
     discarded_t *disc;
     size_t n_disc, cap_disc;
+    bool granting;              /* between mc_master_grants_begin and _end */
 
     bool evict_pending;
     uint64_t last_slow_tick_ms;

@@ -75,10 +75,8 @@ static McRpc__ReplicaDesc **reps_out(mc_rpc_arena_t *a, const mc_master_replica_
     return arr;
 }
 
-static mc_status_t retired_grants(mc_rpc_call_t *call, McRpc__RetiredReplicas *r);
-
-/* What an upsert or a forced remove retired, for the answer (NULL in *out when nothing was);
- * frees retired's list. */
+/* What an upsert or a forced remove retired, for the answer (NULL in *out when nothing was;
+ * its stamp grants come with grants_attach); frees retired's list. */
 static mc_status_t retired_out(mc_rpc_call_t *call, mc_master_retired_t *retired,
                                McRpc__RetiredReplicas **out)
 {
@@ -95,7 +93,6 @@ static mc_status_t retired_out(mc_rpc_call_t *call, mc_master_retired_t *retired
             r->token = retired->token;
             r->unlisted = retired->unlisted;
             *out = r;
-            st = retired_grants(call, r);
         } else {
             st = MC_ERR_NO_MEMORY;
         }
@@ -1045,36 +1042,53 @@ static const mc_auth_t *grant_ring(const mc_rpc_call_t *call)
 }
 
 /* Write grants for stamping retired replicas (store_stamp_add), as long as their leases. */
-static mc_status_t retired_grants(mc_rpc_call_t *call, McRpc__RetiredReplicas *r)
+static mc_status_t retired_grants(mc_rpc_call_t *call, const mc_auth_t *ring, uint64_t wall0,
+                                  McRpc__RetiredReplicas *r)
 {
-    const mc_auth_t *ring = grant_ring(call);
-    if (!ring)
+    if (!r)
         return MC_OK;
     grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
     return grants_make(call, ring, call->peer->tenant, MC_GRANT_WRITE,
-                       mc_wall_ms() + r->lease_ms + MC_GRANT_SKEW_MS, &src, &r->grants,
-                       &r->n_grants);
+                       wall0 + r->lease_ms + MC_GRANT_SKEW_MS, &src, &r->grants, &r->n_grants);
+}
+
+/* The opcodes whose answers carry replicas (and grants for a tenant-bound peer). */
+static bool op_grants(uint16_t op)
+{
+    switch (op) {
+    case MC_OP_GET_REPLICA_LIST: case MC_OP_BATCH_GET_REPLICA_LIST:
+    case MC_OP_PUT_START: case MC_OP_UPSERT_START:
+    case MC_OP_BATCH_PUT_START: case MC_OP_BATCH_UPSERT_START:
+    case MC_OP_REMOVE: case MC_OP_BATCH_REMOVE: case MC_OP_REMOVE_BY_REGEX: case MC_OP_REMOVE_ALL:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* Adds data grants to the answers that hand out replicas (GetReplicaList and PutStart
- * families), for a tenant-bound peer (docs/security.md, "Data ports and tenants"). Reads live
- * as long as the read lease, writes as long as the put discard timeout, plus MC_GRANT_SKEW_MS.
- * A master without a cluster key cannot sign: its tenants' data requests are refused by the
- * storage servers (logged once). */
-static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, ProtobufCMessage *resp)
+ * families, and the retired replicas of upserts and forced removes), for a tenant-bound peer
+ * (docs/security.md, "Data ports and tenants"), expiring mc_master_grant_life_ms (stamps: the
+ * lease left + MC_GRANT_SKEW_MS) after wall0, read before the core handled the request, so
+ * that the core's record of them (mc_master_grants_begin) ends no earlier than they do. */
+static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, const mc_auth_t *ring,
+                                 uint64_t wall0, ProtobufCMessage *resp)
 {
     uint16_t op = call->opcode;
-    if (op != MC_OP_GET_REPLICA_LIST && op != MC_OP_BATCH_GET_REPLICA_LIST &&
-        op != MC_OP_PUT_START && op != MC_OP_UPSERT_START && op != MC_OP_BATCH_PUT_START &&
-        op != MC_OP_BATCH_UPSERT_START)
-        return MC_OK;
-    const mc_auth_t *ring = grant_ring(call);
-    if (!ring)
-        return MC_OK;
     const char *tenant = call->peer->tenant;
-    uint64_t now = mc_wall_ms();
-    uint64_t rd = now + m->cfg.default_kv_lease_ttl_ms + MC_GRANT_SKEW_MS;
-    uint64_t wr = now + m->cfg.put_start_discard_timeout_ms + MC_GRANT_SKEW_MS;
+    uint64_t rd = wall0 + mc_master_grant_life_ms(m, false);
+    uint64_t wr = wall0 + mc_master_grant_life_ms(m, true);
+    switch (op) { /* the retired old values stamped by their retirer */
+    case MC_OP_REMOVE:
+        return retired_grants(call, ring, wall0, ((McRpc__StatusResponse *)resp)->retired);
+    case MC_OP_BATCH_REMOVE:
+        return retired_grants(call, ring, wall0, ((McRpc__BatchStatusResponse *)resp)->retired);
+    case MC_OP_REMOVE_BY_REGEX:
+    case MC_OP_REMOVE_ALL:
+        return retired_grants(call, ring, wall0, ((McRpc__CountResponse *)resp)->retired);
+    default:
+        break;
+    }
     if (op == MC_OP_GET_REPLICA_LIST) {
         McRpc__ReplicaListResponse *r = (void *)resp;
         grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
@@ -1106,9 +1120,12 @@ static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, ProtobufCM
     if (!lists || !counts)
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < n; i++) {
-        const McRpc__PutStartResponse *ps = batch ? br->results[i] : one;
+        McRpc__PutStartResponse *ps = batch ? br->results[i] : one;
         lists[i] = ps->replicas;
         counts[i] = ps->status ? 0 : ps->n_replicas;
+        mc_status_t st = retired_grants(call, ring, wall0, ps->retired);
+        if (st != MC_OK)
+            return st;
     }
     grant_src_t src = {(McRpc__ReplicaDesc **const *)lists, counts, n};
     return batch ? grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &br->grants,
@@ -1183,11 +1200,20 @@ static mc_status_t h_authorized(void *ctx, mc_rpc_call_t *call, const ProtobufCM
                     st == MC_ERR_INVALID_PARAMS ? "tenant_id " : "", why);
         return st;
     }
+    /* a tenant-bound peer's replicas go out with grants: the core records them for the
+     * session, from a wall time read first (grants_attach) */
+    const mc_auth_t *ring =
+        call->peer && call->peer->tenant[0] && op_grants(call->opcode) ? grant_ring(call) : NULL;
+    uint64_t wall0 = ring ? mc_wall_ms() : 0;
+    if (ring)
+        mc_master_grants_begin(ctx);
     call->scope = &scope; /* for the handler only: a parked poll copies it */
     st = g_impl[call->opcode](ctx, call, req, resp_p);
     call->scope = NULL;
-    if (st == MC_OK && call->peer && call->peer->tenant[0] && *resp_p)
-        st = grants_attach(ctx, call, *resp_p);
+    if (ring)
+        mc_master_grants_end(ctx);
+    if (st == MC_OK && ring && *resp_p)
+        st = grants_attach(ctx, call, ring, wall0, *resp_p);
     return st;
 }
 

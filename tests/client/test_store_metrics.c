@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "client/store_metrics.h"
+#include "common/alloc.h"
 #include "common/net.h"
 #include "mooncake/log.h"
 #include "mooncake/store.h"
@@ -130,6 +132,11 @@ static void test_counts_are_exact(void **state)
     assert_non_null(strstr(t, "# TYPE mooncake_transfer_get_latency histogram\n"));
     assert_non_null(strstr(t, "# TYPE mooncake_client_rpc_count counter\n"));
     assert_null(strstr(t, "mooncake_ssd_")); /* no SSD tier: no series, not zeros */
+    /* the data port's refusals (mc_te_conn_stats): none here */
+    assert_int_equal(sample(t, "mooncake_transfer_denied_requests"), 0);
+    assert_int_equal(sample(t, "mooncake_transfer_grants_refused"), 0);
+    assert_non_null(strstr(t, "# TYPE mooncake_transfer_denied_requests counter\n"));
+    assert_non_null(strstr(t, "# TYPE mooncake_transfer_grants_refused counter\n"));
     free(t);
 
     /* 5 puts of 1000..5000 bytes, 7 gets (one a miss), a put of an existing key */
@@ -225,6 +232,24 @@ static void test_counts_are_exact(void **state)
     assert_non_null(strstr(t, "PutStart: count=6"));
     free(t);
     mc_store_destroy(s);
+}
+
+/* The engine's counters go out as they are (store_metrics_render). */
+static void test_te_refusals_rendered(void **state)
+{
+    (void)state;
+    store_metrics_t *m = store_metrics_new();
+    assert_non_null(m);
+    mc_te_conn_stats_t cs = {.denied = 7, .grants_refused = 3};
+    char *t = NULL;
+    assert_int_equal(store_metrics_render(m, &cs, &t), MC_OK);
+    assert_int_equal(sample(t, "mooncake_transfer_denied_requests"), 7);
+    assert_int_equal(sample(t, "mooncake_transfer_grants_refused"), 3);
+    free(t);
+    assert_int_equal(store_metrics_render(m, NULL, &t), MC_OK); /* no engine: no series */
+    assert_null(strstr(t, "mooncake_transfer_denied_requests"));
+    free(t);
+    mc_free(m);
 }
 
 static void test_metrics_off(void **state)
@@ -424,6 +449,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_are_exact),
+        cmocka_unit_test(test_te_refusals_rendered),
         cmocka_unit_test(test_metrics_off),
         cmocka_unit_test(test_http_server),
         cmocka_unit_test(test_counts_under_threads),

@@ -6,6 +6,7 @@
 
 #include "policy_env.h"
 #include "common/alloc.h"
+#include "common/grant.h"
 #include "master/master.h"
 #include "rpc/frame.h"
 
@@ -746,6 +747,131 @@ static void test_forced_remove_retires(void **state)
     mc_master_destroy(m);
 }
 
+/* Data grants (mc_master_grants_begin): the space of an object whose replicas went out with
+ * grants is not reused before the grants expire + MC_GRANT_SKEW_MS (their expiry is checked by
+ * storage servers whose clocks may lag), whatever frees it. A one-object segment shows where
+ * the next put lands. */
+static mc_status_t put_at(mc_master_t *m, const char *key, uint64_t size, uint64_t *addr_p)
+{
+    mc_master_replica_t r[8];
+    uint32_t n = 0;
+    mc_status_t st = mc_master_put_start(m, CB, key, strlen(key), size, NULL, false, r, &n);
+    if (st == MC_OK) {
+        *addr_p = r[0].addr;
+        assert_int_equal(mc_master_put_end(m, CB, key, strlen(key), 1), MC_OK);
+    }
+    return st;
+}
+
+/* Puts of `key` fail (no space) until `until`, then land at addr. */
+static void reused_at(mc_master_t *m, const char *key, uint64_t until, uint64_t addr)
+{
+    uint64_t got = 0;
+    mc_master_cron(m);
+    assert_int_equal(put_at(m, key, 65536, &got), MC_ERR_NO_AVAILABLE_HANDLE);
+    g_now = until - 1;
+    mc_master_cron(m);
+    assert_int_equal(put_at(m, key, 65536, &got), MC_ERR_NO_AVAILABLE_HANDLE);
+    g_now = until;
+    mc_master_cron(m);
+    assert_int_equal(put_at(m, key, 65536, &got), MC_OK);
+    assert_int_equal(got, addr);
+    assert_int_equal(mc_master_remove(m, key, strlen(key), true, NULL), MC_OK);
+}
+
+static void test_grants_park_space(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.default_kv_lease_ttl_ms = 500;
+    cfg.put_start_discard_timeout_ms = 30000;
+    cfg.client_ttl_ms = 1ull << 40; /* the clock jumps; nobody pings */
+    mc_master_t *m = mk(&cfg);
+    mount(m, CA, "segA", 0x100000, 65536, "h1", 1);
+    const uint64_t skew = MC_GRANT_SKEW_MS;
+    assert_int_equal(mc_master_grant_life_ms(m, false), 500 + skew);
+    assert_int_equal(mc_master_grant_life_ms(m, true), 30000 + skew);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t addr = 0, t0;
+
+    /* without grants: freed at once */
+    assert_int_equal(put_at(m, "plain", 65536, &addr), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("plain"), r, &n, NULL, NULL), MC_OK);
+    g_now += 501;
+    assert_int_equal(mc_master_remove(m, K("plain"), false, NULL), MC_OK);
+    assert_int_equal(put_at(m, "x", 65536, &addr), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("x"), true, NULL), MC_OK);
+
+    /* a read grant: removed once the lease ended, parked until lease + 2 x skew */
+    assert_int_equal(put_at(m, "a", 65536, &addr), MC_OK);
+    t0 = g_now;
+    mc_master_grants_begin(m);
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK);
+    mc_master_grants_end(m);
+    g_now += 501;
+    assert_int_equal(mc_master_remove(m, K("a"), false, NULL), MC_OK);
+    reused_at(m, "b", t0 + 500 + 2 * skew, addr);
+
+    /* a write grant of a revoked put: parked until put start + discard timeout + 2 x skew (the
+     * master keeps that end on a 2 s grid: start on it) */
+    g_now = (g_now / 2000 + 1) * 2000;
+    t0 = g_now;
+    mc_master_grants_begin(m);
+    assert_int_equal(mc_master_put_start(m, CA, K("w"), 65536, NULL, false, r, &n), MC_OK);
+    mc_master_grants_end(m);
+    assert_int_equal(r[0].addr, addr);
+    g_now += 10;
+    assert_int_equal(mc_master_put_revoke(m, CA, K("w")), MC_OK);
+    reused_at(m, "b", t0 + 30000 + 2 * skew, addr);
+
+    /* the write grant outlives the commit and a later (ungranted) read lease; eviction does not
+     * take an object under grants either (it would free nothing) */
+    g_now = (g_now / 2000 + 1) * 2000;
+    t0 = g_now;
+    mc_master_grants_begin(m);
+    assert_int_equal(mc_master_put_start(m, CA, K("c"), 65536, NULL, false, r, &n), MC_OK);
+    mc_master_grants_end(m);
+    g_now += 1000;
+    assert_int_equal(mc_master_put_end(m, CA, K("c"), 1), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("c"), r, &n, NULL, NULL), MC_OK);
+    g_now += 1000;
+    uint64_t got = 0;
+    assert_int_equal(put_at(m, "b", 65536, &got), MC_ERR_NO_AVAILABLE_HANDLE); /* not evicted */
+    assert_int_equal(mc_master_exist(m, K("c")), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("c"), false, NULL), MC_OK);
+    reused_at(m, "b", t0 + 30000 + 2 * skew, addr);
+
+    /* retired under a lease by a forced remove: ReleaseRetired frees it no earlier */
+    assert_int_equal(put_at(m, "d", 65536, &addr), MC_OK);
+    t0 = g_now;
+    mc_master_grants_begin(m);
+    assert_int_equal(mc_master_get_replicas(m, K("d"), r, &n, NULL, NULL), MC_OK);
+    mc_master_grants_end(m);
+    mc_master_retired_t ret = {.max = 8};
+    assert_int_equal(mc_master_remove(m, K("d"), true, &ret), MC_OK);
+    assert_int_equal(ret.n, 1);
+    assert_int_equal(mc_master_release_retired(m, &ret.token, 1), 0);
+    mc_master_retired_free(&ret);
+    reused_at(m, "b", t0 + 500 + 2 * skew, addr);
+
+    /* retired replicas listed inside a session (stamp grants): at least now + TTL + 2 x skew */
+    assert_int_equal(put_at(m, "e", 65536, &addr), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("e"), r, &n, NULL, NULL), MC_OK);
+    g_now += 400; /* 100 ms of lease left */
+    t0 = g_now;
+    mc_master_retired_t ret2 = {.max = 8};
+    mc_master_grants_begin(m);
+    assert_int_equal(mc_master_remove(m, K("e"), true, &ret2), MC_OK);
+    mc_master_grants_end(m);
+    assert_int_equal(ret2.lease_left_ms, 100);
+    assert_int_equal(mc_master_release_retired(m, &ret2.token, 1), 0);
+    mc_master_retired_free(&ret2);
+    reused_at(m, "b", t0 + 500 + 2 * skew, addr);
+    mc_master_destroy(m);
+}
+
 static void rm_rf(const char *dir)
 {
     char cmd[512];
@@ -1248,6 +1374,7 @@ int main(void)
         cmocka_unit_test(test_free_ratio_first),
         cmocka_unit_test(test_upsert),
         cmocka_unit_test(test_forced_remove_retires),
+        cmocka_unit_test(test_grants_park_space),
         cmocka_unit_test(test_wal_recovery),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_key_list_cap),
