@@ -11,6 +11,7 @@
  * names the cluster token file; without one the RPC port accepts everyone (a warning is
  * logged unless it is bound to loopback). The --rpc_* flags size the RPC port's budgets. */
 #include "common/auth.h"
+#include "common/grant.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "master/ha.h"
@@ -509,6 +510,16 @@ int main(int argc, char **argv)
         so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
         so.cfg.ha_view_version = mc_ha_view(ha);
         so.ha_ctx = ha;
+    }
+    /* Data grants of the previous master (or leader) are not in the log: when tenant-bound
+     * peers can get grants, recovered space waits out the longest one (a put's write grant,
+     * plus the storage servers' clock margin) before it is reused (security.md, "Space
+     * under grants"). */
+    if (mc_auth_has_cluster_key(auth) && mc_auth_has_tenant_key(auth)) {
+        uint64_t lease = so.cfg.default_kv_lease_ttl_ms, put = so.cfg.put_start_discard_timeout_ms;
+        uint64_t floor = (lease > put ? lease : put) + 2ull * MC_GRANT_SKEW_MS;
+        if (so.cfg.recovered_reuse_delay_ms < floor)
+            so.cfg.recovered_reuse_delay_ms = floor;
     }
 
     /* one keyring for every port (RPC, metrics/admin HTTP, metadata); lives until exit */

@@ -482,6 +482,14 @@ mc_status_t mc_auth_verify_cluster(const mc_auth_t *auth, const char *label, con
 
 int mc_auth_has_cluster_key(const mc_auth_t *auth) { return cluster_key(auth) != NULL; }
 
+int mc_auth_has_tenant_key(const mc_auth_t *auth)
+{
+    for (unsigned i = 0; auth && i < auth->n; i++)
+        if (auth->keys[i].tenant[0])
+            return 1;
+    return 0;
+}
+
 void mc_auth_hex(const uint8_t *in, size_t n, char *out)
 {
     static const char hex[] = "0123456789abcdef";

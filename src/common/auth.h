@@ -113,12 +113,14 @@ mc_status_t mc_auth_verify(const mc_auth_t *auth, const char *label, const void 
 /* The same, with cluster keys only (lines without tenant=): what vouches for shared
  * infrastructure (segment descriptors), which a tenant token must not be able to forge.
  * sign: MC_ERR_PERMISSION when the ring holds no cluster key; verify: MC_ERR_AUTH unless a
- * cluster key made mac. mc_auth_has_cluster_key: whether the ring holds one (NULL: no). */
+ * cluster key made mac. mc_auth_has_cluster_key: whether the ring holds one (NULL: no);
+ * mc_auth_has_tenant_key: whether it holds a tenant line (so tenant-bound peers can exist). */
 mc_status_t mc_auth_sign_cluster(const mc_auth_t *auth, const char *label, const void *msg,
                                  size_t len, uint8_t mac[MC_AUTH_MAC_SIZE]);
 mc_status_t mc_auth_verify_cluster(const mc_auth_t *auth, const char *label, const void *msg,
                                    size_t len, const uint8_t mac[MC_AUTH_MAC_SIZE]);
 int mc_auth_has_cluster_key(const mc_auth_t *auth);
+int mc_auth_has_tenant_key(const mc_auth_t *auth);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes); parse back exactly 2n lower-case hex
  * digits (anything else, upper case included, MC_ERR_INVALID_PARAMS). */
