@@ -10,6 +10,7 @@
  * pages and /health with opts.metrics_public. Endpoints, bodies and caps:
  * docs/internals/master.md, "HTTP"; metric names: docs/operations.md. */
 #include "master/service.h"
+#include "master/console.h"
 #include "master/tenant_store.h"
 
 #include "common/alloc.h"
@@ -48,6 +49,7 @@ struct mc_master_service {
     struct MHD_Daemon *httpd;
     uint16_t metrics_port;
     mc_http_auth_server_t *http_auth; /* checks HTTP requests (open without a keyring) */
+    mc_console_t *console;            /* the console's browser sessions (master/console.h) */
     atomic_bool serving;              /* the loop runs (service_ready in /health) */
     bool batch_op[MC_OP_MAX];         /* opcodes named batch_*: item counters too */
     _Atomic uint64_t req[MC_OP_MAX], fail[MC_OP_MAX];
@@ -197,6 +199,7 @@ typedef enum qkind {
     Q_TENANTS,          /* GET /api/v1/tenant_quotas: all, or ?tenant_id= */
     Q_TENANT_PUT,       /* PUT /api/v1/tenant_quotas?tenant_id= */
     Q_TENANT_DELETE,    /* DELETE /api/v1/tenant_quotas?tenant_id= */
+    Q_EVENTS,           /* /console/events?from= */
 } qkind_t;
 
 typedef struct query {
@@ -208,6 +211,7 @@ typedef struct query {
     mc_tenant_scope_t scope; /* Q_KEY, Q_BATCH, Q_ALL_KEYS: ?tenant_id= (default "default") */
     char tenant[MC_TENANT_MAX + 1]; /* Q_TENANT*: ?tenant_id= ("" = all, for Q_TENANTS) */
     uint64_t quota;                 /* Q_TENANT_PUT: requested_quota_bytes */
+    uint64_t from;                  /* Q_EVENTS: the first seq wanted */
     /* results */
     char *result;
     mc_status_t st;
@@ -303,6 +307,7 @@ static void query_on_loop(void *arg)
     case Q_TENANTS:
     case Q_TENANT_PUT:
     case Q_TENANT_DELETE: r = tenant_quota_on_loop(q->s, q, &st); break;
+    case Q_EVENTS: r = mc_console_events_json(m, q->from); break;
     }
     if (!r && st == MC_OK)
         st = MC_ERR_NO_MEMORY;
@@ -823,6 +828,13 @@ static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection 
         bad = tenant_param(c, q);
     if (!bad && kind == Q_TENANT_PUT)
         bad = quota_body(body, body_len, &q->quota);
+    if (!bad && kind == Q_EVENTS) {
+        const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
+        char *end = NULL;
+        q->from = v && *v ? strtoull(v, &end, 10) : 0;
+        if (v && *v && (*end || v[0] == '-'))
+            bad = "invalid from (a decimal event sequence number)";
+    }
     if (!bad && (kind == Q_KEY || kind == Q_SEGMENT || kind == Q_BATCH)) {
         const char *pname = kind == Q_KEY ? "key" : kind == Q_SEGMENT ? "segment" : "keys";
         const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, pname);
@@ -869,6 +881,7 @@ static enum MHD_Result http_query(mc_master_service_t *s, struct MHD_Connection 
     case Q_TENANTS:
     case Q_TENANT_PUT:
     case Q_TENANT_DELETE:
+    case Q_EVENTS:
     case Q_SEGMENTS_DETAIL: return reply(c, 200, JSON, r, 1);
     case Q_ALL_KEYS:
         if (truncated) {
@@ -933,10 +946,11 @@ static void http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* Does this request need credentials? All do when the service has a keyring, except the
- * metrics pages and /health with metrics_public. */
+ * metrics pages and /health with metrics_public, and /console/login (its one-time code is
+ * the credential). */
 static bool http_needs_auth(const mc_master_service_t *s, const char *url)
 {
-    if (!mc_http_auth_server_enabled(s->http_auth))
+    if (!mc_http_auth_server_enabled(s->http_auth) || !strcmp(url, "/console/login"))
         return false;
     return !(s->o.metrics_public &&
              (!strcmp(url, "/metrics") || !strcmp(url, "/metrics/summary") ||
@@ -961,6 +975,61 @@ static bool http_authorized(mc_master_service_t *s, struct MHD_Connection *c, co
         return false;
     }
     return true;
+}
+
+/* The console's pages (GET, authorized already): assets, events, login link and login. */
+static enum MHD_Result http_console(mc_master_service_t *s, struct MHD_Connection *c,
+                                    const char *url)
+{
+    if (!strcmp(url, "/console/events"))
+        return http_query(s, c, Q_EVENTS, NULL, 0);
+    bool auth = mc_http_auth_server_enabled(s->http_auth);
+    char id[65], buf[160];
+    if (!strcmp(url, "/console/login_link")) {
+        if (!auth)
+            return reply_error(c, 409, "no token file: the console is open without a login");
+        mc_console_new_code(s->console, id);
+        snprintf(buf, sizeof(buf), "{\"path\":\"/console/login?code=%s\",\"expires_in_s\":%u}",
+                 id, MC_CONSOLE_CODE_TTL_MS / 1000);
+        char *b = mc_strdup(buf);
+        return b ? reply(c, 200, JSON, b, 1) : MHD_NO;
+    }
+    if (!strcmp(url, "/console/login")) {
+        const char *code = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "code");
+        if (!auth)
+            return reply_h(c, 303, TEXT, "no login needed\n", 0, "Location", "/console");
+        if (!mc_console_login(s->console, code, id))
+            return reply_error(c, 403, "unknown, used or expired login code");
+        snprintf(buf, sizeof(buf), MC_CONSOLE_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; "
+                 "SameSite=Strict", id, MC_CONSOLE_SESSION_TTL_MS / 1000);
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, "Set-Cookie", buf);
+        MHD_add_response_header(r, "Location", "/console");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+        enum MHD_Result ret = MHD_queue_response(c, 303, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    size_t len;
+    const char *type;
+    const char *body = mc_console_asset(url, &len, &type);
+    if (!body)
+        return reply_error(c, 404, "no such endpoint");
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    /* everything the page uses comes from this origin */
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -997,7 +1066,10 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
         if (rq->too_large)
             return reply_error(c, 413, "body over 4096 bytes");
     }
-    if (http_needs_auth(s, url) &&
+    /* a console session (cookie) may read (GET), not mint further login links */
+    bool by_cookie = !strcmp(method, "GET") && strcmp(url, "/console/login_link") != 0 &&
+                     mc_console_session_ok(s->console, c);
+    if (http_needs_auth(s, url) && !by_cookie &&
         !http_authorized(s, c, method, rq->target, rq->body, rq->body_len, &ret))
         return ret;
     if (tq && (!strcmp(method, "GET") || !strcmp(method, "PUT") || !strcmp(method, "DELETE")))
@@ -1007,6 +1079,8 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
     if (strcmp(method, "GET") != 0)
         return reply_error(c, 405, tq ? "method not allowed (GET, PUT, DELETE)"
                                       : "method not allowed (GET only)");
+    if (!strncmp(url, "/console", 8))
+        return http_console(s, c, url);
     if (strcmp(url, "/metrics") == 0) {
         char *t = render_metrics(s);
         return t ? reply(c, 200, "text/plain; version=0.0.4", t, 1)
@@ -1137,7 +1211,9 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         return st;
     }
     if (opts->metrics_port >= 0) {
-        if (mc_http_auth_server_create(opts->auth, &s->http_auth) != MC_OK) {
+        if (mc_http_auth_server_create(opts->auth, &s->http_auth) != MC_OK ||
+            !(s->console = mc_console_create())) {
+            mc_http_auth_server_free(s->http_auth);
             mc_rpc_server_destroy(s->srv);
             mc_master_destroy(s->m);
             pthread_mutex_destroy(&s->summary_mu);
@@ -1165,6 +1241,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
             MC_LOG_ERROR("master: cannot start the metrics HTTP server on port %d",
                          opts->metrics_port);
             mc_http_auth_server_free(s->http_auth);
+            mc_console_free(s->console);
             mc_rpc_server_destroy(s->srv);
             mc_master_destroy(s->m);
             pthread_mutex_destroy(&s->summary_mu);
@@ -1202,6 +1279,7 @@ void mc_master_service_destroy(mc_master_service_t *s)
     if (s->httpd)
         MHD_stop_daemon(s->httpd);
     mc_http_auth_server_free(s->http_auth);
+    mc_console_free(s->console);
     mc_rpc_server_destroy(s->srv);
     mc_master_destroy(s->m);
     pthread_mutex_destroy(&s->summary_mu);
