@@ -10,6 +10,7 @@ PKGS=(
   python3 python3-dev python3-pytest python3-numpy python3-setuptools python3-pip python3-wheel python3-torch
   etcd-server etcd-client prometheus memcached iperf3 redis-server redis-tools
   gnuplot-nox iproute2 procps curl fio
+  chromium chromium-driver python3-selenium
 )
 missing=()
 for p in "${PKGS[@]}"; do
