@@ -120,14 +120,23 @@ def test_console_live(browser):
 
 def test_console_login_with_token(browser, tmp_path):
     tok = tmp_path / "token"
-    tok.write_text("console-test-secret-0123456789abcdef\n")
+    tok.write_text("console-test-secret-0123456789abcdef\n"
+                   "console-tenant-secret-0123456789abc tenant=acme\n")
     os.chmod(tok, stat.S_IRUSR | stat.S_IWUSR)
+    tenant_tok = tmp_path / "tenant_token"
+    tenant_tok.write_text("console-tenant-secret-0123456789abc tenant=acme\n")
+    os.chmod(tenant_tok, stat.S_IRUSR | stat.S_IWUSR)
     m = master(0, 0, [f"--auth_token_file={tok}"])
     try:
         browser.get(m.http + "/console")
         assert "credentials required" in browser.page_source  # the default stays closed
         browser.get(m.http + "/console/login?code=" + "0" * 64)
         assert "unknown, used or expired login code" in browser.page_source
+        # a tenant token may not mint a login link (the admin port takes cluster tokens only)
+        r = subprocess.run([bin_path("mooncake_auth_curl"), f"--auth_token_file={tenant_tok}",
+                            m.http + "/console/login_link"], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 22 and "403" in r.stderr, (r.returncode, r.stdout, r.stderr)
         out = subprocess.run([bin_path("mooncake_auth_curl"), f"--auth_token_file={tok}",
                               m.http + "/console/login_link"], capture_output=True, text=True,
                              timeout=30, check=True).stdout
