@@ -1,7 +1,8 @@
 /* The mooncake_master service (contract in service.h): the master core served by an RPC server
  * loop, plus an HTTP server (libmicrohttpd, its own threads) for /metrics and upstream's admin
  * endpoints (/metrics/summary, /health, /role, /ha_status, /leader, /query_key,
- * /batch_query_keys, /get_all_keys, /get_all_segments, /get_segments_detail, /query_segment).
+ * /batch_query_keys, /get_all_keys, /get_all_segments, /get_segments_detail, /query_segment)
+ * and the operator console (/console..., master/console.h).
  * The loop thread owns the core: RPC handlers and the cron run there, and the WAL is synced
  * before each round of replies. HTTP threads never touch the core: /metrics and the summary
  * render the snapshot the cron publishes plus relaxed atomic counters, and queries are posted
