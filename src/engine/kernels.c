@@ -1,0 +1,40 @@
+/* Kernel variants (kernels.h). This file is compiled with -ffp-contract=off so that the portable
+ * variant never fuses a multiply and an add on its own: the only fused operations are the
+ * explicit FMAs of the AVX2 variant. */
+#include "engine/kernels.h"
+
+#include <immintrin.h>
+
+#define KV_PREFIX _portable
+#define KV_TARGET
+#define KV_FMA(a, b, c) ((a) * (b) + (c))
+#include "engine/kernels_impl.h"
+#undef KV_PREFIX
+#undef KV_TARGET
+#undef KV_FMA
+
+#if defined(__x86_64__)
+#define KV_PREFIX _avx2
+#define KV_TARGET __attribute__((target("avx2,fma")))
+#define KV_FMA(a, b, c) ((KV_V8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#include "engine/kernels_impl.h"
+#undef KV_PREFIX
+#undef KV_TARGET
+#undef KV_FMA
+#endif
+
+static const mc_engine_kernels_t k_portable = {"portable", matmul_portable, dot_portable,
+                                               axpy_portable};
+#if defined(__x86_64__)
+static const mc_engine_kernels_t k_avx2 = {"avx2-fma", matmul_avx2, dot_avx2, axpy_avx2};
+#endif
+
+const mc_engine_kernels_t *mc_engine_kernels(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return &k_avx2;
+#endif
+    return &k_portable;
+}
