@@ -8,25 +8,31 @@
 #define KV_PREFIX _portable
 #define KV_TARGET
 #define KV_FMA(a, b, c) ((a) * (b) + (c))
+#define KV_FMA1(a, b, c) ((a) * (b) + (c))
 #include "engine/kernels_impl.h"
 #undef KV_PREFIX
 #undef KV_TARGET
 #undef KV_FMA
+#undef KV_FMA1
 
 #if defined(__x86_64__)
 #define KV_PREFIX _avx2
 #define KV_TARGET __attribute__((target("avx2,fma")))
 #define KV_FMA(a, b, c) ((KV_V8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define KV_FMA1(a, b, c) __builtin_fmaf((a), (b), (c))
 #include "engine/kernels_impl.h"
 #undef KV_PREFIX
 #undef KV_TARGET
 #undef KV_FMA
+#undef KV_FMA1
 #endif
 
 static const mc_engine_kernels_t k_portable = {"portable", matmul_portable, dot_portable,
-                                               axpy_portable};
+                                               scores_portable, wsum_portable,
+                                               expsum_portable};
 #if defined(__x86_64__)
-static const mc_engine_kernels_t k_avx2 = {"avx2-fma", matmul_avx2, dot_avx2, axpy_avx2};
+static const mc_engine_kernels_t k_avx2 = {"avx2-fma", matmul_avx2, dot_avx2, scores_avx2,
+                                           wsum_avx2, expsum_avx2};
 #endif
 
 const mc_engine_kernels_t *mc_engine_kernels(void)

@@ -11,7 +11,13 @@ typedef struct mc_engine_kernels {
     void (*matmul)(float *out, int ld_out, const float *x, int ld_x, int n_tok, const float *W,
                    int row0, int row1, int K);
     float (*dot)(const float *a, const float *b, int n); /* same bits as one matmul element */
-    void (*axpy)(float *y, float a, const float *x, int n); /* y[i] += a * x[i] */
+    /* Attention: scores of n_pos positions from K stored transposed (Kt[d * ld + p]). */
+    void (*scores)(float *s, const float *q, const float *Kt, int ld, int n_pos, int hs);
+    /* out[i] += w[p] * scale * V[p * ld + i] over p in order. */
+    void (*wsum)(float *out, const float *w, float scale, const float *V, int ld, int n_pos,
+                 int hs);
+    /* a[p] = exp(a[p] - mx) for p < n (a sized n rounded up to 8); returns the sum. */
+    float (*expsum)(float *a, int n, float mx);
 } mc_engine_kernels_t;
 
 const mc_engine_kernels_t *mc_engine_kernels(void);

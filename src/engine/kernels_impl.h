@@ -74,13 +74,93 @@ KV_TARGET static void KV_FN(matmul)(float *out, int ld_out, const float *x, int 
             out[(size_t)t * ld_out + j] = KV_FN(dot)(W + (size_t)j * K, x + (size_t)t * ld_x, K);
 }
 
-KV_TARGET static void KV_FN(axpy)(float *y, float a, const float *x, int n)
+/* s[p] = sum over d in order of q[d] * Kt[d * ld + p], p < n_pos: lanes are positions, so each
+ * s[p] is the same fma chain whether it falls in a vector or in the scalar tail. */
+KV_TARGET static void KV_FN(scores)(float *s, const float *q, const float *Kt, int ld, int n_pos,
+                                    int hs)
 {
-    KV_V8 av = {a, a, a, a, a, a, a, a};
-    for (int i = 0; i < n; i += 8) {
-        KV_V8 r = KV_FMA(av, KV_FN(ld)(x + i), KV_FN(ld)(y + i));
-        __builtin_memcpy(y + i, &r, sizeof(r));
+    int p = 0;
+    for (; p + 16 <= n_pos; p += 16) {
+        KV_V8 a0 = {0}, a1 = {0};
+        for (int d = 0; d < hs; d++) {
+            KV_V8 qd = {q[d], q[d], q[d], q[d], q[d], q[d], q[d], q[d]};
+            a0 = KV_FMA(qd, KV_FN(ld)(Kt + (size_t)d * ld + p), a0);
+            a1 = KV_FMA(qd, KV_FN(ld)(Kt + (size_t)d * ld + p + 8), a1);
+        }
+        __builtin_memcpy(s + p, &a0, sizeof(a0));
+        __builtin_memcpy(s + p + 8, &a1, sizeof(a1));
     }
+    for (; p + 8 <= n_pos; p += 8) {
+        KV_V8 a0 = {0};
+        for (int d = 0; d < hs; d++) {
+            KV_V8 qd = {q[d], q[d], q[d], q[d], q[d], q[d], q[d], q[d]};
+            a0 = KV_FMA(qd, KV_FN(ld)(Kt + (size_t)d * ld + p), a0);
+        }
+        __builtin_memcpy(s + p, &a0, sizeof(a0));
+    }
+    for (; p < n_pos; p++) {
+        float a = 0.0f;
+        for (int d = 0; d < hs; d++)
+            a = KV_FMA1(q[d], Kt[(size_t)d * ld + p], a);
+        s[p] = a;
+    }
+}
+
+/* out[i] = fma(w[p] * scale, V[p * ld + i], out[i]) for p = 0, 1, ... n_pos - 1 in order. */
+KV_TARGET static void KV_FN(wsum)(float *out, const float *w, float scale, const float *V, int ld,
+                                  int n_pos, int hs)
+{
+    for (int i = 0; i < hs; i += 32) {
+        int lanes = hs - i >= 32 ? 4 : (hs - i) / 8;
+        KV_V8 a[4] = {{0}};
+        for (int u = 0; u < lanes; u++)
+            a[u] = KV_FN(ld)(out + i + 8 * u);
+        for (int p = 0; p < n_pos; p++) {
+            float wp = w[p] * scale;
+            KV_V8 wv = {wp, wp, wp, wp, wp, wp, wp, wp};
+            const float *v = V + (size_t)p * ld + i;
+            for (int u = 0; u < lanes; u++)
+                a[u] = KV_FMA(wv, KV_FN(ld)(v + 8 * u), a[u]);
+        }
+        for (int u = 0; u < lanes; u++)
+            __builtin_memcpy(out + i + 8 * u, &a[u], sizeof(a[u]));
+    }
+}
+
+/* a[p] = exp(a[p] - mx) for p < n (a has room for n rounded up to 8); returns their sum, with
+ * lane p % 8 accumulating in order, then the fixed reduction. exp: Cody-Waite reduction and a
+ * degree-6 polynomial, inputs clamped to [-87, 0]. */
+KV_TARGET static float KV_FN(expsum)(float *a, int n, float mx)
+{
+    KV_V8 sum = {0};
+    for (int p = 0; p < n; p += 8) {
+        KV_V8 x = KV_FN(ld)(a + p) - mx;
+        for (int u = 0; u < 8; u++)
+            x[u] = x[u] < -87.0f ? -87.0f : (x[u] > 0.0f ? 0.0f : x[u]);
+        KV_V8 t = x * 1.44269504088896341f - 0.5f;
+        typedef int KV_I8 __attribute__((vector_size(32)));
+        KV_I8 ni = __builtin_convertvector(t, KV_I8);
+        KV_V8 nf = __builtin_convertvector(ni, KV_V8);
+        KV_V8 r = x - nf * 0.693359375f;
+        r = r - nf * -2.12194440e-4f;
+        KV_V8 y = r * 1.9875691500E-4f + 1.3981999507E-3f;
+        y = y * r + 8.3334519073E-3f;
+        y = y * r + 4.1665795894E-2f;
+        y = y * r + 1.6666665459E-1f;
+        y = y * r + 5.0000001201E-1f;
+        y = (y * r) * r + r + 1.0f;
+        KV_I8 bits = (ni + 127) << 23;
+        KV_V8 scale;
+        __builtin_memcpy(&scale, &bits, sizeof(scale));
+        y = y * scale;
+        if (n - p < 8) {
+            for (int u = n - p; u < 8; u++)
+                y[u] = 0.0f;
+        }
+        __builtin_memcpy(a + p, &y, sizeof(y));
+        sum = sum + y;
+    }
+    return KV_FN(hsum)(sum);
 }
 
 #undef KV_FN

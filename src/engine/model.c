@@ -293,12 +293,16 @@ void mc_engine_kv_free(mc_engine_kv_t *kv)
     free(kv);
 }
 
-static inline float *kv_row(const mc_engine_kv_t *kv, int kv_dim, int layer, int which,
-                            uint32_t pos)
+/* Layer l of block b: K transposed (kv_dim rows of block_tokens positions), then V
+ * (block_tokens rows of kv_dim). */
+static inline float *kv_k(const mc_engine_kv_t *kv, int kv_dim, int layer, uint32_t b)
 {
-    uint32_t b = pos / kv->block_tokens, off = pos % kv->block_tokens;
-    return mc_engine_kv_block(kv, b) +
-           (((size_t)layer * 2 + (size_t)which) * kv->block_tokens + off) * (size_t)kv_dim;
+    return mc_engine_kv_block(kv, b) + (size_t)layer * 2 * kv->block_tokens * (size_t)kv_dim;
+}
+
+static inline float *kv_v(const mc_engine_kv_t *kv, int kv_dim, int layer, uint32_t b)
+{
+    return kv_k(kv, kv_dim, layer, b) + (size_t)kv->block_tokens * (size_t)kv_dim;
 }
 
 /* ---- thread pool: run fn(arg, task) for task in [0, n_tasks), caller included ---- */
@@ -433,7 +437,8 @@ struct mc_engine {
     int n_threads;
     /* scratch, CHUNK_TOKENS rows each */
     float *x, *xb, *q, *kk, *vv, *hb, *hb2;
-    float *att;      /* n_threads * seq_len scores, one row per pool worker */
+    float *att;      /* n_threads rows of att_stride scores, one per pool worker */
+    size_t att_stride; /* seq_len rounded up to 8 (expsum works on whole vectors) */
 };
 
 mc_status_t mc_engine_create(const mc_engine_model_t *model, int n_threads, mc_engine_t **eng_p)
@@ -447,11 +452,12 @@ mc_status_t mc_engine_create(const mc_engine_model_t *model, int n_threads, mc_e
     e->k = mc_engine_kernels();
     e->n_threads = n_threads;
     const mc_engine_config_t *c = &model->cfg;
+    e->att_stride = ((size_t)c->seq_len + 7) & ~(size_t)7;
     size_t C = CHUNK_TOKENS, d = (size_t)c->dim, h = (size_t)c->hidden_dim,
            kvd = (size_t)model->kv_dim;
     float **bufs[] = {&e->x, &e->xb, &e->q, &e->kk, &e->vv, &e->hb, &e->hb2, &e->att};
     size_t sizes[] = {C * d, C * d, C * d, C * kvd, C * kvd, C * h, C * h,
-                      (size_t)n_threads * (size_t)c->seq_len};
+                      (size_t)n_threads * e->att_stride};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         if (posix_memalign((void **)bufs[i], 64, sizes[i] * sizeof(float)) != 0) {
             mc_engine_destroy(e);
@@ -542,32 +548,32 @@ static void att_task(void *arg, int task, int worker)
     att_job_t *j = arg;
     mc_engine_t *e = j->e;
     const mc_engine_model_t *m = e->m;
-    int hs = m->head_size, n_heads = m->cfg.n_heads;
+    const mc_engine_kv_t *kv = j->kv;
+    int hs = m->head_size, n_heads = m->cfg.n_heads, kvd = m->kv_dim;
     int t = task / n_heads, h = task % n_heads;
     int kvh = h / (n_heads / m->cfg.n_kv_heads);
-    uint32_t pos = j->pos0 + (uint32_t)t;
-    float *att = e->att + (size_t)worker * (size_t)m->cfg.seq_len; /* this worker's scores */
+    uint32_t pos = j->pos0 + (uint32_t)t, B = kv->block_tokens;
+    float *att = e->att + (size_t)worker * e->att_stride; /* this worker's scores */
     const float *q = e->q + (size_t)t * m->cfg.dim + (size_t)h * hs;
-    float scale = 1.0f / sqrtf((float)hs);
-    float mx = -INFINITY;
-    for (uint32_t p = 0; p <= pos; p++) {
-        float s = e->k->dot(q, kv_row(j->kv, m->kv_dim, j->layer, 0, p) + (size_t)kvh * hs, hs) *
-                  scale;
-        att[p] = s;
-        if (s > mx)
-            mx = s;
+    for (uint32_t b = 0; b * B <= pos; b++) {
+        uint32_t n = pos + 1 - b * B < B ? pos + 1 - b * B : B;
+        e->k->scores(att + (size_t)b * B, q, kv_k(kv, kvd, j->layer, b) + (size_t)kvh * hs * B,
+                     (int)B, (int)n, hs);
     }
-    float sum = 0.0f;
+    float scale = 1.0f / sqrtf((float)hs), mx = -INFINITY;
     for (uint32_t p = 0; p <= pos; p++) {
-        att[p] = expf(att[p] - mx);
-        sum += att[p];
+        att[p] *= scale;
+        if (att[p] > mx)
+            mx = att[p];
     }
-    float inv = 1.0f / sum;
+    float inv = 1.0f / e->k->expsum(att, (int)pos + 1, mx);
     float *out = e->xb + (size_t)t * m->cfg.dim + (size_t)h * hs;
     memset(out, 0, (size_t)hs * sizeof(float));
-    for (uint32_t p = 0; p <= pos; p++)
-        e->k->axpy(out, att[p] * inv, kv_row(j->kv, m->kv_dim, j->layer, 1, p) + (size_t)kvh * hs,
-                   hs);
+    for (uint32_t b = 0; b * B <= pos; b++) {
+        uint32_t n = pos + 1 - b * B < B ? pos + 1 - b * B : B;
+        e->k->wsum(out, att + (size_t)b * B, inv, kv_v(kv, kvd, j->layer, b) + (size_t)kvh * hs,
+                   kvd, (int)n, hs);
+    }
 }
 
 /* One chunk of n tokens at positions pos0..pos0+n-1 through every layer; leaves the final
@@ -590,8 +596,12 @@ static void forward_chunk(mc_engine_t *e, mc_engine_kv_t *kv, const int32_t *tok
             uint32_t pos = pos0 + (uint32_t)t;
             rope(e->q + (size_t)t * d, d, m->head_size, pos);
             rope(e->kk + (size_t)t * kvd, kvd, m->head_size, pos);
-            memcpy(kv_row(kv, kvd, l, 0, pos), e->kk + (size_t)t * kvd, (size_t)kvd * sizeof(float));
-            memcpy(kv_row(kv, kvd, l, 1, pos), e->vv + (size_t)t * kvd, (size_t)kvd * sizeof(float));
+            uint32_t b = pos / kv->block_tokens, off = pos % kv->block_tokens;
+            float *kt = kv_k(kv, kvd, l, b) + off;
+            for (int i = 0; i < kvd; i++)
+                kt[(size_t)i * kv->block_tokens] = e->kk[(size_t)t * kvd + i];
+            memcpy(kv_v(kv, kvd, l, b) + (size_t)off * kvd, e->vv + (size_t)t * kvd,
+                   (size_t)kvd * sizeof(float));
         }
         att_job_t aj = {e, kv, l, n, pos0};
         pool_run(&e->pool, n * c->n_heads, att_task, &aj);

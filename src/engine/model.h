@@ -74,8 +74,9 @@ void mc_engine_model_free(mc_engine_model_t *model);
 const char *mc_engine_kernel_variant(void);
 
 /* Paged KV cache: logical block i of a sequence lives in pool slot table[i]. A block holds, for
- * each layer, K then V for block_tokens positions of kv_dim floats:
- *   float block[n_layers][2][block_tokens][kv_dim]
+ * each layer, K transposed (position fastest, so attention scores vectorize over positions) then
+ * V (one row per position):
+ *   struct { float k[kv_dim][block_tokens]; float v[block_tokens][kv_dim]; } block[n_layers]
  * which is also the payload of a stored block (reuse.h). */
 typedef struct mc_engine_kv {
     uint32_t block_tokens;
