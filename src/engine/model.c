@@ -491,6 +491,11 @@ void mc_engine_destroy(mc_engine_t *e)
     free(e);
 }
 
+const mc_engine_model_t *mc_engine_model(const mc_engine_t *e)
+{
+    return e->m;
+}
+
 /* out[t][j] = W[j] . x[t] for a chunk of n_tok tokens, rows split across the pool. */
 typedef struct mm_job {
     const mc_engine_kernels_t *k;

@@ -105,6 +105,7 @@ typedef struct mc_engine mc_engine_t; /* a model plus threads and scratch buffer
  * borrowed and must outlive the engine. One engine runs one sequence at a time. */
 mc_status_t mc_engine_create(const mc_engine_model_t *model, int n_threads, mc_engine_t **eng_p);
 void mc_engine_destroy(mc_engine_t *eng);
+const mc_engine_model_t *mc_engine_model(const mc_engine_t *eng);
 
 /* Prefill tokens[0..n) at positions kv->n_tokens .. kv->n_tokens + n - 1 (the K/V of the
  * positions before must already be in kv), appending their K/V. If logits is not NULL it
