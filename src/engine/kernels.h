@@ -11,8 +11,10 @@ typedef struct mc_engine_kernels {
     void (*matmul)(float *out, int ld_out, const float *x, int ld_x, int n_tok, const float *W,
                    int row0, int row1, int K);
     float (*dot)(const float *a, const float *b, int n); /* same bits as one matmul element */
-    /* Attention: scores of n_pos positions from K stored transposed (Kt[d * ld + p]). */
-    void (*scores)(float *s, const float *q, const float *Kt, int ld, int n_pos, int hs);
+    /* Attention: scale * q.k of n_pos positions from K stored transposed (Kt[d * ld + p]);
+     * returns their max. */
+    float (*scores)(float *s, const float *q, const float *Kt, int ld, int n_pos, int hs,
+                    float scale);
     /* out[i] += w[p] * scale * V[p * ld + i] over p in order. */
     void (*wsum)(float *out, const float *w, float scale, const float *V, int ld, int n_pos,
                  int hs);

@@ -1,6 +1,8 @@
 /* Kernel bodies, included by kernels.c once per variant with KV_PREFIX (name suffix),
  * KV_TARGET (function attribute) and KV_FMA(a, b, c) = a * b + c defined. */
-typedef float KV_V8 __attribute__((vector_size(32), aligned(4)));
+typedef float KV_V8 __attribute__((vector_size(32)));
+/* the same vector at any float-aligned address (loads and stores only) */
+typedef float KV_V8U __attribute__((vector_size(32), aligned(4), may_alias));
 
 #define KV_CAT2(a, b) a##b
 #define KV_CAT(a, b) KV_CAT2(a, b)
@@ -8,9 +10,7 @@ typedef float KV_V8 __attribute__((vector_size(32), aligned(4)));
 
 KV_TARGET static inline KV_V8 KV_FN(ld)(const float *p)
 {
-    KV_V8 v;
-    __builtin_memcpy(&v, p, sizeof(v));
-    return v;
+    return *(const KV_V8U *)p;
 }
 
 /* The fixed final reduction of the 8 lanes. */
@@ -74,11 +74,22 @@ KV_TARGET static void KV_FN(matmul)(float *out, int ld_out, const float *x, int 
             out[(size_t)t * ld_out + j] = KV_FN(dot)(W + (size_t)j * K, x + (size_t)t * ld_x, K);
 }
 
-/* s[p] = sum over d in order of q[d] * Kt[d * ld + p], p < n_pos: lanes are positions, so each
- * s[p] is the same fma chain whether it falls in a vector or in the scalar tail. */
-KV_TARGET static void KV_FN(scores)(float *s, const float *q, const float *Kt, int ld, int n_pos,
-                                    int hs)
+typedef int KV_I8 __attribute__((vector_size(32)));
+
+/* Lane-wise select: m ? a : b (m from a vector comparison: all ones or zero). */
+KV_TARGET static inline KV_V8 KV_FN(sel)(KV_I8 m, KV_V8 a, KV_V8 b)
 {
+    return (KV_V8)(((KV_I8)a & m) | ((KV_I8)b & ~m));
+}
+
+/* s[p] = scale * (sum over d in order of q[d] * Kt[d * ld + p]), p < n_pos; returns the max of
+ * s[0..n_pos) (-inf when n_pos is 0). Lanes are positions, so each s[p] is the same fma chain
+ * whether it falls in a vector or in the scalar tail. */
+KV_TARGET static float KV_FN(scores)(float *s, const float *q, const float *Kt, int ld, int n_pos,
+                                     int hs, float scale)
+{
+    KV_V8 mxv = {-__builtin_inff(), -__builtin_inff(), -__builtin_inff(), -__builtin_inff(),
+                 -__builtin_inff(), -__builtin_inff(), -__builtin_inff(), -__builtin_inff()};
     int p = 0;
     for (; p + 16 <= n_pos; p += 16) {
         KV_V8 a0 = {0}, a1 = {0};
@@ -87,8 +98,12 @@ KV_TARGET static void KV_FN(scores)(float *s, const float *q, const float *Kt, i
             a0 = KV_FMA(qd, KV_FN(ld)(Kt + (size_t)d * ld + p), a0);
             a1 = KV_FMA(qd, KV_FN(ld)(Kt + (size_t)d * ld + p + 8), a1);
         }
-        __builtin_memcpy(s + p, &a0, sizeof(a0));
-        __builtin_memcpy(s + p + 8, &a1, sizeof(a1));
+        a0 = a0 * scale;
+        a1 = a1 * scale;
+        mxv = KV_FN(sel)(a0 > mxv, a0, mxv);
+        mxv = KV_FN(sel)(a1 > mxv, a1, mxv);
+        *(KV_V8U *)(s + p) = a0;
+        *(KV_V8U *)(s + p + 8) = a1;
     }
     for (; p + 8 <= n_pos; p += 8) {
         KV_V8 a0 = {0};
@@ -96,34 +111,53 @@ KV_TARGET static void KV_FN(scores)(float *s, const float *q, const float *Kt, i
             KV_V8 qd = {q[d], q[d], q[d], q[d], q[d], q[d], q[d], q[d]};
             a0 = KV_FMA(qd, KV_FN(ld)(Kt + (size_t)d * ld + p), a0);
         }
-        __builtin_memcpy(s + p, &a0, sizeof(a0));
+        a0 = a0 * scale;
+        mxv = KV_FN(sel)(a0 > mxv, a0, mxv);
+        *(KV_V8U *)(s + p) = a0;
     }
+    float mx = mxv[0];
+    for (int u = 1; u < 8; u++)
+        mx = mxv[u] > mx ? mxv[u] : mx;
     for (; p < n_pos; p++) {
         float a = 0.0f;
         for (int d = 0; d < hs; d++)
             a = KV_FMA1(q[d], Kt[(size_t)d * ld + p], a);
-        s[p] = a;
+        s[p] = a * scale;
+        mx = s[p] > mx ? s[p] : mx;
     }
+    return mx;
 }
 
 /* out[i] = fma(w[p] * scale, V[p * ld + i], out[i]) for p = 0, 1, ... n_pos - 1 in order. */
 KV_TARGET static void KV_FN(wsum)(float *out, const float *w, float scale, const float *V, int ld,
                                   int n_pos, int hs)
 {
-    for (int i = 0; i < hs; i += 32) {
-        int lanes = hs - i >= 32 ? 4 : (hs - i) / 8;
-        KV_V8 a[4] = {{0}};
-        for (int u = 0; u < lanes; u++)
-            a[u] = KV_FN(ld)(out + i + 8 * u);
+    int i = 0;
+    for (; i + 32 <= hs; i += 32) {
+        KV_V8 a0 = KV_FN(ld)(out + i), a1 = KV_FN(ld)(out + i + 8), a2 = KV_FN(ld)(out + i + 16),
+              a3 = KV_FN(ld)(out + i + 24);
         for (int p = 0; p < n_pos; p++) {
             float wp = w[p] * scale;
             KV_V8 wv = {wp, wp, wp, wp, wp, wp, wp, wp};
             const float *v = V + (size_t)p * ld + i;
-            for (int u = 0; u < lanes; u++)
-                a[u] = KV_FMA(wv, KV_FN(ld)(v + 8 * u), a[u]);
+            a0 = KV_FMA(wv, KV_FN(ld)(v), a0);
+            a1 = KV_FMA(wv, KV_FN(ld)(v + 8), a1);
+            a2 = KV_FMA(wv, KV_FN(ld)(v + 16), a2);
+            a3 = KV_FMA(wv, KV_FN(ld)(v + 24), a3);
         }
-        for (int u = 0; u < lanes; u++)
-            __builtin_memcpy(out + i + 8 * u, &a[u], sizeof(a[u]));
+        *(KV_V8U *)(out + i) = a0;
+        *(KV_V8U *)(out + i + 8) = a1;
+        *(KV_V8U *)(out + i + 16) = a2;
+        *(KV_V8U *)(out + i + 24) = a3;
+    }
+    for (; i < hs; i += 8) {
+        KV_V8 a0 = KV_FN(ld)(out + i);
+        for (int p = 0; p < n_pos; p++) {
+            float wp = w[p] * scale;
+            KV_V8 wv = {wp, wp, wp, wp, wp, wp, wp, wp};
+            a0 = KV_FMA(wv, KV_FN(ld)(V + (size_t)p * ld + i), a0);
+        }
+        *(KV_V8U *)(out + i) = a0;
     }
 }
 
@@ -132,13 +166,12 @@ KV_TARGET static void KV_FN(wsum)(float *out, const float *w, float scale, const
  * degree-6 polynomial, inputs clamped to [-87, 0]. */
 KV_TARGET static float KV_FN(expsum)(float *a, int n, float mx)
 {
+    const KV_V8 lo = {-87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f};
     KV_V8 sum = {0};
     for (int p = 0; p < n; p += 8) {
         KV_V8 x = KV_FN(ld)(a + p) - mx;
-        for (int u = 0; u < 8; u++)
-            x[u] = x[u] < -87.0f ? -87.0f : (x[u] > 0.0f ? 0.0f : x[u]);
+        x = KV_FN(sel)(x < lo, lo, x); /* x <= 0 already: mx is the max */
         KV_V8 t = x * 1.44269504088896341f - 0.5f;
-        typedef int KV_I8 __attribute__((vector_size(32)));
         KV_I8 ni = __builtin_convertvector(t, KV_I8);
         KV_V8 nf = __builtin_convertvector(ni, KV_V8);
         KV_V8 r = x - nf * 0.693359375f;
@@ -157,7 +190,7 @@ KV_TARGET static float KV_FN(expsum)(float *a, int n, float mx)
             for (int u = n - p; u < 8; u++)
                 y[u] = 0.0f;
         }
-        __builtin_memcpy(a + p, &y, sizeof(y));
+        *(KV_V8U *)(a + p) = y;
         sum = sum + y;
     }
     return KV_FN(hsum)(sum);

@@ -19,7 +19,7 @@ void mc_engine_config_default(mc_engine_config_t *cfg)
 {
     *cfg = (mc_engine_config_t){.dim = 128, .hidden_dim = 384, .n_layers = 2, .n_heads = 4,
                                 .n_kv_heads = 2, .vocab_size = 32000, .seq_len = 16384,
-                                .shared_classifier = true};
+                                .shared_classifier = false};
 }
 
 void mc_engine_config_tiny(mc_engine_config_t *cfg)
@@ -429,6 +429,7 @@ static mc_status_t pool_start(pool_t *p, int n_threads)
 
 #define CHUNK_TOKENS 256 /* tokens per prefill step: bounds the scratch memory */
 #define ROWS_PER_TASK 16
+#define ATT_TILE 8 /* tokens per attention task (att_task) */
 
 struct mc_engine {
     const mc_engine_model_t *m;
@@ -437,7 +438,7 @@ struct mc_engine {
     int n_threads;
     /* scratch, CHUNK_TOKENS rows each */
     float *x, *xb, *q, *kk, *vv, *hb, *hb2;
-    float *att;      /* n_threads rows of att_stride scores, one per pool worker */
+    float *att;      /* per pool worker, ATT_TILE rows of att_stride scores */
     size_t att_stride; /* seq_len rounded up to 8 (expsum works on whole vectors) */
 };
 
@@ -457,7 +458,7 @@ mc_status_t mc_engine_create(const mc_engine_model_t *model, int n_threads, mc_e
            kvd = (size_t)model->kv_dim;
     float **bufs[] = {&e->x, &e->xb, &e->q, &e->kk, &e->vv, &e->hb, &e->hb2, &e->att};
     size_t sizes[] = {C * d, C * d, C * d, C * kvd, C * kvd, C * h, C * h,
-                      (size_t)n_threads * e->att_stride};
+                      (size_t)n_threads * ATT_TILE * e->att_stride};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         if (posix_memalign((void **)bufs[i], 64, sizes[i] * sizeof(float)) != 0) {
             mc_engine_destroy(e);
@@ -540,7 +541,9 @@ static void rope(float *v, int n, int head_size, uint32_t pos)
     }
 }
 
-/* Attention of one (token, head) pair over positions 0..pos, in position order. */
+/* Attention of a tile of ATT_TILE consecutive tokens for one head, over positions 0..pos of
+ * each, in position order. The tile only orders the loops (a block's K, then V, stays in cache
+ * while every token of the tile uses it); each token's arithmetic is the same as alone. */
 typedef struct att_job {
     mc_engine_t *e;
     const mc_engine_kv_t *kv;
@@ -555,29 +558,43 @@ static void att_task(void *arg, int task, int worker)
     const mc_engine_model_t *m = e->m;
     const mc_engine_kv_t *kv = j->kv;
     int hs = m->head_size, n_heads = m->cfg.n_heads, kvd = m->kv_dim;
-    int t = task / n_heads, h = task % n_heads;
+    int t0 = task / n_heads * ATT_TILE, h = task % n_heads;
+    int nt = j->n_tok - t0 < ATT_TILE ? j->n_tok - t0 : ATT_TILE;
     int kvh = h / (n_heads / m->cfg.n_kv_heads);
-    uint32_t pos = j->pos0 + (uint32_t)t, B = kv->block_tokens;
-    float *att = e->att + (size_t)worker * e->att_stride; /* this worker's scores */
-    const float *q = e->q + (size_t)t * m->cfg.dim + (size_t)h * hs;
-    for (uint32_t b = 0; b * B <= pos; b++) {
-        uint32_t n = pos + 1 - b * B < B ? pos + 1 - b * B : B;
-        e->k->scores(att + (size_t)b * B, q, kv_k(kv, kvd, j->layer, b) + (size_t)kvh * hs * B,
-                     (int)B, (int)n, hs);
+    uint32_t B = kv->block_tokens, last = j->pos0 + (uint32_t)(t0 + nt - 1);
+    float *att = e->att + (size_t)worker * ATT_TILE * e->att_stride; /* this worker's rows */
+    float scale = 1.0f / sqrtf((float)hs), mx[ATT_TILE], inv[ATT_TILE];
+    for (int u = 0; u < nt; u++)
+        mx[u] = -INFINITY;
+    for (uint32_t b = 0; b * B <= last; b++) {
+        const float *kt = kv_k(kv, kvd, j->layer, b) + (size_t)kvh * hs * B;
+        for (int u = 0; u < nt; u++) {
+            uint32_t pos = j->pos0 + (uint32_t)(t0 + u);
+            if (b * B > pos)
+                continue;
+            uint32_t n = pos + 1 - b * B < B ? pos + 1 - b * B : B;
+            const float *q = e->q + (size_t)(t0 + u) * m->cfg.dim + (size_t)h * hs;
+            float bm = e->k->scores(att + (size_t)u * e->att_stride + (size_t)b * B, q, kt, (int)B,
+                                    (int)n, hs, scale);
+            mx[u] = bm > mx[u] ? bm : mx[u];
+        }
     }
-    float scale = 1.0f / sqrtf((float)hs), mx = -INFINITY;
-    for (uint32_t p = 0; p <= pos; p++) {
-        att[p] *= scale;
-        if (att[p] > mx)
-            mx = att[p];
+    for (int u = 0; u < nt; u++) {
+        uint32_t pos = j->pos0 + (uint32_t)(t0 + u);
+        inv[u] = 1.0f / e->k->expsum(att + (size_t)u * e->att_stride, (int)pos + 1, mx[u]);
+        memset(e->xb + (size_t)(t0 + u) * m->cfg.dim + (size_t)h * hs, 0,
+               (size_t)hs * sizeof(float));
     }
-    float inv = 1.0f / e->k->expsum(att, (int)pos + 1, mx);
-    float *out = e->xb + (size_t)t * m->cfg.dim + (size_t)h * hs;
-    memset(out, 0, (size_t)hs * sizeof(float));
-    for (uint32_t b = 0; b * B <= pos; b++) {
-        uint32_t n = pos + 1 - b * B < B ? pos + 1 - b * B : B;
-        e->k->wsum(out, att + (size_t)b * B, inv, kv_v(kv, kvd, j->layer, b) + (size_t)kvh * hs,
-                   kvd, (int)n, hs);
+    for (uint32_t b = 0; b * B <= last; b++) {
+        const float *v = kv_v(kv, kvd, j->layer, b) + (size_t)kvh * hs;
+        for (int u = 0; u < nt; u++) {
+            uint32_t pos = j->pos0 + (uint32_t)(t0 + u);
+            if (b * B > pos)
+                continue;
+            uint32_t n = pos + 1 - b * B < B ? pos + 1 - b * B : B;
+            e->k->wsum(e->xb + (size_t)(t0 + u) * m->cfg.dim + (size_t)h * hs,
+                       att + (size_t)u * e->att_stride + (size_t)b * B, inv[u], v, kvd, (int)n, hs);
+        }
     }
 }
 
@@ -609,7 +626,7 @@ static void forward_chunk(mc_engine_t *e, mc_engine_kv_t *kv, const int32_t *tok
                    (size_t)kvd * sizeof(float));
         }
         att_job_t aj = {e, kv, l, n, pos0};
-        pool_run(&e->pool, n * c->n_heads, att_task, &aj);
+        pool_run(&e->pool, (n + ATT_TILE - 1) / ATT_TILE * c->n_heads, att_task, &aj);
         matmul(e, e->hb, e->xb, n, m->wo + (size_t)l * d * d, d, d); /* hb as scratch: n x d */
         for (size_t i = 0; i < (size_t)n * d; i++)
             e->x[i] += e->hb[i];
