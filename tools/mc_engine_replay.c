@@ -16,8 +16,11 @@
  * Per request: prompt_tokens, tokens_reused, tokens_prefilled, blocks_found, blocks_rejected,
  * blocks_put, lookup/fetch/prefill/put ms, ttft_ms (lookup + fetch + prefill + the first
  * token; the puts come after), ideal_reused (tokens of leading trace blocks an unbounded cache
- * would hold, within what the engine may reuse), first_token.
+ * filled by this replay alone would hold, within what the engine may reuse), first_token,
+ * last_token (the last decoded), logits_hash (XXH3-64 of the logits last_token came from: equal
+ * hashes across runs mean bit-identical logits).
  */
+#include "common/hash.h"
 #include "common/time.h"
 #include "conductor/trace.h"
 #include "engine/reuse.h"
@@ -253,10 +256,11 @@ int main(int argc, char **argv)
                "\"tokens_prefilled\":%u,\"ideal_reused\":%" PRIu64 ",\"blocks_found\":%u,"
                "\"blocks_rejected\":%u,\"blocks_put\":%u,\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
                "\"prefill_ms\":%.1f,\"put_ms\":%.2f,\"ttft_ms\":%.1f,\"total_ms\":%.1f,"
-               "\"first_token\":%d}\n",
+               "\"first_token\":%d,\"last_token\":%d,\"logits_hash\":\"%016llx\"}\n",
                r, req->line, n, rs.tokens_reused, rs.tokens_prefilled, ideal, rs.blocks_found,
                rs.blocks_rejected, rs.blocks_put, rs.lookup_ms, rs.fetch_ms, rs.prefill_ms,
-               rs.put_ms, ttft, total, first);
+               rs.put_ms, ttft, total, first, decode > 0 ? out[decode - 1] : first,
+               (unsigned long long)mc_hash64(logits, (size_t)m->cfg.vocab_size * sizeof(float)));
         fflush(stdout);
         sum_prompt += n;
         sum_reused += rs.tokens_reused;
