@@ -168,8 +168,7 @@ mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_sto
     if (!chain || !keys) {
         free(chain);
         free(keys);
-        store = NULL; /* no memory for the keys: plain prefill */
-        full = reusable = 0;
+        return MC_ERR_NO_MEMORY;
     }
     mc_engine_chain_hashes(compat, tokens, B, full, chain);
     for (uint32_t i = 0; i < full; i++)
@@ -210,9 +209,7 @@ mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_sto
                                        bad_end > valid ? bad_end : valid, full, false);
         stats->put_ms = ms_since(t0);
     }
-    if (chain) {
-        free(chain);
-        free(keys);
-    }
+    free(chain);
+    free(keys);
     return st;
 }

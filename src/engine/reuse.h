@@ -63,7 +63,8 @@ typedef struct mc_engine_reuse_stats {
 /* Prefill tokens[0..n) into the empty cache kv, reusing the longest valid stored prefix (store
  * NULL = no reuse, no put), then put the complete blocks computed here. At least the last token
  * is always computed (its logits are needed). logits as in mc_engine_prefill. Returns
- * mc_engine_prefill's status (store failures only reduce reuse). */
+ * mc_engine_prefill's status, or MC_ERR_NO_MEMORY for the keys; store failures only reduce
+ * reuse. */
 mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
                                     uint64_t compat_id, const int32_t *tokens, uint32_t n,
                                     float *logits, mc_engine_reuse_stats_t *stats);
