@@ -4,7 +4,7 @@
  *   mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] [--decode N]
  *                    [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE]
  *                    [--master HOST:PORT] [--segment_size MB] [--local_hostname H]
- *                    [--metadata URI]
+ *                    [--metadata URI] [--kernels avx2-fma|portable]
  *
  * Prompt tokens: trace block j (hash_id h) holds 512 tokens from splitmix64 seeded with h, so
  * requests sharing hash ids share tokens; a prompt is its blocks' tokens cut to input_length
@@ -39,7 +39,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] "
             "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
-            "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI]\n");
+            "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
+            "[--kernels avx2-fma|portable]\n");
     return 2;
 }
 
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
          segment_mb = 256;
     int tiny = 0;
     const char *trace_path = "data/traces/conversation_trace.jsonl", *ckpt = NULL,
-               *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE";
+               *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *target = NULL, lo = 1, hi = 1L << 20;
@@ -116,6 +117,8 @@ int main(int argc, char **argv)
             str = &host;
         else if (!strcmp(a, "--metadata"))
             str = &metadata;
+        else if (!strcmp(a, "--kernels"))
+            str = &kernels;
         else if (!strcmp(a, "--requests"))
             target = &n_req, hi = 10000000;
         else if (!strcmp(a, "--max_prompt"))
@@ -195,7 +198,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "mc_engine_replay: engine: %s\n", mc_status_str(st));
         return 1;
     }
-    uint64_t compat = mc_engine_compat_id(m, (uint32_t)block, 0, 1);
+    if (kernels && (st = mc_engine_set_kernels(e, kernels)) != MC_OK) {
+        fprintf(stderr, "mc_engine_replay: --kernels %s: %s\n", kernels, mc_status_str(st));
+        return 2;
+    }
+    uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), (uint32_t)block, 0, 1);
     int32_t *tokens = malloc(((size_t)max_prompt + TRACE_BLOCK) * sizeof(int32_t));
     int32_t *out = malloc((size_t)decode * sizeof(int32_t));
     float *logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
@@ -278,7 +285,7 @@ int main(int argc, char **argv)
            done, store ? "true" : "false", block,
            (size_t)m->cfg.n_layers * 2 * (size_t)block * (size_t)m->kv_dim * sizeof(float) +
                sizeof(mc_engine_kv_hdr_t),
-           mc_engine_kernel_variant(), sum_prompt, sum_reused, sum_prefilled,
+           mc_engine_kernels_name(e), sum_prompt, sum_reused, sum_prefilled,
            sum_prompt ? (double)sum_reused / (double)sum_prompt : 0.0,
            sum_prompt ? (double)sum_ideal / (double)sum_prompt : 0.0,
            done ? sum_ttft / (double)done : 0.0, done ? sum_prefill / (double)done : 0.0);

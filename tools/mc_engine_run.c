@@ -1,6 +1,6 @@
 /* mc_engine_run: run the engine once on a synthetic prompt and print what it did, as JSON.
  *   mc_engine_run [--tiny] [--seed S] [--checkpoint FILE] [--write_checkpoint FILE]
- *             [--threads N] [--prompt N] [--decode N] [--block B]
+ *             [--threads N] [--prompt N] [--decode N] [--block B] [--kernels NAME]
  * Defaults: the default model (model.h) seeded with 1, 2 threads, an 8192-token prompt of
  * tokens from splitmix64(1), 16 decoded tokens, 512-token KV blocks. */
 #include "common/time.h"
@@ -15,7 +15,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: mc_engine_run [--tiny] [--seed S] [--checkpoint FILE] "
                     "[--write_checkpoint FILE] [--threads N] [--prompt N] [--decode N] "
-                    "[--block B]\n");
+                    "[--block B] [--kernels avx2-fma|portable]\n");
     return 2;
 }
 
@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 {
     long threads = 2, prompt = 8192, decode = 16, block = 512, seed = 1;
     int tiny = 0;
-    const char *ckpt = NULL, *write_ckpt = NULL;
+    const char *ckpt = NULL, *write_ckpt = NULL, *kernels = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *target = NULL, lo = 1, hi = 1L << 20;
@@ -44,6 +44,9 @@ int main(int argc, char **argv)
             continue;
         } else if (!strcmp(a, "--checkpoint") && v) {
             ckpt = v, i++;
+            continue;
+        } else if (!strcmp(a, "--kernels") && v) {
+            kernels = v, i++;
             continue;
         } else if (!strcmp(a, "--write_checkpoint") && v) {
             write_ckpt = v, i++;
@@ -93,7 +96,8 @@ int main(int argc, char **argv)
     mc_engine_t *e;
     mc_engine_kv_t *kv;
     if ((st = mc_engine_create(m, (int)threads, &e)) != MC_OK ||
-        (st = mc_engine_kv_create(m, (uint32_t)block, &kv)) != MC_OK) {
+        (st = mc_engine_kv_create(m, (uint32_t)block, &kv)) != MC_OK ||
+        (kernels && (st = mc_engine_set_kernels(e, kernels)) != MC_OK)) {
         fprintf(stderr, "mc_engine_run: %s\n", mc_status_str(st));
         return 1;
     }
@@ -117,7 +121,7 @@ int main(int argc, char **argv)
            "\"block_tokens\":%ld,\"block_bytes\":%zu,\"prompt_tokens\":%ld,\"prefill_ms\":%.1f,"
            "\"decode_tokens\":%ld,\"decode_ms_per_token\":%.2f,\"tokens\":[",
            cfg.dim, cfg.hidden_dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size,
-           cfg.seq_len, m->n_floats, mc_engine_kernel_variant(), threads, block,
+           cfg.seq_len, m->n_floats, mc_engine_kernels_name(e), threads, block,
            mc_engine_kv_block_bytes(kv), prompt, (double)(t1 - t0) / 1e6, decode,
            decode > 1 ? (double)(t2 - t1) / 1e6 / (double)(decode - 1) : 0.0);
     for (long i = 0; i < decode; i++)

@@ -4,6 +4,8 @@
 #include "engine/kernels.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
 
 #define KV_PREFIX _portable
 #define KV_TARGET
@@ -35,12 +37,34 @@ static const mc_engine_kernels_t k_avx2 = {"avx2-fma", matmul_avx2, dot_avx2, sc
                                            wsum_avx2, expsum_avx2};
 #endif
 
-const mc_engine_kernels_t *mc_engine_kernels(void)
+static bool have_avx2_fma(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+const mc_engine_kernels_t *mc_engine_kernels(void)
+{
+#if defined(__x86_64__)
+    if (have_avx2_fma())
         return &k_avx2;
 #endif
     return &k_portable;
+}
+
+const mc_engine_kernels_t *mc_engine_kernels_named(const char *name)
+{
+    if (!name)
+        return mc_engine_kernels();
+    if (!strcmp(name, k_portable.name))
+        return &k_portable;
+#if defined(__x86_64__)
+    if (!strcmp(name, k_avx2.name) && have_avx2_fma())
+        return &k_avx2;
+#endif
+    return NULL;
 }

@@ -22,6 +22,9 @@ typedef struct mc_engine_kernels {
     float (*expsum)(float *a, int n, float mx);
 } mc_engine_kernels_t;
 
+/* The best variant this CPU runs. */
 const mc_engine_kernels_t *mc_engine_kernels(void);
+/* The variant named "avx2-fma" or "portable"; NULL if unknown or not supported by this CPU. */
+const mc_engine_kernels_t *mc_engine_kernels_named(const char *name);
 
 #endif

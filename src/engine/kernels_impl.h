@@ -161,7 +161,8 @@ KV_TARGET static void KV_FN(wsum)(float *out, const float *w, float scale, const
     }
 }
 
-/* a[p] = exp(a[p] - mx) for p < n (a has room for n rounded up to 8); returns their sum, with
+/* a[p] = exp(a[p] - mx) for p < n (a has room for n rounded up to 8, the lanes past n are
+ * written as 0); returns their sum, with
  * lane p % 8 accumulating in order, then the fixed reduction. exp: Cody-Waite reduction and a
  * degree-6 polynomial, inputs clamped to [-87, 0]. */
 KV_TARGET static float KV_FN(expsum)(float *a, int n, float mx)
@@ -170,6 +171,8 @@ KV_TARGET static float KV_FN(expsum)(float *a, int n, float mx)
     KV_V8 sum = {0};
     for (int p = 0; p < n; p += 8) {
         KV_V8 x = KV_FN(ld)(a + p) - mx;
+        for (int u = n - p; u < 8; u++) /* lanes past n: defined input, zeroed below */
+            x[u] = -87.0f;
         x = KV_FN(sel)(x < lo, lo, x); /* x <= 0 already: mx is the max */
         KV_V8 t = x * 1.44269504088896341f - 0.5f;
         KV_I8 ni = __builtin_convertvector(t, KV_I8);

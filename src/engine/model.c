@@ -497,6 +497,20 @@ const mc_engine_model_t *mc_engine_model(const mc_engine_t *e)
     return e->m;
 }
 
+mc_status_t mc_engine_set_kernels(mc_engine_t *e, const char *variant)
+{
+    const mc_engine_kernels_t *k = mc_engine_kernels_named(variant);
+    if (!k)
+        return MC_ERR_NOT_SUPPORTED;
+    e->k = k;
+    return MC_OK;
+}
+
+const char *mc_engine_kernels_name(const mc_engine_t *e)
+{
+    return e->k->name;
+}
+
 /* out[t][j] = W[j] . x[t] for a chunk of n_tok tokens, rows split across the pool. */
 typedef struct mm_job {
     const mc_engine_kernels_t *k;

@@ -8,7 +8,7 @@
  * order. So the result does not depend on how a sequence is split into prefill calls, on the
  * chunk size, on which thread computed what, or on whether the prefix K/V came from an earlier
  * call or from the store: prefill(all) and prefill(suffix | K/V of the prefix) give the same bits.
- * (Bits do depend on the kernel variant, AVX2+FMA or portable; mc_engine_kernel_variant names it
+ * (Bits do depend on the kernel variant, AVX2+FMA or portable; mc_engine_kernels_name names it
  * and the KV compatibility identity includes it.)
  *
  * Weights: generated from a seed (splitmix64, uniform with variance 1/fan_in) or read from a
@@ -70,7 +70,7 @@ mc_status_t mc_engine_model_load(const char *path, mc_engine_model_t **model_p);
 mc_status_t mc_engine_model_save(const mc_engine_model_t *model, const char *path);
 void mc_engine_model_free(mc_engine_model_t *model);
 
-/* "avx2-fma" or "portable": the arithmetic the kernels use on this machine. */
+/* "avx2-fma" or "portable": the arithmetic an engine uses by default on this machine. */
 const char *mc_engine_kernel_variant(void);
 
 /* Paged KV cache: logical block i of a sequence lives in pool slot table[i]. A block holds, for
@@ -106,6 +106,10 @@ typedef struct mc_engine mc_engine_t; /* a model plus threads and scratch buffer
 mc_status_t mc_engine_create(const mc_engine_model_t *model, int n_threads, mc_engine_t **eng_p);
 void mc_engine_destroy(mc_engine_t *eng);
 const mc_engine_model_t *mc_engine_model(const mc_engine_t *eng);
+/* Choose the kernel variant ("avx2-fma" or "portable"; NULL = the default): MC_ERR_NOT_SUPPORTED
+ * if this CPU cannot run it or the name is unknown. Not while a prefill or decode runs. */
+mc_status_t mc_engine_set_kernels(mc_engine_t *eng, const char *variant);
+const char *mc_engine_kernels_name(const mc_engine_t *eng);
 
 /* Prefill tokens[0..n) at positions kv->n_tokens .. kv->n_tokens + n - 1 (the K/V of the
  * positions before must already be in kv), appending their K/V. If logits is not NULL it

@@ -9,15 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t mc_engine_compat_id(const mc_engine_model_t *m, uint32_t block_tokens, uint32_t tp_rank,
-                             uint32_t tp_size)
+uint64_t mc_engine_compat_id(const mc_engine_model_t *m, const char *kernels,
+                             uint32_t block_tokens, uint32_t tp_rank, uint32_t tp_size)
 {
     const mc_engine_config_t *c = &m->cfg;
     uint64_t v[] = {MC_ENGINE_KV_MAGIC, MC_ENGINE_KV_VERSION, (uint64_t)c->dim,
                     (uint64_t)c->hidden_dim, (uint64_t)c->n_layers, (uint64_t)c->n_heads,
                     (uint64_t)c->n_kv_heads, (uint64_t)c->vocab_size, (uint64_t)c->seq_len,
                     (uint64_t)c->shared_classifier, m->weights_hash, block_tokens,
-                    0 /* dtype fp32 */, mc_hash_str(mc_engine_kernel_variant()), tp_rank, tp_size};
+                    0 /* dtype fp32 */, mc_hash_str(kernels), tp_rank, tp_size};
     return mc_hash64(v, sizeof(v));
 }
 

@@ -43,8 +43,9 @@ typedef struct mc_engine_kv_hdr {
 } mc_engine_kv_hdr_t;
 _Static_assert(sizeof(mc_engine_kv_hdr_t) == 64, "stored KV header is 64 bytes");
 
-uint64_t mc_engine_compat_id(const mc_engine_model_t *m, uint32_t block_tokens, uint32_t tp_rank,
-                             uint32_t tp_size);
+/* kernels: the engine's variant (mc_engine_kernels_name). */
+uint64_t mc_engine_compat_id(const mc_engine_model_t *m, const char *kernels,
+                             uint32_t block_tokens, uint32_t tp_rank, uint32_t tp_size);
 /* out[i] = chain hash of block i, i < n_blocks (tokens holds n_blocks * block_tokens). */
 void mc_engine_chain_hashes(uint64_t compat_id, const int32_t *tokens, uint32_t block_tokens,
                             uint32_t n_blocks, uint64_t *out);

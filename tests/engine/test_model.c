@@ -24,6 +24,8 @@ static void prompt_tokens(int32_t *t, int n, int vocab, uint64_t seed)
         t[i] = (int32_t)(mc_engine_splitmix64(&s) % (uint64_t)vocab);
 }
 
+static const char *g_kernels; /* the kernel variant the runs use; NULL = the default */
+
 typedef struct run_out {
     float *logits;          /* final logits (after decode) */
     float *prefill_logits;  /* logits of the last prompt token */
@@ -37,6 +39,7 @@ static void run(const mc_engine_model_t *m, int threads, uint32_t block, const i
     mc_engine_t *e;
     mc_engine_kv_t *kv;
     assert_int_equal(mc_engine_create(m, threads, &e), MC_OK);
+    assert_int_equal(mc_engine_set_kernels(e, g_kernels), MC_OK);
     assert_int_equal(mc_engine_kv_create(m, block, &kv), MC_OK);
     size_t V = (size_t)m->cfg.vocab_size;
     out->logits = malloc(V * sizeof(float));
@@ -131,6 +134,26 @@ static void test_long_prompt_chunks(void **state)
     mc_engine_model_free(m);
 }
 
+/* The same contract with the portable kernels (the variant of CPUs without AVX2+FMA). */
+static void test_portable_kernels(void **state)
+{
+    g_kernels = "portable";
+    test_split_and_threads_identical(state);
+    test_long_prompt_chunks(state);
+    g_kernels = NULL;
+    mc_engine_t *e;
+    mc_engine_config_t cfg;
+    mc_engine_config_tiny(&cfg);
+    mc_engine_model_t *m;
+    assert_int_equal(mc_engine_model_seeded(&cfg, 1, &m), MC_OK);
+    assert_int_equal(mc_engine_create(m, 1, &e), MC_OK);
+    assert_int_equal(mc_engine_set_kernels(e, "nonesuch"), MC_ERR_NOT_SUPPORTED);
+    assert_int_equal(mc_engine_set_kernels(e, "portable"), MC_OK);
+    assert_string_equal(mc_engine_kernels_name(e), "portable");
+    mc_engine_destroy(e);
+    mc_engine_model_free(m);
+}
+
 static void test_checkpoint_roundtrip(void **state)
 {
     char dir[256], path[300], path2[300];
@@ -211,6 +234,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_and_threads_identical),
         cmocka_unit_test(test_long_prompt_chunks),
+        cmocka_unit_test(test_portable_kernels),
         cmocka_unit_test(test_checkpoint_roundtrip),
         cmocka_unit_test(test_bad_inputs),
     };

@@ -86,7 +86,7 @@ static void request(const mc_engine_model_t *m, mc_store_t *s, const int32_t *pr
     assert_int_equal(mc_engine_create(m, 2, &e), MC_OK);
     assert_int_equal(mc_engine_kv_create(m, B, &kv), MC_OK);
     assert_int_equal(m->cfg.vocab_size, 256);
-    uint64_t compat = mc_engine_compat_id(m, B, 0, 1);
+    uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), B, 0, 1);
     assert_int_equal(mc_engine_prefill_reuse(e, kv, s, compat, prompt, n, r->logits, &r->stats),
                      MC_OK);
     assert_int_equal(mc_engine_decode(e, kv, r->logits, r->tokens, N_DECODE), MC_OK);
@@ -109,7 +109,8 @@ static void make_prompt(int32_t *t, uint32_t n, uint64_t seed)
 
 static void block_key(const int32_t *prompt, uint32_t block, char key[MC_ENGINE_KV_KEY_MAX])
 {
-    uint64_t compat = mc_engine_compat_id(model, B, 0, 1), chain[16];
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernel_variant(), B, 0, 1),
+             chain[16];
     mc_engine_chain_hashes(compat, prompt, B, block + 1, chain);
     mc_engine_kv_key(compat, chain[block], key);
 }
@@ -211,9 +212,13 @@ static void test_other_model_never_reuses(void **state)
     request(other, store, p, 150, &r);
     assert_int_equal(r.stats.tokens_reused, 0);
     mc_engine_model_free(other);
-    /* another block size or TP rank gives another identity */
-    assert_true(mc_engine_compat_id(model, B, 0, 1) != mc_engine_compat_id(model, 32, 0, 1));
-    assert_true(mc_engine_compat_id(model, B, 0, 1) != mc_engine_compat_id(model, B, 1, 2));
+    /* another block size, TP rank or kernel variant gives another identity */
+    const char *kv = mc_engine_kernel_variant();
+    uint64_t id = mc_engine_compat_id(model, kv, B, 0, 1);
+    assert_true(id != mc_engine_compat_id(model, kv, 32, 0, 1));
+    assert_true(id != mc_engine_compat_id(model, kv, B, 1, 2));
+    assert_true(id != mc_engine_compat_id(model, strcmp(kv, "portable") ? "portable" : "avx2-fma",
+                                          B, 0, 1));
 }
 
 int main(void)
