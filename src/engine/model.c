@@ -183,13 +183,14 @@ mc_status_t mc_engine_model_load(const char *path, mc_engine_model_t **model_p)
         st = MC_ERR_FILE_READ_FAIL;
         goto out;
     }
-    mc_engine_config_t cfg = {.dim = h[0], .hidden_dim = h[1], .n_layers = h[2], .n_heads = h[3],
-                              .n_kv_heads = h[4], .vocab_size = h[5] < 0 ? -h[5] : h[5],
-                              .seq_len = h[6], .shared_classifier = h[5] > 0};
-    if (h[5] == INT32_MIN) {
+    if (h[5] == INT32_MIN) { /* not negatable; any other value is range-checked below */
+        MC_LOG_ERROR("engine: checkpoint %s: bad vocab_size", path);
         st = MC_ERR_INVALID_PARAMS;
         goto out;
     }
+    mc_engine_config_t cfg = {.dim = h[0], .hidden_dim = h[1], .n_layers = h[2], .n_heads = h[3],
+                              .n_kv_heads = h[4], .vocab_size = h[5] < 0 ? -h[5] : h[5],
+                              .seq_len = h[6], .shared_classifier = h[5] > 0};
     st = model_alloc(&cfg, &m);
     if (st != MC_OK)
         goto out;
