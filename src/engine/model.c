@@ -191,23 +191,24 @@ mc_status_t mc_engine_model_load(const char *path, mc_engine_model_t **model_p)
     mc_engine_config_t cfg = {.dim = h[0], .hidden_dim = h[1], .n_layers = h[2], .n_heads = h[3],
                               .n_kv_heads = h[4], .vocab_size = h[5] < 0 ? -h[5] : h[5],
                               .seq_len = h[6], .shared_classifier = h[5] > 0};
-    st = model_alloc(&cfg, &m);
-    if (st != MC_OK)
+    /* the file must be exactly header + weights: checked before allocating anything */
+    if ((st = mc_engine_config_check(&cfg)) != MC_OK)
         goto out;
     layout_t l = layout_of(&cfg);
-    size_t before_freq = m->n_floats - l.wcls;
-    /* the file must be exactly header + weights */
+    size_t before_freq = kept_floats(&l) - l.wcls;
     if (fseek(f, 0, SEEK_END) != 0) {
         st = MC_ERR_FILE_READ_FAIL;
         goto out;
     }
     long size = ftell(f);
-    size_t want = sizeof(h) + (m->n_floats + l.freq) * sizeof(float);
+    size_t want = sizeof(h) + (kept_floats(&l) + l.freq) * sizeof(float);
     if (size < 0 || (size_t)size != want) {
         MC_LOG_ERROR("engine: checkpoint %s: %ld bytes, its header says %zu", path, size, want);
         st = MC_ERR_INVALID_PARAMS;
         goto out;
     }
+    if ((st = model_alloc(&cfg, &m)) != MC_OK)
+        goto out;
     if (fseek(f, sizeof(h), SEEK_SET) != 0 ||
         fread(m->mem, sizeof(float), before_freq, f) != before_freq ||
         fseek(f, (long)(l.freq * sizeof(float)), SEEK_CUR) != 0 ||
