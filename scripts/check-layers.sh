@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The layer rule: a module may include only itself and the layers below it.
 #   common <- te, rpc, disk <- master (te only for the embedded HTTP metadata server), client <- conductor
+#   client <- engine (through the public store API, include/mooncake/store.h)
 # (disk, the SSD tier's storage engine, is for the client: a storage server owns its disk)
 # Everything may include include/mooncake/*.h (the public API).
 set -euo pipefail
@@ -24,5 +25,6 @@ check disk 'common|disk|mooncake'
 check master 'common|rpc|te|master|mooncake'
 check client 'common|rpc|te|disk|client|mooncake'
 check conductor 'common|rpc|conductor|mooncake'
+check engine 'common|engine|mooncake'
 if [ $fail -ne 0 ]; then exit 1; fi
 echo "layers: ok"

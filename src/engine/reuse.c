@@ -1,0 +1,215 @@
+/* Prefix reuse through the store (reuse.h). */
+#include "engine/reuse.h"
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t mc_engine_compat_id(const mc_engine_model_t *m, const char *kernels,
+                             uint32_t block_tokens, uint32_t tp_rank, uint32_t tp_size)
+{
+    const mc_engine_config_t *c = &m->cfg;
+    uint64_t v[] = {MC_ENGINE_KV_MAGIC, MC_ENGINE_KV_VERSION, (uint64_t)c->dim,
+                    (uint64_t)c->hidden_dim, (uint64_t)c->n_layers, (uint64_t)c->n_heads,
+                    (uint64_t)c->n_kv_heads, (uint64_t)c->vocab_size, (uint64_t)c->seq_len,
+                    (uint64_t)c->shared_classifier, m->weights_hash, block_tokens,
+                    0 /* dtype fp32 */, mc_hash_str(kernels), tp_rank, tp_size};
+    return mc_hash64(v, sizeof(v));
+}
+
+void mc_engine_chain_hashes(uint64_t compat_id, const int32_t *tokens, uint32_t block_tokens,
+                            uint32_t n_blocks, uint64_t *out)
+{
+    uint64_t h = compat_id;
+    for (uint32_t i = 0; i < n_blocks; i++) {
+        h = mc_hash64_seed(tokens + (size_t)i * block_tokens, block_tokens * sizeof(int32_t), h);
+        out[i] = h;
+    }
+}
+
+void mc_engine_kv_key(uint64_t compat_id, uint64_t chain_hash, char key[MC_ENGINE_KV_KEY_MAX])
+{
+    snprintf(key, MC_ENGINE_KV_KEY_MAX, "mc_engine/%016llx/%016llx",
+             (unsigned long long)compat_id, (unsigned long long)chain_hash);
+}
+
+static mc_engine_kv_hdr_t make_hdr(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                                   uint64_t compat, uint64_t chain, uint32_t index,
+                                   uint64_t payload_hash)
+{
+    return (mc_engine_kv_hdr_t){.magic = MC_ENGINE_KV_MAGIC, .version = MC_ENGINE_KV_VERSION,
+                                .compat_id = compat, .chain_hash = chain, .block_index = index,
+                                .block_tokens = kv->block_tokens,
+                                .n_layers = (uint32_t)m->cfg.n_layers,
+                                .kv_dim = (uint32_t)m->kv_dim,
+                                .payload_bytes = mc_engine_kv_block_bytes(kv),
+                                .payload_hash = payload_hash};
+}
+
+static double ms_since(uint64_t t0)
+{
+    return (double)(mc_now_ns() - t0) / 1e6;
+}
+
+/* Fetch blocks [0, n) into kv's slots; returns how many leading ones verified. */
+static uint32_t fetch_prefix(const mc_engine_model_t *m, mc_engine_kv_t *kv, mc_store_t *store,
+                             uint64_t compat, const uint64_t *chain, char (*keys)[MC_ENGINE_KV_KEY_MAX],
+                             uint32_t n)
+{
+    size_t bb = mc_engine_kv_block_bytes(kv);
+    mc_engine_kv_hdr_t *hdrs = calloc(n, sizeof(*hdrs));
+    struct iovec *iov = calloc((size_t)n * 2, sizeof(*iov));
+    const struct iovec **parts = calloc(n, sizeof(*parts));
+    size_t *n_parts = calloc(n, sizeof(*n_parts));
+    const char **kp = calloc(n, sizeof(*kp));
+    int64_t *res = calloc(n, sizeof(*res));
+    uint32_t valid = 0;
+    if (!hdrs || !iov || !parts || !n_parts || !kp || !res)
+        goto out;
+    for (uint32_t i = 0; i < n; i++) {
+        iov[2 * i] = (struct iovec){&hdrs[i], sizeof(hdrs[i])};
+        iov[2 * i + 1] = (struct iovec){mc_engine_kv_block(kv, i), bb};
+        parts[i] = &iov[2 * i];
+        n_parts[i] = 2;
+        kp[i] = keys[i];
+    }
+    mc_status_t st = mc_store_batch_get_into(store, n, kp, parts, n_parts, res);
+    if (st != MC_OK) {
+        MC_LOG_WARN("engine: fetching %u KV blocks failed (%s); recomputing", n, mc_status_str(st));
+        goto out;
+    }
+    for (; valid < n; valid++) {
+        uint32_t i = valid;
+        if (res[i] != (int64_t)(sizeof(mc_engine_kv_hdr_t) + bb)) {
+            MC_LOG_WARN("engine: KV block %u (%s): %s; recomputing from there", i, keys[i],
+                        res[i] < 0 ? mc_status_str((int)res[i]) : "wrong size");
+            break;
+        }
+        mc_engine_kv_hdr_t want = make_hdr(m, kv, compat, chain[i], i, hdrs[i].payload_hash);
+        if (memcmp(&want, &hdrs[i], sizeof(want)) != 0 ||
+            mc_hash64(mc_engine_kv_block(kv, i), bb) != hdrs[i].payload_hash) {
+            MC_LOG_WARN("engine: KV block %u (%s) does not verify; recomputing from there", i,
+                        keys[i]);
+            break;
+        }
+    }
+out:
+    free(hdrs);
+    free(iov);
+    free(parts);
+    free(n_parts);
+    free(kp);
+    free(res);
+    return valid;
+}
+
+/* Put blocks [from, to) (create-once, or upsert to replace stored blocks that failed
+ * verification); returns how many the store accepted. */
+static uint32_t put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                           mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                           char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
+                           bool upsert)
+{
+    if (from >= to)
+        return 0;
+    uint32_t n = to - from, ok = 0;
+    size_t bb = mc_engine_kv_block_bytes(kv);
+    mc_engine_kv_hdr_t *hdrs = calloc(n, sizeof(*hdrs));
+    struct iovec *iov = calloc((size_t)n * 2, sizeof(*iov));
+    const struct iovec **parts = calloc(n, sizeof(*parts));
+    size_t *n_parts = calloc(n, sizeof(*n_parts));
+    const char **kp = calloc(n, sizeof(*kp));
+    int32_t *res = calloc(n, sizeof(*res));
+    if (!hdrs || !iov || !parts || !n_parts || !kp || !res)
+        goto out;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = from + j;
+        float *blk = mc_engine_kv_block(kv, i);
+        hdrs[j] = make_hdr(m, kv, compat, chain[i], i, mc_hash64(blk, bb));
+        iov[2 * j] = (struct iovec){&hdrs[j], sizeof(hdrs[j])};
+        iov[2 * j + 1] = (struct iovec){blk, bb};
+        parts[j] = &iov[2 * j];
+        n_parts[j] = 2;
+        kp[j] = keys[i];
+    }
+    mc_status_t st = mc_store_batch_put(store, n, kp, parts, n_parts, NULL, upsert, res);
+    if (st != MC_OK) {
+        MC_LOG_WARN("engine: storing %u KV blocks failed: %s", n, mc_status_str(st));
+        goto out;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        ok += res[j] == MC_OK;
+out:
+    free(hdrs);
+    free(iov);
+    free(parts);
+    free(n_parts);
+    free(kp);
+    free(res);
+    return ok;
+}
+
+mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
+                                    uint64_t compat, const int32_t *tokens, uint32_t n,
+                                    float *logits, mc_engine_reuse_stats_t *stats)
+{
+    const mc_engine_model_t *m = mc_engine_model(eng);
+    uint32_t B = kv->block_tokens;
+    *stats = (mc_engine_reuse_stats_t){.prompt_tokens = n};
+    if (n == 0 || kv->n_tokens != 0 || n > (uint64_t)kv->n_blocks * B)
+        return MC_ERR_INVALID_PARAMS;
+    uint32_t full = n / B, reusable = (n - 1) / B, valid = 0;
+    uint64_t *chain = calloc(full ? full : 1, sizeof(uint64_t));
+    char(*keys)[MC_ENGINE_KV_KEY_MAX] = calloc(full ? full : 1, MC_ENGINE_KV_KEY_MAX);
+    if (!chain || !keys) {
+        free(chain);
+        free(keys);
+        return MC_ERR_NO_MEMORY;
+    }
+    mc_engine_chain_hashes(compat, tokens, B, full, chain);
+    for (uint32_t i = 0; i < full; i++)
+        mc_engine_kv_key(compat, chain[i], keys[i]);
+    if (store && reusable > 0) {
+        uint64_t t0 = mc_now_ns();
+        const char **kp = calloc(reusable, sizeof(*kp));
+        int32_t *ex = calloc(reusable, sizeof(*ex));
+        if (kp && ex) {
+            for (uint32_t i = 0; i < reusable; i++)
+                kp[i] = keys[i];
+            if (mc_store_batch_exists(store, reusable, kp, ex) == MC_OK)
+                while (stats->blocks_found < reusable && ex[stats->blocks_found] == 1)
+                    stats->blocks_found++;
+        }
+        free(kp);
+        free(ex);
+        stats->lookup_ms = ms_since(t0);
+        if (stats->blocks_found > 0) {
+            t0 = mc_now_ns();
+            valid = fetch_prefix(m, kv, store, compat, chain, keys, stats->blocks_found);
+            stats->fetch_ms = ms_since(t0);
+            stats->blocks_rejected = stats->blocks_found - valid;
+        }
+    }
+    kv->n_tokens = valid * B;
+    stats->tokens_reused = valid * B;
+    stats->tokens_prefilled = n - valid * B;
+    uint64_t t0 = mc_now_ns();
+    mc_status_t st = mc_engine_prefill(eng, kv, tokens + kv->n_tokens, n - kv->n_tokens, logits);
+    stats->prefill_ms = ms_since(t0);
+    if (st == MC_OK && store && full > valid) {
+        t0 = mc_now_ns();
+        /* blocks found but rejected are replaced; the ones after them are created */
+        uint32_t bad_end = stats->blocks_found < full ? stats->blocks_found : full;
+        stats->blocks_put = put_blocks(m, kv, store, compat, chain, keys, valid, bad_end, true) +
+                            put_blocks(m, kv, store, compat, chain, keys,
+                                       bad_end > valid ? bad_end : valid, full, false);
+        stats->put_ms = ms_since(t0);
+    }
+    free(chain);
+    free(keys);
+    return st;
+}

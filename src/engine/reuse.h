@@ -1,0 +1,73 @@
+/* Prefix reuse of the engine's KV cache through the store (public store API only).
+ *
+ * Keys: "mc_engine/<compat id>/<chain hash>" (16 hex digits each). The compat id hashes what
+ * makes K/V bits interchangeable: the model configuration and its weights hash, block_tokens,
+ * dtype (fp32), the kernel variant, the TP rank and size; a different model or layout never
+ * shares a key. The chain hash of block i is XXH3-64 of its tokens seeded with the chain hash of
+ * block i-1 (block 0: seeded with the compat id), so a key names a whole prefix.
+ *
+ * One object per block, all layers together: a 64-byte header (mc_engine_kv_hdr_t) then the
+ * block exactly as in the cache (model.h). Per-block objects keep one key (one lookup, one
+ * transfer) per block_tokens tokens; a block is useless to a prefill without all of its layers.
+ *
+ * A stored block is used only if the get returned exactly header + block bytes and the header
+ * matches: magic, version, dtype, compat id, chain hash, index, shape, and the XXH3-64 of the
+ * payload. Reuse stops at the first block that is missing or fails (only the valid contiguous
+ * prefix is used); the rest is recomputed, and after the prefill the blocks that were found but
+ * rejected are replaced (upsert), the missing ones created (put, create-once). Store errors never
+ * fail a request.
+ */
+#ifndef MC_ENGINE_REUSE_H
+#define MC_ENGINE_REUSE_H
+
+#include "engine/model.h"
+#include "mooncake/store.h"
+
+#define MC_ENGINE_KV_MAGIC 0x564B434Du /* "MCKV" little-endian */
+#define MC_ENGINE_KV_VERSION 1
+#define MC_ENGINE_KV_KEY_MAX 64
+
+typedef struct mc_engine_kv_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t dtype;          /* 0 = fp32 */
+    uint64_t compat_id;
+    uint64_t chain_hash;
+    uint32_t block_index;
+    uint32_t block_tokens;
+    uint32_t n_layers;
+    uint32_t kv_dim;
+    uint64_t payload_bytes;
+    uint64_t payload_hash;   /* XXH3-64 of the payload */
+    uint64_t reserved;       /* 0 */
+} mc_engine_kv_hdr_t;
+_Static_assert(sizeof(mc_engine_kv_hdr_t) == 64, "stored KV header is 64 bytes");
+
+/* kernels: the engine's variant (mc_engine_kernels_name). */
+uint64_t mc_engine_compat_id(const mc_engine_model_t *m, const char *kernels,
+                             uint32_t block_tokens, uint32_t tp_rank, uint32_t tp_size);
+/* out[i] = chain hash of block i, i < n_blocks (tokens holds n_blocks * block_tokens). */
+void mc_engine_chain_hashes(uint64_t compat_id, const int32_t *tokens, uint32_t block_tokens,
+                            uint32_t n_blocks, uint64_t *out);
+void mc_engine_kv_key(uint64_t compat_id, uint64_t chain_hash, char key[MC_ENGINE_KV_KEY_MAX]);
+
+typedef struct mc_engine_reuse_stats {
+    uint32_t prompt_tokens;
+    uint32_t tokens_reused;     /* K/V taken from the store */
+    uint32_t tokens_prefilled;  /* computed */
+    uint32_t blocks_found;      /* leading blocks the store said it has */
+    uint32_t blocks_rejected;   /* of those fetched: failed get or verification */
+    uint32_t blocks_put;        /* blocks stored after the prefill (put or replaced) */
+    double lookup_ms, fetch_ms, prefill_ms, put_ms;
+} mc_engine_reuse_stats_t;
+
+/* Prefill tokens[0..n) into the empty cache kv, reusing the longest valid stored prefix (store
+ * NULL = no reuse, no put), then put the complete blocks computed here. At least the last token
+ * is always computed (its logits are needed). logits as in mc_engine_prefill. Returns
+ * mc_engine_prefill's status, or MC_ERR_NO_MEMORY for the keys; store failures only reduce
+ * reuse. */
+mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
+                                    uint64_t compat_id, const int32_t *tokens, uint32_t n,
+                                    float *logits, mc_engine_reuse_stats_t *stats);
+
+#endif

@@ -1,0 +1,232 @@
+/* mc_engine prefix reuse against a real mooncake_master and storage server: a request sharing a
+ * prefix with an earlier one fetches those blocks (fewer tokens prefilled) and its logits and
+ * decoded tokens are bit-identical to a run without the store; a missing or corrupted middle
+ * block makes it recompute from there (still identical); another model never reuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/net.h"
+#include "engine/reuse.h"
+#include "mooncake/store.h"
+#include "support/test_util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define B 16
+#define N_DECODE 8
+
+static char dir[256], master_addr[64];
+static pid_t master_pid, server_pid;
+static mc_store_t *store;
+static mc_engine_model_t *model;
+
+static pid_t start(char *const argv[], const char *log, const char *ready)
+{
+    pid_t pid = mt_spawn(argv, log);
+    assert_true(pid > 0);
+    assert_int_equal(mt_wait_log(log, ready, 10000), 0);
+    return pid;
+}
+
+static int setup(void **state)
+{
+    uint16_t port;
+    assert_int_equal(mt_tmpdir(dir, sizeof(dir)), 0);
+    assert_int_equal(mc_net_free_port(&port), MC_OK);
+    snprintf(master_addr, sizeof(master_addr), "127.0.0.1:%u", port);
+    char bin[512], p[32], wal[300], log[300], m[128];
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    snprintf(p, sizeof(p), "--port=%u", port);
+    snprintf(wal, sizeof(wal), "--wal_dir=%s", dir);
+    snprintf(log, sizeof(log), "%s/master.log", dir);
+    char *margv[] = {bin, p, "--metrics_port=0", wal, NULL};
+    master_pid = start(margv, log, "mooncake_master listening");
+    mt_bin_path("mooncake_client", bin, sizeof(bin));
+    snprintf(m, sizeof(m), "--master_server_address=%s", master_addr);
+    snprintf(log, sizeof(log), "%s/server.log", dir);
+    char *sargv[] = {bin, m, "--global_segment_size=64MB", "--local_hostname=127.0.0.1", NULL};
+    server_pid = start(sargv, log, "mooncake_client ready");
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .local_buffer_size = 16u << 20, .protocol = "tcp",
+                             .master_server_addr = master_addr, .transfer_timeout_ms = 2000};
+    assert_int_equal(mc_store_create(&cfg, &store), MC_OK);
+    mc_engine_config_t mc;
+    mc_engine_config_tiny(&mc);
+    assert_int_equal(mc_engine_model_seeded(&mc, 5, &model), MC_OK);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    mc_engine_model_free(model);
+    mc_store_destroy(store);
+    mt_stop(server_pid, SIGTERM, 5000);
+    mt_stop(master_pid, SIGTERM, 5000);
+    mt_rmdir(dir);
+    return 0;
+}
+
+typedef struct result {
+    float logits[256];
+    int32_t tokens[N_DECODE];
+    mc_engine_reuse_stats_t stats;
+} result_t;
+
+/* One request: prefill (through the store when s is not NULL), then greedy decode. */
+static void request(const mc_engine_model_t *m, mc_store_t *s, const int32_t *prompt, uint32_t n,
+                    result_t *r)
+{
+    mc_engine_t *e;
+    mc_engine_kv_t *kv;
+    assert_int_equal(mc_engine_create(m, 2, &e), MC_OK);
+    assert_int_equal(mc_engine_kv_create(m, B, &kv), MC_OK);
+    assert_int_equal(m->cfg.vocab_size, 256);
+    uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), B, 0, 1);
+    assert_int_equal(mc_engine_prefill_reuse(e, kv, s, compat, prompt, n, r->logits, &r->stats),
+                     MC_OK);
+    assert_int_equal(mc_engine_decode(e, kv, r->logits, r->tokens, N_DECODE), MC_OK);
+    mc_engine_kv_free(kv);
+    mc_engine_destroy(e);
+}
+
+static void assert_identical(const result_t *a, const result_t *b)
+{
+    assert_memory_equal(a->logits, b->logits, sizeof(a->logits));
+    assert_memory_equal(a->tokens, b->tokens, sizeof(a->tokens));
+}
+
+static void make_prompt(int32_t *t, uint32_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = (int32_t)(mc_engine_splitmix64(&s) % 256);
+}
+
+static void block_key(const int32_t *prompt, uint32_t block, char key[MC_ENGINE_KV_KEY_MAX])
+{
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernel_variant(), B, 0, 1),
+             chain[16];
+    mc_engine_chain_hashes(compat, prompt, B, block + 1, chain);
+    mc_engine_kv_key(compat, chain[block], key);
+}
+
+static void test_prefix_reuse_identical(void **state)
+{
+    int32_t p1[150], p2[160];
+    make_prompt(p1, 150, 1);
+    memcpy(p2, p1, 128 * sizeof(int32_t)); /* 8 shared blocks, then a different tail */
+    make_prompt(p2 + 128, 32, 2);
+    static result_t ref1, ref2, r;
+    request(model, NULL, p1, 150, &ref1);
+    request(model, NULL, p2, 160, &ref2);
+
+    request(model, store, p1, 150, &r); /* cold: computes all, stores the 9 full blocks */
+    assert_int_equal(r.stats.tokens_reused, 0);
+    assert_int_equal(r.stats.tokens_prefilled, 150);
+    assert_int_equal(r.stats.blocks_put, 9);
+    assert_identical(&ref1, &r);
+
+    request(model, store, p2, 160, &r); /* shares 8 blocks */
+    assert_int_equal(r.stats.blocks_found, 8);
+    assert_int_equal(r.stats.tokens_reused, 128);
+    assert_int_equal(r.stats.tokens_prefilled, 32);
+    assert_int_equal(r.stats.blocks_put, 2);
+    assert_identical(&ref2, &r);
+
+    request(model, store, p1, 150, &r); /* all 9 full blocks (the last token is computed) */
+    assert_int_equal(r.stats.tokens_reused, 144);
+    assert_int_equal(r.stats.tokens_prefilled, 6);
+    assert_identical(&ref1, &r);
+
+    request(model, store, p2, 160, &r); /* 160 = 10 blocks: the last one is recomputed */
+    assert_int_equal(r.stats.tokens_reused, 144);
+    assert_int_equal(r.stats.tokens_prefilled, 16);
+    assert_identical(&ref2, &r);
+}
+
+static void test_missing_and_corrupt_blocks(void **state)
+{
+    int32_t p[150];
+    make_prompt(p, 150, 3);
+    static result_t ref, r;
+    request(model, NULL, p, 150, &ref);
+    request(model, store, p, 150, &r);
+    assert_int_equal(r.stats.blocks_put, 9);
+
+    char key[MC_ENGINE_KV_KEY_MAX];
+    block_key(p, 3, key); /* a missing middle block: reuse blocks 0-2 only */
+    assert_int_equal(mc_store_remove(store, key, true), MC_OK);
+    request(model, store, p, 150, &r);
+    assert_int_equal(r.stats.blocks_found, 3);
+    assert_int_equal(r.stats.tokens_reused, 48);
+    assert_int_equal(r.stats.tokens_prefilled, 102);
+    assert_int_equal(r.stats.blocks_put, 6); /* block 3 again; 4..8 were there (create-once) */
+    assert_identical(&ref, &r);
+
+    /* a corrupted middle block (payload changed under a valid header): blocks 0-4 only */
+    block_key(p, 5, key);
+    void *val;
+    size_t len;
+    assert_int_equal(mc_store_get(store, key, &val, &len), MC_OK);
+    assert_true(len > sizeof(mc_engine_kv_hdr_t));
+    ((unsigned char *)val)[sizeof(mc_engine_kv_hdr_t) + 100] ^= 0x01;
+    struct iovec iov = {val, len};
+    assert_int_equal(mc_store_upsert(store, key, &iov, 1, NULL), MC_OK);
+    request(model, store, p, 150, &r);
+    assert_int_equal(r.stats.blocks_found, 9);
+    assert_int_equal(r.stats.blocks_rejected, 4);
+    assert_int_equal(r.stats.tokens_reused, 80);
+    assert_identical(&ref, &r);
+    /* that request replaced the bad block: the whole prefix is used again */
+    request(model, store, p, 150, &r);
+    assert_int_equal(r.stats.tokens_reused, 144);
+    assert_identical(&ref, &r);
+
+    /* a block stored under the wrong index in its header is refused too */
+    mc_engine_kv_hdr_t *h = val;
+    ((unsigned char *)val)[sizeof(mc_engine_kv_hdr_t) + 100] ^= 0x01; /* payload right again */
+    h->block_index = 6;
+    assert_int_equal(mc_store_upsert(store, key, &iov, 1, NULL), MC_OK);
+    request(model, store, p, 150, &r);
+    assert_int_equal(r.stats.tokens_reused, 80);
+    assert_identical(&ref, &r);
+    free(val);
+}
+
+static void test_other_model_never_reuses(void **state)
+{
+    int32_t p[150];
+    make_prompt(p, 150, 4);
+    static result_t r;
+    request(model, store, p, 150, &r);
+    assert_int_equal(r.stats.blocks_put, 9);
+    mc_engine_config_t cfg;
+    mc_engine_config_tiny(&cfg);
+    mc_engine_model_t *other;
+    assert_int_equal(mc_engine_model_seeded(&cfg, 6, &other), MC_OK); /* other weights */
+    request(other, store, p, 150, &r);
+    assert_int_equal(r.stats.tokens_reused, 0);
+    mc_engine_model_free(other);
+    /* another block size, TP rank or kernel variant gives another identity */
+    const char *kv = mc_engine_kernel_variant();
+    uint64_t id = mc_engine_compat_id(model, kv, B, 0, 1);
+    assert_true(id != mc_engine_compat_id(model, kv, 32, 0, 1));
+    assert_true(id != mc_engine_compat_id(model, kv, B, 1, 2));
+    assert_true(id != mc_engine_compat_id(model, strcmp(kv, "portable") ? "portable" : "avx2-fma",
+                                          B, 0, 1));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefix_reuse_identical),
+        cmocka_unit_test(test_missing_and_corrupt_blocks),
+        cmocka_unit_test(test_other_model_never_reuses),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

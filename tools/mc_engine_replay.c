@@ -1,0 +1,301 @@
+/* mc_engine_replay: run the first N requests of a FAST'25 trace through the engine with prefix
+ * reuse through a store, one JSON line per request and a summary line.
+ *
+ *   mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] [--decode N]
+ *                    [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE]
+ *                    [--master HOST:PORT] [--segment_size MB] [--local_hostname H]
+ *                    [--metadata URI] [--kernels avx2-fma|portable]
+ *
+ * Prompt tokens: trace block j (hash_id h) holds 512 tokens from splitmix64 seeded with h, so
+ * requests sharing hash ids share tokens; a prompt is its blocks' tokens cut to input_length
+ * and to --max_prompt. Without --master nothing is reused (the no-cache baseline). The process
+ * contributes --segment_size MB to the pool (default 256; 0 = none, then a storage server must
+ * provide the memory). The transfer engine reads its tuning from the environment
+ * (tools/common/te_env.h).
+ *
+ * Per request: prompt_tokens, tokens_reused, tokens_prefilled, blocks_found, blocks_rejected,
+ * blocks_put, lookup/fetch/prefill/put ms, ttft_ms (lookup + fetch + prefill + the first
+ * token; the puts come after), ideal_reused (tokens of leading trace blocks an unbounded cache
+ * filled by this replay alone would hold, within what the engine may reuse), first_token,
+ * last_token (the last decoded), logits_hash (XXH3-64 of the logits last_token came from: equal
+ * hashes across runs mean bit-identical logits).
+ */
+#include "common/hash.h"
+#include "common/time.h"
+#include "conductor/trace.h"
+#include "engine/reuse.h"
+#include "mooncake/store.h"
+#include "te_env.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACE_BLOCK 512 /* tokens per trace block (FAST'25 traces) */
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] "
+            "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
+            "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
+            "[--kernels avx2-fma|portable]\n");
+    return 2;
+}
+
+static int num(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "mc_engine_replay: bad number '%s' (want %ld..%ld)\n", s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Tokens of one trace block, from its hash id. */
+static void block_tokens(uint64_t hash_id, int32_t vocab, int32_t *out, uint32_t n)
+{
+    uint64_t s = hash_id ^ 0x6D635F656E67696Eull; /* "mc_engin" */
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = (int32_t)(mc_engine_splitmix64(&s) % (uint64_t)vocab);
+}
+
+/* A set of seen hash ids (open addressing; the ideal-reuse count). */
+typedef struct idset {
+    uint64_t *slots; /* id + 1, 0 = empty */
+    size_t cap, n;
+} idset_t;
+
+static int idset_add(idset_t *s, uint64_t id) /* 1 if it was there */
+{
+    if ((s->n + 1) * 2 > s->cap) {
+        idset_t g = {calloc(s->cap ? s->cap * 2 : 1024, sizeof(uint64_t)),
+                     s->cap ? s->cap * 2 : 1024, 0};
+        if (!g.slots)
+            return 0;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i])
+                idset_add(&g, s->slots[i] - 1);
+        free(s->slots);
+        *s = g;
+    }
+    size_t i = (id * 0x9E3779B97F4A7C15ull) & (s->cap - 1);
+    for (; s->slots[i]; i = (i + 1) & (s->cap - 1))
+        if (s->slots[i] == id + 1)
+            return 1;
+    s->slots[i] = id + 1;
+    s->n++;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    long n_req = 10, max_prompt = 8192, decode = 1, threads = 2, block = TRACE_BLOCK, seed = 1,
+         segment_mb = 256;
+    int tiny = 0;
+    const char *trace_path = "data/traces/conversation_trace.jsonl", *ckpt = NULL,
+               *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long *target = NULL, lo = 1, hi = 1L << 20;
+        const char **str = NULL;
+        if (!strcmp(a, "--tiny")) {
+            tiny = 1;
+            continue;
+        }
+        if (!strcmp(a, "--trace"))
+            str = &trace_path;
+        else if (!strcmp(a, "--checkpoint"))
+            str = &ckpt;
+        else if (!strcmp(a, "--master"))
+            str = &master;
+        else if (!strcmp(a, "--local_hostname"))
+            str = &host;
+        else if (!strcmp(a, "--metadata"))
+            str = &metadata;
+        else if (!strcmp(a, "--kernels"))
+            str = &kernels;
+        else if (!strcmp(a, "--requests"))
+            target = &n_req, hi = 10000000;
+        else if (!strcmp(a, "--max_prompt"))
+            target = &max_prompt;
+        else if (!strcmp(a, "--decode"))
+            target = &decode, hi = 4096;
+        else if (!strcmp(a, "--threads"))
+            target = &threads, hi = MC_ENGINE_THREADS_MAX;
+        else if (!strcmp(a, "--block"))
+            target = &block;
+        else if (!strcmp(a, "--seed"))
+            target = &seed, lo = 0, hi = INT32_MAX;
+        else if (!strcmp(a, "--segment_size"))
+            target = &segment_mb, lo = 0, hi = 1L << 20;
+        if ((!target && !str) || !v)
+            return usage();
+        if (str)
+            *str = v;
+        else if (num(v, lo, hi, target) != 0)
+            return 2;
+        i++;
+    }
+
+    mc_engine_model_t *m;
+    mc_status_t st;
+    if (ckpt) {
+        st = mc_engine_model_load(ckpt, &m);
+    } else {
+        mc_engine_config_t cfg;
+        if (tiny)
+            mc_engine_config_tiny(&cfg);
+        else
+            mc_engine_config_default(&cfg);
+        st = mc_engine_model_seeded(&cfg, (uint64_t)seed, &m);
+    }
+    if (st != MC_OK) {
+        fprintf(stderr, "mc_engine_replay: model: %s\n", mc_status_str(st));
+        return 1;
+    }
+    if (max_prompt + decode > m->cfg.seq_len) {
+        max_prompt = m->cfg.seq_len - decode;
+        if (max_prompt < 1) {
+            fprintf(stderr, "mc_engine_replay: --decode %ld leaves no room in seq_len %d\n",
+                    decode, m->cfg.seq_len);
+            return 2;
+        }
+    }
+    mc_conductor_trace_limits_t lim;
+    mc_conductor_trace_limits_default(&lim);
+    lim.max_requests = (size_t)n_req;
+    mc_conductor_trace_t *trace;
+    if ((st = mc_conductor_trace_load(trace_path, &lim, &trace)) != MC_OK) {
+        fprintf(stderr, "mc_engine_replay: trace %s: %s\n", trace_path, mc_status_str(st));
+        return 1;
+    }
+
+    mc_store_t *store = NULL;
+    mc_te_config_t tuning = {0};
+    if (master) {
+        char err[256] = "";
+        if (mc_tool_te_config_from_env(&tuning, err, sizeof(err)) != MC_OK) {
+            fprintf(stderr, "mc_engine_replay: %s\n", err);
+            return 2;
+        }
+        mc_store_config_t sc = {.local_hostname = host, .metadata_server = metadata,
+                                .global_segment_size = (uint64_t)segment_mb << 20,
+                                .local_buffer_size = 64u << 20, .protocol = "tcp",
+                                .master_server_addr = master, .te_tuning = &tuning};
+        if ((st = mc_store_create(&sc, &store)) != MC_OK) {
+            fprintf(stderr, "mc_engine_replay: store at %s: %s\n", master, mc_status_str(st));
+            return 1;
+        }
+    }
+
+    mc_engine_t *e;
+    if ((st = mc_engine_create(m, (int)threads, &e)) != MC_OK) {
+        fprintf(stderr, "mc_engine_replay: engine: %s\n", mc_status_str(st));
+        return 1;
+    }
+    if (kernels && (st = mc_engine_set_kernels(e, kernels)) != MC_OK) {
+        fprintf(stderr, "mc_engine_replay: --kernels %s: %s\n", kernels, mc_status_str(st));
+        return 2;
+    }
+    uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), (uint32_t)block, 0, 1);
+    int32_t *tokens = malloc(((size_t)max_prompt + TRACE_BLOCK) * sizeof(int32_t));
+    int32_t *out = malloc((size_t)decode * sizeof(int32_t));
+    float *logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
+    idset_t seen = {0};
+    uint64_t sum_prompt = 0, sum_reused = 0, sum_prefilled = 0, sum_ideal = 0;
+    double sum_ttft = 0, sum_prefill = 0;
+    size_t done = 0;
+    int rc = 0;
+    for (size_t r = 0; r < trace->n_reqs; r++) {
+        const mc_conductor_request_t *req = &trace->reqs[r];
+        const uint64_t *ids = mc_conductor_trace_req_blocks(trace, req);
+        uint64_t len = req->input_tokens;
+        if (len > (uint64_t)req->n_blocks * TRACE_BLOCK)
+            len = (uint64_t)req->n_blocks * TRACE_BLOCK;
+        if (len > (uint64_t)max_prompt)
+            len = (uint64_t)max_prompt;
+        if (len == 0)
+            continue;
+        uint32_t n = (uint32_t)len, nb = (n + TRACE_BLOCK - 1) / TRACE_BLOCK;
+        for (uint32_t j = 0; j < nb; j++)
+            block_tokens(ids[j], m->cfg.vocab_size, tokens + (size_t)j * TRACE_BLOCK, TRACE_BLOCK);
+        /* ideal: leading trace blocks seen before, in whole engine blocks, leaving one token */
+        uint64_t ideal = 0;
+        int leading = 1;
+        for (uint32_t j = 0; j < nb; j++) {
+            int was = idset_add(&seen, ids[j]);
+            if (leading && was)
+                ideal += TRACE_BLOCK;
+            else
+                leading = 0;
+        }
+        uint64_t cap = (uint64_t)(n - 1) / (uint64_t)block * (uint64_t)block;
+        ideal = (ideal / (uint64_t)block) * (uint64_t)block;
+        if (ideal > cap)
+            ideal = cap;
+
+        mc_engine_kv_t *kv;
+        if ((st = mc_engine_kv_create(m, (uint32_t)block, &kv)) != MC_OK) {
+            fprintf(stderr, "mc_engine_replay: kv cache: %s\n", mc_status_str(st));
+            rc = 1;
+            break;
+        }
+        mc_engine_reuse_stats_t rs;
+        uint64_t t0 = mc_now_ns();
+        st = mc_engine_prefill_reuse(e, kv, store, compat, tokens, n, logits, &rs);
+        int32_t first = mc_engine_argmax(logits, m->cfg.vocab_size);
+        double ttft = rs.lookup_ms + rs.fetch_ms + rs.prefill_ms;
+        if (st == MC_OK && decode > 0)
+            st = mc_engine_decode(e, kv, logits, out, (uint32_t)decode);
+        double total = (double)(mc_now_ns() - t0) / 1e6;
+        mc_engine_kv_free(kv);
+        if (st != MC_OK) {
+            fprintf(stderr, "mc_engine_replay: request %zu: %s\n", r, mc_status_str(st));
+            rc = 1;
+            break;
+        }
+        printf("{\"req\":%zu,\"line\":%u,\"prompt_tokens\":%u,\"tokens_reused\":%u,"
+               "\"tokens_prefilled\":%u,\"ideal_reused\":%" PRIu64 ",\"blocks_found\":%u,"
+               "\"blocks_rejected\":%u,\"blocks_put\":%u,\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
+               "\"prefill_ms\":%.1f,\"put_ms\":%.2f,\"ttft_ms\":%.1f,\"total_ms\":%.1f,"
+               "\"first_token\":%d,\"last_token\":%d,\"logits_hash\":\"%016llx\"}\n",
+               r, req->line, n, rs.tokens_reused, rs.tokens_prefilled, ideal, rs.blocks_found,
+               rs.blocks_rejected, rs.blocks_put, rs.lookup_ms, rs.fetch_ms, rs.prefill_ms,
+               rs.put_ms, ttft, total, first, decode > 0 ? out[decode - 1] : first,
+               (unsigned long long)mc_hash64(logits, (size_t)m->cfg.vocab_size * sizeof(float)));
+        fflush(stdout);
+        sum_prompt += n;
+        sum_reused += rs.tokens_reused;
+        sum_prefilled += rs.tokens_prefilled;
+        sum_ideal += ideal;
+        sum_ttft += ttft;
+        sum_prefill += rs.prefill_ms;
+        done++;
+    }
+    printf("{\"summary\":true,\"requests\":%zu,\"store\":%s,\"block_tokens\":%ld,"
+           "\"block_bytes\":%zu,\"kernels\":\"%s\",\"prompt_tokens\":%" PRIu64
+           ",\"tokens_reused\":%" PRIu64 ",\"tokens_prefilled\":%" PRIu64
+           ",\"compute_skipped\":%.4f,\"ideal_hit_ratio\":%.4f,\"mean_ttft_ms\":%.1f,"
+           "\"mean_prefill_ms\":%.1f}\n",
+           done, store ? "true" : "false", block,
+           (size_t)m->cfg.n_layers * 2 * (size_t)block * (size_t)m->kv_dim * sizeof(float) +
+               sizeof(mc_engine_kv_hdr_t),
+           mc_engine_kernels_name(e), sum_prompt, sum_reused, sum_prefilled,
+           sum_prompt ? (double)sum_reused / (double)sum_prompt : 0.0,
+           sum_prompt ? (double)sum_ideal / (double)sum_prompt : 0.0,
+           done ? sum_ttft / (double)done : 0.0, done ? sum_prefill / (double)done : 0.0);
+    free(seen.slots);
+    free(tokens);
+    free(out);
+    free(logits);
+    mc_engine_destroy(e);
+    mc_store_destroy(store);
+    mc_conductor_trace_free(trace);
+    mc_engine_model_free(m);
+    return rc;
+}
