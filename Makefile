@@ -3,7 +3,7 @@
 JOBS ?= 2
 CTEST_FLAGS ?= --output-on-failure --no-tests=error
 
-.PHONY: all deps build test check tree-snapshot check-asan check-tsan check-fuzz demo te-demo bench bench-store bench-auth bench-disk report clean
+.PHONY: all deps build test check tree-snapshot check-asan check-tsan check-fuzz demo te-demo bench bench-store bench-auth bench-disk bench-ha report clean
 
 all: build
 
@@ -68,6 +68,10 @@ bench-auth: build
 # Disk tier storage engine against fio on the same file system (O_DIRECT, io_uring).
 bench-disk: build
 	@scripts/bench_disk.sh
+
+# Master HA on a real 3-member etcd: failover time, put/lookup throughput vs a single master.
+bench-ha: build
+	@scripts/bench_ha.sh
 
 # Evaluation report: experiments on the FAST'25 trace -> docs/report/ (Markdown + PNG plots).
 report: build

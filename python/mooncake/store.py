@@ -244,6 +244,9 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
         host_label, rpc_timeout_ms, transfer_timeout_ms). Sizes may be ints or strings like
         "512MB". A hostname without port gets a free port (12300-14300). With no arguments at
         all the JSON file named by $MOONCAKE_CONFIG_PATH is used, else the environment.
+        master_server_addr is "host:port", or "etcd://h1:2379;h2:2379" for HA masters: the
+        leader is read from etcd under the cluster $MC_STORE_CLUSTER_ID (default
+        "mooncake_cluster", as upstream) and followed through failovers.
 
         Store knobs, as keywords or (when not given) from the environment: replica_hints
         ($MC_STORE_REPLICA_HINTS; entries of the replica hint table, 0 = none), lease_cache

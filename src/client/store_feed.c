@@ -140,6 +140,11 @@ mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *mast
                     "pushed placements carry no data grants, no placement feed");
         return MC_OK;
     }
+    if (mc_master_client_is_ha(&s->master)) {
+        MC_LOG_WARN("placement_feed_prefix is set but the master address is etcd:// (the feed "
+                    "does not follow a failover): no placement feed");
+        return MC_OK;
+    }
     if (!s->lease_cache)
         MC_LOG_INFO("placement feed without the lease cache: placements are used as hints only");
     if (!(s->feed_prefix = mc_strdup(prefix)))

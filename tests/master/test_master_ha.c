@@ -21,6 +21,7 @@
 #include "master/ha.h"
 #include "rpc/rpc_client.h"
 #include "support/etcd_cluster.h"
+#include "support/ha_master.h"
 #include "support/test_util.h"
 #define MC_TEST_RPC_TIMEOUT_MS 15000 /* an answer may wait for etcd (a raft election) */
 #include "master_rpc_ops.h"
@@ -38,36 +39,13 @@
 
 static mt_etcd_t g_etcd;
 
-typedef struct ha_master {
-    pid_t pid;
-    uint16_t port, mport;
-    char addr[64], wal[256], log[300];
-} ha_master_t;
+typedef mt_ha_master_t ha_master_t;
 
 static ha_master_t g_m[2];
 
 static void ha_start_ex(ha_master_t *m, const char *cluster, int ttl_s, const char *extra)
 {
-    char bin[512];
-    mt_bin_path("mooncake_master", bin, sizeof(bin));
-    if (!m->port) /* preset: the same address as another master */
-        assert_int_equal(mc_net_free_port(&m->port), MC_OK);
-    assert_int_equal(mc_net_free_port(&m->mport), MC_OK);
-    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%u", m->port);
-    assert_int_equal(mt_tmpdir(m->wal, sizeof(m->wal)), 0);
-    snprintf(m->log, sizeof(m->log), "%s/master.log", m->wal);
-    char port[32], mport[32], wal[300], eps[200], cid[160], ttl[40];
-    snprintf(port, sizeof(port), "--port=%u", m->port);
-    snprintf(mport, sizeof(mport), "--metrics_port=%u", m->mport);
-    snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", m->wal);
-    snprintf(eps, sizeof(eps), "--etcd_endpoints=%s", g_etcd.endpoints);
-    snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster);
-    snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", ttl_s);
-    char *argv[] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
-                    cid, ttl, "--client_ttl=10", "--wal_fsync=false",
-                    "--default_kv_lease_ttl=2000", (char *)extra, NULL};
-    m->pid = mt_spawn(argv, m->log);
-    assert_true(m->pid > 0);
+    assert_int_equal(mt_ha_start(m, g_etcd.endpoints, cluster, ttl_s, extra), 0);
 }
 
 static void ha_start_ttl(ha_master_t *m, const char *cluster, int ttl_s)
@@ -104,14 +82,7 @@ static int ha_serving(ha_master_t *m, int timeout_ms)
 
 static void ha_stop(ha_master_t *m)
 {
-    if (m->pid > 0) {
-        mt_stop(m->pid, SIGKILL, 5000);
-        m->pid = 0;
-    }
-    if (m->wal[0] && !getenv("MC_KEEP_TEST_DIRS"))
-        mt_rmdir(m->wal);
-    m->wal[0] = '\0';
-    m->port = 0;
+    mt_ha_stop(m);
 }
 
 /* The leader's address in etcd for cluster (heap) or NULL. */

@@ -41,6 +41,14 @@ int mt_etcd_start(mt_etcd_t *c, int n)
         snprintf(c->endpoints + eo, sizeof(c->endpoints) - eo, "%s127.0.0.1:%u", i ? ";" : "",
                  c->client_port[i]);
     }
+    /* slower raft timing than etcd's defaults (100/1000 ms) unless MT_ETCD_ELECTION_MS says
+     * otherwise (heartbeat = election / 10): a loaded test machine must not make members lose
+     * their leader. etcd raises a lease TTL below 1.5 x the election timeout to that. */
+    const char *ev = getenv("MT_ETCD_ELECTION_MS");
+    long election = ev && atol(ev) >= 100 ? atol(ev) : 2000;
+    char hb_s[24], el_s[24];
+    snprintf(hb_s, sizeof(hb_s), "%ld", election / 10);
+    snprintf(el_s, sizeof(el_s), "%ld", election);
     for (int i = 0; i < n; i++) {
         char name[16], data[300], curls[64], purls[64], log[300];
         snprintf(name, sizeof(name), "m%d", i);
@@ -52,10 +60,8 @@ int mt_etcd_start(mt_etcd_t *c, int n)
                         "--listen-client-urls", curls, "--advertise-client-urls", curls,
                         "--listen-peer-urls", purls, "--initial-advertise-peer-urls", purls,
                         "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                        "--initial-cluster-token", c->dir,
-                        /* slower raft timing than the defaults (100/1000 ms): a loaded test
-                         * machine must not make members lose their leader */
-                        "--heartbeat-interval", "200", "--election-timeout", "2000", NULL};
+                        "--initial-cluster-token", c->dir, "--heartbeat-interval", hb_s,
+                        "--election-timeout", el_s, NULL};
         c->pid[i] = mt_spawn(argv, log);
         if (c->pid[i] <= 0)
             return -1;

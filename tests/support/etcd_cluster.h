@@ -1,6 +1,7 @@
 /* A real etcd cluster (Debian's /usr/bin/etcd, or $MC_ETCD_BIN) for tests: 1 or 3 members on
  * free loopback ports, data in a fresh temp dir, each member's log in <dir>/mN.log, stopped by
- * PID. Tests that need it skip (return 77 / cmocka skip) when etcd is not installed. */
+ * PID. Raft timing: heartbeat 200 ms, election 2000 ms (env MT_ETCD_ELECTION_MS overrides the
+ * election timeout, heartbeat a tenth of it). Tests that need it skip (return 77 / cmocka skip) when etcd is not installed. */
 #ifndef MC_TESTS_SUPPORT_ETCD_CLUSTER_H
 #define MC_TESTS_SUPPORT_ETCD_CLUSTER_H
 

@@ -1,0 +1,391 @@
+/* mc_ha_bench: master HA figures on loopback, one JSON line each (stdout).
+ *
+ *   failover    for each lease TTL (--ttls, default 2,5) and --trials (default 20) kill -9s of
+ *               the leader: from the kill to (a) the first get answered with bytes of an object
+ *               put before the kill (the new leader serves and the storage server re-mounted)
+ *               and (b) the first successful put through the new leader; p50 and max against
+ *               the targets p50 <= TTL + 1 s, max <= 2 x TTL + 1 s. A store client on
+ *               etcd:// retries by itself; the bench only calls again after a failed call.
+ *   throughput  --threads clients doing BatchPut (--batch keys of --value bytes per call) for
+ *               --seconds against a single master with its local WAL, then against an HA
+ *               leader with one standby (same machine, same run): objects/s and the ratio
+ *               (target >= 0.5); the same for batch lookups (BatchExistKey); the standby's
+ *               master_ha_log_lag_batches / _seconds sampled every 100 ms during the HA puts.
+ *
+ * Daemons: a 3-member etcd (tests/support/etcd_cluster.h), mooncake_master processes and one
+ * mooncake_client storage server, all on free loopback ports, stopped by PID.
+ * etcd runs with its default raft timing (heartbeat 100 ms, election 1000 ms; --etcd_election_ms)
+ * so that a 2 s lease TTL is honoured (etcd raises TTLs below 1.5 x the election timeout).
+ * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --seconds=3
+ *        --batch=16 --value=1024 --etcd_election_ms=1000 */
+#include "common/net.h"
+#include "common/time.h"
+#include "mooncake/store.h"
+#include "support/etcd_cluster.h"
+#include "support/ha_master.h"
+#include "support/test_util.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mt_etcd_t g_etcd;
+static char g_dir[256];
+static int g_trials = 20, g_threads = 4, g_seconds = 3, g_batch = 16, g_value = 1024;
+
+#define WAIT_MS 60000
+
+static pid_t start_server(const char *addr, const char *cluster, const char *logname)
+{
+    char bin[512], m[1300], log[400];
+    mt_bin_path("mooncake_client", bin, sizeof(bin));
+    snprintf(m, sizeof(m), "--master_server_address=%s", addr);
+    snprintf(log, sizeof(log), "%s/%s", g_dir, logname);
+    setenv("MC_STORE_CLUSTER_ID", cluster, 1);
+    char *argv[] = {bin, m, "--global_segment_size=1GB", "--host_label=srv",
+                    "--local_hostname=127.0.0.1", NULL};
+    pid_t pid = mt_spawn(argv, log);
+    if (pid <= 0 || mt_wait_log(log, "mooncake_client ready", WAIT_MS) != 0) {
+        fprintf(stderr, "storage server did not start (%s)\n", log);
+        exit(1);
+    }
+    return pid;
+}
+
+static mc_store_t *open_store(const char *addr, uint32_t rpc_timeout_ms)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .protocol = "tcp", .master_server_addr = addr,
+                             .rpc_timeout_ms = rpc_timeout_ms, .transfer_timeout_ms = 3000};
+    mc_store_t *s = NULL;
+    if (mc_store_create(&cfg, &s) != MC_OK) {
+        fprintf(stderr, "store client setup failed (%s)\n", addr);
+        exit(1);
+    }
+    return s;
+}
+
+/* A gauge from an admin port's /metrics, or -1. */
+static double metric(uint16_t port, const char *name)
+{
+    static const char q[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    char *resp = NULL, pat[128];
+    double v = -1;
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    if (mt_http_raw(port, q, sizeof(q) - 1, &resp) == 200 && resp) {
+        char *p = strstr(resp, pat);
+        if (p)
+            v = strtod(p + strlen(pat), NULL);
+    }
+    free(resp);
+    return v;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---------------------------------------------------------------- failover */
+
+static void failover(int ttl)
+{
+    char cluster[32], addr[300];
+    snprintf(cluster, sizeof(cluster), "bench_fo_%d", ttl);
+    snprintf(addr, sizeof(addr), "etcd://%s", g_etcd.endpoints);
+    mt_ha_master_t m[2] = {0};
+    if (mt_ha_start(&m[0], g_etcd.endpoints, cluster, ttl, NULL) != 0 ||
+        !mt_ha_is_leader(&m[0], WAIT_MS) ||
+        mt_ha_start(&m[1], g_etcd.endpoints, cluster, ttl, NULL) != 0) {
+        fprintf(stderr, "masters did not start\n");
+        exit(1);
+    }
+    char logname[64];
+    snprintf(logname, sizeof(logname), "server_%s.log", cluster); /* one per daemon */
+    pid_t srv = start_server(addr, cluster, logname);
+    mc_store_t *s = open_store(addr, 2000);
+    uint64_t *serve = calloc((size_t)g_trials, 8), *put = calloc((size_t)g_trials, 8);
+    char *val = malloc((size_t)g_value), key[64];
+    memset(val, 'v', (size_t)g_value);
+    struct iovec iov = {val, (size_t)g_value};
+    int done = 0;
+    for (int t = 0; t < g_trials; t++) {
+        int leader = mt_ha_is_leader(&m[0], 1) ? 0 : mt_ha_is_leader(&m[1], 1) ? 1 : -1;
+        /* the other member must be a caught-up standby before the kill */
+        uint64_t w = mc_now_ms() + WAIT_MS;
+        while (leader >= 0 && mc_now_ms() < w &&
+               metric(m[1 - leader].mport, "master_ha_role") != 0)
+            mc_sleep_ms(100);
+        snprintf(key, sizeof(key), "fo-%d-before", t);
+        if (leader < 0 || mc_store_put(s, key, &iov, 1, NULL) != MC_OK) {
+            fprintf(stderr, "trial %d: no leader or put failed before the kill\n", t);
+            break;
+        }
+        mc_sleep_ms(200); /* the standby applies the last batch */
+        uint64_t t0 = mc_now_ms();
+        mt_stop(m[leader].pid, SIGKILL, 5000);
+        m[leader].pid = 0;
+        uint64_t deadline = t0 + WAIT_MS;
+        void *v = NULL;
+        size_t n;
+        while (mc_store_get(s, key, &v, &n) != MC_OK && mc_now_ms() < deadline)
+            mc_sleep_ms(10);
+        free(v);
+        serve[t] = mc_now_ms() - t0;
+        snprintf(key, sizeof(key), "fo-%d-after", t);
+        while (mc_store_put(s, key, &iov, 1, NULL) != MC_OK && mc_now_ms() < deadline)
+            mc_sleep_ms(10);
+        put[t] = mc_now_ms() - t0;
+        printf("{\"bench\":\"ha_failover_trial\",\"ttl_s\":%d,\"trial\":%d,\"serve_ms\":%llu,"
+               "\"first_put_ms\":%llu}\n", ttl, t, (unsigned long long)serve[t],
+               (unsigned long long)put[t]);
+        fflush(stdout);
+        done++;
+        mt_ha_stop(&m[leader]); /* the killed member comes back as a standby */
+        if (mt_ha_start(&m[leader], g_etcd.endpoints, cluster, ttl, NULL) != 0)
+            break;
+    }
+    if (done > 0) {
+        qsort(serve, (size_t)done, 8, cmp_u64);
+        qsort(put, (size_t)done, 8, cmp_u64);
+        uint64_t p50 = put[(done - 1) / 2], max = put[done - 1];
+        uint64_t tp50 = (uint64_t)ttl * 1000 + 1000, tmax = 2 * (uint64_t)ttl * 1000 + 1000;
+        printf("{\"bench\":\"ha_failover\",\"ttl_s\":%d,\"trials\":%d,\"serve_p50_ms\":%llu,"
+               "\"serve_max_ms\":%llu,\"first_put_p50_ms\":%llu,\"first_put_max_ms\":%llu,"
+               "\"target_p50_ms\":%llu,\"target_max_ms\":%llu,\"default_kv_lease_ttl_ms\":2000,"
+               "\"etcd_election_ms\":%s,"
+               "\"meets_targets\":%s}\n",
+               ttl, done, (unsigned long long)serve[(done - 1) / 2],
+               (unsigned long long)serve[done - 1], (unsigned long long)p50,
+               (unsigned long long)max, (unsigned long long)tp50, (unsigned long long)tmax,
+               getenv("MT_ETCD_ELECTION_MS"),
+               p50 <= tp50 && max <= tmax ? "true" : "false");
+        fflush(stdout);
+    }
+    mc_store_destroy(s);
+    mt_stop(srv, SIGKILL, 5000);
+    mt_ha_stop(&m[0]);
+    mt_ha_stop(&m[1]);
+    free(serve);
+    free(put);
+    free(val);
+}
+
+/* ---------------------------------------------------------------- throughput */
+
+typedef struct worker {
+    mc_store_t *s;
+    int id, lookup;
+    uint64_t until_ms, objects, errors;
+    int32_t first_error; /* the first failed key's status (or the call's) */
+    uint32_t next;
+} worker_t;
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    int b = g_batch;
+    char (*names)[48] = malloc((size_t)b * 48);
+    const char **keys = malloc((size_t)b * sizeof(char *));
+    struct iovec *iov = malloc((size_t)b * sizeof(*iov));
+    const struct iovec **piov = malloc((size_t)b * sizeof(*piov));
+    size_t *np = malloc((size_t)b * sizeof(size_t));
+    int32_t *res = malloc((size_t)b * sizeof(int32_t));
+    char *val = malloc((size_t)g_value);
+    memset(val, 'x', (size_t)g_value);
+    uint32_t lookup_i = 0;
+    while (mc_now_ms() < w->until_ms) {
+        for (int i = 0; i < b; i++) {
+            uint32_t k = w->lookup ? (lookup_i++ % (w->next ? w->next : 1)) : w->next + (uint32_t)i;
+            snprintf(names[i], 48, "tp-%d-%u", w->id, k);
+            keys[i] = names[i];
+            iov[i] = (struct iovec){val, (size_t)g_value};
+            piov[i] = &iov[i];
+            np[i] = 1;
+        }
+        mc_status_t st = w->lookup ? mc_store_batch_exists(w->s, (size_t)b, keys, res)
+                                   : mc_store_batch_put(w->s, (size_t)b, keys, piov, np, NULL,
+                                                        false, res);
+        for (int i = 0; i < b; i++) {
+            int ok = st == MC_OK && (w->lookup ? res[i] == 1 : res[i] == MC_OK);
+            w->objects += (uint64_t)ok;
+            w->errors += (uint64_t)!ok;
+            if (!ok && !w->first_error)
+                w->first_error = st != MC_OK ? st : res[i] ? res[i] : MC_ERR_OBJECT_NOT_FOUND;
+        }
+        if (!w->lookup)
+            w->next += (uint32_t)b;
+    }
+    free(names);
+    free(keys);
+    free(iov);
+    free(piov);
+    free(np);
+    free(res);
+    free(val);
+    return NULL;
+}
+
+/* Runs the workers' puts (lookup 0) or lookups (1) for --seconds; objects per second. While
+ * running, samples the standby's log lag when standby_mport != 0. */
+static double run_phase(worker_t *w, int lookup, uint16_t standby_mport, double *lag_b,
+                        double *lag_s)
+{
+    pthread_t th[64];
+    uint64_t t0 = mc_now_ms();
+    for (int i = 0; i < g_threads; i++) {
+        w[i].lookup = lookup;
+        w[i].objects = w[i].errors = 0;
+        w[i].first_error = 0;
+        w[i].until_ms = t0 + (uint64_t)g_seconds * 1000;
+        pthread_create(&th[i], NULL, worker_main, &w[i]);
+    }
+    while (standby_mport && mc_now_ms() < t0 + (uint64_t)g_seconds * 1000) {
+        double b = metric(standby_mport, "master_ha_log_lag_batches");
+        double s = metric(standby_mport, "master_ha_log_lag_seconds");
+        if (b > *lag_b)
+            *lag_b = b;
+        if (s > *lag_s)
+            *lag_s = s;
+        mc_sleep_ms(100);
+    }
+    uint64_t objects = 0, errors = 0;
+    int32_t first = 0;
+    for (int i = 0; i < g_threads; i++) {
+        pthread_join(th[i], NULL);
+        objects += w[i].objects;
+        errors += w[i].errors;
+        if (w[i].first_error && !first)
+            first = w[i].first_error;
+    }
+    double secs = (double)(mc_now_ms() - t0) / 1000.0;
+    if (errors)
+        fprintf(stderr, "%s: %llu errors (first: %s)\n", lookup ? "lookup" : "put",
+                (unsigned long long)errors, mc_status_str(first));
+    return (double)objects / secs;
+}
+
+static void throughput_one(const char *addr, const char *cluster, const char *label,
+                           uint16_t standby_mport, double out[2])
+{
+    char logname[64];
+    snprintf(logname, sizeof(logname), "server_%s.log", label); /* one per daemon */
+    pid_t srv = start_server(addr, cluster, logname);
+    mc_store_t *s = open_store(addr, 5000);
+    worker_t w[64];
+    for (int i = 0; i < g_threads; i++)
+        w[i] = (worker_t){.s = s, .id = i};
+    double lag_b = 0, lag_s = 0;
+    out[0] = run_phase(w, 0, standby_mport, &lag_b, &lag_s);
+    out[1] = run_phase(w, 1, 0, NULL, NULL);
+    printf("{\"bench\":\"ha_throughput\",\"mode\":\"%s\",\"threads\":%d,\"batch\":%d,"
+           "\"value_bytes\":%d,\"put_objects_per_s\":%.0f,\"lookup_keys_per_s\":%.0f", label,
+           g_threads, g_batch, g_value, out[0], out[1]);
+    if (standby_mport)
+        printf(",\"standby_log_lag_batches_max\":%.0f,\"standby_log_lag_seconds_max\":%.3f",
+               lag_b, lag_s);
+    printf("}\n");
+    fflush(stdout);
+    mc_store_destroy(s);
+    mt_stop(srv, SIGKILL, 5000);
+}
+
+static void throughput(void)
+{
+    double single[2], ha[2];
+    /* a single master with its local WAL */
+    char bin[512], port[32], wal[300], addr[64];
+    uint16_t p;
+    mc_net_free_port(&p);
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    snprintf(port, sizeof(port), "--port=%u", p);
+    snprintf(wal, sizeof(wal), "--wal_dir=%s/single_wal", g_dir);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
+    char log[300];
+    snprintf(log, sizeof(log), "%s/single_master.log", g_dir);
+    char *argv[] = {bin, port, "--metrics_port=0", wal, "--wal_fsync=false", NULL};
+    pid_t single_pid = mt_spawn(argv, log);
+    if (single_pid <= 0 || mt_wait_log(log, "mooncake_master listening", WAIT_MS) != 0) {
+        fprintf(stderr, "single master did not start\n");
+        exit(1);
+    }
+    throughput_one(addr, "unused", "single_wal", 0, single);
+    mt_stop(single_pid, SIGKILL, 5000);
+
+    mt_ha_master_t m[2] = {0};
+    char haddr[300];
+    snprintf(haddr, sizeof(haddr), "etcd://%s", g_etcd.endpoints);
+    if (mt_ha_start(&m[0], g_etcd.endpoints, "bench_tp", 5, NULL) != 0 ||
+        !mt_ha_is_leader(&m[0], WAIT_MS) ||
+        mt_ha_start(&m[1], g_etcd.endpoints, "bench_tp", 5, NULL) != 0) {
+        fprintf(stderr, "masters did not start\n");
+        exit(1);
+    }
+    uint64_t w = mc_now_ms() + WAIT_MS;
+    while (metric(m[1].mport, "master_ha_role") != 0 && mc_now_ms() < w)
+        mc_sleep_ms(100);
+    throughput_one(haddr, "bench_tp", "ha_etcd", m[1].mport, ha);
+    printf("{\"bench\":\"ha_throughput_ratio\",\"put_ha_over_single\":%.3f,"
+           "\"lookup_ha_over_single\":%.3f,\"target_put_ratio\":0.5}\n",
+           single[0] > 0 ? ha[0] / single[0] : 0, single[1] > 0 ? ha[1] / single[1] : 0);
+    mt_ha_stop(&m[0]);
+    mt_ha_stop(&m[1]);
+}
+
+int main(int argc, char **argv)
+{
+    const char *phase = "all", *ttls = "2,5", *election = "1000";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strncmp(a, "--phase=", 8))
+            phase = a + 8;
+        else if (!strncmp(a, "--ttls=", 7))
+            ttls = a + 7;
+        else if (!strncmp(a, "--trials=", 9))
+            g_trials = atoi(a + 9);
+        else if (!strncmp(a, "--threads=", 10))
+            g_threads = atoi(a + 10);
+        else if (!strncmp(a, "--seconds=", 10))
+            g_seconds = atoi(a + 10);
+        else if (!strncmp(a, "--batch=", 8))
+            g_batch = atoi(a + 8);
+        else if (!strncmp(a, "--value=", 8))
+            g_value = atoi(a + 8);
+        else if (!strncmp(a, "--etcd_election_ms=", 19))
+            election = a + 19;
+        else {
+            fprintf(stderr, "unknown flag %s (see the comment at the top of mc_ha_bench.c)\n", a);
+            return 2;
+        }
+    }
+    if (g_trials < 1 || g_threads < 1 || g_threads > 64 || g_seconds < 1 || g_batch < 1 ||
+        g_batch > 1024 || g_value < 1) {
+        fprintf(stderr, "a flag is out of range\n");
+        return 2;
+    }
+    if (!mt_etcd_available()) {
+        fprintf(stderr, "etcd not installed (scripts/install-deps.sh: etcd-server)\n");
+        return 1;
+    }
+    setenv("MT_ETCD_ELECTION_MS", election, 1);
+    if (mt_tmpdir(g_dir, sizeof(g_dir)) != 0 || mt_etcd_start(&g_etcd, 3) != 0) {
+        fprintf(stderr, "cannot start etcd\n");
+        return 1;
+    }
+    if (!strcmp(phase, "all") || !strcmp(phase, "throughput"))
+        throughput();
+    if (!strcmp(phase, "all") || !strcmp(phase, "failover")) {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%s", ttls);
+        for (char *sv, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+            failover(atoi(t));
+    }
+    mt_etcd_stop(&g_etcd);
+    if (!getenv("MC_KEEP_TEST_DIRS"))
+        mt_rmdir(g_dir);
+    return 0;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make bench-ha`: master high availability on a real 3-member etcd (loopback), as
+# docs/benchmarks.md "Master HA" runs it: mc_ha_bench's failover trials (kill -9 of the leader,
+# time to the first get served and to the first successful put through the new leader, at lease
+# TTL 2 s and 5 s, against p50 <= TTL + 1 s and max <= 2 x TTL + 1 s), put and lookup
+# throughput with HA on vs a single master with its local WAL in the same run (target put
+# ratio >= 0.5), and the standby's log lag under that put load. Appends every JSON line to a
+# results file after a header line and prints the summary lines. Needs etcd
+# (scripts/install-deps.sh installs etcd-server). Not part of `make check`.
+#
+# Environment:
+#   MC_BIN_DIR             where mc_ha_bench is (default build/bin)
+#   MC_BENCH_RESULTS       results file to append to (default <build>/bench-results/ha.jsonl)
+#   MC_BENCH_HA_TRIALS     kill -9 trials per TTL (default 20)
+#   MC_BENCH_HA_TTLS       lease TTLs in seconds, comma-separated (default 2,5)
+#   MC_BENCH_HA_THREADS    client threads of the throughput phase (default 4)
+#   MC_BENCH_HA_SECONDS    seconds per throughput phase (default 3)
+# etcd runs with its default raft timing (election 1000 ms): slower timing raises short lease
+# TTLs (etcd's minimum TTL is 1.5 x the election timeout).
+set -euo pipefail
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
+mc_bench_setup mc_ha_bench ha.jsonl
+args=(--trials="${MC_BENCH_HA_TRIALS:-20}" --ttls="${MC_BENCH_HA_TTLS:-2,5}"
+      --threads="${MC_BENCH_HA_THREADS:-4}" --seconds="${MC_BENCH_HA_SECONDS:-3}")
+out="$(mktemp)" err="$(mktemp)"
+trap 'rm -f "$out" "$err"' EXIT
+printf '{"bench":"header","label":"ha","cmd":"mc_ha_bench %s","date":"%s","load":"%s"}\n' \
+    "${args[*]}" "$(date -u +%FT%TZ)" "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$results"
+MC_BIN_DIR="$bin" "$bench" "${args[@]}" >"$out" 2>"$err" || { tail -n 40 "$err" >&2; exit 1; }
+grep '^{' "$out" >>"$results"
+grep -E '"ha_failover"|"ha_throughput' "$out" || true
+echo "results appended to $results"

@@ -1,0 +1,411 @@
+/* Store clients on etcd:// addressing against a REAL 3-member etcd on loopback
+ * (tests/support/etcd_cluster.h) and two mooncake_master --enable_ha members:
+ *   - test_failover_transparent: a storage server (mooncake_client) and this process's client
+ *     both address "etcd://..." with MC_STORE_CLUSTER_ID; objects put, the leader kill -9ed;
+ *     with nothing done by the application, the storage server re-mounts on the new leader,
+ *     every object reads back with its bytes and new puts succeed.
+ *   - test_history_through_kill9: three threads put, get and remove distinct keys through a
+ *     kill -9 of the leader; every call and answer is recorded, and afterwards: every
+ *     acknowledged put reads back with its exact bytes unless a later remove was acknowledged
+ *     (or sent without an answer), no acknowledged remove comes back, no get returned other
+ *     bytes, and a key reported missing had no acknowledged put after its last remove (except
+ *     between the kill and the storage server's re-mount on the new leader, when a committed
+ *     object's replicas are on a RECOVERING segment and a get answers OBJECT_NOT_FOUND).
+ * Fails when etcd is not installed (scripts/install-deps.sh installs etcd-server). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/time.h"
+#include "mooncake/store.h"
+#include "support/etcd_cluster.h"
+#include "support/ha_master.h"
+#include "support/test_util.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TTL_S 5           /* as test_master_ha: a loaded machine must not fence the leader */
+#define CLUSTER "storeha" /* reaches the clients through MC_STORE_CLUSTER_ID */
+#define TAKEOVER_MS 30000
+#define VAL_LEN 4096
+
+static mt_etcd_t g_etcd;
+static mt_ha_master_t g_m[2];
+static pid_t g_server;
+static char g_dir[256], g_server_log[300], g_addr[1200];
+
+/* The member that is leader now (index), waiting up to timeout_ms; -1 if none. */
+static int leader_of(int timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    do {
+        for (int i = 0; i < 2; i++)
+            if (g_m[i].pid > 0 && mt_ha_is_leader(&g_m[i], 1))
+                return i;
+        mc_sleep_ms(100);
+    } while (mc_now_ms() < deadline);
+    return -1;
+}
+
+static void start_server(void)
+{
+    char bin[512], m[1300];
+    mt_bin_path("mooncake_client", bin, sizeof(bin));
+    snprintf(m, sizeof(m), "--master_server_address=%s", g_addr);
+    char *argv[] = {bin, m, "--global_segment_size=64MB", "--host_label=srv",
+                    "--local_hostname=127.0.0.1", NULL};
+    snprintf(g_server_log, sizeof(g_server_log), "%s/server.log", g_dir);
+    g_server = mt_spawn(argv, g_server_log);
+    assert_true(g_server > 0);
+    assert_int_equal(mt_wait_log(g_server_log, "mooncake_client ready", 20000), 0);
+}
+
+static mc_store_t *open_store(void)
+{
+    mc_store_config_t cfg = {
+        .local_hostname = "127.0.0.1",
+        .metadata_server = "P2PHANDSHAKE",
+        .protocol = "tcp",
+        .master_server_addr = g_addr,
+        .transfer_timeout_ms = 3000,
+        .rpc_timeout_ms = 5000,
+    };
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
+    return s;
+}
+
+/* Starts etcd, two members (the first becomes leader), the storage server. */
+static int setup(void **state)
+{
+    (void)state;
+    if (!mt_etcd_available()) {
+        fprintf(stderr, "FAIL: etcd not installed (scripts/install-deps.sh: etcd-server)\n");
+        return -1;
+    }
+    if (mt_etcd_start(&g_etcd, 3) != 0 || mt_tmpdir(g_dir, sizeof(g_dir)) != 0)
+        return -1;
+    /* upstream's form uses ';', ',' is accepted too: mix them */
+    snprintf(g_addr, sizeof(g_addr), "etcd://%s", g_etcd.endpoints);
+    char *semi = strchr(g_addr, ';');
+    if (semi)
+        *semi = ',';
+    setenv("MC_STORE_CLUSTER_ID", CLUSTER, 1); /* the clients' (and the server's) cluster */
+    memset(g_m, 0, sizeof(g_m));
+    if (mt_ha_start(&g_m[0], g_etcd.endpoints, CLUSTER, TTL_S, NULL) != 0 ||
+        !mt_ha_is_leader(&g_m[0], TAKEOVER_MS) ||
+        mt_ha_start(&g_m[1], g_etcd.endpoints, CLUSTER, TTL_S, NULL) != 0)
+        return -1;
+    start_server();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_server > 0)
+        mt_stop(g_server, SIGKILL, 5000);
+    mt_ha_stop(&g_m[0]);
+    mt_ha_stop(&g_m[1]);
+    mt_etcd_stop(&g_etcd);
+    if (g_dir[0] && !getenv("MC_KEEP_TEST_DIRS"))
+        mt_rmdir(g_dir);
+    return 0;
+}
+
+static void fill(char *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (char)x;
+    }
+}
+
+static uint64_t key_seed(const char *key)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *key; key++)
+        h = (h ^ (uint8_t)*key) * 1099511628211ull;
+    return h;
+}
+
+static mc_status_t put_key(mc_store_t *s, const char *key)
+{
+    char buf[VAL_LEN];
+    fill(buf, sizeof(buf), key_seed(key));
+    struct iovec iov = {buf, sizeof(buf)};
+    return mc_store_put(s, key, &iov, 1, NULL);
+}
+
+/* MC_OK when key reads back with exactly its bytes; MC_ERR_CHECKSUM for other bytes. */
+static mc_status_t get_key(mc_store_t *s, const char *key)
+{
+    void *v = NULL;
+    size_t n = 0;
+    mc_status_t st = mc_store_get(s, key, &v, &n);
+    if (st == MC_OK) {
+        char want[VAL_LEN];
+        fill(want, sizeof(want), key_seed(key));
+        if (n != VAL_LEN || memcmp(v, want, VAL_LEN) != 0)
+            st = MC_ERR_CHECKSUM;
+    }
+    free(v);
+    return st;
+}
+
+/* kill -9 of the leader; returns the new leader's index once it serves. */
+static int kill_leader(void)
+{
+    int old = leader_of(TAKEOVER_MS);
+    assert_true(old >= 0);
+    mt_stop(g_m[old].pid, SIGKILL, 5000);
+    g_m[old].pid = 0;
+    int now = leader_of(TAKEOVER_MS);
+    assert_int_equal(now, 1 - old);
+    return now;
+}
+
+/* Restarts the killed member as a standby for the next test. */
+static void restart_standby(void)
+{
+    for (int i = 0; i < 2; i++)
+        if (g_m[i].pid == 0) {
+            mt_ha_stop(&g_m[i]);
+            assert_int_equal(mt_ha_start(&g_m[i], g_etcd.endpoints, CLUSTER, TTL_S, NULL), 0);
+        }
+}
+
+static void test_failover_transparent(void **state)
+{
+    (void)state;
+    mc_store_t *s = open_store();
+    char key[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "ha-t-%d", i);
+        assert_int_equal(put_key(s, key), MC_OK);
+    }
+    kill_leader();
+    /* the application only retries its own call; the storage server re-mounts by itself */
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    mc_status_t st;
+    while ((st = get_key(s, "ha-t-0")) != MC_OK && mc_now_ms() < deadline)
+        mc_sleep_ms(100);
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(mt_wait_log(g_server_log, "re-mount", 1000), 0);
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "ha-t-%d", i);
+        assert_int_equal(get_key(s, key), MC_OK);
+    }
+    /* new puts: the recovered segment takes none for default_kv_lease_ttl (2 s) */
+    while ((st = put_key(s, "ha-t-new")) != MC_OK && mc_now_ms() < deadline)
+        mc_sleep_ms(100);
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(get_key(s, "ha-t-new"), MC_OK);
+    assert_int_equal(mc_store_remove(s, "ha-t-new", true), MC_OK); /* read-leased: force */
+    assert_int_equal(get_key(s, "ha-t-new"), MC_ERR_OBJECT_NOT_FOUND);
+    mc_store_destroy(s);
+    restart_standby();
+}
+
+/* ---- history checker ---- */
+
+#define THREADS 3
+#define MAX_KEYS 4000
+#define MAX_OPS 20000
+
+enum { OP_PUT, OP_GET, OP_REMOVE };
+
+typedef struct op_rec {
+    uint8_t op;
+    uint16_t key; /* index in the thread's key space */
+    int32_t st;   /* the answer */
+    uint64_t t0, t1; /* sent, answered (ms) */
+} op_rec_t;
+
+typedef struct hist {
+    mc_store_t *s;
+    int t;
+    op_rec_t ops[MAX_OPS];
+    int n_ops, n_keys;
+    uint64_t ok_after; /* calls answered MC_OK once the new leader served */
+} hist_t;
+
+static atomic_int g_stop, g_switched;
+/* The kill, and when the new leader had no RECOVERING segment left (the storage server had
+ * re-mounted): between the two a get may answer OBJECT_NOT_FOUND for a committed object whose
+ * replicas are on a segment still RECOVERING (recovery.md). */
+static uint64_t g_kill_ms, g_remounted_ms;
+
+static void hkey(int t, int k, char *out, size_t len)
+{
+    snprintf(out, len, "ha-h%d-%d", t, k);
+}
+
+static void *history_main(void *arg)
+{
+    hist_t *h = arg;
+    uint64_t x = 88172645463325252ull + (uint64_t)h->t;
+    char key[64];
+    while (!atomic_load(&g_stop) && h->n_ops < MAX_OPS) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int r = (int)(x % 100);
+        op_rec_t *o = &h->ops[h->n_ops];
+        if (r < 50 || h->n_keys == 0) {
+            if (h->n_keys >= MAX_KEYS)
+                break;
+            o->op = OP_PUT;
+            o->key = (uint16_t)h->n_keys++;
+        } else {
+            o->op = r < 85 ? OP_GET : OP_REMOVE;
+            o->key = (uint16_t)((x >> 20) % (uint64_t)h->n_keys);
+        }
+        hkey(h->t, o->key, key, sizeof(key));
+        o->t0 = mc_now_ms();
+        o->st = o->op == OP_PUT   ? put_key(h->s, key)
+                : o->op == OP_GET ? get_key(h->s, key)
+                                  : mc_store_remove(h->s, key, false);
+        o->t1 = mc_now_ms();
+        h->n_ops++;
+        if (o->st == MC_OK && atomic_load(&g_switched))
+            h->ok_after++;
+    }
+    return NULL;
+}
+
+/* What may be true of a key after a prefix of its history. */
+typedef struct kstate {
+    int maybe_present, maybe_absent;
+} kstate_t;
+
+/* Replays one thread's history, asserting every get answer, then checks the final state. */
+static int check_history(hist_t *h)
+{
+    static kstate_t ks[MAX_KEYS];
+    int bad = 0;
+    char key[64];
+    for (int k = 0; k < h->n_keys; k++)
+        ks[k] = (kstate_t){0, 1};
+    for (int i = 0; i < h->n_ops; i++) {
+        const op_rec_t *o = &h->ops[i];
+        kstate_t *k = &ks[o->key];
+        hkey(h->t, o->key, key, sizeof(key));
+        if (o->op == OP_PUT) { /* create-once: OK also when it already existed */
+            if (o->st == MC_OK)
+                *k = (kstate_t){1, 0};
+            else
+                k->maybe_present = 1; /* unknown outcome (e.g. PutEnd's answer lost) */
+        } else if (o->op == OP_REMOVE) {
+            if (o->st == MC_OK || o->st == MC_ERR_OBJECT_NOT_FOUND)
+                *k = (kstate_t){0, 1};
+            else if (o->st != MC_ERR_OBJECT_HAS_LEASE) /* read-leased: refused, no change */
+                k->maybe_absent = 1;
+        } else if (o->st == MC_OK && !k->maybe_present) {
+            fprintf(stderr, "VIOLATION: get %s returned bytes of a removed/never-put key\n", key);
+            bad++;
+        } else if (o->st == MC_ERR_OBJECT_NOT_FOUND && !k->maybe_absent &&
+                   (o->t1 < g_kill_ms || o->t0 > g_remounted_ms)) {
+            fprintf(stderr, "VIOLATION: get %s: not found after an acknowledged put\n", key);
+            bad++;
+        } else if (o->st == MC_ERR_CHECKSUM) {
+            fprintf(stderr, "VIOLATION: get %s returned other bytes\n", key);
+            bad++;
+        }
+    }
+    for (int i = 0; i < h->n_keys; i++) {
+        hkey(h->t, i, key, sizeof(key));
+        mc_status_t st = get_key(h->s, key);
+        int ok = st == MC_OK ? ks[i].maybe_present
+                 : st == MC_ERR_OBJECT_NOT_FOUND ? ks[i].maybe_absent
+                                                 : 0;
+        if (!ok) {
+            fprintf(stderr, "VIOLATION: final get %s: %s (may be present %d, absent %d)\n", key,
+                    mc_status_str(st), ks[i].maybe_present, ks[i].maybe_absent);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void test_history_through_kill9(void **state)
+{
+    (void)state;
+    static hist_t h[THREADS];
+    pthread_t th[THREADS];
+    mc_store_t *s = open_store();
+    atomic_store(&g_stop, 0);
+    atomic_store(&g_switched, 0);
+    for (int t = 0; t < THREADS; t++) {
+        h[t] = (hist_t){.s = s, .t = t};
+        assert_int_equal(pthread_create(&th[t], NULL, history_main, &h[t]), 0);
+    }
+    mc_sleep_ms(1500);
+    g_kill_ms = mc_now_ms();
+    int now = kill_leader();
+    atomic_store(&g_switched, 1);
+    g_remounted_ms = UINT64_MAX;
+    while (g_remounted_ms == UINT64_MAX && mc_now_ms() < g_kill_ms + TAKEOVER_MS) {
+        static const char q[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+        char *resp = NULL;
+        if (mt_http_raw(g_m[now].mport, q, sizeof(q) - 1, &resp) == 200 &&
+            strstr(resp, "\nmaster_recovering_segments 0\n"))
+            g_remounted_ms = mc_now_ms();
+        free(resp);
+        mc_sleep_ms(20);
+    }
+    assert_true(g_remounted_ms != UINT64_MAX);
+    /* run until every thread had 30 answered calls through the new leader (bounded) */
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    for (;;) {
+        int done = 1;
+        for (int t = 0; t < THREADS; t++)
+            done &= h[t].ok_after >= 30;
+        if (done || mc_now_ms() > deadline)
+            break;
+        mc_sleep_ms(100);
+    }
+    atomic_store(&g_stop, 1);
+    int bad = 0, ops = 0, errs = 0;
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        if (h[t].ok_after < 30) {
+            fprintf(stderr, "thread %d: %d calls, %llu answered through the new leader; last:\n",
+                    t, h[t].n_ops, (unsigned long long)h[t].ok_after);
+            for (int i = h[t].n_ops > 8 ? h[t].n_ops - 8 : 0; i < h[t].n_ops; i++)
+                fprintf(stderr, "  op %d key %d: %s\n", h[t].ops[i].op, h[t].ops[i].key,
+                        mc_status_str(h[t].ops[i].st));
+        }
+        assert_true(h[t].ok_after >= 30);
+        ops += h[t].n_ops;
+        for (int i = 0; i < h[t].n_ops; i++)
+            errs += h[t].ops[i].st != MC_OK && h[t].ops[i].st != MC_ERR_OBJECT_NOT_FOUND;
+    }
+    fprintf(stderr, "history: re-mounted on the new leader %llu ms after the kill\n",
+            (unsigned long long)(g_remounted_ms - g_kill_ms));
+    for (int t = 0; t < THREADS; t++)
+        bad += check_history(&h[t]);
+    fprintf(stderr, "history: %d calls, %d failed with an error during the switch\n", ops, errs);
+    assert_int_equal(bad, 0);
+    mc_store_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_failover_transparent),
+        cmocka_unit_test(test_history_through_kill9),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

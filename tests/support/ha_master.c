@@ -1,0 +1,59 @@
+#include "support/ha_master.h"
+
+#include "common/net.h"
+#include "common/time.h"
+#include "support/test_util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int mt_ha_start(mt_ha_master_t *m, const char *endpoints, const char *cluster, int ttl_s,
+                const char *extra)
+{
+    char bin[512];
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    if ((!m->port && mc_net_free_port(&m->port) != MC_OK) || mc_net_free_port(&m->mport) != MC_OK ||
+        mt_tmpdir(m->wal, sizeof(m->wal)) != 0)
+        return -1;
+    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%u", m->port);
+    snprintf(m->log, sizeof(m->log), "%s/master.log", m->wal);
+    char port[32], mport[32], wal[300], eps[1100], cid[160], ttl[40];
+    snprintf(port, sizeof(port), "--port=%u", m->port);
+    snprintf(mport, sizeof(mport), "--metrics_port=%u", m->mport);
+    snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", m->wal);
+    snprintf(eps, sizeof(eps), "--etcd_endpoints=%s", endpoints);
+    snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster);
+    snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", ttl_s);
+    char *argv[] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
+                    cid, ttl, "--client_ttl=10", "--wal_fsync=false",
+                    "--default_kv_lease_ttl=2000", (char *)extra, NULL};
+    m->pid = mt_spawn(argv, m->log);
+    return m->pid > 0 ? 0 : -1;
+}
+
+int mt_ha_is_leader(const mt_ha_master_t *m, int timeout_ms)
+{
+    static const char req[] = "GET /role HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    do {
+        char *resp = NULL;
+        int code = mt_http_raw(m->mport, req, sizeof(req) - 1, &resp);
+        int leader = code == 200 && resp && strstr(resp, "\r\n\r\nleader");
+        free(resp);
+        if (leader)
+            return 1;
+        mc_sleep_ms(50);
+    } while (mc_now_ms() < deadline);
+    return 0;
+}
+
+void mt_ha_stop(mt_ha_master_t *m)
+{
+    if (m->pid > 0)
+        mt_stop(m->pid, SIGKILL, 5000);
+    if (m->wal[0] && !getenv("MC_KEEP_TEST_DIRS"))
+        mt_rmdir(m->wal);
+    memset(m, 0, sizeof(*m));
+}
