@@ -45,6 +45,18 @@ static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
     OP(MC_OP_RELEASE_RETIRED, "release_retired", release_retired_request, status_response),
     OP(MC_OP_BATCH_REPLICA_CLEAR, "batch_replica_clear", batch_replica_clear_request,
        batch_status_response),
+    OP(MC_OP_MOUNT_LOCAL_DISK, "mount_local_disk_segment", mount_local_disk_request,
+       status_response),
+    OP(MC_OP_UNMOUNT_LOCAL_DISK, "unmount_local_disk_segment", mount_local_disk_request,
+       status_response),
+    OP(MC_OP_REPORT_SSD_CAPACITY, "report_ssd_capacity", report_ssd_capacity_request,
+       status_response),
+    OP(MC_OP_OFFLOAD_HEARTBEAT, "offload_object_heartbeat", offload_heartbeat_request,
+       offload_heartbeat_response),
+    OP(MC_OP_NOTIFY_OFFLOAD_SUCCESS, "notify_offload_success", notify_offload_success_request,
+       batch_status_response),
+    OP(MC_OP_BATCH_EVICT_DISK_REPLICA, "batch_evict_disk_replica", batch_evict_disk_replica_request,
+       batch_status_response),
 };
 
 const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)

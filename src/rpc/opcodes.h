@@ -45,7 +45,15 @@ typedef enum mc_rpc_opcode {
     MC_OP_RELEASE_RETIRED = 56, /* stamped retired replicas: free their space now */
     MC_OP_BATCH_REPLICA_CLEAR = 57, /* drop own unleased objects' replicas (all, or one segment) */
 
-    MC_OP_MAX = 64, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
+    /* local-disk (SSD) tier */
+    MC_OP_MOUNT_LOCAL_DISK = 70,
+    MC_OP_UNMOUNT_LOCAL_DISK = 71,
+    MC_OP_REPORT_SSD_CAPACITY = 72,
+    MC_OP_OFFLOAD_HEARTBEAT = 73,
+    MC_OP_NOTIFY_OFFLOAD_SUCCESS = 74,
+    MC_OP_BATCH_EVICT_DISK_REPLICA = 75,
+
+    MC_OP_MAX = 128, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
 } mc_rpc_opcode_t;
 
 typedef struct mc_rpc_op_info {
