@@ -57,6 +57,10 @@ static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
        batch_status_response),
     OP(MC_OP_BATCH_EVICT_DISK_REPLICA, "batch_evict_disk_replica", batch_evict_disk_replica_request,
        batch_status_response),
+    OP(MC_OP_BATCH_GET_OFFLOAD_OBJECT, "batch_get_offload_object",
+       batch_get_offload_object_request, batch_get_offload_object_response),
+    OP(MC_OP_RELEASE_OFFLOAD_BUFFER, "release_offload_buffer", release_offload_buffer_request,
+       status_response),
 };
 
 const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)

@@ -1,0 +1,220 @@
+/* The local-disk (SSD) tier end to end: a real mooncake_master with --enable_offload, a
+ * storage server with a disk (a store in this process with ssd_offload_path, temp directory)
+ * and a reader store. Eager offload after PutEnd; objects evicted from memory read back exact
+ * from the disk; a restarted storage server re-registers its disk objects; a byte corrupted on
+ * disk gives an error, never data; a master without --enable_offload refuses the disk. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "client/store_int.h"
+#include "common/net.h"
+#include "common/time.h"
+#include "mooncake/store.h"
+#include "support/test_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define VAL (512u << 10)
+#define NKEYS 10
+
+typedef struct env {
+    char dir[256], disk[300], addr[64];
+    pid_t master;
+} env_t;
+
+static void start(env_t *e, const char *flag)
+{
+    char bin[512], port[32], wal[300], log[300];
+    uint16_t p;
+    assert_int_equal(mt_tmpdir(e->dir, sizeof(e->dir)), 0);
+    snprintf(e->disk, sizeof(e->disk), "%s/disk", e->dir);
+    assert_int_equal(mc_net_free_port(&p), MC_OK);
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    snprintf(port, sizeof(port), "--port=%u", p);
+    snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", e->dir);
+    snprintf(log, sizeof(log), "%s/master.log", e->dir);
+    char *margv[] = {bin, port, "--metrics_port=0", wal, (char *)flag, NULL};
+    e->master = mt_spawn(margv, log);
+    assert_int_equal(mt_wait_log(log, "listening", 10000), 0);
+    snprintf(e->addr, sizeof(e->addr), "127.0.0.1:%u", p);
+}
+
+static void stop(env_t *e)
+{
+    mt_stop(e->master, SIGTERM, 5000);
+    mt_rmdir(e->dir);
+}
+
+/* The storage server: a 4 MiB segment and the disk. */
+static mc_status_t server(env_t *e, mc_store_t **s)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .protocol = "tcp", .master_server_addr = e->addr,
+                             .global_segment_size = 4u << 20, .ssd_offload_path = e->disk};
+    return mc_store_create(&cfg, s);
+}
+
+static mc_store_t *reader(env_t *e)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .protocol = "tcp", .master_server_addr = e->addr,
+                             .replica_hint_slots = MC_STORE_REPLICA_HINTS_OFF};
+    mc_store_t *s;
+    assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
+    return s;
+}
+
+static void fill(char *v, int k)
+{
+    for (size_t i = 0; i < VAL; i++)
+        v[i] = (char)(k * 131 + i * 7 + (i >> 9));
+}
+
+/* Waits until the server's disk holds n objects, offloaded or recovered (deadline 10 s). */
+static void wait_disk(mc_store_t *s, uint64_t n)
+{
+    uint64_t deadline = mc_now_ms() + 10000, objs, bytes, off, served;
+    for (;;) {
+        store_disk_stats(s, &objs, &bytes, &off, &served);
+        if (objs >= n)
+            return;
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+}
+
+static void check_all(mc_store_t *r, int from, int to)
+{
+    char *v = malloc(VAL), *out = malloc(VAL);
+    char key[16];
+    for (int k = from; k < to; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        memset(out, 0, VAL);
+        struct iovec io = {out, VAL};
+        assert_int_equal(mc_store_get_into(r, key, &io, 1), VAL);
+        assert_memory_equal(out, v, VAL);
+    }
+    free(v);
+    free(out);
+}
+
+/* Flips one byte of key k's value in the bucket files (found by its first 64 bytes). */
+static void corrupt(const char *dir, int k)
+{
+    char *v = malloc(VAL);
+    fill(v, k);
+    DIR *dp = opendir(dir);
+    assert_non_null(dp);
+    struct dirent *de;
+    bool done = false;
+    while (!done && (de = readdir(dp))) {
+        if (!strstr(de->d_name, ".bucket"))
+            continue;
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        int fd = open(path, O_RDWR);
+        assert_true(fd >= 0);
+        struct stat st;
+        fstat(fd, &st);
+        char *buf = malloc((size_t)st.st_size);
+        assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+        for (off_t o = 0; o + 64 <= st.st_size; o += 4096) {
+            if (memcmp(buf + o, v, 64) == 0) {
+                char b = (char)(buf[o + 1000] ^ 0x5a);
+                assert_int_equal(pwrite(fd, &b, 1, o + 1000), 1);
+                done = true;
+                break;
+            }
+        }
+        free(buf);
+        close(fd);
+    }
+    closedir(dp);
+    free(v);
+    assert_true(done);
+}
+
+static void test_offload_evict_restart_corrupt(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    setenv("MC_OFFLOAD_HEARTBEAT_MS", "50", 1);
+    setenv("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", "8MB", 1);
+    setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "64MB", 1);
+    setenv("MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES", "1MB", 1);
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    char *v = malloc(VAL);
+    char key[16];
+    /* eager offload: six puts, six disk objects */
+    for (int k = 0; k < 6; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec iv = {v, VAL};
+        assert_int_equal(mc_store_put(r, key, &iv, 1, NULL), MC_OK);
+    }
+    wait_disk(srv, 6);
+    /* four more do not fit in the 4 MiB segment: the oldest leave memory, not the store */
+    for (int k = 6; k < NKEYS; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec iv = {v, VAL};
+        assert_int_equal(mc_store_put(r, key, &iv, 1, NULL), MC_OK);
+    }
+    wait_disk(srv, NKEYS);
+    check_all(r, 0, NKEYS);
+    uint64_t objs, bytes, off, served;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(served >= 1); /* some gets went to the disk */
+    assert_int_equal(off, NKEYS);
+    /* the storage server restarts (its memory is gone): every key comes back from its disk */
+    mc_store_destroy(srv);
+    assert_int_equal(server(&e, &srv), MC_OK);
+    check_all(r, 0, NKEYS);
+    /* a byte flipped on disk: an error, never the bytes */
+    mc_store_destroy(srv);
+    corrupt(e.disk, 3);
+    assert_int_equal(server(&e, &srv), MC_OK);
+    char *out = malloc(VAL);
+    struct iovec io = {out, VAL};
+    assert_true(mc_store_get_into(r, "k3", &io, 1) < 0);
+    check_all(r, 4, NKEYS);
+    free(out);
+    free(v);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+static void test_master_without_offload_refuses(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=false");
+    mc_store_t *s = NULL;
+    assert_int_equal(server(&e, &s), MC_ERR_UNABLE_OFFLOAD);
+    assert_null(s);
+    stop(&e);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_master_without_offload_refuses),
+        cmocka_unit_test(test_offload_evict_restart_corrupt),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
