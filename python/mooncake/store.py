@@ -282,6 +282,13 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
             raise TypeError(f"setup() got unexpected keyword arguments: {sorted(unknown)}")
         if not isinstance(ssd_offload_path, str):
             raise TypeError(f"ssd_offload_path must be str, not {type(ssd_offload_path).__name__}")
+        ssd_path = None
+        if enable_ssd_offload:  # the argument wins over the environment, as upstream
+            ssd_path = ssd_offload_path or os.environ.get("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "")
+            if not ssd_path:
+                log.error("setup: enable_ssd_offload=True needs ssd_offload_path or "
+                          "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")
+                return INVALID_PARAMS
         tenant = _config.store_tenant_id(tenant_id)
         if not isinstance(tenant, str):
             raise TypeError(f"tenant_id must be str, not {type(tenant).__name__}")
@@ -328,7 +335,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                          int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
                          tuning or None, client_metric=bool(metric), client_http=http[0],
                          client_http_port=http[1], tenant_id=tenant,
-                         ssd_offload_path=ssd_offload_path if enable_ssd_offload else None)
+                         ssd_offload_path=ssd_path)
         self._local_buffer_size = lb if rc == 0 else None  # what BufferPool sizes itself by
         return rc
 
