@@ -1,7 +1,7 @@
 /* The local-disk (SSD) tier end to end: a real mooncake_master with --enable_offload, a
  * storage server with a disk (a store in this process with ssd_offload_path, temp directory)
  * and a reader store. Eager offload after PutEnd; objects evicted from memory read back exact
- * from the disk; a restarted storage server re-registers its disk objects; a byte corrupted on
+ * from the disk (eager offload, and --offload_on_evict); a restarted storage server re-registers its disk objects; a byte corrupted on
  * disk gives an error, never data; a master without --enable_offload refuses the disk. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +31,7 @@ typedef struct env {
     pid_t master;
 } env_t;
 
+/* flag: one or two master flags separated by a space */
 static void start(env_t *e, const char *flag)
 {
     char bin[512], port[32], wal[300], log[300];
@@ -42,7 +43,12 @@ static void start(env_t *e, const char *flag)
     snprintf(port, sizeof(port), "--port=%u", p);
     snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", e->dir);
     snprintf(log, sizeof(log), "%s/master.log", e->dir);
-    char *margv[] = {bin, port, "--metrics_port=0", wal, (char *)flag, NULL};
+    char flags[128];
+    snprintf(flags, sizeof(flags), "%s", flag);
+    char *f2 = strchr(flags, ' ');
+    if (f2)
+        *f2++ = 0;
+    char *margv[] = {bin, port, "--metrics_port=0", wal, flags, f2, NULL};
     e->master = mt_spawn(margv, log);
     assert_int_equal(mt_wait_log(log, "listening", 10000), 0);
     snprintf(e->addr, sizeof(e->addr), "127.0.0.1:%u", p);
@@ -149,10 +155,6 @@ static void test_offload_evict_restart_corrupt(void **state)
     (void)state;
     env_t e;
     start(&e, "--enable_offload=true");
-    setenv("MC_OFFLOAD_HEARTBEAT_MS", "50", 1);
-    setenv("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", "8MB", 1);
-    setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "64MB", 1);
-    setenv("MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES", "1MB", 1);
     mc_store_t *srv, *r;
     assert_int_equal(server(&e, &srv), MC_OK);
     r = reader(&e);
@@ -198,6 +200,51 @@ static void test_offload_evict_restart_corrupt(void **state)
     stop(&e);
 }
 
+/* Puts key k, retrying NO_AVAILABLE_HANDLE (-200: eviction is waiting for offloads) for 10 s. */
+static void put_retry(mc_store_t *r, int k)
+{
+    char key[16], *v = malloc(VAL);
+    snprintf(key, sizeof(key), "k%d", k);
+    fill(v, k);
+    struct iovec iv = {v, VAL};
+    uint64_t deadline = mc_now_ms() + 10000;
+    mc_status_t st;
+    while ((st = mc_store_put(r, key, &iv, 1, NULL)) == MC_ERR_NO_AVAILABLE_HANDLE) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    assert_int_equal(st, MC_OK);
+    free(v);
+}
+
+/* --offload_on_evict: nothing goes to disk until memory runs short; then the victims are
+ * written to disk before they leave memory, and read back exact from there. */
+static void test_offload_on_evict(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true --offload_on_evict=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    for (int k = 0; k < 7; k++) /* 3.5 of 4 MiB: under the 90 % watermark */
+        put_retry(r, k);
+    mc_sleep_ms(300); /* several heartbeats: nothing is offloaded */
+    uint64_t objs, bytes, off, served;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_int_equal(objs, 0);
+    for (int k = 7; k < NKEYS; k++)
+        put_retry(r, k);
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(objs >= 1 && objs < NKEYS);
+    check_all(r, 0, NKEYS);
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(served >= 1);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
 static void test_master_without_offload_refuses(void **state)
 {
     (void)state;
@@ -212,9 +259,15 @@ static void test_master_without_offload_refuses(void **state)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    /* small and fast: heartbeat 50 ms, 8 MiB staging, 64 MiB disk in 1 MiB buckets */
+    setenv("MC_OFFLOAD_HEARTBEAT_MS", "50", 1);
+    setenv("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", "8MB", 1);
+    setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "64MB", 1);
+    setenv("MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES", "1MB", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_master_without_offload_refuses),
         cmocka_unit_test(test_offload_evict_restart_corrupt),
+        cmocka_unit_test(test_offload_on_evict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
