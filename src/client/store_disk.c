@@ -31,6 +31,7 @@
 #include "common/tenant.h"
 #include "common/time.h"
 #include "disk/disk_store.h"
+#include "rpc/frame.h"
 #include "rpc/rpc_server.h"
 
 #include <stdio.h>
@@ -74,7 +75,10 @@ struct store_disk {
     staged_t staged[STAGED_MAX]; /* sorted by off */
     size_t n_staged;
     uint64_t next_batch;
-    /* evicted keys (internal form), gathered by on_evict during one put */
+    /* keys (internal form) the master must forget, sent with BatchEvictDiskReplica by the
+     * offload thread: evicted by a put (on_evict) or found damaged by a read (the RPC loop);
+     * under ev_mu */
+    pthread_mutex_t ev_mu;
     char **ev_keys;
     size_t *ev_lens;
     size_t n_ev, cap_ev, cap_ev_lens;
@@ -157,56 +161,77 @@ static void disk_remove_ikey(store_disk_t *d, const char *ikey, size_t ilen)
 
 /* ------------------------------------------------------------------ disk evictions */
 
+/* Queues (tenant, key) for BatchEvictDiskReplica (dropped when out of memory: the master then
+ * keeps pointing readers here until they get OBJECT_NOT_FOUND from us). */
+static void forget(store_disk_t *d, const char *tenant, size_t tlen, const char *key,
+                   size_t klen)
+{
+    char t[MC_TENANT_MAX + 1], ik[MC_STORE_KEY_MAX + MC_TENANT_KEY_EXTRA];
+    size_t tl = tlen < MC_TENANT_MAX ? tlen : MC_TENANT_MAX;
+    memcpy(t, tenant, tl);
+    t[tl] = 0;
+    mc_tenant_scope_t sc;
+    mc_tenant_scope_init(&sc, t);
+    size_t il = mc_tenant_key(&sc, key, klen, ik, sizeof(ik));
+    char *k = il ? mc_malloc(il) : NULL;
+    if (!k)
+        return;
+    memcpy(k, ik, il);
+    pthread_mutex_lock(&d->ev_mu);
+    if (mc_array_reserve(&d->ev_keys, &d->cap_ev, d->n_ev + 1, 64) == MC_OK &&
+        mc_array_reserve(&d->ev_lens, &d->cap_ev_lens, d->n_ev + 1, 64) == MC_OK) {
+        d->ev_keys[d->n_ev] = k;
+        d->ev_lens[d->n_ev++] = il;
+        k = NULL;
+    }
+    pthread_mutex_unlock(&d->ev_mu);
+    mc_free(k);
+}
+
 static void on_evict(uint64_t bucket_id, const mc_disk_obj_t *objs, size_t n, void *arg)
 {
     (void)bucket_id;
     mc_store_t *s = arg;
-    store_disk_t *d = s->disk;
-    for (size_t i = 0; i < n; i++) {
-        char t[MC_TENANT_MAX + 1], ik[MC_STORE_KEY_MAX + MC_TENANT_KEY_EXTRA];
-        size_t tl = objs[i].tenant_len < MC_TENANT_MAX ? objs[i].tenant_len : MC_TENANT_MAX;
-        memcpy(t, objs[i].tenant, tl);
-        t[tl] = 0;
-        mc_tenant_scope_t sc;
-        mc_tenant_scope_init(&sc, t);
-        size_t il = mc_tenant_key(&sc, objs[i].key, objs[i].key_len, ik, sizeof(ik));
-        if (!il || mc_array_reserve(&d->ev_keys, &d->cap_ev, d->n_ev + 1, 64) != MC_OK ||
-            mc_array_reserve(&d->ev_lens, &d->cap_ev_lens, d->n_ev + 1, 64) != MC_OK)
-            continue;
-        if (!(d->ev_keys[d->n_ev] = mc_malloc(il)))
-            continue;
-        memcpy(d->ev_keys[d->n_ev], ik, il);
-        d->ev_lens[d->n_ev++] = il;
-    }
+    for (size_t i = 0; i < n; i++)
+        forget(s->disk, objs[i].tenant, objs[i].tenant_len, objs[i].key, objs[i].key_len);
 }
 
 /* Tells the master what the last puts evicted (BatchEvictDiskReplica). */
 static void evictions_flush(mc_store_t *s)
 {
     store_disk_t *d = s->disk;
-    if (!d->n_ev)
+    pthread_mutex_lock(&d->ev_mu);
+    char **ek = d->ev_keys;
+    size_t *el = d->ev_lens, n = d->n_ev;
+    d->ev_keys = NULL;
+    d->ev_lens = NULL;
+    d->n_ev = d->cap_ev = d->cap_ev_lens = 0;
+    pthread_mutex_unlock(&d->ev_mu);
+    if (!n)
         return;
-    ProtobufCBinaryData *keys = mc_calloc(d->n_ev, sizeof(*keys));
-    if (keys) {
-        for (size_t i = 0; i < d->n_ev; i++)
-            keys[i] = (ProtobufCBinaryData){d->ev_lens[i], (uint8_t *)d->ev_keys[i]};
+    ProtobufCBinaryData *keys = mc_calloc(n, sizeof(*keys));
+    for (size_t off = 0; keys && off < n; off += MC_RPC_MAX_BATCH) {
+        size_t m = n - off < MC_RPC_MAX_BATCH ? n - off : MC_RPC_MAX_BATCH;
+        for (size_t i = 0; i < m; i++)
+            keys[i] = (ProtobufCBinaryData){el[off + i], (uint8_t *)ek[off + i]};
         McRpc__BatchEvictDiskReplicaRequest q = MC_RPC__BATCH_EVICT_DISK_REPLICA_REQUEST__INIT;
         q.client_id = mc_master_client_id(&s->master);
         q.keys = keys;
-        q.n_keys = d->n_ev;
+        q.n_keys = m;
         q.replica_type = MC_RPC__REPLICA_TYPE__LOCAL_DISK;
         ProtobufCMessage *r = NULL;
         mc_status_t st =
             mc_master_client_call(&s->master, MC_OP_BATCH_EVICT_DISK_REPLICA, &q.base, &r, 1);
         if (st != MC_OK) /* the master drops them with this client's disk if it never hears */
-            MC_LOG_WARN("offload: BatchEvictDiskReplica of %zu keys failed: %s", d->n_ev,
+            MC_LOG_WARN("offload: BatchEvictDiskReplica of %zu keys failed: %s", m,
                         mc_status_str(st));
         mc_rpc_response_free(r);
-        mc_free(keys);
     }
-    for (size_t i = 0; i < d->n_ev; i++)
-        mc_free(d->ev_keys[i]);
-    d->n_ev = 0;
+    mc_free(keys);
+    for (size_t i = 0; i < n; i++)
+        mc_free(ek[i]);
+    mc_free(ek);
+    mc_free(el);
 }
 
 /* ------------------------------------------------------------------ mount and re-register */
@@ -437,6 +462,7 @@ static void *worker_main(void *arg)
             }
             MC_LOG_INFO("offload: local disk mounted (endpoint %s)", d->endpoint);
         }
+        evictions_flush(s); /* damaged keys the reads found */
         mc_status_t st = heartbeat(s);
         if (st != MC_OK)
             MC_LOG_DEBUG("offload: heartbeat: %s", mc_status_str(st));
@@ -562,6 +588,9 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
         r->statuses[i] = rq[i].status == MC_OK && rq[i].len != q->sizes[i] ? MC_ERR_INVALID_REPLICA
                                                                          : rq[i].status;
         any |= r->statuses[i] == MC_OK;
+        /* damaged (the engine dropped it) or gone: the master must stop sending readers */
+        if (rq[i].status == MC_ERR_CHECKSUM || rq[i].status == MC_ERR_OBJECT_NOT_FOUND)
+            forget(d, tenant, strlen(tenant), rq[i].key, rq[i].key_len);
     }
     r->n_pointers = r->n_statuses = n;
     if (any) {
@@ -654,6 +683,7 @@ mc_status_t store_disk_start(mc_store_t *s, const char *path)
     if (!d)
         return MC_ERR_NO_MEMORY;
     s->disk = d;
+    pthread_mutex_init(&d->ev_mu, NULL);
     d->capacity = cfg.total_size_limit;
     d->gc_ttl_ms = gc;
     d->hb_ms = hb;
@@ -738,6 +768,7 @@ void store_disk_stop(mc_store_t *s)
         mc_free(d->ev_keys[i]);
     mc_free(d->ev_keys);
     mc_free(d->ev_lens);
+    pthread_mutex_destroy(&d->ev_mu);
     mc_free(d);
     s->disk = NULL;
 }

@@ -192,6 +192,12 @@ static void test_offload_evict_restart_corrupt(void **state)
     char *out = malloc(VAL);
     struct iovec io = {out, VAL};
     assert_true(mc_store_get_into(r, "k3", &io, 1) < 0);
+    /* the server tells the master, which stops sending readers there */
+    uint64_t deadline = mc_now_ms() + 5000;
+    while (mc_store_get_into(r, "k3", &io, 1) != MC_ERR_OBJECT_NOT_FOUND) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
     check_all(r, 4, NKEYS);
     free(out);
     free(v);
