@@ -82,7 +82,7 @@ struct store_disk {
     char **ev_keys;
     size_t *ev_lens;
     size_t n_ev, cap_ev, cap_ev_lens;
-    atomic_ullong offloaded, offload_failed, disk_reads_served;
+    atomic_ullong offloaded, offload_failed, disk_reads_served, promoted;
 };
 
 /* ------------------------------------------------------------------ keys */
@@ -347,6 +347,58 @@ static mc_status_t disk_mount(mc_store_t *s)
 
 /* ------------------------------------------------------------------ offload tasks */
 
+#define PROMOTE_READ_MS 30000 /* a promotion's disk read */
+
+/* A promotion task: the value from our disk into the memory replicas the master allocates,
+ * then NotifyPromotionSuccess (NotifyPromotionFailure on any error). */
+static void promote(mc_store_t *s, const McRpc__OffloadTaskItem *t, const char *tenant,
+                    const char *uk, size_t ul)
+{
+    store_disk_t *d = s->disk;
+    McRpc__PromotionRequest q = MC_RPC__PROMOTION_REQUEST__INIT;
+    q.client_id = mc_master_client_id(&s->master);
+    q.key = t->key;
+    void *buf = t->size <= d->staging_len ? mc_malloc(t->size ? t->size : 1) : NULL;
+    mc_status_t st = buf ? MC_OK : MC_ERR_NO_MEMORY;
+    if (st == MC_OK) {
+        mc_disk_read_t rq = {.tenant = tenant, .key = uk, .key_len = ul, .buf = buf,
+                             .cap = t->size};
+        mc_disk_store_read_batch(d->disk, &rq, 1, mc_now_ns() + PROMOTE_READ_MS * 1000000ull);
+        st = rq.status == MC_OK && rq.len != t->size ? MC_ERR_INVALID_REPLICA : rq.status;
+        if (st == MC_ERR_CHECKSUM || st == MC_ERR_OBJECT_NOT_FOUND)
+            forget(d, tenant, strlen(tenant), uk, ul);
+    }
+    ProtobufCMessage *r = NULL;
+    if (st == MC_OK)
+        st = mc_master_client_call(&s->master, MC_OP_PROMOTION_ALLOC_START, &q.base, &r, 0);
+    McRpc__PutStartResponse *ps = (void *)r;
+    if (st == MC_OK)
+        st = ps->status;
+    if (st == MC_OK) {
+        xfer_plan_t plan = {0};
+        struct iovec iov = {buf, t->size};
+        for (size_t i = 0; st == MC_OK && i < ps->n_replicas; i++)
+            st = store_plan_add(s, &plan, MC_TE_WRITE, ps->replicas[i]->transport_endpoint,
+                                ps->replicas[i]->buffer_address, t->size, &iov, 1, 0);
+        if (st == MC_OK)
+            st = store_plan_run(s, &plan, NULL);
+        store_plan_free(&plan);
+        mc_status_t end = call_status(s, st == MC_OK ? MC_OP_NOTIFY_PROMOTION_SUCCESS
+                                                     : MC_OP_NOTIFY_PROMOTION_FAILURE, &q.base);
+        if (st == MC_OK)
+            st = end;
+    } else if (st != MC_ERR_OBJECT_ALREADY_EXISTS) {
+        call_status(s, MC_OP_NOTIFY_PROMOTION_FAILURE, &q.base); /* the master may retry */
+    }
+    mc_rpc_response_free(r);
+    mc_free(buf);
+    if (st == MC_OK)
+        atomic_fetch_add(&d->promoted, 1);
+    else
+        MC_LOG_DEBUG("offload: promotion of a %llu-byte value failed: %s",
+                     (unsigned long long)t->size, mc_status_str(st));
+}
+
 static void run_tasks(mc_store_t *s, McRpc__OffloadTaskItem **tasks, size_t n)
 {
     store_disk_t *d = s->disk;
@@ -365,6 +417,10 @@ static void run_tasks(mc_store_t *s, McRpc__OffloadTaskItem **tasks, size_t n)
         split_key((const char *)t->key.data, t->key.len, tenant, &uk, &ul);
         if (t->remove) {
             mc_disk_store_remove(d->disk, tenant, uk, ul);
+            continue;
+        }
+        if (t->promote) {
+            promote(s, t, tenant, uk, ul);
             continue;
         }
         /* the bytes are ours: the master named a range of our own segment */

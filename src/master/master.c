@@ -67,6 +67,7 @@ void mc_master_config_default(mc_master_config_t *c)
     c->event_buffer_size = 65536;
     c->offloading_queue_limit = 50000;
     c->offload_cap_ratio = 0.5;
+    c->promotion_admission_threshold = 2;
 }
 
 uint32_t master_key_hash(const char *key, size_t klen) { return (uint32_t)mc_hash64(key, klen); }
@@ -625,7 +626,8 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
         m->cfg.event_buffer_size = 1u << 24;
     if ((m->cfg.eviction_policy != MC_EVICT_LRU && m->cfg.eviction_policy != MC_EVICT_ADAPTIVE) ||
         m->cfg.offloading_queue_limit < 1 || m->cfg.offloading_queue_limit > 100000000 ||
-        !(m->cfg.offload_cap_ratio >= 0 && m->cfg.offload_cap_ratio <= 1)) {
+        !(m->cfg.offload_cap_ratio >= 0 && m->cfg.offload_cap_ratio <= 1) ||
+        m->cfg.promotion_admission_threshold < 1 || m->cfg.promotion_admission_threshold > 255) {
         mc_master_destroy(m);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -834,6 +836,14 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
                                    mc_master_retired_t *retired)
 {
+    return master_put_start(m, cid, key, klen, size, opts, upsert, false, reps, n_p, retired);
+}
+
+mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen,
+                             uint64_t size, const mc_master_put_opts_t *opts, bool upsert,
+                             bool promote, mc_master_replica_t *reps, uint32_t *n_p,
+                             mc_master_retired_t *retired)
+{
     *n_p = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
@@ -877,7 +887,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
              * so a writer may put it again): the new value gets fresh space */
             obj_take_away(m, o, now, retired);
         }
-    } else if (master_disk_has(m, key, klen, h)) {
+    } else if (!promote && master_disk_has(m, key, klen, h)) {
         if (!upsert)
             return MC_ERR_OBJECT_ALREADY_EXISTS;
         master_disk_key_gone(m, key, klen, h); /* the upsert replaces the disk-only value */
@@ -1057,12 +1067,13 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     obj_t *o = master_obj_find(m, key, klen, hash);
-    if (o && o->state != OBJ_READABLE)
-        return MC_ERR_REPLICA_IS_NOT_READY;
-    uint32_t n = o ? readable_reps(m, o, reps) : 0;
-    if (n == 0) { /* memory first; else the LOCAL_DISK replica (no lease: its owner serves it) */
+    uint32_t n = o && o->state == OBJ_READABLE ? readable_reps(m, o, reps) : 0;
+    if (n == 0) { /* memory first; else the LOCAL_DISK replica (no lease: its owner serves it;
+                     also while a promotion writes the memory copy) */
         if (!master_disk_replica(m, key, klen, hash, reps, size_p, checksum_p))
-            return MC_ERR_OBJECT_NOT_FOUND;
+            return o && o->state != OBJ_READABLE ? MC_ERR_REPLICA_IS_NOT_READY
+                                                 : MC_ERR_OBJECT_NOT_FOUND;
+        master_disk_hit(m, key, klen, hash);
         *n_p = 1;
         return MC_OK;
     }
@@ -1084,12 +1095,11 @@ mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen
         return MC_ERR_INVALID_KEY;
     uint32_t h = master_key_hash(key, klen);
     obj_t *o = master_obj_find(m, key, klen, h);
-    if (o && o->state != OBJ_READABLE)
-        return MC_ERR_REPLICA_IS_NOT_READY;
-    uint32_t n = o ? readable_reps(m, o, reps) : 0;
+    uint32_t n = o && o->state == OBJ_READABLE ? readable_reps(m, o, reps) : 0;
     if (n == 0) {
         if (!master_disk_replica(m, key, klen, h, reps, size_p, NULL))
-            return MC_ERR_OBJECT_NOT_FOUND;
+            return o && o->state != OBJ_READABLE ? MC_ERR_REPLICA_IS_NOT_READY
+                                                 : MC_ERR_OBJECT_NOT_FOUND;
         *n_p = 1;
         return MC_OK;
     }
@@ -1110,9 +1120,7 @@ mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint
         return MC_ERR_INVALID_KEY;
     obj_t *o = master_obj_find(m, key, klen, hash);
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
-        return (!o || o->state == OBJ_READABLE) && master_disk_has(m, key, klen, hash)
-                   ? MC_OK
-                   : MC_ERR_OBJECT_NOT_FOUND;
+        return master_disk_has(m, key, klen, hash) ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
     if (m->cfg.exist_key_extends_lease)
         o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
     return MC_OK;
@@ -1126,10 +1134,8 @@ mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uin
     uint32_t h = master_key_hash(key, klen);
     obj_t *o = master_obj_find(m, key, klen, h);
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
-        return (!o || o->state == OBJ_READABLE) &&
-                       master_disk_replica(m, key, klen, h, NULL, size_p, NULL)
-                   ? MC_OK
-                   : MC_ERR_OBJECT_NOT_FOUND;
+        return master_disk_replica(m, key, klen, h, NULL, size_p, NULL) ? MC_OK
+                                                                        : MC_ERR_OBJECT_NOT_FOUND;
     *size_p = o->size;
     return MC_OK;
 }

@@ -75,6 +75,11 @@ typedef struct mc_master_config {
      * offloading_queue_limit (50000): tasks queued per client at most. */
     bool enable_offload;
     bool offload_on_evict;
+    /* Promotion on hit (false; threshold 2): a key served from disk this many times (a
+     * count-min sketch of disk hits, halved every 163 840 hits) gets a promotion task for its
+     * disk's owner, which writes a memory copy (mc_master_promotion_start/_end). */
+    bool promotion_on_hit;
+    uint32_t promotion_admission_threshold;
     uint64_t offloading_queue_limit;
     double offload_cap_ratio;
     /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from
@@ -253,6 +258,8 @@ typedef struct mc_master_offload_task {
     size_t klen;
     bool remove;                /* remove the key from the disk (its value was removed or
                                    replaced); the fields below are then 0 */
+    bool promote;               /* promotion: read the key (size, checksum) from the disk into
+                                   memory from mc_master_promotion_start; no segment/addr */
     const char *segment_name;   /* the memory replica in the client's own segment */
     uint64_t addr, size, checksum;
 } mc_master_offload_task_t;
@@ -278,6 +285,16 @@ mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t client_id[
 mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t client_id[16],
                                              const char *key, size_t klen, uint64_t size,
                                              uint64_t checksum, bool recovered);
+/* PromotionAllocStart: memory replicas for a promotion handed to this client (a put of the
+ * disk-only key; its bytes come from the client's disk). OBJECT_NOT_FOUND if no such
+ * promotion; OBJECT_ALREADY_EXISTS if memory holds the key; placement errors as PutStart. */
+mc_status_t mc_master_promotion_start(mc_master_t *m, const uint8_t client_id[16],
+                                      const char *key, size_t klen, mc_master_replica_t *reps,
+                                      uint32_t *n_p);
+/* NotifyPromotionSuccess (commits the memory copy with the disk's checksum: gets prefer it
+ * from now on) / NotifyPromotionFailure (drops it). OBJECT_NOT_FOUND if no such promotion. */
+mc_status_t mc_master_promotion_end(mc_master_t *m, const uint8_t client_id[16], const char *key,
+                                    size_t klen, bool success);
 /* EvictDiskReplica: the client dropped the key from its disk. OBJECT_NOT_FOUND if the master
  * has no LOCAL_DISK replica of it from this client. */
 mc_status_t mc_master_evict_disk_replica(mc_master_t *m, const uint8_t client_id[16],
@@ -346,6 +363,8 @@ typedef struct mc_master_metrics {
      * reported, clients with a mounted disk, tasks queued; counters */
     uint64_t disk_objects, disk_bytes, disk_capacity_bytes, disk_clients, offload_queue_depth;
     uint64_t offload_queued, offload_succeeded, offload_dropped, disk_evicted;
+    uint64_t promotion_in_flight;            /* promotions queued or handed out (gauge) */
+    uint64_t promotions_queued, promotions;  /* counters: queued; memory copies committed */
 } mc_master_metrics_t;
 
 /* Any thread: copy of the numbers published by the last cron. */

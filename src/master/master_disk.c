@@ -36,11 +36,22 @@ struct dobj {
     uint64_t size, checksum;
     uint64_t t_queued;       /* QUEUED: when */
     uint32_t hash, owner;    /* owner: client serial */
+    uint64_t t_promote;      /* PROMO_HANDED: when */
     uint16_t klen;
     uint8_t state;
+    uint8_t promote;         /* STORED: PROMO_* */
     bool in_queue;
     char key[];
 };
+
+enum { PROMO_NONE = 0, PROMO_QUEUED = 1, PROMO_HANDED = 2 };
+/* A promotion handed out and neither finished nor failed may be queued again after this. */
+#define PROMOTE_RETRY_MS 60000
+/* Count-min sketch of disk hits: SK_ROWS rows of 2^SK_BITS 8-bit counters; every
+ * SK_AGE_ADDS additions halve them all (recent hits count). */
+#define SK_ROWS 4
+#define SK_BITS 14
+#define SK_AGE_ADDS (10u << SK_BITS)
 
 static client_t *client_by_serial(mc_master_t *m, uint32_t serial)
 {
@@ -188,12 +199,68 @@ static bool queue_offload(mc_master_t *m, obj_t *o)
 
 void master_disk_put_end(mc_master_t *m, obj_t *o)
 {
-    if (!m->cfg.enable_offload || m->cfg.offload_on_evict)
+    if (!m->cfg.enable_offload)
         return;
     dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
+    if (d && d->state == D_STORED && d->size == o->size && d->checksum == o->checksum) {
+        if (d->promote) { /* a promotion's memory copy: both tiers hold the value now */
+            d->promote = PROMO_NONE;
+            m->cnt.promotions++;
+        }
+        return;
+    }
     if (d)
         ddrop(m, d, true); /* an older value's copy */
-    queue_offload(m, o);
+    if (!m->cfg.offload_on_evict)
+        queue_offload(m, o);
+}
+
+static uint32_t sk_index(uint32_t h, int row)
+{
+    static const uint64_t mul[SK_ROWS] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                                          0x165667b19e3779f9ull, 0xd6e8feb86659fd93ull};
+    return (uint32_t)((((uint64_t)h + 1) * mul[row]) >> (64 - SK_BITS));
+}
+
+/* Adds one hit of hash h; returns the sketch's estimate after it. */
+static uint32_t sk_add(mc_master_t *m, uint32_t h)
+{
+    if (!m->dsketch && !(m->dsketch = mc_calloc(SK_ROWS, 1u << SK_BITS)))
+        return 0;
+    if (++m->dsketch_adds >= SK_AGE_ADDS) {
+        for (size_t i = 0; i < (size_t)SK_ROWS << SK_BITS; i++)
+            m->dsketch[i] >>= 1;
+        m->dsketch_adds = 0;
+    }
+    uint32_t est = UINT32_MAX;
+    for (int r = 0; r < SK_ROWS; r++) {
+        uint8_t *c = &m->dsketch[((size_t)r << SK_BITS) + sk_index(h, r)];
+        if (*c < UINT8_MAX)
+            (*c)++;
+        if (*c < est)
+            est = *c;
+    }
+    return est;
+}
+
+void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h)
+{
+    if (!m->cfg.promotion_on_hit)
+        return;
+    uint32_t est = sk_add(m, h);
+    dobj_t *d = dfind(m, key, klen, h);
+    if (!d || d->state != D_STORED || est < m->cfg.promotion_admission_threshold)
+        return;
+    uint64_t now = master_now(m);
+    if (d->promote == PROMO_QUEUED ||
+        (d->promote == PROMO_HANDED && now - d->t_promote < PROMOTE_RETRY_MS))
+        return;
+    client_t *c = client_by_serial(m, d->owner);
+    if (!c || d->in_queue || c->dq_n >= m->cfg.offloading_queue_limit)
+        return;
+    d->promote = PROMO_QUEUED;
+    queue_push(c, d);
+    m->cnt.promotions_queued++;
 }
 
 bool master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred)
@@ -292,6 +359,8 @@ void master_disk_free(mc_master_t *m)
     mc_free(m->dbuckets);
     m->dbuckets = NULL;
     m->n_dbuckets = 0;
+    mc_free(m->dsketch);
+    m->dsketch = NULL;
 }
 
 /* ------------------------------------------------------------------ the RPCs */
@@ -399,6 +468,12 @@ mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t cid[16],
         mc_master_offload_task_t *t = &out->items[out->n];
         if (d->state == D_DROP) {
             t->remove = true;
+        } else if (d->state == D_STORED) { /* a promotion: the owner reads its disk */
+            t->promote = true;
+            t->size = d->size;
+            t->checksum = d->checksum;
+            d->promote = PROMO_HANDED;
+            d->t_promote = master_now(m);
         } else {
             /* the bytes come from the owner's own memory replica; gone = nothing to do */
             obj_t *o = master_obj_find(m, d->key, d->klen, d->hash);
@@ -501,11 +576,70 @@ mc_status_t mc_master_evict_disk_replica(mc_master_t *m, const uint8_t cid[16], 
     return MC_OK;
 }
 
+/* The disk entry of a promotion cid was handed, or NULL. */
+static dobj_t *promotion_of(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen)
+{
+    client_t *c = disk_client(m, cid);
+    dobj_t *d = c && key && klen && klen <= MASTER_KEY_MAX
+                    ? dfind(m, key, klen, master_key_hash(key, klen))
+                    : NULL;
+    return d && d->state == D_STORED && d->owner == c->serial && d->promote == PROMO_HANDED
+               ? d
+               : NULL;
+}
+
+mc_status_t mc_master_promotion_start(mc_master_t *m, const uint8_t cid[16], const char *key,
+                                      size_t klen, mc_master_replica_t *reps, uint32_t *n_p)
+{
+    *n_p = 0;
+    if (!m->cfg.enable_offload)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (!disk_client(m, cid))
+        return MC_ERR_UNABLE_OFFLOADING;
+    dobj_t *d = promotion_of(m, cid, key, klen);
+    if (!d)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (master_obj_find(m, key, klen, d->hash)) {
+        d->promote = PROMO_NONE; /* memory holds it (again) already */
+        return MC_ERR_OBJECT_ALREADY_EXISTS;
+    }
+    mc_master_retired_t none = {0};
+    mc_status_t st = master_put_start(m, cid, key, klen, d->size, NULL, false, true, reps, n_p,
+                                      &none);
+    if (st != MC_OK)
+        d->promote = PROMO_NONE;
+    return st;
+}
+
+mc_status_t mc_master_promotion_end(mc_master_t *m, const uint8_t cid[16], const char *key,
+                                    size_t klen, bool success)
+{
+    if (!m->cfg.enable_offload)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (!disk_client(m, cid))
+        return MC_ERR_UNABLE_OFFLOADING;
+    dobj_t *d = promotion_of(m, cid, key, klen);
+    if (!d)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (!success) {
+        d->promote = PROMO_NONE;
+        return mc_master_put_revoke(m, cid, key, klen);
+    }
+    mc_status_t st = mc_master_put_end(m, cid, key, klen, d->checksum); /* clears promote */
+    if (st != MC_OK)
+        d->promote = PROMO_NONE;
+    return st;
+}
+
 void master_disk_metrics(mc_master_t *m, mc_master_metrics_t *out)
 {
     out->disk_objects = 0;
     out->disk_bytes = out->disk_capacity_bytes = out->offload_queue_depth = 0;
     out->disk_clients = 0;
+    out->promotion_in_flight = 0;
+    for (uint64_t b = 0; b < m->n_dbuckets; b++)
+        for (const dobj_t *d = m->dbuckets[b]; d; d = d->hnext)
+            out->promotion_in_flight += d->promote != PROMO_NONE;
     for (size_t i = 0; i < m->n_clients; i++) {
         const client_t *c = &m->clients[i];
         if (!c->disk_mounted)

@@ -115,6 +115,8 @@ struct mc_master {
 
     dobj_t **dbuckets;          /* LOCAL_DISK entries (master_disk.c) */
     uint64_t n_dbuckets, n_dobjs;
+    uint8_t *dsketch;           /* count-min sketch of disk hits (promotion_on_hit) */
+    uint64_t dsketch_adds;
 
     segment_t **segs;
     uint32_t n_segs;            /* slots in use or free (ids < n_segs) */
@@ -188,7 +190,15 @@ void master_seg_free(mc_master_t *m, uint32_t id);
 void master_writer_done(mc_master_t *m, uint32_t serial);
 /* Finds or registers a client and refreshes its liveness (master.c); NULL on no memory. */
 client_t *master_client_touch(mc_master_t *m, const uint8_t id[16], bool *was_new_p);
+/* PutStart/UpsertStart (master.c); promote = a promotion's memory copy of a disk-only key
+ * (which a plain put refuses as existing). */
+mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen,
+                             uint64_t size, const mc_master_put_opts_t *opts, bool upsert,
+                             bool promote, mc_master_replica_t *reps, uint32_t *n_p,
+                             mc_master_retired_t *retired);
 /* master_disk.c: the LOCAL_DISK tier's hooks into the memory tier */
+/* A get was answered from disk: counts the key's hits, queues its promotion at the threshold. */
+void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h);
 void master_disk_put_end(mc_master_t *m, obj_t *o);     /* eager offload (PutEnd) */
 /* Eviction of victim o: true = keep it in memory for now (its offload is queued: the call
  * counts it in *deferred, at most offload_cap_ratio x offloading_queue_limit per pass). */

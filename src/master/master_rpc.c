@@ -424,6 +424,7 @@ static mc_status_t h_offload_heartbeat(void *ctx, mc_rpc_call_t *call, const Pro
         it[i].segment_name = (char *)(x->segment_name ? x->segment_name : "");
         it[i].buffer_address = x->addr;
         it[i].remove = x->remove;
+        it[i].promote = x->promote;
         arr[i] = &it[i];
     }
     r->tasks = arr;
@@ -475,6 +476,39 @@ static mc_status_t h_batch_evict_disk_replica(void *ctx, mc_rpc_call_t *call,
                                      : mc_master_evict_disk_replica(ctx, q->client_id.data, k, kl);
     }
     r->status = st;
+    return MC_OK;
+}
+
+static mc_status_t h_promotion(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p)
+{
+    const McRpc__PromotionRequest *q = (const void *)req;
+    mc_status_t st = disk_peer(call, q->client_id);
+    size_t kl;
+    const char *k = raw_key(q->key, &kl);
+    if (st == MC_OK && !k)
+        st = MC_ERR_INVALID_KEY;
+    if (call->opcode != MC_OP_PROMOTION_ALLOC_START) {
+        if (st == MC_OK)
+            st = mc_master_promotion_end(ctx, q->client_id.data, k, kl,
+                                         call->opcode == MC_OP_NOTIFY_PROMOTION_SUCCESS);
+        return status_resp(call, st, resp_p);
+    }
+    McRpc__PutStartResponse *r = ALLOC(call, McRpc__PutStartResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__put_start_response__init(r);
+    *resp_p = &r->base;
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    if (st == MC_OK)
+        st = mc_master_promotion_start(ctx, q->client_id.data, k, kl, reps, &n);
+    r->status = st;
+    if (st == MC_OK) {
+        if (!(r->replicas = reps_out(call->arena, reps, n)))
+            return MC_ERR_NO_MEMORY;
+        r->n_replicas = n;
+    }
     return MC_OK;
 }
 
@@ -1087,6 +1121,9 @@ static void impl_table(mc_rpc_handler_fn t[MC_OP_MAX])
     t[MC_OP_OFFLOAD_HEARTBEAT] = h_offload_heartbeat;
     t[MC_OP_NOTIFY_OFFLOAD_SUCCESS] = h_notify_offload_success;
     t[MC_OP_BATCH_EVICT_DISK_REPLICA] = h_batch_evict_disk_replica;
+    t[MC_OP_PROMOTION_ALLOC_START] = h_promotion;
+    t[MC_OP_NOTIFY_PROMOTION_SUCCESS] = h_promotion;
+    t[MC_OP_NOTIFY_PROMOTION_FAILURE] = h_promotion;
 }
 
 /* ---------------------------------------------------------------- data grants */

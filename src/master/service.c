@@ -545,6 +545,12 @@ static char *render_metrics(mc_master_service_t *s)
              m.offload_dropped);
     metric_u(&b, "master_disk_replica_evictions_total", "counter",
              "LOCAL_DISK replicas the storage servers evicted (EvictDiskReplica)", m.disk_evicted);
+    metric_u(&b, "master_promotion_in_flight", "gauge",
+             "Promotions queued for or handed to storage servers", m.promotion_in_flight);
+    metric_u(&b, "master_promotion_queued_total", "counter", "Promotions queued (promotion_on_hit)",
+             m.promotions_queued);
+    metric_u(&b, "master_promotion_success_total", "counter",
+             "Memory copies of disk objects committed by promotions", m.promotions);
     /* eviction */
     metric_u(&b, "master_successful_evictions_total", "counter",
              "Eviction rounds that freed space", m.successful_evictions);

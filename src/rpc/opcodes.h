@@ -52,6 +52,9 @@ typedef enum mc_rpc_opcode {
     MC_OP_OFFLOAD_HEARTBEAT = 73,
     MC_OP_NOTIFY_OFFLOAD_SUCCESS = 74,
     MC_OP_BATCH_EVICT_DISK_REPLICA = 75,
+    MC_OP_PROMOTION_ALLOC_START = 78,
+    MC_OP_NOTIFY_PROMOTION_SUCCESS = 79,
+    MC_OP_NOTIFY_PROMOTION_FAILURE = 80,
     /* a storage server's offload RPC server (client side, store_disk.c) */
     MC_OP_BATCH_GET_OFFLOAD_OBJECT = 76,
     MC_OP_RELEASE_OFFLOAD_BUFFER = 77,

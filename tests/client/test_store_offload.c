@@ -1,7 +1,8 @@
 /* The local-disk (SSD) tier end to end: a real mooncake_master with --enable_offload, a
  * storage server with a disk (a store in this process with ssd_offload_path, temp directory)
  * and a reader store. Eager offload after PutEnd; objects evicted from memory read back exact
- * from the disk (eager offload, and --offload_on_evict); a restarted storage server re-registers its disk objects; a byte corrupted on
+ * from the disk (eager offload, and --offload_on_evict); promotion on hit; a restarted
+ * storage server re-registers its disk objects; a byte corrupted on
  * disk gives an error, never data; a master without --enable_offload refuses the disk. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -251,6 +252,47 @@ static void test_offload_on_evict(void **state)
     stop(&e);
 }
 
+/* --promotion_on_hit: a key read from disk twice regains a memory copy; then its gets no
+ * longer go through the owner's disk (the served counter stays). */
+static void test_promotion_on_hit(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true --promotion_on_hit=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    for (int k = 0; k < NKEYS; k++) /* the first ones leave memory: disk only */
+        put_retry(r, k);
+    wait_disk(srv, NKEYS);
+    char *v = malloc(VAL), *out = malloc(VAL);
+    fill(v, 0);
+    struct iovec io = {out, VAL};
+    uint64_t objs, bytes, off, served0, served1;
+    store_disk_stats(srv, &objs, &bytes, &off, &served0);
+    assert_int_equal(mc_store_get_into(r, "k0", &io, 1), VAL);
+    assert_memory_equal(out, v, VAL);
+    store_disk_stats(srv, &objs, &bytes, &off, &served1);
+    assert_int_equal(served1, served0 + 1); /* k0 was on disk only */
+    uint64_t deadline = mc_now_ms() + 10000;
+    for (;;) {
+        store_disk_stats(srv, &objs, &bytes, &off, &served0);
+        memset(out, 0, VAL);
+        assert_int_equal(mc_store_get_into(r, "k0", &io, 1), VAL);
+        assert_memory_equal(out, v, VAL);
+        store_disk_stats(srv, &objs, &bytes, &off, &served1);
+        if (served1 == served0)
+            break; /* read from memory */
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    free(v);
+    free(out);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
 static void test_master_without_offload_refuses(void **state)
 {
     (void)state;
@@ -274,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_master_without_offload_refuses),
         cmocka_unit_test(test_offload_evict_restart_corrupt),
         cmocka_unit_test(test_offload_on_evict),
+        cmocka_unit_test(test_promotion_on_hit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,6 +228,59 @@ static void test_reregister_and_expiry(void **state)
     mc_master_destroy(m);
 }
 
+/* promotion_on_hit: the second disk hit queues a promotion for the owner; while it writes
+ * the memory copy gets still read the disk; after it they read memory. */
+static void test_promotion_on_hit(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.clock = fake_clock;
+    cfg.enable_offload = true;
+    cfg.offload_on_evict = true; /* no eager offload: the test places the disk copy */
+    cfg.promotion_on_hit = true;
+    mc_master_t *m;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
+    mc_master_segment_info_t si = {.name = "segA", .base = 0x10000, .size = 1 << 20,
+                                   .te_endpoint = "segA"};
+    memset(si.uuid, 0xaa, 16);
+    assert_int_equal(mc_master_mount(m, CA, &si, false), MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("p"), 4096, 0x99, true), MC_OK);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    assert_int_equal(mc_master_promotion_start(m, CA, K("p"), r, &n), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    beat(m, 0); /* one hit: under the threshold */
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.promotion_in_flight, 1);
+    mc_master_offload_tasks_t t = beat(m, 1); /* queued once, whatever the hits */
+    assert_true(t.items[0].promote);
+    assert_int_equal(t.items[0].size, 4096);
+    assert_int_equal(t.items[0].checksum, 0x99);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_promotion_start(m, CA, K("p"), r, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment_name, "segA");
+    /* being written: gets still read the disk */
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_int_equal(mc_master_promotion_end(m, CB, K("p"), true), MC_ERR_UNABLE_OFFLOADING);
+    assert_int_equal(mc_master_promotion_end(m, CA, K("p"), true), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_MEMORY);
+    assert_int_equal(sum, 0x99);
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.promotion_in_flight, 0);
+    assert_int_equal(mt.promotions, 1);
+    assert_int_equal(mt.disk_objects, 1); /* the disk copy stays */
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_eager_offload_and_disk_only_get),
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_reregister_and_expiry),
+        cmocka_unit_test(test_promotion_on_hit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
