@@ -29,30 +29,40 @@
 
 typedef struct env {
     char dir[256], disk[300], addr[64];
+    char bin[512], port[32], wal[300], log[300], flags[128];
+    char *margv[8];
     pid_t master;
 } env_t;
 
 /* flag: one or two master flags separated by a space */
 static void start(env_t *e, const char *flag)
 {
-    char bin[512], port[32], wal[300], log[300];
     uint16_t p;
     assert_int_equal(mt_tmpdir(e->dir, sizeof(e->dir)), 0);
     snprintf(e->disk, sizeof(e->disk), "%s/disk", e->dir);
     assert_int_equal(mc_net_free_port(&p), MC_OK);
-    mt_bin_path("mooncake_master", bin, sizeof(bin));
-    snprintf(port, sizeof(port), "--port=%u", p);
-    snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", e->dir);
-    snprintf(log, sizeof(log), "%s/master.log", e->dir);
-    char flags[128];
-    snprintf(flags, sizeof(flags), "%s", flag);
-    char *f2 = strchr(flags, ' ');
+    mt_bin_path("mooncake_master", e->bin, sizeof(e->bin));
+    snprintf(e->port, sizeof(e->port), "--port=%u", p);
+    snprintf(e->wal, sizeof(e->wal), "--wal_dir=%s/wal", e->dir);
+    snprintf(e->log, sizeof(e->log), "%s/master.log", e->dir);
+    snprintf(e->flags, sizeof(e->flags), "%s", flag);
+    char *f2 = strchr(e->flags, ' ');
     if (f2)
         *f2++ = 0;
-    char *margv[] = {bin, port, "--metrics_port=0", wal, flags, f2, NULL};
-    e->master = mt_spawn(margv, log);
-    assert_int_equal(mt_wait_log(log, "listening", 10000), 0);
+    char *argv[] = {e->bin, e->port, "--metrics_port=0", e->wal, e->flags, f2, NULL};
+    memcpy(e->margv, argv, sizeof(argv));
+    e->master = mt_spawn(e->margv, e->log);
+    assert_int_equal(mt_wait_log(e->log, "listening", 10000), 0);
     snprintf(e->addr, sizeof(e->addr), "127.0.0.1:%u", p);
+}
+
+/* kill -9 and start again on the same port and WAL */
+static void restart_master(env_t *e)
+{
+    mt_stop(e->master, SIGKILL, 5000);
+    unlink(e->log);
+    e->master = mt_spawn(e->margv, e->log);
+    assert_int_equal(mt_wait_log(e->log, "listening", 10000), 0);
 }
 
 static void stop(env_t *e)
@@ -293,6 +303,36 @@ static void test_promotion_on_hit(void **state)
     stop(&e);
 }
 
+/* A master restarted (kill -9) knows no disk replica from its WAL: the storage server learns
+ * it from its next offload heartbeat (UNABLE_OFFLOADING), mounts again and re-registers, and
+ * the disk-only objects read back exact. */
+static void test_master_restart_reregisters(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    for (int k = 0; k < NKEYS; k++)
+        put_retry(r, k);
+    wait_disk(srv, NKEYS);
+    check_all(r, 0, NKEYS);
+    restart_master(&e);
+    uint64_t deadline = mc_now_ms() + 15000;
+    char *out = malloc(VAL);
+    struct iovec io = {out, VAL};
+    while (mc_store_get_into(r, "k0", &io, 1) != VAL) { /* k0 was on disk only */
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(50);
+    }
+    free(out);
+    check_all(r, 0, NKEYS);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
 static void test_master_without_offload_refuses(void **state)
 {
     (void)state;
@@ -317,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_offload_evict_restart_corrupt),
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_promotion_on_hit),
+        cmocka_unit_test(test_master_restart_reregisters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
