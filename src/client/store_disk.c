@@ -698,7 +698,7 @@ static uint64_t env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi
     const char *v = getenv(name);
     if (!v || !*v)
         return def;
-    uint64_t x;
+    uint64_t x = def;
     if (mc_parse_size(v, &x) != MC_OK || x < lo || x > hi) {
         MC_LOG_ERROR("offload: %s=%s is not a number in %llu..%llu", name, v,
                      (unsigned long long)lo, (unsigned long long)hi);

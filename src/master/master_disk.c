@@ -100,8 +100,16 @@ static dobj_t *dfind(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     return NULL;
 }
 
+/* Every change of d->promote goes through here (m->n_promoting counts those in flight). */
+static void set_promote(mc_master_t *m, dobj_t *d, uint8_t v)
+{
+    m->n_promoting += (v != PROMO_NONE) - (d->promote != PROMO_NONE);
+    d->promote = v;
+}
+
 static void dunlink(mc_master_t *m, dobj_t *d)
 {
+    set_promote(m, d, PROMO_NONE); /* out of the table: no promotion any more */
     dobj_t **pp = &m->dbuckets[d->hash & (m->n_dbuckets - 1)];
     while (*pp != d)
         pp = &(*pp)->hnext;
@@ -204,7 +212,7 @@ void master_disk_put_end(mc_master_t *m, obj_t *o)
     dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
     if (d && d->state == D_STORED && d->size == o->size && d->checksum == o->checksum) {
         if (d->promote) { /* a promotion's memory copy: both tiers hold the value now */
-            d->promote = PROMO_NONE;
+            set_promote(m, d, PROMO_NONE);
             m->cnt.promotions++;
         }
         return;
@@ -258,7 +266,7 @@ void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     client_t *c = client_by_serial(m, d->owner);
     if (!c || d->in_queue || c->dq_n >= m->cfg.offloading_queue_limit)
         return;
-    d->promote = PROMO_QUEUED;
+    set_promote(m, d, PROMO_QUEUED);
     queue_push(c, d);
     m->cnt.promotions_queued++;
 }
@@ -472,7 +480,7 @@ mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t cid[16],
             t->promote = true;
             t->size = d->size;
             t->checksum = d->checksum;
-            d->promote = PROMO_HANDED;
+            set_promote(m, d, PROMO_HANDED);
             d->t_promote = master_now(m);
         } else {
             /* the bytes come from the owner's own memory replica; gone = nothing to do */
@@ -600,14 +608,14 @@ mc_status_t mc_master_promotion_start(mc_master_t *m, const uint8_t cid[16], con
     if (!d)
         return MC_ERR_OBJECT_NOT_FOUND;
     if (master_obj_find(m, key, klen, d->hash)) {
-        d->promote = PROMO_NONE; /* memory holds it (again) already */
+        set_promote(m, d, PROMO_NONE); /* memory holds it (again) already */
         return MC_ERR_OBJECT_ALREADY_EXISTS;
     }
     mc_master_retired_t none = {0};
     mc_status_t st = master_put_start(m, cid, key, klen, d->size, NULL, false, true, reps, n_p,
                                       &none);
     if (st != MC_OK)
-        d->promote = PROMO_NONE;
+        set_promote(m, d, PROMO_NONE);
     return st;
 }
 
@@ -622,12 +630,12 @@ mc_status_t mc_master_promotion_end(mc_master_t *m, const uint8_t cid[16], const
     if (!d)
         return MC_ERR_OBJECT_NOT_FOUND;
     if (!success) {
-        d->promote = PROMO_NONE;
+        set_promote(m, d, PROMO_NONE);
         return mc_master_put_revoke(m, cid, key, klen);
     }
     mc_status_t st = mc_master_put_end(m, cid, key, klen, d->checksum); /* clears promote */
     if (st != MC_OK)
-        d->promote = PROMO_NONE;
+        set_promote(m, d, PROMO_NONE);
     return st;
 }
 
@@ -636,10 +644,7 @@ void master_disk_metrics(mc_master_t *m, mc_master_metrics_t *out)
     out->disk_objects = 0;
     out->disk_bytes = out->disk_capacity_bytes = out->offload_queue_depth = 0;
     out->disk_clients = 0;
-    out->promotion_in_flight = 0;
-    for (uint64_t b = 0; b < m->n_dbuckets; b++)
-        for (const dobj_t *d = m->dbuckets[b]; d; d = d->hnext)
-            out->promotion_in_flight += d->promote != PROMO_NONE;
+    out->promotion_in_flight = m->n_promoting;
     for (size_t i = 0; i < m->n_clients; i++) {
         const client_t *c = &m->clients[i];
         if (!c->disk_mounted)

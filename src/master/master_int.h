@@ -117,6 +117,7 @@ struct mc_master {
     uint64_t n_dbuckets, n_dobjs;
     uint8_t *dsketch;           /* count-min sketch of disk hits (promotion_on_hit) */
     uint64_t dsketch_adds;
+    uint64_t n_promoting;       /* entries with a promotion queued or handed out */
 
     segment_t **segs;
     uint32_t n_segs;            /* slots in use or free (ids < n_segs) */
