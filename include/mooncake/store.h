@@ -246,6 +246,9 @@ typedef struct mc_store_read_stats {
                                   answered, was confirmed by it (one round trip saved) */
     uint64_t feed_placements;  /* placements with a read lease pushed by the master to this
                                   client's placement feed (placement_feed_prefix) */
+    uint64_t offload_reads_served; /* a storage server of the SSD tier: disk reads it served
+                                      to readers (BatchGetOffloadObject with a value read);
+                                      upstream's get_offload_rpc_read_count */
 } mc_store_read_stats_t;
 MC_API void mc_store_read_stats(mc_store_t *store, mc_store_read_stats_t *out);
 

@@ -978,12 +978,13 @@ static PyObject *store_read_stats(StoreObject *self, PyObject *unused)
         mc_store_read_stats(self->store, &st);
         STORE_LEAVE(self);
     }
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "master_lookups",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "master_lookups",
                          (unsigned long long)st.master_lookups, "lease_hits",
                          (unsigned long long)st.lease_hits, "lease_misses",
                          (unsigned long long)st.lease_misses, "speculative_hits",
                          (unsigned long long)st.speculative_hits, "feed_placements",
-                         (unsigned long long)st.feed_placements);
+                         (unsigned long long)st.feed_placements, "offload_reads_served",
+                         (unsigned long long)st.offload_reads_served);
 }
 
 /* The client HTTP server's port (0: not serving, or not set up). */

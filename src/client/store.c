@@ -548,6 +548,8 @@ void mc_store_read_stats(mc_store_t *s, mc_store_read_stats_t *out)
     out->lease_misses = atomic_load(&s->n_lease_misses);
     out->speculative_hits = atomic_load(&s->n_spec_hits);
     out->feed_placements = atomic_load(&s->n_feed_placements);
+    uint64_t objs, bytes, offloaded;
+    store_disk_stats(s, &objs, &bytes, &offloaded, &out->offload_reads_served);
 }
 
 mc_store_health_t mc_store_health(mc_store_t *s)

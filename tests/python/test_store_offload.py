@@ -55,8 +55,11 @@ def test_offload_and_disk_reads(omaster, tmp_path):
         time.sleep(0.2)  # the confirmations reach the master after the writes
         for i in range(6, 10):
             assert rd.put(f"py{i}", value(i)) == 0
+        assert srv.get_offload_rpc_read_count() == 0
         for i in range(10):
             assert rd.get(f"py{i}") == value(i), i
+        assert srv.get_offload_rpc_read_count() >= 1  # the first ones came from the disk
+        assert rd.get_offload_rpc_read_count() == 0   # not a storage server
     finally:
         rd.close()
         srv.close()
