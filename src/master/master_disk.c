@@ -11,7 +11,12 @@
  *     replica (absent, evicted, or on unreachable segments);
  *   - a memory eviction keeps the disk entry (the object lives on, disk only); a remove or an
  *     upsert drops it and queues a removal for the owner (its copy is stale);
- *   - a client that goes silent (client_ttl) or unmounts its disk loses its entries.
+ *   - a client that goes silent (client_ttl) or unmounts its disk loses its entries;
+ *   - promotion on hit: disk hits feed a count-min sketch; at the threshold a STORED entry is
+ *     queued (again in its owner's task queue) for a promotion, whose memory copy the owner
+ *     writes through an ordinary WRITING object (master_put_start with promote);
+ *   - each owner's task queue holds QUEUED entries (offloads), DROP entries (removals: no
+ *     longer in the table) and STORED ones (promotions), handed out oldest first.
  *
  * Not in the WAL: after a master restart the storage servers re-register their disk objects
  * (NotifyOffloadSuccess of what they find on disk) when they learn they must re-mount.
@@ -32,7 +37,7 @@ enum { D_QUEUED = 1, D_STORED = 2, D_DROP = 3 };
 
 struct dobj {
     struct dobj *hnext;      /* table chain (QUEUED, STORED) */
-    struct dobj *qnext;      /* owner's task queue (QUEUED, DROP) */
+    struct dobj *qnext;      /* owner's task queue (QUEUED, DROP, STORED to promote) */
     uint64_t size, checksum;
     uint64_t t_queued;       /* QUEUED: when */
     uint32_t hash, owner;    /* owner: client serial */
