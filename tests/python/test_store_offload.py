@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import start_master
+from conftest import Proc, bin_path, start_master
 from mooncake.store import MooncakeDistributedStore
 
 VAL = 512 << 10
@@ -73,3 +73,39 @@ def test_path_from_environment_and_missing(omaster, tmp_path, monkeypatch):
     assert do_setup(st, omaster, 1 << 20, enable_ssd_offload=True) == 0
     assert os.path.isdir(tmp_path / "envdisk")
     st.close()
+
+
+def test_mooncake_client_enable_offload(omaster, tmp_path):
+    """mooncake_client --enable_offload=true --offload_path=DIR is a storage server of the tier:
+    values pushed out of its 2 MiB segment read back exact from its disk."""
+    env = dict(os.environ, MC_OFFLOAD_HEARTBEAT_MS="50",
+               MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES="8MB",
+               MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES="64MB",
+               MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES="1MB")
+    srv = Proc([bin_path("mooncake_client"), "--local_hostname=127.0.0.1",
+                "--metadata_server=P2PHANDSHAKE", f"--master_server_address={omaster.addr}",
+                "--global_segment_size=2MB", "--protocol=tcp", "--log_level=warn",
+                "--enable_offload=true", f"--offload_path={tmp_path / 'cdisk'}"],
+               "mooncake_client ready", env=env)
+    rd = MooncakeDistributedStore()
+    try:
+        assert do_setup(rd, omaster, 0) == 0
+        for i in range(3):
+            assert rd.put(f"mc{i}", value(i)) == 0
+        deadline = time.monotonic() + 10
+        while sum(os.path.getsize(tmp_path / "cdisk" / f)
+                  for f in os.listdir(tmp_path / "cdisk")) < 3 * VAL:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.2)  # the confirmations reach the master after the writes
+        for i in range(3, 6):
+            deadline = time.monotonic() + 10
+            while (rc := rd.put(f"mc{i}", value(i))) == -200:  # eviction waits for offloads
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert rc == 0
+        for i in range(6):
+            assert rd.get(f"mc{i}") == value(i), i
+    finally:
+        rd.close()
+        srv.stop()
