@@ -942,8 +942,5 @@ mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__Replica
     }
     mc_rpc_response_free(r);
     pthread_mutex_unlock(&c->mu);
-    if (st != MC_OK)
-        MC_LOG_WARN("get %s: read from the disk of %s failed: %s", key, rd->transport_endpoint,
-                    mc_status_str(st));
-    return st;
+    return st; /* the caller logs a failure */
 }

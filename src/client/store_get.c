@@ -350,8 +350,9 @@ static int64_t store_read_verified(mc_store_t *s, const char *key,
             st = read_hashed(s, rd->transport_endpoint, rd->buffer_address, rl->size, parts,
                              n_parts, &hash);
         if (st != MC_OK) {
-            MC_LOG_WARN("get %s: replica on %s failed: %s", key, rd->segment_name,
-                        mc_status_str(st));
+            MC_LOG_WARN("get %s: replica on %s%s failed: %s", key,
+                        disk ? "the disk of " : "",
+                        disk ? rd->transport_endpoint : rd->segment_name, mc_status_str(st));
             st = MC_ERR_TRANSFER_FAIL;
             continue;
         }
