@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/prom.h"
 #include "common/tenant.h"
 #include "common/time.h"
 #include "disk/disk_store.h"
@@ -842,6 +843,65 @@ void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_
     *bytes = ds.live_bytes;
     *offloaded = atomic_load(&d->offloaded);
     *served = atomic_load(&d->disk_reads_served);
+}
+
+/* Appends the disk tier's series (upstream's mooncake_ssd_* names, and ours) to *text_p (a
+ * client metrics page; replaced by a new string). Nothing without a disk. */
+mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
+{
+    store_disk_t *d = s->disk;
+    if (!d)
+        return MC_OK;
+    mc_disk_stats_t ds;
+    mc_disk_store_stats(d->disk, &ds);
+    mc_prom_t p = {0};
+    MC_PROM_PRINTF(&p, "%s", *text_p ? *text_p : "");
+    mc_prom_help_type(&p, "mooncake_ssd_read_bytes_total", "counter",
+                      "Bytes read from the SSD tier (checksum verified)");
+    MC_PROM_PRINTF(&p, "mooncake_ssd_read_bytes_total %llu\n", (unsigned long long)ds.read_bytes);
+    mc_prom_help_type(&p, "mooncake_ssd_write_bytes_total", "counter",
+                      "Bytes written to the SSD tier");
+    MC_PROM_PRINTF(&p, "mooncake_ssd_write_bytes_total %llu\n", (unsigned long long)ds.put_bytes);
+    uint64_t le[MC_DISK_LAT_BUCKETS - 1];
+    for (size_t i = 0; i < MC_DISK_LAT_BUCKETS - 1; i++)
+        le[i] = mc_disk_lat_bounds_us[i];
+    mc_prom_help_type(&p, "mooncake_ssd_read_latency_us", "histogram",
+                      "SSD tier reads, lookup to verified bytes (us)");
+    uint64_t n_lat = 0;
+    for (size_t i = 0; i < MC_DISK_LAT_BUCKETS; i++)
+        n_lat += ds.read_lat_us[i];
+    mc_prom_histogram(&p, "mooncake_ssd_read_latency_us", "", le, ds.read_lat_us,
+                      MC_DISK_LAT_BUCKETS - 1, ds.read_lat_sum_us, n_lat);
+    static const char *const gauges[][2] = {
+        {"mooncake_ssd_objects", "Objects on this storage server's disk"},
+        {"mooncake_ssd_bytes", "Bytes of its bucket files (what the capacity counts)"},
+    };
+    const uint64_t gv[] = {ds.objects, ds.bytes_on_disk};
+    for (size_t i = 0; i < 2; i++) {
+        mc_prom_help_type(&p, gauges[i][0], "gauge", gauges[i][1]);
+        MC_PROM_PRINTF(&p, "%s %llu\n", gauges[i][0], (unsigned long long)gv[i]);
+    }
+    static const char *const counters[][2] = {
+        {"mooncake_ssd_checksum_failures_total", "Disk reads whose bytes failed the checksum"},
+        {"mooncake_ssd_evicted_objects_total", "Objects evicted from the disk (watermarks)"},
+        {"mooncake_ssd_offloaded_total", "Offload tasks written and confirmed"},
+        {"mooncake_ssd_reads_served_total", "Disk reads served to readers"},
+    };
+    const uint64_t cv[] = {ds.checksum_failures, ds.evicted_objects, atomic_load(&d->offloaded),
+                           atomic_load(&d->disk_reads_served)};
+    for (size_t i = 0; i < 4; i++) {
+        mc_prom_help_type(&p, counters[i][0], "counter", counters[i][1]);
+        MC_PROM_PRINTF(&p, "%s %llu\n", counters[i][0], (unsigned long long)cv[i]);
+    }
+    char *out = NULL;
+    if (p.st == MC_OK && !(out = mc_buf_take_str(&p.b)))
+        p.st = MC_ERR_NO_MEMORY;
+    mc_buf_free(&p.b);
+    if (p.st == MC_OK) {
+        mc_free(*text_p);
+        *text_p = out;
+    }
+    return p.st;
 }
 
 /* ------------------------------------------------------------------ reader */

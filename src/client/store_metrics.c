@@ -227,7 +227,14 @@ mc_status_t mc_store_metrics_text(mc_store_t *s, char **text_p)
         return MC_ERR_INVALID_PARAMS;
     if (!s->metrics)
         return MC_ERR_NOT_SUPPORTED;
-    return store_metrics_render(s->metrics, text_p);
+    mc_status_t st = store_metrics_render(s->metrics, text_p);
+    if (st == MC_OK)
+        st = store_disk_metrics_append(s, text_p); /* a storage server's SSD tier */
+    if (st != MC_OK) {
+        mc_free(*text_p);
+        *text_p = NULL;
+    }
+    return st;
 }
 
 mc_status_t mc_store_metrics_summary(mc_store_t *s, char **text_p)

@@ -192,6 +192,18 @@ static void test_offload_evict_restart_corrupt(void **state)
     store_disk_stats(srv, &objs, &bytes, &off, &served);
     assert_true(served >= 1); /* some gets went to the disk */
     assert_int_equal(off, NKEYS);
+    /* the storage server's client metrics carry the SSD tier's series */
+    char *text = NULL;
+    assert_int_equal(mc_store_metrics_text(srv, &text), MC_OK);
+    char want[64];
+    snprintf(want, sizeof(want), "\nmooncake_ssd_reads_served_total %llu\n",
+             (unsigned long long)served);
+    assert_non_null(strstr(text, want));
+    snprintf(want, sizeof(want), "\nmooncake_ssd_offloaded_total %d\n", NKEYS);
+    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, "\nmooncake_ssd_read_latency_us_count "));
+    assert_non_null(strstr(text, "\nmooncake_ssd_objects 10\n"));
+    free(text);
     /* the storage server restarts (its memory is gone): every key comes back from its disk */
     mc_store_destroy(srv);
     assert_int_equal(server(&e, &srv), MC_OK);
