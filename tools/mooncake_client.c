@@ -10,8 +10,10 @@
  * is taken by another storage server it logs a warning and serves no dummies, when --port was
  * given it exits); --local_buffer_size and --threads are accepted and unused; --http_port and
  * --start_offload_rpc_server are accepted; --tenant_id (MOONCAKE_TENANT_ID) names the tenant
- * it acts for, with its dummy clients; features we do not have are refused when turned on
- * (--enable_offload). --enable_http_server=true serves
+ * it acts for, with its dummy clients. --enable_offload=true makes it a storage server of the
+ * local-disk (SSD) tier: its disk store lives in --offload_path or
+ * MOONCAKE_OFFLOAD_FILE_STORAGE_PATH, tuned by the MOONCAKE_OFFLOAD_* environment
+ * (docs/internals/disk-tier.md). --enable_http_server=true serves
  * upstream's client HTTP endpoints (/health, /metrics, /metrics/summary) on --http_port (0 = a
  * free port; the port is printed as "mooncake_client http_port=<port>" before the ready line,
  * 0 when it was taken: the server is then off, with a warning, as upstream). */
@@ -74,9 +76,10 @@ static int check_upstream_flags(const char **hostname, const char **device)
         }
         dummy_port = (uint16_t)port;
     }
-    if (up.enable_offload) {
-        fprintf(stderr, "mooncake_client: --enable_offload=true is not supported (no SSD tier "
-                "yet)\n");
+    if (up.enable_offload && !up.start_offload_rpc_server) {
+        fprintf(stderr, "mooncake_client: --enable_offload=true needs its offload RPC server "
+                "(--start_offload_rpc_server=false refused): readers load disk objects "
+                "through it\n");
         return 2;
     }
     return 0;
@@ -94,6 +97,7 @@ int main(int argc, char **argv)
                *master = "127.0.0.1:50051", *host_label = "", *device = "", *log_level = "info";
     uint64_t segment_size = 1ull << 30;
     int64_t rpc_timeout_ms = 5000;
+    const char *offload_path = "";
     mc_tool_store_knobs_t knobs; /* --replica_hints, --lease_cache, --placement_feed, MC_TE_* */
     mc_tool_store_knobs_init(&knobs);
     mc_option_t opts[] = {
@@ -127,9 +131,12 @@ int main(int argc, char **argv)
         {"threads", MC_OPT_INT, &up.threads, NULL,
          "standalone-client RPC threads (accepted, unused: not served yet)", 1, 1024},
         {"enable_offload", MC_OPT_BOOL, &up.enable_offload, NULL,
-         "SSD offload (only false: no SSD tier yet)", 0, 0},
+         "be a storage server of the local-disk (SSD) tier (the master needs "
+         "--enable_offload)", 0, 0},
+        {"offload_path", MC_OPT_STRING, &offload_path, "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+         "directory of the disk store (with --enable_offload)", 0, 0},
         {"start_offload_rpc_server", MC_OPT_BOOL, &up.start_offload_rpc_server, NULL,
-         "offload RPC server (accepted, unused without offload)", 0, 0},
+         "serve disk reads to other clients (with --enable_offload; must stay true)", 0, 0},
         {"enable_http_server", MC_OPT_BOOL, &up.enable_http_server, NULL,
          "serve /health, /metrics and /metrics/summary over HTTP on --http_port", 0, 0},
         {"http_port", MC_OPT_INT, &up.http_port, NULL,
@@ -164,6 +171,7 @@ int main(int argc, char **argv)
         .rpc_timeout_ms = (uint32_t)rpc_timeout_ms,
     };
     mc_tool_store_knobs_fill(&knobs, &cfg);
+    cfg.ssd_offload_path = up.enable_offload ? offload_path : NULL;
     cfg.client_http_enable = up.enable_http_server;
     cfg.client_http_port = (int32_t)up.http_port;
     cfg.client_http_metrics_public = up.http_metrics_public;

@@ -130,6 +130,10 @@ typedef struct flags {
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     bool multi_tenants;
+    bool enable_offload, offload_on_evict; /* the local-disk tier (disk-tier.md, "Master") */
+    bool promotion_on_hit;
+    int64_t offload_queue_limit, promotion_threshold;
+    double offload_cap_ratio;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
         *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri,
         *eviction_policy, *ha_type, *ha_conn;
@@ -144,6 +148,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .client_ttl = 10, .hold_s = 60, .discard_s = 30, .release_s = 600, .cron_ms = 10,
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
                    .eviction_policy = "lru",
+                   .offload_queue_limit = 50000, .offload_cap_ratio = 0.5,
+                   .promotion_threshold = 2,
                    .allow_soft = true, .exist_extends = false, .enable_meta = false,
                    .enable_ha = false, .wal_fsync = false, .rpc_address = "0.0.0.0",
                    .metrics_host = "0.0.0.0",
@@ -218,6 +224,23 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "which committed objects eviction keeps: lru (least recently read or committed goes "
          "first) | adaptive (chooses online between LRU and segmented LRU with a ghost of "
          "recent victims, docs/internals/eviction.md)", 0, 0},
+        {"enable_offload", MC_OPT_BOOL, &f->enable_offload, NULL,
+         "serve the local-disk (SSD) tier: storage servers may mount their disks "
+         "(MountLocalDiskSegment; refused UNABLE_OFFLOAD without it)", 0, 0},
+        {"offload_on_evict", MC_OPT_BOOL, &f->offload_on_evict, NULL,
+         "false: each committed put is queued for offload to the disk of its memory segment's "
+         "owner; true: eviction queues its victims instead (kept in memory until written)", 0, 0},
+        {"offloading_queue_limit", MC_OPT_INT, &f->offload_queue_limit, NULL,
+         "offload tasks queued per storage server at most (more are not offloaded)", 1,
+         100000000},
+        {"offload_cap_ratio", MC_OPT_DOUBLE, &f->offload_cap_ratio, NULL,
+         "with --offload_on_evict: victims one eviction pass may keep back for offload, as a "
+         "fraction of --offloading_queue_limit (beyond: evicted from memory only)", 0, 1},
+        {"promotion_on_hit", MC_OPT_BOOL, &f->promotion_on_hit, NULL,
+         "a key read from a storage server's disk --promotion_admission_threshold times "
+         "regains a memory copy (written by that server)", 0, 0},
+        {"promotion_admission_threshold", MC_OPT_INT, &f->promotion_threshold, NULL,
+         "disk hits (count-min sketch) that make a key's promotion", 1, 255},
         {"client_ttl", MC_OPT_INT, &f->client_ttl, NULL,
          "seconds without a ping before a client's segments are held (see "
          "--segment_hold_sec) or unmounted", 1, 86400},
@@ -393,6 +416,12 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.wal_snapshot_bytes = f->snapshot_bytes;
     so->cfg.event_buffer_size = (uint32_t)f->event_buffer;
     so->cfg.multi_tenants = f->multi_tenants;
+    so->cfg.enable_offload = f->enable_offload;
+    so->cfg.offload_on_evict = f->offload_on_evict;
+    so->cfg.offloading_queue_limit = (uint64_t)f->offload_queue_limit;
+    so->cfg.offload_cap_ratio = f->offload_cap_ratio;
+    so->cfg.promotion_on_hit = f->promotion_on_hit;
+    so->cfg.promotion_admission_threshold = (uint32_t)f->promotion_threshold;
     if (f->rpc_mem_budget == 0 || f->rpc_conn_out_cap == 0 || f->rpc_conn_out_cap > UINT32_MAX) {
         fprintf(stderr, "mooncake_master: --rpc_memory_budget and --rpc_connection_output_cap "
                         "must be > 0 (and the cap < 4 GiB)\n");

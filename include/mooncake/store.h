@@ -99,6 +99,13 @@ typedef struct mc_store_config {
      * tenant, another name fails setup with MC_ERR_PERMISSION. Env (programs, Python):
      * MOONCAKE_TENANT_ID. */
     const char *tenant_id;
+    /* The local-disk (SSD) tier (docs/internals/disk-tier.md, "Storage server"): non-NULL =
+     * this client is a storage server with a disk store in this directory ("" = the
+     * directory in MOONCAKE_OFFLOAD_FILE_STORAGE_PATH; none = MC_ERR_INVALID_PARAMS). The
+     * engine's settings come from the MOONCAKE_OFFLOAD_* environment, read at setup (a bad
+     * value fails setup with MC_ERR_INVALID_PARAMS). Python setup(enable_ssd_offload=True,
+     * ssd_offload_path=...), mooncake_client --enable_offload=true. NULL = off. */
+    const char *ssd_offload_path;
 } mc_store_config_t;
 
 #define MC_STORE_CLIENT_HTTP_PORT_DEFAULT 9300 /* upstream's client_http_port */
@@ -239,6 +246,9 @@ typedef struct mc_store_read_stats {
                                   answered, was confirmed by it (one round trip saved) */
     uint64_t feed_placements;  /* placements with a read lease pushed by the master to this
                                   client's placement feed (placement_feed_prefix) */
+    uint64_t offload_reads_served; /* a storage server of the SSD tier: disk reads it served
+                                      to readers (BatchGetOffloadObject with a value read);
+                                      upstream's get_offload_rpc_read_count */
 } mc_store_read_stats_t;
 MC_API void mc_store_read_stats(mc_store_t *store, mc_store_read_stats_t *out);
 

@@ -852,7 +852,7 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
  *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
  *        transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None,
  *        te_tuning=None, client_metric=True, client_http=False, client_http_port=9300,
- *        tenant_id=None) -> status. Use setup(). */
+ *        tenant_id=None, ssd_offload_path=None) -> status. Use setup(). */
 static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
@@ -860,16 +860,17 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
                              "master_server_addr", "host_label", "rpc_timeout_ms",
                              "transfer_timeout_ms", "replica_hints", "lease_cache",
                              "placement_feed", "te_tuning", "client_metric", "client_http",
-                             "client_http_port", "tenant_id", NULL};
+                             "client_http_port", "tenant_id", "ssd_offload_path", NULL};
     PyObject *host_o, *meta_o, *gs_o, *lb_o, *proto_o, *dev_o, *master_o, *label_o = NULL;
+    PyObject *ssd_o = NULL;
     PyObject *hints_o = NULL, *lease_o = NULL, *feed_o = NULL, *tuning_o = NULL;
     PyObject *tenant_o = NULL;
     unsigned int rpc_ms = 0, xfer_ms = 0;
     int metric = 1, http = 0, http_port = MC_STORE_CLIENT_HTTP_PORT_DEFAULT;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOOppiO:_setup", kwlist, &host_o,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOOppiOO:_setup", kwlist, &host_o,
                                      &meta_o, &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o,
                                      &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o, &tuning_o,
-                                     &metric, &http, &http_port, &tenant_o))
+                                     &metric, &http, &http_port, &tenant_o, &ssd_o))
         return NULL;
     mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms,
                              .metrics_off = !metric, .client_http_enable = http,
@@ -890,6 +891,7 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
         mcpy_cstr(master_o, "master_server_addr", &cfg.master_server_addr) < 0 ||
         opt_cstr(label_o, "host_label", &cfg.host_label) < 0 ||
         opt_cstr(tenant_o, "tenant_id", &cfg.tenant_id) < 0 ||
+        opt_cstr(ssd_o, "ssd_offload_path", &cfg.ssd_offload_path) < 0 ||
         setup_store_knobs(hints_o, lease_o, feed_o, &cfg) < 0)
         return NULL;
     cfg.global_segment_size = gs;
@@ -983,12 +985,13 @@ static PyObject *store_read_stats(StoreObject *self, PyObject *unused)
         mc_store_read_stats(self->store, &st);
         STORE_LEAVE(self);
     }
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "master_lookups",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "master_lookups",
                          (unsigned long long)st.master_lookups, "lease_hits",
                          (unsigned long long)st.lease_hits, "lease_misses",
                          (unsigned long long)st.lease_misses, "speculative_hits",
                          (unsigned long long)st.speculative_hits, "feed_placements",
-                         (unsigned long long)st.feed_placements);
+                         (unsigned long long)st.feed_placements, "offload_reads_served",
+                         (unsigned long long)st.offload_reads_served);
 }
 
 /* The client HTTP server's port (0: not serving, or not set up). */

@@ -7,8 +7,8 @@ Each method has upstream's signature, defaults and return convention
 * init_all: upstream's older entry point (etcd metadata at 127.0.0.1:2379, the default master);
 * mount_segment, allocate_and_mount_segment, unmount_segment, unmount_and_free_segment: extra
   segments (src/client/store_segments.c);
-* get_offload_rpc_read_count, unmount_local_disk_segment: the SSD offload tier is not in
-  Mooncake-C, so they answer what upstream's real client answers without it (0, 0);
+* get_offload_rpc_read_count: disk reads this storage server served (read_stats);
+  unmount_local_disk_segment: not served (0; a storage server unmounts its disk when closed);
 * put_from_with_metadata: one object laid out as metadata bytes then data bytes;
 * batch_replica_clear: MC_OP_BATCH_REPLICA_CLEAR at the master (mc_store_batch_replica_clear);
 * the batch get/put sessions and their ranged reads and writes;
@@ -151,12 +151,14 @@ class StoreMoreMixin:
             first = first or st
         return first
 
-    # ---- no SSD offload tier -----------------------------------------------------------
+    # ---- the SSD offload tier ----------------------------------------------------------
 
     def get_offload_rpc_read_count(self):
-        """Reads served to peers from this client's SSD offload tier: always 0 here (there is
-        no offload tier), which is what upstream returns without one (and for a dummy)."""
-        return 0
+        """Reads served to peers from this client's SSD offload tier (BatchGetOffloadObject
+        calls that read a value); 0 without one, and for a dummy, as upstream."""
+        if self._is_dummy() or not self.is_setup():
+            return 0
+        return self.read_stats()["offload_reads_served"]
 
     def unmount_local_disk_segment(self, grace_period_seconds=0):
         """Upstream drains the SSD offload segment; without offload it logs a warning and

@@ -229,9 +229,11 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
               client_http_port=9300, **extra):
         """Connect to the master and mount this client's segment. Returns 0 or a negative code.
 
-        Upstream's whole signature, positional or keyword. No SSD tier here:
-        enable_ssd_offload=True returns INVALID_PARAMS (-600) with a log line (ssd_offload_path
-        is then unused). tenant_id (also a dict key; None, "" or "default" mean
+        Upstream's whole signature, positional or keyword. enable_ssd_offload=True makes this
+        client a storage server of the local-disk (SSD) tier: its disk store lives in
+        ssd_offload_path (or, when that is "", $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH; neither
+        returns INVALID_PARAMS), tuned by the $MOONCAKE_OFFLOAD_* environment; a master
+        without --enable_offload makes setup return UNABLE_OFFLOAD (-1300). tenant_id (also a dict key; None, "" or "default" mean
         $MOONCAKE_TENANT_ID when set): the tenant this client acts for; keys are per tenant,
         the same key in two tenants is two objects. An invalid name (over 64 bytes, a leading
         '_', a control character) returns INVALID_PARAMS; with a tenant-bound token
@@ -282,9 +284,15 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                                 "client_metric"}
         if unknown:
             raise TypeError(f"setup() got unexpected keyword arguments: {sorted(unknown)}")
-        if enable_ssd_offload:
-            log.error("setup: enable_ssd_offload=True: Mooncake-C has no SSD tier yet")
-            return INVALID_PARAMS
+        if not isinstance(ssd_offload_path, str):
+            raise TypeError(f"ssd_offload_path must be str, not {type(ssd_offload_path).__name__}")
+        ssd_path = None
+        if enable_ssd_offload:  # the argument wins over the environment, as upstream
+            ssd_path = ssd_offload_path or os.environ.get("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "")
+            if not ssd_path:
+                log.error("setup: enable_ssd_offload=True needs ssd_offload_path or "
+                          "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")
+                return INVALID_PARAMS
         tenant = _config.store_tenant_id(tenant_id)
         if not isinstance(tenant, str):
             raise TypeError(f"tenant_id must be str, not {type(tenant).__name__}")
@@ -337,7 +345,8 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                          extra.get("host_label"), int(extra.get("rpc_timeout_ms", 0)),
                          int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
                          tuning or None, client_metric=bool(metric), client_http=http[0],
-                         client_http_port=http[1], tenant_id=tenant)
+                         client_http_port=http[1], tenant_id=tenant,
+                         ssd_offload_path=ssd_path)
         self._local_buffer_size = lb if rc == 0 else None  # what BufferPool sizes itself by
         return rc
 

@@ -354,6 +354,7 @@ static void store_init_handle(mc_store_t *s)
     pthread_mutex_init(&s->hb_lock, NULL);
     pthread_mutex_init(&s->ping_mu, NULL);
     pthread_mutex_init(&s->xseg_mu, NULL);
+    pthread_mutex_init(&s->dconn_mu, NULL);
     atomic_store(&s->heartbeat_ms, STORE_HEARTBEAT_MS);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -468,6 +469,8 @@ mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p)
         goto fail;
     }
     s->heartbeat_started = 1;
+    if (cfg->ssd_offload_path && (st = store_disk_start(s, cfg->ssd_offload_path)) != MC_OK)
+        goto fail;
     if ((st = store_feed_start(s, cfg->placement_feed_prefix, cfg->master_server_addr)) != MC_OK)
         goto fail;
     /* A port that cannot be had leaves the client without its HTTP server, as upstream's
@@ -500,6 +503,8 @@ void mc_store_destroy(mc_store_t *s)
         pthread_mutex_unlock(&s->hb_lock);
         pthread_join(s->heartbeat, NULL);
     }
+    store_disk_stop(s); /* its thread reads our segment: before the segment goes */
+    store_disk_readers_free(s);
     if (s->te) /* extra segments: fenced, unmounted and freed like the setup segment below */
         store_xsegs_fini(s, s->master.conns[0] && atomic_load(&s->master_reachable));
     if (s->segment && s->te) /* nothing served after the unmount (readers under cached leases) */
@@ -527,6 +532,7 @@ void mc_store_destroy(mc_store_t *s)
     pthread_mutex_destroy(&s->hb_lock);
     pthread_mutex_destroy(&s->ping_mu);
     pthread_mutex_destroy(&s->xseg_mu);
+    pthread_mutex_destroy(&s->dconn_mu);
     mc_free(s);
 }
 
@@ -542,6 +548,8 @@ void mc_store_read_stats(mc_store_t *s, mc_store_read_stats_t *out)
     out->lease_misses = atomic_load(&s->n_lease_misses);
     out->speculative_hits = atomic_load(&s->n_spec_hits);
     out->feed_placements = atomic_load(&s->n_feed_placements);
+    uint64_t objs, bytes, offloaded;
+    store_disk_stats(s, &objs, &bytes, &offloaded, &out->offload_reads_served);
 }
 
 mc_store_health_t mc_store_health(mc_store_t *s)

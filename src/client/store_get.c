@@ -343,15 +343,20 @@ static int64_t store_read_verified(mc_store_t *s, const char *key,
             continue;
         }
         uint64_t hash = 0;
-        st = read_hashed(s, rd->transport_endpoint, rd->buffer_address, rl->size, parts, n_parts,
-                         &hash);
+        bool disk = rd->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK;
+        if (disk) /* through its owner's disk; no lease: the checksum decides */
+            st = store_disk_read(s, key, rd, rl->size, parts, n_parts, &hash);
+        else
+            st = read_hashed(s, rd->transport_endpoint, rd->buffer_address, rl->size, parts,
+                             n_parts, &hash);
         if (st != MC_OK) {
-            MC_LOG_WARN("get %s: replica on %s failed: %s", key, rd->segment_name,
-                        mc_status_str(st));
+            MC_LOG_WARN("get %s: replica on %s%s failed: %s", key,
+                        disk ? "the disk of " : "",
+                        disk ? rd->transport_endpoint : rd->segment_name, mc_status_str(st));
             st = MC_ERR_TRANSFER_FAIL;
             continue;
         }
-        if (mc_now_ms() > t0_ms + rl->lease_ttl_ms) {
+        if (!disk && mc_now_ms() > t0_ms + rl->lease_ttl_ms) {
             MC_LOG_WARN("get %s: read lease (%llu ms) expired before the transfer finished", key,
                         (unsigned long long)rl->lease_ttl_ms);
             return MC_ERR_LEASE_EXPIRED;
@@ -367,7 +372,8 @@ static int64_t store_read_verified(mc_store_t *s, const char *key,
             st = MC_ERR_CHECKSUM;
             continue;
         }
-        store_hint_remember(s, key, rd, rl, t0_ms);
+        if (!disk) /* a disk replica is no place to read again without the owner */
+            store_hint_remember(s, key, rd, rl, t0_ms);
         return (int64_t)rl->size;
     }
     return st;
@@ -725,7 +731,9 @@ static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse
     store_replica_order(b->s, rl->replicas, rl->n_replicas, &first, 1, NULL);
     k->read_from = rl->replicas[first];
     const struct iovec *kp = bget_dest(b, i, &kn);
+    /* a LOCAL_DISK replica is read alone (phase 4's retry: store_read_verified) */
     if (k->read_from->size != rl->size ||
+        k->read_from->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK ||
         store_plan_add(b->s, &b->plan, MC_TE_READ, k->read_from->transport_endpoint,
                        k->read_from->buffer_address, rl->size, kp, kn, i) != MC_OK)
         b->failed[i] = 1;

@@ -110,7 +110,17 @@ struct mc_store {
     size_t n_xsegs, cap_xsegs;
     unsigned xseg_next;             /* names them <te name>#<n> */
     uint64_t xseg_until;            /* serving limit of the last answered ping (0 = none yet) */
+
+    /* The local-disk tier (store_disk.c): this client's disk when it is a storage server
+     * (ssd_offload_path; NULL otherwise), and its connections to other servers' offload RPC
+     * servers for reads of LOCAL_DISK replicas (made on first use, under dconn_mu). */
+    struct store_disk *disk;
+    pthread_mutex_t dconn_mu;
+    struct reader_conn *dconns;
+    size_t dconn_next;
 };
+typedef struct store_disk store_disk_t;
+typedef struct reader_conn reader_conn_t;
 typedef struct store_xseg store_xseg_t;
 
 /* A list of TE requests built for one operation; owner[i] says which object (batch index)
@@ -188,6 +198,24 @@ uint64_t store_stamp_add(mc_store_t *s, xfer_plan_t *p, const McRpc__RetiredRepl
                          unsigned char *failed, uint64_t *token);
 void store_stamp_release(mc_store_t *s, const uint64_t *tokens, size_t n);
 void store_stamp_wait(const char *op, const char *key, uint64_t lease_ms);
+
+/* ---- store_disk.c: the local-disk (SSD) tier */
+
+/* Opens the disk store in path (NULL/"": MOONCAKE_OFFLOAD_FILE_STORAGE_PATH) with the
+ * MOONCAKE_OFFLOAD_* environment, starts the offload RPC server and the offload thread. On an
+ * error the caller destroys the store (store_disk_stop cleans up what was started). */
+mc_status_t store_disk_start(mc_store_t *s, const char *path);
+void store_disk_stop(mc_store_t *s);
+void store_disk_readers_free(mc_store_t *s);
+/* Appends the SSD tier's client metrics to *text_p (replaced); nothing without a disk. */
+mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p);
+void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_t *offloaded,
+                      uint64_t *served);
+/* Reads a LOCAL_DISK replica rd of key (size bytes) through its owner into parts; *hash_p =
+ * XXH3-64 of what arrived (the caller compares it with the committed checksum). */
+mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                            uint64_t size, const struct iovec *parts, size_t n_parts,
+                            uint64_t *hash_p);
 
 /* ---- store_get.c */
 

@@ -244,7 +244,14 @@ mc_status_t mc_store_metrics_text(mc_store_t *s, char **text_p)
     mc_te_conn_stats_t te;
     if (s->te)
         mc_te_conn_stats(s->te, &te);
-    return store_metrics_render(s->metrics, s->te ? &te : NULL, text_p);
+    mc_status_t st = store_metrics_render(s->metrics, s->te ? &te : NULL, text_p);
+    if (st == MC_OK)
+        st = store_disk_metrics_append(s, text_p); /* a storage server's SSD tier */
+    if (st != MC_OK) {
+        mc_free(*text_p);
+        *text_p = NULL;
+    }
+    return st;
 }
 
 mc_status_t mc_store_metrics_summary(mc_store_t *s, char **text_p)

@@ -67,6 +67,9 @@ void mc_master_config_default(mc_master_config_t *c)
     c->strategy = MC_STRATEGY_RANDOM;
     c->wal_fsync = false; /* written per commit, fdatasync'ed within 1 s (recovery.md) */
     c->event_buffer_size = 65536;
+    c->offloading_queue_limit = 50000;
+    c->offload_cap_ratio = 0.5;
+    c->promotion_admission_threshold = 2;
 }
 
 uint32_t master_key_hash(const char *key, size_t klen) { return (uint32_t)mc_hash64(key, klen); }
@@ -307,7 +310,7 @@ static client_t *client_find(mc_master_t *m, const uint8_t id[16])
 }
 
 /* Finds or registers a client; refreshes its liveness. NULL only on allocation failure. */
-static client_t *client_touch(mc_master_t *m, const uint8_t id[16], bool *was_new_p)
+client_t *master_client_touch(mc_master_t *m, const uint8_t id[16], bool *was_new_p)
 {
     client_t *c = client_find(m, id);
     if (was_new_p) /* unknown, or forgotten for silence: its segments must be re-mounted */
@@ -453,6 +456,8 @@ static void fill_rep(mc_master_t *m, const obj_t *o, const obj_rep_t *r, mc_mast
     out->addr = mc_master_allocator_addr(s->alloc, r->blk);
     out->size = o->size;
     out->status = status;
+    out->type = MC_MASTER_REPLICA_MEMORY;
+    out->client_id = NULL;
 }
 
 /* Fills out (may be NULL) with the replicas readers may use: those on mounted or draining
@@ -518,7 +523,7 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
 static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uint64_t target,
                              uint64_t max_scan)
 {
-    uint64_t now = master_now(m), freed = 0, n = 0, scanned = 0;
+    uint64_t now = master_now(m), freed = 0, n = 0, scanned = 0, deferred = 0;
     for (int pass = 0; pass < 2 && freed < target; pass++) {
         if (pass == 1 && !m->cfg.allow_evict_soft_pinned_objects)
             break;
@@ -533,7 +538,8 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
             bool skip = obj_leased(m, o, now) || obj_grant_floor(o) > now ||
                         (o->flags & OF_HARD_PIN) ||
                         (pass == 0 && obj_soft_pinned(o, now)) ||
-                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL));
+                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL)) ||
+                        master_disk_defer_evict(m, o, now, &deferred);
             /* only space on mounted (or draining) segments counts: an object kept on a
              * RECOVERING (held) segment alone frees nothing a put could use, and waits for its
              * owner instead */
@@ -706,7 +712,10 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
     pthread_mutex_init(&m->snap_mu, NULL);
     if (m->cfg.event_buffer_size > (1u << 24))
         m->cfg.event_buffer_size = 1u << 24;
-    if (m->cfg.eviction_policy != MC_EVICT_LRU && m->cfg.eviction_policy != MC_EVICT_ADAPTIVE) {
+    if ((m->cfg.eviction_policy != MC_EVICT_LRU && m->cfg.eviction_policy != MC_EVICT_ADAPTIVE) ||
+        m->cfg.offloading_queue_limit < 1 || m->cfg.offloading_queue_limit > 100000000 ||
+        !(m->cfg.offload_cap_ratio >= 0 && m->cfg.offload_cap_ratio <= 1) ||
+        m->cfg.promotion_admission_threshold < 1 || m->cfg.promotion_admission_threshold > 255) {
         mc_master_destroy(m);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -757,6 +766,7 @@ void mc_master_destroy(mc_master_t *m)
     for (uint32_t i = 0; i < m->n_segs; i++)
         master_seg_free(m, i);
     mc_free(m->segs);
+    master_disk_free(m);
     mc_free(m->clients);
     mc_free(m->disc);
     mc_free(m->wal_dir);
@@ -900,6 +910,7 @@ static void obj_retire(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired
  * lease on it (obj_retire), else freed at once. */
 static void obj_take_away(mc_master_t *m, obj_t *o, uint64_t now, mc_master_retired_t *retired)
 {
+    master_disk_key_gone(m, obj_key(o), o->klen, o->hash);
     if (obj_leased(m, o, now)) {
         /* Held replicas are not listed for stamping (their server is silent, a stamp would
          * fail and the caller wait out the lease): nobody reads them under a lease, since
@@ -928,6 +939,14 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
                                    mc_master_retired_t *retired)
 {
+    return master_put_start(m, cid, key, klen, size, opts, upsert, false, reps, n_p, retired);
+}
+
+mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen,
+                             uint64_t size, const mc_master_put_opts_t *opts, bool upsert,
+                             bool promote, mc_master_replica_t *reps, uint32_t *n_p,
+                             mc_master_retired_t *retired)
+{
     *n_p = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
@@ -938,7 +957,7 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
     uint32_t want = opts && opts->replica_num ? opts->replica_num : 1;
     if (want > MC_MASTER_MAX_REPLICAS)
         want = MC_MASTER_MAX_REPLICAS;
-    client_t *c = client_touch(m, cid, NULL);
+    client_t *c = master_client_touch(m, cid, NULL);
     if (!c)
         return MC_ERR_NO_MEMORY;
     uint32_t serial = c->serial;
@@ -972,6 +991,10 @@ mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const 
              * so a writer may put it again): the new value gets fresh space */
             obj_take_away(m, o, now, retired);
         }
+    } else if (!promote && master_disk_has(m, key, klen, h)) {
+        if (!upsert)
+            return MC_ERR_OBJECT_ALREADY_EXISTS;
+        master_disk_key_gone(m, key, klen, h); /* the upsert replaces the disk-only value */
     }
     /* a miss for the policy (before any eviction: its victims must not decide this key's
      * admission); the object it links at PutEnd weighs size x replicas placed */
@@ -1082,6 +1105,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
     master_wal_log_commit(m, o);
     master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
     observe_value_size(m, o->size);
+    master_disk_put_end(m, o);
     return MC_OK;
 }
 
@@ -1150,13 +1174,16 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     obj_t *o = master_obj_find(m, key, klen, hash);
-    if (!o)
-        return MC_ERR_OBJECT_NOT_FOUND;
-    if (o->state != OBJ_READABLE)
-        return MC_ERR_REPLICA_IS_NOT_READY;
-    uint32_t n = readable_reps(m, o, reps);
-    if (n == 0)
-        return MC_ERR_OBJECT_NOT_FOUND;
+    uint32_t n = o && o->state == OBJ_READABLE ? readable_reps(m, o, reps) : 0;
+    if (n == 0) { /* memory first; else the LOCAL_DISK replica (no lease: its owner serves it;
+                     also while a promotion writes the memory copy) */
+        if (!master_disk_replica(m, key, klen, hash, reps, size_p, checksum_p))
+            return o && o->state != OBJ_READABLE ? MC_ERR_REPLICA_IS_NOT_READY
+                                                 : MC_ERR_OBJECT_NOT_FOUND;
+        master_disk_hit(m, key, klen, hash);
+        *n_p = 1;
+        return MC_OK;
+    }
     obj_set_lease(o, master_now(m) + m->cfg.default_kv_lease_ttl_ms);
     obj_granted(m, o, false);
     mc_evict_core_hit(m->evict, &o->node);
@@ -1174,14 +1201,16 @@ mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen
     *n_p = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
-    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
-    if (!o)
-        return MC_ERR_OBJECT_NOT_FOUND;
-    if (o->state != OBJ_READABLE)
-        return MC_ERR_REPLICA_IS_NOT_READY;
-    uint32_t n = readable_reps(m, o, reps);
-    if (n == 0)
-        return MC_ERR_OBJECT_NOT_FOUND;
+    uint32_t h = master_key_hash(key, klen);
+    obj_t *o = master_obj_find(m, key, klen, h);
+    uint32_t n = o && o->state == OBJ_READABLE ? readable_reps(m, o, reps) : 0;
+    if (n == 0) {
+        if (!master_disk_replica(m, key, klen, h, reps, size_p, NULL))
+            return o && o->state != OBJ_READABLE ? MC_ERR_REPLICA_IS_NOT_READY
+                                                 : MC_ERR_OBJECT_NOT_FOUND;
+        *n_p = 1;
+        return MC_OK;
+    }
     *n_p = n;
     if (size_p)
         *size_p = o->size;
@@ -1199,7 +1228,7 @@ mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint
         return MC_ERR_INVALID_KEY;
     obj_t *o = master_obj_find(m, key, klen, hash);
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
-        return MC_ERR_OBJECT_NOT_FOUND;
+        return master_disk_has(m, key, klen, hash) ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
     if (m->cfg.exist_key_extends_lease)
         obj_set_lease(o, master_now(m) + m->cfg.default_kv_lease_ttl_ms);
     return MC_OK;
@@ -1210,9 +1239,11 @@ mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uin
     *size_p = 0;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
-    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
+    uint32_t h = master_key_hash(key, klen);
+    obj_t *o = master_obj_find(m, key, klen, h);
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
-        return MC_ERR_OBJECT_NOT_FOUND;
+        return master_disk_replica(m, key, klen, h, NULL, size_p, NULL) ? MC_OK
+                                                                        : MC_ERR_OBJECT_NOT_FOUND;
     *size_p = o->size;
     return MC_OK;
 }
@@ -1237,9 +1268,14 @@ mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t klen, bool 
 {
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
-    obj_t *o = master_obj_find(m, key, klen, master_key_hash(key, klen));
-    if (!o)
-        return MC_ERR_OBJECT_NOT_FOUND;
+    uint32_t h = master_key_hash(key, klen);
+    obj_t *o = master_obj_find(m, key, klen, h);
+    if (!o) { /* a disk-only value: its owner is told to remove it */
+        if (!master_disk_has(m, key, klen, h))
+            return MC_ERR_OBJECT_NOT_FOUND;
+        master_disk_key_gone(m, key, klen, h);
+        return MC_OK;
+    }
     return remove_obj(m, o, force, master_now(m), retired);
 }
 
@@ -1432,7 +1468,7 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
         !name_ok(si->te_endpoint, false) || si->size < MC_ALLOC_ALIGN * 2 ||
         si->base + si->size < si->base)
         return MC_ERR_INVALID_PARAMS;
-    client_t *c = client_touch(m, cid, NULL);
+    client_t *c = master_client_touch(m, cid, NULL);
     if (!c)
         return MC_ERR_NO_MEMORY;
     c->greeted = true;
@@ -1560,7 +1596,7 @@ mc_status_t mc_master_unmount(mc_master_t *m, const uint8_t cid[16], const char 
 mc_status_t mc_master_ping(mc_master_t *m, const uint8_t cid[16], bool *need_remount_p)
 {
     bool was_new = false;
-    client_t *c = client_touch(m, cid, &was_new);
+    client_t *c = master_client_touch(m, cid, &was_new);
     if (!c)
         return MC_ERR_NO_MEMORY;
     /* Another call (a PutStart after a restart or a drop) may have registered it first: the
@@ -1619,6 +1655,7 @@ void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
     out->epoch = m->epoch;
     out->wal_records = m->wal.records;
     out->wal_bytes = m->wal.bytes;
+    master_disk_metrics(m, out);
 }
 
 void mc_master_metrics_snapshot(mc_master_t *m, mc_master_metrics_t *out)
@@ -1689,6 +1726,7 @@ void mc_master_cron(mc_master_t *m)
                         m->cfg.segment_hold_ms ? "holding" : "unmounting");
             c->expired = true;
             c->greeted = false;
+            master_disk_client_gone(m, c); /* its LOCAL_DISK replicas and tasks */
             uint32_t serial = c->serial;
             for (uint32_t id = 0; id < m->n_segs; id++) {
                 segment_t *s = m->segs[id];

@@ -73,6 +73,22 @@ typedef struct mc_master_config {
      * (mc_master_tenant_set_quota; else TENANT_NOT_REGISTERED) that can hold it, after evicting
      * that tenant's evictable objects if needed (else TENANT_QUOTA_EXCEEDED). */
     bool multi_tenants;
+    /* The local-disk (SSD) tier (docs/internals/disk-tier.md, "Master"). Without
+     * enable_offload (false) MountLocalDiskSegment answers UNABLE_OFFLOAD. offload_on_evict
+     * (false): false = each PutEnd queues an offload of the value to the owner of its memory
+     * segment (if that client mounted a disk taking offloads); true = eviction does, keeping
+     * the victim in memory until the owner confirms or OFFLOAD_DEFER_MS (10 s) pass, for at
+     * most offload_cap_ratio (0.5) x offloading_queue_limit victims per eviction pass.
+     * offloading_queue_limit (50000): tasks queued per client at most. */
+    bool enable_offload;
+    bool offload_on_evict;
+    /* Promotion on hit (false; threshold 2): a key served from disk this many times (a
+     * count-min sketch of disk hits, halved every 163 840 hits) gets a promotion task for its
+     * disk's owner, which writes a memory copy (mc_master_promotion_start/_end). */
+    bool promotion_on_hit;
+    uint32_t promotion_admission_threshold;
+    uint64_t offloading_queue_limit;
+    double offload_cap_ratio;
     /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from
      * the start, WAL recovery included. */
     uint64_t (*clock)(void *ctx);
@@ -114,12 +130,16 @@ mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p);
 
 /* ---- replicas handed to clients. Strings are borrowed from the segment table and stay valid
  * until the next call into the master that can unmount a segment (any call but the lookups). */
+enum { MC_MASTER_REPLICA_MEMORY = 0, MC_MASTER_REPLICA_LOCAL_DISK = 2 }; /* wire ReplicaType */
+
 typedef struct mc_master_replica {
-    const char *segment_name;
-    const char *endpoint;
-    uint64_t addr;
+    const char *segment_name;   /* LOCAL_DISK: "" */
+    const char *endpoint;       /* LOCAL_DISK: the owner's offload endpoint */
+    uint64_t addr;              /* LOCAL_DISK: 0 */
     uint64_t size;
     int status; /* 1 PROCESSING, 2 COMPLETE (wire ReplicaStatus values) */
+    int type;   /* MC_MASTER_REPLICA_MEMORY or _LOCAL_DISK */
+    const uint8_t *client_id;   /* LOCAL_DISK: the owner's 16-byte id; NULL for memory */
 } mc_master_replica_t;
 
 typedef struct mc_master_put_opts {
@@ -251,6 +271,71 @@ mc_status_t mc_master_remove_scoped(mc_master_t *m, const mc_tenant_scope_t *sco
 mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const char *key,
                                     size_t klen, const char *segment);
 
+/* ---- the local-disk (SSD) tier (master_disk.c). Every call but unmount answers
+ * UNABLE_OFFLOAD without cfg.enable_offload, UNABLE_OFFLOADING when the client has no disk
+ * mounted (or was expired for silence: it mounts again). Keys are the core's internal keys.
+ *
+ * A get answers the LOCAL_DISK replica (one, type LOCAL_DISK, no lease) only when the key has
+ * no readable memory replica; Exist and GetSize count it too. A memory eviction keeps the disk
+ * replica; a remove or upsert drops it and queues a removal task for its owner. */
+
+/* MountLocalDiskSegment: registers (or refreshes) the client's disk; endpoint = where its
+ * offload reads are served (1..255 bytes, else INVALID_PARAMS). */
+mc_status_t mc_master_mount_local_disk(mc_master_t *m, const uint8_t client_id[16],
+                                       bool enable_offloading, const char *endpoint);
+/* UnmountLocalDiskSegment: drops the client's disk replicas and tasks. */
+mc_status_t mc_master_unmount_local_disk(mc_master_t *m, const uint8_t client_id[16]);
+mc_status_t mc_master_report_ssd_capacity(mc_master_t *m, const uint8_t client_id[16],
+                                          uint64_t bytes);
+
+#define MC_MASTER_OFFLOAD_BATCH_MAX 1024 /* tasks one heartbeat hands out at most */
+typedef struct mc_master_offload_task {
+    const char *key;            /* internal key, klen bytes (in the tasks' keys block) */
+    size_t klen;
+    bool remove;                /* remove the key from the disk (its value was removed or
+                                   replaced); the fields below are then 0 */
+    bool promote;               /* promotion: read the key (size, checksum) from the disk into
+                                   memory from mc_master_promotion_start; no segment/addr */
+    const char *segment_name;   /* the memory replica in the client's own segment */
+    uint64_t addr, size, checksum;
+} mc_master_offload_task_t;
+typedef struct mc_master_offload_tasks {
+    mc_master_offload_task_t *items;
+    uint32_t n;
+    char *keys;
+} mc_master_offload_tasks_t;
+void mc_master_offload_tasks_free(mc_master_offload_tasks_t *t);
+/* OffloadObjectHeartbeat: hands out up to max (0 or > MC_MASTER_OFFLOAD_BATCH_MAX: that cap)
+ * of the client's queued tasks, oldest first; offloads whose memory replica is gone are
+ * dropped. out is allocated (free with mc_master_offload_tasks_free; segment names borrowed as
+ * for replicas). enable_offloading updates whether the client takes new offloads. */
+mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t client_id[16],
+                                        bool enable_offloading, uint32_t max,
+                                        mc_master_offload_tasks_t *out);
+/* NotifyOffloadSuccess of one key: the client holds (size, checksum) on its disk.
+ * recovered = false: a task it was handed (else OBJECT_NOT_FOUND: removed or replaced since,
+ * the client removes its copy). recovered = true: a copy found on its disk at start (creates a
+ * disk-only object when the master does not know the key). INVALID_PARAMS when the key's
+ * committed value differs (stale copy), REPLICA_IS_NOT_READY while it is being written,
+ * OBJECT_ALREADY_EXISTS when another client holds a different value on disk. */
+mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t client_id[16],
+                                             const char *key, size_t klen, uint64_t size,
+                                             uint64_t checksum, bool recovered);
+/* PromotionAllocStart: memory replicas for a promotion handed to this client (a put of the
+ * disk-only key; its bytes come from the client's disk). OBJECT_NOT_FOUND if no such
+ * promotion; OBJECT_ALREADY_EXISTS if memory holds the key; placement errors as PutStart. */
+mc_status_t mc_master_promotion_start(mc_master_t *m, const uint8_t client_id[16],
+                                      const char *key, size_t klen, mc_master_replica_t *reps,
+                                      uint32_t *n_p);
+/* NotifyPromotionSuccess (commits the memory copy with the disk's checksum: gets prefer it
+ * from now on) / NotifyPromotionFailure (drops it). OBJECT_NOT_FOUND if no such promotion. */
+mc_status_t mc_master_promotion_end(mc_master_t *m, const uint8_t client_id[16], const char *key,
+                                    size_t klen, bool success);
+/* EvictDiskReplica: the client dropped the key from its disk. OBJECT_NOT_FOUND if the master
+ * has no LOCAL_DISK replica of it from this client. */
+mc_status_t mc_master_evict_disk_replica(mc_master_t *m, const uint8_t client_id[16],
+                                         const char *key, size_t klen);
+
 /* ---- segments and clients */
 typedef struct mc_master_segment_info {
     const char *name;
@@ -310,6 +395,12 @@ typedef struct mc_master_metrics {
     double fragmentation;   /* capacity-weighted over mounted segments */
     uint64_t view_version, epoch;
     uint64_t events;        /* object events appended (= last seq) */
+    /* local-disk tier: STORED LOCAL_DISK replicas and their bytes, the capacity the disks
+     * reported, clients with a mounted disk, tasks queued; counters */
+    uint64_t disk_objects, disk_bytes, disk_capacity_bytes, disk_clients, offload_queue_depth;
+    uint64_t offload_queued, offload_succeeded, offload_dropped, disk_evicted;
+    uint64_t promotion_in_flight;            /* promotions queued or handed out (gauge) */
+    uint64_t promotions_queued, promotions;  /* counters: queued; memory copies committed */
 } mc_master_metrics_t;
 
 /* Any thread: copy of the numbers published by the last cron. */

@@ -77,6 +77,8 @@ typedef struct segment {
     size_t n_ext, cap_ext;
 } segment_t;
 
+typedef struct dobj dobj_t; /* a LOCAL_DISK entry (master_disk.c) */
+
 typedef struct client {
     uint8_t id[16];
     uint32_t serial;
@@ -85,6 +87,13 @@ typedef struct client {
                                    kept while it has puts in flight or held segments */
     bool greeted;               /* has pinged or mounted since it was registered or expired */
     uint64_t last_ping_ms;
+    /* its local disk (master_disk.c): mounted with MountLocalDiskSegment */
+    bool disk_mounted, disk_offloading;
+    char *disk_endpoint;        /* its offload endpoint (LOCAL_DISK transport_endpoint) */
+    uint64_t disk_capacity;     /* ReportSsdCapacity */
+    uint64_t disk_bytes, disk_objects; /* its STORED entries */
+    dobj_t *dq_head, *dq_tail;  /* offload and removal tasks not handed out yet */
+    uint64_t dq_n;
 } client_t;
 
 typedef struct discarded {
@@ -111,6 +120,12 @@ struct mc_master {
                                     never change while READABLE) */
     uint64_t evict_capacity;    /* the policy's capacity: high watermark x mounted bytes */
     uint64_t evict_entries;     /* the object count its ghost and sketch are sized for */
+
+    dobj_t **dbuckets;          /* LOCAL_DISK entries (master_disk.c) */
+    uint64_t n_dbuckets, n_dobjs;
+    uint8_t *dsketch;           /* count-min sketch of disk hits (promotion_on_hit) */
+    uint64_t dsketch_adds;
+    uint64_t n_promoting;       /* entries with a promotion queued or handed out */
 
     segment_t **segs;
     uint32_t n_segs;            /* slots in use or free (ids < n_segs) */
@@ -187,6 +202,30 @@ uint32_t master_key_hash(const char *key, size_t klen);
 segment_t *master_seg_slot(mc_master_t *m, uint32_t id);
 void master_seg_free(mc_master_t *m, uint32_t id);
 void master_writer_done(mc_master_t *m, uint32_t serial);
+/* Finds or registers a client and refreshes its liveness (master.c); NULL on no memory. */
+client_t *master_client_touch(mc_master_t *m, const uint8_t id[16], bool *was_new_p);
+/* PutStart/UpsertStart (master.c); promote = a promotion's memory copy of a disk-only key
+ * (which a plain put refuses as existing). */
+mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen,
+                             uint64_t size, const mc_master_put_opts_t *opts, bool upsert,
+                             bool promote, mc_master_replica_t *reps, uint32_t *n_p,
+                             mc_master_retired_t *retired);
+/* master_disk.c: the LOCAL_DISK tier's hooks into the memory tier */
+/* A get was answered from disk: counts the key's hits, queues its promotion at the threshold. */
+void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h);
+void master_disk_put_end(mc_master_t *m, obj_t *o);     /* eager offload (PutEnd) */
+/* Eviction of victim o: true = keep it in memory for now (its offload is queued: the call
+ * counts it in *deferred, at most offload_cap_ratio x offloading_queue_limit per pass). */
+bool master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred);
+/* The key was removed or replaced: its disk copy is stale (a removal task for the owner). */
+void master_disk_key_gone(mc_master_t *m, const char *key, size_t klen, uint32_t h);
+/* A readable LOCAL_DISK replica of the key (owner alive, disk mounted). */
+bool master_disk_has(mc_master_t *m, const char *key, size_t klen, uint32_t h);
+bool master_disk_replica(mc_master_t *m, const char *key, size_t klen, uint32_t h,
+                         mc_master_replica_t *out, uint64_t *size_p, uint64_t *checksum_p);
+void master_disk_client_gone(mc_master_t *m, client_t *c);
+void master_disk_free(mc_master_t *m);
+void master_disk_metrics(mc_master_t *m, mc_master_metrics_t *out);
 /* master_tenants.c (no-ops unless cfg.multi_tenants) */
 /* o's tenant is charged dreps more replicas of o->size bytes and dobjs more objects. */
 void master_tenant_charge(mc_master_t *m, const obj_t *o, int64_t dreps, int dobjs);

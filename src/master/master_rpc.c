@@ -70,6 +70,11 @@ static McRpc__ReplicaDesc **reps_out(mc_rpc_arena_t *a, const mc_master_replica_
         d[i].buffer_address = reps[i].addr;
         d[i].size = reps[i].size;
         d[i].status = (McRpc__ReplicaStatus)reps[i].status;
+        if (reps[i].type == MC_MASTER_REPLICA_LOCAL_DISK) {
+            d[i].replica_type = MC_RPC__REPLICA_TYPE__LOCAL_DISK;
+            d[i].client_id.data = (uint8_t *)reps[i].client_id;
+            d[i].client_id.len = 16;
+        }
         arr[i] = &d[i];
     }
     return arr;
@@ -332,6 +337,174 @@ static mc_status_t h_batch_replica_clear(void *ctx, mc_rpc_call_t *call,
         size_t kl;
         const char *k = wkey(call, q->keys[i], &kl);
         r->statuses[i] = mc_master_replica_clear(ctx, q->client_id.data, k, kl, q->segment_name);
+    }
+    return MC_OK;
+}
+
+/* ---------------------------------------------------------------- local-disk tier */
+
+/* The storage-server calls name internal keys and hand out addresses in any tenant's values:
+ * not for tenant-bound connections. */
+static mc_status_t disk_peer(const mc_rpc_call_t *call, ProtobufCBinaryData cid)
+{
+    if (call->peer && call->peer->tenant[0])
+        return MC_ERR_PERMISSION;
+    return cid_ok(cid) ? MC_OK : MC_ERR_INVALID_PARAMS;
+}
+
+/* A raw internal key (bytes) checked for length: NULL (refused as INVALID_KEY) when empty or
+ * too long. */
+static const char *raw_key(ProtobufCBinaryData k, size_t *len_p)
+{
+    *len_p = k.len;
+    return k.len && k.len <= MASTER_KEY_MAX ? (const char *)k.data : NULL;
+}
+
+static mc_status_t h_mount_local_disk(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                      ProtobufCMessage **resp_p)
+{
+    const McRpc__MountLocalDiskRequest *q = (const void *)req;
+    mc_status_t st = disk_peer(call, q->client_id);
+    if (st == MC_OK)
+        st = call->opcode == MC_OP_MOUNT_LOCAL_DISK
+                 ? mc_master_mount_local_disk(ctx, q->client_id.data, q->enable_offloading,
+                                              q->transport_endpoint)
+                 : mc_master_unmount_local_disk(ctx, q->client_id.data);
+    return status_resp(call, st, resp_p);
+}
+
+static mc_status_t h_report_ssd_capacity(void *ctx, mc_rpc_call_t *call,
+                                         const ProtobufCMessage *req, ProtobufCMessage **resp_p)
+{
+    const McRpc__ReportSsdCapacityRequest *q = (const void *)req;
+    mc_status_t st = disk_peer(call, q->client_id);
+    if (st == MC_OK)
+        st = mc_master_report_ssd_capacity(ctx, q->client_id.data, q->capacity_bytes);
+    return status_resp(call, st, resp_p);
+}
+
+static mc_status_t h_offload_heartbeat(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                       ProtobufCMessage **resp_p)
+{
+    const McRpc__OffloadHeartbeatRequest *q = (const void *)req;
+    McRpc__OffloadHeartbeatResponse *r = ALLOC(call, McRpc__OffloadHeartbeatResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__offload_heartbeat_response__init(r);
+    *resp_p = &r->base;
+    mc_master_offload_tasks_t t = {0};
+    mc_status_t st = disk_peer(call, q->client_id);
+    if (st == MC_OK)
+        st = mc_master_offload_heartbeat(ctx, q->client_id.data, q->enable_offloading, q->max, &t);
+    r->status = st;
+    if (st != MC_OK || t.n == 0)
+        return MC_OK;
+    McRpc__OffloadTaskItem **arr = ALLOC_N(call, McRpc__OffloadTaskItem *, t.n);
+    McRpc__OffloadTaskItem *it = ALLOC_N(call, McRpc__OffloadTaskItem, t.n);
+    size_t kbytes = 0;
+    for (uint32_t i = 0; i < t.n; i++)
+        kbytes += t.items[i].klen;
+    char *keys = ALLOC_N(call, char, kbytes);
+    if (!arr || !it || !keys) {
+        mc_master_offload_tasks_free(&t); /* the tasks are lost: the keys stay in memory only */
+        return MC_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < t.n; i++) {
+        const mc_master_offload_task_t *x = &t.items[i];
+        mc_rpc__offload_task_item__init(&it[i]);
+        memcpy(keys, x->key, x->klen);
+        it[i].key.data = (uint8_t *)keys;
+        it[i].key.len = x->klen;
+        keys += x->klen;
+        it[i].size = x->size;
+        it[i].checksum = x->checksum;
+        it[i].segment_name = (char *)(x->segment_name ? x->segment_name : "");
+        it[i].buffer_address = x->addr;
+        it[i].remove = x->remove;
+        it[i].promote = x->promote;
+        arr[i] = &it[i];
+    }
+    r->tasks = arr;
+    r->n_tasks = t.n;
+    mc_master_offload_tasks_free(&t);
+    return MC_OK;
+}
+
+static mc_status_t h_notify_offload_success(void *ctx, mc_rpc_call_t *call,
+                                            const ProtobufCMessage *req, ProtobufCMessage **resp_p)
+{
+    const McRpc__NotifyOffloadSuccessRequest *q = (const void *)req;
+    McRpc__BatchStatusResponse *r;
+    mc_status_t st = batch_status(call, q->n_objects, &r, resp_p);
+    if (st != MC_OK || r->status)
+        return st;
+    st = disk_peer(call, q->client_id);
+    for (size_t i = 0; i < q->n_objects; i++) {
+        const McRpc__StorageObjectMetadata *o = q->objects[i];
+        size_t kl;
+        const char *k = raw_key(o->key, &kl);
+        r->statuses[i] = st != MC_OK ? st
+                         : !k        ? MC_ERR_INVALID_KEY
+                                     : mc_master_notify_offload_success(ctx, q->client_id.data, k,
+                                                                        kl, o->data_size,
+                                                                        o->checksum, q->recovered);
+    }
+    r->status = st;
+    return MC_OK;
+}
+
+static mc_status_t h_batch_evict_disk_replica(void *ctx, mc_rpc_call_t *call,
+                                              const ProtobufCMessage *req,
+                                              ProtobufCMessage **resp_p)
+{
+    const McRpc__BatchEvictDiskReplicaRequest *q = (const void *)req;
+    McRpc__BatchStatusResponse *r;
+    mc_status_t st = batch_status(call, q->n_keys, &r, resp_p);
+    if (st != MC_OK || r->status)
+        return st;
+    st = disk_peer(call, q->client_id);
+    if (st == MC_OK && q->replica_type != MC_RPC__REPLICA_TYPE__LOCAL_DISK)
+        st = MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < q->n_keys; i++) {
+        size_t kl;
+        const char *k = raw_key(q->keys[i], &kl);
+        r->statuses[i] = st != MC_OK ? st
+                         : !k        ? MC_ERR_INVALID_KEY
+                                     : mc_master_evict_disk_replica(ctx, q->client_id.data, k, kl);
+    }
+    r->status = st;
+    return MC_OK;
+}
+
+static mc_status_t h_promotion(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p)
+{
+    const McRpc__PromotionRequest *q = (const void *)req;
+    mc_status_t st = disk_peer(call, q->client_id);
+    size_t kl;
+    const char *k = raw_key(q->key, &kl);
+    if (st == MC_OK && !k)
+        st = MC_ERR_INVALID_KEY;
+    if (call->opcode != MC_OP_PROMOTION_ALLOC_START) {
+        if (st == MC_OK)
+            st = mc_master_promotion_end(ctx, q->client_id.data, k, kl,
+                                         call->opcode == MC_OP_NOTIFY_PROMOTION_SUCCESS);
+        return status_resp(call, st, resp_p);
+    }
+    McRpc__PutStartResponse *r = ALLOC(call, McRpc__PutStartResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__put_start_response__init(r);
+    *resp_p = &r->base;
+    mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    if (st == MC_OK)
+        st = mc_master_promotion_start(ctx, q->client_id.data, k, kl, reps, &n);
+    r->status = st;
+    if (st == MC_OK) {
+        if (!(r->replicas = reps_out(call->arena, reps, n)))
+            return MC_ERR_NO_MEMORY;
+        r->n_replicas = n;
     }
     return MC_OK;
 }
@@ -940,6 +1113,15 @@ static void impl_table(mc_rpc_handler_fn t[MC_OP_MAX])
     t[MC_OP_LIST_OBJECTS] = h_list_objects;
     t[MC_OP_RELEASE_RETIRED] = h_release_retired;
     t[MC_OP_BATCH_REPLICA_CLEAR] = h_batch_replica_clear;
+    t[MC_OP_MOUNT_LOCAL_DISK] = h_mount_local_disk;
+    t[MC_OP_UNMOUNT_LOCAL_DISK] = h_mount_local_disk;
+    t[MC_OP_REPORT_SSD_CAPACITY] = h_report_ssd_capacity;
+    t[MC_OP_OFFLOAD_HEARTBEAT] = h_offload_heartbeat;
+    t[MC_OP_NOTIFY_OFFLOAD_SUCCESS] = h_notify_offload_success;
+    t[MC_OP_BATCH_EVICT_DISK_REPLICA] = h_batch_evict_disk_replica;
+    t[MC_OP_PROMOTION_ALLOC_START] = h_promotion;
+    t[MC_OP_NOTIFY_PROMOTION_SUCCESS] = h_promotion;
+    t[MC_OP_NOTIFY_PROMOTION_FAILURE] = h_promotion;
 }
 
 /* ---------------------------------------------------------------- data grants */
@@ -975,7 +1157,9 @@ static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const
     for (size_t l = 0; l < src->n; l++) {
         for (size_t i = 0; i < src->counts[l]; i++) {
             const McRpc__ReplicaDesc *d = src->lists[l][i];
-            if (!d->size || !d->transport_endpoint)
+            /* LOCAL_DISK replicas are not TE memory: their owner's offload server decides */
+            if (!d->size || !d->transport_endpoint ||
+                d->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK)
                 continue;
             size_t e = 0;
             while (e < n_eps && eps[e] != d->transport_endpoint &&

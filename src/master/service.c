@@ -547,6 +547,33 @@ static char *render_metrics(mc_master_service_t *s)
            m.fragmentation);
     if (s->o.ha_metrics)
         s->o.ha_metrics(s->o.ha_ctx, &b);
+    /* local-disk tier (upstream's file-size names where they exist) */
+    metric_u(&b, "master_allocated_file_size_bytes", "gauge",
+             "Bytes of LOCAL_DISK replicas on storage servers' disks", m.disk_bytes);
+    metric_u(&b, "master_total_file_capacity_bytes", "gauge",
+             "Disk capacity the storage servers reported (ReportSsdCapacity)",
+             m.disk_capacity_bytes);
+    metric_u(&b, "master_local_disk_key_count", "gauge", "Objects with a LOCAL_DISK replica",
+             m.disk_objects);
+    metric_u(&b, "master_local_disk_clients", "gauge", "Clients with a mounted local disk",
+             m.disk_clients);
+    metric_u(&b, "master_offload_queue_depth", "gauge",
+             "Offload and disk-removal tasks queued for storage servers", m.offload_queue_depth);
+    metric_u(&b, "master_offload_queued_total", "counter", "Offloads queued", m.offload_queued);
+    metric_u(&b, "master_offload_success_total", "counter",
+             "LOCAL_DISK replicas confirmed (NotifyOffloadSuccess, re-registrations included)",
+             m.offload_succeeded);
+    metric_u(&b, "master_offload_dropped_total", "counter",
+             "Offload tasks dropped because the memory replica was gone when handed out",
+             m.offload_dropped);
+    metric_u(&b, "master_disk_replica_evictions_total", "counter",
+             "LOCAL_DISK replicas the storage servers evicted (EvictDiskReplica)", m.disk_evicted);
+    metric_u(&b, "master_promotion_in_flight", "gauge",
+             "Promotions queued for or handed to storage servers", m.promotion_in_flight);
+    metric_u(&b, "master_promotion_queued_total", "counter", "Promotions queued (promotion_on_hit)",
+             m.promotions_queued);
+    metric_u(&b, "master_promotion_success_total", "counter",
+             "Memory copies of disk objects committed by promotions", m.promotions);
     /* eviction */
     metric_u(&b, "master_successful_evictions_total", "counter",
              "Eviction rounds that freed space", m.successful_evictions);

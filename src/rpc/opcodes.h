@@ -45,7 +45,21 @@ typedef enum mc_rpc_opcode {
     MC_OP_RELEASE_RETIRED = 56, /* stamped retired replicas: free their space now */
     MC_OP_BATCH_REPLICA_CLEAR = 57, /* drop own unleased objects' replicas (all, or one segment) */
 
-    MC_OP_MAX = 64, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
+    /* local-disk (SSD) tier */
+    MC_OP_MOUNT_LOCAL_DISK = 70,
+    MC_OP_UNMOUNT_LOCAL_DISK = 71,
+    MC_OP_REPORT_SSD_CAPACITY = 72,
+    MC_OP_OFFLOAD_HEARTBEAT = 73,
+    MC_OP_NOTIFY_OFFLOAD_SUCCESS = 74,
+    MC_OP_BATCH_EVICT_DISK_REPLICA = 75,
+    MC_OP_PROMOTION_ALLOC_START = 78,
+    MC_OP_NOTIFY_PROMOTION_SUCCESS = 79,
+    MC_OP_NOTIFY_PROMOTION_FAILURE = 80,
+    /* a storage server's offload RPC server (client side, store_disk.c) */
+    MC_OP_BATCH_GET_OFFLOAD_OBJECT = 76,
+    MC_OP_RELEASE_OFFLOAD_BUFFER = 77,
+
+    MC_OP_MAX = 128, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
 } mc_rpc_opcode_t;
 
 typedef struct mc_rpc_op_info {

@@ -198,7 +198,8 @@ def test_rest_server_script(installed):
 
 @pytest.mark.parametrize("args,message", [
     (["mooncake_client", "--tenant_id=_team1"], "tenant_id"),
-    (["mooncake_client", "--enable_offload=true"], "offload"),
+    (["mooncake_client", "--enable_offload=true", "--start_offload_rpc_server=false"],
+     "offload"),
     (["mooncake_client", "--http_port=70000"], "http_port"),
     (["mooncake_client", "--port=70000"], "--port"),
     (["transfer_engine_bench", "--protocol=rdma"], "rdma"),

@@ -130,7 +130,10 @@ def test_master_metrics(tmp_path):
 
 def _sources_reading_env():
     text = []
-    roots = [os.path.join(SRC, "tools"), os.path.join(SRC, "python", "mooncake")]
+    # the programs and the package; and a storage server's disk settings (store setup and the
+    # disk engine's parser, docs/internals/disk-tier.md)
+    roots = [os.path.join(SRC, "tools"), os.path.join(SRC, "python", "mooncake"),
+             os.path.join(SRC, "src", "client"), os.path.join(SRC, "src", "disk")]
     for root in roots:
         for d, _, files in os.walk(root):
             for f in files:

@@ -85,7 +85,8 @@ def test_read_stats_count_lease_hits(store):
     assert store.put(key, v) == 0
     s0 = store.read_stats()
     assert set(s0) == {"master_lookups", "lease_hits", "lease_misses", "speculative_hits",
-                       "feed_placements"}
+                       "feed_placements", "offload_reads_served"}
+    assert s0["offload_reads_served"] == 0  # not a storage server of the SSD tier
     assert store.get(key) == v          # asks the master, takes a read lease
     s1 = store.read_stats()
     assert s1["master_lookups"] == s0["master_lookups"] + 1

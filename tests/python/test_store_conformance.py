@@ -305,13 +305,14 @@ def test_setup_unparseable_size_is_a_code(master):
     st.close()
 
 
-def test_setup_upstream_positional_tail(master, storage):
-    """setup takes upstream's 13 positional arguments; the SSD tier that does not exist here
-    is refused, never silently dropped; tenant_id is checked (test_store_tenants.py has the
-    isolation); the rest work."""
+def test_setup_upstream_positional_tail(master, storage, tmp_path):
+    """setup takes upstream's 13 positional arguments; the SSD tier against a master without
+    --enable_offload is refused (UNABLE_OFFLOAD, test_store_offload.py has the tier), never
+    silently dropped; tenant_id is checked (test_store_tenants.py has the isolation); the
+    rest work."""
     st = MooncakeDistributedStore()
     base = ("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr, None)
-    assert st.setup(*base, True, "/tmp/ssd") == INVALID          # enable_ssd_offload
+    assert st.setup(*base, True, str(tmp_path / "ssd")) == -1300  # enable_ssd_offload
     assert st.health_check() == 1
     assert st.setup(*base, False, "", "_acme") == INVALID        # tenant_id: reserved name
     assert st.setup(dict(zip(("local_hostname", "metadata_server", "global_segment_size",

@@ -1,0 +1,1006 @@
+/* The storage server's side of the local-disk (SSD) tier (docs/internals/disk-tier.md,
+ * "Storage server"), and the reader's disk-read path.
+ *
+ * A store set up with an offload path owns one mc_disk store and two things around it:
+ *
+ *  - the offload thread: mounts the disk with the master (MountLocalDiskSegment,
+ *    ReportSsdCapacity), re-registers every object found on disk (NotifyOffloadSuccess,
+ *    recovered), then every heartbeat interval pulls its tasks (OffloadObjectHeartbeat):
+ *    offloads are read from its own segment, written with the checksum the master recorded
+ *    (the engine refuses bytes that do not match it) and confirmed; removals are removed. A
+ *    master that no longer knows the disk (UNABLE_OFFLOADING: restarted, or it expired us)
+ *    gets the mount and the re-registration again. Disk evictions (the engine's on_evict, on
+ *    this thread: only it writes) become BatchEvictDiskReplica.
+ *  - the offload RPC server (its own loop thread, the same framing and handshake as the
+ *    master's port; rpc/rpc_server.h): BatchGetOffloadObject reads keys from the disk, with the
+ *    reader's deadline, into a staging buffer registered with the TE, and answers where they
+ *    are; ReleaseOffloadBuffer frees the range, and a range not released is freed gc_ttl after
+ *    it was handed out. The staging memory is written only during the read call (the engine's
+ *    rule with a deadline), so a freed range can be reused at once; a reader still pulling a
+ *    reused range gets other bytes and fails its checksum, never data.
+ *
+ * The reader (store_disk_read): asks the owner (one cached connection per endpoint), pulls the
+ * bytes with the TE, hashes them, releases the batch. */
+#include "client/store_int.h"
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/prom.h"
+#include "common/tenant.h"
+#include "common/time.h"
+#include "disk/disk_store.h"
+#include "rpc/frame.h"
+#include "rpc/rpc_server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STAGING_DEFAULT (256ull << 20)  /* MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES */
+#define GC_TTL_DEFAULT_MS 5000          /* MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS */
+#define HEARTBEAT_DEFAULT_MS 10000      /* MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS */
+#define READ_BATCH_MAX 64               /* keys per BatchGetOffloadObject */
+#define READ_TIMEOUT_MAX_MS 60000
+#define READ_TIMEOUT_DEFAULT_MS 5000
+#define STAGED_MAX 256                  /* batches held in the staging buffer at once */
+#define NOTIFY_BATCH 512                /* objects per NotifyOffloadSuccess */
+#define READER_CONNS 8                  /* cached connections to owners */
+
+typedef struct staged {
+    uint64_t id, off, len, t_ms;
+} staged_t;
+
+struct reader_conn {
+    char endpoint[MC_HOST_MAX + 8];
+    mc_rpc_client_t *rpc;
+    pthread_mutex_t mu; /* one call at a time on it */
+};
+
+struct store_disk {
+    mc_disk_store_t *disk;
+    uint64_t capacity;
+    uint64_t hb_ms, gc_ttl_ms;
+    char endpoint[MC_HOST_MAX + 8]; /* host:port of the offload RPC server */
+    /* offload thread */
+    pthread_t worker;
+    bool worker_started, mounted;
+    /* offload RPC server and its staging buffer (loop thread only) */
+    mc_rpc_server_t *srv;
+    pthread_t srv_thread;
+    bool srv_started;
+    char *staging;
+    uint64_t staging_len;
+    staged_t staged[STAGED_MAX]; /* sorted by off */
+    size_t n_staged;
+    uint64_t next_batch;
+    /* keys (internal form) the master must forget, sent with BatchEvictDiskReplica by the
+     * offload thread: evicted by a put (on_evict) or found damaged by a read (the RPC loop);
+     * under ev_mu */
+    pthread_mutex_t ev_mu;
+    char **ev_keys;
+    size_t *ev_lens;
+    size_t n_ev, cap_ev, cap_ev_lens;
+    atomic_ullong offloaded, offload_failed, disk_reads_served, promoted;
+};
+
+/* ------------------------------------------------------------------ keys */
+
+/* The disk names an object (tenant, user key); the master, by its internal key. */
+static void split_key(const char *ikey, size_t ilen, char *tenant, const char **ukey,
+                      size_t *ulen)
+{
+    const char *t;
+    size_t tl;
+    mc_tenant_of_key(ikey, ilen, &t, &tl);
+    memcpy(tenant, t, tl);
+    tenant[tl] = 0;
+    mc_tenant_scope_t sc;
+    mc_tenant_scope_init(&sc, tenant);
+    mc_tenant_scope_key(&sc, ikey, ilen, ukey, ulen);
+}
+
+/* ------------------------------------------------------------------ master calls */
+
+static mc_status_t call_status(mc_store_t *s, uint16_t op, ProtobufCMessage *q)
+{
+    ProtobufCMessage *r = NULL;
+    mc_status_t st = mc_master_client_call(&s->master, op, q, &r, 1);
+    if (st == MC_OK)
+        st = ((McRpc__StatusResponse *)r)->status;
+    mc_rpc_response_free(r);
+    return st;
+}
+
+/* NotifyOffloadSuccess of n objects (internal keys); statuses[i] per object. */
+static mc_status_t notify(mc_store_t *s, char **keys, const size_t *lens, const uint64_t *sizes,
+                          const uint64_t *sums, size_t n, bool recovered, int32_t *statuses)
+{
+    McRpc__StorageObjectMetadata *objs = mc_calloc(n, sizeof(*objs));
+    McRpc__StorageObjectMetadata **arr = mc_calloc(n, sizeof(*arr));
+    if (!objs || !arr) {
+        mc_free(objs);
+        mc_free(arr);
+        return MC_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mc_rpc__storage_object_metadata__init(&objs[i]);
+        objs[i].key = (ProtobufCBinaryData){lens[i], (uint8_t *)keys[i]};
+        objs[i].data_size = sizes[i];
+        objs[i].checksum = sums[i];
+        arr[i] = &objs[i];
+    }
+    McRpc__NotifyOffloadSuccessRequest q = MC_RPC__NOTIFY_OFFLOAD_SUCCESS_REQUEST__INIT;
+    q.client_id = mc_master_client_id(&s->master);
+    q.objects = arr;
+    q.n_objects = n;
+    q.recovered = recovered;
+    ProtobufCMessage *r = NULL;
+    mc_status_t st = mc_master_client_call(&s->master, MC_OP_NOTIFY_OFFLOAD_SUCCESS, &q.base, &r, 1);
+    if (st == MC_OK) {
+        McRpc__BatchStatusResponse *b = (void *)r;
+        st = store_batch_reply_status(st, b->status, b->n_statuses, n);
+        for (size_t i = 0; st == MC_OK && i < n; i++)
+            statuses[i] = b->statuses[i];
+    }
+    mc_rpc_response_free(r);
+    mc_free(objs);
+    mc_free(arr);
+    return st;
+}
+
+static void disk_remove_ikey(store_disk_t *d, const char *ikey, size_t ilen)
+{
+    char tenant[MC_TENANT_MAX + 1];
+    const char *uk;
+    size_t ul;
+    split_key(ikey, ilen, tenant, &uk, &ul);
+    mc_disk_store_remove(d->disk, tenant, uk, ul);
+}
+
+/* ------------------------------------------------------------------ disk evictions */
+
+/* Queues (tenant, key) for BatchEvictDiskReplica (dropped when out of memory: the master then
+ * keeps pointing readers here until they get OBJECT_NOT_FOUND from us). */
+static void forget(store_disk_t *d, const char *tenant, size_t tlen, const char *key,
+                   size_t klen)
+{
+    char t[MC_TENANT_MAX + 1], ik[MC_STORE_KEY_MAX + MC_TENANT_KEY_EXTRA];
+    size_t tl = tlen < MC_TENANT_MAX ? tlen : MC_TENANT_MAX;
+    memcpy(t, tenant, tl);
+    t[tl] = 0;
+    mc_tenant_scope_t sc;
+    mc_tenant_scope_init(&sc, t);
+    size_t il = mc_tenant_key(&sc, key, klen, ik, sizeof(ik));
+    char *k = il ? mc_malloc(il) : NULL;
+    if (!k)
+        return;
+    memcpy(k, ik, il);
+    pthread_mutex_lock(&d->ev_mu);
+    if (mc_array_reserve(&d->ev_keys, &d->cap_ev, d->n_ev + 1, 64) == MC_OK &&
+        mc_array_reserve(&d->ev_lens, &d->cap_ev_lens, d->n_ev + 1, 64) == MC_OK) {
+        d->ev_keys[d->n_ev] = k;
+        d->ev_lens[d->n_ev++] = il;
+        k = NULL;
+    }
+    pthread_mutex_unlock(&d->ev_mu);
+    mc_free(k);
+}
+
+static void on_evict(uint64_t bucket_id, const mc_disk_obj_t *objs, size_t n, void *arg)
+{
+    (void)bucket_id;
+    mc_store_t *s = arg;
+    for (size_t i = 0; i < n; i++)
+        forget(s->disk, objs[i].tenant, objs[i].tenant_len, objs[i].key, objs[i].key_len);
+}
+
+/* Tells the master what the last puts evicted (BatchEvictDiskReplica). */
+static void evictions_flush(mc_store_t *s)
+{
+    store_disk_t *d = s->disk;
+    pthread_mutex_lock(&d->ev_mu);
+    char **ek = d->ev_keys;
+    size_t *el = d->ev_lens, n = d->n_ev;
+    d->ev_keys = NULL;
+    d->ev_lens = NULL;
+    d->n_ev = d->cap_ev = d->cap_ev_lens = 0;
+    pthread_mutex_unlock(&d->ev_mu);
+    if (!n)
+        return;
+    ProtobufCBinaryData *keys = mc_calloc(n, sizeof(*keys));
+    for (size_t off = 0; keys && off < n; off += MC_RPC_MAX_BATCH) {
+        size_t m = n - off < MC_RPC_MAX_BATCH ? n - off : MC_RPC_MAX_BATCH;
+        for (size_t i = 0; i < m; i++)
+            keys[i] = (ProtobufCBinaryData){el[off + i], (uint8_t *)ek[off + i]};
+        McRpc__BatchEvictDiskReplicaRequest q = MC_RPC__BATCH_EVICT_DISK_REPLICA_REQUEST__INIT;
+        q.client_id = mc_master_client_id(&s->master);
+        q.keys = keys;
+        q.n_keys = m;
+        q.replica_type = MC_RPC__REPLICA_TYPE__LOCAL_DISK;
+        ProtobufCMessage *r = NULL;
+        mc_status_t st =
+            mc_master_client_call(&s->master, MC_OP_BATCH_EVICT_DISK_REPLICA, &q.base, &r, 1);
+        if (st != MC_OK) /* the master drops them with this client's disk if it never hears */
+            MC_LOG_WARN("offload: BatchEvictDiskReplica of %zu keys failed: %s", m,
+                        mc_status_str(st));
+        mc_rpc_response_free(r);
+    }
+    mc_free(keys);
+    for (size_t i = 0; i < n; i++)
+        mc_free(ek[i]);
+    mc_free(ek);
+    mc_free(el);
+}
+
+/* ------------------------------------------------------------------ mount and re-register */
+
+typedef struct objlist {
+    char **keys;
+    size_t *lens;
+    uint64_t *sizes, *sums;
+    size_t n, cap;
+    bool oom;
+} objlist_t;
+
+static void collect(const mc_disk_obj_t *o, void *arg)
+{
+    objlist_t *l = arg;
+    if (l->oom)
+        return;
+    if (l->n == l->cap) {
+        size_t c = l->cap ? l->cap * 2 : 256;
+        char **k = mc_realloc(l->keys, c * sizeof(*k));
+        if (k)
+            l->keys = k;
+        size_t *ln = mc_realloc(l->lens, c * sizeof(*ln));
+        if (ln)
+            l->lens = ln;
+        uint64_t *sz = mc_realloc(l->sizes, c * sizeof(*sz));
+        if (sz)
+            l->sizes = sz;
+        uint64_t *cs = mc_realloc(l->sums, c * sizeof(*cs));
+        if (cs)
+            l->sums = cs;
+        if (!k || !ln || !sz || !cs) {
+            l->oom = true;
+            return;
+        }
+        l->cap = c;
+    }
+    char t[MC_TENANT_MAX + 1], ik[MC_STORE_KEY_MAX + MC_TENANT_KEY_EXTRA];
+    size_t tl = o->tenant_len < MC_TENANT_MAX ? o->tenant_len : MC_TENANT_MAX;
+    memcpy(t, o->tenant, tl);
+    t[tl] = 0;
+    mc_tenant_scope_t sc;
+    mc_tenant_scope_init(&sc, t);
+    size_t il = mc_tenant_key(&sc, o->key, o->key_len, ik, sizeof(ik));
+    char *k = il ? mc_malloc(il) : NULL;
+    if (!k)
+        return;
+    memcpy(k, ik, il);
+    l->keys[l->n] = k;
+    l->lens[l->n] = il;
+    l->sizes[l->n] = o->loc.data_size;
+    l->sums[l->n++] = o->loc.checksum;
+}
+
+static void objlist_free(objlist_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        mc_free(l->keys[i]);
+    mc_free(l->keys);
+    mc_free(l->lens);
+    mc_free(l->sizes);
+    mc_free(l->sums);
+}
+
+/* Every object on disk, to the master (recovered). A copy of a value the master holds
+ * differently, or that another server holds, is stale: removed from the disk. */
+static mc_status_t reregister(mc_store_t *s)
+{
+    store_disk_t *d = s->disk;
+    objlist_t l = {0};
+    mc_disk_store_foreach(d->disk, collect, &l);
+    mc_status_t st = MC_OK;
+    int32_t *sts = mc_calloc(NOTIFY_BATCH, sizeof(*sts));
+    if (!sts)
+        st = MC_ERR_NO_MEMORY;
+    size_t stale = 0;
+    for (size_t i = 0; st == MC_OK && i < l.n; i += NOTIFY_BATCH) {
+        size_t n = l.n - i < NOTIFY_BATCH ? l.n - i : NOTIFY_BATCH;
+        st = notify(s, l.keys + i, l.lens + i, l.sizes + i, l.sums + i, n, true, sts);
+        for (size_t j = 0; st == MC_OK && j < n; j++) {
+            if (sts[j] == MC_ERR_INVALID_PARAMS || sts[j] == MC_ERR_OBJECT_ALREADY_EXISTS) {
+                disk_remove_ikey(d, l.keys[i + j], l.lens[i + j]);
+                stale++;
+            }
+        }
+    }
+    if (st == MC_OK)
+        MC_LOG_INFO("offload: re-registered %zu disk objects with the master (%zu stale ones "
+                    "removed)", l.n - stale, stale);
+    mc_free(sts);
+    objlist_free(&l);
+    return st;
+}
+
+static mc_status_t disk_mount(mc_store_t *s)
+{
+    store_disk_t *d = s->disk;
+    McRpc__MountLocalDiskRequest q = MC_RPC__MOUNT_LOCAL_DISK_REQUEST__INIT;
+    q.client_id = mc_master_client_id(&s->master);
+    q.enable_offloading = true;
+    q.transport_endpoint = d->endpoint;
+    mc_status_t st = call_status(s, MC_OP_MOUNT_LOCAL_DISK, &q.base);
+    if (st == MC_OK) {
+        McRpc__ReportSsdCapacityRequest c = MC_RPC__REPORT_SSD_CAPACITY_REQUEST__INIT;
+        c.client_id = mc_master_client_id(&s->master);
+        c.capacity_bytes = d->capacity;
+        st = call_status(s, MC_OP_REPORT_SSD_CAPACITY, &c.base);
+    }
+    if (st == MC_OK)
+        st = reregister(s);
+    return st;
+}
+
+/* ------------------------------------------------------------------ offload tasks */
+
+#define PROMOTE_READ_MS 30000 /* a promotion's disk read */
+
+/* A promotion task: the value from our disk into the memory replicas the master allocates,
+ * then NotifyPromotionSuccess (NotifyPromotionFailure on any error). */
+static void promote(mc_store_t *s, const McRpc__OffloadTaskItem *t, const char *tenant,
+                    const char *uk, size_t ul)
+{
+    store_disk_t *d = s->disk;
+    McRpc__PromotionRequest q = MC_RPC__PROMOTION_REQUEST__INIT;
+    q.client_id = mc_master_client_id(&s->master);
+    q.key = t->key;
+    void *buf = t->size <= d->staging_len ? mc_malloc(t->size ? t->size : 1) : NULL;
+    mc_status_t st = buf ? MC_OK : MC_ERR_NO_MEMORY;
+    if (st == MC_OK) {
+        mc_disk_read_t rq = {.tenant = tenant, .key = uk, .key_len = ul, .buf = buf,
+                             .cap = t->size};
+        mc_disk_store_read_batch(d->disk, &rq, 1, mc_now_ns() + PROMOTE_READ_MS * 1000000ull);
+        st = rq.status == MC_OK && rq.len != t->size ? MC_ERR_INVALID_REPLICA : rq.status;
+        if (st == MC_ERR_CHECKSUM || st == MC_ERR_OBJECT_NOT_FOUND)
+            forget(d, tenant, strlen(tenant), uk, ul);
+    }
+    ProtobufCMessage *r = NULL;
+    if (st == MC_OK)
+        st = mc_master_client_call(&s->master, MC_OP_PROMOTION_ALLOC_START, &q.base, &r, 0);
+    McRpc__PutStartResponse *ps = (void *)r;
+    if (st == MC_OK)
+        st = ps->status;
+    if (st == MC_OK) {
+        xfer_plan_t plan = {0};
+        struct iovec iov = {buf, t->size};
+        for (size_t i = 0; st == MC_OK && i < ps->n_replicas; i++)
+            st = store_plan_add(s, &plan, MC_TE_WRITE, ps->replicas[i]->transport_endpoint,
+                                ps->replicas[i]->buffer_address, t->size, &iov, 1, 0);
+        if (st == MC_OK)
+            st = store_plan_run(s, &plan, NULL);
+        store_plan_free(&plan);
+        mc_status_t end = call_status(s, st == MC_OK ? MC_OP_NOTIFY_PROMOTION_SUCCESS
+                                                     : MC_OP_NOTIFY_PROMOTION_FAILURE, &q.base);
+        if (st == MC_OK)
+            st = end;
+    } else if (st != MC_ERR_OBJECT_ALREADY_EXISTS) {
+        call_status(s, MC_OP_NOTIFY_PROMOTION_FAILURE, &q.base); /* the master may retry */
+    }
+    mc_rpc_response_free(r);
+    mc_free(buf);
+    if (st == MC_OK)
+        atomic_fetch_add(&d->promoted, 1);
+    else
+        MC_LOG_DEBUG("offload: promotion of a %llu-byte value failed: %s",
+                     (unsigned long long)t->size, mc_status_str(st));
+}
+
+static void run_tasks(mc_store_t *s, McRpc__OffloadTaskItem **tasks, size_t n)
+{
+    store_disk_t *d = s->disk;
+    char **keys = mc_calloc(n, sizeof(*keys));
+    size_t *lens = mc_calloc(n, sizeof(*lens));
+    uint64_t *sizes = mc_calloc(n, sizeof(*sizes)), *sums = mc_calloc(n, sizeof(*sums));
+    int32_t *sts = mc_calloc(n, sizeof(*sts));
+    size_t k = 0;
+    for (size_t i = 0; keys && lens && sizes && sums && sts && i < n; i++) {
+        const McRpc__OffloadTaskItem *t = tasks[i];
+        if (t->key.len == 0 || t->key.len > MC_STORE_KEY_MAX + MC_TENANT_KEY_EXTRA)
+            continue;
+        char tenant[MC_TENANT_MAX + 1];
+        const char *uk;
+        size_t ul;
+        split_key((const char *)t->key.data, t->key.len, tenant, &uk, &ul);
+        if (t->remove) {
+            mc_disk_store_remove(d->disk, tenant, uk, ul);
+            continue;
+        }
+        if (t->promote) {
+            promote(s, t, tenant, uk, ul);
+            continue;
+        }
+        /* the bytes are ours: the master named a range of our own segment */
+        if (!store_is_local(s, t->segment_name, t->buffer_address, t->size)) {
+            MC_LOG_WARN("offload: task for a range outside this client's segment; skipped");
+            continue;
+        }
+        mc_status_t st = mc_disk_store_put(d->disk, tenant, uk, ul,
+                                           (const void *)(uintptr_t)t->buffer_address, t->size,
+                                           t->checksum);
+        if (st == MC_ERR_OBJECT_ALREADY_EXISTS) { /* an older value's copy, or this one's */
+            mc_disk_loc_t loc;
+            if (mc_disk_store_lookup(d->disk, tenant, uk, ul, &loc) == MC_OK &&
+                loc.checksum == t->checksum && loc.data_size == t->size)
+                st = MC_OK;
+            else if (mc_disk_store_remove(d->disk, tenant, uk, ul) == MC_OK)
+                st = mc_disk_store_put(d->disk, tenant, uk, ul,
+                                       (const void *)(uintptr_t)t->buffer_address, t->size,
+                                       t->checksum);
+        }
+        evictions_flush(s);
+        if (st != MC_OK) {
+            /* CHECKSUM: the memory was freed and reused since the task was queued */
+            atomic_fetch_add(&d->offload_failed, 1);
+            MC_LOG_DEBUG("offload of a %llu-byte value failed: %s",
+                         (unsigned long long)t->size, mc_status_str(st));
+            continue;
+        }
+        keys[k] = (char *)t->key.data;
+        lens[k] = t->key.len;
+        sizes[k] = t->size;
+        sums[k++] = t->checksum;
+    }
+    if (k && notify(s, keys, lens, sizes, sums, k, false, sts) == MC_OK) {
+        for (size_t i = 0; i < k; i++) {
+            if (sts[i] == MC_OK)
+                atomic_fetch_add(&d->offloaded, 1);
+            else if (sts[i] == MC_ERR_OBJECT_NOT_FOUND || sts[i] == MC_ERR_INVALID_PARAMS)
+                disk_remove_ikey(d, keys[i], lens[i]); /* removed or replaced meanwhile */
+        }
+    }
+    mc_free(keys);
+    mc_free(lens);
+    mc_free(sizes);
+    mc_free(sums);
+    mc_free(sts);
+}
+
+/* One heartbeat: MC_OK, or UNABLE_OFFLOADING (mount again) or a transport error. */
+static mc_status_t heartbeat(mc_store_t *s)
+{
+    McRpc__OffloadHeartbeatRequest q = MC_RPC__OFFLOAD_HEARTBEAT_REQUEST__INIT;
+    q.client_id = mc_master_client_id(&s->master);
+    q.enable_offloading = true;
+    ProtobufCMessage *r = NULL;
+    mc_status_t st = mc_master_client_call(&s->master, MC_OP_OFFLOAD_HEARTBEAT, &q.base, &r, 1);
+    if (st == MC_OK) {
+        McRpc__OffloadHeartbeatResponse *h = (void *)r;
+        st = h->status;
+        if (st == MC_OK && h->n_tasks)
+            run_tasks(s, h->tasks, h->n_tasks);
+    }
+    mc_rpc_response_free(r);
+    return st;
+}
+
+static bool worker_wait(mc_store_t *s, uint64_t ms)
+{
+    pthread_mutex_lock(&s->hb_lock);
+    if (!s->hb_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts); /* hb_cond's clock (store.c) */
+        uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000) * 1000000ull;
+        ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&s->hb_cond, &s->hb_lock, &ts);
+    }
+    bool stop = s->hb_stop;
+    pthread_mutex_unlock(&s->hb_lock);
+    return !stop;
+}
+
+static void *worker_main(void *arg)
+{
+    mc_store_t *s = arg;
+    store_disk_t *d = s->disk;
+    do {
+        if (!d->mounted) {
+            mc_status_t st = disk_mount(s);
+            d->mounted = st == MC_OK;
+            if (!d->mounted) {
+                MC_LOG_WARN("offload: mounting the local disk with the master failed: %s",
+                            mc_status_str(st));
+                continue;
+            }
+            MC_LOG_INFO("offload: local disk mounted (endpoint %s)", d->endpoint);
+        }
+        evictions_flush(s); /* damaged keys the reads found */
+        mc_status_t st = heartbeat(s);
+        if (st != MC_OK)
+            MC_LOG_DEBUG("offload: heartbeat: %s", mc_status_str(st));
+        if (st == MC_ERR_UNABLE_OFFLOADING || st == MC_ERR_UNABLE_OFFLOAD)
+            d->mounted = false; /* the master forgot us: mount and re-register */
+    } while (worker_wait(s, d->hb_ms));
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ offload RPC server */
+
+static void staged_gc(store_disk_t *d, uint64_t now)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < d->n_staged; i++)
+        if (now - d->staged[i].t_ms < d->gc_ttl_ms)
+            d->staged[k++] = d->staged[i];
+    d->n_staged = k;
+}
+
+/* A free range of len bytes (first fit); its batch entry, or NULL. */
+static staged_t *staged_alloc(store_disk_t *d, uint64_t len)
+{
+    staged_gc(d, mc_now_ms());
+    if (d->n_staged == STAGED_MAX || len > d->staging_len)
+        return NULL;
+    uint64_t at = 0;
+    size_t i = 0;
+    for (; i < d->n_staged; i++) {
+        if (d->staged[i].off - at >= len)
+            break;
+        at = d->staged[i].off + d->staged[i].len;
+    }
+    if (i == d->n_staged && d->staging_len - at < len)
+        return NULL;
+    memmove(&d->staged[i + 1], &d->staged[i], (d->n_staged - i) * sizeof(staged_t));
+    d->n_staged++;
+    staged_t *b = &d->staged[i];
+    *b = (staged_t){.id = ++d->next_batch, .off = at, .len = len, .t_ms = mc_now_ms()};
+    return b;
+}
+
+static void staged_release(store_disk_t *d, uint64_t id)
+{
+    for (size_t i = 0; i < d->n_staged; i++) {
+        if (d->staged[i].id == id) {
+            memmove(&d->staged[i], &d->staged[i + 1], (d->n_staged - i - 1) * sizeof(staged_t));
+            d->n_staged--;
+            return;
+        }
+    }
+}
+
+static uint64_t round4k(uint64_t n) { return (n + 4095) & ~4095ull; }
+
+static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                 ProtobufCMessage **resp_p)
+{
+    mc_store_t *s = ctx;
+    store_disk_t *d = s->disk;
+    const McRpc__BatchGetOffloadObjectRequest *q = (const void *)req;
+    McRpc__BatchGetOffloadObjectResponse *r =
+        mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__batch_get_offload_object_response__init(r);
+    *resp_p = &r->base;
+    r->transfer_engine_addr = (char *)s->te_name;
+    r->gc_ttl_ms = d->gc_ttl_ms;
+    size_t n = q->n_keys;
+    /* the tenant: a tenant-bound reader reads its own tenant's keys only */
+    const char *tenant = q->tenant_id;
+    if (call->peer && call->peer->tenant[0]) {
+        if (tenant[0] && strcmp(tenant, call->peer->tenant) != 0) {
+            r->status = MC_ERR_PERMISSION;
+            return MC_OK;
+        }
+        tenant = call->peer->tenant;
+    }
+    if (mc_tenant_invalid(tenant) || n == 0 || n != q->n_sizes || q->timeout_ms > READ_TIMEOUT_MAX_MS) {
+        r->status = MC_ERR_INVALID_PARAMS;
+        return MC_OK;
+    }
+    if (n > READ_BATCH_MAX) {
+        r->status = MC_ERR_TOO_LARGE;
+        return MC_OK;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (q->sizes[i] > d->staging_len || q->keys[i].len == 0 ||
+            q->keys[i].len > MC_STORE_KEY_MAX) {
+            r->status = q->keys[i].len ? MC_ERR_TOO_LARGE : MC_ERR_INVALID_KEY;
+            return MC_OK;
+        }
+        total += round4k(q->sizes[i]);
+    }
+    staged_t *b = staged_alloc(d, total);
+    mc_disk_read_t *rq = mc_rpc_arena_calloc(call->arena, n, sizeof(*rq));
+    r->pointers = mc_rpc_arena_calloc(call->arena, n, sizeof(uint64_t));
+    r->statuses = mc_rpc_arena_calloc(call->arena, n, sizeof(int32_t));
+    if (!b) {
+        r->status = MC_ERR_NO_AVAILABLE_HANDLE; /* staging full: the reader falls back */
+        return MC_OK;
+    }
+    if (!rq || !r->pointers || !r->statuses) {
+        staged_release(d, b->id);
+        return MC_ERR_NO_MEMORY;
+    }
+    uint64_t id = b->id, off = b->off;
+    for (size_t i = 0; i < n; i++) {
+        rq[i].tenant = tenant;
+        rq[i].key = (const char *)q->keys[i].data;
+        rq[i].key_len = q->keys[i].len;
+        rq[i].buf = d->staging + off;
+        rq[i].cap = q->sizes[i];
+        r->pointers[i] = (uint64_t)(uintptr_t)(d->staging + off);
+        off += round4k(q->sizes[i]);
+    }
+    uint32_t tmo = q->timeout_ms ? q->timeout_ms : READ_TIMEOUT_DEFAULT_MS;
+    mc_disk_store_read_batch(d->disk, rq, n, mc_now_ns() + (uint64_t)tmo * 1000000ull);
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        r->statuses[i] = rq[i].status == MC_OK && rq[i].len != q->sizes[i] ? MC_ERR_INVALID_REPLICA
+                                                                         : rq[i].status;
+        any |= r->statuses[i] == MC_OK;
+        /* damaged (the engine dropped it) or gone: the master must stop sending readers */
+        if (rq[i].status == MC_ERR_CHECKSUM || rq[i].status == MC_ERR_OBJECT_NOT_FOUND)
+            forget(d, tenant, strlen(tenant), rq[i].key, rq[i].key_len);
+    }
+    r->n_pointers = r->n_statuses = n;
+    if (any) {
+        r->batch_id = id;
+        atomic_fetch_add(&d->disk_reads_served, 1);
+    } else {
+        staged_release(d, id);
+    }
+    return MC_OK;
+}
+
+static mc_status_t h_release(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                             ProtobufCMessage **resp_p)
+{
+    mc_store_t *s = ctx;
+    const McRpc__ReleaseOffloadBufferRequest *q = (const void *)req;
+    staged_release(s->disk, q->batch_id);
+    McRpc__StatusResponse *r = mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__status_response__init(r);
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+static void srv_cron(void *ctx)
+{
+    mc_store_t *s = ctx;
+    staged_gc(s->disk, mc_now_ms());
+}
+
+static void *srv_main(void *arg)
+{
+    mc_rpc_server_run(arg);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static const char *env_lookup(const char *name, void *arg)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+/* An environment number in [lo, hi], else def; *bad set when it is set but not one. */
+static uint64_t env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi, bool *bad)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    uint64_t x = def;
+    if (mc_parse_size(v, &x) != MC_OK || x < lo || x > hi) {
+        MC_LOG_ERROR("offload: %s=%s is not a number in %llu..%llu", name, v,
+                     (unsigned long long)lo, (unsigned long long)hi);
+        *bad = true;
+    }
+    return x;
+}
+
+mc_status_t store_disk_start(mc_store_t *s, const char *path)
+{
+    mc_disk_config_t cfg;
+    mc_disk_config_default(&cfg);
+    char err[256] = "";
+    const char *env_dir = NULL;
+    mc_status_t st = mc_disk_config_from_env(&cfg, env_lookup, NULL, &env_dir, err, sizeof(err));
+    if (st != MC_OK) {
+        MC_LOG_ERROR("offload: %s", err);
+        return st;
+    }
+    if (!path || !*path)
+        path = env_dir;
+    if (!path || !*path) {
+        MC_LOG_ERROR("offload: no directory (ssd_offload_path or "
+                     "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH)");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    bool bad = false;
+    uint64_t staging = env_u64("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", STAGING_DEFAULT,
+                               1ull << 20, 1ull << 40, &bad);
+    uint64_t gc = env_u64("MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS", GC_TTL_DEFAULT_MS, 100,
+                          3600000, &bad);
+    uint64_t hb = env_u64("MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS", HEARTBEAT_DEFAULT_MS / 1000,
+                          1, 3600, &bad) * 1000;
+    hb = env_u64("MC_OFFLOAD_HEARTBEAT_MS", hb, 10, 3600000, &bad);
+    if (bad)
+        return MC_ERR_INVALID_PARAMS;
+    store_disk_t *d = mc_calloc(1, sizeof(*d));
+    if (!d)
+        return MC_ERR_NO_MEMORY;
+    s->disk = d;
+    pthread_mutex_init(&d->ev_mu, NULL);
+    d->capacity = cfg.total_size_limit;
+    d->gc_ttl_ms = gc;
+    d->hb_ms = hb;
+    d->staging_len = round4k(staging);
+    cfg.on_evict = on_evict;
+    cfg.on_evict_arg = s;
+    if ((st = mc_disk_store_open(path, &cfg, &d->disk)) != MC_OK) {
+        MC_LOG_ERROR("offload: cannot open the disk store in %s: %s", path, mc_status_str(st));
+        return st;
+    }
+    d->staging = mc_te_alloc_shareable(s->te, d->staging_len);
+    if (!d->staging)
+        return MC_ERR_NO_MEMORY;
+    if ((st = mc_te_register(s->te, d->staging, d->staging_len, "cpu:0")) != MC_OK)
+        return st;
+    if (d->staging_len <= (1ull << 30))
+        mc_disk_store_register_buffer(d->disk, d->staging, d->staging_len); /* optional */
+    /* the offload RPC server, on the TE's host */
+    char host[MC_HOST_MAX];
+    uint16_t port;
+    if (mc_net_split_hostport(s->te_name, host, &port) != MC_OK)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    mc_rpc_server_opts_t so = {.host = host, .port = 0, .ctx = s, .auth = s->auth,
+                               .cron_period_ms = 500, .cron = srv_cron};
+    so.handlers[MC_OP_BATCH_GET_OFFLOAD_OBJECT] = h_get_offload;
+    so.handlers[MC_OP_RELEASE_OFFLOAD_BUFFER] = h_release;
+    if ((st = mc_rpc_server_create(&so, &d->srv)) != MC_OK)
+        return st;
+    snprintf(d->endpoint, sizeof(d->endpoint), "%s:%u", host, mc_rpc_server_port(d->srv));
+    if (pthread_create(&d->srv_thread, NULL, srv_main, d->srv) != 0)
+        return MC_ERR_INTERNAL;
+    d->srv_started = true;
+    mc_disk_stats_t ds;
+    mc_disk_store_stats(d->disk, &ds);
+    MC_LOG_INFO("offload: disk store %s open (%llu objects recovered), reads served on %s",
+                path, (unsigned long long)ds.objects, d->endpoint);
+    /* the first mount now: a master that does not serve the disk tier fails setup */
+    st = disk_mount(s);
+    if (st == MC_ERR_UNABLE_OFFLOAD) {
+        MC_LOG_ERROR("offload: the master refuses the local disk (UNABLE_OFFLOAD: it runs "
+                     "without --enable_offload)");
+        return st;
+    }
+    d->mounted = st == MC_OK; /* otherwise the offload thread tries again */
+    if (pthread_create(&d->worker, NULL, worker_main, s) != 0)
+        return MC_ERR_INTERNAL;
+    d->worker_started = true;
+    return MC_OK;
+}
+
+/* Stops both threads (the heartbeat stop flag is already set) and closes the disk. */
+void store_disk_stop(mc_store_t *s)
+{
+    store_disk_t *d = s->disk;
+    if (!d)
+        return;
+    if (d->worker_started) {
+        pthread_mutex_lock(&s->hb_lock);
+        s->hb_stop = 1;
+        pthread_cond_broadcast(&s->hb_cond);
+        pthread_mutex_unlock(&s->hb_lock);
+        pthread_join(d->worker, NULL);
+    }
+    if (d->mounted) { /* nobody serves these disk replicas any more */
+        McRpc__MountLocalDiskRequest q = MC_RPC__MOUNT_LOCAL_DISK_REQUEST__INIT;
+        q.client_id = mc_master_client_id(&s->master);
+        mc_status_t st = call_status(s, MC_OP_UNMOUNT_LOCAL_DISK, &q.base);
+        if (st != MC_OK)
+            MC_LOG_WARN("offload: UnmountLocalDiskSegment failed: %s", mc_status_str(st));
+    }
+    if (d->srv_started) {
+        mc_rpc_server_stop(d->srv);
+        pthread_join(d->srv_thread, NULL);
+    }
+    mc_rpc_server_destroy(d->srv);
+    mc_disk_store_close(d->disk);
+    if (d->staging) {
+        mc_te_unregister(s->te, d->staging);
+        mc_te_free_shareable(s->te, d->staging);
+    }
+    for (size_t i = 0; i < d->n_ev; i++)
+        mc_free(d->ev_keys[i]);
+    mc_free(d->ev_keys);
+    mc_free(d->ev_lens);
+    pthread_mutex_destroy(&d->ev_mu);
+    mc_free(d);
+    s->disk = NULL;
+}
+
+void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_t *offloaded,
+                      uint64_t *served)
+{
+    store_disk_t *d = s->disk;
+    *objects = *bytes = *offloaded = *served = 0;
+    if (!d)
+        return;
+    mc_disk_stats_t ds;
+    mc_disk_store_stats(d->disk, &ds);
+    *objects = ds.objects;
+    *bytes = ds.live_bytes;
+    *offloaded = atomic_load(&d->offloaded);
+    *served = atomic_load(&d->disk_reads_served);
+}
+
+/* Appends the disk tier's series (upstream's mooncake_ssd_* names, and ours) to *text_p (a
+ * client metrics page; replaced by a new string). Nothing without a disk. */
+mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
+{
+    store_disk_t *d = s->disk;
+    if (!d)
+        return MC_OK;
+    mc_disk_stats_t ds;
+    mc_disk_store_stats(d->disk, &ds);
+    mc_prom_t p = {0};
+    MC_PROM_PRINTF(&p, "%s", *text_p ? *text_p : "");
+    mc_prom_help_type(&p, "mooncake_ssd_read_bytes_total", "counter",
+                      "Bytes read from the SSD tier (checksum verified)");
+    MC_PROM_PRINTF(&p, "mooncake_ssd_read_bytes_total %llu\n", (unsigned long long)ds.read_bytes);
+    mc_prom_help_type(&p, "mooncake_ssd_write_bytes_total", "counter",
+                      "Bytes written to the SSD tier");
+    MC_PROM_PRINTF(&p, "mooncake_ssd_write_bytes_total %llu\n", (unsigned long long)ds.put_bytes);
+    uint64_t le[MC_DISK_LAT_BUCKETS - 1];
+    for (size_t i = 0; i < MC_DISK_LAT_BUCKETS - 1; i++)
+        le[i] = mc_disk_lat_bounds_us[i];
+    mc_prom_help_type(&p, "mooncake_ssd_read_latency_us", "histogram",
+                      "SSD tier reads, lookup to verified bytes (us)");
+    uint64_t n_lat = 0;
+    for (size_t i = 0; i < MC_DISK_LAT_BUCKETS; i++)
+        n_lat += ds.read_lat_us[i];
+    mc_prom_histogram(&p, "mooncake_ssd_read_latency_us", "", le, ds.read_lat_us,
+                      MC_DISK_LAT_BUCKETS - 1, ds.read_lat_sum_us, n_lat);
+    static const char *const gauges[][2] = {
+        {"mooncake_ssd_objects", "Objects on this storage server's disk"},
+        {"mooncake_ssd_bytes", "Bytes of its bucket files (what the capacity counts)"},
+    };
+    const uint64_t gv[] = {ds.objects, ds.bytes_on_disk};
+    for (size_t i = 0; i < 2; i++) {
+        mc_prom_help_type(&p, gauges[i][0], "gauge", gauges[i][1]);
+        MC_PROM_PRINTF(&p, "%s %llu\n", gauges[i][0], (unsigned long long)gv[i]);
+    }
+    static const char *const counters[][2] = {
+        {"mooncake_ssd_checksum_failures_total", "Disk reads whose bytes failed the checksum"},
+        {"mooncake_ssd_evicted_objects_total", "Objects evicted from the disk (watermarks)"},
+        {"mooncake_ssd_offloaded_total", "Offload tasks written and confirmed"},
+        {"mooncake_ssd_reads_served_total", "Disk reads served to readers"},
+    };
+    const uint64_t cv[] = {ds.checksum_failures, ds.evicted_objects, atomic_load(&d->offloaded),
+                           atomic_load(&d->disk_reads_served)};
+    for (size_t i = 0; i < 4; i++) {
+        mc_prom_help_type(&p, counters[i][0], "counter", counters[i][1]);
+        MC_PROM_PRINTF(&p, "%s %llu\n", counters[i][0], (unsigned long long)cv[i]);
+    }
+    char *out = NULL;
+    if (p.st == MC_OK && !(out = mc_buf_take_str(&p.b)))
+        p.st = MC_ERR_NO_MEMORY;
+    mc_buf_free(&p.b);
+    if (p.st == MC_OK) {
+        mc_free(*text_p);
+        *text_p = out;
+    }
+    return p.st;
+}
+
+/* ------------------------------------------------------------------ reader */
+
+/* The cached connection to endpoint, locked (unlock with pthread_mutex_unlock(&c->mu)); NULL
+ * when none can be made. */
+static reader_conn_t *conn_get(mc_store_t *s, const char *endpoint)
+{
+    pthread_mutex_lock(&s->dconn_mu);
+    if (!s->dconns && (s->dconns = mc_calloc(READER_CONNS, sizeof(reader_conn_t))))
+        for (size_t i = 0; i < READER_CONNS; i++)
+            pthread_mutex_init(&s->dconns[i].mu, NULL);
+    if (!s->dconns) {
+        pthread_mutex_unlock(&s->dconn_mu);
+        return NULL;
+    }
+    reader_conn_t *c = NULL;
+    for (size_t i = 0; i < READER_CONNS && !c; i++)
+        if (s->dconns[i].rpc && strcmp(s->dconns[i].endpoint, endpoint) == 0)
+            c = &s->dconns[i];
+    if (!c) {
+        c = &s->dconns[s->dconn_next++ % READER_CONNS];
+        pthread_mutex_lock(&c->mu); /* no call in flight on the one replaced */
+        mc_rpc_client_destroy(c->rpc);
+        c->rpc = NULL;
+        mc_rpc_client_opts_t o = {.auth = s->auth};
+        if (strlen(endpoint) < sizeof(c->endpoint) &&
+            mc_rpc_client_create(endpoint, &o, &c->rpc) == MC_OK)
+            snprintf(c->endpoint, sizeof(c->endpoint), "%s", endpoint);
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_lock(&c->mu);
+    pthread_mutex_unlock(&s->dconn_mu);
+    if (!c->rpc) {
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    return c;
+}
+
+void store_disk_readers_free(mc_store_t *s)
+{
+    if (!s->dconns)
+        return;
+    for (size_t i = 0; i < READER_CONNS; i++) {
+        mc_rpc_client_destroy(s->dconns[i].rpc);
+        pthread_mutex_destroy(&s->dconns[i].mu);
+    }
+    mc_free(s->dconns);
+    s->dconns = NULL;
+}
+
+mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                            uint64_t size, const struct iovec *parts, size_t n_parts,
+                            uint64_t *hash_p)
+{
+    uint32_t tmo = s->master.timeout_ms ? s->master.timeout_ms : READ_TIMEOUT_DEFAULT_MS;
+    if (tmo > READ_TIMEOUT_MAX_MS)
+        tmo = READ_TIMEOUT_MAX_MS;
+    reader_conn_t *c = conn_get(s, rd->transport_endpoint);
+    if (!c)
+        return MC_ERR_CONNECTION;
+    ProtobufCBinaryData k = mc_wire_key_str(key);
+    McRpc__BatchGetOffloadObjectRequest q = MC_RPC__BATCH_GET_OFFLOAD_OBJECT_REQUEST__INIT;
+    q.keys = &k;
+    q.n_keys = 1;
+    q.sizes = &size;
+    q.n_sizes = 1;
+    q.tenant_id = s->master.tenant;
+    q.timeout_ms = tmo;
+    ProtobufCMessage *r = NULL;
+    mc_status_t st = mc_rpc_client_call(c->rpc, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &r,
+                                        tmo + 1000);
+    McRpc__BatchGetOffloadObjectResponse *b = (void *)r;
+    if (st == MC_OK)
+        st = b->status;
+    if (st == MC_OK && (b->n_statuses != 1 || b->n_pointers != 1))
+        st = MC_ERR_RPC_FAIL;
+    if (st == MC_OK)
+        st = b->statuses[0];
+    uint64_t batch = st == MC_OK || (r && b->batch_id) ? b->batch_id : 0;
+    if (st == MC_OK) {
+        xfer_plan_t plan = {0};
+        st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr, b->pointers[0], size,
+                            parts, n_parts, 0);
+        if (st == MC_OK)
+            st = store_plan_run(s, &plan, NULL);
+        store_plan_free(&plan);
+        if (st == MC_OK)
+            *hash_p = store_iov_hash(parts, n_parts, size);
+    }
+    if (batch) {
+        McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
+        rel.batch_id = batch;
+        ProtobufCMessage *rr = NULL;
+        mc_rpc_client_call(c->rpc, MC_OP_RELEASE_OFFLOAD_BUFFER, &rel.base, &rr, 1000);
+        mc_rpc_response_free(rr); /* not answered: the owner's TTL frees it */
+    }
+    mc_rpc_response_free(r);
+    pthread_mutex_unlock(&c->mu);
+    return st; /* the caller logs a failure */
+}

@@ -1,0 +1,375 @@
+/* The local-disk (SSD) tier end to end: a real mooncake_master with --enable_offload, a
+ * storage server with a disk (a store in this process with ssd_offload_path, temp directory)
+ * and a reader store. Eager offload after PutEnd; objects evicted from memory read back exact
+ * from the disk (eager offload, and --offload_on_evict); promotion on hit; a restarted
+ * storage server re-registers its disk objects; a byte corrupted on
+ * disk gives an error, never data; a master without --enable_offload refuses the disk. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "client/store_int.h"
+#include "common/net.h"
+#include "common/time.h"
+#include "mooncake/store.h"
+#include "support/test_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define VAL (512u << 10)
+#define NKEYS 10
+
+typedef struct env {
+    char dir[256], disk[300], addr[64];
+    char bin[512], port[32], wal[300], log[300], flags[128];
+    char *margv[8];
+    pid_t master;
+} env_t;
+
+/* flag: one or two master flags separated by a space */
+static void start(env_t *e, const char *flag)
+{
+    uint16_t p;
+    assert_int_equal(mt_tmpdir(e->dir, sizeof(e->dir)), 0);
+    snprintf(e->disk, sizeof(e->disk), "%s/disk", e->dir);
+    assert_int_equal(mc_net_free_port(&p), MC_OK);
+    mt_bin_path("mooncake_master", e->bin, sizeof(e->bin));
+    snprintf(e->port, sizeof(e->port), "--port=%u", p);
+    snprintf(e->wal, sizeof(e->wal), "--wal_dir=%s/wal", e->dir);
+    snprintf(e->log, sizeof(e->log), "%s/master.log", e->dir);
+    snprintf(e->flags, sizeof(e->flags), "%s", flag);
+    char *f2 = strchr(e->flags, ' ');
+    if (f2)
+        *f2++ = 0;
+    char *argv[] = {e->bin, e->port, "--metrics_port=0", e->wal, e->flags, f2, NULL};
+    memcpy(e->margv, argv, sizeof(argv));
+    e->master = mt_spawn(e->margv, e->log);
+    assert_int_equal(mt_wait_log(e->log, "listening", 10000), 0);
+    snprintf(e->addr, sizeof(e->addr), "127.0.0.1:%u", p);
+}
+
+/* kill -9 and start again on the same port and WAL */
+static void restart_master(env_t *e)
+{
+    mt_stop(e->master, SIGKILL, 5000);
+    unlink(e->log);
+    e->master = mt_spawn(e->margv, e->log);
+    assert_int_equal(mt_wait_log(e->log, "listening", 10000), 0);
+}
+
+static void stop(env_t *e)
+{
+    mt_stop(e->master, SIGTERM, 5000);
+    mt_rmdir(e->dir);
+}
+
+/* The storage server: a 4 MiB segment and the disk. */
+static mc_status_t server(env_t *e, mc_store_t **s)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .protocol = "tcp", .master_server_addr = e->addr,
+                             .global_segment_size = 4u << 20, .ssd_offload_path = e->disk};
+    return mc_store_create(&cfg, s);
+}
+
+static mc_store_t *reader(env_t *e)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .protocol = "tcp", .master_server_addr = e->addr,
+                             .replica_hint_slots = MC_STORE_REPLICA_HINTS_OFF};
+    mc_store_t *s;
+    assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
+    return s;
+}
+
+static void fill(char *v, int k)
+{
+    for (size_t i = 0; i < VAL; i++)
+        v[i] = (char)(k * 131 + i * 7 + (i >> 9));
+}
+
+/* Waits until the server's disk holds n objects, offloaded or recovered (deadline 10 s). */
+static void wait_disk(mc_store_t *s, uint64_t n)
+{
+    uint64_t deadline = mc_now_ms() + 10000, objs, bytes, off, served;
+    for (;;) {
+        store_disk_stats(s, &objs, &bytes, &off, &served);
+        if (objs >= n)
+            return;
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+}
+
+static void check_all(mc_store_t *r, int from, int to)
+{
+    char *v = malloc(VAL), *out = malloc(VAL);
+    char key[16];
+    for (int k = from; k < to; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        memset(out, 0, VAL);
+        struct iovec io = {out, VAL};
+        assert_int_equal(mc_store_get_into(r, key, &io, 1), VAL);
+        assert_memory_equal(out, v, VAL);
+    }
+    free(v);
+    free(out);
+}
+
+/* Flips one byte of key k's value in the bucket files (found by its first 64 bytes). */
+static void corrupt(const char *dir, int k)
+{
+    char *v = malloc(VAL);
+    fill(v, k);
+    DIR *dp = opendir(dir);
+    assert_non_null(dp);
+    struct dirent *de;
+    bool done = false;
+    while (!done && (de = readdir(dp))) {
+        if (!strstr(de->d_name, ".bucket"))
+            continue;
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        int fd = open(path, O_RDWR);
+        assert_true(fd >= 0);
+        struct stat st;
+        fstat(fd, &st);
+        char *buf = malloc((size_t)st.st_size);
+        assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+        for (off_t o = 0; o + 64 <= st.st_size; o += 4096) {
+            if (memcmp(buf + o, v, 64) == 0) {
+                char b = (char)(buf[o + 1000] ^ 0x5a);
+                assert_int_equal(pwrite(fd, &b, 1, o + 1000), 1);
+                done = true;
+                break;
+            }
+        }
+        free(buf);
+        close(fd);
+    }
+    closedir(dp);
+    free(v);
+    assert_true(done);
+}
+
+static void test_offload_evict_restart_corrupt(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    char *v = malloc(VAL);
+    char key[16];
+    /* eager offload: six puts, six disk objects */
+    for (int k = 0; k < 6; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec iv = {v, VAL};
+        assert_int_equal(mc_store_put(r, key, &iv, 1, NULL), MC_OK);
+    }
+    wait_disk(srv, 6);
+    /* four more do not fit in the 4 MiB segment: the oldest leave memory, not the store */
+    for (int k = 6; k < NKEYS; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec iv = {v, VAL};
+        assert_int_equal(mc_store_put(r, key, &iv, 1, NULL), MC_OK);
+    }
+    wait_disk(srv, NKEYS);
+    check_all(r, 0, NKEYS);
+    uint64_t objs, bytes, off, served;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(served >= 1); /* some gets went to the disk */
+    assert_int_equal(off, NKEYS);
+    /* the storage server's client metrics carry the SSD tier's series */
+    char *text = NULL;
+    assert_int_equal(mc_store_metrics_text(srv, &text), MC_OK);
+    char want[64];
+    snprintf(want, sizeof(want), "\nmooncake_ssd_reads_served_total %llu\n",
+             (unsigned long long)served);
+    assert_non_null(strstr(text, want));
+    snprintf(want, sizeof(want), "\nmooncake_ssd_offloaded_total %d\n", NKEYS);
+    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, "\nmooncake_ssd_read_latency_us_count "));
+    assert_non_null(strstr(text, "\nmooncake_ssd_objects 10\n"));
+    free(text);
+    /* the storage server restarts (its memory is gone): every key comes back from its disk */
+    mc_store_destroy(srv);
+    assert_int_equal(server(&e, &srv), MC_OK);
+    check_all(r, 0, NKEYS);
+    /* a byte flipped on disk: an error, never the bytes */
+    mc_store_destroy(srv);
+    corrupt(e.disk, 3);
+    assert_int_equal(server(&e, &srv), MC_OK);
+    char *out = malloc(VAL);
+    struct iovec io = {out, VAL};
+    assert_true(mc_store_get_into(r, "k3", &io, 1) < 0);
+    /* the server tells the master, which stops sending readers there */
+    uint64_t deadline = mc_now_ms() + 5000;
+    while (mc_store_get_into(r, "k3", &io, 1) != MC_ERR_OBJECT_NOT_FOUND) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    check_all(r, 4, NKEYS);
+    free(out);
+    free(v);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+/* Puts key k, retrying NO_AVAILABLE_HANDLE (-200: eviction is waiting for offloads) for 10 s. */
+static void put_retry(mc_store_t *r, int k)
+{
+    char key[16], *v = malloc(VAL);
+    snprintf(key, sizeof(key), "k%d", k);
+    fill(v, k);
+    struct iovec iv = {v, VAL};
+    uint64_t deadline = mc_now_ms() + 10000;
+    mc_status_t st;
+    while ((st = mc_store_put(r, key, &iv, 1, NULL)) == MC_ERR_NO_AVAILABLE_HANDLE) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    assert_int_equal(st, MC_OK);
+    free(v);
+}
+
+/* --offload_on_evict: nothing goes to disk until memory runs short; then the victims are
+ * written to disk before they leave memory, and read back exact from there. */
+static void test_offload_on_evict(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true --offload_on_evict=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    for (int k = 0; k < 7; k++) /* 3.5 of 4 MiB: under the 90 % watermark */
+        put_retry(r, k);
+    mc_sleep_ms(300); /* several heartbeats: nothing is offloaded */
+    uint64_t objs, bytes, off, served;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_int_equal(objs, 0);
+    for (int k = 7; k < NKEYS; k++)
+        put_retry(r, k);
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(objs >= 1 && objs < NKEYS);
+    check_all(r, 0, NKEYS);
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(served >= 1);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+/* --promotion_on_hit: a key read from disk twice regains a memory copy; then its gets no
+ * longer go through the owner's disk (the served counter stays). */
+static void test_promotion_on_hit(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true --promotion_on_hit=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    for (int k = 0; k < NKEYS; k++) /* the first ones leave memory: disk only */
+        put_retry(r, k);
+    wait_disk(srv, NKEYS);
+    char *v = malloc(VAL), *out = malloc(VAL);
+    fill(v, 0);
+    struct iovec io = {out, VAL};
+    uint64_t objs, bytes, off, served0, served1;
+    store_disk_stats(srv, &objs, &bytes, &off, &served0);
+    assert_int_equal(mc_store_get_into(r, "k0", &io, 1), VAL);
+    assert_memory_equal(out, v, VAL);
+    store_disk_stats(srv, &objs, &bytes, &off, &served1);
+    assert_int_equal(served1, served0 + 1); /* k0 was on disk only */
+    uint64_t deadline = mc_now_ms() + 10000;
+    for (;;) {
+        store_disk_stats(srv, &objs, &bytes, &off, &served0);
+        memset(out, 0, VAL);
+        assert_int_equal(mc_store_get_into(r, "k0", &io, 1), VAL);
+        assert_memory_equal(out, v, VAL);
+        store_disk_stats(srv, &objs, &bytes, &off, &served1);
+        if (served1 == served0)
+            break; /* read from memory */
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    free(v);
+    free(out);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+/* A master restarted (kill -9) knows no disk replica from its WAL: the storage server learns
+ * it from its next offload heartbeat (UNABLE_OFFLOADING), mounts again and re-registers, and
+ * the disk-only objects read back exact. */
+static void test_master_restart_reregisters(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    for (int k = 0; k < NKEYS; k++)
+        put_retry(r, k);
+    wait_disk(srv, NKEYS);
+    check_all(r, 0, NKEYS);
+    restart_master(&e);
+    uint64_t deadline = mc_now_ms() + 15000;
+    char *out = malloc(VAL);
+    struct iovec io = {out, VAL};
+    while (mc_store_get_into(r, "k0", &io, 1) != VAL) { /* k0 was on disk only */
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(50);
+    }
+    free(out);
+    check_all(r, 0, NKEYS);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+static void test_master_without_offload_refuses(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=false");
+    mc_store_t *s = NULL;
+    assert_int_equal(server(&e, &s), MC_ERR_UNABLE_OFFLOAD);
+    assert_null(s);
+    stop(&e);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    /* small and fast: heartbeat 50 ms, 8 MiB staging, 64 MiB disk in 1 MiB buckets */
+    setenv("MC_OFFLOAD_HEARTBEAT_MS", "50", 1);
+    setenv("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", "8MB", 1);
+    setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "64MB", 1);
+    setenv("MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES", "1MB", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_master_without_offload_refuses),
+        cmocka_unit_test(test_offload_evict_restart_corrupt),
+        cmocka_unit_test(test_offload_on_evict),
+        cmocka_unit_test(test_promotion_on_hit),
+        cmocka_unit_test(test_master_restart_reregisters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

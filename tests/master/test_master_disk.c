@@ -1,0 +1,294 @@
+/* The master's LOCAL_DISK tier (master_disk.c), driven directly with a fake clock: mount
+ * refused without enable_offload, eager offload at PutEnd, offload on eviction, gets preferring
+ * memory, disk-only reads, removal tasks, re-registration, disk eviction, client expiry. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "master/master.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t g_now = 1000000;
+static uint64_t fake_clock(void *ctx)
+{
+    (void)ctx;
+    return g_now;
+}
+
+static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+#define K(s) s, strlen(s)
+
+static mc_master_t *mk(bool offload, bool on_evict)
+{
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.clock = fake_clock;
+    cfg.enable_offload = offload;
+    cfg.offload_on_evict = on_evict;
+    mc_master_t *m;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
+    mc_master_segment_info_t si = {.name = "segA", .base = 0x10000, .size = 1 << 20,
+                                   .te_endpoint = "segA"};
+    memset(si.uuid, 0xaa, 16);
+    assert_int_equal(mc_master_mount(m, CA, &si, false), MC_OK);
+    return m;
+}
+
+static void put(mc_master_t *m, const char *key, uint64_t size, uint64_t sum)
+{
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, key, strlen(key), size, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, key, strlen(key), sum), MC_OK);
+}
+
+/* One heartbeat of CA: expects exactly n tasks; returns them (caller frees). */
+static mc_master_offload_tasks_t beat(mc_master_t *m, uint32_t n)
+{
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_OK);
+    assert_int_equal(t.n, n);
+    return t;
+}
+
+static void test_refused_without_enable_offload(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(false, false);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:1"), MC_ERR_UNABLE_OFFLOAD);
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_ERR_UNABLE_OFFLOAD);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("k"), 10, 1, true),
+                     MC_ERR_UNABLE_OFFLOAD);
+    assert_int_equal(mc_master_report_ssd_capacity(m, CA, 1 << 30), MC_ERR_UNABLE_OFFLOAD);
+    put(m, "k", 100, 7); /* the memory tier is unchanged */
+    mc_master_destroy(m);
+}
+
+static void test_eager_offload_and_disk_only_get(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(true, false);
+    /* a client without a disk: nothing queued, UNABLE_OFFLOADING */
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_ERR_UNABLE_OFFLOADING);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, ""), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    assert_int_equal(mc_master_report_ssd_capacity(m, CA, 1 << 30), MC_OK);
+    put(m, "k1", 1000, 0x1111);
+    t = beat(m, 1);
+    assert_false(t.items[0].remove);
+    assert_int_equal(t.items[0].klen, 2);
+    assert_memory_equal(t.items[0].key, "k1", 2);
+    assert_string_equal(t.items[0].segment_name, "segA");
+    assert_int_equal(t.items[0].size, 1000);
+    assert_int_equal(t.items[0].checksum, 0x1111);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum), MC_OK);
+    uint64_t addr = r[0].addr;
+    assert_int_equal(t.items[0].addr, addr);
+    mc_master_offload_tasks_free(&t);
+    beat(m, 0);
+    /* a wrong checksum or an unknown key is not a finished task */
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("k1"), 1000, 0x2222, false),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("zz"), 1000, 0x1111, false),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("k1"), 1000, 0x1111, false), MC_OK);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.disk_objects, 1);
+    assert_int_equal(mt.disk_bytes, 1000);
+    assert_int_equal(mt.disk_capacity_bytes, 1 << 30);
+    /* memory is preferred while it is there */
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_MEMORY);
+    /* the memory replica goes (its segment is unmounted): the disk copy answers */
+    assert_int_equal(mc_master_unmount(m, CA, "segA", false), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_string_equal(r[0].endpoint, "127.0.0.1:4000");
+    assert_memory_equal(r[0].client_id, CA, 16);
+    assert_int_equal(size, 1000);
+    assert_int_equal(sum, 0x1111);
+    assert_int_equal(mc_master_exist(m, K("k1")), MC_OK);
+    assert_int_equal(mc_master_get_size(m, K("k1"), &size), MC_OK);
+    assert_int_equal(size, 1000);
+    /* a put of the key is refused (it exists); remove drops it and tells the owner */
+    assert_int_equal(mc_master_put_start(m, CA, K("k1"), 10, NULL, false, r, &n),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_master_remove(m, K("k1"), false, NULL), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    t = beat(m, 1);
+    assert_true(t.items[0].remove);
+    assert_memory_equal(t.items[0].key, "k1", 2);
+    mc_master_offload_tasks_free(&t);
+    mc_master_destroy(m);
+}
+
+/* offload_on_evict: nothing is queued at PutEnd; eviction queues the victims and keeps them in
+ * memory until the owner confirms; then they leave memory and stay readable from disk. */
+static void test_offload_on_evict(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(true, true);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    for (int i = 0; i < 15; i++) { /* 64 KiB values: 15 of 16 slots, over the 90 % watermark */
+        snprintf(key, sizeof(key), "e%02d", i);
+        put(m, key, 64 << 10, 100 + (uint64_t)i);
+    }
+    beat(m, 0);
+    mc_master_cron(m);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.evicted_objects, 0); /* deferred: queued instead */
+    assert_true(mt.offload_queue_depth >= 1);
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_OK);
+    assert_true(t.n >= 1);
+    uint32_t queued = t.n;
+    for (uint32_t i = 0; i < t.n; i++)
+        assert_int_equal(mc_master_notify_offload_success(m, CA, t.items[i].key, t.items[i].klen,
+                                                          t.items[i].size, t.items[i].checksum,
+                                                          false),
+                         MC_OK);
+    char first[16];
+    snprintf(first, sizeof(first), "%.*s", (int)t.items[0].klen, t.items[0].key);
+    mc_master_offload_tasks_free(&t);
+    mc_master_cron(m);
+    mc_master_metrics_now(m, &mt);
+    assert_true(mt.evicted_objects >= 1);
+    assert_int_equal(mt.disk_objects, queued);
+    /* the evicted object lives on, disk only */
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    assert_int_equal(mc_master_get_replicas(m, K(first), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_int_equal(size, 64 << 10);
+    /* the owner evicts it from its disk: gone */
+    assert_int_equal(mc_master_evict_disk_replica(m, CB, K(first)), MC_ERR_UNABLE_OFFLOADING);
+    assert_int_equal(mc_master_evict_disk_replica(m, CA, K(first)), MC_OK);
+    assert_int_equal(mc_master_evict_disk_replica(m, CA, K(first)), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replicas(m, K(first), r, &n, &size, &sum),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+/* A restarted master (or one that expired the client) learns the disk objects again from the
+ * owner's re-registration; the owner's silence drops its disk replicas. */
+static void test_reregister_and_expiry(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(true, false);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("r1"), 10, 1, true),
+                     MC_ERR_UNABLE_OFFLOADING);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("r1"), 4096, 0x77, true), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("r1"), 4096, 0x77, true), MC_OK);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    assert_int_equal(mc_master_get_replicas(m, K("r1"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_int_equal(sum, 0x77);
+    /* a copy of another value than the committed one is stale */
+    put(m, "r2", 100, 5);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("r2"), 100, 6, true),
+                     MC_ERR_INVALID_PARAMS);
+    /* an upsert replaces a disk-only value and tells its owner to remove it */
+    assert_int_equal(mc_master_put_start(m, CA, K("r1"), 10, NULL, true, r, &n), MC_OK);
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CB, true, 0, &t), MC_OK);
+    assert_int_equal(t.n, 1);
+    assert_true(t.items[0].remove);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_put_end(m, CA, K("r1"), 9), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("r3"), 4096, 0x78, true), MC_OK);
+    /* CB goes silent: its disk replicas go */
+    g_now += 11000;
+    assert_int_equal(mc_master_ping(m, CA, &(bool){false}), MC_OK);
+    mc_master_cron(m);
+    assert_int_equal(mc_master_get_replicas(m, K("r3"), r, &n, &size, &sum),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.disk_objects, 0);
+    assert_int_equal(mc_master_offload_heartbeat(m, CB, true, 0, &t), MC_ERR_UNABLE_OFFLOADING);
+    mc_master_destroy(m);
+}
+
+/* promotion_on_hit: the second disk hit queues a promotion for the owner; while it writes
+ * the memory copy gets still read the disk; after it they read memory. */
+static void test_promotion_on_hit(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.clock = fake_clock;
+    cfg.enable_offload = true;
+    cfg.offload_on_evict = true; /* no eager offload: the test places the disk copy */
+    cfg.promotion_on_hit = true;
+    mc_master_t *m;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
+    mc_master_segment_info_t si = {.name = "segA", .base = 0x10000, .size = 1 << 20,
+                                   .te_endpoint = "segA"};
+    memset(si.uuid, 0xaa, 16);
+    assert_int_equal(mc_master_mount(m, CA, &si, false), MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("p"), 4096, 0x99, true), MC_OK);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    assert_int_equal(mc_master_promotion_start(m, CA, K("p"), r, &n), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    beat(m, 0); /* one hit: under the threshold */
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.promotion_in_flight, 1);
+    mc_master_offload_tasks_t t = beat(m, 1); /* queued once, whatever the hits */
+    assert_true(t.items[0].promote);
+    assert_int_equal(t.items[0].size, 4096);
+    assert_int_equal(t.items[0].checksum, 0x99);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_promotion_start(m, CA, K("p"), r, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment_name, "segA");
+    /* being written: gets still read the disk */
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_int_equal(mc_master_promotion_end(m, CB, K("p"), true), MC_ERR_UNABLE_OFFLOADING);
+    assert_int_equal(mc_master_promotion_end(m, CA, K("p"), true), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("p"), r, &n, &size, &sum), MC_OK);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_MEMORY);
+    assert_int_equal(sum, 0x99);
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.promotion_in_flight, 0);
+    assert_int_equal(mt.promotions, 1);
+    assert_int_equal(mt.disk_objects, 1); /* the disk copy stays */
+    mc_master_destroy(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refused_without_enable_offload),
+        cmocka_unit_test(test_eager_offload_and_disk_only_get),
+        cmocka_unit_test(test_offload_on_evict),
+        cmocka_unit_test(test_reregister_and_expiry),
+        cmocka_unit_test(test_promotion_on_hit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
