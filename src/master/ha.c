@@ -658,16 +658,18 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
         mc_sleep_ms(50);
     }
     /* the table becomes what a restart ends in, without replaying the history again */
+    uint64_t t_promote = mc_now_ms();
     st = mc_master_follow_promote(ha->core, ha->o.wal_dir, ha->view);
     if (st != MC_OK) {
         MC_LOG_ERROR("ha: cannot promote the table: %s", mc_status_str(st));
         fence_exit("cannot promote the standby's table");
     }
-    uint64_t tail = ha->applied - applied0, took = mc_now_ms() - ha->elected_ms;
+    uint64_t tail = ha->applied - applied0, now = mc_now_ms(), took = now - ha->elected_ms;
     MC_LOG_INFO("ha: replicated log finished at batch %" PRIu64 " (%" PRIu64 " records, %" PRIu64
-                " objects); promoted %" PRIu64 " ms after the election, %" PRIu64
-                " records of the tail applied meanwhile",
-                ha->batch_id, ha->last_seq, mc_master_object_count(ha->core), took, tail);
+                " objects); promoted %" PRIu64 " ms after the election (the table in %" PRIu64
+                " ms), %" PRIu64 " records of the tail applied meanwhile",
+                ha->batch_id, ha->last_seq, mc_master_object_count(ha->core), took,
+                now - t_promote, tail);
     *core_p = ha->core;
     ha->core = NULL;
     pthread_mutex_lock(&ha->mu);

@@ -84,15 +84,6 @@ mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *p
     return MC_OK;
 }
 
-mc_status_t mc_wal_writer_append_raw(mc_wal_writer_t *w, const void *records, size_t len)
-{
-    mc_status_t st = mc_buf_append(&w->buf, records, len);
-    if (st != MC_OK)
-        return st;
-    w->bytes += len;
-    return writer_write(w);
-}
-
 mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync)
 {
     if (w->fd < 0)

@@ -42,8 +42,6 @@ mc_status_t mc_wal_frame(mc_buf_t *out, uint8_t type, const void *payload, size_
 /* Buffers one record (flushes the buffer to the file when it is large). */
 mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *payload,
                                  size_t len);
-/* Writes already framed records (a replicated batch, master/ha.c) after what is buffered. */
-mc_status_t mc_wal_writer_append_raw(mc_wal_writer_t *w, const void *records, size_t len);
 /* write() the buffer; with do_sync also fdatasync. */
 mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync);
 void mc_wal_writer_close(mc_wal_writer_t *w);
