@@ -504,6 +504,19 @@ int main(int argc, char **argv)
     }
     so.tenant_store = tstore;
 
+    if (f.enable_ha) /* leases the old leader granted end by then: only then is freed space reused */
+        so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
+    /* Data grants of the previous master (or leader) are not in the log: when tenant-bound
+     * peers can get grants, recovered space waits out the longest one (a put's write grant,
+     * plus the storage servers' clock margin) before it is reused (security.md, "Space
+     * under grants"). */
+    if (mc_auth_has_cluster_key(auth) && mc_auth_has_tenant_key(auth)) {
+        uint64_t lease = so.cfg.default_kv_lease_ttl_ms, put = so.cfg.put_start_discard_timeout_ms;
+        uint64_t floor = (lease > put ? lease : put) + 2ull * MC_GRANT_SKEW_MS;
+        if (so.cfg.recovered_reuse_delay_ms < floor)
+            so.cfg.recovered_reuse_delay_ms = floor;
+    }
+
     mc_ha_t *ha = NULL;
     if (f.enable_ha) {
         char advertise[300];
@@ -511,7 +524,7 @@ int main(int argc, char **argv)
         mc_ha_opts_t ho = {.endpoints = f.ha_conn[0] ? f.ha_conn : f.etcd_endpoints,
                            .cluster_id = f.cluster_id, .advertise = advertise,
                            .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir,
-                           .snapshot_bytes = f.ha_snap_bytes};
+                           .snapshot_bytes = f.ha_snap_bytes, .core_cfg = &so.cfg};
         mc_status_t hst = mc_ha_create(&ho, &ha);
         /* a standby keeps its admin port (/health /role /leader /metrics) */
         mc_ha_http_t *standby_http = NULL;
@@ -522,7 +535,7 @@ int main(int argc, char **argv)
                 hst = MC_ERR_IO;
         }
         if (hst == MC_OK)
-            hst = mc_ha_wait_leadership(ha, &g_stop);
+            hst = mc_ha_wait_leadership(ha, &g_stop, &so.core);
         mc_ha_http_stop(standby_http); /* the service's HTTP server takes the port over */
         if (hst != MC_OK) {
             if (hst != MC_ERR_CANCELED)
@@ -535,22 +548,9 @@ int main(int argc, char **argv)
         so.ha_before_reply = mc_ha_before_reply;
         so.ha_leader_json = mc_ha_leader_json;
         so.ha_metrics = mc_ha_render_metrics;
-        /* leases the old leader granted end by then: only then is freed space reused */
-        so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
         so.cfg.ha_view_version = mc_ha_view(ha);
         so.ha_ctx = ha;
     }
-    /* Data grants of the previous master (or leader) are not in the log: when tenant-bound
-     * peers can get grants, recovered space waits out the longest one (a put's write grant,
-     * plus the storage servers' clock margin) before it is reused (security.md, "Space
-     * under grants"). */
-    if (mc_auth_has_cluster_key(auth) && mc_auth_has_tenant_key(auth)) {
-        uint64_t lease = so.cfg.default_kv_lease_ttl_ms, put = so.cfg.put_start_discard_timeout_ms;
-        uint64_t floor = (lease > put ? lease : put) + 2ull * MC_GRANT_SKEW_MS;
-        if (so.cfg.recovered_reuse_delay_ms < floor)
-            so.cfg.recovered_reuse_delay_ms = floor;
-    }
-
     /* one keyring for every port (RPC, metrics/admin HTTP, metadata); lives until exit */
     so.metrics_public = f.metrics_public;
     mc_status_t st = mc_master_service_create(&so, &g_svc);

@@ -57,12 +57,14 @@ struct mc_ha {
     /* log position: last batch applied (standby) or appended (leader) and its prefix value */
     uint64_t batch_id, last_seq;
     char *prefix_val; /* durable_prefix as read/written (NULL = absent) */
-    /* standby spool */
-    mc_wal_writer_t spool;
+    /* standby: the table the log is applied to as it arrives (a core without a WAL, created
+     * from core_cfg; handed to the caller once promoted) */
+    mc_master_config_t core_cfg;
+    mc_master_t *core;
+    uint64_t applied;         /* records applied to core so far (snapshots included) */
     int64_t reg_lease;        /* standby registration lease (0 = none) */
-    uint64_t spool_base;      /* batch of the snapshot the spool starts with (0 = batch 1) */
-    uint64_t recopy_check_ms; /* last look for a newer snapshot */
     uint64_t reg_refresh_ms, reg_applied;
+    uint64_t elected_ms;      /* when this process won the election */
     /* leader snapshots (o.snapshot_bytes > 0): forked child, then the snapshot thread
      * uploads the file and trims */
     uint64_t snap_bytes;      /* log bytes appended since the last snapshot started */
@@ -79,6 +81,8 @@ struct mc_ha {
     uint64_t durable_id;      /* durable_prefix batch id as last read */
     uint64_t behind_since_ms; /* first time applied < durable (0 = caught up) */
     uint64_t failovers;       /* new views seen after the first one (incl. our election) */
+    uint64_t promo_records;   /* records applied between the election and serving */
+    uint64_t promo_ms;        /* time from the election to the promoted table */
 };
 
 /* Records the leader view read from etcd (0 = none). */
@@ -129,15 +133,19 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
         return MC_ERR_INVALID_PARAMS;
     }
     if (opts->lease_ttl_s < 1 || opts->lease_ttl_s > 60 || !opts->wal_dir || !*opts->wal_dir ||
-        !opts->advertise || !*opts->advertise || strlen(opts->advertise) > 120) {
-        MC_LOG_ERROR("ha: needs a lease TTL of 1..60 s, a WAL directory and an RPC address");
+        !opts->advertise || !*opts->advertise || strlen(opts->advertise) > 120 ||
+        !opts->core_cfg) {
+        MC_LOG_ERROR("ha: needs a lease TTL of 1..60 s, a WAL directory, an RPC address and "
+                     "the master configuration");
         return MC_ERR_INVALID_PARAMS;
     }
     mc_ha_t *ha = MC_NEW(mc_ha_t);
     if (!ha)
         return MC_ERR_NO_MEMORY;
     ha->o = *opts;
-    ha->spool.fd = -1;
+    ha->core_cfg = *opts->core_cfg;
+    ha->core_cfg.wal_dir = NULL; /* the standby's table has no WAL until it is promoted */
+    ha->o.core_cfg = NULL;
     pthread_mutex_init(&ha->mu, NULL);
     pthread_mutex_init(&ha->snap_mu, NULL);
     ha->ttl_ms = (uint64_t)opts->lease_ttl_s * 1000;
@@ -186,25 +194,6 @@ static void batch_key(const mc_ha_t *ha, uint64_t id, char *out)
     snprintf(out, HA_KEY_MAX + 32, "%s%020" PRIu64, ha->batch_prefix, id);
 }
 
-/* Walks framed records: 0 and *n_p records if buf is a whole number of well-formed frames. */
-static int count_records(const uint8_t *p, size_t len, uint64_t *n_p)
-{
-    uint64_t n = 0;
-    size_t off = 0;
-    while (off < len) {
-        if (len - off < 13)
-            return -1;
-        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
-                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
-        if (plen > MC_WAL_MAX_RECORD || len - off - 13 < plen)
-            return -1;
-        off += 13 + (size_t)plen;
-        n++;
-    }
-    *n_p = n;
-    return 0;
-}
-
 static int parse_prefix(const char *v, size_t len, uint64_t *id_p, uint64_t *seq_p)
 {
     json_t *j = json_loadb(v, len, 0, NULL);
@@ -242,9 +231,9 @@ static int read_prefix(mc_ha_t *ha, uint64_t *id_p, uint64_t *seq_p, char **val_
 /* ------------------------------------------------------------------ standby: follow the log */
 
 /* Deletes the local log and snapshots: in HA mode the replicated log is the truth, and a
- * former leader's local tail may hold records that were never acknowledged. Then opens an
- * empty log.1 to copy the replicated log into. */
-static mc_status_t spool_open(mc_ha_t *ha)
+ * former leader's local tail may hold records that were never acknowledged. A standby keeps
+ * nothing on disk: its table is in memory, and a restarted member rebuilds from etcd. */
+static mc_status_t clear_wal_dir(mc_ha_t *ha)
 {
     const char *prefixes[3] = {"log.", "snap.", "hasnap."};
     for (int p = 0; p < 3; p++) {
@@ -262,16 +251,36 @@ static mc_status_t spool_open(mc_ha_t *ha)
         }
         mc_free(g);
     }
-    if (ha->spool.fd >= 0)
-        mc_wal_writer_close(&ha->spool);
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/log.1", ha->o.wal_dir);
+    return MC_OK;
+}
+
+/* An empty table at batch 0 (the log is applied to it from the start or from a snapshot). */
+static mc_status_t core_reset(mc_ha_t *ha)
+{
+    mc_master_destroy(ha->core);
+    ha->core = NULL;
     pthread_mutex_lock(&ha->mu);
     ha->batch_id = 0;
     pthread_mutex_unlock(&ha->mu);
     ha->last_seq = 0;
-    ha->spool_base = 0;
-    return mc_wal_writer_open(&ha->spool, path, 1);
+    mc_status_t st = mc_master_create(&ha->core_cfg, &ha->core);
+    if (st == MC_OK)
+        st = mc_master_follow_begin(ha->core);
+    return st;
+}
+
+/* Applies one batch (or a run of snapshot bytes) to the table: 0, *used_p bytes of whole
+ * records applied (*n_p of them), or -1 (a corrupt record, or no memory; logged). */
+static int apply(mc_ha_t *ha, const void *p, size_t len, size_t *used_p, uint64_t *n_p,
+                 uint8_t *last_p)
+{
+    mc_status_t st = mc_master_follow_apply(ha->core, p, len, used_p, n_p, last_p);
+    ha->applied += *n_p;
+    if (st != MC_OK) {
+        MC_LOG_ERROR("ha: replicated log: cannot apply a record: %s", mc_status_str(st));
+        return -1;
+    }
+    return 0;
 }
 
 typedef struct manifest {
@@ -321,37 +330,51 @@ static void chunk_key(const mc_ha_t *ha, uint64_t n, uint64_t i, char *out)
     snprintf(out, HA_KEY_MAX + 64, "%s%020" PRIu64 "/%06" PRIu64, ha->snaps_prefix, n, i);
 }
 
-/* A fresh copy: the spool emptied, then the latest snapshot (if any) copied into it, so that
- * following goes on after its batch. 0 ok, -1 try again later (etcd unreachable, or the
- * snapshot was replaced while we read it). */
+/* A fresh table: empty, then the latest snapshot (if any) applied to it, so that following
+ * goes on after its batch. 0 ok, -1 try again later (etcd unreachable, the snapshot was
+ * replaced while we read it, or it is incomplete). Chunks split records anywhere: the bytes
+ * of a record cut at a chunk's end wait in a buffer for the next chunk. */
 static int bootstrap(mc_ha_t *ha)
 {
-    if (spool_open(ha) != MC_OK)
+    if (core_reset(ha) != MC_OK)
         return -1;
     manifest_t man;
     int have = read_manifest(ha, &man);
     if (have <= 0)
         return have; /* 0: no snapshot, the log is whole from batch 1 */
     uint64_t n = man.n, seq = man.seq, chunks = man.chunks;
-    char *v;
-    size_t len;
-    mc_status_t st;
-    ha->spool_base = n;
-    for (uint64_t i = 0; i < chunks; i++) {
-        char key[HA_KEY_MAX + 64];
+    mc_buf_t carry = {0};
+    uint8_t last = 0;
+    int bad = 0;
+    for (uint64_t i = 0; i < chunks && !bad; i++) {
+        char key[HA_KEY_MAX + 64], *v;
+        size_t len, used;
+        uint64_t nrec;
         chunk_key(ha, n, i, key);
-        if (mc_etcd_get(ha->etcd, key, &v, &len) != MC_OK)
-            return -1; /* replaced by a newer snapshot meanwhile: start over */
-        st = mc_wal_writer_append_raw(&ha->spool, v, len);
+        if (mc_etcd_get(ha->etcd, key, &v, &len) != MC_OK) {
+            bad = 1; /* replaced by a newer snapshot meanwhile: start over */
+            break;
+        }
+        bad = mc_buf_append(&carry, v, len) != MC_OK;
         mc_free(v);
-        if (st != MC_OK)
-            return -1;
+        if (!bad)
+            bad = apply(ha, mc_buf_head(&carry), mc_buf_unread(&carry), &used, &nrec, &last);
+        if (!bad)
+            mc_buf_consume(&carry, used);
     }
+    if (!bad && (mc_buf_unread(&carry) || last != MC_WAL_SNAP_END)) {
+        MC_LOG_ERROR("ha: the snapshot at batch %" PRIu64 " is incomplete", n);
+        bad = 1;
+    }
+    mc_buf_free(&carry);
+    if (bad)
+        return -1;
     pthread_mutex_lock(&ha->mu);
     ha->batch_id = n;
     pthread_mutex_unlock(&ha->mu);
     ha->last_seq = seq;
-    MC_LOG_INFO("ha: copied the snapshot at batch %" PRIu64 " (%" PRIu64 " chunks)", n, chunks);
+    MC_LOG_INFO("ha: copied the snapshot at batch %" PRIu64 " (%" PRIu64 " chunks, %" PRIu64
+                " objects)", n, chunks, mc_master_object_count(ha->core));
     return 0;
 }
 
@@ -380,9 +403,9 @@ static void register_standby(mc_ha_t *ha)
         ha->reg_applied = ha->batch_id;
 }
 
-/* Appends every batch after ha->batch_id up to durable_prefix to the spool. 0 ok (or etcd
+/* Applies every batch after ha->batch_id up to durable_prefix to the table. 0 ok (or etcd
  * unreachable: try later), 1 when the next batch is gone (trimmed: copy a snapshot again),
- * -1 when the log cannot be followed (a malformed batch). */
+ * -1 when the log cannot be followed (a malformed batch, no memory). */
 static int follow(mc_ha_t *ha)
 {
     uint64_t id, seq;
@@ -413,16 +436,16 @@ static int follow(mc_ha_t *ha)
         for (size_t i = 0; i < r.n && !bad && ha->batch_id < id; i++) {
             char want[HA_KEY_MAX + 32];
             batch_key(ha, ha->batch_id + 1, want);
-            uint64_t n;
-            if (strcmp(r.kvs[i].key, want) != 0 ||
-                count_records((const uint8_t *)r.kvs[i].value, r.kvs[i].value_len, &n) != 0) {
-                MC_LOG_ERROR("ha: replicated log: expected %s, found %s (malformed)", want,
-                             r.kvs[i].key);
+            uint64_t n = 0;
+            size_t used = 0;
+            if (strcmp(r.kvs[i].key, want) != 0) {
+                MC_LOG_ERROR("ha: replicated log: expected %s, found %s", want, r.kvs[i].key);
                 bad = -1;
                 break;
             }
-            if (mc_wal_writer_append_raw(&ha->spool, r.kvs[i].value, r.kvs[i].value_len) !=
-                MC_OK) {
+            if (apply(ha, r.kvs[i].value, r.kvs[i].value_len, &used, &n, NULL) != 0 ||
+                used != r.kvs[i].value_len) {
+                MC_LOG_ERROR("ha: replicated log: batch %s is malformed", want);
                 bad = -1;
                 break;
             }
@@ -497,6 +520,7 @@ static int try_acquire(mc_ha_t *ha)
     }
     ha->lease = lease;
     ha->view = (uint64_t)view;
+    ha->elected_ms = t0;
     note_view(ha, ha->view, ha->o.advertise, strlen(ha->o.advertise));
     atomic_store(&ha->last_ok_sent_ms, t0);
     atomic_store(&ha->ka_stop, false);
@@ -548,7 +572,7 @@ static mc_status_t claim_producer(mc_ha_t *ha)
 static void *snap_main(void *arg);
 
 /* One step of following: 0 (caught up as far as etcd answered), -1 cannot follow. A trimmed
- * batch makes the next step copy the snapshot again. */
+ * batch makes the next step start over from the snapshot. */
 static int sync_step(mc_ha_t *ha, bool *booted)
 {
     if (!*booted) {
@@ -559,29 +583,17 @@ static int sync_step(mc_ha_t *ha, bool *booted)
     int r = follow(ha);
     if (r == 1)
         *booted = false;
-    /* a spool that has grown past twice a newer snapshot plus --ha_snapshot_bytes is copied
-     * afresh, so that the standby's disk and its replay at takeover stay bounded */
-    manifest_t man;
-    uint64_t now = mc_now_ms();
-    if (r == 0 && now - ha->recopy_check_ms >= HA_TRIM_EVERY_MS) {
-        ha->recopy_check_ms = now;
-        if (ha->o.snapshot_bytes && read_manifest(ha, &man) == 1 && man.n > ha->spool_base &&
-            man.n <= ha->batch_id && ha->spool.bytes > 2 * man.bytes + ha->o.snapshot_bytes) {
-            MC_LOG_INFO("ha: local copy of the log is %" PRIu64 " bytes; copying the snapshot "
-                        "at batch %" PRIu64 " afresh", ha->spool.bytes, man.n);
-            *booted = false;
-        }
-    }
     return r < 0 ? -1 : 0;
 }
 
-mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
+mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_master_t **core_p)
 {
-    mc_status_t st = spool_open(ha);
+    *core_p = NULL;
+    mc_status_t st = clear_wal_dir(ha);
     if (st != MC_OK)
         return st;
-    MC_LOG_INFO("ha: standby of cluster '%s' (etcd %s), following the replicated log into %s",
-                ha->o.cluster_id, ha->o.endpoints, ha->o.wal_dir);
+    MC_LOG_INFO("ha: standby of cluster '%s' (etcd %s), applying the replicated log as it "
+                "arrives", ha->o.cluster_id, ha->o.endpoints);
     bool booted = false;
     uint64_t mine_since = 0, mine_view = 0; /* the view names our own address since then */
     while (!*stop) {
@@ -632,7 +644,7 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
         fence_exit("cannot claim the producer view");
     uint64_t id, seq;
     char *val;
-    uint64_t deadline = mc_now_ms() + ha->fence_ms;
+    uint64_t deadline = mc_now_ms() + ha->fence_ms, applied0 = ha->applied;
     for (;;) {
         if (read_prefix(ha, &id, &seq, &val) == 0) {
             mc_free(val);
@@ -645,11 +657,24 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop)
             fence_exit("cannot finish the replicated log within the lease TTL");
         mc_sleep_ms(50);
     }
-    mc_wal_writer_flush(&ha->spool, 1);
-    mc_wal_writer_close(&ha->spool);
-    MC_LOG_INFO("ha: replicated log finished at batch %" PRIu64 " (%" PRIu64 " records)",
-                ha->batch_id, ha->last_seq);
+    /* the table becomes what a restart ends in, without replaying the history again */
+    uint64_t t_promote = mc_now_ms();
+    st = mc_master_follow_promote(ha->core, ha->o.wal_dir, ha->view);
+    if (st != MC_OK) {
+        MC_LOG_ERROR("ha: cannot promote the table: %s", mc_status_str(st));
+        fence_exit("cannot promote the standby's table");
+    }
+    uint64_t tail = ha->applied - applied0, now = mc_now_ms(), took = now - ha->elected_ms;
+    MC_LOG_INFO("ha: replicated log finished at batch %" PRIu64 " (%" PRIu64 " records, %" PRIu64
+                " objects); promoted %" PRIu64 " ms after the election (the table in %" PRIu64
+                " ms), %" PRIu64 " records of the tail applied meanwhile",
+                ha->batch_id, ha->last_seq, mc_master_object_count(ha->core), took,
+                now - t_promote, tail);
+    *core_p = ha->core;
+    ha->core = NULL;
     pthread_mutex_lock(&ha->mu);
+    ha->promo_records = tail;
+    ha->promo_ms = took;
     ha->leading = true;
     ha->durable_id = ha->batch_id;
     ha->behind_since_ms = 0;
@@ -928,8 +953,7 @@ void mc_ha_destroy(mc_ha_t *ha)
         (void)mc_etcd_lease_revoke(ha->etcd, ha->lease);
         MC_LOG_INFO("ha: stepped down (lease revoked)");
     }
-    if (ha->spool.fd >= 0)
-        mc_wal_writer_close(&ha->spool);
+    mc_master_destroy(ha->core);
     mc_etcd_close(ha->etcd);
     mc_free(ha->prefix_val);
     pthread_mutex_destroy(&ha->mu);
@@ -976,5 +1000,12 @@ void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
     mc_prom_help_type(b, "master_ha_failovers_total", "counter",
                       "New leader views seen by this process after the first one");
     MC_PROM_PRINTF(b, "master_ha_failovers_total %" PRIu64 "\n", ha->failovers);
+    mc_prom_help_type(b, "master_ha_promotion_records", "gauge",
+                      "Log records this leader applied between winning the election and "
+                      "serving (the tail; 0 = it had applied everything as a standby)");
+    MC_PROM_PRINTF(b, "master_ha_promotion_records %" PRIu64 "\n", ha->promo_records);
+    mc_prom_help_type(b, "master_ha_promotion_seconds", "gauge",
+                      "Time from winning the election to the promoted table");
+    MC_PROM_PRINTF(b, "master_ha_promotion_seconds %.3f\n", (double)ha->promo_ms / 1000.0);
     pthread_mutex_unlock(&ha->mu);
 }

@@ -1,10 +1,10 @@
 /* Master high availability on etcd (docs/internals/ha.md): election on a leased key, fencing
  * by the lease clock, and a replicated log of the WAL records in etcd that standbys follow.
  *
- * A process runs mc_ha_wait_leadership first (standby: follows the log into a fresh local
- * WAL directory and competes for the view key); once it returns MC_OK this process leads:
- * the log is complete in the local WAL directory, so the master service is created from it
- * exactly like a restart (every segment RECOVERING until its owner re-mounts), and
+ * A process runs mc_ha_wait_leadership first (standby: applies the log to an in-memory master
+ * core as it arrives and competes for the view key); once it returns MC_OK this process leads:
+ * it applied the rest of the log and promoted the core to the state a restart ends in (every
+ * segment RECOVERING until its owner re-mounts), the master service serves that core, and
  * mc_ha_before_reply is installed as the service's group-commit hook.
  *
  * Fencing: a leader whose lease may have expired, whose log append was refused, or that lost
@@ -28,7 +28,11 @@ typedef struct mc_ha_opts {
     const char *cluster_id; /* [A-Za-z0-9_.-]{1,128} */
     const char *advertise;  /* "ip:port" published as the leader's RPC address */
     uint32_t lease_ttl_s;   /* 1..60 */
-    const char *wal_dir;    /* local WAL directory (locked by the caller); emptied at start */
+    const char *wal_dir;    /* local WAL directory (locked by the caller); emptied at start, the
+                               leader's local log once promoted */
+    /* the configuration of the master core the log is applied to (copied; its wal_dir is
+     * ignored: the core gets wal_dir at promotion) */
+    const mc_master_config_t *core_cfg;
     /* the leader snapshots its state into etcd once this many bytes were appended to the log
      * since the last one, then trims the batches that the snapshot and every registered
      * standby no longer need; 0 = never (the log grows without bound) */
@@ -39,10 +43,11 @@ typedef struct mc_ha mc_ha_t;
 
 /* Validates the options and connects the etcd client (no request yet). */
 mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p);
-/* Standby until this process leads: MC_OK (leader: view claimed, log finished into the WAL
- * directory, lease kept alive by a thread), MC_ERR_CANCELED when *stop became non-zero, or an
- * error (logged) that this process cannot recover from (a gap in the log). */
-mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop);
+/* Standby until this process leads: MC_OK and *core_p (leader: view claimed, log applied to
+ * its end, the core promoted (mc_master_follow_promote) and now the caller's, to be served;
+ * lease kept alive by a thread), MC_ERR_CANCELED when *stop became non-zero, or an error
+ * (logged) that this process cannot recover from (a malformed batch, no memory). */
+mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_master_t **core_p);
 /* The leader's view version (the create revision of the view key); 0 before leading. */
 uint64_t mc_ha_view(const mc_ha_t *ha);
 /* The service's before_reply hook (ctx = the mc_ha_t): appends the group commit's records to

@@ -128,6 +128,23 @@ void mc_master_ha_log_enable(mc_master_t *m);
  * (no memory): the batch must not be acknowledged. Owner thread. */
 mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p);
 
+/* Standby (master/ha.c): a core created without a wal_dir follows a replicated log of WAL
+ * records in memory and is promoted to serve when its process takes over.
+ *   follow_begin: from now on the core only takes records (call right after create).
+ *   follow_apply: applies the whole valid records of records[0..len) in order, as a restart
+ *     replays them (recovery.md); *used_p = their bytes (a partial frame at the end is left for
+ *     the next call), *n_p (optional) = records applied, *last_type_p (optional) = the type of
+ *     the last one. MC_ERR_INVALID_PARAMS at a corrupt frame, MC_ERR_NO_MEMORY.
+ *   follow_promote: the state a restart ends in, as of now: allocators built from the applied
+ *     replicas, every segment RECOVERING until its owner re-mounts (client_ttl), no space lent
+ *     for recovered_reuse_delay, every object leased for one lease period; the core answers
+ *     ha_view in Pings and, with a wal_dir, opens a new log generation there and snapshots
+ *     into it at the first cron. The core then serves like any other. */
+mc_status_t mc_master_follow_begin(mc_master_t *m);
+mc_status_t mc_master_follow_apply(mc_master_t *m, const void *records, size_t len,
+                                   size_t *used_p, uint64_t *n_p, uint8_t *last_type_p);
+mc_status_t mc_master_follow_promote(mc_master_t *m, const char *wal_dir, uint64_t ha_view);
+
 /* ---- replicas handed to clients. Strings are borrowed from the segment table and stay valid
  * until the next call into the master that can unmount a segment (any call but the lookups). */
 enum { MC_MASTER_REPLICA_MEMORY = 0, MC_MASTER_REPLICA_LOCAL_DISK = 2 }; /* wire ReplicaType */

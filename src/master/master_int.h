@@ -73,8 +73,8 @@ typedef struct segment {
     uint64_t reuse_after_ms;    /* recovered: nothing allocated in it before this */
     bool held;                  /* RECOVERING because its owner went silent (not from the WAL):
                                    restored only for owner_id */
-    extent_t *ext;              /* recovery only */
-    size_t n_ext, cap_ext;
+    extent_t *ext;              /* replay only (recovery, a standby's table) */
+    size_t n_ext, cap_ext, n_dead_ext; /* n_dead_ext: entries with obj == NULL */
 } segment_t;
 
 typedef struct dobj dobj_t; /* a LOCAL_DISK entry (master_disk.c) */

@@ -290,10 +290,30 @@ static void replay_kill_obj(mc_master_t *m, obj_t *o)
 {
     for (uint32_t i = 0; i < o->n_rep; i++) {
         segment_t *s = master_seg_slot(m, o->rep[i].seg);
-        if (s && o->rep[i].blk < s->n_ext)
+        if (s && o->rep[i].blk < s->n_ext && s->ext[o->rep[i].blk].obj) {
             s->ext[o->rep[i].blk].obj = NULL;
+            s->n_dead_ext++;
+        }
     }
     master_obj_unlink_free(m, o);
+}
+
+/* Drops the dead extents of s once they are the majority, so that a standby applying a long
+ * history of churn keeps extents proportional to the live replicas. */
+static void replay_compact_ext(segment_t *s)
+{
+    if (s->n_dead_ext < 1024 || s->n_dead_ext * 2 < s->n_ext)
+        return;
+    size_t k = 0;
+    for (size_t e = 0; e < s->n_ext; e++) {
+        extent_t *x = &s->ext[e];
+        if (!x->obj)
+            continue;
+        x->obj->rep[x->rep_idx].blk = (uint32_t)k;
+        s->ext[k++] = *x;
+    }
+    s->n_ext = k;
+    s->n_dead_ext = 0;
 }
 
 static void replay_drop_seg(mc_master_t *m, uint32_t id)
@@ -365,6 +385,7 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
         o->rep[i].seg = SEG_NONE;
         if (!s)
             continue;
+        replay_compact_ext(s);
         if (mc_array_reserve(&s->ext, &s->cap_ext, s->n_ext + 1, 1024) != MC_OK)
             return 1;
         s->ext[s->n_ext] = (extent_t){addrs[i], o->size, o, i};
@@ -377,7 +398,7 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
     return 0;
 }
 
-/* COMMIT: the object (replacing any of the same key), readable, leased from now. */
+/* COMMIT: the object (replacing any of the same key), readable (leased by replay_finish). */
 static int replay_commit(mc_master_t *m, mc_wal_rd_t *r)
 {
     uint64_t size = mc_wal_get_u64(r), sum = mc_wal_get_u64(r);
@@ -406,12 +427,6 @@ static int replay_commit(mc_master_t *m, mc_wal_rd_t *r)
     o->checksum = sum;
     o->flags = flags;
     master_obj_set_nrep(m, o, n);
-    /* Leases are not logged: honour any the old master may have granted (clients read under
-     * them without asking, store-client.md "Lease cache") by leasing every recovered object for
-     * one lease period from the restart. */
-    o->t_lease = master_now(m) + m->cfg.default_kv_lease_ttl_ms;
-    if (flags & OF_SOFT_PIN)
-        o->t_pin = master_now(m) + m->cfg.default_kv_soft_pin_ttl_ms;
     master_readable_link(m, o);
     return replay_place_replicas(m, o, n, segs, addrs);
 }
@@ -455,8 +470,10 @@ static int cmp_ext(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* Rebuilds each segment's allocator from the surviving extents and drops what cannot be
- * placed (overlaps mean a corrupt log: never hand out a range twice). */
+/* Turns the replayed table into a serving one, as of now: rebuilds each segment's allocator
+ * from the surviving extents and drops what cannot be placed (overlaps mean a corrupt log:
+ * never hand out a range twice); every segment waits client_ttl for its owner and lends no
+ * space for recovered_reuse_delay; every object is leased from now. */
 static mc_status_t replay_finish(mc_master_t *m)
 {
     uint64_t now = master_now(m), lost = 0;
@@ -489,10 +506,16 @@ static mc_status_t replay_finish(mc_master_t *m)
         }
         mc_free(s->ext);
         s->ext = NULL;
-        s->n_ext = s->cap_ext = 0;
+        s->n_ext = s->cap_ext = s->n_dead_ext = 0;
     }
     for (obj_t *o = master_readable_next(m, NULL); o;) {
         obj_t *next = master_readable_next(m, o);
+        /* Leases are not logged: honour any the old master may have granted (clients read
+         * under them without asking, store-client.md "Lease cache") by leasing every
+         * recovered object for one lease period from now. */
+        o->t_lease = now + m->cfg.default_kv_lease_ttl_ms;
+        if (o->flags & OF_SOFT_PIN)
+            o->t_pin = now + m->cfg.default_kv_soft_pin_ttl_ms;
         uint32_t k = 0;
         for (uint32_t i = 0; i < o->n_rep; i++)
             if (o->rep[i].seg != SEG_NONE)
@@ -579,5 +602,74 @@ mc_status_t master_wal_open_and_recover(mc_master_t *m)
         m->snapshot_soon = true; /* compact the replayed logs */
     }
     (void)replayed;
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------------ standby (master/ha.c) */
+
+mc_status_t mc_master_follow_begin(mc_master_t *m)
+{
+    if (m->wal_on)
+        return MC_ERR_INVALID_PARAMS;
+    m->recovering = true;
+    return MC_OK;
+}
+
+typedef struct follow_ctx {
+    mc_master_t *m;
+    uint64_t n;
+} follow_ctx_t;
+
+static int follow_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
+{
+    follow_ctx_t *f = ctx;
+    f->n++;
+    return replay_record(f->m, type, p, len);
+}
+
+mc_status_t mc_master_follow_apply(mc_master_t *m, const void *records, size_t len,
+                                   size_t *used_p, uint64_t *n_p, uint8_t *last_type_p)
+{
+    follow_ctx_t f = {.m = m};
+    mc_status_t st = m->recovering
+                         ? mc_wal_replay_buf(records, len, follow_record, &f, used_p, last_type_p)
+                         : MC_ERR_INVALID_PARAMS;
+    if (n_p)
+        *n_p = f.n;
+    return st == MC_ERR_INTERNAL ? MC_ERR_NO_MEMORY : st;
+}
+
+mc_status_t mc_master_follow_promote(mc_master_t *m, const char *wal_dir, uint64_t ha_view)
+{
+    if (!m->recovering)
+        return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = replay_finish(m);
+    m->recovering = false;
+    if (st != MC_OK)
+        return st;
+    m->cfg.ha_view_version = ha_view;
+    if (!wal_dir || !wal_dir[0])
+        return MC_OK;
+    m->wal_dir = mc_strdup(wal_dir);
+    if (!m->wal_dir)
+        return MC_ERR_NO_MEMORY;
+    m->cfg.wal_dir = m->wal_dir;
+    /* a generation after anything the directory holds; the first cron snapshots the promoted
+     * table into it (snapshot_soon), after which the directory alone holds the state */
+    uint64_t gen = 0, *g;
+    size_t n;
+    const char *prefixes[2] = {"log.", "snap."};
+    for (int p = 0; p < 2; p++) {
+        if (mc_wal_list(m->wal_dir, prefixes[p], &g, &n) != MC_OK)
+            return MC_ERR_FILE_OPEN_FAIL;
+        if (n && g[n - 1] > gen)
+            gen = g[n - 1];
+        mc_free(g);
+    }
+    st = open_log(m, gen + 1);
+    if (st != MC_OK)
+        return st;
+    m->wal_on = true;
+    m->snapshot_soon = true;
     return MC_OK;
 }

@@ -1196,10 +1196,17 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
 {
     *svc_p = NULL;
     mc_master_service_t *s = MC_NEW(mc_master_service_t);
-    if (!s)
+    if (!s) {
+        mc_master_destroy(opts->core);
         return MC_ERR_NO_MEMORY;
+    }
     s->o = *opts;
-    mc_status_t st = mc_master_create(&opts->cfg, &s->m);
+    s->o.core = NULL;
+    mc_status_t st = MC_OK;
+    if (opts->core)
+        s->m = opts->core;
+    else
+        st = mc_master_create(&opts->cfg, &s->m);
     if (st == MC_OK && opts->ha_before_reply)
         mc_master_ha_log_enable(s->m);
     if (st != MC_OK) {

@@ -40,6 +40,10 @@ typedef struct mc_master_service_opts {
     char *(*ha_leader_json)(void *ha_ctx);
     void (*ha_metrics)(void *ha_ctx, struct mc_prom *b);
     void *ha_ctx;
+    /* A core already built (an HA standby's promoted table, mc_master_follow_promote): served
+     * instead of one created from cfg, and owned by the service from create on (also when
+     * create fails). NULL = create one from cfg (recovering from cfg.wal_dir). */
+    mc_master_t *core;
     mc_master_config_t cfg;
 } mc_master_service_opts_t;
 

@@ -84,15 +84,6 @@ mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *p
     return MC_OK;
 }
 
-mc_status_t mc_wal_writer_append_raw(mc_wal_writer_t *w, const void *records, size_t len)
-{
-    mc_status_t st = mc_buf_append(&w->buf, records, len);
-    if (st != MC_OK)
-        return st;
-    w->bytes += len;
-    return writer_write(w);
-}
-
 mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync)
 {
     if (w->fd < 0)
@@ -113,6 +104,40 @@ void mc_wal_writer_close(mc_wal_writer_t *w)
         close(w->fd);
     w->fd = -1;
     mc_buf_free(&w->buf);
+}
+
+mc_status_t mc_wal_replay_buf(const void *buf, size_t len, mc_wal_record_fn fn, void *ctx,
+                              size_t *used_p, uint8_t *last_type_p)
+{
+    const uint8_t *data = buf;
+    size_t off = 0;
+    mc_status_t ret = MC_OK;
+    while (off < len) {
+        if (len - off < 13)
+            break; /* a partial frame: the caller has the rest later, or it is torn */
+        uint32_t plen = mc_get_le32(data + off);
+        if (plen > MC_WAL_MAX_RECORD) {
+            ret = MC_ERR_INVALID_PARAMS;
+            break;
+        }
+        if (len - off < 13 + (size_t)plen)
+            break;
+        uint64_t sum = mc_get_le64(data + off + 5 + plen);
+        if (sum != mc_hash64(data + off + 4, (size_t)plen + 1)) {
+            ret = MC_ERR_INVALID_PARAMS;
+            break;
+        }
+        uint8_t type = data[off + 4];
+        if (fn(ctx, type, data + off + 5, plen) != 0) {
+            ret = MC_ERR_INTERNAL;
+            break;
+        }
+        if (last_type_p)
+            *last_type_p = type;
+        off += 13 + plen;
+    }
+    *used_p = off;
+    return ret;
 }
 
 mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx, int *complete_p,
@@ -149,30 +174,11 @@ mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx,
     }
     close(fd);
     size_t off = 0;
-    mc_status_t ret = MC_OK;
-    while (off < got) {
-        if (got - off < 13) {
-            MC_LOG_WARN("wal: %s: torn record at offset %zu (ignored)", path, off);
-            break;
-        }
-        uint32_t len = mc_get_le32(data + off);
-        if (len > MC_WAL_MAX_RECORD || got - off < 13 + (size_t)len) {
-            MC_LOG_WARN("wal: %s: torn record at offset %zu (ignored)", path, off);
-            break;
-        }
-        uint64_t sum = mc_get_le64(data + off + 5 + len);
-        if (sum != mc_hash64(data + off + 4, (size_t)len + 1)) {
-            MC_LOG_WARN("wal: %s: bad checksum at offset %zu (rest ignored)", path, off);
-            break;
-        }
-        uint8_t type = data[off + 4];
-        if (fn(ctx, type, data + off + 5, len) != 0) {
-            ret = MC_ERR_INTERNAL;
-            break;
-        }
-        if (last_type_p)
-            *last_type_p = type;
-        off += 13 + len;
+    mc_status_t ret = mc_wal_replay_buf(data, got, fn, ctx, &off, last_type_p);
+    if (ret == MC_ERR_INVALID_PARAMS || (ret == MC_OK && off < got)) {
+        /* torn or corrupt: everything before it is applied */
+        MC_LOG_WARN("wal: %s: torn or corrupt record at offset %zu (rest ignored)", path, off);
+        ret = MC_OK;
     }
     if (complete_p)
         *complete_p = off == got;

@@ -42,8 +42,6 @@ mc_status_t mc_wal_frame(mc_buf_t *out, uint8_t type, const void *payload, size_
 /* Buffers one record (flushes the buffer to the file when it is large). */
 mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *payload,
                                  size_t len);
-/* Writes already framed records (a replicated batch, master/ha.c) after what is buffered. */
-mc_status_t mc_wal_writer_append_raw(mc_wal_writer_t *w, const void *records, size_t len);
 /* write() the buffer; with do_sync also fdatasync. */
 mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync);
 void mc_wal_writer_close(mc_wal_writer_t *w);
@@ -54,6 +52,14 @@ void mc_wal_writer_close(mc_wal_writer_t *w);
 typedef int (*mc_wal_record_fn)(void *ctx, uint8_t type, const uint8_t *p, size_t len);
 mc_status_t mc_wal_replay_file(const char *path, mc_wal_record_fn fn, void *ctx,
                                int *complete_p, uint8_t *last_type_p);
+
+/* The same over framed records in memory (a replicated batch, a snapshot's chunks): applies
+ * every whole valid record in order; *used_p = the bytes of those records (a partial frame at
+ * the end is left for the caller: MC_OK with *used_p < len). MC_ERR_INVALID_PARAMS at a
+ * corrupt frame (bad length or checksum; *used_p = its offset), MC_ERR_INTERNAL when fn
+ * stopped it. */
+mc_status_t mc_wal_replay_buf(const void *buf, size_t len, mc_wal_record_fn fn, void *ctx,
+                              size_t *used_p, uint8_t *last_type_p);
 
 /* Lists generations present in dir: sorted ascending arrays (malloc'ed; caller frees). */
 mc_status_t mc_wal_list(const char *dir, const char *prefix, uint64_t **gens_p, size_t *n_p);

@@ -966,6 +966,128 @@ static void test_wal_recovery(void **state)
     rm_rf(dir);
 }
 
+/* A standby's table (mc_master_follow_*, master/ha.c): the records a leader logged, applied
+ * in pieces cut anywhere (a record split across pieces waits for the rest), then promoted: the
+ * state a restart recovers (RECOVERING until re-mounted, same addresses and checksums, removed
+ * objects absent), with the lease and the reuse delay counted from the promotion, not from
+ * when the records were applied; and a corrupt record is refused. */
+static void test_follow_and_promote(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_lead_XXXXXX", dir2[] = "/tmp/mc_master_stby_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(dir2));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.client_ttl_ms = 10000;
+    cfg.default_kv_lease_ttl_ms = 5000;
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    mount(m, CA, "segA", 0x100000, 1 << 20, "hA", 0x11);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t addrs[20];
+    char key[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(put(m, CA, key, 1000, 0x500 + (uint64_t)i), MC_OK);
+        assert_int_equal(mc_master_get_replicas(m, K(key), r, &n, NULL, NULL), MC_OK);
+        addrs[i] = r[0].addr;
+    }
+    assert_int_equal(mc_master_remove(m, K("k5"), true, NULL), MC_OK);
+    for (int i = 0; i < 3000; i++) { /* churn: 3000 dead extents, compacted while applied */
+        assert_int_equal(put(m, CA, "churn", 64, 1), MC_OK);
+        assert_int_equal(mc_master_remove(m, K("churn"), true, NULL), MC_OK);
+    }
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    bool lost = true;
+    mc_buf_t *log = mc_master_ha_log(m, &lost);
+    assert_false(lost);
+    size_t len = mc_buf_unread(log);
+    uint8_t *recs = mc_malloc(len);
+    assert_non_null(recs);
+    memcpy(recs, mc_buf_head(log), len);
+
+    mc_master_config_t fcfg = cfg;
+    fcfg.wal_dir = NULL;
+    fcfg.recovered_reuse_delay_ms = 5000;
+    mc_master_t *f = mk(&fcfg);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    size_t done = 0, avail = 0;
+    uint64_t total = 0;
+    while (done < len) { /* 7 more bytes at a time */
+        avail = avail + 7 < len - done ? avail + 7 : len - done;
+        size_t used;
+        uint64_t k;
+        assert_int_equal(mc_master_follow_apply(f, recs + done, avail, &used, &k, NULL), MC_OK);
+        done += used;
+        avail -= used;
+        total += k;
+    }
+    assert_int_equal(total, 1 + 20 + 1 + 2 * 3000); /* MOUNT, COMMITs, REMOVEs */
+    /* a corrupt record (a flipped payload byte: its checksum fails) is refused unapplied */
+    recs[5] ^= 0x40;
+    size_t used;
+    assert_int_equal(mc_master_follow_apply(f, recs, len, &used, NULL, NULL),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(used, 0);
+    mc_free(recs);
+
+    g_now += 60000; /* long after the records: deadlines and leases count from the promotion */
+    assert_int_equal(mc_master_follow_promote(f, dir2, 9), MC_OK);
+    assert_int_equal(mc_master_object_count(f), 19);
+    mc_master_segment_status_t ss;
+    assert_int_equal(mc_master_query_segment(f, "segA", &ss), MC_OK);
+    assert_int_equal(ss.state, 2);
+    assert_int_equal(mc_master_exist(f, K("k1")), MC_ERR_OBJECT_NOT_FOUND);
+    bool need = false;
+    assert_int_equal(mc_master_ping(f, CA, &need), MC_OK);
+    assert_true(need);
+    g_now += 4000; /* within client_ttl and the reuse delay of the promotion */
+    mc_master_cron(f);
+    mc_master_segment_info_t a = {.name = "segA", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hA"};
+    memset(a.uuid, 0x11, 16);
+    assert_int_equal(mc_master_mount(f, CA, &a, true), MC_OK);
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        uint64_t size, sum;
+        if (i == 5) {
+            assert_int_equal(mc_master_exist(f, K(key)), MC_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        assert_int_equal(mc_master_get_replicas(f, K(key), r, &n, &size, &sum), MC_OK);
+        assert_int_equal(r[0].addr, addrs[i]);
+        assert_int_equal(sum, 0x500 + (uint64_t)i);
+    }
+    assert_int_equal(mc_master_exist(f, K("churn")), MC_ERR_OBJECT_NOT_FOUND);
+    /* nothing lent in the recovered segment before the reuse delay, then never over a
+     * recovered object */
+    assert_int_not_equal(put(f, CA, "new", 1000, 1), MC_OK);
+    g_now += 1001;
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "n%d", i);
+        assert_int_equal(put(f, CA, key, 1000, 1), MC_OK);
+        assert_int_equal(mc_master_get_replicas(f, K(key), r, &n, NULL, NULL), MC_OK);
+        for (int j = 0; j < 20; j++) /* (k5's space was freed by its removal) */
+            assert_true(j == 5 || r[0].addr + 1000 <= addrs[j] || r[0].addr >= addrs[j] + 1000);
+    }
+    /* the promoted core logs to its own directory: a restart from it alone finds the state */
+    for (int i = 0; i < 200; i++) { /* the first starts the snapshot of the promoted table */
+        mc_master_cron(f);
+        usleep(5000);
+    }
+    mc_master_destroy(f);
+    fcfg.wal_dir = dir2;
+    f = mk(&fcfg);
+    assert_int_equal(mc_master_object_count(f), 19 + 50);
+    mc_master_destroy(f);
+    mc_master_destroy(m);
+    rm_rf(dir);
+    rm_rf(dir2);
+}
+
 /* The counters behind upstream's metric names: soft-pinned keys, PutStart allocation failures,
  * the value-size histogram, eviction rounds, and the per-segment numbers the cron publishes. */
 static void test_upstream_metrics(void **state)
@@ -1376,6 +1498,7 @@ int main(void)
         cmocka_unit_test(test_forced_remove_retires),
         cmocka_unit_test(test_grants_park_space),
         cmocka_unit_test(test_wal_recovery),
+        cmocka_unit_test(test_follow_and_promote),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_key_list_cap),
     };

@@ -241,6 +241,21 @@ static void test_kill9_failover(void **state)
     ha_stop(b);
 }
 
+/* Waits until the standby at m has applied every durable batch (its lag metric reads 0). */
+static void wait_caught_up(ha_master_t *m)
+{
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    for (;;) {
+        char *r = admin_get(m->mport, "/metrics");
+        bool caught_up = strstr(r, "master_ha_log_lag_batches 0\n") != NULL;
+        free(r);
+        if (caught_up)
+            return;
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(100);
+    }
+}
+
 /* The id of the first batch still in the log of cluster (0 = none). */
 static uint64_t first_batch(mc_etcd_t *e, const char *cluster)
 {
@@ -287,14 +302,13 @@ static void test_fresh_standby_after_trim(void **state)
 
     ha_start_ex(b, "trim", TTL_S, "--ha_snapshot_bytes=2048");
     assert_int_equal(mt_wait_log(b->log, "copied the snapshot at batch", TAKEOVER_MS), 0);
-    /* churn (the table stays the same size, the log grows): b's local copy outgrows twice the
-     * snapshot plus --ha_snapshot_bytes and is copied afresh from a newer snapshot */
+    /* churn (the table stays the same size, the log grows and is snapshotted and trimmed
+     * meanwhile): b applies it as it comes */
     for (int i = 0; i < 150; i++) {
         assert_int_equal(put_start(c, CLIENT, "churn", 4096, 1, NULL), MC_OK);
         assert_int_equal(put_end(c, CLIENT, "churn", 1), MC_OK);
         assert_int_equal(key_op(c, MC_OP_REMOVE, CLIENT, "churn", true), MC_OK);
     }
-    assert_int_equal(mt_wait_log(b->log, "afresh", TAKEOVER_MS), 0);
     for (int i = 60; i < 70; i++) { /* after the snapshot: from the log */
         snprintf(key, sizeof(key), "t%d", i);
         assert_int_equal(put_start(c, CLIENT, key, 4096, 1, NULL), MC_OK);
@@ -302,17 +316,7 @@ static void test_fresh_standby_after_trim(void **state)
     }
     assert_int_equal(key_op(c, MC_OP_REMOVE, CLIENT, "t3", true), MC_OK);
     mc_rpc_client_destroy(c);
-    /* wait until b has applied everything (its lag metric reads 0 at the durable prefix) */
-    deadline = mc_now_ms() + TAKEOVER_MS;
-    for (;;) {
-        char *r = admin_get(b->mport, "/metrics");
-        bool caught_up = strstr(r, "master_ha_log_lag_batches 0\n") != NULL;
-        free(r);
-        if (caught_up)
-            break;
-        assert_true(mc_now_ms() < deadline);
-        mc_sleep_ms(100);
-    }
+    wait_caught_up(b); /* b has applied everything */
     kill(a->pid, SIGKILL);
     waitpid(a->pid, NULL, 0);
     a->pid = 0;
@@ -334,6 +338,164 @@ static void test_fresh_standby_after_trim(void **state)
     }
     mc_rpc_client_destroy(c);
     mc_etcd_close(e);
+    ha_stop(a);
+    ha_stop(b);
+}
+
+/* The value of the series name on m's /metrics (asserted present). */
+static double metric(ha_master_t *m, const char *name)
+{
+    char *r = admin_get(m->mport, "/metrics"), want[128];
+    snprintf(want, sizeof(want), "\n%s ", name);
+    const char *p = strstr(r, want);
+    assert_non_null(p);
+    double v = strtod(p + strlen(want), NULL);
+    free(r);
+    return v;
+}
+
+#define TAIL_BATCH 1000
+
+/* n objects "k<i>" of 4096 bytes through BatchPutStart/End; addrs[i] = their addresses. */
+static void batch_put(mc_rpc_client_t *c, int n, uint64_t *addrs)
+{
+    ProtobufCBinaryData keys[TAIL_BATCH];
+    uint64_t sizes[TAIL_BATCH], sums[TAIL_BATCH];
+    char names[TAIL_BATCH][16];
+    for (int base = 0; base < n; base += TAIL_BATCH) {
+        size_t k = (size_t)(n - base < TAIL_BATCH ? n - base : TAIL_BATCH);
+        for (size_t i = 0; i < k; i++) {
+            snprintf(names[i], sizeof(names[i]), "k%d", base + (int)i);
+            keys[i] = mc_wire_key_str(names[i]);
+            sizes[i] = 4096;
+            sums[i] = 0x9000 + (uint64_t)base + i;
+        }
+        McRpc__ReplicateConfig cfg = MC_RPC__REPLICATE_CONFIG__INIT;
+        cfg.replica_num = 1;
+        McRpc__BatchPutStartRequest q = MC_RPC__BATCH_PUT_START_REQUEST__INIT;
+        q.client_id = (ProtobufCBinaryData){16, CLIENT};
+        q.n_keys = q.n_value_sizes = k;
+        q.keys = keys;
+        q.value_sizes = sizes;
+        q.config = &cfg;
+        ProtobufCMessage *r;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_PUT_START, &q.base, &r,
+                                            MC_TEST_RPC_TIMEOUT_MS), MC_OK);
+        McRpc__BatchPutStartResponse *p = (void *)r;
+        assert_int_equal(p->status, MC_OK);
+        assert_int_equal(p->n_results, k);
+        for (size_t i = 0; i < k; i++) {
+            assert_int_equal(p->results[i]->status, MC_OK);
+            addrs[base + (int)i] = p->results[i]->replicas[0]->buffer_address;
+        }
+        mc_rpc_response_free(r);
+        McRpc__BatchPutEndRequest e = MC_RPC__BATCH_PUT_END_REQUEST__INIT;
+        e.client_id = (ProtobufCBinaryData){16, CLIENT};
+        e.n_keys = e.n_checksums = k;
+        e.keys = keys;
+        e.checksums = sums;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_PUT_END, &e.base, &r,
+                                            MC_TEST_RPC_TIMEOUT_MS), MC_OK);
+        McRpc__BatchStatusResponse *b = (void *)r;
+        assert_int_equal(b->status, MC_OK);
+        for (size_t i = 0; i < b->n_statuses; i++)
+            assert_int_equal(b->statuses[i], MC_OK);
+        mc_rpc_response_free(r);
+    }
+}
+
+/* Every object "k<i>" (i < n) readable with its address and checksum, but the removed ones
+ * (i % 1000 == 999). */
+static void batch_check(mc_rpc_client_t *c, int n, const uint64_t *addrs)
+{
+    ProtobufCBinaryData keys[TAIL_BATCH];
+    char names[TAIL_BATCH][16];
+    for (int base = 0; base < n; base += TAIL_BATCH) {
+        size_t k = (size_t)(n - base < TAIL_BATCH ? n - base : TAIL_BATCH);
+        for (size_t i = 0; i < k; i++) {
+            snprintf(names[i], sizeof(names[i]), "k%d", base + (int)i);
+            keys[i] = mc_wire_key_str(names[i]);
+        }
+        McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
+        q.n_keys = k;
+        q.keys = keys;
+        ProtobufCMessage *r;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_GET_REPLICA_LIST, &q.base, &r,
+                                            MC_TEST_RPC_TIMEOUT_MS), MC_OK);
+        McRpc__BatchReplicaListResponse *p = (void *)r;
+        assert_int_equal(p->n_results, k);
+        for (size_t i = 0; i < k; i++) {
+            McRpc__ReplicaListResponse *x = p->results[i];
+            if ((base + (int)i) % 1000 == 999) {
+                assert_int_equal(x->status, MC_ERR_OBJECT_NOT_FOUND);
+                continue;
+            }
+            assert_int_equal(x->status, MC_OK);
+            assert_int_equal(x->n_replicas, 1);
+            assert_true(x->replicas[0]->buffer_address == addrs[base + (int)i]);
+            assert_true(x->checksum == 0x9000 + (uint64_t)base + i);
+        }
+        mc_rpc_response_free(r);
+    }
+}
+
+/* A standby applies the log as it arrives: the new leader applies only the tail it had not
+ * applied yet (none here: it was caught up) rather than the history of n objects, and serves
+ * every object once the segment re-mounts. MC_HA_TAIL_OBJECTS overrides n (20,000). */
+static void test_takeover_applies_only_the_tail(void **state)
+{
+    (void)state;
+    const char *env = getenv("MC_HA_TAIL_OBJECTS");
+    int n = env && atoi(env) > 0 ? atoi(env) : 20000;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start(a, "tail");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, "tail");
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    /* half full at most: no eviction (its high watermark is 90 %) */
+    uint64_t seg_size = ((uint64_t)n * 8192 + (64u << 20)) & ~(uint64_t)0xfffff;
+    assert_int_equal(mount(c, CLIENT, "segL", 1ull << 40, seg_size, 0x66, false), MC_OK);
+    uint64_t *addrs = calloc((size_t)n, sizeof(uint64_t));
+    assert_non_null(addrs);
+    uint64_t t_put = mc_now_ms();
+    batch_put(c, n, addrs);
+    char key[32];
+    for (int i = 999; i < n; i += 1000) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(key_op(c, MC_OP_REMOVE, CLIENT, key, true), MC_OK);
+    }
+    fprintf(stderr, "%d objects committed in %llu ms\n", n,
+            (unsigned long long)(mc_now_ms() - t_put));
+    mc_rpc_client_destroy(c);
+    wait_caught_up(b);
+    assert_true(metric(b, "master_ha_promotion_records") == 0); /* a standby: not promoted */
+
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    uint64_t t0 = mc_now_ms();
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    uint64_t took = mc_now_ms() - t0;
+    fprintf(stderr, "%d objects: serving %llu ms after kill -9\n", n, (unsigned long long)took);
+    assert_int_equal(mt_wait_http_ok(b->mport, "/role", TAKEOVER_MS), 0);
+    fprintf(stderr, "%d objects: %.3f s from the election to the promoted table\n", n,
+            metric(b, "master_ha_promotion_seconds"));
+    /* nothing was appended after b caught up: the tail it applied at promotion is empty (a
+     * replay of the history would be n + n/1000 + 1 records) */
+    assert_true(metric(b, "master_ha_promotion_records") == 0);
+    assert_int_equal(mt_wait_log(b->log, " 0 records of the tail applied", 1000), 0);
+
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    assert_int_equal(key_op(c, MC_OP_EXIST_KEY, NULL, "k1", false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, "segL", 1ull << 40, seg_size, 0x66, true), MC_OK);
+    /* recovered space waits one lease period before it is lent again */
+    assert_int_not_equal(put_start(c, CLIENT, "after", 4096, 1, NULL), MC_OK);
+    batch_check(c, n, addrs);
+    mc_rpc_client_destroy(c);
+    free(addrs);
     ha_stop(a);
     ha_stop(b);
 }
@@ -547,12 +709,15 @@ static void test_tenant_quota_etcd_connector(void **state)
     ha_stop(m);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1) /* one test by name (or a pattern), e.g. test_takeover_applies_only_the_tail */
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_failover),
         cmocka_unit_test(test_sigstop_zombie_is_fenced),
         cmocka_unit_test(test_fresh_standby_after_trim),
+        cmocka_unit_test(test_takeover_applies_only_the_tail),
         cmocka_unit_test(test_same_address_refused),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
