@@ -4,17 +4,21 @@
  *   mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] [--decode N]
  *                    [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE]
  *                    [--master HOST:PORT] [--segment_size MB] [--local_hostname H]
- *                    [--metadata URI] [--kernels avx2-fma|portable]
+ *                    [--metadata URI] [--kernels avx2-fma|portable] [--cost] [--deadline_ms MS]
  *
  * Prompt tokens: trace block j (hash_id h) holds 512 tokens from splitmix64 seeded with h, so
  * requests sharing hash ids share tokens; a prompt is its blocks' tokens cut to input_length
  * and to --max_prompt. Without --master nothing is reused (the no-cache baseline). The process
  * contributes --segment_size MB to the pool (default 256; 0 = none, then a storage server must
  * provide the memory). The transfer engine reads its tuning from the environment
- * (tools/common/te_env.h).
+ * (tools/common/te_env.h). --cost measures the store's bandwidth and per-object latency and the
+ * prefill throughput at startup (mc_engine_cost_calibrate; printed as a "calibration" line) and
+ * fetches a found prefix only where that beats recomputing it; --deadline_ms MS (implies
+ * --cost) also caps each request's predicted fetch time.
  *
  * Per request: prompt_tokens, tokens_reused, tokens_prefilled, blocks_found, blocks_rejected,
- * blocks_put, lookup/fetch/prefill/put ms, ttft_ms (lookup + fetch + prefill + the first
+ * blocks_skipped (found, not fetched: the cost model chose recompute), blocks_put,
+ * lookup/fetch/prefill/put ms, ttft_ms (lookup + fetch + prefill + the first
  * token; the puts come after), ideal_reused (tokens of leading trace blocks an unbounded cache
  * filled by this replay alone would hold, within what the engine may reuse), first_token,
  * last_token (the last decoded), logits_hash (XXH3-64 of the logits last_token came from: equal
@@ -40,7 +44,7 @@ static int usage(void)
             "usage: mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] "
             "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
             "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
-            "[--kernels avx2-fma|portable]\n");
+            "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS]\n");
     return 2;
 }
 
@@ -95,8 +99,8 @@ static int idset_add(idset_t *s, uint64_t id) /* 1 if it was there */
 int main(int argc, char **argv)
 {
     long n_req = 10, max_prompt = 8192, decode = 1, threads = 2, block = TRACE_BLOCK, seed = 1,
-         segment_mb = 256;
-    int tiny = 0;
+         segment_mb = 256, deadline_ms = 0;
+    int tiny = 0, use_cost = 0;
     const char *trace_path = "data/traces/conversation_trace.jsonl", *ckpt = NULL,
                *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
     for (int i = 1; i < argc; i++) {
@@ -105,6 +109,10 @@ int main(int argc, char **argv)
         const char **str = NULL;
         if (!strcmp(a, "--tiny")) {
             tiny = 1;
+            continue;
+        }
+        if (!strcmp(a, "--cost")) {
+            use_cost = 1;
             continue;
         }
         if (!strcmp(a, "--trace"))
@@ -131,6 +139,8 @@ int main(int argc, char **argv)
             target = &block;
         else if (!strcmp(a, "--seed"))
             target = &seed, lo = 0, hi = INT32_MAX;
+        else if (!strcmp(a, "--deadline_ms"))
+            target = &deadline_ms, lo = 0, hi = 3600000, use_cost = 1;
         else if (!strcmp(a, "--segment_size"))
             target = &segment_mb, lo = 0, hi = 1L << 20;
         if ((!target && !str) || !v)
@@ -203,6 +213,17 @@ int main(int argc, char **argv)
         return 2;
     }
     uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), (uint32_t)block, 0, 1);
+    mc_engine_cost_t cost = {.deadline_ms = (double)deadline_ms};
+    if (use_cost && store) {
+        if ((st = mc_engine_cost_calibrate(e, store, (uint32_t)block, 8, &cost)) != MC_OK) {
+            fprintf(stderr, "mc_engine_replay: calibration: %s\n", mc_status_str(st));
+            return 1;
+        }
+        printf("{\"calibration\":true,\"store_mb_per_s\":%.1f,\"obj_latency_ms\":%.3f,"
+               "\"prefill_tokens_per_s\":%.0f,\"deadline_ms\":%ld}\n",
+               cost.store_bytes_per_ms * 1000 / 1e6, cost.obj_latency_ms,
+               cost.prefill_tokens_per_ms * 1000, deadline_ms);
+    }
     int32_t *tokens = malloc(((size_t)max_prompt + TRACE_BLOCK) * sizeof(int32_t));
     int32_t *out = malloc((size_t)decode * sizeof(int32_t));
     float *logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
@@ -247,7 +268,8 @@ int main(int argc, char **argv)
         }
         mc_engine_reuse_stats_t rs;
         uint64_t t0 = mc_now_ns();
-        st = mc_engine_prefill_reuse(e, kv, store, compat, tokens, n, logits, &rs);
+        st = mc_engine_prefill_reuse_cost(e, kv, store, compat, use_cost ? &cost : NULL, tokens,
+                                          n, logits, &rs);
         int32_t first = mc_engine_argmax(logits, m->cfg.vocab_size);
         double ttft = rs.lookup_ms + rs.fetch_ms + rs.prefill_ms;
         if (st == MC_OK && decode > 0)
@@ -261,12 +283,13 @@ int main(int argc, char **argv)
         }
         printf("{\"req\":%zu,\"line\":%u,\"prompt_tokens\":%u,\"tokens_reused\":%u,"
                "\"tokens_prefilled\":%u,\"ideal_reused\":%" PRIu64 ",\"blocks_found\":%u,"
-               "\"blocks_rejected\":%u,\"blocks_put\":%u,\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
+               "\"blocks_rejected\":%u,\"blocks_skipped\":%u,\"blocks_put\":%u,"
+               "\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
                "\"prefill_ms\":%.1f,\"put_ms\":%.2f,\"ttft_ms\":%.1f,\"total_ms\":%.1f,"
                "\"first_token\":%d,\"last_token\":%d,\"logits_hash\":\"%016llx\"}\n",
                r, req->line, n, rs.tokens_reused, rs.tokens_prefilled, ideal, rs.blocks_found,
-               rs.blocks_rejected, rs.blocks_put, rs.lookup_ms, rs.fetch_ms, rs.prefill_ms,
-               rs.put_ms, ttft, total, first, decode > 0 ? out[decode - 1] : first,
+               rs.blocks_rejected, rs.blocks_skipped, rs.blocks_put, rs.lookup_ms, rs.fetch_ms,
+               rs.prefill_ms, rs.put_ms, ttft, total, first, decode > 0 ? out[decode - 1] : first,
                (unsigned long long)mc_hash64(logits, (size_t)m->cfg.vocab_size * sizeof(float)));
         fflush(stdout);
         sum_prompt += n;
