@@ -14,7 +14,9 @@
  * (tools/common/te_env.h). --cost measures the store's bandwidth and per-object latency and the
  * prefill throughput at startup (mc_engine_cost_calibrate; printed as a "calibration" line) and
  * fetches a found prefix only where that beats recomputing it; --deadline_ms MS (implies
- * --cost) also caps each request's predicted fetch time.
+ * --cost) also caps each request's predicted fetch time. --pause_after N: after N requests,
+ * print {"paused":N} and wait for a line on stdin (a script's hook to fail a server at a known
+ * point of the run; EOF also continues).
  *
  * Per request: prompt_tokens, tokens_reused, tokens_prefilled, blocks_found, blocks_rejected,
  * blocks_skipped (found, not fetched: the cost model chose recompute), blocks_put,
@@ -44,7 +46,7 @@ static int usage(void)
             "usage: mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] "
             "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
             "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
-            "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS]\n");
+            "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS] [--pause_after N]\n");
     return 2;
 }
 
@@ -99,7 +101,7 @@ static int idset_add(idset_t *s, uint64_t id) /* 1 if it was there */
 int main(int argc, char **argv)
 {
     long n_req = 10, max_prompt = 8192, decode = 1, threads = 2, block = TRACE_BLOCK, seed = 1,
-         segment_mb = 256, deadline_ms = 0;
+         segment_mb = 256, deadline_ms = 0, pause_after = 0;
     int tiny = 0, use_cost = 0;
     const char *trace_path = "data/traces/conversation_trace.jsonl", *ckpt = NULL,
                *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
@@ -141,6 +143,8 @@ int main(int argc, char **argv)
             target = &seed, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--deadline_ms"))
             target = &deadline_ms, lo = 0, hi = 3600000, use_cost = 1;
+        else if (!strcmp(a, "--pause_after"))
+            target = &pause_after, lo = 0, hi = 10000000;
         else if (!strcmp(a, "--segment_size"))
             target = &segment_mb, lo = 0, hi = 1L << 20;
         if ((!target && !str) || !v)
@@ -299,6 +303,12 @@ int main(int argc, char **argv)
         sum_ttft += ttft;
         sum_prefill += rs.prefill_ms;
         done++;
+        if (pause_after > 0 && done == (size_t)pause_after) {
+            printf("{\"paused\":%zu}\n", done);
+            fflush(stdout);
+            char line[16];
+            (void)!fgets(line, sizeof(line), stdin);
+        }
     }
     printf("{\"summary\":true,\"requests\":%zu,\"store\":%s,\"block_tokens\":%ld,"
            "\"block_bytes\":%zu,\"kernels\":\"%s\",\"prompt_tokens\":%" PRIu64
