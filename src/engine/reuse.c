@@ -56,10 +56,9 @@ static double ms_since(uint64_t t0)
     return (double)(mc_now_ns() - t0) / 1e6;
 }
 
-/* Fetch blocks [0, n) into kv's slots; returns how many leading ones verified. */
-static uint32_t fetch_prefix(const mc_engine_model_t *m, mc_engine_kv_t *kv, mc_store_t *store,
-                             uint64_t compat, const uint64_t *chain, char (*keys)[MC_ENGINE_KV_KEY_MAX],
-                             uint32_t n)
+uint32_t mc_engine_kv_fetch_blocks(const mc_engine_model_t *m, mc_engine_kv_t *kv,
+                                   mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                   char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t n)
 {
     size_t bb = mc_engine_kv_block_bytes(kv);
     mc_engine_kv_hdr_t *hdrs = calloc(n, sizeof(*hdrs));
@@ -108,12 +107,10 @@ out:
     return valid;
 }
 
-/* Put blocks [from, to) (create-once, or upsert to replace stored blocks that failed
- * verification); returns how many the store accepted. */
-static uint32_t put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
-                           mc_store_t *store, uint64_t compat, const uint64_t *chain,
-                           char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
-                           bool upsert)
+uint32_t mc_engine_kv_put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                                 mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                 char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
+                                 bool upsert)
 {
     if (from >= to)
         return 0;
@@ -319,7 +316,7 @@ mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, m
         stats->blocks_skipped = stats->blocks_found - want;
         if (want > 0) {
             t0 = mc_now_ns();
-            valid = fetch_prefix(m, kv, store, compat, chain, keys, want);
+            valid = mc_engine_kv_fetch_blocks(m, kv, store, compat, chain, keys, want);
             stats->fetch_ms = ms_since(t0);
             stats->blocks_rejected = want - valid;
         }
@@ -336,8 +333,9 @@ mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, m
          * model's choice) are left as they are, the ones after them are created */
         uint32_t bad_end = valid + stats->blocks_rejected;
         uint32_t found = stats->blocks_found > valid ? stats->blocks_found : valid;
-        stats->blocks_put = put_blocks(m, kv, store, compat, chain, keys, valid, bad_end, true) +
-                            put_blocks(m, kv, store, compat, chain, keys, found, full, false);
+        stats->blocks_put =
+            mc_engine_kv_put_blocks(m, kv, store, compat, chain, keys, valid, bad_end, true) +
+            mc_engine_kv_put_blocks(m, kv, store, compat, chain, keys, found, full, false);
         stats->put_ms = ms_since(t0);
     }
     free(chain);

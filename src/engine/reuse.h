@@ -78,6 +78,18 @@ uint32_t mc_engine_cost_blocks_to_fetch(const mc_engine_cost_t *c, uint32_t foun
 mc_status_t mc_engine_cost_calibrate(mc_engine_t *eng, mc_store_t *store, uint32_t block_tokens,
                                      uint32_t probe_blocks, mc_engine_cost_t *c);
 
+/* The block transfers behind prefix reuse (also used by pd.c). Block i lives in kv's slot i, is
+ * stored under keys[i] with chain[i] in its header. Fetch: gets blocks [0, n) in one batch and
+ * returns how many leading ones arrived whole and verified. Put: stores blocks [from, to)
+ * (create-once, or upsert to replace), returns how many the store accepted. */
+uint32_t mc_engine_kv_fetch_blocks(const mc_engine_model_t *m, mc_engine_kv_t *kv,
+                                   mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                   char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t n);
+uint32_t mc_engine_kv_put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                                 mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                 char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
+                                 bool upsert);
+
 typedef struct mc_engine_reuse_stats {
     uint32_t prompt_tokens;
     uint32_t tokens_reused;     /* K/V taken from the store */

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "common/net.h"
+#include "engine/pd.h"
 #include "engine/reuse.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
@@ -285,6 +286,101 @@ static void test_cost_model(void **state)
     assert_identical(&ref, &r);
 }
 
+/* One request handed from a prefill engine to a decode engine through the store. */
+static mc_status_t pd_request(uint64_t req, const int32_t *prompt, uint32_t n, uint32_t block,
+                              result_t *r, mc_engine_pd_stats_t *ps)
+{
+    mc_engine_t *e;
+    mc_engine_kv_t *kv;
+    int32_t *got = NULL;
+    assert_int_equal(mc_engine_create(model, 2, &e), MC_OK);
+    assert_int_equal(mc_engine_kv_create(model, block, &kv), MC_OK);
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernels_name(e), block, 0, 1);
+    mc_status_t st = mc_engine_pd_receive(e, kv, store, compat, req, 500, &got, r->logits, ps);
+    if (st == MC_OK) {
+        assert_int_equal(ps->n_tokens, n);
+        assert_memory_equal(got, prompt, n * sizeof(int32_t));
+        assert_int_equal(mc_engine_decode(e, kv, r->logits, r->tokens, N_DECODE), MC_OK);
+    }
+    free(got);
+    mc_engine_kv_free(kv);
+    mc_engine_destroy(e);
+    return st;
+}
+
+static void pd_prefill(uint64_t req, const int32_t *prompt, uint32_t n)
+{
+    mc_engine_t *e;
+    mc_engine_kv_t *kv;
+    static float logits[256];
+    mc_engine_reuse_stats_t rs;
+    assert_int_equal(mc_engine_create(model, 1, &e), MC_OK);
+    assert_int_equal(mc_engine_kv_create(model, B, &kv), MC_OK);
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernels_name(e), B, 0, 1);
+    assert_int_equal(
+        mc_engine_pd_prefill(e, kv, store, compat, NULL, req, prompt, n, logits, &rs), MC_OK);
+    mc_engine_kv_free(kv);
+    mc_engine_destroy(e);
+}
+
+/* Disaggregated prefill/decode gives the colocated bits: with a tail block, without one, with
+ * the tail corrupted (recomputed); a decode side of another layout refuses the hand-off; a
+ * request never prefilled times out; the request-scoped keys are gone after the hand-off. */
+static void test_pd_handoff(void **state)
+{
+    int32_t p[200];
+    make_prompt(p, 200, 11);
+    static result_t ref, ref192, r;
+    mc_engine_pd_stats_t ps;
+    request(model, NULL, p, 200, &ref); /* colocated, no store */
+    request(model, NULL, p, 192, &ref192);
+
+    pd_prefill(101, p, 200); /* 12 blocks + an 8-token tail */
+    assert_int_equal(pd_request(101, p, 200, B, &r, &ps), MC_OK);
+    assert_int_equal(ps.tokens_fetched, 200);
+    assert_int_equal(ps.tokens_recomputed, 0);
+    assert_identical(&ref, &r);
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernel_variant(), B, 0, 1);
+    char key[MC_ENGINE_KV_KEY_MAX];
+    mc_engine_pd_key(compat, 101, "tail", key);
+    assert_int_equal(mc_store_exists(store, key), 0);
+    mc_engine_pd_key(compat, 101, "handoff", key);
+    assert_int_equal(mc_store_exists(store, key), 0);
+
+    pd_prefill(102, p, 192); /* exactly 12 blocks: no tail */
+    assert_int_equal(pd_request(102, p, 192, B, &r, &ps), MC_OK);
+    assert_int_equal(ps.tokens_fetched, 192);
+    assert_identical(&ref192, &r);
+
+    pd_prefill(103, p, 200); /* tail corrupted: recomputed, same bits */
+    mc_engine_pd_key(compat, 103, "tail", key);
+    void *val;
+    size_t len;
+    assert_int_equal(mc_store_get(store, key, &val, &len), MC_OK);
+    ((unsigned char *)val)[sizeof(mc_engine_kv_hdr_t) + 4] ^= 0x10;
+    struct iovec iov = {val, len};
+    assert_int_equal(mc_store_upsert(store, key, &iov, 1, NULL), MC_OK);
+    free(val);
+    assert_int_equal(pd_request(103, p, 200, B, &r, &ps), MC_OK);
+    assert_int_equal(ps.tokens_fetched, 192);
+    assert_int_equal(ps.tokens_recomputed, 8);
+    assert_identical(&ref, &r);
+
+    pd_prefill(104, p, 200); /* a decode side with 32-token blocks: another layout */
+    assert_int_equal(pd_request(104, p, 200, 32, &r, &ps), MC_ERR_TIMEOUT); /* its own key */
+    uint64_t other = mc_engine_compat_id(model, mc_engine_kernel_variant(), 32, 0, 1);
+    char okey[MC_ENGINE_KV_KEY_MAX];
+    mc_engine_pd_key(compat, 104, "handoff", key);
+    mc_engine_pd_key(other, 104, "handoff", okey);
+    assert_int_equal(mc_store_get(store, key, &val, &len), MC_OK); /* planted under its key */
+    iov = (struct iovec){val, len};
+    assert_int_equal(mc_store_upsert(store, okey, &iov, 1, NULL), MC_OK);
+    free(val);
+    assert_int_equal(pd_request(104, p, 200, 32, &r, &ps), MC_ERR_INVALID_PARAMS);
+
+    assert_int_equal(pd_request(105, p, 200, B, &r, &ps), MC_ERR_TIMEOUT); /* never prefilled */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_missing_and_corrupt_blocks),
         cmocka_unit_test(test_other_model_never_reuses),
         cmocka_unit_test(test_cost_model),
+        cmocka_unit_test(test_pd_handoff),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
