@@ -75,8 +75,9 @@ port=$(mc_free_port)
 mc_start_master master "$port"
 mc_start_server server "127.0.0.1:$port" --global_segment_size="$SEGMENT" \
   --local_hostname="$SERVER_HOST"
-pd() { # out-name role [runner...] -- flags
+pd() { # out-name command... (ENGINE_FLAGS, --threads and --decode appended)
   local name=$1; shift
+  # shellcheck disable=SC2086
   "$@" $ENGINE_FLAGS --threads "$THREADS" --decode "$DECODE" >"$OUT/$name.json" \
     2>"$OUT/$name.log"
 }
