@@ -53,8 +53,9 @@ w(f"Recorded {hdr['date']} with `{hdr['command']}` ({hdr['cpus']} shared cores; 
   f"{hdr['max_prompt']} tokens, with {hdr['threads']} threads; every pass decodes one token.")
 w("")
 w("| pass (measured) | pool | prompt tokens | tokens reused | compute skipped | trace prefix "
-  "hit | TTFT mean ms | TTFT p50 ms | TTFT max ms | fetch mean ms | prefill mean ms |")
-w("|---|---|---|---|---|---|---|---|---|---|---|")
+  "hit | TTFT mean ms | TTFT p50 ms | TTFT max ms | fetch mean ms | prefill mean ms | prefill "
+  "µs per token |")
+w("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for p, rows in passes.items():
     s = summ[p]
     t = [r["ttft_ms"] for r in rows]
@@ -62,12 +63,18 @@ for p, rows in passes.items():
       f"{100 * s['compute_skipped']:.1f} % | {100 * s['ideal_hit_ratio']:.1f} % | "
       f"{ms(statistics.mean(t))} | {ms(statistics.median(t))} | {ms(max(t))} | "
       f"{statistics.mean(r['fetch_ms'] for r in rows):.1f} | "
-      f"{statistics.mean(r['prefill_ms'] for r in rows):.0f} |")
+      f"{statistics.mean(r['prefill_ms'] for r in rows):.0f} | "
+      f"{1000 * sum(r['prefill_ms'] for r in rows) / max(s['tokens_prefilled'], 1):.0f} |")
 w("")
 w(f"Generated tokens and final logits (XXH3 of the fp32 vector) **{'bit-identical' if identical else 'NOT identical'}"
   f"** in all {len(passes)} passes, request by request. *Compute skipped* is tokens not prefilled "
   "over prompt tokens; *trace prefix hit* is what an unbounded cache filled by the same pass "
-  "alone could give (whole engine blocks, leaving the last token).")
+  "alone could give (whole engine blocks, leaving the last token). *Prefill µs per token* is "
+  "the pass's prefill time over the tokens it prefilled. The no-store and cold passes prefill "
+  "nearly the same tokens, so a difference there is the shared machine running at another "
+  "speed (other jobs): a TTFT difference between them beyond what compute skipped explains is "
+  "that load, not the cache. Warm passes prefill only the last tokens of each prompt, which "
+  "cost more each (attention over the whole prefix).")
 if calib:
     w(f"The engine's cost model (`--cost`, measured at startup against the remote pool): store "
       f"{calib['store_mb_per_s']:.0f} MB/s and {calib['obj_latency_ms']:.2f} ms per object, prefill "
