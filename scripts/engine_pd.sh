@@ -8,7 +8,7 @@
 #
 # Hosts: as root with a working `ip netns`, the prefill and the decode process each run in their
 # own network namespace (created here, named mcpd{p,d}<pid>), joined to this one by a veth pair
-# (10.213.1.0/30 and 10.213.2.0/30); the master and the storage server run here, the server's
+# (10.213.<pid mod 256>.0/30 and .4/30); the master and the storage server run here, the server's
 # transfer address on the prefill link, reached by both namespaces. Otherwise every process
 # runs on loopback. The first output line says which. Namespaces, links and processes are
 # removed on exit, also on failure (trap).
@@ -38,7 +38,9 @@ NSP=mcpdp$$ NSD=mcpdd$$ VP=mcpdP$$ VD=mcpdD$$
 NETNS=0
 cleanup() {
   mc_stop_all
-  if [ "$NETNS" = 1 ]; then # deleting a namespace deletes its veth pair
+  if [ "$NETNS" = 1 ]; then # a veth pair goes with either end; the namespaces after them
+    ip link del "$VP" 2>/dev/null || true
+    ip link del "$VD" 2>/dev/null || true
     ip netns del "$NSP" 2>/dev/null || true
     ip netns del "$NSD" 2>/dev/null || true
   fi
@@ -48,21 +50,22 @@ trap cleanup EXIT
 if [ "${PD_NETNS:-auto}" != 0 ] && [ "$(id -u)" = 0 ] && ip netns add "$NSP" 2>/dev/null; then
   NETNS=1
   ip netns add "$NSD"
-  setup_link() { # ns veth subnet-prefix
+  setup_link() { # ns veth here-address ns-address (a /30)
     ip link add "$2" type veth peer name "${2}n"
     ip link set "${2}n" netns "$1"
-    ip addr add "$3.1/30" dev "$2"
+    ip addr add "$3/30" dev "$2"
     ip link set "$2" up
-    ip netns exec "$1" ip addr add "$3.2/30" dev "${2}n"
+    ip netns exec "$1" ip addr add "$4/30" dev "${2}n"
     ip netns exec "$1" ip link set "${2}n" up
     ip netns exec "$1" ip link set lo up
-    ip netns exec "$1" ip route add default via "$3.1"
+    ip netns exec "$1" ip route add default via "$3"
   }
-  setup_link "$NSP" "$VP" 10.213.1
-  setup_link "$NSD" "$VD" 10.213.2
-  SERVER_HOST=10.213.1.1
-  P_RUN=(ip netns exec "$NSP") P_MASTER=10.213.1.1 P_HOST=10.213.1.2
-  D_RUN=(ip netns exec "$NSD") D_MASTER=10.213.2.1 D_HOST=10.213.2.2
+  net=10.213.$(($$ % 256)) # per-run subnets, so two runs at once do not collide
+  setup_link "$NSP" "$VP" "$net.1" "$net.2"
+  setup_link "$NSD" "$VD" "$net.5" "$net.6"
+  SERVER_HOST=$net.1
+  P_RUN=(ip netns exec "$NSP") P_MASTER=$net.1 P_HOST=$net.2
+  D_RUN=(ip netns exec "$NSD") D_MASTER=$net.5 D_HOST=$net.6
   echo "engine_pd: hosts: network namespaces $NSP (prefill, $P_HOST) and $NSD (decode, $D_HOST)"
 else
   SERVER_HOST=127.0.0.1
@@ -85,7 +88,9 @@ req=0
 for n in $PROMPTS; do
   req=$((req + 1))
   # shellcheck disable=SC2086
-  pd "colocated.$req" "$BIN/mc_engine_pd" --role colocated --request "$req" --prompt "$n"
+  pd "colocated.$req" "$BIN/mc_engine_pd" --role colocated --request "$req" --prompt "$n" ||
+    { echo "engine_pd: colocated run of request $req failed:" >&2;
+      cat "$OUT/colocated.$req.log" >&2; exit 1; }
   # the decode side starts first and waits for the hand-off
   # shellcheck disable=SC2086
   pd "decode.$req" "${D_RUN[@]}" "$BIN/mc_engine_pd" --role decode --request "$req" \
