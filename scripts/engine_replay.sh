@@ -84,11 +84,12 @@ fi
 mc_stop_all
 if [ -n "$RECORD" ]; then
   /usr/bin/python3 - "$RECORD" "$OUT" "$PASSES" "$*" "$REQUESTS" "$MAX_PROMPT" "$THREADS" \
-    "$SEGMENT" "$ENGINE_FLAGS" "$(nproc)" <<'PY'
-import datetime, json, os, sys
-rec, out, passes, args, req, mp, thr, seg, flags, cpus = sys.argv[1:]
-hdr = {"record": "engine_replay", "command": ("REQUESTS=%s MAX_PROMPT=%s THREADS=%s SEGMENT=%s "
-       "LOCAL=1 ENGINE_FLAGS='%s' scripts/engine_replay.sh %s" % (req, mp, thr, seg, flags, args)).strip(),
+    "$SEGMENT" "$LOCAL" "$ENGINE_FLAGS" "$(nproc)" "${TRACE#"$ROOT"/}" <<'PY'
+import datetime, json, sys
+rec, out, passes, args, req, mp, thr, seg, local, flags, cpus, trace = sys.argv[1:]
+cmd = (f"TRACE={trace} REQUESTS={req} MAX_PROMPT={mp} THREADS={thr} SEGMENT={seg} "
+       f"LOCAL={local} ENGINE_FLAGS='{flags}' scripts/engine_replay.sh {args}").strip()
+hdr = {"record": "engine_replay", "command": cmd,
        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
        "requests": int(req), "max_prompt": int(mp), "threads": int(thr), "segment": seg,
        "engine_flags": flags, "cpus": int(cpus), "passes": passes.split()}
