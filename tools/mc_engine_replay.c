@@ -4,17 +4,25 @@
  *   mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] [--decode N]
  *                    [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE]
  *                    [--master HOST:PORT] [--segment_size MB] [--local_hostname H]
- *                    [--metadata URI] [--kernels avx2-fma|portable]
+ *                    [--metadata URI] [--kernels avx2-fma|portable] [--cost] [--deadline_ms MS]
  *
  * Prompt tokens: trace block j (hash_id h) holds 512 tokens from splitmix64 seeded with h, so
  * requests sharing hash ids share tokens; a prompt is its blocks' tokens cut to input_length
  * and to --max_prompt. Without --master nothing is reused (the no-cache baseline). The process
  * contributes --segment_size MB to the pool (default 256; 0 = none, then a storage server must
  * provide the memory). The transfer engine reads its tuning from the environment
- * (tools/common/te_env.h).
+ * (tools/common/te_env.h). --cost measures the store's bandwidth and per-object latency and the
+ * prefill throughput at startup (mc_engine_cost_calibrate; printed as a "calibration" line) and
+ * fetches a found prefix only where that beats recomputing it; --deadline_ms MS (implies
+ * --cost) also caps each request's predicted fetch time. --pause_after N: after N requests,
+ * print {"paused":N} and wait for a line on stdin (a script's hook to fail a server at a known
+ * point of the run; EOF also continues). --repeat N runs the requests N times in this process
+ * (rounds 0..N-1; a store with only this process's memory stays filled between rounds); every
+ * line carries its "round" and each round ends with its summary line.
  *
  * Per request: prompt_tokens, tokens_reused, tokens_prefilled, blocks_found, blocks_rejected,
- * blocks_put, lookup/fetch/prefill/put ms, ttft_ms (lookup + fetch + prefill + the first
+ * blocks_skipped (found, not fetched: the cost model chose recompute), blocks_put,
+ * lookup/fetch/prefill/put ms, ttft_ms (lookup + fetch + prefill + the first
  * token; the puts come after), ideal_reused (tokens of leading trace blocks an unbounded cache
  * filled by this replay alone would hold, within what the engine may reuse), first_token,
  * last_token (the last decoded), logits_hash (XXH3-64 of the logits last_token came from: equal
@@ -40,7 +48,8 @@ static int usage(void)
             "usage: mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] "
             "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
             "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
-            "[--kernels avx2-fma|portable]\n");
+            "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS] [--pause_after N] "
+            "[--repeat N]\n");
     return 2;
 }
 
@@ -95,8 +104,8 @@ static int idset_add(idset_t *s, uint64_t id) /* 1 if it was there */
 int main(int argc, char **argv)
 {
     long n_req = 10, max_prompt = 8192, decode = 1, threads = 2, block = TRACE_BLOCK, seed = 1,
-         segment_mb = 256;
-    int tiny = 0;
+         segment_mb = 256, deadline_ms = 0, pause_after = 0, repeat = 1;
+    int tiny = 0, use_cost = 0;
     const char *trace_path = "data/traces/conversation_trace.jsonl", *ckpt = NULL,
                *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
     for (int i = 1; i < argc; i++) {
@@ -105,6 +114,10 @@ int main(int argc, char **argv)
         const char **str = NULL;
         if (!strcmp(a, "--tiny")) {
             tiny = 1;
+            continue;
+        }
+        if (!strcmp(a, "--cost")) {
+            use_cost = 1;
             continue;
         }
         if (!strcmp(a, "--trace"))
@@ -131,6 +144,12 @@ int main(int argc, char **argv)
             target = &block;
         else if (!strcmp(a, "--seed"))
             target = &seed, lo = 0, hi = INT32_MAX;
+        else if (!strcmp(a, "--deadline_ms"))
+            target = &deadline_ms, lo = 0, hi = 3600000, use_cost = 1;
+        else if (!strcmp(a, "--repeat"))
+            target = &repeat, hi = 1000;
+        else if (!strcmp(a, "--pause_after"))
+            target = &pause_after, lo = 0, hi = 10000000;
         else if (!strcmp(a, "--segment_size"))
             target = &segment_mb, lo = 0, hi = 1L << 20;
         if ((!target && !str) || !v)
@@ -203,92 +222,117 @@ int main(int argc, char **argv)
         return 2;
     }
     uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), (uint32_t)block, 0, 1);
+    mc_engine_cost_t cost = {.deadline_ms = (double)deadline_ms};
+    if (use_cost && store) {
+        if ((st = mc_engine_cost_calibrate(e, store, (uint32_t)block, 8, &cost)) != MC_OK) {
+            fprintf(stderr, "mc_engine_replay: calibration: %s\n", mc_status_str(st));
+            return 1;
+        }
+        printf("{\"calibration\":true,\"store_mb_per_s\":%.1f,\"obj_latency_ms\":%.3f,"
+               "\"prefill_tokens_per_s\":%.0f,\"deadline_ms\":%ld}\n",
+               cost.store_bytes_per_ms * 1000 / 1e6, cost.obj_latency_ms,
+               cost.prefill_tokens_per_ms * 1000, deadline_ms);
+    }
     int32_t *tokens = malloc(((size_t)max_prompt + TRACE_BLOCK) * sizeof(int32_t));
     int32_t *out = malloc((size_t)decode * sizeof(int32_t));
     float *logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
     idset_t seen = {0};
-    uint64_t sum_prompt = 0, sum_reused = 0, sum_prefilled = 0, sum_ideal = 0;
-    double sum_ttft = 0, sum_prefill = 0;
-    size_t done = 0;
     int rc = 0;
-    for (size_t r = 0; r < trace->n_reqs; r++) {
-        const mc_conductor_request_t *req = &trace->reqs[r];
-        const uint64_t *ids = mc_conductor_trace_req_blocks(trace, req);
-        uint64_t len = req->input_tokens;
-        if (len > (uint64_t)req->n_blocks * TRACE_BLOCK)
-            len = (uint64_t)req->n_blocks * TRACE_BLOCK;
-        if (len > (uint64_t)max_prompt)
-            len = (uint64_t)max_prompt;
-        if (len == 0)
-            continue;
-        uint32_t n = (uint32_t)len, nb = (n + TRACE_BLOCK - 1) / TRACE_BLOCK;
-        for (uint32_t j = 0; j < nb; j++)
-            block_tokens(ids[j], m->cfg.vocab_size, tokens + (size_t)j * TRACE_BLOCK, TRACE_BLOCK);
-        /* ideal: leading trace blocks seen before, in whole engine blocks, leaving one token */
-        uint64_t ideal = 0;
-        int leading = 1;
-        for (uint32_t j = 0; j < nb; j++) {
-            int was = idset_add(&seen, ids[j]);
-            if (leading && was)
-                ideal += TRACE_BLOCK;
-            else
-                leading = 0;
-        }
-        uint64_t cap = (uint64_t)(n - 1) / (uint64_t)block * (uint64_t)block;
-        ideal = (ideal / (uint64_t)block) * (uint64_t)block;
-        if (ideal > cap)
-            ideal = cap;
+    for (long round = 0; round < repeat && rc == 0; round++) {
+        uint64_t sum_prompt = 0, sum_reused = 0, sum_prefilled = 0, sum_ideal = 0;
+        double sum_ttft = 0, sum_prefill = 0;
+        size_t done = 0;
+        for (size_t r = 0; r < trace->n_reqs; r++) {
+            const mc_conductor_request_t *req = &trace->reqs[r];
+            const uint64_t *ids = mc_conductor_trace_req_blocks(trace, req);
+            uint64_t len = req->input_tokens;
+            if (len > (uint64_t)req->n_blocks * TRACE_BLOCK)
+                len = (uint64_t)req->n_blocks * TRACE_BLOCK;
+            if (len > (uint64_t)max_prompt)
+                len = (uint64_t)max_prompt;
+            if (len == 0)
+                continue;
+            uint32_t n = (uint32_t)len, nb = (n + TRACE_BLOCK - 1) / TRACE_BLOCK;
+            for (uint32_t j = 0; j < nb; j++)
+                block_tokens(ids[j], m->cfg.vocab_size, tokens + (size_t)j * TRACE_BLOCK,
+                             TRACE_BLOCK);
+            /* ideal: leading trace blocks seen before, in whole engine blocks, leaving one token */
+            uint64_t ideal = 0;
+            int leading = 1;
+            for (uint32_t j = 0; j < nb; j++) {
+                int was = idset_add(&seen, ids[j]);
+                if (leading && was)
+                    ideal += TRACE_BLOCK;
+                else
+                    leading = 0;
+            }
+            uint64_t cap = (uint64_t)(n - 1) / (uint64_t)block * (uint64_t)block;
+            ideal = (ideal / (uint64_t)block) * (uint64_t)block;
+            if (ideal > cap)
+                ideal = cap;
 
-        mc_engine_kv_t *kv;
-        if ((st = mc_engine_kv_create(m, (uint32_t)block, &kv)) != MC_OK) {
-            fprintf(stderr, "mc_engine_replay: kv cache: %s\n", mc_status_str(st));
-            rc = 1;
-            break;
+            mc_engine_kv_t *kv;
+            if ((st = mc_engine_kv_create(m, (uint32_t)block, &kv)) != MC_OK) {
+                fprintf(stderr, "mc_engine_replay: kv cache: %s\n", mc_status_str(st));
+                rc = 1;
+                break;
+            }
+            mc_engine_reuse_stats_t rs;
+            uint64_t t0 = mc_now_ns();
+            st = mc_engine_prefill_reuse_cost(e, kv, store, compat, use_cost ? &cost : NULL, tokens,
+                                              n, logits, &rs);
+            int32_t first = mc_engine_argmax(logits, m->cfg.vocab_size);
+            double ttft = rs.lookup_ms + rs.fetch_ms + rs.prefill_ms;
+            if (st == MC_OK && decode > 0)
+                st = mc_engine_decode(e, kv, logits, out, (uint32_t)decode);
+            double total = (double)(mc_now_ns() - t0) / 1e6;
+            mc_engine_kv_free(kv);
+            if (st != MC_OK) {
+                fprintf(stderr, "mc_engine_replay: request %zu: %s\n", r, mc_status_str(st));
+                rc = 1;
+                break;
+            }
+            printf("{\"round\":%ld,\"req\":%zu,\"line\":%u,\"prompt_tokens\":%u,"
+                   "\"tokens_reused\":%u,\"tokens_prefilled\":%u,\"ideal_reused\":%" PRIu64
+                   ",\"blocks_found\":%u,"
+                   "\"blocks_rejected\":%u,\"blocks_skipped\":%u,\"blocks_put\":%u,"
+                   "\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
+                   "\"prefill_ms\":%.1f,\"put_ms\":%.2f,\"ttft_ms\":%.1f,\"total_ms\":%.1f,"
+                   "\"first_token\":%d,\"last_token\":%d,\"logits_hash\":\"%016llx\"}\n",
+                   round, r, req->line, n, rs.tokens_reused, rs.tokens_prefilled, ideal,
+                   rs.blocks_found, rs.blocks_rejected, rs.blocks_skipped, rs.blocks_put,
+                   rs.lookup_ms, rs.fetch_ms, rs.prefill_ms, rs.put_ms, ttft, total, first,
+                   decode > 0 ? out[decode - 1] : first,
+                   (unsigned long long)mc_hash64(logits,
+                                                 (size_t)m->cfg.vocab_size * sizeof(float)));
+            fflush(stdout);
+            sum_prompt += n;
+            sum_reused += rs.tokens_reused;
+            sum_prefilled += rs.tokens_prefilled;
+            sum_ideal += ideal;
+            sum_ttft += ttft;
+            sum_prefill += rs.prefill_ms;
+            done++;
+            if (round == 0 && pause_after > 0 && done == (size_t)pause_after) {
+                printf("{\"paused\":%zu}\n", done);
+                fflush(stdout);
+                char line[16];
+                (void)!fgets(line, sizeof(line), stdin);
+            }
         }
-        mc_engine_reuse_stats_t rs;
-        uint64_t t0 = mc_now_ns();
-        st = mc_engine_prefill_reuse(e, kv, store, compat, tokens, n, logits, &rs);
-        int32_t first = mc_engine_argmax(logits, m->cfg.vocab_size);
-        double ttft = rs.lookup_ms + rs.fetch_ms + rs.prefill_ms;
-        if (st == MC_OK && decode > 0)
-            st = mc_engine_decode(e, kv, logits, out, (uint32_t)decode);
-        double total = (double)(mc_now_ns() - t0) / 1e6;
-        mc_engine_kv_free(kv);
-        if (st != MC_OK) {
-            fprintf(stderr, "mc_engine_replay: request %zu: %s\n", r, mc_status_str(st));
-            rc = 1;
-            break;
-        }
-        printf("{\"req\":%zu,\"line\":%u,\"prompt_tokens\":%u,\"tokens_reused\":%u,"
-               "\"tokens_prefilled\":%u,\"ideal_reused\":%" PRIu64 ",\"blocks_found\":%u,"
-               "\"blocks_rejected\":%u,\"blocks_put\":%u,\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
-               "\"prefill_ms\":%.1f,\"put_ms\":%.2f,\"ttft_ms\":%.1f,\"total_ms\":%.1f,"
-               "\"first_token\":%d,\"last_token\":%d,\"logits_hash\":\"%016llx\"}\n",
-               r, req->line, n, rs.tokens_reused, rs.tokens_prefilled, ideal, rs.blocks_found,
-               rs.blocks_rejected, rs.blocks_put, rs.lookup_ms, rs.fetch_ms, rs.prefill_ms,
-               rs.put_ms, ttft, total, first, decode > 0 ? out[decode - 1] : first,
-               (unsigned long long)mc_hash64(logits, (size_t)m->cfg.vocab_size * sizeof(float)));
-        fflush(stdout);
-        sum_prompt += n;
-        sum_reused += rs.tokens_reused;
-        sum_prefilled += rs.tokens_prefilled;
-        sum_ideal += ideal;
-        sum_ttft += ttft;
-        sum_prefill += rs.prefill_ms;
-        done++;
+        printf("{\"summary\":true,\"round\":%ld,\"requests\":%zu,\"store\":%s,\"block_tokens\":%ld,"
+               "\"block_bytes\":%zu,\"kernels\":\"%s\",\"prompt_tokens\":%" PRIu64
+               ",\"tokens_reused\":%" PRIu64 ",\"tokens_prefilled\":%" PRIu64
+               ",\"compute_skipped\":%.4f,\"ideal_hit_ratio\":%.4f,\"mean_ttft_ms\":%.1f,"
+               "\"mean_prefill_ms\":%.1f}\n",
+               round, done, store ? "true" : "false", block,
+               (size_t)m->cfg.n_layers * 2 * (size_t)block * (size_t)m->kv_dim * sizeof(float) +
+                   sizeof(mc_engine_kv_hdr_t),
+               mc_engine_kernels_name(e), sum_prompt, sum_reused, sum_prefilled,
+               sum_prompt ? (double)sum_reused / (double)sum_prompt : 0.0,
+               sum_prompt ? (double)sum_ideal / (double)sum_prompt : 0.0,
+               done ? sum_ttft / (double)done : 0.0, done ? sum_prefill / (double)done : 0.0);
     }
-    printf("{\"summary\":true,\"requests\":%zu,\"store\":%s,\"block_tokens\":%ld,"
-           "\"block_bytes\":%zu,\"kernels\":\"%s\",\"prompt_tokens\":%" PRIu64
-           ",\"tokens_reused\":%" PRIu64 ",\"tokens_prefilled\":%" PRIu64
-           ",\"compute_skipped\":%.4f,\"ideal_hit_ratio\":%.4f,\"mean_ttft_ms\":%.1f,"
-           "\"mean_prefill_ms\":%.1f}\n",
-           done, store ? "true" : "false", block,
-           (size_t)m->cfg.n_layers * 2 * (size_t)block * (size_t)m->kv_dim * sizeof(float) +
-               sizeof(mc_engine_kv_hdr_t),
-           mc_engine_kernels_name(e), sum_prompt, sum_reused, sum_prefilled,
-           sum_prompt ? (double)sum_reused / (double)sum_prompt : 0.0,
-           sum_prompt ? (double)sum_ideal / (double)sum_prompt : 0.0,
-           done ? sum_ttft / (double)done : 0.0, done ? sum_prefill / (double)done : 0.0);
     free(seen.slots);
     free(tokens);
     free(out);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 uint64_t mc_engine_compat_id(const mc_engine_model_t *m, const char *kernels,
                              uint32_t block_tokens, uint32_t tp_rank, uint32_t tp_size)
@@ -55,10 +56,9 @@ static double ms_since(uint64_t t0)
     return (double)(mc_now_ns() - t0) / 1e6;
 }
 
-/* Fetch blocks [0, n) into kv's slots; returns how many leading ones verified. */
-static uint32_t fetch_prefix(const mc_engine_model_t *m, mc_engine_kv_t *kv, mc_store_t *store,
-                             uint64_t compat, const uint64_t *chain, char (*keys)[MC_ENGINE_KV_KEY_MAX],
-                             uint32_t n)
+uint32_t mc_engine_kv_fetch_blocks(const mc_engine_model_t *m, mc_engine_kv_t *kv,
+                                   mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                   char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t n)
 {
     size_t bb = mc_engine_kv_block_bytes(kv);
     mc_engine_kv_hdr_t *hdrs = calloc(n, sizeof(*hdrs));
@@ -107,12 +107,10 @@ out:
     return valid;
 }
 
-/* Put blocks [from, to) (create-once, or upsert to replace stored blocks that failed
- * verification); returns how many the store accepted. */
-static uint32_t put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
-                           mc_store_t *store, uint64_t compat, const uint64_t *chain,
-                           char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
-                           bool upsert)
+uint32_t mc_engine_kv_put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                                 mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                 char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
+                                 bool upsert)
 {
     if (from >= to)
         return 0;
@@ -153,9 +151,132 @@ out:
     return ok;
 }
 
+uint32_t mc_engine_cost_blocks_to_fetch(const mc_engine_cost_t *c, uint32_t found,
+                                        uint32_t block_tokens, size_t block_bytes,
+                                        double *predicted_fetch_ms,
+                                        double *predicted_recompute_ms)
+{
+    double fetch = c->obj_latency_ms +
+                   (c->store_bytes_per_ms > 0 ? (double)block_bytes / c->store_bytes_per_ms : 0);
+    double recompute = c->prefill_tokens_per_ms > 0
+                           ? (double)block_tokens / c->prefill_tokens_per_ms : 0;
+    *predicted_fetch_ms = fetch * found;
+    *predicted_recompute_ms = recompute * found;
+    if (c->prefill_tokens_per_ms > 0 && fetch >= recompute)
+        return 0; /* recompute is at least as fast */
+    if (c->deadline_ms > 0 && fetch > 0 && fetch * found > c->deadline_ms) {
+        double fit = c->deadline_ms / fetch;
+        return fit < (double)found ? (uint32_t)fit : found;
+    }
+    return found;
+}
+
+mc_status_t mc_engine_cost_calibrate(mc_engine_t *eng, mc_store_t *store, uint32_t block_tokens,
+                                     uint32_t probe_blocks, mc_engine_cost_t *c)
+{
+    const mc_engine_model_t *m = mc_engine_model(eng);
+    if (block_tokens == 0 || probe_blocks == 0 || block_tokens > (uint32_t)m->cfg.seq_len)
+        return MC_ERR_INVALID_PARAMS;
+    mc_engine_kv_t *kv;
+    mc_status_t st = mc_engine_kv_create(m, block_tokens, &kv);
+    if (st != MC_OK)
+        return st;
+    int32_t *tok = malloc(block_tokens * sizeof(int32_t));
+    float *logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
+    size_t bytes = sizeof(mc_engine_kv_hdr_t) + mc_engine_kv_block_bytes(kv);
+    unsigned char *buf = malloc(bytes * probe_blocks);
+    if (!tok || !logits || !buf) {
+        st = MC_ERR_NO_MEMORY;
+        goto out;
+    }
+    uint64_t s = 0x636f7374ull;
+    for (uint32_t i = 0; i < block_tokens; i++)
+        tok[i] = (int32_t)(mc_engine_splitmix64(&s) % (uint64_t)m->cfg.vocab_size);
+    /* prefill: warm-up, then the measured run */
+    double best = 0;
+    for (int rep = 0; rep < 2 && st == MC_OK; rep++) {
+        kv->n_tokens = 0;
+        uint64_t t0 = mc_now_ns();
+        st = mc_engine_prefill(eng, kv, tok, block_tokens, logits);
+        best = ms_since(t0);
+    }
+    if (st != MC_OK)
+        goto out;
+    c->prefill_tokens_per_ms = best > 0 ? block_tokens / best : 0;
+    if (!store)
+        goto out;
+    memset(buf, 0xA5, bytes * probe_blocks);
+    char (*keys)[MC_ENGINE_KV_KEY_MAX] = calloc(probe_blocks, MC_ENGINE_KV_KEY_MAX);
+    const char **kp = calloc(probe_blocks, sizeof(*kp));
+    struct iovec *iov = calloc(probe_blocks, sizeof(*iov));
+    const struct iovec **parts = calloc(probe_blocks, sizeof(*parts));
+    size_t *np = calloc(probe_blocks, sizeof(*np));
+    int32_t *pres = calloc(probe_blocks, sizeof(*pres));
+    int64_t *gres = calloc(probe_blocks, sizeof(*gres));
+    if (keys && kp && iov && parts && np && pres && gres) {
+        for (uint32_t i = 0; i < probe_blocks; i++) {
+            snprintf(keys[i], MC_ENGINE_KV_KEY_MAX, "mc_engine/probe/%d/%llx/%u", (int)getpid(),
+                     (unsigned long long)mc_now_ns(), i);
+            kp[i] = keys[i];
+            iov[i] = (struct iovec){buf + i * bytes, bytes};
+            parts[i] = &iov[i];
+            np[i] = 1;
+        }
+        if (mc_store_batch_put(store, probe_blocks, kp, parts, np, NULL, true, pres) == MC_OK) {
+            uint64_t t0 = mc_now_ns();
+            mc_status_t g1 = mc_store_batch_get_into(store, 1, kp, parts, np, gres);
+            double one = ms_since(t0);
+            t0 = mc_now_ns();
+            mc_status_t gn = mc_store_batch_get_into(store, probe_blocks, kp, parts, np, gres);
+            double all = ms_since(t0);
+            bool ok = g1 == MC_OK && gn == MC_OK;
+            for (uint32_t i = 0; i < probe_blocks; i++)
+                ok = ok && gres[i] == (int64_t)bytes;
+            if (ok && all > one && probe_blocks > 1) {
+                /* all = lat + n*b/bw and one = lat + b/bw (latency paid once per batch) */
+                c->store_bytes_per_ms = (double)bytes * (probe_blocks - 1) / (all - one);
+                double per = one - (double)bytes / c->store_bytes_per_ms;
+                c->obj_latency_ms = per > 0 ? per / probe_blocks : 0;
+            } else if (ok) {
+                c->store_bytes_per_ms = one > 0 ? (double)bytes / one : 0;
+                c->obj_latency_ms = 0;
+            } else {
+                MC_LOG_WARN("engine: store calibration get failed; fetch cost unknown");
+            }
+            for (uint32_t i = 0; i < probe_blocks; i++)
+                (void)mc_store_remove(store, keys[i], true);
+        } else {
+            MC_LOG_WARN("engine: store calibration put failed; fetch cost unknown");
+        }
+    } else {
+        st = MC_ERR_NO_MEMORY;
+    }
+    free(keys);
+    free(kp);
+    free(iov);
+    free(parts);
+    free(np);
+    free(pres);
+    free(gres);
+out:
+    free(tok);
+    free(logits);
+    free(buf);
+    mc_engine_kv_free(kv);
+    return st;
+}
+
 mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
                                     uint64_t compat, const int32_t *tokens, uint32_t n,
                                     float *logits, mc_engine_reuse_stats_t *stats)
+{
+    return mc_engine_prefill_reuse_cost(eng, kv, store, compat, NULL, tokens, n, logits, stats);
+}
+
+mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
+                                         uint64_t compat, const mc_engine_cost_t *cost,
+                                         const int32_t *tokens, uint32_t n, float *logits,
+                                         mc_engine_reuse_stats_t *stats)
 {
     const mc_engine_model_t *m = mc_engine_model(eng);
     uint32_t B = kv->block_tokens;
@@ -187,11 +308,17 @@ mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_sto
         free(kp);
         free(ex);
         stats->lookup_ms = ms_since(t0);
-        if (stats->blocks_found > 0) {
+        uint32_t want = stats->blocks_found;
+        if (cost && want > 0)
+            want = mc_engine_cost_blocks_to_fetch(
+                cost, want, B, sizeof(mc_engine_kv_hdr_t) + mc_engine_kv_block_bytes(kv),
+                &stats->predicted_fetch_ms, &stats->predicted_recompute_ms);
+        stats->blocks_skipped = stats->blocks_found - want;
+        if (want > 0) {
             t0 = mc_now_ns();
-            valid = fetch_prefix(m, kv, store, compat, chain, keys, stats->blocks_found);
+            valid = mc_engine_kv_fetch_blocks(m, kv, store, compat, chain, keys, want);
             stats->fetch_ms = ms_since(t0);
-            stats->blocks_rejected = stats->blocks_found - valid;
+            stats->blocks_rejected = want - valid;
         }
     }
     kv->n_tokens = valid * B;
@@ -202,11 +329,13 @@ mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_sto
     stats->prefill_ms = ms_since(t0);
     if (st == MC_OK && store && full > valid) {
         t0 = mc_now_ns();
-        /* blocks found but rejected are replaced; the ones after them are created */
-        uint32_t bad_end = stats->blocks_found < full ? stats->blocks_found : full;
-        stats->blocks_put = put_blocks(m, kv, store, compat, chain, keys, valid, bad_end, true) +
-                            put_blocks(m, kv, store, compat, chain, keys,
-                                       bad_end > valid ? bad_end : valid, full, false);
+        /* blocks fetched but rejected are replaced, blocks found but not fetched (the cost
+         * model's choice) are left as they are, the ones after them are created */
+        uint32_t bad_end = valid + stats->blocks_rejected;
+        uint32_t found = stats->blocks_found > valid ? stats->blocks_found : valid;
+        stats->blocks_put =
+            mc_engine_kv_put_blocks(m, kv, store, compat, chain, keys, valid, bad_end, true) +
+            mc_engine_kv_put_blocks(m, kv, store, compat, chain, keys, found, full, false);
         stats->put_ms = ms_since(t0);
     }
     free(chain);

@@ -51,6 +51,45 @@ void mc_engine_chain_hashes(uint64_t compat_id, const int32_t *tokens, uint32_t 
                             uint32_t n_blocks, uint64_t *out);
 void mc_engine_kv_key(uint64_t compat_id, uint64_t chain_hash, char key[MC_ENGINE_KV_KEY_MAX]);
 
+/* When to fetch (engine-local: the conductor's cost model lives above this layer). Predicted
+ * fetch time of k blocks = k * (obj_latency_ms + object bytes / store_bytes_per_ms); predicted
+ * recompute time of those k blocks = k * block_tokens / prefill_tokens_per_ms. The engine
+ * fetches the largest leading run of found blocks whose predicted fetch time beats their
+ * recompute and fits deadline_ms (0 = no deadline); per-block costs are linear, so that is
+ * either none or min(found, deadline_ms / per-block fetch time) blocks. A zero field means
+ * "unknown": that side of the comparison is not made (all zero = always fetch). */
+typedef struct mc_engine_cost {
+    double store_bytes_per_ms;    /* measured store get bandwidth */
+    double obj_latency_ms;        /* fixed cost per fetched object */
+    double prefill_tokens_per_ms; /* measured prefill throughput */
+    double deadline_ms;           /* fetch budget of a request; 0 = none */
+} mc_engine_cost_t;
+
+/* How many of the found leading blocks to fetch (above); block_bytes includes the header. */
+uint32_t mc_engine_cost_blocks_to_fetch(const mc_engine_cost_t *c, uint32_t found,
+                                        uint32_t block_tokens, size_t block_bytes,
+                                        double *predicted_fetch_ms,
+                                        double *predicted_recompute_ms);
+
+/* Measure c's three rates for this engine and store: a prefill of one block (into a scratch
+ * cache, after a warm-up) for the throughput; a put of `probe_blocks` block-sized objects
+ * under a per-process probe key, a get of one (latency) and of all (bandwidth), then their
+ * removal. deadline_ms is left as it is. store may be NULL (then only the prefill rate). */
+mc_status_t mc_engine_cost_calibrate(mc_engine_t *eng, mc_store_t *store, uint32_t block_tokens,
+                                     uint32_t probe_blocks, mc_engine_cost_t *c);
+
+/* The block transfers behind prefix reuse (also used by pd.c). Block i lives in kv's slot i, is
+ * stored under keys[i] with chain[i] in its header. Fetch: gets blocks [0, n) in one batch and
+ * returns how many leading ones arrived whole and verified. Put: stores blocks [from, to)
+ * (create-once, or upsert to replace), returns how many the store accepted. */
+uint32_t mc_engine_kv_fetch_blocks(const mc_engine_model_t *m, mc_engine_kv_t *kv,
+                                   mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                   char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t n);
+uint32_t mc_engine_kv_put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                                 mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                 char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
+                                 bool upsert);
+
 typedef struct mc_engine_reuse_stats {
     uint32_t prompt_tokens;
     uint32_t tokens_reused;     /* K/V taken from the store */
@@ -58,6 +97,8 @@ typedef struct mc_engine_reuse_stats {
     uint32_t blocks_found;      /* leading blocks the store said it has */
     uint32_t blocks_rejected;   /* of those fetched: failed get or verification */
     uint32_t blocks_put;        /* blocks stored after the prefill (put or replaced) */
+    uint32_t blocks_skipped;    /* found but not fetched: the cost model chose recompute */
+    double predicted_fetch_ms, predicted_recompute_ms; /* of the found blocks */
     double lookup_ms, fetch_ms, prefill_ms, put_ms;
 } mc_engine_reuse_stats_t;
 
@@ -69,5 +110,12 @@ typedef struct mc_engine_reuse_stats {
 mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
                                     uint64_t compat_id, const int32_t *tokens, uint32_t n,
                                     float *logits, mc_engine_reuse_stats_t *stats);
+/* The same with a cost model deciding how much of the found prefix to fetch (cost NULL =
+ * always fetch, as mc_engine_prefill_reuse). The tokens not fetched are recomputed; the
+ * result is bit-identical either way. */
+mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
+                                         uint64_t compat_id, const mc_engine_cost_t *cost,
+                                         const int32_t *tokens, uint32_t n, float *logits,
+                                         mc_engine_reuse_stats_t *stats);
 
 #endif

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "common/net.h"
+#include "engine/pd.h"
 #include "engine/reuse.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
@@ -78,8 +79,8 @@ typedef struct result {
 } result_t;
 
 /* One request: prefill (through the store when s is not NULL), then greedy decode. */
-static void request(const mc_engine_model_t *m, mc_store_t *s, const int32_t *prompt, uint32_t n,
-                    result_t *r)
+static void request_cost(const mc_engine_model_t *m, mc_store_t *s, const mc_engine_cost_t *cost,
+                         const int32_t *prompt, uint32_t n, result_t *r)
 {
     mc_engine_t *e;
     mc_engine_kv_t *kv;
@@ -87,11 +88,18 @@ static void request(const mc_engine_model_t *m, mc_store_t *s, const int32_t *pr
     assert_int_equal(mc_engine_kv_create(m, B, &kv), MC_OK);
     assert_int_equal(m->cfg.vocab_size, 256);
     uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), B, 0, 1);
-    assert_int_equal(mc_engine_prefill_reuse(e, kv, s, compat, prompt, n, r->logits, &r->stats),
-                     MC_OK);
+    assert_int_equal(
+        mc_engine_prefill_reuse_cost(e, kv, s, compat, cost, prompt, n, r->logits, &r->stats),
+        MC_OK);
     assert_int_equal(mc_engine_decode(e, kv, r->logits, r->tokens, N_DECODE), MC_OK);
     mc_engine_kv_free(kv);
     mc_engine_destroy(e);
+}
+
+static void request(const mc_engine_model_t *m, mc_store_t *s, const int32_t *prompt, uint32_t n,
+                    result_t *r)
+{
+    request_cost(m, s, NULL, prompt, n, r);
 }
 
 static void assert_identical(const result_t *a, const result_t *b)
@@ -221,12 +229,166 @@ static void test_other_model_never_reuses(void **state)
                                           B, 0, 1));
 }
 
+/* The cost model: a slow store (or a deadline too short for any block) means recompute, a
+ * deadline fitting k blocks means k; the tokens and logits are the same bits either way. */
+static void test_cost_model(void **state)
+{
+    mc_engine_cost_t c = {.store_bytes_per_ms = 1000, .obj_latency_ms = 1,
+                          .prefill_tokens_per_ms = 1};
+    double pf, pr;
+    /* per block: fetch 1 + 2000/1000 = 3 ms, recompute 16 ms */
+    assert_int_equal(mc_engine_cost_blocks_to_fetch(&c, 5, 16, 2000, &pf, &pr), 5);
+    assert_true(pf == 15.0 && pr == 80.0);
+    c.deadline_ms = 10; /* fits 3 blocks */
+    assert_int_equal(mc_engine_cost_blocks_to_fetch(&c, 5, 16, 2000, &pf, &pr), 3);
+    c.deadline_ms = 0;
+    c.prefill_tokens_per_ms = 8; /* recompute 2 ms per block: cheaper */
+    assert_int_equal(mc_engine_cost_blocks_to_fetch(&c, 5, 16, 2000, &pf, &pr), 0);
+    mc_engine_cost_t unknown = {0};
+    assert_int_equal(mc_engine_cost_blocks_to_fetch(&unknown, 5, 16, 2000, &pf, &pr), 5);
+
+    int32_t p[150];
+    make_prompt(p, 150, 7);
+    static result_t ref, r;
+    request(model, NULL, p, 150, &ref);
+    request(model, store, p, 150, &r); /* stores the 9 full blocks */
+    assert_int_equal(r.stats.blocks_put, 9);
+
+    mc_engine_cost_t slow = {.store_bytes_per_ms = 1e-3, .prefill_tokens_per_ms = 1e3};
+    request_cost(model, store, &slow, p, 150, &r);
+    assert_int_equal(r.stats.blocks_found, 9);
+    assert_int_equal(r.stats.blocks_skipped, 9);
+    assert_int_equal(r.stats.tokens_reused, 0);
+    assert_int_equal(r.stats.tokens_prefilled, 150);
+    assert_int_equal(r.stats.blocks_put, 0); /* the skipped blocks stay as they are */
+    assert_true(r.stats.predicted_fetch_ms > r.stats.predicted_recompute_ms);
+    assert_identical(&ref, &r);
+
+    mc_engine_cost_t deadline = {.obj_latency_ms = 1, .prefill_tokens_per_ms = 1e-3,
+                                 .deadline_ms = 3.5};
+    request_cost(model, store, &deadline, p, 150, &r);
+    assert_int_equal(r.stats.blocks_skipped, 6);
+    assert_int_equal(r.stats.tokens_reused, 48);
+    assert_identical(&ref, &r);
+
+    /* measured rates on this store: all positive, and with them this tiny model's prefill of a
+     * 16-token block is compared with a real fetch (either choice gives the same bits) */
+    mc_engine_t *e;
+    assert_int_equal(mc_engine_create(model, 2, &e), MC_OK);
+    mc_engine_cost_t meas = {0};
+    assert_int_equal(mc_engine_cost_calibrate(e, store, B, 4, &meas), MC_OK);
+    mc_engine_destroy(e);
+    assert_true(meas.prefill_tokens_per_ms > 0);
+    assert_true(meas.store_bytes_per_ms > 0);
+    assert_true(meas.obj_latency_ms >= 0);
+    request_cost(model, store, &meas, p, 150, &r);
+    assert_int_equal(r.stats.tokens_reused + r.stats.tokens_prefilled, 150);
+    assert_identical(&ref, &r);
+}
+
+/* One request handed from a prefill engine to a decode engine through the store. */
+static mc_status_t pd_request(uint64_t req, const int32_t *prompt, uint32_t n, uint32_t block,
+                              result_t *r, mc_engine_pd_stats_t *ps)
+{
+    mc_engine_t *e;
+    mc_engine_kv_t *kv;
+    int32_t *got = NULL;
+    assert_int_equal(mc_engine_create(model, 2, &e), MC_OK);
+    assert_int_equal(mc_engine_kv_create(model, block, &kv), MC_OK);
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernels_name(e), block, 0, 1);
+    mc_status_t st = mc_engine_pd_receive(e, kv, store, compat, req, 500, &got, r->logits, ps);
+    if (st == MC_OK) {
+        assert_int_equal(ps->n_tokens, n);
+        assert_memory_equal(got, prompt, n * sizeof(int32_t));
+        assert_int_equal(mc_engine_decode(e, kv, r->logits, r->tokens, N_DECODE), MC_OK);
+    }
+    free(got);
+    mc_engine_kv_free(kv);
+    mc_engine_destroy(e);
+    return st;
+}
+
+static void pd_prefill(uint64_t req, const int32_t *prompt, uint32_t n)
+{
+    mc_engine_t *e;
+    mc_engine_kv_t *kv;
+    static float logits[256];
+    mc_engine_reuse_stats_t rs;
+    assert_int_equal(mc_engine_create(model, 1, &e), MC_OK);
+    assert_int_equal(mc_engine_kv_create(model, B, &kv), MC_OK);
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernels_name(e), B, 0, 1);
+    assert_int_equal(
+        mc_engine_pd_prefill(e, kv, store, compat, NULL, req, prompt, n, logits, &rs), MC_OK);
+    mc_engine_kv_free(kv);
+    mc_engine_destroy(e);
+}
+
+/* Disaggregated prefill/decode gives the colocated bits: with a tail block, without one, with
+ * the tail corrupted (recomputed); a decode side of another layout refuses the hand-off; a
+ * request never prefilled times out; the request-scoped keys are gone after the hand-off. */
+static void test_pd_handoff(void **state)
+{
+    int32_t p[200];
+    make_prompt(p, 200, 11);
+    static result_t ref, ref192, r;
+    mc_engine_pd_stats_t ps;
+    request(model, NULL, p, 200, &ref); /* colocated, no store */
+    request(model, NULL, p, 192, &ref192);
+
+    pd_prefill(101, p, 200); /* 12 blocks + an 8-token tail */
+    assert_int_equal(pd_request(101, p, 200, B, &r, &ps), MC_OK);
+    assert_int_equal(ps.tokens_fetched, 200);
+    assert_int_equal(ps.tokens_recomputed, 0);
+    assert_identical(&ref, &r);
+    uint64_t compat = mc_engine_compat_id(model, mc_engine_kernel_variant(), B, 0, 1);
+    char key[MC_ENGINE_KV_KEY_MAX];
+    mc_engine_pd_key(compat, 101, "tail", key);
+    assert_int_equal(mc_store_exists(store, key), 0);
+    mc_engine_pd_key(compat, 101, "handoff", key);
+    assert_int_equal(mc_store_exists(store, key), 0);
+
+    pd_prefill(102, p, 192); /* exactly 12 blocks: no tail */
+    assert_int_equal(pd_request(102, p, 192, B, &r, &ps), MC_OK);
+    assert_int_equal(ps.tokens_fetched, 192);
+    assert_identical(&ref192, &r);
+
+    pd_prefill(103, p, 200); /* tail corrupted: recomputed, same bits */
+    mc_engine_pd_key(compat, 103, "tail", key);
+    void *val;
+    size_t len;
+    assert_int_equal(mc_store_get(store, key, &val, &len), MC_OK);
+    ((unsigned char *)val)[sizeof(mc_engine_kv_hdr_t) + 4] ^= 0x10;
+    struct iovec iov = {val, len};
+    assert_int_equal(mc_store_upsert(store, key, &iov, 1, NULL), MC_OK);
+    free(val);
+    assert_int_equal(pd_request(103, p, 200, B, &r, &ps), MC_OK);
+    assert_int_equal(ps.tokens_fetched, 192);
+    assert_int_equal(ps.tokens_recomputed, 8);
+    assert_identical(&ref, &r);
+
+    pd_prefill(104, p, 200); /* a decode side with 32-token blocks: another layout */
+    assert_int_equal(pd_request(104, p, 200, 32, &r, &ps), MC_ERR_TIMEOUT); /* its own key */
+    uint64_t other = mc_engine_compat_id(model, mc_engine_kernel_variant(), 32, 0, 1);
+    char okey[MC_ENGINE_KV_KEY_MAX];
+    mc_engine_pd_key(compat, 104, "handoff", key);
+    mc_engine_pd_key(other, 104, "handoff", okey);
+    assert_int_equal(mc_store_get(store, key, &val, &len), MC_OK); /* planted under its key */
+    iov = (struct iovec){val, len};
+    assert_int_equal(mc_store_upsert(store, okey, &iov, 1, NULL), MC_OK);
+    free(val);
+    assert_int_equal(pd_request(104, p, 200, 32, &r, &ps), MC_ERR_INVALID_PARAMS);
+
+    assert_int_equal(pd_request(105, p, 200, B, &r, &ps), MC_ERR_TIMEOUT); /* never prefilled */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_reuse_identical),
         cmocka_unit_test(test_missing_and_corrupt_blocks),
         cmocka_unit_test(test_other_model_never_reuses),
+        cmocka_unit_test(test_cost_model),
+        cmocka_unit_test(test_pd_handoff),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
