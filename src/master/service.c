@@ -536,6 +536,11 @@ static char *render_metrics(mc_master_service_t *s)
     metric_u(&b, "master_key_count", "gauge", "Committed objects", m.key_count);
     metric_u(&b, "master_soft_pin_key_count", "gauge", "Committed objects put with a soft pin",
              m.soft_pin_key_count);
+    metric_u(&b, "master_hard_pin_key_count", "gauge", "Committed objects put with a hard pin",
+             m.hard_pin_key_count);
+    metric_u(&b, "master_leased_key_count", "gauge",
+             "Committed objects under a read lease (to the second, rounded up)",
+             m.leased_key_count);
     value_size_histogram(&b, &m);
     metric_u(&b, "master_active_clients", "gauge", "Clients seen within client_ttl",
              m.active_clients);
