@@ -81,7 +81,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_page(c, 200, "text/plain", "standby", false);
     if (!strcmp(url, "/leader"))
         return send_page(c, 200, "application/json", mc_ha_leader_json(h->ha), true);
-    if (!strncmp(url, "/console", 8) && strcmp(url, "/console/events") != 0)
+    if (!strcmp(url, "/console/events")) /* the event log is the leader's */
+        return send_page(c, 200, "application/json",
+                         "{\"enabled\":false,\"standby\":true,\"epoch\":0,\"first_seq\":0,"
+                         "\"next_seq\":0,\"gap\":false,\"events\":[]}",
+                         false);
+    if (!strncmp(url, "/console", 8))
         return mc_console_http(h->console, c, url, mc_http_auth_server_enabled(h->auth));
     if (!strcmp(url, "/metrics")) {
         mc_prom_t b = {0};

@@ -238,7 +238,7 @@ def test_console_on_standby(browser, tmp_path):
     ha = ["--enable_ha=true", f"--etcd_endpoints={ep}", "--cluster_id=consoleha"]
     try:
         wait_for(lambda: http_get(f"http://{ep}/health") != "", 20, 0.1, "etcd")
-        leader = master(0, 0, [*ha, f"--wal_dir={tmp_path / 'wal0'}"])
+        leader = master(free_port(), free_port(), [*ha, f"--wal_dir={tmp_path / 'wal0'}"])
         sport = free_port()
         standby = subprocess.Popen(
             [bin_path("mooncake_master"), *ha, "--rpc_address=127.0.0.1",

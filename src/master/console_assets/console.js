@@ -324,7 +324,9 @@ async function pollEvents() {
   }
   try {
     const d = await get('/console/events?from=' + state.evFrom, true);
-    if (!d.enabled) {
+    if (d.standby) {
+      $('ev-info').textContent = '(on the leader)';
+    } else if (!d.enabled) {
       $('ev-info').textContent = '(event log disabled: --event_buffer_size=0)';
     } else if (d.gap || d.epoch !== state.evEpoch) {
       // new master epoch (a restart) or fell behind: restart from the recent tail
