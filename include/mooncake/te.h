@@ -163,6 +163,9 @@ MC_API uint16_t mc_te_rpc_port(const mc_te_t *te);
  * Not registered yet: call mc_te_register. Release with mc_te_free_shareable. */
 MC_API void *mc_te_alloc_shareable(mc_te_t *te, size_t len);
 MC_API void mc_te_free_shareable(mc_te_t *te, void *addr);
+/* The page size of the shareable allocation holding addr (2 MiB, 1 GiB or the base page
+ * size), or 0 if addr is in none. */
+MC_API uint64_t mc_te_shareable_page_size(mc_te_t *te, const void *addr);
 
 /* Add [addr, addr+len) to the local segment and republish it. Overlapping registrations are
  * refused (MC_ERR_SEGMENT_ALREADY_EXISTS). `location` may be NULL ("cpu:0"). */

@@ -60,6 +60,7 @@ static McRpc__SegmentInfo *segment_info(mc_store_t *s, McRpc__SegmentInfo *info)
     info->te_endpoint = (char *)s->te_name;
     info->segment_uuid.len = 16;
     info->segment_uuid.data = s->segment_uuid;
+    info->page_size = mc_te_shareable_page_size(s->te, s->segment);
     return info;
 }
 

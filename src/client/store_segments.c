@@ -54,6 +54,7 @@ static McRpc__SegmentInfo *xseg_info(mc_store_t *s, const store_xseg_t *x,
     info->te_endpoint = (char *)s->te_name;
     info->segment_uuid.len = 16;
     info->segment_uuid.data = (uint8_t *)x->uuid;
+    info->page_size = mc_te_shareable_page_size(s->te, x->base);
     return info;
 }
 

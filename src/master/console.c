@@ -139,6 +139,83 @@ bool mc_console_login(mc_console_t *c, const char *code, char sid[65])
     return t != NULL;
 }
 
+/* A response with a static (persistent) body; extra header pair (name, value) may be NULL. */
+static enum MHD_Result answer(struct MHD_Connection *c, unsigned code, const char *type,
+                              const char *body, size_t len, const char *hname,
+                              const char *hval)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    if (type)
+        MHD_add_response_header(r, "Content-Type", type);
+    if (hname)
+        MHD_add_response_header(r, hname, hval);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result answer_error(struct MHD_Connection *c, unsigned code, const char *msg)
+{
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf), "{\"success\":false,\"error\":\"%s\"}", msg);
+    return answer(c, code, "application/json", buf, (size_t)n, NULL, NULL);
+}
+
+enum MHD_Result mc_console_http(mc_console_t *con, struct MHD_Connection *c, const char *url,
+                                bool auth)
+{
+    char id[65], buf[160];
+    if (!strcmp(url, "/console/login_link")) {
+        if (!auth)
+            return answer_error(c, 409, "no token file: the console is open without a login");
+        mc_console_new_code(con, id);
+        int n = snprintf(buf, sizeof(buf),
+                         "{\"path\":\"/console/login?code=%s\",\"expires_in_s\":%u}", id,
+                         MC_CONSOLE_CODE_TTL_MS / 1000);
+        return answer(c, 200, "application/json", buf, (size_t)n, NULL, NULL);
+    }
+    if (!strcmp(url, "/console/login")) {
+        const char *code = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "code");
+        if (!auth)
+            return answer(c, 303, "text/plain", "no login needed\n", 16, "Location", "/console");
+        if (!mc_console_login(con, code, id))
+            return answer_error(c, 403, "unknown, used or expired login code");
+        snprintf(buf, sizeof(buf), MC_CONSOLE_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; "
+                 "SameSite=Strict", id, MC_CONSOLE_SESSION_TTL_MS / 1000);
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, "Set-Cookie", buf);
+        MHD_add_response_header(r, "Location", "/console");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+        enum MHD_Result ret = MHD_queue_response(c, 303, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    size_t len;
+    const char *type;
+    const char *body = mc_console_asset(url, &len, &type);
+    if (!body)
+        return answer_error(c, 404, "no such endpoint");
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    /* everything the page uses comes from this origin */
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* A JSON string of n bytes: printable ASCII kept (\" and \\ escaped), other bytes \xNN
  * (written as the text \\xNN, so any key renders and the JSON stays valid). */
 static void put(mc_buf_t *b, bool *bad, const char *s, size_t n)

@@ -39,6 +39,11 @@ void mc_console_new_code(mc_console_t *c, char code[65]);
 /* Consumes a login code: true (and a new session id, 64 hex + NUL, in sid) if it was live. */
 bool mc_console_login(mc_console_t *c, const char *code, char sid[65]);
 
+/* Answers a GET of /console... (authorized already; events excepted): the assets,
+ * /console/login_link (409 without a keyring: auth = false) and /console/login?code= (303 to
+ * /console with the session cookie; 403 for an unknown, used or expired code); 404 else. */
+enum MHD_Result mc_console_http(mc_console_t *con, struct MHD_Connection *c, const char *url,
+                                bool auth);
 /* Owner (loop) thread: events from from_seq on (at most MC_CONSOLE_EVENTS_MAX) as JSON
  * {"epoch","first_seq","next_seq","gap","enabled","events":[{seq,kind,key,size,segment,host}]};
  * key bytes outside printable ASCII are written \xNN. NULL when out of memory. */

@@ -1,7 +1,11 @@
 /* The standby's admin HTTP port (see ha.h): a standby runs no master service, so it answers
  * the HA endpoints itself on --metrics_port until it leads; then the service's HTTP server
- * (which answers the same endpoints for the leader) takes the port over. */
+ * (which answers the same endpoints for the leader) takes the port over. It also serves the
+ * operator console (read-only: the page shows this standby's role, the leader's address and
+ * its log lag), with its own login codes and sessions (master/console.h). */
 #include "master/ha.h"
+
+#include "master/console.h"
 
 #include "common/alloc.h"
 #include "common/http_auth_mhd.h"
@@ -21,6 +25,7 @@ struct mc_ha_http {
     mc_ha_t *ha;
     struct MHD_Daemon *d;
     mc_http_auth_server_t *auth;
+    mc_console_t *console;
     bool metrics_public;
 };
 
@@ -52,7 +57,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     mc_ha_http_t *h = cls;
     if (strcmp(method, "GET") != 0)
         return send_page(c, 405, "text/plain", "method not allowed (GET only)\n", false);
-    bool open = h->metrics_public && (!strcmp(url, "/metrics") || !strcmp(url, "/health"));
+    bool open = (h->metrics_public && (!strcmp(url, "/metrics") || !strcmp(url, "/health"))) ||
+                !strcmp(url, "/console/login") || /* its one-time code is the credential */
+                (strcmp(url, "/console/login_link") != 0 &&
+                 mc_console_session_ok(h->console, c)); /* a session reads */
     if (!open && mc_http_auth_server_enabled(h->auth)) {
         uint8_t bh[MC_HTTP_AUTH_BODY_HASH_SIZE];
         mc_http_auth_body_hash(NULL, 0, bh);
@@ -73,6 +81,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_page(c, 200, "text/plain", "standby", false);
     if (!strcmp(url, "/leader"))
         return send_page(c, 200, "application/json", mc_ha_leader_json(h->ha), true);
+    if (!strcmp(url, "/console/events")) /* the event log is the leader's */
+        return send_page(c, 200, "application/json",
+                         "{\"enabled\":false,\"standby\":true,\"epoch\":0,\"first_seq\":0,"
+                         "\"next_seq\":0,\"gap\":false,\"events\":[]}",
+                         false);
+    if (!strncmp(url, "/console", 8))
+        return mc_console_http(h->console, c, url, mc_http_auth_server_enabled(h->auth));
     if (!strcmp(url, "/metrics")) {
         mc_prom_t b = {0};
         mc_ha_render_metrics(h->ha, &b);
@@ -94,7 +109,9 @@ mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
         return NULL;
     h->ha = ha;
     h->metrics_public = metrics_public;
-    if (mc_http_auth_server_create(auth, &h->auth) != MC_OK) {
+    if (!(h->console = mc_console_create()) ||
+        mc_http_auth_server_create(auth, &h->auth) != MC_OK) {
+        mc_console_free(h->console);
         mc_free(h);
         return NULL;
     }
@@ -111,6 +128,7 @@ mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
     if (!h->d) {
         MC_LOG_ERROR("ha: cannot start the standby's admin HTTP port %u", port);
         mc_http_auth_server_free(h->auth);
+        mc_console_free(h->console);
         mc_free(h);
         return NULL;
     }
@@ -123,5 +141,6 @@ void mc_ha_http_stop(mc_ha_http_t *h)
         return;
     MHD_stop_daemon(h->d);
     mc_http_auth_server_free(h->auth);
+    mc_console_free(h->console);
     mc_free(h);
 }

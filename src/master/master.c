@@ -155,6 +155,7 @@ void master_readable_link(mc_master_t *m, obj_t *o)
 {
     m->n_readable++;
     m->n_soft += (o->flags & OF_SOFT_PIN) != 0;
+    m->n_hard += (o->flags & OF_HARD_PIN) != 0;
     if (m->n_readable > m->evict_entries)
         evict_sync(m, m->evict_capacity);
     mc_evict_core_link(m->evict, &o->node);
@@ -166,7 +167,50 @@ static void readable_unlink(mc_master_t *m, obj_t *o, int evicted)
     mc_evict_core_unlink(m->evict, &o->node, evicted);
     m->n_readable--;
     m->n_soft -= (o->flags & OF_SOFT_PIN) != 0;
+    m->n_hard -= (o->flags & OF_HARD_PIN) != 0;
 }
+
+/* Drops the seconds that ended by now from the lease ring. */
+static void lease_advance(mc_master_t *m, uint64_t now)
+{
+    uint64_t sec = now / 1000;
+    if (sec <= m->lease_sec)
+        return;
+    if (sec - m->lease_sec >= m->lease_ring_n) {
+        memset(m->lease_ring, 0, m->lease_ring_n * sizeof(*m->lease_ring));
+        m->n_leased = 0;
+    } else {
+        for (uint64_t s = m->lease_sec + 1; s <= sec; s++) {
+            m->n_leased -= m->lease_ring[s % m->lease_ring_n];
+            m->lease_ring[s % m->lease_ring_n] = 0;
+        }
+    }
+    m->lease_sec = sec;
+}
+
+void master_lease_note(mc_master_t *m, uint64_t old_end, uint64_t end)
+{
+    if (!m->lease_ring)
+        return;
+    lease_advance(m, master_now(m));
+    uint64_t o = (old_end + 999) / 1000, e = (end + 999) / 1000;
+    if (o > m->lease_sec && o - m->lease_sec < m->lease_ring_n && m->lease_ring[o % m->lease_ring_n]) {
+        m->lease_ring[o % m->lease_ring_n]--;
+        m->n_leased--;
+    }
+    if (e > m->lease_sec && e - m->lease_sec < m->lease_ring_n) {
+        m->lease_ring[e % m->lease_ring_n]++;
+        m->n_leased++;
+    }
+}
+
+uint64_t master_leased_count(mc_master_t *m)
+{
+    if (m->lease_ring)
+        lease_advance(m, master_now(m));
+    return m->n_leased;
+}
+
 
 obj_t *master_readable_next(mc_master_t *m, obj_t *o)
 {
@@ -395,6 +439,16 @@ static void obj_set_lease(obj_t *o, uint64_t t)
         o->grant_u = end > grant_grid(t) ? grant_units(end - grant_grid(t)) : 0;
     }
     o->t_lease = t;
+}
+
+/* A read lease for o: one lease period from now (never shortened), counted in the gauge. */
+static void obj_lease_read(mc_master_t *m, obj_t *o)
+{
+    uint64_t now = master_now(m), end = now + m->cfg.default_kv_lease_ttl_ms;
+    if (o->t_lease >= end)
+        return;
+    master_lease_note(m, o->t_lease > now ? o->t_lease : 0, end);
+    obj_set_lease(o, end);
 }
 
 /* Inside a grant session: o's replicas go out with grants of `write` access, signed from a
@@ -719,6 +773,14 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
         mc_master_destroy(m);
         return MC_ERR_INVALID_PARAMS;
     }
+    /* the lease gauge's ring spans one lease period (whole seconds, rounded up) and two
+     * seconds more; TTLs above a day (not accepted by the CLI) are not counted */
+    uint64_t ring = (m->cfg.default_kv_lease_ttl_ms + 999) / 1000 + 2;
+    if (ring <= 86400 + 2) {
+        m->lease_ring = mc_calloc(ring, sizeof(*m->lease_ring));
+        m->lease_ring_n = m->lease_ring ? (uint32_t)ring : 0;
+        m->lease_sec = master_now(m) / 1000;
+    }
     mc_evict_config_t ec;
     mc_evict_config_default(&ec, 0, m->cfg.eviction_policy);
     ec.entries = m->evict_entries = EVICT_MIN_ENTRIES;
@@ -762,6 +824,7 @@ void mc_master_destroy(mc_master_t *m)
         }
     }
     mc_free(m->buckets);
+    mc_free(m->lease_ring);
     mc_evict_core_destroy(m->evict);
     for (uint32_t i = 0; i < m->n_segs; i++)
         master_seg_free(m, i);
@@ -1184,7 +1247,7 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
         *n_p = 1;
         return MC_OK;
     }
-    obj_set_lease(o, master_now(m) + m->cfg.default_kv_lease_ttl_ms);
+    obj_lease_read(m, o);
     obj_granted(m, o, false);
     mc_evict_core_hit(m->evict, &o->node);
     *n_p = n;
@@ -1230,7 +1293,7 @@ mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
         return master_disk_has(m, key, klen, hash) ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
     if (m->cfg.exist_key_extends_lease)
-        obj_set_lease(o, master_now(m) + m->cfg.default_kv_lease_ttl_ms);
+        obj_lease_read(m, o);
     return MC_OK;
 }
 
@@ -1466,7 +1529,9 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
     (void)remount;
     if (!si || !name_ok(si->name, true) || !name_ok(si->host_label, false) ||
         !name_ok(si->te_endpoint, false) || si->size < MC_ALLOC_ALIGN * 2 ||
-        si->base + si->size < si->base)
+        si->base + si->size < si->base ||
+        (si->page_size && (si->page_size < 4096 || si->page_size > (1ull << 30) ||
+                           (si->page_size & (si->page_size - 1)))))
         return MC_ERR_INVALID_PARAMS;
     client_t *c = master_client_touch(m, cid, NULL);
     if (!c)
@@ -1477,6 +1542,9 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
     if (s) {
         bool same = s->base == si->base && s->size == si->size &&
                     memcmp(s->uuid, si->uuid, 16) == 0;
+        if (same && si->page_size) /* the same memory: a segment restored from the WAL
+                                      learns its page size again */
+            s->page_size = si->page_size;
         if (s->state == SEG_RECOVERING) {
             bool held = s->held;
             if (held) /* the same instance: same memory and the same client that held it */
@@ -1547,6 +1615,7 @@ mc_status_t mc_master_mount(mc_master_t *m, const uint8_t cid[16],
     }
     s->base = si->base;
     s->size = si->size;
+    s->page_size = si->page_size;
     memcpy(s->uuid, si->uuid, 16);
     memcpy(s->owner_id, cid, 16);
     s->owner_serial = c->serial;
@@ -1632,6 +1701,8 @@ void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
     out->allocated_bytes = used;
     out->key_count = m->n_readable;
     out->soft_pin_key_count = m->n_soft;
+    out->hard_pin_key_count = m->n_hard;
+    out->leased_key_count = master_leased_count(m);
     out->writing_count = m->writing.n;
     out->active_clients = 0;
     for (size_t i = 0; i < m->n_clients; i++)

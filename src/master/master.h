@@ -360,6 +360,8 @@ typedef struct mc_master_segment_info {
     const char *host_label;   /* may be NULL/"" */
     const char *te_endpoint;  /* may be NULL/"" (then = name) */
     uint8_t uuid[16];         /* chosen by the owner when it allocated the memory */
+    uint64_t page_size;       /* its memory's page size: 0 = not reported, else a power of
+                                 two in [4096, 1 GiB] (else INVALID_PARAMS) */
 } mc_master_segment_info_t;
 
 /* Mount (remount=false) or ReMount (remount=true; same checks, used after NEED_REMOUNT).
@@ -399,6 +401,10 @@ typedef struct mc_master_metrics {
     uint64_t key_count, writing_count, active_clients, mounted_segments, recovering_segments;
     /* committed objects put with a soft pin (an expired pin is counted until the object goes) */
     uint64_t soft_pin_key_count;
+    uint64_t hard_pin_key_count; /* committed objects put with a hard pin */
+    /* committed objects under a read lease (to the second, rounded up; one removed while
+     * leased counts until its lease would have ended) */
+    uint64_t leased_key_count;
     uint64_t successful_evictions, evicted_objects, evicted_bytes, failed_evictions;
     uint64_t put_start_discards, put_start_releases;
     uint64_t put_start_alloc_failures;  /* PutStarts refused NO_AVAILABLE_HANDLE */

@@ -67,6 +67,8 @@ typedef struct segment {
     uint8_t owner_id[16];
     uint32_t owner_serial;
     uint64_t base, size;
+    uint64_t page_size;         /* of its memory, as its owner reported (0 = not reported;
+                                   not logged: learnt again at re-mount) */
     mc_master_allocator_t *alloc;
     uint64_t n_replicas;
     uint64_t deadline_ms;       /* RECOVERING: dropped after this */
@@ -116,8 +118,14 @@ struct mc_master {
     uint64_t n_buckets, n_objs;
     olist_t writing;
     mc_evict_core_t *evict;     /* READABLE objects, in the policy of cfg.eviction_policy */
-    uint64_t n_readable, n_soft; /* READABLE objects, of which carry OF_SOFT_PIN (pin flags
-                                    never change while READABLE) */
+    uint64_t n_readable, n_soft, n_hard; /* READABLE objects, of which carry OF_SOFT_PIN /
+                                    OF_HARD_PIN (pin flags never change while READABLE) */
+    /* Read leases by end second (master_lease_note): lease_ring[s % lease_ring_n] counts the
+     * leases that end in second s (rounded up), for s in (lease_sec, lease_sec + n); n_leased
+     * is their sum. */
+    uint32_t *lease_ring;
+    uint32_t lease_ring_n;
+    uint64_t lease_sec, n_leased;
     uint64_t evict_capacity;    /* the policy's capacity: high watermark x mounted bytes */
     uint64_t evict_entries;     /* the object count its ghost and sketch are sized for */
 
@@ -179,6 +187,12 @@ struct mc_master {
 };
 
 uint64_t master_now(mc_master_t *m);
+/* A READABLE object's read lease moves from old_end (its t_lease; not counted unless > now)
+ * to end (now + the lease TTL): the lease gauge follows. The caller then sets t_lease. */
+void master_lease_note(mc_master_t *m, uint64_t old_end, uint64_t end);
+/* Objects under a read lease now (counted to the second, rounded up; an object removed while
+ * leased counts until its lease would have ended). */
+uint64_t master_leased_count(mc_master_t *m);
 /* master_wal.c */
 mc_status_t master_wal_open_and_recover(mc_master_t *m);
 void master_wal_log_mount(mc_master_t *m, uint32_t seg_id);

@@ -202,6 +202,32 @@ static void uuid_str(const uint8_t u[16], char out[48])
     snprintf(out, 48, "%llu-%llu", (unsigned long long)a, (unsigned long long)b);
 }
 
+/* A client's local-disk (SSD) tier as JSON: its STORED LOCAL_DISK replicas, their bytes, the
+ * capacity it reported, whether it takes offloads, its queued tasks. */
+static json_t *disk_tier_json(const client_t *c)
+{
+    char buf[48];
+    json_t *j = json_object();
+    uuid_str(c->id, buf);
+    json_object_set_new(j, "client_id", json_string(buf));
+    json_object_set_new(j, "endpoint", json_string(c->disk_endpoint ? c->disk_endpoint : ""));
+    json_object_set_new(j, "objects", json_integer((json_int_t)c->disk_objects));
+    json_object_set_new(j, "bytes", json_integer((json_int_t)c->disk_bytes));
+    json_object_set_new(j, "capacity_bytes", json_integer((json_int_t)c->disk_capacity));
+    json_object_set_new(j, "offloading", json_boolean(c->disk_offloading));
+    json_object_set_new(j, "queued_tasks", json_integer((json_int_t)c->dq_n));
+    return j;
+}
+
+/* The client with a mounted disk whose id is id, or NULL. */
+static const client_t *disk_owner(mc_master_t *m, const uint8_t id[16])
+{
+    for (size_t i = 0; i < m->n_clients; i++)
+        if (m->clients[i].disk_mounted && !memcmp(m->clients[i].id, id, 16))
+            return &m->clients[i];
+    return NULL;
+}
+
 char *mc_master_segments_detail_json(mc_master_t *m)
 {
     json_t *arr = json_array();
@@ -248,11 +274,22 @@ char *mc_master_segments_detail_json(mc_master_t *m)
             json_object_set_new(j, "fragmentation", json_real(st.fragmentation));
         }
         json_object_set_new(j, "replicas", json_integer((json_int_t)s->n_replicas));
+        /* the page size its memory was mapped with (0 = not reported by its client) */
+        json_object_set_new(j, "page_size", json_integer((json_int_t)s->page_size));
+        json_object_set_new(j, "huge_pages", json_boolean(s->page_size > 4096));
+        const client_t *dc = disk_owner(m, s->owner_id);
+        if (dc)
+            json_object_set_new(j, "disk", disk_tier_json(dc));
         json_array_append_new(arr, j);
     }
+    json_t *tiers = json_array();
+    for (size_t i = 0; i < m->n_clients; i++)
+        if (m->clients[i].disk_mounted)
+            json_array_append_new(tiers, disk_tier_json(&m->clients[i]));
     json_t *root = json_object();
     json_object_set_new(root, "total_segments", json_integer((json_int_t)total));
     json_object_set_new(root, "segments", arr);
+    json_object_set_new(root, "disk_tiers", tiers);
     return dump(root);
 }
 

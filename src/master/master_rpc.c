@@ -675,6 +675,7 @@ static int seg_info(const McRpc__SegmentInfo *s, mc_master_segment_info_t *o)
     o->size = s->size;
     o->host_label = s->host_label;
     o->te_endpoint = s->te_endpoint;
+    o->page_size = s->page_size;
     memcpy(o->uuid, s->segment_uuid.data, 16);
     return 0;
 }

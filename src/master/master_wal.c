@@ -513,6 +513,8 @@ static mc_status_t replay_finish(mc_master_t *m)
         /* Leases are not logged: honour any the old master may have granted (clients read
          * under them without asking, store-client.md "Lease cache") by leasing every
          * recovered object for one lease period from now. */
+        master_lease_note(m, o->t_lease > now ? o->t_lease : 0,
+                          now + m->cfg.default_kv_lease_ttl_ms);
         o->t_lease = now + m->cfg.default_kv_lease_ttl_ms;
         if (o->flags & OF_SOFT_PIN)
             o->t_pin = now + m->cfg.default_kv_soft_pin_ttl_ms;

@@ -536,6 +536,11 @@ static char *render_metrics(mc_master_service_t *s)
     metric_u(&b, "master_key_count", "gauge", "Committed objects", m.key_count);
     metric_u(&b, "master_soft_pin_key_count", "gauge", "Committed objects put with a soft pin",
              m.soft_pin_key_count);
+    metric_u(&b, "master_hard_pin_key_count", "gauge", "Committed objects put with a hard pin",
+             m.hard_pin_key_count);
+    metric_u(&b, "master_leased_key_count", "gauge",
+             "Committed objects under a read lease (to the second, rounded up)",
+             m.leased_key_count);
     value_size_histogram(&b, &m);
     metric_u(&b, "master_active_clients", "gauge", "Clients seen within client_ttl",
              m.active_clients);
@@ -1005,59 +1010,13 @@ static bool http_authorized(mc_master_service_t *s, struct MHD_Connection *c, co
     return true;
 }
 
-/* The console's pages (GET, authorized already): assets, events, login link and login. */
+/* The console's pages (GET, authorized already): events here, the rest in console.c. */
 static enum MHD_Result http_console(mc_master_service_t *s, struct MHD_Connection *c,
                                     const char *url)
 {
     if (!strcmp(url, "/console/events"))
         return http_query(s, c, Q_EVENTS, NULL, 0);
-    bool auth = mc_http_auth_server_enabled(s->http_auth);
-    char id[65], buf[160];
-    if (!strcmp(url, "/console/login_link")) {
-        if (!auth)
-            return reply_error(c, 409, "no token file: the console is open without a login");
-        mc_console_new_code(s->console, id);
-        snprintf(buf, sizeof(buf), "{\"path\":\"/console/login?code=%s\",\"expires_in_s\":%u}",
-                 id, MC_CONSOLE_CODE_TTL_MS / 1000);
-        char *b = mc_strdup(buf);
-        return b ? reply(c, 200, JSON, b, 1) : MHD_NO;
-    }
-    if (!strcmp(url, "/console/login")) {
-        const char *code = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "code");
-        if (!auth)
-            return reply_h(c, 303, TEXT, "no login needed\n", 0, "Location", "/console");
-        if (!mc_console_login(s->console, code, id))
-            return reply_error(c, 403, "unknown, used or expired login code");
-        snprintf(buf, sizeof(buf), MC_CONSOLE_COOKIE "=%s; Path=/; Max-Age=%u; HttpOnly; "
-                 "SameSite=Strict", id, MC_CONSOLE_SESSION_TTL_MS / 1000);
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-        if (!r)
-            return MHD_NO;
-        MHD_add_response_header(r, "Set-Cookie", buf);
-        MHD_add_response_header(r, "Location", "/console");
-        MHD_add_response_header(r, "Cache-Control", "no-store");
-        enum MHD_Result ret = MHD_queue_response(c, 303, r);
-        MHD_destroy_response(r);
-        return ret;
-    }
-    size_t len;
-    const char *type;
-    const char *body = mc_console_asset(url, &len, &type);
-    if (!body)
-        return reply_error(c, 404, "no such endpoint");
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    /* everything the page uses comes from this origin */
-    MHD_add_response_header(r, "Content-Security-Policy",
-                            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return mc_console_http(s->console, c, url, mc_http_auth_server_enabled(s->http_auth));
 }
 
 static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const char *url,

@@ -730,10 +730,11 @@ void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
 {
     if (!te || len == 0)
         return NULL;
-    size_t alen = 0;
+    size_t alen = 0, page;
     int fd = -1;
     void *p;
-    if (te->hugepage_size) { /* required: fails (logged) rather than use other pages */
+    if (te->hugepage_size) {
+        page = te->hugepage_size; /* required: fails (logged) rather than use other pages */
         p = mc_pages_shared_alloc(SHAREABLE_NAME, len, te->hugepage_size, 0, &alen, &fd);
         if (!p)
             return NULL;
@@ -745,13 +746,15 @@ void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
         bool try_huge = len >= MC_TE_HUGE_PAGE && !te->hugepages_off;
         p = try_huge ? mc_pages_shared_alloc(SHAREABLE_NAME, len, MC_TE_HUGE_PAGE, 1, &alen, &fd)
                      : NULL;
-        if (p)
+        bool huge = p != NULL;
+        if (huge)
             MC_LOG_INFO("te: %zu bytes of shareable memory on 2 MiB huge pages", alen);
         else if (!(p = mc_pages_shared_alloc(SHAREABLE_NAME, len, 0, 0, &alen, &fd)))
             return NULL;
         else if (try_huge)
             MC_LOG_INFO("te: %zu bytes of shareable memory on 4 KiB pages (too few free huge "
                         "pages: vm.nr_hugepages)", alen);
+        page = huge ? MC_TE_HUGE_PAGE : (size_t)sysconf(_SC_PAGESIZE);
     }
     mc_te_shareable_t *s = MC_NEW(mc_te_shareable_t);
     if (!s) {
@@ -761,12 +764,27 @@ void *mc_te_alloc_shareable(mc_te_t *te, size_t len)
     }
     s->addr = p;
     s->len = alen;
+    s->page = page;
     s->fd = fd;
     pthread_mutex_lock(&te->mu);
     s->next = te->shareables;
     te->shareables = s;
     pthread_mutex_unlock(&te->mu);
     return p;
+}
+
+uint64_t mc_te_shareable_page_size(mc_te_t *te, const void *addr)
+{
+    if (!te || !addr)
+        return 0;
+    uint64_t page = 0;
+    pthread_mutex_lock(&te->mu);
+    for (mc_te_shareable_t *s = te->shareables; s && !page; s = s->next)
+        if ((const char *)addr >= (const char *)s->addr &&
+            (const char *)addr < (const char *)s->addr + s->len)
+            page = s->page;
+    pthread_mutex_unlock(&te->mu);
+    return page;
 }
 
 void mc_te_free_shareable(mc_te_t *te, void *addr)

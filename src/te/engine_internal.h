@@ -223,6 +223,7 @@ typedef struct mc_te_transport {
 typedef struct mc_te_shareable {
     void *addr;
     size_t len;
+    size_t page;  /* the page size it is mapped with */
     int fd;
     struct mc_te_shareable *next;
 } mc_te_shareable_t;

@@ -164,6 +164,61 @@ static void test_remove_lease(void **state)
     mc_master_destroy(m);
 }
 
+/* The lease gauge: a get leases its object (counted once however often it is read), the
+ * count drops when the lease ends (to the second, rounded up); pins are counted; a segment's
+ * page size is validated and kept. */
+static uint64_t leased(mc_master_t *m)
+{
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    return mt.leased_key_count;
+}
+
+static void test_lease_gauge(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.default_kv_lease_ttl_ms = 2500;
+    mc_master_t *m = mk(&cfg);
+    mc_master_segment_info_t si = {.name = "segA", .size = 1 << 20, .te_endpoint = "segA",
+                                   .page_size = 3000};
+    assert_int_equal(mc_master_mount(m, CA, &si, false), MC_ERR_INVALID_PARAMS);
+    si.page_size = 2u << 20;
+    assert_int_equal(mc_master_mount(m, CA, &si, false), MC_OK);
+    char *j = mc_master_segments_detail_json(m);
+    assert_non_null(strstr(j, "\"page_size\":2097152"));
+    assert_non_null(strstr(j, "\"huge_pages\":true"));
+    assert_non_null(strstr(j, "\"disk_tiers\":[]"));
+    mc_free(j);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_master_put_opts_t hard = {.hard_pin = true};
+    assert_int_equal(put(m, CA, "a", 100, 1), MC_OK);
+    assert_int_equal(put(m, CA, "b", 100, 1), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("h"), 100, &hard, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("h"), 1), MC_OK);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.hard_pin_key_count, 1);
+    assert_int_equal(leased(m), 0); /* puts lease nothing */
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(leased(m), 1);
+    g_now += 1000;
+    assert_int_equal(mc_master_get_replicas(m, K("a"), r, &n, NULL, NULL), MC_OK); /* extends */
+    assert_int_equal(mc_master_get_replicas(m, K("b"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(leased(m), 2);
+    g_now += 2500; /* both leases end now: gone once the second is over */
+    uint64_t left = leased(m);
+    assert_true(left <= 2);
+    g_now += 1000;
+    assert_int_equal(leased(m), 0);
+    assert_int_equal(mc_master_get_replicas(m, K("b"), r, &n, NULL, NULL), MC_OK);
+    g_now += 3600000; /* a long idle gap clears the ring */
+    assert_int_equal(leased(m), 0);
+    mc_master_destroy(m);
+}
+
 /* 1 MiB segment, 64 KiB objects: the 17th put must succeed by evicting. Leased objects survive;
  * repeated ExistKey (#2187) does not protect anything. */
 static void test_eviction_under_pressure(void **state)
@@ -1488,6 +1543,7 @@ int main(void)
         cmocka_unit_test(test_policy_config_checked),
         cmocka_unit_test(test_eviction_logged),
         cmocka_unit_test(test_pins),
+        cmocka_unit_test(test_lease_gauge),
         cmocka_unit_test(test_stuck_put),
         cmocka_unit_test(test_client_death_and_placement),
         cmocka_unit_test(test_stalled_client_hold),

@@ -402,6 +402,9 @@ static void test_engine_register_local(void **state)
     uint8_t *a = malloc(L), *b = malloc(L);
     uint8_t *sh = mc_te_alloc_shareable(te, L);
     assert_non_null(sh);
+    /* 64 KiB is under one huge page: base pages; malloc'd memory is no shareable allocation */
+    assert_int_equal(mc_te_shareable_page_size(te, sh + L - 1), (uint64_t)sysconf(_SC_PAGESIZE));
+    assert_int_equal(mc_te_shareable_page_size(te, a), 0);
     for (int i = 0; i < L; i++)
         a[i] = (uint8_t)i;
     assert_int_equal(mc_te_register(te, a, L, NULL), MC_OK);

@@ -1,6 +1,8 @@
 // Mooncake master console: polls this master's own endpoints (same origin, same credentials)
 // and draws them. Every figure comes from /metrics, /get_segments_detail,
 // /api/v1/tenant_quotas, /health, /leader and /console/events; nothing else is fetched.
+// On an HA standby (/health role "standby") only /metrics, /health and /leader exist: the
+// page shows the standby's role, the leader's address and the standby's log lag.
 'use strict';
 
 const POLL_MS = 2000;        // metrics, segments, tenants
@@ -149,7 +151,9 @@ function renderMetrics(p, health, leader) {
 
   card('objects', 'objects', fmtNum(val(p, 'master_key_count')));
   card('writing', 'being written', fmtNum(val(p, 'master_writing_key_count')));
+  card('leased', 'objects under a read lease', fmtNum(val(p, 'master_leased_key_count')));
   card('pinned', 'soft-pinned objects', fmtNum(val(p, 'master_soft_pin_key_count')));
+  card('hardpinned', 'hard-pinned objects', fmtNum(val(p, 'master_hard_pin_key_count')));
   card('alloc', 'allocated', fmtBytes(val(p, 'master_allocated_bytes')));
   card('capacity', 'capacity', fmtBytes(val(p, 'master_total_capacity_bytes')));
   card('segments', 'mounted segments', fmtNum(val(p, 'master_mounted_segments')));
@@ -159,6 +163,9 @@ function renderMetrics(p, health, leader) {
   card('evicted', 'objects evicted', fmtNum(val(p, 'master_evicted_key_count')));
   card('evictedbytes', 'bytes evicted', fmtBytes(val(p, 'master_evicted_size_bytes')));
   card('frag', 'fragmentation', (val(p, 'master_fragmentation_ratio') * 100).toFixed(1) + ' %');
+  card('disk', 'disk tier objects / bytes / capacity', val(p, 'master_local_disk_clients')
+    ? fmtNum(val(p, 'master_local_disk_key_count')) + ' / ' + fmtBytes(val(p, 'master_allocated_file_size_bytes'))
+      + ' / ' + fmtBytes(val(p, 'master_total_file_capacity_bytes')) : 'none');
   card('events', 'object events', fmtNum(val(p, 'master_object_events_total')));
   card('rpcs', 'RPCs / s', fmtNum(Math.round(sumOf(p, /^master_\w+_requests_total$/) - (prev ? sumOf(prev, /^master_\w+_requests_total$/) : 0)) / (dt || 1)));
 
@@ -173,13 +180,37 @@ function renderMetrics(p, health, leader) {
   drawChart('ch-hits', [{ k: 'hit', c: '#2a7a3b' }, { k: 'miss', c: '#a3262a' }], fmtNum);
   drawChart('ch-evict', [{ k: 'evict', c: '#a66b00' }], fmtNum);
 
-  // masters: this one, and the elected leader when there is HA
+  renderMasters(p, health, leader);
+}
+
+// masters: the elected leader (HA) and this one; a single master without HA is one row
+function renderMasters(p, health, leader) {
   const role = health.role || 'unknown';
   $('role').textContent = role;
   $('role').className = 'badge ' + (role === 'leader' ? 'ok' : 'wait');
-  const rows = [[cell(location.host), cell(role), cell(health.ha_state || ''),
-    cell(leader && leader.present ? (leader.address || leader.leader || JSON.stringify(leader)) : 'no HA (single master)')]];
+  const ha = leader && leader.present;
+  const self = ha && leader.self;
+  const lag = role === 'standby' ? fmtNum(val(p, 'master_ha_log_lag_batches')) + ' batches, '
+    + val(p, 'master_ha_log_lag_seconds').toFixed(1) + ' s' : '–';
+  const rows = [];
+  if (ha && !self) rows.push([cell(leader.address), cell('leader'), cell('serving'), cell('–')]);
+  rows.push([cell(location.host + (ha && self ? ' (' + leader.address + ')' : '') + ' — this page'),
+    cell(role), cell(health.ha_state || ''), cell(ha ? lag : 'no HA (single master)')]);
   fillTable('masters', rows);
+}
+
+// A standby has no table: its role, the leader and its lag; the figures are the leader's.
+function renderStandby(p, health, leader) {
+  renderMasters(p, health, leader);
+  const note = $('standby-note');
+  note.hidden = false;
+  note.textContent = 'This master is an HA standby (read-only): it replays the leader\'s log. '
+    + (leader && leader.present ? 'Leader: ' + leader.address + ' — open its console for the cluster\'s figures.'
+      : 'No leader elected right now.');
+  card('lag', 'log lag (batches)', fmtNum(val(p, 'master_ha_log_lag_batches')));
+  card('lagsec', 'log lag (seconds)', val(p, 'master_ha_log_lag_seconds').toFixed(1));
+  card('failovers', 'failovers seen', fmtNum(val(p, 'master_ha_failovers_total')));
+  card('leader', 'leader', leader && leader.present ? leader.address : 'none');
 }
 
 function drawChart(id, series, fmt) {
@@ -216,11 +247,20 @@ function renderSegments(d) {
   fillTable('segments', segs.map((s) => {
     const cap = s.allocator_capacity_bytes || s.size || 0;
     const used = s.allocator_used_bytes || 0;
+    const pages = s.page_size ? (s.huge_pages ? 'huge ' : '') + fmtBytes(s.page_size) : '–';
+    const disk = s.disk ? fmtNum(s.disk.objects) + ' obj, ' + fmtBytes(s.disk.bytes) + ' / ' + fmtBytes(s.disk.capacity_bytes) : '–';
     return [cell(s.name || s.segment_name), cell(s.host_label || ''), cell(s.endpoint || s.te_endpoint || ''),
-      cell(s.state || s.status || ''), cell(fmtBytes(cap), 'num'), cell(fmtBytes(used), 'num'),
+      cell(s.state || s.status || ''), cell(pages, s.huge_pages ? 'huge' : ''), cell(fmtBytes(cap), 'num'),
+      cell(fmtBytes(used), 'num'),
       cell(bar(cap ? used / cap : 0)), cell(s.largest_free !== undefined ? fmtBytes(s.largest_free) : '–', 'num'),
-      cell(s.replicas !== undefined ? fmtNum(s.replicas) : '–', 'num')];
+      cell(s.replicas !== undefined ? fmtNum(s.replicas) : '–', 'num'), cell(disk)];
   }));
+  const disks = (d && d.disk_tiers) || [];
+  $('disk-count').textContent = '(' + disks.length + ')';
+  fillTable('disks', disks.map((t) => [cell(t.client_id), cell(t.endpoint), cell(fmtNum(t.objects), 'num'),
+    cell(fmtBytes(t.bytes), 'num'), cell(fmtBytes(t.capacity_bytes), 'num'),
+    cell(bar(t.capacity_bytes ? t.bytes / t.capacity_bytes : 0)), cell(t.offloading ? 'yes' : 'no'),
+    cell(fmtNum(t.queued_tasks), 'num')]));
 }
 
 function renderTenants(p, quotas) {
@@ -241,16 +281,24 @@ function renderTenants(p, quotas) {
 
 async function pollMetrics() {
   try {
-    const [text, health, leader, segs] = await Promise.all([
-      get('/metrics'), get('/health', true), get('/leader', true).catch(() => null),
-      get('/get_segments_detail', true)]);
+    const [text, health, leader] = await Promise.all([
+      get('/metrics'), get('/health', true), get('/leader', true).catch(() => null)]);
     const p = parseProm(text);
+    const standby = health.role === 'standby';
+    if (state.standby !== undefined && standby !== state.standby) $('cards').replaceChildren(); // promoted
+    state.standby = standby;
+    if (state.standby) {
+      renderStandby(p, health, leader);
+    } else {
+      $('standby-note').hidden = true;
+      const segs = await get('/get_segments_detail', true);
+      renderMetrics(p, health, leader);
+      renderSegments(segs);
+      renderTenants(p);
+    }
     if (state.up !== true) setConn('ok', 'live');
     if (state.up === false) addError('master reachable again');
     state.up = true;
-    renderMetrics(p, health, leader);
-    renderSegments(segs);
-    renderTenants(p);
     $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (e) {
     lost(e);
@@ -269,9 +317,16 @@ function lost(e) {
 }
 
 async function pollEvents() {
+  if (state.standby) { // a standby has no event log
+    $('ev-info').textContent = '(on the leader)';
+    setTimeout(pollEvents, EVENTS_MS);
+    return;
+  }
   try {
     const d = await get('/console/events?from=' + state.evFrom, true);
-    if (!d.enabled) {
+    if (d.standby) {
+      $('ev-info').textContent = '(on the leader)';
+    } else if (!d.enabled) {
       $('ev-info').textContent = '(event log disabled: --event_buffer_size=0)';
     } else if (d.gap || d.epoch !== state.evEpoch) {
       // new master epoch (a restart) or fell behind: restart from the recent tail
