@@ -1,6 +1,8 @@
 /* The store client's master connection pool (master_client.h): MC_MASTER_POOL_SIZE RPC
- * clients, picked round-robin per call so that application threads calling at once do not
- * queue behind one connection.
+ * clients; a call takes the first one nobody holds, starting from a round-robin cursor (and
+ * waits for the cursor's one when all are held), so that application threads calling at once
+ * do not queue behind one connection, nor behind a batch get holding one while its objects
+ * arrive (mc_master_client_send).
  *
  * Contracts: an idempotent call that fails with MC_ERR_RPC_FAIL (a pooled connection the
  * master closed meanwhile) is sent once more on a fresh connection; other calls are sent once.
@@ -44,22 +46,55 @@ void mc_master_client_fini(mc_master_client_t *mc)
     }
 }
 
+mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
+                                  const ProtobufCMessage *req, int idempotent,
+                                  ProtobufCAllocator *alloc, mc_master_inflight_t *in)
+{
+    unsigned i = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed);
+    *in = (mc_master_inflight_t){.mc = mc, .idempotent = idempotent,
+                                 .call = {.opcode = opcode, .req = req, .allocator = alloc}};
+    in->metrics = opcode < MC_OP_MAX ? mc->metrics : NULL;
+    if (in->metrics) /* upstream's rule: counted when sent, timed when answered */
+        atomic_fetch_add_explicit(&in->metrics->rpc_count[opcode], 1, memory_order_relaxed);
+    in->t0 = store_metrics_t0(in->metrics);
+    /* the first connection from the cursor on that nobody holds, else wait for the cursor's */
+    in->st = MC_ERR_BUSY;
+    for (unsigned k = 0; k < MC_MASTER_POOL_SIZE && in->st == MC_ERR_BUSY; k++) {
+        in->conn = mc->conns[(i + k) % MC_MASTER_POOL_SIZE];
+        in->st = mc_rpc_client_call_send(in->conn, &in->call, 1, mc->timeout_ms, true, &in->f);
+    }
+    if (in->st == MC_ERR_BUSY) {
+        in->conn = mc->conns[i % MC_MASTER_POOL_SIZE];
+        in->st = mc_rpc_client_call_send(in->conn, &in->call, 1, mc->timeout_ms, false, &in->f);
+    }
+    in->sent = in->st == MC_OK;
+    return in->st;
+}
+
+mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **resp_p)
+{
+    mc_status_t st = in->sent ? mc_rpc_client_call_recv(&in->f) : in->st;
+    if (st == MC_OK)
+        st = in->call.status;
+    ProtobufCMessage *resp = st == MC_OK ? in->call.resp : NULL;
+    if (st == MC_ERR_RPC_FAIL && in->idempotent) /* stale pooled connection: one fresh try */
+        st = mc_rpc_client_call_with(in->conn, in->call.opcode, in->call.req, &resp,
+                                     in->mc->timeout_ms, in->call.allocator);
+    if (in->metrics && st == MC_OK)
+        store_hist_observe(&in->metrics->rpc_lat[in->call.opcode],
+                           (mc_now_ns() - in->t0) / 1000);
+    in->sent = false;
+    *resp_p = resp;
+    return st;
+}
+
 mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
                                        const ProtobufCMessage *req, ProtobufCMessage **resp_p,
                                        int idempotent, ProtobufCAllocator *alloc)
 {
-    unsigned i = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed) % MC_MASTER_POOL_SIZE;
-    store_metrics_t *m = opcode < MC_OP_MAX ? mc->metrics : NULL;
-    if (m) /* upstream's rule: counted when sent, timed when answered */
-        atomic_fetch_add_explicit(&m->rpc_count[opcode], 1, memory_order_relaxed);
-    uint64_t t0 = store_metrics_t0(m);
-    mc_status_t st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms,
-                                             alloc);
-    if (st == MC_ERR_RPC_FAIL && idempotent) /* stale pooled connection: one fresh try */
-        st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms, alloc);
-    if (m && st == MC_OK)
-        store_hist_observe(&m->rpc_lat[opcode], (mc_now_ns() - t0) / 1000);
-    return st;
+    mc_master_inflight_t in;
+    mc_master_client_send(mc, opcode, req, idempotent, alloc, &in);
+    return mc_master_client_recv(&in, resp_p);
 }
 
 mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,

@@ -13,6 +13,7 @@
 #include "rpc/rpc_client.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,7 +36,8 @@ mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint
                                   const uint8_t client_id[16], const mc_auth_t *auth);
 void mc_master_client_fini(mc_master_client_t *mc);
 
-/* One call on the next pooled connection. Transport errors are retried once on a fresh
+/* One call on a pooled connection (the first free one from a round-robin cursor, else the
+ * cursor's, waited for). Transport errors are retried once on a fresh
  * connection only when `idempotent` is set. */
 mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,
                                   const ProtobufCMessage *req, ProtobufCMessage **resp_p,
@@ -46,6 +48,29 @@ mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,
 mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
                                        const ProtobufCMessage *req, ProtobufCMessage **resp_p,
                                        int idempotent, ProtobufCAllocator *alloc);
+
+/* A call in two halves (mc_rpc_client_call_send / _recv): send starts it on a pooled
+ * connection and returns at once (its status is also what recv returns when it failed: no
+ * need to check it); recv waits for the answer, with call_with's retry and results. The
+ * connection stays held between the two: exactly one recv per send, on the same thread, and
+ * no other master call from that thread in between. `in` is the caller's (must stay in place
+ * until recv); req and alloc stay borrowed until then. */
+typedef struct mc_master_inflight {
+    /* private */
+    mc_master_client_t *mc;
+    mc_rpc_client_t *conn;
+    mc_rpc_pending_t call;
+    mc_rpc_inflight_t f;
+    struct store_metrics *metrics;
+    uint64_t t0;
+    mc_status_t st;
+    int idempotent;
+    bool sent;
+} mc_master_inflight_t;
+mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
+                                  const ProtobufCMessage *req, int idempotent,
+                                  ProtobufCAllocator *alloc, mc_master_inflight_t *in);
+mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **resp_p);
 
 /* The client_id as protobuf bytes (points into mc; valid while mc lives). */
 ProtobufCBinaryData mc_master_client_id(mc_master_client_t *mc);

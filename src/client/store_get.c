@@ -50,19 +50,22 @@ typedef struct bget_key {
 /* Pipelined lookups (bget_lookup_and_read): a batch whose lookup lists more than
  * BGET_PIPE_MIN keys that were not read early is looked up in sub-batches of BGET_PIPE_FIRST
  * keys, then twice as many each time, the last one taking the rest once fewer than twice its
- * size are left (128 keys: 16, 32, 80). Each sub-batch's reads start as soon as its answer is
- * in, while the next lookup travels, so a first read costs about one small round trip plus
- * the transfers instead of a whole-batch lookup followed by the transfers. */
+ * size are left (128 keys: 16, 32, 80). Sub-batch k+1's lookup is sent before sub-batch k's
+ * reads are waited for, so the master answers while the objects arrive: a first read costs
+ * about one small round trip plus the transfers instead of a whole-batch lookup followed by
+ * the transfers. One thread does it all (no engine thread wakes up for the reads: they are
+ * started reserved, and the lookup's answer waits in its socket until the reads are in). */
 #define BGET_PIPE_MIN 32
 #define BGET_PIPE_FIRST 16
 #define BGET_MAX_SUBS 16 /* 16 * 2^k keys per sub-batch reach STORE_MAX_BATCH well before */
 
-/* One sub-batch of the lookup: listed keys [lo, hi) (bget_t.idx), their reads. */
+/* One sub-batch of the lookup: listed keys [lo, hi) (bget_t.idx), their lookup, their reads. */
 typedef struct bget_sub {
     size_t lo, hi;
+    uint64_t t0;                /* when its lookup was sent (its leases count from then) */
+    McRpc__BatchKeyRequest req; /* req.keys: allocated by bget_lookup_send, freed by _recv */
+    mc_master_inflight_t in;    /* the lookup in flight */
     xfer_plan_t plan;
-    mc_te_transfer_t *x; /* plan in flight (finished by bget_finish_subs) */
-    mc_status_t st;      /* store_plan_start's */
 } bget_sub_t;
 
 /* One batch get, from bget_init to bget_free. The arrays that the hint table and the transfer
@@ -131,9 +134,10 @@ static const struct iovec *bget_dest(const bget_t *b, size_t i, size_t *kn);
 static bool bget_early_key(bget_t *b, size_t i, uint64_t now, uint64_t cap);
 static void bget_read_early(bget_t *b);
 static void bget_finish_early(bget_t *b);
-static mc_status_t bget_lookup(bget_t *b, bget_sub_t *sb);
+static bget_sub_t *bget_sub_next(bget_t *b, size_t lo, size_t *size);
+static void bget_lookup_send(bget_t *b, bget_sub_t *sb);
+static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb);
 static void bget_lookup_and_read(bget_t *b);
-static void bget_finish_subs(bget_t *b);
 static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl,
                            xfer_plan_t *plan);
 static void bget_check_key(bget_t *b, size_t i);
@@ -694,27 +698,46 @@ static void bget_finish_early(bget_t *b)
     store_plan_finish(b->s, &b->early_plan, b->early_st, b->early_x, b->failed);
 }
 
-/* Phase 2, one sub-batch: one BatchGetReplicaList for listed keys [sb->lo, sb->hi), then the
- * reads of those that need one are added to sb->plan (bget_plan_read). Returns the lookup's
- * status for the whole sub-batch (the caller sets it as the keys' results when not MC_OK). */
-static mc_status_t bget_lookup(bget_t *b, bget_sub_t *sb)
+/* The next sub-batch, from listed key lo; *size: its nominal size (doubled for the next). */
+static bget_sub_t *bget_sub_next(bget_t *b, size_t lo, size_t *size)
+{
+    bget_sub_t *sb = &b->sub[b->n_sub++];
+    bool last = b->m - lo < 2 * *size || b->n_sub == BGET_MAX_SUBS;
+    *sb = (bget_sub_t){.lo = lo, .hi = last ? b->m : lo + *size};
+    *size *= 2;
+    return sb;
+}
+
+/* Phase 2, one sub-batch: sends one BatchGetReplicaList for listed keys [sb->lo, sb->hi);
+ * bget_lookup_recv takes the answer (a failed send included). */
+static void bget_lookup_send(bget_t *b, bget_sub_t *sb)
 {
     mc_store_t *s = b->s;
     size_t m = sb->hi - sb->lo;
-    uint64_t t0 = mc_now_ms();
-    McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
-    req.client_id = mc_master_client_id(&s->master);
-    req.tenant_id = s->master.tenant;
-    req.n_keys = m;
-    req.keys = mc_wire_keys((const char *const *)b->req_keys + sb->lo, m);
+    sb->t0 = mc_now_ms();
+    sb->req = (McRpc__BatchKeyRequest)MC_RPC__BATCH_KEY_REQUEST__INIT;
+    sb->req.client_id = mc_master_client_id(&s->master);
+    sb->req.tenant_id = s->master.tenant;
+    sb->req.n_keys = m;
+    sb->req.keys = mc_wire_keys((const char *const *)b->req_keys + sb->lo, m);
     atomic_fetch_add(&s->n_lookups, m);
+    if (sb->req.keys)
+        mc_master_client_send(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &sb->req.base, 1,
+                              &b->resp_arena.pb, &sb->in);
+}
+
+/* Phase 2, one sub-batch: its answer; the reads of its keys that need one are added to
+ * sb->plan (bget_plan_read). The first answer also finishes the early reads. Returns the
+ * lookup's status for the whole sub-batch (the caller sets it as the keys' results when not
+ * MC_OK). */
+static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb)
+{
+    mc_store_t *s = b->s;
+    size_t m = sb->hi - sb->lo;
     ProtobufCMessage *resp = NULL;
-    mc_status_t bst = req.keys ? mc_master_client_call_with(&s->master,
-                                                            MC_OP_BATCH_GET_REPLICA_LIST,
-                                                            &req.base, &resp, 1,
-                                                            &b->resp_arena.pb)
-                               : MC_ERR_NO_MEMORY;
-    mc_free(req.keys);
+    mc_status_t bst = sb->req.keys ? mc_master_client_recv(&sb->in, &resp) : MC_ERR_NO_MEMORY;
+    mc_free(sb->req.keys);
+    sb->req.keys = NULL;
     McRpc__BatchReplicaListResponse *br = (McRpc__BatchReplicaListResponse *)resp;
     bst = store_batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
     bget_finish_early(b);
@@ -722,52 +745,44 @@ static mc_status_t bget_lookup(bget_t *b, bget_sub_t *sb)
         return bst;
     store_grants_present(s, br->grants, br->n_grants);
     for (size_t j = 0; j < m; j++) {
-        b->k[b->idx[sb->lo + j]].t0 = t0;
+        b->k[b->idx[sb->lo + j]].t0 = sb->t0;
         bget_plan_read(b, b->idx[sb->lo + j], br->results[j], &sb->plan);
     }
     return MC_OK;
 }
 
-/* Phases 2 and 3: the listed keys are looked up, in sub-batches when many of them still need
- * a read (BGET_PIPE_MIN), and each sub-batch's reads start as soon as its answer is in; the
- * transfers run on the engine's threads while the next lookup travels. A lookup that fails
- * ends the batch's lookups: its keys and every later listed key get its status; the
- * sub-batches before it are read and verified as usual. Without sub-batches the one plan is
- * started reserved (bget_finish_subs waits for it at once). */
+/* Phases 2 to 4a: the listed keys are looked up, in sub-batches when many of them still need
+ * a read (BGET_PIPE_MIN). Each sub-batch's reads start when its answer is in; the next
+ * sub-batch's lookup is sent right after, and its answer taken once those reads have landed
+ * and been checked. A lookup that fails ends the batch's lookups: its keys and every later
+ * listed key get its status; the sub-batches before it are read and verified as usual. */
 static void bget_lookup_and_read(bget_t *b)
 {
     size_t fresh = 0; /* listed keys that nothing was read for yet */
     for (size_t j = 0; j < b->m; j++)
         fresh += !b->k[b->idx[j]].early_read;
     size_t size = fresh > BGET_PIPE_MIN ? BGET_PIPE_FIRST : b->m;
-    for (size_t lo = 0; lo < b->m; size *= 2) {
-        bget_sub_t *sb = &b->sub[b->n_sub++];
-        bool last = b->m - lo < 2 * size || b->n_sub == BGET_MAX_SUBS;
-        *sb = (bget_sub_t){.lo = lo, .hi = last ? b->m : lo + size};
-        mc_status_t bst = bget_lookup(b, sb);
+    bget_sub_t *cur = b->m > 0 ? bget_sub_next(b, 0, &size) : NULL;
+    if (cur)
+        bget_lookup_send(b, cur);
+    while (cur) {
+        mc_status_t bst = bget_lookup_recv(b, cur);
         if (bst != MC_OK) {
-            for (size_t j = lo; j < b->m; j++)
+            for (size_t j = cur->lo; j < b->m; j++)
                 b->results[b->idx[j]] = bst;
-            sb->hi = b->m;
             break;
         }
-        sb->st = store_plan_start(b->s, &sb->plan, b->n_sub == 1 && sb->hi == b->m, &sb->x);
-        lo = sb->hi;
+        mc_te_transfer_t *x;
+        mc_status_t st = store_plan_start(b->s, &cur->plan, true, &x);
+        bget_sub_t *next = cur->hi < b->m ? bget_sub_next(b, cur->hi, &size) : NULL;
+        if (next)
+            bget_lookup_send(b, next); /* the master answers while cur's objects arrive */
+        store_plan_finish(b->s, &cur->plan, st, x, b->failed);
+        for (size_t q = cur->lo; q < cur->hi; q++)
+            bget_check_key(b, b->idx[q]);
+        cur = next;
     }
     bget_finish_early(b); /* no lookup at all */
-}
-
-/* Phase 4a: finishes the sub-batches' reads in order, checking each key as soon as its
- * sub-batch has landed (its hashing overlaps the later sub-batches' transfers). */
-static void bget_finish_subs(bget_t *b)
-{
-    for (size_t j = 0; j < b->n_sub; j++) {
-        bget_sub_t *sb = &b->sub[j];
-        store_plan_finish(b->s, &sb->plan, sb->st, sb->x, b->failed);
-        sb->x = NULL;
-        for (size_t q = sb->lo; q < sb->hi; q++)
-            bget_check_key(b, b->idx[q]);
-    }
 }
 
 /* Phase 3, listed key i with the master's answer rl: adds the read of its preferred replica to
@@ -901,7 +916,6 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     if (st == MC_OK) {
         bget_read_early(&b);
         bget_lookup_and_read(&b);
-        bget_finish_subs(&b);
         for (size_t i = 0; i < n; i++)
             bget_verify_key(&b, i);
         mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);
