@@ -1,8 +1,8 @@
 /* The store client's master connection pool (master_client.h): MC_MASTER_POOL_SIZE RPC
- * clients; a call takes the first one nobody holds, starting from a round-robin cursor (and
- * waits for the cursor's one when all are held), so that application threads calling at once
+ * clients; a call takes the first one nobody holds, starting from the last one used (and
+ * waits for the one after it when all are held), so that application threads calling at once
  * do not queue behind one connection, nor behind a batch get holding one while its objects
- * arrive (mc_master_client_send).
+ * arrive (mc_master_client_send), while a single caller keeps one warm connection.
  *
  * Contracts: an idempotent call that fails with MC_ERR_RPC_FAIL (a pooled connection the
  * master closed meanwhile) is sent once more on a fresh connection; other calls are sent once.
@@ -50,23 +50,28 @@ mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
                                   const ProtobufCMessage *req, int idempotent,
                                   ProtobufCAllocator *alloc, mc_master_inflight_t *in)
 {
-    unsigned i = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed);
+    unsigned i = atomic_load_explicit(&mc->next, memory_order_relaxed);
     *in = (mc_master_inflight_t){.mc = mc, .idempotent = idempotent,
                                  .call = {.opcode = opcode, .req = req, .allocator = alloc}};
     in->metrics = opcode < MC_OP_MAX ? mc->metrics : NULL;
     if (in->metrics) /* upstream's rule: counted when sent, timed when answered */
         atomic_fetch_add_explicit(&in->metrics->rpc_count[opcode], 1, memory_order_relaxed);
     in->t0 = store_metrics_t0(in->metrics);
-    /* the first connection from the cursor on that nobody holds, else wait for the cursor's */
+    /* the first connection from the last one used on that nobody holds (a lone caller keeps
+     * using one warm connection: no stale-connection probe, rpc_client.c), else wait for
+     * the next one after the last used */
     in->st = MC_ERR_BUSY;
-    for (unsigned k = 0; k < MC_MASTER_POOL_SIZE && in->st == MC_ERR_BUSY; k++) {
+    unsigned k = 0;
+    for (; k < MC_MASTER_POOL_SIZE && in->st == MC_ERR_BUSY; k++) {
         in->conn = mc->conns[(i + k) % MC_MASTER_POOL_SIZE];
         in->st = mc_rpc_client_call_send(in->conn, &in->call, 1, mc->timeout_ms, true, &in->f);
     }
     if (in->st == MC_ERR_BUSY) {
-        in->conn = mc->conns[i % MC_MASTER_POOL_SIZE];
+        k = 2; /* (i + 1): spread the waiters */
+        in->conn = mc->conns[(i + 1) % MC_MASTER_POOL_SIZE];
         in->st = mc_rpc_client_call_send(in->conn, &in->call, 1, mc->timeout_ms, false, &in->f);
     }
+    atomic_store_explicit(&mc->next, (i + k - 1) % MC_MASTER_POOL_SIZE, memory_order_relaxed);
     in->sent = in->st == MC_OK;
     return in->st;
 }

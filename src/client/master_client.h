@@ -21,7 +21,7 @@
 
 typedef struct mc_master_client {
     mc_rpc_client_t *conns[MC_MASTER_POOL_SIZE];
-    atomic_uint next;          /* round-robin cursor */
+    atomic_uint next;          /* the connection used last (mc_master_client_send) */
     uint32_t timeout_ms;
     uint8_t client_id[16];
     /* tenant_id of every key request: the store's tenant, "" for "default" (set at setup,
@@ -36,8 +36,8 @@ mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint
                                   const uint8_t client_id[16], const mc_auth_t *auth);
 void mc_master_client_fini(mc_master_client_t *mc);
 
-/* One call on a pooled connection (the first free one from a round-robin cursor, else the
- * cursor's, waited for). Transport errors are retried once on a fresh
+/* One call on a pooled connection (the first free one from the last one used on, else the
+ * one after the last used, waited for). Transport errors are retried once on a fresh
  * connection only when `idempotent` is set. */
 mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,
                                   const ProtobufCMessage *req, ProtobufCMessage **resp_p,

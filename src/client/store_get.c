@@ -50,13 +50,14 @@ typedef struct bget_key {
 /* Pipelined lookups (bget_lookup_and_read): a batch whose lookup lists more than
  * BGET_PIPE_MIN keys that were not read early is looked up in sub-batches of BGET_PIPE_FIRST
  * keys, then twice as many each time, the last one taking the rest once fewer than twice its
- * size are left (128 keys: 16, 32, 80). Sub-batch k+1's lookup is sent before sub-batch k's
- * reads are waited for, so the master answers while the objects arrive: a first read costs
- * about one small round trip plus the transfers instead of a whole-batch lookup followed by
- * the transfers. One thread does it all (no engine thread wakes up for the reads: they are
- * started reserved, and the lookup's answer waits in its socket until the reads are in). */
-#define BGET_PIPE_MIN 32
-#define BGET_PIPE_FIRST 16
+ * size are left (128 keys: 32, 96; 512 keys: 32, 64, 128, 288). Sub-batch k+1's lookup is
+ * sent before sub-batch k's reads are waited for, so the master answers while the objects
+ * arrive: a first read costs about one small round trip plus the transfers instead of a
+ * whole-batch lookup followed by the transfers. One thread does it all (no engine thread wakes
+ * up for the reads: they are started reserved, and the lookup's answer waits in its socket
+ * until the reads are in). */
+#define BGET_PIPE_MIN 64
+#define BGET_PIPE_FIRST 32
 #define BGET_MAX_SUBS 16 /* 16 * 2^k keys per sub-batch reach STORE_MAX_BATCH well before */
 
 /* One sub-batch of the lookup: listed keys [lo, hi) (bget_t.idx), their lookup, their reads. */

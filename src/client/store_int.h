@@ -120,6 +120,10 @@ typedef struct xfer_plan {
     size_t *owner;
     size_t n;
     size_t cap_reqs, cap_owner; /* mc_array_reserve */
+    /* the segment of the last remote endpoint added: a batch's objects mostly live on a few
+     * storage servers, so most adds skip mc_te_segment_open (its lock and search) */
+    char seg_endpoint[MC_TE_NAME_MAX]; /* "" = none yet */
+    mc_te_segment_t seg;
 } xfer_plan_t;
 
 /* ---- store_segments.c: extra segments, driven by the heartbeat and destroy (store.c) */

@@ -19,6 +19,7 @@
 #include "rpc/frame.h"
 #include "te/te_auth.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -209,12 +210,17 @@ mc_status_t store_plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
         }
         return MC_OK;
     }
-    mc_te_segment_t seg;
-    mc_status_t st = mc_te_segment_open(s->te, endpoint, &seg);
-    if (st != MC_OK) {
-        MC_LOG_WARN("cannot open segment %s: %s", endpoint, mc_status_str(st));
-        return st;
+    mc_status_t st = MC_OK;
+    if (strcmp(p->seg_endpoint, endpoint) != 0) {
+        p->seg_endpoint[0] = '\0';
+        st = mc_te_segment_open(s->te, endpoint, &p->seg); /* refuses names that do not fit */
+        if (st != MC_OK) {
+            MC_LOG_WARN("cannot open segment %s: %s", endpoint, mc_status_str(st));
+            return st;
+        }
+        snprintf(p->seg_endpoint, sizeof(p->seg_endpoint), "%s", endpoint);
     }
+    mc_te_segment_t seg = p->seg;
     uint64_t off = 0;
     for (size_t i = 0; i < n_parts && off < size; i++) {
         size_t len = parts[i].iov_len < size - off ? parts[i].iov_len : (size_t)(size - off);
