@@ -142,6 +142,7 @@ static void bget_lookup_and_read(bget_t *b);
 static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl,
                            xfer_plan_t *plan);
 static void bget_check_key(bget_t *b, size_t i);
+static void bget_check_done(void *arg, size_t i);
 static void bget_verify_key(bget_t *b, size_t i);
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
@@ -695,8 +696,9 @@ static void bget_finish_early(bget_t *b)
 {
     if (b->early_done)
         return;
-    b->early_done = true;
-    store_plan_finish(b->s, &b->early_plan, b->early_st, b->early_x, b->failed);
+    b->early_done = true; /* leased keys are checked as they land; guesses need the answer */
+    store_plan_finish_each(b->s, &b->early_plan, b->early_st, b->early_x, b->failed,
+                           bget_check_done, b);
 }
 
 /* The next sub-batch, from listed key lo; *size: its nominal size (doubled for the next). */
@@ -753,9 +755,9 @@ static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb)
 }
 
 /* Phases 2 to 4a: the listed keys are looked up, in sub-batches when many of them still need
- * a read (BGET_PIPE_MIN). Each sub-batch's reads start when its answer is in; the next
- * sub-batch's lookup is sent right after, and its answer taken once those reads have landed
- * and been checked. A lookup that fails ends the batch's lookups: its keys and every later
+ * a read (BGET_PIPE_MIN). When a sub-batch's answer is in, the next sub-batch's lookup is sent,
+ * then the sub-batch's reads run and are checked, then the next answer is taken (same-host
+ * reads are copies by this thread: the lookup has to be on its way before they start). A lookup that fails ends the batch's lookups: its keys and every later
  * listed key get its status; the sub-batches before it are read and verified as usual. */
 static void bget_lookup_and_read(bget_t *b)
 {
@@ -773,13 +775,13 @@ static void bget_lookup_and_read(bget_t *b)
                 b->results[b->idx[j]] = bst;
             break;
         }
+        bget_sub_t *next = cur->hi < b->m ? bget_sub_next(b, cur->hi, &size) : NULL;
+        if (next) /* first: the master answers while cur's objects arrive (or are copied) */
+            bget_lookup_send(b, next);
         mc_te_transfer_t *x;
         mc_status_t st = store_plan_start(b->s, &cur->plan, true, &x);
-        bget_sub_t *next = cur->hi < b->m ? bget_sub_next(b, cur->hi, &size) : NULL;
-        if (next)
-            bget_lookup_send(b, next); /* the master answers while cur's objects arrive */
-        store_plan_finish(b->s, &cur->plan, st, x, b->failed);
-        for (size_t q = cur->lo; q < cur->hi; q++)
+        store_plan_finish_each(b->s, &cur->plan, st, x, b->failed, bget_check_done, b);
+        for (size_t q = cur->lo; q < cur->hi; q++) /* those without a read of their own */
             bget_check_key(b, b->idx[q]);
         cur = next;
     }
@@ -845,6 +847,12 @@ static void bget_check_key(bget_t *b, size_t i)
     k->checked = true;
     k->lease_ok = mc_now_ms() <= until;
     k->ok = !b->failed[i] && k->lease_ok && store_iov_hash(kp, kn, size) == sum;
+}
+
+/* store_plan_finish_each's callback: key i's read is final. */
+static void bget_check_done(void *arg, size_t i)
+{
+    bget_check_key(arg, i);
 }
 
 /* Phase 4b, key i: settles its result from bget_check_key's verdict and records what the
