@@ -9,8 +9,9 @@
  * leases of the cold round), other client (first read: no hint, no lease: lookup then read),
  * engine (after). The engine's figure is the mean of before and after, so both sides of a
  * ratio see the machine within seconds of each other. That sequence is repeated `reps` times
- * on fresh keys; the line gives the medians of the figures and of the per-repetition ratios. The raw engine is a second engine in
- * this process with the store's tuning (same transport: MC_FORCE_TCP reaches both). */
+ * on fresh keys; the line gives the medians of the figures and of the per-repetition ratios.
+ * The raw engine is a second engine in this process with the store's tuning (same transport:
+ * MC_FORCE_TCP reaches both). */
 #include "store_getpath.h"
 
 #include "common/alloc.h"

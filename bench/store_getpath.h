@@ -25,11 +25,12 @@ typedef struct mc_getpath_cfg {
 /* Whether `name` is one of the items of the comma list `list`. */
 bool mc_bench_list_has(const char *list, const char *name);
 
-/* Runs every selected shape and prints one JSON line per shape ("bench":"getpath"): req/s of
- * the raw engine (mean of a round before and a round after the store's), of the writer's cold
- * round, its warm rounds (median) and the other client's first read, and their ratios to the
- * engine (store_over_te_*), each the median over cfg->reps repetitions on fresh keys. Keys are removed after each shape. Returns 0, or 1 when a shape
- * could not run (setup failure; read errors are reported in the line and void its ratios). */
+/* Runs every selected shape and prints one JSON line per shape ("bench":"getpath"): req/s of the
+ * raw engine (mean of a round before and a round after the store's), of the writer's cold round,
+ * its warm rounds (median) and the other client's first read, and their ratios to the engine
+ * (store_over_te_*), each the median over cfg->reps repetitions on fresh keys. Keys are removed
+ * after each shape. Returns 0, or 1 when a shape could not run (setup failure; read errors are
+ * reported in the line and void its ratios). */
 int mc_getpath_run(const mc_getpath_cfg_t *cfg);
 
 #endif

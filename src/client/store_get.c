@@ -42,7 +42,7 @@ typedef struct bget_key {
                                              NULL: not looked up, or not found */
     const McRpc__ReplicaDesc *read_from;  /* the replica of rl its bytes came from */
     struct iovec heap_iov;                /* heap mode: its buffer (heap[i]) and size */
-    uint64_t t0;                          /* when its lookup was sent (its lease counts from then) */
+    uint64_t t0;                          /* when its lookup was sent (its lease starts then) */
     bool early_read;                      /* read before the lookup answered (bget_t.early[i]) */
     bool checked, ok, lease_ok;           /* bget_check_key ran; its verdict */
 } bget_key_t;
@@ -754,11 +754,12 @@ static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb)
     return MC_OK;
 }
 
-/* Phases 2 to 4a: the listed keys are looked up, in sub-batches when many of them still need
- * a read (BGET_PIPE_MIN). When a sub-batch's answer is in, the next sub-batch's lookup is sent,
- * then the sub-batch's reads run and are checked, then the next answer is taken (same-host
- * reads are copies by this thread: the lookup has to be on its way before they start). A lookup that fails ends the batch's lookups: its keys and every later
- * listed key get its status; the sub-batches before it are read and verified as usual. */
+/* Phases 2 to 4a: the listed keys are looked up, in sub-batches when many of them still need a
+ * read (BGET_PIPE_MIN). When a sub-batch's answer is in, the next sub-batch's lookup is sent, then
+ * the sub-batch's reads run and are checked, then the next answer is taken (same-host reads are
+ * copies by this thread: the lookup has to be on its way before they start). A lookup that fails
+ * ends the batch's lookups: its keys and every later listed key get its status; the sub-batches
+ * before it are read and verified as usual. */
 static void bget_lookup_and_read(bget_t *b)
 {
     size_t fresh = 0; /* listed keys that nothing was read for yet */
@@ -894,16 +895,16 @@ static void bget_verify_key(bget_t *b, size_t i)
     }
 }
 
-/* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets
- * a fresh heap buffer of its exact size (heap[i], freed here on failure, else the caller's)
- * and parts/n_parts are ignored. results[i] = bytes read or a negative status.
+/* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets a
+ * fresh heap buffer of its exact size (heap[i], freed here on failure, else the caller's) and
+ * parts/n_parts are ignored. results[i] = bytes read or a negative status.
  *
  * Keys under a read lease this client still holds (lease cache) are read at once without
  * asking the master; the others are looked up meanwhile (BatchGetReplicaList, in pipelined
- * sub-batches when many need a read: bget_lookup_and_read) and read as each answer arrives. In caller memory, keys of at most SPEC_MAX_OBJECT with a hint but
- * no usable lease are also read at once, speculatively: their bytes count if the lookup names
- * the hinted replica (as for single gets). Every key's bytes are verified against its
- * checksum. */
+ * sub-batches when many need a read: bget_lookup_and_read) and read as each answer arrives. In
+ * caller memory, keys of at most SPEC_MAX_OBJECT with a hint but no usable lease are also read
+ * at once, speculatively: their bytes count if the lookup names the hinted replica (as for
+ * single gets). Every key's bytes are verified against its checksum. */
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
                                     void **heap, int64_t *results)
