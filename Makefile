@@ -3,7 +3,7 @@
 JOBS ?= 2
 CTEST_FLAGS ?= --output-on-failure --no-tests=error
 
-.PHONY: all deps build test check tree-snapshot check-asan check-tsan check-fuzz demo te-demo bench bench-store bench-auth bench-disk bench-ha report clean
+.PHONY: all deps build test check tree-snapshot check-asan check-tsan check-fuzz demo te-demo bench bench-store bench-getpath bench-auth bench-disk bench-ha report clean
 
 all: build
 
@@ -60,6 +60,9 @@ bench: build
 # Store alone against Redis and memcached, as docs/benchmarks.md runs it.
 bench-store: build
 	@scripts/bench_store.sh
+
+bench-getpath: build
+	@scripts/bench_getpath.sh
 
 # What authentication costs: TE, store and master benchmarks with it off and on, interleaved.
 bench-auth: build

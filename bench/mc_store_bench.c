@@ -21,7 +21,9 @@
  * interleaved_vs_memcached).
  * The store's 32 MiB gets read --ops_big distinct objects (more than the
  * CPU caches hold), so memcached is measured the same way (8 distinct keys, 256 MiB) and, for
- * reference, on one key read over and over. */
+ * reference, on one key read over and over.
+ * --getpath runs the get-path shapes instead (store_getpath.h: 4k128, 4m64, 32m1, 4m32x8, the
+ * store next to the raw Transfer Engine in the same run; "bench":"getpath" lines). */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -29,6 +31,7 @@
 #include "common/time.h"
 #include "mooncake/store.h"
 #include "peers.h"
+#include "store_getpath.h"
 #include "store_knobs.h"
 #include "support/test_util.h"
 
@@ -422,20 +425,6 @@ static double interleaved_vs_memcached(mc_store_t *store, const bench_cfg_t *c, 
     return errors ? 0 : med;
 }
 
-/* Whether `name` is one of the items of the comma list `list`. */
-static bool list_has(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return true;
-        p += len + (e != NULL);
-    }
-    return false;
-}
-
 static char work_dir[256];
 static pid_t master_pid = -1, server_pid = -1;
 
@@ -484,7 +473,8 @@ int main(int argc, char **argv)
     int64_t threads = 1, ops_small = 20000, ops_mid = 2000, ops_big = 30, get_rounds = 1;
     const char *only = "";
     uint64_t segment = 1280ull << 20;
-    bool peers = false, feed = true;
+    bool peers = false, feed = true, getpath = false;
+    int64_t getpath_reps = 3;
     mc_tool_store_knobs_t knobs; /* --replica_hints, --lease_cache, --placement_feed, MC_TE_* */
     mc_tool_store_knobs_init(&knobs);
     mc_option_t opts[] = {
@@ -498,6 +488,8 @@ int main(int argc, char **argv)
         {"get_rounds", MC_OPT_INT, &get_rounds, NULL, "get phases per case: round 1 is cold (no read leases yet), ratios use the median of the others (warm) and round 1 (cold_*)", 1, 1000},
         {"cases", MC_OPT_STRING, &only, NULL, "comma list of cases to run (4k1,4k128,512k1,512k16,32m1); empty = all", 0, 0},
         {"peers", MC_OPT_BOOL, &peers, NULL, "also measure Redis and memcached, print ratios", 0, 0},
+        {"getpath", MC_OPT_BOOL, &getpath, NULL, "run the get-path shapes (" MC_GETPATH_SHAPES ") next to the raw Transfer Engine instead of the cases; --cases picks shapes, --get_rounds = 1 cold + warm rounds; default segment 1.5 GiB", 0, 0},
+        {"getpath_reps", MC_OPT_INT, &getpath_reps, NULL, "--getpath: repetitions per shape on fresh keys (medians reported)", 1, 64},
         {"feed", MC_OPT_BOOL, &feed, NULL, "also read each case's keys once through a client on the placement feed (get_fed)", 0, 0},
         MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
     };
@@ -519,6 +511,11 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     mc_log_set_level(MC_LOG_LEVEL_WARN);
+    if (getpath) { /* 8 threads x 128 MiB under the eviction watermark; no feed client */
+        if (segment == 1280ull << 20)
+            segment = 1536ull << 20;
+        feed = false;
+    }
     char addr[64];
     if (start_cluster(segment, master_flag, addr, sizeof(addr)) != 0) {
         fprintf(stderr, "mc_store_bench: cannot start master/storage server (see %s)\n", work_dir);
@@ -574,6 +571,17 @@ int main(int argc, char **argv)
         }
         mc_pages_free(w, wl);
     }
+    if (getpath) {
+        mc_getpath_cfg_t gcfg = {.writer = store, .other = other, .te_tuning = scfg.te_tuning,
+                                 .transport = transport,
+                                 .warm_rounds = get_rounds > 1 ? (uint32_t)get_rounds - 1 : 2,
+                                 .cases = only, .reps = (uint32_t)getpath_reps};
+        int grc = mc_getpath_run(&gcfg);
+        mc_store_destroy(other);
+        mc_store_destroy(store);
+        stop_cluster();
+        return grc;
+    }
     struct {
         const char *name;
         uint64_t value;
@@ -590,7 +598,7 @@ int main(int argc, char **argv)
     get_result_t small_single = {0}, small_batch = {0}, big = {0};
     double big_interleaved = 0; /* median per-pair ratio, interleaved_vs_memcached */
     for (size_t i = 0; i < MC_ARRAY_LEN(cases); i++) {
-        if (*only && !list_has(only, cases[i].name))
+        if (*only && !mc_bench_list_has(only, cases[i].name))
             continue;
         /* the case's keys must fit under the master's eviction watermark (0.90): evicted keys
          * would turn gets into misses (and, before this cap, 2 threads x 30 x 32 MiB in the

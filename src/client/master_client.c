@@ -1,6 +1,8 @@
 /* The store client's master connection pool (master_client.h): MC_MASTER_POOL_SIZE RPC
- * clients, picked round-robin per call so that application threads calling at once do not
- * queue behind one connection.
+ * clients; a call takes the first one nobody holds, starting from the last one used (and
+ * waits for the one after it when all are held), so that application threads calling at once
+ * do not queue behind one connection, nor behind a batch get holding one while its objects
+ * arrive (mc_master_client_send), while a single caller keeps one warm connection.
  *
  * Contracts: an idempotent call that fails with MC_ERR_RPC_FAIL (a pooled connection the
  * master closed meanwhile) is sent once more on a fresh connection; other calls are sent once.
@@ -364,29 +366,77 @@ static mc_status_t ha_call(mc_master_client_t *mc, unsigned i, uint16_t opcode,
     }
 }
 
+mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
+                                  const ProtobufCMessage *req, int idempotent,
+                                  ProtobufCAllocator *alloc, mc_master_inflight_t *in)
+{
+    unsigned i = atomic_load_explicit(&mc->next, memory_order_relaxed);
+    *in = (mc_master_inflight_t){.mc = mc, .idempotent = idempotent,
+                                 .call = {.opcode = opcode, .req = req, .allocator = alloc}};
+    in->metrics = opcode < MC_OP_MAX ? mc->metrics : NULL;
+    if (in->metrics) /* upstream's rule: counted when sent, timed when answered */
+        atomic_fetch_add_explicit(&in->metrics->rpc_count[opcode], 1, memory_order_relaxed);
+    in->t0 = store_metrics_t0(in->metrics);
+    if (mc->ha) { /* etcd://: the whole call now, under the retry rules above; recv returns it */
+        unsigned slot = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed) %
+                        MC_MASTER_POOL_SIZE;
+        in->st = ha_call(mc, slot, opcode, req, &in->call.resp, idempotent, alloc);
+        in->ha_done = true;
+        return in->st;
+    }
+    /* the first connection from the last one used on that nobody holds (a lone caller keeps
+     * using one warm connection: no stale-connection probe, rpc_client.c), else wait for
+     * the next one after the last used */
+    in->st = MC_ERR_BUSY;
+    unsigned k = 0;
+    for (; k < MC_MASTER_POOL_SIZE && in->st == MC_ERR_BUSY; k++) {
+        in->conn = mc->conns[(i + k) % MC_MASTER_POOL_SIZE];
+        in->st = mc_rpc_client_call_send(in->conn, &in->call, 1, mc->timeout_ms, true, &in->f);
+    }
+    if (in->st == MC_ERR_BUSY) {
+        k = 2; /* (i + 1): spread the waiters */
+        in->conn = mc->conns[(i + 1) % MC_MASTER_POOL_SIZE];
+        in->st = mc_rpc_client_call_send(in->conn, &in->call, 1, mc->timeout_ms, false, &in->f);
+    }
+    atomic_store_explicit(&mc->next, (i + k - 1) % MC_MASTER_POOL_SIZE, memory_order_relaxed);
+    in->sent = in->st == MC_OK;
+    return in->st;
+}
+
+mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **resp_p)
+{
+    mc_status_t st;
+    ProtobufCMessage *resp = NULL;
+    if (in->ha_done) {
+        st = in->st;
+        resp = st == MC_OK ? in->call.resp : NULL;
+    } else {
+        st = in->sent ? mc_rpc_client_call_recv(&in->f) : in->st;
+        if (st == MC_OK)
+            st = in->call.status;
+        resp = st == MC_OK ? in->call.resp : NULL;
+        if (st == MC_ERR_RPC_FAIL && in->idempotent) /* stale pooled connection: one fresh try */
+            st = mc_rpc_client_call_with(in->conn, in->call.opcode, in->call.req, &resp,
+                                         in->mc->timeout_ms, in->call.allocator);
+        if (st == MC_OK)
+            st = ping_view_check(in->mc, in->conn, in->call.opcode, &resp, in->call.allocator);
+    }
+    if (in->metrics && st == MC_OK)
+        store_hist_observe(&in->metrics->rpc_lat[in->call.opcode],
+                           (mc_now_ns() - in->t0) / 1000);
+    in->sent = false;
+    in->ha_done = false;
+    *resp_p = resp;
+    return st;
+}
+
 mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
                                        const ProtobufCMessage *req, ProtobufCMessage **resp_p,
                                        int idempotent, ProtobufCAllocator *alloc)
 {
-    unsigned i = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed) % MC_MASTER_POOL_SIZE;
-    store_metrics_t *m = opcode < MC_OP_MAX ? mc->metrics : NULL;
-    if (m) /* upstream's rule: counted when sent, timed when answered */
-        atomic_fetch_add_explicit(&m->rpc_count[opcode], 1, memory_order_relaxed);
-    uint64_t t0 = store_metrics_t0(m);
-    mc_status_t st;
-    if (mc->ha) {
-        st = ha_call(mc, i, opcode, req, resp_p, idempotent, alloc);
-    } else {
-        st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms, alloc);
-        if (st == MC_ERR_RPC_FAIL && idempotent) /* stale pooled connection: one fresh try */
-            st = mc_rpc_client_call_with(mc->conns[i], opcode, req, resp_p, mc->timeout_ms,
-                                         alloc);
-        if (st == MC_OK)
-            st = ping_view_check(mc, mc->conns[i], opcode, resp_p, alloc);
-    }
-    if (m && st == MC_OK)
-        store_hist_observe(&m->rpc_lat[opcode], (mc_now_ns() - t0) / 1000);
-    return st;
+    mc_master_inflight_t in;
+    mc_master_client_send(mc, opcode, req, idempotent, alloc, &in);
+    return mc_master_client_recv(&in, resp_p);
 }
 
 mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,

@@ -20,6 +20,7 @@
 #include "rpc/rpc_client.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,7 +33,7 @@ typedef struct mc_master_ha mc_master_ha_t; /* etcd:// state (master_client.c) *
 
 typedef struct mc_master_client {
     mc_rpc_client_t *conns[MC_MASTER_POOL_SIZE];
-    atomic_uint next;          /* round-robin cursor */
+    atomic_uint next;          /* the connection used last (mc_master_client_send) */
     uint32_t timeout_ms;
     uint8_t client_id[16];
     /* tenant_id of every key request: the store's tenant, "" for "default" (set at setup,
@@ -53,7 +54,8 @@ mc_status_t mc_master_client_init(mc_master_client_t *mc, const char *addr, uint
                                   const uint8_t client_id[16], const mc_auth_t *auth);
 void mc_master_client_fini(mc_master_client_t *mc);
 
-/* One call on the next pooled connection. Transport errors are retried once on a fresh
+/* One call on a pooled connection (the first free one from the last one used on, else the
+ * one after the last used, waited for). Transport errors are retried once on a fresh
  * connection only when `idempotent` is set. With etcd:// the rules of master_client.c apply:
  * a call that could not be sent is retried on the (new) leader until timeout_ms; one that was
  * sent and lost its answer is retried only when `idempotent` and not a remove, else it fails
@@ -70,6 +72,29 @@ mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
 
 /* 1 with etcd:// addressing. */
 int mc_master_client_is_ha(const mc_master_client_t *mc);
+/* A call in two halves (mc_rpc_client_call_send / _recv): send starts it on a pooled
+ * connection and returns at once (its status is also what recv returns when it failed: no
+ * need to check it); recv waits for the answer, with call_with's retry and results. The
+ * connection stays held between the two: exactly one recv per send, on the same thread, and
+ * no other master call from that thread in between. `in` is the caller's (must stay in place
+ * until recv); req and alloc stay borrowed until then. */
+typedef struct mc_master_inflight {
+    /* private */
+    mc_master_client_t *mc;
+    mc_rpc_client_t *conn;
+    mc_rpc_pending_t call;
+    mc_rpc_inflight_t f;
+    struct store_metrics *metrics;
+    uint64_t t0;
+    mc_status_t st;
+    int idempotent;
+    bool sent;
+    bool ha_done; /* etcd://: send made the whole call; recv returns its result */
+} mc_master_inflight_t;
+mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
+                                  const ProtobufCMessage *req, int idempotent,
+                                  ProtobufCAllocator *alloc, mc_master_inflight_t *in);
+mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **resp_p);
 
 /* The client_id as protobuf bytes (points into mc; valid while mc lives). */
 ProtobufCBinaryData mc_master_client_id(mc_master_client_t *mc);

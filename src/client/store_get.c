@@ -42,8 +42,32 @@ typedef struct bget_key {
                                              NULL: not looked up, or not found */
     const McRpc__ReplicaDesc *read_from;  /* the replica of rl its bytes came from */
     struct iovec heap_iov;                /* heap mode: its buffer (heap[i]) and size */
+    uint64_t t0;                          /* when its lookup was sent (its lease starts then) */
     bool early_read;                      /* read before the lookup answered (bget_t.early[i]) */
+    bool checked, ok, lease_ok;           /* bget_check_key ran; its verdict */
 } bget_key_t;
+
+/* Pipelined lookups (bget_lookup_and_read): a batch whose lookup lists more than
+ * BGET_PIPE_MIN keys that were not read early is looked up in sub-batches of BGET_PIPE_FIRST
+ * keys, then twice as many each time, the last one taking the rest once fewer than twice its
+ * size are left (128 keys: 32, 96; 512 keys: 32, 64, 128, 288). Sub-batch k+1's lookup is
+ * sent before sub-batch k's reads are waited for, so the master answers while the objects
+ * arrive: a first read costs about one small round trip plus the transfers instead of a
+ * whole-batch lookup followed by the transfers. One thread does it all (no engine thread wakes
+ * up for the reads: they are started reserved, and the lookup's answer waits in its socket
+ * until the reads are in). */
+#define BGET_PIPE_MIN 64
+#define BGET_PIPE_FIRST 32
+#define BGET_MAX_SUBS 16 /* 16 * 2^k keys per sub-batch reach STORE_MAX_BATCH well before */
+
+/* One sub-batch of the lookup: listed keys [lo, hi) (bget_t.idx), their lookup, their reads. */
+typedef struct bget_sub {
+    size_t lo, hi;
+    uint64_t t0;                /* when its lookup was sent (its leases count from then) */
+    McRpc__BatchKeyRequest req; /* req.keys: allocated by bget_lookup_send, freed by _recv */
+    mc_master_inflight_t in;    /* the lookup in flight */
+    xfer_plan_t plan;
+} bget_sub_t;
 
 /* One batch get, from bget_init to bget_free. The arrays that the hint table and the transfer
  * plans take whole (early, hinted, failed, learn*) stay arrays; the rest is per key in k. */
@@ -67,12 +91,13 @@ typedef struct bget {
     const char **learn_keys;
     mc_replica_hint_t *learn;
     size_t n_learn;
-    xfer_plan_t plan, early_plan;
+    xfer_plan_t early_plan;
     mc_te_transfer_t *early_x;        /* early_plan in flight (bget_read_early) */
     mc_status_t early_st;
-    mc_rpc_arena_t resp_arena;        /* the lookup's answer: one allocation, not several per key */
-    McRpc__BatchReplicaListResponse *br;
-    uint64_t t0;                      /* when the lookup was sent (its leases count from then) */
+    bool early_done;                  /* early_plan finished (after the first lookup) */
+    bget_sub_t sub[BGET_MAX_SUBS];    /* the lookup's sub-batches, in order */
+    size_t n_sub;
+    mc_rpc_arena_t resp_arena;        /* the lookups' answers: one arena, not allocations per key */
 } bget_t;
 
 static void spec_start(mc_store_t *s, spec_read_t *sp, const char *key,
@@ -109,8 +134,15 @@ static void bget_free(bget_t *b, mc_status_t st);
 static const struct iovec *bget_dest(const bget_t *b, size_t i, size_t *kn);
 static bool bget_early_key(bget_t *b, size_t i, uint64_t now, uint64_t cap);
 static void bget_read_early(bget_t *b);
-static mc_status_t bget_lookup(bget_t *b);
-static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl);
+static void bget_finish_early(bget_t *b);
+static bget_sub_t *bget_sub_next(bget_t *b, size_t lo, size_t *size);
+static void bget_lookup_send(bget_t *b, bget_sub_t *sb);
+static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb);
+static void bget_lookup_and_read(bget_t *b);
+static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl,
+                           xfer_plan_t *plan);
+static void bget_check_key(bget_t *b, size_t i);
+static void bget_check_done(void *arg, size_t i);
 static void bget_verify_key(bget_t *b, size_t i);
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
@@ -593,7 +625,8 @@ static void bget_free(bget_t *b, mc_status_t st)
             b->heap[i] = NULL;
         }
     }
-    store_plan_free(&b->plan); /* the answer lives in resp_arena */
+    for (size_t j = 0; j < b->n_sub; j++)
+        store_plan_free(&b->sub[j].plan); /* the answers live in resp_arena */
     store_plan_free(&b->early_plan);
     mc_free(b->k);
     mc_free(b->early);
@@ -663,41 +696,109 @@ static void bget_read_early(bget_t *b)
     b->early_st = store_plan_start(b->s, &b->early_plan, b->m > 0, &b->early_x);
 }
 
-/* Phase 2: one BatchGetReplicaList for the listed keys (while the early reads are in flight),
- * then the early reads are finished. Returns the lookup's status for the whole batch (already
- * set as every listed key's result when not MC_OK). */
-static mc_status_t bget_lookup(bget_t *b)
+/* Finishes the early reads (once): right after the first lookup, before any other transfer is
+ * waited for (early_plan may hold its connections reserved). */
+static void bget_finish_early(bget_t *b)
+{
+    if (b->early_done)
+        return;
+    b->early_done = true; /* leased keys are checked as they land; guesses need the answer */
+    store_plan_finish_each(b->s, &b->early_plan, b->early_st, b->early_x, b->failed,
+                           bget_check_done, b);
+}
+
+/* The next sub-batch, from listed key lo; *size: its nominal size (doubled for the next). */
+static bget_sub_t *bget_sub_next(bget_t *b, size_t lo, size_t *size)
+{
+    bget_sub_t *sb = &b->sub[b->n_sub++];
+    bool last = b->m - lo < 2 * *size || b->n_sub == BGET_MAX_SUBS;
+    *sb = (bget_sub_t){.lo = lo, .hi = last ? b->m : lo + *size};
+    *size *= 2;
+    return sb;
+}
+
+/* Phase 2, one sub-batch: sends one BatchGetReplicaList for listed keys [sb->lo, sb->hi);
+ * bget_lookup_recv takes the answer (a failed send included). */
+static void bget_lookup_send(bget_t *b, bget_sub_t *sb)
 {
     mc_store_t *s = b->s;
-    b->t0 = mc_now_ms();
-    mc_status_t bst = MC_OK;
-    if (b->m > 0) {
-        McRpc__BatchKeyRequest req = MC_RPC__BATCH_KEY_REQUEST__INIT;
-        req.client_id = mc_master_client_id(&s->master);
-        req.tenant_id = s->master.tenant;
-        req.n_keys = b->m;
-        req.keys = mc_wire_keys((const char *const *)b->req_keys, b->m);
-        atomic_fetch_add(&s->n_lookups, b->m);
-        ProtobufCMessage *resp = NULL;
-        bst = req.keys ? mc_master_client_call_with(&s->master, MC_OP_BATCH_GET_REPLICA_LIST,
-                                                    &req.base, &resp, 1, &b->resp_arena.pb)
-                       : MC_ERR_NO_MEMORY;
-        mc_free(req.keys);
-        b->br = (McRpc__BatchReplicaListResponse *)resp;
-        bst = store_batch_reply_status(bst, b->br ? b->br->status : 0,
-                                       b->br ? b->br->n_results : 0, b->m);
-        if (bst == MC_OK)
-            store_grants_present(s, b->br->grants, b->br->n_grants);
+    size_t m = sb->hi - sb->lo;
+    sb->t0 = mc_now_ms();
+    sb->req = (McRpc__BatchKeyRequest)MC_RPC__BATCH_KEY_REQUEST__INIT;
+    sb->req.client_id = mc_master_client_id(&s->master);
+    sb->req.tenant_id = s->master.tenant;
+    sb->req.n_keys = m;
+    sb->req.keys = mc_wire_keys((const char *const *)b->req_keys + sb->lo, m);
+    atomic_fetch_add(&s->n_lookups, m);
+    if (sb->req.keys)
+        mc_master_client_send(&s->master, MC_OP_BATCH_GET_REPLICA_LIST, &sb->req.base, 1,
+                              &b->resp_arena.pb, &sb->in);
+}
+
+/* Phase 2, one sub-batch: its answer; the reads of its keys that need one are added to
+ * sb->plan (bget_plan_read). The first answer also finishes the early reads. Returns the
+ * lookup's status for the whole sub-batch (the caller sets it as the keys' results when not
+ * MC_OK). */
+static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb)
+{
+    mc_store_t *s = b->s;
+    size_t m = sb->hi - sb->lo;
+    ProtobufCMessage *resp = NULL;
+    mc_status_t bst = sb->req.keys ? mc_master_client_recv(&sb->in, &resp) : MC_ERR_NO_MEMORY;
+    mc_free(sb->req.keys);
+    sb->req.keys = NULL;
+    McRpc__BatchReplicaListResponse *br = (McRpc__BatchReplicaListResponse *)resp;
+    bst = store_batch_reply_status(bst, br ? br->status : 0, br ? br->n_results : 0, m);
+    bget_finish_early(b);
+    if (bst != MC_OK)
+        return bst;
+    store_grants_present(s, br->grants, br->n_grants);
+    for (size_t j = 0; j < m; j++) {
+        b->k[b->idx[sb->lo + j]].t0 = sb->t0;
+        bget_plan_read(b, b->idx[sb->lo + j], br->results[j], &sb->plan);
     }
-    store_plan_finish(s, &b->early_plan, b->early_st, b->early_x, b->failed);
-    for (size_t j = 0; j < b->m && bst != MC_OK; j++)
-        b->results[b->idx[j]] = bst;
-    return bst;
+    return MC_OK;
+}
+
+/* Phases 2 to 4a: the listed keys are looked up, in sub-batches when many of them still need a
+ * read (BGET_PIPE_MIN). When a sub-batch's answer is in, the next sub-batch's lookup is sent, then
+ * the sub-batch's reads run and are checked, then the next answer is taken (same-host reads are
+ * copies by this thread: the lookup has to be on its way before they start). A lookup that fails
+ * ends the batch's lookups: its keys and every later listed key get its status; the sub-batches
+ * before it are read and verified as usual. */
+static void bget_lookup_and_read(bget_t *b)
+{
+    size_t fresh = 0; /* listed keys that nothing was read for yet */
+    for (size_t j = 0; j < b->m; j++)
+        fresh += !b->k[b->idx[j]].early_read;
+    size_t size = fresh > BGET_PIPE_MIN ? BGET_PIPE_FIRST : b->m;
+    bget_sub_t *cur = b->m > 0 ? bget_sub_next(b, 0, &size) : NULL;
+    if (cur)
+        bget_lookup_send(b, cur);
+    while (cur) {
+        mc_status_t bst = bget_lookup_recv(b, cur);
+        if (bst != MC_OK) {
+            for (size_t j = cur->lo; j < b->m; j++)
+                b->results[b->idx[j]] = bst;
+            break;
+        }
+        bget_sub_t *next = cur->hi < b->m ? bget_sub_next(b, cur->hi, &size) : NULL;
+        if (next) /* first: the master answers while cur's objects arrive (or are copied) */
+            bget_lookup_send(b, next);
+        mc_te_transfer_t *x;
+        mc_status_t st = store_plan_start(b->s, &cur->plan, true, &x);
+        store_plan_finish_each(b->s, &cur->plan, st, x, b->failed, bget_check_done, b);
+        for (size_t q = cur->lo; q < cur->hi; q++) /* those without a read of their own */
+            bget_check_key(b, b->idx[q]);
+        cur = next;
+    }
+    bget_finish_early(b); /* no lookup at all */
 }
 
 /* Phase 3, listed key i with the master's answer rl: adds the read of its preferred replica to
  * the plan, unless a guess already read one of rl's replicas. */
-static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl)
+static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl,
+                           xfer_plan_t *plan)
 {
     bget_key_t *k = &b->k[i];
     if (rl->status != MC_OK || rl->n_replicas == 0) {
@@ -734,13 +835,37 @@ static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse
     /* a LOCAL_DISK replica is read alone (phase 4's retry: store_read_verified) */
     if (k->read_from->size != rl->size ||
         k->read_from->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK ||
-        store_plan_add(b->s, &b->plan, MC_TE_READ, k->read_from->transport_endpoint,
+        store_plan_add(b->s, plan, MC_TE_READ, k->read_from->transport_endpoint,
                        k->read_from->buffer_address, rl->size, kp, kn, i) != MC_OK)
         b->failed[i] = 1;
 }
 
-/* Phase 4, key i: verifies its bytes (lease still running, checksum) and records what the
- * lookup taught; a key that fails is fetched alone (fresh lease, every replica). */
+/* Phase 4a, key i once its bytes have landed (or its read failed): whether they count (read
+ * completed, lease still running now, checksum). Runs once per key. */
+static void bget_check_key(bget_t *b, size_t i)
+{
+    bget_key_t *k = &b->k[i];
+    const McRpc__ReplicaListResponse *rl = k->rl;
+    const mc_replica_hint_t *h = &b->early[i];
+    if (k->checked || (!rl && !h->lease_until_ms))
+        return; /* done, or not read: its result is already set */
+    size_t kn;
+    const struct iovec *kp = bget_dest(b, i, &kn);
+    uint64_t size = rl ? rl->size : h->size, sum = rl ? rl->checksum : h->checksum;
+    uint64_t until = rl ? k->t0 + rl->lease_ttl_ms : h->lease_until_ms;
+    k->checked = true;
+    k->lease_ok = mc_now_ms() <= until;
+    k->ok = !b->failed[i] && k->lease_ok && store_iov_hash(kp, kn, size) == sum;
+}
+
+/* store_plan_finish_each's callback: key i's read is final. */
+static void bget_check_done(void *arg, size_t i)
+{
+    bget_check_key(arg, i);
+}
+
+/* Phase 4b, key i: settles its result from bget_check_key's verdict and records what the
+ * lookup taught; a key that failed is fetched alone (fresh lease, every replica). */
 static void bget_verify_key(bget_t *b, size_t i)
 {
     mc_store_t *s = b->s;
@@ -749,18 +874,18 @@ static void bget_verify_key(bget_t *b, size_t i)
     const mc_replica_hint_t *h = &b->early[i];
     if (!rl && !h->lease_until_ms)
         return; /* not read: its result is already set */
+    bget_check_key(b, i); /* keys read early under a lease only */
     size_t kn;
     const struct iovec *kp = bget_dest(b, i, &kn);
-    uint64_t size = rl ? rl->size : h->size, sum = rl ? rl->checksum : h->checksum;
-    uint64_t until = rl ? b->t0 + rl->lease_ttl_ms : h->lease_until_ms;
-    bool lease_ok = mc_now_ms() <= until;
-    if (!b->failed[i] && lease_ok && store_iov_hash(kp, kn, size) == sum) {
+    uint64_t size = rl ? rl->size : h->size;
+    bool lease_ok = k->lease_ok;
+    if (k->ok) {
         b->results[i] = (int64_t)size;
         if (!rl) {
             atomic_fetch_add(&s->n_lease_hits, 1);
             return;
         }
-        if (store_hint_make(s, k->read_from, rl, b->t0, &b->learn[b->n_learn]))
+        if (store_hint_make(s, k->read_from, rl, k->t0, &b->learn[b->n_learn]))
             b->learn_keys[b->n_learn++] = b->keys[i];
         else
             mc_hint_drop(s->hints, b->keys[i]);
@@ -778,16 +903,16 @@ static void bget_verify_key(bget_t *b, size_t i)
     }
 }
 
-/* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets
- * a fresh heap buffer of its exact size (heap[i], freed here on failure, else the caller's)
- * and parts/n_parts are ignored. results[i] = bytes read or a negative status.
+/* Batch get core. With heap == NULL, key i is read into parts[i]; otherwise each found key gets a
+ * fresh heap buffer of its exact size (heap[i], freed here on failure, else the caller's) and
+ * parts/n_parts are ignored. results[i] = bytes read or a negative status.
  *
  * Keys under a read lease this client still holds (lease cache) are read at once without
- * asking the master; the others are looked up in one BatchGetReplicaList meanwhile and read
- * in one TE batch after it. In caller memory, keys of at most SPEC_MAX_OBJECT with a hint but
- * no usable lease are also read at once, speculatively: their bytes count if the lookup names
- * the hinted replica (as for single gets). Every key's bytes are verified against its
- * checksum. */
+ * asking the master; the others are looked up meanwhile (BatchGetReplicaList, in pipelined
+ * sub-batches when many need a read: bget_lookup_and_read) and read as each answer arrives. In
+ * caller memory, keys of at most SPEC_MAX_OBJECT with a hint but no usable lease are also read
+ * at once, speculatively: their bytes count if the lookup names the hinted replica (as for
+ * single gets). Every key's bytes are verified against its checksum. */
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
                                     void **heap, int64_t *results)
@@ -808,10 +933,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     st = bget_init(&b);
     if (st == MC_OK) {
         bget_read_early(&b);
-        if (bget_lookup(&b) == MC_OK)
-            for (size_t j = 0; j < b.m; j++)
-                bget_plan_read(&b, b.idx[j], b.br->results[j]);
-        store_plan_run(s, &b.plan, b.failed);
+        bget_lookup_and_read(&b);
         for (size_t i = 0; i < n; i++)
             bget_verify_key(&b, i);
         mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);

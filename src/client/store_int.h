@@ -130,6 +130,10 @@ typedef struct xfer_plan {
     size_t *owner;
     size_t n;
     size_t cap_reqs, cap_owner; /* mc_array_reserve */
+    /* the segment of the last remote endpoint added: a batch's objects mostly live on a few
+     * storage servers, so most adds skip mc_te_segment_open (its lock and search) */
+    char seg_endpoint[MC_TE_NAME_MAX]; /* "" = none yet */
+    mc_te_segment_t seg;
 } xfer_plan_t;
 
 /* ---- store_segments.c: extra segments, driven by the heartbeat and destroy (store.c) */
@@ -182,6 +186,12 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved,
 mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                               mc_te_transfer_t *x, unsigned char *failed);
 mc_status_t store_plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed);
+/* store_plan_finish object by object (store_xfer.c): done(arg, owner) for each object whose
+ * requests are final (all completed), while later ones still arrive; the objects not passed
+ * to done (failed ones among them) are the caller's to handle after it returns. */
+mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
+                                   mc_te_transfer_t *x, unsigned char *failed,
+                                   void (*done)(void *arg, size_t owner), void *arg);
 /* Hands the TE the data grants of a master answer (a tenant-bound client's; none otherwise),
  * before the plan that needs them runs (docs/security.md, "Data ports and tenants"). A grant
  * that cannot be presented is logged; the requests it covers then fail PERMISSION_DENIED. */

@@ -19,6 +19,7 @@
 #include "rpc/frame.h"
 #include "te/te_auth.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -209,12 +210,17 @@ mc_status_t store_plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
         }
         return MC_OK;
     }
-    mc_te_segment_t seg;
-    mc_status_t st = mc_te_segment_open(s->te, endpoint, &seg);
-    if (st != MC_OK) {
-        MC_LOG_WARN("cannot open segment %s: %s", endpoint, mc_status_str(st));
-        return st;
+    mc_status_t st = MC_OK;
+    if (strcmp(p->seg_endpoint, endpoint) != 0) {
+        p->seg_endpoint[0] = '\0';
+        st = mc_te_segment_open(s->te, endpoint, &p->seg); /* refuses names that do not fit */
+        if (st != MC_OK) {
+            MC_LOG_WARN("cannot open segment %s: %s", endpoint, mc_status_str(st));
+            return st;
+        }
+        snprintf(p->seg_endpoint, sizeof(p->seg_endpoint), "%s", endpoint);
     }
+    mc_te_segment_t seg = p->seg;
     uint64_t off = 0;
     for (size_t i = 0; i < n_parts && off < size; i++) {
         size_t len = parts[i].iov_len < size - off ? parts[i].iov_len : (size_t)(size - off);
@@ -345,6 +351,44 @@ mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_s
             if (!sts || sts[i].state != MC_TE_COMPLETED)
                 failed[p->owner[i]] = 1;
         }
+        MC_LOG_WARN("transfer of %zu requests failed: %s", p->n, mc_status_str(st));
+    }
+    mc_free(sts);
+    return st;
+}
+
+/* store_plan_finish in order: the requests are waited for in steps of about FINISH_STEP bytes
+ * of whole objects (a plan adds each object's requests together), and done(arg, owner) runs for
+ * each object of a step once the step is final, failed[owner] set if one of its requests did
+ * not complete, while the later steps keep arriving: the caller hashes an object while it is
+ * still in the CPU caches, next to the transfer rather than after it. Objects not passed to
+ * done (the transfer stopped early, or none was started) are the caller's to check after. */
+#define FINISH_STEP (1u << 20)
+mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
+                                   mc_te_transfer_t *x, unsigned char *failed,
+                                   void (*done)(void *arg, size_t owner), void *arg)
+{
+    mc_te_xfer_status_t *sts = x ? mc_calloc(p->n, sizeof(*sts)) : NULL;
+    if (!sts)
+        return store_plan_finish(s, p, start_st, x, failed);
+    for (size_t r = 0, e = 0; r < p->n; r = e) {
+        uint64_t bytes = 0;
+        while (e < p->n && (bytes < FINISH_STEP || p->owner[e] == p->owner[e - 1]))
+            bytes += p->reqs[e++].length;
+        if (mc_te_transfer_wait_some(s->te, x, e, sts) != MC_OK)
+            break; /* the final wait below reports it */
+        for (size_t q = r; q < e; q++) {
+            if (sts[q].state != MC_TE_COMPLETED && failed)
+                failed[p->owner[q]] = 1;
+            if (q + 1 == e || p->owner[q + 1] != p->owner[q])
+                done(arg, p->owner[q]);
+        }
+    }
+    mc_status_t st = mc_te_transfer_wait(s->te, x, sts);
+    if (st != MC_OK) {
+        for (size_t i = 0; i < p->n && failed; i++)
+            if (sts[i].state != MC_TE_COMPLETED)
+                failed[p->owner[i]] = 1;
         MC_LOG_WARN("transfer of %zu requests failed: %s", p->n, mc_status_str(st));
     }
     mc_free(sts);

@@ -154,19 +154,12 @@ mc_status_t mc_rpc_client_call(mc_rpc_client_t *c, uint16_t opcode, const Protob
     return mc_rpc_client_call_with(c, opcode, req, resp_p, timeout_ms, NULL);
 }
 
-/* One batch of calls in flight (mc_rpc_client_call_many), in three phases: encode (every request
- * framed into tx up front), send (tx written as the socket takes it) and receive (answers read
- * into c->rx and matched to calls by req_id); send and receive interleave until all are answered,
- * so a large batch never deadlocks on full socket buffers. */
-typedef struct batch {
-    mc_rpc_pending_t *calls;
-    size_t n;
-    uint8_t *done;   /* done[i]: calls[i] has its answer */
-    size_t answered;
-    uint64_t base;   /* req_id of calls[0]; calls[i] is base + i */
-    uint8_t *tx;     /* every request frame, back to back */
-    size_t total, sent;
-} batch_t;
+/* One batch of calls in flight (mc_rpc_client_call_many, or its halves call_send and
+ * call_recv; the struct is mc_rpc_inflight_t, rpc_client.h), in three phases: encode (every
+ * request framed into tx up front), send (tx written as the socket takes it) and receive
+ * (answers read into c->rx and matched to calls by req_id); send and receive interleave until
+ * all are answered, so a large batch never deadlocks on full socket buffers. */
+typedef struct mc_rpc_inflight batch_t;
 
 static void fail_rest(mc_rpc_pending_t *calls, size_t n, const uint8_t *done, mc_status_t st)
 {
@@ -347,38 +340,67 @@ static mc_status_t batch_finish(mc_rpc_client_t *c, batch_t *b, mc_status_t st)
     return st;
 }
 
+mc_status_t mc_rpc_client_call_send(mc_rpc_client_t *c, mc_rpc_pending_t *calls, size_t n,
+                                    uint32_t timeout_ms, bool nowait, mc_rpc_inflight_t *f)
+{
+    *f = (batch_t){.calls = calls, .n = n};
+    if (n == 0)
+        return MC_ERR_INVALID_PARAMS;
+    f->timeout_ns = (uint64_t)(timeout_ms ? timeout_ms : 10000) * 1000000ull;
+    mc_status_t st = batch_check(calls, n, &f->total);
+    if (st != MC_OK)
+        return st;
+    if (nowait && pthread_mutex_trylock(&c->mu) != 0)
+        return MC_ERR_BUSY;
+    if (!nowait)
+        pthread_mutex_lock(&c->mu);
+    f->done = mc_calloc(n, 1);
+    f->tx = mc_malloc(f->total);
+    if (!f->done || !f->tx) {
+        pthread_mutex_unlock(&c->mu);
+        mc_free(f->done);
+        mc_free(f->tx);
+        return MC_ERR_NO_MEMORY;
+    }
+    f->base = c->next_req_id;
+    c->next_req_id += n;
+    batch_encode(f);
+    st = cli_connect(c);
+    if (st == MC_OK) {
+        mc_buf_reset(&c->rx);
+        st = batch_send(c, f);
+        if (st != MC_OK)
+            st = batch_finish(c, f, st);
+    } else {
+        fail_rest(calls, n, f->done, st);
+    }
+    if (st != MC_OK) {
+        pthread_mutex_unlock(&c->mu);
+        mc_free(f->tx);
+        mc_free(f->done);
+        return st;
+    }
+    f->c = c; /* the connection stays ours until call_recv */
+    return MC_OK;
+}
+
+mc_status_t mc_rpc_client_call_recv(mc_rpc_inflight_t *f)
+{
+    mc_rpc_client_t *c = f->c;
+    mc_status_t st = batch_finish(c, f, batch_exchange(c, f, mc_now_ns() + f->timeout_ns));
+    pthread_mutex_unlock(&c->mu);
+    mc_free(f->tx);
+    mc_free(f->done);
+    f->c = NULL;
+    return st;
+}
+
 mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *c, mc_rpc_pending_t *calls, size_t n,
                                     uint32_t timeout_ms)
 {
     if (n == 0)
         return MC_OK;
-    if (!timeout_ms)
-        timeout_ms = 10000;
-    uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    batch_t b = {.calls = calls, .n = n};
-    mc_status_t st = batch_check(calls, n, &b.total);
-    if (st != MC_OK)
-        return st;
-    b.done = mc_calloc(n, 1);
-    b.tx = mc_malloc(b.total);
-    if (!b.done || !b.tx) {
-        mc_free(b.done);
-        mc_free(b.tx);
-        return MC_ERR_NO_MEMORY;
-    }
-    pthread_mutex_lock(&c->mu);
-    b.base = c->next_req_id;
-    c->next_req_id += n;
-    batch_encode(&b);
-    st = cli_connect(c);
-    if (st == MC_OK) {
-        mc_buf_reset(&c->rx);
-        st = batch_finish(c, &b, batch_exchange(c, &b, deadline));
-    } else {
-        fail_rest(calls, n, b.done, st);
-    }
-    pthread_mutex_unlock(&c->mu);
-    mc_free(b.tx);
-    mc_free(b.done);
-    return st;
+    mc_rpc_inflight_t f;
+    mc_status_t st = mc_rpc_client_call_send(c, calls, n, timeout_ms, false, &f);
+    return st == MC_OK ? mc_rpc_client_call_recv(&f) : st;
 }

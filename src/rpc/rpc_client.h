@@ -26,6 +26,7 @@
 #include "mooncake/status.h"
 #include "rpc/opcodes.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,6 +78,33 @@ typedef struct mc_rpc_pending {
  * transport error; unanswered entries carry that error and resp NULL. */
 mc_status_t mc_rpc_client_call_many(mc_rpc_client_t *cli, mc_rpc_pending_t *calls, size_t n,
                                     uint32_t timeout_ms);
+
+/* mc_rpc_client_call_many in two halves, so that the caller can work while the server answers
+ * (the store's batch get reads one sub-batch's objects while the next one is looked up).
+ * call_send frames and starts sending the n requests, then returns with the connection held
+ * (f describes the calls in flight; calls and their requests stay borrowed); call_recv
+ * finishes sending, collects the answers until the deadline (timeout_ms from call_recv: the
+ * server has had at least that long, however long the caller worked in between) and
+ * releases the connection, with call_many's results. Every successful call_send must be
+ * followed by exactly one call_recv on the same thread, and that thread must not call this
+ * client in between (it would wait for itself); other threads' calls on this client wait. On
+ * an error call_send returns it, with call_many's per-call statuses, and holds nothing. With
+ * nowait, a connection another caller holds gives MC_ERR_BUSY at once (nothing sent). */
+typedef struct mc_rpc_inflight {
+    /* private: filled by call_send, read by call_recv */
+    mc_rpc_client_t *c;
+    mc_rpc_pending_t *calls;
+    size_t n;
+    uint8_t *done;     /* done[i]: calls[i] has its answer */
+    size_t answered;
+    uint64_t base;     /* req_id of calls[0]; calls[i] is base + i */
+    uint8_t *tx;       /* every request frame, back to back */
+    size_t total, sent;
+    uint64_t timeout_ns;
+} mc_rpc_inflight_t;
+mc_status_t mc_rpc_client_call_send(mc_rpc_client_t *cli, mc_rpc_pending_t *calls, size_t n,
+                                    uint32_t timeout_ms, bool nowait, mc_rpc_inflight_t *f);
+mc_status_t mc_rpc_client_call_recv(mc_rpc_inflight_t *f);
 
 /* Frees a response returned by the calls above. NULL is a no-op. */
 void mc_rpc_response_free(ProtobufCMessage *resp);

@@ -898,6 +898,111 @@ static void test_extra_segments(void **state)
     mc_store_destroy(r);
 }
 
+/* mooncake_client_rpc_count of BatchGetReplicaList (client metrics): lookups sent by s. */
+static unsigned long long batch_lookups_sent(mc_store_t *s)
+{
+    char *text = NULL;
+    assert_int_equal(mc_store_metrics_text(s, &text), MC_OK);
+    const char *needle = "mooncake_client_rpc_count{rpc_name=\"BatchGetReplicaList\"} ";
+    const char *p = strstr(text, needle);
+    unsigned long long n = p ? strtoull(p + strlen(needle), NULL, 10) : 0;
+    free(text);
+    return n;
+}
+
+/* A batch get whose keys mostly need a lookup is looked up in pipelined sub-batches (32, 64,
+ * then the rest; store_get.c): leased keys, misses, a too-small buffer and an invalid key
+ * spread over the sub-batches each get their own result, and every other key its bytes. */
+static void test_batch_get_pipelined(void **state)
+{
+    mc_store_t *w = open_store(0), *r = open_store(0), *h = open_store(0);
+    enum { N = 300, M = N + 4, MAXSZ = 1200 };
+    static char vals[N][MAXSZ], outs[M][MAXSZ];
+    static char names[M][32];
+    const char *keys[M];
+    size_t size[M], nparts[M];
+    struct iovec iov[M];
+    const struct iovec *piov[M];
+    int32_t res[N];
+    int64_t got[M];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "pipe-%d", i);
+        keys[i] = names[i];
+        size[i] = 500 + (size_t)(i % 7) * 100;
+        fill(vals[i], size[i], 7000 + i);
+        iov[i] = (struct iovec){vals[i], size[i]};
+        piov[i] = &iov[i];
+        nparts[i] = 1;
+    }
+    assert_int_equal(mc_store_batch_put(w, N, keys, piov, nparts, NULL, false, res), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], MC_OK);
+    /* r reads keys 0..39 and 150..169 first: it then holds their leases (no lookup later) */
+    for (int i = 0; i < M; i++) {
+        iov[i] = (struct iovec){outs[i], MAXSZ};
+        piov[i] = &iov[i];
+        nparts[i] = 1;
+    }
+    assert_int_equal(mc_store_batch_get_into(r, 40, keys, piov, nparts, got), MC_OK);
+    assert_int_equal(mc_store_batch_get_into(r, 20, keys + 150, piov + 150, nparts, got), MC_OK);
+    /* the big batch: every key, plus misses in the first and a later sub-batch, an invalid
+     * key, and key 280 with a buffer one byte short */
+    snprintf(names[N], sizeof(names[N]), "pipe-missing-a");
+    snprintf(names[N + 1], sizeof(names[N + 1]), "pipe-missing-b");
+    names[N + 2][0] = '\0';
+    snprintf(names[N + 3], sizeof(names[N + 3]), "pipe-missing-c");
+    const char *order[M];
+    int src[M]; /* order[j] is names[src[j]] */
+    for (int j = 0, i = 0; j < M; j++) {
+        src[j] = j == 45 ? N : j == 200 ? N + 1 : j == 230 ? N + 2 : j == 290 ? N + 3 : i++;
+        order[j] = names[src[j]];
+        iov[j] = (struct iovec){outs[j], src[j] == 280 ? size[280] - 1 : MAXSZ};
+    }
+    memset(outs, 0, sizeof(outs));
+    mc_store_read_stats_t st0, st1;
+    mc_store_read_stats(r, &st0);
+    unsigned long long sent0 = batch_lookups_sent(r);
+    assert_int_equal(mc_store_batch_get_into(r, M, order, piov, nparts, got), MC_OK);
+    mc_store_read_stats(r, &st1);
+    /* 60 leased keys read without a lookup; 243 listed (one invalid): 32 + 64 + 147 */
+    assert_int_equal(st1.lease_hits - st0.lease_hits, 60);
+    assert_int_equal(st1.master_lookups - st0.master_lookups, 243);
+    assert_int_equal(batch_lookups_sent(r) - sent0, 3);
+    for (int j = 0; j < M; j++) {
+        int i = src[j];
+        if (i == N || i == N + 1 || i == N + 3)
+            assert_int_equal(got[j], MC_ERR_OBJECT_NOT_FOUND);
+        else if (i == N + 2)
+            assert_int_equal(got[j], MC_ERR_INVALID_KEY);
+        else if (i == 280)
+            assert_int_equal(got[j], MC_ERR_BUFFER_OVERFLOW);
+        else {
+            assert_int_equal(got[j], (int64_t)size[i]);
+            assert_memory_equal(outs[j], vals[i], size[i]);
+        }
+    }
+    /* heap mode, a client that never saw the keys: every key needs a lookup and a read */
+    void *heap[M];
+    sent0 = batch_lookups_sent(h);
+    assert_int_equal(mc_store_batch_get(h, M, order, heap, got), MC_OK);
+    assert_int_equal(batch_lookups_sent(h) - sent0, 3); /* 303 listed: 32, 64, 207 */
+    for (int j = 0; j < M; j++) {
+        int i = src[j];
+        if (i >= N) {
+            assert_true(got[j] < 0);
+            assert_null(heap[j]);
+            continue;
+        }
+        assert_int_equal(got[j], (int64_t)size[i]);
+        assert_memory_equal(heap[j], vals[i], size[i]);
+        free(heap[j]);
+    }
+    assert_int_equal(mc_store_remove_by_regex(w, "^pipe-", true), N);
+    mc_store_destroy(h);
+    mc_store_destroy(r);
+    mc_store_destroy(w);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -910,6 +1015,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_sizes),
         cmocka_unit_test(test_put_semantics),
         cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_batch_get_pipelined),
         cmocka_unit_test(test_checksum_detects_corruption),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),

@@ -201,6 +201,39 @@ static int peer_closed(int fd)
     return mc_net_recv_all(fd, &b, 1, dl) == MC_ERR_CONNECTION;
 }
 
+/* mc_rpc_client_call_send / call_recv: the answer waits while the caller works; the
+ * connection stays held in between (nowait gets MC_ERR_BUSY, nothing sent), and is usable
+ * again after recv; a recv long after the send still takes the waiting answer (its deadline
+ * counts from the recv). */
+static void test_call_halves(void **state)
+{
+    fixture_t *f = *state;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(f->addr, NULL, &c), MC_OK);
+    McRpc__KeyRequest kr = MC_RPC__KEY_REQUEST__INIT;
+    kr.key = mc_wire_key_str("absent");
+    mc_rpc_pending_t p = {.opcode = MC_OP_EXIST_KEY, .req = &kr.base};
+    mc_rpc_inflight_t fl;
+    assert_int_equal(mc_rpc_client_call_send(c, &p, 1, 100, false, &fl), MC_OK);
+    /* held: another send with nowait is refused at once */
+    mc_rpc_pending_t p2 = {.opcode = MC_OP_EXIST_KEY, .req = &kr.base};
+    mc_rpc_inflight_t fl2;
+    assert_int_equal(mc_rpc_client_call_send(c, &p2, 1, 100, true, &fl2), MC_ERR_BUSY);
+    usleep(300 * 1000); /* longer than the 100 ms timeout: the recv's deadline starts now */
+    assert_int_equal(mc_rpc_client_call_recv(&fl), MC_OK);
+    assert_int_equal(p.status, MC_OK);
+    assert_int_equal(((McRpc__StatusResponse *)p.resp)->status, MC_ERR_OBJECT_NOT_FOUND);
+    mc_rpc_response_free(p.resp);
+    /* released: nowait now succeeds, and a plain call follows on the same connection */
+    assert_int_equal(mc_rpc_client_call_send(c, &p2, 1, 2000, true, &fl2), MC_OK);
+    assert_int_equal(mc_rpc_client_call_recv(&fl2), MC_OK);
+    mc_rpc_response_free(p2.resp);
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_EXIST_KEY, &kr.base, &resp, 2000), MC_OK);
+    mc_rpc_response_free(resp);
+    mc_rpc_client_destroy(c);
+}
+
 static void test_bad_frames(void **state)
 {
     fixture_t *f = *state;
@@ -420,6 +453,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_codec),
         cmocka_unit_test_setup_teardown(test_put_get_over_rpc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_call_halves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
         cmocka_unit_test(test_timeout_and_reconnect),
         cmocka_unit_test(test_reconnect_after_restart),

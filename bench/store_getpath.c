@@ -1,0 +1,324 @@
+/* mc_store_bench --getpath (store_getpath.h): the store's gets on KV shapes next to the raw
+ * Transfer Engine moving the same bytes between the same processes, in the same run.
+ *
+ * Per shape: the writer puts threads x calls batches of `batch` values; the bench asks the
+ * master where each key's replica is (mc_store_replica_desc) and builds, per thread and call,
+ * the engine requests that read exactly those replicas into the same buffers. Rounds, each
+ * reading every key once with `threads` threads: engine (warm-up, not counted), engine
+ * (before), writer (cold: hints from its puts, no lease), writer x warm_rounds (under the
+ * leases of the cold round), other client (first read: no hint, no lease: lookup then read),
+ * engine (after). The engine's figure is the mean of before and after, so both sides of a
+ * ratio see the machine within seconds of each other. That sequence is repeated `reps` times
+ * on fresh keys; the line gives the medians of the figures and of the per-repetition ratios.
+ * The raw engine is a second engine in this process with the store's tuning (same transport:
+ * MC_FORCE_TCP reaches both). */
+#include "store_getpath.h"
+
+#include "common/alloc.h"
+#include "common/time.h"
+#include "peers.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gp_shape {
+    const char *name;
+    uint64_t value;
+    uint32_t batch, threads, calls; /* calls: batches per thread per round */
+} gp_shape_t;
+
+static const gp_shape_t SHAPES[] = {
+    {"4k128", 4096, 128, 1, 160},        /* 20,480 small KV blocks */
+    {"4m64", 4ull << 20, 64, 1, 3},      /* a 256 MiB prefix per call */
+    {"32m1", 32ull << 20, 1, 1, 16},     /* one large object per call */
+    {"4m32x8", 4ull << 20, 32, 8, 1},    /* 8 threads x 128 MiB */
+};
+
+typedef enum { GP_TE, GP_STORE } gp_kind_t;
+
+/* One thread's keys, buffer and engine requests for a shape. */
+typedef struct gp_thread {
+    const gp_shape_t *sh;
+    char *buf;                 /* batch * value bytes, every call reads into it */
+    char (*names)[64];         /* calls * batch */
+    const char **keys;         /* calls * batch, into names */
+    struct iovec *iov;         /* batch */
+    const struct iovec **piov; /* batch */
+    size_t *np;                /* batch */
+    int64_t *got;              /* batch */
+    mc_te_request_t *reqs;     /* calls * batch */
+    /* per round */
+    gp_kind_t kind;
+    mc_store_t *store;
+    mc_te_t *te;
+    uint64_t errors;
+    pthread_barrier_t *barrier;
+} gp_thread_t;
+
+bool mc_bench_list_has(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len + (e != NULL);
+    }
+    return false;
+}
+
+static void *gp_thread_main(void *p)
+{
+    gp_thread_t *t = p;
+    const gp_shape_t *sh = t->sh;
+    pthread_barrier_wait(t->barrier);
+    for (uint32_t k = 0; k < sh->calls; k++) {
+        const char **keys = t->keys + (size_t)k * sh->batch;
+        if (t->kind == GP_TE) {
+            t->errors += mc_te_transfer_sync(t->te, t->reqs + (size_t)k * sh->batch, sh->batch,
+                                             NULL) != MC_OK;
+            continue;
+        }
+        mc_store_batch_get_into(t->store, sh->batch, keys, t->piov, t->np, t->got);
+        for (uint32_t i = 0; i < sh->batch; i++)
+            t->errors += t->got[i] != (int64_t)sh->value;
+    }
+    return NULL;
+}
+
+/* One round over every key of the shape; returns req/s (0 if any read failed), *errors. */
+static double gp_round(gp_thread_t *ts, const gp_shape_t *sh, gp_kind_t kind, mc_store_t *store,
+                       mc_te_t *te, uint64_t *errors)
+{
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, sh->threads + 1);
+    pthread_t *tids = mc_calloc(sh->threads, sizeof(*tids));
+    for (uint32_t i = 0; i < sh->threads; i++) {
+        ts[i].kind = kind;
+        ts[i].store = store;
+        ts[i].te = te;
+        ts[i].errors = 0;
+        ts[i].barrier = &barrier;
+        pthread_create(&tids[i], NULL, gp_thread_main, &ts[i]);
+    }
+    pthread_barrier_wait(&barrier);
+    uint64_t t0 = mc_now_ns();
+    for (uint32_t i = 0; i < sh->threads; i++)
+        pthread_join(tids[i], NULL);
+    double secs = (double)(mc_now_ns() - t0) / 1e9;
+    pthread_barrier_destroy(&barrier);
+    mc_free(tids);
+    *errors = 0;
+    for (uint32_t i = 0; i < sh->threads; i++)
+        *errors += ts[i].errors;
+    double keys = (double)sh->threads * sh->calls * sh->batch;
+    return *errors ? 0 : keys / secs;
+}
+
+static void gp_thread_free(gp_thread_t *t)
+{
+    if (t->buf)
+        mc_pages_free(t->buf, (size_t)t->sh->batch * t->sh->value);
+    mc_free(t->names);
+    mc_free(t->keys);
+    mc_free(t->iov);
+    mc_free(t->piov);
+    mc_free(t->np);
+    mc_free(t->got);
+    mc_free(t->reqs);
+}
+
+/* Allocates thread tid's state and puts its keys (of repetition rep) through the writer. */
+static int gp_thread_init(gp_thread_t *t, const gp_shape_t *sh, uint32_t rep, uint32_t tid,
+                          mc_store_t *writer)
+{
+    size_t nk = (size_t)sh->calls * sh->batch;
+    *t = (gp_thread_t){.sh = sh};
+    t->buf = mc_pages_alloc((size_t)sh->batch * sh->value, 1);
+    t->names = mc_calloc(nk, sizeof(*t->names));
+    t->keys = mc_calloc(nk, sizeof(*t->keys));
+    t->iov = mc_calloc(sh->batch, sizeof(*t->iov));
+    t->piov = mc_calloc(sh->batch, sizeof(*t->piov));
+    t->np = mc_calloc(sh->batch, sizeof(*t->np));
+    t->got = mc_calloc(sh->batch, sizeof(*t->got));
+    t->reqs = mc_calloc(nk, sizeof(*t->reqs));
+    if (!t->buf || !t->names || !t->keys || !t->iov || !t->piov || !t->np || !t->got || !t->reqs)
+        return 1;
+    for (uint32_t i = 0; i < sh->batch; i++) {
+        t->iov[i] = (struct iovec){t->buf + (size_t)i * sh->value, sh->value};
+        t->piov[i] = &t->iov[i];
+        t->np[i] = 1;
+        memset(t->iov[i].iov_base, (int)(i + tid + 1), sh->value);
+    }
+    int32_t *res = mc_calloc(sh->batch, sizeof(*res));
+    int rc = res ? 0 : 1;
+    for (uint32_t k = 0; k < sh->calls && rc == 0; k++) {
+        for (uint32_t i = 0; i < sh->batch; i++) {
+            size_t j = (size_t)k * sh->batch + i;
+            snprintf(t->names[j], sizeof(t->names[j]), "gp-%s-%u-%u-%u-%u", sh->name, rep, tid, k,
+                     i);
+            t->keys[j] = t->names[j];
+        }
+        mc_store_batch_put(writer, sh->batch, t->keys + (size_t)k * sh->batch, t->piov, t->np,
+                           NULL, false, res);
+        for (uint32_t i = 0; i < sh->batch; i++)
+            rc |= res[i] != MC_OK;
+    }
+    mc_free(res);
+    return rc;
+}
+
+/* The engine requests reading each key's first replica into its buffer slot. */
+static int gp_thread_plan(gp_thread_t *t, mc_store_t *writer, mc_te_t *te)
+{
+    const gp_shape_t *sh = t->sh;
+    for (size_t j = 0; j < (size_t)sh->calls * sh->batch; j++) {
+        mc_replica_desc_t *d = NULL;
+        size_t n = 0;
+        mc_te_segment_t seg;
+        if (mc_store_replica_desc(writer, t->keys[j], &d, &n) != MC_OK || n == 0 ||
+            d[0].size != sh->value || mc_te_segment_open(te, d[0].endpoint, &seg) != MC_OK) {
+            free(d);
+            return 1;
+        }
+        t->reqs[j] = (mc_te_request_t){.opcode = MC_TE_READ,
+                                       .local = t->iov[j % sh->batch].iov_base,
+                                       .target = seg, .target_addr = d[0].addr,
+                                       .length = sh->value};
+        free(d);
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double ratio(double store, double te)
+{
+    return store > 0 && te > 0 ? store / te : 0;
+}
+
+/* One repetition's figures (req/s; 0 = a round with errors). */
+typedef struct gp_rep {
+    double te, te_before, te_after, cold, warm, first;
+    uint64_t errors;
+} gp_rep_t;
+
+/* One repetition of a shape on fresh keys (the other client never saw them). */
+static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_t rep,
+                      mc_te_t *te, gp_rep_t *out)
+{
+    gp_thread_t *ts = mc_calloc(sh->threads, sizeof(*ts));
+    uint32_t warm_n = cfg->warm_rounds ? cfg->warm_rounds : 1;
+    double *warm = mc_calloc(warm_n, sizeof(double));
+    int rc = ts && warm ? 0 : 1;
+    for (uint32_t i = 0; i < sh->threads && rc == 0; i++)
+        rc = gp_thread_init(&ts[i], sh, rep, i, cfg->writer) ||
+             gp_thread_plan(&ts[i], cfg->writer, te);
+    *out = (gp_rep_t){0};
+    if (rc == 0) {
+        uint64_t e;
+        gp_round(ts, sh, GP_TE, NULL, te, &e); /* warm-up: this engine's first touch */
+        out->errors += e;
+        out->te_before = gp_round(ts, sh, GP_TE, NULL, te, &e);
+        out->errors += e;
+        out->cold = gp_round(ts, sh, GP_STORE, cfg->writer, NULL, &e);
+        out->errors += e;
+        for (uint32_t r = 0; r < warm_n; r++) {
+            warm[r] = gp_round(ts, sh, GP_STORE, cfg->writer, NULL, &e);
+            out->errors += e;
+        }
+        out->first = gp_round(ts, sh, GP_STORE, cfg->other, NULL, &e);
+        out->errors += e;
+        out->te_after = gp_round(ts, sh, GP_TE, NULL, te, &e);
+        out->errors += e;
+        qsort(warm, warm_n, sizeof(double), cmp_double);
+        out->warm = warm[warm_n / 2];
+        out->te = out->te_before > 0 && out->te_after > 0 ? (out->te_before + out->te_after) / 2
+                                                          : 0;
+    }
+    for (uint32_t i = 0; ts && i < sh->threads; i++)
+        gp_thread_free(&ts[i]);
+    mc_free(ts);
+    mc_free(warm);
+    mc_store_remove_all(cfg->writer, true);
+    return rc;
+}
+
+/* The median over n repetitions of the figure at byte offset off of gp_rep_t (a double), or of
+ * the ratio of that figure to the engine's (ratio_to_te). */
+static double gp_median(const gp_rep_t *reps, uint32_t n, size_t off, bool ratio_to_te)
+{
+    double v[64];
+    for (uint32_t i = 0; i < n; i++) {
+        double x = *(const double *)((const char *)&reps[i] + off);
+        v[i] = ratio_to_te ? ratio(x, reps[i].te) : x;
+    }
+    qsort(v, n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te_t *te)
+{
+    uint32_t n = cfg->reps ? cfg->reps : 1;
+    gp_rep_t reps[64];
+    uint64_t errors = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        if (gp_rep_run(cfg, sh, r, te, &reps[r]) != 0) {
+            fprintf(stderr, "mc_store_bench --getpath: shape %s: setup failed\n", sh->name);
+            return 1;
+        }
+        errors += reps[r].errors;
+    }
+#define MED(f) gp_median(reps, n, offsetof(gp_rep_t, f), false)
+#define MED_RATIO(f) gp_median(reps, n, offsetof(gp_rep_t, f), true)
+    double gib = (double)sh->value / (1024.0 * 1024 * 1024);
+    char date[32];
+    mc_peer_date(date, sizeof(date));
+    printf("{\"bench\":\"getpath\",\"shape\":\"%s\",\"transport\":\"%s\",\"value\":%llu,"
+           "\"batch\":%u,\"threads\":%u,\"keys\":%llu,\"reps\":%u,\"errors\":%llu,"
+           "\"te_req_s\":%.0f,\"cold_req_s\":%.0f,\"warm_req_s\":%.0f,\"first_req_s\":%.0f,"
+           "\"te_gib_s\":%.3f,\"warm_gib_s\":%.3f,\"first_gib_s\":%.3f,"
+           "\"store_over_te_warm\":%.2f,\"store_over_te_first\":%.2f,"
+           "\"store_over_te_cold\":%.2f,\"date\":\"%s\"}\n",
+           sh->name, cfg->transport, (unsigned long long)sh->value, sh->batch, sh->threads,
+           (unsigned long long)sh->threads * sh->calls * sh->batch, n,
+           (unsigned long long)errors, MED(te), MED(cold), MED(warm), MED(first),
+           MED(te) * gib, MED(warm) * gib, MED(first) * gib, MED_RATIO(warm), MED_RATIO(first),
+           MED_RATIO(cold), date);
+#undef MED
+#undef MED_RATIO
+    fflush(stdout);
+    return 0;
+}
+
+int mc_getpath_run(const mc_getpath_cfg_t *cfg)
+{
+    mc_te_config_t tcfg = {0};
+    if (cfg->te_tuning)
+        tcfg = *cfg->te_tuning;
+    tcfg.metadata_uri = "P2PHANDSHAKE"; /* as the store's engines (mc_store_bench) */
+    tcfg.local_server_name = "127.0.0.1";
+    tcfg.protocol = "auto";
+    mc_te_t *te = NULL;
+    if (mc_te_create(&tcfg, &te) != MC_OK) {
+        fprintf(stderr, "mc_store_bench --getpath: cannot create the raw engine\n");
+        return 1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(SHAPES) / sizeof(SHAPES[0]); i++) {
+        if (cfg->cases && *cfg->cases && !mc_bench_list_has(cfg->cases, SHAPES[i].name))
+            continue;
+        rc |= gp_shape_run(cfg, &SHAPES[i], te);
+    }
+    mc_te_destroy(te);
+    return rc;
+}

@@ -1,0 +1,36 @@
+/* mc_store_bench --getpath: the store's get path next to the raw Transfer Engine moving the
+ * same bytes, in the same run (store_getpath.c). */
+#ifndef MC_BENCH_STORE_GETPATH_H
+#define MC_BENCH_STORE_GETPATH_H
+
+#include "mooncake/store.h"
+#include "mooncake/te.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct mc_getpath_cfg {
+    mc_store_t *writer;              /* puts the keys, then reads them (cold, then warm) */
+    mc_store_t *other;               /* never saw the keys: its one round is the first read */
+    const mc_te_config_t *te_tuning; /* the store's engine tuning, copied for the raw engine */
+    const char *transport;           /* label: "tcp" or "shm" */
+    uint32_t warm_rounds;            /* writer rounds after the cold one (median; >= 1) */
+    const char *cases;               /* comma list of shape names; "" = all */
+    uint32_t reps;                   /* repetitions on fresh keys, medians reported (1..64) */
+} mc_getpath_cfg_t;
+
+/* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8. */
+#define MC_GETPATH_SHAPES "4k128,4m64,32m1,4m32x8"
+
+/* Whether `name` is one of the items of the comma list `list`. */
+bool mc_bench_list_has(const char *list, const char *name);
+
+/* Runs every selected shape and prints one JSON line per shape ("bench":"getpath"): req/s of the
+ * raw engine (mean of a round before and a round after the store's), of the writer's cold round,
+ * its warm rounds (median) and the other client's first read, and their ratios to the engine
+ * (store_over_te_*), each the median over cfg->reps repetitions on fresh keys. Keys are removed
+ * after each shape. Returns 0, or 1 when a shape could not run (setup failure; read errors are
+ * reported in the line and void its ratios). */
+int mc_getpath_run(const mc_getpath_cfg_t *cfg);
+
+#endif
