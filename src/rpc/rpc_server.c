@@ -216,14 +216,18 @@ static void conn_mark_dirty(mc_rpc_server_t *s, conn_t *c)
     c->dirty = 1;
 }
 
-/* Appends raw bytes (handshake messages) to the connection's output. */
+/* Appends raw bytes (handshake messages) to the connection's output. They tell nothing of the
+ * application's state, so they are never held (unless behind held answers: order). */
 static void conn_send_raw(mc_rpc_server_t *s, conn_t *c, const void *p, size_t n)
 {
+    bool free_to_go = c->out_ok == c->out_total;
     if (mc_buf_append(&c->out, p, n) != MC_OK) {
         conn_close(s, c);
         return;
     }
     c->out_total += n;
+    if (free_to_go)
+        c->out_ok = c->out_marked = c->out_total;
     conn_account(s, c);
     conn_mark_dirty(s, c);
 }
