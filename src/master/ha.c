@@ -819,7 +819,6 @@ static void *append_main(void *arg)
         ha->q_head = last->next;
         if (!ha->q_head)
             ha->q_tail = NULL;
-        mc_rpc_server_t *srv = ha->srv;
         pthread_mutex_unlock(&ha->app_mu);
         if (ha->test_delay_ms)
             mc_sleep_ms(ha->test_delay_ms);
@@ -844,9 +843,9 @@ static void *append_main(void *arg)
             mc_free(g);
         }
         atomic_store(&ha->durable_group, id);
-        if (srv)
-            mc_rpc_server_release(srv, id);
         pthread_mutex_lock(&ha->app_mu);
+        if (ha->srv) /* under app_mu: mc_ha_quiesce clears it before the server goes */
+            mc_rpc_server_release(ha->srv, id);
     }
     pthread_mutex_unlock(&ha->app_mu);
     mc_buf_free(&run);
@@ -1058,17 +1057,24 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
     return atomic_load(&ha->durable_group) < ha->next_group ? ha->next_group : 0;
 }
 
+void mc_ha_quiesce(mc_ha_t *ha)
+{
+    if (!ha || !ha->app_running)
+        return;
+    pthread_mutex_lock(&ha->app_mu);
+    ha->app_stop = true;
+    ha->srv = NULL; /* the loop has returned: nothing to release any more */
+    pthread_cond_signal(&ha->app_cv);
+    pthread_mutex_unlock(&ha->app_mu);
+    pthread_join(ha->app_thread, NULL);
+    ha->app_running = false;
+}
+
 void mc_ha_destroy(mc_ha_t *ha)
 {
     if (!ha)
         return;
-    if (ha->app_running) { /* appends what was handed over, then ends */
-        pthread_mutex_lock(&ha->app_mu);
-        ha->app_stop = true;
-        pthread_cond_signal(&ha->app_cv);
-        pthread_mutex_unlock(&ha->app_mu);
-        pthread_join(ha->app_thread, NULL);
-    }
+    mc_ha_quiesce(ha);
     atomic_store(&ha->ka_stop, true);
     if (ha->snap_running)
         pthread_join(ha->snap_thread, NULL);

@@ -71,7 +71,10 @@ typedef struct mc_ha_http mc_ha_http_t;
 mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
                                const mc_auth_t *auth, bool metrics_public);
 void mc_ha_http_stop(mc_ha_http_t *h);
-/* Stops the keepalive thread and revokes the lease (a clean step-down lets a standby take
+/* After the service's loop returned and before the service is destroyed: the appender
+ * appends what was handed over and stops; nothing is released any more. */
+void mc_ha_quiesce(mc_ha_t *ha);
+/* (Quiesces, then) stops the keepalive thread and revokes the lease (a clean step-down lets a standby take
  * over at once). */
 void mc_ha_destroy(mc_ha_t *ha);
 
