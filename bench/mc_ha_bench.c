@@ -11,13 +11,16 @@
  *               leader with one standby (same machine, same run): objects/s and the ratio
  *               (target >= 0.5); the same for batch lookups (BatchExistKey); the standby's
  *               master_ha_log_lag_batches / _seconds sampled every 100 ms during the HA puts.
+ *               The threads share --clients store clients (round-robin; default 1): a store
+ *               client has 4 pooled master connections, so at most 4 x --clients master calls
+ *               are in flight, which bounds what an HA leader can put per etcd append.
  *
  * Daemons: a 3-member etcd (tests/support/etcd_cluster.h), mooncake_master processes and one
  * mooncake_client storage server, all on free loopback ports, stopped by PID.
  * etcd runs with its default raft timing (heartbeat 100 ms, election 1000 ms; --etcd_election_ms)
  * so that a 2 s lease TTL is honoured (etcd raises TTLs below 1.5 x the election timeout).
- * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --seconds=3
- *        --batch=16 --value=1024 --etcd_election_ms=1000 */
+ * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --clients=1
+ *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 */
 #include "common/net.h"
 #include "common/time.h"
 #include "mooncake/store.h"
@@ -35,6 +38,7 @@
 static mt_etcd_t g_etcd;
 static char g_dir[256];
 static int g_trials = 20, g_threads = 4, g_seconds = 3, g_batch = 16, g_value = 1024;
+static int g_clients = 1; /* store clients (each its own pool of master connections) */
 
 #define WAIT_MS 60000
 
@@ -275,22 +279,26 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
     char logname[64];
     snprintf(logname, sizeof(logname), "server_%s.log", label); /* one per daemon */
     pid_t srv = start_server(addr, cluster, logname);
-    mc_store_t *s = open_store(addr, 5000);
+    mc_store_t *s[64];
+    for (int i = 0; i < g_clients; i++)
+        s[i] = open_store(addr, 5000);
     worker_t w[64];
     for (int i = 0; i < g_threads; i++)
-        w[i] = (worker_t){.s = s, .id = i};
+        w[i] = (worker_t){.s = s[i % g_clients], .id = i};
     double lag_b = 0, lag_s = 0;
     out[0] = run_phase(w, 0, standby_mport, &lag_b, &lag_s);
     out[1] = run_phase(w, 1, 0, NULL, NULL);
-    printf("{\"bench\":\"ha_throughput\",\"mode\":\"%s\",\"threads\":%d,\"batch\":%d,"
-           "\"value_bytes\":%d,\"put_objects_per_s\":%.0f,\"lookup_keys_per_s\":%.0f", label,
-           g_threads, g_batch, g_value, out[0], out[1]);
+    printf("{\"bench\":\"ha_throughput\",\"mode\":\"%s\",\"threads\":%d,\"clients\":%d,"
+           "\"batch\":%d,\"value_bytes\":%d,\"put_objects_per_s\":%.0f,"
+           "\"lookup_keys_per_s\":%.0f", label, g_threads, g_clients, g_batch, g_value, out[0],
+           out[1]);
     if (standby_mport)
         printf(",\"standby_log_lag_batches_max\":%.0f,\"standby_log_lag_seconds_max\":%.3f",
                lag_b, lag_s);
     printf("}\n");
     fflush(stdout);
-    mc_store_destroy(s);
+    for (int i = 0; i < g_clients; i++)
+        mc_store_destroy(s[i]);
     mt_stop(srv, SIGKILL, 5000);
 }
 
@@ -349,6 +357,8 @@ int main(int argc, char **argv)
             g_trials = atoi(a + 9);
         else if (!strncmp(a, "--threads=", 10))
             g_threads = atoi(a + 10);
+        else if (!strncmp(a, "--clients=", 10))
+            g_clients = atoi(a + 10);
         else if (!strncmp(a, "--seconds=", 10))
             g_seconds = atoi(a + 10);
         else if (!strncmp(a, "--batch=", 8))
@@ -362,7 +372,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (g_trials < 1 || g_threads < 1 || g_threads > 64 || g_seconds < 1 || g_batch < 1 ||
+    if (g_trials < 1 || g_threads < 1 || g_threads > 64 || g_clients < 1 ||
+        g_clients > g_threads || g_seconds < 1 || g_batch < 1 ||
         g_batch > 1024 || g_value < 1) {
         fprintf(stderr, "a flag is out of range\n");
         return 2;

@@ -14,6 +14,7 @@
 #   MC_BENCH_HA_TRIALS     kill -9 trials per TTL (default 20)
 #   MC_BENCH_HA_TTLS       lease TTLs in seconds, comma-separated (default 2,5)
 #   MC_BENCH_HA_THREADS    client threads of the throughput phase (default 4)
+#   MC_BENCH_HA_CLIENTS    store clients the threads share (default 1; 4 master connections each)
 #   MC_BENCH_HA_SECONDS    seconds per throughput phase (default 3)
 # etcd runs with its default raft timing (election 1000 ms): slower timing raises short lease
 # TTLs (etcd's minimum TTL is 1.5 x the election timeout).
@@ -22,7 +23,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 mc_bench_setup mc_ha_bench ha.jsonl
 args=(--trials="${MC_BENCH_HA_TRIALS:-20}" --ttls="${MC_BENCH_HA_TTLS:-2,5}"
-      --threads="${MC_BENCH_HA_THREADS:-4}" --seconds="${MC_BENCH_HA_SECONDS:-3}")
+      --threads="${MC_BENCH_HA_THREADS:-4}"
+      --clients="${MC_BENCH_HA_CLIENTS:-1}" --seconds="${MC_BENCH_HA_SECONDS:-3}")
 out="$(mktemp)" err="$(mktemp)"
 trap 'rm -f "$out" "$err"' EXIT
 printf '{"bench":"header","label":"ha","cmd":"mc_ha_bench %s","date":"%s","load":"%s"}\n' \

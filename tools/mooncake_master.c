@@ -605,6 +605,7 @@ int main(int argc, char **argv)
 #endif
     mc_master_service_t *s = g_svc;
     g_svc = NULL;
+    mc_ha_quiesce(ha); /* the appender's last release must not outlive the RPC server */
     mc_master_service_destroy(s);
     mc_ha_destroy(ha); /* after the last group commit: revoke the lease, a standby takes over */
     mc_tenant_store_close(tstore);

@@ -40,6 +40,14 @@
 #define HA_CHUNK ((size_t)1 << 20) /* snapshot chunk: 4/3 of it + JSON < 1.5 MiB */
 #define HA_TRIM_EVERY_MS 5000     /* the leader trims at least this often */
 
+/* One group commit handed from the loop thread to the appender: its WAL records (owned). */
+typedef struct ha_group {
+    uint64_t id;       /* the RPC server's ticket: 1, 2, ... in hand-over order */
+    mc_buf_t recs;
+    bool snap;         /* a snapshot was forked right after it: its last record ends a batch */
+    struct ha_group *next;
+} ha_group_t;
+
 struct mc_ha {
     mc_ha_opts_t o;
     mc_etcd_t *etcd;
@@ -72,7 +80,23 @@ struct mc_ha {
     bool snap_running;
     pthread_mutex_t snap_mu;  /* the fields below */
     pid_t snap_pid;
-    uint64_t snap_n, snap_seq; /* batch id and last_seq the child's snapshot is at */
+    uint64_t snap_group;      /* the group after which the child's snapshot was forked */
+    uint64_t snap_n, snap_seq; /* batch id and last_seq that group ended at (0 = not yet
+                                  durable) */
+    /* leader: the appender thread (pipelined group commit). The loop thread hands groups over
+     * (q_*, under app_mu) and goes on serving; the appender appends them in order, possibly
+     * several per batch, and releases their replies (mc_rpc_server_release on srv). It owns
+     * batch_id / last_seq / prefix_val once leading. */
+    pthread_t app_thread;
+    bool app_running;
+    pthread_mutex_t app_mu;
+    pthread_cond_t app_cv;
+    ha_group_t *q_head, *q_tail;
+    bool app_stop;
+    mc_rpc_server_t *srv;     /* set by the loop thread before its first hand-over */
+    uint64_t next_group;      /* loop thread: the last group handed over */
+    atomic_uint_fast64_t durable_group; /* the last group whose records are durable */
+    uint64_t test_delay_ms;   /* MC_HA_TEST_APPEND_DELAY_MS: tests only, before each append */
     /* what /health, /leader and /metrics show (under mu; any thread) */
     pthread_mutex_t mu;
     bool leading;
@@ -148,6 +172,14 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     ha->o.core_cfg = NULL;
     pthread_mutex_init(&ha->mu, NULL);
     pthread_mutex_init(&ha->snap_mu, NULL);
+    pthread_mutex_init(&ha->app_mu, NULL);
+    pthread_cond_init(&ha->app_cv, NULL);
+    const char *delay = getenv("MC_HA_TEST_APPEND_DELAY_MS"); /* tests only */
+    if (delay && *delay) {
+        ha->test_delay_ms = strtoull(delay, NULL, 10);
+        MC_LOG_WARN("ha: MC_HA_TEST_APPEND_DELAY_MS=%" PRIu64 " (tests only): every log "
+                    "append is delayed", ha->test_delay_ms);
+    }
     ha->ttl_ms = (uint64_t)opts->lease_ttl_s * 1000;
     /* fence before etcd can have expired the lease: its countdown starts when it receives a
      * keepalive, after we sent it; keep a margin for clock rate differences */
@@ -570,6 +602,7 @@ static mc_status_t claim_producer(mc_ha_t *ha)
 }
 
 static void *snap_main(void *arg);
+static void *append_main(void *arg);
 
 /* One step of following: 0 (caught up as far as etcd answered), -1 cannot follow. A trimmed
  * batch makes the next step start over from the snapshot. */
@@ -682,6 +715,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
     if (pthread_create(&ha->snap_thread, NULL, snap_main, ha) != 0)
         fence_exit("cannot start the snapshot thread");
     ha->snap_running = true;
+    if (pthread_create(&ha->app_thread, NULL, append_main, ha) != 0)
+        fence_exit("cannot start the appender thread");
+    ha->app_running = true;
     return MC_OK;
 }
 
@@ -739,7 +775,81 @@ static void append_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t nre
     ha->batch_id = ha->durable_id = id;
     pthread_mutex_unlock(&ha->mu);
     ha->last_seq = seq;
-    ha->snap_bytes += len;
+}
+
+/* Appender thread: the records p[0..len) (whole WAL records), split at record boundaries into
+ * batches of at most HA_BATCH_MAX bytes, each appended in turn. */
+static void append_records(mc_ha_t *ha, const uint8_t *p, size_t len)
+{
+    size_t start = 0, off = 0;
+    uint64_t nrec = 0;
+    while (off < len) {
+        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
+                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
+        size_t rec = 13 + (size_t)plen;
+        if (off - start + rec > HA_BATCH_MAX && off > start) {
+            append_batch(ha, p + start, off - start, nrec);
+            start = off;
+            nrec = 0;
+        }
+        off += rec;
+        nrec++;
+    }
+    if (off > start)
+        append_batch(ha, p + start, off - start, nrec);
+}
+
+/* The appender thread: takes every group handed over so far (up to and including the first
+ * one a snapshot follows, so that the snapshot's state ends a batch), appends their records
+ * as one run of batches, then releases their replies. Exits fenced when an append cannot be
+ * made; on stop it appends what was handed over first. */
+static void *append_main(void *arg)
+{
+    mc_ha_t *ha = arg;
+    mc_buf_t run = {0};
+    pthread_mutex_lock(&ha->app_mu);
+    for (;;) {
+        while (!ha->q_head && !ha->app_stop)
+            pthread_cond_wait(&ha->app_cv, &ha->app_mu);
+        if (!ha->q_head)
+            break;
+        ha_group_t *first = ha->q_head, *last = first;
+        while (!last->snap && last->next)
+            last = last->next;
+        ha->q_head = last->next;
+        if (!ha->q_head)
+            ha->q_tail = NULL;
+        pthread_mutex_unlock(&ha->app_mu);
+        if (ha->test_delay_ms)
+            mc_sleep_ms(ha->test_delay_ms);
+        mc_buf_reset(&run);
+        for (ha_group_t *g = first;; g = g->next) {
+            if (mc_buf_append(&run, mc_buf_head(&g->recs), mc_buf_unread(&g->recs)) != MC_OK)
+                fence_exit("no memory");
+            if (g == last)
+                break;
+        }
+        append_records(ha, mc_buf_head(&run), mc_buf_unread(&run));
+        uint64_t id = last->id;
+        if (last->snap) {
+            pthread_mutex_lock(&ha->snap_mu);
+            ha->snap_n = ha->batch_id;
+            ha->snap_seq = ha->last_seq;
+            pthread_mutex_unlock(&ha->snap_mu);
+        }
+        for (ha_group_t *g = first, *n; g; g = n) {
+            n = g == last ? NULL : g->next;
+            mc_buf_free(&g->recs);
+            mc_free(g);
+        }
+        atomic_store(&ha->durable_group, id);
+        pthread_mutex_lock(&ha->app_mu);
+        if (ha->srv) /* under app_mu: mc_ha_quiesce clears it before the server goes */
+            mc_rpc_server_release(ha->srv, id);
+    }
+    pthread_mutex_unlock(&ha->app_mu);
+    mc_buf_free(&run);
+    return NULL;
 }
 
 /* ------------------------------------------------------------------ leader: snapshots, trim */
@@ -749,18 +859,19 @@ static void snap_path(const mc_ha_t *ha, uint64_t n, const char *suffix, char *o
     snprintf(out, len, "%s/hasnap.%" PRIu64 "%s", ha->o.wal_dir, n, suffix);
 }
 
-/* Loop thread, right after a batch was made durable: the table now equals the replay of
- * batches 1..batch_id, so a fork()ed child writes it (copy-on-write) as hasnap.<N>; the
- * snapshot thread uploads it. */
-static void start_snapshot(mc_ha_t *ha, mc_master_t *m)
+/* Loop thread, right after group g was handed over: the table now equals the replay of every
+ * group up to g, so a fork()ed child writes it (copy-on-write) as hasnap.<g>; once the
+ * appender made g durable (ending a batch N with it), the snapshot thread uploads it as the
+ * state after batch N. false: no snapshot (fork failed). */
+static bool start_snapshot(mc_ha_t *ha, mc_master_t *m, uint64_t g)
 {
     char tmp[4200], final[4200];
-    snap_path(ha, ha->batch_id, ".tmp", tmp, sizeof(tmp));
-    snap_path(ha, ha->batch_id, "", final, sizeof(final));
+    snap_path(ha, g, ".tmp", tmp, sizeof(tmp));
+    snap_path(ha, g, "", final, sizeof(final));
     pid_t pid = fork();
     if (pid < 0) {
         MC_LOG_ERROR("ha: fork for a snapshot: %s", strerror(errno));
-        return;
+        return false;
     }
     if (pid == 0) {
         close_range(3, ~0U, 0); /* no socket of the parent outlives it in the child */
@@ -769,17 +880,18 @@ static void start_snapshot(mc_ha_t *ha, mc_master_t *m)
     ha->snap_bytes = 0;
     pthread_mutex_lock(&ha->snap_mu);
     ha->snap_pid = pid;
-    ha->snap_n = ha->batch_id;
-    ha->snap_seq = ha->last_seq;
+    ha->snap_group = g;
+    ha->snap_n = ha->snap_seq = 0;
     pthread_mutex_unlock(&ha->snap_mu);
+    return true;
 }
 
-/* Uploads hasnap.<n> as chunks, then the manifest (only while our view produces), then drops
- * older snapshots. 0 ok. */
-static int upload_snapshot(mc_ha_t *ha, uint64_t n, uint64_t seq)
+/* Uploads hasnap.<g> (the state after batch n) as chunks, then the manifest (only while our
+ * view produces), then drops older snapshots. 0 ok. */
+static int upload_snapshot(mc_ha_t *ha, uint64_t g, uint64_t n, uint64_t seq)
 {
     char path[4200];
-    snap_path(ha, n, "", path, sizeof(path));
+    snap_path(ha, g, "", path, sizeof(path));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -869,27 +981,32 @@ static void *snap_main(void *arg)
 {
     mc_ha_t *ha = arg;
     uint64_t last_trim = 0;
+    bool reaped = false, child_ok = false; /* the current child exited (successfully) */
     while (!atomic_load(&ha->ka_stop)) {
         mc_sleep_ms(100);
         pthread_mutex_lock(&ha->snap_mu);
         pid_t pid = ha->snap_pid;
-        uint64_t n = ha->snap_n, seq = ha->snap_seq;
+        uint64_t g = ha->snap_group, n = ha->snap_n, seq = ha->snap_seq;
         pthread_mutex_unlock(&ha->snap_mu);
         bool uploaded = false;
-        if (pid > 0) {
+        if (pid > 0 && !reaped) {
             int ws;
             pid_t r = waitpid(pid, &ws, WNOHANG);
             if (r == pid || r < 0) {
-                bool ok = r == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
-                if (!ok || upload_snapshot(ha, n, seq) != 0)
-                    MC_LOG_ERROR("ha: snapshot at batch %" PRIu64 " failed; the log is kept",
-                                 n);
-                else
-                    uploaded = true;
-                pthread_mutex_lock(&ha->snap_mu);
-                ha->snap_pid = 0;
-                pthread_mutex_unlock(&ha->snap_mu);
+                reaped = true;
+                child_ok = r == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
             }
+        }
+        /* uploaded once the child wrote it and its group is durable (batch n known) */
+        if (pid > 0 && reaped && (n || !child_ok)) {
+            if (!child_ok || upload_snapshot(ha, g, n, seq) != 0)
+                MC_LOG_ERROR("ha: snapshot at batch %" PRIu64 " failed; the log is kept", n);
+            else
+                uploaded = true;
+            reaped = false;
+            pthread_mutex_lock(&ha->snap_mu);
+            ha->snap_pid = 0;
+            pthread_mutex_unlock(&ha->snap_mu);
         }
         if (uploaded || mc_now_ms() - last_trim >= HA_TRIM_EVERY_MS) {
             trim(ha);
@@ -899,48 +1016,65 @@ static void *snap_main(void *arg)
     return NULL;
 }
 
-void mc_ha_before_reply(void *ctx, mc_master_t *m)
+uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
 {
     mc_ha_t *ha = ctx;
     bool lost;
     mc_buf_t *b = mc_master_ha_log(m, &lost);
     if (lost)
         fence_exit("a log record could not be kept (no memory)");
-    /* split at record boundaries into batches of at most HA_BATCH_MAX bytes */
-    const uint8_t *p = mc_buf_head(b);
-    size_t len = mc_buf_unread(b), start = 0, off = 0;
-    uint64_t nrec = 0;
-    while (off < len) {
-        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
-                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
-        size_t rec = 13 + (size_t)plen;
-        if (off - start + rec > HA_BATCH_MAX && off > start) {
-            append_batch(ha, p + start, off - start, nrec);
-            start = off;
-            nrec = 0;
+    if (mc_buf_unread(b)) {
+        /* this iteration's records become group next_group + 1, handed to the appender */
+        ha_group_t *g = MC_NEW(ha_group_t);
+        if (!g)
+            fence_exit("no memory");
+        g->id = ++ha->next_group;
+        g->recs = *b; /* the buffer moves to the group; the core starts a new one */
+        *b = (mc_buf_t){0};
+        ha->snap_bytes += mc_buf_unread(&g->recs);
+        if (ha->o.snapshot_bytes && ha->snap_bytes >= ha->o.snapshot_bytes) {
+            pthread_mutex_lock(&ha->snap_mu);
+            bool busy = ha->snap_pid != 0;
+            pthread_mutex_unlock(&ha->snap_mu);
+            if (!busy)
+                g->snap = start_snapshot(ha, m, g->id);
         }
-        off += rec;
-        nrec++;
+        pthread_mutex_lock(&ha->app_mu);
+        ha->srv = srv;
+        if (ha->q_tail)
+            ha->q_tail->next = g;
+        else
+            ha->q_head = g;
+        ha->q_tail = g;
+        pthread_cond_signal(&ha->app_cv);
+        pthread_mutex_unlock(&ha->app_mu);
     }
-    if (off > start)
-        append_batch(ha, p + start, off - start, nrec);
-    mc_buf_reset(b);
-    if (ha->o.snapshot_bytes && ha->snap_bytes >= ha->o.snapshot_bytes) {
-        pthread_mutex_lock(&ha->snap_mu);
-        bool busy = ha->snap_pid != 0;
-        pthread_mutex_unlock(&ha->snap_mu);
-        if (!busy)
-            start_snapshot(ha, m);
-    }
-    /* last, right before the replies are written: no reply once the lease may be gone */
+    /* last, right before replies may be written: no reply once the lease may be gone */
     if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
         fence_exit("the lease TTL passed since the last answered keepalive");
+    /* every reply of this iteration waits for the last group handed over: it may expose any
+     * change made so far */
+    return atomic_load(&ha->durable_group) < ha->next_group ? ha->next_group : 0;
+}
+
+void mc_ha_quiesce(mc_ha_t *ha)
+{
+    if (!ha || !ha->app_running)
+        return;
+    pthread_mutex_lock(&ha->app_mu);
+    ha->app_stop = true;
+    ha->srv = NULL; /* the loop has returned: nothing to release any more */
+    pthread_cond_signal(&ha->app_cv);
+    pthread_mutex_unlock(&ha->app_mu);
+    pthread_join(ha->app_thread, NULL);
+    ha->app_running = false;
 }
 
 void mc_ha_destroy(mc_ha_t *ha)
 {
     if (!ha)
         return;
+    mc_ha_quiesce(ha);
     atomic_store(&ha->ka_stop, true);
     if (ha->snap_running)
         pthread_join(ha->snap_thread, NULL);
@@ -958,6 +1092,8 @@ void mc_ha_destroy(mc_ha_t *ha)
     mc_free(ha->prefix_val);
     pthread_mutex_destroy(&ha->mu);
     pthread_mutex_destroy(&ha->snap_mu);
+    pthread_mutex_destroy(&ha->app_mu);
+    pthread_cond_destroy(&ha->app_cv);
     mc_free(ha);
 }
 

@@ -180,12 +180,15 @@ static void svc_cron(void *ctx)
     mc_master_cron(m);
     mc_master_wal_sync(m); /* evictions / unmounts done by the cron (no-op when clean) */
 }
-static void svc_before_reply(void *ctx)
+/* The local log first (fsync), then the replicated one: a change is in the local WAL before
+ * its records are handed to etcd's log, and its reply waits for both. */
+static uint64_t svc_before_reply(void *ctx)
 {
     mc_master_service_t *s = ctx;
     mc_master_wal_sync(s->m);
     if (s->o.ha_before_reply) /* the replicated log and the fencing check (master/ha.h) */
-        s->o.ha_before_reply(s->o.ha_ctx, s->m);
+        return s->o.ha_before_reply(s->o.ha_ctx, s->m, s->srv);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- loop queries (HTTP -> loop) */

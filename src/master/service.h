@@ -33,9 +33,11 @@ typedef struct mc_master_service_opts {
      * must outlive the service. NULL = quotas only in memory, starting empty. */
     struct mc_tenant_store *tenant_store;
     /* High availability (master/ha.h): called on the loop thread after each local group commit
-     * and before the replies of that batch are written; it ships the batch's WAL records
-     * (mc_master_ha_log) and may end the process (fenced). NULL = no HA. */
-    void (*ha_before_reply)(void *ha_ctx, mc_master_t *m);
+     * and before the replies of that batch are written; it hands the batch's WAL records
+     * (mc_master_ha_log) to the replicated log and returns the RPC server's before_reply
+     * ticket (0, or the batch whose append must be durable first; the HA module releases it
+     * with mc_rpc_server_release on srv); it may end the process (fenced). NULL = no HA. */
+    uint64_t (*ha_before_reply)(void *ha_ctx, mc_master_t *m, mc_rpc_server_t *srv);
     /* HA admin pages: /leader's JSON (heap) and the master_ha_* series of /metrics. */
     char *(*ha_leader_json)(void *ha_ctx);
     void (*ha_metrics)(void *ha_ctx, struct mc_prom *b);

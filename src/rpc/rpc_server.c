@@ -64,6 +64,12 @@ typedef struct conn {
     int dirty;      /* in the dirty list */
     uint32_t events;
     struct conn *next_dead;
+    /* Held answers (before_reply returned a ticket): byte positions count every byte ever
+     * queued on `out`. Bytes up to out_ok may be sent; holds[h_first..n_holds) release the
+     * bytes up to .mark once the ticket .ticket is durable (tickets and marks increase). */
+    uint64_t out_total, out_sent, out_ok, out_marked;
+    struct hold { uint64_t ticket, mark; } *holds;
+    size_t h_first, n_holds, cap_holds;
 } conn_t;
 
 typedef struct task {
@@ -94,6 +100,8 @@ struct mc_rpc_server {
     int resume;         /* a connection has frames to run after a pause: sweep now */
     uint64_t iter;      /* loop iterations (per-connection quotas) */
     uint64_t log_next_ms, log_skipped; /* srv_log_refusal */
+    _Atomic uint64_t durable;  /* mc_rpc_server_release: highest ticket released */
+    uint64_t durable_done;     /* the highest one applied to the connections' holds */
     /* counters (mc_rpc_server_stats) */
     _Atomic uint64_t st_conns, st_buffered, st_backpressure, st_busy, st_idle, st_slow,
         st_blocked, st_budget, st_unauth, st_auth_failed, st_refused;
@@ -126,6 +134,9 @@ static bool conn_over_quota(const mc_rpc_server_t *s, const conn_t *c)
     return c->quota_iter == s->iter && c->quota_used >= SRV_ITER_QUOTA;
 }
 
+/* Queued answer bytes that may be sent now (not held). */
+static size_t conn_sendable(const conn_t *c) { return (size_t)(c->out_ok - c->out_sent); }
+
 static void conn_update_events(mc_rpc_server_t *s, conn_t *c)
 {
     int paused = conn_paused(s, c);
@@ -139,7 +150,7 @@ static void conn_update_events(mc_rpc_server_t *s, conn_t *c)
         c->blocked_since_ms = 0;
     }
     uint32_t ev = 0;
-    if (mc_buf_unread(&c->out))
+    if (conn_sendable(c))
         ev |= EPOLLOUT;
     if (!c->closing && !paused)
         ev |= EPOLLIN;
@@ -205,13 +216,18 @@ static void conn_mark_dirty(mc_rpc_server_t *s, conn_t *c)
     c->dirty = 1;
 }
 
-/* Appends raw bytes (handshake messages) to the connection's output. */
+/* Appends raw bytes (handshake messages) to the connection's output. They tell nothing of the
+ * application's state, so they are never held (unless behind held answers: order). */
 static void conn_send_raw(mc_rpc_server_t *s, conn_t *c, const void *p, size_t n)
 {
+    bool free_to_go = c->out_ok == c->out_total;
     if (mc_buf_append(&c->out, p, n) != MC_OK) {
         conn_close(s, c);
         return;
     }
+    c->out_total += n;
+    if (free_to_go)
+        c->out_ok = c->out_marked = c->out_total;
     conn_account(s, c);
     conn_mark_dirty(s, c);
 }
@@ -237,6 +253,7 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
     if (resp)
         protobuf_c_message_pack(resp, c->out.data + c->out.len + MC_RPC_HDR_SIZE);
     c->out.len += MC_RPC_HDR_SIZE + blen;
+    c->out_total += MC_RPC_HDR_SIZE + blen;
     if (c->quota_iter != s->iter) {
         c->quota_iter = s->iter;
         c->quota_used = 0;
@@ -488,10 +505,11 @@ static void conn_read(mc_rpc_server_t *s, conn_t *c)
 static void conn_flush(mc_rpc_server_t *s, conn_t *c)
 {
     int sent = 0;
-    while (mc_buf_unread(&c->out)) {
-        ssize_t n = send(c->fd, mc_buf_head(&c->out), mc_buf_unread(&c->out), MSG_NOSIGNAL);
+    while (conn_sendable(c)) {
+        ssize_t n = send(c->fd, mc_buf_head(&c->out), conn_sendable(c), MSG_NOSIGNAL);
         if (n > 0) {
             mc_buf_consume(&c->out, (size_t)n);
+            c->out_sent += (uint64_t)n;
             sent = 1;
             continue;
         }
@@ -515,6 +533,65 @@ static void conn_flush(mc_rpc_server_t *s, conn_t *c)
     conn_update_events(s, c);
     if (mc_buf_unread(&c->in) && !c->closing && !conn_paused(s, c))
         s->resume = 1; /* frames left from a pause: the next iteration's sweep runs them */
+}
+
+/* After before_reply: c's answers queued since the last call become sendable now (ticket 0,
+ * or one already released, and nothing held before them) or are held until `ticket` is
+ * released (behind whatever c already holds, so c's answers leave in the order queued). */
+static void conn_hold(mc_rpc_server_t *s, conn_t *c, uint64_t ticket)
+{
+    if (c->out_total == c->out_marked)
+        return;
+    bool held = c->h_first < c->n_holds;
+    if (ticket <= s->durable_done)
+        ticket = 0;
+    if (!ticket && !held) {
+        c->out_ok = c->out_marked = c->out_total;
+        return;
+    }
+    if (!ticket || (held && c->holds[c->n_holds - 1].ticket >= ticket)) {
+        c->holds[c->n_holds - 1].mark = c->out_marked = c->out_total; /* joins the last hold */
+        return;
+    }
+    if (mc_array_reserve(&c->holds, &c->cap_holds, c->n_holds + 1, 8) != MC_OK) {
+        conn_close(s, c);
+        return;
+    }
+    c->holds[c->n_holds++] = (struct hold){.ticket = ticket, .mark = c->out_total};
+    c->out_marked = c->out_total;
+}
+
+/* Loop thread: applies the tickets released since the last call (mc_rpc_server_release) to
+ * every connection's holds; a connection with newly sendable bytes is flushed this
+ * iteration (after before_reply). */
+static void srv_release_holds(mc_rpc_server_t *s)
+{
+    uint64_t d = atomic_load(&s->durable);
+    if (d <= s->durable_done)
+        return;
+    s->durable_done = d;
+    for (size_t i = s->n_all; i-- > 0;) {
+        if (i >= s->n_all)
+            continue; /* a close in this loop shrank the list */
+        conn_t *c = s->all[i];
+        size_t k = c->h_first;
+        while (k < c->n_holds && c->holds[k].ticket <= d)
+            c->out_ok = c->holds[k++].mark;
+        if (k == c->h_first)
+            continue;
+        c->h_first = k;
+        if (k == c->n_holds)
+            c->h_first = c->n_holds = 0;
+        conn_mark_dirty(s, c);
+    }
+}
+
+static void conn_free(conn_t *c)
+{
+    mc_buf_free(&c->in);
+    mc_buf_free(&c->out);
+    mc_free(c->holds);
+    mc_free(c);
 }
 
 /* Timeouts, and reads resumed for connections a budget pause no longer holds. */
@@ -726,11 +803,15 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
             srv_sweep(s, mc_now_ms());
             s->next_sweep_ms = mc_now_ms() + SRV_SWEEP_MS;
         }
+        srv_release_holds(s);
+        uint64_t ticket = 0;
         if (s->o.before_reply && s->n_dirty)
-            s->o.before_reply(s->o.ctx);
+            ticket = s->o.before_reply(s->o.ctx);
         for (size_t i = 0; i < s->n_dirty; i++) {
             conn_t *c = s->dirty[i];
             c->dirty = 0;
+            if (!c->dead)
+                conn_hold(s, c, ticket);
             if (!c->dead)
                 conn_flush(s, c);
         }
@@ -738,9 +819,7 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
         while (s->dead) {
             conn_t *c = s->dead;
             s->dead = c->next_dead;
-            mc_buf_free(&c->in);
-            mc_buf_free(&c->out);
-            mc_free(c);
+            conn_free(c);
         }
     }
     return MC_OK;
@@ -761,6 +840,16 @@ void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *o)
 void mc_rpc_server_stop(mc_rpc_server_t *s)
 {
     atomic_store(&s->stop, 1);
+    uint64_t one = 1;
+    ssize_t r = write(s->evfd, &one, sizeof(one));
+    (void)r;
+}
+
+void mc_rpc_server_release(mc_rpc_server_t *s, uint64_t ticket)
+{
+    uint64_t cur = atomic_load(&s->durable);
+    while (cur < ticket && !atomic_compare_exchange_weak(&s->durable, &cur, ticket)) {
+    }
     uint64_t one = 1;
     ssize_t r = write(s->evfd, &one, sizeof(one));
     (void)r;
@@ -795,9 +884,7 @@ void mc_rpc_server_destroy(mc_rpc_server_t *s)
     while (s->dead) {
         conn_t *c = s->dead;
         s->dead = c->next_dead;
-        mc_buf_free(&c->in);
-        mc_buf_free(&c->out);
-        mc_free(c);
+        conn_free(c);
     }
     task_t *t = s->tasks;
     while (t) {

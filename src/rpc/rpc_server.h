@@ -8,7 +8,9 @@
  * Per loop iteration: read all ready connections and dispatch every complete frame, run the
  * cron if due, call before_reply (the master's WAL group commit: fsync once for all requests of
  * the iteration), and only then write the responses. So a response is never on the wire before
- * the state change it acknowledges is durable.
+ * the state change it acknowledges is durable. before_reply may instead hand out a ticket (a
+ * replicated append still in flight): the iteration's answers are then held, in order per
+ * connection, until that ticket is released, while the loop goes on serving.
  *
  * Authentication: every accepted connection first gets the auth HELLO (common/auth.h); the
  * first MC_AUTH_PROOF_SIZE bytes it sends are the PROOF, answered with the RESULT. Frames are
@@ -104,7 +106,10 @@ typedef struct mc_rpc_server_opts {
     mc_rpc_handler_fn handlers[MC_OP_MAX];
     uint32_t cron_period_ms;   /* 0 = no cron */
     void (*cron)(void *ctx);
-    void (*before_reply)(void *ctx);           /* may be NULL */
+    /* may be NULL; called once per loop iteration that has answers to write: returns 0 when
+     * they may be written now, or a ticket: they (and every later answer of the same
+     * connections) are held until mc_rpc_server_release(ticket) */
+    uint64_t (*before_reply)(void *ctx);
     void (*on_request)(void *ctx, uint16_t opcode, int failed); /* counters; may be NULL */
     uint32_t max_body;         /* 0 = MC_RPC_MAX_BODY */
     const mc_auth_t *auth;     /* keyring (borrowed, outlives the server); NULL = open */
@@ -124,6 +129,11 @@ typedef struct mc_rpc_server_opts {
  * MC_ERR_RPC_FAIL when the connection is gone (nothing to do: the caller forgets the call). */
 mc_status_t mc_rpc_server_reply(mc_rpc_server_t *srv, uint64_t conn_id, uint16_t opcode,
                                 uint64_t req_id, mc_status_t status, const ProtobufCMessage *resp);
+
+/* Any thread: answers held for tickets <= ticket may be written (the loop is woken). Tickets
+ * are released in increasing order; held answers count against mem_budget and conn_out_cap
+ * like queued ones, so a connection with too many held answers is not read. */
+void mc_rpc_server_release(mc_rpc_server_t *srv, uint64_t ticket);
 
 /* Binds and listens now (so the port is known before run). opts is copied. */
 mc_status_t mc_rpc_server_create(const mc_rpc_server_opts_t *opts, mc_rpc_server_t **srv_p);

@@ -27,6 +27,7 @@
 #include "master_rpc_ops.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -563,6 +564,82 @@ static void test_sigstop_zombie_is_fenced(void **state)
     ha_stop(b);
 }
 
+/* A call on its own connection, run by a thread; done is set when it returned. */
+typedef struct stalled_call {
+    mc_rpc_client_t *c;
+    const char *key;
+    bool put;       /* PutEnd, else GetReplicaList */
+    int32_t st;
+    atomic_bool done;
+} stalled_call_t;
+
+static void *stalled_main(void *arg)
+{
+    stalled_call_t *z = arg;
+    z->st = z->put ? put_end(z->c, CLIENT, z->key, 0x5ad) : get(z->c, z->key, NULL, NULL, NULL);
+    atomic_store(&z->done, true);
+    return NULL;
+}
+
+/* Pipelined group commit: a reply waits until the batch of its change is durable in etcd.
+ * The leader's appends are delayed (MC_HA_TEST_APPEND_DELAY_MS, 2.5 s each); a PutEnd sent to
+ * it, and a GetReplicaList of the same key on another connection, get no answer while the
+ * append is stalled; kill -9 of the leader then: neither was acknowledged, and the standby
+ * that takes over has every acknowledged object and not the unacknowledged one. */
+static void test_stalled_append_holds_replies(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "2500", 1);
+    ha_start(a, "stall");
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, "stall");
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+
+    mc_rpc_client_t *c, *c2;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c2), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segS", 1 << 30, 64 << 20, 0x33, false), MC_OK);
+    uint64_t addr = 0;
+    assert_int_equal(put_start(c, CLIENT, "acked", 4096, 1, &addr), MC_OK);
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(put_end(c, CLIENT, "acked", 0xace), MC_OK);
+    /* the commit is a logged change: its answer waited for the stalled append */
+    assert_true(mc_now_ms() - t0 >= 2000);
+    assert_int_equal(put_start(c, CLIENT, "stalled", 4096, 1, NULL), MC_OK);
+
+    stalled_call_t pe = {.c = c, .key = "stalled", .put = true};
+    pthread_t th, th2;
+    assert_int_equal(pthread_create(&th, NULL, stalled_main, &pe), 0);
+    mc_sleep_ms(300); /* the PutEnd is applied and its batch handed to the stalled appender */
+    stalled_call_t gt = {.c = c2, .key = "stalled", .put = false};
+    assert_int_equal(pthread_create(&th2, NULL, stalled_main, &gt), 0);
+    mc_sleep_ms(1000); /* both are still unanswered (the append takes 2.5 s) */
+    assert_false(atomic_load(&pe.done));
+    assert_false(atomic_load(&gt.done));
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    pthread_join(th, NULL);
+    pthread_join(th2, NULL);
+    assert_int_not_equal(pe.st, MC_OK); /* never acknowledged */
+    assert_int_not_equal(gt.st, MC_OK); /* nor the read that saw it */
+    mc_rpc_client_destroy(c);
+    mc_rpc_client_destroy(c2);
+
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, "segS", 1 << 30, 64 << 20, 0x33, true), MC_OK);
+    uint64_t a2 = 0, sum = 0;
+    assert_int_equal(get(c, "acked", &a2, &sum, NULL), MC_OK);
+    assert_true(a2 == addr && sum == 0xace);
+    assert_int_equal(get(c, "stalled", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_rpc_client_destroy(c);
+    ha_stop(b);
+}
+
 /* One etcd member killed (the first endpoint, unless it is etcd's raft leader: a raft election
  * (2-4 s with the tests' etcd timing) plus the time since the last keepalive could exceed the
  * fencing margin, and a fenced leader is then correct behaviour, not what this test is about):
@@ -719,6 +796,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fresh_standby_after_trim),
         cmocka_unit_test(test_takeover_applies_only_the_tail),
         cmocka_unit_test(test_same_address_refused),
+        cmocka_unit_test(test_stalled_append_holds_replies),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
     };

@@ -14,6 +14,7 @@
 #include "master_fixture.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,10 +449,102 @@ static void test_reconnect_after_restart(void **state)
     mc_rpc_client_destroy(c);
 }
 
+/* ---- held replies (before_reply tickets): a bare server whose before_reply holds every
+ * iteration's answers with a new ticket; ServiceReady handler notes the ticket of each call */
+static _Atomic uint64_t g_ticket;          /* the last ticket handed out (loop thread) */
+static _Atomic uint64_t g_req_ticket[8];   /* req_id -> the ticket its answer waits for */
+static _Atomic int g_handled;
+
+static mc_status_t held_handler(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                ProtobufCMessage **resp_p)
+{
+    (void)ctx;
+    (void)req;
+    static McRpc__StatusResponse r = MC_RPC__STATUS_RESPONSE__INIT;
+    if (call->req_id < 8)
+        g_req_ticket[call->req_id] = g_ticket + 1; /* this iteration's */
+    g_handled++;
+    *resp_p = &r.base;
+    return MC_OK;
+}
+
+static uint64_t held_before_reply(void *ctx)
+{
+    (void)ctx;
+    return ++g_ticket;
+}
+
+static void *held_run(void *arg)
+{
+    mc_rpc_server_run(arg);
+    return NULL;
+}
+
+static void held_send(int fd, uint64_t req_id)
+{
+    uint8_t h[32];
+    mc_rpc_hdr_t hdr = {.opcode = MC_OP_SERVICE_READY, .req_id = req_id};
+    mc_rpc_hdr_encode(&hdr, h);
+    assert_int_equal(mc_net_send_all(fd, h, 32, mc_now_ns() + 2000000000ull), MC_OK);
+}
+
+/* The next answer's req_id, 0 when none comes within ms. */
+static uint64_t held_recv(int fd, uint32_t ms)
+{
+    uint8_t b[32];
+    if (mc_net_recv_all(fd, b, 32, mc_now_ns() + (uint64_t)ms * 1000000ull) != MC_OK)
+        return 0;
+    mc_rpc_hdr_t h;
+    assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, &h), MC_OK);
+    assert_int_equal(h.status, MC_OK);
+    uint8_t body[64];
+    assert_true(h.body_len <= sizeof(body));
+    if (h.body_len)
+        assert_int_equal(mc_net_recv_all(fd, body, h.body_len, mc_now_ns() + 2000000000ull),
+                         MC_OK);
+    return h.req_id;
+}
+
+/* Answers held for a ticket leave only once it is released, in the order they were queued,
+ * and only those of released tickets. */
+static void test_held_replies(void **state)
+{
+    (void)state;
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .before_reply = held_before_reply};
+    so.handlers[MC_OP_SERVICE_READY] = held_handler;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, held_run, srv), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    int fd = raw_connect(addr);
+    for (uint64_t id = 1; id <= 3; id++) { /* one request per loop iteration: three tickets */
+        held_send(fd, id);
+        uint64_t dl = mc_now_ms() + 5000;
+        while (g_handled < (int)id && mc_now_ms() < dl)
+            mc_sleep_ms(1);
+        assert_int_equal(g_handled, (int)id);
+    }
+    assert_int_equal(held_recv(fd, 300), 0); /* all held */
+    assert_true(g_req_ticket[1] < g_req_ticket[2] && g_req_ticket[2] < g_req_ticket[3]);
+    mc_rpc_server_release(srv, g_req_ticket[2]);
+    assert_int_equal(held_recv(fd, 2000), 1);
+    assert_int_equal(held_recv(fd, 2000), 2);
+    assert_int_equal(held_recv(fd, 300), 0); /* the third waits for its own ticket */
+    mc_rpc_server_release(srv, g_req_ticket[3]);
+    assert_int_equal(held_recv(fd, 2000), 3);
+    close(fd);
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_codec),
+        cmocka_unit_test(test_held_replies),
         cmocka_unit_test_setup_teardown(test_put_get_over_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_call_halves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
