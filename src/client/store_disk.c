@@ -298,7 +298,8 @@ static void objlist_free(objlist_t *l)
 }
 
 /* Every object on disk, to the master (recovered). A copy of a value the master holds
- * differently, or that another server holds, is stale: removed from the disk. */
+ * differently, that another server holds, or that was removed while we were away, is stale:
+ * removed from the disk. */
 static mc_status_t reregister(mc_store_t *s)
 {
     store_disk_t *d = s->disk;
@@ -313,7 +314,9 @@ static mc_status_t reregister(mc_store_t *s)
         size_t n = l.n - i < NOTIFY_BATCH ? l.n - i : NOTIFY_BATCH;
         st = notify(s, l.keys + i, l.lens + i, l.sizes + i, l.sums + i, n, true, sts);
         for (size_t j = 0; st == MC_OK && j < n; j++) {
-            if (sts[j] == MC_ERR_INVALID_PARAMS || sts[j] == MC_ERR_OBJECT_ALREADY_EXISTS) {
+            /* OBJECT_NOT_FOUND: removed while we were away (the master's tombstone) */
+            if (sts[j] == MC_ERR_INVALID_PARAMS || sts[j] == MC_ERR_OBJECT_ALREADY_EXISTS ||
+                sts[j] == MC_ERR_OBJECT_NOT_FOUND) {
                 disk_remove_ikey(d, l.keys[i + j], l.lens[i + j]);
                 stale++;
             }
