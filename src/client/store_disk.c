@@ -86,6 +86,7 @@ struct store_disk {
     size_t *ev_lens;
     size_t n_ev, cap_ev, cap_ev_lens;
     atomic_ullong offloaded, offload_failed, disk_reads_served, promoted;
+    mc_status_t last_offload_err; /* offload thread: the last offload's failure (OK: none) */
 };
 
 /* ------------------------------------------------------------------ keys */
@@ -449,12 +450,23 @@ static void run_tasks(mc_store_t *s, McRpc__OffloadTaskItem **tasks, size_t n)
         }
         evictions_flush(s);
         if (st != MC_OK) {
-            /* CHECKSUM: the memory was freed and reused since the task was queued */
+            /* CHECKSUM: the memory was freed and reused since the task was queued (debug);
+             * a full or failing disk is logged at WARN when the reason changes */
             atomic_fetch_add(&d->offload_failed, 1);
-            MC_LOG_DEBUG("offload of a %llu-byte value failed: %s",
-                         (unsigned long long)t->size, mc_status_str(st));
+            if (st != MC_ERR_CHECKSUM && st != d->last_offload_err)
+                MC_LOG_WARN("offload: writing a %llu-byte value to the disk failed: %s (memory "
+                            "keeps the value; mooncake_ssd_offload_failed_total counts these)",
+                            (unsigned long long)t->size, mc_status_str(st));
+            else
+                MC_LOG_DEBUG("offload of a %llu-byte value failed: %s",
+                             (unsigned long long)t->size, mc_status_str(st));
+            d->last_offload_err = st;
+            /* the master drops the task (BatchEvictDiskReplica), so that eviction stops
+             * holding the value in memory for an offload that will not come */
+            forget(d, tenant, strlen(tenant), uk, ul);
             continue;
         }
+        d->last_offload_err = MC_OK;
         keys[k] = (char *)t->key.data;
         lens[k] = t->key.len;
         sizes[k] = t->size;
@@ -928,10 +940,14 @@ mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
         {"mooncake_ssd_evicted_objects_total", "Objects evicted from the disk (watermarks)"},
         {"mooncake_ssd_offloaded_total", "Offload tasks written and confirmed"},
         {"mooncake_ssd_reads_served_total", "Disk reads served to readers"},
+        {"mooncake_ssd_offload_failed_total",
+         "Offload tasks not written (disk full or failing, or the memory reused meanwhile)"},
+        {"mooncake_ssd_disk_full_total", "Disk writes refused for space (ENOSPC, limits)"},
     };
     const uint64_t cv[] = {ds.checksum_failures, ds.evicted_objects, atomic_load(&d->offloaded),
-                           atomic_load(&d->disk_reads_served)};
-    for (size_t i = 0; i < 4; i++) {
+                           atomic_load(&d->disk_reads_served), atomic_load(&d->offload_failed),
+                           ds.disk_full};
+    for (size_t i = 0; i < sizeof(cv) / sizeof(cv[0]); i++) {
         mc_prom_help_type(&p, counters[i][0], "counter", counters[i][1]);
         MC_PROM_PRINTF(&p, "%s %llu\n", counters[i][0], (unsigned long long)cv[i]);
     }

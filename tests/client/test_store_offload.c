@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -411,6 +412,82 @@ static void test_tenant_reader_disk_grant(void **state)
     mt_rmdir(tokdir);
 }
 
+/* The value of counter name in the server's client metrics. */
+static uint64_t metric(mc_store_t *s, const char *name)
+{
+    char *text = NULL, want[128];
+    assert_int_equal(mc_store_metrics_text(s, &text), MC_OK);
+    snprintf(want, sizeof(want), "\n%s ", name);
+    const char *p = strstr(text, want);
+    assert_non_null(p);
+    uint64_t v = strtoull(p + strlen(want), NULL, 10);
+    free(text);
+    return v;
+}
+
+/* The storage server's disk fills up (an 8 MiB tmpfs under a 64 MiB engine limit: the writes
+ * get ENOSPC): offloads fail cleanly and are counted, the master stops holding their values in
+ * memory for them, puts keep succeeding, the newest values read back from memory and those
+ * that reached the disk from there; every get answers exact bytes or OBJECT_NOT_FOUND. Where
+ * mounting is refused the engine's own limit (policy none) refuses the writes instead. */
+static void test_disk_full(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    assert_int_equal(mkdir(e.disk, 0700), 0);
+    bool mounted = mount("tmpfs", e.disk, "tmpfs", 0, "size=8m,mode=0700") == 0;
+    if (!mounted) {
+        print_message("disk full: tmpfs mount refused; the engine's 8 MiB limit (policy none)\n");
+        setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "8MB", 1);
+        setenv("MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY", "none", 1);
+    }
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "64MB", 1);
+    unsetenv("MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY");
+    r = reader(&e);
+    enum { N = 24 }; /* 12 MiB of values: more than the disk and the 4 MiB segment hold */
+    uint64_t t0 = mc_now_ms();
+    for (int k = 0; k < N; k++)
+        put_retry(r, k);
+    /* a failed offload no longer holds its value in memory: the puts do not wait out the
+     * master's 10 s hold of victims whose offload is queued */
+    assert_true(mc_now_ms() - t0 < 8000);
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (metric(srv, "mooncake_ssd_offload_failed_total") == 0) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    assert_true(metric(srv, "mooncake_ssd_disk_full_total") >= 1);
+    check_all(r, N - 6, N); /* the newest: memory */
+    uint64_t objs, bytes, off, served;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(objs >= 1 && objs < N);
+    char *v = malloc(VAL), *out = malloc(VAL);
+    char key[16];
+    int exact = 0;
+    for (int k = 0; k < N; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec io = {out, VAL};
+        int64_t got = mc_store_get_into(r, key, &io, 1);
+        if (got == MC_ERR_OBJECT_NOT_FOUND)
+            continue;
+        assert_int_equal(got, VAL);
+        assert_memory_equal(out, v, VAL);
+        exact++;
+    }
+    assert_true(exact >= 6 + 1); /* memory's and at least one from the disk */
+    free(v);
+    free(out);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    if (mounted)
+        assert_int_equal(umount2(e.disk, MNT_DETACH), 0);
+    stop(&e);
+}
+
 static void test_master_without_offload_refuses(void **state)
 {
     (void)state;
@@ -437,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_master_restart_reregisters),
         cmocka_unit_test(test_tenant_reader_disk_grant),
+        cmocka_unit_test(test_disk_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
