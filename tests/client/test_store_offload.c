@@ -4,7 +4,9 @@
  * from the disk (eager offload, and --offload_on_evict); promotion on hit; a restarted
  * storage server re-registers its disk objects; a byte corrupted on
  * disk gives an error, never data; a master without --enable_offload refuses the disk; a
- * tenant-token reader pulls disk-only objects through the owner's read grant. */
+ * tenant-token reader pulls disk-only objects through the owner's read grant; a full disk
+ * fails offloads cleanly while memory keeps serving; a storage server process killed with
+ * SIGKILL in the middle of its offload writes comes back with exact values only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,11 +34,11 @@
 typedef struct env {
     char dir[256], disk[300], addr[64];
     char bin[512], port[32], wal[300], log[300], flags[640];
-    char *margv[8];
+    char *margv[9];
     pid_t master;
 } env_t;
 
-/* flag: one or two master flags separated by a space */
+/* flag: up to four master flags separated by spaces */
 static void start(env_t *e, const char *flag)
 {
     uint16_t p;
@@ -48,10 +50,13 @@ static void start(env_t *e, const char *flag)
     snprintf(e->wal, sizeof(e->wal), "--wal_dir=%s/wal", e->dir);
     snprintf(e->log, sizeof(e->log), "%s/master.log", e->dir);
     snprintf(e->flags, sizeof(e->flags), "%s", flag);
-    char *f2 = strchr(e->flags, ' ');
-    if (f2)
-        *f2++ = 0;
-    char *argv[] = {e->bin, e->port, "--metrics_port=0", e->wal, e->flags, f2, NULL};
+    char *argv[] = {e->bin, e->port, "--metrics_port=0", e->wal, NULL, NULL, NULL, NULL, NULL};
+    int n = 4;
+    for (char *f = e->flags; f && n < 8; n++) { /* the flags, split at spaces */
+        argv[n] = f;
+        if ((f = strchr(f, ' ')))
+            *f++ = 0;
+    }
     memcpy(e->margv, argv, sizeof(argv));
     e->master = mt_spawn(e->margv, e->log);
     assert_int_equal(mt_wait_log(e->log, "listening", 10000), 0);
@@ -488,6 +493,112 @@ static void test_disk_full(void **state)
     stop(&e);
 }
 
+/* Bytes of the bucket files in dir. */
+static uint64_t bucket_bytes(const char *dir)
+{
+    uint64_t total = 0;
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        char path[600];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (strstr(de->d_name, ".bucket") && stat(path, &st) == 0)
+            total += (uint64_t)st.st_size;
+    }
+    closedir(dp);
+    return total;
+}
+
+/* A storage server process (mooncake_client --enable_offload) killed with SIGKILL while its
+ * offload thread writes the values it holds: restarted on the same directory, it re-registers
+ * what its disk holds, and every key then reads back exact or answers OBJECT_NOT_FOUND; the
+ * keys read back exact are at least those it re-registered. */
+static void test_server_kill9_mid_offload(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true --client_ttl=1 --segment_hold_sec=1");
+    char bin[512], m[128], dirf[340], log[300], log2[300];
+    mt_bin_path("mooncake_client", bin, sizeof(bin));
+    snprintf(m, sizeof(m), "--master_server_address=%s", e.addr);
+    snprintf(dirf, sizeof(dirf), "--offload_path=%s", e.disk);
+    snprintf(log, sizeof(log), "%s/server.log", e.dir);
+    snprintf(log2, sizeof(log2), "%s/server2.log", e.dir);
+    char *sargv[] = {bin, m, "--global_segment_size=64MB", "--local_hostname=127.0.0.1",
+                     "--protocol=tcp", "--enable_offload=true", dirf, NULL};
+    pid_t sp = mt_spawn(sargv, log);
+    assert_true(sp > 0);
+    assert_int_equal(mt_wait_log(log, "mooncake_client ready", 10000), 0);
+    mc_store_t *r = reader(&e);
+    enum { N = 48 }; /* 24 MiB: all in the 64 MiB segment, all queued for offload */
+    for (int k = 0; k < N; k++)
+        put_retry(r, k);
+    /* SIGKILL as soon as a quarter of the values has reached the bucket files: the offload
+     * thread is writing the rest (the print says where it landed) */
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (bucket_bytes(e.disk) < N / 4 * VAL) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(1);
+    }
+    mt_stop(sp, SIGKILL, 5000);
+    uint64_t at_kill = bucket_bytes(e.disk);
+    sp = mt_spawn(sargv, log2);
+    assert_true(sp > 0);
+    assert_int_equal(mt_wait_log(log2, "re-registered", 10000), 0);
+    FILE *f = fopen(log2, "r");
+    assert_non_null(f);
+    char line[512];
+    unsigned long rereg = 0;
+    while (fgets(line, sizeof(line), f)) {
+        const char *p = strstr(line, "re-registered ");
+        if (p)
+            rereg = strtoul(p + strlen("re-registered "), NULL, 10);
+    }
+    fclose(f);
+    print_message("kill -9 with %llu bytes of bucket files; %lu objects re-registered\n",
+                  (unsigned long long)at_kill, rereg);
+    assert_true(rereg >= 1 && rereg <= N);
+    /* the killed process's memory replicas go with its client (client_ttl, segment hold):
+     * then gets reach the disk; every answer is the exact value or OBJECT_NOT_FOUND */
+    char *v = malloc(VAL), *out = malloc(VAL);
+    bool ok[N] = {0}, gone[N] = {0};
+    unsigned long exact = 0, settled = 0;
+    deadline = mc_now_ms() + 20000;
+    while (settled < N) {
+        assert_true(mc_now_ms() < deadline);
+        for (int k = 0; k < N; k++) {
+            if (ok[k] || gone[k])
+                continue;
+            char key[16];
+            snprintf(key, sizeof(key), "k%d", k);
+            fill(v, k);
+            memset(out, 0, VAL);
+            struct iovec io = {out, VAL};
+            int64_t got = mc_store_get_into(r, key, &io, 1);
+            if (got == VAL) {
+                assert_memory_equal(out, v, VAL); /* never wrong bytes */
+                ok[k] = true;
+                exact++;
+                settled++;
+            } else if (got == MC_ERR_OBJECT_NOT_FOUND) {
+                gone[k] = true;
+                settled++;
+            }
+        }
+        if (settled < N)
+            mc_sleep_ms(50);
+    }
+    assert_true(exact >= rereg);
+    free(v);
+    free(out);
+    mc_store_destroy(r);
+    mt_stop(sp, SIGTERM, 5000);
+    stop(&e);
+}
+
 static void test_master_without_offload_refuses(void **state)
 {
     (void)state;
@@ -515,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_master_restart_reregisters),
         cmocka_unit_test(test_tenant_reader_disk_grant),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_server_kill9_mid_offload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
