@@ -44,6 +44,7 @@ typedef struct replay {
     size_t n_reqs;
     uint32_t threads;
     double time_scale;       /* 0 = as fast as possible */
+    uint64_t put_retry_ms;   /* retry puts refused with NO_AVAILABLE_HANDLE this long (0: no) */
     uint32_t replicas;
     const char *transport;   /* "tcp" when tcp is forced to every peer, else "auto" */
     uint64_t t0_ms;
@@ -174,6 +175,15 @@ static void *replay_worker(void *arg)
             t = mc_now_ns();
             mc_store_batch_put(rp->store, n - fetched, keys + fetched, piov + fetched,
                                nparts + fetched, &cfg, false, res);
+            /* --put_retry_ms: blocks refused for space while eviction waits (for instance
+             * for offloads to the SSD tier) are put again, one at a time, until the deadline */
+            uint64_t retry_dl = mc_now_ms() + rp->put_retry_ms;
+            for (size_t i = 0; rp->put_retry_ms && i < n - fetched; i++)
+                while (res[i] == MC_ERR_NO_AVAILABLE_HANDLE && mc_now_ms() < retry_dl) {
+                    mc_sleep_ms(1);
+                    res[i] = mc_store_put(rp->store, keys[fetched + i], piov[fetched + i],
+                                          nparts[fetched + i], &cfg);
+                }
             lat_push(&pl, (mc_now_ns() - t) / 1000, (uint32_t)(n - fetched));
             for (size_t i = 0; i < n - fetched; i++) {
                 if (res[i] == MC_OK) {
@@ -315,7 +325,7 @@ int main(int argc, char **argv)
     const char *trace_path = "data/traces/conversation_trace.jsonl", *master = "127.0.0.1:50051",
                *metadata = "P2PHANDSHAKE", *ns = "demo-model@tp0@bf16", *hostname = "127.0.0.1",
                *profile_out = "";
-    int64_t requests = 300, threads = 2, replicas = 1;
+    int64_t requests = 300, threads = 2, replicas = 1, put_retry_ms = 0;
     uint64_t block_bytes = 256 * 1024, segment = 0;
     double time_scale = 0;
     bool json = false;
@@ -334,6 +344,9 @@ int main(int argc, char **argv)
         {"global_segment_size", MC_OPT_SIZE, &segment, NULL, "memory this client contributes", 0, 1ull << 40},
         {"time_scale", MC_OPT_DOUBLE, &time_scale, NULL, "replay speed-up vs trace timestamps (0 = closed loop)", 0, 1e9},
         {"json", MC_OPT_BOOL, &json, NULL, "also print a JSON line", 0, 0},
+        {"put_retry_ms", MC_OPT_INT, &put_retry_ms, NULL,
+         "retry a put refused with NO_AVAILABLE_HANDLE (eviction waiting, e.g. for SSD "
+         "offloads) for up to this long per request (0 = count it failed at once)", 0, 600000},
         {"profile_out", MC_OPT_STRING, &profile_out, NULL, "write the measured-store profile (JSON) for mc_sim --measured_store", 0, 0},
         MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
     };
@@ -366,6 +379,7 @@ int main(int argc, char **argv)
     mc_tool_store_knobs_fill(&knobs, &cfg);
     replay_t rp = {.transport = knobs.te_tuning.force_tcp == 1 ? "tcp" : "auto", .trace = trace, .ns = ns, .block_bytes = block_bytes, .n_reqs = trace->n_reqs,
                    .threads = (uint32_t)threads, .time_scale = time_scale,
+                   .put_retry_ms = (uint64_t)put_retry_ms,
                    .replicas = (uint32_t)replicas};
     pthread_mutex_init(&rp.lock, NULL);
     mc_status_t st = mc_store_create(&cfg, &rp.store);

@@ -26,6 +26,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/config.h"
+#include "common/grant.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/prom.h"
@@ -51,6 +52,7 @@
 
 typedef struct staged {
     uint64_t id, off, len, t_ms;
+    bool granted; /* a read grant covers it until t_ms + gc_ttl_ms: held until then */
 } staged_t;
 
 struct reader_conn {
@@ -84,6 +86,7 @@ struct store_disk {
     size_t *ev_lens;
     size_t n_ev, cap_ev, cap_ev_lens;
     atomic_ullong offloaded, offload_failed, disk_reads_served, promoted;
+    mc_status_t last_offload_err; /* offload thread: the last offload's failure (OK: none) */
 };
 
 /* ------------------------------------------------------------------ keys */
@@ -298,7 +301,8 @@ static void objlist_free(objlist_t *l)
 }
 
 /* Every object on disk, to the master (recovered). A copy of a value the master holds
- * differently, or that another server holds, is stale: removed from the disk. */
+ * differently, that another server holds, or that was removed while we were away, is stale:
+ * removed from the disk. */
 static mc_status_t reregister(mc_store_t *s)
 {
     store_disk_t *d = s->disk;
@@ -313,7 +317,9 @@ static mc_status_t reregister(mc_store_t *s)
         size_t n = l.n - i < NOTIFY_BATCH ? l.n - i : NOTIFY_BATCH;
         st = notify(s, l.keys + i, l.lens + i, l.sizes + i, l.sums + i, n, true, sts);
         for (size_t j = 0; st == MC_OK && j < n; j++) {
-            if (sts[j] == MC_ERR_INVALID_PARAMS || sts[j] == MC_ERR_OBJECT_ALREADY_EXISTS) {
+            /* OBJECT_NOT_FOUND: removed while we were away (the master's tombstone) */
+            if (sts[j] == MC_ERR_INVALID_PARAMS || sts[j] == MC_ERR_OBJECT_ALREADY_EXISTS ||
+                sts[j] == MC_ERR_OBJECT_NOT_FOUND) {
                 disk_remove_ikey(d, l.keys[i + j], l.lens[i + j]);
                 stale++;
             }
@@ -444,12 +450,23 @@ static void run_tasks(mc_store_t *s, McRpc__OffloadTaskItem **tasks, size_t n)
         }
         evictions_flush(s);
         if (st != MC_OK) {
-            /* CHECKSUM: the memory was freed and reused since the task was queued */
+            /* CHECKSUM: the memory was freed and reused since the task was queued (debug);
+             * a full or failing disk is logged at WARN when the reason changes */
             atomic_fetch_add(&d->offload_failed, 1);
-            MC_LOG_DEBUG("offload of a %llu-byte value failed: %s",
-                         (unsigned long long)t->size, mc_status_str(st));
+            if (st != MC_ERR_CHECKSUM && st != d->last_offload_err)
+                MC_LOG_WARN("offload: writing a %llu-byte value to the disk failed: %s (memory "
+                            "keeps the value; mooncake_ssd_offload_failed_total counts these)",
+                            (unsigned long long)t->size, mc_status_str(st));
+            else
+                MC_LOG_DEBUG("offload of a %llu-byte value failed: %s",
+                             (unsigned long long)t->size, mc_status_str(st));
+            d->last_offload_err = st;
+            /* the master drops the task (BatchEvictDiskReplica), so that eviction stops
+             * holding the value in memory for an offload that will not come */
+            forget(d, tenant, strlen(tenant), uk, ul);
             continue;
         }
+        d->last_offload_err = MC_OK;
         keys[k] = (char *)t->key.data;
         lens[k] = t->key.len;
         sizes[k] = t->size;
@@ -562,10 +579,12 @@ static staged_t *staged_alloc(store_disk_t *d, uint64_t len)
     return b;
 }
 
+/* Frees batch id's range now, unless a read grant covers it (then staged_gc frees it when the
+ * grant has expired, so that no other reader's bytes land where the grant still reaches). */
 static void staged_release(store_disk_t *d, uint64_t id)
 {
     for (size_t i = 0; i < d->n_staged; i++) {
-        if (d->staged[i].id == id) {
+        if (d->staged[i].id == id && !d->staged[i].granted) {
             memmove(&d->staged[i], &d->staged[i + 1], (d->n_staged - i - 1) * sizeof(staged_t));
             d->n_staged--;
             return;
@@ -574,6 +593,39 @@ static void staged_release(store_disk_t *d, uint64_t id)
 }
 
 static uint64_t round4k(uint64_t n) { return (n + 4095) & ~4095ull; }
+
+/* A tenant-bound reader pulls the staged bytes through the TE, which serves a tenant only the
+ * ranges a grant names: one read grant for batch id's range, for this TE segment and the
+ * reader's tenant, signed with our cluster key (common/grant.h), valid gc_ttl_ms. Verifier
+ * and signer are this process, so one clock decides expiry. Without a cluster key no grant
+ * is attached (logged): the pull fails PERMISSION_DENIED where the TE enforces grants. */
+static void grant_staged(mc_store_t *s, mc_rpc_call_t *call,
+                         McRpc__BatchGetOffloadObjectResponse *r, uint64_t id, const char *tenant)
+{
+    store_disk_t *d = s->disk;
+    staged_t *b = NULL;
+    for (size_t i = 0; i < d->n_staged && !b; i++)
+        if (d->staged[i].id == id)
+            b = &d->staged[i];
+    McRpc__TeGrant *g = mc_rpc_arena_calloc(call->arena, 1, sizeof(*g));
+    uint8_t *blob = mc_rpc_arena_calloc(call->arena, 1, MC_GRANT_SIZE(1));
+    if (!b || !g || !blob)
+        return;
+    mc_grant_range_t rg = {.addr = (uint64_t)(uintptr_t)(d->staging + b->off), .len = b->len};
+    size_t len = 0;
+    mc_status_t st = mc_grant_sign(s->auth, s->te_name, tenant, MC_GRANT_READ,
+                                   mc_wall_ms() + d->gc_ttl_ms, &rg, 1, blob, &len);
+    if (st != MC_OK) {
+        MC_LOG_WARN("offload: no read grant for a tenant-bound reader: %s", mc_status_str(st));
+        return;
+    }
+    b->granted = true;
+    b->t_ms = mc_now_ms(); /* held gc_ttl_ms from now: after the grant's expiry (read before) */
+    mc_rpc__te_grant__init(g);
+    g->transport_endpoint = (char *)s->te_name;
+    g->grant = (ProtobufCBinaryData){.len = len, .data = blob};
+    r->grant = g;
+}
 
 static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
                                  ProtobufCMessage **resp_p)
@@ -650,6 +702,8 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
             forget(d, tenant, strlen(tenant), rq[i].key, rq[i].key_len);
     }
     r->n_pointers = r->n_statuses = n;
+    if (any && call->peer && call->peer->tenant[0])
+        grant_staged(s, call, r, id, tenant);
     if (any) {
         r->batch_id = id;
         atomic_fetch_add(&d->disk_reads_served, 1);
@@ -886,10 +940,14 @@ mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
         {"mooncake_ssd_evicted_objects_total", "Objects evicted from the disk (watermarks)"},
         {"mooncake_ssd_offloaded_total", "Offload tasks written and confirmed"},
         {"mooncake_ssd_reads_served_total", "Disk reads served to readers"},
+        {"mooncake_ssd_offload_failed_total",
+         "Offload tasks not written (disk full or failing, or the memory reused meanwhile)"},
+        {"mooncake_ssd_disk_full_total", "Disk writes refused for space (ENOSPC, limits)"},
     };
     const uint64_t cv[] = {ds.checksum_failures, ds.evicted_objects, atomic_load(&d->offloaded),
-                           atomic_load(&d->disk_reads_served)};
-    for (size_t i = 0; i < 4; i++) {
+                           atomic_load(&d->disk_reads_served), atomic_load(&d->offload_failed),
+                           ds.disk_full};
+    for (size_t i = 0; i < sizeof(cv) / sizeof(cv[0]); i++) {
         mc_prom_help_type(&p, counters[i][0], "counter", counters[i][1]);
         MC_PROM_PRINTF(&p, "%s %llu\n", counters[i][0], (unsigned long long)cv[i]);
     }
@@ -983,6 +1041,8 @@ mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__Replica
     if (st == MC_OK)
         st = b->statuses[0];
     uint64_t batch = st == MC_OK || (r && b->batch_id) ? b->batch_id : 0;
+    if (st == MC_OK && b->grant)
+        store_grants_present(s, &b->grant, 1); /* we are tenant-bound: the owner granted it */
     if (st == MC_OK) {
         xfer_plan_t plan = {0};
         st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr, b->pointers[0], size,

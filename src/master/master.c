@@ -1352,6 +1352,28 @@ mc_status_t mc_master_remove_regex(mc_master_t *m, const char *pattern, bool for
     return mc_master_remove_scoped(m, NULL, pattern, force, count_p, retired);
 }
 
+/* RemoveByRegex/RemoveAll's filter: the key is in scope and its user part matches re (NULL:
+ * every key). */
+typedef struct {
+    const mc_tenant_scope_t *scope;
+    const regex_t *re;
+} remove_match_t;
+
+static bool remove_match(void *arg, const char *key, size_t klen)
+{
+    const remove_match_t *rm = arg;
+    const char *ukey;
+    size_t ulen;
+    if (!mc_tenant_scope_key(rm->scope, key, klen, &ukey, &ulen))
+        return false;
+    if (!rm->re)
+        return true;
+    char kbuf[KEY_MAX + 1];
+    memcpy(kbuf, ukey, ulen);
+    kbuf[ulen] = 0;
+    return regexec(rm->re, kbuf, 0, NULL, 0) == 0;
+}
+
 mc_status_t mc_master_remove_scoped(mc_master_t *m, const mc_tenant_scope_t *scope,
                                     const char *pattern, bool force, uint64_t *count_p,
                                     mc_master_retired_t *retired)
@@ -1365,21 +1387,16 @@ mc_status_t mc_master_remove_scoped(mc_master_t *m, const mc_tenant_scope_t *sco
         return MC_ERR_INVALID_PARAMS;
     }
     uint64_t now = master_now(m), n = 0;
-    char kbuf[KEY_MAX + 1];
+    remove_match_t rm = {scope, pattern ? &re : NULL};
     for (obj_t *o = master_readable_next(m, NULL); o;) {
         obj_t *next = master_readable_next(m, o);
-        const char *ukey;
-        size_t ulen;
-        bool match = mc_tenant_scope_key(scope, obj_key(o), o->klen, &ukey, &ulen);
-        if (match && pattern) {
-            memcpy(kbuf, ukey, ulen);
-            kbuf[ulen] = 0;
-            match = regexec(&re, kbuf, 0, NULL, 0) == 0;
-        }
-        if (match && remove_obj(m, o, force, now, retired) == MC_OK)
+        if (remove_match(&rm, obj_key(o), o->klen) &&
+            remove_obj(m, o, force, now, retired) == MC_OK)
             n++;
         o = next;
     }
+    /* disk-only keys (their memory copy evicted): their owners are told to remove them */
+    n += master_disk_remove_where(m, remove_match, &rm);
     if (pattern)
         regfree(&re);
     *count_p = n;

@@ -306,6 +306,10 @@ mc_status_t mc_master_report_ssd_capacity(mc_master_t *m, const uint8_t client_i
                                           uint64_t bytes);
 
 #define MC_MASTER_OFFLOAD_BATCH_MAX 1024 /* tasks one heartbeat hands out at most */
+/* Removed disk copies remembered until their owner acknowledges the removal (its next
+ * heartbeat after the task), so that a re-registration cannot bring them back; beyond this
+ * many the oldest is forgotten (disk-tier.md, "Removal while the owner is down"). */
+#define MC_MASTER_DISK_TOMBSTONES_MAX 65536
 typedef struct mc_master_offload_task {
     const char *key;            /* internal key, klen bytes (in the tasks' keys block) */
     size_t klen;

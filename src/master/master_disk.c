@@ -18,6 +18,14 @@
  *   - each owner's task queue holds QUEUED entries (offloads), DROP entries (removals: no
  *     longer in the table) and STORED ones (promotions), handed out oldest first.
  *
+ * Tombstones (dtomb_t): a removal of a stored copy is remembered by (key, size, checksum) until
+ * the owner acknowledges it (its next OffloadObjectHeartbeat after the one that handed the
+ * removal out: the storage server runs a batch's tasks before it beats again), a later value of
+ * the key is committed or placed on a disk, or MC_MASTER_DISK_TOMBSTONES_MAX newer ones push it
+ * out. A re-registration of a copy that matches one answers OBJECT_NOT_FOUND (the server
+ * removes it): a removal issued while the owner was down, killed or restarting under a new
+ * client id does not come back.
+ *
  * Not in the WAL: after a master restart the storage servers re-register their disk objects
  * (NotifyOffloadSuccess of what they find on disk) when they learn they must re-mount.
  *
@@ -57,6 +65,19 @@ enum { PROMO_NONE = 0, PROMO_QUEUED = 1, PROMO_HANDED = 2 };
 #define SK_ROWS 4
 #define SK_BITS 14
 #define SK_AGE_ADDS (10u << SK_BITS)
+
+typedef struct dtomb {
+    struct dtomb *hnext;         /* m->dtbuckets chain */
+    struct dtomb *prev, *next;   /* m->dt_head..dt_tail, oldest first */
+    uint64_t size, checksum;     /* the removed copy */
+    uint64_t beat;               /* handed: to owner, when its heartbeat count was beat */
+    uint32_t hash, owner;
+    uint16_t klen;
+    bool handed;
+    char key[];
+} dtomb_t;
+
+#define DT_BUCKETS 4096u /* chains average MC_MASTER_DISK_TOMBSTONES_MAX / 4096 = 16 at most */
 
 static client_t *client_by_serial(mc_master_t *m, uint32_t serial)
 {
@@ -105,6 +126,108 @@ static dobj_t *dfind(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     return NULL;
 }
 
+static dtomb_t *tfind(mc_master_t *m, const char *key, size_t klen, uint32_t h)
+{
+    if (!m->dtbuckets)
+        return NULL;
+    for (dtomb_t *t = m->dtbuckets[h % DT_BUCKETS]; t; t = t->hnext)
+        if (t->hash == h && t->klen == klen && memcmp(t->key, key, klen) == 0)
+            return t;
+    return NULL;
+}
+
+static void tfree(mc_master_t *m, dtomb_t *t)
+{
+    dtomb_t **pp = &m->dtbuckets[t->hash % DT_BUCKETS];
+    while (*pp != t)
+        pp = &(*pp)->hnext;
+    *pp = t->hnext;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        m->dt_head = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    else
+        m->dt_tail = t->prev;
+    if (t->handed) {
+        client_t *c = client_by_serial(m, t->owner);
+        if (c && c->tombs_handed)
+            c->tombs_handed--;
+    }
+    m->n_dtombs--;
+    mc_free(t);
+}
+
+/* The key is live again (a value committed, or placed on a disk): its tombstone goes. */
+static void tforget(mc_master_t *m, const char *key, size_t klen, uint32_t h)
+{
+    dtomb_t *t = tfind(m, key, klen, h);
+    if (t)
+        tfree(m, t);
+}
+
+/* Remembers the removal of d's stored copy (replacing an older tombstone of the key); the
+ * oldest tombstone goes when the set is full. Out of memory: not remembered (logged). */
+static void tadd(mc_master_t *m, const dobj_t *d)
+{
+    tforget(m, d->key, d->klen, d->hash);
+    if (!m->dtbuckets && !(m->dtbuckets = mc_calloc(DT_BUCKETS, sizeof(*m->dtbuckets))))
+        goto nomem;
+    if (m->n_dtombs >= MC_MASTER_DISK_TOMBSTONES_MAX) {
+        MC_LOG_WARN("master: %u disk removals not yet acknowledged; the oldest is forgotten "
+                    "(a restarted storage server may re-register it)",
+                    MC_MASTER_DISK_TOMBSTONES_MAX);
+        tfree(m, m->dt_head);
+    }
+    dtomb_t *t = mc_calloc(1, sizeof(*t) + d->klen);
+    if (!t)
+        goto nomem;
+    memcpy(t->key, d->key, d->klen);
+    t->klen = d->klen;
+    t->hash = d->hash;
+    t->owner = d->owner;
+    t->size = d->size;
+    t->checksum = d->checksum;
+    t->hnext = m->dtbuckets[t->hash % DT_BUCKETS];
+    m->dtbuckets[t->hash % DT_BUCKETS] = t;
+    t->prev = m->dt_tail;
+    if (m->dt_tail)
+        m->dt_tail->next = t;
+    else
+        m->dt_head = t;
+    m->dt_tail = t;
+    m->n_dtombs++;
+    return;
+nomem:
+    MC_LOG_WARN("master: no memory for a disk removal's tombstone");
+}
+
+/* Tombstone t is (again) waiting for c's next heartbeat. */
+static void thand(mc_master_t *m, dtomb_t *t, client_t *c)
+{
+    if (t->handed) {
+        client_t *o = client_by_serial(m, t->owner);
+        if (o && o->tombs_handed)
+            o->tombs_handed--;
+    }
+    t->owner = c->serial;
+    t->handed = true;
+    t->beat = c->disk_beats;
+    c->tombs_handed++;
+}
+
+/* c beat again: the removals handed to it before are done. */
+static void tack(mc_master_t *m, client_t *c)
+{
+    for (dtomb_t *t = m->dt_head; t && c->tombs_handed;) {
+        dtomb_t *n = t->next;
+        if (t->handed && t->owner == c->serial && t->beat < c->disk_beats)
+            tfree(m, t);
+        t = n;
+    }
+}
+
 /* Every change of d->promote goes through here (m->n_promoting counts those in flight). */
 static void set_promote(mc_master_t *m, dobj_t *d, uint8_t v)
 {
@@ -151,6 +274,8 @@ static void ddrop(mc_master_t *m, dobj_t *d, bool tell_owner)
     dunlink(m, d);
     charge(c, d, -1);
     bool stored = d->state == D_STORED;
+    if (stored && tell_owner)
+        tadd(m, d);
     d->state = D_DROP;
     if (d->in_queue)
         return; /* freed when the queue hands it out */
@@ -165,6 +290,7 @@ static dobj_t *dnew(mc_master_t *m, const char *key, size_t klen, uint32_t h, ui
 {
     if (m->n_dobjs >= m->n_dbuckets && dtable_grow(m) != 0)
         return NULL;
+    tforget(m, key, klen, h);
     dobj_t *d = mc_calloc(1, sizeof(*d) + klen);
     if (!d)
         return NULL;
@@ -214,6 +340,7 @@ void master_disk_put_end(mc_master_t *m, obj_t *o)
 {
     if (!m->cfg.enable_offload)
         return;
+    tforget(m, obj_key(o), o->klen, o->hash);
     dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
     if (d && d->state == D_STORED && d->size == o->size && d->checksum == o->checksum) {
         if (d->promote) { /* a promotion's memory copy: both tiers hold the value now */
@@ -360,15 +487,44 @@ void master_disk_client_gone(mc_master_t *m, client_t *c)
     c->dq_n = 0;
     c->disk_mounted = c->disk_offloading = false;
     c->disk_bytes = c->disk_objects = 0;
+    /* its unacknowledged tombstones stay (it may come back under another id) */
+    for (dtomb_t *t = m->dt_head; t && c->tombs_handed; t = t->next)
+        if (t->handed && t->owner == c->serial) {
+            t->handed = false;
+            c->tombs_handed--;
+        }
     mc_free(c->disk_endpoint);
     c->disk_endpoint = NULL;
     m->view_version++;
+}
+
+uint64_t master_disk_remove_where(mc_master_t *m,
+                                  bool (*match)(void *arg, const char *key, size_t klen),
+                                  void *arg)
+{
+    uint64_t n = 0;
+    for (uint64_t b = 0; b < m->n_dbuckets; b++) {
+        for (dobj_t *d = m->dbuckets[b]; d;) {
+            dobj_t *next = d->hnext;
+            if (d->state == D_STORED && !master_obj_find(m, d->key, d->klen, d->hash) &&
+                match(arg, d->key, d->klen)) {
+                ddrop(m, d, true);
+                n++;
+            }
+            d = next;
+        }
+    }
+    return n;
 }
 
 void master_disk_free(mc_master_t *m)
 {
     for (size_t i = 0; i < m->n_clients; i++)
         master_disk_client_gone(m, &m->clients[i]);
+    while (m->dt_head)
+        tfree(m, m->dt_head);
+    mc_free(m->dtbuckets);
+    m->dtbuckets = NULL;
     mc_free(m->dbuckets);
     m->dbuckets = NULL;
     m->n_dbuckets = 0;
@@ -456,6 +612,9 @@ mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t cid[16],
     if (!c)
         return MC_ERR_UNABLE_OFFLOADING;
     c->disk_offloading = enable_offloading;
+    c->disk_beats++;
+    if (c->tombs_handed)
+        tack(m, c);
     if (max == 0 || max > MC_MASTER_OFFLOAD_BATCH_MAX)
         max = MC_MASTER_OFFLOAD_BATCH_MAX;
     uint32_t n = c->dq_n < max ? (uint32_t)c->dq_n : max;
@@ -481,6 +640,9 @@ mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t cid[16],
         mc_master_offload_task_t *t = &out->items[out->n];
         if (d->state == D_DROP) {
             t->remove = true;
+            dtomb_t *tb = tfind(m, d->key, d->klen, d->hash);
+            if (tb)
+                thand(m, tb, c);
         } else if (d->state == D_STORED) { /* a promotion: the owner reads its disk */
             t->promote = true;
             t->size = d->size;
@@ -555,6 +717,13 @@ mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t cid[1
          * value is kept; otherwise the newest copy wins */
         if (d && !o && d->state == D_STORED && (d->size != size || d->checksum != checksum))
             return MC_ERR_OBJECT_ALREADY_EXISTS;
+        /* a copy removed while its owner was away: removed again (acknowledged at c's next
+         * heartbeat, which follows the removal) */
+        dtomb_t *tb = !o && !d ? tfind(m, key, klen, h) : NULL;
+        if (tb && tb->size == size && tb->checksum == checksum) {
+            thand(m, tb, c);
+            return MC_ERR_OBJECT_NOT_FOUND;
+        }
         if (d) {
             ddrop(m, d, d->owner != c->serial);
             d = NULL;

@@ -96,6 +96,8 @@ typedef struct client {
     uint64_t disk_bytes, disk_objects; /* its STORED entries */
     dobj_t *dq_head, *dq_tail;  /* offload and removal tasks not handed out yet */
     uint64_t dq_n;
+    uint64_t disk_beats;        /* OffloadObjectHeartbeats received */
+    uint64_t tombs_handed;      /* tombstones waiting for its next heartbeat (its ack) */
 } client_t;
 
 typedef struct discarded {
@@ -134,6 +136,9 @@ struct mc_master {
     uint8_t *dsketch;           /* count-min sketch of disk hits (promotion_on_hit) */
     uint64_t dsketch_adds;
     uint64_t n_promoting;       /* entries with a promotion queued or handed out */
+    struct dtomb **dtbuckets;   /* removed disk copies not yet acknowledged (master_disk.c) */
+    struct dtomb *dt_head, *dt_tail; /* the same, oldest first */
+    uint64_t n_dtombs;
 
     segment_t **segs;
     uint32_t n_segs;            /* slots in use or free (ids < n_segs) */
@@ -238,6 +243,11 @@ bool master_disk_has(mc_master_t *m, const char *key, size_t klen, uint32_t h);
 bool master_disk_replica(mc_master_t *m, const char *key, size_t klen, uint32_t h,
                          mc_master_replica_t *out, uint64_t *size_p, uint64_t *checksum_p);
 void master_disk_client_gone(mc_master_t *m, client_t *c);
+/* RemoveByRegex/RemoveAll: drops every disk-only key (a stored disk copy, no memory object)
+ * that match accepts, as a removal (task and tombstone for its owner); returns how many. */
+uint64_t master_disk_remove_where(mc_master_t *m,
+                                  bool (*match)(void *arg, const char *key, size_t klen),
+                                  void *arg);
 void master_disk_free(mc_master_t *m);
 void master_disk_metrics(mc_master_t *m, mc_master_metrics_t *out);
 /* master_tenants.c (no-ops unless cfg.multi_tenants) */

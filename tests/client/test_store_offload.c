@@ -3,7 +3,10 @@
  * and a reader store. Eager offload after PutEnd; objects evicted from memory read back exact
  * from the disk (eager offload, and --offload_on_evict); promotion on hit; a restarted
  * storage server re-registers its disk objects; a byte corrupted on
- * disk gives an error, never data; a master without --enable_offload refuses the disk. */
+ * disk gives an error, never data; a master without --enable_offload refuses the disk; a
+ * tenant-token reader pulls disk-only objects through the owner's read grant; a full disk
+ * fails offloads cleanly while memory keeps serving; a storage server process killed with
+ * SIGKILL in the middle of its offload writes comes back with exact values only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,12 +33,12 @@
 
 typedef struct env {
     char dir[256], disk[300], addr[64];
-    char bin[512], port[32], wal[300], log[300], flags[128];
-    char *margv[8];
+    char bin[512], port[32], wal[300], log[300], flags[640];
+    char *margv[9];
     pid_t master;
 } env_t;
 
-/* flag: one or two master flags separated by a space */
+/* flag: up to four master flags separated by spaces */
 static void start(env_t *e, const char *flag)
 {
     uint16_t p;
@@ -46,10 +50,13 @@ static void start(env_t *e, const char *flag)
     snprintf(e->wal, sizeof(e->wal), "--wal_dir=%s/wal", e->dir);
     snprintf(e->log, sizeof(e->log), "%s/master.log", e->dir);
     snprintf(e->flags, sizeof(e->flags), "%s", flag);
-    char *f2 = strchr(e->flags, ' ');
-    if (f2)
-        *f2++ = 0;
-    char *argv[] = {e->bin, e->port, "--metrics_port=0", e->wal, e->flags, f2, NULL};
+    char *argv[] = {e->bin, e->port, "--metrics_port=0", e->wal, NULL, NULL, NULL, NULL, NULL};
+    int n = 4;
+    for (char *f = e->flags; f && n < 8; n++) { /* the flags, split at spaces */
+        argv[n] = f;
+        if ((f = strchr(f, ' ')))
+            *f++ = 0;
+    }
     memcpy(e->margv, argv, sizeof(argv));
     e->master = mt_spawn(e->margv, e->log);
     assert_int_equal(mt_wait_log(e->log, "listening", 10000), 0);
@@ -71,23 +78,42 @@ static void stop(env_t *e)
     mt_rmdir(e->dir);
 }
 
-/* The storage server: a 4 MiB segment and the disk. */
-static mc_status_t server(env_t *e, mc_store_t **s)
+/* The storage server: a 4 MiB segment and the disk; token: its token file (NULL: none). */
+static mc_status_t server_tok(env_t *e, const char *token, mc_store_t **s)
 {
+    static mc_te_config_t tuning;
+    tuning = (mc_te_config_t){.auth_token_file = token};
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                              .protocol = "tcp", .master_server_addr = e->addr,
-                             .global_segment_size = 4u << 20, .ssd_offload_path = e->disk};
+                             .global_segment_size = 4u << 20, .ssd_offload_path = e->disk,
+                             .te_tuning = token ? &tuning : NULL};
     return mc_store_create(&cfg, s);
+}
+
+static mc_status_t server(env_t *e, mc_store_t **s)
+{
+    return server_tok(e, NULL, s);
+}
+
+/* A client without memory of its own; token and tenant: NULL for none. */
+static mc_store_t *reader_tok(env_t *e, const char *token, const char *tenant)
+{
+    static mc_te_config_t tunings[4]; /* the store keeps the pointer */
+    static int n;
+    mc_te_config_t *tuning = &tunings[n++ % 4];
+    *tuning = (mc_te_config_t){.auth_token_file = token};
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .protocol = "tcp", .master_server_addr = e->addr,
+                             .replica_hint_slots = MC_STORE_REPLICA_HINTS_OFF,
+                             .tenant_id = tenant, .te_tuning = token ? tuning : NULL};
+    mc_store_t *s;
+    assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
+    return s;
 }
 
 static mc_store_t *reader(env_t *e)
 {
-    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
-                             .protocol = "tcp", .master_server_addr = e->addr,
-                             .replica_hint_slots = MC_STORE_REPLICA_HINTS_OFF};
-    mc_store_t *s;
-    assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
-    return s;
+    return reader_tok(e, NULL, NULL);
 }
 
 static void fill(char *v, int k)
@@ -345,6 +371,234 @@ static void test_master_restart_reregisters(void **state)
     stop(&e);
 }
 
+static void write_token(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* A tenant-bound reader (tenant token only) of disk-only objects: the storage server signs a
+ * read grant for the staged range with its cluster key, the reader presents it, and the TE
+ * (which serves a tenant only granted ranges) lets the pull through: exact bytes. */
+static void test_tenant_reader_disk_grant(void **state)
+{
+    (void)state;
+    char tokdir[256], srv_tok[300], ten_tok[300], cl_tok[300], flags[640];
+    assert_int_equal(mt_tmpdir(tokdir, sizeof(tokdir)), 0);
+    snprintf(srv_tok, sizeof(srv_tok), "%s/srv.token", tokdir);
+    snprintf(ten_tok, sizeof(ten_tok), "%s/tenant.token", tokdir);
+    snprintf(cl_tok, sizeof(cl_tok), "%s/cluster.token", tokdir);
+    write_token(srv_tok, "offload-grant-cluster-secret-0123\n"
+                         "offload-grant-tenant-secret-01234 tenant=acme\n");
+    write_token(ten_tok, "offload-grant-tenant-secret-01234 tenant=acme\n");
+    write_token(cl_tok, "offload-grant-cluster-secret-0123\n");
+    snprintf(flags, sizeof(flags), "--enable_offload=true --auth_token_file=%s", srv_tok);
+    env_t e;
+    start(&e, flags);
+    mc_store_t *srv, *r;
+    assert_int_equal(server_tok(&e, srv_tok, &srv), MC_OK);
+    /* a cluster-token client acting for the tenant writes (a tenant-bound writer's evicted
+     * space waits out its write grants), the tenant-bound client reads */
+    mc_store_t *w = reader_tok(&e, cl_tok, "acme");
+    r = reader_tok(&e, ten_tok, "acme");
+    for (int k = 0; k < NKEYS; k++) /* the first ones leave memory: disk only */
+        put_retry(w, k);
+    wait_disk(srv, NKEYS);
+    mc_store_destroy(w);
+    uint64_t objs, bytes, off, served;
+    check_all(r, 0, NKEYS);
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(served >= 1); /* some of those gets were served from the disk */
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+    mt_rmdir(tokdir);
+}
+
+/* The value of counter name in the server's client metrics. */
+static uint64_t metric(mc_store_t *s, const char *name)
+{
+    char *text = NULL, want[128];
+    assert_int_equal(mc_store_metrics_text(s, &text), MC_OK);
+    snprintf(want, sizeof(want), "\n%s ", name);
+    const char *p = strstr(text, want);
+    assert_non_null(p);
+    uint64_t v = strtoull(p + strlen(want), NULL, 10);
+    free(text);
+    return v;
+}
+
+/* The storage server's disk fills up (an 8 MiB tmpfs under a 64 MiB engine limit: the writes
+ * get ENOSPC): offloads fail cleanly and are counted, the master stops holding their values in
+ * memory for them, puts keep succeeding, the newest values read back from memory and those
+ * that reached the disk from there; every get answers exact bytes or OBJECT_NOT_FOUND. Where
+ * mounting is refused the engine's own limit (policy none) refuses the writes instead. */
+static void test_disk_full(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    assert_int_equal(mkdir(e.disk, 0700), 0);
+    bool mounted = mount("tmpfs", e.disk, "tmpfs", 0, "size=8m,mode=0700") == 0;
+    if (!mounted) {
+        print_message("disk full: tmpfs mount refused; the engine's 8 MiB limit (policy none)\n");
+        setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "8MB", 1);
+        setenv("MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY", "none", 1);
+    }
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    setenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", "64MB", 1);
+    unsetenv("MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY");
+    r = reader(&e);
+    enum { N = 24 }; /* 12 MiB of values: more than the disk and the 4 MiB segment hold */
+    uint64_t t0 = mc_now_ms();
+    for (int k = 0; k < N; k++)
+        put_retry(r, k);
+    /* a failed offload no longer holds its value in memory: the puts do not wait out the
+     * master's 10 s hold of victims whose offload is queued */
+    assert_true(mc_now_ms() - t0 < 8000);
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (metric(srv, "mooncake_ssd_offload_failed_total") == 0) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    assert_true(metric(srv, "mooncake_ssd_disk_full_total") >= 1);
+    check_all(r, N - 6, N); /* the newest: memory */
+    uint64_t objs, bytes, off, served;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_true(objs >= 1 && objs < N);
+    char *v = malloc(VAL), *out = malloc(VAL);
+    char key[16];
+    int exact = 0;
+    for (int k = 0; k < N; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec io = {out, VAL};
+        int64_t got = mc_store_get_into(r, key, &io, 1);
+        if (got == MC_ERR_OBJECT_NOT_FOUND)
+            continue;
+        assert_int_equal(got, VAL);
+        assert_memory_equal(out, v, VAL);
+        exact++;
+    }
+    assert_true(exact >= 6 + 1); /* memory's and at least one from the disk */
+    free(v);
+    free(out);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    if (mounted)
+        assert_int_equal(umount2(e.disk, MNT_DETACH), 0);
+    stop(&e);
+}
+
+/* Bytes of the bucket files in dir. */
+static uint64_t bucket_bytes(const char *dir)
+{
+    uint64_t total = 0;
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        char path[600];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (strstr(de->d_name, ".bucket") && stat(path, &st) == 0)
+            total += (uint64_t)st.st_size;
+    }
+    closedir(dp);
+    return total;
+}
+
+/* A storage server process (mooncake_client --enable_offload) killed with SIGKILL while its
+ * offload thread writes the values it holds: restarted on the same directory, it re-registers
+ * what its disk holds, and every key then reads back exact or answers OBJECT_NOT_FOUND; the
+ * keys read back exact are at least those it re-registered. */
+static void test_server_kill9_mid_offload(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true --client_ttl=1 --segment_hold_sec=1");
+    char bin[512], m[128], dirf[340], log[300], log2[300];
+    mt_bin_path("mooncake_client", bin, sizeof(bin));
+    snprintf(m, sizeof(m), "--master_server_address=%s", e.addr);
+    snprintf(dirf, sizeof(dirf), "--offload_path=%s", e.disk);
+    snprintf(log, sizeof(log), "%s/server.log", e.dir);
+    snprintf(log2, sizeof(log2), "%s/server2.log", e.dir);
+    char *sargv[] = {bin, m, "--global_segment_size=64MB", "--local_hostname=127.0.0.1",
+                     "--protocol=tcp", "--enable_offload=true", dirf, NULL};
+    pid_t sp = mt_spawn(sargv, log);
+    assert_true(sp > 0);
+    assert_int_equal(mt_wait_log(log, "mooncake_client ready", 10000), 0);
+    mc_store_t *r = reader(&e);
+    enum { N = 48 }; /* 24 MiB: all in the 64 MiB segment, all queued for offload */
+    for (int k = 0; k < N; k++)
+        put_retry(r, k);
+    /* SIGKILL as soon as a quarter of the values has reached the bucket files: the offload
+     * thread is writing the rest (the print says where it landed) */
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (bucket_bytes(e.disk) < N / 4 * VAL) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(1);
+    }
+    mt_stop(sp, SIGKILL, 5000);
+    uint64_t at_kill = bucket_bytes(e.disk);
+    sp = mt_spawn(sargv, log2);
+    assert_true(sp > 0);
+    assert_int_equal(mt_wait_log(log2, "re-registered", 10000), 0);
+    FILE *f = fopen(log2, "r");
+    assert_non_null(f);
+    char line[512];
+    unsigned long rereg = 0;
+    while (fgets(line, sizeof(line), f)) {
+        const char *p = strstr(line, "re-registered ");
+        if (p)
+            rereg = strtoul(p + strlen("re-registered "), NULL, 10);
+    }
+    fclose(f);
+    print_message("kill -9 with %llu bytes of bucket files; %lu objects re-registered\n",
+                  (unsigned long long)at_kill, rereg);
+    assert_true(rereg >= 1 && rereg <= N);
+    /* the killed process's memory replicas go with its client (client_ttl, segment hold):
+     * then gets reach the disk; every answer is the exact value or OBJECT_NOT_FOUND */
+    char *v = malloc(VAL), *out = malloc(VAL);
+    bool ok[N] = {0}, gone[N] = {0};
+    unsigned long exact = 0, settled = 0;
+    deadline = mc_now_ms() + 20000;
+    while (settled < N) {
+        assert_true(mc_now_ms() < deadline);
+        for (int k = 0; k < N; k++) {
+            if (ok[k] || gone[k])
+                continue;
+            char key[16];
+            snprintf(key, sizeof(key), "k%d", k);
+            fill(v, k);
+            memset(out, 0, VAL);
+            struct iovec io = {out, VAL};
+            int64_t got = mc_store_get_into(r, key, &io, 1);
+            if (got == VAL) {
+                assert_memory_equal(out, v, VAL); /* never wrong bytes */
+                ok[k] = true;
+                exact++;
+                settled++;
+            } else if (got == MC_ERR_OBJECT_NOT_FOUND) {
+                gone[k] = true;
+                settled++;
+            }
+        }
+        if (settled < N)
+            mc_sleep_ms(50);
+    }
+    assert_true(exact >= rereg);
+    free(v);
+    free(out);
+    mc_store_destroy(r);
+    mt_stop(sp, SIGTERM, 5000);
+    stop(&e);
+}
+
 static void test_master_without_offload_refuses(void **state)
 {
     (void)state;
@@ -370,6 +624,9 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_master_restart_reregisters),
+        cmocka_unit_test(test_tenant_reader_disk_grant),
+        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_server_kill9_mid_offload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -281,6 +281,97 @@ static void test_promotion_on_hit(void **state)
     mc_master_destroy(m);
 }
 
+static const uint8_t CC[16] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+
+/* RemoveByRegex and RemoveAll reach keys that live on disk only: the master forgets them and
+ * hands their owner removal tasks. */
+static void test_remove_regex_all_disk_only(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(true, true); /* no eager offload: the test places the disk copies */
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("a1"), 4096, 1, true), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("a2"), 4096, 2, true), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("b1"), 4096, 3, true), MC_OK);
+    put(m, "a3", 100, 4);
+    uint64_t count = 0;
+    assert_int_equal(mc_master_remove_regex(m, "^a", false, &count, NULL), MC_OK);
+    assert_int_equal(count, 3);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    assert_int_equal(mc_master_get_replicas(m, K("a1"), r, &n, &size, &sum),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("a2")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("b1")), MC_OK);
+    mc_master_offload_tasks_t t = beat(m, 2);
+    assert_true(t.items[0].remove && t.items[1].remove);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_remove_all(m, false, &count, NULL), MC_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(mc_master_exist(m, K("b1")), MC_ERR_OBJECT_NOT_FOUND);
+    t = beat(m, 1);
+    assert_true(t.items[0].remove);
+    assert_memory_equal(t.items[0].key, "b1", 2);
+    mc_master_offload_tasks_free(&t);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.disk_objects, 0);
+    mc_master_destroy(m);
+}
+
+/* A removal issued while the owner is down (its task handed out and never carried out, or never
+ * handed out) does not come back when the owner restarts under a new client id and re-registers
+ * what its disk holds; the tombstone goes at the owner's next heartbeat (its acknowledgement)
+ * or when the key gets a new value. */
+static void test_removal_while_owner_down(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(true, true);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("t1"), 4096, 0x71, true), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("t2"), 4096, 0x72, true), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CB, K("t3"), 4096, 0x73, true), MC_OK);
+    /* t1's removal is handed out, then CB dies before carrying it out; t2's is never handed */
+    assert_int_equal(mc_master_remove(m, K("t1"), false, NULL), MC_OK);
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CB, true, 0, &t), MC_OK);
+    assert_int_equal(t.n, 1);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_remove(m, K("t2"), false, NULL), MC_OK);
+    g_now += 11000; /* CB expires */
+    assert_int_equal(mc_master_ping(m, CA, &(bool){false}), MC_OK);
+    mc_master_cron(m);
+    /* restarted as CC: the removed copies are refused (removed again), t3 comes back */
+    assert_int_equal(mc_master_mount_local_disk(m, CC, true, "127.0.0.1:5001"), MC_OK);
+    assert_int_equal(mc_master_notify_offload_success(m, CC, K("t1"), 4096, 0x71, true),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_notify_offload_success(m, CC, K("t2"), 4096, 0x72, true),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_notify_offload_success(m, CC, K("t3"), 4096, 0x73, true), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("t2")), MC_ERR_OBJECT_NOT_FOUND);
+    /* another value of t2 than the removed one is not the removed copy */
+    assert_int_equal(mc_master_notify_offload_success(m, CC, K("t2"), 4096, 0x99, true), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("t2")), MC_OK);
+    /* a new value of t1 committed after the removal: the tombstone goes */
+    put(m, "t1", 4096, 0x71);
+    assert_int_equal(mc_master_remove(m, K("t1"), false, NULL), MC_OK); /* memory only */
+    assert_int_equal(mc_master_notify_offload_success(m, CC, K("t1"), 4096, 0x71, true), MC_OK);
+    /* CC removes t3; its heartbeat after the one that handed the task out acknowledges it */
+    assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK);
+    assert_int_equal(mc_master_offload_heartbeat(m, CC, true, 0, &t), MC_OK);
+    assert_int_equal(t.n, 1);
+    assert_true(t.items[0].remove);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_notify_offload_success(m, CC, K("t3"), 4096, 0x73, true),
+                     MC_ERR_OBJECT_NOT_FOUND); /* not acknowledged yet */
+    assert_int_equal(mc_master_offload_heartbeat(m, CC, true, 0, &t), MC_OK);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_notify_offload_success(m, CC, K("t3"), 4096, 0x73, true), MC_OK);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_reregister_and_expiry),
         cmocka_unit_test(test_promotion_on_hit),
+        cmocka_unit_test(test_remove_regex_all_disk_only),
+        cmocka_unit_test(test_removal_while_owner_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,273 @@
+/* mc_disk_e2e_bench: gets served from the disk tier through a real cluster (docs/benchmarks.md,
+ * "Disk tier"). It starts a mooncake_master (--enable_offload=true) and a storage server
+ * (mooncake_client --enable_offload=true, its disk under --dir) on free loopback ports, puts
+ * --count values of each size (--sizes) and one batch of --batch values of the first size
+ * through a client without memory of its own, waits until the server's bucket files hold them
+ * all (eager offload), then stops the storage server (SIGTERM: its segment is unmounted) and
+ * starts it again on the same directory: it re-registers what its disk holds, and every object
+ * is now disk-only. Then it reads:
+ *   get    each object --reps times (after one untimed get per size: connections) with
+ *          mc_store_get_into (queue depth 1) into a registered
+ *          buffer: the master names the LOCAL_DISK replica, the owner reads its disk (O_DIRECT,
+ *          io_uring, checksum) into its staging buffer, the reader pulls it with the TE and
+ *          checks the checksum again;
+ *   batch  the --batch values with one mc_store_batch_get_into (best of --reps, after one
+ *          untimed pass).
+ * Every value read is compared with what was put. fio is the script's part
+ * (scripts/bench_disk_e2e.sh: same sizes, O_DIRECT, same directory, same run).
+ *
+ * Output, one JSON line each: {"bench":"disk_e2e_get","value":...,"gbps":...,"p50_us":...,
+ * "p99_us":...}, {"bench":"disk_e2e_batch",...}, and {"bench":"disk_e2e_setup",...}. */
+#include "common/config.h"
+#include "common/hash.h"
+#include "common/net.h"
+#include "common/time.h"
+#include "mooncake/store.h"
+#include "support/test_util.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SIZES 8
+
+static struct {
+    const char *dir, *sizes;
+    int64_t count, reps, batch;
+} o = {NULL, "4MiB,32MiB", 8, 2, 64};
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(uint64_t *v, size_t n, double p)
+{
+    qsort(v, n, sizeof(*v), cmp_u64);
+    return n ? (double)v[(size_t)(p * (double)(n - 1))] / 1000.0 : 0;
+}
+
+static void fill(char *v, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i + 8 <= len; i += 8) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        memcpy(v + i, &x, 8);
+    }
+}
+
+static uint64_t bucket_bytes(const char *dir)
+{
+    uint64_t total = 0;
+    DIR *dp = opendir(dir);
+    struct dirent *de;
+    while (dp && (de = readdir(dp))) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (strstr(de->d_name, ".bucket") && stat(path, &st) == 0)
+            total += (uint64_t)st.st_size;
+    }
+    if (dp)
+        closedir(dp);
+    return total;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "mc_disk_e2e_bench: %s\n", what);
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    mc_option_t opts[] = {
+        {"dir", MC_OPT_STRING, &o.dir, NULL, "directory on the disk to measure (required)", 0, 0},
+        {"sizes", MC_OPT_STRING, &o.sizes, NULL, "value sizes, comma-separated", 0, 0},
+        {"count", MC_OPT_INT, &o.count, NULL, "objects per size", 1, 4096},
+        {"reps", MC_OPT_INT, &o.reps, NULL, "reads of each object", 1, 1000},
+        {"batch", MC_OPT_INT, &o.batch, NULL, "objects of the first size in the batch", 1, 1024},
+    };
+    mc_config_spec_t spec = {"mc_disk_e2e_bench",
+                             "Gets served from the disk tier through a real cluster (master, "
+                             "storage server, reader).",
+                             opts, sizeof(opts) / sizeof(opts[0])};
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
+    if (!o.dir)
+        die("--dir is required");
+    uint64_t sizes[MAX_SIZES];
+    size_t n_sizes = 0;
+    char sbuf[256];
+    snprintf(sbuf, sizeof(sbuf), "%s", o.sizes);
+    for (char *t = strtok(sbuf, ","); t && n_sizes < MAX_SIZES; t = strtok(NULL, ","))
+        if (mc_parse_size(t, &sizes[n_sizes++]) != MC_OK)
+            die("bad --sizes");
+    uint64_t maxv = 0, total = 0;
+    for (size_t i = 0; i < n_sizes; i++) {
+        maxv = sizes[i] > maxv ? sizes[i] : maxv;
+        total += sizes[i] * (uint64_t)o.count;
+    }
+    total += sizes[0] * (uint64_t)o.batch;
+
+    char disk[1024], mlog[1100], slog[1100], slog2[1100], bin[1024], cbin[1024];
+    snprintf(disk, sizeof(disk), "%s/e2e_disk", o.dir);
+    snprintf(mlog, sizeof(mlog), "%s/master.log", o.dir);
+    snprintf(slog, sizeof(slog), "%s/server.log", o.dir);
+    snprintf(slog2, sizeof(slog2), "%s/server2.log", o.dir);
+    uint16_t port;
+    if (mc_net_free_port(&port) != MC_OK)
+        die("no free port");
+    mt_bin_path("mooncake_master", bin, sizeof(bin));
+    mt_bin_path("mooncake_client", cbin, sizeof(cbin));
+    char portf[32], addr[64], masterf[96], segf[64], diskf[1100], walf[1100];
+    snprintf(portf, sizeof(portf), "--port=%u", port);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    snprintf(walf, sizeof(walf), "--wal_dir=%s/wal", o.dir);
+    char *margv[] = {bin, portf, "--metrics_port=0", walf, "--enable_offload=true",
+                     "--log_level=warn", NULL};
+    pid_t master = mt_spawn(margv, mlog);
+    if (master <= 0 || mt_wait_log(mlog, "listening", 10000) != 0)
+        die("master did not start");
+    /* the segment holds two of the largest values; the staging buffer the batch */
+    snprintf(masterf, sizeof(masterf), "--master_server_address=%s", addr);
+    snprintf(segf, sizeof(segf), "--global_segment_size=%llu", (unsigned long long)(2 * maxv));
+    snprintf(diskf, sizeof(diskf), "--offload_path=%s", disk);
+    char stg[32];
+    snprintf(stg, sizeof(stg), "%llu",
+             (unsigned long long)(sizes[0] * (uint64_t)o.batch + maxv + (64u << 20)));
+    setenv("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", stg, 1);
+    setenv("MC_OFFLOAD_HEARTBEAT_MS", "20", 1);
+    char *sargv[] = {cbin, masterf, segf, "--local_hostname=127.0.0.1", "--protocol=tcp",
+                     "--enable_offload=true", diskf, NULL};
+    pid_t server = mt_spawn(sargv, slog);
+    if (server <= 0 || mt_wait_log(slog, "mooncake_client ready", 20000) != 0)
+        die("storage server did not start");
+
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .protocol = "tcp", .master_server_addr = addr,
+                             .replica_hint_slots = MC_STORE_REPLICA_HINTS_OFF};
+    mc_store_t *s;
+    if (mc_store_create(&cfg, &s) != MC_OK)
+        die("client setup failed");
+    size_t bsz = (size_t)(sizes[0] * (uint64_t)o.batch > maxv ? sizes[0] * (uint64_t)o.batch : maxv);
+    char *buf = aligned_alloc(4096, (bsz + 4095) & ~(size_t)4095), *want = malloc(maxv);
+    if (!buf || !want || mc_store_register_buffer(s, buf, bsz) != MC_OK)
+        die("buffer");
+    /* puts: key "v<size>_<i>" and "b_<i>" */
+    char key[64];
+    uint64_t t0 = mc_now_ns();
+    for (size_t z = 0; z <= n_sizes; z++) {
+        bool bat = z == n_sizes;
+        uint64_t sz = bat ? sizes[0] : sizes[z];
+        for (int64_t i = 0; i < (bat ? o.batch : o.count); i++) {
+            if (bat)
+                snprintf(key, sizeof(key), "b_%lld", (long long)i);
+            else
+                snprintf(key, sizeof(key), "v%llu_%lld", (unsigned long long)sz, (long long)i);
+            fill(buf, sz, mc_hash_str(key));
+            struct iovec iv = {buf, sz};
+            uint64_t dl = mc_now_ms() + 60000;
+            mc_status_t st;
+            while ((st = mc_store_put(s, key, &iv, 1, NULL)) == MC_ERR_NO_AVAILABLE_HANDLE &&
+                   mc_now_ms() < dl)
+                mc_sleep_ms(5);
+            if (st != MC_OK)
+                die("put failed");
+        }
+    }
+    uint64_t want_bytes = total; /* the values at least (headers come on top) */
+    uint64_t dl = mc_now_ms() + 120000;
+    while (bucket_bytes(disk) < want_bytes) {
+        if (mc_now_ms() > dl)
+            die("offloads did not finish");
+        mc_sleep_ms(20);
+    }
+    mc_sleep_ms(500); /* the last confirmations */
+    double put_s = (double)(mc_now_ns() - t0) / 1e9;
+    /* restart: its segment is unmounted (memory replicas gone), the disk re-registered at the
+     * next start: every object disk-only */
+    mt_stop(server, SIGTERM, 10000);
+    server = mt_spawn(sargv, slog2);
+    /* its setup mounts the disk and re-registers every object before it is ready */
+    if (server <= 0 || mt_wait_log(slog2, "mooncake_client ready", 20000) != 0)
+        die("storage server did not come back");
+    printf("{\"bench\":\"disk_e2e_setup\",\"bytes\":%llu,\"put_and_offload_s\":%.2f}\n",
+           (unsigned long long)total, put_s);
+
+    uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)(o.count * o.reps));
+    for (size_t z = 0; z < n_sizes; z++) {
+        uint64_t sz = sizes[z], n = 0, bytes = 0, t_all = 0;
+        for (int64_t r = -1; r < o.reps; r++) { /* r = -1: one untimed get (connections) */
+            for (int64_t i = 0; i < o.count; i++) {
+                snprintf(key, sizeof(key), "v%llu_%lld", (unsigned long long)sz, (long long)i);
+                struct iovec io = {buf, sz};
+                uint64_t a = mc_now_ns(), dl2 = mc_now_ms() + 30000;
+                int64_t got;
+                /* until the killed server's memory replicas are dropped, a get fails */
+                while ((got = mc_store_get_into(s, key, &io, 1)) != (int64_t)sz && r < 0 &&
+                       mc_now_ms() < dl2) {
+                    mc_sleep_ms(100);
+                    a = mc_now_ns();
+                }
+                uint64_t b = mc_now_ns();
+                if (got != (int64_t)sz)
+                    die("get failed");
+                fill(want, sz, mc_hash_str(key));
+                if (memcmp(want, buf, sz) != 0)
+                    die("wrong bytes");
+                if (r < 0)
+                    break;
+                lat[n++] = b - a;
+                bytes += sz;
+                t_all += b - a;
+            }
+        }
+        printf("{\"bench\":\"disk_e2e_get\",\"value\":%llu,\"gets\":%llu,\"gbps\":%.3f,"
+               "\"p50_us\":%.0f,\"p99_us\":%.0f}\n",
+               (unsigned long long)sz, (unsigned long long)n, (double)bytes / (double)t_all,
+               pct(lat, n, 0.5), pct(lat, n, 0.99));
+    }
+    const char **keys = calloc((size_t)o.batch, sizeof(char *));
+    struct iovec *ios = calloc((size_t)o.batch, sizeof(struct iovec));
+    const struct iovec **pp = calloc((size_t)o.batch, sizeof(*pp));
+    size_t *np = calloc((size_t)o.batch, sizeof(size_t));
+    int64_t *res = calloc((size_t)o.batch, sizeof(int64_t));
+    for (int64_t i = 0; i < o.batch; i++) {
+        char *k = malloc(32);
+        snprintf(k, 32, "b_%lld", (long long)i);
+        keys[i] = k;
+        ios[i] = (struct iovec){buf + (size_t)i * sizes[0], sizes[0]};
+        pp[i] = &ios[i];
+        np[i] = 1;
+    }
+    double best = 0;
+    for (int64_t r = -1; r < o.reps; r++) { /* r = -1: warm-up, not timed */
+        uint64_t a = mc_now_ns();
+        if (mc_store_batch_get_into(s, (size_t)o.batch, keys, pp, np, res) != MC_OK)
+            die("batch get failed");
+        uint64_t b = mc_now_ns();
+        for (int64_t i = 0; i < o.batch; i++) {
+            if (res[i] != (int64_t)sizes[0])
+                die("batch get of a key failed");
+            fill(want, sizes[0], mc_hash_str(keys[i]));
+            if (memcmp(want, ios[i].iov_base, sizes[0]) != 0)
+                die("wrong bytes in the batch");
+        }
+        double g = (double)(sizes[0] * (uint64_t)o.batch) / (double)(b - a);
+        best = r >= 0 && g > best ? g : best;
+    }
+    printf("{\"bench\":\"disk_e2e_batch\",\"value\":%llu,\"n\":%lld,\"gbps\":%.3f}\n",
+           (unsigned long long)sizes[0], (long long)o.batch, best);
+    mc_store_destroy(s);
+    mt_stop(server, SIGTERM, 5000);
+    mt_stop(master, SIGTERM, 5000);
+    return 0;
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The cold-tier ablation through a real cluster: the conversation trace replayed by
+# mc_store_replay against DRAM only and against DRAM + an SSD tier SSD_RATIO times larger (the
+# report's §5.1 ratio, 4), next to mc_sim's prediction for the same pool and SSD sizes.
+#   dram:     mooncake_master (eviction when a put does not fit, 1 ms leases, as
+#             scripts/store_replay_policies.sh) and one storage server whose segment holds
+#             CAPACITY blocks of BLOCK_BYTES;
+#   dram_ssd: the same with --enable_offload=true at the master (eager offload: every block is
+#             written to the disk after its put, so that it is there when the pool evicts it;
+#             --offload_on_evict would hold each eviction pass for an offload round trip) and
+#             the server a storage server of the tier (--enable_offload=true) whose disk holds
+#             SSD_RATIO x CAPACITY
+#             blocks (MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES = that many records of
+#             BLOCK_BYTES + their 4 KiB header; watermarks 1.0 / 0.95, 16 MiB buckets evicted
+#             FIFO; dram_ssd_lru: the same with the disk's LRU bucket eviction);
+#   mc_sim --experiment=run with --pool_blocks=CAPACITY and --ssd_blocks=0 / SSD_RATIO x CAPACITY
+#             on the same requests.
+# Per store run one JSON line "store_replay_ssd": the replay's own fields plus the config, the
+# storage server's disk-tier counters (mooncake_ssd_read_bytes_total, _write_bytes_total,
+# _reads_served_total, _objects) and the bytes served per tier (DRAM = hit blocks x
+# BLOCK_BYTES - SSD read bytes); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
+# them there too. Every process is stopped by PID (trap). The disk directory is on $SSD_DIR
+# (default /var/tmp: a disk, not a tmpfs).
+#
+# Usage: scripts/store_replay_ssd.sh [BIN_DIR]   (default: $MC_BIN_DIR, else build/bin)
+# Env:   TRACE, REQUESTS (default 12031 = the whole trace), BLOCK_BYTES (16384), CAPACITY (2000),
+#        SSD_RATIO (4), SSD_DIR, PUT_RETRY_MS (10000), CONFIGS ("dram dram_ssd dram_ssd_lru"),
+#        OUT
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
+TRACE=${TRACE:-$ROOT/data/traces/conversation_trace.jsonl}
+REQUESTS=${REQUESTS:-12031}
+BLOCK_BYTES=${BLOCK_BYTES:-16384}
+CAPACITY=${CAPACITY:-2000}
+SSD_RATIO=${SSD_RATIO:-4}
+SSD_DIR=${SSD_DIR:-/var/tmp}
+OUT=${OUT:-}
+CONFIGS=${CONFIGS:-dram dram_ssd dram_ssd_lru}
+PUT_RETRY_MS=${PUT_RETRY_MS:-10000} # a put refused while eviction waits is retried this long
+MASTER_FLAGS="--eviction_high_watermark_ratio=1 --eviction_ratio=0.002 --default_kv_lease_ttl=1"
+for t in mooncake_master mooncake_client mc_store_replay mc_sim; do
+  [ -x "$BIN/$t" ] || { echo "store_replay_ssd: $BIN/$t missing" >&2; exit 1; }
+done
+[ -r "$TRACE" ] || { echo "store_replay_ssd: trace $TRACE not readable" >&2; exit 1; }
+# shellcheck source=lib/cluster.sh
+. "$(dirname "$0")/lib/cluster.sh"
+mc_cluster_init mc_replay_ssd
+DISK=$(mktemp -d "$SSD_DIR/mc_replay_ssd.XXXXXX")
+trap 'mc_stop_all; rm -rf "$MC_WORK" "$DISK"' EXIT
+date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+emit() { echo "$1"; [ -z "$OUT" ] || echo "$1" >>"$OUT"; }
+seg=$((CAPACITY * BLOCK_BYTES))
+ssd_blocks=$((SSD_RATIO * CAPACITY))
+disk_bytes=$((ssd_blocks * (BLOCK_BYTES + 4096) + 1048576)) # + 1 MiB for the bucket headers
+metric() { # metric TEXT NAME -> value (0 when absent)
+  awk -v n="$2" '$1 == n {print $2; f=1} END {if (!f) print 0}' <<<"$1"
+}
+
+for cfg in $CONFIGS; do
+  port=$(mc_free_port)
+  mflags=$MASTER_FLAGS sflags="" ssd=0 policy=fifo
+  [ "$cfg" = dram_ssd_lru ] && policy=lru
+  if [ "$cfg" != dram ]; then
+    mflags="$mflags --enable_offload=true"
+    sflags="--enable_offload=true --offload_path=$DISK/disk --enable_http_server=true --http_port=0"
+    ssd=$ssd_blocks
+  fi
+  # shellcheck disable=SC2086
+  mc_start_master "master_$cfg" "$port" $mflags
+  # shellcheck disable=SC2086
+  MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES=$disk_bytes MC_OFFLOAD_HEARTBEAT_MS=10 \
+  MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES=16MB MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY=$policy \
+  MOONCAKE_OFFLOAD_DISK_EVICTION_HIGH_WATERMARK_RATIO=1 \
+  MOONCAKE_OFFLOAD_DISK_EVICTION_LOW_WATERMARK_RATIO=0.95 \
+    mc_start_server "server_$cfg" "127.0.0.1:$port" --global_segment_size="$seg" $sflags
+  cmd="MC_STORE_LEASE_CACHE=0 mc_store_replay --trace=$(basename "$TRACE") --requests=$REQUESTS --block_bytes=$BLOCK_BYTES --threads=1 --put_retry_ms=$PUT_RETRY_MS --json (master: $mflags; one server, --global_segment_size=$seg${sflags:+ $sflags}, disk limit $disk_bytes B, disk eviction $policy)"
+  line=$(MC_STORE_LEASE_CACHE=0 "$BIN/mc_store_replay" --trace="$TRACE" \
+    --master_server_address="127.0.0.1:$port" --requests="$REQUESTS" \
+    --block_bytes="$BLOCK_BYTES" --threads=1 --put_retry_ms="$PUT_RETRY_MS" --json 2>"$MC_WORK/replay_$cfg.log" | grep '^{"bench":"store_replay"')
+  rd=0 wr=0 served=0 objs=0
+  if [ "$cfg" != dram ]; then
+    hp=$(sed -nE 's/.*http_port=([0-9]+).*/\1/p' "$MC_WORK/server_$cfg.log" | head -1)
+    m=$(curl -sf "http://127.0.0.1:$hp/metrics" || true)
+    rd=$(metric "$m" mooncake_ssd_read_bytes_total)
+    wr=$(metric "$m" mooncake_ssd_write_bytes_total)
+    served=$(metric "$m" mooncake_ssd_reads_served_total)
+    objs=$(metric "$m" mooncake_ssd_objects)
+  fi
+  mc_stop_all
+  rm -rf "$DISK/disk"
+  tiers=$(/usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.argv[1]); bb = int(sys.argv[2]); rd = int(sys.argv[3])
+hit = round(d["prefix_hit_ratio"] * d["blocks"]) * bb
+print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$rd")
+  emit "{\"bench\":\"store_replay_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"pool_blocks\":$CAPACITY,\"ssd_blocks\":$ssd,\"segment_bytes\":$seg,\"command\":\"$cmd\",$tiers,\"ssd_write_bytes\":$wr,\"ssd_reads_served\":$served,\"ssd_objects_at_end\":$objs,${line#\{\"bench\":\"store_replay\",}"
+  [ "$cfg" = dram_ssd_lru ] && continue # the simulator's SSD tier has one policy
+  sim=$("$BIN/mc_sim" --experiment=run --trace="$TRACE" --max_requests="$REQUESTS" \
+    --pool_blocks="$CAPACITY" --ssd_blocks="$ssd" | grep '^{' | head -1)
+  emit "{\"bench\":\"sim_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"command\":\"mc_sim --experiment=run --trace=$(basename "$TRACE") --max_requests=$REQUESTS --pool_blocks=$CAPACITY --ssd_blocks=$ssd\",${sim#\{}"
+done
