@@ -2,9 +2,9 @@
 """Routing driver for scripts/engine_route.sh: engine instances behind the conductor.
 
   engine_route.py slice TRACE OUT --requests N [--window W]
-      writes the slice: the requests of multi-turn conversations (requests whose first two
-      trace blocks are equal) among the first W requests, in trace order, the first N, each
-      cut to --max_prompt tokens.
+      writes the slice: multi-turn conversations (requests whose first two trace blocks are
+      equal) among the first W requests, whole conversations in the order they start until N
+      requests, replayed in trace order, each request cut to --max_prompt tokens.
   engine_route.py run --bin DIR --master H:P --trace SLICE --policy P [...]
       starts the conductor in live mode on the master and INSTANCES engine processes
       (mc_engine_replay --serve, each its own segment, scope and host label eI), then for each
@@ -33,7 +33,10 @@ def make_slice(a):
     for i, r in enumerate(reqs):
         if len(r["hash_ids"]) >= 2:
             conv[tuple(r["hash_ids"][:2])].append(i)
-    keep = sorted(i for v in conv.values() if len(v) >= 2 for i in v)[: a.requests]
+    keep = []
+    for v in sorted((v for v in conv.values() if len(v) >= 2), key=lambda v: v[0]):
+        keep += v  # whole conversations, earliest first
+    keep = sorted(keep[: a.requests])
     with open(a.out, "w") as f:
         for i in keep:  # cut as the engine cuts them (--max_prompt): the prompts it builds
             r = reqs[i]
@@ -132,7 +135,6 @@ def run(a):
             inst.append(p)
         n_req = ready["requests"]
         busy = [0.0] * a.instances
-        puts = 0
         sums = collections.Counter()
         for r in range(n_req):
             h = inst[0].ask("hashes %d" % r)
@@ -149,19 +151,19 @@ def run(a):
             if "error" in res:
                 raise RuntimeError("instance %d: %s" % (i, res))
             busy[i] = max(busy[i], arrive) + res["ttft_ms"]
-            # the conductor must have seen this request's puts before the next route
-            puts += res["blocks_put"]
+            # before the next route, the conductor's index must show this request's blocks on
+            # the instance that ran it (reused or just stored; a put the store refused never
+            # shows, hence the deadline)
             deadline = time.monotonic() + 5.0
-            seen = 0
+            q = json.dumps({"op": "query", "hashes": h["hashes"], "hosts": ["e%d" % i]})
             while True:
-                live = cond.ask('{"op":"stats"}').get("live", {})
-                seen = live.get("next_seq", 1) - 1
-                if seen >= puts or time.monotonic() > deadline:
+                got = cond.ask(q).get("results", [{}])[0].get("local", 0)
+                if got >= len(h["hashes"]) or time.monotonic() > deadline:
                     break
-                time.sleep(0.005)
+                time.sleep(0.002)
             res.update({"pass": a.policy, "instance": i, "queue_ms": round(queue[i], 1),
                         "route_reuse_blocks": route.get("reuse_blocks", 0),
-                        "index_behind": seen < puts})
+                        "index_behind": got < len(h["hashes"])})
             print(json.dumps(res), flush=True)
             for k in ("prompt_tokens", "tokens_reused", "tokens_prefilled"):
                 sums[k] += res[k]

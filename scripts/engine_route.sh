@@ -11,9 +11,9 @@
 # equal the reference's in every pass (and, with CHECK=1, unless cache_aware reused every
 # reusable prefix of the slice, more than least_loaded and no less than any other policy).
 #
-# Env: TRACE (the FAST'25 conversation trace), REQUESTS (40), WINDOW (3000: the slice is the
-# first REQUESTS requests of multi-turn conversations among the first WINDOW requests; 0 = the
-# first REQUESTS requests of TRACE as they are), MAX_PROMPT (4096), INSTANCES (2), THREADS (1),
+# Env: TRACE (the FAST'25 conversation trace), REQUESTS (40), WINDOW (3000: the slice is
+# REQUESTS requests of whole multi-turn conversations among the first WINDOW requests, the
+# earliest conversations first, in trace order; 0 = the first REQUESTS requests of TRACE), MAX_PROMPT (4096), INSTANCES (2), THREADS (1),
 # BLOCK (512), TINY (0), SEGMENT_MB (512), POLICIES ("cache_aware least_loaded random"), LOAD
 # (0.8: requests arrive every mean-reference-TTFT / INSTANCES / LOAD ms), SEED (1), CHECK (0),
 # RECORD (a .jsonl file: header with command and date, then every pass's lines), OUT_DIR.
