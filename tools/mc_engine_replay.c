@@ -5,6 +5,7 @@
  *                    [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE]
  *                    [--master HOST:PORT] [--segment_size MB] [--local_hostname H]
  *                    [--metadata URI] [--kernels avx2-fma|portable] [--cost] [--deadline_ms MS]
+ *                    [--pause_after N] [--repeat N] [--serve] [--scope NAME] [--host_label L]
  *
  * Prompt tokens: trace block j (hash_id h) holds 512 tokens from splitmix64 seeded with h, so
  * requests sharing hash ids share tokens; a prompt is its blocks' tokens cut to input_length
@@ -19,6 +20,11 @@
  * point of the run; EOF also continues). --repeat N runs the requests N times in this process
  * (rounds 0..N-1; a store with only this process's memory stays filled between rounds); every
  * line carries its "round" and each round ends with its summary line.
+ * --scope NAME: this process is one engine instance with a private cache: its blocks are
+ * stored under "mc_engine/<compat>/NAME/<chain>" and placed on its own segment first (with
+ * --segment_size > 0). --host_label L labels its segment's host (the conductor's host name).
+ * --serve: no replay; answers "hashes R" / "run R" lines on stdin (serve_loop below), the
+ * engine instance behind scripts/engine_route.py.
  *
  * Per request: prompt_tokens, tokens_reused, tokens_prefilled, blocks_found, blocks_rejected,
  * blocks_skipped (found, not fetched: the cost model chose recompute), blocks_put,
