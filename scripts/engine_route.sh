@@ -50,7 +50,8 @@ else
   $DRIVER slice "$TRACE" "$SLICE" --requests "$REQUESTS" --window "$WINDOW" \
     --max_prompt "$MAX_PROMPT" >/dev/null
 fi
-TINY_FLAG=$([ "$TINY" = 1 ] && echo --tiny || true)
+TINY_FLAG=
+if [ "$TINY" = 1 ]; then TINY_FLAG=--tiny; fi
 # shellcheck disable=SC2086
 "$BIN/mc_engine_replay" --trace "$SLICE" --requests "$REQUESTS" --max_prompt "$MAX_PROMPT" \
   --threads "$THREADS" --block "$BLOCK" $TINY_FLAG >"$OUT/nostore.jsonl" 2>"$OUT/nostore.log"
