@@ -5,6 +5,7 @@
  *                    [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE]
  *                    [--master HOST:PORT] [--segment_size MB] [--local_hostname H]
  *                    [--metadata URI] [--kernels avx2-fma|portable] [--cost] [--deadline_ms MS]
+ *                    [--pause_after N] [--repeat N] [--serve] [--scope NAME] [--host_label L]
  *
  * Prompt tokens: trace block j (hash_id h) holds 512 tokens from splitmix64 seeded with h, so
  * requests sharing hash ids share tokens; a prompt is its blocks' tokens cut to input_length
@@ -19,6 +20,11 @@
  * point of the run; EOF also continues). --repeat N runs the requests N times in this process
  * (rounds 0..N-1; a store with only this process's memory stays filled between rounds); every
  * line carries its "round" and each round ends with its summary line.
+ * --scope NAME: this process is one engine instance with a private cache: its blocks are
+ * stored under "mc_engine/<compat>/NAME/<chain>" and placed on its own segment first (with
+ * --segment_size > 0). --host_label L labels its segment's host (the conductor's host name).
+ * --serve: no replay; answers "hashes R" / "run R" lines on stdin (serve_loop below), the
+ * engine instance behind scripts/engine_route.py.
  *
  * Per request: prompt_tokens, tokens_reused, tokens_prefilled, blocks_found, blocks_rejected,
  * blocks_skipped (found, not fetched: the cost model chose recompute), blocks_put,
@@ -49,7 +55,7 @@ static int usage(void)
             "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
             "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
             "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS] [--pause_after N] "
-            "[--repeat N]\n");
+            "[--repeat N] [--serve] [--scope NAME] [--host_label L]\n");
     return 2;
 }
 
@@ -101,11 +107,171 @@ static int idset_add(idset_t *s, uint64_t id) /* 1 if it was there */
     return 0;
 }
 
+/* What one request needs and what every request adds to. */
+typedef struct replay {
+    const mc_engine_model_t *m;
+    mc_engine_t *e;
+    mc_store_t *store;
+    const mc_conductor_trace_t *trace;
+    uint64_t compat;
+    const mc_engine_reuse_opts_t *opts;
+    long block, max_prompt, decode;
+    int32_t *tokens, *out;
+    float *logits;
+    idset_t seen;
+} replay_t;
+
+typedef struct req_result {
+    uint32_t n, reused, prefilled;
+    uint64_t ideal;
+    double ttft, prefill_ms;
+} req_result_t;
+
+/* The prompt of request r (tokens into rp->tokens); 0 = empty. */
+static uint32_t build_prompt(replay_t *rp, size_t r)
+{
+    const mc_conductor_request_t *req = &rp->trace->reqs[r];
+    const uint64_t *ids = mc_conductor_trace_req_blocks(rp->trace, req);
+    uint64_t len = req->input_tokens;
+    if (len > (uint64_t)req->n_blocks * TRACE_BLOCK)
+        len = (uint64_t)req->n_blocks * TRACE_BLOCK;
+    if (len > (uint64_t)rp->max_prompt)
+        len = (uint64_t)rp->max_prompt;
+    uint32_t n = (uint32_t)len, nb = (n + TRACE_BLOCK - 1) / TRACE_BLOCK;
+    for (uint32_t j = 0; j < nb; j++)
+        block_tokens(ids[j], rp->m->cfg.vocab_size, rp->tokens + (size_t)j * TRACE_BLOCK,
+                     TRACE_BLOCK);
+    return n;
+}
+
+/* Serve mode: the chain hashes of request r's reusable blocks, as the conductor's route op
+ * takes them ("0x..." strings). */
+static void print_hashes(replay_t *rp, size_t r)
+{
+    uint32_t n = build_prompt(rp, r), nb = n ? (n - 1) / (uint32_t)rp->block : 0;
+    uint64_t *chain = calloc(nb ? nb : 1, sizeof(uint64_t));
+    printf("{\"req\":%zu,\"input_tokens\":%u,\"hashes\":[", r, n);
+    if (chain) {
+        mc_engine_chain_hashes(rp->compat, rp->tokens, (uint32_t)rp->block, nb, chain);
+        for (uint32_t i = 0; i < nb; i++)
+            printf("%s\"0x%016llx\"", i ? "," : "", (unsigned long long)chain[i]);
+    }
+    printf("]}\n");
+    fflush(stdout);
+    free(chain);
+}
+
+/* Runs request r, prints its line; 1 = done, 0 = empty prompt, -1 = error. */
+static int run_request(replay_t *rp, size_t r, long round, req_result_t *res)
+{
+    const mc_engine_model_t *m = rp->m;
+    const mc_conductor_request_t *req = &rp->trace->reqs[r];
+    const uint64_t *ids = mc_conductor_trace_req_blocks(rp->trace, req);
+    long block = rp->block, decode = rp->decode;
+    int32_t *out = rp->out;
+    float *logits = rp->logits;
+    mc_status_t st;
+    uint32_t n = build_prompt(rp, r), nb = (n + TRACE_BLOCK - 1) / TRACE_BLOCK;
+    if (n == 0)
+        return 0;
+    /* ideal: leading trace blocks seen before, in whole engine blocks, leaving one token */
+    uint64_t ideal = 0;
+    int leading = 1;
+    for (uint32_t j = 0; j < nb; j++) {
+        int was = idset_add(&rp->seen, ids[j]);
+        if (leading && was)
+            ideal += TRACE_BLOCK;
+        else
+            leading = 0;
+    }
+    uint64_t cap = (uint64_t)(n - 1) / (uint64_t)block * (uint64_t)block;
+    ideal = (ideal / (uint64_t)block) * (uint64_t)block;
+    if (ideal > cap)
+        ideal = cap;
+
+    mc_engine_kv_t *kv;
+    if ((st = mc_engine_kv_create(m, (uint32_t)block, &kv)) != MC_OK) {
+        fprintf(stderr, "mc_engine_replay: kv cache: %s\n", mc_status_str(st));
+        return -1;
+    }
+    mc_engine_reuse_stats_t rs;
+    uint64_t t0 = mc_now_ns();
+    st = mc_engine_prefill_reuse_opts(rp->e, kv, rp->store, rp->compat, rp->opts,
+                                      rp->tokens, n, logits, &rs);
+    int32_t first = mc_engine_argmax(logits, m->cfg.vocab_size);
+    double ttft = rs.lookup_ms + rs.fetch_ms + rs.prefill_ms;
+    if (st == MC_OK && decode > 0)
+        st = mc_engine_decode(rp->e, kv, logits, out, (uint32_t)decode);
+    double total = (double)(mc_now_ns() - t0) / 1e6;
+    mc_engine_kv_free(kv);
+    if (st != MC_OK) {
+        fprintf(stderr, "mc_engine_replay: request %zu: %s\n", r, mc_status_str(st));
+        return -1;
+    }
+    printf("{\"round\":%ld,\"req\":%zu,\"line\":%u,\"prompt_tokens\":%u,"
+           "\"tokens_reused\":%u,\"tokens_prefilled\":%u,\"ideal_reused\":%" PRIu64
+           ",\"blocks_found\":%u,"
+           "\"blocks_rejected\":%u,\"blocks_skipped\":%u,\"blocks_put\":%u,"
+           "\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
+           "\"prefill_ms\":%.1f,\"put_ms\":%.2f,\"ttft_ms\":%.1f,\"total_ms\":%.1f,"
+           "\"first_token\":%d,\"last_token\":%d,\"logits_hash\":\"%016llx\"}\n",
+           round, r, req->line, n, rs.tokens_reused, rs.tokens_prefilled, ideal,
+           rs.blocks_found, rs.blocks_rejected, rs.blocks_skipped, rs.blocks_put,
+           rs.lookup_ms, rs.fetch_ms, rs.prefill_ms, rs.put_ms, ttft, total, first,
+           decode > 0 ? out[decode - 1] : first,
+           (unsigned long long)mc_hash64(logits,
+                                         (size_t)m->cfg.vocab_size * sizeof(float)));
+    fflush(stdout);
+    *res = (req_result_t){n, rs.tokens_reused, rs.tokens_prefilled, ideal, ttft, rs.prefill_ms};
+    return 1;
+}
+
+/* Serve mode: one command per stdin line, one JSON line per answer, until EOF:
+ *   "hashes R" -> {"req":R,"input_tokens":N,"hashes":["0x...",...]}  (reusable blocks)
+ *   "run R"    -> the request's line, as in a replay (round 0)
+ * R indexes the loaded trace; anything else gets {"error":...} and the loop goes on. */
+static int serve_loop(replay_t *rp, const char *segment, const char *label)
+{
+    printf("{\"ready\":true,\"segment\":\"%s\",\"host\":\"%s\",\"requests\":%zu}\n",
+           segment ? segment : "", label ? label : "", rp->trace->n_reqs);
+    fflush(stdout);
+    char line[128];
+    while (fgets(line, sizeof(line), stdin)) {
+        char cmd[16];
+        unsigned long r;
+        char extra;
+        if (!strchr(line, '\n') && !feof(stdin)) { /* over-long: drop to the newline */
+            int c;
+            while ((c = getchar()) != EOF && c != '\n')
+                ;
+            printf("{\"error\":\"line too long\"}\n");
+        } else if (sscanf(line, "%15s %lu %c", cmd, &r, &extra) != 2 ||
+                   r >= rp->trace->n_reqs) {
+            printf("{\"error\":\"want 'hashes R' or 'run R', R < %zu\"}\n", rp->trace->n_reqs);
+        } else if (!strcmp(cmd, "hashes")) {
+            print_hashes(rp, r);
+            continue;
+        } else if (!strcmp(cmd, "run")) {
+            req_result_t res;
+            int k = run_request(rp, r, 0, &res);
+            if (k < 0)
+                return 1;
+            if (k == 0)
+                printf("{\"req\":%lu,\"error\":\"empty prompt\"}\n", r);
+        } else {
+            printf("{\"error\":\"unknown command\"}\n");
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long n_req = 10, max_prompt = 8192, decode = 1, threads = 2, block = TRACE_BLOCK, seed = 1,
          segment_mb = 256, deadline_ms = 0, pause_after = 0, repeat = 1;
-    int tiny = 0, use_cost = 0;
+    int tiny = 0, use_cost = 0, serve = 0;
+    const char *scope = NULL, *host_label = NULL;
     const char *trace_path = "data/traces/conversation_trace.jsonl", *ckpt = NULL,
                *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
     for (int i = 1; i < argc; i++) {
@@ -120,6 +286,10 @@ int main(int argc, char **argv)
             use_cost = 1;
             continue;
         }
+        if (!strcmp(a, "--serve")) {
+            serve = 1;
+            continue;
+        }
         if (!strcmp(a, "--trace"))
             str = &trace_path;
         else if (!strcmp(a, "--checkpoint"))
@@ -132,6 +302,10 @@ int main(int argc, char **argv)
             str = &metadata;
         else if (!strcmp(a, "--kernels"))
             str = &kernels;
+        else if (!strcmp(a, "--scope"))
+            str = &scope;
+        else if (!strcmp(a, "--host_label"))
+            str = &host_label;
         else if (!strcmp(a, "--requests"))
             target = &n_req, hi = 10000000;
         else if (!strcmp(a, "--max_prompt"))
@@ -161,6 +335,11 @@ int main(int argc, char **argv)
         i++;
     }
 
+    if (!mc_engine_scope_valid(scope)) {
+        fprintf(stderr, "mc_engine_replay: --scope: 1..%d characters of [A-Za-z0-9_-]\n",
+                MC_ENGINE_SCOPE_MAX);
+        return 2;
+    }
     mc_engine_model_t *m;
     mc_status_t st;
     if (ckpt) {
@@ -205,7 +384,8 @@ int main(int argc, char **argv)
         mc_store_config_t sc = {.local_hostname = host, .metadata_server = metadata,
                                 .global_segment_size = (uint64_t)segment_mb << 20,
                                 .local_buffer_size = 64u << 20, .protocol = "tcp",
-                                .master_server_addr = master, .te_tuning = &tuning};
+                                .master_server_addr = master, .te_tuning = &tuning,
+                                .host_label = host_label};
         if ((st = mc_store_create(&sc, &store)) != MC_OK) {
             fprintf(stderr, "mc_engine_replay: store at %s: %s\n", master, mc_status_str(st));
             return 1;
@@ -236,82 +416,40 @@ int main(int argc, char **argv)
     int32_t *tokens = malloc(((size_t)max_prompt + TRACE_BLOCK) * sizeof(int32_t));
     int32_t *out = malloc((size_t)decode * sizeof(int32_t));
     float *logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
-    idset_t seen = {0};
+    /* --scope: this instance's private cache: its own keys, placed on its own segment */
+    const char *own_segment = store && scope && segment_mb > 0 ? mc_store_hostname(store) : NULL;
+    mc_engine_reuse_opts_t opts = {.cost = use_cost ? &cost : NULL, .scope = scope,
+                                   .preferred_segment = own_segment};
+    replay_t rp = {.m = m, .e = e, .store = store, .trace = trace, .compat = compat,
+                   .opts = &opts, .block = block, .max_prompt = max_prompt, .decode = decode,
+                   .tokens = tokens, .out = out, .logits = logits};
     int rc = 0;
+    if (!tokens || !out || !logits) {
+        fprintf(stderr, "mc_engine_replay: out of memory\n");
+        rc = 1;
+    } else if (serve) {
+        rc = serve_loop(&rp, own_segment, host_label);
+        repeat = 0;
+    }
     for (long round = 0; round < repeat && rc == 0; round++) {
         uint64_t sum_prompt = 0, sum_reused = 0, sum_prefilled = 0, sum_ideal = 0;
         double sum_ttft = 0, sum_prefill = 0;
         size_t done = 0;
         for (size_t r = 0; r < trace->n_reqs; r++) {
-            const mc_conductor_request_t *req = &trace->reqs[r];
-            const uint64_t *ids = mc_conductor_trace_req_blocks(trace, req);
-            uint64_t len = req->input_tokens;
-            if (len > (uint64_t)req->n_blocks * TRACE_BLOCK)
-                len = (uint64_t)req->n_blocks * TRACE_BLOCK;
-            if (len > (uint64_t)max_prompt)
-                len = (uint64_t)max_prompt;
-            if (len == 0)
+            req_result_t res;
+            int k = run_request(&rp, r, round, &res);
+            if (k < 0) {
+                rc = 1;
+                break;
+            }
+            if (k == 0)
                 continue;
-            uint32_t n = (uint32_t)len, nb = (n + TRACE_BLOCK - 1) / TRACE_BLOCK;
-            for (uint32_t j = 0; j < nb; j++)
-                block_tokens(ids[j], m->cfg.vocab_size, tokens + (size_t)j * TRACE_BLOCK,
-                             TRACE_BLOCK);
-            /* ideal: leading trace blocks seen before, in whole engine blocks, leaving one token */
-            uint64_t ideal = 0;
-            int leading = 1;
-            for (uint32_t j = 0; j < nb; j++) {
-                int was = idset_add(&seen, ids[j]);
-                if (leading && was)
-                    ideal += TRACE_BLOCK;
-                else
-                    leading = 0;
-            }
-            uint64_t cap = (uint64_t)(n - 1) / (uint64_t)block * (uint64_t)block;
-            ideal = (ideal / (uint64_t)block) * (uint64_t)block;
-            if (ideal > cap)
-                ideal = cap;
-
-            mc_engine_kv_t *kv;
-            if ((st = mc_engine_kv_create(m, (uint32_t)block, &kv)) != MC_OK) {
-                fprintf(stderr, "mc_engine_replay: kv cache: %s\n", mc_status_str(st));
-                rc = 1;
-                break;
-            }
-            mc_engine_reuse_stats_t rs;
-            uint64_t t0 = mc_now_ns();
-            st = mc_engine_prefill_reuse_cost(e, kv, store, compat, use_cost ? &cost : NULL, tokens,
-                                              n, logits, &rs);
-            int32_t first = mc_engine_argmax(logits, m->cfg.vocab_size);
-            double ttft = rs.lookup_ms + rs.fetch_ms + rs.prefill_ms;
-            if (st == MC_OK && decode > 0)
-                st = mc_engine_decode(e, kv, logits, out, (uint32_t)decode);
-            double total = (double)(mc_now_ns() - t0) / 1e6;
-            mc_engine_kv_free(kv);
-            if (st != MC_OK) {
-                fprintf(stderr, "mc_engine_replay: request %zu: %s\n", r, mc_status_str(st));
-                rc = 1;
-                break;
-            }
-            printf("{\"round\":%ld,\"req\":%zu,\"line\":%u,\"prompt_tokens\":%u,"
-                   "\"tokens_reused\":%u,\"tokens_prefilled\":%u,\"ideal_reused\":%" PRIu64
-                   ",\"blocks_found\":%u,"
-                   "\"blocks_rejected\":%u,\"blocks_skipped\":%u,\"blocks_put\":%u,"
-                   "\"lookup_ms\":%.2f,\"fetch_ms\":%.2f,"
-                   "\"prefill_ms\":%.1f,\"put_ms\":%.2f,\"ttft_ms\":%.1f,\"total_ms\":%.1f,"
-                   "\"first_token\":%d,\"last_token\":%d,\"logits_hash\":\"%016llx\"}\n",
-                   round, r, req->line, n, rs.tokens_reused, rs.tokens_prefilled, ideal,
-                   rs.blocks_found, rs.blocks_rejected, rs.blocks_skipped, rs.blocks_put,
-                   rs.lookup_ms, rs.fetch_ms, rs.prefill_ms, rs.put_ms, ttft, total, first,
-                   decode > 0 ? out[decode - 1] : first,
-                   (unsigned long long)mc_hash64(logits,
-                                                 (size_t)m->cfg.vocab_size * sizeof(float)));
-            fflush(stdout);
-            sum_prompt += n;
-            sum_reused += rs.tokens_reused;
-            sum_prefilled += rs.tokens_prefilled;
-            sum_ideal += ideal;
-            sum_ttft += ttft;
-            sum_prefill += rs.prefill_ms;
+            sum_prompt += res.n;
+            sum_reused += res.reused;
+            sum_prefilled += res.prefilled;
+            sum_ideal += res.ideal;
+            sum_ttft += res.ttft;
+            sum_prefill += res.prefill_ms;
             done++;
             if (round == 0 && pause_after > 0 && done == (size_t)pause_after) {
                 printf("{\"paused\":%zu}\n", done);
@@ -333,7 +471,7 @@ int main(int argc, char **argv)
                sum_prompt ? (double)sum_ideal / (double)sum_prompt : 0.0,
                done ? sum_ttft / (double)done : 0.0, done ? sum_prefill / (double)done : 0.0);
     }
-    free(seen.slots);
+    free(rp.seen.slots);
     free(tokens);
     free(out);
     free(logits);

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/time.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,31 @@ void mc_engine_chain_hashes(uint64_t compat_id, const int32_t *tokens, uint32_t 
 
 void mc_engine_kv_key(uint64_t compat_id, uint64_t chain_hash, char key[MC_ENGINE_KV_KEY_MAX])
 {
-    snprintf(key, MC_ENGINE_KV_KEY_MAX, "mc_engine/%016llx/%016llx",
-             (unsigned long long)compat_id, (unsigned long long)chain_hash);
+    mc_engine_kv_key_scoped(compat_id, NULL, chain_hash, key);
+}
+
+bool mc_engine_scope_valid(const char *scope)
+{
+    if (!scope || !*scope)
+        return true;
+    size_t n = strlen(scope);
+    if (n > MC_ENGINE_SCOPE_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)scope[i]) && scope[i] != '_' && scope[i] != '-')
+            return false;
+    return true;
+}
+
+void mc_engine_kv_key_scoped(uint64_t compat_id, const char *scope, uint64_t chain_hash,
+                             char key[MC_ENGINE_KV_KEY_MAX])
+{
+    if (scope && *scope)
+        snprintf(key, MC_ENGINE_KV_KEY_MAX, "mc_engine/%016llx/%s/%016llx",
+                 (unsigned long long)compat_id, scope, (unsigned long long)chain_hash);
+    else
+        snprintf(key, MC_ENGINE_KV_KEY_MAX, "mc_engine/%016llx/%016llx",
+                 (unsigned long long)compat_id, (unsigned long long)chain_hash);
 }
 
 static mc_engine_kv_hdr_t make_hdr(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
@@ -107,10 +131,11 @@ out:
     return valid;
 }
 
-uint32_t mc_engine_kv_put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
-                                 mc_store_t *store, uint64_t compat, const uint64_t *chain,
-                                 char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
-                                 bool upsert)
+/* mc_engine_kv_put_blocks with a placement (cfg NULL = the master's default). */
+static uint32_t put_blocks_cfg(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                               mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                               char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
+                               bool upsert, const mc_replicate_config_t *cfg)
 {
     if (from >= to)
         return 0;
@@ -134,7 +159,7 @@ uint32_t mc_engine_kv_put_blocks(const mc_engine_model_t *m, const mc_engine_kv_
         n_parts[j] = 2;
         kp[j] = keys[i];
     }
-    mc_status_t st = mc_store_batch_put(store, n, kp, parts, n_parts, NULL, upsert, res);
+    mc_status_t st = mc_store_batch_put(store, n, kp, parts, n_parts, cfg, upsert, res);
     if (st != MC_OK) {
         MC_LOG_WARN("engine: storing %u KV blocks failed: %s", n, mc_status_str(st));
         goto out;
@@ -149,6 +174,14 @@ out:
     free(kp);
     free(res);
     return ok;
+}
+
+uint32_t mc_engine_kv_put_blocks(const mc_engine_model_t *m, const mc_engine_kv_t *kv,
+                                 mc_store_t *store, uint64_t compat, const uint64_t *chain,
+                                 char (*keys)[MC_ENGINE_KV_KEY_MAX], uint32_t from, uint32_t to,
+                                 bool upsert)
+{
+    return put_blocks_cfg(m, kv, store, compat, chain, keys, from, to, upsert, NULL);
 }
 
 uint32_t mc_engine_cost_blocks_to_fetch(const mc_engine_cost_t *c, uint32_t found,
@@ -278,10 +311,24 @@ mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, m
                                          const int32_t *tokens, uint32_t n, float *logits,
                                          mc_engine_reuse_stats_t *stats)
 {
+    mc_engine_reuse_opts_t o = {.cost = cost};
+    return mc_engine_prefill_reuse_opts(eng, kv, store, compat, &o, tokens, n, logits, stats);
+}
+
+mc_status_t mc_engine_prefill_reuse_opts(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
+                                         uint64_t compat, const mc_engine_reuse_opts_t *opts,
+                                         const int32_t *tokens, uint32_t n, float *logits,
+                                         mc_engine_reuse_stats_t *stats)
+{
     const mc_engine_model_t *m = mc_engine_model(eng);
+    const mc_engine_cost_t *cost = opts ? opts->cost : NULL;
+    const char *scope = opts ? opts->scope : NULL;
+    mc_replicate_config_t place = {.replica_num = 1,
+                                   .preferred_segment = opts ? opts->preferred_segment : NULL};
+    const mc_replicate_config_t *pcfg = place.preferred_segment ? &place : NULL;
     uint32_t B = kv->block_tokens;
     *stats = (mc_engine_reuse_stats_t){.prompt_tokens = n};
-    if (n == 0 || kv->n_tokens != 0 || n > (uint64_t)kv->n_blocks * B)
+    if (n == 0 || kv->n_tokens != 0 || n > (uint64_t)kv->n_blocks * B || !mc_engine_scope_valid(scope))
         return MC_ERR_INVALID_PARAMS;
     uint32_t full = n / B, reusable = (n - 1) / B, valid = 0;
     uint64_t *chain = calloc(full ? full : 1, sizeof(uint64_t));
@@ -293,7 +340,7 @@ mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, m
     }
     mc_engine_chain_hashes(compat, tokens, B, full, chain);
     for (uint32_t i = 0; i < full; i++)
-        mc_engine_kv_key(compat, chain[i], keys[i]);
+        mc_engine_kv_key_scoped(compat, scope, chain[i], keys[i]);
     if (store && reusable > 0) {
         uint64_t t0 = mc_now_ns();
         const char **kp = calloc(reusable, sizeof(*kp));
@@ -334,8 +381,8 @@ mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, m
         uint32_t bad_end = valid + stats->blocks_rejected;
         uint32_t found = stats->blocks_found > valid ? stats->blocks_found : valid;
         stats->blocks_put =
-            mc_engine_kv_put_blocks(m, kv, store, compat, chain, keys, valid, bad_end, true) +
-            mc_engine_kv_put_blocks(m, kv, store, compat, chain, keys, found, full, false);
+            put_blocks_cfg(m, kv, store, compat, chain, keys, valid, bad_end, true, pcfg) +
+            put_blocks_cfg(m, kv, store, compat, chain, keys, found, full, false, pcfg);
         stats->put_ms = ms_since(t0);
     }
     free(chain);

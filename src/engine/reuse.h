@@ -51,6 +51,16 @@ void mc_engine_chain_hashes(uint64_t compat_id, const int32_t *tokens, uint32_t 
                             uint32_t n_blocks, uint64_t *out);
 void mc_engine_kv_key(uint64_t compat_id, uint64_t chain_hash, char key[MC_ENGINE_KV_KEY_MAX]);
 
+/* Per-instance keys: "mc_engine/<compat id>/<scope>/<chain hash>" (scope NULL or "" = the shared
+ * key above). A scope is 1..MC_ENGINE_SCOPE_MAX characters of [A-Za-z0-9_-]. The chain hash
+ * stays the text after the last '/', which is how the conductor's index names the block
+ * (mc_conductor_key_hash): every instance's copy of a block indexes under the same hash, held
+ * by that instance's segment. */
+#define MC_ENGINE_SCOPE_MAX 16
+bool mc_engine_scope_valid(const char *scope);
+void mc_engine_kv_key_scoped(uint64_t compat_id, const char *scope, uint64_t chain_hash,
+                             char key[MC_ENGINE_KV_KEY_MAX]);
+
 /* When to fetch (engine-local: the conductor's cost model lives above this layer). Predicted
  * fetch time of k blocks = k * (obj_latency_ms + object bytes / store_bytes_per_ms); predicted
  * recompute time of those k blocks = k * block_tokens / prefill_tokens_per_ms. The engine
@@ -115,6 +125,20 @@ mc_status_t mc_engine_prefill_reuse(mc_engine_t *eng, mc_engine_kv_t *kv, mc_sto
  * result is bit-identical either way. */
 mc_status_t mc_engine_prefill_reuse_cost(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
                                          uint64_t compat_id, const mc_engine_cost_t *cost,
+                                         const int32_t *tokens, uint32_t n, float *logits,
+                                         mc_engine_reuse_stats_t *stats);
+
+/* Where an engine instance keeps its blocks. */
+typedef struct mc_engine_reuse_opts {
+    const mc_engine_cost_t *cost;  /* NULL = always fetch */
+    const char *scope;             /* NULL = shared keys; else per-instance keys (above) */
+    const char *preferred_segment; /* puts go to this segment first; NULL = master's placement */
+} mc_engine_reuse_opts_t;
+
+/* mc_engine_prefill_reuse_cost with opts (NULL = all defaults). An invalid scope is
+ * MC_ERR_INVALID_PARAMS. */
+mc_status_t mc_engine_prefill_reuse_opts(mc_engine_t *eng, mc_engine_kv_t *kv, mc_store_t *store,
+                                         uint64_t compat_id, const mc_engine_reuse_opts_t *opts,
                                          const int32_t *tokens, uint32_t n, float *logits,
                                          mc_engine_reuse_stats_t *stats);
 

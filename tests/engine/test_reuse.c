@@ -79,8 +79,9 @@ typedef struct result {
 } result_t;
 
 /* One request: prefill (through the store when s is not NULL), then greedy decode. */
-static void request_cost(const mc_engine_model_t *m, mc_store_t *s, const mc_engine_cost_t *cost,
-                         const int32_t *prompt, uint32_t n, result_t *r)
+static void request_opts(const mc_engine_model_t *m, mc_store_t *s,
+                         const mc_engine_reuse_opts_t *opts, const int32_t *prompt, uint32_t n,
+                         result_t *r)
 {
     mc_engine_t *e;
     mc_engine_kv_t *kv;
@@ -89,11 +90,18 @@ static void request_cost(const mc_engine_model_t *m, mc_store_t *s, const mc_eng
     assert_int_equal(m->cfg.vocab_size, 256);
     uint64_t compat = mc_engine_compat_id(m, mc_engine_kernels_name(e), B, 0, 1);
     assert_int_equal(
-        mc_engine_prefill_reuse_cost(e, kv, s, compat, cost, prompt, n, r->logits, &r->stats),
+        mc_engine_prefill_reuse_opts(e, kv, s, compat, opts, prompt, n, r->logits, &r->stats),
         MC_OK);
     assert_int_equal(mc_engine_decode(e, kv, r->logits, r->tokens, N_DECODE), MC_OK);
     mc_engine_kv_free(kv);
     mc_engine_destroy(e);
+}
+
+static void request_cost(const mc_engine_model_t *m, mc_store_t *s, const mc_engine_cost_t *cost,
+                         const int32_t *prompt, uint32_t n, result_t *r)
+{
+    mc_engine_reuse_opts_t o = {.cost = cost};
+    request_opts(m, s, &o, prompt, n, r);
 }
 
 static void request(const mc_engine_model_t *m, mc_store_t *s, const int32_t *prompt, uint32_t n,
@@ -155,6 +163,51 @@ static void test_prefix_reuse_identical(void **state)
     assert_int_equal(r.stats.tokens_reused, 144);
     assert_int_equal(r.stats.tokens_prefilled, 16);
     assert_identical(&ref2, &r);
+}
+
+/* Per-instance keys: an instance reuses only what it stored itself; the chain hash stays the
+ * key's last component (the conductor's block hash); a bad scope is refused. */
+static void test_scoped_keys(void **state)
+{
+    (void)state;
+    int32_t p[100];
+    make_prompt(p, 100, 23); /* a prompt no other test uses */
+    static result_t ref, r;
+    request(model, NULL, p, 100, &ref);
+    mc_engine_reuse_opts_t a = {.scope = "inst-a"}, b = {.scope = "inst_b"};
+    request_opts(model, store, &a, p, 100, &r); /* cold: 6 blocks under inst-a's keys */
+    assert_int_equal(r.stats.tokens_reused, 0);
+    assert_int_equal(r.stats.blocks_put, 6);
+    assert_identical(&ref, &r);
+    request_opts(model, store, &b, p, 100, &r); /* another instance: its own cache is empty */
+    assert_int_equal(r.stats.tokens_reused, 0);
+    assert_int_equal(r.stats.blocks_put, 6);
+    assert_identical(&ref, &r);
+    request_opts(model, store, &a, p, 100, &r); /* the holder reuses */
+    assert_int_equal(r.stats.tokens_reused, 96);
+    assert_identical(&ref, &r);
+    request(model, store, p, 100, &r); /* the shared keys were never written */
+    assert_int_equal(r.stats.tokens_reused, 0);
+
+    char key[MC_ENGINE_KV_KEY_MAX];
+    mc_engine_kv_key_scoped(0x12, "inst-a", 0xabcdef0123456789ull, key);
+    assert_string_equal(key, "mc_engine/0000000000000012/inst-a/abcdef0123456789");
+    mc_engine_kv_key_scoped(0x12, "", 0x1, key);
+    assert_string_equal(key, "mc_engine/0000000000000012/0000000000000001");
+    assert_true(mc_engine_scope_valid(NULL));
+    assert_true(mc_engine_scope_valid("abcdefghijklmnop"));  /* 16 */
+    assert_false(mc_engine_scope_valid("abcdefghijklmnopq")); /* 17 */
+    assert_false(mc_engine_scope_valid("a/b"));
+    assert_false(mc_engine_scope_valid("a b"));
+    mc_engine_t *e;
+    mc_engine_kv_t *kv;
+    assert_int_equal(mc_engine_create(model, 1, &e), MC_OK);
+    assert_int_equal(mc_engine_kv_create(model, B, &kv), MC_OK);
+    mc_engine_reuse_opts_t bad = {.scope = "a/b"};
+    assert_int_equal(mc_engine_prefill_reuse_opts(e, kv, store, 1, &bad, p, 100, r.logits, &r.stats),
+                     MC_ERR_INVALID_PARAMS);
+    mc_engine_kv_free(kv);
+    mc_engine_destroy(e);
 }
 
 static void test_missing_and_corrupt_blocks(void **state)
@@ -385,6 +438,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_reuse_identical),
+        cmocka_unit_test(test_scoped_keys),
         cmocka_unit_test(test_missing_and_corrupt_blocks),
         cmocka_unit_test(test_other_model_never_reuses),
         cmocka_unit_test(test_cost_model),
