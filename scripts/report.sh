@@ -26,7 +26,11 @@ done
 [ -r "$TRACE" ] || { echo "report: trace $TRACE not readable" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "report: gnuplot not installed" >&2; exit 1; }
 mkdir -p "$DATA" "$RAW"
-rm -f "$DATA"/*.csv "$DATA"/*.json "$DATA"/*.txt "$RAW"/*.csv "$RAW"/*.dat "$OUT"/*.png
+# what this script writes, not the raw files other benchmarks record here (python/bench)
+for f in "$DATA"/*.csv "$DATA"/*.json "$DATA"/*.txt; do
+  case "${f##*/}" in python_bench.json | dummy_bench.json) ;; *) rm -f "$f" ;; esac
+done
+rm -f "$RAW"/*.csv "$RAW"/*.dat "$OUT"/*.png
 rm -rf "$DATA/live"
 TE_RESULTS=${MC_TE_BENCH_RESULTS:-$DATA/te_bench.jsonl}
 LIVE_REQUESTS=${MC_LIVE_REQUESTS:-300}
