@@ -14,7 +14,9 @@
 # Usage: scripts/engine_failover.sh [BIN_DIR]   (default: $MC_BIN_DIR, else build/bin)
 # Env:   TRACE, REQUESTS (20), PAUSE_AFTER (REQUESTS/2), MAX_PROMPT (8192), THREADS (2),
 #        SEGMENT (512MB per server), ENGINE_FLAGS (extra replay flags, e.g. --tiny --block 16),
-#        OUT_DIR (keep the JSON lines there; default: a temp dir, removed)
+#        OUT_DIR (keep the JSON lines there; default: a temp dir, removed),
+#        RECORD (after a successful run, write one file for the report there: a header line with
+#        the command and date, then every pass's lines tagged with "pass")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
@@ -102,3 +104,21 @@ print("every request completed, tokens and final logits equal to the no-store ru
       "yes" if ok else "NO")
 sys.exit(0 if ok else 1)
 PY
+
+if [ -n "${RECORD:-}" ]; then
+  /usr/bin/python3 - "$OUT" "$RECORD" "$PAUSE_AFTER" "$REQUESTS" \
+    "REQUESTS=$REQUESTS PAUSE_AFTER=$PAUSE_AFTER MAX_PROMPT=$MAX_PROMPT THREADS=$THREADS SEGMENT=$SEGMENT ENGINE_FLAGS='$ENGINE_FLAGS' scripts/engine_failover.sh" <<'PY'
+import datetime, json, sys
+out, record, pause, n, cmd = sys.argv[1:6]
+with open(record, "w") as f:
+    f.write(json.dumps({"record": "engine_failover", "command": cmd, "requests": int(n),
+                        "pause_after": int(pause),
+                        "date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")}) + "\n")
+    for name in ("nostore", "fill", "warm", "killed"):
+        for line in open(f"{out}/{name}.jsonl"):
+            r = json.loads(line)
+            r["pass"] = name
+            f.write(json.dumps(r) + "\n")
+PY
+  echo "engine_failover: recorded in $RECORD"
+fi

@@ -328,6 +328,7 @@ PYEOF
 # the same requests; the engine is not re-run here
 ENGINE_SECTION=$($PY "$GP/engine_section.py" "$DATA/engine_replay.jsonl" \
   "$DATA/engine_replay_trace.jsonl" "$BIN/mc_sim")
+ENGINE_MORE=$($PY "$GP/engine_more.py" "$DATA/engine_route.jsonl" "$DATA/engine_failover.jsonl")
 # §5.1: the recorded cold-tier ablation through the real store (scripts/store_replay_ssd.sh)
 STORE_SSD="(not recorded: run scripts/store_replay_ssd.sh, see Reproduce)"
 if [ -r "$ROOT/docs/report/data/store_replay_ssd.jsonl" ]; then
@@ -452,6 +453,8 @@ The requirement was sub-millisecond for 100-block prompts with 1 M indexed block
 ### 4.3 Real compute: a transformer on the store (measured)
 
 $ENGINE_SECTION
+
+$ENGINE_MORE
 
 ## 5. Ablations: local vs remote, hot vs cold, routing, placement (simulated)
 
@@ -666,6 +669,8 @@ rm -f docs/report/data/store_replay_policies.jsonl; CAPACITIES="1000 2000 5000 1
   scripts/store_replay_policies.sh build/bin   # §5.2 per-policy store replay (~1 min)
 REQUESTS=30 MAX_PROMPT=8192 LOCAL=1 ENGINE_FLAGS=--cost RECORD=docs/report/data/engine_replay.jsonl \\
   scripts/engine_replay.sh build/bin   # §4.3 real compute (~3 min; needs mc_engine_replay)
+RECORD=docs/report/data/engine_route.jsonl scripts/engine_route.sh   # §4.3 routing (~1 min)
+RECORD=docs/report/data/engine_failover.jsonl scripts/engine_failover.sh build/bin   # §4.3 kill (~2 min)
 rm -f docs/report/data/store_replay_ssd.jsonl; OUT=docs/report/data/store_replay_ssd.jsonl \\
   scripts/store_replay_ssd.sh build/bin   # §5.1 cold tier through the store (~1 min)
 scripts/report.sh build/bin
