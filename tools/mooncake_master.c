@@ -131,8 +131,13 @@ typedef struct flags {
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
     bool multi_tenants;
     bool enable_offload, offload_on_evict; /* the local-disk tier (disk-tier.md, "Master") */
-    bool promotion_on_hit;
-    int64_t offload_queue_limit, promotion_threshold;
+    bool promotion_on_hit, offload_force_evict;
+    int64_t offload_queue_limit, promotion_threshold, promo_queue_limit, promo_per_beat;
+    /* upstream's flags kept for its command lines (validated, otherwise no effect here) */
+    bool enable_oplog, disk_eviction;
+    int64_t oplog_poll_ms, oplog_batch_max, oplog_retry_s, file_seg_size;
+    uint64_t quota_bytes;
+    const char *root_fs_dir;
     double offload_cap_ratio;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
         *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri,
@@ -150,6 +155,9 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .eviction_policy = "lru",
                    .offload_queue_limit = 50000, .offload_cap_ratio = 0.5,
                    .promotion_threshold = 2,
+                   .promo_queue_limit = 50000, .promo_per_beat = 1,
+                   .oplog_poll_ms = 1000, .oplog_batch_max = 1024, .oplog_retry_s = 180,
+                   .root_fs_dir = "", .file_seg_size = INT64_MAX, .disk_eviction = true,
                    .allow_soft = true, .exist_extends = false, .enable_meta = false,
                    .enable_ha = false, .wal_fsync = false, .rpc_address = "0.0.0.0",
                    .metrics_host = "0.0.0.0",
@@ -241,6 +249,23 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "regains a memory copy (written by that server)", 0, 0},
         {"promotion_admission_threshold", MC_OPT_INT, &f->promotion_threshold, NULL,
          "disk hits (count-min sketch) that make a key's promotion", 1, 255},
+        {"promotion_queue_limit", MC_OPT_INT, &f->promo_queue_limit, NULL,
+         "promotions queued or in flight over all storage servers at most (a hit beyond it "
+         "promotes nothing)", 1, UINT32_MAX},
+        {"promotion_max_per_heartbeat", MC_OPT_INT, &f->promo_per_beat, NULL,
+         "promotion tasks one offload heartbeat hands a storage server at most", 1, UINT32_MAX},
+        {"offload_force_evict", MC_OPT_BOOL, &f->offload_force_evict, NULL,
+         "accepted for compatibility: victims beyond the --offload_cap_ratio cap are always "
+         "evicted from memory without an offload (upstream's true)", 0, 0},
+        {"root_fs_dir", MC_OPT_STRING, &f->root_fs_dir, NULL,
+         "upstream's shared-filesystem DISK tier: not supported, only \"\" is accepted (the "
+         "SSD tier here is --enable_offload with storage servers' ssd_offload_path)", 0, 0},
+        {"global_file_segment_size", MC_OPT_INT, &f->file_seg_size, NULL,
+         "for --root_fs_dir: only the default is accepted", 0, 0},
+        {"enable_disk_eviction", MC_OPT_BOOL, &f->disk_eviction, NULL,
+         "for --root_fs_dir: only the default (true) is accepted", 0, 0},
+        {"quota_bytes", MC_OPT_SIZE, &f->quota_bytes, NULL,
+         "for --root_fs_dir: only the default (0) is accepted", 0, 0},
         {"client_ttl", MC_OPT_INT, &f->client_ttl, NULL,
          "seconds without a ping before a client's segments are held (see "
          "--segment_hold_sec) or unmounted", 1, 86400},
@@ -276,6 +301,15 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "--ha_backend_connstring or --etcd_endpoints, a --wal_dir and a concrete "
          "--rpc_address (published to clients)", 0, 0},
         {"ha_backend_type", MC_OPT_STRING, &f->ha_type, NULL, "etcd (the only backend)", 0, 0},
+        {"enable_oplog", MC_OPT_BOOL, &f->enable_oplog, NULL,
+         "upstream's replicated metadata log for --enable_ha (needs it); accepted, no effect: "
+         "with --enable_ha the log is always replicated (docs/internals/ha.md)", 0, 0},
+        {"oplog_poll_interval_ms", MC_OPT_INT, &f->oplog_poll_ms, NULL,
+         "with --enable_oplog: accepted, no effect (standbys watch the log)", 1, INT32_MAX},
+        {"oplog_batch_max_entries", MC_OPT_INT, &f->oplog_batch_max, NULL,
+         "with --enable_oplog: accepted, no effect", 1, UINT32_MAX},
+        {"batch_oplog_retry_timeout_sec", MC_OPT_INT, &f->oplog_retry_s, NULL,
+         "with --enable_oplog: accepted, no effect", 0, UINT32_MAX},
         {"ha_backend_connstring", MC_OPT_STRING, &f->ha_conn, NULL,
          "etcd endpoints h:p;h:p for --enable_ha (else --etcd_endpoints)", 0, 0},
         {"ha_lease_ttl_sec", MC_OPT_INT, &f->ha_ttl, NULL,
@@ -332,6 +366,24 @@ static int prepare_wal_dir(const char *arg, char *out, size_t n)
  * value the master cannot honour. */
 static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service_opts_t *so)
 {
+    if (f->enable_oplog && !f->enable_ha) { /* upstream: LOG(FATAL) */
+        fprintf(stderr, "mooncake_master: enable_oplog requires enable_ha=true\n");
+        return 2;
+    }
+    if (f->enable_oplog && strcmp(f->ha_type, "etcd") != 0) {
+        fprintf(stderr, "mooncake_master: enable_oplog currently requires "
+                        "ha_backend_type=etcd\n");
+        return 2;
+    }
+    if (f->root_fs_dir[0] || f->file_seg_size != INT64_MAX || !f->disk_eviction ||
+        f->quota_bytes != 0) {
+        fprintf(stderr, "mooncake_master: --root_fs_dir (upstream's shared-filesystem DISK "
+                        "tier, with --global_file_segment_size, --enable_disk_eviction, "
+                        "--quota_bytes) is not supported; the disk tier here is the local-disk "
+                        "one: --enable_offload on the master and ssd_offload_path "
+                        "(--offload_path) on the storage servers\n");
+        return 2;
+    }
     if (strcmp(f->memory_allocator, "offset") != 0) {
         fprintf(stderr, "mooncake_master: --memory_allocator=%s not supported (offset only)\n",
                 f->memory_allocator);
@@ -422,6 +474,8 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.offload_cap_ratio = f->offload_cap_ratio;
     so->cfg.promotion_on_hit = f->promotion_on_hit;
     so->cfg.promotion_admission_threshold = (uint32_t)f->promotion_threshold;
+    so->cfg.promotion_queue_limit = (uint32_t)f->promo_queue_limit;
+    so->cfg.promotion_max_per_heartbeat = (uint32_t)f->promo_per_beat;
     if (f->rpc_mem_budget == 0 || f->rpc_conn_out_cap == 0 || f->rpc_conn_out_cap > UINT32_MAX) {
         fprintf(stderr, "mooncake_master: --rpc_memory_budget and --rpc_connection_output_cap "
                         "must be > 0 (and the cap < 4 GiB)\n");

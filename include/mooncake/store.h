@@ -135,7 +135,13 @@ typedef struct mc_replica_desc {
     uint64_t addr;                  /* absolute address in the owner process */
     uint64_t size;
     int32_t status;                 /* 1 = complete/readable */
+    /* MC_REPLICA_MEMORY, or MC_REPLICA_LOCAL_DISK: on a storage server's own disk (segment
+     * "", addr 0, endpoint = the owner's offload endpoint, size = the object's size) */
+    int32_t replica_type;
 } mc_replica_desc_t;
+
+#define MC_REPLICA_MEMORY 0
+#define MC_REPLICA_LOCAL_DISK 2
 
 /* Connect to the master, start the TE, mount the contributed segment. */
 MC_API mc_status_t mc_store_create(const mc_store_config_t *cfg, mc_store_t **store_p);

@@ -1977,7 +1977,8 @@ static PyObject *store_is_dummy(StoreObject *self, PyObject *unused)
     return PyBool_FromLong(self->store != NULL && mc_store_is_dummy(self->store));
 }
 
-/* Replica descriptors as a list of (segment, endpoint, addr, size, status) tuples; [] on error. */
+/* Replica descriptors as a list of (segment, endpoint, addr, size, status, replica_type)
+ * tuples; [] on error. */
 static PyObject *replica_list(StoreObject *self, const char *key)
 {
     mc_replica_desc_t *d = NULL;
@@ -1994,9 +1995,10 @@ static PyObject *replica_list(StoreObject *self, const char *key)
     for (size_t i = 0; l && i < n; i++) {
         d[i].segment[sizeof(d[i].segment) - 1] = '\0';
         d[i].endpoint[sizeof(d[i].endpoint) - 1] = '\0';
-        PyObject *t = Py_BuildValue("(ssKKi)", d[i].segment, d[i].endpoint,
+        PyObject *t = Py_BuildValue("(ssKKii)", d[i].segment, d[i].endpoint,
                                     (unsigned long long)d[i].addr,
-                                    (unsigned long long)d[i].size, (int)d[i].status);
+                                    (unsigned long long)d[i].size, (int)d[i].status,
+                                    (int)d[i].replica_type);
         if (t == NULL) {
             Py_CLEAR(l);
             break;
@@ -2280,7 +2282,7 @@ static PyMethodDef store_methods[] = {
     {"_buffer_room", (PyCFunction)store_buffer_room, METH_O,
      "_buffer_room(ptr) -> bytes from ptr to the end of its registered buffer (0: none)."},
     {"_get_replica_desc", MCPY_KWFUNC(store_get_replica_desc), METH_VARARGS | METH_KEYWORDS,
-     "_get_replica_desc(key) -> list of (segment, endpoint, addr, size, status)"},
+     "_get_replica_desc(key) -> list of (segment, endpoint, addr, size, status, type)"},
     {"_batch_get_replica_desc", MCPY_KWFUNC(store_batch_get_replica_desc),
      METH_VARARGS | METH_KEYWORDS, "_batch_get_replica_desc(keys) -> {key: [tuples]}"},
     {"_batch_replica_clear", MCPY_KWFUNC(store_batch_replica_clear), METH_VARARGS | METH_KEYWORDS,

@@ -242,6 +242,12 @@ class TransferEngine(_TransferEngineBase):
         """Upstream returns the inner engine for store reuse; here the engine itself."""
         return self
 
+    def get_engine_ptr(self):
+        """Upstream returns the address of its C++ TransferEngine; this engine is not that
+        object, so no pointer is handed out."""
+        raise NotImplementedError("get_engine_ptr: Mooncake-C's engine is not upstream's C++ "
+                                  "TransferEngine; share the engine with get_engine()")
+
     def get_notifies(self):
         """Notifications received since the last call (TransferNotify, oldest first); the
         queue holds at most NOTIFY_QUEUE_MAX, later ones are refused to their senders until it

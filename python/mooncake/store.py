@@ -168,29 +168,66 @@ class MemoryDescriptor:
         return f"MemoryDescriptor({self.buffer_descriptor!r})"
 
 
+class DiskDescriptor:
+    """Where a disk replica lives (upstream's class; read-only here). Mooncake-C's disk tier
+    is the storage servers' own disks: object_size is the object's size, file_path is ""
+    (the file is private to its storage server, which serves reads), and, ours,
+    transport_endpoint is that server's offload endpoint."""
+
+    __slots__ = ("_size", "_endpoint")
+
+    def __init__(self, object_size, transport_endpoint):
+        self._size = object_size
+        self._endpoint = transport_endpoint
+
+    file_path = property(lambda self: "")
+    object_size = property(lambda self: self._size)
+    transport_endpoint = property(lambda self: self._endpoint)
+
+    def __repr__(self):
+        return (f"DiskDescriptor(object_size={self._size}, "
+                f"transport_endpoint={self._endpoint!r})")
+
+
+_REPLICA_LOCAL_DISK = 2  # MC_REPLICA_LOCAL_DISK
+
+
 class ReplicaDescriptor:
-    """One replica of an object (Mooncake-C replicas are always in memory)."""
+    """One replica of an object: in a memory segment, or on a storage server's local disk
+    (is_local_disk_replica(); get_disk_descriptor() describes it)."""
 
-    __slots__ = ("status", "_mem")
+    __slots__ = ("status", "_mem", "_disk")
 
-    def __init__(self, segment, endpoint, addr, size, status):
+    def __init__(self, segment, endpoint, addr, size, status, replica_type=0):
         self.status = ReplicaStatus.COMPLETE if status == 1 else ReplicaStatus.PROCESSING
-        self._mem = MemoryDescriptor(BufferDescriptor(size, addr, endpoint, segment))
+        if replica_type == _REPLICA_LOCAL_DISK:
+            self._mem, self._disk = None, DiskDescriptor(size, endpoint)
+        else:
+            self._mem = MemoryDescriptor(BufferDescriptor(size, addr, endpoint, segment))
+            self._disk = None
 
     def is_memory_replica(self):
-        return True
+        return self._mem is not None
 
     def is_disk_replica(self):
-        return False
+        return False  # upstream's shared-filesystem DISK tier is not served
+
+    def is_local_disk_replica(self):
+        return self._disk is not None
 
     def get_memory_descriptor(self):
+        if self._mem is None:
+            raise RuntimeError("not a memory replica")
         return self._mem
 
     def get_disk_descriptor(self):
-        raise RuntimeError("not a disk replica (Mooncake-C keeps replicas in memory)")
+        if self._disk is None:
+            raise RuntimeError("not a disk replica")
+        return self._disk
 
     def __repr__(self):
-        return f"ReplicaDescriptor(status={self.status.name}, {self._mem.buffer_descriptor!r})"
+        d = self._mem.buffer_descriptor if self._mem is not None else self._disk
+        return f"ReplicaDescriptor(status={self.status.name}, {d!r})"
 
 
 def _config_get(cfg, *names, default=_SENTINEL):
@@ -509,6 +546,7 @@ __all__ = ["MooncakeDistributedStore", "bind_to_numa_node", "MooncakeHostMemAllo
            "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus", "QueryTaskResponse",
            "BufferPool", "BufferLease", "RegisteredBufferPool", "RegisteredBufferLease",
            "get_alloc_func_addr", "get_free_func_addr",
-           "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor", "Descriptor",
+           "ReplicaDescriptor", "MemoryDescriptor", "DiskDescriptor", "BufferDescriptor",
+           "Descriptor",
            "EngramStore", "EngramStoreConfig",
            "parse_size", "default_kv_lease_ttl_ms"]

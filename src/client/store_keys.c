@@ -248,6 +248,9 @@ mc_status_t mc_store_replica_desc(mc_store_t *s, const char *key, mc_replica_des
         d[r].addr = rl->replicas[r]->buffer_address;
         d[r].size = rl->replicas[r]->size;
         d[r].status = rl->replicas[r]->status == MC_RPC__REPLICA_STATUS__REPLICA_COMPLETE;
+        d[r].replica_type = rl->replicas[r]->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK
+                                ? MC_REPLICA_LOCAL_DISK
+                                : MC_REPLICA_MEMORY;
     }
     *descs_p = d;
     *n_p = rl->n_replicas;

@@ -70,6 +70,8 @@ void mc_master_config_default(mc_master_config_t *c)
     c->offloading_queue_limit = 50000;
     c->offload_cap_ratio = 0.5;
     c->promotion_admission_threshold = 2;
+    c->promotion_queue_limit = 50000;
+    c->promotion_max_per_heartbeat = 1;
 }
 
 uint32_t master_key_hash(const char *key, size_t klen) { return (uint32_t)mc_hash64(key, klen); }
@@ -769,7 +771,8 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
     if ((m->cfg.eviction_policy != MC_EVICT_LRU && m->cfg.eviction_policy != MC_EVICT_ADAPTIVE) ||
         m->cfg.offloading_queue_limit < 1 || m->cfg.offloading_queue_limit > 100000000 ||
         !(m->cfg.offload_cap_ratio >= 0 && m->cfg.offload_cap_ratio <= 1) ||
-        m->cfg.promotion_admission_threshold < 1 || m->cfg.promotion_admission_threshold > 255) {
+        m->cfg.promotion_admission_threshold < 1 || m->cfg.promotion_admission_threshold > 255 ||
+        m->cfg.promotion_queue_limit < 1 || m->cfg.promotion_max_per_heartbeat < 1) {
         mc_master_destroy(m);
         return MC_ERR_INVALID_PARAMS;
     }

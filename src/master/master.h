@@ -84,9 +84,14 @@ typedef struct mc_master_config {
     bool offload_on_evict;
     /* Promotion on hit (false; threshold 2): a key served from disk this many times (a
      * count-min sketch of disk hits, halved every 163 840 hits) gets a promotion task for its
-     * disk's owner, which writes a memory copy (mc_master_promotion_start/_end). */
+     * disk's owner, which writes a memory copy (mc_master_promotion_start/_end).
+     * promotion_queue_limit (50000, >= 1): promotions queued or handed out at once over all
+     * clients; a hit beyond it queues none. promotion_max_per_heartbeat (1, >= 1): promotion
+     * tasks one offload heartbeat hands a client (the rest wait for its next heartbeat). */
     bool promotion_on_hit;
     uint32_t promotion_admission_threshold;
+    uint32_t promotion_queue_limit;
+    uint32_t promotion_max_per_heartbeat;
     uint64_t offloading_queue_limit;
     double offload_cap_ratio;
     /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from

@@ -391,6 +391,8 @@ void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     dobj_t *d = dfind(m, key, klen, h);
     if (!d || d->state != D_STORED || est < m->cfg.promotion_admission_threshold)
         return;
+    if (d->promote == PROMO_NONE && m->n_promoting >= m->cfg.promotion_queue_limit)
+        return;
     uint64_t now = master_now(m);
     if (d->promote == PROMO_QUEUED ||
         (d->promote == PROMO_HANDED && now - d->t_promote < PROMOTE_RETRY_MS))
@@ -630,8 +632,12 @@ mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t cid[16],
         return MC_ERR_NO_MEMORY;
     }
     size_t koff = 0;
+    uint32_t promos = 0;
     for (i = 0; i < n; i++) {
         dobj_t *d = c->dq_head;
+        /* promotions past the per-heartbeat cap, and all behind them, wait for the next one */
+        if (d->state == D_STORED && promos++ >= m->cfg.promotion_max_per_heartbeat)
+            break;
         c->dq_head = d->qnext;
         if (!c->dq_head)
             c->dq_tail = NULL;

@@ -281,6 +281,46 @@ static void test_promotion_on_hit(void **state)
     mc_master_destroy(m);
 }
 
+/* promotion_queue_limit caps the promotions queued or in flight over all clients;
+ * promotion_max_per_heartbeat the promotion tasks one heartbeat hands out (the rest wait). */
+static void test_promotion_limits(void **state)
+{
+    (void)state;
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    assert_int_equal(cfg.promotion_queue_limit, 50000);
+    assert_int_equal(cfg.promotion_max_per_heartbeat, 1);
+    cfg.clock = fake_clock;
+    cfg.enable_offload = true;
+    cfg.offload_on_evict = true;
+    cfg.promotion_on_hit = true;
+    cfg.promotion_admission_threshold = 1;
+    cfg.promotion_queue_limit = 3;
+    cfg.promotion_max_per_heartbeat = 2;
+    mc_master_t *m;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    const char *keys[] = {"k0", "k1", "k2", "k3", "k4"};
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, sum;
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(mc_master_notify_offload_success(m, CA, K(keys[i]), 64, 7, true), MC_OK);
+        assert_int_equal(mc_master_get_replicas(m, K(keys[i]), r, &n, &size, &sum), MC_OK);
+    }
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.promotion_in_flight, 3); /* k3, k4: over the queue limit */
+    mc_master_offload_tasks_t t = beat(m, 2); /* the per-heartbeat cap */
+    assert_true(t.items[0].promote && t.items[1].promote);
+    mc_master_offload_tasks_free(&t);
+    t = beat(m, 1);
+    mc_master_offload_tasks_free(&t);
+    mc_master_destroy(m);
+    cfg.promotion_max_per_heartbeat = 0;
+    assert_int_equal(mc_master_create(&cfg, &m), MC_ERR_INVALID_PARAMS);
+}
+
 static const uint8_t CC[16] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
 
 /* RemoveByRegex and RemoveAll reach keys that live on disk only: the master forgets them and
@@ -380,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_reregister_and_expiry),
         cmocka_unit_test(test_promotion_on_hit),
+        cmocka_unit_test(test_promotion_limits),
         cmocka_unit_test(test_remove_regex_all_disk_only),
         cmocka_unit_test(test_removal_while_owner_down),
     };

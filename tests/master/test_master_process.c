@@ -624,29 +624,63 @@ static void test_max_threads_flag(void **state)
 }
 
 /* --eviction_policy: lru and adaptive start; anything else exits 2 naming the flag. */
-static void test_eviction_policy_flag(void **state)
+/* Runs mooncake_master with args (no WAL, no ports), expecting it to exit 2 with msg in its
+ * output. */
+static void expect_refused(const char *args, const char *msg)
 {
-    (void)state;
     const char *bindir = getenv("MC_BIN_DIR");
     assert_non_null(bindir);
-    char cmd[512], out[512] = "";
+    char cmd[1024], out[1024] = "";
     snprintf(cmd, sizeof(cmd),
-             "exec %s/mooncake_master --eviction_policy=s3fifo --wal_dir= --port=0 "
-             "--metrics_port=-1 2>&1", bindir);
+             "exec %s/mooncake_master %s --wal_dir= --port=0 --metrics_port=-1 2>&1", bindir,
+             args);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     size_t got = fread(out, 1, sizeof(out) - 1, f);
     out[got] = 0;
     int wst = pclose(f);
     assert_true(WIFEXITED(wst));
-    assert_int_equal(WEXITSTATUS(wst), 2);
-    assert_non_null(strstr(out, "--eviction_policy must be lru or adaptive, got 's3fifo'"));
+    if (WEXITSTATUS(wst) != 2 || !strstr(out, msg))
+        fail_msg("%s: status %d, output '%s'", args, WEXITSTATUS(wst), out);
+}
+
+static void test_eviction_policy_flag(void **state)
+{
+    (void)state;
+    expect_refused("--eviction_policy=s3fifo",
+                   "--eviction_policy must be lru or adaptive, got 's3fifo'");
     static master_proc_t mp;
     memset(&mp, 0, sizeof(mp));
     new_wal_dir(&mp);
     start_master(&mp, "--eviction_policy=adaptive");
     stop_master(&mp, SIGTERM);
     start_master(&mp, "--eviction_policy=lru");
+    stop_master(&mp, SIGTERM);
+    rm_wal(&mp);
+}
+
+/* Upstream's flags kept for its command lines: --enable_oplog (needs --enable_ha, as
+ * upstream; otherwise no effect), the shared-filesystem tier's flags (only their defaults),
+ * the promotion limits (ranges). */
+static void test_upstream_tier_flags(void **state)
+{
+    (void)state;
+    expect_refused("--enable_oplog", "enable_oplog requires enable_ha=true");
+    expect_refused("--root_fs_dir=/mnt/3fs", "--root_fs_dir");
+    expect_refused("--root_fs_dir=/mnt/3fs", "--enable_offload");
+    expect_refused("--global_file_segment_size=1024", "not supported");
+    expect_refused("--enable_disk_eviction=false", "not supported");
+    expect_refused("--quota_bytes=1GB", "not supported");
+    expect_refused("--promotion_queue_limit=0", "promotion_queue_limit");
+    expect_refused("--promotion_max_per_heartbeat=0", "promotion_max_per_heartbeat");
+    static master_proc_t mp;
+    memset(&mp, 0, sizeof(mp));
+    new_wal_dir(&mp);
+    start_master(&mp, "--enable_oplog=false --oplog_poll_interval_ms=500 "
+                      "--oplog_batch_max_entries=64 --batch_oplog_retry_timeout_sec=10 "
+                      "--root_fs_dir= --enable_disk_eviction=true --quota_bytes=0 "
+                      "--offload_force_evict=true --enable_offload=true "
+                      "--promotion_queue_limit=10 --promotion_max_per_heartbeat=4");
     stop_master(&mp, SIGTERM);
     rm_wal(&mp);
 }
@@ -803,6 +837,7 @@ int main(void)
         cmocka_unit_test_teardown(test_http_metrics, teardown),
         cmocka_unit_test_teardown(test_max_threads_flag, teardown),
         cmocka_unit_test_teardown(test_eviction_policy_flag, teardown),
+        cmocka_unit_test_teardown(test_upstream_tier_flags, teardown),
         cmocka_unit_test_teardown(test_prometheus, teardown),
         cmocka_unit_test_teardown(test_http_metadata_server, teardown),
     };

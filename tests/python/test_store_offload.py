@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import Proc, bin_path, start_master
-from mooncake.store import MooncakeDistributedStore
+from mooncake.store import DiskDescriptor, MooncakeDistributedStore
 
 VAL = 512 << 10
 
@@ -56,6 +56,30 @@ def test_offload_and_disk_reads(omaster, tmp_path):
         for i in range(6, 10):
             assert rd.put(f"py{i}", value(i)) == 0
         assert srv.get_offload_rpc_read_count() == 0
+        # a key pushed out of memory is listed with its disk replica only
+        deadline = time.monotonic() + 10
+        while True:
+            only_disk = [k for k in (f"py{i}" for i in range(6))
+                         if (r := rd.get_replica_desc(k))
+                         and all(d.is_local_disk_replica() for d in r)]
+            if only_disk:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        (desc,) = rd.get_replica_desc(only_disk[0])
+        assert not desc.is_memory_replica() and not desc.is_disk_replica()
+        disk = desc.get_disk_descriptor()
+        assert isinstance(disk, DiskDescriptor)
+        assert disk.object_size == VAL and disk.file_path == ""
+        assert disk.transport_endpoint
+        with pytest.raises(AttributeError):
+            disk.object_size = 1
+        with pytest.raises(RuntimeError):
+            desc.get_memory_descriptor()
+        mem = rd.get_replica_desc("py9")[0]
+        assert mem.is_memory_replica() and not mem.is_local_disk_replica()
+        with pytest.raises(RuntimeError):
+            mem.get_disk_descriptor()
         for i in range(10):
             assert rd.get(f"py{i}") == value(i), i
         assert srv.get_offload_rpc_read_count() >= 1  # the first ones came from the disk
