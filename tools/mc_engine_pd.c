@@ -23,7 +23,7 @@
 #include "common/time.h"
 #include "engine/pd.h"
 #include "mooncake/store.h"
-#include "te_env.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,18 +37,6 @@ static int usage(void)
             "[--seed S] [--kernels NAME] [--local_hostname H] [--metadata URI] "
             "[--segment_size MB] [--timeout_ms MS]\n");
     return 2;
-}
-
-static int num(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "mc_engine_pd: bad number '%s' (want %ld..%ld)\n", s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 static void print_tokens(const int32_t *out, long n, const float *logits, int32_t vocab)
@@ -105,7 +93,7 @@ int main(int argc, char **argv)
             return usage();
         if (str)
             *str = v;
-        else if (num(v, lo, hi, target) != 0)
+        else if (mc_tool_parse_long("mc_engine_pd", v, lo, hi, target) != 0)
             return 2;
         i++;
     }
@@ -134,21 +122,11 @@ int main(int argc, char **argv)
         return 2;
     }
     mc_store_t *store = NULL;
-    mc_te_config_t tuning = {0};
     if (master) {
-        char err[256] = "";
-        if (mc_tool_te_config_from_env(&tuning, err, sizeof(err)) != MC_OK) {
-            fprintf(stderr, "mc_engine_pd: %s\n", err);
-            return 2;
-        }
-        mc_store_config_t sc = {.local_hostname = host, .metadata_server = metadata,
-                                .global_segment_size = (uint64_t)segment_mb << 20,
-                                .local_buffer_size = 64u << 20, .protocol = "tcp",
-                                .master_server_addr = master, .te_tuning = &tuning};
-        if ((st = mc_store_create(&sc, &store)) != MC_OK) {
-            fprintf(stderr, "mc_engine_pd: store at %s: %s\n", master, mc_status_str(st));
-            return 1;
-        }
+        int rc = mc_tool_store_open("mc_engine_pd", host, metadata, master, NULL,
+                                    (uint64_t)segment_mb << 20, &store);
+        if (rc != 0)
+            return rc;
     }
     mc_engine_t *e;
     mc_engine_kv_t *kv;

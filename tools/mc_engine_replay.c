@@ -39,7 +39,7 @@
 #include "conductor/trace.h"
 #include "engine/reuse.h"
 #include "mooncake/store.h"
-#include "te_env.h"
+#include "cli.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -57,18 +57,6 @@ static int usage(void)
             "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS] [--pause_after N] "
             "[--repeat N] [--serve] [--scope NAME] [--host_label L]\n");
     return 2;
-}
-
-static int num(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "mc_engine_replay: bad number '%s' (want %ld..%ld)\n", s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 /* Tokens of one trace block, from its hash id. */
@@ -330,7 +318,7 @@ int main(int argc, char **argv)
             return usage();
         if (str)
             *str = v;
-        else if (num(v, lo, hi, target) != 0)
+        else if (mc_tool_parse_long("mc_engine_replay", v, lo, hi, target) != 0)
             return 2;
         i++;
     }
@@ -374,22 +362,11 @@ int main(int argc, char **argv)
     }
 
     mc_store_t *store = NULL;
-    mc_te_config_t tuning = {0};
     if (master) {
-        char err[256] = "";
-        if (mc_tool_te_config_from_env(&tuning, err, sizeof(err)) != MC_OK) {
-            fprintf(stderr, "mc_engine_replay: %s\n", err);
-            return 2;
-        }
-        mc_store_config_t sc = {.local_hostname = host, .metadata_server = metadata,
-                                .global_segment_size = (uint64_t)segment_mb << 20,
-                                .local_buffer_size = 64u << 20, .protocol = "tcp",
-                                .master_server_addr = master, .te_tuning = &tuning,
-                                .host_label = host_label};
-        if ((st = mc_store_create(&sc, &store)) != MC_OK) {
-            fprintf(stderr, "mc_engine_replay: store at %s: %s\n", master, mc_status_str(st));
-            return 1;
-        }
+        int rc = mc_tool_store_open("mc_engine_replay", host, metadata, master, host_label,
+                                    (uint64_t)segment_mb << 20, &store);
+        if (rc != 0)
+            return rc;
     }
 
     mc_engine_t *e;

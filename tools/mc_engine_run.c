@@ -5,6 +5,7 @@
  * tokens from splitmix64(1), 16 decoded tokens, 512-token KV blocks. */
 #include "common/time.h"
 #include "engine/model.h"
+#include "cli.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,18 +18,6 @@ static int usage(void)
                     "[--write_checkpoint FILE] [--threads N] [--prompt N] [--decode N] "
                     "[--block B] [--kernels avx2-fma|portable]\n");
     return 2;
-}
-
-static int num(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "mc_engine_run: bad number '%s' (want %ld..%ld)\n", s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -63,7 +52,7 @@ int main(int argc, char **argv)
             target = &seed, lo = 0, hi = INT32_MAX;
         if (!target || !v)
             return usage();
-        if (num(v, lo, hi, target) != 0)
+        if (mc_tool_parse_long("mc_engine_run", v, lo, hi, target) != 0)
             return 2;
         i++;
     }
