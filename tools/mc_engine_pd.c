@@ -29,14 +29,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(void)
+/* --help: to stdout, exit 0; a bad command line: to stderr, exit 2 */
+static int usage(FILE *out)
 {
-    fprintf(stderr,
+    fprintf(out,
             "usage: mc_engine_pd --role prefill|decode|colocated [--master HOST:PORT] "
             "[--request ID] [--prompt N] [--decode N] [--threads N] [--block B] [--tiny] "
             "[--seed S] [--kernels NAME] [--local_hostname H] [--metadata URI] "
             "[--segment_size MB] [--timeout_ms MS]\n");
-    return 2;
+    return out == stdout ? 0 : 2;
 }
 
 static void print_tokens(const int32_t *out, long n, const float *logits, int32_t vocab)
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
                *kernels = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return usage(stdout);
         long *target = NULL, lo = 1, hi = 1L << 20;
         const char **str = NULL;
         if (!strcmp(a, "--tiny")) {
@@ -90,7 +93,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--timeout_ms"))
             target = &timeout_ms, hi = 3600000;
         if ((!target && !str) || !v)
-            return usage();
+            return usage(stderr);
         if (str)
             *str = v;
         else if (mc_tool_parse_long("mc_engine_pd", v, lo, hi, target) != 0)
@@ -99,7 +102,7 @@ int main(int argc, char **argv)
     }
     int is_prefill = role && !strcmp(role, "prefill"), is_decode = role && !strcmp(role, "decode");
     if (!role || (!is_prefill && !is_decode && strcmp(role, "colocated")))
-        return usage();
+        return usage(stderr);
     if ((is_prefill || is_decode) && !master) {
         fprintf(stderr, "mc_engine_pd: --role %s needs --master\n", role);
         return 2;

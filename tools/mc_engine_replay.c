@@ -48,15 +48,16 @@
 
 #define TRACE_BLOCK 512 /* tokens per trace block (FAST'25 traces) */
 
-static int usage(void)
+/* --help: to stdout, exit 0; a bad command line: to stderr, exit 2 */
+static int usage(FILE *out)
 {
-    fprintf(stderr,
+    fprintf(out,
             "usage: mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] "
             "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
             "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
             "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS] [--pause_after N] "
             "[--repeat N] [--serve] [--scope NAME] [--host_label L]\n");
-    return 2;
+    return out == stdout ? 0 : 2;
 }
 
 /* Tokens of one trace block, from its hash id. */
@@ -264,6 +265,8 @@ int main(int argc, char **argv)
                *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return usage(stdout);
         long *target = NULL, lo = 1, hi = 1L << 20;
         const char **str = NULL;
         if (!strcmp(a, "--tiny")) {
@@ -315,7 +318,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--segment_size"))
             target = &segment_mb, lo = 0, hi = 1L << 20;
         if ((!target && !str) || !v)
-            return usage();
+            return usage(stderr);
         if (str)
             *str = v;
         else if (mc_tool_parse_long("mc_engine_replay", v, lo, hi, target) != 0)

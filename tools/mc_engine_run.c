@@ -12,12 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(void)
+/* --help: to stdout, exit 0; a bad command line: to stderr, exit 2 */
+static int usage(FILE *out)
 {
-    fprintf(stderr, "usage: mc_engine_run [--tiny] [--seed S] [--checkpoint FILE] "
+    fprintf(out, "usage: mc_engine_run [--tiny] [--seed S] [--checkpoint FILE] "
                     "[--write_checkpoint FILE] [--threads N] [--prompt N] [--decode N] "
                     "[--block B] [--kernels avx2-fma|portable]\n");
-    return 2;
+    return out == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv)
@@ -27,6 +28,8 @@ int main(int argc, char **argv)
     const char *ckpt = NULL, *write_ckpt = NULL, *kernels = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return usage(stdout);
         long *target = NULL, lo = 1, hi = 1L << 20;
         if (!strcmp(a, "--tiny")) {
             tiny = 1;
@@ -51,7 +54,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--seed"))
             target = &seed, lo = 0, hi = INT32_MAX;
         if (!target || !v)
-            return usage();
+            return usage(stderr);
         if (mc_tool_parse_long("mc_engine_run", v, lo, hi, target) != 0)
             return 2;
         i++;
