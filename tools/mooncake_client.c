@@ -186,6 +186,7 @@ int main(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write is an error on that socket, not our end */
     mc_real_service_t *svc = NULL;
     st = mc_real_service_start(store, dummy_port, &svc);
     if (st != MC_OK && up.port) {

@@ -84,6 +84,7 @@ static int ha_serving(ha_master_t *m, int timeout_ms)
 static void ha_stop(ha_master_t *m)
 {
     mt_ha_stop(m);
+    m->port = 0; /* the next start takes a fresh port: a freed one may be another test's by now */
 }
 
 /* The leader's address in etcd for cluster (heap) or NULL. */
