@@ -108,17 +108,13 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    mc_engine_config_t cfg;
-    if (tiny)
-        mc_engine_config_tiny(&cfg);
-    else
-        mc_engine_config_default(&cfg);
     mc_engine_model_t *m;
-    mc_status_t st = mc_engine_model_seeded(&cfg, (uint64_t)seed, &m);
+    mc_status_t st = mc_engine_model_open(NULL, tiny, (uint64_t)seed, &m);
     if (st != MC_OK) {
         fprintf(stderr, "mc_engine_pd: model: %s\n", mc_status_str(st));
         return 1;
     }
+    const mc_engine_config_t cfg = m->cfg;
     if (prompt + decode > cfg.seq_len) {
         fprintf(stderr, "mc_engine_pd: prompt + decode %ld > seq_len %d\n", prompt + decode,
                 cfg.seq_len);

@@ -333,16 +333,7 @@ int main(int argc, char **argv)
     }
     mc_engine_model_t *m;
     mc_status_t st;
-    if (ckpt) {
-        st = mc_engine_model_load(ckpt, &m);
-    } else {
-        mc_engine_config_t cfg;
-        if (tiny)
-            mc_engine_config_tiny(&cfg);
-        else
-            mc_engine_config_default(&cfg);
-        st = mc_engine_model_seeded(&cfg, (uint64_t)seed, &m);
-    }
+    st = mc_engine_model_open(ckpt, tiny, (uint64_t)seed, &m);
     if (st != MC_OK) {
         fprintf(stderr, "mc_engine_replay: model: %s\n", mc_status_str(st));
         return 1;

@@ -168,6 +168,19 @@ void mc_engine_model_free(mc_engine_model_t *model)
     free(model);
 }
 
+mc_status_t mc_engine_model_open(const char *path, bool tiny, uint64_t seed,
+                                 mc_engine_model_t **model_p)
+{
+    if (path)
+        return mc_engine_model_load(path, model_p);
+    mc_engine_config_t cfg;
+    if (tiny)
+        mc_engine_config_tiny(&cfg);
+    else
+        mc_engine_config_default(&cfg);
+    return mc_engine_model_seeded(&cfg, seed, model_p);
+}
+
 mc_status_t mc_engine_model_load(const char *path, mc_engine_model_t **model_p)
 {
     FILE *f = fopen(path, "rb");

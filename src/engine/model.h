@@ -66,6 +66,10 @@ mc_status_t mc_engine_model_seeded(const mc_engine_config_t *cfg, uint64_t seed,
                                    mc_engine_model_t **model_p);
 /* Reads a llama2.c checkpoint (the file size must match the header exactly). */
 mc_status_t mc_engine_model_load(const char *path, mc_engine_model_t **model_p);
+/* The model a tool asked for: the checkpoint at path when it is not NULL, else the tiny or
+ * default configuration seeded with seed. *model_p owned (mc_engine_model_free). */
+mc_status_t mc_engine_model_open(const char *path, bool tiny, uint64_t seed,
+                                 mc_engine_model_t **model_p);
 /* Writes the model as a llama2.c checkpoint (freq_cis written as zeros). */
 mc_status_t mc_engine_model_save(const mc_engine_model_t *model, const char *path);
 void mc_engine_model_free(mc_engine_model_t *model);
