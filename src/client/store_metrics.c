@@ -150,6 +150,7 @@ mc_status_t store_metrics_render(const store_metrics_t *m, const mc_te_conn_stat
         MC_PROM_PRINTF(&p, "mooncake_transfer_grants_refused %llu\n",
                        (unsigned long long)te->grants_refused);
     }
+    mc_prom_auth_counters(&p); /* this process's handshakes: what authentication costs it */
     if (p.st == MC_OK && !(*text_p = mc_buf_take_str(&p.b)))
         p.st = MC_ERR_NO_MEMORY;
     mc_buf_free(&p.b);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,22 @@ struct mc_auth {
     unsigned n;
     auth_key_t keys[MC_AUTH_MAX_KEYS];
 };
+
+/* mc_auth_counters (auth.h): one relaxed add per finished half-handshake */
+static _Atomic uint64_t n_client_ok, n_client_ok_keyed, n_client_failed;
+static _Atomic uint64_t n_server_ok, n_server_ok_keyed, n_server_refused;
+
+static void count(_Atomic uint64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+
+void mc_auth_counters(mc_auth_counters_t *out)
+{
+    out->client_ok = atomic_load_explicit(&n_client_ok, memory_order_relaxed);
+    out->client_ok_keyed = atomic_load_explicit(&n_client_ok_keyed, memory_order_relaxed);
+    out->client_failed = atomic_load_explicit(&n_client_failed, memory_order_relaxed);
+    out->server_ok = atomic_load_explicit(&n_server_ok, memory_order_relaxed);
+    out->server_ok_keyed = atomic_load_explicit(&n_server_ok_keyed, memory_order_relaxed);
+    out->server_refused = atomic_load_explicit(&n_server_refused, memory_order_relaxed);
+}
 
 #define LABEL_CLIENT "MCAU1-C"
 #define LABEL_SERVER "MCAU1-S"
@@ -335,12 +352,14 @@ mc_status_t mc_auth_server_check(const mc_auth_t *auth, const mc_auth_server_hs_
 {
     uint16_t flags;
     if (read_head(in, &flags) != MC_OK) {
+        count(&n_server_refused);
         write_result(out, MC_ERR_PROTOCOL, NULL);
         return MC_ERR_PROTOCOL;
     }
     const uint8_t *cnonce = in + 8;
     const uint8_t *mac = in + 8 + MC_AUTH_NONCE_SIZE;
     if (!auth) {
+        count(&n_server_ok);
         fill_peer(peer, NULL);
         write_result(out, MC_OK, NULL);
         return MC_OK;
@@ -349,6 +368,7 @@ mc_status_t mc_auth_server_check(const mc_auth_t *auth, const mc_auth_server_hs_
                                         cnonce, MC_AUTH_NONCE_SIZE, mac)
                            : -1;
     if (idx < 0) {
+        count(&n_server_refused);
         write_result(out, MC_ERR_AUTH, NULL);
         return MC_ERR_AUTH;
     }
@@ -357,6 +377,8 @@ mc_status_t mc_auth_server_check(const mc_auth_t *auth, const mc_auth_server_hs_
           MC_AUTH_NONCE_SIZE, smac);
     write_result(out, MC_OK, smac);
     fill_peer(peer, &auth->keys[idx]);
+    count(&n_server_ok);
+    count(&n_server_ok_keyed);
     return MC_OK;
 }
 
@@ -382,21 +404,30 @@ mc_status_t mc_auth_client_result(const mc_auth_t *auth, const uint8_t hello[MC_
                                   const uint8_t result[MC_AUTH_RESULT_SIZE])
 {
     uint16_t flags;
-    if (read_head(result, &flags) != MC_OK)
+    if (read_head(result, &flags) != MC_OK) {
+        count(&n_client_failed);
         return MC_ERR_PROTOCOL;
+    }
     int32_t st = (int32_t)get_u32(result + 8);
-    if (st != MC_OK)
+    if (st != MC_OK) {
+        count(&n_client_failed);
         return st == MC_ERR_PROTOCOL ? MC_ERR_PROTOCOL : MC_ERR_AUTH;
-    if (!auth)
+    }
+    if (!auth) {
+        count(&n_client_ok);
         return MC_OK;
+    }
     /* we hold a key: the server must prove the same one */
     uint8_t want[MC_AUTH_MAC_SIZE];
     hmac3(&auth->keys[0], LABEL_SERVER, client_nonce, MC_AUTH_NONCE_SIZE, hello + 8,
           MC_AUTH_NONCE_SIZE, want);
     if (CRYPTO_memcmp(want, result + 16, MC_AUTH_MAC_SIZE) != 0) {
+        count(&n_client_failed);
         MC_LOG_WARN("auth: the server did not prove our cluster secret; refusing it");
         return MC_ERR_AUTH;
     }
+    count(&n_client_ok);
+    count(&n_client_ok_keyed);
     return MC_OK;
 }
 

@@ -101,6 +101,21 @@ mc_status_t mc_auth_client_result(const mc_auth_t *auth, const uint8_t hello[MC_
                                   const uint8_t client_nonce[MC_AUTH_NONCE_SIZE],
                                   const uint8_t result[MC_AUTH_RESULT_SIZE]);
 
+/* ---- counters (process-wide, every mc_auth_t; relaxed atomics, one add per handshake) ----
+ * client_ok: client halves that completed (mc_auth_client_result MC_OK, so also every
+ * mc_auth_client_handshake / mc_auth_connect that succeeded); client_failed: ones that ended
+ * with a RESULT refusing us or a server that could not prove our key. server_ok: PROOFs
+ * accepted by mc_auth_server_check; server_refused: PROOFs it refused. Handshakes run once
+ * per connection, so these count connections set up: benchmarks and tests use them to show
+ * what a workload pays for authentication (docs/benchmarks.md, "Authentication"). Keyed:
+ * the ones of them that ran the HMAC (a keyring on that side); the rest only exchanged the
+ * fixed-size frames. Monotonic; never reset. */
+typedef struct mc_auth_counters {
+    uint64_t client_ok, client_ok_keyed, client_failed;
+    uint64_t server_ok, server_ok_keyed, server_refused;
+} mc_auth_counters_t;
+void mc_auth_counters(mc_auth_counters_t *out);
+
 /* ---- message signatures (HTTP requests, descriptors) ---- */
 /* mac = HMAC-SHA256(client key, label | 0 | msg). MC_ERR_INVALID_PARAMS without a ring. */
 mc_status_t mc_auth_sign(const mc_auth_t *auth, const char *label, const void *msg, size_t len,

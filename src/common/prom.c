@@ -1,6 +1,8 @@
 /* Prometheus text and upstream's summary formatting (contracts in prom.h). */
 #include "common/prom.h"
 
+#include "common/auth.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -48,4 +50,29 @@ void mc_prom_bytes(mc_prom_t *p, uint64_t v)
         MC_PROM_PRINTF(p, "%llu B", (unsigned long long)v);
     else
         mc_prom_human_bytes(p, (double)v, "B");
+}
+
+void mc_prom_auth_counters(mc_prom_t *p)
+{
+    mc_auth_counters_t c;
+    mc_auth_counters(&c);
+    const struct {
+        const char *name, *help;
+        uint64_t v;
+    } fam[] = {
+        {"mc_auth_client_handshakes_total",
+         "Connections this process opened whose handshake completed", c.client_ok},
+        {"mc_auth_client_handshake_failures_total",
+         "Connections this process opened that the server refused, or whose server could not "
+         "prove our token", c.client_failed},
+        {"mc_auth_server_handshakes_total",
+         "Connections to this process whose handshake completed", c.server_ok},
+        {"mc_auth_server_handshake_refusals_total",
+         "Connections to this process refused at the handshake (no or wrong proof)",
+         c.server_refused},
+    };
+    for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
+        mc_prom_help_type(p, fam[i].name, "counter", fam[i].help);
+        MC_PROM_PRINTF(p, "%s %llu\n", fam[i].name, (unsigned long long)fam[i].v);
+    }
 }

@@ -36,4 +36,10 @@ void mc_prom_human_bytes(mc_prom_t *p, double v, const char *suffix);
 /* A byte total as upstream prints it: "N B" under 1 KiB, else mc_prom_human_bytes(.., "B"). */
 void mc_prom_bytes(mc_prom_t *p, uint64_t v);
 
+/* This process's handshake counters (auth.h, mc_auth_counters) as four counter families:
+ * mc_auth_client_handshakes_total, mc_auth_client_handshake_failures_total,
+ * mc_auth_server_handshakes_total, mc_auth_server_handshake_refusals_total. Shared by the
+ * master's and the store client's /metrics. */
+void mc_prom_auth_counters(mc_prom_t *p);
+
 #endif

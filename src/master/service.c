@@ -516,6 +516,7 @@ static void rpc_server_metrics(mc_prom_t *b, const mc_rpc_server_t *srv)
     metric_u(b, "mc_rpc_auth_failures_total", "counter", "Handshakes refused", r.auth_failed);
     metric_u(b, "mc_rpc_refused_connections_total", "counter",
              "Connections refused at the connection limit", r.refused);
+    mc_prom_auth_counters(b); /* the process's handshakes (every port, both directions) */
 }
 
 static char *render_metrics(mc_master_service_t *s)
