@@ -35,6 +35,56 @@ static char g_dir[256], g_master_addr[64];
 static pid_t g_master, g_real;
 static uint16_t g_port;
 
+/* Whether the file at path holds needle in its first 64 KiB (now, no waiting). */
+static int log_has(const char *path, const char *needle)
+{
+    static char buf[65536];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* Waits until the mooncake_client pid serves dummies on @port: it printed its ready line
+ * (after binding the socket: so the name is its own, not a leftover of another process) and
+ * a connection to the socket is accepted and greeted with the handshake's HELLO (the server
+ * speaks first). Fails the test if pid exits or timeout_ms passes first. */
+static void wait_serving(pid_t pid, uint16_t port, const char *log, int timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    int ready = 0;
+    for (;;) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            fail_msg("mooncake_client (pid %d) exited (status 0x%x) before serving on port %u; "
+                     "see %s", (int)pid, status, (unsigned)port, log);
+        if (!ready)
+            ready = log_has(log, "mooncake_client ready");
+        if (ready) {
+            struct sockaddr_un sa;
+            socklen_t sl;
+            mc_rc_sockaddr(port, &sa, &sl);
+            int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            assert_true(fd >= 0);
+            uint8_t hello[MC_AUTH_HELLO_SIZE];
+            int ok = connect(fd, (struct sockaddr *)&sa, sl) == 0 &&
+                     mc_net_recv_all(fd, hello, sizeof(hello),
+                                     mc_now_ns() + 1000000000ull) == MC_OK;
+            close(fd);
+            if (ok)
+                return;
+        }
+        if (mc_now_ms() >= deadline)
+            fail_msg("mooncake_client (pid %d) did not %s within %d ms; see %s", (int)pid,
+                     ready ? "greet a connection on its socket" : "print its ready line",
+                     timeout_ms, log);
+        mc_sleep_ms(20);
+    }
+}
+
 /* A mooncake_client of master_addr serving dummies on a fresh port; *port_p gets it.
  * token_file: its MC_AUTH_TOKEN_FILE (NULL = none). */
 static pid_t start_real_of(const char *master_addr, const char *tag, const char *token_file,
@@ -54,7 +104,7 @@ static pid_t start_real_of(const char *master_addr, const char *tag, const char 
     pid_t pid = mt_spawn(argv, log);
     unsetenv("MC_AUTH_TOKEN_FILE");
     assert_true(pid > 0);
-    assert_int_equal(mt_wait_log(log, "ready", 15000), 0);
+    wait_serving(pid, p, log, 15000);
     *port_p = p;
     return pid;
 }
