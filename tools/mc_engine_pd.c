@@ -14,31 +14,26 @@
  * (default 0: a storage server provides the memory). The transfer engine reads its tuning from
  * the environment (tools/common/te_env.h).
  *
+ * Options are parsed by common/config.h (--flag value or --flag=value; --help lists them with
+ * their defaults; a bad one exits 2).
+ *
  * One JSON line: role, request, prompt_tokens, the prefill side's tokens_reused /
  * tokens_prefilled or the decode side's tokens_fetched / tokens_recomputed / wait_ms, and for
  * decode and colocated the generated tokens and logits_hash (XXH3-64 of the logits the last
  * token was taken from): equal in both modes means bit-identical. Exit 1 on any failure.
  */
+#include "common/alloc.h"
+#include "common/config.h"
 #include "common/hash.h"
 #include "common/time.h"
 #include "engine/pd.h"
 #include "mooncake/store.h"
 #include "cli.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* --help: to stdout, exit 0; a bad command line: to stderr, exit 2 */
-static int usage(FILE *out)
-{
-    fprintf(out,
-            "usage: mc_engine_pd --role prefill|decode|colocated [--master HOST:PORT] "
-            "[--request ID] [--prompt N] [--decode N] [--threads N] [--block B] [--tiny] "
-            "[--seed S] [--kernels NAME] [--local_hostname H] [--metadata URI] "
-            "[--segment_size MB] [--timeout_ms MS]\n");
-    return out == stdout ? 0 : 2;
-}
 
 static void print_tokens(const int32_t *out, long n, const float *logits, int32_t vocab)
 {
@@ -51,58 +46,42 @@ static void print_tokens(const int32_t *out, long n, const float *logits, int32_
 
 int main(int argc, char **argv)
 {
-    long threads = 2, prompt = 1800, decode = 16, block = 512, seed = 1, request = 1,
-         segment_mb = 0, timeout_ms = 30000;
-    int tiny = 0;
+    int64_t threads = 2, prompt = 1800, decode = 16, block = 512, seed = 1, request = 1,
+            segment_mb = 0, timeout_ms = 30000;
+    bool tiny = false;
     const char *role = NULL, *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE",
                *kernels = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return usage(stdout);
-        long *target = NULL, lo = 1, hi = 1L << 20;
-        const char **str = NULL;
-        if (!strcmp(a, "--tiny")) {
-            tiny = 1;
-            continue;
-        }
-        if (!strcmp(a, "--role"))
-            str = &role;
-        else if (!strcmp(a, "--master"))
-            str = &master;
-        else if (!strcmp(a, "--local_hostname"))
-            str = &host;
-        else if (!strcmp(a, "--metadata"))
-            str = &metadata;
-        else if (!strcmp(a, "--kernels"))
-            str = &kernels;
-        else if (!strcmp(a, "--request"))
-            target = &request, lo = 0, hi = INT32_MAX;
-        else if (!strcmp(a, "--prompt"))
-            target = &prompt;
-        else if (!strcmp(a, "--decode"))
-            target = &decode, hi = 4096;
-        else if (!strcmp(a, "--threads"))
-            target = &threads, hi = MC_ENGINE_THREADS_MAX;
-        else if (!strcmp(a, "--block"))
-            target = &block;
-        else if (!strcmp(a, "--seed"))
-            target = &seed, lo = 0, hi = INT32_MAX;
-        else if (!strcmp(a, "--segment_size"))
-            target = &segment_mb, lo = 0;
-        else if (!strcmp(a, "--timeout_ms"))
-            target = &timeout_ms, hi = 3600000;
-        if ((!target && !str) || !v)
-            return usage(stderr);
-        if (str)
-            *str = v;
-        else if (mc_tool_parse_long("mc_engine_pd", v, lo, hi, target) != 0)
-            return 2;
-        i++;
-    }
+    mc_option_t opts[] = {
+        {"role", MC_OPT_STRING, &role, NULL, "prefill|decode|colocated (required)", 0, 0},
+        {"master", MC_OPT_STRING, &master, NULL,
+         "mooncake_master host:port (required for prefill and decode)", 0, 0},
+        {"request", MC_OPT_INT, &request, NULL, "request id (seeds the prompt)", 0, INT32_MAX},
+        {"prompt", MC_OPT_INT, &prompt, NULL, "prompt tokens", 1, 1 << 20},
+        {"decode", MC_OPT_INT, &decode, NULL, "tokens to decode", 1, 4096},
+        {"threads", MC_OPT_INT, &threads, NULL, "compute threads", 1, MC_ENGINE_THREADS_MAX},
+        {"block", MC_OPT_INT, &block, NULL, "tokens per KV block", 1, 1 << 20},
+        {"tiny", MC_OPT_BOOL, &tiny, NULL, "the tiny model (tests) instead of the default", 0, 0},
+        {"seed", MC_OPT_INT, &seed, NULL, "model weights seed", 0, INT32_MAX},
+        {"kernels", MC_OPT_STRING, &kernels, NULL, "avx2-fma|portable (default: the best)", 0, 0},
+        {"local_hostname", MC_OPT_STRING, &host, NULL, "this store client's host", 0, 0},
+        {"metadata", MC_OPT_STRING, &metadata, NULL, "TE metadata URI", 0, 0},
+        {"segment_size", MC_OPT_INT, &segment_mb, NULL,
+         "MB contributed to the pool (0: a storage server provides the memory)", 0, 1 << 20},
+        {"timeout_ms", MC_OPT_INT, &timeout_ms, NULL,
+         "decode: how long to wait for the request's handoff record", 1, 3600000},
+    };
+    mc_config_spec_t spec = {"mc_engine_pd",
+                             "One request in prefill/decode disaggregation, or colocated; "
+                             "prints one JSON line.",
+                             opts, MC_ARRAY_LEN(opts)};
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     int is_prefill = role && !strcmp(role, "prefill"), is_decode = role && !strcmp(role, "decode");
-    if (!role || (!is_prefill && !is_decode && strcmp(role, "colocated")))
-        return usage(stderr);
+    if (!role || (!is_prefill && !is_decode && strcmp(role, "colocated"))) {
+        fprintf(stderr, "mc_engine_pd: --role prefill|decode|colocated is required; see --help\n");
+        return 2;
+    }
     if ((is_prefill || is_decode) && !master) {
         fprintf(stderr, "mc_engine_pd: --role %s needs --master\n", role);
         return 2;

@@ -14,7 +14,7 @@
  * provide the memory). The transfer engine reads its tuning from the environment
  * (tools/common/te_env.h). --cost measures the store's bandwidth and per-object latency and the
  * prefill throughput at startup (mc_engine_cost_calibrate; printed as a "calibration" line) and
- * fetches a found prefix only where that beats recomputing it; --deadline_ms MS (implies
+ * fetches a found prefix only where that beats recomputing it; --deadline_ms MS (> 0 implies
  * --cost) also caps each request's predicted fetch time. --pause_after N: after N requests,
  * print {"paused":N} and wait for a line on stdin (a script's hook to fail a server at a known
  * point of the run; EOF also continues). --repeat N runs the requests N times in this process
@@ -33,7 +33,12 @@
  * filled by this replay alone would hold, within what the engine may reuse), first_token,
  * last_token (the last decoded), logits_hash (XXH3-64 of the logits last_token came from: equal
  * hashes across runs mean bit-identical logits).
+ *
+ * Options are parsed by common/config.h (--flag value or --flag=value; --help lists them with
+ * their defaults; a bad one exits 2).
  */
+#include "common/alloc.h"
+#include "common/config.h"
 #include "common/hash.h"
 #include "common/time.h"
 #include "conductor/trace.h"
@@ -42,23 +47,12 @@
 #include "cli.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TRACE_BLOCK 512 /* tokens per trace block (FAST'25 traces) */
-
-/* --help: to stdout, exit 0; a bad command line: to stderr, exit 2 */
-static int usage(FILE *out)
-{
-    fprintf(out,
-            "usage: mc_engine_replay [--trace FILE] [--requests N] [--max_prompt T] "
-            "[--decode N] [--threads N] [--block B] [--tiny] [--seed S] [--checkpoint FILE] "
-            "[--master HOST:PORT] [--segment_size MB] [--local_hostname H] [--metadata URI] "
-            "[--kernels avx2-fma|portable] [--cost] [--deadline_ms MS] [--pause_after N] "
-            "[--repeat N] [--serve] [--scope NAME] [--host_label L]\n");
-    return out == stdout ? 0 : 2;
-}
 
 /* Tokens of one trace block, from its hash id. */
 static void block_tokens(uint64_t hash_id, int32_t vocab, int32_t *out, uint32_t n)
@@ -257,74 +251,53 @@ static int serve_loop(replay_t *rp, const char *segment, const char *label)
 
 int main(int argc, char **argv)
 {
-    long n_req = 10, max_prompt = 8192, decode = 1, threads = 2, block = TRACE_BLOCK, seed = 1,
-         segment_mb = 256, deadline_ms = 0, pause_after = 0, repeat = 1;
-    int tiny = 0, use_cost = 0, serve = 0;
+    int64_t n_req = 10, max_prompt = 8192, decode = 1, threads = 2, block = TRACE_BLOCK,
+            seed = 1, segment_mb = 256, deadline_ms = 0, pause_after = 0, repeat = 1;
+    bool tiny = false, use_cost = false, serve = false;
     const char *scope = NULL, *host_label = NULL;
     const char *trace_path = "data/traces/conversation_trace.jsonl", *ckpt = NULL,
                *master = NULL, *host = "127.0.0.1", *metadata = "P2PHANDSHAKE", *kernels = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return usage(stdout);
-        long *target = NULL, lo = 1, hi = 1L << 20;
-        const char **str = NULL;
-        if (!strcmp(a, "--tiny")) {
-            tiny = 1;
-            continue;
-        }
-        if (!strcmp(a, "--cost")) {
-            use_cost = 1;
-            continue;
-        }
-        if (!strcmp(a, "--serve")) {
-            serve = 1;
-            continue;
-        }
-        if (!strcmp(a, "--trace"))
-            str = &trace_path;
-        else if (!strcmp(a, "--checkpoint"))
-            str = &ckpt;
-        else if (!strcmp(a, "--master"))
-            str = &master;
-        else if (!strcmp(a, "--local_hostname"))
-            str = &host;
-        else if (!strcmp(a, "--metadata"))
-            str = &metadata;
-        else if (!strcmp(a, "--kernels"))
-            str = &kernels;
-        else if (!strcmp(a, "--scope"))
-            str = &scope;
-        else if (!strcmp(a, "--host_label"))
-            str = &host_label;
-        else if (!strcmp(a, "--requests"))
-            target = &n_req, hi = 10000000;
-        else if (!strcmp(a, "--max_prompt"))
-            target = &max_prompt;
-        else if (!strcmp(a, "--decode"))
-            target = &decode, hi = 4096;
-        else if (!strcmp(a, "--threads"))
-            target = &threads, hi = MC_ENGINE_THREADS_MAX;
-        else if (!strcmp(a, "--block"))
-            target = &block;
-        else if (!strcmp(a, "--seed"))
-            target = &seed, lo = 0, hi = INT32_MAX;
-        else if (!strcmp(a, "--deadline_ms"))
-            target = &deadline_ms, lo = 0, hi = 3600000, use_cost = 1;
-        else if (!strcmp(a, "--repeat"))
-            target = &repeat, hi = 1000;
-        else if (!strcmp(a, "--pause_after"))
-            target = &pause_after, lo = 0, hi = 10000000;
-        else if (!strcmp(a, "--segment_size"))
-            target = &segment_mb, lo = 0, hi = 1L << 20;
-        if ((!target && !str) || !v)
-            return usage(stderr);
-        if (str)
-            *str = v;
-        else if (mc_tool_parse_long("mc_engine_replay", v, lo, hi, target) != 0)
-            return 2;
-        i++;
-    }
+    mc_option_t options[] = {
+        {"trace", MC_OPT_STRING, &trace_path, NULL, "request trace (JSON lines)", 0, 0},
+        {"requests", MC_OPT_INT, &n_req, NULL, "requests to replay", 1, 10000000},
+        {"max_prompt", MC_OPT_INT, &max_prompt, NULL, "prompt tokens at most", 1, 1 << 20},
+        {"decode", MC_OPT_INT, &decode, NULL, "tokens to decode per request", 1, 4096},
+        {"threads", MC_OPT_INT, &threads, NULL, "compute threads", 1, MC_ENGINE_THREADS_MAX},
+        {"block", MC_OPT_INT, &block, NULL, "tokens per KV block", 1, 1 << 20},
+        {"tiny", MC_OPT_BOOL, &tiny, NULL, "the tiny model (tests) instead of the default", 0, 0},
+        {"seed", MC_OPT_INT, &seed, NULL, "model weights seed", 0, INT32_MAX},
+        {"checkpoint", MC_OPT_STRING, &ckpt, NULL, "load the model from this checkpoint", 0, 0},
+        {"master", MC_OPT_STRING, &master, NULL,
+         "mooncake_master host:port (unset: no reuse, the no-cache baseline)", 0, 0},
+        {"segment_size", MC_OPT_INT, &segment_mb, NULL,
+         "MB contributed to the pool (0: a storage server provides the memory)", 0, 1 << 20},
+        {"local_hostname", MC_OPT_STRING, &host, NULL, "this store client's host", 0, 0},
+        {"metadata", MC_OPT_STRING, &metadata, NULL, "TE metadata URI", 0, 0},
+        {"kernels", MC_OPT_STRING, &kernels, NULL, "avx2-fma|portable (default: the best)", 0, 0},
+        {"cost", MC_OPT_BOOL, &use_cost, NULL,
+         "fetch a found prefix only where that beats recomputing it", 0, 0},
+        {"deadline_ms", MC_OPT_INT, &deadline_ms, NULL,
+         "cap on each request's predicted fetch time (> 0 implies --cost; 0: none)", 0,
+         3600000},
+        {"pause_after", MC_OPT_INT, &pause_after, NULL,
+         "after this many requests, wait for a line on stdin (0: never)", 0, 10000000},
+        {"repeat", MC_OPT_INT, &repeat, NULL, "run the requests this many times", 1, 1000},
+        {"serve", MC_OPT_BOOL, &serve, NULL, "answer requests on stdin instead of replaying", 0,
+         0},
+        {"scope", MC_OPT_STRING, &scope, NULL,
+         "this engine instance's private cache name (unset: the shared cache)", 0, 0},
+        {"host_label", MC_OPT_STRING, &host_label, NULL, "label of this process's segment host",
+         0, 0},
+    };
+    mc_config_spec_t spec = {"mc_engine_replay",
+                             "Replays a request trace through the engine, reusing KV blocks "
+                             "through the store; prints JSON lines.",
+                             options, MC_ARRAY_LEN(options)};
+    int parsed = mc_config_main(&spec, argc, argv);
+    if (parsed >= 0)
+        return parsed;
+    if (deadline_ms > 0)
+        use_cost = true;
 
     if (!mc_engine_scope_valid(scope)) {
         fprintf(stderr, "mc_engine_replay: --scope: 1..%d characters of [A-Za-z0-9_-]\n",

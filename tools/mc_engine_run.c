@@ -2,63 +2,44 @@
  *   mc_engine_run [--tiny] [--seed S] [--checkpoint FILE] [--write_checkpoint FILE]
  *             [--threads N] [--prompt N] [--decode N] [--block B] [--kernels NAME]
  * Defaults: the default model (model.h) seeded with 1, 2 threads, an 8192-token prompt of
- * tokens from splitmix64(1), 16 decoded tokens, 512-token KV blocks. */
+ * tokens from splitmix64(1), 16 decoded tokens, 512-token KV blocks. Options are parsed by
+ * common/config.h (--flag value or --flag=value; --help lists them with their defaults; a
+ * bad one exits 2). */
+#include "common/alloc.h"
+#include "common/config.h"
 #include "common/time.h"
 #include "engine/model.h"
-#include "cli.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* --help: to stdout, exit 0; a bad command line: to stderr, exit 2 */
-static int usage(FILE *out)
-{
-    fprintf(out, "usage: mc_engine_run [--tiny] [--seed S] [--checkpoint FILE] "
-                    "[--write_checkpoint FILE] [--threads N] [--prompt N] [--decode N] "
-                    "[--block B] [--kernels avx2-fma|portable]\n");
-    return out == stdout ? 0 : 2;
-}
-
 int main(int argc, char **argv)
 {
-    long threads = 2, prompt = 8192, decode = 16, block = 512, seed = 1;
-    int tiny = 0;
+    int64_t threads = 2, prompt = 8192, decode = 16, block = 512, seed = 1;
+    bool tiny = false;
     const char *ckpt = NULL, *write_ckpt = NULL, *kernels = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return usage(stdout);
-        long *target = NULL, lo = 1, hi = 1L << 20;
-        if (!strcmp(a, "--tiny")) {
-            tiny = 1;
-            continue;
-        } else if (!strcmp(a, "--checkpoint") && v) {
-            ckpt = v, i++;
-            continue;
-        } else if (!strcmp(a, "--kernels") && v) {
-            kernels = v, i++;
-            continue;
-        } else if (!strcmp(a, "--write_checkpoint") && v) {
-            write_ckpt = v, i++;
-            continue;
-        } else if (!strcmp(a, "--threads"))
-            target = &threads, hi = MC_ENGINE_THREADS_MAX;
-        else if (!strcmp(a, "--prompt"))
-            target = &prompt;
-        else if (!strcmp(a, "--decode"))
-            target = &decode;
-        else if (!strcmp(a, "--block"))
-            target = &block;
-        else if (!strcmp(a, "--seed"))
-            target = &seed, lo = 0, hi = INT32_MAX;
-        if (!target || !v)
-            return usage(stderr);
-        if (mc_tool_parse_long("mc_engine_run", v, lo, hi, target) != 0)
-            return 2;
-        i++;
-    }
+    mc_option_t opts[] = {
+        {"tiny", MC_OPT_BOOL, &tiny, NULL, "the tiny model (tests) instead of the default", 0, 0},
+        {"seed", MC_OPT_INT, &seed, NULL, "model weights and prompt tokens seed", 0, INT32_MAX},
+        {"checkpoint", MC_OPT_STRING, &ckpt, NULL, "load the model from this checkpoint", 0, 0},
+        {"write_checkpoint", MC_OPT_STRING, &write_ckpt, NULL,
+         "save the model to this checkpoint first", 0, 0},
+        {"threads", MC_OPT_INT, &threads, NULL, "compute threads", 1, MC_ENGINE_THREADS_MAX},
+        {"prompt", MC_OPT_INT, &prompt, NULL, "prompt tokens", 1, 1 << 20},
+        {"decode", MC_OPT_INT, &decode, NULL, "tokens to decode", 1, 1 << 20},
+        {"block", MC_OPT_INT, &block, NULL, "tokens per KV block", 1, 1 << 20},
+        {"kernels", MC_OPT_STRING, &kernels, NULL, "avx2-fma|portable (default: the best)", 0, 0},
+    };
+    mc_config_spec_t spec = {"mc_engine_run",
+                             "Runs the engine once on a synthetic prompt and prints what it "
+                             "did as one JSON line.",
+                             opts, MC_ARRAY_LEN(opts)};
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
     mc_engine_config_t cfg;
     mc_engine_model_t *m;
     mc_status_t st;

@@ -1,22 +1,10 @@
-/* Command-line helpers for the tools (cli.h). */
+/* Helpers for the engine tools (cli.h). */
 #include "cli.h"
 
 #include "te_env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-int mc_tool_parse_long(const char *prog, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "%s: bad number '%s' (want %ld..%ld)\n", prog, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 int mc_tool_store_open(const char *prog, const char *host, const char *metadata,
                        const char *master, const char *host_label, uint64_t segment_bytes,

@@ -1,15 +1,11 @@
-/* Small command-line helpers shared by the programs in tools/ that parse `--flag value` pairs
- * themselves (the engine tools). Uses only the public headers. */
+/* Helpers shared by the engine tools (their options are parsed by common/config.h). Uses only
+ * the public headers. */
 #ifndef MC_TOOLS_CLI_H
 #define MC_TOOLS_CLI_H
 
 #include "mooncake/store.h"
 
 #include <stdint.h>
-
-/* Parses s as a decimal long in lo..hi into *out: 0, or -1 after printing
- * "<prog>: bad number '<s>' (want lo..hi)" on stderr. */
-int mc_tool_parse_long(const char *prog, const char *s, long lo, long hi, long *out);
 
 /* A store client for a tool: transfer-engine tuning from the environment (te_env.h, e.g.
  * MC_AUTH_TOKEN_FILE), tcp, `segment_bytes` contributed (0: none) under `host_label` (NULL:
