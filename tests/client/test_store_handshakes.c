@@ -9,8 +9,8 @@
  * descriptor fetch and at most tcp_connections data connections, whatever the number of keys,
  * the size of the object or the number of gets. A client that opened a connection per
  * request, per key or per get fails these counts. docs/benchmarks.md ("Authentication")
- * turns them into the bound on every figure. Data over tcp (force_tcp): the same-host shm
- * path has no data connections. */
+ * turns them into the bound on every figure. Data over tcp (force_tcp) but in
+ * test_same_host, where the shm path opens no data connection. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -105,19 +105,24 @@ static int teardown(void **state)
 /* A client holding the cluster token that contributes no memory, data over tcp with
  * conns pooled connections per storage server and one get spread over at most stripe of
  * them (fixed here: the default stripe depends on the CPU count). */
-static mc_store_t *client(uint32_t conns, uint32_t stripe)
+static mc_store_t *client_on(uint32_t conns, uint32_t stripe, int force_tcp)
 {
     static mc_te_config_t tuning[8];
     static int n;
     mc_te_config_t *t = &tuning[n++ % 8];
-    *t = (mc_te_config_t){.auth_token_file = tok, .force_tcp = 1, .tcp_connections = conns,
-                          .tcp_stripe = stripe};
+    *t = (mc_te_config_t){.auth_token_file = tok, .force_tcp = force_tcp,
+                          .tcp_connections = conns, .tcp_stripe = stripe};
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                              .protocol = "tcp", .master_server_addr = master_addr,
                              .transfer_timeout_ms = 5000, .te_tuning = t};
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
     return s;
+}
+
+static mc_store_t *client(uint32_t conns, uint32_t stripe)
+{
+    return client_on(conns, stripe, 1);
 }
 
 static void fill(char *b, size_t n, unsigned seed)
@@ -321,12 +326,37 @@ static void test_default_pool(void **state)
     mc_store_destroy(r);
 }
 
+/* Same host, the default transport: data moves through the storage server's shared memory,
+ * so the first get pays the descriptor fetch alone and later gets nothing. */
+static void test_same_host(void **state)
+{
+    (void)state;
+    mark_t m;
+    uint64_t data, master, master_total = 0;
+    mark_now(&m);
+    mc_store_t *r = client_on(0, 0, 0);
+    get_small(r, NKEYS);
+    paid(&m, &data, &master);
+    master_total += master;
+    assert_int_equal(data, 1);
+    for (int i = 0; i < 10; i++) {
+        get_small(r, NKEYS);
+        get_big(r);
+    }
+    paid(&m, &data, &master);
+    master_total += master;
+    assert_int_equal(data, 0);
+    assert_true(master_total >= 1 && master_total <= MC_MASTER_POOL_SIZE);
+    mc_store_destroy(r);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_connection),
         cmocka_unit_test(test_default_pool),
+        cmocka_unit_test(test_same_host),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
