@@ -155,6 +155,32 @@ static void test_handshake(void **state)
     mc_auth_free(ring);
 }
 
+/* mc_auth_counters: one count per half-handshake, keyed only where a keyring ran the HMAC,
+ * failures on the side that saw them (counters are process-wide: deltas). */
+static void test_counters(void **state)
+{
+    (void)state;
+    mc_auth_t *a, *b;
+    assert_int_equal(mc_auth_from_secret(SECRET_A, NULL, &a), MC_OK);
+    assert_int_equal(mc_auth_from_secret(SECRET_B, NULL, &b), MC_OK);
+    mc_auth_counters_t c0, c1;
+    mc_status_t sst;
+    mc_auth_counters(&c0);
+    assert_int_equal(handshake(a, a, &sst, NULL), MC_OK);       /* keyed, both sides */
+    assert_int_equal(handshake(NULL, NULL, &sst, NULL), MC_OK); /* open, both sides */
+    assert_int_equal(handshake(b, a, &sst, NULL), MC_ERR_AUTH); /* refused by the server */
+    assert_int_equal(handshake(a, NULL, &sst, NULL), MC_ERR_AUTH); /* server cannot prove */
+    mc_auth_counters(&c1);
+    assert_int_equal(c1.client_ok - c0.client_ok, 2);
+    assert_int_equal(c1.client_ok_keyed - c0.client_ok_keyed, 1);
+    assert_int_equal(c1.client_failed - c0.client_failed, 2);
+    assert_int_equal(c1.server_ok - c0.server_ok, 3); /* the last one passed the server */
+    assert_int_equal(c1.server_ok_keyed - c0.server_ok_keyed, 1);
+    assert_int_equal(c1.server_refused - c0.server_refused, 1);
+    mc_auth_free(a);
+    mc_auth_free(b);
+}
+
 /* A replayed PROOF does not pass against a fresh HELLO (new server nonce). */
 static void test_replay(void **state)
 {
@@ -279,6 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_token_file),
         cmocka_unit_test(test_handshake),
+        cmocka_unit_test(test_counters),
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_sign),
         cmocka_unit_test(test_grant),
