@@ -95,6 +95,7 @@ struct mc_ha {
     bool app_stop;
     mc_rpc_server_t *srv;     /* set by the loop thread before its first hand-over */
     uint64_t next_group;      /* loop thread: the last group handed over */
+    uint64_t space_group;     /* loop thread: the last one that freed or mounted space */
     atomic_uint_fast64_t durable_group; /* the last group whose records are durable */
     uint64_t test_delay_ms;   /* MC_HA_TEST_APPEND_DELAY_MS: tests only, before each append */
     /* what /health, /leader and /metrics show (under mu; any thread) */
@@ -1016,11 +1017,11 @@ static void *snap_main(void *arg)
     return NULL;
 }
 
-uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
+uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p)
 {
     mc_ha_t *ha = ctx;
-    bool lost;
-    mc_buf_t *b = mc_master_ha_log(m, &lost);
+    bool lost, space;
+    mc_buf_t *b = mc_master_ha_log(m, &lost, &space);
     if (lost)
         fence_exit("a log record could not be kept (no memory)");
     if (mc_buf_unread(b)) {
@@ -1029,6 +1030,8 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
         if (!g)
             fence_exit("no memory");
         g->id = ++ha->next_group;
+        if (space)
+            ha->space_group = g->id;
         g->recs = *b; /* the buffer moves to the group; the core starts a new one */
         *b = (mc_buf_t){0};
         ha->snap_bytes += mc_buf_unread(&g->recs);
@@ -1053,8 +1056,13 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
     if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
         fence_exit("the lease TTL passed since the last answered keepalive");
     /* every reply of this iteration waits for the last group handed over: it may expose any
-     * change made so far */
-    return atomic_load(&ha->durable_group) < ha->next_group ? ha->next_group : 0;
+     * change made so far; a light one (a create-once PutStart that placed every key, which
+     * acknowledges nothing) only for the last group that freed or mounted space: its
+     * allocation may lie in that space, which a new leader without that group would still
+     * count as its old owner's (or not know) */
+    uint64_t durable = atomic_load(&ha->durable_group);
+    *light_p = durable < ha->space_group ? ha->space_group : 0;
+    return durable < ha->next_group ? ha->next_group : 0;
 }
 
 void mc_ha_quiesce(mc_ha_t *ha)

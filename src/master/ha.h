@@ -55,9 +55,11 @@ uint64_t mc_ha_view(const mc_ha_t *ha);
  * records to the appender thread, which appends them to the replicated log in order and then
  * releases the held replies (mc_rpc_server_release(srv, group)); checks the lease clock.
  * Returns the RPC server's ticket: the last group handed over while it is not yet durable
- * (every reply of this iteration may expose its changes), else 0. Exits the process when
- * fenced (here or on the appender thread, without releasing anything). */
-uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv);
+ * (every reply of this iteration may expose its changes), else 0; *light_p: the last group
+ * that freed or mounted space while it is not yet durable, else 0 (the light answers, PutStarts
+ * that placed every key, depend on nothing else). Exits the process when fenced (here or on
+ * the appender thread, without releasing anything). */
+uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p);
 /* Admin pages, any thread (ctx = the mc_ha_t): /leader's JSON {"present":true,"address":
  * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); the
  * master_ha_* / master_view_version series for /metrics. */
