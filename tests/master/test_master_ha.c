@@ -585,8 +585,10 @@ static void *stalled_main(void *arg)
 /* Pipelined group commit: a reply waits until the batch of its change is durable in etcd.
  * The leader's appends are delayed (MC_HA_TEST_APPEND_DELAY_MS, 2.5 s each); a PutEnd sent to
  * it, and a GetReplicaList of the same key on another connection, get no answer while the
- * append is stalled; kill -9 of the leader then: neither was acknowledged, and the standby
- * that takes over has every acknowledged object and not the unacknowledged one. */
+ * append is stalled, while a PutStart of a new key on a third connection is answered at once
+ * (it acknowledges nothing, and no freed or mounted space is in flight); kill -9 of the leader
+ * then: neither was acknowledged, and the standby that takes over has every acknowledged
+ * object and neither the unacknowledged one nor the started one. */
 static void test_stalled_append_holds_replies(void **state)
 {
     (void)state;
@@ -619,6 +621,15 @@ static void test_stalled_append_holds_replies(void **state)
     mc_sleep_ms(1000); /* both are still unanswered (the append takes 2.5 s) */
     assert_false(atomic_load(&pe.done));
     assert_false(atomic_load(&gt.done));
+    /* a PutStart of a new key acknowledges nothing and no space was freed or mounted since the
+     * last durable group: it is answered while the PutEnd's append is still stalled */
+    mc_rpc_client_t *c3;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c3), MC_OK);
+    uint64_t t1 = mc_now_ms();
+    assert_int_equal(put_start(c3, CLIENT, "fresh", 4096, 1, NULL), MC_OK);
+    assert_true(mc_now_ms() - t1 < 1000);
+    assert_false(atomic_load(&pe.done)); /* the PutEnd is still held */
+    mc_rpc_client_destroy(c3);
     kill(a->pid, SIGKILL);
     waitpid(a->pid, NULL, 0);
     a->pid = 0;
@@ -637,7 +648,83 @@ static void test_stalled_append_holds_replies(void **state)
     assert_int_equal(get(c, "acked", &a2, &sum, NULL), MC_OK);
     assert_true(a2 == addr && sum == 0xace);
     assert_int_equal(get(c, "stalled", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(c, "fresh", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
     mc_rpc_client_destroy(c);
+    ha_stop(b);
+}
+
+/* Pipelined appends: batch 3 of the leader is never sent (MC_HA_TEST_STALL_BATCH=3) while
+ * the appends of batches 4..6 (three PutEnds on their own connections) commit in etcd after
+ * it. None of those PutEnds is answered (a batch is durable only with every earlier one);
+ * kill -9 of the leader then: the standby takes over with the log up to batch 2 (the objects
+ * of batches 4..6 are absent), and those batches are gone from etcd, so that the new leader's
+ * batches continue the log without a stale one after them. */
+static void test_append_gap_not_applied(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    setenv("MC_HA_TEST_STALL_BATCH", "3", 1);
+    ha_start(a, "gap");
+    unsetenv("MC_HA_TEST_STALL_BATCH");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, "gap");
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    mc_rpc_client_t *c[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c[i]), MC_OK);
+    assert_int_equal(mount(c[0], CLIENT, "segG", 1 << 30, 64 << 20, 0x44, false), MC_OK);
+    assert_int_equal(put_start(c[0], CLIENT, "acked", 4096, 1, NULL), MC_OK); /* batch 1 */
+    assert_int_equal(put_end(c[0], CLIENT, "acked", 0xace), MC_OK);           /* batch 2 */
+    const char *keys[4] = {"gap3", "gap4", "gap5", "gap6"};
+    stalled_call_t pe[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(put_start(c[i], CLIENT, keys[i], 4096, 1, NULL), MC_OK);
+        pe[i] = (stalled_call_t){.c = c[i], .key = keys[i], .put = true};
+    }
+    for (int i = 0; i < 4; i++) { /* one PutEnd per loop iteration: batches 3, 4, 5, 6 */
+        assert_int_equal(pthread_create(&th[i], NULL, stalled_main, &pe[i]), 0);
+        mc_sleep_ms(300);
+    }
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_open(g_etcd.endpoints, 3000, &e), MC_OK);
+    char key[128], *v;
+    size_t n;
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    snprintf(key, sizeof(key), "/oplog/gap/batches/%020d", 6);
+    while (mc_etcd_get(e, key, &v, &n) != MC_OK) { /* the appends after the gap committed */
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(50);
+    }
+    mc_free(v);
+    mc_sleep_ms(500);
+    for (int i = 0; i < 4; i++)
+        assert_false(atomic_load(&pe[i].done)); /* behind the missing batch 3 */
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_not_equal(pe[i].st, MC_OK);
+        mc_rpc_client_destroy(c[i]);
+    }
+
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    for (int id = 3; id <= 6; id++) { /* dropped by the new leader before it appends */
+        snprintf(key, sizeof(key), "/oplog/gap/batches/%020d", id);
+        assert_int_equal(mc_etcd_get(e, key, &v, &n), MC_ERR_OBJECT_NOT_FOUND);
+    }
+    mc_etcd_close(e);
+    mc_rpc_client_t *cb;
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &cb), MC_OK);
+    assert_int_equal(ping(cb, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(cb, CLIENT, "segG", 1 << 30, 64 << 20, 0x44, true), MC_OK);
+    uint64_t sum = 0;
+    assert_int_equal(get(cb, "acked", NULL, &sum, NULL), MC_OK);
+    assert_int_equal(sum, 0xace);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(get(cb, keys[i], NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_rpc_client_destroy(cb);
     ha_stop(b);
 }
 
@@ -798,6 +885,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_takeover_applies_only_the_tail),
         cmocka_unit_test(test_same_address_refused),
         cmocka_unit_test(test_stalled_append_holds_replies),
+        cmocka_unit_test(test_append_gap_not_applied),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
     };
