@@ -10,7 +10,8 @@
  * the iteration), and only then write the responses. So a response is never on the wire before
  * the state change it acknowledges is durable. before_reply may instead hand out a ticket (a
  * replicated append still in flight): the iteration's answers are then held, in order per
- * connection, until that ticket is released, while the loop goes on serving.
+ * connection, until that ticket is released, while the loop goes on serving; answers a
+ * handler marked light (mc_rpc_call_t.light) wait only for a second, earlier ticket.
  *
  * Authentication: every accepted connection first gets the auth HELLO (common/auth.h); the
  * first MC_AUTH_PROOF_SIZE bytes it sends are the PROOF, answered with the RESULT. Frames are
