@@ -582,18 +582,36 @@ static void *stalled_main(void *arg)
     return NULL;
 }
 
+/* The same for a Mount of segment key (2 GiB up) and a PutStart of key. */
+static void *mount_main(void *arg)
+{
+    stalled_call_t *z = arg;
+    z->st = mount(z->c, CLIENT, z->key, 2ull << 30, 64 << 20, 0x35, false);
+    atomic_store(&z->done, true);
+    return NULL;
+}
+
+static void *put_start_main(void *arg)
+{
+    stalled_call_t *z = arg;
+    z->st = put_start(z->c, CLIENT, z->key, 4096, 1, NULL);
+    atomic_store(&z->done, true);
+    return NULL;
+}
+
 /* Pipelined group commit: a reply waits until the batch of its change is durable in etcd.
- * The leader's appends are delayed (MC_HA_TEST_APPEND_DELAY_MS, 2.5 s each); a PutEnd sent to
+ * The leader's appends are delayed (MC_HA_TEST_APPEND_DELAY_MS, 5 s each); a PutEnd sent to
  * it, and a GetReplicaList of the same key on another connection, get no answer while the
  * append is stalled, while a PutStart of a new key on a third connection is answered at once
- * (it acknowledges nothing, and no freed or mounted space is in flight); kill -9 of the leader
+ * (it acknowledges nothing, and no freed or mounted space is in flight), and one sent after a
+ * Mount (whose append is stalled too) is not answered; kill -9 of the leader
  * then: neither was acknowledged, and the standby that takes over has every acknowledged
  * object and neither the unacknowledged one nor the started one. */
 static void test_stalled_append_holds_replies(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    setenv("MC_HA_TEST_APPEND_DELAY_MS", "2500", 1);
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "5000", 1);
     ha_start(a, "stall");
     unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
     assert_true(ha_serving(a, TAKEOVER_MS));
@@ -618,7 +636,7 @@ static void test_stalled_append_holds_replies(void **state)
     mc_sleep_ms(300); /* the PutEnd is applied and its batch handed to the stalled appender */
     stalled_call_t gt = {.c = c2, .key = "stalled", .put = false};
     assert_int_equal(pthread_create(&th2, NULL, stalled_main, &gt), 0);
-    mc_sleep_ms(1000); /* both are still unanswered (the append takes 2.5 s) */
+    mc_sleep_ms(1000); /* both are still unanswered (the append takes 5 s) */
     assert_false(atomic_load(&pe.done));
     assert_false(atomic_load(&gt.done));
     /* a PutStart of a new key acknowledges nothing and no space was freed or mounted since the
@@ -629,14 +647,30 @@ static void test_stalled_append_holds_replies(void **state)
     assert_int_equal(put_start(c3, CLIENT, "fresh", 4096, 1, NULL), MC_OK);
     assert_true(mc_now_ms() - t1 < 1000);
     assert_false(atomic_load(&pe.done)); /* the PutEnd is still held */
-    mc_rpc_client_destroy(c3);
+    /* but with a Mount in flight (space a PutStart may allocate from), a PutStart waits */
+    mc_rpc_client_t *c4;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c4), MC_OK);
+    stalled_call_t mt = {.c = c3, .key = "segS2"}, ps = {.c = c4, .key = "behind_mount"};
+    pthread_t th3, th4;
+    assert_int_equal(pthread_create(&th3, NULL, mount_main, &mt), 0);
+    mc_sleep_ms(300); /* the Mount is applied and its group handed over */
+    assert_int_equal(pthread_create(&th4, NULL, put_start_main, &ps), 0);
+    mc_sleep_ms(1000);
+    assert_false(atomic_load(&mt.done));
+    assert_false(atomic_load(&ps.done));
     kill(a->pid, SIGKILL);
     waitpid(a->pid, NULL, 0);
     a->pid = 0;
     pthread_join(th, NULL);
     pthread_join(th2, NULL);
+    pthread_join(th3, NULL);
+    pthread_join(th4, NULL);
     assert_int_not_equal(pe.st, MC_OK); /* never acknowledged */
     assert_int_not_equal(gt.st, MC_OK); /* nor the read that saw it */
+    assert_int_not_equal(mt.st, MC_OK);
+    assert_int_not_equal(ps.st, MC_OK);
+    mc_rpc_client_destroy(c3);
+    mc_rpc_client_destroy(c4);
     mc_rpc_client_destroy(c);
     mc_rpc_client_destroy(c2);
 
