@@ -58,6 +58,7 @@ struct mc_master_ha {
     uint64_t last_read_ms;
     pthread_rwlock_t slot_lock[MC_MASTER_POOL_SIZE];
     unsigned slot_gen[MC_MASTER_POOL_SIZE]; /* under slot_lock[i] (write) */
+    atomic_uint slot_calls[MC_MASTER_POOL_SIZE]; /* calls on slot i now (sent or waiting) */
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
     int stop, watcher_started;
@@ -378,9 +379,23 @@ mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
         atomic_fetch_add_explicit(&in->metrics->rpc_count[opcode], 1, memory_order_relaxed);
     in->t0 = store_metrics_t0(in->metrics);
     if (mc->ha) { /* etcd://: the whole call now, under the retry rules above; recv returns it */
+        /* the first slot from the next one that no call holds (a connection carries one call
+         * at a time: behind a call the leader holds until its log append is durable, a call
+         * would wait for that append too), else the next one */
+        mc_master_ha_t *ha = mc->ha;
         unsigned slot = atomic_fetch_add_explicit(&mc->next, 1, memory_order_relaxed) %
                         MC_MASTER_POOL_SIZE;
+        for (unsigned k = 0; k < MC_MASTER_POOL_SIZE; k++) {
+            unsigned j = (slot + k) % MC_MASTER_POOL_SIZE, idle = 0;
+            if (atomic_compare_exchange_strong(&ha->slot_calls[j], &idle, 1)) {
+                slot = j;
+                break;
+            }
+            if (k == MC_MASTER_POOL_SIZE - 1)
+                atomic_fetch_add(&ha->slot_calls[slot], 1);
+        }
         in->st = ha_call(mc, slot, opcode, req, &in->call.resp, idempotent, alloc);
+        atomic_fetch_sub(&ha->slot_calls[slot], 1);
         in->ha_done = true;
         return in->st;
     }

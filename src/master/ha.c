@@ -39,6 +39,7 @@
 #define HA_READ_LIMIT 4 /* batches per range while following: <= 4 x 1.4 MiB answered */
 #define HA_CHUNK ((size_t)1 << 20) /* snapshot chunk: 4/3 of it + JSON < 1.5 MiB */
 #define HA_TRIM_EVERY_MS 5000     /* the leader trims at least this often */
+#define HA_APPEND_INFLIGHT 4      /* runs of groups appended at once (an appender thread each) */
 
 /* One group commit handed from the loop thread to the appender: its WAL records (owned). */
 typedef struct ha_group {
@@ -47,6 +48,25 @@ typedef struct ha_group {
     bool snap;         /* a snapshot was forked right after it: its last record ends a batch */
     struct ha_group *next;
 } ha_group_t;
+
+/* One batch of a run: records [off, off + len) of the run, last_seq after it. */
+typedef struct ha_batch {
+    size_t off, len;
+    uint64_t last_seq;
+} ha_batch_t;
+
+/* A run of consecutive groups that one appender thread appends as batches first_id ..
+ * first_id + nb - 1 (ids and sequence numbers given when it is taken, in order). */
+typedef struct ha_run {
+    mc_buf_t recs;      /* the groups' records, concatenated */
+    ha_batch_t *b;
+    size_t nb;
+    uint64_t first_id;
+    uint64_t group;     /* the last group it carries */
+    bool snap;          /* that group is followed by a snapshot */
+    bool done;          /* every batch is committed in etcd */
+    struct ha_run *next;
+} ha_run_t;
 
 struct mc_ha {
     mc_ha_opts_t o;
@@ -62,9 +82,8 @@ struct mc_ha {
     pthread_t ka_thread;
     bool ka_running;
     atomic_bool ka_stop;
-    /* log position: last batch applied (standby) or appended (leader) and its prefix value */
+    /* log position: last batch applied (standby) or durable with every earlier one (leader) */
     uint64_t batch_id, last_seq;
-    char *prefix_val; /* durable_prefix as read/written (NULL = absent) */
     /* standby: the table the log is applied to as it arrives (a core without a WAL, created
      * from core_cfg; handed to the caller once promoted) */
     mc_master_config_t core_cfg;
@@ -83,20 +102,28 @@ struct mc_ha {
     uint64_t snap_group;      /* the group after which the child's snapshot was forked */
     uint64_t snap_n, snap_seq; /* batch id and last_seq that group ended at (0 = not yet
                                   durable) */
-    /* leader: the appender thread (pipelined group commit). The loop thread hands groups over
-     * (q_*, under app_mu) and goes on serving; the appender appends them in order, possibly
-     * several per batch, and releases their replies (mc_rpc_server_release on srv). It owns
-     * batch_id / last_seq / prefix_val once leading. */
-    pthread_t app_thread;
+    /* leader: the appender threads (pipelined group commit). The loop thread hands groups over
+     * (q_*, under app_mu) and goes on serving; each appender thread takes the groups queued
+     * (a run, batch ids given in order) and appends its batches, up to HA_APPEND_INFLIGHT
+     * runs at once; a run is durable when it and every earlier one are committed (runs_*, in
+     * order), then its replies are released (mc_rpc_server_release on srv). Under app_mu once
+     * leading: batch_id / last_seq (the durable prefix), next_id / next_seq (given out). */
+    pthread_t app_threads[HA_APPEND_INFLIGHT];
+    int n_app;
     bool app_running;
     pthread_mutex_t app_mu;
     pthread_cond_t app_cv;
     ha_group_t *q_head, *q_tail;
+    ha_run_t *runs_head, *runs_tail;
+    uint64_t next_id, next_seq;
+    uint64_t prefix_sent;     /* the highest batch id written to durable_prefix */
     bool app_stop;
     mc_rpc_server_t *srv;     /* set by the loop thread before its first hand-over */
     uint64_t next_group;      /* loop thread: the last group handed over */
+    uint64_t space_group;     /* loop thread: the last one that freed or mounted space */
     atomic_uint_fast64_t durable_group; /* the last group whose records are durable */
     uint64_t test_delay_ms;   /* MC_HA_TEST_APPEND_DELAY_MS: tests only, before each append */
+    uint64_t test_stall_id;   /* MC_HA_TEST_STALL_BATCH: tests only, this batch is never sent */
     /* what /health, /leader and /metrics show (under mu; any thread) */
     pthread_mutex_t mu;
     bool leading;
@@ -179,6 +206,12 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
         ha->test_delay_ms = strtoull(delay, NULL, 10);
         MC_LOG_WARN("ha: MC_HA_TEST_APPEND_DELAY_MS=%" PRIu64 " (tests only): every log "
                     "append is delayed", ha->test_delay_ms);
+    }
+    const char *stall = getenv("MC_HA_TEST_STALL_BATCH"); /* tests only */
+    if (stall && *stall) {
+        ha->test_stall_id = strtoull(stall, NULL, 10);
+        MC_LOG_WARN("ha: MC_HA_TEST_STALL_BATCH=%" PRIu64 " (tests only): that batch of the "
+                    "log is never appended", ha->test_stall_id);
     }
     ha->ttl_ms = (uint64_t)opts->lease_ttl_s * 1000;
     /* fence before etcd can have expired the lease: its countdown starts when it receives a
@@ -435,17 +468,22 @@ static void register_standby(mc_ha_t *ha)
         ha->reg_applied = ha->batch_id;
 }
 
-/* Applies every batch after ha->batch_id up to durable_prefix to the table. 0 ok (or etcd
- * unreachable: try later), 1 when the next batch is gone (trimmed: copy a snapshot again),
- * -1 when the log cannot be followed (a malformed batch, no memory). */
-static int follow(mc_ha_t *ha)
+/* Applies the batches after ha->batch_id that are in etcd without a gap (each committed with
+ * every earlier one: durable) to the table, in order; a batch after a missing one is an
+ * append still in flight (or one a fenced leader never finished, which the next leader
+ * deletes) and is not applied. 0 ok (or etcd unreachable: try later; *end_p when the next
+ * batch is not there), 1 when the next batch is gone (trimmed: copy a snapshot again), -1
+ * when the log cannot be followed (a malformed batch, no memory). */
+static int follow(mc_ha_t *ha, bool *end_p)
 {
     uint64_t id, seq;
     char *val;
+    *end_p = false;
     if (read_prefix(ha, &id, &seq, &val) != 0)
         return 0;
+    mc_free(val); /* a lower bound of the durable prefix (ha.md "Replicated log") */
     note_log(ha, id);
-    while (ha->batch_id < id) {
+    for (;;) {
         char from[HA_KEY_MAX + 32];
         batch_key(ha, ha->batch_id + 1, from);
         char *end = mc_etcd_prefix_end(ha->batch_prefix);
@@ -453,28 +491,17 @@ static int follow(mc_ha_t *ha)
         mc_status_t st = end ? mc_etcd_range(ha->etcd, from, end, HA_READ_LIMIT, &r)
                              : MC_ERR_NO_MEMORY;
         mc_free(end);
-        if (st != MC_OK) {
-            mc_free(val);
+        if (st != MC_OK)
             return 0;
-        }
+        size_t i = 0;
         int bad = 0;
-        if (r.n == 0 || strcmp(r.kvs[0].key, from) != 0) {
-            MC_LOG_WARN("ha: replicated log: batch %" PRIu64 " was trimmed; copying the "
-                        "snapshot again", ha->batch_id + 1);
-            mc_etcd_range_free(&r);
-            mc_free(val);
-            return 1;
-        }
-        for (size_t i = 0; i < r.n && !bad && ha->batch_id < id; i++) {
+        for (; i < r.n; i++) {
             char want[HA_KEY_MAX + 32];
             batch_key(ha, ha->batch_id + 1, want);
             uint64_t n = 0;
             size_t used = 0;
-            if (strcmp(r.kvs[i].key, want) != 0) {
-                MC_LOG_ERROR("ha: replicated log: expected %s, found %s", want, r.kvs[i].key);
-                bad = -1;
-                break;
-            }
+            if (strcmp(r.kvs[i].key, want) != 0)
+                break; /* a gap: an append in flight */
             if (apply(ha, r.kvs[i].value, r.kvs[i].value_len, &used, &n, NULL) != 0 ||
                 used != r.kvs[i].value_len) {
                 MC_LOG_ERROR("ha: replicated log: batch %s is malformed", want);
@@ -486,16 +513,21 @@ static int follow(mc_ha_t *ha)
             pthread_mutex_unlock(&ha->mu);
             ha->last_seq += n;
         }
+        bool more = !bad && i == r.n && r.n == HA_READ_LIMIT;
         mc_etcd_range_free(&r);
-        if (bad) {
-            mc_free(val);
+        if (bad)
             return bad;
+        if (i == 0 && id > ha->batch_id) { /* durable once, and gone */
+            MC_LOG_WARN("ha: replicated log: batch %" PRIu64 " was trimmed; copying the "
+                        "snapshot again", ha->batch_id + 1);
+            return 1;
         }
-        note_log(ha, id);
+        note_log(ha, id > ha->batch_id ? id : ha->batch_id);
+        if (!more) {
+            *end_p = true;
+            return 0;
+        }
     }
-    mc_free(ha->prefix_val);
-    ha->prefix_val = val;
-    return 0;
 }
 
 /* ------------------------------------------------------------------ election */
@@ -604,16 +636,55 @@ static mc_status_t claim_producer(mc_ha_t *ha)
 static void *snap_main(void *arg);
 static void *append_main(void *arg);
 
-/* One step of following: 0 (caught up as far as etcd answered), -1 cannot follow. A trimmed
- * batch makes the next step start over from the snapshot. */
-static int sync_step(mc_ha_t *ha, bool *booted)
+/* durable_prefix's value for batch id with last_seq seq. */
+static void prefix_value(uint64_t id, uint64_t seq, char *out, size_t len)
 {
+    snprintf(out, len, "{\"schema_version\":1,\"batch_id\":%" PRIu64 ",\"last_seq\":%" PRIu64 "}",
+             id, seq);
+}
+
+/* New leader, once the producer view is ours and the log is applied to its durable end
+ * (ha->batch_id): deletes every batch after it (appends of a fenced leader that committed
+ * after one of its earlier appends did not: never acknowledged, never applied by anyone)
+ * and sets durable_prefix to it, so that our batches continue the log without a gap.
+ * 0 ok, -1 etcd did not answer (try again); fenced when our view no longer produces. */
+static int drop_after_gap(mc_ha_t *ha)
+{
+    char view[24], from[HA_KEY_MAX + 32], val[128];
+    snprintf(view, sizeof(view), "%" PRIu64, ha->view);
+    batch_key(ha, ha->batch_id + 1, from);
+    prefix_value(ha->batch_id, ha->last_seq, val, sizeof(val));
+    char *end = mc_etcd_prefix_end(ha->batch_prefix);
+    if (!end)
+        return -1;
+    mc_etcd_cmp_t mine = {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL,
+                          .value = view, .value_len = strlen(view)};
+    mc_etcd_op_t ops[2] = {
+        {.type = MC_ETCD_OP_DELETE, .key = from, .range_end = end},
+        {.type = MC_ETCD_OP_PUT, .key = ha->prefix_key, .value = val, .value_len = strlen(val)}};
+    int ok = 0;
+    mc_status_t st = mc_etcd_txn(ha->etcd, &mine, 1, ops, 2, NULL, 0, &ok, NULL);
+    mc_free(end);
+    if (st != MC_OK)
+        return -1;
+    if (!ok)
+        fence_exit("another view produces the replicated log");
+    ha->prefix_sent = ha->batch_id;
+    return 0;
+}
+
+/* One step of following: 0 (caught up as far as etcd answered; *end_p: to the end of the
+ * durable log), -1 cannot follow. A trimmed batch makes the next step start over from the
+ * snapshot. */
+static int sync_step(mc_ha_t *ha, bool *booted, bool *end_p)
+{
+    *end_p = false;
     if (!*booted) {
         *booted = bootstrap(ha) == 0;
         if (!*booted)
             return 0;
     }
-    int r = follow(ha);
+    int r = follow(ha, end_p);
     if (r == 1)
         *booted = false;
     return r < 0 ? -1 : 0;
@@ -629,8 +700,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
                 "arrives", ha->o.cluster_id, ha->o.endpoints);
     bool booted = false;
     uint64_t mine_since = 0, mine_view = 0; /* the view names our own address since then */
+    bool end;
     while (!*stop) {
-        if (sync_step(ha, &booted) != 0)
+        if (sync_step(ha, &booted, &end) != 0)
             return MC_ERR_INTERNAL;
         if (!booted) { /* compete only with a copy of the log */
             mc_sleep_ms(ha->poll_ms);
@@ -675,17 +747,12 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
     st = claim_producer(ha);
     if (st != MC_OK)
         fence_exit("cannot claim the producer view");
-    uint64_t id, seq;
-    char *val;
     uint64_t deadline = mc_now_ms() + ha->fence_ms, applied0 = ha->applied;
     for (;;) {
-        if (read_prefix(ha, &id, &seq, &val) == 0) {
-            mc_free(val);
-            if (sync_step(ha, &booted) != 0)
-                return MC_ERR_INTERNAL;
-            if (booted && ha->batch_id >= id)
-                break;
-        }
+        if (sync_step(ha, &booted, &end) != 0)
+            return MC_ERR_INTERNAL;
+        if (booted && end && drop_after_gap(ha) == 0)
+            break;
         if (mc_now_ms() > deadline)
             fence_exit("cannot finish the replicated log within the lease TTL");
         mc_sleep_ms(50);
@@ -715,51 +782,48 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
     if (pthread_create(&ha->snap_thread, NULL, snap_main, ha) != 0)
         fence_exit("cannot start the snapshot thread");
     ha->snap_running = true;
-    if (pthread_create(&ha->app_thread, NULL, append_main, ha) != 0)
-        fence_exit("cannot start the appender thread");
+    ha->next_id = ha->batch_id;
+    ha->next_seq = ha->last_seq;
+    for (; ha->n_app < HA_APPEND_INFLIGHT; ha->n_app++)
+        if (pthread_create(&ha->app_threads[ha->n_app], NULL, append_main, ha) != 0)
+            fence_exit("cannot start the appender threads");
     ha->app_running = true;
     return MC_OK;
 }
 
 /* ------------------------------------------------------------------ leader: append */
 
-/* One batch; returns only when it is durable in etcd (or exits fenced). */
-static void append_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t nrec)
+/* One batch of a run; returns once it is committed in etcd (or exits fenced). Only our view
+ * may write batches (the compare on producer_view), so a try repeated after a lost answer
+ * writes the same bytes again. durable_prefix gets the durable prefix as known now: this
+ * batch when every earlier one is durable already, else the last one that is (a lower bound
+ * of the real prefix; appends in flight commit in any order). */
+static void append_batch(mc_ha_t *ha, const ha_run_t *run, size_t k)
 {
+    uint64_t id = run->first_id + k;
     char key[HA_KEY_MAX + 32], view[24], next[128];
-    uint64_t id = ha->batch_id + 1, seq = ha->last_seq + nrec;
     batch_key(ha, id, key);
     snprintf(view, sizeof(view), "%" PRIu64, ha->view);
-    snprintf(next, sizeof(next), "{\"schema_version\":1,\"batch_id\":%" PRIu64
-             ",\"last_seq\":%" PRIu64 "}", id, seq);
-    mc_etcd_cmp_t cmps[2] = {
-        {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL, .value = view,
-         .value_len = strlen(view)},
-        ha->prefix_val
-            ? (mc_etcd_cmp_t){.key = ha->prefix_key, .target = MC_ETCD_VALUE,
-                              .result = MC_ETCD_EQUAL, .value = ha->prefix_val,
-                              .value_len = strlen(ha->prefix_val)}
-            : (mc_etcd_cmp_t){.key = ha->prefix_key, .target = MC_ETCD_CREATE,
-                              .result = MC_ETCD_EQUAL, .rev = 0}};
+    pthread_mutex_lock(&ha->app_mu);
+    if (ha->batch_id + 1 == id)
+        prefix_value(id, run->b[k].last_seq, next, sizeof(next));
+    else
+        prefix_value(ha->batch_id, ha->last_seq, next, sizeof(next));
+    uint64_t sent = ha->batch_id + 1 == id ? id : ha->batch_id;
+    pthread_mutex_unlock(&ha->app_mu);
+    mc_etcd_cmp_t mine = {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL,
+                          .value = view, .value_len = strlen(view)};
     mc_etcd_op_t ops[2] = {
-        {.type = MC_ETCD_OP_PUT, .key = key, .value = p, .value_len = len},
+        {.type = MC_ETCD_OP_PUT, .key = key, .value = mc_buf_head(&run->recs) + run->b[k].off,
+         .value_len = run->b[k].len},
         {.type = MC_ETCD_OP_PUT, .key = ha->prefix_key, .value = next,
          .value_len = strlen(next)}};
     for (;;) {
         int ok = 0;
-        mc_status_t st = mc_etcd_txn(ha->etcd, cmps, 2, ops, 2, NULL, 0, &ok, NULL);
-        if (st == MC_OK && !ok) {
-            /* refused: fenced, unless an earlier try of this very batch was applied and only
-             * its answer was lost (then the prefix is ours) */
-            uint64_t cid, cseq;
-            char *cur;
-            if (read_prefix(ha, &cid, &cseq, &cur) == 0 && cur && strcmp(cur, next) == 0)
-                ok = 1;
-            mc_free(cur);
-            if (!ok)
-                fence_exit("the replicated log refused our batch (another view produces)");
-        }
-        if (st == MC_OK && ok)
+        mc_status_t st = mc_etcd_txn(ha->etcd, &mine, 1, ops, 2, NULL, 0, &ok, NULL);
+        if (st == MC_OK && !ok)
+            fence_exit("the replicated log refused our batch (another view produces)");
+        if (st == MC_OK)
             break;
         if (st == MC_ERR_TOO_LARGE || st == MC_ERR_INVALID_PARAMS || st == MC_ERR_NO_MEMORY)
             fence_exit("a batch could not be appended to the replicated log");
@@ -767,88 +831,152 @@ static void append_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t nre
             fence_exit("etcd unreachable past the lease TTL");
         mc_sleep_ms(20);
     }
-    mc_free(ha->prefix_val);
-    ha->prefix_val = mc_strdup(next);
-    if (!ha->prefix_val)
-        fence_exit("no memory");
-    pthread_mutex_lock(&ha->mu);
-    ha->batch_id = ha->durable_id = id;
-    pthread_mutex_unlock(&ha->mu);
-    ha->last_seq = seq;
+    pthread_mutex_lock(&ha->app_mu);
+    if (sent > ha->prefix_sent)
+        ha->prefix_sent = sent;
+    pthread_mutex_unlock(&ha->app_mu);
 }
 
-/* Appender thread: the records p[0..len) (whole WAL records), split at record boundaries into
- * batches of at most HA_BATCH_MAX bytes, each appended in turn. */
-static void append_records(mc_ha_t *ha, const uint8_t *p, size_t len)
+/* Under app_mu: takes every group queued (up to and including the first one a snapshot
+ * follows, so that the snapshot's state ends a batch) as a run, split at record boundaries
+ * into batches of at most HA_BATCH_MAX bytes, whose ids and sequence numbers follow the
+ * previous run's; appended to the runs in flight. */
+static ha_run_t *take_run(mc_ha_t *ha)
 {
-    size_t start = 0, off = 0;
-    uint64_t nrec = 0;
-    while (off < len) {
-        uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
-                        (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
-        size_t rec = 13 + (size_t)plen;
-        if (off - start + rec > HA_BATCH_MAX && off > start) {
-            append_batch(ha, p + start, off - start, nrec);
-            start = off;
-            nrec = 0;
-        }
-        off += rec;
-        nrec++;
+    ha_run_t *run = MC_NEW(ha_run_t);
+    if (!run)
+        fence_exit("no memory");
+    ha_group_t *g = ha->q_head;
+    for (;;) {
+        if (mc_buf_append(&run->recs, mc_buf_head(&g->recs), mc_buf_unread(&g->recs)) != MC_OK)
+            fence_exit("no memory");
+        run->group = g->id;
+        run->snap = g->snap;
+        ha_group_t *n = g->next;
+        mc_buf_free(&g->recs);
+        mc_free(g);
+        g = n;
+        if (!g || run->snap)
+            break;
     }
-    if (off > start)
-        append_batch(ha, p + start, off - start, nrec);
+    ha->q_head = g;
+    if (!g)
+        ha->q_tail = NULL;
+    const uint8_t *p = mc_buf_head(&run->recs);
+    size_t len = mc_buf_unread(&run->recs), start = 0, off = 0, cap = 0;
+    run->first_id = ha->next_id + 1;
+    for (;;) {
+        bool last = off >= len;
+        size_t rec = 0;
+        if (!last) {
+            uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
+                            (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
+            rec = 13 + (size_t)plen;
+        }
+        if ((last && off > start) || (!last && off - start + rec > HA_BATCH_MAX && off > start)) {
+            if (mc_array_reserve(&run->b, &cap, run->nb + 1, 4) != MC_OK)
+                fence_exit("no memory");
+            run->b[run->nb++] = (ha_batch_t){.off = start, .len = off - start,
+                                             .last_seq = ha->next_seq};
+            ha->next_id++;
+            start = off;
+        }
+        if (last)
+            break;
+        off += rec;
+        ha->next_seq++;
+    }
+    if (ha->runs_tail)
+        ha->runs_tail->next = run;
+    else
+        ha->runs_head = run;
+    ha->runs_tail = run;
+    return run;
 }
 
-/* The appender thread: takes every group handed over so far (up to and including the first
- * one a snapshot follows, so that the snapshot's state ends a batch), appends their records
- * as one run of batches, then releases their replies. Exits fenced when an append cannot be
- * made; on stop it appends what was handed over first. */
+/* Under app_mu: the runs done with every earlier one become the durable prefix; their
+ * replies are released. */
+static void complete_runs(mc_ha_t *ha)
+{
+    uint64_t released = 0;
+    while (ha->runs_head && ha->runs_head->done) {
+        ha_run_t *run = ha->runs_head;
+        ha->runs_head = run->next;
+        if (!ha->runs_head)
+            ha->runs_tail = NULL;
+        if (run->nb) {
+            pthread_mutex_lock(&ha->mu);
+            ha->batch_id = ha->durable_id = run->first_id + run->nb - 1;
+            pthread_mutex_unlock(&ha->mu);
+            ha->last_seq = run->b[run->nb - 1].last_seq;
+        }
+        if (run->snap) {
+            pthread_mutex_lock(&ha->snap_mu);
+            ha->snap_n = ha->batch_id;
+            ha->snap_seq = ha->last_seq;
+            pthread_mutex_unlock(&ha->snap_mu);
+        }
+        released = run->group;
+        atomic_store(&ha->durable_group, released);
+        mc_buf_free(&run->recs);
+        mc_free(run->b);
+        mc_free(run);
+    }
+    if (released && ha->srv) /* under app_mu: mc_ha_quiesce clears it before the server goes */
+        mc_rpc_server_release(ha->srv, released);
+}
+
+/* An appender thread: takes the groups queued as a run, appends its batches (while other
+ * threads append the runs before and after it), then makes what is durable with every
+ * earlier run durable. When nothing is left in flight and durable_prefix trails the durable
+ * prefix (it was written while earlier appends were in flight), writes it once more. Exits
+ * fenced when an append cannot be made; on stop it appends what was handed over first. */
 static void *append_main(void *arg)
 {
     mc_ha_t *ha = arg;
-    mc_buf_t run = {0};
     pthread_mutex_lock(&ha->app_mu);
     for (;;) {
         while (!ha->q_head && !ha->app_stop)
             pthread_cond_wait(&ha->app_cv, &ha->app_mu);
         if (!ha->q_head)
             break;
-        ha_group_t *first = ha->q_head, *last = first;
-        while (!last->snap && last->next)
-            last = last->next;
-        ha->q_head = last->next;
-        if (!ha->q_head)
-            ha->q_tail = NULL;
+        ha_run_t *run = take_run(ha);
         pthread_mutex_unlock(&ha->app_mu);
         if (ha->test_delay_ms)
             mc_sleep_ms(ha->test_delay_ms);
-        mc_buf_reset(&run);
-        for (ha_group_t *g = first;; g = g->next) {
-            if (mc_buf_append(&run, mc_buf_head(&g->recs), mc_buf_unread(&g->recs)) != MC_OK)
-                fence_exit("no memory");
-            if (g == last)
+        while (ha->test_stall_id && run->first_id <= ha->test_stall_id &&
+               ha->test_stall_id < run->first_id + run->nb) { /* tests only: until killed */
+            pthread_mutex_lock(&ha->app_mu);
+            bool stop = ha->app_stop;
+            pthread_mutex_unlock(&ha->app_mu);
+            if (stop)
                 break;
+            mc_sleep_ms(100);
         }
-        append_records(ha, mc_buf_head(&run), mc_buf_unread(&run));
-        uint64_t id = last->id;
-        if (last->snap) {
-            pthread_mutex_lock(&ha->snap_mu);
-            ha->snap_n = ha->batch_id;
-            ha->snap_seq = ha->last_seq;
-            pthread_mutex_unlock(&ha->snap_mu);
-        }
-        for (ha_group_t *g = first, *n; g; g = n) {
-            n = g == last ? NULL : g->next;
-            mc_buf_free(&g->recs);
-            mc_free(g);
-        }
-        atomic_store(&ha->durable_group, id);
+        for (size_t k = 0; k < run->nb; k++)
+            append_batch(ha, run, k);
         pthread_mutex_lock(&ha->app_mu);
-        if (ha->srv) /* under app_mu: mc_ha_quiesce clears it before the server goes */
-            mc_rpc_server_release(ha->srv, id);
+        run->done = true;
+        complete_runs(ha);
+        if (!ha->runs_head && !ha->q_head && ha->prefix_sent < ha->batch_id) {
+            char view[24], val[128];
+            snprintf(view, sizeof(view), "%" PRIu64, ha->view);
+            prefix_value(ha->batch_id, ha->last_seq, val, sizeof(val));
+            uint64_t id = ha->batch_id;
+            ha->prefix_sent = id; /* one try: the next append writes it anyway */
+            pthread_mutex_unlock(&ha->app_mu);
+            mc_etcd_cmp_t mine = {.key = ha->pv_key, .target = MC_ETCD_VALUE,
+                                  .result = MC_ETCD_EQUAL, .value = view,
+                                  .value_len = strlen(view)};
+            mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->prefix_key, .value = val,
+                                .value_len = strlen(val)};
+            int ok = 0;
+            if (mc_etcd_txn(ha->etcd, &mine, 1, &put, 1, NULL, 0, &ok, NULL) == MC_OK && !ok)
+                fence_exit("the replicated log refused our prefix (another view produces)");
+            pthread_mutex_lock(&ha->app_mu);
+        }
     }
     pthread_mutex_unlock(&ha->app_mu);
-    mc_buf_free(&run);
     return NULL;
 }
 
@@ -1016,11 +1144,11 @@ static void *snap_main(void *arg)
     return NULL;
 }
 
-uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
+uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p)
 {
     mc_ha_t *ha = ctx;
-    bool lost;
-    mc_buf_t *b = mc_master_ha_log(m, &lost);
+    bool lost, space;
+    mc_buf_t *b = mc_master_ha_log(m, &lost, &space);
     if (lost)
         fence_exit("a log record could not be kept (no memory)");
     if (mc_buf_unread(b)) {
@@ -1029,6 +1157,8 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
         if (!g)
             fence_exit("no memory");
         g->id = ++ha->next_group;
+        if (space)
+            ha->space_group = g->id;
         g->recs = *b; /* the buffer moves to the group; the core starts a new one */
         *b = (mc_buf_t){0};
         ha->snap_bytes += mc_buf_unread(&g->recs);
@@ -1053,8 +1183,13 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
     if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
         fence_exit("the lease TTL passed since the last answered keepalive");
     /* every reply of this iteration waits for the last group handed over: it may expose any
-     * change made so far */
-    return atomic_load(&ha->durable_group) < ha->next_group ? ha->next_group : 0;
+     * change made so far; a light one (a create-once PutStart that placed every key, which
+     * acknowledges nothing) only for the last group that freed or mounted space: its
+     * allocation may lie in that space, which a new leader without that group would still
+     * count as its old owner's (or not know) */
+    uint64_t durable = atomic_load(&ha->durable_group);
+    *light_p = durable < ha->space_group ? ha->space_group : 0;
+    return durable < ha->next_group ? ha->next_group : 0;
 }
 
 void mc_ha_quiesce(mc_ha_t *ha)
@@ -1064,9 +1199,11 @@ void mc_ha_quiesce(mc_ha_t *ha)
     pthread_mutex_lock(&ha->app_mu);
     ha->app_stop = true;
     ha->srv = NULL; /* the loop has returned: nothing to release any more */
-    pthread_cond_signal(&ha->app_cv);
+    pthread_cond_broadcast(&ha->app_cv);
     pthread_mutex_unlock(&ha->app_mu);
-    pthread_join(ha->app_thread, NULL);
+    for (int i = 0; i < ha->n_app; i++)
+        pthread_join(ha->app_threads[i], NULL);
+    ha->n_app = 0;
     ha->app_running = false;
 }
 
@@ -1089,7 +1226,6 @@ void mc_ha_destroy(mc_ha_t *ha)
     }
     mc_master_destroy(ha->core);
     mc_etcd_close(ha->etcd);
-    mc_free(ha->prefix_val);
     pthread_mutex_destroy(&ha->mu);
     pthread_mutex_destroy(&ha->snap_mu);
     pthread_mutex_destroy(&ha->app_mu);

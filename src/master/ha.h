@@ -52,12 +52,15 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
 /* The leader's view version (the create revision of the view key); 0 before leading. */
 uint64_t mc_ha_view(const mc_ha_t *ha);
 /* The service's before_reply hook (ctx = the mc_ha_t; loop thread): hands the group commit's
- * records to the appender thread, which appends them to the replicated log in order and then
- * releases the held replies (mc_rpc_server_release(srv, group)); checks the lease clock.
+ * records to the appender threads, which append them to the replicated log (several appends
+ * in flight) and release the held replies of each group once it and every earlier group are
+ * durable (mc_rpc_server_release(srv, group)); checks the lease clock.
  * Returns the RPC server's ticket: the last group handed over while it is not yet durable
- * (every reply of this iteration may expose its changes), else 0. Exits the process when
- * fenced (here or on the appender thread, without releasing anything). */
-uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv);
+ * (every reply of this iteration may expose its changes), else 0; *light_p: the last group
+ * that freed or mounted space while it is not yet durable, else 0 (the light answers, PutStarts
+ * that placed every key, depend on nothing else). Exits the process when fenced (here or on
+ * an appender thread, without releasing anything). */
+uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p);
 /* Admin pages, any thread (ctx = the mc_ha_t): /leader's JSON {"present":true,"address":
  * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); the
  * master_ha_* / master_view_version series for /metrics. */
@@ -72,7 +75,7 @@ mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
                                const mc_auth_t *auth, bool metrics_public);
 void mc_ha_http_stop(mc_ha_http_t *h);
 /* After the service's loop returned and before the service is destroyed: the appender
- * appends what was handed over and stops; nothing is released any more. */
+ * threads append what was handed over and stop; nothing is released any more. */
 void mc_ha_quiesce(mc_ha_t *ha);
 /* (Quiesces, then) stops the keepalive thread and revokes the lease (a clean step-down lets a standby take
  * over at once). */

@@ -1168,7 +1168,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
      * BatchReplicaClear's ownership check) */
     obj_set_lease(o, o->flags & OF_GRANTED ? master_now(m) : 0);
     master_readable_link(m, o);
-    master_wal_log_commit(m, o);
+    master_wal_log_commit(m, o, false);
     master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
     observe_value_size(m, o->size);
     master_disk_put_end(m, o);
@@ -1449,7 +1449,7 @@ mc_status_t mc_master_replica_clear(mc_master_t *m, const uint8_t cid[16], const
         obj_destroy(m, o, true);
         return MC_OK;
     }
-    master_wal_log_commit(m, o);            /* the object with its remaining replicas */
+    master_wal_log_commit(m, o, true);      /* the object with its remaining replicas */
     return MC_OK;
 }
 

@@ -130,8 +130,10 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
 void mc_master_ha_log_enable(mc_master_t *m);
 /* The records kept since the buffer was last emptied (the caller empties it with
  * mc_buf_reset after shipping them); *lost_p = a record could not be kept since the last call
- * (no memory): the batch must not be acknowledged. Owner thread. */
-mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p);
+ * (no memory): the batch must not be acknowledged; *space_p = one of them frees or mounts
+ * space (MOUNT, UNMOUNT, REMOVE, a replica clear's COMMIT: an allocation made after it may
+ * depend on it), false when they are only PutEnd COMMITs. Owner thread. */
+mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p);
 
 /* Standby (master/ha.c): a core created without a wal_dir follows a replicated log of WAL
  * records in memory and is promoted to serve when its process takes over.

@@ -167,8 +167,10 @@ struct mc_master {
     uint64_t wal_durable_ms;    /* last fdatasync */
     bool snapshot_soon;
     /* HA (mc_master_ha_log): every record of the current group commit, framed, for the
-     * replicated log; ha_log_lost when one could not be kept (the batch must not be acked). */
-    bool ha_log_on, ha_log_lost;
+     * replicated log; ha_log_lost when one could not be kept (the batch must not be acked);
+     * ha_log_space when one of them frees or mounts space (every MOUNT, UNMOUNT, REMOVE, and
+     * the COMMIT of a replica clear; not the COMMIT of a PutEnd). */
+    bool ha_log_on, ha_log_lost, ha_log_space;
     mc_buf_t ha_log;
 
     pthread_mutex_t snap_mu;
@@ -202,7 +204,8 @@ uint64_t master_leased_count(mc_master_t *m);
 mc_status_t master_wal_open_and_recover(mc_master_t *m);
 void master_wal_log_mount(mc_master_t *m, uint32_t seg_id);
 void master_wal_log_unmount(mc_master_t *m, uint32_t seg_id);
-void master_wal_log_commit(mc_master_t *m, obj_t *o);
+/* frees: the object lost replicas (a replica clear), not a PutEnd's first commit */
+void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees);
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
 void master_wal_cron(mc_master_t *m);
 void master_wal_close(mc_master_t *m);

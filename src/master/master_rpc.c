@@ -141,6 +141,11 @@ static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
 
 /* ---------------------------------------------------------------- put / upsert */
 
+/* A create-once PutStart / BatchPutStart that placed every key answers light
+ * (mc_rpc_call_t.light): it acknowledges nothing (its allocation is never logged), so with HA
+ * it waits only for the changes of free or mounted space in flight (master/ha.h), not for
+ * every change in flight. Upserts and answers with a failed key are not light. */
+
 static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBinaryData cid,
                                 ProtobufCBinaryData wire_key, uint64_t size, const McRpc__ReplicateConfig *cfg,
                                 bool upsert, McRpc__PutStartResponse *r)
@@ -180,6 +185,7 @@ static mc_status_t h_put_start(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     mc_status_t st = do_put_start(ctx, call, q->client_id, q->key, q->value_size, q->config,
                                   call->opcode == MC_OP_UPSERT_START, r);
     *resp_p = &r->base;
+    call->light = call->opcode == MC_OP_PUT_START && r->status == MC_OK;
     return st;
 }
 
@@ -204,15 +210,17 @@ static mc_status_t h_batch_put_start(void *ctx, mc_rpc_call_t *call, const Proto
     McRpc__PutStartResponse *items = ALLOC_N(call, McRpc__PutStartResponse, q->n_keys);
     if (!r->results || !items)
         return MC_ERR_NO_MEMORY;
-    bool upsert = call->opcode == MC_OP_BATCH_UPSERT_START;
+    bool upsert = call->opcode == MC_OP_BATCH_UPSERT_START, placed_all = true;
     for (size_t i = 0; i < q->n_keys; i++) {
         mc_status_t st = do_put_start(ctx, call, q->client_id, q->keys[i], q->value_sizes[i],
                                       q->config, upsert, &items[i]);
         if (st != MC_OK)
             return st;
         r->results[i] = &items[i];
+        placed_all &= items[i].status == MC_OK;
     }
     r->n_results = q->n_keys;
+    call->light = !upsert && placed_all;
     return MC_OK;
 }
 

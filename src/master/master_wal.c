@@ -53,8 +53,10 @@ static void enc_commit(mc_master_t *m, mc_wal_buf_t *b, obj_t *o)
     mc_wal_put_str(b, obj_key(o), o->klen);
 }
 
-static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
+/* space: the record changes which space is free or mounted (ha_log_space) */
+static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
 {
+    m->ha_log_space |= space && m->ha_log_on;
     if (b->err) {
         MC_LOG_ERROR("wal: cannot encode a record (no memory)");
         m->wal_failed = true;
@@ -75,7 +77,7 @@ void master_wal_log_mount(mc_master_t *m, uint32_t id)
         return;
     mc_wal_buf_t b = {0};
     enc_mount(&b, id, m->segs[id]);
-    wal_append(m, MC_WAL_MOUNT, &b);
+    wal_append(m, MC_WAL_MOUNT, &b, true);
 }
 
 void master_wal_log_unmount(mc_master_t *m, uint32_t id)
@@ -84,16 +86,16 @@ void master_wal_log_unmount(mc_master_t *m, uint32_t id)
         return;
     mc_wal_buf_t b = {0};
     mc_wal_put_u32(&b, id);
-    wal_append(m, MC_WAL_UNMOUNT, &b);
+    wal_append(m, MC_WAL_UNMOUNT, &b, true);
 }
 
-void master_wal_log_commit(mc_master_t *m, obj_t *o)
+void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees)
 {
     if (!m->wal_on || m->recovering)
         return;
     mc_wal_buf_t b = {0};
     enc_commit(m, &b, o);
-    wal_append(m, MC_WAL_COMMIT, &b);
+    wal_append(m, MC_WAL_COMMIT, &b, frees);
 }
 
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen)
@@ -102,7 +104,7 @@ void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen)
         return;
     mc_wal_buf_t b = {0};
     mc_wal_put_str(&b, key, klen);
-    wal_append(m, MC_WAL_REMOVE, &b);
+    wal_append(m, MC_WAL_REMOVE, &b, true);
 }
 
 /* Group commit. With wal_fsync every commit is fdatasync'ed; without it, records are written
@@ -140,10 +142,11 @@ void mc_master_ha_log_enable(mc_master_t *m)
     m->ha_log_on = true;
 }
 
-mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p)
+mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p)
 {
     *lost_p = m->ha_log_lost;
-    m->ha_log_lost = false;
+    *space_p = m->ha_log_space;
+    m->ha_log_lost = m->ha_log_space = false;
     return &m->ha_log;
 }
 

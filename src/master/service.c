@@ -182,12 +182,12 @@ static void svc_cron(void *ctx)
 }
 /* The local log first (fsync), then the replicated one: a change is in the local WAL before
  * its records are handed to etcd's log, and its reply waits for both. */
-static uint64_t svc_before_reply(void *ctx)
+static uint64_t svc_before_reply(void *ctx, uint64_t *light_p)
 {
     mc_master_service_t *s = ctx;
     mc_master_wal_sync(s->m);
     if (s->o.ha_before_reply) /* the replicated log and the fencing check (master/ha.h) */
-        return s->o.ha_before_reply(s->o.ha_ctx, s->m, s->srv);
+        return s->o.ha_before_reply(s->o.ha_ctx, s->m, s->srv, light_p);
     return 0;
 }
 

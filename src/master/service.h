@@ -36,8 +36,11 @@ typedef struct mc_master_service_opts {
      * and before the replies of that batch are written; it hands the batch's WAL records
      * (mc_master_ha_log) to the replicated log and returns the RPC server's before_reply
      * ticket (0, or the batch whose append must be durable first; the HA module releases it
-     * with mc_rpc_server_release on srv); it may end the process (fenced). NULL = no HA. */
-    uint64_t (*ha_before_reply)(void *ha_ctx, mc_master_t *m, mc_rpc_server_t *srv);
+     * with mc_rpc_server_release on srv) and the light answers' ticket in *light_p (the last
+     * batch that changed free or mounted space: mc_master_ha_log); it may end the process
+     * (fenced). NULL = no HA. */
+    uint64_t (*ha_before_reply)(void *ha_ctx, mc_master_t *m, mc_rpc_server_t *srv,
+                                uint64_t *light_p);
     /* HA admin pages: /leader's JSON (heap) and the master_ha_* series of /metrics. */
     char *(*ha_leader_json)(void *ha_ctx);
     void (*ha_metrics)(void *ha_ctx, struct mc_prom *b);

@@ -68,6 +68,9 @@ typedef struct conn {
      * queued on `out`. Bytes up to out_ok may be sent; holds[h_first..n_holds) release the
      * bytes up to .mark once the ticket .ticket is durable (tickets and marks increase). */
     uint64_t out_total, out_sent, out_ok, out_marked;
+    /* where the first answer that is not light (mc_rpc_call_t.light) queued since out_marked
+     * starts (UINT64_MAX: none): the bytes before it wait only for the light ticket */
+    uint64_t strong_from;
     struct hold { uint64_t ticket, mark; } *holds;
     size_t h_first, n_holds, cap_holds;
 } conn_t;
@@ -234,7 +237,7 @@ static void conn_send_raw(mc_rpc_server_t *s, conn_t *c, const void *p, size_t n
 
 /* Appends a response frame (header + packed body) to the connection's output. */
 static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, int32_t status,
-                       const ProtobufCMessage *resp)
+                       const ProtobufCMessage *resp, bool light)
 {
     size_t blen = resp ? protobuf_c_message_get_packed_size(resp) : 0;
     if (blen > MC_RPC_MAX_BODY) {
@@ -242,7 +245,10 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
         resp = NULL;
         blen = 0;
         status = MC_ERR_TOO_LARGE;
+        light = false;
     }
+    if (!light && c->strong_from == UINT64_MAX)
+        c->strong_from = c->out_total;
     if (mc_buf_reserve(&c->out, MC_RPC_HDR_SIZE + blen) != MC_OK) {
         conn_close(s, c);
         return;
@@ -268,21 +274,21 @@ static void dispatch(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *h, const
     const mc_rpc_op_info_t *info = mc_rpc_op_info(h->opcode);
     if (h->flags & MC_RPC_FLAG_RESPONSE) {
         MC_LOG_WARN("rpc: conn %llu sent a response frame as a request", (unsigned long long)c->id);
-        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL);
+        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL, false);
         return;
     }
     if (!info || !s->o.handlers[h->opcode]) {
         MC_LOG_WARN("rpc: conn %llu: unknown opcode %u", (unsigned long long)c->id, h->opcode);
         if (s->o.on_request)
             s->o.on_request(s->o.ctx, h->opcode, 1);
-        conn_reply(s, c, h, MC_ERR_NOT_SUPPORTED, NULL);
+        conn_reply(s, c, h, MC_ERR_NOT_SUPPORTED, NULL, false);
         return;
     }
     if (c->inflight >= s->lim.max_inflight) {
         bump(&s->st_busy);
         if (s->o.on_request)
             s->o.on_request(s->o.ctx, h->opcode, 1);
-        conn_reply(s, c, h, MC_ERR_BUSY, NULL);
+        conn_reply(s, c, h, MC_ERR_BUSY, NULL, false);
         return;
     }
     ProtobufCMessage *req = protobuf_c_message_unpack(info->req, &s->arena.pb, h->body_len, body);
@@ -291,7 +297,7 @@ static void dispatch(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *h, const
                     info->name, h->body_len);
         if (s->o.on_request)
             s->o.on_request(s->o.ctx, h->opcode, 1);
-        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL);
+        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL, false);
         mc_rpc_arena_reset(&s->arena);
         return;
     }
@@ -306,7 +312,7 @@ static void dispatch(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *h, const
     }
     if (st == MC_OK && !resp)
         st = MC_ERR_INTERNAL;
-    conn_reply(s, c, h, st, st == MC_OK ? resp : NULL);
+    conn_reply(s, c, h, st, st == MC_OK ? resp : NULL, st == MC_OK && call.light);
     mc_rpc_arena_reset(&s->arena);
 }
 
@@ -322,7 +328,7 @@ mc_status_t mc_rpc_server_reply(mc_rpc_server_t *s, uint64_t conn_id, uint16_t o
         if (c->dead || c->closing)
             return MC_ERR_RPC_FAIL;
         mc_rpc_hdr_t h = {.opcode = opcode, .req_id = req_id};
-        conn_reply(s, c, &h, status, status == MC_OK ? resp : NULL);
+        conn_reply(s, c, &h, status, status == MC_OK ? resp : NULL, false);
         return MC_OK;
     }
     return MC_ERR_RPC_FAIL;
@@ -377,7 +383,7 @@ static size_t conn_process(mc_rpc_server_t *s, conn_t *c, const uint8_t *p, size
             MC_LOG_WARN("rpc: conn %llu: bad frame header (%s, body_len %u); closing",
                         (unsigned long long)c->id, mc_status_name(st), h.body_len);
             h.flags = 0;
-            conn_reply(s, c, &h, st, NULL);
+            conn_reply(s, c, &h, st, NULL, false);
             c->closing = 1;
             return len;
         }
@@ -426,7 +432,7 @@ static void conn_check_partial(mc_rpc_server_t *s, conn_t *c)
         srv_log_refusal(s, c->id, "a frame larger than what is left of the memory budget");
         mc_buf_reset(&c->in);
         mc_buf_trim(&c->in, 0);
-        conn_reply(s, c, &h, MC_ERR_BUSY, NULL);
+        conn_reply(s, c, &h, MC_ERR_BUSY, NULL, false);
         c->closing = 1;
         bump(&s->st_budget);
         conn_account(s, c);
@@ -535,30 +541,42 @@ static void conn_flush(mc_rpc_server_t *s, conn_t *c)
         s->resume = 1; /* frames left from a pause: the next iteration's sweep runs them */
 }
 
-/* After before_reply: c's answers queued since the last call become sendable now (ticket 0,
+/* After before_reply: c's answers queued in [out_marked, end) become sendable now (ticket 0,
  * or one already released, and nothing held before them) or are held until `ticket` is
  * released (behind whatever c already holds, so c's answers leave in the order queued). */
-static void conn_hold(mc_rpc_server_t *s, conn_t *c, uint64_t ticket)
+static void conn_hold_upto(mc_rpc_server_t *s, conn_t *c, uint64_t ticket, uint64_t end)
 {
-    if (c->out_total == c->out_marked)
+    if (end == c->out_marked)
         return;
     bool held = c->h_first < c->n_holds;
     if (ticket <= s->durable_done)
         ticket = 0;
     if (!ticket && !held) {
-        c->out_ok = c->out_marked = c->out_total;
+        c->out_ok = c->out_marked = end;
         return;
     }
     if (!ticket || (held && c->holds[c->n_holds - 1].ticket >= ticket)) {
-        c->holds[c->n_holds - 1].mark = c->out_marked = c->out_total; /* joins the last hold */
+        c->holds[c->n_holds - 1].mark = c->out_marked = end; /* joins the last hold */
         return;
     }
     if (mc_array_reserve(&c->holds, &c->cap_holds, c->n_holds + 1, 8) != MC_OK) {
         conn_close(s, c);
         return;
     }
-    c->holds[c->n_holds++] = (struct hold){.ticket = ticket, .mark = c->out_total};
-    c->out_marked = c->out_total;
+    c->holds[c->n_holds++] = (struct hold){.ticket = ticket, .mark = end};
+    c->out_marked = end;
+}
+
+/* c's answers queued since the last call: the light ones before its first other answer wait
+ * for `light` (<= ticket), the rest for `ticket`. */
+static void conn_hold(mc_rpc_server_t *s, conn_t *c, uint64_t ticket, uint64_t light)
+{
+    uint64_t split = c->strong_from < c->out_total ? c->strong_from : c->out_total;
+    c->strong_from = UINT64_MAX;
+    if (split > c->out_marked)
+        conn_hold_upto(s, c, light, split);
+    if (!c->dead)
+        conn_hold_upto(s, c, ticket, c->out_total);
 }
 
 /* Loop thread: applies the tickets released since the last call (mc_rpc_server_release) to
@@ -665,6 +683,7 @@ static void srv_accept(mc_rpc_server_t *s)
         }
         c->fd = fd;
         c->id = ++s->next_conn_id;
+        c->strong_from = UINT64_MAX;
         c->state = CONN_HANDSHAKE;
         c->accepted_ms = c->last_frame_ms = mc_now_ms();
         c->events = EPOLLIN;
@@ -804,14 +823,18 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
             s->next_sweep_ms = mc_now_ms() + SRV_SWEEP_MS;
         }
         srv_release_holds(s);
-        uint64_t ticket = 0;
-        if (s->o.before_reply && s->n_dirty)
-            ticket = s->o.before_reply(s->o.ctx);
+        uint64_t ticket = 0, light = 0;
+        if (s->o.before_reply && s->n_dirty) {
+            light = UINT64_MAX;
+            ticket = s->o.before_reply(s->o.ctx, &light);
+            if (light > ticket)
+                light = ticket;
+        }
         for (size_t i = 0; i < s->n_dirty; i++) {
             conn_t *c = s->dirty[i];
             c->dirty = 0;
             if (!c->dead)
-                conn_hold(s, c, ticket);
+                conn_hold(s, c, ticket, light);
             if (!c->dead)
                 conn_flush(s, c);
         }

@@ -10,7 +10,8 @@
  * the iteration), and only then write the responses. So a response is never on the wire before
  * the state change it acknowledges is durable. before_reply may instead hand out a ticket (a
  * replicated append still in flight): the iteration's answers are then held, in order per
- * connection, until that ticket is released, while the loop goes on serving.
+ * connection, until that ticket is released, while the loop goes on serving; answers a
+ * handler marked light (mc_rpc_call_t.light) wait only for a second, earlier ticket.
  *
  * Authentication: every accepted connection first gets the auth HELLO (common/auth.h); the
  * first MC_AUTH_PROOF_SIZE bytes it sends are the PROOF, answered with the RESULT. Frames are
@@ -60,6 +61,10 @@ typedef struct mc_rpc_call {
     /* The tenant the request acts for, set by the application's authorization before its
      * handler runs (the master: master_rpc.c, authorize); NULL = not decided. */
     const mc_tenant_scope_t *scope;
+    /* Set by the handler (default false): the answer acknowledges no change and depends only
+     * on changes that before_reply's *light_p ticket covers, so it is held only for that
+     * ticket (or behind earlier answers of its connection: order). */
+    bool light;
 } mc_rpc_call_t;
 
 /* Handler. req is the decoded request (arena memory, borrowed for the call). On MC_OK the
@@ -108,8 +113,10 @@ typedef struct mc_rpc_server_opts {
     void (*cron)(void *ctx);
     /* may be NULL; called once per loop iteration that has answers to write: returns 0 when
      * they may be written now, or a ticket: they (and every later answer of the same
-     * connections) are held until mc_rpc_server_release(ticket) */
-    uint64_t (*before_reply)(void *ctx);
+     * connections) are held until mc_rpc_server_release(ticket). *light_p (preset to the
+     * returned ticket; a larger value counts as it) is the ticket for this iteration's light
+     * answers (mc_rpc_call_t.light). */
+    uint64_t (*before_reply)(void *ctx, uint64_t *light_p);
     void (*on_request)(void *ctx, uint16_t opcode, int failed); /* counters; may be NULL */
     uint32_t max_body;         /* 0 = MC_RPC_MAX_BODY */
     const mc_auth_t *auth;     /* keyring (borrowed, outlives the server); NULL = open */

@@ -1056,9 +1056,10 @@ static void test_follow_and_promote(void **state)
         assert_int_equal(mc_master_remove(m, K("churn"), true, NULL), MC_OK);
     }
     assert_int_equal(mc_master_wal_sync(m), MC_OK);
-    bool lost = true;
-    mc_buf_t *log = mc_master_ha_log(m, &lost);
+    bool lost = true, space = false;
+    mc_buf_t *log = mc_master_ha_log(m, &lost, &space);
     assert_false(lost);
+    assert_true(space); /* a MOUNT and REMOVEs */
     size_t len = mc_buf_unread(log);
     uint8_t *recs = mc_malloc(len);
     assert_non_null(recs);
@@ -1138,6 +1139,18 @@ static void test_follow_and_promote(void **state)
     f = mk(&fcfg);
     assert_int_equal(mc_master_object_count(f), 19 + 50);
     mc_master_destroy(f);
+    /* the space flag (what an HA PutStart answer may depend on): PutEnd COMMITs alone do
+     * not free or mount space; a REMOVE does */
+    mc_buf_reset(log);
+    assert_int_equal(put(m, CA, "commit_only", 1000, 1), MC_OK);
+    log = mc_master_ha_log(m, &lost, &space);
+    assert_true(mc_buf_unread(log) > 0);
+    assert_false(space);
+    assert_int_equal(mc_master_remove(m, K("commit_only"), true, NULL), MC_OK);
+    log = mc_master_ha_log(m, &lost, &space);
+    assert_true(space);
+    log = mc_master_ha_log(m, &lost, &space);
+    assert_false(space); /* cleared by the call */
     mc_master_destroy(m);
     rm_rf(dir);
     rm_rf(dir2);

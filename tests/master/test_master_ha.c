@@ -582,16 +582,36 @@ static void *stalled_main(void *arg)
     return NULL;
 }
 
+/* The same for a Mount of segment key (2 GiB up) and a PutStart of key. */
+static void *mount_main(void *arg)
+{
+    stalled_call_t *z = arg;
+    z->st = mount(z->c, CLIENT, z->key, 2ull << 30, 64 << 20, 0x35, false);
+    atomic_store(&z->done, true);
+    return NULL;
+}
+
+static void *put_start_main(void *arg)
+{
+    stalled_call_t *z = arg;
+    z->st = put_start(z->c, CLIENT, z->key, 4096, 1, NULL);
+    atomic_store(&z->done, true);
+    return NULL;
+}
+
 /* Pipelined group commit: a reply waits until the batch of its change is durable in etcd.
- * The leader's appends are delayed (MC_HA_TEST_APPEND_DELAY_MS, 2.5 s each); a PutEnd sent to
+ * The leader's appends are delayed (MC_HA_TEST_APPEND_DELAY_MS, 5 s each); a PutEnd sent to
  * it, and a GetReplicaList of the same key on another connection, get no answer while the
- * append is stalled; kill -9 of the leader then: neither was acknowledged, and the standby
- * that takes over has every acknowledged object and not the unacknowledged one. */
+ * append is stalled, while a PutStart of a new key on a third connection is answered at once
+ * (it acknowledges nothing, and no freed or mounted space is in flight), and one sent after a
+ * Mount (whose append is stalled too) is not answered; kill -9 of the leader
+ * then: neither was acknowledged, and the standby that takes over has every acknowledged
+ * object and neither the unacknowledged one nor the started one. */
 static void test_stalled_append_holds_replies(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    setenv("MC_HA_TEST_APPEND_DELAY_MS", "2500", 1);
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "5000", 1);
     ha_start(a, "stall");
     unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
     assert_true(ha_serving(a, TAKEOVER_MS));
@@ -616,16 +636,41 @@ static void test_stalled_append_holds_replies(void **state)
     mc_sleep_ms(300); /* the PutEnd is applied and its batch handed to the stalled appender */
     stalled_call_t gt = {.c = c2, .key = "stalled", .put = false};
     assert_int_equal(pthread_create(&th2, NULL, stalled_main, &gt), 0);
-    mc_sleep_ms(1000); /* both are still unanswered (the append takes 2.5 s) */
+    mc_sleep_ms(1000); /* both are still unanswered (the append takes 5 s) */
     assert_false(atomic_load(&pe.done));
     assert_false(atomic_load(&gt.done));
+    /* a PutStart of a new key acknowledges nothing and no space was freed or mounted since the
+     * last durable group: it is answered while the PutEnd's append is still stalled */
+    mc_rpc_client_t *c3;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c3), MC_OK);
+    uint64_t t1 = mc_now_ms();
+    assert_int_equal(put_start(c3, CLIENT, "fresh", 4096, 1, NULL), MC_OK);
+    assert_true(mc_now_ms() - t1 < 1000);
+    assert_false(atomic_load(&pe.done)); /* the PutEnd is still held */
+    /* but with a Mount in flight (space a PutStart may allocate from), a PutStart waits */
+    mc_rpc_client_t *c4;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c4), MC_OK);
+    stalled_call_t mt = {.c = c3, .key = "segS2"}, ps = {.c = c4, .key = "behind_mount"};
+    pthread_t th3, th4;
+    assert_int_equal(pthread_create(&th3, NULL, mount_main, &mt), 0);
+    mc_sleep_ms(300); /* the Mount is applied and its group handed over */
+    assert_int_equal(pthread_create(&th4, NULL, put_start_main, &ps), 0);
+    mc_sleep_ms(1000);
+    assert_false(atomic_load(&mt.done));
+    assert_false(atomic_load(&ps.done));
     kill(a->pid, SIGKILL);
     waitpid(a->pid, NULL, 0);
     a->pid = 0;
     pthread_join(th, NULL);
     pthread_join(th2, NULL);
+    pthread_join(th3, NULL);
+    pthread_join(th4, NULL);
     assert_int_not_equal(pe.st, MC_OK); /* never acknowledged */
     assert_int_not_equal(gt.st, MC_OK); /* nor the read that saw it */
+    assert_int_not_equal(mt.st, MC_OK);
+    assert_int_not_equal(ps.st, MC_OK);
+    mc_rpc_client_destroy(c3);
+    mc_rpc_client_destroy(c4);
     mc_rpc_client_destroy(c);
     mc_rpc_client_destroy(c2);
 
@@ -637,7 +682,83 @@ static void test_stalled_append_holds_replies(void **state)
     assert_int_equal(get(c, "acked", &a2, &sum, NULL), MC_OK);
     assert_true(a2 == addr && sum == 0xace);
     assert_int_equal(get(c, "stalled", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(c, "fresh", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
     mc_rpc_client_destroy(c);
+    ha_stop(b);
+}
+
+/* Pipelined appends: batch 3 of the leader is never sent (MC_HA_TEST_STALL_BATCH=3) while
+ * the appends of batches 4..6 (three PutEnds on their own connections) commit in etcd after
+ * it. None of those PutEnds is answered (a batch is durable only with every earlier one);
+ * kill -9 of the leader then: the standby takes over with the log up to batch 2 (the objects
+ * of batches 4..6 are absent), and those batches are gone from etcd, so that the new leader's
+ * batches continue the log without a stale one after them. */
+static void test_append_gap_not_applied(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    setenv("MC_HA_TEST_STALL_BATCH", "3", 1);
+    ha_start(a, "gap");
+    unsetenv("MC_HA_TEST_STALL_BATCH");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, "gap");
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    mc_rpc_client_t *c[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c[i]), MC_OK);
+    assert_int_equal(mount(c[0], CLIENT, "segG", 1 << 30, 64 << 20, 0x44, false), MC_OK);
+    assert_int_equal(put_start(c[0], CLIENT, "acked", 4096, 1, NULL), MC_OK); /* batch 1 */
+    assert_int_equal(put_end(c[0], CLIENT, "acked", 0xace), MC_OK);           /* batch 2 */
+    const char *keys[4] = {"gap3", "gap4", "gap5", "gap6"};
+    stalled_call_t pe[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(put_start(c[i], CLIENT, keys[i], 4096, 1, NULL), MC_OK);
+        pe[i] = (stalled_call_t){.c = c[i], .key = keys[i], .put = true};
+    }
+    for (int i = 0; i < 4; i++) { /* one PutEnd per loop iteration: batches 3, 4, 5, 6 */
+        assert_int_equal(pthread_create(&th[i], NULL, stalled_main, &pe[i]), 0);
+        mc_sleep_ms(300);
+    }
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_open(g_etcd.endpoints, 3000, &e), MC_OK);
+    char key[128], *v;
+    size_t n;
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    snprintf(key, sizeof(key), "/oplog/gap/batches/%020d", 6);
+    while (mc_etcd_get(e, key, &v, &n) != MC_OK) { /* the appends after the gap committed */
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(50);
+    }
+    mc_free(v);
+    mc_sleep_ms(500);
+    for (int i = 0; i < 4; i++)
+        assert_false(atomic_load(&pe[i].done)); /* behind the missing batch 3 */
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_not_equal(pe[i].st, MC_OK);
+        mc_rpc_client_destroy(c[i]);
+    }
+
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    for (int id = 3; id <= 6; id++) { /* dropped by the new leader before it appends */
+        snprintf(key, sizeof(key), "/oplog/gap/batches/%020d", id);
+        assert_int_equal(mc_etcd_get(e, key, &v, &n), MC_ERR_OBJECT_NOT_FOUND);
+    }
+    mc_etcd_close(e);
+    mc_rpc_client_t *cb;
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &cb), MC_OK);
+    assert_int_equal(ping(cb, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(cb, CLIENT, "segG", 1 << 30, 64 << 20, 0x44, true), MC_OK);
+    uint64_t sum = 0;
+    assert_int_equal(get(cb, "acked", NULL, &sum, NULL), MC_OK);
+    assert_int_equal(sum, 0xace);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(get(cb, keys[i], NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_rpc_client_destroy(cb);
     ha_stop(b);
 }
 
@@ -798,6 +919,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_takeover_applies_only_the_tail),
         cmocka_unit_test(test_same_address_refused),
         cmocka_unit_test(test_stalled_append_holds_replies),
+        cmocka_unit_test(test_append_gap_not_applied),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
     };

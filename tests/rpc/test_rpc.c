@@ -461,6 +461,7 @@ static mc_status_t held_handler(void *ctx, mc_rpc_call_t *call, const ProtobufCM
     (void)ctx;
     (void)req;
     static McRpc__StatusResponse r = MC_RPC__STATUS_RESPONSE__INIT;
+    call->light = call->req_id >= 100; /* the light ones of test_light_replies */
     if (call->req_id < 8)
         g_req_ticket[call->req_id] = g_ticket + 1; /* this iteration's */
     g_handled++;
@@ -468,9 +469,12 @@ static mc_status_t held_handler(void *ctx, mc_rpc_call_t *call, const ProtobufCM
     return MC_OK;
 }
 
-static uint64_t held_before_reply(void *ctx)
+static _Atomic uint64_t g_light_ticket; /* set by the test: light answers wait for it */
+
+static uint64_t held_before_reply(void *ctx, uint64_t *light_p)
 {
     (void)ctx;
+    *light_p = g_light_ticket;
     return ++g_ticket;
 }
 
@@ -540,11 +544,59 @@ static void test_held_replies(void **state)
     mc_rpc_server_destroy(srv);
 }
 
+/* A light answer (mc_rpc_call_t.light) waits only for before_reply's light ticket; one
+ * queued behind a held answer of its connection waits for that one (order). */
+static void test_light_replies(void **state)
+{
+    (void)state;
+    g_ticket = 0;
+    g_handled = 0;
+    g_light_ticket = 0;
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .before_reply = held_before_reply};
+    so.handlers[MC_OP_SERVICE_READY] = held_handler;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, held_run, srv), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    int fd = raw_connect(addr), fd2 = raw_connect(addr);
+    held_send(fd, 100); /* light, nothing to wait for: leaves at once */
+    assert_int_equal(held_recv(fd, 2000), 100);
+    held_send(fd, 1); /* held for its ticket */
+    uint64_t dl = mc_now_ms() + 5000;
+    while (g_handled < 2 && mc_now_ms() < dl)
+        mc_sleep_ms(1);
+    held_send(fd, 101); /* light, but behind 1 on its connection */
+    held_send(fd2, 102); /* light, on another connection: not held */
+    assert_int_equal(held_recv(fd2, 2000), 102);
+    assert_int_equal(held_recv(fd, 300), 0);
+    g_light_ticket = g_ticket + 1; /* from now on light answers wait for the next ticket */
+    held_send(fd2, 103);
+    dl = mc_now_ms() + 5000;
+    while (g_handled < 5 && mc_now_ms() < dl)
+        mc_sleep_ms(1);
+    assert_int_equal(g_handled, 5);
+    assert_int_equal(held_recv(fd2, 300), 0);
+    mc_rpc_server_release(srv, g_req_ticket[1]);
+    assert_int_equal(held_recv(fd, 2000), 1);
+    assert_int_equal(held_recv(fd, 2000), 101);
+    assert_int_equal(held_recv(fd2, 300), 0); /* its own (light) ticket is later */
+    mc_rpc_server_release(srv, g_light_ticket);
+    assert_int_equal(held_recv(fd2, 2000), 103);
+    close(fd);
+    close(fd2);
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_codec),
         cmocka_unit_test(test_held_replies),
+        cmocka_unit_test(test_light_replies),
         cmocka_unit_test_setup_teardown(test_put_get_over_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_call_halves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
