@@ -98,6 +98,9 @@ typedef struct client {
     uint64_t dq_n;
     uint64_t disk_beats;        /* OffloadObjectHeartbeats received */
     uint64_t tombs_handed;      /* tombstones waiting for its next heartbeat (its ack) */
+    bool disk_recovered;        /* its disk entries come from the WAL: they are served, but its
+                                   disk RPCs answer UNABLE_OFFLOADING until it mounts again
+                                   (and so re-registers what its disk holds) */
 } client_t;
 
 typedef struct discarded {
@@ -204,6 +207,9 @@ void master_wal_log_mount(mc_master_t *m, uint32_t seg_id);
 void master_wal_log_unmount(mc_master_t *m, uint32_t seg_id);
 void master_wal_log_commit(mc_master_t *m, obj_t *o);
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
+/* Appends the record encoded in b (freed) to the log; nothing while recovering or without a
+ * WAL. The disk tier encodes its own records (master_disk.c). */
+void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b);
 void master_wal_cron(mc_master_t *m);
 void master_wal_close(mc_master_t *m);
 /* master.c helpers used by recovery */
@@ -249,6 +255,12 @@ uint64_t master_disk_remove_where(mc_master_t *m,
                                   bool (*match)(void *arg, const char *key, size_t klen),
                                   void *arg);
 void master_disk_free(mc_master_t *m);
+/* WAL: replays one MC_WAL_DISK_* record (0 = go on, 1 = no memory); at the end of a recovery
+ * or takeover the recovered disks' owners get client_ttl from now to mount again; a snapshot
+ * writes the disk state (returns non-zero on a write failure). */
+int master_disk_replay(mc_master_t *m, uint8_t type, mc_wal_rd_t *r);
+void master_disk_replay_finish(mc_master_t *m, uint64_t now);
+int master_disk_snapshot(mc_master_t *m, mc_wal_writer_t *w);
 void master_disk_metrics(mc_master_t *m, mc_master_metrics_t *out);
 /* master_tenants.c (no-ops unless cfg.multi_tenants) */
 /* o's tenant is charged dreps more replicas of o->size bytes and dobjs more objects. */

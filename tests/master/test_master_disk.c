@@ -9,6 +9,7 @@
 #include "master/master.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint64_t g_now = 1000000;
@@ -22,13 +23,15 @@ static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
 #define K(s) s, strlen(s)
 
-static mc_master_t *mk(bool offload, bool on_evict)
+/* A master (with a WAL in wal_dir, or none) with CA's segment segA mounted. */
+static mc_master_t *mkw(bool offload, bool on_evict, const char *wal_dir)
 {
     mc_master_config_t cfg;
     mc_master_config_default(&cfg);
     cfg.clock = fake_clock;
     cfg.enable_offload = offload;
     cfg.offload_on_evict = on_evict;
+    cfg.wal_dir = wal_dir;
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_segment_info_t si = {.name = "segA", .base = 0x10000, .size = 1 << 20,
@@ -36,6 +39,11 @@ static mc_master_t *mk(bool offload, bool on_evict)
     memset(si.uuid, 0xaa, 16);
     assert_int_equal(mc_master_mount(m, CA, &si, false), MC_OK);
     return m;
+}
+
+static mc_master_t *mk(bool offload, bool on_evict)
+{
+    return mkw(offload, on_evict, NULL);
 }
 
 static void put(mc_master_t *m, const char *key, uint64_t size, uint64_t sum)
@@ -412,6 +420,114 @@ static void test_removal_while_owner_down(void **state)
     mc_master_destroy(m);
 }
 
+/* k's only replica is CB's LOCAL_DISK copy with checksum sum. */
+static void assert_on_disk(mc_master_t *m, const char *k, uint64_t sum)
+{
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, got;
+    assert_int_equal(mc_master_get_replicas(m, K(k), r, &n, &size, &got), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_string_equal(r[0].endpoint, "127.0.0.1:5000");
+    assert_memory_equal(r[0].client_id, CB, 16);
+    assert_int_equal(size, 4096);
+    assert_int_equal(got, sum);
+}
+
+/* The disk tier's state is in the WAL: after a restart (from the log, then from a snapshot) and
+ * on a standby that applied the same records, the disk replicas are served before their owner
+ * re-registers, and a removal issued while the owner was down stays removed when it comes back
+ * and re-registers what its disk holds. */
+static void test_disk_state_survives_restart(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_disk_wal_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_t *m = mkw(true, true, dir);
+    mc_master_ha_log_enable(m);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    const char *keys[4] = {"t1", "t2", "t3", "t4"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K(keys[i]), 4096,
+                                                          0x71 + (uint64_t)i, true), MC_OK);
+    /* the owner is down (no heartbeat): t1 removed (a tombstone), t4 evicted by its owner
+     * earlier (no tombstone); a tombstone of t3 goes with its new value committed */
+    assert_int_equal(mc_master_evict_disk_replica(m, CB, K("t4")), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("t1"), false, NULL), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK);
+    put(m, "t3", 4096, 0x73);
+    assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK); /* memory only */
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    bool lost = true;
+    mc_buf_t *log = mc_master_ha_log(m, &lost);
+    assert_false(lost);
+    size_t len = mc_buf_unread(log);
+    uint8_t *recs = malloc(len);
+    assert_non_null(recs);
+    memcpy(recs, mc_buf_head(log), len);
+    mc_master_destroy(m);
+
+    /* a standby that applied the records, then takes over */
+    mc_master_t *f = mk(true, true);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    size_t used = 0;
+    assert_int_equal(mc_master_follow_apply(f, recs, len, &used, NULL, NULL), MC_OK);
+    assert_int_equal(used, len);
+    free(recs);
+    assert_int_equal(mc_master_follow_promote(f, NULL, 2), MC_OK);
+    assert_on_disk(f, "t2", 0x72);
+    assert_int_equal(mc_master_exist(f, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(f, K("t4")), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(f);
+
+    for (int round = 0; round < 2; round++) {
+        /* round 0: restart from the log; round 1: from the snapshot written below */
+        m = mkw(true, true, dir);
+        assert_on_disk(m, "t2", 0x72); /* known before the owner re-registers */
+        assert_int_equal(mc_master_exist(m, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc_master_exist(m, K("t3")), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc_master_exist(m, K("t4")), MC_ERR_OBJECT_NOT_FOUND);
+        mc_master_metrics_t mt;
+        mc_master_metrics_now(m, &mt);
+        assert_int_equal(mt.disk_objects, 1);
+        /* the owner's disk RPCs ask it to mount again; it does and re-registers its disk */
+        mc_master_offload_tasks_t t;
+        assert_int_equal(mc_master_offload_heartbeat(m, CB, true, 0, &t),
+                         MC_ERR_UNABLE_OFFLOADING);
+        assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K("t1"), 4096, 0x71, true),
+                         MC_ERR_OBJECT_NOT_FOUND); /* removed while it was down */
+        assert_int_equal(mc_master_exist(m, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K("t2"), 4096, 0x72, true),
+                         MC_OK);
+        /* round 0: a later value than the removed one (no tombstone); round 1: removed
+         * again before the snapshot (its tombstone is in it) */
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K("t3"), 4096, 0x73, true),
+                         round == 0 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+        if (round == 0) {
+            assert_on_disk(m, "t3", 0x73);
+            /* the snapshot of this state (t1's tombstone not yet acknowledged, t3 removed
+             * again) is the next start's only input */
+            assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK);
+            char tmp[128], fin[128];
+            snprintf(tmp, sizeof(tmp), "%s/snap.1000.tmp", dir);
+            snprintf(fin, sizeof(fin), "%s/snap.1000", dir);
+            assert_int_equal(mc_master_snapshot_write(m, tmp, fin), 0);
+        } else {
+            /* the owner silent past client_ttl after the restart: its entries go */
+            g_now += 11000;
+            assert_int_equal(mc_master_ping(m, CA, &(bool){false}), MC_OK);
+            mc_master_cron(m);
+            assert_int_equal(mc_master_exist(m, K("t2")), MC_ERR_OBJECT_NOT_FOUND);
+        }
+        mc_master_destroy(m);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_promotion_limits),
         cmocka_unit_test(test_remove_regex_all_disk_only),
         cmocka_unit_test(test_removal_while_owner_down),
+        cmocka_unit_test(test_disk_state_survives_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
