@@ -431,6 +431,7 @@ typedef struct mc_master_metrics {
      * reported, clients with a mounted disk, tasks queued; counters */
     uint64_t disk_objects, disk_bytes, disk_capacity_bytes, disk_clients, offload_queue_depth;
     uint64_t offload_queued, offload_succeeded, offload_dropped, disk_evicted;
+    uint64_t offload_skipped; /* on-evict victims evicted without a disk copy (cap, full queue) */
     uint64_t promotion_in_flight;            /* promotions queued or handed out (gauge) */
     uint64_t promotions_queued, promotions;  /* counters: queued; memory copies committed */
 } mc_master_metrics_t;

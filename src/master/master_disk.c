@@ -468,9 +468,14 @@ bool master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *d
         return d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS;
     if (!m->cfg.offload_on_evict)
         return false;
+    client_t *c = offload_target(m, o);
+    if (!c)
+        return false; /* its owner has no disk taking offloads */
     uint64_t cap = (uint64_t)(m->cfg.offload_cap_ratio * (double)m->cfg.offloading_queue_limit);
-    if (*deferred >= cap || !queue_offload(m, o))
+    if (*deferred >= cap || c->dq_n >= m->cfg.offloading_queue_limit || !queue_offload(m, o)) {
+        m->cnt.offload_skipped++; /* evicted from memory only: the tier lost it */
         return false;
+    }
     (*deferred)++;
     return true;
 }

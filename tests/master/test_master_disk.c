@@ -23,6 +23,8 @@ static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
 #define K(s) s, strlen(s)
 
+static uint64_t g_queue_limit; /* --offloading_queue_limit of the next mkw (0: default) */
+
 /* A master (with a WAL in wal_dir, or none) with CA's segment segA mounted. */
 static mc_master_t *mkw(bool offload, bool on_evict, const char *wal_dir)
 {
@@ -32,6 +34,8 @@ static mc_master_t *mkw(bool offload, bool on_evict, const char *wal_dir)
     cfg.enable_offload = offload;
     cfg.offload_on_evict = on_evict;
     cfg.wal_dir = wal_dir;
+    if (g_queue_limit)
+        cfg.offloading_queue_limit = g_queue_limit;
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_segment_info_t si = {.name = "segA", .base = 0x10000, .size = 1 << 20,
@@ -160,6 +164,7 @@ static void test_offload_on_evict(void **state)
     mc_master_metrics_t mt;
     mc_master_metrics_now(m, &mt);
     assert_int_equal(mt.evicted_objects, 0); /* deferred: queued instead */
+    assert_int_equal(mt.offload_skipped, 0);
     assert_true(mt.offload_queue_depth >= 1);
     mc_master_offload_tasks_t t;
     assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_OK);
@@ -190,6 +195,29 @@ static void test_offload_on_evict(void **state)
     assert_int_equal(mc_master_evict_disk_replica(m, CA, K(first)), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_get_replicas(m, K(first), r, &n, &size, &sum),
                      MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+/* offload_on_evict past its limits: victims beyond the per-pass cap (offload_cap_ratio x
+ * offloading_queue_limit) leave memory without a disk copy and are counted as skipped. */
+static void test_offload_on_evict_skipped(void **state)
+{
+    (void)state;
+    g_queue_limit = 4; /* cap: 2 victims held per eviction pass */
+    mc_master_t *m = mk(true, true);
+    g_queue_limit = 0;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    for (int i = 0; i < 15; i++) {
+        snprintf(key, sizeof(key), "s%02d", i);
+        put(m, key, 64 << 10, 100 + (uint64_t)i);
+    }
+    mc_master_cron(m);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.offload_queue_depth, 2);
+    assert_true(mt.evicted_objects >= 1);
+    assert_int_equal(mt.offload_skipped, mt.evicted_objects);
     mc_master_destroy(m);
 }
 
@@ -534,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_refused_without_enable_offload),
         cmocka_unit_test(test_eager_offload_and_disk_only_get),
         cmocka_unit_test(test_offload_on_evict),
+        cmocka_unit_test(test_offload_on_evict_skipped),
         cmocka_unit_test(test_reregister_and_expiry),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_promotion_limits),
