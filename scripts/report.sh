@@ -349,11 +349,12 @@ print("Recorded %s; pool %d blocks of 16 KiB, SSD tier %d blocks (4x)." % (
 print()
 print("| config | block hits: store | block hits: mc_sim | MiB read from DRAM | MiB read from SSD | MiB written to SSD | replay s |")
 print("|---|---|---|---|---|---|---|")
-for c in ("dram", "dram_ssd", "dram_ssd_lru"):
+for c in ("dram", "dram_ssd", "dram_ssd_lru", "dram_ssd_evict", "dram_ssd_evict_lru",
+          "dram_ssd_evict_reused", "dram_ssd_evict_promote"):
     if c not in store:
         continue
     r = store[c]
-    s = sim.get(c)
+    s = sim.get(c if c == "dram" else "dram_ssd")  # one simulated SSD tier for every SSD config
     print("| %s | %.2f %% | %s | %s | %s | %s | %.1f |" % (
         c, 100 * r["prefix_hit_ratio"], "%.2f %%" % (100 * s["block_hit_ratio"]) if s else "—",
         mib(r["dram_read_bytes"]), mib(r["ssd_read_bytes"]), mib(r["ssd_write_bytes"]), r["seconds"]))

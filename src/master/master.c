@@ -69,6 +69,7 @@ void mc_master_config_default(mc_master_config_t *c)
     c->event_buffer_size = 65536;
     c->offloading_queue_limit = 50000;
     c->offload_cap_ratio = 0.5;
+    c->offload_force_evict = true;
     c->promotion_admission_threshold = 2;
     c->promotion_queue_limit = 50000;
     c->promotion_max_per_heartbeat = 1;
@@ -580,7 +581,8 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
                              uint64_t max_scan)
 {
     uint64_t now = master_now(m), freed = 0, n = 0, scanned = 0, deferred = 0;
-    for (int pass = 0; pass < 2 && freed < target; pass++) {
+    bool stop = false; /* the disk tier holds as many victims as it may: wait for it */
+    for (int pass = 0; pass < 2 && freed < target && !stop; pass++) {
         if (pass == 1 && !m->cfg.allow_evict_soft_pinned_objects)
             break;
         /* while nothing was passed over, the policy's own victim() gives the next one (it may
@@ -594,8 +596,13 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
             bool skip = obj_leased(m, o, now) || obj_grant_floor(o) > now ||
                         (o->flags & OF_HARD_PIN) ||
                         (pass == 0 && obj_soft_pinned(o, now)) ||
-                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL)) ||
-                        master_disk_defer_evict(m, o, now, &deferred);
+                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL));
+            int disk = skip ? DISK_EVICT : master_disk_defer_evict(m, o, now, &deferred);
+            if (disk == DISK_STOP) {
+                stop = true;
+                break;
+            }
+            skip |= disk == DISK_HOLD;
             /* only space on mounted (or draining) segments counts: an object kept on a
              * RECOVERING (held) segment alone frees nothing a put could use, and waits for its
              * owner instead */
@@ -771,6 +778,7 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
     if ((m->cfg.eviction_policy != MC_EVICT_LRU && m->cfg.eviction_policy != MC_EVICT_ADAPTIVE) ||
         m->cfg.offloading_queue_limit < 1 || m->cfg.offloading_queue_limit > 100000000 ||
         !(m->cfg.offload_cap_ratio >= 0 && m->cfg.offload_cap_ratio <= 1) ||
+        m->cfg.offload_admission > MC_MASTER_ADMIT_REUSED ||
         m->cfg.promotion_admission_threshold < 1 || m->cfg.promotion_admission_threshold > 255 ||
         m->cfg.promotion_queue_limit < 1 || m->cfg.promotion_max_per_heartbeat < 1) {
         mc_master_destroy(m);
@@ -1253,6 +1261,7 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
     obj_lease_read(m, o);
     obj_granted(m, o, false);
     mc_evict_core_hit(m->evict, &o->node);
+    o->flags |= OF_REUSED;
     *n_p = n;
     if (size_p)
         *size_p = o->size;

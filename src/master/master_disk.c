@@ -459,25 +459,37 @@ void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     m->cnt.promotions_queued++;
 }
 
-bool master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred)
+int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred)
 {
     if (!m->cfg.enable_offload)
-        return false;
+        return DISK_EVICT;
     dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
-    if (d)
-        return d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS;
-    if (!m->cfg.offload_on_evict)
-        return false;
+    if (d && d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS) {
+        /* held until written; on-evict: part of the pass's cap, so that the victims written
+         * ahead of their eviction (in memory and on disk at once) stay within it */
+        *deferred += m->cfg.offload_on_evict;
+        return DISK_HOLD;
+    }
+    if (d || !m->cfg.offload_on_evict)
+        return DISK_EVICT; /* on disk already (or its offload is overdue) */
     client_t *c = offload_target(m, o);
     if (!c)
-        return false; /* its owner has no disk taking offloads */
+        return DISK_EVICT; /* its owner has no disk taking offloads */
+    if (m->cfg.offload_admission == MC_MASTER_ADMIT_REUSED && !(o->flags & OF_REUSED))
+        return DISK_EVICT; /* not admitted: never read since its put */
     uint64_t cap = (uint64_t)(m->cfg.offload_cap_ratio * (double)m->cfg.offloading_queue_limit);
-    if (*deferred >= cap || c->dq_n >= m->cfg.offloading_queue_limit || !queue_offload(m, o)) {
+    if (*deferred >= cap || c->dq_n >= m->cfg.offloading_queue_limit) {
+        if (!m->cfg.offload_force_evict)
+            return DISK_STOP; /* wait for the queued offloads rather than lose this one */
         m->cnt.offload_skipped++; /* evicted from memory only: the tier lost it */
-        return false;
+        return DISK_EVICT;
+    }
+    if (!queue_offload(m, o)) {
+        m->cnt.offload_skipped++; /* no memory for the entry */
+        return DISK_EVICT;
     }
     (*deferred)++;
-    return true;
+    return DISK_HOLD;
 }
 
 void master_disk_key_gone(mc_master_t *m, const char *key, size_t klen, uint32_t h)

@@ -13,7 +13,8 @@
 enum { OBJ_WRITING = 1, OBJ_READABLE = 2 };
 /* OF_GRANTED: replicas of the object were handed out with data grants (a tenant-bound peer's
  * answer, mc_master_grants_begin): its space is parked until they expire (obj_grant_floor) */
-enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2, OF_GRANTED = 4 };
+enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2, OF_GRANTED = 4,
+       OF_REUSED = 8 /* served from memory since its put (offload admission) */ };
 enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
 
 #define SEG_NONE UINT32_MAX
@@ -239,9 +240,12 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
 /* A get was answered from disk: counts the key's hits, queues its promotion at the threshold. */
 void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h);
 void master_disk_put_end(mc_master_t *m, obj_t *o);     /* eager offload (PutEnd) */
-/* Eviction of victim o: true = keep it in memory for now (its offload is queued: the call
- * counts it in *deferred, at most offload_cap_ratio x offloading_queue_limit per pass). */
-bool master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred);
+/* Eviction of victim o: DISK_EVICT = evict it now; DISK_HOLD = keep it in memory for now (its
+ * offload is queued); DISK_STOP = end the eviction pass (on-evict offload without
+ * offload_force_evict: the pass holds offload_cap_ratio x offloading_queue_limit victims
+ * already). With offload_on_evict every held victim counts in *deferred. */
+enum { DISK_EVICT = 0, DISK_HOLD = 1, DISK_STOP = 2 };
+int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred);
 /* The key was removed or replaced: its disk copy is stale (a removal task for the owner). */
 void master_disk_key_gone(mc_master_t *m, const char *key, size_t klen, uint32_t h);
 /* A readable LOCAL_DISK replica of the key (owner alive, disk mounted). */

@@ -24,6 +24,8 @@ static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
 #define K(s) s, strlen(s)
 
 static uint64_t g_queue_limit; /* --offloading_queue_limit of the next mkw (0: default) */
+static uint8_t g_admission;    /* offload_admission of the next mkw */
+static bool g_no_force;        /* offload_force_evict = false for the next mkw */
 
 /* A master (with a WAL in wal_dir, or none) with CA's segment segA mounted. */
 static mc_master_t *mkw(bool offload, bool on_evict, const char *wal_dir)
@@ -36,6 +38,8 @@ static mc_master_t *mkw(bool offload, bool on_evict, const char *wal_dir)
     cfg.wal_dir = wal_dir;
     if (g_queue_limit)
         cfg.offloading_queue_limit = g_queue_limit;
+    cfg.offload_admission = g_admission;
+    cfg.offload_force_evict = !g_no_force;
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_segment_info_t si = {.name = "segA", .base = 0x10000, .size = 1 << 20,
@@ -556,6 +560,93 @@ static void test_disk_state_survives_restart(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* offload_force_evict = false: the pass stops at the cap (held victims count) instead of
+ * evicting victims without a copy; once the held ones are written they go, and the next pass
+ * holds the next ones. */
+static void test_offload_on_evict_no_force(void **state)
+{
+    (void)state;
+    g_queue_limit = 4; /* cap: 2 victims held per eviction pass */
+    g_no_force = true;
+    mc_master_t *m = mk(true, true);
+    g_queue_limit = 0;
+    g_no_force = false;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    for (int i = 0; i < 16; i++) { /* the segment full */
+        snprintf(key, sizeof(key), "f%02d", i);
+        put(m, key, 64 << 10, 100 + (uint64_t)i);
+    }
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, K("more"), 64 << 10, NULL, false, r, &n),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_master_cron(m); /* a second pass holds no more than the cap */
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.evicted_objects, 0);
+    assert_int_equal(mt.offload_skipped, 0);
+    assert_int_equal(mt.offload_queue_depth, 2);
+    mc_master_offload_tasks_t t = beat(m, 2);
+    for (uint32_t i = 0; i < t.n; i++)
+        assert_int_equal(mc_master_notify_offload_success(m, CA, t.items[i].key, t.items[i].klen,
+                                                          t.items[i].size, t.items[i].checksum,
+                                                          false),
+                         MC_OK);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_put_start(m, CA, K("more"), 64 << 10, NULL, false, r, &n), MC_OK);
+    mc_master_metrics_now(m, &mt);
+    assert_true(mt.evicted_objects >= 1);
+    assert_int_equal(mt.offload_skipped, 0);
+    mc_master_destroy(m);
+}
+
+/* offload_admission = reused: a victim never read from memory since its put leaves memory
+ * without a disk copy (and is not counted as skipped); read ones are offloaded. */
+static void test_offload_admission_reused(void **state)
+{
+    (void)state;
+    g_admission = MC_MASTER_ADMIT_REUSED;
+    mc_master_t *m = mk(true, true);
+    g_admission = 0;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    mc_master_replica_t r[8];
+    uint32_t n;
+    for (int i = 0; i < 15; i++) { /* over the 90 % watermark; all but a03 read once */
+        snprintf(key, sizeof(key), "a%02d", i);
+        put(m, key, 64 << 10, 100 + (uint64_t)i);
+        if (i != 3)
+            assert_int_equal(mc_master_get_replicas(m, K(key), r, &n, NULL, NULL), MC_OK);
+    }
+    g_now += 10001; /* past the read leases */
+    assert_int_equal(mc_master_ping(m, CA, &(bool){false}), MC_OK);
+    mc_master_cron(m);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_true(mt.evicted_objects >= 1);
+    assert_int_equal(mt.offload_skipped, 0);
+    assert_int_equal(mc_master_exist(m, K("a03")), MC_ERR_OBJECT_NOT_FOUND); /* not admitted */
+    /* more puts: the read victims are queued for the disk, a03 never */
+    for (int i = 15; i < 20; i++) {
+        snprintf(key, sizeof(key), "a%02d", i);
+        mc_master_replica_t w[8];
+        if (mc_master_put_start(m, CA, K(key), 64 << 10, NULL, false, w, &n) == MC_OK)
+            assert_int_equal(mc_master_put_end(m, CA, K(key), 1), MC_OK);
+        mc_master_cron(m);
+    }
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_OK);
+    assert_true(t.n >= 1);
+    for (uint32_t i = 0; i < t.n; i++) { /* only read ones: a00..a14 except a03 */
+        assert_int_equal(t.items[i].klen, 3);
+        int num = (t.items[i].key[1] - '0') * 10 + (t.items[i].key[2] - '0');
+        assert_true(t.items[i].key[0] == 'a' && num < 15 && num != 3);
+    }
+    mc_master_offload_tasks_free(&t);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +654,8 @@ int main(void)
         cmocka_unit_test(test_eager_offload_and_disk_only_get),
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_offload_on_evict_skipped),
+        cmocka_unit_test(test_offload_admission_reused),
+        cmocka_unit_test(test_offload_on_evict_no_force),
         cmocka_unit_test(test_reregister_and_expiry),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_promotion_limits),
