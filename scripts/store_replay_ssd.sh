@@ -16,8 +16,11 @@
 #   dram_ssd_evict, dram_ssd_evict_lru: the same disks, admission by eviction instead
 #             (--offload_on_evict=true: a block goes to the disk when the pool evicts it, the
 #             simulator's model; OFFLOAD_CAP victims held per eviction pass, see below);
+#   dram_ssd_evict_reused: dram_ssd_evict with --offload_admission=reused (only blocks read
+#             from the pool since their put go to the disk);
 #   dram_ssd_evict_promote: dram_ssd_evict_lru plus --promotion_on_hit (a block read from the
-#             disk PROMOTE_THRESHOLD times regains a memory copy);
+#             disk PROMOTE_THRESHOLD times regains a memory copy; up to 1024 promotions per
+#             heartbeat);
 #   mc_sim --experiment=run with --pool_blocks=CAPACITY and --ssd_blocks=0 / SSD_RATIO x CAPACITY
 #             on the same requests.
 # Per store run one JSON line "store_replay_ssd": the replay's own fields plus the config, the
@@ -31,11 +34,12 @@
 #
 # Usage: scripts/store_replay_ssd.sh [BIN_DIR]   (default: $MC_BIN_DIR, else build/bin)
 # Env:   TRACE, REQUESTS (default 12031 = the whole trace), BLOCK_BYTES (16384), CAPACITY (2000),
-#        SSD_RATIO (4), SSD_DIR, PUT_RETRY_MS (10000), OFFLOAD_CAP (victims one eviction pass
-#        may hold for offload with --offload_on_evict: --offloading_queue_limit is set to twice
-#        it, --offload_cap_ratio 0.5; default 2000 = the pool), PROMOTE_THRESHOLD (1),
-#        CONFIGS ("dram dram_ssd dram_ssd_lru dram_ssd_evict dram_ssd_evict_lru
-#        dram_ssd_evict_promote"), OUT
+#        SSD_RATIO (4), SSD_DIR, PUT_RETRY_MS (10000), OFFLOAD_CAP (victims held for their
+#        offload at once with --offload_on_evict: --offloading_queue_limit is set to twice it,
+#        --offload_cap_ratio 0.5; default 200), OFFLOAD_FORCE_EVICT (--offload_force_evict,
+#        default false: wait for the disk rather than evict a block without its copy),
+#        PROMOTE_THRESHOLD (1), CONFIGS ("dram dram_ssd dram_ssd_lru dram_ssd_evict
+#        dram_ssd_evict_lru dram_ssd_evict_reused dram_ssd_evict_promote"), OUT
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
@@ -46,8 +50,9 @@ CAPACITY=${CAPACITY:-2000}
 SSD_RATIO=${SSD_RATIO:-4}
 SSD_DIR=${SSD_DIR:-/var/tmp}
 OUT=${OUT:-}
-CONFIGS=${CONFIGS:-dram dram_ssd dram_ssd_lru dram_ssd_evict dram_ssd_evict_lru dram_ssd_evict_promote}
-OFFLOAD_CAP=${OFFLOAD_CAP:-$CAPACITY}
+CONFIGS=${CONFIGS:-dram dram_ssd dram_ssd_lru dram_ssd_evict dram_ssd_evict_lru dram_ssd_evict_reused dram_ssd_evict_promote}
+OFFLOAD_CAP=${OFFLOAD_CAP:-200}
+OFFLOAD_FORCE_EVICT=${OFFLOAD_FORCE_EVICT:-false}
 PROMOTE_THRESHOLD=${PROMOTE_THRESHOLD:-1}
 PUT_RETRY_MS=${PUT_RETRY_MS:-10000} # a put refused while eviction waits is retried this long
 MASTER_FLAGS="--eviction_high_watermark_ratio=1 --eviction_ratio=0.002 --default_kv_lease_ttl=1"
@@ -80,10 +85,11 @@ for cfg in $CONFIGS; do
     ssd=$ssd_blocks
   fi
   case $cfg in dram_ssd_evict*)
-    mflags="$mflags --offload_on_evict=true --offloading_queue_limit=$((2 * OFFLOAD_CAP)) --offload_cap_ratio=0.5" ;;
+    mflags="$mflags --offload_on_evict=true --offloading_queue_limit=$((2 * OFFLOAD_CAP)) --offload_cap_ratio=0.5 --offload_force_evict=$OFFLOAD_FORCE_EVICT" ;;
   esac
+  [ "$cfg" = dram_ssd_evict_reused ] && mflags="$mflags --offload_admission=reused"
   [ "$cfg" = dram_ssd_evict_promote ] &&
-    mflags="$mflags --promotion_on_hit=true --promotion_admission_threshold=$PROMOTE_THRESHOLD"
+    mflags="$mflags --promotion_on_hit=true --promotion_admission_threshold=$PROMOTE_THRESHOLD --promotion_max_per_heartbeat=1024"
   # shellcheck disable=SC2086
   mc_start_master "master_$cfg" "$port" $mflags --metrics_port="$mport"
   # shellcheck disable=SC2086

@@ -572,6 +572,26 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
     return cap;
 }
 
+/* On-evict offload (disk-tier.md, "Master"): after an eviction pass, the next victims in the
+ * policy's order are queued for their offload ahead of their eviction, up to the per-pass cap
+ * (held ones count), looking at most MASTER_OFFLOAD_AHEAD_SCAN of them; so later passes find
+ * them on disk and evict them at once instead of waiting an offload round trip. */
+#define MASTER_OFFLOAD_AHEAD_SCAN 1024
+static void offload_ahead(mc_master_t *m, uint64_t now)
+{
+    if (!m->cfg.enable_offload || !m->cfg.offload_on_evict)
+        return;
+    uint64_t held = 0;
+    mc_evict_node_t *v = mc_evict_core_victim(m->evict);
+    for (int k = 0; v && k < MASTER_OFFLOAD_AHEAD_SCAN; k++, v = mc_evict_core_next(m->evict, v)) {
+        obj_t *o = node_obj(v);
+        if ((o->flags & OF_HARD_PIN) || obj_soft_pinned(o, now))
+            continue; /* not a victim soon */
+        if (!master_disk_offload_ahead(m, o, now, &held))
+            break;
+    }
+}
+
 /* Evicts committed objects of scope (NULL = every tenant) that are not leased, not under data
  * grants (obj_grant_floor) and not pinned,
  * in the policy's victim order, until at least target bytes were freed. Soft-pinned objects go
@@ -625,6 +645,8 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
             v = walked ? next : mc_evict_core_victim(m->evict);
         }
     }
+    if (!scope)
+        offload_ahead(m, now);
     m->cnt.evicted_objects += n;
     if (n)
         m->cnt.successful_evictions++;

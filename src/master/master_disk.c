@@ -459,6 +459,30 @@ void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     m->cnt.promotions_queued++;
 }
 
+/* Victims one eviction pass may hold for their offload (--offload_cap_ratio). */
+static uint64_t offload_cap(const mc_master_t *m)
+{
+    return (uint64_t)(m->cfg.offload_cap_ratio * (double)m->cfg.offloading_queue_limit);
+}
+
+bool master_disk_offload_ahead(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *held)
+{
+    if (*held >= offload_cap(m))
+        return false;
+    dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
+    if (d) {
+        *held += d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS;
+        return true;
+    }
+    client_t *c = offload_target(m, o);
+    if (!c || (m->cfg.offload_admission == MC_MASTER_ADMIT_REUSED && !(o->flags & OF_REUSED)))
+        return true;
+    if (c->dq_n >= m->cfg.offloading_queue_limit || !queue_offload(m, o))
+        return false;
+    (*held)++;
+    return true;
+}
+
 int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred)
 {
     if (!m->cfg.enable_offload)
@@ -477,8 +501,7 @@ int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *de
         return DISK_EVICT; /* its owner has no disk taking offloads */
     if (m->cfg.offload_admission == MC_MASTER_ADMIT_REUSED && !(o->flags & OF_REUSED))
         return DISK_EVICT; /* not admitted: never read since its put */
-    uint64_t cap = (uint64_t)(m->cfg.offload_cap_ratio * (double)m->cfg.offloading_queue_limit);
-    if (*deferred >= cap || c->dq_n >= m->cfg.offloading_queue_limit) {
+    if (*deferred >= offload_cap(m) || c->dq_n >= m->cfg.offloading_queue_limit) {
         if (!m->cfg.offload_force_evict)
             return DISK_STOP; /* wait for the queued offloads rather than lose this one */
         m->cnt.offload_skipped++; /* evicted from memory only: the tier lost it */

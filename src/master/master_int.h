@@ -246,6 +246,9 @@ void master_disk_put_end(mc_master_t *m, obj_t *o);     /* eager offload (PutEnd
  * already). With offload_on_evict every held victim counts in *deferred. */
 enum { DISK_EVICT = 0, DISK_HOLD = 1, DISK_STOP = 2 };
 int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred);
+/* On-evict offload ahead of eviction: queues o's offload if it is admitted, has no disk entry
+ * and the cap allows (*held counts the victims held, as above); false = the cap is reached. */
+bool master_disk_offload_ahead(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *held);
 /* The key was removed or replaced: its disk copy is stale (a removal task for the owner). */
 void master_disk_key_gone(mc_master_t *m, const char *key, size_t klen, uint32_t h);
 /* A readable LOCAL_DISK replica of the key (owner alive, disk mounted). */

@@ -561,8 +561,8 @@ static void test_disk_state_survives_restart(void **state)
 }
 
 /* offload_force_evict = false: the pass stops at the cap (held victims count) instead of
- * evicting victims without a copy; once the held ones are written they go, and the next pass
- * holds the next ones. */
+ * evicting victims without a copy; once the held ones are written they go, and the pass
+ * queues the next ones ahead of their eviction. */
 static void test_offload_on_evict_no_force(void **state)
 {
     (void)state;
@@ -598,6 +598,8 @@ static void test_offload_on_evict_no_force(void **state)
     mc_master_metrics_now(m, &mt);
     assert_true(mt.evicted_objects >= 1);
     assert_int_equal(mt.offload_skipped, 0);
+    /* the pass queued the next victims ahead of their eviction, up to the cap again */
+    assert_int_equal(mt.offload_queue_depth, 2);
     mc_master_destroy(m);
 }
 
