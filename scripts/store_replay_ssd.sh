@@ -27,8 +27,8 @@
 # storage server's disk-tier counters (mooncake_ssd_read_bytes_total, _write_bytes_total,
 # _reads_served_total, _objects), the master's offload counters (master_offload_queued_total,
 # _success_total, _skipped_total, master_promotion_success_total) and the bytes served per
-# tier (DRAM = hit blocks x
-# BLOCK_BYTES - SSD read bytes); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
+# tier (SSD = disk reads served to readers x BLOCK_BYTES, promotions' reads not included;
+# DRAM = hit blocks x BLOCK_BYTES - SSD); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
 # them there too. Every process is stopped by PID (trap). The disk directory is on $SSD_DIR
 # (default /var/tmp: a disk, not a tmpfs).
 #
@@ -122,7 +122,7 @@ for cfg in $CONFIGS; do
 import json, sys
 d = json.loads(sys.argv[1]); bb = int(sys.argv[2]); rd = int(sys.argv[3])
 hit = round(d["prefix_hit_ratio"] * d["blocks"]) * bb
-print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$rd")
+print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$((served * BLOCK_BYTES))")
   emit "{\"bench\":\"store_replay_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"pool_blocks\":$CAPACITY,\"ssd_blocks\":$ssd,\"segment_bytes\":$seg,\"command\":\"$cmd\",$tiers,\"ssd_write_bytes\":$wr,\"ssd_reads_served\":$served,\"ssd_objects_at_end\":$objs,\"offload_queued\":$mq,\"offload_succeeded\":$mok,\"offload_skipped\":$mskip,\"promotions\":$mpromo,${line#\{\"bench\":\"store_replay\",}"
   case $cfg in dram | dram_ssd) ;; *) continue ;; esac # the simulator's SSD tier has one policy
   sim=$("$BIN/mc_sim" --experiment=run --trace="$TRACE" --max_requests="$REQUESTS" \
