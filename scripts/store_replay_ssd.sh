@@ -13,19 +13,33 @@
 #             blocks (MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES = that many records of
 #             BLOCK_BYTES + their 4 KiB header; watermarks 1.0 / 0.95, 16 MiB buckets evicted
 #             FIFO; dram_ssd_lru: the same with the disk's LRU bucket eviction);
+#   dram_ssd_evict, dram_ssd_evict_lru: the same disks, admission by eviction instead
+#             (--offload_on_evict=true: a block goes to the disk when the pool evicts it, the
+#             simulator's model; OFFLOAD_CAP victims held per eviction pass, see below);
+#   dram_ssd_evict_reused: dram_ssd_evict with --offload_admission=reused (only blocks read
+#             from the pool since their put go to the disk);
+#   dram_ssd_evict_promote: dram_ssd_evict_lru plus --promotion_on_hit (a block read from the
+#             disk PROMOTE_THRESHOLD times regains a memory copy; up to 1024 promotions per
+#             heartbeat);
 #   mc_sim --experiment=run with --pool_blocks=CAPACITY and --ssd_blocks=0 / SSD_RATIO x CAPACITY
 #             on the same requests.
 # Per store run one JSON line "store_replay_ssd": the replay's own fields plus the config, the
 # storage server's disk-tier counters (mooncake_ssd_read_bytes_total, _write_bytes_total,
-# _reads_served_total, _objects) and the bytes served per tier (DRAM = hit blocks x
-# BLOCK_BYTES - SSD read bytes); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
+# _reads_served_total, _objects), the master's offload counters (master_offload_queued_total,
+# _success_total, _skipped_total, master_promotion_success_total) and the bytes served per
+# tier (SSD = disk reads served to readers x BLOCK_BYTES, promotions' reads not included;
+# DRAM = hit blocks x BLOCK_BYTES - SSD); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
 # them there too. Every process is stopped by PID (trap). The disk directory is on $SSD_DIR
 # (default /var/tmp: a disk, not a tmpfs).
 #
 # Usage: scripts/store_replay_ssd.sh [BIN_DIR]   (default: $MC_BIN_DIR, else build/bin)
 # Env:   TRACE, REQUESTS (default 12031 = the whole trace), BLOCK_BYTES (16384), CAPACITY (2000),
-#        SSD_RATIO (4), SSD_DIR, PUT_RETRY_MS (10000), CONFIGS ("dram dram_ssd dram_ssd_lru"),
-#        OUT
+#        SSD_RATIO (4), SSD_DIR, PUT_RETRY_MS (10000), OFFLOAD_CAP (victims held for their
+#        offload at once with --offload_on_evict: --offloading_queue_limit is set to twice it,
+#        --offload_cap_ratio 0.5; default 200), OFFLOAD_FORCE_EVICT (--offload_force_evict,
+#        default false: wait for the disk rather than evict a block without its copy),
+#        PROMOTE_THRESHOLD (1), CONFIGS ("dram dram_ssd dram_ssd_lru dram_ssd_evict
+#        dram_ssd_evict_lru dram_ssd_evict_reused dram_ssd_evict_promote"), OUT
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-${MC_BIN_DIR:-$ROOT/build/bin}}
@@ -36,7 +50,10 @@ CAPACITY=${CAPACITY:-2000}
 SSD_RATIO=${SSD_RATIO:-4}
 SSD_DIR=${SSD_DIR:-/var/tmp}
 OUT=${OUT:-}
-CONFIGS=${CONFIGS:-dram dram_ssd dram_ssd_lru}
+CONFIGS=${CONFIGS:-dram dram_ssd dram_ssd_lru dram_ssd_evict dram_ssd_evict_lru dram_ssd_evict_reused dram_ssd_evict_promote}
+OFFLOAD_CAP=${OFFLOAD_CAP:-200}
+OFFLOAD_FORCE_EVICT=${OFFLOAD_FORCE_EVICT:-false}
+PROMOTE_THRESHOLD=${PROMOTE_THRESHOLD:-1}
 PUT_RETRY_MS=${PUT_RETRY_MS:-10000} # a put refused while eviction waits is retried this long
 MASTER_FLAGS="--eviction_high_watermark_ratio=1 --eviction_ratio=0.002 --default_kv_lease_ttl=1"
 for t in mooncake_master mooncake_client mc_store_replay mc_sim; do
@@ -59,15 +76,22 @@ metric() { # metric TEXT NAME -> value (0 when absent)
 
 for cfg in $CONFIGS; do
   port=$(mc_free_port)
+  mport=$(mc_free_port)
   mflags=$MASTER_FLAGS sflags="" ssd=0 policy=fifo
-  [ "$cfg" = dram_ssd_lru ] && policy=lru
+  case $cfg in *lru | *promote) policy=lru ;; esac
   if [ "$cfg" != dram ]; then
     mflags="$mflags --enable_offload=true"
     sflags="--enable_offload=true --offload_path=$DISK/disk --enable_http_server=true --http_port=0"
     ssd=$ssd_blocks
   fi
+  case $cfg in dram_ssd_evict*)
+    mflags="$mflags --offload_on_evict=true --offloading_queue_limit=$((2 * OFFLOAD_CAP)) --offload_cap_ratio=0.5 --offload_force_evict=$OFFLOAD_FORCE_EVICT" ;;
+  esac
+  [ "$cfg" = dram_ssd_evict_reused ] && mflags="$mflags --offload_admission=reused"
+  [ "$cfg" = dram_ssd_evict_promote ] &&
+    mflags="$mflags --promotion_on_hit=true --promotion_admission_threshold=$PROMOTE_THRESHOLD --promotion_max_per_heartbeat=1024"
   # shellcheck disable=SC2086
-  mc_start_master "master_$cfg" "$port" $mflags
+  mc_start_master "master_$cfg" "$port" $mflags --metrics_port="$mport"
   # shellcheck disable=SC2086
   MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES=$disk_bytes MC_OFFLOAD_HEARTBEAT_MS=10 \
   MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES=16MB MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY=$policy \
@@ -78,8 +102,13 @@ for cfg in $CONFIGS; do
   line=$(MC_STORE_LEASE_CACHE=0 "$BIN/mc_store_replay" --trace="$TRACE" \
     --master_server_address="127.0.0.1:$port" --requests="$REQUESTS" \
     --block_bytes="$BLOCK_BYTES" --threads=1 --put_retry_ms="$PUT_RETRY_MS" --json 2>"$MC_WORK/replay_$cfg.log" | grep '^{"bench":"store_replay"')
-  rd=0 wr=0 served=0 objs=0
+  rd=0 wr=0 served=0 objs=0 mq=0 mok=0 mskip=0 mpromo=0
   if [ "$cfg" != dram ]; then
+    mm=$(curl -sf "http://127.0.0.1:$mport/metrics" || true)
+    mq=$(metric "$mm" master_offload_queued_total)
+    mok=$(metric "$mm" master_offload_success_total)
+    mskip=$(metric "$mm" master_offload_skipped_total)
+    mpromo=$(metric "$mm" master_promotion_success_total)
     hp=$(sed -nE 's/.*http_port=([0-9]+).*/\1/p' "$MC_WORK/server_$cfg.log" | head -1)
     m=$(curl -sf "http://127.0.0.1:$hp/metrics" || true)
     rd=$(metric "$m" mooncake_ssd_read_bytes_total)
@@ -93,9 +122,9 @@ for cfg in $CONFIGS; do
 import json, sys
 d = json.loads(sys.argv[1]); bb = int(sys.argv[2]); rd = int(sys.argv[3])
 hit = round(d["prefix_hit_ratio"] * d["blocks"]) * bb
-print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$rd")
-  emit "{\"bench\":\"store_replay_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"pool_blocks\":$CAPACITY,\"ssd_blocks\":$ssd,\"segment_bytes\":$seg,\"command\":\"$cmd\",$tiers,\"ssd_write_bytes\":$wr,\"ssd_reads_served\":$served,\"ssd_objects_at_end\":$objs,${line#\{\"bench\":\"store_replay\",}"
-  [ "$cfg" = dram_ssd_lru ] && continue # the simulator's SSD tier has one policy
+print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$((served * BLOCK_BYTES))")
+  emit "{\"bench\":\"store_replay_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"pool_blocks\":$CAPACITY,\"ssd_blocks\":$ssd,\"segment_bytes\":$seg,\"command\":\"$cmd\",$tiers,\"ssd_write_bytes\":$wr,\"ssd_reads_served\":$served,\"ssd_objects_at_end\":$objs,\"offload_queued\":$mq,\"offload_succeeded\":$mok,\"offload_skipped\":$mskip,\"promotions\":$mpromo,${line#\{\"bench\":\"store_replay\",}"
+  case $cfg in dram | dram_ssd) ;; *) continue ;; esac # the simulator's SSD tier has one policy
   sim=$("$BIN/mc_sim" --experiment=run --trace="$TRACE" --max_requests="$REQUESTS" \
     --pool_blocks="$CAPACITY" --ssd_blocks="$ssd" | grep '^{' | head -1)
   emit "{\"bench\":\"sim_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"command\":\"mc_sim --experiment=run --trace=$(basename "$TRACE") --max_requests=$REQUESTS --pool_blocks=$CAPACITY --ssd_blocks=$ssd\",${sim#\{}"

@@ -141,7 +141,7 @@ typedef struct flags {
     double offload_cap_ratio;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
         *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri,
-        *eviction_policy, *ha_type, *ha_conn;
+        *eviction_policy, *ha_type, *ha_conn, *offload_admission;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -154,6 +154,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
                    .eviction_policy = "lru",
                    .offload_queue_limit = 50000, .offload_cap_ratio = 0.5,
+                   .offload_admission = "all", .offload_force_evict = true,
                    .promotion_threshold = 2,
                    .promo_queue_limit = 50000, .promo_per_beat = 1,
                    .oplog_poll_ms = 1000, .oplog_batch_max = 1024, .oplog_retry_s = 180,
@@ -244,6 +245,9 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"offload_cap_ratio", MC_OPT_DOUBLE, &f->offload_cap_ratio, NULL,
          "with --offload_on_evict: victims one eviction pass may keep back for offload, as a "
          "fraction of --offloading_queue_limit (beyond: evicted from memory only)", 0, 1},
+        {"offload_admission", MC_OPT_STRING, &f->offload_admission, NULL,
+         "with --offload_on_evict, the victims written to the disk: all, or reused (only those "
+         "read from memory at least once since their put)", 0, 0},
         {"promotion_on_hit", MC_OPT_BOOL, &f->promotion_on_hit, NULL,
          "a key read from a storage server's disk --promotion_admission_threshold times "
          "regains a memory copy (written by that server)", 0, 0},
@@ -255,8 +259,10 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"promotion_max_per_heartbeat", MC_OPT_INT, &f->promo_per_beat, NULL,
          "promotion tasks one offload heartbeat hands a storage server at most", 1, UINT32_MAX},
         {"offload_force_evict", MC_OPT_BOOL, &f->offload_force_evict, NULL,
-         "accepted for compatibility: victims beyond the --offload_cap_ratio cap are always "
-         "evicted from memory without an offload (upstream's true)", 0, 0},
+         "with --offload_on_evict, a victim beyond the --offload_cap_ratio cap (or its owner's "
+         "full queue): true = evicted from memory without a disk copy; false = the eviction "
+         "pass waits for the queued offloads (puts needing the room answer "
+         "NO_AVAILABLE_HANDLE meanwhile)", 0, 0},
         {"root_fs_dir", MC_OPT_STRING, &f->root_fs_dir, NULL,
          "upstream's shared-filesystem DISK tier: not supported, only \"\" is accepted (the "
          "SSD tier here is --enable_offload with storage servers' ssd_offload_path)", 0, 0},
@@ -472,6 +478,16 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.offload_on_evict = f->offload_on_evict;
     so->cfg.offloading_queue_limit = (uint64_t)f->offload_queue_limit;
     so->cfg.offload_cap_ratio = f->offload_cap_ratio;
+    so->cfg.offload_force_evict = f->offload_force_evict;
+    if (strcmp(f->offload_admission, "all") == 0) {
+        so->cfg.offload_admission = MC_MASTER_ADMIT_ALL;
+    } else if (strcmp(f->offload_admission, "reused") == 0) {
+        so->cfg.offload_admission = MC_MASTER_ADMIT_REUSED;
+    } else {
+        fprintf(stderr, "mooncake_master: --offload_admission must be all or reused, got '%s'\n",
+                f->offload_admission);
+        return 2;
+    }
     so->cfg.promotion_on_hit = f->promotion_on_hit;
     so->cfg.promotion_admission_threshold = (uint32_t)f->promotion_threshold;
     so->cfg.promotion_queue_limit = (uint32_t)f->promo_queue_limit;

@@ -69,6 +69,7 @@ void mc_master_config_default(mc_master_config_t *c)
     c->event_buffer_size = 65536;
     c->offloading_queue_limit = 50000;
     c->offload_cap_ratio = 0.5;
+    c->offload_force_evict = true;
     c->promotion_admission_threshold = 2;
     c->promotion_queue_limit = 50000;
     c->promotion_max_per_heartbeat = 1;
@@ -571,6 +572,26 @@ static uint64_t total_capacity(mc_master_t *m, uint64_t *used_p)
     return cap;
 }
 
+/* On-evict offload (disk-tier.md, "Master"): after an eviction pass, the next victims in the
+ * policy's order are queued for their offload ahead of their eviction, up to the per-pass cap
+ * (held ones count), looking at most MASTER_OFFLOAD_AHEAD_SCAN of them; so later passes find
+ * them on disk and evict them at once instead of waiting an offload round trip. */
+#define MASTER_OFFLOAD_AHEAD_SCAN 1024
+static void offload_ahead(mc_master_t *m, uint64_t now)
+{
+    if (!m->cfg.enable_offload || !m->cfg.offload_on_evict)
+        return;
+    uint64_t held = 0;
+    mc_evict_node_t *v = mc_evict_core_victim(m->evict);
+    for (int k = 0; v && k < MASTER_OFFLOAD_AHEAD_SCAN; k++, v = mc_evict_core_next(m->evict, v)) {
+        obj_t *o = node_obj(v);
+        if ((o->flags & OF_HARD_PIN) || obj_soft_pinned(o, now))
+            continue; /* not a victim soon */
+        if (!master_disk_offload_ahead(m, o, now, &held))
+            break;
+    }
+}
+
 /* Evicts committed objects of scope (NULL = every tenant) that are not leased, not under data
  * grants (obj_grant_floor) and not pinned,
  * in the policy's victim order, until at least target bytes were freed. Soft-pinned objects go
@@ -580,7 +601,8 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
                              uint64_t max_scan)
 {
     uint64_t now = master_now(m), freed = 0, n = 0, scanned = 0, deferred = 0;
-    for (int pass = 0; pass < 2 && freed < target; pass++) {
+    bool stop = false; /* the disk tier holds as many victims as it may: wait for it */
+    for (int pass = 0; pass < 2 && freed < target && !stop; pass++) {
         if (pass == 1 && !m->cfg.allow_evict_soft_pinned_objects)
             break;
         /* while nothing was passed over, the policy's own victim() gives the next one (it may
@@ -594,8 +616,13 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
             bool skip = obj_leased(m, o, now) || obj_grant_floor(o) > now ||
                         (o->flags & OF_HARD_PIN) ||
                         (pass == 0 && obj_soft_pinned(o, now)) ||
-                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL)) ||
-                        master_disk_defer_evict(m, o, now, &deferred);
+                        (scope && !mc_tenant_scope_key(scope, obj_key(o), o->klen, NULL, NULL));
+            int disk = skip ? DISK_EVICT : master_disk_defer_evict(m, o, now, &deferred);
+            if (disk == DISK_STOP) {
+                stop = true;
+                break;
+            }
+            skip |= disk == DISK_HOLD;
             /* only space on mounted (or draining) segments counts: an object kept on a
              * RECOVERING (held) segment alone frees nothing a put could use, and waits for its
              * owner instead */
@@ -618,6 +645,8 @@ static uint64_t evict_scoped(mc_master_t *m, const mc_tenant_scope_t *scope, uin
             v = walked ? next : mc_evict_core_victim(m->evict);
         }
     }
+    if (!scope)
+        offload_ahead(m, now);
     m->cnt.evicted_objects += n;
     if (n)
         m->cnt.successful_evictions++;
@@ -771,6 +800,7 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
     if ((m->cfg.eviction_policy != MC_EVICT_LRU && m->cfg.eviction_policy != MC_EVICT_ADAPTIVE) ||
         m->cfg.offloading_queue_limit < 1 || m->cfg.offloading_queue_limit > 100000000 ||
         !(m->cfg.offload_cap_ratio >= 0 && m->cfg.offload_cap_ratio <= 1) ||
+        m->cfg.offload_admission > MC_MASTER_ADMIT_REUSED ||
         m->cfg.promotion_admission_threshold < 1 || m->cfg.promotion_admission_threshold > 255 ||
         m->cfg.promotion_queue_limit < 1 || m->cfg.promotion_max_per_heartbeat < 1) {
         mc_master_destroy(m);
@@ -1253,6 +1283,7 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
     obj_lease_read(m, o);
     obj_granted(m, o, false);
     mc_evict_core_hit(m->evict, &o->node);
+    o->flags |= OF_REUSED;
     *n_p = n;
     if (size_p)
         *size_p = o->size;

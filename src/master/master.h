@@ -39,6 +39,8 @@ typedef enum mc_master_strategy {
     MC_STRATEGY_FREE_RATIO_FIRST = 1,
 } mc_master_strategy_t;
 
+enum { MC_MASTER_ADMIT_ALL = 0, MC_MASTER_ADMIT_REUSED = 1 }; /* offload_admission */
+
 typedef struct mc_master_config {
     uint64_t default_kv_lease_ttl_ms;        /* 10000 */
     uint64_t default_kv_soft_pin_ttl_ms;     /* 1800000 */
@@ -94,6 +96,15 @@ typedef struct mc_master_config {
     uint32_t promotion_max_per_heartbeat;
     uint64_t offloading_queue_limit;
     double offload_cap_ratio;
+    /* With offload_on_evict, a victim past the per-pass cap (every victim held for its offload
+     * counts) or its owner's full queue: true (default) = evicted from memory without a disk
+     * copy (counted in offload_skipped); false = the eviction pass ends there (a put needing
+     * the room answers NO_AVAILABLE_HANDLE until the held victims are written). */
+    bool offload_force_evict;
+    /* With offload_on_evict, which victims go to the disk: MC_MASTER_ADMIT_ALL (default) every
+     * one; MC_MASTER_ADMIT_REUSED only those served from memory (GetReplicaList) at least once
+     * since their put (a block never read again is not worth a disk write). */
+    uint8_t offload_admission;
     /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from
      * the start, WAL recovery included. */
     uint64_t (*clock)(void *ctx);
@@ -433,6 +444,7 @@ typedef struct mc_master_metrics {
      * reported, clients with a mounted disk, tasks queued; counters */
     uint64_t disk_objects, disk_bytes, disk_capacity_bytes, disk_clients, offload_queue_depth;
     uint64_t offload_queued, offload_succeeded, offload_dropped, disk_evicted;
+    uint64_t offload_skipped; /* on-evict victims evicted without a disk copy (cap, full queue) */
     uint64_t promotion_in_flight;            /* promotions queued or handed out (gauge) */
     uint64_t promotions_queued, promotions;  /* counters: queued; memory copies committed */
 } mc_master_metrics_t;

@@ -26,8 +26,12 @@
  * removes it): a removal issued while the owner was down, killed or restarting under a new
  * client id does not come back.
  *
- * Not in the WAL: after a master restart the storage servers re-register their disk objects
- * (NotifyOffloadSuccess of what they find on disk) when they learn they must re-mount.
+ * In the WAL (docs/internals/recovery.md): disk mounts and unmounts, STORED entries (confirmed
+ * and dropped) and tombstones (added and gone), each logged where it changes, so that a
+ * restarted master or a standby taking over serves disk hits at once and still refuses the
+ * removed copies. QUEUED entries, task queues, promotion state and the heartbeat counts are
+ * not logged. A recovered client (disk_recovered) is served but must mount its disk again
+ * within client_ttl; it then re-registers what its disk holds (the reconciliation).
  *
  * Per-client state (mounted, offload endpoint, capacity, task queue) lives in client_t. */
 #include "master/master_int.h"
@@ -136,8 +140,49 @@ static dtomb_t *tfind(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     return NULL;
 }
 
+/* True when records are being logged now (not while replaying, not without a WAL). */
+static bool wal_live(const mc_master_t *m)
+{
+    return m->wal_on && !m->recovering;
+}
+
+static void dlog_key(mc_master_t *m, uint8_t type, const char *key, size_t klen)
+{
+    if (!wal_live(m))
+        return;
+    mc_wal_buf_t b = {0};
+    mc_wal_put_str(&b, key, klen);
+    master_wal_append(m, type, &b);
+}
+
+/* Payloads: DISK_MOUNT = client id[16] | u8 offloading | str endpoint; DISK_UNMOUNT = client
+ * id[16]; DISK_PUT = owner id[16] | u64 size | u64 checksum | str key; DISK_TOMB = u64 size |
+ * u64 checksum | str key; DISK_DROP, DISK_UNTOMB = str key. */
+static void enc_disk_mount(mc_wal_buf_t *b, const client_t *c)
+{
+    mc_wal_put_bytes(b, c->id, 16);
+    mc_wal_put_u8(b, c->disk_offloading);
+    mc_wal_put_str(b, c->disk_endpoint, strlen(c->disk_endpoint));
+}
+
+static void enc_disk_put(mc_wal_buf_t *b, const client_t *owner, const dobj_t *d)
+{
+    mc_wal_put_bytes(b, owner->id, 16);
+    mc_wal_put_u64(b, d->size);
+    mc_wal_put_u64(b, d->checksum);
+    mc_wal_put_str(b, d->key, d->klen);
+}
+
+static void enc_disk_tomb(mc_wal_buf_t *b, const dtomb_t *t)
+{
+    mc_wal_put_u64(b, t->size);
+    mc_wal_put_u64(b, t->checksum);
+    mc_wal_put_str(b, t->key, t->klen);
+}
+
 static void tfree(mc_master_t *m, dtomb_t *t)
 {
+    dlog_key(m, MC_WAL_DISK_UNTOMB, t->key, t->klen);
     dtomb_t **pp = &m->dtbuckets[t->hash % DT_BUCKETS];
     while (*pp != t)
         pp = &(*pp)->hnext;
@@ -167,11 +212,13 @@ static void tforget(mc_master_t *m, const char *key, size_t klen, uint32_t h)
         tfree(m, t);
 }
 
-/* Remembers the removal of d's stored copy (replacing an older tombstone of the key); the
- * oldest tombstone goes when the set is full. Out of memory: not remembered (logged). */
-static void tadd(mc_master_t *m, const dobj_t *d)
+/* Remembers the removal of a stored copy (key, size, checksum) owned by client serial owner
+ * (replacing an older tombstone of the key); the oldest tombstone goes when the set is full.
+ * Out of memory: not remembered (logged). */
+static void tadd(mc_master_t *m, const char *key, size_t klen, uint32_t h, uint32_t owner,
+                 uint64_t size, uint64_t checksum)
 {
-    tforget(m, d->key, d->klen, d->hash);
+    tforget(m, key, klen, h);
     if (!m->dtbuckets && !(m->dtbuckets = mc_calloc(DT_BUCKETS, sizeof(*m->dtbuckets))))
         goto nomem;
     if (m->n_dtombs >= MC_MASTER_DISK_TOMBSTONES_MAX) {
@@ -180,15 +227,15 @@ static void tadd(mc_master_t *m, const dobj_t *d)
                     MC_MASTER_DISK_TOMBSTONES_MAX);
         tfree(m, m->dt_head);
     }
-    dtomb_t *t = mc_calloc(1, sizeof(*t) + d->klen);
+    dtomb_t *t = mc_calloc(1, sizeof(*t) + klen);
     if (!t)
         goto nomem;
-    memcpy(t->key, d->key, d->klen);
-    t->klen = d->klen;
-    t->hash = d->hash;
-    t->owner = d->owner;
-    t->size = d->size;
-    t->checksum = d->checksum;
+    memcpy(t->key, key, klen);
+    t->klen = (uint16_t)klen;
+    t->hash = h;
+    t->owner = owner;
+    t->size = size;
+    t->checksum = checksum;
     t->hnext = m->dtbuckets[t->hash % DT_BUCKETS];
     m->dtbuckets[t->hash % DT_BUCKETS] = t;
     t->prev = m->dt_tail;
@@ -198,6 +245,11 @@ static void tadd(mc_master_t *m, const dobj_t *d)
         m->dt_head = t;
     m->dt_tail = t;
     m->n_dtombs++;
+    if (wal_live(m)) {
+        mc_wal_buf_t b = {0};
+        enc_disk_tomb(&b, t);
+        master_wal_append(m, MC_WAL_DISK_TOMB, &b);
+    }
     return;
 nomem:
     MC_LOG_WARN("master: no memory for a disk removal's tombstone");
@@ -274,8 +326,10 @@ static void ddrop(mc_master_t *m, dobj_t *d, bool tell_owner)
     dunlink(m, d);
     charge(c, d, -1);
     bool stored = d->state == D_STORED;
+    if (stored)
+        dlog_key(m, MC_WAL_DISK_DROP, d->key, d->klen);
     if (stored && tell_owner)
-        tadd(m, d);
+        tadd(m, d->key, d->klen, d->hash, d->owner, d->size, d->checksum);
     d->state = D_DROP;
     if (d->in_queue)
         return; /* freed when the queue hands it out */
@@ -312,7 +366,7 @@ static client_t *offload_target(mc_master_t *m, const obj_t *o)
         if (!s || s->state == SEG_RECOVERING)
             continue;
         client_t *c = client_by_serial(m, s->owner_serial);
-        if (c && !c->expired && c->disk_mounted && c->disk_offloading)
+        if (c && !c->expired && c->disk_mounted && c->disk_offloading && !c->disk_recovered)
             return c;
     }
     return NULL;
@@ -405,20 +459,60 @@ void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h)
     m->cnt.promotions_queued++;
 }
 
-bool master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred)
+/* Victims one eviction pass may hold for their offload (--offload_cap_ratio). */
+static uint64_t offload_cap(const mc_master_t *m)
 {
-    if (!m->cfg.enable_offload)
+    return (uint64_t)(m->cfg.offload_cap_ratio * (double)m->cfg.offloading_queue_limit);
+}
+
+bool master_disk_offload_ahead(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *held)
+{
+    if (*held >= offload_cap(m))
         return false;
     dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
-    if (d)
-        return d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS;
-    if (!m->cfg.offload_on_evict)
+    if (d) {
+        *held += d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS;
+        return true;
+    }
+    client_t *c = offload_target(m, o);
+    if (!c || (m->cfg.offload_admission == MC_MASTER_ADMIT_REUSED && !(o->flags & OF_REUSED)))
+        return true;
+    if (c->dq_n >= m->cfg.offloading_queue_limit || !queue_offload(m, o))
         return false;
-    uint64_t cap = (uint64_t)(m->cfg.offload_cap_ratio * (double)m->cfg.offloading_queue_limit);
-    if (*deferred >= cap || !queue_offload(m, o))
-        return false;
-    (*deferred)++;
+    (*held)++;
     return true;
+}
+
+int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred)
+{
+    if (!m->cfg.enable_offload)
+        return DISK_EVICT;
+    dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
+    if (d && d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS) {
+        /* held until written; on-evict: part of the pass's cap, so that the victims written
+         * ahead of their eviction (in memory and on disk at once) stay within it */
+        *deferred += m->cfg.offload_on_evict;
+        return DISK_HOLD;
+    }
+    if (d || !m->cfg.offload_on_evict)
+        return DISK_EVICT; /* on disk already (or its offload is overdue) */
+    client_t *c = offload_target(m, o);
+    if (!c)
+        return DISK_EVICT; /* its owner has no disk taking offloads */
+    if (m->cfg.offload_admission == MC_MASTER_ADMIT_REUSED && !(o->flags & OF_REUSED))
+        return DISK_EVICT; /* not admitted: never read since its put */
+    if (*deferred >= offload_cap(m) || c->dq_n >= m->cfg.offloading_queue_limit) {
+        if (!m->cfg.offload_force_evict)
+            return DISK_STOP; /* wait for the queued offloads rather than lose this one */
+        m->cnt.offload_skipped++; /* evicted from memory only: the tier lost it */
+        return DISK_EVICT;
+    }
+    if (!queue_offload(m, o)) {
+        m->cnt.offload_skipped++; /* no memory for the entry */
+        return DISK_EVICT;
+    }
+    (*deferred)++;
+    return DISK_HOLD;
 }
 
 void master_disk_key_gone(mc_master_t *m, const char *key, size_t klen, uint32_t h)
@@ -465,6 +559,11 @@ void master_disk_client_gone(mc_master_t *m, client_t *c)
 {
     if (!c->disk_mounted && !c->dq_head)
         return;
+    if (c->disk_mounted && wal_live(m)) {
+        mc_wal_buf_t b = {0};
+        mc_wal_put_bytes(&b, c->id, 16);
+        master_wal_append(m, MC_WAL_DISK_UNMOUNT, &b);
+    }
     for (uint64_t b = 0; b < m->n_dbuckets; b++) {
         for (dobj_t *d = m->dbuckets[b]; d;) {
             dobj_t *n = d->hnext;
@@ -487,7 +586,7 @@ void master_disk_client_gone(mc_master_t *m, client_t *c)
     }
     c->dq_head = c->dq_tail = NULL;
     c->dq_n = 0;
-    c->disk_mounted = c->disk_offloading = false;
+    c->disk_mounted = c->disk_offloading = c->disk_recovered = false;
     c->disk_bytes = c->disk_objects = 0;
     /* its unacknowledged tombstones stay (it may come back under another id) */
     for (dtomb_t *t = m->dt_head; t && c->tombs_handed; t = t->next)
@@ -534,6 +633,125 @@ void master_disk_free(mc_master_t *m)
     m->dsketch = NULL;
 }
 
+/* ------------------------------------------------------------------ WAL */
+
+int master_disk_replay(mc_master_t *m, uint8_t type, mc_wal_rd_t *r)
+{
+    if (!m->cfg.enable_offload)
+        return 0; /* a master without the tier ignores its records */
+    const uint8_t *id = NULL;
+    uint64_t size = 0, sum = 0;
+    uint8_t offloading = 0;
+    if (type == MC_WAL_DISK_MOUNT || type == MC_WAL_DISK_UNMOUNT || type == MC_WAL_DISK_PUT)
+        id = mc_wal_get_bytes(r, 16);
+    if (type == MC_WAL_DISK_MOUNT)
+        offloading = mc_wal_get_u8(r);
+    if (type == MC_WAL_DISK_PUT || type == MC_WAL_DISK_TOMB) {
+        size = mc_wal_get_u64(r);
+        sum = mc_wal_get_u64(r);
+    }
+    size_t kl = 0;
+    const char *str = type == MC_WAL_DISK_UNMOUNT ? "" : mc_wal_get_str(r, &kl);
+    if (r->err)
+        return 0; /* malformed: skipped */
+    if (type == MC_WAL_DISK_MOUNT) {
+        if (kl == 0 || kl >= MC_MASTER_NAME_MAX)
+            return 0;
+        client_t *c = master_client_touch(m, id, NULL);
+        char *ep = c ? mc_strndup(str, kl) : NULL;
+        if (!ep)
+            return 1;
+        mc_free(c->disk_endpoint);
+        c->disk_endpoint = ep;
+        c->disk_mounted = c->disk_recovered = true;
+        c->disk_offloading = offloading != 0;
+        return 0;
+    }
+    if (type == MC_WAL_DISK_UNMOUNT) {
+        client_t *c = client_by_id(m, id);
+        if (c)
+            master_disk_client_gone(m, c);
+        return 0;
+    }
+    if (kl == 0 || kl > MASTER_KEY_MAX)
+        return 0;
+    uint32_t h = master_key_hash(str, kl);
+    dobj_t *d = dfind(m, str, kl, h);
+    switch (type) {
+    case MC_WAL_DISK_PUT: {
+        client_t *c = client_by_id(m, id);
+        if (!c || !c->disk_mounted)
+            return 0;
+        if (d)
+            ddrop(m, d, false); /* replaced (its tombstone, if any, has its own record) */
+        if (!(d = dnew(m, str, kl, h, c->serial)))
+            return 1;
+        d->size = size;
+        d->checksum = sum;
+        d->state = D_STORED;
+        charge(c, d, +1);
+        return 0;
+    }
+    case MC_WAL_DISK_DROP:
+        if (d)
+            ddrop(m, d, false);
+        return 0;
+    case MC_WAL_DISK_TOMB:
+        tadd(m, str, kl, h, 0, size, sum); /* handed to nobody: waits for a re-registration */
+        return 0;
+    default: /* MC_WAL_DISK_UNTOMB */
+        tforget(m, str, kl, h);
+        return 0;
+    }
+}
+
+void master_disk_replay_finish(mc_master_t *m, uint64_t now)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_clients; i++)
+        if (m->clients[i].disk_recovered) {
+            m->clients[i].last_ping_ms = now;
+            n++;
+        }
+    if (n || m->n_dtombs)
+        MC_LOG_INFO("master: recovered %zu local disks with %llu entries and %llu tombstones; "
+                    "their owners mount them again within client_ttl",
+                    n, (unsigned long long)m->n_dobjs, (unsigned long long)m->n_dtombs);
+}
+
+/* The disk state as records (fork child of a snapshot, read only): mounted disks, stored
+ * entries, tombstones oldest first. */
+int master_disk_snapshot(mc_master_t *m, mc_wal_writer_t *w)
+{
+    int bad = 0;
+    for (size_t i = 0; i < m->n_clients && !bad; i++) {
+        const client_t *c = &m->clients[i];
+        if (!c->disk_mounted)
+            continue;
+        mc_wal_buf_t b = {0};
+        enc_disk_mount(&b, c);
+        bad |= b.err || mc_wal_writer_append(w, MC_WAL_DISK_MOUNT, b.b.data, b.b.len) != MC_OK;
+        mc_buf_free(&b.b);
+    }
+    for (uint64_t k = 0; k < m->n_dbuckets && !bad; k++)
+        for (const dobj_t *d = m->dbuckets[k]; d && !bad; d = d->hnext) {
+            const client_t *c = client_by_serial(m, d->owner);
+            if (d->state != D_STORED || !c || !c->disk_mounted)
+                continue;
+            mc_wal_buf_t b = {0};
+            enc_disk_put(&b, c, d);
+            bad |= b.err || mc_wal_writer_append(w, MC_WAL_DISK_PUT, b.b.data, b.b.len) != MC_OK;
+            mc_buf_free(&b.b);
+        }
+    for (const dtomb_t *t = m->dt_head; t && !bad; t = t->next) {
+        mc_wal_buf_t b = {0};
+        enc_disk_tomb(&b, t);
+        bad |= b.err || mc_wal_writer_append(w, MC_WAL_DISK_TOMB, b.b.data, b.b.len) != MC_OK;
+        mc_buf_free(&b.b);
+    }
+    return bad;
+}
+
 /* ------------------------------------------------------------------ the RPCs */
 
 static bool endpoint_ok(const char *s)
@@ -559,7 +777,13 @@ mc_status_t mc_master_mount_local_disk(mc_master_t *m, const uint8_t cid[16],
     c->disk_endpoint = ep;
     c->disk_mounted = true;
     c->disk_offloading = enable_offloading;
+    c->disk_recovered = false; /* its entries from the WAL are its own again */
     c->greeted = true;
+    if (wal_live(m)) {
+        mc_wal_buf_t b = {0};
+        enc_disk_mount(&b, c);
+        master_wal_append(m, MC_WAL_DISK_MOUNT, &b);
+    }
     MC_LOG_INFO("master: client serial %u mounted its local disk (endpoint %s, offloading %s)",
                 c->serial, endpoint, enable_offloading ? "on" : "off");
     return MC_OK;
@@ -577,7 +801,7 @@ mc_status_t mc_master_unmount_local_disk(mc_master_t *m, const uint8_t cid[16])
 static client_t *disk_client(mc_master_t *m, const uint8_t cid[16])
 {
     client_t *c = client_by_id(m, cid);
-    if (!c || c->expired || !c->disk_mounted)
+    if (!c || c->expired || !c->disk_mounted || c->disk_recovered)
         return NULL;
     c->last_ping_ms = master_now(m);
     return c;
@@ -742,6 +966,11 @@ mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t cid[1
     }
     d->state = D_STORED;
     charge(c, d, +1);
+    if (wal_live(m)) {
+        mc_wal_buf_t b = {0};
+        enc_disk_put(&b, c, d);
+        master_wal_append(m, MC_WAL_DISK_PUT, &b);
+    }
     m->cnt.offload_succeeded++;
     return MC_OK;
 }

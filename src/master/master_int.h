@@ -13,7 +13,8 @@
 enum { OBJ_WRITING = 1, OBJ_READABLE = 2 };
 /* OF_GRANTED: replicas of the object were handed out with data grants (a tenant-bound peer's
  * answer, mc_master_grants_begin): its space is parked until they expire (obj_grant_floor) */
-enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2, OF_GRANTED = 4 };
+enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2, OF_GRANTED = 4,
+       OF_REUSED = 8 /* served from memory since its put (offload admission) */ };
 enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
 
 #define SEG_NONE UINT32_MAX
@@ -98,6 +99,9 @@ typedef struct client {
     uint64_t dq_n;
     uint64_t disk_beats;        /* OffloadObjectHeartbeats received */
     uint64_t tombs_handed;      /* tombstones waiting for its next heartbeat (its ack) */
+    bool disk_recovered;        /* its disk entries come from the WAL: they are served, but its
+                                   disk RPCs answer UNABLE_OFFLOADING until it mounts again
+                                   (and so re-registers what its disk holds) */
 } client_t;
 
 typedef struct discarded {
@@ -207,6 +211,9 @@ void master_wal_log_unmount(mc_master_t *m, uint32_t seg_id);
 /* frees: the object lost replicas (a replica clear), not a PutEnd's first commit */
 void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees);
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
+/* Appends the record encoded in b (freed) to the log; nothing while recovering or without a
+ * WAL. The disk tier encodes its own records (master_disk.c). */
+void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b);
 void master_wal_cron(mc_master_t *m);
 void master_wal_close(mc_master_t *m);
 /* master.c helpers used by recovery */
@@ -236,9 +243,15 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
 /* A get was answered from disk: counts the key's hits, queues its promotion at the threshold. */
 void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h);
 void master_disk_put_end(mc_master_t *m, obj_t *o);     /* eager offload (PutEnd) */
-/* Eviction of victim o: true = keep it in memory for now (its offload is queued: the call
- * counts it in *deferred, at most offload_cap_ratio x offloading_queue_limit per pass). */
-bool master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred);
+/* Eviction of victim o: DISK_EVICT = evict it now; DISK_HOLD = keep it in memory for now (its
+ * offload is queued); DISK_STOP = end the eviction pass (on-evict offload without
+ * offload_force_evict: the pass holds offload_cap_ratio x offloading_queue_limit victims
+ * already). With offload_on_evict every held victim counts in *deferred. */
+enum { DISK_EVICT = 0, DISK_HOLD = 1, DISK_STOP = 2 };
+int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *deferred);
+/* On-evict offload ahead of eviction: queues o's offload if it is admitted, has no disk entry
+ * and the cap allows (*held counts the victims held, as above); false = the cap is reached. */
+bool master_disk_offload_ahead(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *held);
 /* The key was removed or replaced: its disk copy is stale (a removal task for the owner). */
 void master_disk_key_gone(mc_master_t *m, const char *key, size_t klen, uint32_t h);
 /* A readable LOCAL_DISK replica of the key (owner alive, disk mounted). */
@@ -252,6 +265,12 @@ uint64_t master_disk_remove_where(mc_master_t *m,
                                   bool (*match)(void *arg, const char *key, size_t klen),
                                   void *arg);
 void master_disk_free(mc_master_t *m);
+/* WAL: replays one MC_WAL_DISK_* record (0 = go on, 1 = no memory); at the end of a recovery
+ * or takeover the recovered disks' owners get client_ttl from now to mount again; a snapshot
+ * writes the disk state (returns non-zero on a write failure). */
+int master_disk_replay(mc_master_t *m, uint8_t type, mc_wal_rd_t *r);
+void master_disk_replay_finish(mc_master_t *m, uint64_t now);
+int master_disk_snapshot(mc_master_t *m, mc_wal_writer_t *w);
 void master_disk_metrics(mc_master_t *m, mc_master_metrics_t *out);
 /* master_tenants.c (no-ops unless cfg.multi_tenants) */
 /* o's tenant is charged dreps more replicas of o->size bytes and dobjs more objects. */

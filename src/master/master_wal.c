@@ -71,6 +71,15 @@ static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space
     mc_buf_free(&b->b);
 }
 
+void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
+{
+    if (!m->wal_on || m->recovering) {
+        mc_buf_free(&b->b);
+        return;
+    }
+    wal_append(m, type, b);
+}
+
 void master_wal_log_mount(mc_master_t *m, uint32_t id)
 {
     if (!m->wal_on || m->recovering)
@@ -173,6 +182,8 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
         bad |= b.err || mc_wal_writer_append(&w, MC_WAL_COMMIT, b.b.data, b.b.len) != MC_OK;
         mc_buf_free(&b.b);
     }
+    if (!bad)
+        bad |= master_disk_snapshot(m, &w);
     bad |= mc_wal_writer_append(&w, MC_WAL_SNAP_END, NULL, 0) != MC_OK;
     bad |= mc_wal_writer_flush(&w, 1) != MC_OK;
     mc_wal_writer_close(&w);
@@ -461,6 +472,13 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
     }
     case MC_WAL_SNAP_END:
         return 0;
+    case MC_WAL_DISK_MOUNT:
+    case MC_WAL_DISK_UNMOUNT:
+    case MC_WAL_DISK_PUT:
+    case MC_WAL_DISK_DROP:
+    case MC_WAL_DISK_TOMB:
+    case MC_WAL_DISK_UNTOMB:
+        return master_disk_replay(m, type, &r);
     default:
         MC_LOG_WARN("wal: unknown record type %u skipped", type);
         return 0;
@@ -531,6 +549,7 @@ static mc_status_t replay_finish(mc_master_t *m)
         o = next;
     }
     (void)lost;
+    master_disk_replay_finish(m, now);
     return MC_OK;
 }
 
@@ -574,6 +593,7 @@ mc_status_t master_wal_open_and_recover(mc_master_t *m)
             master_obj_unlink_free(m, o);
             o = n;
         }
+        master_disk_free(m); /* the disk entries and tombstones it applied */
     }
     if (n_snaps)
         max_gen = snaps[n_snaps - 1];

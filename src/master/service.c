@@ -575,6 +575,10 @@ static char *render_metrics(mc_master_service_t *s)
     metric_u(&b, "master_offload_dropped_total", "counter",
              "Offload tasks dropped because the memory replica was gone when handed out",
              m.offload_dropped);
+    metric_u(&b, "master_offload_skipped_total", "counter",
+             "Victims evicted from memory without a disk copy because the per-pass offload cap "
+             "or the owner's offload queue was full (--offload_on_evict)",
+             m.offload_skipped);
     metric_u(&b, "master_disk_replica_evictions_total", "counter",
              "LOCAL_DISK replicas the storage servers evicted (EvictDiskReplica)", m.disk_evicted);
     metric_u(&b, "master_promotion_in_flight", "gauge",

@@ -25,6 +25,13 @@ enum {
     MC_WAL_COMMIT = 3,
     MC_WAL_REMOVE = 4,
     MC_WAL_SNAP_END = 5, /* last record of a complete snapshot */
+    /* the LOCAL_DISK tier (master_disk.c; docs/internals/recovery.md) */
+    MC_WAL_DISK_MOUNT = 6,   /* a client mounted its local disk */
+    MC_WAL_DISK_UNMOUNT = 7, /* a client's disk entries went (unmount, silence) */
+    MC_WAL_DISK_PUT = 8,     /* a LOCAL_DISK replica confirmed (stored) */
+    MC_WAL_DISK_DROP = 9,    /* a stored LOCAL_DISK replica gone */
+    MC_WAL_DISK_TOMB = 10,   /* a removed disk copy's tombstone */
+    MC_WAL_DISK_UNTOMB = 11, /* a tombstone gone (acknowledged, forgotten, key live again) */
 };
 
 /* Buffered record writer on one file. */

@@ -9,6 +9,7 @@
 #include "master/master.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint64_t g_now = 1000000;
@@ -22,13 +23,23 @@ static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const uint8_t CB[16] = {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
 #define K(s) s, strlen(s)
 
-static mc_master_t *mk(bool offload, bool on_evict)
+static uint64_t g_queue_limit; /* --offloading_queue_limit of the next mkw (0: default) */
+static uint8_t g_admission;    /* offload_admission of the next mkw */
+static bool g_no_force;        /* offload_force_evict = false for the next mkw */
+
+/* A master (with a WAL in wal_dir, or none) with CA's segment segA mounted. */
+static mc_master_t *mkw(bool offload, bool on_evict, const char *wal_dir)
 {
     mc_master_config_t cfg;
     mc_master_config_default(&cfg);
     cfg.clock = fake_clock;
     cfg.enable_offload = offload;
     cfg.offload_on_evict = on_evict;
+    cfg.wal_dir = wal_dir;
+    if (g_queue_limit)
+        cfg.offloading_queue_limit = g_queue_limit;
+    cfg.offload_admission = g_admission;
+    cfg.offload_force_evict = !g_no_force;
     mc_master_t *m;
     assert_int_equal(mc_master_create(&cfg, &m), MC_OK);
     mc_master_segment_info_t si = {.name = "segA", .base = 0x10000, .size = 1 << 20,
@@ -36,6 +47,11 @@ static mc_master_t *mk(bool offload, bool on_evict)
     memset(si.uuid, 0xaa, 16);
     assert_int_equal(mc_master_mount(m, CA, &si, false), MC_OK);
     return m;
+}
+
+static mc_master_t *mk(bool offload, bool on_evict)
+{
+    return mkw(offload, on_evict, NULL);
 }
 
 static void put(mc_master_t *m, const char *key, uint64_t size, uint64_t sum)
@@ -152,6 +168,7 @@ static void test_offload_on_evict(void **state)
     mc_master_metrics_t mt;
     mc_master_metrics_now(m, &mt);
     assert_int_equal(mt.evicted_objects, 0); /* deferred: queued instead */
+    assert_int_equal(mt.offload_skipped, 0);
     assert_true(mt.offload_queue_depth >= 1);
     mc_master_offload_tasks_t t;
     assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_OK);
@@ -182,6 +199,29 @@ static void test_offload_on_evict(void **state)
     assert_int_equal(mc_master_evict_disk_replica(m, CA, K(first)), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_get_replicas(m, K(first), r, &n, &size, &sum),
                      MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+/* offload_on_evict past its limits: victims beyond the per-pass cap (offload_cap_ratio x
+ * offloading_queue_limit) leave memory without a disk copy and are counted as skipped. */
+static void test_offload_on_evict_skipped(void **state)
+{
+    (void)state;
+    g_queue_limit = 4; /* cap: 2 victims held per eviction pass */
+    mc_master_t *m = mk(true, true);
+    g_queue_limit = 0;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    for (int i = 0; i < 15; i++) {
+        snprintf(key, sizeof(key), "s%02d", i);
+        put(m, key, 64 << 10, 100 + (uint64_t)i);
+    }
+    mc_master_cron(m);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.offload_queue_depth, 2);
+    assert_true(mt.evicted_objects >= 1);
+    assert_int_equal(mt.offload_skipped, mt.evicted_objects);
     mc_master_destroy(m);
 }
 
@@ -412,17 +452,218 @@ static void test_removal_while_owner_down(void **state)
     mc_master_destroy(m);
 }
 
+/* k's only replica is CB's LOCAL_DISK copy with checksum sum. */
+static void assert_on_disk(mc_master_t *m, const char *k, uint64_t sum)
+{
+    mc_master_replica_t r[8];
+    uint32_t n;
+    uint64_t size, got;
+    assert_int_equal(mc_master_get_replicas(m, K(k), r, &n, &size, &got), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].type, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_string_equal(r[0].endpoint, "127.0.0.1:5000");
+    assert_memory_equal(r[0].client_id, CB, 16);
+    assert_int_equal(size, 4096);
+    assert_int_equal(got, sum);
+}
+
+/* The disk tier's state is in the WAL: after a restart (from the log, then from a snapshot) and
+ * on a standby that applied the same records, the disk replicas are served before their owner
+ * re-registers, and a removal issued while the owner was down stays removed when it comes back
+ * and re-registers what its disk holds. */
+static void test_disk_state_survives_restart(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_disk_wal_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_t *m = mkw(true, true, dir);
+    mc_master_ha_log_enable(m);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    const char *keys[4] = {"t1", "t2", "t3", "t4"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K(keys[i]), 4096,
+                                                          0x71 + (uint64_t)i, true), MC_OK);
+    /* the owner is down (no heartbeat): t1 removed (a tombstone), t4 evicted by its owner
+     * earlier (no tombstone); a tombstone of t3 goes with its new value committed */
+    assert_int_equal(mc_master_evict_disk_replica(m, CB, K("t4")), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("t1"), false, NULL), MC_OK);
+    assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK);
+    put(m, "t3", 4096, 0x73);
+    assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK); /* memory only */
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    bool lost = true;
+    mc_buf_t *log = mc_master_ha_log(m, &lost);
+    assert_false(lost);
+    size_t len = mc_buf_unread(log);
+    uint8_t *recs = malloc(len);
+    assert_non_null(recs);
+    memcpy(recs, mc_buf_head(log), len);
+    mc_master_destroy(m);
+
+    /* a standby that applied the records, then takes over */
+    mc_master_t *f = mk(true, true);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    size_t used = 0;
+    assert_int_equal(mc_master_follow_apply(f, recs, len, &used, NULL, NULL), MC_OK);
+    assert_int_equal(used, len);
+    free(recs);
+    assert_int_equal(mc_master_follow_promote(f, NULL, 2), MC_OK);
+    assert_on_disk(f, "t2", 0x72);
+    assert_int_equal(mc_master_exist(f, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(f, K("t4")), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(f);
+
+    for (int round = 0; round < 2; round++) {
+        /* round 0: restart from the log; round 1: from the snapshot written below */
+        m = mkw(true, true, dir);
+        assert_on_disk(m, "t2", 0x72); /* known before the owner re-registers */
+        assert_int_equal(mc_master_exist(m, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc_master_exist(m, K("t3")), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc_master_exist(m, K("t4")), MC_ERR_OBJECT_NOT_FOUND);
+        mc_master_metrics_t mt;
+        mc_master_metrics_now(m, &mt);
+        assert_int_equal(mt.disk_objects, 1);
+        /* the owner's disk RPCs ask it to mount again; it does and re-registers its disk */
+        mc_master_offload_tasks_t t;
+        assert_int_equal(mc_master_offload_heartbeat(m, CB, true, 0, &t),
+                         MC_ERR_UNABLE_OFFLOADING);
+        assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K("t1"), 4096, 0x71, true),
+                         MC_ERR_OBJECT_NOT_FOUND); /* removed while it was down */
+        assert_int_equal(mc_master_exist(m, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K("t2"), 4096, 0x72, true),
+                         MC_OK);
+        /* round 0: a later value than the removed one (no tombstone); round 1: removed
+         * again before the snapshot (its tombstone is in it) */
+        assert_int_equal(mc_master_notify_offload_success(m, CB, K("t3"), 4096, 0x73, true),
+                         round == 0 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+        if (round == 0) {
+            assert_on_disk(m, "t3", 0x73);
+            /* the snapshot of this state (t1's tombstone not yet acknowledged, t3 removed
+             * again) is the next start's only input */
+            assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK);
+            char tmp[128], fin[128];
+            snprintf(tmp, sizeof(tmp), "%s/snap.1000.tmp", dir);
+            snprintf(fin, sizeof(fin), "%s/snap.1000", dir);
+            assert_int_equal(mc_master_snapshot_write(m, tmp, fin), 0);
+        } else {
+            /* the owner silent past client_ttl after the restart: its entries go */
+            g_now += 11000;
+            assert_int_equal(mc_master_ping(m, CA, &(bool){false}), MC_OK);
+            mc_master_cron(m);
+            assert_int_equal(mc_master_exist(m, K("t2")), MC_ERR_OBJECT_NOT_FOUND);
+        }
+        mc_master_destroy(m);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* offload_force_evict = false: the pass stops at the cap (held victims count) instead of
+ * evicting victims without a copy; once the held ones are written they go, and the pass
+ * queues the next ones ahead of their eviction. */
+static void test_offload_on_evict_no_force(void **state)
+{
+    (void)state;
+    g_queue_limit = 4; /* cap: 2 victims held per eviction pass */
+    g_no_force = true;
+    mc_master_t *m = mk(true, true);
+    g_queue_limit = 0;
+    g_no_force = false;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    for (int i = 0; i < 16; i++) { /* the segment full */
+        snprintf(key, sizeof(key), "f%02d", i);
+        put(m, key, 64 << 10, 100 + (uint64_t)i);
+    }
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, K("more"), 64 << 10, NULL, false, r, &n),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_master_cron(m); /* a second pass holds no more than the cap */
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.evicted_objects, 0);
+    assert_int_equal(mt.offload_skipped, 0);
+    assert_int_equal(mt.offload_queue_depth, 2);
+    mc_master_offload_tasks_t t = beat(m, 2);
+    for (uint32_t i = 0; i < t.n; i++)
+        assert_int_equal(mc_master_notify_offload_success(m, CA, t.items[i].key, t.items[i].klen,
+                                                          t.items[i].size, t.items[i].checksum,
+                                                          false),
+                         MC_OK);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_put_start(m, CA, K("more"), 64 << 10, NULL, false, r, &n), MC_OK);
+    mc_master_metrics_now(m, &mt);
+    assert_true(mt.evicted_objects >= 1);
+    assert_int_equal(mt.offload_skipped, 0);
+    /* the pass queued the next victims ahead of their eviction, up to the cap again */
+    assert_int_equal(mt.offload_queue_depth, 2);
+    mc_master_destroy(m);
+}
+
+/* offload_admission = reused: a victim never read from memory since its put leaves memory
+ * without a disk copy (and is not counted as skipped); read ones are offloaded. */
+static void test_offload_admission_reused(void **state)
+{
+    (void)state;
+    g_admission = MC_MASTER_ADMIT_REUSED;
+    mc_master_t *m = mk(true, true);
+    g_admission = 0;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    mc_master_replica_t r[8];
+    uint32_t n;
+    for (int i = 0; i < 15; i++) { /* over the 90 % watermark; all but a03 read once */
+        snprintf(key, sizeof(key), "a%02d", i);
+        put(m, key, 64 << 10, 100 + (uint64_t)i);
+        if (i != 3)
+            assert_int_equal(mc_master_get_replicas(m, K(key), r, &n, NULL, NULL), MC_OK);
+    }
+    g_now += 10001; /* past the read leases */
+    assert_int_equal(mc_master_ping(m, CA, &(bool){false}), MC_OK);
+    mc_master_cron(m);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_true(mt.evicted_objects >= 1);
+    assert_int_equal(mt.offload_skipped, 0);
+    assert_int_equal(mc_master_exist(m, K("a03")), MC_ERR_OBJECT_NOT_FOUND); /* not admitted */
+    /* more puts: the read victims are queued for the disk, a03 never */
+    for (int i = 15; i < 20; i++) {
+        snprintf(key, sizeof(key), "a%02d", i);
+        mc_master_replica_t w[8];
+        if (mc_master_put_start(m, CA, K(key), 64 << 10, NULL, false, w, &n) == MC_OK)
+            assert_int_equal(mc_master_put_end(m, CA, K(key), 1), MC_OK);
+        mc_master_cron(m);
+    }
+    mc_master_offload_tasks_t t;
+    assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_OK);
+    assert_true(t.n >= 1);
+    for (uint32_t i = 0; i < t.n; i++) { /* only read ones: a00..a14 except a03 */
+        assert_int_equal(t.items[i].klen, 3);
+        int num = (t.items[i].key[1] - '0') * 10 + (t.items[i].key[2] - '0');
+        assert_true(t.items[i].key[0] == 'a' && num < 15 && num != 3);
+    }
+    mc_master_offload_tasks_free(&t);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refused_without_enable_offload),
         cmocka_unit_test(test_eager_offload_and_disk_only_get),
         cmocka_unit_test(test_offload_on_evict),
+        cmocka_unit_test(test_offload_on_evict_skipped),
+        cmocka_unit_test(test_offload_admission_reused),
+        cmocka_unit_test(test_offload_on_evict_no_force),
         cmocka_unit_test(test_reregister_and_expiry),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_promotion_limits),
         cmocka_unit_test(test_remove_regex_all_disk_only),
         cmocka_unit_test(test_removal_while_owner_down),
+        cmocka_unit_test(test_disk_state_survives_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

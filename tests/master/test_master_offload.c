@@ -1,8 +1,8 @@
 /* The local-disk tier's RPCs on the real mooncake_master: refused (UNABLE_OFFLOAD) without
  * --enable_offload; with it a storage server mounts its disk, pulls the eager offload task of a
  * committed put, confirms it, and the object stays readable as LOCAL_DISK once its memory
- * segment is gone; re-registration after a master restart (the WAL does not keep disk
- * replicas); the metrics. */
+ * segment is gone; after a master restart the replica is served from the WAL until the owner
+ * mounts again and re-registers it; the metrics. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,12 +187,15 @@ static void test_offload_flow(void **state)
     assert_int_equal(get(c, "k1", &type, ep, sizeof(ep)), MC_OK);
     assert_int_equal(type, MC_RPC__REPLICA_TYPE__LOCAL_DISK);
     assert_string_equal(ep, "127.0.0.1:7001");
-    /* a restarted master knows no disk replica until the owner re-registers it */
+    /* a restarted master knows the disk replica from its WAL and serves it at once; the
+     * owner's disk RPCs ask it to mount again and re-register its disk */
     stop_master(&mp, SIGTERM);
     start_master(&mp, "--enable_offload=true");
     mc_rpc_client_destroy(c);
     assert_int_equal(mc_rpc_client_create(mp.addr, NULL, &c), MC_OK);
-    assert_int_equal(get(c, "k1", &type, ep, sizeof(ep)), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(c, "k1", &type, ep, sizeof(ep)), MC_OK);
+    assert_int_equal(type, MC_RPC__REPLICA_TYPE__LOCAL_DISK);
+    assert_string_equal(ep, "127.0.0.1:7001");
     assert_int_equal(notify(c, "k1", 4096, 0x1234, true), MC_ERR_UNABLE_OFFLOADING);
     assert_int_equal(mount_disk(c, "127.0.0.1:7001"), MC_OK);
     assert_int_equal(notify(c, "k1", 4096, 0x1234, true), MC_OK);
