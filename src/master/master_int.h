@@ -211,7 +211,8 @@ void master_wal_log_unmount(mc_master_t *m, uint32_t seg_id);
 /* frees: the object lost replicas (a replica clear), not a PutEnd's first commit */
 void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees);
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
-/* Appends the record encoded in b (freed) to the log; nothing while recovering or without a
+/* Appends the record encoded in b (freed) to the log, marked as freeing no memory space (a
+ * light PutStart need not wait for it); nothing while recovering or without a
  * WAL. The disk tier encodes its own records (master_disk.c). */
 void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b);
 void master_wal_cron(mc_master_t *m);

@@ -77,7 +77,7 @@ void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
         mc_buf_free(&b->b);
         return;
     }
-    wal_append(m, type, b);
+    wal_append(m, type, b, false); /* disk-tier records free or mount no memory space */
 }
 
 void master_wal_log_mount(mc_master_t *m, uint32_t id)

@@ -491,8 +491,8 @@ static void test_disk_state_survives_restart(void **state)
     put(m, "t3", 4096, 0x73);
     assert_int_equal(mc_master_remove(m, K("t3"), false, NULL), MC_OK); /* memory only */
     assert_int_equal(mc_master_wal_sync(m), MC_OK);
-    bool lost = true;
-    mc_buf_t *log = mc_master_ha_log(m, &lost);
+    bool lost = true, space = false;
+    mc_buf_t *log = mc_master_ha_log(m, &lost, &space);
     assert_false(lost);
     size_t len = mc_buf_unread(log);
     uint8_t *recs = malloc(len);
