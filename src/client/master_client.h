@@ -42,9 +42,10 @@ typedef struct mc_master_client {
     struct store_metrics *metrics; /* NULL, or counts every call (store_metrics.h); set once
                                       before the first call */
     mc_master_ha_t *ha;            /* NULL: a fixed host:port; else etcd:// (owned) */
-    atomic_uint_fast64_t view_max; /* highest view seen (PingResponse.ha_view_version, etcd's
-                                      create revision of the view key); a Ping answered with a
-                                      lower nonzero view is a stale leader's */
+    atomic_uint_fast64_t view_max; /* highest view seen (answers' frame header view, a Ping's
+                                      ha_view_version, etcd's create revision of the view key);
+                                      an answer with a lower nonzero view is a stale leader's */
+    atomic_uint_fast64_t view_refused; /* answers dropped for an older view */
 } mc_master_client_t;
 
 /* addr: "host:port" or "etcd://endpoints" (see above; with etcd:// init waits up to timeout_ms
@@ -95,6 +96,15 @@ mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
                                   const ProtobufCMessage *req, int idempotent,
                                   ProtobufCAllocator *alloc, mc_master_inflight_t *in);
 mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **resp_p);
+
+/* The view and server ("host:port") of the last master answer the calling thread accepted
+ * (any mc_master_client_t; view 0 = a master without HA). For tests and diagnostics: after a
+ * put, the answer of its PutEnd. */
+typedef struct mc_master_answer {
+    uint64_t view;
+    char addr[64];
+} mc_master_answer_t;
+void mc_master_client_last_answer(mc_master_answer_t *out);
 
 /* The client_id as protobuf bytes (points into mc; valid while mc lives). */
 ProtobufCBinaryData mc_master_client_id(mc_master_client_t *mc);

@@ -19,6 +19,7 @@
 #include "common/prom.h"
 #include "common/time.h"
 #include "master/wal.h"
+#include "rpc/frame.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -667,6 +668,8 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
     }
     if (*stop)
         return MC_ERR_CANCELED;
+    if (ha->view > MC_RPC_VIEW_MAX) /* every answer carries the view in 48 bits (frame.h) */
+        fence_exit("the view version does not fit the 48 bits of an answer's header");
     if (ha->reg_lease) /* a leader is no standby: the log need not be kept for it */
         (void)mc_etcd_lease_revoke(ha->etcd, ha->reg_lease);
     ha->reg_lease = 0;
