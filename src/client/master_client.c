@@ -15,9 +15,10 @@
  * under ha->mu, with a generation bumped whenever they change or a call suspects the leader
  * (a transport failure or timeout, an answer from an older view); slot i holds
  * slot_lock[i] for reading across its call and is rebuilt on the current leader, under the
- * write lock, when its generation is old. The view is read by the watcher thread every
- * MC_MASTER_HA_POLL_MS and by a failing call (at most once per MC_MASTER_HA_RETRY_MS across
- * threads: resolve_mu). Retry rules, all within the caller's timeout_ms from the first try:
+ * write lock, when its generation is old. The view is read by the watcher thread whenever
+ * etcd's watch of the key reports a change (and at least every MC_MASTER_HA_WATCH_MS; every
+ * MC_MASTER_HA_POLL_MS when etcd cannot watch) and by a failing call (at most once per
+ * MC_MASTER_HA_RETRY_MS across threads: resolve_mu). Retry rules, all within the caller's timeout_ms from the first try:
  *   - not sent (the connection to the leader could not be made): always retried, every
  *     MC_MASTER_HA_RETRY_MS, on whatever leader the view names then;
  *   - sent, no answer (MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT): retried when the caller marked
@@ -64,6 +65,7 @@ struct mc_master_ha {
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
     int stop, watcher_started;
+    atomic_int cancel;                /* set with stop: ends the watcher's etcd watch */
     pthread_t watcher;
 };
 
@@ -96,10 +98,13 @@ static void view_seen(mc_master_client_t *mc, uint64_t v)
 }
 
 /* Reads the view from etcd (unless another thread did within MC_MASTER_HA_RETRY_MS and force
- * is 0) and moves to the leader it names. MC_OK when a leader is known afterwards. */
-static mc_status_t ha_resolve(mc_master_client_t *mc, int force)
+ * is 0) and moves to the leader it names. MC_OK when a leader is known afterwards; *rev_p
+ * (optional) = etcd's revision at that read (0 when nothing was read). */
+static mc_status_t ha_resolve(mc_master_client_t *mc, int force, int64_t *rev_p)
 {
     mc_master_ha_t *ha = mc->ha;
+    if (rev_p)
+        *rev_p = 0;
     pthread_mutex_lock(&ha->resolve_mu);
     uint64_t now = mc_now_ms();
     mc_status_t st = MC_OK;
@@ -107,6 +112,8 @@ static mc_status_t ha_resolve(mc_master_client_t *mc, int force)
         mc_etcd_range_t r = {0};
         st = mc_etcd_range(ha->etcd, ha->key, NULL, 1, &r);
         ha->last_read_ms = mc_now_ms();
+        if (rev_p)
+            *rev_p = st == MC_OK ? r.revision : 0;
         if (st == MC_OK && r.n == 1 && r.kvs[0].value_len > 0 &&
             r.kvs[0].value_len < HA_ADDR_MAX && !memchr(r.kvs[0].value, '\0', r.kvs[0].value_len) &&
             r.kvs[0].create_revision > 0 &&
@@ -136,6 +143,10 @@ static mc_status_t ha_resolve(mc_master_client_t *mc, int force)
     return st;
 }
 
+/* The watcher: reads the view, then watches its key in etcd from the next revision for up to
+ * MC_MASTER_HA_WATCH_MS; a change (the old leader's key deleted, a new one put) or the end of
+ * the window reads it again at once. Without a watch (etcd refused it, unreachable) it reads
+ * every MC_MASTER_HA_POLL_MS. */
 static void *ha_watch_main(void *arg)
 {
     mc_master_client_t *mc = arg;
@@ -143,8 +154,14 @@ static void *ha_watch_main(void *arg)
     pthread_mutex_lock(&ha->stop_mu);
     while (!ha->stop) {
         pthread_mutex_unlock(&ha->stop_mu);
-        ha_resolve(mc, 0);
+        int64_t rev = 0, changed;
+        ha_resolve(mc, 1, &rev);
+        mc_status_t st = rev > 0 ? mc_etcd_watch(ha->etcd, ha->key, rev + 1,
+                                                 MC_MASTER_HA_WATCH_MS, &ha->cancel, &changed)
+                                 : MC_ERR_CONNECTION;
         pthread_mutex_lock(&ha->stop_mu);
+        if (st == MC_OK || st == MC_ERR_TIMEOUT || st == MC_ERR_CANCELED)
+            continue;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t ns = (uint64_t)ts.tv_nsec + MC_MASTER_HA_POLL_MS * 1000000ull;
@@ -184,7 +201,7 @@ static mc_status_t ha_init(mc_master_client_t *mc, const char *endpoints)
         return st;
     }
     uint64_t deadline = mc_now_ms() + mc->timeout_ms;
-    while ((st = ha_resolve(mc, 1)) != MC_OK && mc_now_ms() < deadline)
+    while ((st = ha_resolve(mc, 1, NULL)) != MC_OK && mc_now_ms() < deadline)
         mc_sleep_ms(MC_MASTER_HA_RETRY_MS);
     if (st != MC_OK) {
         MC_LOG_ERROR("no master leader in etcd (%s at %s) within %u ms", ha->key, endpoints,
@@ -202,6 +219,7 @@ static void ha_fini(mc_master_ha_t *ha)
     if (ha->watcher_started) {
         pthread_mutex_lock(&ha->stop_mu);
         ha->stop = 1;
+        atomic_store(&ha->cancel, 1);
         pthread_cond_signal(&ha->stop_cv);
         pthread_mutex_unlock(&ha->stop_mu);
         pthread_join(ha->watcher, NULL);
@@ -380,7 +398,7 @@ static mc_status_t ha_call(mc_master_client_t *mc, unsigned i, uint16_t opcode,
         uint64_t now = mc_now_ms();
         if (now + MC_MASTER_HA_RETRY_MS >= deadline)
             return st;
-        if (ha_resolve(mc, 0) != MC_OK || !sent)
+        if (ha_resolve(mc, 0, NULL) != MC_OK || !sent)
             mc_sleep_ms(MC_MASTER_HA_RETRY_MS);
     }
 }

@@ -5,8 +5,8 @@
  * Addressing: "host:port" is one master. "etcd://h1:2379;h2:2379" (',' also separates) is an
  * HA cluster: the leader's address is read from etcd's mooncake-store/<cluster_id>/master_view
  * (cluster_id from env MC_STORE_CLUSTER_ID, default "mooncake_cluster", 1..128 of
- * [A-Za-z0-9_.-]), re-read every MC_MASTER_HA_POLL_MS by a watcher thread and after a call
- * fails, and every pooled connection moves to a new leader before its next call. The retry
+ * [A-Za-z0-9_.-]), re-read by a watcher thread as soon as etcd's watch reports a change of the
+ * key (and at least every MC_MASTER_HA_WATCH_MS) and after a call fails, and every pooled connection moves to a new leader before its next call. The retry
  * rules of that mode are in master_client.c.
  *
  * Ownership: responses returned through *_p are owned by the caller and released with
@@ -25,7 +25,9 @@
 #include <stdint.h>
 
 #define MC_MASTER_POOL_SIZE 4
-#define MC_MASTER_HA_POLL_MS 500    /* etcd:// : the watcher re-reads the view this often */
+#define MC_MASTER_HA_WATCH_MS 1000  /* etcd:// : the watcher re-reads the view after a change
+                                       etcd's watch reports, and at least this often */
+#define MC_MASTER_HA_POLL_MS 500    /* etcd:// : ... this often when etcd cannot watch */
 #define MC_MASTER_HA_RETRY_MS 100   /* etcd:// : pause between tries of a call with no leader */
 #define MC_MASTER_CLUSTER_ID_DEFAULT "mooncake_cluster"
 

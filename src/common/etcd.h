@@ -25,6 +25,7 @@
 
 #include "mooncake/status.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +70,14 @@ mc_status_t mc_etcd_put(mc_etcd_t *e, const char *key, const void *value, size_t
 /* Delete [key, range_end) (same rules as range); *deleted_p (may be NULL) how many. */
 mc_status_t mc_etcd_delete(mc_etcd_t *e, const char *key, const char *range_end,
                            int64_t *deleted_p);
+
+/* Waits (a watch: /v3/watch, one stream) until `key` changes at a revision >= start_rev:
+ * MC_OK and *rev_p = the revision of the first change (a put or a delete; if start_rev was
+ * compacted away, etcd's compact revision: re-read the key), MC_ERR_TIMEOUT when nothing
+ * changed within timeout_ms, MC_ERR_CANCELED once *cancel (optional) is nonzero (seen within
+ * a second), else an error (on a transport error the next call goes to the next endpoint). */
+mc_status_t mc_etcd_watch(mc_etcd_t *e, const char *key, int64_t start_rev, uint32_t timeout_ms,
+                          const atomic_int *cancel, int64_t *rev_p);
 
 /* ---- transactions ---- */
 
