@@ -1,7 +1,8 @@
 /* etcd v3 client over etcd's JSON gateway (libcurl through common/http_client.h, no gRPC).
  *
  * Gateway paths (etcd 3.4 and later): /v3/kv/range, /v3/kv/put, /v3/kv/deleterange,
- * /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive (one request, one result),
+ * /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive (one request, one result), /v3/watch
+ * (a streamed answer: mc_etcd_watch reads it until the first change, then closes it),
  * /v3/kv/lease/revoke. Keys and values travel base64-encoded; the gateway omits fields that
  * are zero/empty/false, so a missing number is 0 and a missing value is empty.
  *

@@ -344,8 +344,15 @@ static int check_history(hist_t *h)
                  : st == MC_ERR_OBJECT_NOT_FOUND ? ks[i].maybe_absent
                                                  : 0;
         if (!ok) {
-            fprintf(stderr, "VIOLATION: final get %s: %s (may be present %d, absent %d)\n", key,
-                    mc_status_str(st), ks[i].maybe_present, ks[i].maybe_absent);
+            fprintf(stderr, "VIOLATION: final get %s: %s (may be present %d, absent %d); its "
+                    "calls (ms from the kill):\n", key, mc_status_str(st), ks[i].maybe_present,
+                    ks[i].maybe_absent);
+            for (int j = 0; j < h->n_ops; j++)
+                if (h->ops[j].key == i)
+                    fprintf(stderr, "  op %d %lld..%lld: %s (view %llu, %s)\n", h->ops[j].op,
+                            (long long)(h->ops[j].t0 - g_kill_ms),
+                            (long long)(h->ops[j].t1 - g_kill_ms), mc_status_str(h->ops[j].st),
+                            (unsigned long long)h->ops[j].view, h->ops[j].addr);
             bad++;
         }
     }
