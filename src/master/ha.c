@@ -639,7 +639,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
         }
         register_standby(ha);
         mc_etcd_range_t r;
+        int64_t watch_from = 0; /* the revision after this read of the view */
         if (mc_etcd_range(ha->etcd, ha->view_key, NULL, 0, &r) == MC_OK) {
+            watch_from = r.revision + 1;
             bool vacant = r.n == 0;
             if (!vacant)
                 note_view(ha, (uint64_t)r.kvs[0].create_revision, r.kvs[0].value,
@@ -664,7 +666,14 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
             if (vacant && try_acquire(ha))
                 break;
         }
-        mc_sleep_ms(ha->poll_ms);
+        /* until the next poll, or at once when the view key changes (the leader's lease
+         * ended: compete now rather than at the next poll) */
+        int64_t changed;
+        mc_status_t wst = watch_from ? mc_etcd_watch(ha->etcd, ha->view_key, watch_from,
+                                                     (uint32_t)ha->poll_ms, NULL, &changed)
+                                     : MC_ERR_CONNECTION;
+        if (wst != MC_OK && wst != MC_ERR_TIMEOUT)
+            mc_sleep_ms(ha->poll_ms); /* no watch: poll */
     }
     if (*stop)
         return MC_ERR_CANCELED;
