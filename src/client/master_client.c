@@ -18,7 +18,8 @@
  * write lock, when its generation is old. The view is read by the watcher thread whenever
  * etcd's watch of the key reports a change (and at least every MC_MASTER_HA_WATCH_MS; every
  * MC_MASTER_HA_POLL_MS when etcd cannot watch) and by a failing call (at most once per
- * MC_MASTER_HA_RETRY_MS across threads: resolve_mu). Retry rules, all within the caller's timeout_ms from the first try:
+ * MC_MASTER_HA_RETRY_MS across threads: resolve_mu). Retry rules, all within the caller's
+ * timeout_ms from the first try:
  *   - not sent (the connection to the leader could not be made): always retried, every
  *     MC_MASTER_HA_RETRY_MS, on whatever leader the view names then;
  *   - sent, no answer (MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT): retried when the caller marked
