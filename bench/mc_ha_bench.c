@@ -21,6 +21,7 @@
  * so that a 2 s lease TTL is honoured (etcd raises TTLs below 1.5 x the election timeout).
  * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --clients=1
  *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 */
+#include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
 #include "mooncake/store.h"
@@ -130,6 +131,10 @@ static void failover(int ttl)
             break;
         }
         mc_sleep_ms(200); /* the standby applies the last batch */
+        /* on stderr with the clients' log lines: the time line of a failover (the members'
+         * logs say when the standby was elected and promoted, the storage server's when it
+         * re-mounted) */
+        MC_LOG_INFO("bench: trial %d: kill -9 of the leader %s", t, m[leader].addr);
         uint64_t t0 = mc_now_ms();
         mt_stop(m[leader].pid, SIGKILL, 5000);
         m[leader].pid = 0;
@@ -144,6 +149,8 @@ static void failover(int ttl)
         while (mc_store_put(s, key, &iov, 1, NULL) != MC_OK && mc_now_ms() < deadline)
             mc_sleep_ms(10);
         put[t] = mc_now_ms() - t0;
+        MC_LOG_INFO("bench: trial %d: first get served %llu ms, first put %llu ms after the "
+                    "kill", t, (unsigned long long)serve[t], (unsigned long long)put[t]);
         printf("{\"bench\":\"ha_failover_trial\",\"ttl_s\":%d,\"trial\":%d,\"serve_ms\":%llu,"
                "\"first_put_ms\":%llu}\n", ttl, t, (unsigned long long)serve[t],
                (unsigned long long)put[t]);

@@ -574,7 +574,9 @@ int main(int argc, char **argv)
     }
     so.tenant_store = tstore;
 
-    if (f.enable_ha) /* leases the old leader granted end by then: only then is freed space reused */
+    /* leases the old leader granted end by then: only then is space it freed reused (a new
+     * leader counts it from the last free of each segment it applied, docs/internals/ha.md) */
+    if (f.enable_ha)
         so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
     /* Data grants of the previous master (or leader) are not in the log: when tenant-bound
      * peers can get grants, recovered space waits out the longest one (a put's write grant,
@@ -585,6 +587,8 @@ int main(int argc, char **argv)
         uint64_t floor = (lease > put ? lease : put) + 2ull * MC_GRANT_SKEW_MS;
         if (so.cfg.recovered_reuse_delay_ms < floor)
             so.cfg.recovered_reuse_delay_ms = floor;
+        /* a write grant of the old leader may name any space free in the log: all of it waits */
+        so.cfg.recovered_reuse_all = true;
     }
 
     mc_ha_t *ha = NULL;

@@ -13,11 +13,13 @@
  *
  * etcd:// (HA) mode. State: the leader's address and view (create revision of the view key)
  * under ha->mu, with a generation bumped whenever they change or a call suspects the leader
- * (a transport failure or timeout, a Ping answered with an older view); slot i holds
+ * (a transport failure or timeout, an answer from an older view); slot i holds
  * slot_lock[i] for reading across its call and is rebuilt on the current leader, under the
- * write lock, when its generation is old. The view is read by the watcher thread every
- * MC_MASTER_HA_POLL_MS and by a failing call (at most once per MC_MASTER_HA_RETRY_MS across
- * threads: resolve_mu). Retry rules, all within the caller's timeout_ms from the first try:
+ * write lock, when its generation is old. The view is read by the watcher thread whenever
+ * etcd's watch of the key reports a change (and at least every MC_MASTER_HA_WATCH_MS; every
+ * MC_MASTER_HA_POLL_MS when etcd cannot watch) and by a failing call (at most once per
+ * MC_MASTER_HA_RETRY_MS across threads: resolve_mu). Retry rules, all within the caller's
+ * timeout_ms from the first try:
  *   - not sent (the connection to the leader could not be made): always retried, every
  *     MC_MASTER_HA_RETRY_MS, on whatever leader the view names then;
  *   - sent, no answer (MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT): retried when the caller marked
@@ -26,8 +28,11 @@
  *     MC_ERR_RPC_FAIL meaning "outcome unknown, the caller may retry" (PutStart/PutEnd and
  *     their batch and upsert forms are sent once: PutEnd's answer lost means the object may or
  *     may not be committed);
- *   - a Ping answered with ha_view_version below the highest view seen: the answer is dropped
- *     and the call retried as a lost idempotent one.
+ *   - an answer whose view (frame header, docs/internals/wire-protocol.md; a Ping's
+ *     ha_view_version from a master that sets only that) is below the highest view seen: the
+ *     answer is dropped (counted in view_refused), the connection closed, and the call treated
+ *     as sent and not answered (retried if that is safe, else MC_ERR_RPC_FAIL). This also
+ *     applies to a fixed host:port (view 0, a master without HA, is always accepted).
  */
 #include "client/master_client.h"
 
@@ -62,6 +67,7 @@ struct mc_master_ha {
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
     int stop, watcher_started;
+    atomic_int cancel;                /* set with stop: ends the watcher's etcd watch */
     pthread_t watcher;
 };
 
@@ -94,10 +100,13 @@ static void view_seen(mc_master_client_t *mc, uint64_t v)
 }
 
 /* Reads the view from etcd (unless another thread did within MC_MASTER_HA_RETRY_MS and force
- * is 0) and moves to the leader it names. MC_OK when a leader is known afterwards. */
-static mc_status_t ha_resolve(mc_master_client_t *mc, int force)
+ * is 0) and moves to the leader it names. MC_OK when a leader is known afterwards; *rev_p
+ * (optional) = etcd's revision at that read (0 when nothing was read). */
+static mc_status_t ha_resolve(mc_master_client_t *mc, int force, int64_t *rev_p)
 {
     mc_master_ha_t *ha = mc->ha;
+    if (rev_p)
+        *rev_p = 0;
     pthread_mutex_lock(&ha->resolve_mu);
     uint64_t now = mc_now_ms();
     mc_status_t st = MC_OK;
@@ -105,6 +114,8 @@ static mc_status_t ha_resolve(mc_master_client_t *mc, int force)
         mc_etcd_range_t r = {0};
         st = mc_etcd_range(ha->etcd, ha->key, NULL, 1, &r);
         ha->last_read_ms = mc_now_ms();
+        if (rev_p)
+            *rev_p = st == MC_OK ? r.revision : 0;
         if (st == MC_OK && r.n == 1 && r.kvs[0].value_len > 0 &&
             r.kvs[0].value_len < HA_ADDR_MAX && !memchr(r.kvs[0].value, '\0', r.kvs[0].value_len) &&
             r.kvs[0].create_revision > 0 &&
@@ -134,6 +145,10 @@ static mc_status_t ha_resolve(mc_master_client_t *mc, int force)
     return st;
 }
 
+/* The watcher: reads the view, then watches its key in etcd from the next revision for up to
+ * MC_MASTER_HA_WATCH_MS; a change (the old leader's key deleted, a new one put) or the end of
+ * the window reads it again at once. Without a watch (etcd refused it, unreachable) it reads
+ * every MC_MASTER_HA_POLL_MS. */
 static void *ha_watch_main(void *arg)
 {
     mc_master_client_t *mc = arg;
@@ -141,8 +156,14 @@ static void *ha_watch_main(void *arg)
     pthread_mutex_lock(&ha->stop_mu);
     while (!ha->stop) {
         pthread_mutex_unlock(&ha->stop_mu);
-        ha_resolve(mc, 0);
+        int64_t rev = 0, changed;
+        ha_resolve(mc, 1, &rev);
+        mc_status_t st = rev > 0 ? mc_etcd_watch(ha->etcd, ha->key, rev + 1,
+                                                 MC_MASTER_HA_WATCH_MS, &ha->cancel, &changed)
+                                 : MC_ERR_CONNECTION;
         pthread_mutex_lock(&ha->stop_mu);
+        if (st == MC_OK || st == MC_ERR_TIMEOUT || st == MC_ERR_CANCELED)
+            continue;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t ns = (uint64_t)ts.tv_nsec + MC_MASTER_HA_POLL_MS * 1000000ull;
@@ -182,7 +203,7 @@ static mc_status_t ha_init(mc_master_client_t *mc, const char *endpoints)
         return st;
     }
     uint64_t deadline = mc_now_ms() + mc->timeout_ms;
-    while ((st = ha_resolve(mc, 1)) != MC_OK && mc_now_ms() < deadline)
+    while ((st = ha_resolve(mc, 1, NULL)) != MC_OK && mc_now_ms() < deadline)
         mc_sleep_ms(MC_MASTER_HA_RETRY_MS);
     if (st != MC_OK) {
         MC_LOG_ERROR("no master leader in etcd (%s at %s) within %u ms", ha->key, endpoints,
@@ -200,6 +221,7 @@ static void ha_fini(mc_master_ha_t *ha)
     if (ha->watcher_started) {
         pthread_mutex_lock(&ha->stop_mu);
         ha->stop = 1;
+        atomic_store(&ha->cancel, 1);
         pthread_cond_signal(&ha->stop_cv);
         pthread_mutex_unlock(&ha->stop_mu);
         pthread_join(ha->watcher, NULL);
@@ -309,21 +331,35 @@ static int ha_resend_safe(uint16_t opcode, int idempotent)
            opcode != MC_OP_REMOVE_BY_REGEX && opcode != MC_OP_REMOVE_ALL;
 }
 
-/* A Ping answer from a leader of an older view than the highest seen is dropped (the
- * connection too) and reported as MC_ERR_RPC_FAIL; a newer view raises the highest. */
-static mc_status_t ping_view_check(mc_master_client_t *mc, mc_rpc_client_t *c, uint16_t opcode,
-                                   ProtobufCMessage **resp_p, ProtobufCAllocator *alloc)
+/* The view and server of the last answer this thread accepted (mc_master_client_last_answer). */
+static _Thread_local mc_master_answer_t tl_last;
+
+void mc_master_client_last_answer(mc_master_answer_t *out)
 {
-    if (opcode != MC_OP_PING)
-        return MC_OK;
-    uint64_t v = ((const McRpc__PingResponse *)*resp_p)->ha_view_version;
+    *out = tl_last;
+}
+
+/* Fencing by view: an answer whose view (the frame header's, else PingResponse.ha_view_version
+ * of a master that puts it only there; 0 = a master without HA) is below the highest view seen
+ * comes from a stale leader: it is dropped (the connection too), counted, and reported as
+ * MC_ERR_RPC_FAIL (outcome unknown). An accepted view raises the highest. */
+static mc_status_t view_check(mc_master_client_t *mc, mc_rpc_client_t *c, uint16_t opcode,
+                              uint64_t hdr_view, ProtobufCMessage **resp_p,
+                              ProtobufCAllocator *alloc)
+{
+    uint64_t v = hdr_view;
+    if (!v && opcode == MC_OP_PING)
+        v = ((const McRpc__PingResponse *)*resp_p)->ha_view_version;
     uint64_t max = atomic_load(&mc->view_max);
-    if (v == 0 || v >= max) { /* 0: a master without HA */
+    if (v == 0 || v >= max) {
         view_seen(mc, v);
+        tl_last.view = v;
+        mc_rpc_client_peer(c, tl_last.addr, sizeof(tl_last.addr));
         return MC_OK;
     }
-    MC_LOG_WARN("master answered with view %llu, older than %llu: a stale leader, dropped",
-                (unsigned long long)v, (unsigned long long)max);
+    atomic_fetch_add(&mc->view_refused, 1);
+    MC_LOG_WARN("master answered opcode %u with view %llu, older than %llu: a stale leader, "
+                "dropped", opcode, (unsigned long long)v, (unsigned long long)max);
     if (!alloc)
         mc_rpc_response_free(*resp_p);
     *resp_p = NULL;
@@ -342,15 +378,17 @@ static mc_status_t ha_call(mc_master_client_t *mc, unsigned i, uint16_t opcode,
     for (;;) {
         mc_rpc_client_t *c = ha_slot(mc, i);
         int sent = 0;
+        uint64_t view = 0;
         st = mc_rpc_client_connect(c);
         if (st == MC_OK) {
             sent = 1;
             uint64_t now = mc_now_ms();
-            st = mc_rpc_client_call_with(c, opcode, req, resp_p,
-                                         now < deadline ? (uint32_t)(deadline - now) : 1, alloc);
+            st = mc_rpc_client_call_view(c, opcode, req, resp_p,
+                                         now < deadline ? (uint32_t)(deadline - now) : 1, alloc,
+                                         &view);
         }
         if (st == MC_OK)
-            st = ping_view_check(mc, c, opcode, resp_p, alloc);
+            st = view_check(mc, c, opcode, view, resp_p, alloc);
         pthread_rwlock_unlock(&ha->slot_lock[i]);
         if (st != MC_ERR_RPC_FAIL && st != MC_ERR_RPC_TIMEOUT)
             return st;
@@ -362,7 +400,7 @@ static mc_status_t ha_call(mc_master_client_t *mc, unsigned i, uint16_t opcode,
         uint64_t now = mc_now_ms();
         if (now + MC_MASTER_HA_RETRY_MS >= deadline)
             return st;
-        if (ha_resolve(mc, 0) != MC_OK || !sent)
+        if (ha_resolve(mc, 0, NULL) != MC_OK || !sent)
             mc_sleep_ms(MC_MASTER_HA_RETRY_MS);
     }
 }
@@ -430,11 +468,12 @@ mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **r
         if (st == MC_OK)
             st = in->call.status;
         resp = st == MC_OK ? in->call.resp : NULL;
+        uint64_t view = in->call.view;
         if (st == MC_ERR_RPC_FAIL && in->idempotent) /* stale pooled connection: one fresh try */
-            st = mc_rpc_client_call_with(in->conn, in->call.opcode, in->call.req, &resp,
-                                         in->mc->timeout_ms, in->call.allocator);
+            st = mc_rpc_client_call_view(in->conn, in->call.opcode, in->call.req, &resp,
+                                         in->mc->timeout_ms, in->call.allocator, &view);
         if (st == MC_OK)
-            st = ping_view_check(in->mc, in->conn, in->call.opcode, &resp, in->call.allocator);
+            st = view_check(in->mc, in->conn, in->call.opcode, view, &resp, in->call.allocator);
     }
     if (in->metrics && st == MC_OK)
         store_hist_observe(&in->metrics->rpc_lat[in->call.opcode],

@@ -5,8 +5,8 @@
  * Addressing: "host:port" is one master. "etcd://h1:2379;h2:2379" (',' also separates) is an
  * HA cluster: the leader's address is read from etcd's mooncake-store/<cluster_id>/master_view
  * (cluster_id from env MC_STORE_CLUSTER_ID, default "mooncake_cluster", 1..128 of
- * [A-Za-z0-9_.-]), re-read every MC_MASTER_HA_POLL_MS by a watcher thread and after a call
- * fails, and every pooled connection moves to a new leader before its next call. The retry
+ * [A-Za-z0-9_.-]), re-read by a watcher thread as soon as etcd's watch reports a change of the
+ * key (and at least every MC_MASTER_HA_WATCH_MS) and after a call fails, and every pooled connection moves to a new leader before its next call. The retry
  * rules of that mode are in master_client.c.
  *
  * Ownership: responses returned through *_p are owned by the caller and released with
@@ -25,7 +25,9 @@
 #include <stdint.h>
 
 #define MC_MASTER_POOL_SIZE 4
-#define MC_MASTER_HA_POLL_MS 500    /* etcd:// : the watcher re-reads the view this often */
+#define MC_MASTER_HA_WATCH_MS 1000  /* etcd:// : the watcher re-reads the view after a change
+                                       etcd's watch reports, and at least this often */
+#define MC_MASTER_HA_POLL_MS 500    /* etcd:// : ... this often when etcd cannot watch */
 #define MC_MASTER_HA_RETRY_MS 100   /* etcd:// : pause between tries of a call with no leader */
 #define MC_MASTER_CLUSTER_ID_DEFAULT "mooncake_cluster"
 
@@ -42,9 +44,10 @@ typedef struct mc_master_client {
     struct store_metrics *metrics; /* NULL, or counts every call (store_metrics.h); set once
                                       before the first call */
     mc_master_ha_t *ha;            /* NULL: a fixed host:port; else etcd:// (owned) */
-    atomic_uint_fast64_t view_max; /* highest view seen (PingResponse.ha_view_version, etcd's
-                                      create revision of the view key); a Ping answered with a
-                                      lower nonzero view is a stale leader's */
+    atomic_uint_fast64_t view_max; /* highest view seen (answers' frame header view, a Ping's
+                                      ha_view_version, etcd's create revision of the view key);
+                                      an answer with a lower nonzero view is a stale leader's */
+    atomic_uint_fast64_t view_refused; /* answers dropped for an older view */
 } mc_master_client_t;
 
 /* addr: "host:port" or "etcd://endpoints" (see above; with etcd:// init waits up to timeout_ms
@@ -95,6 +98,15 @@ mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
                                   const ProtobufCMessage *req, int idempotent,
                                   ProtobufCAllocator *alloc, mc_master_inflight_t *in);
 mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **resp_p);
+
+/* The view and server ("host:port") of the last master answer the calling thread accepted
+ * (any mc_master_client_t; view 0 = a master without HA). For tests and diagnostics: after a
+ * put, the answer of its PutEnd. */
+typedef struct mc_master_answer {
+    uint64_t view;
+    char addr[64];
+} mc_master_answer_t;
+void mc_master_client_last_answer(mc_master_answer_t *out);
 
 /* The client_id as protobuf bytes (points into mc; valid while mc lives). */
 ProtobufCBinaryData mc_master_client_id(mc_master_client_t *mc);

@@ -95,7 +95,7 @@ static const struct {
 };
 
 mc_status_t store_metrics_render(const store_metrics_t *m, const mc_te_conn_stats_t *te,
-                                 char **text_p)
+                                 uint64_t stale_views, char **text_p)
 {
     *text_p = NULL;
     mc_prom_t p = {0};
@@ -137,6 +137,11 @@ mc_status_t store_metrics_render(const store_metrics_t *m, const mc_te_conn_stat
         mc_prom_histogram(&p, "mooncake_client_rpc_latency", label, store_lat_le_us, h.b,
                           STORE_LAT_BUCKETS, h.sum, h.count);
     }
+    /* fencing by view (docs/internals/ha.md, "Clients"); ours */
+    mc_prom_help_type(&p, "mooncake_client_stale_view_answers", "counter",
+                      "Master answers dropped because their HA view was older than one seen");
+    MC_PROM_PRINTF(&p, "mooncake_client_stale_view_answers %llu\n",
+                   (unsigned long long)stale_views);
     /* the data port's refusals of tenant-bound peers (docs/security.md, "Data ports and
      * tenants"); ours, upstream has no such series */
     if (te) {
@@ -245,7 +250,8 @@ mc_status_t mc_store_metrics_text(mc_store_t *s, char **text_p)
     mc_te_conn_stats_t te;
     if (s->te)
         mc_te_conn_stats(s->te, &te);
-    mc_status_t st = store_metrics_render(s->metrics, s->te ? &te : NULL, text_p);
+    mc_status_t st = store_metrics_render(s->metrics, s->te ? &te : NULL,
+                                          atomic_load(&s->master.view_refused), text_p);
     if (st == MC_OK)
         st = store_disk_metrics_append(s, text_p); /* a storage server's SSD tier */
     if (st != MC_OK) {

@@ -78,9 +78,10 @@ static inline void store_metrics_op(store_metrics_t *m, int op, uint64_t t0, uin
 const char *store_metrics_rpc_name(uint16_t opcode);
 
 /* Prometheus text 0.0.4 (*text_p malloc'd, NUL-terminated; caller frees with free()). te:
- * the client's Transfer Engine data-port counters (mc_te_conn_stats), NULL = none. */
+ * the client's Transfer Engine data-port counters (mc_te_conn_stats), NULL = none;
+ * stale_views: master answers dropped for an older HA view (mc_master_client_t.view_refused). */
 mc_status_t store_metrics_render(const store_metrics_t *m, const mc_te_conn_stats_t *te,
-                                 char **text_p);
+                                 uint64_t stale_views, char **text_p);
 /* Upstream's /metrics/summary text (same ownership). */
 mc_status_t store_metrics_summary(const store_metrics_t *m, char **text_p);
 

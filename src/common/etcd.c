@@ -329,6 +329,86 @@ void mc_etcd_range_free(mc_etcd_range_t *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* ---------------------------------------------------------------- watch */
+
+/* The gateway streams one JSON message per line: {"result":{"header":...,"created":true}}
+ * first, then {"result":{"header":...,"events":[...]}} per change; a canceled watch (e.g. its
+ * start revision was compacted) says "canceled" (and "compact_revision"); an error is
+ * {"error":...}. */
+typedef struct watch_ctx {
+    size_t scanned; /* bytes of whole lines looked at */
+    int64_t rev;    /* the change's revision */
+    int bad;        /* an error message, or a line that does not parse */
+} watch_ctx_t;
+
+static int watch_data(void *arg, const char *body, size_t len)
+{
+    watch_ctx_t *w = arg;
+    for (;;) {
+        const char *nl = memchr(body + w->scanned, '\n', len - w->scanned);
+        if (!nl)
+            return 0;
+        size_t start = w->scanned;
+        w->scanned = (size_t)(nl - body) + 1;
+        json_t *j = json_loadb(body + start, (size_t)(nl - body) - start, 0, NULL);
+        json_t *res = json_object_get(j, "result");
+        int64_t compact = 0, rev = 0;
+        int stop = 1;
+        if (!json_is_object(res) || get_i64(res, "compact_revision", &compact) ||
+            get_i64(json_object_get(res, "header"), "revision", &rev))
+            w->bad = 1;
+        else if (compact > 0)
+            w->rev = compact;
+        else if (json_array_size(json_object_get(res, "events")) > 0)
+            w->rev = rev;
+        else if (json_is_true(json_object_get(res, "canceled")))
+            w->bad = 1;
+        else
+            stop = 0; /* "created", or a progress notification */
+        if (w->bad)
+            MC_LOG_WARN("etcd: watch: %.200s", body + start);
+        json_decref(j);
+        if (stop)
+            return 1;
+    }
+}
+
+mc_status_t mc_etcd_watch(mc_etcd_t *e, const char *key, int64_t start_rev, uint32_t timeout_ms,
+                          const atomic_int *cancel, int64_t *rev_p)
+{
+    *rev_p = 0;
+    if (check_key(key))
+        return MC_ERR_INVALID_PARAMS;
+    json_t *create = key_req(key, NULL), *req = json_object();
+    if (!create || !req || set_i64(create, "start_revision", start_rev) ||
+        json_object_set_new(req, "create_request", create)) {
+        json_decref(req);
+        return MC_ERR_NO_MEMORY;
+    }
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (!body)
+        return MC_ERR_NO_MEMORY;
+    size_t ep = atomic_load(&e->cur) % e->n;
+    char url[MC_HOST_MAX + 64];
+    snprintf(url, sizeof(url), "%s/v3/watch", e->base[ep]);
+    watch_ctx_t w = {0};
+    long code = 0;
+    mc_status_t st = mc_http_stream("POST", url, body, strlen(body), "application/json",
+                                    MC_ETCD_MAX_RESP, timeout_ms, watch_data, &w, cancel, &code);
+    mc_free(body);
+    if (st == MC_ERR_CONNECTION)
+        atomic_compare_exchange_strong(&e->cur, &ep, (ep + 1) % e->n);
+    if (st == MC_ERR_TIMEOUT || st == MC_ERR_CANCELED || st == MC_ERR_CONNECTION)
+        return st;
+    if (st != MC_OK)
+        return st;
+    if (code != 200 || w.bad || !w.rev)
+        return MC_ERR_ETCD_OPERATION_ERROR; /* refused, or the stream ended without a change */
+    *rev_p = w.rev;
+    return MC_OK;
+}
+
 /* ---------------------------------------------------------------- kv */
 
 mc_status_t mc_etcd_range(mc_etcd_t *e, const char *key, const char *range_end, int64_t limit,

@@ -1,7 +1,8 @@
 /* etcd v3 client over etcd's JSON gateway (libcurl through common/http_client.h, no gRPC).
  *
  * Gateway paths (etcd 3.4 and later): /v3/kv/range, /v3/kv/put, /v3/kv/deleterange,
- * /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive (one request, one result),
+ * /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive (one request, one result), /v3/watch
+ * (a streamed answer: mc_etcd_watch reads it until the first change, then closes it),
  * /v3/kv/lease/revoke. Keys and values travel base64-encoded; the gateway omits fields that
  * are zero/empty/false, so a missing number is 0 and a missing value is empty.
  *
@@ -25,6 +26,7 @@
 
 #include "mooncake/status.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +71,14 @@ mc_status_t mc_etcd_put(mc_etcd_t *e, const char *key, const void *value, size_t
 /* Delete [key, range_end) (same rules as range); *deleted_p (may be NULL) how many. */
 mc_status_t mc_etcd_delete(mc_etcd_t *e, const char *key, const char *range_end,
                            int64_t *deleted_p);
+
+/* Waits (a watch: /v3/watch, one stream) until `key` changes at a revision >= start_rev:
+ * MC_OK and *rev_p = the revision of the first change (a put or a delete; if start_rev was
+ * compacted away, etcd's compact revision: re-read the key), MC_ERR_TIMEOUT when nothing
+ * changed within timeout_ms, MC_ERR_CANCELED once *cancel (optional) is nonzero (seen within
+ * a second), else an error (on a transport error the next call goes to the next endpoint). */
+mc_status_t mc_etcd_watch(mc_etcd_t *e, const char *key, int64_t start_rev, uint32_t timeout_ms,
+                          const atomic_int *cancel, int64_t *rev_p);
 
 /* ---- transactions ---- */
 

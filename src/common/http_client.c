@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -67,6 +68,11 @@ typedef struct sink {
     mc_buf_t buf; /* the body so far, NUL-terminated once anything arrived */
     size_t max;
     int too_large;
+    /* streams (mc_http_stream): after each chunk; nonzero ends the transfer (done) */
+    int (*on_data)(void *ctx, const char *body, size_t len);
+    void *ctx;
+    const atomic_int *cancel; /* streams: nonzero ends the transfer (canceled) */
+    int done;
 } sink_t;
 
 static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -81,7 +87,19 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
         return 0;
     mc_buf_append(&s->buf, ptr, n); /* room reserved above: cannot fail */
     s->buf.data[s->buf.len] = '\0';
+    if (s->on_data && s->on_data(s->ctx, (const char *)s->buf.data, s->buf.len)) {
+        s->done = 1;
+        return 0; /* the stream said enough: abort (reported as MC_OK) */
+    }
     return n;
+}
+
+/* Streams: called by libcurl while it waits; nonzero aborts the transfer. */
+static int sink_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    const sink_t *s = arg;
+    return s->cancel && atomic_load(s->cancel);
 }
 
 char *mc_http_url_escape(const char *s)
@@ -151,6 +169,11 @@ static mc_status_t perform(const char *method, const char *url, const char *body
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_sink);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, www);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    if (sink->on_data) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, sink_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, sink);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     } else {
@@ -162,7 +185,12 @@ static mc_status_t perform(const char *method, const char *url, const char *body
     }
     CURLcode rc = curl_easy_perform(h);
     mc_status_t st = MC_OK;
-    if (rc == CURLE_OK) {
+    if (sink->on_data && (sink->done || rc == CURLE_OPERATION_TIMEDOUT ||
+                          rc == CURLE_ABORTED_BY_CALLBACK)) {
+        /* a stream that said enough, ran its time, or was canceled: no error to log */
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code_p);
+        st = sink->done ? MC_OK : rc == CURLE_OPERATION_TIMEDOUT ? MC_ERR_TIMEOUT : MC_ERR_CANCELED;
+    } else if (rc == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code_p);
         if (!sink->buf.data && mc_buf_reserve(&sink->buf, 1) == MC_OK)
             sink->buf.data[0] = '\0'; /* empty body: still a string */
@@ -268,6 +296,26 @@ mc_status_t mc_http_request(const char *method, const char *url, const char *bod
 {
     return mc_http_request_auth(NULL, NULL, method, url, body, body_len, content_type,
                                      max_resp, timeout_ms, resp);
+}
+
+mc_status_t mc_http_stream(const char *method, const char *url, const char *body,
+                           size_t body_len, const char *content_type, size_t max_resp,
+                           uint32_t timeout_ms, int (*on_data)(void *ctx, const char *body,
+                                                               size_t len),
+                           void *ctx, const atomic_int *cancel, long *code_p)
+{
+    *code_p = 0;
+    pthread_once(&g_curl_once, curl_init_once);
+    if (!g_curl_ok)
+        return MC_ERR_INTERNAL;
+    sink_t sink = {.on_data = on_data, .ctx = ctx, .cancel = cancel};
+    char www[MC_HTTP_AUTH_HEADER_MAX];
+    mc_status_t st = perform(method, url, body, body_len, content_type, NULL, max_resp,
+                             timeout_ms, &sink, code_p, www);
+    if (st == MC_OK && !sink.done && on_data && sink.buf.data)
+        sink.done = on_data(ctx, (const char *)sink.buf.data, sink.buf.len); /* final look */
+    mc_buf_free(&sink.buf);
+    return st;
 }
 
 /* ---------------------------------------------------------------- base64 */

@@ -5,6 +5,7 @@
 
 #include "common/http_auth.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,19 @@ mc_status_t mc_http_request_auth(const mc_auth_t *auth, mc_http_auth_client_t *c
                                  const char *method, const char *url, const char *body,
                                  size_t body_len, const char *content_type, size_t max_resp,
                                  uint32_t timeout_ms, mc_http_resp_t *resp);
+
+/* A streamed request (e.g. an etcd watch), unsigned: after each chunk of the response body,
+ * on_data gets the whole body so far (NUL-terminated, at most max_resp bytes); when it returns
+ * nonzero the transfer stops and MC_OK is returned (*code_p = the HTTP status). Otherwise:
+ * MC_OK when the body ended (on_data had its last look), MC_ERR_TIMEOUT after timeout_ms
+ * (not logged: the normal end of a quiet stream), MC_ERR_CANCELED once *cancel (optional,
+ * polled by libcurl while it waits, at least once a second) is nonzero, or the errors of
+ * mc_http_request. */
+mc_status_t mc_http_stream(const char *method, const char *url, const char *body,
+                           size_t body_len, const char *content_type, size_t max_resp,
+                           uint32_t timeout_ms, int (*on_data)(void *ctx, const char *body,
+                                                               size_t len),
+                           void *ctx, const atomic_int *cancel, long *code_p);
 
 /* URL-escape s (RFC 3986 unreserved kept). Heap string, mc_free it; NULL on no memory. */
 char *mc_http_url_escape(const char *s);

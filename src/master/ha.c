@@ -19,6 +19,7 @@
 #include "common/prom.h"
 #include "common/time.h"
 #include "master/wal.h"
+#include "rpc/frame.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -710,7 +711,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
         }
         register_standby(ha);
         mc_etcd_range_t r;
+        int64_t watch_from = 0; /* the revision after this read of the view */
         if (mc_etcd_range(ha->etcd, ha->view_key, NULL, 0, &r) == MC_OK) {
+            watch_from = r.revision + 1;
             bool vacant = r.n == 0;
             if (!vacant)
                 note_view(ha, (uint64_t)r.kvs[0].create_revision, r.kvs[0].value,
@@ -735,10 +738,19 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
             if (vacant && try_acquire(ha))
                 break;
         }
-        mc_sleep_ms(ha->poll_ms);
+        /* until the next poll, or at once when the view key changes (the leader's lease
+         * ended: compete now rather than at the next poll) */
+        int64_t changed;
+        mc_status_t wst = watch_from ? mc_etcd_watch(ha->etcd, ha->view_key, watch_from,
+                                                     (uint32_t)ha->poll_ms, NULL, &changed)
+                                     : MC_ERR_CONNECTION;
+        if (wst != MC_OK && wst != MC_ERR_TIMEOUT)
+            mc_sleep_ms(ha->poll_ms); /* no watch: poll */
     }
     if (*stop)
         return MC_ERR_CANCELED;
+    if (ha->view > MC_RPC_VIEW_MAX) /* every answer carries the view in 48 bits (frame.h) */
+        fence_exit("the view version does not fit the 48 bits of an answer's header");
     if (ha->reg_lease) /* a leader is no standby: the log need not be kept for it */
         (void)mc_etcd_lease_revoke(ha->etcd, ha->reg_lease);
     ha->reg_lease = 0;

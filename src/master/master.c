@@ -592,6 +592,21 @@ static void offload_ahead(mc_master_t *m, uint64_t now)
     }
 }
 
+/* Whether any segment may lend space now (mounted, past its reuse delay). When
+ * none may (every segment RECOVERING after a restart or takeover, or waiting out its reuse
+ * delay), evicting frees nothing a put could use: a failed PutStart then evicts nothing, now
+ * or later (evict_pending), so objects committed once the owners re-mount are not evicted for
+ * the puts that failed before. */
+static bool space_lendable(mc_master_t *m, uint64_t now)
+{
+    for (uint32_t i = 0; i < m->n_segs; i++) {
+        segment_t *s = m->segs[i];
+        if (s && s->alloc && s->state == SEG_MOUNTED && now >= s->reuse_after_ms)
+            return true;
+    }
+    return false;
+}
+
 /* Evicts committed objects of scope (NULL = every tenant) that are not leased, not under data
  * grants (obj_grant_floor) and not pinned,
  * in the policy's victim order, until at least target bytes were freed. Soft-pinned objects go
@@ -1100,7 +1115,7 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
         return qst;
     obj_rep_t r[MC_MASTER_MAX_REPLICAS];
     uint32_t n = place(m, size, opts, want, r);
-    if (n == 0) {
+    if (n == 0 && space_lendable(m, now)) {
         /* Synchronous eviction: free space now, then retry, while anything is evictable. */
         uint64_t cap = total_capacity(m, NULL);
         for (int round = 0; round < 64 && n == 0; round++) {
@@ -1111,11 +1126,12 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
                 break;
             n = place(m, size, opts, want, r);
         }
-        if (n == 0) {
+        if (n == 0)
             m->evict_pending = true;
-            m->cnt.put_start_alloc_failures++;
-            return MC_ERR_NO_AVAILABLE_HANDLE;
-        }
+    }
+    if (n == 0) {
+        m->cnt.put_start_alloc_failures++;
+        return MC_ERR_NO_AVAILABLE_HANDLE;
     }
     o = master_obj_new(m, key, klen, h, n);
     if (!o) {

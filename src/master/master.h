@@ -63,8 +63,14 @@ typedef struct mc_master_config {
     uint64_t wal_snapshot_bytes;             /* log size that triggers a snapshot; 0 = 64 MiB */
     /* Space of a segment recovered from the WAL is not allocated for this long after the
      * recovery (a new HA leader: read leases the old leader granted on since-freed space may
-     * still be in use; master/ha.h sets default_kv_lease_ttl_ms). 0 = at once. */
+     * still be in use; tools/mooncake_master.c sets default_kv_lease_ttl_ms). 0 = at once.
+     * A promoted HA standby (follow_promote) counts it per segment from the last record that
+     * freed space there as the standby applied it (a segment without such a record within the
+     * delay lends at once), unless recovered_reuse_all. */
     uint64_t recovered_reuse_delay_ms;
+    /* follow_promote: every recovered segment waits recovered_reuse_delay from the promotion
+     * (space the old leader may have lent without a log record, e.g. under data grants). */
+    bool recovered_reuse_all;
     /* --enable_ha: this leader's view version (PingResponse.ha_view_version); 0 = no HA. */
     uint64_t ha_view_version;
     bool wal_fsync;                          /* true: fdatasync at each group commit */
@@ -155,7 +161,8 @@ mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p);
  *     the last one. MC_ERR_INVALID_PARAMS at a corrupt frame, MC_ERR_NO_MEMORY.
  *   follow_promote: the state a restart ends in, as of now: allocators built from the applied
  *     replicas, every segment RECOVERING until its owner re-mounts (client_ttl), no space lent
- *     for recovered_reuse_delay, every object leased for one lease period; the core answers
+ *     until recovered_reuse_delay after the last record that freed space in it was applied
+ *     (after the promotion with recovered_reuse_all), every object leased for one lease period; the core answers
  *     ha_view in Pings and, with a wal_dir, opens a new log generation there and snapshots
  *     into it at the first cron. The core then serves like any other. */
 mc_status_t mc_master_follow_begin(mc_master_t *m);

@@ -74,6 +74,8 @@ typedef struct segment {
     uint64_t n_replicas;
     uint64_t deadline_ms;       /* RECOVERING: dropped after this */
     uint64_t reuse_after_ms;    /* recovered: nothing allocated in it before this */
+    uint64_t last_free_ms;      /* replay: when a record last freed space in it (or left its
+                                   frees unknown: a snapshot, a replaced slot); 0 = never */
     bool held;                  /* RECOVERING because its owner went silent (not from the WAL):
                                    restored only for owner_id */
     extent_t *ext;              /* replay only (recovery, a standby's table) */

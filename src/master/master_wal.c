@@ -307,6 +307,7 @@ static void replay_kill_obj(mc_master_t *m, obj_t *o)
         if (s && o->rep[i].blk < s->n_ext && s->ext[o->rep[i].blk].obj) {
             s->ext[o->rep[i].blk].obj = NULL;
             s->n_dead_ext++;
+            s->last_free_ms = master_now(m); /* leases on it may run until now + a lease */
         }
     }
     master_obj_unlink_free(m, o);
@@ -369,11 +370,14 @@ static int replay_mount(mc_master_t *m, mc_wal_rd_t *r)
             m->segs[i] = NULL;
         m->n_segs = id + 1;
     }
-    if (m->segs[id])
+    bool replaced = m->segs[id] != NULL;
+    if (replaced)
         replay_drop_seg(m, id);
     segment_t *s = MC_NEW(segment_t);
     if (!s)
         return 1;
+    if (replaced) /* the old slot's objects are gone: as freed now */
+        s->last_free_ms = master_now(m);
     s->name = mc_strndup(name, nl);
     s->endpoint = mc_strndup(ep, el);
     s->host_label = mc_strndup(lb, ll);
@@ -470,7 +474,10 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
             replay_kill_obj(m, o);
         return 0;
     }
-    case MC_WAL_SNAP_END:
+    case MC_WAL_SNAP_END: /* frees before the snapshot are not known: as freed now */
+        for (uint32_t id = 0; id < m->n_segs; id++)
+            if (m->segs[id])
+                m->segs[id]->last_free_ms = master_now(m);
         return 0;
     case MC_WAL_DISK_MOUNT:
     case MC_WAL_DISK_UNMOUNT:
@@ -494,8 +501,12 @@ static int cmp_ext(const void *a, const void *b)
 /* Turns the replayed table into a serving one, as of now: rebuilds each segment's allocator
  * from the surviving extents and drops what cannot be placed (overlaps mean a corrupt log:
  * never hand out a range twice); every segment waits client_ttl for its owner and lends no
- * space for recovered_reuse_delay; every object is leased from now. */
-static mc_status_t replay_finish(mc_master_t *m)
+ * space for recovered_reuse_delay, counted from now, or with by_frees (a promoted standby,
+ * which applied every record as it arrived) from the last record that freed space in it (a
+ * lease the old master granted on that space ends within the delay after the free, which
+ * came before the record reached us; space never freed in the log carried no object); every
+ * object is leased from now. */
+static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
 {
     uint64_t now = master_now(m), lost = 0;
     for (uint32_t id = 0; id < m->n_segs; id++) {
@@ -503,7 +514,9 @@ static mc_status_t replay_finish(mc_master_t *m)
         if (!s)
             continue;
         s->deadline_ms = now + m->cfg.client_ttl_ms;
-        s->reuse_after_ms = now + m->cfg.recovered_reuse_delay_ms;
+        s->reuse_after_ms = !by_frees        ? now + m->cfg.recovered_reuse_delay_ms
+                            : s->last_free_ms ? s->last_free_ms + m->cfg.recovered_reuse_delay_ms
+                                              : 0;
         if (mc_master_allocator_create(s->base, s->size, &s->alloc) != MC_OK)
             return MC_ERR_NO_MEMORY;
         size_t k = 0;
@@ -610,7 +623,7 @@ mc_status_t master_wal_open_and_recover(mc_master_t *m)
     mc_free(snaps);
     mc_free(logs);
     if (st == MC_OK)
-        st = replay_finish(m);
+        st = replay_finish(m, false);
     m->recovering = false;
     if (st != MC_OK)
         return st;
@@ -668,7 +681,7 @@ mc_status_t mc_master_follow_promote(mc_master_t *m, const char *wal_dir, uint64
 {
     if (!m->recovering)
         return MC_ERR_INVALID_PARAMS;
-    mc_status_t st = replay_finish(m);
+    mc_status_t st = replay_finish(m, !m->cfg.recovered_reuse_all);
     m->recovering = false;
     if (st != MC_OK)
         return st;

@@ -1204,6 +1204,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     so.on_request = svc_on_request;
     so.auth = opts->auth;
     so.limits = opts->rpc_limits;
+    so.view = opts->cfg.ha_view_version; /* every answer carries it (ha.md, "Fencing") */
     mc_auth_warn_if_open("master RPC", so.host, opts->auth);
     st = mc_rpc_server_create(&so, &s->srv);
     if (st != MC_OK) {

@@ -14,11 +14,11 @@ void mc_rpc_hdr_encode(const mc_rpc_hdr_t *hdr, uint8_t out[MC_RPC_HDR_SIZE])
     mc_put_le16(out + 4, MC_RPC_VERSION);
     mc_put_le16(out + 6, hdr->opcode);
     mc_put_le16(out + 8, hdr->flags);
-    mc_put_le16(out + 10, 0);
+    mc_put_le16(out + 10, (uint16_t)((hdr->view & MC_RPC_VIEW_MAX) >> 32));
     mc_put_le32(out + 12, (uint32_t)hdr->status);
     mc_put_le32(out + 16, hdr->body_len);
     mc_put_le64(out + 20, hdr->req_id);
-    mc_put_le32(out + 28, 0);
+    mc_put_le32(out + 28, (uint32_t)hdr->view);
 }
 
 mc_status_t mc_rpc_hdr_decode(const uint8_t in[MC_RPC_HDR_SIZE], uint32_t max_body,
@@ -34,6 +34,7 @@ mc_status_t mc_rpc_hdr_decode(const uint8_t in[MC_RPC_HDR_SIZE], uint32_t max_bo
     hdr->status = (int32_t)mc_get_le32(in + 12);
     hdr->body_len = mc_get_le32(in + 16);
     hdr->req_id = mc_get_le64(in + 20);
+    hdr->view = (uint64_t)mc_get_le16(in + 10) << 32 | mc_get_le32(in + 28);
     if (hdr->version != MC_RPC_VERSION)
         return MC_ERR_PROTOCOL;
     if (hdr->body_len > max_body)

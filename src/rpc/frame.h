@@ -8,11 +8,15 @@
  *     4    2 version  MC_RPC_VERSION
  *     6    2 opcode   mc_rpc_opcode_t
  *     8    2 flags    MC_RPC_FLAG_*
- *    10    2 reserved (0)
+ *    10    2 view_hi  responses only: bits 32..47 of the answering server's HA view (else 0)
  *    12    4 status   i32; responses only: transport-level status (0 = body is the response)
  *    16    4 body_len u32; <= MC_RPC_MAX_BODY
  *    20    8 req_id   u64 chosen by the caller, echoed in the response
- *    28    4 reserved (0)
+ *    28    4 view_lo  responses only: bits 0..31 of that view (else 0)
+ *
+ * The view (48 bits) is the HA leader's view version (docs/internals/ha.md); 0 = a server
+ * without HA, and every request. Both fields were reserved (0, ignored by decoders) before, so
+ * peers that do not know them interoperate.
  *
  * Pure functions, no allocation, safe on hostile input.
  */
@@ -35,6 +39,7 @@
 #define MC_RPC_MAX_RETIRED 65536u         /* replicas one answer lists as retired (RetiredReplicas) */
 
 #define MC_RPC_FLAG_RESPONSE 0x1u
+#define MC_RPC_VIEW_MAX ((1ull << 48) - 1) /* the largest view a header carries */
 
 typedef struct mc_rpc_hdr {
     uint32_t magic;
@@ -44,6 +49,7 @@ typedef struct mc_rpc_hdr {
     int32_t status;
     uint32_t body_len;
     uint64_t req_id;
+    uint64_t view;   /* responses: the server's HA view, <= MC_RPC_VIEW_MAX (0 = none) */
 } mc_rpc_hdr_t;
 
 /* Writes hdr into out (32 bytes); magic and version are filled in here. */

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -132,20 +133,35 @@ void mc_rpc_client_disconnect(mc_rpc_client_t *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+void mc_rpc_client_peer(const mc_rpc_client_t *c, char *out, size_t len)
+{
+    snprintf(out, len, "%s:%u", c->host, c->port);
+}
+
 void mc_rpc_response_free(ProtobufCMessage *resp)
 {
     if (resp)
         protobuf_c_message_free_unpacked(resp, NULL);
 }
 
-mc_status_t mc_rpc_client_call_with(mc_rpc_client_t *c, uint16_t opcode,
+mc_status_t mc_rpc_client_call_view(mc_rpc_client_t *c, uint16_t opcode,
                                     const ProtobufCMessage *req, ProtobufCMessage **resp_p,
-                                    uint32_t timeout_ms, ProtobufCAllocator *alloc)
+                                    uint32_t timeout_ms, ProtobufCAllocator *alloc,
+                                    uint64_t *view_p)
 {
     mc_rpc_pending_t p = {.opcode = opcode, .req = req, .allocator = alloc};
     mc_status_t st = mc_rpc_client_call_many(c, &p, 1, timeout_ms);
     *resp_p = p.resp;
+    if (view_p)
+        *view_p = p.view;
     return st == MC_OK ? p.status : st;
+}
+
+mc_status_t mc_rpc_client_call_with(mc_rpc_client_t *c, uint16_t opcode,
+                                    const ProtobufCMessage *req, ProtobufCMessage **resp_p,
+                                    uint32_t timeout_ms, ProtobufCAllocator *alloc)
+{
+    return mc_rpc_client_call_view(c, opcode, req, resp_p, timeout_ms, alloc, NULL);
 }
 
 mc_status_t mc_rpc_client_call(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
@@ -179,6 +195,7 @@ static mc_status_t batch_check(mc_rpc_pending_t *calls, size_t n, size_t *total_
     for (size_t i = 0; i < n; i++) {
         calls[i].resp = NULL;
         calls[i].status = MC_ERR_RPC_FAIL;
+        calls[i].view = 0;
         const mc_rpc_op_info_t *info = mc_rpc_op_info(calls[i].opcode);
         if (!calls[i].req || (info && calls[i].req->descriptor != info->req)) {
             MC_LOG_ERROR("rpc client: request %zu has the wrong message type for opcode %u", i,
@@ -229,6 +246,7 @@ static void batch_take_answer(batch_t *b, const mc_rpc_hdr_t *h, const uint8_t *
 {
     uint64_t idx = h->req_id - b->base;
     mc_rpc_pending_t *pc = &b->calls[idx];
+    pc->view = h->view;
     if (h->status != MC_OK) {
         pc->status = h->status;
     } else {

@@ -53,6 +53,9 @@ mc_status_t mc_rpc_client_connect(mc_rpc_client_t *cli);
 /* Drops the current connection (the next call reconnects). */
 void mc_rpc_client_disconnect(mc_rpc_client_t *cli);
 
+/* "host:port" of the server (as given to create), truncated to len - 1 bytes. */
+void mc_rpc_client_peer(const mc_rpc_client_t *cli, char *out, size_t len);
+
 /* Synchronous call: sends req (whose descriptor must be the opcode's request type) and waits
  * at most timeout_ms (0 = 10 s) for the answer. On MC_OK, *resp_p is the decoded response
  * (of the opcode's response type), owned by the caller. On error *resp_p is NULL. */
@@ -62,6 +65,11 @@ mc_status_t mc_rpc_client_call(mc_rpc_client_t *cli, uint16_t opcode, const Prot
 mc_status_t mc_rpc_client_call_with(mc_rpc_client_t *cli, uint16_t opcode,
                                     const ProtobufCMessage *req, ProtobufCMessage **resp_p,
                                     uint32_t timeout_ms, ProtobufCAllocator *alloc);
+/* The same, and *view_p = the answer's HA view (mc_rpc_pending_t.view; 0 without answer). */
+mc_status_t mc_rpc_client_call_view(mc_rpc_client_t *cli, uint16_t opcode,
+                                    const ProtobufCMessage *req, ProtobufCMessage **resp_p,
+                                    uint32_t timeout_ms, ProtobufCAllocator *alloc,
+                                    uint64_t *view_p);
 
 typedef struct mc_rpc_pending {
     uint16_t opcode;               /* in */
@@ -71,6 +79,8 @@ typedef struct mc_rpc_pending {
                                       instead of malloc; then do not call mc_rpc_response_free */
     ProtobufCMessage *resp;        /* out: owned by the caller when status == MC_OK */
     mc_status_t status;            /* out: as for mc_rpc_client_call */
+    uint64_t view;                 /* out: the answer header's HA view (frame.h; 0 = none, or
+                                      no answer) */
 } mc_rpc_pending_t;
 
 /* Pipelined: sends all n requests, then collects the n answers (in any order) until the shared

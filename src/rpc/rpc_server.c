@@ -254,7 +254,7 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
         return;
     }
     mc_rpc_hdr_t h = {.opcode = req->opcode, .flags = MC_RPC_FLAG_RESPONSE, .status = status,
-                      .body_len = (uint32_t)blen, .req_id = req->req_id};
+                      .body_len = (uint32_t)blen, .req_id = req->req_id, .view = s->o.view};
     mc_rpc_hdr_encode(&h, c->out.data + c->out.len);
     if (resp)
         protobuf_c_message_pack(resp, c->out.data + c->out.len + MC_RPC_HDR_SIZE);

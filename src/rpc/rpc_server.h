@@ -121,6 +121,8 @@ typedef struct mc_rpc_server_opts {
     uint32_t max_body;         /* 0 = MC_RPC_MAX_BODY */
     const mc_auth_t *auth;     /* keyring (borrowed, outlives the server); NULL = open */
     mc_rpc_limits_t limits;
+    uint64_t view;             /* HA leader: its view version, carried in the header of every
+                                  answer (frame.h; <= MC_RPC_VIEW_MAX); 0 = no HA */
 } mc_rpc_server_opts_t;
 
 /* Deferred replies (long polls). A handler that cannot answer yet returns MC_RPC_DEFERRED

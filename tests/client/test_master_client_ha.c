@@ -5,7 +5,8 @@
  *     MC_STORE_CLUSTER_ID fails with MC_ERR_INVALID_PARAMS;
  *   - a Ping answered with a view below the key's create revision is refused (RPC_FAIL), one
  *     at or above it accepted;
- *   - a new view naming another master: calls go there within the watch interval;
+ *   - a new view naming another master: the watcher learns it (etcd's watch) without a call
+ *     failing, and calls go there;
  *   - a sent Remove whose answer never comes is sent once (RPC_FAIL); a sent ExistKey is sent
  *     again until the timeout. */
 #include <setjmp.h>
@@ -34,11 +35,12 @@ typedef struct fake {
     char addr[64];
     atomic_uint_fast64_t view; /* what Ping answers */
     atomic_int pings, removes, exists;
+    int answer; /* Remove and ExistKey are answered at once (else never) */
 } fake_t;
 
 static mt_etcd_t g_etcd;
 static mc_etcd_t *g_e;
-static fake_t g_f[2];
+static fake_t g_f[3]; /* [2]: a zombie: answers everything, with header view 1 */
 static const uint8_t CID[16] = {7};
 
 static mc_status_t h_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -57,15 +59,24 @@ static mc_status_t h_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage
     return MC_OK;
 }
 
-/* Never answered: the client's deadline passes with the request sent. */
+/* Never answered (the client's deadline passes with the request sent), or at once with OK. */
+static mc_status_t answer_ok(fake_t *f, ProtobufCMessage **resp_p)
+{
+    static McRpc__StatusResponse r; /* the zombie's loop thread only */
+    if (!f->answer)
+        return MC_RPC_DEFERRED;
+    mc_rpc__status_response__init(&r);
+    *resp_p = &r.base;
+    return MC_OK;
+}
+
 static mc_status_t h_remove(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
                             ProtobufCMessage **resp_p)
 {
     (void)call;
     (void)req;
-    (void)resp_p;
     atomic_fetch_add(&((fake_t *)ctx)->removes, 1);
-    return MC_RPC_DEFERRED;
+    return answer_ok((fake_t *)ctx, resp_p);
 }
 
 static mc_status_t h_exist(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -73,9 +84,8 @@ static mc_status_t h_exist(void *ctx, mc_rpc_call_t *call, const ProtobufCMessag
 {
     (void)call;
     (void)req;
-    (void)resp_p;
     atomic_fetch_add(&((fake_t *)ctx)->exists, 1);
-    return MC_RPC_DEFERRED;
+    return answer_ok((fake_t *)ctx, resp_p);
 }
 
 static void *fake_main(void *arg)
@@ -84,9 +94,9 @@ static void *fake_main(void *arg)
     return NULL;
 }
 
-static int fake_start(fake_t *f)
+static int fake_start(fake_t *f, uint64_t header_view)
 {
-    mc_rpc_server_opts_t o = {.host = "127.0.0.1", .ctx = f};
+    mc_rpc_server_opts_t o = {.host = "127.0.0.1", .ctx = f, .view = header_view};
     o.handlers[MC_OP_PING] = h_ping;
     o.handlers[MC_OP_REMOVE] = h_remove;
     o.handlers[MC_OP_EXIST_KEY] = h_exist;
@@ -123,7 +133,10 @@ static int setup(void **state)
         return -1;
     }
     if (mt_etcd_start(&g_etcd, 1) != 0 || mc_etcd_open(g_etcd.endpoints, 2000, &g_e) != MC_OK ||
-        fake_start(&g_f[0]) != 0 || fake_start(&g_f[1]) != 0)
+        fake_start(&g_f[0], 0) != 0 || fake_start(&g_f[1], 0) != 0)
+        return -1;
+    g_f[2].answer = 1;
+    if (fake_start(&g_f[2], 1) != 0)
         return -1;
     return 0;
 }
@@ -133,6 +146,7 @@ static int teardown(void **state)
     (void)state;
     fake_stop(&g_f[0]);
     fake_stop(&g_f[1]);
+    fake_stop(&g_f[2]);
     mc_etcd_close(g_e);
     mt_etcd_stop(&g_etcd);
     return 0;
@@ -197,7 +211,13 @@ static void test_views_and_retries(void **state)
     int64_t v2 = set_view(g_f[1].addr);
     assert_true(v2 > v1);
     atomic_store(&g_f[1].view, (uint64_t)v2);
-    mc_sleep_ms(MC_MASTER_HA_POLL_MS * 2 + 200);
+    /* no call fails meanwhile: the watcher learns it (etcd's watch reports the change) */
+    uint64_t deadline = mc_now_ms() + 5000;
+    while (atomic_load(&mc.view_max) < (uint64_t)v2 && mc_now_ms() < deadline)
+        mc_sleep_ms(10);
+    assert_true(atomic_load(&mc.view_max) >= (uint64_t)v2);
+    fprintf(stderr, "new view learnt by the watcher %llu ms after it was written\n",
+            (unsigned long long)(mc_now_ms() - (deadline - 5000)));
     int before = atomic_load(&g_f[1].pings), old = atomic_load(&g_f[0].pings);
     for (int i = 0; i < 8; i++)
         assert_int_equal(ping(&mc), MC_OK);
@@ -207,11 +227,65 @@ static void test_views_and_retries(void **state)
     unsetenv("MC_STORE_CLUSTER_ID");
 }
 
+/* A zombie: a master whose answers carry view 1 in their frame header, below the view the
+ * client has seen (here etcd names it with a newer view; in a failover the old leader's answers
+ * still on the wire): every answer is refused, counted, and a Remove is not sent again. */
+static void test_answer_from_older_view_refused(void **state)
+{
+    (void)state;
+    char addr[200];
+    snprintf(addr, sizeof(addr), "etcd://%s", g_etcd.endpoints);
+    setenv("MC_STORE_CLUSTER_ID", "mcha", 1);
+    int64_t v = set_view(g_f[0].addr);
+    atomic_store(&g_f[0].view, (uint64_t)v);
+    mc_master_client_t mc;
+    assert_int_equal(mc_master_client_init(&mc, addr, 600, CID, NULL), MC_OK);
+    assert_int_equal(ping(&mc), MC_OK);
+    assert_true(atomic_load(&mc.view_max) >= (uint64_t)v && v > 1);
+    /* etcd names the zombie with a newer view than its answers carry (1) */
+    int64_t vz = set_view(g_f[2].addr);
+    assert_true(vz > v);
+    uint64_t deadline = mc_now_ms() + 5000;
+    while (atomic_load(&g_f[2].pings) == 0 && mc_now_ms() < deadline) /* the watcher moved */
+        (void)ping(&mc);
+    uint64_t refused0 = atomic_load(&mc.view_refused);
+    McRpc__KeyRequest k = MC_RPC__KEY_REQUEST__INIT;
+    k.client_id = mc_master_client_id(&mc);
+    k.key = (ProtobufCBinaryData){.len = 1, .data = (uint8_t *)"k"};
+    ProtobufCMessage *r = NULL;
+    int removes0 = atomic_load(&g_f[2].removes);
+    assert_int_equal(mc_master_client_call(&mc, MC_OP_REMOVE, &k.base, &r, 1), MC_ERR_RPC_FAIL);
+    assert_null(r);
+    assert_int_equal(atomic_load(&g_f[2].removes) - removes0, 1); /* answered, refused, once */
+    assert_int_equal(atomic_load(&mc.view_refused) - refused0, 1);
+    mc_status_t st = mc_master_client_call(&mc, MC_OP_EXIST_KEY, &k.base, &r, 1);
+    assert_true(st == MC_ERR_RPC_FAIL || st == MC_ERR_RPC_TIMEOUT);
+    assert_null(r);
+    assert_true(atomic_load(&mc.view_refused) - refused0 >= 2);
+    /* the same answers from a master without a view (header 0) are accepted */
+    set_view(g_f[1].addr);
+    g_f[1].answer = 1;
+    deadline = mc_now_ms() + 5000;
+    while ((st = mc_master_client_call(&mc, MC_OP_EXIST_KEY, &k.base, &r, 1)) != MC_OK &&
+           mc_now_ms() < deadline)
+        mc_sleep_ms(50);
+    assert_int_equal(st, MC_OK);
+    mc_rpc_response_free(r);
+    mc_master_answer_t last;
+    mc_master_client_last_answer(&last);
+    assert_int_equal(last.view, 0);
+    assert_string_equal(last.addr, g_f[1].addr);
+    g_f[1].answer = 0;
+    mc_master_client_fini(&mc);
+    unsetenv("MC_STORE_CLUSTER_ID");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_leader_and_bad_cluster_id),
         cmocka_unit_test(test_views_and_retries),
+        cmocka_unit_test(test_answer_from_older_view_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,13 +10,17 @@
  *     (or sent without an answer), no acknowledged remove comes back, no get returned other
  *     bytes, and a key reported missing had no acknowledged put after its last remove (except
  *     between the kill and the storage server's re-mount on the new leader, when a committed
- *     object's replicas are on a RECOVERING segment and a get answers OBJECT_NOT_FOUND).
+ *     object's replicas are on a RECOVERING segment and a get answers OBJECT_NOT_FOUND); and
+ *     every acknowledged put and remove carries the view of its answer and the master that
+ *     answered: no view was answered by two masters (test_view_checker_catches_two_masters
+ *     checks the checker on crafted histories).
  * Fails when etcd is not installed (scripts/install-deps.sh installs etcd-server). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "client/master_client.h"
 #include "common/time.h"
 #include "mooncake/store.h"
 #include "support/etcd_cluster.h"
@@ -207,7 +211,8 @@ static void test_failover_transparent(void **state)
         snprintf(key, sizeof(key), "ha-t-%d", i);
         assert_int_equal(get_key(s, key), MC_OK);
     }
-    /* new puts: the recovered segment takes none for default_kv_lease_ttl (2 s) */
+    /* new puts: nothing was freed in the recovered segment within default_kv_lease_ttl (2 s)
+     * before the takeover, so it lends space at once (the loop covers the re-mount) */
     while ((st = put_key(s, "ha-t-new")) != MC_OK && mc_now_ms() < deadline)
         mc_sleep_ms(100);
     assert_int_equal(st, MC_OK);
@@ -231,6 +236,8 @@ typedef struct op_rec {
     uint16_t key; /* index in the thread's key space */
     int32_t st;   /* the answer */
     uint64_t t0, t1; /* sent, answered (ms) */
+    uint64_t view;   /* acknowledged put/remove: the view of the answer (frame header) */
+    char addr[64];   /* and the master that answered (its RPC address) */
 } op_rec_t;
 
 typedef struct hist {
@@ -278,6 +285,12 @@ static void *history_main(void *arg)
                 : o->op == OP_GET ? get_key(h->s, key)
                                   : mc_store_remove(h->s, key, false);
         o->t1 = mc_now_ms();
+        if (o->st == MC_OK && o->op != OP_GET) { /* the answer that acknowledged it */
+            mc_master_answer_t a;
+            mc_master_client_last_answer(&a);
+            o->view = a.view;
+            snprintf(o->addr, sizeof(o->addr), "%s", a.addr);
+        }
         h->n_ops++;
         if (o->st == MC_OK && atomic_load(&g_switched))
             h->ok_after++;
@@ -331,12 +344,95 @@ static int check_history(hist_t *h)
                  : st == MC_ERR_OBJECT_NOT_FOUND ? ks[i].maybe_absent
                                                  : 0;
         if (!ok) {
-            fprintf(stderr, "VIOLATION: final get %s: %s (may be present %d, absent %d)\n", key,
-                    mc_status_str(st), ks[i].maybe_present, ks[i].maybe_absent);
+            fprintf(stderr, "VIOLATION: final get %s: %s (may be present %d, absent %d); its "
+                    "calls (ms from the kill):\n", key, mc_status_str(st), ks[i].maybe_present,
+                    ks[i].maybe_absent);
+            for (int j = 0; j < h->n_ops; j++)
+                if (h->ops[j].key == i)
+                    fprintf(stderr, "  op %d %lld..%lld: %s (view %llu, %s)\n", h->ops[j].op,
+                            (long long)(h->ops[j].t0 - g_kill_ms),
+                            (long long)(h->ops[j].t1 - g_kill_ms), mc_status_str(h->ops[j].st),
+                            (unsigned long long)h->ops[j].view, h->ops[j].addr);
             bad++;
         }
     }
     return bad;
+}
+
+/* "No two masters acknowledged writes in the same view": every acknowledged put and remove
+ * (n of them, from any thread) carries a nonzero view and the address of the master that
+ * answered; one view answered by two masters, an acknowledgement without a view (an answer
+ * that escaped fencing by view), or a thread that saw its views go back is a violation.
+ * Returns the number of violations. */
+static int check_views(const op_rec_t *const *acks, const int *thread, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (acks[i]->view == 0) {
+            fprintf(stderr, "VIOLATION: a write acknowledged by %s without a view\n",
+                    acks[i]->addr);
+            bad++;
+            continue;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (acks[j]->view == acks[i]->view && strcmp(acks[j]->addr, acks[i]->addr) != 0) {
+                fprintf(stderr, "VIOLATION: view %llu: writes acknowledged by %s and by %s\n",
+                        (unsigned long long)acks[i]->view, acks[j]->addr, acks[i]->addr);
+                bad++;
+                break;
+            }
+            if (thread[j] == thread[i] && acks[j]->view > acks[i]->view) {
+                fprintf(stderr, "VIOLATION: thread %d: view %llu acknowledged after %llu\n",
+                        thread[i], (unsigned long long)acks[i]->view,
+                        (unsigned long long)acks[j]->view);
+                bad++;
+                break;
+            }
+        }
+    }
+    return bad;
+}
+
+/* Every acknowledged write of the histories, in each thread's order, through check_views.
+ * (Quadratic in the writes: a few thousand here.) */
+static int check_history_views(const hist_t *h, int nh)
+{
+    size_t n = 0;
+    for (int t = 0; t < nh; t++)
+        n += (size_t)h[t].n_ops;
+    const op_rec_t **acks = calloc(n ? n : 1, sizeof(*acks));
+    int *thread = calloc(n ? n : 1, sizeof(int));
+    assert_true(acks && thread);
+    size_t k = 0;
+    for (int t = 0; t < nh; t++)
+        for (int i = 0; i < h[t].n_ops; i++)
+            if (h[t].ops[i].st == MC_OK && h[t].ops[i].op != OP_GET) {
+                thread[k] = t;
+                acks[k++] = &h[t].ops[i];
+            }
+    int bad = check_views(acks, thread, k);
+    fprintf(stderr, "history: %zu acknowledged writes checked for one master per view\n", k);
+    free(acks);
+    free(thread);
+    return bad;
+}
+
+/* The view checker itself, on crafted histories: it must be able to fail. */
+static void test_view_checker_catches_two_masters(void **state)
+{
+    (void)state;
+    op_rec_t a = {.view = 5, .addr = "127.0.0.1:1000"}, b = {.view = 5, .addr = "127.0.0.1:2000"},
+             c = {.view = 9, .addr = "127.0.0.1:2000"}, z = {.view = 0, .addr = "127.0.0.1:3000"};
+    const op_rec_t *two_in_one[] = {&a, &c, &b};
+    const op_rec_t *fine[] = {&a, &a, &c, &c};
+    const op_rec_t *backwards[] = {&c, &a};
+    const op_rec_t *no_view[] = {&a, &z};
+    int t0[] = {0, 1, 2, 0}, same[] = {0, 0};
+    assert_int_equal(check_views(two_in_one, t0, 3), 1);
+    assert_int_equal(check_views(fine, t0, 4), 0);
+    assert_int_equal(check_views(backwards, same, 2), 1);
+    assert_int_equal(check_views(backwards, t0, 2), 0); /* two threads: no order between them */
+    assert_int_equal(check_views(no_view, t0, 2), 1);
 }
 
 static void test_history_through_kill9(void **state)
@@ -396,6 +492,7 @@ static void test_history_through_kill9(void **state)
             (unsigned long long)(g_remounted_ms - g_kill_ms));
     for (int t = 0; t < THREADS; t++)
         bad += check_history(&h[t]);
+    bad += check_history_views(h, THREADS);
     fprintf(stderr, "history: %d calls, %d failed with an error during the switch\n", ops, errs);
     assert_int_equal(bad, 0);
     mc_store_destroy(s);
@@ -404,6 +501,7 @@ static void test_history_through_kill9(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_view_checker_catches_two_masters),
         cmocka_unit_test(test_failover_transparent),
         cmocka_unit_test(test_history_through_kill9),
     };

@@ -234,7 +234,7 @@ static void test_counts_are_exact(void **state)
     mc_store_destroy(s);
 }
 
-/* The engine's counters go out as they are (store_metrics_render). */
+/* The engine's counters and the stale-view count go out as they are (store_metrics_render). */
 static void test_te_refusals_rendered(void **state)
 {
     (void)state;
@@ -242,11 +242,12 @@ static void test_te_refusals_rendered(void **state)
     assert_non_null(m);
     mc_te_conn_stats_t cs = {.denied = 7, .grants_refused = 3};
     char *t = NULL;
-    assert_int_equal(store_metrics_render(m, &cs, &t), MC_OK);
+    assert_int_equal(store_metrics_render(m, &cs, 5, &t), MC_OK);
     assert_int_equal(sample(t, "mooncake_transfer_denied_requests"), 7);
+    assert_int_equal(sample(t, "mooncake_client_stale_view_answers"), 5);
     assert_int_equal(sample(t, "mooncake_transfer_grants_refused"), 3);
     free(t);
-    assert_int_equal(store_metrics_render(m, NULL, &t), MC_OK); /* no engine: no series */
+    assert_int_equal(store_metrics_render(m, NULL, 0, &t), MC_OK); /* no engine: no series */
     assert_null(strstr(t, "mooncake_transfer_denied_requests"));
     free(t);
     mc_free(m);

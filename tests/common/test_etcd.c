@@ -13,6 +13,7 @@
 #include "support/etcd_cluster.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,57 @@ static void test_txn_create_if_absent(void **state)
     char *v;
     size_t n;
     assert_int_equal(mc_etcd_get(g_e, "x/view", &v, &n), MC_ERR_OBJECT_NOT_FOUND);
+}
+
+typedef struct watcher {
+    int64_t start, rev;
+    mc_status_t st;
+    atomic_int cancel;
+} watcher_t;
+
+static void *watch_main(void *arg)
+{
+    watcher_t *w = arg;
+    w->st = mc_etcd_watch(g_e, "w/key", w->start, 10000, &w->cancel, &w->rev);
+    return NULL;
+}
+
+/* A watch reports the first change of its key at or after its start revision (a put, a
+ * delete, also one made before the watch began), times out when there is none, ignores other
+ * keys, and ends at once when canceled. */
+static void test_watch(void **state)
+{
+    (void)state;
+    int64_t r1, r2, rev;
+    assert_int_equal(mc_etcd_put(g_e, "w/key", "a", 1, 0, &r1), MC_OK);
+    /* nothing after r1: the window passes */
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_etcd_watch(g_e, "w/key", r1 + 1, 300, NULL, &rev), MC_ERR_TIMEOUT);
+    assert_true(mc_now_ms() - t0 >= 300);
+    /* a change already made at the start revision is reported at once */
+    assert_int_equal(mc_etcd_watch(g_e, "w/key", r1, 5000, NULL, &rev), MC_OK);
+    assert_true(rev == r1);
+    /* a change made while watching (after one to another key) */
+    watcher_t w = {.start = r1 + 1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watch_main, &w), 0);
+    mc_sleep_ms(200);
+    assert_int_equal(mc_etcd_put(g_e, "w/other", "x", 1, 0, NULL), MC_OK);
+    assert_int_equal(mc_etcd_delete(g_e, "w/key", NULL, NULL), MC_OK);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(w.st, MC_OK);
+    assert_true(w.rev > r1 + 1); /* the delete, not the other key's put */
+    /* canceled */
+    assert_int_equal(mc_etcd_put(g_e, "w/key", "b", 1, 0, &r2), MC_OK);
+    w = (watcher_t){.start = r2 + 1};
+    assert_int_equal(pthread_create(&th, NULL, watch_main, &w), 0);
+    mc_sleep_ms(200);
+    t0 = mc_now_ms();
+    atomic_store(&w.cancel, 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(w.st, MC_ERR_CANCELED);
+    assert_true(mc_now_ms() - t0 < 5000); /* not the 10 s window */
+    assert_int_equal(mc_etcd_delete(g_e, "w/", MC_ETCD_PREFIX, NULL), MC_OK);
 }
 
 static void test_leases(void **state)
@@ -330,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_open_refuses_bad_lists),
         cmocka_unit_test(test_put_get_range),
         cmocka_unit_test(test_txn_create_if_absent),
+        cmocka_unit_test(test_watch),
         cmocka_unit_test(test_leases),
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_bad_answers),

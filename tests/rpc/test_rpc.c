@@ -36,6 +36,21 @@ static void test_frame_codec(void **state)
     assert_int_equal(d.status, -704);
     assert_int_equal(d.body_len, 1234);
     assert_true(d.req_id == 0x1122334455667788ull);
+    assert_true(d.view == 0); /* no view: the once reserved bytes stay 0 */
+    for (int i = 10; i < 12; i++)
+        assert_int_equal(b[i], 0);
+    for (int i = 28; i < 32; i++)
+        assert_int_equal(b[i], 0);
+    /* an HA view: 48 bits, bits 32..47 at offset 10, bits 0..31 at offset 28 */
+    h.view = 0xABCD12345678ull;
+    mc_rpc_hdr_encode(&h, b);
+    assert_int_equal(b[10], 0xCD);
+    assert_int_equal(b[11], 0xAB);
+    assert_int_equal(b[28], 0x78);
+    assert_int_equal(b[31], 0x12);
+    assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, &d), MC_OK);
+    assert_true(d.view == 0xABCD12345678ull);
+    assert_true(d.req_id == 0x1122334455667788ull && d.status == -704);
     assert_int_equal(mc_rpc_hdr_decode(b, 1000, &d), MC_ERR_TOO_LARGE);
     b[4] = 9; /* version */
     assert_int_equal(mc_rpc_hdr_decode(b, MC_RPC_MAX_BODY, &d), MC_ERR_PROTOCOL);
