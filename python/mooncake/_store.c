@@ -1069,6 +1069,25 @@ static PyObject *store_is_setup(StoreObject *self, PyObject *unused)
 
 /* ---- bytes API --------------------------------------------------------------------------- */
 
+/* One put (upsert: upsert) of key from iov[n] with the parsed config: the config's refusal
+ * or staging_check's (op names the method; nothing is sent then), NOT_READY when the store is
+ * not set up, else the call's status. */
+static mc_status_t put_iov(StoreObject *self, const char *key, const struct iovec *iov, size_t n,
+                           const cfg_t *cfg, int upsert, const char *op)
+{
+    mc_status_t st = cfg->refused ? cfg->refused : staging_check(self, op);
+    if (st != MC_OK)
+        return st;
+    if (!STORE_ENTER(self))
+        return NOT_READY;
+    Py_BEGIN_ALLOW_THREADS
+    st = upsert ? mc_store_upsert(self->store, key, iov, n, &cfg->c)
+                : mc_store_put(self->store, key, iov, n, &cfg->c);
+    Py_END_ALLOW_THREADS
+    STORE_LEAVE(self);
+    return st;
+}
+
 /* put(key, value, config=None) / upsert(...): one value from a buffer-protocol object. */
 static PyObject *do_put(StoreObject *self, PyObject *args, PyObject *kwds, int upsert)
 {
@@ -1086,17 +1105,8 @@ static PyObject *do_put(StoreObject *self, PyObject *args, PyObject *kwds, int u
         cfg_release(&cfg);
         return NULL;
     }
-    mc_status_t st = cfg.refused ? cfg.refused : staging_check(self, upsert ? "upsert" : "put");
-    if (st != MC_OK) {
-        /* refused: nothing is sent */
-    } else if ((st = NOT_READY, STORE_ENTER(self))) {
-        struct iovec iov = {view.buf, (size_t)view.len};
-        Py_BEGIN_ALLOW_THREADS
-        st = upsert ? mc_store_upsert(self->store, key, &iov, 1, &cfg.c)
-                    : mc_store_put(self->store, key, &iov, 1, &cfg.c);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
+    struct iovec iov = {view.buf, (size_t)view.len};
+    mc_status_t st = put_iov(self, key, &iov, 1, &cfg, upsert, upsert ? "upsert" : "put");
     PyBuffer_Release(&view);
     cfg_release(&cfg);
     return mcpy_ret(st);
@@ -1147,7 +1157,6 @@ static PyObject *do_put_parts(StoreObject *self, PyObject *args, PyObject *kwds,
         return NULL;
     }
     Py_DECREF(parts);
-    mc_status_t st = MC_OK;
     struct iovec *iov = PyMem_Calloc((size_t)(vs.n ? vs.n : 1), sizeof(*iov));
     if (iov == NULL) {
         mcpy_views_release(&vs);
@@ -1158,18 +1167,7 @@ static PyObject *do_put_parts(StoreObject *self, PyObject *args, PyObject *kwds,
         iov[i].iov_base = vs.v[i].buf;
         iov[i].iov_len = (size_t)vs.v[i].len;
     }
-    st = cfg.refused ? cfg.refused : staging_check(self, fname);
-    if (st != MC_OK) {
-        /* refused: nothing is sent */
-    } else if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        st = upsert ? mc_store_upsert(self->store, key, iov, (size_t)vs.n, &cfg.c)
-                    : mc_store_put(self->store, key, iov, (size_t)vs.n, &cfg.c);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    } else {
-        st = NOT_READY;
-    }
+    mc_status_t st = put_iov(self, key, iov, (size_t)vs.n, &cfg, upsert, fname);
     PyMem_Free(iov);
     mcpy_views_release(&vs);
     cfg_release(&cfg);
