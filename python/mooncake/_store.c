@@ -1299,37 +1299,35 @@ static void get_many(StoreObject *self, const char **keys, size_t n, void **vals
     PyMem_RawFree(res);
 }
 
-/* get(key) / get_buffer(key): parses the key and reads its value; the status, with *val
- * (malloc'd, the caller frees it) and *len set on MC_OK. 0, or -1 with a Python error set
- * when the argument is bad. */
-static int get_one(StoreObject *self, PyObject *args, PyObject *kwds, const char *fname,
-                   void **val, size_t *len, mc_status_t *st)
+/* get(key) -> bytes (b"" on any failure) / get_buffer(key) -> BufferHandle or None
+ * (as_handle). */
+static PyObject *do_get(StoreObject *self, PyObject *args, PyObject *kwds, int as_handle)
 {
     const char *key;
-    if (parse_key(args, kwds, fname, "key", &key, NULL) < 0)
-        return -1;
-    *val = NULL;
-    *len = 0;
-    *st = NOT_READY;
+    if (parse_key(args, kwds, as_handle ? "get_buffer" : "get", "key", &key, NULL) < 0)
+        return NULL;
+    void *val = NULL;
+    size_t len = 0;
+    mc_status_t st = NOT_READY;
     if (staging_check(self, "get") == MC_OK && STORE_ENTER(self)) {
-        get_many(self, &key, 1, val, len, st);
+        get_many(self, &key, 1, &val, &len, &st);
         STORE_LEAVE(self);
     }
     mcpy_log_flush();
-    return 0;
-}
-
-static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)
-{
-    void *val;
-    size_t len;
-    mc_status_t st;
-    if (get_one(self, args, kwds, "get", &val, &len, &st) < 0)
-        return NULL;
+    if (as_handle) {
+        if (st != MC_OK)
+            Py_RETURN_NONE;
+        return buf_wrap(val, len);
+    }
     PyObject *r = PyBytes_FromStringAndSize(st == MC_OK ? val : NULL,
                                             st == MC_OK ? (Py_ssize_t)len : 0);
     free(val);
     return r;
+}
+
+static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    return do_get(self, args, kwds, 0);
 }
 
 /* get_batch / batch_get_buffer: as_handles selects BufferHandle/None instead of bytes/b"". */
@@ -1403,14 +1401,7 @@ static PyObject *store_batch_get_buffer(StoreObject *self, PyObject *args, PyObj
 
 static PyObject *store_get_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    void *val;
-    size_t len;
-    mc_status_t st;
-    if (get_one(self, args, kwds, "get_buffer", &val, &len, &st) < 0)
-        return NULL;
-    if (st != MC_OK)
-        Py_RETURN_NONE;
-    return buf_wrap(val, len);
+    return do_get(self, args, kwds, 1);
 }
 
 /* ---- registration ------------------------------------------------------------------------ */
