@@ -210,8 +210,9 @@ static FILE *open_csv(const opts_t *o, const char *name)
     return f;
 }
 
-/* The end of an experiment over a list flag: a list that did not parse (n_values <= 0) is an
- * error naming the flag; closes the CSV. Returns the experiment's status. */
+/* The end of an experiment: over a list flag, a list that did not parse (n_values <= 0) is an
+ * error naming the flag (experiments without one pass n_values 1, flag NULL); closes the CSV.
+ * Returns the experiment's status. */
 static int exp_finish(FILE *f, int n_values, const char *flag, int rc)
 {
     if (n_values <= 0) {
@@ -255,6 +256,18 @@ static int run_one(const mc_conductor_trace_t *t, const char *label,
     csv_row(csv, label, c, &r);
     fflush(stdout);
     return 0;
+}
+
+/* run_one, with the per-request rows in out_dir/name when name is not NULL (open_out; none
+ * when there is no out_dir or it cannot be written). */
+static int run_one_out(const opts_t *o, const mc_conductor_trace_t *t, const char *label,
+                       const mc_conductor_sim_config_t *c, FILE *csv, const char *name)
+{
+    FILE *pr = name ? open_out(o, name) : NULL;
+    int rc = run_one(t, label, c, csv, pr);
+    if (pr)
+        fclose(pr);
+    return rc;
 }
 
 /* --experiment=trace_stats: the trace facts (requests, blocks, distinct, prefix hits). */
@@ -318,14 +331,9 @@ static int exp_local_vs_global(const opts_t *o, const mc_conductor_sim_config_t 
         c.ssd_blocks = v[i].ssd;
         char name[128];
         snprintf(name, sizeof(name), "ttft_%s.csv", v[i].label);
-        FILE *pr = open_out(o, name);
-        rc = run_one(t, v[i].label, &c, f, pr);
-        if (pr)
-            fclose(pr);
+        rc = run_one_out(o, t, v[i].label, &c, f, name);
     }
-    if (f)
-        fclose(f);
-    return rc;
+    return exp_finish(f, 1, NULL, rc);
 }
 
 /* --experiment=routing: policies x rate multipliers; per-request rows for --cdf_rate. */
@@ -350,10 +358,7 @@ static int exp_routing(const opts_t *o, const mc_conductor_sim_config_t *cfg,
             c.time_scale = rates[i];
             char name[128];
             snprintf(name, sizeof(name), "ttft_%s_x%g.csv", p, rates[i]);
-            FILE *pr = rates[i] == o->cdf_rate ? open_out(o, name) : NULL;
-            rc = run_one(t, p, &c, f, pr);
-            if (pr)
-                fclose(pr);
+            rc = run_one_out(o, t, p, &c, f, rates[i] == o->cdf_rate ? name : NULL);
         }
     }
     return exp_finish(f, nr, "rates", rc);
@@ -479,9 +484,7 @@ static int exp_failure(const opts_t *o, const mc_conductor_sim_config_t *cfg,
         c.stale_hints = v[i].hints;
         rc = run_one(t, v[i].label, &c, f, NULL);
     }
-    if (f)
-        fclose(f);
-    return rc;
+    return exp_finish(f, 1, NULL, rc);
 }
 
 static const struct experiment {

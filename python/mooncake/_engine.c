@@ -36,10 +36,12 @@ typedef struct {
 
 #define NOT_READY MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS
 
+/* True when the engine is set up and this call entered its gate (ENGINE_LEAVE after). */
+#define ENGINE_TRY(self) ((self)->te != NULL && mcpy_gate_enter(&(self)->gate))
 /* Enter the gate or return `fail` from the calling method. */
 #define ENGINE_ENTER(self, fail)                                                                   \
     do {                                                                                           \
-        if ((self)->te == NULL || !mcpy_gate_enter(&(self)->gate))                                 \
+        if (!ENGINE_TRY(self))                                                                     \
             return (fail);                                                                         \
     } while (0)
 #define ENGINE_LEAVE(self) mcpy_gate_leave(&(self)->gate)
@@ -322,7 +324,7 @@ static PyObject *engine_batch_register_memory(EngineObject *self, PyObject *args
     if (na != nc) {
         mcpy_warn("batch_register_memory: %zd addresses but %zd capacities", na, nc);
         st = MC_ERR_INVALID_PARAMS;
-    } else if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
+    } else if (!ENGINE_TRY(self)) {
         st = NOT_READY;
     } else {
         Py_ssize_t i;
@@ -350,7 +352,7 @@ static PyObject *engine_batch_unregister_memory(EngineObject *self, PyObject *ar
     if (mcpy_u64_list(addrs_o, "buffer_addresses", &addrs, &n) < 0)
         return NULL;
     mc_status_t first = MC_OK;
-    if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
+    if (!ENGINE_TRY(self)) {
         first = NOT_READY;
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -466,7 +468,7 @@ static PyObject *engine_write_bytes_to_buffer(EngineObject *self, PyObject *args
         mcpy_warn("write_bytes_to_buffer: length %llu exceeds the %zd source bytes",
                   (unsigned long long)len, view.len);
         st = MC_ERR_INVALID_PARAMS;
-    } else if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
+    } else if (!ENGINE_TRY(self)) {
         st = NOT_READY;
     } else {
         if (!mcpy_regions_contains(&self->regions, dest, len)) {
@@ -495,7 +497,7 @@ static PyObject *engine_read_bytes_from_buffer(EngineObject *self, PyObject *arg
     size_t len;
     if (mcpy_u64(src_o, "source_address", &src) < 0 || mcpy_size(len_o, "length", &len) < 0)
         return NULL;
-    if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
+    if (!ENGINE_TRY(self)) {
         PyErr_SetString(PyExc_RuntimeError, "TransferEngine is not initialized");
         return NULL;
     }
@@ -827,31 +829,43 @@ static mc_status_t xfer_sync_notify(EngineObject *self, xfer_args_t *x, notify_a
     return st;
 }
 
-/* Build the requests from the Python arguments, run them synchronously (GIL released inside
- * xfer_sync), send the notification if any, and return the upstream-style int result. */
+/* Build the requests from the Python arguments (t, l, p, n) and run them: synchronously, then
+ * the notification na if any (async == 0; GIL released inside xfer_sync), or submitted with
+ * *id set to the batch id (async != 0). *st: the status (NOT_READY when the engine is not set
+ * up). 0, or -1 with a Python error set when the arguments are bad (*st unset). */
+static int xfer_run(EngineObject *self, PyObject *t, PyObject *l, PyObject *p, PyObject *n,
+                    mc_te_opcode_t op, int batch, int async, notify_args_t *na, long long *id,
+                    int *st)
+{
+    xfer_args_t x;
+    int rc = xfer_build(t, l, p, n, op, batch, &x);
+    if (rc < 0 && PyErr_Occurred())
+        return -1;
+    if (rc == MC_OK) {
+        if (!ENGINE_TRY(self)) {
+            rc = NOT_READY;
+        } else {
+            rc = async ? xfer_async(self, &x, id) : xfer_sync_notify(self, &x, na);
+            ENGINE_LEAVE(self);
+        }
+    }
+    xfer_args_free(&x);
+    *st = rc;
+    return 0;
+}
+
+/* xfer_run synchronously with the notification `notify` (None: none), as the upstream-style
+ * int result. */
 static PyObject *xfer_run_sync(EngineObject *self, PyObject *t, PyObject *l, PyObject *p,
                                PyObject *n, mc_te_opcode_t op, int batch, PyObject *notify)
 {
     notify_args_t na;
     if (notify_parse(notify, &na) < 0)
         return NULL;
-    xfer_args_t x;
-    int st = xfer_build(t, l, p, n, op, batch, &x);
-    if (st < 0 && PyErr_Occurred()) {
-        notify_release(&na);
-        return NULL;
-    }
-    if (st == MC_OK) {
-        if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
-            st = NOT_READY;
-        } else {
-            st = xfer_sync_notify(self, &x, &na);
-            ENGINE_LEAVE(self);
-        }
-    }
-    xfer_args_free(&x);
+    int st;
+    int rc = xfer_run(self, t, l, p, n, op, batch, 0, &na, NULL, &st);
     notify_release(&na);
-    return mcpy_ret(st);
+    return rc < 0 ? NULL : mcpy_ret(st);
 }
 
 #define TRANSFER_KWLIST {"target_hostname", "buffer", "peer_buffer_address", "length",          \
@@ -898,20 +912,10 @@ static PyObject *engine_transfer_submit_write(EngineObject *self, PyObject *args
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|O:transfer_submit_write", kwlist, &t, &l,
                                      &p, &n, &hint))
         return NULL;
-    xfer_args_t x;
-    int st = xfer_build(t, l, p, n, MC_TE_WRITE, 0, &x);
-    if (st < 0 && PyErr_Occurred())
-        return NULL;
     long long id = 0;
-    if (st == MC_OK) {
-        if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
-            st = NOT_READY;
-        } else {
-            st = xfer_async(self, &x, &id);
-            ENGINE_LEAVE(self);
-        }
-    }
-    xfer_args_free(&x);
+    int st;
+    if (xfer_run(self, t, l, p, n, MC_TE_WRITE, 0, 1, NULL, &id, &st) < 0)
+        return NULL;
     return mcpy_ret(st == MC_OK ? id : 0); /* upstream: batch id, or 0 on failure */
 }
 
@@ -989,23 +993,12 @@ static PyObject *do_batch(EngineObject *self, PyObject *args, PyObject *kwds, in
     notify_args_t na;
     if (notify_parse(notify, &na) < 0)
         return NULL;
-    xfer_args_t x;
-    int st = xfer_build(t, l, p, n, op, 1, &x);
-    if (st < 0 && PyErr_Occurred()) {
-        notify_release(&na);
-        return NULL;
-    }
     long long id = 0;
-    if (st == MC_OK) {
-        if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
-            st = NOT_READY;
-        } else {
-            st = async ? xfer_async(self, &x, &id) : xfer_sync_notify(self, &x, &na);
-            ENGINE_LEAVE(self);
-        }
-    }
-    xfer_args_free(&x);
+    int st;
+    int rc = xfer_run(self, t, l, p, n, op, 1, async, &na, &id, &st);
     notify_release(&na);
+    if (rc < 0)
+        return NULL;
     if (async) /* upstream: batch id, or 0 on failure */
         return mcpy_ret(st == MC_OK ? id : 0);
     return mcpy_ret(st);
@@ -1048,7 +1041,7 @@ static PyObject *engine_get_batch_transfer_status(EngineObject *self, PyObject *
     Py_ssize_t nids;
     if (mcpy_u64_list(ids_o, "batch_ids", &ids, &nids) < 0)
         return NULL;
-    if (self->te == NULL || !mcpy_gate_enter(&self->gate)) {
+    if (!ENGINE_TRY(self)) {
         PyMem_Free(ids);
         return mcpy_ret(-1);
     }
@@ -1183,7 +1176,7 @@ static PyObject *engine_drain_notifies(EngineObject *self, PyObject *unused)
 static PyObject *engine_notify_stats(EngineObject *self, PyObject *unused)
 {
     mc_te_notify_stats_t s = {0};
-    if (self->te != NULL && mcpy_gate_enter(&self->gate)) {
+    if (ENGINE_TRY(self)) {
         mc_te_notify_stats(self->te, &s);
         ENGINE_LEAVE(self);
     }

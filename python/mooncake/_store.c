@@ -686,6 +686,29 @@ static mc_status_t staging_check(StoreObject *self, const char *op)
     return MC_ERR_INVALID_PARAMS;
 }
 
+/* Argument parsing of the methods that take one object argument named argname, plus an
+ * optional bool "force" when force != NULL (left as the caller set it when not given): the
+ * errors are PyArg_ParseTupleAndKeywords' for the format "O:fname" / "O|p:fname". *o is
+ * borrowed from args/kwds. 0, or -1 with a Python error set. */
+static int parse_one(PyObject *args, PyObject *kwds, const char *fname, const char *argname,
+                     PyObject **o, int *force)
+{
+    char *kwlist[] = {(char *)argname, force ? "force" : NULL, NULL};
+    char fmt[64];
+    snprintf(fmt, sizeof(fmt), force ? "O|p:%s" : "O:%s", fname);
+    return PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, o, force) ? 0 : -1;
+}
+
+/* parse_one, then the argument as a key string (mcpy_cstr; *key borrowed from args/kwds). */
+static int parse_key(PyObject *args, PyObject *kwds, const char *fname, const char *argname,
+                     const char **key, int *force)
+{
+    PyObject *o;
+    if (parse_one(args, kwds, fname, argname, &o, force) < 0)
+        return -1;
+    return mcpy_cstr(o, argname, key);
+}
+
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     StoreObject *self = (StoreObject *)type->tp_alloc(type, 0);
@@ -848,6 +871,17 @@ static int setup_te_tuning(PyObject *d, mc_te_config_t *te)
     return 0;
 }
 
+/* After setup()'s or _setup_dummy()'s create call (store_teardown before it): on MC_OK this
+ * object owns s, whose local buffer is lb bytes, and lets calls in. */
+static void store_adopt(StoreObject *self, mc_status_t st, mc_store_t *s, uint64_t lb)
+{
+    if (st != MC_OK)
+        return;
+    self->store = s;
+    self->local_buffer_size = lb;
+    mcpy_gate_open(&self->gate);
+}
+
 /* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
  *        transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None,
@@ -902,11 +936,7 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
     Py_BEGIN_ALLOW_THREADS
     st = mc_store_create(&cfg, &s);
     Py_END_ALLOW_THREADS
-    if (st == MC_OK) {
-        self->store = s;
-        self->local_buffer_size = lb;
-        mcpy_gate_open(&self->gate);
-    }
+    store_adopt(self, st, s, lb);
     return mcpy_ret(st);
 }
 
@@ -937,11 +967,7 @@ static PyObject *store_setup_dummy(StoreObject *self, PyObject *args, PyObject *
     Py_BEGIN_ALLOW_THREADS
     st = mc_store_create_dummy(&cfg, &s);
     Py_END_ALLOW_THREADS
-    if (st == MC_OK) {
-        self->store = s;
-        self->local_buffer_size = cfg.local_buffer_size;
-        mcpy_gate_open(&self->gate);
-    }
+    store_adopt(self, st, s, cfg.local_buffer_size);
     mcpy_log_flush();
     return mcpy_ret(st);
 }
@@ -1043,9 +1069,33 @@ static PyObject *store_is_setup(StoreObject *self, PyObject *unused)
 
 /* ---- bytes API --------------------------------------------------------------------------- */
 
-static PyObject *do_put(StoreObject *self, PyObject *key_o, PyObject *value_o, PyObject *cfg_o,
-                        int upsert)
+/* One put (upsert: upsert) of key from iov[n] with the parsed config: the config's refusal
+ * or staging_check's (op names the method; nothing is sent then), NOT_READY when the store is
+ * not set up, else the call's status. */
+static mc_status_t put_iov(StoreObject *self, const char *key, const struct iovec *iov, size_t n,
+                           const cfg_t *cfg, int upsert, const char *op)
 {
+    mc_status_t st = cfg->refused ? cfg->refused : staging_check(self, op);
+    if (st != MC_OK)
+        return st;
+    if (!STORE_ENTER(self))
+        return NOT_READY;
+    Py_BEGIN_ALLOW_THREADS
+    st = upsert ? mc_store_upsert(self->store, key, iov, n, &cfg->c)
+                : mc_store_put(self->store, key, iov, n, &cfg->c);
+    Py_END_ALLOW_THREADS
+    STORE_LEAVE(self);
+    return st;
+}
+
+/* put(key, value, config=None) / upsert(...): one value from a buffer-protocol object. */
+static PyObject *do_put(StoreObject *self, PyObject *args, PyObject *kwds, int upsert)
+{
+    static char *kwlist[] = {"key", "value", "config", NULL};
+    PyObject *key_o, *value_o, *cfg_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, upsert ? "OO|O:upsert" : "OO|O:put", kwlist,
+                                     &key_o, &value_o, &cfg_o))
+        return NULL;
     const char *key;
     Py_buffer view;
     cfg_t cfg;
@@ -1055,17 +1105,8 @@ static PyObject *do_put(StoreObject *self, PyObject *key_o, PyObject *value_o, P
         cfg_release(&cfg);
         return NULL;
     }
-    mc_status_t st = cfg.refused ? cfg.refused : staging_check(self, upsert ? "upsert" : "put");
-    if (st != MC_OK) {
-        /* refused: nothing is sent */
-    } else if ((st = NOT_READY, STORE_ENTER(self))) {
-        struct iovec iov = {view.buf, (size_t)view.len};
-        Py_BEGIN_ALLOW_THREADS
-        st = upsert ? mc_store_upsert(self->store, key, &iov, 1, &cfg.c)
-                    : mc_store_put(self->store, key, &iov, 1, &cfg.c);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    }
+    struct iovec iov = {view.buf, (size_t)view.len};
+    mc_status_t st = put_iov(self, key, &iov, 1, &cfg, upsert, upsert ? "upsert" : "put");
     PyBuffer_Release(&view);
     cfg_release(&cfg);
     return mcpy_ret(st);
@@ -1073,20 +1114,12 @@ static PyObject *do_put(StoreObject *self, PyObject *key_o, PyObject *value_o, P
 
 static PyObject *store_put(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"key", "value", "config", NULL};
-    PyObject *k, *v, *c = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:put", kwlist, &k, &v, &c))
-        return NULL;
-    return do_put(self, k, v, c, 0);
+    return do_put(self, args, kwds, 0);
 }
 
 static PyObject *store_upsert(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"key", "value", "config", NULL};
-    PyObject *k, *v, *c = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:upsert", kwlist, &k, &v, &c))
-        return NULL;
-    return do_put(self, k, v, c, 1);
+    return do_put(self, args, kwds, 1);
 }
 
 /* put_parts(key, *parts, config=None) */
@@ -1124,7 +1157,6 @@ static PyObject *do_put_parts(StoreObject *self, PyObject *args, PyObject *kwds,
         return NULL;
     }
     Py_DECREF(parts);
-    mc_status_t st = MC_OK;
     struct iovec *iov = PyMem_Calloc((size_t)(vs.n ? vs.n : 1), sizeof(*iov));
     if (iov == NULL) {
         mcpy_views_release(&vs);
@@ -1135,18 +1167,7 @@ static PyObject *do_put_parts(StoreObject *self, PyObject *args, PyObject *kwds,
         iov[i].iov_base = vs.v[i].buf;
         iov[i].iov_len = (size_t)vs.v[i].len;
     }
-    st = cfg.refused ? cfg.refused : staging_check(self, fname);
-    if (st != MC_OK) {
-        /* refused: nothing is sent */
-    } else if (STORE_ENTER(self)) {
-        Py_BEGIN_ALLOW_THREADS
-        st = upsert ? mc_store_upsert(self->store, key, iov, (size_t)vs.n, &cfg.c)
-                    : mc_store_put(self->store, key, iov, (size_t)vs.n, &cfg.c);
-        Py_END_ALLOW_THREADS
-        STORE_LEAVE(self);
-    } else {
-        st = NOT_READY;
-    }
+    mc_status_t st = put_iov(self, key, iov, (size_t)vs.n, &cfg, upsert, fname);
     PyMem_Free(iov);
     mcpy_views_release(&vs);
     cfg_release(&cfg);
@@ -1278,14 +1299,12 @@ static void get_many(StoreObject *self, const char **keys, size_t n, void **vals
     PyMem_RawFree(res);
 }
 
-static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)
+/* get(key) -> bytes (b"" on any failure) / get_buffer(key) -> BufferHandle or None
+ * (as_handle). */
+static PyObject *do_get(StoreObject *self, PyObject *args, PyObject *kwds, int as_handle)
 {
-    static char *kwlist[] = {"key", NULL};
-    PyObject *key_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get", kwlist, &key_o))
-        return NULL;
     const char *key;
-    if (mcpy_cstr(key_o, "key", &key) < 0)
+    if (parse_key(args, kwds, as_handle ? "get_buffer" : "get", "key", &key, NULL) < 0)
         return NULL;
     void *val = NULL;
     size_t len = 0;
@@ -1295,10 +1314,20 @@ static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)
         STORE_LEAVE(self);
     }
     mcpy_log_flush();
+    if (as_handle) {
+        if (st != MC_OK)
+            Py_RETURN_NONE;
+        return buf_wrap(val, len);
+    }
     PyObject *r = PyBytes_FromStringAndSize(st == MC_OK ? val : NULL,
                                             st == MC_OK ? (Py_ssize_t)len : 0);
     free(val);
     return r;
+}
+
+static PyObject *store_get(StoreObject *self, PyObject *args, PyObject *kwds)
+{
+    return do_get(self, args, kwds, 0);
 }
 
 /* get_batch / batch_get_buffer: as_handles selects BufferHandle/None instead of bytes/b"". */
@@ -1356,42 +1385,23 @@ done:
 
 static PyObject *store_get_batch(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"keys", NULL};
     PyObject *keys_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get_batch", kwlist, &keys_o))
+    if (parse_one(args, kwds, "get_batch", "keys", &keys_o, NULL) < 0)
         return NULL;
     return do_get_batch(self, keys_o, 0);
 }
 
 static PyObject *store_batch_get_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"keys", NULL};
     PyObject *keys_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:batch_get_buffer", kwlist, &keys_o))
+    if (parse_one(args, kwds, "batch_get_buffer", "keys", &keys_o, NULL) < 0)
         return NULL;
     return do_get_batch(self, keys_o, 1);
 }
 
 static PyObject *store_get_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"key", NULL};
-    PyObject *key_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get_buffer", kwlist, &key_o))
-        return NULL;
-    const char *key;
-    if (mcpy_cstr(key_o, "key", &key) < 0)
-        return NULL;
-    void *val = NULL;
-    size_t len = 0;
-    mc_status_t st = NOT_READY;
-    if (staging_check(self, "get") == MC_OK && STORE_ENTER(self)) {
-        get_many(self, &key, 1, &val, &len, &st);
-        STORE_LEAVE(self);
-    }
-    mcpy_log_flush();
-    if (st != MC_OK)
-        Py_RETURN_NONE;
-    return buf_wrap(val, len);
+    return do_get(self, args, kwds, 1);
 }
 
 /* ---- registration ------------------------------------------------------------------------ */
@@ -1437,9 +1447,8 @@ static PyObject *store_register_buffer(StoreObject *self, PyObject *args, PyObje
 
 static PyObject *store_unregister_buffer(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"buffer_ptr", NULL};
     PyObject *p_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:unregister_buffer", kwlist, &p_o))
+    if (parse_one(args, kwds, "unregister_buffer", "buffer_ptr", &p_o, NULL) < 0)
         return NULL;
     uint64_t p;
     if (mcpy_u64(p_o, "buffer_ptr", &p) < 0)
@@ -1774,12 +1783,8 @@ static PyObject *store_batch_get_into_multi_buffers(StoreObject *self, PyObject 
 
 static PyObject *store_is_exist(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"key", NULL};
-    PyObject *key_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:is_exist", kwlist, &key_o))
-        return NULL;
     const char *key;
-    if (mcpy_cstr(key_o, "key", &key) < 0)
+    if (parse_key(args, kwds, "is_exist", "key", &key, NULL) < 0)
         return NULL;
     int r = NOT_READY;
     STORE_CALL(self, r, mc_store_exists(self->store, key));
@@ -1788,12 +1793,8 @@ static PyObject *store_is_exist(StoreObject *self, PyObject *args, PyObject *kwd
 
 static PyObject *store_get_size(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"key", NULL};
-    PyObject *key_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:get_size", kwlist, &key_o))
-        return NULL;
     const char *key;
-    if (mcpy_cstr(key_o, "key", &key) < 0)
+    if (parse_key(args, kwds, "get_size", "key", &key, NULL) < 0)
         return NULL;
     int64_t r = NOT_READY;
     STORE_CALL(self, r, mc_store_get_size(self->store, key));
@@ -1802,13 +1803,9 @@ static PyObject *store_get_size(StoreObject *self, PyObject *args, PyObject *kwd
 
 static PyObject *store_remove(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"key", "force", NULL};
-    PyObject *key_o;
-    int force = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:remove", kwlist, &key_o, &force))
-        return NULL;
     const char *key;
-    if (mcpy_cstr(key_o, "key", &key) < 0)
+    int force = 0;
+    if (parse_key(args, kwds, "remove", "key", &key, &force) < 0)
         return NULL;
     mc_status_t r = NOT_READY;
     STORE_CALL(self, r, mc_store_remove(self->store, key, force != 0));
@@ -1817,13 +1814,9 @@ static PyObject *store_remove(StoreObject *self, PyObject *args, PyObject *kwds)
 
 static PyObject *store_remove_by_regex(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"regex_pattern", "force", NULL};
-    PyObject *re_o;
-    int force = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:remove_by_regex", kwlist, &re_o, &force))
-        return NULL;
     const char *re;
-    if (mcpy_cstr(re_o, "regex_pattern", &re) < 0)
+    int force = 0;
+    if (parse_key(args, kwds, "remove_by_regex", "regex_pattern", &re, &force) < 0)
         return NULL;
     int64_t r = NOT_READY;
     STORE_CALL(self, r, mc_store_remove_by_regex(self->store, re, force != 0));
@@ -1889,19 +1882,17 @@ static PyObject *do_key_batch(StoreObject *self, PyObject *keys_o, int op, int f
 
 static PyObject *store_batch_is_exist(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"keys", NULL};
     PyObject *keys_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:batch_is_exist", kwlist, &keys_o))
+    if (parse_one(args, kwds, "batch_is_exist", "keys", &keys_o, NULL) < 0)
         return NULL;
     return do_key_batch(self, keys_o, KB_EXIST, 0, NULL);
 }
 
 static PyObject *store_batch_remove(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"keys", "force", NULL};
     PyObject *keys_o;
     int force = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:batch_remove", kwlist, &keys_o, &force))
+    if (parse_one(args, kwds, "batch_remove", "keys", &keys_o, &force) < 0)
         return NULL;
     return do_key_batch(self, keys_o, KB_REMOVE, force, NULL);
 }
@@ -2011,12 +2002,8 @@ static PyObject *replica_list(StoreObject *self, const char *key)
 
 static PyObject *store_get_replica_desc(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"key", NULL};
-    PyObject *key_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:_get_replica_desc", kwlist, &key_o))
-        return NULL;
     const char *key;
-    if (mcpy_cstr(key_o, "key", &key) < 0)
+    if (parse_key(args, kwds, "_get_replica_desc", "key", &key, NULL) < 0)
         return NULL;
     if (!STORE_ENTER(self))
         return PyList_New(0);
@@ -2028,9 +2015,8 @@ static PyObject *store_get_replica_desc(StoreObject *self, PyObject *args, PyObj
 
 static PyObject *store_batch_get_replica_desc(StoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"keys", NULL};
     PyObject *keys_o;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:_batch_get_replica_desc", kwlist, &keys_o))
+    if (parse_one(args, kwds, "_batch_get_replica_desc", "keys", &keys_o, NULL) < 0)
         return NULL;
     mcpy_keys_t keys;
     if (mcpy_keys_parse(keys_o, "keys", &keys) < 0)

@@ -322,17 +322,26 @@ def _to_value(arr, code):
         return arr
 
 
-def decode(buf, copy=True):
-    """The tensor of a whole tensor object in buf (bytes-like), or None if it is not one.
-    copy=False returns a view of buf (it must stay alive and unchanged)."""
+def _data_view(buf):
+    """(Header, numpy array viewing the data in buf, shaped local_shape) of a whole tensor
+    object in buf (bytes-like), or None if it is not one. The array may be read-only."""
     _need_numpy()
     mv = memoryview(buf).cast("B")
     h = parse_header(mv)
     if h is None:
         return None
     st = _STORAGE[h.dtype]
-    arr = np.frombuffer(mv, dtype=st, count=h.data_bytes // st.itemsize,
-                        offset=h.data_offset).reshape(h.local_shape)
+    return h, np.frombuffer(mv, dtype=st, count=h.data_bytes // st.itemsize,
+                            offset=h.data_offset).reshape(h.local_shape)
+
+
+def decode(buf, copy=True):
+    """The tensor of a whole tensor object in buf (bytes-like), or None if it is not one.
+    copy=False returns a view of buf (it must stay alive and unchanged)."""
+    dv = _data_view(buf)
+    if dv is None:
+        return None
+    h, arr = dv
     if copy:
         arr = arr.copy()
     elif not arr.flags.writeable:
@@ -342,15 +351,8 @@ def decode(buf, copy=True):
 
 def decode_array(buf):
     """(Header, numpy array copy of the data) of a tensor object, or None."""
-    _need_numpy()
-    mv = memoryview(buf).cast("B")
-    h = parse_header(mv)
-    if h is None:
-        return None
-    st = _STORAGE[h.dtype]
-    arr = np.frombuffer(mv, dtype=st, count=h.data_bytes // st.itemsize,
-                        offset=h.data_offset).reshape(h.local_shape).copy()
-    return h, arr
+    dv = _data_view(buf)
+    return None if dv is None else (dv[0], dv[1].copy())
 
 
 # --- memory access for the *_from / *_into calls ---------------------------------------------
@@ -723,6 +725,12 @@ class TensorStoreMixin:
         except TensorError as e:
             log.error("%s for %s: %s", what, key, e)
             return INVALID_PARAMS
+        return self._write_tp_shards(key, code, arr, config, tp_size, split_dim, upsert, what)
+
+    def _write_tp_shards(self, key, code, arr, config, tp_size, split_dim, upsert, what):
+        """Split arr (dtype code) into tp_size shards along split_dim and write shard r under
+        tp_key(key, r). 0, INVALID_PARAMS when it cannot be split, or the first failed
+        write's status (the shards before it stay written)."""
         shards = _split_tp(code, arr, tp_size, split_dim, what)
         if shards is None:
             return INVALID_PARAMS
@@ -768,25 +776,22 @@ class TensorStoreMixin:
         if dec is None:
             return INVALID_PARAMS
         code, arr = dec
-        shards = _split_tp(code, arr, tp_size, split_dim, what)
-        if shards is None:
-            return INVALID_PARAMS
-        for rank, (hdr, shard) in enumerate(shards):
-            rc = self._tensor_write_parts(tp_key(key, rank), [hdr, _raw(shard)],
-                                          config, False)
-            if rc != 0:
-                return rc
-        return 0
+        return self._write_tp_shards(key, code, arr, config, tp_size, split_dim, False, what)
 
-    def _get_tensor_header(self, key):
-        """(Header, numpy array) of key or None."""
+    def _get_decoded(self, key, decoder):
+        """decoder(buffer of key): None when key is missing or not a valid tensor object
+        (logged as get_tensor's error)."""
         h = self.get_buffer(key)
         if h is None:
             return None
-        dec = decode_array(h)
+        dec = decoder(h)
         if dec is None:
             log.error("get_tensor(%s): invalid tensor metadata", key)
         return dec
+
+    def _get_tensor_header(self, key):
+        """(Header, numpy array) of key or None."""
+        return self._get_decoded(key, decode_array)
 
     # --- basic ---------------------------------------------------------------------------
 
@@ -821,13 +826,7 @@ class TensorStoreMixin:
 
     def get_tensor(self, key):
         """The tensor under key, or None (missing key or not a valid tensor object)."""
-        h = self.get_buffer(key)
-        if h is None:
-            return None
-        t = decode(h)
-        if t is None:
-            log.error("get_tensor(%s): invalid tensor metadata", key)
-        return t
+        return self._get_decoded(key, decode)
 
     def batch_get_tensor(self, keys):
         """One tensor or None per key."""

@@ -734,11 +734,13 @@ mc_status_t mc_dummy_put(mc_dummy_t *d, const char *key, const struct iovec *par
     return st != MC_OK ? st : r;
 }
 
-mc_status_t mc_dummy_batch_get(mc_dummy_t *d, size_t n, const char *const *keys, void **values,
-                               int64_t *results)
+/* A request of n keys (and force) through dcall_results. The status of building it (MC_OK
+ * for n == 0, which sends nothing); once sent MC_OK, the call's own failure being in every
+ * r64[i]. *resp_p (when not NULL): the response to free when the call succeeded, else left
+ * as it was. */
+static mc_status_t keys_call(mc_dummy_t *d, uint16_t op, size_t n, const char *const *keys,
+                             bool force, int64_t *r64, McRc__RcResponse **resp_p)
 {
-    for (size_t i = 0; i < n; i++)
-        values[i] = NULL;
     if (n == 0)
         return MC_OK;
     ProtobufCBinaryData *wk;
@@ -748,11 +750,21 @@ mc_status_t mc_dummy_batch_get(mc_dummy_t *d, size_t n, const char *const *keys,
     McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
     rq.n_keys = n;
     rq.keys = wk;
-    McRc__RcResponse *resp = NULL;
-    st = dcall_results(d, MC_RC_OP_GET, &rq, n, results, &resp);
+    rq.force = force;
+    dcall_results(d, op, &rq, n, r64, resp_p);
     mc_free(wk);
-    if (st != MC_OK)
-        return MC_OK; /* results carry it */
+    return MC_OK;
+}
+
+mc_status_t mc_dummy_batch_get(mc_dummy_t *d, size_t n, const char *const *keys, void **values,
+                               int64_t *results)
+{
+    for (size_t i = 0; i < n; i++)
+        values[i] = NULL;
+    McRc__RcResponse *resp = NULL;
+    mc_status_t st = keys_call(d, MC_RC_OP_GET, n, keys, false, results, &resp);
+    if (resp == NULL)
+        return st; /* n == 0, not sent, or failed (results carry it) */
     for (size_t i = 0; i < n; i++) {
         if (results[i] < 0)
             continue;
@@ -901,31 +913,13 @@ mc_status_t mc_dummy_batch_put(mc_dummy_t *d, size_t n, const char *const *keys,
     return st;
 }
 
-static mc_status_t keys_call(mc_dummy_t *d, uint16_t op, size_t n, const char *const *keys,
-                             bool force, int64_t *r64)
-{
-    if (n == 0)
-        return MC_OK;
-    ProtobufCBinaryData *wk;
-    mc_status_t st = wire_keys(n, keys, &wk);
-    if (st != MC_OK)
-        return st;
-    McRc__RcRequest rq = MC_RC__RC_REQUEST__INIT;
-    rq.n_keys = n;
-    rq.keys = wk;
-    rq.force = force;
-    dcall_results(d, op, &rq, n, r64, NULL);
-    mc_free(wk);
-    return MC_OK;
-}
-
 /* One key through keys_call: its result (a value or a negative status). */
 static int64_t key_call(mc_dummy_t *d, uint16_t op, const char *key, bool force)
 {
     int64_t r = MC_ERR_INTERNAL;
     if (!key)
         return MC_ERR_INVALID_PARAMS;
-    keys_call(d, op, 1, &key, force, &r);
+    keys_call(d, op, 1, &key, force, &r, NULL);
     return r;
 }
 
@@ -936,7 +930,7 @@ static mc_status_t keys_call_i32(mc_dummy_t *d, uint16_t op, size_t n, const cha
     int64_t *r = mc_calloc(n ? n : 1, sizeof(*r));
     if (!r)
         return MC_ERR_NO_MEMORY;
-    mc_status_t st = keys_call(d, op, n, keys, force, r);
+    mc_status_t st = keys_call(d, op, n, keys, force, r, NULL);
     for (size_t i = 0; i < n; i++)
         results[i] = (int32_t)r[i];
     mc_free(r);
