@@ -23,13 +23,18 @@ static bool use_avx2(void)
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
         __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2");
+        v = __builtin_cpu_supports("avx2") != 0; /* a feature bit, not 1 */
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return v == 1;
 #else
     return false;
 #endif
+}
+
+const char *mc_hash_build(void)
+{
+    return use_avx2() ? "avx2" : "baseline";
 }
 
 uint64_t mc_hash64(const void *data, size_t len)

@@ -10,6 +10,8 @@
 uint64_t mc_hash64(const void *data, size_t len);              /* XXH3-64, seed 0 */
 uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed);
 uint64_t mc_hash_str(const char *s);                           /* of strlen(s) bytes */
+/* Which build of XXH3 runs: "avx2" on a CPU with AVX2, else "baseline" (same values). */
+const char *mc_hash_build(void);
 
 /* Streaming checksum over several pieces: equal to mc_hash64 of their concatenation. */
 typedef struct mc_hash_stream {
