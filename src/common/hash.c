@@ -51,6 +51,16 @@ uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed)
     return XXH3_64bits_withSeed(data, len, seed);
 }
 
+uint64_t mc_hash64_copy(void *dst, const void *src, size_t len)
+{
+#if defined(__x86_64__)
+    if (use_avx2())
+        return mc_hash64_copy_avx2(dst, src, len);
+#endif
+    memcpy(dst, src, len);
+    return XXH3_64bits(dst, len);
+}
+
 uint64_t mc_hash_str(const char *s)
 {
     return mc_hash64(s, strlen(s));
