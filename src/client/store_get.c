@@ -269,10 +269,20 @@ static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n
         mc_hash_stream_update(hs, scratch[i].iov_base, scratch[i].iov_len);
 }
 
+/* Whether reads from endpoint are copies that the engine hashes as it makes them (same host:
+ * te_hashed.h); then one request per object is what lets it hash the whole value. */
+static bool engine_hashes_reads(mc_store_t *s, const char *endpoint)
+{
+    mc_te_segment_t seg;
+    return mc_te_segment_open(s->te, endpoint, &seg) == MC_OK &&
+           mc_te_segment_hashes_reads(s->te, seg);
+}
+
 /* Reads [addr, addr+size) of `endpoint` into parts and sets *hash_p to the XXH3 of the bytes.
- * Large remote objects travel as one transfer of PIPELINE_CHUNK requests, consumed in order
- * with mc_te_transfer_wait_some: this thread hashes chunk k while the TE loops receive the
- * chunks after it, instead of hashing everything after the last byte arrived. */
+ * Large objects from another host travel as one transfer of PIPELINE_CHUNK requests,
+ * consumed in order with mc_te_transfer_wait_some: this thread hashes chunk k while the TE
+ * loops receive the chunks after it, instead of hashing everything after the last byte
+ * arrived. Same-host objects are one request that the engine hashes while copying. */
 static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size,
                                const struct iovec *parts, size_t n_parts, uint64_t *hash_p)
 {
@@ -280,7 +290,7 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     uint64_t chunks = (size + PIPELINE_CHUNK - 1) / PIPELINE_CHUNK;
     xfer_plan_t plan = {0};
     if (size < PIPELINE_MIN || chunks + n_parts > MC_TE_MAX_BATCH ||
-        store_is_local(s, endpoint, addr, size)) {
+        store_is_local(s, endpoint, addr, size) || engine_hashes_reads(s, endpoint)) {
         st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr, size, parts, n_parts, 0);
         if (st == MC_OK)
             st = store_plan_run(s, &plan, NULL);

@@ -1559,6 +1559,21 @@ mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *re
     return transfer_start(te, reqs, n, true, NULL, xfer_p);
 }
 
+bool mc_te_segment_hashes_reads(mc_te_t *te, mc_te_segment_t seg)
+{
+    mc_te_peer_t *p = te ? mc_te_peer_by_handle(te, seg) : NULL;
+    if (!p)
+        return false;
+    if (p->is_local)
+        return true;
+    mc_te_rdesc_t *r;
+    int tp;
+    if (mc_te_peer_get_desc(p, &r, &tp) != MC_OK)
+        return false;
+    mc_te_rdesc_put(r);
+    return tp == MC_TE_TP_SHM;
+}
+
 mc_status_t mc_te_transfer_start_hashed(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                         bool reserved, mc_te_read_hash_t *hashes,
                                         mc_te_transfer_t **xfer_p)

@@ -27,4 +27,9 @@ mc_status_t mc_te_transfer_start_hashed(mc_te_t *te, const mc_te_request_t *reqs
                                         bool reserved, mc_te_read_hash_t *hashes,
                                         mc_te_transfer_t **xfer_p);
 
+/* Whether READs from seg are copies by this engine that mc_te_transfer_start_hashed hashes:
+ * our own segment, or a peer reached over shm (a buffer of it that is not memfd-backed still
+ * goes over CMA or tcp, unhashed). False when the peer's descriptor cannot be had. */
+bool mc_te_segment_hashes_reads(mc_te_t *te, mc_te_segment_t seg);
+
 #endif
