@@ -1634,7 +1634,7 @@ mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
 mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                 mc_te_xfer_status_t *status_p)
 {
-    mc_te_transfer_t *x = NULL;
-    mc_status_t st = mc_te_transfer_start(te, reqs, n, &x);
+    mc_te_transfer_t *x = NULL; /* reserved: the wait follows at once on this thread */
+    mc_status_t st = mc_te_transfer_start_reserved(te, reqs, n, &x);
     return st != MC_OK ? st : mc_te_transfer_wait(te, x, status_p);
 }
