@@ -336,8 +336,11 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved, mc_te
     *x = NULL;
     if (p->n == 0)
         return MC_OK;
+    bool reads = false;
+    for (size_t i = 0; i < p->n && !reads; i++)
+        reads = p->reqs[i].opcode == MC_TE_READ;
     mc_free(p->hashes);
-    p->hashes = mc_calloc(p->n, sizeof(*p->hashes));
+    p->hashes = reads ? mc_calloc(p->n, sizeof(*p->hashes)) : NULL;
     if (p->hashes)
         return mc_te_transfer_start_hashed(s->te, p->reqs, p->n, reserved, p->hashes, x);
     return reserved ? mc_te_transfer_start_reserved(s->te, p->reqs, p->n, x)
