@@ -204,9 +204,9 @@ MC_API mc_status_t mc_te_batch_status_all(mc_te_t *te, mc_te_batch_t batch,
 /* Free a batch. MC_ERR_BUSY while any request is still WAITING/PENDING. */
 MC_API mc_status_t mc_te_batch_free(mc_te_t *te, mc_te_batch_t batch);
 
-/* Submit n requests and wait for all. MC_OK when every one COMPLETED; otherwise the first
- * error (MC_ERR_TIMEOUT, MC_ERR_OUT_OF_RANGE, MC_ERR_TRANSFER_FAIL...). Optional per-request
- * status output. */
+/* Submit n requests and wait for all (mc_te_transfer_start_reserved + mc_te_transfer_wait).
+ * MC_OK when every one COMPLETED; otherwise the first error (MC_ERR_TIMEOUT,
+ * MC_ERR_OUT_OF_RANGE, MC_ERR_TRANSFER_FAIL...). Optional per-request status output. */
 MC_API mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                        mc_te_xfer_status_t *status_p);
 

@@ -2,8 +2,12 @@
  * last saw the key's bytes, with the read lease that came with them.
  *
  * Layout: n_sets sets of MC_HINT_WAYS ways; a set's tags (a key's XXH3, 0 = empty) share one
- * cache line, the entries live in a parallel array. The memory is allocated at the first set
- * (table_alloc), so a process that only serves never pays for it.
+ * cache line and their last-use ticks the next, the entries live in a parallel array. The
+ * memory is allocated at the first set (table_alloc), so a process that only serves never pays
+ * for it. The batch calls go through a batch's keys in stages (set lines, then entries, then
+ * key copies), prefetching what the next stage reads for every key before any key uses it:
+ * in a table of tens of MB each of those is a cache miss, and this way a batch's misses
+ * overlap instead of following one another.
  *
  * Ownership and locking: each entry owns a copy of its key (kept across drops for reuse); every
  * public function takes the table's one mutex for a short section and copies hints in or out,
@@ -21,13 +25,14 @@
 typedef struct entry {
     char *key;        /* owned copy (kept for reuse after a drop) */
     size_t key_cap;
-    uint64_t used;    /* table tick of the last set or hit: the least recent one goes */
     mc_replica_hint_t h;
 } entry_t;
 
-/* One set: the tags (0 = empty way) fill one cache line. */
+/* One set: the tags (0 = empty way) fill one cache line, the ways' last-use ticks the next
+ * (table tick of the last set or hit: the least recent way goes). */
 typedef struct set {
     _Alignas(64) uint64_t tag[MC_HINT_WAYS];
+    uint64_t used[MC_HINT_WAYS];
 } set_t;
 
 struct mc_hint_table {
@@ -46,8 +51,10 @@ static bool table_alloc(mc_hint_table_t *t);
 static uint64_t key_tag(const char *key);
 static size_t set_of(const mc_hint_table_t *t, uint64_t tag);
 static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag);
-static void set_locked(mc_hint_table_t *t, const char *key, uint64_t tag,
-                       const mc_replica_hint_t *h);
+static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
+                      const uint64_t *tags, size_t *e);
+static void prefetch_set(const mc_hint_table_t *t, uint64_t tag);
+static size_t claim_locked(mc_hint_table_t *t, uint64_t tag);
 
 mc_hint_table_t *mc_hint_table_new(size_t entries)
 {
@@ -131,37 +138,59 @@ static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag)
     return SIZE_MAX;
 }
 
-/* Records h for key (tag = key_tag(key)). Under t->mu, with the table allocated. */
-static void set_locked(mc_hint_table_t *t, const char *key, uint64_t tag,
-                       const mc_replica_hint_t *h)
+static void prefetch_set(const mc_hint_table_t *t, uint64_t tag)
 {
-    size_t e = find(t, key, tag);
-    if (e == SIZE_MAX) { /* an empty way, else the least recently used one */
-        size_t si = set_of(t, tag), klen = strlen(key);
-        e = si * MC_HINT_WAYS;
-        for (size_t w = 0; w < MC_HINT_WAYS; w++) {
-            size_t c = si * MC_HINT_WAYS + w;
-            if (t->sets[si].tag[w] == 0) {
-                e = c;
+    const set_t *st = &t->sets[set_of(t, tag)];
+    __builtin_prefetch(st->tag);
+    __builtin_prefetch(st->used);
+}
+
+/* find() for keys[0..k) (NULL keys skipped; tags[i] = key_tag(keys[i])) into e[i], in stages:
+ * every key's set line, then every candidate entry, then every candidate's key copy are
+ * prefetched before any key reads them. Under t->mu, with the table allocated. */
+static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
+                      const uint64_t *tags, size_t *e)
+{
+    for (size_t i = 0; i < k; i++)
+        if (keys[i])
+            prefetch_set(t, tags[i]);
+    for (size_t i = 0; i < k; i++) { /* the first way with the tag: almost always the key */
+        e[i] = SIZE_MAX;
+        if (!keys[i])
+            continue;
+        size_t si = set_of(t, tags[i]);
+        for (int w = 0; w < MC_HINT_WAYS; w++) {
+            if (t->sets[si].tag[w] == tags[i]) {
+                e[i] = si * MC_HINT_WAYS + (size_t)w;
+                __builtin_prefetch(&t->entries[e[i]]);
                 break;
             }
-            if (t->entries[c].used < t->entries[e].used)
-                e = c;
         }
-        entry_t *en = &t->entries[e];
-        if (klen >= en->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
-            char *k = mc_malloc(klen + 1);
-            if (!k)
-                return;
-            mc_free(en->key);
-            en->key = k;
-            en->key_cap = klen + 1;
-        }
-        memcpy(en->key, key, klen + 1);
-        t->sets[si].tag[e - si * MC_HINT_WAYS] = tag;
     }
-    t->entries[e].h = *h;
-    t->entries[e].used = ++t->tick;
+    for (size_t i = 0; i < k; i++)
+        if (e[i] != SIZE_MAX)
+            __builtin_prefetch(t->entries[e[i]].key);
+    for (size_t i = 0; i < k; i++) /* two keys with one tag in a set: find() sorts it out */
+        if (e[i] != SIZE_MAX && strcmp(t->entries[e[i]].key, keys[i]) != 0)
+            e[i] = find(t, keys[i], tags[i]);
+}
+
+/* A way for a key of this tag that is not in the table: an empty one, else the least recently
+ * used; its tag is set (the caller fills the entry). Under t->mu. */
+static size_t claim_locked(mc_hint_table_t *t, uint64_t tag)
+{
+    size_t si = set_of(t, tag), w = 0;
+    set_t *st = &t->sets[si];
+    for (size_t c = 0; c < MC_HINT_WAYS; c++) {
+        if (st->tag[c] == 0) {
+            w = c;
+            break;
+        }
+        if (st->used[c] < st->used[w])
+            w = c;
+    }
+    st->tag[w] = tag;
+    return si * MC_HINT_WAYS + w;
 }
 
 void mc_hint_set(mc_hint_table_t *t, const char *key, const mc_replica_hint_t *h)
@@ -177,21 +206,58 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
     if (!t)
         return;
     uint64_t tags[CHUNK];
+    size_t e[CHUNK];
+    bool claimed[CHUNK];
+    const char *ok[CHUNK]; /* the keys whose hint fits, NULL for the others */
     for (size_t base = 0; base < n; base += CHUNK) {
         size_t k = n - base < CHUNK ? n - base : CHUNK;
-        for (size_t i = 0; i < k; i++)
-            tags[i] = key_tag(keys[base + i]);
+        for (size_t i = 0; i < k; i++) {
+            const mc_replica_hint_t *h = &hints[base + i];
+            bool fits = strnlen(h->endpoint, MC_HINT_ENDPOINT_MAX) < MC_HINT_ENDPOINT_MAX;
+            ok[i] = fits ? keys[base + i] : NULL;
+            tags[i] = fits ? key_tag(ok[i]) : 0;
+        }
         pthread_mutex_lock(&t->mu);
         if (!table_alloc(t)) {
             pthread_mutex_unlock(&t->mu);
             return;
         }
-        for (size_t i = 0; i < k; i++) /* every set's cache miss before using any */
-            __builtin_prefetch(&t->sets[set_of(t, tags[i])]);
+        find_many(t, k, ok, tags, e);
+        for (size_t i = 0; i < k; i++) { /* misses take a way (a key twice in the batch: once) */
+            claimed[i] = false;
+            if (!ok[i])
+                continue;
+            if (e[i] == SIZE_MAX)
+                e[i] = find(t, ok[i], tags[i]); /* its set line is cached by now */
+            if (e[i] == SIZE_MAX) {
+                e[i] = claim_locked(t, tags[i]);
+                claimed[i] = true;
+            }
+            t->sets[e[i] / MC_HINT_WAYS].used[e[i] % MC_HINT_WAYS] = ++t->tick;
+            __builtin_prefetch(&t->entries[e[i]], 1);
+        }
+        for (size_t i = 0; i < k; i++)
+            if (claimed[i] && t->entries[e[i]].key)
+                __builtin_prefetch(t->entries[e[i]].key, 1);
         for (size_t i = 0; i < k; i++) {
-            const mc_replica_hint_t *h = &hints[base + i];
-            if (strnlen(h->endpoint, MC_HINT_ENDPOINT_MAX) < MC_HINT_ENDPOINT_MAX)
-                set_locked(t, keys[base + i], tags[i], h);
+            if (!ok[i])
+                continue;
+            entry_t *en = &t->entries[e[i]];
+            if (claimed[i]) {
+                size_t klen = strlen(ok[i]);
+                if (klen >= en->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
+                    char *kc = mc_malloc(klen + 1);
+                    if (!kc) { /* the way stays empty: a hint is only a guess */
+                        t->sets[e[i] / MC_HINT_WAYS].tag[e[i] % MC_HINT_WAYS] = 0;
+                        continue;
+                    }
+                    mc_free(en->key);
+                    en->key = kc;
+                    en->key_cap = klen + 1;
+                }
+                memcpy(en->key, ok[i], klen + 1);
+            }
+            en->h = hints[base + i];
         }
         pthread_mutex_unlock(&t->mu);
     }
@@ -208,26 +274,27 @@ void mc_hint_get_many(mc_hint_table_t *t, size_t n, const char *const *keys,
                       mc_replica_hint_t *out, bool *hit)
 {
     uint64_t tags[CHUNK];
+    size_t e[CHUNK];
     for (size_t base = 0; base < n; base += CHUNK) {
         size_t k = n - base < CHUNK ? n - base : CHUNK;
         for (size_t i = 0; i < k; i++) {
             hit[base + i] = false;
-            if (!t || !keys[base + i])
-                continue;
-            tags[i] = key_tag(keys[base + i]);
+            if (t && keys[base + i])
+                tags[i] = key_tag(keys[base + i]);
         }
         if (!t)
             continue;
         pthread_mutex_lock(&t->mu);
-        for (size_t i = 0; i < k && t->sets; i++) /* every set's cache miss before using any */
-            if (keys[base + i])
-                __builtin_prefetch(&t->sets[set_of(t, tags[i])]);
+        if (!t->sets) {
+            pthread_mutex_unlock(&t->mu);
+            continue;
+        }
+        find_many(t, k, keys + base, tags, e);
         for (size_t i = 0; i < k; i++) {
-            size_t e = keys[base + i] ? find(t, keys[base + i], tags[i]) : SIZE_MAX;
-            if (e == SIZE_MAX)
+            if (e[i] == SIZE_MAX)
                 continue;
-            out[base + i] = t->entries[e].h;
-            t->entries[e].used = ++t->tick;
+            out[base + i] = t->entries[e[i]].h;
+            t->sets[e[i] / MC_HINT_WAYS].used[e[i] % MC_HINT_WAYS] = ++t->tick;
             hit[base + i] = true;
         }
         pthread_mutex_unlock(&t->mu);

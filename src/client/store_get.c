@@ -44,6 +44,8 @@ typedef struct bget_key {
     struct iovec heap_iov;                /* heap mode: its buffer (heap[i]) and size */
     uint64_t t0;                          /* when its lookup was sent (its lease starts then) */
     bool early_read;                      /* read before the lookup answered (bget_t.early[i]) */
+    bool engine_hashed;                   /* engine_hash: the XXH3 of the engine_len bytes its */
+    uint64_t engine_hash, engine_len;     /* read delivered, computed by the engine (same host) */
     bool checked, ok, lease_ok;           /* bget_check_key ran; its verdict */
 } bget_key_t;
 
@@ -95,6 +97,7 @@ typedef struct bget {
     mc_te_transfer_t *early_x;        /* early_plan in flight (bget_read_early) */
     mc_status_t early_st;
     bool early_done;                  /* early_plan finished (after the first lookup) */
+    const xfer_plan_t *done_plan;     /* the plan bget_check_done reports on */
     bget_sub_t sub[BGET_MAX_SUBS];    /* the lookup's sub-batches, in order */
     size_t n_sub;
     mc_rpc_arena_t resp_arena;        /* the lookups' answers: one arena, not allocations per key */
@@ -142,7 +145,7 @@ static void bget_lookup_and_read(bget_t *b);
 static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl,
                            xfer_plan_t *plan);
 static void bget_check_key(bget_t *b, size_t i);
-static void bget_check_done(void *arg, size_t i);
+static void bget_check_done(void *arg, size_t i, size_t first, size_t last);
 static void bget_verify_key(bget_t *b, size_t i);
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
@@ -266,10 +269,20 @@ static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n
         mc_hash_stream_update(hs, scratch[i].iov_base, scratch[i].iov_len);
 }
 
+/* Whether reads from endpoint are copies that the engine hashes as it makes them (same host:
+ * te_hashed.h); then one request per object is what lets it hash the whole value. */
+static bool engine_hashes_reads(mc_store_t *s, const char *endpoint)
+{
+    mc_te_segment_t seg;
+    return mc_te_segment_open(s->te, endpoint, &seg) == MC_OK &&
+           mc_te_segment_hashes_reads(s->te, seg);
+}
+
 /* Reads [addr, addr+size) of `endpoint` into parts and sets *hash_p to the XXH3 of the bytes.
- * Large remote objects travel as one transfer of PIPELINE_CHUNK requests, consumed in order
- * with mc_te_transfer_wait_some: this thread hashes chunk k while the TE loops receive the
- * chunks after it, instead of hashing everything after the last byte arrived. */
+ * Large objects from another host travel as one transfer of PIPELINE_CHUNK requests,
+ * consumed in order with mc_te_transfer_wait_some: this thread hashes chunk k while the TE
+ * loops receive the chunks after it, instead of hashing everything after the last byte
+ * arrived. Same-host objects are one request that the engine hashes while copying. */
 static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size,
                                const struct iovec *parts, size_t n_parts, uint64_t *hash_p)
 {
@@ -277,13 +290,15 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     uint64_t chunks = (size + PIPELINE_CHUNK - 1) / PIPELINE_CHUNK;
     xfer_plan_t plan = {0};
     if (size < PIPELINE_MIN || chunks + n_parts > MC_TE_MAX_BATCH ||
-        store_is_local(s, endpoint, addr, size)) {
+        store_is_local(s, endpoint, addr, size) || engine_hashes_reads(s, endpoint)) {
         st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr, size, parts, n_parts, 0);
         if (st == MC_OK)
             st = store_plan_run(s, &plan, NULL);
+        if (st == MC_OK) {
+            const uint64_t *eh = store_plan_engine_hash(&plan, 0, plan.n - 1, size);
+            *hash_p = eh ? *eh : store_iov_hash(parts, n_parts, size);
+        }
         store_plan_free(&plan);
-        if (st == MC_OK)
-            *hash_p = store_iov_hash(parts, n_parts, size);
         return st;
     }
     /* one request list, chunk by chunk; ends[c] = requests up to and including chunk c */
@@ -703,6 +718,7 @@ static void bget_finish_early(bget_t *b)
     if (b->early_done)
         return;
     b->early_done = true; /* leased keys are checked as they land; guesses need the answer */
+    b->done_plan = &b->early_plan;
     store_plan_finish_each(b->s, &b->early_plan, b->early_st, b->early_x, b->failed,
                            bget_check_done, b);
 }
@@ -787,6 +803,7 @@ static void bget_lookup_and_read(bget_t *b)
             bget_lookup_send(b, next);
         mc_te_transfer_t *x;
         mc_status_t st = store_plan_start(b->s, &cur->plan, true, &x);
+        b->done_plan = &cur->plan;
         store_plan_finish_each(b->s, &cur->plan, st, x, b->failed, bget_check_done, b);
         for (size_t q = cur->lo; q < cur->hi; q++) /* those without a read of their own */
             bget_check_key(b, b->idx[q]);
@@ -811,6 +828,7 @@ static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse
     }
     b->failed[i] = 0; /* a failed or wrong guess: read what the master names */
     k->early_read = false;
+    k->engine_hashed = false;
     if (b->heap) {
         b->heap[i] = mc_malloc(rl->size);
         if (!b->heap[i]) {
@@ -855,13 +873,26 @@ static void bget_check_key(bget_t *b, size_t i)
     uint64_t until = rl ? k->t0 + rl->lease_ttl_ms : h->lease_until_ms;
     k->checked = true;
     k->lease_ok = mc_now_ms() <= until;
-    k->ok = !b->failed[i] && k->lease_ok && store_iov_hash(kp, kn, size) == sum;
+    if (b->failed[i] || !k->lease_ok)
+        return;
+    uint64_t got = k->engine_hashed && k->engine_len == size ? k->engine_hash
+                                                             : store_iov_hash(kp, kn, size);
+    k->ok = got == sum;
 }
 
-/* store_plan_finish_each's callback: key i's read is final. */
-static void bget_check_done(void *arg, size_t i)
+/* store_plan_finish_each's callback: key i's read (requests [first, last] of b->done_plan) is
+ * final; keeps the engine's checksum of its bytes if it computed one. */
+static void bget_check_done(void *arg, size_t i, size_t first, size_t last)
 {
-    bget_check_key(arg, i);
+    bget_t *b = arg;
+    bget_key_t *k = &b->k[i];
+    const xfer_plan_t *p = b->done_plan;
+    uint64_t len = first < p->n ? p->reqs[first].length : 0;
+    const uint64_t *eh = store_plan_engine_hash(p, first, last, len);
+    k->engine_hashed = eh != NULL;
+    k->engine_hash = eh ? *eh : 0;
+    k->engine_len = len;
+    bget_check_key(b, i);
 }
 
 /* Phase 4b, key i: settles its result from bget_check_key's verdict and records what the

@@ -31,6 +31,7 @@
 #include "common/net.h"
 #include "mooncake/te.h"
 #include "rpc/wire_key.h"
+#include "te/te_hashed.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -134,6 +135,10 @@ typedef struct xfer_plan {
      * storage servers, so most adds skip mc_te_segment_open (its lock and search) */
     char seg_endpoint[MC_TE_NAME_MAX]; /* "" = none yet */
     mc_te_segment_t seg;
+    /* per request, from store_plan_start to store_plan_free: the XXH3 of the bytes a same-host
+     * read delivered, when the engine computed it while copying (te_hashed.h); NULL if the
+     * array could not be had (every object is then hashed by the caller) */
+    mc_te_read_hash_t *hashes;
 } xfer_plan_t;
 
 /* ---- store_segments.c: extra segments, driven by the heartbeat and destroy (store.c) */
@@ -186,12 +191,20 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved,
 mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                               mc_te_transfer_t *x, unsigned char *failed);
 mc_status_t store_plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed);
-/* store_plan_finish object by object (store_xfer.c): done(arg, owner) for each object whose
- * requests are final (all completed), while later ones still arrive; the objects not passed
- * to done (failed ones among them) are the caller's to handle after it returns. */
+/* The engine's XXH3 of the bytes requests [first, last] of a plan that has run delivered, when
+ * they are one request of `size` bytes that the engine copied and hashed itself (same host);
+ * NULL otherwise: the caller hashes the bytes (store_iov_hash). */
+const uint64_t *store_plan_engine_hash(const xfer_plan_t *p, size_t first, size_t last,
+                                       uint64_t size);
+/* store_plan_finish object by object (store_xfer.c): done(arg, owner, first, last) for each
+ * object once its requests [first, last] are final (failed[owner] set if one did not
+ * complete), while later ones still arrive; the objects not passed to done are the caller's to
+ * handle after it returns. */
 mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                                    mc_te_transfer_t *x, unsigned char *failed,
-                                   void (*done)(void *arg, size_t owner), void *arg);
+                                   void (*done)(void *arg, size_t owner, size_t first,
+                                                size_t last),
+                                   void *arg);
 /* Hands the TE the data grants of a master answer (a tenant-bound client's; none otherwise),
  * before the plan that needs them runs (docs/security.md, "Data ports and tenants"). A grant
  * that cannot be presented is logged; the requests it covers then fail PERMISSION_DENIED. */

@@ -135,6 +135,7 @@ void store_plan_free(xfer_plan_t *p)
 {
     mc_free(p->reqs);
     mc_free(p->owner);
+    mc_free(p->hashes);
     memset(p, 0, sizeof(*p));
 }
 
@@ -327,14 +328,32 @@ void store_stamp_wait(const char *op, const char *key, uint64_t lease_ms)
 }
 
 /* Starts the plan's transfer (*x = NULL when nothing remains to move); `reserved` for a short
- * overlap with one RPC (te.h, mc_te_transfer_start_reserved). */
+ * overlap with one RPC (te.h, mc_te_transfer_start_reserved). Same-host reads are hashed by
+ * the engine as it copies them (p->hashes, te_hashed.h): the check then costs no second pass
+ * over the value. */
 mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved, mc_te_transfer_t **x)
 {
     *x = NULL;
     if (p->n == 0)
         return MC_OK;
+    bool reads = false;
+    for (size_t i = 0; i < p->n && !reads; i++)
+        reads = p->reqs[i].opcode == MC_TE_READ;
+    mc_free(p->hashes);
+    p->hashes = reads ? mc_calloc(p->n, sizeof(*p->hashes)) : NULL;
+    if (p->hashes)
+        return mc_te_transfer_start_hashed(s->te, p->reqs, p->n, reserved, p->hashes, x);
     return reserved ? mc_te_transfer_start_reserved(s->te, p->reqs, p->n, x)
                     : mc_te_transfer_start(s->te, p->reqs, p->n, x);
+}
+
+const uint64_t *store_plan_engine_hash(const xfer_plan_t *p, size_t first, size_t last,
+                                       uint64_t size)
+{
+    if (!p->hashes || first != last || first >= p->n || !p->hashes[first].hashed ||
+        p->reqs[first].opcode != MC_TE_READ || p->reqs[first].length != size)
+        return NULL;
+    return &p->hashes[first].hash;
 }
 
 /* Finishes what store_plan_start returned (start_st, x); failed[owner] is set for every object with
@@ -366,7 +385,9 @@ mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_s
 #define FINISH_STEP (1u << 20)
 mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                                    mc_te_transfer_t *x, unsigned char *failed,
-                                   void (*done)(void *arg, size_t owner), void *arg)
+                                   void (*done)(void *arg, size_t owner, size_t first,
+                                                size_t last),
+                                   void *arg)
 {
     mc_te_xfer_status_t *sts = x ? mc_calloc(p->n, sizeof(*sts)) : NULL;
     if (!sts)
@@ -377,11 +398,13 @@ mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t st
             bytes += p->reqs[e++].length;
         if (mc_te_transfer_wait_some(s->te, x, e, sts) != MC_OK)
             break; /* the final wait below reports it */
-        for (size_t q = r; q < e; q++) {
+        for (size_t q = r, first = r; q < e; q++) {
             if (sts[q].state != MC_TE_COMPLETED && failed)
                 failed[p->owner[q]] = 1;
-            if (q + 1 == e || p->owner[q + 1] != p->owner[q])
-                done(arg, p->owner[q]);
+            if (q + 1 == e || p->owner[q + 1] != p->owner[q]) {
+                done(arg, p->owner[q], first, q);
+                first = q + 1;
+            }
         }
     }
     mc_status_t st = mc_te_transfer_wait(s->te, x, sts);

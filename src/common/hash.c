@@ -23,13 +23,18 @@ static bool use_avx2(void)
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
         __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2");
+        v = __builtin_cpu_supports("avx2") != 0; /* a feature bit, not 1 */
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return v == 1;
 #else
     return false;
 #endif
+}
+
+const char *mc_hash_build(void)
+{
+    return use_avx2() ? "avx2" : "baseline";
 }
 
 uint64_t mc_hash64(const void *data, size_t len)
@@ -44,6 +49,16 @@ uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed)
         return mc_hash64_avx2(data, len, seed);
 #endif
     return XXH3_64bits_withSeed(data, len, seed);
+}
+
+uint64_t mc_hash64_copy(void *dst, const void *src, size_t len)
+{
+#if defined(__x86_64__)
+    if (use_avx2())
+        return mc_hash64_copy_avx2(dst, src, len);
+#endif
+    memcpy(dst, src, len);
+    return XXH3_64bits(dst, len);
 }
 
 uint64_t mc_hash_str(const char *s)

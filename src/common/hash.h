@@ -10,6 +10,13 @@
 uint64_t mc_hash64(const void *data, size_t len);              /* XXH3-64, seed 0 */
 uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed);
 uint64_t mc_hash_str(const char *s);                           /* of strlen(s) bytes */
+/* Copies len bytes from src to dst (not overlapping) and returns mc_hash64 of the bytes
+ * written to dst. With AVX2, one pass: each 64-byte stripe is hashed from the registers that
+ * were stored, so the check costs no second read of the bytes; from 1 MiB on into 32-byte
+ * aligned memory the stores bypass the caches (as memcpy's do for large copies). */
+uint64_t mc_hash64_copy(void *dst, const void *src, size_t len);
+/* Which build of XXH3 runs: "avx2" on a CPU with AVX2, else "baseline" (same values). */
+const char *mc_hash_build(void);
 
 /* Streaming checksum over several pieces: equal to mc_hash64 of their concatenation. */
 typedef struct mc_hash_stream {

@@ -7,6 +7,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <immintrin.h>
+#include <string.h>
+
 uint64_t mc_hash64_avx2(const void *data, size_t len, uint64_t seed)
 {
     return XXH3_64bits_withSeed(data, len, seed);
@@ -30,5 +33,66 @@ uint64_t mc_hash_state_final_avx2(void *st)
     uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     return h;
+}
+
+/* One 64-byte stripe: copied from src to dst and accumulated from the very registers that were
+ * stored (XXH3_accumulate_512_avx2 on data already loaded). nt: streaming stores (dst 32-byte
+ * aligned). */
+static inline void copy_acc_stripe(__m256i *acc, uint8_t *dst, const uint8_t *src,
+                                   const uint8_t *secret, int nt)
+{
+    for (int i = 0; i < 2; i++) {
+        __m256i const data_vec = _mm256_loadu_si256((const __m256i *)src + i);
+        if (nt)
+            _mm256_stream_si256((__m256i *)dst + i, data_vec);
+        else
+            _mm256_storeu_si256((__m256i *)dst + i, data_vec);
+        __m256i const key_vec = _mm256_loadu_si256((const __m256i *)secret + i);
+        __m256i const data_key = _mm256_xor_si256(data_vec, key_vec);
+        __m256i const data_key_lo = _mm256_shuffle_epi32(data_key, _MM_SHUFFLE(0, 3, 0, 1));
+        __m256i const product = _mm256_mul_epu32(data_key, data_key_lo);
+        __m256i const data_swap = _mm256_shuffle_epi32(data_vec, _MM_SHUFFLE(1, 0, 3, 2));
+        acc[i] = _mm256_add_epi64(product, _mm256_add_epi64(acc[i], data_swap));
+    }
+}
+
+/* XXH3-64 (seed 0) of len bytes copied from src to dst, in one pass over src for the whole
+ * 1 KiB blocks (XXH3's long-input loop with its default secret, as XXH3_hashLong_64b_internal);
+ * the last block, shorter inputs and the final stripe are copied first and hashed from dst. */
+uint64_t mc_hash64_copy_avx2(void *dst, const void *src, size_t len)
+{
+    enum { STRIPE = 64, RATE = 8, SECRET = XXH_SECRET_DEFAULT_SIZE };
+    enum { PER_BLOCK = (SECRET - STRIPE) / RATE, BLOCK = STRIPE * PER_BLOCK };
+    if (len <= XXH3_MIDSIZE_MAX) {
+        memcpy(dst, src, len);
+        return XXH3_64bits(dst, len);
+    }
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    const uint8_t *secret = XXH3_kSecret;
+    XXH_ALIGN(32) xxh_u64 acc[XXH_ACC_NB] = XXH3_INIT_ACC;
+    /* streaming stores past the caches only for large copies into aligned memory, where the
+     * caller does not read the bytes right after (a small value stays cached) */
+    int nt = len >= MC_HASH_COPY_NT_MIN && ((uintptr_t)d & 31) == 0;
+    size_t nb_blocks = (len - 1) / BLOCK;
+    for (size_t n = 0; n < nb_blocks; n++) {
+        __m256i a[2] = {_mm256_load_si256((__m256i *)acc), _mm256_load_si256((__m256i *)acc + 1)};
+        for (size_t k = 0; k < PER_BLOCK; k++) {
+            size_t off = n * BLOCK + k * STRIPE;
+            _mm_prefetch((const char *)s + off + 512, _MM_HINT_T0);
+            copy_acc_stripe(a, d + off, s + off, secret + k * RATE, nt);
+        }
+        _mm256_store_si256((__m256i *)acc, a[0]);
+        _mm256_store_si256((__m256i *)acc + 1, a[1]);
+        XXH3_scrambleAcc_avx2(acc, secret + SECRET - STRIPE);
+    }
+    if (nt)
+        _mm_sfence();
+    size_t tail = nb_blocks * BLOCK;
+    memcpy(d + tail, s + tail, len - tail);
+    /* the last partial block and the last stripe, as XXH3_hashLong_internal_loop, from dst */
+    XXH3_accumulate(acc, d + tail, secret, ((len - 1) - tail) / STRIPE, XXH3_accumulate_512_avx2);
+    XXH3_accumulate_512_avx2(acc, d + len - STRIPE, secret + SECRET - STRIPE - 7);
+    return XXH3_mergeAccs(acc, secret + 11, (xxh_u64)len * XXH_PRIME64_1);
 }
 #endif

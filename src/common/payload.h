@@ -10,7 +10,10 @@
 #ifndef MC_COMMON_PAYLOAD_H
 #define MC_COMMON_PAYLOAD_H
 
+#include "common/hash.h"
+
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__SANITIZE_THREAD__)
@@ -38,6 +41,15 @@ static inline void mc_payload_copy(void *dst, const void *src, size_t n)
     MC_PAYLOAD_BEGIN();
     memcpy(dst, src, n);
     MC_PAYLOAD_END();
+}
+
+/* mc_payload_copy that also returns the XXH3-64 of the bytes written (mc_hash64_copy). */
+static inline uint64_t mc_payload_copy_hash(void *dst, const void *src, size_t n)
+{
+    MC_PAYLOAD_BEGIN();
+    uint64_t h = mc_hash64_copy(dst, src, n);
+    MC_PAYLOAD_END();
+    return h;
 }
 
 #endif

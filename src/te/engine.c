@@ -8,11 +8,13 @@
  */
 #include "te/transport.h"
 #include "te/te_auth.h"
+#include "te/te_hashed.h"
 
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/grant.h"
 #include "common/log.h"
+#include "common/payload.h"
 #include "common/time.h"
 
 #include <jansson.h>
@@ -1186,7 +1188,13 @@ static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
     mc_status_t st = mc_te_table_acquire_served(&te->table, u->target_addr, u->length, &b);
     if (st == MC_OK) {
         void *remote = (void *)(uintptr_t)u->target_addr;
-        if (u->opcode == MC_TE_READ)
+        mc_te_read_hash_t *h = r->inline_slice.hash_out;
+        bool apart = (uint8_t *)u->local + u->length <= (uint8_t *)remote ||
+                     (uint8_t *)remote + u->length <= (uint8_t *)u->local;
+        if (u->opcode == MC_TE_READ && h && apart) {
+            h->hash = mc_payload_copy_hash(u->local, remote, u->length);
+            h->hashed = true;
+        } else if (u->opcode == MC_TE_READ)
             memmove(u->local, remote, u->length);
         else
             memmove(remote, u->local, u->length);
@@ -1234,7 +1242,8 @@ static void submit_warm_descs(mc_te_t *te, const mc_te_request_t *reqs, size_t n
  * unavailable) is kept in r->error and ends it at dispatch; only MC_ERR_NO_MEMORY fails the
  * submit (the caller then undoes r too). */
 static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u,
-                             mc_te_batch_impl_t *b, uint64_t deadline, size_t *slices_p)
+                             mc_te_batch_impl_t *b, uint64_t deadline, size_t *slices_p,
+                             mc_te_read_hash_t *hash)
 {
     memset(r, 0, sizeof(*r));
     r->batch = b;
@@ -1275,10 +1284,13 @@ static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t 
             s->remote = u->target_addr + off;
             s->len = u->length - off < ms ? u->length - off : ms;
         }
+        if (hash && ns == 1 && u->opcode == MC_TE_READ)
+            r->slices[0].hash_out = hash;
         *slices_p += ns;
     } else if (u->length > 0) { /* local segment */
         r->n_slices = 1;
         r->inline_slice.req = r;
+        r->inline_slice.hash_out = hash;
     }
     return MC_OK;
 }
@@ -1345,9 +1357,10 @@ static void submit_dispatch(mc_te_t *te, mc_te_batch_impl_t *b, size_t base,
     }
 }
 
-/* The phases above, in order: a failed submit leaves nothing behind (transport.h). */
+/* The phases above, in order: a failed submit leaves nothing behind (transport.h). hashes:
+ * NULL, or one per request (mc_te_transfer_start_hashed). */
 static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_request_t *reqs,
-                                size_t n)
+                                size_t n, mc_te_read_hash_t *hashes)
 {
     mc_status_t st = submit_validate(te, reqs, n);
     if (st != MC_OK)
@@ -1362,7 +1375,8 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
     uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
     size_t total_slices = 0, built = 0;
     for (; built < n && st == MC_OK; built++)
-        st = req_build(te, &b->reqs[base + built], &reqs[built], b, deadline, &total_slices);
+        st = req_build(te, &b->reqs[base + built], &reqs[built], b, deadline, &total_slices,
+                       hashes ? &hashes[built] : NULL);
     mc_te_slice_t **list = NULL;
     if (st == MC_OK && total_slices > 0) {
         list = mc_calloc(total_slices, sizeof(*list));
@@ -1393,7 +1407,7 @@ mc_status_t mc_te_batch_submit(mc_te_t *te, mc_te_batch_t batch,
         return MC_OK;
     if (atomic_load(&te->stopping))
         return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-    return batch_submit(te, b, reqs, n);
+    return batch_submit(te, b, reqs, n, NULL);
 }
 
 static void fill_status(const mc_te_req_t *r, mc_te_xfer_status_t *out)
@@ -1505,7 +1519,8 @@ static void batch_wait(mc_te_t *te, mc_te_batch_impl_t *b, size_t upto)
 }
 
 static mc_status_t transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
-                                  bool reserve, mc_te_transfer_t **xfer_p)
+                                  bool reserve, mc_te_read_hash_t *hashes,
+                                  mc_te_transfer_t **xfer_p)
 {
     if (!te || (!reqs && n) || !xfer_p)
         return MC_ERR_INVALID_PARAMS;
@@ -1521,7 +1536,9 @@ static mc_status_t transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size
         return MC_ERR_NO_MEMORY;
     b->sync = true;
     b->reserve = reserve;
-    mc_status_t st = batch_submit(te, b, reqs, n);
+    for (size_t i = 0; hashes && i < n; i++)
+        hashes[i] = (mc_te_read_hash_t){0};
+    mc_status_t st = batch_submit(te, b, reqs, n, hashes);
     if (st != MC_OK) {
         batch_delete(b);
         return st;
@@ -1533,13 +1550,37 @@ static mc_status_t transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size
 mc_status_t mc_te_transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                  mc_te_transfer_t **xfer_p)
 {
-    return transfer_start(te, reqs, n, false, xfer_p);
+    return transfer_start(te, reqs, n, false, NULL, xfer_p);
 }
 
 mc_status_t mc_te_transfer_start_reserved(mc_te_t *te, const mc_te_request_t *reqs,
                                           size_t n, mc_te_transfer_t **xfer_p)
 {
-    return transfer_start(te, reqs, n, true, xfer_p);
+    return transfer_start(te, reqs, n, true, NULL, xfer_p);
+}
+
+bool mc_te_segment_hashes_reads(mc_te_t *te, mc_te_segment_t seg)
+{
+    mc_te_peer_t *p = te ? mc_te_peer_by_handle(te, seg) : NULL;
+    if (!p)
+        return false;
+    if (p->is_local)
+        return true;
+    mc_te_rdesc_t *r;
+    int tp;
+    if (mc_te_peer_get_desc(p, &r, &tp) != MC_OK)
+        return false;
+    mc_te_rdesc_put(r);
+    return tp == MC_TE_TP_SHM;
+}
+
+mc_status_t mc_te_transfer_start_hashed(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                        bool reserved, mc_te_read_hash_t *hashes,
+                                        mc_te_transfer_t **xfer_p)
+{
+    if (n && !hashes)
+        return MC_ERR_INVALID_PARAMS;
+    return transfer_start(te, reqs, n, reserved, hashes, xfer_p);
 }
 
 /* Drive (transport sync_wait) and wait until requests [0, upto) of b are final. */
@@ -1593,7 +1634,7 @@ mc_status_t mc_te_transfer_wait(mc_te_t *te, mc_te_transfer_t *xfer,
 mc_status_t mc_te_transfer_sync(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                 mc_te_xfer_status_t *status_p)
 {
-    mc_te_transfer_t *x = NULL;
-    mc_status_t st = mc_te_transfer_start(te, reqs, n, &x);
+    mc_te_transfer_t *x = NULL; /* reserved: the wait follows at once on this thread */
+    mc_status_t st = mc_te_transfer_start_reserved(te, reqs, n, &x);
     return st != MC_OK ? st : mc_te_transfer_wait(te, x, status_p);
 }

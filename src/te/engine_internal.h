@@ -110,6 +110,9 @@ typedef struct mc_te_slice {
     uint8_t queued;            /* tcp: on a connection's queue (under the connection lock) */
     uint32_t pre_len;          /* tcp: a GRANT frame sent right before this slice's frame: */
     uint8_t *pre;              /* heap, owned by the slice until sent or dropped */
+    /* A READ copied in one piece by the submitting thread (shm, local segment) under
+     * mc_te_transfer_start_hashed: where its XXH3 goes (te_hashed.h); NULL otherwise */
+    struct mc_te_read_hash *hash_out;
 } mc_te_slice_t;
 
 struct mc_te_req {

@@ -9,6 +9,7 @@
  * requests the owner serves (or as plain requests if CMA is not permitted).
  */
 
+#include "te/te_hashed.h"
 #include "te/transport.h"
 
 #include "common/alloc.h"
@@ -473,7 +474,10 @@ static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
         return C_FENCED;
     }
     uint8_t *remote = b->base + (s->remote - b->addr);
-    if (s->opcode == MC_TE_READ)
+    if (s->opcode == MC_TE_READ && s->hash_out) { /* te_hashed.h: one pass, copy and XXH3 */
+        s->hash_out->hash = mc_payload_copy_hash(s->local, remote, s->len);
+        s->hash_out->hashed = true;
+    } else if (s->opcode == MC_TE_READ)
         mc_payload_copy(s->local, remote, s->len);
     else
         mc_payload_copy(remote, s->local, s->len);

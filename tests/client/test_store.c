@@ -280,6 +280,57 @@ static void test_checksum_detects_corruption(void **state)
     mc_store_destroy(s);
 }
 
+/* A replica in another client's segment on this host is read by copies that the engine
+ * checksums while copying (te/te_hashed.h; over tcp under test_store_tcp): corrupted in place
+ * it fails single and batch gets with CHECKSUM, for a small value and one large enough for
+ * streaming stores; restored, it reads back exactly. */
+static void test_checksum_detects_corruption_other_segment(void **state)
+{
+    mc_store_t *owner = open_store(16u << 20), *s = open_store(0);
+    static const size_t sizes[] = {4096, (2u << 20) + 64};
+    char *val = malloc(sizes[1]), *out = malloc(sizes[1]);
+    assert_non_null(val);
+    assert_non_null(out);
+    for (size_t k = 0; k < 2; k++) {
+        size_t len = sizes[k];
+        char key[32];
+        snprintf(key, sizeof(key), "corrupt-there-%zu", k);
+        fill(val, len, 11 + (int)k);
+        struct iovec iv = {val, len}, io = {out, len};
+        mc_replicate_config_t cfg = {.replica_num = 1,
+                                     .preferred_segment = mc_store_hostname(owner)};
+        assert_int_equal(mc_store_put(owner, key, &iv, 1, &cfg), MC_OK);
+        mc_replica_desc_t *d;
+        size_t n;
+        assert_int_equal(mc_store_replica_desc(s, key, &d, &n), MC_OK);
+        assert_int_equal(n, 1);
+        assert_string_equal(d[0].endpoint, mc_store_hostname(owner));
+        char *at = (char *)(uintptr_t)d[0].addr + len / 2 + 1; /* mid-block, mid-stripe */
+        free(d);
+        *at ^= 0x5a;
+        assert_int_equal(mc_store_get_into(s, key, &io, 1), MC_ERR_CHECKSUM);
+        const char *keys[1] = {key};
+        const struct iovec *piov[1] = {&io};
+        size_t np[1] = {1};
+        int64_t res[1] = {0};
+        assert_int_equal(mc_store_batch_get_into(s, 1, keys, piov, np, res), MC_OK);
+        assert_int_equal(res[0], MC_ERR_CHECKSUM);
+        *at ^= 0x5a;
+        memset(out, 0, len);
+        assert_int_equal(mc_store_get_into(s, key, &io, 1), (int64_t)len);
+        assert_memory_equal(out, val, len);
+        memset(out, 0, len);
+        assert_int_equal(mc_store_batch_get_into(s, 1, keys, piov, np, res), MC_OK);
+        assert_int_equal(res[0], (int64_t)len);
+        assert_memory_equal(out, val, len);
+        mc_store_remove(owner, key, true);
+    }
+    free(val);
+    free(out);
+    mc_store_destroy(s);
+    mc_store_destroy(owner);
+}
+
 static void test_replica_survives_server_kill(void **state)
 {
     mc_store_t *s = open_store(0);
@@ -1017,6 +1068,7 @@ int main(void)
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_batch_get_pipelined),
         cmocka_unit_test(test_checksum_detects_corruption),
+        cmocka_unit_test(test_checksum_detects_corruption_other_segment),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),
         cmocka_unit_test(test_placement_feed),

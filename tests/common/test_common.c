@@ -165,6 +165,49 @@ static void test_hash_builds_agree(void **state)
     free(buf);
 }
 
+/* mc_hash64_copy copies exactly and returns mc_hash64 of what it wrote: every size class of
+ * XXH3 and block boundaries, unaligned ends, below and above the streaming-store size. */
+static void test_hash_copy(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {0, 1, 16, 17, 128, 129, 240, 241, 1023, 1024, 1025, 1088,
+                                   2048, 2049, 4096, 65536 + 63, (1u << 20) - 1, 1u << 20,
+                                   (4u << 20) + 5};
+    size_t max = (4u << 20) + 5 + 64;
+    unsigned char *src = malloc(max), *dst = aligned_alloc(64, max + 64);
+    assert_non_null(src);
+    assert_non_null(dst);
+    for (size_t i = 0; i < max; i++)
+        src[i] = (unsigned char)(i * 2654435761u >> 11);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        for (size_t off = 0; off < 64; off += 31) { /* dst 32-byte aligned, then not */
+            size_t n = sizes[k];
+            memset(dst, 0xa5, max + 64);
+            uint64_t h = mc_hash64_copy(dst + off, src + 3, n);
+            assert_int_equal(h, XXH3_64bits(src + 3, n));
+            assert_memory_equal(dst + off, src + 3, n);
+            assert_int_equal(dst[off + n], 0xa5); /* nothing written past the end */
+            if (off)
+                assert_int_equal(dst[off - 1], 0xa5);
+        }
+    }
+    free(src);
+    free(dst);
+}
+
+/* mc_hash64 and the streams run the AVX2 build wherever the CPU has AVX2 (2x the baseline's
+ * speed on large values; every get and put hashes its whole value). */
+static void test_hash_build_choice(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    assert_string_equal(mc_hash_build(), __builtin_cpu_supports("avx2") ? "avx2" : "baseline");
+#else
+    assert_string_equal(mc_hash_build(), "baseline");
+#endif
+}
+
 static void test_hostport(void **state)
 {
     char host[MC_HOST_MAX];
@@ -279,7 +322,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names), cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_config_precedence), cmocka_unit_test(test_hash_stream),
-        cmocka_unit_test(test_hash_builds_agree),
+        cmocka_unit_test(test_hash_builds_agree), cmocka_unit_test(test_hash_build_choice),
+        cmocka_unit_test(test_hash_copy),
         cmocka_unit_test(test_hostport), cmocka_unit_test(test_log_sink),
         cmocka_unit_test(test_buf_grows_consumes_and_formats),
         cmocka_unit_test(test_array_reserve), cmocka_unit_test(test_log_level_from_program_env),

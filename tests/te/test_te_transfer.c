@@ -9,8 +9,10 @@
 #include "support/test_util.h"
 
 #include "common/auth.h"
+#include "common/hash.h"
 #include "common/net.h"
 #include "te/tcp_frame.h"
+#include "te/te_hashed.h"
 
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -183,6 +185,78 @@ static void test_parked_peer_close(void **state)
 static void test_rw_shm(void **state)
 {
     rw_sizes("auto", 1);
+}
+
+/* mc_te_transfer_start_hashed: same-host reads (shm, our own segment) come back with the XXH3
+ * of exactly the bytes delivered (sizes across XXH3's classes, unaligned local memory, over and
+ * under the streaming-store size); tcp reads and writes come back unhashed with the right
+ * bytes. */
+static void hashed_reads(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, bool expect_hashed)
+{
+    static const size_t sizes[] = {1, 240, 241, 1024, 1025, 4096, (1u << 20) + 37, 4u << 20};
+    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+    uint8_t *lb = local_buf(16 * MiB);
+    mc_te_request_t reqs[N + 1];
+    size_t loff = 0;
+    uint64_t roff = 4096 + 3;
+    for (size_t i = 0; i < N; i++) {
+        reqs[i] = (mc_te_request_t){MC_TE_READ, lb + loff + (i & 1), seg, p->addr[0] + roff,
+                                    sizes[i]};
+        loff += sizes[i] + 64;
+        roff += sizes[i] + 5;
+    }
+    uint8_t stamp[16] = {0};
+    reqs[N] = (mc_te_request_t){MC_TE_WRITE, stamp, seg, p->addr[1], sizeof(stamp)};
+    mc_te_read_hash_t hashes[N + 1];
+    memset(hashes, 0xff, sizeof(hashes)); /* cleared by the start */
+    mc_te_transfer_t *x = NULL;
+    assert_int_equal(mc_te_transfer_start_hashed(te, reqs, N + 1, true, hashes, &x), MC_OK);
+    assert_int_equal(mc_te_transfer_wait(te, x, NULL), MC_OK);
+    for (size_t i = 0; i < N; i++) {
+        uint64_t off = reqs[i].target_addr - p->addr[0];
+        assert_int_equal(te_pattern_check(reqs[i].local, sizes[i], 0, off, 1), -1);
+        assert_int_equal(hashes[i].hashed, expect_hashed);
+        if (expect_hashed)
+            assert_int_equal(hashes[i].hash, mc_hash64(reqs[i].local, sizes[i]));
+    }
+    assert_false(hashes[N].hashed);
+    assert_int_equal(mc_te_transfer_start_hashed(te, reqs, 1, false, NULL, &x),
+                     MC_ERR_INVALID_PARAMS);
+    munmap(lb, 16 * MiB);
+}
+
+static void test_start_hashed(void **state)
+{
+    (void)state;
+    const char *args[] = {"--buffers", "2", "--size", "16777216", "--shareable", NULL};
+    te_peer_t p;
+    mc_te_segment_t seg;
+    mc_te_t *te = start_peer_and_engine(&p, args, "auto", 10000, &seg);
+    hashed_reads(te, &p, seg, true); /* shm */
+    mc_te_destroy(te);
+    te = make_engine("tcp", 10000);
+    assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+    hashed_reads(te, &p, seg, false);
+    /* our own segment: a copy by this thread, hashed */
+    uint8_t *own = local_buf(MiB), *dst = local_buf(MiB);
+    for (size_t i = 0; i < MiB; i++)
+        own[i] = (uint8_t)(i * 131 + 7);
+    assert_int_equal(mc_te_register(te, own, MiB, NULL), MC_OK);
+    mc_te_segment_t self;
+    assert_int_equal(mc_te_segment_open(te, mc_te_local_name(te), &self), MC_OK);
+    mc_te_request_t r = {MC_TE_READ, dst, self, (uint64_t)(uintptr_t)own + 1, MiB - 1};
+    mc_te_read_hash_t h;
+    mc_te_transfer_t *x = NULL;
+    assert_int_equal(mc_te_transfer_start_hashed(te, &r, 1, false, &h, &x), MC_OK);
+    assert_int_equal(mc_te_transfer_wait(te, x, NULL), MC_OK);
+    assert_memory_equal(dst, own + 1, MiB - 1);
+    assert_true(h.hashed);
+    assert_int_equal(h.hash, mc_hash64(own + 1, MiB - 1));
+    assert_int_equal(mc_te_unregister(te, own), MC_OK);
+    munmap(own, MiB);
+    munmap(dst, MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
 }
 
 /* A number from a /proc or /sys file, -1 if unreadable. */
@@ -879,6 +953,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill9_reconnect),
         cmocka_unit_test(test_sigstop_timeout),
         cmocka_unit_test(test_start_wait),
+        cmocka_unit_test(test_start_hashed),
         cmocka_unit_test(test_backlog_resume),
         cmocka_unit_test(test_shm_stopped_owner),
         cmocka_unit_test_teardown(test_rw_shm_hugepages, hugepages_restore),
