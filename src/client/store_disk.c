@@ -117,12 +117,14 @@ static mc_status_t call_status(mc_store_t *s, uint16_t op, ProtobufCMessage *q)
     return st;
 }
 
-/* NotifyOffloadSuccess of n objects (internal keys); statuses[i] per object. */
+/* NotifyOffloadSuccess of n objects (internal keys, n may be 0); statuses[i] per object.
+ * done (with recovered): the last batch of a re-registration (recovery_done). */
 static mc_status_t notify(mc_store_t *s, char **keys, const size_t *lens, const uint64_t *sizes,
-                          const uint64_t *sums, size_t n, bool recovered, int32_t *statuses)
+                          const uint64_t *sums, size_t n, bool recovered, bool done,
+                          int32_t *statuses)
 {
-    McRpc__StorageObjectMetadata *objs = mc_calloc(n, sizeof(*objs));
-    McRpc__StorageObjectMetadata **arr = mc_calloc(n, sizeof(*arr));
+    McRpc__StorageObjectMetadata *objs = mc_calloc(n ? n : 1, sizeof(*objs));
+    McRpc__StorageObjectMetadata **arr = mc_calloc(n ? n : 1, sizeof(*arr));
     if (!objs || !arr) {
         mc_free(objs);
         mc_free(arr);
@@ -140,6 +142,7 @@ static mc_status_t notify(mc_store_t *s, char **keys, const size_t *lens, const 
     q.objects = arr;
     q.n_objects = n;
     q.recovered = recovered;
+    q.recovery_done = done;
     ProtobufCMessage *r = NULL;
     mc_status_t st = mc_master_client_call(&s->master, MC_OP_NOTIFY_OFFLOAD_SUCCESS, &q.base, &r, 1);
     if (st == MC_OK) {
@@ -313,9 +316,12 @@ static mc_status_t reregister(mc_store_t *s)
     if (!sts)
         st = MC_ERR_NO_MEMORY;
     size_t stale = 0;
+    /* the last batch carries the end marker (recovery_done): the master then drops the copies
+     * it lists for us that we did not name */
     for (size_t i = 0; st == MC_OK && i < l.n; i += NOTIFY_BATCH) {
         size_t n = l.n - i < NOTIFY_BATCH ? l.n - i : NOTIFY_BATCH;
-        st = notify(s, l.keys + i, l.lens + i, l.sizes + i, l.sums + i, n, true, sts);
+        st = notify(s, l.keys + i, l.lens + i, l.sizes + i, l.sums + i, n, true, i + n >= l.n,
+                    sts);
         for (size_t j = 0; st == MC_OK && j < n; j++) {
             /* OBJECT_NOT_FOUND: removed while we were away (the master's tombstone) */
             if (sts[j] == MC_ERR_INVALID_PARAMS || sts[j] == MC_ERR_OBJECT_ALREADY_EXISTS ||
@@ -325,6 +331,8 @@ static mc_status_t reregister(mc_store_t *s)
             }
         }
     }
+    if (st == MC_OK && l.n == 0) /* an empty disk: the marker alone */
+        st = notify(s, NULL, NULL, NULL, NULL, 0, true, true, sts);
     if (st == MC_OK)
         MC_LOG_INFO("offload: re-registered %zu disk objects with the master (%zu stale ones "
                     "removed)", l.n - stale, stale);
@@ -472,7 +480,7 @@ static void run_tasks(mc_store_t *s, McRpc__OffloadTaskItem **tasks, size_t n)
         sizes[k] = t->size;
         sums[k++] = t->checksum;
     }
-    if (k && notify(s, keys, lens, sizes, sums, k, false, sts) == MC_OK) {
+    if (k && notify(s, keys, lens, sizes, sums, k, false, false, sts) == MC_OK) {
         for (size_t i = 0; i < k; i++) {
             if (sts[i] == MC_OK)
                 atomic_fetch_add(&d->offloaded, 1);

@@ -367,6 +367,15 @@ mc_status_t mc_master_offload_heartbeat(mc_master_t *m, const uint8_t client_id[
 mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t client_id[16],
                                              const char *key, size_t klen, uint64_t size,
                                              uint64_t checksum, bool recovered);
+/* The end of a re-registration (NotifyOffloadSuccess with recovered and recovery_done): the
+ * client has re-registered every copy on its disk since its last MountLocalDiskSegment. Each
+ * of its stored LOCAL_DISK replicas that it neither re-registered nor confirmed since that
+ * mount is dropped (logged as DISK_DROP; no removal task: its disk does not hold it) and
+ * counted in disk_reconciled; *dropped_p (may be NULL) gets their number. Its queued offloads
+ * stay. UNABLE_OFFLOADING when the client has no mounted disk (or has not mounted it again
+ * since a master restart). */
+mc_status_t mc_master_disk_reregistered(mc_master_t *m, const uint8_t client_id[16],
+                                        uint64_t *dropped_p);
 /* PromotionAllocStart: memory replicas for a promotion handed to this client (a put of the
  * disk-only key; its bytes come from the client's disk). OBJECT_NOT_FOUND if no such
  * promotion; OBJECT_ALREADY_EXISTS if memory holds the key; placement errors as PutStart. */
@@ -452,6 +461,8 @@ typedef struct mc_master_metrics {
     uint64_t disk_objects, disk_bytes, disk_capacity_bytes, disk_clients, offload_queue_depth;
     uint64_t offload_queued, offload_succeeded, offload_dropped, disk_evicted;
     uint64_t offload_skipped; /* on-evict victims evicted without a disk copy (cap, full queue) */
+    uint64_t disk_reconciled; /* LOCAL_DISK replicas dropped at the end of a re-registration
+                                 (their owner's disk no longer held them) */
     uint64_t promotion_in_flight;            /* promotions queued or handed out (gauge) */
     uint64_t promotions_queued, promotions;  /* counters: queued; memory copies committed */
 } mc_master_metrics_t;

@@ -31,7 +31,11 @@
  * restarted master or a standby taking over serves disk hits at once and still refuses the
  * removed copies. QUEUED entries, task queues, promotion state and the heartbeat counts are
  * not logged. A recovered client (disk_recovered) is served but must mount its disk again
- * within client_ttl; it then re-registers what its disk holds (the reconciliation).
+ * within client_ttl; it then re-registers what its disk holds (the reconciliation): each mount
+ * starts a round (client_t.disk_round), every entry the owner re-registers or confirms is
+ * stamped with it, and the end marker of its re-registration (mc_master_disk_reregistered)
+ * drops the owner's stored entries left unstamped (its disk lost them while the master was
+ * down or since: file deleted, bucket evicted, disk replaced).
  *
  * Per-client state (mounted, offload endpoint, capacity, task queue) lives in client_t. */
 #include "master/master_int.h"
@@ -53,6 +57,8 @@ struct dobj {
     uint64_t size, checksum;
     uint64_t t_queued;       /* QUEUED: when */
     uint32_t hash, owner;    /* owner: client serial */
+    uint32_t round;          /* STORED: the owner's disk_round when it last confirmed or
+                                re-registered it (0: recovered from the WAL) */
     uint64_t t_promote;      /* PROMO_HANDED: when */
     uint16_t klen;
     uint8_t state;
@@ -778,6 +784,7 @@ mc_status_t mc_master_mount_local_disk(mc_master_t *m, const uint8_t cid[16],
     c->disk_mounted = true;
     c->disk_offloading = enable_offloading;
     c->disk_recovered = false; /* its entries from the WAL are its own again */
+    c->disk_round++;           /* a new re-registration: its entries must be named again */
     c->greeted = true;
     if (wal_live(m)) {
         mc_wal_buf_t b = {0};
@@ -927,15 +934,21 @@ mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t cid[1
         return MC_ERR_UNABLE_OFFLOADING;
     uint32_t h = master_key_hash(key, klen);
     obj_t *o = master_obj_find(m, key, klen, h);
-    if (o && o->state != OBJ_READABLE)
+    dobj_t *d = dfind(m, key, klen, h);
+    bool same = d && d->state == D_STORED && d->owner == c->serial && d->size == size &&
+                d->checksum == checksum;
+    if (o && o->state != OBJ_READABLE) {
+        if (same)
+            d->round = c->disk_round; /* the caller keeps its copy (a promotion's source) */
         return MC_ERR_REPLICA_IS_NOT_READY;
+    }
     /* a copy of another value than the committed one is stale: the caller removes it */
     if (o && (o->size != size || o->checksum != checksum))
         return MC_ERR_INVALID_PARAMS;
-    dobj_t *d = dfind(m, key, klen, h);
-    if (d && d->state == D_STORED && d->owner == c->serial && d->size == size &&
-        d->checksum == checksum)
-        return MC_OK; /* repeated */
+    if (same) {
+        d->round = c->disk_round; /* repeated, or recovered from the WAL and still there */
+        return MC_OK;
+    }
     if (!recovered) {
         /* a finished task: only the task the master handed out counts (a key removed or
          * replaced meanwhile answers OBJECT_NOT_FOUND: the caller removes its copy) */
@@ -965,6 +978,7 @@ mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t cid[1
         d->checksum = checksum;
     }
     d->state = D_STORED;
+    d->round = c->disk_round;
     charge(c, d, +1);
     if (wal_live(m)) {
         mc_wal_buf_t b = {0};
@@ -972,6 +986,39 @@ mc_status_t mc_master_notify_offload_success(mc_master_t *m, const uint8_t cid[1
         master_wal_append(m, MC_WAL_DISK_PUT, &b);
     }
     m->cnt.offload_succeeded++;
+    return MC_OK;
+}
+
+mc_status_t mc_master_disk_reregistered(mc_master_t *m, const uint8_t cid[16],
+                                        uint64_t *dropped_p)
+{
+    if (dropped_p)
+        *dropped_p = 0;
+    if (!m->cfg.enable_offload)
+        return MC_ERR_UNABLE_OFFLOAD;
+    client_t *c = disk_client(m, cid);
+    if (!c)
+        return MC_ERR_UNABLE_OFFLOADING;
+    uint64_t n = 0;
+    for (uint64_t b = 0; b < m->n_dbuckets; b++) {
+        for (dobj_t *d = m->dbuckets[b]; d;) {
+            dobj_t *next = d->hnext;
+            if (d->owner == c->serial && d->state == D_STORED && d->round != c->disk_round) {
+                /* a reader holding this replica gets OBJECT_NOT_FOUND from the owner, or bytes
+                 * it hashes against this entry's checksum: never another value's bytes */
+                ddrop(m, d, false);
+                n++;
+            }
+            d = next;
+        }
+    }
+    if (n) {
+        m->cnt.disk_reconciled += n;
+        MC_LOG_INFO("master: client serial %u re-registered its disk; %llu disk replicas it no "
+                    "longer holds dropped", c->serial, (unsigned long long)n);
+    }
+    if (dropped_p)
+        *dropped_p = n;
     return MC_OK;
 }
 

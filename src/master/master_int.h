@@ -104,6 +104,9 @@ typedef struct client {
     bool disk_recovered;        /* its disk entries come from the WAL: they are served, but its
                                    disk RPCs answer UNABLE_OFFLOADING until it mounts again
                                    (and so re-registers what its disk holds) */
+    uint32_t disk_round;        /* MountLocalDiskSegments received (live, not replayed): the
+                                   entries confirmed or re-registered since the last one carry
+                                   it; the end of a re-registration drops the others */
 } client_t;
 
 typedef struct discarded {

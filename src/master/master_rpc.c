@@ -457,6 +457,9 @@ static mc_status_t h_notify_offload_success(void *ctx, mc_rpc_call_t *call,
                                                                         kl, o->data_size,
                                                                         o->checksum, q->recovered);
     }
+    /* the end of a re-registration: the copies it did not name are gone from the disk */
+    if (st == MC_OK && q->recovered && q->recovery_done)
+        st = mc_master_disk_reregistered(ctx, q->client_id.data, NULL);
     r->status = st;
     return MC_OK;
 }

@@ -579,6 +579,10 @@ static char *render_metrics(mc_master_service_t *s)
              "Victims evicted from memory without a disk copy because the per-pass offload cap "
              "or the owner's offload queue was full (--offload_on_evict)",
              m.offload_skipped);
+    metric_u(&b, "master_disk_reconcile_dropped_total", "counter",
+             "LOCAL_DISK replicas dropped at the end of their owner's re-registration (its disk "
+             "no longer held them)",
+             m.disk_reconciled);
     metric_u(&b, "master_disk_replica_evictions_total", "counter",
              "LOCAL_DISK replicas the storage servers evicted (EvictDiskReplica)", m.disk_evicted);
     metric_u(&b, "master_promotion_in_flight", "gauge",

@@ -1,6 +1,7 @@
 /* The master's LOCAL_DISK tier (master_disk.c), driven directly with a fake clock: mount
  * refused without enable_offload, eager offload at PutEnd, offload on eviction, gets preferring
- * memory, disk-only reads, removal tasks, re-registration, disk eviction, client expiry. */
+ * memory, disk-only reads, removal tasks, re-registration and its reconciliation, disk
+ * eviction, client expiry. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,13 +63,18 @@ static void put(mc_master_t *m, const char *key, uint64_t size, uint64_t sum)
     assert_int_equal(mc_master_put_end(m, CA, key, strlen(key), sum), MC_OK);
 }
 
-/* One heartbeat of CA: expects exactly n tasks; returns them (caller frees). */
-static mc_master_offload_tasks_t beat(mc_master_t *m, uint32_t n)
+/* One heartbeat of cid: expects exactly n tasks; returns them (caller frees). */
+static mc_master_offload_tasks_t beat_of(mc_master_t *m, const uint8_t cid[16], uint32_t n)
 {
     mc_master_offload_tasks_t t;
-    assert_int_equal(mc_master_offload_heartbeat(m, CA, true, 0, &t), MC_OK);
+    assert_int_equal(mc_master_offload_heartbeat(m, cid, true, 0, &t), MC_OK);
     assert_int_equal(t.n, n);
     return t;
+}
+
+static mc_master_offload_tasks_t beat(mc_master_t *m, uint32_t n)
+{
+    return beat_of(m, CA, n);
 }
 
 static void test_refused_without_enable_offload(void **state)
@@ -560,6 +566,163 @@ static void test_disk_state_survives_restart(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* n re-registrations (recovered) by cid of keys[i] (size 4096, checksum 0x70 + i), each OK. */
+static void reregister_keys(mc_master_t *m, const uint8_t cid[16], const char *const *keys,
+                            const int *idx, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(mc_master_notify_offload_success(m, cid, K(keys[idx[i]]), 4096,
+                                                          0x70 + (uint64_t)idx[i], true),
+                         MC_OK);
+}
+
+static uint64_t reconciled(mc_master_t *m)
+{
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    return mt.disk_reconciled;
+}
+
+/* The end of a re-registration drops the owner's disk replicas it did not name since its
+ * mount (its disk lost them), and nothing when it named them all; no removal task follows
+ * (its disk does not hold them). */
+static void test_reconcile_drops_unnamed(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(true, false);
+    const char *keys[4] = {"k0", "k1", "k2", "k3"};
+    const int all[4] = {0, 1, 2, 3}, some[2] = {1, 3};
+    uint64_t dropped = 99;
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_ERR_UNABLE_OFFLOADING);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    reregister_keys(m, CB, keys, all, 4);
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_OK);
+    assert_int_equal(dropped, 0);
+    /* mounted again (its disk lost k0 and k2 meanwhile): a full re-registration drops nothing */
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    reregister_keys(m, CB, keys, all, 4);
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_OK);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(reconciled(m), 0);
+    /* a subset: the rest goes */
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    reregister_keys(m, CB, keys, some, 2);
+    for (int i = 0; i < 4; i++) /* listed until the re-registration ends */
+        assert_on_disk(m, keys[i], 0x70 + (uint64_t)i);
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_OK);
+    assert_int_equal(dropped, 2);
+    assert_int_equal(mc_master_exist(m, K("k0")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("k2")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_on_disk(m, "k1", 0x71);
+    assert_on_disk(m, "k3", 0x73);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.disk_reconciled, 2);
+    assert_int_equal(mt.disk_objects, 2);
+    assert_int_equal(mt.disk_bytes, 2 * 4096);
+    beat_of(m, CB, 0); /* no removal task: the copies are not on its disk */
+    /* a repeated marker drops nothing more */
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_OK);
+    assert_int_equal(dropped, 0);
+    /* an empty disk: the marker alone drops everything it listed */
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_OK);
+    assert_int_equal(dropped, 2);
+    assert_int_equal(reconciled(m), 4);
+    assert_int_equal(mc_master_exist(m, K("k1")), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+/* One owner's reconciliation leaves another owner's replicas alone, also those the other has
+ * not named again since its own mount; a copy confirmed through a task since the mount counts
+ * as named. */
+static void test_reconcile_per_owner(void **state)
+{
+    (void)state;
+    mc_master_t *m = mk(true, false);
+    const char *keys[4] = {"a0", "a1", "b2", "b3"};
+    const int a[2] = {0, 1}, b[2] = {2, 3}, b_some[1] = {2}, a_some[1] = {0};
+    uint64_t dropped;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    reregister_keys(m, CA, keys, a, 2);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    reregister_keys(m, CB, keys, b, 2);
+    /* both mount again; only CB finishes its re-registration */
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    reregister_keys(m, CB, keys, b_some, 1);
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_OK);
+    assert_int_equal(dropped, 1);
+    assert_int_equal(mc_master_exist(m, K("b3")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_on_disk(m, "b2", 0x72);
+    assert_int_equal(mc_master_exist(m, K("a0")), MC_OK);
+    assert_int_equal(mc_master_exist(m, K("a1")), MC_OK);
+    /* CA confirms an offload task (a3, also in memory), names a0 only, and ends */
+    put(m, "a3", 4096, 0x99);
+    mc_master_offload_tasks_t t = beat(m, 1);
+    mc_master_offload_tasks_free(&t);
+    assert_int_equal(mc_master_notify_offload_success(m, CA, K("a3"), 4096, 0x99, false), MC_OK);
+    reregister_keys(m, CA, keys, a_some, 1);
+    assert_int_equal(mc_master_disk_reregistered(m, CA, &dropped), MC_OK);
+    assert_int_equal(dropped, 1); /* a1 */
+    assert_int_equal(mc_master_exist(m, K("a1")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("a0")), MC_OK);
+    assert_on_disk(m, "b2", 0x72);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.disk_objects, 3); /* a0, a3 (CA), b2 (CB) */
+    assert_int_equal(mt.disk_reconciled, 2);
+    mc_master_destroy(m);
+}
+
+/* Across a restart: the replicas recovered from the WAL are served until the owner, mounted
+ * again, ends its re-registration; those it did not name are dropped, and the drop is in the
+ * WAL (the next start does not list them again). */
+static void test_reconcile_after_restart(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_disk_rec_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *keys[4] = {"t0", "t1", "t2", "t3"};
+    const int all[4] = {0, 1, 2, 3}, some[2] = {0, 2};
+    uint64_t dropped;
+    mc_master_t *m = mkw(true, false, dir);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    reregister_keys(m, CB, keys, all, 4);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    mc_master_destroy(m);
+
+    m = mkw(true, false, dir);
+    for (int i = 0; i < 4; i++)
+        assert_on_disk(m, keys[i], 0x70 + (uint64_t)i); /* recovered */
+    /* not mounted again yet: the marker is refused and drops nothing */
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_ERR_UNABLE_OFFLOADING);
+    assert_on_disk(m, "t1", 0x71);
+    assert_int_equal(mc_master_mount_local_disk(m, CB, true, "127.0.0.1:5000"), MC_OK);
+    reregister_keys(m, CB, keys, some, 2);
+    assert_int_equal(mc_master_disk_reregistered(m, CB, &dropped), MC_OK);
+    assert_int_equal(dropped, 2);
+    assert_int_equal(reconciled(m), 2);
+    assert_int_equal(mc_master_exist(m, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("t3")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    mc_master_destroy(m);
+
+    m = mkw(true, false, dir);
+    assert_on_disk(m, "t0", 0x70);
+    assert_on_disk(m, "t2", 0x72);
+    assert_int_equal(mc_master_exist(m, K("t1")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("t3")), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.disk_objects, 2);
+    mc_master_destroy(m);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* offload_force_evict = false: the pass stops at the cap (held victims count) instead of
  * evicting victims without a copy; once the held ones are written they go, and the pass
  * queues the next ones ahead of their eviction. */
@@ -664,6 +827,9 @@ int main(void)
         cmocka_unit_test(test_remove_regex_all_disk_only),
         cmocka_unit_test(test_removal_while_owner_down),
         cmocka_unit_test(test_disk_state_survives_restart),
+        cmocka_unit_test(test_reconcile_drops_unnamed),
+        cmocka_unit_test(test_reconcile_per_owner),
+        cmocka_unit_test(test_reconcile_after_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * --enable_offload; with it a storage server mounts its disk, pulls the eager offload task of a
  * committed put, confirms it, and the object stays readable as LOCAL_DISK once its memory
  * segment is gone; after a master restart the replica is served from the WAL until the owner
- * mounts again and re-registers it; the metrics. */
+ * mounts again and re-registers it, and a replica it does not name again is dropped at the end
+ * of its re-registration (recovery_done); the metrics. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,9 +71,10 @@ static void put(mc_rpc_client_t *c, const char *key, uint64_t size, uint64_t sum
     assert_int_equal(call_status(c, MC_OP_PUT_END, &e.base), MC_OK);
 }
 
-/* NotifyOffloadSuccess of one key: its per-object status. */
-static int32_t notify(mc_rpc_client_t *c, const char *key, uint64_t size, uint64_t sum,
-                      bool recovered)
+/* NotifyOffloadSuccess of one key (done: the end marker of a re-registration, recovery_done):
+ * its per-object status, or the batch's status when that is not OK. */
+static int32_t notify_done(mc_rpc_client_t *c, const char *key, uint64_t size, uint64_t sum,
+                           bool recovered, bool done)
 {
     McRpc__StorageObjectMetadata o = MC_RPC__STORAGE_OBJECT_METADATA__INIT;
     o.key = mc_wire_key_str(key);
@@ -84,6 +86,7 @@ static int32_t notify(mc_rpc_client_t *c, const char *key, uint64_t size, uint64
     q.objects = arr;
     q.n_objects = 1;
     q.recovered = recovered;
+    q.recovery_done = done;
     ProtobufCMessage *r;
     assert_int_equal(mc_rpc_client_call(c, MC_OP_NOTIFY_OFFLOAD_SUCCESS, &q.base, &r, 3000),
                      MC_OK);
@@ -91,6 +94,26 @@ static int32_t notify(mc_rpc_client_t *c, const char *key, uint64_t size, uint64
     int32_t s = b->status ? b->status : b->statuses[0];
     mc_rpc_response_free(r);
     return s;
+}
+
+static int32_t notify(mc_rpc_client_t *c, const char *key, uint64_t size, uint64_t sum,
+                      bool recovered)
+{
+    return notify_done(c, key, size, sum, recovered, false);
+}
+
+/* Waits (5 s at most) until the master's /metrics shows name == v. */
+static void wait_metric(master_proc_t *mp, const char *name, double v)
+{
+    static char text[1 << 17];
+    uint64_t deadline = mc_now_ms() + 5000;
+    for (;;) {
+        assert_int_equal(curl_get(mp->mport, "/metrics", text, sizeof(text)), 200);
+        if (metric_value(text, name) == v)
+            return;
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
 }
 
 /* GetReplicaList: status; the first replica's type and endpoint. */
@@ -187,7 +210,9 @@ static void test_offload_flow(void **state)
     assert_int_equal(get(c, "k1", &type, ep, sizeof(ep)), MC_OK);
     assert_int_equal(type, MC_RPC__REPLICA_TYPE__LOCAL_DISK);
     assert_string_equal(ep, "127.0.0.1:7001");
-    /* a restarted master knows the disk replica from its WAL and serves it at once; the
+    /* k2: a disk-only copy the owner's disk will have lost across the restart */
+    assert_int_equal(notify(c, "k2", 4096, 0x55, true), MC_OK);
+    /* a restarted master knows the disk replicas from its WAL and serves them at once; the
      * owner's disk RPCs ask it to mount again and re-register its disk */
     stop_master(&mp, SIGTERM);
     start_master(&mp, "--enable_offload=true");
@@ -197,10 +222,14 @@ static void test_offload_flow(void **state)
     assert_int_equal(type, MC_RPC__REPLICA_TYPE__LOCAL_DISK);
     assert_string_equal(ep, "127.0.0.1:7001");
     assert_int_equal(notify(c, "k1", 4096, 0x1234, true), MC_ERR_UNABLE_OFFLOADING);
+    assert_int_equal(get(c, "k2", &type, ep, sizeof(ep)), MC_OK);
     assert_int_equal(mount_disk(c, "127.0.0.1:7001"), MC_OK);
-    assert_int_equal(notify(c, "k1", 4096, 0x1234, true), MC_OK);
+    /* it names k1 only, in its last batch (recovery_done): k2 is dropped */
+    assert_int_equal(notify_done(c, "k1", 4096, 0x1234, true, true), MC_OK);
     assert_int_equal(get(c, "k1", &type, ep, sizeof(ep)), MC_OK);
     assert_int_equal(type, MC_RPC__REPLICA_TYPE__LOCAL_DISK);
+    assert_int_equal(get(c, "k2", &type, ep, sizeof(ep)), MC_ERR_OBJECT_NOT_FOUND);
+    wait_metric(&mp, "master_disk_reconcile_dropped_total", 1);
     /* the owner evicts it from its disk */
     ProtobufCBinaryData keys[1] = {mc_wire_key_str("k1")};
     McRpc__BatchEvictDiskReplicaRequest ev = MC_RPC__BATCH_EVICT_DISK_REPLICA_REQUEST__INIT;
