@@ -52,8 +52,10 @@
 #define READ_WORKERS 2                  /* threads reading jobs from the disk */
 #define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
 #define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
-#define PULL_CHUNK_MIN (1ull << 20)     /* the reader pulls a value in pieces of 1..4 MiB */
-#define PULL_CHUNK_MAX (4ull << 20)
+/* The reader pulls a value as its pieces land: it waits for the next PULL_MIN bytes (the
+ * engine's piece) and pulls what has landed, at most PULL_MAX bytes at a time. */
+#define PULL_MIN (1ull << 20)
+#define PULL_MAX (4ull << 20)
 
 /* One BatchGetOffloadObject being served ("offload RPC server" below). The loop thread owns
  * it, except while a worker runs it (from the queue until `finished`); the per-key progress
@@ -847,7 +849,7 @@ static bool waiter_ready(store_disk_t *d, const waiter_t *w, McRpc__WaitOffloadR
     r->done = atomic_load(&j->done[w->index]);
     if (r->done)
         r->key_status = atomic_load(&j->status[w->index]);
-    return r->done || r->ready >= w->want;
+    return r->done || (w->want > 0 && r->ready >= w->want); /* want 0: the verdict */
 }
 
 /* Loop thread: answers every waiter whose bytes have landed, and every plain request whose
@@ -1342,14 +1344,6 @@ void store_disk_readers_free(mc_store_t *s)
     s->dconns = NULL;
 }
 
-/* Bytes the reader pulls at a time from a size-byte value: a quarter of it, 1..4 MiB, so
- * that even a 4 MiB value's pull overlaps the owner's reading of its later pieces. */
-static uint64_t pull_chunk(uint64_t size)
-{
-    uint64_t c = (size / 4 + PULL_CHUNK_MIN - 1) & ~(PULL_CHUNK_MIN - 1);
-    return c < PULL_CHUNK_MIN ? PULL_CHUNK_MIN : c > PULL_CHUNK_MAX ? PULL_CHUNK_MAX : c;
-}
-
 /* Follows key i of streamed batch b on c until all size bytes are in parts (pulled with the
  * TE piece by piece as the owner reports them landed, each piece hashed into *hash_p at
  * once) and the owner's read has settled with the whole value's checksum verified, or the
@@ -1365,7 +1359,7 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
         mc_free(sub);
         return MC_ERR_NO_MEMORY;
     }
-    uint64_t pulled = 0, chunk = pull_chunk(size);
+    uint64_t pulled = 0;
     mc_status_t st = MC_OK;
     for (;;) {
         uint64_t now = mc_now_ms();
@@ -1376,7 +1370,7 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
         McRpc__WaitOffloadReadRequest w = MC_RPC__WAIT_OFFLOAD_READ_REQUEST__INIT;
         w.batch_id = b->batch_id;
         w.index = i;
-        w.ready = size - pulled < chunk ? size : pulled + chunk;
+        w.ready = size - pulled < PULL_MIN ? size : pulled + PULL_MIN;
         ProtobufCMessage *r = NULL;
         /* the owner answers by its deadline (the same as ours) at the latest */
         st = mc_rpc_client_call(c->rpc, MC_OP_WAIT_OFFLOAD_READ, &w.base, &r,
@@ -1391,23 +1385,24 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
         mc_rpc_response_free(r);
         if (st != MC_OK)
             break;
-        if (ready > pulled) { /* pull [pulled, ready) while the owner reads on */
+        while (st == MC_OK && pulled < ready) { /* pull what landed while the owner reads on */
+            uint64_t len = ready - pulled < PULL_MAX ? ready - pulled : PULL_MAX;
             xfer_plan_t plan = {0};
-            size_t k = store_iov_sub(parts, n_parts, pulled, ready - pulled, sub);
+            size_t k = store_iov_sub(parts, n_parts, pulled, len, sub);
             st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr,
-                                b->pointers[i] + pulled, ready - pulled, sub, k, 0);
+                                b->pointers[i] + pulled, len, sub, k, 0);
             if (st == MC_OK)
                 st = store_plan_run(s, &plan, NULL);
             store_plan_free(&plan);
-            if (st != MC_OK)
-                break;
-            for (size_t j = 0; j < k; j++)
+            for (size_t j = 0; st == MC_OK && j < k; j++)
                 mc_hash_stream_update(&hs, sub[j].iov_base, sub[j].iov_len);
-            pulled = ready;
+            pulled += len;
         }
+        if (st != MC_OK)
+            break;
         if (done && pulled == size)
             break;
-        if (done) { /* settled OK but not all of it reported: not a value we can trust */
+        if (done && ready < size) { /* settled OK without all of it: nothing to trust */
             st = MC_ERR_RPC_FAIL;
             break;
         }
