@@ -87,7 +87,7 @@ typedef struct job {
 
 typedef struct staged {
     uint64_t id, off, len, t_ms;
-    bool granted;  /* a read grant covers it until t_ms + gc_ttl_ms: held until then */
+    uint64_t grant_until_ms; /* a read grant reaches it until then (mc_now_ms): held */
     bool released; /* the reader is done with it */
     job_t *job;    /* owned */
 } staged_t;
@@ -624,8 +624,8 @@ static void staged_free_at(store_disk_t *d, size_t i)
 }
 
 /* Whether entry b may be freed now: no read runs into it, a plain request's answer is out,
- * no quarantine, and released (and no grant reaching it) or gc_ttl_ms past the later of its
- * answer and the end of its read. */
+ * no quarantine, no grant reaching it, and released or gc_ttl_ms past the later of its
+ * allocation and the end of its read. */
 static bool staged_expired(const store_disk_t *d, const staged_t *b, uint64_t now)
 {
     const job_t *j = b->job;
@@ -637,7 +637,9 @@ static bool staged_expired(const store_disk_t *d, const staged_t *b, uint64_t no
             return false;
         since = j->finished_ms > since ? j->finished_ms : since; /* the bytes are all there */
     }
-    return (b->released && !b->granted) || now - since >= d->gc_ttl_ms;
+    if (now < b->grant_until_ms)
+        return false;
+    return b->released || now - since >= d->gc_ttl_ms;
 }
 
 static void staged_gc(store_disk_t *d, uint64_t now)
@@ -678,8 +680,7 @@ static staged_t *staged_find(store_disk_t *d, uint64_t id)
 }
 
 /* The reader is done with batch id: freed now, unless a read still runs into it, it is
- * quarantined, or a read grant covers it (then staged_gc frees it later, so that no other
- * reader's bytes land where the grant still reaches). */
+ * quarantined, or a read grant reaches it (then staged_gc frees it later). */
 static void staged_release(store_disk_t *d, uint64_t id)
 {
     staged_t *b = staged_find(d, id);
@@ -694,14 +695,17 @@ static uint64_t round4k(uint64_t n) { return (n + 4095) & ~4095ull; }
 
 /* A tenant-bound reader pulls the staged bytes through the TE, which serves a tenant only the
  * ranges a grant names: one read grant for b's range, for this TE segment and the reader's
- * tenant, signed with our cluster key (common/grant.h), valid gc_ttl_ms, in g (its blob in
- * blob, MC_GRANT_SIZE(1) bytes). Verifier and signer are this process, so one clock decides
- * expiry. Without a cluster key no grant is attached (logged): the pull fails
+ * tenant, signed with our cluster key (common/grant.h), valid gc_ttl_ms from now (a streamed
+ * batch is granted when it is answered, before its bytes are read), in g (its blob in blob,
+ * MC_GRANT_SIZE(1) bytes). The range is held at least that long, so that no other reader's
+ * bytes land where the grant still reaches. Verifier and signer are this process, so one
+ * clock decides expiry. Without a cluster key no grant is attached (logged): the pull fails
  * PERMISSION_DENIED where the TE enforces grants. */
 static void grant_staged(mc_store_t *s, McRpc__BatchGetOffloadObjectResponse *r, staged_t *b,
                          const char *tenant, McRpc__TeGrant *g, uint8_t *blob)
 {
     store_disk_t *d = s->disk;
+    uint64_t hold = mc_now_ms() + d->gc_ttl_ms; /* read before the expiry is set: held past it */
     mc_grant_range_t rg = {.addr = (uint64_t)(uintptr_t)(d->staging + b->off), .len = b->len};
     size_t len = 0;
     mc_status_t st = mc_grant_sign(s->auth, s->te_name, tenant, MC_GRANT_READ,
@@ -710,8 +714,7 @@ static void grant_staged(mc_store_t *s, McRpc__BatchGetOffloadObjectResponse *r,
         MC_LOG_WARN("offload: no read grant for a tenant-bound reader: %s", mc_status_str(st));
         return;
     }
-    b->granted = true;
-    b->t_ms = mc_now_ms(); /* held gc_ttl_ms from now: after the grant's expiry (read before) */
+    b->grant_until_ms = hold;
     mc_rpc__te_grant__init(g);
     g->transport_endpoint = (char *)s->te_name;
     g->grant = (ProtobufCBinaryData){.len = len, .data = blob};
