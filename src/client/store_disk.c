@@ -1234,6 +1234,11 @@ void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_
     *served = atomic_load(&d->disk_reads_served);
 }
 
+const char *store_disk_endpoint(const mc_store_t *s)
+{
+    return s->disk ? s->disk->endpoint : "";
+}
+
 /* Appends the disk tier's series (upstream's mooncake_ssd_* names, and ours) to *text_p (a
  * client metrics page; replaced by a new string). Nothing without a disk. */
 mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)

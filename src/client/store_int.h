@@ -229,6 +229,8 @@ void store_disk_readers_free(mc_store_t *s);
 mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p);
 void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_t *offloaded,
                       uint64_t *served);
+/* host:port of this storage server's offload RPC server ("" without a disk). */
+const char *store_disk_endpoint(const mc_store_t *s);
 /* Reads a LOCAL_DISK replica rd of key (size bytes) through its owner into parts; *hash_p =
  * XXH3-64 of what arrived (the caller compares it with the committed checksum). */
 mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,

@@ -15,6 +15,7 @@
 #include "client/store_int.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "rpc/rpc_client.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
 
@@ -346,6 +347,94 @@ static void test_disk_streamed_reads(void **state)
     free(o1);
     free(big);
     free(out);
+    free(v);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+/* The offload RPC server's two forms of BatchGetOffloadObject and WaitOffloadRead, spoken
+ * directly: a plain request is answered after its read with the final statuses; a streamed
+ * one at once with the lookup's, then WaitOffloadRead reports the landed prefix and the
+ * verdict; unknown batches and indexes answer OBJECT_NOT_FOUND. */
+static void test_offload_rpc_forms(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    char *v = malloc(VAL);
+    fill(v, 0);
+    struct iovec iv = {v, VAL};
+    assert_int_equal(mc_store_put(r, "k0", &iv, 1, NULL), MC_OK);
+    wait_disk(srv, 1);
+    mc_rpc_client_t *c;
+    mc_rpc_client_opts_t o = {0};
+    assert_int_equal(mc_rpc_client_create(store_disk_endpoint(srv), &o, &c), MC_OK);
+    ProtobufCBinaryData keys[2] = {{2, (uint8_t *)"k0"}, {4, (uint8_t *)"nope"}};
+    uint64_t sizes[2] = {VAL, 100};
+    for (int stream = 0; stream < 2; stream++) {
+        McRpc__BatchGetOffloadObjectRequest q = MC_RPC__BATCH_GET_OFFLOAD_OBJECT_REQUEST__INIT;
+        q.keys = keys;
+        q.n_keys = q.n_sizes = 2;
+        q.sizes = sizes;
+        q.tenant_id = "";
+        q.timeout_ms = 5000;
+        q.stream = stream;
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &m, 10000),
+                         MC_OK);
+        McRpc__BatchGetOffloadObjectResponse *b = (void *)m;
+        assert_int_equal(b->status, MC_OK);
+        assert_int_equal(b->n_statuses, 2);
+        assert_int_equal(b->statuses[0], MC_OK);
+        assert_int_equal(b->statuses[1], MC_ERR_OBJECT_NOT_FOUND);
+        assert_true(b->batch_id != 0);
+        /* key 0's whole value (streamed: waited for; plain: not a streamed batch) */
+        McRpc__WaitOffloadReadRequest w = MC_RPC__WAIT_OFFLOAD_READ_REQUEST__INIT;
+        w.batch_id = b->batch_id;
+        w.ready = VAL;
+        ProtobufCMessage *wm = NULL;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_WAIT_OFFLOAD_READ, &w.base, &wm, 10000),
+                         MC_OK);
+        McRpc__WaitOffloadReadResponse *wr = (void *)wm;
+        if (stream) {
+            assert_int_equal(wr->status, MC_OK);
+            assert_true(wr->done);
+            assert_int_equal(wr->ready, VAL);
+            assert_int_equal(wr->key_status, MC_OK);
+        } else {
+            assert_int_equal(wr->status, MC_ERR_OBJECT_NOT_FOUND);
+        }
+        mc_rpc_response_free(wm);
+        w.index = 2; /* past the batch */
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_WAIT_OFFLOAD_READ, &w.base, &wm, 10000),
+                         MC_OK);
+        assert_int_equal(((McRpc__WaitOffloadReadResponse *)wm)->status, MC_ERR_OBJECT_NOT_FOUND);
+        mc_rpc_response_free(wm);
+        McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
+        rel.batch_id = b->batch_id;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_RELEASE_OFFLOAD_BUFFER, &rel.base, &wm, 10000),
+                         MC_OK);
+        mc_rpc_response_free(wm);
+        w.index = 0; /* released: gone once its read is over (the worker's last step) */
+        uint64_t deadline = mc_now_ms() + 5000;
+        for (;;) {
+            assert_int_equal(mc_rpc_client_call(c, MC_OP_WAIT_OFFLOAD_READ, &w.base, &wm, 10000),
+                             MC_OK);
+            int32_t st = ((McRpc__WaitOffloadReadResponse *)wm)->status;
+            mc_rpc_response_free(wm);
+            if (st == MC_ERR_OBJECT_NOT_FOUND)
+                break;
+            assert_int_equal(st, MC_OK);
+            assert_true(mc_now_ms() < deadline);
+            mc_sleep_ms(10);
+        }
+        mc_rpc_response_free(m);
+    }
+    mc_rpc_client_destroy(c);
     free(v);
     mc_store_destroy(r);
     mc_store_destroy(srv);
@@ -719,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_master_without_offload_refuses),
         cmocka_unit_test(test_offload_evict_restart_corrupt),
         cmocka_unit_test(test_disk_streamed_reads),
+        cmocka_unit_test(test_offload_rpc_forms),
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_master_restart_reregisters),
