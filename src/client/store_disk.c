@@ -12,15 +12,15 @@
  *    gets the mount and the re-registration again. Disk evictions (the engine's on_evict, on
  *    this thread: only it writes) become BatchEvictDiskReplica.
  *  - the offload RPC server (its own loop thread, the same framing and handshake as the
- *    master's port; rpc/rpc_server.h): BatchGetOffloadObject reads keys from the disk, with the
- *    reader's deadline, into a staging buffer registered with the TE, and answers where they
- *    are; ReleaseOffloadBuffer frees the range, and a range not released is freed gc_ttl after
- *    it was handed out. The staging memory is written only during the read call (the engine's
- *    rule with a deadline), so a freed range can be reused at once; a reader still pulling a
- *    reused range gets other bytes and fails its checksum, never data.
+ *    master's port; rpc/rpc_server.h) and READ_WORKERS read threads: BatchGetOffloadObject
+ *    reads keys from the disk, with the reader's deadline, into a staging buffer registered
+ *    with the TE, and answers where they are (a streamed request at once, its bytes then
+ *    followed with WaitOffloadRead as they land); ReleaseOffloadBuffer frees the range, and a
+ *    range not released is freed gc_ttl after its read ended ("offload RPC server" below).
  *
- * The reader (store_disk_read): asks the owner (one cached connection per endpoint), pulls the
- * bytes with the TE, hashes them, releases the batch. */
+ * The reader (store_disk_read, store_disk_read_many): asks the owner (one cached connection
+ * per endpoint) for all its keys at once, pulls each value with the TE piece by piece as the
+ * owner reports them landed, hashes them as they arrive, releases the batch. */
 #include "client/store_int.h"
 
 #include "common/alloc.h"
