@@ -52,8 +52,8 @@
 #define READ_WORKERS 2                  /* threads reading jobs from the disk */
 #define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
 #define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
-/* The reader pulls a value as its pieces land: it waits for the next PULL_MIN bytes (the
- * engine's piece) and pulls what has landed, at most PULL_MAX bytes at a time. */
+/* The reader pulls a value as its pieces land: it asks for the next PULL_MIN bytes (the
+ * engine's piece) and pulls what has landed, at most PULL_MAX bytes per transfer. */
 #define PULL_MIN (1ull << 20)
 #define PULL_MAX (4ull << 20)
 
@@ -1352,10 +1352,11 @@ void store_disk_readers_free(mc_store_t *s)
     s->dconns = NULL;
 }
 
-/* Follows key i of streamed batch b on c until all size bytes are in parts (pulled with the
- * TE piece by piece as the owner reports them landed, each piece hashed into *hash_p at
- * once) and the owner's read has settled with the whole value's checksum verified, or the
- * deadline (deadline_ms, mc_now_ms) passes. */
+/* Follows key i of streamed batch b on c until all size bytes are in parts and the owner's
+ * read has settled with the whole value's checksum verified, or the deadline (deadline_ms,
+ * mc_now_ms) passes. The landed prefix is pulled with the TE (at most PULL_MAX per transfer)
+ * and hashed into *hash_p while the WaitOffloadRead for the next PULL_MIN bytes is already on
+ * its way, so the owner's answer travels during the pull. */
 static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                                const McRpc__BatchGetOffloadObjectResponse *b, uint32_t i,
                                uint64_t size, const struct iovec *parts, size_t n_parts,
@@ -1367,33 +1368,31 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
         mc_free(sub);
         return MC_ERR_NO_MEMORY;
     }
-    uint64_t pulled = 0;
+    McRpc__WaitOffloadReadRequest w = MC_RPC__WAIT_OFFLOAD_READ_REQUEST__INIT;
+    w.batch_id = b->batch_id;
+    w.index = i;
+    mc_rpc_pending_t call = {.opcode = MC_OP_WAIT_OFFLOAD_READ, .req = &w.base};
+    mc_rpc_inflight_t f;
+    bool asking = false, done = false;
+    uint64_t pulled = 0, ready = 0; /* ready: the landed prefix the owner last reported */
     mc_status_t st = MC_OK;
     for (;;) {
-        uint64_t now = mc_now_ms();
-        if (now >= deadline_ms) {
-            st = MC_ERR_TIMEOUT;
-            break;
+        if (!done) { /* ask for the next piece (for a 0-byte value: the verdict) */
+            uint64_t now = mc_now_ms();
+            if (now >= deadline_ms) {
+                st = MC_ERR_TIMEOUT;
+                break;
+            }
+            w.ready = size - ready < PULL_MIN ? size : ready + PULL_MIN;
+            call.resp = NULL;
+            /* the owner answers by its deadline (the same as ours) at the latest */
+            st = mc_rpc_client_call_send(c->rpc, &call, 1, (uint32_t)(deadline_ms - now) + 1000,
+                                         false, &f);
+            if (st != MC_OK)
+                break;
+            asking = true;
         }
-        McRpc__WaitOffloadReadRequest w = MC_RPC__WAIT_OFFLOAD_READ_REQUEST__INIT;
-        w.batch_id = b->batch_id;
-        w.index = i;
-        w.ready = size - pulled < PULL_MIN ? size : pulled + PULL_MIN;
-        ProtobufCMessage *r = NULL;
-        /* the owner answers by its deadline (the same as ours) at the latest */
-        st = mc_rpc_client_call(c->rpc, MC_OP_WAIT_OFFLOAD_READ, &w.base, &r,
-                                (uint32_t)(deadline_ms - now) + 1000);
-        McRpc__WaitOffloadReadResponse *wr = (void *)r;
-        if (st == MC_OK)
-            st = wr->status;
-        bool done = st == MC_OK && wr->done;
-        uint64_t ready = st == MC_OK && wr->ready <= size ? wr->ready : pulled;
-        if (done && wr->key_status != MC_OK)
-            st = wr->key_status;
-        mc_rpc_response_free(r);
-        if (st != MC_OK)
-            break;
-        while (st == MC_OK && pulled < ready) { /* pull what landed while the owner reads on */
+        while (pulled < ready) { /* meanwhile pull what has landed */
             uint64_t len = ready - pulled < PULL_MAX ? ready - pulled : PULL_MAX;
             xfer_plan_t plan = {0};
             size_t k = store_iov_sub(parts, n_parts, pulled, len, sub);
@@ -1402,19 +1401,36 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
             if (st == MC_OK)
                 st = store_plan_run(s, &plan, NULL);
             store_plan_free(&plan);
-            for (size_t j = 0; st == MC_OK && j < k; j++)
+            if (st != MC_OK)
+                break;
+            for (size_t j = 0; j < k; j++)
                 mc_hash_stream_update(&hs, sub[j].iov_base, sub[j].iov_len);
             pulled += len;
         }
+        if (st != MC_OK || done)
+            break;
+        st = mc_rpc_client_call_recv(&f);
+        asking = false;
+        McRpc__WaitOffloadReadResponse *wr = (void *)call.resp;
+        if (st == MC_OK)
+            st = call.status;
+        if (st == MC_OK)
+            st = wr->status;
+        if (st == MC_OK && wr->ready > ready)
+            ready = wr->ready < size ? wr->ready : size;
+        done = st == MC_OK && wr->done;
+        if (done && wr->key_status != MC_OK)
+            st = wr->key_status;
+        mc_rpc_response_free(call.resp);
         if (st != MC_OK)
             break;
-        if (done && pulled == size)
-            break;
-        if (done && ready < size) { /* settled OK without all of it: nothing to trust */
-            st = MC_ERR_RPC_FAIL;
-            break;
-        }
     }
+    if (asking) { /* a pull failed with a wait out: collect it (the connection is held) */
+        mc_rpc_client_call_recv(&f);
+        mc_rpc_response_free(call.resp);
+    }
+    if (st == MC_OK && pulled != size) /* settled OK without all of it: nothing to trust */
+        st = MC_ERR_RPC_FAIL;
     *hash_p = mc_hash_stream_final(&hs);
     mc_free(sub);
     return st;
