@@ -12,7 +12,7 @@
  *    gets the mount and the re-registration again. Disk evictions (the engine's on_evict, on
  *    this thread: only it writes) become BatchEvictDiskReplica.
  *  - the offload RPC server (its own loop thread, the same framing and handshake as the
- *    master's port; rpc/rpc_server.h) and READ_WORKERS read threads: BatchGetOffloadObject
+ *    master's port; rpc/rpc_server.h) and its read threads: BatchGetOffloadObject
  *    reads keys from the disk, with the reader's deadline, into a staging buffer registered
  *    with the TE, and answers where they are (a streamed request at once, its bytes then
  *    followed with WaitOffloadRead as they land); ReleaseOffloadBuffer frees the range, and a
@@ -49,7 +49,8 @@
 #define STAGED_MAX 256                  /* batches held in the staging buffer at once */
 #define NOTIFY_BATCH 512                /* objects per NotifyOffloadSuccess */
 #define READER_CONNS 8                  /* cached connections to owners */
-#define READ_WORKERS 2                  /* threads reading jobs from the disk */
+#define READ_WORKERS_MAX 8              /* threads reading jobs from the disk: one per ring
+                                           (MC_DISK_RINGS), at most this many */
 #define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
 #define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
 /* The reader pulls a value as its pieces land: it asks for the next PULL_MIN bytes (the
@@ -129,7 +130,7 @@ struct store_disk {
     pthread_cond_t q_cv;
     job_t *q_head;
     bool q_stop;
-    pthread_t workers[READ_WORKERS];
+    pthread_t workers[READ_WORKERS_MAX];
     size_t n_workers;
     /* keys (internal form) the master must forget, sent with BatchEvictDiskReplica by the
      * offload thread: evicted by a put (on_evict) or found damaged by a read (the RPC loop);
@@ -602,7 +603,7 @@ static void *worker_main(void *arg)
 /* ------------------------------------------------------------------ offload RPC server
  *
  * Every BatchGetOffloadObject becomes a job: its keys are looked up, a range of the staging
- * buffer is reserved (one 4 KiB-aligned slot per key), and one of READ_WORKERS threads reads
+ * buffer is reserved (one 4 KiB-aligned slot per key), and one of the read threads reads
  * them with one mc_disk_store_read_batch straight into the slots (O_DIRECT; the staging buffer
  * is registered with the engine), with the reader's deadline, every key's 1 MiB pieces in
  * flight at once (up to the engine's io_depth per ring). The engine reports each key's landed
@@ -1146,7 +1147,8 @@ mc_status_t store_disk_start(mc_store_t *s, const char *path)
     if ((st = mc_rpc_server_create(&so, &d->srv)) != MC_OK)
         return st;
     snprintf(d->endpoint, sizeof(d->endpoint), "%s:%u", host, mc_rpc_server_port(d->srv));
-    for (; d->n_workers < READ_WORKERS; d->n_workers++)
+    size_t workers = cfg.rings < READ_WORKERS_MAX ? cfg.rings : READ_WORKERS_MAX;
+    for (; d->n_workers < workers; d->n_workers++)
         if (pthread_create(&d->workers[d->n_workers], NULL, read_worker, s) != 0)
             return MC_ERR_INTERNAL;
     if (pthread_create(&d->srv_thread, NULL, srv_main, d->srv) != 0)
