@@ -311,7 +311,8 @@ int main(int argc, char **argv)
         }
         printf("{\"bench\":\"disk_e2e_ratio\",\"case\":\"%s\",\"value\":%llu,\"rounds\":%lld,"
                "\"ratio_min\":%.3f,\"ratio_max\":%.3f}\n",
-               z < n_sizes ? "get" : "batch", (unsigned long long)(z < n_sizes ? sizes[z] : sizes[0]),
+               z < n_sizes ? "get" : "batch",
+               (unsigned long long)(z < n_sizes ? sizes[z] : sizes[0]),
                (long long)o.rounds, lo, hi);
     }
     mc_store_destroy(s);
