@@ -44,6 +44,7 @@
 #define GC_TTL_DEFAULT_MS 5000          /* MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS */
 #define HEARTBEAT_DEFAULT_MS 10000      /* MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS */
 #define READ_BATCH_MAX 64               /* keys per BatchGetOffloadObject */
+#define READ_GROUP_BYTES (64ull << 20)  /* a reader's request: at most this much staging */
 #define READ_TIMEOUT_MAX_MS 60000
 #define READ_TIMEOUT_DEFAULT_MS 5000
 #define STAGED_MAX 256                  /* batches held in the staging buffer at once */
@@ -1438,50 +1439,85 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
     return st;
 }
 
-/* One BatchGetOffloadObject (n <= READ_BATCH_MAX keys) on c, streamed: every key's bytes
- * pulled in order while the owner reads the later ones, then the batch released. */
-static void read_group(mc_store_t *s, reader_conn_t *c, size_t n, const char *const *keys,
-                       const uint64_t *sizes, const struct iovec *const *parts,
-                       const size_t *n_parts, uint64_t deadline_ms, uint32_t tmo,
-                       uint64_t *hashes, mc_status_t *sts)
+/* One streamed BatchGetOffloadObject of a read_many call: keys [at, at+m) of it. */
+typedef struct group {
+    size_t at, m;
+    mc_status_t st; /* the request's */
+    ProtobufCMessage *r;
+    McRpc__BatchGetOffloadObjectResponse *b;
+} group_t;
+
+/* How many of the n keys (sizes) from the first go in one request: at most READ_BATCH_MAX
+ * keys and READ_GROUP_BYTES of staging (a larger value goes alone). */
+static size_t group_len(const uint64_t *sizes, size_t n)
 {
+    uint64_t bytes = 0;
+    size_t m = 0;
+    while (m < n && m < READ_BATCH_MAX &&
+           (m == 0 || bytes + round4k(sizes[m]) <= READ_GROUP_BYTES))
+        bytes += round4k(sizes[m++]);
+    return m;
+}
+
+/* Asks the owner on c for g's keys (streamed: answered once the reads are started). */
+static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const char *const *keys,
+                          const uint64_t *sizes, uint64_t deadline_ms)
+{
+    g->r = NULL;
+    g->b = NULL;
+    uint64_t now = mc_now_ms();
+    if (now >= deadline_ms) {
+        g->st = MC_ERR_TIMEOUT;
+        return;
+    }
+    uint32_t tmo = (uint32_t)(deadline_ms - now);
     ProtobufCBinaryData kb[READ_BATCH_MAX];
-    for (size_t i = 0; i < n; i++)
-        kb[i] = mc_wire_key_str(keys[i]);
+    for (size_t i = 0; i < g->m; i++)
+        kb[i] = mc_wire_key_str(keys[g->at + i]);
     McRpc__BatchGetOffloadObjectRequest q = MC_RPC__BATCH_GET_OFFLOAD_OBJECT_REQUEST__INIT;
     q.keys = kb;
-    q.n_keys = n;
-    q.sizes = (uint64_t *)sizes;
-    q.n_sizes = n;
+    q.n_keys = g->m;
+    q.sizes = (uint64_t *)sizes + g->at;
+    q.n_sizes = g->m;
     q.tenant_id = s->master.tenant;
     q.timeout_ms = tmo;
     q.stream = true;
-    ProtobufCMessage *r = NULL;
-    mc_status_t st = mc_rpc_client_call(c->rpc, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &r,
-                                        tmo + 1000);
-    McRpc__BatchGetOffloadObjectResponse *b = (void *)r;
-    if (st == MC_OK)
-        st = b->status;
-    if (st == MC_OK && (b->n_statuses != n || b->n_pointers != n))
-        st = MC_ERR_RPC_FAIL;
-    if (st == MC_OK && b->grant)
-        store_grants_present(s, &b->grant, 1); /* we are tenant-bound: the owner granted it */
-    for (size_t i = 0; i < n; i++) {
-        sts[i] = st == MC_OK ? b->statuses[i] : st;
-        if (sts[i] == MC_OK && !b->batch_id)
-            sts[i] = MC_ERR_RPC_FAIL;
-        if (sts[i] == MC_OK)
-            sts[i] = stream_pull(s, c, b, (uint32_t)i, sizes[i], parts[i], n_parts[i],
-                                 deadline_ms, &hashes[i]);
+    g->st = mc_rpc_client_call(c->rpc, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &g->r,
+                               tmo + 1000);
+    g->b = (void *)g->r;
+    if (g->st == MC_OK)
+        g->st = g->b->status;
+    if (g->st == MC_OK && (g->b->n_statuses != g->m || g->b->n_pointers != g->m))
+        g->st = MC_ERR_RPC_FAIL;
+    if (g->st == MC_OK && g->b->grant)
+        store_grants_present(s, &g->b->grant, 1); /* we are tenant-bound: the owner granted it */
+}
+
+/* Pulls g's keys in order as they land, then releases the batch (also after a failure: the
+ * owner frees it once its read is over). */
+static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, const uint64_t *sizes,
+                       const struct iovec *const *parts, const size_t *n_parts,
+                       uint64_t deadline_ms, uint64_t *hashes, mc_status_t *sts)
+{
+    McRpc__BatchGetOffloadObjectResponse *b = g->b;
+    for (size_t i = 0; i < g->m; i++) {
+        size_t k = g->at + i;
+        sts[k] = g->st == MC_OK ? b->statuses[i] : g->st;
+        if (sts[k] == MC_OK && !b->batch_id)
+            sts[k] = MC_ERR_RPC_FAIL;
+        if (sts[k] == MC_OK)
+            sts[k] = stream_pull(s, c, b, (uint32_t)i, sizes[k], parts[k], n_parts[k],
+                                 deadline_ms, &hashes[k]);
     }
-    if (r && b->batch_id) { /* also after a failure: the owner frees it once its read is over */
+    if (g->r && b->batch_id) {
         McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
         rel.batch_id = b->batch_id;
         ProtobufCMessage *rr = NULL;
         mc_rpc_client_call(c->rpc, MC_OP_RELEASE_OFFLOAD_BUFFER, &rel.base, &rr, 1000);
         mc_rpc_response_free(rr); /* not answered: the owner's TTL frees it */
     }
-    mc_rpc_response_free(r);
+    mc_rpc_response_free(g->r);
+    g->r = NULL;
 }
 
 void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
@@ -1494,19 +1530,24 @@ void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
         tmo = READ_TIMEOUT_MAX_MS;
     uint64_t deadline_ms = mc_now_ms() + tmo;
     reader_conn_t *c = conn_get(s, endpoint);
-    for (size_t i = 0; i < n; i += READ_BATCH_MAX) {
-        size_t m = n - i < READ_BATCH_MAX ? n - i : READ_BATCH_MAX;
-        uint64_t now = mc_now_ms();
-        if (!c || now >= deadline_ms) {
-            for (size_t j = i; j < i + m; j++)
-                sts[j] = c ? MC_ERR_TIMEOUT : MC_ERR_CONNECTION;
-            continue;
-        }
-        read_group(s, c, m, keys + i, sizes + i, parts + i, n_parts + i, deadline_ms,
-                   (uint32_t)(deadline_ms - now), hashes + i, sts + i);
+    if (!c) {
+        for (size_t i = 0; i < n; i++)
+            sts[i] = MC_ERR_CONNECTION;
+        return;
     }
-    if (c)
-        pthread_mutex_unlock(&c->mu);
+    /* group k+1 is asked for before group k is pulled: the owner reads it meanwhile */
+    group_t cur = {.at = 0, .m = group_len(sizes, n)};
+    if (cur.m)
+        group_request(s, c, &cur, keys, sizes, deadline_ms);
+    while (cur.m) {
+        group_t next = {.at = cur.at + cur.m};
+        next.m = group_len(sizes + next.at, n - next.at);
+        if (next.m)
+            group_request(s, c, &next, keys, sizes, deadline_ms);
+        group_pull(s, c, &cur, sizes, parts, n_parts, deadline_ms, hashes, sts);
+        cur = next;
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
