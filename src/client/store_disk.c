@@ -1494,14 +1494,19 @@ static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const cha
 }
 
 /* Pulls g's keys in order as they land, then releases the batch (also after a failure: the
- * owner frees it once its read is over). */
-static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, const uint64_t *sizes,
+ * owner frees it once its read is over). The next group (if any) is asked for before g's last
+ * key is pulled: the owner's disk, done or nearly done with g, goes on with it while that key
+ * travels. */
+static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *next,
+                       const char *const *keys, const uint64_t *sizes,
                        const struct iovec *const *parts, const size_t *n_parts,
                        uint64_t deadline_ms, uint64_t *hashes, mc_status_t *sts)
 {
     McRpc__BatchGetOffloadObjectResponse *b = g->b;
     for (size_t i = 0; i < g->m; i++) {
         size_t k = g->at + i;
+        if (i + 1 == g->m && next->m)
+            group_request(s, c, next, keys, sizes, deadline_ms);
         sts[k] = g->st == MC_OK ? b->statuses[i] : g->st;
         if (sts[k] == MC_OK && !b->batch_id)
             sts[k] = MC_ERR_RPC_FAIL;
@@ -1535,16 +1540,13 @@ void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
             sts[i] = MC_ERR_CONNECTION;
         return;
     }
-    /* group k+1 is asked for before group k is pulled: the owner reads it meanwhile */
     group_t cur = {.at = 0, .m = group_len(sizes, n)};
     if (cur.m)
         group_request(s, c, &cur, keys, sizes, deadline_ms);
     while (cur.m) {
         group_t next = {.at = cur.at + cur.m};
         next.m = group_len(sizes + next.at, n - next.at);
-        if (next.m)
-            group_request(s, c, &next, keys, sizes, deadline_ms);
-        group_pull(s, c, &cur, sizes, parts, n_parts, deadline_ms, hashes, sts);
+        group_pull(s, c, &cur, &next, keys, sizes, parts, n_parts, deadline_ms, hashes, sts);
         cur = next;
     }
     pthread_mutex_unlock(&c->mu);

@@ -239,7 +239,7 @@ mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__Replica
 /* The same for n keys whose LOCAL_DISK replicas one owner (endpoint) holds: key i (sizes[i]
  * bytes) into parts[i] (n_parts[i] pieces); sts[i] = MC_OK (hashes[i] = XXH3-64 of what
  * arrived) or its error. Requests of up to 64 keys and 64 MiB, the next one asked for before
- * the previous one is pulled; on the owner every key's disk reads in flight at once, each
+ * the previous one's last key is pulled; on the owner every key's disk reads in flight at once, each
  * key's bytes pulled as they land; one deadline (the store's RPC timeout, at most 60 s) for
  * the whole call. */
 void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
