@@ -973,11 +973,13 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
         any |= st == MC_OK;
         j->sizes[i] = q->sizes[i];
         j->ptrs[i] = (uint64_t)(uintptr_t)(d->staging + off);
-        /* a key not to read gets no room: the engine answers it without reading */
+        /* a key not to read gets no room and no progress: the engine answers it without
+         * reading, and its status stays the lookup's */
+        bool rd = st == MC_OK;
         j->rq[i] = (mc_disk_read_t){.tenant = j->tenant, .key = kp, .key_len = q->keys[i].len,
-                                    .buf = st == MC_OK ? d->staging + off : NULL,
-                                    .cap = st == MC_OK ? round4k(q->sizes[i]) : 0,
-                                    .late_ok = true, .progress = job_progress, .arg = j};
+                                    .buf = rd ? d->staging + off : NULL,
+                                    .cap = rd ? round4k(q->sizes[i]) : 0, .late_ok = true,
+                                    .progress = rd ? job_progress : NULL, .arg = j};
         kp += q->keys[i].len;
         off += round4k(q->sizes[i]);
     }
