@@ -21,9 +21,9 @@
 #include "common/hash.h"
 #include "common/time.h"
 #include "disk/disk_store.h"
+#include "disk_fio.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,41 +54,6 @@ static double pct(uint64_t *v, size_t n, double p)
     qsort(v, n, sizeof(*v), cmp_u64);
     size_t i = (size_t)(p * (double)(n - 1));
     return (double)v[i] / 1000.0;
-}
-
-/* fio's read bandwidth in bytes/s for one job, or -1 (fio missing or failed). */
-static double run_fio(const char *dir, uint64_t bs, uint64_t total, int64_t depth, int64_t loops)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd),
-             "'%s' --name=mc_disk_bench --filename='%s/fio.dat' --size=%llu --bs=%llu --rw=read "
-             "--direct=1 --ioengine=io_uring --iodepth=%lld --loops=%lld --invalidate=1 "
-             "--output-format=json 2>/dev/null",
-             o.fio, dir, (unsigned long long)total, (unsigned long long)bs, (long long)depth,
-             (long long)loops);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    json_error_t jerr;
-    json_t *root = json_loadf(p, JSON_DISABLE_EOF_CHECK, &jerr);
-    int rc = pclose(p);
-    double bw = -1;
-    json_t *jobs = root ? json_object_get(root, "jobs") : NULL;
-    json_t *rd = json_is_array(jobs) && json_array_size(jobs)
-                     ? json_object_get(json_array_get(jobs, 0), "read")
-                     : NULL;
-    json_t *b = rd ? json_object_get(rd, "bw_bytes") : NULL;
-    if (rc == 0 && json_is_number(b))
-        bw = json_number_value(b);
-    json_decref(root);
-    return bw;
-}
-
-static bool have_fio(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "command -v '%s' >/dev/null 2>&1", o.fio);
-    return system(cmd) == 0;
 }
 
 static void key_of(char *k, size_t cap, uint64_t size, int64_t i)
@@ -217,7 +182,7 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(sdir, sizeof(sdir), "%s/store", dir);
-    bool fio = have_fio();
+    bool fio = disk_fio_available(o.fio);
     int64_t bcount = nsizes && o.batch > o.count ? o.batch : o.count; /* first size */
     mc_disk_config_t cfg;
     mc_disk_config_default(&cfg);
@@ -257,7 +222,9 @@ int main(int argc, char **argv)
             ret = 1;
             break;
         }
-        double f = fio ? run_fio(dir, sizes[i], sizes[i] * (uint64_t)o.count, 1, o.reps) : -1;
+        double f = fio ? disk_fio_read_bps(o.fio, dir, sizes[i], sizes[i] * (uint64_t)o.count, 1,
+                                           o.reps)
+                       : -1;
         print_fio(sizes[i], 1, f);
         print_ratio("get", sizes[i], "direct", direct, f);
         print_ratio("get", sizes[i], "deadline", dl, f);
@@ -265,7 +232,7 @@ int main(int argc, char **argv)
     if (ret == 0 && bbytes) {
         mc_disk_read_t *rq = calloc((size_t)o.batch, sizeof(*rq));
         char (*keys)[64] = calloc((size_t)o.batch, 64);
-        double f = fio ? run_fio(dir, sizes[0], bbytes, o.batch, o.reps) : -1;
+        double f = fio ? disk_fio_read_bps(o.fio, dir, sizes[0], bbytes, o.batch, o.reps) : -1;
         print_fio(sizes[0], o.batch, f);
         for (int mode = 0; mode < 2 && ret == 0; mode++) {
             uint64_t best = UINT64_MAX;

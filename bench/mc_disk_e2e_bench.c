@@ -5,23 +5,28 @@
  * through a client without memory of its own, waits until the server's bucket files hold them
  * all (eager offload), then stops the storage server (SIGTERM: its segment is unmounted) and
  * starts it again on the same directory: it re-registers what its disk holds, and every object
- * is now disk-only. Then it reads:
- *   get    each object --reps times (after one untimed get per size: connections) with
- *          mc_store_get_into (queue depth 1) into a registered
- *          buffer: the master names the LOCAL_DISK replica, the owner reads its disk (O_DIRECT,
- *          io_uring, checksum) into its staging buffer, the reader pulls it with the TE and
- *          checks the checksum again;
- *   batch  the --batch values with one mc_store_batch_get_into (best of --reps, after one
- *          untimed pass).
- * Every value read is compared with what was put. fio is the script's part
- * (scripts/bench_disk_e2e.sh: same sizes, O_DIRECT, same directory, same run).
+ * is now disk-only. Then, --rounds times, for each case it first runs fio on the same shape
+ * (disk_fio.h: O_DIRECT, io_uring, a file in --dir) and then reads:
+ *   get    each object of a size --reps times with mc_store_get_into (queue depth 1) into a
+ *          registered buffer: the master names the LOCAL_DISK replica, the owner reads its
+ *          disk (O_DIRECT, io_uring, checksum) into its staging buffer while the reader pulls
+ *          each piece with the TE as it lands (docs/internals/disk-tier.md, "Reads from
+ *          disk"); fio reads the same block size at depth 1;
+ *   batch  the --batch values with one mc_store_batch_get_into (best of --reps), against fio
+ *          at depth --batch.
+ * One untimed get per size and one batch come first (connections). Every value read is
+ * compared with what was put.
  *
- * Output, one JSON line each: {"bench":"disk_e2e_get","value":...,"gbps":...,"p50_us":...,
- * "p99_us":...}, {"bench":"disk_e2e_batch",...}, and {"bench":"disk_e2e_setup",...}. */
+ * Output, one JSON line each: {"bench":"disk_e2e_setup",...}, per round
+ * {"bench":"disk_e2e_get","round":...,"value":...,"gbps":...,"p50_us":...,"p99_us":...,
+ * "fio_gbps":...,"ratio":...} and {"bench":"disk_e2e_batch",...}, then per case
+ * {"bench":"disk_e2e_ratio","case":...,"ratio_min":...,"ratio_max":...} (store GB/s / fio GB/s
+ * over the rounds; without fio the ratios are 0 and no ratio lines are printed). */
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "disk_fio.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
 
@@ -38,8 +43,9 @@
 
 static struct {
     const char *dir, *sizes;
-    int64_t count, reps, batch;
-} o = {NULL, "4MiB,32MiB", 8, 2, 64};
+    const char *fio;
+    int64_t count, reps, batch, rounds;
+} o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3};
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -93,6 +99,8 @@ int main(int argc, char **argv)
         {"count", MC_OPT_INT, &o.count, NULL, "objects per size", 1, 4096},
         {"reps", MC_OPT_INT, &o.reps, NULL, "reads of each object", 1, 1000},
         {"batch", MC_OPT_INT, &o.batch, NULL, "objects of the first size in the batch", 1, 1024},
+        {"rounds", MC_OPT_INT, &o.rounds, NULL, "rounds of every case, each next to fio", 1, 100},
+        {"fio", MC_OPT_STRING, &o.fio, NULL, "fio program", 0, 0},
     };
     mc_config_spec_t spec = {"mc_disk_e2e_bench",
                              "Gets served from the disk tier through a real cluster (master, "
@@ -202,38 +210,17 @@ int main(int argc, char **argv)
     printf("{\"bench\":\"disk_e2e_setup\",\"bytes\":%llu,\"put_and_offload_s\":%.2f}\n",
            (unsigned long long)total, put_s);
 
-    uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)(o.count * o.reps));
+    /* warm-up, not timed: one get per size (connections; until the first server's memory
+     * replicas are dropped a get fails) and one batch */
     for (size_t z = 0; z < n_sizes; z++) {
-        uint64_t sz = sizes[z], n = 0, bytes = 0, t_all = 0;
-        for (int64_t r = -1; r < o.reps; r++) { /* r = -1: one untimed get (connections) */
-            for (int64_t i = 0; i < o.count; i++) {
-                snprintf(key, sizeof(key), "v%llu_%lld", (unsigned long long)sz, (long long)i);
-                struct iovec io = {buf, sz};
-                uint64_t a = mc_now_ns(), dl2 = mc_now_ms() + 30000;
-                int64_t got;
-                /* until the killed server's memory replicas are dropped, a get fails */
-                while ((got = mc_store_get_into(s, key, &io, 1)) != (int64_t)sz && r < 0 &&
-                       mc_now_ms() < dl2) {
-                    mc_sleep_ms(100);
-                    a = mc_now_ns();
-                }
-                uint64_t b = mc_now_ns();
-                if (got != (int64_t)sz)
-                    die("get failed");
-                fill(want, sz, mc_hash_str(key));
-                if (memcmp(want, buf, sz) != 0)
-                    die("wrong bytes");
-                if (r < 0)
-                    break;
-                lat[n++] = b - a;
-                bytes += sz;
-                t_all += b - a;
-            }
+        snprintf(key, sizeof(key), "v%llu_0", (unsigned long long)sizes[z]);
+        struct iovec io = {buf, sizes[z]};
+        uint64_t dl2 = mc_now_ms() + 30000;
+        while (mc_store_get_into(s, key, &io, 1) != (int64_t)sizes[z]) {
+            if (mc_now_ms() > dl2)
+                die("get failed");
+            mc_sleep_ms(100);
         }
-        printf("{\"bench\":\"disk_e2e_get\",\"value\":%llu,\"gets\":%llu,\"gbps\":%.3f,"
-               "\"p50_us\":%.0f,\"p99_us\":%.0f}\n",
-               (unsigned long long)sz, (unsigned long long)n, (double)bytes / (double)t_all,
-               pct(lat, n, 0.5), pct(lat, n, 0.99));
     }
     const char **keys = calloc((size_t)o.batch, sizeof(char *));
     struct iovec *ios = calloc((size_t)o.batch, sizeof(struct iovec));
@@ -248,24 +235,86 @@ int main(int argc, char **argv)
         pp[i] = &ios[i];
         np[i] = 1;
     }
-    double best = 0;
-    for (int64_t r = -1; r < o.reps; r++) { /* r = -1: warm-up, not timed */
-        uint64_t a = mc_now_ns();
-        if (mc_store_batch_get_into(s, (size_t)o.batch, keys, pp, np, res) != MC_OK)
-            die("batch get failed");
-        uint64_t b = mc_now_ns();
-        for (int64_t i = 0; i < o.batch; i++) {
-            if (res[i] != (int64_t)sizes[0])
-                die("batch get of a key failed");
-            fill(want, sizes[0], mc_hash_str(keys[i]));
-            if (memcmp(want, ios[i].iov_base, sizes[0]) != 0)
-                die("wrong bytes in the batch");
+    if (mc_store_batch_get_into(s, (size_t)o.batch, keys, pp, np, res) != MC_OK)
+        die("batch get failed");
+    /* rounds: each case measured right after fio reads the same shape (the disk is shared:
+     * neighbours' load moves both sides alike) */
+    bool fio = disk_fio_available(o.fio);
+    uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)(o.count * o.reps));
+    size_t n_cases = n_sizes + 1;
+    double *ratios = calloc(n_cases * (size_t)o.rounds, sizeof(double));
+    for (int64_t round = 0; round < o.rounds; round++) {
+        for (size_t z = 0; z < n_sizes; z++) {
+            uint64_t sz = sizes[z], n = 0, bytes = 0, t_all = 0;
+            double f = fio ? disk_fio_read_bps(o.fio, o.dir, sz, sz * (uint64_t)o.count, 1,
+                                               o.reps) / 1e9
+                           : -1;
+            for (int64_t r = 0; r < o.reps; r++) {
+                for (int64_t i = 0; i < o.count; i++) {
+                    snprintf(key, sizeof(key), "v%llu_%lld", (unsigned long long)sz,
+                             (long long)i);
+                    struct iovec io = {buf, sz};
+                    uint64_t a = mc_now_ns();
+                    int64_t got = mc_store_get_into(s, key, &io, 1);
+                    uint64_t b = mc_now_ns();
+                    if (got != (int64_t)sz)
+                        die("get failed");
+                    fill(want, sz, mc_hash_str(key));
+                    if (memcmp(want, buf, sz) != 0)
+                        die("wrong bytes");
+                    lat[n++] = b - a;
+                    bytes += sz;
+                    t_all += b - a;
+                }
+            }
+            double g = (double)bytes / (double)t_all;
+            ratios[z * (size_t)o.rounds + (size_t)round] = f > 0 ? g / f : 0;
+            printf("{\"bench\":\"disk_e2e_get\",\"round\":%lld,\"value\":%llu,\"gets\":%llu,"
+                   "\"gbps\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"fio_gbps\":%.3f,"
+                   "\"ratio\":%.3f}\n",
+                   (long long)round, (unsigned long long)sz, (unsigned long long)n, g,
+                   pct(lat, n, 0.5), pct(lat, n, 0.99), f, f > 0 ? g / f : 0);
         }
-        double g = (double)(sizes[0] * (uint64_t)o.batch) / (double)(b - a);
-        best = r >= 0 && g > best ? g : best;
+        uint64_t bbytes = sizes[0] * (uint64_t)o.batch;
+        double f = fio ? disk_fio_read_bps(o.fio, o.dir, sizes[0], bbytes, o.batch, o.reps) / 1e9
+                       : -1;
+        double best = 0;
+        for (int64_t r = 0; r < o.reps; r++) {
+            memset(buf, 0, bbytes);
+            uint64_t a = mc_now_ns();
+            if (mc_store_batch_get_into(s, (size_t)o.batch, keys, pp, np, res) != MC_OK)
+                die("batch get failed");
+            uint64_t b = mc_now_ns();
+            for (int64_t i = 0; i < o.batch; i++) {
+                if (res[i] != (int64_t)sizes[0])
+                    die("batch get of a key failed");
+                fill(want, sizes[0], mc_hash_str(keys[i]));
+                if (memcmp(want, ios[i].iov_base, sizes[0]) != 0)
+                    die("wrong bytes in the batch");
+            }
+            double g = (double)bbytes / (double)(b - a);
+            best = g > best ? g : best;
+        }
+        ratios[n_sizes * (size_t)o.rounds + (size_t)round] = f > 0 ? best / f : 0;
+        printf("{\"bench\":\"disk_e2e_batch\",\"round\":%lld,\"value\":%llu,\"n\":%lld,"
+               "\"gbps\":%.3f,\"fio_depth\":%lld,\"fio_gbps\":%.3f,\"ratio\":%.3f}\n",
+               (long long)round, (unsigned long long)sizes[0], (long long)o.batch, best,
+               (long long)o.batch, f, f > 0 ? best / f : 0);
+        fflush(stdout);
     }
-    printf("{\"bench\":\"disk_e2e_batch\",\"value\":%llu,\"n\":%lld,\"gbps\":%.3f}\n",
-           (unsigned long long)sizes[0], (long long)o.batch, best);
+    /* the range of each case's ratio over the rounds */
+    for (size_t z = 0; fio && z < n_cases; z++) {
+        double *v = &ratios[z * (size_t)o.rounds], lo = v[0], hi = v[0];
+        for (int64_t r = 1; r < o.rounds; r++) {
+            lo = v[r] < lo ? v[r] : lo;
+            hi = v[r] > hi ? v[r] : hi;
+        }
+        printf("{\"bench\":\"disk_e2e_ratio\",\"case\":\"%s\",\"value\":%llu,\"rounds\":%lld,"
+               "\"ratio_min\":%.3f,\"ratio_max\":%.3f}\n",
+               z < n_sizes ? "get" : "batch",
+               (unsigned long long)(z < n_sizes ? sizes[z] : sizes[0]),
+               (long long)o.rounds, lo, hi);
+    }
     mc_store_destroy(s);
     mt_stop(server, SIGTERM, 5000);
     mt_stop(master, SIGTERM, 5000);

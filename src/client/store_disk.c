@@ -12,15 +12,15 @@
  *    gets the mount and the re-registration again. Disk evictions (the engine's on_evict, on
  *    this thread: only it writes) become BatchEvictDiskReplica.
  *  - the offload RPC server (its own loop thread, the same framing and handshake as the
- *    master's port; rpc/rpc_server.h): BatchGetOffloadObject reads keys from the disk, with the
- *    reader's deadline, into a staging buffer registered with the TE, and answers where they
- *    are; ReleaseOffloadBuffer frees the range, and a range not released is freed gc_ttl after
- *    it was handed out. The staging memory is written only during the read call (the engine's
- *    rule with a deadline), so a freed range can be reused at once; a reader still pulling a
- *    reused range gets other bytes and fails its checksum, never data.
+ *    master's port; rpc/rpc_server.h) and its read threads: BatchGetOffloadObject
+ *    reads keys from the disk, with the reader's deadline, into a staging buffer registered
+ *    with the TE, and answers where they are (a streamed request at once, its bytes then
+ *    followed with WaitOffloadRead as they land); ReleaseOffloadBuffer frees the range, and a
+ *    range not released is freed gc_ttl after its read ended ("offload RPC server" below).
  *
- * The reader (store_disk_read): asks the owner (one cached connection per endpoint), pulls the
- * bytes with the TE, hashes them, releases the batch. */
+ * The reader (store_disk_read, store_disk_read_many): asks the owner (one cached connection
+ * per endpoint) for all its keys at once, pulls each value with the TE piece by piece as the
+ * owner reports them landed, hashes them as they arrive, releases the batch. */
 #include "client/store_int.h"
 
 #include "common/alloc.h"
@@ -44,16 +44,61 @@
 #define GC_TTL_DEFAULT_MS 5000          /* MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS */
 #define HEARTBEAT_DEFAULT_MS 10000      /* MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS */
 #define READ_BATCH_MAX 64               /* keys per BatchGetOffloadObject */
+#define READ_GROUP_BYTES (64ull << 20)  /* a reader's request: at most this much staging */
 #define READ_TIMEOUT_MAX_MS 60000
 #define READ_TIMEOUT_DEFAULT_MS 5000
 #define STAGED_MAX 256                  /* batches held in the staging buffer at once */
 #define NOTIFY_BATCH 512                /* objects per NotifyOffloadSuccess */
 #define READER_CONNS 8                  /* cached connections to owners */
+#define READ_WORKERS_MAX 8              /* threads reading jobs from the disk: one per ring
+                                           (MC_DISK_RINGS), at most this many */
+#define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
+#define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
+/* The reader pulls a value as its pieces land: it asks for the next PULL_MIN bytes (the
+ * engine's piece) and pulls what has landed, at most PULL_MAX bytes per transfer. */
+#define PULL_MIN (1ull << 20)
+#define PULL_MAX (4ull << 20)
+
+/* One BatchGetOffloadObject being served ("offload RPC server" below). The loop thread owns
+ * it, except while a worker runs it (from the queue until `finished`); the per-key progress
+ * (ready, done, status) is written by the worker and read by the loop. */
+typedef struct job {
+    mc_store_t *s;
+    struct job *qnext;          /* worker queue */
+    size_t n;
+    bool stream;                /* answered at once; else when finished (conn_id, req_id) */
+    bool answered;
+    bool timed_out;             /* a read abandoned at the deadline: set by the worker before
+                                   finished; the range is then quarantined */
+    uint64_t conn_id, req_id, deadline_ns;
+    uint64_t finished_ms;       /* set by the worker before finished */
+    char tenant[MC_TENANT_MAX + 1];      /* the keys' */
+    char peer_tenant[MC_TENANT_MAX + 1]; /* a tenant-bound reader's; "" otherwise */
+    atomic_bool finished;
+    atomic_ullong ready[READ_BATCH_MAX]; /* landed prefix of each value */
+    atomic_bool done[READ_BATCH_MAX];
+    atomic_int status[READ_BATCH_MAX];   /* final, once done */
+    mc_status_t lookup[READ_BATCH_MAX];  /* at the request: MC_OK = being read */
+    uint64_t sizes[READ_BATCH_MAX], ptrs[READ_BATCH_MAX];
+    int32_t sts[READ_BATCH_MAX];         /* the statuses answered */
+    mc_disk_read_t rq[READ_BATCH_MAX];
+    McRpc__TeGrant grant;
+    uint8_t grant_blob[MC_GRANT_SIZE(1)];
+    char keys[];                         /* the key bytes (rq[i].key point here) */
+} job_t;
 
 typedef struct staged {
     uint64_t id, off, len, t_ms;
-    bool granted; /* a read grant covers it until t_ms + gc_ttl_ms: held until then */
+    uint64_t grant_until_ms; /* a read grant reaches it until then (mc_now_ms): held */
+    bool released; /* the reader is done with it */
+    job_t *job;    /* owned */
 } staged_t;
+
+/* A deferred WaitOffloadRead. */
+typedef struct waiter {
+    uint64_t conn_id, req_id, batch_id, want;
+    uint32_t index;
+} waiter_t;
 
 struct reader_conn {
     char endpoint[MC_HOST_MAX + 8];
@@ -78,6 +123,16 @@ struct store_disk {
     staged_t staged[STAGED_MAX]; /* sorted by off */
     size_t n_staged;
     uint64_t next_batch;
+    waiter_t waiters[WAITERS_MAX];
+    size_t n_waiters;
+    atomic_bool wake_posted;
+    /* jobs for the read workers (under q_mu) */
+    pthread_mutex_t q_mu;
+    pthread_cond_t q_cv;
+    job_t *q_head;
+    bool q_stop;
+    pthread_t workers[READ_WORKERS_MAX];
+    size_t n_workers;
     /* keys (internal form) the master must forget, sent with BatchEvictDiskReplica by the
      * offload thread: evicted by a put (on_evict) or found damaged by a read (the RPC loop);
      * under ev_mu */
@@ -554,15 +609,54 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* ------------------------------------------------------------------ offload RPC server */
+/* ------------------------------------------------------------------ offload RPC server
+ *
+ * Every BatchGetOffloadObject becomes a job: its keys are looked up, a range of the staging
+ * buffer is reserved (one 4 KiB-aligned slot per key), and one of the read threads reads
+ * them with one mc_disk_store_read_batch straight into the slots (O_DIRECT; the staging buffer
+ * is registered with the engine), with the reader's deadline, every key's 1 MiB pieces in
+ * flight at once (up to the engine's io_depth per ring). The engine reports each key's landed
+ * prefix (mc_disk_read_t.progress); the worker publishes it (atomics) and wakes the loop,
+ * which answers
+ *  - a streamed request at once (pointers, lookup statuses); its WaitOffloadRead calls are
+ *    deferred until their prefix has landed or the key has settled;
+ *  - a plain request when the whole job is done (deferred too: the loop never waits for the
+ *    disk).
+ * The loop owns the jobs (staged_t.job); a worker owns the job it runs until it sets
+ * `finished`. A job's range stays held while it runs, and QUARANTINE_MS longer after a read
+ * abandoned at its deadline (the device may still write the slot). */
+
+static void staged_free_at(store_disk_t *d, size_t i)
+{
+    mc_free(d->staged[i].job);
+    memmove(&d->staged[i], &d->staged[i + 1], (d->n_staged - i - 1) * sizeof(staged_t));
+    d->n_staged--;
+}
+
+/* Whether entry b may be freed now: no read runs into it, a plain request's answer is out,
+ * no quarantine, no grant reaching it, and released or gc_ttl_ms past the later of its
+ * allocation and the end of its read. */
+static bool staged_expired(const store_disk_t *d, const staged_t *b, uint64_t now)
+{
+    const job_t *j = b->job;
+    uint64_t since = b->t_ms;
+    if (j) {
+        if (!atomic_load(&j->finished) || (!j->stream && !j->answered))
+            return false;
+        if (j->timed_out && now < j->finished_ms + QUARANTINE_MS)
+            return false;
+        since = j->finished_ms > since ? j->finished_ms : since; /* the bytes are all there */
+    }
+    if (now < b->grant_until_ms)
+        return false;
+    return b->released || now - since >= d->gc_ttl_ms;
+}
 
 static void staged_gc(store_disk_t *d, uint64_t now)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < d->n_staged; i++)
-        if (now - d->staged[i].t_ms < d->gc_ttl_ms)
-            d->staged[k++] = d->staged[i];
-    d->n_staged = k;
+    for (size_t i = d->n_staged; i-- > 0;)
+        if (staged_expired(d, &d->staged[i], now))
+            staged_free_at(d, i);
 }
 
 /* A free range of len bytes (first fit); its batch entry, or NULL. */
@@ -587,38 +681,41 @@ static staged_t *staged_alloc(store_disk_t *d, uint64_t len)
     return b;
 }
 
-/* Frees batch id's range now, unless a read grant covers it (then staged_gc frees it when the
- * grant has expired, so that no other reader's bytes land where the grant still reaches). */
+static staged_t *staged_find(store_disk_t *d, uint64_t id)
+{
+    for (size_t i = 0; i < d->n_staged; i++)
+        if (d->staged[i].id == id)
+            return &d->staged[i];
+    return NULL;
+}
+
+/* The reader is done with batch id: freed now, unless a read still runs into it, it is
+ * quarantined, or a read grant reaches it (then staged_gc frees it later). */
 static void staged_release(store_disk_t *d, uint64_t id)
 {
-    for (size_t i = 0; i < d->n_staged; i++) {
-        if (d->staged[i].id == id && !d->staged[i].granted) {
-            memmove(&d->staged[i], &d->staged[i + 1], (d->n_staged - i - 1) * sizeof(staged_t));
-            d->n_staged--;
-            return;
-        }
-    }
+    staged_t *b = staged_find(d, id);
+    if (!b)
+        return;
+    b->released = true;
+    if (staged_expired(d, b, mc_now_ms()))
+        staged_free_at(d, (size_t)(b - d->staged));
 }
 
 static uint64_t round4k(uint64_t n) { return (n + 4095) & ~4095ull; }
 
 /* A tenant-bound reader pulls the staged bytes through the TE, which serves a tenant only the
- * ranges a grant names: one read grant for batch id's range, for this TE segment and the
- * reader's tenant, signed with our cluster key (common/grant.h), valid gc_ttl_ms. Verifier
- * and signer are this process, so one clock decides expiry. Without a cluster key no grant
- * is attached (logged): the pull fails PERMISSION_DENIED where the TE enforces grants. */
-static void grant_staged(mc_store_t *s, mc_rpc_call_t *call,
-                         McRpc__BatchGetOffloadObjectResponse *r, uint64_t id, const char *tenant)
+ * ranges a grant names: one read grant for b's range, for this TE segment and the reader's
+ * tenant, signed with our cluster key (common/grant.h), valid gc_ttl_ms from now (a streamed
+ * batch is granted when it is answered, before its bytes are read), in g (its blob in blob,
+ * MC_GRANT_SIZE(1) bytes). The range is held at least that long, so that no other reader's
+ * bytes land where the grant still reaches. Verifier and signer are this process, so one
+ * clock decides expiry. Without a cluster key no grant is attached (logged): the pull fails
+ * PERMISSION_DENIED where the TE enforces grants. */
+static void grant_staged(mc_store_t *s, McRpc__BatchGetOffloadObjectResponse *r, staged_t *b,
+                         const char *tenant, McRpc__TeGrant *g, uint8_t *blob)
 {
     store_disk_t *d = s->disk;
-    staged_t *b = NULL;
-    for (size_t i = 0; i < d->n_staged && !b; i++)
-        if (d->staged[i].id == id)
-            b = &d->staged[i];
-    McRpc__TeGrant *g = mc_rpc_arena_calloc(call->arena, 1, sizeof(*g));
-    uint8_t *blob = mc_rpc_arena_calloc(call->arena, 1, MC_GRANT_SIZE(1));
-    if (!b || !g || !blob)
-        return;
+    uint64_t hold = mc_now_ms() + d->gc_ttl_ms; /* read before the expiry is set: held past it */
     mc_grant_range_t rg = {.addr = (uint64_t)(uintptr_t)(d->staging + b->off), .len = b->len};
     size_t len = 0;
     mc_status_t st = mc_grant_sign(s->auth, s->te_name, tenant, MC_GRANT_READ,
@@ -627,13 +724,186 @@ static void grant_staged(mc_store_t *s, mc_rpc_call_t *call,
         MC_LOG_WARN("offload: no read grant for a tenant-bound reader: %s", mc_status_str(st));
         return;
     }
-    b->granted = true;
-    b->t_ms = mc_now_ms(); /* held gc_ttl_ms from now: after the grant's expiry (read before) */
+    b->grant_until_ms = hold;
     mc_rpc__te_grant__init(g);
     g->transport_endpoint = (char *)s->te_name;
     g->grant = (ProtobufCBinaryData){.len = len, .data = blob};
     r->grant = g;
 }
+
+/* Fills r for job j of entry b (statuses: j->sts; the pointers are the slots). With a key
+ * served the batch is handed out (batch_id, grant for a tenant-bound reader); otherwise the
+ * range is released. The arrays and the grant live in j (borrowed by r). */
+static void job_answer(mc_store_t *s, staged_t *b, McRpc__BatchGetOffloadObjectResponse *r)
+{
+    store_disk_t *d = s->disk;
+    job_t *j = b->job;
+    mc_rpc__batch_get_offload_object_response__init(r);
+    r->transfer_engine_addr = (char *)s->te_name;
+    r->gc_ttl_ms = d->gc_ttl_ms;
+    r->pointers = j->ptrs;
+    r->statuses = j->sts;
+    r->n_pointers = r->n_statuses = j->n;
+    bool any = false;
+    for (size_t i = 0; i < j->n; i++)
+        any |= j->sts[i] == MC_OK;
+    if (any && j->peer_tenant[0])
+        grant_staged(s, r, b, j->peer_tenant, &j->grant, j->grant_blob);
+    if (any) {
+        r->batch_id = b->id;
+        atomic_fetch_add(&d->disk_reads_served, 1);
+    } else {
+        staged_release(d, b->id); /* b is gone when nothing reads into it */
+    }
+}
+
+static void srv_wake(void *ctx);
+
+/* Any thread: the loop runs serve_ready soon (coalesced: at most one wake-up queued). */
+static void loop_wake(mc_store_t *s)
+{
+    store_disk_t *d = s->disk;
+    if (!atomic_exchange(&d->wake_posted, true) &&
+        mc_rpc_server_post(d->srv, srv_wake, s) != MC_OK)
+        atomic_store(&d->wake_posted, false); /* the cron serves the waiters */
+}
+
+/* Worker thread, from the engine (the ring's lock held): key q's landed prefix. */
+static void job_progress(mc_disk_read_t *q, size_t ready, bool done)
+{
+    job_t *j = q->arg;
+    size_t i = (size_t)(q - j->rq);
+    if (ready > atomic_load(&j->ready[i]))
+        atomic_store(&j->ready[i], ready);
+    if (done) {
+        atomic_store(&j->status[i], (int)q->status);
+        atomic_store(&j->done[i], true);
+    }
+    loop_wake(j->s);
+}
+
+/* The final status of key i of job j (the worker, after the read). */
+static mc_status_t job_key_status(const job_t *j, size_t i)
+{
+    const mc_disk_read_t *q = &j->rq[i];
+    if (j->lookup[i] != MC_OK)
+        return j->lookup[i];
+    return q->status == MC_OK && q->len != j->sizes[i] ? MC_ERR_INVALID_REPLICA : q->status;
+}
+
+static void job_run(job_t *j)
+{
+    mc_store_t *s = j->s;
+    store_disk_t *d = s->disk;
+    mc_disk_store_read_batch(d->disk, j->rq, j->n, j->deadline_ns);
+    bool timed_out = false;
+    for (size_t i = 0; i < j->n; i++) {
+        mc_status_t st = job_key_status(j, i);
+        atomic_store(&j->status[i], (int)st);
+        atomic_store(&j->done[i], true);
+        timed_out |= st == MC_ERR_TIMEOUT;
+        /* damaged (the engine dropped it) or gone: the master must stop sending readers */
+        if (j->lookup[i] == MC_OK &&
+            (st == MC_ERR_CHECKSUM || st == MC_ERR_OBJECT_NOT_FOUND))
+            forget(d, j->tenant, strlen(j->tenant), j->rq[i].key, j->rq[i].key_len);
+    }
+    j->timed_out = timed_out;
+    j->finished_ms = mc_now_ms();
+    atomic_store(&j->finished, true); /* the loop owns j from here */
+    loop_wake(s);
+}
+
+static void *read_worker(void *arg)
+{
+    mc_store_t *s = arg;
+    store_disk_t *d = s->disk;
+    pthread_mutex_lock(&d->q_mu);
+    for (;;) {
+        while (!d->q_head && !d->q_stop)
+            pthread_cond_wait(&d->q_cv, &d->q_mu);
+        if (!d->q_head)
+            break;
+        job_t *j = d->q_head;
+        d->q_head = j->qnext;
+        if (d->q_stop) { /* shutting down: not read (the loop is gone) */
+            atomic_store(&j->finished, true);
+            continue;
+        }
+        pthread_mutex_unlock(&d->q_mu);
+        job_run(j);
+        pthread_mutex_lock(&d->q_mu);
+    }
+    pthread_mutex_unlock(&d->q_mu);
+    return NULL;
+}
+
+static void job_queue(store_disk_t *d, job_t *j)
+{
+    pthread_mutex_lock(&d->q_mu);
+    job_t **p = &d->q_head;
+    while (*p)
+        p = &(*p)->qnext;
+    *p = j;
+    pthread_cond_signal(&d->q_cv);
+    pthread_mutex_unlock(&d->q_mu);
+}
+
+/* Whether waiter w can be answered now; fills r. */
+static bool waiter_ready(store_disk_t *d, const waiter_t *w, McRpc__WaitOffloadReadResponse *r)
+{
+    mc_rpc__wait_offload_read_response__init(r);
+    staged_t *b = staged_find(d, w->batch_id);
+    job_t *j = b ? b->job : NULL;
+    if (!j || !j->stream || w->index >= j->n) {
+        r->status = MC_ERR_OBJECT_NOT_FOUND;
+        return true;
+    }
+    r->ready = atomic_load(&j->ready[w->index]);
+    r->done = atomic_load(&j->done[w->index]);
+    if (r->done)
+        r->key_status = atomic_load(&j->status[w->index]);
+    return r->done || (w->want > 0 && r->ready >= w->want); /* want 0: the verdict */
+}
+
+/* Loop thread: answers every waiter whose bytes have landed, and every plain request whose
+ * job is done. */
+static void serve_ready(mc_store_t *s)
+{
+    store_disk_t *d = s->disk;
+    atomic_store(&d->wake_posted, false); /* progress after this point wakes us again */
+    for (size_t i = d->n_waiters; i-- > 0;) {
+        McRpc__WaitOffloadReadResponse r;
+        waiter_t *w = &d->waiters[i];
+        if (!waiter_ready(d, w, &r))
+            continue;
+        mc_rpc_server_reply(d->srv, w->conn_id, MC_OP_WAIT_OFFLOAD_READ, w->req_id, MC_OK,
+                            &r.base); /* a closed connection: nothing to do */
+        d->waiters[i] = d->waiters[--d->n_waiters];
+    }
+    for (size_t i = d->n_staged; i-- > 0;) {
+        staged_t *b = &d->staged[i];
+        job_t *j = b->job;
+        if (!j || !atomic_load(&j->finished) || j->stream || j->answered)
+            continue;
+        j->answered = true;
+        for (size_t k = 0; k < j->n; k++)
+            j->sts[k] = atomic_load(&j->status[k]);
+        McRpc__BatchGetOffloadObjectResponse r;
+        uint64_t conn = j->conn_id, req = j->req_id;
+        job_answer(s, b, &r); /* may free b (nothing served) */
+        mc_rpc_server_reply(d->srv, conn, MC_OP_BATCH_GET_OFFLOAD_OBJECT, req, MC_OK, &r.base);
+    }
+}
+
+static void srv_cron(void *ctx)
+{
+    mc_store_t *s = ctx;
+    serve_ready(s);
+    staged_gc(s->disk, mc_now_ms());
+}
+
+/* The posted wake-up (mc_rpc_server_post runs it on the loop). */
+static void srv_wake(void *ctx) { serve_ready(ctx); }
 
 static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
                                  ProtobufCMessage **resp_p)
@@ -652,12 +922,13 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
     size_t n = q->n_keys;
     /* the tenant: a tenant-bound reader reads its own tenant's keys only */
     const char *tenant = q->tenant_id;
-    if (call->peer && call->peer->tenant[0]) {
-        if (tenant[0] && strcmp(tenant, call->peer->tenant) != 0) {
+    const char *peer_tenant = call->peer && call->peer->tenant[0] ? call->peer->tenant : "";
+    if (peer_tenant[0]) {
+        if (tenant[0] && strcmp(tenant, peer_tenant) != 0) {
             r->status = MC_ERR_PERMISSION;
             return MC_OK;
         }
-        tenant = call->peer->tenant;
+        tenant = peer_tenant;
     }
     if (mc_tenant_invalid(tenant) || n == 0 || n != q->n_sizes || q->timeout_ms > READ_TIMEOUT_MAX_MS) {
         r->status = MC_ERR_INVALID_PARAMS;
@@ -667,7 +938,7 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
         r->status = MC_ERR_TOO_LARGE;
         return MC_OK;
     }
-    uint64_t total = 0;
+    uint64_t total = 0, key_bytes = 0;
     for (size_t i = 0; i < n; i++) {
         if (q->sizes[i] > d->staging_len || q->keys[i].len == 0 ||
             q->keys[i].len > MC_STORE_KEY_MAX) {
@@ -675,50 +946,77 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
             return MC_OK;
         }
         total += round4k(q->sizes[i]);
+        key_bytes += q->keys[i].len;
     }
-    staged_t *b = staged_alloc(d, total);
-    mc_disk_read_t *rq = mc_rpc_arena_calloc(call->arena, n, sizeof(*rq));
-    r->pointers = mc_rpc_arena_calloc(call->arena, n, sizeof(uint64_t));
-    r->statuses = mc_rpc_arena_calloc(call->arena, n, sizeof(int32_t));
+    job_t *j = mc_calloc(1, sizeof(*j) + key_bytes);
+    staged_t *b = j ? staged_alloc(d, total) : NULL;
     if (!b) {
-        r->status = MC_ERR_NO_AVAILABLE_HANDLE; /* staging full: the reader falls back */
+        mc_free(j);
+        r->status = j ? MC_ERR_NO_AVAILABLE_HANDLE : MC_ERR_NO_MEMORY; /* staging full */
         return MC_OK;
     }
-    if (!rq || !r->pointers || !r->statuses) {
-        staged_release(d, b->id);
-        return MC_ERR_NO_MEMORY;
-    }
-    uint64_t id = b->id, off = b->off;
-    for (size_t i = 0; i < n; i++) {
-        rq[i].tenant = tenant;
-        rq[i].key = (const char *)q->keys[i].data;
-        rq[i].key_len = q->keys[i].len;
-        rq[i].buf = d->staging + off;
-        rq[i].cap = q->sizes[i];
-        r->pointers[i] = (uint64_t)(uintptr_t)(d->staging + off);
-        off += round4k(q->sizes[i]);
-    }
+    /* the job (the request and the arena are not kept) */
+    b->job = j;
+    j->s = s;
+    j->n = n;
+    j->stream = q->stream;
+    j->conn_id = call->conn_id;
+    j->req_id = call->req_id;
+    snprintf(j->tenant, sizeof(j->tenant), "%s", tenant);
+    snprintf(j->peer_tenant, sizeof(j->peer_tenant), "%s", peer_tenant);
     uint32_t tmo = q->timeout_ms ? q->timeout_ms : READ_TIMEOUT_DEFAULT_MS;
-    mc_disk_store_read_batch(d->disk, rq, n, mc_now_ns() + (uint64_t)tmo * 1000000ull);
+    j->deadline_ns = mc_now_ns() + (uint64_t)tmo * 1000000ull;
+    uint64_t off = b->off;
+    char *kp = j->keys;
     bool any = false;
     for (size_t i = 0; i < n; i++) {
-        r->statuses[i] = rq[i].status == MC_OK && rq[i].len != q->sizes[i] ? MC_ERR_INVALID_REPLICA
-                                                                         : rq[i].status;
-        any |= r->statuses[i] == MC_OK;
-        /* damaged (the engine dropped it) or gone: the master must stop sending readers */
-        if (rq[i].status == MC_ERR_CHECKSUM || rq[i].status == MC_ERR_OBJECT_NOT_FOUND)
-            forget(d, tenant, strlen(tenant), rq[i].key, rq[i].key_len);
+        memcpy(kp, q->keys[i].data, q->keys[i].len);
+        mc_disk_loc_t loc;
+        mc_status_t st = mc_disk_store_lookup(d->disk, j->tenant, kp, q->keys[i].len, &loc);
+        if (st == MC_OK && loc.data_size != q->sizes[i])
+            st = MC_ERR_INVALID_REPLICA;
+        if (st == MC_ERR_OBJECT_NOT_FOUND)
+            forget(d, j->tenant, strlen(j->tenant), kp, q->keys[i].len);
+        j->lookup[i] = j->sts[i] = st;
+        any |= st == MC_OK;
+        j->sizes[i] = q->sizes[i];
+        j->ptrs[i] = (uint64_t)(uintptr_t)(d->staging + off);
+        /* a key not to read gets no room and no progress: the engine answers it without
+         * reading, and its status stays the lookup's */
+        bool rd = st == MC_OK;
+        j->rq[i] = (mc_disk_read_t){.tenant = j->tenant, .key = kp, .key_len = q->keys[i].len,
+                                    .buf = rd ? d->staging + off : NULL,
+                                    .cap = rd ? round4k(q->sizes[i]) : 0, .late_ok = true,
+                                    .progress = rd ? job_progress : NULL, .arg = j};
+        kp += q->keys[i].len;
+        off += round4k(q->sizes[i]);
     }
-    r->n_pointers = r->n_statuses = n;
-    if (any && call->peer && call->peer->tenant[0])
-        grant_staged(s, call, r, id, tenant);
-    if (any) {
-        r->batch_id = id;
-        atomic_fetch_add(&d->disk_reads_served, 1);
-    } else {
-        staged_release(d, id);
+    if (!any) { /* nothing to read: answered now, the range freed */
+        r->statuses = mc_rpc_arena_calloc(call->arena, n, sizeof(int32_t));
+        r->pointers = mc_rpc_arena_calloc(call->arena, n, sizeof(uint64_t));
+        if (r->statuses && r->pointers) {
+            memcpy(r->statuses, j->sts, n * sizeof(int32_t));
+            r->n_statuses = r->n_pointers = n;
+        }
+        atomic_store(&j->finished, true);
+        j->answered = true;
+        staged_release(d, b->id); /* frees j */
+        return r->statuses && r->pointers ? MC_OK : MC_ERR_NO_MEMORY;
     }
+    job_queue(d, j);
+    if (!j->stream)
+        return MC_RPC_DEFERRED; /* answered by serve_ready when the job is done */
+    job_answer(s, b, r);
     return MC_OK;
+}
+
+/* Whether the caller may wait on or release batch id: a tenant-bound reader only its own
+ * tenant's batches (an unknown id passes: nothing to see). */
+static bool batch_mine(store_disk_t *d, const mc_rpc_call_t *call, uint64_t id)
+{
+    const char *peer_tenant = call->peer && call->peer->tenant[0] ? call->peer->tenant : "";
+    staged_t *b = staged_find(d, id);
+    return !peer_tenant[0] || !b || !b->job || strcmp(b->job->peer_tenant, peer_tenant) == 0;
 }
 
 static mc_status_t h_release(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -726,7 +1024,8 @@ static mc_status_t h_release(void *ctx, mc_rpc_call_t *call, const ProtobufCMess
 {
     mc_store_t *s = ctx;
     const McRpc__ReleaseOffloadBufferRequest *q = (const void *)req;
-    staged_release(s->disk, q->batch_id);
+    if (batch_mine(s->disk, call, q->batch_id))
+        staged_release(s->disk, q->batch_id);
     McRpc__StatusResponse *r = mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
     if (!r)
         return MC_ERR_NO_MEMORY;
@@ -735,10 +1034,34 @@ static mc_status_t h_release(void *ctx, mc_rpc_call_t *call, const ProtobufCMess
     return MC_OK;
 }
 
-static void srv_cron(void *ctx)
+/* WaitOffloadRead: answered at once when the prefix is there (or the key settled, or the
+ * batch is unknown), else deferred until it is (serve_ready). A tenant-bound reader waits on
+ * its own tenant's batches only. */
+static mc_status_t h_wait(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                          ProtobufCMessage **resp_p)
 {
     mc_store_t *s = ctx;
-    staged_gc(s->disk, mc_now_ms());
+    store_disk_t *d = s->disk;
+    const McRpc__WaitOffloadReadRequest *q = (const void *)req;
+    McRpc__WaitOffloadReadResponse *r = mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    *resp_p = &r->base;
+    mc_rpc__wait_offload_read_response__init(r);
+    if (!batch_mine(s->disk, call, q->batch_id)) {
+        r->status = MC_ERR_PERMISSION;
+        return MC_OK;
+    }
+    waiter_t w = {.conn_id = call->conn_id, .req_id = call->req_id, .batch_id = q->batch_id,
+                  .want = q->ready, .index = q->index};
+    if (waiter_ready(d, &w, r))
+        return MC_OK;
+    if (d->n_waiters == WAITERS_MAX) {
+        r->status = MC_ERR_BUSY;
+        return MC_OK;
+    }
+    d->waiters[d->n_waiters++] = w;
+    return MC_RPC_DEFERRED;
 }
 
 static void *srv_main(void *arg)
@@ -803,6 +1126,8 @@ mc_status_t store_disk_start(mc_store_t *s, const char *path)
         return MC_ERR_NO_MEMORY;
     s->disk = d;
     pthread_mutex_init(&d->ev_mu, NULL);
+    pthread_mutex_init(&d->q_mu, NULL);
+    pthread_cond_init(&d->q_cv, NULL);
     d->capacity = cfg.total_size_limit;
     d->gc_ttl_ms = gc;
     d->hb_ms = hb;
@@ -829,9 +1154,14 @@ mc_status_t store_disk_start(mc_store_t *s, const char *path)
                                .cron_period_ms = 500, .cron = srv_cron};
     so.handlers[MC_OP_BATCH_GET_OFFLOAD_OBJECT] = h_get_offload;
     so.handlers[MC_OP_RELEASE_OFFLOAD_BUFFER] = h_release;
+    so.handlers[MC_OP_WAIT_OFFLOAD_READ] = h_wait;
     if ((st = mc_rpc_server_create(&so, &d->srv)) != MC_OK)
         return st;
     snprintf(d->endpoint, sizeof(d->endpoint), "%s:%u", host, mc_rpc_server_port(d->srv));
+    size_t workers = cfg.rings < READ_WORKERS_MAX ? cfg.rings : READ_WORKERS_MAX;
+    for (; d->n_workers < workers; d->n_workers++)
+        if (pthread_create(&d->workers[d->n_workers], NULL, read_worker, s) != 0)
+            return MC_ERR_INTERNAL;
     if (pthread_create(&d->srv_thread, NULL, srv_main, d->srv) != 0)
         return MC_ERR_INTERNAL;
     d->srv_started = true;
@@ -877,7 +1207,15 @@ void store_disk_stop(mc_store_t *s)
         mc_rpc_server_stop(d->srv);
         pthread_join(d->srv_thread, NULL);
     }
+    pthread_mutex_lock(&d->q_mu); /* the workers finish the reads they run (deadlines) */
+    d->q_stop = true;
+    pthread_cond_broadcast(&d->q_cv);
+    pthread_mutex_unlock(&d->q_mu);
+    for (size_t i = 0; i < d->n_workers; i++)
+        pthread_join(d->workers[i], NULL);
     mc_rpc_server_destroy(d->srv);
+    while (d->n_staged)
+        staged_free_at(d, d->n_staged - 1);
     mc_disk_store_close(d->disk);
     if (d->staging) {
         mc_te_unregister(s->te, d->staging);
@@ -888,6 +1226,8 @@ void store_disk_stop(mc_store_t *s)
     mc_free(d->ev_keys);
     mc_free(d->ev_lens);
     pthread_mutex_destroy(&d->ev_mu);
+    pthread_mutex_destroy(&d->q_mu);
+    pthread_cond_destroy(&d->q_cv);
     mc_free(d);
     s->disk = NULL;
 }
@@ -905,6 +1245,11 @@ void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_
     *bytes = ds.live_bytes;
     *offloaded = atomic_load(&d->offloaded);
     *served = atomic_load(&d->disk_reads_served);
+}
+
+const char *store_disk_endpoint(const mc_store_t *s)
+{
+    return s->disk ? s->disk->endpoint : "";
 }
 
 /* Appends the disk tier's series (upstream's mooncake_ssd_* names, and ours) to *text_p (a
@@ -1020,55 +1365,209 @@ void store_disk_readers_free(mc_store_t *s)
     s->dconns = NULL;
 }
 
-mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
-                            uint64_t size, const struct iovec *parts, size_t n_parts,
-                            uint64_t *hash_p)
+/* Follows key i of streamed batch b on c until all size bytes are in parts and the owner's
+ * read has settled with the whole value's checksum verified, or the deadline (deadline_ms,
+ * mc_now_ms) passes. The landed prefix is pulled with the TE (at most PULL_MAX per transfer)
+ * and hashed into *hash_p while the WaitOffloadRead for the next PULL_MIN bytes is already on
+ * its way, so the owner's answer travels during the pull. */
+static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
+                               const McRpc__BatchGetOffloadObjectResponse *b, uint32_t i,
+                               uint64_t size, const struct iovec *parts, size_t n_parts,
+                               uint64_t deadline_ms, uint64_t *hash_p)
 {
-    uint32_t tmo = s->master.timeout_ms ? s->master.timeout_ms : READ_TIMEOUT_DEFAULT_MS;
-    if (tmo > READ_TIMEOUT_MAX_MS)
-        tmo = READ_TIMEOUT_MAX_MS;
-    reader_conn_t *c = conn_get(s, rd->transport_endpoint);
-    if (!c)
-        return MC_ERR_CONNECTION;
-    ProtobufCBinaryData k = mc_wire_key_str(key);
+    mc_hash_stream_t hs;
+    struct iovec *sub = mc_calloc(n_parts ? n_parts : 1, sizeof(*sub));
+    if (!sub || mc_hash_stream_init(&hs) != 0) {
+        mc_free(sub);
+        return MC_ERR_NO_MEMORY;
+    }
+    McRpc__WaitOffloadReadRequest w = MC_RPC__WAIT_OFFLOAD_READ_REQUEST__INIT;
+    w.batch_id = b->batch_id;
+    w.index = i;
+    mc_rpc_pending_t call = {.opcode = MC_OP_WAIT_OFFLOAD_READ, .req = &w.base};
+    mc_rpc_inflight_t f;
+    bool asking = false, done = false;
+    uint64_t pulled = 0, ready = 0; /* ready: the landed prefix the owner last reported */
+    mc_status_t st = MC_OK;
+    for (;;) {
+        if (!done) { /* ask for the next piece (for a 0-byte value: the verdict) */
+            uint64_t now = mc_now_ms();
+            if (now >= deadline_ms) {
+                st = MC_ERR_TIMEOUT;
+                break;
+            }
+            w.ready = size - ready < PULL_MIN ? size : ready + PULL_MIN;
+            call.resp = NULL;
+            /* the owner answers by its deadline (the same as ours) at the latest */
+            st = mc_rpc_client_call_send(c->rpc, &call, 1, (uint32_t)(deadline_ms - now) + 1000,
+                                         false, &f);
+            if (st != MC_OK)
+                break;
+            asking = true;
+        }
+        while (pulled < ready) { /* meanwhile pull what has landed */
+            uint64_t len = ready - pulled < PULL_MAX ? ready - pulled : PULL_MAX;
+            xfer_plan_t plan = {0};
+            size_t k = store_iov_sub(parts, n_parts, pulled, len, sub);
+            st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr,
+                                b->pointers[i] + pulled, len, sub, k, 0);
+            if (st == MC_OK)
+                st = store_plan_run(s, &plan, NULL);
+            store_plan_free(&plan);
+            if (st != MC_OK)
+                break;
+            for (size_t j = 0; j < k; j++)
+                mc_hash_stream_update(&hs, sub[j].iov_base, sub[j].iov_len);
+            pulled += len;
+        }
+        if (st != MC_OK || done)
+            break;
+        st = mc_rpc_client_call_recv(&f);
+        asking = false;
+        McRpc__WaitOffloadReadResponse *wr = (void *)call.resp;
+        if (st == MC_OK)
+            st = call.status;
+        if (st == MC_OK)
+            st = wr->status;
+        if (st == MC_OK && wr->ready > ready)
+            ready = wr->ready < size ? wr->ready : size;
+        done = st == MC_OK && wr->done;
+        if (done && wr->key_status != MC_OK)
+            st = wr->key_status;
+        mc_rpc_response_free(call.resp);
+        if (st != MC_OK)
+            break;
+    }
+    if (asking) { /* a pull failed with a wait out: collect it (the connection is held) */
+        mc_rpc_client_call_recv(&f);
+        mc_rpc_response_free(call.resp);
+    }
+    if (st == MC_OK && pulled != size) /* settled OK without all of it: nothing to trust */
+        st = MC_ERR_RPC_FAIL;
+    *hash_p = mc_hash_stream_final(&hs);
+    mc_free(sub);
+    return st;
+}
+
+/* One streamed BatchGetOffloadObject of a read_many call: keys [at, at+m) of it. */
+typedef struct group {
+    size_t at, m;
+    mc_status_t st; /* the request's */
+    ProtobufCMessage *r;
+    McRpc__BatchGetOffloadObjectResponse *b;
+} group_t;
+
+/* How many of the n keys (sizes) from the first go in one request: at most READ_BATCH_MAX
+ * keys and READ_GROUP_BYTES of staging (a larger value goes alone). */
+static size_t group_len(const uint64_t *sizes, size_t n)
+{
+    uint64_t bytes = 0;
+    size_t m = 0;
+    while (m < n && m < READ_BATCH_MAX &&
+           (m == 0 || bytes + round4k(sizes[m]) <= READ_GROUP_BYTES))
+        bytes += round4k(sizes[m++]);
+    return m;
+}
+
+/* Asks the owner on c for g's keys (streamed: answered once the reads are started). */
+static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const char *const *keys,
+                          const uint64_t *sizes, uint64_t deadline_ms)
+{
+    g->r = NULL;
+    g->b = NULL;
+    uint64_t now = mc_now_ms();
+    if (now >= deadline_ms) {
+        g->st = MC_ERR_TIMEOUT;
+        return;
+    }
+    uint32_t tmo = (uint32_t)(deadline_ms - now);
+    ProtobufCBinaryData kb[READ_BATCH_MAX];
+    for (size_t i = 0; i < g->m; i++)
+        kb[i] = mc_wire_key_str(keys[g->at + i]);
     McRpc__BatchGetOffloadObjectRequest q = MC_RPC__BATCH_GET_OFFLOAD_OBJECT_REQUEST__INIT;
-    q.keys = &k;
-    q.n_keys = 1;
-    q.sizes = &size;
-    q.n_sizes = 1;
+    q.keys = kb;
+    q.n_keys = g->m;
+    q.sizes = (uint64_t *)sizes + g->at;
+    q.n_sizes = g->m;
     q.tenant_id = s->master.tenant;
     q.timeout_ms = tmo;
-    ProtobufCMessage *r = NULL;
-    mc_status_t st = mc_rpc_client_call(c->rpc, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &r,
-                                        tmo + 1000);
-    McRpc__BatchGetOffloadObjectResponse *b = (void *)r;
-    if (st == MC_OK)
-        st = b->status;
-    if (st == MC_OK && (b->n_statuses != 1 || b->n_pointers != 1))
-        st = MC_ERR_RPC_FAIL;
-    if (st == MC_OK)
-        st = b->statuses[0];
-    uint64_t batch = st == MC_OK || (r && b->batch_id) ? b->batch_id : 0;
-    if (st == MC_OK && b->grant)
-        store_grants_present(s, &b->grant, 1); /* we are tenant-bound: the owner granted it */
-    if (st == MC_OK) {
-        xfer_plan_t plan = {0};
-        st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr, b->pointers[0], size,
-                            parts, n_parts, 0);
-        if (st == MC_OK)
-            st = store_plan_run(s, &plan, NULL);
-        store_plan_free(&plan);
-        if (st == MC_OK)
-            *hash_p = store_iov_hash(parts, n_parts, size);
+    q.stream = true;
+    g->st = mc_rpc_client_call(c->rpc, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &g->r,
+                               tmo + 1000);
+    g->b = (void *)g->r;
+    if (g->st == MC_OK)
+        g->st = g->b->status;
+    if (g->st == MC_OK && (g->b->n_statuses != g->m || g->b->n_pointers != g->m))
+        g->st = MC_ERR_RPC_FAIL;
+    if (g->st == MC_OK && g->b->grant)
+        store_grants_present(s, &g->b->grant, 1); /* we are tenant-bound: the owner granted it */
+}
+
+/* Pulls g's keys in order as they land, then releases the batch (also after a failure: the
+ * owner frees it once its read is over). The next group (if any) is asked for before g's last
+ * key is pulled: the owner's disk, done or nearly done with g, goes on with it while that key
+ * travels. */
+static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *next,
+                       const char *const *keys, const uint64_t *sizes,
+                       const struct iovec *const *parts, const size_t *n_parts,
+                       uint64_t deadline_ms, uint64_t *hashes, mc_status_t *sts)
+{
+    McRpc__BatchGetOffloadObjectResponse *b = g->b;
+    for (size_t i = 0; i < g->m; i++) {
+        size_t k = g->at + i;
+        if (i + 1 == g->m && next->m)
+            group_request(s, c, next, keys, sizes, deadline_ms);
+        sts[k] = g->st == MC_OK ? b->statuses[i] : g->st;
+        if (sts[k] == MC_OK && !b->batch_id)
+            sts[k] = MC_ERR_RPC_FAIL;
+        if (sts[k] == MC_OK)
+            sts[k] = stream_pull(s, c, b, (uint32_t)i, sizes[k], parts[k], n_parts[k],
+                                 deadline_ms, &hashes[k]);
     }
-    if (batch) {
+    if (g->r && b->batch_id) {
         McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
-        rel.batch_id = batch;
+        rel.batch_id = b->batch_id;
         ProtobufCMessage *rr = NULL;
         mc_rpc_client_call(c->rpc, MC_OP_RELEASE_OFFLOAD_BUFFER, &rel.base, &rr, 1000);
         mc_rpc_response_free(rr); /* not answered: the owner's TTL frees it */
     }
-    mc_rpc_response_free(r);
+    mc_rpc_response_free(g->r);
+    g->r = NULL;
+}
+
+void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
+                          const char *const *keys, const uint64_t *sizes,
+                          const struct iovec *const *parts, const size_t *n_parts,
+                          uint64_t *hashes, mc_status_t *sts)
+{
+    uint32_t tmo = s->master.timeout_ms ? s->master.timeout_ms : READ_TIMEOUT_DEFAULT_MS;
+    if (tmo > READ_TIMEOUT_MAX_MS)
+        tmo = READ_TIMEOUT_MAX_MS;
+    uint64_t deadline_ms = mc_now_ms() + tmo;
+    reader_conn_t *c = conn_get(s, endpoint);
+    if (!c) {
+        for (size_t i = 0; i < n; i++)
+            sts[i] = MC_ERR_CONNECTION;
+        return;
+    }
+    group_t cur = {.at = 0, .m = group_len(sizes, n)};
+    if (cur.m)
+        group_request(s, c, &cur, keys, sizes, deadline_ms);
+    while (cur.m) {
+        group_t next = {.at = cur.at + cur.m};
+        next.m = group_len(sizes + next.at, n - next.at);
+        group_pull(s, c, &cur, &next, keys, sizes, parts, n_parts, deadline_ms, hashes, sts);
+        cur = next;
+    }
     pthread_mutex_unlock(&c->mu);
+}
+
+mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                            uint64_t size, const struct iovec *parts, size_t n_parts,
+                            uint64_t *hash_p)
+{
+    mc_status_t st;
+    store_disk_read_many(s, rd->transport_endpoint, 1, &key, &size, &parts, &n_parts, hash_p,
+                         &st);
     return st; /* the caller logs a failure */
 }

@@ -47,6 +47,7 @@ typedef struct bget_key {
     bool engine_hashed;                   /* engine_hash: the XXH3 of the engine_len bytes its */
     uint64_t engine_hash, engine_len;     /* read delivered, computed by the engine (same host) */
     bool checked, ok, lease_ok;           /* bget_check_key ran; its verdict */
+    bool disk;                            /* read_from is LOCAL_DISK: bget_read_disk */
 } bget_key_t;
 
 /* Pipelined lookups (bget_lookup_and_read): a batch whose lookup lists more than
@@ -111,11 +112,7 @@ static const McRpc__ReplicaDesc *hint_replica(const mc_replica_hint_t *h,
 static const McRpc__ReplicaDesc *spec_usable(const spec_read_t *sp,
                                              const McRpc__ReplicaListResponse *rl);
 static const char *spec_failed_endpoint(const spec_read_t *sp);
-static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
-                      struct iovec *out);
 static uint64_t chunk_len(uint64_t size, uint64_t c);
-static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
-                       struct iovec *scratch, uint64_t off, uint64_t len);
 static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t addr, uint64_t size,
                                const struct iovec *parts, size_t n_parts, uint64_t *hash_p);
 static bool lease_usable(const mc_replica_hint_t *h, uint64_t now_ms);
@@ -236,9 +233,8 @@ static const char *spec_failed_endpoint(const spec_read_t *sp)
 #define PIPELINE_MIN (8ull << 20)   /* objects from this size are hashed in chunks ... */
 #define PIPELINE_CHUNK (2ull << 20) /* ... of this size while the next ones arrive */
 
-/* The pieces of parts covering bytes [off, off+len) into out (capacity n); returns the count. */
-static size_t iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
-                      struct iovec *out)
+size_t store_iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
+                     struct iovec *out)
 {
     size_t k = 0;
     for (size_t i = 0; i < n && len > 0; i++) {
@@ -261,10 +257,10 @@ static uint64_t chunk_len(uint64_t size, uint64_t c)
     return size - off < PIPELINE_CHUNK ? size - off : PIPELINE_CHUNK;
 }
 
-static void hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
-                       struct iovec *scratch, uint64_t off, uint64_t len)
+void store_hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
+                      struct iovec *scratch, uint64_t off, uint64_t len)
 {
-    size_t k = iov_sub(parts, n_parts, off, len, scratch);
+    size_t k = store_iov_sub(parts, n_parts, off, len, scratch);
     for (size_t i = 0; i < k; i++)
         mc_hash_stream_update(hs, scratch[i].iov_base, scratch[i].iov_len);
 }
@@ -313,7 +309,7 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     st = MC_OK;
     for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
         uint64_t off = c * PIPELINE_CHUNK, len = chunk_len(size, c);
-        size_t k = iov_sub(parts, n_parts, off, len, scratch);
+        size_t k = store_iov_sub(parts, n_parts, off, len, scratch);
         st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr + off, len, scratch, k, 0);
         ends[c] = plan.n;
     }
@@ -323,7 +319,7 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     for (uint64_t c = 0; c < chunks && st == MC_OK; c++) {
         st = mc_te_transfer_wait_some(s->te, x, ends[c], NULL);
         if (st == MC_OK)
-            hash_range(&hs, parts, n_parts, scratch, c * PIPELINE_CHUNK, chunk_len(size, c));
+            store_hash_range(&hs, parts, n_parts, scratch, c * PIPELINE_CHUNK, chunk_len(size, c));
     }
     if (x) {
         mc_status_t w = mc_te_transfer_wait(s->te, x, NULL);
@@ -850,12 +846,63 @@ static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse
     store_replica_order(b->s, rl->replicas, rl->n_replicas, &first, 1, NULL);
     k->read_from = rl->replicas[first];
     const struct iovec *kp = bget_dest(b, i, &kn);
-    /* a LOCAL_DISK replica is read alone (phase 4's retry: store_read_verified) */
-    if (k->read_from->size != rl->size ||
-        k->read_from->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK ||
+    /* a LOCAL_DISK replica is read through its owner (bget_read_disk) */
+    k->disk = k->read_from->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK;
+    if (k->read_from->size != rl->size || k->disk ||
         store_plan_add(b->s, plan, MC_TE_READ, k->read_from->transport_endpoint,
                        k->read_from->buffer_address, rl->size, kp, kn, i) != MC_OK)
         b->failed[i] = 1;
+}
+
+/* Phase 3b: the keys whose replica is on a disk (not in the plans) are read through their
+ * owners, all of one owner's keys together (store_disk_read_many: up to 64 per request, their
+ * disk reads in flight at once, each key pulled as its bytes land). A key that fails is left
+ * failed: bget_verify_key gets it alone. */
+static void bget_read_disk(bget_t *b)
+{
+    size_t n = b->n;
+    size_t *idx = mc_calloc(n, sizeof(*idx)), *kns = mc_calloc(n, sizeof(*kns));
+    const char **keys = mc_calloc(n, sizeof(*keys));
+    uint64_t *sizes = mc_calloc(n, sizeof(*sizes)), *hashes = mc_calloc(n, sizeof(*hashes));
+    const struct iovec **kps = mc_calloc(n, sizeof(*kps));
+    mc_status_t *sts = mc_calloc(n, sizeof(*sts));
+    bool *taken = mc_calloc(n, sizeof(*taken));
+    for (size_t i = 0; idx && kns && keys && sizes && hashes && kps && sts && taken && i < n;
+         i++) {
+        if (!b->k[i].disk || !b->k[i].rl || taken[i])
+            continue;
+        const char *ep = b->k[i].read_from->transport_endpoint;
+        size_t m = 0;
+        for (size_t j = i; j < n; j++) {
+            bget_key_t *k = &b->k[j];
+            if (!k->disk || !k->rl || taken[j] || strcmp(k->read_from->transport_endpoint, ep))
+                continue;
+            taken[j] = true;
+            idx[m] = j;
+            keys[m] = b->keys[j];
+            sizes[m] = k->rl->size;
+            kps[m] = bget_dest(b, j, &kns[m]);
+            m++;
+        }
+        store_disk_read_many(b->s, ep, m, keys, sizes, kps, kns, hashes, sts);
+        for (size_t x = 0; x < m; x++) {
+            bget_key_t *k = &b->k[idx[x]];
+            k->checked = k->lease_ok = true; /* no lease: the checksum decides */
+            k->ok = sts[x] == MC_OK && hashes[x] == k->rl->checksum;
+            b->failed[idx[x]] = !k->ok;
+            if (sts[x] != MC_OK)
+                MC_LOG_WARN("batch get %s: the disk of %s failed: %s", keys[x], ep,
+                            mc_status_str(sts[x]));
+        }
+    }
+    mc_free(idx);
+    mc_free(kns);
+    mc_free(keys);
+    mc_free(sizes);
+    mc_free(hashes);
+    mc_free(kps);
+    mc_free(sts);
+    mc_free(taken);
 }
 
 /* Phase 4a, key i once its bytes have landed (or its read failed): whether they count (read
@@ -916,6 +963,8 @@ static void bget_verify_key(bget_t *b, size_t i)
             atomic_fetch_add(&s->n_lease_hits, 1);
             return;
         }
+        if (k->disk)
+            return; /* a disk replica is no place to read again without the owner */
         if (store_hint_make(s, k->read_from, rl, k->t0, &b->learn[b->n_learn]))
             b->learn_keys[b->n_learn++] = b->keys[i];
         else
@@ -965,6 +1014,7 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     if (st == MC_OK) {
         bget_read_early(&b);
         bget_lookup_and_read(&b);
+        bget_read_disk(&b);
         for (size_t i = 0; i < n; i++)
             bget_verify_key(&b, i);
         mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);

@@ -26,6 +26,7 @@
 #include "client/dummy_int.h"
 #include "client/master_client.h"
 #include "common/auth.h"
+#include "common/hash.h"
 #include "client/replica_hint.h"
 #include "client/store_metrics.h"
 #include "common/net.h"
@@ -161,6 +162,13 @@ mc_status_t store_key_check(const char *key);
 mc_status_t store_iov_total(const struct iovec *parts, size_t n, uint64_t *total_p);
 /* XXH3-64 of the first `limit` bytes of the concatenated parts. */
 uint64_t store_iov_hash(const struct iovec *parts, size_t n, uint64_t limit);
+/* (store_get.c) The pieces of parts covering bytes [off, off+len) into out (at most n
+ * entries); returns the count. */
+size_t store_iov_sub(const struct iovec *parts, size_t n, uint64_t off, uint64_t len,
+                     struct iovec *out);
+/* (store_get.c) Adds bytes [off, off+len) of the parts to hs (scratch: n_parts entries). */
+void store_hash_range(mc_hash_stream_t *hs, const struct iovec *parts, size_t n_parts,
+                      struct iovec *scratch, uint64_t off, uint64_t len);
 /* MC_OK if cfg is NULL or usable; MC_ERR_INVALID_PARAMS for more than MC_STORE_PREFERRED_MAX
  * preferred_segments, a NULL list with a count, or a NULL or over-long name in it. */
 mc_status_t store_cfg_check(const mc_replicate_config_t *cfg);
@@ -234,11 +242,23 @@ void store_disk_readers_free(mc_store_t *s);
 mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p);
 void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_t *offloaded,
                       uint64_t *served);
+/* host:port of this storage server's offload RPC server ("" without a disk). */
+const char *store_disk_endpoint(const mc_store_t *s);
 /* Reads a LOCAL_DISK replica rd of key (size bytes) through its owner into parts; *hash_p =
  * XXH3-64 of what arrived (the caller compares it with the committed checksum). */
 mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
                             uint64_t size, const struct iovec *parts, size_t n_parts,
                             uint64_t *hash_p);
+/* The same for n keys whose LOCAL_DISK replicas one owner (endpoint) holds: key i (sizes[i]
+ * bytes) into parts[i] (n_parts[i] pieces); sts[i] = MC_OK (hashes[i] = XXH3-64 of what
+ * arrived) or its error. Requests of up to 64 keys and 64 MiB, the next one asked for before
+ * the previous one's last key is pulled; on the owner every key's disk reads in flight at once, each
+ * key's bytes pulled as they land; one deadline (the store's RPC timeout, at most 60 s) for
+ * the whole call. */
+void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
+                          const char *const *keys, const uint64_t *sizes,
+                          const struct iovec *const *parts, const size_t *n_parts,
+                          uint64_t *hashes, mc_status_t *sts);
 
 /* ---- store_get.c */
 

@@ -783,6 +783,7 @@ static void lat_record(mc_disk_store_t *s, uint64_t ns)
 static void op_progress(op_t *op)
 {
     mc_disk_read_t *q = op->req;
+    uint32_t before = op->hashed;
     while (op->hashed < op->nchunks && op->ch[op->hashed].done) {
         uint64_t at = (uint64_t)op->hashed * CHUNK;
         uint64_t want = op->vlen - at < CHUNK ? op->vlen - at : CHUNK;
@@ -801,12 +802,17 @@ static void op_progress(op_t *op)
         }
         op->hashed++;
     }
-    if (op->hashed < op->nchunks)
+    if (op->hashed < op->nchunks) {
+        if (q->progress && op->hashed > before && !op->failed)
+            q->progress(q, (size_t)op->hashed * CHUNK, false);
         return;
+    }
     uint64_t h = mc_hash_stream_final(&op->hs);
     op->hs_live = false;
     op->finished = true;
     q->status = op->failed ? MC_ERR_FILE_READ_FAIL : h == op->csum ? MC_OK : MC_ERR_CHECKSUM;
+    if (q->progress)
+        q->progress(q, q->status == MC_OK ? op->vlen : 0, true);
 }
 
 /* Handles one completion (ring locked). A chunk of a live op advances it (*finished_p counts
@@ -980,7 +986,7 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
         ris[i] = -1;
         if (!op)
             continue;
-        bool direct_ok = deadline_ns == 0 && op->req->cap >= op->dlen &&
+        bool direct_ok = (deadline_ns == 0 || op->req->late_ok) && op->req->cap >= op->dlen &&
                          (!s->direct || ((uintptr_t)op->req->buf % MC_DISK_ALIGN) == 0);
         if (op->nchunks == 0) {
             op_progress(op); /* no bytes: only the checksum of nothing to check */

@@ -142,15 +142,28 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *store, const char *tenant, con
                                  size_t key_len);
 
 /* One read of a batch. */
-typedef struct mc_disk_read {
+typedef struct mc_disk_read mc_disk_read_t;
+/* Optional progress of one read, called on the reading thread during mc_disk_store_read_batch
+ * with the ring's lock held (be quick; do not call into the store): the first `ready` bytes of the value are in buf (landed, hashed,
+ * not yet verified), in order, one call per 1 MiB piece; `done`: the read has settled and
+ * q->status is final (MC_OK only once the whole value matched its checksum). Not called for a
+ * request settled at lookup (not found, overflow, bad key) nor after the deadline. */
+typedef void (*mc_disk_progress_fn)(mc_disk_read_t *q, size_t ready, bool done);
+struct mc_disk_read {
     const char *tenant;  /* in */
     const char *key;     /* in */
     size_t key_len;      /* in */
     void *buf;           /* in: destination */
     size_t cap;          /* in: its bytes; at least the value's length */
+    bool late_ok;        /* in: buf stays the caller's after the call, so a read abandoned at
+                            the deadline may still write it (the caller holds it back, e.g. a
+                            staging slot kept out of use for a while): buf is then read into
+                            directly also with a deadline */
+    mc_disk_progress_fn progress; /* in, optional */
+    void *arg;           /* in: the caller's, for progress */
     size_t len;          /* out: the value's length (also on MC_ERR_BUFFER_OVERFLOW) */
     mc_status_t status;  /* out */
-} mc_disk_read_t;
+};
 
 /* Reads n objects (submits them all, then reaps all). deadline_ns: absolute CLOCK_MONOTONIC
  * time (mc_now_ns), 0 = none. Each request gets its own status:
@@ -159,12 +172,13 @@ typedef struct mc_disk_read {
  *   object is dropped from the index and counted; never reported as data),
  *   MC_ERR_FILE_READ_FAIL (I/O error or short read), MC_ERR_TIMEOUT (not done by the deadline),
  *   MC_ERR_INVALID_KEY, MC_ERR_NO_MEMORY.
- * Destination rule: with no deadline, a read whose buf is 4 KiB-aligned with
+ * Destination rule: with no deadline (or with late_ok), a read whose buf is 4 KiB-aligned with
  * cap >= the value rounded up to 4 KiB goes straight from the disk into buf (O_DIRECT; a
- * registered buffer with io_uring's fixed buffers). With a deadline, every read goes into a
- * buffer the store owns and is copied into buf during the call (piece by piece as it is
- * hashed), so buf is never written after this call returns: a read abandoned at the deadline keeps its store buffer and
- * its bucket (the file is not deleted) until its completion arrives, which a later call or
+ * registered buffer with io_uring's fixed buffers). With a deadline, other reads go into a
+ * buffer the store owns and are copied into buf during the call (piece by piece as it is
+ * hashed), so buf is never written after this call returns. A read abandoned at the deadline
+ * keeps its store buffer (or, late_ok, the caller's buf) and its bucket (the file is not
+ * deleted) until its completion arrives, which a later call or
  * close reaps. On any status but MC_OK, buf may have been written and must not be used.
  * Returns MC_OK when every status was filled, else MC_ERR_INVALID_PARAMS (NULL reqs with n>0). */
 mc_status_t mc_disk_store_read_batch(mc_disk_store_t *store, mc_disk_read_t *reqs, size_t n,

@@ -67,6 +67,8 @@ static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
        batch_get_offload_object_request, batch_get_offload_object_response),
     OP(MC_OP_RELEASE_OFFLOAD_BUFFER, "release_offload_buffer", release_offload_buffer_request,
        status_response),
+    OP(MC_OP_WAIT_OFFLOAD_READ, "wait_offload_read", wait_offload_read_request,
+       wait_offload_read_response),
 };
 
 const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)

@@ -58,6 +58,7 @@ typedef enum mc_rpc_opcode {
     /* a storage server's offload RPC server (client side, store_disk.c) */
     MC_OP_BATCH_GET_OFFLOAD_OBJECT = 76,
     MC_OP_RELEASE_OFFLOAD_BUFFER = 77,
+    MC_OP_WAIT_OFFLOAD_READ = 81, /* a streamed BatchGetOffloadObject's progress */
 
     MC_OP_MAX = 128, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
 } mc_rpc_opcode_t;

@@ -15,6 +15,7 @@
 #include "client/store_int.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "rpc/rpc_client.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
 
@@ -151,11 +152,10 @@ static void check_all(mc_store_t *r, int from, int to)
     free(out);
 }
 
-/* Flips one byte of key k's value in the bucket files (found by its first 64 bytes). */
-static void corrupt(const char *dir, int k)
+/* Flips the byte at offset `at` of the value whose first 64 bytes are head, in the bucket
+ * files of dir. */
+static void corrupt_at(const char *dir, const char *head, off_t at)
 {
-    char *v = malloc(VAL);
-    fill(v, k);
     DIR *dp = opendir(dir);
     assert_non_null(dp);
     struct dirent *de;
@@ -172,9 +172,10 @@ static void corrupt(const char *dir, int k)
         char *buf = malloc((size_t)st.st_size);
         assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
         for (off_t o = 0; o + 64 <= st.st_size; o += 4096) {
-            if (memcmp(buf + o, v, 64) == 0) {
-                char b = (char)(buf[o + 1000] ^ 0x5a);
-                assert_int_equal(pwrite(fd, &b, 1, o + 1000), 1);
+            if (memcmp(buf + o, head, 64) == 0) {
+                assert_true(o + at < st.st_size);
+                char b = (char)(buf[o + at] ^ 0x5a);
+                assert_int_equal(pwrite(fd, &b, 1, o + at), 1);
                 done = true;
                 break;
             }
@@ -183,8 +184,16 @@ static void corrupt(const char *dir, int k)
         close(fd);
     }
     closedir(dp);
-    free(v);
     assert_true(done);
+}
+
+/* Flips one byte of key k's value in the bucket files. */
+static void corrupt(const char *dir, int k)
+{
+    char *v = malloc(VAL);
+    fill(v, k);
+    corrupt_at(dir, v, 1000);
+    free(v);
 }
 
 static void test_offload_evict_restart_corrupt(void **state)
@@ -249,6 +258,183 @@ static void test_offload_evict_restart_corrupt(void **state)
     }
     check_all(r, 4, NKEYS);
     free(out);
+    free(v);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+#define BIG ((2u << 20) + 12345) /* three 1 MiB disk pieces, three pulls */
+
+static void fill_big(char *v)
+{
+    for (size_t i = 0; i < BIG; i++)
+        v[i] = (char)(i * 13 + (i >> 12) + 1);
+}
+
+static uint64_t served_count(mc_store_t *srv)
+{
+    uint64_t objs, bytes, off, served;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    return served;
+}
+
+/* Disk reads are streamed: the owner reads a value in 1 MiB pieces and the reader pulls them
+ * as they land (a value of several pieces, into parts split off the piece boundaries); the
+ * keys of a batch get on one owner go in one request. A byte flipped in the last piece (after
+ * the first pieces were pulled) still fails the get, alone and in a batch, never data. */
+static void test_disk_streamed_reads(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    char *big = malloc(BIG), *out = malloc(BIG), *v = malloc(VAL);
+    fill_big(big);
+    struct iovec iv = {big, BIG};
+    assert_int_equal(mc_store_put(r, "big", &iv, 1, NULL), MC_OK);
+    for (int k = 0; k < 2; k++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec kv = {v, VAL};
+        assert_int_equal(mc_store_put(r, key, &kv, 1, NULL), MC_OK);
+    }
+    wait_disk(srv, 3);
+    mc_store_destroy(srv); /* its memory is gone: disk-only from now on */
+    assert_int_equal(server(&e, &srv), MC_OK);
+    /* one get, into two parts that split a pull */
+    memset(out, 0, BIG);
+    struct iovec two[2] = {{out, 700001}, {out + 700001, BIG - 700001}};
+    uint64_t deadline = mc_now_ms() + 10000; /* the old memory replica is dropped first */
+    int64_t got;
+    while ((got = mc_store_get_into(r, "big", two, 2)) != (int64_t)BIG) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    assert_memory_equal(out, big, BIG);
+    /* a batch get: the three keys in one request to the owner */
+    char *o0 = malloc(VAL), *o1 = malloc(VAL);
+    const char *keys[3] = {"k0", "big", "k1"};
+    struct iovec io0 = {o0, VAL}, iob = {out, BIG}, io1 = {o1, VAL};
+    const struct iovec *pp[3] = {&io0, &iob, &io1};
+    size_t np[3] = {1, 1, 1};
+    int64_t res[3];
+    uint64_t before = served_count(srv);
+    memset(out, 0, BIG);
+    assert_int_equal(mc_store_batch_get_into(r, 3, keys, pp, np, res), MC_OK);
+    assert_int_equal(res[0], VAL);
+    assert_int_equal(res[1], BIG);
+    assert_int_equal(res[2], VAL);
+    assert_int_equal(served_count(srv) - before, 1);
+    assert_memory_equal(out, big, BIG);
+    fill(v, 0);
+    assert_memory_equal(o0, v, VAL);
+    fill(v, 1);
+    assert_memory_equal(o1, v, VAL);
+    /* a byte of the last piece flipped: an error, never the bytes */
+    mc_store_destroy(srv);
+    corrupt_at(e.disk, big, (2 << 20) + 100);
+    assert_int_equal(server(&e, &srv), MC_OK);
+    assert_int_equal(mc_store_batch_get_into(r, 3, keys, pp, np, res), MC_OK);
+    assert_int_equal(res[0], VAL);
+    assert_true(res[1] < 0);
+    assert_int_equal(res[2], VAL);
+    assert_true(mc_store_get_into(r, "big", &iob, 1) < 0);
+    free(o0);
+    free(o1);
+    free(big);
+    free(out);
+    free(v);
+    mc_store_destroy(r);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
+/* The offload RPC server's two forms of BatchGetOffloadObject and WaitOffloadRead, spoken
+ * directly: a plain request is answered after its read with the final statuses; a streamed
+ * one at once with the lookup's, then WaitOffloadRead reports the landed prefix and the
+ * verdict; unknown batches and indexes answer OBJECT_NOT_FOUND. */
+static void test_offload_rpc_forms(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    mc_store_t *srv, *r;
+    assert_int_equal(server(&e, &srv), MC_OK);
+    r = reader(&e);
+    char *v = malloc(VAL);
+    fill(v, 0);
+    struct iovec iv = {v, VAL};
+    assert_int_equal(mc_store_put(r, "k0", &iv, 1, NULL), MC_OK);
+    wait_disk(srv, 1);
+    mc_rpc_client_t *c;
+    mc_rpc_client_opts_t o = {0};
+    assert_int_equal(mc_rpc_client_create(store_disk_endpoint(srv), &o, &c), MC_OK);
+    ProtobufCBinaryData keys[2] = {{2, (uint8_t *)"k0"}, {4, (uint8_t *)"nope"}};
+    uint64_t sizes[2] = {VAL, 100};
+    for (int stream = 0; stream < 2; stream++) {
+        McRpc__BatchGetOffloadObjectRequest q = MC_RPC__BATCH_GET_OFFLOAD_OBJECT_REQUEST__INIT;
+        q.keys = keys;
+        q.n_keys = q.n_sizes = 2;
+        q.sizes = sizes;
+        q.tenant_id = "";
+        q.timeout_ms = 5000;
+        q.stream = stream;
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &m, 10000),
+                         MC_OK);
+        McRpc__BatchGetOffloadObjectResponse *b = (void *)m;
+        assert_int_equal(b->status, MC_OK);
+        assert_int_equal(b->n_statuses, 2);
+        assert_int_equal(b->statuses[0], MC_OK);
+        assert_int_equal(b->statuses[1], MC_ERR_OBJECT_NOT_FOUND);
+        assert_true(b->batch_id != 0);
+        /* key 0's whole value (streamed: waited for; plain: not a streamed batch) */
+        McRpc__WaitOffloadReadRequest w = MC_RPC__WAIT_OFFLOAD_READ_REQUEST__INIT;
+        w.batch_id = b->batch_id;
+        w.ready = VAL;
+        ProtobufCMessage *wm = NULL;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_WAIT_OFFLOAD_READ, &w.base, &wm, 10000),
+                         MC_OK);
+        McRpc__WaitOffloadReadResponse *wr = (void *)wm;
+        if (stream) {
+            assert_int_equal(wr->status, MC_OK);
+            assert_true(wr->done);
+            assert_int_equal(wr->ready, VAL);
+            assert_int_equal(wr->key_status, MC_OK);
+        } else {
+            assert_int_equal(wr->status, MC_ERR_OBJECT_NOT_FOUND);
+        }
+        mc_rpc_response_free(wm);
+        w.index = 2; /* past the batch */
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_WAIT_OFFLOAD_READ, &w.base, &wm, 10000),
+                         MC_OK);
+        assert_int_equal(((McRpc__WaitOffloadReadResponse *)wm)->status, MC_ERR_OBJECT_NOT_FOUND);
+        mc_rpc_response_free(wm);
+        McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
+        rel.batch_id = b->batch_id;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_RELEASE_OFFLOAD_BUFFER, &rel.base, &wm, 10000),
+                         MC_OK);
+        mc_rpc_response_free(wm);
+        w.index = 0; /* released: gone once its read is over (the worker's last step) */
+        uint64_t deadline = mc_now_ms() + 5000;
+        for (;;) {
+            assert_int_equal(mc_rpc_client_call(c, MC_OP_WAIT_OFFLOAD_READ, &w.base, &wm, 10000),
+                             MC_OK);
+            int32_t st = ((McRpc__WaitOffloadReadResponse *)wm)->status;
+            mc_rpc_response_free(wm);
+            if (st == MC_ERR_OBJECT_NOT_FOUND)
+                break;
+            assert_int_equal(st, MC_OK);
+            assert_true(mc_now_ms() < deadline);
+            mc_sleep_ms(10);
+        }
+        mc_rpc_response_free(m);
+    }
+    mc_rpc_client_destroy(c);
     free(v);
     mc_store_destroy(r);
     mc_store_destroy(srv);
@@ -623,6 +809,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_master_without_offload_refuses),
         cmocka_unit_test(test_offload_evict_restart_corrupt),
+        cmocka_unit_test(test_disk_streamed_reads),
+        cmocka_unit_test(test_offload_rpc_forms),
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_master_restart_reregisters),

@@ -280,6 +280,84 @@ static void test_corrupt_value(void **state)
     mc_disk_store_close(s);
 }
 
+/* What the progress callback reported for one read. */
+typedef struct prog {
+    size_t calls, last_ready, done_calls, done_ready;
+    mc_status_t done_status;
+    bool ordered;  /* every report extends the last and lies within the value */
+    uint8_t *buf;  /* the read's buf: its prefix is checked against the value at each report */
+    const uint8_t *want;
+} prog_t;
+
+static void on_progress(mc_disk_read_t *q, size_t ready, bool done)
+{
+    prog_t *p = q->arg;
+    p->calls++;
+    if (done) {
+        p->done_calls++;
+        p->done_ready = ready;
+        p->done_status = q->status;
+        return;
+    }
+    p->ordered = p->ordered && ready > p->last_ready && ready < q->len &&
+                 memcmp(p->buf, p->want, ready) == 0;
+    p->last_ready = ready;
+}
+
+/* A read reports each landed 1 MiB piece in order (the bytes are in buf when reported), then
+ * its verdict: OK with the whole length, or CHECKSUM for a byte flipped in its last piece
+ * (reported after the earlier pieces: a prefix is never a verdict). With late_ok and a
+ * deadline the bytes still arrive whole. */
+static void test_progress(void **state)
+{
+    (void)state;
+    mc_disk_store_t *s = open_store(NULL);
+    size_t len = (3u << 20) + 5000;
+    assert_int_equal(dt_put(s, NULL, 0, len), MC_OK);
+    assert_int_equal(dt_put(s, NULL, 1, len), MC_OK);
+    uint8_t *buf = aligned_alloc(4096, mc_disk_round(len)), *want = dt_value(len, 0);
+    for (int mode = 0; mode < 3; mode++) { /* direct, deadline, deadline with late_ok */
+        char k[64];
+        dt_key(k, sizeof(k), 0);
+        memset(buf, 0, len);
+        prog_t p = {.ordered = true, .buf = buf, .want = want};
+        mc_disk_read_t r = {.key = k, .key_len = strlen(k), .buf = buf,
+                            .cap = mc_disk_round(len), .late_ok = mode == 2,
+                            .progress = on_progress, .arg = &p};
+        assert_int_equal(
+            mc_disk_store_read_batch(s, &r, 1, mode ? mc_now_ns() + 10000000000ull : 0), MC_OK);
+        assert_int_equal(r.status, MC_OK);
+        assert_true(p.ordered);
+        assert_int_equal(p.last_ready, 3u << 20); /* pieces 1..3 reported, then the verdict */
+        assert_int_equal(p.done_calls, 1);
+        assert_int_equal(p.done_ready, len);
+        assert_int_equal(p.done_status, MC_OK);
+        assert_memory_equal(buf, want, len);
+    }
+    free(want);
+    /* a flipped byte in the last piece: the pieces before it are reported, the verdict fails */
+    char path[512];
+    mc_disk_loc_t loc;
+    where(s, 1, path, sizeof(path), &loc);
+    flip_byte(path, loc.offset + mc_disk_hdr_len(loc.key_size) + (3u << 20) + 10);
+    want = dt_value(len, 1);
+    char k[64];
+    dt_key(k, sizeof(k), 1);
+    prog_t p = {.ordered = true, .buf = buf, .want = want};
+    mc_disk_read_t r = {.key = k, .key_len = strlen(k), .buf = buf, .cap = mc_disk_round(len),
+                        .late_ok = true, .progress = on_progress, .arg = &p};
+    assert_int_equal(mc_disk_store_read_batch(s, &r, 1, mc_now_ns() + 10000000000ull), MC_OK);
+    assert_int_equal(r.status, MC_ERR_CHECKSUM);
+    assert_true(p.ordered);
+    assert_int_equal(p.last_ready, 3u << 20);
+    assert_int_equal(p.done_calls, 1);
+    assert_int_equal(p.done_ready, 0);
+    assert_int_equal(p.done_status, MC_ERR_CHECKSUM);
+    free(want);
+    free(buf);
+    mc_disk_store_close(s);
+}
+
 static void test_corrupt_header_and_torn_tail(void **state)
 {
     (void)state;
@@ -644,6 +722,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_value, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_header_and_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits_below_one_bucket, setup, teardown),
