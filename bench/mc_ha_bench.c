@@ -14,13 +14,24 @@
  *               The threads share --clients store clients (round-robin; default 1): a store
  *               client has 4 pooled master connections, so at most 4 x --clients master calls
  *               are in flight, which bounds what an HA leader can put per etcd append.
+ *   bound       in the same run, right before the HA puts: the disk's fsync latency where
+ *               etcd keeps its data (fio, 4 KiB writes with an fsync each: ha_disk_fsync),
+ *               etcd's latency for a txn of the append's shape (compare + 2 puts, 2 KiB) at 1
+ *               and 4 in flight for --probe_ms each (ha_etcd_commit); during the HA puts the
+ *               leader's master_ha_append_* counters and etcd's fsync / backend-commit
+ *               histograms (ha_append: txns, groups / records / objects per txn, mean appends
+ *               in flight, bound_puts_per_s = 4 appenders x objects per txn / the txn latency
+ *               at 4 in flight). --etcd_dir puts etcd's data dirs under that directory (default
+ *               $TMPDIR or /tmp); every line says "etcd_fs":"disk" or "tmpfs" (tmpfs: not
+ *               durable against power loss, an extra figure, never the claim).
  *
  * Daemons: a 3-member etcd (tests/support/etcd_cluster.h), mooncake_master processes and one
  * mooncake_client storage server, all on free loopback ports, stopped by PID.
  * etcd runs with its default raft timing (heartbeat 100 ms, election 1000 ms; --etcd_election_ms)
  * so that a 2 s lease TTL is honoured (etcd raises TTLs below 1.5 x the election timeout).
  * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --clients=1
- *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 */
+ *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 --etcd_dir=DIR
+ *        --probe_ms=2000 */
 #include "common/alloc.h"
 #include "common/etcd.h"
 #include "common/http_client.h"
