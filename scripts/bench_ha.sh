@@ -8,8 +8,8 @@
 # bounds it in the same run: the disk's fsync latency where etcd keeps its data (fio),
 # etcd's own latency for a txn of the append's shape at 1 and 4 in flight, etcd's fsync /
 # backend-commit histograms and the leader's append counters during the HA puts
-# (`ha_disk_fsync`, `ha_etcd_commit`, `ha_append`: bound_puts_per_s = 4 appenders x objects
-# per txn / etcd txn latency at 4 in flight). Appends every JSON line to a results file after
+# (`ha_disk_fsync`, `ha_etcd_commit`, `ha_append`: puts/s <= BatchPuts in flight x batch /
+# etcd commit latency, and <= etcd txns/s x objects per txn). Appends every JSON line to a results file after
 # a header line and prints the summary lines. Needs etcd and fio (scripts/install-deps.sh).
 # Not part of `make check`.
 #
