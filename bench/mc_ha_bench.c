@@ -14,13 +14,28 @@
  *               The threads share --clients store clients (round-robin; default 1): a store
  *               client has 4 pooled master connections, so at most 4 x --clients master calls
  *               are in flight, which bounds what an HA leader can put per etcd append.
+ *   bound       in the same run, right before the HA puts: the disk's fsync latency where
+ *               etcd keeps its data (fio, 4 KiB writes with an fsync each: ha_disk_fsync),
+ *               etcd's latency for a txn of the append's shape (compare + 2 puts, 2 KiB) at 1
+ *               and 4 in flight for --probe_ms each (ha_etcd_commit); during the HA puts the
+ *               leader's master_ha_append_* counters and etcd's fsync / backend-commit
+ *               histograms (ha_append: txns, groups / records / objects per txn, mean appends
+ *               in flight, and two bounds on puts/s: calls in flight x batch / etcd's commit
+ *               latency at 1 in flight, and etcd's txns/s x objects per txn). --etcd_dir puts
+ *               etcd's data dirs under that directory (default $TMPDIR or /tmp); every line
+ *               says "etcd_fs":"disk" or "tmpfs" (tmpfs: not durable against power loss, an
+ *               extra figure, never the claim).
  *
  * Daemons: a 3-member etcd (tests/support/etcd_cluster.h), mooncake_master processes and one
  * mooncake_client storage server, all on free loopback ports, stopped by PID.
  * etcd runs with its default raft timing (heartbeat 100 ms, election 1000 ms; --etcd_election_ms)
  * so that a 2 s lease TTL is honoured (etcd raises TTLs below 1.5 x the election timeout).
  * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --clients=1
- *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 */
+ *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 --etcd_dir=DIR
+ *        --probe_ms=2000 */
+#include "common/alloc.h"
+#include "common/etcd.h"
+#include "common/http_client.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -35,11 +50,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 
 static mt_etcd_t g_etcd;
 static char g_dir[256];
 static int g_trials = 20, g_threads = 4, g_seconds = 3, g_batch = 16, g_value = 1024;
 static int g_clients = 1; /* store clients (each its own pool of master connections) */
+static int g_probe_ms = 2000; /* each etcd txn probe (concurrency 1 and 4) */
+static const char *g_etcd_dir = NULL; /* parent dir of etcd's data (NULL: $TMPDIR or /tmp) */
+static char g_etcd_fs[16] = "?";      /* "tmpfs" or "disk" */
+#define HA_APPENDERS 4 /* HA_APPEND_INFLIGHT in src/master/ha.c: etcd appends in flight */
 
 #define WAIT_MS 60000
 
@@ -73,19 +93,36 @@ static mc_store_t *open_store(const char *addr, uint32_t rpc_timeout_ms)
     return s;
 }
 
+/* The /metrics text of a port (mooncake admin port or etcd client port; free()), or NULL. */
+static char *scrape(uint16_t port)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/metrics", port);
+    mc_http_resp_t r;
+    if (mc_http_request("GET", url, NULL, 0, NULL, (size_t)16 << 20, 5000, &r) != MC_OK)
+        return NULL;
+    if (r.code != 200) {
+        mc_free(r.body);
+        return NULL;
+    }
+    return r.body;
+}
+
+/* An unlabelled sample `name value` of a /metrics text, or -1. */
+static double metric_of(const char *text, const char *name)
+{
+    char pat[160];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *p = text ? strstr(text, pat) : NULL;
+    return p ? strtod(p + strlen(pat), NULL) : -1;
+}
+
 /* A gauge from an admin port's /metrics, or -1. */
 static double metric(uint16_t port, const char *name)
 {
-    static const char q[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    char *resp = NULL, pat[128];
-    double v = -1;
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    if (mt_http_raw(port, q, sizeof(q) - 1, &resp) == 200 && resp) {
-        char *p = strstr(resp, pat);
-        if (p)
-            v = strtod(p + strlen(pat), NULL);
-    }
-    free(resp);
+    char *t = scrape(port);
+    double v = metric_of(t, name);
+    mc_free(t);
     return v;
 }
 
@@ -280,8 +317,182 @@ static double run_phase(worker_t *w, int lookup, uint16_t standby_mport, double 
     return (double)objects / secs;
 }
 
+/* ---------------------------------------------------------------- what bounds HA puts */
+
+/* The disk's fsync latency where etcd keeps its data: fio writing 4 KiB blocks with an fsync
+ * after each (1 MiB, in a scratch dir next to the members' data dirs). One JSON line. */
+static void disk_probe(void)
+{
+    char dir[400], cmd[1400], buf[4096];
+    snprintf(dir, sizeof(dir), "%s/fio", g_etcd.dir);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p '%s' && fio --name=fsync --rw=write --bs=4k --size=1m --fsync=1 "
+             "--ioengine=sync --directory='%s' --output-format=json 2>/dev/null; rm -rf '%s'",
+             dir, dir, dir);
+    FILE *f = popen(cmd, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    char *all = NULL;
+    size_t len = 0;
+    while (n > 0) { /* fio's JSON is a few KiB: keep it all */
+        char *t = realloc(all, len + n + 1);
+        if (!t)
+            break;
+        all = t;
+        memcpy(all + len, buf, n);
+        len += n;
+        all[len] = '\0';
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+    }
+    if (f)
+        pclose(f);
+    /* jobs[0].sync.lat_ns: mean and the 50th / 99th percentiles */
+    const char *sy = all ? strstr(all, "\"sync\" : {") : NULL; /* not "ioengine" : "sync" */
+    const char *mean = sy ? strstr(sy, "\"mean\"") : NULL;
+    const char *p50 = sy ? strstr(sy, "\"50.000000\"") : NULL;
+    const char *p99 = sy ? strstr(sy, "\"99.000000\"") : NULL;
+    if (mean && p50 && p99)
+        printf("{\"bench\":\"ha_disk_fsync\",\"etcd_fs\":\"%s\",\"tool\":\"fio --rw=write "
+               "--bs=4k --size=1m --fsync=1 --ioengine=sync\",\"fsync_mean_ms\":%.3f,"
+               "\"fsync_p50_ms\":%.3f,\"fsync_p99_ms\":%.3f}\n",
+               g_etcd_fs, strtod(strchr(mean, ':') + 1, NULL) / 1e6,
+               strtod(strchr(p50, ':') + 1, NULL) / 1e6, strtod(strchr(p99, ':') + 1, NULL) / 1e6);
+    else
+        printf("{\"bench\":\"ha_disk_fsync\",\"etcd_fs\":\"%s\",\"error\":\"fio missing or "
+               "failed\"}\n", g_etcd_fs);
+    fflush(stdout);
+    free(all);
+}
+
+typedef struct probe {
+    mc_etcd_t *e;
+    int id;
+    uint64_t until_ms;
+    uint64_t *lat_us; /* one per txn, up to cap */
+    size_t n, cap;
+    int errors;
+} probe_t;
+
+/* Txns of the leader's append shape: compare a view key, put a 2 KiB batch and a prefix. */
+static void *probe_main(void *arg)
+{
+    probe_t *p = arg;
+    char key[64], val[2048];
+    memset(val, 'b', sizeof(val));
+    mc_etcd_cmp_t cmp = {.key = "/bench/probe/pv", .target = MC_ETCD_VALUE,
+                         .result = MC_ETCD_EQUAL, .value = "1", .value_len = 1};
+    while (mc_now_ms() < p->until_ms && p->n < p->cap) {
+        snprintf(key, sizeof(key), "/bench/probe/b/%d/%zu", p->id, p->n);
+        mc_etcd_op_t ops[2] = {
+            {.type = MC_ETCD_OP_PUT, .key = key, .value = val, .value_len = sizeof(val)},
+            {.type = MC_ETCD_OP_PUT, .key = "/bench/probe/prefix", .value = key,
+             .value_len = strlen(key)}};
+        int ok = 0;
+        uint64_t t0 = mc_now_ns();
+        if (mc_etcd_txn(p->e, &cmp, 1, ops, 2, NULL, 0, &ok, NULL) != MC_OK || !ok) {
+            p->errors++;
+            continue;
+        }
+        p->lat_us[p->n++] = (mc_now_ns() - t0) / 1000;
+    }
+    return NULL;
+}
+
+/* etcd's own commit latency for the leader's append txn, `conc` at once for g_probe_ms, through
+ * the same client and endpoint list as the masters. Returns the mean latency in ms (0 on
+ * failure) and prints one JSON line. */
+static double etcd_probe(int conc, double *txns_per_s)
+{
+    mc_etcd_t *e = NULL;
+    if (mc_etcd_open(g_etcd.endpoints, 5000, &e) != MC_OK ||
+        mc_etcd_put(e, "/bench/probe/pv", "1", 1, 0, NULL) != MC_OK) {
+        fprintf(stderr, "etcd probe: cannot reach etcd\n");
+        mc_etcd_close(e);
+        return 0;
+    }
+    probe_t p[HA_APPENDERS];
+    pthread_t th[HA_APPENDERS];
+    uint64_t t0 = mc_now_ms();
+    for (int i = 0; i < conc; i++) {
+        p[i] = (probe_t){.e = e, .id = i, .until_ms = t0 + (uint64_t)g_probe_ms, .cap = 100000};
+        p[i].lat_us = malloc(p[i].cap * sizeof(uint64_t));
+        pthread_create(&th[i], NULL, probe_main, &p[i]);
+    }
+    size_t n = 0;
+    int errors = 0;
+    for (int i = 0; i < conc; i++) {
+        pthread_join(th[i], NULL);
+        n += p[i].n;
+        errors += p[i].errors;
+    }
+    double secs = (double)(mc_now_ms() - t0) / 1000.0;
+    uint64_t *all = malloc((n ? n : 1) * sizeof(uint64_t)), sum = 0;
+    for (int i = 0, k = 0; i < conc; i++) {
+        for (size_t j = 0; j < p[i].n; j++, k++)
+            sum += all[k] = p[i].lat_us[j];
+        free(p[i].lat_us);
+    }
+    double mean = 0;
+    if (n && (double)n / secs > *txns_per_s)
+        *txns_per_s = (double)n / secs;
+    if (n) {
+        qsort(all, n, 8, cmp_u64);
+        mean = (double)sum / (double)n / 1000.0;
+        printf("{\"bench\":\"ha_etcd_commit\",\"etcd_fs\":\"%s\",\"in_flight\":%d,"
+               "\"txn\":\"compare + 2 puts (2 KiB), as an append\",\"txns\":%zu,"
+               "\"errors\":%d,\"txns_per_s\":%.0f,\"mean_ms\":%.3f,\"p50_ms\":%.3f,"
+               "\"p99_ms\":%.3f}\n",
+               g_etcd_fs, conc, n, errors, (double)n / secs, mean,
+               (double)all[(n - 1) / 2] / 1000.0, (double)all[(n - 1) * 99 / 100] / 1000.0);
+        fflush(stdout);
+    }
+    free(all);
+    mc_etcd_delete(e, "/bench/probe/", mc_etcd_prefix_end("/bench/probe/"), NULL);
+    mc_etcd_close(e);
+    return mean;
+}
+
+/* etcd's fsync and backend commit histograms (_sum, _count), summed over the members. */
+typedef struct etcd_disk {
+    double fsync_s, fsync_n, commit_s, commit_n;
+} etcd_disk_t;
+
+static etcd_disk_t etcd_disk(void)
+{
+    etcd_disk_t d = {0};
+    for (int i = 0; i < g_etcd.n; i++) {
+        char *t = scrape(g_etcd.client_port[i]);
+        d.fsync_s += metric_of(t, "etcd_disk_wal_fsync_duration_seconds_sum");
+        d.fsync_n += metric_of(t, "etcd_disk_wal_fsync_duration_seconds_count");
+        d.commit_s += metric_of(t, "etcd_disk_backend_commit_duration_seconds_sum");
+        d.commit_n += metric_of(t, "etcd_disk_backend_commit_duration_seconds_count");
+        mc_free(t);
+    }
+    return d;
+}
+
+/* The HA leader's append counters (master_ha_append_*). */
+typedef struct appends {
+    double txns, runs, groups, records, txn_s;
+} appends_t;
+
+static appends_t appends(uint16_t mport)
+{
+    char *t = scrape(mport);
+    appends_t a = {metric_of(t, "master_ha_append_txns_total"),
+                   metric_of(t, "master_ha_append_runs_total"),
+                   metric_of(t, "master_ha_append_groups_total"),
+                   metric_of(t, "master_ha_append_records_total"),
+                   metric_of(t, "master_ha_append_txn_seconds_total")};
+    mc_free(t);
+    return a;
+}
+
+/* this run's etcd probes (mean latency at 1 in flight, the best txns/s at 1 or 4 in flight)
+ * and single-master put rate, for the bounds of the ha_append line */
+static double g_probe1_ms, g_probe_tps, g_single_puts;
+
 static void throughput_one(const char *addr, const char *cluster, const char *label,
-                           uint16_t standby_mport, double out[2])
+                           uint16_t standby_mport, uint16_t leader_mport, double out[2])
 {
     char logname[64];
     snprintf(logname, sizeof(logname), "server_%s.log", label); /* one per daemon */
@@ -293,7 +504,19 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
     for (int i = 0; i < g_threads; i++)
         w[i] = (worker_t){.s = s[i % g_clients], .id = i};
     double lag_b = 0, lag_s = 0;
+    appends_t a0 = {0}, a1 = {0};
+    etcd_disk_t d0 = {0}, d1 = {0};
+    if (leader_mport) {
+        a0 = appends(leader_mport);
+        d0 = etcd_disk();
+    }
+    uint64_t t0 = mc_now_ms();
     out[0] = run_phase(w, 0, standby_mport, &lag_b, &lag_s);
+    double secs = (double)(mc_now_ms() - t0) / 1000.0;
+    if (leader_mport) {
+        a1 = appends(leader_mport);
+        d1 = etcd_disk();
+    }
     out[1] = run_phase(w, 1, 0, NULL, NULL);
     printf("{\"bench\":\"ha_throughput\",\"mode\":\"%s\",\"threads\":%d,\"clients\":%d,"
            "\"batch\":%d,\"value_bytes\":%d,\"put_objects_per_s\":%.0f,"
@@ -302,7 +525,40 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
     if (standby_mport)
         printf(",\"standby_log_lag_batches_max\":%.0f,\"standby_log_lag_seconds_max\":%.3f",
                lag_b, lag_s);
-    printf("}\n");
+    printf(",\"etcd_fs\":\"%s\"}\n", g_etcd_fs);
+    if (leader_mport && a1.txns > a0.txns) {
+        /* what the leader's appends did during the HA puts, and the two bounds on puts/s:
+         * - calls: a BatchPut is acknowledged after at least one etcd commit, and at most
+         *   min(threads, 4 x clients) are in flight: calls x batch / commit latency (etcd's
+         *   own, at 1 in flight, measured just before);
+         * - etcd: etcd's txn rate (the better of 1 and 4 in flight) x objects per txn.
+         * needs_commit_ms: the commit latency at which the calls bound would reach 0.5 x the
+         * single master of this run. */
+        double txns = a1.txns - a0.txns, objects = out[0] * secs;
+        double txn_ms = (a1.txn_s - a0.txn_s) * 1000.0 / txns;
+        double per_txn = objects / txns, in_flight = (a1.txn_s - a0.txn_s) / secs;
+        double fn = d1.fsync_n - d0.fsync_n, cn = d1.commit_n - d0.commit_n;
+        int calls = g_threads < 4 * g_clients ? g_threads : 4 * g_clients;
+        printf("{\"bench\":\"ha_append\",\"etcd_fs\":\"%s\",\"seconds\":%.2f,\"txns\":%.0f,"
+               "\"txns_per_s\":%.0f,\"runs\":%.0f,\"groups_per_txn\":%.2f,"
+               "\"records_per_txn\":%.1f,\"objects_per_txn\":%.1f,\"txn_mean_ms\":%.3f,"
+               "\"appends_in_flight_mean\":%.2f,\"appenders\":%d,"
+               "\"etcd_wal_fsync_mean_ms\":%.3f,\"etcd_backend_commit_mean_ms\":%.3f,"
+               "\"calls_in_flight\":%d,\"etcd_probe_mean_ms_at_1\":%.3f,"
+               "\"etcd_probe_txns_per_s\":%.0f,\"bound_calls_puts_per_s\":%.0f,"
+               "\"bound_etcd_puts_per_s\":%.0f,\"half_single_needs_commit_ms\":%.3f,"
+               "\"put_objects_per_s\":%.0f}\n",
+               g_etcd_fs, secs, txns, txns / secs, a1.runs - a0.runs,
+               (a1.groups - a0.groups) / txns, (a1.records - a0.records) / txns, per_txn,
+               txn_ms, in_flight, HA_APPENDERS,
+               fn > 0 ? (d1.fsync_s - d0.fsync_s) * 1000.0 / fn : 0,
+               cn > 0 ? (d1.commit_s - d0.commit_s) * 1000.0 / cn : 0, calls, g_probe1_ms,
+               g_probe_tps,
+               g_probe1_ms > 0 ? calls * g_batch / (g_probe1_ms / 1000.0) : 0,
+               g_probe_tps * per_txn,
+               g_single_puts > 0 ? calls * g_batch * 1000.0 / (0.5 * g_single_puts) : 0,
+               out[0]);
+    }
     fflush(stdout);
     for (int i = 0; i < g_clients; i++)
         mc_store_destroy(s[i]);
@@ -328,7 +584,7 @@ static void throughput(void)
         fprintf(stderr, "single master did not start\n");
         exit(1);
     }
-    throughput_one(addr, "unused", "single_wal", 0, single);
+    throughput_one(addr, "unused", "single_wal", 0, 0, single);
     mt_stop(single_pid, SIGKILL, 5000);
 
     mt_ha_master_t m[2] = {0};
@@ -343,10 +599,16 @@ static void throughput(void)
     uint64_t w = mc_now_ms() + WAIT_MS;
     while (metric(m[1].mport, "master_ha_role") != 0 && mc_now_ms() < w)
         mc_sleep_ms(100);
-    throughput_one(haddr, "bench_tp", "ha_etcd", m[1].mport, ha);
+    g_single_puts = single[0];
+    disk_probe();
+    g_probe_tps = 0;
+    g_probe1_ms = etcd_probe(1, &g_probe_tps);
+    etcd_probe(HA_APPENDERS, &g_probe_tps);
+    throughput_one(haddr, "bench_tp", "ha_etcd", m[1].mport, m[0].mport, ha);
     printf("{\"bench\":\"ha_throughput_ratio\",\"put_ha_over_single\":%.3f,"
-           "\"lookup_ha_over_single\":%.3f,\"target_put_ratio\":0.5}\n",
-           single[0] > 0 ? ha[0] / single[0] : 0, single[1] > 0 ? ha[1] / single[1] : 0);
+           "\"lookup_ha_over_single\":%.3f,\"target_put_ratio\":0.5,\"etcd_fs\":\"%s\"}\n",
+           single[0] > 0 ? ha[0] / single[0] : 0, single[1] > 0 ? ha[1] / single[1] : 0,
+           g_etcd_fs);
     mt_ha_stop(&m[0]);
     mt_ha_stop(&m[1]);
 }
@@ -372,6 +634,10 @@ int main(int argc, char **argv)
             g_batch = atoi(a + 8);
         else if (!strncmp(a, "--value=", 8))
             g_value = atoi(a + 8);
+        else if (!strncmp(a, "--etcd_dir=", 11))
+            g_etcd_dir = a + 11;
+        else if (!strncmp(a, "--probe_ms=", 11))
+            g_probe_ms = atoi(a + 11);
         else if (!strncmp(a, "--etcd_election_ms=", 19))
             election = a + 19;
         else {
@@ -381,7 +647,7 @@ int main(int argc, char **argv)
     }
     if (g_trials < 1 || g_threads < 1 || g_threads > 64 || g_clients < 1 ||
         g_clients > g_threads || g_seconds < 1 || g_batch < 1 ||
-        g_batch > 1024 || g_value < 1) {
+        g_batch > 1024 || g_value < 1 || g_probe_ms < 100) {
         fprintf(stderr, "a flag is out of range\n");
         return 2;
     }
@@ -390,10 +656,28 @@ int main(int argc, char **argv)
         return 1;
     }
     setenv("MT_ETCD_ELECTION_MS", election, 1);
-    if (mt_tmpdir(g_dir, sizeof(g_dir)) != 0 || mt_etcd_start(&g_etcd, 3) != 0) {
+    if (mt_tmpdir(g_dir, sizeof(g_dir)) != 0)
+        return 1;
+    /* etcd's data under --etcd_dir (the fixture makes its dir under $TMPDIR); the masters'
+     * WALs and the rest stay in g_dir */
+    const char *tmp = getenv("TMPDIR");
+    char *saved = tmp ? strdup(tmp) : NULL;
+    if (g_etcd_dir)
+        setenv("TMPDIR", g_etcd_dir, 1);
+    int started = mt_etcd_start(&g_etcd, 3);
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
+    if (started != 0) {
         fprintf(stderr, "cannot start etcd\n");
         return 1;
     }
+    struct statfs sf;
+    if (statfs(g_etcd.dir, &sf) == 0)
+        snprintf(g_etcd_fs, sizeof(g_etcd_fs), "%s", sf.f_type == 0x01021994 /* TMPFS_MAGIC */
+                                                         ? "tmpfs" : "disk");
     if (!strcmp(phase, "all") || !strcmp(phase, "throughput"))
         throughput();
     if (!strcmp(phase, "all") || !strcmp(phase, "failover")) {

@@ -123,6 +123,10 @@ struct mc_ha {
     uint64_t next_group;      /* loop thread: the last group handed over */
     uint64_t space_group;     /* loop thread: the last one that freed or mounted space */
     atomic_uint_fast64_t durable_group; /* the last group whose records are durable */
+    /* leader append counters for /metrics (any thread; relaxed): etcd txns committed (log
+     * batches), runs and groups taken, records sent, and the summed time the appenders spent
+     * in txns (its rate is the mean number of appends in flight) */
+    atomic_uint_fast64_t st_txns, st_runs, st_groups, st_records, st_txn_us;
     uint64_t test_delay_ms;   /* MC_HA_TEST_APPEND_DELAY_MS: tests only, before each append */
     uint64_t test_stall_id;   /* MC_HA_TEST_STALL_BATCH: tests only, this batch is never sent */
     /* what /health, /leader and /metrics show (under mu; any thread) */
@@ -830,6 +834,7 @@ static void append_batch(mc_ha_t *ha, const ha_run_t *run, size_t k)
          .value_len = run->b[k].len},
         {.type = MC_ETCD_OP_PUT, .key = ha->prefix_key, .value = next,
          .value_len = strlen(next)}};
+    uint64_t t0 = mc_now_ns() / 1000;
     for (;;) {
         int ok = 0;
         mc_status_t st = mc_etcd_txn(ha->etcd, &mine, 1, ops, 2, NULL, 0, &ok, NULL);
@@ -843,6 +848,8 @@ static void append_batch(mc_ha_t *ha, const ha_run_t *run, size_t k)
             fence_exit("etcd unreachable past the lease TTL");
         mc_sleep_ms(20);
     }
+    atomic_fetch_add_explicit(&ha->st_txn_us, mc_now_ns() / 1000 - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ha->st_txns, 1, memory_order_relaxed);
     pthread_mutex_lock(&ha->app_mu);
     if (sent > ha->prefix_sent)
         ha->prefix_sent = sent;
@@ -859,7 +866,9 @@ static ha_run_t *take_run(mc_ha_t *ha)
     if (!run)
         fence_exit("no memory");
     ha_group_t *g = ha->q_head;
+    uint64_t seq0 = ha->next_seq;
     for (;;) {
+        atomic_fetch_add_explicit(&ha->st_groups, 1, memory_order_relaxed);
         if (mc_buf_append(&run->recs, mc_buf_head(&g->recs), mc_buf_unread(&g->recs)) != MC_OK)
             fence_exit("no memory");
         run->group = g->id;
@@ -898,6 +907,8 @@ static ha_run_t *take_run(mc_ha_t *ha)
         off += rec;
         ha->next_seq++;
     }
+    atomic_fetch_add_explicit(&ha->st_runs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ha->st_records, ha->next_seq - seq0, memory_order_relaxed);
     if (ha->runs_tail)
         ha->runs_tail->next = run;
     else
@@ -1263,6 +1274,13 @@ char *mc_ha_leader_json(void *ctx)
     return mc_strdup(buf);
 }
 
+static void prom_counter(mc_prom_t *b, const char *name, const char *help,
+                         atomic_uint_fast64_t *v)
+{
+    mc_prom_help_type(b, name, "counter", help);
+    MC_PROM_PRINTF(b, "%s %" PRIu64 "\n", name, (uint64_t)atomic_load(v));
+}
+
 void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
 {
     mc_ha_t *ha = ctx;
@@ -1291,5 +1309,18 @@ void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
     mc_prom_help_type(b, "master_ha_promotion_seconds", "gauge",
                       "Time from winning the election to the promoted table");
     MC_PROM_PRINTF(b, "master_ha_promotion_seconds %.3f\n", (double)ha->promo_ms / 1000.0);
+    prom_counter(b, "master_ha_append_txns_total",
+                 "etcd txns this leader committed (one per log batch)", &ha->st_txns);
+    prom_counter(b, "master_ha_append_runs_total", "Runs of group commits an appender took",
+                 &ha->st_runs);
+    prom_counter(b, "master_ha_append_groups_total",
+                 "Group commits handed to the appender threads", &ha->st_groups);
+    prom_counter(b, "master_ha_append_records_total", "Log records sent to etcd",
+                 &ha->st_records);
+    mc_prom_help_type(b, "master_ha_append_txn_seconds_total", "counter",
+                      "Time the appender threads spent in etcd txns, summed (its rate is the "
+                      "mean number of appends in flight)");
+    MC_PROM_PRINTF(b, "master_ha_append_txn_seconds_total %.6f\n",
+                   (double)atomic_load(&ha->st_txn_us) / 1e6);
     pthread_mutex_unlock(&ha->mu);
 }
