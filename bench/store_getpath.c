@@ -213,6 +213,7 @@ typedef struct gp_rep {
     double te, te_before, te_after, cold, warm, first, first_fed;
     uint64_t errors;
     uint64_t fed_lookups, fed_unpushed; /* the fed round's master lookups; keys not pushed */
+    uint64_t cold_lookups;              /* the writer's cold round's master lookups */
 } gp_rep_t;
 
 static mc_store_read_stats_t gp_stats(mc_store_t *s)
@@ -262,8 +263,10 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->errors += e;
         if (cfg->fed)
             out->first_fed = gp_fed_round(cfg, ts, sh, fed_pushed0, out);
+        uint64_t lookups0 = gp_stats(cfg->writer).master_lookups;
         out->cold = gp_round(ts, sh, GP_STORE, cfg->writer, NULL, &e);
         out->errors += e;
+        out->cold_lookups = gp_stats(cfg->writer).master_lookups - lookups0;
         for (uint32_t r = 0; r < warm_n; r++) {
             warm[r] = gp_round(ts, sh, GP_STORE, cfg->writer, NULL, &e);
             out->errors += e;
@@ -302,7 +305,7 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
 {
     uint32_t n = cfg->reps ? cfg->reps : 1;
     gp_rep_t reps[64];
-    uint64_t errors = 0, fed_lookups = 0, fed_unpushed = 0;
+    uint64_t errors = 0, fed_lookups = 0, fed_unpushed = 0, cold_lookups = 0;
     for (uint32_t r = 0; r < n; r++) {
         if (gp_rep_run(cfg, sh, r, te, &reps[r]) != 0) {
             fprintf(stderr, "mc_store_bench --getpath: shape %s: setup failed\n", sh->name);
@@ -311,6 +314,7 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
         errors += reps[r].errors;
         fed_lookups += reps[r].fed_lookups;
         fed_unpushed += reps[r].fed_unpushed;
+        cold_lookups += reps[r].cold_lookups;
     }
 #define MED(f) gp_median(reps, n, offsetof(gp_rep_t, f), false)
 #define MED_RATIO(f) gp_median(reps, n, offsetof(gp_rep_t, f), true)
@@ -324,13 +328,14 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
            "\"store_over_te_warm\":%.2f,\"store_over_te_first\":%.2f,"
            "\"store_over_te_cold\":%.2f,\"first_fed_req_s\":%.0f,"
            "\"store_over_te_first_fed\":%.2f,\"fed_lookups\":%llu,\"fed_unpushed\":%llu,"
-           "\"date\":\"%s\"}\n",
+           "\"cold_lookups\":%llu,\"date\":\"%s\"}\n",
            sh->name, cfg->transport, (unsigned long long)sh->value, sh->batch, sh->threads,
            (unsigned long long)sh->threads * sh->calls * sh->batch, n,
            (unsigned long long)errors, MED(te), MED(cold), MED(warm), MED(first),
            MED(te) * gib, MED(warm) * gib, MED(first) * gib, MED_RATIO(warm), MED_RATIO(first),
            MED_RATIO(cold), MED(first_fed), MED_RATIO(first_fed),
-           (unsigned long long)fed_lookups, (unsigned long long)fed_unpushed, date);
+           (unsigned long long)fed_lookups, (unsigned long long)fed_unpushed,
+           (unsigned long long)cold_lookups, date);
 #undef MED
 #undef MED_RATIO
     fflush(stdout);
