@@ -490,7 +490,7 @@ int main(int argc, char **argv)
         {"peers", MC_OPT_BOOL, &peers, NULL, "also measure Redis and memcached, print ratios", 0, 0},
         {"getpath", MC_OPT_BOOL, &getpath, NULL, "run the get-path shapes (" MC_GETPATH_SHAPES ") next to the raw Transfer Engine instead of the cases; --cases picks shapes, --get_rounds = 1 cold + warm rounds; default segment 1.5 GiB", 0, 0},
         {"getpath_reps", MC_OPT_INT, &getpath_reps, NULL, "--getpath: repetitions per shape on fresh keys (medians reported)", 1, 64},
-        {"feed", MC_OPT_BOOL, &feed, NULL, "also read each case's keys once through a client on the placement feed (get_fed)", 0, 0},
+        {"feed", MC_OPT_BOOL, &feed, NULL, "also read each case's keys once through a client on the placement feed (get_fed; --getpath: first_fed)", 0, 0},
         MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
     };
     mc_config_spec_t spec = {"mc_store_bench", "Store put/get benchmark with peers (JSON lines).",
@@ -511,11 +511,8 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     mc_log_set_level(MC_LOG_LEVEL_WARN);
-    if (getpath) { /* 8 threads x 128 MiB under the eviction watermark; no feed client */
-        if (segment == 1280ull << 20)
-            segment = 1536ull << 20;
-        feed = false;
-    }
+    if (getpath && segment == 1280ull << 20) /* 8 threads x 128 MiB under the watermark */
+        segment = 1536ull << 20;
     char addr[64];
     if (start_cluster(segment, master_flag, addr, sizeof(addr)) != 0) {
         fprintf(stderr, "mc_store_bench: cannot start master/storage server (see %s)\n", work_dir);
@@ -535,13 +532,13 @@ int main(int argc, char **argv)
                               .protocol = "tcp", .master_server_addr = addr};
     mc_tool_store_knobs_fill(&knobs, &scfg);
     /* other: reads each case's keys once (get_other); fed: the same, following the
-     * placement feed for every bench key (get_fed) */
+     * placement feed for every bench key (get_fed; --getpath: its first_fed round) */
     mc_store_t *store = NULL, *other = NULL, *fed = NULL;
     bool made = mc_store_create(&scfg, &store) == MC_OK &&
                 mc_store_create(&scfg, &other) == MC_OK;
     if (made && feed) {
         mc_store_config_t fcfg = scfg;
-        fcfg.placement_feed_prefix = "bench-";
+        fcfg.placement_feed_prefix = getpath ? "gp-" : "bench-"; /* store_getpath.c's keys */
         made = mc_store_create(&fcfg, &fed) == MC_OK;
     }
     if (!made) {
@@ -572,11 +569,13 @@ int main(int argc, char **argv)
         mc_pages_free(w, wl);
     }
     if (getpath) {
-        mc_getpath_cfg_t gcfg = {.writer = store, .other = other, .te_tuning = scfg.te_tuning,
+        mc_getpath_cfg_t gcfg = {.writer = store, .other = other, .fed = fed,
+                                 .te_tuning = scfg.te_tuning,
                                  .transport = transport,
                                  .warm_rounds = get_rounds > 1 ? (uint32_t)get_rounds - 1 : 2,
                                  .cases = only, .reps = (uint32_t)getpath_reps};
         int grc = mc_getpath_run(&gcfg);
+        mc_store_destroy(fed);
         mc_store_destroy(other);
         mc_store_destroy(store);
         stop_cluster();

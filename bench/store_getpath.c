@@ -5,9 +5,11 @@
  * master where each key's replica is (mc_store_replica_desc) and builds, per thread and call,
  * the engine requests that read exactly those replicas into the same buffers. Rounds, each
  * reading every key once with `threads` threads: engine (warm-up, not counted), engine
- * (before), writer (cold: hints from its puts, no lease), writer x warm_rounds (under the
- * leases of the cold round), other client (first read: no hint, no lease: lookup then read),
- * engine (after). The engine's figure is the mean of before and after, so both sides of a
+ * (before), fed client (if any: first read with the placement feed, under the leases the
+ * master pushed at the puts; it waits, bounded, until the feed has delivered every key, and
+ * comes first so those leases are seconds old), writer (cold: hints from its puts, no lease),
+ * writer x warm_rounds (under the leases of the cold round), other client (first read: no
+ * hint, no lease: lookup then read), engine (after). The engine's figure is the mean of before and after, so both sides of a
  * ratio see the machine within seconds of each other. That sequence is repeated `reps` times
  * on fresh keys; the line gives the medians of the figures and of the per-repetition ratios.
  * The raw engine is a second engine in this process with the store's tuning (same transport:
@@ -208,9 +210,37 @@ static double ratio(double store, double te)
 
 /* One repetition's figures (req/s; 0 = a round with errors). */
 typedef struct gp_rep {
-    double te, te_before, te_after, cold, warm, first;
+    double te, te_before, te_after, cold, warm, first, first_fed;
     uint64_t errors;
+    uint64_t fed_lookups, fed_unpushed; /* the fed round's master lookups; keys not pushed */
+    uint64_t cold_lookups;              /* the writer's cold round's master lookups */
 } gp_rep_t;
+
+static mc_store_read_stats_t gp_stats(mc_store_t *s)
+{
+    mc_store_read_stats_t st;
+    mc_store_read_stats(s, &st);
+    return st;
+}
+
+/* The fed client's round (cfg->fed): waits up to 5 s for the feed to deliver the placements of
+ * the keys just put (fed_pushed0: feed_placements before the puts), then reads them once. */
+static double gp_fed_round(const mc_getpath_cfg_t *cfg, gp_thread_t *ts, const gp_shape_t *sh,
+                           uint64_t fed_pushed0, gp_rep_t *out)
+{
+    uint64_t nk = (uint64_t)sh->threads * sh->calls * sh->batch;
+    uint64_t end = mc_now_ms() + 5000;
+    while (gp_stats(cfg->fed).feed_placements - fed_pushed0 < nk && mc_now_ms() < end)
+        mc_sleep_ms(1);
+    mc_store_read_stats_t s0 = gp_stats(cfg->fed);
+    uint64_t pushed = s0.feed_placements - fed_pushed0;
+    out->fed_unpushed = pushed < nk ? nk - pushed : 0;
+    uint64_t e;
+    double rate = gp_round(ts, sh, GP_STORE, cfg->fed, NULL, &e);
+    out->errors += e;
+    out->fed_lookups = gp_stats(cfg->fed).master_lookups - s0.master_lookups;
+    return rate;
+}
 
 /* One repetition of a shape on fresh keys (the other client never saw them). */
 static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_t rep,
@@ -220,6 +250,7 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
     uint32_t warm_n = cfg->warm_rounds ? cfg->warm_rounds : 1;
     double *warm = mc_calloc(warm_n, sizeof(double));
     int rc = ts && warm ? 0 : 1;
+    uint64_t fed_pushed0 = cfg->fed ? gp_stats(cfg->fed).feed_placements : 0;
     for (uint32_t i = 0; i < sh->threads && rc == 0; i++)
         rc = gp_thread_init(&ts[i], sh, rep, i, cfg->writer) ||
              gp_thread_plan(&ts[i], cfg->writer, te);
@@ -230,8 +261,12 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->errors += e;
         out->te_before = gp_round(ts, sh, GP_TE, NULL, te, &e);
         out->errors += e;
+        if (cfg->fed)
+            out->first_fed = gp_fed_round(cfg, ts, sh, fed_pushed0, out);
+        uint64_t lookups0 = gp_stats(cfg->writer).master_lookups;
         out->cold = gp_round(ts, sh, GP_STORE, cfg->writer, NULL, &e);
         out->errors += e;
+        out->cold_lookups = gp_stats(cfg->writer).master_lookups - lookups0;
         for (uint32_t r = 0; r < warm_n; r++) {
             warm[r] = gp_round(ts, sh, GP_STORE, cfg->writer, NULL, &e);
             out->errors += e;
@@ -270,13 +305,16 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
 {
     uint32_t n = cfg->reps ? cfg->reps : 1;
     gp_rep_t reps[64];
-    uint64_t errors = 0;
+    uint64_t errors = 0, fed_lookups = 0, fed_unpushed = 0, cold_lookups = 0;
     for (uint32_t r = 0; r < n; r++) {
         if (gp_rep_run(cfg, sh, r, te, &reps[r]) != 0) {
             fprintf(stderr, "mc_store_bench --getpath: shape %s: setup failed\n", sh->name);
             return 1;
         }
         errors += reps[r].errors;
+        fed_lookups += reps[r].fed_lookups;
+        fed_unpushed += reps[r].fed_unpushed;
+        cold_lookups += reps[r].cold_lookups;
     }
 #define MED(f) gp_median(reps, n, offsetof(gp_rep_t, f), false)
 #define MED_RATIO(f) gp_median(reps, n, offsetof(gp_rep_t, f), true)
@@ -288,12 +326,16 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
            "\"te_req_s\":%.0f,\"cold_req_s\":%.0f,\"warm_req_s\":%.0f,\"first_req_s\":%.0f,"
            "\"te_gib_s\":%.3f,\"warm_gib_s\":%.3f,\"first_gib_s\":%.3f,"
            "\"store_over_te_warm\":%.2f,\"store_over_te_first\":%.2f,"
-           "\"store_over_te_cold\":%.2f,\"date\":\"%s\"}\n",
+           "\"store_over_te_cold\":%.2f,\"first_fed_req_s\":%.0f,"
+           "\"store_over_te_first_fed\":%.2f,\"fed_lookups\":%llu,\"fed_unpushed\":%llu,"
+           "\"cold_lookups\":%llu,\"date\":\"%s\"}\n",
            sh->name, cfg->transport, (unsigned long long)sh->value, sh->batch, sh->threads,
            (unsigned long long)sh->threads * sh->calls * sh->batch, n,
            (unsigned long long)errors, MED(te), MED(cold), MED(warm), MED(first),
            MED(te) * gib, MED(warm) * gib, MED(first) * gib, MED_RATIO(warm), MED_RATIO(first),
-           MED_RATIO(cold), date);
+           MED_RATIO(cold), MED(first_fed), MED_RATIO(first_fed),
+           (unsigned long long)fed_lookups, (unsigned long long)fed_unpushed,
+           (unsigned long long)cold_lookups, date);
 #undef MED
 #undef MED_RATIO
     fflush(stdout);

@@ -12,6 +12,9 @@
 typedef struct mc_getpath_cfg {
     mc_store_t *writer;              /* puts the keys, then reads them (cold, then warm) */
     mc_store_t *other;               /* never saw the keys: its one round is the first read */
+    mc_store_t *fed;                 /* NULL, or never read the keys either but follows the
+                                        placement feed for the prefix "gp-": its one round is
+                                        the first read with the feed (first_fed) */
     const mc_te_config_t *te_tuning; /* the store's engine tuning, copied for the raw engine */
     const char *transport;           /* label: "tcp" or "shm" */
     uint32_t warm_rounds;            /* writer rounds after the cold one (median; >= 1) */
@@ -27,8 +30,11 @@ bool mc_bench_list_has(const char *list, const char *name);
 
 /* Runs every selected shape and prints one JSON line per shape ("bench":"getpath"): req/s of the
  * raw engine (mean of a round before and a round after the store's), of the writer's cold round,
- * its warm rounds (median) and the other client's first read, and their ratios to the engine
- * (store_over_te_*), each the median over cfg->reps repetitions on fresh keys. Keys are removed
+ * its warm rounds (median), the other client's first read and (cfg->fed) the fed client's
+ * first read, and their ratios to the engine (store_over_te_*), each the median over cfg->reps
+ * repetitions on fresh keys; fed_lookups and fed_unpushed (sums over the repetitions) say how
+ * many of the fed reads asked the master and how many keys the feed had not delivered when
+ * the fed round started; cold_lookups the same for the writer's cold round. Keys are removed
  * after each shape. Returns 0, or 1 when a shape could not run (setup failure; read errors are
  * reported in the line and void its ratios). */
 int mc_getpath_run(const mc_getpath_cfg_t *cfg);

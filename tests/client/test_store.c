@@ -679,6 +679,73 @@ static void test_placement_feed(void **state)
     mc_store_destroy(w);
 }
 
+/* A batch get of keys whose placements the feed delivered makes no lookup at all: a reader
+ * subscribed to "feedb/" reads 128 x 4 KiB keys another client just batch-put, all under the
+ * pushed leases (0 master lookups, 128 lease hits). A pushed placement is a hint that the
+ * read's checksum and lease rules judge: after the writer upserts one key and force-removes
+ * another, the same batch returns the new bytes and OBJECT_NOT_FOUND (the stamped old
+ * values fail the leased checksum, so those two keys ask the master). */
+static void test_placement_feed_batch_get_skips_the_master(void **state)
+{
+    (void)state;
+    enum { N = 128, LEN = 4096 };
+    static char vals[N][LEN], outs[N][LEN], names[N][32], fresh[LEN];
+    const char *keys[N];
+    struct iovec iov[N];
+    const struct iovec *piov[N];
+    size_t nparts[N];
+    int32_t res[N];
+    int64_t got[N];
+    mc_store_t *r = open_store_with(0, "tcp", "feedb/");
+    mc_store_t *w = open_store(0);
+    uint64_t pushed = feed_placements(r);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "feedb/%d", i);
+        keys[i] = names[i];
+        fill(vals[i], LEN, 9000 + i);
+        iov[i] = (struct iovec){vals[i], LEN};
+        piov[i] = &iov[i];
+        nparts[i] = 1;
+    }
+    assert_int_equal(mc_store_batch_put(w, N, keys, piov, nparts, NULL, false, res), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], MC_OK);
+    wait_feed_placements(r, pushed + N);
+
+    for (int i = 0; i < N; i++)
+        iov[i] = (struct iovec){outs[i], LEN};
+    mc_store_read_stats_t s0, s1;
+    mc_store_read_stats(r, &s0);
+    assert_int_equal(mc_store_batch_get_into(r, N, keys, piov, nparts, got), MC_OK);
+    mc_store_read_stats(r, &s1);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(got[i], LEN);
+        assert_memory_equal(outs[i], vals[i], LEN);
+    }
+    assert_int_equal(s1.master_lookups, s0.master_lookups); /* no lookup for any key */
+    assert_int_equal(s1.lease_hits, s0.lease_hits + N);
+
+    /* stale placements: the reader still holds the leases of key 0's and key 1's old values */
+    fill(fresh, LEN, 9999);
+    struct iovec fi = {fresh, LEN};
+    assert_int_equal(mc_store_upsert(w, keys[0], &fi, 1, NULL), MC_OK);
+    assert_int_equal(mc_store_remove(w, keys[1], true), MC_OK);
+    memset(outs, 0, sizeof(outs));
+    assert_int_equal(mc_store_batch_get_into(r, N, keys, piov, nparts, got), MC_OK);
+    assert_int_equal(got[0], LEN);
+    assert_memory_equal(outs[0], fresh, LEN);
+    assert_int_equal(got[1], MC_ERR_OBJECT_NOT_FOUND);
+    for (int i = 2; i < N; i++) {
+        assert_int_equal(got[i], LEN);
+        assert_memory_equal(outs[i], vals[i], LEN);
+    }
+
+    for (int i = 0; i < N; i++)
+        mc_store_remove(w, keys[i], true);
+    mc_store_destroy(r);
+    mc_store_destroy(w);
+}
+
 /* The placement feed across a master kill -9 and restart: the reader's feed notices the new
  * epoch and follows it, so keys committed after it re-attached are pushed again. Events in
  * between may be missed (the feed is a shortcut), hence new keys until one arrives. */
@@ -1072,6 +1139,7 @@ int main(void)
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),
         cmocka_unit_test(test_placement_feed),
+        cmocka_unit_test(test_placement_feed_batch_get_skips_the_master),
         cmocka_unit_test(test_config_knobs),
         cmocka_unit_test(test_extra_segments),
 #ifdef MC_TEST_UCX
