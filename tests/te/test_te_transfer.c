@@ -638,18 +638,25 @@ static void test_kill9_reconnect(void **state)
  * a different registration: the initiator's cached descriptor belongs to the dead process. The
  * next read of a range valid in the new buffer must succeed through the same handle (no
  * mc_te_segment_first_buffer or close in between), with the new process's bytes, and a range
- * registered only by the old process must still be refused. */
-static void restart_new_registration(const char *proto, int shareable)
+ * registered only by the old process must still be refused. meta: the metadata URI of both
+ * sides (NULL: P2PHANDSHAKE), where the dead process's descriptor stays until the new one
+ * publishes its own. */
+static void restart_new_registration(const char *proto, int shareable, const char *meta)
 {
     uint16_t port;
     assert_int_equal(mc_net_free_port(&port), MC_OK);
     char name[64];
     snprintf(name, sizeof(name), "127.0.0.1:%u", port);
+    const char *sh = shareable ? "--shareable" : NULL;
     const char *old_args[] = {"--name", name, "--buffers", "1", "--size", "16777216",
-                              shareable ? "--shareable" : NULL, NULL};
+                              meta ? "--meta" : sh, meta ? meta : NULL, sh, NULL};
     te_peer_t p;
     assert_int_equal(te_peer_start(&p, old_args), 0);
-    mc_te_t *te = make_engine(proto, 4000);
+    mc_te_config_t cfg = {.metadata_uri = meta ? meta : "P2PHANDSHAKE",
+                          .local_server_name = "127.0.0.1", .protocol = proto,
+                          .transfer_timeout_ms = 4000};
+    mc_te_t *te = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
     mc_te_segment_t seg;
     assert_int_equal(mc_te_segment_open(te, name, &seg), MC_OK);
     uint8_t *lb = local_buf(MiB);
@@ -660,7 +667,7 @@ static void restart_new_registration(const char *proto, int shareable)
     te_peer_stop(&p, SIGKILL);
     /* the new incarnation: smaller buffer (elsewhere), other bytes (seed 9) */
     const char *new_args[] = {"--name", name, "--buffers", "1", "--size", "4194304", "--seed", "9",
-                              shareable ? "--shareable" : NULL, NULL};
+                              meta ? "--meta" : sh, meta ? meta : NULL, sh, NULL};
     assert_int_equal(te_peer_start(&p, new_args), 0);
     assert_string_equal(p.name, name);
     uint64_t off = p.len[0] - 8192; /* near the end of the new buffer */
@@ -686,17 +693,29 @@ static void restart_new_registration(const char *proto, int shareable)
 
 static void test_restart_new_registration_tcp(void **state)
 {
-    restart_new_registration("tcp", 0);
+    restart_new_registration("tcp", 0, NULL);
 }
 
 static void test_restart_new_registration_shm(void **state)
 {
-    restart_new_registration("auto", 1);
+    restart_new_registration("auto", 1, NULL);
 }
 
 static void test_restart_new_registration_cma(void **state)
 {
-    restart_new_registration("auto", 0);
+    restart_new_registration("auto", 0, NULL);
+}
+
+static void test_restart_new_registration_http_meta(void **state)
+{
+    uint16_t port;
+    char uri[128];
+    pid_t srv = te_meta_server_start(&port, uri, sizeof(uri));
+    restart_new_registration("tcp", 0, uri);
+    restart_new_registration("auto", 1, uri);
+    kill(srv, SIGTERM);
+    int status;
+    waitpid(srv, &status, 0);
 }
 
 /* One connection, a batch whose responses (128 MiB) exceed the server's 64 MiB send backlog:
@@ -1019,6 +1038,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_restart_new_registration_tcp),
         cmocka_unit_test(test_restart_new_registration_shm),
         cmocka_unit_test(test_restart_new_registration_cma),
+        cmocka_unit_test(test_restart_new_registration_http_meta),
         cmocka_unit_test(test_sigstop_timeout),
         cmocka_unit_test(test_start_wait),
         cmocka_unit_test(test_start_hashed),
