@@ -486,6 +486,25 @@ static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
     return C_DONE;
 }
 
+/* Drop *cur (the descriptor this submit works with) from the peer's cache, fetch the current
+ * one and rebuild sp for it; *cur is then the new one. MC_OK, or why not (*cur unchanged when
+ * the fetch failed). Not under sp->lock (the fetch may go to the network). */
+static mc_status_t refresh_desc(mc_te_peer_t *peer, shm_peer_t *sp, mc_te_rdesc_t **cur)
+{
+    mc_te_peer_invalidate(peer, *cur);
+    mc_te_rdesc_t *nr;
+    int tp;
+    mc_status_t st = mc_te_peer_get_desc(peer, &nr, &tp);
+    if (st != MC_OK)
+        return st;
+    mc_te_rdesc_put(*cur);
+    *cur = nr;
+    pthread_rwlock_wrlock(&sp->lock);
+    st = peer_rebuild(sp, nr);
+    pthread_rwlock_unlock(&sp->lock);
+    return st;
+}
+
 static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
                        mc_te_slice_t **slices, size_t n)
 {
@@ -504,13 +523,33 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
     bool refreshed = false;
     pthread_rwlock_wrlock(&sp->lock);
     mc_status_t st = sp->desc == cur ? MC_OK : peer_rebuild(sp, cur);
+    int32_t dead = 0;
     if (st == MC_OK && owner_exited(sp)) {
-        MC_LOG_WARN("shm: owner of %s (pid %d) exited", peer->name, (int)sp->pid);
+        MC_LOG_INFO("shm: owner of %s (pid %d) exited; fetching its descriptor again",
+                    peer->name, (int)sp->pid);
+        dead = sp->pid;
         peer_drop(sp);
-        mc_te_peer_invalidate(peer, cur);
-        st = MC_ERR_CONNECTION;
     }
     pthread_rwlock_unlock(&sp->lock);
+    if (dead) {
+        /* The process our descriptor came from is gone; a new one may serve the segment on the
+         * same host:port with a registration of its own. Fetch once (this counts as the
+         * submit's one refresh): only a descriptor of another, living process is used. */
+        refreshed = true;
+        st = refresh_desc(peer, sp, &cur);
+        pthread_rwlock_wrlock(&sp->lock);
+        if (st == MC_OK && (cur->d.pid == dead || owner_exited(sp))) {
+            peer_drop(sp);
+            mc_te_peer_invalidate(peer, cur);
+            st = MC_ERR_CONNECTION;
+        }
+        pthread_rwlock_unlock(&sp->lock);
+        if (st != MC_OK) {
+            MC_LOG_WARN("shm: owner of %s (pid %d) exited and no new one serves it: %s",
+                        peer->name, (int)dead, mc_status_name(st));
+            st = MC_ERR_CONNECTION;
+        }
+    }
     for (size_t i = 0; i < n && st != MC_OK; i++)
         mc_te_slice_done(slices[i], st, 0);
     if (st != MC_OK)
@@ -553,20 +592,7 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
                 break;
             }
             refreshed = true;
-            mc_te_peer_invalidate(peer, cur);
-            mc_te_rdesc_t *nr;
-            int tp;
-            mc_status_t gs = mc_te_peer_get_desc(peer, &nr, &tp);
-            if (gs != MC_OK) {
-                mc_te_slice_done(s, MC_ERR_TRANSFER_FAIL, 0);
-                break;
-            }
-            mc_te_rdesc_put(cur);
-            cur = nr;
-            pthread_rwlock_wrlock(&sp->lock);
-            mc_status_t rs = peer_rebuild(sp, cur);
-            pthread_rwlock_unlock(&sp->lock);
-            if (rs != MC_OK) {
+            if (refresh_desc(peer, sp, &cur) != MC_OK) {
                 mc_te_slice_done(s, MC_ERR_TRANSFER_FAIL, 0);
                 break;
             }

@@ -1032,7 +1032,9 @@ static uint32_t cli_events(const cli_conn_t *c)
 
 /* Close the connection and end every queued slice with st. Under c->mu. A connection with
  * nothing in flight (e.g. one the server closed as idle) may be reopened at once; otherwise
- * reconnects wait RECONNECT_BACKOFF_NS. */
+ * reconnects wait RECONNECT_BACKOFF_NS. Unless we closed it ourselves (TIMEOUT, CANCELED), the
+ * peer's descriptor is dropped, idle or not: the process that closed it may have exited, and a
+ * new one on the same host:port has a registration of its own, so the next use fetches it. */
 static void cli_fail(cli_conn_t *c, mc_status_t st)
 {
     if (c->fd >= 0) {
@@ -1051,9 +1053,10 @@ static void cli_fail(cli_conn_t *c, mc_status_t st)
         cli_pop_head(c);
         mc_te_slice_done(s, st, 0);
     }
-    if (st != MC_ERR_TIMEOUT && st != MC_ERR_CANCELED && any) {
-        MC_LOG_WARN("tcp: connection to %s lost (%s); in-flight requests failed",
-                    c->peer->peer->name, mc_status_name(st));
+    if (st != MC_ERR_TIMEOUT && st != MC_ERR_CANCELED) {
+        if (any)
+            MC_LOG_WARN("tcp: connection to %s lost (%s); in-flight requests failed",
+                        c->peer->peer->name, mc_status_name(st));
         mc_te_peer_invalidate(c->peer->peer, NULL);
     }
 }

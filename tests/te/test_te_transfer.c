@@ -634,6 +634,90 @@ static void test_kill9_reconnect(void **state)
     te_peer_stop(&p, 0);
 }
 
+/* A target killed (-9) while the initiator is idle and a new one started on the same port with
+ * a different registration: the initiator's cached descriptor belongs to the dead process. The
+ * next read of a range valid in the new buffer must succeed through the same handle (no
+ * mc_te_segment_first_buffer or close in between), with the new process's bytes, and a range
+ * registered only by the old process must still be refused. meta: the metadata URI of both
+ * sides (NULL: P2PHANDSHAKE), where the dead process's descriptor stays until the new one
+ * publishes its own. */
+static void restart_new_registration(const char *proto, int shareable, const char *meta)
+{
+    uint16_t port;
+    assert_int_equal(mc_net_free_port(&port), MC_OK);
+    char name[64];
+    snprintf(name, sizeof(name), "127.0.0.1:%u", port);
+    const char *sh = shareable ? "--shareable" : NULL;
+    const char *old_args[] = {"--name", name, "--buffers", "1", "--size", "16777216",
+                              meta ? "--meta" : sh, meta ? meta : NULL, sh, NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, old_args), 0);
+    mc_te_config_t cfg = {.metadata_uri = meta ? meta : "P2PHANDSHAKE",
+                          .local_server_name = "127.0.0.1", .protocol = proto,
+                          .transfer_timeout_ms = 4000};
+    mc_te_t *te = NULL;
+    assert_int_equal(mc_te_create(&cfg, &te), MC_OK);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_segment_open(te, name, &seg), MC_OK);
+    uint8_t *lb = local_buf(MiB);
+    mc_te_xfer_status_t st;
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + 4096, 4096, &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, 4096, 0, 4096, 1), -1);
+    uint64_t old_addr = p.addr[0], old_len = p.len[0];
+    te_peer_stop(&p, SIGKILL);
+    /* the new incarnation: smaller buffer (elsewhere), other bytes (seed 9) */
+    const char *new_args[] = {"--name", name, "--buffers", "1", "--size", "4194304", "--seed", "9",
+                              meta ? "--meta" : sh, meta ? meta : NULL, sh, NULL};
+    assert_int_equal(te_peer_start(&p, new_args), 0);
+    assert_string_equal(p.name, name);
+    uint64_t off = p.len[0] - 8192; /* near the end of the new buffer */
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0] + off, 8192, &st), MC_OK);
+    assert_int_equal(st.state, MC_TE_COMPLETED);
+    assert_int_equal(te_pattern_check(lb, 8192, 0, off, 9), -1);
+    /* 4 KiB of the old buffer outside the new one: refused, with nothing delivered */
+    uint64_t stale = old_addr + 4096 + 4096 <= p.addr[0] || old_addr + 4096 >= p.addr[0] + p.len[0]
+                         ? old_addr + 4096
+                         : old_addr + old_len - 4096;
+    assert_true(stale + 4096 <= p.addr[0] || stale >= p.addr[0] + p.len[0]);
+    assert_int_not_equal(xfer(te, MC_TE_READ, lb, seg, stale, 4096, &st), MC_OK);
+    assert_int_equal(st.state, MC_TE_FAILED);
+    assert_int_equal(st.error, MC_ERR_OUT_OF_RANGE);
+    assert_int_equal(st.transferred, 0);
+    /* and the handle keeps working */
+    assert_int_equal(xfer(te, MC_TE_READ, lb, seg, p.addr[0], 4096, &st), MC_OK);
+    assert_int_equal(te_pattern_check(lb, 4096, 0, 0, 9), -1);
+    munmap(lb, MiB);
+    mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+static void test_restart_new_registration_tcp(void **state)
+{
+    restart_new_registration("tcp", 0, NULL);
+}
+
+static void test_restart_new_registration_shm(void **state)
+{
+    restart_new_registration("auto", 1, NULL);
+}
+
+static void test_restart_new_registration_cma(void **state)
+{
+    restart_new_registration("auto", 0, NULL);
+}
+
+static void test_restart_new_registration_http_meta(void **state)
+{
+    uint16_t port;
+    char uri[128];
+    pid_t srv = te_meta_server_start(&port, uri, sizeof(uri));
+    restart_new_registration("tcp", 0, uri);
+    restart_new_registration("auto", 1, uri);
+    kill(srv, SIGTERM);
+    int status;
+    waitpid(srv, &status, 0);
+}
+
 /* One connection, a batch whose responses (128 MiB) exceed the server's 64 MiB send backlog:
  * the server pauses parsing, drains, and must resume on the requests still buffered even
  * though the peer sends nothing more (regression: this stalled until the deadline). */
@@ -951,6 +1035,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_errors_shm),
         cmocka_unit_test(test_raw_frames),
         cmocka_unit_test(test_kill9_reconnect),
+        cmocka_unit_test(test_restart_new_registration_tcp),
+        cmocka_unit_test(test_restart_new_registration_shm),
+        cmocka_unit_test(test_restart_new_registration_cma),
+        cmocka_unit_test(test_restart_new_registration_http_meta),
         cmocka_unit_test(test_sigstop_timeout),
         cmocka_unit_test(test_start_wait),
         cmocka_unit_test(test_start_hashed),
