@@ -315,6 +315,14 @@ static void test_rw_shm_hugepages(void **state)
         exit(77);
     }
     for (int k = 0; k < 2; k++) {
+        /* The previous round's pages come back only when the kernel drops the last reference:
+         * the peer's memfd may still sit in a closed socket's queue of passed descriptors,
+         * which the kernel collects asynchronously. Wait for them (nothing else runs: serial). */
+        uint64_t pages_deadline = mc_now_ms() + 10000;
+        while (read_long_file(HUGEPAGES_FREE_PATH) < NEED) {
+            assert_true(mc_now_ms() < pages_deadline);
+            mc_sleep_ms(10);
+        }
         const char *args[] = {"--buffers", "2", "--size", k ? "8392704" : "8388608",
                               "--shareable", "--register_offset", k ? "4096" : "0", NULL};
         te_peer_t p;
