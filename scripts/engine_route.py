@@ -150,7 +150,12 @@ def run(a):
             res = inst[i].ask("run %d" % r)
             if "error" in res:
                 raise RuntimeError("instance %d: %s" % (i, res))
-            busy[i] = max(busy[i], arrive) + res["ttft_ms"]
+            # the instance is busy for the measured TTFT; with --modelled_queue for the
+            # conductor's model of it (prefill FLOPs at --tflops), so that the queues, and so
+            # the routes, do not depend on how loaded the machine is (the check mode)
+            took = (prefill_flops(cm, res["tokens_prefilled"]) / (a.tflops * 1e9)
+                    if a.modelled_queue else res["ttft_ms"])
+            busy[i] = max(busy[i], arrive) + took
             # before the next route, the conductor's index must show this request's blocks on
             # the instance that ran it (reused or just stored; a put the store refused never
             # shows, hence the deadline)
@@ -213,6 +218,7 @@ def main():
     r.add_argument("--tflops", type=float, required=True)
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--tiny", action="store_true")
+    r.add_argument("--modelled_queue", action="store_true")
     r.add_argument("--out_dir", default=".")
     a = ap.parse_args()
     if a.cmd == "slice":

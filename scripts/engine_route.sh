@@ -15,7 +15,8 @@
 # REQUESTS requests of whole multi-turn conversations among the first WINDOW requests, the
 # earliest conversations first, in trace order; 0 = the first REQUESTS requests of TRACE), MAX_PROMPT (4096), INSTANCES (2), THREADS (1),
 # BLOCK (512), TINY (0), SEGMENT_MB (512), POLICIES ("cache_aware least_loaded random"), LOAD
-# (0.8: requests arrive every mean-reference-TTFT / INSTANCES / LOAD ms), SEED (1), CHECK (0),
+# (0.8: requests arrive every mean-reference-TTFT / INSTANCES / LOAD ms), SEED (1), CHECK (0;
+# 1 also queues instances for the conductor's modelled TTFT instead of the measured one),
 # RECORD (a .jsonl file: header with command and date, then every pass's lines), OUT_DIR.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,6 +53,10 @@ else
 fi
 TINY_FLAG=
 if [ "$TINY" = 1 ]; then TINY_FLAG=--tiny; fi
+# CHECK=1 queues each instance for the modelled TTFT, not the measured one: the routes and so
+# the check do not depend on how loaded the machine is
+QUEUE_FLAG=
+if [ "$CHECK" = 1 ]; then QUEUE_FLAG=--modelled_queue; fi
 # shellcheck disable=SC2086
 "$BIN/mc_engine_replay" --trace "$SLICE" --requests "$REQUESTS" --max_prompt "$MAX_PROMPT" \
   --threads "$THREADS" --block "$BLOCK" $TINY_FLAG >"$OUT/nostore.jsonl" 2>"$OUT/nostore.log"
@@ -68,7 +73,7 @@ for pol in $POLICIES; do
   $DRIVER run --bin "$BIN" --master "127.0.0.1:$port" --trace "$SLICE" --policy "$pol" \
     --instances "$INSTANCES" --requests "$REQUESTS" --max_prompt "$MAX_PROMPT" \
     --threads "$THREADS" --block "$BLOCK" --segment_mb "$SEGMENT_MB" \
-    --interval_ms "$INTERVAL" --tflops "$TFLOPS" --seed "$SEED" --out_dir "$OUT" $TINY_FLAG \
+    --interval_ms "$INTERVAL" --tflops "$TFLOPS" --seed "$SEED" --out_dir "$OUT" $TINY_FLAG $QUEUE_FLAG \
     >"$OUT/$pol.jsonl" 2>"$OUT/$pol.log" || { cat "$OUT/$pol.log" >&2; exit 1; }
   mc_stop_all
   echo "== $pol: $(tail -n 1 "$OUT/$pol.jsonl")"
