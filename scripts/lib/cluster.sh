@@ -7,7 +7,7 @@ MC_PIDS=()
 MC_WORK=""
 
 mc_free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/free_port.py"
 }
 
 # mc_wait_log FILE PATTERN SECONDS [PID]: poll FILE until PATTERN appears; fail early if PID died.

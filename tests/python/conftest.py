@@ -16,6 +16,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts", "lib"))
+from free_port import free_port  # noqa: E402  (re-exported for the tests)
 
 
 def auth_handshake(sock):

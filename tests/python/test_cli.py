@@ -28,19 +28,13 @@ import urllib.request
 
 import pytest
 
-from conftest import wait_for
+from conftest import free_port, wait_for
 
 SCRIPTS = ("mooncake_master", "mooncake_client", "transfer_engine_bench",
            "mooncake_http_metadata_server")
 
 RESULT = re.compile(r"^Test completed: duration (\d+\.\d\d), batch count (\d+), "
                     r"throughput (\d+\.\d+) (\w+)/s$", re.M)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listening(port):

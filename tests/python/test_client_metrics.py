@@ -5,13 +5,12 @@ mooncake_client --enable_http_server=true --http_port=P serves them too."""
 
 import json
 import re
-import socket
 import urllib.error
 import urllib.request
 
 import pytest
 
-from conftest import Proc, bin_path
+from conftest import Proc, bin_path, free_port
 
 
 def http_get(port, path):
@@ -26,12 +25,6 @@ def http_get(port, path):
 def sample(text, series):
     m = re.search(r"^" + re.escape(series) + r" (\S+)$", text, re.M)
     return int(float(m.group(1))) if m else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def new_store():

@@ -13,7 +13,6 @@ when installed), the standby's admin port serves the page too: role standby, the
 """
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import time
@@ -21,19 +20,13 @@ import urllib.request
 
 import pytest
 
-from conftest import Proc, bin_path, start_storage, wait_for
+from conftest import Proc, bin_path, free_port, start_storage, wait_for
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
 
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 WAIT = 30.0  # generous: the machine may be loaded
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def master(rpc_port, http_port, extra=()):

@@ -18,18 +18,12 @@ import time
 
 import pytest
 
-from conftest import auth_handshake, bin_path, sigstop, start_master, wait_for
+from conftest import auth_handshake, bin_path, free_port, sigstop, start_master, wait_for
 from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
 
 RPC_FAIL = -900
 INVALID_PARAMS = -600
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RealClient:

@@ -671,10 +671,8 @@ def test_redis_env_values(monkeypatch):
 
 
 def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from conftest import free_port
+    return free_port()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import gc
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ import uuid
 import numpy as np
 import pytest
 
-from conftest import GilProbe, sha256, sigstop, start_master, start_storage, wait_for
+from conftest import GilProbe, free_port, sha256, sigstop, start_master, start_storage, wait_for
 
 import mooncake
 from mooncake.store import (BufferHandle, MooncakeDistributedStore, ReplicaStatus,
@@ -846,10 +845,7 @@ def test_master_restart_without_wal_orphans_old_contents():
     granted. A storage server it did not recover keeps its segment unserved and unmounted for
     a lease period, so a reader holding a cached lease on an old replica there gets the key's
     value put after the restart (on a server started since), not the old one."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     with lease_cluster(2, "16MB", client_ttl=1, port=port) as (m, s1, (a, b), procs):
         old, new = data(64 << 10, 4), data(64 << 10, 5)
         assert a.put("R", old) == 0  # s1 is the only segment

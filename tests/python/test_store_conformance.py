@@ -547,12 +547,8 @@ def test_extra_segments(master, storage, tmp_path):
 
 
 def test_extra_segments_remount_after_master_restart(tmp_path):
-    import socket
-    from conftest import start_master
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    from conftest import free_port, start_master
+    port = free_port()
     m = start_master(lease_ttl_ms=200, client_ttl=1, port=port)
     st = MooncakeDistributedStore()
     try:

@@ -3,22 +3,15 @@
 A real 1-member etcd and one mooncake_master --enable_ha (leader) are started on free loopback
 ports and stopped by PID. Fails when etcd is not installed (scripts/install-deps.sh)."""
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from conftest import Proc, bin_path, wait_for
+from conftest import Proc, bin_path, free_port, wait_for
 
 ETCD = os.environ.get("MC_ETCD_BIN", "/usr/bin/etcd")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def etcd_up(ep):
