@@ -715,7 +715,13 @@ static void test_append_gap_not_applied(void **state)
     setenv("MC_HA_TEST_STALL_BATCH", "3", 1);
     ha_start(a, "gap");
     unsetenv("MC_HA_TEST_STALL_BATCH");
-    assert_true(ha_serving(a, TAKEOVER_MS));
+    if (!ha_serving(a, TAKEOVER_MS)) { /* seen once under a loaded make check: show why */
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "tail -n 40 '%s' >&2", a->log);
+        int rc = system(cmd);
+        (void)rc;
+        fail_msg("the leader with a stalled batch 3 did not answer ServiceReady");
+    }
     ha_start(b, "gap");
     assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
     mc_rpc_client_t *c[4];
