@@ -174,7 +174,8 @@ static void test_hash_copy(void **state)
                                    2048, 2049, 4096, 65536 + 63, (1u << 20) - 1, 1u << 20,
                                    (4u << 20) + 5};
     size_t max = (4u << 20) + 5 + 64;
-    unsigned char *src = malloc(max), *dst = aligned_alloc(64, max + 64);
+    unsigned char *src = malloc(max);
+    unsigned char *dst = aligned_alloc(64, (max + 64 + 63) / 64 * 64); /* size: a multiple of 64 */
     assert_non_null(src);
     assert_non_null(dst);
     for (size_t i = 0; i < max; i++)
