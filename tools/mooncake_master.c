@@ -154,7 +154,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
                    .eviction_policy = "lru",
                    .offload_queue_limit = 50000, .offload_cap_ratio = 0.5,
-                   .offload_admission = "all", .offload_force_evict = true,
+                   .offload_admission = "all", .offload_force_evict = false,
                    .promotion_threshold = 2,
                    .promo_queue_limit = 50000, .promo_per_beat = 1,
                    .oplog_poll_ms = 1000, .oplog_batch_max = 1024, .oplog_retry_s = 180,

@@ -69,7 +69,7 @@ void mc_master_config_default(mc_master_config_t *c)
     c->event_buffer_size = 65536;
     c->offloading_queue_limit = 50000;
     c->offload_cap_ratio = 0.5;
-    c->offload_force_evict = true;
+    c->offload_force_evict = false; /* as upstream: wait for the offloads rather than lose victims */
     c->promotion_admission_threshold = 2;
     c->promotion_queue_limit = 50000;
     c->promotion_max_per_heartbeat = 1;

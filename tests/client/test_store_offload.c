@@ -460,8 +460,8 @@ static void put_retry(mc_store_t *r, int k)
 
 /* --offload_on_evict: nothing goes to disk until memory runs short; then the victims are
  * written to disk before they leave memory, and read back exact from there. With
- * --offload_force_evict=false no victim leaves memory without its disk copy (the default,
- * true, may evict one uncopied when the offload queue falls behind, as on a loaded machine). */
+ * --offload_force_evict=false (the default, said explicitly here) no victim leaves memory
+ * without its disk copy; true may evict one uncopied when the offload queue falls behind. */
 static void test_offload_on_evict(void **state)
 {
     (void)state;
