@@ -230,8 +230,31 @@ mc_status_t mc_net_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns)
 
 mc_status_t mc_net_free_port(uint16_t *port_p)
 {
+    unsigned low = 32768, high = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%u %u", &low, &high) != 2)
+            low = 32768;
+        fclose(f);
+    }
     int fd;
-    mc_status_t st = mc_net_listen("127.0.0.1", 0, 0, &fd, port_p);
+    mc_status_t st = MC_ERR_IO;
+    if (low > 10000 && low <= 65536) {
+        static _Atomic uint64_t seq;
+        uint64_t x = mc_now_ns() ^ ((uint64_t)getpid() << 32) ^
+                     atomic_fetch_add_explicit(&seq, 0x9e3779b97f4a7c15ull, memory_order_relaxed);
+        for (int tries = 0; tries < 1000; tries++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            uint16_t port = (uint16_t)(10000 + x % (low - 10000));
+            st = mc_net_listen("0.0.0.0", port, 0, &fd, port_p);
+            if (st == MC_OK) {
+                close(fd);
+                return MC_OK;
+            }
+        }
+        return st;
+    }
+    st = mc_net_listen("127.0.0.1", 0, 0, &fd, port_p);
     if (st == MC_OK)
         close(fd);
     return st;

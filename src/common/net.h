@@ -46,7 +46,10 @@ void mc_net_set_busy_poll_us(uint32_t us);
 struct pollfd;
 int mc_net_poll(struct pollfd *fds, unsigned long nfds, int timeout_ms, uint64_t *spin_ns);
 
-/* A port that is free on 127.0.0.1 right now (bind to 0, read, close). For tests/tools. */
+/* A TCP port free right now on every address, for tests and benchmarks: picked at random below
+ * the kernel's ephemeral range (net.ipv4.ip_local_port_range), so that no outgoing connection
+ * can take it while a test restarts a server on it (the same rule as scripts/lib/free_port.py);
+ * bind to 0 when that range starts at or below 10000. */
 mc_status_t mc_net_free_port(uint16_t *port_p);
 
 /* Stable identity of this host (boot id; same for all processes and namespaces on one
