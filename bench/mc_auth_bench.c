@@ -24,6 +24,7 @@
 #include "common/config.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "bench_stats.h"
 
 #include <pthread.h>
 #include <sys/socket.h>
@@ -72,15 +73,9 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void report(const char *phase, uint64_t *ns, uint64_t n, const char *date)
 {
-    qsort(ns, n, sizeof(*ns), cmp_u64);
+    qsort(ns, n, sizeof(*ns), mc_bench_cmp_u64);
     double sum = 0;
     for (uint64_t i = 0; i < n; i++)
         sum += (double)ns[i];

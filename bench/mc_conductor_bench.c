@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/time.h"
 #include "conductor/index.h"
+#include "bench_stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +21,6 @@ static uint64_t rnd(void)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -116,7 +111,7 @@ int main(int argc, char **argv)
         lat[i] = mc_now_ns() - a;
         total_prefix += out[0].any;
     }
-    qsort(lat, (size_t)queries, sizeof(uint64_t), cmp_u64);
+    qsort(lat, (size_t)queries, sizeof(uint64_t), mc_bench_cmp_u64);
     double sum = 0;
     for (int64_t i = 0; i < queries; i++)
         sum += (double)lat[i];

@@ -22,6 +22,7 @@
 #include "common/time.h"
 #include "disk/disk_store.h"
 #include "disk_fio.h"
+#include "bench_stats.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,21 +41,6 @@ static struct {
     const char *fio;
     bool keep;
 } o = {NULL, "4MiB,32MiB", 16, 3, 64, "fio", false};
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(uint64_t *v, size_t n, double p)
-{
-    if (!n)
-        return 0;
-    qsort(v, n, sizeof(*v), cmp_u64);
-    size_t i = (size_t)(p * (double)(n - 1));
-    return (double)v[i] / 1000.0;
-}
 
 static void key_of(char *k, size_t cap, uint64_t size, int64_t i)
 {
@@ -115,7 +101,8 @@ static double get_all(mc_disk_store_t *s, uint64_t size, int64_t count, bool dea
     printf("{\"bench\":\"disk_get\",\"value\":%llu,\"count\":%lld,\"reps\":%lld,\"mode\":\"%s\","
            "\"gbps\":%.3f,\"p50_us\":%.1f,\"p99_us\":%.1f}\n",
            (unsigned long long)size, (long long)count, (long long)o.reps,
-           deadline ? "deadline" : "direct", gbps, pct(lat, n, 0.5), pct(lat, n, 0.99));
+           deadline ? "deadline" : "direct", gbps, mc_bench_pct_us(lat, n, 0.5),
+           mc_bench_pct_us(lat, n, 0.99));
     free(lat);
     return gbps;
 }

@@ -29,6 +29,7 @@
 #include "disk_fio.h"
 #include "mooncake/store.h"
 #include "support/test_util.h"
+#include "bench_stats.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -46,18 +47,6 @@ static struct {
     const char *fio;
     int64_t count, reps, batch, rounds;
 } o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3};
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(uint64_t *v, size_t n, double p)
-{
-    qsort(v, n, sizeof(*v), cmp_u64);
-    return n ? (double)v[(size_t)(p * (double)(n - 1))] / 1000.0 : 0;
-}
 
 static void fill(char *v, size_t len, uint64_t seed)
 {
@@ -273,7 +262,8 @@ int main(int argc, char **argv)
                    "\"gbps\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"fio_gbps\":%.3f,"
                    "\"ratio\":%.3f}\n",
                    (long long)round, (unsigned long long)sz, (unsigned long long)n, g,
-                   pct(lat, n, 0.5), pct(lat, n, 0.99), f, f > 0 ? g / f : 0);
+                   mc_bench_pct_us(lat, n, 0.5), mc_bench_pct_us(lat, n, 0.99), f,
+                   f > 0 ? g / f : 0);
         }
         uint64_t bbytes = sizes[0] * (uint64_t)o.batch;
         double f = fio ? disk_fio_read_bps(o.fio, o.dir, sizes[0], bbytes, o.batch, o.reps) / 1e9

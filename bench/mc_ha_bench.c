@@ -43,6 +43,7 @@
 #include "support/etcd_cluster.h"
 #include "support/ha_master.h"
 #include "support/test_util.h"
+#include "bench_stats.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -126,12 +127,6 @@ static double metric(uint16_t port, const char *name)
     return v;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* ---------------------------------------------------------------- failover */
 
 static void failover(int ttl)
@@ -198,8 +193,8 @@ static void failover(int ttl)
             break;
     }
     if (done > 0) {
-        qsort(serve, (size_t)done, 8, cmp_u64);
-        qsort(put, (size_t)done, 8, cmp_u64);
+        qsort(serve, (size_t)done, 8, mc_bench_cmp_u64);
+        qsort(put, (size_t)done, 8, mc_bench_cmp_u64);
         uint64_t p50 = put[(done - 1) / 2], max = put[done - 1];
         uint64_t tp50 = (uint64_t)ttl * 1000 + 1000, tmax = 2 * (uint64_t)ttl * 1000 + 1000;
         printf("{\"bench\":\"ha_failover\",\"ttl_s\":%d,\"trials\":%d,\"serve_p50_ms\":%llu,"
@@ -435,7 +430,7 @@ static double etcd_probe(int conc, double *txns_per_s)
     if (n && (double)n / secs > *txns_per_s)
         *txns_per_s = (double)n / secs;
     if (n) {
-        qsort(all, n, 8, cmp_u64);
+        qsort(all, n, 8, mc_bench_cmp_u64);
         mean = (double)sum / (double)n / 1000.0;
         printf("{\"bench\":\"ha_etcd_commit\",\"etcd_fs\":\"%s\",\"in_flight\":%d,"
                "\"txn\":\"compare + 2 puts (2 KiB), as an append\",\"txns\":%zu,"

@@ -34,6 +34,7 @@
 #include "store_getpath.h"
 #include "store_knobs.h"
 #include "support/test_util.h"
+#include "bench_stats.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -126,12 +127,6 @@ typedef struct thread_arg {
     thread_res_t res;
     pthread_barrier_t *barrier;
 } thread_arg_t;
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The key of value i of call k of thread tid in case c (out: 64 bytes). */
 static void bench_key(char out[64], const bench_cfg_t *c, uint32_t tid, size_t k, uint32_t i)
@@ -286,7 +281,7 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
             k += args[t].res.n_lat;
             mc_free(args[t].res.lat_us);
         }
-        qsort(lat, n_lat, sizeof(uint64_t), cmp_u64);
+        qsort(lat, n_lat, sizeof(uint64_t), mc_bench_cmp_u64);
         double p50 = n_lat ? (double)lat[n_lat / 2] : 0;
         double p99 = n_lat ? (double)lat[(size_t)((double)(n_lat - 1) * 0.99)] : 0;
         /* only what succeeded counts; a round with errors is not compared with a peer */

@@ -1,0 +1,26 @@
+/* Order statistics shared by the benchmarks (header only). */
+#ifndef MC_BENCH_STATS_H
+#define MC_BENCH_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* qsort comparator for uint64_t, ascending. */
+static inline int mc_bench_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v (nanoseconds) in place and returns its p-quantile (index p * (n - 1)) in
+ * microseconds; 0 when n is 0. */
+static inline double mc_bench_pct_us(uint64_t *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof(*v), mc_bench_cmp_u64);
+    return (double)v[(size_t)(p * (double)(n - 1))] / 1000.0;
+}
+
+#endif
