@@ -4,6 +4,7 @@
  * (set by the transfer engine from its config; the library reads no environment). */
 #include "common/net.h"
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/time.h"
 
@@ -240,12 +241,10 @@ mc_status_t mc_net_free_port(uint16_t *port_p)
     int fd;
     mc_status_t st = MC_ERR_IO;
     if (low > 10000 && low <= 65536) {
-        static _Atomic uint64_t seq;
-        uint64_t x = mc_now_ns() ^ ((uint64_t)getpid() << 32) ^
-                     atomic_fetch_add_explicit(&seq, 0x9e3779b97f4a7c15ull, memory_order_relaxed);
         for (int tries = 0; tries < 1000; tries++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
-            uint16_t port = (uint16_t)(10000 + x % (low - 10000));
+            uint32_t r;
+            mc_auth_random((uint8_t *)&r, sizeof(r));
+            uint16_t port = (uint16_t)(10000 + r % (low - 10000));
             st = mc_net_listen("0.0.0.0", port, 0, &fd, port_p);
             if (st == MC_OK) {
                 close(fd);
