@@ -1284,8 +1284,11 @@ static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t 
             s->remote = u->target_addr + off;
             s->len = u->length - off < ms ? u->length - off : ms;
         }
-        if (hash && ns == 1 && u->opcode == MC_TE_READ)
-            r->slices[0].hash_out = hash;
+        if (hash && u->opcode == MC_TE_READ) {
+            r->hash_out = hash;
+            if (ns == 1)
+                r->slices[0].hash_out = hash;
+        }
         *slices_p += ns;
     } else if (u->length > 0) { /* local segment */
         r->n_slices = 1;
@@ -1571,7 +1574,9 @@ bool mc_te_segment_hashes_reads(mc_te_t *te, mc_te_segment_t seg)
     if (mc_te_peer_get_desc(p, &r, &tp) != MC_OK)
         return false;
     mc_te_rdesc_put(r);
-    return tp == MC_TE_TP_SHM;
+    if (tp == MC_TE_TP_SHM)
+        return true;
+    return g_tp[tp]->hashes_reads && g_tp[tp]->hashes_reads(tp_ctx(te, tp));
 }
 
 mc_status_t mc_te_transfer_start_hashed(mc_te_t *te, const mc_te_request_t *reqs, size_t n,

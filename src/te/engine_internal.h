@@ -111,7 +111,8 @@ typedef struct mc_te_slice {
     uint32_t pre_len;          /* tcp: a GRANT frame sent right before this slice's frame: */
     uint8_t *pre;              /* heap, owned by the slice until sent or dropped */
     /* A READ copied in one piece by the submitting thread (shm, local segment) under
-     * mc_te_transfer_start_hashed: where its XXH3 goes (te_hashed.h); NULL otherwise */
+     * mc_te_transfer_start_hashed: where its XXH3 goes (te_hashed.h); NULL otherwise. Set
+     * only when this slice is the whole request; tcp uses req->hash_out instead. */
     struct mc_te_read_hash *hash_out;
 } mc_te_slice_t;
 
@@ -128,6 +129,10 @@ struct mc_te_req {
     mc_te_slice_t inline_slice;
     mc_te_slice_t *slices;     /* == &inline_slice or heap array of n_slices */
     uint32_t n_slices;
+    /* A READ under mc_te_transfer_start_hashed, whatever its slices: where its XXH3 goes.
+     * A transport that sees every slice's bytes in order (tcp, one connection) fills it
+     * before the last slice is done (te_hashed.h). NULL otherwise. */
+    struct mc_te_read_hash *hash_out;
 };
 
 struct mc_te_batch_impl {

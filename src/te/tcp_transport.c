@@ -22,10 +22,12 @@
 #include "common/auth.h"
 #include "common/buf.h"
 #include "common/grant.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/payload.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "te/te_hashed.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -159,6 +161,13 @@ typedef struct cli_conn {
     mc_te_batch_impl_t *owner;
     mc_te_slice_t *owner_last;
     int rcvlowat;                /* SO_RCVLOWAT now set on fd (set_rcvlowat) */
+    /* Hashed READs (te_hashed.h): the XXH3 of the request whose data is arriving, fed with
+     * each piece right after it lands (cli_hash_*). h_on: a chain is open (it began with the
+     * request's first slice and has seen every byte since, in order); h.state is allocated
+     * at its first bytes. h_expect: the queued slice whose data continues it. */
+    bool h_on;
+    mc_hash_stream_t h;
+    mc_te_slice_t *h_expect;
 } cli_conn_t;
 
 struct tcp_peer {
@@ -1030,6 +1039,35 @@ static uint32_t cli_events(const cli_conn_t *c)
     return c->owner ? 0 : EPOLLIN | (c->tx_next && c->hs == HS_DONE ? EPOLLOUT : 0);
 }
 
+/* ---- hashed READs (te_hashed.h) ----
+ * A request's XXH3 is reported only when this connection received every byte of it, slice
+ * after slice in order: the chain opens at the data of the request's first slice, continues
+ * only into the slice queued right behind the one just finished when that is the request's
+ * next slice (a request striped over several connections, or interleaved with others, breaks
+ * it), and ends at its last slice, before that slice is done. Anything else (an error
+ * answer, a failed connection) drops the chain, and the request stays unhashed. */
+
+/* Drop the open chain, if any. Under c->mu. */
+static void cli_hash_stop(cli_conn_t *c)
+{
+    if (c->h.state)
+        (void)mc_hash_stream_final(&c->h); /* frees it */
+    c->h_on = false;
+    c->h_expect = NULL;
+}
+
+/* n bytes of the chain's request just landed at p (its buffer). Under c->mu. */
+static void cli_hash_data(cli_conn_t *c, const uint8_t *p, size_t n)
+{
+    if (!c->h_on)
+        return;
+    if (!c->h.state && mc_hash_stream_init(&c->h) != 0) {
+        c->h_on = false; /* no memory: the caller hashes it itself */
+        return;
+    }
+    mc_hash_stream_update(&c->h, p, n);
+}
+
 /* Close the connection and end every queued slice with st. Under c->mu. A connection with
  * nothing in flight (e.g. one the server closed as idle) may be reopened at once; otherwise
  * reconnects wait RECONNECT_BACKOFF_NS. Unless we closed it ourselves (TIMEOUT, CANCELED), the
@@ -1047,6 +1085,7 @@ static void cli_fail(cli_conn_t *c, mc_status_t st)
     c->rx_cur = NULL;
     c->tx_next = NULL;
     c->tx_off = 0;
+    cli_hash_stop(c);
     bool any = c->head != NULL;
     while (c->head) {
         mc_te_slice_t *s = c->head;
@@ -1064,6 +1103,7 @@ static void cli_fail(cli_conn_t *c, mc_status_t st)
 static void cli_complete_head(cli_conn_t *c, mc_status_t st)
 {
     mc_te_slice_t *s = c->head;
+    c->h_expect = NULL; /* whatever answer comes next, it does not continue a chain */
     cli_pop_head(c);
     mc_te_slice_done(s, st, st == MC_OK ? s->len : 0);
 }
@@ -1152,23 +1192,46 @@ static uint64_t slice_answer_len(const mc_te_slice_t *s)
     return s->opcode == MC_TE_READ && !s->cma ? s->len : 0;
 }
 
-/* The data of s's answer (len bytes) is what comes next on c. */
+/* The data of s's answer (len bytes) is what comes next on c: it continues the open hash
+ * chain, opens one (the first slice of a hashed READ), or drops it. */
 static void cli_data_start(cli_conn_t *c, mc_te_slice_t *s, uint64_t len)
 {
     c->rx_cur = s;
     c->rx_left = len;
     c->rx_done = 0;
+    mc_te_req_t *r = s->req;
+    if (c->h_on && s == c->h_expect) {
+        c->h_expect = NULL;
+        return;
+    }
+    cli_hash_stop(c);
+    c->h_on = r->hash_out && s == &r->slices[0];
 }
 
-/* n more bytes of that data are in its buffer; the last of them completes the request. */
+/* n more bytes of that data are in its buffer (cli_hash_data saw them); the last of them
+ * completes the slice, and the request's hash when it was its last slice. */
 static void cli_data_got(cli_conn_t *c, uint64_t n)
 {
     c->rx_done += n;
     c->rx_left -= n;
-    if (c->rx_left == 0) {
-        c->rx_cur = NULL;
-        cli_complete_head(c, MC_OK);
+    if (c->rx_left > 0)
+        return;
+    mc_te_slice_t *s = c->rx_cur, *next = NULL;
+    mc_te_req_t *r = s->req;
+    c->rx_cur = NULL;
+    if (c->h_on && s == &r->slices[r->n_slices - 1]) {
+        if (c->h.state) { /* it saw every byte of r */
+            r->hash_out->hash = mc_hash_stream_final(&c->h);
+            r->hash_out->hashed = true;
+        }
+        c->h_on = false;
+    } else if (c->h_on && s->next == s + 1) {
+        next = s->next; /* the request's next slice is the next answer on c */
+    } else {
+        cli_hash_stop(c);
     }
+    cli_complete_head(c, MC_OK);
+    c->h_expect = next;
 }
 
 /* Consume buffered response bytes. Returns false on protocol loss (connection failed). */
@@ -1181,7 +1244,17 @@ static bool cli_parse(cli_conn_t *c)
             if (avail == 0)
                 return true;
             size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
-            memcpy(c->rx_cur->local + c->rx_done, p, k);
+            uint8_t *dst = c->rx_cur->local + c->rx_done;
+            mc_te_req_t *r = c->rx_cur->req;
+            if (c->h_on && !c->h.state && r->n_slices == 1 && k == c->rx_left) {
+                /* a whole one-slice request from rx: copy and hash in one pass */
+                r->hash_out->hash = mc_hash64_copy(dst, p, k);
+                r->hash_out->hashed = true;
+                c->h_on = false;
+            } else {
+                memcpy(dst, p, k);
+                cli_hash_data(c, dst, k);
+            }
             c->rx_pos += k;
             cli_data_got(c, k);
             continue;
@@ -1255,6 +1328,7 @@ static ssize_t cli_recv_header_and_data(cli_conn_t *c, mc_te_slice_t *s, size_t 
         mc_te_frame_classify_response(&f, s->id, s->len, true) == MC_TE_RESP_DATA) {
         c->rx_pos = c->rx_len = 0;
         cli_data_start(c, s, s->len);
+        cli_hash_data(c, s->local, body);
         cli_data_got(c, body);
     } else {
         memcpy(c->rx + c->rx_len, s->local, body);
@@ -1340,9 +1414,12 @@ static void cli_receive(cli_conn_t *c)
             n = cli_recv_header_and_data(c, big, &asked);
         } else if (cli_direct(c)) {
             asked = c->rx_left;
-            n = recv(c->fd, c->rx_cur->local + c->rx_done, c->rx_left, MSG_DONTWAIT);
-            if (n > 0)
+            uint8_t *dst = c->rx_cur->local + c->rx_done;
+            n = recv(c->fd, dst, c->rx_left, MSG_DONTWAIT);
+            if (n > 0) {
+                cli_hash_data(c, dst, (size_t)n);
                 cli_data_got(c, (uint64_t)n);
+            }
         } else {
             n = rx_fill(c->fd, c->rx, &c->rx_pos, &c->rx_len, RXBUF_SIZE, &asked);
         }
@@ -1950,6 +2027,15 @@ static void tcp_peer_free(void *vctx, mc_te_peer_t *peer)
     peer->tp_state[MC_TE_TP_TCP] = NULL;
 }
 
+/* A READ's slices all travel on one connection when one transfer never spreads (stripe 1):
+ * then cli_data_* hash every READ (te_hashed.h). Wider, a request of more than one slice may
+ * be striped and stays unhashed. */
+static bool tcp_hashes_reads(void *vctx)
+{
+    const tcp_ctx_t *ctx = vctx;
+    return ctx->stripe == 1;
+}
+
 static uint64_t tcp_max_slice(void *vctx)
 {
     tcp_ctx_t *ctx = vctx;
@@ -2060,4 +2146,5 @@ const mc_te_transport_ops_t mc_te_tcp_ops = {
     .peer_free = tcp_peer_free,
     .fetch_desc = tcp_fetch_desc,
     .control = tcp_control,
+    .hashes_reads = tcp_hashes_reads,
 };

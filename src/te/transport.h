@@ -100,6 +100,10 @@ struct mc_te_transport_ops {
      * uses the first started transport that has this op (tcp), for every peer. */
     mc_status_t (*control)(void *ctx, const char *host, uint16_t port, uint16_t opcode,
                            const void *body, size_t len, uint32_t timeout_ms);
+    /* Optional: whether every READ this transport serves, whatever its size, fills its
+     * request's hash_out (mc_te_transfer_start_hashed, te_hashed.h) when it completes
+     * (mc_te_segment_hashes_reads). A transport may still hash some reads without it. */
+    bool (*hashes_reads)(void *ctx);
 };
 
 extern const mc_te_transport_ops_t mc_te_tcp_ops;

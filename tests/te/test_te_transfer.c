@@ -187,10 +187,10 @@ static void test_rw_shm(void **state)
     rw_sizes("auto", 1);
 }
 
-/* mc_te_transfer_start_hashed: same-host reads (shm, our own segment) come back with the XXH3
- * of exactly the bytes delivered (sizes across XXH3's classes, unaligned local memory, over and
- * under the streaming-store size); tcp reads and writes come back unhashed with the right
- * bytes. */
+/* mc_te_transfer_start_hashed: reads come back with the XXH3 of exactly the bytes delivered
+ * (sizes across XXH3's classes, unaligned local memory, over and under the streaming-store
+ * size), same-host (shm, our own segment) and over tcp with one connection per transfer;
+ * writes come back unhashed. */
 static void hashed_reads(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, bool expect_hashed)
 {
     static const size_t sizes[] = {1, 240, 241, 1024, 1025, 4096, (1u << 20) + 37, 4u << 20};
@@ -234,9 +234,9 @@ static void test_start_hashed(void **state)
     mc_te_t *te = start_peer_and_engine(&p, args, "auto", 10000, &seg);
     hashed_reads(te, &p, seg, true); /* shm */
     mc_te_destroy(te);
-    te = make_engine("tcp", 10000);
+    te = make_engine_striped("tcp", 10000, 1);
     assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
-    hashed_reads(te, &p, seg, false);
+    hashed_reads(te, &p, seg, true);
     /* our own segment: a copy by this thread, hashed */
     uint8_t *own = local_buf(MiB), *dst = local_buf(MiB);
     for (size_t i = 0; i < MiB; i++)
@@ -256,6 +256,102 @@ static void test_start_hashed(void **state)
     munmap(own, MiB);
     munmap(dst, MiB);
     mc_te_destroy(te);
+    te_peer_stop(&p, 0);
+}
+
+/* XXH3 of len bytes of the target's buffer `buf` (pattern seed 1) at off, from the pattern
+ * itself: a hash of any other bytes (a wrong offset, the receive buffer) does not match it. */
+static uint64_t pattern_hash(unsigned buf, uint64_t off, size_t len)
+{
+    uint8_t *tmp = malloc(len ? len : 1);
+    assert_non_null(tmp);
+    te_pattern_fill(tmp, len, buf, off, 1);
+    uint64_t h = mc_hash64(tmp, len);
+    free(tmp);
+    return h;
+}
+
+/* Hashed tcp READs, n requests in one transfer (their answers back to back on one connection
+ * at stripe 1). Each must come back with its bytes and either unhashed or with the XXH3 of
+ * the target's pattern; *hashed_p counts the hashed ones. */
+static void hashed_tcp_batch(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, uint8_t *lb,
+                             const size_t *sizes, size_t n, size_t *hashed_p,
+                             mc_te_read_hash_t *hashes)
+{
+    mc_te_request_t *reqs = calloc(n, sizeof(*reqs));
+    assert_non_null(reqs);
+    size_t loff = 0;
+    uint64_t roff = 3;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i] = (mc_te_request_t){MC_TE_READ, lb + loff + (i & 1), seg, p->addr[0] + roff,
+                                    sizes[i]};
+        loff += sizes[i] + 64;
+        roff += sizes[i] + 4093;
+    }
+    memset(lb, 0xee, loff);
+    mc_te_transfer_t *x = NULL;
+    assert_int_equal(mc_te_transfer_start_hashed(te, reqs, n, false, hashes, &x), MC_OK);
+    assert_int_equal(mc_te_transfer_wait(te, x, NULL), MC_OK);
+    *hashed_p = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t off = reqs[i].target_addr - p->addr[0];
+        assert_int_equal(te_pattern_check(reqs[i].local, sizes[i], 0, off, 1), -1);
+        if (hashes[i].hashed) {
+            assert_int_equal(hashes[i].hash, pattern_hash(0, off, sizes[i]));
+            (*hashed_p)++;
+        }
+    }
+    free(reqs);
+}
+
+/* Hashed tcp READs (te_hashed.h: the engine hashes each piece as it lands): at stripe 1 every
+ * READ of 1 B .. 33 MiB is hashed, alone or among others in one transfer (through the receive
+ * buffer, straight into the destination, across slice edges), and the predicate says so; at
+ * stripe 4 a one-slice READ is still hashed, and a 33 MiB READ striped over 4 connections is
+ * not (no connection saw all of it), never wrongly. */
+static void test_start_hashed_tcp(void **state)
+{
+    (void)state;
+    const char *args[] = {"--buffers", "1", "--size", "41943040", NULL};
+    static const size_t sizes[] = {1, 17, 240, 241, 4096, 4097, 65535, 65536 + 7, MiB - 1, MiB,
+                                   MiB + 1, 3 * MiB + 5, 4096, 33};
+    enum { N = sizeof(sizes) / sizeof(sizes[0]), SMALL = 128 };
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    uint8_t *lb = local_buf(40 * MiB);
+    size_t small[SMALL], big[2] = {33 * MiB, 4096}, one[1], hashed;
+    for (size_t i = 0; i < SMALL; i++)
+        small[i] = 4096;
+    mc_te_read_hash_t hashes[SMALL];
+    for (int k = 0; k < 2; k++) {
+        uint32_t stripe = k == 0 ? 1 : 4;
+        mc_te_t *te = make_engine_striped("tcp", 10000, stripe);
+        mc_te_segment_t seg;
+        assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+        assert_int_equal(mc_te_segment_hashes_reads(te, seg), stripe == 1);
+        hashed_tcp_batch(te, &p, seg, lb, sizes, N, &hashed, hashes);
+        if (stripe == 1) {
+            assert_int_equal(hashed, N);
+        } else {
+            for (size_t i = 0; i < N; i++)
+                if (sizes[i] <= MiB)
+                    assert_true(hashes[i].hashed);
+        }
+        hashed_tcp_batch(te, &p, seg, lb, small, SMALL, &hashed, hashes);
+        assert_int_equal(hashed, SMALL);
+        for (size_t i = 0; i < N; i++) { /* one READ per transfer */
+            one[0] = sizes[i];
+            hashed_tcp_batch(te, &p, seg, lb, one, 1, &hashed, hashes);
+            if (stripe == 1 || sizes[i] <= MiB)
+                assert_int_equal(hashed, 1);
+        }
+        hashed_tcp_batch(te, &p, seg, lb, big, 1, &hashed, hashes);
+        assert_int_equal(hashed, stripe == 1 ? 1 : 0);
+        hashed_tcp_batch(te, &p, seg, lb, big, 2, &hashed, hashes);
+        assert_int_equal(hashed, stripe == 1 ? 2 : 1);
+        mc_te_destroy(te);
+    }
+    munmap(lb, 40 * MiB);
     te_peer_stop(&p, 0);
 }
 
@@ -1050,6 +1146,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sigstop_timeout),
         cmocka_unit_test(test_start_wait),
         cmocka_unit_test(test_start_hashed),
+        cmocka_unit_test(test_start_hashed_tcp),
         cmocka_unit_test(test_backlog_resume),
         cmocka_unit_test(test_shm_stopped_owner),
         cmocka_unit_test_teardown(test_rw_shm_hugepages, hugepages_restore),
