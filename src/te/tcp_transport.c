@@ -1103,7 +1103,8 @@ static void cli_fail(cli_conn_t *c, mc_status_t st)
 static void cli_complete_head(cli_conn_t *c, mc_status_t st)
 {
     mc_te_slice_t *s = c->head;
-    c->h_expect = NULL; /* whatever answer comes next, it does not continue a chain */
+    if (c->h_expect) /* s was to continue the chain, and it ends without data */
+        cli_hash_stop(c);
     cli_pop_head(c);
     mc_te_slice_done(s, st, st == MC_OK ? s->len : 0);
 }
@@ -2018,8 +2019,10 @@ static void tcp_peer_free(void *vctx, mc_te_peer_t *peer)
     tcp_peer_t *tp = peer->tp_state[MC_TE_TP_TCP];
     if (!tp)
         return;
-    for (uint32_t i = 0; i < tp->n; i++)
+    for (uint32_t i = 0; i < tp->n; i++) {
+        cli_hash_stop(&tp->conns[i]);
         pthread_mutex_destroy(&tp->conns[i].mu);
+    }
     if (tp->n)
         mc_free(tp->conns[0].rx);
     mc_free(tp->conns);

@@ -349,6 +349,23 @@ static void test_start_hashed_tcp(void **state)
         assert_int_equal(hashed, stripe == 1 ? 1 : 0);
         hashed_tcp_batch(te, &p, seg, lb, big, 2, &hashed, hashes);
         assert_int_equal(hashed, stripe == 1 ? 2 : 1);
+        /* a READ whose later slices are refused (it crosses the buffer's end) is not hashed,
+         * and the READ behind it on the same connection still is, rightly */
+        mc_te_request_t bad[2] = {
+            {MC_TE_READ, lb, seg, p.addr[0] + 40 * MiB - 3 * MiB / 2, 3 * MiB},
+            {MC_TE_READ, lb + 3 * MiB, seg, p.addr[0] + 5, 2 * MiB + 3}};
+        mc_te_xfer_status_t sts[2];
+        mc_te_transfer_t *x = NULL;
+        assert_int_equal(mc_te_transfer_start_hashed(te, bad, 2, false, hashes, &x), MC_OK);
+        assert_int_not_equal(mc_te_transfer_wait(te, x, sts), MC_OK);
+        assert_int_equal(sts[0].state, MC_TE_FAILED);
+        assert_false(hashes[0].hashed);
+        assert_int_equal(sts[1].state, MC_TE_COMPLETED);
+        assert_int_equal(te_pattern_check(lb + 3 * MiB, 2 * MiB + 3, 0, 5, 1), -1);
+        if (stripe == 1 || hashes[1].hashed) {
+            assert_true(hashes[1].hashed);
+            assert_int_equal(hashes[1].hash, pattern_hash(0, 5, 2 * MiB + 3));
+        }
         mc_te_destroy(te);
     }
     munmap(lb, 40 * MiB);
