@@ -1,7 +1,9 @@
 /* Reads that the engine checksums while it copies them: for the store client, which verifies
  * every value it reads against its XXH3-64 (docs/internals/store-client.md). A same-host read
  * is a copy by the submitting thread (shm, or this engine's own segment); hashing the bytes in
- * that same pass (mc_hash64_copy) costs no second read of the value. Internal. */
+ * that same pass (mc_hash64_copy) costs no second read of the value. A tcp read is hashed by
+ * whoever receives it, piece by piece right after each recv() landed it (tcp_transport.c,
+ * cli_hash_*), when one connection received all of it in order. Internal. */
 #ifndef MC_TE_TE_HASHED_H
 #define MC_TE_TE_HASHED_H
 
@@ -10,8 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Per request: hashed = the engine copied the request's bytes itself, in one piece, and hash
- * is the XXH3-64 (seed 0) of exactly the bytes it wrote to the request's local memory. */
+/* Per request: hashed = the engine saw every byte of the request land, in order (its own copy
+ * in one piece, or one tcp connection's receives), and hash is the XXH3-64 (seed 0) of exactly
+ * the bytes it wrote to the request's local memory. */
 typedef struct mc_te_read_hash {
     uint64_t hash;
     bool hashed;
@@ -19,17 +22,19 @@ typedef struct mc_te_read_hash {
 
 /* mc_te_transfer_start (reserved: mc_te_transfer_start_reserved), and for every READ that is
  * copied in one piece by this engine (same host: shm, or our own segment; at most the shm
- * slice size) hashes[i] is filled before request i becomes final. hashes[i].hashed stays false
- * for every other request (tcp, CMA, ucx, writes, failed copies): the caller hashes those
- * itself. hashes (n entries) must stay valid until the transfer has been waited for; they are
- * cleared here. */
+ * slice size) or received whole on one tcp connection (every slice, in order) hashes[i] is
+ * filled before request i becomes final. hashes[i].hashed stays false for every other request
+ * (a tcp READ striped over several connections, CMA, ucx, writes, failed copies or receives):
+ * the caller hashes those itself. hashes (n entries) must stay valid until the transfer has
+ * been waited for; they are cleared here. */
 mc_status_t mc_te_transfer_start_hashed(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
                                         bool reserved, mc_te_read_hash_t *hashes,
                                         mc_te_transfer_t **xfer_p);
 
-/* Whether READs from seg are copies by this engine that mc_te_transfer_start_hashed hashes:
- * our own segment, or a peer reached over shm (a buffer of it that is not memfd-backed still
- * goes over CMA or tcp, unhashed). False when the peer's descriptor cannot be had. */
+/* Whether READs from seg, of any size, come back hashed from mc_te_transfer_start_hashed: our
+ * own segment, a peer reached over shm (a buffer of it that is not memfd-backed still goes
+ * over CMA, unhashed), or a peer reached over tcp when one transfer uses one connection
+ * (stripe width 1). False when the peer's descriptor cannot be had. */
 bool mc_te_segment_hashes_reads(mc_te_t *te, mc_te_segment_t seg);
 
 #endif
