@@ -25,6 +25,7 @@
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/time.h"
+#include "te/te_hashed.h" /* --wait hashed */
 
 #include "peers.h"
 #include "pattern.h" /* deterministic content, offsets multiples of 8 */
@@ -134,7 +135,7 @@ static mc_option_t g_options[] = {
     {"iterations", MC_OPT_INT, &g.iterations, NULL, "batches per thread per case (0 = use --duration)", 0, 1e9},
     {"buffer_size", MC_OPT_SIZE, &g.buffer_size, NULL, "registered buffer on each side (same value for both roles)", 2.0 * (1 << 20), 64.0 * (1ull << 30)},
     {"target_mem", MC_OPT_STRING, &g.target_mem, NULL, "target memory: shareable (memfd) | malloc", 0, 0},
-    {"wait", MC_OPT_STRING, &g.wait, NULL, "sync (mc_te_transfer_sync) | poll (batch API + status polling)", 0, 0},
+    {"wait", MC_OPT_STRING, &g.wait, NULL, "sync (mc_te_transfer_sync) | poll (batch API + status polling) | checked (sync, then XXH3 of every request's bytes, as a store get checks them) | hashed (the same checksums, from mc_te_transfer_start_hashed where the engine hashed while receiving, by this thread otherwise)", 0, 0},
     {"verify", MC_OPT_BOOL, &g.verify, NULL, "verify the moved bytes of every case", 0, 0},
     {"matrix", MC_OPT_BOOL, &g.matrix, NULL, "run the benchmark matrix (false: only peers/soak)", 0, 0},
     {"peers", MC_OPT_BOOL, &g.peers, NULL, "also measure memcpy, memcached GET, iperf3 and print ratios", 0, 0},
@@ -342,6 +343,10 @@ typedef struct thread_arg {
     uint64_t *lat_ns;    /* per-batch latency samples (first LAT_CAP) */
     size_t n_lat;
     mc_status_t error;
+    /* --wait checked / hashed: the checksums of the last batch (batch entries), and how many
+     * of all the requests' checksums the engine delivered */
+    uint64_t *sums;
+    uint64_t engine_hashed;
 } thread_arg_t;
 
 static void build_requests(bench_ctx_t *ctx, const case_spec_t *cs, unsigned t,
@@ -356,6 +361,42 @@ static void build_requests(bench_ctx_t *ctx, const case_spec_t *cs, unsigned t,
         reqs[i].target_addr = ctx->remote_base + off;
         reqs[i].length = cs->block;
     }
+}
+
+/* How a batch is waited for (--wait). */
+enum { W_SYNC, W_POLL, W_CHECKED, W_HASHED };
+
+static int wait_mode(const char *w)
+{
+    return !strcmp(w, "sync") ? W_SYNC : !strcmp(w, "poll") ? W_POLL
+         : !strcmp(w, "checked") ? W_CHECKED : !strcmp(w, "hashed") ? W_HASHED : -1;
+}
+
+/* W_CHECKED / W_HASHED: one batch, then sums[i] = XXH3 of request i's bytes, the engine's
+ * where it hashed them while receiving (W_HASHED), computed here otherwise (what a store get
+ * does to check a value). *engine_p += the engine's count. hashes: n scratch entries. */
+static mc_status_t do_batch_summed(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                   int mode, mc_te_read_hash_t *hashes, uint64_t *sums,
+                                   uint64_t *engine_p)
+{
+    mc_status_t st;
+    if (mode == W_HASHED) {
+        mc_te_transfer_t *x = NULL;
+        st = mc_te_transfer_start_hashed(te, reqs, n, true, hashes, &x);
+        if (st == MC_OK)
+            st = mc_te_transfer_wait(te, x, NULL);
+    } else {
+        st = mc_te_transfer_sync(te, reqs, n, NULL);
+    }
+    for (size_t i = 0; i < n && st == MC_OK; i++) {
+        if (mode == W_HASHED && hashes[i].hashed) {
+            sums[i] = hashes[i].hash;
+            (*engine_p)++;
+        } else {
+            sums[i] = mc_hash64(reqs[i].local, reqs[i].length);
+        }
+    }
+    return st;
 }
 
 /* One batch: submit n requests and wait until every one is final. */
@@ -412,9 +453,19 @@ static void *bench_thread(void *p)
 {
     thread_arg_t *a = p;
     const case_spec_t *cs = a->cs;
-    int poll = strcmp(g.wait, "poll") == 0;
+    int mode = wait_mode(g.wait);
     mc_te_request_t *reqs = mc_calloc(cs->batch, sizeof(*reqs));
+    mc_te_read_hash_t *hashes = NULL;
+    if (reqs && (mode == W_CHECKED || mode == W_HASHED)) {
+        hashes = mc_calloc(cs->batch, sizeof(*hashes));
+        a->sums = mc_calloc(cs->batch, sizeof(*a->sums));
+        if (!hashes || !a->sums) {
+            mc_free(reqs);
+            reqs = NULL;
+        }
+    }
     if (!reqs) {
+        mc_free(hashes);
         a->error = MC_ERR_NO_MEMORY;
         pthread_barrier_wait(a->barrier);
         return NULL;
@@ -425,7 +476,9 @@ static void *bench_thread(void *p)
         uint64_t t0 = mc_now_ns();
         if (a->iterations ? a->done >= a->iterations : t0 >= a->end_ns)
             break;
-        mc_status_t st = do_batch(a->ctx->te, reqs, cs->batch, poll);
+        mc_status_t st = hashes ? do_batch_summed(a->ctx->te, reqs, cs->batch, mode, hashes,
+                                                  a->sums, &a->engine_hashed)
+                                : do_batch(a->ctx->te, reqs, cs->batch, mode == W_POLL);
         uint64_t t1 = mc_now_ns();
         if (st != MC_OK) {
             a->error = st;
@@ -437,6 +490,7 @@ static void *bench_thread(void *p)
     }
     a->finish_ns = mc_now_ns();
     mc_free(reqs);
+    mc_free(hashes);
     return NULL;
 }
 
@@ -487,7 +541,7 @@ static int run_case(bench_ctx_t *ctx, const case_spec_t *cs)
     pthread_barrier_t barrier;
     memset(args, 0, sizeof(args));
     int verified = 0;
-    uint64_t batches = 0, start = 0, finish = 0;
+    uint64_t batches = 0, start = 0, finish = 0, engine_hashed = 0;
     double gib_s = 0, req_s = 0, p50 = 0, p99 = 0;
     if (st != MC_OK)
         goto report;
@@ -523,6 +577,7 @@ static int run_case(bench_ctx_t *ctx, const case_spec_t *cs)
         if (args[t].error != MC_OK && st == MC_OK)
             st = args[t].error;
         batches += args[t].done;
+        engine_hashed += args[t].engine_hashed;
         if (args[t].finish_ns > finish)
             finish = args[t].finish_ns;
         n_lat += args[t].n_lat;
@@ -557,7 +612,19 @@ static int run_case(bench_ctx_t *ctx, const case_spec_t *cs)
         }
         if (st == MC_OK)
             verified = mc_hash64(ctx->local, total) == want ? 1 : -1;
+        /* --wait checked / hashed: each thread's checksums of its last batch are those of
+         * the bytes now in its requests' memory */
+        for (unsigned t = 0; t < cs->threads && verified == 1 && args[t].sums; t++) {
+            for (size_t i = 0; i < cs->batch && verified == 1; i++) {
+                /* build_requests' layout */
+                const uint8_t *p = ctx->local + (size_t)t * cs->block * cs->batch + i * cs->block;
+                if (args[t].sums[i] != mc_hash64(p, cs->block))
+                    verified = -1;
+            }
+        }
     }
+    for (unsigned t = 0; t < cs->threads; t++)
+        mc_free(args[t].sums);
 
 report:;
     json_t *o = json_object();
@@ -576,6 +643,10 @@ report:;
                         json_integer((json_int_t)(batches * cs->block * cs->batch)));
     json_object_set_new(o, "seconds", json_real((double)(finish - start) / 1e9));
     json_object_set_new(o, "wait", json_string(g.wait));
+    if (wait_mode(g.wait) == W_CHECKED || wait_mode(g.wait) == W_HASHED)
+        json_object_set_new(o, "engine_hashed",
+                            json_real(batches ? (double)engine_hashed / (double)(batches * cs->batch)
+                                              : 0.0));
     json_object_set_new(o, "target_mem", json_string(g.target_mem));
     json_object_set_new(o, "verified", verified == 1 ? json_true() : json_false());
     if (st != MC_OK)
@@ -1015,8 +1086,8 @@ static int run_initiator(pid_t target_pid)
             fprintf(stderr, "mc_te_bench: batch size at most %d\n", MC_TE_MAX_BATCH);
             return 2;
         }
-    if (strcmp(g.wait, "sync") && strcmp(g.wait, "poll")) {
-        fprintf(stderr, "mc_te_bench: --wait must be sync or poll\n");
+    if (wait_mode(g.wait) < 0) {
+        fprintf(stderr, "mc_te_bench: --wait must be sync, poll, checked or hashed\n");
         return 2;
     }
     if (!g.target[0]) {
