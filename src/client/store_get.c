@@ -286,7 +286,8 @@ static mc_status_t read_hashed(mc_store_t *s, const char *endpoint, uint64_t add
     uint64_t chunks = (size + PIPELINE_CHUNK - 1) / PIPELINE_CHUNK;
     xfer_plan_t plan = {0};
     if (size < PIPELINE_MIN || chunks + n_parts > MC_TE_MAX_BATCH ||
-        store_is_local(s, endpoint, addr, size) || engine_hashes_reads(s, endpoint)) {
+        store_is_local(s, endpoint, addr, size) ||
+        (n_parts == 1 && engine_hashes_reads(s, endpoint))) {
         st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr, size, parts, n_parts, 0);
         if (st == MC_OK)
             st = store_plan_run(s, &plan, NULL);
