@@ -23,6 +23,7 @@
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/time.h"
 #include "master/master.h"
 #include "master/service.h"
@@ -316,6 +317,7 @@ typedef struct lookup_bench {
     mc_rpc_arena_t arena;
     uint64_t *lat, hits;
     size_t n;
+    double server_cpu_s; /* the server loop thread's CPU over the round trips */
 } lookup_bench_t;
 
 static void lookup_rtt(mc_rpc_client_t *c, lookup_bench_t *lb, int batch, double seconds,
@@ -386,9 +388,11 @@ static void lookup_parts(lookup_bench_t *lb, mc_master_t *m)
            "\"compact\":%s,\"batch\":%d,\"window\":1,\"calls\":%zu,\"hits\":%llu,\"p50_us\":%.1f,"
            "\"p99_us\":%.1f,\"request_bytes\":%zu,\"answer_bytes\":%zu,"
            "\"client_encode_us\":%.1f,\"server_decode_us\":%.1f,\"core_lookups_us\":%.1f,"
-           "\"server_encode_us\":%.1f,\"client_decode_us\":%.1f}\n",
+           "\"server_encode_us\":%.1f,\"client_decode_us\":%.1f,"
+           "\"server_cpu_us_per_call\":%.1f}\n",
            lb->auth ? "true" : "false", lb->compact ? "true" : "false", batch, lb->n, (unsigned long long)lb->hits, p50, p99,
-           rq_len, rs_len, enc_rq / 1e3, dec_rq / 1e3, look / 1e3, enc_rs / 1e3, dec_rs / 1e3);
+           rq_len, rs_len, enc_rq / 1e3, dec_rq / 1e3, look / 1e3, enc_rs / 1e3, dec_rs / 1e3,
+           lb->n ? lb->server_cpu_s * 1e6 / (double)lb->n : 0);
     fflush(stdout);
     mc_rpc_arena_destroy(&lb->arena);
     mc_rpc_arena_destroy(&a2);
@@ -542,8 +546,11 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
     }
     mc_rpc_arena_destroy(&arena);
     lookup_bench_t lb;
-    if (lookup)
+    if (lookup) {
+        double cpu0 = thread_cpu_s(th);
         lookup_rtt(c, &lb, batch, seconds, auth != NULL, compact);
+        lb.server_cpu_s = thread_cpu_s(th) - cpu0;
+    }
     mc_rpc_client_destroy(c);
     mc_master_service_stop(svc);
     pthread_join(th, NULL);
@@ -562,6 +569,7 @@ int main(int argc, char **argv)
     double seconds = 3;
     const char *phase = "all", *token_file = "", *policy = "lru";
     bool compact = true;
+    int64_t busy_poll_us = -1;
     mc_option_t opts[] = {
         {"objects", MC_OPT_INT, &objects, NULL, "objects for the RSS-per-object phase", 1, 1e9},
         {"lookup-objects", MC_OPT_INT, &small, NULL, "objects the lookup phases read", 1, 1e9},
@@ -572,6 +580,8 @@ int main(int argc, char **argv)
         {"compact", MC_OPT_BOOL, &compact, NULL,
          "batch_lookup: ask for the compact answer (BatchKeyRequest.compact_replicas), as the "
          "store client does", 0, 0},
+        {"busy_poll_us", MC_OPT_INT, &busy_poll_us, NULL,
+         "the RPC client's spin before it sleeps on an answer (-1 = the default)", -1, 10000},
         {"eviction_policy", MC_OPT_STRING, &policy, NULL, "lru or adaptive (the master's flag)",
          0, 0},
         {"auth_token_file", MC_OPT_STRING, &token_file, "MC_AUTH_TOKEN_FILE",
@@ -597,6 +607,8 @@ int main(int argc, char **argv)
         return 2;
     }
     mc_log_set_level(MC_LOG_LEVEL_WARN);
+    if (busy_poll_us >= 0)
+        mc_net_set_busy_poll_us((uint32_t)busy_poll_us);
     if (!strcmp(phase, "all") || !strcmp(phase, "rss"))
         phase_rss(objects);
     if (!strcmp(phase, "all") || !strcmp(phase, "core"))
