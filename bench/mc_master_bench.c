@@ -11,8 +11,9 @@
  *  5. batch_lookup: one BatchGetReplicaList of --batch keys at a time (window 1) over loopback
  *     RPC, as a store client's first read of a batch makes it: round-trip p50/p99 in µs, and
  *     the parts measured alone on this thread (client encode, server decode, core lookups,
- *     server encode, client decode; the rest is syscalls and wake-ups). --compact (default
- *     on) asks for the compact answer as the store client does; --compact=false the usual one.
+ *     server encode, client decode; the rest is syscalls and wake-ups), and the server loop's
+ *     CPU per call. --compact (default on; also phase 3's BatchGetReplicaList) asks for the
+ *     compact answer as the store client does; --compact=false for the usual one.
  *
  * Usage: mc_master_bench [--objects N] [--lookup-objects N] [--batch B] [--seconds S]
  *                        [--window W] [--phase all|rss|core|rpc|evict|batch_lookup]
@@ -507,6 +508,7 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
                 mc_rpc__batch_key_request__init(&reqs[w]);
                 reqs[w].keys = keys[w];
                 reqs[w].n_keys = (size_t)batch;
+                reqs[w].compact_replicas = op == 0 && compact;
                 pend[w] = (mc_rpc_pending_t){
                     .opcode = op == 0 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_BATCH_EXIST_KEY,
                     .req = &reqs[w].base,
@@ -519,6 +521,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
             for (int w = 0; w < window; w++) {
                 if (op == 0) {
                     McRpc__BatchReplicaListResponse *r = (void *)pend[w].resp;
+                    if (mc_rpc_replicas_expand(&arena.pb, (size_t)batch, r) != MC_OK)
+                        exit(1);
                     for (size_t k = 0; k < r->n_results; k++)
                         hits += r->results[k]->status == MC_OK;
                 } else {
@@ -534,12 +538,12 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
         double cpu = thread_cpu_s(th) - cpu0;
         line_open();
         printf("\"bench\":\"master_rpc_%s\",\"transport\":\"tcp-loopback\",\"auth\":%s,"
-               "\"batch\":%d,"
+               "\"compact\":%s,\"batch\":%d,"
                "\"window\":%d,\"objects\":%llu,\"keys\":%llu,\"hits\":%llu,\"seconds\":%.2f,"
                "\"keys_per_s\":%.0f,\"server_loop_cpu_s\":%.2f,"
                "\"keys_per_server_cpu_s\":%.0f,\"target_keys_per_s\":1000000}\n",
                op == 0 ? "batch_get_replica_list" : "batch_exist_key", auth ? "true" : "false",
-               batch, window,
+               op == 0 && compact ? "true" : "false", batch, window,
                (unsigned long long)objects, (unsigned long long)done, (unsigned long long)hits,
                secs, (double)done / secs, cpu, cpu > 0 ? (double)done / cpu : 0);
         fflush(stdout);
@@ -578,8 +582,8 @@ int main(int argc, char **argv)
         {"window", MC_OPT_INT, &window, NULL, "RPC calls in flight (rpc phase)", 1, 1024},
         {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core, evict, rpc or batch_lookup", 0, 0},
         {"compact", MC_OPT_BOOL, &compact, NULL,
-         "batch_lookup: ask for the compact answer (BatchKeyRequest.compact_replicas), as the "
-         "store client does", 0, 0},
+         "rpc and batch_lookup: BatchGetReplicaList asks for the compact answer "
+         "(BatchKeyRequest.compact_replicas), as the store client does", 0, 0},
         {"busy_poll_us", MC_OPT_INT, &busy_poll_us, NULL,
          "the RPC client's spin before it sleeps on an answer (-1 = the default)", -1, 10000},
         {"eviction_policy", MC_OPT_STRING, &policy, NULL, "lru or adaptive (the master's flag)",

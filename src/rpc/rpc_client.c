@@ -214,16 +214,17 @@ static mc_status_t batch_check(mc_rpc_pending_t *calls, size_t n, size_t *total_
     return MC_OK;
 }
 
-/* Encode phase, second half (under the lock, once b->base is taken): frames every request. */
+/* Encode phase, second half (under the lock, once b->base is taken): frames every request
+ * (the body first: its packed length, which batch_check sized tx with, goes into the header
+ * without walking the message a second time). */
 static void batch_encode(batch_t *b)
 {
     size_t off = 0;
     for (size_t i = 0; i < b->n; i++) {
         const mc_rpc_pending_t *pc = &b->calls[i];
-        size_t bl = protobuf_c_message_get_packed_size(pc->req);
+        size_t bl = protobuf_c_message_pack(pc->req, b->tx + off + MC_RPC_HDR_SIZE);
         mc_rpc_hdr_t h = {.opcode = pc->opcode, .body_len = (uint32_t)bl, .req_id = b->base + i};
         mc_rpc_hdr_encode(&h, b->tx + off);
-        protobuf_c_message_pack(pc->req, b->tx + off + MC_RPC_HDR_SIZE);
         off += MC_RPC_HDR_SIZE + bl;
     }
 }
