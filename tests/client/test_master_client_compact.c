@@ -6,6 +6,7 @@
  *     an allocator it asks for the usual answer;
  *   - against a master that ignores the field (a fake answering the usual form, as a master
  *     that predates it does) the client hands back that usual answer;
+ *   - the master counts the failed keys of both forms on /metrics;
  *   - an inconsistent compact answer fails the call with PROTOCOL_ERROR, and every rule of
  *     mc_rpc_replicas_expand refuses its broken input. */
 #include <setjmp.h>
@@ -14,6 +15,8 @@
 #include <cmocka.h>
 
 #include "client/master_client.h"
+#include "common/alloc.h"
+#include "common/http_client.h"
 #include "../rpc/master_calls.h"
 #include "../rpc/master_fixture.h"
 #include "rpc/replica_lists.h"
@@ -57,11 +60,18 @@ static void mount_two(mc_rpc_client_t *c)
 static char g_keys[NKEYS][32];
 static ProtobufCBinaryData g_wire[NKEYS];
 
+/* The fixture's master, with its /metrics on an ephemeral loopback port. */
 static int setup(void **state)
 {
-    if (fixture_start(state, 0) != 0)
+    fixture_t *f = calloc(1, sizeof(*f));
+    mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = 0,
+                                  .metrics_address = "127.0.0.1"};
+    mc_master_config_default(&o.cfg);
+    if (!f || mc_master_service_create(&o, &f->svc) != MC_OK)
         return -1;
-    fixture_t *f = *state;
+    snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%u", mc_master_service_port(f->svc));
+    pthread_create(&f->th, NULL, run_svc, f);
+    *state = f;
     mc_rpc_client_t *c = fixture_client(f, NULL);
     mount_two(c);
     for (int i = 0; i < NKEYS; i++) {
@@ -145,6 +155,54 @@ static void test_master_answers_compact(void **state)
     assert_int_equal(mc_rpc_replicas_expand(&a.pb, NKEYS, compact), MC_OK);
     assert_same_results(usual, compact);
     mc_rpc_response_free(usual_m);
+    mc_rpc_arena_destroy(&a);
+    mc_rpc_client_destroy(c);
+}
+
+/* The master's counter `name` on its /metrics. */
+static uint64_t metric(fixture_t *f, const char *name)
+{
+    char url[96];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/metrics",
+             mc_master_service_metrics_port(f->svc));
+    mc_http_resp_t r;
+    assert_int_equal(mc_http_request("GET", url, NULL, 0, NULL, 4u << 20, 5000, &r), MC_OK);
+    assert_int_equal(r.code, 200);
+    char line[160];
+    snprintf(line, sizeof(line), "\n%s ", name);
+    const char *p = strstr(r.body, line);
+    assert_non_null(p);
+    uint64_t v = strtoull(p + strlen(line), NULL, 10);
+    mc_free(r.body);
+    return v;
+}
+
+/* The master counts the failed keys of both forms of answer (the usual one's in `results`,
+ * the compact one's in `statuses`). */
+static void test_failures_counted(void **state)
+{
+    fixture_t *f = *state;
+    const char *items = "master_batch_get_replica_list_items_total",
+               *failed = "master_batch_get_replica_list_failed_items_total",
+               *partial = "master_batch_get_replica_list_partial_successes_total";
+    mc_rpc_client_t *c = fixture_client(f, NULL);
+    mc_rpc_arena_t a;
+    mc_rpc_arena_init(&a, 4096);
+    for (int compact = 0; compact < 2; compact++) {
+        uint64_t i0 = metric(f, items), f0 = metric(f, failed), p0 = metric(f, partial);
+        McRpc__BatchKeyRequest q;
+        batch_req(&q, compact);
+        ProtobufCMessage *m;
+        assert_int_equal(
+            mc_rpc_client_call_with(c, MC_OP_BATCH_GET_REPLICA_LIST, &q.base, &m, 2000, &a.pb),
+            MC_OK);
+        assert_int_equal(((McRpc__BatchReplicaListResponse *)m)->n_statuses,
+                         compact ? NKEYS : 0);
+        assert_int_equal(metric(f, items), i0 + NKEYS);
+        assert_int_equal(metric(f, failed), f0 + 1); /* MISSING */
+        assert_int_equal(metric(f, partial), p0 + 1);
+        mc_rpc_arena_reset(&a);
+    }
     mc_rpc_arena_destroy(&a);
     mc_rpc_client_destroy(c);
 }
@@ -401,6 +459,7 @@ int main(void)
     const struct CMUnitTest with_master[] = {
         cmocka_unit_test(test_master_answers_compact),
         cmocka_unit_test(test_master_client_asks_compact),
+        cmocka_unit_test(test_failures_counted),
     };
     const struct CMUnitTest alone[] = {
         cmocka_unit_test(test_master_without_compact),
