@@ -1373,6 +1373,8 @@ static mc_status_t authorize(const mc_rpc_call_t *call, const ProtobufCMessage *
 /* The form of the answer, once it is complete (its grants are made from `results`): a
  * BatchGetReplicaList that asks for it (BatchKeyRequest.compact_replicas) gets the compact
  * form (rpc/replica_lists.h); one whose results do not fit it gets the usual form. */
+_Static_assert(MC_MASTER_MAX_REPLICAS <= MC_RPC_MAX_KEY_REPLICAS,
+               "every lookup answer must fit the compact form");
 static mc_status_t answer_form(mc_rpc_call_t *call, const ProtobufCMessage *req,
                                ProtobufCMessage *resp)
 {
