@@ -12,7 +12,7 @@
  *     RPC, as a store client's first read of a batch makes it: round-trip p50/p99 in µs, and
  *     the parts measured alone on this thread (client encode, server decode, core lookups,
  *     server encode, client decode; the rest is syscalls and wake-ups), and the server loop's
- *     CPU per call. --compact (default on; also phase 3's BatchGetReplicaList) asks for the
+ *     and the caller's CPU per call. --compact (default on; also phase 3's BatchGetReplicaList) asks for the
  *     compact answer as the store client does; --compact=false for the usual one.
  *
  * Usage: mc_master_bench [--objects N] [--lookup-objects N] [--batch B] [--seconds S]
@@ -319,6 +319,7 @@ typedef struct lookup_bench {
     uint64_t *lat, hits;
     size_t n;
     double server_cpu_s; /* the server loop thread's CPU over the round trips */
+    double client_cpu_s; /* this thread's (the caller's, spin included) */
 } lookup_bench_t;
 
 static void lookup_rtt(mc_rpc_client_t *c, lookup_bench_t *lb, int batch, double seconds,
@@ -390,10 +391,11 @@ static void lookup_parts(lookup_bench_t *lb, mc_master_t *m)
            "\"p99_us\":%.1f,\"request_bytes\":%zu,\"answer_bytes\":%zu,"
            "\"client_encode_us\":%.1f,\"server_decode_us\":%.1f,\"core_lookups_us\":%.1f,"
            "\"server_encode_us\":%.1f,\"client_decode_us\":%.1f,"
-           "\"server_cpu_us_per_call\":%.1f}\n",
+           "\"server_cpu_us_per_call\":%.1f,\"client_cpu_us_per_call\":%.1f}\n",
            lb->auth ? "true" : "false", lb->compact ? "true" : "false", batch, lb->n, (unsigned long long)lb->hits, p50, p99,
            rq_len, rs_len, enc_rq / 1e3, dec_rq / 1e3, look / 1e3, enc_rs / 1e3, dec_rs / 1e3,
-           lb->n ? lb->server_cpu_s * 1e6 / (double)lb->n : 0);
+           lb->n ? lb->server_cpu_s * 1e6 / (double)lb->n : 0,
+           lb->n ? lb->client_cpu_s * 1e6 / (double)lb->n : 0);
     fflush(stdout);
     mc_rpc_arena_destroy(&lb->arena);
     mc_rpc_arena_destroy(&a2);
@@ -551,9 +553,10 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
     mc_rpc_arena_destroy(&arena);
     lookup_bench_t lb;
     if (lookup) {
-        double cpu0 = thread_cpu_s(th);
+        double cpu0 = thread_cpu_s(th), ccpu0 = self_cpu_s();
         lookup_rtt(c, &lb, batch, seconds, auth != NULL, compact);
         lb.server_cpu_s = thread_cpu_s(th) - cpu0;
+        lb.client_cpu_s = self_cpu_s() - ccpu0;
     }
     mc_rpc_client_destroy(c);
     mc_master_service_stop(svc);
