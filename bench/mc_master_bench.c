@@ -8,19 +8,28 @@
  *     puts in four evict (synchronously, as a put into a full store does).
  *  3. rpc: the same over loopback RPC against an in-process server loop thread, with --window
  *     batches in flight on one connection (the server's loop thread is the measured core).
+ *  5. batch_lookup: one BatchGetReplicaList of --batch keys at a time (window 1) over loopback
+ *     RPC, as a store client's first read of a batch makes it: round-trip p50/p99 in µs, and
+ *     the parts measured alone on this thread (client encode, server decode, core lookups,
+ *     server encode, client decode; the rest is syscalls and wake-ups), and the server loop's
+ *     and the caller's CPU per call. --compact (default on; also phase 3's BatchGetReplicaList) asks for the
+ *     compact answer as the store client does; --compact=false for the usual one.
  *
  * Usage: mc_master_bench [--objects N] [--lookup-objects N] [--batch B] [--seconds S]
- *                        [--window W] [--phase all|rss|core|rpc|evict]
+ *                        [--window W] [--phase all|rss|core|rpc|evict|batch_lookup]
  *                        [--eviction_policy lru|adaptive]   (--help lists them)
  * Every line carries "eviction_policy". 
  */
+#include "bench_stats.h"
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/time.h"
 #include "master/master.h"
 #include "master/service.h"
 #include "rpc/arena.h"
+#include "rpc/replica_lists.h"
 #include "rpc/rpc_client.h"
 #include "rpc/wire_key.h"
 
@@ -244,9 +253,162 @@ static void *run_svc(void *arg)
     return NULL;
 }
 
+/* Mean ns of fn(arg) over enough runs to last ~20 ms. */
+static double time_ns(void (*fn)(void *), void *arg)
+{
+    uint64_t runs = 0, t0 = mc_now_ns(), t;
+    do {
+        fn(arg);
+        runs++;
+    } while ((t = mc_now_ns()) - t0 < 20000000ull);
+    return (double)(t - t0) / (double)runs;
+}
+
+typedef struct lat_part {
+    const ProtobufCMessage *msg;   /* encode: the message packed */
+    const ProtobufCMessageDescriptor *desc; /* decode: the type of buf */
+    uint8_t *buf;
+    size_t len;
+    mc_rpc_arena_t *arena;
+    mc_master_t *m;               /* lookups: the core and the batch */
+    const char **keys;
+    size_t *klens;
+    int n;
+    size_t n_keys;                /* decode of an answer: keys asked (expanded as the client does) */
+} lat_part_t;
+
+static void part_encode(void *arg)
+{
+    lat_part_t *p = arg;
+    size_t n = protobuf_c_message_get_packed_size(p->msg);
+    protobuf_c_message_pack(p->msg, p->buf);
+    p->len = n;
+}
+
+static void part_decode(void *arg)
+{
+    lat_part_t *p = arg;
+    ProtobufCMessage *m = protobuf_c_message_unpack(p->desc, &p->arena->pb, p->len, p->buf);
+    if (p->n_keys) /* an answer: as the store client reads it */
+        mc_rpc_replicas_expand(&p->arena->pb, p->n_keys, (void *)m);
+    mc_rpc_arena_reset(p->arena);
+}
+
+static void part_lookup(void *arg)
+{
+    lat_part_t *p = arg;
+    uint32_t h[16384];
+    mc_master_lookup_prepare(p->m, p->keys, p->klens, (size_t)p->n, h);
+    for (int b = 0; b < p->n; b++) {
+        mc_master_replica_t r[8];
+        uint32_t nr;
+        uint64_t sz, sum;
+        mc_master_get_replicas_h(p->m, p->keys[b], p->klens[b], h[b], r, &nr, &sz, &sum);
+    }
+}
+
+/* Phase 5 (see the top), first half: the round trips on c, whose master holds the pool's
+ * keys. Keeps the last request and answer in *lb for lookup_parts. */
+typedef struct lookup_bench {
+    int batch;
+    bool auth, compact;
+    ProtobufCBinaryData *keys;
+    McRpc__BatchKeyRequest req;
+    ProtobufCMessage *resp; /* in arena */
+    mc_rpc_arena_t arena;
+    uint64_t *lat, hits;
+    size_t n;
+    double server_cpu_s; /* the server loop thread's CPU over the round trips */
+    double client_cpu_s; /* this thread's (the caller's, spin included) */
+} lookup_bench_t;
+
+static void lookup_rtt(mc_rpc_client_t *c, lookup_bench_t *lb, int batch, double seconds,
+                       bool auth, bool compact)
+{
+    *lb = (lookup_bench_t){.batch = batch, .auth = auth, .compact = compact};
+    lb->keys = malloc((size_t)batch * sizeof(*lb->keys));
+    size_t cap = (size_t)seconds * 200000 + 16;
+    lb->lat = malloc(cap * sizeof(*lb->lat));
+    mc_rpc_arena_init(&lb->arena, 1u << 20);
+    mc_rpc__batch_key_request__init(&lb->req);
+    lb->req.keys = lb->keys;
+    lb->req.n_keys = (size_t)batch;
+    lb->req.compact_replicas = compact;
+    uint64_t i = 0, end = mc_now_ns() + (uint64_t)(seconds * 1e9);
+    while (mc_now_ns() < end && lb->n < cap) {
+        for (int b = 0; b < batch; b++)
+            lb->keys[b] = mc_wire_key_str(g_pool[i++ % POOL]);
+        mc_rpc_arena_reset(&lb->arena);
+        uint64_t t0 = mc_now_ns();
+        if (mc_rpc_client_call_with(c, MC_OP_BATCH_GET_REPLICA_LIST, &lb->req.base, &lb->resp,
+                                    30000, &lb->arena.pb) != MC_OK) {
+            fprintf(stderr, "rpc failed\n");
+            exit(1);
+        }
+        McRpc__BatchReplicaListResponse *r = (void *)lb->resp;
+        if (mc_rpc_replicas_expand(&lb->arena.pb, (size_t)batch, r) != MC_OK)
+            exit(1);
+        lb->lat[lb->n++] = mc_now_ns() - t0;
+        for (size_t k = 0; k < r->n_results; k++)
+            lb->hits += r->results[k]->status == MC_OK;
+    }
+}
+
+/* Second half, once the server loop has stopped (the core is then this thread's): the parts
+ * alone on the last request and answer, and the JSON line. Frees lb. */
+static void lookup_parts(lookup_bench_t *lb, mc_master_t *m)
+{
+    int batch = lb->batch;
+    const char **ck = malloc((size_t)batch * sizeof(*ck));
+    size_t *cl = malloc((size_t)batch * sizeof(*cl));
+    size_t rq_len = protobuf_c_message_get_packed_size(&lb->req.base);
+    McRpc__BatchReplicaListResponse *rr = (void *)lb->resp;
+    if (lb->compact) { /* the answer as it came: the expanded results were not sent */
+        rr->results = NULL;
+        rr->n_results = 0;
+    }
+    size_t rs_len = protobuf_c_message_get_packed_size(lb->resp);
+    uint8_t *buf = malloc(rq_len + rs_len);
+    mc_rpc_arena_t a2;
+    mc_rpc_arena_init(&a2, 1u << 20);
+    for (int b = 0; b < batch; b++) {
+        ck[b] = (const char *)lb->keys[b].data;
+        cl[b] = lb->keys[b].len;
+    }
+    lat_part_t prq = {.msg = &lb->req.base, .desc = &mc_rpc__batch_key_request__descriptor,
+                      .buf = buf, .arena = &a2},
+               prs = {.msg = lb->resp,
+                      .desc = &mc_rpc__batch_replica_list_response__descriptor, .buf = buf,
+                      .arena = &a2, .n_keys = (size_t)batch},
+               plk = {.m = m, .keys = ck, .klens = cl, .n = batch};
+    double enc_rq = time_ns(part_encode, &prq), dec_rq = time_ns(part_decode, &prq);
+    double enc_rs = time_ns(part_encode, &prs), dec_rs = time_ns(part_decode, &prs);
+    double look = time_ns(part_lookup, &plk);
+    double p50 = mc_bench_pct_us(lb->lat, lb->n, 0.5), p99 = mc_bench_pct_us(lb->lat, lb->n, 0.99);
+    line_open();
+    printf("\"bench\":\"master_rpc_batch_lookup\",\"transport\":\"tcp-loopback\",\"auth\":%s,"
+           "\"compact\":%s,\"batch\":%d,\"window\":1,\"calls\":%zu,\"hits\":%llu,\"p50_us\":%.1f,"
+           "\"p99_us\":%.1f,\"request_bytes\":%zu,\"answer_bytes\":%zu,"
+           "\"client_encode_us\":%.1f,\"server_decode_us\":%.1f,\"core_lookups_us\":%.1f,"
+           "\"server_encode_us\":%.1f,\"client_decode_us\":%.1f,"
+           "\"server_cpu_us_per_call\":%.1f,\"client_cpu_us_per_call\":%.1f}\n",
+           lb->auth ? "true" : "false", lb->compact ? "true" : "false", batch, lb->n, (unsigned long long)lb->hits, p50, p99,
+           rq_len, rs_len, enc_rq / 1e3, dec_rq / 1e3, look / 1e3, enc_rs / 1e3, dec_rs / 1e3,
+           lb->n ? lb->server_cpu_s * 1e6 / (double)lb->n : 0,
+           lb->n ? lb->client_cpu_s * 1e6 / (double)lb->n : 0);
+    fflush(stdout);
+    mc_rpc_arena_destroy(&lb->arena);
+    mc_rpc_arena_destroy(&a2);
+    free(buf);
+    free(lb->lat);
+    free(lb->keys);
+    free(ck);
+    free(cl);
+}
+
 /* auth: keyring the server requires and the client proves (NULL = authentication off) */
 static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
-                      const mc_auth_t *auth)
+                      const mc_auth_t *auth, bool throughput, bool lookup, bool compact)
 {
     mc_master_service_opts_t o = {.rpc_address = "127.0.0.1", .port = 0, .metrics_port = -1,
                                   .auth = auth};
@@ -257,6 +419,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
     if (!mkdtemp(wal))
         exit(1);
     o.cfg.wal_dir = wal;
+    if (mc_master_create(&o.cfg, &o.core) != MC_OK) /* the service owns it from here */
+        exit(1);
     mc_master_service_t *svc;
     if (mc_master_service_create(&o, &svc) != MC_OK)
         exit(1);
@@ -333,7 +497,7 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
     mc_rpc_pending_t *pend = calloc((size_t)window, sizeof(*pend));
     mc_rpc_arena_t arena; /* responses decoded into an arena reset per window */
     mc_rpc_arena_init(&arena, 4u << 20);
-    for (int op = 0; op < 2; op++) {
+    for (int op = 0; op < (throughput ? 2 : 0); op++) {
         uint64_t done = 0, hits = 0, i = 0;
         double cpu0 = thread_cpu_s(th);
         uint64_t t0 = mc_now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
@@ -346,6 +510,7 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
                 mc_rpc__batch_key_request__init(&reqs[w]);
                 reqs[w].keys = keys[w];
                 reqs[w].n_keys = (size_t)batch;
+                reqs[w].compact_replicas = op == 0 && compact;
                 pend[w] = (mc_rpc_pending_t){
                     .opcode = op == 0 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_BATCH_EXIST_KEY,
                     .req = &reqs[w].base,
@@ -358,6 +523,8 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
             for (int w = 0; w < window; w++) {
                 if (op == 0) {
                     McRpc__BatchReplicaListResponse *r = (void *)pend[w].resp;
+                    if (mc_rpc_replicas_expand(&arena.pb, (size_t)batch, r) != MC_OK)
+                        exit(1);
                     for (size_t k = 0; k < r->n_results; k++)
                         hits += r->results[k]->status == MC_OK;
                 } else {
@@ -373,20 +540,29 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
         double cpu = thread_cpu_s(th) - cpu0;
         line_open();
         printf("\"bench\":\"master_rpc_%s\",\"transport\":\"tcp-loopback\",\"auth\":%s,"
-               "\"batch\":%d,"
+               "\"compact\":%s,\"batch\":%d,"
                "\"window\":%d,\"objects\":%llu,\"keys\":%llu,\"hits\":%llu,\"seconds\":%.2f,"
                "\"keys_per_s\":%.0f,\"server_loop_cpu_s\":%.2f,"
                "\"keys_per_server_cpu_s\":%.0f,\"target_keys_per_s\":1000000}\n",
                op == 0 ? "batch_get_replica_list" : "batch_exist_key", auth ? "true" : "false",
-               batch, window,
+               op == 0 && compact ? "true" : "false", batch, window,
                (unsigned long long)objects, (unsigned long long)done, (unsigned long long)hits,
                secs, (double)done / secs, cpu, cpu > 0 ? (double)done / cpu : 0);
         fflush(stdout);
     }
     mc_rpc_arena_destroy(&arena);
+    lookup_bench_t lb;
+    if (lookup) {
+        double cpu0 = thread_cpu_s(th), ccpu0 = self_cpu_s();
+        lookup_rtt(c, &lb, batch, seconds, auth != NULL, compact);
+        lb.server_cpu_s = thread_cpu_s(th) - cpu0;
+        lb.client_cpu_s = self_cpu_s() - ccpu0;
+    }
     mc_rpc_client_destroy(c);
     mc_master_service_stop(svc);
     pthread_join(th, NULL);
+    if (lookup)
+        lookup_parts(&lb, o.core);
     mc_master_service_destroy(svc);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wal);
@@ -399,13 +575,20 @@ int main(int argc, char **argv)
     int64_t objects = 1536000, small = 200000, batch = 128, window = 8;
     double seconds = 3;
     const char *phase = "all", *token_file = "", *policy = "lru";
+    bool compact = true;
+    int64_t busy_poll_us = -1;
     mc_option_t opts[] = {
         {"objects", MC_OPT_INT, &objects, NULL, "objects for the RSS-per-object phase", 1, 1e9},
         {"lookup-objects", MC_OPT_INT, &small, NULL, "objects the lookup phases read", 1, 1e9},
         {"batch", MC_OPT_INT, &batch, NULL, "keys per batch call", 1, 16384},
         {"seconds", MC_OPT_DOUBLE, &seconds, NULL, "length of each timed phase", 0.1, 3600},
         {"window", MC_OPT_INT, &window, NULL, "RPC calls in flight (rpc phase)", 1, 1024},
-        {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core, evict or rpc", 0, 0},
+        {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core, evict, rpc or batch_lookup", 0, 0},
+        {"compact", MC_OPT_BOOL, &compact, NULL,
+         "rpc and batch_lookup: BatchGetReplicaList asks for the compact answer "
+         "(BatchKeyRequest.compact_replicas), as the store client does", 0, 0},
+        {"busy_poll_us", MC_OPT_INT, &busy_poll_us, NULL,
+         "the RPC client's spin before it sleeps on an answer (-1 = the default)", -1, 10000},
         {"eviction_policy", MC_OPT_STRING, &policy, NULL, "lru or adaptive (the master's flag)",
          0, 0},
         {"auth_token_file", MC_OPT_STRING, &token_file, "MC_AUTH_TOKEN_FILE",
@@ -420,8 +603,9 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (strcmp(phase, "all") && strcmp(phase, "rss") && strcmp(phase, "core") &&
-        strcmp(phase, "rpc") && strcmp(phase, "evict")) {
-        fprintf(stderr, "mc_master_bench: --phase must be all, rss, core, evict or rpc\n");
+        strcmp(phase, "rpc") && strcmp(phase, "evict") && strcmp(phase, "batch_lookup")) {
+        fprintf(stderr,
+                "mc_master_bench: --phase must be all, rss, core, evict, rpc or batch_lookup\n");
         return 2;
     }
     if (mc_evict_policy_parse(policy, &g_policy) != MC_OK ||
@@ -430,19 +614,23 @@ int main(int argc, char **argv)
         return 2;
     }
     mc_log_set_level(MC_LOG_LEVEL_WARN);
+    if (busy_poll_us >= 0)
+        mc_net_set_busy_poll_us((uint32_t)busy_poll_us);
     if (!strcmp(phase, "all") || !strcmp(phase, "rss"))
         phase_rss(objects);
     if (!strcmp(phase, "all") || !strcmp(phase, "core"))
         phase_core(small, batch, seconds);
     if (!strcmp(phase, "all") || !strcmp(phase, "evict"))
         phase_evict(small);
-    if (!strcmp(phase, "all") || !strcmp(phase, "rpc")) {
+    bool rpc = !strcmp(phase, "all") || !strcmp(phase, "rpc");
+    bool lookup = !strcmp(phase, "all") || !strcmp(phase, "batch_lookup");
+    if (rpc || lookup) {
         mc_auth_t *auth = NULL;
         if (mc_auth_load(token_file, &auth) != MC_OK) {
             fprintf(stderr, "mc_master_bench: cannot load --auth_token_file %s\n", token_file);
             return 2;
         }
-        phase_rpc(small, batch, seconds, window, auth);
+        phase_rpc(small, batch, seconds, window, auth, rpc, lookup, compact);
         mc_auth_free(auth);
     }
     return 0;

@@ -40,6 +40,7 @@
 #include "common/etcd.h"
 #include "common/log.h"
 #include "common/time.h"
+#include "rpc/replica_lists.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -412,6 +413,13 @@ mc_status_t mc_master_client_send(mc_master_client_t *mc, uint16_t opcode,
     unsigned i = atomic_load_explicit(&mc->next, memory_order_relaxed);
     *in = (mc_master_inflight_t){.mc = mc, .idempotent = idempotent,
                                  .call = {.opcode = opcode, .req = req, .allocator = alloc}};
+    if (opcode == MC_OP_BATCH_GET_REPLICA_LIST && alloc && req &&
+        req->descriptor == &mc_rpc__batch_key_request__descriptor) {
+        /* the compact answer; recv rebuilds the results (master_client.h, call_with) */
+        in->bkr = *(const McRpc__BatchKeyRequest *)req;
+        in->bkr.compact_replicas = true;
+        req = in->call.req = &in->bkr.base;
+    }
     in->metrics = opcode < MC_OP_MAX ? mc->metrics : NULL;
     if (in->metrics) /* upstream's rule: counted when sent, timed when answered */
         atomic_fetch_add_explicit(&in->metrics->rpc_count[opcode], 1, memory_order_relaxed);
@@ -475,6 +483,9 @@ mc_status_t mc_master_client_recv(mc_master_inflight_t *in, ProtobufCMessage **r
         if (st == MC_OK)
             st = view_check(in->mc, in->conn, in->call.opcode, view, &resp, in->call.allocator);
     }
+    if (st == MC_OK && in->call.req == &in->bkr.base &&
+        (st = mc_rpc_replicas_expand(in->call.allocator, in->bkr.n_keys, (void *)resp)) != MC_OK)
+        resp = NULL; /* in the caller's allocator: released with it */
     if (in->metrics && st == MC_OK)
         store_hist_observe(&in->metrics->rpc_lat[in->call.opcode],
                            (mc_now_ns() - in->t0) / 1000);

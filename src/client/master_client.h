@@ -17,6 +17,7 @@
 
 #include "common/tenant.h"
 #include "mooncake/status.h"
+#include "rpc/master.pb-c.h"
 #include "rpc/rpc_client.h"
 
 #include <stdatomic.h>
@@ -68,7 +69,11 @@ mc_status_t mc_master_client_call(mc_master_client_t *mc, uint16_t opcode,
                                   int idempotent);
 /* The same, the response unpacked with `alloc` (e.g. an mc_rpc_arena_t's .pb: one allocation
  * for a whole batch answer instead of several per key); the caller then releases it with its
- * allocator (arena reset/destroy), not with mc_rpc_response_free. */
+ * allocator (arena reset/destroy), not with mc_rpc_response_free. With an allocator a
+ * BatchGetReplicaList asks the master for the compact answer (rpc/replica_lists.h) and hands
+ * the caller `results` rebuilt from it (one per key asked, strings shared between results),
+ * or the usual answer of a master that does not know the compact form; an inconsistent
+ * compact answer fails the call with MC_ERR_PROTOCOL. */
 mc_status_t mc_master_client_call_with(mc_master_client_t *mc, uint16_t opcode,
                                        const ProtobufCMessage *req, ProtobufCMessage **resp_p,
                                        int idempotent, ProtobufCAllocator *alloc);
@@ -86,6 +91,7 @@ typedef struct mc_master_inflight {
     mc_master_client_t *mc;
     mc_rpc_client_t *conn;
     mc_rpc_pending_t call;
+    McRpc__BatchKeyRequest bkr; /* a BatchGetReplicaList's request, asking the compact form */
     mc_rpc_inflight_t f;
     struct store_metrics *metrics;
     uint64_t t0;

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "rpc/frame.h"
+#include "rpc/replica_lists.h"
 #include "rpc/wire_key.h"
 
 #include <pthread.h>
@@ -1369,6 +1370,24 @@ static mc_status_t authorize(const mc_rpc_call_t *call, const ProtobufCMessage *
     return MC_OK;
 }
 
+/* The form of the answer, once it is complete (its grants are made from `results`): a
+ * BatchGetReplicaList that asks for it (BatchKeyRequest.compact_replicas) gets the compact
+ * form (rpc/replica_lists.h); one whose results do not fit it gets the usual form. */
+_Static_assert(MC_MASTER_MAX_REPLICAS <= MC_RPC_MAX_KEY_REPLICAS,
+               "every lookup answer must fit the compact form");
+static mc_status_t answer_form(mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage *resp)
+{
+    if (call->opcode != MC_OP_BATCH_GET_REPLICA_LIST ||
+        !((const McRpc__BatchKeyRequest *)req)->compact_replicas)
+        return MC_OK;
+    McRpc__BatchReplicaListResponse *r = (void *)resp;
+    if (r->status)
+        return MC_OK;
+    mc_status_t st = mc_rpc_replicas_compact(call->arena, r);
+    return st == MC_ERR_INVALID_PARAMS ? MC_OK : st;
+}
+
 static mc_rpc_handler_fn g_impl[MC_OP_MAX];
 static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
 static void impl_init(void)
@@ -1410,6 +1429,8 @@ static mc_status_t h_authorized(void *ctx, mc_rpc_call_t *call, const ProtobufCM
         mc_master_grants_end(ctx);
     if (st == MC_OK && ring && *resp_p)
         st = grants_attach(ctx, call, ring, wall0, *resp_p);
+    if (st == MC_OK && *resp_p)
+        st = answer_form(call, req, *resp_p);
     return st;
 }
 

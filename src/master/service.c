@@ -88,7 +88,8 @@ static size_t repeated_count(const ProtobufCMessage *msg, const ProtobufCFieldDe
 }
 
 /* A batch request's items (its `keys`) and how many of them failed: all of them when the whole
- * request failed, else the failed per-item statuses (`statuses`, or `results[i].status`). */
+ * request failed, else the failed per-item statuses (`statuses` when it has entries, else
+ * `results[i].status`). */
 static void batch_items(uint16_t op, const ProtobufCMessage *req, const ProtobufCMessage *resp,
                         int32_t body, size_t *items_p, size_t *failed_p)
 {
@@ -104,10 +105,12 @@ static void batch_items(uint16_t op, const ProtobufCMessage *req, const Protobuf
         return;
     }
     size_t failed = 0;
-    if ((f = protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, "statuses")) &&
-        f->type == PROTOBUF_C_TYPE_SINT32) {
-        const int32_t *st = *(int32_t *const *)((const char *)resp + f->offset);
-        size_t k = repeated_count(resp, f);
+    const ProtobufCFieldDescriptor *fs =
+        protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, "statuses");
+    /* a BatchReplicaListResponse has both: `statuses` in its compact form, else `results` */
+    if (fs && fs->type == PROTOBUF_C_TYPE_SINT32 && repeated_count(resp, fs)) {
+        const int32_t *st = *(int32_t *const *)((const char *)resp + fs->offset);
+        size_t k = repeated_count(resp, fs);
         for (size_t i = 0; i < k; i++)
             failed += item_failed(op, st[i]);
     } else if ((f = protobuf_c_message_descriptor_get_field_by_name(resp->descriptor,

@@ -111,6 +111,7 @@ typedef struct mc_rpc_inflight {
     uint8_t *tx;       /* every request frame, back to back */
     size_t total, sent;
     uint64_t timeout_ns;
+    uint64_t t_sent;   /* mc_now_ns() when the requests were framed (just before sending) */
 } mc_rpc_inflight_t;
 mc_status_t mc_rpc_client_call_send(mc_rpc_client_t *cli, mc_rpc_pending_t *calls, size_t n,
                                     uint32_t timeout_ms, bool nowait, mc_rpc_inflight_t *f);

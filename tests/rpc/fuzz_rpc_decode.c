@@ -1,9 +1,13 @@
 /* Fuzz target: a byte stream as a master connection would receive it. Frames are split with
  * the header codec, every body is decoded with the opcode's request message (and, to cover the
- * client side, its response message), exactly as rpc_server.c / rpc_client.c do. */
+ * client side, its response message), exactly as rpc_server.c / rpc_client.c do. A
+ * BatchReplicaListResponse is also rebuilt from its compact form (rpc/replica_lists.h) as
+ * mc_master_client does, for as many keys as it has statuses and for the frame's req_id
+ * (mod 64) keys. */
 #include "rpc/arena.h"
 #include "rpc/frame.h"
 #include "rpc/opcodes.h"
+#include "rpc/replica_lists.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             ProtobufCMessage *r = protobuf_c_message_unpack(info->resp, NULL, h.body_len, body);
             if (r)
                 protobuf_c_message_free_unpacked(r, NULL);
+            if (info->resp == &mc_rpc__batch_replica_list_response__descriptor) {
+                for (int k = 0; k < 2; k++) {
+                    McRpc__BatchReplicaListResponse *b =
+                        mc_rpc__batch_replica_list_response__unpack(&arena.pb, h.body_len, body);
+                    if (b)
+                        mc_rpc_replicas_expand(&arena.pb, k ? h.req_id % 64 : b->n_statuses, b);
+                }
+            }
         }
         mc_rpc_arena_reset(&arena);
         off += MC_RPC_HDR_SIZE + h.body_len;

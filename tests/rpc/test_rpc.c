@@ -1,5 +1,6 @@
 /* RPC layer: frame codec, server loop + client against the master handlers in-process, bad
- * frames, unknown opcodes, pipelining, deadlines and reconnects. */
+ * frames, unknown opcodes, pipelining, deadlines and reconnects, the client's busy-poll skipped
+ * for slow answers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -606,6 +607,72 @@ static void test_light_replies(void **state)
     mc_rpc_server_destroy(srv);
 }
 
+/* Answers Ping after SLOW_US (the loop thread sleeps: a slow master). */
+#define SLOW_US 5000
+static mc_status_t slow_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                             ProtobufCMessage **resp_p)
+{
+    (void)ctx;
+    (void)req;
+    usleep(SLOW_US);
+    McRpc__PingResponse *r = mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
+    mc_rpc__ping_response__init(r);
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+static void *slow_run(void *srv)
+{
+    mc_rpc_server_run(srv);
+    return NULL;
+}
+
+static double thread_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* A lone call whose answers have been taking longer than the busy-poll budget sleeps at once
+ * instead of spinning the budget away (rpc_client.c, batch_spin): with a 2 ms budget and
+ * answers 5 ms after the send, ten calls after the first (which spins: nothing learnt yet) use
+ * far less CPU than the 20 ms that spinning would. */
+static void test_slow_answers_not_spun_for(void **state)
+{
+    (void)state;
+    uint32_t saved = (uint32_t)(mc_net_busy_poll_ns() / 1000);
+    mc_net_set_busy_poll_us(2000);
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1"};
+    so.handlers[MC_OP_PING] = slow_ping;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_run, srv), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(addr, NULL, &c), MC_OK);
+    McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
+    ProtobufCMessage *resp;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PING, &q.base, &resp, 5000), MC_OK);
+    mc_rpc_response_free(resp);
+    double cpu0 = thread_cpu_us();
+    uint64_t t0 = mc_now_ns();
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_PING, &q.base, &resp, 5000), MC_OK);
+        mc_rpc_response_free(resp);
+    }
+    double cpu = thread_cpu_us() - cpu0;
+    assert_true(mc_now_ns() - t0 >= 10ull * SLOW_US * 1000); /* they were slow */
+    assert_true(cpu < 10 * 500);                             /* and not spun for */
+    mc_rpc_client_destroy(c);
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+    mc_net_set_busy_poll_us(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -618,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_timeout_and_reconnect),
         cmocka_unit_test(test_reconnect_after_restart),
         cmocka_unit_test(test_http_concurrent),
+        cmocka_unit_test(test_slow_answers_not_spun_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
