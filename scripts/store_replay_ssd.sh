@@ -12,7 +12,9 @@
 #             SSD_RATIO x CAPACITY
 #             blocks (MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES = that many records of
 #             BLOCK_BYTES + their 4 KiB header; watermarks 1.0 / 0.95, 16 MiB buckets evicted
-#             FIFO; dram_ssd_lru: the same with the disk's LRU bucket eviction);
+#             FIFO, a victim's blocks read since written re-appended first, up to READMIT_PCT %
+#             of its bytes (MC_DISK_READMIT_PCT; 0 drops whole buckets as written);
+#             dram_ssd_lru: the same with the disk's LRU bucket eviction);
 #   dram_ssd_evict, dram_ssd_evict_lru: the same disks, admission by eviction instead
 #             (--offload_on_evict=true: a block goes to the disk when the pool evicts it, the
 #             simulator's model; OFFLOAD_CAP victims held per eviction pass, see below);
@@ -24,10 +26,11 @@
 #   mc_sim --experiment=run with --pool_blocks=CAPACITY and --ssd_blocks=0 / SSD_RATIO x CAPACITY
 #             on the same requests.
 # Per store run one JSON line "store_replay_ssd": the replay's own fields plus the config, the
-# storage server's disk-tier counters (mooncake_ssd_read_bytes_total, _write_bytes_total,
-# _reads_served_total, _objects), the master's offload counters (master_offload_queued_total,
-# _success_total, _skipped_total, master_promotion_success_total) and the bytes served per
-# tier (SSD = disk reads served to readers x BLOCK_BYTES, promotions' reads not included;
+# storage server's disk-tier counters (mooncake_ssd_read_bytes_total, _write_bytes_total (second-
+# chance copies included), _reads_served_total (read requests, up to 64 blocks each),
+# _readmitted_objects_total, _objects), the master's offload counters
+# (master_offload_queued_total, _success_total, _skipped_total, master_promotion_success_total)
+# and the bytes served per tier (SSD = bytes read from the disk, promotions' reads included;
 # DRAM = hit blocks x BLOCK_BYTES - SSD); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
 # them there too. Every process is stopped by PID (trap). The disk directory is on $SSD_DIR
 # (default /var/tmp: a disk, not a tmpfs).
@@ -38,7 +41,8 @@
 #        offload at once with --offload_on_evict: --offloading_queue_limit is set to twice it,
 #        --offload_cap_ratio 0.5; default 200), OFFLOAD_FORCE_EVICT (--offload_force_evict,
 #        default false: wait for the disk rather than evict a block without its copy),
-#        PROMOTE_THRESHOLD (1), CONFIGS ("dram dram_ssd dram_ssd_lru dram_ssd_evict
+#        PROMOTE_THRESHOLD (1), READMIT_PCT (the disk's second chance, default 50; 0 = off),
+#        CONFIGS ("dram dram_ssd dram_ssd_lru dram_ssd_evict
 #        dram_ssd_evict_lru dram_ssd_evict_reused dram_ssd_evict_promote"), OUT
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,6 +58,7 @@ CONFIGS=${CONFIGS:-dram dram_ssd dram_ssd_lru dram_ssd_evict dram_ssd_evict_lru 
 OFFLOAD_CAP=${OFFLOAD_CAP:-200}
 OFFLOAD_FORCE_EVICT=${OFFLOAD_FORCE_EVICT:-false}
 PROMOTE_THRESHOLD=${PROMOTE_THRESHOLD:-1}
+READMIT_PCT=${READMIT_PCT:-50}
 PUT_RETRY_MS=${PUT_RETRY_MS:-10000} # a put refused while eviction waits is retried this long
 MASTER_FLAGS="--eviction_high_watermark_ratio=1 --eviction_ratio=0.002 --default_kv_lease_ttl=1"
 for t in mooncake_master mooncake_client mc_store_replay mc_sim; do
@@ -96,13 +101,13 @@ for cfg in $CONFIGS; do
   MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES=$disk_bytes MC_OFFLOAD_HEARTBEAT_MS=10 \
   MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES=16MB MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY=$policy \
   MOONCAKE_OFFLOAD_DISK_EVICTION_HIGH_WATERMARK_RATIO=1 \
-  MOONCAKE_OFFLOAD_DISK_EVICTION_LOW_WATERMARK_RATIO=0.95 \
+  MOONCAKE_OFFLOAD_DISK_EVICTION_LOW_WATERMARK_RATIO=0.95 MC_DISK_READMIT_PCT=$READMIT_PCT \
     mc_start_server "server_$cfg" "127.0.0.1:$port" --global_segment_size="$seg" $sflags
-  cmd="MC_STORE_LEASE_CACHE=0 mc_store_replay --trace=$(basename "$TRACE") --requests=$REQUESTS --block_bytes=$BLOCK_BYTES --threads=1 --put_retry_ms=$PUT_RETRY_MS --json (master: $mflags; one server, --global_segment_size=$seg${sflags:+ $sflags}, disk limit $disk_bytes B, disk eviction $policy)"
+  cmd="MC_STORE_LEASE_CACHE=0 mc_store_replay --trace=$(basename "$TRACE") --requests=$REQUESTS --block_bytes=$BLOCK_BYTES --threads=1 --put_retry_ms=$PUT_RETRY_MS --json (master: $mflags; one server, --global_segment_size=$seg${sflags:+ $sflags}, disk limit $disk_bytes B, disk eviction $policy, MC_DISK_READMIT_PCT=$READMIT_PCT)"
   line=$(MC_STORE_LEASE_CACHE=0 "$BIN/mc_store_replay" --trace="$TRACE" \
     --master_server_address="127.0.0.1:$port" --requests="$REQUESTS" \
     --block_bytes="$BLOCK_BYTES" --threads=1 --put_retry_ms="$PUT_RETRY_MS" --json 2>"$MC_WORK/replay_$cfg.log" | grep '^{"bench":"store_replay"')
-  rd=0 wr=0 served=0 objs=0 mq=0 mok=0 mskip=0 mpromo=0
+  rd=0 wr=0 served=0 readmit=0 objs=0 mq=0 mok=0 mskip=0 mpromo=0
   if [ "$cfg" != dram ]; then
     mm=$(curl -sf "http://127.0.0.1:$mport/metrics" || true)
     mq=$(metric "$mm" master_offload_queued_total)
@@ -114,6 +119,7 @@ for cfg in $CONFIGS; do
     rd=$(metric "$m" mooncake_ssd_read_bytes_total)
     wr=$(metric "$m" mooncake_ssd_write_bytes_total)
     served=$(metric "$m" mooncake_ssd_reads_served_total)
+    readmit=$(metric "$m" mooncake_ssd_readmitted_objects_total)
     objs=$(metric "$m" mooncake_ssd_objects)
   fi
   mc_stop_all
@@ -122,8 +128,8 @@ for cfg in $CONFIGS; do
 import json, sys
 d = json.loads(sys.argv[1]); bb = int(sys.argv[2]); rd = int(sys.argv[3])
 hit = round(d["prefix_hit_ratio"] * d["blocks"]) * bb
-print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$((served * BLOCK_BYTES))")
-  emit "{\"bench\":\"store_replay_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"pool_blocks\":$CAPACITY,\"ssd_blocks\":$ssd,\"segment_bytes\":$seg,\"command\":\"$cmd\",$tiers,\"ssd_write_bytes\":$wr,\"ssd_reads_served\":$served,\"ssd_objects_at_end\":$objs,\"offload_queued\":$mq,\"offload_succeeded\":$mok,\"offload_skipped\":$mskip,\"promotions\":$mpromo,${line#\{\"bench\":\"store_replay\",}"
+print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$rd")
+  emit "{\"bench\":\"store_replay_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"pool_blocks\":$CAPACITY,\"ssd_blocks\":$ssd,\"segment_bytes\":$seg,\"command\":\"$cmd\",$tiers,\"ssd_write_bytes\":$wr,\"ssd_reads_served\":$served,\"ssd_readmitted\":$readmit,\"readmit_pct\":$READMIT_PCT,\"ssd_objects_at_end\":$objs,\"offload_queued\":$mq,\"offload_succeeded\":$mok,\"offload_skipped\":$mskip,\"promotions\":$mpromo,${line#\{\"bench\":\"store_replay\",}"
   case $cfg in dram | dram_ssd) ;; *) continue ;; esac # the simulator's SSD tier has one policy
   sim=$("$BIN/mc_sim" --experiment=run --trace="$TRACE" --max_requests="$REQUESTS" \
     --pool_blocks="$CAPACITY" --ssd_blocks="$ssd" | grep '^{' | head -1)
