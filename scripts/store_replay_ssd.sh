@@ -32,8 +32,10 @@
 # chance copies included), _reads_served_total (read requests, up to 64 blocks each),
 # _readmitted_objects_total, _objects), the master's offload counters
 # (master_offload_queued_total, _success_total, _skipped_total, master_promotion_success_total)
-# and the bytes served per tier (SSD = bytes read from the disk, promotions' reads included;
-# DRAM = hit blocks x BLOCK_BYTES - SSD); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
+# and the bytes read per tier (SSD = bytes the disk engine read and verified, less the
+# promotions' reads (one block each); blocks read again after a failed batch and blocks read
+# past the first bad one of a prefix count too, so it can exceed the hits; DRAM = hit blocks x
+# BLOCK_BYTES - SSD, at least 0: an estimate, low by those extra reads); per config one "sim_ssd" line (mc_sim's JSON). OUT=FILE appends
 # them there too. Every process is stopped by PID (trap). The disk directory is on $SSD_DIR
 # (default /var/tmp: a disk, not a tmpfs).
 #
@@ -132,7 +134,7 @@ for cfg in $CONFIGS; do
 import json, sys
 d = json.loads(sys.argv[1]); bb = int(sys.argv[2]); rd = int(sys.argv[3])
 hit = round(d["prefix_hit_ratio"] * d["blocks"]) * bb
-print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (hit - rd, rd))' "$line" "$BLOCK_BYTES" "$rd")
+print("\"dram_read_bytes\":%d,\"ssd_read_bytes\":%d" % (max(hit - rd, 0), rd))' "$line" "$BLOCK_BYTES" "$((rd - mpromo * BLOCK_BYTES))")
   emit "{\"bench\":\"store_replay_ssd\",\"date\":\"$date\",\"config\":\"$cfg\",\"pool_blocks\":$CAPACITY,\"ssd_blocks\":$ssd,\"segment_bytes\":$seg,\"command\":\"$cmd\",$tiers,\"ssd_write_bytes\":$wr,\"ssd_reads_served\":$served,\"ssd_readmitted\":$readmitted,\"readmit_pct\":$readmit,\"ssd_objects_at_end\":$objs,\"offload_queued\":$mq,\"offload_succeeded\":$mok,\"offload_skipped\":$mskip,\"promotions\":$mpromo,${line#\{\"bench\":\"store_replay\",}"
   case $cfg in dram | dram_ssd) ;; *) continue ;; esac # the simulator's SSD tier has one policy
   sim=$("$BIN/mc_sim" --experiment=run --trace="$TRACE" --max_requests="$REQUESTS" \
