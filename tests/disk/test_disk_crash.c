@@ -270,7 +270,8 @@ static void test_kill9_mid_value(void **state)
  * bucket 1 is the victim and two of its read keys are copied into the new bucket 3 before it
  * is deleted. The parent watches 3.bucket grow past a random point of the copies and kills the
  * child there. At the reopen every key reads back its exact bytes or is absent; while bucket 1's
- * file is still there (the kill came before its deletion) all eight keys are there. */
+ * file is still there (the kill came before its deletion) all eight keys are there, and once it
+ * is gone both copies are (the last round waits for the deletion before it kills). */
 static void readmit_writer(int fd)
 {
     mc_disk_config_t c;
@@ -326,13 +327,16 @@ static void test_kill9_mid_readmit(void **state)
         uint64_t until = mc_now_ns() + 10000000000ull;
         while ((now = file_size(path)) < at && mc_now_ns() < until)
             ;
+        char old[512];
+        snprintf(old, sizeof(old), "%s/1.bucket", g_dir);
+        while (round == 2 && access(old, F_OK) == 0 && mc_now_ns() < until)
+            ; /* the last round: a kill right after bucket 1's deletion */
         assert_int_equal(kill(pid, SIGKILL), 0);
         int ws;
         assert_int_equal(waitpid(pid, &ws, 0), pid);
         close(p[0]);
         assert_true(now >= at);
-        snprintf(path, sizeof(path), "%s/1.bucket", g_dir);
-        bool old_there = access(path, F_OK) == 0;
+        bool old_there = access(old, F_OK) == 0;
         inside += old_there;
         mc_disk_config_t c;
         dt_config(&c);
@@ -342,17 +346,20 @@ static void test_kill9_mid_readmit(void **state)
         mc_disk_stats_t st;
         mc_disk_store_stats(s, &st);
         assert_int_equal(st.recovered_corrupt, 0);
-        uint64_t ok = 0;
+        uint64_t ok = 0, ok_read = 0;
         for (uint64_t i = 0; i <= 8; i++) {
             mc_status_t rc = dt_get(s, NULL, i, 0, NULL);
             assert_true(rc == MC_OK || rc == MC_ERR_OBJECT_NOT_FOUND); /* never wrong bytes */
             ok += rc == MC_OK;
+            ok_read += i < 4 && rc == MC_OK;
             if (i >= 4 && i < 8)
                 assert_int_equal(rc, MC_OK); /* bucket 2 was never touched */
             if (i < 4 && old_there)
                 assert_int_equal(rc, MC_OK);
         }
         assert_int_equal(st.objects, ok);
+        if (!old_there) /* bucket 1 went only after both copies were committed */
+            assert_int_equal(ok_read, 2);
         print_message("round %d: killed at %lld bytes of bucket 3, bucket 1 %s, %llu keys back\n",
                       round, now, old_there ? "still there" : "deleted",
                       (unsigned long long)ok);
@@ -361,6 +368,7 @@ static void test_kill9_mid_readmit(void **state)
         assert_int_equal(mt_tmpdir(g_dir, sizeof(g_dir)), 0);
     }
     print_message("kill -9 mid-readmit: %d of 3 kills before the old bucket's deletion\n", inside);
+    assert_true(inside < 3); /* the last round waited for it */
 }
 
 /* ---- disk full */
