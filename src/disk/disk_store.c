@@ -63,6 +63,9 @@ struct dent {
     uint32_t hlen, klen;
     bool refd;               /* read since written: re-appended once when its bucket is the
                                 eviction victim (second chance) */
+    bool shadows;            /* an older record of the key may still be on disk with no
+                                tombstone after it (a second-chance copy, or a restart that
+                                found both): its removal always writes a tombstone */
     char key[];              /* storage key: tenant '\0' key */
 };
 
@@ -622,6 +625,7 @@ static void readmit(mc_disk_store_t *s, bucket_t *v)
             free(e);
             c->b = a;
             c->off = off;
+            c->shadows = true;
             dent_insert(s, c);
             moved++;
             moved_bytes += c->vlen;
@@ -839,11 +843,12 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *s, const char *tenant, const c
     if (found) {
         *pp = e->hnext;
         uint64_t bid = e->b->id;
+        need_tomb = e->shadows; /* an older record must stay hidden */
         dent_unlink_bucket(s, e);
         free(e);
         s->st.removes++;
         drop_empty(s);
-        /* a tombstone only where the record's bucket is still on disk */
+        /* otherwise a tombstone only where the record's bucket is still on disk */
         for (bucket_t *x = s->head; x; x = x->next)
             if (x->id == bid)
                 need_tomb = true;
@@ -1386,6 +1391,7 @@ static mc_status_t recover_record(mc_disk_store_t *s, bucket_t *b, const mc_disk
 {
     uint64_t h = mc_hash64(r->key, r->key_len);
     dent_t **pp = ht_slot(s, r->key, r->key_len, h), *old = *pp;
+    bool shadows = old != NULL;
     if (old) { /* a newer record of the key: the older one is superseded */
         *pp = old->hnext;
         dent_unlink_bucket(s, old);
@@ -1400,6 +1406,7 @@ static mc_status_t recover_record(mc_disk_store_t *s, bucket_t *b, const mc_disk
                          r->value_checksum);
     if (!e)
         return MC_ERR_NO_MEMORY;
+    e->shadows = shadows;
     dent_insert(s, e);
     s->st.recovered_objects++;
     return MC_OK;

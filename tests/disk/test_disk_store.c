@@ -610,6 +610,52 @@ static void test_readmit(void **state)
     }
 }
 
+/* A removed second-chance copy stays removed even when its bucket goes with the removal (no
+ * tombstone would be needed for a plain record there) and a crash left the victim's file with
+ * the old record behind: keys 0 and 1 are copied from bucket 1 into bucket 4 (with keys 12,
+ * 13), bucket 4 is sealed, all four are removed (bucket 4 is deleted as empty), then bucket 1's
+ * file is put back as a crash before its deletion would have left it. */
+static void test_readmit_remove(void **state)
+{
+    (void)state;
+    mc_disk_config_t c;
+    dt_config(&c);
+    c.bucket_keys_limit = 4;
+    c.total_keys_limit = 12;
+    c.watermark_eviction = false;
+    c.readmit_pct = 50;
+    mc_disk_store_t *s = open_store(&c);
+    for (uint64_t i = 0; i < 12; i++)
+        assert_int_equal(dt_put(s, NULL, i, 12288), MC_OK);
+    for (uint64_t i = 0; i < 2; i++)
+        assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_OK);
+    char path[512], saved[512], b4[512];
+    mc_disk_loc_t loc;
+    where(s, 0, path, sizeof(path), &loc);
+    snprintf(saved, sizeof(saved), "%s/saved", g_dir);
+    copy_file(path, saved);
+    for (uint64_t i = 12; i < 15; i++) /* 12: bucket 1 evicted (0, 1 copied); 14: seals 4 */
+        assert_int_equal(dt_put(s, NULL, i, 12288), MC_OK);
+    where(s, 0, b4, sizeof(b4), &loc);
+    assert_int_equal(loc.bucket_id, 4);
+    where(s, 13, b4, sizeof(b4), &loc);
+    assert_int_equal(loc.bucket_id, 4);
+    static const uint64_t order[] = {12, 13, 0, 1};
+    for (size_t i = 0; i < 4; i++) {
+        char k[64];
+        dt_key(k, sizeof(k), order[i]);
+        assert_int_equal(mc_disk_store_remove(s, NULL, k, strlen(k)), MC_OK);
+    }
+    assert_int_equal(access(b4, F_OK), -1); /* emptied and deleted by the last removal */
+    mc_disk_store_close(s);
+    assert_int_equal(rename(saved, path), 0);
+    s = open_store(&c);
+    for (uint64_t i = 0; i < 2; i++)
+        assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(dt_get(s, NULL, 14, 0, NULL), MC_OK);
+    mc_disk_store_close(s);
+}
+
 /* Limits smaller than one bucket: the bucket being appended to is sealed and evicted too. */
 static void test_limits_below_one_bucket(void **state)
 {
@@ -861,6 +907,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_header_and_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readmit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_readmit_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits_below_one_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_deletes_empty_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_delete_under_read, setup, teardown),
