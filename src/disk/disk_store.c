@@ -666,18 +666,20 @@ static void drop_victim(mc_disk_store_t *s, bucket_t *v, bucket_t **evicted)
 }
 
 /* Evicts victims (pick_victim) while over the byte target or the key target; each victim's
- * read objects first get their second chance (readmit, when readmit_pct > 0). Evicted buckets
- * are chained on *evicted for the callback (their objects are out of the table). wmu held, mu
- * not held. */
+ * read objects first get their second chance (readmit, when readmit_pct > 0), except in the
+ * buckets appended to since this call began (the copies' buckets): so every call ends, even
+ * under readers that keep every object referenced. Evicted buckets are chained on *evicted
+ * for the callback (their objects are out of the table). wmu held, mu not held. */
 static void evict_until(mc_disk_store_t *s, uint64_t bytes_target, uint64_t keys_target,
                         bucket_t **evicted)
 {
     if (s->cfg.policy == MC_DISK_EVICT_NONE)
         return;
+    uint64_t fresh = s->active ? s->active->id : s->next_id; /* ids from here: no readmit */
     for (;;) {
         pthread_mutex_lock(&s->mu);
         bucket_t *v = s->bytes > bytes_target || s->nobj > keys_target ? pick_victim(s) : NULL;
-        if (v && s->cfg.readmit_pct) {
+        if (v && s->cfg.readmit_pct && v->id < fresh) {
             v->inflight++; /* keeps v allocated while mu is released */
             pthread_mutex_unlock(&s->mu);
             readmit(s, v);
