@@ -1267,8 +1267,9 @@ mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
                       "Bytes read from the SSD tier (checksum verified)");
     MC_PROM_PRINTF(&p, "mooncake_ssd_read_bytes_total %llu\n", (unsigned long long)ds.read_bytes);
     mc_prom_help_type(&p, "mooncake_ssd_write_bytes_total", "counter",
-                      "Bytes written to the SSD tier");
-    MC_PROM_PRINTF(&p, "mooncake_ssd_write_bytes_total %llu\n", (unsigned long long)ds.put_bytes);
+                      "Bytes written to the SSD tier (offloads and second-chance copies)");
+    MC_PROM_PRINTF(&p, "mooncake_ssd_write_bytes_total %llu\n",
+                   (unsigned long long)(ds.put_bytes + ds.readmitted_bytes));
     uint64_t le[MC_DISK_LAT_BUCKETS - 1];
     for (size_t i = 0; i < MC_DISK_LAT_BUCKETS - 1; i++)
         le[i] = mc_disk_lat_bounds_us[i];
@@ -1296,10 +1297,12 @@ mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
         {"mooncake_ssd_offload_failed_total",
          "Offload tasks not written (disk full or failing, or the memory reused meanwhile)"},
         {"mooncake_ssd_disk_full_total", "Disk writes refused for space (ENOSPC, limits)"},
+        {"mooncake_ssd_readmitted_objects_total",
+         "Objects read since written, re-appended when their bucket was evicted (second chance)"},
     };
     const uint64_t cv[] = {ds.checksum_failures, ds.evicted_objects, atomic_load(&d->offloaded),
                            atomic_load(&d->disk_reads_served), atomic_load(&d->offload_failed),
-                           ds.disk_full};
+                           ds.disk_full, ds.readmitted_objects};
     for (size_t i = 0; i < sizeof(cv) / sizeof(cv[0]); i++) {
         mc_prom_help_type(&p, counters[i][0], "counter", counters[i][1]);
         MC_PROM_PRINTF(&p, "%s %llu\n", counters[i][0], (unsigned long long)cv[i]);

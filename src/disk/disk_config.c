@@ -22,6 +22,7 @@ void mc_disk_config_default(mc_disk_config_t *cfg)
     cfg->high_watermark = 0.90;
     cfg->low_watermark = 0.80;
     cfg->policy = MC_DISK_EVICT_FIFO;
+    cfg->readmit_pct = 50;
     cfg->sync_each_put = false;
     cfg->io_depth = 64;
     cfg->rings = 4;
@@ -53,6 +54,8 @@ mc_status_t mc_disk_config_check(const mc_disk_config_t *c, char *err, size_t er
         REFUSE("watermarks need 0 < low (MOONCAKE_OFFLOAD_DISK_EVICTION_LOW_WATERMARK_RATIO, %g) < high (MOONCAKE_OFFLOAD_DISK_EVICTION_HIGH_WATERMARK_RATIO, %g) <= 1", c->low_watermark, c->high_watermark);
     if ((unsigned)c->policy > MC_DISK_EVICT_NONE)
         REFUSE("eviction policy %d unknown", (int)c->policy);
+    if (c->readmit_pct > 90)
+        REFUSE("readmit_pct (MC_DISK_READMIT_PCT) %u out of range [0, 90]", c->readmit_pct);
     if (c->io_depth < 1 || c->io_depth > 4096)
         REFUSE("io_depth (MC_DISK_IO_DEPTH) %u out of range [1, 4096]", c->io_depth);
     if (c->rings < 1 || c->rings > 64)
@@ -153,6 +156,9 @@ mc_status_t mc_disk_config_from_env(mc_disk_config_t *cfg, mc_disk_env_fn lookup
         else
             REFUSE("MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY=%s: not fifo, lru or none", pol);
     }
+    u = cfg->readmit_pct;
+    ENV(env_u64(lookup, arg, "MC_DISK_READMIT_PCT", false, &u, err, errlen));
+    cfg->readmit_pct = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
     bool uring = true;
     ENV(env_bool(lookup, arg, "MOONCAKE_OFFLOAD_USE_URING", &uring, err, errlen)); /* always on */
     ENV(env_bool(lookup, arg, "MC_DISK_SYNC_EACH_PUT", &cfg->sync_each_put, err, errlen));

@@ -61,6 +61,11 @@ struct dent {
     bucket_t *b;
     uint64_t hash, off, vlen, csum;
     uint32_t hlen, klen;
+    bool refd;               /* read since written: re-appended once when its bucket is the
+                                eviction victim (second chance) */
+    bool shadows;            /* an older record of the key may still be on disk with no
+                                tombstone after it (a second-chance copy, or a restart that
+                                found both): its removal always writes a tombstone */
     char key[];              /* storage key: tenant '\0' key */
 };
 
@@ -331,31 +336,6 @@ static bucket_t *pick_victim(mc_disk_store_t *s)
     return best;
 }
 
-/* Evicts victims while over the byte target or the key target; evicted buckets are chained
- * on *evicted for the callback (their objects are out of the table). mu held. */
-static void evict_until(mc_disk_store_t *s, uint64_t bytes_target, uint64_t keys_target,
-                        bucket_t **evicted)
-{
-    if (s->cfg.policy == MC_DISK_EVICT_NONE)
-        return;
-    while (s->bytes > bytes_target || s->nobj > keys_target) {
-        bucket_t *v = pick_victim(s);
-        if (!v)
-            return;
-        for (dent_t *e = v->objs; e; e = e->bnext) {
-            *ht_slot(s, e->key, e->klen, e->hash) = e->hnext;
-            s->nobj--;
-            s->live_bytes -= e->vlen;
-            s->st.evicted_objects++;
-        }
-        v->live = 0;
-        list_remove(s, v);
-        s->st.evicted_buckets++;
-        v->enext = *evicted;
-        *evicted = v;
-    }
-}
-
 /* Reports evicted buckets to the callback, then releases them. No lock held. */
 static void report_evicted(mc_disk_store_t *s, bucket_t *evicted)
 {
@@ -487,6 +467,239 @@ static mc_status_t bucket_create(mc_disk_store_t *s)
     return MC_OK;
 }
 
+/* Writes one record at the end of bucket a: the value and its padding first, then the header
+ * block that commits it (with sync_each_put each is fdatasynced). On failure a is truncated
+ * back to its last committed record. *off_p gets the record's offset. The caller accounts the
+ * record (account_record). wmu held. */
+static mc_status_t write_record(mc_disk_store_t *s, bucket_t *a, const mc_disk_rec_t *r,
+                                const void *value, uint64_t *off_p)
+{
+    uint8_t *hb = aligned_alloc(MC_DISK_ALIGN, r->hdr_len);
+    if (!hb)
+        return MC_ERR_NO_MEMORY;
+    uint64_t off = a->size, len = r->value_len, vspan = mc_disk_round(len);
+    mc_disk_rec_encode(r, a->salt, hb);
+    int err = 0;
+    if (len) {
+        struct iovec iov[2] = {{(void *)value, len}, {zero_page, vspan - len}};
+        err = pwritev_all(a->wfd, iov, vspan > len ? 2 : 1, off + r->hdr_len);
+        if (!err && s->cfg.sync_each_put && fdatasync(a->wfd) != 0)
+            err = errno;
+    }
+    if (!err) {
+        struct iovec iov = {hb, r->hdr_len};
+        err = pwritev_all(a->wfd, &iov, 1, off);
+    }
+    if (!err && s->cfg.sync_each_put && fdatasync(a->wfd) != 0)
+        err = errno;
+    free(hb);
+    if (err) {
+        /* nothing after `off` is committed: give the space back, the next record reuses it */
+        if (ftruncate(a->wfd, (off_t)off) != 0)
+            MC_LOG_WARN("disk: cannot truncate bucket %llu after a failed write: %s",
+                        (unsigned long long)a->id, strerror(errno));
+        MC_LOG_ERROR("disk: write of %llu bytes to bucket %llu failed: %s",
+                     (unsigned long long)len, (unsigned long long)a->id, strerror(err));
+        return write_status(err);
+    }
+    *off_p = off;
+    return MC_OK;
+}
+
+/* Counts a record of rec bytes written at off in a. mu held. */
+static void account_record(mc_disk_store_t *s, bucket_t *a, uint64_t off, uint64_t rec, bool tomb)
+{
+    a->size = off + rec;
+    s->bytes += rec;
+    a->nrec++;
+    if (tomb)
+        a->tombs++;
+}
+
+/* The bucket a record of rec bytes is appended to: the active one, sealed first when the record
+ * would take it past the bucket limits (NULL then, or when there is none: a new bucket is
+ * needed). wmu held. */
+static bucket_t *active_for(mc_disk_store_t *s, uint64_t rec)
+{
+    bucket_t *a = s->active;
+    if (a && a->nrec > 0 &&
+        (a->nrec >= s->cfg.bucket_keys_limit || a->size + rec > s->cfg.bucket_size_limit)) {
+        seal_active(s, a);
+        a = NULL;
+    }
+    return a;
+}
+
+/* Reads all of [off, off+len) of fd into buf; 0 or an errno (EIO for a short file). */
+static int pread_all(int fd, void *buf, uint64_t len, uint64_t off)
+{
+    uint64_t done = 0;
+    while (done < len) {
+        ssize_t g = pread(fd, (uint8_t *)buf + done, (size_t)(len - done), (off_t)(off + done));
+        if (g < 0 && errno == EINTR)
+            continue;
+        if (g <= 0)
+            return g < 0 ? errno : EIO;
+        done += (uint64_t)g;
+    }
+    return 0;
+}
+
+/* Second chance for the objects of the eviction victim v that were read since they were
+ * written (refd): each is re-appended to the active bucket, as many as fit in readmit_pct % of
+ * v's bytes. A copy is read back from v and checked against its checksum (a damaged one is left
+ * to be evicted), written as a new record, and only then replaces v's entry in the index (with
+ * refd clear); the bucket the copies went to is fdatasynced before the caller drops v, so the
+ * old record goes only once the new one is on stable storage. Reads that looked v's entry up
+ * before the switch hold v and read the old, identical bytes. After a crash in the middle the
+ * restart scan finds both records and keeps the newer bucket's. The caller holds a reference on
+ * v (inflight) so that it stays allocated. wmu held, mu not held. */
+static void readmit(mc_disk_store_t *s, bucket_t *v)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t budget = v->size * s->cfg.readmit_pct / 100, used = 0;
+    size_t n = 0, cap = 0;
+    dent_t **cp = NULL;
+    for (dent_t *e = v->objs; e; e = e->bnext) {
+        uint64_t rec = e->hlen + mc_disk_round(e->vlen);
+        if (!e->refd || used + rec > budget)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            dent_t **ncp = realloc(cp, ncap * sizeof(*cp));
+            if (!ncp)
+                break;
+            cp = ncp;
+            cap = ncap;
+        }
+        /* the copy's entry, made now (the old one may go under us once mu is released: a
+         * checksum failure of a read); b and off name the source until the switch */
+        dent_t *c = dent_new(v, e->key, e->klen, e->hash, e->off, e->hlen, e->vlen, e->csum);
+        if (!c)
+            break;
+        cp[n++] = c;
+        used += rec;
+    }
+    pthread_mutex_unlock(&s->mu);
+
+    void *buf = NULL;
+    uint64_t bufcap = 0, moved = 0, moved_bytes = 0;
+    bucket_t *last = NULL; /* the bucket the last copy went to (earlier ones were sealed) */
+    size_t i = 0;
+    for (; i < n; i++) {
+        dent_t *c = cp[i];
+        uint64_t span = mc_disk_round(c->vlen), rec = c->hlen + span;
+        if (span > bufcap) {
+            free(buf);
+            bufcap = span;
+            if (!(buf = aligned_alloc(MC_DISK_ALIGN, bufcap)))
+                break;
+        }
+        int err = span ? pread_all(v->rfd, buf, span, c->off + c->hlen) : 0;
+        if (err || mc_hash64(buf, c->vlen) != c->csum) {
+            MC_LOG_WARN("disk: object at %llu in bucket %llu not re-appended: %s",
+                        (unsigned long long)c->off, (unsigned long long)v->id,
+                        err ? strerror(err) : "checksum mismatch");
+            free(c);
+            cp[i] = NULL;
+            continue;
+        }
+        bucket_t *a = active_for(s, rec);
+        if (!a) {
+            if (bucket_create(s) != MC_OK)
+                break;
+            a = s->active;
+        }
+        mc_disk_rec_t r = {.key_len = c->klen, .hdr_len = c->hlen, .value_len = c->vlen,
+                           .value_checksum = c->csum, .seq = s->seq++, .key = c->key};
+        uint64_t off;
+        if (write_record(s, a, &r, buf, &off) != MC_OK)
+            break;
+        last = a;
+        pthread_mutex_lock(&s->mu);
+        account_record(s, a, off, rec, false);
+        dent_t **pp = ht_slot(s, c->key, c->klen, c->hash), *e = *pp;
+        if (e && e->b == v && e->off == c->off) {
+            *pp = e->hnext;
+            dent_unlink_bucket(s, e);
+            free(e);
+            c->b = a;
+            c->off = off;
+            c->shadows = true;
+            dent_insert(s, c);
+            moved++;
+            moved_bytes += c->vlen;
+        } else {
+            free(c); /* dropped meanwhile: the copy is dead space (a restart finds it again) */
+        }
+        cp[i] = NULL;
+        pthread_mutex_unlock(&s->mu);
+    }
+    for (; i < n; i++)
+        free(cp[i]); /* not copied (no memory, a failed write): evicted with v */
+    free(cp);
+    free(buf);
+    if (last && last->wfd >= 0 && fdatasync(last->wfd) != 0)
+        MC_LOG_ERROR("disk: fdatasync of bucket %llu failed: %s", (unsigned long long)last->id,
+                     strerror(errno));
+    pthread_mutex_lock(&s->mu);
+    s->st.readmitted_objects += moved;
+    s->st.readmitted_bytes += moved_bytes;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Takes the victim v off the list: its objects leave the table and v is chained on *evicted
+ * for the callback. mu held. */
+static void drop_victim(mc_disk_store_t *s, bucket_t *v, bucket_t **evicted)
+{
+    for (dent_t *e = v->objs; e; e = e->bnext) {
+        *ht_slot(s, e->key, e->klen, e->hash) = e->hnext;
+        s->nobj--;
+        s->live_bytes -= e->vlen;
+        s->st.evicted_objects++;
+    }
+    v->live = 0;
+    list_remove(s, v);
+    s->st.evicted_buckets++;
+    v->enext = *evicted;
+    *evicted = v;
+}
+
+/* Evicts victims (pick_victim) while over the byte target or the key target; each victim's
+ * read objects first get their second chance (readmit, when readmit_pct > 0), except in the
+ * buckets appended to since this call began (the copies' buckets): so every call ends, even
+ * under readers that keep every object referenced. Evicted buckets are chained on *evicted
+ * for the callback (their objects are out of the table). wmu held, mu not held. */
+static void evict_until(mc_disk_store_t *s, uint64_t bytes_target, uint64_t keys_target,
+                        bucket_t **evicted)
+{
+    if (s->cfg.policy == MC_DISK_EVICT_NONE)
+        return;
+    uint64_t fresh = s->active ? s->active->id : s->next_id; /* ids from here: no readmit */
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        bucket_t *v = s->bytes > bytes_target || s->nobj > keys_target ? pick_victim(s) : NULL;
+        if (v && s->cfg.readmit_pct && v->id < fresh) {
+            v->inflight++; /* keeps v allocated while mu is released */
+            pthread_mutex_unlock(&s->mu);
+            readmit(s, v);
+            pthread_mutex_lock(&s->mu);
+            v->inflight--;
+            if (v->detached) { /* emptied by the copies and deleted as empty meanwhile */
+                if (v->inflight == 0 && !v->objs)
+                    bucket_destroy(s, v);
+                pthread_mutex_unlock(&s->mu);
+                continue;
+            }
+        }
+        if (v)
+            drop_victim(s, v, evicted);
+        pthread_mutex_unlock(&s->mu);
+        if (!v)
+            return;
+    }
+}
+
 /* Counts a failed append (put or tombstone): every write error, and the space refusals in
  * disk_full. mu held. */
 static void count_write_error(mc_disk_store_t *s, mc_status_t st)
@@ -497,33 +710,37 @@ static void count_write_error(mc_disk_store_t *s, mc_status_t st)
         s->st.disk_full++;
 }
 
+/* Whether need more bytes fit under the capacity with at most keys objects. mu not held. */
+static bool fits(mc_disk_store_t *s, uint64_t need, uint64_t keys)
+{
+    pthread_mutex_lock(&s->mu);
+    bool ok = s->bytes + need <= s->cfg.total_size_limit && s->nobj <= keys;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
 /* Appends one record (value may be NULL for a tombstone) and, for an object, indexes it.
- * wmu held. */
+ * Makes room first (evict_until). wmu held. */
 static mc_status_t append_record(mc_disk_store_t *s, const char *skey, uint32_t kl, uint64_t h,
                                  const void *value, size_t len, uint64_t csum, bool tomb,
                                  bucket_t **evicted)
 {
     uint32_t hlen = mc_disk_hdr_len(kl);
-    uint64_t vspan = mc_disk_round(len), rec = hlen + vspan;
-    bucket_t *a = s->active;
-    if (a && a->nrec > 0 &&
-        (a->nrec >= s->cfg.bucket_keys_limit || a->size + rec > s->cfg.bucket_size_limit)) {
-        seal_active(s, a);
-        a = NULL;
-    }
+    uint64_t rec = hlen + mc_disk_round(len), total = s->cfg.total_size_limit;
+    uint64_t keys = s->cfg.total_keys_limit - (tomb ? 0 : 1); /* objects before this one */
+    bucket_t *a = NULL;
     bool room = false;
     for (int attempt = 0; attempt < 2 && !room; attempt++) {
+        a = active_for(s, rec);
         uint64_t need = rec + (a ? 0 : MC_DISK_BUCKET_HDR_SIZE);
-        if (need > s->cfg.total_size_limit)
+        if (need > total)
             return MC_ERR_TOO_LARGE;
-        pthread_mutex_lock(&s->mu);
-        if (s->bytes + need > s->cfg.total_size_limit ||
-            (!tomb && s->nobj + 1 > s->cfg.total_keys_limit))
-            evict_until(s, s->cfg.total_size_limit - need,
-                        s->cfg.total_keys_limit - (tomb ? 0 : 1), evicted);
-        room = s->bytes + need <= s->cfg.total_size_limit &&
-               (tomb || s->nobj + 1 <= s->cfg.total_keys_limit);
-        pthread_mutex_unlock(&s->mu);
+        if (!fits(s, need, keys)) {
+            evict_until(s, total - need, keys, evicted);
+            a = active_for(s, rec); /* second-chance copies may have filled or replaced it */
+            need = rec + (a ? 0 : MC_DISK_BUCKET_HDR_SIZE);
+        }
+        room = need <= total && fits(s, need, keys);
         if (!room && a && a->nrec > 0 && s->cfg.policy != MC_DISK_EVICT_NONE) {
             /* only the bucket being appended to is left to evict: seal it, try once more */
             seal_active(s, a);
@@ -540,45 +757,15 @@ static mc_status_t append_record(mc_disk_store_t *s, const char *skey, uint32_t 
             return st;
         a = s->active;
     }
-
-    uint8_t *hb = aligned_alloc(MC_DISK_ALIGN, hlen);
-    if (!hb)
-        return MC_ERR_NO_MEMORY;
-    uint64_t off = a->size;
     mc_disk_rec_t r = {.flags = tomb ? MC_DISK_REC_TOMBSTONE : 0, .key_len = kl, .hdr_len = hlen,
                        .value_len = len, .value_checksum = csum, .seq = s->seq++, .key = skey};
-    mc_disk_rec_encode(&r, a->salt, hb);
-    /* value first, then the header block that commits it */
-    int err = 0;
-    if (len) {
-        struct iovec iov[2] = {{(void *)value, len}, {zero_page, vspan - len}};
-        err = pwritev_all(a->wfd, iov, vspan > len ? 2 : 1, off + hlen);
-        if (!err && s->cfg.sync_each_put && fdatasync(a->wfd) != 0)
-            err = errno;
-    }
-    if (!err) {
-        struct iovec iov = {hb, hlen};
-        err = pwritev_all(a->wfd, &iov, 1, off);
-    }
-    if (!err && s->cfg.sync_each_put && fdatasync(a->wfd) != 0)
-        err = errno;
-    free(hb);
-    if (err) {
-        /* nothing after `off` is committed: give the space back, the next record reuses it */
-        if (ftruncate(a->wfd, (off_t)off) != 0)
-            MC_LOG_WARN("disk: cannot truncate bucket %llu after a failed write: %s",
-                        (unsigned long long)a->id, strerror(errno));
-        MC_LOG_ERROR("disk: write of %zu bytes to bucket %llu failed: %s", len,
-                     (unsigned long long)a->id, strerror(err));
-        return write_status(err);
-    }
+    uint64_t off;
+    mc_status_t st = write_record(s, a, &r, value, &off);
+    if (st != MC_OK)
+        return st;
     dent_t *e = tomb ? NULL : dent_new(a, skey, kl, h, off, hlen, len, csum);
     pthread_mutex_lock(&s->mu);
-    a->size = off + rec;
-    s->bytes += rec;
-    a->nrec++;
-    if (tomb)
-        a->tombs++;
+    account_record(s, a, off, rec, tomb);
     if (e)
         dent_insert(s, e);
     pthread_mutex_unlock(&s->mu);
@@ -608,15 +795,17 @@ mc_status_t mc_disk_store_put(mc_disk_store_t *s, const char *tenant, const char
                             : append_record(s, skey, kl, h, value, len, checksum, false, &evicted);
     pthread_mutex_lock(&s->mu);
     count_write_error(s, st);
+    bool high = false;
     if (st == MC_OK) {
         s->st.puts++;
         s->st.put_bytes += len;
-        if (s->cfg.watermark_eviction &&
-            (double)s->bytes > s->cfg.high_watermark * (double)s->cfg.total_size_limit)
-            evict_until(s, (uint64_t)(s->cfg.low_watermark * (double)s->cfg.total_size_limit),
-                        s->cfg.total_keys_limit, &evicted);
+        high = s->cfg.watermark_eviction &&
+               (double)s->bytes > s->cfg.high_watermark * (double)s->cfg.total_size_limit;
     }
     pthread_mutex_unlock(&s->mu);
+    if (high)
+        evict_until(s, (uint64_t)(s->cfg.low_watermark * (double)s->cfg.total_size_limit),
+                    s->cfg.total_keys_limit, &evicted);
     pthread_mutex_unlock(&s->wmu);
     report_evicted(s, evicted);
     return st;
@@ -656,11 +845,12 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *s, const char *tenant, const c
     if (found) {
         *pp = e->hnext;
         uint64_t bid = e->b->id;
+        need_tomb = e->shadows; /* an older record must stay hidden */
         dent_unlink_bucket(s, e);
         free(e);
         s->st.removes++;
         drop_empty(s);
-        /* a tombstone only where the record's bucket is still on disk */
+        /* otherwise a tombstone only where the record's bucket is still on disk */
         for (bucket_t *x = s->head; x; x = x->next)
             if (x->id == bid)
                 need_tomb = true;
@@ -934,6 +1124,7 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
     op->t0 = now;
     e->b->inflight++;
     e->b->last_access_ns = now;
+    e->refd = true;
     q->status = MC_ERR_TIMEOUT; /* until settled */
     return op;
 }
@@ -1202,6 +1393,7 @@ static mc_status_t recover_record(mc_disk_store_t *s, bucket_t *b, const mc_disk
 {
     uint64_t h = mc_hash64(r->key, r->key_len);
     dent_t **pp = ht_slot(s, r->key, r->key_len, h), *old = *pp;
+    bool shadows = old != NULL;
     if (old) { /* a newer record of the key: the older one is superseded */
         *pp = old->hnext;
         dent_unlink_bucket(s, old);
@@ -1216,6 +1408,7 @@ static mc_status_t recover_record(mc_disk_store_t *s, bucket_t *b, const mc_disk
                          r->value_checksum);
     if (!e)
         return MC_ERR_NO_MEMORY;
+    e->shadows = shadows;
     dent_insert(s, e);
     s->st.recovered_objects++;
     return MC_OK;

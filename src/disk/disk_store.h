@@ -55,7 +55,8 @@ typedef struct mc_disk_obj {
 } mc_disk_obj_t;
 
 /* Called after a bucket was evicted, with every object it still held (they are gone from the
- * index; reads of them answer MC_ERR_OBJECT_NOT_FOUND). The master integration turns this
+ * index; reads of them answer MC_ERR_OBJECT_NOT_FOUND). Objects given their second chance
+ * (readmit_pct) moved to another bucket of the store before and are not in the list. The master integration turns this
  * into BatchEvictDiskReplica. */
 typedef void (*mc_disk_evict_fn)(uint64_t bucket_id, const mc_disk_obj_t *objs, size_t n,
                                  void *arg);
@@ -74,6 +75,11 @@ typedef struct mc_disk_config {
     double low_watermark;           /* ..._DISK_EVICTION_LOW_WATERMARK_RATIO, default 0.80;
                                        0 < low < high <= 1 */
     mc_disk_evict_policy_t policy;  /* ..._BUCKET_EVICTION_POLICY fifo|lru|none, default fifo */
+    uint32_t readmit_pct;           /* second chance (MC_DISK_READMIT_PCT), default 50, 0..90:
+                                       before a victim bucket is dropped, its objects read
+                                       since they were written are re-appended to the open
+                                       bucket, at most this % of the victim's bytes; 0 = off
+                                       (whole buckets dropped as they are) */
     bool sync_each_put;             /* fdatasync data, then header, per put (MC_DISK_SYNC_EACH_PUT);
                                        default false: one fdatasync per bucket seal */
     uint32_t io_depth;              /* reads in flight per ring, in 1 MiB chunks (a value is
@@ -210,6 +216,8 @@ typedef struct mc_disk_stats {
     uint64_t reads, read_bytes, read_errors, read_timeouts, checksum_failures;
     uint64_t late_completions;  /* reads reaped after their deadline had passed */
     uint64_t evicted_buckets, evicted_objects;
+    uint64_t readmitted_objects, readmitted_bytes; /* re-appended by the second chance (value
+                                                      bytes); not counted as evicted */
     uint64_t recovered_objects, recovered_corrupt, recovered_torn; /* at open */
     uint64_t read_lat_us[MC_DISK_LAT_BUCKETS]; /* completed reads per latency bucket */
     uint64_t read_lat_sum_us;

@@ -4,7 +4,8 @@
  *    store and checks that every recovered object reads back its exact bytes, that every
  *    acknowledged put is there and every acknowledged remove stays removed, and that nothing
  *    else appears (at most the one call in flight). Several rounds on one directory. And one
- *    kill that certainly lands inside a 32 MiB value's write (the parent watches the file grow).
+ *    kill that certainly lands inside a 32 MiB value's write (the parent watches the file grow),
+ *    and kills inside the second-chance copies of an evicted bucket's read objects.
  *  - disk full: an 8 MiB tmpfs mounted on a temp directory (unmounted in the teardown, also
  *    after a failure), or, where mounting is refused, RLIMIT_FSIZE: puts fail with
  *    MC_ERR_NO_AVAILABLE_HANDLE, every stored object still reads back, space freed by removes
@@ -264,6 +265,112 @@ static void test_kill9_mid_value(void **state)
     mc_disk_store_close(s);
 }
 
+/* A kill inside a second-chance rewrite: the child fills buckets 1 and 2 with four 4 MiB
+ * values each, reads keys 0-3 (bucket 1), announces, and puts key 8 over total_keys_limit:
+ * bucket 1 is the victim and two of its read keys are copied into the new bucket 3 before it
+ * is deleted. The parent watches 3.bucket grow past a random point of the copies and kills the
+ * child there. At the reopen every key reads back its exact bytes or is absent; while bucket 1's
+ * file is still there (the kill came before its deletion) all eight keys are there, and once it
+ * is gone both copies are (the last round waits for the deletion before it kills). */
+static void readmit_writer(int fd)
+{
+    mc_disk_config_t c;
+    dt_config(&c);
+    c.bucket_keys_limit = 4;
+    c.total_keys_limit = 8;
+    c.watermark_eviction = false;
+    c.readmit_pct = 50;
+    mc_disk_store_t *s = NULL;
+    if (mc_disk_store_open(g_dir, &c, &s) != MC_OK)
+        _exit(3);
+    for (uint64_t i = 0; i < 8; i++)
+        if (dt_put(s, NULL, i, 4u << 20) != MC_OK)
+            _exit(4);
+    for (uint64_t i = 0; i < 4; i++)
+        if (dt_get(s, NULL, i, 0, NULL) != MC_OK)
+            _exit(4);
+    uint64_t m = START;
+    if (write(fd, &m, sizeof(m)) != sizeof(m) || dt_put(s, NULL, 8, 4u << 20) != MC_OK)
+        _exit(4);
+    m = 8;
+    if (write(fd, &m, sizeof(m)) != sizeof(m))
+        _exit(5);
+    for (;;)
+        pause();
+}
+
+static void test_kill9_mid_readmit(void **state)
+{
+    (void)state;
+    unsigned seed = (unsigned)(mc_now_ns() ^ (uint64_t)getpid());
+    print_message("kill -9 mid-readmit seed %u\n", seed);
+    srand(seed);
+    int inside = 0;
+    for (int round = 0; round < 3; round++) {
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(p[0]);
+            readmit_writer(p[1]);
+        }
+        close(p[1]);
+        uint64_t v = 0;
+        assert_int_equal(read(p[0], &v, sizeof(v)), sizeof(v));
+        assert_int_equal(v, START);
+        /* a point inside the two 4 MiB copies (each a 4 KiB header block and the value) */
+        long long at = 4096 + (long long)(rand() % (8 << 20));
+        char path[512];
+        snprintf(path, sizeof(path), "%s/3.bucket", g_dir);
+        long long now = -1;
+        uint64_t until = mc_now_ns() + 10000000000ull;
+        while ((now = file_size(path)) < at && mc_now_ns() < until)
+            ;
+        char old[512];
+        snprintf(old, sizeof(old), "%s/1.bucket", g_dir);
+        while (round == 2 && access(old, F_OK) == 0 && mc_now_ns() < until)
+            ; /* the last round: a kill right after bucket 1's deletion */
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        int ws;
+        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        close(p[0]);
+        assert_true(now >= at);
+        bool old_there = access(old, F_OK) == 0;
+        inside += old_there;
+        mc_disk_config_t c;
+        dt_config(&c);
+        c.watermark_eviction = false;
+        mc_disk_store_t *s = NULL;
+        assert_int_equal(mc_disk_store_open(g_dir, &c, &s), MC_OK);
+        mc_disk_stats_t st;
+        mc_disk_store_stats(s, &st);
+        assert_int_equal(st.recovered_corrupt, 0);
+        uint64_t ok = 0, ok_read = 0;
+        for (uint64_t i = 0; i <= 8; i++) {
+            mc_status_t rc = dt_get(s, NULL, i, 0, NULL);
+            assert_true(rc == MC_OK || rc == MC_ERR_OBJECT_NOT_FOUND); /* never wrong bytes */
+            ok += rc == MC_OK;
+            ok_read += i < 4 && rc == MC_OK;
+            if (i >= 4 && i < 8)
+                assert_int_equal(rc, MC_OK); /* bucket 2 was never touched */
+            if (i < 4 && old_there)
+                assert_int_equal(rc, MC_OK);
+        }
+        assert_int_equal(st.objects, ok);
+        if (!old_there) /* bucket 1 went only after both copies were committed */
+            assert_int_equal(ok_read, 2);
+        print_message("round %d: killed at %lld bytes of bucket 3, bucket 1 %s, %llu keys back\n",
+                      round, now, old_there ? "still there" : "deleted",
+                      (unsigned long long)ok);
+        mc_disk_store_close(s);
+        mt_rmdir(g_dir);
+        assert_int_equal(mt_tmpdir(g_dir, sizeof(g_dir)), 0);
+    }
+    print_message("kill -9 mid-readmit: %d of 3 kills before the old bucket's deletion\n", inside);
+    assert_true(inside < 3); /* the last round waited for it */
+}
+
 /* ---- disk full */
 
 static mc_status_t put_until_full(mc_disk_store_t *s, uint64_t *n_p)
@@ -343,6 +450,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_mid_value, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_mid_readmit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * for unaligned memory and deadlines, batches), refusals (duplicates, bad keys and checksums,
  * small buffers), restart recovery (objects, tombstones, torn tails, corrupted records),
  * corrupted value bytes (an error, never data), watermark eviction (FIFO, LRU, none) with the
- * eviction callback, reads abandoned at their deadline (the caller's buffer is never written
+ * eviction callback, the second chance of read objects (re-appended before their bucket is
+ * dropped, found once by a restart, also with the old bucket's file left behind), reads abandoned at their deadline (the caller's buffer is never written
  * afterwards; a bucket file outlives the reads in flight on it), and the configuration and
  * environment checks. */
 #include <setjmp.h>
@@ -480,6 +481,181 @@ static void test_eviction(void **state)
     }
 }
 
+/* Copies file from to to (the test's stand-in for a bucket file a crash left behind). */
+static void copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(in >= 0 && out >= 0);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        assert_int_equal(write(out, buf, (size_t)n), n);
+    assert_int_equal(n, 0);
+    close(in);
+    close(out);
+}
+
+static void count_all(const mc_disk_obj_t *o, void *arg)
+{
+    (void)o;
+    (*(size_t *)arg)++;
+}
+
+/* Second chance: keys 0-11 fill buckets 1-3 (four records of 16 KiB each), keys 0, 1 and 2 of
+ * bucket 1 are read, and the put of key 12 (over total_keys_limit) makes bucket 1 the victim.
+ * With readmit_pct 50 two of the three read keys fit in half of bucket 1: they are re-appended
+ * to the new bucket 4 and read back with their exact bytes after bucket 1's file is gone; the
+ * third read key and the unread key 3 are evicted and reported. With 0 (off) all four go.
+ * Then a restart finds the copies (no second entry), also when bucket 1's file is put back as
+ * a crash between the copies and the deletion would have left it; and a copy that is not read
+ * again is evicted when its turn comes (its second chance is spent). */
+static void test_readmit(void **state)
+{
+    (void)state;
+    for (uint32_t pct = 0; pct <= 50; pct += 50) {
+        mc_disk_config_t c;
+        dt_config(&c);
+        c.bucket_keys_limit = 4;
+        c.total_keys_limit = 12;
+        c.watermark_eviction = false;
+        c.readmit_pct = pct;
+        static evlog_t ev;
+        memset(&ev, 0, sizeof(ev));
+        c.on_evict = on_evict;
+        c.on_evict_arg = &ev;
+        mc_disk_store_t *s = open_store(&c);
+        for (uint64_t i = 0; i < 12; i++)
+            assert_int_equal(dt_put(s, NULL, i, 12288), MC_OK);
+        for (uint64_t i = 0; i < 3; i++)
+            assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_OK);
+        char old_path[512], saved[512];
+        mc_disk_loc_t loc;
+        where(s, 0, old_path, sizeof(old_path), &loc);
+        assert_int_equal(loc.bucket_id, 1);
+        snprintf(saved, sizeof(saved), "%s/saved", g_dir);
+        copy_file(old_path, saved);
+
+        assert_int_equal(dt_put(s, NULL, 12, 12288), MC_OK);
+        assert_int_equal(access(old_path, F_OK), -1); /* bucket 1 is deleted */
+        mc_disk_stats_t st;
+        mc_disk_store_stats(s, &st);
+        assert_int_equal(st.evicted_buckets, 1);
+        assert_int_equal(ev.calls, 1);
+        bool kept[13] = {false};
+        size_t nkept = 0;
+        for (uint64_t i = 0; i < 13; i++) {
+            mc_status_t rc = dt_get(s, NULL, i, 0, NULL); /* MC_ERR_INTERNAL: wrong bytes */
+            assert_true(rc == MC_OK || rc == MC_ERR_OBJECT_NOT_FOUND);
+            kept[i] = rc == MC_OK;
+            if (i < 4 && kept[i]) {
+                nkept++;
+                assert_true(i < 3); /* only read keys get a second chance */
+                where(s, i, old_path, sizeof(old_path), &loc);
+                assert_int_equal(loc.bucket_id, 4);
+            }
+        }
+        for (uint64_t i = 4; i < 13; i++)
+            assert_true(kept[i]);
+        assert_int_equal(nkept, pct ? 2 : 0);
+        assert_int_equal(st.readmitted_objects, nkept);
+        assert_int_equal(st.readmitted_bytes, nkept * 12288);
+        assert_int_equal(st.evicted_objects, 4 - nkept);
+        assert_int_equal(ev.n, 4 - nkept);
+        for (size_t i = 0; i < ev.n; i++)
+            assert_false(kept[ev.keys[i]]); /* reported keys are the ones gone */
+        assert_int_equal(st.objects, 13 - (4 - nkept));
+        mc_disk_store_close(s);
+
+        /* restart: the copies are found once, in bucket 4 */
+        s = open_store(&c);
+        mc_disk_store_stats(s, &st);
+        size_t n = 0;
+        assert_int_equal(mc_disk_store_foreach(s, count_all, &n), 13 - (4 - nkept));
+        assert_int_equal(st.recovered_objects, n);
+        for (uint64_t i = 0; i < 13; i++)
+            assert_int_equal(dt_get(s, NULL, i, 0, NULL), kept[i] ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+        mc_disk_store_close(s);
+
+        /* bucket 1 left behind by a crash after the copies: its records come back, the copies
+         * (newer bucket) win, no key twice */
+        snprintf(old_path, sizeof(old_path), "%s/1.bucket", g_dir);
+        assert_int_equal(rename(saved, old_path), 0);
+        s = open_store(&c);
+        mc_disk_store_stats(s, &st);
+        n = 0;
+        mc_disk_store_foreach(s, count_all, &n);
+        assert_int_equal(n, 13);
+        assert_int_equal(st.objects, 13);
+        for (uint64_t i = 0; i < 13; i++) {
+            assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_OK);
+            where(s, i, old_path, sizeof(old_path), &loc);
+            if (i < 4)
+                assert_int_equal(loc.bucket_id, kept[i] ? 4 : 1);
+        }
+        mc_disk_store_close(s);
+
+        /* a copy not read again is evicted when its bucket's turn comes */
+        s = open_store(&c);
+        memset(&ev, 0, sizeof(ev));
+        for (uint64_t i = 13; i < 40; i++)
+            assert_int_equal(dt_put(s, NULL, i, 12288), MC_OK);
+        for (uint64_t i = 0; i < 4; i++)
+            assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_ERR_OBJECT_NOT_FOUND);
+        mc_disk_stats_t st2;
+        mc_disk_store_stats(s, &st2);
+        assert_int_equal(st2.readmitted_objects, 0);
+        mc_disk_store_close(s);
+        mt_rmdir(g_dir);
+        assert_int_equal(mt_tmpdir(g_dir, sizeof(g_dir)), 0);
+    }
+}
+
+/* A removed second-chance copy stays removed even when its bucket goes with the removal (no
+ * tombstone would be needed for a plain record there) and a crash left the victim's file with
+ * the old record behind: keys 0 and 1 are copied from bucket 1 into bucket 4 (with keys 12,
+ * 13), bucket 4 is sealed, all four are removed (bucket 4 is deleted as empty), then bucket 1's
+ * file is put back as a crash before its deletion would have left it. */
+static void test_readmit_remove(void **state)
+{
+    (void)state;
+    mc_disk_config_t c;
+    dt_config(&c);
+    c.bucket_keys_limit = 4;
+    c.total_keys_limit = 12;
+    c.watermark_eviction = false;
+    c.readmit_pct = 50;
+    mc_disk_store_t *s = open_store(&c);
+    for (uint64_t i = 0; i < 12; i++)
+        assert_int_equal(dt_put(s, NULL, i, 12288), MC_OK);
+    for (uint64_t i = 0; i < 2; i++)
+        assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_OK);
+    char path[512], saved[512], b4[512];
+    mc_disk_loc_t loc;
+    where(s, 0, path, sizeof(path), &loc);
+    snprintf(saved, sizeof(saved), "%s/saved", g_dir);
+    copy_file(path, saved);
+    for (uint64_t i = 12; i < 15; i++) /* 12: bucket 1 evicted (0, 1 copied); 14: seals 4 */
+        assert_int_equal(dt_put(s, NULL, i, 12288), MC_OK);
+    where(s, 0, b4, sizeof(b4), &loc);
+    assert_int_equal(loc.bucket_id, 4);
+    where(s, 13, b4, sizeof(b4), &loc);
+    assert_int_equal(loc.bucket_id, 4);
+    static const uint64_t order[] = {12, 13, 0, 1};
+    for (size_t i = 0; i < 4; i++) {
+        char k[64];
+        dt_key(k, sizeof(k), order[i]);
+        assert_int_equal(mc_disk_store_remove(s, NULL, k, strlen(k)), MC_OK);
+    }
+    assert_int_equal(access(b4, F_OK), -1); /* emptied and deleted by the last removal */
+    mc_disk_store_close(s);
+    assert_int_equal(rename(saved, path), 0);
+    s = open_store(&c);
+    for (uint64_t i = 0; i < 2; i++)
+        assert_int_equal(dt_get(s, NULL, i, 0, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(dt_get(s, NULL, 14, 0, NULL), MC_OK);
+    mc_disk_store_close(s);
+}
+
 /* Limits smaller than one bucket: the bucket being appended to is sealed and evicted too. */
 static void test_limits_below_one_bucket(void **state)
 {
@@ -640,6 +816,7 @@ static void test_config(void **state)
     assert_true(c.watermark_eviction);
     assert_true(c.high_watermark == 0.90 && c.low_watermark == 0.80);
     assert_int_equal(c.policy, MC_DISK_EVICT_FIFO);
+    assert_int_equal(c.readmit_pct, 50);
     char err[256];
     assert_int_equal(mc_disk_config_check(&c, err, sizeof(err)), MC_OK);
     mc_disk_config_t bad = c;
@@ -665,6 +842,7 @@ static void test_config(void **state)
                    {"MOONCAKE_OFFLOAD_USE_URING", "true"},
                    {"MC_DISK_SYNC_EACH_PUT", "1"},
                    {"MC_DISK_IO_DEPTH", "128"},
+                   {"MC_DISK_READMIT_PCT", "0"},
                    {NULL, NULL}};
     const char *dir = NULL;
     mc_disk_config_default(&c);
@@ -679,6 +857,7 @@ static void test_config(void **state)
     assert_int_equal(c.policy, MC_DISK_EVICT_LRU);
     assert_true(c.sync_each_put);
     assert_int_equal(c.io_depth, 128);
+    assert_int_equal(c.readmit_pct, 0);
 
     /* every bad value is refused with the variable's name, nothing falls back silently */
     static const kv_t bads[] = {
@@ -697,6 +876,8 @@ static void test_config(void **state)
         {"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", ""},
         {"MC_DISK_IO_DEPTH", "0"},
         {"MC_DISK_RINGS", "1000"},
+        {"MC_DISK_READMIT_PCT", "91"},
+        {"MC_DISK_READMIT_PCT", "-1"},
     };
     for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
         kv_t one[] = {bads[i], {NULL, NULL}};
@@ -725,6 +906,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_header_and_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_readmit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_readmit_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits_below_one_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_deletes_empty_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_delete_under_read, setup, teardown),

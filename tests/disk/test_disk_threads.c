@@ -1,7 +1,7 @@
 /* The disk store under concurrency (also run under TSan): reader threads read random keys in
  * batches, some with deadlines so short that reads are abandoned and reaped by other calls,
- * while a writer puts (small capacity: buckets are evicted under the readers) and a remover
- * removes. No read may ever return wrong bytes or a checksum error; the counts add up. */
+ * while a writer puts (small capacity: buckets are evicted under the readers, the objects they
+ * read copied to the open bucket first: the second chance) and a remover removes. No read may ever return wrong bytes or a checksum error; the counts add up. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -123,10 +123,11 @@ static void test_concurrent(void **state)
     assert_int_equal(st.objects + st.evicted_objects + st.removes, NKEYS);
     assert_int_equal(st.checksum_failures, 0);
     print_message("reads %llu (%llu bytes), timeouts %llu, late completions %llu, evicted buckets "
-                  "%llu\n",
+                  "%llu, second-chance copies %llu\n",
                   (unsigned long long)st.reads, (unsigned long long)st.read_bytes,
                   (unsigned long long)st.read_timeouts, (unsigned long long)st.late_completions,
-                  (unsigned long long)st.evicted_buckets);
+                  (unsigned long long)st.evicted_buckets, (unsigned long long)st.readmitted_objects);
+    assert_true(st.readmitted_objects > 0); /* read objects were copied under the readers */
     assert_true(st.read_bytes > 0);
     assert_true(st.bytes_on_disk <= c.total_size_limit);
     mc_disk_store_close(g_s);
