@@ -54,9 +54,8 @@
                                            (MC_DISK_RINGS), at most this many */
 #define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
 #define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
-/* The reader pulls a value as its pieces land: it asks for the next PULL_MIN bytes (the
- * engine's piece) and pulls what has landed, at most PULL_MAX bytes per transfer. */
-#define PULL_MIN (1ull << 20)
+/* The reader pulls a value as its pieces land: it asks to hear of the next piece (any growth
+ * of the landed prefix) and pulls what has landed, at most PULL_MAX bytes per transfer. */
 #define PULL_MAX (4ull << 20)
 /* A reader's release of a batch of at most this much staging is not waited for: it rides in
  * front of the next request on the same connection (one held per connection; the owner's
@@ -1412,7 +1411,7 @@ void store_disk_readers_free(mc_store_t *s)
 /* Follows key i of streamed batch b on c until all size bytes are in parts and the owner's
  * read has settled with the whole value's checksum verified, or the deadline (deadline_ms,
  * mc_now_ms) passes. The landed prefix is pulled with the TE (at most PULL_MAX per transfer)
- * and hashed into *hash_p while the WaitOffloadRead for the next PULL_MIN bytes is already on
+ * and hashed into *hash_p while the WaitOffloadRead for the next piece is already on
  * its way, so the owner's answer travels during the pull. */
 static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                                const McRpc__BatchGetOffloadObjectResponse *b, uint32_t i,
@@ -1440,7 +1439,7 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                 st = MC_ERR_TIMEOUT;
                 break;
             }
-            w.ready = size - ready < PULL_MIN ? size : ready + PULL_MIN;
+            w.ready = ready < size ? ready + 1 : size;
             call.resp = NULL;
             /* the owner answers by its deadline (the same as ours) at the latest */
             st = mc_rpc_client_call_send(c->rpc, &call, 1, (uint32_t)(deadline_ms - now) + 1000,
