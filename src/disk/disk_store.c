@@ -96,7 +96,7 @@ typedef struct op {
 } op_t;
 
 /* Reads are cut into chunks of this size; each chunk is hashed as soon as it and the ones
- * before it are in, while the later ones are still being read. A read of more than one CHUNK
+ * before it are in, while the later ones are still being read. A read of more than 2 * TAIL
  * ends with a TAIL-sized chunk of its own (chunk_span), so that what follows its last
  * completion (hashing here, a streaming reader's last pull and hash) is short. */
 #define CHUNK (1ull << 20)
@@ -781,9 +781,9 @@ static void lat_record(mc_disk_store_t *s, uint64_t ns)
 }
 
 /* The chunks of a read of dlen device bytes: CHUNK-sized from the start, the last of them
- * possibly short, and, when dlen > CHUNK, the final TAIL bytes as a chunk of their own (dlen
- * is 4 KiB-aligned with O_DIRECT, so every chunk starts aligned). */
-static uint64_t chunk_split(uint64_t dlen) { return dlen > CHUNK ? dlen - TAIL : dlen; }
+ * possibly short, and, when dlen > 2 * TAIL, the final TAIL bytes as a chunk of their own
+ * (dlen is 4 KiB-aligned with O_DIRECT, so every chunk starts aligned). */
+static uint64_t chunk_split(uint64_t dlen) { return dlen > 2 * TAIL ? dlen - TAIL : dlen; }
 
 static uint32_t chunk_count(uint64_t dlen)
 {

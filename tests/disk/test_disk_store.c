@@ -42,9 +42,10 @@ static mc_disk_store_t *open_store(const mc_disk_config_t *c)
     return s;
 }
 
+/* around the engine's pieces: 1 MiB, and a last piece of 256 KiB of its own past 512 KiB */
 static const size_t sizes[] = {0,     1,         100,       4095,          4096,
-                               4097,  65536,     1u << 20,  (1u << 20) + 3, 4u << 20,
-                               (9u << 20) + 17};
+                               4097,  65536,     512u << 10, (512u << 10) + 1, 1u << 20,
+                               (1u << 20) + 3, 4u << 20, (9u << 20) + 17};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 static void test_round_trip(void **state)
