@@ -58,9 +58,9 @@
  * of the landed prefix) and pulls what has landed, at most PULL_MAX bytes per transfer. */
 #define PULL_MAX (4ull << 20)
 /* A reader's release of a batch of at most this much staging is not waited for: it rides in
- * front of the next request on the same connection (one held per connection; the owner's
- * gc_ttl_ms frees it if no request follows, the reader's destroy sends it). Larger batches are
- * released at once. */
+ * front of the next request on the same connection (one held per connection; the reader's
+ * destroy sends it; the owner's gc_ttl_ms frees it if no request follows or the cached
+ * connection is replaced). Larger batches are released at once. */
 #define RELEASE_DEFER_MAX (8ull << 20)
 
 /* One BatchGetOffloadObject being served ("offload RPC server" below). The loop thread owns
@@ -1377,7 +1377,7 @@ static reader_conn_t *conn_get(mc_store_t *s, const char *endpoint)
     if (!c) {
         c = &s->dconns[s->dconn_next++ % READER_CONNS];
         pthread_mutex_lock(&c->mu); /* no call in flight on the one replaced */
-        release_flush(c);
+        c->release_id = 0; /* not sent under dconn_mu: the owner's TTL frees that range */
         mc_rpc_client_destroy(c->rpc);
         c->rpc = NULL;
         mc_rpc_client_opts_t o = {.auth = s->auth};

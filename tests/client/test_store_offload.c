@@ -6,7 +6,8 @@
  * disk gives an error, never data; a master without --enable_offload refuses the disk; a
  * tenant-token reader pulls disk-only objects through the owner's read grant; a full disk
  * fails offloads cleanly while memory keeps serving; a storage server process killed with
- * SIGKILL in the middle of its offload writes comes back with exact values only. */
+ * SIGKILL in the middle of its offload writes comes back with exact values only; a reader's
+ * deferred release leaves the owner holding at most its last get's range. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
