@@ -54,8 +54,10 @@
                                            (MC_DISK_RINGS), at most this many */
 #define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
 #define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
-/* The reader pulls a value as its pieces land: it asks to hear of the next piece (any growth
- * of the landed prefix) and pulls what has landed, at most PULL_MAX bytes per transfer. */
+/* The reader pulls a value as its pieces land: it asks to hear when half of what it has not
+ * seen land has landed (at most PULL_MAX more, at least one byte: pull_want) and pulls what
+ * has landed, at most PULL_MAX bytes per transfer. Few answers early, one per piece at the
+ * end: each answer is a wake-up on both sides, and the disk keeps reading meanwhile. */
 #define PULL_MAX (4ull << 20)
 /* A reader's release of a batch of at most this much staging is not waited for: it rides in
  * front of the next request on the same connection (one held per connection; the reader's
@@ -1408,11 +1410,19 @@ void store_disk_readers_free(mc_store_t *s)
     s->dconns = NULL;
 }
 
+/* The landed prefix to wait for when ready of size bytes are known to have landed (size when
+ * all have: then the verdict). */
+static uint64_t pull_want(uint64_t ready, uint64_t size)
+{
+    uint64_t step = (size - ready) / 2 < PULL_MAX ? (size - ready) / 2 : PULL_MAX;
+    return ready < size ? ready + (step ? step : 1) : size;
+}
+
 /* Follows key i of streamed batch b on c until all size bytes are in parts and the owner's
  * read has settled with the whole value's checksum verified, or the deadline (deadline_ms,
  * mc_now_ms) passes. The landed prefix is pulled with the TE (at most PULL_MAX per transfer)
- * and hashed into *hash_p while the WaitOffloadRead for the next piece is already on
- * its way, so the owner's answer travels during the pull. */
+ * and hashed into *hash_p while the WaitOffloadRead for more (pull_want) is already on its
+ * way, so the owner's answer travels during the pull. */
 static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                                const McRpc__BatchGetOffloadObjectResponse *b, uint32_t i,
                                uint64_t size, const struct iovec *parts, size_t n_parts,
@@ -1439,7 +1449,7 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                 st = MC_ERR_TIMEOUT;
                 break;
             }
-            w.ready = ready < size ? ready + 1 : size;
+            w.ready = pull_want(ready, size);
             call.resp = NULL;
             /* the owner answers by its deadline (the same as ours) at the latest */
             st = mc_rpc_client_call_send(c->rpc, &call, 1, (uint32_t)(deadline_ms - now) + 1000,
