@@ -1545,8 +1545,9 @@ static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const cha
     q.tenant_id = s->master.tenant;
     q.timeout_ms = tmo;
     q.stream = true;
-    /* a deferred release goes first, in the same write: the owner frees that range before it
-     * allocates this one; its answer is not looked at (unanswered: the owner's TTL frees it) */
+    /* a deferred release goes first, in the same write: the owner handles it before it
+     * allocates this request's range; its answer is not looked at (unanswered: the owner's
+     * TTL frees it) */
     McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
     rel.batch_id = c->release_id;
     mc_rpc_pending_t calls[2] = {{.opcode = MC_OP_RELEASE_OFFLOAD_BUFFER, .req = &rel.base},
