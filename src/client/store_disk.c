@@ -876,7 +876,7 @@ static bool waiter_ready(store_disk_t *d, const waiter_t *w, McRpc__WaitOffloadR
 }
 
 /* Loop thread: answers every waiter whose bytes have landed, and every plain request whose
- * job is done. */
+ * job is done, and frees the ranges that may go (a released batch whose read just ended). */
 static void serve_ready(mc_store_t *s)
 {
     store_disk_t *d = s->disk;
@@ -903,14 +903,10 @@ static void serve_ready(mc_store_t *s)
         job_answer(s, b, &r); /* may free b (nothing served) */
         mc_rpc_server_reply(d->srv, conn, MC_OP_BATCH_GET_OFFLOAD_OBJECT, req, MC_OK, &r.base);
     }
+    staged_gc(d, mc_now_ms());
 }
 
-static void srv_cron(void *ctx)
-{
-    mc_store_t *s = ctx;
-    serve_ready(s);
-    staged_gc(s->disk, mc_now_ms());
-}
+static void srv_cron(void *ctx) { serve_ready(ctx); }
 
 /* The posted wake-up (mc_rpc_server_post runs it on the loop). */
 static void srv_wake(void *ctx) { serve_ready(ctx); }
