@@ -54,10 +54,16 @@
                                            (MC_DISK_RINGS), at most this many */
 #define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
 #define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
-/* The reader pulls a value as its pieces land: it asks for the next PULL_MIN bytes (the
- * engine's piece) and pulls what has landed, at most PULL_MAX bytes per transfer. */
-#define PULL_MIN (1ull << 20)
+/* The reader pulls a value as its pieces land: it asks to hear when half of what it has not
+ * seen land has landed (at most PULL_MAX more, at least one byte: pull_want) and pulls what
+ * has landed, at most PULL_MAX bytes per transfer. Few answers early, one per piece at the
+ * end: each answer is a wake-up on both sides, and the disk keeps reading meanwhile. */
 #define PULL_MAX (4ull << 20)
+/* A reader's release of a batch of at most this much staging is not waited for: it rides in
+ * front of the next request on the same connection (one held per connection; the reader's
+ * destroy sends it; the owner's gc_ttl_ms frees it if no request follows or the cached
+ * connection is replaced). Larger batches are released at once. */
+#define RELEASE_DEFER_MAX (8ull << 20)
 
 /* One BatchGetOffloadObject being served ("offload RPC server" below). The loop thread owns
  * it, except while a worker runs it (from the queue until `finished`); the per-key progress
@@ -103,7 +109,8 @@ typedef struct waiter {
 struct reader_conn {
     char endpoint[MC_HOST_MAX + 8];
     mc_rpc_client_t *rpc;
-    pthread_mutex_t mu; /* one call at a time on it */
+    pthread_mutex_t mu;   /* one call at a time on it */
+    uint64_t release_id;  /* a batch whose release waits for the next request (0: none) */
 };
 
 struct store_disk {
@@ -122,6 +129,7 @@ struct store_disk {
     uint64_t staging_len;
     staged_t staged[STAGED_MAX]; /* sorted by off */
     size_t n_staged;
+    atomic_ullong staged_bytes; /* held by the entries (metrics; written by the loop) */
     uint64_t next_batch;
     waiter_t waiters[WAITERS_MAX];
     size_t n_waiters;
@@ -628,6 +636,7 @@ static void *worker_main(void *arg)
 
 static void staged_free_at(store_disk_t *d, size_t i)
 {
+    atomic_fetch_sub(&d->staged_bytes, d->staged[i].len);
     mc_free(d->staged[i].job);
     memmove(&d->staged[i], &d->staged[i + 1], (d->n_staged - i - 1) * sizeof(staged_t));
     d->n_staged--;
@@ -678,6 +687,7 @@ static staged_t *staged_alloc(store_disk_t *d, uint64_t len)
     d->n_staged++;
     staged_t *b = &d->staged[i];
     *b = (staged_t){.id = ++d->next_batch, .off = at, .len = len, .t_ms = mc_now_ms()};
+    atomic_fetch_add(&d->staged_bytes, len);
     return b;
 }
 
@@ -866,7 +876,7 @@ static bool waiter_ready(store_disk_t *d, const waiter_t *w, McRpc__WaitOffloadR
 }
 
 /* Loop thread: answers every waiter whose bytes have landed, and every plain request whose
- * job is done. */
+ * job is done, and frees the ranges that may go (a released batch whose read just ended). */
 static void serve_ready(mc_store_t *s)
 {
     store_disk_t *d = s->disk;
@@ -893,14 +903,10 @@ static void serve_ready(mc_store_t *s)
         job_answer(s, b, &r); /* may free b (nothing served) */
         mc_rpc_server_reply(d->srv, conn, MC_OP_BATCH_GET_OFFLOAD_OBJECT, req, MC_OK, &r.base);
     }
+    staged_gc(d, mc_now_ms());
 }
 
-static void srv_cron(void *ctx)
-{
-    mc_store_t *s = ctx;
-    serve_ready(s);
-    staged_gc(s->disk, mc_now_ms());
-}
+static void srv_cron(void *ctx) { serve_ready(ctx); }
 
 /* The posted wake-up (mc_rpc_server_post runs it on the loop). */
 static void srv_wake(void *ctx) { serve_ready(ctx); }
@@ -1283,9 +1289,11 @@ mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
     static const char *const gauges[][2] = {
         {"mooncake_ssd_objects", "Objects on this storage server's disk"},
         {"mooncake_ssd_bytes", "Bytes of its bucket files (what the capacity counts)"},
+        {"mooncake_ssd_staging_held_bytes",
+         "Staging bytes held for readers (reads in flight, not yet released or expired)"},
     };
-    const uint64_t gv[] = {ds.objects, ds.bytes_on_disk};
-    for (size_t i = 0; i < 2; i++) {
+    const uint64_t gv[] = {ds.objects, ds.bytes_on_disk, atomic_load(&d->staged_bytes)};
+    for (size_t i = 0; i < sizeof(gv) / sizeof(gv[0]); i++) {
         mc_prom_help_type(&p, gauges[i][0], "gauge", gauges[i][1]);
         MC_PROM_PRINTF(&p, "%s %llu\n", gauges[i][0], (unsigned long long)gv[i]);
     }
@@ -1320,6 +1328,37 @@ mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p)
 
 /* ------------------------------------------------------------------ reader */
 
+/* Releases batch id on c now (c locked); an unanswered release is freed by the owner's TTL. */
+static void release_now(reader_conn_t *c, uint64_t id)
+{
+    McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
+    rel.batch_id = id;
+    ProtobufCMessage *rr = NULL;
+    mc_rpc_client_call(c->rpc, MC_OP_RELEASE_OFFLOAD_BUFFER, &rel.base, &rr, 1000);
+    mc_rpc_response_free(rr);
+}
+
+/* Sends c's deferred release now, if it holds one (c locked). */
+static void release_flush(reader_conn_t *c)
+{
+    if (c->rpc && c->release_id)
+        release_now(c, c->release_id);
+    c->release_id = 0;
+}
+
+/* The reader is done with batch id of bytes staged bytes on c (c locked): a small batch's
+ * release waits for the next request on c (group_request sends it first, in the same
+ * write); a larger one, or one while another waits, is sent now. */
+static void release_batch(reader_conn_t *c, uint64_t id, uint64_t bytes)
+{
+    if (bytes > RELEASE_DEFER_MAX) {
+        release_now(c, id);
+        return;
+    }
+    release_flush(c);
+    c->release_id = id;
+}
+
 /* The cached connection to endpoint, locked (unlock with pthread_mutex_unlock(&c->mu)); NULL
  * when none can be made. */
 static reader_conn_t *conn_get(mc_store_t *s, const char *endpoint)
@@ -1339,6 +1378,7 @@ static reader_conn_t *conn_get(mc_store_t *s, const char *endpoint)
     if (!c) {
         c = &s->dconns[s->dconn_next++ % READER_CONNS];
         pthread_mutex_lock(&c->mu); /* no call in flight on the one replaced */
+        c->release_id = 0; /* not sent under dconn_mu: the owner's TTL frees that range */
         mc_rpc_client_destroy(c->rpc);
         c->rpc = NULL;
         mc_rpc_client_opts_t o = {.auth = s->auth};
@@ -1361,6 +1401,7 @@ void store_disk_readers_free(mc_store_t *s)
     if (!s->dconns)
         return;
     for (size_t i = 0; i < READER_CONNS; i++) {
+        release_flush(&s->dconns[i]); /* no call runs: the store is going */
         mc_rpc_client_destroy(s->dconns[i].rpc);
         pthread_mutex_destroy(&s->dconns[i].mu);
     }
@@ -1368,11 +1409,19 @@ void store_disk_readers_free(mc_store_t *s)
     s->dconns = NULL;
 }
 
+/* The landed prefix to wait for when ready of size bytes are known to have landed (size when
+ * all have: then the verdict). */
+static uint64_t pull_want(uint64_t ready, uint64_t size)
+{
+    uint64_t step = (size - ready) / 2 < PULL_MAX ? (size - ready) / 2 : PULL_MAX;
+    return ready < size ? ready + (step ? step : 1) : size;
+}
+
 /* Follows key i of streamed batch b on c until all size bytes are in parts and the owner's
  * read has settled with the whole value's checksum verified, or the deadline (deadline_ms,
  * mc_now_ms) passes. The landed prefix is pulled with the TE (at most PULL_MAX per transfer)
- * and hashed into *hash_p while the WaitOffloadRead for the next PULL_MIN bytes is already on
- * its way, so the owner's answer travels during the pull. */
+ * and hashed into *hash_p while the WaitOffloadRead for more (pull_want) is already on its
+ * way, so the owner's answer travels during the pull. */
 static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                                const McRpc__BatchGetOffloadObjectResponse *b, uint32_t i,
                                uint64_t size, const struct iovec *parts, size_t n_parts,
@@ -1399,7 +1448,7 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                 st = MC_ERR_TIMEOUT;
                 break;
             }
-            w.ready = size - ready < PULL_MIN ? size : ready + PULL_MIN;
+            w.ready = pull_want(ready, size);
             call.resp = NULL;
             /* the owner answers by its deadline (the same as ours) at the latest */
             st = mc_rpc_client_call_send(c->rpc, &call, 1, (uint32_t)(deadline_ms - now) + 1000,
@@ -1495,8 +1544,20 @@ static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const cha
     q.tenant_id = s->master.tenant;
     q.timeout_ms = tmo;
     q.stream = true;
-    g->st = mc_rpc_client_call(c->rpc, MC_OP_BATCH_GET_OFFLOAD_OBJECT, &q.base, &g->r,
-                               tmo + 1000);
+    /* a deferred release goes first, in the same write: the owner handles it before it
+     * allocates this request's range; its answer is not looked at (unanswered: the owner's
+     * TTL frees it) */
+    McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
+    rel.batch_id = c->release_id;
+    mc_rpc_pending_t calls[2] = {{.opcode = MC_OP_RELEASE_OFFLOAD_BUFFER, .req = &rel.base},
+                                 {.opcode = MC_OP_BATCH_GET_OFFLOAD_OBJECT, .req = &q.base}};
+    size_t first = c->release_id ? 0 : 1;
+    c->release_id = 0;
+    g->st = mc_rpc_client_call_many(c->rpc, calls + first, 2 - first, tmo + 1000);
+    mc_rpc_response_free(calls[0].resp);
+    g->r = calls[1].resp;
+    if (g->st == MC_OK)
+        g->st = calls[1].status;
     g->b = (void *)g->r;
     if (g->st == MC_OK)
         g->st = g->b->status;
@@ -1528,11 +1589,10 @@ static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *nex
                                  deadline_ms, &hashes[k]);
     }
     if (g->r && b->batch_id) {
-        McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
-        rel.batch_id = b->batch_id;
-        ProtobufCMessage *rr = NULL;
-        mc_rpc_client_call(c->rpc, MC_OP_RELEASE_OFFLOAD_BUFFER, &rel.base, &rr, 1000);
-        mc_rpc_response_free(rr); /* not answered: the owner's TTL frees it */
+        uint64_t staged = 0;
+        for (size_t i = 0; i < g->m; i++)
+            staged += round4k(sizes[g->at + i]);
+        release_batch(c, b->batch_id, staged);
     }
     mc_rpc_response_free(g->r);
     g->r = NULL;

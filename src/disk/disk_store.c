@@ -101,8 +101,11 @@ typedef struct op {
 } op_t;
 
 /* Reads are cut into chunks of this size; each chunk is hashed as soon as it and the ones
- * before it are in, while the later ones are still being read. */
+ * before it are in, while the later ones are still being read. A read of more than 2 * TAIL
+ * ends with a TAIL-sized chunk of its own (chunk_span), so that what follows its last
+ * completion (hashing here, a streaming reader's last pull and hash) is short. */
 #define CHUNK (1ull << 20)
+#define TAIL (256ull << 10)
 #define CANCEL_TAG ((uint64_t)1) /* user_data of cancel requests (chunks are 8-aligned) */
 #define BOUNCE_CACHE 16
 #define BOUNCE_CACHE_BYTES (256ull << 20)
@@ -967,6 +970,26 @@ static void lat_record(mc_disk_store_t *s, uint64_t ns)
     s->st.read_lat_sum_us += us;
 }
 
+/* The chunks of a read of dlen device bytes: CHUNK-sized from the start, the last of them
+ * possibly short, and, when dlen > 2 * TAIL, the final TAIL bytes as a chunk of their own
+ * (dlen is 4 KiB-aligned with O_DIRECT, so every chunk starts aligned). */
+static uint64_t chunk_split(uint64_t dlen) { return dlen > 2 * TAIL ? dlen - TAIL : dlen; }
+
+static uint32_t chunk_count(uint64_t dlen)
+{
+    uint64_t split = chunk_split(dlen);
+    return (uint32_t)((split + CHUNK - 1) / CHUNK + (split < dlen ? 1 : 0));
+}
+
+/* Chunk i of op: device bytes [*at, *at + *len). */
+static void chunk_span(const op_t *op, uint32_t i, uint64_t *at, uint64_t *len)
+{
+    uint64_t split = chunk_split(op->dlen);
+    *at = (uint64_t)i * CHUNK < split ? (uint64_t)i * CHUNK : split;
+    uint64_t end = *at < split ? *at + CHUNK : op->dlen;
+    *len = (end < split || *at >= split ? end : split) - *at;
+}
+
 /* Hashes (and, from a store buffer, copies out) the chunks that completed in order, and
  * settles the op once every chunk is in: MC_OK only when all bytes arrived and hash to the
  * committed checksum. No lock held (the op belongs to its batch). */
@@ -974,9 +997,12 @@ static void op_progress(op_t *op)
 {
     mc_disk_read_t *q = op->req;
     uint32_t before = op->hashed;
+    uint64_t ready = 0; /* the value bytes of the chunks hashed so far */
     while (op->hashed < op->nchunks && op->ch[op->hashed].done) {
-        uint64_t at = (uint64_t)op->hashed * CHUNK;
-        uint64_t want = op->vlen - at < CHUNK ? op->vlen - at : CHUNK;
+        uint64_t at, len;
+        chunk_span(op, op->hashed, &at, &len);
+        uint64_t want = op->vlen - at < len ? op->vlen - at : len; /* the value's bytes */
+        ready = at + want;
         int res = op->ch[op->hashed].res;
         if (res < 0 || (uint64_t)res < want) {
             if (!op->failed)
@@ -994,7 +1020,7 @@ static void op_progress(op_t *op)
     }
     if (op->hashed < op->nchunks) {
         if (q->progress && op->hashed > before && !op->failed)
-            q->progress(q, (size_t)op->hashed * CHUNK, false);
+            q->progress(q, (size_t)ready, false);
         return;
     }
     uint64_t h = mc_hash_stream_final(&op->hs);
@@ -1101,7 +1127,8 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
     q->status = MC_ERR_BUFFER_OVERFLOW;
     if (q->cap < e->vlen || (e->vlen && !q->buf))
         return NULL;
-    uint32_t nch = (uint32_t)((e->vlen + CHUNK - 1) / CHUNK);
+    uint64_t dlen = s->direct ? mc_disk_round(e->vlen) : e->vlen;
+    uint32_t nch = chunk_count(dlen);
     op_t *op = calloc(1, sizeof(*op) + nch * sizeof(chunk_t));
     q->status = MC_ERR_NO_MEMORY;
     if (!op)
@@ -1117,7 +1144,7 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
     op->voff = e->off + e->hlen;
     op->vlen = e->vlen;
     op->csum = e->csum;
-    op->dlen = s->direct ? mc_disk_round(e->vlen) : e->vlen;
+    op->dlen = dlen;
     op->nchunks = nch;
     for (uint32_t i = 0; i < nch; i++)
         op->ch[i].op = op;
@@ -1136,8 +1163,8 @@ static bool op_submit_chunk(ring_t *r, op_t *op, int ri)
     if (!sqe)
         return false;
     uint32_t i = op->nsubmitted;
-    uint64_t at = (uint64_t)i * CHUNK;
-    uint64_t len = op->dlen - at < CHUNK ? op->dlen - at : CHUNK;
+    uint64_t at, len;
+    chunk_span(op, i, &at, &len);
     uint8_t *p = (uint8_t *)op->dst + at;
     if (ri >= 0)
         io_uring_prep_read_fixed(sqe, op->b->rfd, p, (unsigned)len, op->voff + at, ri);

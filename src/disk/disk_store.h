@@ -151,7 +151,8 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *store, const char *tenant, con
 typedef struct mc_disk_read mc_disk_read_t;
 /* Optional progress of one read, called on the reading thread during mc_disk_store_read_batch
  * with the ring's lock held (be quick; do not call into the store): the first `ready` bytes of the value are in buf (landed, hashed,
- * not yet verified), in order, one call per 1 MiB piece; `done`: the read has settled and
+ * not yet verified), in order, one call per piece (1 MiB pieces; a value over 512 KiB ends with
+ * a 256 KiB piece of its own); `done`: the read has settled and
  * q->status is final (MC_OK only once the whole value matched its checksum). Not called for a
  * request settled at lookup (not found, overflow, bad key) nor after the deadline. */
 typedef void (*mc_disk_progress_fn)(mc_disk_read_t *q, size_t ready, bool done);
