@@ -1615,7 +1615,7 @@ static void *isr_main(void *arg)
             for (int k = 0; k < want.n && !in; k++)
                 in = strcmp(want.addr[k], mb->addr) == 0;
             removed += mb->in_s && !in;
-            if (in)
+            if (in && !mb->in_s)
                 MC_LOG_INFO("ha: %s is in sync", mb->addr);
             else if (mb->in_s)
                 MC_LOG_WARN("ha: %s left the in-sync set (behind for %" PRIu64 " ms)", mb->addr,

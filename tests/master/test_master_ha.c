@@ -999,8 +999,8 @@ static void test_standbys_slow_standby_leaves_s(void **state)
     assert_int_equal(mount(c, CLIENT, "segW", 1 << 30, 64 << 20, 0x21, false), MC_OK);
     put_n(c, "w", 0, 5);
     kill(b->pid, SIGSTOP);
-    put_n(c, "w", 5, 5); /* acknowledged: b leaves S after the timeout */
-    assert_admin(a->mport, "/metrics", "master_ha_isr_removals_total 1\n");
+    put_n(c, "w", 5, 5); /* acknowledged (durable in etcd); b leaves S after the timeout */
+    wait_admin(a->mport, "/metrics", "master_ha_isr_removals_total 1\n");
     assert_admin(a->mport, "/metrics", "master_ha_in_sync_members 0\n");
     kill(b->pid, SIGCONT);
     wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
@@ -1009,7 +1009,7 @@ static void test_standbys_slow_standby_leaves_s(void **state)
     waitpid(b->pid, NULL, 0);
     b->pid = 0;
     put_n(c, "w", 15, 5);
-    assert_admin(a->mport, "/metrics", "master_ha_isr_removals_total 2\n");
+    wait_admin(a->mport, "/metrics", "master_ha_isr_removals_total 2\n");
     ha_stop(b);
     ha_start_ex(b, "sbslow", TTL_S, SB_FLAGS);
     wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
@@ -1025,14 +1025,18 @@ static void test_standbys_slow_standby_leaves_s(void **state)
     ha_stop(b);
 }
 
-/* Three members: the standby stopped until it left S cannot win after the leader's kill -9
- * (SIGCONT at once): the one in S leads, with every acknowledged object. */
+/* Three members, the leader's etcd appends delayed 20 s (what it acknowledges is only on
+ * the members of S): the standby stopped until it left S cannot win after the leader's kill -9
+ * (SIGCONT at once, so both standbys compete when the lease ends): the one in S leads, with
+ * every acknowledged object (the stopped one has none of those put while it was stopped). */
 static void test_standbys_outside_s_cannot_win(void **state)
 {
     (void)state;
     static ha_master_t c3;
     ha_master_t *a = &g_m[0], *b = &g_m[1], *d = &c3;
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
     ha_start_ex(a, "sbwin", TTL_S, SB_FLAGS);
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
     assert_true(ha_serving(a, TAKEOVER_MS));
     ha_start_ex(b, "sbwin", TTL_S, SB_FLAGS);
     ha_start_ex(d, "sbwin", TTL_S, SB_FLAGS);
