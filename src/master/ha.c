@@ -946,6 +946,9 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
             mc_sleep_ms(ha->poll_ms); /* no watch: poll */
     }
     fetch_stop(ha); /* leading: the table is this thread's alone from now on */
+    if (ha->won_gen) /* S named this table: it leads as it is (a rebuild would lose what only
+                        S held) */
+        atomic_store(&ha->rebuild, false);
     if (*stop)
         return MC_ERR_CANCELED;
     if (ha->view > MC_RPC_VIEW_MAX) /* every answer carries the view in 48 bits (frame.h) */
@@ -1590,7 +1593,8 @@ static void *isr_main(void *arg)
             bool keep = cur && !(behind && now - mb->caught_ms >= ha->o.isr_timeout_ms);
             bool add = !cur && !behind && now - mb->fetch_ms < ha->o.isr_timeout_ms;
             want_in[i] = keep || add;
-            if (want_in[i] != mb->in_s || (want_in[i] && !cur))
+            /* a txn whose outcome is unknown (maybe) is settled by the next one */
+            if (want_in[i] != mb->in_s || (want_in[i] && !cur) || mb->maybe)
                 change = true;
         }
         if (change) {
