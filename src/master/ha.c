@@ -670,6 +670,9 @@ static int follow(mc_ha_t *ha, bool *end_p)
             return 0;
         size_t i = 0;
         int bad = 0;
+        /* the table only while applying (the fetch thread applies too): never across an etcd
+         * request, which would hold its acknowledgements back */
+        pthread_mutex_lock(&ha->core_mu);
         for (; i < r.n; i++) {
             char want[HA_KEY_MAX + 32];
             batch_key(ha, ha->batch_id + 1, want);
@@ -688,6 +691,7 @@ static int follow(mc_ha_t *ha, bool *end_p)
             pthread_mutex_unlock(&ha->mu);
             ha->last_seq += n;
         }
+        pthread_mutex_unlock(&ha->core_mu);
         bool more = !bad && i == r.n && r.n == HA_READ_LIMIT;
         mc_etcd_range_free(&r);
         if (bad)
@@ -867,16 +871,17 @@ static int sync_step(mc_ha_t *ha, bool *booted, bool *end_p)
     *end_p = false;
     if (atomic_exchange(&ha->rebuild, false))
         *booted = false; /* the fetch thread saw another leader view */
-    pthread_mutex_lock(&ha->core_mu);
     int r = 0;
-    if (!*booted)
+    if (!*booted) { /* rare: a new table, under core_mu throughout */
+        pthread_mutex_lock(&ha->core_mu);
         *booted = bootstrap(ha) == 0;
+        pthread_mutex_unlock(&ha->core_mu);
+    }
     if (*booted) {
-        r = follow(ha, end_p);
+        r = follow(ha, end_p); /* takes core_mu to apply */
         if (r == 1)
             *booted = false;
     }
-    pthread_mutex_unlock(&ha->core_mu);
     return r < 0 ? -1 : 0;
 }
 
@@ -1150,6 +1155,8 @@ static void complete_runs(mc_ha_t *ha)
         mc_free(run->b);
         mc_free(run);
     }
+    if (ha->o.commit_standbys) /* an appender waiting for the run in flight may go on */
+        pthread_cond_broadcast(&ha->app_cv);
     update_release(ha);
 }
 
@@ -1163,7 +1170,11 @@ static void *append_main(void *arg)
     mc_ha_t *ha = arg;
     pthread_mutex_lock(&ha->app_mu);
     for (;;) {
-        while (!ha->q_head && !ha->app_stop)
+        /* with S non-empty the etcd log decides no release: one append at a time, each
+         * taking every group queued meanwhile (fewer, larger etcd txns leave the CPU to the
+         * leader and its standbys) */
+        while ((!ha->q_head || (ha->o.commit_standbys && ha->s_size > 0 && ha->runs_head)) &&
+               !ha->app_stop)
             pthread_cond_wait(&ha->app_cv, &ha->app_mu);
         if (!ha->q_head)
             break;
@@ -1405,7 +1416,9 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
         else
             ha->q_head = g;
         ha->q_tail = g;
-        pthread_cond_signal(&ha->app_cv);
+        /* (while S is non-empty and a run is in flight, no appender may take it: no wake-up) */
+        if (!(ha->o.commit_standbys && ha->s_size > 0 && ha->runs_head))
+            pthread_cond_signal(&ha->app_cv);
         pthread_mutex_unlock(&ha->app_mu);
     }
     /* last, right before replies may be written: no reply once the lease may be gone */
@@ -1632,6 +1645,7 @@ static void *isr_main(void *arg)
                 if (strcmp(want.addr[k], ha->members[i].addr) == 0)
                     ha->members[i].s_inc = want.inc[k];
         ha->s_size = want.n;
+        pthread_cond_broadcast(&ha->app_cv); /* S empty: the appenders go 4 at a time again */
         atomic_fetch_add_explicit(&ha->st_isr_removals, (uint64_t)removed, memory_order_relaxed);
         update_release(ha); /* the removal committed: release without them */
         pthread_mutex_unlock(&ha->app_mu);
@@ -1862,17 +1876,53 @@ static void keep_group(mc_ha_t *ha, mc_rpc_server_t *srv, uint64_t id, const mc_
     pthread_mutex_unlock(&ha->app_mu);
 }
 
+/* Standby: an answer received (its records acknowledged by the fetch sent after it) and not
+ * applied yet, with the table and the view it was asked for. */
+typedef struct fetched {
+    ProtobufCMessage *resp;
+    uint64_t gen, view;
+} fetched_t;
+
+/* The last record of f when it still belongs to the table of generation gen, else 0. */
+static uint64_t fetched_last(const fetched_t *f, uint64_t gen)
+{
+    const McRpc__HaFetchResponse *r = (const McRpc__HaFetchResponse *)f->resp;
+    return r && f->gen == gen ? r->first_seq + r->count - 1 : 0;
+}
+
+/* Applies f to the table (unless the table or the view changed since it was asked for) and
+ * frees it; a failure makes the main thread rebuild the table (a new incarnation). */
+static void fetched_apply(mc_ha_t *ha, fetched_t *f)
+{
+    const McRpc__HaFetchResponse *r = (const McRpc__HaFetchResponse *)f->resp;
+    if (!r)
+        return;
+    pthread_mutex_lock(&ha->core_mu);
+    if (f->gen == ha->core_gen && ha->fetch_view == f->view &&
+        apply_fetched(ha, r->first_seq, r->records.data, r->records.len, r->count) != 0)
+        atomic_store(&ha->rebuild, true);
+    uint64_t lag = r->last_seq > ha->applied_seq ? r->last_seq - ha->applied_seq : 0;
+    pthread_mutex_unlock(&ha->core_mu);
+    atomic_store(&ha->fetch_lag, lag);
+    mc_rpc_response_free(f->resp);
+    f->resp = NULL;
+}
+
 /* Standby: the fetch thread. Follows the leader named in etcd over its RPC port (the auth
- * handshake first), asks for the records after the table's last one, applies them (they stay
- * in extra until the etcd log has them) and asks again: each fetch acknowledges everything
- * before it. A new leader view after records of another one were applied: the main thread
- * rebuilds the table from etcd first. */
+ * handshake first), asks for the records after the table's last one and asks again as soon
+ * as an answer is in: each fetch acknowledges everything before it, and the answer before it
+ * is applied while it is out (they stay in extra until the etcd log has them); the records
+ * acknowledged are in this process's memory, and applied before the table can lead
+ * (fetch_stop). An answer that cannot be applied makes the main thread rebuild the table
+ * under a new incarnation, which S does not name. A new leader view after records of another
+ * one were applied: the main thread rebuilds the table from etcd first. */
 static void *fetch_main(void *arg)
 {
     mc_ha_t *ha = arg;
     mc_rpc_client_t *cli = NULL;
     char addr[128] = "";
     mc_rpc_client_opts_t co = {.connect_timeout_ms = 1000, .auth = ha->o.auth};
+    fetched_t pend = {0};
     while (!atomic_load(&ha->fetch_stop)) {
         pthread_mutex_lock(&ha->mu);
         uint64_t view = ha->seen_view;
@@ -1880,10 +1930,12 @@ static void *fetch_main(void *arg)
         snprintf(a, sizeof(a), "%s", ha->seen_addr);
         pthread_mutex_unlock(&ha->mu);
         if (!view || !a[0] || strcmp(a, ha->o.advertise) == 0 || atomic_load(&ha->rebuild)) {
+            fetched_apply(ha, &pend);
             mc_sleep_ms(ha->poll_ms);
             continue;
         }
         if (!cli || strcmp(a, addr) != 0) {
+            fetched_apply(ha, &pend);
             mc_rpc_client_destroy(cli);
             cli = NULL;
             snprintf(addr, sizeof(addr), "%s", a);
@@ -1902,11 +1954,12 @@ static void *fetch_main(void *arg)
                 ha->fetch_view = view;
         }
         ready = ready && ha->fetch_view == view;
-        uint64_t gen = ha->core_gen;
-        q.after_seq = ha->applied_seq;
+        uint64_t gen = ha->core_gen, last = fetched_last(&pend, gen);
+        q.after_seq = last > ha->applied_seq ? last : ha->applied_seq;
         q.incarnation = ha->inc;
         pthread_mutex_unlock(&ha->core_mu);
         if (!ready) {
+            fetched_apply(ha, &pend);
             mc_sleep_ms(ha->poll_ms);
             continue;
         }
@@ -1916,29 +1969,29 @@ static void *fetch_main(void *arg)
         q.member = (char *)ha->o.advertise;
         q.max_bytes = (uint32_t)HA_FETCH_MAX;
         q.wait_ms = ha->test_fetch_delay_ms ? 0 : 1000; /* tests: records only every delay */
-        ProtobufCMessage *resp = NULL;
-        uint64_t aview = 0;
-        mc_status_t st = mc_rpc_client_call_view(cli, MC_OP_HA_FETCH, &q.base, &resp, 3000, NULL,
-                                                 &aview);
-        const McRpc__HaFetchResponse *r = (const McRpc__HaFetchResponse *)resp;
-        if (st == MC_OK && aview != view) { /* not the leader we asked for */
+        mc_rpc_pending_t call = {.opcode = MC_OP_HA_FETCH, .req = &q.base};
+        mc_rpc_inflight_t f;
+        mc_status_t st = mc_rpc_client_call_send(cli, &call, 1, 3000, false, &f);
+        fetched_apply(ha, &pend); /* while the fetch that acknowledges it is out */
+        if (st == MC_OK)
+            st = mc_rpc_client_call_recv(&f);
+        if (st == MC_OK)
+            st = call.status;
+        const McRpc__HaFetchResponse *r = (const McRpc__HaFetchResponse *)call.resp;
+        if (st == MC_OK && call.view != view) { /* not the leader we asked for */
             mc_rpc_client_disconnect(cli);
             st = MC_ERR_INVALID_VERSION;
         }
-        if (st == MC_OK && r->status == MC_OK) {
-            pthread_mutex_lock(&ha->core_mu);
-            if (gen == ha->core_gen && ha->fetch_view == view && r->count &&
-                apply_fetched(ha, r->first_seq, r->records.data, r->records.len, r->count) != 0)
-                atomic_store(&ha->rebuild, true);
-            uint64_t lag = r->last_seq > ha->applied_seq ? r->last_seq - ha->applied_seq : 0;
-            pthread_mutex_unlock(&ha->core_mu);
-            atomic_store(&ha->fetch_lag, lag);
-        }
+        bool keep = st == MC_OK && r->status == MC_OK && r->count;
         bool wait = st != MC_OK || r->status != MC_OK; /* OUT_OF_RANGE: etcd's log first */
-        mc_rpc_response_free(resp);
+        if (keep)
+            pend = (fetched_t){.resp = call.resp, .gen = gen, .view = view};
+        else
+            mc_rpc_response_free(call.resp);
         if (wait)
             mc_sleep_ms(ha->poll_ms);
     }
+    fetched_apply(ha, &pend); /* acknowledged: in the table before it may lead */
     mc_rpc_client_destroy(cli);
     return NULL;
 }
