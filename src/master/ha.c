@@ -1709,7 +1709,9 @@ static ha_member_t *member_ack(mc_ha_t *ha, const char *addr, uint64_t inc, uint
     }
     mb->inc = inc;
     mb->fetch_ms = now;
-    mb->acked_seq = after < ha->hand_seq ? after : ha->hand_seq;
+    if (after > ha->hand_seq) /* records this leader never handed over: acknowledges nothing */
+        after = 0;
+    mb->acked_seq = after;
     uint64_t g = 0;
     if (mb->acked_seq == ha->hand_seq)
         g = ha->hand_group;
@@ -1981,6 +1983,11 @@ static void *fetch_main(void *arg)
         if (st == MC_OK && call.view != view) { /* not the leader we asked for */
             mc_rpc_client_disconnect(cli);
             st = MC_ERR_INVALID_VERSION;
+        }
+        if (st == MC_OK && r->status == MC_ERR_OUT_OF_RANGE && q.after_seq > r->last_seq) {
+            MC_LOG_WARN("ha: this table holds records the leader never handed over; "
+                        "rebuilding it from etcd");
+            atomic_store(&ha->rebuild, true);
         }
         bool keep = st == MC_OK && r->status == MC_OK && r->count;
         bool wait = st != MC_OK || r->status != MC_OK; /* OUT_OF_RANGE: etcd's log first */
