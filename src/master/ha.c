@@ -443,9 +443,13 @@ static int apply(mc_ha_t *ha, const void *p, size_t len, size_t *used_p, uint64_
     return 0;
 }
 
-static uint32_t rd_le32(const uint8_t *p)
+/* Bytes of the WAL record framed at p (u32 len | u8 type | payload | u64 XXH3); p must hold
+ * at least its 4-byte length. */
+static size_t rec_len(const uint8_t *p)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+    return 13 + (size_t)n;
 }
 
 /* Bytes of the first n whole records of p[0..len) (WAL framing: u32 len | u8 type | payload |
@@ -456,7 +460,7 @@ static size_t rec_span(const uint8_t *p, size_t len, uint64_t n)
     for (uint64_t i = 0; i < n; i++) {
         if (len - off < 13)
             return SIZE_MAX;
-        size_t r = 13 + (size_t)rd_le32(p + off);
+        size_t r = rec_len(p + off);
         if (r > len - off)
             return SIZE_MAX;
         off += r;
@@ -1101,11 +1105,8 @@ static ha_run_t *take_run(mc_ha_t *ha)
     for (;;) {
         bool last = off >= len;
         size_t rec = 0;
-        if (!last) {
-            uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
-                            (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
-            rec = 13 + (size_t)plen;
-        }
+        if (!last)
+            rec = rec_len(p + off);
         if ((last && off > start) || (!last && off - start + rec > HA_BATCH_MAX && off > start)) {
             if (mc_array_reserve(&run->b, &cap, run->nb + 1, 4) != MC_OK)
                 fence_exit("no memory");
@@ -1674,7 +1675,7 @@ static mc_status_t fetch_fill(mc_ha_t *ha, uint64_t after, size_t cap, mc_buf_t 
         size_t len = mc_buf_unread(&g->recs);
         size_t off = g->first_seq > after ? 0 : rec_span(p, len, after + 1 - g->first_seq);
         while (off < len) {
-            size_t r = 13 + (size_t)rd_le32(p + off);
+            size_t r = rec_len(p + off);
             if (*count_p && mc_buf_unread(out) + r > cap)
                 return MC_OK;
             if (mc_buf_append(out, p + off, r) != MC_OK)
@@ -1844,7 +1845,7 @@ static void keep_group(mc_ha_t *ha, mc_rpc_server_t *srv, uint64_t id, const mc_
     uint64_t n = 0;
     const uint8_t *p = mc_buf_head(recs);
     for (size_t off = 0, len = mc_buf_unread(recs); off < len; n++)
-        off += 13 + (size_t)rd_le32(p + off);
+        off += rec_len(p + off);
     uint64_t now = mc_now_ms();
     k->id = id;
     k->n = n;
