@@ -1924,7 +1924,9 @@ static void *fetch_main(void *arg)
     mc_ha_t *ha = arg;
     mc_rpc_client_t *cli = NULL;
     char addr[128] = "";
-    mc_rpc_client_opts_t co = {.connect_timeout_ms = 1000, .auth = ha->o.auth};
+    /* an answer holds at most HA_FETCH_MAX bytes of records */
+    mc_rpc_client_opts_t co = {.connect_timeout_ms = 1000, .auth = ha->o.auth,
+                               .max_body = (uint32_t)(2 * HA_FETCH_MAX)};
     fetched_t pend = {0};
     while (!atomic_load(&ha->fetch_stop)) {
         pthread_mutex_lock(&ha->mu);

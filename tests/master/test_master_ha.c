@@ -1099,6 +1099,77 @@ static void test_standbys_release_waits_for_s(void **state)
     ha_stop(b);
 }
 
+/* One HaFetch to the master c talks to: the header status (the call's), and on MC_OK the
+ * body's status, record count and the leader's last record. */
+static mc_status_t ha_fetch(mc_rpc_client_t *c, uint64_t view, const char *member, uint64_t inc,
+                            uint64_t after, uint32_t wait_ms, int32_t *status_p,
+                            uint64_t *count_p, uint64_t *last_p)
+{
+    McRpc__HaFetchRequest q = MC_RPC__HA_FETCH_REQUEST__INIT;
+    q.view = view;
+    q.member = (char *)member;
+    q.incarnation = inc;
+    q.after_seq = after;
+    q.wait_ms = wait_ms;
+    ProtobufCMessage *r = NULL;
+    mc_status_t st = mc_rpc_client_call(c, MC_OP_HA_FETCH, &q.base, &r, 10000);
+    if (st == MC_OK) {
+        const McRpc__HaFetchResponse *f = (const McRpc__HaFetchResponse *)r;
+        *status_p = f->status;
+        *count_p = f->count;
+        *last_p = f->last_seq;
+    }
+    mc_rpc_response_free(r);
+    return st;
+}
+
+/* The leader's HaFetch refusals (every input checked) and answers: another view
+ * INVALID_VERSION, a malformed member or incarnation INVALID_PARAMS, a position past its last
+ * record OUT_OF_RANGE in the body (and no acknowledgement), records after a position, an
+ * empty answer once the wait of a held fetch ends; in etcd mode NOT_SUPPORTED. */
+static void test_standbys_fetch_checked(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *e = &g_m[1];
+    ha_start_ex(a, "sbfetch", TTL_S, SB_FLAGS);
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    uint64_t view = ping_view(c), n = 0, last = 0;
+    int32_t st = 0;
+    assert_int_equal(mount(c, CLIENT, "segF", 1 << 30, 64 << 20, 0x24, false), MC_OK);
+    put_n(c, "f", 0, 2); /* 3 records: a MOUNT and two COMMITs */
+    const char *me = "127.0.0.1:1";
+    assert_int_equal(ha_fetch(c, view + 1, me, 7, 0, 0, &st, &n, &last), MC_ERR_INVALID_VERSION);
+    assert_int_equal(ha_fetch(c, view, "a b", 7, 0, 0, &st, &n, &last), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, "", 7, 0, 0, &st, &n, &last), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, me, 0, 0, 0, &st, &n, &last), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, me, 1ull << 60, 0, 0, &st, &n, &last),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, me, 7, 1000000, 0, &st, &n, &last), MC_OK);
+    assert_int_equal(st, MC_ERR_OUT_OF_RANGE);
+    assert_true(last >= 3);
+    /* what it holds after the first record (its own groups are kept for 3 s) */
+    assert_int_equal(ha_fetch(c, view, me, 7, 1, 0, &st, &n, &last), MC_OK);
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(n, last - 1);
+    /* at the end: held for the wait (the cron answers it empty when it ends) */
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(ha_fetch(c, view, me, 7, last, 300, &st, &n, &last), MC_OK);
+    assert_true(st == MC_OK && n == 0);
+    assert_true(mc_now_ms() - t0 >= 250);
+    mc_rpc_client_destroy(c);
+    /* a leader in etcd mode serves no fetch */
+    ha_start_ex(e, "sbfetch_etcd", TTL_S, "--ha_commit=etcd");
+    assert_true(ha_serving(e, TAKEOVER_MS));
+    assert_int_equal(mc_rpc_client_create(e->addr, NULL, &c), MC_OK);
+    assert_int_equal(ha_fetch(c, ping_view(c), me, 7, 0, 0, &st, &n, &last),
+                     MC_ERR_NOT_SUPPORTED);
+    mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(e);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) /* one test by name (or a pattern), e.g. test_takeover_applies_only_the_tail */
@@ -1114,6 +1185,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stalled_append_holds_replies),
         cmocka_unit_test(test_append_gap_not_applied),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
+        cmocka_unit_test(test_standbys_fetch_checked),
         cmocka_unit_test(test_standbys_release_waits_for_s),
         cmocka_unit_test(test_standbys_slow_standby_leaves_s),
         cmocka_unit_test(test_standbys_outside_s_cannot_win),
