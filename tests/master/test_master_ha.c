@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/etcd.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1170,6 +1172,53 @@ static void test_standbys_fetch_checked(void **state)
     ha_stop(e);
 }
 
+/* With a keyring (--auth_token_file, a cluster token and a tenant token): the standby proves
+ * the cluster key and joins S; a peer holding only the tenant token gets AUTH_FAILED for a
+ * fetch; puts through a cluster client are acknowledged through S. */
+static void test_standbys_with_auth(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    char dir[256], path[300], flags[600];
+    assert_int_equal(mt_tmpdir(dir, sizeof(dir)), 0);
+    snprintf(path, sizeof(path), "%s/tokens", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("cluster-secret-0123456789abcdef\ntenant-secret-0123456789abcdef tenant=t1\n", f);
+    fclose(f);
+    chmod(path, 0600);
+    snprintf(flags, sizeof(flags), "%s --auth_token_file=%s --metrics_public=true", SB_FLAGS,
+             path);
+    ha_start_ex(a, "sbauth", TTL_S, flags);
+    assert_int_equal(mt_wait_http_ok(a->mport, "/health", TAKEOVER_MS), 0);
+    wait_admin(a->mport, "/metrics", "master_ha_role 1\n");
+    ha_start_ex(b, "sbauth", TTL_S, flags);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    mc_auth_t *cluster, *tenant;
+    assert_int_equal(mc_auth_from_secret("cluster-secret-0123456789abcdef", NULL, &cluster),
+                     MC_OK);
+    assert_int_equal(mc_auth_from_secret("tenant-secret-0123456789abcdef", "t1", &tenant),
+                     MC_OK);
+    mc_rpc_client_opts_t co = {.auth = cluster};
+    mc_rpc_client_t *c, *t;
+    assert_int_equal(mc_rpc_client_create(a->addr, &co, &c), MC_OK);
+    uint64_t view = ping_view(c), n, last;
+    int32_t st;
+    assert_int_equal(mount(c, CLIENT, "segA", 1 << 30, 64 << 20, 0x25, false), MC_OK);
+    put_n(c, "p", 0, 3);
+    co.auth = tenant;
+    assert_int_equal(mc_rpc_client_create(a->addr, &co, &t), MC_OK);
+    assert_int_equal(ha_fetch(t, view, "127.0.0.1:1", 7, 0, 0, &st, &n, &last), MC_ERR_AUTH);
+    mc_rpc_client_destroy(t);
+    mc_rpc_client_destroy(c);
+    assert_admin(a->mport, "/metrics", "master_ha_isr_removals_total 0\n");
+    mc_auth_free(cluster);
+    mc_auth_free(tenant);
+    ha_stop(a);
+    ha_stop(b);
+    mt_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) /* one test by name (or a pattern), e.g. test_takeover_applies_only_the_tail */
@@ -1186,6 +1235,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_append_gap_not_applied),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
         cmocka_unit_test(test_standbys_fetch_checked),
+        cmocka_unit_test(test_standbys_with_auth),
         cmocka_unit_test(test_standbys_release_waits_for_s),
         cmocka_unit_test(test_standbys_slow_standby_leaves_s),
         cmocka_unit_test(test_standbys_outside_s_cannot_win),
