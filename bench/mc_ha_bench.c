@@ -30,9 +30,13 @@
  * mooncake_client storage server, all on free loopback ports, stopped by PID.
  * etcd runs with its default raft timing (heartbeat 100 ms, election 1000 ms; --etcd_election_ms)
  * so that a 2 s lease TTL is honoured (etcd raises TTLs below 1.5 x the election timeout).
+ *   --ha_commit=etcd|standbys|both: the members' --ha_commit (both: the HA puts run once per
+ *               mode, each against the single master of the same run; the failover phase
+ *               then runs in etcd mode). In standbys mode the puts start once the standby is
+ *               in the leader's in-sync set.
  * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --clients=1
  *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 --etcd_dir=DIR
- *        --probe_ms=2000 */
+ *        --probe_ms=2000 --ha_commit=etcd */
 #include "common/alloc.h"
 #include "common/etcd.h"
 #include "common/http_client.h"
@@ -58,6 +62,7 @@ static char g_dir[256];
 static int g_trials = 20, g_threads = 4, g_seconds = 3, g_batch = 16, g_value = 1024;
 static int g_clients = 1; /* store clients (each its own pool of master connections) */
 static int g_probe_ms = 2000; /* each etcd txn probe (concurrency 1 and 4) */
+static const char *g_commit = "etcd"; /* --ha_commit: etcd | standbys | both (throughput) */
 static const char *g_etcd_dir = NULL; /* parent dir of etcd's data (NULL: $TMPDIR or /tmp) */
 static char g_etcd_fs[16] = "?";      /* "tmpfs" or "disk" */
 #define HA_APPENDERS 4 /* HA_APPEND_INFLIGHT in src/master/ha.c: etcd appends in flight */
@@ -582,30 +587,48 @@ static void throughput(void)
     throughput_one(addr, "unused", "single_wal", 0, 0, single);
     mt_stop(single_pid, SIGKILL, 5000);
 
-    mt_ha_master_t m[2] = {0};
-    char haddr[300];
-    snprintf(haddr, sizeof(haddr), "etcd://%s", g_etcd.endpoints);
-    if (mt_ha_start(&m[0], g_etcd.endpoints, "bench_tp", 5, NULL) != 0 ||
-        !mt_ha_is_leader(&m[0], WAIT_MS) ||
-        mt_ha_start(&m[1], g_etcd.endpoints, "bench_tp", 5, NULL) != 0) {
-        fprintf(stderr, "masters did not start\n");
-        exit(1);
-    }
-    uint64_t w = mc_now_ms() + WAIT_MS;
-    while (metric(m[1].mport, "master_ha_role") != 0 && mc_now_ms() < w)
-        mc_sleep_ms(100);
     g_single_puts = single[0];
     disk_probe();
     g_probe_tps = 0;
     g_probe1_ms = etcd_probe(1, &g_probe_tps);
     etcd_probe(HA_APPENDERS, &g_probe_tps);
-    throughput_one(haddr, "bench_tp", "ha_etcd", m[1].mport, m[0].mport, ha);
-    printf("{\"bench\":\"ha_throughput_ratio\",\"put_ha_over_single\":%.3f,"
-           "\"lookup_ha_over_single\":%.3f,\"target_put_ratio\":0.5,\"etcd_fs\":\"%s\"}\n",
-           single[0] > 0 ? ha[0] / single[0] : 0, single[1] > 0 ? ha[1] / single[1] : 0,
-           g_etcd_fs);
-    mt_ha_stop(&m[0]);
-    mt_ha_stop(&m[1]);
+    /* each --ha_commit mode asked for: its own cluster, one leader and one standby (in S) */
+    static const char *const modes[2] = {"etcd", "standbys"};
+    for (int k = 0; k < 2; k++) {
+        if (strcmp(g_commit, "both") != 0 && strcmp(g_commit, modes[k]) != 0)
+            continue;
+        setenv("MC_TEST_HA_COMMIT", modes[k], 1); /* mt_ha_start: --ha_commit */
+        mt_ha_master_t m[2] = {0};
+        char haddr[300], cluster[32], label[32];
+        snprintf(haddr, sizeof(haddr), "etcd://%s", g_etcd.endpoints);
+        snprintf(cluster, sizeof(cluster), "bench_tp_%s", modes[k]);
+        snprintf(label, sizeof(label), "ha_%s", modes[k]);
+        if (mt_ha_start(&m[0], g_etcd.endpoints, cluster, 5, NULL) != 0 ||
+            !mt_ha_is_leader(&m[0], WAIT_MS) ||
+            mt_ha_start(&m[1], g_etcd.endpoints, cluster, 5, NULL) != 0) {
+            fprintf(stderr, "masters did not start\n");
+            exit(1);
+        }
+        uint64_t w = mc_now_ms() + WAIT_MS;
+        while (metric(m[1].mport, "master_ha_role") != 0 && mc_now_ms() < w)
+            mc_sleep_ms(100);
+        while (k == 1 && metric(m[0].mport, "master_ha_in_sync_members") != 1 &&
+               mc_now_ms() < w)
+            mc_sleep_ms(100);
+        throughput_one(haddr, cluster, label, m[1].mport, m[0].mport, ha);
+        printf("{\"bench\":\"ha_throughput_ratio\",\"ha_commit\":\"%s\","
+               "\"put_ha_over_single\":%.3f,\"lookup_ha_over_single\":%.3f,"
+               "\"target_put_ratio\":0.5,\"etcd_fs\":\"%s\"}\n",
+               modes[k], single[0] > 0 ? ha[0] / single[0] : 0,
+               single[1] > 0 ? ha[1] / single[1] : 0, g_etcd_fs);
+        fflush(stdout);
+        mt_ha_stop(&m[0]);
+        mt_ha_stop(&m[1]);
+    }
+    if (strcmp(g_commit, "both") != 0)
+        setenv("MC_TEST_HA_COMMIT", g_commit, 1); /* the failover phase's members */
+    else
+        unsetenv("MC_TEST_HA_COMMIT");
 }
 
 int main(int argc, char **argv)
@@ -635,11 +658,19 @@ int main(int argc, char **argv)
             g_probe_ms = atoi(a + 11);
         else if (!strncmp(a, "--etcd_election_ms=", 19))
             election = a + 19;
+        else if (!strncmp(a, "--ha_commit=", 12))
+            g_commit = a + 12;
         else {
             fprintf(stderr, "unknown flag %s (see the comment at the top of mc_ha_bench.c)\n", a);
             return 2;
         }
     }
+    if (strcmp(g_commit, "etcd") && strcmp(g_commit, "standbys") && strcmp(g_commit, "both")) {
+        fprintf(stderr, "--ha_commit: etcd, standbys or both\n");
+        return 2;
+    }
+    if (strcmp(g_commit, "both") != 0)
+        setenv("MC_TEST_HA_COMMIT", g_commit, 1); /* every member mt_ha_start starts */
     if (g_trials < 1 || g_threads < 1 || g_threads > 64 || g_clients < 1 ||
         g_clients > g_threads || g_seconds < 1 || g_batch < 1 ||
         g_batch > 1024 || g_value < 1 || g_probe_ms < 100) {

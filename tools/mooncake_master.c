@@ -124,7 +124,7 @@ static void on_signal(int sig)
 typedef struct flags {
     int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
     int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
-    int64_t rpc_port, ha_ttl;
+    int64_t rpc_port, ha_ttl, ha_isr_ms;
     int64_t rpc_max_conns, rpc_max_inflight, rpc_idle_s, rpc_slow_s, rpc_blocked_s;
     uint64_t rpc_mem_budget, rpc_conn_out_cap, ha_snap_bytes;
     double eviction_ratio, high_wm;
@@ -141,7 +141,7 @@ typedef struct flags {
     double offload_cap_ratio;
     const char *rpc_address, *metrics_host, *memory_allocator, *strategy, *wal_dir, *log_level,
         *config_path, *etcd_endpoints, *cluster_id, *auth_token_file, *tq_type, *tq_uri,
-        *eviction_policy, *ha_type, *ha_conn, *offload_admission;
+        *eviction_policy, *ha_type, *ha_conn, *offload_admission, *ha_commit;
     uint64_t snapshot_bytes;
 } flags_t;
 
@@ -168,7 +168,8 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .snapshot_bytes = 64ull << 20, .auth_token_file = "",
                    .metrics_public = false, .multi_tenants = false, .tq_type = "",
                    .tq_uri = "", .rpc_port = 0, .ha_ttl = 5, .ha_type = "etcd",
-                   .ha_conn = "", .ha_snap_bytes = 64ull << 20,
+                   .ha_conn = "", .ha_snap_bytes = 64ull << 20, .ha_commit = "etcd",
+                   .ha_isr_ms = 1000,
                    .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
                    .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
                    .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
@@ -321,6 +322,13 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"ha_lease_ttl_sec", MC_OPT_INT, &f->ha_ttl, NULL,
          "leader lease TTL: a standby takes over within about this long after the leader is "
          "lost, and a leader that cannot renew its lease for this long stops at once", 1, 60},
+        {"ha_commit", MC_OPT_STRING, &f->ha_commit, NULL,
+         "--enable_ha: when an acknowledging reply leaves: etcd (its changes are durable in "
+         "etcd's log) | standbys (every standby of the in-sync set applied them, or, the set "
+         "empty, they are durable in etcd; docs/internals/ha.md)", 0, 0},
+        {"ha_isr_timeout_ms", MC_OPT_INT, &f->ha_isr_ms, NULL,
+         "--ha_commit=standbys: a standby that has not caught up with the leader for this long "
+         "leaves the in-sync set (must be below the lease TTL)", 1, 60000},
         {"ha_snapshot_bytes", MC_OPT_SIZE, &f->ha_snap_bytes, NULL,
          "--enable_ha: the leader writes a snapshot of its state into etcd after this many "
          "bytes of replicated log, and then drops the log a new standby no longer needs "
@@ -410,6 +418,16 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
                          (inet_pton(AF_INET, f->rpc_address, &any) == 1 && any.s_addr == 0))) {
         fprintf(stderr, "mooncake_master: --enable_ha publishes --rpc_address:--rpc_port to "
                         "clients: give a concrete address, not 0.0.0.0\n");
+        return 2;
+    }
+    bool standbys = strcmp(f->ha_commit, "standbys") == 0;
+    if (!standbys && strcmp(f->ha_commit, "etcd") != 0) {
+        fprintf(stderr, "mooncake_master: --ha_commit=%s: etcd or standbys\n", f->ha_commit);
+        return 2;
+    }
+    if (standbys && f->ha_isr_ms >= f->ha_ttl * 1000) {
+        fprintf(stderr, "mooncake_master: --ha_isr_timeout_ms=%lld must be below the lease TTL "
+                        "(%lld ms)\n", (long long)f->ha_isr_ms, (long long)f->ha_ttl * 1000);
         return 2;
     }
     if (f->enable_ha && f->rpc_port == 0 && f->port == 0) {
@@ -598,7 +616,9 @@ int main(int argc, char **argv)
         mc_ha_opts_t ho = {.endpoints = f.ha_conn[0] ? f.ha_conn : f.etcd_endpoints,
                            .cluster_id = f.cluster_id, .advertise = advertise,
                            .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir,
-                           .snapshot_bytes = f.ha_snap_bytes, .core_cfg = &so.cfg};
+                           .snapshot_bytes = f.ha_snap_bytes, .core_cfg = &so.cfg,
+                           .commit_standbys = strcmp(f.ha_commit, "standbys") == 0,
+                           .isr_timeout_ms = (uint32_t)f.ha_isr_ms, .auth = auth};
         mc_status_t hst = mc_ha_create(&ho, &ha);
         /* a standby keeps its admin port (/health /role /leader /metrics) */
         mc_ha_http_t *standby_http = NULL;
@@ -622,6 +642,10 @@ int main(int argc, char **argv)
         so.ha_before_reply = mc_ha_before_reply;
         so.ha_leader_json = mc_ha_leader_json;
         so.ha_metrics = mc_ha_render_metrics;
+        if (ho.commit_standbys) {
+            so.ha_fetch = mc_ha_fetch;
+            so.ha_tick = mc_ha_tick;
+        }
         so.cfg.ha_view_version = mc_ha_view(ha);
         so.ha_ctx = ha;
     }

@@ -20,6 +20,8 @@
 #include "common/time.h"
 #include "master/wal.h"
 #include "rpc/frame.h"
+#include "rpc/opcodes.h"
+#include "rpc/rpc_client.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -41,6 +43,13 @@
 #define HA_CHUNK ((size_t)1 << 20) /* snapshot chunk: 4/3 of it + JSON < 1.5 MiB */
 #define HA_TRIM_EVERY_MS 5000     /* the leader trims at least this often */
 #define HA_APPEND_INFLIGHT 4      /* runs of groups appended at once (an appender thread each) */
+/* --ha_commit=standbys */
+#define HA_MAX_MEMBERS 16          /* standbys a leader tracks (fetching or in S); more: BUSY */
+#define HA_FETCH_MAX ((size_t)1 << 20) /* records per fetch answer (at least one record) */
+#define HA_FETCH_WAIT_MAX_MS 5000  /* the longest a fetch answer is held */
+#define HA_KEEP_BYTES ((size_t)16 << 20) /* groups kept for fetches after they are safe */
+#define HA_KEEP_MS 3000
+#define HA_INC_MAX ((1ull << 53) - 1) /* incarnations stay exact JSON numbers */
 
 /* One group commit handed from the loop thread to the appender: its WAL records (owned). */
 typedef struct ha_group {
@@ -49,6 +58,35 @@ typedef struct ha_group {
     bool snap;         /* a snapshot was forked right after it: its last record ends a batch */
     struct ha_group *next;
 } ha_group_t;
+
+/* --ha_commit=standbys, leader: a group handed over, kept for the standbys' fetches (a copy of
+ * its records, seq first_seq .. first_seq + n - 1). Under app_mu. */
+typedef struct ha_kept {
+    uint64_t id, first_seq, n, handed_ms;
+    mc_buf_t recs;
+    struct ha_kept *next;
+} ha_kept_t;
+
+/* --ha_commit=standbys, leader: a standby that fetches (under app_mu). It counts for the
+ * release rule while it is in S as committed in etcd (in_s) or may be (maybe: a txn that put
+ * it there was sent and its outcome is not known yet). */
+typedef struct ha_member {
+    char addr[128];
+    uint64_t inc;          /* its incarnation (new with each rebuilt table) */
+    uint64_t acked_seq;    /* its last fetch position */
+    uint64_t acked_group;  /* the last group whose records are all at or before it */
+    uint64_t caught_ms;    /* the last time it had acknowledged every group handed over */
+    uint64_t fetch_ms;     /* its last fetch */
+    bool in_s, maybe;
+    uint64_t s_inc;        /* the incarnation S names for it */
+} ha_member_t;
+
+/* A fetch answer held until a group after its position is handed over or its wait ends. */
+typedef struct ha_waiter {
+    uint64_t conn_id, req_id, after, deadline_ms;
+    uint32_t cap;
+    int member;
+} ha_waiter_t;
 
 /* One batch of a run: records [off, off + len) of the run, last_seq after it. */
 typedef struct ha_batch {
@@ -74,7 +112,7 @@ struct mc_ha {
     mc_etcd_t *etcd;
     char view_key[HA_KEY_MAX], pv_key[HA_KEY_MAX], prefix_key[HA_KEY_MAX],
         batch_prefix[HA_KEY_MAX], snap_key[HA_KEY_MAX], snaps_prefix[HA_KEY_MAX],
-        standbys_prefix[HA_KEY_MAX], standby_key[HA_KEY_MAX + 128];
+        standbys_prefix[HA_KEY_MAX], standby_key[HA_KEY_MAX + 128], isr_key[HA_KEY_MAX];
     uint64_t ttl_ms, fence_ms, poll_ms;
     /* leader */
     uint64_t view;
@@ -122,7 +160,38 @@ struct mc_ha {
     mc_rpc_server_t *srv;     /* set by the loop thread before its first hand-over */
     uint64_t next_group;      /* loop thread: the last group handed over */
     uint64_t space_group;     /* loop thread: the last one that freed or mounted space */
-    atomic_uint_fast64_t durable_group; /* the last group whose records are durable */
+    uint64_t durable_g;       /* under app_mu: the last group durable in etcd */
+    uint64_t released;        /* under app_mu: the last group released (release rule) */
+    atomic_uint_fast64_t released_group; /* the same, for the loop thread */
+    /* --ha_commit=standbys, leader (under app_mu): the groups kept for fetches, the last
+     * record and group handed over, the standbys that fetch, the fetches held */
+    ha_kept_t *kept_head, *kept_tail;
+    size_t kept_bytes;
+    uint64_t hand_seq, hand_group;
+    ha_member_t members[HA_MAX_MEMBERS];
+    int n_members;
+    ha_waiter_t waiters[HA_MAX_MEMBERS];
+    int n_waiters;
+    pthread_t isr_thread;
+    bool isr_running;
+    int s_size;               /* members of S as committed */
+    atomic_uint_fast64_t st_isr_removals, st_isr_txns;
+    /* --ha_commit=standbys, standby: the fetch thread applies the leader's records beyond the
+     * etcd log to the table; under core_mu: core, last_seq (the etcd log position), applied_seq
+     * (the table's), extra (the records applied beyond last_seq, framed), inc, core_gen (a new
+     * table), fetch_view (the view whose records it applied; 0 = none since the last rebuild) */
+    pthread_mutex_t core_mu;
+    uint64_t applied_seq, inc, core_gen, fetch_view;
+    uint64_t won_gen;         /* the table's core_gen when S named it at the election (0 = S
+                                 was empty) */
+    mc_buf_t extra;
+    atomic_bool rebuild;      /* the fetch thread saw another view: rebuild from etcd */
+    pthread_t fetch_thread;
+    bool fetch_running;
+    atomic_bool fetch_stop;
+    atomic_uint_fast64_t fetch_lag; /* the leader's last record - applied_seq, last answer */
+    uint64_t test_fetch_delay_ms; /* MC_HA_TEST_FETCH_DELAY_MS: tests only, before each fetch */
+    char s_json[1024];        /* S as last read (standby) or written (leader), for /leader */
     /* leader append counters for /metrics (any thread; relaxed): etcd txns committed (log
      * batches), runs and groups taken, records sent, and the summed time the appenders spent
      * in txns (its rate is the mean number of appends in flight) */
@@ -188,6 +257,12 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
         MC_LOG_ERROR("ha: --cluster_id must be 1..%d of [A-Za-z0-9_.-]", MC_HA_CLUSTER_ID_MAX);
         return MC_ERR_INVALID_PARAMS;
     }
+    if (opts->commit_standbys &&
+        (opts->isr_timeout_ms < 1 || opts->isr_timeout_ms >= opts->lease_ttl_s * 1000u)) {
+        MC_LOG_ERROR("ha: --ha_isr_timeout_ms must be 1..%u (below the lease TTL)",
+                     opts->lease_ttl_s * 1000u - 1);
+        return MC_ERR_INVALID_PARAMS;
+    }
     if (opts->lease_ttl_s < 1 || opts->lease_ttl_s > 60 || !opts->wal_dir || !*opts->wal_dir ||
         !opts->advertise || !*opts->advertise || strlen(opts->advertise) > 120 ||
         !opts->core_cfg) {
@@ -205,7 +280,15 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     pthread_mutex_init(&ha->mu, NULL);
     pthread_mutex_init(&ha->snap_mu, NULL);
     pthread_mutex_init(&ha->app_mu, NULL);
+    pthread_mutex_init(&ha->core_mu, NULL);
     pthread_cond_init(&ha->app_cv, NULL);
+    const char *fdelay = getenv("MC_HA_TEST_FETCH_DELAY_MS"); /* tests only */
+    if (opts->commit_standbys && fdelay && *fdelay) {
+        ha->test_fetch_delay_ms = strtoull(fdelay, NULL, 10);
+        MC_LOG_WARN("ha: MC_HA_TEST_FETCH_DELAY_MS=%" PRIu64 " (tests only): every fetch from "
+                    "the leader is sent that much later and answered at once",
+                    ha->test_fetch_delay_ms);
+    }
     const char *delay = getenv("MC_HA_TEST_APPEND_DELAY_MS"); /* tests only */
     if (delay && *delay) {
         ha->test_delay_ms = strtoull(delay, NULL, 10);
@@ -231,6 +314,7 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     snprintf(ha->snap_key, HA_KEY_MAX, "/oplog/%s/snapshot", cid);
     snprintf(ha->snaps_prefix, HA_KEY_MAX, "/oplog/%s/snapshots/", cid);
     snprintf(ha->standbys_prefix, HA_KEY_MAX, "/oplog/%s/standbys/", cid);
+    snprintf(ha->isr_key, HA_KEY_MAX, "/oplog/%s/in_sync", cid);
     snprintf(ha->standby_key, sizeof(ha->standby_key), "%s%s", ha->standbys_prefix,
              opts->advertise);
     /* one request may not outlast a third of the TTL (keepalives every TTL/3) */
@@ -332,7 +416,13 @@ static mc_status_t core_reset(mc_ha_t *ha)
     pthread_mutex_lock(&ha->mu);
     ha->batch_id = 0;
     pthread_mutex_unlock(&ha->mu);
-    ha->last_seq = 0;
+    ha->last_seq = ha->applied_seq = 0;
+    mc_buf_free(&ha->extra);
+    ha->fetch_view = 0;
+    ha->core_gen++;
+    /* a new table: S may name this member only once the leader saw it caught up again */
+    mc_auth_random((uint8_t *)&ha->inc, sizeof(ha->inc));
+    ha->inc = ha->inc % HA_INC_MAX + 1;
     mc_status_t st = mc_master_create(&ha->core_cfg, &ha->core);
     if (st == MC_OK)
         st = mc_master_follow_begin(ha->core);
@@ -348,6 +438,90 @@ static int apply(mc_ha_t *ha, const void *p, size_t len, size_t *used_p, uint64_
     ha->applied += *n_p;
     if (st != MC_OK) {
         MC_LOG_ERROR("ha: replicated log: cannot apply a record: %s", mc_status_str(st));
+        return -1;
+    }
+    return 0;
+}
+
+/* Bytes of the WAL record framed at p (u32 len | u8 type | payload | u64 XXH3); p must hold
+ * at least its 4-byte length. */
+static size_t rec_len(const uint8_t *p)
+{
+    uint32_t n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+    return 13 + (size_t)n;
+}
+
+/* Bytes of the first n whole records of p[0..len) (WAL framing: u32 len | u8 type | payload |
+ * u64 XXH3), or SIZE_MAX when they are not all there. */
+static size_t rec_span(const uint8_t *p, size_t len, uint64_t n)
+{
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (len - off < 13)
+            return SIZE_MAX;
+        size_t r = rec_len(p + off);
+        if (r > len - off)
+            return SIZE_MAX;
+        off += r;
+    }
+    return off;
+}
+
+/* Under core_mu: one durable batch of the etcd log, next in order. Its records the fetch thread
+ * applied already (the head of extra) must be the same bytes and are not applied again; the
+ * rest are applied. *n_p: the batch's records. 0 ok, 1 they differ (this table applied another
+ * leader's records: rebuild it from etcd), -1 malformed (logged by the caller). */
+static int apply_batch(mc_ha_t *ha, const uint8_t *p, size_t len, uint64_t *n_p)
+{
+    size_t off = 0;
+    uint64_t n = 0;
+    while (off < len && mc_buf_unread(&ha->extra)) {
+        size_t r = rec_span(p + off, len - off, 1);
+        size_t e = rec_span(mc_buf_head(&ha->extra), mc_buf_unread(&ha->extra), 1);
+        if (r == SIZE_MAX)
+            return -1;
+        if (r != e || memcmp(p + off, mc_buf_head(&ha->extra), r) != 0) {
+            MC_LOG_WARN("ha: the etcd log differs from the records fetched from the leader "
+                        "(another view wrote it); rebuilding the table from etcd");
+            return 1;
+        }
+        mc_buf_consume(&ha->extra, r);
+        off += r;
+        n++;
+    }
+    if (off < len) {
+        size_t used = 0;
+        uint64_t k = 0;
+        if (apply(ha, p + off, len - off, &used, &k, NULL) != 0 || used != len - off)
+            return -1;
+        n += k;
+        ha->applied_seq += k;
+    }
+    *n_p = n;
+    return 0;
+}
+
+/* Under core_mu: records first .. first + count - 1 fetched from the leader; those after
+ * applied_seq are applied and kept in extra (until the etcd log has them). 0 ok, -1 a gap,
+ * a malformed record or no memory: the table must be rebuilt. */
+static int apply_fetched(mc_ha_t *ha, uint64_t first, const uint8_t *p, size_t len,
+                         uint64_t count)
+{
+    if (first == 0 || first > ha->applied_seq + 1)
+        return -1;
+    uint64_t skip = ha->applied_seq + 1 - first;
+    if (skip >= count)
+        return 0;
+    size_t off = rec_span(p, len, skip), used = 0;
+    uint64_t k = 0;
+    if (off == SIZE_MAX)
+        return -1;
+    int bad = apply(ha, p + off, len - off, &used, &k, NULL);
+    ha->applied_seq += k;
+    if (bad || used != len - off || k != count - skip ||
+        mc_buf_append(&ha->extra, p + off, used) != MC_OK) {
+        MC_LOG_ERROR("ha: a fetched answer could not be applied; rebuilding the table");
         return -1;
     }
     return 0;
@@ -442,7 +616,7 @@ static int bootstrap(mc_ha_t *ha)
     pthread_mutex_lock(&ha->mu);
     ha->batch_id = n;
     pthread_mutex_unlock(&ha->mu);
-    ha->last_seq = seq;
+    ha->last_seq = ha->applied_seq = seq;
     MC_LOG_INFO("ha: copied the snapshot at batch %" PRIu64 " (%" PRIu64 " chunks, %" PRIu64
                 " objects)", n, chunks, mc_master_object_count(ha->core));
     return 0;
@@ -500,17 +674,20 @@ static int follow(mc_ha_t *ha, bool *end_p)
             return 0;
         size_t i = 0;
         int bad = 0;
+        /* the table only while applying (the fetch thread applies too): never across an etcd
+         * request, which would hold its acknowledgements back */
+        pthread_mutex_lock(&ha->core_mu);
         for (; i < r.n; i++) {
             char want[HA_KEY_MAX + 32];
             batch_key(ha, ha->batch_id + 1, want);
             uint64_t n = 0;
-            size_t used = 0;
             if (strcmp(r.kvs[i].key, want) != 0)
                 break; /* a gap: an append in flight */
-            if (apply(ha, r.kvs[i].value, r.kvs[i].value_len, &used, &n, NULL) != 0 ||
-                used != r.kvs[i].value_len) {
+            int a = apply_batch(ha, (const uint8_t *)r.kvs[i].value, r.kvs[i].value_len, &n);
+            if (a < 0)
                 MC_LOG_ERROR("ha: replicated log: batch %s is malformed", want);
-                bad = -1;
+            if (a) {
+                bad = a;
                 break;
             }
             pthread_mutex_lock(&ha->mu);
@@ -518,10 +695,11 @@ static int follow(mc_ha_t *ha, bool *end_p)
             pthread_mutex_unlock(&ha->mu);
             ha->last_seq += n;
         }
+        pthread_mutex_unlock(&ha->core_mu);
         bool more = !bad && i == r.n && r.n == HA_READ_LIMIT;
         mc_etcd_range_free(&r);
         if (bad)
-            return bad;
+            return bad; /* 1: rebuild from the snapshot, as for a trimmed batch */
         if (i == 0 && id > ha->batch_id) { /* durable once, and gone */
             MC_LOG_WARN("ha: replicated log: batch %" PRIu64 " was trimmed; copying the "
                         "snapshot again", ha->batch_id + 1);
@@ -559,21 +737,25 @@ static void *keepalive_main(void *arg)
     return NULL;
 }
 
-/* One attempt: 1 = leading now, 0 = someone else leads (or etcd unreachable). */
-static int try_acquire(mc_ha_t *ha)
+/* One attempt: 1 = leading now, 0 = someone else leads (or etcd unreachable). isr: with
+ * --ha_commit=standbys, the compare that S is still as read when this member decided it may
+ * campaign (NULL = none). */
+static int try_acquire(mc_ha_t *ha, const mc_etcd_cmp_t *isr)
 {
     uint64_t t0 = mc_now_ms();
     int64_t lease;
     if (mc_etcd_lease_grant(ha->etcd, ha->o.lease_ttl_s, &lease) != MC_OK)
         return 0;
-    mc_etcd_cmp_t absent = {.key = ha->view_key, .target = MC_ETCD_CREATE,
-                            .result = MC_ETCD_EQUAL, .rev = 0};
+    mc_etcd_cmp_t cmps[2] = {{.key = ha->view_key, .target = MC_ETCD_CREATE,
+                              .result = MC_ETCD_EQUAL, .rev = 0}};
+    if (isr)
+        cmps[1] = *isr;
     mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->view_key, .value = ha->o.advertise,
                         .value_len = strlen(ha->o.advertise), .lease = lease};
     mc_etcd_op_t get = {.type = MC_ETCD_OP_RANGE, .key = ha->view_key};
     mc_etcd_txn_resp_t r;
     int ok = 0;
-    mc_status_t st = mc_etcd_txn(ha->etcd, &absent, 1, &put, 1, &get, 1, &ok, &r);
+    mc_status_t st = mc_etcd_txn(ha->etcd, cmps, isr ? 2 : 1, &put, 1, &get, 1, &ok, &r);
     int64_t view = 0;
     if (st == MC_OK && ok) {
         view = r.revision;
@@ -640,6 +822,13 @@ static mc_status_t claim_producer(mc_ha_t *ha)
 
 static void *snap_main(void *arg);
 static void *append_main(void *arg);
+static void *isr_main(void *arg);
+static void update_release(mc_ha_t *ha);
+static void keep_group(mc_ha_t *ha, mc_rpc_server_t *srv, uint64_t id, const mc_buf_t *recs);
+static void *fetch_main(void *arg);
+static void fetch_stop(mc_ha_t *ha);
+static bool may_campaign(mc_ha_t *ha, bool at_end, mc_etcd_cmp_t *cmp);
+static void takeover_standbys(mc_ha_t *ha, uint64_t deadline);
 
 /* durable_prefix's value for batch id with last_seq seq. */
 static void prefix_value(uint64_t id, uint64_t seq, char *out, size_t len)
@@ -684,14 +873,19 @@ static int drop_after_gap(mc_ha_t *ha)
 static int sync_step(mc_ha_t *ha, bool *booted, bool *end_p)
 {
     *end_p = false;
-    if (!*booted) {
+    if (atomic_exchange(&ha->rebuild, false))
+        *booted = false; /* the fetch thread saw another leader view */
+    int r = 0;
+    if (!*booted) { /* rare: a new table, under core_mu throughout */
+        pthread_mutex_lock(&ha->core_mu);
         *booted = bootstrap(ha) == 0;
-        if (!*booted)
-            return 0;
+        pthread_mutex_unlock(&ha->core_mu);
     }
-    int r = follow(ha, end_p);
-    if (r == 1)
-        *booted = false;
+    if (*booted) {
+        r = follow(ha, end_p); /* takes core_mu to apply */
+        if (r == 1)
+            *booted = false;
+    }
     return r < 0 ? -1 : 0;
 }
 
@@ -712,6 +906,12 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
         if (!booted) { /* compete only with a copy of the log */
             mc_sleep_ms(ha->poll_ms);
             continue;
+        }
+        if (ha->o.commit_standbys && !ha->fetch_running) {
+            atomic_store(&ha->fetch_stop, false);
+            if (pthread_create(&ha->fetch_thread, NULL, fetch_main, ha) != 0)
+                return MC_ERR_INTERNAL;
+            ha->fetch_running = true;
         }
         register_standby(ha);
         mc_etcd_range_t r;
@@ -739,7 +939,10 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
                              ha->o.cluster_id, ha->o.advertise);
                 return MC_ERR_INVALID_PARAMS;
             }
-            if (vacant && try_acquire(ha))
+            mc_etcd_cmp_t isr;
+            if (ha->o.commit_standbys ? may_campaign(ha, end, &isr) && vacant &&
+                                            try_acquire(ha, &isr)
+                                      : vacant && try_acquire(ha, NULL))
                 break;
         }
         /* until the next poll, or at once when the view key changes (the leader's lease
@@ -751,6 +954,10 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
         if (wst != MC_OK && wst != MC_ERR_TIMEOUT)
             mc_sleep_ms(ha->poll_ms); /* no watch: poll */
     }
+    fetch_stop(ha); /* leading: the table is this thread's alone from now on */
+    if (ha->won_gen) /* S named this table: it leads as it is (a rebuild would lose what only
+                        S held) */
+        atomic_store(&ha->rebuild, false);
     if (*stop)
         return MC_ERR_CANCELED;
     if (ha->view > MC_RPC_VIEW_MAX) /* every answer carries the view in 48 bits (frame.h) */
@@ -773,6 +980,8 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
             fence_exit("cannot finish the replicated log within the lease TTL");
         mc_sleep_ms(50);
     }
+    if (ha->o.commit_standbys)
+        takeover_standbys(ha, deadline);
     /* the table becomes what a restart ends in, without replaying the history again */
     uint64_t t_promote = mc_now_ms();
     st = mc_master_follow_promote(ha->core, ha->o.wal_dir, ha->view);
@@ -804,6 +1013,13 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
         if (pthread_create(&ha->app_threads[ha->n_app], NULL, append_main, ha) != 0)
             fence_exit("cannot start the appender threads");
     ha->app_running = true;
+    if (ha->o.commit_standbys) {
+        ha->hand_seq = ha->last_seq;
+        ha->hand_group = ha->next_group;
+        if (pthread_create(&ha->isr_thread, NULL, isr_main, ha) != 0)
+            fence_exit("cannot start the in-sync set thread");
+        ha->isr_running = true;
+    }
     return MC_OK;
 }
 
@@ -889,11 +1105,8 @@ static ha_run_t *take_run(mc_ha_t *ha)
     for (;;) {
         bool last = off >= len;
         size_t rec = 0;
-        if (!last) {
-            uint32_t plen = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 |
-                            (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
-            rec = 13 + (size_t)plen;
-        }
+        if (!last)
+            rec = rec_len(p + off);
         if ((last && off > start) || (!last && off - start + rec > HA_BATCH_MAX && off > start)) {
             if (mc_array_reserve(&run->b, &cap, run->nb + 1, 4) != MC_OK)
                 fence_exit("no memory");
@@ -921,7 +1134,6 @@ static ha_run_t *take_run(mc_ha_t *ha)
  * replies are released. */
 static void complete_runs(mc_ha_t *ha)
 {
-    uint64_t released = 0;
     while (ha->runs_head && ha->runs_head->done) {
         ha_run_t *run = ha->runs_head;
         ha->runs_head = run->next;
@@ -939,14 +1151,14 @@ static void complete_runs(mc_ha_t *ha)
             ha->snap_seq = ha->last_seq;
             pthread_mutex_unlock(&ha->snap_mu);
         }
-        released = run->group;
-        atomic_store(&ha->durable_group, released);
+        ha->durable_g = run->group;
         mc_buf_free(&run->recs);
         mc_free(run->b);
         mc_free(run);
     }
-    if (released && ha->srv) /* under app_mu: mc_ha_quiesce clears it before the server goes */
-        mc_rpc_server_release(ha->srv, released);
+    if (ha->o.commit_standbys) /* an appender waiting for the run in flight may go on */
+        pthread_cond_broadcast(&ha->app_cv);
+    update_release(ha);
 }
 
 /* An appender thread: takes the groups queued as a run, appends its batches (while other
@@ -959,7 +1171,11 @@ static void *append_main(void *arg)
     mc_ha_t *ha = arg;
     pthread_mutex_lock(&ha->app_mu);
     for (;;) {
-        while (!ha->q_head && !ha->app_stop)
+        /* with S non-empty the etcd log decides no release: one append at a time, each
+         * taking every group queued meanwhile (fewer, larger etcd txns leave the CPU to the
+         * leader and its standbys) */
+        while ((!ha->q_head || (ha->o.commit_standbys && ha->s_size > 0 && ha->runs_head)) &&
+               !ha->app_stop)
             pthread_cond_wait(&ha->app_cv, &ha->app_mu);
         if (!ha->q_head)
             break;
@@ -1184,6 +1400,8 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
             ha->space_group = g->id;
         g->recs = *b; /* the buffer moves to the group; the core starts a new one */
         *b = (mc_buf_t){0};
+        if (ha->o.commit_standbys)
+            keep_group(ha, srv, g->id, &g->recs);
         ha->snap_bytes += mc_buf_unread(&g->recs);
         if (ha->o.snapshot_bytes && ha->snap_bytes >= ha->o.snapshot_bytes) {
             pthread_mutex_lock(&ha->snap_mu);
@@ -1199,7 +1417,9 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
         else
             ha->q_head = g;
         ha->q_tail = g;
-        pthread_cond_signal(&ha->app_cv);
+        /* (while S is non-empty and a run is in flight, no appender may take it: no wake-up) */
+        if (!(ha->o.commit_standbys && ha->s_size > 0 && ha->runs_head))
+            pthread_cond_signal(&ha->app_cv);
         pthread_mutex_unlock(&ha->app_mu);
     }
     /* last, right before replies may be written: no reply once the lease may be gone */
@@ -1210,7 +1430,7 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
      * acknowledges nothing) only for the last group that freed or mounted space: its
      * allocation may lie in that space, which a new leader without that group would still
      * count as its old owner's (or not know) */
-    uint64_t durable = atomic_load(&ha->durable_group);
+    uint64_t durable = atomic_load(&ha->released_group); /* the release rule's */
     *light_p = durable < ha->space_group ? ha->space_group : 0;
     return durable < ha->next_group ? ha->next_group : 0;
 }
@@ -1235,9 +1455,19 @@ void mc_ha_destroy(mc_ha_t *ha)
     if (!ha)
         return;
     mc_ha_quiesce(ha);
+    fetch_stop(ha);
     atomic_store(&ha->ka_stop, true);
     if (ha->snap_running)
         pthread_join(ha->snap_thread, NULL);
+    if (ha->isr_running)
+        pthread_join(ha->isr_thread, NULL);
+    while (ha->kept_head) {
+        ha_kept_t *k = ha->kept_head;
+        ha->kept_head = k->next;
+        mc_buf_free(&k->recs);
+        mc_free(k);
+    }
+    mc_buf_free(&ha->extra);
     if (ha->snap_pid > 0)
         waitpid(ha->snap_pid, NULL, 0);
     if (ha->reg_lease)
@@ -1252,8 +1482,612 @@ void mc_ha_destroy(mc_ha_t *ha)
     pthread_mutex_destroy(&ha->mu);
     pthread_mutex_destroy(&ha->snap_mu);
     pthread_mutex_destroy(&ha->app_mu);
+    pthread_mutex_destroy(&ha->core_mu);
     pthread_cond_destroy(&ha->app_cv);
     mc_free(ha);
+}
+
+/* ------------------------------------------------------------------ commit through standbys */
+
+/* S as stored in /oplog/<cid>/in_sync: {"schema_version":1,"view":V,"members":["ip:port",...],
+ * "incarnations":[N,...]} (one incarnation per member: the table the leader saw caught up). */
+typedef struct isr_set {
+    uint64_t view;
+    int n;
+    char addr[HA_MAX_MEMBERS][128];
+    uint64_t inc[HA_MAX_MEMBERS];
+} isr_set_t;
+
+static int parse_isr(const char *v, size_t len, isr_set_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    json_t *j = json_loadb(v, len, 0, NULL);
+    json_t *view = json_object_get(j, "view"), *m = json_object_get(j, "members"),
+           *inc = json_object_get(j, "incarnations");
+    int ok = json_is_integer(view) && json_integer_value(view) >= 0 && json_is_array(m) &&
+             json_array_size(m) <= HA_MAX_MEMBERS &&
+             (json_array_size(m) == 0 || (json_is_array(inc) &&
+                                          json_array_size(inc) == json_array_size(m)));
+    for (size_t i = 0; ok && i < json_array_size(m); i++) {
+        json_t *a = json_array_get(m, i), *n = json_array_get(inc, i);
+        ok = json_is_string(a) && strlen(json_string_value(a)) < sizeof(s->addr[0]) &&
+             json_is_integer(n) && json_integer_value(n) > 0;
+        if (ok) {
+            snprintf(s->addr[i], sizeof(s->addr[i]), "%s", json_string_value(a));
+            s->inc[i] = (uint64_t)json_integer_value(n);
+            s->n++;
+        }
+    }
+    if (ok)
+        s->view = (uint64_t)json_integer_value(view);
+    json_decref(j);
+    return ok ? 0 : -1;
+}
+
+/* S's JSON for view `view` (members and their incarnations), NUL-terminated in out. */
+static void isr_json(uint64_t view, const isr_set_t *s, char *out, size_t len)
+{
+    mc_buf_t b = {0}, c = {0};
+    (void)mc_buf_printf(&b, "{\"schema_version\":1,\"view\":%" PRIu64 ",\"members\":[", view);
+    (void)mc_buf_printf(&c, "],\"incarnations\":[");
+    for (int i = 0; i < s->n; i++) {
+        (void)mc_buf_printf(&b, "%s\"%s\"", i ? "," : "", s->addr[i]);
+        (void)mc_buf_printf(&c, "%s%" PRIu64, i ? "," : "", s->inc[i]);
+    }
+    (void)mc_buf_printf(&c, "]}");
+    snprintf(out, len, "%.*s%.*s", (int)mc_buf_unread(&b), (const char *)mc_buf_head(&b),
+             (int)mc_buf_unread(&c), (const char *)mc_buf_head(&c));
+    mc_buf_free(&b);
+    mc_buf_free(&c);
+}
+
+/* Leader: Txn If(value(producer_view) == our view) Then Put(in_sync, S). 0 committed, -1 no
+ * answer (the outcome is unknown); fenced when refused (another view produces). */
+static int write_isr(mc_ha_t *ha, const isr_set_t *set)
+{
+    char view[24], val[1024];
+    snprintf(view, sizeof(view), "%" PRIu64, ha->view);
+    isr_json(ha->view, set, val, sizeof(val));
+    mc_etcd_cmp_t mine = {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL,
+                          .value = view, .value_len = strlen(view)};
+    mc_etcd_op_t put = {.type = MC_ETCD_OP_PUT, .key = ha->isr_key, .value = val,
+                        .value_len = strlen(val)};
+    int ok = 0;
+    if (mc_etcd_txn(ha->etcd, &mine, 1, &put, 1, NULL, 0, &ok, NULL) != MC_OK)
+        return -1;
+    if (!ok)
+        fence_exit("the in-sync set was refused (another view produces)");
+    atomic_fetch_add_explicit(&ha->st_isr_txns, 1, memory_order_relaxed);
+    pthread_mutex_lock(&ha->mu);
+    snprintf(ha->s_json, sizeof(ha->s_json), "%s", val);
+    pthread_mutex_unlock(&ha->mu);
+    return 0;
+}
+
+/* Under app_mu: the release rule. A group is released when it is durable in etcd, or when
+ * every member that S holds or may hold (a txn in flight) acknowledged it. */
+static void update_release(mc_ha_t *ha)
+{
+    uint64_t p = ha->durable_g;
+    if (ha->o.commit_standbys) {
+        uint64_t m = UINT64_MAX;
+        for (int i = 0; i < ha->n_members; i++)
+            if ((ha->members[i].in_s || ha->members[i].maybe) && ha->members[i].acked_group < m)
+                m = ha->members[i].acked_group;
+        if (m != UINT64_MAX && m > p)
+            p = m < ha->hand_group ? m : ha->hand_group;
+    }
+    if (p <= ha->released)
+        return;
+    ha->released = p;
+    atomic_store(&ha->released_group, p);
+    if (ha->srv) /* under app_mu: mc_ha_quiesce clears it before the server goes */
+        mc_rpc_server_release(ha->srv, p);
+}
+
+/* Leader, the in-sync set thread: adds a fetching standby that has acknowledged every group
+ * handed over, removes a member that has not for isr_timeout_ms (or whose table was rebuilt),
+ * each change one txn; a member being added counts for the release rule from the moment it is
+ * chosen, a removed one until the txn that removes it committed. */
+static void *isr_main(void *arg)
+{
+    mc_ha_t *ha = arg;
+    uint64_t period = ha->o.isr_timeout_ms / 4;
+    period = period < 10 ? 10 : period > 100 ? 100 : period;
+    while (!atomic_load(&ha->ka_stop)) {
+        mc_sleep_ms(period);
+        isr_set_t want = {0};
+        bool change = false, want_in[HA_MAX_MEMBERS] = {0};
+        pthread_mutex_lock(&ha->app_mu);
+        uint64_t now = mc_now_ms();
+        for (int i = 0; i < ha->n_members; i++) {
+            ha_member_t *mb = &ha->members[i];
+            bool cur = mb->in_s && mb->s_inc == mb->inc;
+            bool behind = mb->acked_group < ha->hand_group;
+            bool keep = cur && !(behind && now - mb->caught_ms >= ha->o.isr_timeout_ms);
+            bool add = !cur && !behind && now - mb->fetch_ms < ha->o.isr_timeout_ms;
+            want_in[i] = keep || add;
+            /* a txn whose outcome is unknown (maybe) is settled by the next one */
+            if (want_in[i] != mb->in_s || (want_in[i] && !cur) || mb->maybe)
+                change = true;
+        }
+        if (change) {
+            for (int i = 0; i < ha->n_members; i++) {
+                if (!want_in[i])
+                    continue;
+                ha->members[i].maybe = true; /* counts from now on: it may be in S */
+                snprintf(want.addr[want.n], sizeof(want.addr[0]), "%s", ha->members[i].addr);
+                want.inc[want.n++] = ha->members[i].inc;
+            }
+            /* a member added counts now: what is released from here on waits for it */
+            update_release(ha);
+        }
+        pthread_mutex_unlock(&ha->app_mu);
+        if (!change || write_isr(ha, &want) != 0)
+            continue; /* unknown outcome: everyone it may name keeps counting */
+        pthread_mutex_lock(&ha->app_mu);
+        int removed = 0;
+        for (int i = 0; i < ha->n_members; i++) {
+            ha_member_t *mb = &ha->members[i];
+            bool in = false;
+            for (int k = 0; k < want.n && !in; k++)
+                in = strcmp(want.addr[k], mb->addr) == 0;
+            removed += mb->in_s && !in;
+            if (in && !mb->in_s)
+                MC_LOG_INFO("ha: %s is in sync", mb->addr);
+            else if (mb->in_s)
+                MC_LOG_WARN("ha: %s left the in-sync set (behind for %" PRIu64 " ms)", mb->addr,
+                            now - mb->caught_ms);
+            mb->in_s = in;
+            mb->maybe = false;
+        }
+        for (int k = 0; k < want.n; k++) /* the incarnations exactly as written */
+            for (int i = 0; i < ha->n_members; i++)
+                if (strcmp(want.addr[k], ha->members[i].addr) == 0)
+                    ha->members[i].s_inc = want.inc[k];
+        ha->s_size = want.n;
+        pthread_cond_broadcast(&ha->app_cv); /* S empty: the appenders go 4 at a time again */
+        atomic_fetch_add_explicit(&ha->st_isr_removals, (uint64_t)removed, memory_order_relaxed);
+        update_release(ha); /* the removal committed: release without them */
+        pthread_mutex_unlock(&ha->app_mu);
+    }
+    return NULL;
+}
+
+/* Under app_mu: the records after `after` from the kept groups into out (at most cap bytes,
+ * at least one record). MC_OK (count 0 when there is none yet) or MC_ERR_OUT_OF_RANGE (the
+ * position is before the kept groups or after the last record handed over). */
+static mc_status_t fetch_fill(mc_ha_t *ha, uint64_t after, size_t cap, mc_buf_t *out,
+                              uint64_t *count_p)
+{
+    *count_p = 0;
+    if (after > ha->hand_seq)
+        return MC_ERR_OUT_OF_RANGE;
+    if (after == ha->hand_seq)
+        return MC_OK;
+    ha_kept_t *g = ha->kept_head;
+    while (g && g->first_seq + g->n - 1 <= after)
+        g = g->next;
+    if (!g || g->first_seq > after + 1)
+        return MC_ERR_OUT_OF_RANGE;
+    for (; g; g = g->next) {
+        const uint8_t *p = mc_buf_head(&g->recs);
+        size_t len = mc_buf_unread(&g->recs);
+        size_t off = g->first_seq > after ? 0 : rec_span(p, len, after + 1 - g->first_seq);
+        while (off < len) {
+            size_t r = rec_len(p + off);
+            if (*count_p && mc_buf_unread(out) + r > cap)
+                return MC_OK;
+            if (mc_buf_append(out, p + off, r) != MC_OK)
+                return *count_p ? MC_OK : MC_ERR_NO_MEMORY;
+            off += r;
+            ++*count_p;
+        }
+    }
+    return MC_OK;
+}
+
+/* Under app_mu: member `addr` fetched at `after` with incarnation inc: its acknowledgement. */
+static ha_member_t *member_ack(mc_ha_t *ha, const char *addr, uint64_t inc, uint64_t after)
+{
+    ha_member_t *mb = NULL;
+    uint64_t now = mc_now_ms();
+    for (int i = 0; i < ha->n_members && !mb; i++)
+        if (strcmp(ha->members[i].addr, addr) == 0)
+            mb = &ha->members[i];
+    for (int i = 0; !mb && i < ha->n_members; i++) { /* reuse one gone for long */
+        ha_member_t *o = &ha->members[i];
+        if (!o->in_s && !o->maybe && now - o->fetch_ms > 10ull * ha->o.isr_timeout_ms)
+            mb = o;
+    }
+    if (!mb && ha->n_members < HA_MAX_MEMBERS)
+        mb = &ha->members[ha->n_members++];
+    if (!mb)
+        return NULL;
+    if (strcmp(mb->addr, addr) != 0) {
+        *mb = (ha_member_t){0};
+        snprintf(mb->addr, sizeof(mb->addr), "%s", addr);
+    }
+    mb->inc = inc;
+    mb->fetch_ms = now;
+    if (after > ha->hand_seq) /* records this leader never handed over: acknowledges nothing */
+        after = 0;
+    mb->acked_seq = after;
+    uint64_t g = 0;
+    if (mb->acked_seq == ha->hand_seq)
+        g = ha->hand_group;
+    else if (ha->kept_head && mb->acked_seq + 1 >= ha->kept_head->first_seq)
+        for (ha_kept_t *k = ha->kept_head; k && k->first_seq + k->n - 1 <= mb->acked_seq;
+             k = k->next)
+            g = k->id;
+    mb->acked_group = g;
+    if (g >= ha->hand_group)
+        mb->caught_ms = now;
+    update_release(ha);
+    return mb;
+}
+
+/* Loop thread, under app_mu: answers held fetch i with what there is now, and forgets it. */
+static void waiter_answer(mc_ha_t *ha, mc_rpc_server_t *srv, int i)
+{
+    ha_waiter_t w = ha->waiters[i];
+    ha->waiters[i] = ha->waiters[--ha->n_waiters];
+    McRpc__HaFetchResponse r = MC_RPC__HA_FETCH_RESPONSE__INIT;
+    mc_buf_t out = {0};
+    uint64_t count = 0;
+    mc_status_t st = fetch_fill(ha, w.after, w.cap, &out, &count);
+    r.status = st;
+    r.first_seq = w.after + 1;
+    r.count = count;
+    r.records.data = mc_buf_head(&out);
+    r.records.len = mc_buf_unread(&out);
+    r.last_seq = ha->hand_seq;
+    (void)mc_rpc_server_reply_unheld(srv, w.conn_id, MC_OP_HA_FETCH, w.req_id, MC_OK,
+                                     &r.base);
+    mc_buf_free(&out);
+}
+
+static bool member_name_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 120)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || strchr(".:-_[]", s[i])))
+            return false;
+    return true;
+}
+
+mc_status_t mc_ha_fetch(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                        ProtobufCMessage **resp_p)
+{
+    mc_ha_t *ha = ctx;
+    const McRpc__HaFetchRequest *q = (const McRpc__HaFetchRequest *)req;
+    if (!ha || !ha->o.commit_standbys || !ha->app_running)
+        return MC_ERR_NOT_SUPPORTED;
+    if (call->peer && !call->peer->admin)
+        return MC_ERR_AUTH; /* only members holding the cluster key */
+    if (q->view != ha->view)
+        return MC_ERR_INVALID_VERSION;
+    if (!member_name_ok(q->member) || q->incarnation == 0 || q->incarnation > HA_INC_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    call->unheld = true; /* it acknowledges records: holding it would wait for itself */
+    size_t cap = q->max_bytes && q->max_bytes < HA_FETCH_MAX ? q->max_bytes : HA_FETCH_MAX;
+    pthread_mutex_lock(&ha->app_mu);
+    ha_member_t *mb = member_ack(ha, q->member, q->incarnation, q->after_seq);
+    if (!mb) {
+        pthread_mutex_unlock(&ha->app_mu);
+        return MC_ERR_BUSY;
+    }
+    int idx = (int)(mb - ha->members);
+    for (int i = 0; i < ha->n_waiters; i++) /* its earlier fetch: answered as it stands */
+        if (ha->waiters[i].member == idx) {
+            waiter_answer(ha, call->srv, i);
+            break;
+        }
+    if (q->after_seq == ha->hand_seq && q->wait_ms) { /* nothing yet: held */
+        uint32_t wait = q->wait_ms < HA_FETCH_WAIT_MAX_MS ? q->wait_ms : HA_FETCH_WAIT_MAX_MS;
+        ha->waiters[ha->n_waiters++] = (ha_waiter_t){
+            .conn_id = call->conn_id, .req_id = call->req_id, .after = q->after_seq,
+            .deadline_ms = mc_now_ms() + wait, .cap = (uint32_t)cap, .member = idx};
+        pthread_mutex_unlock(&ha->app_mu);
+        return MC_RPC_DEFERRED;
+    }
+    McRpc__HaFetchResponse *r = mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
+    if (!r) {
+        pthread_mutex_unlock(&ha->app_mu);
+        return MC_ERR_NO_MEMORY;
+    }
+    mc_rpc__ha_fetch_response__init(r);
+    mc_buf_t out = {0};
+    uint64_t count = 0;
+    r->status = fetch_fill(ha, q->after_seq, cap, &out, &count);
+    r->first_seq = q->after_seq + 1;
+    r->count = count;
+    r->last_seq = ha->hand_seq;
+    pthread_mutex_unlock(&ha->app_mu);
+    if (mc_buf_unread(&out)) {
+        r->records.data = mc_rpc_arena_alloc(call->arena, mc_buf_unread(&out));
+        if (!r->records.data) {
+            mc_buf_free(&out);
+            return MC_ERR_NO_MEMORY;
+        }
+        memcpy(r->records.data, mc_buf_head(&out), mc_buf_unread(&out));
+        r->records.len = mc_buf_unread(&out);
+    }
+    mc_buf_free(&out);
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+void mc_ha_tick(void *ctx, mc_rpc_server_t *srv)
+{
+    mc_ha_t *ha = ctx;
+    if (!ha || !ha->o.commit_standbys)
+        return;
+    pthread_mutex_lock(&ha->app_mu);
+    uint64_t now = mc_now_ms();
+    for (int i = ha->n_waiters; i-- > 0;)
+        if (ha->waiters[i].deadline_ms <= now)
+            waiter_answer(ha, srv, i);
+    pthread_mutex_unlock(&ha->app_mu);
+}
+
+/* Loop thread, standbys mode: group g (its records) was handed over: kept for fetches, the
+ * held fetches answered; groups no fetch needs any more (released, durable in etcd, and past
+ * the keep window) dropped. */
+static void keep_group(mc_ha_t *ha, mc_rpc_server_t *srv, uint64_t id, const mc_buf_t *recs)
+{
+    ha_kept_t *k = MC_NEW(ha_kept_t);
+    if (!k || mc_buf_append(&k->recs, mc_buf_head(recs), mc_buf_unread(recs)) != MC_OK)
+        fence_exit("no memory");
+    uint64_t n = 0;
+    const uint8_t *p = mc_buf_head(recs);
+    for (size_t off = 0, len = mc_buf_unread(recs); off < len; n++)
+        off += rec_len(p + off);
+    uint64_t now = mc_now_ms();
+    k->id = id;
+    k->n = n;
+    k->handed_ms = now;
+    pthread_mutex_lock(&ha->app_mu);
+    k->first_seq = ha->hand_seq + 1;
+    for (int i = 0; i < ha->n_members; i++) /* caught up until now */
+        if (ha->members[i].acked_group >= ha->hand_group)
+            ha->members[i].caught_ms = now;
+    ha->hand_seq += n;
+    ha->hand_group = id;
+    if (ha->kept_tail)
+        ha->kept_tail->next = k;
+    else
+        ha->kept_head = k;
+    ha->kept_tail = k;
+    ha->kept_bytes += mc_buf_unread(&k->recs);
+    for (int i = ha->n_waiters; i-- > 0;)
+        waiter_answer(ha, srv, i);
+    uint64_t safe = ha->released < ha->durable_g ? ha->released : ha->durable_g;
+    while (ha->kept_head && ha->kept_head->id <= safe &&
+           (ha->kept_bytes > HA_KEEP_BYTES || now - ha->kept_head->handed_ms > HA_KEEP_MS)) {
+        ha_kept_t *d = ha->kept_head;
+        ha->kept_head = d->next;
+        if (!ha->kept_head)
+            ha->kept_tail = NULL;
+        ha->kept_bytes -= mc_buf_unread(&d->recs);
+        mc_buf_free(&d->recs);
+        mc_free(d);
+    }
+    pthread_mutex_unlock(&ha->app_mu);
+}
+
+/* Standby: an answer received (its records acknowledged by the fetch sent after it) and not
+ * applied yet, with the table and the view it was asked for. */
+typedef struct fetched {
+    ProtobufCMessage *resp;
+    uint64_t gen, view;
+} fetched_t;
+
+/* The last record of f when it still belongs to the table of generation gen, else 0. */
+static uint64_t fetched_last(const fetched_t *f, uint64_t gen)
+{
+    const McRpc__HaFetchResponse *r = (const McRpc__HaFetchResponse *)f->resp;
+    return r && f->gen == gen ? r->first_seq + r->count - 1 : 0;
+}
+
+/* Applies f to the table (unless the table or the view changed since it was asked for) and
+ * frees it; a failure makes the main thread rebuild the table (a new incarnation). */
+static void fetched_apply(mc_ha_t *ha, fetched_t *f)
+{
+    const McRpc__HaFetchResponse *r = (const McRpc__HaFetchResponse *)f->resp;
+    if (!r)
+        return;
+    pthread_mutex_lock(&ha->core_mu);
+    if (f->gen == ha->core_gen && ha->fetch_view == f->view &&
+        apply_fetched(ha, r->first_seq, r->records.data, r->records.len, r->count) != 0)
+        atomic_store(&ha->rebuild, true);
+    uint64_t lag = r->last_seq > ha->applied_seq ? r->last_seq - ha->applied_seq : 0;
+    pthread_mutex_unlock(&ha->core_mu);
+    atomic_store(&ha->fetch_lag, lag);
+    mc_rpc_response_free(f->resp);
+    f->resp = NULL;
+}
+
+/* Standby: the fetch thread. Follows the leader named in etcd over its RPC port (the auth
+ * handshake first), asks for the records after the table's last one and asks again as soon
+ * as an answer is in: each fetch acknowledges everything before it, and the answer before it
+ * is applied while it is out (they stay in extra until the etcd log has them); the records
+ * acknowledged are in this process's memory, and applied before the table can lead
+ * (fetch_stop). An answer that cannot be applied makes the main thread rebuild the table
+ * under a new incarnation, which S does not name. A new leader view after records of another
+ * one were applied: the main thread rebuilds the table from etcd first. */
+static void *fetch_main(void *arg)
+{
+    mc_ha_t *ha = arg;
+    mc_rpc_client_t *cli = NULL;
+    char addr[128] = "";
+    /* an answer holds at most HA_FETCH_MAX bytes of records */
+    mc_rpc_client_opts_t co = {.connect_timeout_ms = 1000, .auth = ha->o.auth,
+                               .max_body = (uint32_t)(2 * HA_FETCH_MAX)};
+    fetched_t pend = {0};
+    while (!atomic_load(&ha->fetch_stop)) {
+        pthread_mutex_lock(&ha->mu);
+        uint64_t view = ha->seen_view;
+        char a[128];
+        snprintf(a, sizeof(a), "%s", ha->seen_addr);
+        pthread_mutex_unlock(&ha->mu);
+        if (!view || !a[0] || strcmp(a, ha->o.advertise) == 0 || atomic_load(&ha->rebuild)) {
+            fetched_apply(ha, &pend);
+            mc_sleep_ms(ha->poll_ms);
+            continue;
+        }
+        if (!cli || strcmp(a, addr) != 0) {
+            fetched_apply(ha, &pend);
+            mc_rpc_client_destroy(cli);
+            cli = NULL;
+            snprintf(addr, sizeof(addr), "%s", a);
+            if (mc_rpc_client_create(addr, &co, &cli) != MC_OK) {
+                mc_sleep_ms(ha->poll_ms);
+                continue;
+            }
+        }
+        McRpc__HaFetchRequest q = MC_RPC__HA_FETCH_REQUEST__INIT;
+        pthread_mutex_lock(&ha->core_mu);
+        bool ready = ha->core != NULL;
+        if (ready && ha->fetch_view != view) {
+            if (ha->fetch_view) /* records of another view: rebuild first */
+                atomic_store(&ha->rebuild, true);
+            else
+                ha->fetch_view = view;
+        }
+        ready = ready && ha->fetch_view == view;
+        uint64_t gen = ha->core_gen, last = fetched_last(&pend, gen);
+        q.after_seq = last > ha->applied_seq ? last : ha->applied_seq;
+        q.incarnation = ha->inc;
+        pthread_mutex_unlock(&ha->core_mu);
+        if (!ready) {
+            fetched_apply(ha, &pend);
+            mc_sleep_ms(ha->poll_ms);
+            continue;
+        }
+        if (ha->test_fetch_delay_ms)
+            mc_sleep_ms(ha->test_fetch_delay_ms);
+        q.view = view;
+        q.member = (char *)ha->o.advertise;
+        q.max_bytes = (uint32_t)HA_FETCH_MAX;
+        q.wait_ms = ha->test_fetch_delay_ms ? 0 : 1000; /* tests: records only every delay */
+        mc_rpc_pending_t call = {.opcode = MC_OP_HA_FETCH, .req = &q.base};
+        mc_rpc_inflight_t f;
+        mc_status_t st = mc_rpc_client_call_send(cli, &call, 1, 3000, false, &f);
+        fetched_apply(ha, &pend); /* while the fetch that acknowledges it is out */
+        if (st == MC_OK)
+            st = mc_rpc_client_call_recv(&f);
+        if (st == MC_OK)
+            st = call.status;
+        const McRpc__HaFetchResponse *r = (const McRpc__HaFetchResponse *)call.resp;
+        if (st == MC_OK && call.view != view) { /* not the leader we asked for */
+            mc_rpc_client_disconnect(cli);
+            st = MC_ERR_INVALID_VERSION;
+        }
+        if (st == MC_OK && r->status == MC_ERR_OUT_OF_RANGE && q.after_seq > r->last_seq) {
+            MC_LOG_WARN("ha: this table holds records the leader never handed over; "
+                        "rebuilding it from etcd");
+            atomic_store(&ha->rebuild, true);
+        }
+        bool keep = st == MC_OK && r->status == MC_OK && r->count;
+        bool wait = st != MC_OK || r->status != MC_OK; /* OUT_OF_RANGE: etcd's log first */
+        if (keep)
+            pend = (fetched_t){.resp = call.resp, .gen = gen, .view = view};
+        else
+            mc_rpc_response_free(call.resp);
+        if (wait)
+            mc_sleep_ms(ha->poll_ms);
+    }
+    fetched_apply(ha, &pend); /* acknowledged: in the table before it may lead */
+    mc_rpc_client_destroy(cli);
+    return NULL;
+}
+
+static void fetch_stop(mc_ha_t *ha)
+{
+    if (!ha->fetch_running)
+        return;
+    atomic_store(&ha->fetch_stop, true);
+    pthread_join(ha->fetch_thread, NULL);
+    ha->fetch_running = false;
+}
+
+/* Standby, standbys mode, the view key vacant: may this member campaign? Yes when S (read at
+ * revision R) names it with the incarnation of its table and the view whose records it
+ * applied, or when S is empty and it applied the etcd log to its end. *cmp: the election
+ * txn's compare that S is still at R. */
+static bool may_campaign(mc_ha_t *ha, bool at_end, mc_etcd_cmp_t *cmp)
+{
+    mc_etcd_range_t r;
+    if (mc_etcd_range(ha->etcd, ha->isr_key, NULL, 0, &r) != MC_OK)
+        return false;
+    isr_set_t set = {0};
+    int64_t mod = r.n ? r.kvs[0].mod_revision : 0;
+    bool bad = r.n && parse_isr(r.kvs[0].value, r.kvs[0].value_len, &set) != 0;
+    pthread_mutex_lock(&ha->mu);
+    snprintf(ha->s_json, sizeof(ha->s_json), "%.*s", r.n ? (int)r.kvs[0].value_len : 0,
+             r.n ? r.kvs[0].value : "");
+    pthread_mutex_unlock(&ha->mu);
+    mc_etcd_range_free(&r);
+    if (bad) {
+        MC_LOG_ERROR("ha: malformed %s: not campaigning", ha->isr_key);
+        return false;
+    }
+    *cmp = (mc_etcd_cmp_t){.key = ha->isr_key, .target = mod ? MC_ETCD_MOD : MC_ETCD_CREATE,
+                           .result = MC_ETCD_EQUAL, .rev = mod};
+    bool ok = false;
+    pthread_mutex_lock(&ha->core_mu);
+    if (set.n == 0)
+        ok = at_end;
+    else
+        for (int i = 0; i < set.n && !ok; i++)
+            ok = strcmp(set.addr[i], ha->o.advertise) == 0 && set.inc[i] == ha->inc &&
+                 set.view == ha->fetch_view && ha->fetch_view;
+    ha->won_gen = set.n ? ha->core_gen : 0; /* this table must lead, not a rebuilt one */
+    pthread_mutex_unlock(&ha->core_mu);
+    return ok;
+}
+
+/* New leader, standbys mode, the etcd log applied to its durable end: appends the records it
+ * fetched beyond it (they may have been acknowledged through S) as its first batches, then
+ * writes S = {} for its view, before serving. Fenced when either cannot be done in time. */
+static void takeover_standbys(mc_ha_t *ha, uint64_t deadline)
+{
+    if (ha->won_gen && ha->won_gen != ha->core_gen) /* S named the table it dropped */
+        fence_exit("the table S names was rebuilt during the takeover");
+    if (mc_buf_unread(&ha->extra)) {
+        uint64_t n_extra = ha->applied_seq - ha->last_seq;
+        ha_group_t *g = MC_NEW(ha_group_t);
+        if (!g)
+            fence_exit("no memory");
+        g->id = ++ha->next_group;
+        g->recs = ha->extra; /* moves */
+        ha->extra = (mc_buf_t){0};
+        pthread_mutex_lock(&ha->app_mu);
+        ha->next_id = ha->batch_id;
+        ha->next_seq = ha->last_seq;
+        ha->q_head = ha->q_tail = g;
+        ha_run_t *run = take_run(ha);
+        pthread_mutex_unlock(&ha->app_mu);
+        for (size_t k = 0; k < run->nb; k++)
+            append_batch(ha, run, k);
+        pthread_mutex_lock(&ha->app_mu);
+        run->done = true;
+        complete_runs(ha);
+        pthread_mutex_unlock(&ha->app_mu);
+        MC_LOG_INFO("ha: appended the %" PRIu64 " records fetched beyond the etcd log (to "
+                    "batch %" PRIu64 ")", n_extra, ha->batch_id);
+    }
+    ha->applied_seq = ha->last_seq;
+    isr_set_t none = {0};
+    while (write_isr(ha, &none) != 0) {
+        if (mc_now_ms() > deadline)
+            fence_exit("cannot reset the in-sync set within the lease TTL");
+        mc_sleep_ms(20);
+    }
 }
 
 /* ------------------------------------------------------------------ admin pages */
@@ -1261,15 +2095,17 @@ void mc_ha_destroy(mc_ha_t *ha)
 char *mc_ha_leader_json(void *ctx)
 {
     mc_ha_t *ha = ctx;
-    char buf[400];
+    char buf[1600], isr[1100] = "";
     pthread_mutex_lock(&ha->mu);
+    if (ha->o.commit_standbys) /* S as this member last wrote (leader) or read (standby) */
+        snprintf(isr, sizeof(isr), ",\"in_sync\":%s", ha->s_json[0] ? ha->s_json : "null");
     if (ha->seen_addr[0])
         snprintf(buf, sizeof(buf),
                  "{\"present\":true,\"address\":\"%s\",\"view_version\":%" PRIu64
-                 ",\"self\":%s}",
-                 ha->seen_addr, ha->seen_view, ha->leading ? "true" : "false");
+                 ",\"self\":%s%s}",
+                 ha->seen_addr, ha->seen_view, ha->leading ? "true" : "false", isr);
     else
-        snprintf(buf, sizeof(buf), "{\"present\":false}");
+        snprintf(buf, sizeof(buf), "{\"present\":false%s}", isr);
     pthread_mutex_unlock(&ha->mu);
     return mc_strdup(buf);
 }
@@ -1322,5 +2158,29 @@ void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
                       "mean number of appends in flight)");
     MC_PROM_PRINTF(b, "master_ha_append_txn_seconds_total %.6f\n",
                    (double)atomic_load(&ha->st_txn_us) / 1e6);
+    bool leading = ha->leading;
     pthread_mutex_unlock(&ha->mu);
+    if (ha->o.commit_standbys) {
+        pthread_mutex_lock(&ha->app_mu);
+        int members = ha->s_size;
+        uint64_t lag = 0;
+        for (int i = 0; i < ha->n_members; i++)
+            if (ha->members[i].in_s && ha->hand_seq - ha->members[i].acked_seq > lag)
+                lag = ha->hand_seq - ha->members[i].acked_seq;
+        pthread_mutex_unlock(&ha->app_mu);
+        if (!leading)
+            lag = atomic_load(&ha->fetch_lag);
+        mc_prom_help_type(b, "master_ha_in_sync_members", "gauge",
+                          "Members of the in-sync set S this leader committed (0 on a standby)");
+        MC_PROM_PRINTF(b, "master_ha_in_sync_members %d\n", members);
+        prom_counter(b, "master_ha_isr_removals_total",
+                     "Members this leader removed from S (behind for --ha_isr_timeout_ms)",
+                     &ha->st_isr_removals);
+        prom_counter(b, "master_ha_isr_txns_total", "Writes of S this leader committed",
+                     &ha->st_isr_txns);
+        mc_prom_help_type(b, "master_ha_fetch_lag_records", "gauge",
+                          "Leader: records the slowest member of S has not acknowledged; "
+                          "standby: records it had not applied at its last fetch answer");
+        MC_PROM_PRINTF(b, "master_ha_fetch_lag_records %" PRIu64 "\n", lag);
+    }
 }

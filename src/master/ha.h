@@ -38,6 +38,15 @@ typedef struct mc_ha_opts {
      * since the last one, then trims the batches that the snapshot and every registered
      * standby no longer need; 0 = never (the log grows without bound) */
     uint64_t snapshot_bytes;
+    /* --ha_commit=standbys (docs/internals/ha.md "Commit through in-sync standbys"): a group
+     * is released once every member of the in-sync set S acknowledged it (or, S empty, once
+     * it is durable in etcd); false = once it is durable in etcd */
+    bool commit_standbys;
+    /* a member of S that has not caught up with the groups handed over for this long is
+     * removed from S (in etcd, before anything is released without it); 1..TTL-1 ms */
+    uint32_t isr_timeout_ms;
+    /* keyring a standby proves to the leader's RPC port when it fetches (borrowed) */
+    const mc_auth_t *auth;
 } mc_ha_opts_t;
 
 typedef struct mc_ha mc_ha_t;
@@ -61,6 +70,18 @@ uint64_t mc_ha_view(const mc_ha_t *ha);
  * that placed every key, depend on nothing else). Exits the process when fenced (here or on
  * an appender thread, without releasing anything). */
 uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p);
+/* --ha_commit=standbys, the leader's MC_OP_HA_FETCH handler (ctx = the mc_ha_t; loop thread):
+ * a standby's fetch acknowledges every record up to its after_seq and is answered with the
+ * records after it (at most 1 MiB, at least one record), at once or, when there are none yet,
+ * held until a group is handed over or its wait ends (mc_ha_tick). Refused: not in that mode
+ * NOT_SUPPORTED, a peer without the cluster key AUTH, another view INVALID_VERSION, a bad
+ * member or incarnation INVALID_PARAMS, more than 16 standbys BUSY; a position the leader
+ * does not keep (before its kept groups or after its last record) answers OUT_OF_RANGE in the
+ * body. Its answers are never held (mc_rpc_call_t.unheld). */
+mc_status_t mc_ha_fetch(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                        ProtobufCMessage **resp_p);
+/* The service's cron (loop thread): answers the held fetches whose wait ended. */
+void mc_ha_tick(void *ctx, mc_rpc_server_t *srv);
 /* Admin pages, any thread (ctx = the mc_ha_t): /leader's JSON {"present":true,"address":
  * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); the
  * master_ha_* / master_view_version series for /metrics. */

@@ -137,7 +137,8 @@ static mc_status_t svc_dispatch(void *ctx, mc_rpc_call_t *call, const ProtobufCM
 {
     mc_master_service_t *s = ctx;
     uint16_t op = call->opcode;
-    mc_status_t st = s->table[op](s->m, call, req, resp_p);
+    mc_status_t st = op == MC_OP_HA_FETCH ? s->o.ha_fetch(s->o.ha_ctx, call, req, resp_p)
+                                          : s->table[op](s->m, call, req, resp_p);
     count(&s->req[op], 1);
     if (st == MC_RPC_DEFERRED) /* a parked long poll; answered (successfully) later */
         return st;
@@ -182,6 +183,8 @@ static void svc_cron(void *ctx)
     }
     mc_master_cron(m);
     mc_master_wal_sync(m); /* evictions / unmounts done by the cron (no-op when clean) */
+    if (s->o.ha_tick)
+        s->o.ha_tick(s->o.ha_ctx, s->srv);
 }
 /* The local log first (fsync), then the replicated one: a change is in the local WAL before
  * its records are handed to etcd's log, and its reply waits for both. */
@@ -1205,6 +1208,8 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     so.ctx = s;
     for (int i = 0; i < MC_OP_MAX; i++)
         so.handlers[i] = s->table[i] ? svc_dispatch : NULL;
+    if (opts->ha_fetch)
+        so.handlers[MC_OP_HA_FETCH] = svc_dispatch;
     so.cron_period_ms = opts->cron_period_ms ? opts->cron_period_ms : 10;
     so.cron = svc_cron;
     so.before_reply = svc_before_reply;

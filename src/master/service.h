@@ -44,6 +44,10 @@ typedef struct mc_master_service_opts {
     /* HA admin pages: /leader's JSON (heap) and the master_ha_* series of /metrics. */
     char *(*ha_leader_json)(void *ha_ctx);
     void (*ha_metrics)(void *ha_ctx, struct mc_prom *b);
+    /* --ha_commit=standbys: the MC_OP_HA_FETCH handler (ctx ha_ctx) and a cron hook that
+     * answers the held fetches whose wait ended (master/ha.h); NULL = not served */
+    mc_rpc_handler_fn ha_fetch;
+    void (*ha_tick)(void *ha_ctx, mc_rpc_server_t *srv);
     void *ha_ctx;
     /* A core already built (an HA standby's promoted table, mc_master_follow_promote): served
      * instead of one created from cfg, and owned by the service from create on (also when

@@ -69,6 +69,7 @@ static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
        status_response),
     OP(MC_OP_WAIT_OFFLOAD_READ, "wait_offload_read", wait_offload_read_request,
        wait_offload_read_response),
+    OP(MC_OP_HA_FETCH, "ha_fetch", ha_fetch_request, ha_fetch_response),
 };
 
 const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)

@@ -60,6 +60,9 @@ typedef enum mc_rpc_opcode {
     MC_OP_RELEASE_OFFLOAD_BUFFER = 77,
     MC_OP_WAIT_OFFLOAD_READ = 81, /* a streamed BatchGetOffloadObject's progress */
 
+    /* HA with --ha_commit=standbys: a standby fetches the leader's WAL records (master/ha.h) */
+    MC_OP_HA_FETCH = 90,
+
     MC_OP_MAX = 128, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
 } mc_rpc_opcode_t;
 

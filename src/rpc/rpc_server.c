@@ -236,9 +236,12 @@ static void conn_send_raw(mc_rpc_server_t *s, conn_t *c, const void *p, size_t n
 }
 
 /* Appends a response frame (header + packed body) to the connection's output. */
+/* unheld: the answer tells nothing of the application's state (mc_rpc_call_t.unheld), so it
+ * is sendable at once unless answers before it are still held or unmarked (order). */
 static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, int32_t status,
-                       const ProtobufCMessage *resp, bool light)
+                       const ProtobufCMessage *resp, bool light, bool unheld)
 {
+    bool free_to_go = unheld && c->out_ok == c->out_total;
     size_t blen = resp ? protobuf_c_message_get_packed_size(resp) : 0;
     if (blen > MC_RPC_MAX_BODY) {
         MC_LOG_ERROR("rpc: response to opcode %u is %zu bytes, over the cap", req->opcode, blen);
@@ -247,7 +250,7 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
         status = MC_ERR_TOO_LARGE;
         light = false;
     }
-    if (!light && c->strong_from == UINT64_MAX)
+    if (!light && !free_to_go && c->strong_from == UINT64_MAX)
         c->strong_from = c->out_total;
     if (mc_buf_reserve(&c->out, MC_RPC_HDR_SIZE + blen) != MC_OK) {
         conn_close(s, c);
@@ -265,6 +268,8 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
         c->quota_used = 0;
     }
     c->quota_used += MC_RPC_HDR_SIZE + blen;
+    if (free_to_go)
+        c->out_ok = c->out_marked = c->out_total;
     conn_account(s, c);
     conn_mark_dirty(s, c);
 }
@@ -274,21 +279,21 @@ static void dispatch(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *h, const
     const mc_rpc_op_info_t *info = mc_rpc_op_info(h->opcode);
     if (h->flags & MC_RPC_FLAG_RESPONSE) {
         MC_LOG_WARN("rpc: conn %llu sent a response frame as a request", (unsigned long long)c->id);
-        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL, false);
+        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL, false, false);
         return;
     }
     if (!info || !s->o.handlers[h->opcode]) {
         MC_LOG_WARN("rpc: conn %llu: unknown opcode %u", (unsigned long long)c->id, h->opcode);
         if (s->o.on_request)
             s->o.on_request(s->o.ctx, h->opcode, 1);
-        conn_reply(s, c, h, MC_ERR_NOT_SUPPORTED, NULL, false);
+        conn_reply(s, c, h, MC_ERR_NOT_SUPPORTED, NULL, false, false);
         return;
     }
     if (c->inflight >= s->lim.max_inflight) {
         bump(&s->st_busy);
         if (s->o.on_request)
             s->o.on_request(s->o.ctx, h->opcode, 1);
-        conn_reply(s, c, h, MC_ERR_BUSY, NULL, false);
+        conn_reply(s, c, h, MC_ERR_BUSY, NULL, false, false);
         return;
     }
     ProtobufCMessage *req = protobuf_c_message_unpack(info->req, &s->arena.pb, h->body_len, body);
@@ -297,7 +302,7 @@ static void dispatch(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *h, const
                     info->name, h->body_len);
         if (s->o.on_request)
             s->o.on_request(s->o.ctx, h->opcode, 1);
-        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL, false);
+        conn_reply(s, c, h, MC_ERR_PROTOCOL, NULL, false, false);
         mc_rpc_arena_reset(&s->arena);
         return;
     }
@@ -312,12 +317,13 @@ static void dispatch(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *h, const
     }
     if (st == MC_OK && !resp)
         st = MC_ERR_INTERNAL;
-    conn_reply(s, c, h, st, st == MC_OK ? resp : NULL, st == MC_OK && call.light);
+    conn_reply(s, c, h, st, st == MC_OK ? resp : NULL, st == MC_OK && call.light, call.unheld);
     mc_rpc_arena_reset(&s->arena);
 }
 
-mc_status_t mc_rpc_server_reply(mc_rpc_server_t *s, uint64_t conn_id, uint16_t opcode,
-                                uint64_t req_id, mc_status_t status, const ProtobufCMessage *resp)
+static mc_status_t server_reply(mc_rpc_server_t *s, uint64_t conn_id, uint16_t opcode,
+                                uint64_t req_id, mc_status_t status, const ProtobufCMessage *resp,
+                                bool unheld)
 {
     for (size_t i = 0; i < s->n_all; i++) {
         conn_t *c = s->all[i];
@@ -328,10 +334,23 @@ mc_status_t mc_rpc_server_reply(mc_rpc_server_t *s, uint64_t conn_id, uint16_t o
         if (c->dead || c->closing)
             return MC_ERR_RPC_FAIL;
         mc_rpc_hdr_t h = {.opcode = opcode, .req_id = req_id};
-        conn_reply(s, c, &h, status, status == MC_OK ? resp : NULL, false);
+        conn_reply(s, c, &h, status, status == MC_OK ? resp : NULL, false, unheld);
         return MC_OK;
     }
     return MC_ERR_RPC_FAIL;
+}
+
+mc_status_t mc_rpc_server_reply(mc_rpc_server_t *s, uint64_t conn_id, uint16_t opcode,
+                                uint64_t req_id, mc_status_t status, const ProtobufCMessage *resp)
+{
+    return server_reply(s, conn_id, opcode, req_id, status, resp, false);
+}
+
+mc_status_t mc_rpc_server_reply_unheld(mc_rpc_server_t *s, uint64_t conn_id, uint16_t opcode,
+                                       uint64_t req_id, mc_status_t status,
+                                       const ProtobufCMessage *resp)
+{
+    return server_reply(s, conn_id, opcode, req_id, status, resp, true);
 }
 
 /* Checks the PROOF in p (MC_AUTH_PROOF_SIZE bytes) and queues the RESULT. */
@@ -383,7 +402,7 @@ static size_t conn_process(mc_rpc_server_t *s, conn_t *c, const uint8_t *p, size
             MC_LOG_WARN("rpc: conn %llu: bad frame header (%s, body_len %u); closing",
                         (unsigned long long)c->id, mc_status_name(st), h.body_len);
             h.flags = 0;
-            conn_reply(s, c, &h, st, NULL, false);
+            conn_reply(s, c, &h, st, NULL, false, false);
             c->closing = 1;
             return len;
         }
@@ -432,7 +451,7 @@ static void conn_check_partial(mc_rpc_server_t *s, conn_t *c)
         srv_log_refusal(s, c->id, "a frame larger than what is left of the memory budget");
         mc_buf_reset(&c->in);
         mc_buf_trim(&c->in, 0);
-        conn_reply(s, c, &h, MC_ERR_BUSY, NULL, false);
+        conn_reply(s, c, &h, MC_ERR_BUSY, NULL, false, false);
         c->closing = 1;
         bump(&s->st_budget);
         conn_account(s, c);

@@ -65,6 +65,10 @@ typedef struct mc_rpc_call {
      * on changes that before_reply's *light_p ticket covers, so it is held only for that
      * ticket (or behind earlier answers of its connection: order). */
     bool light;
+    /* Set by the handler (default false): the answer tells nothing of the application's state
+     * (an HA standby's log fetch, whose acknowledgement the held answers wait for), so it is
+     * never held; it still leaves after the answers queued before it on its connection. */
+    bool unheld;
 } mc_rpc_call_t;
 
 /* Handler. req is the decoded request (arena memory, borrowed for the call). On MC_OK the
@@ -138,6 +142,11 @@ typedef struct mc_rpc_server_opts {
  * MC_ERR_RPC_FAIL when the connection is gone (nothing to do: the caller forgets the call). */
 mc_status_t mc_rpc_server_reply(mc_rpc_server_t *srv, uint64_t conn_id, uint16_t opcode,
                                 uint64_t req_id, mc_status_t status, const ProtobufCMessage *resp);
+
+/* The same for an answer that is never held (mc_rpc_call_t.unheld). */
+mc_status_t mc_rpc_server_reply_unheld(mc_rpc_server_t *srv, uint64_t conn_id, uint16_t opcode,
+                                       uint64_t req_id, mc_status_t status,
+                                       const ProtobufCMessage *resp);
 
 /* Any thread: answers held for tickets <= ticket may be written (the loop is woken). Tickets
  * are released in increasing order; held answers count against mem_budget and conn_out_cap

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/etcd.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -929,10 +931,300 @@ static void test_tenant_quota_etcd_connector(void **state)
     ha_stop(m);
 }
 
+/* ---- --ha_commit=standbys (docs/internals/ha.md "Commit through in-sync standbys") ---- */
+
+#define SB_FLAGS "--ha_commit=standbys --ha_isr_timeout_ms=1000"
+
+/* Waits until the admin port's answer to path contains want (asserting within the deadline). */
+static void wait_admin(uint16_t port, const char *path, const char *want)
+{
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    for (;;) {
+        char *r = admin_get(port, path);
+        bool ok = strstr(r, want) != NULL;
+        if (!ok && mc_now_ms() >= deadline)
+            fprintf(stderr, "GET %s: no '%s' in:\n%s\n", path, want, r);
+        free(r);
+        if (ok)
+            return;
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(100);
+    }
+}
+
+/* n objects "<prefix><i>" put through c (each PutEnd acknowledged). */
+static void put_n(mc_rpc_client_t *c, const char *prefix, int from, int n)
+{
+    char key[48];
+    for (int i = from; i < from + n; i++) {
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        assert_int_equal(put_start(c, CLIENT, key, 4096, 1, NULL), MC_OK);
+        assert_int_equal(put_end(c, CLIENT, key, 0x5b00 + (uint64_t)i), MC_OK);
+    }
+}
+
+/* Re-mounts segment seg on the leader at addr and checks objects <prefix>0..n-1. */
+static void check_n(const char *addr, const char *seg, uint8_t fill, const char *prefix, int n)
+{
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(addr, NULL, &c), MC_OK);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, seg, 1 << 30, 64 << 20, fill, true), MC_OK);
+    char key[48];
+    for (int i = 0; i < n; i++) {
+        uint64_t sum = 0;
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        if (get(c, key, NULL, &sum, NULL) != MC_OK || sum != 0x5b00 + (uint64_t)i) {
+            fprintf(stderr, "acknowledged %s missing on the new leader\n", key);
+            fail();
+        }
+    }
+    mc_rpc_client_destroy(c);
+}
+
+/* A standby stopped past --ha_isr_timeout_ms leaves S (one txn) and puts go on being
+ * acknowledged without it; after SIGCONT it catches up and is in S again; then the same with
+ * kill -9 and a restart (a new table: a new incarnation, added again once caught up). */
+static void test_standbys_slow_standby_leaves_s(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start_ex(a, "sbslow", TTL_S, SB_FLAGS);
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ex(b, "sbslow", TTL_S, SB_FLAGS);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    char want[128];
+    snprintf(want, sizeof(want), "\"members\":[\"%s\"]", b->addr);
+    assert_admin(a->mport, "/leader", want);
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segW", 1 << 30, 64 << 20, 0x21, false), MC_OK);
+    put_n(c, "w", 0, 5);
+    kill(b->pid, SIGSTOP);
+    put_n(c, "w", 5, 5); /* acknowledged (durable in etcd); b leaves S after the timeout */
+    wait_admin(a->mport, "/metrics", "master_ha_isr_removals_total 1\n");
+    assert_admin(a->mport, "/metrics", "master_ha_in_sync_members 0\n");
+    kill(b->pid, SIGCONT);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    put_n(c, "w", 10, 5);
+    kill(b->pid, SIGKILL);
+    waitpid(b->pid, NULL, 0);
+    b->pid = 0;
+    put_n(c, "w", 15, 5);
+    wait_admin(a->mport, "/metrics", "master_ha_isr_removals_total 2\n");
+    ha_stop(b);
+    ha_start_ex(b, "sbslow", TTL_S, SB_FLAGS);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    put_n(c, "w", 20, 5);
+    mc_rpc_client_destroy(c);
+    /* the restarted one leads with every object */
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    check_n(b->addr, "segW", 0x21, "w", 25);
+    ha_stop(a);
+    ha_stop(b);
+}
+
+/* Three members, the leader's etcd appends delayed 20 s (what it acknowledges is only on
+ * the members of S): the standby stopped until it left S cannot win after the leader's kill -9
+ * (SIGCONT at once, so both standbys compete when the lease ends): the one in S leads, with
+ * every acknowledged object (the stopped one has none of those put while it was stopped). */
+static void test_standbys_outside_s_cannot_win(void **state)
+{
+    (void)state;
+    static ha_master_t c3;
+    ha_master_t *a = &g_m[0], *b = &g_m[1], *d = &c3;
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
+    ha_start_ex(a, "sbwin", TTL_S, SB_FLAGS);
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ex(b, "sbwin", TTL_S, SB_FLAGS);
+    ha_start_ex(d, "sbwin", TTL_S, SB_FLAGS);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 2\n");
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segX", 1 << 30, 64 << 20, 0x22, false), MC_OK);
+    put_n(c, "x", 0, 5);
+    kill(b->pid, SIGSTOP);
+    put_n(c, "x", 5, 10);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    mc_rpc_client_destroy(c);
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    kill(b->pid, SIGCONT);
+    assert_true(ha_serving(d, TAKEOVER_MS));
+    assert_false(ha_serving(b, 500));
+    check_n(d->addr, "segX", 0x22, "x", 15);
+    /* b stays a standby and follows the new leader */
+    char want[700];
+    snprintf(want, sizeof(want), "\"address\":\"%s\"", d->addr);
+    wait_admin(b->mport, "/leader", want);
+    assert_admin(b->mport, "/role", "standby");
+    ha_stop(a);
+    ha_stop(b);
+    ha_stop(d);
+}
+
+/* The release rule waits for S: the leader's etcd appends are delayed 20 s, the standby
+ * fetches every 1.5 s (MC_HA_TEST_FETCH_DELAY_MS) and stays in S (--ha_isr_timeout_ms=4000):
+ * a put is acknowledged only once the standby applied it, so right after the acknowledgement
+ * a kill -9 of the leader loses nothing. A leader that released without S's acknowledgement
+ * would answer at once and the new leader would not have the object. */
+static void test_standbys_release_waits_for_s(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    const char *flags = "--ha_commit=standbys --ha_isr_timeout_ms=4000";
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
+    ha_start_ex(a, "sbrel", TTL_S, flags);
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    setenv("MC_HA_TEST_FETCH_DELAY_MS", "1500", 1);
+    ha_start_ex(b, "sbrel", TTL_S, flags);
+    unsetenv("MC_HA_TEST_FETCH_DELAY_MS");
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segR", 1 << 30, 64 << 20, 0x23, false), MC_OK);
+    put_n(c, "r", 0, 3);
+    mc_rpc_client_destroy(c);
+    kill(a->pid, SIGKILL); /* at once: the etcd log has none of it */
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    check_n(b->addr, "segR", 0x23, "r", 3);
+    assert_int_equal(mt_wait_log(b->log, "records fetched beyond the etcd log", 1000), 0);
+    ha_stop(a);
+    ha_stop(b);
+}
+
+/* One HaFetch to the master c talks to: the header status (the call's), and on MC_OK the
+ * body's status, record count and the leader's last record. */
+static mc_status_t ha_fetch(mc_rpc_client_t *c, uint64_t view, const char *member, uint64_t inc,
+                            uint64_t after, uint32_t wait_ms, int32_t *status_p,
+                            uint64_t *count_p, uint64_t *last_p)
+{
+    McRpc__HaFetchRequest q = MC_RPC__HA_FETCH_REQUEST__INIT;
+    q.view = view;
+    q.member = (char *)member;
+    q.incarnation = inc;
+    q.after_seq = after;
+    q.wait_ms = wait_ms;
+    ProtobufCMessage *r = NULL;
+    mc_status_t st = mc_rpc_client_call(c, MC_OP_HA_FETCH, &q.base, &r, 10000);
+    if (st == MC_OK) {
+        const McRpc__HaFetchResponse *f = (const McRpc__HaFetchResponse *)r;
+        *status_p = f->status;
+        *count_p = f->count;
+        *last_p = f->last_seq;
+    }
+    mc_rpc_response_free(r);
+    return st;
+}
+
+/* The leader's HaFetch refusals (every input checked) and answers: another view
+ * INVALID_VERSION, a malformed member or incarnation INVALID_PARAMS, a position past its last
+ * record OUT_OF_RANGE in the body (and no acknowledgement), records after a position, an
+ * empty answer once the wait of a held fetch ends; in etcd mode NOT_SUPPORTED. */
+static void test_standbys_fetch_checked(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *e = &g_m[1];
+    ha_start_ex(a, "sbfetch", TTL_S, SB_FLAGS);
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    uint64_t view = ping_view(c), n = 0, last = 0;
+    int32_t st = 0;
+    assert_int_equal(mount(c, CLIENT, "segF", 1 << 30, 64 << 20, 0x24, false), MC_OK);
+    put_n(c, "f", 0, 2); /* 3 records: a MOUNT and two COMMITs */
+    const char *me = "127.0.0.1:1";
+    assert_int_equal(ha_fetch(c, view + 1, me, 7, 0, 0, &st, &n, &last), MC_ERR_INVALID_VERSION);
+    assert_int_equal(ha_fetch(c, view, "a b", 7, 0, 0, &st, &n, &last), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, "", 7, 0, 0, &st, &n, &last), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, me, 0, 0, 0, &st, &n, &last), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, me, 1ull << 60, 0, 0, &st, &n, &last),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(ha_fetch(c, view, me, 7, 1000000, 0, &st, &n, &last), MC_OK);
+    assert_int_equal(st, MC_ERR_OUT_OF_RANGE);
+    assert_true(last >= 3);
+    /* what it holds after the first record (its own groups are kept for 3 s) */
+    assert_int_equal(ha_fetch(c, view, me, 7, 1, 0, &st, &n, &last), MC_OK);
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(n, last - 1);
+    /* at the end: held for the wait (the cron answers it empty when it ends) */
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(ha_fetch(c, view, me, 7, last, 300, &st, &n, &last), MC_OK);
+    assert_true(st == MC_OK && n == 0);
+    assert_true(mc_now_ms() - t0 >= 250);
+    mc_rpc_client_destroy(c);
+    /* a leader in etcd mode serves no fetch */
+    ha_start_ex(e, "sbfetch_etcd", TTL_S, "--ha_commit=etcd");
+    assert_true(ha_serving(e, TAKEOVER_MS));
+    assert_int_equal(mc_rpc_client_create(e->addr, NULL, &c), MC_OK);
+    assert_int_equal(ha_fetch(c, ping_view(c), me, 7, 0, 0, &st, &n, &last),
+                     MC_ERR_NOT_SUPPORTED);
+    mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(e);
+}
+
+/* With a keyring (--auth_token_file, a cluster token and a tenant token): the standby proves
+ * the cluster key and joins S; a peer holding only the tenant token gets AUTH_FAILED for a
+ * fetch; puts through a cluster client are acknowledged through S. */
+static void test_standbys_with_auth(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    char dir[256], path[300], flags[600];
+    assert_int_equal(mt_tmpdir(dir, sizeof(dir)), 0);
+    snprintf(path, sizeof(path), "%s/tokens", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("cluster-secret-0123456789abcdef\ntenant-secret-0123456789abcdef tenant=t1\n", f);
+    fclose(f);
+    chmod(path, 0600);
+    snprintf(flags, sizeof(flags), "%s --auth_token_file=%s --metrics_public=true", SB_FLAGS,
+             path);
+    ha_start_ex(a, "sbauth", TTL_S, flags);
+    assert_int_equal(mt_wait_http_ok(a->mport, "/health", TAKEOVER_MS), 0);
+    wait_admin(a->mport, "/metrics", "master_ha_role 1\n");
+    ha_start_ex(b, "sbauth", TTL_S, flags);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    mc_auth_t *cluster, *tenant;
+    assert_int_equal(mc_auth_from_secret("cluster-secret-0123456789abcdef", NULL, &cluster),
+                     MC_OK);
+    assert_int_equal(mc_auth_from_secret("tenant-secret-0123456789abcdef", "t1", &tenant),
+                     MC_OK);
+    mc_rpc_client_opts_t co = {.auth = cluster};
+    mc_rpc_client_t *c, *t;
+    assert_int_equal(mc_rpc_client_create(a->addr, &co, &c), MC_OK);
+    uint64_t view = ping_view(c), n, last;
+    int32_t st;
+    assert_int_equal(mount(c, CLIENT, "segA", 1 << 30, 64 << 20, 0x25, false), MC_OK);
+    put_n(c, "p", 0, 3);
+    co.auth = tenant;
+    assert_int_equal(mc_rpc_client_create(a->addr, &co, &t), MC_OK);
+    assert_int_equal(ha_fetch(t, view, "127.0.0.1:1", 7, 0, 0, &st, &n, &last), MC_ERR_AUTH);
+    mc_rpc_client_destroy(t);
+    mc_rpc_client_destroy(c);
+    assert_admin(a->mport, "/metrics", "master_ha_isr_removals_total 0\n");
+    mc_auth_free(cluster);
+    mc_auth_free(tenant);
+    ha_stop(a);
+    ha_stop(b);
+    mt_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) /* one test by name (or a pattern), e.g. test_takeover_applies_only_the_tail */
         cmocka_set_test_filter(argv[1]);
+    else /* the --ha_commit=standbys cases run as their own ctest (test_master_ha_standbys) */
+        cmocka_set_skip_filter("test_standbys_*");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_failover),
         cmocka_unit_test(test_sigstop_zombie_is_fenced),
@@ -942,6 +1234,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stalled_append_holds_replies),
         cmocka_unit_test(test_append_gap_not_applied),
         cmocka_unit_test(test_tenant_quota_etcd_connector),
+        cmocka_unit_test(test_standbys_fetch_checked),
+        cmocka_unit_test(test_standbys_with_auth),
+        cmocka_unit_test(test_standbys_release_waits_for_s),
+        cmocka_unit_test(test_standbys_slow_standby_leaves_s),
+        cmocka_unit_test(test_standbys_outside_s_cannot_win),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -685,6 +685,16 @@ static void test_upstream_tier_flags(void **state)
     rm_wal(&mp);
 }
 
+/* --ha_commit: etcd or standbys; --ha_isr_timeout_ms below the lease TTL (exit 2 otherwise). */
+static void test_ha_commit_flags(void **state)
+{
+    (void)state;
+    expect_refused("--ha_commit=raft", "--ha_commit=raft: etcd or standbys");
+    expect_refused("--ha_commit=standbys --ha_lease_ttl_sec=2 --ha_isr_timeout_ms=2000",
+                   "--ha_isr_timeout_ms=2000 must be below the lease TTL (2000 ms)");
+    expect_refused("--ha_isr_timeout_ms=0", "ha_isr_timeout_ms");
+}
+
 /* --enable_http_metadata_server: the TE metadata store served by the master, persisted next to
  * the WAL so that it survives kill -9 (upstream #2246). Skipped when this build lacks it. */
 static void test_http_metadata_server(void **state)
@@ -838,6 +848,7 @@ int main(void)
         cmocka_unit_test_teardown(test_max_threads_flag, teardown),
         cmocka_unit_test_teardown(test_eviction_policy_flag, teardown),
         cmocka_unit_test_teardown(test_upstream_tier_flags, teardown),
+        cmocka_unit_test(test_ha_commit_flags),
         cmocka_unit_test_teardown(test_prometheus, teardown),
         cmocka_unit_test_teardown(test_http_metadata_server, teardown),
     };

@@ -26,9 +26,22 @@ int mt_ha_start(mt_ha_master_t *m, const char *endpoints, const char *cluster, i
     snprintf(eps, sizeof(eps), "--etcd_endpoints=%s", endpoints);
     snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster);
     snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", ttl_s);
-    char *argv[] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
-                    cid, ttl, "--client_ttl=10", "--wal_fsync=false",
-                    "--default_kv_lease_ttl=2000", (char *)extra, NULL};
+    /* MC_TEST_HA_COMMIT (etcd | standbys): the same tests in another --ha_commit mode */
+    char commit[64] = "", more[512] = "";
+    const char *mode = getenv("MC_TEST_HA_COMMIT");
+    if (mode && *mode)
+        snprintf(commit, sizeof(commit), "--ha_commit=%s", mode);
+    char *argv[24] = {bin, "--enable_ha=true", "--rpc_address=127.0.0.1", port, mport, wal, eps,
+                      cid, ttl, "--client_ttl=10", "--wal_fsync=false",
+                      "--default_kv_lease_ttl=2000"};
+    int n = 12;
+    if (commit[0])
+        argv[n++] = commit;
+    snprintf(more, sizeof(more), "%s", extra ? extra : "");
+    for (char *save = NULL, *f = strtok_r(more, " ", &save); f && n < 23;
+         f = strtok_r(NULL, " ", &save))
+        argv[n++] = f; /* extra: flags separated by spaces */
+    argv[n] = NULL;
     m->pid = mt_spawn(argv, m->log);
     return m->pid > 0 ? 0 : -1;
 }

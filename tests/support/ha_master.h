@@ -12,8 +12,9 @@ typedef struct mt_ha_master {
     char addr[64], wal[256], log[300];
 } mt_ha_master_t;
 
-/* Starts one member of `cluster` against etcd `endpoints` with lease TTL ttl_s; extra: one
- * more flag or NULL. m->port preset (nonzero) reuses that port. Returns 0 or -1. */
+/* Starts one member of `cluster` against etcd `endpoints` with lease TTL ttl_s; extra: more
+ * flags separated by spaces, or NULL; the environment variable MC_TEST_HA_COMMIT adds
+ * --ha_commit=<it>. m->port preset (nonzero) reuses that port. Returns 0 or -1. */
 int mt_ha_start(mt_ha_master_t *m, const char *endpoints, const char *cluster, int ttl_s,
                 const char *extra);
 /* 1 when m's admin port says it is the leader within timeout_ms. */
