@@ -179,7 +179,7 @@ static void phase_core(uint64_t objects, int batch, double seconds)
                 bl[b] = klen[(i + (uint64_t)b) % POOL];
             }
             i += (uint64_t)batch;
-            mc_master_lookup_prepare(m, bk, bl, (size_t)batch, bh);
+            uint64_t now = mc_master_lookup_prepare(m, bk, bl, (size_t)batch, bh);
             for (int b = 0; b < batch; b++) {
                 const char *key = bk[b];
                 size_t kl = bl[b];
@@ -187,9 +187,9 @@ static void phase_core(uint64_t objects, int batch, double seconds)
                     mc_master_replica_t r[8];
                     uint32_t n;
                     uint64_t sz, sum;
-                    hits += mc_master_get_replicas_h(m, key, kl, bh[b], r, &n, &sz, &sum) == MC_OK;
+                    hits += mc_master_get_replicas_h(m, key, kl, bh[b], now, r, &n, &sz, &sum) == MC_OK;
                 } else {
-                    hits += mc_master_exist_h(m, key, kl, bh[b]) == MC_OK;
+                    hits += mc_master_exist_h(m, key, kl, bh[b], now) == MC_OK;
                 }
             }
             done += (uint64_t)batch;
@@ -298,12 +298,12 @@ static void part_lookup(void *arg)
 {
     lat_part_t *p = arg;
     uint32_t h[16384];
-    mc_master_lookup_prepare(p->m, p->keys, p->klens, (size_t)p->n, h);
+    uint64_t now = mc_master_lookup_prepare(p->m, p->keys, p->klens, (size_t)p->n, h);
     for (int b = 0; b < p->n; b++) {
         mc_master_replica_t r[8];
         uint32_t nr;
         uint64_t sz, sum;
-        mc_master_get_replicas_h(p->m, p->keys[b], p->klens[b], h[b], r, &nr, &sz, &sum);
+        mc_master_get_replicas_h(p->m, p->keys[b], p->klens[b], h[b], now, r, &nr, &sz, &sum);
     }
 }
 

@@ -191,11 +191,12 @@ static void lease_advance(mc_master_t *m, uint64_t now)
     m->lease_sec = sec;
 }
 
-void master_lease_note(mc_master_t *m, uint64_t old_end, uint64_t end)
+/* master_lease_note with the caller's clock reading now (a batch lookup reads it once). */
+static void lease_note_at(mc_master_t *m, uint64_t now, uint64_t old_end, uint64_t end)
 {
     if (!m->lease_ring)
         return;
-    lease_advance(m, master_now(m));
+    lease_advance(m, now);
     uint64_t o = (old_end + 999) / 1000, e = (end + 999) / 1000;
     if (o > m->lease_sec && o - m->lease_sec < m->lease_ring_n && m->lease_ring[o % m->lease_ring_n]) {
         m->lease_ring[o % m->lease_ring_n]--;
@@ -205,6 +206,11 @@ void master_lease_note(mc_master_t *m, uint64_t old_end, uint64_t end)
         m->lease_ring[e % m->lease_ring_n]++;
         m->n_leased++;
     }
+}
+
+void master_lease_note(mc_master_t *m, uint64_t old_end, uint64_t end)
+{
+    lease_note_at(m, master_now(m), old_end, end);
 }
 
 uint64_t master_leased_count(mc_master_t *m)
@@ -444,13 +450,14 @@ static void obj_set_lease(obj_t *o, uint64_t t)
     o->t_lease = t;
 }
 
-/* A read lease for o: one lease period from now (never shortened), counted in the gauge. */
-static void obj_lease_read(mc_master_t *m, obj_t *o)
+/* A read lease for o: one lease period from now, the caller's clock reading (never
+ * shortened), counted in the gauge. */
+static void obj_lease_read(mc_master_t *m, obj_t *o, uint64_t now)
 {
-    uint64_t now = master_now(m), end = now + m->cfg.default_kv_lease_ttl_ms;
+    uint64_t end = now + m->cfg.default_kv_lease_ttl_ms;
     if (o->t_lease >= end)
         return;
-    master_lease_note(m, o->t_lease > now ? o->t_lease : 0, end);
+    lease_note_at(m, now, o->t_lease > now ? o->t_lease : 0, end);
     obj_set_lease(o, end);
 }
 
@@ -1243,44 +1250,80 @@ mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
                                    uint64_t *checksum_p)
 {
     return mc_master_get_replicas_h(m, key, klen, key_ok(key, klen) ? master_key_hash(key, klen) : 0,
-                                    reps, n_p, size_p, checksum_p);
+                                    master_now(m), reps, n_p, size_p, checksum_p);
 }
 
-void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const size_t *klens,
-                              size_t n, uint32_t *hashes)
+/* Starts loading the lines of o's record that a lookup of a klen-byte key reads: the header,
+ * the first replica and the key (a record with more replica slots has its key further on:
+ * its last line may be missed). */
+static inline void obj_prefetch(const obj_t *o, size_t klen)
 {
-    /* Pass 1: hash and prefetch the bucket slots; pass 2: prefetch the chain heads; pass 3:
-     * the allocator records of their first replicas (where the answer's addresses come from).
-     * By the time the caller looks key i up, its cache lines are (mostly) there. Pass 3 also
-     * prefetches the neighbours in the eviction policy's list that a hit relinks. */
+    uintptr_t p = (uintptr_t)o & ~(uintptr_t)63,
+              last = (uintptr_t)o + sizeof(obj_t) + sizeof(obj_rep_t) + klen - 1;
+    for (; p <= last; p += 64)
+        __builtin_prefetch((const void *)p);
+}
+
+/* Up to this many keys of a batch go through the prefetch passes together: enough misses in
+ * flight to fill the memory pipeline, few enough that the first lines are still cached when
+ * the last pass reads them. */
+#define LOOKUP_WAVE 128
+
+/* The passes after the bucket slots for n keys (klens[i] = 0: nothing to fetch). */
+static void lookup_prefetch(mc_master_t *m, const size_t *klens, size_t n, const uint32_t *hashes)
+{
+    uint64_t mask = m->n_buckets - 1;
+    for (size_t i = 0; i < n; i++) /* the chain heads' records */
+        if (klens[i]) {
+            const obj_t *o = m->buckets[hashes[i] & mask];
+            if (o)
+                obj_prefetch(o, klens[i]);
+        }
+    for (size_t i = 0; i < n; i++) { /* the second record of a chain whose head is not it */
+        const obj_t *o = klens[i] ? m->buckets[hashes[i] & mask] : NULL;
+        if (o && o->hash != hashes[i] && o->hnext)
+            obj_prefetch(o->hnext, klens[i]);
+    }
+    for (size_t i = 0; i < n; i++) { /* what a hit reads next */
+        const obj_t *o = klens[i] ? m->buckets[hashes[i] & mask] : NULL;
+        if (o && o->hash != hashes[i])
+            o = o->hnext;
+        if (!o || o->hash != hashes[i] || o->klen != klens[i] || o->state != OBJ_READABLE)
+            continue;
+        for (uint32_t r = 0; r < o->n_rep; r++) { /* the allocator records of the addresses */
+            const segment_t *s = master_seg_slot(m, o->rep[r].seg);
+            if (s && s->alloc)
+                mc_master_allocator_prefetch(s->alloc, o->rep[r].blk);
+        }
+        mc_evict_core_prefetch_node(&o->node); /* the neighbours a hit relinks */
+    }
+}
+
+uint64_t mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const size_t *klens,
+                                  size_t n, uint32_t *hashes)
+{
+    /* Hash every key once and prefetch its bucket slot; then, a wave of keys at a time, the
+     * records of the chains' first two entries (header, replica, key), and for a hit the
+     * allocator records its addresses come from and its neighbours in the eviction policy.
+     * By the time the caller looks key i up, its cache lines are (mostly) there. */
     uint64_t mask = m->n_buckets - 1;
     for (size_t i = 0; i < n; i++) {
         hashes[i] = key_ok(keys[i], klens[i]) ? master_key_hash(keys[i], klens[i]) : 0;
         __builtin_prefetch(&m->buckets[hashes[i] & mask]);
     }
-    for (size_t i = 0; i < n; i++) {
-        obj_t *o = m->buckets[hashes[i] & mask];
-        if (o) { /* header, replicas and the key (up to ~150 bytes in) */
-            __builtin_prefetch(o);
-            __builtin_prefetch((char *)o + 64);
-            __builtin_prefetch((char *)o + 128);
-        }
+    size_t kl[LOOKUP_WAVE];
+    for (size_t w = 0; w < n; w += LOOKUP_WAVE) {
+        size_t c = n - w < LOOKUP_WAVE ? n - w : LOOKUP_WAVE;
+        for (size_t i = 0; i < c; i++) /* 0 = an invalid key: nothing to prefetch */
+            kl[i] = key_ok(keys[w + i], klens[w + i]) ? klens[w + i] : 0;
+        lookup_prefetch(m, kl, c, hashes + w);
     }
-    for (size_t i = 0; i < n; i++) {
-        const obj_t *o = m->buckets[hashes[i] & mask];
-        if (o && o->hash == hashes[i] && o->n_rep > 0) {
-            const segment_t *s = master_seg_slot(m, o->rep[0].seg);
-            if (s && s->alloc)
-                mc_master_allocator_prefetch(s->alloc, o->rep[0].blk);
-            if (o->state == OBJ_READABLE) /* the neighbours a hit relinks */
-                mc_evict_core_prefetch_node(&o->node);
-        }
-    }
+    return master_now(m);
 }
 
 mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash,
-                                     mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
-                                     uint64_t *checksum_p)
+                                     uint64_t now, mc_master_replica_t *reps, uint32_t *n_p,
+                                     uint64_t *size_p, uint64_t *checksum_p)
 {
     *n_p = 0;
     if (!key_ok(key, klen))
@@ -1296,7 +1339,7 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
         *n_p = 1;
         return MC_OK;
     }
-    obj_lease_read(m, o);
+    obj_lease_read(m, o, now);
     obj_granted(m, o, false);
     mc_evict_core_hit(m->evict, &o->node);
     o->flags |= OF_REUSED;
@@ -1332,10 +1375,12 @@ mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen
 
 mc_status_t mc_master_exist(mc_master_t *m, const char *key, size_t klen)
 {
-    return mc_master_exist_h(m, key, klen, key_ok(key, klen) ? master_key_hash(key, klen) : 0);
+    return mc_master_exist_h(m, key, klen, key_ok(key, klen) ? master_key_hash(key, klen) : 0,
+                             master_now(m));
 }
 
-mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash)
+mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash,
+                              uint64_t now)
 {
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
@@ -1343,7 +1388,7 @@ mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
         return master_disk_has(m, key, klen, hash) ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
     if (m->cfg.exist_key_extends_lease)
-        obj_lease_read(m, o);
+        obj_lease_read(m, o, now);
     return MC_OK;
 }
 

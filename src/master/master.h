@@ -276,14 +276,17 @@ mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen
 mc_status_t mc_master_exist(mc_master_t *m, const char *key, size_t klen);
 mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uint64_t *size_p);
 
-/* Batch lookups: hash n keys into hashes[] and prefetch their table slots, then call the _h
- * variants (same semantics as above) with hashes[i]. keys are borrowed for the call. */
-void mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const size_t *klens,
-                              size_t n, uint32_t *hashes);
+/* Batch lookups: hash n keys into hashes[] and prefetch their records; returns the master's
+ * clock reading for the batch. Then call the _h variants (same semantics as above) with
+ * hashes[i] and that reading as now, with no other master call in between: every read lease
+ * the batch grants ends at now + the lease TTL. keys are borrowed for the call. */
+uint64_t mc_master_lookup_prepare(mc_master_t *m, const char *const *keys, const size_t *klens,
+                                  size_t n, uint32_t *hashes);
 mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash,
-                                     mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
-                                     uint64_t *checksum_p);
-mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash);
+                                     uint64_t now, mc_master_replica_t *reps, uint32_t *n_p,
+                                     uint64_t *size_p, uint64_t *checksum_p);
+mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint32_t hash,
+                              uint64_t now);
 
 /* Remove: OBJECT_HAS_LEASE while leased unless force; REPLICA_IS_NOT_READY while being
  * written (in-flight puts are only ever revoked by their writer or the timeouts). A forced

@@ -122,10 +122,11 @@ static void put_opts(const McRpc__ReplicateConfig *c, mc_master_put_opts_t *o)
     o->n_preferred_segments = c->n_preferred_segments;
 }
 
-/* Hashes and prefetches a batch of keys (arena memory); NULL on allocation failure. */
+/* Hashes and prefetches a batch of keys (arena memory); *now_p: the batch's clock reading
+ * for the _h calls (mc_master_lookup_prepare). NULL on allocation failure. */
 static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
                                const ProtobufCBinaryData *keys, size_t n, const char ***keys_p,
-                               size_t **klens_p)
+                               size_t **klens_p, uint64_t *now_p)
 {
     const char **k = ALLOC_N(call, const char *, n);
     size_t *kl = ALLOC_N(call, size_t, n);
@@ -134,7 +135,7 @@ static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
         return NULL;
     for (size_t i = 0; i < n; i++)
         k[i] = wkey(call, keys[i], &kl[i]);
-    mc_master_lookup_prepare(m, k, kl, n, h);
+    *now_p = mc_master_lookup_prepare(m, k, kl, n, h);
     *keys_p = k;
     *klens_p = kl;
     return h;
@@ -300,9 +301,10 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     const char **ks = NULL;
     size_t *kls = NULL;
     uint32_t *hs = NULL;
+    uint64_t now = 0;
     mc_master_retired_t retired = {.max = MC_RPC_MAX_RETIRED};
     if (call->opcode == MC_OP_BATCH_EXIST_KEY &&
-        !(hs = prepare_batch(m, call, q->keys, q->n_keys, &ks, &kls)))
+        !(hs = prepare_batch(m, call, q->keys, q->n_keys, &ks, &kls, &now)))
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < q->n_keys; i++) {
         size_t kl = kls ? kls[i] : 0;
@@ -315,7 +317,7 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
                                  : MC_ERR_INVALID_PARAMS;
             break;
         case MC_OP_BATCH_EXIST_KEY:
-            r->statuses[i] = mc_master_exist_h(m, k, kl, hs[i]);
+            r->statuses[i] = mc_master_exist_h(m, k, kl, hs[i], now);
             break;
         case MC_OP_BATCH_REMOVE:
             r->statuses[i] = mc_master_remove(m, k, kl, q->force, &retired);
@@ -523,15 +525,17 @@ static mc_status_t h_promotion(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
 
 /* ---------------------------------------------------------------- get */
 
-/* GetReplicaList's answer for one key (grants the read lease), built in arena a. Also used for
- * the placements of the placement feed (poll_resp). */
+/* GetReplicaList's answer for one key (grants the read lease; hash and now from
+ * mc_master_lookup_prepare), built in arena a. Also used for the placements of the placement
+ * feed (poll_resp). */
 static mc_status_t fill_replica_list(mc_master_t *m, mc_rpc_arena_t *a, const char *key,
-                                     size_t klen, uint32_t hash, McRpc__ReplicaListResponse *r)
+                                     size_t klen, uint32_t hash, uint64_t now,
+                                     McRpc__ReplicaListResponse *r)
 {
     mc_rpc__replica_list_response__init(r);
     mc_master_replica_t reps[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
-    r->status = mc_master_get_replicas_h(m, key, klen, hash, reps, &n, &r->size, &r->checksum);
+    r->status = mc_master_get_replicas_h(m, key, klen, hash, now, reps, &n, &r->size, &r->checksum);
     if (r->status == MC_OK) {
         r->replicas = reps_out(a, reps, n);
         if (!r->replicas)
@@ -553,8 +557,8 @@ static mc_status_t h_get_replica_list(void *ctx, mc_rpc_call_t *call, const Prot
     size_t kl;
     const char *k = wkey(call, q->key, &kl);
     uint32_t h = 0;
-    mc_master_lookup_prepare(ctx, &k, &kl, 1, &h);
-    return fill_replica_list(ctx, call->arena, k, kl, h, r);
+    uint64_t now = mc_master_lookup_prepare(ctx, &k, &kl, 1, &h);
+    return fill_replica_list(ctx, call->arena, k, kl, h, now, r);
 }
 
 static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
@@ -574,11 +578,12 @@ static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
     McRpc__ReplicaListResponse *items = ALLOC_N(call, McRpc__ReplicaListResponse, q->n_keys);
     const char **k;
     size_t *kl;
-    uint32_t *h = prepare_batch(ctx, call, q->keys, q->n_keys, &k, &kl);
+    uint64_t now;
+    uint32_t *h = prepare_batch(ctx, call, q->keys, q->n_keys, &k, &kl, &now);
     if (!r->results || !items || !h)
         return MC_ERR_NO_MEMORY;
     for (size_t i = 0; i < q->n_keys; i++) {
-        mc_status_t st = fill_replica_list(ctx, call->arena, k[i], kl[i], h[i], &items[i]);
+        mc_status_t st = fill_replica_list(ctx, call->arena, k[i], kl[i], h[i], now, &items[i]);
         if (st != MC_OK)
             return st;
         r->results[i] = &items[i];
@@ -831,8 +836,8 @@ static McRpc__ReplicaListResponse *ev_placement(mc_master_t *m, mc_rpc_arena_t *
     }
     uint32_t h = 0;
     size_t kl = ev->klen;
-    mc_master_lookup_prepare(m, &ev->key, &kl, 1, &h);
-    *st_p = fill_replica_list(m, a, ev->key, kl, h, pl);
+    uint64_t now = mc_master_lookup_prepare(m, &ev->key, &kl, 1, &h);
+    *st_p = fill_replica_list(m, a, ev->key, kl, h, now, pl);
     return *st_p == MC_OK && pl->status == MC_OK ? pl : NULL;
 }
 
