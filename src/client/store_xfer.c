@@ -439,7 +439,9 @@ const uint64_t *store_plan_engine_hash(const xfer_plan_t *p, size_t first, size_
 mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                               mc_te_transfer_t *x, unsigned char *failed)
 {
-    mc_te_xfer_status_t *sts = x ? mc_calloc(p->n, sizeof(*sts)) : NULL;
+    mc_te_xfer_status_t *sts = NULL; /* NULL (no memory): every object of a failure fails */
+    if (x && mc_array_reserve(&p->sts, &p->cap_sts, p->n, 16) == MC_OK)
+        sts = p->sts;
     mc_status_t st = start_st;
     if (x)
         st = mc_te_transfer_wait(s->te, x, sts);
@@ -450,7 +452,6 @@ mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_s
         }
         MC_LOG_WARN("transfer of %zu requests failed: %s", p->n, mc_status_str(st));
     }
-    mc_free(sts);
     return st;
 }
 
@@ -458,8 +459,10 @@ mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_s
  * of whole objects (a plan adds each object's requests together), and done(arg, owner) runs for
  * each object of a step once the step is final, failed[owner] set if one of its requests did
  * not complete, while the later steps keep arriving: the caller hashes an object while it is
- * still in the CPU caches, next to the transfer rather than after it. Objects not passed to
- * done (the transfer stopped early, or none was started) are the caller's to check after. */
+ * still in the CPU caches, next to the transfer rather than after it. The last step's wait is
+ * the transfer's final one (a batch of small objects is one step: one wait, as
+ * store_plan_finish). Objects not passed to done (the transfer stopped early, or none was
+ * started) are the caller's to check after. */
 #define FINISH_STEP (1u << 20)
 mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                                    mc_te_transfer_t *x, unsigned char *failed,
@@ -470,14 +473,17 @@ mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t st
     if (!x || mc_array_reserve(&p->sts, &p->cap_sts, p->n, 16) != MC_OK)
         return store_plan_finish(s, p, start_st, x, failed);
     mc_te_xfer_status_t *sts = p->sts;
-    size_t reported = 0; /* requests whose statuses sts holds */
+    mc_status_t st = MC_OK;
     for (size_t r = 0, e = 0; r < p->n; r = e) {
         uint64_t bytes = 0;
         while (e < p->n && (bytes < FINISH_STEP || p->owner[e] == p->owner[e - 1]))
             bytes += p->reqs[e++].length;
-        if (mc_te_transfer_wait_some(s->te, x, e, sts) != MC_OK)
+        if (e == p->n) { /* the last step (often the only one): the final wait itself */
+            st = mc_te_transfer_wait(s->te, x, sts);
+            x = NULL;
+        } else if (mc_te_transfer_wait_some(s->te, x, e, sts) != MC_OK) {
             break; /* the final wait below reports it */
-        reported = e;
+        }
         uint64_t now_ms = mc_now_ms(); /* one clock read per step: after all its bytes landed */
         for (size_t q = r, first = r; q < e; q++) {
             if (sts[q].state != MC_TE_COMPLETED && failed)
@@ -488,8 +494,8 @@ mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t st
             }
         }
     }
-    /* every request already reported: the final wait need not fill the statuses again */
-    mc_status_t st = mc_te_transfer_wait(s->te, x, reported == p->n ? NULL : sts);
+    if (x) /* a step failed: the rest is waited for here */
+        st = mc_te_transfer_wait(s->te, x, sts);
     if (st != MC_OK) {
         for (size_t i = 0; i < p->n && failed; i++)
             if (sts[i].state != MC_TE_COMPLETED)
