@@ -415,9 +415,12 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved, mc_te
     bool reads = false;
     for (size_t i = 0; i < p->n && !reads; i++)
         reads = p->reqs[i].opcode == MC_TE_READ;
-    /* the engine clears the entries it is given (kept across a reused plan's runs) */
-    if (reads && mc_array_reserve(&p->hashes, &p->cap_hashes, p->n, 16) == MC_OK)
+    /* cleared here too: a reused plan's array holds the last run's hashes, and a start that
+     * fails early must not leave them to be taken for this run's */
+    if (reads && mc_array_reserve(&p->hashes, &p->cap_hashes, p->n, 16) == MC_OK) {
+        memset(p->hashes, 0, p->n * sizeof(*p->hashes));
         return mc_te_transfer_start_hashed(s->te, p->reqs, p->n, reserved, p->hashes, x);
+    }
     mc_free(p->hashes);
     p->hashes = NULL;
     p->cap_hashes = 0;
