@@ -139,15 +139,17 @@ static void touch(mc_hint_table_t *t, size_t e)
     t->sets[e / MC_HINT_WAYS].used[e % MC_HINT_WAYS] = (uint32_t)++t->tick;
 }
 
-/* Prefetches entry e whole (it spans two cache lines). */
+/* Prefetches entry e whole (112 bytes: two or three cache lines). */
 static void prefetch_entry(const mc_hint_table_t *t, size_t e, int rw)
 {
     const char *p = (const char *)&t->entries[e];
     if (rw) {
         __builtin_prefetch(p, 1);
+        __builtin_prefetch(p + 64, 1);
         __builtin_prefetch(p + sizeof(entry_t) - 1, 1);
     } else {
         __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
         __builtin_prefetch(p + sizeof(entry_t) - 1);
     }
 }
