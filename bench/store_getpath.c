@@ -105,7 +105,8 @@ static void *gp_thread_main(void *p)
 }
 
 /* CPU microseconds per key of the last round's reading threads (their own CPU time only:
- * unlike req/s, it leaves out time the threads spent descheduled on a shared machine). */
+ * unlike req/s, it leaves out time the threads spent descheduled on a shared machine, though
+ * not cache contention or steal time). */
 static double gp_cpu_us_per_key(const gp_thread_t *ts, const gp_shape_t *sh)
 {
     uint64_t ns = 0;
