@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct gp_shape {
     const char *name;
@@ -58,6 +59,7 @@ typedef struct gp_thread {
     mc_store_t *store;
     mc_te_t *te;
     uint64_t errors;
+    uint64_t cpu_ns; /* this thread's CPU time for its calls (CLOCK_THREAD_CPUTIME_ID) */
     pthread_barrier_t *barrier;
 } gp_thread_t;
 
@@ -74,11 +76,19 @@ bool mc_bench_list_has(const char *list, const char *name)
     return false;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void *gp_thread_main(void *p)
 {
     gp_thread_t *t = p;
     const gp_shape_t *sh = t->sh;
     pthread_barrier_wait(t->barrier);
+    uint64_t cpu0 = thread_cpu_ns();
     for (uint32_t k = 0; k < sh->calls; k++) {
         const char **keys = t->keys + (size_t)k * sh->batch;
         if (t->kind == GP_TE) {
@@ -90,7 +100,19 @@ static void *gp_thread_main(void *p)
         for (uint32_t i = 0; i < sh->batch; i++)
             t->errors += t->got[i] != (int64_t)sh->value;
     }
+    t->cpu_ns = thread_cpu_ns() - cpu0;
     return NULL;
+}
+
+/* CPU microseconds per key of the last round's reading threads (their own CPU time only:
+ * unlike req/s, it leaves out time the threads spent descheduled on a shared machine, though
+ * not cache contention or steal time). */
+static double gp_cpu_us_per_key(const gp_thread_t *ts, const gp_shape_t *sh)
+{
+    uint64_t ns = 0;
+    for (uint32_t i = 0; i < sh->threads; i++)
+        ns += ts[i].cpu_ns;
+    return (double)ns / 1e3 / ((double)sh->threads * sh->calls * sh->batch);
 }
 
 /* One round over every key of the shape; returns req/s (0 if any read failed), *errors. */
@@ -208,9 +230,11 @@ static double ratio(double store, double te)
     return store > 0 && te > 0 ? store / te : 0;
 }
 
-/* One repetition's figures (req/s; 0 = a round with errors). */
+/* One repetition's figures (req/s; 0 = a round with errors; *_cpu: CPU us per key of the
+ * reading threads). */
 typedef struct gp_rep {
     double te, te_before, te_after, cold, warm, first, first_fed;
+    double te_cpu, warm_cpu, cpu_ratio; /* cpu_ratio: te_cpu / warm_cpu */
     uint64_t errors;
     uint64_t fed_lookups, fed_unpushed; /* the fed round's master lookups; keys not pushed */
     uint64_t cold_lookups;              /* the writer's cold round's master lookups */
@@ -249,7 +273,8 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
     gp_thread_t *ts = mc_calloc(sh->threads, sizeof(*ts));
     uint32_t warm_n = cfg->warm_rounds ? cfg->warm_rounds : 1;
     double *warm = mc_calloc(warm_n, sizeof(double));
-    int rc = ts && warm ? 0 : 1;
+    double *warm_cpu = mc_calloc(warm_n, sizeof(double));
+    int rc = ts && warm && warm_cpu ? 0 : 1;
     uint64_t fed_pushed0 = cfg->fed ? gp_stats(cfg->fed).feed_placements : 0;
     for (uint32_t i = 0; i < sh->threads && rc == 0; i++)
         rc = gp_thread_init(&ts[i], sh, rep, i, cfg->writer) ||
@@ -261,6 +286,7 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->errors += e;
         out->te_before = gp_round(ts, sh, GP_TE, NULL, te, &e);
         out->errors += e;
+        double te_cpu_before = gp_cpu_us_per_key(ts, sh);
         if (cfg->fed)
             out->first_fed = gp_fed_round(cfg, ts, sh, fed_pushed0, out);
         uint64_t lookups0 = gp_stats(cfg->writer).master_lookups;
@@ -269,14 +295,19 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->cold_lookups = gp_stats(cfg->writer).master_lookups - lookups0;
         for (uint32_t r = 0; r < warm_n; r++) {
             warm[r] = gp_round(ts, sh, GP_STORE, cfg->writer, NULL, &e);
+            warm_cpu[r] = gp_cpu_us_per_key(ts, sh);
             out->errors += e;
         }
         out->first = gp_round(ts, sh, GP_STORE, cfg->other, NULL, &e);
         out->errors += e;
         out->te_after = gp_round(ts, sh, GP_TE, NULL, te, &e);
         out->errors += e;
+        out->te_cpu = (te_cpu_before + gp_cpu_us_per_key(ts, sh)) / 2;
         qsort(warm, warm_n, sizeof(double), cmp_double);
         out->warm = warm[warm_n / 2];
+        qsort(warm_cpu, warm_n, sizeof(double), cmp_double);
+        out->warm_cpu = warm_cpu[warm_n / 2];
+        out->cpu_ratio = ratio(out->te_cpu, out->warm_cpu);
         out->te = out->te_before > 0 && out->te_after > 0 ? (out->te_before + out->te_after) / 2
                                                           : 0;
     }
@@ -284,6 +315,7 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         gp_thread_free(&ts[i]);
     mc_free(ts);
     mc_free(warm);
+    mc_free(warm_cpu);
     mc_store_remove_all(cfg->writer, true);
     return rc;
 }
@@ -328,14 +360,15 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
            "\"store_over_te_warm\":%.2f,\"store_over_te_first\":%.2f,"
            "\"store_over_te_cold\":%.2f,\"first_fed_req_s\":%.0f,"
            "\"store_over_te_first_fed\":%.2f,\"fed_lookups\":%llu,\"fed_unpushed\":%llu,"
-           "\"cold_lookups\":%llu,\"date\":\"%s\"}\n",
+           "\"cold_lookups\":%llu,\"te_cpu_us_per_key\":%.3f,\"warm_cpu_us_per_key\":%.3f,"
+           "\"store_over_te_warm_cpu\":%.2f,\"date\":\"%s\"}\n",
            sh->name, cfg->transport, (unsigned long long)sh->value, sh->batch, sh->threads,
            (unsigned long long)sh->threads * sh->calls * sh->batch, n,
            (unsigned long long)errors, MED(te), MED(cold), MED(warm), MED(first),
            MED(te) * gib, MED(warm) * gib, MED(first) * gib, MED_RATIO(warm), MED_RATIO(first),
            MED_RATIO(cold), MED(first_fed), MED_RATIO(first_fed),
            (unsigned long long)fed_lookups, (unsigned long long)fed_unpushed,
-           (unsigned long long)cold_lookups, date);
+           (unsigned long long)cold_lookups, MED(te_cpu), MED(warm_cpu), MED(cpu_ratio), date);
 #undef MED
 #undef MED_RATIO
     fflush(stdout);

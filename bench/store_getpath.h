@@ -34,7 +34,9 @@ bool mc_bench_list_has(const char *list, const char *name);
  * first read, and their ratios to the engine (store_over_te_*), each the median over cfg->reps
  * repetitions on fresh keys; fed_lookups and fed_unpushed (sums over the repetitions) say how
  * many of the fed reads asked the master and how many keys the feed had not delivered when
- * the fed round started; cold_lookups the same for the writer's cold round. Keys are removed
+ * the fed round started; cold_lookups the same for the writer's cold round; te_cpu_us_per_key,
+ * warm_cpu_us_per_key and store_over_te_warm_cpu the reading threads' own CPU time per key
+ * (engine, warm store rounds) and its ratio, engine over store. Keys are removed
  * after each shape. Returns 0, or 1 when a shape could not run (setup failure; read errors are
  * reported in the line and void its ratios). */
 int mc_getpath_run(const mc_getpath_cfg_t *cfg);

@@ -1,8 +1,9 @@
 /* Replica hint table (replica_hint.h): a set-associative cache from key to where this client
  * last saw the key's bytes, with the read lease that came with them.
  *
- * Layout: n_sets sets of MC_HINT_WAYS ways; a set's tags (a key's XXH3, 0 = empty) share one
- * cache line and their last-use ticks the next, the entries live in a parallel array. The
+ * Layout: n_sets sets of MC_HINT_WAYS ways; a set's tags (32 bits of a key's XXH3, 0 = empty)
+ * and their last-use ticks share one cache line, the entries live in a parallel array. A
+ * lookup touches that line, its entry and the key copy, and a batch prefetches all three. The
  * memory is allocated at the first set (table_alloc), so a process that only serves never pays
  * for it. The batch calls go through a batch's keys in stages (set lines, then entries, then
  * key copies), prefetching what the next stage reads for every key before any key uses it:
@@ -28,12 +29,16 @@ typedef struct entry {
     mc_replica_hint_t h;
 } entry_t;
 
-/* One set: the tags (0 = empty way) fill one cache line, the ways' last-use ticks the next
- * (table tick of the last set or hit: the least recent way goes). */
+/* One set, one cache line: the ways' tags (0 = empty way; the key's XXH3 picks the set with its
+ * high 32 bits and gives the tag with its low 32: a tag match is confirmed by the key copy) and
+ * their last-use ticks (the low 32 bits of the table tick at the last set or hit; the way whose
+ * tick lies furthest behind the table's goes, which is exact while a set sees a use at least
+ * every 2^32 ticks and otherwise only picks a less recent victim: a hint is a guess). */
 typedef struct set {
-    _Alignas(64) uint64_t tag[MC_HINT_WAYS];
-    uint64_t used[MC_HINT_WAYS];
+    _Alignas(64) uint32_t tag[MC_HINT_WAYS];
+    uint32_t used[MC_HINT_WAYS];
 } set_t;
+_Static_assert(sizeof(set_t) == 64, "a set is one cache line");
 
 struct mc_hint_table {
     pthread_mutex_t mu;
@@ -50,10 +55,11 @@ static size_t entries_bytes(const mc_hint_table_t *t);
 static bool table_alloc(mc_hint_table_t *t);
 static uint64_t key_tag(const char *key);
 static size_t set_of(const mc_hint_table_t *t, uint64_t tag);
+static uint32_t way_tag(uint64_t tag);
+static void touch(mc_hint_table_t *t, size_t e);
 static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag);
 static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
                       const uint64_t *tags, size_t *e);
-static void prefetch_set(const mc_hint_table_t *t, uint64_t tag);
 static size_t claim_locked(mc_hint_table_t *t, uint64_t tag);
 
 mc_hint_table_t *mc_hint_table_new(size_t entries)
@@ -110,15 +116,42 @@ void mc_hint_table_free(mc_hint_table_t *t)
     mc_free(t);
 }
 
+/* A key's XXH3 (set_of and way_tag take their halves of it). */
 static uint64_t key_tag(const char *key)
 {
-    uint64_t h = mc_hash_str(key);
-    return h ? h : 1;
+    return mc_hash_str(key);
 }
 
 static size_t set_of(const mc_hint_table_t *t, uint64_t tag)
 {
-    return (size_t)((tag >> 32) % t->n_sets); /* low bits stay free for the tag compare */
+    return (size_t)((tag >> 32) % t->n_sets); /* the low bits stay free for the way's tag */
+}
+
+static uint32_t way_tag(uint64_t tag)
+{
+    uint32_t w = (uint32_t)tag;
+    return w ? w : 1; /* 0 marks an empty way */
+}
+
+/* Marks entry e as just used. Under t->mu. */
+static void touch(mc_hint_table_t *t, size_t e)
+{
+    t->sets[e / MC_HINT_WAYS].used[e % MC_HINT_WAYS] = (uint32_t)++t->tick;
+}
+
+/* Prefetches entry e whole (112 bytes: two or three cache lines). */
+static void prefetch_entry(const mc_hint_table_t *t, size_t e, int rw)
+{
+    const char *p = (const char *)&t->entries[e];
+    if (rw) {
+        __builtin_prefetch(p, 1);
+        __builtin_prefetch(p + 64, 1);
+        __builtin_prefetch(p + sizeof(entry_t) - 1, 1);
+    } else {
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
+        __builtin_prefetch(p + sizeof(entry_t) - 1);
+    }
 }
 
 /* Index of key's entry, or SIZE_MAX. Under t->mu. */
@@ -128,21 +161,15 @@ static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag)
         return SIZE_MAX;
     size_t si = set_of(t, tag);
     const set_t *st = &t->sets[si];
+    uint32_t wt = way_tag(tag);
     for (int w = 0; w < MC_HINT_WAYS; w++) {
-        if (st->tag[w] != tag)
+        if (st->tag[w] != wt)
             continue;
         size_t e = si * MC_HINT_WAYS + (size_t)w;
         if (strcmp(t->entries[e].key, key) == 0)
             return e;
     }
     return SIZE_MAX;
-}
-
-static void prefetch_set(const mc_hint_table_t *t, uint64_t tag)
-{
-    const set_t *st = &t->sets[set_of(t, tag)];
-    __builtin_prefetch(st->tag);
-    __builtin_prefetch(st->used);
 }
 
 /* find() for keys[0..k) (NULL keys skipped; tags[i] = key_tag(keys[i])) into e[i], in stages:
@@ -153,16 +180,17 @@ static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
 {
     for (size_t i = 0; i < k; i++)
         if (keys[i])
-            prefetch_set(t, tags[i]);
+            __builtin_prefetch(&t->sets[set_of(t, tags[i])], 1); /* a hit writes its tick */
     for (size_t i = 0; i < k; i++) { /* the first way with the tag: almost always the key */
         e[i] = SIZE_MAX;
         if (!keys[i])
             continue;
         size_t si = set_of(t, tags[i]);
+        uint32_t wt = way_tag(tags[i]);
         for (int w = 0; w < MC_HINT_WAYS; w++) {
-            if (t->sets[si].tag[w] == tags[i]) {
+            if (t->sets[si].tag[w] == wt) {
                 e[i] = si * MC_HINT_WAYS + (size_t)w;
-                __builtin_prefetch(&t->entries[e[i]]);
+                prefetch_entry(t, e[i], 0);
                 break;
             }
         }
@@ -176,20 +204,25 @@ static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
 }
 
 /* A way for a key of this tag that is not in the table: an empty one, else the least recently
- * used; its tag is set (the caller fills the entry). Under t->mu. */
+ * used (its tick furthest behind the table's); its tag is set (the caller fills the entry).
+ * Under t->mu. */
 static size_t claim_locked(mc_hint_table_t *t, uint64_t tag)
 {
     size_t si = set_of(t, tag), w = 0;
     set_t *st = &t->sets[si];
+    uint32_t now = (uint32_t)t->tick, oldest = 0;
     for (size_t c = 0; c < MC_HINT_WAYS; c++) {
         if (st->tag[c] == 0) {
             w = c;
             break;
         }
-        if (st->used[c] < st->used[w])
+        uint32_t age = now - st->used[c]; /* modulo 2^32 */
+        if (age >= oldest) {
+            oldest = age;
             w = c;
+        }
     }
-    st->tag[w] = tag;
+    st->tag[w] = way_tag(tag);
     return si * MC_HINT_WAYS + w;
 }
 
@@ -233,8 +266,8 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
                 e[i] = claim_locked(t, tags[i]);
                 claimed[i] = true;
             }
-            t->sets[e[i] / MC_HINT_WAYS].used[e[i] % MC_HINT_WAYS] = ++t->tick;
-            __builtin_prefetch(&t->entries[e[i]], 1);
+            touch(t, e[i]);
+            prefetch_entry(t, e[i], 1);
         }
         for (size_t i = 0; i < k; i++)
             if (claimed[i] && t->entries[e[i]].key)
@@ -294,7 +327,7 @@ void mc_hint_get_many(mc_hint_table_t *t, size_t n, const char *const *keys,
             if (e[i] == SIZE_MAX)
                 continue;
             out[base + i] = t->entries[e[i]].h;
-            t->sets[e[i] / MC_HINT_WAYS].used[e[i] % MC_HINT_WAYS] = ++t->tick;
+            touch(t, e[i]);
             hit[base + i] = true;
         }
         pthread_mutex_unlock(&t->mu);

@@ -528,6 +528,7 @@ void mc_store_destroy(mc_store_t *s)
         mc_te_destroy(s->te);
     }
     mc_hint_table_free(s->hints);
+    store_scratch_pool_fini(&s->scratch);
     mc_free(s->metrics);
     pthread_cond_destroy(&s->hb_cond);
     pthread_mutex_destroy(&s->hb_lock);

@@ -62,6 +62,7 @@ typedef struct bget_key {
 #define BGET_PIPE_MIN 64
 #define BGET_PIPE_FIRST 32
 #define BGET_MAX_SUBS 16 /* 16 * 2^k keys per sub-batch reach STORE_MAX_BATCH well before */
+_Static_assert(BGET_MAX_SUBS + 1 == STORE_SCRATCH_PLANS, "a plan per sub-batch and the early one");
 
 /* One sub-batch of the lookup: listed keys [lo, hi) (bget_t.idx), their lookup, their reads. */
 typedef struct bget_sub {
@@ -69,11 +70,13 @@ typedef struct bget_sub {
     uint64_t t0;                /* when its lookup was sent (its leases count from then) */
     McRpc__BatchKeyRequest req; /* req.keys: allocated by bget_lookup_send, freed by _recv */
     mc_master_inflight_t in;    /* the lookup in flight */
-    xfer_plan_t plan;
+    xfer_plan_t *plan;          /* in the batch's scratch */
 } bget_sub_t;
 
 /* One batch get, from bget_init to bget_free. The arrays that the hint table and the transfer
- * plans take whole (early, hinted, failed, learn*) stay arrays; the rest is per key in k. */
+ * plans take whole (early, hinted, failed, learn*) stay arrays; the rest is per key in k. All
+ * of them and the plans live in a scratch taken from the handle's pool (store_scratch_t) and
+ * handed back by bget_free, so a warm batch makes no allocation of its own. */
 typedef struct bget {
     mc_store_t *s;
     size_t n;
@@ -94,7 +97,9 @@ typedef struct bget {
     const char **learn_keys;
     mc_replica_hint_t *learn;
     size_t n_learn;
-    xfer_plan_t early_plan;
+    uint64_t lease_hits, spec_hits;   /* added to the handle's counters once, at the end */
+    store_scratch_t *scratch;
+    xfer_plan_t *early_plan;          /* scratch->plans[0]; sub-batch j has plans[1 + j] */
     mc_te_transfer_t *early_x;        /* early_plan in flight (bget_read_early) */
     mc_status_t early_st;
     bool early_done;                  /* early_plan finished (after the first lookup) */
@@ -141,9 +146,9 @@ static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb);
 static void bget_lookup_and_read(bget_t *b);
 static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse *rl,
                            xfer_plan_t *plan);
-static void bget_check_key(bget_t *b, size_t i);
-static void bget_check_done(void *arg, size_t i, size_t first, size_t last);
-static void bget_verify_key(bget_t *b, size_t i);
+static void bget_check_key(bget_t *b, size_t i, uint64_t now_ms);
+static void bget_check_done(void *arg, size_t i, size_t first, size_t last, uint64_t now_ms);
+static void bget_verify_key(bget_t *b, size_t i, uint64_t now_ms);
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
                                     void **heap, int64_t *results);
@@ -609,21 +614,44 @@ static int64_t batch_get_alone(mc_store_t *s, const char *key, void **heap_slot,
     return st == MC_OK ? (int64_t)len : st;
 }
 
+/* Room for `count` elements of `size` bytes at *off of the scratch block (16-byte aligned
+ * starts); returns where they start. */
+static size_t bget_carve(size_t *off, size_t count, size_t size)
+{
+    size_t at = (*off + 15) & ~(size_t)15;
+    *off = at + count * size;
+    return at;
+}
+
+/* Takes a scratch and lays the arrays out in it: k, early, hinted and failed are zeroed (read
+ * before every key is written); the others are written before they are read. */
 static mc_status_t bget_init(bget_t *b)
 {
-    size_t n = b->n;
-    b->k = mc_calloc(n, sizeof(*b->k));
-    b->early = mc_calloc(n, sizeof(*b->early));
-    b->hinted = mc_calloc(n, sizeof(*b->hinted));
-    b->failed = mc_calloc(n, 1);
-    b->req_keys = mc_calloc(n, sizeof(*b->req_keys));
-    b->idx = mc_calloc(n, sizeof(*b->idx));
-    b->learn_keys = mc_calloc(n, sizeof(*b->learn_keys));
-    b->learn = mc_calloc(n, sizeof(*b->learn));
-    mc_rpc_arena_init(&b->resp_arena, 256 * n + 1024);
-    if (!b->k || !b->early || !b->hinted || !b->failed || !b->req_keys || !b->idx ||
-        !b->learn_keys || !b->learn)
+    size_t n = b->n, off = 0;
+    mc_rpc_arena_init(&b->resp_arena, 256 * n + 1024); /* allocates at its first answer */
+    size_t o_k = bget_carve(&off, n, sizeof(*b->k));
+    size_t o_early = bget_carve(&off, n, sizeof(*b->early));
+    size_t o_hinted = bget_carve(&off, n, sizeof(*b->hinted));
+    size_t o_failed = bget_carve(&off, n, sizeof(*b->failed));
+    size_t zeroed = off;
+    size_t o_req = bget_carve(&off, n, sizeof(*b->req_keys));
+    size_t o_idx = bget_carve(&off, n, sizeof(*b->idx));
+    size_t o_lk = bget_carve(&off, n, sizeof(*b->learn_keys));
+    size_t o_learn = bget_carve(&off, n, sizeof(*b->learn));
+    b->scratch = store_scratch_take(&b->s->scratch);
+    char *mem = b->scratch ? store_scratch_arrays(b->scratch, off) : NULL;
+    if (!mem)
         return MC_ERR_NO_MEMORY;
+    memset(mem, 0, zeroed);
+    b->k = (bget_key_t *)(mem + o_k);
+    b->early = (mc_replica_hint_t *)(mem + o_early);
+    b->hinted = (bool *)(mem + o_hinted);
+    b->failed = (unsigned char *)(mem + o_failed);
+    b->req_keys = (char **)(mem + o_req);
+    b->idx = (size_t *)(mem + o_idx);
+    b->learn_keys = (const char **)(mem + o_lk);
+    b->learn = (mc_replica_hint_t *)(mem + o_learn);
+    b->early_plan = &b->scratch->plans[0];
     return MC_OK;
 }
 
@@ -637,18 +665,8 @@ static void bget_free(bget_t *b, mc_status_t st)
             b->heap[i] = NULL;
         }
     }
-    for (size_t j = 0; j < b->n_sub; j++)
-        store_plan_free(&b->sub[j].plan); /* the answers live in resp_arena */
-    store_plan_free(&b->early_plan);
-    mc_free(b->k);
-    mc_free(b->early);
-    mc_free(b->hinted);
-    mc_free(b->failed);
-    mc_free(b->req_keys);
-    mc_free(b->idx);
-    mc_free(b->learn_keys);
-    mc_free(b->learn);
-    mc_rpc_arena_destroy(&b->resp_arena);
+    store_scratch_give(&b->s->scratch, b->scratch); /* its plans emptied, whatever happened */
+    mc_rpc_arena_destroy(&b->resp_arena);            /* the answers */
 }
 
 /* Where key i's bytes go: its heap buffer, or the caller's parts. */
@@ -679,7 +697,7 @@ static bool bget_early_key(bget_t *b, size_t i, uint64_t now, uint64_t cap)
     b->k[i].early_read = true;
     size_t kn;
     const struct iovec *kp = bget_dest(b, i, &kn);
-    if (store_plan_add(b->s, &b->early_plan, MC_TE_READ, h->endpoint, h->addr, h->size, kp, kn,
+    if (store_plan_add(b->s, b->early_plan, MC_TE_READ, h->endpoint, h->addr, h->size, kp, kn,
                        i) != MC_OK)
         b->failed[i] = 1;
     return !leased;
@@ -705,7 +723,7 @@ static void bget_read_early(bget_t *b)
         b->req_keys[b->m] = (char *)b->keys[i];
         b->idx[b->m++] = i;
     }
-    b->early_st = store_plan_start(b->s, &b->early_plan, b->m > 0, &b->early_x);
+    b->early_st = store_plan_start(b->s, b->early_plan, b->m > 0, &b->early_x);
 }
 
 /* Finishes the early reads (once): right after the first lookup, before any other transfer is
@@ -715,8 +733,8 @@ static void bget_finish_early(bget_t *b)
     if (b->early_done)
         return;
     b->early_done = true; /* leased keys are checked as they land; guesses need the answer */
-    b->done_plan = &b->early_plan;
-    store_plan_finish_each(b->s, &b->early_plan, b->early_st, b->early_x, b->failed,
+    b->done_plan = b->early_plan;
+    store_plan_finish_each(b->s, b->early_plan, b->early_st, b->early_x, b->failed,
                            bget_check_done, b);
 }
 
@@ -725,7 +743,8 @@ static bget_sub_t *bget_sub_next(bget_t *b, size_t lo, size_t *size)
 {
     bget_sub_t *sb = &b->sub[b->n_sub++];
     bool last = b->m - lo < 2 * *size || b->n_sub == BGET_MAX_SUBS;
-    *sb = (bget_sub_t){.lo = lo, .hi = last ? b->m : lo + *size};
+    *sb = (bget_sub_t){.lo = lo, .hi = last ? b->m : lo + *size,
+                       .plan = &b->scratch->plans[b->n_sub]}; /* plans[0]: early reads */
     *size *= 2;
     return sb;
 }
@@ -768,7 +787,7 @@ static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb)
     store_grants_present(s, br->grants, br->n_grants);
     for (size_t j = 0; j < m; j++) {
         b->k[b->idx[sb->lo + j]].t0 = sb->t0;
-        bget_plan_read(b, b->idx[sb->lo + j], br->results[j], &sb->plan);
+        bget_plan_read(b, b->idx[sb->lo + j], br->results[j], sb->plan);
     }
     return MC_OK;
 }
@@ -799,11 +818,12 @@ static void bget_lookup_and_read(bget_t *b)
         if (next) /* first: the master answers while cur's objects arrive (or are copied) */
             bget_lookup_send(b, next);
         mc_te_transfer_t *x;
-        mc_status_t st = store_plan_start(b->s, &cur->plan, true, &x);
-        b->done_plan = &cur->plan;
-        store_plan_finish_each(b->s, &cur->plan, st, x, b->failed, bget_check_done, b);
+        mc_status_t st = store_plan_start(b->s, cur->plan, true, &x);
+        b->done_plan = cur->plan;
+        store_plan_finish_each(b->s, cur->plan, st, x, b->failed, bget_check_done, b);
+        uint64_t now = mc_now_ms();
         for (size_t q = cur->lo; q < cur->hi; q++) /* those without a read of their own */
-            bget_check_key(b, b->idx[q]);
+            bget_check_key(b, b->idx[q], now);
         cur = next;
     }
     bget_finish_early(b); /* no lookup at all */
@@ -861,7 +881,11 @@ static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse
  * failed: bget_verify_key gets it alone. */
 static void bget_read_disk(bget_t *b)
 {
-    size_t n = b->n;
+    size_t n = b->n, n_disk = 0;
+    for (size_t i = 0; i < n; i++)
+        n_disk += b->k[i].disk && b->k[i].rl;
+    if (n_disk == 0)
+        return;
     size_t *idx = mc_calloc(n, sizeof(*idx)), *kns = mc_calloc(n, sizeof(*kns));
     const char **keys = mc_calloc(n, sizeof(*keys));
     uint64_t *sizes = mc_calloc(n, sizeof(*sizes)), *hashes = mc_calloc(n, sizeof(*hashes));
@@ -907,8 +931,9 @@ static void bget_read_disk(bget_t *b)
 }
 
 /* Phase 4a, key i once its bytes have landed (or its read failed): whether they count (read
- * completed, lease still running now, checksum). Runs once per key. */
-static void bget_check_key(bget_t *b, size_t i)
+ * completed, lease still running at now_ms, a clock read after they landed; checksum). Runs
+ * once per key. */
+static void bget_check_key(bget_t *b, size_t i, uint64_t now_ms)
 {
     bget_key_t *k = &b->k[i];
     const McRpc__ReplicaListResponse *rl = k->rl;
@@ -920,7 +945,7 @@ static void bget_check_key(bget_t *b, size_t i)
     uint64_t size = rl ? rl->size : h->size, sum = rl ? rl->checksum : h->checksum;
     uint64_t until = rl ? k->t0 + rl->lease_ttl_ms : h->lease_until_ms;
     k->checked = true;
-    k->lease_ok = mc_now_ms() <= until;
+    k->lease_ok = now_ms <= until;
     if (b->failed[i] || !k->lease_ok)
         return;
     uint64_t got = k->engine_hashed && k->engine_len == size ? k->engine_hash
@@ -930,7 +955,7 @@ static void bget_check_key(bget_t *b, size_t i)
 
 /* store_plan_finish_each's callback: key i's read (requests [first, last] of b->done_plan) is
  * final; keeps the engine's checksum of its bytes if it computed one. */
-static void bget_check_done(void *arg, size_t i, size_t first, size_t last)
+static void bget_check_done(void *arg, size_t i, size_t first, size_t last, uint64_t now_ms)
 {
     bget_t *b = arg;
     bget_key_t *k = &b->k[i];
@@ -940,12 +965,13 @@ static void bget_check_done(void *arg, size_t i, size_t first, size_t last)
     k->engine_hashed = eh != NULL;
     k->engine_hash = eh ? *eh : 0;
     k->engine_len = len;
-    bget_check_key(b, i);
+    bget_check_key(b, i, now_ms);
 }
 
-/* Phase 4b, key i: settles its result from bget_check_key's verdict and records what the
- * lookup taught; a key that failed is fetched alone (fresh lease, every replica). */
-static void bget_verify_key(bget_t *b, size_t i)
+/* Phase 4b, key i: settles its result from bget_check_key's verdict (now_ms: read after every
+ * transfer of the batch ended) and records what the lookup taught; a key that failed is
+ * fetched alone (fresh lease, every replica). */
+static void bget_verify_key(bget_t *b, size_t i, uint64_t now_ms)
 {
     mc_store_t *s = b->s;
     const bget_key_t *k = &b->k[i];
@@ -953,7 +979,7 @@ static void bget_verify_key(bget_t *b, size_t i)
     const mc_replica_hint_t *h = &b->early[i];
     if (!rl && !h->lease_until_ms)
         return; /* not read: its result is already set */
-    bget_check_key(b, i); /* keys read early under a lease only */
+    bget_check_key(b, i, now_ms); /* keys read early under a lease only */
     size_t kn;
     const struct iovec *kp = bget_dest(b, i, &kn);
     uint64_t size = rl ? rl->size : h->size;
@@ -961,7 +987,7 @@ static void bget_verify_key(bget_t *b, size_t i)
     if (k->ok) {
         b->results[i] = (int64_t)size;
         if (!rl) {
-            atomic_fetch_add(&s->n_lease_hits, 1);
+            b->lease_hits++;
             return;
         }
         if (k->disk)
@@ -971,7 +997,7 @@ static void bget_verify_key(bget_t *b, size_t i)
         else
             mc_hint_drop(s->hints, b->keys[i]);
         if (k->early_read)
-            atomic_fetch_add(&s->n_spec_hits, 1);
+            b->spec_hits++;
     } else if (rl && !lease_ok) {
         b->results[i] = MC_ERR_LEASE_EXPIRED;
     } else {
@@ -1016,9 +1042,12 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         bget_read_early(&b);
         bget_lookup_and_read(&b);
         bget_read_disk(&b);
+        uint64_t now = mc_now_ms();
         for (size_t i = 0; i < n; i++)
-            bget_verify_key(&b, i);
+            bget_verify_key(&b, i, now);
         mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);
+        atomic_fetch_add(&s->n_lease_hits, b.lease_hits);
+        atomic_fetch_add(&s->n_spec_hits, b.spec_hits);
     }
     bget_free(&b, st);
     if (s->metrics) {

@@ -52,6 +52,43 @@
 #define STAMP_MAX 16                     /* old replicas stamped per key (the master keeps fewer) */
 #define STAMP_WAIT_MAX_MS 600000         /* cap on store_stamp_wait (a lease TTL, from the net) */
 
+/* A list of TE requests built for one operation; owner[i] says which object (batch index)
+ * request i belongs to. Local replicas (in our own segment) are copied directly when added. */
+typedef struct xfer_plan {
+    mc_te_request_t *reqs;
+    size_t *owner;
+    size_t n;
+    size_t cap_reqs, cap_owner; /* mc_array_reserve */
+    /* the segment of the last remote endpoint added: a batch's objects mostly live on a few
+     * storage servers, so most adds skip mc_te_segment_open (its lock and search) */
+    char seg_endpoint[MC_TE_NAME_MAX]; /* "" = none yet */
+    mc_te_segment_t seg;
+    /* per request, from store_plan_start to store_plan_free: the XXH3 of the bytes a same-host
+     * read delivered, when the engine computed it while copying (te_hashed.h); NULL if the
+     * array could not be had (every object is then hashed by the caller) */
+    mc_te_read_hash_t *hashes;
+    size_t cap_hashes;
+    mc_te_xfer_status_t *sts; /* per request: store_plan_finish_each's statuses */
+    size_t cap_sts;
+} xfer_plan_t;
+
+/* Reusable scratch of the batch gets (store_get.c): one block for the per-key arrays and the
+ * batch's transfer plans, kept with their capacity between calls so that a warm batch
+ * allocates nothing of its own. A handle keeps up to STORE_SCRATCH_POOL idle ones
+ * (mc_store.scratch: a thread takes one for the length of a call; more threads at once make
+ * more); one that grew past STORE_SCRATCH_KEEP_MAX bytes is freed instead of kept. */
+#define STORE_SCRATCH_POOL 4
+#define STORE_SCRATCH_PLANS 17 /* a batch get's early reads and its 16 lookup sub-batches */
+#define STORE_SCRATCH_KEEP_MAX (8u << 20)
+typedef struct store_scratch {
+    void *mem;   /* store_scratch_arrays */
+    size_t cap;  /* its bytes */
+    xfer_plan_t plans[STORE_SCRATCH_PLANS]; /* empty (n = 0) whenever the scratch is taken */
+} store_scratch_t;
+typedef struct store_scratch_pool {
+    _Atomic(store_scratch_t *) slot[STORE_SCRATCH_POOL]; /* NULL = empty */
+} store_scratch_pool_t;
+
 /* The client handle (mooncake/store.h: mc_store_t). Owned by whoever called mc_store_create;
  * mc_store_destroy stops both threads before freeing it. */
 struct mc_store {
@@ -76,6 +113,7 @@ struct mc_store {
      * plus the key; the default (32 MB + keys) keeps ~200 k hot keys without set overflows.
      * NULL = no speculative reads, no lease cache. */
     mc_hint_table_t *hints;
+    store_scratch_pool_t scratch;   /* idle batch-get scratches (lock-free slots) */
     bool lease_cache;               /* gets read under read leases still held (!lease_cache_off) */
     atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
     atomic_ullong n_feed_placements;
@@ -125,22 +163,6 @@ typedef struct store_disk store_disk_t;
 typedef struct reader_conn reader_conn_t;
 typedef struct store_xseg store_xseg_t;
 
-/* A list of TE requests built for one operation; owner[i] says which object (batch index)
- * request i belongs to. Local replicas (in our own segment) are copied directly when added. */
-typedef struct xfer_plan {
-    mc_te_request_t *reqs;
-    size_t *owner;
-    size_t n;
-    size_t cap_reqs, cap_owner; /* mc_array_reserve */
-    /* the segment of the last remote endpoint added: a batch's objects mostly live on a few
-     * storage servers, so most adds skip mc_te_segment_open (its lock and search) */
-    char seg_endpoint[MC_TE_NAME_MAX]; /* "" = none yet */
-    mc_te_segment_t seg;
-    /* per request, from store_plan_start to store_plan_free: the XXH3 of the bytes a same-host
-     * read delivered, when the engine computed it while copying (te_hashed.h); NULL if the
-     * array could not be had (every object is then hashed by the caller) */
-    mc_te_read_hash_t *hashes;
-} xfer_plan_t;
 
 /* ---- store_segments.c: extra segments, driven by the heartbeat and destroy (store.c) */
 
@@ -199,20 +221,37 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved,
 mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                               mc_te_transfer_t *x, unsigned char *failed);
 mc_status_t store_plan_run(mc_store_t *s, xfer_plan_t *p, unsigned char *failed);
+/* Empties p (no requests, no segment remembered) and keeps its arrays for the next use. */
+void store_plan_reset(xfer_plan_t *p);
 /* The engine's XXH3 of the bytes requests [first, last] of a plan that has run delivered, when
  * they are one request of `size` bytes that the engine copied and hashed itself (same host);
  * NULL otherwise: the caller hashes the bytes (store_iov_hash). */
 const uint64_t *store_plan_engine_hash(const xfer_plan_t *p, size_t first, size_t last,
                                        uint64_t size);
-/* store_plan_finish object by object (store_xfer.c): done(arg, owner, first, last) for each
- * object once its requests [first, last] are final (failed[owner] set if one did not
- * complete), while later ones still arrive; the objects not passed to done are the caller's to
- * handle after it returns. */
+/* store_plan_finish object by object (store_xfer.c): done(arg, owner, first, last, now_ms) for
+ * each object once its requests [first, last] are final (failed[owner] set if one did not
+ * complete), while later ones still arrive; now_ms: the clock read once after those requests
+ * were final (so no earlier than any of their bytes arrived). The objects not passed to done
+ * are the caller's to handle after it returns. */
 mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                                    mc_te_transfer_t *x, unsigned char *failed,
                                    void (*done)(void *arg, size_t owner, size_t first,
-                                                size_t last),
+                                                size_t last, uint64_t now_ms),
                                    void *arg);
+
+/* ---- store_xfer.c: the batch-get scratch pool (store_scratch_t) */
+
+/* An idle scratch of the pool, or a new empty one; NULL when out of memory. */
+store_scratch_t *store_scratch_take(store_scratch_pool_t *pool);
+/* w->mem with room for `bytes` (grown when smaller; the old contents are not kept), or NULL
+ * when out of memory. The caller carves its arrays out of it and initialises what it reads. */
+void *store_scratch_arrays(store_scratch_t *w, size_t bytes);
+/* Hands w back after a call, whatever its outcome: its plans are emptied (store_plan_reset)
+ * and it goes to a free slot of the pool, or is freed (no slot, or over
+ * STORE_SCRATCH_KEEP_MAX). NULL does nothing. */
+void store_scratch_give(store_scratch_pool_t *pool, store_scratch_t *w);
+/* Frees every idle scratch (mc_store_destroy; no call may be running). */
+void store_scratch_pool_fini(store_scratch_pool_t *pool);
 /* Hands the TE the data grants of a master answer (a tenant-bound client's; none otherwise),
  * before the plan that needs them runs (docs/security.md, "Data ports and tenants"). A grant
  * that cannot be presented is logged; the requests it covers then fail PERMISSION_DENIED. */

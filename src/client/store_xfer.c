@@ -136,7 +136,83 @@ void store_plan_free(xfer_plan_t *p)
     mc_free(p->reqs);
     mc_free(p->owner);
     mc_free(p->hashes);
+    mc_free(p->sts);
     memset(p, 0, sizeof(*p));
+}
+
+void store_plan_reset(xfer_plan_t *p)
+{
+    p->n = 0;
+    p->seg_endpoint[0] = '\0';
+}
+
+/* Bytes of arrays p holds. */
+static size_t plan_bytes(const xfer_plan_t *p)
+{
+    return p->cap_reqs * sizeof(*p->reqs) + p->cap_owner * sizeof(*p->owner) +
+           p->cap_hashes * sizeof(*p->hashes) + p->cap_sts * sizeof(*p->sts);
+}
+
+/* ------------------------------------------------------------------ batch-get scratch */
+
+store_scratch_t *store_scratch_take(store_scratch_pool_t *pool)
+{
+    for (size_t i = 0; i < STORE_SCRATCH_POOL; i++) {
+        store_scratch_t *w = atomic_exchange(&pool->slot[i], NULL);
+        if (w)
+            return w;
+    }
+    return MC_NEW(store_scratch_t); /* zeroed: empty plans, no arrays */
+}
+
+void *store_scratch_arrays(store_scratch_t *w, size_t bytes)
+{
+    if (bytes <= w->cap)
+        return w->mem;
+    size_t cap = w->cap ? w->cap : 4096;
+    while (cap < bytes)
+        cap = cap > SIZE_MAX / 2 ? bytes : cap * 2;
+    void *mem = mc_malloc(cap);
+    if (!mem)
+        return NULL;
+    mc_free(w->mem);
+    w->mem = mem;
+    w->cap = cap;
+    return mem;
+}
+
+static void scratch_free(store_scratch_t *w)
+{
+    for (size_t i = 0; i < STORE_SCRATCH_PLANS; i++)
+        store_plan_free(&w->plans[i]);
+    mc_free(w->mem);
+    mc_free(w);
+}
+
+void store_scratch_give(store_scratch_pool_t *pool, store_scratch_t *w)
+{
+    if (!w)
+        return;
+    size_t bytes = w->cap;
+    for (size_t i = 0; i < STORE_SCRATCH_PLANS; i++) {
+        store_plan_reset(&w->plans[i]);
+        bytes += plan_bytes(&w->plans[i]);
+    }
+    for (size_t i = 0; bytes <= STORE_SCRATCH_KEEP_MAX && i < STORE_SCRATCH_POOL; i++) {
+        store_scratch_t *empty = NULL;
+        if (atomic_compare_exchange_strong(&pool->slot[i], &empty, w))
+            return;
+    }
+    scratch_free(w);
+}
+
+void store_scratch_pool_fini(store_scratch_pool_t *pool)
+{
+    for (size_t i = 0; i < STORE_SCRATCH_POOL; i++) {
+        store_scratch_t *w = atomic_exchange(&pool->slot[i], NULL);
+        if (w)
+            scratch_free(w);
+    }
 }
 
 static mc_status_t plan_push(xfer_plan_t *p, const mc_te_request_t *r, size_t owner)
@@ -339,10 +415,15 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved, mc_te
     bool reads = false;
     for (size_t i = 0; i < p->n && !reads; i++)
         reads = p->reqs[i].opcode == MC_TE_READ;
-    mc_free(p->hashes);
-    p->hashes = reads ? mc_calloc(p->n, sizeof(*p->hashes)) : NULL;
-    if (p->hashes)
+    /* cleared here too: a reused plan's array holds the last run's hashes, and a start that
+     * fails early must not leave them to be taken for this run's */
+    if (reads && mc_array_reserve(&p->hashes, &p->cap_hashes, p->n, 16) == MC_OK) {
+        memset(p->hashes, 0, p->n * sizeof(*p->hashes));
         return mc_te_transfer_start_hashed(s->te, p->reqs, p->n, reserved, p->hashes, x);
+    }
+    mc_free(p->hashes);
+    p->hashes = NULL;
+    p->cap_hashes = 0;
     return reserved ? mc_te_transfer_start_reserved(s->te, p->reqs, p->n, x)
                     : mc_te_transfer_start(s->te, p->reqs, p->n, x);
 }
@@ -361,7 +442,9 @@ const uint64_t *store_plan_engine_hash(const xfer_plan_t *p, size_t first, size_
 mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                               mc_te_transfer_t *x, unsigned char *failed)
 {
-    mc_te_xfer_status_t *sts = x ? mc_calloc(p->n, sizeof(*sts)) : NULL;
+    mc_te_xfer_status_t *sts = NULL; /* NULL (no memory): every object of a failure fails */
+    if (x && mc_array_reserve(&p->sts, &p->cap_sts, p->n, 16) == MC_OK)
+        sts = p->sts;
     mc_status_t st = start_st;
     if (x)
         st = mc_te_transfer_wait(s->te, x, sts);
@@ -372,7 +455,6 @@ mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_s
         }
         MC_LOG_WARN("transfer of %zu requests failed: %s", p->n, mc_status_str(st));
     }
-    mc_free(sts);
     return st;
 }
 
@@ -380,41 +462,49 @@ mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_s
  * of whole objects (a plan adds each object's requests together), and done(arg, owner) runs for
  * each object of a step once the step is final, failed[owner] set if one of its requests did
  * not complete, while the later steps keep arriving: the caller hashes an object while it is
- * still in the CPU caches, next to the transfer rather than after it. Objects not passed to
- * done (the transfer stopped early, or none was started) are the caller's to check after. */
+ * still in the CPU caches, next to the transfer rather than after it. The last step's wait is
+ * the transfer's final one (a batch of small objects is one step: one wait, as
+ * store_plan_finish). Objects not passed to done (the transfer stopped early, or none was
+ * started) are the caller's to check after. */
 #define FINISH_STEP (1u << 20)
 mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                                    mc_te_transfer_t *x, unsigned char *failed,
                                    void (*done)(void *arg, size_t owner, size_t first,
-                                                size_t last),
+                                                size_t last, uint64_t now_ms),
                                    void *arg)
 {
-    mc_te_xfer_status_t *sts = x ? mc_calloc(p->n, sizeof(*sts)) : NULL;
-    if (!sts)
+    if (!x || mc_array_reserve(&p->sts, &p->cap_sts, p->n, 16) != MC_OK)
         return store_plan_finish(s, p, start_st, x, failed);
+    mc_te_xfer_status_t *sts = p->sts;
+    mc_status_t st = MC_OK;
     for (size_t r = 0, e = 0; r < p->n; r = e) {
         uint64_t bytes = 0;
         while (e < p->n && (bytes < FINISH_STEP || p->owner[e] == p->owner[e - 1]))
             bytes += p->reqs[e++].length;
-        if (mc_te_transfer_wait_some(s->te, x, e, sts) != MC_OK)
+        if (e == p->n) { /* the last step (often the only one): the final wait itself */
+            st = mc_te_transfer_wait(s->te, x, sts);
+            x = NULL;
+        } else if (mc_te_transfer_wait_some(s->te, x, e, sts) != MC_OK) {
             break; /* the final wait below reports it */
+        }
+        uint64_t now_ms = mc_now_ms(); /* one clock read per step: after all its bytes landed */
         for (size_t q = r, first = r; q < e; q++) {
             if (sts[q].state != MC_TE_COMPLETED && failed)
                 failed[p->owner[q]] = 1;
             if (q + 1 == e || p->owner[q + 1] != p->owner[q]) {
-                done(arg, p->owner[q], first, q);
+                done(arg, p->owner[q], first, q, now_ms);
                 first = q + 1;
             }
         }
     }
-    mc_status_t st = mc_te_transfer_wait(s->te, x, sts);
+    if (x) /* a step failed: the rest is waited for here */
+        st = mc_te_transfer_wait(s->te, x, sts);
     if (st != MC_OK) {
         for (size_t i = 0; i < p->n && failed; i++)
             if (sts[i].state != MC_TE_COMPLETED)
                 failed[p->owner[i]] = 1;
         MC_LOG_WARN("transfer of %zu requests failed: %s", p->n, mc_status_str(st));
     }
-    mc_free(sts);
     return st;
 }
 
