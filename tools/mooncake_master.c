@@ -124,7 +124,7 @@ static void on_signal(int sig)
 typedef struct flags {
     int64_t port, metrics_port, rpc_thread_num, max_threads, http_meta_port;
     int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
-    int64_t rpc_port, ha_ttl, ha_isr_ms;
+    int64_t rpc_port, ha_ttl, ha_isr_ms, ha_append_ms;
     int64_t rpc_max_conns, rpc_max_inflight, rpc_idle_s, rpc_slow_s, rpc_blocked_s;
     uint64_t rpc_mem_budget, rpc_conn_out_cap, ha_snap_bytes;
     double eviction_ratio, high_wm;
@@ -170,6 +170,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .tq_uri = "", .rpc_port = 0, .ha_ttl = 5, .ha_type = "etcd",
                    .ha_conn = "", .ha_snap_bytes = 64ull << 20, .ha_commit = "etcd",
                    .ha_isr_ms = 1000,
+                   .ha_append_ms = 100,
                    .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
                    .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
                    .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
@@ -329,6 +330,10 @@ static int parse_flags(flags_t *f, int argc, char **argv)
         {"ha_isr_timeout_ms", MC_OPT_INT, &f->ha_isr_ms, NULL,
          "--ha_commit=standbys: a standby that has not caught up with the leader for this long "
          "leaves the in-sync set (must be below the lease TTL)", 1, 60000},
+        {"ha_etcd_append_interval_ms", MC_OPT_INT, &f->ha_append_ms, NULL,
+         "--ha_commit=standbys: while the in-sync set is not empty, the leader appends its log "
+         "to etcd at most once per this many ms, each append taking everything queued "
+         "meanwhile (0 = back to back)", 0, 1000},
         {"ha_snapshot_bytes", MC_OPT_SIZE, &f->ha_snap_bytes, NULL,
          "--enable_ha: the leader writes a snapshot of its state into etcd after this many "
          "bytes of replicated log, and then drops the log a new standby no longer needs "
@@ -618,7 +623,8 @@ int main(int argc, char **argv)
                            .lease_ttl_s = (uint32_t)f.ha_ttl, .wal_dir = wal_dir,
                            .snapshot_bytes = f.ha_snap_bytes, .core_cfg = &so.cfg,
                            .commit_standbys = strcmp(f.ha_commit, "standbys") == 0,
-                           .isr_timeout_ms = (uint32_t)f.ha_isr_ms, .auth = auth};
+                           .isr_timeout_ms = (uint32_t)f.ha_isr_ms,
+                           .etcd_append_interval_ms = (uint32_t)f.ha_append_ms, .auth = auth};
         mc_status_t hst = mc_ha_create(&ho, &ha);
         /* a standby keeps its admin port (/health /role /leader /metrics) */
         mc_ha_http_t *standby_http = NULL;

@@ -64,7 +64,7 @@ typedef struct ha_group {
 typedef struct ha_kept {
     uint64_t id, first_seq, n, handed_ms;
     mc_buf_t recs;
-    struct ha_kept *next;
+    struct ha_kept *next, *prev; /* newer, older */
 } ha_kept_t;
 
 /* --ha_commit=standbys, leader: a standby that fetches (under app_mu). It counts for the
@@ -197,6 +197,7 @@ struct mc_ha {
      * in txns (its rate is the mean number of appends in flight) */
     atomic_uint_fast64_t st_txns, st_runs, st_groups, st_records, st_txn_us;
     uint64_t test_delay_ms;   /* MC_HA_TEST_APPEND_DELAY_MS: tests only, before each append */
+    uint64_t append_start_ms; /* when the last append started (app_mu; standbys mode's pacing) */
     uint64_t test_stall_id;   /* MC_HA_TEST_STALL_BATCH: tests only, this batch is never sent */
     /* what /health, /leader and /metrics show (under mu; any thread) */
     pthread_mutex_t mu;
@@ -281,7 +282,11 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     pthread_mutex_init(&ha->snap_mu, NULL);
     pthread_mutex_init(&ha->app_mu, NULL);
     pthread_mutex_init(&ha->core_mu, NULL);
-    pthread_cond_init(&ha->app_cv, NULL);
+    pthread_condattr_t cva;
+    pthread_condattr_init(&cva);
+    pthread_condattr_setclock(&cva, CLOCK_MONOTONIC); /* timed waits on mc_now_ms's clock */
+    pthread_cond_init(&ha->app_cv, &cva);
+    pthread_condattr_destroy(&cva);
     const char *fdelay = getenv("MC_HA_TEST_FETCH_DELAY_MS"); /* tests only */
     if (opts->commit_standbys && fdelay && *fdelay) {
         ha->test_fetch_delay_ms = strtoull(fdelay, NULL, 10);
@@ -647,6 +652,53 @@ static void register_standby(mc_ha_t *ha)
         ha->reg_applied = ha->batch_id;
 }
 
+/* --ha_commit=standbys: the records up to etcd's durable prefix that this standby already
+ * fetched from the leader are confirmed by the prefix alone instead of read back from etcd
+ * (which would move every byte of the log through etcd a second time). Only when the prefix
+ * was read in the same etcd revision as producer_view naming the view it fetched from: then
+ * every batch after ours up to the prefix was written by that leader, from the records it
+ * handed to its fetchers, in the same order. Otherwise (another view produces, etcd did not
+ * answer) follow reads and compares the batches as before. */
+static void skip_fetched(mc_ha_t *ha)
+{
+    pthread_mutex_lock(&ha->core_mu);
+    uint64_t view = ha->fetch_view;
+    pthread_mutex_unlock(&ha->core_mu);
+    if (!view)
+        return;
+    char vs[24];
+    snprintf(vs, sizeof(vs), "%" PRIu64, view);
+    mc_etcd_cmp_t same = {.key = ha->pv_key, .target = MC_ETCD_VALUE, .result = MC_ETCD_EQUAL,
+                          .value = vs, .value_len = strlen(vs)};
+    mc_etcd_op_t get = {.type = MC_ETCD_OP_RANGE, .key = ha->prefix_key};
+    mc_etcd_txn_resp_t r = {0};
+    int ok = 0;
+    if (mc_etcd_txn(ha->etcd, &same, 1, &get, 1, NULL, 0, &ok, &r) != MC_OK)
+        return;
+    uint64_t id = 0, seq = 0;
+    bool have = ok && r.n == 1 && r.ranges[0].n == 1 &&
+                parse_prefix(r.ranges[0].kvs[0].value, r.ranges[0].kvs[0].value_len, &id,
+                             &seq) == 0;
+    mc_etcd_txn_resp_free(&r);
+    if (!have)
+        return;
+    pthread_mutex_lock(&ha->core_mu);
+    if (ha->fetch_view == view && id > ha->batch_id && seq > ha->last_seq &&
+        seq <= ha->applied_seq) {
+        /* extra holds records last_seq+1 .. applied_seq: drop those up to seq */
+        size_t span = rec_span(mc_buf_head(&ha->extra), mc_buf_unread(&ha->extra),
+                               seq - ha->last_seq);
+        if (span != SIZE_MAX) {
+            mc_buf_consume(&ha->extra, span);
+            pthread_mutex_lock(&ha->mu);
+            ha->batch_id = id;
+            pthread_mutex_unlock(&ha->mu);
+            ha->last_seq = seq;
+        }
+    }
+    pthread_mutex_unlock(&ha->core_mu);
+}
+
 /* Applies the batches after ha->batch_id that are in etcd without a gap (each committed with
  * every earlier one: durable) to the table, in order; a batch after a missing one is an
  * append still in flight (or one a fenced leader never finished, which the next leader
@@ -662,6 +714,8 @@ static int follow(mc_ha_t *ha, bool *end_p)
         return 0;
     mc_free(val); /* a lower bound of the durable prefix (ha.md "Replicated log") */
     note_log(ha, id);
+    if (ha->o.commit_standbys)
+        skip_fetched(ha);
     for (;;) {
         char from[HA_KEY_MAX + 32];
         batch_key(ha, ha->batch_id + 1, from);
@@ -1161,6 +1215,25 @@ static void complete_runs(mc_ha_t *ha)
     update_release(ha);
 }
 
+/* Under app_mu, an appender about to take a run: with S non-empty, waits until
+ * etcd_append_interval_ms after the last append started (woken early by a change of S or a
+ * stop). true when it waited, false when the append may start now. */
+static bool pace_append(mc_ha_t *ha)
+{
+    if (!ha->o.commit_standbys || ha->s_size == 0 || ha->app_stop)
+        return false;
+    uint64_t due = ha->append_start_ms + ha->o.etcd_append_interval_ms, now = mc_now_ms();
+    if (now >= due)
+        return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (due - now) * 1000000ull;
+    ts.tv_sec += (time_t)(ns / 1000000000ull);
+    ts.tv_nsec = (long)(ns % 1000000000ull);
+    pthread_cond_timedwait(&ha->app_cv, &ha->app_mu, &ts);
+    return true;
+}
+
 /* An appender thread: takes the groups queued as a run, appends its batches (while other
  * threads append the runs before and after it), then makes what is durable with every
  * earlier run durable. When nothing is left in flight and durable_prefix trails the durable
@@ -1179,6 +1252,9 @@ static void *append_main(void *arg)
             pthread_cond_wait(&ha->app_cv, &ha->app_mu);
         if (!ha->q_head)
             break;
+        if (pace_append(ha))
+            continue; /* waited: S, the queue or stop may have changed */
+        ha->append_start_ms = mc_now_ms();
         ha_run_t *run = take_run(ha);
         pthread_mutex_unlock(&ha->app_mu);
         if (ha->test_delay_ms)
@@ -1654,6 +1730,18 @@ static void *isr_main(void *arg)
     return NULL;
 }
 
+/* Under app_mu: the oldest kept group holding a record after `after`, NULL when none. Searched
+ * from the newest: fetch positions are near the end, and the window holds seconds of groups. */
+static ha_kept_t *kept_after(const mc_ha_t *ha, uint64_t after)
+{
+    ha_kept_t *g = ha->kept_tail;
+    if (!g || g->first_seq + g->n - 1 <= after)
+        return NULL;
+    while (g->prev && g->prev->first_seq + g->prev->n - 1 > after)
+        g = g->prev;
+    return g;
+}
+
 /* Under app_mu: the records after `after` from the kept groups into out (at most cap bytes,
  * at least one record). MC_OK (count 0 when there is none yet) or MC_ERR_OUT_OF_RANGE (the
  * position is before the kept groups or after the last record handed over). */
@@ -1665,9 +1753,7 @@ static mc_status_t fetch_fill(mc_ha_t *ha, uint64_t after, size_t cap, mc_buf_t 
         return MC_ERR_OUT_OF_RANGE;
     if (after == ha->hand_seq)
         return MC_OK;
-    ha_kept_t *g = ha->kept_head;
-    while (g && g->first_seq + g->n - 1 <= after)
-        g = g->next;
+    ha_kept_t *g = kept_after(ha, after);
     if (!g || g->first_seq > after + 1)
         return MC_ERR_OUT_OF_RANGE;
     for (; g; g = g->next) {
@@ -1716,10 +1802,12 @@ static ha_member_t *member_ack(mc_ha_t *ha, const char *addr, uint64_t inc, uint
     uint64_t g = 0;
     if (mb->acked_seq == ha->hand_seq)
         g = ha->hand_group;
-    else if (ha->kept_head && mb->acked_seq + 1 >= ha->kept_head->first_seq)
-        for (ha_kept_t *k = ha->kept_head; k && k->first_seq + k->n - 1 <= mb->acked_seq;
-             k = k->next)
-            g = k->id;
+    else if (ha->kept_head && mb->acked_seq + 1 >= ha->kept_head->first_seq) {
+        /* the newest kept group it holds whole */
+        ha_kept_t *k = kept_after(ha, mb->acked_seq);
+        ha_kept_t *whole = k ? k->prev : ha->kept_tail;
+        g = whole ? whole->id : 0;
+    }
     mb->acked_group = g;
     if (g >= ha->hand_group)
         mb->caught_ms = now;
@@ -1857,6 +1945,7 @@ static void keep_group(mc_ha_t *ha, mc_rpc_server_t *srv, uint64_t id, const mc_
             ha->members[i].caught_ms = now;
     ha->hand_seq += n;
     ha->hand_group = id;
+    k->prev = ha->kept_tail;
     if (ha->kept_tail)
         ha->kept_tail->next = k;
     else
@@ -1870,7 +1959,9 @@ static void keep_group(mc_ha_t *ha, mc_rpc_server_t *srv, uint64_t id, const mc_
            (ha->kept_bytes > HA_KEEP_BYTES || now - ha->kept_head->handed_ms > HA_KEEP_MS)) {
         ha_kept_t *d = ha->kept_head;
         ha->kept_head = d->next;
-        if (!ha->kept_head)
+        if (ha->kept_head)
+            ha->kept_head->prev = NULL;
+        else
             ha->kept_tail = NULL;
         ha->kept_bytes -= mc_buf_unread(&d->recs);
         mc_buf_free(&d->recs);
