@@ -176,6 +176,7 @@ struct mc_ha {
     bool isr_running;
     int s_size;               /* members of S as committed */
     atomic_uint_fast64_t st_isr_removals, st_isr_txns;
+    atomic_uint_fast64_t st_confirmed; /* standby: fetched records confirmed by the prefix */
     /* --ha_commit=standbys, standby: the fetch thread applies the leader's records beyond the
      * etcd log to the table; under core_mu: core, last_seq (the etcd log position), applied_seq
      * (the table's), extra (the records applied beyond last_seq, framed), inc, core_gen (a new
@@ -690,6 +691,8 @@ static void skip_fetched(mc_ha_t *ha)
                                seq - ha->last_seq);
         if (span != SIZE_MAX) {
             mc_buf_consume(&ha->extra, span);
+            atomic_fetch_add_explicit(&ha->st_confirmed, seq - ha->last_seq,
+                                      memory_order_relaxed);
             pthread_mutex_lock(&ha->mu);
             ha->batch_id = id;
             pthread_mutex_unlock(&ha->mu);
@@ -2269,6 +2272,10 @@ void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
                      &ha->st_isr_removals);
         prom_counter(b, "master_ha_isr_txns_total", "Writes of S this leader committed",
                      &ha->st_isr_txns);
+        prom_counter(b, "master_ha_log_confirmed_records_total",
+                     "Standby: records fetched from the leader that etcd's durable prefix "
+                     "confirmed without reading the log back",
+                     &ha->st_confirmed);
         mc_prom_help_type(b, "master_ha_fetch_lag_records", "gauge",
                           "Leader: records the slowest member of S has not acknowledged; "
                           "standby: records it had not applied at its last fetch answer");

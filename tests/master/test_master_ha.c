@@ -1000,6 +1000,11 @@ static void test_standbys_slow_standby_leaves_s(void **state)
     assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
     assert_int_equal(mount(c, CLIENT, "segW", 1 << 30, 64 << 20, 0x21, false), MC_OK);
     put_n(c, "w", 0, 5);
+    /* the standby confirms what it fetched by etcd's durable prefix, without reading it back */
+    uint64_t t0 = mc_now_ms();
+    while (metric(b, "master_ha_log_confirmed_records_total") == 0 && mc_now_ms() - t0 < 10000)
+        mc_sleep_ms(50);
+    assert_true(metric(b, "master_ha_log_confirmed_records_total") > 0);
     kill(b->pid, SIGSTOP);
     put_n(c, "w", 5, 5); /* acknowledged (durable in etcd); b leaves S after the timeout */
     wait_admin(a->mport, "/metrics", "master_ha_isr_removals_total 1\n");
