@@ -486,23 +486,6 @@ static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
     return C_DONE;
 }
 
-/* Starts the loads of slice s's first source and destination lines (and with them their pages'
- * translations) while shm_submit copies the slice before it. A small value read at random from
- * a large segment otherwise begins with a TLB and a cache miss that the copy waits for; one line
- * is enough, the copy's own streaming takes over after it (a whole 4 KiB ahead competed with
- * the current copy and was slower). Under the read lock; touches nothing but the cache. */
-static void prefetch_slice(const shm_peer_t *sp, const mc_te_slice_t *s)
-{
-    ptrdiff_t i = mc_segment_desc_find(&sp->desc->d, s->remote, s->len);
-    if (i < 0 || !sp->bufs[i].map)
-        return;
-    const shm_rbuf_t *b = &sp->bufs[i];
-    const uint8_t *remote = b->base + (s->remote - b->addr);
-    bool read = s->opcode == MC_TE_READ;
-    __builtin_prefetch(read ? remote : s->local, 0, 3);
-    __builtin_prefetch(read ? s->local : remote, 1, 3);
-}
-
 /* Drop *cur (the descriptor this submit works with) from the peer's cache, fetch the current
  * one and rebuild sp for it; *cur is then the new one. MC_OK, or why not (*cur unchanged when
  * the fetch failed). Not under sp->lock (the fetch may go to the network). */
@@ -576,8 +559,6 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
         for (int attempt = 0;; attempt++) {
             mc_status_t cst = MC_ERR_OUT_OF_RANGE;
             pthread_rwlock_rdlock(&sp->lock);
-            if (sp->desc && attempt == 0 && i + 1 < n)
-                prefetch_slice(sp, slices[i + 1]);
             int r = sp->desc ? copy_slice(sp, s, &cst) : C_STALE;
             pthread_rwlock_unlock(&sp->lock);
             if (r == C_DONE || r == C_FENCED) {
