@@ -279,7 +279,7 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     ha->core_cfg.wal_dir = NULL; /* the standby's table has no WAL until it is promoted */
     /* standbys mode logs each create-once PutStart's allocation (held like any acknowledging
      * reply, mc_ha_before_reply), so that a new leader keeps it for its writer */
-    ha->core_cfg.ha_log_put_starts = opts->commit_standbys;
+    ha->core_cfg.ha_log_put_starts = opts->commit_standbys && !opts->unlogged_put_starts;
     ha->o.core_cfg = NULL;
     pthread_mutex_init(&ha->mu, NULL);
     pthread_mutex_init(&ha->snap_mu, NULL);

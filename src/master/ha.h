@@ -45,6 +45,10 @@ typedef struct mc_ha_opts {
     /* a member of S that has not caught up with the groups handed over for this long is
      * removed from S (in etcd, before anything is released without it); 1..TTL-1 ms */
     uint32_t isr_timeout_ms;
+    /* --ha_log_put_starts=false (standbys mode only): create-once PutStarts are not logged and
+     * answer as light replies, as in etcd mode (faster puts; a new leader does not know their
+     * allocations: docs/internals/ha.md "Not yet") */
+    bool unlogged_put_starts;
     /* --ha_commit=standbys with S non-empty: etcd appends start at most once per this many ms,
      * each taking every group queued meanwhile (etcd's CPU is the standbys' and the leader's
      * on a small host); 0 = as soon as the previous one is done. 0..1000 */
