@@ -633,6 +633,9 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
             master_obj_unlink_free(m, o);
         o = next;
     }
+    for (size_t i = 0; i < m->n_clients; i++) /* their writers: client_ttl from now to call */
+        if (m->clients[i].n_writing)
+            m->clients[i].last_ping_ms = now;
     (void)lost;
     master_disk_replay_finish(m, now);
     return MC_OK;
