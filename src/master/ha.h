@@ -75,7 +75,8 @@ uint64_t mc_ha_view(const mc_ha_t *ha);
  * Returns the RPC server's ticket: the last group handed over while it is not yet durable
  * (every reply of this iteration may expose its changes), else 0; *light_p: the last group
  * that freed or mounted space while it is not yet durable, else 0 (the light answers, PutStarts
- * that placed every key, depend on nothing else); in standbys mode the returned ticket (a
+ * that placed every key, depend on nothing else); in standbys mode with logged PutStarts
+ * (--ha_log_put_starts) the returned ticket (a
  * PutStart waits for its own PUT_START record). Exits the process when fenced (here or on
  * an appender thread, without releasing anything). */
 uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p);
