@@ -129,7 +129,7 @@ typedef struct flags {
     uint64_t rpc_mem_budget, rpc_conn_out_cap, ha_snap_bytes;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
-    bool multi_tenants;
+    bool multi_tenants, ha_log_put_starts;
     bool enable_offload, offload_on_evict; /* the local-disk tier (disk-tier.md, "Master") */
     bool promotion_on_hit, offload_force_evict;
     int64_t offload_queue_limit, promotion_threshold, promo_queue_limit, promo_per_beat;
@@ -170,7 +170,7 @@ static int parse_flags(flags_t *f, int argc, char **argv)
                    .tq_uri = "", .rpc_port = 0, .ha_ttl = 5, .ha_type = "etcd",
                    .ha_conn = "", .ha_snap_bytes = 64ull << 20, .ha_commit = "etcd",
                    .ha_isr_ms = 1000,
-                   .ha_append_ms = 100,
+                   .ha_append_ms = 100, .ha_log_put_starts = true,
                    .rpc_max_conns = MC_RPC_DEFAULT_MAX_CONNS,
                    .rpc_max_inflight = MC_RPC_DEFAULT_MAX_INFLIGHT,
                    .rpc_idle_s = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000,
@@ -334,6 +334,10 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "--ha_commit=standbys: while the in-sync set is not empty, the leader appends its log "
          "to etcd at most once per this many ms, each append taking everything queued "
          "meanwhile (0 = back to back)", 0, 1000},
+        {"ha_log_put_starts", MC_OPT_BOOL, &f->ha_log_put_starts, NULL,
+         "--ha_commit=standbys: log each create-once PutStart's allocation and answer it once "
+         "the in-sync set applied it, so that a new leader keeps that space for its writer "
+         "(false: faster puts, as in etcd mode; docs/internals/ha.md)", 0, 0},
         {"ha_snapshot_bytes", MC_OPT_SIZE, &f->ha_snap_bytes, NULL,
          "--enable_ha: the leader writes a snapshot of its state into etcd after this many "
          "bytes of replicated log, and then drops the log a new standby no longer needs "
@@ -624,6 +628,7 @@ int main(int argc, char **argv)
                            .snapshot_bytes = f.ha_snap_bytes, .core_cfg = &so.cfg,
                            .commit_standbys = strcmp(f.ha_commit, "standbys") == 0,
                            .isr_timeout_ms = (uint32_t)f.ha_isr_ms,
+                           .unlogged_put_starts = !f.ha_log_put_starts,
                            .etcd_append_interval_ms = (uint32_t)f.ha_append_ms, .auth = auth};
         mc_status_t hst = mc_ha_create(&ho, &ha);
         /* a standby keeps its admin port (/health /role /leader /metrics) */

@@ -278,6 +278,9 @@ mc_status_t mc_ha_create(const mc_ha_opts_t *opts, mc_ha_t **ha_p)
     ha->o = *opts;
     ha->core_cfg = *opts->core_cfg;
     ha->core_cfg.wal_dir = NULL; /* the standby's table has no WAL until it is promoted */
+    /* standbys mode logs each create-once PutStart's allocation (held like any acknowledging
+     * reply, mc_ha_before_reply), so that a new leader keeps it for its writer */
+    ha->core_cfg.ha_log_put_starts = opts->commit_standbys && !opts->unlogged_put_starts;
     ha->o.core_cfg = NULL;
     pthread_mutex_init(&ha->mu, NULL);
     pthread_mutex_init(&ha->snap_mu, NULL);
@@ -1510,8 +1513,13 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
      * allocation may lie in that space, which a new leader without that group would still
      * count as its old owner's (or not know) */
     uint64_t durable = atomic_load(&ha->released_group); /* the release rule's */
-    *light_p = durable < ha->space_group ? ha->space_group : 0;
-    return durable < ha->next_group ? ha->next_group : 0;
+    uint64_t ticket = durable < ha->next_group ? ha->next_group : 0;
+    /* in standbys mode a PutStart's own PUT_START record is in this group: no light replies */
+    if (ha->core_cfg.ha_log_put_starts)
+        *light_p = ticket;
+    else
+        *light_p = durable < ha->space_group ? ha->space_group : 0;
+    return ticket;
 }
 
 void mc_ha_quiesce(mc_ha_t *ha)

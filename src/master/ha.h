@@ -45,6 +45,10 @@ typedef struct mc_ha_opts {
     /* a member of S that has not caught up with the groups handed over for this long is
      * removed from S (in etcd, before anything is released without it); 1..TTL-1 ms */
     uint32_t isr_timeout_ms;
+    /* --ha_log_put_starts=false (standbys mode only): create-once PutStarts are not logged and
+     * answer as light replies, as in etcd mode (faster puts; a new leader does not know their
+     * allocations: docs/internals/ha.md "Not yet") */
+    bool unlogged_put_starts;
     /* --ha_commit=standbys with S non-empty: etcd appends start at most once per this many ms,
      * each taking every group queued meanwhile (etcd's CPU is the standbys' and the leader's
      * on a small host); 0 = as soon as the previous one is done. 0..1000 */
@@ -71,7 +75,9 @@ uint64_t mc_ha_view(const mc_ha_t *ha);
  * Returns the RPC server's ticket: the last group handed over while it is not yet durable
  * (every reply of this iteration may expose its changes), else 0; *light_p: the last group
  * that freed or mounted space while it is not yet durable, else 0 (the light answers, PutStarts
- * that placed every key, depend on nothing else). Exits the process when fenced (here or on
+ * that placed every key, depend on nothing else); in standbys mode with logged PutStarts
+ * (--ha_log_put_starts) the returned ticket (a
+ * PutStart waits for its own PUT_START record). Exits the process when fenced (here or on
  * an appender thread, without releasing anything). */
 uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p);
 /* --ha_commit=standbys, the leader's MC_OP_HA_FETCH handler (ctx = the mc_ha_t; loop thread):

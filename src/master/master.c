@@ -496,7 +496,9 @@ static void obj_destroy(mc_master_t *m, obj_t *o, bool log)
     uint64_t floor = obj_grant_floor(o), now = floor ? master_now(m) : 0;
     for (uint32_t i = 0; i < o->n_rep; i++)
         rep_release(m, &o->rep[i], floor, now);
-    if (log && o->state == OBJ_READABLE)
+    /* a pending put's PUT_START (HA standbys mode) is superseded by a REMOVE of its key */
+    if ((log && o->state == OBJ_READABLE) ||
+        (o->state == OBJ_WRITING && m->cfg.ha_log_put_starts))
         master_wal_log_remove(m, obj_key(o), o->klen);
     master_obj_unlink_free(m, o);
 }
@@ -1170,6 +1172,8 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     }
     memcpy(o->rep, r, n * sizeof(r[0]));
     master_list_push(&m->writing, o);
+    if (!upsert) /* its allocation in the replicated log (HA standbys mode) */
+        master_wal_log_put_start(m, o, cid);
     for (uint32_t i = 0; i < n; i++)
         fill_rep(m, o, &o->rep[i], &reps[i], 1);
     *n_p = n;

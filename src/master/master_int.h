@@ -216,6 +216,9 @@ void master_wal_log_unmount(mc_master_t *m, uint32_t seg_id);
 /* frees: the object lost replicas (a replica clear), not a PutEnd's first commit */
 void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees);
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
+/* A create-once PutStart's allocation (cfg.ha_log_put_starts with the replicated log on);
+ * a COMMIT or REMOVE of its key supersedes it. */
+void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16]);
 /* Appends the record encoded in b (freed) to the log, marked as freeing no memory space (a
  * light PutStart need not wait for it); nothing while recovering or without a
  * WAL. The disk tier encodes its own records (master_disk.c). */

@@ -53,6 +53,23 @@ static void enc_commit(mc_master_t *m, mc_wal_buf_t *b, obj_t *o)
     mc_wal_put_str(b, obj_key(o), o->klen);
 }
 
+/* PUT_START: the writer's client id, then a COMMIT's payload (checksum 0): the allocation a
+ * create-once PutStart made, so that a new HA leader keeps it for its writer. */
+static void enc_put_start(mc_master_t *m, mc_wal_buf_t *b, obj_t *o, const uint8_t cid[16])
+{
+    mc_wal_put_bytes(b, cid, 16);
+    enc_commit(m, b, o);
+}
+
+/* The id of the client with that serial (a WRITING object's owner); NULL when unknown. */
+static const uint8_t *client_id_of(const mc_master_t *m, uint32_t serial)
+{
+    for (size_t i = 0; i < m->n_clients; i++)
+        if (m->clients[i].serial == serial)
+            return m->clients[i].id;
+    return NULL;
+}
+
 /* space: the record changes which space is free or mounted (ha_log_space) */
 static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
 {
@@ -105,6 +122,15 @@ void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees)
     mc_wal_buf_t b = {0};
     enc_commit(m, &b, o);
     wal_append(m, MC_WAL_COMMIT, &b, frees);
+}
+
+void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
+{
+    if (!m->wal_on || m->recovering || !m->ha_log_on || !m->cfg.ha_log_put_starts)
+        return;
+    mc_wal_buf_t b = {0};
+    enc_put_start(m, &b, o, cid);
+    wal_append(m, MC_WAL_PUT_START, &b, false);
 }
 
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen)
@@ -180,6 +206,18 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
         mc_wal_buf_t b = {0};
         enc_commit(m, &b, o);
         bad |= b.err || mc_wal_writer_append(&w, MC_WAL_COMMIT, b.b.data, b.b.len) != MC_OK;
+        mc_buf_free(&b.b);
+    }
+    /* the pending puts the log holds (HA standbys mode), so that a standby starting from this
+     * snapshot keeps their space too */
+    for (obj_t *o = m->cfg.ha_log_put_starts && m->ha_log_on ? m->writing.head : NULL; o && !bad;
+         o = (obj_t *)o->node.next_tag) {
+        const uint8_t *cid = client_id_of(m, o->owner);
+        if (!cid)
+            continue;
+        mc_wal_buf_t b = {0};
+        enc_put_start(m, &b, o, cid);
+        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_PUT_START, b.b.data, b.b.len) != MC_OK;
         mc_buf_free(&b.b);
     }
     if (!bad)
@@ -307,7 +345,8 @@ static void replay_kill_obj(mc_master_t *m, obj_t *o)
         if (s && o->rep[i].blk < s->n_ext && s->ext[o->rep[i].blk].obj) {
             s->ext[o->rep[i].blk].obj = NULL;
             s->n_dead_ext++;
-            s->last_free_ms = master_now(m); /* leases on it may run until now + a lease */
+            if (o->state == OBJ_READABLE) /* no read lease names a pending put's space */
+                s->last_free_ms = master_now(m); /* leases on it may run until now + a lease */
         }
     }
     master_obj_unlink_free(m, o);
@@ -416,8 +455,10 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
     return 0;
 }
 
-/* COMMIT: the object (replacing any of the same key), readable (leased by replay_finish). */
-static int replay_commit(mc_master_t *m, mc_wal_rd_t *r)
+/* COMMIT (cid NULL): the object (replacing any of the same key), readable (leased by
+ * replay_finish). PUT_START (cid: its writer): the same, WRITING, owned by that client (known
+ * from now on, not greeted: its first Ping still asks for a re-mount). */
+static int replay_commit(mc_master_t *m, mc_wal_rd_t *r, const uint8_t *cid)
 {
     uint64_t size = mc_wal_get_u64(r), sum = mc_wal_get_u64(r);
     uint8_t flags = mc_wal_get_u8(r), n = mc_wal_get_u8(r);
@@ -437,15 +478,26 @@ static int replay_commit(mc_master_t *m, mc_wal_rd_t *r)
     obj_t *old = master_obj_find(m, key, kl, h);
     if (old)
         replay_kill_obj(m, old);
+    client_t *c = cid ? master_client_touch(m, cid, NULL) : NULL;
+    if (cid && !c)
+        return 1;
     obj_t *o = master_obj_new(m, key, kl, h, n);
     if (!o)
         return 1;
-    o->state = OBJ_READABLE;
     o->size = size;
     o->checksum = sum;
     o->flags = flags;
     master_obj_set_nrep(m, o, n);
-    master_readable_link(m, o);
+    if (c) {
+        o->state = OBJ_WRITING;
+        o->owner = c->serial;
+        o->t_lease = master_now(m);
+        c->n_writing++;
+        master_list_push(&m->writing, o);
+    } else {
+        o->state = OBJ_READABLE;
+        master_readable_link(m, o);
+    }
     return replay_place_replicas(m, o, n, segs, addrs);
 }
 
@@ -463,7 +515,11 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
         return 0;
     }
     case MC_WAL_COMMIT:
-        return replay_commit(m, &r);
+        return replay_commit(m, &r, NULL);
+    case MC_WAL_PUT_START: {
+        const uint8_t *cid = mc_wal_get_bytes(&r, 16);
+        return r.err ? 0 : replay_commit(m, &r, cid);
+    }
     case MC_WAL_REMOVE: {
         size_t kl;
         const char *key = mc_wal_get_str(&r, &kl);
@@ -561,6 +617,25 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
             master_obj_unlink_free(m, o);
         o = next;
     }
+    /* pending puts (PUT_START records): as if started now, so that their space is kept for
+     * their writers as a single master keeps its own (put_start_discard_timeout before another
+     * PutStart of the key may pre-empt one, put_start_release_timeout before its space is
+     * freed) */
+    for (obj_t *o = m->writing.head; o;) {
+        obj_t *next = (obj_t *)o->node.next_tag;
+        o->t_lease = now;
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < o->n_rep; i++)
+            if (o->rep[i].seg != SEG_NONE)
+                o->rep[k++] = o->rep[i];
+        master_obj_set_nrep(m, o, k);
+        if (!k)
+            master_obj_unlink_free(m, o);
+        o = next;
+    }
+    for (size_t i = 0; i < m->n_clients; i++) /* their writers: client_ttl from now to call */
+        if (m->clients[i].n_writing)
+            m->clients[i].last_ping_ms = now;
     (void)lost;
     master_disk_replay_finish(m, now);
     return MC_OK;

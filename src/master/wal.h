@@ -32,6 +32,9 @@ enum {
     MC_WAL_DISK_DROP = 9,    /* a stored LOCAL_DISK replica gone */
     MC_WAL_DISK_TOMB = 10,   /* a removed disk copy's tombstone */
     MC_WAL_DISK_UNTOMB = 11, /* a tombstone gone (acknowledged, forgotten, key live again) */
+    /* a create-once put started (HA standbys mode): its client and allocation, pending until a
+     * COMMIT or REMOVE of its key supersedes it */
+    MC_WAL_PUT_START = 12,
 };
 
 /* Buffered record writer on one file. */

@@ -1082,6 +1082,95 @@ static void test_wal_recovery(void **state)
     rm_rf(dir);
 }
 
+/* HA standbys mode (cfg.ha_log_put_starts): a create-once PutStart is logged as PUT_START (an
+ * upsert's is not), a revoked put's REMOVE supersedes it; a standby applies them as pending
+ * puts, not as frees (a segment with only pending puts lends at once at the promotion); the
+ * promoted table keeps a pending put's space (another put of its size finds none, a PutStart
+ * of its key is refused for put_start_discard_timeout counted from the promotion), its
+ * writer's PutEnd commits it once at the same address, and a snapshot carries a pending put. */
+static void test_follow_pending_puts(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_lpend_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.ha_log_put_starts = true;
+    cfg.recovered_reuse_delay_ms = 5000;
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    mount(m, CA, "segP", 0x100000, 1 << 20, "hP", 0x21);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, K("pend"), 600000, NULL, false, r, &n), MC_OK);
+    uint64_t addr = r[0].addr;
+    assert_int_equal(mc_master_put_start(m, CB, K("gone"), 1000, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_revoke(m, CB, K("gone")), MC_OK);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    bool lost = true, space = false;
+    mc_buf_t *log = mc_master_ha_log(m, &lost, &space);
+    assert_false(lost);
+    size_t len = mc_buf_unread(log);
+    uint8_t *recs = mc_malloc(len);
+    assert_non_null(recs);
+    memcpy(recs, mc_buf_head(log), len);
+    /* the leader's own snapshot of that state holds the pending put too */
+    char snap[300], tmp[300];
+    snprintf(snap, sizeof(snap), "%s/pend.snap", dir);
+    snprintf(tmp, sizeof(tmp), "%s/pend.tmp", dir);
+    assert_int_equal(mc_master_snapshot_write(m, tmp, snap), 0);
+    mc_master_destroy(m);
+
+    mc_master_config_t fcfg = cfg;
+    fcfg.wal_dir = NULL;
+    fcfg.put_start_discard_timeout_ms = 3000;
+    mc_master_t *f = mk(&fcfg);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    size_t used;
+    uint64_t k;
+    assert_int_equal(mc_master_follow_apply(f, recs, len, &used, &k, NULL), MC_OK);
+    assert_int_equal(used, len);
+    assert_int_equal(k, 1 + 2 + 1); /* MOUNT, 2 PUT_STARTs, the revoke's REMOVE */
+    mc_free(recs);
+    g_now += 60000; /* the pending put counts from the promotion, not from its record */
+    assert_int_equal(mc_master_follow_promote(f, NULL, 3), MC_OK);
+    assert_int_equal(mc_master_object_count(f), 1);
+    mc_master_segment_info_t a = {.name = "segP", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hP"};
+    memset(a.uuid, 0x21, 16);
+    assert_int_equal(mc_master_mount(f, CA, &a, true), MC_OK);
+    assert_int_equal(put(f, CB, "other", 600000, 1), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(put(f, CB, "small", 1000, 1), MC_OK); /* no free applied: lends at once */
+    assert_int_equal(mc_master_put_start(f, CB, K("pend"), 1000, NULL, false, r, &n),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_get_replicas(f, K("pend"), r, &n, NULL, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_put_end(f, CB, K("pend"), 0x99), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(f, CA, K("pend"), 0x99), MC_OK);
+    assert_int_equal(mc_master_put_end(f, CA, K("pend"), 0x99), MC_ERR_INVALID_WRITE);
+    uint64_t size = 0, sum = 0;
+    assert_int_equal(mc_master_get_replicas(f, K("pend"), r, &n, &size, &sum), MC_OK);
+    assert_true(r[0].addr == addr && size == 600000 && sum == 0x99);
+    mc_master_destroy(f);
+
+    /* a standby starting from the snapshot has it pending as well */
+    mc_master_t *g = mk(&fcfg);
+    assert_int_equal(mc_master_follow_begin(g), MC_OK);
+    FILE *fp = fopen(snap, "rb");
+    assert_non_null(fp);
+    uint8_t buf[4096];
+    size_t sl = fread(buf, 1, sizeof(buf), fp);
+    fclose(fp);
+    assert_int_equal(mc_master_follow_apply(g, buf, sl, &used, &k, NULL), MC_OK);
+    assert_int_equal(k, 1 + 1 + 1); /* MOUNT, PUT_START, SNAP_END */
+    assert_int_equal(mc_master_follow_promote(g, NULL, 4), MC_OK);
+    assert_int_equal(mc_master_mount(g, CA, &a, true), MC_OK);
+    assert_int_equal(mc_master_put_end(g, CA, K("pend"), 0x98), MC_OK);
+    mc_master_destroy(g);
+    rm_rf(dir);
+}
+
 /* A standby's table (mc_master_follow_*, master/ha.c): the records a leader logged, applied
  * in pieces cut anywhere (a record split across pieces waits for the rest), then promoted: the
  * state a restart recovers (RECOVERING until re-mounted, same addresses and checksums, removed
@@ -1654,6 +1743,7 @@ int main(void)
         cmocka_unit_test(test_grants_park_space),
         cmocka_unit_test(test_wal_recovery),
         cmocka_unit_test(test_follow_and_promote),
+        cmocka_unit_test(test_follow_pending_puts),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_key_list_cap),
         cmocka_unit_test(test_batch_lookup),

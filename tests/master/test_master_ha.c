@@ -1106,6 +1106,56 @@ static void test_standbys_release_waits_for_s(void **state)
     ha_stop(b);
 }
 
+/* A create-once PutStart's allocation is in the replicated log (PUT_START): the leader answers
+ * it only once S applied it, kill -9 right after that answer, and the new leader keeps the
+ * pending put's space for its writer: another put of its size finds no space (without the record the new leader would lend the same space at once: the segment saw
+ * no free), a PutStart of the same key is refused as a put in flight within
+ * --put_start_discard_timeout_sec, and the writer's PutEnd through the new leader commits the
+ * object once, at the address the old leader gave. */
+static void test_standbys_put_start_logged(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    const char *flags = SB_FLAGS " --put_start_discard_timeout_sec=60";
+    ha_start_ex(a, "sbput", TTL_S, flags);
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ex(b, "sbput", TTL_S, flags);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    const uint64_t seg = 64 << 20;
+    assert_int_equal(mount(c, CLIENT, "segP", 1 << 30, seg, 0x24, false), MC_OK);
+    uint64_t addr = 0;
+    /* 5/8 of the segment: a second one does not fit beside it (and the segment stays below
+     * the eviction watermark once it is committed) */
+    const uint64_t size = seg / 8 * 5;
+    assert_int_equal(put_start(c, CLIENT, "pending", size, 1, &addr), MC_OK);
+    mc_rpc_client_destroy(c);
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, "segP", 1 << 30, seg, 0x24, true), MC_OK);
+    static uint8_t other[16] = {0xd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    assert_int_equal(put_start(c, other, "p2", size, 1, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
+    /* that failure asked the cron for an eviction pass (which would take the object once it is
+     * committed and unleased): the published counter shows that a cron pass ran after it */
+    wait_admin(b->mport, "/metrics", "master_put_start_alloc_failures_total 1\n");
+    assert_int_equal(put_start(c, other, "pending", size, 1, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(put_end(c, CLIENT, "pending", 0x77), MC_OK);
+    assert_int_equal(put_end(c, CLIENT, "pending", 0x77), MC_ERR_INVALID_WRITE);
+    uint64_t got = 0, sum = 0;
+    assert_int_equal(get(c, "pending", &got, &sum, NULL), MC_OK);
+    assert_true(got == addr);
+    assert_true(sum == 0x77);
+    mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(b);
+}
+
 /* One HaFetch to the master c talks to: the header status (the call's), and on MC_OK the
  * body's status, record count and the leader's last record. */
 static mc_status_t ha_fetch(mc_rpc_client_t *c, uint64_t view, const char *member, uint64_t inc,
@@ -1242,6 +1292,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_standbys_fetch_checked),
         cmocka_unit_test(test_standbys_with_auth),
         cmocka_unit_test(test_standbys_release_waits_for_s),
+        cmocka_unit_test(test_standbys_put_start_logged),
         cmocka_unit_test(test_standbys_slow_standby_leaves_s),
         cmocka_unit_test(test_standbys_outside_s_cannot_win),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
