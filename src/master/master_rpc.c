@@ -144,9 +144,11 @@ static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
 /* ---------------------------------------------------------------- put / upsert */
 
 /* A create-once PutStart / BatchPutStart that placed every key answers light
- * (mc_rpc_call_t.light): it acknowledges nothing (its allocation is never logged), so with HA
- * it waits only for the changes of free or mounted space in flight (master/ha.h), not for
- * every change in flight. Upserts and answers with a failed key are not light. */
+ * (mc_rpc_call_t.light): it acknowledges nothing, so with HA it waits only for the changes of
+ * free or mounted space in flight (master/ha.h), not for every change in flight, unless its
+ * allocation is logged (PUT_START: --ha_commit=standbys with --ha_log_put_starts, the
+ * default), when it waits like any acknowledging reply. Upserts and answers with a failed key
+ * are not light. */
 
 static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBinaryData cid,
                                 ProtobufCBinaryData wire_key, uint64_t size, const McRpc__ReplicateConfig *cfg,
