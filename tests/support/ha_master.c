@@ -37,7 +37,9 @@ int mt_ha_start(mt_ha_master_t *m, const char *endpoints, const char *cluster, i
     int n = 12;
     if (commit[0])
         argv[n++] = commit;
-    snprintf(more, sizeof(more), "%s", extra ? extra : "");
+    /* extra, then MC_TEST_HA_FLAGS (benches: e.g. --ha_log_put_starts=false on every member) */
+    const char *env_flags = getenv("MC_TEST_HA_FLAGS");
+    snprintf(more, sizeof(more), "%s %s", extra ? extra : "", env_flags ? env_flags : "");
     for (char *save = NULL, *f = strtok_r(more, " ", &save); f && n < 23;
          f = strtok_r(NULL, " ", &save))
         argv[n++] = f; /* extra: flags separated by spaces */
