@@ -378,6 +378,15 @@ static client_t *offload_target(mc_master_t *m, const obj_t *o)
     return NULL;
 }
 
+/* Whether QUEUED entry d is still waited for at now. now may be older than t_queued: an
+ * eviction pass reads the clock once and queues offloads (stamped with a later reading) as it
+ * goes, so `now - t_queued` would wrap and call an entry queued a moment ago overdue (and its
+ * victim would leave memory without its copy). */
+static bool queued_recently(const dobj_t *d, uint64_t now)
+{
+    return now < d->t_queued + OFFLOAD_DEFER_MS;
+}
+
 /* Queues an offload of o to the owner of its memory segment; true if queued now. */
 static bool queue_offload(mc_master_t *m, obj_t *o)
 {
@@ -455,7 +464,7 @@ void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h)
         return;
     uint64_t now = master_now(m);
     if (d->promote == PROMO_QUEUED ||
-        (d->promote == PROMO_HANDED && now - d->t_promote < PROMOTE_RETRY_MS))
+        (d->promote == PROMO_HANDED && now < d->t_promote + PROMOTE_RETRY_MS))
         return;
     client_t *c = client_by_serial(m, d->owner);
     if (!c || d->in_queue || c->dq_n >= m->cfg.offloading_queue_limit)
@@ -477,7 +486,7 @@ bool master_disk_offload_ahead(mc_master_t *m, obj_t *o, uint64_t now, uint64_t 
         return false;
     dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
     if (d) {
-        *held += d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS;
+        *held += d->state == D_QUEUED && queued_recently(d, now);
         return true;
     }
     client_t *c = offload_target(m, o);
@@ -494,7 +503,7 @@ int master_disk_defer_evict(mc_master_t *m, obj_t *o, uint64_t now, uint64_t *de
     if (!m->cfg.enable_offload)
         return DISK_EVICT;
     dobj_t *d = dfind(m, obj_key(o), o->klen, o->hash);
-    if (d && d->state == D_QUEUED && now - d->t_queued < OFFLOAD_DEFER_MS) {
+    if (d && d->state == D_QUEUED && queued_recently(d, now)) {
         /* held until written; on-evict: part of the pass's cap, so that the victims written
          * ahead of their eviction (in memory and on disk at once) stay within it */
         *deferred += m->cfg.offload_on_evict;

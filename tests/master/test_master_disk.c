@@ -14,10 +14,11 @@
 #include <string.h>
 
 static uint64_t g_now = 1000000;
+static bool g_ticking; /* every reading of the clock is 1 ms after the one before */
 static uint64_t fake_clock(void *ctx)
 {
     (void)ctx;
-    return g_now;
+    return g_ticking ? g_now++ : g_now;
 }
 
 static const uint8_t CA[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -773,6 +774,37 @@ static void test_offload_on_evict_no_force(void **state)
     mc_master_destroy(m);
 }
 
+/* A slow master: every clock reading 1 ms after the last, so an eviction pass (one reading at
+ * its start) queues offloads stamped later than its own now. Queued a moment ago is not
+ * overdue: with --offload_force_evict=false no victim leaves memory before its copy is
+ * confirmed, in either pass. */
+static void test_offload_on_evict_clock_moves(void **state)
+{
+    (void)state;
+    g_no_force = true;
+    mc_master_t *m = mk(true, true);
+    g_no_force = false;
+    assert_int_equal(mc_master_mount_local_disk(m, CA, true, "127.0.0.1:4000"), MC_OK);
+    char key[16];
+    for (int i = 0; i < 16; i++) {
+        snprintf(key, sizeof(key), "g%02d", i);
+        put(m, key, 64 << 10, 300 + (uint64_t)i);
+    }
+    g_ticking = true;
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_status_t st = mc_master_put_start(m, CA, K("more"), 64 << 10, NULL, false, r, &n);
+    mc_master_cron(m);
+    g_ticking = false;
+    assert_int_equal(st, MC_ERR_NO_AVAILABLE_HANDLE); /* nothing confirmed yet: nothing freed */
+    mc_master_metrics_t mt;
+    mc_master_metrics_now(m, &mt);
+    assert_int_equal(mt.evicted_objects, 0);
+    assert_int_equal(mt.offload_skipped, 0);
+    assert_true(mt.offload_queue_depth >= 1);
+    mc_master_destroy(m);
+}
+
 /* offload_admission = reused: a victim never read from memory since its put leaves memory
  * without a disk copy (and is not counted as skipped); read ones are offloaded. */
 static void test_offload_admission_reused(void **state)
@@ -828,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict_skipped),
         cmocka_unit_test(test_offload_admission_reused),
         cmocka_unit_test(test_offload_on_evict_no_force),
+        cmocka_unit_test(test_offload_on_evict_clock_moves),
         cmocka_unit_test(test_reregister_and_expiry),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_promotion_limits),
