@@ -22,7 +22,38 @@ int mt_etcd_available(void)
     return access(etcd_bin(), X_OK) == 0;
 }
 
+/* The last lines of path on stderr (a member's log, before its directory goes). */
+static void print_tail(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char buf[4096];
+    fseek(f, 0, SEEK_END);
+    long end = ftell(f);
+    fseek(f, end > (long)sizeof(buf) - 1 ? end - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    fprintf(stderr, "--- last bytes of %s ---\n%s\n---\n", path, buf);
+}
+
+static int start_once(mt_etcd_t *c, int n);
+
+/* A member that never gets healthy is most often one whose freshly picked port another test
+ * running beside took between the pick and etcd's bind: its log is shown, the cluster stopped,
+ * and started again on new ports (at most three tries). */
 int mt_etcd_start(mt_etcd_t *c, int n)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (start_once(c, n) == 0)
+            return 0;
+        mt_etcd_stop(c);
+    }
+    return -1;
+}
+
+static int start_once(mt_etcd_t *c, int n)
 {
     memset(c, 0, sizeof(*c));
     if (n < 1 || n > MT_ETCD_MAX || mt_tmpdir(c->dir, sizeof(c->dir)) != 0)
@@ -69,6 +100,9 @@ int mt_etcd_start(mt_etcd_t *c, int n)
     for (int i = 0; i < n; i++)
         if (mt_wait_http_ok(c->client_port[i], "/health", 30000) != 0) {
             fprintf(stderr, "etcd member %d not healthy (log %s/m%d.log)\n", i, c->dir, i);
+            char log[300];
+            snprintf(log, sizeof(log), "%s/m%d.log", c->dir, i);
+            print_tail(log);
             return -1;
         }
     return 0;
