@@ -30,7 +30,7 @@ static void dirty_plan(xfer_plan_t *p, size_t n)
 static void test_reuse_after_failed_batch(void **state)
 {
     (void)state;
-    store_scratch_pool_t pool = {0};
+    store_scratch_pool_t pool = {{NULL}};
     store_scratch_t *w = store_scratch_take(&pool);
     assert_non_null(w);
     assert_int_equal(w->cap, 0);
@@ -64,7 +64,7 @@ static void test_reuse_after_failed_batch(void **state)
 static void test_growth_past_capacity(void **state)
 {
     (void)state;
-    store_scratch_pool_t pool = {0};
+    store_scratch_pool_t pool = {{NULL}};
     store_scratch_t *w = store_scratch_take(&pool);
     assert_non_null(w);
     char *small = store_scratch_arrays(w, 4096);
@@ -86,7 +86,7 @@ static void test_growth_past_capacity(void **state)
 static void test_pool_bounds(void **state)
 {
     (void)state;
-    store_scratch_pool_t pool = {0};
+    store_scratch_pool_t pool = {{NULL}};
     store_scratch_t *w[STORE_SCRATCH_POOL + 1];
     for (size_t i = 0; i <= STORE_SCRATCH_POOL; i++) {
         w[i] = store_scratch_take(&pool);
@@ -145,7 +145,7 @@ static void *racer(void *p)
 static void test_concurrent_take_give(void **state)
 {
     (void)state;
-    store_scratch_pool_t pool = {0};
+    store_scratch_pool_t pool = {{NULL}};
     enum { T = 6 };
     pthread_t tid[T];
     racer_t rs[T];
