@@ -562,6 +562,19 @@ static int cmp_ext(const void *a, const void *b)
  * lease the old master granted on that space ends within the delay after the free, which
  * came before the record reached us; space never freed in the log carried no object); every
  * object is leased from now. */
+/* A recovered object keeps its replicas on segments the log mounted (one on an unknown
+ * segment was never usable); one left with none is freed. */
+static void keep_known_replicas(mc_master_t *m, obj_t *o)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < o->n_rep; i++)
+        if (o->rep[i].seg != SEG_NONE)
+            o->rep[k++] = o->rep[i];
+    master_obj_set_nrep(m, o, k);
+    if (!k)
+        master_obj_unlink_free(m, o);
+}
+
 static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
 {
     uint64_t now = master_now(m), lost = 0;
@@ -608,13 +621,7 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
         o->t_lease = now + m->cfg.default_kv_lease_ttl_ms;
         if (o->flags & OF_SOFT_PIN)
             o->t_pin = now + m->cfg.default_kv_soft_pin_ttl_ms;
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < o->n_rep; i++)
-            if (o->rep[i].seg != SEG_NONE)
-                o->rep[k++] = o->rep[i];
-        master_obj_set_nrep(m, o, k);
-        if (!k)
-            master_obj_unlink_free(m, o);
+        keep_known_replicas(m, o);
         o = next;
     }
     /* pending puts (PUT_START records): as if started now, so that their space is kept for
@@ -624,13 +631,7 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
     for (obj_t *o = m->writing.head; o;) {
         obj_t *next = (obj_t *)o->node.next_tag;
         o->t_lease = now;
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < o->n_rep; i++)
-            if (o->rep[i].seg != SEG_NONE)
-                o->rep[k++] = o->rep[i];
-        master_obj_set_nrep(m, o, k);
-        if (!k)
-            master_obj_unlink_free(m, o);
+        keep_known_replicas(m, o);
         o = next;
     }
     for (size_t i = 0; i < m->n_clients; i++) /* their writers: client_ttl from now to call */
