@@ -22,22 +22,6 @@ int mt_etcd_available(void)
     return access(etcd_bin(), X_OK) == 0;
 }
 
-/* The last lines of path on stderr (a member's log, before its directory goes). */
-static void print_tail(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    char buf[4096];
-    fseek(f, 0, SEEK_END);
-    long end = ftell(f);
-    fseek(f, end > (long)sizeof(buf) - 1 ? end - (long)sizeof(buf) + 1 : 0, SEEK_SET);
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    fprintf(stderr, "--- last bytes of %s ---\n%s\n---\n", path, buf);
-}
-
 static int start_once(mt_etcd_t *c, int n);
 
 /* A member that never gets healthy is most often one whose freshly picked port another test
@@ -102,7 +86,7 @@ static int start_once(mt_etcd_t *c, int n)
             fprintf(stderr, "etcd member %d not healthy (log %s/m%d.log)\n", i, c->dir, i);
             char log[300];
             snprintf(log, sizeof(log), "%s/m%d.log", c->dir, i);
-            print_tail(log);
+            mt_print_log_tail(log);
             return -1;
         }
     return 0;

@@ -164,17 +164,28 @@ int mt_wait_log(const char *path, const char *needle, int timeout_ms)
         if (rc != 0)
             mc_sleep_ms(20);
     }
-    if (rc != 0 && buf) { /* say why: the log as it stands (its last 2 KiB) */
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, CAP - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = '\0';
-        fprintf(stderr, "mt_wait_log: no \"%s\" in %s within %d ms; it ends:\n%s\n", needle, path,
-                timeout_ms, n > 2048 ? buf + n - 2048 : buf);
+    if (rc != 0) { /* say why: the log as it stands */
+        fprintf(stderr, "mt_wait_log: no \"%s\" in %s within %d ms; it ends:\n", needle, path,
+                timeout_ms);
+        mt_print_log_tail(path);
     }
     free(buf);
     return rc;
+}
+
+void mt_print_log_tail(const char *path)
+{
+    char buf[2049];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long end = ftell(f);
+    fseek(f, end > (long)sizeof(buf) - 1 ? end - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    fprintf(stderr, "%s\n", buf);
 }
 
 /* 1 if every thread of pid is stopped ('T' or 't' in /proc/<pid>/task/<tid>/stat). */

@@ -22,6 +22,8 @@ int mt_wait_http_ok(uint16_t port, const char *path, int timeout_ms);
 
 /* Poll a log file until `needle` appears in its first 64 KiB; 0 found, -1 timed out. */
 int mt_wait_log(const char *path, const char *needle, int timeout_ms);
+/* The last 2 KiB of the log at path on stderr (nothing when it cannot be read). */
+void mt_print_log_tail(const char *path);
 
 /* kill(pid, SIGSTOP) returns before the process is stopped: send it and wait until every
  * thread of pid shows state 'T' in /proc (or timeout_ms passes). 0 stopped, -1 not. */
