@@ -46,7 +46,8 @@ static struct {
     const char *dir, *sizes;
     const char *fio;
     int64_t count, reps, batch, rounds;
-} o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3};
+    bool same_host;
+} o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3, true};
 
 static void fill(char *v, size_t len, uint64_t seed)
 {
@@ -80,6 +81,107 @@ static void die(const char *what)
     exit(1);
 }
 
+/* A reader: its own store (TE) with the shared registered buffer. "tcp" is the figure the
+ * target is about; "shm" (--same_host) reads the owner's staging buffer through the TE's
+ * same-host mapping, an extra figure. */
+typedef struct reader {
+    const char *transport;
+    mc_store_t *s;
+} reader_t;
+
+/* The batch's keys and destinations. */
+static struct {
+    const char **keys;
+    struct iovec *ios;
+    const struct iovec **pp;
+    size_t *np;
+    int64_t *res;
+} bt;
+
+/* Warm-up, not timed: one get per size (connections; until the first server's memory
+ * replicas are dropped a get fails) and one batch. */
+static void warm_up(const reader_t *rd, const uint64_t *sizes, size_t n_sizes, char *buf)
+{
+    char key[64];
+    for (size_t z = 0; z < n_sizes; z++) {
+        snprintf(key, sizeof(key), "v%llu_0", (unsigned long long)sizes[z]);
+        struct iovec io = {buf, sizes[z]};
+        uint64_t dl = mc_now_ms() + 30000;
+        while (mc_store_get_into(rd->s, key, &io, 1) != (int64_t)sizes[z]) {
+            if (mc_now_ms() > dl)
+                die("get failed");
+            mc_sleep_ms(100);
+        }
+    }
+    if (mc_store_batch_get_into(rd->s, (size_t)o.batch, bt.keys, bt.pp, bt.np, bt.res) != MC_OK)
+        die("batch get failed");
+}
+
+/* The get case of size sz: every object --reps times at depth 1, each compared with what was
+ * put; prints its line, returns GB/s. */
+static double get_case(const reader_t *rd, uint64_t sz, int64_t round, double fio_gbps,
+                       char *buf, char *want, uint64_t *lat)
+{
+    char key[64];
+    uint64_t n = 0, bytes = 0, t_all = 0;
+    for (int64_t r = 0; r < o.reps; r++) {
+        for (int64_t i = 0; i < o.count; i++) {
+            snprintf(key, sizeof(key), "v%llu_%lld", (unsigned long long)sz, (long long)i);
+            struct iovec io = {buf, sz};
+            uint64_t a = mc_now_ns();
+            int64_t got = mc_store_get_into(rd->s, key, &io, 1);
+            uint64_t b = mc_now_ns();
+            if (got != (int64_t)sz)
+                die("get failed");
+            fill(want, sz, mc_hash_str(key));
+            if (memcmp(want, buf, sz) != 0)
+                die("wrong bytes");
+            lat[n++] = b - a;
+            bytes += sz;
+            t_all += b - a;
+        }
+    }
+    double g = (double)bytes / (double)t_all;
+    printf("{\"bench\":\"disk_e2e_get\",\"transport\":\"%s\",\"round\":%lld,\"value\":%llu,"
+           "\"gets\":%llu,\"gbps\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"fio_gbps\":%.3f,"
+           "\"ratio\":%.3f}\n",
+           rd->transport, (long long)round, (unsigned long long)sz, (unsigned long long)n, g,
+           mc_bench_pct_us(lat, n, 0.5), mc_bench_pct_us(lat, n, 0.99), fio_gbps,
+           fio_gbps > 0 ? g / fio_gbps : 0);
+    return g;
+}
+
+/* The batch case: one batch get of the --batch values, best of --reps, every value compared;
+ * prints its line, returns GB/s. */
+static double batch_case(const reader_t *rd, uint64_t sz, int64_t round, double fio_gbps,
+                         char *buf, char *want)
+{
+    uint64_t bbytes = sz * (uint64_t)o.batch;
+    double best = 0;
+    for (int64_t r = 0; r < o.reps; r++) {
+        memset(buf, 0, bbytes);
+        uint64_t a = mc_now_ns();
+        if (mc_store_batch_get_into(rd->s, (size_t)o.batch, bt.keys, bt.pp, bt.np, bt.res) !=
+            MC_OK)
+            die("batch get failed");
+        uint64_t b = mc_now_ns();
+        for (int64_t i = 0; i < o.batch; i++) {
+            if (bt.res[i] != (int64_t)sz)
+                die("batch get of a key failed");
+            fill(want, sz, mc_hash_str(bt.keys[i]));
+            if (memcmp(want, bt.ios[i].iov_base, sz) != 0)
+                die("wrong bytes in the batch");
+        }
+        double g = (double)bbytes / (double)(b - a);
+        best = g > best ? g : best;
+    }
+    printf("{\"bench\":\"disk_e2e_batch\",\"transport\":\"%s\",\"round\":%lld,\"value\":%llu,"
+           "\"n\":%lld,\"gbps\":%.3f,\"fio_depth\":%lld,\"fio_gbps\":%.3f,\"ratio\":%.3f}\n",
+           rd->transport, (long long)round, (unsigned long long)sz, (long long)o.batch, best,
+           (long long)o.batch, fio_gbps, fio_gbps > 0 ? best / fio_gbps : 0);
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     mc_option_t opts[] = {
@@ -90,6 +192,8 @@ int main(int argc, char **argv)
         {"batch", MC_OPT_INT, &o.batch, NULL, "objects of the first size in the batch", 1, 1024},
         {"rounds", MC_OPT_INT, &o.rounds, NULL, "rounds of every case, each next to fio", 1, 100},
         {"fio", MC_OPT_STRING, &o.fio, NULL, "fio program", 0, 0},
+        {"same_host", MC_OPT_BOOL, &o.same_host, NULL,
+         "also read through a second reader on the TE's same-host transport (shm)", 0, 0},
     };
     mc_config_spec_t spec = {"mc_disk_e2e_bench",
                              "Gets served from the disk tier through a real cluster (master, "
@@ -142,7 +246,10 @@ int main(int argc, char **argv)
              (unsigned long long)(sizes[0] * (uint64_t)o.batch + maxv + (64u << 20)));
     setenv("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", stg, 1);
     setenv("MC_OFFLOAD_HEARTBEAT_MS", "20", 1);
-    char *sargv[] = {cbin, masterf, segf, "--local_hostname=127.0.0.1", "--protocol=tcp",
+    /* "auto": the server's TE also serves same-host readers over shm (--same_host); the tcp
+     * reader's own protocol keeps its reads on tcp */
+    char *sargv[] = {cbin, masterf, segf, "--local_hostname=127.0.0.1",
+                     o.same_host ? "--protocol=auto" : "--protocol=tcp",
                      "--enable_offload=true", diskf, NULL};
     pid_t server = mt_spawn(sargv, slog);
     if (server <= 0 || mt_wait_log(slog, "mooncake_client ready", 20000) != 0)
@@ -199,112 +306,84 @@ int main(int argc, char **argv)
     printf("{\"bench\":\"disk_e2e_setup\",\"bytes\":%llu,\"put_and_offload_s\":%.2f}\n",
            (unsigned long long)total, put_s);
 
-    /* warm-up, not timed: one get per size (connections; until the first server's memory
-     * replicas are dropped a get fails) and one batch */
-    for (size_t z = 0; z < n_sizes; z++) {
-        snprintf(key, sizeof(key), "v%llu_0", (unsigned long long)sizes[z]);
-        struct iovec io = {buf, sizes[z]};
-        uint64_t dl2 = mc_now_ms() + 30000;
-        while (mc_store_get_into(s, key, &io, 1) != (int64_t)sizes[z]) {
-            if (mc_now_ms() > dl2)
-                die("get failed");
-            mc_sleep_ms(100);
-        }
+    /* the readers: the first store (tcp) and, with --same_host, one on the same-host
+     * transport ("auto": shm to a peer on this host) with the same buffer */
+    reader_t rds[2] = {{"tcp", s}, {"shm", NULL}};
+    size_t n_rd = 1;
+    if (o.same_host) {
+        mc_store_config_t c2 = cfg;
+        c2.protocol = "auto";
+        if (mc_store_create(&c2, &rds[1].s) != MC_OK ||
+            mc_store_register_buffer(rds[1].s, buf, bsz) != MC_OK)
+            die("same-host reader setup failed");
+        n_rd = 2;
     }
-    const char **keys = calloc((size_t)o.batch, sizeof(char *));
-    struct iovec *ios = calloc((size_t)o.batch, sizeof(struct iovec));
-    const struct iovec **pp = calloc((size_t)o.batch, sizeof(*pp));
-    size_t *np = calloc((size_t)o.batch, sizeof(size_t));
-    int64_t *res = calloc((size_t)o.batch, sizeof(int64_t));
+    bt.keys = calloc((size_t)o.batch, sizeof(char *));
+    bt.ios = calloc((size_t)o.batch, sizeof(struct iovec));
+    bt.pp = calloc((size_t)o.batch, sizeof(*bt.pp));
+    bt.np = calloc((size_t)o.batch, sizeof(size_t));
+    bt.res = calloc((size_t)o.batch, sizeof(int64_t));
+    if (!bt.keys || !bt.ios || !bt.pp || !bt.np || !bt.res)
+        die("no memory");
     for (int64_t i = 0; i < o.batch; i++) {
         char *k = malloc(32);
+        if (!k)
+            die("no memory");
         snprintf(k, 32, "b_%lld", (long long)i);
-        keys[i] = k;
-        ios[i] = (struct iovec){buf + (size_t)i * sizes[0], sizes[0]};
-        pp[i] = &ios[i];
-        np[i] = 1;
+        bt.keys[i] = k;
+        bt.ios[i] = (struct iovec){buf + (size_t)i * sizes[0], sizes[0]};
+        bt.pp[i] = &bt.ios[i];
+        bt.np[i] = 1;
     }
-    if (mc_store_batch_get_into(s, (size_t)o.batch, keys, pp, np, res) != MC_OK)
-        die("batch get failed");
+    for (size_t x = 0; x < n_rd; x++)
+        warm_up(&rds[x], sizes, n_sizes, buf);
     /* rounds: each case measured right after fio reads the same shape (the disk is shared:
-     * neighbours' load moves both sides alike) */
+     * neighbours' load moves both sides alike), by each reader in turn */
     bool fio = disk_fio_available(o.fio);
     uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)(o.count * o.reps));
     size_t n_cases = n_sizes + 1;
-    double *ratios = calloc(n_cases * (size_t)o.rounds, sizeof(double));
+    double *ratios = calloc(n_rd * n_cases * (size_t)o.rounds, sizeof(double));
+    if (!lat || !ratios)
+        die("no memory");
+#define RATIO(x, z, r) ratios[((x) * n_cases + (z)) * (size_t)o.rounds + (size_t)(r)]
     for (int64_t round = 0; round < o.rounds; round++) {
         for (size_t z = 0; z < n_sizes; z++) {
-            uint64_t sz = sizes[z], n = 0, bytes = 0, t_all = 0;
+            uint64_t sz = sizes[z];
             double f = fio ? disk_fio_read_bps(o.fio, o.dir, sz, sz * (uint64_t)o.count, 1,
                                                o.reps) / 1e9
                            : -1;
-            for (int64_t r = 0; r < o.reps; r++) {
-                for (int64_t i = 0; i < o.count; i++) {
-                    snprintf(key, sizeof(key), "v%llu_%lld", (unsigned long long)sz,
-                             (long long)i);
-                    struct iovec io = {buf, sz};
-                    uint64_t a = mc_now_ns();
-                    int64_t got = mc_store_get_into(s, key, &io, 1);
-                    uint64_t b = mc_now_ns();
-                    if (got != (int64_t)sz)
-                        die("get failed");
-                    fill(want, sz, mc_hash_str(key));
-                    if (memcmp(want, buf, sz) != 0)
-                        die("wrong bytes");
-                    lat[n++] = b - a;
-                    bytes += sz;
-                    t_all += b - a;
-                }
+            for (size_t x = 0; x < n_rd; x++) {
+                double g = get_case(&rds[x], sz, round, f, buf, want, lat);
+                RATIO(x, z, round) = f > 0 ? g / f : 0;
             }
-            double g = (double)bytes / (double)t_all;
-            ratios[z * (size_t)o.rounds + (size_t)round] = f > 0 ? g / f : 0;
-            printf("{\"bench\":\"disk_e2e_get\",\"round\":%lld,\"value\":%llu,\"gets\":%llu,"
-                   "\"gbps\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"fio_gbps\":%.3f,"
-                   "\"ratio\":%.3f}\n",
-                   (long long)round, (unsigned long long)sz, (unsigned long long)n, g,
-                   mc_bench_pct_us(lat, n, 0.5), mc_bench_pct_us(lat, n, 0.99), f,
-                   f > 0 ? g / f : 0);
         }
         uint64_t bbytes = sizes[0] * (uint64_t)o.batch;
         double f = fio ? disk_fio_read_bps(o.fio, o.dir, sizes[0], bbytes, o.batch, o.reps) / 1e9
                        : -1;
-        double best = 0;
-        for (int64_t r = 0; r < o.reps; r++) {
-            memset(buf, 0, bbytes);
-            uint64_t a = mc_now_ns();
-            if (mc_store_batch_get_into(s, (size_t)o.batch, keys, pp, np, res) != MC_OK)
-                die("batch get failed");
-            uint64_t b = mc_now_ns();
-            for (int64_t i = 0; i < o.batch; i++) {
-                if (res[i] != (int64_t)sizes[0])
-                    die("batch get of a key failed");
-                fill(want, sizes[0], mc_hash_str(keys[i]));
-                if (memcmp(want, ios[i].iov_base, sizes[0]) != 0)
-                    die("wrong bytes in the batch");
-            }
-            double g = (double)bbytes / (double)(b - a);
-            best = g > best ? g : best;
+        for (size_t x = 0; x < n_rd; x++) {
+            double g = batch_case(&rds[x], sizes[0], round, f, buf, want);
+            RATIO(x, n_sizes, round) = f > 0 ? g / f : 0;
         }
-        ratios[n_sizes * (size_t)o.rounds + (size_t)round] = f > 0 ? best / f : 0;
-        printf("{\"bench\":\"disk_e2e_batch\",\"round\":%lld,\"value\":%llu,\"n\":%lld,"
-               "\"gbps\":%.3f,\"fio_depth\":%lld,\"fio_gbps\":%.3f,\"ratio\":%.3f}\n",
-               (long long)round, (unsigned long long)sizes[0], (long long)o.batch, best,
-               (long long)o.batch, f, f > 0 ? best / f : 0);
         fflush(stdout);
     }
     /* the range of each case's ratio over the rounds */
-    for (size_t z = 0; fio && z < n_cases; z++) {
-        double *v = &ratios[z * (size_t)o.rounds], lo = v[0], hi = v[0];
-        for (int64_t r = 1; r < o.rounds; r++) {
-            lo = v[r] < lo ? v[r] : lo;
-            hi = v[r] > hi ? v[r] : hi;
+    for (size_t x = 0; fio && x < n_rd; x++) {
+        for (size_t z = 0; z < n_cases; z++) {
+            double lo = RATIO(x, z, 0), hi = lo;
+            for (int64_t r = 1; r < o.rounds; r++) {
+                lo = RATIO(x, z, r) < lo ? RATIO(x, z, r) : lo;
+                hi = RATIO(x, z, r) > hi ? RATIO(x, z, r) : hi;
+            }
+            printf("{\"bench\":\"disk_e2e_ratio\",\"transport\":\"%s\",\"case\":\"%s\","
+                   "\"value\":%llu,\"rounds\":%lld,\"ratio_min\":%.3f,\"ratio_max\":%.3f}\n",
+                   rds[x].transport, z < n_sizes ? "get" : "batch",
+                   (unsigned long long)(z < n_sizes ? sizes[z] : sizes[0]), (long long)o.rounds,
+                   lo, hi);
         }
-        printf("{\"bench\":\"disk_e2e_ratio\",\"case\":\"%s\",\"value\":%llu,\"rounds\":%lld,"
-               "\"ratio_min\":%.3f,\"ratio_max\":%.3f}\n",
-               z < n_sizes ? "get" : "batch",
-               (unsigned long long)(z < n_sizes ? sizes[z] : sizes[0]),
-               (long long)o.rounds, lo, hi);
     }
+#undef RATIO
+    if (rds[1].s)
+        mc_store_destroy(rds[1].s);
     mc_store_destroy(s);
     mt_stop(server, SIGTERM, 5000);
     mt_stop(master, SIGTERM, 5000);

@@ -59,6 +59,8 @@
  * has landed, at most PULL_MAX bytes per transfer. Few answers early, one per piece at the
  * end: each answer is a wake-up on both sides, and the disk keeps reading meanwhile. */
 #define PULL_MAX (4ull << 20)
+#define PULL_STEP (512ull << 10) /* a pull's requests, each hashed while the next travels */
+#define PULL_STEPS_MAX (PULL_MAX / PULL_STEP)
 /* A reader's release of a batch of at most this much staging is not waited for: it rides in
  * front of the next request on the same connection (one held per connection; the reader's
  * destroy sends it; the owner's gc_ttl_ms frees it if no request follows or the cached
@@ -151,6 +153,46 @@ struct store_disk {
     atomic_ullong offloaded, offload_failed, disk_reads_served, promoted;
     mc_status_t last_offload_err; /* offload thread: the last offload's failure (OK: none) */
 };
+
+
+/* TRACE (temporary) */
+#include <time.h>
+typedef struct { uint64_t ns, v; const char *w; } tr_ent_t;
+static __thread tr_ent_t tr_buf[512];
+static __thread size_t tr_n;
+static int tr_on = -1;
+static bool tr_enabled(void)
+{
+    if (tr_on < 0)
+        tr_on = getenv("MC_DISK_TRACE") != NULL;
+    return tr_on;
+}
+void store_disk_trace(const char *what, uint64_t v)
+{
+    if (!tr_enabled())
+        return;
+    uint64_t now = mc_now_ns();
+    if (strcmp(what, "get") == 0 || strcmp(what, "bget") == 0)
+        tr_n = 0;
+    if (tr_n < 512)
+        tr_buf[tr_n++] = (tr_ent_t){now, v, what};
+    if (strcmp(what, "end") == 0 && tr_n) {
+        char line[16384];
+        size_t o = (size_t)snprintf(line, sizeof(line), "TRACE R t0=%llu", (unsigned long long)tr_buf[0].ns);
+        for (size_t i = 1; i < tr_n && o < sizeof(line) - 64; i++)
+            o += (size_t)snprintf(line + o, sizeof(line) - o, " %s:%llu@%.0f", tr_buf[i].w,
+                                  (unsigned long long)tr_buf[i].v,
+                                  (double)(tr_buf[i].ns - tr_buf[0].ns) / 1000.0);
+        fprintf(stderr, "%s\n", line);
+        tr_n = 0;
+    }
+}
+static void otrace(const char *what, uint64_t a, uint64_t b)
+{
+    if (tr_enabled())
+        fprintf(stderr, "TRACE O %llu %s %llu %llu\n", (unsigned long long)mc_now_ns(), what,
+                (unsigned long long)a, (unsigned long long)b);
+}
 
 /* ------------------------------------------------------------------ keys */
 
@@ -783,6 +825,7 @@ static void job_progress(mc_disk_read_t *q, size_t ready, bool done)
 {
     job_t *j = q->arg;
     size_t i = (size_t)(q - j->rq);
+    otrace(done ? "prog_done" : "prog", i, ready);
     if (ready > atomic_load(&j->ready[i]))
         atomic_store(&j->ready[i], ready);
     if (done) {
@@ -805,7 +848,9 @@ static void job_run(job_t *j)
 {
     mc_store_t *s = j->s;
     store_disk_t *d = s->disk;
+    otrace("run", j->n, 0);
     mc_disk_store_read_batch(d->disk, j->rq, j->n, j->deadline_ns);
+    otrace("read_batch_ret", j->n, 0);
     bool timed_out = false;
     for (size_t i = 0; i < j->n; i++) {
         mc_status_t st = job_key_status(j, i);
@@ -886,6 +931,7 @@ static void serve_ready(mc_store_t *s)
         waiter_t *w = &d->waiters[i];
         if (!waiter_ready(d, w, &r))
             continue;
+        otrace("wreply_deferred", w->index, r.ready);
         mc_rpc_server_reply(d->srv, w->conn_id, MC_OP_WAIT_OFFLOAD_READ, w->req_id, MC_OK,
                             &r.base); /* a closed connection: nothing to do */
         d->waiters[i] = d->waiters[--d->n_waiters];
@@ -917,6 +963,7 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
     mc_store_t *s = ctx;
     store_disk_t *d = s->disk;
     const McRpc__BatchGetOffloadObjectRequest *q = (const void *)req;
+    otrace("req", q->n_keys, 0);
     McRpc__BatchGetOffloadObjectResponse *r =
         mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
     if (!r)
@@ -1060,8 +1107,11 @@ static mc_status_t h_wait(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage
     }
     waiter_t w = {.conn_id = call->conn_id, .req_id = call->req_id, .batch_id = q->batch_id,
                   .want = q->ready, .index = q->index};
-    if (waiter_ready(d, &w, r))
+    if (waiter_ready(d, &w, r)) {
+        otrace("wreply_now", w.index, r->ready);
         return MC_OK;
+    }
+    otrace("wdefer", w.index, w.want);
     if (d->n_waiters == WAITERS_MAX) {
         r->status = MC_ERR_BUSY;
         return MC_OK;
@@ -1414,7 +1464,49 @@ void store_disk_readers_free(mc_store_t *s)
 static uint64_t pull_want(uint64_t ready, uint64_t size)
 {
     uint64_t step = (size - ready) / 2 < PULL_MAX ? (size - ready) / 2 : PULL_MAX;
+    if (getenv("MC_DISK_WANT_PIECE"))
+        step = 1;
     return ready < size ? ready + (step ? step : 1) : size;
+}
+
+/* Pulls bytes [from, to) of the value at remote address addr on endpoint into parts and adds
+ * them to hs: one transfer of PULL_STEP requests, each hashed as soon as it has arrived while
+ * the later ones still travel (the engine's thread receives them meanwhile), so the hash of
+ * all but the last step overlaps the pull. sub: scratch of n_parts entries. */
+static mc_status_t pull_landed(mc_store_t *s, const char *endpoint, uint64_t addr,
+                               const struct iovec *parts, size_t n_parts, uint64_t from,
+                               uint64_t to, struct iovec *sub, mc_hash_stream_t *hs)
+{
+    size_t ends[PULL_STEPS_MAX];
+    size_t steps = 0;
+    xfer_plan_t plan = {0};
+    mc_status_t st = MC_OK;
+    for (uint64_t at = from; at < to && st == MC_OK; at += PULL_STEP) {
+        uint64_t len = to - at < PULL_STEP ? to - at : PULL_STEP;
+        size_t k = store_iov_sub(parts, n_parts, at, len, sub);
+        st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr + at, len, sub, k, 0);
+        ends[steps++] = plan.n;
+    }
+    mc_te_transfer_t *x = NULL;
+    store_disk_trace("pull", to - from);
+    if (st == MC_OK)
+        st = store_plan_start(s, &plan, false, &x);
+    for (size_t c = 0; c < steps && st == MC_OK; c++) {
+        if (c + 1 < steps)
+            st = mc_te_transfer_wait_some(s->te, x, ends[c], NULL);
+        else if (x) {
+            st = mc_te_transfer_wait(s->te, x, NULL);
+            x = NULL;
+        }
+        uint64_t at = from + c * PULL_STEP;
+        if (st == MC_OK)
+            store_hash_range(hs, parts, n_parts, sub, at, to - at < PULL_STEP ? to - at : PULL_STEP);
+        store_disk_trace("stephashed", c);
+    }
+    if (x)
+        mc_te_transfer_wait(s->te, x, NULL);
+    store_plan_free(&plan);
+    return st;
 }
 
 /* Follows key i of streamed batch b on c until all size bytes are in parts and the owner's
@@ -1451,32 +1543,25 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
             w.ready = pull_want(ready, size);
             call.resp = NULL;
             /* the owner answers by its deadline (the same as ours) at the latest */
+            store_disk_trace("wsend", w.ready);
             st = mc_rpc_client_call_send(c->rpc, &call, 1, (uint32_t)(deadline_ms - now) + 1000,
                                          false, &f);
             if (st != MC_OK)
                 break;
             asking = true;
         }
-        while (pulled < ready) { /* meanwhile pull what has landed */
-            uint64_t len = ready - pulled < PULL_MAX ? ready - pulled : PULL_MAX;
-            xfer_plan_t plan = {0};
-            size_t k = store_iov_sub(parts, n_parts, pulled, len, sub);
-            st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr,
-                                b->pointers[i] + pulled, len, sub, k, 0);
-            if (st == MC_OK)
-                st = store_plan_run(s, &plan, NULL);
-            store_plan_free(&plan);
-            if (st != MC_OK)
-                break;
-            for (size_t j = 0; j < k; j++)
-                mc_hash_stream_update(&hs, sub[j].iov_base, sub[j].iov_len);
-            pulled += len;
+        while (pulled < ready && st == MC_OK) { /* meanwhile pull what has landed */
+            uint64_t to = ready - pulled < PULL_MAX ? ready : pulled + PULL_MAX;
+            st = pull_landed(s, b->transfer_engine_addr, b->pointers[i], parts, n_parts, pulled,
+                             to, sub, &hs);
+            pulled = to;
         }
         if (st != MC_OK || done)
             break;
         st = mc_rpc_client_call_recv(&f);
         asking = false;
         McRpc__WaitOffloadReadResponse *wr = (void *)call.resp;
+        store_disk_trace("wans", st == MC_OK && wr ? wr->ready + (wr->done ? 1000000000000ull : 0) : 0);
         if (st == MC_OK)
             st = call.status;
         if (st == MC_OK)
@@ -1553,7 +1638,9 @@ static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const cha
                                  {.opcode = MC_OP_BATCH_GET_OFFLOAD_OBJECT, .req = &q.base}};
     size_t first = c->release_id ? 0 : 1;
     c->release_id = 0;
+    store_disk_trace("reqsend", g->m);
     g->st = mc_rpc_client_call_many(c->rpc, calls + first, 2 - first, tmo + 1000);
+    store_disk_trace("reqans", g->m);
     mc_rpc_response_free(calls[0].resp);
     g->r = calls[1].resp;
     if (g->st == MC_OK)
@@ -1593,6 +1680,7 @@ static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *nex
         for (size_t i = 0; i < g->m; i++)
             staged += round4k(sizes[g->at + i]);
         release_batch(c, b->batch_id, staged);
+        store_disk_trace("released", staged);
     }
     mc_rpc_response_free(g->r);
     g->r = NULL;
@@ -1607,7 +1695,9 @@ void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
     if (tmo > READ_TIMEOUT_MAX_MS)
         tmo = READ_TIMEOUT_MAX_MS;
     uint64_t deadline_ms = mc_now_ms() + tmo;
+    store_disk_trace("read_many", n);
     reader_conn_t *c = conn_get(s, endpoint);
+    store_disk_trace("conn", 0);
     if (!c) {
         for (size_t i = 0; i < n; i++)
             sts[i] = MC_ERR_CONNECTION;
