@@ -59,8 +59,6 @@
  * has landed, at most PULL_MAX bytes per transfer. Few answers early, one per piece at the
  * end: each answer is a wake-up on both sides, and the disk keeps reading meanwhile. */
 #define PULL_MAX (4ull << 20)
-#define PULL_STEP (512ull << 10) /* a pull's requests, each hashed while the next travels */
-#define PULL_STEPS_MAX (PULL_MAX / PULL_STEP)
 /* A reader's release of a batch of at most this much staging is not waited for: it rides in
  * front of the next request on the same connection (one held per connection; the reader's
  * destroy sends it; the owner's gc_ttl_ms frees it if no request follows or the cached
@@ -158,7 +156,7 @@ struct store_disk {
 /* TRACE (temporary) */
 #include <time.h>
 typedef struct { uint64_t ns, v; const char *w; } tr_ent_t;
-static __thread tr_ent_t tr_buf[512];
+static __thread tr_ent_t tr_buf[8192];
 static __thread size_t tr_n;
 static int tr_on = -1;
 static bool tr_enabled(void)
@@ -174,10 +172,10 @@ void store_disk_trace(const char *what, uint64_t v)
     uint64_t now = mc_now_ns();
     if (strcmp(what, "get") == 0 || strcmp(what, "bget") == 0)
         tr_n = 0;
-    if (tr_n < 512)
+    if (tr_n < 8192)
         tr_buf[tr_n++] = (tr_ent_t){now, v, what};
     if (strcmp(what, "end") == 0 && tr_n) {
-        char line[16384];
+        static __thread char line[1 << 18];
         size_t o = (size_t)snprintf(line, sizeof(line), "TRACE R t0=%llu", (unsigned long long)tr_buf[0].ns);
         for (size_t i = 1; i < tr_n && o < sizeof(line) - 64; i++)
             o += (size_t)snprintf(line + o, sizeof(line) - o, " %s:%llu@%.0f", tr_buf[i].w,
@@ -917,7 +915,9 @@ static bool waiter_ready(store_disk_t *d, const waiter_t *w, McRpc__WaitOffloadR
     r->done = atomic_load(&j->done[w->index]);
     if (r->done)
         r->key_status = atomic_load(&j->status[w->index]);
-    return r->done || (w->want > 0 && r->ready >= w->want); /* want 0: the verdict */
+    /* want 0 or the whole value (or more): the verdict; the whole value may have landed
+     * (ready = size, done false) while the engine still hashes its last piece */
+    return r->done || (w->want > 0 && w->want < j->sizes[w->index] && r->ready >= w->want);
 }
 
 /* Loop thread: answers every waiter whose bytes have landed, and every plain request whose
@@ -1464,47 +1464,37 @@ void store_disk_readers_free(mc_store_t *s)
 static uint64_t pull_want(uint64_t ready, uint64_t size)
 {
     uint64_t step = (size - ready) / 2 < PULL_MAX ? (size - ready) / 2 : PULL_MAX;
-    if (getenv("MC_DISK_WANT_PIECE"))
-        step = 1;
     return ready < size ? ready + (step ? step : 1) : size;
 }
 
-/* Pulls bytes [from, to) of the value at remote address addr on endpoint into parts and adds
- * them to hs: one transfer of PULL_STEP requests, each hashed as soon as it has arrived while
- * the later ones still travel (the engine's thread receives them meanwhile), so the hash of
- * all but the last step overlaps the pull. sub: scratch of n_parts entries. */
-static mc_status_t pull_landed(mc_store_t *s, const char *endpoint, uint64_t addr,
-                               const struct iovec *parts, size_t n_parts, uint64_t from,
-                               uint64_t to, struct iovec *sub, mc_hash_stream_t *hs)
+/* Pulls bytes [from, to) of key i (size bytes) of batch b into parts with one transfer. The
+ * whole value in one request comes back hashed by the engine as it was received (te_hashed.h:
+ * tcp on one connection per transfer, or the same host's copy): then *whole_p is set and
+ * *whole_hash is that hash; otherwise the bytes are added to hs. sub: n_parts entries of
+ * scratch. */
+static mc_status_t pull_range(mc_store_t *s, const McRpc__BatchGetOffloadObjectResponse *b,
+                              uint32_t i, const struct iovec *parts, size_t n_parts,
+                              uint64_t from, uint64_t to, uint64_t size, struct iovec *sub,
+                              mc_hash_stream_t *hs, bool *whole_p, uint64_t *whole_hash)
 {
-    size_t ends[PULL_STEPS_MAX];
-    size_t steps = 0;
     xfer_plan_t plan = {0};
-    mc_status_t st = MC_OK;
-    for (uint64_t at = from; at < to && st == MC_OK; at += PULL_STEP) {
-        uint64_t len = to - at < PULL_STEP ? to - at : PULL_STEP;
-        size_t k = store_iov_sub(parts, n_parts, at, len, sub);
-        st = store_plan_add(s, &plan, MC_TE_READ, endpoint, addr + at, len, sub, k, 0);
-        ends[steps++] = plan.n;
-    }
-    mc_te_transfer_t *x = NULL;
+    size_t k = store_iov_sub(parts, n_parts, from, to - from, sub);
+    mc_status_t st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr,
+                                    b->pointers[i] + from, to - from, sub, k, 0);
     store_disk_trace("pull", to - from);
     if (st == MC_OK)
-        st = store_plan_start(s, &plan, false, &x);
-    for (size_t c = 0; c < steps && st == MC_OK; c++) {
-        if (c + 1 < steps)
-            st = mc_te_transfer_wait_some(s->te, x, ends[c], NULL);
-        else if (x) {
-            st = mc_te_transfer_wait(s->te, x, NULL);
-            x = NULL;
-        }
-        uint64_t at = from + c * PULL_STEP;
-        if (st == MC_OK)
-            store_hash_range(hs, parts, n_parts, sub, at, to - at < PULL_STEP ? to - at : PULL_STEP);
-        store_disk_trace("stephashed", c);
+        st = store_plan_run(s, &plan, NULL);
+    const uint64_t *eh = st == MC_OK && from == 0 && to == size && plan.n
+                             ? store_plan_engine_hash(&plan, 0, plan.n - 1, size)
+                             : NULL;
+    if (eh) {
+        *whole_p = true;
+        *whole_hash = *eh;
+    } else if (st == MC_OK) {
+        for (size_t j = 0; j < k; j++)
+            mc_hash_stream_update(hs, sub[j].iov_base, sub[j].iov_len);
     }
-    if (x)
-        mc_te_transfer_wait(s->te, x, NULL);
+    store_disk_trace("stephashed", eh != NULL);
     store_plan_free(&plan);
     return st;
 }
@@ -1517,7 +1507,7 @@ static mc_status_t pull_landed(mc_store_t *s, const char *endpoint, uint64_t add
 static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                                const McRpc__BatchGetOffloadObjectResponse *b, uint32_t i,
                                uint64_t size, const struct iovec *parts, size_t n_parts,
-                               uint64_t deadline_ms, uint64_t *hash_p)
+                               bool follow, uint64_t deadline_ms, uint64_t *hash_p)
 {
     mc_hash_stream_t hs;
     struct iovec *sub = mc_calloc(n_parts ? n_parts : 1, sizeof(*sub));
@@ -1530,8 +1520,9 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
     w.index = i;
     mc_rpc_pending_t call = {.opcode = MC_OP_WAIT_OFFLOAD_READ, .req = &w.base};
     mc_rpc_inflight_t f;
-    bool asking = false, done = false;
+    bool asking = false, done = false, whole = false;
     uint64_t pulled = 0, ready = 0; /* ready: the landed prefix the owner last reported */
+    uint64_t whole_hash = 0;        /* the engine's hash of a whole-value pull (whole) */
     mc_status_t st = MC_OK;
     for (;;) {
         if (!done) { /* ask for the next piece (for a 0-byte value: the verdict) */
@@ -1540,7 +1531,7 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                 st = MC_ERR_TIMEOUT;
                 break;
             }
-            w.ready = pull_want(ready, size);
+            w.ready = follow ? pull_want(ready, size) : size;
             call.resp = NULL;
             /* the owner answers by its deadline (the same as ours) at the latest */
             store_disk_trace("wsend", w.ready);
@@ -1551,9 +1542,11 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
             asking = true;
         }
         while (pulled < ready && st == MC_OK) { /* meanwhile pull what has landed */
-            uint64_t to = ready - pulled < PULL_MAX ? ready : pulled + PULL_MAX;
-            st = pull_landed(s, b->transfer_engine_addr, b->pointers[i], parts, n_parts, pulled,
-                             to, sub, &hs);
+            uint64_t to = pulled == 0 && ready == size ? size /* the whole value: one pull */
+                          : ready - pulled < PULL_MAX  ? ready
+                                                       : pulled + PULL_MAX;
+            st = pull_range(s, b, i, parts, n_parts, pulled, to, size, sub, &hs, &whole,
+                            &whole_hash);
             pulled = to;
         }
         if (st != MC_OK || done)
@@ -1581,7 +1574,8 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
     }
     if (st == MC_OK && pulled != size) /* settled OK without all of it: nothing to trust */
         st = MC_ERR_RPC_FAIL;
-    *hash_p = mc_hash_stream_final(&hs);
+    uint64_t h = mc_hash_stream_final(&hs);
+    *hash_p = whole ? whole_hash : h;
     mc_free(sub);
     return st;
 }
@@ -1671,8 +1665,12 @@ static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *nex
         sts[k] = g->st == MC_OK ? b->statuses[i] : g->st;
         if (sts[k] == MC_OK && !b->batch_id)
             sts[k] = MC_ERR_RPC_FAIL;
+        /* only the call's last key follows its pieces as they land (a wake-up of both sides
+         * per answer); an earlier one is pulled whole after its verdict while the owner's
+         * disk reads the keys after it */
+        bool follow = (i + 1 == g->m && !next->m);
         if (sts[k] == MC_OK)
-            sts[k] = stream_pull(s, c, b, (uint32_t)i, sizes[k], parts[k], n_parts[k],
+            sts[k] = stream_pull(s, c, b, (uint32_t)i, sizes[k], parts[k], n_parts[k], follow,
                                  deadline_ms, &hashes[k]);
     }
     if (g->r && b->batch_id) {

@@ -357,7 +357,9 @@ static void test_disk_streamed_reads(void **state)
 /* The offload RPC server's two forms of BatchGetOffloadObject and WaitOffloadRead, spoken
  * directly: a plain request is answered after its read with the final statuses; a streamed
  * one at once with the lookup's, then WaitOffloadRead reports the landed prefix and the
- * verdict; unknown batches and indexes answer OBJECT_NOT_FOUND. */
+ * verdict (a wait for the whole value, or more, is answered with the verdict only, though the
+ * value may have landed before its checksum is checked); unknown batches and indexes answer
+ * OBJECT_NOT_FOUND. */
 static void test_offload_rpc_forms(void **state)
 {
     (void)state;
@@ -406,6 +408,17 @@ static void test_offload_rpc_forms(void **state)
             assert_true(wr->done);
             assert_int_equal(wr->ready, VAL);
             assert_int_equal(wr->key_status, MC_OK);
+            /* more than the value (a hostile want): the verdict too, never a hang */
+            ProtobufCMessage *wm2 = NULL;
+            w.ready = 4 * VAL;
+            assert_int_equal(
+                mc_rpc_client_call(c, MC_OP_WAIT_OFFLOAD_READ, &w.base, &wm2, 10000), MC_OK);
+            McRpc__WaitOffloadReadResponse *wr2 = (void *)wm2;
+            assert_int_equal(wr2->status, MC_OK);
+            assert_true(wr2->done);
+            assert_int_equal(wr2->key_status, MC_OK);
+            mc_rpc_response_free(wm2);
+            w.ready = VAL;
         } else {
             assert_int_equal(wr->status, MC_ERR_OBJECT_NOT_FOUND);
         }
