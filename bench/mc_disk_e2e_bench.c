@@ -14,14 +14,19 @@
  *          disk"); fio reads the same block size at depth 1;
  *   batch  the --batch values with one mc_store_batch_get_into (best of --reps), against fio
  *          at depth --batch.
- * One untimed get per size and one batch come first (connections). Every value read is
- * compared with what was put.
+ * Each case is read by the reader whose TE speaks tcp (the figure the target is about) and,
+ * with --same_host (default true), right after it by a second reader (its own store, protocol
+ * "auto") that reaches the owner's staging buffer through the TE's same-host transport (shm:
+ * the buffer is mc_te_alloc_shareable memory), against the same fio figure.
+ * One untimed get per size and one batch per reader come first (connections). Every value
+ * read is compared with what was put.
  *
- * Output, one JSON line each: {"bench":"disk_e2e_setup",...}, per round
- * {"bench":"disk_e2e_get","round":...,"value":...,"gbps":...,"p50_us":...,"p99_us":...,
- * "fio_gbps":...,"ratio":...} and {"bench":"disk_e2e_batch",...}, then per case
- * {"bench":"disk_e2e_ratio","case":...,"ratio_min":...,"ratio_max":...} (store GB/s / fio GB/s
- * over the rounds; without fio the ratios are 0 and no ratio lines are printed). */
+ * Output, one JSON line each: {"bench":"disk_e2e_setup",...}, per round and reader
+ * {"bench":"disk_e2e_get","transport":"tcp"|"shm","round":...,"value":...,"gbps":...,
+ * "p50_us":...,"p99_us":...,"fio_gbps":...,"ratio":...} and {"bench":"disk_e2e_batch",...},
+ * then per reader and case {"bench":"disk_e2e_ratio","transport":...,"case":...,
+ * "ratio_min":...,"ratio_max":...} (store GB/s / fio GB/s over the rounds; without fio the
+ * ratios are 0 and no ratio lines are printed). */
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/net.h"
@@ -246,10 +251,8 @@ int main(int argc, char **argv)
              (unsigned long long)(sizes[0] * (uint64_t)o.batch + maxv + (64u << 20)));
     setenv("MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES", stg, 1);
     setenv("MC_OFFLOAD_HEARTBEAT_MS", "20", 1);
-    /* "auto": the server's TE also serves same-host readers over shm (--same_host); the tcp
-     * reader's own protocol keeps its reads on tcp */
-    char *sargv[] = {cbin, masterf, segf, "--local_hostname=127.0.0.1",
-                     o.same_host ? "--protocol=auto" : "--protocol=tcp",
+    /* (its TE serves same-host readers over shm whatever its own protocol) */
+    char *sargv[] = {cbin, masterf, segf, "--local_hostname=127.0.0.1", "--protocol=tcp",
                      "--enable_offload=true", diskf, NULL};
     pid_t server = mt_spawn(sargv, slog);
     if (server <= 0 || mt_wait_log(slog, "mooncake_client ready", 20000) != 0)

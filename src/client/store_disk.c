@@ -19,8 +19,9 @@
  *    range not released is freed gc_ttl after its read ended ("offload RPC server" below).
  *
  * The reader (store_disk_read, store_disk_read_many): asks the owner (one cached connection
- * per endpoint) for all its keys at once, pulls each value with the TE piece by piece as the
- * owner reports them landed, hashes them as they arrive, releases the batch. */
+ * per endpoint) for all its keys at once, pulls each value with the TE once the owner has
+ * verified it (the last key piece by piece as the owner reports them landed), hashes every
+ * byte it pulled, releases the batch. */
 #include "client/store_int.h"
 
 #include "common/alloc.h"
@@ -54,10 +55,12 @@
                                            (MC_DISK_RINGS), at most this many */
 #define WAITERS_MAX 1024                /* WaitOffloadRead calls deferred at once */
 #define QUARANTINE_MS 60000             /* a slot a read abandoned at its deadline is held */
-/* The reader pulls a value as its pieces land: it asks to hear when half of what it has not
- * seen land has landed (at most PULL_MAX more, at least one byte: pull_want) and pulls what
- * has landed, at most PULL_MAX bytes per transfer. Few answers early, one per piece at the
- * end: each answer is a wake-up on both sides, and the disk keeps reading meanwhile. */
+/* The last key of a read follows its pieces as they land: the reader asks to hear when half
+ * of what it has not seen land has landed (at most PULL_MAX more, at least one byte:
+ * pull_want) and pulls what has landed, at most PULL_MAX bytes per transfer (the whole value
+ * at once when it has all landed by then). Few answers early, one per piece at the end: each
+ * answer is a wake-up on both sides, and the disk keeps reading meanwhile. The keys before it
+ * wait for their verdict and are pulled whole (stream_pull). */
 #define PULL_MAX (4ull << 20)
 /* A reader's release of a batch of at most this much staging is not waited for: it rides in
  * front of the next request on the same connection (one held per connection; the reader's
@@ -151,46 +154,6 @@ struct store_disk {
     atomic_ullong offloaded, offload_failed, disk_reads_served, promoted;
     mc_status_t last_offload_err; /* offload thread: the last offload's failure (OK: none) */
 };
-
-
-/* TRACE (temporary) */
-#include <time.h>
-typedef struct { uint64_t ns, v; const char *w; } tr_ent_t;
-static __thread tr_ent_t tr_buf[8192];
-static __thread size_t tr_n;
-static int tr_on = -1;
-static bool tr_enabled(void)
-{
-    if (tr_on < 0)
-        tr_on = getenv("MC_DISK_TRACE") != NULL;
-    return tr_on;
-}
-void store_disk_trace(const char *what, uint64_t v)
-{
-    if (!tr_enabled())
-        return;
-    uint64_t now = mc_now_ns();
-    if (strcmp(what, "get") == 0 || strcmp(what, "bget") == 0)
-        tr_n = 0;
-    if (tr_n < 8192)
-        tr_buf[tr_n++] = (tr_ent_t){now, v, what};
-    if (strcmp(what, "end") == 0 && tr_n) {
-        static __thread char line[1 << 18];
-        size_t o = (size_t)snprintf(line, sizeof(line), "TRACE R t0=%llu", (unsigned long long)tr_buf[0].ns);
-        for (size_t i = 1; i < tr_n && o < sizeof(line) - 64; i++)
-            o += (size_t)snprintf(line + o, sizeof(line) - o, " %s:%llu@%.0f", tr_buf[i].w,
-                                  (unsigned long long)tr_buf[i].v,
-                                  (double)(tr_buf[i].ns - tr_buf[0].ns) / 1000.0);
-        fprintf(stderr, "%s\n", line);
-        tr_n = 0;
-    }
-}
-static void otrace(const char *what, uint64_t a, uint64_t b)
-{
-    if (tr_enabled())
-        fprintf(stderr, "TRACE O %llu %s %llu %llu\n", (unsigned long long)mc_now_ns(), what,
-                (unsigned long long)a, (unsigned long long)b);
-}
 
 /* ------------------------------------------------------------------ keys */
 
@@ -664,10 +627,11 @@ static void *worker_main(void *arg)
  * them with one mc_disk_store_read_batch straight into the slots (O_DIRECT; the staging buffer
  * is registered with the engine), with the reader's deadline, every key's 1 MiB pieces in
  * flight at once (up to the engine's io_depth per ring). The engine reports each key's landed
- * prefix (mc_disk_read_t.progress); the worker publishes it (atomics) and wakes the loop,
- * which answers
+ * prefix as it lands, before hashing it (mc_disk_read_t.progress); the worker publishes it
+ * (atomics) and wakes the loop, which answers
  *  - a streamed request at once (pointers, lookup statuses); its WaitOffloadRead calls are
- *    deferred until their prefix has landed or the key has settled;
+ *    deferred until their prefix has landed (a wait for the whole value: until the key has
+ *    settled, its checksum checked) or the key has settled;
  *  - a plain request when the whole job is done (deferred too: the loop never waits for the
  *    disk).
  * The loop owns the jobs (staged_t.job); a worker owns the job it runs until it sets
@@ -823,7 +787,6 @@ static void job_progress(mc_disk_read_t *q, size_t ready, bool done)
 {
     job_t *j = q->arg;
     size_t i = (size_t)(q - j->rq);
-    otrace(done ? "prog_done" : "prog", i, ready);
     if (ready > atomic_load(&j->ready[i]))
         atomic_store(&j->ready[i], ready);
     if (done) {
@@ -846,9 +809,7 @@ static void job_run(job_t *j)
 {
     mc_store_t *s = j->s;
     store_disk_t *d = s->disk;
-    otrace("run", j->n, 0);
     mc_disk_store_read_batch(d->disk, j->rq, j->n, j->deadline_ns);
-    otrace("read_batch_ret", j->n, 0);
     bool timed_out = false;
     for (size_t i = 0; i < j->n; i++) {
         mc_status_t st = job_key_status(j, i);
@@ -931,7 +892,6 @@ static void serve_ready(mc_store_t *s)
         waiter_t *w = &d->waiters[i];
         if (!waiter_ready(d, w, &r))
             continue;
-        otrace("wreply_deferred", w->index, r.ready);
         mc_rpc_server_reply(d->srv, w->conn_id, MC_OP_WAIT_OFFLOAD_READ, w->req_id, MC_OK,
                             &r.base); /* a closed connection: nothing to do */
         d->waiters[i] = d->waiters[--d->n_waiters];
@@ -963,7 +923,6 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
     mc_store_t *s = ctx;
     store_disk_t *d = s->disk;
     const McRpc__BatchGetOffloadObjectRequest *q = (const void *)req;
-    otrace("req", q->n_keys, 0);
     McRpc__BatchGetOffloadObjectResponse *r =
         mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
     if (!r)
@@ -1107,11 +1066,8 @@ static mc_status_t h_wait(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage
     }
     waiter_t w = {.conn_id = call->conn_id, .req_id = call->req_id, .batch_id = q->batch_id,
                   .want = q->ready, .index = q->index};
-    if (waiter_ready(d, &w, r)) {
-        otrace("wreply_now", w.index, r->ready);
+    if (waiter_ready(d, &w, r))
         return MC_OK;
-    }
-    otrace("wdefer", w.index, w.want);
     if (d->n_waiters == WAITERS_MAX) {
         r->status = MC_ERR_BUSY;
         return MC_OK;
@@ -1481,7 +1437,6 @@ static mc_status_t pull_range(mc_store_t *s, const McRpc__BatchGetOffloadObjectR
     size_t k = store_iov_sub(parts, n_parts, from, to - from, sub);
     mc_status_t st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr,
                                     b->pointers[i] + from, to - from, sub, k, 0);
-    store_disk_trace("pull", to - from);
     if (st == MC_OK)
         st = store_plan_run(s, &plan, NULL);
     const uint64_t *eh = st == MC_OK && from == 0 && to == size && plan.n
@@ -1494,16 +1449,17 @@ static mc_status_t pull_range(mc_store_t *s, const McRpc__BatchGetOffloadObjectR
         for (size_t j = 0; j < k; j++)
             mc_hash_stream_update(hs, sub[j].iov_base, sub[j].iov_len);
     }
-    store_disk_trace("stephashed", eh != NULL);
     store_plan_free(&plan);
     return st;
 }
 
 /* Follows key i of streamed batch b on c until all size bytes are in parts and the owner's
  * read has settled with the whole value's checksum verified, or the deadline (deadline_ms,
- * mc_now_ms) passes. The landed prefix is pulled with the TE (at most PULL_MAX per transfer)
- * and hashed into *hash_p while the WaitOffloadRead for more (pull_want) is already on its
- * way, so the owner's answer travels during the pull. */
+ * mc_now_ms) passes; *hash_p = the reader's hash of every byte pulled. With follow, the landed
+ * prefix is pulled with the TE (at most PULL_MAX per transfer) and hashed while the
+ * WaitOffloadRead for more (pull_want) is already on its way, so the owner's answer travels
+ * during the pull; without, the first answer is the verdict and the value comes in one pull
+ * (hashed by the engine as it arrives where it can: pull_range). */
 static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
                                const McRpc__BatchGetOffloadObjectResponse *b, uint32_t i,
                                uint64_t size, const struct iovec *parts, size_t n_parts,
@@ -1534,7 +1490,6 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
             w.ready = follow ? pull_want(ready, size) : size;
             call.resp = NULL;
             /* the owner answers by its deadline (the same as ours) at the latest */
-            store_disk_trace("wsend", w.ready);
             st = mc_rpc_client_call_send(c->rpc, &call, 1, (uint32_t)(deadline_ms - now) + 1000,
                                          false, &f);
             if (st != MC_OK)
@@ -1554,7 +1509,6 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
         st = mc_rpc_client_call_recv(&f);
         asking = false;
         McRpc__WaitOffloadReadResponse *wr = (void *)call.resp;
-        store_disk_trace("wans", st == MC_OK && wr ? wr->ready + (wr->done ? 1000000000000ull : 0) : 0);
         if (st == MC_OK)
             st = call.status;
         if (st == MC_OK)
@@ -1632,9 +1586,7 @@ static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const cha
                                  {.opcode = MC_OP_BATCH_GET_OFFLOAD_OBJECT, .req = &q.base}};
     size_t first = c->release_id ? 0 : 1;
     c->release_id = 0;
-    store_disk_trace("reqsend", g->m);
     g->st = mc_rpc_client_call_many(c->rpc, calls + first, 2 - first, tmo + 1000);
-    store_disk_trace("reqans", g->m);
     mc_rpc_response_free(calls[0].resp);
     g->r = calls[1].resp;
     if (g->st == MC_OK)
@@ -1648,10 +1600,10 @@ static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const cha
         store_grants_present(s, &g->b->grant, 1); /* we are tenant-bound: the owner granted it */
 }
 
-/* Pulls g's keys in order as they land, then releases the batch (also after a failure: the
- * owner frees it once its read is over). The next group (if any) is asked for before g's last
- * key is pulled: the owner's disk, done or nearly done with g, goes on with it while that key
- * travels. */
+/* Pulls g's keys in order, each once its verdict is in (the call's last key as its pieces
+ * land), then releases the batch (also after a failure: the owner frees it once its read is
+ * over). The next group (if any) is asked for before g's last key is pulled: the owner's disk,
+ * done or nearly done with g, goes on with it while that key travels. */
 static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *next,
                        const char *const *keys, const uint64_t *sizes,
                        const struct iovec *const *parts, const size_t *n_parts,
@@ -1678,7 +1630,6 @@ static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *nex
         for (size_t i = 0; i < g->m; i++)
             staged += round4k(sizes[g->at + i]);
         release_batch(c, b->batch_id, staged);
-        store_disk_trace("released", staged);
     }
     mc_rpc_response_free(g->r);
     g->r = NULL;
@@ -1693,9 +1644,7 @@ void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
     if (tmo > READ_TIMEOUT_MAX_MS)
         tmo = READ_TIMEOUT_MAX_MS;
     uint64_t deadline_ms = mc_now_ms() + tmo;
-    store_disk_trace("read_many", n);
     reader_conn_t *c = conn_get(s, endpoint);
-    store_disk_trace("conn", 0);
     if (!c) {
         for (size_t i = 0; i < n; i++)
             sts[i] = MC_ERR_CONNECTION;

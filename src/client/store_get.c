@@ -471,12 +471,10 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
         cache_failed = h.endpoint;
     }
     uint64_t t0 = mc_now_ms();
-    store_disk_trace("get", 0);
     spec_read_t sp;
     spec_start(s, &sp, key, parts, n_parts, cap);
     McRpc__ReplicaListResponse *rl = NULL;
     st = store_replica_list(s, key, &rl);
-    store_disk_trace("lookup", 0);
     spec_wait(s, &sp, key);
     int64_t rc;
     const McRpc__ReplicaDesc *spec_rd = NULL;
@@ -494,7 +492,6 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
                                  cache_failed ? cache_failed : spec_failed_endpoint(&sp), last_try);
     if (rl)
         mc_rpc_response_free(&rl->base);
-    store_disk_trace("end", 0);
     return rc;
 }
 
@@ -1040,14 +1037,11 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     bget_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .heap = heap,
                 .results = results};
     uint64_t t0 = store_metrics_t0(s->metrics);
-    store_disk_trace("bget", 0);
     st = bget_init(&b);
     if (st == MC_OK) {
         bget_read_early(&b);
         bget_lookup_and_read(&b);
-        store_disk_trace("lookup", 0);
         bget_read_disk(&b);
-        store_disk_trace("disk_done", 0);
         uint64_t now = mc_now_ms();
         for (size_t i = 0; i < n; i++)
             bget_verify_key(&b, i, now);
@@ -1056,7 +1050,6 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         atomic_fetch_add(&s->n_spec_hits, b.spec_hits);
     }
     bget_free(&b, st);
-    store_disk_trace("end", 0);
     if (s->metrics) {
         uint64_t bytes = 0;
         for (size_t i = 0; st == MC_OK && i < n; i++)

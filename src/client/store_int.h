@@ -277,8 +277,6 @@ void store_stamp_wait(const char *op, const char *key, uint64_t lease_ms);
 mc_status_t store_disk_start(mc_store_t *s, const char *path);
 void store_disk_stop(mc_store_t *s);
 void store_disk_readers_free(mc_store_t *s);
-/* TRACE (temporary): MC_DISK_TRACE=1 */
-void store_disk_trace(const char *what, uint64_t v);
 /* Appends the SSD tier's client metrics to *text_p (replaced); nothing without a disk. */
 mc_status_t store_disk_metrics_append(mc_store_t *s, char **text_p);
 void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_t *offloaded,

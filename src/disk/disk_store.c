@@ -96,7 +96,7 @@ typedef struct op {
     mc_hash_stream_t hs;     /* checksum of the chunks hashed so far */
     bool hs_live, failed, finished;
     uint32_t nchunks, nsubmitted, ndone, hashed;
-    uint32_t reported;       /* chunks whose landing progress reported (direct reads) */
+    uint32_t reported;       /* chunks reported to progress so far */
     struct op *lnext;        /* late list */
     chunk_t ch[];
 } op_t;
@@ -991,27 +991,37 @@ static void chunk_span(const op_t *op, uint32_t i, uint64_t *at, uint64_t *len)
     *len = (end < split || *at >= split ? end : split) - *at;
 }
 
-/* Hashes (and, from a store buffer, copies out) the chunks that completed in order, and
- * settles the op once every chunk is in: MC_OK only when all bytes arrived and hash to the
- * committed checksum. No lock held (the op belongs to its batch). */
+/* The value's bytes up to the end of chunk i of op. */
+static uint64_t chunk_end(const op_t *op, uint32_t i)
+{
+    uint64_t at, len;
+    chunk_span(op, i, &at, &len);
+    return op->vlen - at < len ? op->vlen : at + len;
+}
+
+/* Whether chunk i of op has completed with all of its value bytes. */
+static bool chunk_whole(const op_t *op, uint32_t i)
+{
+    uint64_t at, len;
+    chunk_span(op, i, &at, &len);
+    uint64_t want = op->vlen - at < len ? op->vlen - at : len;
+    return op->ch[i].done && op->ch[i].res >= 0 && (uint64_t)op->ch[i].res >= want;
+}
+
+/* Reports the chunks that completed in order (progress), hashes (and, from a store buffer,
+ * copies out) them, and settles the op once every chunk is in: MC_OK only when all bytes
+ * arrived and hash to the committed checksum. A read straight into the caller's buffer
+ * reports its landed prefix before hashing it (the caller may use those bytes, unverified as
+ * any progress, meanwhile), the whole value included; a bounced one once copied, the last
+ * chunk with the verdict. No lock held (the op belongs to its batch). */
 static void op_progress(op_t *op)
 {
     mc_disk_read_t *q = op->req;
-    /* A direct read reports the landed prefix before hashing it: the caller may use those
-     * bytes (unverified, as any progress) while they are hashed here. */
-    uint32_t landed = op->hashed;
-    uint64_t ready = 0;
-    while (!op->bounce && landed < op->nchunks && op->ch[landed].done) {
-        uint64_t at, len;
-        chunk_span(op, landed, &at, &len);
-        uint64_t want = op->vlen - at < len ? op->vlen - at : len;
-        if (op->ch[landed].res < 0 || (uint64_t)op->ch[landed].res < want)
-            break;
-        ready = at + want;
+    uint32_t landed = op->hashed; /* direct: the chunks complete and whole, in order */
+    while (!op->bounce && landed < op->nchunks && chunk_whole(op, landed))
         landed++;
-    }
     if (q->progress && landed > op->reported && !op->failed) {
-        q->progress(q, (size_t)ready, false);
+        q->progress(q, (size_t)chunk_end(op, landed - 1), false);
         op->reported = landed;
     }
     while (op->hashed < op->nchunks && op->ch[op->hashed].done) {
@@ -1034,10 +1044,8 @@ static void op_progress(op_t *op)
         op->hashed++;
     }
     if (op->bounce && q->progress && op->hashed > op->reported && op->hashed < op->nchunks &&
-        !op->failed) { /* a bounced read's bytes are in buf once copied */
-        uint64_t at, len;
-        chunk_span(op, op->hashed - 1, &at, &len);
-        q->progress(q, (size_t)(op->vlen - at < len ? op->vlen : at + len), false);
+        !op->failed) {
+        q->progress(q, (size_t)chunk_end(op, op->hashed - 1), false);
         op->reported = op->hashed;
     }
     if (op->hashed < op->nchunks)
@@ -1052,17 +1060,6 @@ static void op_progress(op_t *op)
 
 /* Handles one completion (ring locked). A chunk of a live op advances it (*finished_p counts
  * ops it settled); the last completion of an abandoned op puts it on *late. */
-/* TRACE (temporary) */
-static void dtrace(const char *w, uint64_t a, uint64_t b)
-{
-    static int on = -1;
-    if (on < 0)
-        on = getenv("MC_DISK_TRACE") != NULL;
-    if (on)
-        fprintf(stderr, "TRACE D %llu %s %llu %llu\n", (unsigned long long)mc_now_ns(), w,
-                (unsigned long long)a, (unsigned long long)b);
-}
-
 static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late, size_t *finished_p)
 {
     uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -1076,7 +1073,6 @@ static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late, size_t *f
     c->res = res;
     c->done = true;
     op->ndone++;
-    dtrace("cqe", (uint64_t)(c - op->ch), (uint64_t)res);
     if (!op->req) {
         if (op->ndone == op->nsubmitted) {
             op->lnext = *late;
@@ -1223,13 +1219,11 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
         return MC_ERR_NO_MEMORY;
     }
     uint64_t now = mc_now_ns();
-    dtrace("rb_start", n, 0);
     /* 1. look up every key, take a reference on its bucket */
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < n; i++)
         ops[i] = op_make(s, &reqs[i], now);
     pthread_mutex_unlock(&s->mu);
-    dtrace("rb_made", n, 0);
     /* 2. destinations: the caller's buffer only when nothing can outlive this call */
     size_t pending = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1261,9 +1255,7 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
     }
     /* 3. submit all (as the ring allows), reap all, until done or the deadline; each op is
      *    cut into CHUNK reads so that hashing overlaps the reads still in flight */
-    dtrace("rb_dest", n, 0);
     ring_t *r = ring_acquire(s);
-    dtrace("rb_ring", n, 0);
     op_t *late = NULL;
     struct io_uring_cqe *cqe;
     while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
@@ -1282,10 +1274,8 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
                 break;
             queued = true;
         }
-        if (queued) {
+        if (queued)
             io_uring_submit(&r->uring);
-            dtrace("submit", r->inflight, 0);
-        }
         int rc;
         if (deadline_ns) {
             uint64_t t = mc_now_ns();

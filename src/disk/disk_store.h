@@ -150,11 +150,15 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *store, const char *tenant, con
 /* One read of a batch. */
 typedef struct mc_disk_read mc_disk_read_t;
 /* Optional progress of one read, called on the reading thread during mc_disk_store_read_batch
- * with the ring's lock held (be quick; do not call into the store): the first `ready` bytes of the value are in buf (landed, hashed,
- * not yet verified), in order, one call per piece (1 MiB pieces; a value over 512 KiB ends with
- * a 256 KiB piece of its own); `done`: the read has settled and
- * q->status is final (MC_OK only once the whole value matched its checksum). Not called for a
- * request settled at lookup (not found, overflow, bad key) nor after the deadline. */
+ * with the ring's lock held (be quick; do not call into the store): the first `ready` bytes of
+ * the value are in buf (landed, not yet verified), in order, as its pieces land (1 MiB pieces;
+ * a value over 512 KiB ends with a 256 KiB piece of its own; pieces reaped together are
+ * reported together). A read straight into buf reports a piece before hashing it, so `ready`
+ * may reach the whole length before the verdict; a read through the store's buffer, once the
+ * piece is hashed and copied (its last piece comes with the verdict). `done`: the read has
+ * settled and q->status is final (MC_OK only once the whole value matched its checksum). Not
+ * called for a request settled at lookup (not found, overflow, bad key) nor after the
+ * deadline. */
 typedef void (*mc_disk_progress_fn)(mc_disk_read_t *q, size_t ready, bool done);
 struct mc_disk_read {
     const char *tenant;  /* in */
