@@ -145,6 +145,34 @@ static void test_get_many(void **state)
     mc_hint_table_free(t);
 }
 
+/* Entries name their endpoint by its place in the table's endpoint list (4096 at most): with
+ * the list full, a hint for a new endpoint is not recorded, and the key's older hint (and its
+ * lease) goes too, while hints for listed endpoints still are; every endpoint reads back
+ * exactly. */
+static void test_endpoint_list_full(void **state)
+{
+    (void)state;
+    mc_hint_table_t *t = mc_hint_table_new(1 << 16);
+    char key[32];
+    for (uint64_t i = 1; i <= 4096; i++) { /* 4096 endpoints: the list is full */
+        snprintf(key, sizeof(key), "ep-%llu", (unsigned long long)i);
+        mc_replica_hint_t h = hint(i);
+        mc_hint_set(t, key, &h);
+    }
+    mc_replica_hint_t leased = hint(17), out;
+    leased.lease_until_ms = 12345;
+    mc_hint_set(t, "k", &leased);
+    assert_true(mc_hint_get(t, "k", &out));
+    assert_memory_equal(&out, &leased, sizeof(out));
+    mc_replica_hint_t fresh = hint(5000); /* a 4097th endpoint */
+    mc_hint_set(t, "k", &fresh);
+    assert_false(mc_hint_get(t, "k", &out)); /* neither the new hint nor the old lease */
+    mc_hint_set(t, "k", &leased);            /* a listed endpoint: recorded */
+    assert_true(mc_hint_get(t, "k", &out));
+    assert_memory_equal(&out, &leased, sizeof(out));
+    mc_hint_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_set_get_exact),
         cmocka_unit_test(test_lru_within_set),
         cmocka_unit_test(test_get_many),
+        cmocka_unit_test(test_endpoint_list_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
