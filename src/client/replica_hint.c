@@ -2,10 +2,11 @@
  * last saw the key's bytes, with the read lease that came with them.
  *
  * Layout: n_sets sets of MC_HINT_WAYS ways; a set's tags (32 bits of a key's XXH3, 0 = empty)
- * and their last-use ticks share one cache line, the entries (one cache line each: the
- * endpoint is a number into the table's list of endpoints, which is small and stays cached)
- * live in a parallel array. A lookup touches that line, its entry and the key copy, and a
- * batch prefetches all three. The
+ * and their last-use ticks share one cache line, the entries (two cache lines each: the
+ * endpoint is a number into the table's list of endpoints, which is small and stays cached,
+ * and a key of under 79 bytes is copied into the entry itself) live in a parallel array. A
+ * lookup touches that line, its entry and, for a longer key, the key's heap copy, and a batch
+ * prefetches all of them. The
  * memory is allocated at the first set (table_alloc), so a process that only serves never pays
  * for it. The batch calls go through a batch's keys in stages (set lines, then entries, then
  * key copies), prefetching what the next stage reads for every key before any key uses it:
@@ -26,14 +27,24 @@
 #include <pthread.h>
 #include <string.h>
 
-/* One cache line. The hint's endpoint is ep, an index into the table's endpoint list. */
+/* Two cache lines, both prefetched by a batch lookup: the hint (its endpoint is ep, an index
+ * into the table's endpoint list) and the key copy, held in the entry itself when it is short
+ * (strlen < KEY_INLINE), so that comparing it costs no further miss. */
+#define KEY_INLINE 79
 typedef struct entry {
-    _Alignas(64) char *key; /* owned copy (kept for reuse after a drop) */
+    _Alignas(64) char *key; /* owned heap copy of a longer key (kept for reuse after a drop) */
     uint32_t key_cap;
     uint32_t ep;
     uint64_t addr, size, checksum, lease_until_ms; /* as mc_replica_hint_t */
+    bool key_heap;          /* the key is in key, else in kin */
+    char kin[KEY_INLINE];   /* a key of strlen < KEY_INLINE, NUL-terminated */
 } entry_t;
-_Static_assert(sizeof(entry_t) == 64, "an entry is one cache line");
+_Static_assert(sizeof(entry_t) == 128, "an entry is two cache lines");
+
+static const char *entry_key(const entry_t *en)
+{
+    return en->key_heap ? en->key : en->kin;
+}
 
 /* Endpoints the entries name, each stored once: a list (grown by doubling up to
  * HINT_ENDPOINTS_MAX) and an open-addressed index over it (slot = 1 + list position, 0 =
@@ -160,13 +171,17 @@ static void touch(mc_hint_table_t *t, size_t e)
     t->sets[e / MC_HINT_WAYS].used[e % MC_HINT_WAYS] = (uint32_t)++t->tick;
 }
 
-/* Prefetches entry e (one cache line). */
+/* Prefetches entry e (both its lines). */
 static void prefetch_entry(const mc_hint_table_t *t, size_t e, int rw)
 {
-    if (rw)
-        __builtin_prefetch(&t->entries[e], 1);
-    else
-        __builtin_prefetch(&t->entries[e]);
+    const char *p = (const char *)&t->entries[e];
+    if (rw) {
+        __builtin_prefetch(p, 1);
+        __builtin_prefetch(p + 64, 1);
+    } else {
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
+    }
 }
 
 /* The list position of endpoint (NUL within MC_HINT_ENDPOINT_MAX bytes) in *id, added to the
@@ -207,7 +222,7 @@ static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag)
         if (st->tag[w] != wt)
             continue;
         size_t e = si * MC_HINT_WAYS + (size_t)w;
-        if (strcmp(t->entries[e].key, key) == 0)
+        if (strcmp(entry_key(&t->entries[e]), key) == 0)
             return e;
     }
     return SIZE_MAX;
@@ -236,11 +251,11 @@ static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
             }
         }
     }
-    for (size_t i = 0; i < k; i++)
-        if (e[i] != SIZE_MAX)
+    for (size_t i = 0; i < k; i++) /* long keys: their heap copies */
+        if (e[i] != SIZE_MAX && t->entries[e[i]].key_heap)
             __builtin_prefetch(t->entries[e[i]].key);
     for (size_t i = 0; i < k; i++) /* two keys with one tag in a set: find() sorts it out */
-        if (e[i] != SIZE_MAX && strcmp(t->entries[e[i]].key, keys[i]) != 0)
+        if (e[i] != SIZE_MAX && strcmp(entry_key(&t->entries[e[i]]), keys[i]) != 0)
             e[i] = find(t, keys[i], tags[i]);
 }
 
@@ -319,14 +334,18 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
             prefetch_entry(t, e[i], 1);
         }
         for (size_t i = 0; i < k; i++)
-            if (claimed[i] && t->entries[e[i]].key)
+            if (claimed[i] && t->entries[e[i]].key && strlen(ok[i]) >= KEY_INLINE)
                 __builtin_prefetch(t->entries[e[i]].key, 1);
         for (size_t i = 0; i < k; i++) {
             if (!ok[i])
                 continue;
             entry_t *en = &t->entries[e[i]];
-            if (claimed[i]) {
+            if (claimed[i] && strlen(ok[i]) < KEY_INLINE) {
+                memcpy(en->kin, ok[i], strlen(ok[i]) + 1);
+                en->key_heap = false;
+            } else if (claimed[i]) {
                 size_t klen = strlen(ok[i]);
+                en->key_heap = false; /* until the copy below is in place */
                 if (klen >= en->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
                     char *kc = mc_malloc(klen + 1);
                     if (!kc) { /* the way stays empty: a hint is only a guess */
@@ -338,6 +357,7 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
                     en->key_cap = (uint32_t)(klen + 1);
                 }
                 memcpy(en->key, ok[i], klen + 1);
+                en->key_heap = true;
             }
             const mc_replica_hint_t *h = &hints[base + i];
             en->ep = ep[i];
