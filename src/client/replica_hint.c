@@ -77,7 +77,7 @@ struct mc_hint_table {
     entry_t *entries; /* n_sets * MC_HINT_WAYS, way w of set s at s * MC_HINT_WAYS + w */
     endpoint_name_t *eps; /* n_eps of cap_eps */
     size_t n_eps, cap_eps;
-    uint32_t ep_slots[HINT_ENDPOINT_SLOTS]; /* index over eps */
+    uint32_t *ep_slots; /* HINT_ENDPOINT_SLOTS, the index over eps (allocated with sets) */
 };
 
 static size_t sets_bytes(const mc_hint_table_t *t);
@@ -121,11 +121,14 @@ static bool table_alloc(mc_hint_table_t *t)
         return true;
     set_t *sets = mc_pages_alloc(sets_bytes(t), 0); /* zeroed, cache-line aligned */
     entry_t *entries = mc_pages_alloc(entries_bytes(t), 0);
-    if (!sets || !entries) {
+    uint32_t *ep_slots = mc_calloc(HINT_ENDPOINT_SLOTS, sizeof(*ep_slots));
+    if (!sets || !entries || !ep_slots) {
         mc_pages_free(sets, sets_bytes(t));
         mc_pages_free(entries, entries_bytes(t));
+        mc_free(ep_slots);
         return false;
     }
+    t->ep_slots = ep_slots;
     mc_pages_prefault_huge(sets, sets_bytes(t));
     mc_pages_prefault_huge(entries, entries_bytes(t));
     t->sets = sets;
@@ -145,6 +148,7 @@ void mc_hint_table_free(mc_hint_table_t *t)
         mc_pages_free(t->sets, sets_bytes(t));
     }
     mc_free(t->eps);
+    mc_free(t->ep_slots);
     mc_free(t);
 }
 
