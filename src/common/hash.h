@@ -15,8 +15,7 @@ uint64_t mc_hash_str(const char *s);                           /* of strlen(s) b
  * were stored, so the check costs no second read of the bytes; from 1 MiB on into 32-byte
  * aligned memory the stores bypass the caches (as memcpy's do for large copies). */
 uint64_t mc_hash64_copy(void *dst, const void *src, size_t len);
-/* Which build of XXH3 runs: "avx512" on a CPU with AVX-512 F and BW, "avx2" on one with AVX2
- * only, else "baseline" (same values). */
+/* Which build of XXH3 runs: "avx2" on a CPU with AVX2, else "baseline" (same values). */
 const char *mc_hash_build(void);
 
 /* Streaming checksum over several pieces: equal to mc_hash64 of their concatenation. */

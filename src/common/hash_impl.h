@@ -1,5 +1,4 @@
-/* Private to hash.c / hash_avx2.c / hash_avx512.c: the AVX2 and AVX-512 builds of XXH3 (x86-64
- * only). */
+/* Private to hash.c / hash_avx2.c: the AVX2 build of XXH3 (x86-64 only). */
 #ifndef MC_COMMON_HASH_IMPL_H
 #define MC_COMMON_HASH_IMPL_H
 
@@ -11,10 +10,6 @@ void *mc_hash_state_new_avx2(void);
 void mc_hash_state_update_avx2(void *st, const void *data, size_t len);
 uint64_t mc_hash_state_final_avx2(void *st); /* frees st */
 uint64_t mc_hash64_copy_avx2(void *dst, const void *src, size_t len); /* mc_hash64_copy */
-uint64_t mc_hash64_avx512(const void *data, size_t len, uint64_t seed);
-void *mc_hash_state_new_avx512(void);
-void mc_hash_state_update_avx512(void *st, const void *data, size_t len);
-uint64_t mc_hash_state_final_avx512(void *st); /* frees st */
 
 /* mc_hash64_copy copies, then hashes the copy, below this size (hash_avx2.c) */
 #define MC_HASH_COPY_FUSED_MIN (64u << 10)
