@@ -38,8 +38,8 @@ typedef struct mc_store mc_store_t;
 #define MC_STORE_KEY_MAX 4096
 
 /* Replica hint table sizes (mc_store_config_t.replica_hint_slots). */
-#define MC_STORE_REPLICA_HINTS_DEFAULT 262144u   /* ~32 MB plus the keys */
-#define MC_STORE_REPLICA_HINTS_MAX (1u << 22)    /* ~500 MB plus the keys */
+#define MC_STORE_REPLICA_HINTS_DEFAULT 262144u   /* ~36 MB plus keys of 79 bytes or more */
+#define MC_STORE_REPLICA_HINTS_MAX (1u << 22)    /* ~570 MB plus keys of 79 bytes or more */
 #define MC_STORE_REPLICA_HINTS_OFF UINT32_MAX    /* no hint table at all */
 
 typedef struct mc_store_config {

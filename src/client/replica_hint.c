@@ -2,8 +2,11 @@
  * last saw the key's bytes, with the read lease that came with them.
  *
  * Layout: n_sets sets of MC_HINT_WAYS ways; a set's tags (32 bits of a key's XXH3, 0 = empty)
- * and their last-use ticks share one cache line, the entries live in a parallel array. A
- * lookup touches that line, its entry and the key copy, and a batch prefetches all three. The
+ * and their last-use ticks share one cache line, the entries (two cache lines each: the
+ * endpoint is a number into the table's list of endpoints, which is small and stays cached,
+ * and a key of under 79 bytes is copied into the entry itself) live in a parallel array. A
+ * lookup touches that line, its entry and, for a longer key, the key's heap copy, and a batch
+ * prefetches all of them. The
  * memory is allocated at the first set (table_alloc), so a process that only serves never pays
  * for it. The batch calls go through a batch's keys in stages (set lines, then entries, then
  * key copies), prefetching what the next stage reads for every key before any key uses it:
@@ -18,16 +21,40 @@
 #include "client/replica_hint.h"
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/hash.h"
 
 #include <pthread.h>
 #include <string.h>
 
+/* Two cache lines, both prefetched by a batch lookup: the hint (its endpoint is ep, an index
+ * into the table's endpoint list) and the key copy, held in the entry itself when it is short
+ * (strlen < KEY_INLINE), so that comparing it costs no further miss. */
+#define KEY_INLINE 79
 typedef struct entry {
-    char *key;        /* owned copy (kept for reuse after a drop) */
-    size_t key_cap;
-    mc_replica_hint_t h;
+    _Alignas(64) char *key; /* owned heap copy of a longer key (kept for reuse after a drop) */
+    uint32_t key_cap;
+    uint32_t ep;
+    uint64_t addr, size, checksum, lease_until_ms; /* as mc_replica_hint_t */
+    bool key_heap;          /* the key is in key, else in kin */
+    char kin[KEY_INLINE];   /* a key of strlen < KEY_INLINE, NUL-terminated */
 } entry_t;
+_Static_assert(sizeof(entry_t) == 128, "an entry is two cache lines");
+
+static const char *entry_key(const entry_t *en)
+{
+    return en->key_heap ? en->key : en->kin;
+}
+
+/* Endpoints the entries name, each stored once: a list (grown by doubling up to
+ * HINT_ENDPOINTS_MAX) and an open-addressed index over it (slot = 1 + list position, 0 =
+ * empty; at most half full). A storage server is one endpoint, so the list stays short; a hint
+ * for an endpoint beyond the cap is not recorded (only a guess is lost). */
+#define HINT_ENDPOINTS_MAX 4096
+#define HINT_ENDPOINT_SLOTS (2 * HINT_ENDPOINTS_MAX)
+typedef struct endpoint_name {
+    char s[MC_HINT_ENDPOINT_MAX]; /* zero-padded */
+} endpoint_name_t;
 
 /* One set, one cache line: the ways' tags (0 = empty way; the key's XXH3 picks the set with its
  * high 32 bits and gives the tag with its low 32: a tag match is confirmed by the key copy) and
@@ -48,6 +75,9 @@ struct mc_hint_table {
      * (a storage server) neither holds nor, at exit, walks the table. NULL until then. */
     set_t *sets;
     entry_t *entries; /* n_sets * MC_HINT_WAYS, way w of set s at s * MC_HINT_WAYS + w */
+    endpoint_name_t *eps; /* n_eps of cap_eps */
+    size_t n_eps, cap_eps;
+    uint32_t *ep_slots; /* HINT_ENDPOINT_SLOTS, the index over eps (allocated with sets) */
 };
 
 static size_t sets_bytes(const mc_hint_table_t *t);
@@ -61,6 +91,7 @@ static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag);
 static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
                       const uint64_t *tags, size_t *e);
 static size_t claim_locked(mc_hint_table_t *t, uint64_t tag);
+static bool endpoint_id(mc_hint_table_t *t, const char *endpoint, uint32_t *id);
 
 mc_hint_table_t *mc_hint_table_new(size_t entries)
 {
@@ -90,11 +121,14 @@ static bool table_alloc(mc_hint_table_t *t)
         return true;
     set_t *sets = mc_pages_alloc(sets_bytes(t), 0); /* zeroed, cache-line aligned */
     entry_t *entries = mc_pages_alloc(entries_bytes(t), 0);
-    if (!sets || !entries) {
+    uint32_t *ep_slots = mc_calloc(HINT_ENDPOINT_SLOTS, sizeof(*ep_slots));
+    if (!sets || !entries || !ep_slots) {
         mc_pages_free(sets, sets_bytes(t));
         mc_pages_free(entries, entries_bytes(t));
+        mc_free(ep_slots);
         return false;
     }
+    t->ep_slots = ep_slots;
     mc_pages_prefault_huge(sets, sets_bytes(t));
     mc_pages_prefault_huge(entries, entries_bytes(t));
     t->sets = sets;
@@ -113,6 +147,8 @@ void mc_hint_table_free(mc_hint_table_t *t)
         mc_pages_free(t->entries, entries_bytes(t));
         mc_pages_free(t->sets, sets_bytes(t));
     }
+    mc_free(t->eps);
+    mc_free(t->ep_slots);
     mc_free(t);
 }
 
@@ -139,19 +175,43 @@ static void touch(mc_hint_table_t *t, size_t e)
     t->sets[e / MC_HINT_WAYS].used[e % MC_HINT_WAYS] = (uint32_t)++t->tick;
 }
 
-/* Prefetches entry e whole (112 bytes: two or three cache lines). */
+/* Prefetches entry e (both its lines). */
 static void prefetch_entry(const mc_hint_table_t *t, size_t e, int rw)
 {
     const char *p = (const char *)&t->entries[e];
     if (rw) {
         __builtin_prefetch(p, 1);
         __builtin_prefetch(p + 64, 1);
-        __builtin_prefetch(p + sizeof(entry_t) - 1, 1);
     } else {
         __builtin_prefetch(p);
         __builtin_prefetch(p + 64);
-        __builtin_prefetch(p + sizeof(entry_t) - 1);
     }
+}
+
+/* The list position of endpoint (NUL within MC_HINT_ENDPOINT_MAX bytes) in *id, added to the
+ * list if new; false when the list is full. Under t->mu. */
+static bool endpoint_id(mc_hint_table_t *t, const char *endpoint, uint32_t *id)
+{
+    size_t len = strlen(endpoint);
+    size_t mask = HINT_ENDPOINT_SLOTS - 1, i = (size_t)mc_hash64(endpoint, len) & mask;
+    for (;; i = (i + 1) & mask) { /* at most half full: ends at an empty slot */
+        uint32_t v = t->ep_slots[i];
+        if (v == 0)
+            break;
+        if (memcmp(t->eps[v - 1].s, endpoint, len + 1) == 0) {
+            *id = v - 1;
+            return true;
+        }
+    }
+    if (t->n_eps == HINT_ENDPOINTS_MAX ||
+        mc_array_reserve(&t->eps, &t->cap_eps, t->n_eps + 1, 16) != MC_OK)
+        return false;
+    endpoint_name_t *en = &t->eps[t->n_eps];
+    memset(en->s, 0, sizeof(en->s));
+    memcpy(en->s, endpoint, len);
+    *id = (uint32_t)t->n_eps++;
+    t->ep_slots[i] = *id + 1;
+    return true;
 }
 
 /* Index of key's entry, or SIZE_MAX. Under t->mu. */
@@ -166,7 +226,7 @@ static size_t find(mc_hint_table_t *t, const char *key, uint64_t tag)
         if (st->tag[w] != wt)
             continue;
         size_t e = si * MC_HINT_WAYS + (size_t)w;
-        if (strcmp(t->entries[e].key, key) == 0)
+        if (strcmp(entry_key(&t->entries[e]), key) == 0)
             return e;
     }
     return SIZE_MAX;
@@ -195,11 +255,11 @@ static void find_many(mc_hint_table_t *t, size_t k, const char *const *keys,
             }
         }
     }
-    for (size_t i = 0; i < k; i++)
-        if (e[i] != SIZE_MAX)
+    for (size_t i = 0; i < k; i++) /* long keys: their heap copies */
+        if (e[i] != SIZE_MAX && t->entries[e[i]].key_heap)
             __builtin_prefetch(t->entries[e[i]].key);
     for (size_t i = 0; i < k; i++) /* two keys with one tag in a set: find() sorts it out */
-        if (e[i] != SIZE_MAX && strcmp(t->entries[e[i]].key, keys[i]) != 0)
+        if (e[i] != SIZE_MAX && strcmp(entry_key(&t->entries[e[i]]), keys[i]) != 0)
             e[i] = find(t, keys[i], tags[i]);
 }
 
@@ -241,6 +301,7 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
     uint64_t tags[CHUNK];
     size_t e[CHUNK];
     bool claimed[CHUNK];
+    uint32_t ep[CHUNK];    /* their endpoints' list positions */
     const char *ok[CHUNK]; /* the keys whose hint fits, NULL for the others */
     for (size_t base = 0; base < n; base += CHUNK) {
         size_t k = n - base < CHUNK ? n - base : CHUNK;
@@ -262,6 +323,13 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
                 continue;
             if (e[i] == SIZE_MAX)
                 e[i] = find(t, ok[i], tags[i]); /* its set line is cached by now */
+            if (!endpoint_id(t, hints[base + i].endpoint, &ep[i])) {
+                /* not recorded: neither may the key's older hint (and lease) stay */
+                if (e[i] != SIZE_MAX)
+                    t->sets[e[i] / MC_HINT_WAYS].tag[e[i] % MC_HINT_WAYS] = 0;
+                ok[i] = NULL;
+                continue;
+            }
             if (e[i] == SIZE_MAX) {
                 e[i] = claim_locked(t, tags[i]);
                 claimed[i] = true;
@@ -270,14 +338,18 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
             prefetch_entry(t, e[i], 1);
         }
         for (size_t i = 0; i < k; i++)
-            if (claimed[i] && t->entries[e[i]].key)
+            if (claimed[i] && t->entries[e[i]].key && strlen(ok[i]) >= KEY_INLINE)
                 __builtin_prefetch(t->entries[e[i]].key, 1);
         for (size_t i = 0; i < k; i++) {
             if (!ok[i])
                 continue;
             entry_t *en = &t->entries[e[i]];
-            if (claimed[i]) {
+            if (claimed[i] && strlen(ok[i]) < KEY_INLINE) {
+                memcpy(en->kin, ok[i], strlen(ok[i]) + 1);
+                en->key_heap = false;
+            } else if (claimed[i]) {
                 size_t klen = strlen(ok[i]);
+                en->key_heap = false; /* until the copy below is in place */
                 if (klen >= en->key_cap) { /* keys are capped (MC_STORE_KEY_MAX) */
                     char *kc = mc_malloc(klen + 1);
                     if (!kc) { /* the way stays empty: a hint is only a guess */
@@ -286,11 +358,17 @@ void mc_hint_set_many(mc_hint_table_t *t, size_t n, const char *const *keys,
                     }
                     mc_free(en->key);
                     en->key = kc;
-                    en->key_cap = klen + 1;
+                    en->key_cap = (uint32_t)(klen + 1);
                 }
                 memcpy(en->key, ok[i], klen + 1);
+                en->key_heap = true;
             }
-            en->h = hints[base + i];
+            const mc_replica_hint_t *h = &hints[base + i];
+            en->ep = ep[i];
+            en->addr = h->addr;
+            en->size = h->size;
+            en->checksum = h->checksum;
+            en->lease_until_ms = h->lease_until_ms;
         }
         pthread_mutex_unlock(&t->mu);
     }
@@ -326,7 +404,13 @@ void mc_hint_get_many(mc_hint_table_t *t, size_t n, const char *const *keys,
         for (size_t i = 0; i < k; i++) {
             if (e[i] == SIZE_MAX)
                 continue;
-            out[base + i] = t->entries[e[i]].h;
+            const entry_t *en = &t->entries[e[i]];
+            mc_replica_hint_t *h = &out[base + i];
+            memcpy(h->endpoint, t->eps[en->ep].s, sizeof(h->endpoint));
+            h->addr = en->addr;
+            h->size = en->size;
+            h->checksum = en->checksum;
+            h->lease_until_ms = en->lease_until_ms;
             touch(t, e[i]);
             hit[base + i] = true;
         }

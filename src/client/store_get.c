@@ -723,7 +723,7 @@ static void bget_read_early(bget_t *b)
         b->req_keys[b->m] = (char *)b->keys[i];
         b->idx[b->m++] = i;
     }
-    b->early_st = store_plan_start(b->s, b->early_plan, b->m > 0, &b->early_x);
+    b->early_st = store_plan_start(b->s, b->early_plan, true, &b->early_x);
 }
 
 /* Finishes the early reads (once): right after the first lookup, before any other transfer is

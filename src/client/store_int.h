@@ -63,6 +63,9 @@ typedef struct xfer_plan {
      * storage servers, so most adds skip mc_te_segment_open (its lock and search) */
     char seg_endpoint[MC_TE_NAME_MAX]; /* "" = none yet */
     mc_te_segment_t seg;
+    /* some READ since the last reset goes to a segment whose reads the engine does not hash
+     * (mc_te_segment_hashes_reads; set where a segment is opened) */
+    bool unhashed_seg;
     /* per request, from store_plan_start to store_plan_free: the XXH3 of the bytes a same-host
      * read delivered, when the engine computed it while copying (te_hashed.h); NULL if the
      * array could not be had (every object is then hashed by the caller) */

@@ -144,6 +144,7 @@ void store_plan_reset(xfer_plan_t *p)
 {
     p->n = 0;
     p->seg_endpoint[0] = '\0';
+    p->unhashed_seg = false;
 }
 
 /* Bytes of arrays p holds. */
@@ -296,6 +297,8 @@ mc_status_t store_plan_add(mc_store_t *s, xfer_plan_t *p, mc_te_opcode_t op,
             return st;
         }
         snprintf(p->seg_endpoint, sizeof(p->seg_endpoint), "%s", endpoint);
+        if (op == MC_TE_READ && !mc_te_segment_hashes_reads(s->te, p->seg))
+            p->unhashed_seg = true;
     }
     mc_te_segment_t seg = p->seg;
     uint64_t off = 0;
@@ -458,14 +461,30 @@ mc_status_t store_plan_finish(mc_store_t *s, xfer_plan_t *p, mc_status_t start_s
     return st;
 }
 
+/* Whether every object of p is one READ from a segment whose reads the engine hashes
+ * (te_hashed.h): the engine then hands back each object's XXH3 (unless the read fails or a
+ * tcp answer arrived in a way it could not chain, which the caller then hashes after), so
+ * there is nothing to hash while the rest arrives. */
+static bool plan_engine_hashed(const xfer_plan_t *p)
+{
+    if (!p->hashes || p->unhashed_seg)
+        return false;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->reqs[i].opcode != MC_TE_READ || (i > 0 && p->owner[i] == p->owner[i - 1]))
+            return false;
+    return true;
+}
+
 /* store_plan_finish in order: the requests are waited for in steps of about FINISH_STEP bytes
  * of whole objects (a plan adds each object's requests together), and done(arg, owner) runs for
  * each object of a step once the step is final, failed[owner] set if one of its requests did
  * not complete, while the later steps keep arriving: the caller hashes an object while it is
  * still in the CPU caches, next to the transfer rather than after it. The last step's wait is
  * the transfer's final one (a batch of small objects is one step: one wait, as
- * store_plan_finish). Objects not passed to done (the transfer stopped early, or none was
- * started) are the caller's to check after. */
+ * store_plan_finish). A plan whose objects the engine hashes (plan_engine_hashed) is one step
+ * whatever its size, as the engine's own synchronous transfer: steps would only add waits.
+ * Objects not passed to done (the transfer stopped early, or none was started) are the
+ * caller's to check after. */
 #define FINISH_STEP (1u << 20)
 mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t start_st,
                                    mc_te_transfer_t *x, unsigned char *failed,
@@ -477,9 +496,10 @@ mc_status_t store_plan_finish_each(mc_store_t *s, xfer_plan_t *p, mc_status_t st
         return store_plan_finish(s, p, start_st, x, failed);
     mc_te_xfer_status_t *sts = p->sts;
     mc_status_t st = MC_OK;
+    uint64_t step = plan_engine_hashed(p) ? UINT64_MAX : FINISH_STEP;
     for (size_t r = 0, e = 0; r < p->n; r = e) {
         uint64_t bytes = 0;
-        while (e < p->n && (bytes < FINISH_STEP || p->owner[e] == p->owner[e - 1]))
+        while (e < p->n && (bytes < step || p->owner[e] == p->owner[e - 1]))
             bytes += p->reqs[e++].length;
         if (e == p->n) { /* the last step (often the only one): the final wait itself */
             st = mc_te_transfer_wait(s->te, x, sts);

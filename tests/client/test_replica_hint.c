@@ -145,6 +145,70 @@ static void test_get_many(void **state)
     mc_hint_table_free(t);
 }
 
+/* Entries name their endpoint by its place in the table's endpoint list (4096 at most): with
+ * the list full, a hint for a new endpoint is not recorded, and the key's older hint (and its
+ * lease) goes too, while hints for listed endpoints still are; every endpoint reads back
+ * exactly. */
+static void test_endpoint_list_full(void **state)
+{
+    (void)state;
+    mc_hint_table_t *t = mc_hint_table_new(1 << 16);
+    char key[32];
+    for (uint64_t i = 1; i <= 4096; i++) { /* 4096 endpoints: the list is full */
+        snprintf(key, sizeof(key), "ep-%llu", (unsigned long long)i);
+        mc_replica_hint_t h = hint(i);
+        mc_hint_set(t, key, &h);
+    }
+    mc_replica_hint_t leased = hint(17), out;
+    leased.lease_until_ms = 12345;
+    mc_hint_set(t, "k", &leased);
+    assert_true(mc_hint_get(t, "k", &out));
+    assert_memory_equal(&out, &leased, sizeof(out));
+    mc_replica_hint_t fresh = hint(5000); /* a 4097th endpoint */
+    mc_hint_set(t, "k", &fresh);
+    assert_false(mc_hint_get(t, "k", &out)); /* neither the new hint nor the old lease */
+    mc_hint_set(t, "k", &leased);            /* a listed endpoint: recorded */
+    assert_true(mc_hint_get(t, "k", &out));
+    assert_memory_equal(&out, &leased, sizeof(out));
+    mc_hint_table_free(t);
+}
+
+/* Keys under 79 bytes are kept in the entry, longer ones on the heap: keys on either side of
+ * that length that differ only in their last byte each find their own hint, and a way taken
+ * over by a key of the other kind (one set of 8: every new key evicts) answers for the new key
+ * only. */
+static void test_key_lengths(void **state)
+{
+    (void)state;
+    mc_hint_table_t *t = mc_hint_table_new(8); /* one set */
+    /* per round, the key lengths of its 8 keys (a key takes the way of the one 8 before it):
+     * inline over longer inline, heap over inline, inline over heap, both sides of 79 */
+    static const size_t lens[3][8] = {{78, 77, 60, 50, 80, 90, 100, 120},
+                                      {40, 30, 78, 70, 20, 10, 79, 200},
+                                      {77, 78, 5, 1, 120, 80, 60, 50}};
+    char keys[24][256];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 8; i++) {
+            int k = round * 8 + i;
+            size_t len = lens[round][i];
+            memset(keys[k], 'k', len);
+            keys[k][len - 1] = (char)('a' + k); /* differs in the last byte only */
+            keys[k][len] = '\0';
+            mc_replica_hint_t h = hint((uint64_t)k + 1);
+            mc_hint_set(t, keys[k], &h);
+        }
+        for (int i = 0; i < 8; i++) {
+            int k = round * 8 + i;
+            mc_replica_hint_t out, want = hint((uint64_t)k + 1);
+            assert_true(mc_hint_get(t, keys[k], &out));
+            assert_memory_equal(&out, &want, sizeof(out));
+            if (round > 0) /* the previous round's keys were evicted */
+                assert_false(mc_hint_get(t, keys[k - 8], &out));
+        }
+    }
+    mc_hint_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +216,8 @@ int main(void)
         cmocka_unit_test(test_set_get_exact),
         cmocka_unit_test(test_lru_within_set),
         cmocka_unit_test(test_get_many),
+        cmocka_unit_test(test_endpoint_list_full),
+        cmocka_unit_test(test_key_lengths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -281,8 +281,9 @@ static void test_checksum_detects_corruption(void **state)
 }
 
 /* A replica in another client's segment on this host is read by copies that the engine
- * checksums while copying (te/te_hashed.h; over tcp under test_store_tcp): corrupted in place
- * it fails single and batch gets with CHECKSUM, for a small value and one large enough for
+ * checksums while copying (te/te_hashed.h; over tcp under test_store_tcp, received and hashed
+ * in 64 KiB pieces): a byte corrupted in place anywhere (middle, ends, piece and slice edges)
+ * fails single and batch gets with CHECKSUM, for a small value and one large enough for
  * streaming stores; restored, it reads back exactly. */
 static void test_checksum_detects_corruption_other_segment(void **state)
 {
@@ -305,17 +306,23 @@ static void test_checksum_detects_corruption_other_segment(void **state)
         assert_int_equal(mc_store_replica_desc(s, key, &d, &n), MC_OK);
         assert_int_equal(n, 1);
         assert_string_equal(d[0].endpoint, mc_store_hostname(owner));
-        char *at = (char *)(uintptr_t)d[0].addr + len / 2 + 1; /* mid-block, mid-stripe */
+        char *base = (char *)(uintptr_t)d[0].addr;
         free(d);
-        *at ^= 0x5a;
-        assert_int_equal(mc_store_get_into(s, key, &io, 1), MC_ERR_CHECKSUM);
         const char *keys[1] = {key};
         const struct iovec *piov[1] = {&io};
         size_t np[1] = {1};
         int64_t res[1] = {0};
-        assert_int_equal(mc_store_batch_get_into(s, 1, keys, piov, np, res), MC_OK);
-        assert_int_equal(res[0], MC_ERR_CHECKSUM);
-        *at ^= 0x5a;
+        /* mid-block and mid-stripe, both ends, and either side of the 64 KiB pieces a hashed
+         * tcp read is received in and of the 1 MiB slices */
+        const size_t offs[] = {len / 2 + 1, 0, len - 1, 65535, 65536, (1u << 20) - 1, 1u << 20};
+        for (size_t o = 0; o < sizeof(offs) / sizeof(offs[0]) && offs[o] < len; o++) {
+            char *at = base + offs[o];
+            *at ^= 0x5a;
+            assert_int_equal(mc_store_get_into(s, key, &io, 1), MC_ERR_CHECKSUM);
+            assert_int_equal(mc_store_batch_get_into(s, 1, keys, piov, np, res), MC_OK);
+            assert_int_equal(res[0], MC_ERR_CHECKSUM);
+            *at ^= 0x5a;
+        }
         memset(out, 0, len);
         assert_int_equal(mc_store_get_into(s, key, &io, 1), (int64_t)len);
         assert_memory_equal(out, val, len);
