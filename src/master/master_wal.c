@@ -61,6 +61,18 @@ static void enc_put_start(mc_master_t *m, mc_wal_buf_t *b, obj_t *o, const uint8
     enc_commit(m, b, o);
 }
 
+/* RESERVE: release flag (u8), segment id, block size, n, then n block addresses. */
+static void enc_reserve(mc_master_t *m, mc_wal_buf_t *b, uint32_t seg, uint64_t bsize,
+                        const uint32_t *blks, uint32_t n, bool release)
+{
+    mc_wal_put_u8(b, release);
+    mc_wal_put_u32(b, seg);
+    mc_wal_put_u64(b, bsize);
+    mc_wal_put_u32(b, n);
+    for (uint32_t i = 0; i < n; i++)
+        mc_wal_put_u64(b, mc_master_allocator_addr(m->segs[seg]->alloc, blks[i]));
+}
+
 /* The id of the client with that serial (a WRITING object's owner); NULL when unknown. */
 static const uint8_t *client_id_of(const mc_master_t *m, uint32_t serial)
 {
@@ -133,6 +145,34 @@ void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
     wal_append(m, MC_WAL_PUT_START, &b, false);
 }
 
+void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const uint32_t *blks,
+                            uint32_t n, bool release)
+{
+    if (!m->wal_on || m->recovering)
+        return;
+    mc_wal_buf_t b = {0};
+    enc_reserve(m, &b, seg, bsize, blks, n, release);
+    wal_append(m, MC_WAL_RESERVE, &b, release);
+}
+
+int master_wal_snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
+{
+    int bad = 0;
+    for (uint32_t id = 0; id < m->n_segs && !bad; id++) {
+        segment_t *s = m->segs[id];
+        for (int i = 0; s && s->alloc && i < MASTER_POOLS_PER_SEG && !bad; i++) {
+            const put_pool_t *p = &s->pools[i];
+            if (p->n == p->head)
+                continue;
+            mc_wal_buf_t b = {0};
+            enc_reserve(m, &b, id, p->size, p->blk + p->head, p->n - p->head, false);
+            bad |= b.err || mc_wal_writer_append(w, MC_WAL_RESERVE, b.b.data, b.b.len) != MC_OK;
+            mc_buf_free(&b.b);
+        }
+    }
+    return bad;
+}
+
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen)
 {
     if (!m->wal_on || m->recovering)
@@ -185,6 +225,12 @@ mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p)
     return &m->ha_log;
 }
 
+void mc_master_ha_groups(mc_master_t *m, uint64_t handed, const atomic_uint_fast64_t *released)
+{
+    m->ha_handed = handed;
+    m->ha_released = released;
+}
+
 /* ------------------------------------------------------------------ snapshots */
 
 int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
@@ -202,6 +248,8 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
         bad |= b.err || mc_wal_writer_append(&w, MC_WAL_MOUNT, b.b.data, b.b.len) != MC_OK;
         mc_buf_free(&b.b);
     }
+    if (!bad) /* the put pools' blocks (an HA leader): reserved on a standby starting from it */
+        bad |= master_wal_snapshot_pools(m, &w);
     for (obj_t *o = master_readable_next(m, NULL); o && !bad; o = master_readable_next(m, o)) {
         mc_wal_buf_t b = {0};
         enc_commit(m, &b, o);
@@ -430,6 +478,72 @@ static int replay_mount(mc_master_t *m, mc_wal_rd_t *r)
     return 0;
 }
 
+/* The first reserved extent of s at or above addr (s->n_resv when none). */
+static size_t resv_lower(const segment_t *s, uint64_t addr)
+{
+    size_t lo = 0, hi = s->n_resv;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->resv[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A put claimed (or the leader gave back) the reserved extent at addr: no longer reserved. */
+static void resv_drop(segment_t *s, uint64_t addr)
+{
+    size_t i = resv_lower(s, addr);
+    if (i == s->n_resv || s->resv[i].addr != addr)
+        return;
+    memmove(&s->resv[i], &s->resv[i + 1], (s->n_resv - i - 1) * sizeof(*s->resv));
+    s->n_resv--;
+}
+
+/* RESERVE: blocks a leader allocated ahead for its put pools (or, release, gave back). Kept
+ * by address until a PUT_START or COMMIT names one (replay_place_replicas); replay_finish
+ * quarantines those left. At most MASTER_POOL_MAX_BLOCKS per record, MASTER_RESV_MAX per
+ * segment (what a leader's pools can hold, twice); blocks outside the segment are skipped. */
+static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r)
+{
+    uint8_t release = mc_wal_get_u8(r);
+    uint32_t id = mc_wal_get_u32(r);
+    uint64_t bsize = mc_wal_get_u64(r);
+    uint32_t n = mc_wal_get_u32(r);
+    segment_t *s = master_seg_slot(m, id);
+    if (r->err || release > 1 || !s || n > MASTER_POOL_MAX_BLOCKS || bsize == 0 ||
+        bsize > s->size)
+        return 0; /* skip malformed */
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t addr = mc_wal_get_u64(r);
+        if (r->err)
+            return 0;
+        if (addr < s->base || addr - s->base > s->size - bsize)
+            continue;
+        if (release) {
+            resv_drop(s, addr);
+            continue;
+        }
+        size_t k = resv_lower(s, addr);
+        if (k < s->n_resv && s->resv[k].addr == addr) {
+            s->resv[k].size = bsize;
+            continue;
+        }
+        if (s->n_resv >= MASTER_RESV_MAX) {
+            MC_LOG_ERROR("wal: segment %u holds %zu reserved blocks; more skipped", id, s->n_resv);
+            return 0;
+        }
+        if (mc_array_reserve(&s->resv, &s->cap_resv, s->n_resv + 1, 64) != MC_OK)
+            return 1;
+        memmove(&s->resv[k + 1], &s->resv[k], (s->n_resv - k) * sizeof(*s->resv));
+        s->resv[k] = (resv_t){addr, bsize};
+        s->n_resv++;
+    }
+    return 0;
+}
+
 /* COMMIT, second half: records each replica as an extent of its segment (placed in the
  * allocator by replay_finish); replicas on unknown segments are dropped, and so is an object
  * left with none. */
@@ -443,6 +557,8 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
         if (!s)
             continue;
         replay_compact_ext(s);
+        if (s->n_resv) /* a pool block: the put's from now on */
+            resv_drop(s, addrs[i]);
         if (mc_array_reserve(&s->ext, &s->cap_ext, s->n_ext + 1, 1024) != MC_OK)
             return 1;
         s->ext[s->n_ext] = (extent_t){addrs[i], o->size, o, i};
@@ -530,6 +646,8 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
             replay_kill_obj(m, o);
         return 0;
     }
+    case MC_WAL_RESERVE:
+        return replay_reserve(m, &r);
     case MC_WAL_SNAP_END: /* frees before the snapshot are not known: as freed now */
         for (uint32_t id = 0; id < m->n_segs; id++)
             if (m->segs[id])
@@ -594,8 +712,24 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
                 s->ext[k++] = s->ext[e];
         if (k)
             qsort(s->ext, k, sizeof(extent_t), cmp_ext);
-        for (size_t e = 0; e < k; e++) {
-            extent_t *x = &s->ext[e];
+        size_t q = 0; /* reserved extents, merged in address order */
+        for (size_t e = 0; e <= k; e++) {
+            extent_t *x = e < k ? &s->ext[e] : NULL;
+            /* Pool blocks of an older leader that no put claimed: their writer (its PUT_START
+             * lost) may still write there, so they are lent to nobody for
+             * put_start_release_timeout, as a stuck put's space; an object's replica wins
+             * over an overlapping one. */
+            for (; q < s->n_resv && (!x || s->resv[q].addr < x->addr); q++) {
+                const resv_t *v = &s->resv[q];
+                uint32_t blk;
+                if ((x && v->addr + v->size > x->addr) ||
+                    mc_master_allocator_alloc_at(s->alloc, v->addr, v->size, &blk) != MC_OK)
+                    continue;
+                s->n_replicas++;
+                master_park_block(m, id, blk, now + m->cfg.put_start_release_timeout_ms);
+            }
+            if (!x)
+                break;
             uint32_t blk;
             if (mc_master_allocator_alloc_at(s->alloc, x->addr, x->size, &blk) == MC_OK) {
                 x->obj->rep[x->rep_idx].blk = blk;
@@ -610,6 +744,9 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
         mc_free(s->ext);
         s->ext = NULL;
         s->n_ext = s->cap_ext = s->n_dead_ext = 0;
+        mc_free(s->resv);
+        s->resv = NULL;
+        s->n_resv = s->cap_resv = 0;
     }
     for (obj_t *o = master_readable_next(m, NULL); o;) {
         obj_t *next = master_readable_next(m, o);
