@@ -618,6 +618,17 @@ static bool space_lendable(mc_master_t *m, uint64_t now)
     return false;
 }
 
+/* How many segments may lend space now (at most that many replicas can be placed). */
+static uint32_t lendable_segments(mc_master_t *m, uint64_t now)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->n_segs; i++) {
+        segment_t *s = m->segs[i];
+        n += s && s->alloc && s->state == SEG_MOUNTED && now >= s->reuse_after_ms;
+    }
+    return n;
+}
+
 /* Evicts committed objects of scope (NULL = every tenant) that are not leased, not under data
  * grants (obj_grant_floor) and not pinned,
  * in the policy's victim order, until at least target bytes were freed. Soft-pinned objects go
@@ -1154,7 +1165,7 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
      * from them (master_pool.c) */
     place_how_t how = {.pool = !upsert && master_pools_on(m)};
     uint32_t n = place(m, size, opts, want, r, &how);
-    if (n < want && how.pool && master_pool_drain(m, SEG_NONE)) {
+    if (n < want && how.pool && n < lendable_segments(m, now) && master_pool_drain(m, SEG_NONE)) {
         /* pool blocks never make a put fail (or lose a replica) that would fit without them;
          * the pool blocks it took go back as given back (logged) */
         for (uint32_t i = 0; i < n; i++) {

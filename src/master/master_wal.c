@@ -571,6 +571,30 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
     return 0;
 }
 
+/* COMMIT of a pending put (PUT_START) with the same size and replicas, the usual PutEnd of a
+ * logged put: the object becomes readable where it is (no new object or extents). */
+static bool replay_commit_pending(mc_master_t *m, obj_t *o, uint64_t size, uint64_t sum,
+                                  uint8_t flags, uint32_t n, const uint32_t *segs,
+                                  const uint64_t *addrs)
+{
+    if (o->state != OBJ_WRITING || o->size != size || o->n_rep != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        segment_t *s = master_seg_slot(m, segs[i]);
+        if (o->rep[i].seg != segs[i] || !s || o->rep[i].blk >= s->n_ext ||
+            s->ext[o->rep[i].blk].obj != o || s->ext[o->rep[i].blk].addr != addrs[i])
+            return false;
+    }
+    master_list_remove(&m->writing, o);
+    master_writer_done(m, o->owner);
+    o->state = OBJ_READABLE;
+    o->checksum = sum;
+    o->flags = flags;
+    o->t_lease = 0;
+    master_readable_link(m, o);
+    return true;
+}
+
 /* COMMIT (cid NULL): the object (replacing any of the same key), readable (leased by
  * replay_finish). PUT_START (cid: its writer): the same, WRITING, owned by that client (known
  * from now on, not greeted: its first Ping still asks for a re-mount). */
@@ -592,6 +616,8 @@ static int replay_commit(mc_master_t *m, mc_wal_rd_t *r, const uint8_t *cid)
         return 0;
     uint32_t h = master_key_hash(key, kl);
     obj_t *old = master_obj_find(m, key, kl, h);
+    if (old && !cid && replay_commit_pending(m, old, size, sum, flags, n, segs, addrs))
+        return 0;
     if (old)
         replay_kill_obj(m, old);
     client_t *c = cid ? master_client_touch(m, cid, NULL) : NULL;

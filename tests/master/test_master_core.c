@@ -1262,6 +1262,7 @@ static void test_follow_put_pools(void **state)
     assert_int_equal(mc_master_put_start_ex(m, CA, K("b"), SZ, NULL, false, r, &n, &ret, &light),
                      MC_OK);
     assert_false(light); /* its RESERVE's group is not released yet */
+    uint64_t addr_b = r[0].addr;
     size_t lens[2];
     uint8_t *groups[2];
     groups[0] = take_group(m, &lens[0]); /* group 1: MOUNT, 2 PUT_STARTs, RESERVE */
@@ -1273,7 +1274,8 @@ static void test_follow_put_pools(void **state)
     uint64_t addr_c = r[0].addr;
     mc_master_metrics_now(m, &mm);
     assert_int_equal(mm.put_pool_hits, 1);
-    groups[1] = take_group(m, &lens[1]); /* group 2: c's PUT_START */
+    assert_int_equal(mc_master_put_end(m, CA, K("b"), 0xb), MC_OK);
+    groups[1] = take_group(m, &lens[1]); /* group 2: c's PUT_START, b's COMMIT */
     char snap[300], tmp[300];
     snprintf(snap, sizeof(snap), "%s/pool.snap", dir);
     snprintf(tmp, sizeof(tmp), "%s/pool.tmp", dir);
@@ -1301,6 +1303,9 @@ static void test_follow_put_pools(void **state)
     uint64_t size = 0, sum = 0;
     assert_int_equal(mc_master_get_replicas(f, K("c"), r, &n, &size, &sum), MC_OK);
     assert_true(r[0].addr == addr_c && size == SZ && sum == 0x77);
+    /* b's COMMIT after its PUT_START: committed where it was placed */
+    assert_int_equal(mc_master_get_replicas(f, K("b"), r, &n, &size, &sum), MC_OK);
+    assert_true(r[0].addr == addr_b && size == SZ && sum == 0xb);
     mc_master_destroy(f);
 
     /* a standby starting from the snapshot holds the pool's blocks too */
