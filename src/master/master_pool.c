@@ -181,7 +181,8 @@ void master_pool_cron(mc_master_t *m, uint64_t now)
         segment_t *s = m->segs[id];
         for (int i = 0; s && s->alloc && i < MASTER_POOLS_PER_SEG; i++) {
             put_pool_t *p = &s->pools[i];
-            if (p->size && (s->state != SEG_MOUNTED || now - p->last_use_ms >= MASTER_POOL_IDLE_MS)) {
+            if (p->size &&
+                (s->state != SEG_MOUNTED || now - p->last_use_ms >= MASTER_POOL_IDLE_MS)) {
                 pool_release(m, id, p);
                 pool_clear(p);
             }
