@@ -80,7 +80,7 @@ typedef struct put_pool {
 #define MASTER_RESV_MAX (2 * MASTER_POOLS_PER_SEG * MASTER_POOL_MAX_BLOCKS)
 
 typedef struct resv {          /* a reserved extent (replay: RESERVE records) */
-    uint64_t addr, size;
+    uint64_t addr, size;        /* size 0: claimed or given back (dropped at the next merge) */
 } resv_t;
 
 typedef struct segment {
@@ -103,7 +103,7 @@ typedef struct segment {
     extent_t *ext;              /* replay only (recovery, a standby's table) */
     size_t n_ext, cap_ext, n_dead_ext; /* n_dead_ext: entries with obj == NULL */
     resv_t *resv;               /* replay only: reserved extents no put claimed, by address */
-    size_t n_resv, cap_resv;
+    size_t n_resv, n_dead_resv; /* n_dead_resv: entries of size 0 */
     put_pool_t pools[MASTER_POOLS_PER_SEG]; /* serving leader only (master_pool.c) */
 } segment_t;
 

@@ -492,20 +492,56 @@ static size_t resv_lower(const segment_t *s, uint64_t addr)
     return lo;
 }
 
-/* A put claimed (or the leader gave back) the reserved extent at addr: no longer reserved. */
+/* A put claimed (or the leader gave back) the reserved extent at addr: no longer reserved
+ * (marked; dropped by the next merge, so a claim costs no move of the array). */
 static void resv_drop(segment_t *s, uint64_t addr)
 {
     size_t i = resv_lower(s, addr);
-    if (i == s->n_resv || s->resv[i].addr != addr)
+    if (i == s->n_resv || s->resv[i].addr != addr || !s->resv[i].size)
         return;
-    memmove(&s->resv[i], &s->resv[i + 1], (s->n_resv - i - 1) * sizeof(*s->resv));
-    s->n_resv--;
+    s->resv[i].size = 0;
+    s->n_dead_resv++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Merges the sorted addresses add[0..k) (blocks of bsize) into s's reserved extents in one
+ * pass, dropping the marked ones; an address already there takes the new size. 1: no memory. */
+static int resv_merge(segment_t *s, const uint64_t *add, size_t k, uint64_t bsize)
+{
+    resv_t *out = mc_malloc((s->n_resv - s->n_dead_resv + k) * sizeof(*out) + 1);
+    if (!out)
+        return 1;
+    size_t n = 0, i = 0, j = 0;
+    while (i < s->n_resv || j < k) {
+        if (j == k || (i < s->n_resv && s->resv[i].addr < add[j])) {
+            if (s->resv[i].size)
+                out[n++] = s->resv[i];
+            i++;
+            continue;
+        }
+        if (i < s->n_resv && s->resv[i].addr == add[j])
+            i++; /* replaced by the new block */
+        if (!n || out[n - 1].addr != add[j]) /* (duplicates in one record: once) */
+            out[n++] = (resv_t){add[j], bsize};
+        j++;
+    }
+    mc_free(s->resv);
+    s->resv = out;
+    s->n_resv = n;
+    s->n_dead_resv = 0;
+    return 0;
 }
 
 /* RESERVE: blocks a leader allocated ahead for its put pools (or, release, gave back). Kept
  * by address until a PUT_START or COMMIT names one (replay_place_replicas); replay_finish
  * quarantines those left. At most MASTER_POOL_MAX_BLOCKS per record, MASTER_RESV_MAX per
- * segment (what a leader's pools can hold, twice); blocks outside the segment are skipped. */
+ * segment (what a leader's pools can hold, twice: a record beyond it is skipped, logged);
+ * blocks outside the segment are skipped. */
 static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r)
 {
     uint8_t release = mc_wal_get_u8(r);
@@ -516,32 +552,28 @@ static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r)
     if (r->err || release > 1 || !s || n > MASTER_POOL_MAX_BLOCKS || bsize == 0 ||
         bsize > s->size)
         return 0; /* skip malformed */
+    uint64_t add[MASTER_POOL_MAX_BLOCKS];
+    size_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t addr = mc_wal_get_u64(r);
         if (r->err)
             return 0;
         if (addr < s->base || addr - s->base > s->size - bsize)
             continue;
-        if (release) {
+        if (release)
             resv_drop(s, addr);
-            continue;
-        }
-        size_t k = resv_lower(s, addr);
-        if (k < s->n_resv && s->resv[k].addr == addr) {
-            s->resv[k].size = bsize;
-            continue;
-        }
-        if (s->n_resv >= MASTER_RESV_MAX) {
-            MC_LOG_ERROR("wal: segment %u holds %zu reserved blocks; more skipped", id, s->n_resv);
-            return 0;
-        }
-        if (mc_array_reserve(&s->resv, &s->cap_resv, s->n_resv + 1, 64) != MC_OK)
-            return 1;
-        memmove(&s->resv[k + 1], &s->resv[k], (s->n_resv - k) * sizeof(*s->resv));
-        s->resv[k] = (resv_t){addr, bsize};
-        s->n_resv++;
+        else
+            add[k++] = addr;
     }
-    return 0;
+    if (!k)
+        return 0;
+    if (s->n_resv - s->n_dead_resv + k > MASTER_RESV_MAX) {
+        MC_LOG_ERROR("wal: segment %u holds %zu reserved blocks; %zu more skipped", id,
+                     s->n_resv - s->n_dead_resv, k);
+        return 0;
+    }
+    qsort(add, k, sizeof(*add), cmp_u64);
+    return resv_merge(s, add, k, bsize);
 }
 
 /* COMMIT, second half: records each replica as an extent of its segment (placed in the
@@ -748,7 +780,7 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
             for (; q < s->n_resv && (!x || s->resv[q].addr < x->addr); q++) {
                 const resv_t *v = &s->resv[q];
                 uint32_t blk;
-                if ((x && v->addr + v->size > x->addr) ||
+                if (!v->size || (x && v->addr + v->size > x->addr) ||
                     mc_master_allocator_alloc_at(s->alloc, v->addr, v->size, &blk) != MC_OK)
                     continue;
                 s->n_replicas++;
@@ -772,7 +804,7 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
         s->n_ext = s->cap_ext = s->n_dead_ext = 0;
         mc_free(s->resv);
         s->resv = NULL;
-        s->n_resv = s->cap_resv = 0;
+        s->n_resv = s->n_dead_resv = 0;
     }
     for (obj_t *o = master_readable_next(m, NULL); o;) {
         obj_t *next = master_readable_next(m, o);
