@@ -73,8 +73,9 @@ typedef struct mc_master_config {
      * (space the old leader may have lent without a log record, e.g. under data grants). */
     bool recovered_reuse_all;
     /* --ha_commit=standbys (set by master/ha.c): every create-once PutStart is logged as a
-     * PUT_START record (its allocation), so that a new leader keeps the pending put's space
-     * (docs/internals/ha.md); only while the replicated log is on. */
+     * PUT_START record (its allocation), so that a new leader keeps the pending put's space,
+     * and served from put pools once mc_master_ha_groups was called (docs/internals/ha.md);
+     * only while the replicated log is on. */
     bool ha_log_put_starts;
     /* --enable_ha: this leader's view version (PingResponse.ha_view_version); 0 = no HA. */
     uint64_t ha_view_version;
