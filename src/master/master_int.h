@@ -211,6 +211,11 @@ struct mc_master {
     const atomic_uint_fast64_t *ha_released;
     uint64_t ha_handed;
     uint64_t pool_bytes;        /* bytes in pool blocks (gauge) */
+    /* PUT_STARTs of writer ps_cid not yet appended (master_wal.c: one PUT_STARTS record, out
+     * before any other record, the group hand-over or the WAL flush) */
+    mc_wal_buf_t ps_stage;
+    uint32_t ps_n;
+    uint8_t ps_cid[16];
 
     pthread_mutex_t snap_mu;
     mc_master_metrics_t snap;

@@ -83,7 +83,7 @@ static const uint8_t *client_id_of(const mc_master_t *m, uint32_t serial)
 }
 
 /* space: the record changes which space is free or mounted (ha_log_space) */
-static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
+static void wal_append_now(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
 {
     m->ha_log_space |= space && m->ha_log_on;
     if (b->err) {
@@ -98,6 +98,38 @@ static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space
     }
     m->wal_dirty = true;
     mc_buf_free(&b->b);
+}
+
+/* PUT_STARTs of one writer in a row (the keys of a BatchPutStart) go out as one record: fewer
+ * records and one client id for the log, the fetches and etcd to carry. At most
+ * MASTER_PS_MAX_KEYS keys or MASTER_PS_MAX_BYTES bytes each. */
+#define MASTER_PS_MAX_KEYS 1024
+#define MASTER_PS_MAX_BYTES (256u << 10)
+
+/* Appends the staged PUT_STARTs: one PUT_START, or PUT_STARTS (the writer's client id, n, then
+ * n COMMIT payloads). Every append and every reader of the logs calls it first, so records
+ * keep their order. */
+static void put_starts_flush(mc_master_t *m)
+{
+    if (!m->ps_n)
+        return;
+    mc_wal_buf_t b = {0};
+    mc_wal_put_bytes(&b, m->ps_cid, 16);
+    if (m->ps_n > 1)
+        mc_wal_put_u32(&b, m->ps_n);
+    mc_wal_put_bytes(&b, m->ps_stage.b.data, m->ps_stage.b.len);
+    b.err |= m->ps_stage.err;
+    uint8_t type = m->ps_n > 1 ? MC_WAL_PUT_STARTS : MC_WAL_PUT_START;
+    mc_buf_reset(&m->ps_stage.b);
+    m->ps_stage.err = 0;
+    m->ps_n = 0;
+    wal_append_now(m, type, &b, false);
+}
+
+static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
+{
+    put_starts_flush(m);
+    wal_append_now(m, type, b, space);
 }
 
 void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
@@ -140,9 +172,13 @@ void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
 {
     if (!m->wal_on || m->recovering || !m->ha_log_on || !m->cfg.ha_log_put_starts)
         return;
-    mc_wal_buf_t b = {0};
-    enc_put_start(m, &b, o, cid);
-    wal_append(m, MC_WAL_PUT_START, &b, false);
+    if (m->ps_n && (memcmp(m->ps_cid, cid, 16) != 0 || m->ps_n >= MASTER_PS_MAX_KEYS ||
+                    m->ps_stage.b.len >= MASTER_PS_MAX_BYTES))
+        put_starts_flush(m);
+    memcpy(m->ps_cid, cid, 16);
+    enc_commit(m, &m->ps_stage, o);
+    m->ps_n++;
+    m->wal_dirty = true; /* the group commit flushes it */
 }
 
 void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const uint32_t *blks,
@@ -191,6 +227,7 @@ mc_status_t mc_master_wal_sync(mc_master_t *m)
 {
     if (!m->wal_on)
         return MC_OK;
+    put_starts_flush(m);
     uint64_t now = master_now(m);
     bool background_due = m->wal_undurable && now - m->wal_durable_ms >= MC_WAL_BACKGROUND_SYNC_MS;
     if (!m->wal_dirty && !background_due)
@@ -219,6 +256,7 @@ void mc_master_ha_log_enable(mc_master_t *m)
 
 mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p)
 {
+    put_starts_flush(m);
     *lost_p = m->ha_log_lost;
     *space_p = m->ha_log_space;
     m->ha_log_lost = m->ha_log_space = false;
@@ -382,6 +420,7 @@ void master_wal_close(mc_master_t *m)
     }
     m->wal_on = false;
     mc_buf_free(&m->ha_log);
+    mc_buf_free(&m->ps_stage.b);
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -693,6 +732,14 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
     case MC_WAL_PUT_START: {
         const uint8_t *cid = mc_wal_get_bytes(&r, 16);
         return r.err ? 0 : replay_commit(m, &r, cid);
+    }
+    case MC_WAL_PUT_STARTS: { /* n PUT_STARTs of one writer, in order */
+        const uint8_t *cid = mc_wal_get_bytes(&r, 16);
+        uint32_t n = mc_wal_get_u32(&r);
+        for (uint32_t i = 0; i < n && !r.err; i++)
+            if (replay_commit(m, &r, cid))
+                return 1;
+        return 0;
     }
     case MC_WAL_REMOVE: {
         size_t kl;

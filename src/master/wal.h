@@ -38,6 +38,8 @@ enum {
     /* blocks an HA leader (standbys mode) allocated ahead for create-once puts, or gave back:
      * reserved until a PUT_START or COMMIT names one (master_pool.c) */
     MC_WAL_RESERVE = 13,
+    /* consecutive PUT_STARTs of one writer (a BatchPutStart's keys) in one record */
+    MC_WAL_PUT_STARTS = 14,
 };
 
 /* Buffered record writer on one file. */

@@ -1197,8 +1197,11 @@ static mc_master_t *promoted(const mc_master_config_t *cfg, uint8_t *const *grou
     assert_int_equal(mc_master_follow_begin(f), MC_OK);
     for (int i = 0; i < n; i++) {
         size_t used;
-        assert_int_equal(mc_master_follow_apply(f, groups[i], lens[i], &used, NULL, NULL), MC_OK);
+        uint64_t k;
+        assert_int_equal(mc_master_follow_apply(f, groups[i], lens[i], &used, &k, NULL), MC_OK);
         assert_int_equal(used, lens[i]);
+        if (i == 1)
+            assert_int_equal(k, 2); /* PUT_STARTS of 3 keys, a COMMIT */
     }
     assert_int_equal(mc_master_follow_promote(f, NULL, view), MC_OK);
     mc_master_segment_info_t a = {.name = "segQ", .base = 0x1000000, .size = 16 << 20,
@@ -1274,8 +1277,11 @@ static void test_follow_put_pools(void **state)
     uint64_t addr_c = r[0].addr;
     mc_master_metrics_now(m, &mm);
     assert_int_equal(mm.put_pool_hits, 1);
+    /* more keys of the same writer in a row (a BatchPutStart): one PUT_STARTS record */
+    assert_int_equal(mc_master_put_start(m, CA, K("d"), SZ, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("e"), SZ, NULL, false, r, &n), MC_OK);
     assert_int_equal(mc_master_put_end(m, CA, K("b"), 0xb), MC_OK);
-    groups[1] = take_group(m, &lens[1]); /* group 2: c's PUT_START, b's COMMIT */
+    groups[1] = take_group(m, &lens[1]); /* group 2: PUT_STARTS of c, d, e; b's COMMIT */
     char snap[300], tmp[300];
     snprintf(snap, sizeof(snap), "%s/pool.snap", dir);
     snprintf(tmp, sizeof(tmp), "%s/pool.tmp", dir);
@@ -1306,6 +1312,8 @@ static void test_follow_put_pools(void **state)
     /* b's COMMIT after its PUT_START: committed where it was placed */
     assert_int_equal(mc_master_get_replicas(f, K("b"), r, &n, &size, &sum), MC_OK);
     assert_true(r[0].addr == addr_b && size == SZ && sum == 0xb);
+    assert_int_equal(mc_master_put_end(f, CA, K("d"), 0xd), MC_OK); /* from the PUT_STARTS */
+    assert_int_equal(mc_master_put_end(f, CA, K("e"), 0xe), MC_OK);
     mc_master_destroy(f);
 
     /* a standby starting from the snapshot holds the pool's blocks too */
