@@ -21,7 +21,6 @@
 #include "master/master_int.h"
 
 #include "common/alloc.h"
-#include "common/log.h"
 
 #include <string.h>
 
