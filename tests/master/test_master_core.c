@@ -1235,7 +1235,8 @@ static bool fill_hits(mc_master_t *f, const char *prefix, uint64_t size, uint64_
  * PUT_START (the old leader died first) lends none of the pool's blocks after its promotion
  * until put_start_release_timeout, then does; one that got the PUT_START too keeps the pending
  * put, and the writer's PutEnd commits it once at its address. A snapshot carries the pool's
- * blocks; a put that fits only without the pool's blocks takes them back (a logged release). */
+ * blocks; a put that fits only without the pool's blocks takes them back (a logged release), and
+ * a pool unused for 5 s is given back by the cron. */
 static void test_follow_put_pools(void **state)
 {
     (void)state;
@@ -1350,6 +1351,25 @@ static void test_follow_put_pools(void **state)
     size_t rl;
     uint8_t *rel = take_group(m, &rl);
     assert_true(rl > 0); /* the RESERVE release and big's PUT_START */
+    mc_free(rel);
+    /* a pool unused for 5 s is given back by the cron (logged) */
+    assert_int_equal(mc_master_put_revoke(m, CB, K("big")), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("a2"), SZ, NULL, false, r, &n), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_true(mm.put_pool_bytes > 0);
+    mc_free(take_group(m, &rl));
+    g_now += 4999;
+    assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+    assert_int_equal(mc_master_ping(m, CB, &need), MC_OK);
+    mc_master_cron(m);
+    mc_master_metrics_now(m, &mm);
+    assert_true(mm.put_pool_bytes > 0);
+    g_now += 1;
+    mc_master_cron(m);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.put_pool_bytes, 0);
+    rel = take_group(m, &rl);
+    assert_true(rl > 0); /* the RESERVE release */
     mc_free(rel);
     mc_master_destroy(m);
     rm_rf(dir2);
