@@ -473,6 +473,7 @@ static etcd_disk_t etcd_disk(void)
 /* The HA leader's append counters (master_ha_append_*). */
 typedef struct appends {
     double txns, runs, groups, records, txn_s;
+    double pool_hits; /* master_put_pool_hits_total (standbys mode: replicas from put pools) */
 } appends_t;
 
 static appends_t appends(uint16_t mport)
@@ -482,7 +483,8 @@ static appends_t appends(uint16_t mport)
                    metric_of(t, "master_ha_append_runs_total"),
                    metric_of(t, "master_ha_append_groups_total"),
                    metric_of(t, "master_ha_append_records_total"),
-                   metric_of(t, "master_ha_append_txn_seconds_total")};
+                   metric_of(t, "master_ha_append_txn_seconds_total"),
+                   metric_of(t, "master_put_pool_hits_total")};
     mc_free(t);
     return a;
 }
@@ -547,7 +549,7 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
                "\"calls_in_flight\":%d,\"etcd_probe_mean_ms_at_1\":%.3f,"
                "\"etcd_probe_txns_per_s\":%.0f,\"bound_calls_puts_per_s\":%.0f,"
                "\"bound_etcd_puts_per_s\":%.0f,\"half_single_needs_commit_ms\":%.3f,"
-               "\"put_objects_per_s\":%.0f}\n",
+               "\"put_pool_hits_per_object\":%.3f,\"put_objects_per_s\":%.0f}\n",
                g_etcd_fs, secs, txns, txns / secs, a1.runs - a0.runs,
                (a1.groups - a0.groups) / txns, (a1.records - a0.records) / txns, per_txn,
                txn_ms, in_flight, HA_APPENDERS,
@@ -557,7 +559,7 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
                g_probe1_ms > 0 ? calls * g_batch / (g_probe1_ms / 1000.0) : 0,
                g_probe_tps * per_txn,
                g_single_puts > 0 ? calls * g_batch * 1000.0 / (0.5 * g_single_puts) : 0,
-               out[0]);
+               objects > 0 ? (a1.pool_hits - a0.pool_hits) / objects : 0, out[0]);
     }
     fflush(stdout);
     for (int i = 0; i < g_clients; i++)

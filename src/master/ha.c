@@ -1504,21 +1504,22 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
             pthread_cond_signal(&ha->app_cv);
         pthread_mutex_unlock(&ha->app_mu);
     }
+    /* the put pools (standbys mode, logged PutStarts): which group the next records join, and
+     * which groups every later leader holds */
+    if (ha->core_cfg.ha_log_put_starts)
+        mc_master_ha_groups(m, ha->next_group, &ha->released_group);
     /* last, right before replies may be written: no reply once the lease may be gone */
     if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
         fence_exit("the lease TTL passed since the last answered keepalive");
     /* every reply of this iteration waits for the last group handed over: it may expose any
      * change made so far; a light one (a create-once PutStart that placed every key, which
-     * acknowledges nothing) only for the last group that freed or mounted space: its
+     * acknowledges nothing, and whose allocation is not logged or lies in released put pool
+     * blocks: mc_master_put_start_ex) only for the last group that freed or mounted space: its
      * allocation may lie in that space, which a new leader without that group would still
      * count as its old owner's (or not know) */
     uint64_t durable = atomic_load(&ha->released_group); /* the release rule's */
     uint64_t ticket = durable < ha->next_group ? ha->next_group : 0;
-    /* in standbys mode a PutStart's own PUT_START record is in this group: no light replies */
-    if (ha->core_cfg.ha_log_put_starts)
-        *light_p = ticket;
-    else
-        *light_p = durable < ha->space_group ? ha->space_group : 0;
+    *light_p = durable < ha->space_group ? ha->space_group : 0;
     return ticket;
 }
 

@@ -75,10 +75,11 @@ uint64_t mc_ha_view(const mc_ha_t *ha);
  * Returns the RPC server's ticket: the last group handed over while it is not yet durable
  * (every reply of this iteration may expose its changes), else 0; *light_p: the last group
  * that freed or mounted space while it is not yet durable, else 0 (the light answers, PutStarts
- * that placed every key, depend on nothing else); in standbys mode with logged PutStarts
- * (--ha_log_put_starts) the returned ticket (a
- * PutStart waits for its own PUT_START record). Exits the process when fenced (here or on
- * an appender thread, without releasing anything). */
+ * that placed every key, depend on nothing else; in standbys mode with logged PutStarts
+ * (--ha_log_put_starts) only those served from ready put pools are light, the others wait for
+ * their own PUT_START record). In that mode it also tells the core the group commits handed
+ * over and released (mc_master_ha_groups: the put pools). Exits the process when fenced (here
+ * or on an appender thread, without releasing anything). */
 uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p);
 /* --ha_commit=standbys, the leader's MC_OP_HA_FETCH handler (ctx = the mc_ha_t; loop thread):
  * a standby's fetch acknowledges every record up to its after_seq and is answered with the

@@ -344,11 +344,13 @@ void master_seg_free(mc_master_t *m, uint32_t id)
     segment_t *s = m->segs[id];
     if (!s)
         return;
+    master_pool_forget(m, s);
     mc_master_allocator_destroy(s->alloc);
     mc_free(s->name);
     mc_free(s->endpoint);
     mc_free(s->host_label);
     mc_free(s->ext);
+    mc_free(s->resv);
     mc_free(s);
     m->segs[id] = NULL;
 }
@@ -616,6 +618,17 @@ static bool space_lendable(mc_master_t *m, uint64_t now)
     return false;
 }
 
+/* How many segments may lend space now (at most that many replicas can be placed). */
+static uint32_t lendable_segments(mc_master_t *m, uint64_t now)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->n_segs; i++) {
+        segment_t *s = m->segs[i];
+        n += s && s->alloc && s->state == SEG_MOUNTED && now >= s->reuse_after_ms;
+    }
+    return n;
+}
+
 /* Evicts committed objects of scope (NULL = every tenant) that are not leased, not under data
  * grants (obj_grant_floor) and not pinned,
  * in the policy's victim order, until at least target bytes were freed. Soft-pinned objects go
@@ -717,12 +730,26 @@ static bool seg_chosen(const obj_rep_t *reps, uint32_t n, uint32_t id)
     return false;
 }
 
-static bool try_alloc(mc_master_t *m, uint32_t id, uint64_t size, obj_rep_t *r)
+/* How place() allocates: from the put pools (a create-once put while they serve), and how
+ * many replicas came from them. */
+typedef struct place_how {
+    bool pool;
+    const obj_rep_t *reps;      /* the replicas place() fills */
+    uint32_t pooled;
+    uint8_t pooled_mask;        /* bit i: replica i came from a pool */
+} place_how_t;
+_Static_assert(MC_MASTER_MAX_REPLICAS <= 8, "pooled_mask has a bit per replica");
+
+static bool try_alloc(mc_master_t *m, uint32_t id, uint64_t size, obj_rep_t *r, place_how_t *how)
 {
     segment_t *s = m->segs[id];
     uint32_t blk;
-    if (master_now(m) < s->reuse_after_ms ||
-        mc_master_allocator_alloc(s->alloc, size, &blk) != MC_OK)
+    if (master_now(m) < s->reuse_after_ms)
+        return false;
+    if (how->pool && master_pool_take(m, id, size, &blk)) {
+        how->pooled_mask |= (uint8_t)(1u << (r - how->reps));
+        how->pooled++;
+    } else if (mc_master_allocator_alloc(s->alloc, size, &blk) != MC_OK)
         return false;
     r->seg = id;
     r->blk = blk;
@@ -733,22 +760,25 @@ static bool try_alloc(mc_master_t *m, uint32_t id, uint64_t size, obj_rep_t *r)
 /* Allocates up to want replicas of size bytes on distinct segments, preferring distinct host
  * labels. Returns how many were allocated. */
 static uint32_t place(mc_master_t *m, uint64_t size, const mc_master_put_opts_t *opts,
-                      uint32_t want, obj_rep_t *reps)
+                      uint32_t want, obj_rep_t *reps, place_how_t *how)
 {
     uint32_t n = 0;
+    how->reps = reps;
+    how->pooled = 0;
+    how->pooled_mask = 0;
     if (opts && opts->n_preferred_segments) {
         for (size_t i = 0; i < opts->n_preferred_segments && n < want; i++) {
             uint32_t id;
             const char *name = opts->preferred_segments[i];
             segment_t *s = name && name[0] ? seg_by_name(m, name, &id) : NULL;
             if (s && s->state == SEG_MOUNTED && !seg_chosen(reps, n, id) &&
-                try_alloc(m, id, size, &reps[n]))
+                try_alloc(m, id, size, &reps[n], how))
                 n++;
         }
     } else if (opts && opts->preferred_segment && opts->preferred_segment[0]) {
         uint32_t id;
         segment_t *s = seg_by_name(m, opts->preferred_segment, &id);
-        if (s && s->state == SEG_MOUNTED && try_alloc(m, id, size, &reps[n]))
+        if (s && s->state == SEG_MOUNTED && try_alloc(m, id, size, &reps[n], how))
             n++;
     }
     if (m->n_segs == 0)
@@ -770,7 +800,7 @@ static uint32_t place(mc_master_t *m, uint64_t size, const mc_master_put_opts_t 
                         pick = i;
                     }
                 }
-                if (pick != SEG_NONE && try_alloc(m, pick, size, &reps[n])) {
+                if (pick != SEG_NONE && try_alloc(m, pick, size, &reps[n], how)) {
                     n++;
                     continue;
                 }
@@ -784,7 +814,7 @@ static uint32_t place(mc_master_t *m, uint64_t size, const mc_master_put_opts_t 
                 if (!s || s->state != SEG_MOUNTED || seg_chosen(reps, n, i) ||
                     (strict && label_used(m, reps, n, s)))
                     continue;
-                if (try_alloc(m, i, size, &reps[n])) {
+                if (try_alloc(m, i, size, &reps[n], how)) {
                     n++;
                     got = true;
                     break;
@@ -911,6 +941,11 @@ static void discard_push(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t re
     if (floor_ms > release_ms)
         release_ms = floor_ms;
     m->disc[m->n_disc++] = (discarded_t){seg, blk, release_ms, floor_ms, token, stuck_put};
+}
+
+void master_park_block(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms)
+{
+    discard_push(m, seg, blk, release_ms, 0, 0, false);
 }
 
 /* Frees discarded block i now (the last one takes its place). */
@@ -1048,8 +1083,8 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
                                 bool upsert, mc_master_replica_t *reps, uint32_t *n_p)
 {
     mc_master_retired_t retired = {.max = MC_MASTER_MAX_REPLICAS};
-    mc_status_t st =
-        mc_master_put_start_ex(m, cid, key, klen, size, opts, upsert, reps, n_p, &retired);
+    mc_status_t st = mc_master_put_start_ex(m, cid, key, klen, size, opts, upsert, reps, n_p,
+                                            &retired, NULL);
     mc_master_retired_free(&retired);
     return st;
 }
@@ -1057,17 +1092,20 @@ mc_status_t mc_master_put_start(mc_master_t *m, const uint8_t cid[16], const cha
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t cid[16], const char *key,
                                    size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
-                                   mc_master_retired_t *retired)
+                                   mc_master_retired_t *retired, bool *light_p)
 {
-    return master_put_start(m, cid, key, klen, size, opts, upsert, false, reps, n_p, retired);
+    return master_put_start(m, cid, key, klen, size, opts, upsert, false, reps, n_p, retired,
+                            light_p);
 }
 
 mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen,
                              uint64_t size, const mc_master_put_opts_t *opts, bool upsert,
                              bool promote, mc_master_replica_t *reps, uint32_t *n_p,
-                             mc_master_retired_t *retired)
+                             mc_master_retired_t *retired, bool *light_p)
 {
     *n_p = 0;
+    if (light_p)
+        *light_p = false;
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
     if (size == 0 || size > VALUE_MAX)
@@ -1123,7 +1161,21 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     if (qst != MC_OK)
         return qst;
     obj_rep_t r[MC_MASTER_MAX_REPLICAS];
-    uint32_t n = place(m, size, opts, want, r);
+    /* a create-once put's allocation is logged (PUT_START) where pools serve: it may come
+     * from them (master_pool.c) */
+    place_how_t how = {.pool = !upsert && master_pools_on(m)};
+    uint32_t n = place(m, size, opts, want, r, &how);
+    if (n < want && how.pool && n < lendable_segments(m, now) && master_pool_drain(m, SEG_NONE)) {
+        /* pool blocks never make a put fail (or lose a replica) that would fit without them;
+         * the pool blocks it took go back as given back (logged) */
+        for (uint32_t i = 0; i < n; i++) {
+            if (how.pooled_mask & (1u << i))
+                master_pool_give_back(m, r[i].seg, r[i].blk);
+            rep_free_block(m, &r[i]);
+        }
+        how.pool = false;
+        n = place(m, size, opts, want, r, &how);
+    }
     if (n == 0 && space_lendable(m, now)) {
         /* Synchronous eviction: free space now, then retry, while anything is evictable. */
         uint64_t cap = total_capacity(m, NULL);
@@ -1133,7 +1185,7 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
                 target = size;
             if (evict_bytes(m, target, UINT64_MAX) == 0)
                 break;
-            n = place(m, size, opts, want, r);
+            n = place(m, size, opts, want, r, &how);
         }
         if (n == 0)
             m->evict_pending = true;
@@ -1174,6 +1226,13 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     master_list_push(&m->writing, o);
     if (!upsert) /* its allocation in the replicated log (HA standbys mode) */
         master_wal_log_put_start(m, o, cid);
+    /* light: its answer need not wait for its own record: the allocation is not logged, or
+     * every replica is a pool block that every later leader knows as reserved */
+    if (light_p)
+        *light_p = !(m->ha_log_on && m->cfg.ha_log_put_starts) || how.pooled == n;
+    if (how.pool)
+        for (uint32_t i = 0; i < n; i++)
+            master_pool_refill(m, o->rep[i].seg, size);
     for (uint32_t i = 0; i < n; i++)
         fill_rep(m, o, &o->rep[i], &reps[i], 1);
     *n_p = n;
@@ -1603,6 +1662,7 @@ static void seg_drop(mc_master_t *m, uint32_t id, bool log)
 static void seg_hold(mc_master_t *m, uint32_t id, uint64_t now)
 {
     segment_t *s = m->segs[id];
+    master_pool_drain(m, id);
     s->state = SEG_RECOVERING;
     s->held = true;
     s->deadline_ms = now + m->cfg.segment_hold_ms;
@@ -1770,6 +1830,7 @@ mc_status_t mc_master_unmount(mc_master_t *m, const uint8_t cid[16], const char 
         return MC_ERR_ILLEGAL_CLIENT;
     c->last_ping_ms = master_now(m);
     if (graceful && seg_has_leases(m, id, master_now(m))) {
+        master_pool_drain(m, id);
         s->state = SEG_DRAINING; /* the cron finishes it once the leases are gone */
         m->view_version++;
         return MC_OK;
@@ -1840,6 +1901,7 @@ void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
     out->fragmentation = out->total_capacity_bytes ? wsum / (double)out->total_capacity_bytes : 0;
     out->view_version = m->view_version;
     out->epoch = m->epoch;
+    out->put_pool_bytes = m->pool_bytes;
     out->wal_records = m->wal.records;
     out->wal_bytes = m->wal.bytes;
     master_disk_metrics(m, out);
@@ -1961,6 +2023,7 @@ void mc_master_cron(mc_master_t *m)
         else
             i++;
     }
+    master_pool_cron(m, now);
     /* Watermark eviction. */
     uint64_t used = 0, cap = total_capacity(m, &used);
     evict_sync(m, (uint64_t)(m->cfg.eviction_high_watermark_ratio * (double)cap));

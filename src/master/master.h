@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #define MC_MASTER_MAX_REPLICAS 8
@@ -72,8 +73,9 @@ typedef struct mc_master_config {
      * (space the old leader may have lent without a log record, e.g. under data grants). */
     bool recovered_reuse_all;
     /* --ha_commit=standbys (set by master/ha.c): every create-once PutStart is logged as a
-     * PUT_START record (its allocation), so that a new leader keeps the pending put's space
-     * (docs/internals/ha.md); only while the replicated log is on. */
+     * PUT_START record (its allocation), so that a new leader keeps the pending put's space,
+     * and served from put pools once mc_master_ha_groups was called (docs/internals/ha.md);
+     * only while the replicated log is on. */
     bool ha_log_put_starts;
     /* --enable_ha: this leader's view version (PingResponse.ha_view_version); 0 = no HA. */
     uint64_t ha_view_version;
@@ -155,6 +157,12 @@ void mc_master_ha_log_enable(mc_master_t *m);
  * space (MOUNT, UNMOUNT, REMOVE, a replica clear's COMMIT: an allocation made after it may
  * depend on it), false when they are only PutEnd COMMITs. Owner thread. */
 mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p);
+/* A leader logging PutStarts (cfg.ha_log_put_starts), after each group commit: the records
+ * kept so far went out up to group `handed` (the buffer now collects group handed + 1), and
+ * *released (read at any time; never decreasing) is the last group every later leader is
+ * guaranteed to hold. From the first call on, create-once PutStarts are served from put pools
+ * whose RESERVE record's group is released (docs/internals/ha.md, "Put pools"). */
+void mc_master_ha_groups(mc_master_t *m, uint64_t handed, const atomic_uint_fast64_t *released);
 
 /* Standby (master/ha.c): a core created without a wal_dir follows a replicated log of WAL
  * records in memory and is promoted to serve when its process takes over.
@@ -252,11 +260,14 @@ void mc_master_grants_begin(mc_master_t *m);
 void mc_master_grants_end(mc_master_t *m);
 
 /* As mc_master_put_start, also reporting what the put retires (also on errors: an upsert
- * retires the old value before it places the new one). */
+ * retires the old value before it places the new one) and, in *light_p (may be NULL), whether
+ * its answer need not wait for its own log record: true on MC_OK when the allocation is not
+ * logged (no PUT_START) or every replica came from a put pool ready for use (HA standbys mode:
+ * every later leader knows those blocks; docs/internals/ha.md "Put pools"). */
 mc_status_t mc_master_put_start_ex(mc_master_t *m, const uint8_t client_id[16], const char *key,
                                    size_t klen, uint64_t size, const mc_master_put_opts_t *opts,
                                    bool upsert, mc_master_replica_t *reps, uint32_t *n_p,
-                                   mc_master_retired_t *retired);
+                                   mc_master_retired_t *retired, bool *light_p);
 /* Commits with the writer's XXH3-64 of the value. ILLEGAL_CLIENT if another client started the
  * put; INVALID_WRITE if the object is already committed; OBJECT_NOT_FOUND if it is gone. */
 mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t client_id[16], const char *key,
@@ -452,6 +463,8 @@ typedef struct mc_master_metrics {
     uint64_t leased_key_count;
     uint64_t successful_evictions, evicted_objects, evicted_bytes, failed_evictions;
     uint64_t put_start_discards, put_start_releases;
+    uint64_t put_pool_hits;       /* replicas placed in put pool blocks (HA standbys mode) */
+    uint64_t put_pool_bytes;      /* gauge: bytes held in put pools (counted as allocated) */
     uint64_t put_start_alloc_failures;  /* PutStarts refused NO_AVAILABLE_HANDLE */
     uint64_t put_start_partial_allocations; /* PutStarts placed with fewer replicas than asked */
     /* committed puts by value size: bucket[i] counts sizes <= le[i] and > le[i-1] (not

@@ -1078,7 +1078,7 @@ mc_status_t mc_master_promotion_start(mc_master_t *m, const uint8_t cid[16], con
     }
     mc_master_retired_t none = {0};
     mc_status_t st = master_put_start(m, cid, key, klen, d->size, NULL, false, true, reps, n_p,
-                                      &none);
+                                      &none, NULL);
     if (st != MC_OK)
         set_promote(m, d, PROMO_NONE);
     return st;

@@ -8,6 +8,7 @@
 #include "master/wal.h"
 #include "rpc/frame.h"
 
+#include <stdatomic.h>
 #include <sys/types.h>
 
 enum { OBJ_WRITING = 1, OBJ_READABLE = 2 };
@@ -61,6 +62,27 @@ typedef struct extent {        /* recovery only */
     uint32_t rep_idx;
 } extent_t;
 
+/* A put pool (master_pool.c; HA leader in standbys mode with logged PutStarts): blocks of one
+ * size on one segment, allocated ahead and named by RESERVE records, that create-once PutStarts
+ * take without waiting for their own PUT_START record. blk[head..n) in the order reserved;
+ * grp[i]: the group commit whose RESERVE names blk[i] (usable once that group is released). */
+typedef struct put_pool {
+    uint64_t size;              /* block size (a multiple of 64); 0 = unused slot */
+    uint64_t last_use_ms;
+    uint32_t head, n, cap;
+    uint32_t *blk;
+    uint64_t *grp;
+} put_pool_t;
+
+#define MASTER_POOLS_PER_SEG 4      /* sizes pooled per segment */
+#define MASTER_POOL_MAX_BLOCKS 256  /* blocks per pool (and per RESERVE record) */
+/* reserved extents a follower keeps per segment: what a leader's pools can hold, twice */
+#define MASTER_RESV_MAX (2 * MASTER_POOLS_PER_SEG * MASTER_POOL_MAX_BLOCKS)
+
+typedef struct resv {          /* a reserved extent (replay: RESERVE records) */
+    uint64_t addr, size;        /* size 0: claimed or given back (dropped at the next merge) */
+} resv_t;
+
 typedef struct segment {
     int state;
     char *name, *endpoint, *host_label;
@@ -80,6 +102,9 @@ typedef struct segment {
                                    restored only for owner_id */
     extent_t *ext;              /* replay only (recovery, a standby's table) */
     size_t n_ext, cap_ext, n_dead_ext; /* n_dead_ext: entries with obj == NULL */
+    resv_t *resv;               /* replay only: reserved extents no put claimed, by address */
+    size_t n_resv, n_dead_resv; /* n_dead_resv: entries of size 0 */
+    put_pool_t pools[MASTER_POOLS_PER_SEG]; /* serving leader only (master_pool.c) */
 } segment_t;
 
 typedef struct dobj dobj_t; /* a LOCAL_DISK entry (master_disk.c) */
@@ -181,6 +206,16 @@ struct mc_master {
      * the COMMIT of a replica clear; not the COMMIT of a PutEnd). */
     bool ha_log_on, ha_log_lost, ha_log_space;
     mc_buf_t ha_log;
+    /* put pools (master_pool.c): set by mc_master_ha_groups after each group commit; the
+     * current buffer becomes group ha_handed + 1; NULL = no pools (not yet, or not a leader) */
+    const atomic_uint_fast64_t *ha_released;
+    uint64_t ha_handed;
+    uint64_t pool_bytes;        /* bytes in pool blocks (gauge) */
+    /* PUT_STARTs of writer ps_cid not yet appended (master_wal.c: one PUT_STARTS record, out
+     * before any other record, the group hand-over or the WAL flush) */
+    mc_wal_buf_t ps_stage;
+    uint32_t ps_n;
+    uint8_t ps_cid[16];
 
     pthread_mutex_t snap_mu;
     mc_master_metrics_t snap;
@@ -219,6 +254,12 @@ void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
 /* A create-once PutStart's allocation (cfg.ha_log_put_starts with the replicated log on);
  * a COMMIT or REMOVE of its key supersedes it. */
 void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16]);
+/* RESERVE: blocks blks[0..n) of bsize bytes on segment seg reserved ahead, or given back
+ * (release; frees space) */
+void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const uint32_t *blks,
+                            uint32_t n, bool release);
+/* RESERVE records of every pool block (a snapshot) */
+int master_wal_snapshot_pools(mc_master_t *m, mc_wal_writer_t *w);
 /* Appends the record encoded in b (freed) to the log, marked as freeing no memory space (a
  * light PutStart need not wait for it); nothing while recovering or without a
  * WAL. The disk tier encodes its own records (master_disk.c). */
@@ -247,7 +288,25 @@ client_t *master_client_touch(mc_master_t *m, const uint8_t id[16], bool *was_ne
 mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *key, size_t klen,
                              uint64_t size, const mc_master_put_opts_t *opts, bool upsert,
                              bool promote, mc_master_replica_t *reps, uint32_t *n_p,
-                             mc_master_retired_t *retired);
+                             mc_master_retired_t *retired, bool *light_p);
+/* Parks allocated block blk of segment seg until release_ms (the discard list), then frees it. */
+void master_park_block(mc_master_t *m, uint32_t seg, uint32_t blk, uint64_t release_ms);
+/* master_pool.c: put pools (docs/internals/ha.md, "Put pools") */
+/* Pools serve this master: a leader logging PutStarts, told its group commits. */
+bool master_pools_on(const mc_master_t *m);
+/* A ready block of size (rounded to 64) from seg's pool; false when it has none. */
+bool master_pool_take(mc_master_t *m, uint32_t seg, uint64_t size, uint32_t *blk_p);
+/* Logs that block blk of seg, taken from a pool, goes back unused (the caller frees it). */
+void master_pool_give_back(mc_master_t *m, uint32_t seg, uint32_t blk);
+/* After a create-once put placed a replica of size on seg: creates or refills its pool. */
+void master_pool_refill(mc_master_t *m, uint32_t seg, uint64_t size);
+/* Gives back every block of seg's pools (SEG_NONE: of every segment), logged; returns whether
+ * any was given back. */
+bool master_pool_drain(mc_master_t *m, uint32_t seg);
+/* Gives back the pools not used for MASTER_POOL_IDLE_MS. */
+void master_pool_cron(mc_master_t *m, uint64_t now);
+/* Forgets seg's pools without logging (the segment and its allocator go). */
+void master_pool_forget(mc_master_t *m, segment_t *s);
 /* master_disk.c: the LOCAL_DISK tier's hooks into the memory tier */
 /* A get was answered from disk: counts the key's hits, queues its promotion at the threshold. */
 void master_disk_hit(mc_master_t *m, const char *key, size_t klen, uint32_t h);

@@ -147,12 +147,13 @@ static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
  * (mc_rpc_call_t.light): it acknowledges nothing, so with HA it waits only for the changes of
  * free or mounted space in flight (master/ha.h), not for every change in flight, unless its
  * allocation is logged (PUT_START: --ha_commit=standbys with --ha_log_put_starts, the
- * default), when it waits like any acknowledging reply. Upserts and answers with a failed key
- * are not light. */
+ * default) outside the put pools (a key placed in a block that was not a ready pool block),
+ * when it waits like any acknowledging reply. Upserts and answers with a failed key are not
+ * light. */
 
 static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBinaryData cid,
                                 ProtobufCBinaryData wire_key, uint64_t size, const McRpc__ReplicateConfig *cfg,
-                                bool upsert, McRpc__PutStartResponse *r)
+                                bool upsert, McRpc__PutStartResponse *r, bool *light_p)
 {
     mc_rpc__put_start_response__init(r);
     if (!cid_ok(cid)) {
@@ -167,7 +168,7 @@ static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBi
     size_t klen;
     const char *key = wkey(call, wire_key, &klen);
     r->status = mc_master_put_start_ex(m, cid.data, key, klen, size, &o, upsert, reps, &n,
-                                       &retired);
+                                       &retired, light_p);
     /* also on failure: an upsert retires the old value before placing */
     mc_status_t st = retired_out(call, &retired, &r->retired);
     if (st == MC_OK && r->status == MC_OK) {
@@ -186,10 +187,11 @@ static mc_status_t h_put_start(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     McRpc__PutStartResponse *r = ALLOC(call, McRpc__PutStartResponse);
     if (!r)
         return MC_ERR_NO_MEMORY;
+    bool light = false;
     mc_status_t st = do_put_start(ctx, call, q->client_id, q->key, q->value_size, q->config,
-                                  call->opcode == MC_OP_UPSERT_START, r);
+                                  call->opcode == MC_OP_UPSERT_START, r, &light);
     *resp_p = &r->base;
-    call->light = call->opcode == MC_OP_PUT_START && r->status == MC_OK;
+    call->light = call->opcode == MC_OP_PUT_START && r->status == MC_OK && light;
     return st;
 }
 
@@ -214,17 +216,18 @@ static mc_status_t h_batch_put_start(void *ctx, mc_rpc_call_t *call, const Proto
     McRpc__PutStartResponse *items = ALLOC_N(call, McRpc__PutStartResponse, q->n_keys);
     if (!r->results || !items)
         return MC_ERR_NO_MEMORY;
-    bool upsert = call->opcode == MC_OP_BATCH_UPSERT_START, placed_all = true;
+    bool upsert = call->opcode == MC_OP_BATCH_UPSERT_START, light_all = true;
     for (size_t i = 0; i < q->n_keys; i++) {
+        bool light = false;
         mc_status_t st = do_put_start(ctx, call, q->client_id, q->keys[i], q->value_sizes[i],
-                                      q->config, upsert, &items[i]);
+                                      q->config, upsert, &items[i], &light);
         if (st != MC_OK)
             return st;
         r->results[i] = &items[i];
-        placed_all &= items[i].status == MC_OK;
+        light_all &= items[i].status == MC_OK && light;
     }
     r->n_results = q->n_keys;
-    call->light = !upsert && placed_all;
+    call->light = !upsert && light_all;
     return MC_OK;
 }
 

@@ -61,6 +61,18 @@ static void enc_put_start(mc_master_t *m, mc_wal_buf_t *b, obj_t *o, const uint8
     enc_commit(m, b, o);
 }
 
+/* RESERVE: release flag (u8), segment id, block size, n, then n block addresses. */
+static void enc_reserve(mc_master_t *m, mc_wal_buf_t *b, uint32_t seg, uint64_t bsize,
+                        const uint32_t *blks, uint32_t n, bool release)
+{
+    mc_wal_put_u8(b, release);
+    mc_wal_put_u32(b, seg);
+    mc_wal_put_u64(b, bsize);
+    mc_wal_put_u32(b, n);
+    for (uint32_t i = 0; i < n; i++)
+        mc_wal_put_u64(b, mc_master_allocator_addr(m->segs[seg]->alloc, blks[i]));
+}
+
 /* The id of the client with that serial (a WRITING object's owner); NULL when unknown. */
 static const uint8_t *client_id_of(const mc_master_t *m, uint32_t serial)
 {
@@ -71,7 +83,7 @@ static const uint8_t *client_id_of(const mc_master_t *m, uint32_t serial)
 }
 
 /* space: the record changes which space is free or mounted (ha_log_space) */
-static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
+static void wal_append_now(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
 {
     m->ha_log_space |= space && m->ha_log_on;
     if (b->err) {
@@ -86,6 +98,38 @@ static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space
     }
     m->wal_dirty = true;
     mc_buf_free(&b->b);
+}
+
+/* PUT_STARTs of one writer in a row (the keys of a BatchPutStart) go out as one record: fewer
+ * records and one client id for the log, the fetches and etcd to carry. At most
+ * MASTER_PS_MAX_KEYS keys or MASTER_PS_MAX_BYTES bytes each. */
+#define MASTER_PS_MAX_KEYS 1024
+#define MASTER_PS_MAX_BYTES (256u << 10)
+
+/* Appends the staged PUT_STARTs: one PUT_START, or PUT_STARTS (the writer's client id, n, then
+ * n COMMIT payloads). Every append and every reader of the logs calls it first, so records
+ * keep their order. */
+static void put_starts_flush(mc_master_t *m)
+{
+    if (!m->ps_n)
+        return;
+    mc_wal_buf_t b = {0};
+    mc_wal_put_bytes(&b, m->ps_cid, 16);
+    if (m->ps_n > 1)
+        mc_wal_put_u32(&b, m->ps_n);
+    mc_wal_put_bytes(&b, m->ps_stage.b.data, m->ps_stage.b.len);
+    b.err |= m->ps_stage.err;
+    uint8_t type = m->ps_n > 1 ? MC_WAL_PUT_STARTS : MC_WAL_PUT_START;
+    mc_buf_reset(&m->ps_stage.b);
+    m->ps_stage.err = 0;
+    m->ps_n = 0;
+    wal_append_now(m, type, &b, false);
+}
+
+static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
+{
+    put_starts_flush(m);
+    wal_append_now(m, type, b, space);
 }
 
 void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
@@ -128,9 +172,41 @@ void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
 {
     if (!m->wal_on || m->recovering || !m->ha_log_on || !m->cfg.ha_log_put_starts)
         return;
+    if (m->ps_n && (memcmp(m->ps_cid, cid, 16) != 0 || m->ps_n >= MASTER_PS_MAX_KEYS ||
+                    m->ps_stage.b.len >= MASTER_PS_MAX_BYTES))
+        put_starts_flush(m);
+    memcpy(m->ps_cid, cid, 16);
+    enc_commit(m, &m->ps_stage, o);
+    m->ps_n++;
+    m->wal_dirty = true; /* the group commit flushes it */
+}
+
+void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const uint32_t *blks,
+                            uint32_t n, bool release)
+{
+    if (!m->wal_on || m->recovering)
+        return;
     mc_wal_buf_t b = {0};
-    enc_put_start(m, &b, o, cid);
-    wal_append(m, MC_WAL_PUT_START, &b, false);
+    enc_reserve(m, &b, seg, bsize, blks, n, release);
+    wal_append(m, MC_WAL_RESERVE, &b, release);
+}
+
+int master_wal_snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
+{
+    int bad = 0;
+    for (uint32_t id = 0; id < m->n_segs && !bad; id++) {
+        segment_t *s = m->segs[id];
+        for (int i = 0; s && s->alloc && i < MASTER_POOLS_PER_SEG && !bad; i++) {
+            const put_pool_t *p = &s->pools[i];
+            if (p->n == p->head)
+                continue;
+            mc_wal_buf_t b = {0};
+            enc_reserve(m, &b, id, p->size, p->blk + p->head, p->n - p->head, false);
+            bad |= b.err || mc_wal_writer_append(w, MC_WAL_RESERVE, b.b.data, b.b.len) != MC_OK;
+            mc_buf_free(&b.b);
+        }
+    }
+    return bad;
 }
 
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen)
@@ -151,6 +227,7 @@ mc_status_t mc_master_wal_sync(mc_master_t *m)
 {
     if (!m->wal_on)
         return MC_OK;
+    put_starts_flush(m);
     uint64_t now = master_now(m);
     bool background_due = m->wal_undurable && now - m->wal_durable_ms >= MC_WAL_BACKGROUND_SYNC_MS;
     if (!m->wal_dirty && !background_due)
@@ -179,10 +256,17 @@ void mc_master_ha_log_enable(mc_master_t *m)
 
 mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p)
 {
+    put_starts_flush(m);
     *lost_p = m->ha_log_lost;
     *space_p = m->ha_log_space;
     m->ha_log_lost = m->ha_log_space = false;
     return &m->ha_log;
+}
+
+void mc_master_ha_groups(mc_master_t *m, uint64_t handed, const atomic_uint_fast64_t *released)
+{
+    m->ha_handed = handed;
+    m->ha_released = released;
 }
 
 /* ------------------------------------------------------------------ snapshots */
@@ -202,6 +286,8 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
         bad |= b.err || mc_wal_writer_append(&w, MC_WAL_MOUNT, b.b.data, b.b.len) != MC_OK;
         mc_buf_free(&b.b);
     }
+    if (!bad) /* the put pools' blocks (an HA leader): reserved on a standby starting from it */
+        bad |= master_wal_snapshot_pools(m, &w);
     for (obj_t *o = master_readable_next(m, NULL); o && !bad; o = master_readable_next(m, o)) {
         mc_wal_buf_t b = {0};
         enc_commit(m, &b, o);
@@ -334,6 +420,7 @@ void master_wal_close(mc_master_t *m)
     }
     m->wal_on = false;
     mc_buf_free(&m->ha_log);
+    mc_buf_free(&m->ps_stage.b);
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -430,6 +517,104 @@ static int replay_mount(mc_master_t *m, mc_wal_rd_t *r)
     return 0;
 }
 
+/* The first reserved extent of s at or above addr (s->n_resv when none). */
+static size_t resv_lower(const segment_t *s, uint64_t addr)
+{
+    size_t lo = 0, hi = s->n_resv;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->resv[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A put claimed (or the leader gave back) the reserved extent at addr: no longer reserved
+ * (marked; dropped by the next merge, so a claim costs no move of the array). */
+static void resv_drop(segment_t *s, uint64_t addr)
+{
+    size_t i = resv_lower(s, addr);
+    if (i == s->n_resv || s->resv[i].addr != addr || !s->resv[i].size)
+        return;
+    s->resv[i].size = 0;
+    s->n_dead_resv++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Merges the sorted addresses add[0..k) (blocks of bsize) into s's reserved extents in one
+ * pass, dropping the marked ones; an address already there takes the new size. 1: no memory. */
+static int resv_merge(segment_t *s, const uint64_t *add, size_t k, uint64_t bsize)
+{
+    resv_t *out = mc_malloc((s->n_resv - s->n_dead_resv + k) * sizeof(*out) + 1);
+    if (!out)
+        return 1;
+    size_t n = 0, i = 0, j = 0;
+    while (i < s->n_resv || j < k) {
+        if (j == k || (i < s->n_resv && s->resv[i].addr < add[j])) {
+            if (s->resv[i].size)
+                out[n++] = s->resv[i];
+            i++;
+            continue;
+        }
+        if (i < s->n_resv && s->resv[i].addr == add[j])
+            i++; /* replaced by the new block */
+        if (!n || out[n - 1].addr != add[j]) /* (duplicates in one record: once) */
+            out[n++] = (resv_t){add[j], bsize};
+        j++;
+    }
+    mc_free(s->resv);
+    s->resv = out;
+    s->n_resv = n;
+    s->n_dead_resv = 0;
+    return 0;
+}
+
+/* RESERVE: blocks a leader allocated ahead for its put pools (or, release, gave back). Kept
+ * by address until a PUT_START or COMMIT names one (replay_place_replicas); replay_finish
+ * quarantines those left. At most MASTER_POOL_MAX_BLOCKS per record, MASTER_RESV_MAX per
+ * segment (what a leader's pools can hold, twice: a record beyond it is skipped, logged);
+ * blocks outside the segment are skipped. */
+static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r)
+{
+    uint8_t release = mc_wal_get_u8(r);
+    uint32_t id = mc_wal_get_u32(r);
+    uint64_t bsize = mc_wal_get_u64(r);
+    uint32_t n = mc_wal_get_u32(r);
+    segment_t *s = master_seg_slot(m, id);
+    if (r->err || release > 1 || !s || n > MASTER_POOL_MAX_BLOCKS || bsize == 0 ||
+        bsize > s->size)
+        return 0; /* skip malformed */
+    uint64_t add[MASTER_POOL_MAX_BLOCKS];
+    size_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t addr = mc_wal_get_u64(r);
+        if (r->err)
+            return 0;
+        if (addr < s->base || addr - s->base > s->size - bsize)
+            continue;
+        if (release)
+            resv_drop(s, addr);
+        else
+            add[k++] = addr;
+    }
+    if (!k)
+        return 0;
+    if (s->n_resv - s->n_dead_resv + k > MASTER_RESV_MAX) {
+        MC_LOG_ERROR("wal: segment %u holds %zu reserved blocks; %zu more skipped", id,
+                     s->n_resv - s->n_dead_resv, k);
+        return 0;
+    }
+    qsort(add, k, sizeof(*add), cmp_u64);
+    return resv_merge(s, add, k, bsize);
+}
+
 /* COMMIT, second half: records each replica as an extent of its segment (placed in the
  * allocator by replay_finish); replicas on unknown segments are dropped, and so is an object
  * left with none. */
@@ -443,6 +628,8 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
         if (!s)
             continue;
         replay_compact_ext(s);
+        if (s->n_resv) /* a pool block: the put's from now on */
+            resv_drop(s, addrs[i]);
         if (mc_array_reserve(&s->ext, &s->cap_ext, s->n_ext + 1, 1024) != MC_OK)
             return 1;
         s->ext[s->n_ext] = (extent_t){addrs[i], o->size, o, i};
@@ -453,6 +640,30 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
     if (!live)
         master_obj_unlink_free(m, o);
     return 0;
+}
+
+/* COMMIT of a pending put (PUT_START) with the same size and replicas, the usual PutEnd of a
+ * logged put: the object becomes readable where it is (no new object or extents). */
+static bool replay_commit_pending(mc_master_t *m, obj_t *o, uint64_t size, uint64_t sum,
+                                  uint8_t flags, uint32_t n, const uint32_t *segs,
+                                  const uint64_t *addrs)
+{
+    if (o->state != OBJ_WRITING || o->size != size || o->n_rep != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        segment_t *s = master_seg_slot(m, segs[i]);
+        if (o->rep[i].seg != segs[i] || !s || o->rep[i].blk >= s->n_ext ||
+            s->ext[o->rep[i].blk].obj != o || s->ext[o->rep[i].blk].addr != addrs[i])
+            return false;
+    }
+    master_list_remove(&m->writing, o);
+    master_writer_done(m, o->owner);
+    o->state = OBJ_READABLE;
+    o->checksum = sum;
+    o->flags = flags;
+    o->t_lease = 0;
+    master_readable_link(m, o);
+    return true;
 }
 
 /* COMMIT (cid NULL): the object (replacing any of the same key), readable (leased by
@@ -476,6 +687,8 @@ static int replay_commit(mc_master_t *m, mc_wal_rd_t *r, const uint8_t *cid)
         return 0;
     uint32_t h = master_key_hash(key, kl);
     obj_t *old = master_obj_find(m, key, kl, h);
+    if (old && !cid && replay_commit_pending(m, old, size, sum, flags, n, segs, addrs))
+        return 0;
     if (old)
         replay_kill_obj(m, old);
     client_t *c = cid ? master_client_touch(m, cid, NULL) : NULL;
@@ -520,6 +733,14 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
         const uint8_t *cid = mc_wal_get_bytes(&r, 16);
         return r.err ? 0 : replay_commit(m, &r, cid);
     }
+    case MC_WAL_PUT_STARTS: { /* n PUT_STARTs of one writer, in order */
+        const uint8_t *cid = mc_wal_get_bytes(&r, 16);
+        uint32_t n = mc_wal_get_u32(&r);
+        for (uint32_t i = 0; i < n && !r.err; i++)
+            if (replay_commit(m, &r, cid))
+                return 1;
+        return 0;
+    }
     case MC_WAL_REMOVE: {
         size_t kl;
         const char *key = mc_wal_get_str(&r, &kl);
@@ -530,6 +751,8 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
             replay_kill_obj(m, o);
         return 0;
     }
+    case MC_WAL_RESERVE:
+        return replay_reserve(m, &r);
     case MC_WAL_SNAP_END: /* frees before the snapshot are not known: as freed now */
         for (uint32_t id = 0; id < m->n_segs; id++)
             if (m->segs[id])
@@ -594,8 +817,24 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
                 s->ext[k++] = s->ext[e];
         if (k)
             qsort(s->ext, k, sizeof(extent_t), cmp_ext);
-        for (size_t e = 0; e < k; e++) {
-            extent_t *x = &s->ext[e];
+        size_t q = 0; /* reserved extents, merged in address order */
+        for (size_t e = 0; e <= k; e++) {
+            extent_t *x = e < k ? &s->ext[e] : NULL;
+            /* Pool blocks of an older leader that no put claimed: their writer (its PUT_START
+             * lost) may still write there, so they are lent to nobody for
+             * put_start_release_timeout, as a stuck put's space; an object's replica wins
+             * over an overlapping one. */
+            for (; q < s->n_resv && (!x || s->resv[q].addr < x->addr); q++) {
+                const resv_t *v = &s->resv[q];
+                uint32_t blk;
+                if (!v->size || (x && v->addr + v->size > x->addr) ||
+                    mc_master_allocator_alloc_at(s->alloc, v->addr, v->size, &blk) != MC_OK)
+                    continue;
+                s->n_replicas++;
+                master_park_block(m, id, blk, now + m->cfg.put_start_release_timeout_ms);
+            }
+            if (!x)
+                break;
             uint32_t blk;
             if (mc_master_allocator_alloc_at(s->alloc, x->addr, x->size, &blk) == MC_OK) {
                 x->obj->rep[x->rep_idx].blk = blk;
@@ -610,6 +849,9 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
         mc_free(s->ext);
         s->ext = NULL;
         s->n_ext = s->cap_ext = s->n_dead_ext = 0;
+        mc_free(s->resv);
+        s->resv = NULL;
+        s->n_resv = s->n_dead_resv = 0;
     }
     for (obj_t *o = master_readable_next(m, NULL); o;) {
         obj_t *next = master_readable_next(m, o);

@@ -616,6 +616,12 @@ static char *render_metrics(mc_master_service_t *s)
              m.put_start_discards);
     metric_u(&b, "master_put_start_release_cnt", "counter", "Stuck put spaces released",
              m.put_start_releases);
+    metric_u(&b, "master_put_pool_hits_total", "counter",
+             "Replicas placed in put pool blocks (HA leader, --ha_commit=standbys)",
+             m.put_pool_hits);
+    metric_u(&b, "master_put_pool_bytes", "gauge",
+             "Bytes held in put pools (allocated, counted in master_allocated_bytes)",
+             m.put_pool_bytes);
     /* durability, events */
     metric_u(&b, "master_wal_records_total", "counter", "WAL records appended", m.wal_records);
     metric_u(&b, "master_wal_syncs_total", "counter", "WAL group commits", m.wal_syncs);

@@ -35,6 +35,11 @@ enum {
     /* a create-once put started (HA standbys mode): its client and allocation, pending until a
      * COMMIT or REMOVE of its key supersedes it */
     MC_WAL_PUT_START = 12,
+    /* blocks an HA leader (standbys mode) allocated ahead for create-once puts, or gave back:
+     * reserved until a PUT_START or COMMIT names one (master_pool.c) */
+    MC_WAL_RESERVE = 13,
+    /* consecutive PUT_STARTs of one writer (a BatchPutStart's keys) in one record */
+    MC_WAL_PUT_STARTS = 14,
 };
 
 /* Buffered record writer on one file. */

@@ -1,10 +1,11 @@
 /* Fuzz target: the master core's WAL replay (master_wal.c), which a restart and every HA
  * standby run on each record, on arbitrary payloads. The input is a sequence of chunks
  * [u8 type][u16 LE length][payload]; each is framed as a WAL record (so the checksums pass and
- * the record decoders are what is exercised: MOUNT, UNMOUNT, COMMIT, REMOVE, PUT_START, the
- * disk tier's, unknown types), applied as a standby applies them (mc_master_follow_apply),
- * then the core is promoted (allocators rebuilt from the extents, overlaps dropped, pending
- * puts kept) and runs one cron. Nothing may crash, leak or trip a sanitizer. */
+ * the record decoders are what is exercised: MOUNT, UNMOUNT, COMMIT, REMOVE, PUT_START,
+ * RESERVE, the disk tier's, unknown types), applied as a standby applies them
+ * (mc_master_follow_apply), then the core is promoted (allocators rebuilt from the extents,
+ * overlaps dropped, pending puts kept, reserved blocks quarantined) and runs one cron. Nothing
+ * may crash, leak or trip a sanitizer. */
 #include "master/master.h"
 #include "master/wal.h"
 

@@ -10,6 +10,7 @@
 #include "master/master.h"
 #include "rpc/frame.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -750,7 +751,7 @@ static void test_upsert(void **state)
     assert_int_equal(mc_master_put_start(m, CA, K("u"), 100, NULL, true, r, &n), MC_OK);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 1), MC_OK);
     /* nobody holds a lease: the old value's space is simply freed, nothing to stamp */
-    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 200, NULL, true, r, &n, &retired),
+    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 200, NULL, true, r, &n, &retired, NULL),
                      MC_OK);
     assert_int_equal(retired.n, 0);
     assert_int_equal(mc_master_put_end(m, CA, K("u"), 2), MC_OK);
@@ -760,7 +761,7 @@ static void test_upsert(void **state)
     /* Upsert while a reader holds the lease: allowed, but the leased bytes stay where they
      * are until the lease ends, so the new value must get different space. */
     uint64_t leased_addr = r[0].addr;
-    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 300, NULL, true, r, &n, &retired),
+    assert_int_equal(mc_master_put_start_ex(m, CA, K("u"), 300, NULL, true, r, &n, &retired, NULL),
                      MC_OK);
     assert_int_equal(n, 1);
     assert_int_not_equal(r[0].addr, leased_addr);
@@ -1169,6 +1170,209 @@ static void test_follow_pending_puts(void **state)
     assert_int_equal(mc_master_put_end(g, CA, K("pend"), 0x98), MC_OK);
     mc_master_destroy(g);
     rm_rf(dir);
+}
+
+/* The log of a leader, taken as one group commit: a copy of its records (mc_free). */
+static uint8_t *take_group(mc_master_t *m, size_t *len_p)
+{
+    bool lost = true, space = false;
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    mc_buf_t *log = mc_master_ha_log(m, &lost, &space);
+    assert_false(lost);
+    *len_p = mc_buf_unread(log);
+    uint8_t *recs = mc_malloc(*len_p ? *len_p : 1);
+    assert_non_null(recs);
+    memcpy(recs, mc_buf_head(log), *len_p);
+    mc_buf_reset(log);
+    return recs;
+}
+
+/* A standby that applied groups[0..n) and was promoted, its segment re-mounted by CA. */
+static mc_master_t *promoted(const mc_master_config_t *cfg, uint8_t *const *groups,
+                             const size_t *lens, int n, uint64_t view)
+{
+    mc_master_config_t fcfg = *cfg;
+    fcfg.wal_dir = NULL;
+    mc_master_t *f = mk(&fcfg);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    for (int i = 0; i < n; i++) {
+        size_t used;
+        uint64_t k;
+        assert_int_equal(mc_master_follow_apply(f, groups[i], lens[i], &used, &k, NULL), MC_OK);
+        assert_int_equal(used, lens[i]);
+        if (i == 1)
+            assert_int_equal(k, 2); /* PUT_STARTS of 3 keys, a COMMIT */
+    }
+    assert_int_equal(mc_master_follow_promote(f, NULL, view), MC_OK);
+    mc_master_segment_info_t a = {.name = "segQ", .base = 0x1000000, .size = 16 << 20,
+                                  .host_label = "hQ"};
+    memset(a.uuid, 0x31, 16);
+    assert_int_equal(mc_master_mount(f, CA, &a, true), MC_OK);
+    return f;
+}
+
+/* Puts of size by CB until no space is left; whether one of them lies over [addr, addr+size). */
+static bool fill_hits(mc_master_t *f, const char *prefix, uint64_t size, uint64_t addr)
+{
+    bool hit = false;
+    for (int i = 0;; i++) {
+        char key[32];
+        mc_master_replica_t r[8];
+        uint32_t n;
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        mc_status_t st = mc_master_put_start(f, CB, K(key), size, NULL, false, r, &n);
+        if (st == MC_ERR_NO_AVAILABLE_HANDLE)
+            return hit;
+        assert_int_equal(st, MC_OK);
+        hit |= r[0].addr < addr + size && addr < r[0].addr + size;
+    }
+}
+
+/* Put pools (HA standbys mode with logged PutStarts, master_pool.c): a PutStart that finds no
+ * ready pool block is not light and refills the pool (one RESERVE record); blocks become ready
+ * only once the group carrying their RESERVE is released; a PutStart served from them is light
+ * (its answer does not wait for its PUT_START). A standby that got the RESERVE and not the
+ * PUT_START (the old leader died first) lends none of the pool's blocks after its promotion
+ * until put_start_release_timeout, then does; one that got the PUT_START too keeps the pending
+ * put, and the writer's PutEnd commits it once at its address. A snapshot carries the pool's
+ * blocks; a put that fits only without the pool's blocks takes them back (a logged release), and
+ * a pool unused for 5 s is given back by the cron. */
+static void test_follow_put_pools(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_pool_XXXXXX", dir2[] = "/tmp/mc_master_pool2_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.ha_log_put_starts = true;
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    atomic_uint_fast64_t released = 0;
+    mc_master_ha_groups(m, 0, &released);
+    mount(m, CA, "segQ", 0x1000000, 16 << 20, "hQ", 0x31);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_master_retired_t ret = {.max = 8};
+    bool light = true;
+    const uint64_t SZ = 4000;
+    assert_int_equal(mc_master_put_start_ex(m, CA, K("a"), SZ, NULL, false, r, &n, &ret, &light),
+                     MC_OK);
+    assert_false(light); /* no pool yet: it made one */
+    mc_master_metrics_t mm;
+    mc_master_metrics_now(m, &mm);
+    assert_true(mm.put_pool_bytes >= 8 * 4032 && mm.put_pool_hits == 0);
+    light = true;
+    assert_int_equal(mc_master_put_start_ex(m, CA, K("b"), SZ, NULL, false, r, &n, &ret, &light),
+                     MC_OK);
+    assert_false(light); /* its RESERVE's group is not released yet */
+    uint64_t addr_b = r[0].addr;
+    size_t lens[2];
+    uint8_t *groups[2];
+    groups[0] = take_group(m, &lens[0]); /* group 1: MOUNT, 2 PUT_STARTs, RESERVE */
+    mc_master_ha_groups(m, 1, &released);
+    atomic_store(&released, 1);
+    assert_int_equal(mc_master_put_start_ex(m, CA, K("c"), SZ, NULL, false, r, &n, &ret, &light),
+                     MC_OK);
+    assert_true(light);
+    uint64_t addr_c = r[0].addr;
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.put_pool_hits, 1);
+    /* more keys of the same writer in a row (a BatchPutStart): one PUT_STARTS record */
+    assert_int_equal(mc_master_put_start(m, CA, K("d"), SZ, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("e"), SZ, NULL, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("b"), 0xb), MC_OK);
+    groups[1] = take_group(m, &lens[1]); /* group 2: PUT_STARTS of c, d, e; b's COMMIT */
+    char snap[300], tmp[300];
+    snprintf(snap, sizeof(snap), "%s/pool.snap", dir);
+    snprintf(tmp, sizeof(tmp), "%s/pool.tmp", dir);
+    assert_int_equal(mc_master_snapshot_write(m, tmp, snap), 0);
+
+    mc_master_destroy(m);
+
+    /* the old leader died before c's PUT_START reached the standby */
+    mc_master_t *f = promoted(&cfg, groups, lens, 1, 3);
+    assert_false(fill_hits(f, "x", SZ, addr_c)); /* c's block (and the pool's) quarantined */
+    assert_int_equal(mc_master_put_end(f, CA, K("c"), 0x77), MC_ERR_OBJECT_NOT_FOUND);
+    g_now += cfg.put_start_release_timeout_ms;
+    bool need;
+    assert_int_equal(mc_master_ping(f, CA, &need), MC_OK);
+    assert_int_equal(mc_master_ping(f, CB, &need), MC_OK);
+    mc_master_cron(f);
+    assert_true(fill_hits(f, "y", SZ, addr_c)); /* the quarantine is over */
+    mc_master_destroy(f);
+
+    /* the standby got c's PUT_START: the pending put, committed once by its writer */
+    f = promoted(&cfg, groups, lens, 2, 4);
+    assert_false(fill_hits(f, "x", SZ, addr_c));
+    assert_int_equal(mc_master_put_end(f, CA, K("c"), 0x77), MC_OK);
+    assert_int_equal(mc_master_put_end(f, CA, K("c"), 0x77), MC_ERR_INVALID_WRITE);
+    uint64_t size = 0, sum = 0;
+    assert_int_equal(mc_master_get_replicas(f, K("c"), r, &n, &size, &sum), MC_OK);
+    assert_true(r[0].addr == addr_c && size == SZ && sum == 0x77);
+    /* b's COMMIT after its PUT_START: committed where it was placed */
+    assert_int_equal(mc_master_get_replicas(f, K("b"), r, &n, &size, &sum), MC_OK);
+    assert_true(r[0].addr == addr_b && size == SZ && sum == 0xb);
+    assert_int_equal(mc_master_put_end(f, CA, K("d"), 0xd), MC_OK); /* from the PUT_STARTS */
+    assert_int_equal(mc_master_put_end(f, CA, K("e"), 0xe), MC_OK);
+    mc_master_destroy(f);
+
+    /* a standby starting from the snapshot holds the pool's blocks too */
+    FILE *fp = fopen(snap, "rb");
+    assert_non_null(fp);
+    size_t cap = 1 << 16;
+    uint8_t *buf = mc_malloc(cap);
+    assert_non_null(buf);
+    size_t sl = fread(buf, 1, cap, fp);
+    fclose(fp);
+    f = promoted(&cfg, &buf, &sl, 1, 5);
+    assert_false(fill_hits(f, "x", SZ, addr_c + 4032)); /* the pool's next block */
+    mc_free(buf);
+    mc_master_destroy(f);
+    mc_free(groups[0]);
+    mc_free(groups[1]);
+
+    /* a put that fits only in a pool's space takes it back (the release is logged) */
+    rm_rf(dir);
+    assert_non_null(mkdtemp(dir2));
+    cfg.wal_dir = dir2;
+    m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    mc_master_ha_groups(m, 0, &released);
+    mount(m, CA, "segQ", 0x1000000, 16 << 20, "hQ", 0x31);
+    assert_int_equal(mc_master_put_start(m, CA, K("a"), SZ, NULL, false, r, &n), MC_OK);
+    mc_free(take_group(m, &lens[0]));
+    mc_master_metrics_now(m, &mm);
+    assert_true(mm.put_pool_bytes > 0);
+    uint64_t big = mm.total_capacity_bytes - mm.allocated_bytes + mm.put_pool_bytes / 2;
+    assert_int_equal(mc_master_put_start(m, CB, K("big"), big, NULL, false, r, &n), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.put_pool_bytes, 0);
+    size_t rl;
+    uint8_t *rel = take_group(m, &rl);
+    assert_true(rl > 0); /* the RESERVE release and big's PUT_START */
+    mc_free(rel);
+    /* a pool unused for 5 s is given back by the cron (logged) */
+    assert_int_equal(mc_master_put_revoke(m, CB, K("big")), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("a2"), SZ, NULL, false, r, &n), MC_OK);
+    mc_master_metrics_now(m, &mm);
+    assert_true(mm.put_pool_bytes > 0);
+    mc_free(take_group(m, &rl));
+    g_now += 4999;
+    assert_int_equal(mc_master_ping(m, CA, &need), MC_OK);
+    assert_int_equal(mc_master_ping(m, CB, &need), MC_OK);
+    mc_master_cron(m);
+    mc_master_metrics_now(m, &mm);
+    assert_true(mm.put_pool_bytes > 0);
+    g_now += 1;
+    mc_master_cron(m);
+    mc_master_metrics_now(m, &mm);
+    assert_int_equal(mm.put_pool_bytes, 0);
+    rel = take_group(m, &rl);
+    assert_true(rl > 0); /* the RESERVE release */
+    mc_free(rel);
+    mc_master_destroy(m);
+    rm_rf(dir2);
 }
 
 /* A standby's table (mc_master_follow_*, master/ha.c): the records a leader logged, applied
@@ -1646,7 +1850,7 @@ static void test_stalled_client_hold(void **state)
     assert_int_equal(events_of(m, &seq, MC_MASTER_EV_REMOVED), 1);
     /* ... a leased one too, without listing the held replica for a stamp */
     mc_master_retired_t ret = {.max = 8};
-    assert_int_equal(mc_master_put_start_ex(m, CB, K("a8"), 500, NULL, false, r, &n, &ret),
+    assert_int_equal(mc_master_put_start_ex(m, CB, K("a8"), 500, NULL, false, r, &n, &ret, NULL),
                      MC_OK);
     assert_int_equal(ret.n + ret.unlisted, 0);
     mc_master_retired_free(&ret);
@@ -1744,6 +1948,7 @@ int main(void)
         cmocka_unit_test(test_wal_recovery),
         cmocka_unit_test(test_follow_and_promote),
         cmocka_unit_test(test_follow_pending_puts),
+        cmocka_unit_test(test_follow_put_pools),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_key_list_cap),
         cmocka_unit_test(test_batch_lookup),

@@ -1156,6 +1156,95 @@ static void test_standbys_put_start_logged(void **state)
     ha_stop(b);
 }
 
+/* PutStarts of size by `cid` on c until no space is left (at most max): whether one of them
+ * was placed over [addr, addr + size). */
+static bool fill_hits(mc_rpc_client_t *c, uint8_t *cid, const char *prefix, uint64_t size,
+                      uint64_t addr, int max)
+{
+    bool hit = false;
+    for (int i = 0; i < max; i++) {
+        char key[32];
+        uint64_t a = 0;
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        int32_t st = put_start(c, cid, key, size, 1, &a);
+        if (st == MC_ERR_NO_AVAILABLE_HANDLE)
+            return hit;
+        assert_int_equal(st, MC_OK);
+        hit |= a < addr + size && addr < a + size;
+    }
+    fail_msg("the segment did not fill up within %d puts", max);
+    return hit;
+}
+
+/* Put pools (ha.md, "Put pools"): once a PutStart of a size made a pool and S applied its
+ * RESERVE, a PutStart of that size is answered from the pool while S has not applied its
+ * PUT_START: the only member of S stopped (still in S for --ha_isr_timeout_ms) and etcd's
+ * appends stalled, it is answered at once (held, it could not be answered before the member
+ * left S). kill -9 of the leader: the standby takes over; the pooled put whose PUT_START it
+ * applied is committed once by its writer at the address the old leader gave, the one whose
+ * PUT_START it never got (a later group than any its one fetch out could carry) is unknown,
+ * and its block, quarantined, is lent to nobody: puts by another client fill the segment
+ * without it. */
+static void test_standbys_put_pool_failover(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    const char *flags = "--ha_commit=standbys --ha_isr_timeout_ms=4000";
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
+    ha_start_ex(a, "sbpool", TTL_S, flags);
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ex(b, "sbpool", TTL_S, flags);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    const uint64_t seg = 16 << 20, size = 4096; /* a pool of 16 blocks (capacity / 256) */
+    assert_int_equal(mount(c, CLIENT, "segS", 1 << 30, seg, 0x25, false), MC_OK);
+    /* no pool yet: held until S applied it (and the pool's RESERVE, in the same group) */
+    assert_int_equal(put_start(c, CLIENT, "first", size, 1, NULL), MC_OK);
+    uint64_t addr2 = 0, addr = 0;
+    assert_int_equal(put_start(c, CLIENT, "pooled2", size, 1, &addr2), MC_OK);
+    /* held until S applied it, and so pooled2's PUT_START before it */
+    assert_int_equal(put_end(c, CLIENT, "first", 0x11), MC_OK);
+    kill(b->pid, SIGSTOP);
+    /* the stopped member has at most one fetch out: the group of the first put after the stop
+     * may still answer it, the group of the second (a later call, so a later group) cannot */
+    uint64_t addr1 = 0;
+    assert_int_equal(put_start(c, CLIENT, "pooled1", size, 1, &addr1), MC_OK);
+    assert_int_equal(put_start(c, CLIENT, "pooled", size, 1, &addr), MC_OK);
+    /* answered while the stopped member is still in S: not held for it */
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    wait_admin(a->mport, "/metrics", "master_put_pool_hits_total 3\n");
+    mc_rpc_client_destroy(c);
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    kill(b->pid, SIGCONT);
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    assert_int_equal(ping(c, CLIENT), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
+    assert_int_equal(mount(c, CLIENT, "segS", 1 << 30, seg, 0x25, true), MC_OK);
+    assert_int_equal(put_end(c, CLIENT, "pooled2", 0x22), MC_OK);
+    assert_int_equal(put_end(c, CLIENT, "pooled2", 0x22), MC_ERR_INVALID_WRITE);
+    uint64_t got = 0, sum = 0;
+    assert_int_equal(get(c, "pooled2", &got, &sum, NULL), MC_OK);
+    assert_true(got == addr2 && sum == 0x22);
+    /* pooled1: pending if its group reached the standby, else unknown */
+    int32_t st1 = put_end(c, CLIENT, "pooled1", 0x44);
+    assert_true(st1 == MC_OK || st1 == MC_ERR_OBJECT_NOT_FOUND);
+    if (st1 == MC_OK) {
+        assert_int_equal(put_end(c, CLIENT, "pooled1", 0x44), MC_ERR_INVALID_WRITE);
+        assert_int_equal(get(c, "pooled1", &got, &sum, NULL), MC_OK);
+        assert_true(got == addr1 && sum == 0x44);
+    }
+    assert_int_equal(put_end(c, CLIENT, "pooled", 0x33), MC_ERR_OBJECT_NOT_FOUND);
+    static uint8_t other[16] = {0xe, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    assert_false(fill_hits(c, other, "f", size, addr, (int)(seg / size) + 64));
+    mc_rpc_client_destroy(c);
+    ha_stop(a);
+    ha_stop(b);
+}
+
 /* One HaFetch to the master c talks to: the header status (the call's), and on MC_OK the
  * body's status, record count and the leader's last record. */
 static mc_status_t ha_fetch(mc_rpc_client_t *c, uint64_t view, const char *member, uint64_t inc,
@@ -1293,6 +1382,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_standbys_with_auth),
         cmocka_unit_test(test_standbys_release_waits_for_s),
         cmocka_unit_test(test_standbys_put_start_logged),
+        cmocka_unit_test(test_standbys_put_pool_failover),
         cmocka_unit_test(test_standbys_slow_standby_leaves_s),
         cmocka_unit_test(test_standbys_outside_s_cannot_win),
         cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
