@@ -8,12 +8,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+extern char **environ;
 
 int mt_ha_start(mt_ha_master_t *m, const char *endpoints, const char *cluster, int ttl_s,
                 const char *extra)
 {
     char bin[512];
     mt_bin_path("mooncake_master", bin, sizeof(bin));
+    if (m->endpoints != endpoints) /* a restart passes m's own copies */
+        snprintf(m->endpoints, sizeof(m->endpoints), "%s", endpoints);
+    if (m->cluster != cluster)
+        snprintf(m->cluster, sizeof(m->cluster), "%s", cluster);
+    if (m->extra != extra)
+        snprintf(m->extra, sizeof(m->extra), "%s", extra ? extra : "");
+    m->ttl_s = ttl_s;
+    m->port_picked = !m->port;
+    size_t used = 0;
+    m->test_env[0] = '\0';
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "MC_HA_TEST_", 11) == 0 && used + strlen(*e) + 2 < sizeof(m->test_env))
+            used += (size_t)snprintf(m->test_env + used, sizeof(m->test_env) - used, "%s\n", *e);
     if ((!m->port && mc_net_free_port(&m->port) != MC_OK) || mc_net_free_port(&m->mport) != MC_OK ||
         mt_tmpdir(m->wal, sizeof(m->wal)) != 0)
         return -1;
@@ -46,6 +62,44 @@ int mt_ha_start(mt_ha_master_t *m, const char *endpoints, const char *cluster, i
     argv[n] = NULL;
     m->pid = mt_spawn(argv, m->log);
     return m->pid > 0 ? 0 : -1;
+}
+
+int mt_ha_restart_if_port_taken(mt_ha_master_t *m)
+{
+    if (m->pid <= 0 || !m->port_picked)
+        return 0;
+    char buf[8192];
+    FILE *f = fopen(m->log, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    if (!strstr(buf, "cannot listen on") || !strstr(buf, "Address already in use"))
+        return 0;
+    fprintf(stderr, "mt_ha_restart_if_port_taken: %s lost its port to another process; "
+                    "starting it again on fresh ports\n",
+            m->addr);
+    mt_stop(m->pid, SIGKILL, 5000);
+    if (!getenv("MC_KEEP_TEST_DIRS"))
+        mt_rmdir(m->wal);
+    m->pid = 0;
+    m->port = m->mport = 0;
+    /* the same MC_HA_TEST_* environment as its first start (tests set them around a start) */
+    char env[sizeof(m->test_env)], *save = NULL;
+    snprintf(env, sizeof(env), "%s", m->test_env);
+    char *names[16];
+    int k = 0;
+    for (char *v = strtok_r(env, "\n", &save); v && k < 16; v = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(v, '=');
+        if (!eq || getenv((*eq = '\0', v)))
+            continue; /* set now: the test wants it now too */
+        setenv(v, eq + 1, 1);
+        names[k++] = v;
+    }
+    int rc = mt_ha_start(m, m->endpoints, m->cluster, m->ttl_s, m->extra);
+    while (k > 0)
+        unsetenv(names[--k]);
+    return rc == 0;
 }
 
 int mt_ha_is_leader(const mt_ha_master_t *m, int timeout_ms)
