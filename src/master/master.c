@@ -603,22 +603,11 @@ static void offload_ahead(mc_master_t *m, uint64_t now)
     }
 }
 
-/* Whether any segment may lend space now (mounted, past its reuse delay). When
- * none may (every segment RECOVERING after a restart or takeover, or waiting out its reuse
- * delay), evicting frees nothing a put could use: a failed PutStart then evicts nothing, now
- * or later (evict_pending), so objects committed once the owners re-mount are not evicted for
- * the puts that failed before. */
-static bool space_lendable(mc_master_t *m, uint64_t now)
-{
-    for (uint32_t i = 0; i < m->n_segs; i++) {
-        segment_t *s = m->segs[i];
-        if (s && s->alloc && s->state == SEG_MOUNTED && now >= s->reuse_after_ms)
-            return true;
-    }
-    return false;
-}
-
-/* How many segments may lend space now (at most that many replicas can be placed). */
+/* How many segments may lend space now (mounted, past their reuse delay): at most that many
+ * replicas can be placed. When none may (every segment RECOVERING after a restart or
+ * takeover, or waiting out its reuse delay), evicting frees nothing a put could use: a failed
+ * PutStart then evicts nothing, now or later (evict_pending), so objects committed once the
+ * owners re-mount are not evicted for the puts that failed before. */
 static uint32_t lendable_segments(mc_master_t *m, uint64_t now)
 {
     uint32_t n = 0;
@@ -1176,7 +1165,7 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
         how.pool = false;
         n = place(m, size, opts, want, r, &how);
     }
-    if (n == 0 && space_lendable(m, now)) {
+    if (n == 0 && lendable_segments(m, now) > 0) {
         /* Synchronous eviction: free space now, then retry, while anything is evictable. */
         uint64_t cap = total_capacity(m, NULL);
         for (int round = 0; round < 64 && n == 0; round++) {

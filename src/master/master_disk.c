@@ -745,8 +745,7 @@ int master_disk_snapshot(mc_master_t *m, mc_wal_writer_t *w)
             continue;
         mc_wal_buf_t b = {0};
         enc_disk_mount(&b, c);
-        bad |= b.err || mc_wal_writer_append(w, MC_WAL_DISK_MOUNT, b.b.data, b.b.len) != MC_OK;
-        mc_buf_free(&b.b);
+        bad |= master_snap_append(w, MC_WAL_DISK_MOUNT, &b);
     }
     for (uint64_t k = 0; k < m->n_dbuckets && !bad; k++)
         for (const dobj_t *d = m->dbuckets[k]; d && !bad; d = d->hnext) {
@@ -755,14 +754,12 @@ int master_disk_snapshot(mc_master_t *m, mc_wal_writer_t *w)
                 continue;
             mc_wal_buf_t b = {0};
             enc_disk_put(&b, c, d);
-            bad |= b.err || mc_wal_writer_append(w, MC_WAL_DISK_PUT, b.b.data, b.b.len) != MC_OK;
-            mc_buf_free(&b.b);
+            bad |= master_snap_append(w, MC_WAL_DISK_PUT, &b);
         }
     for (const dtomb_t *t = m->dt_head; t && !bad; t = t->next) {
         mc_wal_buf_t b = {0};
         enc_disk_tomb(&b, t);
-        bad |= b.err || mc_wal_writer_append(w, MC_WAL_DISK_TOMB, b.b.data, b.b.len) != MC_OK;
-        mc_buf_free(&b.b);
+        bad |= master_snap_append(w, MC_WAL_DISK_TOMB, &b);
     }
     return bad;
 }

@@ -258,8 +258,9 @@ void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16]);
  * (release; frees space) */
 void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const uint32_t *blks,
                             uint32_t n, bool release);
-/* RESERVE records of every pool block (a snapshot) */
-int master_wal_snapshot_pools(mc_master_t *m, mc_wal_writer_t *w);
+/* A snapshot's record: appends the payload encoded in b to w and frees b; 1 on an encoding or
+ * write error. */
+int master_snap_append(mc_wal_writer_t *w, uint8_t type, mc_wal_buf_t *b);
 /* Appends the record encoded in b (freed) to the log, marked as freeing no memory space (a
  * light PutStart need not wait for it); nothing while recovering or without a
  * WAL. The disk tier encodes its own records (master_disk.c). */

@@ -191,7 +191,15 @@ void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const 
     wal_append(m, MC_WAL_RESERVE, &b, release);
 }
 
-int master_wal_snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
+int master_snap_append(mc_wal_writer_t *w, uint8_t type, mc_wal_buf_t *b)
+{
+    int bad = b->err || mc_wal_writer_append(w, type, b->b.data, b->b.len) != MC_OK;
+    mc_buf_free(&b->b);
+    return bad;
+}
+
+/* RESERVE records of every pool block (a snapshot) */
+static int snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
 {
     int bad = 0;
     for (uint32_t id = 0; id < m->n_segs && !bad; id++) {
@@ -202,8 +210,7 @@ int master_wal_snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
                 continue;
             mc_wal_buf_t b = {0};
             enc_reserve(m, &b, id, p->size, p->blk + p->head, p->n - p->head, false);
-            bad |= b.err || mc_wal_writer_append(w, MC_WAL_RESERVE, b.b.data, b.b.len) != MC_OK;
-            mc_buf_free(&b.b);
+            bad |= master_snap_append(w, MC_WAL_RESERVE, &b);
         }
     }
     return bad;
@@ -283,16 +290,14 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
             continue;
         mc_wal_buf_t b = {0};
         enc_mount(&b, id, s);
-        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_MOUNT, b.b.data, b.b.len) != MC_OK;
-        mc_buf_free(&b.b);
+        bad |= master_snap_append(&w, MC_WAL_MOUNT, &b);
     }
     if (!bad) /* the put pools' blocks (an HA leader): reserved on a standby starting from it */
-        bad |= master_wal_snapshot_pools(m, &w);
+        bad |= snapshot_pools(m, &w);
     for (obj_t *o = master_readable_next(m, NULL); o && !bad; o = master_readable_next(m, o)) {
         mc_wal_buf_t b = {0};
         enc_commit(m, &b, o);
-        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_COMMIT, b.b.data, b.b.len) != MC_OK;
-        mc_buf_free(&b.b);
+        bad |= master_snap_append(&w, MC_WAL_COMMIT, &b);
     }
     /* the pending puts the log holds (HA standbys mode), so that a standby starting from this
      * snapshot keeps their space too */
@@ -303,8 +308,7 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
             continue;
         mc_wal_buf_t b = {0};
         enc_put_start(m, &b, o, cid);
-        bad |= b.err || mc_wal_writer_append(&w, MC_WAL_PUT_START, b.b.data, b.b.len) != MC_OK;
-        mc_buf_free(&b.b);
+        bad |= master_snap_append(&w, MC_WAL_PUT_START, &b);
     }
     if (!bad)
         bad |= master_disk_snapshot(m, &w);
@@ -777,14 +781,6 @@ static int cmp_ext(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* Turns the replayed table into a serving one, as of now: rebuilds each segment's allocator
- * from the surviving extents and drops what cannot be placed (overlaps mean a corrupt log:
- * never hand out a range twice); every segment waits client_ttl for its owner and lends no
- * space for recovered_reuse_delay, counted from now, or with by_frees (a promoted standby,
- * which applied every record as it arrived) from the last record that freed space in it (a
- * lease the old master granted on that space ends within the delay after the free, which
- * came before the record reached us; space never freed in the log carried no object); every
- * object is leased from now. */
 /* A recovered object keeps its replicas on segments the log mounted (one on an unknown
  * segment was never usable); one left with none is freed. */
 static void keep_known_replicas(mc_master_t *m, obj_t *o)
@@ -798,6 +794,14 @@ static void keep_known_replicas(mc_master_t *m, obj_t *o)
         master_obj_unlink_free(m, o);
 }
 
+/* Turns the replayed table into a serving one, as of now: rebuilds each segment's allocator
+ * from the surviving extents and drops what cannot be placed (overlaps mean a corrupt log:
+ * never hand out a range twice); every segment waits client_ttl for its owner and lends no
+ * space for recovered_reuse_delay, counted from now, or with by_frees (a promoted standby,
+ * which applied every record as it arrived) from the last record that freed space in it (a
+ * lease the old master granted on that space ends within the delay after the free, which
+ * came before the record reached us; space never freed in the log carried no object); every
+ * object is leased from now. */
 static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
 {
     uint64_t now = master_now(m), lost = 0;
