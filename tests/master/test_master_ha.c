@@ -1210,7 +1210,7 @@ static void test_standbys_put_pool_failover(void **state)
     assert_int_equal(put_start(c, CLIENT, "pooled2", size, 1, &addr2), MC_OK);
     /* held until S applied it, and so pooled2's PUT_START before it */
     assert_int_equal(put_end(c, CLIENT, "first", 0x11), MC_OK);
-    kill(b->pid, SIGSTOP);
+    assert_int_equal(mt_freeze(b->pid, 5000), 0); /* stopped, not just signalled */
     /* the stopped member has at most one fetch out: the group of the first put after the stop
      * may still answer it, the group of the second (a later call, so a later group) cannot */
     uint64_t addr1 = 0;
