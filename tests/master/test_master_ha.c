@@ -44,7 +44,7 @@ static mt_etcd_t g_etcd;
 
 typedef mt_ha_master_t ha_master_t;
 
-static ha_master_t g_m[2];
+static ha_master_t g_m[3]; /* [2]: the third member of test_standbys_outside_s_cannot_win */
 
 static void ha_start_ex(ha_master_t *m, const char *cluster, int ttl_s, const char *extra)
 {
@@ -117,11 +117,23 @@ static int setup(void **state)
     return mt_etcd_start(&g_etcd, 3);
 }
 
-static int teardown(void **state)
+/* After every test, passed or failed: no member of it runs on (a failed assertion skips the
+ * test's own stops, and members left running would keep their ports and their cluster's lease
+ * for the tests after it) and no test-only delay is left in the environment. */
+static int stop_members(void **state)
 {
     (void)state;
-    ha_stop(&g_m[0]);
-    ha_stop(&g_m[1]);
+    for (size_t i = 0; i < sizeof(g_m) / sizeof(g_m[0]); i++)
+        ha_stop(&g_m[i]);
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
+    unsetenv("MC_HA_TEST_FETCH_DELAY_MS");
+    unsetenv("MC_HA_TEST_STALL_BATCH");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    stop_members(state);
     mt_etcd_stop(&g_etcd);
     return 0;
 }
@@ -1043,8 +1055,7 @@ static void test_standbys_slow_standby_leaves_s(void **state)
 static void test_standbys_outside_s_cannot_win(void **state)
 {
     (void)state;
-    static ha_master_t c3;
-    ha_master_t *a = &g_m[0], *b = &g_m[1], *d = &c3;
+    ha_master_t *a = &g_m[0], *b = &g_m[1], *d = &g_m[2];
     setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
     ha_start_ex(a, "sbwin", TTL_S, SB_FLAGS);
     unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
@@ -1374,22 +1385,22 @@ int main(int argc, char **argv)
     else /* the --ha_commit=standbys cases run as their own ctest (test_master_ha_standbys) */
         cmocka_set_skip_filter("test_standbys_*");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kill9_failover),
-        cmocka_unit_test(test_sigstop_zombie_is_fenced),
-        cmocka_unit_test(test_fresh_standby_after_trim),
-        cmocka_unit_test(test_takeover_applies_only_the_tail),
-        cmocka_unit_test(test_same_address_refused),
-        cmocka_unit_test(test_stalled_append_holds_replies),
-        cmocka_unit_test(test_append_gap_not_applied),
-        cmocka_unit_test(test_tenant_quota_etcd_connector),
-        cmocka_unit_test(test_standbys_fetch_checked),
-        cmocka_unit_test(test_standbys_with_auth),
-        cmocka_unit_test(test_standbys_release_waits_for_s),
-        cmocka_unit_test(test_standbys_put_start_logged),
-        cmocka_unit_test(test_standbys_put_pool_failover),
-        cmocka_unit_test(test_standbys_slow_standby_leaves_s),
-        cmocka_unit_test(test_standbys_outside_s_cannot_win),
-        cmocka_unit_test(test_etcd_member_killed), /* last: kills an etcd member */
+        cmocka_unit_test_teardown(test_kill9_failover, stop_members),
+        cmocka_unit_test_teardown(test_sigstop_zombie_is_fenced, stop_members),
+        cmocka_unit_test_teardown(test_fresh_standby_after_trim, stop_members),
+        cmocka_unit_test_teardown(test_takeover_applies_only_the_tail, stop_members),
+        cmocka_unit_test_teardown(test_same_address_refused, stop_members),
+        cmocka_unit_test_teardown(test_stalled_append_holds_replies, stop_members),
+        cmocka_unit_test_teardown(test_append_gap_not_applied, stop_members),
+        cmocka_unit_test_teardown(test_tenant_quota_etcd_connector, stop_members),
+        cmocka_unit_test_teardown(test_standbys_fetch_checked, stop_members),
+        cmocka_unit_test_teardown(test_standbys_with_auth, stop_members),
+        cmocka_unit_test_teardown(test_standbys_release_waits_for_s, stop_members),
+        cmocka_unit_test_teardown(test_standbys_put_start_logged, stop_members),
+        cmocka_unit_test_teardown(test_standbys_put_pool_failover, stop_members),
+        cmocka_unit_test_teardown(test_standbys_slow_standby_leaves_s, stop_members),
+        cmocka_unit_test_teardown(test_standbys_outside_s_cannot_win, stop_members),
+        cmocka_unit_test_teardown(test_etcd_member_killed, stop_members), /* last: kills an etcd member */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
