@@ -218,13 +218,14 @@ struct mc_master {
     uint64_t pool_bytes;        /* bytes in pool blocks (gauge) */
     /* a run of entries not yet appended (master_wal.c): PUT_STARTS_V entries of writer
      * run_cid, or PUT_ENDS entries; one record, out before any other record, the group
-     * hand-over or the WAL flush. run_key / run_addr: the last entry's key and replica address
-     * (the next entry's key is coded against it, its addresses as deltas) */
+     * hand-over or the WAL flush. run_key, run_size, run_next: the last entry's key and size,
+     * where its replicas ended (the next entry is coded against them) */
     mc_wal_buf_t run_stage;
     uint8_t run_type;           /* MC_WAL_PUT_STARTS_V or MC_WAL_PUT_ENDS while run_n > 0 */
     uint32_t run_n;
     uint8_t run_cid[16];
-    uint64_t run_addr;
+    uint64_t run_size;
+    uint64_t run_next[MC_MASTER_MAX_REPLICAS];
     size_t run_klen;
     char run_key[MASTER_KEY_MAX];
 

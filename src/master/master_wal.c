@@ -86,18 +86,23 @@ static uint64_t unzigzag(uint64_t from, uint64_t z)
     return from + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
 }
 
-/* An address coded as a zigzag varint difference from *prev (the record's previous address,
- * 0 for its first), which it becomes. */
-static void enc_addr(mc_wal_buf_t *b, uint64_t *prev, uint64_t addr)
+/* An address coded as a zigzag varint difference from *next (where the previous block of its
+ * slot ended; 0 before the record's first), which becomes addr + size: blocks allocated one
+ * after the other cost a byte each. */
+static void enc_addr(mc_wal_buf_t *b, uint64_t *next, uint64_t addr, uint64_t size)
 {
-    mc_wal_put_varint(b, zigzag(addr, *prev));
-    *prev = addr;
+    mc_wal_put_varint(b, zigzag(addr, *next));
+    *next = addr + size;
 }
 
-static uint64_t dec_addr(mc_wal_rd_t *r, uint64_t *prev)
+static uint64_t dec_addr(mc_wal_rd_t *r, uint64_t *next, uint64_t size)
 {
     uint64_t z = mc_wal_get_varint(r);
-    return *prev = r->err ? 0 : unzigzag(*prev, z);
+    if (r->err)
+        return 0;
+    uint64_t addr = unzigzag(*next, z);
+    *next = addr + size;
+    return addr;
 }
 
 /* A key coded against the previous one of its record (kept in prev[0..*prev_len), the
@@ -132,7 +137,7 @@ static void dec_key(mc_wal_rd_t *r, char *prev, size_t *prev_len)
 }
 
 /* RESERVE_V: release flag (u8), varint segment id, varint block size, varint n, then n block
- * addresses (enc_addr; blocks reserved together usually lie bsize apart). */
+ * addresses (enc_addr, each block predicted right after the previous one). */
 static void enc_reserve(mc_master_t *m, mc_wal_buf_t *b, uint32_t seg, uint64_t bsize,
                         const uint32_t *blks, uint32_t n, bool release)
 {
@@ -140,9 +145,9 @@ static void enc_reserve(mc_master_t *m, mc_wal_buf_t *b, uint32_t seg, uint64_t 
     mc_wal_put_varint(b, seg);
     mc_wal_put_varint(b, bsize);
     mc_wal_put_varint(b, n);
-    uint64_t prev = 0;
+    uint64_t next = 0;
     for (uint32_t i = 0; i < n; i++)
-        enc_addr(b, &prev, mc_master_allocator_addr(m->segs[seg]->alloc, blks[i]));
+        enc_addr(b, &next, mc_master_allocator_addr(m->segs[seg]->alloc, blks[i]), bsize);
 }
 
 /* The id of the client with that serial (a WRITING object's owner); NULL when unknown. */
@@ -197,7 +202,8 @@ static void run_flush(mc_master_t *m)
     m->run_stage.err = 0;
     m->run_n = 0;
     m->run_klen = 0;
-    m->run_addr = 0;
+    m->run_size = 0;
+    memset(m->run_next, 0, sizeof(m->run_next));
     wal_append_now(m, m->run_type, &b, false);
 }
 
@@ -281,8 +287,9 @@ void master_wal_log_put_end(mc_master_t *m, obj_t *o)
     enc_key(b, m->run_key, &m->run_klen, obj_key(o), o->klen);
 }
 
-/* A PUT_STARTS_V entry: varint size, flags (u8), n (u8), n x (varint segment id, address
- * (enc_addr)), the key (enc_key); the checksum is 0. */
+/* A PUT_STARTS_V entry: the size (a zigzag varint difference from the previous entry's; 0
+ * before the first), flags (u8), n (u8), n x (varint segment id, address (enc_addr: replica i
+ * predicted right after the previous entry's replica i)), the key (enc_key); checksum 0. */
 void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
 {
     if (!m->wal_on || m->recovering || !m->ha_log_on || !m->cfg.ha_log_put_starts ||
@@ -293,12 +300,13 @@ void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
     uint64_t addrs[MC_MASTER_MAX_REPLICAS];
     uint8_t n = obj_placed(m, o, segs, addrs);
     mc_wal_buf_t *b = &m->run_stage;
-    mc_wal_put_varint(b, o->size);
+    mc_wal_put_varint(b, zigzag(o->size, m->run_size));
+    m->run_size = o->size;
     mc_wal_put_u8(b, o->flags & OF_LOGGED);
     mc_wal_put_u8(b, n);
     for (uint32_t i = 0; i < n; i++) {
         mc_wal_put_varint(b, segs[i]);
-        enc_addr(b, &m->run_addr, addrs[i]);
+        enc_addr(b, &m->run_next[i], addrs[i], o->size);
     }
     enc_key(b, m->run_key, &m->run_klen, obj_key(o), o->klen);
     o->flags |= OF_START_LOGGED;
@@ -726,10 +734,10 @@ static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r, bool packed)
     if (r->err || release > 1 || !s || n > MASTER_POOL_MAX_BLOCKS || bsize == 0 ||
         bsize > s->size)
         return 0; /* skip malformed */
-    uint64_t add[MASTER_POOL_MAX_BLOCKS], prev = 0;
+    uint64_t add[MASTER_POOL_MAX_BLOCKS], next = 0;
     size_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t addr = packed ? dec_addr(r, &prev) : mc_wal_get_u64(r);
+        uint64_t addr = packed ? dec_addr(r, &next, bsize) : mc_wal_get_u64(r);
         if (r->err)
             return 0;
         if (addr < s->base || addr - s->base > s->size - bsize)
@@ -836,13 +844,21 @@ static void dec_commit(mc_wal_rd_t *r, rec_obj_t *x)
         r->err = 1;
 }
 
-/* A PUT_STARTS_V entry (master_wal_log_put_start) into x, its key in key[] coded against
- * *kl_p's (dec_key); *prev: the record's last address. r->err when malformed (no replica,
- * more than MC_MASTER_MAX_REPLICAS, a segment id over 32 bits, a bad key). */
-static void dec_put_start_v(mc_wal_rd_t *r, rec_obj_t *x, uint64_t *prev, char *key,
-                            size_t *kl_p)
+/* The decoder's state over one PUT_STARTS_V record: the previous entry's size, where each
+ * replica slot's previous block ended, the previous key. */
+typedef struct ps_dec {
+    uint64_t size;
+    uint64_t next[MC_MASTER_MAX_REPLICAS];
+    size_t kl;
+    char key[MASTER_KEY_MAX];
+} ps_dec_t;
+
+/* A PUT_STARTS_V entry (master_wal_log_put_start) into x (its key in d->key). r->err when
+ * malformed (no replica, more than MC_MASTER_MAX_REPLICAS, a segment id over 32 bits, a bad
+ * key). */
+static void dec_put_start_v(mc_wal_rd_t *r, rec_obj_t *x, ps_dec_t *d)
 {
-    x->size = mc_wal_get_varint(r);
+    x->size = d->size = unzigzag(d->size, mc_wal_get_varint(r));
     x->sum = 0;
     x->flags = mc_wal_get_u8(r);
     x->n = mc_wal_get_u8(r);
@@ -855,11 +871,11 @@ static void dec_put_start_v(mc_wal_rd_t *r, rec_obj_t *x, uint64_t *prev, char *
         if (seg > UINT32_MAX)
             r->err = 1;
         x->segs[i] = (uint32_t)seg;
-        x->addrs[i] = dec_addr(r, prev);
+        x->addrs[i] = dec_addr(r, &d->next[i], x->size);
     }
-    dec_key(r, key, kl_p);
-    x->key = key;
-    x->kl = *kl_p;
+    dec_key(r, d->key, &d->kl);
+    x->key = d->key;
+    x->kl = d->kl;
 }
 
 /* COMMIT (cid NULL): the object (replacing any of the same key), readable (leased by
@@ -907,13 +923,13 @@ static int replay_put_starts(mc_master_t *m, mc_wal_rd_t *r, bool packed)
     uint64_t n = packed ? mc_wal_get_varint(r) : mc_wal_get_u32(r);
     if (r->err || (packed && n > MASTER_RUN_MAX_KEYS))
         return 0;
-    char key[MASTER_KEY_MAX];
-    size_t kl = 0;
-    uint64_t prev = 0;
+    ps_dec_t d;
+    d.size = d.kl = 0;
+    memset(d.next, 0, sizeof(d.next));
     for (uint64_t i = 0; i < n; i++) {
         rec_obj_t x;
         if (packed)
-            dec_put_start_v(r, &x, &prev, key, &kl);
+            dec_put_start_v(r, &x, &d);
         else
             dec_commit(r, &x);
         if (r->err)
