@@ -197,7 +197,7 @@ static int get_i64(json_t *o, const char *name, int64_t *v)
     return 0;
 }
 
-/* base64 is ASCII: no UTF-8 check, no strlen (a log batch is up to MC_WAL_MAX_RECORD-sized) */
+/* base64 is ASCII: the string is set without a UTF-8 scan or a strlen */
 static int set_b64(json_t *o, const char *name, const void *data, size_t len)
 {
     char *s = mc_b64_encode(data, len);
