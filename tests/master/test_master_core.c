@@ -8,6 +8,7 @@
 #include "common/alloc.h"
 #include "common/grant.h"
 #include "master/master.h"
+#include "master/wal.h"
 #include "rpc/frame.h"
 
 #include <stdatomic.h>
@@ -1480,6 +1481,69 @@ static void test_log_bytes_per_put(void **state)
     rm_rf(dir);
 }
 
+/* Records as older builds wrote them still replay: RESERVE (13), PUT_STARTS (14), and a
+ * COMMIT after its PUT_START (the PutEnd before PUT_ENDS), encoded here field by field as
+ * recovery.md gives them. */
+static void test_old_records_replay(void **state)
+{
+    (void)state;
+    const uint64_t base = 0x1000000, a0 = base + 0x10000;
+    mc_buf_t recs = {0};
+    mc_wal_buf_t b = {0};
+    uint8_t uuid[16];
+    memset(uuid, 0x31, 16);
+    mc_wal_put_u32(&b, 0); /* MOUNT */
+    mc_wal_put_u64(&b, base);
+    mc_wal_put_u64(&b, 64 << 20);
+    mc_wal_put_bytes(&b, uuid, 16);
+    mc_wal_put_str(&b, K("segQ"));
+    mc_wal_put_str(&b, K("segQ"));
+    mc_wal_put_str(&b, K("hQ"));
+    assert_int_equal(mc_wal_frame(&recs, 1, b.b.data, b.b.len), MC_OK);
+    mc_buf_reset(&b.b);
+    mc_wal_put_u8(&b, 0); /* RESERVE of 4 blocks of 1024 */
+    mc_wal_put_u32(&b, 0);
+    mc_wal_put_u64(&b, 1024);
+    mc_wal_put_u32(&b, 4);
+    for (int i = 0; i < 4; i++)
+        mc_wal_put_u64(&b, a0 + 1024 * (uint64_t)i);
+    assert_int_equal(mc_wal_frame(&recs, 13, b.b.data, b.b.len), MC_OK);
+    mc_buf_reset(&b.b);
+    mc_wal_put_bytes(&b, CA, 16); /* PUT_STARTS of old-a, old-b in the first two blocks */
+    mc_wal_put_u32(&b, 2);
+    for (int i = 0; i < 2; i++) {
+        mc_wal_put_u64(&b, 1000);
+        mc_wal_put_u64(&b, 0);
+        mc_wal_put_u8(&b, 0);
+        mc_wal_put_u8(&b, 1);
+        mc_wal_put_u32(&b, 0);
+        mc_wal_put_u64(&b, a0 + 1024 * (uint64_t)i);
+        mc_wal_put_str(&b, i ? "old-b" : "old-a", 5);
+    }
+    assert_int_equal(mc_wal_frame(&recs, 14, b.b.data, b.b.len), MC_OK);
+    mc_buf_reset(&b.b);
+    mc_wal_put_u64(&b, 1000); /* old-a's COMMIT */
+    mc_wal_put_u64(&b, 0xaa);
+    mc_wal_put_u8(&b, 0);
+    mc_wal_put_u8(&b, 1);
+    mc_wal_put_u32(&b, 0);
+    mc_wal_put_u64(&b, a0);
+    mc_wal_put_str(&b, K("old-a"));
+    assert_int_equal(mc_wal_frame(&recs, 3, b.b.data, b.b.len), MC_OK);
+    mc_buf_free(&b.b);
+
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    uint8_t *rp = recs.data;
+    size_t rl = recs.len;
+    mc_master_t *f = replayed(&cfg, &rp, &rl, 1);
+    committed_at(f, "old-a", a0, 1000, 0xaa);
+    assert_int_equal(mc_master_put_end(f, CA, K("old-b"), 0xbb), MC_OK); /* pending */
+    committed_at(f, "old-b", a0 + 1024, 1000, 0xbb);
+    mc_master_destroy(f);
+    mc_buf_free(&recs);
+}
+
 /* A PutEnd whose PUT_START is folded into a snapshot (the replicated log's, and the WAL
  * directory's after a rotation) replays from it: the PUT_ENDS record names the pending put the
  * snapshot holds (an upsert's end, not logged at its start, logs a COMMIT). A PUT_ENDS entry for
@@ -2136,6 +2200,7 @@ int main(void)
         cmocka_unit_test(test_follow_put_pools),
         cmocka_unit_test(test_log_bytes_per_put),
         cmocka_unit_test(test_put_end_after_snapshot),
+        cmocka_unit_test(test_old_records_replay),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_key_list_cap),
         cmocka_unit_test(test_batch_lookup),
