@@ -19,9 +19,10 @@
  *               etcd's latency for a txn of the append's shape (compare + 2 puts, 2 KiB) at 1
  *               and 4 in flight for --probe_ms each (ha_etcd_commit); during the HA puts the
  *               leader's master_ha_append_* counters and etcd's fsync / backend-commit
- *               histograms (ha_append: txns, groups / records / objects per txn, mean appends
- *               in flight, and two bounds on puts/s: calls in flight x batch / etcd's commit
- *               latency at 1 in flight, and etcd's txns/s x objects per txn). --etcd_dir puts
+ *               histograms (ha_append: txns, groups / records / objects per txn, log bytes
+ *               per object, mean appends in flight, and two bounds on puts/s: calls in flight
+ *               x batch / etcd's commit latency at 1 in flight, and etcd's txns/s x objects
+ *               per txn). --etcd_dir puts
  *               etcd's data dirs under that directory (default $TMPDIR or /tmp); every line
  *               says "etcd_fs":"disk" or "tmpfs" (tmpfs: not durable against power loss, an
  *               extra figure, never the claim).
@@ -474,6 +475,7 @@ static etcd_disk_t etcd_disk(void)
 typedef struct appends {
     double txns, runs, groups, records, txn_s;
     double pool_hits; /* master_put_pool_hits_total (standbys mode: replicas from put pools) */
+    double bytes;     /* master_ha_append_bytes_total */
 } appends_t;
 
 static appends_t appends(uint16_t mport)
@@ -484,7 +486,8 @@ static appends_t appends(uint16_t mport)
                    metric_of(t, "master_ha_append_groups_total"),
                    metric_of(t, "master_ha_append_records_total"),
                    metric_of(t, "master_ha_append_txn_seconds_total"),
-                   metric_of(t, "master_put_pool_hits_total")};
+                   metric_of(t, "master_put_pool_hits_total"),
+                   metric_of(t, "master_ha_append_bytes_total")};
     mc_free(t);
     return a;
 }
@@ -543,7 +546,8 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
         int calls = g_threads < 4 * g_clients ? g_threads : 4 * g_clients;
         printf("{\"bench\":\"ha_append\",\"etcd_fs\":\"%s\",\"seconds\":%.2f,\"txns\":%.0f,"
                "\"txns_per_s\":%.0f,\"runs\":%.0f,\"groups_per_txn\":%.2f,"
-               "\"records_per_txn\":%.1f,\"objects_per_txn\":%.1f,\"txn_mean_ms\":%.3f,"
+               "\"records_per_txn\":%.1f,\"objects_per_txn\":%.1f,"
+               "\"log_bytes_per_object\":%.1f,\"txn_mean_ms\":%.3f,"
                "\"appends_in_flight_mean\":%.2f,\"appenders\":%d,"
                "\"etcd_wal_fsync_mean_ms\":%.3f,\"etcd_backend_commit_mean_ms\":%.3f,"
                "\"calls_in_flight\":%d,\"etcd_probe_mean_ms_at_1\":%.3f,"
@@ -552,6 +556,7 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
                "\"put_pool_hits_per_object\":%.3f,\"put_objects_per_s\":%.0f}\n",
                g_etcd_fs, secs, txns, txns / secs, a1.runs - a0.runs,
                (a1.groups - a0.groups) / txns, (a1.records - a0.records) / txns, per_txn,
+               objects > 0 ? (a1.bytes - a0.bytes) / objects : 0,
                txn_ms, in_flight, HA_APPENDERS,
                fn > 0 ? (d1.fsync_s - d0.fsync_s) * 1000.0 / fn : 0,
                cn > 0 ? (d1.commit_s - d0.commit_s) * 1000.0 / cn : 0, calls, g_probe1_ms,

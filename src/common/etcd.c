@@ -197,10 +197,11 @@ static int get_i64(json_t *o, const char *name, int64_t *v)
     return 0;
 }
 
+/* base64 is ASCII: the string is set without a UTF-8 scan or a strlen */
 static int set_b64(json_t *o, const char *name, const void *data, size_t len)
 {
     char *s = mc_b64_encode(data, len);
-    int rc = !s || json_object_set_new(o, name, json_string(s));
+    int rc = !s || json_object_set_new(o, name, json_stringn_nocheck(s, mc_b64_encoded_len(len)));
     mc_free(s);
     return rc;
 }

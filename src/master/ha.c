@@ -196,7 +196,7 @@ struct mc_ha {
     /* leader append counters for /metrics (any thread; relaxed): etcd txns committed (log
      * batches), runs and groups taken, records sent, and the summed time the appenders spent
      * in txns (its rate is the mean number of appends in flight) */
-    atomic_uint_fast64_t st_txns, st_runs, st_groups, st_records, st_txn_us;
+    atomic_uint_fast64_t st_txns, st_runs, st_groups, st_records, st_bytes, st_txn_us;
     uint64_t test_delay_ms;   /* MC_HA_TEST_APPEND_DELAY_MS: tests only, before each append */
     uint64_t append_start_ms; /* when the last append started (app_mu; standbys mode's pacing) */
     uint64_t test_stall_id;   /* MC_HA_TEST_STALL_BATCH: tests only, this batch is never sent */
@@ -1182,6 +1182,7 @@ static ha_run_t *take_run(mc_ha_t *ha)
     }
     atomic_fetch_add_explicit(&ha->st_runs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&ha->st_records, ha->next_seq - seq0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ha->st_bytes, len, memory_order_relaxed);
     if (ha->runs_tail)
         ha->runs_tail->next = run;
     else
@@ -2256,6 +2257,8 @@ void mc_ha_render_metrics(void *ctx, mc_prom_t *b)
                  "Group commits handed to the appender threads", &ha->st_groups);
     prom_counter(b, "master_ha_append_records_total", "Log records sent to etcd",
                  &ha->st_records);
+    prom_counter(b, "master_ha_append_bytes_total",
+                 "Bytes of log records sent to etcd (framed, before base64)", &ha->st_bytes);
     mc_prom_help_type(b, "master_ha_append_txn_seconds_total", "counter",
                       "Time the appender threads spent in etcd txns, summed (its rate is the "
                       "mean number of appends in flight)");

@@ -1273,7 +1273,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, const uint8_t cid[16], const char 
      * BatchReplicaClear's ownership check) */
     obj_set_lease(o, o->flags & OF_GRANTED ? master_now(m) : 0);
     master_readable_link(m, o);
-    master_wal_log_commit(m, o, false);
+    master_wal_log_put_end(m, o);
     master_events_obj(m, MC_MASTER_EV_COMMITTED, o);
     observe_value_size(m, o->size);
     master_disk_put_end(m, o);

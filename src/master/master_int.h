@@ -14,8 +14,13 @@
 enum { OBJ_WRITING = 1, OBJ_READABLE = 2 };
 /* OF_GRANTED: replicas of the object were handed out with data grants (a tenant-bound peer's
  * answer, mc_master_grants_begin): its space is parked until they expire (obj_grant_floor) */
+/* OF_START_LOGGED (in memory only, never logged): a WRITING object whose PUT_START this
+ * master logged, so that its PutEnd logs a PUT_ENDS entry naming only its key (master_wal.c) */
 enum { OF_HARD_PIN = 1, OF_SOFT_PIN = 2, OF_GRANTED = 4,
-       OF_REUSED = 8 /* served from memory since its put (offload admission) */ };
+       OF_REUSED = 8 /* served from memory since its put (offload admission) */,
+       OF_START_LOGGED = 16 };
+/* the flags a record carries */
+#define OF_LOGGED (OF_HARD_PIN | OF_SOFT_PIN | OF_GRANTED | OF_REUSED)
 enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
 
 #define SEG_NONE UINT32_MAX
@@ -211,11 +216,18 @@ struct mc_master {
     const atomic_uint_fast64_t *ha_released;
     uint64_t ha_handed;
     uint64_t pool_bytes;        /* bytes in pool blocks (gauge) */
-    /* PUT_STARTs of writer ps_cid not yet appended (master_wal.c: one PUT_STARTS record, out
-     * before any other record, the group hand-over or the WAL flush) */
-    mc_wal_buf_t ps_stage;
-    uint32_t ps_n;
-    uint8_t ps_cid[16];
+    /* a run of entries not yet appended (master_wal.c): PUT_STARTS_V entries of writer
+     * run_cid, or PUT_ENDS entries; one record, out before any other record, the group
+     * hand-over or the WAL flush. run_key, run_size, run_next: the last entry's key and size,
+     * where its replicas ended (the next entry is coded against them) */
+    mc_wal_buf_t run_stage;
+    uint8_t run_type;           /* MC_WAL_PUT_STARTS_V or MC_WAL_PUT_ENDS while run_n > 0 */
+    uint32_t run_n;
+    uint8_t run_cid[16];
+    uint64_t run_size;
+    uint64_t run_next[MC_MASTER_MAX_REPLICAS];
+    size_t run_klen;
+    char run_key[MASTER_KEY_MAX];
 
     pthread_mutex_t snap_mu;
     mc_master_metrics_t snap;
@@ -250,6 +262,9 @@ void master_wal_log_mount(mc_master_t *m, uint32_t seg_id);
 void master_wal_log_unmount(mc_master_t *m, uint32_t seg_id);
 /* frees: the object lost replicas (a replica clear), not a PutEnd's first commit */
 void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees);
+/* A PutEnd (o just became READABLE): a PUT_ENDS entry when its PUT_START is in the replicated
+ * log (OF_START_LOGGED, cleared here), else a COMMIT */
+void master_wal_log_put_end(mc_master_t *m, obj_t *o);
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
 /* A create-once PutStart's allocation (cfg.ha_log_put_starts with the replicated log on);
  * a COMMIT or REMOVE of its key supersedes it. */

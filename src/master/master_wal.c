@@ -33,44 +33,121 @@ static void enc_mount(mc_wal_buf_t *b, uint32_t id, const segment_t *s)
     mc_wal_put_str(b, s->host_label, strlen(s->host_label));
 }
 
-static void enc_commit(mc_master_t *m, mc_wal_buf_t *b, obj_t *o)
+/* The replicas of o that lie on a segment with an allocator (what a record names): their
+ * segment ids and addresses; returns how many. */
+static uint8_t obj_placed(mc_master_t *m, const obj_t *o, uint32_t *segs, uint64_t *addrs)
 {
-    mc_wal_put_u64(b, o->size);
-    mc_wal_put_u64(b, o->checksum);
-    mc_wal_put_u8(b, o->flags);
     uint8_t n = 0;
-    for (uint32_t i = 0; i < o->n_rep; i++)
-        if (master_seg_slot(m, o->rep[i].seg) && m->segs[o->rep[i].seg]->alloc)
-            n++;
-    mc_wal_put_u8(b, n);
     for (uint32_t i = 0; i < o->n_rep; i++) {
         segment_t *s = master_seg_slot(m, o->rep[i].seg);
         if (!s || !s->alloc)
             continue;
-        mc_wal_put_u32(b, o->rep[i].seg);
-        mc_wal_put_u64(b, mc_master_allocator_addr(s->alloc, o->rep[i].blk));
+        segs[n] = o->rep[i].seg;
+        addrs[n++] = mc_master_allocator_addr(s->alloc, o->rep[i].blk);
+    }
+    return n;
+}
+
+/* COMMIT: size, checksum, flags, n, n x (segment id u32, address u64), key (u16 len + bytes) */
+static void enc_commit(mc_master_t *m, mc_wal_buf_t *b, obj_t *o)
+{
+    uint32_t segs[MC_MASTER_MAX_REPLICAS];
+    uint64_t addrs[MC_MASTER_MAX_REPLICAS];
+    uint8_t n = obj_placed(m, o, segs, addrs);
+    mc_wal_put_u64(b, o->size);
+    mc_wal_put_u64(b, o->checksum);
+    mc_wal_put_u8(b, o->flags & OF_LOGGED);
+    mc_wal_put_u8(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        mc_wal_put_u32(b, segs[i]);
+        mc_wal_put_u64(b, addrs[i]);
     }
     mc_wal_put_str(b, obj_key(o), o->klen);
 }
 
-/* PUT_START: the writer's client id, then a COMMIT's payload (checksum 0): the allocation a
- * create-once PutStart made, so that a new HA leader keeps it for its writer. */
+/* PUT_START (a snapshot's pending put): the writer's client id, then a COMMIT's payload
+ * (checksum 0): the allocation a create-once PutStart made, so that a new HA leader keeps it
+ * for its writer. */
 static void enc_put_start(mc_master_t *m, mc_wal_buf_t *b, obj_t *o, const uint8_t cid[16])
 {
     mc_wal_put_bytes(b, cid, 16);
     enc_commit(m, b, o);
 }
 
-/* RESERVE: release flag (u8), segment id, block size, n, then n block addresses. */
+/* Signed differences as varints: zigzag (0, -1, 1, -2 ... -> 0, 1, 2, 3 ...). */
+static uint64_t zigzag(uint64_t to, uint64_t from)
+{
+    uint64_t d = to - from; /* two's complement */
+    return (d << 1) ^ (uint64_t)-(int64_t)(d >> 63);
+}
+
+static uint64_t unzigzag(uint64_t from, uint64_t z)
+{
+    return from + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
+}
+
+/* An address coded as a zigzag varint difference from *next (where the previous block of its
+ * slot ended; 0 before the record's first), which becomes addr + size: blocks allocated one
+ * after the other cost a byte each. */
+static void enc_addr(mc_wal_buf_t *b, uint64_t *next, uint64_t addr, uint64_t size)
+{
+    mc_wal_put_varint(b, zigzag(addr, *next));
+    *next = addr + size;
+}
+
+static uint64_t dec_addr(mc_wal_rd_t *r, uint64_t *next, uint64_t size)
+{
+    uint64_t z = mc_wal_get_varint(r);
+    if (r->err)
+        return 0;
+    uint64_t addr = unzigzag(*next, z);
+    *next = addr + size;
+    return addr;
+}
+
+/* A key coded against the previous one of its record (kept in prev[0..*prev_len), the
+ * caller's MASTER_KEY_MAX bytes; empty for its first): varint length of the shared prefix,
+ * varint length of the rest, the rest. klen <= MASTER_KEY_MAX. */
+static void enc_key(mc_wal_buf_t *b, char *prev, size_t *prev_len, const char *key, size_t klen)
+{
+    size_t p = 0, lim = klen < *prev_len ? klen : *prev_len;
+    while (p < lim && key[p] == prev[p])
+        p++;
+    mc_wal_put_varint(b, p);
+    mc_wal_put_varint(b, klen - p);
+    mc_wal_put_bytes(b, key + p, klen - p);
+    memcpy(prev + p, key + p, klen - p);
+    *prev_len = klen;
+}
+
+/* The decoder's side: the key in prev[0..*prev_len). r->err when the shared prefix is longer
+ * than the previous key, the key is empty or longer than MASTER_KEY_MAX, or bytes are short. */
+static void dec_key(mc_wal_rd_t *r, char *prev, size_t *prev_len)
+{
+    uint64_t p = mc_wal_get_varint(r), rest = mc_wal_get_varint(r);
+    if (r->err || p > *prev_len || rest > MASTER_KEY_MAX - p || p + rest == 0) {
+        r->err = 1;
+        return;
+    }
+    const uint8_t *bytes = mc_wal_get_bytes(r, (size_t)rest);
+    if (!bytes)
+        return;
+    memcpy(prev + p, bytes, (size_t)rest);
+    *prev_len = (size_t)(p + rest);
+}
+
+/* RESERVE_V: release flag (u8), varint segment id, varint block size, varint n, then n block
+ * addresses (enc_addr, each block predicted right after the previous one). */
 static void enc_reserve(mc_master_t *m, mc_wal_buf_t *b, uint32_t seg, uint64_t bsize,
                         const uint32_t *blks, uint32_t n, bool release)
 {
     mc_wal_put_u8(b, release);
-    mc_wal_put_u32(b, seg);
-    mc_wal_put_u64(b, bsize);
-    mc_wal_put_u32(b, n);
+    mc_wal_put_varint(b, seg);
+    mc_wal_put_varint(b, bsize);
+    mc_wal_put_varint(b, n);
+    uint64_t next = 0;
     for (uint32_t i = 0; i < n; i++)
-        mc_wal_put_u64(b, mc_master_allocator_addr(m->segs[seg]->alloc, blks[i]));
+        enc_addr(b, &next, mc_master_allocator_addr(m->segs[seg]->alloc, blks[i]), bsize);
 }
 
 /* The id of the client with that serial (a WRITING object's owner); NULL when unknown. */
@@ -100,35 +177,54 @@ static void wal_append_now(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool s
     mc_buf_free(&b->b);
 }
 
-/* PUT_STARTs of one writer in a row (the keys of a BatchPutStart) go out as one record: fewer
- * records and one client id for the log, the fetches and etcd to carry. At most
- * MASTER_PS_MAX_KEYS keys or MASTER_PS_MAX_BYTES bytes each. */
-#define MASTER_PS_MAX_KEYS 1024
-#define MASTER_PS_MAX_BYTES (256u << 10)
+/* Runs: PUT_STARTs of one writer in a row (the keys of a BatchPutStart) go out as one
+ * PUT_STARTS_V record, PutEnds of logged PUT_STARTs in a row (a BatchPutEnd's keys, of any
+ * writers) as one PUT_ENDS record: fewer records, one client id, and keys coded against the
+ * previous one for the log, the fetches and etcd to carry. At most MASTER_RUN_MAX_KEYS entries
+ * (the decoders' cap too) or about MASTER_RUN_MAX_BYTES bytes each. */
+#define MASTER_RUN_MAX_KEYS 1024
+#define MASTER_RUN_MAX_BYTES (256u << 10)
 
-/* Appends the staged PUT_STARTs: one PUT_START, or PUT_STARTS (the writer's client id, n, then
- * n COMMIT payloads). Every append and every reader of the logs calls it first, so records
- * keep their order. */
-static void put_starts_flush(mc_master_t *m)
+/* Appends the staged run: PUT_STARTS_V (the writer's client id, varint n, n entries) or
+ * PUT_ENDS (varint n, n entries). Every append and every reader of the logs calls it first,
+ * so records keep their order. */
+static void run_flush(mc_master_t *m)
 {
-    if (!m->ps_n)
+    if (!m->run_n)
         return;
     mc_wal_buf_t b = {0};
-    mc_wal_put_bytes(&b, m->ps_cid, 16);
-    if (m->ps_n > 1)
-        mc_wal_put_u32(&b, m->ps_n);
-    mc_wal_put_bytes(&b, m->ps_stage.b.data, m->ps_stage.b.len);
-    b.err |= m->ps_stage.err;
-    uint8_t type = m->ps_n > 1 ? MC_WAL_PUT_STARTS : MC_WAL_PUT_START;
-    mc_buf_reset(&m->ps_stage.b);
-    m->ps_stage.err = 0;
-    m->ps_n = 0;
-    wal_append_now(m, type, &b, false);
+    if (m->run_type == MC_WAL_PUT_STARTS_V)
+        mc_wal_put_bytes(&b, m->run_cid, 16);
+    mc_wal_put_varint(&b, m->run_n);
+    mc_wal_put_bytes(&b, m->run_stage.b.data, m->run_stage.b.len);
+    b.err |= m->run_stage.err;
+    mc_buf_reset(&m->run_stage.b);
+    m->run_stage.err = 0;
+    m->run_n = 0;
+    m->run_klen = 0;
+    m->run_size = 0;
+    memset(m->run_next, 0, sizeof(m->run_next));
+    wal_append_now(m, m->run_type, &b, false);
+}
+
+/* Before an entry of a run of type (cid: its writer; NULL for PUT_ENDS): the staged run ends
+ * unless the entry joins it. */
+static void run_join(mc_master_t *m, uint8_t type, const uint8_t *cid)
+{
+    if (m->run_n && (m->run_type != type || (cid && memcmp(m->run_cid, cid, 16) != 0) ||
+                     m->run_n >= MASTER_RUN_MAX_KEYS ||
+                     m->run_stage.b.len >= MASTER_RUN_MAX_BYTES))
+        run_flush(m);
+    m->run_type = type;
+    if (cid)
+        memcpy(m->run_cid, cid, 16);
+    m->run_n++;
+    m->wal_dirty = true; /* the group commit flushes it */
 }
 
 static void wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
 {
-    put_starts_flush(m);
+    run_flush(m);
     wal_append_now(m, type, b, space);
 }
 
@@ -168,17 +264,52 @@ void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees)
     wal_append(m, MC_WAL_COMMIT, &b, frees);
 }
 
+/* A PUT_ENDS entry: a tag (bit 7: a u64 checksum follows, else it is 0; bits 0..6: the
+ * object's flags), the checksum, the key (enc_key). Only for a put whose PUT_START this master
+ * logged (OF_START_LOGGED) with the log still on: every reader of the log holds its allocation
+ * under that key (the record before it, or a snapshot taken since, which writes every pending
+ * put); else a COMMIT. */
+void master_wal_log_put_end(mc_master_t *m, obj_t *o)
+{
+    bool started = o->flags & OF_START_LOGGED;
+    o->flags &= ~OF_START_LOGGED;
+    if (!m->wal_on || m->recovering)
+        return;
+    if (!started || !m->ha_log_on || !m->cfg.ha_log_put_starts || o->klen > MASTER_KEY_MAX) {
+        master_wal_log_commit(m, o, false);
+        return;
+    }
+    run_join(m, MC_WAL_PUT_ENDS, NULL);
+    mc_wal_buf_t *b = &m->run_stage;
+    mc_wal_put_u8(b, (uint8_t)((o->flags & OF_LOGGED) | (o->checksum ? 0x80 : 0)));
+    if (o->checksum)
+        mc_wal_put_u64(b, o->checksum);
+    enc_key(b, m->run_key, &m->run_klen, obj_key(o), o->klen);
+}
+
+/* A PUT_STARTS_V entry: the size (a zigzag varint difference from the previous entry's; 0
+ * before the first), flags (u8), n (u8), n x (varint segment id, address (enc_addr: replica i
+ * predicted right after the previous entry's replica i)), the key (enc_key); checksum 0. */
 void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
 {
-    if (!m->wal_on || m->recovering || !m->ha_log_on || !m->cfg.ha_log_put_starts)
+    if (!m->wal_on || m->recovering || !m->ha_log_on || !m->cfg.ha_log_put_starts ||
+        o->klen > MASTER_KEY_MAX)
         return;
-    if (m->ps_n && (memcmp(m->ps_cid, cid, 16) != 0 || m->ps_n >= MASTER_PS_MAX_KEYS ||
-                    m->ps_stage.b.len >= MASTER_PS_MAX_BYTES))
-        put_starts_flush(m);
-    memcpy(m->ps_cid, cid, 16);
-    enc_commit(m, &m->ps_stage, o);
-    m->ps_n++;
-    m->wal_dirty = true; /* the group commit flushes it */
+    run_join(m, MC_WAL_PUT_STARTS_V, cid);
+    uint32_t segs[MC_MASTER_MAX_REPLICAS];
+    uint64_t addrs[MC_MASTER_MAX_REPLICAS];
+    uint8_t n = obj_placed(m, o, segs, addrs);
+    mc_wal_buf_t *b = &m->run_stage;
+    mc_wal_put_varint(b, zigzag(o->size, m->run_size));
+    m->run_size = o->size;
+    mc_wal_put_u8(b, o->flags & OF_LOGGED);
+    mc_wal_put_u8(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        mc_wal_put_varint(b, segs[i]);
+        enc_addr(b, &m->run_next[i], addrs[i], o->size);
+    }
+    enc_key(b, m->run_key, &m->run_klen, obj_key(o), o->klen);
+    o->flags |= OF_START_LOGGED;
 }
 
 void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const uint32_t *blks,
@@ -188,7 +319,7 @@ void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const 
         return;
     mc_wal_buf_t b = {0};
     enc_reserve(m, &b, seg, bsize, blks, n, release);
-    wal_append(m, MC_WAL_RESERVE, &b, release);
+    wal_append(m, MC_WAL_RESERVE_V, &b, release);
 }
 
 int master_snap_append(mc_wal_writer_t *w, uint8_t type, mc_wal_buf_t *b)
@@ -210,7 +341,7 @@ static int snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
                 continue;
             mc_wal_buf_t b = {0};
             enc_reserve(m, &b, id, p->size, p->blk + p->head, p->n - p->head, false);
-            bad |= master_snap_append(w, MC_WAL_RESERVE, &b);
+            bad |= master_snap_append(w, MC_WAL_RESERVE_V, &b);
         }
     }
     return bad;
@@ -234,7 +365,7 @@ mc_status_t mc_master_wal_sync(mc_master_t *m)
 {
     if (!m->wal_on)
         return MC_OK;
-    put_starts_flush(m);
+    run_flush(m);
     uint64_t now = master_now(m);
     bool background_due = m->wal_undurable && now - m->wal_durable_ms >= MC_WAL_BACKGROUND_SYNC_MS;
     if (!m->wal_dirty && !background_due)
@@ -263,7 +394,7 @@ void mc_master_ha_log_enable(mc_master_t *m)
 
 mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p)
 {
-    put_starts_flush(m);
+    run_flush(m);
     *lost_p = m->ha_log_lost;
     *space_p = m->ha_log_space;
     m->ha_log_lost = m->ha_log_space = false;
@@ -424,7 +555,7 @@ void master_wal_close(mc_master_t *m)
     }
     m->wal_on = false;
     mc_buf_free(&m->ha_log);
-    mc_buf_free(&m->ps_stage.b);
+    mc_buf_free(&m->run_stage.b);
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -580,25 +711,33 @@ static int resv_merge(segment_t *s, const uint64_t *add, size_t k, uint64_t bsiz
     return 0;
 }
 
-/* RESERVE: blocks a leader allocated ahead for its put pools (or, release, gave back). Kept
- * by address until a PUT_START or COMMIT names one (replay_place_replicas); replay_finish
- * quarantines those left. At most MASTER_POOL_MAX_BLOCKS per record, MASTER_RESV_MAX per
- * segment (what a leader's pools can hold, twice: a record beyond it is skipped, logged);
- * blocks outside the segment are skipped. */
-static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r)
+/* RESERVE (packed: RESERVE_V): blocks a leader allocated ahead for its put pools (or,
+ * release, gave back). Kept by address until a PUT_START or COMMIT names one
+ * (replay_place_replicas); replay_finish quarantines those left. At most
+ * MASTER_POOL_MAX_BLOCKS per record, MASTER_RESV_MAX per segment (what a leader's pools can
+ * hold, twice: a record beyond it is skipped, logged); blocks outside the segment are
+ * skipped. */
+static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r, bool packed)
 {
     uint8_t release = mc_wal_get_u8(r);
-    uint32_t id = mc_wal_get_u32(r);
-    uint64_t bsize = mc_wal_get_u64(r);
-    uint32_t n = mc_wal_get_u32(r);
-    segment_t *s = master_seg_slot(m, id);
+    uint64_t id, bsize, n;
+    if (packed) {
+        id = mc_wal_get_varint(r);
+        bsize = mc_wal_get_varint(r);
+        n = mc_wal_get_varint(r);
+    } else {
+        id = mc_wal_get_u32(r);
+        bsize = mc_wal_get_u64(r);
+        n = mc_wal_get_u32(r);
+    }
+    segment_t *s = id < SEG_NONE ? master_seg_slot(m, (uint32_t)id) : NULL;
     if (r->err || release > 1 || !s || n > MASTER_POOL_MAX_BLOCKS || bsize == 0 ||
         bsize > s->size)
         return 0; /* skip malformed */
-    uint64_t add[MASTER_POOL_MAX_BLOCKS];
+    uint64_t add[MASTER_POOL_MAX_BLOCKS], next = 0;
     size_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t addr = mc_wal_get_u64(r);
+        uint64_t addr = packed ? dec_addr(r, &next, bsize) : mc_wal_get_u64(r);
         if (r->err)
             return 0;
         if (addr < s->base || addr - s->base > s->size - bsize)
@@ -611,7 +750,7 @@ static int replay_reserve(mc_master_t *m, mc_wal_rd_t *r)
     if (!k)
         return 0;
     if (s->n_resv - s->n_dead_resv + k > MASTER_RESV_MAX) {
-        MC_LOG_ERROR("wal: segment %u holds %zu reserved blocks; %zu more skipped", id,
+        MC_LOG_ERROR("wal: segment %u holds %zu reserved blocks; %zu more skipped", (uint32_t)id,
                      s->n_resv - s->n_dead_resv, k);
         return 0;
     }
@@ -646,65 +785,122 @@ static int replay_place_replicas(mc_master_t *m, obj_t *o, uint32_t n, const uin
     return 0;
 }
 
-/* COMMIT of a pending put (PUT_START) with the same size and replicas, the usual PutEnd of a
- * logged put: the object becomes readable where it is (no new object or extents). */
-static bool replay_commit_pending(mc_master_t *m, obj_t *o, uint64_t size, uint64_t sum,
-                                  uint8_t flags, uint32_t n, const uint32_t *segs,
-                                  const uint64_t *addrs)
+/* A pending put (PUT_START) becomes readable where it is (no new object or extents). */
+static void replay_make_readable(mc_master_t *m, obj_t *o, uint64_t sum, uint8_t flags)
 {
-    if (o->state != OBJ_WRITING || o->size != size || o->n_rep != n)
-        return false;
-    for (uint32_t i = 0; i < n; i++) {
-        segment_t *s = master_seg_slot(m, segs[i]);
-        if (o->rep[i].seg != segs[i] || !s || o->rep[i].blk >= s->n_ext ||
-            s->ext[o->rep[i].blk].obj != o || s->ext[o->rep[i].blk].addr != addrs[i])
-            return false;
-    }
     master_list_remove(&m->writing, o);
     master_writer_done(m, o->owner);
     o->state = OBJ_READABLE;
     o->checksum = sum;
-    o->flags = flags;
+    o->flags = flags & OF_LOGGED;
     o->t_lease = 0;
     master_readable_link(m, o);
+}
+
+/* An object as a record carries it (COMMIT, PUT_START, an entry of PUT_STARTS(_V)). */
+typedef struct rec_obj {
+    uint64_t size, sum;
+    uint8_t flags, n;
+    uint32_t segs[MC_MASTER_MAX_REPLICAS];
+    uint64_t addrs[MC_MASTER_MAX_REPLICAS];
+    const char *key;
+    size_t kl;
+} rec_obj_t;
+
+/* COMMIT of a pending put (PUT_START) with the same size and replicas, the PutEnd of a
+ * logged put before PUT_ENDS: the object becomes readable where it is. */
+static bool replay_commit_pending(mc_master_t *m, obj_t *o, const rec_obj_t *x)
+{
+    if (o->state != OBJ_WRITING || o->size != x->size || o->n_rep != x->n)
+        return false;
+    for (uint32_t i = 0; i < x->n; i++) {
+        segment_t *s = master_seg_slot(m, x->segs[i]);
+        if (o->rep[i].seg != x->segs[i] || !s || o->rep[i].blk >= s->n_ext ||
+            s->ext[o->rep[i].blk].obj != o || s->ext[o->rep[i].blk].addr != x->addrs[i])
+            return false;
+    }
+    replay_make_readable(m, o, x->sum, x->flags);
     return true;
+}
+
+/* COMMIT's payload (a PUT_START's after its client id): r->err when malformed (no replica, more
+ * than MC_MASTER_MAX_REPLICAS, an empty key). */
+static void dec_commit(mc_wal_rd_t *r, rec_obj_t *x)
+{
+    x->size = mc_wal_get_u64(r);
+    x->sum = mc_wal_get_u64(r);
+    x->flags = mc_wal_get_u8(r);
+    x->n = mc_wal_get_u8(r);
+    if (r->err || x->n == 0 || x->n > MC_MASTER_MAX_REPLICAS) {
+        r->err = 1;
+        return;
+    }
+    for (uint32_t i = 0; i < x->n; i++) {
+        x->segs[i] = mc_wal_get_u32(r);
+        x->addrs[i] = mc_wal_get_u64(r);
+    }
+    x->key = mc_wal_get_str(r, &x->kl);
+    if (x->kl == 0)
+        r->err = 1;
+}
+
+/* The decoder's state over one PUT_STARTS_V record: the previous entry's size, where each
+ * replica slot's previous block ended, the previous key. */
+typedef struct ps_dec {
+    uint64_t size;
+    uint64_t next[MC_MASTER_MAX_REPLICAS];
+    size_t kl;
+    char key[MASTER_KEY_MAX];
+} ps_dec_t;
+
+/* A PUT_STARTS_V entry (master_wal_log_put_start) into x (its key in d->key). r->err when
+ * malformed (no replica, more than MC_MASTER_MAX_REPLICAS, a segment id over 32 bits, a bad
+ * key). */
+static void dec_put_start_v(mc_wal_rd_t *r, rec_obj_t *x, ps_dec_t *d)
+{
+    x->size = d->size = unzigzag(d->size, mc_wal_get_varint(r));
+    x->sum = 0;
+    x->flags = mc_wal_get_u8(r);
+    x->n = mc_wal_get_u8(r);
+    if (r->err || x->n == 0 || x->n > MC_MASTER_MAX_REPLICAS) {
+        r->err = 1;
+        return;
+    }
+    for (uint32_t i = 0; i < x->n; i++) {
+        uint64_t seg = mc_wal_get_varint(r);
+        if (seg > UINT32_MAX)
+            r->err = 1;
+        x->segs[i] = (uint32_t)seg;
+        x->addrs[i] = dec_addr(r, &d->next[i], x->size);
+    }
+    dec_key(r, d->key, &d->kl);
+    x->key = d->key;
+    x->kl = d->kl;
 }
 
 /* COMMIT (cid NULL): the object (replacing any of the same key), readable (leased by
  * replay_finish). PUT_START (cid: its writer): the same, WRITING, owned by that client (known
- * from now on, not greeted: its first Ping still asks for a re-mount). */
-static int replay_commit(mc_master_t *m, mc_wal_rd_t *r, const uint8_t *cid)
+ * from now on, not greeted: its first Ping still asks for a re-mount). Not OF_START_LOGGED:
+ * the PUT_START may come from a snapshot, which holds every pending put (upserts' too), so its
+ * PutEnd after a promotion logs a COMMIT, which every reader can apply. */
+static int replay_commit(mc_master_t *m, const rec_obj_t *x, const uint8_t *cid)
 {
-    uint64_t size = mc_wal_get_u64(r), sum = mc_wal_get_u64(r);
-    uint8_t flags = mc_wal_get_u8(r), n = mc_wal_get_u8(r);
-    if (r->err || n == 0 || n > MC_MASTER_MAX_REPLICAS)
-        return 0;
-    uint32_t segs[MC_MASTER_MAX_REPLICAS];
-    uint64_t addrs[MC_MASTER_MAX_REPLICAS];
-    for (uint32_t i = 0; i < n; i++) {
-        segs[i] = mc_wal_get_u32(r);
-        addrs[i] = mc_wal_get_u64(r);
-    }
-    size_t kl;
-    const char *key = mc_wal_get_str(r, &kl);
-    if (r->err || kl == 0)
-        return 0;
-    uint32_t h = master_key_hash(key, kl);
-    obj_t *old = master_obj_find(m, key, kl, h);
-    if (old && !cid && replay_commit_pending(m, old, size, sum, flags, n, segs, addrs))
+    uint32_t h = master_key_hash(x->key, x->kl);
+    obj_t *old = master_obj_find(m, x->key, x->kl, h);
+    if (old && !cid && replay_commit_pending(m, old, x))
         return 0;
     if (old)
         replay_kill_obj(m, old);
     client_t *c = cid ? master_client_touch(m, cid, NULL) : NULL;
     if (cid && !c)
         return 1;
-    obj_t *o = master_obj_new(m, key, kl, h, n);
+    obj_t *o = master_obj_new(m, x->key, x->kl, h, x->n);
     if (!o)
         return 1;
-    o->size = size;
-    o->checksum = sum;
-    o->flags = flags;
-    master_obj_set_nrep(m, o, n);
+    o->size = x->size;
+    o->checksum = x->sum;
+    o->flags = x->flags & OF_LOGGED;
+    master_obj_set_nrep(m, o, x->n);
     if (c) {
         o->state = OBJ_WRITING;
         o->owner = c->serial;
@@ -715,7 +911,62 @@ static int replay_commit(mc_master_t *m, mc_wal_rd_t *r, const uint8_t *cid)
         o->state = OBJ_READABLE;
         master_readable_link(m, o);
     }
-    return replay_place_replicas(m, o, n, segs, addrs);
+    return replay_place_replicas(m, o, x->n, x->segs, x->addrs);
+}
+
+/* PUT_STARTS (packed: PUT_STARTS_V): n PUT_STARTs of one writer, in order, at most
+ * MASTER_RUN_MAX_KEYS (packed; else as many as the record holds). A malformed entry ends the
+ * record (those before it applied). */
+static int replay_put_starts(mc_master_t *m, mc_wal_rd_t *r, bool packed)
+{
+    const uint8_t *cid = mc_wal_get_bytes(r, 16);
+    uint64_t n = packed ? mc_wal_get_varint(r) : mc_wal_get_u32(r);
+    if (r->err || (packed && n > MASTER_RUN_MAX_KEYS))
+        return 0;
+    ps_dec_t d;
+    d.size = d.kl = 0;
+    memset(d.next, 0, sizeof(d.next));
+    for (uint64_t i = 0; i < n; i++) {
+        rec_obj_t x;
+        if (packed)
+            dec_put_start_v(r, &x, &d);
+        else
+            dec_commit(r, &x);
+        if (r->err)
+            return 0;
+        if (replay_commit(m, &x, cid))
+            return 1;
+    }
+    return 0;
+}
+
+/* PUT_ENDS: varint n (at most MASTER_RUN_MAX_KEYS), n entries (master_wal_log_put_end): each
+ * key's pending put becomes readable with its checksum and flags. An entry whose key names no
+ * pending put (a log missing its PUT_START: corrupt) is skipped, logged; a malformed entry ends
+ * the record. */
+static int replay_put_ends(mc_master_t *m, mc_wal_rd_t *r)
+{
+    uint64_t n = mc_wal_get_varint(r), missing = 0;
+    if (r->err || n > MASTER_RUN_MAX_KEYS)
+        return 0;
+    char key[MASTER_KEY_MAX];
+    size_t kl = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t tag = mc_wal_get_u8(r);
+        uint64_t sum = tag & 0x80 ? mc_wal_get_u64(r) : 0;
+        dec_key(r, key, &kl);
+        if (r->err)
+            break;
+        obj_t *o = master_obj_find(m, key, kl, master_key_hash(key, kl));
+        if (o && o->state == OBJ_WRITING)
+            replay_make_readable(m, o, sum, tag & 0x7f);
+        else
+            missing++;
+    }
+    if (missing)
+        MC_LOG_ERROR("wal: PUT_ENDS names %llu keys without a pending put; skipped",
+                     (unsigned long long)missing);
+    return 0;
 }
 
 static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
@@ -732,19 +983,17 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
         return 0;
     }
     case MC_WAL_COMMIT:
-        return replay_commit(m, &r, NULL);
     case MC_WAL_PUT_START: {
-        const uint8_t *cid = mc_wal_get_bytes(&r, 16);
-        return r.err ? 0 : replay_commit(m, &r, cid);
+        const uint8_t *cid = type == MC_WAL_PUT_START ? mc_wal_get_bytes(&r, 16) : NULL;
+        rec_obj_t x;
+        dec_commit(&r, &x);
+        return r.err ? 0 : replay_commit(m, &x, cid);
     }
-    case MC_WAL_PUT_STARTS: { /* n PUT_STARTs of one writer, in order */
-        const uint8_t *cid = mc_wal_get_bytes(&r, 16);
-        uint32_t n = mc_wal_get_u32(&r);
-        for (uint32_t i = 0; i < n && !r.err; i++)
-            if (replay_commit(m, &r, cid))
-                return 1;
-        return 0;
-    }
+    case MC_WAL_PUT_STARTS:
+    case MC_WAL_PUT_STARTS_V:
+        return replay_put_starts(m, &r, type == MC_WAL_PUT_STARTS_V);
+    case MC_WAL_PUT_ENDS:
+        return replay_put_ends(m, &r);
     case MC_WAL_REMOVE: {
         size_t kl;
         const char *key = mc_wal_get_str(&r, &kl);
@@ -756,7 +1005,8 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
         return 0;
     }
     case MC_WAL_RESERVE:
-        return replay_reserve(m, &r);
+    case MC_WAL_RESERVE_V:
+        return replay_reserve(m, &r, type == MC_WAL_RESERVE_V);
     case MC_WAL_SNAP_END: /* frees before the snapshot are not known: as freed now */
         for (uint32_t id = 0; id < m->n_segs; id++)
             if (m->segs[id])

@@ -255,6 +255,17 @@ void mc_wal_put_str(mc_wal_buf_t *b, const char *s, size_t n)
     mc_wal_put_bytes(b, t, 2);
     mc_wal_put_bytes(b, s, n);
 }
+void mc_wal_put_varint(mc_wal_buf_t *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        t[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    t[n++] = (uint8_t)v;
+    mc_wal_put_bytes(b, t, n);
+}
 
 const uint8_t *mc_wal_get_bytes(mc_wal_rd_t *r, size_t n)
 {
@@ -291,4 +302,21 @@ const char *mc_wal_get_str(mc_wal_rd_t *r, size_t *n_p)
     size_t n = (size_t)l[0] | ((size_t)l[1] << 8);
     *n_p = n;
     return (const char *)mc_wal_get_bytes(r, n);
+}
+uint64_t mc_wal_get_varint(mc_wal_rd_t *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        const uint8_t *p = mc_wal_get_bytes(r, 1);
+        if (!p)
+            return 0;
+        /* the 10th byte may carry only the top bit */
+        if (shift == 63 && *p > 1)
+            break;
+        v |= (uint64_t)(*p & 0x7f) << shift;
+        if (!(*p & 0x80))
+            return v;
+    }
+    r->err = 1;
+    return 0;
 }

@@ -40,6 +40,13 @@ enum {
     MC_WAL_RESERVE = 13,
     /* consecutive PUT_STARTs of one writer (a BatchPutStart's keys) in one record */
     MC_WAL_PUT_STARTS = 14,
+    /* PutEnds of pending puts, named by key only: each key's PUT_START (a record before it, or
+     * a snapshot's) holds the allocation (master_wal.c, docs/internals/recovery.md) */
+    MC_WAL_PUT_ENDS = 15,
+    /* PUT_STARTS with varints and prefix-compressed keys (what a leader writes since) */
+    MC_WAL_PUT_STARTS_V = 16,
+    /* RESERVE with varints and address deltas (what a leader writes since) */
+    MC_WAL_RESERVE_V = 17,
 };
 
 /* Buffered record writer on one file. */
@@ -91,6 +98,8 @@ void mc_wal_put_u32(mc_wal_buf_t *b, uint32_t v);
 void mc_wal_put_u64(mc_wal_buf_t *b, uint64_t v);
 void mc_wal_put_bytes(mc_wal_buf_t *b, const void *p, size_t n);
 void mc_wal_put_str(mc_wal_buf_t *b, const char *s, size_t n); /* u16 len + bytes */
+/* unsigned LEB128: 7 bits a byte, low first, high bit = more (1..10 bytes) */
+void mc_wal_put_varint(mc_wal_buf_t *b, uint64_t v);
 
 typedef struct mc_wal_rd {
     const uint8_t *p;
@@ -102,5 +111,7 @@ uint32_t mc_wal_get_u32(mc_wal_rd_t *r);
 uint64_t mc_wal_get_u64(mc_wal_rd_t *r);
 const uint8_t *mc_wal_get_bytes(mc_wal_rd_t *r, size_t n);
 const char *mc_wal_get_str(mc_wal_rd_t *r, size_t *n_p); /* not NUL-terminated */
+/* err on a truncated varint, one over 10 bytes or one whose value exceeds 64 bits */
+uint64_t mc_wal_get_varint(mc_wal_rd_t *r);
 
 #endif

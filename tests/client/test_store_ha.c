@@ -265,6 +265,13 @@ static void *history_main(void *arg)
     uint64_t x = 88172645463325252ull + (uint64_t)h->t;
     char key[64];
     while (!atomic_load(&g_stop) && h->n_ops < MAX_OPS) {
+        /* half the keys and three quarters of the calls are kept for the kill and the new
+         * leader, however fast the old leader answers: until the kill, a thread that used the
+         * rest waits for it */
+        if (!atomic_load(&g_switched) && (h->n_keys >= MAX_KEYS / 2 || h->n_ops >= MAX_OPS / 4)) {
+            mc_sleep_ms(5);
+            continue;
+        }
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;

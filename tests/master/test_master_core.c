@@ -8,6 +8,7 @@
 #include "common/alloc.h"
 #include "common/grant.h"
 #include "master/master.h"
+#include "master/wal.h"
 #include "rpc/frame.h"
 
 #include <stdatomic.h>
@@ -1201,7 +1202,7 @@ static mc_master_t *promoted(const mc_master_config_t *cfg, uint8_t *const *grou
         assert_int_equal(mc_master_follow_apply(f, groups[i], lens[i], &used, &k, NULL), MC_OK);
         assert_int_equal(used, lens[i]);
         if (i == 1)
-            assert_int_equal(k, 2); /* PUT_STARTS of 3 keys, a COMMIT */
+            assert_int_equal(k, 2); /* PUT_STARTS_V of 3 keys, PUT_ENDS of b */
     }
     assert_int_equal(mc_master_follow_promote(f, NULL, view), MC_OK);
     mc_master_segment_info_t a = {.name = "segQ", .base = 0x1000000, .size = 16 << 20,
@@ -1278,11 +1279,11 @@ static void test_follow_put_pools(void **state)
     uint64_t addr_c = r[0].addr;
     mc_master_metrics_now(m, &mm);
     assert_int_equal(mm.put_pool_hits, 1);
-    /* more keys of the same writer in a row (a BatchPutStart): one PUT_STARTS record */
+    /* more keys of the same writer in a row (a BatchPutStart): one PUT_STARTS_V record */
     assert_int_equal(mc_master_put_start(m, CA, K("d"), SZ, NULL, false, r, &n), MC_OK);
     assert_int_equal(mc_master_put_start(m, CA, K("e"), SZ, NULL, false, r, &n), MC_OK);
     assert_int_equal(mc_master_put_end(m, CA, K("b"), 0xb), MC_OK);
-    groups[1] = take_group(m, &lens[1]); /* group 2: PUT_STARTS of c, d, e; b's COMMIT */
+    groups[1] = take_group(m, &lens[1]); /* group 2: PUT_STARTS_V of c, d, e; PUT_ENDS of b */
     char snap[300], tmp[300];
     snprintf(snap, sizeof(snap), "%s/pool.snap", dir);
     snprintf(tmp, sizeof(tmp), "%s/pool.tmp", dir);
@@ -1310,7 +1311,7 @@ static void test_follow_put_pools(void **state)
     uint64_t size = 0, sum = 0;
     assert_int_equal(mc_master_get_replicas(f, K("c"), r, &n, &size, &sum), MC_OK);
     assert_true(r[0].addr == addr_c && size == SZ && sum == 0x77);
-    /* b's COMMIT after its PUT_START: committed where it was placed */
+    /* b's PUT_ENDS entry after its PUT_START: committed where it was placed */
     assert_int_equal(mc_master_get_replicas(f, K("b"), r, &n, &size, &sum), MC_OK);
     assert_true(r[0].addr == addr_b && size == SZ && sum == 0xb);
     assert_int_equal(mc_master_put_end(f, CA, K("d"), 0xd), MC_OK); /* from the PUT_STARTS */
@@ -1373,6 +1374,254 @@ static void test_follow_put_pools(void **state)
     mc_free(rel);
     mc_master_destroy(m);
     rm_rf(dir2);
+}
+
+/* A follower that applied recs[0..n) (or a master recovering cfg's WAL directory: recs NULL)
+ * with segQ re-mounted by CA. */
+static mc_master_t *replayed(const mc_master_config_t *cfg, uint8_t *const *recs,
+                             const size_t *lens, int n)
+{
+    mc_master_config_t fcfg = *cfg;
+    if (recs)
+        fcfg.wal_dir = NULL;
+    mc_master_t *f = mk(&fcfg);
+    if (recs) {
+        assert_int_equal(mc_master_follow_begin(f), MC_OK);
+        for (int i = 0; i < n; i++) {
+            size_t used;
+            assert_int_equal(mc_master_follow_apply(f, recs[i], lens[i], &used, NULL, NULL),
+                             MC_OK);
+            assert_int_equal(used, lens[i]);
+        }
+        assert_int_equal(mc_master_follow_promote(f, NULL, 7), MC_OK);
+    }
+    mc_master_segment_info_t a = {.name = "segQ", .base = 0x1000000, .size = 64 << 20,
+                                  .host_label = "hQ"};
+    memset(a.uuid, 0x31, 16);
+    assert_int_equal(mc_master_mount(f, CA, &a, true), MC_OK);
+    return f;
+}
+
+/* key committed in f at addr with size and checksum sum */
+static void committed_at(mc_master_t *f, const char *key, uint64_t addr, uint64_t size,
+                         uint64_t sum)
+{
+    mc_master_replica_t r[8];
+    uint32_t n = 0;
+    uint64_t sz = 0, s = 0;
+    assert_int_equal(mc_master_get_replicas(f, K(key), r, &n, &sz, &s), MC_OK);
+    assert_int_equal(n, 1);
+    assert_true(r[0].addr == addr && sz == size && s == sum);
+}
+
+/* Bytes of the replicated log per pooled put (HA standbys mode, logged PutStarts): per group
+ * a BatchPutStart of 16 keys "tp-1-<n>" of 1 KiB (pools warm) and its BatchPutEnd with
+ * XXH3-like checksums, as mc_ha_bench's puts. The PutEnds name their PUT_STARTs (one PUT_ENDS
+ * record), the PUT_STARTs are packed (PUT_STARTS_V), the pool refills too (RESERVE_V): at most
+ * 40 bytes per put (COMMIT records repeating the allocation and the unpacked records took
+ * ~100). A standby applying the groups and a master restarted from the WAL directory both hold
+ * every object, committed with its checksum where it was placed. */
+static void test_log_bytes_per_put(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_lbytes_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.ha_log_put_starts = true;
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    atomic_uint_fast64_t released = 0;
+    mc_master_ha_groups(m, 0, &released);
+    mount(m, CA, "segQ", 0x1000000, 64 << 20, "hQ", 0x31);
+    enum { BATCH = 16, ROUNDS = 17, SZ = 1024 };
+    uint8_t *groups[ROUNDS];
+    size_t lens[ROUNDS], total = 0;
+    static uint64_t addr[ROUNDS * BATCH];
+    for (int g = 0; g < ROUNDS; g++) { /* group 0 warms the pools: not counted */
+        char key[32];
+        for (int i = 0; i < BATCH; i++) {
+            mc_master_replica_t r[8];
+            uint32_t n;
+            snprintf(key, sizeof(key), "tp-1-%d", g * BATCH + i);
+            assert_int_equal(mc_master_put_start(m, CA, K(key), SZ, NULL, false, r, &n), MC_OK);
+            addr[g * BATCH + i] = r[0].addr;
+        }
+        for (int i = 0; i < BATCH; i++) {
+            snprintf(key, sizeof(key), "tp-1-%d", g * BATCH + i);
+            uint64_t sum = 0x9e3779b97f4a7c15ull * (uint64_t)(g * BATCH + i + 1);
+            assert_int_equal(mc_master_put_end(m, CA, K(key), sum), MC_OK);
+        }
+        groups[g] = take_group(m, &lens[g]);
+        mc_master_ha_groups(m, (uint64_t)g + 1, &released);
+        atomic_store(&released, (uint64_t)g + 1);
+        if (g)
+            total += lens[g];
+    }
+    mc_master_metrics_t mm;
+    mc_master_metrics_now(m, &mm);
+    assert_true(mm.put_pool_hits >= (ROUNDS - 2) * BATCH);
+    double per_put = (double)total / ((ROUNDS - 1) * BATCH);
+    print_message("replicated log bytes per pooled put: %.1f\n", per_put);
+    assert_true(per_put <= 40);
+    mc_master_destroy(m);
+
+    for (int k = 0; k < 2; k++) { /* a promoted standby, a restart from the WAL directory */
+        mc_master_t *f = replayed(&cfg, k ? NULL : groups, lens, ROUNDS);
+        for (int i = 0; i < ROUNDS * BATCH; i++) {
+            char key[32];
+            snprintf(key, sizeof(key), "tp-1-%d", i);
+            committed_at(f, key, addr[i], SZ, 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
+        }
+        mc_master_destroy(f);
+    }
+    for (int g = 0; g < ROUNDS; g++)
+        mc_free(groups[g]);
+    rm_rf(dir);
+}
+
+/* Records as older builds wrote them still replay: RESERVE (13), PUT_STARTS (14), and a
+ * COMMIT after its PUT_START (the PutEnd before PUT_ENDS), encoded here field by field as
+ * recovery.md gives them. */
+static void test_old_records_replay(void **state)
+{
+    (void)state;
+    const uint64_t base = 0x1000000, a0 = base + 0x10000;
+    mc_buf_t recs = {0};
+    mc_wal_buf_t b = {0};
+    uint8_t uuid[16];
+    memset(uuid, 0x31, 16);
+    mc_wal_put_u32(&b, 0); /* MOUNT */
+    mc_wal_put_u64(&b, base);
+    mc_wal_put_u64(&b, 64 << 20);
+    mc_wal_put_bytes(&b, uuid, 16);
+    mc_wal_put_str(&b, K("segQ"));
+    mc_wal_put_str(&b, K("segQ"));
+    mc_wal_put_str(&b, K("hQ"));
+    assert_int_equal(mc_wal_frame(&recs, 1, b.b.data, b.b.len), MC_OK);
+    mc_buf_reset(&b.b);
+    mc_wal_put_u8(&b, 0); /* RESERVE of 4 blocks of 1024 */
+    mc_wal_put_u32(&b, 0);
+    mc_wal_put_u64(&b, 1024);
+    mc_wal_put_u32(&b, 4);
+    for (int i = 0; i < 4; i++)
+        mc_wal_put_u64(&b, a0 + 1024 * (uint64_t)i);
+    assert_int_equal(mc_wal_frame(&recs, 13, b.b.data, b.b.len), MC_OK);
+    mc_buf_reset(&b.b);
+    mc_wal_put_bytes(&b, CA, 16); /* PUT_STARTS of old-a, old-b in the first two blocks */
+    mc_wal_put_u32(&b, 2);
+    for (int i = 0; i < 2; i++) {
+        mc_wal_put_u64(&b, 1000);
+        mc_wal_put_u64(&b, 0);
+        mc_wal_put_u8(&b, 0);
+        mc_wal_put_u8(&b, 1);
+        mc_wal_put_u32(&b, 0);
+        mc_wal_put_u64(&b, a0 + 1024 * (uint64_t)i);
+        mc_wal_put_str(&b, i ? "old-b" : "old-a", 5);
+    }
+    assert_int_equal(mc_wal_frame(&recs, 14, b.b.data, b.b.len), MC_OK);
+    mc_buf_reset(&b.b);
+    mc_wal_put_u64(&b, 1000); /* old-a's COMMIT */
+    mc_wal_put_u64(&b, 0xaa);
+    mc_wal_put_u8(&b, 0);
+    mc_wal_put_u8(&b, 1);
+    mc_wal_put_u32(&b, 0);
+    mc_wal_put_u64(&b, a0);
+    mc_wal_put_str(&b, K("old-a"));
+    assert_int_equal(mc_wal_frame(&recs, 3, b.b.data, b.b.len), MC_OK);
+    mc_buf_free(&b.b);
+
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    uint8_t *rp = recs.data;
+    size_t rl = recs.len;
+    mc_master_t *f = replayed(&cfg, &rp, &rl, 1);
+    committed_at(f, "old-a", a0, 1000, 0xaa);
+    assert_int_equal(mc_master_put_end(f, CA, K("old-b"), 0xbb), MC_OK); /* pending */
+    committed_at(f, "old-b", a0 + 1024, 1000, 0xbb);
+    mc_master_destroy(f);
+    mc_buf_free(&recs);
+}
+
+/* A PutEnd whose PUT_START is folded into a snapshot (the replicated log's, and the WAL
+ * directory's after a rotation) replays from it: the PUT_ENDS record names the pending put the
+ * snapshot holds (an upsert's end, not logged at its start, logs a COMMIT). A PUT_ENDS entry for
+ * a key without a pending put (a corrupt log) is skipped. */
+static void test_put_end_after_snapshot(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_pesnap_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.ha_log_put_starts = true;
+    cfg.wal_snapshot_bytes = 1; /* the next cron rotates the log and snapshots */
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    mount(m, CA, "segQ", 0x1000000, 64 << 20, "hQ", 0x31);
+    size_t len0;
+    uint8_t *g0 = take_group(m, &len0); /* the MOUNT */
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CA, K("s1"), 5000, NULL, false, r, &n), MC_OK);
+    uint64_t a1 = r[0].addr;
+    assert_int_equal(mc_master_put_start(m, CB, K("s2"), 7000, NULL, false, r, &n), MC_OK);
+    uint64_t a2 = r[0].addr;
+    assert_int_equal(mc_master_put_start(m, CA, K("up"), 3000, NULL, true, r, &n), MC_OK);
+    uint64_t a3 = r[0].addr;
+    size_t len1;
+    uint8_t *g1 = take_group(m, &len1);
+    mc_free(g1);
+    char snap[300], tmp[300];
+    snprintf(snap, sizeof(snap), "%s/ha.snap", dir);
+    snprintf(tmp, sizeof(tmp), "%s/ha.tmp", dir);
+    assert_int_equal(mc_master_snapshot_write(m, tmp, snap), 0); /* the state after g1 */
+    mc_master_cron(m); /* log.1 -> snap.2 (forked), log.2 from now */
+    assert_int_equal(mc_master_put_end(m, CA, K("s1"), 0x5151), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CB, K("s2"), 0), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("up"), 0x3333), MC_OK);
+    size_t len2;
+    uint8_t *g2 = take_group(m, &len2);
+    /* PUT_ENDS (type 15) of s1 and s2, then the upsert's COMMIT (3) */
+    assert_true(len2 > 5 && g2[4] == 15);
+    uint32_t l0 = (uint32_t)g2[0] | (uint32_t)g2[1] << 8 | (uint32_t)g2[2] << 16;
+    assert_true(len2 > 13 + l0 + 5 && g2[13 + l0 + 4] == 3);
+    mc_master_destroy(m); /* waits for snap.2; log.1 goes */
+    char log1[300];
+    snprintf(log1, sizeof(log1), "%s/log.1", dir);
+    assert_int_not_equal(access(log1, F_OK), 0);
+
+    /* a standby starting from the snapshot, then g2 */
+    FILE *fp = fopen(snap, "rb");
+    assert_non_null(fp);
+    static uint8_t buf[1 << 16];
+    size_t sl = fread(buf, 1, sizeof(buf), fp);
+    fclose(fp);
+    uint8_t *recs[2] = {buf, g2};
+    size_t lens[2] = {sl, len2};
+    for (int k = 0; k < 2; k++) { /* k = 1: restart from snap.2 + log.2 */
+        mc_master_t *f = replayed(&cfg, k ? NULL : recs, lens, 2);
+        committed_at(f, "s1", a1, 5000, 0x5151);
+        committed_at(f, "s2", a2, 7000, 0);
+        committed_at(f, "up", a3, 3000, 0x3333);
+        mc_master_destroy(f);
+    }
+
+    /* the MOUNT, then g2 without the PUT_STARTs: the PUT_ENDS names no pending put (a corrupt
+     * log); skipped, the rest applies */
+    recs[0] = g0;
+    lens[0] = len0;
+    mc_master_t *f = replayed(&cfg, recs, lens, 2);
+    uint64_t size, sum;
+    assert_int_equal(mc_master_get_replicas(f, K("s1"), r, &n, &size, &sum),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    committed_at(f, "up", a3, 3000, 0x3333);
+    mc_master_destroy(f);
+    mc_free(g0);
+    mc_free(g2);
+    rm_rf(dir);
 }
 
 /* A standby's table (mc_master_follow_*, master/ha.c): the records a leader logged, applied
@@ -1949,6 +2198,9 @@ int main(void)
         cmocka_unit_test(test_follow_and_promote),
         cmocka_unit_test(test_follow_pending_puts),
         cmocka_unit_test(test_follow_put_pools),
+        cmocka_unit_test(test_log_bytes_per_put),
+        cmocka_unit_test(test_put_end_after_snapshot),
+        cmocka_unit_test(test_old_records_replay),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_key_list_cap),
         cmocka_unit_test(test_batch_lookup),
