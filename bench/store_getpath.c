@@ -17,8 +17,21 @@
 #include "store_getpath.h"
 
 #include "common/alloc.h"
+#include "common/net.h"
 #include "common/time.h"
 #include "peers.h"
+#include "rpc/frame.h"
+#include "rpc/opcodes.h"
+#include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <pthread.h>
 #include <stddef.h>
@@ -375,6 +388,190 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
     return 0;
 }
 
+/* ------------------------------------------------------------------ --cases=rtt
+ * The round trips a first read is made of, measured in one run, interleaved (each round takes
+ * one sample of every figure): a BatchGetReplicaList of 1, 32 and 128 keys through the RPC
+ * client (its busy poll as configured: default, off, and 300 us), a raw engine read of one
+ * 4 KiB replica and of 32 and 128, and a plain loopback TCP ping-pong of the lookups' request
+ * and answer sizes against a forked echo process (blocking reads, and a spinning reader). One
+ * "getpath_rtt" line of p50/p90 microseconds. */
+
+#define RTT_SIZES 3
+#define RTT_SPINS 3
+static const uint32_t RTT_KEYS[RTT_SIZES] = {1, 32, 128};
+static const uint32_t RTT_SPIN_US[RTT_SPINS] = {50, 0, 300}; /* 50: mc_net's default */
+
+/* The echo process: each message starts with its own length and the answer's (two u32), the
+ * answer is that many bytes in one send. Runs until EOF. */
+static void rtt_echo(int lfd)
+{
+    int fd = accept(lfd, NULL, NULL);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    static uint8_t buf[1 << 20];
+    for (;;) {
+        size_t have = 0;
+        uint32_t len[2] = {8, 0};
+        while (have < len[0]) {
+            ssize_t r = recv(fd, buf + have, sizeof(buf) - have, 0);
+            if (r <= 0)
+                _exit(0);
+            have += (size_t)r;
+            if (have >= 8)
+                memcpy(len, buf, 8);
+        }
+        if (send(fd, buf, len[1], MSG_NOSIGNAL) != (ssize_t)len[1])
+            _exit(1);
+    }
+}
+
+/* One ping-pong: req bytes out, resp bytes back; spin: non-blocking reads in a loop. */
+static uint64_t rtt_ping(int fd, uint32_t req, uint32_t resp, bool spin)
+{
+    static uint8_t buf[1 << 20];
+    uint32_t len[2] = {req, resp};
+    memcpy(buf, len, 8);
+    uint64_t t0 = mc_now_ns();
+    if (send(fd, buf, req, MSG_NOSIGNAL) != (ssize_t)req)
+        return 0;
+    size_t have = 0;
+    while (have < resp) {
+        ssize_t r = recv(fd, buf + have, resp - have, spin ? MSG_DONTWAIT : 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN))
+            return 0;
+        if (r > 0)
+            have += (size_t)r;
+    }
+    return mc_now_ns() - t0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50 and p90 of n samples in us, appended to the JSON line in *o as "name_p50":..,"name_p90":.. */
+static void rtt_put(char **o, char *end, const char *name, uint64_t *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_u64);
+    *o += snprintf(*o, (size_t)(end - *o), ",\"%s_p50\":%.1f,\"%s_p90\":%.1f", name,
+                   (double)v[n / 2] / 1e3, name, (double)v[(n * 9) / 10] / 1e3);
+}
+
+static int gp_rtt_run(const mc_getpath_cfg_t *cfg, mc_te_t *te)
+{
+    enum { ROUNDS = 400 };
+    static const gp_shape_t sh = {"rtt", 4096, 128, 1, 1};
+    gp_thread_t t;
+    int rc = gp_thread_init(&t, &sh, 0, 0, cfg->writer) || gp_thread_plan(&t, cfg->writer, te);
+    mc_rpc_client_t *cli[RTT_SIZES][RTT_SPINS] = {{NULL}};
+    McRpc__BatchKeyRequest req[RTT_SIZES] = {0};
+    uint32_t req_len[RTT_SIZES] = {0}, resp_len[RTT_SIZES] = {0};
+    for (int s = 0; s < RTT_SIZES && rc == 0; s++) {
+        req[s] = (McRpc__BatchKeyRequest)MC_RPC__BATCH_KEY_REQUEST__INIT;
+        req[s].n_keys = RTT_KEYS[s];
+        req[s].keys = mc_wire_keys(t.keys, RTT_KEYS[s]);
+        req[s].compact_replicas = true;
+        req_len[s] = MC_RPC_HDR_SIZE + (uint32_t)protobuf_c_message_get_packed_size(&req[s].base);
+        for (int p = 0; p < RTT_SPINS && rc == 0; p++)
+            rc = mc_rpc_client_create(cfg->master_addr, NULL, &cli[s][p]) != MC_OK;
+    }
+    /* the echo process, on a free loopback port */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), fd = -1;
+    pid_t echo = -1;
+    if (rc == 0 && (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sl) != 0 || listen(lfd, 1) != 0 ||
+                    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0))
+        rc = 1;
+    if (rc == 0 && (echo = fork()) == 0)
+        rtt_echo(lfd);
+    if (rc == 0) {
+        int one = 1;
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        rc = echo < 0 || connect(fd, (struct sockaddr *)&sa, sl) != 0;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    /* samples: lookups [size][spin], engine reads [size], ping-pong [size][sleep/spin] */
+    uint64_t *lk = mc_calloc((size_t)RTT_SIZES * RTT_SPINS * ROUNDS, sizeof(uint64_t));
+    uint64_t *rd = mc_calloc((size_t)RTT_SIZES * ROUNDS, sizeof(uint64_t));
+    uint64_t *pp = mc_calloc((size_t)RTT_SIZES * 2 * ROUNDS, sizeof(uint64_t));
+    rc |= !lk || !rd || !pp;
+    uint64_t spin0 = mc_net_busy_poll_ns();
+    for (int r = -20; r < ROUNDS && rc == 0; r++) { /* 20 rounds of warm-up */
+        for (int s = 0; s < RTT_SIZES && rc == 0; s++) {
+            for (int p = 0; p < RTT_SPINS && rc == 0; p++) {
+                mc_net_set_busy_poll_us(RTT_SPIN_US[p]);
+                ProtobufCMessage *resp = NULL;
+                uint64_t t0 = mc_now_ns();
+                rc = mc_rpc_client_call(cli[s][p], MC_OP_BATCH_GET_REPLICA_LIST, &req[s].base,
+                                        &resp, 5000) != MC_OK;
+                uint64_t dt = mc_now_ns() - t0;
+                if (resp && !resp_len[s])
+                    resp_len[s] = MC_RPC_HDR_SIZE +
+                                  (uint32_t)protobuf_c_message_get_packed_size(resp);
+                mc_rpc_response_free(resp);
+                if (r >= 0)
+                    lk[((size_t)s * RTT_SPINS + p) * ROUNDS + r] = dt;
+            }
+            mc_net_set_busy_poll_us((uint32_t)(spin0 / 1000));
+            uint64_t t0 = mc_now_ns();
+            rc |= mc_te_transfer_sync(te, t.reqs, RTT_KEYS[s], NULL) != MC_OK;
+            if (r >= 0)
+                rd[(size_t)s * ROUNDS + r] = mc_now_ns() - t0;
+            for (int spin = 0; spin < 2 && rc == 0; spin++) {
+                uint64_t dt = rtt_ping(fd, req_len[s], resp_len[s], spin);
+                rc = dt == 0;
+                if (r >= 0)
+                    pp[((size_t)s * 2 + spin) * ROUNDS + r] = dt;
+            }
+        }
+    }
+    mc_net_set_busy_poll_us((uint32_t)(spin0 / 1000));
+    if (rc == 0) {
+        char line[4096], *o = line, *end = line + sizeof(line), name[64];
+        o += snprintf(o, (size_t)(end - o), "{\"bench\":\"getpath_rtt\",\"transport\":\"%s\","
+                      "\"rounds\":%d", cfg->transport, ROUNDS);
+        for (int s = 0; s < RTT_SIZES; s++) {
+            o += snprintf(o, (size_t)(end - o), ",\"req_bytes_%u\":%u,\"resp_bytes_%u\":%u",
+                          RTT_KEYS[s], req_len[s], RTT_KEYS[s], resp_len[s]);
+            for (int p = 0; p < RTT_SPINS; p++) {
+                snprintf(name, sizeof(name), "lookup%u_spin%u", RTT_KEYS[s], RTT_SPIN_US[p]);
+                rtt_put(&o, end, name, lk + ((size_t)s * RTT_SPINS + p) * ROUNDS, ROUNDS);
+            }
+            snprintf(name, sizeof(name), "te_read%u", RTT_KEYS[s]);
+            rtt_put(&o, end, name, rd + (size_t)s * ROUNDS, ROUNDS);
+            snprintf(name, sizeof(name), "tcp_pingpong%u_sleep", RTT_KEYS[s]);
+            rtt_put(&o, end, name, pp + (size_t)s * 2 * ROUNDS, ROUNDS);
+            snprintf(name, sizeof(name), "tcp_pingpong%u_spin", RTT_KEYS[s]);
+            rtt_put(&o, end, name, pp + ((size_t)s * 2 + 1) * ROUNDS, ROUNDS);
+        }
+        char date[32];
+        mc_peer_date(date, sizeof(date));
+        printf("%s,\"date\":\"%s\"}\n", line, date);
+        fflush(stdout);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (lfd >= 0)
+        close(lfd);
+    if (echo > 0)
+        waitpid(echo, NULL, 0);
+    for (int s = 0; s < RTT_SIZES; s++) {
+        for (int p = 0; p < RTT_SPINS; p++)
+            mc_rpc_client_destroy(cli[s][p]);
+        if (rc == 0 || req[s].keys)
+            mc_free(req[s].keys);
+    }
+    mc_free(lk);
+    mc_free(rd);
+    mc_free(pp);
+    gp_thread_free(&t);
+    mc_store_remove_all(cfg->writer, true);
+    return rc;
+}
+
 int mc_getpath_run(const mc_getpath_cfg_t *cfg)
 {
     mc_te_config_t tcfg = {0};
@@ -389,6 +586,8 @@ int mc_getpath_run(const mc_getpath_cfg_t *cfg)
         return 1;
     }
     int rc = 0;
+    if (cfg->cases && mc_bench_list_has(cfg->cases, "rtt"))
+        rc |= cfg->master_addr ? gp_rtt_run(cfg, te) : 1;
     for (size_t i = 0; i < sizeof(SHAPES) / sizeof(SHAPES[0]); i++) {
         if (cfg->cases && *cfg->cases && !mc_bench_list_has(cfg->cases, SHAPES[i].name))
             continue;

@@ -20,9 +20,14 @@ typedef struct mc_getpath_cfg {
     uint32_t warm_rounds;            /* writer rounds after the cold one (median; >= 1) */
     const char *cases;               /* comma list of shape names; "" = all */
     uint32_t reps;                   /* repetitions on fresh keys, medians reported (1..64) */
+    const char *master_addr;         /* host:port, for the round-trip probe (--cases=rtt) */
 } mc_getpath_cfg_t;
 
-/* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8. */
+/* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8. "rtt" (only when named) runs the
+ * round-trip probe first: BatchGetReplicaList of 1, 32 and 128 keys with the RPC client's busy
+ * poll at 50 (default), 0 and 300 us, raw engine reads of 1, 32 and 128 replicas of 4 KiB, and
+ * a loopback TCP ping-pong of the lookups' byte sizes (sleeping and spinning reader): one
+ * "getpath_rtt" line of p50/p90 microseconds. */
 #define MC_GETPATH_SHAPES "4k128,4m64,32m1,4m32x8"
 
 /* Whether `name` is one of the items of the comma list `list`. */
