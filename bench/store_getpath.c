@@ -54,6 +54,12 @@ static const gp_shape_t SHAPES[] = {
     {"4m32x8", 4ull << 20, 32, 8, 1},    /* 8 threads x 128 MiB */
 };
 
+/* Run only when named in --cases: larger batches of small blocks (a first read of them is
+ * looked up in pipelined sub-batches, store-client.md). */
+static const gp_shape_t EXTRA_SHAPES[] = {
+    {"4k512", 4096, 512, 1, 40},         /* 20,480 small KV blocks, 4x the batch */
+};
+
 typedef enum { GP_TE, GP_STORE } gp_kind_t;
 
 /* One thread's keys, buffer and engine requests for a shape. */
@@ -592,6 +598,10 @@ int mc_getpath_run(const mc_getpath_cfg_t *cfg)
         if (cfg->cases && *cfg->cases && !mc_bench_list_has(cfg->cases, SHAPES[i].name))
             continue;
         rc |= gp_shape_run(cfg, &SHAPES[i], te);
+    }
+    for (size_t i = 0; i < sizeof(EXTRA_SHAPES) / sizeof(EXTRA_SHAPES[0]); i++) {
+        if (cfg->cases && mc_bench_list_has(cfg->cases, EXTRA_SHAPES[i].name))
+            rc |= gp_shape_run(cfg, &EXTRA_SHAPES[i], te);
     }
     mc_te_destroy(te);
     return rc;
