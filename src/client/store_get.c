@@ -53,13 +53,19 @@ typedef struct bget_key {
 /* Pipelined lookups (bget_lookup_and_read): a batch whose lookup lists more than
  * BGET_PIPE_MIN keys that were not read early is looked up in sub-batches of BGET_PIPE_FIRST
  * keys, then twice as many each time, the last one taking the rest once fewer than twice its
- * size are left (128 keys: 32, 96; 512 keys: 32, 64, 128, 288). Sub-batch k+1's lookup is
- * sent before sub-batch k's reads are waited for, so the master answers while the objects
- * arrive: a first read costs about one small round trip plus the transfers instead of a
- * whole-batch lookup followed by the transfers. One thread does it all (no engine thread wakes
- * up for the reads: they are started reserved, and the lookup's answer waits in its socket
- * until the reads are in). */
-#define BGET_PIPE_MIN 64
+ * size are left (512 keys: 32, 64, 128, 288). Sub-batch k+1's lookup is sent before sub-batch
+ * k's reads are waited for, so the master answers while the objects arrive. One thread does it
+ * all (no engine thread wakes up for the reads: they are started reserved, and the lookup's
+ * answer waits in its socket until the reads are in).
+ *
+ * The threshold is where the overlap pays: every sub-batch is one more engine transfer, and
+ * over tcp a transfer costs a round trip to the storage server before its first byte (on a
+ * 2-vCPU VM: 32 x 4 KiB in ~95 us, 128 x 4 KiB in ~210 us), while a lookup costs ~30 us plus
+ * ~0.2 us a key. A first read of 128 x 4 KiB took 0.50-0.56x the raw engine's time as 32 + 96
+ * and 0.62-0.63x as one lookup and one transfer (tcp; same host 0.40 against 0.40-0.46); at
+ * 512 keys the pipeline and one lookup were level over tcp and the pipeline ahead on the same
+ * host (mc_store_bench --getpath --cases=4k128,4k512). */
+#define BGET_PIPE_MIN 256
 #define BGET_PIPE_FIRST 32
 #define BGET_MAX_SUBS 16 /* 16 * 2^k keys per sub-batch reach STORE_MAX_BATCH well before */
 _Static_assert(BGET_MAX_SUBS + 1 == STORE_SCRATCH_PLANS, "a plan per sub-batch and the early one");

@@ -1035,13 +1035,14 @@ static unsigned long long batch_lookups_sent(mc_store_t *s)
     return n;
 }
 
-/* A batch get whose keys mostly need a lookup is looked up in pipelined sub-batches (32, 64,
- * then the rest; store_get.c): leased keys, misses, a too-small buffer and an invalid key
- * spread over the sub-batches each get their own result, and every other key its bytes. */
+/* A batch get with more than 256 keys that need a lookup is looked up in pipelined
+ * sub-batches (32, 64, then the rest; store_get.c): leased keys, misses, a too-small buffer and
+ * an invalid key spread over the sub-batches each get their own result, and every other key
+ * its bytes. One with at most 256 such keys (128 here) is looked up in one request. */
 static void test_batch_get_pipelined(void **state)
 {
     mc_store_t *w = open_store(0), *r = open_store(0), *h = open_store(0);
-    enum { N = 300, M = N + 4, MAXSZ = 1200 };
+    enum { N = 400, M = N + 4, MAXSZ = 1200 };
     static char vals[N][MAXSZ], outs[M][MAXSZ];
     static char names[M][32];
     const char *keys[M];
@@ -1089,9 +1090,9 @@ static void test_batch_get_pipelined(void **state)
     unsigned long long sent0 = batch_lookups_sent(r);
     assert_int_equal(mc_store_batch_get_into(r, M, order, piov, nparts, got), MC_OK);
     mc_store_read_stats(r, &st1);
-    /* 60 leased keys read without a lookup; 243 listed (one invalid): 32 + 64 + 147 */
+    /* 60 leased keys read without a lookup; 343 listed (one invalid): 32 + 64 + 247 */
     assert_int_equal(st1.lease_hits - st0.lease_hits, 60);
-    assert_int_equal(st1.master_lookups - st0.master_lookups, 243);
+    assert_int_equal(st1.master_lookups - st0.master_lookups, 343);
     assert_int_equal(batch_lookups_sent(r) - sent0, 3);
     for (int j = 0; j < M; j++) {
         int i = src[j];
@@ -1125,7 +1126,7 @@ static void test_batch_get_pipelined(void **state)
     void *heap[M];
     sent0 = batch_lookups_sent(h);
     assert_int_equal(mc_store_batch_get(h, M, order, heap, got), MC_OK);
-    assert_int_equal(batch_lookups_sent(h) - sent0, 3); /* 303 listed: 32, 64, 207 */
+    assert_int_equal(batch_lookups_sent(h) - sent0, 4); /* 403 listed: 32, 64, 128, 179 */
     for (int j = 0; j < M; j++) {
         int i = src[j];
         if (i >= N) {
@@ -1137,6 +1138,19 @@ static void test_batch_get_pipelined(void **state)
         assert_memory_equal(heap[j], vals[i], size[i]);
         free(heap[j]);
     }
+    /* a fresh client, 128 keys that all need a lookup: one request (at most 256: no pipeline) */
+    mc_store_t *f = open_store(0);
+    for (int i = 0; i < 128; i++)
+        iov[i] = (struct iovec){outs[i], MAXSZ};
+    memset(outs, 0, sizeof(outs));
+    sent0 = batch_lookups_sent(f);
+    assert_int_equal(mc_store_batch_get_into(f, 128, keys, piov, nparts, got), MC_OK);
+    assert_int_equal(batch_lookups_sent(f) - sent0, 1);
+    for (int i = 0; i < 128; i++) {
+        assert_int_equal(got[i], (int64_t)size[i]);
+        assert_memory_equal(outs[i], vals[i], size[i]);
+    }
+    mc_store_destroy(f);
     assert_int_equal(mc_store_remove_by_regex(w, "^pipe-", true), N);
     mc_store_destroy(h);
     mc_store_destroy(r);
