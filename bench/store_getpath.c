@@ -396,7 +396,7 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
 
 /* ------------------------------------------------------------------ --cases=rtt
  * The round trips a first read is made of, measured in one run, interleaved (each round takes
- * one sample of every figure): a BatchGetReplicaList of 1, 32 and 128 keys through the RPC
+ * one sample of every figure; the busy-poll settings take turns going first): a BatchGetReplicaList of 1, 32 and 128 keys through the RPC
  * client (its busy poll as configured: default, off, and 300 us), a raw engine read of one
  * 4 KiB replica and of 32 and 128, and a plain loopback TCP ping-pong of the lookups' request
  * and answer sizes against a forked echo process (blocking reads, and a spinning reader). One
@@ -507,7 +507,8 @@ static int gp_rtt_run(const mc_getpath_cfg_t *cfg, mc_te_t *te)
     uint64_t spin0 = mc_net_busy_poll_ns();
     for (int r = -20; r < ROUNDS && rc == 0; r++) { /* 20 rounds of warm-up */
         for (int s = 0; s < RTT_SIZES && rc == 0; s++) {
-            for (int p = 0; p < RTT_SPINS && rc == 0; p++) {
+            for (int q = 0; q < RTT_SPINS && rc == 0; q++) {
+                int p = (q + r + RTT_SPINS * 20) % RTT_SPINS; /* each setting first in turn */
                 mc_net_set_busy_poll_us(RTT_SPIN_US[p]);
                 ProtobufCMessage *resp = NULL;
                 uint64_t t0 = mc_now_ns();
