@@ -79,6 +79,7 @@ typedef struct gp_thread {
     mc_te_t *te;
     uint64_t errors;
     uint64_t cpu_ns; /* this thread's CPU time for its calls (CLOCK_THREAD_CPUTIME_ID) */
+    uint64_t *call_ns; /* calls: each call's wall time in the last round */
     pthread_barrier_t *barrier;
 } gp_thread_t;
 
@@ -110,12 +111,15 @@ static void *gp_thread_main(void *p)
     uint64_t cpu0 = thread_cpu_ns();
     for (uint32_t k = 0; k < sh->calls; k++) {
         const char **keys = t->keys + (size_t)k * sh->batch;
+        uint64_t t0 = mc_now_ns();
         if (t->kind == GP_TE) {
             t->errors += mc_te_transfer_sync(t->te, t->reqs + (size_t)k * sh->batch, sh->batch,
                                              NULL) != MC_OK;
+            t->call_ns[k] = mc_now_ns() - t0;
             continue;
         }
         mc_store_batch_get_into(t->store, sh->batch, keys, t->piov, t->np, t->got);
+        t->call_ns[k] = mc_now_ns() - t0;
         for (uint32_t i = 0; i < sh->batch; i++)
             t->errors += t->got[i] != (int64_t)sh->value;
     }
@@ -132,6 +136,25 @@ static double gp_cpu_us_per_key(const gp_thread_t *ts, const gp_shape_t *sh)
     for (uint32_t i = 0; i < sh->threads; i++)
         ns += ts[i].cpu_ns;
     return (double)ns / 1e3 / ((double)sh->threads * sh->calls * sh->batch);
+}
+
+static int cmp_u64(const void *a, const void *b);
+
+/* The median wall time of one call (us) in the last round, over every thread's calls (on a
+ * shared machine steadier than req/s, which a few descheduled calls drag down). */
+static double gp_call_p50_us(const gp_thread_t *ts, const gp_shape_t *sh)
+{
+    size_t n = (size_t)sh->threads * sh->calls, j = 0;
+    uint64_t *v = mc_calloc(n, sizeof(*v));
+    if (!v)
+        return 0;
+    for (uint32_t i = 0; i < sh->threads; i++)
+        for (uint32_t k = 0; k < sh->calls; k++)
+            v[j++] = ts[i].call_ns[k];
+    qsort(v, n, sizeof(*v), cmp_u64);
+    double p50 = (double)v[n / 2] / 1e3;
+    mc_free(v);
+    return p50;
 }
 
 /* One round over every key of the shape; returns req/s (0 if any read failed), *errors. */
@@ -174,6 +197,7 @@ static void gp_thread_free(gp_thread_t *t)
     mc_free(t->np);
     mc_free(t->got);
     mc_free(t->reqs);
+    mc_free(t->call_ns);
 }
 
 /* Allocates thread tid's state and puts its keys (of repetition rep) through the writer. */
@@ -190,7 +214,9 @@ static int gp_thread_init(gp_thread_t *t, const gp_shape_t *sh, uint32_t rep, ui
     t->np = mc_calloc(sh->batch, sizeof(*t->np));
     t->got = mc_calloc(sh->batch, sizeof(*t->got));
     t->reqs = mc_calloc(nk, sizeof(*t->reqs));
-    if (!t->buf || !t->names || !t->keys || !t->iov || !t->piov || !t->np || !t->got || !t->reqs)
+    t->call_ns = mc_calloc(sh->calls, sizeof(*t->call_ns));
+    if (!t->buf || !t->names || !t->keys || !t->iov || !t->piov || !t->np || !t->got || !t->reqs ||
+        !t->call_ns)
         return 1;
     for (uint32_t i = 0; i < sh->batch; i++) {
         t->iov[i] = (struct iovec){t->buf + (size_t)i * sh->value, sh->value};
@@ -254,6 +280,7 @@ static double ratio(double store, double te)
 typedef struct gp_rep {
     double te, te_before, te_after, cold, warm, first, first_fed;
     double te_cpu, warm_cpu, cpu_ratio; /* cpu_ratio: te_cpu / warm_cpu */
+    double te_call_us, first_call_us, first_call_ratio; /* median call (us); te / first */
     uint64_t errors;
     uint64_t fed_lookups, fed_unpushed; /* the fed round's master lookups; keys not pushed */
     uint64_t cold_lookups;              /* the writer's cold round's master lookups */
@@ -305,6 +332,7 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->errors += e;
         out->te_before = gp_round(ts, sh, GP_TE, NULL, te, &e);
         out->errors += e;
+        double te_call_before = gp_call_p50_us(ts, sh);
         double te_cpu_before = gp_cpu_us_per_key(ts, sh);
         if (cfg->fed)
             out->first_fed = gp_fed_round(cfg, ts, sh, fed_pushed0, out);
@@ -319,9 +347,12 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         }
         out->first = gp_round(ts, sh, GP_STORE, cfg->other, NULL, &e);
         out->errors += e;
+        out->first_call_us = gp_call_p50_us(ts, sh);
         out->te_after = gp_round(ts, sh, GP_TE, NULL, te, &e);
         out->errors += e;
         out->te_cpu = (te_cpu_before + gp_cpu_us_per_key(ts, sh)) / 2;
+        out->te_call_us = (te_call_before + gp_call_p50_us(ts, sh)) / 2;
+        out->first_call_ratio = ratio(out->te_call_us, out->first_call_us);
         qsort(warm, warm_n, sizeof(double), cmp_double);
         out->warm = warm[warm_n / 2];
         qsort(warm_cpu, warm_n, sizeof(double), cmp_double);
@@ -380,14 +411,16 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
            "\"store_over_te_cold\":%.2f,\"first_fed_req_s\":%.0f,"
            "\"store_over_te_first_fed\":%.2f,\"fed_lookups\":%llu,\"fed_unpushed\":%llu,"
            "\"cold_lookups\":%llu,\"te_cpu_us_per_key\":%.3f,\"warm_cpu_us_per_key\":%.3f,"
-           "\"store_over_te_warm_cpu\":%.2f,\"date\":\"%s\"}\n",
+           "\"store_over_te_warm_cpu\":%.2f,\"te_call_p50_us\":%.1f,"
+           "\"first_call_p50_us\":%.1f,\"store_over_te_first_p50\":%.2f,\"date\":\"%s\"}\n",
            sh->name, cfg->transport, (unsigned long long)sh->value, sh->batch, sh->threads,
            (unsigned long long)sh->threads * sh->calls * sh->batch, n,
            (unsigned long long)errors, MED(te), MED(cold), MED(warm), MED(first),
            MED(te) * gib, MED(warm) * gib, MED(first) * gib, MED_RATIO(warm), MED_RATIO(first),
            MED_RATIO(cold), MED(first_fed), MED_RATIO(first_fed),
            (unsigned long long)fed_lookups, (unsigned long long)fed_unpushed,
-           (unsigned long long)cold_lookups, MED(te_cpu), MED(warm_cpu), MED(cpu_ratio), date);
+           (unsigned long long)cold_lookups, MED(te_cpu), MED(warm_cpu), MED(cpu_ratio),
+           MED(te_call_us), MED(first_call_us), MED(first_call_ratio), date);
 #undef MED
 #undef MED_RATIO
     fflush(stdout);

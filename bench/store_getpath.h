@@ -42,7 +42,10 @@ bool mc_bench_list_has(const char *list, const char *name);
  * many of the fed reads asked the master and how many keys the feed had not delivered when
  * the fed round started; cold_lookups the same for the writer's cold round; te_cpu_us_per_key,
  * warm_cpu_us_per_key and store_over_te_warm_cpu the reading threads' own CPU time per key
- * (engine, warm store rounds) and its ratio, engine over store. Keys are removed
+ * (engine, warm store rounds) and its ratio, engine over store; te_call_p50_us and
+ * first_call_p50_us the median wall time of one call (the engine's: mean of its two rounds) and
+ * store_over_te_first_p50 their ratio, engine over store (steadier than the req/s ratio on a
+ * shared machine, where a few descheduled calls drag a round's rate down). Keys are removed
  * after each shape. Returns 0, or 1 when a shape could not run (setup failure; read errors are
  * reported in the line and void its ratios). */
 int mc_getpath_run(const mc_getpath_cfg_t *cfg);
