@@ -853,7 +853,8 @@ static void bget_lookup_and_read(bget_t *b)
             bget_lookup_send(b, next);
         mc_te_transfer_t *x;
         mc_status_t st = store_plan_start(b->s, cur->plan, true, &x);
-        bget_learn_planned(b, cur);
+        if (st == MC_OK) /* hints of reads that did not start would only be dropped again */
+            bget_learn_planned(b, cur);
         b->done_plan = cur->plan;
         store_plan_finish_each(b->s, cur->plan, st, x, b->failed, bget_check_done, b);
         uint64_t now = mc_now_ms();
