@@ -63,10 +63,10 @@ typedef struct bget_key {
  * The threshold is where the overlap pays: every sub-batch is one more engine transfer, and
  * over tcp a transfer costs a round trip to the storage server before its first byte (on a
  * 2-vCPU VM: 32 x 4 KiB in ~95 us, 128 x 4 KiB in ~210 us), while a lookup costs ~30 us plus
- * ~0.2 us a key. A first read of 128 x 4 KiB took 0.50-0.56x the raw engine's time as 32 + 96
- * and 0.62-0.63x as one lookup and one transfer (tcp; same host 0.40 against 0.40-0.46); at
- * 512 keys the pipeline and one lookup were level over tcp and the pipeline ahead on the same
- * host (mc_store_bench --getpath --cases=4k128,4k512). */
+ * ~0.2 us a key. A first read of 128 x 4 KiB over tcp took a median 318-367 us as one lookup
+ * and one transfer against 396-560 us as 32 + 96 (the raw engine 185-245 us; same host about
+ * 180-240 us either way); at 512 keys the pipeline and one lookup were level over tcp and the
+ * pipeline ahead on the same host (mc_store_bench --getpath --cases=4k128,4k512). */
 #define BGET_PIPE_MIN 256
 #define BGET_PIPE_FIRST 32
 #define BGET_MAX_SUBS 16 /* 16 * 2^k keys per sub-batch reach STORE_MAX_BATCH well before */
