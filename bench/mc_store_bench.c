@@ -568,7 +568,8 @@ int main(int argc, char **argv)
                                  .te_tuning = scfg.te_tuning,
                                  .transport = transport,
                                  .warm_rounds = get_rounds > 1 ? (uint32_t)get_rounds - 1 : 2,
-                                 .cases = only, .reps = (uint32_t)getpath_reps};
+                                 .cases = only, .reps = (uint32_t)getpath_reps,
+                                 .master_addr = addr};
         int grc = mc_getpath_run(&gcfg);
         mc_store_destroy(fed);
         mc_store_destroy(other);

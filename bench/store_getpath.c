@@ -17,8 +17,21 @@
 #include "store_getpath.h"
 
 #include "common/alloc.h"
+#include "common/net.h"
 #include "common/time.h"
 #include "peers.h"
+#include "rpc/frame.h"
+#include "rpc/opcodes.h"
+#include "rpc/rpc_client.h"
+#include "rpc/wire_key.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <pthread.h>
 #include <stddef.h>
@@ -41,6 +54,12 @@ static const gp_shape_t SHAPES[] = {
     {"4m32x8", 4ull << 20, 32, 8, 1},    /* 8 threads x 128 MiB */
 };
 
+/* Run only when named in --cases: larger batches of small blocks (a first read of them is
+ * looked up in pipelined sub-batches, store-client.md). */
+static const gp_shape_t EXTRA_SHAPES[] = {
+    {"4k512", 4096, 512, 1, 40},         /* 20,480 small KV blocks, 4x the batch */
+};
+
 typedef enum { GP_TE, GP_STORE } gp_kind_t;
 
 /* One thread's keys, buffer and engine requests for a shape. */
@@ -60,6 +79,7 @@ typedef struct gp_thread {
     mc_te_t *te;
     uint64_t errors;
     uint64_t cpu_ns; /* this thread's CPU time for its calls (CLOCK_THREAD_CPUTIME_ID) */
+    uint64_t *call_ns; /* calls: each call's wall time in the last round */
     pthread_barrier_t *barrier;
 } gp_thread_t;
 
@@ -91,12 +111,15 @@ static void *gp_thread_main(void *p)
     uint64_t cpu0 = thread_cpu_ns();
     for (uint32_t k = 0; k < sh->calls; k++) {
         const char **keys = t->keys + (size_t)k * sh->batch;
+        uint64_t t0 = mc_now_ns();
         if (t->kind == GP_TE) {
             t->errors += mc_te_transfer_sync(t->te, t->reqs + (size_t)k * sh->batch, sh->batch,
                                              NULL) != MC_OK;
+            t->call_ns[k] = mc_now_ns() - t0;
             continue;
         }
         mc_store_batch_get_into(t->store, sh->batch, keys, t->piov, t->np, t->got);
+        t->call_ns[k] = mc_now_ns() - t0;
         for (uint32_t i = 0; i < sh->batch; i++)
             t->errors += t->got[i] != (int64_t)sh->value;
     }
@@ -113,6 +136,25 @@ static double gp_cpu_us_per_key(const gp_thread_t *ts, const gp_shape_t *sh)
     for (uint32_t i = 0; i < sh->threads; i++)
         ns += ts[i].cpu_ns;
     return (double)ns / 1e3 / ((double)sh->threads * sh->calls * sh->batch);
+}
+
+static int cmp_u64(const void *a, const void *b);
+
+/* The median wall time of one call (us) in the last round, over every thread's calls (on a
+ * shared machine steadier than req/s, which a few descheduled calls drag down). */
+static double gp_call_p50_us(const gp_thread_t *ts, const gp_shape_t *sh)
+{
+    size_t n = (size_t)sh->threads * sh->calls, j = 0;
+    uint64_t *v = mc_calloc(n, sizeof(*v));
+    if (!v)
+        return 0;
+    for (uint32_t i = 0; i < sh->threads; i++)
+        for (uint32_t k = 0; k < sh->calls; k++)
+            v[j++] = ts[i].call_ns[k];
+    qsort(v, n, sizeof(*v), cmp_u64);
+    double p50 = (double)v[n / 2] / 1e3;
+    mc_free(v);
+    return p50;
 }
 
 /* One round over every key of the shape; returns req/s (0 if any read failed), *errors. */
@@ -155,6 +197,7 @@ static void gp_thread_free(gp_thread_t *t)
     mc_free(t->np);
     mc_free(t->got);
     mc_free(t->reqs);
+    mc_free(t->call_ns);
 }
 
 /* Allocates thread tid's state and puts its keys (of repetition rep) through the writer. */
@@ -171,7 +214,9 @@ static int gp_thread_init(gp_thread_t *t, const gp_shape_t *sh, uint32_t rep, ui
     t->np = mc_calloc(sh->batch, sizeof(*t->np));
     t->got = mc_calloc(sh->batch, sizeof(*t->got));
     t->reqs = mc_calloc(nk, sizeof(*t->reqs));
-    if (!t->buf || !t->names || !t->keys || !t->iov || !t->piov || !t->np || !t->got || !t->reqs)
+    t->call_ns = mc_calloc(sh->calls, sizeof(*t->call_ns));
+    if (!t->buf || !t->names || !t->keys || !t->iov || !t->piov || !t->np || !t->got || !t->reqs ||
+        !t->call_ns)
         return 1;
     for (uint32_t i = 0; i < sh->batch; i++) {
         t->iov[i] = (struct iovec){t->buf + (size_t)i * sh->value, sh->value};
@@ -235,6 +280,7 @@ static double ratio(double store, double te)
 typedef struct gp_rep {
     double te, te_before, te_after, cold, warm, first, first_fed;
     double te_cpu, warm_cpu, cpu_ratio; /* cpu_ratio: te_cpu / warm_cpu */
+    double te_call_us, first_call_us, first_call_ratio; /* median call (us); te / first */
     uint64_t errors;
     uint64_t fed_lookups, fed_unpushed; /* the fed round's master lookups; keys not pushed */
     uint64_t cold_lookups;              /* the writer's cold round's master lookups */
@@ -286,6 +332,7 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->errors += e;
         out->te_before = gp_round(ts, sh, GP_TE, NULL, te, &e);
         out->errors += e;
+        double te_call_before = gp_call_p50_us(ts, sh);
         double te_cpu_before = gp_cpu_us_per_key(ts, sh);
         if (cfg->fed)
             out->first_fed = gp_fed_round(cfg, ts, sh, fed_pushed0, out);
@@ -300,9 +347,12 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         }
         out->first = gp_round(ts, sh, GP_STORE, cfg->other, NULL, &e);
         out->errors += e;
+        out->first_call_us = gp_call_p50_us(ts, sh);
         out->te_after = gp_round(ts, sh, GP_TE, NULL, te, &e);
         out->errors += e;
         out->te_cpu = (te_cpu_before + gp_cpu_us_per_key(ts, sh)) / 2;
+        out->te_call_us = (te_call_before + gp_call_p50_us(ts, sh)) / 2;
+        out->first_call_ratio = ratio(out->te_call_us, out->first_call_us);
         qsort(warm, warm_n, sizeof(double), cmp_double);
         out->warm = warm[warm_n / 2];
         qsort(warm_cpu, warm_n, sizeof(double), cmp_double);
@@ -361,18 +411,205 @@ static int gp_shape_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, mc_te
            "\"store_over_te_cold\":%.2f,\"first_fed_req_s\":%.0f,"
            "\"store_over_te_first_fed\":%.2f,\"fed_lookups\":%llu,\"fed_unpushed\":%llu,"
            "\"cold_lookups\":%llu,\"te_cpu_us_per_key\":%.3f,\"warm_cpu_us_per_key\":%.3f,"
-           "\"store_over_te_warm_cpu\":%.2f,\"date\":\"%s\"}\n",
+           "\"store_over_te_warm_cpu\":%.2f,\"te_call_p50_us\":%.1f,"
+           "\"first_call_p50_us\":%.1f,\"store_over_te_first_p50\":%.2f,\"date\":\"%s\"}\n",
            sh->name, cfg->transport, (unsigned long long)sh->value, sh->batch, sh->threads,
            (unsigned long long)sh->threads * sh->calls * sh->batch, n,
            (unsigned long long)errors, MED(te), MED(cold), MED(warm), MED(first),
            MED(te) * gib, MED(warm) * gib, MED(first) * gib, MED_RATIO(warm), MED_RATIO(first),
            MED_RATIO(cold), MED(first_fed), MED_RATIO(first_fed),
            (unsigned long long)fed_lookups, (unsigned long long)fed_unpushed,
-           (unsigned long long)cold_lookups, MED(te_cpu), MED(warm_cpu), MED(cpu_ratio), date);
+           (unsigned long long)cold_lookups, MED(te_cpu), MED(warm_cpu), MED(cpu_ratio),
+           MED(te_call_us), MED(first_call_us), MED(first_call_ratio), date);
 #undef MED
 #undef MED_RATIO
     fflush(stdout);
     return 0;
+}
+
+/* ------------------------------------------------------------------ --cases=rtt
+ * The round trips a first read is made of, measured in one run, interleaved (each round takes
+ * one sample of every figure; the busy-poll settings take turns going first): a BatchGetReplicaList of 1, 32 and 128 keys through the RPC
+ * client (its busy poll as configured: default, off, and 300 us), a raw engine read of one
+ * 4 KiB replica and of 32 and 128, and a plain loopback TCP ping-pong of the lookups' request
+ * and answer sizes against a forked echo process (blocking reads, and a spinning reader). One
+ * "getpath_rtt" line of p50/p90 microseconds. */
+
+#define RTT_SIZES 3
+#define RTT_SPINS 3
+static const uint32_t RTT_KEYS[RTT_SIZES] = {1, 32, 128};
+static const uint32_t RTT_SPIN_US[RTT_SPINS] = {50, 0, 300}; /* 50: mc_net's default */
+
+/* The echo process: each message starts with its own length and the answer's (two u32), the
+ * answer is that many bytes in one send. Runs until EOF. */
+static void rtt_echo(int lfd)
+{
+    int fd = accept(lfd, NULL, NULL);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    static uint8_t buf[1 << 20];
+    for (;;) {
+        size_t have = 0;
+        uint32_t len[2] = {8, 0};
+        while (have < len[0]) {
+            ssize_t r = recv(fd, buf + have, sizeof(buf) - have, 0);
+            if (r <= 0)
+                _exit(0);
+            have += (size_t)r;
+            if (have >= 8)
+                memcpy(len, buf, 8);
+        }
+        if (send(fd, buf, len[1], MSG_NOSIGNAL) != (ssize_t)len[1])
+            _exit(1);
+    }
+}
+
+/* One ping-pong: req bytes out, resp bytes back; spin: non-blocking reads in a loop. */
+static uint64_t rtt_ping(int fd, uint32_t req, uint32_t resp, bool spin)
+{
+    static uint8_t buf[1 << 20];
+    uint32_t len[2] = {req, resp};
+    memcpy(buf, len, 8);
+    uint64_t t0 = mc_now_ns();
+    if (send(fd, buf, req, MSG_NOSIGNAL) != (ssize_t)req)
+        return 0;
+    size_t have = 0;
+    while (have < resp) {
+        ssize_t r = recv(fd, buf + have, resp - have, spin ? MSG_DONTWAIT : 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN))
+            return 0;
+        if (r > 0)
+            have += (size_t)r;
+    }
+    return mc_now_ns() - t0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50 and p90 of n samples in us, appended to the JSON line in *o as "name_p50":..,"name_p90":.. */
+static void rtt_put(char **o, char *end, const char *name, uint64_t *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_u64);
+    *o += snprintf(*o, (size_t)(end - *o), ",\"%s_p50\":%.1f,\"%s_p90\":%.1f", name,
+                   (double)v[n / 2] / 1e3, name, (double)v[(n * 9) / 10] / 1e3);
+}
+
+static int gp_rtt_run(const mc_getpath_cfg_t *cfg, mc_te_t *te)
+{
+    enum { ROUNDS = 400 };
+    static const gp_shape_t sh = {"rtt", 4096, 128, 1, 1};
+    gp_thread_t t;
+    int rc = gp_thread_init(&t, &sh, 0, 0, cfg->writer) || gp_thread_plan(&t, cfg->writer, te);
+    mc_rpc_client_t *cli[RTT_SIZES][RTT_SPINS] = {{NULL}};
+    McRpc__BatchKeyRequest req[RTT_SIZES] = {0};
+    uint32_t req_len[RTT_SIZES] = {0}, resp_len[RTT_SIZES] = {0};
+    for (int s = 0; s < RTT_SIZES && rc == 0; s++) {
+        req[s] = (McRpc__BatchKeyRequest)MC_RPC__BATCH_KEY_REQUEST__INIT;
+        req[s].n_keys = RTT_KEYS[s];
+        req[s].keys = mc_wire_keys(t.keys, RTT_KEYS[s]);
+        req[s].compact_replicas = true;
+        req_len[s] = MC_RPC_HDR_SIZE + (uint32_t)protobuf_c_message_get_packed_size(&req[s].base);
+        for (int p = 0; p < RTT_SPINS && rc == 0; p++)
+            rc = mc_rpc_client_create(cfg->master_addr, NULL, &cli[s][p]) != MC_OK;
+    }
+    /* the echo process, on a free loopback port */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), fd = -1;
+    pid_t echo = -1;
+    if (rc == 0 && (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sl) != 0 || listen(lfd, 1) != 0 ||
+                    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0))
+        rc = 1;
+    if (rc == 0 && (echo = fork()) == 0)
+        rtt_echo(lfd);
+    if (rc == 0) {
+        int one = 1;
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        rc = echo < 0 || connect(fd, (struct sockaddr *)&sa, sl) != 0;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    /* samples: lookups [size][spin], engine reads [size], ping-pong [size][sleep/spin] */
+    uint64_t *lk = mc_calloc((size_t)RTT_SIZES * RTT_SPINS * ROUNDS, sizeof(uint64_t));
+    uint64_t *rd = mc_calloc((size_t)RTT_SIZES * ROUNDS, sizeof(uint64_t));
+    uint64_t *pp = mc_calloc((size_t)RTT_SIZES * 2 * ROUNDS, sizeof(uint64_t));
+    rc |= !lk || !rd || !pp;
+    uint64_t spin0 = mc_net_busy_poll_ns();
+    for (int r = -20; r < ROUNDS && rc == 0; r++) { /* 20 rounds of warm-up */
+        for (int s = 0; s < RTT_SIZES && rc == 0; s++) {
+            for (int q = 0; q < RTT_SPINS && rc == 0; q++) {
+                int p = (q + r + RTT_SPINS * 20) % RTT_SPINS; /* each setting first in turn */
+                mc_net_set_busy_poll_us(RTT_SPIN_US[p]);
+                ProtobufCMessage *resp = NULL;
+                uint64_t t0 = mc_now_ns();
+                rc = mc_rpc_client_call(cli[s][p], MC_OP_BATCH_GET_REPLICA_LIST, &req[s].base,
+                                        &resp, 5000) != MC_OK;
+                uint64_t dt = mc_now_ns() - t0;
+                if (resp && !resp_len[s])
+                    resp_len[s] = MC_RPC_HDR_SIZE +
+                                  (uint32_t)protobuf_c_message_get_packed_size(resp);
+                mc_rpc_response_free(resp);
+                if (r >= 0)
+                    lk[((size_t)s * RTT_SPINS + p) * ROUNDS + r] = dt;
+            }
+            mc_net_set_busy_poll_us((uint32_t)(spin0 / 1000));
+            uint64_t t0 = mc_now_ns();
+            rc |= mc_te_transfer_sync(te, t.reqs, RTT_KEYS[s], NULL) != MC_OK;
+            if (r >= 0)
+                rd[(size_t)s * ROUNDS + r] = mc_now_ns() - t0;
+            for (int spin = 0; spin < 2 && rc == 0; spin++) {
+                uint64_t dt = rtt_ping(fd, req_len[s], resp_len[s], spin);
+                rc = dt == 0;
+                if (r >= 0)
+                    pp[((size_t)s * 2 + spin) * ROUNDS + r] = dt;
+            }
+        }
+    }
+    mc_net_set_busy_poll_us((uint32_t)(spin0 / 1000));
+    if (rc == 0) {
+        char line[4096], *o = line, *end = line + sizeof(line), name[64];
+        o += snprintf(o, (size_t)(end - o), "{\"bench\":\"getpath_rtt\",\"transport\":\"%s\","
+                      "\"rounds\":%d", cfg->transport, ROUNDS);
+        for (int s = 0; s < RTT_SIZES; s++) {
+            o += snprintf(o, (size_t)(end - o), ",\"req_bytes_%u\":%u,\"resp_bytes_%u\":%u",
+                          RTT_KEYS[s], req_len[s], RTT_KEYS[s], resp_len[s]);
+            for (int p = 0; p < RTT_SPINS; p++) {
+                snprintf(name, sizeof(name), "lookup%u_spin%u", RTT_KEYS[s], RTT_SPIN_US[p]);
+                rtt_put(&o, end, name, lk + ((size_t)s * RTT_SPINS + p) * ROUNDS, ROUNDS);
+            }
+            snprintf(name, sizeof(name), "te_read%u", RTT_KEYS[s]);
+            rtt_put(&o, end, name, rd + (size_t)s * ROUNDS, ROUNDS);
+            snprintf(name, sizeof(name), "tcp_pingpong%u_sleep", RTT_KEYS[s]);
+            rtt_put(&o, end, name, pp + (size_t)s * 2 * ROUNDS, ROUNDS);
+            snprintf(name, sizeof(name), "tcp_pingpong%u_spin", RTT_KEYS[s]);
+            rtt_put(&o, end, name, pp + ((size_t)s * 2 + 1) * ROUNDS, ROUNDS);
+        }
+        char date[32];
+        mc_peer_date(date, sizeof(date));
+        printf("%s,\"date\":\"%s\"}\n", line, date);
+        fflush(stdout);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (lfd >= 0)
+        close(lfd);
+    if (echo > 0)
+        waitpid(echo, NULL, 0);
+    for (int s = 0; s < RTT_SIZES; s++) {
+        for (int p = 0; p < RTT_SPINS; p++)
+            mc_rpc_client_destroy(cli[s][p]);
+        if (rc == 0 || req[s].keys)
+            mc_free(req[s].keys);
+    }
+    mc_free(lk);
+    mc_free(rd);
+    mc_free(pp);
+    gp_thread_free(&t);
+    mc_store_remove_all(cfg->writer, true);
+    return rc;
 }
 
 int mc_getpath_run(const mc_getpath_cfg_t *cfg)
@@ -389,10 +626,16 @@ int mc_getpath_run(const mc_getpath_cfg_t *cfg)
         return 1;
     }
     int rc = 0;
+    if (cfg->cases && mc_bench_list_has(cfg->cases, "rtt"))
+        rc |= cfg->master_addr ? gp_rtt_run(cfg, te) : 1;
     for (size_t i = 0; i < sizeof(SHAPES) / sizeof(SHAPES[0]); i++) {
         if (cfg->cases && *cfg->cases && !mc_bench_list_has(cfg->cases, SHAPES[i].name))
             continue;
         rc |= gp_shape_run(cfg, &SHAPES[i], te);
+    }
+    for (size_t i = 0; i < sizeof(EXTRA_SHAPES) / sizeof(EXTRA_SHAPES[0]); i++) {
+        if (cfg->cases && mc_bench_list_has(cfg->cases, EXTRA_SHAPES[i].name))
+            rc |= gp_shape_run(cfg, &EXTRA_SHAPES[i], te);
     }
     mc_te_destroy(te);
     return rc;

@@ -20,9 +20,15 @@ typedef struct mc_getpath_cfg {
     uint32_t warm_rounds;            /* writer rounds after the cold one (median; >= 1) */
     const char *cases;               /* comma list of shape names; "" = all */
     uint32_t reps;                   /* repetitions on fresh keys, medians reported (1..64) */
+    const char *master_addr;         /* host:port, for the round-trip probe (--cases=rtt) */
 } mc_getpath_cfg_t;
 
-/* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8. */
+/* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8; 4k512 (512 x 4 KiB) runs only when
+ * named. "rtt" (only when named) runs the
+ * round-trip probe first: BatchGetReplicaList of 1, 32 and 128 keys with the RPC client's busy
+ * poll at 50 (default), 0 and 300 us, raw engine reads of 1, 32 and 128 replicas of 4 KiB, and
+ * a loopback TCP ping-pong of the lookups' byte sizes (sleeping and spinning reader): one
+ * "getpath_rtt" line of p50/p90 microseconds. */
 #define MC_GETPATH_SHAPES "4k128,4m64,32m1,4m32x8"
 
 /* Whether `name` is one of the items of the comma list `list`. */
@@ -36,7 +42,10 @@ bool mc_bench_list_has(const char *list, const char *name);
  * many of the fed reads asked the master and how many keys the feed had not delivered when
  * the fed round started; cold_lookups the same for the writer's cold round; te_cpu_us_per_key,
  * warm_cpu_us_per_key and store_over_te_warm_cpu the reading threads' own CPU time per key
- * (engine, warm store rounds) and its ratio, engine over store. Keys are removed
+ * (engine, warm store rounds) and its ratio, engine over store; te_call_p50_us and
+ * first_call_p50_us the median wall time of one call (the engine's: mean of its two rounds) and
+ * store_over_te_first_p50 their ratio, engine over store (steadier than the req/s ratio on a
+ * shared machine, where a few descheduled calls drag a round's rate down). Keys are removed
  * after each shape. Returns 0, or 1 when a shape could not run (setup failure; read errors are
  * reported in the line and void its ratios). */
 int mc_getpath_run(const mc_getpath_cfg_t *cfg);

@@ -48,18 +48,26 @@ typedef struct bget_key {
     uint64_t engine_hash, engine_len;     /* read delivered, computed by the engine (same host) */
     bool checked, ok, lease_ok;           /* bget_check_key ran; its verdict */
     bool disk;                            /* read_from is LOCAL_DISK: bget_read_disk */
+    bool learned;                         /* its hint went into the table while its read ran
+                                             (bget_learn_planned): dropped if the read fails */
 } bget_key_t;
 
 /* Pipelined lookups (bget_lookup_and_read): a batch whose lookup lists more than
  * BGET_PIPE_MIN keys that were not read early is looked up in sub-batches of BGET_PIPE_FIRST
  * keys, then twice as many each time, the last one taking the rest once fewer than twice its
- * size are left (128 keys: 32, 96; 512 keys: 32, 64, 128, 288). Sub-batch k+1's lookup is
- * sent before sub-batch k's reads are waited for, so the master answers while the objects
- * arrive: a first read costs about one small round trip plus the transfers instead of a
- * whole-batch lookup followed by the transfers. One thread does it all (no engine thread wakes
- * up for the reads: they are started reserved, and the lookup's answer waits in its socket
- * until the reads are in). */
-#define BGET_PIPE_MIN 64
+ * size are left (512 keys: 32, 64, 128, 288). Sub-batch k+1's lookup is sent before sub-batch
+ * k's reads are waited for, so the master answers while the objects arrive. One thread does it
+ * all (no engine thread wakes up for the reads: they are started reserved, and the lookup's
+ * answer waits in its socket until the reads are in).
+ *
+ * The threshold is where the overlap pays: every sub-batch is one more engine transfer, and
+ * over tcp a transfer costs a round trip to the storage server before its first byte (on a
+ * 2-vCPU VM: 32 x 4 KiB in ~95 us, 128 x 4 KiB in ~210 us), while a lookup costs ~30 us plus
+ * ~0.2 us a key. A first read of 128 x 4 KiB over tcp took a median 318-367 us as one lookup
+ * and one transfer against 396-560 us as 32 + 96 (the raw engine 185-245 us; same host about
+ * 180-240 us either way); at 512 keys the pipeline and one lookup were level over tcp and the
+ * pipeline ahead on the same host (mc_store_bench --getpath --cases=4k128,4k512). */
+#define BGET_PIPE_MIN 256
 #define BGET_PIPE_FIRST 32
 #define BGET_MAX_SUBS 16 /* 16 * 2^k keys per sub-batch reach STORE_MAX_BATCH well before */
 _Static_assert(BGET_MAX_SUBS + 1 == STORE_SCRATCH_PLANS, "a plan per sub-batch and the early one");
@@ -93,10 +101,11 @@ typedef struct bget {
     unsigned char *failed;            /* per key, set by the plans (store_plan_finish) */
     char **req_keys;                  /* the lookup: m keys, req_keys[j] is key idx[j] */
     size_t *idx, m;
-    /* what the verified lookups taught, recorded together at the end (mc_hint_set_many) */
+    /* what the lookups taught: learn[0, n_learned) went into the hint table while their reads
+     * ran (bget_learn_planned), the rest is recorded together at the end (mc_hint_set_many) */
     const char **learn_keys;
     mc_replica_hint_t *learn;
-    size_t n_learn;
+    size_t n_learn, n_learned;
     uint64_t lease_hits, spec_hits;   /* added to the handle's counters once, at the end */
     store_scratch_t *scratch;
     xfer_plan_t *early_plan;          /* scratch->plans[0]; sub-batch j has plans[1 + j] */
@@ -792,6 +801,31 @@ static mc_status_t bget_lookup_recv(bget_t *b, bget_sub_t *sb)
     return MC_OK;
 }
 
+/* Phase 3c, one sub-batch whose reads were just started: records the hints its lookup taught
+ * (each planned read's replica and lease, as bget_verify_key would once the bytes are
+ * verified) while the objects are on their way, so that the hint table's cache misses (~0.2 us
+ * a key) overlap the transfer instead of following it. A key whose read then fails
+ * verification loses the hint again (bget_verify_key); meanwhile a read of it by another
+ * thread under that lease is verified against the same checksum, as any leased read is. */
+static void bget_learn_planned(bget_t *b, const bget_sub_t *sb)
+{
+    mc_store_t *s = b->s;
+    size_t n0 = b->n_learn;
+    for (size_t q = sb->lo; q < sb->hi; q++) {
+        size_t i = b->idx[q];
+        bget_key_t *k = &b->k[i];
+        if (!k->rl || !k->read_from || k->disk || b->failed[i] || b->results[i] != MC_OK ||
+            (k->checked && !k->ok))
+            continue;
+        if (!store_hint_make(s, k->read_from, k->rl, k->t0, &b->learn[b->n_learn]))
+            continue; /* bget_verify_key drops its old hint if its read succeeds */
+        b->learn_keys[b->n_learn++] = b->keys[i];
+        k->learned = true;
+    }
+    mc_hint_set_many(s->hints, b->n_learn - n0, b->learn_keys + n0, b->learn + n0);
+    b->n_learned = b->n_learn;
+}
+
 /* Phases 2 to 4a: the listed keys are looked up, in sub-batches when many of them still need a
  * read (BGET_PIPE_MIN). When a sub-batch's answer is in, the next sub-batch's lookup is sent, then
  * the sub-batch's reads run and are checked, then the next answer is taken (same-host reads are
@@ -819,6 +853,8 @@ static void bget_lookup_and_read(bget_t *b)
             bget_lookup_send(b, next);
         mc_te_transfer_t *x;
         mc_status_t st = store_plan_start(b->s, cur->plan, true, &x);
+        if (st == MC_OK) /* hints of reads that did not start would only be dropped again */
+            bget_learn_planned(b, cur);
         b->done_plan = cur->plan;
         store_plan_finish_each(b->s, cur->plan, st, x, b->failed, bget_check_done, b);
         uint64_t now = mc_now_ms();
@@ -990,15 +1026,19 @@ static void bget_verify_key(bget_t *b, size_t i, uint64_t now_ms)
             b->lease_hits++;
             return;
         }
-        if (k->disk)
-            return; /* a disk replica is no place to read again without the owner */
+        if (k->early_read)
+            b->spec_hits++;
+        if (k->disk || k->learned) /* a disk replica is no place to read again without the */
+            return;                /* owner; a learned key's hint is in the table already */
         if (store_hint_make(s, k->read_from, rl, k->t0, &b->learn[b->n_learn]))
             b->learn_keys[b->n_learn++] = b->keys[i];
         else
             mc_hint_drop(s->hints, b->keys[i]);
-        if (k->early_read)
-            b->spec_hits++;
-    } else if (rl && !lease_ok) {
+        return;
+    }
+    if (k->learned)
+        mc_hint_drop(s->hints, b->keys[i]); /* the hint bget_learn_planned recorded did not hold */
+    if (rl && !lease_ok) {
         b->results[i] = MC_ERR_LEASE_EXPIRED;
     } else {
         if (!rl) {
@@ -1045,7 +1085,8 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         uint64_t now = mc_now_ms();
         for (size_t i = 0; i < n; i++)
             bget_verify_key(&b, i, now);
-        mc_hint_set_many(s->hints, b.n_learn, b.learn_keys, b.learn);
+        mc_hint_set_many(s->hints, b.n_learn - b.n_learned, b.learn_keys + b.n_learned,
+                         b.learn + b.n_learned);
         atomic_fetch_add(&s->n_lease_hits, b.lease_hits);
         atomic_fetch_add(&s->n_spec_hits, b.spec_hits);
     }

@@ -280,6 +280,57 @@ static void test_checksum_detects_corruption(void **state)
     mc_store_destroy(s);
 }
 
+/* A batch get records each key's hint (and read lease) while its read runs, and takes it back
+ * when the bytes fail verification: a corrupted replica leaves the reader no lease, so its
+ * next batch get asks the master again instead of reading under a lease (no lease miss);
+ * once the replica is restored, a read records the lease and the next get is a lease hit. */
+static void test_batch_get_failed_read_keeps_no_lease(void **state)
+{
+    mc_store_t *owner = open_store(16u << 20), *r = open_store(0);
+    enum { LEN = 4096 };
+    static char val[LEN], out[LEN];
+    fill(val, LEN, 41);
+    struct iovec iv = {val, LEN}, io = {out, LEN};
+    mc_replicate_config_t cfg = {.replica_num = 1, .preferred_segment = mc_store_hostname(owner)};
+    assert_int_equal(mc_store_put(owner, "learn-k", &iv, 1, &cfg), MC_OK);
+    mc_replica_desc_t *d;
+    size_t n;
+    assert_int_equal(mc_store_replica_desc(owner, "learn-k", &d, &n), MC_OK);
+    assert_int_equal(n, 1);
+    char *at = (char *)(uintptr_t)d[0].addr + 100;
+    free(d);
+    const char *keys[1] = {"learn-k"};
+    const struct iovec *piov[1] = {&io};
+    size_t np[1] = {1};
+    int64_t res[1] = {0};
+    mc_store_read_stats_t s0, s1;
+    *at ^= 0x5a;
+    for (int round = 0; round < 2; round++) {
+        mc_store_read_stats(r, &s0);
+        assert_int_equal(mc_store_batch_get_into(r, 1, keys, piov, np, res), MC_OK);
+        assert_int_equal(res[0], MC_ERR_CHECKSUM);
+        mc_store_read_stats(r, &s1);
+        assert_int_equal(s1.lease_misses - s0.lease_misses, 0);
+        assert_int_equal(s1.lease_hits - s0.lease_hits, 0);
+        assert_true(s1.master_lookups - s0.master_lookups >= 1);
+    }
+    *at ^= 0x5a;
+    assert_int_equal(mc_store_batch_get_into(r, 1, keys, piov, np, res), MC_OK);
+    assert_int_equal(res[0], LEN);
+    assert_memory_equal(out, val, LEN);
+    memset(out, 0, LEN);
+    mc_store_read_stats(r, &s0);
+    assert_int_equal(mc_store_batch_get_into(r, 1, keys, piov, np, res), MC_OK);
+    mc_store_read_stats(r, &s1);
+    assert_int_equal(res[0], LEN);
+    assert_memory_equal(out, val, LEN);
+    assert_int_equal(s1.lease_hits - s0.lease_hits, 1);
+    assert_int_equal(s1.master_lookups - s0.master_lookups, 0);
+    mc_store_remove(owner, "learn-k", true);
+    mc_store_destroy(r);
+    mc_store_destroy(owner);
+}
+
 /* A replica in another client's segment on this host is read by copies that the engine
  * checksums while copying (te/te_hashed.h; over tcp under test_store_tcp, received and hashed
  * in 64 KiB pieces): a byte corrupted in place anywhere (middle, ends, piece and slice edges)
@@ -1035,13 +1086,14 @@ static unsigned long long batch_lookups_sent(mc_store_t *s)
     return n;
 }
 
-/* A batch get whose keys mostly need a lookup is looked up in pipelined sub-batches (32, 64,
- * then the rest; store_get.c): leased keys, misses, a too-small buffer and an invalid key
- * spread over the sub-batches each get their own result, and every other key its bytes. */
+/* A batch get with more than 256 keys that need a lookup is looked up in pipelined
+ * sub-batches (32, 64, then the rest; store_get.c): leased keys, misses, a too-small buffer and
+ * an invalid key spread over the sub-batches each get their own result, and every other key
+ * its bytes. One with at most 256 such keys (128 here) is looked up in one request. */
 static void test_batch_get_pipelined(void **state)
 {
     mc_store_t *w = open_store(0), *r = open_store(0), *h = open_store(0);
-    enum { N = 300, M = N + 4, MAXSZ = 1200 };
+    enum { N = 400, M = N + 4, MAXSZ = 1200 };
     static char vals[N][MAXSZ], outs[M][MAXSZ];
     static char names[M][32];
     const char *keys[M];
@@ -1089,9 +1141,9 @@ static void test_batch_get_pipelined(void **state)
     unsigned long long sent0 = batch_lookups_sent(r);
     assert_int_equal(mc_store_batch_get_into(r, M, order, piov, nparts, got), MC_OK);
     mc_store_read_stats(r, &st1);
-    /* 60 leased keys read without a lookup; 243 listed (one invalid): 32 + 64 + 147 */
+    /* 60 leased keys read without a lookup; 343 listed (one invalid): 32 + 64 + 247 */
     assert_int_equal(st1.lease_hits - st0.lease_hits, 60);
-    assert_int_equal(st1.master_lookups - st0.master_lookups, 243);
+    assert_int_equal(st1.master_lookups - st0.master_lookups, 343);
     assert_int_equal(batch_lookups_sent(r) - sent0, 3);
     for (int j = 0; j < M; j++) {
         int i = src[j];
@@ -1125,7 +1177,7 @@ static void test_batch_get_pipelined(void **state)
     void *heap[M];
     sent0 = batch_lookups_sent(h);
     assert_int_equal(mc_store_batch_get(h, M, order, heap, got), MC_OK);
-    assert_int_equal(batch_lookups_sent(h) - sent0, 3); /* 303 listed: 32, 64, 207 */
+    assert_int_equal(batch_lookups_sent(h) - sent0, 4); /* 403 listed: 32, 64, 128, 179 */
     for (int j = 0; j < M; j++) {
         int i = src[j];
         if (i >= N) {
@@ -1137,6 +1189,19 @@ static void test_batch_get_pipelined(void **state)
         assert_memory_equal(heap[j], vals[i], size[i]);
         free(heap[j]);
     }
+    /* a fresh client, 128 keys that all need a lookup: one request (at most 256: no pipeline) */
+    mc_store_t *f = open_store(0);
+    for (int i = 0; i < 128; i++)
+        iov[i] = (struct iovec){outs[i], MAXSZ};
+    memset(outs, 0, sizeof(outs));
+    sent0 = batch_lookups_sent(f);
+    assert_int_equal(mc_store_batch_get_into(f, 128, keys, piov, nparts, got), MC_OK);
+    assert_int_equal(batch_lookups_sent(f) - sent0, 1);
+    for (int i = 0; i < 128; i++) {
+        assert_int_equal(got[i], (int64_t)size[i]);
+        assert_memory_equal(outs[i], vals[i], size[i]);
+    }
+    mc_store_destroy(f);
     assert_int_equal(mc_store_remove_by_regex(w, "^pipe-", true), N);
     mc_store_destroy(h);
     mc_store_destroy(r);
@@ -1156,6 +1221,7 @@ int main(void)
         cmocka_unit_test(test_put_semantics),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_batch_get_pipelined),
+        cmocka_unit_test(test_batch_get_failed_read_keeps_no_lease),
         cmocka_unit_test(test_checksum_detects_corruption),
         cmocka_unit_test(test_checksum_detects_corruption_other_segment),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
