@@ -1008,23 +1008,40 @@ static bool chunk_whole(const op_t *op, uint32_t i)
     return op->ch[i].done && op->ch[i].res >= 0 && (uint64_t)op->ch[i].res >= want;
 }
 
-/* Reports the chunks that completed in order (progress), hashes (and, from a store buffer,
- * copies out) them, and settles the op once every chunk is in: MC_OK only when all bytes
- * arrived and hash to the committed checksum. A read straight into the caller's buffer
- * reports its landed prefix before hashing it (the caller may use those bytes, unverified as
- * any progress, meanwhile), the whole value included; a bounced one once copied, the last
- * chunk with the verdict. No lock held (the op belongs to its batch). */
-static void op_progress(op_t *op)
+/* Reports a direct read's landed prefix: the chunks complete and whole, in order, from the
+ * first not yet hashed; called as completions are reaped, before any hashing, so that the
+ * caller may use those bytes (unverified, as any progress) while they are hashed. A read
+ * through a store buffer reports in op_hash_step, once a chunk is copied out. No lock held
+ * (the op belongs to its batch). */
+static void op_report(op_t *op)
 {
     mc_disk_read_t *q = op->req;
-    uint32_t landed = op->hashed; /* direct: the chunks complete and whole, in order */
-    while (!op->bounce && landed < op->nchunks && chunk_whole(op, landed))
+    if (op->bounce || !q->progress || op->failed)
+        return;
+    uint32_t landed = op->reported > op->hashed ? op->reported : op->hashed;
+    while (landed < op->nchunks && chunk_whole(op, landed))
         landed++;
-    if (q->progress && landed > op->reported && !op->failed) {
+    if (landed > op->reported) {
         q->progress(q, (size_t)chunk_end(op, landed - 1), false);
         op->reported = landed;
     }
-    while (op->hashed < op->nchunks && op->ch[op->hashed].done) {
+}
+
+/* Whether op has a completed chunk to hash (the next in order). */
+static bool op_hashable(const op_t *op)
+{
+    return op && op->req && !op->finished && op->hashed < op->nchunks &&
+           op->ch[op->hashed].done;
+}
+
+/* Hashes (and, from a store buffer, copies out and reports) op's next completed chunk, and
+ * settles the op once every chunk is in: MC_OK only when all bytes arrived and hash to the
+ * committed checksum; a bounced read's last chunk is reported with the verdict. One chunk per
+ * call, so that the caller reaps (and reports) the completions that arrive meanwhile. */
+static void op_hash_step(op_t *op)
+{
+    mc_disk_read_t *q = op->req;
+    if (op->hashed < op->nchunks && op->ch[op->hashed].done) {
         uint64_t at, len;
         chunk_span(op, op->hashed, &at, &len);
         uint64_t want = op->vlen - at < len ? op->vlen - at : len; /* the value's bytes */
@@ -1058,9 +1075,10 @@ static void op_progress(op_t *op)
         q->progress(q, q->status == MC_OK ? op->vlen : 0, true);
 }
 
-/* Handles one completion (ring locked). A chunk of a live op advances it (*finished_p counts
- * ops it settled); the last completion of an abandoned op puts it on *late. */
-static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late, size_t *finished_p)
+/* Handles one completion (ring locked): a chunk of a live op is marked (reporting it is the
+ * caller's, reap_all, once the completion queue is drained; hashing too, op_hash_step); the
+ * last completion of an abandoned op puts it on *late. */
+static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late)
 {
     uint64_t ud = io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
@@ -1078,11 +1096,19 @@ static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late, size_t *f
             op->lnext = *late;
             *late = op;
         }
-        return;
     }
-    op_progress(op);
-    if (op->finished && finished_p)
-        (*finished_p)++;
+}
+
+/* Reaps every completion in the queue, then reports each live op's landed prefix: pieces
+ * reaped together are reported together, before any of them is hashed. */
+static void reap_all(ring_t *r, op_t **ops, size_t n, op_t **late)
+{
+    struct io_uring_cqe *cqe;
+    while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
+        reap_cqe(r, cqe, late);
+    for (size_t i = 0; i < n; i++)
+        if (ops[i] && ops[i]->req && !ops[i]->finished)
+            op_report(ops[i]);
 }
 
 /* Drops the entry (b, off) from the index after a checksum failure, if it is still there. */
@@ -1234,7 +1260,7 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
         bool direct_ok = (deadline_ns == 0 || op->req->late_ok) && op->req->cap >= op->dlen &&
                          (!s->direct || ((uintptr_t)op->req->buf % MC_DISK_ALIGN) == 0);
         if (op->nchunks == 0) {
-            op_progress(op); /* no bytes: only the checksum of nothing to check */
+            op_hash_step(op); /* no bytes: only the checksum of nothing to check */
             continue;
         }
         if (direct_ok) {
@@ -1254,14 +1280,17 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
         pending++;
     }
     /* 3. submit all (as the ring allows), reap all, until done or the deadline; each op is
-     *    cut into CHUNK reads so that hashing overlaps the reads still in flight */
+     *    cut into CHUNK reads so that hashing overlaps the reads still in flight. Completions
+     *    are reaped (and landed prefixes reported) before each chunk is hashed, one chunk at
+     *    a time, so that a report never waits for the hashing of an earlier chunk; the
+     *    deadline is looked at only when nothing landed is left to hash */
     ring_t *r = ring_acquire(s);
     op_t *late = NULL;
     struct io_uring_cqe *cqe;
     while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
-        reap_cqe(r, cqe, &late, NULL);
+        reap_cqe(r, cqe, &late);
     size_t next = 0;
-    bool expired = false;
+    bool expired = false, first = true;
     while (pending) {
         bool queued = false;
         while (next < n && r->inflight < s->cfg.io_depth) {
@@ -1273,9 +1302,24 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
             if (!op_submit_chunk(r, op, ris[next]))
                 break;
             queued = true;
+            if (first) { /* the device starts on it while the others are prepared */
+                first = false;
+                io_uring_submit(&r->uring);
+                queued = false;
+            }
         }
         if (queued)
             io_uring_submit(&r->uring);
+        op_t *h = NULL; /* the first op, in request order, with a landed chunk to hash */
+        for (size_t k = 0; k < n && !h; k++)
+            h = op_hashable(ops[k]) ? ops[k] : NULL;
+        if (h) {
+            op_hash_step(h);
+            if (h->finished)
+                pending--;
+            reap_all(r, ops, n, &late);
+            continue;
+        }
         int rc;
         if (deadline_ns) {
             uint64_t t = mc_now_ns();
@@ -1300,11 +1344,8 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
             expired = true; /* abandon what is in flight: reaped later */
             break;
         }
-        size_t settled = 0;
-        do
-            reap_cqe(r, cqe, &late, &settled);
-        while (io_uring_peek_cqe(&r->uring, &cqe) == 0);
-        pending -= settled;
+        reap_cqe(r, cqe, &late);
+        reap_all(r, ops, n, &late);
     }
     if (expired) {
         /* abandon ops with chunks in flight: they stay with the ring (with their store buffers
@@ -1722,7 +1763,7 @@ void mc_disk_store_close(mc_disk_store_t *s)
             struct io_uring_cqe *cqe;
             if (io_uring_wait_cqe(&r->uring, &cqe) != 0)
                 break;
-            reap_cqe(r, cqe, &late, NULL);
+            reap_cqe(r, cqe, &late);
         }
         pthread_mutex_unlock(&r->mu);
         release_late(s, late);
