@@ -91,6 +91,8 @@ typedef struct job {
     uint64_t sizes[READ_BATCH_MAX], ptrs[READ_BATCH_MAX];
     int32_t sts[READ_BATCH_MAX];         /* the statuses answered */
     mc_disk_read_t rq[READ_BATCH_MAX];
+    mc_disk_batch_t *batch;              /* its reads, started by the loop (the worker
+                                            finishes them), or NULL: the worker reads */
     McRpc__TeGrant grant;
     uint8_t grant_blob[MC_GRANT_SIZE(1)];
     char keys[];                         /* the key bytes (rq[i].key point here) */
@@ -809,7 +811,10 @@ static void job_run(job_t *j)
 {
     mc_store_t *s = j->s;
     store_disk_t *d = s->disk;
-    mc_disk_store_read_batch(d->disk, j->rq, j->n, j->deadline_ns);
+    if (j->batch)
+        mc_disk_store_read_finish(j->batch);
+    else
+        mc_disk_store_read_batch(d->disk, j->rq, j->n, j->deadline_ns);
     bool timed_out = false;
     for (size_t i = 0; i < j->n; i++) {
         mc_status_t st = job_key_status(j, i);
@@ -839,7 +844,8 @@ static void *read_worker(void *arg)
             break;
         job_t *j = d->q_head;
         d->q_head = j->qnext;
-        if (d->q_stop) { /* shutting down: not read (the loop is gone) */
+        if (d->q_stop && !j->batch) { /* shutting down: not read (the loop is gone); a
+                                         started read is finished (it holds its ring) */
             atomic_store(&j->finished, true);
             continue;
         }
@@ -1015,6 +1021,10 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
         staged_release(d, b->id); /* frees j */
         return r->statuses && r->pointers ? MC_OK : MC_ERR_NO_MEMORY;
     }
+    /* the reads go to the disk now, while a worker wakes up to follow them; with every ring
+     * busy the worker reads them itself */
+    if (mc_disk_store_read_start(d->disk, j->rq, n, j->deadline_ns, &j->batch) != MC_OK)
+        j->batch = NULL;
     job_queue(d, j);
     if (!j->stream)
         return MC_RPC_DEFERRED; /* answered by serve_ready when the job is done */

@@ -69,8 +69,13 @@ struct dent {
     char key[];              /* storage key: tenant '\0' key */
 };
 
+/* A ring is held by one batch at a time, from its first submission to its end, which may be
+ * on another thread (mc_disk_store_read_start / _finish): `busy` (under mu) says it is held;
+ * whoever holds it owns the uring and inflight. */
 typedef struct ring {
     pthread_mutex_t mu;
+    pthread_cond_t cv; /* busy went false */
+    bool busy;
     struct io_uring uring;
     uint32_t inflight; /* submitted, not reaped: reads and cancels, abandoned ones included */
 } ring_t;
@@ -109,6 +114,7 @@ typedef struct op {
 #define TAIL (256ull << 10)
 #define CANCEL_TAG ((uint64_t)1) /* user_data of cancel requests (chunks are 8-aligned) */
 #define BOUNCE_CACHE 16
+#define START_CHUNKS 8 /* chunks mc_disk_store_read_start submits; _finish submits the rest */
 #define BOUNCE_CACHE_BYTES (256ull << 20)
 
 struct mc_disk_store {
@@ -939,17 +945,38 @@ static void bounce_put(mc_disk_store_t *s, void *p, size_t cap)
     free(p);
 }
 
-static ring_t *ring_acquire(mc_disk_store_t *s)
+/* Takes r; with wait false only if nobody holds it. */
+static bool ring_take(ring_t *r, bool wait)
+{
+    pthread_mutex_lock(&r->mu);
+    bool ok = !r->busy || wait;
+    while (ok && r->busy)
+        pthread_cond_wait(&r->cv, &r->mu);
+    if (ok)
+        r->busy = true;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void ring_give(ring_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->busy = false;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* A free ring, else (wait) the next one in turn once it is free, else NULL. */
+static ring_t *ring_acquire(mc_disk_store_t *s, bool wait)
 {
     uint32_t start = atomic_fetch_add(&s->rr, 1);
     for (uint32_t i = 0; i < s->nrings; i++) {
         ring_t *r = &s->rings[(start + i) % s->nrings];
-        if (pthread_mutex_trylock(&r->mu) == 0)
+        if (ring_take(r, false))
             return r;
     }
     ring_t *r = &s->rings[start % s->nrings];
-    pthread_mutex_lock(&r->mu);
-    return r;
+    return wait && ring_take(r, true) ? r : NULL;
 }
 
 static int reg_index(mc_disk_store_t *s, const void *p, size_t len)
@@ -1230,39 +1257,51 @@ static bool op_submit_chunk(ring_t *r, op_t *op, int ri)
     return true;
 }
 
-mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, size_t n,
-                                     uint64_t deadline_ns)
+/* A read batch (mc_disk_store_read_batch, or _start then _finish): its requests, their ops,
+ * and the ring it holds from its first submission to its end. */
+struct mc_disk_batch {
+    mc_disk_store_t *s;
+    mc_disk_read_t *reqs;
+    size_t n;
+    uint64_t deadline_ns, t0;
+    ring_t *r;
+    size_t pending; /* ops not settled */
+    size_t next;    /* the first op with chunks left to submit */
+    bool first;     /* nothing submitted yet */
+    op_t *late;     /* abandoned ops reaped meanwhile: released at the end */
+    int *ris;       /* per op: its registered buffer, or -1 */
+    op_t *ops[];
+};
+
+/* Steps 1 and 2 of a batch on ring r (held): looks every key up (taking a reference on its
+ * bucket) and picks each read's destination; then reaps what abandoned reads left on r and
+ * submits the first reads. NULL when out of memory (r is given back). */
+static mc_disk_batch_t *batch_begin(mc_disk_store_t *s, ring_t *r, mc_disk_read_t *reqs,
+                                    size_t n, uint64_t deadline_ns)
 {
-    if (!s || (n && !reqs))
-        return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return MC_OK;
-    op_t **ops = calloc(n, sizeof(*ops));
+    mc_disk_batch_t *b = calloc(1, sizeof(*b) + n * sizeof(op_t *));
     int *ris = calloc(n, sizeof(*ris));
-    if (!ops || !ris) {
-        free(ops);
+    if (!b || !ris) {
+        free(b);
         free(ris);
-        return MC_ERR_NO_MEMORY;
+        ring_give(r);
+        return NULL;
     }
-    uint64_t now = mc_now_ns();
+    *b = (mc_disk_batch_t){.s = s, .reqs = reqs, .n = n, .deadline_ns = deadline_ns,
+                           .t0 = mc_now_ns(), .r = r, .first = true, .ris = ris};
     /* 1. look up every key, take a reference on its bucket */
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < n; i++)
-        ops[i] = op_make(s, &reqs[i], now);
+        b->ops[i] = op_make(s, &reqs[i], b->t0);
     pthread_mutex_unlock(&s->mu);
-    /* 2. destinations: the caller's buffer only when nothing can outlive this call */
-    size_t pending = 0;
+    /* 2. destinations: the caller's buffer only when nothing can outlive the batch */
     for (size_t i = 0; i < n; i++) {
-        op_t *op = ops[i];
+        op_t *op = b->ops[i];
         ris[i] = -1;
-        if (!op)
+        if (!op || op->nchunks == 0) /* no bytes: settled in batch_run */
             continue;
         bool direct_ok = (deadline_ns == 0 || op->req->late_ok) && op->req->cap >= op->dlen &&
                          (!s->direct || ((uintptr_t)op->req->buf % MC_DISK_ALIGN) == 0);
-        if (op->nchunks == 0) {
-            op_hash_step(op); /* no bytes: only the checksum of nothing to check */
-            continue;
-        }
         if (direct_ok) {
             op->dst = op->req->buf;
             pthread_mutex_lock(&s->mu);
@@ -1277,58 +1316,78 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
                 continue;
             }
         }
-        pending++;
+        b->pending++;
     }
-    /* 3. submit all (as the ring allows), reap all, until done or the deadline; each op is
-     *    cut into CHUNK reads so that hashing overlaps the reads still in flight. Completions
-     *    are reaped (and landed prefixes reported) before each chunk is hashed, one chunk at
-     *    a time, so that a report never waits for the hashing of an earlier chunk; the
-     *    deadline is looked at only when nothing landed is left to hash */
-    ring_t *r = ring_acquire(s);
-    op_t *late = NULL;
     struct io_uring_cqe *cqe;
     while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
-        reap_cqe(r, cqe, &late);
-    size_t next = 0;
-    bool expired = false, first = true;
-    while (pending) {
-        bool queued = false;
-        while (next < n && r->inflight < s->cfg.io_depth) {
-            op_t *op = ops[next];
-            if (!op || op->finished || op->nsubmitted == op->nchunks) {
-                next++;
-                continue;
-            }
-            if (!op_submit_chunk(r, op, ris[next]))
-                break;
-            queued = true;
-            if (first) { /* the device starts on it while the others are prepared */
-                first = false;
-                io_uring_submit(&r->uring);
-                queued = false;
-            }
+        reap_cqe(r, cqe, &b->late);
+    return b;
+}
+
+/* Submits the chunks of b's ops in order, as many as the ring's io_depth allows, at most max.
+ * The very first goes to the device on its own, so that the device starts on it while the
+ * others are prepared (one 1 MiB O_DIRECT submission is tens of microseconds). */
+static void batch_submit(mc_disk_batch_t *b, size_t max)
+{
+    ring_t *r = b->r;
+    bool queued = false;
+    for (size_t k = 0; k < max && b->next < b->n && r->inflight < b->s->cfg.io_depth;) {
+        op_t *op = b->ops[b->next];
+        if (!op || op->finished || op->nsubmitted == op->nchunks) {
+            b->next++;
+            continue;
         }
-        if (queued)
+        if (!op_submit_chunk(r, op, b->ris[b->next]))
+            break;
+        k++;
+        queued = !b->first;
+        if (b->first) {
+            b->first = false;
             io_uring_submit(&r->uring);
+        }
+    }
+    if (queued)
+        io_uring_submit(&r->uring);
+}
+
+/* Step 3: submits the rest (as the ring allows) and reaps, until every op has settled or the
+ * deadline has passed; each op is cut into CHUNK reads so that hashing overlaps the reads
+ * still in flight. Completions are reaped (and landed prefixes reported) before each chunk is
+ * hashed, one chunk at a time, so that a report never waits for the hashing of an earlier
+ * chunk; the deadline is looked at only when nothing landed is left to hash. Ops still in
+ * flight at the deadline are abandoned to the ring. */
+static void batch_run(mc_disk_batch_t *b)
+{
+    ring_t *r = b->r;
+    op_t **ops = b->ops;
+    size_t n = b->n;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i] && ops[i]->nchunks == 0)
+            op_hash_step(ops[i]); /* no bytes: only the checksum of nothing to check */
+    struct io_uring_cqe *cqe;
+    bool expired = false;
+    while (b->pending) {
+        batch_submit(b, SIZE_MAX);
         op_t *h = NULL; /* the first op, in request order, with a landed chunk to hash */
         for (size_t k = 0; k < n && !h; k++)
             h = op_hashable(ops[k]) ? ops[k] : NULL;
         if (h) {
             op_hash_step(h);
             if (h->finished)
-                pending--;
-            reap_all(r, ops, n, &late);
+                b->pending--;
+            reap_all(r, ops, n, &b->late);
             continue;
         }
         int rc;
-        if (deadline_ns) {
+        if (b->deadline_ns) {
             uint64_t t = mc_now_ns();
-            if (t >= deadline_ns) {
+            if (t >= b->deadline_ns) {
                 expired = true;
                 break;
             }
-            struct __kernel_timespec ts = {.tv_sec = (long long)((deadline_ns - t) / 1000000000ull),
-                                           .tv_nsec = (long long)((deadline_ns - t) % 1000000000ull)};
+            uint64_t left = b->deadline_ns - t;
+            struct __kernel_timespec ts = {.tv_sec = (long long)(left / 1000000000ull),
+                                           .tv_nsec = (long long)(left % 1000000000ull)};
             rc = io_uring_wait_cqe_timeout(&r->uring, &cqe, &ts);
         } else {
             rc = io_uring_wait_cqe(&r->uring, &cqe);
@@ -1344,45 +1403,51 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
             expired = true; /* abandon what is in flight: reaped later */
             break;
         }
-        reap_cqe(r, cqe, &late);
-        reap_all(r, ops, n, &late);
+        reap_cqe(r, cqe, &b->late);
+        reap_all(r, ops, n, &b->late);
     }
-    if (expired) {
-        /* abandon ops with chunks in flight: they stay with the ring (with their store buffers
-         * and bucket references) until their last completion arrives; cancels are asked for */
-        bool cancels = false;
-        for (size_t i = 0; i < n; i++) {
-            op_t *op = ops[i];
-            if (!op || op->finished || op->ndone == op->nsubmitted)
-                continue;
-            op->req = NULL;
-            ops[i] = NULL; /* owned by the ring now */
-            for (uint32_t c = 0; c < op->nsubmitted; c++) {
-                if (op->ch[c].done || r->inflight >= 2 * s->cfg.io_depth)
-                    continue;
-                struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
-                if (!sqe)
-                    break;
-                io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&op->ch[c], 0);
-                io_uring_sqe_set_data64(sqe, CANCEL_TAG);
-                r->inflight++;
-                cancels = true;
-            }
-        }
-        if (cancels)
-            io_uring_submit(&r->uring);
-    }
-    pthread_mutex_unlock(&r->mu);
-    /* 4. statistics, checksum failures, references */
-    uint64_t end = mc_now_ns();
-    pthread_mutex_lock(&s->mu);
+    if (!expired)
+        return;
+    /* abandon ops with chunks in flight: they stay with the ring (with their store buffers
+     * and bucket references) until their last completion arrives; cancels are asked for */
+    bool cancels = false;
     for (size_t i = 0; i < n; i++) {
         op_t *op = ops[i];
-        mc_disk_read_t *q = &reqs[i];
+        if (!op || op->finished || op->ndone == op->nsubmitted)
+            continue;
+        op->req = NULL;
+        ops[i] = NULL; /* owned by the ring now */
+        for (uint32_t c = 0; c < op->nsubmitted; c++) {
+            if (op->ch[c].done || r->inflight >= 2 * b->s->cfg.io_depth)
+                continue;
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
+            if (!sqe)
+                break;
+            io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&op->ch[c], 0);
+            io_uring_sqe_set_data64(sqe, CANCEL_TAG);
+            r->inflight++;
+            cancels = true;
+        }
+    }
+    if (cancels)
+        io_uring_submit(&r->uring);
+}
+
+/* Step 4: gives the ring back, counts, drops what failed its checksum, releases references,
+ * frees b. */
+static void batch_end(mc_disk_batch_t *b)
+{
+    mc_disk_store_t *s = b->s;
+    ring_give(b->r);
+    uint64_t end = mc_now_ns();
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < b->n; i++) {
+        op_t *op = b->ops[i];
+        mc_disk_read_t *q = &b->reqs[i];
         s->st.reads++;
         if (q->status == MC_OK) {
             s->st.read_bytes += q->len;
-            lat_record(s, end - now);
+            lat_record(s, end - b->t0);
         } else if (q->status == MC_ERR_TIMEOUT) {
             s->st.read_timeouts++;
         } else if (q->status == MC_ERR_CHECKSUM) {
@@ -1399,12 +1464,52 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
         op_unref(s, op);
     }
     pthread_mutex_unlock(&s->mu);
-    for (size_t i = 0; i < n; i++)
-        if (ops[i])
-            op_free(s, ops[i]);
-    free(ops);
-    free(ris);
-    release_late(s, late);
+    for (size_t i = 0; i < b->n; i++)
+        if (b->ops[i])
+            op_free(s, b->ops[i]);
+    release_late(s, b->late);
+    free(b->ris);
+    free(b);
+}
+
+mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, size_t n,
+                                     uint64_t deadline_ns)
+{
+    if (!s || (n && !reqs))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    mc_disk_batch_t *b = batch_begin(s, ring_acquire(s, true), reqs, n, deadline_ns);
+    if (!b)
+        return MC_ERR_NO_MEMORY;
+    return mc_disk_store_read_finish(b);
+}
+
+mc_status_t mc_disk_store_read_start(mc_disk_store_t *s, mc_disk_read_t *reqs, size_t n,
+                                     uint64_t deadline_ns, mc_disk_batch_t **batch_p)
+{
+    if (!batch_p)
+        return MC_ERR_INVALID_PARAMS;
+    *batch_p = NULL;
+    if (!s || !n || !reqs)
+        return MC_ERR_INVALID_PARAMS;
+    ring_t *r = ring_acquire(s, false);
+    if (!r)
+        return MC_ERR_BUSY;
+    mc_disk_batch_t *b = batch_begin(s, r, reqs, n, deadline_ns);
+    if (!b)
+        return MC_ERR_NO_MEMORY;
+    batch_submit(b, START_CHUNKS);
+    *batch_p = b;
+    return MC_OK;
+}
+
+mc_status_t mc_disk_store_read_finish(mc_disk_batch_t *b)
+{
+    if (!b)
+        return MC_ERR_INVALID_PARAMS;
+    batch_run(b);
+    batch_end(b);
     return MC_OK;
 }
 
@@ -1426,19 +1531,19 @@ mc_status_t mc_disk_store_register_buffer(mc_disk_store_t *s, void *base, size_t
     int rc = 0;
     uint32_t done = 0;
     for (; done < s->nrings && rc >= 0; done++) {
-        pthread_mutex_lock(&s->rings[done].mu);
+        ring_take(&s->rings[done], true);
         rc = io_uring_register_buffers_update_tag(&s->rings[done].uring, (unsigned)slot, &iov,
                                                   NULL, 1);
-        pthread_mutex_unlock(&s->rings[done].mu);
+        ring_give(&s->rings[done]);
     }
     if (rc < 0) {
         MC_LOG_ERROR("disk: cannot register a buffer of %zu bytes with io_uring: %s", len,
                      strerror(-rc));
         struct iovec none = {NULL, 0};
         for (uint32_t i = 0; i + 1 < done; i++) {
-            pthread_mutex_lock(&s->rings[i].mu);
+            ring_take(&s->rings[i], true);
             io_uring_register_buffers_update_tag(&s->rings[i].uring, (unsigned)slot, &none, NULL, 1);
-            pthread_mutex_unlock(&s->rings[i].mu);
+            ring_give(&s->rings[i]);
         }
     }
     pthread_mutex_lock(&s->mu);
@@ -1464,9 +1569,9 @@ mc_status_t mc_disk_store_unregister_buffer(mc_disk_store_t *s, void *base)
         return MC_ERR_INVALID_PARAMS;
     struct iovec none = {NULL, 0};
     for (uint32_t i = 0; i < s->nrings; i++) {
-        pthread_mutex_lock(&s->rings[i].mu);
+        ring_take(&s->rings[i], true);
         io_uring_register_buffers_update_tag(&s->rings[i].uring, (unsigned)slot, &none, NULL, 1);
-        pthread_mutex_unlock(&s->rings[i].mu);
+        ring_give(&s->rings[i]);
     }
     pthread_mutex_lock(&s->mu);
     s->reg[slot].base = NULL;
@@ -1729,6 +1834,7 @@ mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
                 break;
             }
             pthread_mutex_init(&s->rings[i].mu, NULL);
+            pthread_cond_init(&s->rings[i].cv, NULL);
             s->nrings++;
         }
     }
@@ -1758,17 +1864,18 @@ void mc_disk_store_close(mc_disk_store_t *s)
     for (uint32_t i = 0; i < s->nrings; i++) {
         ring_t *r = &s->rings[i];
         op_t *late = NULL;
-        pthread_mutex_lock(&r->mu);
+        ring_take(r, true); /* a started batch is finished first (the caller's contract) */
         while (r->inflight) {
             struct io_uring_cqe *cqe;
             if (io_uring_wait_cqe(&r->uring, &cqe) != 0)
                 break;
             reap_cqe(r, cqe, &late);
         }
-        pthread_mutex_unlock(&r->mu);
+        ring_give(r);
         release_late(s, late);
         io_uring_queue_exit(&r->uring);
         pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
     }
     for (bucket_t *b = s->head, *n; b; b = n) {
         n = b->next;

@@ -18,6 +18,7 @@
 #include "support/test_util.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -372,6 +373,98 @@ static void test_progress(void **state)
     assert_int_equal(p.done_calls, 1);
     assert_int_equal(p.done_ready, 0);
     assert_int_equal(p.done_status, MC_ERR_CHECKSUM);
+    free(want);
+    free(buf);
+    mc_disk_store_close(s);
+}
+
+/* A batch finished on another thread than the one that started it. */
+typedef struct finisher {
+    mc_disk_batch_t *b;
+    pthread_t thread;
+    mc_status_t st;
+} finisher_t;
+
+static void *finish_main(void *arg)
+{
+    finisher_t *f = arg;
+    f->thread = pthread_self();
+    f->st = mc_disk_store_read_finish(f->b);
+    return NULL;
+}
+
+/* Records the thread of each progress call (on_progress's checks too). */
+static pthread_t g_progress_thread;
+static void on_progress_thread(mc_disk_read_t *q, size_t ready, bool done)
+{
+    g_progress_thread = pthread_self();
+    on_progress(q, ready, done);
+}
+
+/* mc_disk_store_read_start submits the reads before it returns (the bytes land in buf with
+ * nobody waiting for them), holds its ring until _finish, which settles the reads on its own
+ * thread (progress there, checksum verified) and frees the batch; while every ring is held
+ * _start answers BUSY and does nothing, and a plain read_batch waits for a ring. */
+static void test_read_start_finish(void **state)
+{
+    (void)state;
+    mc_disk_config_t c;
+    mc_disk_config_default(&c);
+    c.rings = 1;
+    mc_disk_store_t *s = open_store(&c);
+    size_t len = (3u << 20) + 5000; /* four pieces: all submitted by _start */
+    assert_int_equal(dt_put(s, NULL, 0, len), MC_OK);
+    assert_int_equal(dt_put(s, NULL, 1, 4096), MC_OK);
+    uint8_t *buf = aligned_alloc(4096, mc_disk_round(len)), *want = dt_value(len, 0);
+    memset(buf, 0, len);
+    char k[64], k1[64];
+    dt_key(k, sizeof(k), 0);
+    dt_key(k1, sizeof(k1), 1);
+    prog_t p = {.ordered = true, .buf = buf, .want = want};
+    mc_disk_read_t r[2] = {
+        {.key = k, .key_len = strlen(k), .buf = buf, .cap = mc_disk_round(len),
+         .late_ok = true, .progress = on_progress_thread, .arg = &p},
+        {.key = "missing", .key_len = 7}};
+    mc_disk_batch_t *b = NULL;
+    assert_int_equal(mc_disk_store_read_start(s, r, 2, mc_now_ns() + 10000000000ull, &b), MC_OK);
+    assert_non_null(b);
+    assert_int_equal(r[1].status, MC_ERR_OBJECT_NOT_FOUND); /* settled at lookup */
+    /* submitted: the value lands although nobody reaps */
+    uint64_t dl = mc_now_ms() + 10000;
+    while (memcmp(buf, want, len) != 0 && mc_now_ms() < dl)
+        mc_sleep_ms(1);
+    assert_memory_equal(buf, want, len);
+    assert_int_equal(p.calls, 0); /* nothing reported before _finish */
+    /* the one ring is held: _start refuses, nothing done */
+    mc_disk_batch_t *b2 = (void *)1;
+    mc_disk_read_t r2 = {.key = k1, .key_len = strlen(k1), .buf = buf, .cap = 4096};
+    assert_int_equal(mc_disk_store_read_start(s, &r2, 1, 0, &b2), MC_ERR_BUSY);
+    assert_null(b2);
+    finisher_t f = {.b = b};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, finish_main, &f), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(f.st, MC_OK);
+    assert_int_equal(r[0].status, MC_OK);
+    assert_int_equal(r[0].len, len);
+    assert_true(p.ordered);
+    assert_int_equal(p.done_calls, 1);
+    assert_int_equal(p.done_status, MC_OK);
+    assert_true(pthread_equal(g_progress_thread, f.thread));
+    /* the ring is free again */
+    uint8_t *small = aligned_alloc(4096, 4096);
+    r2.buf = small;
+    assert_int_equal(mc_disk_store_read_start(s, &r2, 1, 0, &b2), MC_OK);
+    assert_int_equal(mc_disk_store_read_finish(b2), MC_OK);
+    assert_int_equal(r2.status, MC_OK);
+    uint8_t *w1 = dt_value(4096, 1);
+    assert_memory_equal(small, w1, 4096);
+    assert_int_equal(mc_disk_store_read_start(s, NULL, 0, 0, &b2), MC_ERR_INVALID_PARAMS);
+    mc_disk_stats_t st;
+    mc_disk_store_stats(s, &st);
+    assert_int_equal(st.reads, 3);
+    free(w1);
+    free(small);
     free(want);
     free(buf);
     mc_disk_store_close(s);
@@ -922,6 +1015,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_start_finish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_header_and_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readmit, setup, teardown),
