@@ -1,6 +1,7 @@
 /* Unit tests of the disk tier's storage engine (disk/disk_store.h): round trips of many sizes
  * through every read path (direct into aligned memory, registered buffers, store-owned buffers
- * for unaligned memory and deadlines, batches), refusals (duplicates, bad keys and checksums,
+ * for unaligned memory and deadlines, batches), a batch started on one thread and finished on
+ * another (mc_disk_store_read_start / _finish), refusals (duplicates, bad keys and checksums,
  * small buffers), restart recovery (objects, tombstones, torn tails, corrupted records),
  * corrupted value bytes (an error, never data), watermark eviction (FIFO, LRU, none) with the
  * eviction callback, the second chance of read objects (re-appended before their bucket is
