@@ -150,15 +150,15 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *store, const char *tenant, con
 /* One read of a batch. */
 typedef struct mc_disk_read mc_disk_read_t;
 /* Optional progress of one read, called on the reading thread during mc_disk_store_read_batch
- * (or _finish) while it holds the ring (be quick; do not call into the store): the first `ready` bytes of
- * the value are in buf (landed, not yet verified), in order, as its pieces land (1 MiB pieces;
- * a value over 512 KiB ends with a 256 KiB piece of its own; pieces reaped together are
- * reported together). A read straight into buf reports a piece before hashing it, so `ready`
- * may reach the whole length before the verdict; a read through the store's buffer, once the
- * piece is hashed and copied (its last piece comes with the verdict). `done`: the read has
- * settled and q->status is final (MC_OK only once the whole value matched its checksum). Not
- * called for a request settled at lookup (not found, overflow, bad key) nor after the
- * deadline. */
+ * (or _finish) while it holds the ring (be quick; do not call into the store): the first
+ * `ready` bytes of the value are in buf (landed, not yet verified), in order, as its pieces
+ * land (1 MiB pieces; a value over 512 KiB ends with a 256 KiB piece of its own; pieces
+ * reaped together are reported together, before any of them is hashed). A read straight into
+ * buf reports a piece before hashing it, so `ready` may reach the whole length before the
+ * verdict; a read through the store's buffer, once the piece is hashed and copied (its last
+ * piece comes with the verdict). `done`: the read has settled and q->status is final (MC_OK
+ * only once the whole value matched its checksum). Not called for a request settled at lookup
+ * (not found, overflow, bad key) nor after the deadline. */
 typedef void (*mc_disk_progress_fn)(mc_disk_read_t *q, size_t ready, bool done);
 struct mc_disk_read {
     const char *tenant;  /* in */
@@ -196,14 +196,14 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *store, mc_disk_read_t *req
                                      uint64_t deadline_ns);
 
 /* mc_disk_store_read_batch in two halves, for a caller whose thread must not wait for the disk
- * (the storage server's RPC loop): _start looks the keys up and submits their first reads (at
+ * (the storage server's RPC loop). _start looks the keys up and submits their first reads (at
  * most 8 pieces: tens of microseconds each) on a ring that is free at once, and returns
- * without waiting for any of them (*batch_p: the batch);
- * _finish, on any thread, reaps, hashes and settles them as mc_disk_store_read_batch does
- * (progress is called on that thread, the deadline counts as in one call) and frees the batch.
- * reqs must stay valid until _finish returns; every started batch must be finished (it holds
- * its ring) before mc_disk_store_close. _start answers MC_ERR_BUSY when every ring is held
- * (then nothing was done: use mc_disk_store_read_batch), MC_ERR_INVALID_PARAMS (no requests),
+ * without waiting for any of them (*batch_p: the batch). _finish, on any thread, submits the
+ * rest, reaps, hashes and settles them as mc_disk_store_read_batch does (progress is called on
+ * that thread; the deadline and the destination rule are the same) and frees the batch. reqs
+ * stay the caller's until _finish returns; every started batch must be finished (it holds its
+ * ring) before mc_disk_store_close. _start answers MC_ERR_BUSY when every ring is held (then
+ * nothing was done: use mc_disk_store_read_batch), MC_ERR_INVALID_PARAMS (no requests),
  * MC_ERR_NO_MEMORY. */
 typedef struct mc_disk_batch mc_disk_batch_t;
 mc_status_t mc_disk_store_read_start(mc_disk_store_t *store, mc_disk_read_t *reqs, size_t n,
