@@ -625,10 +625,13 @@ static void *worker_main(void *arg)
 /* ------------------------------------------------------------------ offload RPC server
  *
  * Every BatchGetOffloadObject becomes a job: its keys are looked up, a range of the staging
- * buffer is reserved (one 4 KiB-aligned slot per key), and one of the read threads reads
- * them with one mc_disk_store_read_batch straight into the slots (O_DIRECT; the staging buffer
- * is registered with the engine), with the reader's deadline, every key's 1 MiB pieces in
- * flight at once (up to the engine's io_depth per ring). The engine reports each key's landed
+ * buffer is reserved (one 4 KiB-aligned slot per key), the loop starts the reads itself
+ * (mc_disk_store_read_start: the first pieces go to the disk before the request is answered)
+ * and one of the read threads finishes them (mc_disk_store_read_finish; or reads the whole job
+ * with mc_disk_store_read_batch when every engine ring was busy), straight into the slots
+ * (O_DIRECT; the staging buffer is registered with the engine), with the reader's deadline,
+ * every key's pieces in flight at once (up to the engine's io_depth per ring). The engine
+ * reports each key's landed
  * prefix as it lands, before hashing it (mc_disk_read_t.progress); the worker publishes it
  * (atomics) and wakes the loop, which answers
  *  - a streamed request at once (pointers, lookup statuses); its WaitOffloadRead calls are

@@ -31,6 +31,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -98,6 +99,7 @@ typedef struct op {
     void *bounce;            /* store-owned, or NULL */
     size_t bounce_cap;
     uint64_t t0;
+    uint64_t chunk;          /* the store's piece size (chunk_span) */
     mc_hash_stream_t hs;     /* checksum of the chunks hashed so far */
     bool hs_live, failed, finished;
     uint32_t nchunks, nsubmitted, ndone, hashed;
@@ -106,11 +108,13 @@ typedef struct op {
     chunk_t ch[];
 } op_t;
 
-/* Reads are cut into chunks of this size; each chunk is hashed as soon as it and the ones
- * before it are in, while the later ones are still being read. A read of more than 2 * TAIL
- * ends with a TAIL-sized chunk of its own (chunk_span), so that what follows its last
- * completion (hashing here, a streaming reader's last pull and hash) is short. */
-#define CHUNK (1ull << 20)
+/* Reads are cut into chunks of the store's piece size (mc_disk_piece_bytes: at most CHUNK_MAX,
+ * one device request each); each chunk is hashed as soon as it and the ones before it are in,
+ * while the later ones are still being read. A read of more than 2 * TAIL ends with a
+ * TAIL-sized chunk of its own (chunk_span), so that what follows its last completion (hashing
+ * here, a streaming reader's last pull and hash) is short. */
+#define CHUNK_MAX (1ull << 20)
+#define CHUNK_MIN (64ull << 10)
 #define TAIL (256ull << 10)
 #define CANCEL_TAG ((uint64_t)1) /* user_data of cancel requests (chunks are 8-aligned) */
 #define BOUNCE_CACHE 16
@@ -128,6 +132,7 @@ struct mc_disk_store {
     uint64_t next_id, seq, bytes, live_bytes;
     mc_disk_stats_t st;
     bool direct;
+    uint64_t chunk; /* piece size of reads (mc_disk_piece_bytes of the directory's device) */
     ring_t *rings;
     uint32_t nrings;
     atomic_uint rr;
@@ -904,6 +909,7 @@ void mc_disk_store_stats(mc_disk_store_t *s, mc_disk_stats_t *out)
     out->live_bytes = s->live_bytes;
     out->objects = s->nobj;
     out->direct_io = s->direct;
+    out->read_piece_bytes = s->chunk;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -998,23 +1004,23 @@ static void lat_record(mc_disk_store_t *s, uint64_t ns)
     s->st.read_lat_sum_us += us;
 }
 
-/* The chunks of a read of dlen device bytes: CHUNK-sized from the start, the last of them
+/* The chunks of a read of dlen device bytes: chunk-sized from the start, the last of them
  * possibly short, and, when dlen > 2 * TAIL, the final TAIL bytes as a chunk of their own
- * (dlen is 4 KiB-aligned with O_DIRECT, so every chunk starts aligned). */
+ * (dlen and chunk are 4 KiB-aligned with O_DIRECT, so every chunk starts aligned). */
 static uint64_t chunk_split(uint64_t dlen) { return dlen > 2 * TAIL ? dlen - TAIL : dlen; }
 
-static uint32_t chunk_count(uint64_t dlen)
+static uint32_t chunk_count(uint64_t dlen, uint64_t chunk)
 {
     uint64_t split = chunk_split(dlen);
-    return (uint32_t)((split + CHUNK - 1) / CHUNK + (split < dlen ? 1 : 0));
+    return (uint32_t)((split + chunk - 1) / chunk + (split < dlen ? 1 : 0));
 }
 
 /* Chunk i of op: device bytes [*at, *at + *len). */
 static void chunk_span(const op_t *op, uint32_t i, uint64_t *at, uint64_t *len)
 {
     uint64_t split = chunk_split(op->dlen);
-    *at = (uint64_t)i * CHUNK < split ? (uint64_t)i * CHUNK : split;
-    uint64_t end = *at < split ? *at + CHUNK : op->dlen;
+    *at = (uint64_t)i * op->chunk < split ? (uint64_t)i * op->chunk : split;
+    uint64_t end = *at < split ? *at + op->chunk : op->dlen;
     *len = (end < split || *at >= split ? end : split) - *at;
 }
 
@@ -1208,7 +1214,7 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
     if (q->cap < e->vlen || (e->vlen && !q->buf))
         return NULL;
     uint64_t dlen = s->direct ? mc_disk_round(e->vlen) : e->vlen;
-    uint32_t nch = chunk_count(dlen);
+    uint32_t nch = chunk_count(dlen, s->chunk);
     op_t *op = calloc(1, sizeof(*op) + nch * sizeof(chunk_t));
     q->status = MC_ERR_NO_MEMORY;
     if (!op)
@@ -1225,6 +1231,7 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
     op->vlen = e->vlen;
     op->csum = e->csum;
     op->dlen = dlen;
+    op->chunk = s->chunk;
     op->nchunks = nch;
     for (uint32_t i = 0; i < nch; i++)
         op->ch[i].op = op;
@@ -1351,7 +1358,7 @@ static void batch_submit(mc_disk_batch_t *b, size_t max)
 }
 
 /* Step 3: submits the rest (as the ring allows) and reaps, until every op has settled or the
- * deadline has passed; each op is cut into CHUNK reads so that hashing overlaps the reads
+ * deadline has passed; each op is cut into chunks so that hashing overlaps the reads
  * still in flight. Completions are reaped (and landed prefixes reported) before each chunk is
  * hashed, one chunk at a time, so that a report never waits for the hashing of an earlier
  * chunk; the deadline is looked at only when nothing landed is left to hash. Ops still in
@@ -1762,6 +1769,51 @@ static mc_status_t recover(mc_disk_store_t *s)
     return st;
 }
 
+uint64_t mc_disk_piece_bytes(uint64_t max_segments, uint64_t max_sectors_kb)
+{
+    uint64_t p = CHUNK_MAX;
+    if (max_segments && max_segments < p / MC_DISK_ALIGN)
+        p = max_segments * MC_DISK_ALIGN;
+    if (max_sectors_kb && max_sectors_kb < p / 1024)
+        p = max_sectors_kb * 1024;
+    p -= p % MC_DISK_ALIGN;
+    return p < CHUNK_MIN ? CHUNK_MIN : p;
+}
+
+/* A number in a sysfs file, 0 when unreadable. */
+static uint64_t sysfs_u64(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+/* The piece size for the block device under directory dirfd: its queue limits in sysfs (a
+ * partition's are its disk's), CHUNK_MAX when there are none (tmpfs, overlay, no sysfs). */
+static uint64_t dir_piece_bytes(int dirfd)
+{
+    struct stat st;
+    if (fstat(dirfd, &st) != 0)
+        return CHUNK_MAX;
+    static const char *const queue[] = {"queue", "../queue"};
+    for (size_t i = 0; i < 2; i++) {
+        char a[128], b[128];
+        snprintf(a, sizeof(a), "/sys/dev/block/%u:%u/%s/max_segments", major(st.st_dev),
+                 minor(st.st_dev), queue[i]);
+        snprintf(b, sizeof(b), "/sys/dev/block/%u:%u/%s/max_sectors_kb", major(st.st_dev),
+                 minor(st.st_dev), queue[i]);
+        uint64_t segs = sysfs_u64(a), kb = sysfs_u64(b);
+        if (segs || kb)
+            return mc_disk_piece_bytes(segs, kb);
+    }
+    return CHUNK_MAX;
+}
+
 mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
                                mc_disk_store_t **store_p)
 {
@@ -1815,6 +1867,7 @@ mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
         else
             MC_LOG_WARN("disk: %s does not take O_DIRECT (%s): reads go through the page cache",
                         dir, strerror(errno));
+        s->chunk = dir_piece_bytes(s->dirfd);
     }
     if (st == MC_OK) {
         s->rings = calloc(cfg->rings, sizeof(*s->rings));
@@ -1845,10 +1898,10 @@ mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
         return st;
     }
     MC_LOG_INFO("disk: %s open: %zu objects in %llu buckets (%llu bytes), %llu corrupt records "
-                "skipped, %llu torn tails cut",
+                "skipped, %llu torn tails cut; reads in pieces of %llu KiB",
                 dir, s->nobj, (unsigned long long)s->st.buckets, (unsigned long long)s->bytes,
                 (unsigned long long)s->st.recovered_corrupt,
-                (unsigned long long)s->st.recovered_torn);
+                (unsigned long long)s->st.recovered_torn, (unsigned long long)(s->chunk >> 10));
     *store_p = s;
     return MC_OK;
 }

@@ -82,8 +82,8 @@ typedef struct mc_disk_config {
                                        (whole buckets dropped as they are) */
     bool sync_each_put;             /* fdatasync data, then header, per put (MC_DISK_SYNC_EACH_PUT);
                                        default false: one fdatasync per bucket seal */
-    uint32_t io_depth;              /* reads in flight per ring, in 1 MiB chunks (a value is
-                                       read as 1 MiB pieces, each hashed as it lands)
+    uint32_t io_depth;              /* piece reads in flight per ring (a value is read as
+                                       pieces of at most 1 MiB, each hashed as it lands)
                                        (MC_DISK_IO_DEPTH), default 64, 1..4096 */
     uint32_t rings;                 /* io_uring rings for parallel readers (MC_DISK_RINGS),
                                        default 4, 1..64 */
@@ -152,13 +152,13 @@ typedef struct mc_disk_read mc_disk_read_t;
 /* Optional progress of one read, called on the reading thread during mc_disk_store_read_batch
  * (or _finish) while it holds the ring (be quick; do not call into the store): the first
  * `ready` bytes of the value are in buf (landed, not yet verified), in order, as its pieces
- * land (1 MiB pieces; a value over 512 KiB ends with a 256 KiB piece of its own; pieces
- * reaped together are reported together, before any of them is hashed). A read straight into
- * buf reports a piece before hashing it, so `ready` may reach the whole length before the
- * verdict; a read through the store's buffer, once the piece is hashed and copied (its last
- * piece comes with the verdict). `done`: the read has settled and q->status is final (MC_OK
- * only once the whole value matched its checksum). Not called for a request settled at lookup
- * (not found, overflow, bad key) nor after the deadline. */
+ * land (pieces of read_piece_bytes, at most 1 MiB; a value over 512 KiB ends with a 256 KiB
+ * piece of its own; pieces reaped together are reported together, before any of them is
+ * hashed). A read straight into buf reports a piece before hashing it, so `ready` may reach
+ * the whole length before the verdict; a read through the store's buffer, once the piece is
+ * hashed and copied (its last piece comes with the verdict). `done`: the read has settled and
+ * q->status is final (MC_OK only once the whole value matched its checksum). Not called for a
+ * request settled at lookup (not found, overflow, bad key) nor after the deadline. */
 typedef void (*mc_disk_progress_fn)(mc_disk_read_t *q, size_t ready, bool done);
 struct mc_disk_read {
     const char *tenant;  /* in */
@@ -222,6 +222,14 @@ mc_status_t mc_disk_store_unregister_buffer(mc_disk_store_t *store, void *base);
 size_t mc_disk_store_foreach(mc_disk_store_t *store,
                              void (*fn)(const mc_disk_obj_t *obj, void *arg), void *arg);
 
+/* The piece size reads are cut into on a block device with these queue limits (sysfs
+ * queue/max_segments and queue/max_sectors_kb; 0 = unknown): the largest request the device
+ * takes whole even when every 4 KiB page of the buffer is a segment of its own (a larger read
+ * is split into two requests, the second a small remainder that costs a request of its own),
+ * at most 1 MiB, at least 64 KiB, a multiple of 4 KiB. The store applies it to its directory's
+ * device at open (1 MiB where there is none: tmpfs, overlay). */
+uint64_t mc_disk_piece_bytes(uint64_t max_segments, uint64_t max_sectors_kb);
+
 /* Read latency histogram bounds in microseconds (the last bucket is +Inf). */
 #define MC_DISK_LAT_BUCKETS 14
 extern const uint32_t mc_disk_lat_bounds_us[MC_DISK_LAT_BUCKETS - 1];
@@ -242,6 +250,8 @@ typedef struct mc_disk_stats {
     uint64_t read_lat_us[MC_DISK_LAT_BUCKETS]; /* completed reads per latency bucket */
     uint64_t read_lat_sum_us;
     bool direct_io;             /* O_DIRECT reads (false: the file system refused it) */
+    uint64_t read_piece_bytes;  /* reads are cut into pieces of this size (and a last one of
+                                   256 KiB): mc_disk_piece_bytes of the directory's device */
 } mc_disk_stats_t;
 
 void mc_disk_store_stats(mc_disk_store_t *store, mc_disk_stats_t *out);

@@ -286,7 +286,7 @@ static void test_corrupt_value(void **state)
 
 /* What the progress callback reported for one read. */
 typedef struct prog {
-    size_t calls, last_ready, done_calls, done_ready;
+    size_t calls, first_ready, last_ready, done_calls, done_ready;
     mc_status_t done_status;
     bool ordered;  /* every report extends the last and lies within the value */
     uint8_t *buf;  /* the read's buf: its prefix is checked against the value at each report */
@@ -305,6 +305,8 @@ static void on_progress(mc_disk_read_t *q, size_t ready, bool done)
     }
     p->ordered = p->ordered && ready > p->last_ready && ready <= q->len &&
                  memcmp(p->buf, p->want, ready) == 0;
+    if (!p->first_ready)
+        p->first_ready = ready;
     p->last_ready = ready;
 }
 
@@ -468,6 +470,43 @@ static void test_read_start_finish(void **state)
     assert_int_equal(st.reads, 3);
     free(w1);
     free(small);
+    free(want);
+    free(buf);
+    mc_disk_store_close(s);
+}
+
+/* Reads are cut into pieces a device request holds whole: at most 1 MiB, at most one 4 KiB
+ * page per segment the device takes and at most its request size, at least 64 KiB, 4 KiB
+ * multiples; the store's piece (from its directory's device) is what its reads use: a read
+ * through the store's buffer reports its first piece once hashed, exactly that long. */
+static void test_piece_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(mc_disk_piece_bytes(0, 0), 1u << 20);        /* unknown */
+    assert_int_equal(mc_disk_piece_bytes(254, 4096), 1016u << 10); /* virtio-blk: 254 segs */
+    assert_int_equal(mc_disk_piece_bytes(256, 0), 1u << 20);
+    assert_int_equal(mc_disk_piece_bytes(128, 1280), 512u << 10);
+    assert_int_equal(mc_disk_piece_bytes(1024, 256), 256u << 10);  /* request size */
+    assert_int_equal(mc_disk_piece_bytes(300, 1023), 1020u << 10); /* 4 KiB multiple */
+    assert_int_equal(mc_disk_piece_bytes(1, 4), 64u << 10);        /* the floor */
+    mc_disk_store_t *s = open_store(NULL);
+    mc_disk_stats_t st;
+    mc_disk_store_stats(s, &st);
+    assert_true(st.read_piece_bytes >= (64u << 10) && st.read_piece_bytes <= (1u << 20));
+    assert_int_equal(st.read_piece_bytes % 4096, 0);
+    size_t len = (3u << 20) + 5000;
+    assert_int_equal(dt_put(s, NULL, 0, len), MC_OK);
+    uint8_t *buf = malloc(len), *want = dt_value(len, 0);
+    char k[64];
+    dt_key(k, sizeof(k), 0);
+    prog_t p = {.ordered = true, .buf = buf, .want = want};
+    mc_disk_read_t r = {.key = k, .key_len = strlen(k), .buf = buf, .cap = len,
+                        .progress = on_progress, .arg = &p};
+    assert_int_equal(mc_disk_store_read_batch(s, &r, 1, mc_now_ns() + 10000000000ull), MC_OK);
+    assert_int_equal(r.status, MC_OK);
+    assert_true(p.ordered);
+    assert_int_equal(p.first_ready, st.read_piece_bytes);
+    assert_memory_equal(buf, want, len);
     free(want);
     free(buf);
     mc_disk_store_close(s);
@@ -1019,6 +1058,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_start_finish, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_piece_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_header_and_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readmit, setup, teardown),
