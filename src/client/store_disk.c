@@ -91,6 +91,8 @@ typedef struct job {
     uint64_t sizes[READ_BATCH_MAX], ptrs[READ_BATCH_MAX];
     int32_t sts[READ_BATCH_MAX];         /* the statuses answered */
     mc_disk_read_t rq[READ_BATCH_MAX];
+    mc_disk_batch_t *batch;              /* its reads, started by the loop (the worker
+                                            finishes them), or NULL: the worker reads */
     McRpc__TeGrant grant;
     uint8_t grant_blob[MC_GRANT_SIZE(1)];
     char keys[];                         /* the key bytes (rq[i].key point here) */
@@ -623,10 +625,13 @@ static void *worker_main(void *arg)
 /* ------------------------------------------------------------------ offload RPC server
  *
  * Every BatchGetOffloadObject becomes a job: its keys are looked up, a range of the staging
- * buffer is reserved (one 4 KiB-aligned slot per key), and one of the read threads reads
- * them with one mc_disk_store_read_batch straight into the slots (O_DIRECT; the staging buffer
- * is registered with the engine), with the reader's deadline, every key's 1 MiB pieces in
- * flight at once (up to the engine's io_depth per ring). The engine reports each key's landed
+ * buffer is reserved (one 4 KiB-aligned slot per key), the loop starts the reads itself
+ * (mc_disk_store_read_start: the first pieces go to the disk before the request is answered)
+ * and one of the read threads finishes them (mc_disk_store_read_finish; or reads the whole job
+ * with mc_disk_store_read_batch when every engine ring was busy), straight into the slots
+ * (O_DIRECT; the staging buffer is registered with the engine), with the reader's deadline,
+ * every key's pieces in flight at once (up to the engine's io_depth per ring). The engine
+ * reports each key's landed
  * prefix as it lands, before hashing it (mc_disk_read_t.progress); the worker publishes it
  * (atomics) and wakes the loop, which answers
  *  - a streamed request at once (pointers, lookup statuses); its WaitOffloadRead calls are
@@ -809,7 +814,10 @@ static void job_run(job_t *j)
 {
     mc_store_t *s = j->s;
     store_disk_t *d = s->disk;
-    mc_disk_store_read_batch(d->disk, j->rq, j->n, j->deadline_ns);
+    if (j->batch)
+        mc_disk_store_read_finish(j->batch);
+    else
+        mc_disk_store_read_batch(d->disk, j->rq, j->n, j->deadline_ns);
     bool timed_out = false;
     for (size_t i = 0; i < j->n; i++) {
         mc_status_t st = job_key_status(j, i);
@@ -839,7 +847,8 @@ static void *read_worker(void *arg)
             break;
         job_t *j = d->q_head;
         d->q_head = j->qnext;
-        if (d->q_stop) { /* shutting down: not read (the loop is gone) */
+        if (d->q_stop && !j->batch) { /* shutting down: not read (the loop is gone); a
+                                         started read is finished (it holds its ring) */
             atomic_store(&j->finished, true);
             continue;
         }
@@ -1015,6 +1024,10 @@ static mc_status_t h_get_offload(void *ctx, mc_rpc_call_t *call, const ProtobufC
         staged_release(d, b->id); /* frees j */
         return r->statuses && r->pointers ? MC_OK : MC_ERR_NO_MEMORY;
     }
+    /* the reads go to the disk now, while a worker wakes up to follow them; with every ring
+     * busy the worker reads them itself */
+    if (mc_disk_store_read_start(d->disk, j->rq, n, j->deadline_ns, &j->batch) != MC_OK)
+        j->batch = NULL;
     job_queue(d, j);
     if (!j->stream)
         return MC_RPC_DEFERRED; /* answered by serve_ready when the job is done */

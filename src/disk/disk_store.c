@@ -31,6 +31,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -69,8 +70,13 @@ struct dent {
     char key[];              /* storage key: tenant '\0' key */
 };
 
+/* A ring is held by one batch at a time, from its first submission to its end, which may be
+ * on another thread (mc_disk_store_read_start / _finish): `busy` (under mu) says it is held;
+ * whoever holds it owns the uring and inflight. */
 typedef struct ring {
     pthread_mutex_t mu;
+    pthread_cond_t cv; /* busy went false */
+    bool busy;
     struct io_uring uring;
     uint32_t inflight; /* submitted, not reaped: reads and cancels, abandoned ones included */
 } ring_t;
@@ -93,6 +99,7 @@ typedef struct op {
     void *bounce;            /* store-owned, or NULL */
     size_t bounce_cap;
     uint64_t t0;
+    uint64_t chunk;          /* the store's piece size (chunk_span) */
     mc_hash_stream_t hs;     /* checksum of the chunks hashed so far */
     bool hs_live, failed, finished;
     uint32_t nchunks, nsubmitted, ndone, hashed;
@@ -101,14 +108,17 @@ typedef struct op {
     chunk_t ch[];
 } op_t;
 
-/* Reads are cut into chunks of this size; each chunk is hashed as soon as it and the ones
- * before it are in, while the later ones are still being read. A read of more than 2 * TAIL
- * ends with a TAIL-sized chunk of its own (chunk_span), so that what follows its last
- * completion (hashing here, a streaming reader's last pull and hash) is short. */
-#define CHUNK (1ull << 20)
+/* Reads are cut into chunks of the store's piece size (mc_disk_piece_bytes: at most CHUNK_MAX,
+ * one device request each); each chunk is hashed as soon as it and the ones before it are in,
+ * while the later ones are still being read. A read of more than 2 * TAIL ends with a
+ * TAIL-sized chunk of its own (chunk_span), so that what follows its last completion (hashing
+ * here, a streaming reader's last pull and hash) is short. */
+#define CHUNK_MAX (1ull << 20)
+#define CHUNK_MIN (64ull << 10)
 #define TAIL (256ull << 10)
 #define CANCEL_TAG ((uint64_t)1) /* user_data of cancel requests (chunks are 8-aligned) */
 #define BOUNCE_CACHE 16
+#define START_CHUNKS 8 /* chunks mc_disk_store_read_start submits; _finish submits the rest */
 #define BOUNCE_CACHE_BYTES (256ull << 20)
 
 struct mc_disk_store {
@@ -122,6 +132,7 @@ struct mc_disk_store {
     uint64_t next_id, seq, bytes, live_bytes;
     mc_disk_stats_t st;
     bool direct;
+    uint64_t chunk; /* piece size of reads (mc_disk_piece_bytes of the directory's device) */
     ring_t *rings;
     uint32_t nrings;
     atomic_uint rr;
@@ -898,6 +909,7 @@ void mc_disk_store_stats(mc_disk_store_t *s, mc_disk_stats_t *out)
     out->live_bytes = s->live_bytes;
     out->objects = s->nobj;
     out->direct_io = s->direct;
+    out->read_piece_bytes = s->chunk;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -939,17 +951,38 @@ static void bounce_put(mc_disk_store_t *s, void *p, size_t cap)
     free(p);
 }
 
-static ring_t *ring_acquire(mc_disk_store_t *s)
+/* Takes r; with wait false only if nobody holds it. */
+static bool ring_take(ring_t *r, bool wait)
+{
+    pthread_mutex_lock(&r->mu);
+    bool ok = !r->busy || wait;
+    while (ok && r->busy)
+        pthread_cond_wait(&r->cv, &r->mu);
+    if (ok)
+        r->busy = true;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void ring_give(ring_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->busy = false;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* A free ring, else (wait) the next one in turn once it is free, else NULL. */
+static ring_t *ring_acquire(mc_disk_store_t *s, bool wait)
 {
     uint32_t start = atomic_fetch_add(&s->rr, 1);
     for (uint32_t i = 0; i < s->nrings; i++) {
         ring_t *r = &s->rings[(start + i) % s->nrings];
-        if (pthread_mutex_trylock(&r->mu) == 0)
+        if (ring_take(r, false))
             return r;
     }
     ring_t *r = &s->rings[start % s->nrings];
-    pthread_mutex_lock(&r->mu);
-    return r;
+    return wait && ring_take(r, true) ? r : NULL;
 }
 
 static int reg_index(mc_disk_store_t *s, const void *p, size_t len)
@@ -971,23 +1004,23 @@ static void lat_record(mc_disk_store_t *s, uint64_t ns)
     s->st.read_lat_sum_us += us;
 }
 
-/* The chunks of a read of dlen device bytes: CHUNK-sized from the start, the last of them
+/* The chunks of a read of dlen device bytes: chunk-sized from the start, the last of them
  * possibly short, and, when dlen > 2 * TAIL, the final TAIL bytes as a chunk of their own
- * (dlen is 4 KiB-aligned with O_DIRECT, so every chunk starts aligned). */
+ * (dlen and chunk are 4 KiB-aligned with O_DIRECT, so every chunk starts aligned). */
 static uint64_t chunk_split(uint64_t dlen) { return dlen > 2 * TAIL ? dlen - TAIL : dlen; }
 
-static uint32_t chunk_count(uint64_t dlen)
+static uint32_t chunk_count(uint64_t dlen, uint64_t chunk)
 {
     uint64_t split = chunk_split(dlen);
-    return (uint32_t)((split + CHUNK - 1) / CHUNK + (split < dlen ? 1 : 0));
+    return (uint32_t)((split + chunk - 1) / chunk + (split < dlen ? 1 : 0));
 }
 
 /* Chunk i of op: device bytes [*at, *at + *len). */
 static void chunk_span(const op_t *op, uint32_t i, uint64_t *at, uint64_t *len)
 {
     uint64_t split = chunk_split(op->dlen);
-    *at = (uint64_t)i * CHUNK < split ? (uint64_t)i * CHUNK : split;
-    uint64_t end = *at < split ? *at + CHUNK : op->dlen;
+    *at = (uint64_t)i * op->chunk < split ? (uint64_t)i * op->chunk : split;
+    uint64_t end = *at < split ? *at + op->chunk : op->dlen;
     *len = (end < split || *at >= split ? end : split) - *at;
 }
 
@@ -1008,23 +1041,40 @@ static bool chunk_whole(const op_t *op, uint32_t i)
     return op->ch[i].done && op->ch[i].res >= 0 && (uint64_t)op->ch[i].res >= want;
 }
 
-/* Reports the chunks that completed in order (progress), hashes (and, from a store buffer,
- * copies out) them, and settles the op once every chunk is in: MC_OK only when all bytes
- * arrived and hash to the committed checksum. A read straight into the caller's buffer
- * reports its landed prefix before hashing it (the caller may use those bytes, unverified as
- * any progress, meanwhile), the whole value included; a bounced one once copied, the last
- * chunk with the verdict. No lock held (the op belongs to its batch). */
-static void op_progress(op_t *op)
+/* Reports a direct read's landed prefix: the chunks complete and whole, in order, from the
+ * first not yet hashed; called as completions are reaped, before any hashing, so that the
+ * caller may use those bytes (unverified, as any progress) while they are hashed. A read
+ * through a store buffer reports in op_hash_step, once a chunk is copied out. No lock held
+ * (the op belongs to its batch). */
+static void op_report(op_t *op)
 {
     mc_disk_read_t *q = op->req;
-    uint32_t landed = op->hashed; /* direct: the chunks complete and whole, in order */
-    while (!op->bounce && landed < op->nchunks && chunk_whole(op, landed))
+    if (op->bounce || !q->progress || op->failed)
+        return;
+    uint32_t landed = op->reported > op->hashed ? op->reported : op->hashed;
+    while (landed < op->nchunks && chunk_whole(op, landed))
         landed++;
-    if (q->progress && landed > op->reported && !op->failed) {
+    if (landed > op->reported) {
         q->progress(q, (size_t)chunk_end(op, landed - 1), false);
         op->reported = landed;
     }
-    while (op->hashed < op->nchunks && op->ch[op->hashed].done) {
+}
+
+/* Whether op has a completed chunk to hash (the next in order). */
+static bool op_hashable(const op_t *op)
+{
+    return op && op->req && !op->finished && op->hashed < op->nchunks &&
+           op->ch[op->hashed].done;
+}
+
+/* Hashes (and, from a store buffer, copies out and reports) op's next completed chunk, and
+ * settles the op once every chunk is in: MC_OK only when all bytes arrived and hash to the
+ * committed checksum; a bounced read's last chunk is reported with the verdict. One chunk per
+ * call, so that the caller reaps (and reports) the completions that arrive meanwhile. */
+static void op_hash_step(op_t *op)
+{
+    mc_disk_read_t *q = op->req;
+    if (op->hashed < op->nchunks && op->ch[op->hashed].done) {
         uint64_t at, len;
         chunk_span(op, op->hashed, &at, &len);
         uint64_t want = op->vlen - at < len ? op->vlen - at : len; /* the value's bytes */
@@ -1058,9 +1108,10 @@ static void op_progress(op_t *op)
         q->progress(q, q->status == MC_OK ? op->vlen : 0, true);
 }
 
-/* Handles one completion (ring locked). A chunk of a live op advances it (*finished_p counts
- * ops it settled); the last completion of an abandoned op puts it on *late. */
-static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late, size_t *finished_p)
+/* Handles one completion (ring locked): a chunk of a live op is marked (reporting it is the
+ * caller's, reap_all, once the completion queue is drained; hashing too, op_hash_step); the
+ * last completion of an abandoned op puts it on *late. */
+static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late)
 {
     uint64_t ud = io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
@@ -1078,11 +1129,19 @@ static void reap_cqe(ring_t *r, struct io_uring_cqe *cqe, op_t **late, size_t *f
             op->lnext = *late;
             *late = op;
         }
-        return;
     }
-    op_progress(op);
-    if (op->finished && finished_p)
-        (*finished_p)++;
+}
+
+/* Reaps every completion in the queue, then reports each live op's landed prefix: pieces
+ * reaped together are reported together, before any of them is hashed. */
+static void reap_all(ring_t *r, op_t **ops, size_t n, op_t **late)
+{
+    struct io_uring_cqe *cqe;
+    while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
+        reap_cqe(r, cqe, late);
+    for (size_t i = 0; i < n; i++)
+        if (ops[i] && ops[i]->req && !ops[i]->finished)
+            op_report(ops[i]);
 }
 
 /* Drops the entry (b, off) from the index after a checksum failure, if it is still there. */
@@ -1155,7 +1214,7 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
     if (q->cap < e->vlen || (e->vlen && !q->buf))
         return NULL;
     uint64_t dlen = s->direct ? mc_disk_round(e->vlen) : e->vlen;
-    uint32_t nch = chunk_count(dlen);
+    uint32_t nch = chunk_count(dlen, s->chunk);
     op_t *op = calloc(1, sizeof(*op) + nch * sizeof(chunk_t));
     q->status = MC_ERR_NO_MEMORY;
     if (!op)
@@ -1172,6 +1231,7 @@ static op_t *op_make(mc_disk_store_t *s, mc_disk_read_t *q, uint64_t now)
     op->vlen = e->vlen;
     op->csum = e->csum;
     op->dlen = dlen;
+    op->chunk = s->chunk;
     op->nchunks = nch;
     for (uint32_t i = 0; i < nch; i++)
         op->ch[i].op = op;
@@ -1204,39 +1264,51 @@ static bool op_submit_chunk(ring_t *r, op_t *op, int ri)
     return true;
 }
 
-mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, size_t n,
-                                     uint64_t deadline_ns)
+/* A read batch (mc_disk_store_read_batch, or _start then _finish): its requests, their ops,
+ * and the ring it holds from its first submission to its end. */
+struct mc_disk_batch {
+    mc_disk_store_t *s;
+    mc_disk_read_t *reqs;
+    size_t n;
+    uint64_t deadline_ns, t0;
+    ring_t *r;
+    size_t pending; /* ops not settled */
+    size_t next;    /* the first op with chunks left to submit */
+    bool first;     /* nothing submitted yet */
+    op_t *late;     /* abandoned ops reaped meanwhile: released at the end */
+    int *ris;       /* per op: its registered buffer, or -1 */
+    op_t *ops[];
+};
+
+/* Steps 1 and 2 of a batch on ring r (held): looks every key up (taking a reference on its
+ * bucket) and picks each read's destination; then reaps what abandoned reads left on r and
+ * submits the first reads. NULL when out of memory (r is given back). */
+static mc_disk_batch_t *batch_begin(mc_disk_store_t *s, ring_t *r, mc_disk_read_t *reqs,
+                                    size_t n, uint64_t deadline_ns)
 {
-    if (!s || (n && !reqs))
-        return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return MC_OK;
-    op_t **ops = calloc(n, sizeof(*ops));
+    mc_disk_batch_t *b = calloc(1, sizeof(*b) + n * sizeof(op_t *));
     int *ris = calloc(n, sizeof(*ris));
-    if (!ops || !ris) {
-        free(ops);
+    if (!b || !ris) {
+        free(b);
         free(ris);
-        return MC_ERR_NO_MEMORY;
+        ring_give(r);
+        return NULL;
     }
-    uint64_t now = mc_now_ns();
+    *b = (mc_disk_batch_t){.s = s, .reqs = reqs, .n = n, .deadline_ns = deadline_ns,
+                           .t0 = mc_now_ns(), .r = r, .first = true, .ris = ris};
     /* 1. look up every key, take a reference on its bucket */
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < n; i++)
-        ops[i] = op_make(s, &reqs[i], now);
+        b->ops[i] = op_make(s, &reqs[i], b->t0);
     pthread_mutex_unlock(&s->mu);
-    /* 2. destinations: the caller's buffer only when nothing can outlive this call */
-    size_t pending = 0;
+    /* 2. destinations: the caller's buffer only when nothing can outlive the batch */
     for (size_t i = 0; i < n; i++) {
-        op_t *op = ops[i];
+        op_t *op = b->ops[i];
         ris[i] = -1;
-        if (!op)
+        if (!op || op->nchunks == 0) /* no bytes: settled in batch_run */
             continue;
         bool direct_ok = (deadline_ns == 0 || op->req->late_ok) && op->req->cap >= op->dlen &&
                          (!s->direct || ((uintptr_t)op->req->buf % MC_DISK_ALIGN) == 0);
-        if (op->nchunks == 0) {
-            op_progress(op); /* no bytes: only the checksum of nothing to check */
-            continue;
-        }
         if (direct_ok) {
             op->dst = op->req->buf;
             pthread_mutex_lock(&s->mu);
@@ -1251,40 +1323,78 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
                 continue;
             }
         }
-        pending++;
+        b->pending++;
     }
-    /* 3. submit all (as the ring allows), reap all, until done or the deadline; each op is
-     *    cut into CHUNK reads so that hashing overlaps the reads still in flight */
-    ring_t *r = ring_acquire(s);
-    op_t *late = NULL;
     struct io_uring_cqe *cqe;
     while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
-        reap_cqe(r, cqe, &late, NULL);
-    size_t next = 0;
-    bool expired = false;
-    while (pending) {
-        bool queued = false;
-        while (next < n && r->inflight < s->cfg.io_depth) {
-            op_t *op = ops[next];
-            if (!op || op->finished || op->nsubmitted == op->nchunks) {
-                next++;
-                continue;
-            }
-            if (!op_submit_chunk(r, op, ris[next]))
-                break;
-            queued = true;
+        reap_cqe(r, cqe, &b->late);
+    return b;
+}
+
+/* Submits the chunks of b's ops in order, as many as the ring's io_depth allows, at most max.
+ * The very first goes to the device on its own, so that the device starts on it while the
+ * others are prepared (one 1 MiB O_DIRECT submission is tens of microseconds). */
+static void batch_submit(mc_disk_batch_t *b, size_t max)
+{
+    ring_t *r = b->r;
+    bool queued = false;
+    for (size_t k = 0; k < max && b->next < b->n && r->inflight < b->s->cfg.io_depth;) {
+        op_t *op = b->ops[b->next];
+        if (!op || op->finished || op->nsubmitted == op->nchunks) {
+            b->next++;
+            continue;
         }
-        if (queued)
+        if (!op_submit_chunk(r, op, b->ris[b->next]))
+            break;
+        k++;
+        queued = !b->first;
+        if (b->first) {
+            b->first = false;
             io_uring_submit(&r->uring);
+        }
+    }
+    if (queued)
+        io_uring_submit(&r->uring);
+}
+
+/* Step 3: submits the rest (as the ring allows) and reaps, until every op has settled or the
+ * deadline has passed; each op is cut into chunks so that hashing overlaps the reads
+ * still in flight. Completions are reaped (and landed prefixes reported) before each chunk is
+ * hashed, one chunk at a time, so that a report never waits for the hashing of an earlier
+ * chunk; the deadline is looked at only when nothing landed is left to hash. Ops still in
+ * flight at the deadline are abandoned to the ring. */
+static void batch_run(mc_disk_batch_t *b)
+{
+    ring_t *r = b->r;
+    op_t **ops = b->ops;
+    size_t n = b->n;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i] && ops[i]->nchunks == 0)
+            op_hash_step(ops[i]); /* no bytes: only the checksum of nothing to check */
+    struct io_uring_cqe *cqe;
+    bool expired = false;
+    while (b->pending) {
+        batch_submit(b, SIZE_MAX);
+        op_t *h = NULL; /* the first op, in request order, with a landed chunk to hash */
+        for (size_t k = 0; k < n && !h; k++)
+            h = op_hashable(ops[k]) ? ops[k] : NULL;
+        if (h) {
+            op_hash_step(h);
+            if (h->finished)
+                b->pending--;
+            reap_all(r, ops, n, &b->late);
+            continue;
+        }
         int rc;
-        if (deadline_ns) {
+        if (b->deadline_ns) {
             uint64_t t = mc_now_ns();
-            if (t >= deadline_ns) {
+            if (t >= b->deadline_ns) {
                 expired = true;
                 break;
             }
-            struct __kernel_timespec ts = {.tv_sec = (long long)((deadline_ns - t) / 1000000000ull),
-                                           .tv_nsec = (long long)((deadline_ns - t) % 1000000000ull)};
+            uint64_t left = b->deadline_ns - t;
+            struct __kernel_timespec ts = {.tv_sec = (long long)(left / 1000000000ull),
+                                           .tv_nsec = (long long)(left % 1000000000ull)};
             rc = io_uring_wait_cqe_timeout(&r->uring, &cqe, &ts);
         } else {
             rc = io_uring_wait_cqe(&r->uring, &cqe);
@@ -1300,48 +1410,51 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
             expired = true; /* abandon what is in flight: reaped later */
             break;
         }
-        size_t settled = 0;
-        do
-            reap_cqe(r, cqe, &late, &settled);
-        while (io_uring_peek_cqe(&r->uring, &cqe) == 0);
-        pending -= settled;
+        reap_cqe(r, cqe, &b->late);
+        reap_all(r, ops, n, &b->late);
     }
-    if (expired) {
-        /* abandon ops with chunks in flight: they stay with the ring (with their store buffers
-         * and bucket references) until their last completion arrives; cancels are asked for */
-        bool cancels = false;
-        for (size_t i = 0; i < n; i++) {
-            op_t *op = ops[i];
-            if (!op || op->finished || op->ndone == op->nsubmitted)
-                continue;
-            op->req = NULL;
-            ops[i] = NULL; /* owned by the ring now */
-            for (uint32_t c = 0; c < op->nsubmitted; c++) {
-                if (op->ch[c].done || r->inflight >= 2 * s->cfg.io_depth)
-                    continue;
-                struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
-                if (!sqe)
-                    break;
-                io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&op->ch[c], 0);
-                io_uring_sqe_set_data64(sqe, CANCEL_TAG);
-                r->inflight++;
-                cancels = true;
-            }
-        }
-        if (cancels)
-            io_uring_submit(&r->uring);
-    }
-    pthread_mutex_unlock(&r->mu);
-    /* 4. statistics, checksum failures, references */
-    uint64_t end = mc_now_ns();
-    pthread_mutex_lock(&s->mu);
+    if (!expired)
+        return;
+    /* abandon ops with chunks in flight: they stay with the ring (with their store buffers
+     * and bucket references) until their last completion arrives; cancels are asked for */
+    bool cancels = false;
     for (size_t i = 0; i < n; i++) {
         op_t *op = ops[i];
-        mc_disk_read_t *q = &reqs[i];
+        if (!op || op->finished || op->ndone == op->nsubmitted)
+            continue;
+        op->req = NULL;
+        ops[i] = NULL; /* owned by the ring now */
+        for (uint32_t c = 0; c < op->nsubmitted; c++) {
+            if (op->ch[c].done || r->inflight >= 2 * b->s->cfg.io_depth)
+                continue;
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
+            if (!sqe)
+                break;
+            io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&op->ch[c], 0);
+            io_uring_sqe_set_data64(sqe, CANCEL_TAG);
+            r->inflight++;
+            cancels = true;
+        }
+    }
+    if (cancels)
+        io_uring_submit(&r->uring);
+}
+
+/* Step 4: gives the ring back, counts, drops what failed its checksum, releases references,
+ * frees b. */
+static void batch_end(mc_disk_batch_t *b)
+{
+    mc_disk_store_t *s = b->s;
+    ring_give(b->r);
+    uint64_t end = mc_now_ns();
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < b->n; i++) {
+        op_t *op = b->ops[i];
+        mc_disk_read_t *q = &b->reqs[i];
         s->st.reads++;
         if (q->status == MC_OK) {
             s->st.read_bytes += q->len;
-            lat_record(s, end - now);
+            lat_record(s, end - b->t0);
         } else if (q->status == MC_ERR_TIMEOUT) {
             s->st.read_timeouts++;
         } else if (q->status == MC_ERR_CHECKSUM) {
@@ -1358,12 +1471,52 @@ mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, s
         op_unref(s, op);
     }
     pthread_mutex_unlock(&s->mu);
-    for (size_t i = 0; i < n; i++)
-        if (ops[i])
-            op_free(s, ops[i]);
-    free(ops);
-    free(ris);
-    release_late(s, late);
+    for (size_t i = 0; i < b->n; i++)
+        if (b->ops[i])
+            op_free(s, b->ops[i]);
+    release_late(s, b->late);
+    free(b->ris);
+    free(b);
+}
+
+mc_status_t mc_disk_store_read_batch(mc_disk_store_t *s, mc_disk_read_t *reqs, size_t n,
+                                     uint64_t deadline_ns)
+{
+    if (!s || (n && !reqs))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    mc_disk_batch_t *b = batch_begin(s, ring_acquire(s, true), reqs, n, deadline_ns);
+    if (!b)
+        return MC_ERR_NO_MEMORY;
+    return mc_disk_store_read_finish(b);
+}
+
+mc_status_t mc_disk_store_read_start(mc_disk_store_t *s, mc_disk_read_t *reqs, size_t n,
+                                     uint64_t deadline_ns, mc_disk_batch_t **batch_p)
+{
+    if (!batch_p)
+        return MC_ERR_INVALID_PARAMS;
+    *batch_p = NULL;
+    if (!s || !n || !reqs)
+        return MC_ERR_INVALID_PARAMS;
+    ring_t *r = ring_acquire(s, false);
+    if (!r)
+        return MC_ERR_BUSY;
+    mc_disk_batch_t *b = batch_begin(s, r, reqs, n, deadline_ns);
+    if (!b)
+        return MC_ERR_NO_MEMORY;
+    batch_submit(b, START_CHUNKS);
+    *batch_p = b;
+    return MC_OK;
+}
+
+mc_status_t mc_disk_store_read_finish(mc_disk_batch_t *b)
+{
+    if (!b)
+        return MC_ERR_INVALID_PARAMS;
+    batch_run(b);
+    batch_end(b);
     return MC_OK;
 }
 
@@ -1385,19 +1538,19 @@ mc_status_t mc_disk_store_register_buffer(mc_disk_store_t *s, void *base, size_t
     int rc = 0;
     uint32_t done = 0;
     for (; done < s->nrings && rc >= 0; done++) {
-        pthread_mutex_lock(&s->rings[done].mu);
+        ring_take(&s->rings[done], true);
         rc = io_uring_register_buffers_update_tag(&s->rings[done].uring, (unsigned)slot, &iov,
                                                   NULL, 1);
-        pthread_mutex_unlock(&s->rings[done].mu);
+        ring_give(&s->rings[done]);
     }
     if (rc < 0) {
         MC_LOG_ERROR("disk: cannot register a buffer of %zu bytes with io_uring: %s", len,
                      strerror(-rc));
         struct iovec none = {NULL, 0};
         for (uint32_t i = 0; i + 1 < done; i++) {
-            pthread_mutex_lock(&s->rings[i].mu);
+            ring_take(&s->rings[i], true);
             io_uring_register_buffers_update_tag(&s->rings[i].uring, (unsigned)slot, &none, NULL, 1);
-            pthread_mutex_unlock(&s->rings[i].mu);
+            ring_give(&s->rings[i]);
         }
     }
     pthread_mutex_lock(&s->mu);
@@ -1423,9 +1576,9 @@ mc_status_t mc_disk_store_unregister_buffer(mc_disk_store_t *s, void *base)
         return MC_ERR_INVALID_PARAMS;
     struct iovec none = {NULL, 0};
     for (uint32_t i = 0; i < s->nrings; i++) {
-        pthread_mutex_lock(&s->rings[i].mu);
+        ring_take(&s->rings[i], true);
         io_uring_register_buffers_update_tag(&s->rings[i].uring, (unsigned)slot, &none, NULL, 1);
-        pthread_mutex_unlock(&s->rings[i].mu);
+        ring_give(&s->rings[i]);
     }
     pthread_mutex_lock(&s->mu);
     s->reg[slot].base = NULL;
@@ -1616,6 +1769,51 @@ static mc_status_t recover(mc_disk_store_t *s)
     return st;
 }
 
+uint64_t mc_disk_piece_bytes(uint64_t max_segments, uint64_t max_sectors_kb)
+{
+    uint64_t p = CHUNK_MAX;
+    if (max_segments && max_segments < p / MC_DISK_ALIGN)
+        p = max_segments * MC_DISK_ALIGN;
+    if (max_sectors_kb && max_sectors_kb < p / 1024)
+        p = max_sectors_kb * 1024;
+    p -= p % MC_DISK_ALIGN;
+    return p < CHUNK_MIN ? CHUNK_MIN : p;
+}
+
+/* A number in a sysfs file, 0 when unreadable. */
+static uint64_t sysfs_u64(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+/* The piece size for the block device under directory dirfd: its queue limits in sysfs (a
+ * partition's are its disk's), CHUNK_MAX when there are none (tmpfs, overlay, no sysfs). */
+static uint64_t dir_piece_bytes(int dirfd)
+{
+    struct stat st;
+    if (fstat(dirfd, &st) != 0)
+        return CHUNK_MAX;
+    static const char *const queue[] = {"queue", "../queue"};
+    for (size_t i = 0; i < 2; i++) {
+        char a[128], b[128];
+        snprintf(a, sizeof(a), "/sys/dev/block/%u:%u/%s/max_segments", major(st.st_dev),
+                 minor(st.st_dev), queue[i]);
+        snprintf(b, sizeof(b), "/sys/dev/block/%u:%u/%s/max_sectors_kb", major(st.st_dev),
+                 minor(st.st_dev), queue[i]);
+        uint64_t segs = sysfs_u64(a), kb = sysfs_u64(b);
+        if (segs || kb)
+            return mc_disk_piece_bytes(segs, kb);
+    }
+    return CHUNK_MAX;
+}
+
 mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
                                mc_disk_store_t **store_p)
 {
@@ -1669,6 +1867,7 @@ mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
         else
             MC_LOG_WARN("disk: %s does not take O_DIRECT (%s): reads go through the page cache",
                         dir, strerror(errno));
+        s->chunk = dir_piece_bytes(s->dirfd);
     }
     if (st == MC_OK) {
         s->rings = calloc(cfg->rings, sizeof(*s->rings));
@@ -1688,6 +1887,7 @@ mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
                 break;
             }
             pthread_mutex_init(&s->rings[i].mu, NULL);
+            pthread_cond_init(&s->rings[i].cv, NULL);
             s->nrings++;
         }
     }
@@ -1698,10 +1898,10 @@ mc_status_t mc_disk_store_open(const char *dir, const mc_disk_config_t *cfg,
         return st;
     }
     MC_LOG_INFO("disk: %s open: %zu objects in %llu buckets (%llu bytes), %llu corrupt records "
-                "skipped, %llu torn tails cut",
+                "skipped, %llu torn tails cut; reads in pieces of %llu KiB",
                 dir, s->nobj, (unsigned long long)s->st.buckets, (unsigned long long)s->bytes,
                 (unsigned long long)s->st.recovered_corrupt,
-                (unsigned long long)s->st.recovered_torn);
+                (unsigned long long)s->st.recovered_torn, (unsigned long long)(s->chunk >> 10));
     *store_p = s;
     return MC_OK;
 }
@@ -1717,17 +1917,18 @@ void mc_disk_store_close(mc_disk_store_t *s)
     for (uint32_t i = 0; i < s->nrings; i++) {
         ring_t *r = &s->rings[i];
         op_t *late = NULL;
-        pthread_mutex_lock(&r->mu);
+        ring_take(r, true); /* a started batch is finished first (the caller's contract) */
         while (r->inflight) {
             struct io_uring_cqe *cqe;
             if (io_uring_wait_cqe(&r->uring, &cqe) != 0)
                 break;
-            reap_cqe(r, cqe, &late, NULL);
+            reap_cqe(r, cqe, &late);
         }
-        pthread_mutex_unlock(&r->mu);
+        ring_give(r);
         release_late(s, late);
         io_uring_queue_exit(&r->uring);
         pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
     }
     for (bucket_t *b = s->head, *n; b; b = n) {
         n = b->next;

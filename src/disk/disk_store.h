@@ -82,8 +82,8 @@ typedef struct mc_disk_config {
                                        (whole buckets dropped as they are) */
     bool sync_each_put;             /* fdatasync data, then header, per put (MC_DISK_SYNC_EACH_PUT);
                                        default false: one fdatasync per bucket seal */
-    uint32_t io_depth;              /* reads in flight per ring, in 1 MiB chunks (a value is
-                                       read as 1 MiB pieces, each hashed as it lands)
+    uint32_t io_depth;              /* piece reads in flight per ring (a value is read as
+                                       pieces of at most 1 MiB, each hashed as it lands)
                                        (MC_DISK_IO_DEPTH), default 64, 1..4096 */
     uint32_t rings;                 /* io_uring rings for parallel readers (MC_DISK_RINGS),
                                        default 4, 1..64 */
@@ -150,15 +150,15 @@ mc_status_t mc_disk_store_remove(mc_disk_store_t *store, const char *tenant, con
 /* One read of a batch. */
 typedef struct mc_disk_read mc_disk_read_t;
 /* Optional progress of one read, called on the reading thread during mc_disk_store_read_batch
- * with the ring's lock held (be quick; do not call into the store): the first `ready` bytes of
- * the value are in buf (landed, not yet verified), in order, as its pieces land (1 MiB pieces;
- * a value over 512 KiB ends with a 256 KiB piece of its own; pieces reaped together are
- * reported together). A read straight into buf reports a piece before hashing it, so `ready`
- * may reach the whole length before the verdict; a read through the store's buffer, once the
- * piece is hashed and copied (its last piece comes with the verdict). `done`: the read has
- * settled and q->status is final (MC_OK only once the whole value matched its checksum). Not
- * called for a request settled at lookup (not found, overflow, bad key) nor after the
- * deadline. */
+ * (or _finish) while it holds the ring (be quick; do not call into the store): the first
+ * `ready` bytes of the value are in buf (landed, not yet verified), in order, as its pieces
+ * land (pieces of read_piece_bytes, at most 1 MiB; a value over 512 KiB ends with a 256 KiB
+ * piece of its own; pieces reaped together are reported together, before any of them is
+ * hashed). A read straight into buf reports a piece before hashing it, so `ready` may reach
+ * the whole length before the verdict; a read through the store's buffer, once the piece is
+ * hashed and copied (its last piece comes with the verdict). `done`: the read has settled and
+ * q->status is final (MC_OK only once the whole value matched its checksum). Not called for a
+ * request settled at lookup (not found, overflow, bad key) nor after the deadline. */
 typedef void (*mc_disk_progress_fn)(mc_disk_read_t *q, size_t ready, bool done);
 struct mc_disk_read {
     const char *tenant;  /* in */
@@ -195,6 +195,21 @@ struct mc_disk_read {
 mc_status_t mc_disk_store_read_batch(mc_disk_store_t *store, mc_disk_read_t *reqs, size_t n,
                                      uint64_t deadline_ns);
 
+/* mc_disk_store_read_batch in two halves, for a caller whose thread must not wait for the disk
+ * (the storage server's RPC loop). _start looks the keys up and submits their first reads (at
+ * most 8 pieces: tens of microseconds each) on a ring that is free at once, and returns
+ * without waiting for any of them (*batch_p: the batch). _finish, on any thread, submits the
+ * rest, reaps, hashes and settles them as mc_disk_store_read_batch does (progress is called on
+ * that thread; the deadline and the destination rule are the same) and frees the batch. reqs
+ * stay the caller's until _finish returns; every started batch must be finished (it holds its
+ * ring) before mc_disk_store_close. _start answers MC_ERR_BUSY when every ring is held (then
+ * nothing was done: use mc_disk_store_read_batch), MC_ERR_INVALID_PARAMS (no requests),
+ * MC_ERR_NO_MEMORY. */
+typedef struct mc_disk_batch mc_disk_batch_t;
+mc_status_t mc_disk_store_read_start(mc_disk_store_t *store, mc_disk_read_t *reqs, size_t n,
+                                     uint64_t deadline_ns, mc_disk_batch_t **batch_p);
+mc_status_t mc_disk_store_read_finish(mc_disk_batch_t *batch);
+
 /* Registers [base, base+len) (4 KiB-aligned, len <= 1 GiB) as an io_uring fixed buffer on every
  * ring: direct reads into it skip pinning pages per read. MC_ERR_INVALID_PARAMS (alignment,
  * size), MC_ERR_NO_AVAILABLE_HANDLE (MC_DISK_REG_BUFFERS_MAX regions held), MC_ERR_IO. */
@@ -206,6 +221,14 @@ mc_status_t mc_disk_store_unregister_buffer(mc_disk_store_t *store, void *base);
  * master's). Returns the number of objects visited. */
 size_t mc_disk_store_foreach(mc_disk_store_t *store,
                              void (*fn)(const mc_disk_obj_t *obj, void *arg), void *arg);
+
+/* The piece size reads are cut into on a block device with these queue limits (sysfs
+ * queue/max_segments and queue/max_sectors_kb; 0 = unknown): the largest request the device
+ * takes whole even when every 4 KiB page of the buffer is a segment of its own (a larger read
+ * is split into two requests, the second a small remainder that costs a request of its own),
+ * at most 1 MiB, at least 64 KiB, a multiple of 4 KiB. The store applies it to its directory's
+ * device at open (1 MiB where there is none: tmpfs, overlay). */
+uint64_t mc_disk_piece_bytes(uint64_t max_segments, uint64_t max_sectors_kb);
 
 /* Read latency histogram bounds in microseconds (the last bucket is +Inf). */
 #define MC_DISK_LAT_BUCKETS 14
@@ -227,6 +250,8 @@ typedef struct mc_disk_stats {
     uint64_t read_lat_us[MC_DISK_LAT_BUCKETS]; /* completed reads per latency bucket */
     uint64_t read_lat_sum_us;
     bool direct_io;             /* O_DIRECT reads (false: the file system refused it) */
+    uint64_t read_piece_bytes;  /* reads are cut into pieces of this size (and a last one of
+                                   256 KiB): mc_disk_piece_bytes of the directory's device */
 } mc_disk_stats_t;
 
 void mc_disk_store_stats(mc_disk_store_t *store, mc_disk_stats_t *out);

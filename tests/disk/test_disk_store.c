@@ -1,6 +1,7 @@
 /* Unit tests of the disk tier's storage engine (disk/disk_store.h): round trips of many sizes
  * through every read path (direct into aligned memory, registered buffers, store-owned buffers
- * for unaligned memory and deadlines, batches), refusals (duplicates, bad keys and checksums,
+ * for unaligned memory and deadlines, batches), a batch started on one thread and finished on
+ * another (mc_disk_store_read_start / _finish), refusals (duplicates, bad keys and checksums,
  * small buffers), restart recovery (objects, tombstones, torn tails, corrupted records),
  * corrupted value bytes (an error, never data), watermark eviction (FIFO, LRU, none) with the
  * eviction callback, the second chance of read objects (re-appended before their bucket is
@@ -18,6 +19,7 @@
 #include "support/test_util.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -284,7 +286,7 @@ static void test_corrupt_value(void **state)
 
 /* What the progress callback reported for one read. */
 typedef struct prog {
-    size_t calls, last_ready, done_calls, done_ready;
+    size_t calls, first_ready, last_ready, done_calls, done_ready;
     mc_status_t done_status;
     bool ordered;  /* every report extends the last and lies within the value */
     uint8_t *buf;  /* the read's buf: its prefix is checked against the value at each report */
@@ -303,6 +305,8 @@ static void on_progress(mc_disk_read_t *q, size_t ready, bool done)
     }
     p->ordered = p->ordered && ready > p->last_ready && ready <= q->len &&
                  memcmp(p->buf, p->want, ready) == 0;
+    if (!p->first_ready)
+        p->first_ready = ready;
     p->last_ready = ready;
 }
 
@@ -372,6 +376,137 @@ static void test_progress(void **state)
     assert_int_equal(p.done_calls, 1);
     assert_int_equal(p.done_ready, 0);
     assert_int_equal(p.done_status, MC_ERR_CHECKSUM);
+    free(want);
+    free(buf);
+    mc_disk_store_close(s);
+}
+
+/* A batch finished on another thread than the one that started it. */
+typedef struct finisher {
+    mc_disk_batch_t *b;
+    pthread_t thread;
+    mc_status_t st;
+} finisher_t;
+
+static void *finish_main(void *arg)
+{
+    finisher_t *f = arg;
+    f->thread = pthread_self();
+    f->st = mc_disk_store_read_finish(f->b);
+    return NULL;
+}
+
+/* Records the thread of each progress call (on_progress's checks too). */
+static pthread_t g_progress_thread;
+static void on_progress_thread(mc_disk_read_t *q, size_t ready, bool done)
+{
+    g_progress_thread = pthread_self();
+    on_progress(q, ready, done);
+}
+
+/* mc_disk_store_read_start submits the reads before it returns (the bytes land in buf with
+ * nobody waiting for them), holds its ring until _finish, which settles the reads on its own
+ * thread (progress there, checksum verified) and frees the batch; while every ring is held
+ * _start answers BUSY and does nothing, and a plain read_batch waits for a ring. */
+static void test_read_start_finish(void **state)
+{
+    (void)state;
+    mc_disk_config_t c;
+    mc_disk_config_default(&c);
+    c.rings = 1;
+    mc_disk_store_t *s = open_store(&c);
+    size_t len = (3u << 20) + 5000; /* four pieces: all submitted by _start */
+    assert_int_equal(dt_put(s, NULL, 0, len), MC_OK);
+    assert_int_equal(dt_put(s, NULL, 1, 4096), MC_OK);
+    uint8_t *buf = aligned_alloc(4096, mc_disk_round(len)), *want = dt_value(len, 0);
+    memset(buf, 0, len);
+    char k[64], k1[64];
+    dt_key(k, sizeof(k), 0);
+    dt_key(k1, sizeof(k1), 1);
+    prog_t p = {.ordered = true, .buf = buf, .want = want};
+    mc_disk_read_t r[2] = {
+        {.key = k, .key_len = strlen(k), .buf = buf, .cap = mc_disk_round(len),
+         .late_ok = true, .progress = on_progress_thread, .arg = &p},
+        {.key = "missing", .key_len = 7}};
+    mc_disk_batch_t *b = NULL;
+    assert_int_equal(mc_disk_store_read_start(s, r, 2, mc_now_ns() + 10000000000ull, &b), MC_OK);
+    assert_non_null(b);
+    assert_int_equal(r[1].status, MC_ERR_OBJECT_NOT_FOUND); /* settled at lookup */
+    /* submitted: the value lands although nobody reaps */
+    uint64_t dl = mc_now_ms() + 10000;
+    bool landed;
+    while (!(landed = memcmp(buf, want, len) == 0) && mc_now_ms() < dl)
+        mc_sleep_ms(1);
+    assert_true(landed);
+    assert_int_equal(p.calls, 0); /* nothing reported before _finish */
+    /* the one ring is held: _start refuses, nothing done */
+    mc_disk_batch_t *b2 = (void *)1;
+    mc_disk_read_t r2 = {.key = k1, .key_len = strlen(k1), .buf = buf, .cap = 4096};
+    assert_int_equal(mc_disk_store_read_start(s, &r2, 1, 0, &b2), MC_ERR_BUSY);
+    assert_null(b2);
+    finisher_t f = {.b = b};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, finish_main, &f), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(f.st, MC_OK);
+    assert_int_equal(r[0].status, MC_OK);
+    assert_int_equal(r[0].len, len);
+    assert_true(p.ordered);
+    assert_int_equal(p.done_calls, 1);
+    assert_int_equal(p.done_status, MC_OK);
+    assert_true(pthread_equal(g_progress_thread, f.thread));
+    assert_memory_equal(buf, want, len);
+    /* the ring is free again */
+    uint8_t *small = aligned_alloc(4096, 4096);
+    r2.buf = small;
+    assert_int_equal(mc_disk_store_read_start(s, &r2, 1, 0, &b2), MC_OK);
+    assert_int_equal(mc_disk_store_read_finish(b2), MC_OK);
+    assert_int_equal(r2.status, MC_OK);
+    uint8_t *w1 = dt_value(4096, 1);
+    assert_memory_equal(small, w1, 4096);
+    assert_int_equal(mc_disk_store_read_start(s, NULL, 0, 0, &b2), MC_ERR_INVALID_PARAMS);
+    mc_disk_stats_t st;
+    mc_disk_store_stats(s, &st);
+    assert_int_equal(st.reads, 3);
+    free(w1);
+    free(small);
+    free(want);
+    free(buf);
+    mc_disk_store_close(s);
+}
+
+/* Reads are cut into pieces a device request holds whole: at most 1 MiB, at most one 4 KiB
+ * page per segment the device takes and at most its request size, at least 64 KiB, 4 KiB
+ * multiples; the store's piece (from its directory's device) is what its reads use: a read
+ * through the store's buffer reports its first piece once hashed, exactly that long. */
+static void test_piece_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(mc_disk_piece_bytes(0, 0), 1u << 20);        /* unknown */
+    assert_int_equal(mc_disk_piece_bytes(254, 4096), 1016u << 10); /* virtio-blk: 254 segs */
+    assert_int_equal(mc_disk_piece_bytes(256, 0), 1u << 20);
+    assert_int_equal(mc_disk_piece_bytes(128, 1280), 512u << 10);
+    assert_int_equal(mc_disk_piece_bytes(1024, 256), 256u << 10);  /* request size */
+    assert_int_equal(mc_disk_piece_bytes(300, 1023), 1020u << 10); /* 4 KiB multiple */
+    assert_int_equal(mc_disk_piece_bytes(1, 4), 64u << 10);        /* the floor */
+    mc_disk_store_t *s = open_store(NULL);
+    mc_disk_stats_t st;
+    mc_disk_store_stats(s, &st);
+    assert_true(st.read_piece_bytes >= (64u << 10) && st.read_piece_bytes <= (1u << 20));
+    assert_int_equal(st.read_piece_bytes % 4096, 0);
+    size_t len = (3u << 20) + 5000;
+    assert_int_equal(dt_put(s, NULL, 0, len), MC_OK);
+    uint8_t *buf = malloc(len), *want = dt_value(len, 0);
+    char k[64];
+    dt_key(k, sizeof(k), 0);
+    prog_t p = {.ordered = true, .buf = buf, .want = want};
+    mc_disk_read_t r = {.key = k, .key_len = strlen(k), .buf = buf, .cap = len,
+                        .progress = on_progress, .arg = &p};
+    assert_int_equal(mc_disk_store_read_batch(s, &r, 1, mc_now_ns() + 10000000000ull), MC_OK);
+    assert_int_equal(r.status, MC_OK);
+    assert_true(p.ordered);
+    assert_int_equal(p.first_ready, st.read_piece_bytes);
+    assert_memory_equal(buf, want, len);
     free(want);
     free(buf);
     mc_disk_store_close(s);
@@ -922,6 +1057,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_start_finish, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_piece_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_header_and_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readmit, setup, teardown),
