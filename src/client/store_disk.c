@@ -1439,26 +1439,30 @@ static uint64_t pull_want(uint64_t ready, uint64_t size)
 /* Pulls bytes [from, to) of key i (size bytes) of batch b into parts with one transfer. The
  * whole value in one request comes back hashed by the engine as it was received (te_hashed.h:
  * tcp on one connection per transfer, or the same host's copy): then *whole_p is set and
- * *whole_hash is that hash; otherwise the bytes are added to hs. sub: n_parts entries of
- * scratch. */
+ * *whole_hash is that hash; otherwise the bytes are added to hs: a range by the engine as it
+ * receives them where it can (xfer_plan_t.hash_cont), else here after the pull. sub: n_parts
+ * entries of scratch. */
 static mc_status_t pull_range(mc_store_t *s, const McRpc__BatchGetOffloadObjectResponse *b,
                               uint32_t i, const struct iovec *parts, size_t n_parts,
                               uint64_t from, uint64_t to, uint64_t size, struct iovec *sub,
                               mc_hash_stream_t *hs, bool *whole_p, uint64_t *whole_hash)
 {
     xfer_plan_t plan = {0};
+    bool whole = from == 0 && to == size;
     size_t k = store_iov_sub(parts, n_parts, from, to - from, sub);
     mc_status_t st = store_plan_add(s, &plan, MC_TE_READ, b->transfer_engine_addr,
                                     b->pointers[i] + from, to - from, sub, k, 0);
+    if (!whole) /* a range: the engine continues the value's hash as the bytes arrive */
+        plan.hash_cont = hs;
     if (st == MC_OK)
         st = store_plan_run(s, &plan, NULL);
-    const uint64_t *eh = st == MC_OK && from == 0 && to == size && plan.n
+    const uint64_t *eh = st == MC_OK && whole && plan.n
                              ? store_plan_engine_hash(&plan, 0, plan.n - 1, size)
                              : NULL;
     if (eh) {
         *whole_p = true;
         *whole_hash = *eh;
-    } else if (st == MC_OK) {
+    } else if (st == MC_OK && !store_plan_engine_continued(&plan)) {
         for (size_t j = 0; j < k; j++)
             mc_hash_stream_update(hs, sub[j].iov_base, sub[j].iov_len);
     }

@@ -71,6 +71,11 @@ typedef struct xfer_plan {
      * array could not be had (every object is then hashed by the caller) */
     mc_te_read_hash_t *hashes;
     size_t cap_hashes;
+    /* NULL, or (set by the caller before store_plan_start; store_plan_reset clears it) the
+     * running XXH3 stream a plan of one READ continues: the engine feeds the bytes into it as
+     * they land where it can (te_hashed.h, cont; store_plan_engine_continued says whether it
+     * did), so a value read in ranges in order is hashed on receipt, not in a second pass */
+    mc_hash_stream_t *hash_cont;
     mc_te_xfer_status_t *sts; /* per request: store_plan_finish_each's statuses */
     size_t cap_sts;
 } xfer_plan_t;
@@ -231,6 +236,9 @@ void store_plan_reset(xfer_plan_t *p);
  * NULL otherwise: the caller hashes the bytes (store_iov_hash). */
 const uint64_t *store_plan_engine_hash(const xfer_plan_t *p, size_t first, size_t last,
                                        uint64_t size);
+/* Whether the engine fed the bytes of a plan that has run into p->hash_cont (its one READ
+ * completed, hashed on receipt); false: the stream is as it was, the caller hashes them. */
+bool store_plan_engine_continued(const xfer_plan_t *p);
 /* store_plan_finish object by object (store_xfer.c): done(arg, owner, first, last, now_ms) for
  * each object once its requests [first, last] are final (failed[owner] set if one did not
  * complete), while later ones still arrive; now_ms: the clock read once after those requests

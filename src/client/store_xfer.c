@@ -145,6 +145,7 @@ void store_plan_reset(xfer_plan_t *p)
     p->n = 0;
     p->seg_endpoint[0] = '\0';
     p->unhashed_seg = false;
+    p->hash_cont = NULL;
 }
 
 /* Bytes of arrays p holds. */
@@ -422,6 +423,8 @@ mc_status_t store_plan_start(mc_store_t *s, xfer_plan_t *p, bool reserved, mc_te
      * fails early must not leave them to be taken for this run's */
     if (reads && mc_array_reserve(&p->hashes, &p->cap_hashes, p->n, 16) == MC_OK) {
         memset(p->hashes, 0, p->n * sizeof(*p->hashes));
+        if (p->hash_cont && p->n == 1 && p->reqs[0].opcode == MC_TE_READ)
+            p->hashes[0].cont = p->hash_cont;
         return mc_te_transfer_start_hashed(s->te, p->reqs, p->n, reserved, p->hashes, x);
     }
     mc_free(p->hashes);
@@ -438,6 +441,11 @@ const uint64_t *store_plan_engine_hash(const xfer_plan_t *p, size_t first, size_
         p->reqs[first].opcode != MC_TE_READ || p->reqs[first].length != size)
         return NULL;
     return &p->hashes[first].hash;
+}
+
+bool store_plan_engine_continued(const xfer_plan_t *p)
+{
+    return p->hashes && p->n == 1 && p->hashes[0].cont && p->hashes[0].hashed;
 }
 
 /* Finishes what store_plan_start returned (start_st, x); failed[owner] is set for every object with

@@ -108,3 +108,12 @@ uint64_t mc_hash_stream_final(mc_hash_stream_t *hs)
     hs->state = NULL;
     return h;
 }
+
+int mc_hash_stream_copy(mc_hash_stream_t *dst, const mc_hash_stream_t *src)
+{
+    /* both builds keep an XXH3_state_t (hash_avx2.c allocates it too) */
+    if (mc_hash_stream_init(dst) != 0)
+        return -1;
+    XXH3_copyState(dst->state, src->state);
+    return 0;
+}

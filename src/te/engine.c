@@ -1181,6 +1181,23 @@ static int cmp_slice_peer(const void *a, const void *b)
     return x < y ? -1 : x > y; /* keep submission order (slices/requests are contiguous) */
 }
 
+void mc_te_copy_hashed(mc_te_read_hash_t *h, void *dst, const void *src, size_t n)
+{
+    if (!h->cont) {
+        h->hash = mc_payload_copy_hash(dst, src, n);
+        h->hashed = true;
+        return;
+    }
+    /* continuing the caller's stream: piece by piece, each hashed right after its copy while
+     * it is still in the first caches (no second pass over the range from memory) */
+    for (size_t off = 0; off < n; off += MC_TE_HASH_PIECE) {
+        size_t k = n - off < MC_TE_HASH_PIECE ? n - off : MC_TE_HASH_PIECE;
+        mc_payload_copy((uint8_t *)dst + off, (const uint8_t *)src + off, k);
+        mc_hash_stream_update(h->cont, (uint8_t *)dst + off, k);
+    }
+    h->hashed = true;
+}
+
 /* Local segment: copy in the calling thread under the table's in-flight reference. */
 static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
 {
@@ -1192,8 +1209,7 @@ static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
         bool apart = (uint8_t *)u->local + u->length <= (uint8_t *)remote ||
                      (uint8_t *)remote + u->length <= (uint8_t *)u->local;
         if (u->opcode == MC_TE_READ && h && apart) {
-            h->hash = mc_payload_copy_hash(u->local, remote, u->length);
-            h->hashed = true;
+            mc_te_copy_hashed(h, u->local, remote, u->length);
         } else if (u->opcode == MC_TE_READ)
             memmove(u->local, remote, u->length);
         else
@@ -1540,7 +1556,7 @@ static mc_status_t transfer_start(mc_te_t *te, const mc_te_request_t *reqs, size
     b->sync = true;
     b->reserve = reserve;
     for (size_t i = 0; hashes && i < n; i++)
-        hashes[i] = (mc_te_read_hash_t){0};
+        hashes[i] = (mc_te_read_hash_t){.cont = hashes[i].cont};
     mc_status_t st = batch_submit(te, b, reqs, n, hashes);
     if (st != MC_OK) {
         batch_delete(b);

@@ -163,6 +163,15 @@ bool mc_te_batch_prefix_final(mc_te_batch_impl_t *b, size_t upto);
  * request's transferred total. The last slice makes the request final. */
 void mc_te_slice_done(mc_te_slice_t *s, mc_status_t st, uint64_t bytes);
 
+/* A hashed READ's bytes are hashed in pieces of this size, each right after it landed (from
+ * the second-level cache): tcp's direct receives, and a copy that continues a caller's
+ * stream (mc_te_copy_hashed). */
+#define MC_TE_HASH_PIECE (64u << 10)
+/* Copies n bytes of a READ from src to dst (not overlapping) and fills h (te_hashed.h): the
+ * XXH3 of the bytes in the same pass, or, with h->cont, the bytes fed into that stream. */
+struct mc_te_read_hash;
+void mc_te_copy_hashed(struct mc_te_read_hash *h, void *dst, const void *src, size_t n);
+
 /* ---- peers (opened segments) ----------------------------------------------------------- */
 
 /* Refcounted immutable snapshot of a remote descriptor. */

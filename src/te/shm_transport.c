@@ -475,8 +475,7 @@ static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
     }
     uint8_t *remote = b->base + (s->remote - b->addr);
     if (s->opcode == MC_TE_READ && s->hash_out) { /* te_hashed.h: one pass, copy and XXH3 */
-        s->hash_out->hash = mc_payload_copy_hash(s->local, remote, s->len);
-        s->hash_out->hashed = true;
+        mc_te_copy_hashed(s->hash_out, s->local, remote, s->len);
     } else if (s->opcode == MC_TE_READ)
         mc_payload_copy(s->local, remote, s->len);
     else

@@ -56,8 +56,7 @@
 #define SPREAD_BYTES (1ull << 20)     /* a batch uses one more connection per this many bytes */
 #define SYNC_POLL_MAX_MS 10           /* a synchronous caller re-checks its connections this often */
 #define RCVLOWAT_MAX (256u << 10)     /* wake a receiver of READ data per this many bytes at most */
-#define HASH_PIECE (64u << 10)        /* a hashed READ's direct recv takes at most this much, so
-                                       * its XXH3 reads the piece from the second-level cache */
+#define HASH_PIECE MC_TE_HASH_PIECE /* a hashed READ's direct recv takes at most this much */
 #define SRV_GRANTS 4096               /* verified grant ranges a server connection keeps */
 #define DENY_WARN_NS (10ull * 1000000000) /* at most one "refused for want of a grant" line this often */
 
@@ -1058,12 +1057,16 @@ static void cli_hash_stop(cli_conn_t *c)
     c->h_expect = NULL;
 }
 
-/* n bytes of the chain's request just landed at p (its buffer). Under c->mu. */
+/* n bytes of the chain's request (c->rx_cur's) just landed at p (its buffer). Under c->mu. A
+ * request that continues its caller's stream (cont) is hashed into a copy of it, handed over
+ * in cli_data_got only once every byte is in. */
 static void cli_hash_data(cli_conn_t *c, const uint8_t *p, size_t n)
 {
     if (!c->h_on)
         return;
-    if (!c->h.state && mc_hash_stream_init(&c->h) != 0) {
+    const mc_hash_stream_t *cont = c->rx_cur->req->hash_out->cont;
+    if (!c->h.state &&
+        (cont ? mc_hash_stream_copy(&c->h, cont) : mc_hash_stream_init(&c->h)) != 0) {
         c->h_on = false; /* no memory: the caller hashes it itself */
         return;
     }
@@ -1223,7 +1226,13 @@ static void cli_data_got(cli_conn_t *c, uint64_t n)
     mc_te_req_t *r = s->req;
     c->rx_cur = NULL;
     if (c->h_on && s == &r->slices[r->n_slices - 1]) {
-        if (c->h.state) { /* it saw every byte of r */
+        if (c->h.state && r->hash_out->cont) { /* it saw every byte of r: hand over */
+            void *had = r->hash_out->cont->state;
+            r->hash_out->cont->state = c->h.state;
+            c->h.state = had;
+            (void)mc_hash_stream_final(&c->h); /* frees the caller's old state */
+            r->hash_out->hashed = true;
+        } else if (c->h.state) { /* it saw every byte of r */
             r->hash_out->hash = mc_hash_stream_final(&c->h);
             r->hash_out->hashed = true;
         }
@@ -1249,7 +1258,8 @@ static bool cli_parse(cli_conn_t *c)
             size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
             uint8_t *dst = c->rx_cur->local + c->rx_done;
             mc_te_req_t *r = c->rx_cur->req;
-            if (c->h_on && !c->h.state && r->n_slices == 1 && k == c->rx_left) {
+            if (c->h_on && !c->h.state && r->n_slices == 1 && k == c->rx_left &&
+                !r->hash_out->cont) {
                 /* a whole one-slice request from rx: copy and hash in one pass */
                 r->hash_out->hash = mc_hash64_copy(dst, p, k);
                 r->hash_out->hashed = true;

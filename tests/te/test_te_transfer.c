@@ -208,7 +208,9 @@ static void hashed_reads(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, bool ex
     uint8_t stamp[16] = {0};
     reqs[N] = (mc_te_request_t){MC_TE_WRITE, stamp, seg, p->addr[1], sizeof(stamp)};
     mc_te_read_hash_t hashes[N + 1];
-    memset(hashes, 0xff, sizeof(hashes)); /* cleared by the start */
+    memset(hashes, 0xff, sizeof(hashes)); /* cleared by the start, all but cont (an input) */
+    for (size_t i = 0; i < N + 1; i++)
+        hashes[i].cont = NULL;
     mc_te_transfer_t *x = NULL;
     assert_int_equal(mc_te_transfer_start_hashed(te, reqs, N + 1, true, hashes, &x), MC_OK);
     assert_int_equal(mc_te_transfer_wait(te, x, NULL), MC_OK);
@@ -245,7 +247,7 @@ static void test_start_hashed(void **state)
     mc_te_segment_t self;
     assert_int_equal(mc_te_segment_open(te, mc_te_local_name(te), &self), MC_OK);
     mc_te_request_t r = {MC_TE_READ, dst, self, (uint64_t)(uintptr_t)own + 1, MiB - 1};
-    mc_te_read_hash_t h;
+    mc_te_read_hash_t h = {0};
     mc_te_transfer_t *x = NULL;
     assert_int_equal(mc_te_transfer_start_hashed(te, &r, 1, false, &h, &x), MC_OK);
     assert_int_equal(mc_te_transfer_wait(te, x, NULL), MC_OK);
@@ -325,7 +327,7 @@ static void test_start_hashed_tcp(void **state)
     size_t small[SMALL], big[2] = {33 * MiB, 4096}, one[1], hashed;
     for (size_t i = 0; i < SMALL; i++)
         small[i] = 4096;
-    mc_te_read_hash_t hashes[SMALL];
+    mc_te_read_hash_t hashes[SMALL] = {{0}}; /* no cont: each READ hashed on its own */
     for (int k = 0; k < 2; k++) {
         uint32_t stripe = k == 0 ? 1 : 4;
         mc_te_t *te = make_engine_striped("tcp", 10000, stripe);
@@ -371,6 +373,89 @@ static void test_start_hashed_tcp(void **state)
         }
         mc_te_destroy(te);
     }
+    munmap(lb, 40 * MiB);
+    te_peer_stop(&p, 0);
+}
+
+/* A value read in ranges one after another, each range its own transfer whose READ continues
+ * one running XXH3 stream (te_hashed.h, cont): V bytes of the target's buffer `buf` at 0 into
+ * lb. A range the engine did not hash is added here, as a caller does. Returns the final hash
+ * of the stream; *hashed_p: which ranges (bit i) the engine hashed. */
+static const size_t cont_ranges[] = {1, 240, 65536 + 7, MiB, 3 * MiB / 2 + 3, 33 * MiB, 458514};
+enum { N_CONT = sizeof(cont_ranges) / sizeof(cont_ranges[0]) };
+#define CONT_V (36 * MiB + 13) /* the sum of cont_ranges */
+
+static uint64_t read_in_ranges(mc_te_t *te, te_peer_t *p, mc_te_segment_t seg, unsigned buf,
+                               uint8_t *lb, unsigned *hashed_p)
+{
+    mc_hash_stream_t hs;
+    assert_int_equal(mc_hash_stream_init(&hs), 0);
+    memset(lb, 0xee, CONT_V);
+    uint64_t off = 0;
+    *hashed_p = 0;
+    for (size_t i = 0; i < N_CONT; i++) {
+        mc_te_request_t r = {MC_TE_READ, lb + off, seg, p->addr[buf] + off, cont_ranges[i]};
+        mc_te_read_hash_t h = {.hash = 7, .hashed = true, .cont = &hs}; /* cleared but cont */
+        mc_te_transfer_t *x = NULL;
+        assert_int_equal(mc_te_transfer_start_hashed(te, &r, 1, false, &h, &x), MC_OK);
+        assert_int_equal(mc_te_transfer_wait(te, x, NULL), MC_OK);
+        assert_ptr_equal(h.cont, &hs);
+        if (h.hashed)
+            *hashed_p |= 1u << i;
+        else
+            mc_hash_stream_update(&hs, lb + off, cont_ranges[i]);
+        off += cont_ranges[i];
+    }
+    assert_int_equal(off, CONT_V);
+    return mc_hash_stream_final(&hs);
+}
+
+/* Hashed READs that continue the caller's stream (te_hashed.h, cont): over shm, over tcp at
+ * stripe 1 every range is hashed on receipt, and the stream's hash equals the one-shot hash of
+ * the value; at stripe 4 the 33 MiB range is striped, comes back unhashed and leaves the
+ * stream as it was (the caller's own update then still gives the right hash). A byte changed
+ * in a later range at the target shows in the hash (it is of the bytes that landed). */
+static void test_start_hashed_cont(void **state)
+{
+    (void)state;
+    const char *args[] = {"--buffers", "2", "--size", "41943040", "--shareable", NULL};
+    te_peer_t p;
+    mc_te_segment_t seg;
+    mc_te_t *te = start_peer_and_engine(&p, args, "auto", 10000, &seg);
+    uint8_t *lb = local_buf(40 * MiB);
+    const uint64_t want = pattern_hash(0, 0, CONT_V), all = (1u << N_CONT) - 1;
+    /* a byte of buffer 1 in the 33 MiB range changed: its pattern's hash no longer matches */
+    const uint64_t bad_at = 3 * MiB;
+    uint8_t bad = 0;
+    te_pattern_fill(&bad, 1, 1, bad_at, 1);
+    bad ^= 0x5a;
+    for (int k = 0; k < 3; k++) {
+        if (k > 0) { /* tcp at stripe 1, then 4 */
+            mc_te_destroy(te);
+            te = make_engine_striped("tcp", 10000, k == 1 ? 1 : 4);
+            assert_int_equal(mc_te_segment_open(te, p.name, &seg), MC_OK);
+        }
+        unsigned hashed;
+        assert_int_equal(read_in_ranges(te, &p, seg, 0, lb, &hashed), want);
+        assert_int_equal(te_pattern_check(lb, CONT_V, 0, 0, 1), -1);
+        if (k < 2)
+            assert_int_equal(hashed, all);
+        else
+            /* ranges of up to 1 MiB are one slice, the 33 MiB range is striped (the 1.5 MiB
+             * one may be) */
+            assert_int_equal(hashed & ~(1u << 4), all & ~(3u << 4));
+        if (k == 0) {
+            mc_te_request_t w = {MC_TE_WRITE, &bad, seg, p.addr[1] + bad_at, 1};
+            mc_te_transfer_t *x = NULL;
+            assert_int_equal(mc_te_transfer_start(te, &w, 1, &x), MC_OK);
+            assert_int_equal(mc_te_transfer_wait(te, x, NULL), MC_OK);
+        }
+        uint64_t h = read_in_ranges(te, &p, seg, 1, lb, &hashed);
+        assert_int_equal(lb[bad_at], bad);
+        assert_int_not_equal(h, pattern_hash(1, 0, CONT_V));
+        assert_int_equal(h, mc_hash64(lb, CONT_V));
+    }
+    mc_te_destroy(te);
     munmap(lb, 40 * MiB);
     te_peer_stop(&p, 0);
 }
@@ -1167,6 +1252,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_start_wait),
         cmocka_unit_test(test_start_hashed),
         cmocka_unit_test(test_start_hashed_tcp),
+        cmocka_unit_test(test_start_hashed_cont),
         cmocka_unit_test(test_backlog_resume),
         cmocka_unit_test(test_shm_stopped_owner),
         cmocka_unit_test_teardown(test_rw_shm_hugepages, hugepages_restore),
