@@ -823,18 +823,25 @@ static bool replay_commit_pending(mc_master_t *m, obj_t *o, const rec_obj_t *x)
     return true;
 }
 
+/* The flags and replica count every object entry carries after its size (and checksum); false
+ * (r->err set) when malformed: no replica or more than MC_MASTER_MAX_REPLICAS. */
+static bool dec_flags_and_count(mc_wal_rd_t *r, rec_obj_t *x)
+{
+    x->flags = mc_wal_get_u8(r);
+    x->n = mc_wal_get_u8(r);
+    if (r->err || x->n == 0 || x->n > MC_MASTER_MAX_REPLICAS)
+        r->err = 1;
+    return !r->err;
+}
+
 /* COMMIT's payload (a PUT_START's after its client id): r->err when malformed (no replica, more
  * than MC_MASTER_MAX_REPLICAS, an empty key). */
 static void dec_commit(mc_wal_rd_t *r, rec_obj_t *x)
 {
     x->size = mc_wal_get_u64(r);
     x->sum = mc_wal_get_u64(r);
-    x->flags = mc_wal_get_u8(r);
-    x->n = mc_wal_get_u8(r);
-    if (r->err || x->n == 0 || x->n > MC_MASTER_MAX_REPLICAS) {
-        r->err = 1;
+    if (!dec_flags_and_count(r, x))
         return;
-    }
     for (uint32_t i = 0; i < x->n; i++) {
         x->segs[i] = mc_wal_get_u32(r);
         x->addrs[i] = mc_wal_get_u64(r);
@@ -860,12 +867,8 @@ static void dec_put_start_v(mc_wal_rd_t *r, rec_obj_t *x, ps_dec_t *d)
 {
     x->size = d->size = unzigzag(d->size, mc_wal_get_varint(r));
     x->sum = 0;
-    x->flags = mc_wal_get_u8(r);
-    x->n = mc_wal_get_u8(r);
-    if (r->err || x->n == 0 || x->n > MC_MASTER_MAX_REPLICAS) {
-        r->err = 1;
+    if (!dec_flags_and_count(r, x))
         return;
-    }
     for (uint32_t i = 0; i < x->n; i++) {
         uint64_t seg = mc_wal_get_varint(r);
         if (seg > UINT32_MAX)

@@ -1084,6 +1084,25 @@ static void test_wal_recovery(void **state)
     rm_rf(dir);
 }
 
+/* A leader's configuration with its WAL in dir and its PutStarts logged (--ha_commit=standbys,
+ * --ha_log_put_starts): callers change what their test needs, then start it with
+ * mk_ha_logging. */
+static void ha_logging_config(mc_master_config_t *cfg, char *dir)
+{
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_default(cfg);
+    cfg->wal_dir = dir;
+    cfg->ha_log_put_starts = true;
+}
+
+/* A master of cfg whose records are kept as HA groups (mc_master_ha_log_enable). */
+static mc_master_t *mk_ha_logging(mc_master_config_t *cfg)
+{
+    mc_master_t *m = mk(cfg);
+    mc_master_ha_log_enable(m);
+    return m;
+}
+
 /* HA standbys mode (cfg.ha_log_put_starts): a create-once PutStart is logged as PUT_START (an
  * upsert's is not), a revoked put's REMOVE supersedes it; a standby applies them as pending
  * puts, not as frees (a segment with only pending puts lends at once at the promotion); the
@@ -1094,14 +1113,10 @@ static void test_follow_pending_puts(void **state)
 {
     (void)state;
     char dir[] = "/tmp/mc_master_lpend_XXXXXX";
-    assert_non_null(mkdtemp(dir));
     mc_master_config_t cfg;
-    mc_master_config_default(&cfg);
-    cfg.wal_dir = dir;
-    cfg.ha_log_put_starts = true;
+    ha_logging_config(&cfg, dir);
     cfg.recovered_reuse_delay_ms = 5000;
-    mc_master_t *m = mk(&cfg);
-    mc_master_ha_log_enable(m);
+    mc_master_t *m = mk_ha_logging(&cfg);
     mount(m, CA, "segP", 0x100000, 1 << 20, "hP", 0x21);
     mc_master_replica_t r[8];
     uint32_t n;
@@ -1242,13 +1257,9 @@ static void test_follow_put_pools(void **state)
 {
     (void)state;
     char dir[] = "/tmp/mc_master_pool_XXXXXX", dir2[] = "/tmp/mc_master_pool2_XXXXXX";
-    assert_non_null(mkdtemp(dir));
     mc_master_config_t cfg;
-    mc_master_config_default(&cfg);
-    cfg.wal_dir = dir;
-    cfg.ha_log_put_starts = true;
-    mc_master_t *m = mk(&cfg);
-    mc_master_ha_log_enable(m);
+    ha_logging_config(&cfg, dir);
+    mc_master_t *m = mk_ha_logging(&cfg);
     atomic_uint_fast64_t released = 0;
     mc_master_ha_groups(m, 0, &released);
     mount(m, CA, "segQ", 0x1000000, 16 << 20, "hQ", 0x31);
@@ -1425,13 +1436,9 @@ static void test_log_bytes_per_put(void **state)
 {
     (void)state;
     char dir[] = "/tmp/mc_master_lbytes_XXXXXX";
-    assert_non_null(mkdtemp(dir));
     mc_master_config_t cfg;
-    mc_master_config_default(&cfg);
-    cfg.wal_dir = dir;
-    cfg.ha_log_put_starts = true;
-    mc_master_t *m = mk(&cfg);
-    mc_master_ha_log_enable(m);
+    ha_logging_config(&cfg, dir);
+    mc_master_t *m = mk_ha_logging(&cfg);
     atomic_uint_fast64_t released = 0;
     mc_master_ha_groups(m, 0, &released);
     mount(m, CA, "segQ", 0x1000000, 64 << 20, "hQ", 0x31);
@@ -1552,14 +1559,10 @@ static void test_put_end_after_snapshot(void **state)
 {
     (void)state;
     char dir[] = "/tmp/mc_master_pesnap_XXXXXX";
-    assert_non_null(mkdtemp(dir));
     mc_master_config_t cfg;
-    mc_master_config_default(&cfg);
-    cfg.wal_dir = dir;
-    cfg.ha_log_put_starts = true;
+    ha_logging_config(&cfg, dir);
     cfg.wal_snapshot_bytes = 1; /* the next cron rotates the log and snapshots */
-    mc_master_t *m = mk(&cfg);
-    mc_master_ha_log_enable(m);
+    mc_master_t *m = mk_ha_logging(&cfg);
     mount(m, CA, "segQ", 0x1000000, 64 << 20, "hQ", 0x31);
     size_t len0;
     uint8_t *g0 = take_group(m, &len0); /* the MOUNT */
