@@ -1074,6 +1074,8 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
     for (; ha->n_app < HA_APPEND_INFLIGHT; ha->n_app++)
         if (pthread_create(&ha->app_threads[ha->n_app], NULL, append_main, ha) != 0)
             fence_exit("cannot start the appender threads");
+        else
+            pthread_setname_np(ha->app_threads[ha->n_app], "mc-ha-append"); /* top -H, tests */
     ha->app_running = true;
     if (ha->o.commit_standbys) {
         ha->hand_seq = ha->last_seq;
