@@ -199,6 +199,8 @@ struct mc_ha {
     atomic_uint_fast64_t st_txns, st_runs, st_groups, st_records, st_bytes, st_txn_us;
     uint64_t test_delay_ms;   /* MC_HA_TEST_APPEND_DELAY_MS: tests only, before each append */
     uint64_t append_start_ms; /* when the last append started (app_mu; standbys mode's pacing) */
+    int pacing;               /* under app_mu: appenders in pace_append's timed wait (they take
+                                 the queue when it ends: a hand-over need not wake one) */
     uint64_t test_stall_id;   /* MC_HA_TEST_STALL_BATCH: tests only, this batch is never sent */
     /* what /health, /leader and /metrics show (under mu; any thread) */
     pthread_mutex_t mu;
@@ -1072,6 +1074,8 @@ mc_status_t mc_ha_wait_leadership(mc_ha_t *ha, volatile sig_atomic_t *stop, mc_m
     for (; ha->n_app < HA_APPEND_INFLIGHT; ha->n_app++)
         if (pthread_create(&ha->app_threads[ha->n_app], NULL, append_main, ha) != 0)
             fence_exit("cannot start the appender threads");
+        else
+            pthread_setname_np(ha->app_threads[ha->n_app], "mc-ha-append"); /* top -H, tests */
     ha->app_running = true;
     if (ha->o.commit_standbys) {
         ha->hand_seq = ha->last_seq;
@@ -1237,7 +1241,9 @@ static bool pace_append(mc_ha_t *ha)
     uint64_t ns = (uint64_t)ts.tv_nsec + (due - now) * 1000000ull;
     ts.tv_sec += (time_t)(ns / 1000000000ull);
     ts.tv_nsec = (long)(ns % 1000000000ull);
+    ha->pacing++;
     pthread_cond_timedwait(&ha->app_cv, &ha->app_mu, &ts);
+    ha->pacing--;
     return true;
 }
 
@@ -1500,8 +1506,10 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
         else
             ha->q_head = g;
         ha->q_tail = g;
-        /* (while S is non-empty and a run is in flight, no appender may take it: no wake-up) */
-        if (!(ha->o.commit_standbys && ha->s_size > 0 && ha->runs_head))
+        /* while S is non-empty and a run is in flight, no appender may take it, and while one
+         * waits out the pace it takes the queue when its wait ends: no wake-up (one a group
+         * would cost the loop a futex call and an appender a context switch, for nothing) */
+        if (!(ha->o.commit_standbys && ha->s_size > 0 && (ha->runs_head || ha->pacing)))
             pthread_cond_signal(&ha->app_cv);
         pthread_mutex_unlock(&ha->app_mu);
     }

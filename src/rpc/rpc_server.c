@@ -105,6 +105,10 @@ struct mc_rpc_server {
     uint64_t log_next_ms, log_skipped; /* srv_log_refusal */
     _Atomic uint64_t durable;  /* mc_rpc_server_release: highest ticket released */
     uint64_t durable_done;     /* the highest one applied to the connections' holds */
+    pthread_t loop_thread;     /* the thread in mc_rpc_server_run, once loop_running */
+    _Atomic int loop_running;
+    int self_released;         /* loop thread: a release since the last epoll_wait (no wake-up
+                                  was written: the next epoll_wait must not block) */
     /* counters (mc_rpc_server_stats) */
     _Atomic uint64_t st_conns, st_buffered, st_backpressure, st_busy, st_idle, st_slow,
         st_blocked, st_budget, st_unauth, st_auth_failed, st_refused;
@@ -153,8 +157,8 @@ static void conn_update_events(mc_rpc_server_t *s, conn_t *c)
         c->blocked_since_ms = 0;
     }
     uint32_t ev = 0;
-    if (conn_sendable(c))
-        ev |= EPOLLOUT;
+    if (conn_sendable(c) && !c->dirty) /* a dirty one is flushed at this iteration's end: */
+        ev |= EPOLLOUT;                 /* only what that flush could not send waits for it */
     if (!c->closing && !paused)
         ev |= EPOLLIN;
     if (ev == c->events)
@@ -799,15 +803,19 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
     struct epoll_event evs[256];
     s->next_cron_ms = mc_now_ms() + s->o.cron_period_ms;
     s->next_sweep_ms = mc_now_ms() + SRV_SWEEP_MS;
+    s->loop_thread = pthread_self();
+    atomic_store(&s->loop_running, 1);
     while (!atomic_load(&s->stop)) {
         s->iter++;
         uint64_t now = mc_now_ms(), next = s->next_sweep_ms;
         if (s->o.cron && s->o.cron_period_ms && s->next_cron_ms < next)
             next = s->next_cron_ms;
-        int timeout = s->resume || next <= now ? 0 : (int)(next - now);
+        int timeout = s->resume || s->self_released || next <= now ? 0 : (int)(next - now);
+        s->self_released = 0;
         int n = epoll_wait(s->epfd, evs, 256, timeout);
         if (n < 0 && errno != EINTR) {
             MC_LOG_ERROR("rpc: epoll_wait: %s", strerror(errno));
+            atomic_store(&s->loop_running, 0);
             return MC_ERR_IO;
         }
         for (int i = 0; i < n; i++) {
@@ -864,6 +872,7 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
             conn_free(c);
         }
     }
+    atomic_store(&s->loop_running, 0);
     return MC_OK;
 }
 
@@ -891,6 +900,12 @@ void mc_rpc_server_release(mc_rpc_server_t *s, uint64_t ticket)
 {
     uint64_t cur = atomic_load(&s->durable);
     while (cur < ticket && !atomic_compare_exchange_weak(&s->durable, &cur, ticket)) {
+    }
+    if (atomic_load(&s->loop_running) && pthread_equal(pthread_self(), s->loop_thread)) {
+        /* from a handler or hook: this iteration (or the next, not blocking) applies it; a
+         * wake-up would cost a write, a read and an extra loop iteration */
+        s->self_released = 1;
+        return;
     }
     uint64_t one = 1;
     ssize_t r = write(s->evfd, &one, sizeof(one));

@@ -148,7 +148,8 @@ mc_status_t mc_rpc_server_reply_unheld(mc_rpc_server_t *srv, uint64_t conn_id, u
                                        uint64_t req_id, mc_status_t status,
                                        const ProtobufCMessage *resp);
 
-/* Any thread: answers held for tickets <= ticket may be written (the loop is woken). Tickets
+/* Any thread: answers held for tickets <= ticket may be written (the loop is woken; called on
+ * the loop thread itself, the loop applies it without a wake-up before it next waits). Tickets
  * are released in increasing order; held answers count against mem_budget and conn_out_cap
  * like queued ones, so a connection with too many held answers is not read. */
 void mc_rpc_server_release(mc_rpc_server_t *srv, uint64_t ticket);

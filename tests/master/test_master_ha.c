@@ -27,7 +27,10 @@
 #define MC_TEST_RPC_TIMEOUT_MS 15000 /* an answer may wait for etcd (a raft election) */
 #include "master_rpc_ops.h"
 
+#include <dirent.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1125,6 +1128,72 @@ static void test_standbys_release_waits_for_s(void **state)
     ha_stop(b);
 }
 
+/* Times the leader's appender threads (named mc-ha-append) went to sleep so far: the sum of
+ * their voluntary context switches. */
+static uint64_t appender_sleeps(pid_t pid)
+{
+    char dir[64], path[400], line[128];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    uint64_t sum = 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        bool app = f && fgets(line, sizeof(line), f) && strncmp(line, "mc-ha-append", 12) == 0;
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
+        if (!app || !(f = fopen(path, "r")))
+            continue;
+        n++;
+        while (fgets(line, sizeof(line), f))
+            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+                sum += strtoull(line + 24, NULL, 10);
+        fclose(f);
+    }
+    closedir(d);
+    assert_int_equal(n, 4); /* HA_APPEND_INFLIGHT */
+    return sum;
+}
+
+/* While S is non-empty and an appender waits out --ha_etcd_append_interval_ms, a group
+ * handed over wakes no appender (the waiting one takes the queue when its wait ends): with a
+ * 1 s interval, hundreds of groups cost the appenders a few wake-ups per append, not one
+ * per group. */
+static void test_standbys_hand_over_wakes_no_appender(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    const char *flags = SB_FLAGS " --ha_etcd_append_interval_ms=1000";
+    ha_start_ex(a, "sbwake", TTL_S, flags);
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ex(b, "sbwake", TTL_S, flags);
+    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segW", 1 << 30, 64 << 20, 0x25, false), MC_OK);
+    double g0 = metric(a, "master_ha_append_groups_total");
+    double t0 = metric(a, "master_ha_append_txns_total");
+    uint64_t s0 = appender_sleeps(a->pid);
+    put_n(c, "w", 0, 200); /* each PutEnd (and logged PutStart) in a group of its own */
+    double groups = 0; /* counted when an appender takes them (within the interval) */
+    for (uint64_t dl = mc_now_ms() + 5000; groups < 200 && mc_now_ms() < dl; mc_sleep_ms(50))
+        groups = metric(a, "master_ha_append_groups_total") - g0;
+    uint64_t sleeps = appender_sleeps(a->pid) - s0;
+    double txns = metric(a, "master_ha_append_txns_total") - t0;
+    mc_rpc_client_destroy(c);
+    print_message("groups %.0f, etcd txns %.0f, appender sleeps %" PRIu64 "\n", groups, txns,
+                  sleeps);
+    assert_true(groups >= 200);
+    assert_true((double)sleeps < groups / 4);
+    ha_stop(a);
+    ha_stop(b);
+}
+
 /* A create-once PutStart's allocation is in the replicated log (PUT_START): the leader answers
  * it only once S applied it, kill -9 right after that answer, and the new leader keeps the
  * pending put's space for its writer: another put of its size finds no space (without the record the new leader would lend the same space at once: the segment saw
@@ -1400,6 +1469,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_standbys_fetch_checked, stop_members),
         cmocka_unit_test_teardown(test_standbys_with_auth, stop_members),
         cmocka_unit_test_teardown(test_standbys_release_waits_for_s, stop_members),
+        cmocka_unit_test_teardown(test_standbys_hand_over_wakes_no_appender, stop_members),
         cmocka_unit_test_teardown(test_standbys_put_start_logged, stop_members),
         cmocka_unit_test_teardown(test_standbys_put_pool_failover, stop_members),
         cmocka_unit_test_teardown(test_standbys_slow_standby_leaves_s, stop_members),

@@ -14,6 +14,7 @@
 #include "rpc/wire_key.h"
 #include "master_fixture.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -607,6 +608,72 @@ static void test_light_replies(void **state)
     mc_rpc_server_destroy(srv);
 }
 
+/* The loop thread's write() calls so far (/proc/thread-self/io syscw; sends on sockets are
+ * not counted there, an eventfd wake-up is). */
+static uint64_t thread_syscw(void)
+{
+    FILE *f = fopen("/proc/thread-self/io", "r");
+    char line[128];
+    uint64_t v = UINT64_MAX;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "syscw: %" SCNu64, &v) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static _Atomic uint64_t g_syscw[8]; /* req_id -> the loop thread's syscw in its handler */
+
+/* As held_handler, and releases the ticket of the request before it from the loop thread (as
+ * an HaFetch acknowledging records does). */
+static mc_status_t releasing_handler(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                     ProtobufCMessage **resp_p)
+{
+    if (call->req_id > 1 && call->req_id < 8)
+        mc_rpc_server_release(call->srv, g_req_ticket[call->req_id - 1]);
+    if (call->req_id < 8)
+        g_syscw[call->req_id] = thread_syscw();
+    return held_handler(ctx, call, req, resp_p);
+}
+
+/* A release made on the loop thread (from a handler) sends the held answers in that same
+ * iteration and writes no eventfd wake-up (which would cost a write, a read and an extra
+ * loop iteration). */
+static void test_release_on_loop_thread(void **state)
+{
+    (void)state;
+    g_ticket = 0;
+    g_handled = 0;
+    g_light_ticket = 0;
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .before_reply = held_before_reply};
+    so.handlers[MC_OP_SERVICE_READY] = releasing_handler;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, held_run, srv), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    int fd = raw_connect(addr);
+    held_send(fd, 1);
+    uint64_t dl = mc_now_ms() + 5000;
+    while (g_handled < 1 && mc_now_ms() < dl)
+        mc_sleep_ms(1);
+    assert_int_equal(held_recv(fd, 300), 0); /* held for its ticket */
+    for (uint64_t id = 2; id <= 6; id++) {
+        held_send(fd, id); /* its handler releases id - 1 */
+        assert_int_equal(held_recv(fd, 2000), id - 1);
+    }
+    assert_int_not_equal(g_syscw[2], UINT64_MAX);
+    assert_int_equal(g_syscw[6] - g_syscw[2], 0); /* no wake-up written in between */
+    mc_rpc_server_release(srv, g_req_ticket[6]); /* from another thread: wakes the loop */
+    assert_int_equal(held_recv(fd, 2000), 6);
+    close(fd);
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+}
+
 /* Answers Ping after SLOW_US (the loop thread sleeps: a slow master). */
 #define SLOW_US 5000
 static mc_status_t slow_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
@@ -679,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_frame_codec),
         cmocka_unit_test(test_held_replies),
         cmocka_unit_test(test_light_replies),
+        cmocka_unit_test(test_release_on_loop_thread),
         cmocka_unit_test_setup_teardown(test_put_get_over_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_call_halves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
