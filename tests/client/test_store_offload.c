@@ -265,7 +265,7 @@ static void test_offload_evict_restart_corrupt(void **state)
     stop(&e);
 }
 
-#define BIG ((2u << 20) + 12345) /* three 1 MiB disk pieces, three pulls */
+#define BIG ((2u << 20) + 12345) /* several disk pieces (device-sized, at most 1 MiB; the last 256 KiB apart), several pulls */
 
 static void fill_big(char *v)
 {
