@@ -265,7 +265,8 @@ static void test_offload_evict_restart_corrupt(void **state)
     stop(&e);
 }
 
-#define BIG ((2u << 20) + 12345) /* several disk pieces (device-sized, at most 1 MiB; the last 256 KiB apart), several pulls */
+/* several disk pieces (device-sized, at most 1 MiB; the last 256 KiB apart), several pulls */
+#define BIG ((2u << 20) + 12345)
 
 static void fill_big(char *v)
 {
