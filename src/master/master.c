@@ -1213,8 +1213,9 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     }
     memcpy(o->rep, r, n * sizeof(r[0]));
     master_list_push(&m->writing, o);
-    if (!upsert) /* its allocation in the replicated log (HA standbys mode) */
-        master_wal_log_put_start(m, o, cid);
+    /* its allocation in the replicated log (HA standbys mode), an upsert's too: a new leader
+     * keeps that space for the writer, whose bytes may still be on their way */
+    master_wal_log_put_start(m, o, cid);
     /* light: its answer need not wait for its own record: the allocation is not logged, or
      * every replica is a pool block that every later leader knows as reserved */
     if (light_p)

@@ -1103,8 +1103,7 @@ static mc_master_t *mk_ha_logging(mc_master_config_t *cfg)
     return m;
 }
 
-/* HA standbys mode (cfg.ha_log_put_starts): a create-once PutStart is logged as PUT_START (an
- * upsert's is not), a revoked put's REMOVE supersedes it; a standby applies them as pending
+/* HA standbys mode (cfg.ha_log_put_starts): a PutStart is logged as PUT_START, a revoked put's REMOVE supersedes it; a standby applies them as pending
  * puts, not as frees (a segment with only pending puts lends at once at the promotion); the
  * promoted table keeps a pending put's space (another put of its size finds none, a PutStart
  * of its key is refused for put_start_discard_timeout counted from the promotion), its
@@ -1553,8 +1552,8 @@ static void test_old_records_replay(void **state)
 
 /* A PutEnd whose PUT_START is folded into a snapshot (the replicated log's, and the WAL
  * directory's after a rotation) replays from it: the PUT_ENDS record names the pending put the
- * snapshot holds (an upsert's end, not logged at its start, logs a COMMIT). A PUT_ENDS entry for
- * a key without a pending put (a corrupt log) is skipped. */
+ * snapshot holds (an upsert's too). A PUT_ENDS entry for a key without a pending put (a corrupt
+ * log) is skipped. */
 static void test_put_end_after_snapshot(void **state)
 {
     (void)state;
@@ -1587,10 +1586,10 @@ static void test_put_end_after_snapshot(void **state)
     assert_int_equal(mc_master_put_end(m, CA, K("up"), 0x3333), MC_OK);
     size_t len2;
     uint8_t *g2 = take_group(m, &len2);
-    /* PUT_ENDS (type 15) of s1 and s2, then the upsert's COMMIT (3) */
-    assert_true(len2 > 5 && g2[4] == 15);
+    /* one PUT_ENDS (type 15) of s1, s2 and the upsert: u32 len | type | varint 3 | ... | hash */
+    assert_true(len2 > 5 && g2[4] == 15 && g2[5] == 3);
     uint32_t l0 = (uint32_t)g2[0] | (uint32_t)g2[1] << 8 | (uint32_t)g2[2] << 16;
-    assert_true(len2 > 13 + l0 + 5 && g2[13 + l0 + 4] == 3);
+    assert_int_equal(len2, 13 + l0);
     mc_master_destroy(m); /* waits for snap.2; log.1 goes */
     char log1[300];
     snprintf(log1, sizeof(log1), "%s/log.1", dir);
@@ -1613,17 +1612,54 @@ static void test_put_end_after_snapshot(void **state)
     }
 
     /* the MOUNT, then g2 without the PUT_STARTs: the PUT_ENDS names no pending put (a corrupt
-     * log); skipped, the rest applies */
+     * log); each entry is skipped, the table stays usable */
     recs[0] = g0;
     lens[0] = len0;
     mc_master_t *f = replayed(&cfg, recs, lens, 2);
     uint64_t size, sum;
-    assert_int_equal(mc_master_get_replicas(f, K("s1"), r, &n, &size, &sum),
-                     MC_ERR_OBJECT_NOT_FOUND);
-    committed_at(f, "up", a3, 3000, 0x3333);
+    const char *const skipped[] = {"s1", "s2", "up"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mc_master_get_replicas(f, K(skipped[i]), r, &n, &size, &sum),
+                         MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put(f, CA, "s1", 5000, 0x5151), MC_OK);
+    committed_at(f, "s1", a1, 5000, 0x5151);
     mc_master_destroy(f);
     mc_free(g0);
     mc_free(g2);
+    rm_rf(dir);
+}
+
+/* An upsert in flight across a takeover (HA standbys mode): its PutStart is logged like any
+ * other (the old value leaves at once, on the leader as in the log), so the new leader holds the
+ * upsert's space for its writer, answers REPLICA_IS_NOT_READY for the key meanwhile, and the
+ * writer's PutEnd commits the new value once, where its bytes were written. Without the record
+ * the standby would still serve the old value and refuse the PutEnd, and the new value's space
+ * would be free for any other put while the writer may still be writing there. */
+static void test_follow_pending_upsert(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_pups_XXXXXX";
+    mc_master_config_t cfg;
+    ha_logging_config(&cfg, dir);
+    mc_master_t *m = mk_ha_logging(&cfg);
+    mount(m, CA, "segQ", 0x1000000, 64 << 20, "hQ", 0x31);
+    assert_int_equal(put(m, CA, "u", 4000, 0x11), MC_OK);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, CB, K("u"), 6000, NULL, true, r, &n), MC_OK);
+    uint64_t a1 = r[0].addr;
+    size_t len;
+    uint8_t *g = take_group(m, &len);
+    mc_master_destroy(m);
+
+    mc_master_t *f = replayed(&cfg, &g, &len, 1);
+    assert_int_equal(mc_master_get_replicas(f, K("u"), r, &n, NULL, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_put_end(f, CA, K("u"), 0x22), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(f, CB, K("u"), 0x22), MC_OK);
+    committed_at(f, "u", a1, 6000, 0x22);
+    mc_master_destroy(f);
+    mc_free(g);
     rm_rf(dir);
 }
 
@@ -2203,6 +2239,7 @@ int main(void)
         cmocka_unit_test(test_follow_put_pools),
         cmocka_unit_test(test_log_bytes_per_put),
         cmocka_unit_test(test_put_end_after_snapshot),
+        cmocka_unit_test(test_follow_pending_upsert),
         cmocka_unit_test(test_old_records_replay),
         cmocka_unit_test(test_upstream_metrics),
         cmocka_unit_test(test_key_list_cap),
