@@ -15,6 +15,7 @@
  * The raw engine is a second engine in this process with the store's tuning (same transport:
  * MC_FORCE_TCP reaches both). */
 #include "store_getpath.h"
+#include "bench_stats.h"
 
 #include "common/alloc.h"
 #include "common/net.h"
@@ -138,8 +139,6 @@ static double gp_cpu_us_per_key(const gp_thread_t *ts, const gp_shape_t *sh)
     return (double)ns / 1e3 / ((double)sh->threads * sh->calls * sh->batch);
 }
 
-static int cmp_u64(const void *a, const void *b);
-
 /* The median wall time of one call (us) in the last round, over every thread's calls (on a
  * shared machine steadier than req/s, which a few descheduled calls drag down). */
 static double gp_call_p50_us(const gp_thread_t *ts, const gp_shape_t *sh)
@@ -151,8 +150,7 @@ static double gp_call_p50_us(const gp_thread_t *ts, const gp_shape_t *sh)
     for (uint32_t i = 0; i < sh->threads; i++)
         for (uint32_t k = 0; k < sh->calls; k++)
             v[j++] = ts[i].call_ns[k];
-    qsort(v, n, sizeof(*v), cmp_u64);
-    double p50 = (double)v[n / 2] / 1e3;
+    double p50 = mc_bench_pct_us(v, n, 0.5);
     mc_free(v);
     return p50;
 }
@@ -484,18 +482,12 @@ static uint64_t rtt_ping(int fd, uint32_t req, uint32_t resp, bool spin)
     return mc_now_ns() - t0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* p50 and p90 of n samples in us, appended to the JSON line in *o as "name_p50":..,"name_p90":.. */
 static void rtt_put(char **o, char *end, const char *name, uint64_t *v, size_t n)
 {
-    qsort(v, n, sizeof(*v), cmp_u64);
-    *o += snprintf(*o, (size_t)(end - *o), ",\"%s_p50\":%.1f,\"%s_p90\":%.1f", name,
-                   (double)v[n / 2] / 1e3, name, (double)v[(n * 9) / 10] / 1e3);
+    double p50 = mc_bench_pct_us(v, n, 0.5), p90 = mc_bench_pct_us(v, n, 0.9);
+    *o += snprintf(*o, (size_t)(end - *o), ",\"%s_p50\":%.1f,\"%s_p90\":%.1f", name, p50, name,
+                   p90);
 }
 
 static int gp_rtt_run(const mc_getpath_cfg_t *cfg, mc_te_t *te)

@@ -109,6 +109,13 @@ uint64_t mc_hash_stream_final(mc_hash_stream_t *hs)
     return h;
 }
 
+void mc_hash_stream_move(mc_hash_stream_t *dst, mc_hash_stream_t *src)
+{
+    XXH3_freeState(dst->state); /* both builds keep an XXH3_state_t; NULL: nothing to free */
+    dst->state = src->state;
+    src->state = NULL;
+}
+
 int mc_hash_stream_copy(mc_hash_stream_t *dst, const mc_hash_stream_t *src)
 {
     /* both builds keep an XXH3_state_t (hash_avx2.c allocates it too) */

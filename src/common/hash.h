@@ -25,6 +25,8 @@ typedef struct mc_hash_stream {
 int mc_hash_stream_init(mc_hash_stream_t *hs);   /* 0 ok, -1 no memory */
 void mc_hash_stream_update(mc_hash_stream_t *hs, const void *data, size_t len);
 uint64_t mc_hash_stream_final(mc_hash_stream_t *hs); /* frees the state */
+/* dst takes src's state (src then holds none); the state dst held, if any, is freed. */
+void mc_hash_stream_move(mc_hash_stream_t *dst, mc_hash_stream_t *src);
 /* dst = a new stream at the same point as src (updating one leaves the other as it was).
  * 0 ok, -1 no memory (dst then holds no state). */
 int mc_hash_stream_copy(mc_hash_stream_t *dst, const mc_hash_stream_t *src);

@@ -1325,9 +1325,7 @@ static mc_disk_batch_t *batch_begin(mc_disk_store_t *s, ring_t *r, mc_disk_read_
         }
         b->pending++;
     }
-    struct io_uring_cqe *cqe;
-    while (io_uring_peek_cqe(&r->uring, &cqe) == 0)
-        reap_cqe(r, cqe, &b->late);
+    reap_all(r, NULL, 0, &b->late);
     return b;
 }
 
@@ -1347,10 +1345,11 @@ static void batch_submit(mc_disk_batch_t *b, size_t max)
         if (!op_submit_chunk(r, op, b->ris[b->next]))
             break;
         k++;
-        queued = !b->first;
-        if (b->first) {
+        if (b->first) { /* alone, at once */
             b->first = false;
             io_uring_submit(&r->uring);
+        } else {
+            queued = true;
         }
     }
     if (queued)
@@ -1410,8 +1409,7 @@ static void batch_run(mc_disk_batch_t *b)
             expired = true; /* abandon what is in flight: reaped later */
             break;
         }
-        reap_cqe(r, cqe, &b->late);
-        reap_all(r, ops, n, &b->late);
+        reap_all(r, ops, n, &b->late); /* the completion waited for included */
     }
     if (!expired)
         return;

@@ -1150,8 +1150,8 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     if (qst != MC_OK)
         return qst;
     obj_rep_t r[MC_MASTER_MAX_REPLICAS];
-    /* a create-once put's allocation is logged (PUT_START) where pools serve: it may come
-     * from them (master_pool.c) */
+    /* a create-once put may take pool blocks (master_pool.c) where pools serve; an upsert
+     * allocates afresh */
     place_how_t how = {.pool = !upsert && master_pools_on(m)};
     uint32_t n = place(m, size, opts, want, r, &how);
     if (n < want && how.pool && n < lendable_segments(m, now) && master_pool_drain(m, SEG_NONE)) {

@@ -266,8 +266,8 @@ void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees);
  * log (OF_START_LOGGED, cleared here), else a COMMIT */
 void master_wal_log_put_end(mc_master_t *m, obj_t *o);
 void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen);
-/* A create-once PutStart's allocation (cfg.ha_log_put_starts with the replicated log on);
- * a COMMIT or REMOVE of its key supersedes it. */
+/* A PutStart's allocation, an upsert's too (cfg.ha_log_put_starts with the replicated log
+ * on); a PUT_ENDS entry, COMMIT or REMOVE of its key supersedes it. */
 void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16]);
 /* RESERVE: blocks blks[0..n) of bsize bytes on segment seg reserved ahead, or given back
  * (release; frees space) */

@@ -66,7 +66,7 @@ static void enc_commit(mc_master_t *m, mc_wal_buf_t *b, obj_t *o)
 }
 
 /* PUT_START (a snapshot's pending put): the writer's client id, then a COMMIT's payload
- * (checksum 0): the allocation a create-once PutStart made, so that a new HA leader keeps it
+ * (checksum 0): the allocation a PutStart made, so that a new HA leader keeps it
  * for its writer. */
 static void enc_put_start(mc_master_t *m, mc_wal_buf_t *b, obj_t *o, const uint8_t cid[16])
 {
@@ -264,6 +264,13 @@ void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees)
     wal_append(m, MC_WAL_COMMIT, &b, frees);
 }
 
+/* Whether o's PutStart and PutEnd go into the replicated log as PUT_STARTS_V / PUT_ENDS entries
+ * (HA standbys mode with cfg.ha_log_put_starts; keys the entries can code). */
+static bool put_starts_logged(const mc_master_t *m, const obj_t *o)
+{
+    return m->ha_log_on && m->cfg.ha_log_put_starts && o->klen <= MASTER_KEY_MAX;
+}
+
 /* A PUT_ENDS entry: a tag (bit 7: a u64 checksum follows, else it is 0; bits 0..6: the
  * object's flags), the checksum, the key (enc_key). Only for a put whose PUT_START this master
  * logged (OF_START_LOGGED) with the log still on: every reader of the log holds its allocation
@@ -275,7 +282,7 @@ void master_wal_log_put_end(mc_master_t *m, obj_t *o)
     o->flags &= ~OF_START_LOGGED;
     if (!m->wal_on || m->recovering)
         return;
-    if (!started || !m->ha_log_on || !m->cfg.ha_log_put_starts || o->klen > MASTER_KEY_MAX) {
+    if (!started || !put_starts_logged(m, o)) {
         master_wal_log_commit(m, o, false);
         return;
     }
@@ -292,8 +299,7 @@ void master_wal_log_put_end(mc_master_t *m, obj_t *o)
  * predicted right after the previous entry's replica i)), the key (enc_key); checksum 0. */
 void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
 {
-    if (!m->wal_on || m->recovering || !m->ha_log_on || !m->cfg.ha_log_put_starts ||
-        o->klen > MASTER_KEY_MAX)
+    if (!m->wal_on || m->recovering || !put_starts_logged(m, o))
         return;
     run_join(m, MC_WAL_PUT_STARTS_V, cid);
     uint32_t segs[MC_MASTER_MAX_REPLICAS];

@@ -1227,10 +1227,7 @@ static void cli_data_got(cli_conn_t *c, uint64_t n)
     c->rx_cur = NULL;
     if (c->h_on && s == &r->slices[r->n_slices - 1]) {
         if (c->h.state && r->hash_out->cont) { /* it saw every byte of r: hand over */
-            void *had = r->hash_out->cont->state;
-            r->hash_out->cont->state = c->h.state;
-            c->h.state = had;
-            (void)mc_hash_stream_final(&c->h); /* frees the caller's old state */
+            mc_hash_stream_move(r->hash_out->cont, &c->h);
             r->hash_out->hashed = true;
         } else if (c->h.state) { /* it saw every byte of r */
             r->hash_out->hash = mc_hash_stream_final(&c->h);
