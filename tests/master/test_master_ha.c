@@ -975,6 +975,15 @@ static void wait_admin(uint16_t port, const char *path, const char *want)
     }
 }
 
+/* g_m[0] leads cluster (flags), then g_m[1] joins as a standby and is in its in-sync set. */
+static void start_leader_and_standby(const char *cluster, const char *flags)
+{
+    ha_start_ex(&g_m[0], cluster, TTL_S, flags);
+    assert_true(ha_serving(&g_m[0], TAKEOVER_MS));
+    ha_start_ex(&g_m[1], cluster, TTL_S, flags);
+    wait_admin(g_m[0].mport, "/metrics", "master_ha_in_sync_members 1\n");
+}
+
 /* n objects "<prefix><i>" put through c (each PutEnd acknowledged). */
 static void put_n(mc_rpc_client_t *c, const char *prefix, int from, int n)
 {
@@ -1012,10 +1021,7 @@ static void test_standbys_slow_standby_leaves_s(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    ha_start_ex(a, "sbslow", TTL_S, SB_FLAGS);
-    assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start_ex(b, "sbslow", TTL_S, SB_FLAGS);
-    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    start_leader_and_standby("sbslow", SB_FLAGS);
     char want[128];
     snprintf(want, sizeof(want), "\"members\":[\"%s\"]", b->addr);
     assert_admin(a->mport, "/leader", want);
@@ -1169,10 +1175,7 @@ static void test_standbys_hand_over_wakes_no_appender(void **state)
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
     const char *flags = SB_FLAGS " --ha_etcd_append_interval_ms=1000";
-    ha_start_ex(a, "sbwake", TTL_S, flags);
-    assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start_ex(b, "sbwake", TTL_S, flags);
-    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    start_leader_and_standby("sbwake", flags);
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
     assert_int_equal(mount(c, CLIENT, "segW", 1 << 30, 64 << 20, 0x25, false), MC_OK);
@@ -1205,10 +1208,7 @@ static void test_standbys_put_start_logged(void **state)
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
     const char *flags = SB_FLAGS " --put_start_discard_timeout_sec=60";
-    ha_start_ex(a, "sbput", TTL_S, flags);
-    assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start_ex(b, "sbput", TTL_S, flags);
-    wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
+    start_leader_and_standby("sbput", flags);
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
     const uint64_t seg = 64 << 20;

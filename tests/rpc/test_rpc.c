@@ -526,39 +526,63 @@ static uint64_t held_recv(int fd, uint32_t ms)
     return h.req_id;
 }
 
+/* A running held-replies server whose ServiceReady handler is h (the counters reset), and the
+ * test's connection to it. */
+typedef struct held_srv {
+    mc_rpc_server_t *srv;
+    pthread_t th;
+    char addr[64];
+} held_srv_t;
+
+static void held_start(held_srv_t *hs, mc_rpc_handler_fn h)
+{
+    g_ticket = 0;
+    g_handled = 0;
+    g_light_ticket = 0;
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .before_reply = held_before_reply};
+    so.handlers[MC_OP_SERVICE_READY] = h;
+    assert_int_equal(mc_rpc_server_create(&so, &hs->srv), MC_OK);
+    assert_int_equal(pthread_create(&hs->th, NULL, held_run, hs->srv), 0);
+    snprintf(hs->addr, sizeof(hs->addr), "127.0.0.1:%u", mc_rpc_server_port(hs->srv));
+}
+
+static void held_stop(held_srv_t *hs)
+{
+    mc_rpc_server_stop(hs->srv);
+    pthread_join(hs->th, NULL);
+    mc_rpc_server_destroy(hs->srv);
+}
+
+/* Waits (at most 5 s) until the handler has run n times. */
+static void held_wait_handled(int n)
+{
+    for (uint64_t dl = mc_now_ms() + 5000; g_handled < n && mc_now_ms() < dl;)
+        mc_sleep_ms(1);
+}
+
 /* Answers held for a ticket leave only once it is released, in the order they were queued,
  * and only those of released tickets. */
 static void test_held_replies(void **state)
 {
     (void)state;
-    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .before_reply = held_before_reply};
-    so.handlers[MC_OP_SERVICE_READY] = held_handler;
-    mc_rpc_server_t *srv;
-    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, held_run, srv), 0);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
-    int fd = raw_connect(addr);
+    held_srv_t hs;
+    held_start(&hs, held_handler);
+    int fd = raw_connect(hs.addr);
     for (uint64_t id = 1; id <= 3; id++) { /* one request per loop iteration: three tickets */
         held_send(fd, id);
-        uint64_t dl = mc_now_ms() + 5000;
-        while (g_handled < (int)id && mc_now_ms() < dl)
-            mc_sleep_ms(1);
+        held_wait_handled((int)id);
         assert_int_equal(g_handled, (int)id);
     }
     assert_int_equal(held_recv(fd, 300), 0); /* all held */
     assert_true(g_req_ticket[1] < g_req_ticket[2] && g_req_ticket[2] < g_req_ticket[3]);
-    mc_rpc_server_release(srv, g_req_ticket[2]);
+    mc_rpc_server_release(hs.srv, g_req_ticket[2]);
     assert_int_equal(held_recv(fd, 2000), 1);
     assert_int_equal(held_recv(fd, 2000), 2);
     assert_int_equal(held_recv(fd, 300), 0); /* the third waits for its own ticket */
-    mc_rpc_server_release(srv, g_req_ticket[3]);
+    mc_rpc_server_release(hs.srv, g_req_ticket[3]);
     assert_int_equal(held_recv(fd, 2000), 3);
     close(fd);
-    mc_rpc_server_stop(srv);
-    pthread_join(th, NULL);
-    mc_rpc_server_destroy(srv);
+    held_stop(&hs);
 }
 
 /* A light answer (mc_rpc_call_t.light) waits only for before_reply's light ticket; one
@@ -566,46 +590,31 @@ static void test_held_replies(void **state)
 static void test_light_replies(void **state)
 {
     (void)state;
-    g_ticket = 0;
-    g_handled = 0;
-    g_light_ticket = 0;
-    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .before_reply = held_before_reply};
-    so.handlers[MC_OP_SERVICE_READY] = held_handler;
-    mc_rpc_server_t *srv;
-    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, held_run, srv), 0);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
-    int fd = raw_connect(addr), fd2 = raw_connect(addr);
+    held_srv_t hs;
+    held_start(&hs, held_handler);
+    int fd = raw_connect(hs.addr), fd2 = raw_connect(hs.addr);
     held_send(fd, 100); /* light, nothing to wait for: leaves at once */
     assert_int_equal(held_recv(fd, 2000), 100);
     held_send(fd, 1); /* held for its ticket */
-    uint64_t dl = mc_now_ms() + 5000;
-    while (g_handled < 2 && mc_now_ms() < dl)
-        mc_sleep_ms(1);
+    held_wait_handled(2);
     held_send(fd, 101); /* light, but behind 1 on its connection */
     held_send(fd2, 102); /* light, on another connection: not held */
     assert_int_equal(held_recv(fd2, 2000), 102);
     assert_int_equal(held_recv(fd, 300), 0);
     g_light_ticket = g_ticket + 1; /* from now on light answers wait for the next ticket */
     held_send(fd2, 103);
-    dl = mc_now_ms() + 5000;
-    while (g_handled < 5 && mc_now_ms() < dl)
-        mc_sleep_ms(1);
+    held_wait_handled(5);
     assert_int_equal(g_handled, 5);
     assert_int_equal(held_recv(fd2, 300), 0);
-    mc_rpc_server_release(srv, g_req_ticket[1]);
+    mc_rpc_server_release(hs.srv, g_req_ticket[1]);
     assert_int_equal(held_recv(fd, 2000), 1);
     assert_int_equal(held_recv(fd, 2000), 101);
     assert_int_equal(held_recv(fd2, 300), 0); /* its own (light) ticket is later */
-    mc_rpc_server_release(srv, g_light_ticket);
+    mc_rpc_server_release(hs.srv, g_light_ticket);
     assert_int_equal(held_recv(fd2, 2000), 103);
     close(fd);
     close(fd2);
-    mc_rpc_server_stop(srv);
-    pthread_join(th, NULL);
-    mc_rpc_server_destroy(srv);
+    held_stop(&hs);
 }
 
 /* The loop thread's write() calls so far (/proc/thread-self/io syscw; sends on sockets are
@@ -643,22 +652,11 @@ static mc_status_t releasing_handler(void *ctx, mc_rpc_call_t *call, const Proto
 static void test_release_on_loop_thread(void **state)
 {
     (void)state;
-    g_ticket = 0;
-    g_handled = 0;
-    g_light_ticket = 0;
-    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .before_reply = held_before_reply};
-    so.handlers[MC_OP_SERVICE_READY] = releasing_handler;
-    mc_rpc_server_t *srv;
-    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, held_run, srv), 0);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
-    int fd = raw_connect(addr);
+    held_srv_t hs;
+    held_start(&hs, releasing_handler);
+    int fd = raw_connect(hs.addr);
     held_send(fd, 1);
-    uint64_t dl = mc_now_ms() + 5000;
-    while (g_handled < 1 && mc_now_ms() < dl)
-        mc_sleep_ms(1);
+    held_wait_handled(1);
     assert_int_equal(held_recv(fd, 300), 0); /* held for its ticket */
     for (uint64_t id = 2; id <= 6; id++) {
         held_send(fd, id); /* its handler releases id - 1 */
@@ -666,12 +664,10 @@ static void test_release_on_loop_thread(void **state)
     }
     assert_int_not_equal(g_syscw[2], UINT64_MAX);
     assert_int_equal(g_syscw[6] - g_syscw[2], 0); /* no wake-up written in between */
-    mc_rpc_server_release(srv, g_req_ticket[6]); /* from another thread: wakes the loop */
+    mc_rpc_server_release(hs.srv, g_req_ticket[6]); /* from another thread: wakes the loop */
     assert_int_equal(held_recv(fd, 2000), 6);
     close(fd);
-    mc_rpc_server_stop(srv);
-    pthread_join(th, NULL);
-    mc_rpc_server_destroy(srv);
+    held_stop(&hs);
 }
 
 /* Answers Ping after SLOW_US (the loop thread sleeps: a slow master). */
