@@ -51,14 +51,26 @@ uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed)
     return XXH3_64bits_withSeed(data, len, seed);
 }
 
-uint64_t mc_hash64_copy(void *dst, const void *src, size_t len)
+/* How much of the next copy's source mc_hash64_copy prefetches: 4 lines start the page walk
+ * and the hardware's streaming of the page while this value is hashed. */
+#define COPY_AHEAD 256
+
+/* Values under MC_HASH_COPY_FUSED_MIN are copied (memcpy) and then hashed from dst, which they
+ * still occupy in the first-level caches: the copy's loads run at memcpy's depth (a fused loop,
+ * whose loads wait on the hash's arithmetic, ran 4 KiB values ~15 % slower from memory than
+ * copy-then-hash when they lay apart, as a store's values do). The hash is arithmetic on cached
+ * bytes; next's first lines, asked for before it, arrive meanwhile (4 KiB values at scattered
+ * places in memory: 0.44 against 0.65 us a value copied and hashed, a copy alone 0.42). */
+uint64_t mc_hash64_copy(void *dst, const void *src, size_t len, const void *next)
 {
 #if defined(__x86_64__)
-    if (use_avx2())
+    if (len >= MC_HASH_COPY_FUSED_MIN && use_avx2())
         return mc_hash64_copy_avx2(dst, src, len);
 #endif
     memcpy(dst, src, len);
-    return XXH3_64bits(dst, len);
+    for (size_t off = 0; next && off < COPY_AHEAD; off += 64)
+        __builtin_prefetch((const char *)next + off);
+    return mc_hash64(dst, len);
 }
 
 uint64_t mc_hash_str(const char *s)

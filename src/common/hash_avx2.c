@@ -56,21 +56,14 @@ static inline void copy_acc_stripe(__m256i *acc, uint8_t *dst, const uint8_t *sr
     }
 }
 
-/* XXH3-64 (seed 0) of len bytes copied from src to dst. Values under MC_HASH_COPY_FUSED_MIN
- * are copied (memcpy) and then hashed from dst, which they still occupy in the first-level
- * caches: the copy's loads run at memcpy's depth, and the hash overlaps the next copy's misses
- * (a fused loop, whose loads wait on the hash's arithmetic, ran 4 KiB values ~15 % slower from
- * memory than copy-then-hash). Larger ones are hashed in one pass over src for the whole 1 KiB
- * blocks (XXH3's long-input loop with its default secret, as XXH3_hashLong_64b_internal); the
- * last block and the final stripe are copied first and hashed from dst. */
+/* XXH3-64 (seed 0) of len (>= MC_HASH_COPY_FUSED_MIN) bytes copied from src to dst: hashed
+ * in one pass over src for the whole 1 KiB blocks (XXH3's long-input loop with its default
+ * secret, as XXH3_hashLong_64b_internal); the last block and the final stripe are copied first
+ * and hashed from dst. */
 uint64_t mc_hash64_copy_avx2(void *dst, const void *src, size_t len)
 {
     enum { STRIPE = 64, RATE = 8, SECRET = XXH_SECRET_DEFAULT_SIZE };
     enum { PER_BLOCK = (SECRET - STRIPE) / RATE, BLOCK = STRIPE * PER_BLOCK };
-    if (len < MC_HASH_COPY_FUSED_MIN) {
-        memcpy(dst, src, len);
-        return XXH3_64bits(dst, len);
-    }
     uint8_t *d = dst;
     const uint8_t *s = src;
     const uint8_t *secret = XXH3_kSecret;

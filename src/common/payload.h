@@ -43,11 +43,13 @@ static inline void mc_payload_copy(void *dst, const void *src, size_t n)
     MC_PAYLOAD_END();
 }
 
-/* mc_payload_copy that also returns the XXH3-64 of the bytes written (mc_hash64_copy). */
-static inline uint64_t mc_payload_copy_hash(void *dst, const void *src, size_t n)
+/* mc_payload_copy that also returns the XXH3-64 of the bytes written (mc_hash64_copy; next:
+ * NULL, or where the caller's next copy reads from). */
+static inline uint64_t mc_payload_copy_hash(void *dst, const void *src, size_t n,
+                                            const void *next)
 {
     MC_PAYLOAD_BEGIN();
-    uint64_t h = mc_hash64_copy(dst, src, n);
+    uint64_t h = mc_hash64_copy(dst, src, n, next);
     MC_PAYLOAD_END();
     return h;
 }

@@ -1181,10 +1181,11 @@ static int cmp_slice_peer(const void *a, const void *b)
     return x < y ? -1 : x > y; /* keep submission order (slices/requests are contiguous) */
 }
 
-void mc_te_copy_hashed(mc_te_read_hash_t *h, void *dst, const void *src, size_t n)
+void mc_te_copy_hashed(mc_te_read_hash_t *h, void *dst, const void *src, size_t n,
+                       const void *next)
 {
     if (!h->cont) {
-        h->hash = mc_payload_copy_hash(dst, src, n);
+        h->hash = mc_payload_copy_hash(dst, src, n, next);
         h->hashed = true;
         return;
     }
@@ -1209,7 +1210,7 @@ static void local_copy(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u)
         bool apart = (uint8_t *)u->local + u->length <= (uint8_t *)remote ||
                      (uint8_t *)remote + u->length <= (uint8_t *)u->local;
         if (u->opcode == MC_TE_READ && h && apart) {
-            mc_te_copy_hashed(h, u->local, remote, u->length);
+            mc_te_copy_hashed(h, u->local, remote, u->length, NULL);
         } else if (u->opcode == MC_TE_READ)
             memmove(u->local, remote, u->length);
         else

@@ -168,9 +168,12 @@ void mc_te_slice_done(mc_te_slice_t *s, mc_status_t st, uint64_t bytes);
  * stream (mc_te_copy_hashed). */
 #define MC_TE_HASH_PIECE (64u << 10)
 /* Copies n bytes of a READ from src to dst (not overlapping) and fills h (te_hashed.h): the
- * XXH3 of the bytes in the same pass, or, with h->cont, the bytes fed into that stream. */
+ * XXH3 of the bytes in the same pass, or, with h->cont, the bytes fed into that stream. next:
+ * NULL, or where the caller's next copy reads from (prefetched while this one is hashed:
+ * mc_hash64_copy). */
 struct mc_te_read_hash;
-void mc_te_copy_hashed(struct mc_te_read_hash *h, void *dst, const void *src, size_t n);
+void mc_te_copy_hashed(struct mc_te_read_hash *h, void *dst, const void *src, size_t n,
+                       const void *next);
 
 /* ---- peers (opened segments) ----------------------------------------------------------- */
 

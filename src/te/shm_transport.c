@@ -450,8 +450,10 @@ static bool owner_exited(shm_peer_t *sp)
 
 enum { C_DONE, C_CMA, C_TCP, C_STALE, C_MAP, C_FENCED };
 
-/* Try one slice under the read lock. */
-static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
+/* Try one slice under the read lock. next: the slice the caller copies after it, or NULL (a
+ * hashed read prefetches its start if it lies in the same buffer: mc_te_copy_hashed). */
+static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, const mc_te_slice_t *next,
+                      mc_status_t *st_p)
 {
     ptrdiff_t i = mc_segment_desc_find(&sp->desc->d, s->remote, s->len);
     if (i < 0)
@@ -475,7 +477,9 @@ static int copy_slice(shm_peer_t *sp, mc_te_slice_t *s, mc_status_t *st_p)
     }
     uint8_t *remote = b->base + (s->remote - b->addr);
     if (s->opcode == MC_TE_READ && s->hash_out) { /* te_hashed.h: one pass, copy and XXH3 */
-        mc_te_copy_hashed(s->hash_out, s->local, remote, s->len);
+        bool ahead = next && next->remote - b->addr < b->len; /* unsigned: below addr too */
+        mc_te_copy_hashed(s->hash_out, s->local, remote, s->len,
+                          ahead ? b->base + (next->remote - b->addr) : NULL);
     } else if (s->opcode == MC_TE_READ)
         mc_payload_copy(s->local, remote, s->len);
     else
@@ -558,7 +562,8 @@ static void shm_submit(void *vctx, mc_te_peer_t *peer, mc_te_rdesc_t *desc,
         for (int attempt = 0;; attempt++) {
             mc_status_t cst = MC_ERR_OUT_OF_RANGE;
             pthread_rwlock_rdlock(&sp->lock);
-            int r = sp->desc ? copy_slice(sp, s, &cst) : C_STALE;
+            int r = sp->desc ? copy_slice(sp, s, i + 1 < n ? slices[i + 1] : NULL, &cst)
+                             : C_STALE;
             pthread_rwlock_unlock(&sp->lock);
             if (r == C_DONE || r == C_FENCED) {
                 mc_te_slice_done(s, cst, r == C_DONE ? s->len : 0);

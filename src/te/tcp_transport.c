@@ -1258,7 +1258,7 @@ static bool cli_parse(cli_conn_t *c)
             if (c->h_on && !c->h.state && r->n_slices == 1 && k == c->rx_left &&
                 !r->hash_out->cont) {
                 /* a whole one-slice request from rx: copy and hash in one pass */
-                r->hash_out->hash = mc_hash64_copy(dst, p, k);
+                r->hash_out->hash = mc_hash64_copy(dst, p, k, NULL);
                 r->hash_out->hashed = true;
                 c->h_on = false;
             } else {

@@ -389,6 +389,74 @@ static void test_checksum_detects_corruption_other_segment(void **state)
     mc_store_destroy(owner);
 }
 
+/* A batch of small values from another client's segment, each copied and checksummed by the
+ * engine right after the one before it (the shm transport prefetches the next value's start
+ * while it hashes the current one; over tcp under test_store_tcp, answers back to back): a
+ * byte flipped in one value fails that key alone with CHECKSUM, under the lease of an earlier
+ * get as well as on its retry through the master, and every other key reads back exactly. */
+static void test_checksum_batch_one_corrupt(void **state)
+{
+    mc_store_t *owner = open_store(16u << 20), *s = open_store(0);
+    enum { N = 8, LEN = 4096, BAD = 3 };
+    static char val[N][LEN], out[N][LEN];
+    const char *keys[N];
+    char names[N][32];
+    struct iovec io[N];
+    const struct iovec *piov[N];
+    size_t np[N];
+    int64_t res[N];
+    mc_replicate_config_t cfg = {.replica_num = 1, .preferred_segment = mc_store_hostname(owner)};
+    for (size_t i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "corrupt-batch-%zu", i);
+        keys[i] = names[i];
+        fill(val[i], LEN, 100 + i);
+        struct iovec iv = {val[i], LEN};
+        assert_int_equal(mc_store_put(owner, keys[i], &iv, 1, &cfg), MC_OK);
+        io[i] = (struct iovec){out[i], LEN};
+        piov[i] = &io[i];
+        np[i] = 1;
+    }
+    assert_int_equal(mc_store_batch_get_into(s, N, keys, piov, np, res), MC_OK); /* leases */
+    for (size_t i = 0; i < N; i++)
+        assert_int_equal(res[i], LEN);
+    mc_replica_desc_t *d;
+    size_t n;
+    assert_int_equal(mc_store_replica_desc(s, keys[BAD], &d, &n), MC_OK);
+    assert_int_equal(n, 1);
+    char *base = (char *)(uintptr_t)d[0].addr;
+    free(d);
+    const size_t offs[] = {LEN / 2 + 5, 0, LEN - 1}; /* mid-stripe, both ends */
+    for (size_t o = 0; o < sizeof(offs) / sizeof(offs[0]); o++) {
+        char *at = base + offs[o];
+        *at ^= 0x5a;
+        memset(out, 0, sizeof(out));
+        mc_store_read_stats_t s0, s1;
+        mc_store_read_stats(s, &s0);
+        assert_int_equal(mc_store_batch_get_into(s, N, keys, piov, np, res), MC_OK);
+        mc_store_read_stats(s, &s1);
+        if (o == 0) /* the good keys under the first get's leases */
+            assert_int_equal(s1.lease_hits - s0.lease_hits, N - 1);
+        for (size_t i = 0; i < N; i++) {
+            if (i == BAD) {
+                assert_int_equal(res[i], MC_ERR_CHECKSUM);
+                continue;
+            }
+            assert_int_equal(res[i], LEN);
+            assert_memory_equal(out[i], val[i], LEN);
+        }
+        *at ^= 0x5a;
+    }
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_store_batch_get_into(s, N, keys, piov, np, res), MC_OK);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(res[i], LEN);
+        assert_memory_equal(out[i], val[i], LEN);
+        mc_store_remove(owner, keys[i], true);
+    }
+    mc_store_destroy(s);
+    mc_store_destroy(owner);
+}
+
 static void test_replica_survives_server_kill(void **state)
 {
     mc_store_t *s = open_store(0);
@@ -1224,6 +1292,7 @@ int main(void)
         cmocka_unit_test(test_batch_get_failed_read_keeps_no_lease),
         cmocka_unit_test(test_checksum_detects_corruption),
         cmocka_unit_test(test_checksum_detects_corruption_other_segment),
+        cmocka_unit_test(test_checksum_batch_one_corrupt),
         cmocka_unit_test(test_stale_hints_never_return_other_bytes),
         cmocka_unit_test(test_lease_cache),
         cmocka_unit_test(test_placement_feed),

@@ -167,7 +167,7 @@ static void test_hash_builds_agree(void **state)
 
 /* mc_hash64_copy copies exactly and returns mc_hash64 of what it wrote: every size class of
  * XXH3 and block boundaries, unaligned ends, either side of the copy-then-hash size and below
- * and above the streaming-store size. */
+ * and above the streaming-store size; with and without a next source to prefetch. */
 static void test_hash_copy(void **state)
 {
     (void)state;
@@ -185,7 +185,7 @@ static void test_hash_copy(void **state)
         for (size_t off = 0; off < 64; off += 31) { /* dst 32-byte aligned, then not */
             size_t n = sizes[k];
             memset(dst, 0xa5, max + 64);
-            uint64_t h = mc_hash64_copy(dst + off, src + 3, n);
+            uint64_t h = mc_hash64_copy(dst + off, src + 3, n, off ? src + n / 2 : NULL);
             assert_int_equal(h, XXH3_64bits(src + 3, n));
             assert_memory_equal(dst + off, src + 3, n);
             assert_int_equal(dst[off + n], 0xa5); /* nothing written past the end */
