@@ -21,7 +21,8 @@
  * "auto") that reaches the owner's staging buffer through the TE's same-host transport (shm:
  * the buffer is mc_te_alloc_shareable memory), against the same fio figure.
  * One untimed get per size and one batch per reader come first (connections). Every value
- * read is compared with what was put.
+ * read is compared with what was put. The readers keep the store's default replica hints
+ * (--hints): a repeat get asks the owner while the master's lookup travels.
  *
  * Output, one JSON line each: {"bench":"disk_e2e_setup",...}, per round and reader
  * {"bench":"disk_e2e_get","transport":"tcp"|"shm","value":...,"gbps":...,"p50_us":...,
@@ -54,8 +55,8 @@ static struct {
     const char *dir, *sizes;
     const char *fio;
     int64_t count, reps, batch, rounds;
-    bool same_host;
-} o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3, true};
+    bool same_host, hints;
+} o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3, true, true};
 
 static void fill(char *v, size_t len, uint64_t seed)
 {
@@ -210,6 +211,8 @@ int main(int argc, char **argv)
         {"fio", MC_OPT_STRING, &o.fio, NULL, "fio program", 0, 0},
         {"same_host", MC_OPT_BOOL, &o.same_host, NULL,
          "also read through a second reader on the TE's same-host transport (shm)", 0, 0},
+        {"hints", MC_OPT_BOOL, &o.hints, NULL,
+         "readers keep the store's default replica hints (false: none, every get cold)", 0, 0},
     };
     mc_config_spec_t spec = {"mc_disk_e2e_bench",
                              "Gets served from the disk tier through a real cluster (master, "
@@ -271,7 +274,7 @@ int main(int argc, char **argv)
 
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                              .protocol = "tcp", .master_server_addr = addr,
-                             .replica_hint_slots = MC_STORE_REPLICA_HINTS_OFF};
+                             .replica_hint_slots = o.hints ? 0 : MC_STORE_REPLICA_HINTS_OFF};
     mc_store_t *s;
     if (mc_store_create(&cfg, &s) != MC_OK)
         die("client setup failed");
