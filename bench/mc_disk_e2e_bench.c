@@ -5,8 +5,10 @@
  * through a client without memory of its own, waits until the server's bucket files hold them
  * all (eager offload), then stops the storage server (SIGTERM: its segment is unmounted) and
  * starts it again on the same directory: it re-registers what its disk holds, and every object
- * is now disk-only. Then, --rounds times, for each case it first runs fio on the same shape
- * (disk_fio.h: O_DIRECT, io_uring, a file in --dir) and then reads:
+ * is now disk-only. Then, --rounds times, each case alternates fio on the same shape
+ * (disk_fio.h: O_DIRECT, io_uring, a file in --dir) with the readers, fio first and last (fio,
+ * tcp reader, fio, shm reader, fio), and sets each reader against the mean of the fio runs
+ * right before and right after it; the readers read:
  *   get    each object of a size --reps times with mc_store_get_into (queue depth 1) into a
  *          registered buffer: the master names the LOCAL_DISK replica, the owner reads its
  *          disk (O_DIRECT, io_uring, checksum) into its staging buffer while the reader pulls
@@ -19,12 +21,14 @@
  * "auto") that reaches the owner's staging buffer through the TE's same-host transport (shm:
  * the buffer is mc_te_alloc_shareable memory), against the same fio figure.
  * One untimed get per size and one batch per reader come first (connections). Every value
- * read is compared with what was put.
+ * read is compared with what was put. The readers keep the store's default replica hints
+ * (--hints): a repeat get asks the owner while the master's lookup travels.
  *
  * Output, one JSON line each: {"bench":"disk_e2e_setup",...}, per round and reader
- * {"bench":"disk_e2e_get","transport":"tcp"|"shm","round":...,"value":...,"gbps":...,
- * "p50_us":...,"p99_us":...,"fio_gbps":...,"ratio":...} and {"bench":"disk_e2e_batch",...},
- * then per reader and case {"bench":"disk_e2e_ratio","transport":...,"case":...,
+ * {"bench":"disk_e2e_get","transport":"tcp"|"shm","value":...,"gbps":...,"p50_us":...,
+ * "p99_us":...,"round":...,"fio_depth":...,"fio_before_gbps":...,"fio_after_gbps":...,
+ * "fio_gbps" (their mean),"ratio":...} and {"bench":"disk_e2e_batch",...}, then per reader and
+ * case {"bench":"disk_e2e_ratio","transport":...,"case":...,"ratio_median":...,
  * "ratio_min":...,"ratio_max":...} (store GB/s / fio GB/s over the rounds; without fio the
  * ratios are 0 and no ratio lines are printed). */
 #include "common/config.h"
@@ -51,8 +55,8 @@ static struct {
     const char *dir, *sizes;
     const char *fio;
     int64_t count, reps, batch, rounds;
-    bool same_host;
-} o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3, true};
+    bool same_host, hints;
+} o = {NULL, "4MiB,32MiB", "fio", 8, 2, 64, 3, true, true};
 
 static void fill(char *v, size_t len, uint64_t seed)
 {
@@ -78,6 +82,19 @@ static uint64_t bucket_bytes(const char *dir)
     if (dp)
         closedir(dp);
     return total;
+}
+
+/* fio's GB/s reading `total` bytes in blocks of bs at depth `depth`, --reps times (the shape
+ * of a case: its values, as many times as the store reads them); <= 0 when it fails. */
+static double fio_gbps(uint64_t bs, uint64_t total, int64_t depth)
+{
+    return disk_fio_read_bps(o.fio, o.dir, bs, total, depth, o.reps) / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static void die(const char *what)
@@ -123,9 +140,8 @@ static void warm_up(const reader_t *rd, const uint64_t *sizes, size_t n_sizes, c
 }
 
 /* The get case of size sz: every object --reps times at depth 1, each compared with what was
- * put; prints its line, returns GB/s. */
-static double get_case(const reader_t *rd, uint64_t sz, int64_t round, double fio_gbps,
-                       char *buf, char *want, uint64_t *lat)
+ * put; prints its line up to the fio fields (the caller ends it), returns GB/s. */
+static double get_case(const reader_t *rd, uint64_t sz, char *buf, char *want, uint64_t *lat)
 {
     char key[64];
     uint64_t n = 0, bytes = 0, t_all = 0;
@@ -147,19 +163,16 @@ static double get_case(const reader_t *rd, uint64_t sz, int64_t round, double fi
         }
     }
     double g = (double)bytes / (double)t_all;
-    printf("{\"bench\":\"disk_e2e_get\",\"transport\":\"%s\",\"round\":%lld,\"value\":%llu,"
-           "\"gets\":%llu,\"gbps\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f,\"fio_gbps\":%.3f,"
-           "\"ratio\":%.3f}\n",
-           rd->transport, (long long)round, (unsigned long long)sz, (unsigned long long)n, g,
-           mc_bench_pct_us(lat, n, 0.5), mc_bench_pct_us(lat, n, 0.99), fio_gbps,
-           fio_gbps > 0 ? g / fio_gbps : 0);
+    printf("{\"bench\":\"disk_e2e_get\",\"transport\":\"%s\",\"value\":%llu,\"gets\":%llu,"
+           "\"gbps\":%.3f,\"p50_us\":%.0f,\"p99_us\":%.0f",
+           rd->transport, (unsigned long long)sz, (unsigned long long)n, g,
+           mc_bench_pct_us(lat, n, 0.5), mc_bench_pct_us(lat, n, 0.99));
     return g;
 }
 
 /* The batch case: one batch get of the --batch values, best of --reps, every value compared;
- * prints its line, returns GB/s. */
-static double batch_case(const reader_t *rd, uint64_t sz, int64_t round, double fio_gbps,
-                         char *buf, char *want)
+ * prints its line up to the fio fields (the caller ends it), returns GB/s. */
+static double batch_case(const reader_t *rd, uint64_t sz, char *buf, char *want)
 {
     uint64_t bbytes = sz * (uint64_t)o.batch;
     double best = 0;
@@ -180,10 +193,9 @@ static double batch_case(const reader_t *rd, uint64_t sz, int64_t round, double 
         double g = (double)bbytes / (double)(b - a);
         best = g > best ? g : best;
     }
-    printf("{\"bench\":\"disk_e2e_batch\",\"transport\":\"%s\",\"round\":%lld,\"value\":%llu,"
-           "\"n\":%lld,\"gbps\":%.3f,\"fio_depth\":%lld,\"fio_gbps\":%.3f,\"ratio\":%.3f}\n",
-           rd->transport, (long long)round, (unsigned long long)sz, (long long)o.batch, best,
-           (long long)o.batch, fio_gbps, fio_gbps > 0 ? best / fio_gbps : 0);
+    printf("{\"bench\":\"disk_e2e_batch\",\"transport\":\"%s\",\"value\":%llu,\"n\":%lld,"
+           "\"gbps\":%.3f",
+           rd->transport, (unsigned long long)sz, (long long)o.batch, best);
     return best;
 }
 
@@ -199,6 +211,8 @@ int main(int argc, char **argv)
         {"fio", MC_OPT_STRING, &o.fio, NULL, "fio program", 0, 0},
         {"same_host", MC_OPT_BOOL, &o.same_host, NULL,
          "also read through a second reader on the TE's same-host transport (shm)", 0, 0},
+        {"hints", MC_OPT_BOOL, &o.hints, NULL,
+         "readers keep the store's default replica hints (false: none, every get cold)", 0, 0},
     };
     mc_config_spec_t spec = {"mc_disk_e2e_bench",
                              "Gets served from the disk tier through a real cluster (master, "
@@ -260,7 +274,7 @@ int main(int argc, char **argv)
 
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                              .protocol = "tcp", .master_server_addr = addr,
-                             .replica_hint_slots = MC_STORE_REPLICA_HINTS_OFF};
+                             .replica_hint_slots = o.hints ? 0 : MC_STORE_REPLICA_HINTS_OFF};
     mc_store_t *s;
     if (mc_store_create(&cfg, &s) != MC_OK)
         die("client setup failed");
@@ -340,8 +354,10 @@ int main(int argc, char **argv)
     }
     for (size_t x = 0; x < n_rd; x++)
         warm_up(&rds[x], sizes, n_sizes, buf);
-    /* rounds: each case measured right after fio reads the same shape (the disk is shared:
-     * neighbours' load moves both sides alike), by each reader in turn */
+    /* rounds: in each case fio and the readers alternate, fio first and last (fio, tcp
+     * reader, fio, shm reader, fio), and each reader's figure is set against the mean of the
+     * fio runs right before and right after it: the virtual disk's drift over the case moves
+     * both sides alike */
     bool fio = disk_fio_available(o.fio);
     uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)(o.count * o.reps));
     size_t n_cases = n_sizes + 1;
@@ -350,40 +366,47 @@ int main(int argc, char **argv)
         die("no memory");
 #define RATIO(x, z, r) ratios[((x) * n_cases + (z)) * (size_t)o.rounds + (size_t)(r)]
     for (int64_t round = 0; round < o.rounds; round++) {
-        for (size_t z = 0; z < n_sizes; z++) {
-            uint64_t sz = sizes[z];
-            double f = fio ? disk_fio_read_bps(o.fio, o.dir, sz, sz * (uint64_t)o.count, 1,
-                                               o.reps) / 1e9
-                           : -1;
+        for (size_t z = 0; z < n_cases; z++) {
+            bool bat = z == n_sizes;
+            uint64_t sz = bat ? sizes[0] : sizes[z];
+            int64_t depth = bat ? o.batch : 1;
+            uint64_t fbytes = sz * (uint64_t)(bat ? o.batch : o.count);
+            double before = fio ? fio_gbps(sz, fbytes, depth) : -1;
             for (size_t x = 0; x < n_rd; x++) {
-                double g = get_case(&rds[x], sz, round, f, buf, want, lat);
-                RATIO(x, z, round) = f > 0 ? g / f : 0;
+                double g = bat ? batch_case(&rds[x], sz, buf, want)
+                               : get_case(&rds[x], sz, buf, want, lat);
+                double after = fio ? fio_gbps(sz, fbytes, depth) : -1;
+                double fm = before > 0 && after > 0 ? (before + after) / 2 : 0;
+                RATIO(x, z, round) = fm > 0 ? g / fm : 0;
+                printf(",\"round\":%lld,\"fio_depth\":%lld,\"fio_before_gbps\":%.3f,"
+                       "\"fio_after_gbps\":%.3f,\"fio_gbps\":%.3f,\"ratio\":%.3f}\n",
+                       (long long)round, (long long)depth, before, after, fm,
+                       RATIO(x, z, round));
+                before = after;
             }
-        }
-        uint64_t bbytes = sizes[0] * (uint64_t)o.batch;
-        double f = fio ? disk_fio_read_bps(o.fio, o.dir, sizes[0], bbytes, o.batch, o.reps) / 1e9
-                       : -1;
-        for (size_t x = 0; x < n_rd; x++) {
-            double g = batch_case(&rds[x], sizes[0], round, f, buf, want);
-            RATIO(x, n_sizes, round) = f > 0 ? g / f : 0;
         }
         fflush(stdout);
     }
-    /* the range of each case's ratio over the rounds */
+    /* each case's ratio over the rounds: median, min, max */
+    double *sorted = malloc(sizeof(double) * (size_t)o.rounds);
+    if (!sorted)
+        die("no memory");
     for (size_t x = 0; fio && x < n_rd; x++) {
         for (size_t z = 0; z < n_cases; z++) {
-            double lo = RATIO(x, z, 0), hi = lo;
-            for (int64_t r = 1; r < o.rounds; r++) {
-                lo = RATIO(x, z, r) < lo ? RATIO(x, z, r) : lo;
-                hi = RATIO(x, z, r) > hi ? RATIO(x, z, r) : hi;
-            }
+            for (int64_t r = 0; r < o.rounds; r++)
+                sorted[r] = RATIO(x, z, r);
+            qsort(sorted, (size_t)o.rounds, sizeof(double), cmp_double);
+            size_t m = (size_t)o.rounds / 2;
+            double med = o.rounds % 2 ? sorted[m] : (sorted[m - 1] + sorted[m]) / 2;
             printf("{\"bench\":\"disk_e2e_ratio\",\"transport\":\"%s\",\"case\":\"%s\","
-                   "\"value\":%llu,\"rounds\":%lld,\"ratio_min\":%.3f,\"ratio_max\":%.3f}\n",
+                   "\"value\":%llu,\"rounds\":%lld,\"ratio_median\":%.3f,\"ratio_min\":%.3f,"
+                   "\"ratio_max\":%.3f}\n",
                    rds[x].transport, z < n_sizes ? "get" : "batch",
                    (unsigned long long)(z < n_sizes ? sizes[z] : sizes[0]), (long long)o.rounds,
-                   lo, hi);
+                   med, sorted[0], sorted[o.rounds - 1]);
         }
     }
+    free(sorted);
 #undef RATIO
     if (rds[1].s)
         mc_store_destroy(rds[1].s);

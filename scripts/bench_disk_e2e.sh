@@ -2,12 +2,14 @@
 # Gets served from the disk tier through a real cluster next to fio, in the same run and the
 # same directory (docs/benchmarks.md, "Disk tier"): mc_disk_e2e_bench (a master, a storage
 # server whose objects are all disk-only after a restart, a reader: 4 MiB and 32 MiB gets at
-# queue depth 1 and one batch get of 64 x 4 MiB), each case measured --rounds times right
-# after fio --direct=1 --ioengine=io_uring reads the same shape (depth 1, or 64 for the batch)
-# on a file in the same directory, by a reader over tcp (the figure the target is about) and
-# one over the TE's same-host transport (shm, "transport":"shm": an extra figure). Appends every
-# JSON line to a results file after a header line and prints the "disk_e2e_ratio" lines
-# (store GB/s / fio GB/s, min and max over the rounds, per transport).
+# queue depth 1 and one batch get of 64 x 4 MiB), each case --rounds times, read by a reader
+# over tcp (the figure the target is about) and one over the TE's same-host transport (shm,
+# "transport":"shm": an extra figure), with fio --direct=1 --ioengine=io_uring reading the same
+# shape (depth 1, or 64 for the batch) on a file in the same directory before, between and
+# after them: each reader's ratio is to the mean of the fio runs right before and after it.
+# Appends every JSON line to a results file after a header line and prints the
+# "disk_e2e_ratio" lines (store GB/s / fio GB/s, median, min and max over the rounds, per
+# transport).
 #
 # Environment:
 #   MC_BIN_DIR            where the programs are (default build/bin)

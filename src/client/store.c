@@ -370,8 +370,10 @@ static void store_init_handle(mc_store_t *s)
 static mc_status_t store_te_start(mc_store_t *s, const mc_store_config_t *cfg)
 {
     uint32_t slots = cfg->replica_hint_slots;
-    if (slots != MC_STORE_REPLICA_HINTS_OFF)
+    if (slots != MC_STORE_REPLICA_HINTS_OFF) {
         s->hints = mc_hint_table_new(slots ? slots : MC_STORE_REPLICA_HINTS_DEFAULT);
+        s->disk_hints = mc_hint_table_new(STORE_DISK_HINTS);
+    }
 
     /* Upstream's "tcp" means "no RDMA": same-host peers still take the shm path (the TE
      * decides per peer; MC_FORCE_TCP=1 forces tcp everywhere). */
@@ -528,6 +530,7 @@ void mc_store_destroy(mc_store_t *s)
         mc_te_destroy(s->te);
     }
     mc_hint_table_free(s->hints);
+    mc_hint_table_free(s->disk_hints);
     store_scratch_pool_fini(&s->scratch);
     mc_free(s->metrics);
     pthread_cond_destroy(&s->hb_cond);

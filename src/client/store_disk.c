@@ -21,7 +21,8 @@
  * The reader (store_disk_read, store_disk_read_many): asks the owner (one cached connection
  * per endpoint) for all its keys at once, pulls each value with the TE once the owner has
  * verified it (the last key piece by piece as the owner reports them landed), hashes every
- * byte it pulled, releases the batch. */
+ * byte it pulled, releases the batch. A single get of a key whose disk replica it read before
+ * sends its request before the master's lookup answers (store_disk_spec_start). */
 #include "client/store_int.h"
 
 #include "common/alloc.h"
@@ -1551,12 +1552,20 @@ static mc_status_t stream_pull(mc_store_t *s, reader_conn_t *c,
     return st;
 }
 
-/* One streamed BatchGetOffloadObject of a read_many call: keys [at, at+m) of it. */
+/* One streamed BatchGetOffloadObject of a read_many call: keys [at, at+m) of it. From
+ * group_send to group_recv its request is in flight (the calls borrow q, kb and rel: a group
+ * is not copied then). */
 typedef struct group {
     size_t at, m;
     mc_status_t st; /* the request's */
     ProtobufCMessage *r;
     McRpc__BatchGetOffloadObjectResponse *b;
+    bool sent; /* in flight: group_recv collects it */
+    ProtobufCBinaryData kb[READ_BATCH_MAX];
+    McRpc__BatchGetOffloadObjectRequest q;
+    McRpc__ReleaseOffloadBufferRequest rel;
+    mc_rpc_pending_t calls[2];
+    mc_rpc_inflight_t f;
 } group_t;
 
 /* How many of the n keys (sizes) from the first go in one request: at most READ_BATCH_MAX
@@ -1571,43 +1580,55 @@ static size_t group_len(const uint64_t *sizes, size_t n)
     return m;
 }
 
-/* Asks the owner on c for g's keys (streamed: answered once the reads are started). */
-static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const char *const *keys,
-                          const uint64_t *sizes, uint64_t deadline_ms)
+/* Sends the owner on c the request for g's keys (streamed: answered once the reads are
+ * started); group_recv takes the answer. keys and sizes stay the caller's until then. */
+static void group_send(mc_store_t *s, reader_conn_t *c, group_t *g, const char *const *keys,
+                       const uint64_t *sizes, uint64_t deadline_ms)
 {
     g->r = NULL;
     g->b = NULL;
+    g->sent = false;
     uint64_t now = mc_now_ms();
     if (now >= deadline_ms) {
         g->st = MC_ERR_TIMEOUT;
         return;
     }
     uint32_t tmo = (uint32_t)(deadline_ms - now);
-    ProtobufCBinaryData kb[READ_BATCH_MAX];
     for (size_t i = 0; i < g->m; i++)
-        kb[i] = mc_wire_key_str(keys[g->at + i]);
-    McRpc__BatchGetOffloadObjectRequest q = MC_RPC__BATCH_GET_OFFLOAD_OBJECT_REQUEST__INIT;
-    q.keys = kb;
-    q.n_keys = g->m;
-    q.sizes = (uint64_t *)sizes + g->at;
-    q.n_sizes = g->m;
-    q.tenant_id = s->master.tenant;
-    q.timeout_ms = tmo;
-    q.stream = true;
+        g->kb[i] = mc_wire_key_str(keys[g->at + i]);
+    g->q = (McRpc__BatchGetOffloadObjectRequest)MC_RPC__BATCH_GET_OFFLOAD_OBJECT_REQUEST__INIT;
+    g->q.keys = g->kb;
+    g->q.n_keys = g->m;
+    g->q.sizes = (uint64_t *)sizes + g->at;
+    g->q.n_sizes = g->m;
+    g->q.tenant_id = s->master.tenant;
+    g->q.timeout_ms = tmo;
+    g->q.stream = true;
     /* a deferred release goes first, in the same write: the owner handles it before it
      * allocates this request's range; its answer is not looked at (unanswered: the owner's
      * TTL frees it) */
-    McRpc__ReleaseOffloadBufferRequest rel = MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
-    rel.batch_id = c->release_id;
-    mc_rpc_pending_t calls[2] = {{.opcode = MC_OP_RELEASE_OFFLOAD_BUFFER, .req = &rel.base},
-                                 {.opcode = MC_OP_BATCH_GET_OFFLOAD_OBJECT, .req = &q.base}};
+    g->rel = (McRpc__ReleaseOffloadBufferRequest)MC_RPC__RELEASE_OFFLOAD_BUFFER_REQUEST__INIT;
+    g->rel.batch_id = c->release_id;
+    g->calls[0] = (mc_rpc_pending_t){.opcode = MC_OP_RELEASE_OFFLOAD_BUFFER, .req = &g->rel.base};
+    g->calls[1] = (mc_rpc_pending_t){.opcode = MC_OP_BATCH_GET_OFFLOAD_OBJECT, .req = &g->q.base};
     size_t first = c->release_id ? 0 : 1;
     c->release_id = 0;
-    g->st = mc_rpc_client_call_many(c->rpc, calls + first, 2 - first, tmo + 1000);
-    mc_rpc_response_free(calls[0].resp);
-    g->r = calls[1].resp;
+    g->st = mc_rpc_client_call_send(c->rpc, g->calls + first, 2 - first, tmo + 1000, false,
+                                    &g->f);
+    g->sent = g->st == MC_OK;
+}
+
+/* Takes the answer to g's request (group_send) into g->st, g->r and g->b. */
+static void group_recv(mc_store_t *s, group_t *g)
+{
+    if (!g->sent)
+        return; /* g->st says why (nothing in flight, no answers held) */
+    g->sent = false;
+    g->st = mc_rpc_client_call_recv(&g->f);
+    mc_rpc_response_free(g->calls[0].resp);
+    g->r = g->calls[1].resp;
     if (g->st == MC_OK)
-        g->st = calls[1].status;
+        g->st = g->calls[1].status;
     g->b = (void *)g->r;
     if (g->st == MC_OK)
         g->st = g->b->status;
@@ -1615,6 +1636,14 @@ static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const cha
         g->st = MC_ERR_RPC_FAIL;
     if (g->st == MC_OK && g->b->grant)
         store_grants_present(s, &g->b->grant, 1); /* we are tenant-bound: the owner granted it */
+}
+
+/* Asks the owner on c for g's keys and takes the answer. */
+static void group_request(mc_store_t *s, reader_conn_t *c, group_t *g, const char *const *keys,
+                          const uint64_t *sizes, uint64_t deadline_ms)
+{
+    group_send(s, c, g, keys, sizes, deadline_ms);
+    group_recv(s, g);
 }
 
 /* Pulls g's keys in order, each once its verdict is in (the call's last key as its pieces
@@ -1652,15 +1681,19 @@ static void group_pull(mc_store_t *s, reader_conn_t *c, group_t *g, group_t *nex
     g->r = NULL;
 }
 
+/* A reader's deadline for a call starting now: the store's RPC timeout, at most 60 s. */
+static uint64_t read_deadline(const mc_store_t *s)
+{
+    uint32_t tmo = s->master.timeout_ms ? s->master.timeout_ms : READ_TIMEOUT_DEFAULT_MS;
+    return mc_now_ms() + (tmo < READ_TIMEOUT_MAX_MS ? tmo : READ_TIMEOUT_MAX_MS);
+}
+
 void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
                           const char *const *keys, const uint64_t *sizes,
                           const struct iovec *const *parts, const size_t *n_parts,
                           uint64_t *hashes, mc_status_t *sts)
 {
-    uint32_t tmo = s->master.timeout_ms ? s->master.timeout_ms : READ_TIMEOUT_DEFAULT_MS;
-    if (tmo > READ_TIMEOUT_MAX_MS)
-        tmo = READ_TIMEOUT_MAX_MS;
-    uint64_t deadline_ms = mc_now_ms() + tmo;
+    uint64_t deadline_ms = read_deadline(s);
     reader_conn_t *c = conn_get(s, endpoint);
     if (!c) {
         for (size_t i = 0; i < n; i++)
@@ -1679,12 +1712,97 @@ void store_disk_read_many(mc_store_t *s, const char *endpoint, size_t n,
     pthread_mutex_unlock(&c->mu);
 }
 
+/* A single get's request sent to the owner its disk hint names before the master answered
+ * (store_disk_spec_start); the connection to that owner is held until store_disk_spec_end. */
+struct store_disk_spec {
+    reader_conn_t *c;
+    group_t g;
+    const char *key; /* the caller's */
+    uint64_t size, deadline_ms;
+    char endpoint[MC_HINT_ENDPOINT_MAX];
+};
+
+store_disk_spec_t *store_disk_spec_start(mc_store_t *s, const char *key, uint64_t cap)
+{
+    mc_replica_hint_t h;
+    if (!s->disk_hints || !mc_hint_get(s->disk_hints, key, &h) || h.size == 0 || h.size > cap)
+        return NULL;
+    store_disk_spec_t *sp = mc_malloc(sizeof(*sp));
+    if (!sp)
+        return NULL;
+    sp->deadline_ms = read_deadline(s);
+    if (!(sp->c = conn_get(s, h.endpoint))) {
+        mc_free(sp);
+        return NULL;
+    }
+    sp->key = key;
+    sp->size = h.size;
+    memcpy(sp->endpoint, h.endpoint, sizeof(sp->endpoint));
+    sp->g.at = 0;
+    sp->g.m = 1;
+    group_send(s, sp->c, &sp->g, &sp->key, &sp->size, sp->deadline_ms);
+    return sp;
+}
+
+/* Ends sp: with parts (rd is the replica sp asked), follows the read into them as
+ * store_disk_read does and returns its status; without, gives it up (the batch released).
+ * Unlocks the connection, frees sp. */
+static mc_status_t store_disk_spec_end(mc_store_t *s, store_disk_spec_t *sp,
+                                       const struct iovec *parts, size_t n_parts,
+                                       uint64_t *hash_p)
+{
+    mc_status_t st = MC_OK;
+    group_recv(s, &sp->g);
+    if (parts) {
+        group_t none = {.m = 0};
+        group_pull(s, sp->c, &sp->g, &none, &sp->key, &sp->size, &parts, &n_parts,
+                   sp->deadline_ms, hash_p, &st);
+    } else {
+        if (sp->g.r && sp->g.b->batch_id)
+            release_batch(sp->c, sp->g.b->batch_id, round4k(sp->size));
+        mc_rpc_response_free(sp->g.r);
+    }
+    pthread_mutex_unlock(&sp->c->mu);
+    mc_free(sp);
+    return st;
+}
+
+void store_disk_spec_drop(mc_store_t *s, store_disk_spec_t *sp, const char *key)
+{
+    if (!sp)
+        return;
+    store_disk_spec_end(s, sp, NULL, 0, NULL);
+    mc_hint_drop(s->disk_hints, key); /* the master named another replica, or none */
+}
+
 mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
                             uint64_t size, const struct iovec *parts, size_t n_parts,
-                            uint64_t *hash_p)
+                            store_disk_spec_t **spec, uint64_t *hash_p)
 {
+    store_disk_spec_t *sp = spec ? *spec : NULL;
+    if (spec)
+        *spec = NULL;
+    if (sp && sp->size == size && strcmp(sp->endpoint, rd->transport_endpoint) == 0) {
+        atomic_fetch_add(&s->n_spec_hits, 1); /* the master named the replica asked */
+        return store_disk_spec_end(s, sp, parts, n_parts, hash_p);
+    }
+    store_disk_spec_drop(s, sp, key); /* before another connection is taken */
     mc_status_t st;
     store_disk_read_many(s, rd->transport_endpoint, 1, &key, &size, &parts, &n_parts, hash_p,
                          &st);
     return st; /* the caller logs a failure */
+}
+
+void store_disk_learn(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                      uint64_t size)
+{
+    if (!s->disk_hints)
+        return;
+    mc_replica_hint_t h = {.size = size};
+    if (rd && strlen(rd->transport_endpoint) < sizeof(h.endpoint)) {
+        memcpy(h.endpoint, rd->transport_endpoint, strlen(rd->transport_endpoint) + 1);
+        mc_hint_set(s->disk_hints, key, &h);
+    } else {
+        mc_hint_drop(s->disk_hints, key);
+    }
 }

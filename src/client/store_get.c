@@ -3,7 +3,8 @@
  * A get finds the object's bytes in one of three ways, cheapest first: under a read lease this
  * client still holds (the lease cache: no master round trip), from a replica hint read while
  * the master lookup is in flight (speculative, objects up to SPEC_MAX_OBJECT in caller
- * memory), or after the lookup. Whatever the way, the bytes count only once they hash to the
+ * memory; a disk replica's owner is asked at that time too, store_disk_spec_start), or after
+ * the lookup. Whatever the way, the bytes count only once they hash to the
  * checksum recorded at PutEnd and the lease was still running when they had all arrived; a key
  * that fails is asked again (GET_TRIES, then alone in a batch) and otherwise fails: never
  * unverified bytes.
@@ -136,7 +137,7 @@ static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hi
 static int64_t store_read_verified(mc_store_t *s, const char *key,
                                    const McRpc__ReplicaListResponse *rl,
                                    const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
-                                   const char *avoid, bool last_try);
+                                   const char *avoid, bool last_try, store_disk_spec_t **spec);
 static void prefault_heap(void *buf, size_t len);
 static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec *parts,
                              size_t n_parts, uint64_t cap, bool last_try);
@@ -385,11 +386,12 @@ static bool lease_cache_read(mc_store_t *s, const char *key, const mc_replica_hi
 }
 
 /* Reads the object described by rl into parts (capacity already checked), trying replicas in
- * order; verifies lease and checksum. Returns bytes read or a negative status. */
+ * order; verifies lease and checksum. spec: a disk request already sent for key (may be NULL;
+ * store_disk_read takes it). Returns bytes read or a negative status. */
 static int64_t store_read_verified(mc_store_t *s, const char *key,
                                    const McRpc__ReplicaListResponse *rl,
                                    const struct iovec *parts, size_t n_parts, uint64_t t0_ms,
-                                   const char *avoid, bool last_try)
+                                   const char *avoid, bool last_try, store_disk_spec_t **spec)
 {
     size_t order[16];
     size_t n = store_replica_order(s, rl->replicas, rl->n_replicas, order, 16, avoid);
@@ -403,10 +405,12 @@ static int64_t store_read_verified(mc_store_t *s, const char *key,
         uint64_t hash = 0;
         bool disk = rd->replica_type == MC_RPC__REPLICA_TYPE__LOCAL_DISK;
         if (disk) /* through its owner's disk; no lease: the checksum decides */
-            st = store_disk_read(s, key, rd, rl->size, parts, n_parts, &hash);
+            st = store_disk_read(s, key, rd, rl->size, parts, n_parts, spec, &hash);
         else
             st = read_hashed(s, rd->transport_endpoint, rd->buffer_address, rl->size, parts,
                              n_parts, &hash);
+        if (disk && (st != MC_OK || hash != rl->checksum))
+            store_disk_learn(s, key, NULL, 0);
         if (st != MC_OK) {
             MC_LOG_WARN("get %s: replica on %s%s failed: %s", key,
                         disk ? "the disk of " : "",
@@ -430,7 +434,9 @@ static int64_t store_read_verified(mc_store_t *s, const char *key,
             st = MC_ERR_CHECKSUM;
             continue;
         }
-        if (!disk) /* a disk replica is no place to read again without the owner */
+        if (disk) /* the owner to ask at once next time; never read without the master */
+            store_disk_learn(s, key, rd, rl->size);
+        else
             store_hint_remember(s, key, rd, rl, t0_ms);
         return (int64_t)rl->size;
     }
@@ -482,6 +488,7 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
     uint64_t t0 = mc_now_ms();
     spec_read_t sp;
     spec_start(s, &sp, key, parts, n_parts, cap);
+    store_disk_spec_t *ds = store_disk_spec_start(s, key, cap);
     McRpc__ReplicaListResponse *rl = NULL;
     st = store_replica_list(s, key, &rl);
     spec_wait(s, &sp, key);
@@ -498,7 +505,9 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
         rc = (int64_t)rl->size;
     } else
         rc = store_read_verified(s, key, rl, parts, n_parts, t0,
-                                 cache_failed ? cache_failed : spec_failed_endpoint(&sp), last_try);
+                                 cache_failed ? cache_failed : spec_failed_endpoint(&sp), last_try,
+                                 &ds);
+    store_disk_spec_drop(s, ds, key); /* not taken: no disk replica was read */
     if (rl)
         mc_rpc_response_free(&rl->base);
     return rc;
@@ -556,7 +565,7 @@ static int64_t get_heap_once(mc_store_t *s, const char *key, void **buf_p, bool 
     if (buf) {
         prefault_heap(buf, rl->size);
         struct iovec iov = {.iov_base = buf, .iov_len = rl->size};
-        rc = store_read_verified(s, key, rl, &iov, 1, t0, cache_failed, last_try);
+        rc = store_read_verified(s, key, rl, &iov, 1, t0, cache_failed, last_try, NULL);
     }
     mc_rpc_response_free(&rl->base);
     if (rc < 0)

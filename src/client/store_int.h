@@ -166,8 +166,10 @@ struct mc_store {
     pthread_mutex_t dconn_mu;
     struct reader_conn *dconns;
     size_t dconn_next;
+    mc_hint_table_t *disk_hints; /* with hints: disk replicas read (store_disk_spec_start) */
 };
 typedef struct store_disk store_disk_t;
+typedef struct store_disk_spec store_disk_spec_t;
 typedef struct reader_conn reader_conn_t;
 typedef struct store_xseg store_xseg_t;
 
@@ -295,10 +297,28 @@ void store_disk_stats(mc_store_t *s, uint64_t *objects, uint64_t *bytes, uint64_
 /* host:port of this storage server's offload RPC server ("" without a disk). */
 const char *store_disk_endpoint(const mc_store_t *s);
 /* Reads a LOCAL_DISK replica rd of key (size bytes) through its owner into parts; *hash_p =
- * XXH3-64 of what arrived (the caller compares it with the committed checksum). */
+ * XXH3-64 of what arrived (the caller compares it with the committed checksum). spec (may be
+ * NULL; *spec is taken and set NULL): a request store_disk_spec_start sent for key, followed
+ * when it asked rd's owner for this size, else given up first. */
 mc_status_t store_disk_read(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
                             uint64_t size, const struct iovec *parts, size_t n_parts,
-                            uint64_t *hash_p);
+                            store_disk_spec_t **spec, uint64_t *hash_p);
+/* Disk hints (s->disk_hints: key -> the owner and size of the LOCAL_DISK replica this client
+ * last read it from, and verified). A single get of a hinted key sends its request to that
+ * owner before the master's lookup (store_disk_spec_start, when the value fits cap: NULL when
+ * nothing was sent), so the owner's disk reads overlap the lookup. It is a prefetch only: the
+ * get still asks the master, follows the request only if the master names that replica
+ * (store_disk_read) and keeps the bytes only if they hash to the committed checksum; a
+ * removed, moved or changed key fails or is read again as without it. Until store_disk_read
+ * or store_disk_spec_drop takes it, the spec holds the connection to that owner: the caller
+ * makes no other disk read meanwhile. */
+#define STORE_DISK_HINTS 4096 /* entries of s->disk_hints (made with s->hints) */
+store_disk_spec_t *store_disk_spec_start(mc_store_t *s, const char *key, uint64_t cap);
+/* Gives sp up (NULL: nothing) and drops key's disk hint: the master named another replica. */
+void store_disk_spec_drop(mc_store_t *s, store_disk_spec_t *sp, const char *key);
+/* Records rd (size bytes) as key's disk hint after a verified read; rd NULL drops it. */
+void store_disk_learn(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *rd,
+                      uint64_t size);
 /* The same for n keys whose LOCAL_DISK replicas one owner (endpoint) holds: key i (sizes[i]
  * bytes) into parts[i] (n_parts[i] pieces); sts[i] = MC_OK (hashes[i] = XXH3-64 of what
  * arrived) or its error. Requests of up to 64 keys and 64 MiB, the next one asked for before

@@ -355,6 +355,82 @@ static void test_disk_streamed_reads(void **state)
     stop(&e);
 }
 
+/* A reader with replica hints asks the owner of a disk replica it read before at once, while
+ * the master's lookup is on its way (a speculative hit, the master still asked every time);
+ * the master's answer decides: after another client removed the key (the owner, whose next
+ * heartbeat is far off, still holds it on disk) the get fails OBJECT_NOT_FOUND; after another
+ * client upserted it (the new value in memory) the get returns the new bytes; either way the
+ * disk hint goes. */
+static void test_disk_hint_overlaps_lookup(void **state)
+{
+    (void)state;
+    env_t e;
+    start(&e, "--enable_offload=true");
+    mc_store_t *srv, *w = reader(&e), *r;
+    mc_store_config_t rc = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                            .protocol = "tcp", .master_server_addr = e.addr};
+    assert_int_equal(mc_store_create(&rc, &r), MC_OK); /* hints on (the default) */
+    assert_int_equal(server(&e, &srv), MC_OK);
+    char *v = malloc(VAL), *out = malloc(VAL);
+    struct iovec io = {out, VAL};
+    char key[16];
+    for (int k = 0; k < 2; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec iv = {v, VAL};
+        assert_int_equal(mc_store_put(w, key, &iv, 1, NULL), MC_OK);
+    }
+    wait_disk(srv, 2);
+    mc_store_destroy(srv); /* disk-only from now on; removals reach it only at a heartbeat */
+    setenv("MC_OFFLOAD_HEARTBEAT_MS", "3600000", 1);
+    assert_int_equal(server(&e, &srv), MC_OK);
+    setenv("MC_OFFLOAD_HEARTBEAT_MS", "50", 1);
+    uint64_t deadline = mc_now_ms() + 10000; /* the old memory replicas are dropped first */
+    while (mc_store_get_into(r, "k0", &io, 1) != (int64_t)VAL) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(20);
+    }
+    assert_int_equal(mc_store_get_into(r, "k1", &io, 1), VAL);
+    mc_replica_hint_t h;
+    assert_true(mc_hint_get(r->disk_hints, "k0", &h));
+    assert_int_equal(h.size, VAL);
+    /* repeat gets: each one request to the owner, sent before the lookup answered */
+    mc_store_read_stats_t a, b;
+    mc_store_read_stats(r, &a);
+    uint64_t served = served_count(srv);
+    for (int i = 0; i < 3; i++) {
+        memset(out, 0, VAL);
+        assert_int_equal(mc_store_get_into(r, "k0", &io, 1), VAL);
+        fill(v, 0);
+        assert_memory_equal(out, v, VAL);
+    }
+    mc_store_read_stats(r, &b);
+    assert_int_equal(b.speculative_hits - a.speculative_hits, 3);
+    assert_int_equal(b.master_lookups - a.master_lookups, 3);
+    assert_int_equal(served_count(srv) - served, 3);
+    /* removed by another client: the owner's disk still has it, the get fails */
+    assert_int_equal(mc_store_remove(w, "k0", false), MC_OK);
+    assert_int_equal(mc_store_get_into(r, "k0", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
+    uint64_t objs, bytes, off;
+    store_disk_stats(srv, &objs, &bytes, &off, &served);
+    assert_int_equal(objs, 2);
+    assert_false(mc_hint_get(r->disk_hints, "k0", &h));
+    /* upserted by another client (memory now): the new bytes */
+    fill(v, 7);
+    struct iovec nv = {v, VAL};
+    assert_int_equal(mc_store_upsert(w, "k1", &nv, 1, NULL), MC_OK);
+    memset(out, 0, VAL);
+    assert_int_equal(mc_store_get_into(r, "k1", &io, 1), VAL);
+    assert_memory_equal(out, v, VAL);
+    assert_false(mc_hint_get(r->disk_hints, "k1", &h));
+    free(v);
+    free(out);
+    mc_store_destroy(r);
+    mc_store_destroy(w);
+    mc_store_destroy(srv);
+    stop(&e);
+}
+
 /* The offload RPC server's two forms of BatchGetOffloadObject and WaitOffloadRead, spoken
  * directly: a plain request is answered after its read with the final statuses; a streamed
  * one at once with the lookup's, then WaitOffloadRead reports the landed prefix and the
@@ -892,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_disk_streamed_reads),
         cmocka_unit_test(test_offload_rpc_forms),
         cmocka_unit_test(test_disk_release_deferred),
+        cmocka_unit_test(test_disk_hint_overlaps_lookup),
         cmocka_unit_test(test_offload_on_evict),
         cmocka_unit_test(test_promotion_on_hit),
         cmocka_unit_test(test_master_restart_reregisters),
