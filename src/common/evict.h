@@ -101,7 +101,7 @@ typedef struct mc_evict_stats {
     int filter;                  /* the frequency filter is on (slru_tinylfu; adaptive's pick) */
     uint32_t switches;           /* adaptive: times its candidate changed */
     uint64_t ghost_bytes, sketch_bytes; /* memory of the ghost and the sketch (sized from entries) */
-    uint64_t mini_bytes;         /* adaptive: memory of its miniatures (about 4 MB, fixed) */
+    uint64_t mini_bytes;         /* adaptive: memory of its miniatures (about 2.8 MB, fixed) */
 } mc_evict_stats_t;
 
 /* ---- core: the policy over the host's objects ---- */
