@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Eviction-policy sweep (docs/internals/eviction.md, "Admission and eviction policies"): every
 # policy of mc_sim's cache_sweep and Belady's bound, at every capacity, on the FAST'25
-# conversation trace and on each synthetic workload (src/conductor/workload.h, seeds 1-3), plus
+# conversation trace and on each synthetic workload (src/conductor/workload.h, seeds 1-6), plus
 # the slru parameter scans on the conversation trace. Writes JSON lines, each with the date and
-# the exact mc_sim command that produced it. About a minute of CPU (run it with nice).
+# the exact mc_sim command that produced it. About three minutes of CPU (run it with nice).
 #
 # Usage: scripts/eviction_sweep.sh [BIN_DIR] [OUT]   (defaults: build/bin,
 #        docs/report/data/eviction_sweep.jsonl)
@@ -28,8 +28,10 @@ run() {
 }
 
 run '"seed":1,' --trace=$TRACE --capacities=$CAPS,182790
-for w in zipf zipf_shift recency scan_hot loop conv_short conv_long conv_shared docs; do
-  for seed in 1 2 3; do
+# seeds 1-3 are the ones the policies were tuned on; 4-6 and the last two workloads are held out
+for w in zipf zipf_shift recency scan_hot loop conv_short conv_long conv_shared docs conv_bursty \
+    phases; do
+  for seed in 1 2 3 4 5 6; do
     run "\"seed\":$seed," --workload=$w --seed=$seed --capacities=$CAPS
   done
 done

@@ -547,10 +547,10 @@ ratio for the same requests and pool size. Prefix-hit ratio in %:
 
 $STORE_POLICIES
 
-The store's LRU matches the simulator; its \`adaptive\` stays within 0.7 point of the simulated
+The store's LRU matches the simulator; its \`adaptive\` stays within 0.6 point of the simulated
 one (the store touches only the fetched prefix of a request and sees a request's misses as one
 batch of PutStarts) and above LRU at every pool size. The master keeps \`--eviction_policy=lru\`
-as its default: \`adaptive\` loses up to 1.7 % of LRU's hits on some synthetic workloads and
+as its default: \`adaptive\` loses up to 1.4 % of LRU's hits on some synthetic workloads and
 costs more CPU per lookup (docs/internals/eviction.md, "The master's policy").
 
 ### 5.3 Routing policies vs request rate

@@ -18,12 +18,13 @@
 #include <stddef.h>
 #include <string.h>
 
-#define N_MINI 9
+#define N_MINI 10
 #define MINI_MAX_SHIFT 10   /* sample at least 1/1024 of the keys */
 #define MINI_TARGET 2048    /* a miniature remembers about this many entries */
 #define SWITCH_MARGIN 1.02  /* a candidate must beat the current one by 2 % */
+#define SWITCH_STREAK 2     /* window ends in a row for a switch to a smaller share */
 #define SLRU_DEFAULT 20
-#define ADAPTIVE_INITIAL 1000
+#define ADAPTIVE_WARMUP 975 /* the share adaptive starts with (not a candidate) */
 #define GHOST_FACTOR 5
 #define S3FIFO_SMALL_PERMILLE 100
 #define CHUNK_SHIFT 12    /* keyed cache: 4 096 slots per chunk */
@@ -37,7 +38,7 @@ static const struct {
     uint16_t permille;
     uint8_t filter;
 } cand[N_MINI] = {{1000, 0}, {500, 1}, {250, 1}, {100, 1}, {20, 1},
-                  {500, 0},  {250, 0}, {100, 0}, {20, 0}};
+                  {500, 0},  {250, 0}, {100, 0}, {20, 0},  {5, 0}};
 
 static const char *policy_names[MC_EVICT_N_POLICIES] = {"lru",    "fifo",     "slru",
                                                         "s3fifo", "adaptive", "slru_tinylfu"};
@@ -259,6 +260,9 @@ struct mc_evict_core {
     uint64_t window, window_n, win_hits[N_MINI];
     uint64_t mini_entries; /* cfg.entries when the miniatures were built */
     double score[N_MINI];
+    int warmup;            /* still at ADAPTIVE_WARMUP: no window has told the candidates apart */
+    int lead, lead_n;      /* the candidate that beat the current one at the last lead_n window
+                            * ends in a row (-1: none) */
 };
 
 static uint64_t node_key(const mc_evict_core_t *c, const mc_evict_node_t *n)
@@ -476,7 +480,11 @@ static void mini_set_capacity(mc_evict_cache_t *m, uint64_t capacity);
 static uint64_t cache_bytes(const mc_evict_cache_t *m);
 
 /* Feed one access to the miniatures if key is in the sample; at the end of a window, adopt the
- * candidate whose miniature hit most if it beat the current one by SWITCH_MARGIN. */
+ * candidate whose miniature hit most if it beat the current one by SWITCH_MARGIN: at once for a
+ * larger probation share (toward LRU: the safe direction), else only once the same candidate
+ * did so at SWITCH_STREAK window ends in a row (a lead that comes and goes costs hits at every
+ * switch). The warm-up share is left at the first window in which the candidates' hits differ:
+ * for the best candidate if it beat LRU by SWITCH_MARGIN, else for LRU. */
 static void adaptive_feed(mc_evict_core_t *c, uint64_t key, uint64_t size)
 {
     if (!c->mini[0] || (c->shift && (mix64(key) >> (64 - c->shift)) != 0))
@@ -486,21 +494,35 @@ static void adaptive_feed(mc_evict_core_t *c, uint64_t key, uint64_t size)
     if (++c->window_n < c->window)
         return;
     c->window_n = 0;
-    int best = N_MINI - 1, cur = N_MINI - 1;
+    int best = N_MINI - 1, cur = N_MINI - 1, differ = 0;
     for (int k = N_MINI - 1; k >= 0; k--) {
         c->score[k] = c->score[k] / 2 + (double)c->win_hits[k];
         c->win_hits[k] = 0;
         if (c->score[k] > c->score[best])
             best = k;
     }
+    for (int k = 1; k < N_MINI; k++)
+        differ |= c->score[k] != c->score[0];
+    if (c->warmup && !differ)
+        return;
     while (cur > 0 && !(cand[cur].permille == c->permille && cand[cur].filter == c->filter))
-        cur--;
+        cur--; /* 0 (LRU) while warming up */
     if (c->score[best] <= c->score[cur] * SWITCH_MARGIN)
         best = cur;
-    if (best != cur) {
+    if (best == cur || best != c->lead) {
+        c->lead = best == cur ? -1 : best;
+        c->lead_n = 0;
+    }
+    if (best != cur && ++c->lead_n < SWITCH_STREAK && cand[best].permille <= cand[cur].permille &&
+        !c->warmup)
+        best = cur;
+    if (best != cur || c->warmup) {
+        c->st.switches += c->permille != cand[best].permille || c->filter != cand[best].filter;
         c->permille = cand[best].permille;
         c->filter = cand[best].filter;
-        c->st.switches++;
+        c->warmup = 0;
+        c->lead = -1;
+        c->lead_n = 0;
     }
 }
 
@@ -550,6 +572,8 @@ static mc_status_t adaptive_init(mc_evict_core_t *c)
     c->shift = shift;
     c->window = window;
     c->window_n = 0;
+    c->lead = -1;
+    c->lead_n = 0;
     c->mini_entries = c->cfg.entries;
     return MC_OK;
 }
@@ -574,7 +598,9 @@ mc_status_t mc_evict_core_create(const mc_evict_config_t *cfg, const mc_evict_ho
         c->cfg.ghost_factor = GHOST_FACTOR;
     c->permille = cfg->probation_permille
                       ? cfg->probation_permille
-                      : (cfg->policy == MC_EVICT_ADAPTIVE ? ADAPTIVE_INITIAL : SLRU_DEFAULT);
+                      : (cfg->policy == MC_EVICT_ADAPTIVE ? ADAPTIVE_WARMUP : SLRU_DEFAULT);
+    c->warmup = cfg->policy == MC_EVICT_ADAPTIVE && !cfg->probation_permille;
+    c->lead = -1;
     c->has_ghost = cfg->policy != MC_EVICT_LRU && cfg->policy != MC_EVICT_FIFO;
     c->filter = cfg->policy == MC_EVICT_SLRU_TINYLFU;
     c->pending_seg = -1;

@@ -32,21 +32,26 @@
  *   s3fifo       S3-FIFO (Yang et al., SOSP'23): a small FIFO (10 % of capacity), a main FIFO
  *                with 2-bit access counts and reinsertion; keys leaving the small FIFO unused
  *                go to the ghost (`entries` keys), ghost hits enter main.
- *   adaptive     slru or slru_tinylfu with a probation share in {100, 50, 25, 10, 2} %, chosen
- *                online by miniature simulations (Waldspurger et al., ATC'17): one mc_evict_cache_t
- *                per candidate (9: LRU, and 4 shares with and without the filter) sees the
- *                accesses of the keys whose hash falls in a 2^-s sample, with capacity scaled by
- *                2^-s (s = 0..10 so that a miniature holds about 2 048 entries). After each window
- *                of max(2 * (entries >> s), 2 048) sampled accesses the candidates' hits are
- *                folded into an exponentially decaying score (halved every window); the cache
- *                takes the best candidate if it beat the current one by more than 2 % (ties go
- *                to the smaller share, then to no filter). It starts as LRU.
+ *   adaptive     slru or slru_tinylfu with a probation share in {100, 50, 25, 10, 2, 0.5} %,
+ *                chosen online by miniature simulations (Waldspurger et al., ATC'17): one
+ *                mc_evict_cache_t per candidate (10: LRU, 4 shares with and without the filter,
+ *                0.5 % without) sees the accesses of the keys whose hash falls in a 2^-s sample,
+ *                with capacity scaled by 2^-s (s = 0..10 so that a miniature holds about 2 048
+ *                entries). After each window of max(2 * (entries >> s), 2 048) sampled accesses
+ *                the candidates' hits are folded into an exponentially decaying score (halved
+ *                every window); the cache takes the best candidate if it beat the current one by
+ *                more than 2 % (ties go to the smaller share, then to no filter): at once for a
+ *                larger share, at the second window end in a row with the same leader for a
+ *                smaller one (or the filter toggled). It starts at a 97.5 % share (a warm-up, not
+ *                a candidate: entries that were hit outlive the never-hit ones while the cache
+ *                fills) and leaves it at the first window whose hits tell the candidates apart:
+ *                for the best if it beat LRU by 2 %, else for LRU.
  *
  * Cost per operation, O(1) amortised and independent of the capacity: a bounded number of
  * list moves (slru: one promotion and at most two demotions; s3fifo: each reinsertion spends
  * an access count or a promotion earned by an earlier operation), expected O(1) probes of
  * tables at most half full, the sketch's halving (4 * width byte shifts every 10 * width
- * accesses), and for adaptive 9 miniature operations on a sampled access (9 * 2^-s on
+ * accesses), and for adaptive 10 miniature operations on a sampled access (10 * 2^-s on
  * average). Stats count this work (`work`) so that tests check the bound without timing.
  * Not thread-safe. */
 #ifndef MC_COMMON_EVICT_H
@@ -76,7 +81,7 @@ typedef struct mc_evict_config {
     uint64_t capacity;           /* units; 0 = a valid, always-empty cache */
     mc_evict_policy_t policy;
     uint32_t probation_permille; /* slru, slru_tinylfu: probation share (0 = 20); adaptive:
-                                  * the share it starts with (0 = 1000, LRU) */
+                                  * the share it starts with (0 = the warm-up share, 975) */
     uint64_t entries;            /* expected resident entries; 0 = capacity (unit sizes). Sizes
                                   * the ghost, the sketch and adaptive's sampling */
     uint32_t ghost_factor;       /* slru family: the ghost remembers ghost_factor * entries
@@ -96,7 +101,7 @@ typedef struct mc_evict_stats {
     int filter;                  /* the frequency filter is on (slru_tinylfu; adaptive's pick) */
     uint32_t switches;           /* adaptive: times its candidate changed */
     uint64_t ghost_bytes, sketch_bytes; /* memory of the ghost and the sketch (sized from entries) */
-    uint64_t mini_bytes;         /* adaptive: memory of its miniatures (about 4 MB, fixed) */
+    uint64_t mini_bytes;         /* adaptive: memory of its miniatures (about 2.8 MB, fixed) */
 } mc_evict_stats_t;
 
 /* ---- core: the policy over the host's objects ---- */

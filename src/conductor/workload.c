@@ -13,8 +13,9 @@
 #define BASE_ACCESSES 250000.0
 #define BLOCK_TOKENS 512
 
-static const char *const names[] = {"zipf",       "zipf_shift", "recency",     "scan_hot", "loop",
-                                    "conv_short", "conv_long",  "conv_shared", "docs"};
+static const char *const names[] = {"zipf",      "zipf_shift", "recency",     "scan_hot",
+                                    "loop",      "conv_short", "conv_long",   "conv_shared",
+                                    "docs",      "conv_bursty", "phases"};
 #define N_NAMES (sizeof(names) / sizeof(names[0]))
 
 const char *const *mc_conductor_workload_names(size_t *n_p)
@@ -143,24 +144,53 @@ static void gen_zipf(gen_t *g, size_t n, double alpha, size_t shift_every)
     zipf_fini(&z);
 }
 
-static void gen_recency(gen_t *g)
+enum { RECENCY_RING = 65536 };
+
+/* recency's next key: the i-th access's, given the keys of the accesses before it in ring. */
+static uint64_t recency_next(gen_t *g, uint64_t *ring, uint64_t i)
 {
-    enum { RING = 65536 };
-    uint64_t *ring = mc_malloc(RING * sizeof(uint64_t));
-    if (!ring) {
+    uint64_t id;
+    uint64_t back = 1 + geom(g, 3000);
+    if (unif(g) < 0.7 && back <= i && back < RECENCY_RING)
+        id = ring[(i - back) % RECENCY_RING];
+    else
+        id = ++g->next_id;
+    ring[i % RECENCY_RING] = id;
+    return id;
+}
+
+/* scan_hot's next key: hot keys are 1..4 000, scan keys new ids (next_id starts above them). */
+static uint64_t scan_hot_next(gen_t *g, const zipf_t *z, uint32_t *scan_left)
+{
+    if (!*scan_left && unif(g) < 1.0 / 3000)
+        *scan_left = 2000;
+    if (*scan_left) {
+        (*scan_left)--;
+        return ++g->next_id;
+    }
+    return zipf_draw(z, g) + 1;
+}
+
+/* phase_len 0: recency only; else phase_len accesses of recency, then as many of scan_hot, and
+ * so on (the best policy changes with every phase). */
+static void gen_recency_scan(gen_t *g, uint64_t phase_len)
+{
+    uint64_t *ring = mc_malloc(RECENCY_RING * sizeof(uint64_t));
+    zipf_t z = {0};
+    if (!ring || (phase_len && zipf_init(&z, 4000, 0.7) != MC_OK)) {
+        mc_free(ring);
         g->st = MC_ERR_NO_MEMORY;
         return;
     }
-    for (uint64_t i = 0; more(g); i++) {
-        uint64_t id;
-        uint64_t back = 1 + geom(g, 3000);
-        if (unif(g) < 0.7 && back <= i && back < RING)
-            id = ring[(i - back) % RING];
-        else
-            id = ++g->next_id;
-        ring[i % RING] = id;
+    if (phase_len)
+        g->next_id = 1000000;
+    uint32_t scan_left = 0;
+    for (uint64_t i = 0, n_rec = 0; more(g); i++) {
+        uint64_t id = phase_len && (i / phase_len) % 2 ? scan_hot_next(g, &z, &scan_left)
+                                                      : recency_next(g, ring, n_rec++);
         add_req(g, i * 10, &id, 1);
     }
+    zipf_fini(&z);
     mc_free(ring);
 }
 
@@ -172,15 +202,7 @@ static void gen_scan_hot(gen_t *g)
     g->next_id = 1000000;
     uint32_t scan_left = 0;
     for (uint64_t i = 0; more(g); i++) {
-        uint64_t id;
-        if (!scan_left && unif(g) < 1.0 / 3000)
-            scan_left = 2000;
-        if (scan_left) {
-            scan_left--;
-            id = ++g->next_id;
-        } else {
-            id = zipf_draw(&z, g) + 1;
-        }
+        uint64_t id = scan_hot_next(g, &z, &scan_left);
         add_req(g, i * 10, &id, 1);
     }
     zipf_fini(&z);
@@ -204,6 +226,8 @@ typedef struct conv_params {
     int lognormal;              /* turn gaps: 0 exponential(mean gap_s), 1 log-normal */
     double gap_s, sigma;        /* exponential mean, or log-normal median and sigma */
     double starts_per_s;        /* conversation arrivals (Poisson) */
+    double pause_p, pause_s;    /* with probability pause_p a gap is a pause instead: log-normal,
+                                 * median pause_s, the same sigma */
 } conv_params_t;
 
 static void gen_conv(gen_t *g, const conv_params_t *p)
@@ -236,7 +260,10 @@ static void gen_conv(gen_t *g, const conv_params_t *p)
             add_req(g, (uint64_t)(t * 1000.0), ctx, (uint32_t)n);
             if (unif(g) >= p->p_continue)
                 break;
-            t += p->lognormal ? p->gap_s * exp(p->sigma * normal(g)) : expo(g, p->gap_s);
+            if (p->pause_p > 0 && unif(g) < p->pause_p)
+                t += p->pause_s * exp(p->sigma * normal(g));
+            else
+                t += p->lognormal ? p->gap_s * exp(p->sigma * normal(g)) : expo(g, p->gap_s);
         }
     }
     mc_free(ctx);
@@ -286,19 +313,22 @@ mc_status_t mc_conductor_workload_generate(const char *name, uint64_t seed, doub
     gen_t g = {.rng = seed * 0x2545f4914f6cdd1dULL + k, .target = (size_t)(BASE_ACCESSES * scale)};
     if (!(g.t = MC_NEW(mc_conductor_trace_t)))
         return MC_ERR_NO_MEMORY;
-    static const conv_params_t conv_short = {1, 1, 8, 3, 0.6, 0, 20, 0, 2.0};
-    static const conv_params_t conv_long = {1, 1, 16, 4, 0.5, 1, 150, 1.0, 2.0};
-    static const conv_params_t conv_shared = {8, 4, 6, 2, 0.7, 0, 60, 0, 2.0};
+    static const conv_params_t conv_short = {1, 1, 8, 3, 0.6, 0, 20, 0, 2.0, 0, 0};
+    static const conv_params_t conv_long = {1, 1, 16, 4, 0.5, 1, 150, 1.0, 2.0, 0, 0};
+    static const conv_params_t conv_shared = {8, 4, 6, 2, 0.7, 0, 60, 0, 2.0, 0, 0};
+    static const conv_params_t conv_bursty = {1, 1, 12, 3, 0.8, 0, 15, 1.0, 2.0, 0.25, 900};
     switch (k) {
     case 0: gen_zipf(&g, 200000, 0.9, 0); break;
     case 1: gen_zipf(&g, 50000, 0.9, 50000); break;
-    case 2: gen_recency(&g); break;
+    case 2: gen_recency_scan(&g, 0); break;
     case 3: gen_scan_hot(&g); break;
     case 4: gen_loop(&g); break;
     case 5: gen_conv(&g, &conv_short); break;
     case 6: gen_conv(&g, &conv_long); break;
     case 7: gen_conv(&g, &conv_shared); break;
-    default: gen_docs(&g); break;
+    case 8: gen_docs(&g); break;
+    case 9: gen_conv(&g, &conv_bursty); break;
+    default: gen_recency_scan(&g, 50000); break;
     }
     if (g.st != MC_OK) {
         mc_conductor_trace_free(g.t);

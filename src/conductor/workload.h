@@ -18,6 +18,10 @@
  *               p = 0.7, gaps exponential with mean 60 s
  *   docs        retrieval: a Zipf(0.8)-popular document of 4..32 blocks from 3 000, followed by
  *               one or two blocks unique to the request
+ *   conv_bursty conversations in bursts: 12 + 3 blocks, p = 0.8, turn gaps exponential with mean
+ *               15 s, but a quarter of them log-normal pauses (median 900 s, sigma 1)
+ *   phases      recency and scan_hot in turn, 50 000 accesses each (the best policy changes with
+ *               every phase)
  * scale multiplies the number of requests (1.0 gives roughly 250 000 block accesses). */
 #ifndef MC_CONDUCTOR_WORKLOAD_H
 #define MC_CONDUCTOR_WORKLOAD_H

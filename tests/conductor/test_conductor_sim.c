@@ -207,7 +207,7 @@ static void test_workloads(void **state)
     (void)state;
     size_t n;
     const char *const *names = mc_conductor_workload_names(&n);
-    assert_int_equal(n, 9);
+    assert_int_equal(n, 11);
     for (size_t i = 0; i < n; i++) {
         mc_conductor_trace_t *a, *b, *c;
         assert_int_equal(mc_conductor_workload_generate(names[i], 7, 0.05, &a), MC_OK);
