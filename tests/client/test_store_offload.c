@@ -137,6 +137,20 @@ static void wait_disk(mc_store_t *s, uint64_t n)
     }
 }
 
+/* Puts k<from>..k<to - 1> with fill's values through w. */
+static void put_all(mc_store_t *w, int from, int to)
+{
+    char *v = malloc(VAL);
+    char key[16];
+    for (int k = from; k < to; k++) {
+        snprintf(key, sizeof(key), "k%d", k);
+        fill(v, k);
+        struct iovec iv = {v, VAL};
+        assert_int_equal(mc_store_put(w, key, &iv, 1, NULL), MC_OK);
+    }
+    free(v);
+}
+
 static void check_all(mc_store_t *r, int from, int to)
 {
     char *v = malloc(VAL), *out = malloc(VAL);
@@ -205,23 +219,11 @@ static void test_offload_evict_restart_corrupt(void **state)
     mc_store_t *srv, *r;
     assert_int_equal(server(&e, &srv), MC_OK);
     r = reader(&e);
-    char *v = malloc(VAL);
-    char key[16];
     /* eager offload: six puts, six disk objects */
-    for (int k = 0; k < 6; k++) {
-        snprintf(key, sizeof(key), "k%d", k);
-        fill(v, k);
-        struct iovec iv = {v, VAL};
-        assert_int_equal(mc_store_put(r, key, &iv, 1, NULL), MC_OK);
-    }
+    put_all(r, 0, 6);
     wait_disk(srv, 6);
     /* four more do not fit in the 4 MiB segment: the oldest leave memory, not the store */
-    for (int k = 6; k < NKEYS; k++) {
-        snprintf(key, sizeof(key), "k%d", k);
-        fill(v, k);
-        struct iovec iv = {v, VAL};
-        assert_int_equal(mc_store_put(r, key, &iv, 1, NULL), MC_OK);
-    }
+    put_all(r, 6, NKEYS);
     wait_disk(srv, NKEYS);
     check_all(r, 0, NKEYS);
     uint64_t objs, bytes, off, served;
@@ -259,7 +261,6 @@ static void test_offload_evict_restart_corrupt(void **state)
     }
     check_all(r, 4, NKEYS);
     free(out);
-    free(v);
     mc_store_destroy(r);
     mc_store_destroy(srv);
     stop(&e);
@@ -297,13 +298,7 @@ static void test_disk_streamed_reads(void **state)
     fill_big(big);
     struct iovec iv = {big, BIG};
     assert_int_equal(mc_store_put(r, "big", &iv, 1, NULL), MC_OK);
-    for (int k = 0; k < 2; k++) {
-        char key[16];
-        snprintf(key, sizeof(key), "k%d", k);
-        fill(v, k);
-        struct iovec kv = {v, VAL};
-        assert_int_equal(mc_store_put(r, key, &kv, 1, NULL), MC_OK);
-    }
+    put_all(r, 0, 2);
     wait_disk(srv, 3);
     mc_store_destroy(srv); /* its memory is gone: disk-only from now on */
     assert_int_equal(server(&e, &srv), MC_OK);
@@ -373,13 +368,7 @@ static void test_disk_hint_overlaps_lookup(void **state)
     assert_int_equal(server(&e, &srv), MC_OK);
     char *v = malloc(VAL), *out = malloc(VAL);
     struct iovec io = {out, VAL};
-    char key[16];
-    for (int k = 0; k < 2; k++) {
-        snprintf(key, sizeof(key), "k%d", k);
-        fill(v, k);
-        struct iovec iv = {v, VAL};
-        assert_int_equal(mc_store_put(w, key, &iv, 1, NULL), MC_OK);
-    }
+    put_all(w, 0, 2);
     wait_disk(srv, 2);
     mc_store_destroy(srv); /* disk-only from now on; removals reach it only at a heartbeat */
     setenv("MC_OFFLOAD_HEARTBEAT_MS", "3600000", 1);
