@@ -771,7 +771,8 @@ mc_status_t mc_peer_redis_benchmark_via(mc_peer_redis_via_t via, size_t size, un
             dir[0] = '\0';
             st = MC_ERR_IO;
         } else if ((size_t)snprintf(sock, sizeof(sock), "%s/redis.sock", dir) >= sizeof(sock)) {
-            st = MC_ERR_INVALID_PARAMS; /* TMPDIR too long for a socket path */
+            sock[0] = '\0'; /* TMPDIR too long for a socket path; never unlink a truncated one */
+            st = MC_ERR_INVALID_PARAMS;
         }
     } else {
         st = mc_net_free_port(&port);
@@ -784,9 +785,9 @@ mc_status_t mc_peer_redis_benchmark_via(mc_peer_redis_via_t via, size_t size, un
     snprintf(p_s, sizeof(p_s), "%u", pipeline);
     char *sargv_tcp[] = {srv,  "--port",       port_s, "--bind",      "127.0.0.1", "--save",
                          "",   "--appendonly", "no",   "--daemonize", "no",        NULL};
-    char *sargv_unix[] = {srv,         "--port",    "0",  "--unixsocket", sock,
+    char *sargv_unix[] = {srv,      "--port",       "0",  "--unixsocket", sock,
                           "--unixsocketperm", "700", "--save", "",       "--appendonly",
-                          "no",          "--daemonize", "no", NULL};
+                          "no",     "--daemonize",  "no", NULL};
     pid_t spid = -1;
     char *out = NULL;
     if (st != MC_OK) {
