@@ -8,7 +8,9 @@
  *   {"bench":"store","op":"get","value":4096,"batch":128,"threads":1,
  *    "transport":"tcp","req_s":...,"gib_s":...,"p50_us":...,"p99_us":...}
  * --peers adds redis-benchmark (4 KiB, -P 1 and -P 16; -c 1 for latency) and memcached
- * 32 MiB GET, and prints the ratios the store issue asks for: once against peers measured after
+ * 32 MiB GET (with --transport=shm also Redis -P 16 over its unix socket, the same-host peer
+ * of the 4 KiB batches: store_ratios_unix line, and a second store_paired line for 4k128),
+ * and prints the ratios the store issue asks for: once against peers measured after
  * the whole run (store_ratios), and once bracketed: each target's peer measured right before
  * its case's puts and right after its last get round (store_paired lines,
  * store_ratios_paired). After a case's get rounds, a second client handle that never saw the
@@ -53,7 +55,8 @@ typedef struct bench_cfg {
     const char *transport;
     uint32_t run_id;
     uint32_t get_rounds;   /* get phases over the same keys (bench_case: cold and warm) */
-    const struct paired_peer *peer; /* measured before and after the case, NULL = none */
+    /* measured before and after the case, NULL = none; [1]: the same-host peer of shm runs */
+    const struct paired_peer *peer[2];
 } bench_cfg_t;
 
 /* A peer measured right before a case (before its puts) and right after its last get round,
@@ -84,6 +87,14 @@ static double peer_redis_p16_req_s(void)
     return get.ok ? get.req_s : 0;
 }
 
+/* Redis at its own best same-host transport, the peer of the shm path. */
+static double peer_redis_unix_p16_req_s(void)
+{
+    mc_peer_result_t set, get;
+    mc_peer_redis_benchmark_via(MC_PEER_REDIS_UNIX, 4096, 50, 200000, 16, &set, &get);
+    return get.ok ? get.req_s : 0;
+}
+
 static double peer_memcached_8keys_gib_s(void)
 {
     mc_peer_result_t get;
@@ -93,6 +104,8 @@ static double peer_memcached_8keys_gib_s(void)
 
 static const paired_peer_t PEER_REDIS_C1 = {"redis_get_c1_p50_us", M_P50_US, peer_redis_c1_p50};
 static const paired_peer_t PEER_REDIS_P16 = {"redis_get_p16_req_s", M_REQ_S, peer_redis_p16_req_s};
+static const paired_peer_t PEER_REDIS_UNIX_P16 = {"redis_unix_get_p16_req_s", M_REQ_S,
+                                                  peer_redis_unix_p16_req_s};
 static const paired_peer_t PEER_MEMCACHED = {"memcached_get_8keys_gib_s", M_GIB_S,
                                              peer_memcached_8keys_gib_s};
 
@@ -205,8 +218,8 @@ static int cmp_double(const void *a, const void *b)
 typedef struct get_figure {
     double req_s, p50_us;
     uint64_t errors;
-    double store; /* in the metric of the case's peer (metric_figure) */
-    double pair;  /* vs the mean of that peer before and after (paired_ratio; 0 = none) */
+    double store[2]; /* in the metric of the case's peer[p] (metric_figure) */
+    double pair[2];  /* vs the mean of peer[p] before and after (paired_ratio; 0 = none) */
 } get_figure_t;
 
 typedef struct get_result {
@@ -235,7 +248,13 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
     for (uint32_t t = 0; t < c->threads; t++)
         bufs[t] = mc_pages_alloc(buf_len, 1);
     *out = (get_result_t){0};
-    double peer_before = c->peer ? c->peer->measure() : 0;
+    double peer_before[2] = {0, 0};
+    /* before: in the reverse order of after (ABBA), so that neither peer is always the one
+     * measured next to the other's server shutdown or the warm-up (Redis over its unix socket
+     * measured right after the tcp one, before the first case, read 415-551 k req/s in three
+     * runs of four against 680-770 k everywhere else) */
+    for (int p = 1; p >= 0; p--)
+        peer_before[p] = c->peer[p] ? c->peer[p]->measure() : 0;
     uint64_t fed_before = fed ? feed_placements(fed) : 0;
     uint64_t writer_errors = 0; /* over the writer's get rounds: any error voids cold and warm */
     uint64_t keys = (uint64_t)c->threads * ((c->ops + c->batch - 1) / c->batch) * c->batch;
@@ -325,14 +344,18 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
     qsort(p50s + first, later, sizeof(double), cmp_double);
     out->warm.req_s = rs[first + later / 2];
     out->warm.p50_us = p50s[first + later / 2];
-    if (c->peer) {
-        const paired_peer_t *pp = c->peer;
+    for (int p = 0; p < 2; p++) {
+        const paired_peer_t *pp = c->peer[p];
+        if (!pp)
+            continue;
         double peer_after = pp->measure();
-        double peer = peer_before > 0 && peer_after > 0 ? (peer_before + peer_after) / 2 : 0;
+        double peer = peer_before[p] > 0 && peer_after > 0 ? (peer_before[p] + peer_after) / 2 : 0;
         get_figure_t *figs[] = {&out->cold, &out->warm, &out->other, &out->fed}; /* 0 if none */
         for (size_t f = 0; f < MC_ARRAY_LEN(figs); f++) {
-            figs[f]->store = metric_figure(pp->metric, figs[f]->req_s, figs[f]->p50_us, c->value);
-            figs[f]->pair = figs[f]->errors ? 0 : paired_ratio(pp->metric, figs[f]->store, peer);
+            figs[f]->store[p] = metric_figure(pp->metric, figs[f]->req_s, figs[f]->p50_us,
+                                              c->value);
+            figs[f]->pair[p] =
+                figs[f]->errors ? 0 : paired_ratio(pp->metric, figs[f]->store[p], peer);
         }
         char date[32];
         mc_peer_date(date, sizeof(date));
@@ -342,9 +365,9 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
                "\"other_store\":%.3f,\"fed_store\":%.3f,\"cold_ratio\":%.2f,"
                "\"warm_ratio\":%.2f,\"other_ratio\":%.2f,\"fed_ratio\":%.2f,\"date\":\"%s\"}\n",
                (unsigned long long)c->value, c->batch, c->threads, c->transport, pp->name,
-               peer_before, peer_after, out->cold.store, out->warm.store, out->other.store,
-               out->fed.store, out->cold.pair, out->warm.pair, out->other.pair, out->fed.pair,
-               date);
+               peer_before[p], peer_after, out->cold.store[p], out->warm.store[p],
+               out->other.store[p], out->fed.store[p], out->cold.pair[p], out->warm.pair[p],
+               out->other.pair[p], out->fed.pair[p], date);
         fflush(stdout);
     }
     mc_free(rs);
@@ -493,6 +516,7 @@ int main(int argc, char **argv)
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
         return rc;
+    bool same_host = strcmp(transport, "shm") == 0;
     if (strcmp(transport, "tcp") == 0)
         setenv("MC_FORCE_TCP", "1", 1); /* inherited by the storage server too */
     else if (strcmp(transport, "shm") != 0) {
@@ -583,12 +607,13 @@ int main(int argc, char **argv)
         uint32_t batch;
         int64_t ops;
         const paired_peer_t *peer; /* the issue's target compares this case with this peer */
+        const paired_peer_t *peer_shm; /* and on the same host also with this one */
     } cases[] = {
-        {"4k1", 4096, 1, ops_small / 4, &PEER_REDIS_C1},
-        {"4k128", 4096, 128, ops_small, &PEER_REDIS_P16},
-        {"512k1", 512 * 1024, 1, ops_mid, NULL},
-        {"512k16", 512 * 1024, 16, ops_mid, NULL},
-        {"32m1", 32ull << 20, 1, ops_big, &PEER_MEMCACHED},
+        {"4k1", 4096, 1, ops_small / 4, &PEER_REDIS_C1, NULL},
+        {"4k128", 4096, 128, ops_small, &PEER_REDIS_P16, &PEER_REDIS_UNIX_P16},
+        {"512k1", 512 * 1024, 1, ops_mid, NULL, NULL},
+        {"512k16", 512 * 1024, 16, ops_mid, NULL, NULL},
+        {"32m1", 32ull << 20, 1, ops_big, &PEER_MEMCACHED, NULL},
     };
     get_result_t small_single = {0}, small_batch = {0}, big = {0};
     double big_interleaved = 0; /* median per-pair ratio, interleaved_vs_memcached */
@@ -614,7 +639,8 @@ int main(int argc, char **argv)
                          .threads = (uint32_t)threads, .ops = ops,
                          .transport = transport, .run_id = (uint32_t)i,
                          .get_rounds = (uint32_t)get_rounds,
-                         .peer = peers ? cases[i].peer : NULL};
+                         .peer = {peers ? cases[i].peer : NULL,
+                                  peers && same_host ? cases[i].peer_shm : NULL}};
         get_result_t r = {0};
         bench_case(store, other, fed, &c, &r);
         if (c.value == 4096 && c.batch == 1)
@@ -676,10 +702,32 @@ int main(int argc, char **argv)
                "\"fed_get4k_single_vs_redis_c1_p50\":%.2f,"
                "\"fed_get4k_batch_vs_redis_p16\":%.2f,\"fed_get32m_vs_memcached\":%.2f,"
                "\"interleaved_get32m_vs_memcached\":%.2f}\n",
-               transport, (long long)threads, small_single.warm.pair, small_batch.warm.pair,
-               big.warm.pair, small_single.cold.pair, small_batch.cold.pair, big.cold.pair,
-               small_single.other.pair, small_batch.other.pair, big.other.pair,
-               small_single.fed.pair, small_batch.fed.pair, big.fed.pair, big_interleaved);
+               transport, (long long)threads, small_single.warm.pair[0],
+               small_batch.warm.pair[0],
+               big.warm.pair[0], small_single.cold.pair[0], small_batch.cold.pair[0],
+               big.cold.pair[0], small_single.other.pair[0], small_batch.other.pair[0],
+               big.other.pair[0], small_single.fed.pair[0], small_batch.fed.pair[0],
+               big.fed.pair[0], big_interleaved);
+    }
+    if (peers && same_host) {
+        /* the same-host batch against Redis at its best same-host transport (unix socket):
+         * after the run, then bracketed (the 4k128 case's store_paired line of that peer) */
+        mc_peer_result_t uset, uget;
+        mc_peer_redis_benchmark_via(MC_PEER_REDIS_UNIX, 4096, 50, 400000, 16, &uset, &uget);
+        mc_peer_print_json(&uset);
+        mc_peer_print_json(&uget);
+        printf("{\"bench\":\"store_ratios_unix\",\"transport\":\"%s\",\"threads\":%lld,"
+               "\"get4k_batch_vs_redis_unix_p16\":%.2f,"
+               "\"cold_get4k_batch_vs_redis_unix_p16\":%.2f,"
+               "\"paired_get4k_batch_vs_redis_unix_p16\":%.2f,"
+               "\"paired_cold_get4k_batch_vs_redis_unix_p16\":%.2f,"
+               "\"paired_other_get4k_batch_vs_redis_unix_p16\":%.2f,"
+               "\"paired_fed_get4k_batch_vs_redis_unix_p16\":%.2f}\n",
+               transport, (long long)threads,
+               uget.req_s > 0 ? small_batch.warm.req_s / uget.req_s : 0,
+               uget.req_s > 0 ? small_batch.cold.req_s / uget.req_s : 0,
+               small_batch.warm.pair[1], small_batch.cold.pair[1], small_batch.other.pair[1],
+               small_batch.fed.pair[1]);
     }
     return 0;
 }

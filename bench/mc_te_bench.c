@@ -143,7 +143,7 @@ static mc_option_t g_options[] = {
     {"peer_runs", MC_OPT_INT, &g.peer_runs, NULL, "timed repetitions for memcached/memcpy peers", 1, 10000},
     {"iperf_seconds", MC_OPT_INT, &g.iperf_seconds, NULL, "iperf3 duration (0 = skip iperf3)", 0, 600},
     {"redis", MC_OPT_BOOL, &g.redis, NULL,
-     "with --peers: also redis-benchmark 4 KiB SET/GET (-c 50 -P 16: the 4 KiB x 128 target's peer)", 0, 0},
+     "with --peers: also redis-benchmark 4 KiB SET/GET (-c 50 -P 16: the 4 KiB x 128 target's peer; over loopback tcp, and with shm in --protocol over a unix socket too)", 0, 0},
     {"soak", MC_OPT_INT, &g.soak, NULL, "seconds of continuous mixed transfers with RSS report (0 = off)", 0, 86400},
     {"soak_threads", MC_OPT_INT, &g.soak_threads, NULL, "submitting threads during --soak", 1, MAX_THREADS},
     {"timeout_ms", MC_OPT_INT, &g.timeout_ms, NULL, "engine transfer timeout (0 = engine default)", 0, 600000},
@@ -940,8 +940,9 @@ static int run_soak(bench_ctx_t *ctxs, size_t n_ctx, pid_t target_pid)
 
 /* ---------------------------------------------------------------------- peers + ratios -- */
 
-static mc_peer_result_t g_memcpy, g_mcd_get, g_mcd_set, g_iperf, g_redis_get;
+static mc_peer_result_t g_memcpy, g_mcd_get, g_mcd_set, g_iperf, g_redis_get, g_redis_unix_get;
 static int g_have_peers;
+static int g_redis_unix; /* --redis and shm in --protocol: Redis over its unix socket too */
 
 /* Keep the better of two measurements of one peer (the machine is shared: the ratios compare
  * against the peer's best showing in this run, which is the conservative choice for us). */
@@ -976,6 +977,12 @@ static void run_peers(int after)
         mc_peer_print_json(&rs);
         mc_peer_print_json(&rg);
         keep_best(&g_redis_get, &rg);
+        if (g_redis_unix) { /* the same host's peer: Redis at its own best same-host transport */
+            mc_peer_redis_benchmark_via(MC_PEER_REDIS_UNIX, 4096, 50, 400000, 16, &rs, &rg);
+            mc_peer_print_json(&rs);
+            mc_peer_print_json(&rg);
+            keep_best(&g_redis_unix_get, &rg);
+        }
     }
     g_have_peers = 1;
 }
@@ -1058,6 +1065,13 @@ static void print_ratios(void)
         emit_ratio("tcp_read_4KiB_batch128_vs_redis_get_p16", r4k, r4k->req_s / g_redis_get.req_s,
                    1.5, note);
     }
+    const case_result_t *s4k = find_result("shm", MC_TE_READ, 4096, 128);
+    if (s4k && g_redis_unix_get.ok && g_redis_unix_get.req_s > 0) {
+        snprintf(note, sizeof(note), "te %.0f req/s / redis unix-socket GET -c 50 -P 16 %.0f req/s",
+                 s4k->req_s, g_redis_unix_get.req_s);
+        emit_ratio("shm_read_4KiB_batch128_vs_redis_unix_get_p16", s4k,
+                   s4k->req_s / g_redis_unix_get.req_s, 1.5, note);
+    }
     if (g_iperf.ok) {
         const case_result_t *r = find_result("tcp", MC_TE_READ, pb, 1);
         if (r)
@@ -1104,6 +1118,8 @@ static int run_initiator(pid_t target_pid)
         fprintf(stderr, "mc_te_bench: --target NAME is required for the initiator role\n");
         return 2;
     }
+    for (size_t i = 0; i < protos.n; i++)
+        g_redis_unix |= g.redis && strcmp(protos.s[i], "shm") == 0;
     if (g.peers)
         run_peers(0);
 

@@ -20,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -205,12 +206,28 @@ static int peer_port_listening(uint16_t port)
     return busy;
 }
 
-/* Poll until the child listens on port, it exits, or timeout_ms passes. */
-static mc_status_t peer_wait_listening(pid_t pid, uint16_t port, unsigned timeout_ms)
+/* True once a connect to the unix socket at path succeeds (the server sees a client that
+ * leaves at once). */
+static int peer_unix_listening(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int up = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return up;
+}
+
+/* Poll until the child listens on port (on the unix socket unix_path when not NULL), it exits,
+ * or timeout_ms passes. */
+static mc_status_t peer_wait_listening(pid_t pid, uint16_t port, const char *unix_path,
+                                       unsigned timeout_ms)
 {
     uint64_t deadline = mc_now_ms() + timeout_ms;
     while (mc_now_ms() < deadline) {
-        if (peer_port_listening(port))
+        if (unix_path ? peer_unix_listening(unix_path) : peer_port_listening(port))
             return MC_OK;
         int wst;
         if (waitpid(pid, &wst, WNOHANG) == pid)
@@ -496,7 +513,7 @@ mc_status_t mc_peer_memcached_start(size_t size, unsigned keys, mc_peer_memcache
         mc_peer_memcached_stop(m);
         return MC_ERR_IO;
     }
-    st = peer_wait_listening(m->pid, port, 5000);
+    st = peer_wait_listening(m->pid, port, NULL, 5000);
     if (st != MC_OK) {
         snprintf(err, err_len, "memcached did not start listening on port %u", port);
         goto fail;
@@ -646,7 +663,7 @@ mc_status_t mc_peer_iperf3(unsigned seconds, mc_peer_result_t *r)
     pid_t cpid = -1;
     char *out = NULL;
     json_t *root = NULL;
-    st = peer_wait_listening(spid, port, 5000);
+    st = peer_wait_listening(spid, port, NULL, 5000);
     if (st != MC_OK) {
         peer_fail(r, st, "iperf3 server did not start on port %u", port);
         goto done;
@@ -718,8 +735,17 @@ mc_status_t mc_peer_redis_benchmark(size_t size, unsigned clients, unsigned requ
                                     unsigned pipeline, mc_peer_result_t *set_r,
                                     mc_peer_result_t *get_r)
 {
-    peer_init(set_r, "redis_set", size);
-    peer_init(get_r, "redis_get", size);
+    return mc_peer_redis_benchmark_via(MC_PEER_REDIS_TCP, size, clients, requests, pipeline,
+                                       set_r, get_r);
+}
+
+mc_status_t mc_peer_redis_benchmark_via(mc_peer_redis_via_t via, size_t size, unsigned clients,
+                                        unsigned requests, unsigned pipeline,
+                                        mc_peer_result_t *set_r, mc_peer_result_t *get_r)
+{
+    int unix_sock = via == MC_PEER_REDIS_UNIX;
+    peer_init(set_r, unix_sock ? "redis_unix_set" : "redis_set", size);
+    peer_init(get_r, unix_sock ? "redis_unix_get" : "redis_get", size);
     if (!clients)
         clients = 50;
     if (!requests)
@@ -733,31 +759,62 @@ mc_status_t mc_peer_redis_benchmark(size_t size, unsigned clients, unsigned requ
         mc_free(cli);
         return peer_fail(get_r, MC_ERR_NOT_SUPPORTED, "redis-server/redis-benchmark not installed");
     }
-    uint16_t port;
-    mc_status_t st = mc_net_free_port(&port);
+    /* tcp: a free loopback port. unix: port 0 (no TCP listener) and the socket in a private
+     * directory (mkdtemp: mode 0700), both removed at the end. */
+    uint16_t port = 0;
+    char dir[96] = "", sock[sizeof(((struct sockaddr_un *)0)->sun_path)] = "";
+    mc_status_t st = MC_OK;
+    if (unix_sock) {
+        const char *t = getenv("TMPDIR");
+        snprintf(dir, sizeof(dir), "%s/mc_redis_XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(dir)) {
+            dir[0] = '\0';
+            st = MC_ERR_IO;
+        } else if ((size_t)snprintf(sock, sizeof(sock), "%s/redis.sock", dir) >= sizeof(sock)) {
+            sock[0] = '\0'; /* TMPDIR too long for a socket path; never unlink a truncated one */
+            st = MC_ERR_INVALID_PARAMS;
+        }
+    } else {
+        st = mc_net_free_port(&port);
+    }
     char port_s[16], size_s[32], cl_s[16], n_s[16], p_s[16];
     snprintf(port_s, sizeof(port_s), "%u", port);
     snprintf(size_s, sizeof(size_s), "%zu", size);
     snprintf(cl_s, sizeof(cl_s), "%u", clients);
     snprintf(n_s, sizeof(n_s), "%u", requests);
     snprintf(p_s, sizeof(p_s), "%u", pipeline);
-    char *sargv[] = {srv,  "--port",       port_s, "--bind",       "127.0.0.1", "--save",
-                     "",   "--appendonly", "no",   "--daemonize",  "no",        NULL};
-    pid_t spid = st == MC_OK ? peer_spawn(sargv, NULL) : -1;
+    char *sargv_tcp[] = {srv,  "--port",       port_s, "--bind",      "127.0.0.1", "--save",
+                         "",   "--appendonly", "no",   "--daemonize", "no",        NULL};
+    char *sargv_unix[] = {srv,      "--port",       "0",  "--unixsocket", sock,
+                          "--unixsocketperm", "700", "--save", "",       "--appendonly",
+                          "no",     "--daemonize",  "no", NULL};
+    pid_t spid = -1;
     char *out = NULL;
+    if (st != MC_OK) {
+        peer_fail(get_r, st, "%s", unix_sock ? "no private socket directory" : "no free port");
+        goto done;
+    }
+    spid = peer_spawn(unix_sock ? sargv_unix : sargv_tcp, NULL);
     if (spid < 0) {
         st = peer_fail(get_r, MC_ERR_IO, "cannot start redis-server");
         goto done;
     }
-    st = peer_wait_listening(spid, port, 5000);
+    st = peer_wait_listening(spid, port, unix_sock ? sock : NULL, 5000);
+    if (st != MC_OK && unix_sock) {
+        peer_fail(get_r, st, "redis-server %s on unix socket %s (no --unixsocket support?)",
+                  st == MC_ERR_CONNECTION ? "exited before listening" : "did not listen", sock);
+        goto done;
+    }
     if (st != MC_OK) {
         peer_fail(get_r, st, "redis-server did not start on port %u", port);
         goto done;
     }
-    char *cargv[] = {cli, "-h", "127.0.0.1", "-p", port_s, "-t", "set,get", "-d", size_s,
-                     "-c", cl_s, "-n", n_s, "-P", p_s, "--csv", NULL};
+    char *cargv_tcp[] = {cli, "-h", "127.0.0.1", "-p", port_s, "-t", "set,get", "-d", size_s,
+                         "-c", cl_s, "-n", n_s, "-P", p_s, "--csv", NULL};
+    char *cargv_unix[] = {cli, "-s", sock, "-t", "set,get", "-d", size_s,
+                          "-c", cl_s, "-n", n_s, "-P", p_s, "--csv", NULL};
     int ofd = -1;
-    pid_t cpid = peer_spawn(cargv, &ofd);
+    pid_t cpid = peer_spawn(unix_sock ? cargv_unix : cargv_tcp, &ofd);
     if (cpid < 0) {
         st = peer_fail(get_r, MC_ERR_IO, "cannot start redis-benchmark");
         goto done;
@@ -771,6 +828,10 @@ mc_status_t mc_peer_redis_benchmark(size_t size, unsigned clients, unsigned requ
 done:
     if (spid > 0)
         mc_peer_stop_child(spid, 3000);
+    if (sock[0])
+        unlink(sock); /* redis-server removes it on a clean shutdown; not after SIGKILL */
+    if (dir[0])
+        rmdir(dir);
     mc_free(out);
     mc_free(srv);
     mc_free(cli);

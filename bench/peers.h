@@ -5,7 +5,8 @@
  *   memcached  GET of one N-byte value from a memcached we start on a free loopback port
  *              (our own minimal text-protocol client: one SET, then timed GETs)
  *   iperf3     one TCP stream over loopback (iperf3 -J, parsed with jansson)
- *   redis      redis-benchmark against a redis-server we start on a free loopback port
+ *   redis      redis-benchmark against a redis-server we start on a free loopback port, or on
+ *              a unix domain socket (the same-host peer of the engine's shm transport)
  *
  * Servers are started as child processes (fork + exec, stdout/stderr to /dev/null unless
  * MC_PEERS_VERBOSE is set), waited for by polling their port with a deadline, and stopped by
@@ -66,8 +67,19 @@ void mc_peer_memcached_stop(mc_peer_memcached_t *m);
 /* iperf3 server (-1, one-off) + client, one stream for `seconds` (0 = 3) over 127.0.0.1. */
 mc_status_t mc_peer_iperf3(unsigned seconds, mc_peer_result_t *r);
 
-/* redis-server on a free loopback port + redis-benchmark -t set,get -d size -c clients
- * -n requests [-P pipeline]. Fills set_r and get_r (req/s; gib_s = req/s * size). */
+/* How redis-benchmark reaches the redis-server we start: TCP on a free loopback port, or a
+ * unix domain socket (Redis's best same-host transport: --unixsocket in a private 0700
+ * temporary directory, --port 0; the socket and the directory are removed at the end). */
+typedef enum { MC_PEER_REDIS_TCP, MC_PEER_REDIS_UNIX } mc_peer_redis_via_t;
+
+/* redis-server + redis-benchmark -t set,get -d size -c clients -n requests [-P pipeline] over
+ * `via`. Fills set_r and get_r (req/s; gib_s = req/s * size), named "redis_set"/"redis_get"
+ * over TCP and "redis_unix_set"/"redis_unix_get" over the unix socket. A redis-server that
+ * exits or does not listen on the socket fails with a reason that says so. */
+mc_status_t mc_peer_redis_benchmark_via(mc_peer_redis_via_t via, size_t size, unsigned clients,
+                                        unsigned requests, unsigned pipeline,
+                                        mc_peer_result_t *set_r, mc_peer_result_t *get_r);
+/* The same over TCP. */
 mc_status_t mc_peer_redis_benchmark(size_t size, unsigned clients, unsigned requests,
                                     unsigned pipeline, mc_peer_result_t *set_r,
                                     mc_peer_result_t *get_r);

@@ -4,7 +4,8 @@
 # thread, MC_BENCH_STORE_RUNS times), tcp with two client threads, and same host (shm).
 # Appends every JSON line to a results file after a header line (command, date, load) and
 # prints the bracketed ratios (store_ratios_paired: store vs the peer measured right before
-# and right after each case; latency ratios are Redis p50 / store p50).
+# and right after each case; latency ratios are Redis p50 / store p50; the same-host run also
+# store_ratios_unix: its 4 KiB batches vs Redis over its unix socket).
 #
 # The storage server puts its segment on huge pages when the host has them reserved
 # (`sysctl vm.nr_hugepages=N`) and on 4 KiB pages otherwise, as users get it; the targets in
@@ -38,7 +39,7 @@ run() { # run <label> <mc_store_bench args...>
         return 1
     fi
     grep '^{' "$out" >>"$results"
-    echo "== $label: $(grep '"store_ratios_paired"' "$out" || echo 'no ratios line')"
+    echo "== $label: $(grep -E '"store_ratios_(paired|unix)"' "$out" || echo 'no ratios line')"
     rm -f "$out"
 }
 
