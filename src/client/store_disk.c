@@ -1798,9 +1798,9 @@ void store_disk_learn(mc_store_t *s, const char *key, const McRpc__ReplicaDesc *
 {
     if (!s->disk_hints)
         return;
-    mc_replica_hint_t h = {.size = size};
-    if (rd && strlen(rd->transport_endpoint) < sizeof(h.endpoint)) {
-        memcpy(h.endpoint, rd->transport_endpoint, strlen(rd->transport_endpoint) + 1);
+    mc_replica_hint_t h;
+    if (rd && store_hint_make(s, rd, NULL, 0, &h)) { /* a guess only: no lease */
+        h.size = size;
         mc_hint_set(s->disk_hints, key, &h);
     } else {
         mc_hint_drop(s->disk_hints, key);
