@@ -13,6 +13,13 @@ static inline int mc_bench_cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* qsort comparator for double, ascending. */
+static inline int mc_bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* Sorts v (nanoseconds) in place and returns its p-quantile (index p * (n - 1)) in
  * microseconds; 0 when n is 0. */
 static inline double mc_bench_pct_us(uint64_t *v, size_t n, double p)

@@ -91,12 +91,6 @@ static double fio_gbps(uint64_t bs, uint64_t total, int64_t depth)
     return disk_fio_read_bps(o.fio, o.dir, bs, total, depth, o.reps) / 1e9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void die(const char *what)
 {
     fprintf(stderr, "mc_disk_e2e_bench: %s\n", what);
@@ -395,7 +389,7 @@ int main(int argc, char **argv)
         for (size_t z = 0; z < n_cases; z++) {
             for (int64_t r = 0; r < o.rounds; r++)
                 sorted[r] = RATIO(x, z, r);
-            qsort(sorted, (size_t)o.rounds, sizeof(double), cmp_double);
+            qsort(sorted, (size_t)o.rounds, sizeof(double), mc_bench_cmp_double);
             size_t m = (size_t)o.rounds / 2;
             double med = o.rounds % 2 ? sorted[m] : (sorted[m - 1] + sorted[m]) / 2;
             printf("{\"bench\":\"disk_e2e_ratio\",\"transport\":\"%s\",\"case\":\"%s\","

@@ -204,12 +204,6 @@ static void *bench_thread(void *p)
 
 /* Runs one put phase then one get phase over the same keys; prints two JSON lines. Returns
  * the get req/s (for ratios). */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* A case's gets: round 1 (cold: the client holds no read lease yet, every get asks the
  * master) and the median of the later rounds (warm: gets read under the leases round 1 took,
  * docs/internals/store-client.md "Lease cache"); warm = cold with one round. other: the one
@@ -340,8 +334,8 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
     out->cold.p50_us = p50s[0];
     out->cold.errors = out->warm.errors = writer_errors;
     uint32_t later = rounds > 1 ? rounds - 1 : 1, first = rounds > 1 ? 1 : 0;
-    qsort(rs + first, later, sizeof(double), cmp_double);
-    qsort(p50s + first, later, sizeof(double), cmp_double);
+    qsort(rs + first, later, sizeof(double), mc_bench_cmp_double);
+    qsort(p50s + first, later, sizeof(double), mc_bench_cmp_double);
     out->warm.req_s = rs[first + later / 2];
     out->warm.p50_us = p50s[first + later / 2];
     for (int p = 0; p < 2; p++) {
@@ -419,9 +413,9 @@ static double interleaved_vs_memcached(mc_store_t *store, const bench_cfg_t *c, 
     }
     double med = 0;
     if (n > 0) {
-        qsort(ts, n, sizeof(double), cmp_double);
-        qsort(tm, n, sizeof(double), cmp_double);
-        qsort(ratio, n, sizeof(double), cmp_double);
+        qsort(ts, n, sizeof(double), mc_bench_cmp_double);
+        qsort(tm, n, sizeof(double), mc_bench_cmp_double);
+        qsort(ratio, n, sizeof(double), mc_bench_cmp_double);
         double gib = (double)c->value / (1024.0 * 1024 * 1024);
         char date[32];
         mc_peer_date(date, sizeof(date));

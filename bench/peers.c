@@ -2,6 +2,8 @@
  * the JSON lines asked for and short diagnostics on stderr. */
 #include "peers.h"
 
+#include "bench_stats.h"
+
 #include "common/alloc.h"
 #include "common/hash.h"
 #include "common/net.h"
@@ -47,16 +49,10 @@ static mc_status_t peer_fail(mc_peer_result_t *r, mc_status_t st, const char *fm
     return st;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Sorts t[0..n) (seconds per op) and fills the median/best figures of r. */
 static void peer_summarize(mc_peer_result_t *r, double *t, unsigned n, size_t bytes_per_op)
 {
-    qsort(t, n, sizeof(double), cmp_double);
+    qsort(t, n, sizeof(double), mc_bench_cmp_double);
     double med = t[n / 2];
     r->runs = n;
     if (bytes_per_op) {

@@ -262,12 +262,6 @@ static int gp_thread_plan(gp_thread_t *t, mc_store_t *writer, mc_te_t *te)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double ratio(double store, double te)
 {
     return store > 0 && te > 0 ? store / te : 0;
@@ -351,9 +345,9 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->te_cpu = (te_cpu_before + gp_cpu_us_per_key(ts, sh)) / 2;
         out->te_call_us = (te_call_before + gp_call_p50_us(ts, sh)) / 2;
         out->first_call_ratio = ratio(out->te_call_us, out->first_call_us);
-        qsort(warm, warm_n, sizeof(double), cmp_double);
+        qsort(warm, warm_n, sizeof(double), mc_bench_cmp_double);
         out->warm = warm[warm_n / 2];
-        qsort(warm_cpu, warm_n, sizeof(double), cmp_double);
+        qsort(warm_cpu, warm_n, sizeof(double), mc_bench_cmp_double);
         out->warm_cpu = warm_cpu[warm_n / 2];
         out->cpu_ratio = ratio(out->te_cpu, out->warm_cpu);
         out->te = out->te_before > 0 && out->te_after > 0 ? (out->te_before + out->te_after) / 2
@@ -377,7 +371,7 @@ static double gp_median(const gp_rep_t *reps, uint32_t n, size_t off, bool ratio
         double x = *(const double *)((const char *)&reps[i] + off);
         v[i] = ratio_to_te ? ratio(x, reps[i].te) : x;
     }
-    qsort(v, n, sizeof(double), cmp_double);
+    qsort(v, n, sizeof(double), mc_bench_cmp_double);
     return v[n / 2];
 }
 
