@@ -1199,8 +1199,9 @@ static void test_standbys_hand_over_wakes_no_appender(void **state)
 
 /* A create-once PutStart's allocation is in the replicated log (PUT_START): the leader answers
  * it only once S applied it, kill -9 right after that answer, and the new leader keeps the
- * pending put's space for its writer: another put of its size finds no space (without the record the new leader would lend the same space at once: the segment saw
- * no free), a PutStart of the same key is refused as a put in flight within
+ * pending put's space for its writer: another put of its size finds no space (without the
+ * record the new leader would lend the same space at once: the segment saw no free), a
+ * PutStart of the same key is refused as a put in flight within
  * --put_start_discard_timeout_sec, and the writer's PutEnd through the new leader commits the
  * object once, at the address the old leader gave. */
 static void test_standbys_put_start_logged(void **state)
