@@ -126,6 +126,7 @@ typedef struct flags {
     int64_t lease_ttl, soft_pin_ttl, client_ttl, hold_s, discard_s, release_s, cron_ms, event_buffer;
     int64_t rpc_port, ha_ttl, ha_isr_ms, ha_append_ms;
     int64_t rpc_max_conns, rpc_max_inflight, rpc_idle_s, rpc_slow_s, rpc_blocked_s;
+    int64_t rpc_busy_poll_us;
     uint64_t rpc_mem_budget, rpc_conn_out_cap, ha_snap_bytes;
     double eviction_ratio, high_wm;
     bool allow_soft, exist_extends, enable_meta, enable_ha, wal_fsync, metrics_public;
@@ -201,6 +202,11 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "a connection with no request this long (and none pending) is closed", 1, 86400},
         {"rpc_slow_timeout_sec", MC_OPT_INT, &f->rpc_slow_s, NULL,
          "a connection with a request started but incomplete this long is closed", 1, 86400},
+        {"rpc_busy_poll_us", MC_OPT_INT, &f->rpc_busy_poll_us, NULL,
+         "after its last request the RPC loop polls without sleeping this long before it "
+         "blocks: lower latency for calls that follow within it (no wake-up of the loop "
+         "thread; ~20 us a call on VMs), at the cost of a busy core while they do (0 = off)",
+         0, MC_RPC_BUSY_POLL_MAX_US},
         {"rpc_max_connections", MC_OPT_INT, &f->rpc_max_conns, NULL,
          "open RPC connections; at the cap the oldest unauthenticated one is closed", 1,
          1 << 20},
@@ -480,6 +486,7 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->metrics_address = f->metrics_host;
     so->metrics_port = (int)f->metrics_port;
     so->cron_period_ms = (uint32_t)f->cron_ms;
+    so->rpc_busy_poll_us = (uint32_t)f->rpc_busy_poll_us;
     so->cfg.default_kv_lease_ttl_ms = (uint64_t)f->lease_ttl;
     so->cfg.default_kv_soft_pin_ttl_ms = (uint64_t)f->soft_pin_ttl;
     so->cfg.allow_evict_soft_pinned_objects = f->allow_soft;

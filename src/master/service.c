@@ -1217,6 +1217,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     if (opts->ha_fetch)
         so.handlers[MC_OP_HA_FETCH] = svc_dispatch;
     so.cron_period_ms = opts->cron_period_ms ? opts->cron_period_ms : 10;
+    so.busy_poll_us = opts->rpc_busy_poll_us;
     so.cron = svc_cron;
     so.before_reply = svc_before_reply;
     so.on_request = svc_on_request;

@@ -19,6 +19,7 @@ typedef struct mc_master_service_opts {
     int metrics_port;             /* 9003; 0 = ephemeral; -1 = no HTTP server */
     const char *metrics_address;  /* NULL = all interfaces */
     uint32_t cron_period_ms;      /* 0 = 10 */
+    uint32_t rpc_busy_poll_us;    /* the RPC loop's spin before it sleeps (rpc_server.h) */
     /* Keyring that RPC connections and HTTP requests must prove (RPC handshake, HTTP
      * challenge-response, common/http_auth.h); borrowed, must outlive the service. NULL = open. */
     const mc_auth_t *auth;

@@ -315,10 +315,16 @@ static mc_status_t batch_recv(mc_rpc_client_t *c, batch_t *b)
     return batch_take_frames(c, b);
 }
 
-/* The spin before sleeping on the answers (mc_net_busy_poll_ns: a master answers a small call
- * faster than a thread wakes). A lone call whose answers have been taking longer than the spin
- * since their send (a batch lookup of many keys) does not spin: the spin would run out before
- * its answer and only take the CPU from the server and the other threads. */
+uint64_t mc_rpc_spin_for(uint64_t spin_ns, uint64_t due_in_ns)
+{
+    if (spin_ns == 0 || due_in_ns <= spin_ns)
+        return spin_ns;
+    return due_in_ns <= MC_RPC_SPIN_AHEAD_NS ? due_in_ns + spin_ns : 0;
+}
+
+/* The spin before sleeping on a call's answers (mc_rpc_spin_for with mc_net_busy_poll_ns): a
+ * lone call's answer is expected when the opcode's answers came lately (answer_ns); a batch
+ * spins the plain budget. */
 static uint64_t batch_spin(const mc_rpc_client_t *c, const batch_t *b)
 {
     uint64_t spin = mc_net_busy_poll_ns();
@@ -326,7 +332,7 @@ static uint64_t batch_spin(const mc_rpc_client_t *c, const batch_t *b)
     if (b->n != 1 || op >= MC_OP_MAX)
         return spin;
     uint64_t due = b->t_sent + c->answer_ns[op], now = mc_now_ns();
-    return due > now + spin ? 0 : spin;
+    return mc_rpc_spin_for(spin, due > now ? due - now : 0);
 }
 
 /* After a lone call's answer: its time from the send into the opcode's average (weight 1/4). */

@@ -109,6 +109,8 @@ struct mc_rpc_server {
     _Atomic int loop_running;
     int self_released;         /* loop thread: a release since the last epoll_wait (no wake-up
                                   was written: the next epoll_wait must not block) */
+    uint64_t last_event_ns;    /* loop thread: when an epoll_wait last returned events
+                                  (o.busy_poll_us counts from there) */
     /* counters (mc_rpc_server_stats) */
     _Atomic uint64_t st_conns, st_buffered, st_backpressure, st_busy, st_idle, st_slow,
         st_blocked, st_budget, st_unauth, st_auth_failed, st_refused;
@@ -798,6 +800,19 @@ uint16_t mc_rpc_server_port(const mc_rpc_server_t *srv) { return srv->port; }
 
 const mc_auth_t *mc_rpc_server_keyring(const mc_rpc_server_t *srv) { return srv->o.auth; }
 
+/* o.busy_poll_us: polls the loop's events without sleeping until one arrives, the spin since
+ * the last event runs out, or the server stops. Returns epoll_wait's result (0: go to sleep). */
+static int srv_busy_poll(mc_rpc_server_t *s, struct epoll_event *evs, int max)
+{
+    uint64_t us = s->o.busy_poll_us < MC_RPC_BUSY_POLL_MAX_US ? s->o.busy_poll_us
+                                                               : MC_RPC_BUSY_POLL_MAX_US;
+    uint64_t until = s->last_event_ns + us * 1000;
+    int n = 0;
+    while (us && n == 0 && !atomic_load(&s->stop) && mc_now_ns() < until)
+        n = epoll_wait(s->epfd, evs, max, 0);
+    return n;
+}
+
 mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
 {
     struct epoll_event evs[256];
@@ -812,7 +827,11 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
             next = s->next_cron_ms;
         int timeout = s->resume || s->self_released || next <= now ? 0 : (int)(next - now);
         s->self_released = 0;
-        int n = epoll_wait(s->epfd, evs, 256, timeout);
+        int n = timeout != 0 ? srv_busy_poll(s, evs, 256) : 0;
+        if (n == 0)
+            n = epoll_wait(s->epfd, evs, 256, timeout);
+        if (n > 0 && s->o.busy_poll_us)
+            s->last_event_ns = mc_now_ns();
         if (n < 0 && errno != EINTR) {
             MC_LOG_ERROR("rpc: epoll_wait: %s", strerror(errno));
             atomic_store(&s->loop_running, 0);

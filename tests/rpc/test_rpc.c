@@ -697,10 +697,10 @@ static double thread_cpu_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* A lone call whose answers have been taking longer than the busy-poll budget sleeps at once
- * instead of spinning the budget away (rpc_client.c, batch_spin): with a 2 ms budget and
- * answers 5 ms after the send, ten calls after the first (which spins: nothing learnt yet) use
- * far less CPU than the 20 ms that spinning would. */
+/* A lone call whose answers have been taking longer than the busy-poll budget and than
+ * MC_RPC_SPIN_AHEAD_NS sleeps at once instead of spinning the budget away (mc_rpc_spin_for):
+ * with a 2 ms budget and answers 5 ms after the send, ten calls after the first (which spins:
+ * nothing learnt yet) use far less CPU than the 20 ms that spinning would. */
 static void test_slow_answers_not_spun_for(void **state)
 {
     (void)state;
@@ -736,6 +736,78 @@ static void test_slow_answers_not_spun_for(void **state)
     mc_net_set_busy_poll_us(saved);
 }
 
+/* Answers Ping at once. */
+static mc_status_t quick_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                              ProtobufCMessage **resp_p)
+{
+    (void)ctx;
+    (void)req;
+    McRpc__PingResponse *r = mc_rpc_arena_calloc(call->arena, 1, sizeof(*r));
+    mc_rpc__ping_response__init(r);
+    *resp_p = &r->base;
+    return MC_OK;
+}
+
+static double clock_cpu_us(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* A server with busy_poll_us answers as any other, and once its last request is further back
+ * than the spin it sleeps: over 300 ms without requests its loop thread uses a small part of
+ * the CPU that spinning through them would (300 ms; at least a tenth of that even on a loaded
+ * machine). busy_poll_us above the cap is taken as the cap. */
+static void test_busy_poll_serves_then_sleeps(void **state)
+{
+    (void)state;
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .busy_poll_us = MC_RPC_BUSY_POLL_MAX_US * 10};
+    so.handlers[MC_OP_PING] = quick_ping;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_run, srv), 0);
+    clockid_t loop_clock;
+    assert_int_equal(pthread_getcpuclockid(th, &loop_clock), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(addr, NULL, &c), MC_OK);
+    McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
+    for (int i = 0; i < 50; i++) {
+        ProtobufCMessage *resp = NULL;
+        assert_int_equal(mc_rpc_client_call(c, MC_OP_PING, &q.base, &resp, 5000), MC_OK);
+        assert_non_null(resp);
+        mc_rpc_response_free(resp);
+    }
+    double cpu0 = clock_cpu_us(loop_clock);
+    usleep(300 * 1000); /* the idle period measured, not a wait for an event */
+    double idle_cpu = clock_cpu_us(loop_clock) - cpu0;
+    assert_true(idle_cpu < 30 * 1000); /* 10 ms of spin at most, then cron wake-ups */
+    mc_rpc_client_destroy(c);
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+}
+
+/* The spin rule itself: the budget for an answer due within it, up to one budget past an
+ * answer due within MC_RPC_SPIN_AHEAD_NS, nothing for a later one or a zero budget. */
+static void test_spin_for_rule(void **state)
+{
+    (void)state;
+    const uint64_t us = 1000, ahead = MC_RPC_SPIN_AHEAD_NS;
+    assert_int_equal(mc_rpc_spin_for(50 * us, 0), 50 * us);           /* due or unknown */
+    assert_int_equal(mc_rpc_spin_for(50 * us, 30 * us), 50 * us);     /* due within the budget */
+    assert_int_equal(mc_rpc_spin_for(50 * us, 90 * us), 140 * us);    /* a batch lookup */
+    assert_int_equal(mc_rpc_spin_for(50 * us, ahead), ahead + 50 * us);
+    assert_int_equal(mc_rpc_spin_for(50 * us, ahead + 1), 0);         /* sleep at once */
+    assert_int_equal(mc_rpc_spin_for(2000 * us, 1500 * us), 2000 * us);
+    assert_int_equal(mc_rpc_spin_for(2000 * us, 5000 * us), 0);
+    assert_int_equal(mc_rpc_spin_for(0, 0), 0);                       /* spinning off */
+    assert_int_equal(mc_rpc_spin_for(0, 90 * us), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -750,6 +822,8 @@ int main(void)
         cmocka_unit_test(test_reconnect_after_restart),
         cmocka_unit_test(test_http_concurrent),
         cmocka_unit_test(test_slow_answers_not_spun_for),
+        cmocka_unit_test(test_spin_for_rule),
+        cmocka_unit_test(test_busy_poll_serves_then_sleeps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
