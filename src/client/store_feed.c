@@ -4,7 +4,7 @@
  * Contract: the feed is a shortcut only. A missed event (a gap, a new master, a hint pushed out
  * of the table) means the next get of that key asks the master; a pushed placement is read
  * under the same checksum and lease checks as any cached lease. The feed thread is the only
- * user of feed_rpc, feed_from and feed_epoch; feed_stop (an atomic) tells it to end, and
+ * user of feed_master, feed_from and feed_epoch; feed_stop (an atomic) tells it to end, and
  * store_feed_stop joins it before freeing what the feed holds.
  */
 #include "client/store_int.h"
@@ -82,8 +82,8 @@ static mc_status_t feed_poll(mc_store_t *s, uint64_t from, uint64_t epoch, uint3
     q.placement_prefix = mc_wire_key_str(s->feed_prefix);
     *t0_p = mc_now_ms(); /* never later than the master's grant of the leases */
     ProtobufCMessage *resp = NULL;
-    mc_status_t st = mc_rpc_client_call(s->feed_rpc, MC_OP_POLL_EVENTS, &q.base, &resp,
-                                        wait_ms + s->master.timeout_ms);
+    /* idempotent: a poll asked again after a lost answer only grants its leases again */
+    mc_status_t st = mc_master_client_call(&s->feed_master, MC_OP_POLL_EVENTS, &q.base, &resp, 1);
     *r_p = (McRpc__PollEventsResponse *)resp;
     if (st == MC_OK && (*r_p)->status != MC_OK) {
         st = (*r_p)->status;
@@ -91,6 +91,16 @@ static mc_status_t feed_poll(mc_store_t *s, uint64_t from, uint64_t epoch, uint3
         *r_p = NULL;
     }
     return st;
+}
+
+/* Where the feed goes on in a new master's stream (r: its answer to a poll of the old one):
+ * its last FEED_MAX_EVENTS events held, so that what was committed there while the feed was
+ * switching over (a failover takes seconds; puts resume before the feed's next poll) is pushed
+ * too, and a master that has been up for long does not push its whole history. */
+static uint64_t feed_resume_seq(const McRpc__PollEventsResponse *r)
+{
+    uint64_t back = r->next_seq > FEED_MAX_EVENTS ? r->next_seq - FEED_MAX_EVENTS : 0;
+    return back > r->first_available_seq ? back : r->first_available_seq;
 }
 
 static void *feed_main(void *arg)
@@ -111,10 +121,15 @@ static void *feed_main(void *arg)
             feed_pause(s, FEED_RETRY_MS);
             continue;
         }
-        if (r->gap || r->epoch != epoch) { /* start, a new master, or events dropped: go on
-                                              from now (the feed is only a shortcut) */
-            from = r->next_seq;
+        if (r->epoch != epoch) { /* a new master: a restart, or with etcd:// a failover that
+                                    the feed's master client followed */
+            from = feed_resume_seq(r);
             epoch = r->epoch;
+            MC_LOG_INFO("placement feed: new master event stream (epoch %llu), from event %llu "
+                        "of %llu", (unsigned long long)epoch, (unsigned long long)from,
+                        (unsigned long long)r->next_seq);
+        } else if (r->gap) { /* events dropped: go on from now (the feed is only a shortcut) */
+            from = r->next_seq;
         } else {
             for (size_t i = 0; i < r->n_events; i++)
                 if (r->events[i]->placement)
@@ -140,17 +155,14 @@ mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *mast
                     "pushed placements carry no data grants, no placement feed");
         return MC_OK;
     }
-    if (mc_master_client_is_ha(&s->master)) {
-        MC_LOG_WARN("placement_feed_prefix is set but the master address is etcd:// (the feed "
-                    "does not follow a failover): no placement feed");
-        return MC_OK;
-    }
     if (!s->lease_cache)
         MC_LOG_INFO("placement feed without the lease cache: placements are used as hints only");
     if (!(s->feed_prefix = mc_strdup(prefix)))
         return MC_ERR_NO_MEMORY;
-    mc_rpc_client_opts_t ro = {.auth = s->auth};
-    mc_status_t st = mc_rpc_client_create(master_addr, &ro, &s->feed_rpc);
+    /* a call's deadline is the client's timeout: the long poll's wait comes on top */
+    mc_status_t st = mc_master_client_init(&s->feed_master, master_addr,
+                                           s->master.timeout_ms + FEED_WAIT_MS, s->client_id,
+                                           s->auth);
     if (st != MC_OK)
         return st;
     /* Where the stream is now, before setup returns: everything committed after that is pushed
@@ -185,8 +197,7 @@ void store_feed_stop(mc_store_t *s)
         pthread_join(s->feed, NULL);
         s->feed_started = 0;
     }
-    mc_rpc_client_destroy(s->feed_rpc);
-    s->feed_rpc = NULL;
+    mc_master_client_fini(&s->feed_master); /* zeroed when never started: a no-op */
     mc_free(s->feed_prefix);
     s->feed_prefix = NULL;
 }

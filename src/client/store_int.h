@@ -130,7 +130,9 @@ struct mc_store {
 
     /* Placement feed (placement_feed_prefix; store_feed.c). */
     char *feed_prefix;              /* NULL = no feed */
-    mc_rpc_client_t *feed_rpc;      /* its own master connection (long polls) */
+    /* its own master client for the long polls (the same address: a fixed master, or etcd://
+     * whose leader it follows through a failover); zeroed when the feed is off */
+    mc_master_client_t feed_master;
     uint64_t feed_from, feed_epoch; /* where the feed thread starts (store_feed_start) */
     pthread_t feed;
     int feed_started;

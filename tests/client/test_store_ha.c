@@ -4,6 +4,9 @@
  *     both address "etcd://..." with MC_STORE_CLUSTER_ID; objects put, the leader kill -9ed;
  *     with nothing done by the application, the storage server re-mounts on the new leader,
  *     every object reads back with its bytes and new puts succeed.
+ *   - test_feed_follows_failover: a reader on the placement feed is pushed the placements of
+ *     what a writer commits, before and after a kill -9 of the leader (its feed follows the
+ *     new leader), and reads each pushed key without a master lookup.
  *   - test_history_through_kill9: three threads put, get and remove distinct keys through a
  *     kill -9 of the leader; every call and answer is recorded, and afterwards: every
  *     acknowledged put reads back with its exact bytes unless a later remove was acknowledged
@@ -21,6 +24,7 @@
 #include <cmocka.h>
 
 #include "client/master_client.h"
+#include "client/store_int.h"
 #include "common/time.h"
 #include "mooncake/store.h"
 #include "support/etcd_cluster.h"
@@ -72,7 +76,8 @@ static void start_server(void)
     assert_int_equal(mt_wait_log(g_server_log, "mooncake_client ready", 20000), 0);
 }
 
-static mc_store_t *open_store(void)
+/* feed: placement_feed_prefix (NULL = no placement feed). */
+static mc_store_t *open_store_fed(const char *feed)
 {
     mc_store_config_t cfg = {
         .local_hostname = "127.0.0.1",
@@ -81,10 +86,16 @@ static mc_store_t *open_store(void)
         .master_server_addr = g_addr,
         .transfer_timeout_ms = 3000,
         .rpc_timeout_ms = 5000,
+        .placement_feed_prefix = feed,
     };
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
     return s;
+}
+
+static mc_store_t *open_store(void)
+{
+    return open_store_fed(NULL);
 }
 
 /* Starts etcd, two members (the first becomes leader), the storage server. */
@@ -220,6 +231,79 @@ static void test_failover_transparent(void **state)
     assert_int_equal(mc_store_remove(s, "ha-t-new", true), MC_OK); /* read-leased: force */
     assert_int_equal(get_key(s, "ha-t-new"), MC_ERR_OBJECT_NOT_FOUND);
     mc_store_destroy(s);
+    restart_standby();
+}
+
+static mc_store_read_stats_t read_stats(mc_store_t *s)
+{
+    mc_store_read_stats_t st;
+    mc_store_read_stats(s, &st);
+    return st;
+}
+
+/* Waits (bounded) until s holds a leased hint for each of the n keys "<prefix><i>" (what the
+ * feed records for a pushed placement: store_feed.c); asserts it does. */
+static void wait_fed(mc_store_t *s, const char *prefix, int n)
+{
+    char key[64];
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        mc_replica_hint_t h;
+        bool fed;
+        while (!(fed = mc_hint_get(s->hints, key, &h) && h.lease_until_ms > mc_now_ms()) &&
+               mc_now_ms() < deadline)
+            mc_sleep_ms(10);
+        assert_true(fed);
+    }
+}
+
+/* Gets of the n keys "<prefix><i>" read their exact bytes, every one under a pushed lease:
+ * no master lookup. */
+static void get_fed(mc_store_t *r, const char *prefix, int n)
+{
+    char key[64];
+    mc_store_read_stats_t s0 = read_stats(r);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        assert_int_equal(get_key(r, key), MC_OK);
+    }
+    mc_store_read_stats_t s1 = read_stats(r);
+    assert_int_equal(s1.master_lookups, s0.master_lookups);
+    assert_int_equal(s1.lease_hits, s0.lease_hits + (uint64_t)n);
+}
+
+/* The placement feed on etcd:// addressing: a reader subscribed to "ha-f/" is pushed what a
+ * writer commits there and reads it without a master lookup; after a kill -9 of the leader its
+ * feed follows the new leader, whose commits are pushed and read the same way. */
+static void test_feed_follows_failover(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    mc_store_t *r = open_store_fed("ha-f/");
+    mc_store_t *w = open_store();
+    char key[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "ha-f/a%d", i);
+        assert_int_equal(put_key(w, key), MC_OK);
+    }
+    wait_fed(r, "ha-f/a", N);
+    assert_int_equal(read_stats(r).feed_placements, N);
+    get_fed(r, "ha-f/a", N);
+    kill_leader();
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    mc_status_t st;
+    while ((st = put_key(w, "ha-f/b0")) != MC_OK && mc_now_ms() < deadline)
+        mc_sleep_ms(100); /* until the storage server has re-mounted on the new leader */
+    assert_int_equal(st, MC_OK);
+    for (int i = 1; i < N; i++) {
+        snprintf(key, sizeof(key), "ha-f/b%d", i);
+        assert_int_equal(put_key(w, key), MC_OK);
+    }
+    wait_fed(r, "ha-f/b", N);
+    get_fed(r, "ha-f/b", N);
+    mc_store_destroy(w);
+    mc_store_destroy(r);
     restart_standby();
 }
 
@@ -515,6 +599,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_view_checker_catches_two_masters),
         cmocka_unit_test(test_failover_transparent),
+        cmocka_unit_test(test_feed_follows_failover),
         cmocka_unit_test(test_history_through_kill9),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
