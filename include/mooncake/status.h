@@ -34,7 +34,7 @@ typedef enum mc_status {
     MC_ERR_INVALID_WRITE = -700,
     MC_ERR_INVALID_READ = -701,
     MC_ERR_INVALID_REPLICA = -702,
-    MC_ERR_REPLICA_IS_NOT_READY = -703,
+    MC_ERR_REPLICA_IS_NOT_READY = -703, /* known, not readable yet (put in flight, re-mount due) */
     MC_ERR_OBJECT_NOT_FOUND = -704,
     MC_ERR_OBJECT_ALREADY_EXISTS = -705,
     MC_ERR_OBJECT_HAS_LEASE = -706,

@@ -13,6 +13,10 @@
  *    transfer finished fails with MC_ERR_LEASE_EXPIRED.
  *  - On any failure of get_into the destination buffer may have been written to; its contents
  *    must not be consumed.
+ *  - A key the master knows but cannot serve yet answers MC_ERR_REPLICA_IS_NOT_READY, not
+ *    MC_ERR_OBJECT_NOT_FOUND: its put is still in flight, or its storage server has not
+ *    re-mounted its segment since a master restart or takeover. Gets wait for such keys for a
+ *    bounded time (mc_store_config_t.not_ready_wait_ms) before returning it.
  *
  * Thread-safety: all functions may be called concurrently from many threads on one handle.
  * Memory: every pointer argument is borrowed for the duration of the call only, except the
@@ -106,7 +110,19 @@ typedef struct mc_store_config {
      * value fails setup with MC_ERR_INVALID_PARAMS). Python setup(enable_ssd_offload=True,
      * ssd_offload_path=...), mooncake_client --enable_offload=true. NULL = off. */
     const char *ssd_offload_path;
+    /* How long a get (single or batch) waits for keys the master answers
+     * MC_ERR_REPLICA_IS_NOT_READY for (docs/internals/store-client.md, "Keys not ready"): it
+     * asks again after 10 ms, then twice as long each time up to 100 ms, until the key is
+     * readable or this much time has passed since the first answer, then returns that status.
+     * 0 = MC_STORE_NOT_READY_WAIT_DEFAULT_MS; MC_STORE_NOT_READY_WAIT_OFF = return it at once.
+     * Env (programs, Python): MC_STORE_NOT_READY_WAIT_MS. */
+    uint32_t not_ready_wait_ms;
 } mc_store_config_t;
+
+/* One heartbeat period of the storage servers (1 s), in which one re-mounts after a master
+ * restart or takeover, and the round trips of its ping and re-mount. */
+#define MC_STORE_NOT_READY_WAIT_DEFAULT_MS 1500u
+#define MC_STORE_NOT_READY_WAIT_OFF UINT32_MAX
 
 #define MC_STORE_CLIENT_HTTP_PORT_DEFAULT 9300 /* upstream's client_http_port */
 

@@ -241,6 +241,24 @@ def store_lease_cache():
     return v.strip() == "1"
 
 
+NOT_READY_WAIT_MAX_MS = 3600000
+
+
+def store_not_ready_wait_ms():
+    """MC_STORE_NOT_READY_WAIT_MS: how long a get waits for a key not ready yet (its put in
+    flight, or its segment awaiting the storage server's re-mount after a master restart or
+    takeover) before answering REPLICA_IS_NOT_READY; None when unset (default, 1500 ms);
+    0 = no wait. Range 0..3600000."""
+    v = os.environ.get("MC_STORE_NOT_READY_WAIT_MS")
+    if not v:
+        return None
+    n = int(v.strip()) if _DIGITS_RE.match(v.strip()) else -1
+    if not 0 <= n <= NOT_READY_WAIT_MAX_MS:
+        raise ValueError(f"MC_STORE_NOT_READY_WAIT_MS must be an integer from 0 to "
+                         f"{NOT_READY_WAIT_MAX_MS}, got {v!r}")
+    return n
+
+
 def store_placement_feed():
     """MC_STORE_PLACEMENT_FEED: the key prefix of this client's placement feed, None when unset
     (no feed); an empty value means every key. At most 4096 bytes (a key)."""

@@ -759,10 +759,23 @@ static int opt_cstr(PyObject *o, const char *what, const char **s)
 /* The store knobs of _setup (mooncake._config reads them from the environment) into cfg:
  * replica_hints None = default, 0 = no hint table, else 1..MC_STORE_REPLICA_HINTS_MAX entries;
  * lease_cache None = default (on), else its truth; placement_feed None = off, else the key
- * prefix ("" = every key; borrowed from the str for the call). */
+ * prefix ("" = every key; borrowed from the str for the call); not_ready_wait_ms None =
+ * default, 0 = no wait, else up to NOT_READY_WAIT_MAX_MS. */
+#define NOT_READY_WAIT_MAX_MS 3600000u
 static int setup_store_knobs(PyObject *hints_o, PyObject *lease_o, PyObject *feed_o,
-                             mc_store_config_t *cfg)
+                             PyObject *wait_o, mc_store_config_t *cfg)
 {
+    if (wait_o && wait_o != Py_None) {
+        uint64_t ms;
+        if (mcpy_u64(wait_o, "not_ready_wait_ms", &ms) < 0)
+            return -1;
+        if (ms > NOT_READY_WAIT_MAX_MS) {
+            PyErr_Format(PyExc_ValueError, "not_ready_wait_ms must be from 0 to %u, got %llu",
+                         NOT_READY_WAIT_MAX_MS, (unsigned long long)ms);
+            return -1;
+        }
+        cfg->not_ready_wait_ms = ms ? (uint32_t)ms : MC_STORE_NOT_READY_WAIT_OFF;
+    }
     if (hints_o && hints_o != Py_None) {
         uint64_t n;
         if (mcpy_u64(hints_o, "replica_hints", &n) < 0)
@@ -886,7 +899,8 @@ static void store_adopt(StoreObject *self, mc_status_t st, mc_store_t *s, uint64
  *        device_name, master_server_addr, host_label=None, rpc_timeout_ms=0,
  *        transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None,
  *        te_tuning=None, client_metric=True, client_http=False, client_http_port=9300,
- *        tenant_id=None, ssd_offload_path=None) -> status. Use setup(). */
+ *        tenant_id=None, ssd_offload_path=None, not_ready_wait_ms=None) -> status. Use
+ *        setup(). */
 static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"local_hostname", "metadata_server", "global_segment_size",
@@ -894,17 +908,18 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
                              "master_server_addr", "host_label", "rpc_timeout_ms",
                              "transfer_timeout_ms", "replica_hints", "lease_cache",
                              "placement_feed", "te_tuning", "client_metric", "client_http",
-                             "client_http_port", "tenant_id", "ssd_offload_path", NULL};
+                             "client_http_port", "tenant_id", "ssd_offload_path",
+                             "not_ready_wait_ms", NULL};
     PyObject *host_o, *meta_o, *gs_o, *lb_o, *proto_o, *dev_o, *master_o, *label_o = NULL;
     PyObject *ssd_o = NULL;
     PyObject *hints_o = NULL, *lease_o = NULL, *feed_o = NULL, *tuning_o = NULL;
-    PyObject *tenant_o = NULL;
+    PyObject *tenant_o = NULL, *wait_o = NULL;
     unsigned int rpc_ms = 0, xfer_ms = 0;
     int metric = 1, http = 0, http_port = MC_STORE_CLIENT_HTTP_PORT_DEFAULT;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOOppiOO:_setup", kwlist, &host_o,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO|OIIOOOOppiOOO:_setup", kwlist, &host_o,
                                      &meta_o, &gs_o, &lb_o, &proto_o, &dev_o, &master_o, &label_o,
                                      &rpc_ms, &xfer_ms, &hints_o, &lease_o, &feed_o, &tuning_o,
-                                     &metric, &http, &http_port, &tenant_o, &ssd_o))
+                                     &metric, &http, &http_port, &tenant_o, &ssd_o, &wait_o))
         return NULL;
     mc_store_config_t cfg = {.rpc_timeout_ms = rpc_ms, .transfer_timeout_ms = xfer_ms,
                              .metrics_off = !metric, .client_http_enable = http,
@@ -926,7 +941,7 @@ static PyObject *store_setup(StoreObject *self, PyObject *args, PyObject *kwds)
         opt_cstr(label_o, "host_label", &cfg.host_label) < 0 ||
         opt_cstr(tenant_o, "tenant_id", &cfg.tenant_id) < 0 ||
         opt_cstr(ssd_o, "ssd_offload_path", &cfg.ssd_offload_path) < 0 ||
-        setup_store_knobs(hints_o, lease_o, feed_o, &cfg) < 0)
+        setup_store_knobs(hints_o, lease_o, feed_o, wait_o, &cfg) < 0)
         return NULL;
     cfg.global_segment_size = gs;
     cfg.local_buffer_size = lb;
@@ -2180,7 +2195,7 @@ static PyMethodDef store_methods[] = {
      "_setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, "
      "device_name, master_server_addr, host_label=None, rpc_timeout_ms=0, "
      "transfer_timeout_ms=0, replica_hints=None, lease_cache=None, placement_feed=None, "
-     "te_tuning=None) -> status. Use setup()."},
+     "te_tuning=None, ..., not_ready_wait_ms=None) -> status. Use setup()."},
     {"_setup_dummy", MCPY_KWFUNC(store_setup_dummy), METH_VARARGS | METH_KEYWORDS,
      "_setup_dummy(server_address, local_buffer_size, mem_pool_size, timeout_ms=0, "
      "max_connections=0, auth_token_file=None, hugepage_size=0) -> status. Use setup_dummy()."},

@@ -289,8 +289,11 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
 
         Store knobs, as keywords or (when not given) from the environment: replica_hints
         ($MC_STORE_REPLICA_HINTS; entries of the replica hint table, 0 = none), lease_cache
-        ($MC_STORE_LEASE_CACHE; 0 = every get asks the master) and placement_feed
-        ($MC_STORE_PLACEMENT_FEED; a key prefix, "" = every key). The client's transfer engine
+        ($MC_STORE_LEASE_CACHE; 0 = every get asks the master), placement_feed
+        ($MC_STORE_PLACEMENT_FEED; a key prefix, "" = every key) and not_ready_wait_ms
+        ($MC_STORE_NOT_READY_WAIT_MS; how long a get waits for a key that is not readable yet,
+        its put in flight or its segment awaiting a re-mount after a master restart or
+        takeover, before returning REPLICA_IS_NOT_READY (-703); default 1500, 0 = no wait). The client's transfer engine
         takes its tuning from the same variables as TransferEngine ($MC_TE_*, $MC_FORCE_TCP,
         ...). Invalid values of those raise ValueError; a size that cannot be parsed ("50%")
         makes setup return INVALID_PARAMS (-600), as upstream's setup does.
@@ -318,7 +321,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
             return self._setup_from_dict(cfg)
         unknown = set(extra) - {"host_label", "rpc_timeout_ms", "transfer_timeout_ms",
                                 "replica_hints", "lease_cache", "placement_feed",
-                                "client_metric"}
+                                "client_metric", "not_ready_wait_ms"}
         if unknown:
             raise TypeError(f"setup() got unexpected keyword arguments: {sorted(unknown)}")
         if not isinstance(ssd_offload_path, str):
@@ -362,6 +365,8 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
             else _config.store_placement_feed()
         metric = extra["client_metric"] if "client_metric" in extra \
             else _config.store_client_metric()
+        wait = extra["not_ready_wait_ms"] if "not_ready_wait_ms" in extra \
+            else _config.store_not_ready_wait_ms()
         http = _config.client_http_args(extra.get("enable_client_http_server", False),
                                         extra.get("client_http_port",
                                                   _config.DEFAULT_CLIENT_HTTP_PORT))
@@ -383,7 +388,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                          int(extra.get("transfer_timeout_ms", 0)), hints, lease, feed,
                          tuning or None, client_metric=bool(metric), client_http=http[0],
                          client_http_port=http[1], tenant_id=tenant,
-                         ssd_offload_path=ssd_path)
+                         ssd_offload_path=ssd_path, not_ready_wait_ms=wait)
         self._local_buffer_size = lb if rc == 0 else None  # what BufferPool sizes itself by
         return rc
 
@@ -413,7 +418,7 @@ class MooncakeDistributedStore(StoreMoreMixin, TensorStoreMixin, _StoreBase):
                                    "replica_hints", "lease_cache", "placement_feed",
                                    "client_metric", "enable_client_http_server",
                                    "client_http_port", "enable_ssd_offload",
-                                   "ssd_offload_path", "tenant_id")
+                                   "ssd_offload_path", "tenant_id", "not_ready_wait_ms")
                if cfg.get(k) is not None})
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address, timeout_ms=0,

@@ -383,6 +383,9 @@ static mc_status_t store_te_start(mc_store_t *s, const mc_store_config_t *cfg)
     /* Cached leases need the storage server's serving limit (mc_te_set_serve_until), which
      * one-sided ucx RMA reads do not pass through: a ucx client asks the master every time. */
     s->lease_cache = s->hints && !cfg->lease_cache_off && strcmp(proto, "ucx") != 0;
+    s->not_ready_wait_ms = cfg->not_ready_wait_ms == MC_STORE_NOT_READY_WAIT_OFF ? 0
+                           : cfg->not_ready_wait_ms ? cfg->not_ready_wait_ms
+                                                    : MC_STORE_NOT_READY_WAIT_DEFAULT_MS;
     mc_te_config_t tcfg = {0};
     if (cfg->te_tuning)
         tcfg = *cfg->te_tuning;

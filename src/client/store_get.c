@@ -7,7 +7,8 @@
  * the lookup. Whatever the way, the bytes count only once they hash to the
  * checksum recorded at PutEnd and the lease was still running when they had all arrived; a key
  * that fails is asked again (GET_TRIES, then alone in a batch) and otherwise fails: never
- * unverified bytes.
+ * unverified bytes. A key the master answers REPLICA_IS_NOT_READY for is asked again for a
+ * bounded time ("Keys not ready" below).
  *
  * Ownership: heap results are malloc'd here and handed to the caller (free()); on failure they
  * are freed here. Master answers are freed before return (batch: they live in one arena).
@@ -159,6 +160,9 @@ static void bget_plan_read(bget_t *b, size_t i, const McRpc__ReplicaListResponse
 static void bget_check_key(bget_t *b, size_t i, uint64_t now_ms);
 static void bget_check_done(void *arg, size_t i, size_t first, size_t last, uint64_t now_ms);
 static void bget_verify_key(bget_t *b, size_t i, uint64_t now_ms);
+static mc_status_t batch_get_run(mc_store_t *s, size_t n, const char *const *keys,
+                                 const struct iovec *const *parts, const size_t *n_parts,
+                                 void **heap, int64_t *results);
 static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *keys,
                                     const struct iovec *const *parts, const size_t *n_parts,
                                     void **heap, int64_t *results);
@@ -513,6 +517,115 @@ static int64_t get_into_once(mc_store_t *s, const char *key, const struct iovec 
     return rc;
 }
 
+/* ------------------------------------------------------------------ keys not ready */
+
+/* The master answers REPLICA_IS_NOT_READY for a key it knows but cannot serve yet: its put is
+ * in flight, or its replicas are on a segment that a master restart or takeover recovered
+ * from the log and whose storage server has not re-mounted it (it does at its next
+ * heartbeat). To an inference engine a miss means recomputing the prefill, so a get waits
+ * for such keys a little: it asks again after NOT_READY_FIRST_MS, then twice as long each
+ * time up to NOT_READY_STEP_MAX_MS, until not_ready_wait_ms have passed since the first such
+ * answer (mc_store_config_t), and then returns REPLICA_IS_NOT_READY. Never longer: a writer
+ * or a storage server that died leaves the key unreadable until the master gives up on it. */
+#define NOT_READY_FIRST_MS 10u
+#define NOT_READY_STEP_MAX_MS 100u
+
+/* One get's wait (zeroed before its first lookup). */
+typedef struct not_ready_wait {
+    uint64_t t0_ms;    /* the first REPLICA_IS_NOT_READY answer; 0 = none yet */
+    uint32_t step_ms;  /* the next pause */
+    uint32_t tries;    /* lookups asked again */
+} not_ready_wait_t;
+
+/* After an attempt that left n keys (key: the first) REPLICA_IS_NOT_READY: pauses and returns
+ * true when the get may ask again, false when the client does not wait or its wait is over
+ * (then the caller returns the status). */
+static bool not_ready_again(mc_store_t *s, not_ready_wait_t *w, const char *key, size_t n)
+{
+    uint64_t now = mc_now_ms();
+    if (!w->t0_ms) {
+        w->t0_ms = now;
+        w->step_ms = NOT_READY_FIRST_MS;
+    }
+    uint64_t end = w->t0_ms + s->not_ready_wait_ms;
+    if (now >= end) {
+        if (s->not_ready_wait_ms)
+            MC_LOG_INFO("get %s%s: not ready after waiting %llu ms (%u lookups); returning "
+                        "REPLICA_IS_NOT_READY", key, n > 1 ? " and others" : "",
+                        (unsigned long long)(now - w->t0_ms), w->tries + 1);
+        return false;
+    }
+    uint64_t pause = end - now < w->step_ms ? end - now : w->step_ms;
+    MC_LOG_DEBUG("get %s%s: not ready (a put in flight, or its segment waits for its storage "
+                 "server's re-mount); asking again in %llu ms", key,
+                 n > 1 ? " and others" : "", (unsigned long long)pause);
+    mc_sleep_ms((uint32_t)pause);
+    w->step_ms = w->step_ms * 2 < NOT_READY_STEP_MAX_MS ? w->step_ms * 2 : NOT_READY_STEP_MAX_MS;
+    w->tries++;
+    return true;
+}
+
+/* After a get that waited: logs how it ended (rc: bytes read or a negative status). */
+static void not_ready_done(const not_ready_wait_t *w, const char *key, int64_t rc)
+{
+    if (w->tries && rc >= 0)
+        MC_LOG_DEBUG("get %s: readable after waiting %llu ms", key,
+                     (unsigned long long)(mc_now_ms() - w->t0_ms));
+}
+
+/* A batch get's keys that remain REPLICA_IS_NOT_READY after batch_get_run: asked again
+ * together (one batch a round, only those keys) while not_ready_again allows; their results
+ * (and heap buffers) are replaced by each round's. */
+static void batch_wait_not_ready(mc_store_t *s, size_t n, const char *const *keys,
+                                 const struct iovec *const *parts, const size_t *n_parts,
+                                 void **heap, int64_t *results)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += results[i] == MC_ERR_REPLICA_IS_NOT_READY;
+    if (m == 0 || !s->not_ready_wait_ms)
+        return;
+    size_t *idx = mc_calloc(m, sizeof(*idx));
+    const char **sk = mc_calloc(m, sizeof(*sk));
+    const struct iovec **sp = heap ? NULL : mc_calloc(m, sizeof(*sp));
+    size_t *sn = heap ? NULL : mc_calloc(m, sizeof(*sn));
+    void **sh = heap ? mc_calloc(m, sizeof(*sh)) : NULL;
+    int64_t *sr = mc_calloc(m, sizeof(*sr));
+    not_ready_wait_t w = {0};
+    while (idx && sk && sr && (heap ? sh != NULL : sp && sn)) {
+        m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (results[i] != MC_ERR_REPLICA_IS_NOT_READY)
+                continue;
+            idx[m] = i;
+            sk[m] = keys[i];
+            if (heap) {
+                sh[m] = NULL; /* as batch_get_common hands heap[] to the run */
+            } else {
+                sp[m] = parts[i];
+                sn[m] = n_parts[i];
+            }
+            m++;
+        }
+        if (m == 0 || !not_ready_again(s, &w, sk[0], m) ||
+            batch_get_run(s, m, sk, sp, sn, sh, sr) != MC_OK)
+            break;
+        for (size_t j = 0; j < m; j++) {
+            results[idx[j]] = sr[j];
+            if (heap)
+                heap[idx[j]] = sh[j];
+            if (sr[j] >= 0)
+                not_ready_done(&w, sk[j], sr[j]);
+        }
+    }
+    mc_free(idx);
+    mc_free(sk);
+    mc_free(sp);
+    mc_free(sn);
+    mc_free(sh);
+    mc_free(sr);
+}
+
 /* A checksum mismatch right after a lookup may be a replica that a concurrent upsert stamped
  * (the value changed after the lookup): the get asks the master again, twice at most, before
  * it reports CHECKSUM_MISMATCH (logged as corruption only then). */
@@ -529,9 +642,14 @@ static int64_t get_into_impl(mc_store_t *s, const char *key, const struct iovec 
         return st;
     if (s->dummy)
         return mc_dummy_get_into(s->dummy, key, parts, n_parts);
-    int64_t rc = MC_ERR_CHECKSUM;
-    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
-        rc = get_into_once(s, key, parts, n_parts, cap, t == GET_TRIES - 1);
+    int64_t rc;
+    not_ready_wait_t w = {0};
+    do {
+        rc = MC_ERR_CHECKSUM;
+        for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
+            rc = get_into_once(s, key, parts, n_parts, cap, t == GET_TRIES - 1);
+    } while (rc == MC_ERR_REPLICA_IS_NOT_READY && not_ready_again(s, &w, key, 1));
+    not_ready_done(&w, key, rc);
     return rc;
 }
 
@@ -596,9 +714,14 @@ static mc_status_t get_heap_impl(mc_store_t *s, const char *key, void **value_p,
         return st;
     if (s->dummy)
         return mc_dummy_get(s->dummy, key, value_p, len_p);
-    int64_t rc = MC_ERR_CHECKSUM;
-    for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
-        rc = get_heap_once(s, key, value_p, t == GET_TRIES - 1);
+    int64_t rc;
+    not_ready_wait_t w = {0};
+    do {
+        rc = MC_ERR_CHECKSUM;
+        for (int t = 0; t < GET_TRIES && rc == MC_ERR_CHECKSUM; t++)
+            rc = get_heap_once(s, key, value_p, t == GET_TRIES - 1);
+    } while (rc == MC_ERR_REPLICA_IS_NOT_READY && not_ready_again(s, &w, key, 1));
+    not_ready_done(&w, key, rc);
     if (rc < 0)
         return (mc_status_t)rc;
     *len_p = (size_t)rc;
@@ -1083,10 +1206,27 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
     if (s->dummy)
         return heap ? mc_dummy_batch_get(s->dummy, n, keys, heap, results)
                     : mc_dummy_batch_get_into(s->dummy, n, keys, parts, n_parts, results);
+    uint64_t t0 = store_metrics_t0(s->metrics);
+    st = batch_get_run(s, n, keys, parts, n_parts, heap, results);
+    if (st == MC_OK)
+        batch_wait_not_ready(s, n, keys, parts, n_parts, heap, results);
+    if (s->metrics) {
+        uint64_t bytes = 0;
+        for (size_t i = 0; st == MC_OK && i < n; i++)
+            bytes += results[i] > 0 ? (uint64_t)results[i] : 0;
+        store_metrics_op(s->metrics, STORE_OP_BATCH_GET, t0, bytes, 0);
+    }
+    return st;
+}
+
+/* One pass of a batch get over valid arguments (batch_get_common): the phases of bget_t. */
+static mc_status_t batch_get_run(mc_store_t *s, size_t n, const char *const *keys,
+                                 const struct iovec *const *parts, const size_t *n_parts,
+                                 void **heap, int64_t *results)
+{
     bget_t b = {.s = s, .n = n, .keys = keys, .parts = parts, .n_parts = n_parts, .heap = heap,
                 .results = results};
-    uint64_t t0 = store_metrics_t0(s->metrics);
-    st = bget_init(&b);
+    mc_status_t st = bget_init(&b);
     if (st == MC_OK) {
         bget_read_early(&b);
         bget_lookup_and_read(&b);
@@ -1100,12 +1240,6 @@ static mc_status_t batch_get_common(mc_store_t *s, size_t n, const char *const *
         atomic_fetch_add(&s->n_spec_hits, b.spec_hits);
     }
     bget_free(&b, st);
-    if (s->metrics) {
-        uint64_t bytes = 0;
-        for (size_t i = 0; st == MC_OK && i < n; i++)
-            bytes += results[i] > 0 ? (uint64_t)results[i] : 0;
-        store_metrics_op(s->metrics, STORE_OP_BATCH_GET, t0, bytes, 0);
-    }
     return st;
 }
 

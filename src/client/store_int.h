@@ -123,6 +123,7 @@ struct mc_store {
     mc_hint_table_t *hints;
     store_scratch_pool_t scratch;   /* idle batch-get scratches (lock-free slots) */
     bool lease_cache;               /* gets read under read leases still held (!lease_cache_off) */
+    uint32_t not_ready_wait_ms;     /* cfg's, resolved (0 = off): store_get.c, not_ready_again */
     atomic_ullong n_lookups, n_lease_hits, n_lease_misses, n_spec_hits; /* mc_store_read_stats */
     atomic_ullong n_feed_placements;
     store_metrics_t *metrics;       /* NULL = metrics_off; else also master.metrics */

@@ -26,7 +26,7 @@ static const struct status_entry status_table[] = {
     {MC_ERR_INVALID_WRITE, "INVALID_WRITE", "INVALID_WRITE: invalid write"},
     {MC_ERR_INVALID_READ, "INVALID_READ", "INVALID_READ: invalid read"},
     {MC_ERR_INVALID_REPLICA, "INVALID_REPLICA", "INVALID_REPLICA: invalid replica"},
-    {MC_ERR_REPLICA_IS_NOT_READY, "REPLICA_IS_NOT_READY", "REPLICA_IS_NOT_READY: replica not committed yet"},
+    {MC_ERR_REPLICA_IS_NOT_READY, "REPLICA_IS_NOT_READY", "REPLICA_IS_NOT_READY: not readable yet (put in flight, or segment awaiting its re-mount); retry"},
     {MC_ERR_OBJECT_NOT_FOUND, "OBJECT_NOT_FOUND", "OBJECT_NOT_FOUND: no such object"},
     {MC_ERR_OBJECT_ALREADY_EXISTS, "OBJECT_ALREADY_EXISTS", "OBJECT_ALREADY_EXISTS: object already exists"},
     {MC_ERR_OBJECT_HAS_LEASE, "OBJECT_HAS_LEASE", "OBJECT_HAS_LEASE: object is leased by a reader"},

@@ -555,6 +555,25 @@ static bool obj_held(mc_master_t *m, const obj_t *o)
     return o->n_rep > 0;
 }
 
+/* Committed object o (may be NULL) has no readable replica but waits for its owners' re-mount:
+ * some replica is on a segment recovered from the log (a restart or a takeover), whose owner
+ * re-mounts it at its next ping. Not one whose replicas are all held for a silent owner:
+ * readers see no such key, and a put replaces it (mc_master_put_start). */
+static bool obj_awaits_remount(mc_master_t *m, const obj_t *o)
+{
+    return o && o->state == OBJ_READABLE && readable_reps(m, o, NULL) == 0 && !obj_held(m, o);
+}
+
+/* What a read of key's object o (may be NULL) answers when it finds no replica, memory or
+ * disk: REPLICA_IS_NOT_READY while o is being written or awaits a re-mount (a reader may try
+ * again shortly), OBJECT_NOT_FOUND otherwise. */
+static mc_status_t unreadable_status(mc_master_t *m, const obj_t *o)
+{
+    return o && (o->state != OBJ_READABLE || obj_awaits_remount(m, o))
+               ? MC_ERR_REPLICA_IS_NOT_READY
+               : MC_ERR_OBJECT_NOT_FOUND;
+}
+
 static bool obj_leased(mc_master_t *m, const obj_t *o, uint64_t now)
 {
     (void)m;
@@ -1386,8 +1405,7 @@ mc_status_t mc_master_get_replicas_h(mc_master_t *m, const char *key, size_t kle
     if (n == 0) { /* memory first; else the LOCAL_DISK replica (no lease: its owner serves it;
                      also while a promotion writes the memory copy) */
         if (!master_disk_replica(m, key, klen, hash, reps, size_p, checksum_p))
-            return o && o->state != OBJ_READABLE ? MC_ERR_REPLICA_IS_NOT_READY
-                                                 : MC_ERR_OBJECT_NOT_FOUND;
+            return unreadable_status(m, o);
         master_disk_hit(m, key, klen, hash);
         *n_p = 1;
         return MC_OK;
@@ -1415,8 +1433,7 @@ mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen
     uint32_t n = o && o->state == OBJ_READABLE ? readable_reps(m, o, reps) : 0;
     if (n == 0) {
         if (!master_disk_replica(m, key, klen, h, reps, size_p, NULL))
-            return o && o->state != OBJ_READABLE ? MC_ERR_REPLICA_IS_NOT_READY
-                                                 : MC_ERR_OBJECT_NOT_FOUND;
+            return unreadable_status(m, o);
         *n_p = 1;
         return MC_OK;
     }
@@ -1439,7 +1456,9 @@ mc_status_t mc_master_exist_h(mc_master_t *m, const char *key, size_t klen, uint
         return MC_ERR_INVALID_KEY;
     obj_t *o = master_obj_find(m, key, klen, hash);
     if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
-        return master_disk_has(m, key, klen, hash) ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
+        return master_disk_has(m, key, klen, hash) || obj_awaits_remount(m, o)
+                   ? MC_OK
+                   : MC_ERR_OBJECT_NOT_FOUND;
     if (m->cfg.exist_key_extends_lease)
         obj_lease_read(m, o, now);
     return MC_OK;
@@ -1452,7 +1471,8 @@ mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uin
         return MC_ERR_INVALID_KEY;
     uint32_t h = master_key_hash(key, klen);
     obj_t *o = master_obj_find(m, key, klen, h);
-    if (!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0)
+    if ((!o || o->state != OBJ_READABLE || readable_reps(m, o, NULL) == 0) &&
+        !obj_awaits_remount(m, o))
         return master_disk_replica(m, key, klen, h, NULL, size_p, NULL) ? MC_OK
                                                                         : MC_ERR_OBJECT_NOT_FOUND;
     *size_p = o->size;

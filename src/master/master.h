@@ -277,8 +277,10 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, const uint8_t client_id[16], co
                                  size_t klen);
 
 /* Readable replicas (COMPLETE, on mounted segments) and a read lease of
- * default_kv_lease_ttl_ms. OBJECT_NOT_FOUND if absent or no replica is reachable;
- * REPLICA_IS_NOT_READY if the key is being written. */
+ * default_kv_lease_ttl_ms. REPLICA_IS_NOT_READY if the key is being written, or if its
+ * replicas are on segments recovered from the log (a restart or a takeover) whose owner has
+ * not re-mounted them yet; OBJECT_NOT_FOUND if absent or its replicas are all on segments
+ * held for a silent owner. */
 mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
                                    mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p,
                                    uint64_t *checksum_p);
@@ -286,9 +288,11 @@ mc_status_t mc_master_get_replicas(mc_master_t *m, const char *key, size_t klen,
  * read-only: no lease, no LRU touch (the admin HTTP views). */
 mc_status_t mc_master_peek_replicas(mc_master_t *m, const char *key, size_t klen,
                                     mc_master_replica_t *reps, uint32_t *n_p, uint64_t *size_p);
-/* MC_OK if readable, OBJECT_NOT_FOUND otherwise. Extends the lease only with
- * exist_key_extends_lease. */
+/* MC_OK if readable or waiting for its segments' re-mount (a get answers
+ * REPLICA_IS_NOT_READY meanwhile), OBJECT_NOT_FOUND otherwise. Extends the lease only with
+ * exist_key_extends_lease, and only of a readable object. */
 mc_status_t mc_master_exist(mc_master_t *m, const char *key, size_t klen);
+/* The committed size of an object that mc_master_exist finds; OBJECT_NOT_FOUND otherwise. */
 mc_status_t mc_master_get_size(mc_master_t *m, const char *key, size_t klen, uint64_t *size_p);
 
 /* Batch lookups: hash n keys into hashes[] and prefetch their records; returns the master's

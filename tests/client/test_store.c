@@ -68,9 +68,10 @@ static void start_server(int i, const char *size)
  * programs take it (test_store_tcp runs this program with MC_FORCE_TCP=1). */
 static mc_te_config_t g_tuning;
 
-/* feed_prefix: mc_store_config_t.placement_feed_prefix (NULL = no placement feed). */
+/* feed_prefix: mc_store_config_t.placement_feed_prefix (NULL = no placement feed);
+ * not_ready_wait_ms: its not_ready_wait_ms (0 = the library's default). */
 static mc_store_t *open_store_with(uint64_t segment, const char *protocol,
-                                   const char *feed_prefix)
+                                   const char *feed_prefix, uint32_t not_ready_wait_ms)
 {
     mc_store_config_t cfg = {
         .local_hostname = "127.0.0.1",
@@ -82,6 +83,7 @@ static mc_store_t *open_store_with(uint64_t segment, const char *protocol,
         .transfer_timeout_ms = 1500,
         .placement_feed_prefix = feed_prefix,
         .te_tuning = &g_tuning,
+        .not_ready_wait_ms = not_ready_wait_ms,
     };
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
@@ -90,7 +92,7 @@ static mc_store_t *open_store_with(uint64_t segment, const char *protocol,
 
 static mc_store_t *open_store_over(uint64_t segment, const char *protocol)
 {
-    return open_store_with(segment, protocol, NULL);
+    return open_store_with(segment, protocol, NULL, 0);
 }
 
 static mc_store_t *open_store(uint64_t segment)
@@ -493,6 +495,128 @@ static void test_replica_survives_server_kill(void **state)
     mc_store_destroy(s);
 }
 
+/* A get of one or two keys by its own thread (waiting_get_main), for
+ * test_get_waits_for_remount. */
+typedef struct waiting_get {
+    mc_store_t *s;
+    bool batch;          /* mc_store_batch_get_into of keys[0..1], else mc_store_get of keys[0] */
+    const char *keys[2];
+    char *out[2];        /* len bytes each */
+    size_t len;
+    int64_t rc[2];       /* bytes read or a negative status, per key */
+    atomic_bool done;
+} waiting_get_t;
+
+static void *waiting_get_main(void *arg)
+{
+    waiting_get_t *g = arg;
+    if (g->batch) {
+        struct iovec io[2] = {{g->out[0], g->len}, {g->out[1], g->len}};
+        const struct iovec *parts[2] = {&io[0], &io[1]};
+        size_t np[2] = {1, 1};
+        mc_status_t st = mc_store_batch_get_into(g->s, 2, g->keys, parts, np, g->rc);
+        if (st != MC_OK)
+            g->rc[0] = g->rc[1] = st;
+    } else {
+        void *v = NULL;
+        size_t n = 0;
+        mc_status_t st = mc_store_get(g->s, g->keys[0], &v, &n);
+        g->rc[0] = st == MC_OK ? (int64_t)n : st;
+        if (st == MC_OK)
+            memcpy(g->out[0], v, n < g->len ? n : g->len);
+        free(v);
+    }
+    atomic_store(&g->done, true);
+    return NULL;
+}
+
+/* Waits (bounded) until g's get has asked the master again (its client made more than
+ * `first` lookups, what the first attempt takes) or has returned. */
+static void wait_asked_again(waiting_get_t *g, uint64_t first)
+{
+    uint64_t deadline = mc_now_ms() + 10000;
+    mc_store_read_stats_t st;
+    do {
+        mc_store_read_stats(g->s, &st);
+        if (st.master_lookups > first || atomic_load(&g->done))
+            return;
+        mc_sleep_ms(2);
+    } while (mc_now_ms() < deadline);
+}
+
+/* A get of an object whose storage server has not re-mounted its segment since a master
+ * restart waits for the re-mount instead of answering a miss (store-client.md, "Keys not
+ * ready"). Both storage servers are frozen (SIGSTOP) across a master kill -9 and restart, so
+ * their segments stay RECOVERING until they are resumed: a client with a short wait gets
+ * REPLICA_IS_NOT_READY (single and batch; a key never put stays OBJECT_NOT_FOUND, and the
+ * recovered key exists), while the gets of clients with a long wait, issued before the
+ * servers resume, return the exact bytes once they re-mount. */
+static void test_get_waits_for_remount(void **state)
+{
+    mc_store_t *w = open_store(0);
+    mc_store_t *quick = open_store_with(0, "tcp", NULL, 100);
+    /* a wait no run reaches: the servers are resumed (and re-mount) first */
+    mc_store_t *patient[2] = {open_store_with(0, "tcp", NULL, 60000),
+                              open_store_with(0, "tcp", NULL, 60000)};
+    size_t len = 64 * 1024;
+    const char *keys[2] = {"remount-a", "remount-b"};
+    char *val[2], *out[3];
+    for (int i = 0; i < 3; i++)
+        out[i] = calloc(1, len);
+    for (int i = 0; i < 2; i++) {
+        val[i] = malloc(len);
+        fill(val[i], len, 40 + (uint64_t)i);
+        struct iovec iv = {val[i], len};
+        assert_int_equal(mc_store_put(w, keys[i], &iv, 1, NULL), MC_OK);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(mt_freeze(servers[i].pid, 5000), 0);
+    mt_stop(master.pid, SIGKILL, 5000);
+    start_master();
+
+    struct iovec io = {out[0], len};
+    assert_int_equal(mc_store_get_into(quick, keys[0], &io, 1), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_store_exists(quick, keys[0]), 1);
+    const char *bk[2] = {keys[1], "remount-never"};
+    void *bv[2];
+    int64_t br[2];
+    assert_int_equal(mc_store_batch_get(quick, 2, bk, bv, br), MC_OK);
+    assert_int_equal(br[0], MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(br[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_null(bv[0]);
+    assert_null(bv[1]);
+
+    waiting_get_t single = {.s = patient[0], .keys = {keys[0]}, .out = {out[0]}, .len = len};
+    waiting_get_t batch = {.s = patient[1], .batch = true, .keys = {keys[1], "remount-never"},
+                           .out = {out[1], out[2]}, .len = len};
+    pthread_t t[2];
+    assert_int_equal(pthread_create(&t[0], NULL, waiting_get_main, &single), 0);
+    assert_int_equal(pthread_create(&t[1], NULL, waiting_get_main, &batch), 0);
+    wait_asked_again(&single, 1);
+    wait_asked_again(&batch, 2);
+    /* both are waiting, not answered, when the servers resume */
+    bool single_done = atomic_load(&single.done), batch_done = atomic_load(&batch.done);
+    for (int i = 0; i < 2; i++)
+        kill(servers[i].pid, SIGCONT);
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
+    assert_false(single_done);
+    assert_false(batch_done);
+    assert_int_equal(single.rc[0], (int64_t)len);
+    assert_memory_equal(out[0], val[0], len);
+    assert_int_equal(batch.rc[0], (int64_t)len);
+    assert_memory_equal(out[1], val[1], len);
+    assert_int_equal(batch.rc[1], MC_ERR_OBJECT_NOT_FOUND);
+    for (int i = 0; i < 2; i++) {
+        free(val[i]);
+        mc_store_destroy(patient[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        free(out[i]);
+    mc_store_destroy(quick);
+    mc_store_destroy(w);
+}
+
 static void test_master_restart_keeps_objects(void **state)
 {
     mc_store_t *s = open_store(0);
@@ -752,7 +876,7 @@ static void test_placement_feed(void **state)
     mc_store_config_t bad_hints = {.master_server_addr = master_addr,
                                    .replica_hint_slots = MC_STORE_REPLICA_HINTS_MAX + 1};
     assert_int_equal(mc_store_create(&bad_hints, &none), MC_ERR_INVALID_PARAMS);
-    mc_store_t *r = open_store_with(0, "tcp", "feed/");
+    mc_store_t *r = open_store_with(0, "tcp", "feed/", 0);
     mc_store_t *w = open_store(0);
 
     /* in commit order: the feed has seen "other/a" once it has pushed "feed/a" */
@@ -822,7 +946,7 @@ static void test_placement_feed_batch_get_skips_the_master(void **state)
     size_t nparts[N];
     int32_t res[N];
     int64_t got[N];
-    mc_store_t *r = open_store_with(0, "tcp", "feedb/");
+    mc_store_t *r = open_store_with(0, "tcp", "feedb/", 0);
     mc_store_t *w = open_store(0);
     uint64_t pushed = feed_placements(r);
     for (int i = 0; i < N; i++) {
@@ -881,7 +1005,7 @@ static void test_placement_feed_survives_master_restart(void **state)
     static char v[LEN], out[LEN];
     fill(v, LEN, 43);
     struct iovec iv = {v, LEN}, io = {out, LEN};
-    mc_store_t *r = open_store_with(0, "tcp", "fr/");
+    mc_store_t *r = open_store_with(0, "tcp", "fr/", 0);
     mc_store_t *w = open_store(0);
     mt_stop(master.pid, SIGKILL, 5000);
     start_master();
@@ -1304,6 +1428,7 @@ int main(void)
 #endif
         cmocka_unit_test(test_lease_cache_reads_follow_upserts),
         cmocka_unit_test(test_frozen_server_fails_over),
+        cmocka_unit_test(test_get_waits_for_remount),
         cmocka_unit_test(test_master_restart_keeps_objects),
         cmocka_unit_test(test_placement_feed_survives_master_restart),
         cmocka_unit_test(test_replica_survives_server_kill), /* last: leaves a dead segment */

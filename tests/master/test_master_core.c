@@ -1025,8 +1025,25 @@ static void test_wal_recovery(void **state)
     mc_master_destroy(m);
 
     m = mk(&cfg);
-    /* nothing readable until the owners re-mount */
-    assert_int_equal(mc_master_exist(m, K("k1")), MC_ERR_OBJECT_NOT_FOUND);
+    /* nothing readable until the owners re-mount, but the recovered objects exist: gets
+     * answer REPLICA_IS_NOT_READY (retryable), not OBJECT_NOT_FOUND, and a put of the key
+     * finds it there; a key that never existed (or was removed) is still not found */
+    uint64_t size, sum;
+    assert_int_equal(mc_master_exist(m, K("k1")), MC_OK);
+    assert_int_equal(mc_master_get_size(m, K("k2"), &size), MC_OK);
+    assert_int_equal(size, 2000);
+    assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, NULL, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(n, 0);
+    assert_int_equal(mc_master_peek_replicas(m, K("k2"), r, &n, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(put(m, CB, "k1", 1000, 1), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_master_get_replicas(m, K("never"), r, &n, NULL, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replicas(m, K("gone"), r, &n, NULL, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist(m, K("never")), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_size(m, K("never"), &size), MC_ERR_OBJECT_NOT_FOUND);
     mc_master_segment_status_t ss;
     assert_int_equal(mc_master_query_segment(m, "segA", &ss), MC_OK);
     assert_int_equal(ss.state, 2);
@@ -1042,7 +1059,6 @@ static void test_wal_recovery(void **state)
                                   .host_label = "hB"};
     memset(b.uuid, 0x99, 16);
     assert_int_equal(mc_master_mount(m, CB, &b, true), MC_OK);
-    uint64_t size, sum;
     if (strcmp(seg_k1, "segA") == 0) {
         assert_int_equal(mc_master_get_replicas(m, K("k1"), r, &n, &size, &sum), MC_OK);
         assert_int_equal(r[0].addr, addr_k1);
@@ -1765,7 +1781,12 @@ static void test_follow_and_promote(void **state)
     mc_master_segment_status_t ss;
     assert_int_equal(mc_master_query_segment(f, "segA", &ss), MC_OK);
     assert_int_equal(ss.state, 2);
-    assert_int_equal(mc_master_exist(f, K("k1")), MC_ERR_OBJECT_NOT_FOUND);
+    /* before the owner re-mounts: there, but not readable yet (retryable) */
+    assert_int_equal(mc_master_exist(f, K("k1")), MC_OK);
+    assert_int_equal(mc_master_get_replicas(f, K("k1"), r, &n, NULL, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_get_replicas(f, K("k5"), r, &n, NULL, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND); /* removed before the promotion */
     bool need = false;
     assert_int_equal(mc_master_ping(f, CA, &need), MC_OK);
     assert_true(need);

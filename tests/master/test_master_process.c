@@ -173,6 +173,42 @@ static void test_bad_input_keeps_serving(void **state)
     rm_wal(&mp);
 }
 
+/* A batch RPC over keys: the call's status; *failed_p = keys whose status is not MC_OK, and
+ * statuses[i] (when not NULL) key i's status. */
+static int32_t batch_key_op(mc_rpc_client_t *c, uint16_t op, const char **keys, size_t n,
+                            size_t *failed_p, int32_t *statuses)
+{
+    McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    q.keys = mc_wire_keys(keys, n);
+    q.n_keys = n;
+    ProtobufCMessage *r;
+    mc_status_t st = mc_rpc_client_call(c, op, &q.base, &r, 3000);
+    mc_free(q.keys);
+    if (st != MC_OK)
+        return st;
+    *failed_p = 0;
+    int32_t s;
+    if (op == MC_OP_BATCH_GET_REPLICA_LIST) {
+        McRpc__BatchReplicaListResponse *p = (void *)r;
+        s = p->status;
+        for (size_t i = 0; i < p->n_results; i++) {
+            *failed_p += p->results[i]->status != MC_OK;
+            if (statuses && i < n)
+                statuses[i] = p->results[i]->status;
+        }
+    } else {
+        McRpc__BatchStatusResponse *p = (void *)r;
+        s = p->status;
+        for (size_t i = 0; i < p->n_statuses; i++) {
+            *failed_p += p->statuses[i] != MC_OK;
+            if (statuses && i < n)
+                statuses[i] = p->statuses[i];
+        }
+    }
+    mc_rpc_response_free(r);
+    return s;
+}
+
 static void test_kill9_restart(void **state)
 {
     (void)state;
@@ -194,8 +230,27 @@ static void test_kill9_restart(void **state)
     assert_int_equal(put_start(a, CA, "inflight", 4096, 1, NULL), MC_OK);
     stop_master(&mp, SIGKILL);
     start_master(&mp, "--client_ttl=5");
-    /* before re-mount: nothing readable, the client learns it must re-mount */
-    assert_int_equal(key_op(a, MC_OP_EXIST_KEY, NULL, "obj1", false), MC_ERR_OBJECT_NOT_FOUND);
+    /* before re-mount: nothing readable, but the recovered objects exist; a get of one answers
+     * REPLICA_IS_NOT_READY (retryable), single or batched, a key that never existed (or was
+     * removed, or was being written) OBJECT_NOT_FOUND */
+    assert_int_equal(key_op(a, MC_OP_EXIST_KEY, NULL, "obj1", false), MC_OK);
+    assert_int_equal(get(a, "obj1", NULL, NULL, NULL), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(get(a, "never", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    const char *bkeys[] = {"obj2", "never", "obj7", "inflight", "obj99"};
+    int32_t bst[5] = {0};
+    size_t nf = 0;
+    assert_int_equal(batch_key_op(a, MC_OP_BATCH_GET_REPLICA_LIST, bkeys, 5, &nf, bst), MC_OK);
+    assert_int_equal(nf, 5);
+    assert_int_equal(bst[0], MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(bst[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(bst[2], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(bst[3], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(bst[4], MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(batch_key_op(a, MC_OP_BATCH_EXIST_KEY, bkeys, 5, &nf, bst), MC_OK);
+    assert_int_equal(bst[0], MC_OK);
+    assert_int_equal(bst[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(bst[4], MC_OK);
+    /* the client learns it must re-mount */
     assert_int_equal(ping(a, CA), MC_RPC__CLIENT_STATUS__CLIENT_NEED_REMOUNT);
     assert_int_equal(mount(a, CA, "segA", 1 << 30, 64 << 20, 0x5a, true), MC_OK);
     for (int i = 0; i < 100; i++) {
@@ -248,34 +303,6 @@ static void assert_metric(const char *page, const char *name, double v)
         fprintf(stderr, "%s = %g, expected %g\n", name, got, v);
         fail();
     }
-}
-
-static int32_t batch_key_op(mc_rpc_client_t *c, uint16_t op, const char **keys, size_t n,
-                            size_t *failed_p)
-{
-    McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
-    q.keys = mc_wire_keys(keys, n);
-    q.n_keys = n;
-    ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, op, &q.base, &r, 3000);
-    mc_free(q.keys);
-    if (st != MC_OK)
-        return st;
-    *failed_p = 0;
-    int32_t s;
-    if (op == MC_OP_BATCH_GET_REPLICA_LIST) {
-        McRpc__BatchReplicaListResponse *p = (void *)r;
-        s = p->status;
-        for (size_t i = 0; i < p->n_results; i++)
-            *failed_p += p->results[i]->status != MC_OK;
-    } else {
-        McRpc__BatchStatusResponse *p = (void *)r;
-        s = p->status;
-        for (size_t i = 0; i < p->n_statuses; i++)
-            *failed_p += p->statuses[i] != MC_OK;
-    }
-    mc_rpc_response_free(r);
-    return s;
 }
 
 static json_t *curl_json(uint16_t port, const char *path, int want_code, char *buf, size_t n)
@@ -357,11 +384,11 @@ static void test_http_metrics(void **state)
     /* batches: 2 items with 1 miss (partial), 2 misses (a failure), exist: no failure */
     size_t nf = 0;
     const char *hit_miss[2] = {"hk1", "nope"}, *misses[2] = {"nope", "nope2"};
-    assert_int_equal(batch_key_op(b, MC_OP_BATCH_GET_REPLICA_LIST, hit_miss, 2, &nf), MC_OK);
+    assert_int_equal(batch_key_op(b, MC_OP_BATCH_GET_REPLICA_LIST, hit_miss, 2, &nf, NULL), MC_OK);
     assert_int_equal(nf, 1);
-    assert_int_equal(batch_key_op(b, MC_OP_BATCH_GET_REPLICA_LIST, misses, 2, &nf), MC_OK);
+    assert_int_equal(batch_key_op(b, MC_OP_BATCH_GET_REPLICA_LIST, misses, 2, &nf, NULL), MC_OK);
     assert_int_equal(nf, 2);
-    assert_int_equal(batch_key_op(b, MC_OP_BATCH_EXIST_KEY, hit_miss, 2, &nf), MC_OK);
+    assert_int_equal(batch_key_op(b, MC_OP_BATCH_EXIST_KEY, hit_miss, 2, &nf, NULL), MC_OK);
     assert_int_equal(nf, 1);
     wait_metric(mp.mport, buf, sizeof(buf), "master_key_count", 3);
     assert_metric(buf, "master_soft_pin_key_count", 1);

@@ -96,17 +96,21 @@ def test_engine_initialize_uses_env(monkeypatch):
 
 
 def test_store_knobs_from_env(monkeypatch):
-    for name in ("MC_STORE_REPLICA_HINTS", "MC_STORE_LEASE_CACHE", "MC_STORE_PLACEMENT_FEED"):
+    for name in ("MC_STORE_REPLICA_HINTS", "MC_STORE_LEASE_CACHE", "MC_STORE_PLACEMENT_FEED",
+                 "MC_STORE_NOT_READY_WAIT_MS"):
         monkeypatch.delenv(name, raising=False)
     assert _config.store_replica_hints() is None      # default table
     assert _config.store_lease_cache() is True
     assert _config.store_placement_feed() is None     # no feed
+    assert _config.store_not_ready_wait_ms() is None  # the library's default wait
     monkeypatch.setenv("MC_STORE_REPLICA_HINTS", "1024")
     monkeypatch.setenv("MC_STORE_LEASE_CACHE", "0")
     monkeypatch.setenv("MC_STORE_PLACEMENT_FEED", "")
+    monkeypatch.setenv("MC_STORE_NOT_READY_WAIT_MS", "0")
     assert _config.store_replica_hints() == 1024
     assert _config.store_lease_cache() is False
     assert _config.store_placement_feed() == ""       # every key
+    assert _config.store_not_ready_wait_ms() == 0     # gets do not wait
     monkeypatch.setenv("MC_STORE_REPLICA_HINTS", "0")
     monkeypatch.setenv("MC_STORE_LEASE_CACHE", "1")
     assert _config.store_replica_hints() == 0         # no hints
@@ -120,6 +124,8 @@ def test_store_knobs_from_env(monkeypatch):
     ("MC_STORE_LEASE_CACHE", "x", "store_lease_cache", "must be 0 or 1, got 'x'"),
     ("MC_STORE_LEASE_CACHE", "yes", "store_lease_cache", "must be 0 or 1"),
     ("MC_STORE_PLACEMENT_FEED", "p" * 4097, "store_placement_feed", "at most 4096 bytes"),
+    ("MC_STORE_NOT_READY_WAIT_MS", "soon", "store_not_ready_wait_ms", "from 0 to 3600000"),
+    ("MC_STORE_NOT_READY_WAIT_MS", "3600001", "store_not_ready_wait_ms", "from 0 to 3600000"),
 ])
 def test_store_knobs_rejected(monkeypatch, name, value, fn, msg):
     monkeypatch.setenv(name, value)

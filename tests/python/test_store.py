@@ -595,7 +595,17 @@ def test_store_knobs_validated_at_setup(master, monkeypatch):
     with pytest.raises(ValueError, match="replica_hints"):
         store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr,
                     replica_hints=(1 << 22) + 1)
+    monkeypatch.setenv("MC_STORE_NOT_READY_WAIT_MS", "soon")
+    with pytest.raises(ValueError, match="MC_STORE_NOT_READY_WAIT_MS must be an integer"):
+        store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr)
+    monkeypatch.delenv("MC_STORE_NOT_READY_WAIT_MS")
+    with pytest.raises(ValueError, match="not_ready_wait_ms"):
+        store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr,
+                    not_ready_wait_ms=3600001)
     assert not store.is_setup()
+    assert store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master.addr,
+                       not_ready_wait_ms=0) == 0
+    store.close()
 
 
 def test_no_rss_growth_over_100k_round_trips(master, storage, monkeypatch):

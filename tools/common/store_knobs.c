@@ -18,6 +18,7 @@ void mc_tool_store_knobs_init(mc_tool_store_knobs_t *k)
         .client_metric = true,
         .feed_prefix = getenv("MC_STORE_PLACEMENT_FEED"),
         .tenant_id = "",
+        .not_ready_wait_ms = MC_STORE_NOT_READY_WAIT_DEFAULT_MS,
     };
 }
 
@@ -63,5 +64,7 @@ void mc_tool_store_knobs_fill(mc_tool_store_knobs_t *k, mc_store_config_t *cfg)
     cfg->placement_feed_prefix = k->feed_prefix;
     cfg->metrics_off = !k->client_metric;
     cfg->tenant_id = k->tenant_id;
+    cfg->not_ready_wait_ms =
+        k->not_ready_wait_ms ? (uint32_t)k->not_ready_wait_ms : MC_STORE_NOT_READY_WAIT_OFF;
     cfg->te_tuning = &k->te_tuning;
 }
