@@ -326,7 +326,8 @@ static void *admin_poller_main(void *arg)
  * or a scrape in between is neither refused nor reset. Clients GET /role and /metrics in a
  * tight loop, each on a new connection, from before the kill -9 of the leader until the new
  * leader has answered /role "leader" 20 times: every answer is whole, /role says "standby"
- * until it says "leader", never "standby" again after. */
+ * until it says "leader", never "standby" again after. The new leader then stops cleanly
+ * (SIGTERM: exit 0, its standby server's drain joined). */
 static void test_admin_port_answers_through_takeover(void **state)
 {
     (void)state;
@@ -363,6 +364,9 @@ static void test_admin_port_answers_through_takeover(void **state)
     assert_int_equal(p[0].standby_after_leader, 0);
     assert_int_equal(p[0].bad, 0);
     assert_int_equal(p[1].bad, 0);
+    /* a clean stop after the hand-over (the standby's drained server stopped too): exit 0 */
+    assert_int_equal(mt_stop(b->pid, SIGTERM, TAKEOVER_MS), 0);
+    b->pid = 0;
     ha_stop(a);
     ha_stop(b);
 }
