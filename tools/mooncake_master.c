@@ -626,6 +626,7 @@ int main(int argc, char **argv)
     }
 
     mc_ha_t *ha = NULL;
+    mc_ha_http_t *standby_http = NULL; /* the admin port while a standby (then drained) */
     if (f.enable_ha) {
         char advertise[300];
         snprintf(advertise, sizeof(advertise), "%s:%u", rpc_address, so.port);
@@ -639,7 +640,6 @@ int main(int argc, char **argv)
                            .etcd_append_interval_ms = (uint32_t)f.ha_append_ms, .auth = auth};
         mc_status_t hst = mc_ha_create(&ho, &ha);
         /* a standby keeps its admin port (/health /role /leader /metrics) */
-        mc_ha_http_t *standby_http = NULL;
         if (hst == MC_OK && so.metrics_port >= 0) {
             standby_http = mc_ha_http_start(ha, so.metrics_address, (uint16_t)so.metrics_port,
                                             auth, f.metrics_public);
@@ -648,8 +648,8 @@ int main(int argc, char **argv)
         }
         if (hst == MC_OK)
             hst = mc_ha_wait_leadership(ha, &g_stop, &so.core);
-        mc_ha_http_stop(standby_http); /* the service's HTTP server takes the port over */
         if (hst != MC_OK) {
+            mc_ha_http_stop(standby_http);
             if (hst != MC_ERR_CANCELED)
                 fprintf(stderr, "mooncake_master: HA: %s\n", mc_status_str(hst));
             mc_ha_destroy(ha);
@@ -666,12 +666,18 @@ int main(int argc, char **argv)
         }
         so.cfg.ha_view_version = mc_ha_view(ha);
         so.ha_ctx = ha;
+        /* the service's HTTP server takes the port over by its socket: the standby's answers
+         * until then (docs/internals/ha.md "Admin pages and metrics") */
+        so.metrics_take = mc_ha_http_take;
+        so.metrics_handed = mc_ha_http_handed;
+        so.metrics_handover_ctx = standby_http;
     }
     /* one keyring for every port (RPC, metrics/admin HTTP, metadata); lives until exit */
     so.metrics_public = f.metrics_public;
     mc_status_t st = mc_master_service_create(&so, &g_svc);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
+        mc_ha_http_stop(standby_http);
         mc_ha_destroy(ha);
         mc_tenant_store_close(tstore);
         mc_auth_free(auth);
@@ -723,6 +729,7 @@ int main(int argc, char **argv)
     g_svc = NULL;
     mc_ha_quiesce(ha); /* the appender's last release must not outlive the RPC server */
     mc_master_service_destroy(s);
+    mc_ha_http_stop(standby_http); /* (joins its drain) */
     mc_ha_destroy(ha); /* after the last group commit: revoke the lease, a standby takes over */
     mc_tenant_store_close(tstore);
     mc_auth_free(auth);

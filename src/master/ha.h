@@ -105,6 +105,17 @@ void mc_ha_render_metrics(void *ctx, struct mc_prom *b);
 typedef struct mc_ha_http mc_ha_http_t;
 mc_ha_http_t *mc_ha_http_start(mc_ha_t *ha, const char *address, uint16_t port,
                                const mc_auth_t *auth, bool metrics_public);
+/* The hand-over of the port to the promoted service's HTTP server (ctx = the mc_ha_http_t or
+ * NULL; the service's metrics_take / metrics_handed, master/service.h): take quiesces the
+ * server (it accepts no more, answers the connections it has, each answer closing its
+ * connection) and returns its listening socket, which stays h's (the service serves a
+ * duplicate); -1 when it cannot (logged; the server is then stopped and the port free).
+ * handed: served = the service's server accepts on it now: the server ends in the background
+ * once its connections ended (at most 2 s), then closes the socket; false = the server stops
+ * and the socket is closed before it returns. */
+int mc_ha_http_take(void *ctx);
+void mc_ha_http_handed(void *ctx, bool served);
+/* Stops the server (waits for the end of a hand-over's drain), frees h; NULL is a no-op. */
 void mc_ha_http_stop(mc_ha_http_t *h);
 /* After the service's loop returned and before the service is destroyed: the appender
  * threads append what was handed over and stop; nothing is released any more. */

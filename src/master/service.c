@@ -23,12 +23,15 @@
 #include "rpc/frame.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Caps of the admin endpoints (each refused or bounded input answers 400 or is documented). */
 #define HTTP_KEY_MAX MC_RPC_MAX_KEY          /* bytes per key (as over RPC) */
@@ -1131,6 +1134,41 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *c, const c
 
 /* ---------------------------------------------------------------- lifecycle */
 
+/* The admin HTTP server, accepting on the listening socket fd (>= 0: the daemon owns it once
+ * started), else bound to port (on *sin's address, NULL = every interface). */
+static struct MHD_Daemon *http_daemon(mc_master_service_t *s, uint16_t port, int fd,
+                                      const struct sockaddr_in *sin)
+{
+    struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (fd >= 0)
+        where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+    else if (sin)
+        where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)sin};
+    return MHD_start_daemon(
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, fd >= 0 ? 0 : port,
+        NULL, NULL, http_handler, s, MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_CONNS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+        HTTP_IDLE_S, MHD_OPTION_URI_LOG_CALLBACK, http_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+        http_completed, NULL, MHD_OPTION_ARRAY, where, MHD_OPTION_END);
+}
+
+/* The admin HTTP server on the listening socket lent by metrics_take (never closed here): on
+ * a duplicate, which the daemon owns once started. libmicrohttpd closes the socket it was
+ * given on some failures of its start and not on others, so after a failure the duplicate is
+ * closed here if it is still open (still the lent socket: the lent fd keeps that socket, so
+ * no other file can have its identity). NULL when it cannot. */
+static struct MHD_Daemon *http_on_socket(mc_master_service_t *s, int lent)
+{
+    struct stat st, now;
+    int fd = fstat(lent, &st) == 0 ? fcntl(lent, F_DUPFD_CLOEXEC, 0) : -1;
+    if (fd < 0)
+        return NULL;
+    struct MHD_Daemon *d = http_daemon(s, 0, fd, NULL);
+    if (!d && fstat(fd, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+        close(fd);
+    return d;
+}
+
 /* Loads the stored tenant quota policy into the master (before the loop runs). */
 static mc_status_t tenant_policy_apply(mc_master_t *m, mc_tenant_store_t *store)
 {
@@ -1251,14 +1289,20 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
         if (opts->metrics_address && opts->metrics_address[0] && !bind_addr)
             MC_LOG_WARN("master: metrics address '%s' is not IPv4; binding all interfaces",
                         opts->metrics_address);
-        s->httpd = MHD_start_daemon(
-            MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-            (uint16_t)opts->metrics_port, NULL, NULL, http_handler, s,
-            MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-            HTTP_CONNS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_S,
-            MHD_OPTION_URI_LOG_CALLBACK, http_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED,
-            http_completed, NULL, bind_addr ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END,
-            (const struct sockaddr *)&sin, MHD_OPTION_END);
+        /* HA promotion: the standby's server lends the port's socket (service.h) */
+        int lent = opts->metrics_take ? opts->metrics_take(opts->metrics_handover_ctx) : -1;
+        if (lent >= 0) {
+            s->httpd = http_on_socket(s, lent);
+            if (!s->httpd)
+                MC_LOG_WARN("master: cannot serve the admin port's socket handed over by the "
+                            "standby's HTTP server; the standby's server stops and port %d is "
+                            "bound again (a request in between is refused)",
+                            opts->metrics_port);
+            opts->metrics_handed(opts->metrics_handover_ctx, s->httpd != NULL);
+        }
+        if (!s->httpd)
+            s->httpd = http_daemon(s, (uint16_t)opts->metrics_port, -1,
+                                   bind_addr ? &sin : NULL);
         if (!s->httpd) {
             MC_LOG_ERROR("master: cannot start the metrics HTTP server on port %d",
                          opts->metrics_port);

@@ -50,6 +50,17 @@ typedef struct mc_master_service_opts {
     mc_rpc_handler_fn ha_fetch;
     void (*ha_tick)(void *ha_ctx, mc_rpc_server_t *srv);
     void *ha_ctx;
+    /* HA promotion: the admin port's listening socket comes from the standby's HTTP server
+     * (master/ha.h mc_ha_http_take / mc_ha_http_handed, ctx metrics_handover_ctx), so that the
+     * port never stops accepting. metrics_take is called right before the HTTP server starts
+     * and returns the socket (lent: the service's server serves a duplicate of it and never
+     * closes it), or -1: then metrics_port is bound. After a socket, metrics_handed is called
+     * once: served = the HTTP server accepts on it now; false = it could not (logged), and the
+     * callee has closed the socket when it returns, so that the service binds metrics_port.
+     * NULL = bind metrics_port. */
+    int (*metrics_take)(void *ctx);
+    void (*metrics_handed)(void *ctx, bool served);
+    void *metrics_handover_ctx;
     /* A core already built (an HA standby's promoted table, mc_master_follow_promote): served
      * instead of one created from cfg, and owned by the service from create on (also when
      * create fails). NULL = create one from cfg (recovering from cfg.wal_dir). */
