@@ -756,6 +756,25 @@ static int opt_cstr(PyObject *o, const char *what, const char **s)
     return 0;
 }
 
+/* An optional count knob: o None (or NULL) leaves *out alone; else o must be an int from 0 to
+ * max, and *out takes it, 0 given as `off` (the config's "explicitly off" value, 0 there
+ * meaning the default). -1 with a Python error set. */
+static int knob_u32(PyObject *o, const char *name, uint32_t max, uint32_t off, uint32_t *out)
+{
+    uint64_t v;
+    if (!o || o == Py_None)
+        return 0;
+    if (mcpy_u64(o, name, &v) < 0)
+        return -1;
+    if (v > max) {
+        PyErr_Format(PyExc_ValueError, "%s must be from 0 to %u, got %llu", name, max,
+                     (unsigned long long)v);
+        return -1;
+    }
+    *out = v ? (uint32_t)v : off;
+    return 0;
+}
+
 /* The store knobs of _setup (mooncake._config reads them from the environment) into cfg:
  * replica_hints None = default, 0 = no hint table, else 1..MC_STORE_REPLICA_HINTS_MAX entries;
  * lease_cache None = default (on), else its truth; placement_feed None = off, else the key
@@ -765,28 +784,11 @@ static int opt_cstr(PyObject *o, const char *what, const char **s)
 static int setup_store_knobs(PyObject *hints_o, PyObject *lease_o, PyObject *feed_o,
                              PyObject *wait_o, mc_store_config_t *cfg)
 {
-    if (wait_o && wait_o != Py_None) {
-        uint64_t ms;
-        if (mcpy_u64(wait_o, "not_ready_wait_ms", &ms) < 0)
-            return -1;
-        if (ms > NOT_READY_WAIT_MAX_MS) {
-            PyErr_Format(PyExc_ValueError, "not_ready_wait_ms must be from 0 to %u, got %llu",
-                         NOT_READY_WAIT_MAX_MS, (unsigned long long)ms);
-            return -1;
-        }
-        cfg->not_ready_wait_ms = ms ? (uint32_t)ms : MC_STORE_NOT_READY_WAIT_OFF;
-    }
-    if (hints_o && hints_o != Py_None) {
-        uint64_t n;
-        if (mcpy_u64(hints_o, "replica_hints", &n) < 0)
-            return -1;
-        if (n > MC_STORE_REPLICA_HINTS_MAX) {
-            PyErr_Format(PyExc_ValueError, "replica_hints must be from 0 to %u, got %llu",
-                         MC_STORE_REPLICA_HINTS_MAX, (unsigned long long)n);
-            return -1;
-        }
-        cfg->replica_hint_slots = n ? (uint32_t)n : MC_STORE_REPLICA_HINTS_OFF;
-    }
+    if (knob_u32(wait_o, "not_ready_wait_ms", NOT_READY_WAIT_MAX_MS, MC_STORE_NOT_READY_WAIT_OFF,
+                 &cfg->not_ready_wait_ms) < 0 ||
+        knob_u32(hints_o, "replica_hints", MC_STORE_REPLICA_HINTS_MAX, MC_STORE_REPLICA_HINTS_OFF,
+                 &cfg->replica_hint_slots) < 0)
+        return -1;
     if (lease_o && lease_o != Py_None) {
         int on = PyObject_IsTrue(lease_o);
         if (on < 0)

@@ -90,6 +90,15 @@ static int ha_serving(ha_master_t *m, int timeout_ms)
     return ok;
 }
 
+/* a leads cluster (serving), then b follows it as its standby. */
+static void ha_start_pair(ha_master_t *a, ha_master_t *b, const char *cluster)
+{
+    ha_start(a, cluster);
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, cluster);
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+}
+
 static void ha_stop(ha_master_t *m)
 {
     mt_ha_stop(m);
@@ -335,10 +344,7 @@ static void test_admin_port_answers_through_takeover(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    ha_start(a, "adminport");
-    assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start(b, "adminport");
-    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    ha_start_pair(a, b, "adminport");
     assert_int_equal(mt_wait_http_ok(b->mport, "/health", TAKEOVER_MS), 0);
     admin_poller_t p[2] = {{.port = b->mport, .path = "/role"},
                            {.port = b->mport, .path = "/metrics"}};
@@ -581,10 +587,7 @@ static void test_takeover_applies_only_the_tail(void **state)
     const char *env = getenv("MC_HA_TAIL_OBJECTS");
     int n = env && atoi(env) > 0 ? atoi(env) : 20000;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    ha_start(a, "tail");
-    assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start(b, "tail");
-    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    ha_start_pair(a, b, "tail");
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
     /* half full at most: no eviction (its high watermark is 90 %) */
@@ -665,10 +668,7 @@ static void test_sigstop_zombie_is_fenced(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    ha_start(a, "zombie");
-    assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start(b, "zombie");
-    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    ha_start_pair(a, b, "zombie");
 
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
