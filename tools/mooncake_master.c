@@ -14,6 +14,7 @@
 #include "common/grant.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "master/ha.h"
 #include "master/service.h"
 #include "master/tenant_store.h"
@@ -627,7 +628,21 @@ int main(int argc, char **argv)
 
     mc_ha_t *ha = NULL;
     mc_ha_http_t *standby_http = NULL; /* the admin port while a standby (then drained) */
+    /* HA: the RPC address, bound (not listening) from the start, so that a port another
+     * process holds fails this start rather than the takeover, and none takes it meanwhile
+     * (docs/internals/ha.md "Standby and takeover"). Ours until the service's RPC server takes
+     * it (so.rpc_bound_fd: then -1); every path that does not get there closes it. */
+    int rpc_fd = -1;
     if (f.enable_ha) {
+        if (mc_net_reserve(rpc_address, so.port, &rpc_fd, NULL) != MC_OK) {
+            fprintf(stderr, "mooncake_master: cannot reserve the RPC address %s:%u "
+                            "(--rpc_address:--rpc_port) that this member serves once it "
+                            "leads\n", rpc_address, so.port);
+            mc_tenant_store_close(tstore);
+            mc_auth_free(auth);
+            return 1;
+        }
+        so.rpc_bound_fd = &rpc_fd;
         char advertise[300];
         snprintf(advertise, sizeof(advertise), "%s:%u", rpc_address, so.port);
         mc_ha_opts_t ho = {.endpoints = f.ha_conn[0] ? f.ha_conn : f.etcd_endpoints,
@@ -652,6 +667,7 @@ int main(int argc, char **argv)
             mc_ha_http_stop(standby_http);
             if (hst != MC_ERR_CANCELED)
                 fprintf(stderr, "mooncake_master: HA: %s\n", mc_status_str(hst));
+            close(rpc_fd);
             mc_ha_destroy(ha);
             mc_tenant_store_close(tstore);
             mc_auth_free(auth);
@@ -677,6 +693,8 @@ int main(int argc, char **argv)
     mc_status_t st = mc_master_service_create(&so, &g_svc);
     if (st != MC_OK) {
         fprintf(stderr, "mooncake_master: cannot start: %s\n", mc_status_str(st));
+        if (rpc_fd >= 0) /* not taken by the RPC server */
+            close(rpc_fd);
         mc_ha_http_stop(standby_http);
         mc_ha_destroy(ha);
         mc_tenant_store_close(tstore);

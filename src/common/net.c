@@ -82,42 +82,84 @@ static mc_status_t net_resolve(const char *host, uint16_t port, int passive, str
     return MC_OK;
 }
 
-mc_status_t mc_net_listen(const char *host, uint16_t port, int nonblock, int *fd_p,
-                          uint16_t *port_p)
+static uint16_t net_local_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* A socket bound to host:port as a listener gets it (SO_REUSEADDR: a port whose connections
+ * linger in TIME_WAIT binds), listening (backlog 512) when listen_now. */
+static mc_status_t net_bind(const char *host, uint16_t port, int listen_now, int nonblock,
+                            int *fd_p, uint16_t *port_p)
 {
     struct addrinfo *res;
     mc_status_t st = net_resolve(host, port, 1, &res);
     if (st != MC_OK)
         return st;
     st = MC_ERR_IO;
+    int err = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-        if (fd < 0)
+        if (fd < 0) {
+            err = errno;
             continue;
+        }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 512) != 0) {
-            MC_LOG_DEBUG("bind/listen %s:%u failed: %m", host ? host : "*", port);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || (listen_now && listen(fd, 512) != 0)) {
+            err = errno;
+            MC_LOG_DEBUG("bind/listen %s:%u failed: %s", host ? host : "*", port, strerror(err));
             close(fd);
             continue;
         }
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        getsockname(fd, (struct sockaddr *)&ss, &sl);
-        uint16_t bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                        : ((struct sockaddr_in *)&ss)->sin_port);
         if (nonblock)
             mc_net_set_nonblock(fd, 1);
         *fd_p = fd;
         if (port_p)
-            *port_p = bound;
+            *port_p = net_local_port(fd);
         st = MC_OK;
         break;
     }
     freeaddrinfo(res);
     if (st != MC_OK)
-        MC_LOG_ERROR("cannot listen on %s:%u: %m", host ? host : "*", port);
+        MC_LOG_ERROR("cannot %s %s:%u: %s", listen_now ? "listen on" : "bind", host ? host : "*",
+                     port, strerror(err));
     return st;
+}
+
+mc_status_t mc_net_listen(const char *host, uint16_t port, int nonblock, int *fd_p,
+                          uint16_t *port_p)
+{
+    return net_bind(host, port, 1, nonblock, fd_p, port_p);
+}
+
+mc_status_t mc_net_reserve(const char *host, uint16_t port, int *fd_p, uint16_t *port_p)
+{
+    mc_status_t st = net_bind(host, port, 0, 0, fd_p, port_p);
+    if (st == MC_OK) { /* held: no other socket, SO_REUSEADDR or not, binds the port now */
+        int zero = 0;
+        setsockopt(*fd_p, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof(zero));
+    }
+    return st;
+}
+
+mc_status_t mc_net_listen_reserved(int fd, int nonblock, uint16_t *port_p)
+{
+    uint16_t port = net_local_port(fd);
+    if (port_p)
+        *port_p = port;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (listen(fd, 512) != 0) {
+        MC_LOG_ERROR("cannot listen on the reserved port %u: %s", port, strerror(errno));
+        return MC_ERR_IO;
+    }
+    return nonblock ? mc_net_set_nonblock(fd, 1) : MC_OK;
 }
 
 mc_status_t mc_net_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *fd_p)

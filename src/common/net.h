@@ -19,6 +19,18 @@ mc_status_t mc_net_split_hostport(const char *addr, char *host_out, uint16_t *po
 mc_status_t mc_net_listen(const char *host, uint16_t port, int nonblock, int *fd_p,
                           uint16_t *port_p);
 
+/* Reserving a port before it is served (an HA standby's RPC address, held until it leads):
+ * mc_net_reserve binds a socket on host:port as mc_net_listen would (port 0 = ephemeral;
+ * *port_p receives it; may be NULL) but does not listen, so a connect() to it is refused, and
+ * clears SO_REUSEADDR once bound, so that no other socket binds the port meanwhile, with or
+ * without SO_REUSEADDR (two sockets that both set it may share a port neither listens on).
+ * SO_REUSEPORT is not set, so no socket shares the port through it either. Logs "cannot
+ * bind host:port: <errno text>" on failure. The caller owns *fd_p. mc_net_listen_reserved sets
+ * SO_REUSEADDR again and listens on such a socket (backlog 512; non-blocking if nonblock; *port_p,
+ * if not NULL, receives its port). */
+mc_status_t mc_net_reserve(const char *host, uint16_t port, int *fd_p, uint16_t *port_p);
+mc_status_t mc_net_listen_reserved(int fd, int nonblock, uint16_t *port_p);
+
 /* Blocking connect with a timeout; returns a blocking socket with TCP_NODELAY set. */
 mc_status_t mc_net_connect(const char *host, uint16_t port, uint32_t timeout_ms, int *fd_p);
 

@@ -1223,6 +1223,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     }
     s->o = *opts;
     s->o.core = NULL;
+    s->o.rpc_bound_fd = NULL; /* read once, below */
     mc_status_t st = MC_OK;
     if (opts->core)
         s->m = opts->core;
@@ -1249,6 +1250,7 @@ mc_status_t mc_master_service_create(const mc_master_service_opts_t *opts,
     mc_rpc_server_opts_t so = {0};
     so.host = opts->rpc_address ? opts->rpc_address : "0.0.0.0";
     so.port = opts->port;
+    so.bound_fd = opts->rpc_bound_fd;
     so.ctx = s;
     for (int i = 0; i < MC_OP_MAX; i++)
         so.handlers[i] = s->table[i] ? svc_dispatch : NULL;

@@ -16,6 +16,10 @@ struct mc_prom;
 typedef struct mc_master_service_opts {
     const char *rpc_address;      /* "0.0.0.0" */
     uint16_t port;                /* 50051; 0 = ephemeral */
+    /* NULL, or the RPC address's socket, bound and not listening (an HA standby reserved it
+     * at start, mc_net_reserve): the RPC server listens on it (mc_rpc_server_opts_t.bound_fd:
+     * *rpc_bound_fd becomes -1 once the server took it; until then it stays the caller's) */
+    int *rpc_bound_fd;
     int metrics_port;             /* 9003; 0 = ephemeral; -1 = no HTTP server */
     const char *metrics_address;  /* NULL = all interfaces */
     uint32_t cron_period_ms;      /* 0 = 10 */

@@ -770,10 +770,20 @@ mc_status_t mc_rpc_server_create(const mc_rpc_server_opts_t *opts, mc_rpc_server
         mc_rpc_server_destroy(s);
         return MC_ERR_NO_MEMORY;
     }
-    mc_status_t st = mc_net_listen(opts->host ? opts->host : "0.0.0.0", opts->port, 1, &s->lfd,
-                                   &s->port);
-    if (st != MC_OK)
-        goto fail;
+    int bound = opts->bound_fd ? *opts->bound_fd : -1;
+    s->o.bound_fd = NULL;
+    mc_status_t st;
+    if (bound >= 0) { /* s->lfd only on success: on failure the socket stays the caller's */
+        st = mc_net_listen_reserved(bound, 1, &s->port);
+        if (st != MC_OK)
+            goto fail;
+        s->lfd = bound;
+    } else {
+        st = mc_net_listen(opts->host ? opts->host : "0.0.0.0", opts->port, 1, &s->lfd,
+                           &s->port);
+        if (st != MC_OK)
+            goto fail;
+    }
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->epfd < 0 || s->evfd < 0) {
@@ -789,9 +799,13 @@ mc_status_t mc_rpc_server_create(const mc_rpc_server_opts_t *opts, mc_rpc_server
         st = MC_ERR_IO;
         goto fail;
     }
+    if (bound >= 0)
+        *opts->bound_fd = -1;
     *srv_p = s;
     return MC_OK;
 fail:
+    if (bound >= 0)
+        s->lfd = -1;
     mc_rpc_server_destroy(s);
     return st;
 }

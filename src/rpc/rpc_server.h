@@ -111,6 +111,11 @@ typedef struct mc_rpc_server_stats {
 typedef struct mc_rpc_server_opts {
     const char *host;          /* bind address, e.g. "0.0.0.0" */
     uint16_t port;             /* 0 = ephemeral (see mc_rpc_server_port) */
+    /* NULL, or a socket already bound and not listening (mc_net_reserve; an HA standby's
+     * reserved RPC address): the server listens on it instead of binding host:port (which then
+     * only name it). Ownership moves only when the server is created: *bound_fd is then set
+     * to -1 and the server closes the socket; on failure it stays the caller's. */
+    int *bound_fd;
     void *ctx;                 /* passed to handlers and hooks */
     mc_rpc_handler_fn handlers[MC_OP_MAX];
     uint32_t cron_period_ms;   /* 0 = no cron */
@@ -160,7 +165,8 @@ mc_status_t mc_rpc_server_reply_unheld(mc_rpc_server_t *srv, uint64_t conn_id, u
  * like queued ones, so a connection with too many held answers is not read. */
 void mc_rpc_server_release(mc_rpc_server_t *srv, uint64_t ticket);
 
-/* Binds and listens now (so the port is known before run). opts is copied. */
+/* Binds (or takes opts->bound_fd) and listens now (so the port is known before run). opts is
+ * copied. */
 mc_status_t mc_rpc_server_create(const mc_rpc_server_opts_t *opts, mc_rpc_server_t **srv_p);
 uint16_t mc_rpc_server_port(const mc_rpc_server_t *srv);
 /* The keyring the server checks peers with (opts.auth); NULL = open. */

@@ -27,8 +27,11 @@
 #define MC_TEST_RPC_TIMEOUT_MS 15000 /* an answer may wait for etcd (a raft election) */
 #include "master_rpc_ops.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -36,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -950,8 +954,35 @@ static void test_etcd_member_killed(void **state)
     ha_stop(b);
 }
 
-/* A second master configured with the leader's address by mistake stops (exit 1, logged)
- * instead of standing by under a name clients cannot tell from the leader's. */
+/* m's exit status once it exited (m->pid then 0), or -1 when it still runs after timeout_ms. */
+static int wait_exit(ha_master_t *m, int timeout_ms)
+{
+    int ws;
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    pid_t r;
+    while ((r = waitpid(m->pid, &ws, WNOHANG)) == 0 && mc_now_ms() < deadline)
+        mc_sleep_ms(50);
+    if (r != m->pid)
+        return -1;
+    m->pid = 0;
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+/* Asserts that m's log has "cannot reserve the RPC address 127.0.0.1:<m->port>" and the bind's
+ * "Address already in use". */
+static void assert_reserve_refused(const ha_master_t *m)
+{
+    char line[128];
+    snprintf(line, sizeof(line), "cannot reserve the RPC address 127.0.0.1:%u", m->port);
+    assert_int_equal(mt_wait_log(m->log, line, 1000), 0);
+    snprintf(line, sizeof(line), "cannot bind 127.0.0.1:%u: Address already in use", m->port);
+    assert_int_equal(mt_wait_log(m->log, line, 1000), 0);
+}
+
+/* A second master configured with the leader's address by mistake stops at start (exit 1,
+ * logged: it cannot reserve the leader's port) instead of standing by under a name clients
+ * cannot tell from the leader's. (On another host, with the same advertised address, it
+ * stops once it sees that address lead for 2 TTLs: "two masters share".) */
 static void test_same_address_refused(void **state)
 {
     (void)state;
@@ -960,17 +991,106 @@ static void test_same_address_refused(void **state)
     assert_true(ha_serving(a, TAKEOVER_MS));
     b->port = a->port;
     ha_start(b, "dup");
-    int ws;
-    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
-    pid_t r;
-    while ((r = waitpid(b->pid, &ws, WNOHANG)) == 0 && mc_now_ms() < deadline)
-        mc_sleep_ms(50);
-    assert_int_equal(r, b->pid);
-    b->pid = 0;
-    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 1);
-    assert_int_equal(mt_wait_log(b->log, "two masters share --rpc_address:--rpc_port", 1000), 0);
+    assert_int_equal(wait_exit(b, TAKEOVER_MS), 1);
+    assert_reserve_refused(b);
     assert_true(ha_serving(a, 1000)); /* the leader is undisturbed */
     ha_stop(a);
+    ha_stop(b);
+}
+
+/* How plain_listener's socket shares ports: 0 no option, 1 SO_REUSEADDR (most servers, e.g.
+ * python3 -m http.server), 2 SO_REUSEADDR and SO_REUSEPORT. */
+static const char *const SHARE_NAME[] = {"no option", "SO_REUSEADDR", "SO_REUSEADDR+SO_REUSEPORT"};
+
+/* A socket listening on addr:port (addr in host order; port 0: ephemeral, *port_p gets it), as
+ * another server would: its fd, or -1 with errno from the bind or the listen. */
+static int plain_listener(uint32_t addr, uint16_t port, int share, uint16_t *port_p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    assert_true(fd >= 0);
+    if (share >= 1)
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+    if (share >= 2)
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port),
+                              .sin_addr.s_addr = htonl(addr)};
+    socklen_t sl = sizeof(sin);
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 || listen(fd, 16) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (port_p) {
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+        *port_p = ntohs(sin.sin_port);
+    }
+    return fd;
+}
+
+/* errno of a blocking connect() to 127.0.0.1:port; 0 when it connected. */
+static int connect_errno(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int err = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 ? 0 : errno;
+    close(fd);
+    return err;
+}
+
+/* A standby whose --rpc_port another server listens on exits at start (status 1, the address
+ * logged), whatever options that server's socket set, rather than at the takeover. */
+static void test_standby_port_taken_fails_start(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start(a, "porttaken");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    for (int share = 0; share < 3; share++) {
+        uint16_t port;
+        int fd = plain_listener(INADDR_LOOPBACK, 0, share, &port);
+        assert_true(fd >= 0);
+        b->port = port;
+        ha_start(b, "porttaken");
+        print_message("port held by a listener with %s\n", SHARE_NAME[share]);
+        assert_int_equal(wait_exit(b, TAKEOVER_MS), 1);
+        assert_reserve_refused(b);
+        close(fd);
+        ha_stop(b);
+    }
+    ha_stop(a);
+}
+
+/* A standby holds its RPC port from its start: a connect() is refused (it does not listen:
+ * nobody's connection hangs on a standby), no other socket binds it, on its address or the
+ * wildcard, SO_REUSEADDR or not; once it leads it serves RPC on that port. */
+static void test_standby_holds_its_port(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    ha_start(a, "portheld");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start(b, "portheld");
+    assert_int_equal(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS), 0);
+    uint16_t port = b->port;
+    assert_int_equal(connect_errno(port), ECONNREFUSED);
+    for (int share = 0; share < 6; share++) { /* on our address, then on every address */
+        print_message("another listener on %s with %s\n", share < 3 ? "127.0.0.1" : "0.0.0.0",
+                      SHARE_NAME[share % 3]);
+        errno = 0;
+        assert_int_equal(plain_listener(share < 3 ? INADDR_LOOPBACK : INADDR_ANY, port,
+                                        share % 3, NULL), -1);
+        assert_int_equal(errno, EADDRINUSE);
+    }
+    assert_int_equal(connect_errno(port), ECONNREFUSED);
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    assert_int_equal(b->port, port); /* not restarted elsewhere (mt_ha_restart_if_port_taken) */
+    assert_true(mt_ha_is_leader(b, TAKEOVER_MS));
     ha_stop(b);
 }
 
@@ -1573,6 +1693,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_fresh_standby_after_trim, stop_members),
         cmocka_unit_test_teardown(test_takeover_applies_only_the_tail, stop_members),
         cmocka_unit_test_teardown(test_same_address_refused, stop_members),
+        cmocka_unit_test_teardown(test_standby_port_taken_fails_start, stop_members),
+        cmocka_unit_test_teardown(test_standby_holds_its_port, stop_members),
         cmocka_unit_test_teardown(test_stalled_append_holds_replies, stop_members),
         cmocka_unit_test_teardown(test_append_gap_not_applied, stop_members),
         cmocka_unit_test_teardown(test_tenant_quota_etcd_connector, stop_members),

@@ -14,6 +14,7 @@
 #include "rpc/wire_key.h"
 #include "master_fixture.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -791,6 +792,48 @@ static void test_busy_poll_serves_then_sleeps(void **state)
     mc_rpc_server_destroy(srv);
 }
 
+/* A reserved socket (mc_net_reserve) refuses connections; a server created on it
+ * (opts.bound_fd) serves on its port and takes it: the caller's variable becomes -1, and the
+ * port is free once the server is destroyed. A socket the server cannot listen on (UDP) fails
+ * the create and stays the caller's, open. */
+static void test_bound_fd(void **state)
+{
+    (void)state;
+    int fd = -1, cfd;
+    uint16_t port = 0;
+    assert_int_equal(mc_net_reserve("127.0.0.1", 0, &fd, &port), MC_OK);
+    assert_int_not_equal(mc_net_connect("127.0.0.1", port, 1000, &cfd), MC_OK);
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1", .bound_fd = &fd};
+    so.handlers[MC_OP_PING] = quick_ping;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    assert_int_equal(fd, -1);
+    assert_int_equal(mc_rpc_server_port(srv), port);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_run, srv), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(addr, NULL, &c), MC_OK);
+    McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(mc_rpc_client_call(c, MC_OP_PING, &q.base, &resp, 5000), MC_OK);
+    mc_rpc_response_free(resp);
+    mc_rpc_client_destroy(c);
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+    assert_int_equal(mc_net_reserve("127.0.0.1", port, &fd, NULL), MC_OK); /* closed */
+    close(fd);
+
+    int ufd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(ufd >= 0);
+    so.bound_fd = &ufd;
+    assert_int_not_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    assert_true(ufd >= 0 && fcntl(ufd, F_GETFD) >= 0);
+    close(ufd);
+}
+
 /* The spin rule itself: the budget for an answer due within it, up to one budget past an
  * answer due within MC_RPC_SPIN_AHEAD_NS, nothing for a later one or a zero budget. */
 static void test_spin_for_rule(void **state)
@@ -824,6 +867,7 @@ int main(void)
         cmocka_unit_test(test_slow_answers_not_spun_for),
         cmocka_unit_test(test_spin_for_rule),
         cmocka_unit_test(test_busy_poll_serves_then_sleeps),
+        cmocka_unit_test(test_bound_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

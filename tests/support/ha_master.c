@@ -74,7 +74,8 @@ int mt_ha_restart_if_port_taken(mt_ha_master_t *m)
     if (f)
         fclose(f);
     buf[n] = '\0';
-    if (!strstr(buf, "cannot listen on") || !strstr(buf, "Address already in use"))
+    if ((!strstr(buf, "cannot listen on") && !strstr(buf, "cannot bind")) ||
+        !strstr(buf, "Address already in use"))
         return 0;
     fprintf(stderr, "mt_ha_restart_if_port_taken: %s lost its port to another process; "
                     "starting it again on fresh ports\n",

@@ -22,8 +22,8 @@ typedef struct mt_ha_master {
  * --ha_commit=<it>. m->port preset (nonzero) reuses that port. Returns 0 or -1. */
 int mt_ha_start(mt_ha_master_t *m, const char *endpoints, const char *cluster, int ttl_s,
                 const char *extra);
-/* The ports of a member are probed free when it starts, but it binds its RPC port only once
- * it leads, so another process may take one in between. When m has logged that its RPC or
+/* The ports of a member are probed free when it starts and bound a moment later (its RPC port
+ * reserved at start, its admin port at start too), so another process may take one in between. When m has logged that its RPC or
  * admin port was taken ("Address already in use") and mt_ha_start had picked both, stops it
  * and starts it again with the same arguments on fresh ports: returns 1 (m->addr changed);
  * otherwise 0, m untouched. */
