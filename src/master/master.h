@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define MC_MASTER_MAX_REPLICAS 8
 #define MC_MASTER_NAME_MAX 256   /* segment names, endpoints, host labels */
@@ -148,6 +149,9 @@ mc_status_t mc_master_wal_sync(mc_master_t *m);
  * SNAP_END) to tmp, fsyncs and renames it to final: 0, or 1 on failure. Meant for a fork()ed
  * child (the copy-on-write image of the parent's table); recovery.md, "Snapshots". */
 int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final);
+/* The same in a fork()ed child (the copy-on-write image of the table at this instant): returns
+ * its pid (the caller reaps it; exit status 0 = written, else failed), or -1 (errno). */
+pid_t mc_master_snapshot_fork(mc_master_t *m, const char *tmp, const char *final);
 /* High availability (master/ha.h): from now on every WAL record is also kept, framed as in the
  * log file, in a buffer the replicated log takes after each group commit. */
 void mc_master_ha_log_enable(mc_master_t *m);
