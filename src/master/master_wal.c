@@ -420,6 +420,12 @@ void mc_master_ha_groups(mc_master_t *m, uint64_t handed, const atomic_uint_fast
 
 /* ------------------------------------------------------------------ snapshots */
 
+static void snap_release(master_snap_t *s)
+{
+    mc_buf_free(&s->w.buf);
+    mc_buf_free(&s->rec.b);
+}
+
 /* Every buffer a snapshot needs, reserved now: 0, or 1 (no memory; nothing to release). */
 static int snap_prepare(master_snap_t *s)
 {
@@ -427,18 +433,11 @@ static int snap_prepare(master_snap_t *s)
     s->w.fd = -1;
     if (mc_buf_reserve(&s->w.buf, MC_WAL_WRITER_CAP) != MC_OK ||
         mc_buf_reserve(&s->rec.b, MC_WAL_MAX_RECORD) != MC_OK) {
-        mc_buf_free(&s->w.buf);
-        mc_buf_free(&s->rec.b);
+        snap_release(s);
         return 1;
     }
     s->w.fixed = s->rec.fixed = 1;
     return 0;
-}
-
-static void snap_release(master_snap_t *s)
-{
-    mc_buf_free(&s->w.buf);
-    mc_buf_free(&s->rec.b);
 }
 
 /* Writes the snapshot with s prepared: reads the table, makes system calls (open, write,
