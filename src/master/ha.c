@@ -1324,14 +1324,10 @@ static bool start_snapshot(mc_ha_t *ha, mc_master_t *m, uint64_t g)
     char tmp[4200], final[4200];
     snap_path(ha, g, ".tmp", tmp, sizeof(tmp));
     snap_path(ha, g, "", final, sizeof(final));
-    pid_t pid = fork();
+    pid_t pid = mc_master_snapshot_fork(m, tmp, final); /* a child that takes no lock */
     if (pid < 0) {
         MC_LOG_ERROR("ha: fork for a snapshot: %s", strerror(errno));
         return false;
-    }
-    if (pid == 0) {
-        close_range(3, ~0U, 0); /* no socket of the parent outlives it in the child */
-        _exit(mc_master_snapshot_write(m, tmp, final));
     }
     ha->snap_bytes = 0;
     pthread_mutex_lock(&ha->snap_mu);

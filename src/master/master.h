@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define MC_MASTER_MAX_REPLICAS 8
 #define MC_MASTER_NAME_MAX 256   /* segment names, endpoints, host labels */
@@ -145,9 +146,13 @@ void mc_master_cron(mc_master_t *m);
 /* Group commit: makes every WAL record appended so far durable. Call before sending replies. */
 mc_status_t mc_master_wal_sync(mc_master_t *m);
 /* Writes the committed state (MOUNT records of every segment, COMMIT of every committed object,
- * SNAP_END) to tmp, fsyncs and renames it to final: 0, or 1 on failure. Meant for a fork()ed
- * child (the copy-on-write image of the parent's table); recovery.md, "Snapshots". */
+ * SNAP_END) to tmp, fsyncs and renames it to final: 0, or 1 on failure. In this process;
+ * recovery.md, "Snapshots and log truncation". */
 int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final);
+/* The same in a fork()ed child (the copy-on-write image of the table at this instant), which
+ * takes no lock, allocates nothing and logs nothing: returns its pid (the caller reaps it; exit
+ * status 0 = written, else failed; the caller logs), or -1 (errno). */
+pid_t mc_master_snapshot_fork(mc_master_t *m, const char *tmp, const char *final);
 /* High availability (master/ha.h): from now on every WAL record is also kept, framed as in the
  * log file, in a buffer the replicated log takes after each group commit. */
 void mc_master_ha_log_enable(mc_master_t *m);

@@ -736,30 +736,27 @@ void master_disk_replay_finish(mc_master_t *m, uint64_t now)
 
 /* The disk state as records (fork child of a snapshot, read only): mounted disks, stored
  * entries, tombstones oldest first. */
-int master_disk_snapshot(mc_master_t *m, mc_wal_writer_t *w)
+int master_disk_snapshot(mc_master_t *m, master_snap_t *s)
 {
     int bad = 0;
     for (size_t i = 0; i < m->n_clients && !bad; i++) {
         const client_t *c = &m->clients[i];
         if (!c->disk_mounted)
             continue;
-        mc_wal_buf_t b = {0};
-        enc_disk_mount(&b, c);
-        bad |= master_snap_append(w, MC_WAL_DISK_MOUNT, &b);
+        enc_disk_mount(master_snap_rec(s), c);
+        bad |= master_snap_append(s, MC_WAL_DISK_MOUNT);
     }
     for (uint64_t k = 0; k < m->n_dbuckets && !bad; k++)
         for (const dobj_t *d = m->dbuckets[k]; d && !bad; d = d->hnext) {
             const client_t *c = client_by_serial(m, d->owner);
             if (d->state != D_STORED || !c || !c->disk_mounted)
                 continue;
-            mc_wal_buf_t b = {0};
-            enc_disk_put(&b, c, d);
-            bad |= master_snap_append(w, MC_WAL_DISK_PUT, &b);
+            enc_disk_put(master_snap_rec(s), c, d);
+            bad |= master_snap_append(s, MC_WAL_DISK_PUT);
         }
     for (const dtomb_t *t = m->dt_head; t && !bad; t = t->next) {
-        mc_wal_buf_t b = {0};
-        enc_disk_tomb(&b, t);
-        bad |= master_snap_append(w, MC_WAL_DISK_TOMB, &b);
+        enc_disk_tomb(master_snap_rec(s), t);
+        bad |= master_snap_append(s, MC_WAL_DISK_TOMB);
     }
     return bad;
 }

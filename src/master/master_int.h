@@ -273,9 +273,17 @@ void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16]);
  * (release; frees space) */
 void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const uint32_t *blks,
                             uint32_t n, bool release);
-/* A snapshot's record: appends the payload encoded in b to w and frees b; 1 on an encoding or
- * write error. */
-int master_snap_append(mc_wal_writer_t *w, uint8_t type, mc_wal_buf_t *b);
+/* A snapshot being written (master_wal.c). It may be written in a fork()ed child, which
+ * must take no lock (docs/internals/recovery.md, "Snapshots"): its writer and its one record
+ * buffer are fixed (reserved before the fork), and encoding a record only reads the table. */
+typedef struct master_snap {
+    mc_wal_writer_t w;
+    mc_wal_buf_t rec;
+} master_snap_t;
+/* The record buffer, emptied: encode the next record into it, then master_snap_append it. */
+mc_wal_buf_t *master_snap_rec(master_snap_t *s);
+/* Appends the record encoded in master_snap_rec as type; 1 on an encoding or write error. */
+int master_snap_append(master_snap_t *s, uint8_t type);
 /* Appends the record encoded in b (freed) to the log, marked as freeing no memory space (a
  * light PutStart need not wait for it); nothing while recovering or without a
  * WAL. The disk tier encodes its own records (master_disk.c). */
@@ -354,7 +362,7 @@ void master_disk_free(mc_master_t *m);
  * writes the disk state (returns non-zero on a write failure). */
 int master_disk_replay(mc_master_t *m, uint8_t type, mc_wal_rd_t *r);
 void master_disk_replay_finish(mc_master_t *m, uint64_t now);
-int master_disk_snapshot(mc_master_t *m, mc_wal_writer_t *w);
+int master_disk_snapshot(mc_master_t *m, master_snap_t *s);
 void master_disk_metrics(mc_master_t *m, mc_master_metrics_t *out);
 /* master_tenants.c (no-ops unless cfg.multi_tenants) */
 /* o's tenant is charged dreps more replicas of o->size bytes and dobjs more objects. */

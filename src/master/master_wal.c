@@ -328,15 +328,20 @@ void master_wal_log_reserve(mc_master_t *m, uint32_t seg, uint64_t bsize, const 
     wal_append(m, MC_WAL_RESERVE_V, &b, release);
 }
 
-int master_snap_append(mc_wal_writer_t *w, uint8_t type, mc_wal_buf_t *b)
+mc_wal_buf_t *master_snap_rec(master_snap_t *s)
 {
-    int bad = b->err || mc_wal_writer_append(w, type, b->b.data, b->b.len) != MC_OK;
-    mc_buf_free(&b->b);
-    return bad;
+    mc_buf_reset(&s->rec.b);
+    s->rec.err = 0;
+    return &s->rec;
+}
+
+int master_snap_append(master_snap_t *s, uint8_t type)
+{
+    return s->rec.err || mc_wal_writer_append(&s->w, type, s->rec.b.data, s->rec.b.len) != MC_OK;
 }
 
 /* RESERVE records of every pool block (a snapshot) */
-static int snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
+static int snapshot_pools(mc_master_t *m, master_snap_t *snap)
 {
     int bad = 0;
     for (uint32_t id = 0; id < m->n_segs && !bad; id++) {
@@ -345,9 +350,9 @@ static int snapshot_pools(mc_master_t *m, mc_wal_writer_t *w)
             const put_pool_t *p = &s->pools[i];
             if (p->n == p->head)
                 continue;
-            mc_wal_buf_t b = {0};
-            enc_reserve(m, &b, id, p->size, p->blk + p->head, p->n - p->head, false);
-            bad |= master_snap_append(w, MC_WAL_RESERVE_V, &b);
+            enc_reserve(m, master_snap_rec(snap), id, p->size, p->blk + p->head, p->n - p->head,
+                        false);
+            bad |= master_snap_append(snap, MC_WAL_RESERVE_V);
         }
     }
     return bad;
@@ -415,26 +420,45 @@ void mc_master_ha_groups(mc_master_t *m, uint64_t handed, const atomic_uint_fast
 
 /* ------------------------------------------------------------------ snapshots */
 
-int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
+static void snap_release(master_snap_t *s)
 {
-    mc_wal_writer_t w;
-    if (mc_wal_writer_open(&w, tmp, 1) != MC_OK)
+    mc_buf_free(&s->w.buf);
+    mc_buf_free(&s->rec.b);
+}
+
+/* Every buffer a snapshot needs, reserved now: 0, or 1 (no memory; nothing to release). */
+static int snap_prepare(master_snap_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->w.fd = -1;
+    if (mc_buf_reserve(&s->w.buf, MC_WAL_WRITER_CAP) != MC_OK ||
+        mc_buf_reserve(&s->rec.b, MC_WAL_MAX_RECORD) != MC_OK) {
+        snap_release(s);
+        return 1;
+    }
+    s->w.fixed = s->rec.fixed = 1;
+    return 0;
+}
+
+/* Writes the snapshot with s prepared: reads the table, makes system calls (open, write,
+ * fdatasync, close, rename) and nothing else: no allocation, no log, no lock. 0 or 1. */
+static int snap_write(mc_master_t *m, master_snap_t *s, const char *tmp, const char *final)
+{
+    if (mc_wal_writer_open_fixed(&s->w, tmp) != MC_OK)
         return 1;
     int bad = 0;
     for (uint32_t id = 0; id < m->n_segs && !bad; id++) {
-        segment_t *s = m->segs[id];
-        if (!s || s->state == SEG_FREE)
+        segment_t *seg = m->segs[id];
+        if (!seg || seg->state == SEG_FREE)
             continue;
-        mc_wal_buf_t b = {0};
-        enc_mount(&b, id, s);
-        bad |= master_snap_append(&w, MC_WAL_MOUNT, &b);
+        enc_mount(master_snap_rec(s), id, seg);
+        bad |= master_snap_append(s, MC_WAL_MOUNT);
     }
     if (!bad) /* the put pools' blocks (an HA leader): reserved on a standby starting from it */
-        bad |= snapshot_pools(m, &w);
+        bad |= snapshot_pools(m, s);
     for (obj_t *o = master_readable_next(m, NULL); o && !bad; o = master_readable_next(m, o)) {
-        mc_wal_buf_t b = {0};
-        enc_commit(m, &b, o);
-        bad |= master_snap_append(&w, MC_WAL_COMMIT, &b);
+        enc_commit(m, master_snap_rec(s), o);
+        bad |= master_snap_append(s, MC_WAL_COMMIT);
     }
     /* the pending puts the log holds (HA standbys mode), so that a standby starting from this
      * snapshot keeps their space too */
@@ -443,18 +467,54 @@ int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
         const uint8_t *cid = client_id_of(m, o->owner);
         if (!cid)
             continue;
-        mc_wal_buf_t b = {0};
-        enc_put_start(m, &b, o, cid);
-        bad |= master_snap_append(&w, MC_WAL_PUT_START, &b);
+        enc_put_start(m, master_snap_rec(s), o, cid);
+        bad |= master_snap_append(s, MC_WAL_PUT_START);
     }
     if (!bad)
-        bad |= master_disk_snapshot(m, &w);
-    bad |= mc_wal_writer_append(&w, MC_WAL_SNAP_END, NULL, 0) != MC_OK;
-    bad |= mc_wal_writer_flush(&w, 1) != MC_OK;
-    mc_wal_writer_close(&w);
+        bad |= master_disk_snapshot(m, s);
+    if (!bad) /* after a failed append the buffer may be full */
+        bad |= mc_wal_writer_append(&s->w, MC_WAL_SNAP_END, NULL, 0) != MC_OK;
+    if (!bad)
+        bad |= mc_wal_writer_flush(&s->w, 1) != MC_OK;
+    mc_wal_writer_close(&s->w);
     if (bad || rename(tmp, final) != 0)
         return 1;
     return 0;
+}
+
+int mc_master_snapshot_write(mc_master_t *m, const char *tmp, const char *final)
+{
+    master_snap_t s;
+    if (snap_prepare(&s) != 0)
+        return 1;
+    int bad = snap_write(m, &s, tmp, final);
+    snap_release(&s);
+    return bad;
+}
+
+pid_t mc_master_snapshot_fork(mc_master_t *m, const char *tmp, const char *final)
+{
+    /* The master is multithreaded (RPC loop, HA, HTTP threads): a lock another thread held at
+     * the fork (the allocator's, the log's, stdio's) stays taken forever in the child, which
+     * may therefore only make async-signal-safe calls. So every buffer the child needs is
+     * allocated here, before the fork, and the child writes with system calls only, logging
+     * nothing: its exit status tells the parent, which logs (docs/internals/recovery.md). */
+    master_snap_t s;
+    if (snap_prepare(&s) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* the child holds no socket of the parent: a parent that exits (kill -9, fenced)
+         * closes its port and its clients' connections at once */
+        close_range(3, ~0U, 0);
+        _exit(snap_write(m, &s, tmp, final));
+    }
+    int err = errno;
+    snap_release(&s); /* the parent's copy; the child's image has its own */
+    errno = err;
+    return pid;
 }
 
 static void remove_old(mc_master_t *m, uint64_t keep_from)
@@ -505,18 +565,12 @@ static void start_snapshot(mc_master_t *m)
     char tmp[4096], final[4096];
     wal_path(m, tmp, sizeof(tmp), "snap.", gen, ".tmp");
     wal_path(m, final, sizeof(final), "snap.", gen, "");
-    pid_t pid = fork();
+    pid_t pid = mc_master_snapshot_fork(m, tmp, final);
     if (pid < 0) {
         /* back off: retry after another wal_snapshot_bytes of log, not on the next cron */
         MC_LOG_ERROR("wal: fork for snapshot: %s", strerror(errno));
         m->snapshot_soon = false;
         return;
-    }
-    if (pid == 0) {
-        /* the child holds no socket of the parent: a parent that exits (kill -9, fenced)
-         * closes its port and its clients' connections at once */
-        close_range(3, ~0U, 0);
-        _exit(mc_master_snapshot_write(m, tmp, final));
     }
     m->snap_pid = pid;
     m->snap_gen = gen;

@@ -20,8 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WAL_BUF_FLUSH (1u << 20)
-
 mc_status_t mc_wal_writer_open(mc_wal_writer_t *w, const char *path, int trunc)
 {
     memset(w, 0, sizeof(*w));
@@ -36,6 +34,14 @@ mc_status_t mc_wal_writer_open(mc_wal_writer_t *w, const char *path, int trunc)
     return MC_OK;
 }
 
+mc_status_t mc_wal_writer_open_fixed(mc_wal_writer_t *w, const char *path)
+{
+    w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0644);
+    w->bytes = w->records = 0;
+    mc_buf_reset(&w->buf);
+    return w->fd < 0 ? MC_ERR_FILE_OPEN_FAIL : MC_OK;
+}
+
 /* Writes the whole buffer; on failure it is kept as it was (and written again next time). */
 static mc_status_t writer_write(mc_wal_writer_t *w)
 {
@@ -45,7 +51,8 @@ static mc_status_t writer_write(mc_wal_writer_t *w)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            MC_LOG_ERROR("wal: write: %s", strerror(errno));
+            if (!w->fixed)
+                MC_LOG_ERROR("wal: write: %s", strerror(errno));
             return MC_ERR_FILE_WRITE_FAIL;
         }
         off += (size_t)n;
@@ -74,12 +81,14 @@ mc_status_t mc_wal_frame(mc_buf_t *out, uint8_t type, const void *payload, size_
 
 mc_status_t mc_wal_writer_append(mc_wal_writer_t *w, uint8_t type, const void *payload, size_t len)
 {
+    if (w->fixed && (len > MC_WAL_MAX_RECORD || w->buf.cap - w->buf.len < 13 + len))
+        return MC_ERR_NO_MEMORY;
     mc_status_t st = mc_wal_frame(&w->buf, type, payload, len);
     if (st != MC_OK)
         return st;
     w->bytes += 5 + len + 8;
     w->records++;
-    if (mc_buf_unread(&w->buf) >= WAL_BUF_FLUSH)
+    if (mc_buf_unread(&w->buf) >= MC_WAL_WRITER_FLUSH)
         return writer_write(w);
     return MC_OK;
 }
@@ -92,7 +101,8 @@ mc_status_t mc_wal_writer_flush(mc_wal_writer_t *w, int do_sync)
     if (st != MC_OK)
         return st;
     if (do_sync && fdatasync(w->fd) != 0) {
-        MC_LOG_ERROR("wal: fdatasync: %s", strerror(errno));
+        if (!w->fixed)
+            MC_LOG_ERROR("wal: fdatasync: %s", strerror(errno));
         return MC_ERR_FILE_WRITE_FAIL;
     }
     return MC_OK;
@@ -103,7 +113,8 @@ void mc_wal_writer_close(mc_wal_writer_t *w)
     if (w->fd >= 0)
         close(w->fd);
     w->fd = -1;
-    mc_buf_free(&w->buf);
+    if (!w->fixed)
+        mc_buf_free(&w->buf);
 }
 
 mc_status_t mc_wal_replay_buf(const void *buf, size_t len, mc_wal_record_fn fn, void *ctx,
@@ -242,6 +253,8 @@ void mc_wal_put_u64(mc_wal_buf_t *b, uint64_t v)
 }
 void mc_wal_put_bytes(mc_wal_buf_t *b, const void *p, size_t n)
 {
+    if (!b->err && b->fixed && b->b.cap - b->b.len < n)
+        b->err = 1;
     if (!b->err && mc_buf_append(&b->b, p, n) != MC_OK)
         b->err = 1;
 }

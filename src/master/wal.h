@@ -49,16 +49,26 @@ enum {
     MC_WAL_RESERVE_V = 17,
 };
 
-/* Buffered record writer on one file. */
+/* Buffered record writer on one file. The buffer is written out once it holds
+ * MC_WAL_WRITER_FLUSH bytes, so it never holds more than MC_WAL_WRITER_CAP. */
+#define MC_WAL_WRITER_FLUSH (1u << 20)
+#define MC_WAL_WRITER_CAP (MC_WAL_WRITER_FLUSH + 13 + MC_WAL_MAX_RECORD)
 typedef struct mc_wal_writer {
     int fd;
     mc_buf_t buf;     /* records not yet written to the file */
     uint64_t bytes;   /* bytes written to the file so far, including buffered */
     uint64_t records;
+    /* a writer in a fork()ed child (a snapshot, docs/internals/recovery.md): makes system
+     * calls only. Its buf, reserved to MC_WAL_WRITER_CAP before the fork, never grows (a record
+     * that does not fit fails), nothing is logged, and close leaves buf to its preparer. */
+    int fixed;
 } mc_wal_writer_t;
 
 /* Opens (creating, truncating if trunc) path for appending. */
 mc_status_t mc_wal_writer_open(mc_wal_writer_t *w, const char *path, int trunc);
+/* Opens path (creating, truncating) for a fixed writer (fixed set, buf reserved), keeping its
+ * buffer; system calls only. */
+mc_status_t mc_wal_writer_open_fixed(mc_wal_writer_t *w, const char *path);
 /* Appends one framed record to out (the framing above): the bytes a writer would write. */
 mc_status_t mc_wal_frame(mc_buf_t *out, uint8_t type, const void *payload, size_t len);
 /* Buffers one record (flushes the buffer to the file when it is large). */
@@ -88,10 +98,12 @@ mc_status_t mc_wal_list(const char *dir, const char *prefix, uint64_t **gens_p, 
 
 /* Little helpers for payload encoding/decoding. A payload is built in an mc_buf_t; the first
  * failure (no memory, string over 64 KiB) sets err and later puts do nothing. Zero-initialise;
- * release b with mc_buf_free. */
+ * release b with mc_buf_free. fixed (a fork()ed child's buffer, reserved before the fork):
+ * b never grows; a put that does not fit its capacity sets err. */
 typedef struct mc_wal_buf {
     mc_buf_t b;
     int err;
+    int fixed;
 } mc_wal_buf_t;
 void mc_wal_put_u8(mc_wal_buf_t *b, uint8_t v);
 void mc_wal_put_u32(mc_wal_buf_t *b, uint32_t v);

@@ -7,14 +7,19 @@
 #include "policy_env.h"
 #include "common/alloc.h"
 #include "common/grant.h"
+#include "common/log.h"
 #include "master/master.h"
 #include "master/wal.h"
 #include "rpc/frame.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static uint64_t g_now = 1000000;
@@ -995,6 +1000,132 @@ static void rm_rf(const char *dir)
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* Threads that allocate, free and log without pause: at any instant one of them may hold the
+ * allocator's or the log's lock, which a fork()ed child then finds taken forever. */
+static atomic_bool churn_stop;
+static atomic_uint_fast64_t churn_logged;
+
+static void churn_sink(mc_log_level_t level, const char *file, int line, const char *msg,
+                       void *arg)
+{
+    (void)level, (void)file, (void)line, (void)msg, (void)arg;
+    atomic_fetch_add(&churn_logged, 1);
+}
+
+static void *churn_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&churn_stop)) {
+        void *p[12];
+        for (int i = 0; i < 12; i++)
+            p[i] = mc_malloc((size_t)16 << i);
+        MC_LOG_ERROR("churn");
+        for (int i = 0; i < 12; i++)
+            mc_free(p[i]);
+    }
+    return NULL;
+}
+
+/* The child's exit status (128 + signal if killed), or -1 when it did not exit within 20 s
+ * (a hang: it is killed). */
+static int reap_within(pid_t pid)
+{
+    for (int i = 0; i < 20000; i++) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static uint8_t *read_all(const char *path, size_t *len_p)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    assert_true(len > 0);
+    rewind(f);
+    uint8_t *p = mc_malloc((size_t)len);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *len_p = (size_t)len;
+    return p;
+}
+
+/* Snapshot children fork()ed while two other threads allocate, free and log without pause
+ * (the master's RPC, HA and HTTP threads do): every child exits (none waits on a lock a parent
+ * thread held at the fork), a good one with 0 and the bytes a snapshot written in-process has,
+ * one that cannot open its file with 1, logging nothing. */
+static void test_snapshot_fork_while_threads_allocate(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_master_snapfork_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_t *m = mk(NULL);
+    mount(m, CA, "segF", 0x100000, 64 << 20, "hF", 0x31);
+    enum { KEYS = 20000 }; /* a snapshot over 1 MiB: the child's writer flushes as it goes */
+    for (int i = 0; i < KEYS; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "snapshot-fork-key-%06d", i);
+        assert_int_equal(put(m, CA, key, 1024, (uint64_t)i + 1), MC_OK);
+    }
+    char want[300], tmp[300], snap[300], bad_tmp[300], bad_snap[300];
+    snprintf(want, sizeof(want), "%s/want", dir);
+    snprintf(tmp, sizeof(tmp), "%s/want.tmp", dir);
+    assert_int_equal(mc_master_snapshot_write(m, tmp, want), 0);
+    size_t want_len;
+    uint8_t *want_bytes = read_all(want, &want_len);
+    assert_true(want_len > (1u << 20));
+    snprintf(tmp, sizeof(tmp), "%s/snap.tmp", dir);
+    snprintf(snap, sizeof(snap), "%s/snap", dir);
+    snprintf(bad_tmp, sizeof(bad_tmp), "%s/missing/snap.tmp", dir);
+    snprintf(bad_snap, sizeof(bad_snap), "%s/missing/snap", dir);
+
+    mc_log_set_sink(churn_sink, NULL);
+    atomic_store(&churn_stop, false);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, churn_main, NULL), 0);
+    int hung = 0, failed = 0, wrong = 0, bad_ok = 0;
+    for (int round = 0; round < 100; round++) {
+        while (atomic_load(&churn_logged) < 100 * (uint64_t)(round + 1))
+            sched_yield(); /* the threads run between forks */
+        bool good = round % 2 == 0;
+        unlink(snap);
+        pid_t pid = mc_master_snapshot_fork(m, good ? tmp : bad_tmp, good ? snap : bad_snap);
+        assert_true(pid > 0);
+        int st = reap_within(pid);
+        if (st < 0) {
+            hung++;
+        } else if (!good) {
+            bad_ok += st == 0;
+        } else if (st != 0) {
+            failed++;
+        } else {
+            size_t len;
+            uint8_t *got = read_all(snap, &len);
+            wrong += len != want_len || memcmp(got, want_bytes, len) != 0;
+            mc_free(got);
+        }
+    }
+    atomic_store(&churn_stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    mc_log_set_sink(NULL, NULL);
+    mc_free(want_bytes);
+    mc_master_destroy(m);
+    rm_rf(dir);
+    assert_int_equal(hung, 0);
+    assert_int_equal(failed, 0);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(bad_ok, 0);
 }
 
 static void test_wal_recovery(void **state)
@@ -2230,8 +2361,10 @@ static void test_stalled_client_hold(void **state)
     mc_master_destroy(m);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1) /* a test name or glob: run only those */
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_get_states),
         cmocka_unit_test(test_remove_lease),
@@ -2255,6 +2388,7 @@ int main(void)
         cmocka_unit_test(test_forced_remove_retires),
         cmocka_unit_test(test_grants_park_space),
         cmocka_unit_test(test_wal_recovery),
+        cmocka_unit_test(test_snapshot_fork_while_threads_allocate),
         cmocka_unit_test(test_follow_and_promote),
         cmocka_unit_test(test_follow_pending_puts),
         cmocka_unit_test(test_follow_put_pools),
