@@ -1070,10 +1070,7 @@ static void test_standby_holds_its_port(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    ha_start(a, "portheld");
-    assert_true(ha_serving(a, TAKEOVER_MS));
-    ha_start(b, "portheld");
-    assert_int_equal(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS), 0);
+    ha_start_pair(a, b, "portheld");
     uint16_t port = b->port;
     assert_int_equal(connect_errno(port), ECONNREFUSED);
     for (int share = 0; share < 6; share++) { /* on our address, then on every address */
