@@ -370,8 +370,8 @@ int main(int argc, char **argv)
                 double g = bat ? batch_case(&rds[x], sz, buf, want)
                                : get_case(&rds[x], sz, buf, want, lat);
                 double after = fio ? fio_gbps(sz, fbytes, depth) : -1;
-                double fm = before > 0 && after > 0 ? (before + after) / 2 : 0;
-                RATIO(x, z, round) = fm > 0 ? g / fm : 0;
+                double fm = mc_bench_mean2(before, after);
+                RATIO(x, z, round) = mc_bench_ratio(g, fm);
                 printf(",\"round\":%lld,\"fio_depth\":%lld,\"fio_before_gbps\":%.3f,"
                        "\"fio_after_gbps\":%.3f,\"fio_gbps\":%.3f,\"ratio\":%.3f}\n",
                        (long long)round, (long long)depth, before, after, fm,

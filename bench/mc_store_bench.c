@@ -343,7 +343,7 @@ static void bench_case(mc_store_t *store, mc_store_t *other, mc_store_t *fed,
         if (!pp)
             continue;
         double peer_after = pp->measure();
-        double peer = peer_before[p] > 0 && peer_after > 0 ? (peer_before[p] + peer_after) / 2 : 0;
+        double peer = mc_bench_mean2(peer_before[p], peer_after);
         get_figure_t *figs[] = {&out->cold, &out->warm, &out->other, &out->fed}; /* 0 if none */
         for (size_t f = 0; f < MC_ARRAY_LEN(figs); f++) {
             figs[f]->store[p] = metric_figure(pp->metric, figs[f]->req_s, figs[f]->p50_us,
@@ -668,7 +668,7 @@ int main(int argc, char **argv)
         mc_peer_print_json(&mget);
         mc_peer_memcached(32u << 20, 1, 20, &mget1, NULL);
         mc_peer_print_json(&mget1);
-        double redis_lat_us = rget1.req_s > 0 ? 1e6 / rget1.req_s : 0;
+        double redis_lat_us = mc_bench_ratio(1e6, rget1.req_s);
         double gib = 1024.0 * 1024 * 1024 / (32u << 20); /* 32 MiB gets per GiB */
         /* ratios of the warm rounds, then of the cold round (bench_case) */
         printf("{\"bench\":\"store_ratios\",\"transport\":\"%s\",\"threads\":%lld,"
@@ -678,13 +678,11 @@ int main(int argc, char **argv)
                "\"cold_get4k_batch_vs_redis_p16\":%.2f,\"cold_get4k_single_p50_us\":%.0f,"
                "\"cold_get32m_vs_memcached\":%.2f}\n",
                transport, (long long)threads,
-               rget16.req_s > 0 ? small_batch.warm.req_s / rget16.req_s : 0,
-               small_single.warm.p50_us, redis_lat_us, rget1.p50_us,
-               mget.gib_s > 0 ? big.warm.req_s / gib / mget.gib_s : 0,
-               mget1.gib_s > 0 ? big.warm.req_s / gib / mget1.gib_s : 0,
-               rget16.req_s > 0 ? small_batch.cold.req_s / rget16.req_s : 0,
-               small_single.cold.p50_us,
-               mget.gib_s > 0 ? big.cold.req_s / gib / mget.gib_s : 0);
+               mc_bench_ratio(small_batch.warm.req_s, rget16.req_s), small_single.warm.p50_us,
+               redis_lat_us, rget1.p50_us, mc_bench_ratio(big.warm.req_s / gib, mget.gib_s),
+               mc_bench_ratio(big.warm.req_s / gib, mget1.gib_s),
+               mc_bench_ratio(small_batch.cold.req_s, rget16.req_s), small_single.cold.p50_us,
+               mc_bench_ratio(big.cold.req_s / gib, mget.gib_s));
         /* the same targets against each case's bracketing peer (store_paired lines): latency
          * as Redis p50 / store p50, throughput as store / peer */
         printf("{\"bench\":\"store_ratios_paired\",\"transport\":\"%s\",\"threads\":%lld,"
@@ -718,8 +716,8 @@ int main(int argc, char **argv)
                "\"paired_other_get4k_batch_vs_redis_unix_p16\":%.2f,"
                "\"paired_fed_get4k_batch_vs_redis_unix_p16\":%.2f}\n",
                transport, (long long)threads,
-               uget.req_s > 0 ? small_batch.warm.req_s / uget.req_s : 0,
-               uget.req_s > 0 ? small_batch.cold.req_s / uget.req_s : 0,
+               mc_bench_ratio(small_batch.warm.req_s, uget.req_s),
+               mc_bench_ratio(small_batch.cold.req_s, uget.req_s),
                small_batch.warm.pair[1], small_batch.cold.pair[1], small_batch.other.pair[1],
                small_batch.fed.pair[1]);
     }

@@ -262,10 +262,6 @@ static int gp_thread_plan(gp_thread_t *t, mc_store_t *writer, mc_te_t *te)
     return 0;
 }
 
-static double ratio(double store, double te)
-{
-    return store > 0 && te > 0 ? store / te : 0;
-}
 
 /* One repetition's figures (req/s; 0 = a round with errors; *_cpu: CPU us per key of the
  * reading threads). */
@@ -344,14 +340,13 @@ static int gp_rep_run(const mc_getpath_cfg_t *cfg, const gp_shape_t *sh, uint32_
         out->errors += e;
         out->te_cpu = (te_cpu_before + gp_cpu_us_per_key(ts, sh)) / 2;
         out->te_call_us = (te_call_before + gp_call_p50_us(ts, sh)) / 2;
-        out->first_call_ratio = ratio(out->te_call_us, out->first_call_us);
+        out->first_call_ratio = mc_bench_ratio(out->te_call_us, out->first_call_us);
         qsort(warm, warm_n, sizeof(double), mc_bench_cmp_double);
         out->warm = warm[warm_n / 2];
         qsort(warm_cpu, warm_n, sizeof(double), mc_bench_cmp_double);
         out->warm_cpu = warm_cpu[warm_n / 2];
-        out->cpu_ratio = ratio(out->te_cpu, out->warm_cpu);
-        out->te = out->te_before > 0 && out->te_after > 0 ? (out->te_before + out->te_after) / 2
-                                                          : 0;
+        out->cpu_ratio = mc_bench_ratio(out->te_cpu, out->warm_cpu);
+        out->te = mc_bench_mean2(out->te_before, out->te_after);
     }
     for (uint32_t i = 0; ts && i < sh->threads; i++)
         gp_thread_free(&ts[i]);
@@ -369,7 +364,7 @@ static double gp_median(const gp_rep_t *reps, uint32_t n, size_t off, bool ratio
     double v[64];
     for (uint32_t i = 0; i < n; i++) {
         double x = *(const double *)((const char *)&reps[i] + off);
-        v[i] = ratio_to_te ? ratio(x, reps[i].te) : x;
+        v[i] = ratio_to_te ? mc_bench_ratio(x, reps[i].te) : x;
     }
     qsort(v, n, sizeof(double), mc_bench_cmp_double);
     return v[n / 2];
