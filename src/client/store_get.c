@@ -592,7 +592,8 @@ static void batch_wait_not_ready(mc_store_t *s, size_t n, const char *const *key
     void **sh = heap ? mc_calloc(m, sizeof(*sh)) : NULL;
     int64_t *sr = mc_calloc(m, sizeof(*sr));
     not_ready_wait_t w = {0};
-    while (idx && sk && sr && (heap ? sh != NULL : sp && sn)) {
+    bool have_memory = idx && sk && sr && (heap ? sh != NULL : sp && sn); /* else no wait */
+    while (have_memory) {
         m = 0;
         for (size_t i = 0; i < n; i++) {
             if (results[i] != MC_ERR_REPLICA_IS_NOT_READY)

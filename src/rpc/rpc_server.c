@@ -814,15 +814,16 @@ uint16_t mc_rpc_server_port(const mc_rpc_server_t *srv) { return srv->port; }
 
 const mc_auth_t *mc_rpc_server_keyring(const mc_rpc_server_t *srv) { return srv->o.auth; }
 
-/* o.busy_poll_us: polls the loop's events without sleeping until one arrives, the spin since
- * the last event runs out, or the server stops. Returns epoll_wait's result (0: go to sleep). */
+/* o.busy_poll_us (non-zero): polls the loop's events without sleeping until one arrives, the
+ * spin since the last event runs out, or the server stops. Returns epoll_wait's result (0: go
+ * to sleep). */
 static int srv_busy_poll(mc_rpc_server_t *s, struct epoll_event *evs, int max)
 {
     uint64_t us = s->o.busy_poll_us < MC_RPC_BUSY_POLL_MAX_US ? s->o.busy_poll_us
                                                                : MC_RPC_BUSY_POLL_MAX_US;
     uint64_t until = s->last_event_ns + us * 1000;
     int n = 0;
-    while (us && n == 0 && !atomic_load(&s->stop) && mc_now_ns() < until)
+    while (n == 0 && !atomic_load(&s->stop) && mc_now_ns() < until)
         n = epoll_wait(s->epfd, evs, max, 0);
     return n;
 }
@@ -841,7 +842,7 @@ mc_status_t mc_rpc_server_run(mc_rpc_server_t *s)
             next = s->next_cron_ms;
         int timeout = s->resume || s->self_released || next <= now ? 0 : (int)(next - now);
         s->self_released = 0;
-        int n = timeout != 0 ? srv_busy_poll(s, evs, 256) : 0;
+        int n = s->o.busy_poll_us && timeout != 0 ? srv_busy_poll(s, evs, 256) : 0;
         if (n == 0)
             n = epoll_wait(s->epfd, evs, 256, timeout);
         if (n > 0 && s->o.busy_poll_us)
