@@ -674,12 +674,11 @@ int main(int argc, char **argv)
             return hst == MC_ERR_CANCELED ? 0 : 1;
         }
         so.ha_before_reply = mc_ha_before_reply;
+        so.ha_tick = mc_ha_tick;
         so.ha_leader_json = mc_ha_leader_json;
         so.ha_metrics = mc_ha_render_metrics;
-        if (ho.commit_standbys) {
+        if (ho.commit_standbys)
             so.ha_fetch = mc_ha_fetch;
-            so.ha_tick = mc_ha_tick;
-        }
         so.cfg.ha_view_version = mc_ha_view(ha);
         so.ha_ctx = ha;
         /* the service's HTTP server takes the port over by its socket: the standby's answers

@@ -1468,15 +1468,16 @@ static void *snap_main(void *arg)
     return NULL;
 }
 
-uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p)
+/* Loop thread, leader: the records the core logged since the last hand-over (RPC handlers'
+ * or the cron's, already in the local WAL) become group next_group + 1, handed to the
+ * appender; none: nothing happens. */
+static void hand_over(mc_ha_t *ha, mc_master_t *m, mc_rpc_server_t *srv)
 {
-    mc_ha_t *ha = ctx;
     bool lost, space;
     mc_buf_t *b = mc_master_ha_log(m, &lost, &space);
     if (lost)
         fence_exit("a log record could not be kept (no memory)");
     if (mc_buf_unread(b)) {
-        /* this iteration's records become group next_group + 1, handed to the appender */
         ha_group_t *g = MC_NEW(ha_group_t);
         if (!g)
             fence_exit("no memory");
@@ -1513,6 +1514,12 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
      * which groups every later leader holds */
     if (ha->core_cfg.ha_log_put_starts)
         mc_master_ha_groups(m, ha->next_group, &ha->released_group);
+}
+
+uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p)
+{
+    mc_ha_t *ha = ctx;
+    hand_over(ha, m, srv);
     /* last, right before replies may be written: no reply once the lease may be gone */
     if (mc_now_ms() - atomic_load(&ha->last_ok_sent_ms) >= ha->fence_ms)
         fence_exit("the lease TTL passed since the last answered keepalive");
@@ -1926,10 +1933,13 @@ mc_status_t mc_ha_fetch(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *
     return MC_OK;
 }
 
-void mc_ha_tick(void *ctx, mc_rpc_server_t *srv)
+void mc_ha_tick(void *ctx, mc_master_t *m, mc_rpc_server_t *srv)
 {
     mc_ha_t *ha = ctx;
-    if (!ha || !ha->o.commit_standbys)
+    if (!ha)
+        return;
+    hand_over(ha, m, srv);
+    if (!ha->o.commit_standbys)
         return;
     pthread_mutex_lock(&ha->app_mu);
     uint64_t now = mc_now_ms();

@@ -91,8 +91,11 @@ uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uin
  * body. Its answers are never held (mc_rpc_call_t.unheld). */
 mc_status_t mc_ha_fetch(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
                         ProtobufCMessage **resp_p);
-/* The service's cron (loop thread): answers the held fetches whose wait ended. */
-void mc_ha_tick(void *ctx, mc_rpc_server_t *srv);
+/* The service's cron (loop thread), after the cron's changes (evictions, expiries, dropped
+ * segments) are in the local WAL: hands their records over as a group commit of their own, so
+ * that they reach etcd and the standbys without waiting for a call that changes something (no
+ * reply waits for that group); in standbys mode then answers the held fetches whose wait ended. */
+void mc_ha_tick(void *ctx, mc_master_t *m, mc_rpc_server_t *srv);
 /* Admin pages, any thread (ctx = the mc_ha_t): /leader's JSON {"present":true,"address":
  * "ip:port","view_version":N,"self":bool} or {"present":false} (heap, mc_free); the
  * master_ha_* / master_view_version series for /metrics. */

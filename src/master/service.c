@@ -187,7 +187,7 @@ static void svc_cron(void *ctx)
     mc_master_cron(m);
     mc_master_wal_sync(m); /* evictions / unmounts done by the cron (no-op when clean) */
     if (s->o.ha_tick)
-        s->o.ha_tick(s->o.ha_ctx, s->srv);
+        s->o.ha_tick(s->o.ha_ctx, m, s->srv);
 }
 /* The local log first (fsync), then the replicated one: a change is in the local WAL before
  * its records are handed to etcd's log, and its reply waits for both. */

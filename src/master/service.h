@@ -49,10 +49,11 @@ typedef struct mc_master_service_opts {
     /* HA admin pages: /leader's JSON (heap) and the master_ha_* series of /metrics. */
     char *(*ha_leader_json)(void *ha_ctx);
     void (*ha_metrics)(void *ha_ctx, struct mc_prom *b);
-    /* --ha_commit=standbys: the MC_OP_HA_FETCH handler (ctx ha_ctx) and a cron hook that
-     * answers the held fetches whose wait ended (master/ha.h); NULL = not served */
+    /* --ha_commit=standbys: the MC_OP_HA_FETCH handler (ctx ha_ctx); NULL = not served */
     mc_rpc_handler_fn ha_fetch;
-    void (*ha_tick)(void *ha_ctx, mc_rpc_server_t *srv);
+    /* HA: a cron hook that hands the cron's records to the replicated log and, in standbys
+     * mode, answers the held fetches whose wait ended (master/ha.h mc_ha_tick); NULL = none */
+    void (*ha_tick)(void *ha_ctx, mc_master_t *m, mc_rpc_server_t *srv);
     void *ha_ctx;
     /* HA promotion: the admin port's listening socket comes from the standby's HTTP server
      * (master/ha.h mc_ha_http_take / mc_ha_http_handed, ctx metrics_handover_ctx), so that the

@@ -1677,6 +1677,68 @@ static void test_standbys_with_auth(void **state)
     mt_rmdir(dir);
 }
 
+/* The highest batch of cluster's replicated log in etcd (batches are numbered from 1 and this
+ * test's clusters never trim), 0 when there is none. */
+static uint64_t last_batch(mc_etcd_t *e, const char *cluster)
+{
+    uint64_t id = 0;
+    for (;;) {
+        char key[200], *v;
+        size_t n;
+        snprintf(key, sizeof(key), "/oplog/%s/batches/%020llu", cluster,
+                 (unsigned long long)(id + 1));
+        if (mc_etcd_get(e, key, &v, &n) != MC_OK)
+            return id;
+        mc_free(v);
+        id++;
+    }
+}
+
+/* A change the leader's cron makes with no call in flight (here: the segment of a client that
+ * fell silent, dropped with its objects) reaches the replicated log on its own, not with the
+ * next call that changes something: the standby, promoted after it is durable, no longer has
+ * the object (a get answers OBJECT_NOT_FOUND, where a table without the change would hold the
+ * segment for its owner and answer REPLICA_IS_NOT_READY). */
+static void test_cron_changes_reach_the_log(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    /* the leader drops a client's segment 1 s after its last call; the standby, once it
+     * leads, would wait 60 s for the owner of a segment it still has */
+    ha_start_ex(a, "cron", TTL_S, "--client_ttl=1 --segment_hold_sec=0");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ex(b, "cron", TTL_S, "--client_ttl=60 --segment_hold_sec=0");
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c), MC_OK);
+    assert_int_equal(mount(c, CLIENT, "segC", 1 << 30, 64 << 20, 0x3c, false), MC_OK);
+    assert_int_equal(put_start(c, CLIENT, "cron0", 4096, 1, NULL), MC_OK);
+    assert_int_equal(put_end(c, CLIENT, "cron0", 0xc0), MC_OK); /* durable when answered */
+    mc_rpc_client_destroy(c); /* no more calls: the client falls silent */
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_open(g_etcd.endpoints, 3000, &e), MC_OK);
+    uint64_t before = last_batch(e, "cron");
+    assert_true(before > 0);
+    assert_int_equal(mt_wait_log(a->log, "silent for", TAKEOVER_MS), 0);
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    while (last_batch(e, "cron") == before) { /* the drop's records, with no call after them */
+        if (mc_now_ms() >= deadline)
+            fail_msg("the leader's cron dropped a segment and no batch followed in %d ms",
+                     TAKEOVER_MS);
+        mc_sleep_ms(50);
+    }
+    mc_etcd_close(e);
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
+    assert_true(ha_serving(b, TAKEOVER_MS));
+    assert_int_equal(mc_rpc_client_create(b->addr, NULL, &c), MC_OK);
+    assert_int_equal(get(c, "cron0", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_op(c, MC_OP_EXIST_KEY, NULL, "cron0", false), MC_ERR_OBJECT_NOT_FOUND);
+    mc_rpc_client_destroy(c);
+    ha_stop(b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) /* one test by name (or a pattern), e.g. test_takeover_applies_only_the_tail */
@@ -1694,6 +1756,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_standby_holds_its_port, stop_members),
         cmocka_unit_test_teardown(test_stalled_append_holds_replies, stop_members),
         cmocka_unit_test_teardown(test_append_gap_not_applied, stop_members),
+        cmocka_unit_test_teardown(test_cron_changes_reach_the_log, stop_members),
         cmocka_unit_test_teardown(test_tenant_quota_etcd_connector, stop_members),
         cmocka_unit_test_teardown(test_standbys_fetch_checked, stop_members),
         cmocka_unit_test_teardown(test_standbys_with_auth, stop_members),
