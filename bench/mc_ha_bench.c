@@ -11,6 +11,9 @@
  *               leader with one standby (same machine, same run): objects/s and the ratio
  *               (target >= 0.5); the same for batch lookups (BatchExistKey); the standby's
  *               master_ha_log_lag_batches / _seconds sampled every 100 ms during the HA puts.
+ *               Beside the puts a reader (its own store client) calls BatchExistKey of 16
+ *               keys put before them, one call at a time: reader_p50_us / _p99_us (HA: its
+ *               answers are held only when an append in flight changed one of its keys).
  *               The threads share --clients store clients (round-robin; default 1): a store
  *               client has 4 pooled master connections, so at most 4 x --clients master calls
  *               are in flight, which bounds what an HA leader can put per etcd append.
@@ -279,13 +282,50 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Runs the workers' puts (lookup 0) or lookups (1) for --seconds; objects per second. While
- * running, samples the standby's log lag when standby_mport != 0. */
-static double run_phase(worker_t *w, int lookup, uint16_t standby_mport, double *lag_b,
-                        double *lag_s)
+/* A reader beside the puts, as a decode instance beside prefill writers: its own store
+ * client, BatchExistKey of READER_KEYS keys put before the phase, one call at a time until
+ * until_ms; the wall time of each call (ns, at most READER_MAX_CALLS). */
+#define READER_KEYS 16
+#define READER_MAX_CALLS 200000
+typedef struct reader {
+    mc_store_t *s;
+    uint64_t until_ms;
+    uint64_t *ns;
+    size_t n, errors;
+} reader_t;
+
+static void *reader_main(void *arg)
 {
-    pthread_t th[64];
+    reader_t *r = arg;
+    char names[READER_KEYS][32];
+    const char *keys[READER_KEYS];
+    int32_t res[READER_KEYS];
+    for (int i = 0; i < READER_KEYS; i++) {
+        snprintf(names[i], sizeof(names[i]), "rd-%d", i);
+        keys[i] = names[i];
+    }
+    while (mc_now_ms() < r->until_ms && r->n < READER_MAX_CALLS) {
+        uint64_t t0 = mc_now_ns();
+        mc_status_t st = mc_store_batch_exists(r->s, READER_KEYS, keys, res);
+        r->ns[r->n++] = mc_now_ns() - t0;
+        for (int i = 0; i < READER_KEYS; i++)
+            r->errors += st != MC_OK || res[i] != 1;
+    }
+    return NULL;
+}
+
+/* Runs the workers' puts (lookup 0) or lookups (1) for --seconds; objects per second. While
+ * running, samples the standby's log lag when standby_mport != 0, and runs rd (not NULL)
+ * beside the puts. */
+static double run_phase(worker_t *w, int lookup, uint16_t standby_mport, double *lag_b,
+                        double *lag_s, reader_t *rd)
+{
+    pthread_t th[64], rth;
     uint64_t t0 = mc_now_ms();
+    if (rd) {
+        rd->until_ms = t0 + (uint64_t)g_seconds * 1000;
+        pthread_create(&rth, NULL, reader_main, rd);
+    }
     for (int i = 0; i < g_threads; i++) {
         w[i].lookup = lookup;
         w[i].objects = w[i].errors = 0;
@@ -304,6 +344,8 @@ static double run_phase(worker_t *w, int lookup, uint16_t standby_mport, double 
     }
     uint64_t objects = 0, errors = 0;
     int32_t first = 0;
+    if (rd)
+        pthread_join(rth, NULL);
     for (int i = 0; i < g_threads; i++) {
         pthread_join(th[i], NULL);
         objects += w[i].objects;
@@ -497,7 +539,7 @@ static appends_t appends(uint16_t mport)
 static double g_probe1_ms, g_probe_tps, g_single_puts;
 
 static void throughput_one(const char *addr, const char *cluster, const char *label,
-                           uint16_t standby_mport, uint16_t leader_mport, double out[2])
+                           uint16_t standby_mport, uint16_t leader_mport, double out[3])
 {
     char logname[64];
     snprintf(logname, sizeof(logname), "server_%s.log", label); /* one per daemon */
@@ -508,6 +550,28 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
     worker_t w[64];
     for (int i = 0; i < g_threads; i++)
         w[i] = (worker_t){.s = s[i % g_clients], .id = i};
+    /* the reader's keys, written (and acknowledged) before the puts start */
+    reader_t rd = {.s = open_store(addr, 5000)};
+    rd.ns = malloc(READER_MAX_CALLS * sizeof(uint64_t));
+    char rnames[READER_KEYS][32], rval[1024];
+    const char *rkeys[READER_KEYS];
+    struct iovec riov[READER_KEYS];
+    const struct iovec *rpiov[READER_KEYS];
+    size_t rnp[READER_KEYS];
+    int32_t rres[READER_KEYS];
+    memset(rval, 'r', sizeof(rval));
+    for (int i = 0; i < READER_KEYS; i++) {
+        snprintf(rnames[i], sizeof(rnames[i]), "rd-%d", i);
+        rkeys[i] = rnames[i];
+        riov[i] = (struct iovec){rval, sizeof(rval)};
+        rpiov[i] = &riov[i];
+        rnp[i] = 1;
+    }
+    if (!rd.ns || mc_store_batch_put(rd.s, READER_KEYS, rkeys, rpiov, rnp, NULL, false, rres) !=
+                      MC_OK) {
+        fprintf(stderr, "the reader's keys could not be put\n");
+        exit(1);
+    }
     double lag_b = 0, lag_s = 0;
     appends_t a0 = {0}, a1 = {0};
     etcd_disk_t d0 = {0}, d1 = {0};
@@ -516,13 +580,13 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
         d0 = etcd_disk();
     }
     uint64_t t0 = mc_now_ms();
-    out[0] = run_phase(w, 0, standby_mport, &lag_b, &lag_s);
+    out[0] = run_phase(w, 0, standby_mport, &lag_b, &lag_s, &rd);
     double secs = (double)(mc_now_ms() - t0) / 1000.0;
     if (leader_mport) {
         a1 = appends(leader_mport);
         d1 = etcd_disk();
     }
-    out[1] = run_phase(w, 1, 0, NULL, NULL);
+    out[1] = run_phase(w, 1, 0, NULL, NULL, NULL);
     printf("{\"bench\":\"ha_throughput\",\"mode\":\"%s\",\"threads\":%d,\"clients\":%d,"
            "\"batch\":%d,\"value_bytes\":%d,\"put_objects_per_s\":%.0f,"
            "\"lookup_keys_per_s\":%.0f", label, g_threads, g_clients, g_batch, g_value, out[0],
@@ -530,6 +594,11 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
     if (standby_mport)
         printf(",\"standby_log_lag_batches_max\":%.0f,\"standby_log_lag_seconds_max\":%.3f",
                lag_b, lag_s);
+    double p50 = mc_bench_pct_us(rd.ns, rd.n, 0.50);
+    printf(",\"reader_keys\":%d,\"reader_calls\":%zu,\"reader_errors\":%zu,"
+           "\"reader_p50_us\":%.0f,\"reader_p99_us\":%.0f",
+           READER_KEYS, rd.n, rd.errors, p50, mc_bench_pct_us(rd.ns, rd.n, 0.99));
+    out[2] = p50;
     printf(",\"etcd_fs\":\"%s\"}\n", g_etcd_fs);
     if (leader_mport && a1.txns > a0.txns) {
         /* what the leader's appends did during the HA puts, and the two bounds on puts/s:
@@ -569,12 +638,14 @@ static void throughput_one(const char *addr, const char *cluster, const char *la
     fflush(stdout);
     for (int i = 0; i < g_clients; i++)
         mc_store_destroy(s[i]);
+    mc_store_destroy(rd.s);
+    free(rd.ns);
     mt_stop(srv, SIGKILL, 5000);
 }
 
 static void throughput(void)
 {
-    double single[2], ha[2];
+    double single[3], ha[3]; /* puts/s, lookups/s, the reader's p50 µs beside the puts */
     /* a single master with its local WAL */
     char bin[512], port[32], wal[300], addr[64];
     uint16_t p;
@@ -625,9 +696,10 @@ static void throughput(void)
         throughput_one(haddr, cluster, label, m[1].mport, m[0].mport, ha);
         printf("{\"bench\":\"ha_throughput_ratio\",\"ha_commit\":\"%s\","
                "\"put_ha_over_single\":%.3f,\"lookup_ha_over_single\":%.3f,"
+               "\"reader_p50_single_over_ha\":%.3f,"
                "\"target_put_ratio\":0.5,\"etcd_fs\":\"%s\"}\n",
-               modes[k], single[0] > 0 ? ha[0] / single[0] : 0,
-               single[1] > 0 ? ha[1] / single[1] : 0, g_etcd_fs);
+               modes[k], mc_bench_ratio(ha[0], single[0]), mc_bench_ratio(ha[1], single[1]),
+               mc_bench_ratio(single[2], ha[2]), g_etcd_fs);
         fflush(stdout);
         mt_ha_stop(&m[0]);
         mt_ha_stop(&m[1]);

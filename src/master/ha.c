@@ -1510,10 +1510,9 @@ static void hand_over(mc_ha_t *ha, mc_master_t *m, mc_rpc_server_t *srv)
             pthread_cond_signal(&ha->app_cv);
         pthread_mutex_unlock(&ha->app_mu);
     }
-    /* the put pools (standbys mode, logged PutStarts): which group the next records join, and
-     * which groups every later leader holds */
-    if (ha->core_cfg.ha_log_put_starts)
-        mc_master_ha_groups(m, ha->next_group, &ha->released_group);
+    /* which group the next records join, and which groups every later leader holds (settled
+     * reads; the put pools in standbys mode with logged PutStarts) */
+    mc_master_ha_groups(m, ha->next_group, &ha->released_group);
 }
 
 uint64_t mc_ha_before_reply(void *ctx, mc_master_t *m, mc_rpc_server_t *srv, uint64_t *light_p)

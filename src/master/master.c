@@ -907,6 +907,7 @@ void mc_master_destroy(mc_master_t *m)
     if (!m)
         return;
     master_wal_close(m);
+    mc_free(m->ha_dirty);
     if (m->ev_waiters_fn)
         m->ev_waiters_fn(m, true);
     master_events_free(m);

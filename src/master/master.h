@@ -162,12 +162,20 @@ void mc_master_ha_log_enable(mc_master_t *m);
  * space (MOUNT, UNMOUNT, REMOVE, a replica clear's COMMIT: an allocation made after it may
  * depend on it), false when they are only PutEnd COMMITs. Owner thread. */
 mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p);
-/* A leader logging PutStarts (cfg.ha_log_put_starts), after each group commit: the records
- * kept so far went out up to group `handed` (the buffer now collects group handed + 1), and
- * *released (read at any time; never decreasing) is the last group every later leader is
- * guaranteed to hold. From the first call on, create-once PutStarts are served from put pools
- * whose RESERVE record's group is released (docs/internals/ha.md, "Put pools"). */
+/* An HA leader, after each group commit: the records kept so far went out up to group
+ * `handed` (the buffer now collects group handed + 1), and *released (read at any time; never
+ * decreasing) is the last group every later leader is guaranteed to hold. From the first call
+ * on, reads can tell whether they show a change not released yet (mc_master_reads_settled),
+ * and with cfg.ha_log_put_starts create-once PutStarts are served from put pools whose RESERVE
+ * record's group is released (docs/internals/ha.md, "Put pools"). */
 void mc_master_ha_groups(mc_master_t *m, uint64_t handed, const atomic_uint_fast64_t *released);
+/* An HA leader: true when a read of the n keys of these hashes (master_key_hash of the keys
+ * as stored, e.g. from mc_master_lookup_prepare) shows no change that is not released yet, so
+ * its answer need not wait for the appends in flight: no record of a group after the released
+ * one changed a key of the same hash bucket (MASTER_HA_DIRTY_SLOTS buckets; a shared bucket
+ * only makes a read wait), and none changed what reads of every key may see (MOUNT, UNMOUNT,
+ * the disk tier's records). false before mc_master_ha_groups and without HA. Owner thread. */
+bool mc_master_reads_settled(const mc_master_t *m, const uint32_t *hashes, size_t n);
 
 /* Standby (master/ha.c): a core created without a wal_dir follows a replicated log of WAL
  * records in memory and is promoted to serve when its process takes over.

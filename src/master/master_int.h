@@ -26,6 +26,7 @@ enum { SEG_FREE = 0, SEG_MOUNTED = 1, SEG_RECOVERING = 2, SEG_DRAINING = 3 };
 #define SEG_NONE UINT32_MAX
 /* longest key the core keeps: a user key and its tenant's prefix (common/tenant.h) */
 #define MASTER_KEY_MAX (MC_RPC_MAX_KEY + MC_TENANT_KEY_EXTRA)
+#define MASTER_HA_DIRTY_SLOTS (1u << 16) /* settled reads: hash buckets (512 KiB) */
 
 typedef struct obj_rep {
     uint32_t seg;  /* segment id */
@@ -211,10 +212,16 @@ struct mc_master {
      * the COMMIT of a replica clear; not the COMMIT of a PutEnd). */
     bool ha_log_on, ha_log_lost, ha_log_space;
     mc_buf_t ha_log;
-    /* put pools (master_pool.c): set by mc_master_ha_groups after each group commit; the
-     * current buffer becomes group ha_handed + 1; NULL = no pools (not yet, or not a leader) */
+    /* set by mc_master_ha_groups after each group commit (put pools, settled reads): the
+     * current buffer becomes group ha_handed + 1; NULL = not yet, or not a leader */
     const atomic_uint_fast64_t *ha_released;
     uint64_t ha_handed;
+    /* settled reads (mc_master_reads_settled; allocated by the first mc_master_ha_groups):
+     * ha_dirty[h & (MASTER_HA_DIRTY_SLOTS - 1)] is the last group with a record that changed
+     * a key of hash h, ha_broad the last group with a record that may change what a read of
+     * any key sees; NULL: every read counts as unsettled */
+    uint64_t *ha_dirty;
+    uint64_t ha_broad;
     uint64_t pool_bytes;        /* bytes in pool blocks (gauge) */
     /* a run of entries not yet appended (master_wal.c): PUT_STARTS_V entries of writer
      * run_cid, or PUT_ENDS entries; one record, out before any other record, the group

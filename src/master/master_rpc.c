@@ -331,6 +331,8 @@ static mc_status_t h_batch_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
             return MC_ERR_NOT_SUPPORTED;
         }
     }
+    if (hs)
+        call->unheld = mc_master_reads_settled(m, hs, q->n_keys);
     return retired_out(call, &retired, &r->retired);
 }
 
@@ -563,6 +565,7 @@ static mc_status_t h_get_replica_list(void *ctx, mc_rpc_call_t *call, const Prot
     const char *k = wkey(call, q->key, &kl);
     uint32_t h = 0;
     uint64_t now = mc_master_lookup_prepare(ctx, &k, &kl, 1, &h);
+    call->unheld = mc_master_reads_settled(ctx, &h, 1);
     return fill_replica_list(ctx, call->arena, k, kl, h, now, r);
 }
 
@@ -594,6 +597,7 @@ static mc_status_t h_batch_get_replica_list(void *ctx, mc_rpc_call_t *call,
         r->results[i] = &items[i];
     }
     r->n_results = q->n_keys;
+    call->unheld = mc_master_reads_settled(ctx, h, q->n_keys);
     return MC_OK;
 }
 
@@ -603,7 +607,10 @@ static mc_status_t h_exist_key(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     const McRpc__KeyRequest *q = (const void *)req;
     size_t kl;
     const char *k = wkey(call, q->key, &kl);
-    return status_resp(call, mc_master_exist(ctx, k, kl), resp_p);
+    uint32_t h = 0;
+    uint64_t now = mc_master_lookup_prepare(ctx, &k, &kl, 1, &h);
+    call->unheld = mc_master_reads_settled(ctx, &h, 1);
+    return status_resp(call, mc_master_exist_h(ctx, k, kl, h, now), resp_p);
 }
 
 static mc_status_t h_get_size(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,

@@ -159,6 +159,32 @@ static const uint8_t *client_id_of(const mc_master_t *m, uint32_t serial)
     return NULL;
 }
 
+/* Settled reads (mc_master_reads_settled): a record of the current group changes the key of
+ * hash h, or (ha_mark_broad) what a read of any key may see. */
+static void ha_mark(mc_master_t *m, uint32_t h)
+{
+    if (m->ha_dirty)
+        m->ha_dirty[h & (MASTER_HA_DIRTY_SLOTS - 1)] = m->ha_handed + 1;
+}
+
+static void ha_mark_broad(mc_master_t *m)
+{
+    m->ha_broad = m->ha_handed + 1;
+}
+
+bool mc_master_reads_settled(const mc_master_t *m, const uint32_t *hashes, size_t n)
+{
+    if (!m->ha_dirty)
+        return false;
+    uint64_t released = atomic_load_explicit(m->ha_released, memory_order_acquire);
+    if (m->ha_broad > released)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (m->ha_dirty[hashes[i] & (MASTER_HA_DIRTY_SLOTS - 1)] > released)
+            return false;
+    return true;
+}
+
 /* space: the record changes which space is free or mounted (ha_log_space) */
 static void wal_append_now(mc_master_t *m, uint8_t type, mc_wal_buf_t *b, bool space)
 {
@@ -234,6 +260,7 @@ void master_wal_append(mc_master_t *m, uint8_t type, mc_wal_buf_t *b)
         mc_buf_free(&b->b);
         return;
     }
+    ha_mark_broad(m); /* a disk-tier record: replicas and disks, not read key by key here */
     wal_append(m, type, b, false); /* disk-tier records free or mount no memory space */
 }
 
@@ -243,6 +270,7 @@ void master_wal_log_mount(mc_master_t *m, uint32_t id)
         return;
     mc_wal_buf_t b = {0};
     enc_mount(&b, id, m->segs[id]);
+    ha_mark_broad(m); /* a re-mount may bring a segment's objects back */
     wal_append(m, MC_WAL_MOUNT, &b, true);
 }
 
@@ -252,6 +280,7 @@ void master_wal_log_unmount(mc_master_t *m, uint32_t id)
         return;
     mc_wal_buf_t b = {0};
     mc_wal_put_u32(&b, id);
+    ha_mark_broad(m); /* the segment's objects go with it */
     wal_append(m, MC_WAL_UNMOUNT, &b, true);
 }
 
@@ -261,6 +290,7 @@ void master_wal_log_commit(mc_master_t *m, obj_t *o, bool frees)
         return;
     mc_wal_buf_t b = {0};
     enc_commit(m, &b, o);
+    ha_mark(m, o->hash);
     wal_append(m, MC_WAL_COMMIT, &b, frees);
 }
 
@@ -287,6 +317,7 @@ void master_wal_log_put_end(mc_master_t *m, obj_t *o)
         return;
     }
     run_join(m, MC_WAL_PUT_ENDS, NULL);
+    ha_mark(m, o->hash);
     mc_wal_buf_t *b = &m->run_stage;
     mc_wal_put_u8(b, (uint8_t)((o->flags & OF_LOGGED) | (o->checksum ? 0x80 : 0)));
     if (o->checksum)
@@ -302,6 +333,7 @@ void master_wal_log_put_start(mc_master_t *m, obj_t *o, const uint8_t cid[16])
     if (!m->wal_on || m->recovering || !put_starts_logged(m, o))
         return;
     run_join(m, MC_WAL_PUT_STARTS_V, cid);
+    ha_mark(m, o->hash);
     uint32_t segs[MC_MASTER_MAX_REPLICAS];
     uint64_t addrs[MC_MASTER_MAX_REPLICAS];
     uint8_t n = obj_placed(m, o, segs, addrs);
@@ -364,6 +396,8 @@ void master_wal_log_remove(mc_master_t *m, const char *key, size_t klen)
         return;
     mc_wal_buf_t b = {0};
     mc_wal_put_str(&b, key, klen);
+    if (m->ha_dirty)
+        ha_mark(m, master_key_hash(key, klen));
     wal_append(m, MC_WAL_REMOVE, &b, true);
 }
 
@@ -414,6 +448,11 @@ mc_buf_t *mc_master_ha_log(mc_master_t *m, bool *lost_p, bool *space_p)
 
 void mc_master_ha_groups(mc_master_t *m, uint64_t handed, const atomic_uint_fast64_t *released)
 {
+    if (!m->ha_released && m->ha_log_on) {
+        /* from now on reads may be settled; without the buckets (no memory) none is */
+        m->ha_dirty = mc_calloc(MASTER_HA_DIRTY_SLOTS, sizeof(*m->ha_dirty));
+        m->ha_broad = handed; /* the groups handed so far may hold anything */
+    }
     m->ha_handed = handed;
     m->ha_released = released;
 }

@@ -242,7 +242,7 @@ static void conn_send_raw(mc_rpc_server_t *s, conn_t *c, const void *p, size_t n
 }
 
 /* Appends a response frame (header + packed body) to the connection's output. */
-/* unheld: the answer tells nothing of the application's state (mc_rpc_call_t.unheld), so it
+/* unheld: the answer shows no change that is not durable yet (mc_rpc_call_t.unheld), so it
  * is sendable at once unless answers before it are still held or unmarked (order). */
 static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, int32_t status,
                        const ProtobufCMessage *resp, bool light, bool unheld)

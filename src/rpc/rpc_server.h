@@ -65,9 +65,10 @@ typedef struct mc_rpc_call {
      * on changes that before_reply's *light_p ticket covers, so it is held only for that
      * ticket (or behind earlier answers of its connection: order). */
     bool light;
-    /* Set by the handler (default false): the answer tells nothing of the application's state
-     * (an HA standby's log fetch, whose acknowledgement the held answers wait for), so it is
-     * never held; it still leaves after the answers queued before it on its connection. */
+    /* Set by the handler (default false): the answer shows no change that is not durable
+     * yet (an HA standby's log fetch, whose acknowledgement the held answers wait for; an HA
+     * leader's read of keys no append in flight changed), so it is never held; it still
+     * leaves after the answers queued before it on its connection. */
     bool unheld;
 } mc_rpc_call_t;
 

@@ -1,9 +1,10 @@
 /* Typed wrappers around the master RPCs for process-level tests (header-only; include after
- * cmocka and rpc/rpc_client.h): mount, put start/end, key ops, get, ping. Each call waits
+ * cmocka and rpc/rpc_client.h): mount, put start/end, key ops, batch key ops, get, ping. Each call waits
  * MC_TEST_RPC_TIMEOUT_MS for its answer (define it before the include to change it). */
 #ifndef MC_TESTS_MASTER_RPC_OPS_H
 #define MC_TESTS_MASTER_RPC_OPS_H
 
+#include "common/alloc.h"
 #include "rpc/rpc_client.h"
 #include "rpc/wire_key.h"
 
@@ -116,6 +117,42 @@ static inline int32_t get(mc_rpc_client_t *c, const char *key, uint64_t *addr_p,
             *n_p = (uint32_t)p->n_replicas;
         for (size_t i = 0; i < p->n_replicas; i++)
             assert_int_equal(p->replicas[i]->status, MC_RPC__REPLICA_STATUS__REPLICA_COMPLETE);
+    }
+    mc_rpc_response_free(r);
+    return s;
+}
+
+/* A batch RPC over keys: the call's status; *failed_p = keys whose status is not MC_OK, and
+ * statuses[i] (when not NULL) key i's status. */
+static inline int32_t batch_key_op(mc_rpc_client_t *c, uint16_t op, const char **keys, size_t n,
+                                   size_t *failed_p, int32_t *statuses)
+{
+    McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
+    q.keys = mc_wire_keys(keys, n);
+    q.n_keys = n;
+    ProtobufCMessage *r;
+    mc_status_t st = mc_rpc_client_call(c, op, &q.base, &r, MC_TEST_RPC_TIMEOUT_MS);
+    mc_free(q.keys);
+    if (st != MC_OK)
+        return st;
+    *failed_p = 0;
+    int32_t s;
+    if (op == MC_OP_BATCH_GET_REPLICA_LIST) {
+        McRpc__BatchReplicaListResponse *p = (void *)r;
+        s = p->status;
+        for (size_t i = 0; i < p->n_results; i++) {
+            *failed_p += p->results[i]->status != MC_OK;
+            if (statuses && i < n)
+                statuses[i] = p->results[i]->status;
+        }
+    } else {
+        McRpc__BatchStatusResponse *p = (void *)r;
+        s = p->status;
+        for (size_t i = 0; i < p->n_statuses; i++) {
+            *failed_p += p->statuses[i] != MC_OK;
+            if (statuses && i < n)
+                statuses[i] = p->statuses[i];
+        }
     }
     mc_rpc_response_free(r);
     return s;

@@ -837,6 +837,91 @@ static void test_stalled_append_holds_replies(void **state)
     ha_stop(b);
 }
 
+/* A Remove of key on its own connection, run by a thread. */
+static void *remove_main(void *arg)
+{
+    stalled_call_t *z = arg;
+    z->st = key_op(z->c, MC_OP_REMOVE, CLIENT, z->key, false);
+    atomic_store(&z->done, true);
+    return NULL;
+}
+
+/* Waits (deadline TAKEOVER_MS) until z returned; fails if `until` returned first. */
+static void wait_done_before(stalled_call_t *z, stalled_call_t *until, const char *what)
+{
+    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
+    while (!atomic_load(&z->done)) {
+        if (atomic_load(&until->done) || mc_now_ms() >= deadline)
+            fail_msg("%s was not answered while the Remove's append was stalled", what);
+        mc_sleep_ms(5);
+    }
+}
+
+/* Reads that show no change in flight are not held: with the leader's appends delayed
+ * (MC_HA_TEST_APPEND_DELAY_MS, 5 s each) and a Remove of one durable key in flight, a
+ * GetReplicaList, ExistKey and BatchGetReplicaList of another durable key and of a key that
+ * never existed are answered while the Remove's append is still stalled, and a
+ * GetReplicaList of the removed key is not: it shows the removal, so it waits for it. */
+static void test_settled_reads_not_held(void **state)
+{
+    (void)state;
+    ha_master_t *a = &g_m[0], *b = &g_m[1];
+    /* the writer sends no Ping for the ~25 s of stalled appends: its segment must stay */
+    const char *ttl = "--client_ttl=120";
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", "5000", 1);
+    ha_start_ex(a, "settled", TTL_S, ttl);
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_ex(b, "settled", TTL_S, ttl);
+    assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
+    mc_rpc_client_t *c[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c[i]), MC_OK);
+    assert_int_equal(mount(c[0], CLIENT, "segR", 1 << 30, 64 << 20, 0x52, false), MC_OK);
+    uint64_t addr = 0;
+    assert_int_equal(put_start(c[0], CLIENT, "kept", 4096, 1, &addr), MC_OK);
+    assert_int_equal(put_start(c[0], CLIENT, "gone", 4096, 1, NULL), MC_OK);
+    assert_int_equal(put_end(c[0], CLIENT, "kept", 0x4b), MC_OK); /* durable when answered */
+    assert_int_equal(put_end(c[0], CLIENT, "gone", 0x47), MC_OK);
+
+    stalled_call_t rm = {.c = c[0], .key = "gone"}, held = {.c = c[1], .key = "gone"};
+    pthread_t th_rm, th_held;
+    assert_int_equal(pthread_create(&th_rm, NULL, remove_main, &rm), 0);
+    mc_sleep_ms(300); /* the Remove is applied and its group handed to the stalled appender */
+    assert_int_equal(pthread_create(&th_held, NULL, stalled_main, &held), 0);
+    stalled_call_t kept = {.c = c[2], .key = "kept"}, never = {.c = c[3], .key = "never"};
+    pthread_t th_kept, th_never;
+    assert_int_equal(pthread_create(&th_kept, NULL, stalled_main, &kept), 0);
+    assert_int_equal(pthread_create(&th_never, NULL, stalled_main, &never), 0);
+    wait_done_before(&kept, &rm, "a GetReplicaList of a durable key");
+    wait_done_before(&never, &rm, "a GetReplicaList of a key that never existed");
+    pthread_join(th_kept, NULL);
+    pthread_join(th_never, NULL);
+    assert_int_equal(kept.st, MC_OK);
+    assert_int_equal(never.st, MC_ERR_OBJECT_NOT_FOUND);
+    /* the same connections again, ExistKey and a batch of both keys */
+    assert_int_equal(key_op(c[2], MC_OP_EXIST_KEY, NULL, "kept", false), MC_OK);
+    const char *both[2] = {"kept", "never"};
+    int32_t st[2];
+    size_t failed;
+    assert_int_equal(batch_key_op(c[3], MC_OP_BATCH_GET_REPLICA_LIST, both, 2, &failed, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(st[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_false(atomic_load(&rm.done)); /* all of it while the Remove was still stalled */
+    assert_false(atomic_load(&held.done)); /* the read of the removed key waits for it */
+    pthread_join(th_rm, NULL);
+    pthread_join(th_held, NULL);
+    assert_int_equal(rm.st, MC_OK);
+    assert_int_equal(held.st, MC_ERR_OBJECT_NOT_FOUND);
+    uint64_t a2 = 0;
+    assert_int_equal(get(c[2], "kept", &a2, NULL, NULL), MC_OK);
+    assert_true(a2 == addr);
+    for (int i = 0; i < 4; i++)
+        mc_rpc_client_destroy(c[i]);
+    ha_stop(a);
+    ha_stop(b);
+}
+
 /* Pipelined appends: batch 3 of the leader is never sent (MC_HA_TEST_STALL_BATCH=3) while
  * the appends of batches 4..6 (three PutEnds on their own connections) commit in etcd after
  * it. None of those PutEnds is answered (a batch is durable only with every earlier one);
@@ -1755,6 +1840,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_standby_port_taken_fails_start, stop_members),
         cmocka_unit_test_teardown(test_standby_holds_its_port, stop_members),
         cmocka_unit_test_teardown(test_stalled_append_holds_replies, stop_members),
+        cmocka_unit_test_teardown(test_settled_reads_not_held, stop_members),
         cmocka_unit_test_teardown(test_append_gap_not_applied, stop_members),
         cmocka_unit_test_teardown(test_cron_changes_reach_the_log, stop_members),
         cmocka_unit_test_teardown(test_tenant_quota_etcd_connector, stop_members),

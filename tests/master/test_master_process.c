@@ -173,42 +173,6 @@ static void test_bad_input_keeps_serving(void **state)
     rm_wal(&mp);
 }
 
-/* A batch RPC over keys: the call's status; *failed_p = keys whose status is not MC_OK, and
- * statuses[i] (when not NULL) key i's status. */
-static int32_t batch_key_op(mc_rpc_client_t *c, uint16_t op, const char **keys, size_t n,
-                            size_t *failed_p, int32_t *statuses)
-{
-    McRpc__BatchKeyRequest q = MC_RPC__BATCH_KEY_REQUEST__INIT;
-    q.keys = mc_wire_keys(keys, n);
-    q.n_keys = n;
-    ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, op, &q.base, &r, 3000);
-    mc_free(q.keys);
-    if (st != MC_OK)
-        return st;
-    *failed_p = 0;
-    int32_t s;
-    if (op == MC_OP_BATCH_GET_REPLICA_LIST) {
-        McRpc__BatchReplicaListResponse *p = (void *)r;
-        s = p->status;
-        for (size_t i = 0; i < p->n_results; i++) {
-            *failed_p += p->results[i]->status != MC_OK;
-            if (statuses && i < n)
-                statuses[i] = p->results[i]->status;
-        }
-    } else {
-        McRpc__BatchStatusResponse *p = (void *)r;
-        s = p->status;
-        for (size_t i = 0; i < p->n_statuses; i++) {
-            *failed_p += p->statuses[i] != MC_OK;
-            if (statuses && i < n)
-                statuses[i] = p->statuses[i];
-        }
-    }
-    mc_rpc_response_free(r);
-    return s;
-}
-
 static void test_kill9_restart(void **state)
 {
     (void)state;
