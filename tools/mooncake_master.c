@@ -610,7 +610,7 @@ int main(int argc, char **argv)
     so.tenant_store = tstore;
 
     /* leases the old leader granted end by then: only then is space it freed reused (a new
-     * leader counts it from the last free of each segment it applied, docs/internals/ha.md) */
+     * leader counts it from each free it applied, per freed range, docs/internals/ha.md) */
     if (f.enable_ha)
         so.cfg.recovered_reuse_delay_ms = so.cfg.default_kv_lease_ttl_ms;
     /* Data grants of the previous master (or leader) are not in the log: when tenant-bound

@@ -351,6 +351,7 @@ void master_seg_free(mc_master_t *m, uint32_t id)
     mc_free(s->host_label);
     mc_free(s->ext);
     mc_free(s->resv);
+    mc_free(s->freed);
     mc_free(s);
     m->segs[id] = NULL;
 }

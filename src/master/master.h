@@ -66,9 +66,9 @@ typedef struct mc_master_config {
     /* Space of a segment recovered from the WAL is not allocated for this long after the
      * recovery (a new HA leader: read leases the old leader granted on since-freed space may
      * still be in use; tools/mooncake_master.c sets default_kv_lease_ttl_ms). 0 = at once.
-     * A promoted HA standby (follow_promote) counts it per segment from the last record that
-     * freed space there as the standby applied it (a segment without such a record within the
-     * delay lends at once), unless recovered_reuse_all. */
+     * A promoted HA standby (follow_promote) counts it per freed range from the record that
+     * freed it as the standby applied it (space not freed within the delay lends at once),
+     * unless recovered_reuse_all (docs/internals/ha.md, "Standby and takeover"). */
     uint64_t recovered_reuse_delay_ms;
     /* follow_promote: every recovered segment waits recovered_reuse_delay from the promotion
      * (space the old leader may have lent without a log record, e.g. under data grants). */
@@ -185,9 +185,10 @@ bool mc_master_reads_settled(const mc_master_t *m, const uint32_t *hashes, size_
  *     the next call), *n_p (optional) = records applied, *last_type_p (optional) = the type of
  *     the last one. MC_ERR_INVALID_PARAMS at a corrupt frame, MC_ERR_NO_MEMORY.
  *   follow_promote: the state a restart ends in, as of now: allocators built from the applied
- *     replicas, every segment RECOVERING until its owner re-mounts (client_ttl), no space lent
- *     until recovered_reuse_delay after the last record that freed space in it was applied
- *     (after the promotion with recovered_reuse_all), every object leased for one lease period; the core answers
+ *     replicas, every segment RECOVERING until its owner re-mounts (client_ttl), a range freed
+ *     by a record applied within recovered_reuse_delay lent only from that record + the delay
+ *     (with recovered_reuse_all: no space lent until the delay after the promotion), every
+ *     object leased for one lease period; the core answers
  *     ha_view in Pings and, with a wal_dir, opens a new log generation there and snapshots
  *     into it at the first cron. The core then serves like any other. */
 mc_status_t mc_master_follow_begin(mc_master_t *m);

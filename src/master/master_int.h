@@ -89,6 +89,16 @@ typedef struct resv {          /* a reserved extent (replay: RESERVE records) */
     uint64_t addr, size;        /* size 0: claimed or given back (dropped at the next merge) */
 } resv_t;
 
+typedef struct freed_range {  /* standby only: space an applied record freed */
+    uint64_t addr, end;         /* [addr, end), whole 64-byte granules */
+    uint64_t at_ms;             /* when the standby applied the (last) record freeing it */
+} freed_range_t;
+
+/* Freed ranges a standby keeps per segment (those within recovered_reuse_delay; a power of 2):
+ * beyond that many the segment keeps none and waits as a whole (untracked_free_ms), as for
+ * frees whose ranges it never saw. 24 bytes each: at most 96 KiB per segment. */
+#define MASTER_FREED_MAX 4096
+
 typedef struct segment {
     int state;
     char *name, *endpoint, *host_label;
@@ -102,8 +112,15 @@ typedef struct segment {
     uint64_t n_replicas;
     uint64_t deadline_ms;       /* RECOVERING: dropped after this */
     uint64_t reuse_after_ms;    /* recovered: nothing allocated in it before this */
-    uint64_t last_free_ms;      /* replay: when a record last freed space in it (or left its
-                                   frees unknown: a snapshot, a replaced slot); 0 = never */
+    uint64_t untracked_free_ms; /* replay: when space in it was last freed without its range
+                                   kept in freed (a snapshot applied, a replaced slot, the
+                                   MASTER_FREED_MAX cap, a restart's replay): a promotion by
+                                   frees lends none of the segment before this + the reuse
+                                   delay; 0 = never */
+    freed_range_t *freed;       /* standby only: ranges freed within the reuse delay, oldest
+                                   first: a ring of cap_freed (a power of 2, at most
+                                   MASTER_FREED_MAX) from freed_head, n_freed of them */
+    size_t freed_head, n_freed, cap_freed;
     bool held;                  /* RECOVERING because its owner went silent (not from the WAL):
                                    restored only for owner_id */
     extent_t *ext;              /* replay only (recovery, a standby's table) */
@@ -203,6 +220,7 @@ struct mc_master {
     pid_t snap_pid;             /* child writing a snapshot, 0 = none */
     uint64_t snap_gen;
     bool wal_dirty, wal_failed, recovering;
+    bool following;             /* a standby (follow_begin until the promotion) */
     bool wal_undurable;         /* written but not fdatasync'ed yet (wal_fsync off) */
     uint64_t wal_durable_ms;    /* last fdatasync */
     bool snapshot_soon;

@@ -659,15 +659,74 @@ void master_wal_close(mc_master_t *m)
 
 /* ------------------------------------------------------------------ recovery */
 
+/* addresses rounded to the allocator's granules (its base is aligned to them) */
+#define GRANULE_DOWN(a) ((a) & ~(uint64_t)(MC_ALLOC_ALIGN - 1))
+#define GRANULE_UP(a) GRANULE_DOWN((a) + (MC_ALLOC_ALIGN - 1))
+
+/* Freed range i (0 = the oldest) of s's ring. */
+static freed_range_t *freed_at(const segment_t *s, size_t i)
+{
+    return &s->freed[(s->freed_head + i) & (s->cap_freed - 1)];
+}
+
+/* A record freed [addr, addr + size) of s: a read lease the old leader granted there may run
+ * until recovered_reuse_delay after now (the free came before the record reached us). A
+ * standby keeps the range with now in s->freed, oldest first: ranges older than the delay are
+ * pruned as it goes, and one that touches or overlaps the newest is merged into it (the
+ * merged range waits for the later free). At MASTER_FREED_MAX ranges, or without memory, it
+ * drops them and the whole segment waits from now instead (untracked_free_ms), which covers
+ * every range it dropped. O(1) amortised. A restart's replay, or a standby whose promotion
+ * waits as a whole (recovered_reuse_all), keeps no ranges. */
+static void replay_note_free(mc_master_t *m, segment_t *s, uint64_t addr, uint64_t size)
+{
+    uint64_t now = master_now(m), delay = m->cfg.recovered_reuse_delay_ms;
+    if (!m->following || m->cfg.recovered_reuse_all) {
+        s->untracked_free_ms = now;
+        return;
+    }
+    while (s->n_freed && freed_at(s, 0)->at_ms + delay <= now) {
+        s->freed_head = (s->freed_head + 1) & (s->cap_freed - 1);
+        s->n_freed--;
+    }
+    uint64_t a = GRANULE_DOWN(addr), e = size > UINT64_MAX - (MC_ALLOC_ALIGN - 1) - addr
+                                             ? GRANULE_DOWN(UINT64_MAX) /* (a corrupt log) */
+                                             : GRANULE_UP(addr + size);
+    freed_range_t *last = s->n_freed ? freed_at(s, s->n_freed - 1) : NULL;
+    if (last && a <= last->end && last->addr <= e) {
+        last->addr = a < last->addr ? a : last->addr;
+        last->end = e > last->end ? e : last->end;
+        last->at_ms = now;
+        return;
+    }
+    if (s->n_freed == s->cap_freed) { /* full: twice the ring, unwrapped, up to the cap */
+        size_t cap = s->cap_freed ? 2 * s->cap_freed : 16;
+        freed_range_t *ring = cap <= MASTER_FREED_MAX ? mc_malloc(cap * sizeof(*ring)) : NULL;
+        if (!ring) {
+            s->untracked_free_ms = now;
+            s->freed_head = s->n_freed = 0;
+            return;
+        }
+        for (size_t i = 0; i < s->n_freed; i++)
+            ring[i] = *freed_at(s, i);
+        mc_free(s->freed);
+        s->freed = ring;
+        s->cap_freed = cap;
+        s->freed_head = 0;
+    }
+    s->n_freed++;
+    *freed_at(s, s->n_freed - 1) = (freed_range_t){a, e, now};
+}
+
 static void replay_kill_obj(mc_master_t *m, obj_t *o)
 {
     for (uint32_t i = 0; i < o->n_rep; i++) {
         segment_t *s = master_seg_slot(m, o->rep[i].seg);
         if (s && o->rep[i].blk < s->n_ext && s->ext[o->rep[i].blk].obj) {
-            s->ext[o->rep[i].blk].obj = NULL;
+            extent_t *x = &s->ext[o->rep[i].blk];
+            x->obj = NULL;
             s->n_dead_ext++;
             if (o->state == OBJ_READABLE) /* no read lease names a pending put's space */
-                s->last_free_ms = master_now(m); /* leases on it may run until now + a lease */
+                replay_note_free(m, s, x->addr, x->size);
         }
     }
     master_obj_unlink_free(m, o);
@@ -736,8 +795,8 @@ static int replay_mount(mc_master_t *m, mc_wal_rd_t *r)
     segment_t *s = MC_NEW(segment_t);
     if (!s)
         return 1;
-    if (replaced) /* the old slot's objects are gone: as freed now */
-        s->last_free_ms = master_now(m);
+    if (replaced) /* the old slot's objects are gone: the whole segment as freed now */
+        s->untracked_free_ms = master_now(m);
     s->name = mc_strndup(name, nl);
     s->endpoint = mc_strndup(ep, el);
     s->host_label = mc_strndup(lb, ll);
@@ -1112,7 +1171,7 @@ static int replay_record(void *ctx, uint8_t type, const uint8_t *p, size_t len)
     case MC_WAL_SNAP_END: /* frees before the snapshot are not known: as freed now */
         for (uint32_t id = 0; id < m->n_segs; id++)
             if (m->segs[id])
-                m->segs[id]->last_free_ms = master_now(m);
+                m->segs[id]->untracked_free_ms = master_now(m);
         return 0;
     case MC_WAL_DISK_MOUNT:
     case MC_WAL_DISK_UNMOUNT:
@@ -1146,14 +1205,89 @@ static void keep_known_replicas(mc_master_t *m, obj_t *o)
         master_obj_unlink_free(m, o);
 }
 
+static int cmp_freed(const void *a, const void *b)
+{
+    const freed_range_t *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Promotion by frees: s->freed becomes an array of the ranges still within the reuse delay
+ * at now, sorted by address, those that overlap or touch merged (waiting for the later free);
+ * returns how many. Without memory for it the whole segment waits for its last free. */
+static size_t freed_still_recent(mc_master_t *m, segment_t *s, uint64_t now)
+{
+    size_t n = 0;
+    freed_range_t *arr = s->n_freed ? mc_malloc(s->n_freed * sizeof(*arr)) : NULL;
+    if (s->n_freed && !arr) {
+        uint64_t until = freed_at(s, s->n_freed - 1)->at_ms + m->cfg.recovered_reuse_delay_ms;
+        if (s->reuse_after_ms < until)
+            s->reuse_after_ms = until;
+    }
+    for (size_t i = 0; arr && i < s->n_freed; i++)
+        if (freed_at(s, i)->at_ms + m->cfg.recovered_reuse_delay_ms > now)
+            arr[n++] = *freed_at(s, i);
+    mc_free(s->freed);
+    s->freed = arr;
+    s->freed_head = 0;
+    s->n_freed = s->cap_freed = n; /* no ring any more: an array, freed by replay_finish */
+    if (n > 1)
+        qsort(arr, n, sizeof(*arr), cmp_freed);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        freed_range_t *last = k ? &arr[k - 1] : NULL;
+        if (last && arr[i].addr <= last->end) {
+            if (arr[i].end > last->end)
+                last->end = arr[i].end;
+            if (arr[i].at_ms > last->at_ms)
+                last->at_ms = arr[i].at_ms;
+        } else {
+            arr[k++] = arr[i];
+        }
+    }
+    return k;
+}
+
+/* Promotion by frees, while the allocator of segment id is built in address order (alloc_at
+ * only goes up; *cursor is where its last reservation ended): the parts of the freed ranges
+ * s->freed[*i..n) below limit (the next reservation) and above *cursor are reserved and
+ * parked until their free + the reuse delay (master_park_block); what a recovered replica or
+ * a quarantined pool block covers is theirs. A part that cannot be reserved (a corrupt log,
+ * no memory) makes the whole segment wait until then instead. */
+static void park_freed(mc_master_t *m, uint32_t id, size_t *i, size_t n, uint64_t limit,
+                       uint64_t *cursor)
+{
+    segment_t *s = m->segs[id];
+    for (; *i < n && s->freed[*i].addr < limit; ++*i) {
+        const freed_range_t *f = &s->freed[*i];
+        uint64_t from = f->addr > *cursor ? f->addr : *cursor;
+        uint64_t to = f->end < limit ? f->end : limit;
+        uint64_t until = f->at_ms + m->cfg.recovered_reuse_delay_ms;
+        uint32_t blk;
+        if (from < to) {
+            if (mc_master_allocator_alloc_at(s->alloc, from, to - from, &blk) == MC_OK) {
+                s->n_replicas++;
+                master_park_block(m, id, blk, until);
+                *cursor = to;
+            } else if (s->reuse_after_ms < until) {
+                s->reuse_after_ms = until;
+            }
+        }
+        if (f->end > limit)
+            return; /* its rest lies above the reservation at limit: the next call's */
+    }
+}
+
 /* Turns the replayed table into a serving one, as of now: rebuilds each segment's allocator
  * from the surviving extents and drops what cannot be placed (overlaps mean a corrupt log:
- * never hand out a range twice); every segment waits client_ttl for its owner and lends no
- * space for recovered_reuse_delay, counted from now, or with by_frees (a promoted standby,
- * which applied every record as it arrived) from the last record that freed space in it (a
- * lease the old master granted on that space ends within the delay after the free, which
- * came before the record reached us; space never freed in the log carried no object); every
- * object is leased from now. */
+ * never hand out a range twice); every segment waits client_ttl for its owner. Reuse of
+ * recovered space: a read lease the old master granted on space it freed ends within
+ * recovered_reuse_delay after the free, which came before its record reached us; space never
+ * freed in the log carried no object. Without by_frees (a restart) each segment lends nothing
+ * for the delay, counted from now. With by_frees (a promoted standby, which applied every
+ * record as it arrived) each range freed within the delay is parked until its free + the
+ * delay, less what live replicas cover now (a later object re-used it), and the rest of the
+ * segment lends at once, unless the standby did not keep the ranges (untracked_free_ms: then
+ * the whole segment waits until that + the delay). Every object is leased from now. */
 static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
 {
     uint64_t now = master_now(m), lost = 0;
@@ -1162,9 +1296,10 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
         if (!s)
             continue;
         s->deadline_ms = now + m->cfg.client_ttl_ms;
-        s->reuse_after_ms = !by_frees        ? now + m->cfg.recovered_reuse_delay_ms
-                            : s->last_free_ms ? s->last_free_ms + m->cfg.recovered_reuse_delay_ms
-                                              : 0;
+        s->reuse_after_ms =
+            !by_frees              ? now + m->cfg.recovered_reuse_delay_ms
+            : s->untracked_free_ms ? s->untracked_free_ms + m->cfg.recovered_reuse_delay_ms
+                                   : 0;
         if (mc_master_allocator_create(s->base, s->size, &s->alloc) != MC_OK)
             return MC_ERR_NO_MEMORY;
         size_t k = 0;
@@ -1173,6 +1308,8 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
                 s->ext[k++] = s->ext[e];
         if (k)
             qsort(s->ext, k, sizeof(extent_t), cmp_ext);
+        size_t n_freed = by_frees ? freed_still_recent(m, s, now) : 0, f = 0;
+        uint64_t cursor = 0; /* where the allocator's last reservation ended */
         size_t q = 0; /* reserved extents, merged in address order */
         for (size_t e = 0; e <= k; e++) {
             extent_t *x = e < k ? &s->ext[e] : NULL;
@@ -1183,17 +1320,22 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
             for (; q < s->n_resv && (!x || s->resv[q].addr < x->addr); q++) {
                 const resv_t *v = &s->resv[q];
                 uint32_t blk;
-                if (!v->size || (x && v->addr + v->size > x->addr) ||
-                    mc_master_allocator_alloc_at(s->alloc, v->addr, v->size, &blk) != MC_OK)
+                if (!v->size || (x && v->addr + v->size > x->addr))
                     continue;
+                park_freed(m, id, &f, n_freed, v->addr, &cursor);
+                if (mc_master_allocator_alloc_at(s->alloc, v->addr, v->size, &blk) != MC_OK)
+                    continue;
+                cursor = GRANULE_UP(v->addr + v->size);
                 s->n_replicas++;
                 master_park_block(m, id, blk, now + m->cfg.put_start_release_timeout_ms);
             }
+            park_freed(m, id, &f, n_freed, x ? x->addr : UINT64_MAX, &cursor);
             if (!x)
                 break;
             uint32_t blk;
             if (mc_master_allocator_alloc_at(s->alloc, x->addr, x->size, &blk) == MC_OK) {
                 x->obj->rep[x->rep_idx].blk = blk;
+                cursor = GRANULE_UP(x->addr + x->size);
                 s->n_replicas++;
             } else {
                 MC_LOG_ERROR("wal: replica of '%.*s' at 0x%llx overlaps another; dropped",
@@ -1208,6 +1350,9 @@ static mc_status_t replay_finish(mc_master_t *m, bool by_frees)
         mc_free(s->resv);
         s->resv = NULL;
         s->n_resv = s->n_dead_resv = 0;
+        mc_free(s->freed);
+        s->freed = NULL;
+        s->freed_head = s->n_freed = s->cap_freed = 0;
     }
     for (obj_t *o = master_readable_next(m, NULL); o;) {
         obj_t *next = master_readable_next(m, o);
@@ -1324,6 +1469,7 @@ mc_status_t mc_master_follow_begin(mc_master_t *m)
     if (m->wal_on)
         return MC_ERR_INVALID_PARAMS;
     m->recovering = true;
+    m->following = true;
     return MC_OK;
 }
 
@@ -1356,7 +1502,7 @@ mc_status_t mc_master_follow_promote(mc_master_t *m, const char *wal_dir, uint64
     if (!m->recovering)
         return MC_ERR_INVALID_PARAMS;
     mc_status_t st = replay_finish(m, !m->cfg.recovered_reuse_all);
-    m->recovering = false;
+    m->recovering = m->following = false;
     if (st != MC_OK)
         return st;
     m->cfg.ha_view_version = ha_view;

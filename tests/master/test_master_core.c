@@ -1571,6 +1571,178 @@ static void committed_at(mc_master_t *f, const char *key, uint64_t addr, uint64_
     assert_true(r[0].addr == addr && sz == size && s == sum);
 }
 
+/* The log a leader kept since the last call, applied by standby f at g_now. */
+static void apply_group(mc_master_t *leader, mc_master_t *f)
+{
+    size_t len, used;
+    uint8_t *recs = take_group(leader, &len);
+    assert_int_equal(mc_master_follow_apply(f, recs, len, &used, NULL, NULL), MC_OK);
+    assert_int_equal(used, len);
+    mc_free(recs);
+}
+
+/* A PutStart of size by CB on f: its address, or 0 when no space is lent (NO_AVAILABLE_HANDLE). */
+static uint64_t put_start_at(mc_master_t *f, const char *key, uint64_t size)
+{
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_status_t st = mc_master_put_start(f, CB, K(key), size, NULL, false, r, &n);
+    if (st == MC_ERR_NO_AVAILABLE_HANDLE)
+        return 0;
+    assert_int_equal(st, MC_OK);
+    return r[0].addr;
+}
+
+/* Reuse of recovered space by freed range (a promoted standby): each range the standby applied
+ * a free of within the reuse delay is lent only from its own free + the delay; the rest of the
+ * segment (never used, or freed earlier) lends at once. A freed range that a later object
+ * re-used is that object's; only the rest of it waits. Layout on the leader: a, b, c, d (twice
+ * the size), g; at t1 d is removed and e placed at d's start; at t1 + 2 s b is removed; the
+ * standby is promoted at t1 + 3 s. */
+static void test_follow_reuse_by_range(void **state)
+{
+    (void)state;
+    const uint64_t SZ = 64 << 10, DELAY = 5000;
+    char dir[] = "/tmp/mc_master_rrange_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.default_kv_lease_ttl_ms = DELAY;
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    mc_master_config_t fcfg = cfg;
+    fcfg.wal_dir = NULL;
+    fcfg.recovered_reuse_delay_ms = DELAY;
+    mc_master_t *f = mk(&fcfg);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+
+    mount(m, CA, "segR", 0x100000, 1 << 20, "hR", 0x41);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    const char *keys[] = {"a", "b", "c", "d", "g"};
+    uint64_t at[5];
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(put(m, CA, keys[i], i == 3 ? 2 * SZ : SZ, 1), MC_OK);
+        assert_int_equal(mc_master_get_replicas(m, K(keys[i]), r, &n, NULL, NULL), MC_OK);
+        at[i] = r[0].addr;
+    }
+    const uint64_t B = at[1], D = at[3];
+    assert_true(at[2] == B + SZ && D == at[2] + SZ && at[4] == D + 2 * SZ); /* one after another */
+    apply_group(m, f);
+
+    g_now += 10 * DELAY; /* frees applied from here on are within the delay at the promotion */
+    const uint64_t t1 = g_now;
+    assert_int_equal(mc_master_remove(m, K("d"), true, NULL), MC_OK);
+    assert_int_equal(put(m, CA, "e", SZ, 1), MC_OK);
+    assert_int_equal(mc_master_get_replicas(m, K("e"), r, &n, NULL, NULL), MC_OK);
+    assert_int_equal(r[0].addr, D); /* the smallest free block that fits: d's */
+    apply_group(m, f);
+    g_now = t1 + 2000;
+    assert_int_equal(mc_master_remove(m, K("b"), true, NULL), MC_OK);
+    apply_group(m, f);
+    mc_master_destroy(m);
+
+    g_now = t1 + 3000;
+    assert_int_equal(mc_master_follow_promote(f, NULL, 5), MC_OK);
+    mc_master_segment_info_t a = {.name = "segR", .base = 0x100000, .size = 1 << 20,
+                                  .host_label = "hR"};
+    memset(a.uuid, 0x41, 16);
+    assert_int_equal(mc_master_mount(f, CA, &a, true), MC_OK);
+    /* lent at once, outside both freed ranges: b's and the half of d's that e does not hold
+     * (a PutStart only: a committed object could be evicted for the puts that fail below) */
+    bool hits_b = false, hits_d = false;
+    int placed = 0;
+    for (;; placed++) {
+        char key[32];
+        snprintf(key, sizeof(key), "x%d", placed);
+        uint64_t addr = put_start_at(f, key, SZ);
+        if (!addr)
+            break;
+        hits_b |= addr < B + SZ && B < addr + SZ;
+        hits_d |= addr < D + 2 * SZ && D + SZ < addr + SZ;
+    }
+    assert_true(placed >= 10); /* the never-used rest of the segment */
+    assert_false(hits_b);
+    assert_false(hits_d);
+    committed_at(f, "e", D, SZ, 1); /* the re-used part stays e's */
+    /* d's free half is lent from its free + the delay, not a millisecond earlier; b's later */
+    g_now = t1 + DELAY - 1;
+    mc_master_cron(f);
+    assert_int_equal(put_start_at(f, "early", SZ), 0);
+    g_now = t1 + DELAY;
+    mc_master_cron(f);
+    assert_int_equal(put_start_at(f, "d_half", SZ), D + SZ);
+    assert_int_equal(put_start_at(f, "not_b_yet", SZ), 0);
+    g_now = t1 + 2000 + DELAY;
+    mc_master_cron(f);
+    assert_int_equal(put_start_at(f, "b_space", SZ), B);
+    mc_master_destroy(f);
+    rm_rf(dir);
+}
+
+/* A standby that applied n_frees removals of 64-byte objects in one segment, each between two
+ * live ones (ranges that touch no other), all at g_now, promoted 1 s later with the segment
+ * re-mounted. */
+static mc_master_t *promoted_after_frees(int n_frees, uint64_t delay)
+{
+    char dir[] = "/tmp/mc_master_rcap_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.default_kv_lease_ttl_ms = delay;
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m);
+    mc_master_config_t fcfg = cfg;
+    fcfg.wal_dir = NULL;
+    fcfg.recovered_reuse_delay_ms = delay;
+    mc_master_t *f = mk(&fcfg);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    mount(m, CA, "segC", 0x100000, 4 << 20, "hC", 0x51);
+    char key[32];
+    for (int i = 0; i < 2 * n_frees + 1; i++) {
+        snprintf(key, sizeof(key), "o%d", i);
+        assert_int_equal(put(m, CA, key, 64, 1), MC_OK);
+    }
+    for (int i = 1; i < 2 * n_frees + 1; i += 2) {
+        snprintf(key, sizeof(key), "o%d", i);
+        assert_int_equal(mc_master_remove(m, K(key), true, NULL), MC_OK);
+    }
+    apply_group(m, f);
+    mc_master_destroy(m);
+    rm_rf(dir);
+    g_now += 1000;
+    assert_int_equal(mc_master_follow_promote(f, NULL, 6), MC_OK);
+    mc_master_segment_info_t a = {.name = "segC", .base = 0x100000, .size = 4 << 20,
+                                  .host_label = "hC"};
+    memset(a.uuid, 0x51, 16);
+    assert_int_equal(mc_master_mount(f, CA, &a, true), MC_OK);
+    return f;
+}
+
+/* A standby keeps at most 4096 freed ranges per segment (MASTER_FREED_MAX): with that many the
+ * never-used rest of the segment lends at once after the promotion; with one more it keeps
+ * none and the whole segment waits until the delay after the free that passed the cap, as for
+ * frees whose ranges it never saw. */
+static void test_follow_reuse_cap(void **state)
+{
+    (void)state;
+    const uint64_t DELAY = 5000;
+    mc_master_t *f = promoted_after_frees(4096, DELAY);
+    assert_true(put_start_at(f, "at_once", 64) != 0);
+    mc_master_destroy(f);
+
+    uint64_t freed_at = g_now;
+    f = promoted_after_frees(4097, DELAY);
+    assert_int_equal(put_start_at(f, "whole_waits", 64), 0);
+    g_now = freed_at + DELAY - 1;
+    assert_int_equal(put_start_at(f, "whole_waits", 64), 0);
+    g_now = freed_at + DELAY;
+    assert_true(put_start_at(f, "lent", 64) != 0);
+    mc_master_destroy(f);
+}
+
 /* Bytes of the replicated log per pooled put (HA standbys mode, logged PutStarts): per group
  * a BatchPutStart of 16 keys "tp-1-<n>" of 1 KiB (pools warm) and its BatchPutEnd with
  * XXH3-like checksums, as mc_ha_bench's puts. The PutEnds name their PUT_STARTs (one PUT_ENDS
@@ -1813,8 +1985,9 @@ static void test_follow_pending_upsert(void **state)
 /* A standby's table (mc_master_follow_*, master/ha.c): the records a leader logged, applied
  * in pieces cut anywhere (a record split across pieces waits for the rest), then promoted: the
  * state a restart recovers (RECOVERING until re-mounted, same addresses and checksums, removed
- * objects absent), with the lease counted from the promotion and the reuse delay from the last
- * free the standby applied in the segment; and a corrupt record is refused. */
+ * objects absent), with the lease counted from the promotion and the reuse delay from the
+ * frees the standby applied (per freed range: test_follow_reuse_by_range); and a corrupt
+ * record is refused. */
 static void test_follow_and_promote(void **state)
 {
     (void)state;
@@ -1872,10 +2045,10 @@ static void test_follow_and_promote(void **state)
     }
     assert_int_equal(total, 1 + 20 + 1 + 2 * 3000); /* MOUNT, COMMITs, REMOVEs */
 
-    /* A standby promoted 1 s after it applied the frees (k5, churn): the recovered segment
-     * lends nothing until one reuse delay after them; a PutStart that finds nothing to lend
-     * (segment RECOVERING, then within the delay) evicts nothing later either: the objects
-     * committed once space is lent stay. */
+    /* A standby promoted 1 s after it applied the frees (k5, churn): once re-mounted the
+     * recovered segment lends at once, outside the freed ranges (test_follow_reuse_by_range);
+     * a PutStart that finds nothing to lend (segment RECOVERING) evicts nothing later either:
+     * the objects committed once space is lent stay. */
     mc_master_t *f2 = mk(&fcfg);
     assert_int_equal(mc_master_follow_begin(f2), MC_OK);
     size_t used2;
@@ -1889,7 +2062,9 @@ static void test_follow_and_promote(void **state)
                                    .host_label = "hA"};
     memset(a2.uuid, 0x11, 16);
     assert_int_equal(mc_master_mount(f2, CA, &a2, true), MC_OK);
-    assert_int_not_equal(put(f2, CA, "early", 1000, 1), MC_OK); /* within the delay */
+    assert_int_equal(put(f2, CA, "early", 1000, 1), MC_OK); /* never-used space */
+    assert_int_equal(mc_master_get_replicas(f2, K("early"), r, &n, NULL, NULL), MC_OK);
+    assert_true(r[0].addr + 1000 <= addrs[5] || r[0].addr >= addrs[5] + 1000); /* not k5's */
     /* the delay after the frees passed; the recovered objects are still leased (from the
      * promotion), x1 is not: an eviction owed to the failed puts would take it */
     g_now = applied_at + fcfg.recovered_reuse_delay_ms + 1;
@@ -2392,6 +2567,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_follow_and_promote),
         cmocka_unit_test(test_follow_pending_puts),
         cmocka_unit_test(test_follow_put_pools),
+        cmocka_unit_test(test_follow_reuse_by_range),
+        cmocka_unit_test(test_follow_reuse_cap),
         cmocka_unit_test(test_log_bytes_per_put),
         cmocka_unit_test(test_put_end_after_snapshot),
         cmocka_unit_test(test_follow_pending_upsert),

@@ -274,17 +274,18 @@ static void test_kill9_failover(void **state)
         assert_true(addr == addrs[i]);
         assert_true(sum == 0x1000 + (uint64_t)i);
     }
-    /* space was freed in the recovered segment (obj7) less than one read lease before the
-     * promotion: none of it is handed out until a read lease after that free (leases of the
-     * old leader), then a put through the new leader is acknowledged */
-    assert_int_not_equal(put_start(c, CLIENT, "after", 4096, 1, NULL), MC_OK);
-    uint64_t deadline = mc_now_ms() + TAKEOVER_MS;
-    int32_t st;
-    while ((st = put_start(c, CLIENT, "after", 4096, 1, NULL)) != MC_OK &&
-           mc_now_ms() < deadline)
-        mc_sleep_ms(100);
-    assert_int_equal(st, MC_OK);
-    assert_int_equal(put_end(c, CLIENT, "after", 1), MC_OK);
+    /* obj7's space was freed less than one read lease before the promotion: a lease of the
+     * old leader may still name it, so it is not handed out yet; the never-used rest of the
+     * recovered segment is lent at once: puts through the new leader are acknowledged right
+     * after the re-mount, none over obj7's space (the timing: test_master_core
+     * test_follow_reuse_by_range) */
+    for (int i = 0; i < 8; i++) {
+        uint64_t addr = 0;
+        snprintf(key, sizeof(key), "after%d", i);
+        assert_int_equal(put_start(c, CLIENT, key, 4096 + 7, 1, &addr), MC_OK);
+        assert_true(addr + 4096 + 7 <= addrs[7] || addr >= addrs[7] + 4096 + 7);
+        assert_int_equal(put_end(c, CLIENT, key, 1), MC_OK);
+    }
     mc_rpc_client_destroy(c);
     ha_stop(a);
     ha_stop(b);
