@@ -29,13 +29,21 @@
  * connections, connected lazily on submit (retry at most every 100 ms after a failure),
  * slices spread round-robin, responses matched in FIFO order and checked by id.
  *
- * shm: the owner allocates shareable memory as memfds and keeps one control memfd of
- * MC_TE_SHM_SLOTS slots {state = gen << 1 | registered, inflight}. Its descriptor carries each
- * buffer's shm_fd/shm_offset and, in transport_info, the control fd and the slot of every
- * buffer. An initiator maps /proc/<pid>/fd/<fd> once per peer buffer (cached), and for every
- * copy: inflight++ (seq_cst), check state == (gen << 1 | 1), memcpy, inflight--. Unregister
- * clears the registered bit and then waits for inflight == 0 (deadline -> MC_ERR_BUSY and the
- * bit is restored). Buffers without memfd on a same-host peer are copied by the OWNER with
+ * shm: the owner allocates shareable memory as memfds and keeps one sealed control memfd
+ * (shm_ctl.h) of MC_TE_SHM_SLOTS slots {state = gen << 1 | registered, serve_until_ns} and
+ * MC_TE_SHM_LANES lanes, one per initiator process: a holder word (pid and process start time
+ * in one 64-bit word) and a row of per-slot in-flight counters on cache lines of its own. Its
+ * descriptor carries each buffer's shm_fd/shm_offset and, in transport_info, the control fd,
+ * the slot and lane counts and the slot of every buffer. An initiator maps the control memfd
+ * (size, seals and header checked against the published counts), claims a free lane (CAS 0 ->
+ * its id; else reclaims one whose holder is gone; else copies through the owner: CMA or tcp),
+ * maps /proc/<pid>/fd/<fd> once per peer buffer (cached), and for every copy:
+ * inflight[lane][slot]++ (seq_cst), check state == (gen << 1 | 1), memcpy, inflight--.
+ * Unregister clears the registered bit and then waits until every lane's counter for the slot
+ * is 0, counting a lane whose holder process is gone (no such pid, another start time, or a
+ * zombie without threads) as drained and reclaiming it (zero the row, free the lane); at the
+ * deadline MC_ERR_BUSY and the bit is restored. The ordering argument is at
+ * shm_on_unregister. Buffers without memfd on a same-host peer are copied by the OWNER with
  * process_vm_readv/writev on a tcp CMA request, so owner-side range checks still apply.
  */
 #ifndef MC_TE_TRANSPORT_H

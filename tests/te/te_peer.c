@@ -18,6 +18,10 @@
  *   serve <i> past|none|<ms> -> "SERVE <i> <status name>" (mc_te_set_serve_until: already
  *                               over, no limit, or ms from now)
  *   check <i> <off> <len> <seed> -> "CHECK <ok|bad>" (buffer bytes == pattern with seed)
+ *   readloop <segment> <addr> <len> -> "READLOOP <ok|bad|status name>" after one READ of
+ *                               [addr, addr+len) of that segment (ok: the bytes are
+ *                               te_pattern(0, 0, 1)), then READs it again and again until
+ *                               killed (tests/te/test_te_transfer.c, shm_dead_initiator)
  *   quit                     -> exits 0
  * EOF on stdin also exits.
  */
@@ -31,6 +35,24 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* The readloop command: answers once, then never returns (the test kills us mid-copy). */
+static void read_loop(mc_te_t *te, const char *segment, uint64_t addr, size_t len)
+{
+    uint8_t *lb = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    mc_te_segment_t seg = 0;
+    mc_status_t st = lb == MAP_FAILED ? MC_ERR_NO_MEMORY : mc_te_segment_open(te, segment, &seg);
+    mc_te_request_t r = {MC_TE_READ, lb, seg, addr, len};
+    if (st == MC_OK)
+        st = mc_te_transfer_sync(te, &r, 1, NULL);
+    printf("READLOOP %s\n", st != MC_OK                           ? mc_status_name(st)
+                            : te_pattern_check(lb, len, 0, 0, 1) < 0 ? "ok"
+                                                                   : "bad");
+    fflush(stdout);
+    for (;;)
+        mc_te_transfer_sync(te, &r, 1, NULL);
+}
 
 int main(int argc, char **argv)
 {
@@ -112,7 +134,7 @@ int main(int argc, char **argv)
     while (fgets(line, sizeof(line), stdin)) {
         unsigned i = 0, s = 0;
         unsigned long long off = 0, len = 0;
-        char word[32];
+        char word[32], word2[128];
         if (sscanf(line, "unregister %u", &i) == 1 && i < nbuf) {
             st = mc_te_unregister(te, bufs[i]);
             printf("UNREG %u %s\n", i, mc_status_name(st));
@@ -137,6 +159,9 @@ int main(int argc, char **argv)
             ok = ok && te_pattern_check(tmp, len, i, off, s) < 0;
             free(tmp);
             printf("CHECK %s\n", ok ? "ok" : "bad");
+        } else if (sscanf(line, "readloop %127s %llu %llu", word2, &off, &len) == 3 && len > 0 &&
+                   len <= (1ull << 30)) {
+            read_loop(te, word2, off, (size_t)len);
         } else if (!strncmp(line, "quit", 4)) {
             break;
         } else {

@@ -11,10 +11,12 @@
 #include "common/auth.h"
 #include "common/hash.h"
 #include "common/net.h"
+#include "te/shm_ctl.h"
 #include "te/tcp_frame.h"
 #include "te/te_hashed.h"
 
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -1192,6 +1194,112 @@ static void test_unregister_inflight(void **state)
     te_peer_stop(&p, 0);
 }
 
+/* ---- an initiator killed in the middle of a shm copy ------------------------------------ */
+
+/* Starts a te_peer that READs [sh, sh+len) of te's segment again and again, and waits until
+ * its lane in te's control memory shows a copy in flight (so it reads over shm, not CMA). */
+static void start_shm_reader(te_peer_t *p, mc_te_t *te, uint8_t *sh, size_t len)
+{
+    const char *args[] = {"--buffers", "1", "--size", "4096", NULL};
+    assert_int_equal(te_peer_start(p, args), 0);
+    char cmd[256], ans[64];
+    snprintf(cmd, sizeof(cmd), "readloop %s %llu %zu", mc_te_local_name(te),
+             (unsigned long long)(uintptr_t)sh, len);
+    assert_int_equal(te_peer_cmd(p, cmd, ans, sizeof(ans), 20000), 0);
+    assert_string_equal(ans, "READLOOP ok");
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (mc_te_shm_lane_inflight(te, sh, p->pid) == 0) {
+        assert_true(mc_now_ms() < deadline);
+        sched_yield();
+    }
+}
+
+/* kill -9 of a reader in the middle of a copy (its lane's in-flight count stays behind):
+ * the owner's unregister still succeeds, the lane is reclaimed, and after a re-register a
+ * new reader claims a lane and copies again. */
+static void test_shm_dead_initiator(void **state)
+{
+    mc_te_t *te = make_engine("auto", 10000); /* unregister would wait 10 s, then BUSY */
+    const size_t len = BIG;
+    uint8_t *sh = mc_te_alloc_shareable(te, len);
+    assert_non_null(sh);
+    te_pattern_fill(sh, len, 0, 0, 1);
+    assert_int_equal(mc_te_register(te, sh, len, "cpu:0"), MC_OK);
+    te_peer_t p;
+    uint64_t stuck = 0;
+    for (int attempt = 0; attempt < 10 && stuck == 0; attempt++) {
+        start_shm_reader(&p, te, sh, len);
+        kill(p.pid, SIGKILL);
+        siginfo_t si;
+        /* until it is a zombie (not reaped: the owner must tell that it is gone) */
+        assert_int_equal(waitid(P_PID, (id_t)p.pid, &si, WEXITED | WNOWAIT), 0);
+        stuck = mc_te_shm_lane_inflight(te, sh, p.pid);
+        if (stuck == 0) /* its copy had ended just before the kill: again */
+            te_peer_stop(&p, SIGKILL);
+    }
+    assert_true(stuck > 0);
+    assert_int_equal(mc_te_shm_lanes_held(te, p.pid), 1);
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_te_unregister(te, sh), MC_OK);
+    print_message("unregister with a dead reader's count in flight: OK in %llu ms\n",
+                  (unsigned long long)(mc_now_ms() - t0));
+    assert_int_equal(mc_te_shm_lanes_held(te, p.pid), 0); /* its lane was reclaimed */
+    te_peer_stop(&p, SIGKILL);                            /* reaps it */
+    /* the buffer gets a slot again and a new reader a lane */
+    assert_int_equal(mc_te_register(te, sh, len, "cpu:0"), MC_OK);
+    start_shm_reader(&p, te, sh, len);
+    te_peer_stop(&p, SIGKILL);
+    assert_int_equal(mc_te_unregister(te, sh), MC_OK);
+    mc_te_free_shareable(te, sh);
+    mc_te_destroy(te);
+}
+
+/* While every lane is held by a live process (we write our own id into all of them), a new
+ * reader copies through the owner and still gets the right bytes; once a lane is free it
+ * claims it and copies over shm. */
+static void test_shm_lanes_full(void **state)
+{
+    mc_te_t *te = make_engine("auto", 5000);
+    const size_t len = MiB;
+    uint8_t *sh = mc_te_alloc_shareable(te, len);
+    assert_non_null(sh);
+    te_pattern_fill(sh, len, 0, 0, 1);
+    assert_int_equal(mc_te_register(te, sh, len, "cpu:0"), MC_OK);
+    const mc_te_shm_ctl_t *ctl = mc_te_shm_owner_ctl(te);
+    assert_non_null(ctl);
+    uint64_t self = mc_te_shm_self_id();
+    assert_int_not_equal(self, 0);
+    for (uint32_t k = 0; k < ctl->lanes; k++)
+        atomic_store(&ctl->lane[k], self);
+    const char *args[] = {"--buffers", "1", "--size", "4096", NULL};
+    te_peer_t p;
+    assert_int_equal(te_peer_start(&p, args), 0);
+    char cmd[256], ans[64];
+    snprintf(cmd, sizeof(cmd), "readloop %s %llu %zu", mc_te_local_name(te),
+             (unsigned long long)(uintptr_t)sh, len);
+    assert_int_equal(te_peer_cmd(&p, cmd, ans, sizeof(ans), 20000), 0);
+    assert_string_equal(ans, "READLOOP ok"); /* through the owner */
+    assert_int_equal(mc_te_shm_lanes_held(te, p.pid), 0);
+    atomic_store(&ctl->lane[7], 0);
+    uint64_t deadline = mc_now_ms() + 10000; /* it tries again once a second */
+    while (mc_te_shm_lanes_held(te, p.pid) == 0) {
+        assert_true(mc_now_ms() < deadline);
+        mc_sleep_ms(10);
+    }
+    assert_int_equal(mc_te_shm_holder_pid(atomic_load(&ctl->lane[7])), p.pid);
+    while (mc_te_shm_lane_inflight(te, sh, p.pid) == 0) { /* and copies over shm */
+        assert_true(mc_now_ms() < deadline);
+        sched_yield();
+    }
+    te_peer_stop(&p, SIGKILL);
+    for (uint32_t k = 0; k < ctl->lanes; k++)
+        if (k != 7)
+            atomic_store(&ctl->lane[k], 0);
+    assert_int_equal(mc_te_unregister(te, sh), MC_OK);
+    mc_te_free_shareable(te, sh);
+    mc_te_destroy(te);
+}
+
 /* ---- metadata through the HTTP metadata server (when built) ------------------------------ */
 
 static void test_http_meta(void **state)
@@ -1255,6 +1363,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_start_hashed_cont),
         cmocka_unit_test(test_backlog_resume),
         cmocka_unit_test(test_shm_stopped_owner),
+        cmocka_unit_test(test_shm_dead_initiator),
+        cmocka_unit_test(test_shm_lanes_full),
         cmocka_unit_test_teardown(test_rw_shm_hugepages, hugepages_restore),
         cmocka_unit_test(test_unregister_inflight),
         cmocka_unit_test(test_serve_until_tcp),

@@ -9,6 +9,7 @@
 #include "common/auth.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "te/shm_ctl.h"
 #include "te/transport.h"
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,16 +467,12 @@ static void test_engine_register_local(void **state)
     free(b);
 }
 
-/* The shm control protocol as an initiator sees it: map the owner's control memfd from the
- * published transport_info, hold a slot's in-flight count, and watch unregister refuse (BUSY)
- * until it is released. Same process, but only through what the descriptor publishes. */
-static void test_shm_ctl_unregister_busy(void **state)
+/* The owner's control memory as an initiator maps it, from the published transport_info
+ * (*ti_p: that transport_info, heap, for the caller to free). Fills *slot and *gen of the
+ * buffer registered at sh and *ctl; the caller munmaps ctl->base. */
+static void shm_ctl_of(mc_te_t *te, const void *sh, mc_te_shm_ctl_t *ctl, int *slot,
+                       uint64_t *gen, char **ti_p)
 {
-    mc_te_t *te = engine(); /* transfer timeout 500 ms */
-    enum { L = 1 << 16 };
-    uint8_t *sh = mc_te_alloc_shareable(te, L);
-    assert_non_null(sh);
-    assert_int_equal(mc_te_register(te, sh, L, NULL), MC_OK);
     char *json;
     size_t len;
     assert_int_equal(mc_te_desc_json_copy(te, &json, &len), MC_OK);
@@ -486,32 +484,163 @@ static void test_shm_ctl_unregister_busy(void **state)
     json_t *ti = json_loads(d.transport_info, 0, &err);
     assert_non_null(ti);
     int ctl_fd = (int)json_integer_value(json_object_get(ti, "shm_ctl_fd"));
+    uint32_t slots = (uint32_t)json_integer_value(json_object_get(ti, "shm_ctl_slots"));
+    uint32_t lanes = (uint32_t)json_integer_value(json_object_get(ti, "shm_ctl_lanes"));
+    assert_int_equal(slots, MC_TE_SHM_SLOTS);
+    assert_int_equal(lanes, MC_TE_SHM_LANES);
     json_t *slot0 = json_array_get(json_object_get(ti, "slots"), 0);
     assert_int_equal((uint64_t)json_integer_value(json_array_get(slot0, 0)),
                      (uint64_t)(uintptr_t)sh);
-    int slot = (int)json_integer_value(json_array_get(slot0, 1));
-    uint64_t gen = (uint64_t)json_integer_value(json_array_get(slot0, 2));
+    *slot = (int)json_integer_value(json_array_get(slot0, 1));
+    *gen = (uint64_t)json_integer_value(json_array_get(slot0, 2));
     json_decref(ti);
+    if (ti_p) {
+        *ti_p = d.transport_info;
+        d.transport_info = NULL;
+    }
     mc_segment_desc_free(&d);
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), ctl_fd);
     int fd = open(path, O_RDWR);
     assert_true(fd >= 0);
-    size_t sz = 4096 * 16;
-    _Atomic uint64_t *ctl = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    size_t sz = mc_te_shm_ctl_size(slots, lanes);
+    void *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    assert_true(ctl != MAP_FAILED);
-    _Atomic uint64_t *st = &ctl[2 * slot], *inflight = &ctl[2 * slot + 1];
+    assert_true(m != MAP_FAILED);
+    mc_te_shm_ctl_locate(ctl, m, slots, lanes);
+    assert_int_equal(ctl->hdr->magic, MC_TE_SHM_CTL_MAGIC);
+}
+
+/* The shm control protocol as an initiator sees it: a copy counted in flight in a lane held
+ * by a live process (we) makes unregister return BUSY after the timeout, until it is
+ * released. A lane whose holder is gone counts as drained and is reclaimed: a pid that is
+ * alive but with another start time (a reused pid), also one left marked reclaiming by such
+ * a process. Same process, but only through what the descriptor publishes. */
+static void test_shm_ctl_unregister_busy(void **state)
+{
+    mc_te_t *te = engine(); /* transfer timeout 500 ms */
+    enum { L = 1 << 16 };
+    uint8_t *sh = mc_te_alloc_shareable(te, L);
+    assert_non_null(sh);
+    assert_int_equal(mc_te_register(te, sh, L, NULL), MC_OK);
+    mc_te_shm_ctl_t ctl;
+    int slot;
+    uint64_t gen;
+    shm_ctl_of(te, sh, &ctl, &slot, &gen, NULL);
+    _Atomic uint64_t *st = &ctl.slot[slot].state;
     assert_int_equal(atomic_load(st), (gen << 1) | 1); /* registered */
-    atomic_fetch_add(inflight, 1);                    /* an initiator is copying */
+    uint64_t self = mc_te_shm_self_id();
+    assert_int_not_equal(self, 0);
+    assert_int_equal(mc_te_shm_holder_pid(self), getpid());
+    const uint32_t k = 5;
+    _Atomic uint32_t *inflight = &mc_te_shm_lane_row(&ctl, k)[slot];
+    atomic_store(&ctl.lane[k], self); /* we hold lane k and are copying */
+    atomic_fetch_add(inflight, 1);
     uint64_t t0 = mc_now_ns();
     assert_int_equal(mc_te_unregister(te, sh), MC_ERR_BUSY);
     assert_true(mc_now_ns() - t0 >= 450000000ull);
     assert_int_equal(atomic_load(st), (gen << 1) | 1); /* restored: still registered */
+    assert_int_equal(atomic_load(&ctl.lane[k]), self);  /* a live holder's lane stays */
     atomic_fetch_sub(inflight, 1);
     assert_int_equal(mc_te_unregister(te, sh), MC_OK);
     assert_int_equal(atomic_load(st), gen << 1); /* initiators now see it unregistered */
-    munmap((void *)ctl, sz);
+    atomic_store(&ctl.lane[k], 0);
+    /* our pid with another start time: the process that held the lane is gone */
+    uint64_t forged[2] = {self + (1ull << MC_TE_SHM_PID_BITS),
+                          (self + (1ull << MC_TE_SHM_PID_BITS)) | MC_TE_SHM_LANE_RECLAIMING};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(mc_te_register(te, sh, L, NULL), MC_OK);
+        shm_ctl_of(te, sh, &ctl, &slot, &gen, NULL);
+        inflight = &mc_te_shm_lane_row(&ctl, k)[slot];
+        atomic_store(&ctl.lane[k], forged[i]);
+        atomic_store(inflight, 1);
+        assert_int_equal(mc_te_unregister(te, sh), MC_OK);
+        assert_int_equal(atomic_load(&ctl.lane[k]), 0); /* reclaimed: free, counts zeroed */
+        assert_int_equal(atomic_load(inflight), 0);
+        munmap(ctl.base, ctl.size);
+    }
+    mc_te_free_shareable(te, sh);
+    mc_te_destroy(te);
+}
+
+/* Who counts as a lane's holder: we (alive), our pid with another start time (gone), a
+ * child that exited but is not reaped (a zombie: gone), a reaped one (gone). */
+static void test_shm_lane_holders(void **state)
+{
+    uint64_t self = mc_te_shm_self_id();
+    assert_int_not_equal(self, 0);
+    assert_false(mc_te_shm_holder_gone(self));
+    assert_false(mc_te_shm_holder_gone(self | MC_TE_SHM_LANE_RECLAIMING));
+    assert_true(mc_te_shm_holder_gone(self + (1ull << MC_TE_SHM_PID_BITS)));
+    assert_true(mc_te_shm_holder_gone(0));
+    int to_child[2], from_child[2];
+    assert_int_equal(pipe(to_child), 0);
+    assert_int_equal(pipe(from_child), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        uint64_t id = mc_te_shm_self_id();
+        char c;
+        if (write(from_child[1], &id, sizeof(id)) != sizeof(id) || read(to_child[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0); /* when we close our end */
+    }
+    uint64_t id = 0;
+    assert_int_equal(read(from_child[0], &id, sizeof(id)), sizeof(id));
+    assert_int_equal(mc_te_shm_holder_pid(id), pid);
+    assert_false(mc_te_shm_holder_gone(id));
+    close(to_child[1]);
+    siginfo_t si;
+    assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* a zombie now */
+    assert_true(mc_te_shm_holder_gone(id));
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(mc_te_shm_holder_gone(id));
+    close(to_child[0]);
+    close(from_child[0]);
+    close(from_child[1]);
+}
+
+/* transport_info and control memory come from the peer: a layout we do not know, or numbers
+ * past our limits, make can_reach refuse (the engine then takes tcp), never a read out of
+ * bounds. */
+static void test_shm_ctl_validation(void **state)
+{
+    mc_te_t *te = engine();
+    enum { L = 1 << 16 };
+    uint8_t *sh = mc_te_alloc_shareable(te, L);
+    assert_non_null(sh);
+    assert_int_equal(mc_te_register(te, sh, L, NULL), MC_OK);
+    mc_te_shm_ctl_t ctl;
+    int slot;
+    uint64_t gen;
+    char *ti;
+    shm_ctl_of(te, sh, &ctl, &slot, &gen, &ti);
+    munmap(ctl.base, ctl.size);
+    mc_segment_desc_t d = {.pid = getpid(), .transport_info = ti};
+    assert_true(mc_te_shm_ops.can_reach(NULL, &d));
+    static const struct {
+        const char *key;
+        json_int_t v; /* -1: key removed */
+    } bad[] = {{"shm_ctl_lanes", -1},   {"shm_ctl_lanes", 0}, {"shm_ctl_lanes", MC_TE_SHM_LANES + 1},
+               {"shm_ctl_lanes", 32},   /* fits, but the header says 64 */
+               {"shm_ctl_slots", -1},   {"shm_ctl_slots", MC_TE_SHM_SLOTS + 1},
+               {"shm_ctl_slots", 1024}, {"shm_ctl_fd", 0} /* stdin: not our memfd */};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_error_t err;
+        json_t *o = json_loads(ti, 0, &err);
+        assert_non_null(o);
+        if (bad[i].v < 0)
+            json_object_del(o, bad[i].key);
+        else
+            json_object_set_new(o, bad[i].key, json_integer(bad[i].v));
+        d.transport_info = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        assert_false(mc_te_shm_ops.can_reach(NULL, &d));
+        free(d.transport_info);
+    }
+    free(ti);
     mc_te_free_shareable(te, sh);
     mc_te_destroy(te);
 }
@@ -708,6 +837,8 @@ int main(void)
         cmocka_unit_test(test_engine_required_hugepage_size),
         cmocka_unit_test(test_engine_register_local),
         cmocka_unit_test(test_shm_ctl_unregister_busy),
+        cmocka_unit_test(test_shm_lane_holders),
+        cmocka_unit_test(test_shm_ctl_validation),
         cmocka_unit_test(test_engine_notify),
         cmocka_unit_test(test_engine_notify_queue_cap),
         cmocka_unit_test(test_engine_notify_malformed),
