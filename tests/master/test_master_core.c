@@ -1593,6 +1593,23 @@ static uint64_t put_start_at(mc_master_t *f, const char *key, uint64_t size)
     return r[0].addr;
 }
 
+/* A leader logging HA groups with its WAL in dir (made by mkdtemp), read leases of `delay`
+ * ms, and (*f_p) a standby following it whose recovered space waits that long after a free. */
+static mc_master_t *leader_and_standby(char *dir, uint64_t delay, mc_master_t **f_p)
+{
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    cfg.default_kv_lease_ttl_ms = delay;
+    mc_master_t *m = mk_ha_logging(&cfg);
+    cfg.wal_dir = NULL;
+    cfg.recovered_reuse_delay_ms = delay;
+    *f_p = mk(&cfg);
+    assert_int_equal(mc_master_follow_begin(*f_p), MC_OK);
+    return m;
+}
+
 /* Reuse of recovered space by freed range (a promoted standby): each range the standby applied
  * a free of within the reuse delay is lent only from its own free + the delay; the rest of the
  * segment (never used, or freed earlier) lends at once. A freed range that a later object
@@ -1604,18 +1621,7 @@ static void test_follow_reuse_by_range(void **state)
     (void)state;
     const uint64_t SZ = 64 << 10, DELAY = 5000;
     char dir[] = "/tmp/mc_master_rrange_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    mc_master_config_t cfg;
-    mc_master_config_default(&cfg);
-    cfg.wal_dir = dir;
-    cfg.default_kv_lease_ttl_ms = DELAY;
-    mc_master_t *m = mk(&cfg);
-    mc_master_ha_log_enable(m);
-    mc_master_config_t fcfg = cfg;
-    fcfg.wal_dir = NULL;
-    fcfg.recovered_reuse_delay_ms = DELAY;
-    mc_master_t *f = mk(&fcfg);
-    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    mc_master_t *f, *m = leader_and_standby(dir, DELAY, &f);
 
     mount(m, CA, "segR", 0x100000, 1 << 20, "hR", 0x41);
     mc_master_replica_t r[8];
@@ -1687,18 +1693,7 @@ static void test_follow_reuse_by_range(void **state)
 static mc_master_t *promoted_after_frees(int n_frees, uint64_t delay)
 {
     char dir[] = "/tmp/mc_master_rcap_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    mc_master_config_t cfg;
-    mc_master_config_default(&cfg);
-    cfg.wal_dir = dir;
-    cfg.default_kv_lease_ttl_ms = delay;
-    mc_master_t *m = mk(&cfg);
-    mc_master_ha_log_enable(m);
-    mc_master_config_t fcfg = cfg;
-    fcfg.wal_dir = NULL;
-    fcfg.recovered_reuse_delay_ms = delay;
-    mc_master_t *f = mk(&fcfg);
-    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    mc_master_t *f, *m = leader_and_standby(dir, delay, &f);
     mount(m, CA, "segC", 0x100000, 4 << 20, "hC", 0x51);
     char key[32];
     for (int i = 0; i < 2 * n_frees + 1; i++) {

@@ -103,6 +103,17 @@ static void ha_start_pair(ha_master_t *a, ha_master_t *b, const char *cluster)
     assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
 }
 
+/* a leads cluster (serving) with each of its etcd appends delayed by delay_ms
+ * (MC_HA_TEST_APPEND_DELAY_MS, read at its start; members started later are not delayed). */
+static void ha_start_leader_delayed(ha_master_t *a, const char *cluster, const char *delay_ms,
+                                    const char *extra)
+{
+    setenv("MC_HA_TEST_APPEND_DELAY_MS", delay_ms, 1);
+    ha_start_ex(a, cluster, TTL_S, extra);
+    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
+    assert_true(ha_serving(a, TAKEOVER_MS));
+}
+
 static void ha_stop(ha_master_t *m)
 {
     mt_ha_stop(m);
@@ -762,10 +773,7 @@ static void test_stalled_append_holds_replies(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
-    setenv("MC_HA_TEST_APPEND_DELAY_MS", "5000", 1);
-    ha_start(a, "stall");
-    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
-    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_leader_delayed(a, "stall", "5000", NULL);
     ha_start(b, "stall");
     assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
 
@@ -869,10 +877,7 @@ static void test_settled_reads_not_held(void **state)
     ha_master_t *a = &g_m[0], *b = &g_m[1];
     /* the writer sends no Ping for the ~25 s of stalled appends: its segment must stay */
     const char *ttl = "--client_ttl=120";
-    setenv("MC_HA_TEST_APPEND_DELAY_MS", "5000", 1);
-    ha_start_ex(a, "settled", TTL_S, ttl);
-    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
-    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_leader_delayed(a, "settled", "5000", ttl);
     ha_start_ex(b, "settled", TTL_S, ttl);
     assert_true(mt_wait_log(b->log, "standby of cluster", TAKEOVER_MS) == 0);
     mc_rpc_client_t *c[4];
@@ -1380,10 +1385,7 @@ static void test_standbys_outside_s_cannot_win(void **state)
 {
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1], *d = &g_m[2];
-    setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
-    ha_start_ex(a, "sbwin", TTL_S, SB_FLAGS);
-    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
-    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_leader_delayed(a, "sbwin", "20000", SB_FLAGS);
     ha_start_ex(b, "sbwin", TTL_S, SB_FLAGS);
     ha_start_ex(d, "sbwin", TTL_S, SB_FLAGS);
     wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 2\n");
@@ -1422,10 +1424,7 @@ static void test_standbys_release_waits_for_s(void **state)
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
     const char *flags = "--ha_commit=standbys --ha_isr_timeout_ms=4000";
-    setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
-    ha_start_ex(a, "sbrel", TTL_S, flags);
-    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
-    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_leader_delayed(a, "sbrel", "20000", flags);
     setenv("MC_HA_TEST_FETCH_DELAY_MS", "1500", 1);
     ha_start_ex(b, "sbrel", TTL_S, flags);
     unsetenv("MC_HA_TEST_FETCH_DELAY_MS");
@@ -1590,10 +1589,7 @@ static void test_standbys_put_pool_failover(void **state)
     (void)state;
     ha_master_t *a = &g_m[0], *b = &g_m[1];
     const char *flags = "--ha_commit=standbys --ha_isr_timeout_ms=4000";
-    setenv("MC_HA_TEST_APPEND_DELAY_MS", "20000", 1);
-    ha_start_ex(a, "sbpool", TTL_S, flags);
-    unsetenv("MC_HA_TEST_APPEND_DELAY_MS");
-    assert_true(ha_serving(a, TAKEOVER_MS));
+    ha_start_leader_delayed(a, "sbpool", "20000", flags);
     ha_start_ex(b, "sbpool", TTL_S, flags);
     wait_admin(a->mport, "/metrics", "master_ha_in_sync_members 1\n");
     mc_rpc_client_t *c;

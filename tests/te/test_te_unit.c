@@ -467,6 +467,15 @@ static void test_engine_register_local(void **state)
     free(b);
 }
 
+/* A shareable buffer of len bytes of te, registered. */
+static uint8_t *shareable_registered(mc_te_t *te, size_t len)
+{
+    uint8_t *sh = mc_te_alloc_shareable(te, len);
+    assert_non_null(sh);
+    assert_int_equal(mc_te_register(te, sh, len, NULL), MC_OK);
+    return sh;
+}
+
 /* The owner's control memory as an initiator maps it, from the published transport_info
  * (*ti_p: that transport_info, heap, for the caller to free). Fills *slot and *gen of the
  * buffer registered at sh and *ctl; the caller munmaps ctl->base. */
@@ -520,9 +529,7 @@ static void test_shm_ctl_unregister_busy(void **state)
 {
     mc_te_t *te = engine(); /* transfer timeout 500 ms */
     enum { L = 1 << 16 };
-    uint8_t *sh = mc_te_alloc_shareable(te, L);
-    assert_non_null(sh);
-    assert_int_equal(mc_te_register(te, sh, L, NULL), MC_OK);
+    uint8_t *sh = shareable_registered(te, L);
     mc_te_shm_ctl_t ctl;
     int slot;
     uint64_t gen;
@@ -609,9 +616,7 @@ static void test_shm_ctl_validation(void **state)
 {
     mc_te_t *te = engine();
     enum { L = 1 << 16 };
-    uint8_t *sh = mc_te_alloc_shareable(te, L);
-    assert_non_null(sh);
-    assert_int_equal(mc_te_register(te, sh, L, NULL), MC_OK);
+    uint8_t *sh = shareable_registered(te, L);
     mc_te_shm_ctl_t ctl;
     int slot;
     uint64_t gen;
