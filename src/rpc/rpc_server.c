@@ -11,9 +11,12 @@
  * processed. Timeouts are checked by a sweep over all connections every SRV_SWEEP_MS.
  *
  * Fairness: in one loop iteration a connection's requests run until their answers reach
- * SRV_ITER_QUOTA bytes; the rest wait in its input buffer for the next iteration (s->resume
- * makes that one start at once and its sweep run them), so a few connections pipelining
- * costly requests delay everyone else by one bounded batch, not by all they sent.
+ * SRV_ITER_QUOTA bytes or their handlers SRV_ITER_NS of the loop's time (at least one request
+ * runs); the rest wait in its input buffer for the next iteration (s->resume makes that one
+ * start at once and its sweep run them), so a few connections pipelining costly requests
+ * delay everyone else by one bounded batch, not by all they sent. The time bounds requests
+ * that are cheap to send and costly to answer in few bytes (thousands of ListObjects fit in
+ * the byte quota).
  *
  * Accounting: c->acct = unread input + the rest of a declared incomplete frame + unread
  * output; s->buffered is the sum over connections (kept up to date by conn_account). */
@@ -41,6 +44,7 @@
 #define SRV_SWEEP_MS 100u           /* timeout checks */
 #define SRV_SMALL_FRAME 4096u       /* frames this small are never refused by the budget */
 #define SRV_ITER_QUOTA (256u << 10) /* answer bytes a connection may produce per iteration */
+#define SRV_ITER_NS 100000u         /* and handler time (0.1 ms: ten 128-key lookups) */
 
 enum { CONN_HANDSHAKE, CONN_OPEN };
 
@@ -57,8 +61,9 @@ typedef struct conn {
     uint64_t accepted_ms, last_frame_ms;
     uint64_t partial_since_ms; /* an incomplete frame has been waiting since; 0 = none */
     uint64_t blocked_since_ms; /* paused and not draining since; 0 = not paused */
-    uint64_t quota_iter;       /* the loop iteration quota_used counts for */
+    uint64_t quota_iter;       /* the loop iteration quota_used and quota_ns count for */
     size_t quota_used;         /* answer bytes produced in that iteration */
+    uint64_t quota_ns;         /* time its handlers took in that iteration */
     int closing;    /* flush out, then close */
     int dead;       /* closed; freed at the end of the iteration */
     int dirty;      /* in the dirty list */
@@ -140,7 +145,18 @@ static int conn_paused(const mc_rpc_server_t *s, const conn_t *c)
  * the next one, so a few connections with costly requests cannot hold the loop for long. */
 static bool conn_over_quota(const mc_rpc_server_t *s, const conn_t *c)
 {
-    return c->quota_iter == s->iter && c->quota_used >= SRV_ITER_QUOTA;
+    return c->quota_iter == s->iter &&
+           (c->quota_used >= SRV_ITER_QUOTA || c->quota_ns >= SRV_ITER_NS);
+}
+
+/* c's quota counts for this loop iteration from now on (reset at its first use in one). */
+static void conn_quota_now(const mc_rpc_server_t *s, conn_t *c)
+{
+    if (c->quota_iter != s->iter) {
+        c->quota_iter = s->iter;
+        c->quota_used = 0;
+        c->quota_ns = 0;
+    }
 }
 
 /* Queued answer bytes that may be sent now (not held). */
@@ -269,10 +285,7 @@ static void conn_reply(mc_rpc_server_t *s, conn_t *c, const mc_rpc_hdr_t *req, i
         protobuf_c_message_pack(resp, c->out.data + c->out.len + MC_RPC_HDR_SIZE);
     c->out.len += MC_RPC_HDR_SIZE + blen;
     c->out_total += MC_RPC_HDR_SIZE + blen;
-    if (c->quota_iter != s->iter) {
-        c->quota_iter = s->iter;
-        c->quota_used = 0;
-    }
+    conn_quota_now(s, c);
     c->quota_used += MC_RPC_HDR_SIZE + blen;
     if (free_to_go)
         c->out_ok = c->out_marked = c->out_total;
@@ -415,9 +428,12 @@ static size_t conn_process(mc_rpc_server_t *s, conn_t *c, const uint8_t *p, size
         if (avail < MC_RPC_HDR_SIZE + (size_t)h.body_len)
             break;
         used += MC_RPC_HDR_SIZE + h.body_len;
-        c->last_frame_ms = mc_now_ms();
+        uint64_t t0 = mc_now_ns();
+        c->last_frame_ms = t0 / 1000000u;
         c->partial_since_ms = 0;
         dispatch(s, c, &h, q + MC_RPC_HDR_SIZE);
+        conn_quota_now(s, c);
+        c->quota_ns += mc_now_ns() - t0;
     }
     return used;
 }

@@ -792,6 +792,94 @@ static void test_busy_poll_serves_then_sleeps(void **state)
     mc_rpc_server_destroy(srv);
 }
 
+/* ---- fairness: a connection's turn in a loop iteration is bounded in handler time too */
+#define FAIR_PIPELINED 500
+#define FAIR_COST_US 100 /* what each pipelined request costs the loop */
+static _Atomic int g_fair_log[FAIR_PIPELINED + 1]; /* the order the handler saw requests in */
+static _Atomic int g_fair_n;
+static _Atomic bool g_fair_entered, g_fair_gate;
+
+/* Ping: notes its req_id in arrival order; the first request waits for the test's gate, so
+ * that everything the test sends meanwhile is buffered when the loop goes on; the pipelined
+ * ones (req_id < 100000) each keep the loop busy for FAIR_COST_US. */
+static mc_status_t fair_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                             ProtobufCMessage **resp_p)
+{
+    if (call->req_id == 1) {
+        atomic_store(&g_fair_entered, true);
+        for (uint64_t dl = mc_now_ms() + 5000; !atomic_load(&g_fair_gate) && mc_now_ms() < dl;)
+            mc_sleep_ms(1);
+    }
+    int i = atomic_fetch_add(&g_fair_n, 1);
+    if (i <= FAIR_PIPELINED)
+        g_fair_log[i] = (int)call->req_id;
+    if (call->req_id < 100000)
+        for (uint64_t until = mc_now_ns() + FAIR_COST_US * 1000ull; mc_now_ns() < until;)
+            ; /* a costly request with a small answer (as a ListObjects of a large table) */
+    return quick_ping(ctx, call, req, resp_p);
+}
+
+/* One connection pipelines FAIR_PIPELINED requests with small answers (far under the byte
+ * quota) that cost the loop FAIR_COST_US each; a request on another connection that arrives
+ * while the loop works through them is served after a few iterations' worth of them
+ * (SRV_ITER_NS of handler time each), not after all of them (50 ms). */
+static void test_pipelined_connection_bounded_per_iteration(void **state)
+{
+    (void)state;
+    g_fair_n = 0;
+    g_fair_entered = g_fair_gate = false;
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1"};
+    so.handlers[MC_OP_PING] = fair_ping;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_run, srv), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    int greedy = raw_connect(addr), other = raw_connect(addr);
+    McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
+    size_t blen = protobuf_c_message_get_packed_size(&q.base), flen = MC_RPC_HDR_SIZE + blen;
+    uint8_t *frames = calloc(FAIR_PIPELINED, flen);
+    assert_non_null(frames);
+    for (int i = 0; i < FAIR_PIPELINED; i++) {
+        mc_rpc_hdr_t h = {.opcode = MC_OP_PING, .body_len = (uint32_t)blen,
+                          .req_id = (uint64_t)i + 1};
+        mc_rpc_hdr_encode(&h, frames + (size_t)i * flen);
+        protobuf_c_message_pack(&q.base, frames + (size_t)i * flen + MC_RPC_HDR_SIZE);
+    }
+    uint64_t dl = mc_now_ns() + 2000000000ull;
+    assert_int_equal(mc_net_send_all(greedy, frames, flen, dl), MC_OK); /* request 1 */
+    for (uint64_t t = mc_now_ms() + 5000; !atomic_load(&g_fair_entered) && mc_now_ms() < t;)
+        mc_sleep_ms(1);
+    assert_true(atomic_load(&g_fair_entered));
+    /* the rest of the pipeline and then the other connection's request, both while the loop
+     * is held in request 1 */
+    assert_int_equal(mc_net_send_all(greedy, frames + flen, (FAIR_PIPELINED - 1) * flen, dl),
+                     MC_OK);
+    mc_rpc_hdr_t h = {.opcode = MC_OP_PING, .body_len = (uint32_t)blen, .req_id = 100000};
+    uint8_t f[64];
+    mc_rpc_hdr_encode(&h, f);
+    protobuf_c_message_pack(&q.base, f + MC_RPC_HDR_SIZE);
+    assert_int_equal(mc_net_send_all(other, f, flen, dl), MC_OK);
+    mc_sleep_ms(50); /* both in the server's socket buffers before the loop goes on */
+    atomic_store(&g_fair_gate, true);
+    for (uint64_t t = mc_now_ms() + 5000; g_fair_n < FAIR_PIPELINED + 1 && mc_now_ms() < t;)
+        mc_sleep_ms(1);
+    assert_int_equal(g_fair_n, FAIR_PIPELINED + 1);
+    int pos = -1;
+    for (int i = 0; i <= FAIR_PIPELINED; i++)
+        if (g_fair_log[i] == 100000)
+            pos = i;
+    fprintf(stderr, "the other connection's request ran after %d of the pipelined ones\n", pos);
+    assert_true(pos >= 0 && pos <= 50);
+    free(frames);
+    close(greedy);
+    close(other);
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+}
+
 /* A reserved socket (mc_net_reserve) refuses connections; a server created on it
  * (opts.bound_fd) serves on its port and takes it: the caller's variable becomes -1, and the
  * port is free once the server is destroyed. A socket the server cannot listen on (UDP) fails
@@ -868,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_spin_for_rule),
         cmocka_unit_test(test_busy_poll_serves_then_sleeps),
         cmocka_unit_test(test_bound_fd),
+        cmocka_unit_test(test_pipelined_connection_bounded_per_iteration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
