@@ -14,9 +14,12 @@
  *     server encode, client decode; the rest is syscalls and wake-ups), and the server loop's
  *     and the caller's CPU per call. --compact (default on; also phase 3's BatchGetReplicaList) asks for the
  *     compact answer as the store client does; --compact=false for the usual one.
+ *  6. promote (only when named): a standby core applies a leader's log of --promote-objects
+ *     (1,000,000) puts and is promoted; the apply rate and the promotion's time (what a
+ *     takeover adds after the election).
  *
  * Usage: mc_master_bench [--objects N] [--lookup-objects N] [--batch B] [--seconds S]
- *                        [--window W] [--phase all|rss|core|rpc|evict|batch_lookup]
+ *                        [--window W] [--phase all|rss|core|rpc|evict|batch_lookup|promote]
  *                        [--eviction_policy lru|adaptive]   (--help lists them)
  * Every line carries "eviction_policy". 
  */
@@ -149,6 +152,65 @@ static void phase_rss(uint64_t objects)
            (double)(after - before) * 1024.0 / (double)ok, (double)ok / secs);
     fflush(stdout);
     mc_master_destroy(m);
+}
+
+/* A standby's share of a failover: a leader (its WAL in a temporary directory, records kept
+ * for the replicated log) puts `objects` objects of 512 KiB on 8 segments; a standby core
+ * applies the whole log (mc_master_follow_apply, one call) and is then promoted
+ * (mc_master_follow_promote: allocators built from the replicas, the state a restart ends
+ * in). Times both; the promotion is what a takeover adds after the election. */
+static void phase_promote(uint64_t objects)
+{
+    char dir[] = "/tmp/mc_master_bench_promote_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.eviction_policy = g_policy;
+    cfg.wal_dir = dir;
+    mc_master_t *m, *f;
+    if (mc_master_create(&cfg, &m) != MC_OK)
+        exit(1);
+    mc_master_ha_log_enable(m);
+    mount_segments(m, 8, 1ull << 40);
+    uint64_t ok = fill(m, objects, 512 << 10);
+    bool lost, space;
+    mc_buf_t *log = mc_master_ha_log(m, &lost, &space);
+    mc_master_config_t fcfg = cfg;
+    fcfg.wal_dir = NULL;
+    if (lost || mc_master_create(&fcfg, &f) != MC_OK || mc_master_follow_begin(f) != MC_OK)
+        exit(1);
+    size_t len = mc_buf_unread(log), used = 0;
+    uint64_t records = 0, t0 = mc_now_ns();
+    if (mc_master_follow_apply(f, mc_buf_head(log), len, &used, &records, NULL) != MC_OK ||
+        used != len) {
+        fprintf(stderr, "the standby could not apply the log\n");
+        exit(1);
+    }
+    uint64_t t1 = mc_now_ns();
+    mc_master_destroy(m);
+    uint64_t t2 = mc_now_ns();
+    if (mc_master_follow_promote(f, NULL, 1) != MC_OK) {
+        fprintf(stderr, "the promotion failed\n");
+        exit(1);
+    }
+    uint64_t t3 = mc_now_ns();
+    line_open();
+    printf("\"bench\":\"master_promote\",\"objects\":%llu,\"segments\":8,"
+           "\"log_bytes\":%zu,\"records\":%llu,\"apply_s\":%.3f,"
+           "\"apply_records_per_s\":%.0f,\"promote_ms\":%.1f,"
+           "\"promote_ns_per_object\":%.0f}\n",
+           (unsigned long long)ok, len, (unsigned long long)records, (double)(t1 - t0) / 1e9,
+           (double)records / ((double)(t1 - t0) / 1e9), (double)(t3 - t2) / 1e6,
+           ok ? (double)(t3 - t2) / (double)ok : 0);
+    fflush(stdout);
+    mc_master_destroy(f);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
 }
 
 static void phase_core(uint64_t objects, int batch, double seconds)
@@ -572,7 +634,7 @@ static void phase_rpc(uint64_t objects, int batch, double seconds, int window,
 
 int main(int argc, char **argv)
 {
-    int64_t objects = 1536000, small = 200000, batch = 128, window = 8;
+    int64_t objects = 1536000, small = 200000, batch = 128, window = 8, promote = 1000000;
     double seconds = 3;
     const char *phase = "all", *token_file = "", *policy = "lru";
     bool compact = true;
@@ -580,10 +642,13 @@ int main(int argc, char **argv)
     mc_option_t opts[] = {
         {"objects", MC_OPT_INT, &objects, NULL, "objects for the RSS-per-object phase", 1, 1e9},
         {"lookup-objects", MC_OPT_INT, &small, NULL, "objects the lookup phases read", 1, 1e9},
+        {"promote-objects", MC_OPT_INT, &promote, NULL,
+         "objects the promote phase's standby applies and is promoted with", 1, 1e9},
         {"batch", MC_OPT_INT, &batch, NULL, "keys per batch call", 1, 16384},
         {"seconds", MC_OPT_DOUBLE, &seconds, NULL, "length of each timed phase", 0.1, 3600},
         {"window", MC_OPT_INT, &window, NULL, "RPC calls in flight (rpc phase)", 1, 1024},
-        {"phase", MC_OPT_STRING, &phase, NULL, "all, rss, core, evict, rpc or batch_lookup", 0, 0},
+        {"phase", MC_OPT_STRING, &phase, NULL,
+         "all, rss, core, evict, rpc, batch_lookup, or promote (only when named)", 0, 0},
         {"compact", MC_OPT_BOOL, &compact, NULL,
          "rpc and batch_lookup: BatchGetReplicaList asks for the compact answer "
          "(BatchKeyRequest.compact_replicas), as the store client does", 0, 0},
@@ -603,9 +668,10 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (strcmp(phase, "all") && strcmp(phase, "rss") && strcmp(phase, "core") &&
-        strcmp(phase, "rpc") && strcmp(phase, "evict") && strcmp(phase, "batch_lookup")) {
-        fprintf(stderr,
-                "mc_master_bench: --phase must be all, rss, core, evict, rpc or batch_lookup\n");
+        strcmp(phase, "rpc") && strcmp(phase, "evict") && strcmp(phase, "batch_lookup") &&
+        strcmp(phase, "promote")) {
+        fprintf(stderr, "mc_master_bench: --phase must be all, rss, core, evict, rpc, "
+                        "batch_lookup or promote\n");
         return 2;
     }
     if (mc_evict_policy_parse(policy, &g_policy) != MC_OK ||
@@ -616,6 +682,8 @@ int main(int argc, char **argv)
     mc_log_set_level(MC_LOG_LEVEL_WARN);
     if (busy_poll_us >= 0)
         mc_net_set_busy_poll_us((uint32_t)busy_poll_us);
+    if (!strcmp(phase, "promote"))
+        phase_promote((uint64_t)promote);
     if (!strcmp(phase, "all") || !strcmp(phase, "rss"))
         phase_rss(objects);
     if (!strcmp(phase, "all") || !strcmp(phase, "core"))

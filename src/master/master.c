@@ -191,8 +191,7 @@ static void lease_advance(mc_master_t *m, uint64_t now)
     m->lease_sec = sec;
 }
 
-/* master_lease_note with the caller's clock reading now (a batch lookup reads it once). */
-static void lease_note_at(mc_master_t *m, uint64_t now, uint64_t old_end, uint64_t end)
+void master_lease_note_at(mc_master_t *m, uint64_t now, uint64_t old_end, uint64_t end)
 {
     if (!m->lease_ring)
         return;
@@ -210,7 +209,7 @@ static void lease_note_at(mc_master_t *m, uint64_t now, uint64_t old_end, uint64
 
 void master_lease_note(mc_master_t *m, uint64_t old_end, uint64_t end)
 {
-    lease_note_at(m, master_now(m), old_end, end);
+    master_lease_note_at(m, master_now(m), old_end, end);
 }
 
 uint64_t master_leased_count(mc_master_t *m)
@@ -460,7 +459,7 @@ static void obj_lease_read(mc_master_t *m, obj_t *o, uint64_t now)
     uint64_t end = now + m->cfg.default_kv_lease_ttl_ms;
     if (o->t_lease >= end)
         return;
-    lease_note_at(m, now, o->t_lease > now ? o->t_lease : 0, end);
+    master_lease_note_at(m, now, o->t_lease > now ? o->t_lease : 0, end);
     obj_set_lease(o, end);
 }
 

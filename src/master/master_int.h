@@ -278,6 +278,8 @@ uint64_t master_now(mc_master_t *m);
 /* A READABLE object's read lease moves from old_end (its t_lease; not counted unless > now)
  * to end (now + the lease TTL): the lease gauge follows. The caller then sets t_lease. */
 void master_lease_note(mc_master_t *m, uint64_t old_end, uint64_t end);
+/* The same with the caller's clock reading now (a batch lookup or a promotion reads it once). */
+void master_lease_note_at(mc_master_t *m, uint64_t now, uint64_t old_end, uint64_t end);
 /* Objects under a read lease now (counted to the second, rounded up; an object removed while
  * leased counts until its lease would have ended). */
 uint64_t master_leased_count(mc_master_t *m);
