@@ -698,6 +698,25 @@ static double thread_cpu_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* A server on 127.0.0.1 whose Ping handler is h, its loop on *th; its address in addr. */
+static mc_rpc_server_t *ping_server(mc_rpc_handler_fn h, pthread_t *th, char *addr, size_t n)
+{
+    mc_rpc_server_opts_t so = {.host = "127.0.0.1"};
+    so.handlers[MC_OP_PING] = h;
+    mc_rpc_server_t *srv;
+    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
+    assert_int_equal(pthread_create(th, NULL, slow_run, srv), 0);
+    snprintf(addr, n, "127.0.0.1:%u", mc_rpc_server_port(srv));
+    return srv;
+}
+
+static void ping_server_stop(mc_rpc_server_t *srv, pthread_t th)
+{
+    mc_rpc_server_stop(srv);
+    pthread_join(th, NULL);
+    mc_rpc_server_destroy(srv);
+}
+
 /* A lone call whose answers have been taking longer than the busy-poll budget and than
  * MC_RPC_SPIN_AHEAD_NS sleeps at once instead of spinning the budget away (mc_rpc_spin_for):
  * with a 2 ms budget and answers 5 ms after the send, ten calls after the first (which spins:
@@ -707,14 +726,9 @@ static void test_slow_answers_not_spun_for(void **state)
     (void)state;
     uint32_t saved = (uint32_t)(mc_net_busy_poll_ns() / 1000);
     mc_net_set_busy_poll_us(2000);
-    mc_rpc_server_opts_t so = {.host = "127.0.0.1"};
-    so.handlers[MC_OP_PING] = slow_ping;
-    mc_rpc_server_t *srv;
-    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, slow_run, srv), 0);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    mc_rpc_server_t *srv = ping_server(slow_ping, &th, addr, sizeof(addr));
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(addr, NULL, &c), MC_OK);
     McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
@@ -731,9 +745,7 @@ static void test_slow_answers_not_spun_for(void **state)
     assert_true(mc_now_ns() - t0 >= 10ull * SLOW_US * 1000); /* they were slow */
     assert_true(cpu < 10 * 500);                             /* and not spun for */
     mc_rpc_client_destroy(c);
-    mc_rpc_server_stop(srv);
-    pthread_join(th, NULL);
-    mc_rpc_server_destroy(srv);
+    ping_server_stop(srv, th);
     mc_net_set_busy_poll_us(saved);
 }
 
@@ -828,14 +840,9 @@ static void test_pipelined_connection_bounded_per_iteration(void **state)
     (void)state;
     g_fair_n = 0;
     g_fair_entered = g_fair_gate = false;
-    mc_rpc_server_opts_t so = {.host = "127.0.0.1"};
-    so.handlers[MC_OP_PING] = fair_ping;
-    mc_rpc_server_t *srv;
-    assert_int_equal(mc_rpc_server_create(&so, &srv), MC_OK);
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, slow_run, srv), 0);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", mc_rpc_server_port(srv));
+    mc_rpc_server_t *srv = ping_server(fair_ping, &th, addr, sizeof(addr));
     int greedy = raw_connect(addr), other = raw_connect(addr);
     McRpc__PingRequest q = MC_RPC__PING_REQUEST__INIT;
     size_t blen = protobuf_c_message_get_packed_size(&q.base), flen = MC_RPC_HDR_SIZE + blen;
@@ -875,9 +882,7 @@ static void test_pipelined_connection_bounded_per_iteration(void **state)
     free(frames);
     close(greedy);
     close(other);
-    mc_rpc_server_stop(srv);
-    pthread_join(th, NULL);
-    mc_rpc_server_destroy(srv);
+    ping_server_stop(srv, th);
 }
 
 /* A reserved socket (mc_net_reserve) refuses connections; a server created on it
