@@ -623,6 +623,9 @@ static mc_status_t h_get_size(void *ctx, mc_rpc_call_t *call, const ProtobufCMes
     mc_rpc__get_size_response__init(r);
     size_t kl;
     const char *k = wkey(call, q->key, &kl);
+    uint32_t h = 0;
+    (void)mc_master_lookup_prepare(ctx, &k, &kl, 1, &h);
+    call->unheld = mc_master_reads_settled(ctx, &h, 1);
     r->status = mc_master_get_size(ctx, k, kl, &r->size);
     *resp_p = &r->base;
     return MC_OK;

@@ -868,8 +868,8 @@ static void wait_done_before(stalled_call_t *z, stalled_call_t *until, const cha
 
 /* Reads that show no change in flight are not held: with the leader's appends delayed
  * (MC_HA_TEST_APPEND_DELAY_MS, 5 s each) and a Remove of one durable key in flight, a
- * GetReplicaList, ExistKey and BatchGetReplicaList of another durable key and of a key that
- * never existed are answered while the Remove's append is still stalled, and a
+ * GetReplicaList, ExistKey, GetSize and BatchGetReplicaList of another durable key and of a
+ * key that never existed are answered while the Remove's append is still stalled, and a
  * GetReplicaList of the removed key is not: it shows the removal, so it waits for it. */
 static void test_settled_reads_not_held(void **state)
 {
@@ -905,8 +905,10 @@ static void test_settled_reads_not_held(void **state)
     pthread_join(th_never, NULL);
     assert_int_equal(kept.st, MC_OK);
     assert_int_equal(never.st, MC_ERR_OBJECT_NOT_FOUND);
-    /* the same connections again, ExistKey and a batch of both keys */
+    /* the same connections again, ExistKey, GetSize and a batch of both keys */
     assert_int_equal(key_op(c[2], MC_OP_EXIST_KEY, NULL, "kept", false), MC_OK);
+    assert_int_equal(key_op(c[2], MC_OP_GET_SIZE, NULL, "kept", false), MC_OK);
+    assert_int_equal(key_op(c[3], MC_OP_GET_SIZE, NULL, "never", false), MC_ERR_OBJECT_NOT_FOUND);
     const char *both[2] = {"kept", "never"};
     int32_t st[2];
     size_t failed;
