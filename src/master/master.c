@@ -1132,6 +1132,7 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     uint32_t h = master_key_hash(key, klen);
     obj_t *o = master_obj_find(m, key, klen, h);
     uint64_t kept_pin = 0; /* an upsert keeps the old value's soft pin (upstream's PRESERVE) */
+    bool replaced = false; /* an upsert took a value away (its answer acknowledges that) */
     if (o) {
         if (upsert && o->state == OBJ_READABLE && obj_soft_pinned(o, now) &&
             !(opts && (opts->soft_pin || opts->soft_pin_disable)))
@@ -1157,11 +1158,13 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
             /* an upsert, or a put of a key held for a silent owner (readers see no such key,
              * so a writer may put it again): the new value gets fresh space */
             obj_take_away(m, o, now, retired);
+            replaced = upsert;
         }
     } else if (!promote && master_disk_has(m, key, klen, h)) {
         if (!upsert)
             return MC_ERR_OBJECT_ALREADY_EXISTS;
         master_disk_key_gone(m, key, klen, h); /* the upsert replaces the disk-only value */
+        replaced = true;
     }
     /* a miss for the policy (before any eviction: its victims must not decide this key's
      * admission); the object it links at PutEnd weighs size x replicas placed */
@@ -1236,10 +1239,11 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     /* its allocation in the replicated log (HA standbys mode), an upsert's too: a new leader
      * keeps that space for the writer, whose bytes may still be on their way */
     master_wal_log_put_start(m, o, cid);
-    /* light: its answer need not wait for its own record: the allocation is not logged, or
-     * every replica is a pool block that every later leader knows as reserved */
+    /* light: its answer need not wait for its own record: it replaced no value, and the
+     * allocation is not logged or every replica is a pool block that every later leader
+     * knows as reserved */
     if (light_p)
-        *light_p = !(m->ha_log_on && m->cfg.ha_log_put_starts) || how.pooled == n;
+        *light_p = !replaced && (!(m->ha_log_on && m->cfg.ha_log_put_starts) || how.pooled == n);
     if (how.pool)
         for (uint32_t i = 0; i < n; i++)
             master_pool_refill(m, o->rep[i].seg, size);

@@ -143,13 +143,14 @@ static uint32_t *prepare_batch(mc_master_t *m, mc_rpc_call_t *call,
 
 /* ---------------------------------------------------------------- put / upsert */
 
-/* A create-once PutStart / BatchPutStart that placed every key answers light
- * (mc_rpc_call_t.light): it acknowledges nothing, so with HA it waits only for the changes of
- * free or mounted space in flight (master/ha.h), not for every change in flight, unless its
- * allocation is logged (PUT_START: --ha_commit=standbys with --ha_log_put_starts, the
- * default) outside the put pools (a key placed in a block that was not a ready pool block),
- * when it waits like any acknowledging reply. Upserts and answers with a failed key are not
- * light. */
+/* A PutStart / BatchPutStart that placed every key and replaced no value (create-once, or
+ * an upsert of a key that had none) answers light (mc_rpc_call_t.light): it acknowledges
+ * nothing, so with HA it waits only for the changes of free or mounted space in flight
+ * (master/ha.h), not for every change in flight, unless its allocation is logged (PUT_START:
+ * --ha_commit=standbys with --ha_log_put_starts, the default) outside the put pools (a key
+ * placed in a block that was not a ready pool block; an upsert takes no pool block), when it
+ * waits like any acknowledging reply. An upsert that retired a value and answers with a
+ * failed key are not light. */
 
 static mc_status_t do_put_start(mc_master_t *m, mc_rpc_call_t *call, ProtobufCBinaryData cid,
                                 ProtobufCBinaryData wire_key, uint64_t size, const McRpc__ReplicateConfig *cfg,
@@ -191,7 +192,7 @@ static mc_status_t h_put_start(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     mc_status_t st = do_put_start(ctx, call, q->client_id, q->key, q->value_size, q->config,
                                   call->opcode == MC_OP_UPSERT_START, r, &light);
     *resp_p = &r->base;
-    call->light = call->opcode == MC_OP_PUT_START && r->status == MC_OK && light;
+    call->light = r->status == MC_OK && light;
     return st;
 }
 
@@ -227,7 +228,7 @@ static mc_status_t h_batch_put_start(void *ctx, mc_rpc_call_t *call, const Proto
         light_all &= items[i].status == MC_OK && light;
     }
     r->n_results = q->n_keys;
-    call->light = !upsert && light_all;
+    call->light = light_all;
     return MC_OK;
 }
 

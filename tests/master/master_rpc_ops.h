@@ -56,8 +56,9 @@ static inline int32_t mount(mc_rpc_client_t *c, uint8_t *cid, const char *name, 
     return call_status(c, MC_OP_MOUNT_SEGMENT, &q.base);
 }
 
-static inline int32_t put_start(mc_rpc_client_t *c, uint8_t *cid, const char *key, uint64_t size,
-                         uint32_t nrep, uint64_t *addr_p)
+/* A PutStart (op MC_OP_PUT_START) or UpsertStart (MC_OP_UPSERT_START) of key. */
+static inline int32_t put_start_op(mc_rpc_client_t *c, uint16_t op, uint8_t *cid, const char *key,
+                                   uint64_t size, uint32_t nrep, uint64_t *addr_p)
 {
     McRpc__ReplicateConfig cfg = MC_RPC__REPLICATE_CONFIG__INIT;
     cfg.replica_num = nrep;
@@ -67,7 +68,7 @@ static inline int32_t put_start(mc_rpc_client_t *c, uint8_t *cid, const char *ke
     q.value_size = size;
     q.config = &cfg;
     ProtobufCMessage *r;
-    mc_status_t st = mc_rpc_client_call(c, MC_OP_PUT_START, &q.base, &r, MC_TEST_RPC_TIMEOUT_MS);
+    mc_status_t st = mc_rpc_client_call(c, op, &q.base, &r, MC_TEST_RPC_TIMEOUT_MS);
     if (st != MC_OK)
         return st;
     McRpc__PutStartResponse *p = (void *)r;
@@ -76,6 +77,12 @@ static inline int32_t put_start(mc_rpc_client_t *c, uint8_t *cid, const char *ke
         *addr_p = p->replicas[0]->buffer_address;
     mc_rpc_response_free(r);
     return s;
+}
+
+static inline int32_t put_start(mc_rpc_client_t *c, uint8_t *cid, const char *key, uint64_t size,
+                         uint32_t nrep, uint64_t *addr_p)
+{
+    return put_start_op(c, MC_OP_PUT_START, cid, key, size, nrep, addr_p);
 }
 
 static inline int32_t put_end(mc_rpc_client_t *c, uint8_t *cid, const char *key, uint64_t sum)

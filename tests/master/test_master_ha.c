@@ -731,7 +731,7 @@ static void test_sigstop_zombie_is_fenced(void **state)
 typedef struct stalled_call {
     mc_rpc_client_t *c;
     const char *key;
-    bool put;       /* PutEnd, else GetReplicaList */
+    bool put;       /* PutEnd (put_start_main: UpsertStart), else GetReplicaList */
     int32_t st;
     atomic_bool done;
 } stalled_call_t;
@@ -744,7 +744,7 @@ static void *stalled_main(void *arg)
     return NULL;
 }
 
-/* The same for a Mount of segment key (2 GiB up) and a PutStart of key. */
+/* The same for a Mount of segment key (2 GiB up) and a PutStart (put: an UpsertStart) of key. */
 static void *mount_main(void *arg)
 {
     stalled_call_t *z = arg;
@@ -756,7 +756,8 @@ static void *mount_main(void *arg)
 static void *put_start_main(void *arg)
 {
     stalled_call_t *z = arg;
-    z->st = put_start(z->c, CLIENT, z->key, 4096, 1, NULL);
+    z->st = put_start_op(z->c, z->put ? MC_OP_UPSERT_START : MC_OP_PUT_START, CLIENT, z->key,
+                         4096, 1, NULL);
     atomic_store(&z->done, true);
     return NULL;
 }
@@ -765,8 +766,9 @@ static void *put_start_main(void *arg)
  * The leader's appends are delayed (MC_HA_TEST_APPEND_DELAY_MS, 5 s each); a PutEnd sent to
  * it, and a GetReplicaList of the same key on another connection, get no answer while the
  * append is stalled, while a PutStart of a new key on a third connection is answered at once
- * (it acknowledges nothing, and no freed or mounted space is in flight), and one sent after a
- * Mount (whose append is stalled too) is not answered; kill -9 of the leader
+ * (it acknowledges nothing, and no freed or mounted space is in flight), as is an UpsertStart
+ * of a key without a value, while an UpsertStart that retires a durable value and a
+ * PutStart sent after a Mount (whose append is stalled too) are not answered; kill -9 of the leader
  * then: neither was acknowledged, and the standby that takes over has every acknowledged
  * object and neither the unacknowledged one nor the started one. */
 static void test_stalled_append_holds_replies(void **state)
@@ -805,6 +807,15 @@ static void test_stalled_append_holds_replies(void **state)
     uint64_t t1 = mc_now_ms();
     assert_int_equal(put_start(c3, CLIENT, "fresh", 4096, 1, NULL), MC_OK);
     assert_true(mc_now_ms() - t1 < 1000);
+    /* so is an UpsertStart of a key that has no value; one that retires a value is held */
+    t1 = mc_now_ms();
+    assert_int_equal(put_start_op(c3, MC_OP_UPSERT_START, CLIENT, "fresh_up", 4096, 1, NULL), MC_OK);
+    assert_true(mc_now_ms() - t1 < 1000);
+    mc_rpc_client_t *c5;
+    assert_int_equal(mc_rpc_client_create(a->addr, NULL, &c5), MC_OK);
+    stalled_call_t up = {.c = c5, .key = "acked", .put = true};
+    pthread_t th5;
+    assert_int_equal(pthread_create(&th5, NULL, put_start_main, &up), 0);
     assert_false(atomic_load(&pe.done)); /* the PutEnd is still held */
     /* but with a Mount in flight (space a PutStart may allocate from), a PutStart waits */
     mc_rpc_client_t *c4;
@@ -817,6 +828,7 @@ static void test_stalled_append_holds_replies(void **state)
     mc_sleep_ms(1000);
     assert_false(atomic_load(&mt.done));
     assert_false(atomic_load(&ps.done));
+    assert_false(atomic_load(&up.done));
     kill(a->pid, SIGKILL);
     waitpid(a->pid, NULL, 0);
     a->pid = 0;
@@ -824,12 +836,15 @@ static void test_stalled_append_holds_replies(void **state)
     pthread_join(th2, NULL);
     pthread_join(th3, NULL);
     pthread_join(th4, NULL);
+    pthread_join(th5, NULL);
     assert_int_not_equal(pe.st, MC_OK); /* never acknowledged */
+    assert_int_not_equal(up.st, MC_OK);
     assert_int_not_equal(gt.st, MC_OK); /* nor the read that saw it */
     assert_int_not_equal(mt.st, MC_OK);
     assert_int_not_equal(ps.st, MC_OK);
     mc_rpc_client_destroy(c3);
     mc_rpc_client_destroy(c4);
+    mc_rpc_client_destroy(c5);
     mc_rpc_client_destroy(c);
     mc_rpc_client_destroy(c2);
 
@@ -842,6 +857,7 @@ static void test_stalled_append_holds_replies(void **state)
     assert_true(a2 == addr && sum == 0xace);
     assert_int_equal(get(c, "stalled", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(get(c, "fresh", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(c, "fresh_up", NULL, NULL, NULL), MC_ERR_OBJECT_NOT_FOUND);
     mc_rpc_client_destroy(c);
     ha_stop(b);
 }
