@@ -39,10 +39,11 @@
  *               mode, each against the single master of the same run; the failover phase
  *               then runs in etcd mode). In standbys mode the puts start once the standby is
  *               in the leader's in-sync set.
- * Flags: --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4 --clients=1
- *        --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000 --etcd_dir=DIR
- *        --probe_ms=2000 --ha_commit=etcd */
+ * Flags (--help lists them): --phase=all|failover|throughput --ttls=2,5 --trials=20 --threads=4
+ *        --clients=1 --seconds=3 --batch=16 --value=1024 --etcd_election_ms=1000
+ *        --etcd_dir=DIR --probe_ms=2000 --ha_commit=etcd */
 #include "common/alloc.h"
+#include "common/config.h"
 #include "common/etcd.h"
 #include "common/http_client.h"
 #include "common/log.h"
@@ -54,6 +55,7 @@
 #include "support/test_util.h"
 #include "bench_stats.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -716,52 +718,91 @@ static void throughput(void)
         unsetenv("MC_TEST_HA_COMMIT");
 }
 
+/* "2,5" -> {2, 5}: 1..cap lease TTLs in seconds, each 1..60. Returns 0, or -1 if malformed. */
+static int parse_ttls(const char *list, int *out, size_t cap, size_t *n_p)
+{
+    *n_p = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 60 || *n_p == cap || (*end && *end != ','))
+            return -1;
+        out[(*n_p)++] = (int)v;
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}
+
 int main(int argc, char **argv)
 {
-    const char *phase = "all", *ttls = "2,5", *election = "1000";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strncmp(a, "--phase=", 8))
-            phase = a + 8;
-        else if (!strncmp(a, "--ttls=", 7))
-            ttls = a + 7;
-        else if (!strncmp(a, "--trials=", 9))
-            g_trials = atoi(a + 9);
-        else if (!strncmp(a, "--threads=", 10))
-            g_threads = atoi(a + 10);
-        else if (!strncmp(a, "--clients=", 10))
-            g_clients = atoi(a + 10);
-        else if (!strncmp(a, "--seconds=", 10))
-            g_seconds = atoi(a + 10);
-        else if (!strncmp(a, "--batch=", 8))
-            g_batch = atoi(a + 8);
-        else if (!strncmp(a, "--value=", 8))
-            g_value = atoi(a + 8);
-        else if (!strncmp(a, "--etcd_dir=", 11))
-            g_etcd_dir = a + 11;
-        else if (!strncmp(a, "--probe_ms=", 11))
-            g_probe_ms = atoi(a + 11);
-        else if (!strncmp(a, "--etcd_election_ms=", 19))
-            election = a + 19;
-        else if (!strncmp(a, "--ha_commit=", 12))
-            g_commit = a + 12;
-        else {
-            fprintf(stderr, "unknown flag %s (see the comment at the top of mc_ha_bench.c)\n", a);
-            return 2;
-        }
+    const char *phase = "all", *ttls = "2,5", *etcd_dir = "";
+    int64_t trials = g_trials, threads = g_threads, clients = g_clients, seconds = g_seconds;
+    int64_t batch = g_batch, value = g_value, probe_ms = g_probe_ms, election_ms = 1000;
+    mc_option_t opts[] = {
+        {"phase", MC_OPT_STRING, &phase, NULL, "all, failover or throughput", 0, 0},
+        {"ttls", MC_OPT_STRING, &ttls, NULL,
+         "failover: the lease TTLs to measure, seconds, comma-separated (1..60 each)", 0, 0},
+        {"trials", MC_OPT_INT, &trials, NULL, "failover: kill -9s of the leader per TTL", 1, 1000},
+        {"threads", MC_OPT_INT, &threads, NULL, "throughput: writer threads", 1, 64},
+        {"clients", MC_OPT_INT, &clients, NULL,
+         "throughput: store clients the writers share (at most --threads)", 1, 64},
+        {"seconds", MC_OPT_INT, &seconds, NULL, "throughput: length of each timed phase", 1, 3600},
+        {"batch", MC_OPT_INT, &batch, NULL, "throughput: keys per BatchPut", 1, 1024},
+        {"value", MC_OPT_INT, &value, NULL, "throughput: bytes per value", 1, 1 << 30},
+        {"probe_ms", MC_OPT_INT, &probe_ms, NULL,
+         "bound: length of each etcd txn probe (1 and 4 in flight)", 100, 600000},
+        {"etcd_election_ms", MC_OPT_INT, &election_ms, NULL,
+         "etcd's election timeout (its heartbeat is a tenth of it)", 100, 60000},
+        {"etcd_dir", MC_OPT_STRING, &etcd_dir, NULL,
+         "parent directory of etcd's data dirs (empty: $TMPDIR or /tmp)", 0, 0},
+        {"ha_commit", MC_OPT_STRING, &g_commit, NULL,
+         "the members' --ha_commit: etcd, standbys or both (throughput runs once per mode)", 0,
+         0},
+    };
+    mc_config_spec_t spec = {"mc_ha_bench",
+                             "Master HA on loopback (a 3-member etcd, masters, one storage "
+                             "server): failover time per lease TTL, put and lookup throughput "
+                             "with HA against a single master, standby lag (JSON lines; the "
+                             "comment at the top of bench/mc_ha_bench.c describes each phase).",
+                             opts, MC_ARRAY_LEN(opts)};
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
+    int ttl_s[16];
+    size_t n_ttls = 0;
+    if (parse_ttls(ttls, ttl_s, MC_ARRAY_LEN(ttl_s), &n_ttls) != 0) {
+        fprintf(stderr, "mc_ha_bench: --ttls must be 1 to 16 comma-separated seconds, each 1..60 "
+                        "(got '%s')\n", ttls);
+        return 2;
+    }
+    if (strcmp(phase, "all") && strcmp(phase, "failover") && strcmp(phase, "throughput")) {
+        fprintf(stderr, "mc_ha_bench: --phase must be all, failover or throughput\n");
+        return 2;
     }
     if (strcmp(g_commit, "etcd") && strcmp(g_commit, "standbys") && strcmp(g_commit, "both")) {
-        fprintf(stderr, "--ha_commit: etcd, standbys or both\n");
+        fprintf(stderr, "mc_ha_bench: --ha_commit must be etcd, standbys or both\n");
         return 2;
     }
+    if (clients > threads) {
+        fprintf(stderr, "mc_ha_bench: --clients (%lld) above --threads (%lld)\n",
+                (long long)clients, (long long)threads);
+        return 2;
+    }
+    g_trials = (int)trials;
+    g_threads = (int)threads;
+    g_clients = (int)clients;
+    g_seconds = (int)seconds;
+    g_batch = (int)batch;
+    g_value = (int)value;
+    g_probe_ms = (int)probe_ms;
+    g_etcd_dir = *etcd_dir ? etcd_dir : NULL;
     if (strcmp(g_commit, "both") != 0)
         setenv("MC_TEST_HA_COMMIT", g_commit, 1); /* every member mt_ha_start starts */
-    if (g_trials < 1 || g_threads < 1 || g_threads > 64 || g_clients < 1 ||
-        g_clients > g_threads || g_seconds < 1 || g_batch < 1 ||
-        g_batch > 1024 || g_value < 1 || g_probe_ms < 100) {
-        fprintf(stderr, "a flag is out of range\n");
-        return 2;
-    }
+    char election[24];
+    snprintf(election, sizeof(election), "%lld", (long long)election_ms);
     if (!mt_etcd_available()) {
         fprintf(stderr, "etcd not installed (scripts/install-deps.sh: etcd-server)\n");
         return 1;
@@ -792,10 +833,8 @@ int main(int argc, char **argv)
     if (!strcmp(phase, "all") || !strcmp(phase, "throughput"))
         throughput();
     if (!strcmp(phase, "all") || !strcmp(phase, "failover")) {
-        char buf[64];
-        snprintf(buf, sizeof(buf), "%s", ttls);
-        for (char *sv, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
-            failover(atoi(t));
+        for (size_t i = 0; i < n_ttls; i++)
+            failover(ttl_s[i]);
     }
     mt_etcd_stop(&g_etcd);
     if (!getenv("MC_KEEP_TEST_DIRS"))
