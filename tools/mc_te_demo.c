@@ -20,6 +20,7 @@
 
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,18 +218,37 @@ static int run_initiator(const char *target, size_t size)
     return failures ? 1 : 0;
 }
 
+static const char USAGE[] =
+    "usage: mc_te_demo target [SIZE_MIB] | initiator SEGMENT [SIZE_MIB]\n"
+    "  SIZE_MIB: the shared buffer, 1..65536 MiB (default 64)\n"
+    "(scripts/demo.sh runs both on loopback)\n";
+
+/* argv[i] as SIZE_MIB in bytes (absent: 64 MiB); 0 if it is not a whole number in 1..65536. */
+static size_t size_arg(int argc, char **argv, int i)
+{
+    if (i >= argc)
+        return (size_t)64 << 20;
+    char *end;
+    unsigned long mib = strtoul(argv[i], &end, 10);
+    if (end == argv[i] || *end || argv[i][0] == '-' || mib < 1 || mib > 65536)
+        return 0;
+    return (size_t)mib << 20;
+}
+
 int main(int argc, char **argv)
 {
     mc_log_set_level(MC_LOG_LEVEL_WARN);
-    if (argc >= 2 && strcmp(argv[1], "target") == 0) {
-        size_t mib = argc >= 3 ? strtoul(argv[2], NULL, 10) : 64;
-        return run_target((mib ? mib : 64) << 20);
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(USAGE, stdout);
+        return 0;
     }
-    if (argc >= 3 && strcmp(argv[1], "initiator") == 0) {
-        size_t mib = argc >= 4 ? strtoul(argv[3], NULL, 10) : 64;
-        return run_initiator(argv[2], (mib ? mib : 64) << 20);
-    }
-    fprintf(stderr, "usage: mc_te_demo target [SIZE_MIB] | initiator SEGMENT [SIZE_MIB]\n"
-                    "(scripts/demo.sh runs both on loopback)\n");
+    bool target = argc >= 2 && argc <= 3 && !strcmp(argv[1], "target");
+    bool initiator = argc >= 3 && argc <= 4 && !strcmp(argv[1], "initiator");
+    size_t size = target ? size_arg(argc, argv, 2) : initiator ? size_arg(argc, argv, 3) : 0;
+    if (size && target)
+        return run_target(size);
+    if (size && initiator)
+        return run_initiator(argv[2], size);
+    fputs(USAGE, stderr);
     return 2;
 }
