@@ -6,7 +6,7 @@
  * microseconds per batch call. Keys are removed (untimed, force) after each iteration so every
  * put really writes.
  *
- * Usage: mc_store_cbench --master=HOST:PORT [--size=4096] [--batch=128] [--iters=50]
+ * Usage (--help): mc_store_cbench --master=HOST:PORT [--size=4096] [--batch=128] [--iters=50]
  *                        [--protocol=tcp]
  */
 #include "mooncake/store.h"
@@ -45,27 +45,73 @@ static double mean(const double *v, int n)
     return s / n;
 }
 
-static const char *arg(int argc, char **argv, const char *name, const char *def)
+static const char USAGE[] =
+    "usage: mc_store_cbench --master=HOST:PORT [--size=BYTES] [--batch=N] [--iters=N] "
+    "[--protocol=tcp|shm|auto]\n"
+    "  --size 1..1073741824 (4096), --batch 1..65536 (128), --iters 1..1000000 (50);\n"
+    "  size x batch at most 8 GiB (one registered buffer)\n";
+
+/* "--name=value" options: *vals[i] set from argv for names[i]. Returns 0, 1 after --help, or
+ * -1 for an argument that is not one of them. */
+static int parse_args(int argc, char **argv, const char *const *names, const char **vals, int n)
 {
-    size_t l = strlen(name);
-    for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], name, l) == 0 && argv[i][l] == '=')
-            return argv[i] + l + 1;
-    return def;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+        int k = 0;
+        for (; k < n; k++) {
+            size_t l = strlen(names[k]);
+            if (!strncmp(argv[i], names[k], l) && argv[i][l] == '=') {
+                vals[k] = argv[i] + l + 1;
+                break;
+            }
+        }
+        if (k == n) {
+            fprintf(stderr, "mc_store_cbench: unknown argument '%s'\n", argv[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A whole number in [lo, hi] into *out; 0, or -1 naming the option on stderr. */
+static int number(const char *name, const char *v, long long lo, long long hi, long long *out)
+{
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "mc_store_cbench: %s=%s: a whole number in %lld..%lld expected\n", name,
+                v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *master = arg(argc, argv, "--master", NULL);
-    const char *protocol = arg(argc, argv, "--protocol", "tcp");
-    long long size = atoll(arg(argc, argv, "--size", "4096"));
-    int batch = atoi(arg(argc, argv, "--batch", "128"));
-    int iters = atoi(arg(argc, argv, "--iters", "50"));
-    if (!master || size <= 0 || batch <= 0 || batch > 65536 || iters <= 0) {
-        fprintf(stderr, "usage: %s --master=HOST:PORT [--size=N] [--batch=N] [--iters=N]\n",
-                argv[0]);
+    static const char *const names[] = {"--master", "--protocol", "--size", "--batch", "--iters"};
+    const char *vals[] = {NULL, "tcp", "4096", "128", "50"};
+    int parsed = parse_args(argc, argv, names, vals, 5);
+    if (parsed == 1) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    const char *master = vals[0], *protocol = vals[1];
+    long long size, batch_ll, iters_ll;
+    if (parsed < 0 || number("--size", vals[2], 1, 1ll << 30, &size) ||
+        number("--batch", vals[3], 1, 65536, &batch_ll) ||
+        number("--iters", vals[4], 1, 1000000, &iters_ll)) {
+        fputs(USAGE, stderr);
         return 2;
     }
+    if (!master || !*master || size * batch_ll > (8ll << 30)) {
+        fprintf(stderr, "mc_store_cbench: %s\n%s",
+                !master || !*master ? "--master=HOST:PORT is required" : "size x batch above 8 GiB",
+                USAGE);
+        return 2;
+    }
+    int batch = (int)batch_ll, iters = (int)iters_ll;
     mc_store_config_t cfg = {
         .local_hostname = "127.0.0.1",
         .metadata_server = "P2PHANDSHAKE",
