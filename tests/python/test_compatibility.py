@@ -2,6 +2,8 @@
 a live master's /metrics and the sources that read environment variables.
 
 The document is the one list of upstream's surface; this test only reads it."""
+import importlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -72,6 +74,20 @@ def test_methods(section, owner):
 def test_module_names(section, module):
     wrong = [(n, s) for n, s in rows(section) if present(s) != hasattr(module, n)]
     assert wrong == [], f"{section}: rows whose status does not match the module: {wrong}"
+
+
+def test_package_modules():
+    """A present module imports; a `not yet` one is absent."""
+    wrong = []
+    for name, status in rows("Python package modules"):
+        if present(status):
+            try:
+                importlib.import_module(name)
+            except Exception as e:  # any failure to import makes the row untrue
+                wrong.append((name, status, repr(e)))
+        elif importlib.util.find_spec(name) is not None:
+            wrong.append((name, status, "importable"))
+    assert wrong == [], f"Python package modules: rows that do not hold: {wrong}"
 
 
 def test_replicate_config_attributes():
