@@ -145,6 +145,7 @@ struct mc_store {
     pthread_cond_t hb_cond;
     int hb_stop;                    /* guarded by hb_lock */
     atomic_int master_reachable;
+    atomic_bool tasks_due;          /* the last Ping said replica tasks wait (store_tasks.c) */
     atomic_uint heartbeat_ms;       /* STORE_HEARTBEAT_MS, or less for a short client_ttl */
 
     /* Segment fencing (store_ping; all guarded by ping_mu). */
@@ -341,6 +342,11 @@ size_t store_replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size_
 /* GetReplicaList for key: *rl_p is the answer (free with mc_rpc_response_free) on MC_OK; a key
  * without replicas is MC_ERR_OBJECT_NOT_FOUND. Counts a master lookup. */
 mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaListResponse **rl_p);
+
+/* ---- store_tasks.c */
+
+/* Heartbeat thread: fetches this client's replica tasks and runs them (a few per call). */
+void store_tasks_run(mc_store_t *s);
 
 /* ---- store_feed.c */
 
