@@ -4,7 +4,7 @@
  * replica that serves the exact bytes once the owner is killed (-9) and survives a master
  * restart (kill -9, WAL replay); a move leaves one replica, on the target; the create errors
  * (unknown key, unmounted target, source == target, a source without the key, the pending
- * cap); a task whose owner is stopped (SIGSTOP) before it fetches it, or while it runs it,
+ * cap); a source replica whose bytes were corrupted is never copied; a task whose owner is stopped (SIGSTOP) before it fetches it, or while it runs it,
  * fails after the pending / processing timeout. Every wait polls a condition with a deadline. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,9 +88,11 @@ static void start_server(int i)
     read_segment_name(&servers[i]);
 }
 
-static mc_store_t *open_store(void)
+/* segment: bytes this client contributes (0 = none) */
+static mc_store_t *open_store_seg(uint64_t segment)
 {
     mc_store_config_t cfg = {
+        .global_segment_size = segment,
         .local_hostname = "127.0.0.1",
         .metadata_server = "P2PHANDSHAKE",
         .protocol = "tcp",
@@ -101,6 +103,8 @@ static mc_store_t *open_store(void)
     assert_int_equal(mc_store_create(&cfg, &s), MC_OK);
     return s;
 }
+
+static mc_store_t *open_store(void) { return open_store_seg(0); }
 
 static void fill(char *buf, size_t len, uint64_t seed)
 {
@@ -383,6 +387,38 @@ static void test_processing_timeout(void **state)
     mc_store_destroy(s);
 }
 
+/* The owner (this process, with a segment) finds its source replica's bytes do not match the
+ * committed checksum: the copy FAILS naming it and no replica is added. */
+static void test_corrupt_source_never_copied(void **state)
+{
+    (void)state;
+    mc_store_t *s = open_store_seg(16u << 20);
+    char val[8192];
+    fill(val, sizeof(val), 8);
+    struct iovec iv = {val, sizeof(val)};
+    mc_replicate_config_t cfg = {.replica_num = 1, .preferred_segment = mc_store_hostname(s)};
+    assert_int_equal(mc_store_put(s, "rotten", &iv, 1, &cfg), MC_OK);
+    mc_replica_desc_t *d;
+    size_t n;
+    assert_int_equal(mc_store_replica_desc(s, "rotten", &d, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(d[0].segment, mc_store_hostname(s));
+    ((char *)(uintptr_t)d[0].addr)[100] ^= 0x5a; /* flip bits in our own segment */
+    free(d);
+    const char *seg1 = servers[1].segment;
+    uint64_t id[2];
+    assert_int_equal(mc_store_create_copy_task(s, "rotten", &seg1, 1, id), MC_OK);
+    mc_store_task_info_t ti;
+    wait_task(s, id, &ti);
+    assert_int_equal(ti.status, MC_TASK_FAILED);
+    assert_non_null(strstr(ti.message, "CHECKSUM"));
+    char segs[4][256];
+    assert_int_equal(replica_segments(s, "rotten", segs), 1);
+    assert_string_equal(segs[0], mc_store_hostname(s));
+    mc_store_remove(s, "rotten", true);
+    mc_store_destroy(s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -392,6 +428,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_move),
+        cmocka_unit_test(test_corrupt_source_never_copied),
         cmocka_unit_test(test_pending_cap_and_timeout),
         cmocka_unit_test(test_processing_timeout),
         cmocka_unit_test(test_copy_survives_restart_and_owner_kill),
