@@ -345,10 +345,13 @@ mc_status_t mc_master_task_start(mc_master_t *m, const uint8_t cid[16], const ui
     }
     if (t->type == MC_MASTER_TASK_COPY && o->n_rep + nt > MC_MASTER_MAX_REPLICAS)
         return MC_ERR_INVALID_PARAMS;
+    /* the owner reads the source under a read lease, as a get would; leased first, so that
+     * the quota admission below cannot evict the object itself */
+    uint64_t now = master_now(m);
+    master_obj_lease_read(m, o, now);
     if (t->type == MC_MASTER_TASK_COPY &&
         (st = master_tenant_admit_bytes(m, t->key, t->klen, o->size * nt)) != MC_OK)
         return st;
-    uint64_t now = master_now(m);
     for (uint32_t i = 0; i < nt; i++) {
         segment_t *s = m->segs[tid[i]];
         uint32_t blk;
@@ -359,8 +362,6 @@ mc_status_t mc_master_task_start(mc_master_t *m, const uint8_t cid[16], const ui
         s->n_replicas++;
         t->pend[t->n_pend++] = (obj_rep_t){tid[i], blk};
     }
-    /* the owner reads the source under a read lease, as a get would */
-    master_obj_lease_read(m, o, now);
     t->started = true;
     t->size = o->size;
     t->checksum = o->checksum;
