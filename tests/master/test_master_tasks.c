@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "common/alloc.h"
+#include "common/buf.h"
 #include "master/master.h"
 
 #include <stdio.h>
@@ -384,6 +386,74 @@ static void test_caps_and_timeouts(void **state)
     mc_master_destroy(m);
 }
 
+/* An HA standby that follows the leader's replicated log holds the copy and the move once
+ * promoted (the End's COMMIT records are in the log the standbys fetch); the tasks are not. */
+static void test_standby_follows_copy_and_move(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_tasks_ha_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mc_master_config_t cfg;
+    mc_master_config_default(&cfg);
+    cfg.wal_dir = dir;
+    mc_master_t *m = mk(&cfg);
+    mc_master_ha_log_enable(m); /* every record from the first MOUNT on */
+    mount(m, CA, "segA", 0x100000, false);
+    mount(m, CB, "segB", 0x200000, false);
+    mount(m, CB, "segC", 0x300000, false);
+    mc_master_replica_t r[8];
+    uint32_t n;
+    mc_master_put_opts_t on_a = {.preferred_segment = "segA"};
+    assert_int_equal(mc_master_put_start(m, CA, K("k"), 1000, &on_a, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("k"), 77), MC_OK);
+    assert_int_equal(mc_master_put_start(m, CA, K("mv"), 500, &on_a, false, r, &n), MC_OK);
+    assert_int_equal(mc_master_put_end(m, CA, K("mv"), 5), MC_OK);
+    uint64_t cid[2], mid[2];
+    const char *b[] = {"segB"};
+    assert_int_equal(mc_master_create_copy_task(m, K("k"), b, 1, cid), MC_OK);
+    assert_int_equal(mc_master_create_move_task(m, K("mv"), "segA", "segC", mid), MC_OK);
+    mc_master_task_info_t ti[MC_MASTER_TASK_FETCH_MAX];
+    assert_int_equal(mc_master_fetch_tasks(m, CA, 0, ti, &n), MC_OK);
+    assert_int_equal(n, 2);
+    mc_master_replica_t src, reps[8];
+    uint64_t size, sum;
+    assert_int_equal(mc_master_task_start(m, CA, cid, COPY, &src, reps, &n, &size, &sum), MC_OK);
+    assert_int_equal(mc_master_task_start(m, CA, mid, MOVE, &src, reps, &n, &size, &sum), MC_OK);
+    assert_int_equal(mc_master_task_end(m, CA, cid, COPY, true), MC_OK);
+    assert_int_equal(mc_master_task_end(m, CA, mid, MOVE, true), MC_OK);
+    assert_int_equal(mc_master_wal_sync(m), MC_OK);
+    bool lost = true, space = false;
+    mc_buf_t *log = mc_master_ha_log(m, &lost, &space);
+    assert_false(lost);
+    size_t len = mc_buf_unread(log);
+    uint8_t *recs = mc_malloc(len);
+    assert_non_null(recs);
+    memcpy(recs, mc_buf_head(log), len);
+    mc_master_destroy(m);
+
+    mc_master_config_t fcfg;
+    mc_master_config_default(&fcfg);
+    mc_master_t *f = mk(&fcfg);
+    assert_int_equal(mc_master_follow_begin(f), MC_OK);
+    size_t used;
+    assert_int_equal(mc_master_follow_apply(f, recs, len, &used, NULL, NULL), MC_OK);
+    assert_int_equal(used, len);
+    mc_free(recs);
+    assert_int_equal(mc_master_follow_promote(f, NULL, 2), MC_OK);
+    mount(f, CA, "segA", 0x100000, true);
+    mount(f, CB, "segB", 0x200000, true);
+    mount(f, CB, "segC", 0x300000, true);
+    const char *segs[8];
+    assert_int_equal(replicas(f, "k", segs), 2);
+    assert_int_equal(replicas(f, "mv", segs), 1);
+    assert_string_equal(segs[0], "segC");
+    assert_int_equal(query_status(f, cid), MC_ERR_TASK_NOT_FOUND);
+    mc_master_destroy(f);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_end_after_changes),
         cmocka_unit_test(test_copy_grows_replicas),
         cmocka_unit_test(test_caps_and_timeouts),
+        cmocka_unit_test(test_standby_follows_copy_and_move),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
