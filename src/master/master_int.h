@@ -432,6 +432,9 @@ mc_status_t master_tenant_admit_bytes(mc_master_t *m, const char *key, size_t kl
 void master_tasks_seg_gone(mc_master_t *m, uint32_t seg_id); /* its blocks go with it */
 void master_tasks_cron(mc_master_t *m, uint64_t now);        /* timeouts */
 void master_tasks_free(mc_master_t *m);
+/* The blocks tasks hold (allocated by a Start, not yet in an object) into out (up to cap);
+ * returns how many there are (invariant checks in tests). */
+size_t master_tasks_blocks(mc_master_t *m, obj_rep_t *out, size_t cap);
 /* master_events.c */
 mc_status_t master_events_init(mc_master_t *m, uint32_t cap);
 void master_events_free(mc_master_t *m);

@@ -486,6 +486,19 @@ void master_tasks_cron(mc_master_t *m, uint64_t now)
     }
 }
 
+size_t master_tasks_blocks(mc_master_t *m, obj_rep_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_tasks; i++)
+        for (uint32_t j = 0; j < m->tasks[i]->n_pend; j++)
+            if (m->tasks[i]->pend[j].seg != SEG_NONE) {
+                if (n < cap)
+                    out[n] = m->tasks[i]->pend[j];
+                n++;
+            }
+    return n;
+}
+
 void master_tasks_free(mc_master_t *m)
 {
     for (size_t i = 0; i < m->n_tasks; i++)
