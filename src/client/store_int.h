@@ -181,6 +181,11 @@ typedef struct store_xseg store_xseg_t;
 /* ---- store_segments.c: extra segments, driven by the heartbeat and destroy (store.c) */
 
 size_t store_xsegs_count(mc_store_t *s);
+/* Copies [addr, addr+size) of this client's extra segment `name` into buf, with *hash_p its
+ * XXH3-64, under xseg_mu (an unmount waits for the copy); INVALID_REPLICA when no extra
+ * segment of that name holds the range. */
+mc_status_t store_xsegs_copy_out(mc_store_t *s, const char *name, uint64_t addr, uint64_t size,
+                                 void *buf, uint64_t *hash_p);
 /* Serve every extra segment until until_ns (an answered ping; mc_te_set_serve_until). */
 void store_xsegs_serve_until(mc_store_t *s, uint64_t until_ns);
 /* Re-mount them (the master asked); draining ones are dropped and freed instead. */

@@ -151,21 +151,25 @@ static mc_status_t task_execute(mc_store_t *s, const McRpc__TaskAssignment *t, c
         mc_rpc_response_free(resp);
         return st;
     }
-    void *buf = NULL;
     const McRpc__ReplicaDesc *src = r->source;
-    if (!src || src->size != r->size ||
-        !store_is_local(s, src->transport_endpoint, src->buffer_address, r->size)) {
-        *why = "the source replica is not in this client's segment";
+    void *buf = src && src->size == r->size ? mc_malloc(r->size ? r->size : 1) : NULL;
+    uint64_t hash = 0;
+    if (!buf) {
+        *why = src && src->size == r->size ? "staging buffer" : "no source replica";
+        st = src && src->size == r->size ? MC_ERR_NO_MEMORY : MC_ERR_INVALID_REPLICA;
+    } else if (strcmp(src->segment_name, s->te_name) == 0 &&
+               store_is_local(s, src->transport_endpoint, src->buffer_address, r->size)) {
+        hash = mc_hash64_copy(buf, (const void *)(uintptr_t)src->buffer_address, r->size, NULL);
+    } else if (store_xsegs_copy_out(s, src->segment_name, src->buffer_address, r->size, buf,
+                                    &hash) != MC_OK) {
+        *why = "the source replica is not in this client's segments";
         st = MC_ERR_INVALID_REPLICA;
-    } else if (!(buf = mc_malloc(r->size ? r->size : 1))) {
-        *why = "staging buffer";
-        st = MC_ERR_NO_MEMORY;
-    } else if (mc_hash64_copy(buf, (const void *)(uintptr_t)src->buffer_address, r->size,
-                              NULL) != r->checksum) {
-        /* never copy bytes that are not the committed value */
+    }
+    if (st == MC_OK && hash != r->checksum) { /* never copy bytes that are not the value */
         *why = "the source bytes do not match the committed checksum";
         st = MC_ERR_CHECKSUM;
-    } else {
+    }
+    if (st == MC_OK) {
         xfer_plan_t plan = {0};
         struct iovec iov = {buf, r->size};
         for (size_t i = 0; st == MC_OK && i < r->n_targets; i++)

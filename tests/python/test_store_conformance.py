@@ -493,6 +493,13 @@ def test_extra_segments(master, storage, tmp_path):
         ka = k("xseg")
         assert _on(st, f"{host}#1", ka, value) == [f"{host}#1"]
         assert st.get(ka) == value and reader.get(ka) == value   # served to others too
+        # a replica task whose source is an extra segment is run by its owner too
+        kt = k("xseg-move")
+        assert _on(st, f"{host}#1", kt, value) == [f"{host}#1"]
+        tid, err = reader.create_move_task(kt, f"{host}#1", storage.segment)
+        assert err == 0
+        assert _wait_task(reader, tid).status == mooncake.store.TaskStatus.SUCCESS
+        assert _segments(reader, kt) == [storage.segment] and reader.get(kt) == value
         # mount_segment: a file range, MAP_SHARED: the value lands in the file
         f = tmp_path / "seg.bin"
         f.write_bytes(b"\0" * (12 << 20))
