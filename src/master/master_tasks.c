@@ -18,10 +18,12 @@
 #include <string.h>
 #include <sys/types.h>
 
+enum { STEP_FETCHED = 0, STEP_STARTED = 1, STEP_ENDED = 2 };
+
 typedef struct master_task {
     uint64_t id[2];
     uint8_t type, status;
-    bool started;                 /* Start answered; the End or a Revoke not yet */
+    uint8_t step;                 /* PROCESSING: STEP_FETCHED, STEP_STARTED, STEP_ENDED */
     uint8_t client[16];
     uint64_t created_wall, updated_wall;
     uint64_t since_ms;            /* master clock: entered its current status */
@@ -74,7 +76,6 @@ static void pend_drop(mc_master_t *m, master_task_t *t, bool park)
             master_rep_free_block(m, r);
     }
     t->n_pend = 0;
-    t->started = false;
 }
 
 /* Forgets the oldest finished tasks beyond the cap. */
@@ -320,8 +321,8 @@ mc_status_t mc_master_task_start(mc_master_t *m, const uint8_t cid[16], const ui
     mc_status_t st = task_mine(m, cid, id, type, &t);
     if (st != MC_OK)
         return st;
-    if (t->started)
-        return MC_ERR_INVALID_PARAMS;
+    if (t->step != STEP_FETCHED)
+        return MC_ERR_INVALID_PARAMS; /* one Start per task */
     obj_t *o = NULL;
     if ((st = task_obj(m, t->key, t->klen, &o)) != MC_OK)
         return st;
@@ -362,7 +363,7 @@ mc_status_t mc_master_task_start(mc_master_t *m, const uint8_t cid[16], const ui
         s->n_replicas++;
         t->pend[t->n_pend++] = (obj_rep_t){tid[i], blk};
     }
-    t->started = true;
+    t->step = STEP_STARTED;
     t->size = o->size;
     t->checksum = o->checksum;
     master_fill_rep(m, o, &o->rep[si], src, 2);
@@ -430,8 +431,9 @@ mc_status_t mc_master_task_end(mc_master_t *m, const uint8_t cid[16], const uint
     mc_status_t st = task_mine(m, cid, id, type, &t);
     if (st != MC_OK)
         return st;
-    if (!t->started)
+    if (t->step != STEP_STARTED)
         return MC_ERR_INVALID_PARAMS;
+    t->step = STEP_ENDED;
     st = commit ? task_commit(m, t) : MC_OK;
     pend_drop(m, t, false); /* what is left: a revoke's, or a failed End's */
     return st;

@@ -200,6 +200,10 @@ static void test_copy_lifecycle_and_restart(void **state)
     assert_int_equal(mc_master_task_end(m, CA, id, COPY, true), MC_OK);
     const char *segs[8];
     assert_int_equal(replicas(m, "k", segs), 2);
+    /* one Start and one End per task */
+    assert_int_equal(mc_master_task_end(m, CA, id, COPY, true), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_task_start(m, CA, id, COPY, &src, reps, &n, &size, &sum),
+                     MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_master_task_complete(m, CB, id, MC_MASTER_TASK_SUCCESS, ""),
                      MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(mc_master_task_complete(m, CA, id, MC_MASTER_TASK_PENDING, ""),
