@@ -135,6 +135,8 @@ typedef struct flags {
     bool enable_offload, offload_on_evict; /* the local-disk tier (disk-tier.md, "Master") */
     bool promotion_on_hit, offload_force_evict;
     int64_t offload_queue_limit, promotion_threshold, promo_queue_limit, promo_per_beat;
+    int64_t task_max_finished, task_max_pending, task_max_processing, task_pending_s,
+        task_processing_s;
     /* upstream's flags kept for its command lines (validated, otherwise no effect here) */
     bool enable_oplog, disk_eviction;
     int64_t oplog_poll_ms, oplog_batch_max, oplog_retry_s, file_seg_size;
@@ -152,7 +154,9 @@ static int parse_flags(flags_t *f, int argc, char **argv)
 {
     *f = (flags_t){.port = 50051, .metrics_port = 9003, .rpc_thread_num = 1,
                    .max_threads = 16, .http_meta_port = 8080, .lease_ttl = 10000, .soft_pin_ttl = 1800000,
-                   .client_ttl = 10, .hold_s = 60, .discard_s = 30, .release_s = 600, .cron_ms = 10,
+                   .client_ttl = 10, .hold_s = 60, .discard_s = 30, .release_s = 600,
+                   .task_max_finished = 10000, .task_max_pending = 10000,
+                   .task_max_processing = 10000, .task_pending_s = 300, .task_processing_s = 300, .cron_ms = 10,
                    .event_buffer = 65536, .eviction_ratio = 0.05, .high_wm = 0.90,
                    .eviction_policy = "lru",
                    .offload_queue_limit = 50000, .offload_cap_ratio = 0.5,
@@ -292,6 +296,21 @@ static int parse_flags(flags_t *f, int argc, char **argv)
          "an unfinished put may be pre-empted after this many seconds", 1, 86400},
         {"put_start_release_timeout_sec", MC_OPT_INT, &f->release_s, NULL,
          "space of an unfinished put is released after this many seconds", 1, 864000},
+        {"max_total_finished_tasks", MC_OPT_INT, &f->task_max_finished, NULL,
+         "finished replica copy/move tasks kept for QueryTask (the oldest forgotten)", 1,
+         UINT32_MAX},
+        {"max_total_pending_tasks", MC_OPT_INT, &f->task_max_pending, NULL,
+         "replica tasks waiting for their client at most (CreateCopyTask/CreateMoveTask beyond "
+         "answer TASK_PENDING_LIMIT_EXCEEDED)", 1, UINT32_MAX},
+        {"max_total_processing_tasks", MC_OPT_INT, &f->task_max_processing, NULL,
+         "replica tasks being run by their clients at most (FetchTasks hands out no more)", 1,
+         UINT32_MAX},
+        {"pending_task_timeout_sec", MC_OPT_INT, &f->task_pending_s, NULL,
+         "a replica task its client has not fetched after this many seconds fails (0 = never)",
+         0, 864000},
+        {"processing_task_timeout_sec", MC_OPT_INT, &f->task_processing_s, NULL,
+         "a replica task its client has not completed this many seconds after fetching it "
+         "fails (0 = never)", 0, 864000},
         {"exist_key_extends_lease", MC_OPT_BOOL, &f->exist_extends, NULL,
          "ExistKey grants a read lease (upstream behaviour; false answers upstream #2187)", 0, 0},
         {"memory_allocator", MC_OPT_STRING, &f->memory_allocator, NULL, "offset (only)", 0, 0},
@@ -503,6 +522,11 @@ static int service_opts(const flags_t *f, const char *wal_dir, mc_master_service
     so->cfg.segment_hold_ms = (uint64_t)f->hold_s * 1000;
     so->cfg.put_start_discard_timeout_ms = (uint64_t)f->discard_s * 1000;
     so->cfg.put_start_release_timeout_ms = (uint64_t)f->release_s * 1000;
+    so->cfg.max_total_finished_tasks = (uint32_t)f->task_max_finished;
+    so->cfg.max_total_pending_tasks = (uint32_t)f->task_max_pending;
+    so->cfg.max_total_processing_tasks = (uint32_t)f->task_max_processing;
+    so->cfg.pending_task_timeout_ms = (uint64_t)f->task_pending_s * 1000;
+    so->cfg.processing_task_timeout_ms = (uint64_t)f->task_processing_s * 1000;
     so->cfg.exist_key_extends_lease = f->exist_extends;
     so->cfg.wal_dir = wal_dir;
     so->cfg.wal_fsync = f->wal_fsync;

@@ -53,6 +53,8 @@ typedef enum mc_status {
     MC_ERR_FILE_WRITE_FAIL = -1103,
     MC_ERR_UNABLE_OFFLOAD = -1300,        /* the master runs without --enable_offload */
     MC_ERR_UNABLE_OFFLOADING = -1301,     /* the client's local disk is not mounted for offload */
+    MC_ERR_TASK_NOT_FOUND = -1400,        /* no such replica copy/move task (or forgotten) */
+    MC_ERR_TASK_PENDING_LIMIT_EXCEEDED = -1401, /* the master holds its cap of unfinished tasks */
     MC_ERR_TENANT_QUOTA_EXCEEDED = -1700, /* the tenant's quota cannot hold the put */
     MC_ERR_TENANT_NOT_REGISTERED = -1701, /* strict multi-tenant mode: the tenant has no quota */
     MC_ERR_TENANT_NOT_EMPTY = -1702,      /* the tenant still owns objects or quota usage */

@@ -234,6 +234,49 @@ MC_API mc_status_t mc_store_batch_replica_clear(mc_store_t *store, size_t n,
                                                const char *const *keys, const char *segment,
                                                int32_t *results);
 
+/* Replica copy/move tasks (upstream's CreateCopyTask, CreateMoveTask, QueryTask;
+ * docs/internals/master.md, "Replica tasks"). The master queues the task for the client that
+ * mounted the source segment, whose heartbeat runs it: the value's bytes are read from its
+ * segment, checked against the committed checksum and written to the new replicas, which
+ * readers see only once the task commits them. A copy adds a replica on each target (a target
+ * that already holds one is left as it is); a move puts the source segment's replica on the
+ * target and frees the source's space once the read leases on it end. id receives the task's
+ * UUID (high, low). Errors: OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY (being written),
+ * INVALID_PARAMS (no target or more than MC_STORE_TASK_TARGETS_MAX, a duplicate, a segment not
+ * mounted, source == target, a source holding no replica of key), UNAVAILABLE_IN_CURRENT_STATUS
+ * (a draining target), TASK_PENDING_LIMIT_EXCEEDED. Keys are this client's tenant's. Tasks
+ * live in the master's memory: after a master restart or takeover QueryTask answers
+ * TASK_NOT_FOUND (what a finished task committed stays). */
+#define MC_STORE_TASK_TARGETS_MAX 8
+#define MC_STORE_SEGMENT_NAME_MAX 255
+#define MC_STORE_TASK_MESSAGE_MAX 1024
+typedef enum { MC_TASK_REPLICA_COPY = 0, MC_TASK_REPLICA_MOVE = 1 } mc_task_type_t;
+typedef enum {
+    MC_TASK_PENDING = 0,    /* queued for its client */
+    MC_TASK_PROCESSING = 1, /* its client fetched it */
+    MC_TASK_FAILED = 2,     /* message says why (a timeout, the step that failed) */
+    MC_TASK_SUCCESS = 3,
+} mc_task_status_t;
+typedef struct mc_store_task_info {
+    uint64_t id[2];
+    int type;                       /* mc_task_type_t */
+    int status;                     /* mc_task_status_t */
+    uint64_t created_at_ms;         /* wall clock, ms since the epoch */
+    uint64_t last_updated_at_ms;
+    uint8_t assigned_client[16];
+    char message[MC_STORE_TASK_MESSAGE_MAX + 1];
+} mc_store_task_info_t;
+MC_API mc_status_t mc_store_create_copy_task(mc_store_t *store, const char *key,
+                                             const char *const *targets, size_t n,
+                                             uint64_t id[2]);
+MC_API mc_status_t mc_store_create_move_task(mc_store_t *store, const char *key,
+                                             const char *source, const char *target,
+                                             uint64_t id[2]);
+/* TASK_NOT_FOUND: unknown, forgotten (finished tasks are kept up to the master's
+ * --max_total_finished_tasks), another tenant's, or created before a master restart. */
+MC_API mc_status_t mc_store_query_task(mc_store_t *store, const uint64_t id[2],
+                                       mc_store_task_info_t *out);
+
 /* Extra segments: memory contributed after setup, each mounted with the master under its own
  * name ("<hostname>#<n>", served by this client) and named for the caller by a 16-byte id
  * (upstream's segment UUID). The heartbeat serves and re-mounts them like the setup segment;

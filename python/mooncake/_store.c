@@ -1928,6 +1928,77 @@ static PyObject *store_batch_replica_clear(StoreObject *self, PyObject *args, Py
     return do_key_batch(self, keys_o, KB_REPLICA_CLEAR, 0, segment);
 }
 
+/* Replica tasks (mc_store_create_copy_task & co; the upstream-shaped methods are in
+ * _store_more.py). */
+static PyObject *store_create_copy_task(StoreObject *self, PyObject *args)
+{
+    const char *key;
+    PyObject *targets_o;
+    if (!PyArg_ParseTuple(args, "sO:_create_copy_task", &key, &targets_o))
+        return NULL;
+    PyObject *seq = PySequence_Fast(targets_o, "_create_copy_task(): targets must be a list");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char *targets[MC_STORE_TASK_TARGETS_MAX];
+    mc_status_t st = n > MC_STORE_TASK_TARGETS_MAX ? MC_ERR_INVALID_PARAMS : MC_OK;
+    for (Py_ssize_t i = 0; st == MC_OK && i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+        targets[i] = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+        if (!targets[i]) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "_create_copy_task(): targets must be str");
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    uint64_t id[2] = {0, 0};
+    if (st == MC_OK) {
+        st = NOT_READY;
+        STORE_CALL(self, st, mc_store_create_copy_task(self->store, key, targets, (size_t)n, id));
+    }
+    Py_DECREF(seq);
+    mcpy_log_flush();
+    return Py_BuildValue("(iKK)", (int)st, (unsigned long long)id[0], (unsigned long long)id[1]);
+}
+
+static PyObject *store_create_move_task(StoreObject *self, PyObject *args)
+{
+    const char *key, *source, *target;
+    if (!PyArg_ParseTuple(args, "sss:_create_move_task", &key, &source, &target))
+        return NULL;
+    uint64_t id[2] = {0, 0};
+    mc_status_t st = NOT_READY;
+    STORE_CALL(self, st, mc_store_create_move_task(self->store, key, source, target, id));
+    mcpy_log_flush();
+    return Py_BuildValue("(iKK)", (int)st, (unsigned long long)id[0], (unsigned long long)id[1]);
+}
+
+/* _query_task(id_high, id_low) -> (status, type, task_status, created_ms, updated_ms,
+ * assigned_client (16 bytes), message) */
+static PyObject *store_query_task(StoreObject *self, PyObject *args)
+{
+    unsigned long long hi, lo;
+    if (!PyArg_ParseTuple(args, "KK:_query_task", &hi, &lo))
+        return NULL;
+    uint64_t id[2] = {hi, lo};
+    mc_store_task_info_t *ti = PyMem_Calloc(1, sizeof(*ti));
+    if (!ti)
+        return PyErr_NoMemory();
+    mc_status_t st = NOT_READY;
+    STORE_CALL(self, st, mc_store_query_task(self->store, id, ti));
+    mcpy_log_flush();
+    /* the message comes from the task's client: decoded leniently */
+    PyObject *msg = PyUnicode_DecodeUTF8(ti->message, (Py_ssize_t)strlen(ti->message), "replace");
+    PyObject *r = msg ? Py_BuildValue("(iiiKKy#N)", (int)st, ti->type, ti->status,
+                                      (unsigned long long)ti->created_at_ms,
+                                      (unsigned long long)ti->last_updated_at_ms,
+                                      (const char *)ti->assigned_client, (Py_ssize_t)16, msg)
+                      : NULL;
+    PyMem_Free(ti);
+    return r;
+}
+
 /* Extra segments (mc_store_segment_*; the upstream-shaped methods are in _store_more.py). */
 static PyObject *store_segment_mount_file(StoreObject *self, PyObject *args)
 {
@@ -2291,6 +2362,14 @@ static PyMethodDef store_methods[] = {
     {"_batch_replica_clear", MCPY_KWFUNC(store_batch_replica_clear), METH_VARARGS | METH_KEYWORDS,
      "_batch_replica_clear(keys, segment_name='') -> list of status (0 = cleared). Use "
      "batch_replica_clear()."},
+    {"_create_copy_task", (PyCFunction)store_create_copy_task, METH_VARARGS,
+     "_create_copy_task(key, targets) -> (status, id_high, id_low). Use create_copy_task()."},
+    {"_create_move_task", (PyCFunction)store_create_move_task, METH_VARARGS,
+     "_create_move_task(key, source, target) -> (status, id_high, id_low). Use "
+     "create_move_task()."},
+    {"_query_task", (PyCFunction)store_query_task, METH_VARARGS,
+     "_query_task(id_high, id_low) -> (status, type, task_status, created_ms, updated_ms, "
+     "client, message). Use query_task()."},
     {"_segment_mount_file", (PyCFunction)store_segment_mount_file, METH_VARARGS,
      "_segment_mount_file(path, offset, size, location) -> (status, id). Use mount_segment()."},
     {"_segment_alloc_mount", (PyCFunction)store_segment_alloc_mount, METH_VARARGS,

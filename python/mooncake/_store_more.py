@@ -12,8 +12,8 @@ Each method has upstream's signature, defaults and return convention
 * put_from_with_metadata: one object laid out as metadata bytes then data bytes;
 * batch_replica_clear: MC_OP_BATCH_REPLICA_CLEAR at the master (mc_store_batch_replica_clear);
 * the batch get/put sessions and their ranged reads and writes;
-* create_copy_task, create_move_task, query_task: there is no task machinery in our master;
-  they fail with the codes listed below.
+* create_copy_task, create_move_task, query_task: the master's replica tasks
+  (mc_store_create_copy_task & co).
 
 Session state lives in this object (a dict per kind, one lock); the data moves through the
 store's verified calls (see the comments of each method).
@@ -32,8 +32,6 @@ INVALID_PARAMS = -600
 OBJECT_NOT_FOUND = -704
 OBJECT_ALREADY_EXISTS = -705
 LEASE_EXPIRED = -707
-UNAVAILABLE_IN_CURRENT_MODE = -1011
-TASK_NOT_FOUND = -1400      # upstream ErrorCode::TASK_NOT_FOUND
 SEGMENT_NOT_FOUND = -101
 NOT_SUPPORTED = -3007       # mc_status_t MC_ERR_NOT_SUPPORTED
 _SEG_FILE, _SEG_ALLOC = 1, 2  # mc_store_seg_kind_t
@@ -501,36 +499,54 @@ class StoreMoreMixin:
     # ---- replica tasks -----------------------------------------------------------------
 
     def create_copy_task(self, key, targets):
-        """Upstream's master queues a copy of key to the target segments, executed by a
-        client. Our master has no task machinery: returns ((0, 0), UNAVAILABLE_IN_CURRENT_MODE
-        = -1011) with a log line. A copy can be made by reading the object and putting it with
-        ReplicateConfig(preferred_segments=targets)."""
+        """Upstream's CreateCopyTask: the master queues a copy of key's value to each target
+        segment, run by the client that owns a source replica (its bytes checked against the
+        committed checksum). Returns ((id_high, id_low), 0), or ((0, 0), error) with upstream's
+        log line: OBJECT_NOT_FOUND, INVALID_PARAMS (no target, more than 8, a duplicate, one
+        not mounted), UNAVAILABLE_IN_CURRENT_STATUS (a draining target),
+        TASK_PENDING_LIMIT_EXCEEDED. A target that already holds a replica is left as is."""
         if not isinstance(key, str) or isinstance(targets, str):
             raise TypeError("create_copy_task(key: str, targets: list[str])")
         targets = list(targets)
-        log.error("Copy failed for key: %s, error: %d (replica copy tasks are not supported by "
-                  "the Mooncake-C master)", key, UNAVAILABLE_IN_CURRENT_MODE)
-        return ((0, 0), UNAVAILABLE_IN_CURRENT_MODE)
+        if not all(isinstance(t, str) for t in targets):
+            raise TypeError("create_copy_task(key: str, targets: list[str])")
+        st, hi, lo = self._create_copy_task(key, targets)
+        if st != 0:
+            log.error("Copy failed for key: %s, error: %d", key, st)
+            return ((0, 0), st)
+        return ((hi, lo), 0)
 
     def create_move_task(self, key, source, target):
-        """Upstream's master queues a move of key's replica from source to target. Not in our
-        master: ((0, 0), UNAVAILABLE_IN_CURRENT_MODE = -1011) with a log line."""
+        """Upstream's CreateMoveTask: key's replica on source moves to target (run by source's
+        owner; the source's space is freed once the read leases on it end). ((id_high,
+        id_low), 0) or ((0, 0), error): as create_copy_task, and INVALID_PARAMS when source ==
+        target or source holds no replica of key."""
         for v in (key, source, target):
             if not isinstance(v, str):
                 raise TypeError("create_move_task(key: str, source: str, target: str)")
-        log.error("Move failed for key: %s, error: %d (replica move tasks are not supported by "
-                  "the Mooncake-C master)", key, UNAVAILABLE_IN_CURRENT_MODE)
-        return ((0, 0), UNAVAILABLE_IN_CURRENT_MODE)
+        st, hi, lo = self._create_move_task(key, source, target)
+        if st != 0:
+            log.error("Move failed for key: %s, error: %d", key, st)
+            return ((0, 0), st)
+        return ((hi, lo), 0)
 
     def query_task(self, task_id):
-        """No task ever exists here: (None, TASK_NOT_FOUND = -1400), what upstream's master
-        answers for an unknown id."""
+        """Upstream's QueryTask: (QueryTaskResponse, 0), or (None, TASK_NOT_FOUND = -1400) for
+        an id the master does not know (never created, forgotten past
+        --max_total_finished_tasks, another tenant's, or created before a master restart:
+        tasks live in the master's memory)."""
         if not (isinstance(task_id, tuple) and len(task_id) == 2 and
-                all(_is_uint(x) for x in task_id)):
+                all(_is_uint(x) and x < 1 << 64 for x in task_id)):
             raise TypeError("query_task(): task_id must be a (int, int) UUID")
-        log.error("QueryTask failed for task_id: %d-%d, error: %d", task_id[0], task_id[1],
-                  TASK_NOT_FOUND)
-        return (None, TASK_NOT_FOUND)
+        st, ttype, tstatus, created, updated, client, message = self._query_task(*task_id)
+        if st != 0:
+            log.error("QueryTask failed for task_id: %d-%d, error: %d", task_id[0], task_id[1],
+                      st)
+            return (None, st)
+        from .store import QueryTaskResponse
+        client_id = (int.from_bytes(client[:8], "little"), int.from_bytes(client[8:], "little"))
+        return (QueryTaskResponse._make(task_id, ttype, tstatus, created, updated, client_id,
+                                        message), 0)
 
 
 def _seg_args(path, size, offset, protocol, location, what):

@@ -69,7 +69,7 @@ class ReplicaStatus(enum.IntEnum):
 
 
 class TaskType(enum.IntEnum):
-    """Kinds of master tasks (create_copy_task / create_move_task: not in Mooncake-C yet)."""
+    """Kinds of master tasks (create_copy_task / create_move_task)."""
     REPLICA_COPY = 0
     REPLICA_MOVE = 1
 
@@ -85,9 +85,10 @@ _store._set_enums(SoftPinAction, ObjectDataType)
 
 
 class QueryTaskResponse:
-    """What query_task returns for a task upstream's master knows (read-only fields). Our master
-    runs no tasks, so query_task never returns one; the class exists for code that imports or
-    constructs it."""
+    """What query_task returns for a task the master knows (read-only fields, as upstream's):
+    id and assigned_client as (int, int) UUIDs, type a TaskType, status a TaskStatus, the
+    creation and last-update times in ms since the epoch, and the message its client left
+    ("" on success; why it failed otherwise, e.g. a timeout)."""
 
     __slots__ = ("_id", "_type", "_status", "_created", "_updated", "_client", "_message")
 
@@ -99,6 +100,18 @@ class QueryTaskResponse:
         self._updated = 0
         self._client = (0, 0)
         self._message = ""
+
+    @classmethod
+    def _make(cls, task_id, ttype, status, created, updated, client, message):
+        r = cls()
+        r._id = tuple(task_id)
+        r._type = TaskType(ttype)
+        r._status = TaskStatus(status)
+        r._created = created
+        r._updated = updated
+        r._client = client
+        r._message = message
+        return r
 
     id = property(lambda self: self._id)
     type = property(lambda self: self._type)

@@ -252,6 +252,7 @@ static mc_status_t store_ping(mc_store_t *s)
             }
         }
         s->master_epoch = pr->master_epoch;
+        atomic_store(&s->tasks_due, pr->tasks_pending);
         if (!s->remount_undecided) /* else the old master's lease still counts */
             s->lease_ttl_ms = pr->lease_ttl_ms;
     }
@@ -272,6 +273,8 @@ static void *heartbeat_main(void *arg)
             MC_LOG_WARN("ping to master failed: %s", mc_status_str(st));
         else
             store_xsegs_reap(s); /* gracefully unmounted extra segments the master dropped */
+        if (st == MC_OK && atomic_exchange(&s->tasks_due, false))
+            store_tasks_run(s); /* replica tasks: this client owns their source segments */
         pthread_mutex_lock(&s->hb_lock);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -145,6 +145,7 @@ struct mc_store {
     pthread_cond_t hb_cond;
     int hb_stop;                    /* guarded by hb_lock */
     atomic_int master_reachable;
+    atomic_bool tasks_due;          /* the last Ping said replica tasks wait (store_tasks.c) */
     atomic_uint heartbeat_ms;       /* STORE_HEARTBEAT_MS, or less for a short client_ttl */
 
     /* Segment fencing (store_ping; all guarded by ping_mu). */
@@ -180,6 +181,11 @@ typedef struct store_xseg store_xseg_t;
 /* ---- store_segments.c: extra segments, driven by the heartbeat and destroy (store.c) */
 
 size_t store_xsegs_count(mc_store_t *s);
+/* Copies [addr, addr+size) of this client's extra segment `name` into buf, with *hash_p its
+ * XXH3-64, under xseg_mu (an unmount waits for the copy); INVALID_REPLICA when no extra
+ * segment of that name holds the range. */
+mc_status_t store_xsegs_copy_out(mc_store_t *s, const char *name, uint64_t addr, uint64_t size,
+                                 void *buf, uint64_t *hash_p);
 /* Serve every extra segment until until_ns (an answered ping; mc_te_set_serve_until). */
 void store_xsegs_serve_until(mc_store_t *s, uint64_t until_ns);
 /* Re-mount them (the master asked); draining ones are dropped and freed instead. */
@@ -341,6 +347,11 @@ size_t store_replica_order(const mc_store_t *s, McRpc__ReplicaDesc **reps, size_
 /* GetReplicaList for key: *rl_p is the answer (free with mc_rpc_response_free) on MC_OK; a key
  * without replicas is MC_ERR_OBJECT_NOT_FOUND. Counts a master lookup. */
 mc_status_t store_replica_list(mc_store_t *s, const char *key, McRpc__ReplicaListResponse **rl_p);
+
+/* ---- store_tasks.c */
+
+/* Heartbeat thread: fetches this client's replica tasks and runs them (a few per call). */
+void store_tasks_run(mc_store_t *s);
 
 /* ---- store_feed.c */
 

@@ -62,6 +62,17 @@ const char *store_metrics_rpc_name(uint16_t opcode)
     case MC_OP_POLL_EVENTS: return "PollEvents";
     case MC_OP_LIST_OBJECTS: return "ListObjects";
     case MC_OP_RELEASE_RETIRED: return "ReleaseRetired";
+    case MC_OP_CREATE_COPY_TASK: return "CreateCopyTask";
+    case MC_OP_CREATE_MOVE_TASK: return "CreateMoveTask";
+    case MC_OP_QUERY_TASK: return "QueryTask";
+    case MC_OP_FETCH_TASKS: return "FetchTasks";
+    case MC_OP_MARK_TASK_TO_COMPLETE: return "MarkTaskToComplete";
+    case MC_OP_COPY_START: return "CopyStart";
+    case MC_OP_COPY_END: return "CopyEnd";
+    case MC_OP_COPY_REVOKE: return "CopyRevoke";
+    case MC_OP_MOVE_START: return "MoveStart";
+    case MC_OP_MOVE_END: return "MoveEnd";
+    case MC_OP_MOVE_REVOKE: return "MoveRevoke";
     default: return NULL;
     }
 }

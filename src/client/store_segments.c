@@ -252,6 +252,25 @@ mc_status_t mc_store_segment_unmount(mc_store_t *s, const uint8_t id[16], int ki
     return MC_OK;
 }
 
+mc_status_t store_xsegs_copy_out(mc_store_t *s, const char *name, uint64_t addr, uint64_t size,
+                                 void *buf, uint64_t *hash_p)
+{
+    mc_status_t st = MC_ERR_INVALID_REPLICA;
+    pthread_mutex_lock(&s->xseg_mu);
+    for (size_t i = 0; i < s->n_xsegs; i++) {
+        const store_xseg_t *x = &s->xsegs[i];
+        uint64_t base = (uint64_t)(uintptr_t)x->base;
+        if (strcmp(x->name, name) != 0 || addr < base || size > x->size ||
+            addr - base > x->size - size)
+            continue;
+        *hash_p = mc_hash64_copy(buf, (const void *)(uintptr_t)addr, size, NULL);
+        st = MC_OK;
+        break;
+    }
+    pthread_mutex_unlock(&s->xseg_mu);
+    return st;
+}
+
 size_t store_xsegs_count(mc_store_t *s)
 {
     pthread_mutex_lock(&s->xseg_mu);

@@ -45,6 +45,8 @@ static const struct status_entry status_table[] = {
     {MC_ERR_FILE_WRITE_FAIL, "FILE_WRITE_FAIL", "FILE_WRITE_FAIL: cannot write file"},
     {MC_ERR_UNABLE_OFFLOAD, "UNABLE_OFFLOAD", "UNABLE_OFFLOAD: the master runs without --enable_offload"},
     {MC_ERR_UNABLE_OFFLOADING, "UNABLE_OFFLOADING", "UNABLE_OFFLOADING: the client has no local disk mounted for offload"},
+    {MC_ERR_TASK_NOT_FOUND, "TASK_NOT_FOUND", "TASK_NOT_FOUND: no such task (unknown, forgotten, or created before a master restart)"},
+    {MC_ERR_TASK_PENDING_LIMIT_EXCEEDED, "TASK_PENDING_LIMIT_EXCEEDED", "TASK_PENDING_LIMIT_EXCEEDED: the master holds its cap of unfinished tasks"},
     {MC_ERR_TENANT_QUOTA_EXCEEDED, "TENANT_QUOTA_EXCEEDED", "TENANT_QUOTA_EXCEEDED: the tenant's memory quota cannot hold it"},
     {MC_ERR_TENANT_NOT_REGISTERED, "TENANT_NOT_REGISTERED", "TENANT_NOT_REGISTERED: the tenant has no quota policy (strict multi-tenant mode)"},
     {MC_ERR_TENANT_NOT_EMPTY, "TENANT_NOT_EMPTY", "TENANT_NOT_EMPTY: the tenant still owns objects or quota usage"},

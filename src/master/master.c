@@ -73,6 +73,11 @@ void mc_master_config_default(mc_master_config_t *c)
     c->promotion_admission_threshold = 2;
     c->promotion_queue_limit = 50000;
     c->promotion_max_per_heartbeat = 1;
+    c->max_total_finished_tasks = 10000;
+    c->max_total_pending_tasks = 10000;
+    c->max_total_processing_tasks = 10000;
+    c->pending_task_timeout_ms = 300000;
+    c->processing_task_timeout_ms = 300000;
 }
 
 uint32_t master_key_hash(const char *key, size_t klen) { return (uint32_t)mc_hash64(key, klen); }
@@ -344,6 +349,7 @@ void master_seg_free(mc_master_t *m, uint32_t id)
     if (!s)
         return;
     master_pool_forget(m, s);
+    master_tasks_seg_gone(m, id);
     mc_master_allocator_destroy(s->alloc);
     mc_free(s->name);
     mc_free(s->endpoint);
@@ -864,7 +870,9 @@ mc_status_t mc_master_create(const mc_master_config_t *cfg, mc_master_t **m_p)
         !(m->cfg.offload_cap_ratio >= 0 && m->cfg.offload_cap_ratio <= 1) ||
         m->cfg.offload_admission > MC_MASTER_ADMIT_REUSED ||
         m->cfg.promotion_admission_threshold < 1 || m->cfg.promotion_admission_threshold > 255 ||
-        m->cfg.promotion_queue_limit < 1 || m->cfg.promotion_max_per_heartbeat < 1) {
+        m->cfg.promotion_queue_limit < 1 || m->cfg.promotion_max_per_heartbeat < 1 ||
+        m->cfg.max_total_finished_tasks < 1 || m->cfg.max_total_pending_tasks < 1 ||
+        m->cfg.max_total_processing_tasks < 1) {
         mc_master_destroy(m);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -907,6 +915,7 @@ void mc_master_destroy(mc_master_t *m)
     if (!m)
         return;
     master_wal_close(m);
+    master_tasks_free(m);
     mc_free(m->ha_dirty);
     if (m->ev_waiters_fn)
         m->ev_waiters_fn(m, true);
@@ -1917,6 +1926,8 @@ void mc_master_metrics_now(mc_master_t *m, mc_master_metrics_t *out)
     out->view_version = m->view_version;
     out->epoch = m->epoch;
     out->put_pool_bytes = m->pool_bytes;
+    out->tasks_pending = m->n_task_pending;
+    out->tasks_processing = m->n_task_processing;
     out->wal_records = m->wal.records;
     out->wal_bytes = m->wal.bytes;
     master_disk_metrics(m, out);
@@ -2039,6 +2050,7 @@ void mc_master_cron(mc_master_t *m)
             i++;
     }
     master_pool_cron(m, now);
+    master_tasks_cron(m, now);
     /* Watermark eviction. */
     uint64_t used = 0, cap = total_capacity(m, &used);
     evict_sync(m, (uint64_t)(m->cfg.eviction_high_watermark_ratio * (double)cap));
@@ -2067,4 +2079,63 @@ void mc_master_view(const mc_master_t *m, uint64_t *view_version_p, uint64_t *ep
 {
     *view_version_p = m->view_version;
     *epoch_p = m->epoch;
+}
+
+/* ------------------------------------------------------------------ for master_tasks.c */
+
+uint64_t master_rand(mc_master_t *m) { return rnd(m); }
+
+segment_t *master_seg_named(mc_master_t *m, const char *name, uint32_t *id_p)
+{
+    return seg_by_name(m, name, id_p);
+}
+
+client_t *master_client_find(mc_master_t *m, const uint8_t id[16]) { return client_find(m, id); }
+
+void master_obj_lease_read(mc_master_t *m, obj_t *o, uint64_t now) { obj_lease_read(m, o, now); }
+
+void master_rep_free_block(mc_master_t *m, obj_rep_t *r) { rep_free_block(m, r); }
+
+void master_rep_release_after_leases(mc_master_t *m, const obj_t *o, obj_rep_t *r)
+{
+    uint64_t now = master_now(m), floor = obj_grant_floor(o);
+    if (o->t_lease > floor)
+        floor = o->t_lease;
+    rep_release(m, r, floor, now);
+}
+
+void master_fill_rep(mc_master_t *m, const obj_t *o, const obj_rep_t *r, mc_master_replica_t *out,
+                     int status)
+{
+    fill_rep(m, o, r, out, status);
+}
+
+obj_t *master_obj_grow(mc_master_t *m, obj_t *o, uint32_t cap)
+{
+    obj_t *n = mc_malloc(sizeof(obj_t) + cap * sizeof(obj_rep_t) + o->klen);
+    if (!n)
+        return NULL;
+    memcpy(n, o, sizeof(obj_t));
+    memcpy(n->rep, o->rep, o->n_rep * sizeof(obj_rep_t));
+    n->rep_cap = (uint8_t)cap;
+    memcpy(obj_key(n), obj_key(o), o->klen);
+    for (obj_t **pp = &m->buckets[o->hash & (m->n_buckets - 1)]; *pp; pp = &(*pp)->hnext) {
+        if (*pp == o) {
+            *pp = n;
+            break;
+        }
+    }
+    /* the policy weighs an object by size x rep_cap: it leaves with the old weight and comes
+     * back with the new one (as a fresh entry) */
+    readable_unlink(m, o, 0);
+    memset(&n->node, 0, sizeof(n->node));
+    master_readable_link(m, n);
+    mc_free(o);
+    return n;
+}
+
+mc_status_t master_tenant_admit_bytes(mc_master_t *m, const char *key, size_t klen,
+                                      uint64_t bytes)
+{
+    return m->cfg.multi_tenants ? master_tenant_admit(m, key, klen, bytes, evict_tenant) : MC_OK;
 }

@@ -118,6 +118,17 @@ typedef struct mc_master_config {
      * one; MC_MASTER_ADMIT_REUSED only those served from memory (GetReplicaList) at least once
      * since their put (a block never read again is not worth a disk write). */
     uint8_t offload_admission;
+    /* Replica copy/move tasks (master_tasks.c; docs/internals/master.md, "Replica tasks"),
+     * upstream's flags and defaults: at most max_total_pending_tasks PENDING (10000; a create
+     * beyond answers TASK_PENDING_LIMIT_EXCEEDED), max_total_processing_tasks PROCESSING
+     * (10000; FetchTasks hands out no more), max_total_finished_tasks finished ones kept for
+     * QueryTask (10000; the oldest forgotten). A task PENDING for pending_task_timeout_ms or
+     * PROCESSING for processing_task_timeout_ms (300000 each; 0 = never) becomes FAILED. */
+    uint32_t max_total_finished_tasks;
+    uint32_t max_total_pending_tasks;
+    uint32_t max_total_processing_tasks;
+    uint64_t pending_task_timeout_ms;
+    uint64_t processing_task_timeout_ms;
     /* Millisecond monotonic clock (tests inject a fake one); NULL = CLOCK_MONOTONIC. Used from
      * the start, WAL recovery included. */
     uint64_t (*clock)(void *ctx);
@@ -427,6 +438,74 @@ mc_status_t mc_master_promotion_end(mc_master_t *m, const uint8_t client_id[16],
 mc_status_t mc_master_evict_disk_replica(mc_master_t *m, const uint8_t client_id[16],
                                          const char *key, size_t klen);
 
+/* ---- replica copy/move tasks (master_tasks.c; docs/internals/master.md, "Replica tasks").
+ * Tasks live in memory only: a master restart or an HA takeover forgets them (QueryTask then
+ * answers TASK_NOT_FOUND); what a finished copy or move changed is in the WAL (COMMIT). Keys
+ * are internal keys (the RPC layer maps a tenant's keys). */
+enum { MC_MASTER_TASK_COPY = 0, MC_MASTER_TASK_MOVE = 1 };               /* wire TaskType */
+enum { MC_MASTER_TASK_PENDING = 0, MC_MASTER_TASK_PROCESSING = 1,         /* wire TaskStatus */
+       MC_MASTER_TASK_FAILED = 2, MC_MASTER_TASK_SUCCESS = 3 };
+#define MC_MASTER_TASK_MESSAGE_MAX 1024 /* bytes of a completion message kept */
+#define MC_MASTER_TASK_FETCH_MAX 64     /* tasks one FetchTasks hands out at most */
+
+/* A task as QueryTask and FetchTasks show it; strings borrowed until the next master call. */
+typedef struct mc_master_task_info {
+    uint64_t id[2];               /* upstream's UUID pair (high, low) */
+    int type, status;
+    uint64_t created_ms, updated_ms; /* wall clock, ms since the epoch */
+    uint8_t client[16];           /* the client that runs it (owner of the source segment) */
+    const char *message;          /* "" until it finishes */
+    const char *key;              /* internal key, klen bytes */
+    size_t klen;
+    const char *source;           /* the source segment */
+    const char *const *targets;   /* target segments (a move: one) */
+    uint32_t n_targets;
+} mc_master_task_info_t;
+
+/* CreateCopyTask: a copy of key's value to each of targets[0..n) (1..MC_MASTER_MAX_REPLICAS
+ * distinct mounted segments; a target that already holds a replica is left as it is), run by
+ * the owner of a source replica chosen at random among the readable ones. Errors: INVALID_KEY;
+ * OBJECT_NOT_FOUND; REPLICA_IS_NOT_READY (being written, or no readable replica);
+ * INVALID_PARAMS (no target, too many, a duplicate, a bad name or one not mounted);
+ * UNAVAILABLE_IN_CURRENT_STATUS (a target is draining); TASK_PENDING_LIMIT_EXCEEDED. */
+mc_status_t mc_master_create_copy_task(mc_master_t *m, const char *key, size_t klen,
+                                       const char *const *targets, size_t n, uint64_t id[2]);
+/* CreateMoveTask: key's replica on source goes to target, run by source's owner. Errors as
+ * above; INVALID_PARAMS also when source == target or source holds no replica of key. */
+mc_status_t mc_master_create_move_task(mc_master_t *m, const char *key, size_t klen,
+                                       const char *source, const char *target, uint64_t id[2]);
+/* QueryTask: TASK_NOT_FOUND for an unknown or forgotten id. */
+mc_status_t mc_master_query_task(mc_master_t *m, const uint64_t id[2], mc_master_task_info_t *out);
+/* Whether the client has PENDING tasks (the Ping answer's hint). */
+bool mc_master_tasks_pending(mc_master_t *m, const uint8_t cid[16]);
+/* FetchTasks: up to max (capped at MC_MASTER_TASK_FETCH_MAX) of cid's PENDING tasks, oldest
+ * first, become PROCESSING (not beyond max_total_processing_tasks) and are listed in out. */
+mc_status_t mc_master_fetch_tasks(mc_master_t *m, const uint8_t cid[16], uint32_t max,
+                                  mc_master_task_info_t *out, uint32_t *n_p);
+/* CopyStart / MoveStart (type) of a PROCESSING task of cid: leases the object for reading and
+ * allocates a replica on each target that holds none (held by the task, not readable): *src
+ * is the source replica (in cid's own segment), reps[0..*n_p) the new ones (room for
+ * MC_MASTER_MAX_REPLICAS), *size_p / *checksum_p the committed value's. Errors:
+ * TASK_NOT_FOUND, ILLEGAL_CLIENT (another client's task), INVALID_PARAMS (wrong type, already
+ * started), OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY, SEGMENT_NOT_FOUND (the source replica or a
+ * target is gone), NO_AVAILABLE_HANDLE (a target has no room), INVALID_PARAMS (the object
+ * would have more than MC_MASTER_MAX_REPLICAS replicas). */
+mc_status_t mc_master_task_start(mc_master_t *m, const uint8_t cid[16], const uint64_t id[2],
+                                 int type, mc_master_replica_t *src, mc_master_replica_t *reps,
+                                 uint32_t *n_p, uint64_t *size_p, uint64_t *checksum_p);
+/* CopyEnd / MoveEnd (commit = true): the new replicas join the object (a move drops its source
+ * replica, whose space is freed once the read leases on it end), logged as a COMMIT of the
+ * object. CopyRevoke / MoveRevoke (commit = false): the new replicas are freed. Either way
+ * the task stays PROCESSING until MarkTaskToComplete. An End whose object changed since the
+ * Start (removed, replaced, the source or a target segment gone) frees the new replicas and
+ * answers OBJECT_NOT_FOUND / INVALID_WRITE / SEGMENT_NOT_FOUND. */
+mc_status_t mc_master_task_end(mc_master_t *m, const uint8_t cid[16], const uint64_t id[2],
+                               int type, bool commit);
+/* MarkTaskToComplete: the task (PROCESSING, cid's) becomes SUCCESS or FAILED with message
+ * (first MC_MASTER_TASK_MESSAGE_MAX bytes kept); replicas still held are freed. */
+mc_status_t mc_master_task_complete(mc_master_t *m, const uint8_t cid[16], const uint64_t id[2],
+                                    int status, const char *message);
+
 /* ---- segments and clients */
 typedef struct mc_master_segment_info {
     const char *name;
@@ -503,6 +582,8 @@ typedef struct mc_master_metrics {
                                  (their owner's disk no longer held them) */
     uint64_t promotion_in_flight;            /* promotions queued or handed out (gauge) */
     uint64_t promotions_queued, promotions;  /* counters: queued; memory copies committed */
+    uint64_t tasks_pending, tasks_processing; /* replica tasks (gauges) */
+    uint64_t tasks_succeeded, tasks_failed;   /* counters */
 } mc_master_metrics_t;
 
 /* Any thread: copy of the numbers published by the last cron. */

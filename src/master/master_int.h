@@ -261,6 +261,11 @@ struct mc_master {
     mc_master_tenant_info_t *pub_tenants;   /* per-tenant numbers published by the cron */
     size_t n_pub_tenants, cap_pub_tenants;  /* (under snap_mu) */
 
+    /* replica copy/move tasks (master_tasks.c), in creation order */
+    struct master_task **tasks;
+    size_t n_tasks, cap_tasks;
+    uint64_t n_task_pending, n_task_processing, n_task_finished;
+
     /* tenant accounts (master_tenants.c; strict multi-tenant mode only), sorted by name */
     mc_master_tenant_info_t *tenants;
     size_t n_tenants, cap_tenants;
@@ -403,6 +408,33 @@ mc_status_t master_tenant_admit(mc_master_t *m, const char *key, size_t klen, ui
                                                   uint64_t target));
 void master_tenants_publish(mc_master_t *m); /* caller holds snap_mu */
 void master_tenants_free(mc_master_t *m);
+/* master.c helpers for master_tasks.c */
+uint64_t master_rand(mc_master_t *m);
+segment_t *master_seg_named(mc_master_t *m, const char *name, uint32_t *id_p);
+client_t *master_client_find(mc_master_t *m, const uint8_t id[16]);
+/* A read lease on READABLE o from now (counted in the gauge), as a get grants. */
+void master_obj_lease_read(mc_master_t *m, obj_t *o, uint64_t now);
+/* Frees replica r's block now (never handed to a reader). */
+void master_rep_free_block(mc_master_t *m, obj_rep_t *r);
+/* Frees r's block once o's read leases and data grants have ended (parked until then). */
+void master_rep_release_after_leases(mc_master_t *m, const obj_t *o, obj_rep_t *r);
+/* The replica descriptor of o's replica r (status 1 PROCESSING, 2 COMPLETE). */
+void master_fill_rep(mc_master_t *m, const obj_t *o, const obj_rep_t *r, mc_master_replica_t *out,
+                     int status);
+/* READABLE o with room for cap replicas (cap > o->rep_cap): o is reallocated in place of the
+ * old record (hash chain, eviction policy), which is freed; NULL when out of memory (o kept). */
+obj_t *master_obj_grow(mc_master_t *m, obj_t *o, uint32_t cap);
+/* Strict multi-tenant mode: admits bytes more of key's tenant (evicting its evictable objects
+ * if needed); MC_OK otherwise. */
+mc_status_t master_tenant_admit_bytes(mc_master_t *m, const char *key, size_t klen,
+                                      uint64_t bytes);
+/* master_tasks.c */
+void master_tasks_seg_gone(mc_master_t *m, uint32_t seg_id); /* its blocks go with it */
+void master_tasks_cron(mc_master_t *m, uint64_t now);        /* timeouts */
+void master_tasks_free(mc_master_t *m);
+/* The blocks tasks hold (allocated by a Start, not yet in an object) into out (up to cap);
+ * returns how many there are (invariant checks in tests). */
+size_t master_tasks_blocks(mc_master_t *m, obj_rep_t *out, size_t cap);
 /* master_events.c */
 mc_status_t master_events_init(mc_master_t *m, uint32_t cap);
 void master_events_free(mc_master_t *m);

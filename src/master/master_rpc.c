@@ -531,6 +531,153 @@ static mc_status_t h_promotion(void *ctx, mc_rpc_call_t *call, const ProtobufCMe
     return MC_OK;
 }
 
+/* ---------------------------------------------------------------- replica tasks */
+
+/* CreateCopyTask / CreateMoveTask: the key is the caller's tenant's (wkey). */
+static mc_status_t h_create_task(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                 ProtobufCMessage **resp_p)
+{
+    McRpc__TaskIdResponse *r = ALLOC(call, McRpc__TaskIdResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__task_id_response__init(r);
+    *resp_p = &r->base;
+    uint64_t id[2] = {0, 0};
+    size_t kl;
+    const char *k;
+    if (call->opcode == MC_OP_CREATE_COPY_TASK) {
+        const McRpc__CreateCopyTaskRequest *q = (const void *)req;
+        k = wkey(call, q->key, &kl);
+        r->status = !k                                        ? MC_ERR_INVALID_KEY
+                    : q->n_targets > MC_MASTER_MAX_REPLICAS ? MC_ERR_INVALID_PARAMS
+                    : mc_master_create_copy_task(ctx, k, kl, (const char *const *)q->targets,
+                                                 q->n_targets, id);
+    } else {
+        const McRpc__CreateMoveTaskRequest *q = (const void *)req;
+        k = wkey(call, q->key, &kl);
+        r->status = !k ? MC_ERR_INVALID_KEY
+                       : mc_master_create_move_task(ctx, k, kl, q->source, q->target, id);
+    }
+    r->id_high = id[0];
+    r->id_low = id[1];
+    return MC_OK;
+}
+
+/* QueryTask: another tenant's task reads as unknown. */
+static mc_status_t h_query_task(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                ProtobufCMessage **resp_p)
+{
+    const McRpc__QueryTaskRequest *q = (const void *)req;
+    McRpc__QueryTaskResponse *r = ALLOC(call, McRpc__QueryTaskResponse);
+    uint8_t *cid = mc_rpc_arena_alloc(call->arena, 16);
+    if (!r || !cid)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__query_task_response__init(r);
+    *resp_p = &r->base;
+    uint64_t id[2] = {q->id_high, q->id_low};
+    mc_master_task_info_t ti;
+    r->status = mc_master_query_task(ctx, id, &ti);
+    if (r->status == MC_OK && !mc_tenant_scope_key(call->scope, ti.key, ti.klen, NULL, NULL))
+        r->status = MC_ERR_TASK_NOT_FOUND;
+    if (r->status != MC_OK)
+        return MC_OK;
+    r->id_high = ti.id[0];
+    r->id_low = ti.id[1];
+    r->type = (McRpc__TaskType)ti.type;
+    r->task_status = (McRpc__TaskStatus)ti.status;
+    r->created_at_ms_epoch = ti.created_ms;
+    r->last_updated_at_ms_epoch = ti.updated_ms;
+    memcpy(cid, ti.client, 16);
+    r->assigned_client = (ProtobufCBinaryData){.len = 16, .data = cid};
+    r->message = (char *)ti.message; /* borrowed until the next core call: packed before */
+    return MC_OK;
+}
+
+/* FetchTasks: the calling storage server's tasks (strings borrowed from the task table). */
+static mc_status_t h_fetch_tasks(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                                 ProtobufCMessage **resp_p)
+{
+    const McRpc__FetchTasksRequest *q = (const void *)req;
+    McRpc__FetchTasksResponse *r = ALLOC(call, McRpc__FetchTasksResponse);
+    mc_master_task_info_t *ti = ALLOC_N(call, mc_master_task_info_t, MC_MASTER_TASK_FETCH_MAX);
+    if (!r || !ti)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__fetch_tasks_response__init(r);
+    *resp_p = &r->base;
+    uint32_t n = 0;
+    r->status = disk_peer(call, q->client_id);
+    if (r->status == MC_OK)
+        r->status = mc_master_fetch_tasks(ctx, q->client_id.data, q->max, ti, &n);
+    if (r->status != MC_OK || n == 0)
+        return MC_OK;
+    McRpc__TaskAssignment **arr = ALLOC_N(call, McRpc__TaskAssignment *, n);
+    McRpc__TaskAssignment *a = ALLOC_N(call, McRpc__TaskAssignment, n);
+    if (!arr || !a)
+        return MC_ERR_NO_MEMORY;
+    for (uint32_t i = 0; i < n; i++) {
+        mc_rpc__task_assignment__init(&a[i]);
+        a[i].id_high = ti[i].id[0];
+        a[i].id_low = ti[i].id[1];
+        a[i].type = (McRpc__TaskType)ti[i].type;
+        a[i].key = (ProtobufCBinaryData){.len = ti[i].klen, .data = (uint8_t *)ti[i].key};
+        a[i].source = (char *)ti[i].source;
+        a[i].targets = (char **)ti[i].targets;
+        a[i].n_targets = ti[i].n_targets;
+        arr[i] = &a[i];
+    }
+    r->tasks = arr;
+    r->n_tasks = n;
+    return MC_OK;
+}
+
+/* CopyStart / MoveStart and their End / Revoke. */
+static mc_status_t h_task_step(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p)
+{
+    const McRpc__TaskStepRequest *q = (const void *)req;
+    uint16_t op = call->opcode;
+    uint64_t id[2] = {q->id_high, q->id_low};
+    bool move = op == MC_OP_MOVE_START || op == MC_OP_MOVE_END || op == MC_OP_MOVE_REVOKE;
+    int type = move ? MC_MASTER_TASK_MOVE : MC_MASTER_TASK_COPY;
+    mc_status_t st = disk_peer(call, q->client_id);
+    if (op != MC_OP_COPY_START && op != MC_OP_MOVE_START) {
+        if (st == MC_OK)
+            st = mc_master_task_end(ctx, q->client_id.data, id, type,
+                                    op == MC_OP_COPY_END || op == MC_OP_MOVE_END);
+        return status_resp(call, st, resp_p);
+    }
+    McRpc__TaskStartResponse *r = ALLOC(call, McRpc__TaskStartResponse);
+    if (!r)
+        return MC_ERR_NO_MEMORY;
+    mc_rpc__task_start_response__init(r);
+    *resp_p = &r->base;
+    mc_master_replica_t src, reps[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    if (st == MC_OK)
+        st = mc_master_task_start(ctx, q->client_id.data, id, type, &src, reps, &n, &r->size,
+                                  &r->checksum);
+    r->status = st;
+    if (st == MC_OK) {
+        McRpc__ReplicaDesc **s1 = reps_out(call->arena, &src, 1);
+        if (!s1 || !(r->targets = reps_out(call->arena, reps, n)))
+            return MC_ERR_NO_MEMORY;
+        r->source = s1[0];
+        r->n_targets = n;
+    }
+    return MC_OK;
+}
+
+static mc_status_t h_mark_task(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage *req,
+                               ProtobufCMessage **resp_p)
+{
+    const McRpc__MarkTaskRequest *q = (const void *)req;
+    uint64_t id[2] = {q->id_high, q->id_low};
+    mc_status_t st = disk_peer(call, q->client_id);
+    if (st == MC_OK)
+        st = mc_master_task_complete(ctx, q->client_id.data, id, (int)q->task_status, q->message);
+    return status_resp(call, st, resp_p);
+}
+
 /* ---------------------------------------------------------------- get */
 
 /* GetReplicaList's answer for one key (grants the read lease; hash and now from
@@ -776,6 +923,7 @@ static mc_status_t h_ping(void *ctx, mc_rpc_call_t *call, const ProtobufCMessage
     r->client_ttl_ms = m->cfg.client_ttl_ms;
     r->lease_ttl_ms = m->cfg.default_kv_lease_ttl_ms;
     r->ha_view_version = m->cfg.ha_view_version;
+    r->tasks_pending = r->status == MC_OK && mc_master_tasks_pending(m, q->client_id.data);
     return MC_OK;
 }
 
@@ -1156,6 +1304,17 @@ static void impl_table(mc_rpc_handler_fn t[MC_OP_MAX])
     t[MC_OP_PROMOTION_ALLOC_START] = h_promotion;
     t[MC_OP_NOTIFY_PROMOTION_SUCCESS] = h_promotion;
     t[MC_OP_NOTIFY_PROMOTION_FAILURE] = h_promotion;
+    t[MC_OP_CREATE_COPY_TASK] = h_create_task;
+    t[MC_OP_CREATE_MOVE_TASK] = h_create_task;
+    t[MC_OP_QUERY_TASK] = h_query_task;
+    t[MC_OP_FETCH_TASKS] = h_fetch_tasks;
+    t[MC_OP_MARK_TASK_TO_COMPLETE] = h_mark_task;
+    t[MC_OP_COPY_START] = h_task_step;
+    t[MC_OP_COPY_END] = h_task_step;
+    t[MC_OP_COPY_REVOKE] = h_task_step;
+    t[MC_OP_MOVE_START] = h_task_step;
+    t[MC_OP_MOVE_END] = h_task_step;
+    t[MC_OP_MOVE_REVOKE] = h_task_step;
 }
 
 /* ---------------------------------------------------------------- data grants */

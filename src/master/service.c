@@ -594,6 +594,15 @@ static char *render_metrics(mc_master_service_t *s)
              m.disk_reconciled);
     metric_u(&b, "master_disk_replica_evictions_total", "counter",
              "LOCAL_DISK replicas the storage servers evicted (EvictDiskReplica)", m.disk_evicted);
+    metric_u(&b, "master_replica_tasks_pending", "gauge",
+             "Replica copy/move tasks waiting for their client", m.tasks_pending);
+    metric_u(&b, "master_replica_tasks_processing", "gauge",
+             "Replica copy/move tasks their clients are running", m.tasks_processing);
+    metric_u(&b, "master_replica_tasks_succeeded_total", "counter",
+             "Replica copy/move tasks marked SUCCESS", m.tasks_succeeded);
+    metric_u(&b, "master_replica_tasks_failed_total", "counter",
+             "Replica copy/move tasks that FAILED (their client's report or a timeout)",
+             m.tasks_failed);
     metric_u(&b, "master_promotion_in_flight", "gauge",
              "Promotions queued for or handed to storage servers", m.promotion_in_flight);
     metric_u(&b, "master_promotion_queued_total", "counter", "Promotions queued (promotion_on_hit)",

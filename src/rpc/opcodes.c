@@ -70,6 +70,17 @@ static const mc_rpc_op_info_t op_table[MC_OP_MAX] = {
     OP(MC_OP_WAIT_OFFLOAD_READ, "wait_offload_read", wait_offload_read_request,
        wait_offload_read_response),
     OP(MC_OP_HA_FETCH, "ha_fetch", ha_fetch_request, ha_fetch_response),
+    OP(MC_OP_CREATE_COPY_TASK, "create_copy_task", create_copy_task_request, task_id_response),
+    OP(MC_OP_CREATE_MOVE_TASK, "create_move_task", create_move_task_request, task_id_response),
+    OP(MC_OP_QUERY_TASK, "query_task", query_task_request, query_task_response),
+    OP(MC_OP_FETCH_TASKS, "fetch_tasks", fetch_tasks_request, fetch_tasks_response),
+    OP(MC_OP_MARK_TASK_TO_COMPLETE, "mark_task_to_complete", mark_task_request, status_response),
+    OP(MC_OP_COPY_START, "copy_start", task_step_request, task_start_response),
+    OP(MC_OP_COPY_END, "copy_end", task_step_request, status_response),
+    OP(MC_OP_COPY_REVOKE, "copy_revoke", task_step_request, status_response),
+    OP(MC_OP_MOVE_START, "move_start", task_step_request, task_start_response),
+    OP(MC_OP_MOVE_END, "move_end", task_step_request, status_response),
+    OP(MC_OP_MOVE_REVOKE, "move_revoke", task_step_request, status_response),
 };
 
 const mc_rpc_op_info_t *mc_rpc_op_info(uint16_t opcode)

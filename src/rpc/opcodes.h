@@ -63,6 +63,19 @@ typedef enum mc_rpc_opcode {
     /* HA with --ha_commit=standbys: a standby fetches the leader's WAL records (master/ha.h) */
     MC_OP_HA_FETCH = 90,
 
+    /* replica copy/move tasks (master/master_tasks.c) */
+    MC_OP_CREATE_COPY_TASK = 100,
+    MC_OP_CREATE_MOVE_TASK = 101,
+    MC_OP_QUERY_TASK = 102,
+    MC_OP_FETCH_TASKS = 103,
+    MC_OP_MARK_TASK_TO_COMPLETE = 104,
+    MC_OP_COPY_START = 105,
+    MC_OP_COPY_END = 106,
+    MC_OP_COPY_REVOKE = 107,
+    MC_OP_MOVE_START = 108,
+    MC_OP_MOVE_END = 109,
+    MC_OP_MOVE_REVOKE = 110,
+
     MC_OP_MAX = 128, /* opcodes are < MC_OP_MAX (handler tables are arrays of this size) */
 } mc_rpc_opcode_t;
 

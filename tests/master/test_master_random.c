@@ -1,7 +1,8 @@
 /* Randomized white-box test of the master core: random operations with a fake clock, checking
  * the structural invariants after every step (no range handed out twice, every replica block
  * allocated and owned once, list/table counts agree), and WAL recovery at random points
- * against a model of the committed objects. */
+ * against a model of the committed objects. Replica copy/move tasks run among the other
+ * operations: their blocks count as owned, their commits keep every value. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,7 +42,7 @@ static int cmp_range(const void *a, const void *b)
 static void check_invariants(mc_master_t *m)
 {
     uint64_t n = 0, readable = 0, writing = 0;
-    static range_t ranges[NKEYS * 8 + 64];
+    static range_t ranges[NKEYS * 16 + 64];
     size_t nr = 0;
     uint64_t per_seg[64] = {0};
     for (uint64_t b = 0; b < m->n_buckets; b++) {
@@ -65,6 +66,16 @@ static void check_invariants(mc_master_t *m)
                 per_seg[o->rep[i].seg]++;
             }
         }
+    }
+    static obj_rep_t held[NKEYS * 8];
+    size_t nh = master_tasks_blocks(m, held, NKEYS * 8);
+    assert_true(nh <= NKEYS * 8);
+    for (size_t i = 0; i < nh; i++) {
+        segment_t *s = master_seg_slot(m, held[i].seg);
+        assert_non_null(s);
+        ranges[nr++] = (range_t){held[i].seg, mc_master_allocator_addr(s->alloc, held[i].blk),
+                                 mc_master_allocator_size(s->alloc, held[i].blk)};
+        per_seg[held[i].seg]++;
     }
     for (size_t i = 0; i < m->n_disc; i++) {
         segment_t *s = master_seg_slot(m, m->disc[i].seg);
@@ -148,7 +159,8 @@ static void verify_recovery(const char *dir, const model_t *md, mc_master_config
     mc_master_destroy(m);
 }
 
-static uint64_t g_evicted, g_live; /* coverage: the runs must exercise eviction and commits */
+/* coverage: the runs must exercise eviction, commits and task Ends that commit */
+static uint64_t g_evicted, g_live, g_task_commits;
 
 static void run(uint64_t seed, bool with_wal)
 {
@@ -179,6 +191,8 @@ static void run(uint64_t seed, bool with_wal)
     int owner[NKEYS];
     memset(owner, -1, sizeof(owner));
     int recoveries = 0;
+    uint64_t tids[64][2]; /* tasks fetched (PROCESSING), and by which client */
+    int tcli[64], ttype[64], tstage[64], ntid = 0;
     for (int step = 0; step < 6000; step++) {
         int i = rand() % NKEYS, c = rand() % 2;
         char k[32];
@@ -186,7 +200,7 @@ static void run(uint64_t seed, bool with_wal)
         size_t kl = strlen(k);
         mc_master_replica_t r[8];
         uint32_t n;
-        int op = rand() % 100;
+        int op = rand() % 110;
         if (op < 25) {
             mc_master_put_opts_t o = {.replica_num = 1 + (uint32_t)(rand() % 3),
                                       .soft_pin = rand() % 10 == 0, .hard_pin = rand() % 50 == 0};
@@ -240,6 +254,58 @@ static void run(uint64_t seed, bool with_wal)
             snprintf(name, sizeof(name), "seg%d", s);
             mc_master_unmount(m, CIDS[s / 2], name, false);
             mount_seg(m, s);
+        } else if (op >= 100 && op < 103) { /* a copy or a move task, mostly of a live key */
+            for (int t = 0; t < 20 && !md.committed[i]; t++)
+                i = rand() % NKEYS;
+            key_of(i, k, sizeof(k));
+            kl = strlen(k);
+            uint64_t id[2];
+            char a[16], b[16];
+            snprintf(a, sizeof(a), "seg%d", rand() % NSEG);
+            snprintf(b, sizeof(b), "seg%d", rand() % NSEG);
+            const char *t[] = {b};
+            if (op == 100)
+                mc_master_create_move_task(m, k, kl, a, b, id);
+            else
+                mc_master_create_copy_task(m, k, kl, t, 1, id);
+        } else if (op >= 103 && op < 105) {
+            mc_master_task_info_t ti[MC_MASTER_TASK_FETCH_MAX];
+            uint32_t nt = 0;
+            assert_int_equal(mc_master_fetch_tasks(m, CIDS[c], 4, ti, &nt), MC_OK);
+            for (uint32_t j = 0; j < nt && ntid < 64; j++) {
+                tids[ntid][0] = ti[j].id[0];
+                tids[ntid][1] = ti[j].id[1];
+                ttype[ntid] = ti[j].type;
+                tstage[ntid] = 0;
+                tcli[ntid++] = c;
+            }
+        } else if (op >= 105 && ntid > 0) {
+            /* the next step of a fetched task (Start, End or Revoke, Complete), now and then
+             * out of order or from the other client */
+            int j = rand() % ntid, who = rand() % 10 ? tcli[j] : 1 - tcli[j];
+            int stage = rand() % 8 ? tstage[j] : rand() % 3;
+            mc_master_replica_t src;
+            uint64_t size, sum;
+            if (stage == 0) {
+                if (mc_master_task_start(m, CIDS[who], tids[j], ttype[j], &src, r, &n, &size,
+                                         &sum) == MC_OK)
+                    tstage[j] = 1;
+                else if (rand() % 3 == 0)
+                    tstage[j] = 2; /* give up: complete it */
+            } else if (stage == 1) {
+                bool commit = rand() % 4 != 0;
+                if (mc_master_task_end(m, CIDS[who], tids[j], ttype[j], commit) == MC_OK &&
+                    commit)
+                    g_task_commits++;
+                tstage[j] = 2;
+            } else {
+                mc_master_task_complete(m, CIDS[who], tids[j], MC_MASTER_TASK_SUCCESS, "");
+                ntid--; /* done with it (a refused call: the cron fails it later) */
+                memmove(&tids[j], &tids[j + 1], (size_t)(ntid - j) * sizeof(tids[0]));
+                memmove(&tcli[j], &tcli[j + 1], (size_t)(ntid - j) * sizeof(tcli[0]));
+                memmove(&ttype[j], &ttype[j + 1], (size_t)(ntid - j) * sizeof(ttype[0]));
+                memmove(&tstage[j], &tstage[j + 1], (size_t)(ntid - j) * sizeof(tstage[0]));
+            }
         } else {
             bool need;
             mc_master_ping(m, CIDS[c], &need);
@@ -273,6 +339,9 @@ static void run(uint64_t seed, bool with_wal)
             (unsigned long long)seed, with_wal, (unsigned long long)m->n_objs, live,
             (unsigned long long)mt.evicted_objects, (unsigned long long)mt.put_start_discards,
             (unsigned long long)mt.put_start_releases, recoveries, (unsigned long long)mt.snapshots);
+    fprintf(stderr, "  tasks: %llu succeeded, %llu failed, %llu commits so far\n",
+            (unsigned long long)mt.tasks_succeeded, (unsigned long long)mt.tasks_failed,
+            (unsigned long long)g_task_commits);
     g_evicted += mt.evicted_objects;
     g_live += (uint64_t)live;
     mc_master_destroy(m);
@@ -289,21 +358,23 @@ static void run(uint64_t seed, bool with_wal)
 static void test_random_no_wal(void **state)
 {
     (void)state;
-    g_evicted = g_live = 0;
+    g_evicted = g_live = g_task_commits = 0;
     for (uint64_t seed = 1; seed <= 4; seed++)
         run(seed, false);
     assert_true(g_evicted > 0);
     assert_true(g_live > 20);
+    assert_true(g_task_commits > 10);
 }
 
 static void test_random_wal_recovery(void **state)
 {
     (void)state;
-    g_evicted = g_live = 0;
+    g_evicted = g_live = g_task_commits = 0;
     for (uint64_t seed = 11; seed <= 12; seed++)
         run(seed, true);
     assert_true(g_evicted > 0);
     assert_true(g_live > 20);
+    assert_true(g_task_commits > 10);
 }
 
 int main(void)

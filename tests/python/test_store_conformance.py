@@ -493,6 +493,13 @@ def test_extra_segments(master, storage, tmp_path):
         ka = k("xseg")
         assert _on(st, f"{host}#1", ka, value) == [f"{host}#1"]
         assert st.get(ka) == value and reader.get(ka) == value   # served to others too
+        # a replica task whose source is an extra segment is run by its owner too
+        kt = k("xseg-move")
+        assert _on(st, f"{host}#1", kt, value) == [f"{host}#1"]
+        tid, err = reader.create_move_task(kt, f"{host}#1", storage.segment)
+        assert err == 0
+        assert _wait_task(reader, tid).status == mooncake.store.TaskStatus.SUCCESS
+        assert _segments(reader, kt) == [storage.segment] and reader.get(kt) == value
         # mount_segment: a file range, MAP_SHARED: the value lands in the file
         f = tmp_path / "seg.bin"
         f.write_bytes(b"\0" * (12 << 20))
@@ -790,16 +797,55 @@ def test_batch_replica_clear(store, storage, master):
         store.batch_replica_clear("key")
 
 
-def test_replica_tasks_not_supported(store):
-    key = k("task")
-    assert store.put(key, b"v") == 0
-    UNAVAILABLE = mooncake.STATUS_CODES["UNAVAILABLE_IN_CURRENT_MODE"]
-    assert store.create_copy_task(key, [store.get_hostname()]) == ((0, 0), UNAVAILABLE)
-    assert store.create_move_task(key, "a", "b") == ((0, 0), UNAVAILABLE)
+def _wait_task(store, tid, deadline_s=15):
+    """Polls query_task until the task is finished (SUCCESS or FAILED) or the deadline."""
+    from mooncake.store import TaskStatus
+    end = time.monotonic() + deadline_s
+    while True:
+        r, err = store.query_task(tid)
+        assert err == 0 and r.id == tid
+        if r.status in (TaskStatus.SUCCESS, TaskStatus.FAILED) or time.monotonic() > end:
+            return r
+        time.sleep(0.05)
+
+
+def test_replica_tasks(store, storage):
+    """Upstream's create_copy_task / create_move_task / query_task: the owner of the source
+    segment (this store) runs them; a copy adds a replica on the target, a move leaves one
+    replica, on the target; the bytes stay the same."""
+    from mooncake.store import TaskStatus, TaskType
+    own, other = store.get_hostname(), storage.segment
+    c = ReplicateConfig()
+    c.replica_num = 1
+    c.preferred_segment = own
+    ck, mk = k("task-copy"), k("task-move")
+    assert store.put(ck, b"c" * 70000, c) == 0 and store.put(mk, b"m" * 5000, c) == 0
+    assert _segments(store, ck) == [own] and _segments(store, mk) == [own]
+    tid, err = store.create_copy_task(ck, [other])
+    assert err == 0 and tid != (0, 0)
+    r = _wait_task(store, tid)
+    assert (r.status, r.type, r.message) == (TaskStatus.SUCCESS, TaskType.REPLICA_COPY, "")
+    assert r.created_at_ms_epoch > 0 and r.last_updated_at_ms_epoch >= r.created_at_ms_epoch
+    assert sorted(_segments(store, ck)) == sorted([own, other])
+    assert store.get(ck) == b"c" * 70000
+    tid, err = store.create_move_task(mk, own, other)
+    assert err == 0
+    r = _wait_task(store, tid)
+    assert (r.status, r.type) == (TaskStatus.SUCCESS, TaskType.REPLICA_MOVE)
+    assert _segments(store, mk) == [other] and store.get(mk) == b"m" * 5000
+    # refusals, with upstream's codes
+    codes = mooncake.STATUS_CODES
+    assert store.create_copy_task(k("task-missing"), [other]) == ((0, 0),
+                                                                  codes["OBJECT_NOT_FOUND"])
+    assert store.create_copy_task(ck, ["no-such-segment"]) == ((0, 0), codes["INVALID_PARAMS"])
+    assert store.create_copy_task(ck, []) == ((0, 0), codes["INVALID_PARAMS"])
+    assert store.create_move_task(mk, other, other) == ((0, 0), codes["INVALID_PARAMS"])
+    assert store.create_move_task(mk, own, other) == ((0, 0), codes["INVALID_PARAMS"])  # gone
     assert store.query_task((1, 2)) == (None, -1400)            # TASK_NOT_FOUND
     with pytest.raises(TypeError):
         store.query_task("1-2")
-    assert store.get(key) == b"v"                               # nothing moved
+    with pytest.raises(TypeError):
+        store.create_copy_task(ck, other)
 
 
 # ---- 7. names --------------------------------------------------------------------------

@@ -3,8 +3,9 @@
  * tenant (get, exist, size, list, events, remove, RemoveAll, RemoveByRegex), a request naming
  * another tenant is refused, the same key in two tenants is two objects, default-tenant
  * clients see none of the tenants' keys, a cluster token acts for the tenant it names, keys
- * starting with byte 0x01 and invalid tenant names are refused (docs/internals/master.md,
- * "Tenants"). */
+ * starting with byte 0x01 and invalid tenant names are refused; replica tasks act on the
+ * caller's tenant's keys and are seen only by it, their owner's calls refused to tenant
+ * tokens (docs/internals/master.md, "Tenants", "Replica tasks"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -546,10 +547,79 @@ static void test_grants_in_answers(void **state)
     mc_free(bq.keys);
 }
 
+/* CreateCopyTask of key in tenant t ("" = the token's) to segment seg1: the status, the id. */
+static mc_status_t copy_task(mc_rpc_client_t *c, const char *t, const char *key, uint64_t id[2])
+{
+    McRpc__CreateCopyTaskRequest q = MC_RPC__CREATE_COPY_TASK_REQUEST__INIT;
+    char *targets[] = {"seg1"};
+    q.key = mc_wire_key_str(key);
+    q.targets = targets;
+    q.n_targets = 1;
+    q.tenant_id = (char *)t;
+    ProtobufCMessage *resp = NULL;
+    mc_status_t st = call(c, MC_OP_CREATE_COPY_TASK, &q.base, &resp);
+    if (resp) {
+        id[0] = ((McRpc__TaskIdResponse *)resp)->id_high;
+        id[1] = ((McRpc__TaskIdResponse *)resp)->id_low;
+        mc_rpc_response_free(resp);
+    }
+    return st;
+}
+
+static mc_status_t query_task(mc_rpc_client_t *c, const uint64_t id[2])
+{
+    McRpc__QueryTaskRequest q = MC_RPC__QUERY_TASK_REQUEST__INIT;
+    q.id_high = id[0];
+    q.id_low = id[1];
+    return call(c, MC_OP_QUERY_TASK, &q.base, NULL);
+}
+
+static void test_replica_tasks_scoped(void **state)
+{
+    (void)state;
+    McRpc__SegmentInfo si = MC_RPC__SEGMENT_INFO__INIT; /* a second segment: the target */
+    si.name = "seg1";
+    si.base_addr = 1ull << 30;
+    si.size = 64 << 20;
+    si.host_label = "h2";
+    si.te_endpoint = "127.0.0.1:1235";
+    uint8_t uuid[16] = {2};
+    si.segment_uuid = (ProtobufCBinaryData){16, uuid};
+    McRpc__MountSegmentRequest mq = MC_RPC__MOUNT_SEGMENT_REQUEST__INIT;
+    mq.client_id = (ProtobufCBinaryData){16, CID};
+    mq.segment = &si;
+    assert_int_equal(call(W.admin, MC_OP_MOUNT_SEGMENT, &mq.base, NULL), MC_OK);
+    uint64_t id[2] = {0, 0}, other[2];
+    /* a's key: a's task, which b cannot see; b has no "a1"; naming another tenant is refused */
+    assert_int_equal(copy_task(W.a, "", "a1", id), MC_OK);
+    assert_true(id[0] || id[1]);
+    assert_int_equal(query_task(W.a, id), MC_OK);
+    assert_int_equal(query_task(W.b, id), MC_ERR_TASK_NOT_FOUND);
+    assert_int_equal(query_task(W.admin, id), MC_ERR_TASK_NOT_FOUND); /* "default" */
+    assert_int_equal(copy_task(W.b, "", "a1", other), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(copy_task(W.a, "b", "b1", other), MC_ERR_PERMISSION);
+    assert_int_equal(copy_task(W.admin, "", "a1", other), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(copy_task(W.admin, "a", "a1", other), MC_OK); /* cluster token for a */
+    /* the owner's calls are a storage server's: not for tenant tokens */
+    McRpc__FetchTasksRequest fq = MC_RPC__FETCH_TASKS_REQUEST__INIT;
+    fq.client_id = (ProtobufCBinaryData){16, CID};
+    assert_int_equal(call(W.a, MC_OP_FETCH_TASKS, &fq.base, NULL), MC_ERR_PERMISSION);
+    McRpc__TaskStepRequest sq = MC_RPC__TASK_STEP_REQUEST__INIT;
+    sq.client_id = (ProtobufCBinaryData){16, CID};
+    sq.id_high = id[0];
+    sq.id_low = id[1];
+    assert_int_equal(call(W.a, MC_OP_COPY_START, &sq.base, NULL), MC_ERR_PERMISSION);
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(call(W.admin, MC_OP_FETCH_TASKS, &fq.base, &resp), MC_OK);
+    assert_int_equal(((McRpc__FetchTasksResponse *)resp)->n_tasks, 2);
+    mc_rpc_response_free(resp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_same_key_three_objects, setup_world, teardown_world),
+        cmocka_unit_test_setup_teardown(test_replica_tasks_scoped, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_grants_in_answers, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_other_tenant_refused, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_list_and_events_scoped, setup_world, teardown_world),
