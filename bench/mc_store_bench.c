@@ -25,7 +25,11 @@
  * CPU caches hold), so memcached is measured the same way (8 distinct keys, 256 MiB) and, for
  * reference, on one key read over and over.
  * --getpath runs the get-path shapes instead (store_getpath.h: 4k128, 4m64, 32m1, 4m32x8, the
- * store next to the raw Transfer Engine in the same run; "bench":"getpath" lines). */
+ * store next to the raw Transfer Engine in the same run; "bench":"getpath" lines).
+ * --tenant_token: the store clients hold a tenant token, so every read and write goes through
+ * the data grants the master signs (docs/security.md, "Data ports and tenants"); the master and
+ * the storage server hold a file with a cluster line and that tenant's line, the raw engine of
+ * --getpath the cluster token. */
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -43,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -440,6 +445,21 @@ static double interleaved_vs_memcached(mc_store_t *store, const bench_cfg_t *c, 
 static char work_dir[256];
 static pid_t master_pid = -1, server_pid = -1;
 
+/* --tenant_token: the token files, in work_dir (mode 0600, as mc_auth_load requires) */
+#define BENCH_CLUSTER_SECRET "mc-store-bench-cluster-secret-0123456789"
+#define BENCH_TENANT_SECRET "mc-store-bench-tenant-secret-0123456789"
+static char srv_token[300], tenant_token[300], cluster_token[300];
+
+static int write_token(char *path, size_t len, const char *name, const char *text)
+{
+    snprintf(path, len, "%s/%s", work_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    int rc = chmod(path, 0600) == 0 && fputs(text, f) >= 0 ? 0 : -1;
+    return fclose(f) == 0 ? rc : -1;
+}
+
 static void stop_cluster(void)
 {
     mt_stop(server_pid, SIGTERM, 5000);
@@ -451,19 +471,33 @@ static void stop_cluster(void)
 }
 
 /* Master + one storage server on loopback; returns the master address in addr.
- * master_flag: one extra master flag ("" for none). */
-static int start_cluster(uint64_t segment, const char *master_flag, char *addr, size_t len)
+ * master_flag: one extra master flag ("" for none). tenant: with token files (--tenant_token). */
+static int start_cluster(uint64_t segment, const char *master_flag, bool tenant, char *addr,
+                         size_t len)
 {
     uint16_t port;
     if (mt_tmpdir(work_dir, sizeof(work_dir)) != 0 || mc_net_free_port(&port) != MC_OK)
         return -1;
-    char bin[512], p[32], wal[300], log[300], m[96], seg[64];
+    char bin[512], p[32], wal[300], log[300], m[96], seg[64], tok[340];
+    if (tenant &&
+        (write_token(srv_token, sizeof(srv_token), "server.token",
+                     BENCH_CLUSTER_SECRET "\n" BENCH_TENANT_SECRET " tenant=bench\n") != 0 ||
+         write_token(tenant_token, sizeof(tenant_token), "tenant.token",
+                     BENCH_TENANT_SECRET " tenant=bench\n") != 0 ||
+         write_token(cluster_token, sizeof(cluster_token), "cluster.token",
+                     BENCH_CLUSTER_SECRET "\n") != 0))
+        return -1;
+    snprintf(tok, sizeof(tok), "--auth_token_file=%s", srv_token);
     mt_bin_path("mooncake_master", bin, sizeof(bin));
     snprintf(p, sizeof(p), "--port=%u", port);
     snprintf(wal, sizeof(wal), "--wal_dir=%s/wal", work_dir);
     snprintf(log, sizeof(log), "%s/master.log", work_dir);
     char *margv[] = {bin, p, "--metrics_port=0", wal, "--log_level=warn",
-                     *master_flag ? (char *)master_flag : NULL, NULL};
+                     tenant ? tok : NULL, *master_flag ? (char *)master_flag : NULL, NULL};
+    if (!tenant) { /* no hole in argv */
+        margv[5] = margv[6];
+        margv[6] = NULL;
+    }
     master_pid = mt_spawn(margv, log);
     if (master_pid < 0 || mt_wait_log(log, "listening", 10000) != 0)
         return -1;
@@ -473,7 +507,11 @@ static int start_cluster(uint64_t segment, const char *master_flag, char *addr, 
     snprintf(seg, sizeof(seg), "--global_segment_size=%llu", (unsigned long long)segment);
     snprintf(log, sizeof(log), "%s/server.log", work_dir);
     char *sargv[] = {bin, m, seg, "--log_level=warn", NULL};
+    if (tenant) /* the storage server's token (te_env); ours were read already */
+        setenv("MC_AUTH_TOKEN_FILE", srv_token, 1);
     server_pid = mt_spawn(sargv, log);
+    if (tenant)
+        unsetenv("MC_AUTH_TOKEN_FILE");
     if (server_pid < 0 || mt_wait_log(log, "mooncake_client ready", 30000) != 0)
         return -1;
     return 0;
@@ -485,7 +523,7 @@ int main(int argc, char **argv)
     int64_t threads = 1, ops_small = 20000, ops_mid = 2000, ops_big = 30, get_rounds = 1;
     const char *only = "";
     uint64_t segment = 1280ull << 20;
-    bool peers = false, feed = true, getpath = false;
+    bool peers = false, feed = true, getpath = false, tenant = false;
     int64_t getpath_reps = 3;
     mc_tool_store_knobs_t knobs; /* --replica_hints, --lease_cache, --placement_feed, MC_TE_* */
     mc_tool_store_knobs_init(&knobs);
@@ -503,6 +541,7 @@ int main(int argc, char **argv)
         {"getpath", MC_OPT_BOOL, &getpath, NULL, "run the get-path shapes (" MC_GETPATH_SHAPES ") next to the raw Transfer Engine instead of the cases; --cases picks shapes, --get_rounds = 1 cold + warm rounds; default segment 1.5 GiB", 0, 0},
         {"getpath_reps", MC_OPT_INT, &getpath_reps, NULL, "--getpath: repetitions per shape on fresh keys (medians reported)", 1, 64},
         {"feed", MC_OPT_BOOL, &feed, NULL, "also read each case's keys once through a client on the placement feed (get_fed; --getpath: first_fed)", 0, 0},
+        {"tenant_token", MC_OPT_BOOL, &tenant, NULL, "store clients hold a tenant token: every transfer goes through data grants (the master and storage server get a cluster + tenant token file, --getpath's raw engine the cluster token; ignores MC_AUTH_TOKEN_FILE)", 0, 0},
         MC_TOOL_STORE_KNOB_OPTIONS(&knobs),
     };
     mc_config_spec_t spec = {"mc_store_bench", "Store put/get benchmark with peers (JSON lines).",
@@ -527,7 +566,7 @@ int main(int argc, char **argv)
     if (getpath && segment == 1280ull << 20) /* 8 threads x 128 MiB under the watermark */
         segment = 1536ull << 20;
     char addr[64];
-    if (start_cluster(segment, master_flag, addr, sizeof(addr)) != 0) {
+    if (start_cluster(segment, master_flag, tenant, addr, sizeof(addr)) != 0) {
         fprintf(stderr, "mc_store_bench: cannot start master/storage server (see %s)\n", work_dir);
         stop_cluster();
         return 1;
@@ -536,14 +575,20 @@ int main(int argc, char **argv)
         char date[32];
         mc_peer_date(date, sizeof(date));
         printf("{\"bench\":\"store_setup\",\"transport\":\"%s\",\"segment\":%llu,"
-               "\"segment_page_kb\":%ld,\"date\":\"%s\"}\n",
+               "\"segment_page_kb\":%ld,\"tenant_token\":%s,\"date\":\"%s\"}\n",
                transport, (unsigned long long)segment,
-               mt_mapping_page_kb(server_pid, 0, "mc-te-shareable"), date);
+               mt_mapping_page_kb(server_pid, 0, "mc-te-shareable"), tenant ? "true" : "false",
+               date);
         fflush(stdout);
     }
     mc_store_config_t scfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
                               .protocol = "tcp", .master_server_addr = addr};
     mc_tool_store_knobs_fill(&knobs, &scfg);
+    mc_te_config_t raw_te = knobs.te_tuning; /* --getpath's raw engine */
+    if (tenant) {
+        knobs.te_tuning.auth_token_file = tenant_token;
+        raw_te.auth_token_file = cluster_token;
+    }
     /* other: reads each case's keys once (get_other); fed: the same, following the
      * placement feed for every bench key (get_fed; --getpath: its first_fed round) */
     mc_store_t *store = NULL, *other = NULL, *fed = NULL;
@@ -565,25 +610,49 @@ int main(int argc, char **argv)
      * 0.8 GB/s first write vs 20+ GB/s after), a one-time cost per mapping and page that a
      * long-running client pays once, and each handle has its own engine and mappings; the
      * figures below are steady state. The other handle's first put also allocates its hint
-     * table (a few ms) here, not in a measured round. */
+     * table (a few ms) here, not in a measured round. With --tenant_token, what a tenant-bound
+     * handle puts stays allocated until its write grant has expired (about 34 s after the put;
+     * security.md, "Space under grants"), so a cluster-token handle writes the segment (over
+     * tcp: a tenant-bound client has no mapping of its own to warm) and each tenant-bound
+     * handle puts one small value. */
     {
         size_t wl = 32u << 20;
         char *w = mc_pages_alloc(wl, 1);
         struct iovec wiov = {w, wl};
-        mc_store_t *handles[3] = {store, other, fed};
+        mc_store_t *handles[3] = {store, other, fed}, *filler = NULL;
+        if (tenant) {
+            mc_te_config_t cte = knobs.te_tuning;
+            cte.auth_token_file = cluster_token;
+            mc_store_config_t ccfg = scfg;
+            ccfg.te_tuning = &cte;
+            ccfg.tenant_id = NULL;
+            if (mc_store_create(&ccfg, &filler) != MC_OK)
+                filler = NULL; /* no warm-up */
+            for (int hnd = 0; hnd < 3 && handles[hnd]; hnd++) {
+                char key[64];
+                struct iovec small = {w, w ? 4096 : 0};
+                snprintf(key, sizeof(key), "warmup-hints-%d", hnd);
+                if (w)
+                    mc_store_put(handles[hnd], key, &small, 1, NULL);
+            }
+            mc_store_remove_all(store, true);
+            handles[0] = filler;
+            handles[1] = handles[2] = NULL;
+        }
         for (int hnd = 0; hnd < 3 && handles[hnd]; hnd++) {
             for (uint64_t k = 0; w && k + 1 < segment / wl; k++) {
                 char key[64];
                 snprintf(key, sizeof(key), "warmup-%d-%llu", hnd, (unsigned long long)k);
                 mc_store_put(handles[hnd], key, &wiov, 1, NULL);
             }
-            mc_store_remove_all(store, true);
+            mc_store_remove_all(filler ? filler : store, true);
         }
+        mc_store_destroy(filler);
         mc_pages_free(w, wl);
     }
     if (getpath) {
         mc_getpath_cfg_t gcfg = {.writer = store, .other = other, .fed = fed,
-                                 .te_tuning = scfg.te_tuning,
+                                 .te_tuning = &raw_te,
                                  .transport = transport,
                                  .warm_rounds = get_rounds > 1 ? (uint32_t)get_rounds - 1 : 2,
                                  .cases = only, .reps = (uint32_t)getpath_reps,

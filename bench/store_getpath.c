@@ -56,9 +56,12 @@ static const gp_shape_t SHAPES[] = {
 };
 
 /* Run only when named in --cases: larger batches of small blocks (a first read of them is
- * looked up in pipelined sub-batches, store-client.md). */
+ * looked up in pipelined sub-batches, store-client.md); 4k128w: 3,072 blocks, within what a
+ * tenant-bound client's grants cover at once (a storage server connection keeps 4,096 granted
+ * ranges, security.md "Limits"; --tenant_token). */
 static const gp_shape_t EXTRA_SHAPES[] = {
     {"4k512", 4096, 512, 1, 40},         /* 20,480 small KV blocks, 4x the batch */
+    {"4k128w", 4096, 128, 1, 24},        /* 3,072 small KV blocks */
 };
 
 typedef enum { GP_TE, GP_STORE } gp_kind_t;

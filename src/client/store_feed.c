@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "rpc/frame.h"
-#include "te/te_auth.h"
 
 #include <string.h>
 
@@ -35,7 +34,10 @@ static void *feed_main(void *arg);
  * of what others write: a decode instance reading the blocks a prefill instance put. Nothing
  * depends on it: a missed event (a gap, a new master, a key pushed out of the hint table) only
  * means that get asks the master. The master holds each pushed object under a read lease, as
- * if this client had read it (store-client.md, "Placement feed"). */
+ * if this client had read it (store-client.md, "Placement feed"). A tenant-bound client gets
+ * read grants for the placements with each answer and presents them before recording any
+ * (a grant the engine no longer holds when the get reads: the read is refused, the get asks
+ * the master, as for any failed cached-lease read). */
 #define FEED_WAIT_MS 200         /* long-poll wait: also how long close may wait for the thread */
 #define FEED_MAX_EVENTS 1024     /* events per answer */
 #define FEED_RETRY_MS 100        /* after a failed poll */
@@ -131,6 +133,8 @@ static void *feed_main(void *arg)
         } else if (r->gap) { /* events dropped: go on from now (the feed is only a shortcut) */
             from = r->next_seq;
         } else {
+            /* a tenant-bound client's grants for the placements, before any get can use them */
+            store_grants_present(s, r->grants, r->n_grants);
             for (size_t i = 0; i < r->n_events; i++)
                 if (r->events[i]->placement)
                     feed_remember(s, r->events[i]->key, r->events[i]->placement, t0);
@@ -148,11 +152,6 @@ mc_status_t store_feed_start(mc_store_t *s, const char *prefix, const char *mast
     if (!s->hints) {
         MC_LOG_WARN("placement_feed_prefix is set but replica hints are off "
                     "(replica_hint_slots): no placement feed");
-        return MC_OK;
-    }
-    if (mc_te_tenant_bound(s->te)) {
-        MC_LOG_WARN("placement_feed_prefix is set but this client's token is a tenant token: "
-                    "pushed placements carry no data grants, no placement feed");
         return MC_OK;
     }
     if (!s->lease_cache)

@@ -971,6 +971,8 @@ typedef struct ev_waiter {
     char *prefix;          /* placement feed's placement_prefix (owned); NULL = not a feed */
     size_t prefix_len;
     mc_tenant_scope_t scope; /* the poller's tenant */
+    const mc_auth_t *ring;   /* a tenant-bound poller's grant keyring (srv's); NULL = none */
+    char tenant[MC_AUTH_TENANT_MAX + 1]; /* its tenant, the one its grants name */
 } ev_waiter_t;
 
 typedef struct ev_waiters {
@@ -986,7 +988,15 @@ typedef struct poll_args {
     const char *prefix; /* placements for COMMITTED events under it; NULL = none asked */
     size_t prefix_len;
     const mc_tenant_scope_t *scope; /* the poller's tenant: other tenants' events are blanked */
+    /* A tenant-bound poller (grant_ring): the placements go out with read grants for `tenant`
+     * signed with ring (feed_grants); NULL = none needed or none can be made. */
+    const mc_auth_t *ring;
+    const char *tenant;
 } poll_args_t;
+
+static const mc_auth_t *grant_ring(const mc_rpc_call_t *call);
+static mc_status_t feed_grants(mc_master_t *m, mc_rpc_arena_t *a, const poll_args_t *pa,
+                               uint64_t wall0, McRpc__PollEventsResponse *r);
 
 /* The placement of a COMMITTED event for the feed: the object's replicas now and a read lease
  * (fill_replica_list, as GetReplicaList); NULL when it is not readable any more. */
@@ -1017,9 +1027,13 @@ static bool ev_wants_placement(const poll_args_t *pa, const mc_master_event_t *e
              memcmp(prev->key, ev->key, ev->klen) == 0);
 }
 
+/* The answer to a poll, now (from the handler or, for a parked one, the cron). A tenant-bound
+ * poller's placements are recorded as granted (mc_master_grants_begin) and their grants
+ * expire from a wall time read before any lease of this answer was granted. */
 static mc_status_t poll_resp(mc_master_t *m, mc_rpc_arena_t *a, const poll_args_t *pa,
                              McRpc__PollEventsResponse **r_p)
 {
+    uint64_t wall0 = pa->ring ? mc_wall_ms() : 0;
     McRpc__PollEventsResponse *r = mc_rpc_arena_calloc(a, 1, sizeof(*r));
     mc_master_event_t *ev = mc_rpc_arena_calloc(a, pa->max, sizeof(*ev));
     if (!r || !ev)
@@ -1056,13 +1070,22 @@ static mc_status_t poll_resp(mc_master_t *m, mc_rpc_arena_t *a, const poll_args_
             items[i].host = (char *)ev[i].host;
             if (ev_wants_placement(pa, &ev[i], ukey, ulen, i ? &ev[i - 1] : NULL)) {
                 mc_status_t st = MC_OK;
+                if (pa->ring)
+                    mc_master_grants_begin(m);
                 items[i].placement = ev_placement(m, a, &ev[i], &st);
+                if (pa->ring)
+                    mc_master_grants_end(m);
                 if (st != MC_OK)
                     return st;
             }
         }
         r->events = arr;
         r->n_events = n;
+        if (pa->ring) {
+            mc_status_t st = feed_grants(m, a, pa, wall0, r);
+            if (st != MC_OK)
+                return st;
+        }
     }
     *r_p = r;
     return MC_OK;
@@ -1098,7 +1121,7 @@ static void ev_waiters_run(mc_master_t *m, bool shutdown)
         McRpc__PollEventsResponse *r = NULL;
         poll_args_t pa = {.from = w->from_seq, .epoch = w->epoch, .max = w->max,
                           .prefix = w->prefix, .prefix_len = w->prefix_len,
-                          .scope = &w->scope};
+                          .scope = &w->scope, .ring = w->ring, .tenant = w->tenant};
         mc_status_t st = poll_resp(m, &ws->arena, &pa, &r);
         mc_rpc_server_reply(w->srv, w->conn_id, w->opcode, w->req_id, st,
                             st == MC_OK ? &r->base : NULL); /* a closed conn: forget it */
@@ -1136,7 +1159,14 @@ static mc_status_t ev_park(mc_master_t *m, mc_rpc_call_t *call, const poll_args_
                                    .req_id = call->req_id, .from_seq = pa->from,
                                    .epoch = pa->epoch, .deadline_ms = mc_now_ms() + wait_ms,
                                    .max = pa->max, .opcode = call->opcode, .prefix = prefix,
-                                   .prefix_len = pa->prefix_len, .scope = *pa->scope};
+                                   .prefix_len = pa->prefix_len, .scope = *pa->scope,
+                                   .ring = pa->ring};
+    if (pa->ring) { /* a peer's tenant: at most MC_AUTH_TENANT_MAX bytes */
+        char *t = ws->w[ws->n - 1].tenant;
+        size_t tl = strnlen(pa->tenant, MC_AUTH_TENANT_MAX);
+        memcpy(t, pa->tenant, tl);
+        t[tl] = 0;
+    }
     return MC_OK;
 }
 
@@ -1152,6 +1182,8 @@ static mc_status_t h_poll_events(void *ctx, mc_rpc_call_t *call, const ProtobufC
     if (q->with_placements) {
         pa.prefix = q->placement_prefix.len ? (const char *)q->placement_prefix.data : "";
         pa.prefix_len = q->placement_prefix.len;
+        if ((pa.ring = grant_ring(call)) != NULL)
+            pa.tenant = call->peer->tenant;
     }
     /* a prefix is a key's first bytes: at most MC_RPC_MAX_KEY of them, no NUL ("" = all) */
     if (pa.prefix_len > MC_RPC_MAX_KEY || (pa.prefix_len && memchr(pa.prefix, 0, pa.prefix_len))) {
@@ -1319,6 +1351,8 @@ static void impl_table(mc_rpc_handler_fn t[MC_OP_MAX])
 
 /* ---------------------------------------------------------------- data grants */
 
+#define ARENA_N(a, type, n) ((type *)mc_rpc_arena_calloc((a), (n) ? (n) : 1, sizeof(type)))
+
 /* Replica lists of one answer (one per result) that grants are made for. */
 typedef struct grant_src {
     McRpc__ReplicaDesc **const *lists;
@@ -1328,8 +1362,8 @@ typedef struct grant_src {
 
 /* Signs the grants covering every replica of src (common/grant.h): one per endpoint and up to
  * MC_GRANT_MAX_RANGES ranges, with `access`, for `tenant`, expiring at expiry_ms (wall
- * clock); arena memory into *out / *n_out. */
-static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const char *tenant,
+ * clock); memory of arena a into *out / *n_out. */
+static mc_status_t grants_make(mc_rpc_arena_t *a, const mc_auth_t *ring, const char *tenant,
                                uint8_t access, uint64_t expiry_ms, const grant_src_t *src,
                                McRpc__TeGrant ***out, size_t *n_out)
 {
@@ -1340,10 +1374,10 @@ static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const
         return MC_OK;
     /* group the ranges by endpoint: endpoint strings mostly share the segment table's
      * pointer, so the distinct list stays short and cheap to search */
-    const char **eps = ALLOC_N(call, const char *, total);
-    uint32_t *grp = ALLOC_N(call, uint32_t, total), *cnt = ALLOC_N(call, uint32_t, total);
-    const McRpc__ReplicaDesc **all = ALLOC_N(call, const McRpc__ReplicaDesc *, total);
-    mc_grant_range_t *r = ALLOC_N(call, mc_grant_range_t, total);
+    const char **eps = ARENA_N(a, const char *, total);
+    uint32_t *grp = ARENA_N(a, uint32_t, total), *cnt = ARENA_N(a, uint32_t, total);
+    const McRpc__ReplicaDesc **all = ARENA_N(a, const McRpc__ReplicaDesc *, total);
+    mc_grant_range_t *r = ARENA_N(a, mc_grant_range_t, total);
     if (!eps || !grp || !cnt || !all || !r)
         return MC_ERR_NO_MEMORY;
     size_t n = 0, n_eps = 0;
@@ -1368,8 +1402,8 @@ static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const
     size_t n_grants = 0;
     for (size_t e = 0; e < n_eps; e++)
         n_grants += (cnt[e] + MC_GRANT_MAX_RANGES - 1) / MC_GRANT_MAX_RANGES;
-    McRpc__TeGrant **arr = ALLOC_N(call, McRpc__TeGrant *, n_grants);
-    McRpc__TeGrant *gs = ALLOC_N(call, McRpc__TeGrant, n_grants);
+    McRpc__TeGrant **arr = ARENA_N(a, McRpc__TeGrant *, n_grants);
+    McRpc__TeGrant *gs = ARENA_N(a, McRpc__TeGrant, n_grants);
     if (!arr || !gs)
         return MC_ERR_NO_MEMORY;
     size_t k = 0;
@@ -1379,7 +1413,7 @@ static mc_status_t grants_make(mc_rpc_call_t *call, const mc_auth_t *ring, const
             if (i < n && grp[i] == e)
                 r[m++] = (mc_grant_range_t){.addr = all[i]->buffer_address, .len = all[i]->size};
             if (m == MC_GRANT_MAX_RANGES || (i == n && m)) {
-                uint8_t *blob = mc_rpc_arena_alloc(call->arena, MC_GRANT_SIZE(m));
+                uint8_t *blob = mc_rpc_arena_alloc(a, MC_GRANT_SIZE(m));
                 size_t len = 0;
                 if (!blob)
                     return MC_ERR_NO_MEMORY;
@@ -1425,7 +1459,7 @@ static mc_status_t retired_grants(mc_rpc_call_t *call, const mc_auth_t *ring, ui
     if (!r)
         return MC_OK;
     grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
-    return grants_make(call, ring, call->peer->tenant, MC_GRANT_WRITE,
+    return grants_make(call->arena, ring, call->peer->tenant, MC_GRANT_WRITE,
                        wall0 + r->lease_ms + MC_GRANT_SKEW_MS, &src, &r->grants, &r->n_grants);
 }
 
@@ -1470,8 +1504,8 @@ static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, const mc_a
         McRpc__ReplicaListResponse *r = (void *)resp;
         grant_src_t src = {(McRpc__ReplicaDesc **const *)&r->replicas, &r->n_replicas, 1};
         return r->status ? MC_OK
-                         : grants_make(call, ring, tenant, MC_GRANT_READ, rd, &src, &r->grants,
-                                       &r->n_grants);
+                         : grants_make(call->arena, ring, tenant, MC_GRANT_READ, rd, &src,
+                                       &r->grants, &r->n_grants);
     }
     if (op == MC_OP_BATCH_GET_REPLICA_LIST) {
         McRpc__BatchReplicaListResponse *r = (void *)resp;
@@ -1484,7 +1518,7 @@ static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, const mc_a
             counts[i] = r->results[i]->status ? 0 : r->results[i]->n_replicas;
         }
         grant_src_t src = {(McRpc__ReplicaDesc **const *)lists, counts, r->n_results};
-        return grants_make(call, ring, tenant, MC_GRANT_READ, rd, &src, &r->grants,
+        return grants_make(call->arena, ring, tenant, MC_GRANT_READ, rd, &src, &r->grants,
                            &r->n_grants);
     }
     /* the put family (the retired old values an upsert stamps carry their own grants) */
@@ -1505,10 +1539,33 @@ static mc_status_t grants_attach(mc_master_t *m, mc_rpc_call_t *call, const mc_a
             return st;
     }
     grant_src_t src = {(McRpc__ReplicaDesc **const *)lists, counts, n};
-    return batch ? grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &br->grants,
-                               &br->n_grants)
-                 : grants_make(call, ring, tenant, MC_GRANT_WRITE, wr, &src, &one->grants,
-                               &one->n_grants);
+    return batch ? grants_make(call->arena, ring, tenant, MC_GRANT_WRITE, wr, &src,
+                               &br->grants, &br->n_grants)
+                 : grants_make(call->arena, ring, tenant, MC_GRANT_WRITE, wr, &src,
+                               &one->grants, &one->n_grants);
+}
+
+/* Read grants for the placements of a tenant-bound poller's answer (poll_resp), as for a
+ * BatchGetReplicaList of the same keys: one per endpoint and up to MC_GRANT_MAX_RANGES ranges,
+ * in r->grants (the placements carry none), expiring mc_master_grant_life_ms after wall0, read
+ * before the placements' leases were granted. An answer holds at most EV_MAX_BATCH placements
+ * of MC_MASTER_MAX_REPLICAS replicas: no more ranges than a batch lookup's answer. */
+_Static_assert(EV_MAX_BATCH <= MC_RPC_MAX_BATCH, "feed grants are bounded as a batch lookup's");
+static mc_status_t feed_grants(mc_master_t *m, mc_rpc_arena_t *a, const poll_args_t *pa,
+                               uint64_t wall0, McRpc__PollEventsResponse *r)
+{
+    McRpc__ReplicaDesc ***lists = ARENA_N(a, McRpc__ReplicaDesc **, r->n_events);
+    size_t *counts = ARENA_N(a, size_t, r->n_events);
+    if (!lists || !counts)
+        return MC_ERR_NO_MEMORY;
+    for (size_t i = 0; i < r->n_events; i++) {
+        const McRpc__ReplicaListResponse *pl = r->events[i]->placement;
+        lists[i] = pl ? pl->replicas : NULL;
+        counts[i] = pl ? pl->n_replicas : 0;
+    }
+    grant_src_t src = {(McRpc__ReplicaDesc **const *)lists, counts, r->n_events};
+    return grants_make(a, pa->ring, pa->tenant, MC_GRANT_READ,
+                       wall0 + mc_master_grant_life_ms(m, false), &src, &r->grants, &r->n_grants);
 }
 
 /* ---------------------------------------------------------------- authorization */

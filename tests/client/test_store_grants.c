@@ -4,8 +4,9 @@
  * lease on (the stamp over the old value needs a write grant: without one the upsert waits
  * out the 30 s lease) and force-removes, all through grants the master signs and the storage
  * server checks. A cluster-token client acting for the tenant reads the same bytes without
- * grants. A tenant-bound client runs without the placement feed and guesses nothing from its
- * own puts (no read grant for either). */
+ * grants. A tenant-bound client's placement feed pushes it its own tenant's keys only, with
+ * read grants the storage server accepts (its first reads need no lookup); it guesses nothing
+ * from its own puts (it holds no read grant for them). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,9 +26,11 @@
 
 #define CLUSTER "store-grants-cluster-secret-0123"
 #define TENANT "store-grants-tenant-secret-0123"
+#define OTHER "store-grants-other-tenant-secret"
 
-static char dir[256], srv_tok[300], ten_tok[300], cl_tok[300], master_addr[64];
+static char dir[256], srv_tok[300], ten_tok[300], oth_tok[300], cl_tok[300], master_addr[64];
 static pid_t master_pid, server_pid;
+static uint16_t server_http; /* the storage server's /metrics */
 
 static void write_token(const char *path, const char *text)
 {
@@ -44,8 +47,10 @@ static int setup(void **state)
     snprintf(srv_tok, sizeof(srv_tok), "%s/srv.token", dir);
     snprintf(ten_tok, sizeof(ten_tok), "%s/tenant.token", dir);
     snprintf(cl_tok, sizeof(cl_tok), "%s/cluster.token", dir);
-    write_token(srv_tok, CLUSTER "\n" TENANT " tenant=acme\n");
+    snprintf(oth_tok, sizeof(oth_tok), "%s/other.token", dir);
+    write_token(srv_tok, CLUSTER "\n" TENANT " tenant=acme\n" OTHER " tenant=zeta\n");
     write_token(ten_tok, TENANT " tenant=acme\n");
+    write_token(oth_tok, OTHER " tenant=zeta\n");
     write_token(cl_tok, CLUSTER "\n");
     uint16_t port;
     assert_int_equal(mc_net_free_port(&port), MC_OK);
@@ -66,13 +71,24 @@ static int setup(void **state)
     mt_bin_path("mooncake_client", bin, sizeof(bin));
     snprintf(m, sizeof(m), "--master_server_address=%s", master_addr);
     char *sargv[] = {bin, m, "--global_segment_size=64MB", "--local_hostname=127.0.0.1",
-                     "--protocol=tcp", NULL};
+                     "--protocol=tcp", "--enable_http_server", "--http_port=0",
+                     "--http_metrics_public", NULL};
     snprintf(log, sizeof(log), "%s/server.log", dir);
     setenv("MC_AUTH_TOKEN_FILE", srv_tok, 1);
     server_pid = mt_spawn(sargv, log);
     unsetenv("MC_AUTH_TOKEN_FILE");
     assert_true(server_pid > 0);
     assert_int_equal(mt_wait_log(log, "mooncake_client ready", 10000), 0);
+    FILE *f = fopen(log, "r"); /* "mooncake_client http_port=<port>" precedes the ready line */
+    assert_non_null(f);
+    char line[512];
+    unsigned hp = 0;
+    while (!hp && fgets(line, sizeof(line), f))
+        if (sscanf(line, "mooncake_client http_port=%u", &hp) != 1)
+            hp = 0;
+    fclose(f);
+    assert_true(hp > 0 && hp < 65536);
+    server_http = (uint16_t)hp;
     return 0;
 }
 
@@ -171,31 +187,102 @@ static void test_tenant_data_path(void **state)
     mc_store_destroy(t);
 }
 
-/* Placements pushed by the feed carry no grants: a tenant-bound client runs without the feed
- * (its first read of what another client put is a lookup and a read); nor does it guess from
- * its own puts (it holds no read grant for them). */
-static void test_tenant_no_feed_no_put_hints(void **state)
+/* Data requests of tenant-bound peers the storage server refused so far (its /metrics). */
+static uint64_t server_denied(void)
+{
+    static const char rq[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    char *resp = NULL;
+    assert_int_equal(mt_http_raw(server_http, rq, sizeof(rq) - 1, &resp), 200);
+    const char *name = "\nmooncake_transfer_denied_requests ";
+    const char *at = strstr(resp, name);
+    assert_non_null(at);
+    unsigned long long v = strtoull(at + strlen(name), NULL, 10);
+    free(resp);
+    return v;
+}
+
+/* The placement feed of a tenant-bound client (store-client.md, "Placement feed"): it pushes
+ * the keys another client of the same tenant puts, with read grants, so that the first reads
+ * need no lookup and the storage server refuses none of them; keys of other tenants under the
+ * same prefix (another tenant's, "default"'s) are never pushed. The writer guesses nothing
+ * from its own puts (it would be refused). */
+static void test_tenant_feed(void **state)
 {
     (void)state;
-    enum { SZ = 8192 };
-    static char v[SZ], out[SZ];
-    fill(v, SZ, 99);
-    struct iovec iv = {v, SZ}, io = {out, SZ};
+    enum { N = 128, SZ = 4096 };
+    static char v[N][SZ], out[N][SZ], ov[SZ];
+    struct iovec in_iov[N], out_iov[N];
+    const struct iovec *in_p[N], *out_p[N];
+    size_t np[N];
+    char names[N][32];
+    const char *keys[N];
+    for (int i = 0; i < N; i++) {
+        fill(v[i], SZ, (unsigned)i + 1000);
+        snprintf(names[i], sizeof(names[i]), "feed/%d", i);
+        keys[i] = names[i];
+        in_iov[i] = (struct iovec){v[i], SZ};
+        out_iov[i] = (struct iovec){out[i], SZ};
+        in_p[i] = &in_iov[i];
+        out_p[i] = &out_iov[i];
+        np[i] = 1;
+    }
     mc_store_t *r = client_feed(ten_tok, NULL, "feed/");
     mc_store_t *w = client(ten_tok, NULL);
-    assert_int_equal(mc_store_put(w, "feed/a", &iv, 1, NULL), MC_OK);
+    /* other tenants' keys under the prefix, one named as one of ours, committed first */
+    fill(ov, SZ, 7);
+    struct iovec oiv = {ov, SZ}, io = {out[0], SZ};
+    mc_store_t *o = client(oth_tok, NULL);
+    assert_int_equal(mc_store_put(o, "feed/0", &oiv, 1, NULL), MC_OK);
+    assert_int_equal(mc_store_put(o, "feed/zeta", &oiv, 1, NULL), MC_OK);
+    mc_store_t *d = client(cl_tok, NULL);
+    assert_int_equal(mc_store_put(d, "feed/default", &oiv, 1, NULL), MC_OK);
+
+    int32_t pr[N];
+    int64_t gr[N];
+    assert_int_equal(mc_store_batch_put(w, N, keys, in_p, np, NULL, false, pr), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pr[i], MC_OK);
+    /* events are pushed in order: once ours are all in, the others' were passed over */
     mc_store_read_stats_t st;
+    uint64_t deadline = mc_now_ms() + 10000;
+    do {
+        mc_store_read_stats(r, &st);
+        if (st.feed_placements >= N)
+            break;
+        mc_sleep_ms(10);
+    } while (mc_now_ms() < deadline);
+    assert_int_equal(st.feed_placements, N);
+
+    /* the first reads: exact bytes, no lookup, nothing refused by the storage server */
+    uint64_t lookups = st.master_lookups, hits = st.lease_hits, denied = server_denied();
+    assert_int_equal(mc_store_batch_get_into(r, N, keys, out_p, np, gr), MC_OK);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(gr[i], SZ);
+        assert_memory_equal(out[i], v[i], SZ);
+    }
     mc_store_read_stats(r, &st);
-    assert_int_equal(st.feed_placements, 0);
-    uint64_t lookups = st.master_lookups;
-    assert_int_equal(mc_store_get_into(r, "feed/a", &io, 1), SZ);
-    assert_memory_equal(out, v, SZ);
+    assert_int_equal(st.master_lookups, lookups);
+    assert_int_equal(st.lease_hits, hits + N);
+    assert_int_equal(server_denied(), denied);
+
+    /* the other tenants' keys: not r's, as without the feed */
+    assert_int_equal(mc_store_get_into(r, "feed/zeta", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_get_into(r, "feed/default", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
     mc_store_read_stats(r, &st);
-    assert_int_equal(st.master_lookups, lookups + 1);
+    assert_int_equal(st.feed_placements, N);
+    memset(out[0], 0, SZ);
+    assert_int_equal(mc_store_get_into(o, "feed/0", &io, 1), SZ);
+    assert_memory_equal(out[0], ov, SZ);
+
     /* the writer's own first get (no guess from its put: it would be refused) */
-    memset(out, 0, SZ);
-    assert_int_equal(mc_store_get_into(w, "feed/a", &io, 1), SZ);
-    assert_memory_equal(out, v, SZ);
+    memset(out[0], 0, SZ);
+    assert_int_equal(mc_store_get_into(w, "feed/0", &io, 1), SZ);
+    assert_memory_equal(out[0], v[0], SZ);
+    assert_int_equal(server_denied(), denied);
+    assert_int_equal(mc_store_remove_all(o, true), 2);
+    assert_int_equal(mc_store_remove(d, "feed/default", true), MC_OK);
+    mc_store_destroy(d);
+    mc_store_destroy(o);
     mc_store_destroy(w);
     mc_store_destroy(r);
 }
@@ -205,7 +292,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tenant_data_path),
-        cmocka_unit_test(test_tenant_no_feed_no_put_hints),
+        cmocka_unit_test(test_tenant_feed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,7 +5,9 @@
  * clients see none of the tenants' keys, a cluster token acts for the tenant it names, keys
  * starting with byte 0x01 and invalid tenant names are refused; replica tasks act on the
  * caller's tenant's keys and are seen only by it, their owner's calls refused to tenant
- * tokens (docs/internals/master.md, "Tenants", "Replica tasks"). */
+ * tokens (docs/internals/master.md, "Tenants", "Replica tasks"); answers handing out replicas
+ * to a tenant-bound token carry data grants, the placement feed's too (docs/security.md,
+ * "Data ports and tenants"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 #include "rpc/wire_key.h"
 #include "master_fixture.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -615,12 +618,135 @@ static void test_replica_tasks_scoped(void **state)
     mc_rpc_response_free(resp);
 }
 
+/* Whether one of the grants (verified for tenant a, read access) covers [addr, addr + len) of
+ * endpoint ep. */
+static bool grant_covers(McRpc__TeGrant *const *g, size_t n, const char *ep, uint64_t addr,
+                         uint64_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        mc_grant_view_t v;
+        if (strcmp(g[i]->transport_endpoint, ep) != 0 ||
+            mc_grant_verify(W.kc, ep, "a", g[i]->grant.data, g[i]->grant.len, &v) != MC_OK ||
+            v.access != MC_GRANT_READ)
+            continue;
+        for (uint32_t k = 0; k < v.n; k++) {
+            mc_grant_range_t r = mc_grant_range(&v, k);
+            if (r.addr <= addr && addr + len <= r.addr + r.len)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The placements of a feed answer: how many; each replica covered by the answer's grants when
+ * `granted` (none of them carries its own). */
+static size_t feed_placements(const McRpc__PollEventsResponse *r, bool granted)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_events; i++) {
+        const McRpc__ReplicaListResponse *pl = r->events[i]->placement;
+        if (!pl)
+            continue;
+        n++;
+        assert_int_equal(pl->n_grants, 0);
+        for (size_t k = 0; granted && k < pl->n_replicas; k++)
+            assert_true(grant_covers(r->grants, r->n_grants, pl->replicas[k]->transport_endpoint,
+                                     pl->replicas[k]->buffer_address, pl->replicas[k]->size));
+    }
+    return n;
+}
+
+static McRpc__PollEventsResponse *feed_poll(mc_rpc_client_t *c, const char *t, uint64_t from,
+                                            uint32_t wait_ms)
+{
+    McRpc__PollEventsRequest q = MC_RPC__POLL_EVENTS_REQUEST__INIT;
+    q.tenant_id = (char *)t;
+    q.from_seq = from;
+    q.wait_ms = wait_ms;
+    q.with_placements = true;
+    ProtobufCMessage *resp = NULL;
+    if (mc_rpc_client_call(c, MC_OP_POLL_EVENTS, &q.base, &resp, 5000) != MC_OK)
+        return NULL;
+    return (McRpc__PollEventsResponse *)resp;
+}
+
+typedef struct bg_feed {
+    mc_rpc_client_t *c;
+    uint64_t from;
+    McRpc__PollEventsResponse *r;
+} bg_feed_t;
+
+static void *bg_feed(void *arg)
+{
+    bg_feed_t *b = arg;
+    b->r = feed_poll(b->c, "", b->from, 1000);
+    return NULL;
+}
+
+/* The placement feed of a tenant-bound poller: the answer carries read grants covering every
+ * placement (one per endpoint; the placements carry none), answered at once or, parked, by
+ * the master's cron; an object pushed that way counts as handed out under grants (its space
+ * stays parked after a forced remove); a cluster token's feed carries no grants. */
+static void test_feed_grants(void **state)
+{
+    fixture_t *f = *state;
+    /* f1 of tenant a, put by the cluster token: no grant covered it before the feed's */
+    assert_int_equal(put(W.admin, "a", "f1", 4096), MC_OK);
+    McRpc__PollEventsResponse *r = feed_poll(W.a, "", 1, 0);
+    assert_non_null(r);
+    assert_int_equal(r->status, MC_OK);
+    assert_int_equal(feed_placements(r, true), 4); /* shared, a1, a2, f1: a's keys only */
+    assert_int_equal(r->n_grants, 1);             /* one segment */
+    assert_int_equal(grants_check(r->grants, r->n_grants, "a", MC_GRANT_READ), 4);
+    uint64_t next = r->next_seq;
+    mc_rpc_response_free(&r->base);
+
+    /* parked, answered by the cron with the grant of what was committed meanwhile */
+    bg_feed_t b = {.c = client(f, W.ka), .from = next};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_feed, &b), 0);
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL); /* only makes parking likely; the checks hold either way */
+    assert_int_equal(put(W.admin, "a", "p1", 8192), MC_OK);
+    pthread_join(th, NULL);
+    mc_rpc_client_destroy(b.c);
+    assert_non_null(b.r);
+    assert_int_equal(b.r->status, MC_OK);
+    assert_int_equal(feed_placements(b.r, true), 1);
+    assert_int_equal(grants_check(b.r->grants, b.r->n_grants, "a", MC_GRANT_READ), 1);
+    mc_rpc_response_free(&b.r->base);
+
+    /* space under grants: f1's, pushed with a grant only, stays allocated after a forced
+     * remove by the cluster token and ReleaseRetired */
+    uint64_t used0 = seg_used();
+    McRpc__KeyRequest kq = MC_RPC__KEY_REQUEST__INIT;
+    kq.client_id = (ProtobufCBinaryData){16, CID};
+    kq.tenant_id = "a";
+    kq.key = mc_wire_key_str("f1");
+    kq.force = true;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(call(W.admin, MC_OP_REMOVE, &kq.base, &resp), MC_OK);
+    McRpc__StatusResponse *sr = (void *)resp;
+    assert_non_null(sr->retired); /* under the feed's read lease */
+    release(W.admin, sr->retired->token);
+    mc_rpc_response_free(resp);
+    assert_int_equal(seg_used(), used0);
+
+    /* a cluster token acting for a: the same placements (f1 gone), no grants */
+    r = feed_poll(W.admin, "a", 1, 0);
+    assert_non_null(r);
+    assert_int_equal(feed_placements(r, false), 4); /* shared, a1, a2, p1 */
+    assert_int_equal(r->n_grants, 0);
+    mc_rpc_response_free(&r->base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_same_key_three_objects, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_replica_tasks_scoped, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_grants_in_answers, setup_world, teardown_world),
+        cmocka_unit_test_setup_teardown(test_feed_grants, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_other_tenant_refused, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_list_and_events_scoped, setup_world, teardown_world),
         cmocka_unit_test_setup_teardown(test_removals_scoped, setup_world, teardown_world),
