@@ -58,7 +58,7 @@ typedef struct conn {
     size_t in_need;     /* bytes of the incomplete frame in `in` still to come */
     size_t acct;        /* bytes counted in s->buffered for this connection */
     uint32_t inflight;  /* deferred requests not answered yet */
-    uint64_t accepted_ms, last_frame_ms;
+    uint64_t accepted_ms, last_frame_ms; /* last complete frame in, or deferred answer out */
     uint64_t partial_since_ms; /* an incomplete frame has been waiting since; 0 = none */
     uint64_t blocked_since_ms; /* paused and not draining since; 0 = not paused */
     uint64_t quota_iter;       /* the loop iteration quota_used and quota_ns count for */
@@ -352,6 +352,7 @@ static mc_status_t server_reply(mc_rpc_server_t *s, uint64_t conn_id, uint16_t o
             c->inflight--;
         if (c->dead || c->closing)
             return MC_ERR_RPC_FAIL;
+        c->last_frame_ms = mc_now_ms(); /* idle counts from here: the answer came late */
         mc_rpc_hdr_t h = {.opcode = opcode, .req_id = req_id};
         conn_reply(s, c, &h, status, status == MC_OK ? resp : NULL, false, unheld);
         return MC_OK;

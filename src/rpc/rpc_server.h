@@ -26,10 +26,11 @@
  * buffered) and the connection closed. A connection is not read (nor are its buffered frames
  * run) while its queued answers exceed conn_out_cap, or while the server is over its budget
  * and the connection has answers not yet delivered; one that stays so, or is closing with
- * bytes it cannot deliver, without its answers draining for blocked_timeout_ms is closed. A request arriving while max_inflight of the connection's requests are deferred is
- * answered MC_ERR_BUSY. A connection with no complete frame for idle_timeout_ms (and nothing
- * deferred or queued) is closed, and so is one with a frame started but incomplete after
- * slow_timeout_ms. At max_conns, the oldest connection that has not completed the handshake
+ * bytes it cannot deliver, without its answers draining for blocked_timeout_ms is closed. A
+ * request arriving while max_inflight of the connection's requests are deferred is answered
+ * MC_ERR_BUSY. A connection with no complete frame and no deferred answer for idle_timeout_ms
+ * (and nothing deferred or queued) is closed, and so is one with a frame started but
+ * incomplete after slow_timeout_ms. At max_conns, the oldest connection that has not completed the handshake
  * is closed to make room; when there is none, the new connection is refused.
  *
  * Errors: bad magic/version or body_len over the cap -> an error frame (status
@@ -91,7 +92,7 @@ typedef struct mc_rpc_limits {
     uint32_t conn_out_cap;        /* queued answer bytes past which a conn is not read */
     uint32_t blocked_timeout_ms;  /* not read and not draining this long -> closed */
     uint32_t max_inflight;        /* deferred requests per conn; more -> MC_ERR_BUSY */
-    uint32_t idle_timeout_ms;     /* no complete frame this long -> closed */
+    uint32_t idle_timeout_ms;     /* no complete frame nor deferred answer this long -> closed */
     uint32_t slow_timeout_ms;     /* a frame started, incomplete this long -> closed */
     uint32_t handshake_timeout_ms; /* 0 = MC_AUTH_HANDSHAKE_TIMEOUT_MS */
     uint32_t max_conns;           /* open connections */
