@@ -676,7 +676,7 @@ mc_status_t mc_te_grant_present(mc_te_t *te, mc_te_segment_t seg, const void *gr
 
 uint8_t *mc_te_peer_grant_frame(mc_te_peer_t *p, uint64_t *seq_io, uint32_t *len_p)
 {
-    uint8_t *frame = NULL;
+    uint8_t *out = NULL;
     pthread_mutex_lock(&p->grant_mu);
     uint64_t end = p->grant_seq, first = *seq_io;
     if (first == end) { /* nothing new: the common case between lookups */
@@ -686,32 +686,49 @@ uint8_t *mc_te_peer_grant_frame(mc_te_peer_t *p, uint64_t *seq_io, uint32_t *len
     if (end > MC_TE_PEER_GRANTS && first < end - MC_TE_PEER_GRANTS)
         first = end - MC_TE_PEER_GRANTS;
     *seq_io = end;
-    /* newest first until the cap, then sent oldest first */
-    uint64_t now = mc_wall_ms(), from = end, body = 0;
-    while (from > first) {
-        const mc_te_peer_grant_t *e = &p->grants[(from - 1) % MC_TE_PEER_GRANTS];
-        if (e->expiry_ms > now && body + e->len > MC_TE_FRAME_MAX_GRANT)
-            break;
-        if (e->expiry_ms > now)
-            body += e->len;
-        from--;
-    }
-    if (body && (frame = mc_malloc(MC_TE_FRAME_HDR_SIZE + body))) {
-        mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
-                           .opcode = MC_TE_OP_GRANT, .length = body};
-        mc_te_frame_encode(&h, frame);
-        uint8_t *o = frame + MC_TE_FRAME_HDR_SIZE;
-        for (uint64_t q = from; q < end; q++) {
-            const mc_te_peer_grant_t *e = &p->grants[q % MC_TE_PEER_GRANTS];
-            if (e->expiry_ms > now) {
-                memcpy(o, e->blob, e->len);
-                o += e->len;
-            }
+    /* sizes: unexpired grants packed oldest first into frames of at most MC_TE_FRAME_MAX_GRANT
+     * body bytes (a grant is never split: each is at most MC_GRANT_MAX_SIZE) */
+    uint64_t now = mc_wall_ms(), total = 0, body = 0;
+    for (uint64_t q = first; q < end; q++) {
+        const mc_te_peer_grant_t *e = &p->grants[q % MC_TE_PEER_GRANTS];
+        if (e->expiry_ms <= now)
+            continue;
+        if (body && body + e->len > MC_TE_FRAME_MAX_GRANT) {
+            total += MC_TE_FRAME_HDR_SIZE + body;
+            body = 0;
         }
-        *len_p = (uint32_t)(MC_TE_FRAME_HDR_SIZE + body);
+        body += e->len;
+    }
+    if (body)
+        total += MC_TE_FRAME_HDR_SIZE + body;
+    if (total && (out = mc_malloc(total))) {
+        uint8_t *hdr = NULL, *o = out;
+        body = 0;
+        for (uint64_t q = first; q <= end; q++) {
+            const mc_te_peer_grant_t *e = q < end ? &p->grants[q % MC_TE_PEER_GRANTS] : NULL;
+            if (e && e->expiry_ms <= now)
+                continue;
+            if (hdr && (!e || body + e->len > MC_TE_FRAME_MAX_GRANT)) { /* close the frame */
+                mc_te_frame_t h = {.magic = MC_TE_FRAME_MAGIC, .version = MC_TE_FRAME_VERSION,
+                                   .opcode = MC_TE_OP_GRANT, .length = body};
+                mc_te_frame_encode(&h, hdr);
+                hdr = NULL;
+                body = 0;
+            }
+            if (!e)
+                break;
+            if (!hdr) {
+                hdr = o;
+                o += MC_TE_FRAME_HDR_SIZE;
+            }
+            memcpy(o, e->blob, e->len);
+            o += e->len;
+            body += e->len;
+        }
+        *len_p = (uint32_t)total;
     }
     pthread_mutex_unlock(&p->grant_mu);
-    return frame;
+    return out;
 }
 
 const char *mc_te_local_name(const mc_te_t *te)

@@ -223,9 +223,10 @@ mc_te_peer_t *mc_te_peer_by_handle(mc_te_t *te, mc_te_segment_t seg);
 /* Current descriptor of peer (fetching it if needed), with a reference the caller puts.
  * *tp_p gets the transport chosen for it. */
 mc_status_t mc_te_peer_get_desc(mc_te_peer_t *p, mc_te_rdesc_t **r_p, int *tp_p);
-/* tcp: a GRANT frame (tcp_frame.h; header and body, heap, *len_p bytes) carrying the grants
- * presented to p after *seq_io that are unexpired, oldest first, as many of the newest as
- * fit MC_TE_FRAME_MAX_GRANT; *seq_io moves to the newest. NULL when there is none. */
+/* tcp: GRANT frames back to back (tcp_frame.h; headers and bodies, heap, *len_p bytes)
+ * carrying the unexpired grants presented to p after *seq_io (at most the newest
+ * MC_TE_PEER_GRANTS), oldest first, each frame's body at most MC_TE_FRAME_MAX_GRANT; *seq_io
+ * moves to the newest. NULL when there is none. */
 uint8_t *mc_te_peer_grant_frame(mc_te_peer_t *p, uint64_t *seq_io, uint32_t *len_p);
 /* Forget the cached descriptor if it is still r (r == NULL: unconditionally). */
 void mc_te_peer_invalidate(mc_te_peer_t *p, mc_te_rdesc_t *r);

@@ -27,6 +27,7 @@
 #include "common/payload.h"
 #include "common/net.h"
 #include "common/time.h"
+#include "te/grant_window.h"
 #include "te/te_hashed.h"
 
 #include <arpa/inet.h>
@@ -57,7 +58,6 @@
 #define SYNC_POLL_MAX_MS 10           /* a synchronous caller re-checks its connections this often */
 #define RCVLOWAT_MAX (256u << 10)     /* wake a receiver of READ data per this many bytes at most */
 #define HASH_PIECE MC_TE_HASH_PIECE /* a hashed READ's direct recv takes at most this much */
-#define SRV_GRANTS 4096               /* verified grant ranges a server connection keeps */
 #define DENY_WARN_NS (10ull * 1000000000) /* at most one "refused for want of a grant" line this often */
 
 enum { K_LISTEN = 1, K_WAKE, K_SRV, K_CLI };
@@ -82,13 +82,6 @@ enum { S_HDR, S_WRITE, S_DISCARD, S_CMA, S_NOTIFY, S_AUTH, S_GRANT };
  * cannot check grants), only ranges of grants it presented (a tenant token, and we hold a
  * cluster key), or nothing (a tenant token of another tenant, and we cannot check grants). */
 enum { DA_ALL, DA_GRANTS, DA_NONE };
-
-/* One verified range of a presented grant. */
-typedef struct srv_grant {
-    uint64_t addr, end;  /* [addr, end) */
-    uint64_t expiry_ms;  /* wall clock */
-    uint8_t access;      /* MC_GRANT_READ / MC_GRANT_WRITE */
-} srv_grant_t;
 
 /* Why the sweep closes a server connection (srv_budget). */
 enum { B_OK, B_UNAUTH, B_IDLE, B_SLOW, B_STALL };
@@ -127,9 +120,7 @@ typedef struct srv_conn {
     /* tenant-bound peers (docs/security.md, "Data ports and tenants") */
     int data_access;          /* DA_* */
     char tenant[MC_AUTH_TENANT_MAX + 1]; /* the peer's proven tenant (DA_GRANTS, DA_NONE) */
-    srv_grant_t *grants;      /* ring of SRV_GRANTS (allocated at the first grant) */
-    uint32_t g_head, g_n;     /* oldest slot, entries held */
-    uint32_t g_hint;          /* slot of the last match: requests come in grant order */
+    mc_grant_window_t grants; /* the verified ranges of the grants it presented (DA_GRANTS) */
 } srv_conn_t;
 
 typedef struct tcp_peer tcp_peer_t;
@@ -275,7 +266,7 @@ static void srv_close(srv_conn_t *c)
         mc_free(e->owned);
     }
     atomic_fetch_sub(&w->ctx->te->conn_open, 1);
-    mc_free(c->grants);
+    mc_grant_window_clear(&c->grants);
     mc_free(c->tx);
     mc_free(c->rx);
     mc_free(c);
@@ -559,20 +550,6 @@ static void srv_deny_log(srv_conn_t *c, const char *what, uint64_t total)
                 (unsigned long long)(DENY_WARN_NS / 1000000000));
 }
 
-/* Keeps one verified range; a full ring drops its oldest. */
-static void srv_grant_add(srv_conn_t *c, mc_grant_range_t r, uint8_t access, uint64_t expiry_ms)
-{
-    if (!c->grants && !(c->grants = mc_malloc(SRV_GRANTS * sizeof(*c->grants))))
-        return; /* the requests it covers will be refused */
-    if (c->g_n == SRV_GRANTS) {
-        c->g_head = (c->g_head + 1) % SRV_GRANTS;
-        c->g_n--;
-    }
-    c->grants[(c->g_head + c->g_n++) % SRV_GRANTS] =
-        (srv_grant_t){.addr = r.addr, .end = r.addr + r.len, .expiry_ms = expiry_ms,
-                      .access = access};
-}
-
 /* A GRANT body is complete in rx: verify each grant (mac over our segment name and the peer's
  * tenant, cluster keys only) and keep its ranges. Nothing is answered; a grant that fails is
  * dropped (counted, logged) and the requests it would have covered are refused. Peers that
@@ -601,8 +578,10 @@ static void srv_do_grants(srv_conn_t *c, const uint8_t *body, size_t len)
             if (st == MC_ERR_INVALID_PARAMS)
                 return; /* where the next one starts is unknown */
         } else {
-            for (uint32_t i = 0; i < g.n; i++)
-                srv_grant_add(c, mc_grant_range(&g, i), g.access, g.expiry_ms);
+            for (uint32_t i = 0; i < g.n; i++) { /* out of memory: its requests are refused */
+                mc_grant_range_t r = mc_grant_range(&g, i);
+                (void)mc_grant_window_add(&c->grants, r.addr, r.len, g.access, g.expiry_ms, now);
+            }
         }
         off += g.size;
     }
@@ -618,25 +597,7 @@ static bool srv_allowed(srv_conn_t *c, const mc_te_frame_t *h)
         (h->opcode != MC_TE_OP_READ && h->opcode != MC_TE_OP_WRITE))
         return false;
     uint8_t access = h->opcode == MC_TE_OP_READ ? MC_GRANT_READ : MC_GRANT_WRITE;
-    uint64_t addr = h->addr, end = h->addr + h->length, now = 0;
-    uint32_t n = c->g_n;
-    /* start at the last match: a batch's requests follow its grant's ranges */
-    uint32_t j0 = (c->g_hint + SRV_GRANTS - c->g_head) % SRV_GRANTS;
-    if (j0 >= n)
-        j0 = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t slot = (c->g_head + (j0 + k) % n) % SRV_GRANTS;
-        const srv_grant_t *g = &c->grants[slot];
-        if (g->access != access || addr < g->addr || end > g->end)
-            continue;
-        if (!now)
-            now = mc_wall_ms();
-        if (g->expiry_ms > now) {
-            c->g_hint = slot;
-            return true;
-        }
-    }
-    return false;
+    return mc_grant_window_allows(&c->grants, h->addr, h->length, access, mc_wall_ms());
 }
 
 /* Handle a complete header at c->cur. Returns false to close. */

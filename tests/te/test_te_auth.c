@@ -14,6 +14,7 @@
 #include "common/auth.h"
 #include "common/grant.h"
 #include "common/net.h"
+#include "te/grant_window.h"
 #include "te/metadata.h"
 #include "te/segment_desc.h"
 #include "te/tcp_frame.h"
@@ -864,7 +865,7 @@ static void test_tenant_grants(void **state)
     assert_int_equal(te_pattern_check(data, 4096, 0, 512 * 1024, 3), -1);
     close(fd);
 
-    /* a connection keeps 4096 granted ranges: the oldest go first */
+    /* a connection keeps MC_GRANT_WINDOW_RANGES granted ranges: the oldest go first */
     fd = raw_conn(seg, SECRET_B, "t1");
     gl = grant1(seg, "t1", MC_GRANT_READ, exp, base, 4096, g);
     raw_grant(fd, g, gl);
@@ -872,15 +873,18 @@ static void test_tenant_grants(void **state)
     mc_auth_t *ring = keyring(SECRET_A);
     mc_grant_range_t *rs = calloc(MC_GRANT_MAX_RANGES, sizeof(*rs));
     uint8_t *big = malloc(MC_GRANT_MAX_SIZE);
-    for (int k = 0; k < 4; k++) { /* 4 x 1024 one-byte ranges past the first 4 KiB */
+    const uint32_t n_big = MC_GRANT_WINDOW_RANGES / MC_GRANT_MAX_RANGES;
+    for (uint32_t k = 0; k < n_big; k++) { /* one-byte ranges past the first 4 KiB */
         for (uint32_t i = 0; i < MC_GRANT_MAX_RANGES; i++)
             rs[i] = (mc_grant_range_t){base + 4096 + (uint64_t)k * MC_GRANT_MAX_RANGES + i, 1};
         assert_int_equal(mc_grant_sign(ring, seg, "t1", MC_GRANT_READ, exp, rs,
                                        MC_GRANT_MAX_RANGES, big, &gl), MC_OK);
         raw_grant(fd, big, gl);
     }
+    const uint64_t last = base + 4096 + (uint64_t)n_big * MC_GRANT_MAX_RANGES - 1;
     assert_int_equal(raw_req(fd, MC_TE_OP_READ, 2, base, 4096, NULL, data), MC_ERR_PERMISSION);
-    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 3, base + 4096 + 4095, 1, NULL, data), MC_OK);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 3, last, 1, NULL, data), MC_OK);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 5, base + 4096, 1, NULL, data), MC_OK);
     assert_int_equal(raw_req(fd, MC_TE_OP_READ, 4, base + 4096, 2, NULL, data), MC_ERR_PERMISSION);
     free(big);
     free(rs);
@@ -966,6 +970,27 @@ static void test_tenant_engine(void **state)
     /* the gaps between the granted ranges are not granted */
     assert_int_equal(xfer(cli, MC_TE_READ, lb, seg, base + SZ, SZ, &st), MC_ERR_PERMISSION);
     assert_int_equal(xfer(cli, MC_TE_WRITE, lb, seg, base, SZ, &st), MC_ERR_PERMISSION);
+    /* 16 full grants (1,024 ranges of 64 bytes each: the whole segment), 256 KiB of grants,
+     * more than one GRANT frame carries: a connection catching up gets them all, the oldest
+     * too, so a range of the first and one of the last are both read */
+    enum { NG = 16, RS = 64 };
+    mc_grant_range_t *rs = calloc(MC_GRANT_MAX_RANGES, sizeof(*rs));
+    uint8_t *big = malloc(MC_GRANT_MAX_SIZE);
+    for (uint32_t k = 0; k < NG; k++) {
+        for (uint32_t i = 0; i < MC_GRANT_MAX_RANGES; i++)
+            rs[i] = (mc_grant_range_t){base + ((uint64_t)k * MC_GRANT_MAX_RANGES + i) * RS, RS};
+        assert_int_equal(mc_grant_sign(ring, mc_te_local_name(srv), "t1", MC_GRANT_READ,
+                                       mc_wall_ms() + 60000, rs, MC_GRANT_MAX_RANGES, big, &gl),
+                         MC_OK);
+        assert_int_equal(mc_te_grant_present(cli, seg, big, gl), MC_OK);
+    }
+    const uint64_t offs[] = {5 * RS, MiB - 3 * RS, 700 * RS};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(xfer(cli, MC_TE_READ, lb, seg, base + offs[i], RS, &st), MC_OK);
+        assert_int_equal(te_pattern_check(lb, RS, 0, offs[i], 5), -1);
+    }
+    free(big);
+    free(rs);
     mc_te_conn_stats_t cs;
     mc_te_conn_stats(srv, &cs);
     assert_int_equal(cs.denied, 3);

@@ -1,0 +1,73 @@
+/* The ranges a tcp server connection of a tenant-bound peer may touch: the verified ranges of
+ * the grants that peer presented (docs/security.md, "Data ports and tenants"; the grants
+ * themselves: common/grant.h).
+ *
+ * A window keeps the newest ranges, in the order they were added, up to MC_GRANT_WINDOW_RANGES
+ * ranges and MC_GRANT_WINDOW_ENTRIES index entries (a range takes one for its start and one per
+ * 2 MiB region it touches, or, touching more than 512 of those, one per 1 GiB region); adding
+ * past either cap, or past the oldest range's expiry, drops the oldest ranges. A request is
+ * allowed when one kept range of its access, not yet expired, contains all of it (a range
+ * touching more than 512 1 GiB regions is found only from its start or the previous match).
+ * Whatever the window holds, a request costs one or two hash probes when it starts where a
+ * range starts (a whole replica, a request's first slice) or lies in the previous match's range
+ * (the next slice); any other is looked for among the ranges kept at its 2 MiB region, then at
+ * its 1 GiB region. Ranges are not merged: a request that straddles two adjacent granted
+ * ranges is refused.
+ *
+ * Memory grows with what is kept (at most about 12 MiB at both caps) and is freed by
+ * mc_grant_window_clear. Not thread-safe: one connection's worker owns it. */
+#ifndef MC_TE_GRANT_WINDOW_H
+#define MC_TE_GRANT_WINDOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MC_GRANT_WINDOW_RANGES 65536u
+#define MC_GRANT_WINDOW_ENTRIES 131072u
+
+typedef struct mc_gw_range mc_gw_range_t;
+typedef struct mc_gw_slot mc_gw_slot_t;
+typedef struct mc_gw_node mc_gw_node_t;
+
+/* Kept ranges by key: a hash of distinct keys (open addressing, linear probing), each with the
+ * chain of its ranges, newest first. Entries of dropped ranges stay until the next rebuild. */
+typedef struct mc_gw_index {
+    mc_gw_slot_t *slot;
+    uint32_t cap;            /* power of 2, 0 before the first add */
+    uint32_t used;           /* keys */
+    mc_gw_node_t *node;      /* chain links, one per entry */
+    uint32_t node_cap, node_used;
+} mc_gw_index_t;
+
+typedef struct mc_grant_window {
+    mc_gw_range_t *ring;     /* ranges by sequence number: ring[seq & (ring_cap - 1)] */
+    uint32_t ring_cap;       /* power of 2, 0 before the first add */
+    uint64_t head, tail;     /* kept: sequence numbers [head, tail) */
+    uint64_t indexed;        /* ranges below this are in the indexes; later ones are indexed at
+                              * the first lookup the ring's newest ones do not answer */
+    uint64_t entries;        /* index entries of the kept ranges */
+    mc_gw_index_t by_start;  /* every range, by its first address */
+    mc_gw_index_t by_region; /* every range, by each region it touches */
+    uint64_t hint;           /* sequence number of the last match + 1, 0 = none */
+} mc_grant_window_t;
+
+#define MC_GRANT_WINDOW_INIT {0}
+
+/* Keeps [addr, addr + len) for `access` (MC_GRANT_READ / MC_GRANT_WRITE) until expiry_ms (wall
+ * clock), dropping the oldest kept ranges as the caps and now_ms require. len > 0 and addr + len
+ * must not wrap (a verified grant's ranges never do); anything else is ignored. Returns false
+ * when memory ran out (the range is not kept: requests under it will be refused). */
+bool mc_grant_window_add(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint8_t access,
+                         uint64_t expiry_ms, uint64_t now_ms);
+
+/* Whether one kept range of `access`, with expiry_ms > now_ms, contains [addr, addr + len). */
+bool mc_grant_window_allows(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint8_t access,
+                            uint64_t now_ms);
+
+/* Ranges kept now. */
+uint32_t mc_grant_window_size(const mc_grant_window_t *w);
+
+/* Frees everything; the window is empty (and reusable) afterwards. */
+void mc_grant_window_clear(mc_grant_window_t *w);
+
+#endif
