@@ -128,57 +128,67 @@ static void fill(char *b, size_t n, unsigned seed)
         b[i] = (char)(seed * 131 + i * 7 + (i >> 8));
 }
 
-static void test_tenant_data_path(void **state)
-{
-    (void)state;
-    enum { N = 128, SZ = 4096 };
-    mc_store_t *t = client(ten_tok, NULL);
-    static char v[N][SZ], out[N][SZ];
+/* A batch of N values of SZ bytes under the keys "<prefix><i>", and room to read them back. */
+enum { N = 128, SZ = 4096 };
+typedef struct batch {
+    char v[N][SZ], out[N][SZ];
     struct iovec in_iov[N], out_iov[N];
     const struct iovec *in_p[N], *out_p[N];
     size_t np[N];
     char names[N][32];
     const char *keys[N];
+} batch_t;
+
+static void batch_init(batch_t *b, const char *prefix, unsigned seed)
+{
     for (int i = 0; i < N; i++) {
-        fill(v[i], SZ, (unsigned)i + 1);
-        snprintf(names[i], sizeof(names[i]), "grants/%d", i);
-        keys[i] = names[i];
-        in_iov[i] = (struct iovec){v[i], SZ};
-        out_iov[i] = (struct iovec){out[i], SZ};
-        in_p[i] = &in_iov[i];
-        out_p[i] = &out_iov[i];
-        np[i] = 1;
+        fill(b->v[i], SZ, seed + (unsigned)i);
+        snprintf(b->names[i], sizeof(b->names[i]), "%s%d", prefix, i);
+        b->keys[i] = b->names[i];
+        b->in_iov[i] = (struct iovec){b->v[i], SZ};
+        b->out_iov[i] = (struct iovec){b->out[i], SZ};
+        b->in_p[i] = &b->in_iov[i];
+        b->out_p[i] = &b->out_iov[i];
+        b->np[i] = 1;
     }
+}
+
+static void test_tenant_data_path(void **state)
+{
+    (void)state;
+    mc_store_t *t = client(ten_tok, NULL);
+    static batch_t b;
+    batch_init(&b, "grants/", 1);
     /* single put (by another client of the tenant: t holds no write grant on it) and get */
     mc_store_t *w = client(ten_tok, NULL);
-    assert_int_equal(mc_store_put(w, "grants/one", &in_iov[0], 1, NULL), MC_OK);
+    assert_int_equal(mc_store_put(w, "grants/one", &b.in_iov[0], 1, NULL), MC_OK);
     mc_store_destroy(w);
-    assert_int_equal(mc_store_get_into(t, "grants/one", &out_iov[0], 1), SZ);
-    assert_memory_equal(out[0], v[0], SZ);
+    assert_int_equal(mc_store_get_into(t, "grants/one", &b.out_iov[0], 1), SZ);
+    assert_memory_equal(b.out[0], b.v[0], SZ);
     /* a batch of 128: one grant per answer */
     int32_t pr[N];
     int64_t gr[N];
-    assert_int_equal(mc_store_batch_put(t, N, keys, in_p, np, NULL, false, pr), MC_OK);
+    assert_int_equal(mc_store_batch_put(t, N, b.keys, b.in_p, b.np, NULL, false, pr), MC_OK);
     for (int i = 0; i < N; i++)
         assert_int_equal(pr[i], MC_OK);
-    memset(out, 0, sizeof(out));
-    assert_int_equal(mc_store_batch_get_into(t, N, keys, out_p, np, gr), MC_OK);
+    memset(b.out, 0, sizeof(b.out));
+    assert_int_equal(mc_store_batch_get_into(t, N, b.keys, b.out_p, b.np, gr), MC_OK);
     for (int i = 0; i < N; i++) {
         assert_int_equal(gr[i], SZ);
-        assert_memory_equal(out[i], v[i], SZ);
+        assert_memory_equal(b.out[i], b.v[i], SZ);
     }
     /* the get above holds a 30 s lease: the upsert stamps the old value (with the write grant
      * of the answer's retired list) instead of waiting the lease out */
     uint64_t t0 = mc_now_ms();
-    assert_int_equal(mc_store_upsert(t, "grants/one", &in_iov[1], 1, NULL), MC_OK);
+    assert_int_equal(mc_store_upsert(t, "grants/one", &b.in_iov[1], 1, NULL), MC_OK);
     assert_true(mc_now_ms() - t0 < 15000);
-    assert_int_equal(mc_store_get_into(t, "grants/one", &out_iov[0], 1), SZ);
-    assert_memory_equal(out[0], v[1], SZ);
+    assert_int_equal(mc_store_get_into(t, "grants/one", &b.out_iov[0], 1), SZ);
+    assert_memory_equal(b.out[0], b.v[1], SZ);
 
     /* a cluster-token client acting for the tenant reads the same bytes, no grant needed */
     mc_store_t *c = client(cl_tok, "acme");
-    assert_int_equal(mc_store_get_into(c, "grants/7", &out_iov[0], 1), SZ);
-    assert_memory_equal(out[0], v[7], SZ);
+    assert_int_equal(mc_store_get_into(c, "grants/7", &b.out_iov[0], 1), SZ);
+    assert_memory_equal(b.out[0], b.v[7], SZ);
     mc_store_destroy(c);
 
     t0 = mc_now_ms();
@@ -209,28 +219,14 @@ static uint64_t server_denied(void)
 static void test_tenant_feed(void **state)
 {
     (void)state;
-    enum { N = 128, SZ = 4096 };
-    static char v[N][SZ], out[N][SZ], ov[SZ];
-    struct iovec in_iov[N], out_iov[N];
-    const struct iovec *in_p[N], *out_p[N];
-    size_t np[N];
-    char names[N][32];
-    const char *keys[N];
-    for (int i = 0; i < N; i++) {
-        fill(v[i], SZ, (unsigned)i + 1000);
-        snprintf(names[i], sizeof(names[i]), "feed/%d", i);
-        keys[i] = names[i];
-        in_iov[i] = (struct iovec){v[i], SZ};
-        out_iov[i] = (struct iovec){out[i], SZ};
-        in_p[i] = &in_iov[i];
-        out_p[i] = &out_iov[i];
-        np[i] = 1;
-    }
+    static batch_t b;
+    static char ov[SZ];
+    batch_init(&b, "feed/", 1000);
     mc_store_t *r = client_feed(ten_tok, NULL, "feed/");
     mc_store_t *w = client(ten_tok, NULL);
-    /* other tenants' keys under the prefix, one named as one of ours, committed first */
+    /* other tenants' b.keys under the prefix, one named as one of ours, committed first */
     fill(ov, SZ, 7);
-    struct iovec oiv = {ov, SZ}, io = {out[0], SZ};
+    struct iovec oiv = {ov, SZ}, io = {b.out[0], SZ};
     mc_store_t *o = client(oth_tok, NULL);
     assert_int_equal(mc_store_put(o, "feed/0", &oiv, 1, NULL), MC_OK);
     assert_int_equal(mc_store_put(o, "feed/zeta", &oiv, 1, NULL), MC_OK);
@@ -239,7 +235,7 @@ static void test_tenant_feed(void **state)
 
     int32_t pr[N];
     int64_t gr[N];
-    assert_int_equal(mc_store_batch_put(w, N, keys, in_p, np, NULL, false, pr), MC_OK);
+    assert_int_equal(mc_store_batch_put(w, N, b.keys, b.in_p, b.np, NULL, false, pr), MC_OK);
     for (int i = 0; i < N; i++)
         assert_int_equal(pr[i], MC_OK);
     /* events are pushed in order: once ours are all in, the others' were passed over */
@@ -255,29 +251,29 @@ static void test_tenant_feed(void **state)
 
     /* the first reads: exact bytes, no lookup, nothing refused by the storage server */
     uint64_t lookups = st.master_lookups, hits = st.lease_hits, denied = server_denied();
-    assert_int_equal(mc_store_batch_get_into(r, N, keys, out_p, np, gr), MC_OK);
+    assert_int_equal(mc_store_batch_get_into(r, N, b.keys, b.out_p, b.np, gr), MC_OK);
     for (int i = 0; i < N; i++) {
         assert_int_equal(gr[i], SZ);
-        assert_memory_equal(out[i], v[i], SZ);
+        assert_memory_equal(b.out[i], b.v[i], SZ);
     }
     mc_store_read_stats(r, &st);
     assert_int_equal(st.master_lookups, lookups);
     assert_int_equal(st.lease_hits, hits + N);
     assert_int_equal(server_denied(), denied);
 
-    /* the other tenants' keys: not r's, as without the feed */
+    /* the other tenants' b.keys: not r's, as without the feed */
     assert_int_equal(mc_store_get_into(r, "feed/zeta", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_store_get_into(r, "feed/default", &io, 1), MC_ERR_OBJECT_NOT_FOUND);
     mc_store_read_stats(r, &st);
     assert_int_equal(st.feed_placements, N);
-    memset(out[0], 0, SZ);
+    memset(b.out[0], 0, SZ);
     assert_int_equal(mc_store_get_into(o, "feed/0", &io, 1), SZ);
-    assert_memory_equal(out[0], ov, SZ);
+    assert_memory_equal(b.out[0], ov, SZ);
 
     /* the writer's own first get (no guess from its put: it would be refused) */
-    memset(out[0], 0, SZ);
+    memset(b.out[0], 0, SZ);
     assert_int_equal(mc_store_get_into(w, "feed/0", &io, 1), SZ);
-    assert_memory_equal(out[0], v[0], SZ);
+    assert_memory_equal(b.out[0], b.v[0], SZ);
     assert_int_equal(server_denied(), denied);
     assert_int_equal(mc_store_remove_all(o, true), 2);
     assert_int_equal(mc_store_remove(d, "feed/default", true), MC_OK);
