@@ -289,6 +289,10 @@ static void test_feed_follows_failover(void **state)
         assert_int_equal(put_key(w, key), MC_OK);
     }
     wait_fed(r, "ha-f/a", N);
+    /* the feed thread counts a placement right after recording its hint: wait for the count */
+    uint64_t counted = mc_now_ms() + TAKEOVER_MS;
+    while (read_stats(r).feed_placements < N && mc_now_ms() < counted)
+        mc_sleep_ms(10);
     assert_int_equal(read_stats(r).feed_placements, N);
     get_fed(r, "ha-f/a", N);
     kill_leader();
