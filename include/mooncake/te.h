@@ -290,6 +290,8 @@ typedef struct mc_te_conn_stats {
     /* tenant-bound peers (docs/security.md, "Data ports and tenants") */
     uint64_t denied;            /* READ/WRITE/CMA refused PERMISSION_DENIED: no grant covers it */
     uint64_t grants_refused;    /* presented grants dropped: forged, expired, other segment/tenant */
+    uint64_t grants_shared;     /* presented grants another connection of the same tenant had
+                                 * presented already: verified, their ranges not kept twice */
 } mc_te_conn_stats_t;
 MC_API void mc_te_conn_stats(mc_te_t *te, mc_te_conn_stats_t *stats_p);
 

@@ -165,6 +165,11 @@ mc_status_t store_metrics_render(const store_metrics_t *m, const mc_te_conn_stat
                           "segment or tenant)");
         MC_PROM_PRINTF(&p, "mooncake_transfer_grants_refused %llu\n",
                        (unsigned long long)te->grants_refused);
+        mc_prom_help_type(&p, "mooncake_transfer_grants_shared", "counter",
+                          "Data grants presented again on another connection of the same "
+                          "tenant: verified, their ranges not kept twice");
+        MC_PROM_PRINTF(&p, "mooncake_transfer_grants_shared %llu\n",
+                       (unsigned long long)te->grants_shared);
     }
     mc_prom_auth_counters(&p); /* this process's handshakes: what authentication costs it */
     if (p.st == MC_OK && !(*text_p = mc_buf_take_str(&p.b)))

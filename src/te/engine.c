@@ -641,6 +641,7 @@ void mc_te_conn_stats(mc_te_t *te, mc_te_conn_stats_t *stats_p)
         .refused_full = atomic_load(&te->conn_refused_full),
         .denied = atomic_load(&te->conn_denied),
         .grants_refused = atomic_load(&te->conn_grants_refused),
+        .grants_shared = atomic_load(&te->conn_grants_shared),
     };
 }
 

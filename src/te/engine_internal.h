@@ -304,7 +304,8 @@ struct mc_te {
 
     /* tcp listener budgets (mc_te_conn_stats) */
     _Atomic uint64_t conn_open, conn_closed_unauth, conn_closed_idle, conn_closed_slow,
-        conn_displaced, conn_refused_full, conn_denied, conn_grants_refused;
+        conn_displaced, conn_refused_full, conn_denied, conn_grants_refused,
+        conn_grants_shared;
 };
 
 /* Queue a received notification (copied; any thread). MC_OK, MC_ERR_BUSY (queue full: counted

@@ -1,4 +1,4 @@
-/* A tcp server connection's window of granted ranges (grant_window.h). */
+/* A tcp server's granted ranges (grant_window.h). */
 #include "te/grant_window.h"
 
 #include "common/alloc.h"
@@ -169,15 +169,18 @@ static void index_pending(mc_grant_window_t *w)
     w->indexed = w->tail;
 }
 
+/* Doubles the ring in place where the allocator can (a large block is remapped, not copied:
+ * fresh pages cost a fault each), then moves the kept ranges whose slot changed: slot p of the
+ * old ring becomes p or p + old cap, never a slot still to be moved. */
 static bool ring_grow(mc_grant_window_t *w)
 {
-    uint32_t cap = w->ring_cap ? w->ring_cap * 2 : GW_RING_MIN;
-    mc_gw_range_t *ring = mc_calloc(cap, sizeof(*ring));
+    uint32_t old = w->ring_cap, cap = old ? old * 2 : GW_RING_MIN;
+    mc_gw_range_t *ring = mc_realloc(w->ring, (size_t)cap * sizeof(*ring));
     if (!ring)
         return false;
-    for (uint64_t s = w->head; s < w->tail; s++)
-        ring[s & (cap - 1)] = *ring_at(w, s);
-    mc_free(w->ring);
+    for (uint64_t s = w->head; old && s < w->tail; s++)
+        if ((s & (old - 1)) != (s & (cap - 1)))
+            ring[s & (cap - 1)] = ring[s & (old - 1)];
     w->ring = ring;
     w->ring_cap = cap;
     return true;
@@ -191,10 +194,11 @@ bool mc_grant_window_add(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint
     mc_gw_range_t r = {.addr = addr, .end = addr + len, .expiry_ms = expiry_ms, .access = access};
     uint32_t e = range_entries(&r);
     /* drop the oldest: past a cap, or expired (ranges come roughly in expiry order) */
+    uint64_t scale = w->scale ? w->scale : 1;
     while (w->head < w->tail) {
         const mc_gw_range_t *old = ring_at(w, w->head);
-        if (w->tail - w->head < MC_GRANT_WINDOW_RANGES &&
-            w->entries + e <= MC_GRANT_WINDOW_ENTRIES && old->expiry_ms > now_ms)
+        if (w->tail - w->head < scale * MC_GRANT_WINDOW_RANGES &&
+            w->entries + e <= scale * MC_GRANT_WINDOW_ENTRIES && old->expiry_ms > now_ms)
             break;
         w->entries -= range_entries(old);
         w->head++;
@@ -207,52 +211,75 @@ bool mc_grant_window_add(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint
     return true;
 }
 
-/* Whether kept range seq grants [addr, end) for access at now_ms; remembered as the hint. */
-static bool range_allows(mc_grant_window_t *w, uint64_t seq, uint64_t addr, uint64_t end,
-                         uint8_t access, uint64_t now_ms)
+/* A query: [addr, end) for access at now_ms; a match is remembered in *hint. */
+typedef struct gw_query {
+    uint64_t addr, end, now_ms;
+    uint8_t access;
+    uint64_t *hint;
+} gw_query_t;
+
+/* Whether kept range seq grants q; remembered as the hint. */
+static bool range_allows(const mc_grant_window_t *w, uint64_t seq, const gw_query_t *q)
 {
     if (seq < w->head || seq >= w->tail)
         return false;
     const mc_gw_range_t *r = ring_at(w, seq);
-    if (r->access != access || addr < r->addr || end > r->end || r->expiry_ms <= now_ms)
+    if (r->access != q->access || q->addr < r->addr || q->end > r->end ||
+        r->expiry_ms <= q->now_ms)
         return false;
-    w->hint = seq + 1;
+    *q->hint = seq + 1;
     return true;
 }
 
-static bool index_allows(mc_grant_window_t *w, const mc_gw_index_t *x, uint64_t key, int kind,
-                         uint64_t addr, uint64_t end, uint8_t access, uint64_t now_ms)
+static bool index_allows(const mc_grant_window_t *w, const mc_gw_index_t *x, uint64_t key,
+                         int kind, const gw_query_t *q)
 {
     if (!x->cap)
         return false;
     for (uint32_t n = index_slot(x, key, kind)->head; n; n = x->node[n - 1].next) {
         uint64_t seq = w->head + (uint32_t)(x->node[n - 1].seq - (uint32_t)w->head);
-        if (range_allows(w, seq, addr, end, access, now_ms))
+        if (range_allows(w, seq, q))
             return true;
     }
     return false;
 }
 
-bool mc_grant_window_allows(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint8_t access,
-                            uint64_t now_ms)
+bool mc_grant_window_allows(mc_grant_window_t *w, uint64_t *hint, uint64_t addr, uint64_t len,
+                            uint8_t access, uint64_t now_ms)
 {
-    uint64_t end = addr + len;
-    if (end < addr)
+    gw_query_t q = {.addr = addr, .end = addr + len, .now_ms = now_ms, .access = access,
+                    .hint = hint};
+    if (q.end < addr)
         return false;
     /* the previous match, the range after it (a batch's requests follow its grant's ranges),
      * the newest ranges (a batch read right after its grant came), then the indexes */
-    if (w->hint && (range_allows(w, w->hint - 1, addr, end, access, now_ms) ||
-                    range_allows(w, w->hint, addr, end, access, now_ms)))
+    uint64_t h = *hint;
+    if (h && (range_allows(w, h - 1, &q) || range_allows(w, h, &q)))
         return true;
     uint64_t stop = w->tail - w->head > GW_SCAN ? w->tail - GW_SCAN : w->head;
     for (uint64_t s = w->tail; s-- > stop;)
-        if (range_allows(w, s, addr, end, access, now_ms))
+        if (range_allows(w, s, &q))
             return true;
     if (w->indexed < w->tail)
         index_pending(w);
-    return index_allows(w, &w->by_start, addr, K_START, addr, end, access, now_ms) ||
-           index_allows(w, &w->by_region, addr >> GW_R1_SHIFT, K_R1, addr, end, access, now_ms) ||
-           index_allows(w, &w->by_region, addr >> GW_R2_SHIFT, K_R2, addr, end, access, now_ms);
+    return index_allows(w, &w->by_start, addr, K_START, &q) ||
+           index_allows(w, &w->by_region, addr >> GW_R1_SHIFT, K_R1, &q) ||
+           index_allows(w, &w->by_region, addr >> GW_R2_SHIFT, K_R2, &q);
+}
+
+void mc_grant_window_set_scale(mc_grant_window_t *w, uint32_t scale)
+{
+    w->scale = scale ? scale : 1;
+}
+
+uint64_t mc_grant_window_next_seq(const mc_grant_window_t *w)
+{
+    return w->tail;
+}
+
+bool mc_grant_window_keeps_since(const mc_grant_window_t *w, uint64_t seq)
+{
+    return seq >= w->head;
 }
 
 uint32_t mc_grant_window_size(const mc_grant_window_t *w)

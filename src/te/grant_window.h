@@ -1,6 +1,6 @@
-/* The ranges a tcp server connection of a tenant-bound peer may touch: the verified ranges of
- * the grants that peer presented (docs/security.md, "Data ports and tenants"; the grants
- * themselves: common/grant.h).
+/* The ranges tenant-bound peers of a tcp server may touch: the verified ranges of the grants
+ * they presented (docs/security.md, "Data ports and tenants"; the grants themselves:
+ * common/grant.h; one window per tenant: tenant_windows.h).
  *
  * A window keeps the newest ranges, in the order they were added, up to MC_GRANT_WINDOW_RANGES
  * ranges and MC_GRANT_WINDOW_ENTRIES index entries (a range takes one for its start and one per
@@ -14,8 +14,9 @@
  * its 1 GiB region. Ranges are not merged: a request that straddles two adjacent granted
  * ranges is refused.
  *
- * Memory grows with what is kept (at most about 12 MiB at both caps) and is freed by
- * mc_grant_window_clear. Not thread-safe: one connection's worker owns it. */
+ * The caps can be raised n-fold (mc_grant_window_set_scale: a window shared by n connections).
+ * Memory grows with what is kept (at most about 12 MiB at both caps, n times that when scaled)
+ * and is freed by mc_grant_window_clear. Not thread-safe: its owner serialises every call. */
 #ifndef MC_TE_GRANT_WINDOW_H
 #define MC_TE_GRANT_WINDOW_H
 
@@ -48,7 +49,7 @@ typedef struct mc_grant_window {
     uint64_t entries;        /* index entries of the kept ranges */
     mc_gw_index_t by_start;  /* every range, by its first address */
     mc_gw_index_t by_region; /* every range, by each region it touches */
-    uint64_t hint;           /* sequence number of the last match + 1, 0 = none */
+    uint32_t scale;          /* the caps' multiplier (0 = 1) */
 } mc_grant_window_t;
 
 #define MC_GRANT_WINDOW_INIT {0}
@@ -60,9 +61,20 @@ typedef struct mc_grant_window {
 bool mc_grant_window_add(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint8_t access,
                          uint64_t expiry_ms, uint64_t now_ms);
 
-/* Whether one kept range of `access`, with expiry_ms > now_ms, contains [addr, addr + len). */
-bool mc_grant_window_allows(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint8_t access,
-                            uint64_t now_ms);
+/* Whether one kept range of `access`, with expiry_ms > now_ms, contains [addr, addr + len).
+ * *hint is the caller's: 0 at first, then where its previous match was (a connection's
+ * requests tend to follow the ranges of one grant). */
+bool mc_grant_window_allows(mc_grant_window_t *w, uint64_t *hint, uint64_t addr, uint64_t len,
+                            uint8_t access, uint64_t now_ms);
+
+/* Keeps scale (>= 1) times MC_GRANT_WINDOW_RANGES ranges and MC_GRANT_WINDOW_ENTRIES entries
+ * from the next add on (a lower scale drops the oldest then). */
+void mc_grant_window_set_scale(mc_grant_window_t *w, uint32_t scale);
+
+/* The sequence number the next added range gets (ranges are numbered from 0 in the order they
+ * were added), and whether every range numbered seq or later is still kept. */
+uint64_t mc_grant_window_next_seq(const mc_grant_window_t *w);
+bool mc_grant_window_keeps_since(const mc_grant_window_t *w, uint64_t seq);
 
 /* Ranges kept now. */
 uint32_t mc_grant_window_size(const mc_grant_window_t *w);

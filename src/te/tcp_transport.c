@@ -27,7 +27,7 @@
 #include "common/payload.h"
 #include "common/net.h"
 #include "common/time.h"
-#include "te/grant_window.h"
+#include "te/tenant_windows.h"
 #include "te/te_hashed.h"
 
 #include <arpa/inet.h>
@@ -120,7 +120,8 @@ typedef struct srv_conn {
     /* tenant-bound peers (docs/security.md, "Data ports and tenants") */
     int data_access;          /* DA_* */
     char tenant[MC_AUTH_TENANT_MAX + 1]; /* the peer's proven tenant (DA_GRANTS, DA_NONE) */
-    mc_grant_window_t grants; /* the verified ranges of the grants it presented (DA_GRANTS) */
+    mc_tenant_window_t *grants; /* its tenant's granted ranges (DA_GRANTS; tenant_windows.h) */
+    uint64_t grant_hint;        /* where its last request matched in them */
 } srv_conn_t;
 
 typedef struct tcp_peer tcp_peer_t;
@@ -199,6 +200,7 @@ struct tcp_ctx {
     int sndbuf, rcvbuf;
     uint32_t stripe; /* connections one submit may spread over (tcp_stripe_width) */
     _Atomic uint64_t deny_warn_ns; /* last "refused for want of a grant" log line */
+    mc_tenant_windows_t windows;   /* tenant-bound peers' granted ranges, one per tenant */
 };
 
 static uint64_t timeout_ns(const tcp_ctx_t *ctx)
@@ -266,7 +268,7 @@ static void srv_close(srv_conn_t *c)
         mc_free(e->owned);
     }
     atomic_fetch_sub(&w->ctx->te->conn_open, 1);
-    mc_grant_window_clear(&c->grants);
+    mc_tenant_window_release(&w->ctx->windows, c->grants);
     mc_free(c->tx);
     mc_free(c->rx);
     mc_free(c);
@@ -531,6 +533,11 @@ static bool srv_do_auth(srv_conn_t *c, const uint8_t *proof)
     c->data_access = srv_data_access(te->auth, &peer);
     if (c->data_access != DA_ALL)
         snprintf(c->tenant, sizeof(c->tenant), "%s", peer.tenant);
+    if (c->data_access == DA_GRANTS && !(c->grants = mc_tenant_window_acquire(&c->w->ctx->windows,
+                                                                              c->tenant))) {
+        MC_LOG_WARN("tcp server: out of memory for tenant %s's grants: closing", c->tenant);
+        return false;
+    }
     atomic_store(&c->authed, 1);
     c->st = S_HDR;
     return true;
@@ -578,10 +585,10 @@ static void srv_do_grants(srv_conn_t *c, const uint8_t *body, size_t len)
             if (st == MC_ERR_INVALID_PARAMS)
                 return; /* where the next one starts is unknown */
         } else {
-            for (uint32_t i = 0; i < g.n; i++) { /* out of memory: its requests are refused */
-                mc_grant_range_t r = mc_grant_range(&g, i);
-                (void)mc_grant_window_add(&c->grants, r.addr, r.len, g.access, g.expiry_ms, now);
-            }
+            /* out of memory: its requests are refused */
+            const uint8_t *mac = body + off + g.size - MC_AUTH_MAC_SIZE;
+            if (mc_tenant_window_add(c->grants, &g, mac, now) == MC_TW_KEPT)
+                atomic_fetch_add(&te->conn_grants_shared, 1);
         }
         off += g.size;
     }
@@ -597,7 +604,8 @@ static bool srv_allowed(srv_conn_t *c, const mc_te_frame_t *h)
         (h->opcode != MC_TE_OP_READ && h->opcode != MC_TE_OP_WRITE))
         return false;
     uint8_t access = h->opcode == MC_TE_OP_READ ? MC_GRANT_READ : MC_GRANT_WRITE;
-    return mc_grant_window_allows(&c->grants, h->addr, h->length, access, mc_wall_ms());
+    return mc_tenant_window_allows(c->grants, &c->grant_hint, h->addr, h->length, access,
+                                   mc_wall_ms());
 }
 
 /* Handle a complete header at c->cur. Returns false to close. */
@@ -1906,6 +1914,7 @@ static mc_status_t tcp_init(mc_te_t *te, const mc_te_transport_t *fallback,
     MC_LOG_DEBUG("tcp: one transfer spreads over at most %u of %u connections per peer",
                  ctx->stripe, te->tcp_conns);
     pthread_mutex_init(&ctx->peers_mu, NULL);
+    mc_tenant_windows_init(&ctx->windows);
     /* checked at create: 0 (kernel autotuning) or MC_TE_MIN_SOCKET_BUF..MC_TE_MAX_SOCKET_BUF */
     ctx->sndbuf = ctx->rcvbuf = (int)te->tcp_socket_buf;
     ctx->w = mc_calloc(ctx->nw, sizeof(*ctx->w));
@@ -1986,6 +1995,7 @@ static void tcp_fini(void *vctx)
     }
     mc_free(ctx->w);
     pthread_mutex_destroy(&ctx->peers_mu);
+    mc_tenant_windows_fini(&ctx->windows); /* every server connection released its window */
     mc_free(ctx);
 }
 

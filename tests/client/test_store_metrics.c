@@ -135,6 +135,7 @@ static void test_counts_are_exact(void **state)
     /* the data port's refusals (mc_te_conn_stats): none here */
     assert_int_equal(sample(t, "mooncake_transfer_denied_requests"), 0);
     assert_int_equal(sample(t, "mooncake_transfer_grants_refused"), 0);
+    assert_int_equal(sample(t, "mooncake_transfer_grants_shared"), 0);
     assert_non_null(strstr(t, "# TYPE mooncake_transfer_denied_requests counter\n"));
     assert_non_null(strstr(t, "# TYPE mooncake_transfer_grants_refused counter\n"));
     free(t);
@@ -240,12 +241,13 @@ static void test_te_refusals_rendered(void **state)
     (void)state;
     store_metrics_t *m = store_metrics_new();
     assert_non_null(m);
-    mc_te_conn_stats_t cs = {.denied = 7, .grants_refused = 3};
+    mc_te_conn_stats_t cs = {.denied = 7, .grants_refused = 3, .grants_shared = 11};
     char *t = NULL;
     assert_int_equal(store_metrics_render(m, &cs, 5, &t), MC_OK);
     assert_int_equal(sample(t, "mooncake_transfer_denied_requests"), 7);
     assert_int_equal(sample(t, "mooncake_client_stale_view_answers"), 5);
     assert_int_equal(sample(t, "mooncake_transfer_grants_refused"), 3);
+    assert_int_equal(sample(t, "mooncake_transfer_grants_shared"), 11);
     free(t);
     assert_int_equal(store_metrics_render(m, NULL, 0, &t), MC_OK); /* no engine: no series */
     assert_null(strstr(t, "mooncake_transfer_denied_requests"));

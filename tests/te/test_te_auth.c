@@ -865,7 +865,30 @@ static void test_tenant_grants(void **state)
     assert_int_equal(te_pattern_check(data, 4096, 0, 512 * 1024, 3), -1);
     close(fd);
 
-    /* a connection keeps MC_GRANT_WINDOW_RANGES granted ranges: the oldest go first */
+    /* a tenant's connections share its granted ranges: what one presented, another reads;
+     * the same grant presented again on the other is verified, not kept twice */
+    fd = raw_conn(seg, SECRET_B, "t1");
+    int fd2 = raw_conn(seg, SECRET_B, "t1");
+    gl = grant1(seg, "t1", MC_GRANT_READ, exp, base + 8192, 4096, g);
+    raw_grant(fd, g, gl);
+    assert_int_equal(raw_req(fd, MC_TE_OP_READ, 1, base + 8192, 4096, NULL, data), MC_OK);
+    assert_int_equal(raw_req(fd2, MC_TE_OP_READ, 1, base + 8192, 4096, NULL, data), MC_OK);
+    assert_int_equal(te_pattern_check(data, 4096, 0, 8192, 3), -1);
+    raw_grant(fd2, g, gl);
+    assert_int_equal(raw_req(fd2, MC_TE_OP_READ, 2, base + 8192, 4096, NULL, data), MC_OK);
+    mc_te_conn_stats_t cs;
+    mc_te_conn_stats(srv, &cs);
+    assert_int_equal(cs.grants_shared, 1);
+    close(fd);
+    close(fd2);
+
+    /* a connection alone of its tenant keeps MC_GRANT_WINDOW_RANGES granted ranges: the oldest
+     * go first (once the server has closed the others: their count scales the cap) */
+    uint64_t deadline = mc_now_ms() + 5000;
+    for (mc_te_conn_stats(srv, &cs); cs.open > 0 && mc_now_ms() < deadline;
+         mc_te_conn_stats(srv, &cs))
+        mc_sleep_ms(1);
+    assert_int_equal(cs.open, 0);
     fd = raw_conn(seg, SECRET_B, "t1");
     gl = grant1(seg, "t1", MC_GRANT_READ, exp, base, 4096, g);
     raw_grant(fd, g, gl);
@@ -891,7 +914,6 @@ static void test_tenant_grants(void **state)
     mc_auth_free(ring);
     close(fd);
 
-    mc_te_conn_stats_t cs;
     mc_te_conn_stats(srv, &cs);
     /* requests 1, 3, 4, 5, 7, 8, 10, t2's 1, and 2, 4 of the capped connection */
     assert_int_equal(cs.denied, 10);
