@@ -11,8 +11,9 @@
 #define GW_REGIONS_MAX 512u /* a range touching more 2 MiB regions is indexed at 1 GiB ones;
                              * touching more 1 GiB ones (512 GiB), by its start only */
 #define GW_RING_MIN 64u
-#define GW_INDEX_MIN 256u
 #define GW_SCAN 256u /* newest ranges looked at one by one before the indexes */
+#define GW_GEN_MIN 1024u  /* ranges of the first generation; each next one doubles, up to */
+#define GW_GEN_MAX MC_GRANT_WINDOW_RANGES
 
 enum { K_START = 1, K_R1 = 2, K_R2 = 3 }; /* index key kinds */
 
@@ -22,17 +23,29 @@ struct mc_gw_range {
     uint8_t access;     /* MC_GRANT_READ / MC_GRANT_WRITE */
 };
 
-struct mc_gw_slot {
-    uint64_t key;  /* the start address, or a region number */
+/* A key (start address or region number, with its kind) and the chain of its entries. */
+typedef struct gw_slot {
+    uint64_t key;
     uint32_t head; /* first node of its chain + 1; 0 = empty slot */
     uint32_t kind;
-};
+} gw_slot_t;
 
-/* A range's sequence number modulo 2^32: the kept ones span less than 2^32, and a dropped
- * one's node is gone (rebuilt away) long before its number could come round again. */
-struct mc_gw_node {
+/* An entry: a range's sequence number modulo 2^32 (a generation's ranges span less than 2^32,
+ * and it is freed before its numbers could come round again), newest first in its chain. */
+typedef struct gw_node {
     uint32_t seq;
     uint32_t next; /* next node + 1; 0 = end of chain */
+} gw_node_t;
+
+/* A generation: the index of the ranges [first, first + n) (open addressing, linear probing,
+ * at most half full: never rehashed). */
+struct mc_gw_gen {
+    uint64_t first;
+    uint32_t n, max_ranges;       /* ranges indexed, and at most */
+    uint32_t used, max_entries;   /* nodes used, and at most */
+    uint32_t cap;                 /* slots: a power of 2, >= 2 max_entries */
+    gw_slot_t *slot;
+    gw_node_t *node;
 };
 
 /* The region entries of r: how many, and their kind (0: none). */
@@ -58,123 +71,173 @@ static uint32_t range_entries(const mc_gw_range_t *r)
     return 1 + range_regions(r, &kind);
 }
 
-/* The slot of (key, kind): its own, or the empty one where it would go. */
-static mc_gw_slot_t *index_slot(const mc_gw_index_t *x, uint64_t key, int kind)
-{
-    uint64_t h = (key ^ ((uint64_t)kind << 60)) * 0x9E3779B97F4A7C15ull;
-    uint32_t i = (uint32_t)(h >> 32) & (x->cap - 1);
-    while (x->slot[i].head && (x->slot[i].key != key || x->slot[i].kind != (uint32_t)kind))
-        i = (i + 1) & (x->cap - 1);
-    return &x->slot[i];
-}
-
-/* Adds one entry; the index has room (a free slot and a free node). */
-static void index_put(mc_gw_index_t *x, uint64_t key, int kind, uint64_t seq)
-{
-    mc_gw_slot_t *sl = index_slot(x, key, kind);
-    if (!sl->head) {
-        *sl = (mc_gw_slot_t){.key = key, .kind = (uint32_t)kind};
-        x->used++;
-    }
-    x->node[x->node_used] = (mc_gw_node_t){.seq = (uint32_t)seq, .next = sl->head};
-    sl->head = ++x->node_used;
-}
-
 static mc_gw_range_t *ring_at(const mc_grant_window_t *w, uint64_t seq)
 {
     return &w->ring[seq & (w->ring_cap - 1)];
 }
 
-static void index_range(mc_grant_window_t *w, uint64_t seq)
+/* Where (key, kind) starts probing in g. */
+static uint32_t gen_home(const mc_gw_gen_t *g, uint64_t key, int kind)
 {
-    const mc_gw_range_t *r = ring_at(w, seq);
-    index_put(&w->by_start, r->addr, K_START, seq);
+    uint64_t h = (key ^ ((uint64_t)kind << 60)) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32) & (g->cap - 1);
+}
+
+/* The slot of (key, kind) in g: its own, or the empty one where it would go. */
+static gw_slot_t *gen_slot(const mc_gw_gen_t *g, uint64_t key, int kind)
+{
+    uint32_t i = gen_home(g, key, kind);
+    while (g->slot[i].head && (g->slot[i].key != key || g->slot[i].kind != (uint32_t)kind))
+        i = (i + 1) & (g->cap - 1);
+    return &g->slot[i];
+}
+
+/* Adds one entry (g has room: see gen_has_room). */
+static void gen_put(mc_gw_gen_t *g, uint64_t key, int kind, uint64_t seq)
+{
+    gw_slot_t *sl = gen_slot(g, key, kind);
+    if (!sl->head)
+        *sl = (gw_slot_t){.key = key, .kind = (uint32_t)kind};
+    g->node[g->used] = (gw_node_t){.seq = (uint32_t)seq, .next = sl->head};
+    sl->head = ++g->used;
+}
+
+static bool gen_has_room(const mc_gw_gen_t *g, uint32_t entries)
+{
+    return g->n < g->max_ranges && g->used + entries <= g->max_entries;
+}
+
+static size_t gen_slot_bytes(const mc_gw_gen_t *g)
+{
+    return (size_t)g->cap * sizeof(gw_slot_t);
+}
+
+static size_t gen_node_bytes(const mc_gw_gen_t *g)
+{
+    return (size_t)g->max_entries * sizeof(gw_node_t);
+}
+
+/* Frees g's tables (g itself is the caller's). */
+static void gen_free_tables(mc_gw_gen_t *g)
+{
+    mc_pages_free(g->slot, gen_slot_bytes(g));
+    mc_pages_free(g->node, gen_node_bytes(g));
+}
+
+static void gen_free(mc_gw_gen_t *g)
+{
+    if (g) {
+        gen_free_tables(g);
+        mc_free(g);
+    }
+}
+
+/* Zeroed pages of their own for a table about to be written all over, faulted in with one call
+ * (one fault per 4 KiB page, taken while a request waits, cost ~10 us each on our VMs against
+ * ~0.5 us in bulk; a heap block could also come from reused memory that calloc would clear
+ * page by page). */
+static void *gen_table(size_t bytes)
+{
+    void *p = mc_pages_alloc(bytes, 0);
+    if (p)
+        (void)mc_pages_populate_write(p, bytes); /* best effort: else faulted one by one */
+    return p;
+}
+
+/* A generation for up to max_ranges ranges from first: the spare one when it has that size
+ * (emptied), else a new one. NULL when memory ran out. */
+static mc_gw_gen_t *gen_new(mc_grant_window_t *w, uint64_t first, uint32_t max_ranges)
+{
+    mc_gw_gen_t *g = w->spare;
+    if (g && g->max_ranges == max_ranges) {
+        w->spare = NULL;
+        memset(g->slot, 0, gen_slot_bytes(g));
+    } else {
+        uint32_t max_entries = 2 * max_ranges; /* MC_GRANT_WINDOW_ENTRIES per window's ranges */
+        g = mc_calloc(1, sizeof(*g));
+        if (!g)
+            return NULL;
+        *g = (mc_gw_gen_t){.max_ranges = max_ranges, .max_entries = max_entries,
+                           .cap = 2 * max_entries};
+        g->slot = gen_table(gen_slot_bytes(g));
+        g->node = gen_table(gen_node_bytes(g));
+        if (!g->slot || !g->node) {
+            gen_free(g);
+            return NULL;
+        }
+    }
+    g->first = first;
+    g->n = g->used = 0;
+    return g;
+}
+
+/* Drops the oldest generations none of whose ranges is kept any more (the last one freed is
+ * kept as the spare). */
+static void gens_drop(mc_grant_window_t *w)
+{
+    uint32_t k = 0;
+    while (k < w->n_gen && w->gen[k].first + w->gen[k].n <= w->head &&
+           (k + 1 < w->n_gen || w->gen[k].n == w->gen[k].max_ranges))
+        k++;
+    if (!k)
+        return;
+    for (uint32_t i = 0; i < k; i++) {
+        mc_gw_gen_t *g = mc_malloc(sizeof(*g));
+        if (g) {
+            *g = w->gen[i];
+            gen_free(w->spare);
+            w->spare = g;
+        } else {
+            gen_free_tables(&w->gen[i]);
+        }
+    }
+    memmove(w->gen, w->gen + k, (size_t)(w->n_gen - k) * sizeof(*w->gen));
+    w->n_gen -= k;
+}
+
+/* The generation range seq (about to be added, with `entries` index entries) goes into. */
+static mc_gw_gen_t *gen_for(mc_grant_window_t *w, uint64_t seq, uint32_t entries)
+{
+    if (w->n_gen && gen_has_room(&w->gen[w->n_gen - 1], entries))
+        return &w->gen[w->n_gen - 1];
+    uint32_t size = w->n_gen ? w->gen[w->n_gen - 1].max_ranges * 2 : GW_GEN_MIN;
+    if (size > GW_GEN_MAX)
+        size = GW_GEN_MAX;
+    if (w->n_gen == w->gen_cap) {
+        uint32_t cap = w->gen_cap ? w->gen_cap * 2 : 8;
+        mc_gw_gen_t *a = mc_realloc(w->gen, (size_t)cap * sizeof(*a));
+        if (!a)
+            return NULL;
+        w->gen = a;
+        w->gen_cap = cap;
+    }
+    mc_gw_gen_t *g = gen_new(w, seq, size);
+    if (!g)
+        return NULL;
+    w->gen[w->n_gen++] = *g;
+    mc_free(g);
+    return &w->gen[w->n_gen - 1];
+}
+
+/* Indexes range seq (just put in the ring) into g. */
+static void gen_index(mc_gw_gen_t *g, const mc_gw_range_t *r, uint64_t seq)
+{
+    gen_put(g, r->addr, K_START, seq);
     int kind;
     if (range_regions(r, &kind)) {
         int shift = kind == K_R1 ? GW_R1_SHIFT : GW_R2_SHIFT;
-        for (uint64_t g = r->addr >> shift; g <= (r->end - 1) >> shift; g++)
-            index_put(&w->by_region, g, kind, seq);
+        for (uint64_t k = r->addr >> shift; k <= (r->end - 1) >> shift; k++)
+            gen_put(g, k, kind, seq);
     }
+    g->n++;
 }
 
-/* Whether adding `more` entries (each possibly a new key) needs a rebuild first: past three
- * quarters of the slots, or out of nodes. */
-static bool index_full(const mc_gw_index_t *x, uint64_t more)
-{
-    return 4 * ((uint64_t)x->used + more) > 3 * (uint64_t)x->cap ||
-           (uint64_t)x->node_used + more > x->node_cap;
-}
-
-static void index_free(mc_gw_index_t *x)
-{
-    mc_free(x->slot);
-    mc_free(x->node);
-    *x = (mc_gw_index_t){0};
-}
-
-/* Empties x and makes room for n entries, at most half full (reusing its memory when the size
- * is the same). On failure x is left empty and unusable (cap 0). */
-static bool index_reset(mc_gw_index_t *x, uint64_t n)
-{
-    uint32_t cap = GW_INDEX_MIN;
-    while ((uint64_t)cap < 2 * n)
-        cap *= 2;
-    if (cap == x->cap) {
-        memset(x->slot, 0, (size_t)cap * sizeof(*x->slot));
-        x->used = x->node_used = 0;
-        return true;
-    }
-    index_free(x);
-    mc_gw_index_t y = {.cap = cap, .node_cap = cap};
-    y.slot = mc_calloc(cap, sizeof(*y.slot));
-    y.node = mc_malloc((size_t)cap * sizeof(*y.node));
-    if (!y.slot || !y.node) {
-        mc_free(y.slot);
-        mc_free(y.node);
-        return false;
-    }
-    *x = y;
-    return true;
-}
-
-static uint64_t regions_of(const mc_grant_window_t *w, uint64_t from)
-{
-    uint64_t n = 0;
-    for (uint64_t s = from; s < w->tail; s++) {
-        int kind;
-        n += range_regions(ring_at(w, s), &kind);
-    }
-    return n;
-}
-
-/* Indexes the ranges added since the last call: one by one while the indexes have room, else
- * by rebuilding them from every kept range (which also forgets the dropped ones' entries). On
- * failure (out of memory) the indexes are left empty and every lookup through them fails. */
-static void index_pending(mc_grant_window_t *w)
-{
-    uint64_t from = w->indexed > w->head ? w->indexed : w->head;
-    if (from == w->head || index_full(&w->by_start, w->tail - from) ||
-        index_full(&w->by_region, regions_of(w, from))) {
-        /* nothing indexed is kept any more, or no room: rebuild */
-        from = w->head;
-        bool ok_start = index_reset(&w->by_start, w->tail - w->head);
-        if (!index_reset(&w->by_region, regions_of(w, w->head)) || !ok_start) {
-            index_free(&w->by_start);
-            index_free(&w->by_region);
-            return;
-        }
-    }
-    for (uint64_t s = from; s < w->tail; s++)
-        index_range(w, s);
-    w->indexed = w->tail;
-}
-
-/* Doubles the ring in place where the allocator can (a large block is remapped, not copied:
- * fresh pages cost a fault each), then moves the kept ranges whose slot changed: slot p of the
- * old ring becomes p or p + old cap, never a slot still to be moved. */
 static bool ring_grow(mc_grant_window_t *w)
 {
     uint32_t old = w->ring_cap, cap = old ? old * 2 : GW_RING_MIN;
+    /* in place where the allocator can (a large block is remapped, not copied into fresh
+     * pages); then the kept ranges whose slot changed move: slot p of the old ring becomes p or
+     * p + old, never a slot still to be moved */
     mc_gw_range_t *ring = mc_realloc(w->ring, (size_t)cap * sizeof(*ring));
     if (!ring)
         return false;
@@ -203,9 +266,14 @@ bool mc_grant_window_add(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint
         w->entries -= range_entries(old);
         w->head++;
     }
+    gens_drop(w);
     if (w->tail - w->head == w->ring_cap && !ring_grow(w))
         return false;
+    mc_gw_gen_t *g = gen_for(w, w->tail, e);
+    if (!g)
+        return false;
     *ring_at(w, w->tail) = r;
+    gen_index(g, &r, w->tail);
     w->tail++;
     w->entries += e;
     return true;
@@ -217,6 +285,14 @@ typedef struct gw_query {
     uint8_t access;
     uint64_t *hint;
 } gw_query_t;
+
+void mc_grant_window_prefetch(const mc_grant_window_t *w, uint64_t addr)
+{
+    if (w->n_gen) {
+        const mc_gw_gen_t *g = &w->gen[w->n_gen - 1];
+        __builtin_prefetch(&g->slot[gen_home(g, addr, K_START)], 1);
+    }
+}
 
 /* Whether kept range seq grants q; remembered as the hint. */
 static bool range_allows(const mc_grant_window_t *w, uint64_t seq, const gw_query_t *q)
@@ -231,16 +307,24 @@ static bool range_allows(const mc_grant_window_t *w, uint64_t seq, const gw_quer
     return true;
 }
 
-static bool index_allows(const mc_grant_window_t *w, const mc_gw_index_t *x, uint64_t key,
-                         int kind, const gw_query_t *q)
+/* Whether a range of g indexed under (key, kind) grants q. */
+static bool gen_allows(const mc_grant_window_t *w, const mc_gw_gen_t *g, uint64_t key, int kind,
+                       const gw_query_t *q)
 {
-    if (!x->cap)
-        return false;
-    for (uint32_t n = index_slot(x, key, kind)->head; n; n = x->node[n - 1].next) {
-        uint64_t seq = w->head + (uint32_t)(x->node[n - 1].seq - (uint32_t)w->head);
+    for (uint32_t n = gen_slot(g, key, kind)->head; n; n = g->node[n - 1].next) {
+        uint64_t seq = g->first + (uint32_t)(g->node[n - 1].seq - (uint32_t)g->first);
         if (range_allows(w, seq, q))
             return true;
     }
+    return false;
+}
+
+/* Whether a range indexed under (key, kind) in any generation, newest first, grants q. */
+static bool gens_allow(const mc_grant_window_t *w, uint64_t key, int kind, const gw_query_t *q)
+{
+    for (uint32_t i = w->n_gen; i-- > 0;)
+        if (gen_allows(w, &w->gen[i], key, kind, q))
+            return true;
     return false;
 }
 
@@ -260,11 +344,8 @@ bool mc_grant_window_allows(mc_grant_window_t *w, uint64_t *hint, uint64_t addr,
     for (uint64_t s = w->tail; s-- > stop;)
         if (range_allows(w, s, &q))
             return true;
-    if (w->indexed < w->tail)
-        index_pending(w);
-    return index_allows(w, &w->by_start, addr, K_START, &q) ||
-           index_allows(w, &w->by_region, addr >> GW_R1_SHIFT, K_R1, &q) ||
-           index_allows(w, &w->by_region, addr >> GW_R2_SHIFT, K_R2, &q);
+    return gens_allow(w, addr, K_START, &q) || gens_allow(w, addr >> GW_R1_SHIFT, K_R1, &q) ||
+           gens_allow(w, addr >> GW_R2_SHIFT, K_R2, &q);
 }
 
 void mc_grant_window_set_scale(mc_grant_window_t *w, uint32_t scale)
@@ -290,7 +371,9 @@ uint32_t mc_grant_window_size(const mc_grant_window_t *w)
 void mc_grant_window_clear(mc_grant_window_t *w)
 {
     mc_free(w->ring);
-    index_free(&w->by_start);
-    index_free(&w->by_region);
+    for (uint32_t i = 0; i < w->n_gen; i++)
+        gen_free_tables(&w->gen[i]);
+    mc_free(w->gen);
+    gen_free(w->spare);
     *w = (mc_grant_window_t)MC_GRANT_WINDOW_INIT;
 }

@@ -8,15 +8,23 @@
  * past either cap, or past the oldest range's expiry, drops the oldest ranges. A request is
  * allowed when one kept range of its access, not yet expired, contains all of it (a range
  * touching more than 512 1 GiB regions is found only from its start or the previous match).
- * Whatever the window holds, a request costs one or two hash probes when it starts where a
- * range starts (a whole replica, a request's first slice) or lies in the previous match's range
- * (the next slice); any other is looked for among the ranges kept at its 2 MiB region, then at
- * its 1 GiB region. Ranges are not merged: a request that straddles two adjacent granted
- * ranges is refused.
+ * A request that starts where a range starts (a whole replica, a request's first slice) or lies
+ * in the previous match's range (the next slice) is found with a hash probe or a comparison;
+ * any other is looked for among the ranges kept at its 2 MiB region, then at its 1 GiB region.
+ * Ranges are not merged: a request that straddles two adjacent granted ranges is refused.
+ *
+ * Ranges are indexed as they are added, into generations: hash tables of fixed size, each for
+ * a run of consecutive ranges (1,024 for the first, doubling up to 65,536), freed once the
+ * window has dropped all of theirs. No add or check ever re-indexes what is kept, so none costs
+ * more than indexing one range (plus, once per generation, allocating and faulting in its
+ * table, reused from the last freed one of its size); a check the previous match and the
+ * newest 256 ranges do not answer probes each generation kept, newest first (at most n + 8
+ * with the caps scaled n-fold).
  *
  * The caps can be raised n-fold (mc_grant_window_set_scale: a window shared by n connections).
- * Memory grows with what is kept (at most about 12 MiB at both caps, n times that when scaled)
- * and is freed by mc_grant_window_clear. Not thread-safe: its owner serialises every call. */
+ * Memory grows with what is kept (a full generation's table is 5 MiB; at the caps about 17 MiB,
+ * 66 MiB scaled 8-fold) and is freed by mc_grant_window_clear. Not thread-safe: its owner
+ * serialises every call. */
 #ifndef MC_TE_GRANT_WINDOW_H
 #define MC_TE_GRANT_WINDOW_H
 
@@ -27,28 +35,16 @@
 #define MC_GRANT_WINDOW_ENTRIES 131072u
 
 typedef struct mc_gw_range mc_gw_range_t;
-typedef struct mc_gw_slot mc_gw_slot_t;
-typedef struct mc_gw_node mc_gw_node_t;
-
-/* Kept ranges by key: a hash of distinct keys (open addressing, linear probing), each with the
- * chain of its ranges, newest first. Entries of dropped ranges stay until the next rebuild. */
-typedef struct mc_gw_index {
-    mc_gw_slot_t *slot;
-    uint32_t cap;            /* power of 2, 0 before the first add */
-    uint32_t used;           /* keys */
-    mc_gw_node_t *node;      /* chain links, one per entry */
-    uint32_t node_cap, node_used;
-} mc_gw_index_t;
+typedef struct mc_gw_gen mc_gw_gen_t;
 
 typedef struct mc_grant_window {
     mc_gw_range_t *ring;     /* ranges by sequence number: ring[seq & (ring_cap - 1)] */
     uint32_t ring_cap;       /* power of 2, 0 before the first add */
     uint64_t head, tail;     /* kept: sequence numbers [head, tail) */
-    uint64_t indexed;        /* ranges below this are in the indexes; later ones are indexed at
-                              * the first lookup the ring's newest ones do not answer */
     uint64_t entries;        /* index entries of the kept ranges */
-    mc_gw_index_t by_start;  /* every range, by its first address */
-    mc_gw_index_t by_region; /* every range, by each region it touches */
+    mc_gw_gen_t *gen;        /* generations holding kept ranges, oldest first */
+    uint32_t n_gen, gen_cap;
+    mc_gw_gen_t *spare;      /* the last generation freed, its table kept for reuse (or NULL) */
     uint32_t scale;          /* the caps' multiplier (0 = 1) */
 } mc_grant_window_t;
 
@@ -60,6 +56,11 @@ typedef struct mc_grant_window {
  * when memory ran out (the range is not kept: requests under it will be refused). */
 bool mc_grant_window_add(mc_grant_window_t *w, uint64_t addr, uint64_t len, uint8_t access,
                          uint64_t expiry_ms, uint64_t now_ms);
+
+/* Asks the CPU to fetch the index slot where a range starting at addr would go if added next:
+ * called a few ranges ahead while adding many, so that their index entries' cache misses
+ * overlap. No effect on what is kept. */
+void mc_grant_window_prefetch(const mc_grant_window_t *w, uint64_t addr);
 
 /* Whether one kept range of `access`, with expiry_ms > now_ms, contains [addr, addr + len).
  * *hint is the caller's: 0 at first, then where its previous match was (a connection's

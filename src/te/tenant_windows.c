@@ -13,6 +13,7 @@
  * collision between two valid grants can only leave the second one's ranges out (its requests
  * are refused and the client asks the master again), never let anything more in. */
 #define SEEN_SLOTS 4096u
+#define PREFETCH_AHEAD 8u /* ranges: index slots fetched ahead while a grant's are added */
 
 typedef struct seen {
     uint64_t mac64;
@@ -106,6 +107,8 @@ mc_tw_add_t mc_tenant_window_add(mc_tenant_window_t *w, const mc_grant_view_t *g
     } else {
         uint64_t first = mc_grant_window_next_seq(&w->ranges);
         for (uint32_t i = 0; i < g->n && res == MC_TW_ADDED; i++) {
+            if (i + PREFETCH_AHEAD < g->n)
+                mc_grant_window_prefetch(&w->ranges, mc_grant_range(g, i + PREFETCH_AHEAD).addr);
             mc_grant_range_t r = mc_grant_range(g, i);
             if (!mc_grant_window_add(&w->ranges, r.addr, r.len, g->access, g->expiry_ms, now_ms))
                 res = MC_TW_NO_MEMORY;

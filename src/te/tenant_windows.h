@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MC_TENANT_WINDOW_SCALE_MAX 8u /* at most 8 x 65,536 ranges per tenant (~96 MiB) */
+#define MC_TENANT_WINDOW_SCALE_MAX 8u /* at most 8 x 65,536 ranges per tenant (~66 MiB) */
 
 typedef struct mc_tenant_window mc_tenant_window_t;
 

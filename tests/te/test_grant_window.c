@@ -189,6 +189,50 @@ static void test_range_cap(void **state)
     mc_grant_window_clear(&w);
 }
 
+/* Past several generations (1,024 ranges doubling up to 65,536, the oldest freed as the
+ * window drops their ranges): with the caps doubled, 300,000 ranges added; each of 20,000
+ * random ones, asked for with no hint (so through the indexes: the newest 256 are left out),
+ * at its start and inside it, is allowed exactly when it is among the newest 131,072. Then a
+ * window whose sequence numbers cross 2^32. */
+static void test_generations(void **state)
+{
+    (void)state;
+    mc_grant_window_t w = MC_GRANT_WINDOW_INIT;
+    mc_grant_window_set_scale(&w, 2);
+    const uint64_t base = 1ull << 40, n = 300000, keep = 2 * MC_GRANT_WINDOW_RANGES;
+    for (uint64_t i = 0; i < n; i++)
+        assert_true(mc_grant_window_add(&w, base + i * 16 * KIB, 8 * KIB, MC_GRANT_READ,
+                                        NOW + 100, NOW));
+    assert_int_equal(mc_grant_window_size(&w), keep);
+    uint64_t seed = 7;
+    for (int k = 0; k < 20000; k++) {
+        uint64_t i = rnd(&seed) % (n - 256), hint = 0;
+        bool want = i >= n - keep;
+        assert_int_equal(mc_grant_window_allows(&w, &hint, base + i * 16 * KIB, 8 * KIB,
+                                                MC_GRANT_READ, NOW), want);
+        hint = 0;
+        assert_int_equal(mc_grant_window_allows(&w, &hint, base + i * 16 * KIB + 4 * KIB, 4 * KIB,
+                                                MC_GRANT_READ, NOW), want);
+        hint = 0;
+        assert_false(mc_grant_window_allows(&w, &hint, base + i * 16 * KIB + 8 * KIB, 4 * KIB,
+                                            MC_GRANT_READ, NOW));
+    }
+    mc_grant_window_clear(&w);
+
+    /* sequence numbers crossing 2^32 (a long-lived window): the indexes keep them modulo 2^32 */
+    mc_grant_window_t v = MC_GRANT_WINDOW_INIT;
+    v.head = v.tail = (1ull << 32) - 5000;
+    for (uint64_t i = 0; i < 20000; i++)
+        assert_true(mc_grant_window_add(&v, base + i * 16 * KIB, 8 * KIB, MC_GRANT_READ,
+                                        NOW + 100, NOW));
+    for (uint64_t i = 0; i < 20000 - 256; i += 7) {
+        uint64_t hint = 0;
+        assert_true(mc_grant_window_allows(&v, &hint, base + i * 16 * KIB + 4 * KIB, 4 * KIB,
+                                           MC_GRANT_READ, NOW));
+    }
+    mc_grant_window_clear(&v);
+}
+
 /* Ranges of 1 GiB take 513 index entries each (start + 512 regions of 2 MiB): the entry cap
  * drops the oldest before the range cap; a slice deep inside a kept one is allowed. */
 static void test_entry_cap(void **state)
@@ -361,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_matches_brute_force),
         cmocka_unit_test(test_interleaved),
         cmocka_unit_test(test_range_cap),
+        cmocka_unit_test(test_generations),
         cmocka_unit_test(test_entry_cap),
         cmocka_unit_test(test_expiry),
         cmocka_unit_test(test_odd_ranges),
