@@ -629,17 +629,26 @@ static void offload_ahead(mc_master_t *m, uint64_t now)
 }
 
 /* How many segments may lend space now (mounted, past their reuse delay): at most that many
- * replicas can be placed. When none may (every segment RECOVERING after a restart or
- * takeover, or waiting out its reuse delay), evicting frees nothing a put could use: a failed
+ * replicas can be placed; *largest_p (when not NULL): the largest one's capacity. When none may
+ * (every segment RECOVERING after a restart or takeover, or waiting out its reuse delay), or
+ * the value is larger than any of them, evicting frees nothing a put could use: a failed
  * PutStart then evicts nothing, now or later (evict_pending), so objects committed once the
- * owners re-mount are not evicted for the puts that failed before. */
-static uint32_t lendable_segments(mc_master_t *m, uint64_t now)
+ * owners re-mount are not evicted for the puts that failed before, nor a cache emptied for a
+ * value that cannot fit. */
+static uint32_t lendable_segments(mc_master_t *m, uint64_t now, uint64_t *largest_p)
 {
     uint32_t n = 0;
+    uint64_t largest = 0;
     for (uint32_t i = 0; i < m->n_segs; i++) {
         segment_t *s = m->segs[i];
-        n += s && s->alloc && s->state == SEG_MOUNTED && now >= s->reuse_after_ms;
+        if (s && s->alloc && s->state == SEG_MOUNTED && now >= s->reuse_after_ms) {
+            n++;
+            uint64_t cap = mc_master_allocator_capacity(s->alloc);
+            largest = cap > largest ? cap : largest;
+        }
     }
+    if (largest_p)
+        *largest_p = largest;
     return n;
 }
 
@@ -1186,7 +1195,8 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
      * allocates afresh */
     place_how_t how = {.pool = !upsert && master_pools_on(m)};
     uint32_t n = place(m, size, opts, want, r, &how);
-    if (n < want && how.pool && n < lendable_segments(m, now) && master_pool_drain(m, SEG_NONE)) {
+    if (n < want && how.pool && n < lendable_segments(m, now, NULL) &&
+        master_pool_drain(m, SEG_NONE)) {
         /* pool blocks never make a put fail (or lose a replica) that would fit without them;
          * the pool blocks it took go back as given back (logged) */
         for (uint32_t i = 0; i < n; i++) {
@@ -1197,7 +1207,8 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
         how.pool = false;
         n = place(m, size, opts, want, r, &how);
     }
-    if (n == 0 && lendable_segments(m, now) > 0) {
+    uint64_t largest = 0;
+    if (n == 0 && lendable_segments(m, now, &largest) > 0 && size <= largest) {
         /* Synchronous eviction: free space now, then retry, while anything is evictable. */
         uint64_t cap = total_capacity(m, NULL);
         for (int round = 0; round < 64 && n == 0; round++) {
