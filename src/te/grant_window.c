@@ -144,35 +144,34 @@ static void *gen_table(size_t bytes)
     return p;
 }
 
-/* A generation for up to max_ranges ranges from first: the spare one when it has that size
- * (emptied), else a new one. NULL when memory ran out. */
-static mc_gw_gen_t *gen_new(mc_grant_window_t *w, uint64_t first, uint32_t max_ranges)
+/* Makes *g a generation for up to max_ranges ranges from first: with the spare's tables when
+ * they have that size (emptied), else new ones. False when memory ran out. */
+static bool gen_init(mc_grant_window_t *w, mc_gw_gen_t *g, uint64_t first, uint32_t max_ranges)
 {
-    mc_gw_gen_t *g = w->spare;
-    if (g && g->max_ranges == max_ranges) {
-        w->spare = NULL;
+    mc_gw_gen_t *sp = w->spare;
+    if (sp && sp->slot && sp->max_ranges == max_ranges) {
+        *g = *sp;
+        sp->slot = NULL; /* the tables are g's now */
+        sp->node = NULL;
         memset(g->slot, 0, gen_slot_bytes(g));
     } else {
         uint32_t max_entries = 2 * max_ranges; /* MC_GRANT_WINDOW_ENTRIES per window's ranges */
-        g = mc_calloc(1, sizeof(*g));
-        if (!g)
-            return NULL;
         *g = (mc_gw_gen_t){.max_ranges = max_ranges, .max_entries = max_entries,
                            .cap = 2 * max_entries};
         g->slot = gen_table(gen_slot_bytes(g));
         g->node = gen_table(gen_node_bytes(g));
         if (!g->slot || !g->node) {
-            gen_free(g);
-            return NULL;
+            gen_free_tables(g);
+            return false;
         }
     }
     g->first = first;
     g->n = g->used = 0;
-    return g;
+    return true;
 }
 
-/* Drops the oldest generations none of whose ranges is kept any more (the last one freed is
- * kept as the spare). */
+/* Drops the oldest generations none of whose ranges is kept any more (the last one freed
+ * becomes the spare: its tables are kept for the next generation of its size). */
 static void gens_drop(mc_grant_window_t *w)
 {
     uint32_t k = 0;
@@ -181,12 +180,12 @@ static void gens_drop(mc_grant_window_t *w)
         k++;
     if (!k)
         return;
+    if (!w->spare)
+        w->spare = mc_calloc(1, sizeof(*w->spare)); /* none kept if this fails */
     for (uint32_t i = 0; i < k; i++) {
-        mc_gw_gen_t *g = mc_malloc(sizeof(*g));
-        if (g) {
-            *g = w->gen[i];
-            gen_free(w->spare);
-            w->spare = g;
+        if (w->spare) {
+            gen_free_tables(w->spare);
+            *w->spare = w->gen[i];
         } else {
             gen_free_tables(&w->gen[i]);
         }
@@ -211,12 +210,9 @@ static mc_gw_gen_t *gen_for(mc_grant_window_t *w, uint64_t seq, uint32_t entries
         w->gen = a;
         w->gen_cap = cap;
     }
-    mc_gw_gen_t *g = gen_new(w, seq, size);
-    if (!g)
+    if (!gen_init(w, &w->gen[w->n_gen], seq, size))
         return NULL;
-    w->gen[w->n_gen++] = *g;
-    mc_free(g);
-    return &w->gen[w->n_gen - 1];
+    return &w->gen[w->n_gen++];
 }
 
 /* Indexes range seq (just put in the ring) into g. */

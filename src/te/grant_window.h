@@ -44,7 +44,8 @@ typedef struct mc_grant_window {
     uint64_t entries;        /* index entries of the kept ranges */
     mc_gw_gen_t *gen;        /* generations holding kept ranges, oldest first */
     uint32_t n_gen, gen_cap;
-    mc_gw_gen_t *spare;      /* the last generation freed, its table kept for reuse (or NULL) */
+    mc_gw_gen_t *spare;      /* the last generation freed, its tables kept for reuse (NULL, or
+                              * no tables once reused) */
     uint32_t scale;          /* the caps' multiplier (0 = 1) */
 } mc_grant_window_t;
 
