@@ -55,16 +55,17 @@ uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed)
  * and the hardware's streaming of the page while this value is hashed. */
 #define COPY_AHEAD 256
 
-/* Values under MC_HASH_COPY_FUSED_MIN are copied (memcpy) and then hashed from dst, which they
- * still occupy in the first-level caches: the copy's loads run at memcpy's depth (a fused loop,
- * whose loads wait on the hash's arithmetic, ran 4 KiB values ~15 % slower from memory than
+/* Values under MC_HASH_COPY_CHUNKED_MIN are copied whole (memcpy) and then hashed from dst, which
+ * they still occupy in the first-level caches, larger ones by hash_avx2.c (by chunks in the same
+ * way, or in one pass with streaming stores): the copy's loads run at memcpy's depth (a fused
+ * loop, whose loads wait on the hash's arithmetic, ran 4 KiB values ~15 % slower from memory than
  * copy-then-hash when they lay apart, as a store's values do). The hash is arithmetic on cached
  * bytes; next's first lines, asked for before it, arrive meanwhile (4 KiB values at scattered
  * places in memory: 0.44 against 0.65 us a value copied and hashed, a copy alone 0.42). */
 uint64_t mc_hash64_copy(void *dst, const void *src, size_t len, const void *next)
 {
 #if defined(__x86_64__)
-    if (len >= MC_HASH_COPY_FUSED_MIN && use_avx2())
+    if (len >= MC_HASH_COPY_CHUNKED_MIN && use_avx2())
         return mc_hash64_copy_avx2(dst, src, len);
 #endif
     memcpy(dst, src, len);

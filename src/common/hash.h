@@ -11,13 +11,13 @@ uint64_t mc_hash64(const void *data, size_t len);              /* XXH3-64, seed 
 uint64_t mc_hash64_seed(const void *data, size_t len, uint64_t seed);
 uint64_t mc_hash_str(const char *s);                           /* of strlen(s) bytes */
 /* Copies len bytes from src to dst (not overlapping) and returns mc_hash64 of the bytes
- * written to dst. From 64 KiB on with AVX2, one pass: each 64-byte stripe is hashed from the
- * registers that were stored, so the check costs no second read of the bytes; from 1 MiB on
- * into 32-byte aligned memory the stores bypass the caches (as memcpy's do for large copies).
- * Below that, the copy, then the hash of dst while it is in the first-level caches. next: NULL,
- * or where the caller's next copy will read from (any address: it is only prefetched): its
- * first bytes are asked for between this copy and its hash, so that they come from memory
- * while the hash computes. */
+ * written to dst, without a second pass over them from memory: below 64 KiB the whole copy,
+ * then the hash of dst; from 64 KiB on with AVX2, chunks of 16 KiB, each hashed from dst right
+ * after its copy while it is in the first-level cache; from 1 MiB on into 32-byte aligned
+ * memory, one pass with stores that bypass the caches (as memcpy's do for large copies), each
+ * 64-byte stripe hashed from the registers that were stored. next: NULL, or where the caller's
+ * next copy will read from (any address: it is only prefetched): its first bytes are asked for
+ * between this copy and its hash, so that they come from memory while the hash computes. */
 uint64_t mc_hash64_copy(void *dst, const void *src, size_t len, const void *next);
 /* Which build of XXH3 runs: "avx2" on a CPU with AVX2, else "baseline" (same values). */
 const char *mc_hash_build(void);

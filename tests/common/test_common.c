@@ -166,13 +166,15 @@ static void test_hash_builds_agree(void **state)
 }
 
 /* mc_hash64_copy copies exactly and returns mc_hash64 of what it wrote: every size class of
- * XXH3 and block boundaries, unaligned ends, either side of the copy-then-hash size and below
- * and above the streaming-store size; with and without a next source to prefetch. */
+ * XXH3 and block boundaries, unaligned ends, either side of the size where the copy goes by
+ * chunks and of a chunk's end, values of many chunks; with and without a next source to
+ * prefetch. */
 static void test_hash_copy(void **state)
 {
     (void)state;
     static const size_t sizes[] = {0, 1, 16, 17, 128, 129, 240, 241, 1023, 1024, 1025, 1088,
-                                   2048, 2049, 4096, 65535, 65536, 65536 + 63, (1u << 20) - 1, 1u << 20,
+                                   2048, 2049, 4096, 65535, 65536, 65536 + 63, 81919, 81920, 81921,
+                                   (1u << 20) - 1, 1u << 20,
                                    (4u << 20) + 5};
     size_t max = (4u << 20) + 5 + 64;
     unsigned char *src = malloc(max);
