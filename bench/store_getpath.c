@@ -58,10 +58,13 @@ static const gp_shape_t SHAPES[] = {
 /* Run only when named in --cases: larger batches of small blocks (a first read of them is
  * looked up in pipelined sub-batches, store-client.md); 4k128w: 3,072 blocks, within what a
  * tenant-bound client's grants cover at once (a storage server connection keeps 4,096 granted
- * ranges, security.md "Limits"; --tenant_token). */
+ * ranges, security.md "Limits"; --tenant_token); 256k64: mid-sized KV blocks (one layer's
+ * K and V of a 16-token block is 64 KiB to 1 MiB for common models), the sizes a same-host
+ * read copies and hashes by chunks (transfer-engine.md, "Hashed reads"). */
 static const gp_shape_t EXTRA_SHAPES[] = {
     {"4k512", 4096, 512, 1, 40},         /* 20,480 small KV blocks, 4x the batch */
     {"4k128w", 4096, 128, 1, 24},        /* 3,072 small KV blocks */
+    {"256k64", 256u << 10, 64, 1, 20},   /* 1,280 mid-sized KV blocks, 16 MiB a call */
 };
 
 typedef enum { GP_TE, GP_STORE } gp_kind_t;

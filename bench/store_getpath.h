@@ -23,8 +23,8 @@ typedef struct mc_getpath_cfg {
     const char *master_addr;         /* host:port, for the round-trip probe (--cases=rtt) */
 } mc_getpath_cfg_t;
 
-/* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8; 4k512 (512 x 4 KiB) and 4k128w
- * (24 x 128 x 4 KiB) run only when named. "rtt" (only when named) runs the
+/* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8; 4k512 (512 x 4 KiB), 4k128w
+ * (24 x 128 x 4 KiB) and 256k64 (20 x 64 x 256 KiB) run only when named. "rtt" (only when named) runs the
  * round-trip probe first: BatchGetReplicaList of 1, 32 and 128 keys with the RPC client's busy
  * poll at 50 (default), 0 and 300 us, raw engine reads of 1, 32 and 128 replicas of 4 KiB, and
  * a loopback TCP ping-pong of the lookups' byte sizes (sleeping and spinning reader): one
