@@ -16,12 +16,16 @@
  *   conn_off   the same without keyrings: the handshake a cluster without a token file runs
  *              on every connection too
  *   connect    a plain loopback connect + accept, no handshake (what any connection costs)
+ *   grant1, grant128, grant1024
+ *              mc_grant_verify of a data grant of 1, 128 and 1,024 ranges (common/grant.h):
+ *              what a storage server pays for each GRANT frame a tenant-bound reader sends
  * conn_on - conn_off is what turning authentication on adds per connection.
  *
  * Client and server thread share the machine's CPUs, as a store client and its storage
  * server do on one host. */
 #include "common/auth.h"
 #include "common/config.h"
+#include "common/grant.h"
 #include "common/net.h"
 #include "common/time.h"
 #include "bench_stats.h"
@@ -158,21 +162,55 @@ static int run_conns(const char *phase, const mc_auth_t *auth, int handshake, ui
     return rc;
 }
 
+/* mc_grant_verify of one signed grant of n_ranges 4 KiB ranges, timed each time. */
+static int run_grant(const char *phase, const mc_auth_t *auth, uint32_t n_ranges,
+                     uint64_t warmup, uint64_t n, uint64_t *ns, const char *date)
+{
+    static mc_grant_range_t ranges[MC_GRANT_MAX_RANGES];
+    static uint8_t grant[MC_GRANT_MAX_SIZE];
+    for (uint32_t i = 0; i < n_ranges; i++)
+        ranges[i] = (mc_grant_range_t){.addr = 0x7f0000000000ull + (uint64_t)i * 4096,
+                                       .len = 4096};
+    size_t len = 0;
+    const char *segment = "127.0.0.1:12345", *tenant = "tenant-a";
+    if (mc_grant_sign(auth, segment, tenant, 1, mc_now_ms() + 60000, ranges, n_ranges, grant,
+                      &len) != MC_OK) {
+        fprintf(stderr, "mc_auth_bench: %s: cannot sign a grant\n", phase);
+        return 1;
+    }
+    for (uint64_t i = 0; i < warmup + n; i++) {
+        mc_grant_view_t g;
+        uint64_t t0 = mc_now_ns();
+        mc_status_t st = mc_grant_verify(auth, segment, tenant, grant, len, &g);
+        uint64_t t = mc_now_ns() - t0;
+        if (st != MC_OK) {
+            fprintf(stderr, "mc_auth_bench: %s: verify failed: %s\n", phase, mc_status_str(st));
+            return 1;
+        }
+        if (i >= warmup)
+            ns[i - warmup] = t;
+    }
+    report(phase, ns, n, date);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int64_t count = 2000, warmup = 200;
-    const char *phases = "hmac,hmac_open,conn_on,conn_off,connect";
+    const char *phases = "hmac,hmac_open,conn_on,conn_off,connect,grant1,grant128,grant1024";
     mc_option_t opts[] = {
         {"count", MC_OPT_INT, &count, NULL, "timed handshakes per phase", 10, 10000000},
         {"warmup", MC_OPT_INT, &warmup, NULL, "untimed handshakes before each phase", 0,
          1000000},
         {"phases", MC_OPT_STRING, &phases, NULL,
-         "comma-separated subset of hmac,hmac_open,conn_on,conn_off,connect", 0, 0},
+         "comma-separated subset of hmac,hmac_open,conn_on,conn_off,connect,grant1,grant128,"
+         "grant1024", 0, 0},
     };
     mc_config_spec_t spec = {"mc_auth_bench",
                              "Cost of one connection handshake (common/auth.h): the HMAC part "
                              "alone and whole loopback handshakes with and without a keyring; "
-                             "one JSON line per phase (microseconds).",
+                             "the verification of a data grant; one JSON line per phase "
+                             "(microseconds).",
                              opts, sizeof(opts) / sizeof(opts[0])};
     int rc = mc_config_main(&spec, argc, argv);
     if (rc >= 0)
@@ -205,9 +243,12 @@ int main(int argc, char **argv)
             rc = run_conns(p, NULL, 1, w, n, ns, date);
         else if (strcmp(p, "connect") == 0)
             rc = run_conns(p, NULL, 0, w, n, ns, date);
+        else if (strncmp(p, "grant", 5) == 0 &&
+                 (!strcmp(p + 5, "1") || !strcmp(p + 5, "128") || !strcmp(p + 5, "1024")))
+            rc = run_grant(p, auth, (uint32_t)atoi(p + 5), w, n, ns, date);
         else {
             fprintf(stderr, "mc_auth_bench: unknown phase '%s' (--phases: hmac, hmac_open, "
-                            "conn_on, conn_off, connect)\n", p);
+                            "conn_on, conn_off, connect, grant1, grant128, grant1024)\n", p);
             rc = 2;
         }
     }

@@ -10,9 +10,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,9 @@ typedef struct auth_key {
     uint8_t secret[MC_AUTH_SECRET_MAX];
     size_t len;
     char tenant[MC_AUTH_TENANT_MAX + 1];
+    /* HMAC-SHA256 keyed with secret, its key pads hashed once (add_key); every MAC works on a
+     * copy (EVP_MAC_CTX_dup only reads it, so threads share it). Owned; freed by key_clear. */
+    EVP_MAC_CTX *mac;
 } auth_key_t;
 
 struct mc_auth {
@@ -78,30 +83,47 @@ void mc_auth_random(uint8_t *out, size_t n)
     }
 }
 
-/* HMAC-SHA256(key, label | 0 | a | b) */
-static void hmac3(const auth_key_t *k, const char *label, const void *a, size_t alen,
+/* HMAC-SHA256(key, label | 0 | a | b) into mac. False (mac unusable) when OpenSSL fails, e.g.
+ * out of memory: a proof is then not sent and a peer's MAC not taken. One copy of the keyed
+ * context and three updates: no buffer is gathered, and the key's pads are not hashed again
+ * (OpenSSL 3's one-shot HMAC() also looks the algorithm up on every call: a handshake's pure
+ * halves took 7.3 us with it against 4.4 us, mc_auth_bench on a 2 vCPU AMD EPYC VM). */
+static bool hmac3(const auth_key_t *k, const char *label, const void *a, size_t alen,
                   const void *b, size_t blen, uint8_t mac[MC_AUTH_MAC_SIZE])
 {
-    unsigned outlen = 0;
-    /* one-shot HMAC() over a gathered buffer keeps us off the deprecated HMAC_CTX API */
-    size_t llen = strlen(label) + 1;
-    size_t total = llen + alen + blen;
-    uint8_t stackbuf[512];
-    uint8_t *buf = total <= sizeof(stackbuf) ? stackbuf : malloc(total);
-    if (!buf) {
-        memset(mac, 0, MC_AUTH_MAC_SIZE);
-        return;
-    }
-    memcpy(buf, label, llen);
-    if (alen)
-        memcpy(buf + llen, a, alen);
-    if (blen)
-        memcpy(buf + llen + alen, b, blen);
-    if (!HMAC(EVP_sha256(), k->secret, (int)k->len, buf, total, mac, &outlen) ||
-        outlen != MC_AUTH_MAC_SIZE)
-        memset(mac, 0, MC_AUTH_MAC_SIZE);
-    if (buf != stackbuf)
-        free(buf);
+    EVP_MAC_CTX *c = EVP_MAC_CTX_dup(k->mac);
+    size_t out = 0;
+    bool ok = c && EVP_MAC_update(c, (const unsigned char *)label, strlen(label) + 1) &&
+              (!alen || EVP_MAC_update(c, a, alen)) && (!blen || EVP_MAC_update(c, b, blen)) &&
+              EVP_MAC_final(c, mac, &out, MC_AUTH_MAC_SIZE) && out == MC_AUTH_MAC_SIZE;
+    EVP_MAC_CTX_free(c);
+    if (!ok)
+        mc_auth_random(mac, MC_AUTH_MAC_SIZE); /* never a value a peer could have sent */
+    return ok;
+}
+
+/* k->mac for k->secret; false when OpenSSL cannot make it. */
+static bool key_mac_init(auth_key_t *k)
+{
+    EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    k->mac = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
+    EVP_MAC_free(hmac); /* the context holds its own reference */
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+                                                            (char *)"SHA256", 0),
+                           OSSL_PARAM_construct_end()};
+    if (k->mac && EVP_MAC_init(k->mac, k->secret, k->len, params))
+        return true;
+    EVP_MAC_CTX_free(k->mac);
+    k->mac = NULL;
+    return false;
+}
+
+/* Frees every key's context and wipes the ring (mc_auth_free, failed loads). */
+static void ring_clear(mc_auth_t *a)
+{
+    for (unsigned i = 0; i < a->n; i++)
+        EVP_MAC_CTX_free(a->keys[i].mac);
+    OPENSSL_cleanse(a, sizeof(*a));
 }
 
 static mc_status_t add_key(mc_auth_t *a, const char *secret, size_t slen, const char *tenant,
@@ -122,12 +144,19 @@ static mc_status_t add_key(mc_auth_t *a, const char *secret, size_t slen, const 
                MC_AUTH_TENANT_MAX);
         return MC_ERR_INVALID_PARAMS;
     }
-    auth_key_t *k = &a->keys[a->n++];
+    auth_key_t *k = &a->keys[a->n];
     memcpy(k->secret, secret, slen);
     k->len = slen;
     if (tlen)
         memcpy(k->tenant, tenant, tlen);
     k->tenant[tlen] = '\0';
+    if (!key_mac_init(k)) {
+        MC_LOG_ERROR("auth: %s:%u: OpenSSL could not set up HMAC-SHA256 for the key", where,
+                     line);
+        OPENSSL_cleanse(k, sizeof(*k));
+        return MC_ERR_NO_MEMORY;
+    }
+    a->n++;
     return MC_OK;
 }
 
@@ -200,7 +229,7 @@ mc_status_t mc_auth_load(const char *path, mc_auth_t **auth_p)
         st = MC_ERR_INVALID_PARAMS;
     }
     if (st != MC_OK) {
-        OPENSSL_cleanse(a, sizeof(*a));
+        ring_clear(a);
         free(a);
         return st;
     }
@@ -218,6 +247,7 @@ mc_status_t mc_auth_from_secret(const char *secret, const char *tenant, mc_auth_
         return MC_ERR_NO_MEMORY;
     mc_status_t st = add_key(a, secret, strlen(secret), tenant, "secret", 1);
     if (st != MC_OK) {
+        ring_clear(a);
         free(a);
         return st;
     }
@@ -229,7 +259,7 @@ void mc_auth_free(mc_auth_t *auth)
 {
     if (!auth)
         return;
-    OPENSSL_cleanse(auth, sizeof(*auth));
+    ring_clear(auth);
     free(auth);
 }
 
@@ -312,8 +342,8 @@ static int match_keys(const mc_auth_t *auth, const char *label, const void *a, s
         if (cluster_only && auth->keys[i].tenant[0])
             continue;
         uint8_t want[MC_AUTH_MAC_SIZE];
-        hmac3(&auth->keys[i], label, a, alen, b, blen, want);
-        int eq = CRYPTO_memcmp(want, mac, MC_AUTH_MAC_SIZE) == 0;
+        int eq = hmac3(&auth->keys[i], label, a, alen, b, blen, want) &&
+                 CRYPTO_memcmp(want, mac, MC_AUTH_MAC_SIZE) == 0;
         if (eq && found < 0)
             found = (int)i;
     }
@@ -373,8 +403,13 @@ mc_status_t mc_auth_server_check(const mc_auth_t *auth, const mc_auth_server_hs_
         return MC_ERR_AUTH;
     }
     uint8_t smac[MC_AUTH_MAC_SIZE];
-    hmac3(&auth->keys[idx], LABEL_SERVER, cnonce, MC_AUTH_NONCE_SIZE, hs->server_nonce,
-          MC_AUTH_NONCE_SIZE, smac);
+    if (!hmac3(&auth->keys[idx], LABEL_SERVER, cnonce, MC_AUTH_NONCE_SIZE, hs->server_nonce,
+               MC_AUTH_NONCE_SIZE, smac)) {
+        MC_LOG_WARN("auth: cannot compute this server's proof (out of memory?); refusing");
+        count(&n_server_refused);
+        write_result(out, MC_ERR_NO_MEMORY, NULL);
+        return MC_ERR_NO_MEMORY;
+    }
     write_result(out, MC_OK, smac);
     fill_peer(peer, &auth->keys[idx]);
     count(&n_server_ok);
@@ -393,9 +428,9 @@ mc_status_t mc_auth_client_proof(const mc_auth_t *auth, const uint8_t hello[MC_A
     mc_auth_random(client_nonce, MC_AUTH_NONCE_SIZE);
     write_head(out, auth ? 1u : 0u);
     memcpy(out + 8, client_nonce, MC_AUTH_NONCE_SIZE);
-    if (auth)
-        hmac3(&auth->keys[0], LABEL_CLIENT, hello + 8, MC_AUTH_NONCE_SIZE, client_nonce,
-              MC_AUTH_NONCE_SIZE, out + 8 + MC_AUTH_NONCE_SIZE);
+    if (auth && !hmac3(&auth->keys[0], LABEL_CLIENT, hello + 8, MC_AUTH_NONCE_SIZE,
+                       client_nonce, MC_AUTH_NONCE_SIZE, out + 8 + MC_AUTH_NONCE_SIZE))
+        return MC_ERR_NO_MEMORY;
     return MC_OK;
 }
 
@@ -419,8 +454,11 @@ mc_status_t mc_auth_client_result(const mc_auth_t *auth, const uint8_t hello[MC_
     }
     /* we hold a key: the server must prove the same one */
     uint8_t want[MC_AUTH_MAC_SIZE];
-    hmac3(&auth->keys[0], LABEL_SERVER, client_nonce, MC_AUTH_NONCE_SIZE, hello + 8,
-          MC_AUTH_NONCE_SIZE, want);
+    if (!hmac3(&auth->keys[0], LABEL_SERVER, client_nonce, MC_AUTH_NONCE_SIZE, hello + 8,
+               MC_AUTH_NONCE_SIZE, want)) {
+        count(&n_client_failed);
+        return MC_ERR_NO_MEMORY;
+    }
     if (CRYPTO_memcmp(want, result + 16, MC_AUTH_MAC_SIZE) != 0) {
         count(&n_client_failed);
         MC_LOG_WARN("auth: the server did not prove our cluster secret; refusing it");
@@ -477,8 +515,7 @@ mc_status_t mc_auth_sign(const mc_auth_t *auth, const char *label, const void *m
 {
     if (!auth || !auth->n)
         return MC_ERR_INVALID_PARAMS;
-    hmac3(&auth->keys[0], label, msg, len, NULL, 0, mac);
-    return MC_OK;
+    return hmac3(&auth->keys[0], label, msg, len, NULL, 0, mac) ? MC_OK : MC_ERR_NO_MEMORY;
 }
 
 mc_status_t mc_auth_verify(const mc_auth_t *auth, const char *label, const void *msg, size_t len,
@@ -499,8 +536,7 @@ mc_status_t mc_auth_sign_cluster(const mc_auth_t *auth, const char *label, const
     const auth_key_t *k = cluster_key(auth);
     if (!k)
         return MC_ERR_PERMISSION;
-    hmac3(k, label, msg, len, NULL, 0, mac);
-    return MC_OK;
+    return hmac3(k, label, msg, len, NULL, 0, mac) ? MC_OK : MC_ERR_NO_MEMORY;
 }
 
 mc_status_t mc_auth_verify_cluster(const mc_auth_t *auth, const char *label, const void *msg,

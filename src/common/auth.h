@@ -78,7 +78,9 @@ typedef struct mc_auth_server_hs {
 void mc_auth_server_hello(const mc_auth_t *auth, mc_auth_server_hs_t *hs,
                           uint8_t out[MC_AUTH_HELLO_SIZE]);
 /* Checks a PROOF; always fills the RESULT to send (its status tells the client why).
- * MC_OK (peer filled in), MC_ERR_PROTOCOL (not a PROOF), MC_ERR_AUTH (no or wrong proof). On failure the caller sends RESULT and closes the connection. */
+ * MC_OK (peer filled in), MC_ERR_PROTOCOL (not a PROOF), MC_ERR_AUTH (no or wrong proof),
+ * MC_ERR_NO_MEMORY (our own proof could not be computed). On failure the caller sends RESULT
+ * and closes the connection. */
 mc_status_t mc_auth_server_check(const mc_auth_t *auth, const mc_auth_server_hs_t *hs,
                                  const uint8_t in[MC_AUTH_PROOF_SIZE],
                                  uint8_t out[MC_AUTH_RESULT_SIZE], mc_auth_peer_t *peer);
@@ -87,7 +89,7 @@ mc_status_t mc_auth_server_check(const mc_auth_t *auth, const mc_auth_server_hs_
 /* Runs the client half on a connected blocking socket until deadline_ns (CLOCK_MONOTONIC,
  * 0 = none). MC_OK; MC_ERR_AUTH (server refused our proof, or could not prove itself
  * while we hold a keyring); MC_ERR_PROTOCOL (not a Mooncake-C server, or version mismatch);
- * MC_ERR_CONNECTION / MC_ERR_TIMEOUT. */
+ * MC_ERR_CONNECTION / MC_ERR_TIMEOUT; MC_ERR_NO_MEMORY (OpenSSL could not compute a MAC). */
 mc_status_t mc_auth_client_handshake(int fd, const mc_auth_t *auth, uint64_t deadline_ns);
 /* mc_net_connect + mc_auth_client_handshake within timeout_ms; closes the socket on error. */
 mc_status_t mc_auth_connect(const char *host, uint16_t port, uint32_t timeout_ms,
@@ -117,7 +119,8 @@ typedef struct mc_auth_counters {
 void mc_auth_counters(mc_auth_counters_t *out);
 
 /* ---- message signatures (HTTP requests, descriptors) ---- */
-/* mac = HMAC-SHA256(client key, label | 0 | msg). MC_ERR_INVALID_PARAMS without a ring. */
+/* mac = HMAC-SHA256(client key, label | 0 | msg). MC_ERR_INVALID_PARAMS without a ring,
+ * MC_ERR_NO_MEMORY when OpenSSL fails (mac then holds random bytes). */
 mc_status_t mc_auth_sign(const mc_auth_t *auth, const char *label, const void *msg, size_t len,
                          uint8_t mac[MC_AUTH_MAC_SIZE]);
 /* MC_OK if mac matches any key of the ring (peer filled in if not NULL), else

@@ -214,6 +214,10 @@ static void test_sign(void **state)
     uint8_t mac[MC_AUTH_MAC_SIZE];
     const char msg[] = "{\"name\":\"seg\"}";
     assert_int_equal(mc_auth_sign(a, "desc", msg, sizeof(msg), mac), MC_OK);
+    /* HMAC-SHA256(SECRET_A, "desc" 0 msg), computed apart (Python's hmac module) */
+    char kat[2 * MC_AUTH_MAC_SIZE + 1];
+    mc_auth_hex(mac, sizeof(mac), kat);
+    assert_string_equal(kat, "69a469cf019ae049bf79f8aa1d7f877b32e867fef81eced0c385d64d108697af");
     assert_int_equal(mc_auth_verify(a, "desc", msg, sizeof(msg), mac, NULL), MC_OK);
     assert_int_equal(mc_auth_verify(b, "desc", msg, sizeof(msg), mac, NULL), MC_ERR_AUTH);
     assert_int_equal(mc_auth_verify(a, "other", msg, sizeof(msg), mac, NULL), MC_ERR_AUTH);
@@ -245,6 +249,50 @@ static void test_sign(void **state)
     assert_int_equal(mc_auth_unhex(hex, back, sizeof(back)), MC_ERR_INVALID_PARAMS);
     mc_auth_free(a);
     mc_auth_free(b);
+}
+
+/* Threads share a key's HMAC context (each MAC works on its own copy): many threads signing
+ * and verifying at once each get the value one thread alone computes. */
+typedef struct sign_arg {
+    const mc_auth_t *auth;
+    const uint8_t *want;
+    int bad;
+} sign_arg_t;
+
+static void *sign_many(void *p)
+{
+    sign_arg_t *a = p;
+    const char msg[] = "{\"name\":\"seg\"}";
+    for (int i = 0; i < 20000; i++) {
+        uint8_t mac[MC_AUTH_MAC_SIZE];
+        if (mc_auth_sign(a->auth, "desc", msg, sizeof(msg), mac) != MC_OK ||
+            memcmp(mac, a->want, sizeof(mac)) != 0 ||
+            mc_auth_verify(a->auth, "desc", msg, sizeof(msg), mac, NULL) != MC_OK)
+            a->bad++;
+    }
+    return NULL;
+}
+
+static void test_sign_threads(void **state)
+{
+    (void)state;
+    mc_auth_t *a;
+    assert_int_equal(mc_auth_from_secret(SECRET_A, NULL, &a), MC_OK);
+    const char msg[] = "{\"name\":\"seg\"}";
+    uint8_t want[MC_AUTH_MAC_SIZE];
+    assert_int_equal(mc_auth_sign(a, "desc", msg, sizeof(msg), want), MC_OK);
+    enum { T = 4 };
+    pthread_t t[T];
+    sign_arg_t args[T];
+    for (int i = 0; i < T; i++) {
+        args[i] = (sign_arg_t){.auth = a, .want = want};
+        assert_int_equal(pthread_create(&t[i], NULL, sign_many, &args[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(args[i].bad, 0);
+    }
+    mc_auth_free(a);
 }
 
 /* Grants (common/grant.h): round trip, and every way a grant must fail. */
@@ -308,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_sign),
+        cmocka_unit_test(test_sign_threads),
         cmocka_unit_test(test_grant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
