@@ -1189,11 +1189,16 @@ mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t max_requests, mc_te_batch_t *b
     return MC_OK;
 }
 
+/* A slice's dispatch group: its peer and transport. */
+static uint64_t slice_group(const mc_te_slice_t *s)
+{
+    return ((uint64_t)s->req->peer->idx << 2) | (uint64_t)s->req->tp; /* tp < 4 */
+}
+
 static int cmp_slice_peer(const void *a, const void *b)
 {
     const mc_te_slice_t *x = *(mc_te_slice_t *const *)a, *y = *(mc_te_slice_t *const *)b;
-    uint64_t kx = ((uint64_t)x->req->peer->idx << 2) | (uint64_t)x->req->tp; /* tp < 4 */
-    uint64_t ky = ((uint64_t)y->req->peer->idx << 2) | (uint64_t)y->req->tp;
+    uint64_t kx = slice_group(x), ky = slice_group(y);
     if (kx != ky)
         return kx < ky ? -1 : 1;
     return x < y ? -1 : x > y; /* keep submission order (slices/requests are contiguous) */
@@ -1275,10 +1280,12 @@ static void submit_warm_descs(mc_te_t *te, const mc_te_request_t *reqs, size_t n
 /* Submit, phase 3 for one request: resolve its peer and transport and cut it into slices
  * (*slices_p += their number). A failure of the request itself (range overflow, descriptor
  * unavailable) is kept in r->error and ends it at dispatch; only MC_ERR_NO_MEMORY fails the
- * submit (the caller then undoes r too). */
+ * submit (the caller then undoes r too). prev: the request built just before in this submit,
+ * or NULL: one to the same peer lends its descriptor (one more reference), so a batch to one
+ * peer takes the peer's lock once, not once per request. */
 static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t *u,
-                             mc_te_batch_impl_t *b, uint64_t deadline, size_t *slices_p,
-                             mc_te_read_hash_t *hash)
+                             const mc_te_req_t *prev, mc_te_batch_impl_t *b, uint64_t deadline,
+                             size_t *slices_p, mc_te_read_hash_t *hash)
 {
     memset(r, 0, sizeof(*r));
     r->batch = b;
@@ -1291,6 +1298,10 @@ static mc_status_t req_build(mc_te_t *te, mc_te_req_t *r, const mc_te_request_t 
         r->n_slices = 0;
     } else if (u->target_addr + u->length < u->target_addr) {
         pre = MC_ERR_OUT_OF_RANGE;
+    } else if (!r->peer->is_local && prev && prev->peer == r->peer && prev->desc) {
+        atomic_fetch_add(&prev->desc->refs, 1);
+        r->desc = prev->desc;
+        r->tp = prev->tp;
     } else if (!r->peer->is_local) {
         mc_status_t ds = mc_te_peer_get_desc(r->peer, &r->desc, &r->tp);
         if (ds != MC_OK)
@@ -1377,7 +1388,10 @@ static void submit_dispatch(mc_te_t *te, mc_te_batch_impl_t *b, size_t base,
                 list[k++] = &r->slices[s];
         }
     }
-    if (k > 1)
+    bool grouped = true; /* in group order already (a batch to one peer): nothing to sort */
+    for (size_t i = 1; i < k && grouped; i++)
+        grouped = slice_group(list[i - 1]) <= slice_group(list[i]);
+    if (!grouped)
         qsort(list, k, sizeof(*list), cmp_slice_peer);
     for (size_t i = 0; i < k;) {
         size_t j = i + 1;
@@ -1413,7 +1427,8 @@ static mc_status_t batch_submit(mc_te_t *te, mc_te_batch_impl_t *b, const mc_te_
     uint64_t deadline = mc_now_ns() + (uint64_t)te->timeout_ms * 1000000ull;
     size_t total_slices = 0, built = 0;
     for (; built < n && st == MC_OK; built++)
-        st = req_build(te, &b->reqs[base + built], &reqs[built], b, deadline, &total_slices,
+        st = req_build(te, &b->reqs[base + built], &reqs[built],
+                       built ? &b->reqs[base + built - 1] : NULL, b, deadline, &total_slices,
                        hashes ? &hashes[built] : NULL);
     mc_te_slice_t **list = NULL;
     if (st == MC_OK && total_slices > 0) {

@@ -623,6 +623,65 @@ static void errors(const char *proto, int shareable)
     te_peer_stop(&p, 0);
 }
 
+/* One transfer whose requests alternate between two peers, with a zero-length and an
+ * overflowing request among them: each request reads from its own peer (the submit groups
+ * slices by peer, and a request lends its descriptor only to the next one to the same peer),
+ * the failing one fails alone. */
+static void mixed_peers(const char *proto, int shareable)
+{
+    const char *args[] = {"--buffers", "2", "--size", "1048576", shareable ? "--shareable" : NULL,
+                          NULL};
+    te_peer_t p1, p2;
+    assert_int_equal(te_peer_start(&p1, args), 0);
+    assert_int_equal(te_peer_start(&p2, args), 0);
+    mc_te_t *te = make_engine(proto, 10000);
+    mc_te_segment_t s1, s2;
+    assert_int_equal(mc_te_segment_open(te, p1.name, &s1), MC_OK);
+    assert_int_equal(mc_te_segment_open(te, p2.name, &s2), MC_OK);
+    enum { N = 48, BAD = 17, EMPTY = 30 };
+    uint8_t *lb = local_buf((size_t)N * 4096);
+    mc_te_request_t reqs[N];
+    for (int round = 0; round < 2; round++) {
+        memset(lb, 0, (size_t)N * 4096);
+        for (int i = 0; i < N; i++) { /* p1's buffer 0, p2's buffer 1 (another pattern) */
+            int second = round == 0 ? i % 2 : (i / 3) % 2; /* ABAB..., then AAABBB... */
+            reqs[i] = (mc_te_request_t){MC_TE_READ, lb + (size_t)i * 4096, second ? s2 : s1,
+                                        (second ? p2.addr[1] : p1.addr[0]) + (uint64_t)i * 4096,
+                                        4096};
+        }
+        reqs[BAD].target_addr = UINT64_MAX - 100; /* overflows: fails before dispatch */
+        reqs[EMPTY].length = 0;
+        mc_te_xfer_status_t sts[N];
+        assert_int_equal(mc_te_transfer_sync(te, reqs, N, sts), MC_ERR_OUT_OF_RANGE);
+        for (int i = 0; i < N; i++) {
+            if (i == BAD) {
+                assert_int_equal(sts[i].error, MC_ERR_OUT_OF_RANGE);
+                continue;
+            }
+            assert_int_equal(sts[i].state, MC_TE_COMPLETED);
+            if (i == EMPTY)
+                continue;
+            int second = reqs[i].target == s2;
+            assert_int_equal(te_pattern_check(lb + (size_t)i * 4096, 4096, second ? 1 : 0,
+                                              (uint64_t)i * 4096, 1),
+                             -1);
+        }
+    }
+    munmap(lb, (size_t)N * 4096);
+    mc_te_destroy(te);
+    te_peer_stop(&p1, 0);
+    te_peer_stop(&p2, 0);
+}
+
+static void test_mixed_peers_tcp(void **state)
+{
+    mixed_peers("tcp", 0);
+}
+static void test_mixed_peers_shm(void **state)
+{
+    mixed_peers("auto", 1);
+}
+
 static void test_errors_tcp(void **state)
 {
     errors("tcp", 0);
@@ -1350,6 +1409,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rw_cma),
         cmocka_unit_test(test_errors_tcp),
         cmocka_unit_test(test_errors_shm),
+        cmocka_unit_test(test_mixed_peers_tcp),
+        cmocka_unit_test(test_mixed_peers_shm),
         cmocka_unit_test(test_raw_frames),
         cmocka_unit_test(test_kill9_reconnect),
         cmocka_unit_test(test_restart_new_registration_tcp),
