@@ -87,10 +87,9 @@ static uint64_t copy_hash_streaming(void *dst, const void *src, size_t len)
     return XXH3_mergeAccs(acc, secret + 11, (xxh_u64)len * XXH_PRIME64_1);
 }
 
-
 /* XXH3-64 (seed 0) of len bytes copied from src to dst, MC_HASH_COPY_CHUNK bytes at a time:
  * each chunk is copied (memcpy), then fed to the hash from dst while it sits in the first-level
- * cache: the copy runs at memcpy's depth and the hash of a cached chunk costs little beside it. */
+ * cache: the copy runs at memcpy's depth, and the hash reads cached bytes, not memory. */
 static uint64_t copy_hash_chunked(void *dst, const void *src, size_t len)
 {
     XXH3_state_t st;
