@@ -629,7 +629,7 @@ static void offload_ahead(mc_master_t *m, uint64_t now)
 }
 
 /* How many segments may lend space now (mounted, past their reuse delay): at most that many
- * replicas can be placed; *largest_p (when not NULL): the largest one's capacity. When none may
+ * replicas can be placed; *largest_p: the largest one's capacity. When none may
  * (every segment RECOVERING after a restart or takeover, or waiting out its reuse delay), or
  * the value is larger than any of them, evicting frees nothing a put could use: a failed
  * PutStart then evicts nothing, now or later (evict_pending), so objects committed once the
@@ -647,8 +647,7 @@ static uint32_t lendable_segments(mc_master_t *m, uint64_t now, uint64_t *larges
             largest = cap > largest ? cap : largest;
         }
     }
-    if (largest_p)
-        *largest_p = largest;
+    *largest_p = largest;
     return n;
 }
 
@@ -1195,8 +1194,9 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
      * allocates afresh */
     place_how_t how = {.pool = !upsert && master_pools_on(m)};
     uint32_t n = place(m, size, opts, want, r, &how);
-    if (n < want && how.pool && n < lendable_segments(m, now, NULL) &&
-        master_pool_drain(m, SEG_NONE)) {
+    uint64_t largest = 0; /* the largest lendable segment: a larger value fits in none */
+    uint32_t lendable = n == 0 || (n < want && how.pool) ? lendable_segments(m, now, &largest) : 0;
+    if (n < want && how.pool && n < lendable && master_pool_drain(m, SEG_NONE)) {
         /* pool blocks never make a put fail (or lose a replica) that would fit without them;
          * the pool blocks it took go back as given back (logged) */
         for (uint32_t i = 0; i < n; i++) {
@@ -1207,8 +1207,7 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
         how.pool = false;
         n = place(m, size, opts, want, r, &how);
     }
-    uint64_t largest = 0;
-    if (n == 0 && lendable_segments(m, now, &largest) > 0 && size <= largest) {
+    if (n == 0 && lendable > 0 && size <= largest) {
         /* Synchronous eviction: free space now, then retry, while anything is evictable. */
         uint64_t cap = total_capacity(m, NULL);
         for (int round = 0; round < 64 && n == 0; round++) {
