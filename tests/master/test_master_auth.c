@@ -418,23 +418,29 @@ static void run_attack(master_proc_t *mp, const mc_auth_t *a, int kind, int n_th
     if (kind == 3)
         at.fds = calloc(4200, sizeof(int));
     void *(*fn)(void *) = kind == 1 ? attack_pipelined : kind == 2 ? attack_partial : attack_idle;
+    /* the pipelining attack at full strength before the good client is measured: the master
+     * has stopped reading the attackers' connections (backpressure) 20 times more than before
+     * it (counted from before the first attacker starts: one may be stopped before this thread
+     * reads the metric again); the other attacks: 300 ms */
+    const char *built = kind == 1 ? "mc_rpc_backpressure_total" : NULL;
+    static char page[1 << 16];
+    double before = 0;
+    if (built) {
+        assert_int_equal(curl_get(mp->mport, "/metrics", page, sizeof(page)), 200);
+        before = metric_value(page, built);
+    }
     pthread_t th[32];
     for (int i = 0; i < n_threads; i++)
         assert_int_equal(pthread_create(&th[i], NULL, fn, &at), 0);
-    /* the pipelining attack at full strength before the good client is measured: the master
-     * has stopped reading the attackers' connections (backpressure) 20 times more than before
-     * it; the other attacks: 300 ms */
-    const char *built = kind == 1 ? "mc_rpc_backpressure_total" : NULL;
     if (built) {
-        static char page[1 << 16];
-        assert_int_equal(curl_get(mp->mport, "/metrics", page, sizeof(page)), 200);
-        double before = metric_value(page, built);
         for (uint64_t dl = mc_now_ms() + 60000;; mc_sleep_ms(50)) {
             assert_int_equal(curl_get(mp->mport, "/metrics", page, sizeof(page)), 200);
-            if (metric_value(page, built) >= before + 20)
+            double now_v = metric_value(page, built);
+            if (now_v >= before + 20)
                 break;
             if (mc_now_ms() >= dl)
-                fail_msg("attack %d did not build up within 60 s (%s)", kind, built);
+                fail_msg("attack %d did not build up within 60 s (%s %.0f -> %.0f)", kind, built,
+                         before, now_v);
         }
     } else {
         mc_sleep_ms(300);
