@@ -44,6 +44,53 @@ def auth_handshake(sock):
     assert struct.unpack_from("<i", result, 8)[0] == 0, result
 
 
+class LineReader:
+    """Lines of a child's pipe, each wait bounded. It reads the descriptor itself: a buffered
+    file's readline() may pull several lines into the file's buffer, and a select() on the
+    descriptor then waits for bytes that never come while the wanted line sits in that
+    buffer. Once a LineReader reads a pipe, nothing else may read it."""
+
+    def __init__(self, stream):
+        self.fd = stream.fileno()
+        self.buf = b""
+        self.eof = False
+
+    def readline(self, timeout):
+        """The next line (str, newline kept); "" at end of file; None after timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0 or (self.eof and self.buf):
+                n = i + 1 if i >= 0 else len(self.buf)
+                line, self.buf = self.buf[:n], self.buf[n:]
+                return line.decode(errors="replace")
+            if self.eof:
+                return ""
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return None
+            chunk = os.read(self.fd, 65536)
+            self.eof = not chunk
+            self.buf += chunk
+
+    def rest(self, timeout=10.0):
+        """What is left until end of file (or timeout seconds), as one str."""
+        deadline = time.monotonic() + timeout
+        out = []
+        while (line := self.readline(max(0.0, deadline - time.monotonic()))):
+            out.append(line)
+        return "".join(out)
+
+    def wait_for(self, match, timeout):
+        """Reads lines until match(line) is truthy and returns the line; "" when the pipe ends
+        first, None when timeout seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.readline(max(0.0, deadline - time.monotonic()))
+            if not line or match(line):
+                return line
+
+
 def wait_for(cond, timeout=10.0, interval=0.01, what="condition"):
     """Poll cond() until it is truthy; fail the test after timeout seconds."""
     deadline = time.monotonic() + timeout
@@ -64,6 +111,7 @@ class TePeer:
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "te_peer.py"), str(size), protocol],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.out = LineReader(self.proc.stdout)
         line = self._readline(20.0)
         info = json.loads(line)
         if "error" in info:
@@ -75,18 +123,12 @@ class TePeer:
         self.port = info["port"]
 
     def _readline(self, timeout):
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("te_peer did not answer")
-            r, _, _ = select.select([fd], [], [], left)
-            if r:
-                line = fd.readline()
-                if not line:
-                    raise RuntimeError(f"te_peer exited (rc={self.proc.poll()})")
-                return line.strip()
+        line = self.out.readline(timeout)
+        if line is None:
+            raise TimeoutError("te_peer did not answer")
+        if not line:
+            raise RuntimeError(f"te_peer exited (rc={self.proc.poll()})")
+        return line.strip()
 
     def cmd(self, line, timeout=20.0):
         self.proc.stdin.write(line + "\n")
@@ -168,24 +210,29 @@ class Proc:
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=env or dict(os.environ))
+        self.out = LineReader(self.proc.stdout)
+        self.err = LineReader(self.proc.stderr)
         self.ready_line = self._wait_line(ready_prefix, timeout)
 
     def _wait_line(self, prefix, timeout):
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.stop()
-                pytest.fail(f"{self.argv[0]} did not print {prefix!r} within {timeout}s")
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                line = self.proc.stdout.readline()
-                if not line:
-                    err = self.proc.stderr.read()[-2000:]
-                    self.stop()
-                    pytest.fail(f"{self.argv[0]} exited (rc={self.proc.poll()}): {err}")
-                if line.startswith(prefix):
-                    return line.strip()
+        line = self.out.wait_for(lambda ln: ln.startswith(prefix), timeout)
+        if line:
+            return line.strip()
+        if line is None:
+            self.stop()
+            pytest.fail(f"{self.argv[0]} did not print {prefix!r} within {timeout}s")
+        err = self.err.rest()[-2000:]
+        self.stop()
+        pytest.fail(f"{self.argv[0]} exited (rc={self.proc.poll()}): {err}")
+
+    def wait_stderr(self, text, timeout):
+        """Reads stderr until a line contains text (or one of a tuple of texts) and returns
+        it; fails the test after timeout seconds."""
+        texts = text if isinstance(text, tuple) else (text,)
+        line = self.err.wait_for(lambda ln: any(t in ln for t in texts), timeout)
+        if not line:
+            pytest.fail(f"{self.argv[0]} did not log {text!r} within {timeout}s")
+        return line
 
     def field(self, name):
         for tok in self.ready_line.split():

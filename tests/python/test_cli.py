@@ -17,7 +17,6 @@ directory's bin/ with PYTHONPATH pointing at it, as a user's would after `pip in
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import socket
@@ -28,7 +27,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import LineReader, free_port, wait_for
 
 SCRIPTS = ("mooncake_master", "mooncake_client", "transfer_engine_bench",
            "mooncake_http_metadata_server")
@@ -78,6 +77,7 @@ class Procs:
     def start(self, args, env, **kw):
         p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, **kw)
+        p.lines = LineReader(p.stdout)  # for read_line
         self.procs.append(p)
         return p
 
@@ -86,7 +86,7 @@ class Procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=timeout)
-        return p.returncode, out, err
+        return p.returncode, p.lines.buf.decode(errors="replace") + out, err
 
     def stop_all(self):
         for p in self.procs:
@@ -108,17 +108,10 @@ def run(args, env, timeout=60):
 
 def read_line(p, pattern, timeout=20.0):
     """The first stdout line of p matching pattern (a regex); fails if p exits first."""
-    deadline = time.monotonic() + timeout
     rx = re.compile(pattern)
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([p.stdout], [], [], 0.1)
-        if r:
-            line = p.stdout.readline()
-            if not line:
-                break
-            m = rx.search(line)
-            if m:
-                return m
+    line = p.lines.wait_for(rx.search, timeout)
+    if line:
+        return rx.search(line)
     p.kill()
     out, err = p.communicate()
     pytest.fail(f"no line matching {pattern!r} from {p.args[0]}; stdout:\n{out}\nstderr:\n{err}")

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import auth_handshake, bin_path, free_port, sigstop, start_master, wait_for
+from conftest import LineReader, auth_handshake, bin_path, free_port, sigstop, start_master, wait_for
 from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
 
 RPC_FAIL = -900
@@ -39,8 +39,8 @@ class RealClient:
              "--global_segment_size=256MB", "--protocol=tcp", f"--port={self.port}",
              "--log_level=info"],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("mooncake_client ready"), f"real client: {line!r}"
+        line = LineReader(self.proc.stdout).readline(20.0)
+        assert line and line.startswith("mooncake_client ready"), f"real client: {line!r}"
         self.addr = f"127.0.0.1:{self.port}"
 
     def log_text(self):

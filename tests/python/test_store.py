@@ -6,7 +6,6 @@ module; processes are stopped by PID.
 import contextlib
 import gc
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -697,23 +696,6 @@ def test_forced_remove_stamps_and_releases_leased_space():
         assert a.get("M") == mv and b.get("L") == l
 
 
-def wait_stderr(proc, text, timeout):
-    """Reads proc's stderr until a line contains text (or one of a tuple of texts); fails the
-    test after timeout seconds."""
-    texts = text if isinstance(text, tuple) else (text,)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([proc.proc.stderr], [], [], deadline - time.monotonic())
-        if not r:
-            break
-        line = proc.proc.stderr.readline()
-        if not line:
-            break
-        if any(t in line for t in texts):
-            return line
-    pytest.fail(f"{proc.argv[0]} did not log {text!r} within {timeout}s")
-
-
 def test_dropped_storage_server_stops_serving():
     """A storage server frozen past client_ttl is dropped by the master, and the key it held is
     put again on another server. A reader that holds a read lease on the old replica (and would
@@ -746,7 +728,7 @@ def test_dropped_storage_server_stops_serving():
         # even after four more heartbeats (250 ms each with client_ttl 1 s), in which it would
         # have mounted again without the wait (the assertions hold whatever the timing; the
         # pause only lets a missing wait show)
-        wait_stderr(s1, "the master dropped this client", timeout=10)
+        s1.wait_stderr("the master dropped this client", timeout=10)
         time.sleep(1.0)
         before = c.read_stats()
         assert c.get("D") == new
@@ -830,7 +812,7 @@ def test_storage_server_stalled_past_the_hold_loses_its_objects():
         vals = put_many(w, 5, 4096, 200)
         sigstop(s1.proc.pid)
         try:
-            wait_stderr(m, "not re-mounted in time", timeout=15)
+            m.wait_stderr("not re-mounted in time", timeout=15)
         finally:
             os.kill(s1.proc.pid, signal.SIGCONT)
         on_s1 = ReplicateConfig()
@@ -864,7 +846,7 @@ def test_master_restart_without_wal_orphans_old_contents():
         m2 = start_master(lease_ttl_ms=10000, client_ttl=1, port=port)
         procs.append(m2)
         # s1 has heard from the new master (it logs either way; this build: "did not recover")
-        line = wait_stderr(s1, ("did not recover segment", "asked to re-mount"), timeout=10)
+        line = s1.wait_stderr(("did not recover segment", "asked to re-mount"), timeout=10)
         # its last answered ping was before the restart: after client_ttl more its serving
         # limit (7/8 of it after that ping) has passed, whatever the timing, unless it
         # mounted again at once and so extended it

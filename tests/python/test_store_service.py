@@ -13,7 +13,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Proc, bin_path, start_master, start_storage, wait_for
+from conftest import LineReader, Proc, bin_path, start_master, start_storage, wait_for
 from mooncake._core import http_auth_authorize, http_auth_parse
 
 SECRET = b"rest-server-test-secret-0123456789"
@@ -30,17 +30,11 @@ class RestServer:
              "--port", "0", "--max-wait-time", "10", "-Dlocal_hostname=127.0.0.1",
              "-Dglobal_segment_size=16MB", "-Dlocal_buffer_size=16MB", *extra_args],
             stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
-        deadline = time.monotonic() + 30
-        self.port = None
-        while self.port is None:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no listening line: {self.stderr()}"
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                line = self.proc.stdout.readline()
-                assert line, f"exited rc={self.proc.poll()}: {self.stderr()}"
-                if line.startswith("mc_store_rest_server listening"):
-                    self.port = int(line.split("port=")[1])
+        line = LineReader(self.proc.stdout).wait_for(
+            lambda ln: ln.startswith("mc_store_rest_server listening"), 30)
+        assert line is not None, f"no listening line: {self.stderr()}"
+        assert line, f"exited rc={self.proc.poll()}: {self.stderr()}"
+        self.port = int(line.split("port=")[1])
 
     def stderr(self):
         self.log.seek(0)
