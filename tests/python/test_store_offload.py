@@ -2,12 +2,14 @@
 makes the client a storage server with a disk; a value evicted from memory reads back exact
 from the disk through another client; the disk path from MOONCAKE_OFFLOAD_FILE_STORAGE_PATH;
 no path at all is INVALID_PARAMS."""
+import json
 import os
 import time
+import urllib.request
 
 import pytest
 
-from conftest import Proc, bin_path, start_master
+from conftest import Proc, bin_path, start_master, wait_for
 from mooncake.store import DiskDescriptor, MooncakeDistributedStore
 
 VAL = 512 << 10
@@ -15,7 +17,8 @@ VAL = 512 << 10
 
 @pytest.fixture(scope="module")
 def omaster():
-    m = start_master(lease_ttl_ms=200, extra=("--enable_offload=true",))
+    m = start_master(lease_ttl_ms=200, extra=("--enable_offload=true", "--metrics_port=0"))
+    m.http = f"http://127.0.0.1:{m.field('metrics_port')}"
     yield m
     m.stop()
 
@@ -32,6 +35,21 @@ def value(i):
     return bytes((i * 131 + j * 7 + (j >> 9)) & 0xff for j in range(256)) * (VAL // 256)
 
 
+def wait_on_disk(master, store, key, n):
+    """Waits until the master counts n objects on the disk tier of the storage server that
+    holds key in memory (its /get_segments_detail; the server confirms each offload after
+    writing it), so that evictions after this keep them."""
+    endpoint = store.get_replica_desc(key)[0].get_memory_descriptor() \
+        .buffer_descriptor.transport_endpoint
+
+    def on_disk():
+        with urllib.request.urlopen(f"{master.http}/get_segments_detail", timeout=5) as r:
+            segs = json.loads(r.read())["segments"]
+        return sum(sg.get("disk", {}).get("objects", 0) for sg in segs
+                   if sg["endpoint"] == endpoint) >= n
+    wait_for(on_disk, timeout=10, what=f"{n} objects on the disk tier of {endpoint}")
+
+
 def do_setup(st, master, seg, **kw):
     return st.setup("127.0.0.1", "P2PHANDSHAKE", seg, 16 << 20, "tcp", "", master.addr, **kw)
 
@@ -46,13 +64,7 @@ def test_offload_and_disk_reads(omaster, tmp_path):
             assert rd.put(f"py{i}", value(i)) == 0
         # wait until every value is on disk (eager offload), then push the first ones out of
         # the 4 MiB segment
-        deadline = time.monotonic() + 10
-        while len([f for f in os.listdir(tmp_path / "disk") if f.endswith(".bucket")]) == 0 \
-                or sum(os.path.getsize(tmp_path / "disk" / f)
-                       for f in os.listdir(tmp_path / "disk")) < 6 * VAL:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.2)  # the confirmations reach the master after the writes
+        wait_on_disk(omaster, rd, "py0", 6)
         for i in range(6, 10):
             assert rd.put(f"py{i}", value(i)) == 0
         assert srv.get_offload_rpc_read_count() == 0
@@ -116,12 +128,7 @@ def test_mooncake_client_enable_offload(omaster, tmp_path):
         assert do_setup(rd, omaster, 0) == 0
         for i in range(3):
             assert rd.put(f"mc{i}", value(i)) == 0
-        deadline = time.monotonic() + 10
-        while sum(os.path.getsize(tmp_path / "cdisk" / f)
-                  for f in os.listdir(tmp_path / "cdisk")) < 3 * VAL:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.2)  # the confirmations reach the master after the writes
+        wait_on_disk(omaster, rd, "mc0", 3)
         for i in range(3, 6):
             deadline = time.monotonic() + 10
             while (rc := rd.put(f"mc{i}", value(i))) == -200:  # eviction waits for offloads
