@@ -10,6 +10,7 @@
  * JSON line per pass: {"bench":"mapping_probe","step":N,"what":...,"mapping":"a|b|c",
  * "gib_s":...}. Usage: mc_mapping_probe [--size_mb=256]. Exit 1 if memory cannot be had.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +48,17 @@ static void read_pass(const char *what, const char *name, const char *m, size_t 
     fflush(stdout);
 }
 
-static char *map_populated(int fd, size_t len)
+/* One more shared mapping of fd; with populate, its page tables filled as the shm transport
+ * fills a peer buffer's (rbuf_map). Exits the process if it cannot be made. */
+static char *map_shared(int fd, size_t len, bool populate)
 {
     char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED)
-        return NULL;
-    madvise(m, len, MADV_POPULATE_WRITE); /* page tables filled, as rbuf_map does */
+    if (m == MAP_FAILED) {
+        perror("mc_mapping_probe: mmap");
+        exit(1);
+    }
+    if (populate)
+        madvise(m, len, MADV_POPULATE_WRITE);
     return m;
 }
 
@@ -73,29 +79,17 @@ int main(int argc, char **argv)
         perror("mc_mapping_probe: memfd");
         return 1;
     }
-    char *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (a == MAP_FAILED) {
-        perror("mc_mapping_probe: mmap");
-        return 1;
-    }
+    char *a = map_shared(fd, len, false);
     memset(a, 1, len); /* the pages' first write, through a */
     read_pass("after first write through a", "a", a, len);
     read_pass("again", "a", a, len);
-    char *b = map_populated(fd, len);
-    if (!b) {
-        perror("mc_mapping_probe: mmap");
-        return 1;
-    }
+    char *b = map_shared(fd, len, true);
     read_pass("second mapping, populated", "b", b, len);
     read_pass("again", "b", b, len);
     read_pass("after b's passes", "a", a, len);
     memset(a, 2, len);
     read_pass("after a rewrite through a", "b", b, len);
-    char *c = map_populated(fd, len);
-    if (!c) {
-        perror("mc_mapping_probe: mmap");
-        return 1;
-    }
+    char *c = map_shared(fd, len, true);
     read_pass("third mapping, populated", "c", c, len);
     read_pass("again", "c", c, len);
     read_pass("after c's passes", "a", a, len);
