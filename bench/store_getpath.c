@@ -5,12 +5,13 @@
  * master where each key's replica is (mc_store_replica_desc) and builds, per thread and call,
  * the engine requests that read exactly those replicas into the same buffers. Rounds, each
  * reading every key once with `threads` threads: engine (warm-up: not in its figure, reported
- * apart as te_first_pass, its first read of the fresh keys' pages), engine (before), fed client (if any: first read with the placement feed, under the leases the
- * master pushed at the puts; it waits, bounded, until the feed has delivered every key, and
- * comes first so those leases are seconds old), writer (cold: hints from its puts, no lease),
- * writer x warm_rounds (under the leases of the cold round), other client (first read: no
- * hint, no lease: lookup then read), engine (after). The engine's figure is the mean of before and after, so both sides of a
- * ratio see the machine within seconds of each other. That sequence is repeated `reps` times
+ * apart as te_first_pass, its first read of the fresh keys' pages), engine (before), fed
+ * client (if any: first read with the placement feed, under the leases the master pushed at
+ * the puts; it waits, bounded, until the feed has delivered every key, and comes first so
+ * those leases are seconds old), writer (cold: hints from its puts, no lease), writer x
+ * warm_rounds (under the leases of the cold round), other client (first read: no hint, no
+ * lease: lookup then read), engine (after). The engine's figure is the mean of before and
+ * after, so both sides of a ratio see the machine within seconds of each other. That sequence is repeated `reps` times
  * on fresh keys; the line gives the medians of the figures and of the per-repetition ratios.
  * The raw engine is a second engine in this process with the store's tuning (same transport:
  * MC_FORCE_TCP reaches both). */

@@ -24,11 +24,11 @@ typedef struct mc_getpath_cfg {
 } mc_getpath_cfg_t;
 
 /* Shape names, for --cases: 4k128, 4m64, 32m1, 4m32x8; 4k512 (512 x 4 KiB), 4k128w
- * (24 x 128 x 4 KiB) and 256k64 (20 x 64 x 256 KiB) run only when named. "rtt" (only when named) runs the
- * round-trip probe first: BatchGetReplicaList of 1, 32 and 128 keys with the RPC client's busy
- * poll at 50 (default), 0 and 300 us, raw engine reads of 1, 32 and 128 replicas of 4 KiB, and
- * a loopback TCP ping-pong of the lookups' byte sizes (sleeping and spinning reader): one
- * "getpath_rtt" line of p50/p90 microseconds. */
+ * (24 x 128 x 4 KiB) and 256k64 (20 x 64 x 256 KiB) run only when named. "rtt" (only when
+ * named) runs the round-trip probe first: BatchGetReplicaList of 1, 32 and 128 keys with the
+ * RPC client's busy poll at 50 (default), 0 and 300 us, raw engine reads of 1, 32 and 128
+ * replicas of 4 KiB, and a loopback TCP ping-pong of the lookups' byte sizes (sleeping and
+ * spinning reader): one "getpath_rtt" line of p50/p90 microseconds. */
 #define MC_GETPATH_SHAPES "4k128,4m64,32m1,4m32x8"
 
 /* Whether `name` is one of the items of the comma list `list`. */

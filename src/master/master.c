@@ -1195,7 +1195,7 @@ mc_status_t master_put_start(mc_master_t *m, const uint8_t cid[16], const char *
     place_how_t how = {.pool = !upsert && master_pools_on(m)};
     uint32_t n = place(m, size, opts, want, r, &how);
     uint64_t largest = 0; /* the largest lendable segment: a larger value fits in none */
-    uint32_t lendable = n == 0 || (n < want && how.pool) ? lendable_segments(m, now, &largest) : 0;
+    uint32_t lendable = n < want ? lendable_segments(m, now, &largest) : 0; /* want >= 1 */
     if (n < want && how.pool && n < lendable && master_pool_drain(m, SEG_NONE)) {
         /* pool blocks never make a put fail (or lose a replica) that would fit without them;
          * the pool blocks it took go back as given back (logged) */
