@@ -8,14 +8,17 @@
  * is made, runs far slower. This probe makes one memfd of --size_mb, maps it three times and
  * reads it pass by pass (4 MiB memcpy chunks into one buffer), in a fixed order, printing one
  * JSON line per pass: {"bench":"mapping_probe","step":N,"what":...,"mapping":"a|b|c",
- * "gib_s":...}. Usage: mc_mapping_probe [--size_mb=256]. Exit 1 if memory cannot be had.
+ * "gib_s":...}. Usage: mc_mapping_probe [--size_mb=256] (--help). Exit 1 if memory cannot be
+ * had, 2 on a bad option.
  */
+#include "common/config.h"
+#include "common/time.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -27,22 +30,15 @@
 static char sink[CHUNK];
 static int step;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* Reads m[0, len) once and prints the pass's rate. */
 static void read_pass(const char *what, const char *name, const char *m, size_t len)
 {
-    double t0 = now_s();
+    uint64_t t0 = mc_now_ns();
     for (size_t off = 0; off < len; off += CHUNK) {
         memcpy(sink, m + off, CHUNK);
         __asm__ volatile("" : : "r"(sink) : "memory"); /* the copy is not optimised away */
     }
-    double gib_s = (double)len / (now_s() - t0) / (double)(1u << 30);
+    double gib_s = (double)len / ((double)(mc_now_ns() - t0) * 1e-9) / (double)(1u << 30);
     printf("{\"bench\":\"mapping_probe\",\"step\":%d,\"what\":\"%s\",\"mapping\":\"%s\","
            "\"gib_s\":%.2f}\n", ++step, what, name, gib_s);
     fflush(stdout);
@@ -64,16 +60,18 @@ static char *map_shared(int fd, size_t len, bool populate)
 
 int main(int argc, char **argv)
 {
-    size_t mb = 256;
-    for (int i = 1; i < argc; i++) {
-        if (!strncmp(argv[i], "--size_mb=", 10) && atoi(argv[i] + 10) >= 4) {
-            mb = (size_t)atoi(argv[i] + 10);
-        } else {
-            fprintf(stderr, "usage: %s [--size_mb=N]  (N >= 4, default 256)\n", argv[0]);
-            return 2;
-        }
-    }
-    size_t len = (mb << 20) / CHUNK * CHUNK;
+    int64_t mb = 256;
+    mc_option_t opts[] = {
+        {"size_mb", MC_OPT_INT, &mb, NULL, "size of the shared memory, MiB", 4, 65536},
+    };
+    mc_config_spec_t spec = {"mc_mapping_probe",
+                             "Read passes over one memfd through up to three mappings of it; one "
+                             "JSON line per pass (GiB/s).",
+                             opts, sizeof(opts) / sizeof(opts[0])};
+    int rc = mc_config_main(&spec, argc, argv);
+    if (rc >= 0)
+        return rc;
+    size_t len = ((size_t)mb << 20) / CHUNK * CHUNK;
     int fd = memfd_create("mc-mapping-probe", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
         perror("mc_mapping_probe: memfd");
